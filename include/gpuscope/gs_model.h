@@ -1,0 +1,274 @@
+/*
+ * The data model every front end reads: one snapshot per sampling cycle, holding the system,
+ * each GPU's static identity and dynamic readings, its MIG devices, and the processes on it.
+ *
+ * Units are base SI (bytes, watts, joules, celsius, hertz, seconds) and ratios are 0..1; the
+ * backend converts NVML's milliwatts, MHz, millijoules and percents once. Every numeric
+ * reading carries a status: GS_ST_NA (the default of zeroed memory) means absent — not
+ * supported, symbol missing, or not collected this cycle — and sinks print N/A or skip it,
+ * never 0. The metric list is an X-macro so names, units and the enum stay in one place.
+ *
+ * Snapshots are plain memory: a producer fills one, then it is read-only. gs_snapshot_new
+ * sizes every array once; sampling into an existing snapshot allocates nothing unless the
+ * process list must grow (gs_snapshot_reserve_procs).
+ */
+#ifndef GS_MODEL_H
+#define GS_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GS_STR_LEN 96   /* names, UUIDs, versions; NVML's largest buffers are 96 */
+#define GS_MIG_MAX 8    /* MIG devices per GPU (7 on A100/H100) */
+#define GS_PROC_NAME_LEN 64
+#define GS_PROC_CMD_LEN 512
+#define GS_PROC_USER_LEN 33
+#define GS_JOB_ID_LEN 72
+
+/* Status of one reading. Zero is "absent" so that a zeroed struct reads as "nothing known". */
+enum gs_status {
+    GS_ST_NA = 0,     /* absent: not supported, symbol missing, or not collected */
+    GS_ST_OK = 1,     /* value valid */
+    GS_ST_NOPERM = 2, /* NVML_ERROR_NO_PERMISSION */
+    GS_ST_ERROR = 3,  /* any other error for this field */
+    GS_ST_LOST = 4,   /* GPU fell off the bus */
+};
+
+/* X(ENUM, "name", "unit"): name is used in JSON, history and (prefixed) Prometheus. */
+#define GS_METRICS(X)                                                                        \
+    /* identity-like numbers */                                                             \
+    X(GS_M_MINOR, "minor_number", "")                                                       \
+    X(GS_M_ARCH, "architecture", "")                                                        \
+    X(GS_M_BRAND, "brand", "")                                                              \
+    X(GS_M_PCI_DOMAIN, "pci_domain", "")                                                    \
+    X(GS_M_PCI_BUS, "pci_bus", "")                                                          \
+    X(GS_M_PCI_DEVICE, "pci_device", "")                                                    \
+    X(GS_M_PCI_DEVICE_ID, "pci_device_id", "")                                              \
+    X(GS_M_PCI_SUBSYS_ID, "pci_sub_device_id", "")                                          \
+    X(GS_M_CC_MAJOR, "compute_cap_major", "")                                               \
+    X(GS_M_CC_MINOR, "compute_cap_minor", "")                                               \
+    /* utilization (ratios) */                                                              \
+    X(GS_M_UTIL_GPU, "utilization_gpu", "ratio")                                            \
+    X(GS_M_UTIL_MEM, "utilization_memory", "ratio")                                         \
+    X(GS_M_UTIL_ENC, "utilization_encoder", "ratio")                                        \
+    X(GS_M_UTIL_DEC, "utilization_decoder", "ratio")                                        \
+    /* memory */                                                                            \
+    X(GS_M_MEM_TOTAL, "memory_total", "bytes")                                              \
+    X(GS_M_MEM_USED, "memory_used", "bytes")                                                \
+    X(GS_M_MEM_FREE, "memory_free", "bytes")                                                \
+    X(GS_M_MEM_RESERVED, "memory_reserved", "bytes")                                        \
+    X(GS_M_BAR1_TOTAL, "bar1_total", "bytes")                                               \
+    X(GS_M_BAR1_USED, "bar1_used", "bytes")                                                 \
+    X(GS_M_BAR1_FREE, "bar1_free", "bytes")                                                 \
+    /* thermal and fan */                                                                   \
+    X(GS_M_TEMP_GPU, "temperature_gpu", "celsius")                                          \
+    X(GS_M_TEMP_MEM, "temperature_memory", "celsius")                                       \
+    X(GS_M_TEMP_SLOWDOWN, "temperature_slowdown", "celsius")                                \
+    X(GS_M_TEMP_SHUTDOWN, "temperature_shutdown", "celsius")                                \
+    X(GS_M_TEMP_GPU_MAX, "temperature_gpu_max", "celsius")                                  \
+    X(GS_M_TEMP_MEM_MAX, "temperature_memory_max", "celsius")                               \
+    X(GS_M_FAN, "fan_speed", "ratio")                                                       \
+    /* power and energy */                                                                  \
+    X(GS_M_POWER_DRAW, "power_draw", "watts")                                               \
+    X(GS_M_POWER_LIMIT, "power_limit", "watts")                                             \
+    X(GS_M_POWER_ENFORCED_LIMIT, "power_enforced_limit", "watts")                           \
+    X(GS_M_POWER_DEFAULT_LIMIT, "power_default_limit", "watts")                             \
+    X(GS_M_POWER_MIN_LIMIT, "power_min_limit", "watts")                                     \
+    X(GS_M_POWER_MAX_LIMIT, "power_max_limit", "watts")                                     \
+    X(GS_M_ENERGY, "energy", "joules")                                                      \
+    /* clocks */                                                                            \
+    X(GS_M_CLOCK_GR, "clock_graphics", "hertz")                                             \
+    X(GS_M_CLOCK_SM, "clock_sm", "hertz")                                                   \
+    X(GS_M_CLOCK_MEM, "clock_memory", "hertz")                                              \
+    X(GS_M_CLOCK_VIDEO, "clock_video", "hertz")                                             \
+    X(GS_M_CLOCK_MAX_GR, "clock_max_graphics", "hertz")                                     \
+    X(GS_M_CLOCK_MAX_SM, "clock_max_sm", "hertz")                                           \
+    X(GS_M_CLOCK_MAX_MEM, "clock_max_memory", "hertz")                                      \
+    X(GS_M_CLOCK_MAX_VIDEO, "clock_max_video", "hertz")                                     \
+    X(GS_M_PSTATE, "pstate", "")                                                            \
+    X(GS_M_THROTTLE_ACTIVE, "clocks_event_reasons_active", "mask")                          \
+    X(GS_M_THROTTLE_SUPPORTED, "clocks_event_reasons_supported", "mask")                    \
+    X(GS_M_THROTTLE_NS_SW_POWER, "clocks_event_sw_power_cap", "seconds")                    \
+    X(GS_M_THROTTLE_NS_SYNC_BOOST, "clocks_event_sync_boost", "seconds")                    \
+    X(GS_M_THROTTLE_NS_SW_THERMAL, "clocks_event_sw_thermal_slowdown", "seconds")           \
+    X(GS_M_THROTTLE_NS_HW_THERMAL, "clocks_event_hw_thermal_slowdown", "seconds")           \
+    X(GS_M_THROTTLE_NS_HW_POWER_BRAKE, "clocks_event_hw_power_brake_slowdown", "seconds")   \
+    /* PCIe */                                                                              \
+    X(GS_M_PCIE_GEN, "pcie_link_gen_current", "")                                           \
+    X(GS_M_PCIE_GEN_MAX, "pcie_link_gen_max", "")                                           \
+    X(GS_M_PCIE_GEN_GPU_MAX, "pcie_link_gen_gpumax", "")                                    \
+    X(GS_M_PCIE_WIDTH, "pcie_link_width_current", "")                                       \
+    X(GS_M_PCIE_WIDTH_MAX, "pcie_link_width_max", "")                                       \
+    X(GS_M_PCIE_TX, "pcie_tx", "bytes_per_second")                                          \
+    X(GS_M_PCIE_RX, "pcie_rx", "bytes_per_second")                                          \
+    X(GS_M_PCIE_REPLAY, "pcie_replay_counter", "")                                          \
+    /* health */                                                                            \
+    X(GS_M_ECC_MODE, "ecc_mode_current", "")                                                \
+    X(GS_M_ECC_MODE_PENDING, "ecc_mode_pending", "")                                        \
+    X(GS_M_ECC_CORR_VOL, "ecc_errors_corrected_volatile", "")                               \
+    X(GS_M_ECC_UNCORR_VOL, "ecc_errors_uncorrected_volatile", "")                           \
+    X(GS_M_ECC_CORR_AGG, "ecc_errors_corrected_aggregate", "")                              \
+    X(GS_M_ECC_UNCORR_AGG, "ecc_errors_uncorrected_aggregate", "")                          \
+    X(GS_M_RETIRED_SBE, "retired_pages_single_bit", "")                                     \
+    X(GS_M_RETIRED_DBE, "retired_pages_double_bit", "")                                     \
+    X(GS_M_RETIRED_PENDING, "retired_pages_pending", "")                                    \
+    X(GS_M_REMAP_CORR, "remapped_rows_correctable", "")                                     \
+    X(GS_M_REMAP_UNCORR, "remapped_rows_uncorrectable", "")                                 \
+    X(GS_M_REMAP_PENDING, "remapped_rows_pending", "")                                      \
+    X(GS_M_REMAP_FAILURE, "remapped_rows_failure", "")                                      \
+    X(GS_M_XID_LAST, "xid_last", "")                                                        \
+    /* modes */                                                                             \
+    X(GS_M_PERSISTENCE, "persistence_mode", "")                                             \
+    X(GS_M_COMPUTE_MODE, "compute_mode", "")                                                \
+    X(GS_M_MIG_MODE, "mig_mode_current", "")                                                \
+    X(GS_M_MIG_MODE_PENDING, "mig_mode_pending", "")                                        \
+    /* GPM (Hopper+), over the interval since the previous GPM sample */                    \
+    X(GS_M_GPM_SM_ACTIVE, "sm_active", "ratio")                                             \
+    X(GS_M_GPM_SM_OCCUPANCY, "sm_occupancy", "ratio")                                       \
+    X(GS_M_GPM_TENSOR_ACTIVE, "tensor_active", "ratio")                                     \
+    X(GS_M_GPM_DRAM_ACTIVE, "dram_bandwidth_utilization", "ratio")
+
+#define GS_METRIC_ENUM_(e, n, u) e,
+enum gs_metric { GS_METRICS(GS_METRIC_ENUM_) GS_M__COUNT };
+#undef GS_METRIC_ENUM_
+
+/* Text fields of a GPU. */
+enum gs_text {
+    GS_T_NAME,
+    GS_T_UUID,
+    GS_T_SERIAL,
+    GS_T_PCI_BUS_ID, /* "00000000:00:09.0" */
+    GS_T_VBIOS,
+    GS_T__COUNT,
+};
+
+/* Throttle (clock event) reason bits, equal to NVML's. */
+#define GS_THR_GPU_IDLE 0x1ULL
+#define GS_THR_APP_CLOCKS 0x2ULL
+#define GS_THR_SW_POWER_CAP 0x4ULL
+#define GS_THR_HW_SLOWDOWN 0x8ULL
+#define GS_THR_SYNC_BOOST 0x10ULL
+#define GS_THR_SW_THERMAL 0x20ULL
+#define GS_THR_HW_THERMAL 0x40ULL
+#define GS_THR_HW_POWER_BRAKE 0x80ULL
+#define GS_THR_DISPLAY_CLOCK 0x100ULL
+
+struct gs_mig {
+    unsigned index; /* MIG slot on the parent, for nvmlDeviceGetMigDeviceHandleByIndex */
+    unsigned gi_id;
+    unsigned ci_id;
+    char uuid[GS_STR_LEN];
+    char name[GS_STR_LEN];
+    uint8_t mem_st; /* enum gs_status for the three memory figures */
+    uint64_t mem_total_bytes;
+    uint64_t mem_used_bytes;
+    uint64_t mem_free_bytes;
+};
+
+struct gs_gpu {
+    unsigned index;     /* NVML index */
+    int lost;           /* the GPU fell off the bus; readings below are stale or absent */
+    uint8_t tst[GS_T__COUNT];
+    char text[GS_T__COUNT][GS_STR_LEN];
+    uint8_t st[GS_M__COUNT]; /* enum gs_status per metric */
+    double v[GS_M__COUNT];
+    unsigned n_mig;
+    struct gs_mig mig[GS_MIG_MAX];
+};
+
+enum gs_proc_type { GS_PROC_COMPUTE = 1, GS_PROC_GRAPHICS = 2, GS_PROC_MPS = 4 };
+
+/* Where a process runs, from /proc/PID/cgroup. */
+enum gs_job_kind {
+    GS_JOB_NONE = 0,
+    GS_JOB_DOCKER,
+    GS_JOB_CONTAINERD,
+    GS_JOB_CRIO,
+    GS_JOB_PODMAN,
+    GS_JOB_SLURM,
+};
+
+struct gs_proc {
+    unsigned pid;
+    unsigned gpu;  /* index into gs_snapshot.gpus */
+    unsigned type; /* GS_PROC_* bits: a process may be in several lists */
+    unsigned gi_id, ci_id; /* MIG instance, 0xFFFFFFFF when MIG is off */
+    uint8_t mem_st;        /* status of gpu_mem_bytes */
+    uint64_t gpu_mem_bytes;
+    uint8_t util_st; /* status of the four utilization ratios (nvmlDeviceGetProcessUtilization) */
+    double sm_util, mem_util, enc_util, dec_util;
+    /* from procfs; host_st is GS_ST_NA when the process vanished or lives in another pid ns */
+    uint8_t host_st;
+    char name[GS_PROC_NAME_LEN];
+    char cmdline[GS_PROC_CMD_LEN];
+    char user[GS_PROC_USER_LEN];
+    uint32_t uid;
+    uint8_t cpu_st;   /* CPU ratio needs two reads; absent on the first sight of a pid */
+    double cpu_ratio; /* CPU time / wall time since the previous sample; 1.0 = one core */
+    uint64_t rss_bytes;
+    double start_time; /* unix seconds */
+    uint8_t job_kind;  /* enum gs_job_kind of container_id */
+    char container_id[GS_JOB_ID_LEN]; /* Docker/containerd/CRI-O/Podman container id */
+    char pod_uid[40];                 /* Kubernetes pod UID, "" if none */
+    char slurm_job[24];               /* Slurm job id, "" if none */
+};
+
+struct gs_system {
+    char hostname[256];
+    uint8_t driver_st;
+    char driver_version[GS_STR_LEN]; /* "590.48.01" */
+    uint8_t nvml_st;
+    char nvml_version[GS_STR_LEN];
+    uint8_t cuda_st;
+    int cuda_version; /* major*1000 + minor*10, 13010 = 13.1 */
+    unsigned gpu_count;
+};
+
+struct gs_snapshot {
+    struct gs_system sys;
+    double t_real;       /* unix seconds when the cycle started */
+    int64_t t_mono_ns;   /* CLOCK_MONOTONIC when the cycle started */
+    unsigned n_gpus;
+    struct gs_gpu *gpus;
+    unsigned n_procs;
+    unsigned cap_procs;
+    struct gs_proc *procs;
+};
+
+struct gs_err;
+
+/* Allocates a snapshot with room for n_gpus GPUs and an initial process capacity. */
+int gs_snapshot_new(struct gs_snapshot **out, unsigned n_gpus, unsigned cap_procs,
+                    struct gs_err *err);
+/* Makes room for at least n processes; existing entries are kept. */
+int gs_snapshot_reserve_procs(struct gs_snapshot *s, unsigned n, struct gs_err *err);
+/* Resets readings to absent, keeping capacities (used before each cycle). */
+void gs_snapshot_clear(struct gs_snapshot *s);
+void gs_snapshot_free(struct gs_snapshot *s);
+
+/* Metric metadata from the X-macro. */
+const char *gs_metric_name(enum gs_metric m);
+const char *gs_metric_unit(enum gs_metric m);
+/* Returns the metric whose name is `name`, or -1. */
+int gs_metric_by_name(const char *name);
+
+static inline int gs_gpu_has(const struct gs_gpu *g, enum gs_metric m)
+{
+    return g->st[m] == GS_ST_OK;
+}
+
+static inline void gs_gpu_set(struct gs_gpu *g, enum gs_metric m, double v)
+{
+    g->v[m] = v;
+    g->st[m] = GS_ST_OK;
+}
+
+static inline int gs_gpu_has_text(const struct gs_gpu *g, enum gs_text t)
+{
+    return g->tst[t] == GS_ST_OK;
+}
+
+/* Human names of throttle bits: "power cap", "HW thermal", ...; NULL for an unknown bit. */
+const char *gs_throttle_name(uint64_t bit);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * The sampler: opens a backend once (for the product, NVML through dlopen) and fills
+ * snapshots on demand. Front ends (quick check, query, agent) call only this API; they never
+ * see NVML.
+ *
+ * Threads: a sampler is used by one thread at a time. It keeps state between calls (device
+ * handles, the last process-utilization timestamp, previous GPM samples, per-pid CPU times),
+ * so reuse one sampler for a watch loop instead of reopening it: reopening re-initialises NVML,
+ * which is exactly the cost gpustat pays every refresh.
+ */
+#ifndef GS_SAMPLER_H
+#define GS_SAMPLER_H
+
+#include "gpuscope/gs_model.h"
+
+struct gs_err;
+struct gs_sampler;
+
+/* What one cycle collects. The basic readings are always collected. */
+enum gs_want {
+    GS_WANT_PROCS = 1u << 0,     /* process lists + procfs details */
+    GS_WANT_PROC_UTIL = 1u << 1, /* per-process SM/memory utilization */
+    GS_WANT_PCIE_TPUT = 1u << 2, /* PCIe TX/RX throughput: blocks ~20 ms per direction per GPU */
+    GS_WANT_GPM = 1u << 3,       /* GPM metrics, from the previous GPM sample (>= 100 ms old) */
+    GS_WANT_GPM_WAIT = 1u << 4,  /* with GPM: if no earlier sample exists, take one, wait 110 ms */
+    GS_WANT_HEALTH = 1u << 5,    /* ECC counters, retired pages, remapped rows, Xid events */
+    GS_WANT_MIG = 1u << 6,       /* MIG devices of MIG-enabled GPUs */
+    GS_WANT_STATIC = 1u << 7,    /* slow-changing fields: VBIOS, serial, limits, max clocks */
+    GS_WANT_ALL = 0xFFu,
+};
+
+struct gs_sampler_opts {
+    const char *library; /* NULL: $GPUSCOPE_NVML_LIBRARY, else "libnvidia-ml.so.1" */
+};
+
+/* Loads the library, initialises it once and caches every device handle. Errors:
+ * GS_ENOLIB (library missing or lacking nvmlInit), GS_ENODRIVER, GS_EMISMATCH, GS_EPERM,
+ * GS_ENOGPU (zero GPUs), GS_ENVML. On failure *out is untouched. */
+int gs_sampler_open(struct gs_sampler **out, const struct gs_sampler_opts *opts,
+                    struct gs_err *err);
+
+/* Number of GPUs found at open (lost ones included). */
+unsigned gs_sampler_gpu_count(const struct gs_sampler *s);
+
+/* Fills snap (created with gs_snapshot_new(&snap, gs_sampler_gpu_count(s), ...)) with one
+ * cycle. A GPU that is lost is marked lost and the others go on: that is not an error.
+ * Returns an error only when nothing could be sampled (e.g. the driver went away). */
+int gs_sampler_sample(struct gs_sampler *s, struct gs_snapshot *snap, unsigned want,
+                      struct gs_err *err);
+
+/* Shuts NVML down and unloads the library; NULL is allowed. */
+void gs_sampler_close(struct gs_sampler *s);
+
+#endif

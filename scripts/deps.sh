@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs the Debian packages gpuscope needs to build and test. As root it runs apt-get;
+# otherwise it prints the exact command to run. Fast when everything is already there.
+set -eu
+PKGS="gcc clang meson ninja-build pkg-config libjansson-dev libcmocka-dev python3 procps time"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+    echo "gpuscope: missing packages:$missing" >&2
+    echo "run: sudo apt-get update && sudo apt-get install -y$missing" >&2
+    exit 1
+fi
+echo "deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,363 @@
+/*
+ * Our own declaration of the subset of the NVML ABI that gpuscope uses.
+ *
+ * We never include NVIDIA's nvml.h: the product loads libnvidia-ml.so.1 with dlopen and
+ * resolves every symbol by name, so it runs on any driver without a build-time dependency.
+ * Everything here is restated from shared/reference/nvml-abi.md (x86_64 Linux, LP64); the
+ * sizes and offsets are checked against the real header by tests/abi/test_nvml_abi.c and
+ * pinned by the static asserts at the end of this file. nvml-sim (sim/) implements the same
+ * declarations, so a mistake here would be invisible to the sim alone: keep the asserts.
+ *
+ * Names keep NVML's spelling (nvmlFoo_t) so that a reader can match them against NVIDIA's
+ * documentation; they live only in backend and sim code, never in include/gpuscope/.
+ */
+#ifndef GS_NVML_ABI_H
+#define GS_NVML_ABI_H
+
+#include <assert.h>
+#include <stddef.h>
+
+/* ---- return codes (§1) ------------------------------------------------------------------ */
+typedef int nvmlReturn_t;
+enum {
+    NVML_SUCCESS = 0,
+    NVML_ERROR_UNINITIALIZED = 1,
+    NVML_ERROR_INVALID_ARGUMENT = 2,
+    NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NO_PERMISSION = 4,
+    NVML_ERROR_ALREADY_INITIALIZED = 5,
+    NVML_ERROR_NOT_FOUND = 6,
+    NVML_ERROR_INSUFFICIENT_SIZE = 7,
+    NVML_ERROR_INSUFFICIENT_POWER = 8,
+    NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_TIMEOUT = 10,
+    NVML_ERROR_IRQ_ISSUE = 11,
+    NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+    NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+    NVML_ERROR_CORRUPTED_INFOROM = 14,
+    NVML_ERROR_GPU_IS_LOST = 15,
+    NVML_ERROR_RESET_REQUIRED = 16,
+    NVML_ERROR_OPERATING_SYSTEM = 17,
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+    NVML_ERROR_IN_USE = 19,
+    NVML_ERROR_MEMORY = 20,
+    NVML_ERROR_NO_DATA = 21,
+    NVML_ERROR_VGPU_ECC_NOT_SUPPORTED = 22,
+    NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
+    NVML_ERROR_FREQ_NOT_SUPPORTED = 24,
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+    NVML_ERROR_DEPRECATED = 26,
+    NVML_ERROR_NOT_READY = 27,
+    NVML_ERROR_GPU_NOT_FOUND = 28,
+    NVML_ERROR_INVALID_STATE = 29,
+    NVML_ERROR_UNKNOWN = 999,
+};
+
+/* ---- handles: pointers to incomplete structs (8 bytes) ---------------------------------- */
+typedef struct nvmlDevice_st *nvmlDevice_t;
+typedef struct nvmlGpmSample_st *nvmlGpmSample_t;
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
+
+/* ---- enums (all 4 bytes; declared as unsigned int) -------------------------------------- */
+typedef unsigned int nvmlEnableState_t; /* NVML_FEATURE_DISABLED 0, ENABLED 1 */
+enum { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 };
+
+typedef unsigned int nvmlBrandType_t;
+typedef unsigned int nvmlDeviceArchitecture_t;
+enum {
+    NVML_DEVICE_ARCH_KEPLER = 2,
+    NVML_DEVICE_ARCH_MAXWELL = 3,
+    NVML_DEVICE_ARCH_PASCAL = 4,
+    NVML_DEVICE_ARCH_VOLTA = 5,
+    NVML_DEVICE_ARCH_TURING = 6,
+    NVML_DEVICE_ARCH_AMPERE = 7,
+    NVML_DEVICE_ARCH_ADA = 8,
+    NVML_DEVICE_ARCH_HOPPER = 9,
+    NVML_DEVICE_ARCH_BLACKWELL = 10,
+    NVML_DEVICE_ARCH_RUBIN = 13,
+    NVML_DEVICE_ARCH_UNKNOWN = 0xFFFFFFFFu,
+};
+
+typedef unsigned int nvmlTemperatureSensors_t;
+enum { NVML_TEMPERATURE_GPU = 0 };
+
+typedef unsigned int nvmlTemperatureThresholds_t;
+enum {
+    NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0,
+    NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1,
+    NVML_TEMPERATURE_THRESHOLD_MEM_MAX = 2,
+    NVML_TEMPERATURE_THRESHOLD_GPU_MAX = 3,
+};
+
+typedef unsigned int nvmlClockType_t;
+enum { NVML_CLOCK_GRAPHICS = 0, NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2, NVML_CLOCK_VIDEO = 3 };
+
+typedef unsigned int nvmlPstates_t; /* P0 = 0 .. P15 = 15 */
+enum { NVML_PSTATE_UNKNOWN = 32 };
+
+typedef unsigned int nvmlPcieUtilCounter_t;
+enum { NVML_PCIE_UTIL_TX_BYTES = 0, NVML_PCIE_UTIL_RX_BYTES = 1 };
+
+typedef unsigned int nvmlComputeMode_t;
+enum {
+    NVML_COMPUTEMODE_DEFAULT = 0,
+    NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1,
+    NVML_COMPUTEMODE_PROHIBITED = 2,
+    NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3,
+};
+
+typedef unsigned int nvmlMemoryErrorType_t;
+enum { NVML_MEMORY_ERROR_TYPE_CORRECTED = 0, NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1 };
+typedef unsigned int nvmlEccCounterType_t;
+enum { NVML_VOLATILE_ECC = 0, NVML_AGGREGATE_ECC = 1 };
+typedef unsigned int nvmlPageRetirementCause_t;
+enum {
+    NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0,
+    NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1,
+};
+
+typedef unsigned int nvmlSamplingType_t;
+enum {
+    NVML_TOTAL_POWER_SAMPLES = 0,
+    NVML_GPU_UTILIZATION_SAMPLES = 1,
+    NVML_MEMORY_UTILIZATION_SAMPLES = 2,
+    NVML_ENC_UTILIZATION_SAMPLES = 3,
+    NVML_DEC_UTILIZATION_SAMPLES = 4,
+    NVML_PROCESSOR_CLK_SAMPLES = 5,
+    NVML_MEMORY_CLK_SAMPLES = 6,
+};
+typedef unsigned int nvmlValueType_t;
+enum {
+    NVML_VALUE_TYPE_DOUBLE = 0,
+    NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+    NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+    NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+    NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
+    NVML_VALUE_TYPE_SIGNED_INT = 5,
+    NVML_VALUE_TYPE_UNSIGNED_SHORT = 6,
+};
+
+enum { NVML_DEVICE_MIG_DISABLE = 0, NVML_DEVICE_MIG_ENABLE = 1 };
+
+/* ---- constants ------------------------------------------------------------------------- */
+#define NVML_INIT_FLAG_NO_GPUS 0x1u
+#define NVML_INIT_FLAG_NO_ATTACH 0x2u
+#define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
+#define NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE 80
+#define NVML_DEVICE_NAME_BUFFER_SIZE 64
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_UUID_BUFFER_SIZE 80
+#define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_SERIAL_BUFFER_SIZE 30
+#define NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE 32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
+#define NVML_VALUE_NOT_AVAILABLE (~0ULL) /* usedGpuMemory when unknown */
+#define NVML_MIG_ID_NONE 0xFFFFFFFFu     /* gpuInstanceId/computeInstanceId with MIG off */
+
+/* Clock event (throttle) reason bits, same values under the old and new names (§5). */
+#define nvmlClocksEventReasonGpuIdle 0x1ULL
+#define nvmlClocksEventReasonApplicationsClocksSetting 0x2ULL
+#define nvmlClocksEventReasonSwPowerCap 0x4ULL
+#define nvmlClocksEventReasonHwSlowdown 0x8ULL
+#define nvmlClocksEventReasonSyncBoost 0x10ULL
+#define nvmlClocksEventReasonSwThermalSlowdown 0x20ULL
+#define nvmlClocksEventReasonHwThermalSlowdown 0x40ULL
+#define nvmlClocksEventReasonHwPowerBrakeSlowdown 0x80ULL
+#define nvmlClocksEventReasonDisplayClockSetting 0x100ULL
+
+/* Event type bits (§8). */
+#define nvmlEventTypeSingleBitEccError 0x1ULL
+#define nvmlEventTypeDoubleBitEccError 0x2ULL
+#define nvmlEventTypePState 0x4ULL
+#define nvmlEventTypeXidCriticalError 0x8ULL
+
+/* Field value ids (§6); values are fixed forever. */
+enum {
+    NVML_FI_DEV_ECC_CURRENT = 1,
+    NVML_FI_DEV_ECC_PENDING = 2,
+    NVML_FI_DEV_PERF_POLICY_POWER = 74,
+    NVML_FI_DEV_PERF_POLICY_THERMAL = 75,
+    NVML_FI_DEV_PERF_POLICY_SYNC_BOOST = 76,
+    NVML_FI_DEV_MEMORY_TEMP = 82,
+    NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION = 83,
+    NVML_FI_DEV_PCIE_REPLAY_COUNTER = 94,
+    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = 138,
+    NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 139,
+    NVML_FI_DEV_POWER_AVERAGE = 185,
+    NVML_FI_DEV_POWER_INSTANT = 186,
+    NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN = 269,
+    NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN = 270,
+    NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN = 271,
+};
+
+/* GPM metric ids (§10). */
+enum {
+    NVML_GPM_METRIC_GRAPHICS_UTIL = 1,
+    NVML_GPM_METRIC_SM_UTIL = 2,
+    NVML_GPM_METRIC_SM_OCCUPANCY = 3,
+    NVML_GPM_METRIC_INTEGER_UTIL = 4,
+    NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5,
+    NVML_GPM_METRIC_DRAM_BW_UTIL = 10,
+};
+/* The driver's NVML_GPM_METRIC_MAX changed (98, 210, 333); we allocate the largest known. */
+#define GS_NVML_GPM_METRIC_MAX 333
+#define NVML_GPM_SUPPORT_VERSION 1u     /* plain 1, not size-encoded (go-nvml#168) */
+#define NVML_GPM_METRICS_GET_VERSION 1u /* plain 1 */
+
+/* ---- structs (§3 – §10) ---------------------------------------------------------------- */
+
+/* nvmlPciInfo_t as written by nvmlDeviceGetPciInfo_v3: 68 bytes. */
+typedef struct {
+    char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+} nvmlPciInfo_t;
+
+typedef struct {
+    unsigned int gpu;
+    unsigned int memory;
+} nvmlUtilization_t;
+
+typedef struct {
+    unsigned long long total;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned long long total;
+    unsigned long long reserved;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_v2_t;
+#define nvmlMemory_v2 0x02000028u /* sizeof(nvmlMemory_v2_t) | 2 << 24 */
+
+typedef struct {
+    unsigned long long bar1Total;
+    unsigned long long bar1Free;
+    unsigned long long bar1Used;
+} nvmlBAR1Memory_t;
+
+typedef union {
+    double dVal;
+    int siVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    long long sllVal;
+    unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct {
+    unsigned long long timeStamp;
+    nvmlValue_t sampleValue;
+} nvmlSample_t;
+
+typedef struct {
+    unsigned int fieldId;
+    unsigned int scopeId;
+    long long timestamp;
+    long long latencyUsec;
+    nvmlValueType_t valueType;
+    nvmlReturn_t nvmlReturn;
+    nvmlValue_t value;
+} nvmlFieldValue_t;
+
+/* Process list entries. The backend allocates GS_NVML_PROC_STRIDE_MAX bytes per entry and
+ * parses with the stride the loaded library is known to write (§7). */
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlProcessInfo_v2_t;
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+    unsigned long long usedGpuCcProtectedMemory;
+} nvmlProcessDetail_v1_t; /* also the "v3" entry of _v3 on 535.43.02–535.86.05 */
+#define GS_NVML_PROC_STRIDE_MAX 32
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil;
+    unsigned int memUtil;
+    unsigned int encUtil;
+    unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
+typedef struct {
+    nvmlDevice_t device;
+    unsigned long long eventType;
+    unsigned long long eventData;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlEventData_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned int isSupportedDevice;
+} nvmlGpmSupport_t;
+
+typedef struct {
+    unsigned int metricId;
+    nvmlReturn_t nvmlReturn;
+    double value;
+    struct {
+        char *shortName;
+        char *longName;
+        char *unit;
+    } metricInfo;
+} nvmlGpmMetric_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned int numMetrics;
+    nvmlGpmSample_t sample1;
+    nvmlGpmSample_t sample2;
+    nvmlGpmMetric_t metrics[GS_NVML_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+
+/* ---- layout pins: a wrong size here crashes a real driver ------------------------------- */
+static_assert(sizeof(nvmlReturn_t) == 4, "nvmlReturn_t is a 4-byte enum");
+static_assert(sizeof(nvmlDevice_t) == 8, "handles are pointers");
+static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t (v3) is 68 bytes");
+static_assert(offsetof(nvmlPciInfo_t, busId) == 36, "busId at 36");
+static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t");
+static_assert(sizeof(nvmlMemory_t) == 24, "nvmlMemory_t");
+static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t");
+static_assert(offsetof(nvmlMemory_v2_t, reserved) == 16, "reserved at 16");
+static_assert(offsetof(nvmlMemory_v2_t, used) == 32, "used at 32");
+static_assert(nvmlMemory_v2 == (sizeof(nvmlMemory_v2_t) | (2u << 24)), "struct version");
+static_assert(sizeof(nvmlBAR1Memory_t) == 24, "nvmlBAR1Memory_t");
+static_assert(sizeof(nvmlValue_t) == 8, "nvmlValue_t");
+static_assert(sizeof(nvmlSample_t) == 16, "nvmlSample_t");
+static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t");
+static_assert(offsetof(nvmlFieldValue_t, nvmlReturn) == 28, "field nvmlReturn at 28");
+static_assert(offsetof(nvmlFieldValue_t, value) == 32, "field value at 32");
+static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "process info v1");
+static_assert(sizeof(nvmlProcessInfo_v2_t) == 24, "process info v2");
+static_assert(sizeof(nvmlProcessDetail_v1_t) == 32, "process detail v1");
+static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "process utilization sample");
+static_assert(sizeof(nvmlEventData_t) == 32, "event data");
+static_assert(sizeof(nvmlGpmSupport_t) == 8, "gpm support");
+static_assert(sizeof(nvmlGpmMetric_t) == 40, "gpm metric");
+static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24, "gpm metrics array at 24");
+static_assert(sizeof(nvmlGpmMetricsGet_t) == 13344, "gpm metrics get, MAX 333");
+
+#endif

@@ -1,0 +1,18 @@
+/*
+ * Entry points of the subcommands. Each parses its own options from one table, runs, and
+ * returns the process exit status; only main() exits.
+ */
+#ifndef GS_CLI_H
+#define GS_CLI_H
+
+/* `gpuscope [OPTIONS]`: the gpustat-like quick check (quick.c). */
+int gs_cli_quick(int argc, char **argv);
+
+/* `gpuscope query ...`: nvidia-smi compatible --query-gpu / --query-compute-apps (query.c). */
+int gs_cli_query(int argc, char **argv);
+
+/* Exit statuses shared by all subcommands besides gs_rc_exit_code's NVML-like ones. */
+#define GS_EXIT_OK 0
+#define GS_EXIT_USAGE 2
+
+#endif

@@ -70,6 +70,8 @@ enum gs_status {
     X(GS_M_FAN, "fan_speed", "ratio")                                                       \
     /* power and energy */                                                                  \
     X(GS_M_POWER_DRAW, "power_draw", "watts")                                               \
+    X(GS_M_POWER_AVERAGE, "power_draw_average", "watts")                                    \
+    X(GS_M_POWER_INSTANT, "power_draw_instant", "watts")                                    \
     X(GS_M_POWER_LIMIT, "power_limit", "watts")                                             \
     X(GS_M_POWER_ENFORCED_LIMIT, "power_enforced_limit", "watts")                           \
     X(GS_M_POWER_DEFAULT_LIMIT, "power_default_limit", "watts")                             \
@@ -153,6 +155,12 @@ enum gs_text {
 #define GS_THR_HW_POWER_BRAKE 0x80ULL
 #define GS_THR_DISPLAY_CLOCK 0x100ULL
 
+/* ECC error counters per memory location (nvmlDeviceGetMemoryErrorCounter), indexed
+ * [error type: 0 corrected, 1 uncorrected][counter: 0 volatile, 1 aggregate][location], with
+ * NVML's location numbering: L1 0, L2 1, DRAM/device memory 2, register file 3, texture 4,
+ * texture shared 5, CBU 6, SRAM 7. */
+#define GS_ECC_LOCATIONS 8
+
 struct gs_mig {
     unsigned index; /* MIG slot on the parent, for nvmlDeviceGetMigDeviceHandleByIndex */
     unsigned gi_id;
@@ -172,6 +180,8 @@ struct gs_gpu {
     char text[GS_T__COUNT][GS_STR_LEN];
     uint8_t st[GS_M__COUNT]; /* enum gs_status per metric */
     double v[GS_M__COUNT];
+    uint8_t ecc_loc_st[2][2][GS_ECC_LOCATIONS];
+    uint64_t ecc_loc[2][2][GS_ECC_LOCATIONS];
     unsigned n_mig;
     struct gs_mig mig[GS_MIG_MAX];
 };

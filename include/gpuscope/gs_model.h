@@ -196,6 +196,7 @@ enum gs_job_kind {
     GS_JOB_CRIO,
     GS_JOB_PODMAN,
     GS_JOB_SLURM,
+    GS_JOB_CONTAINER, /* a container id under kubepods whose runtime the path does not name */
 };
 
 struct gs_proc {
@@ -221,6 +222,11 @@ struct gs_proc {
     char container_id[GS_JOB_ID_LEN]; /* Docker/containerd/CRI-O/Podman container id */
     char pod_uid[40];                 /* Kubernetes pod UID, "" if none */
     char slurm_job[24];               /* Slurm job id, "" if none */
+    /* What nvmlSystemGetProcessName answers (argv[0] as started, e.g. "/root/tools/memhog",
+     * where name holds "memhog"): nvidia-smi's process_name, printed by `gpuscope query`.
+     * nvml_name_st is GS_ST_NA when it was not asked for or not answered. */
+    uint8_t nvml_name_st;
+    char nvml_name[GS_PROC_CMD_LEN];
 };
 
 struct gs_system {

@@ -26,11 +26,16 @@ enum gs_want {
     GS_WANT_HEALTH = 1u << 5,    /* ECC counters, retired pages, remapped rows, Xid events */
     GS_WANT_MIG = 1u << 6,       /* MIG devices of MIG-enabled GPUs */
     GS_WANT_STATIC = 1u << 7,    /* slow-changing fields: VBIOS, serial, limits, max clocks */
+    /* Identity (name, UUID, PCI, serial, VBIOS, architecture...) is read once at open. The
+     * slow fields (limits, max clocks, thresholds, ECC/persistence/compute/MIG modes, PCIe
+     * maxima) are read at the first cycle and again whenever GS_WANT_STATIC is set; in other
+     * cycles their last values are repeated. See docs/backend.md for the full cadence. */
     GS_WANT_ALL = 0xFFu,
 };
 
 struct gs_sampler_opts {
     const char *library; /* NULL: $GPUSCOPE_NVML_LIBRARY, else "libnvidia-ml.so.1" */
+    const char *proc_root; /* NULL: "/proc"; tests point it at a /proc-like tree */
 };
 
 /* Loads the library, initialises it once and caches every device handle. Errors:

@@ -75,8 +75,9 @@ enum {
     NVML_DEVICE_ARCH_HOPPER = 9,
     NVML_DEVICE_ARCH_BLACKWELL = 10,
     NVML_DEVICE_ARCH_RUBIN = 13,
-    NVML_DEVICE_ARCH_UNKNOWN = 0xFFFFFFFFu,
 };
+/* A define, not an enumerator: C17 enumerators must fit an int. */
+#define NVML_DEVICE_ARCH_UNKNOWN 0xFFFFFFFFu
 
 typedef unsigned int nvmlTemperatureSensors_t;
 enum { NVML_TEMPERATURE_GPU = 0 };
@@ -309,6 +310,14 @@ typedef struct {
     unsigned int computeInstanceId;
 } nvmlEventData_t;
 
+/* nvmlDeviceGetTemperatureV (565+): a versioned struct (§5). */
+typedef struct {
+    unsigned int version;
+    nvmlTemperatureSensors_t sensorType;
+    int temperature;
+} nvmlTemperature_t;
+#define nvmlTemperature_v1 0x0100000Cu /* sizeof(nvmlTemperature_t) | 1 << 24 */
+
 typedef struct {
     unsigned int version;
     unsigned int isSupportedDevice;
@@ -332,6 +341,73 @@ typedef struct {
     nvmlGpmSample_t sample2;
     nvmlGpmMetric_t metrics[GS_NVML_GPM_METRIC_MAX];
 } nvmlGpmMetricsGet_t;
+
+/* ---- further declarations used by nvml-sim (sim/), same sources ------------------------ */
+#define NVML_INIT_FLAG_FORCE_INIT 0x4u       /* 590+ */
+#define nvmlEventMigConfigChange 0x100ULL    /* NVIDIA's name has no "Type" (§8) */
+
+typedef unsigned int nvmlMemoryLocation_t;   /* nvmlDeviceGetMemoryErrorCounter (§8) */
+enum {
+    NVML_MEMORY_LOCATION_L1_CACHE = 0,
+    NVML_MEMORY_LOCATION_L2_CACHE = 1,
+    NVML_MEMORY_LOCATION_DRAM = 2,
+    NVML_MEMORY_LOCATION_DEVICE_MEMORY = 2,
+    NVML_MEMORY_LOCATION_REGISTER_FILE = 3,
+    NVML_MEMORY_LOCATION_TEXTURE_MEMORY = 4,
+    NVML_MEMORY_LOCATION_TEXTURE_SHM = 5,
+    NVML_MEMORY_LOCATION_CBU = 6,
+    NVML_MEMORY_LOCATION_SRAM = 7,
+};
+
+enum {
+    NVML_FI_DEV_ECC_SBE_VOL_TOTAL = 3,
+    NVML_FI_DEV_ECC_DBE_VOL_TOTAL = 4,
+    NVML_FI_DEV_ECC_SBE_AGG_TOTAL = 5,
+    NVML_FI_DEV_ECC_DBE_AGG_TOTAL = 6,
+    NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER = 95,
+    NVML_FI_DEV_REMAPPED_COR = 142,
+    NVML_FI_DEV_REMAPPED_UNC = 143,
+    NVML_FI_DEV_REMAPPED_PENDING = 144,
+    NVML_FI_DEV_REMAPPED_FAILURE = 145,
+    NVML_FI_DEV_POWER_MIN_LIMIT = 187,
+    NVML_FI_DEV_POWER_MAX_LIMIT = 188,
+    NVML_FI_DEV_POWER_DEFAULT_LIMIT = 189,
+    NVML_FI_DEV_POWER_CURRENT_LIMIT = 190,
+    NVML_FI_DEV_ENERGY = 191,
+    NVML_FI_DEV_POWER_REQUESTED_LIMIT = 192,
+};
+
+/* nvmlDeviceGetRunningProcessDetailList (535.104+, §7). */
+typedef struct {
+    unsigned int version;
+    unsigned int mode;
+    unsigned int numProcArrayEntries;
+    nvmlProcessDetail_v1_t *procArray;
+} nvmlProcessDetailList_t;
+#define nvmlProcessDetailList_v1 0x01000018u /* sizeof(nvmlProcessDetailList_t) | 1 << 24 */
+enum {
+    NVML_PROCESS_MODE_COMPUTE = 0,
+    NVML_PROCESS_MODE_GRAPHICS = 1,
+    NVML_PROCESS_MODE_MPS = 2,
+    NVML_PROCESS_MODE_ALL = 3,
+};
+
+typedef struct {
+    unsigned long long protectedMemSizeKib;
+    unsigned long long unprotectedMemSizeKib;
+} nvmlConfComputeMemSizeInfo_t;
+
+/* The pre-415 nvmlPciInfo_t that plain nvmlDeviceGetPciInfo wrote on old drivers (§3): 52 bytes,
+ * busId[16] ("%04X:%02X:%02X.0") first, four reserved words last. NVIDIA gave it no own name. */
+struct gs_nvml_pci_info_legacy {
+    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    unsigned int reserved[4];
+};
 
 /* ---- layout pins: a wrong size here crashes a real driver ------------------------------- */
 static_assert(sizeof(nvmlReturn_t) == 4, "nvmlReturn_t is a 4-byte enum");
@@ -359,5 +435,13 @@ static_assert(sizeof(nvmlGpmSupport_t) == 8, "gpm support");
 static_assert(sizeof(nvmlGpmMetric_t) == 40, "gpm metric");
 static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24, "gpm metrics array at 24");
 static_assert(sizeof(nvmlGpmMetricsGet_t) == 13344, "gpm metrics get, MAX 333");
+static_assert(sizeof(nvmlTemperature_t) == 12, "temperature v1");
+static_assert(nvmlTemperature_v1 == (sizeof(nvmlTemperature_t) | (1u << 24)), "struct version");
+
+static_assert(sizeof(nvmlProcessDetailList_t) == 24, "process detail list v1");
+static_assert(nvmlProcessDetailList_v1 == (sizeof(nvmlProcessDetailList_t) | (1u << 24)),
+              "struct version");
+static_assert(sizeof(nvmlConfComputeMemSizeInfo_t) == 16, "conf compute mem size info");
+static_assert(sizeof(struct gs_nvml_pci_info_legacy) == 52, "legacy pci info");
 
 #endif

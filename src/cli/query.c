@@ -1,9 +1,268 @@
-/* placeholder until query lands */
-#include <stdio.h>
+/*
+ * `gpuscope query`: nvidia-smi compatible --query-gpu / --query-compute-apps with
+ * --format=csv[,noheader][,nounits], -i, -f and the -l / -lms loops, so a script written for
+ * `nvidia-smi --query-gpu=... --format=csv` gets the same bytes from this command.
+ *
+ * The flow is parse (query_opts.c) -> resolve the field list (query_fields.c) -> open one sampler
+ * -> sample, print, and in loop mode sleep to the next CLOCK_MONOTONIC boundary. The sampler is
+ * opened once and reused for every iteration (reopening re-initialises NVML, which is exactly the
+ * per-refresh cost gpustat pays). SIGINT and SIGTERM end a loop cleanly after the current
+ * iteration: they are blocked and collected with sigtimedwait while waiting for the next tick,
+ * so no handler or global flag is needed.
+ *
+ * Where nvidia-smi puts a message, we put ours: its data-level answers (`Field "x" is not a valid
+ * field to query.`, `No devices were found`) go to stdout, where scripts capturing nvidia-smi's
+ * output already look; usage errors and driver failures go to stderr as one line.
+ */
 #include "cli/cli.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/query_fields.h"
+#include "cli/query_opts.h"
+#include "gpuscope/gs_err.h"
+#include "gpuscope/gs_model.h"
+#include "gpuscope/gs_sampler.h"
+
+#define NO_DEVICES "No devices were found"
+
+/* Everything one run holds, released by run_close. */
+struct run {
+    struct gs_query_opts opts;
+    struct gs_qf_sel sel;
+    FILE *out;
+    struct gs_sampler *sampler;
+    struct gs_snapshot *snap;
+    unsigned char *gpu_sel;
+    int header_done;
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gpuscope query --query-gpu=FIELDS --format=csv[,noheader][,nounits] [OPTIONS]\n"
+            "       gpuscope query --query-compute-apps=FIELDS --format=csv[,...] [OPTIONS]\n"
+            "\n"
+            "nvidia-smi compatible selective queries: the same field names, CSV bytes and exit\n"
+            "codes as `nvidia-smi --query-gpu` / `--query-compute-apps`.\n"
+            "\n"
+            "    --query-gpu=FIELDS          One row per GPU. See --help-query-gpu.\n"
+            "    --query-compute-apps=FIELDS One row per process with a compute context.\n"
+            "                                See --help-query-compute-apps.\n"
+            "    --format=csv[,noheader][,nounits]\n"
+            "                                csv (mandatory); noheader: no column header line;\n"
+            "                                nounits: numbers without their unit.\n"
+            "    -i,   --id=ID[,ID...]       Only these GPUs: index, UUID or PCI bus id.\n"
+            "    -f,   --filename=FILE       Write to FILE instead of stdout.\n"
+            "    -l,   --loop[=SEC]          Repeat every SEC seconds (5 when omitted) until\n"
+            "                                Ctrl+C.\n"
+            "    -lms, --loop-ms=MS          Repeat every MS milliseconds until Ctrl+C.\n"
+            "          --help-query-gpu      List the --query-gpu fields.\n"
+            "          --help-query-compute-apps\n"
+            "                                List the --query-compute-apps fields.\n"
+            "    -h,   --help                This help.\n"
+            "\n"
+            "Options take --opt=VALUE or --opt VALUE. The NVML library is libnvidia-ml.so.1, or\n"
+            "$GPUSCOPE_NVML_LIBRARY when set. Exit status follows nvidia-smi: 0 ok, 2 bad\n"
+            "usage or field, 6 no such GPU, 9 driver not loaded, 12 NVML library not found,\n"
+            "15 GPU lost, 255 other errors. See docs/query.md.\n");
+}
+
+static void run_close(struct run *r)
+{
+    gs_snapshot_free(r->snap);
+    gs_sampler_close(r->sampler);
+    gs_qf_sel_free(&r->sel);
+    free(r->gpu_sel);
+    if (r->out && r->out != stdout)
+        fclose(r->out);
+}
+
+/* Prints every selected row of one snapshot. */
+static int emit(struct run *r)
+{
+    const struct gs_snapshot *s = r->snap;
+    int rc = GS_OK;
+
+    if (!r->header_done && !(r->opts.flags & GS_QF_NOHEADER))
+        rc = gs_qf_write_header(r->out, &r->sel);
+    r->header_done = 1;
+    for (unsigned g = 0; g < s->n_gpus && rc == GS_OK; g++) {
+        if (!r->gpu_sel[g])
+            continue;
+        if (r->sel.list == GS_QF_GPU) {
+            rc = gs_qf_write_row(r->out, &r->sel, s, g, NULL, r->opts.flags);
+            continue;
+        }
+        /* nvidia-smi walks the GPUs in index order and lists each one's compute processes in
+         * the driver's order; graphics-only processes are not part of this query. */
+        for (unsigned p = 0; p < s->n_procs && rc == GS_OK; p++)
+            if (s->procs[p].gpu == g && (s->procs[p].type & GS_PROC_COMPUTE))
+                rc = gs_qf_write_row(r->out, &r->sel, s, g, &s->procs[p], r->opts.flags);
+    }
+    if (fflush(r->out) != 0 || rc != GS_OK)
+        return GS_EIO;
+    return GS_OK;
+}
+
+static int sample(struct run *r, struct gs_err *err)
+{
+    return gs_sampler_sample(r->sampler, r->snap, gs_qf_want(&r->sel), err);
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Waits until the next multiple of period after start, skipping ticks already missed. Returns
+ * 1 when SIGINT/SIGTERM arrived (they are blocked by the caller), 0 at the tick. */
+static int wait_tick(const sigset_t *stop, int64_t start, int64_t period)
+{
+    int64_t now = mono_ns();
+    int64_t next = start + ((now - start) / period + 1) * period;
+
+    for (;;) {
+        int64_t left = next - now;
+        struct timespec ts = {(time_t)(left / 1000000000), (long)(left % 1000000000)};
+        int sig = sigtimedwait(stop, NULL, &ts);
+
+        if (sig > 0)
+            return 1;
+        if (sig < 0 && errno == EAGAIN)
+            return 0;
+        now = mono_ns(); /* EINTR from another signal: wait the rest */
+        if (now >= next)
+            return 0;
+    }
+}
+
+static int loop(struct run *r, struct gs_err *err)
+{
+    int64_t period = (int64_t)r->opts.loop_ms * 1000000;
+    int64_t start = mono_ns();
+    sigset_t stop, old;
+    int rc = GS_OK;
+
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    sigprocmask(SIG_BLOCK, &stop, &old);
+    while (!wait_tick(&stop, start, period)) {
+        rc = sample(r, err);
+        if (rc == GS_OK)
+            rc = emit(r);
+        if (rc != GS_OK)
+            break;
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+/* Prints why the run failed and returns the exit status. */
+static int fail(int rc, const struct gs_err *err)
+{
+    if (rc == GS_ENOGPU) {
+        printf("%s\n", NO_DEVICES);
+        return gs_rc_exit_code(rc);
+    }
+    fprintf(stderr, "gpuscope query: %s\n", err->msg[0] ? err->msg : gs_strerror(rc));
+    return gs_rc_exit_code(rc);
+}
+
+static int open_output(struct run *r, struct gs_err *err)
+{
+    r->out = stdout;
+    if (!r->opts.file)
+        return GS_OK;
+    r->out = fopen(r->opts.file, "w");
+    if (!r->out)
+        return gs_err_set(err, GS_EIO, "cannot open %s: %s", r->opts.file, strerror(errno));
+    return GS_OK;
+}
+
+/* Opens the sampler, takes the first sample and resolves -i against it. */
+static int start(struct run *r, struct gs_err *err)
+{
+    unsigned n;
+    int rc;
+
+    rc = gs_sampler_open(&r->sampler, NULL, err);
+    if (rc != GS_OK)
+        return rc;
+    n = gs_sampler_gpu_count(r->sampler);
+    if (n == 0)
+        return gs_err_set(err, GS_ENOGPU, NO_DEVICES);
+    rc = gs_snapshot_new(&r->snap, n, 16, err);
+    if (rc != GS_OK)
+        return rc;
+    r->gpu_sel = calloc(n, 1);
+    if (!r->gpu_sel)
+        return gs_err_set(err, GS_ENOMEM, "query: out of memory");
+    rc = sample(r, err);
+    if (rc != GS_OK)
+        return rc;
+    rc = gs_query_select(r->opts.ids, r->snap, r->gpu_sel, err);
+    return rc < 0 ? rc : GS_OK;
+}
+
+static int query(struct run *r)
+{
+    struct gs_err err = {0};
+    int rc;
+
+    rc = gs_qf_parse(&r->sel, r->opts.gpu_fields ? GS_QF_GPU : GS_QF_APPS,
+                     r->opts.gpu_fields ? r->opts.gpu_fields : r->opts.app_fields, &err);
+    if (rc == GS_EUSAGE) {
+        /* nvidia-smi's exact bytes: the message, then an empty line, on stdout */
+        printf("%s\n\n", err.msg);
+        return gs_rc_exit_code(rc);
+    }
+    if (rc == GS_OK)
+        rc = start(r, &err);
+    if (rc == GS_OK)
+        rc = open_output(r, &err);
+    if (rc == GS_OK)
+        rc = emit(r);
+    if (rc == GS_EIO && !err.msg[0])
+        gs_err_set(&err, GS_EIO, "cannot write %s: %s", r->opts.file ? r->opts.file : "output",
+                   strerror(errno));
+    if (rc == GS_OK && r->opts.loop_ms > 0)
+        rc = loop(r, &err);
+    return rc == GS_OK ? GS_EXIT_OK : fail(rc, &err);
+}
+
 int gs_cli_query(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    fprintf(stderr, "gpuscope: query not built yet\n");
-    return 255;
+    struct run r = {0};
+    struct gs_err err = {0};
+    int rc, status;
+
+    rc = gs_query_parse(argc, argv, &r.opts, &err);
+    if (rc != GS_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return gs_rc_exit_code(rc);
+    }
+    if (r.opts.help) {
+        usage(stdout);
+        return GS_EXIT_OK;
+    }
+    if (r.opts.help_gpu || r.opts.help_apps) {
+        if (r.opts.help_gpu)
+            gs_qf_write_help(stdout, GS_QF_GPU);
+        if (r.opts.help_apps)
+            gs_qf_write_help(stdout, GS_QF_APPS);
+        return GS_EXIT_OK;
+    }
+    status = query(&r);
+    run_close(&r);
+    return status;
 }

@@ -1,9 +1,362 @@
-/* placeholder until the quick check lands */
-#include <stdio.h>
+/*
+ * `gpuscope` with no subcommand: the quick check's run loop. Parse the options
+ * (quick_opts.c), open one sampler, sample, render (quick_text.c or quick_json.c), and in watch
+ * mode repeat on CLOCK_MONOTONIC boundaries, redrawing in place on a terminal.
+ *
+ * Watch mode hides the cursor and shows it again on every way out: the normal end, SIGINT,
+ * SIGTERM and SIGHUP (which only set a flag and wake the wait through a self-pipe, so a signal
+ * between the check and the wait is never lost). A second signal while the first is being
+ * handled — say NVML hangs in a call — restores the cursor from the handler and exits at once.
+ */
+#include "cli/quick.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "cli/cli.h"
+#include "cli/term.h"
+#include "gpuscope/gs_err.h"
+#include "gpuscope/gs_sampler.h"
+
+/* ---- the run loop ---- */
+
+static volatile sig_atomic_t quick_stop;
+static volatile sig_atomic_t quick_winch;
+static volatile sig_atomic_t quick_cursor_hidden;
+static int quick_wake_fd = -1; /* write end of the self-pipe, set before handlers exist */
+
+static void quick_on_signal(int sig)
+{
+    int saved = errno;
+
+    if (sig == SIGWINCH) {
+        quick_winch = 1;
+    } else if (quick_stop) {
+        /* Second signal: the loop is stuck (a hung driver call). Leave now, tidily. */
+        if (quick_cursor_hidden) {
+            ssize_t w = write(STDOUT_FILENO, GS_TERM_SHOW_CURSOR "\n", sizeof GS_TERM_SHOW_CURSOR);
+            (void)w;
+        }
+        _exit(128 + sig);
+    } else {
+        quick_stop = 1;
+    }
+    if (quick_wake_fd >= 0) {
+        ssize_t w = write(quick_wake_fd, "x", 1);
+        (void)w;
+    }
+    errno = saved;
+}
+
+struct quick_run {
+    const struct gs_quick_opts *o;
+    struct gs_sampler *sampler;
+    struct gs_snapshot *snap;
+    struct gs_tbuf frame;  /* the rendered text of one snapshot */
+    struct gs_tbuf screen; /* frame turned into an in-place redraw */
+    int color;
+    int tty;        /* stdout is a terminal: redraw in place */
+    int wake[2];    /* self-pipe */
+    int have_frame; /* frame holds a rendered snapshot (for SIGWINCH redraws) */
+    int sigs_installed;
+    struct sigaction old[4];
+};
+
+static const int quick_signals[4] = {SIGINT, SIGTERM, SIGHUP, SIGWINCH};
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static unsigned quick_want(const struct gs_quick_opts *o)
+{
+    /* No GS_WANT_STATIC: the sampler reads limits and maxima at the first cycle and repeats
+     * them after, which is all a refresh needs. */
+    unsigned want = GS_WANT_MIG;
+
+    if (!o->no_procs)
+        want |= GS_WANT_PROCS;
+    if (o->json)
+        want |= GS_WANT_PROC_UTIL | GS_WANT_HEALTH | GS_WANT_GPM;
+    /* PCIe throughput blocks ~20 ms per direction per GPU: only when asked for (-a). */
+    if (o->show & GS_QS_CLOCKS)
+        want |= GS_WANT_PCIE_TPUT;
+    return want;
+}
+
+static int out_write(const char *p, size_t n, struct gs_err *err)
+{
+    if (gs_term_write(STDOUT_FILENO, p, n) != 0)
+        return gs_err_set(err, GS_EIO, "stdout: %s", strerror(errno));
+    return GS_OK;
+}
+
+static int install_signals(struct quick_run *r, struct gs_err *err)
+{
+    struct sigaction sa;
+
+    if (pipe2(r->wake, O_CLOEXEC | O_NONBLOCK) != 0)
+        return gs_err_set(err, GS_EIO, "pipe: %s", strerror(errno));
+    quick_wake_fd = r->wake[1];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = quick_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: the wait returns early */
+    for (int i = 0; i < 4; i++)
+        sigaction(quick_signals[i], &sa, &r->old[i]);
+    r->sigs_installed = 1;
+    return GS_OK;
+}
+
+static void restore_signals(struct quick_run *r)
+{
+    if (r->sigs_installed)
+        for (int i = 0; i < 4; i++)
+            sigaction(quick_signals[i], &r->old[i], NULL);
+    r->sigs_installed = 0;
+    quick_wake_fd = -1;
+    if (r->wake[0] >= 0)
+        close(r->wake[0]);
+    if (r->wake[1] >= 0)
+        close(r->wake[1]);
+    r->wake[0] = r->wake[1] = -1;
+}
+
+/* Fills what the renderers show but a backend may leave empty. */
+static void fill_host_and_time(struct gs_snapshot *snap)
+{
+    if (!snap->sys.hostname[0] && gethostname(snap->sys.hostname, sizeof snap->sys.hostname) != 0)
+        snap->sys.hostname[0] = '\0';
+    snap->sys.hostname[sizeof snap->sys.hostname - 1] = '\0';
+    if (snap->t_real <= 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        snap->t_real = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+    }
+}
+
+static int emit_json(struct quick_run *r, struct gs_err *err)
+{
+    json_t *doc = NULL;
+    char *text;
+    int rc = gs_quick_json(&doc, r->snap, r->o, err);
+
+    if (rc != GS_OK)
+        return rc;
+    /* 15 significant digits: 0.92 rather than 0.92000000000000004, and still 10 µs for a
+     * unix time. */
+    text = json_dumps(doc, (r->o->interval_s > 0 ? JSON_COMPACT : JSON_INDENT(2)) |
+                               JSON_REAL_PRECISION(15));
+    json_decref(doc);
+    if (!text)
+        return gs_err_set(err, GS_ENOMEM, "json: out of memory");
+    rc = out_write(text, strlen(text), err);
+    if (rc == GS_OK)
+        rc = out_write("\n", 1, err);
+    free(text);
+    return rc;
+}
+
+/* Writes the rendered frame: in place on a terminal in watch mode, else as plain lines. */
+static int emit_frame(struct quick_run *r, struct gs_err *err)
+{
+    if (r->o->interval_s > 0 && r->tty) {
+        gs_tbuf_reset(&r->screen);
+        gs_term_redraw(&r->screen, r->frame.data, r->frame.len, gs_term_cols(STDOUT_FILENO),
+                       gs_term_rows(STDOUT_FILENO));
+        if (gs_tbuf_status(&r->screen) != GS_OK)
+            return gs_err_set(err, GS_ENOMEM, "render: out of memory");
+        return out_write(r->screen.data, r->screen.len, err);
+    }
+    if (r->o->interval_s > 0) { /* into a pipe: frames one after another, a blank line apart */
+        int rc = out_write(r->frame.data, r->frame.len, err);
+        return rc == GS_OK ? out_write("\n", 1, err) : rc;
+    }
+    return out_write(r->frame.data, r->frame.len, err);
+}
+
+/* A sampling failure in the middle of watch mode is shown in the frame and the loop goes on:
+ * the driver may come back. */
+static int render_error(struct quick_run *r, const struct gs_err *serr, struct gs_err *err)
+{
+    gs_tbuf_reset(&r->frame);
+    if (r->o->json) {
+        json_t *doc = json_pack("{s:s, s:i}", "error", serr->msg, "code",
+                                gs_rc_exit_code(serr->rc));
+        char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+        int rc;
+        json_decref(doc);
+        if (!text)
+            return gs_err_set(err, GS_ENOMEM, "json: out of memory");
+        rc = out_write(text, strlen(text), err);
+        free(text);
+        return rc == GS_OK ? out_write("\n", 1, err) : rc;
+    }
+    gs_tbuf_sgr(&r->frame, GS_SGR_BOLD_RED);
+    gs_tbuf_printf(&r->frame, "gpuscope: %s", serr->msg);
+    gs_tbuf_sgr(&r->frame, GS_SGR_RESET);
+    gs_tbuf_puts(&r->frame, "\n");
+    r->have_frame = 1;
+    return emit_frame(r, err);
+}
+
+static int one_cycle(struct quick_run *r, int first, struct gs_err *err)
+{
+    struct gs_err serr;
+    int rc;
+
+    gs_err_clear(&serr);
+    rc = gs_sampler_sample(r->sampler, r->snap, quick_want(r->o), &serr);
+    if (rc != GS_OK) {
+        if (first || r->o->interval_s <= 0) {
+            *err = serr;
+            return rc;
+        }
+        return render_error(r, &serr, err);
+    }
+    fill_host_and_time(r->snap);
+    if (first && (rc = gs_quick_check_ids(r->o, r->snap, err)) != GS_OK)
+        return rc;
+    if (r->o->json)
+        return emit_json(r, err);
+    gs_tbuf_reset(&r->frame);
+    /* Into a pipe the width is $COLUMNS when set (watch(1) sets it), else unlimited. */
+    rc = gs_quick_render(&r->frame, r->snap, r->o, gs_term_cols(STDOUT_FILENO));
+    if (rc != GS_OK)
+        return gs_err_set(err, rc, "render: out of memory");
+    r->have_frame = 1;
+    return emit_frame(r, err);
+}
+
+/* Sleeps until deadline (CLOCK_MONOTONIC ns) or a stop signal; a SIGWINCH redraws the last
+ * frame at the new size without sampling again. */
+static int wait_until(struct quick_run *r, int64_t deadline, struct gs_err *err)
+{
+    while (!quick_stop) {
+        int64_t left = deadline - mono_ns();
+        struct pollfd pfd = {.fd = r->wake[0], .events = POLLIN};
+        struct timespec ts;
+        char drain[64];
+
+        if (left <= 0)
+            return GS_OK;
+        ts.tv_sec = left / 1000000000;
+        ts.tv_nsec = left % 1000000000;
+        if (ppoll(&pfd, 1, &ts, NULL) > 0)
+            while (read(r->wake[0], drain, sizeof drain) > 0)
+                ;
+        if (quick_winch) {
+            quick_winch = 0;
+            if (r->tty && r->have_frame && !r->o->json) {
+                int rc;
+                gs_tbuf_reset(&r->frame);
+                rc = gs_quick_render(&r->frame, r->snap, r->o, gs_term_cols(STDOUT_FILENO));
+                if (rc != GS_OK)
+                    return gs_err_set(err, rc, "render: out of memory");
+                if ((rc = emit_frame(r, err)) != GS_OK)
+                    return rc;
+            }
+        }
+    }
+    return GS_OK;
+}
+
+static int watch_loop(struct quick_run *r, struct gs_err *err)
+{
+    const int64_t step = (int64_t)llround(r->o->interval_s * 1e9);
+    int64_t next = mono_ns();
+    int rc;
+
+    rc = install_signals(r, err);
+    if (rc != GS_OK)
+        return rc;
+    if (r->tty && !r->o->json) {
+        rc = out_write(GS_TERM_HIDE_CURSOR GS_TERM_CLEAR_SCREEN,
+                       sizeof(GS_TERM_HIDE_CURSOR GS_TERM_CLEAR_SCREEN) - 1, err);
+        quick_cursor_hidden = 1;
+    }
+    for (int first = 1; rc == GS_OK && !quick_stop; first = 0) {
+        int64_t now;
+        rc = one_cycle(r, first, err);
+        if (rc != GS_OK)
+            break;
+        now = mono_ns();
+        next = gs_quick_next_tick(next, now, step);
+        rc = wait_until(r, next, err);
+    }
+    if (quick_cursor_hidden) {
+        struct gs_err ignore;
+        out_write(GS_TERM_SHOW_CURSOR, sizeof GS_TERM_SHOW_CURSOR - 1, &ignore);
+        quick_cursor_hidden = 0;
+    }
+    restore_signals(r);
+    return rc;
+}
+
+static int quick_main(const struct gs_quick_opts *o, struct gs_err *err)
+{
+    struct gs_sampler_opts sopts = {.library = NULL};
+    struct quick_run r;
+    int rc;
+
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    r.wake[0] = r.wake[1] = -1;
+    r.tty = isatty(STDOUT_FILENO) == 1;
+    r.color = !o->json && gs_term_use_color(o->color, STDOUT_FILENO);
+    gs_tbuf_init(&r.frame, r.color);
+    gs_tbuf_init(&r.screen, r.color);
+    quick_stop = quick_winch = 0;
+
+    rc = gs_sampler_open(&r.sampler, &sopts, err);
+    if (rc != GS_OK)
+        goto out;
+    rc = gs_snapshot_new(&r.snap, gs_sampler_gpu_count(r.sampler), 64, err);
+    if (rc != GS_OK)
+        goto out;
+    if (o->interval_s > 0)
+        rc = watch_loop(&r, err);
+    else
+        rc = one_cycle(&r, 1, err);
+out:
+    gs_tbuf_free(&r.screen);
+    gs_tbuf_free(&r.frame);
+    gs_snapshot_free(r.snap);
+    gs_sampler_close(r.sampler);
+    return rc;
+}
+
 int gs_cli_quick(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    fprintf(stderr, "gpuscope: quick check not built yet\n");
-    return 255;
+    struct gs_quick_opts o;
+    struct gs_err err;
+    int rc;
+
+    gs_err_clear(&err);
+    rc = gs_quick_parse(&o, argc, argv, &err);
+    if (rc != GS_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return gs_rc_exit_code(rc);
+    }
+    if (o.help) {
+        gs_quick_usage(stdout);
+        return GS_EXIT_OK;
+    }
+    rc = quick_main(&o, &err);
+    if (rc != GS_OK) {
+        fflush(stdout);
+        fprintf(stderr, "gpuscope: %s\n", err.msg[0] ? err.msg : gs_strerror(rc));
+    }
+    return gs_rc_exit_code(rc);
 }

@@ -1,0 +1,415 @@
+/*
+ * nvml-sim entry points: device identity, memory, utilization and the driver's sample buffer.
+ *
+ * Utilization is "percent of time busy over the last sample period", so the sim reports the
+ * pattern's exact mean over the GPU's utilization window (1 s unless the scenario says otherwise)
+ * rather than its value at one instant; a square wave of a training step then reads like a real
+ * board. nvmlDeviceGetSamples derives a ring of samples at the GPU's sample interval (1/6 s by
+ * default, 100 entries) from the same patterns, each the mean over its interval.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core.h"
+
+#define GS_SIM_SAMPLE_DEPTH 100u
+
+/* ---- identity ----------------------------------------------------------------------------- */
+
+GS_SIM_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetName, device, GS_SIM_MIG_OK, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    return gs_sim_leave(gs_sim_copy_str(name, length, c.mig ? c.mig->name : c.g->name));
+}
+
+GS_SIM_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetUUID, device, GS_SIM_MIG_OK, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    return gs_sim_leave(gs_sim_copy_str(uuid, length, c.mig ? c.mig->uuid : c.g->uuid));
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial,
+                                                    unsigned int length)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetSerial, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!serial)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!c.g->has_serial)
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    return gs_sim_leave(gs_sim_copy_str(serial, length, c.g->serial));
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetIndex, device, GS_SIM_MIG_OK, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!index)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *index = c.mig ? (unsigned)c.slot : c.gpu;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device,
+                                                         unsigned int *minorNumber)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetMinorNumber, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!minorNumber)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *minorNumber = c.g->minor;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device,
+                                                          nvmlDeviceArchitecture_t *arch)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetArchitecture, device, GS_SIM_MIG_OK, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!arch)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *arch = c.g->arch;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetBrand, device, GS_SIM_MIG_OK, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!type)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    *type = c.g->brand;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+static void fill_pci(const struct gs_sim_gpu *g, nvmlPciInfo_t *pci)
+{
+    memset(pci, 0, sizeof *pci);
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", g->pci_domain & 0xFFFF,
+             g->pci_bus, g->pci_device);
+    pci->domain = g->pci_domain;
+    pci->bus = g->pci_bus;
+    pci->device = g->pci_device;
+    pci->pciDeviceId = g->pci_device_id;
+    pci->pciSubSystemId = g->pci_subsys_id;
+    snprintf(pci->busId, sizeof pci->busId, "%s", g->bus_id);
+}
+
+static nvmlReturn_t pci_info(enum gs_sim_fn fn, nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(fn, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!pci)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    fill_pci(c.g, pci);
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    return pci_info(GS_SIM_FN_nvmlDeviceGetPciInfo_v3, device, pci);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    return pci_info(GS_SIM_FN_nvmlDeviceGetPciInfo_v2, device, pci);
+}
+
+#ifdef NVML_SIM_MINIMAL
+/* A 390-era library: the plain symbol writes the 52-byte pre-415 layout, whose busId[16] holds
+ * the short "%04X:%02X:%02X.0" form and whose bytes 36..51 are reserved zeros. */
+GS_SIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, void *pci)
+{
+    struct gs_nvml_pci_info_legacy old;
+    nvmlPciInfo_t cur;
+    nvmlReturn_t rc = pci_info(GS_SIM_FN_nvmlDeviceGetPciInfo, device, pci ? &cur : NULL);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    memset(&old, 0, sizeof old);
+    memcpy(old.busId, cur.busIdLegacy, sizeof old.busId);
+    old.domain = cur.domain;
+    old.bus = cur.bus;
+    old.device = cur.device;
+    old.pciDeviceId = cur.pciDeviceId;
+    old.pciSubSystemId = cur.pciSubSystemId;
+    memcpy(pci, &old, sizeof old);
+    return NVML_SUCCESS;
+}
+#else
+/* Current libraries keep the old names exported; the sim writes the 68-byte layout through them
+ * (what today's driver writes there is unconfirmed, reference §3). */
+GS_SIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    return pci_info(GS_SIM_FN_nvmlDeviceGetPciInfo, device, pci);
+}
+#endif
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char *version,
+                                                          unsigned int length)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetVbiosVersion, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    return gs_sim_leave(gs_sim_copy_str(version, length, c.g->vbios));
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
+                                                                   int *minor)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc =
+        gs_sim_enter(GS_SIM_FN_nvmlDeviceGetCudaComputeCapability, device, GS_SIM_MIG_OK, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!major || !minor)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (c.g->cc_major < 0)
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    *major = c.g->cc_major;
+    *minor = c.g->cc_minor;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+/* total/reserved/used/free of the GPU or MIG device at the call's time. */
+static void memory_now(const struct gs_sim_call *c, uint64_t *total, uint64_t *reserved,
+                       uint64_t *used, uint64_t *free_b)
+{
+    *total = c->mig ? c->mig->mem_total_bytes : c->g->mem_total_bytes;
+    *reserved = c->mig ? 0 : c->g->mem_reserved_bytes;
+    *used = gs_sim_mem_used(c, c->t);
+    *free_b = *total - *reserved - *used;
+}
+
+GS_SIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    struct gs_sim_call c;
+    uint64_t total, reserved, used, free_b;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetMemoryInfo, device, GS_SIM_MIG_OK, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!memory)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    memory_now(&c, &total, &reserved, &used, &free_b);
+    /* v1 counts driver/firmware reservations as used (reference §4). */
+    memory->total = total;
+    memory->used = reserved + used;
+    memory->free = free_b;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
+                                                           nvmlMemory_v2_t *memory)
+{
+    struct gs_sim_call c;
+    uint64_t total, reserved, used, free_b;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetMemoryInfo_v2, device, GS_SIM_MIG_OK, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!memory)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (memory->version != nvmlMemory_v2)
+        return gs_sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    memory_now(&c, &total, &reserved, &used, &free_b);
+    memory->total = total;
+    memory->reserved = reserved;
+    memory->used = used;
+    memory->free = free_b;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device,
+                                                            nvmlBAR1Memory_t *bar1Memory)
+{
+    struct gs_sim_call c;
+    uint64_t total, used;
+    bool given;
+    nvmlReturn_t rc =
+        gs_sim_enter(GS_SIM_FN_nvmlDeviceGetBAR1MemoryInfo, device, GS_SIM_MIG_OK, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!bar1Memory)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    total = c.mig ? c.mig->bar1_total_bytes : c.g->bar1_total_bytes;
+    given = c.mig ? c.mig->metric_given[GS_SIM_M_BAR1_USED] : c.g->metric_given[GS_SIM_M_BAR1_USED];
+    if (given)
+        used = (uint64_t)llround(gs_sim_metric_at(&c, GS_SIM_M_BAR1_USED, c.t) * 1048576.0);
+    else if (c.mig)
+        used = 0;
+    else /* mappings follow allocations: about the memory in use plus 1 MiB */
+        used = gs_sim_mem_used(&c, c.t) + (1u << 20);
+    if (used > total)
+        used = total;
+    bar1Memory->bar1Total = total;
+    bar1Memory->bar1Used = used;
+    bar1Memory->bar1Free = total - used;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+/* ---- utilization -------------------------------------------------------------------------- */
+
+GS_SIM_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
+                                                         nvmlUtilization_t *utilization)
+{
+    struct gs_sim_call c;
+    double w;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetUtilizationRates, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!utilization)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (gs_sim_mig_on(c.sc, c.gpu, c.t))
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    w = c.g->util_window_s;
+    utilization->gpu = (unsigned)llround(gs_sim_metric_avg(&c, GS_SIM_M_UTIL_GPU, c.t - w, c.t));
+    utilization->memory = (unsigned)llround(gs_sim_metric_avg(&c, GS_SIM_M_UTIL_MEM, c.t - w, c.t));
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+static nvmlReturn_t codec_util(enum gs_sim_fn fn, enum gs_sim_metric m, nvmlDevice_t device,
+                               unsigned int *utilization, unsigned int *samplingPeriodUs)
+{
+    struct gs_sim_call c;
+    double w;
+    nvmlReturn_t rc = gs_sim_enter(fn, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!utilization || !samplingPeriodUs)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (gs_sim_mig_on(c.sc, c.gpu, c.t))
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    w = c.g->enc_period_us / 1e6;
+    *utilization = (unsigned)llround(gs_sim_metric_avg(&c, m, c.t - w, c.t));
+    *samplingPeriodUs = c.g->enc_period_us;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device,
+                                                                unsigned int *utilization,
+                                                                unsigned int *samplingPeriodUs)
+{
+    return codec_util(GS_SIM_FN_nvmlDeviceGetEncoderUtilization, GS_SIM_M_ENC, device, utilization,
+                      samplingPeriodUs);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device,
+                                                                unsigned int *utilization,
+                                                                unsigned int *samplingPeriodUs)
+{
+    return codec_util(GS_SIM_FN_nvmlDeviceGetDecoderUtilization, GS_SIM_M_DEC, device, utilization,
+                      samplingPeriodUs);
+}
+
+/* ---- the sample buffer -------------------------------------------------------------------- */
+
+/* Value of sample type `type` for the interval ending at tk. */
+static unsigned sample_value(const struct gs_sim_call *c, unsigned type, double tk, double iv)
+{
+    switch (type) {
+    case NVML_TOTAL_POWER_SAMPLES:
+        return (unsigned)llround(gs_sim_metric_avg(c, GS_SIM_M_POWER, tk - iv, tk) * 1000);
+    case NVML_GPU_UTILIZATION_SAMPLES:
+        return (unsigned)llround(gs_sim_metric_avg(c, GS_SIM_M_UTIL_GPU, tk - iv, tk));
+    case NVML_MEMORY_UTILIZATION_SAMPLES:
+        return (unsigned)llround(gs_sim_metric_avg(c, GS_SIM_M_UTIL_MEM, tk - iv, tk));
+    case NVML_ENC_UTILIZATION_SAMPLES:
+        return (unsigned)llround(gs_sim_metric_avg(c, GS_SIM_M_ENC, tk - iv, tk));
+    case NVML_DEC_UTILIZATION_SAMPLES:
+        return (unsigned)llround(gs_sim_metric_avg(c, GS_SIM_M_DEC, tk - iv, tk));
+    case NVML_PROCESSOR_CLK_SAMPLES:
+        return gs_sim_metric_u(c, GS_SIM_M_CLK_SM, tk);
+    default:
+        return gs_sim_metric_u(c, GS_SIM_M_CLK_MEM, tk);
+    }
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type,
+                                                     unsigned long long lastSeenTimeStamp,
+                                                     nvmlValueType_t *sampleValType,
+                                                     unsigned int *sampleCount,
+                                                     nvmlSample_t *samples)
+{
+    struct gs_sim_call c;
+    double iv, kf;
+    long long k_now, k_first, k;
+    unsigned n = 0, cap, written = 0;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetSamples, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!sampleValType || !sampleCount || type > 9)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (samples && *sampleCount == 0)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (type > NVML_MEMORY_CLK_SAMPLES || (c.g->unsupported_samples & (1u << type)))
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    if (type >= NVML_GPU_UTILIZATION_SAMPLES && type <= NVML_DEC_UTILIZATION_SAMPLES &&
+        gs_sim_mig_on(c.sc, c.gpu, c.t))
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    iv = c.g->sample_interval_s;
+    kf = floor(c.t / iv);
+    if (!(kf >= 0))
+        return gs_sim_leave(NVML_ERROR_NOT_FOUND); /* the driver has not sampled yet */
+    k_now = kf > 1e15 ? (long long)1e15 : (long long)kf;
+    k_first = k_now >= (long long)GS_SIM_SAMPLE_DEPTH ? k_now - GS_SIM_SAMPLE_DEPTH + 1 : 0;
+    /* Only samples newer than lastSeenTimeStamp; the ring is ordered, so skip the old ones. */
+    while (k_first <= k_now &&
+           gs_sim_clock_wall_us(&gs_sim.clock, (double)k_first * iv) <= lastSeenTimeStamp)
+        k_first++;
+    n = k_first <= k_now ? (unsigned)(k_now - k_first + 1) : 0;
+    *sampleValType = NVML_VALUE_TYPE_UNSIGNED_INT;
+    if (n == 0)
+        return gs_sim_leave(NVML_ERROR_NOT_FOUND);
+    if (!samples) {
+        *sampleCount = n;
+        return gs_sim_leave(NVML_SUCCESS);
+    }
+    /* A short array gets the oldest entries: passing the newest timestamp seen next time then
+     * continues without a gap. */
+    cap = *sampleCount;
+    for (k = k_first; k <= k_now && written < cap; k++, written++) {
+        double tk = (double)k * iv;
+        samples[written].timeStamp = gs_sim_clock_wall_us(&gs_sim.clock, tk);
+        samples[written].sampleValue.ullVal = 0;
+        samples[written].sampleValue.uiVal = sample_value(&c, type, tk, iv);
+    }
+    *sampleCount = written;
+    return gs_sim_leave(NVML_SUCCESS);
+}

@@ -1,0 +1,375 @@
+/*
+ * nvml-sim scenario model: what a scenario file describes, once parsed.
+ *
+ * A scenario is a JSON document (docs/nvml-sim.md) naming the driver, the GPUs with their static
+ * properties and their metrics as patterns over virtual time, the processes on them and timed
+ * events (throttling, Xid errors, a GPU falling off the bus, MIG being enabled). The parser in
+ * scenario.c turns that text into the plain structs below and checks every value; the NVML entry
+ * points (nvml_*.c) only read them. Nothing here depends on the NVML library state, so the parser
+ * can be fed arbitrary bytes by fuzz/fuzz_scenario.c.
+ *
+ * Everything a scenario owns (points of piecewise patterns, names) lives in its arena and is freed
+ * by gs_sim_scenario_free().
+ */
+#ifndef GS_SIM_SCENARIO_H
+#define GS_SIM_SCENARIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pattern.h"
+
+/* Caps on what a scenario may describe; every list fed from the file is bounded. */
+#define GS_SIM_MAX_SCENARIO_BYTES (8u * 1024u * 1024u)
+#define GS_SIM_MAX_GPUS 64u
+#define GS_SIM_MAX_MIG 16u /* MIG device slots per GPU (real boards have at most 7) */
+#define GS_SIM_MAX_PROCS 4096u
+#define GS_SIM_MAX_EVENTS 4096u
+#define GS_SIM_MAX_TEMPLATES 64u
+#define GS_SIM_MAX_RETIRED 256u
+#define GS_SIM_MAX_NESTING 64u
+#define GS_SIM_MAX_OVERRIDES 64u
+#define GS_SIM_STR_MAX 96u    /* names, UUIDs: NVML's largest string buffer is 96 bytes */
+#define GS_SIM_PNAME_MAX 256u /* process names */
+
+/* Dynamic metrics, each a pattern over time. Units are in the names. */
+enum gs_sim_metric {
+    GS_SIM_M_UTIL_GPU,      /* %: nvmlDeviceGetUtilizationRates .gpu */
+    GS_SIM_M_UTIL_MEM,      /* %: .memory */
+    GS_SIM_M_MEM_USED,      /* MiB, excluding reserved */
+    GS_SIM_M_BAR1_USED,     /* MiB */
+    GS_SIM_M_TEMP,          /* degrees C */
+    GS_SIM_M_MEM_TEMP,      /* degrees C (field 82) */
+    GS_SIM_M_POWER,         /* W, the (1 s average) reading of nvmlDeviceGetPowerUsage */
+    GS_SIM_M_POWER_INSTANT, /* W, field 186 */
+    GS_SIM_M_CLK_GRAPHICS,  /* MHz */
+    GS_SIM_M_CLK_SM,
+    GS_SIM_M_CLK_MEM,
+    GS_SIM_M_CLK_VIDEO,
+    GS_SIM_M_PCIE_GEN,
+    GS_SIM_M_PCIE_WIDTH,
+    GS_SIM_M_PCIE_TX,       /* KB/s */
+    GS_SIM_M_PCIE_RX,       /* KB/s */
+    GS_SIM_M_ENC,           /* % */
+    GS_SIM_M_DEC,           /* % */
+    GS_SIM_M_FAN,           /* % */
+    GS_SIM_M_PSTATE,        /* 0..15 */
+    GS_SIM_M_GPM_GRAPHICS,  /* GPM metric 1, % */
+    GS_SIM_M_GPM_SM,        /* 2: SMs active */
+    GS_SIM_M_GPM_OCCUPANCY, /* 3 */
+    GS_SIM_M_GPM_INTEGER,   /* 4 */
+    GS_SIM_M_GPM_TENSOR,    /* 5: any tensor pipe */
+    GS_SIM_M_GPM_DFMA,      /* 6 */
+    GS_SIM_M_GPM_HMMA,      /* 7 */
+    GS_SIM_M_GPM_DMMA,      /* 8 */
+    GS_SIM_M_GPM_IMMA,      /* 9 */
+    GS_SIM_M_GPM_DRAM,      /* 10: DRAM bandwidth, % of peak */
+    GS_SIM_M_GPM_FP64,      /* 11 */
+    GS_SIM_M_GPM_FP32,      /* 12 */
+    GS_SIM_M_GPM_FP16,      /* 13 */
+    GS_SIM_M_GPM_NVDEC,     /* 30..37, the same value for each engine */
+    GS_SIM_M_GPM_NVJPG,     /* 40..47 */
+    GS_SIM_M_GPM_NVOFA,     /* 50..51 */
+    GS_SIM_M__COUNT
+};
+
+/* Metadata of a metric: its key in the scenario file and the range its values are clamped to. */
+struct gs_sim_metric_info {
+    const char *key;
+    double lo;
+    double hi;
+};
+const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m);
+
+/* Every NVML entry point the sim implements, in one list: the scenario's "errors" and
+ * "not_supported" name them, and each entry point passes its id to the common checks. */
+/* clang-format off */
+#define GS_SIM_FUNCTIONS(X)                                                                        \
+    X(nvmlInit_v2)                                                                                 \
+    X(nvmlInit)                                                                                    \
+    X(nvmlInitWithFlags)                                                                           \
+    X(nvmlShutdown)                                                                                \
+    X(nvmlSystemGetDriverVersion)                                                                  \
+    X(nvmlSystemGetNVMLVersion)                                                                    \
+    X(nvmlSystemGetCudaDriverVersion)                                                              \
+    X(nvmlSystemGetCudaDriverVersion_v2)                                                           \
+    X(nvmlSystemGetProcessName)                                                                    \
+    X(nvmlDeviceGetCount_v2)                                                                       \
+    X(nvmlDeviceGetCount)                                                                          \
+    X(nvmlDeviceGetHandleByIndex_v2)                                                               \
+    X(nvmlDeviceGetHandleByIndex)                                                                  \
+    X(nvmlDeviceGetHandleByUUID)                                                                   \
+    X(nvmlDeviceGetHandleByPciBusId_v2)                                                            \
+    X(nvmlDeviceGetHandleByPciBusId)                                                               \
+    X(nvmlDeviceGetName)                                                                           \
+    X(nvmlDeviceGetUUID)                                                                           \
+    X(nvmlDeviceGetSerial)                                                                         \
+    X(nvmlDeviceGetIndex)                                                                          \
+    X(nvmlDeviceGetMinorNumber)                                                                    \
+    X(nvmlDeviceGetArchitecture)                                                                   \
+    X(nvmlDeviceGetBrand)                                                                          \
+    X(nvmlDeviceGetPciInfo_v3)                                                                     \
+    X(nvmlDeviceGetPciInfo_v2)                                                                     \
+    X(nvmlDeviceGetPciInfo)                                                                        \
+    X(nvmlDeviceGetVbiosVersion)                                                                   \
+    X(nvmlDeviceGetCudaComputeCapability)                                                          \
+    X(nvmlDeviceGetUtilizationRates)                                                               \
+    X(nvmlDeviceGetMemoryInfo)                                                                     \
+    X(nvmlDeviceGetMemoryInfo_v2)                                                                  \
+    X(nvmlDeviceGetBAR1MemoryInfo)                                                                 \
+    X(nvmlDeviceGetEncoderUtilization)                                                             \
+    X(nvmlDeviceGetDecoderUtilization)                                                             \
+    X(nvmlDeviceGetSamples)                                                                        \
+    X(nvmlDeviceGetTemperature)                                                                    \
+    X(nvmlDeviceGetTemperatureV)                                                                   \
+    X(nvmlDeviceGetTemperatureThreshold)                                                           \
+    X(nvmlDeviceGetFanSpeed)                                                                       \
+    X(nvmlDeviceGetPowerUsage)                                                                     \
+    X(nvmlDeviceGetEnforcedPowerLimit)                                                             \
+    X(nvmlDeviceGetPowerManagementLimit)                                                           \
+    X(nvmlDeviceGetPowerManagementDefaultLimit)                                                    \
+    X(nvmlDeviceGetPowerManagementLimitConstraints)                                                \
+    X(nvmlDeviceGetTotalEnergyConsumption)                                                         \
+    X(nvmlDeviceGetClockInfo)                                                                      \
+    X(nvmlDeviceGetMaxClockInfo)                                                                   \
+    X(nvmlDeviceGetCurrentClocksEventReasons)                                                      \
+    X(nvmlDeviceGetCurrentClocksThrottleReasons)                                                   \
+    X(nvmlDeviceGetSupportedClocksEventReasons)                                                    \
+    X(nvmlDeviceGetSupportedClocksThrottleReasons)                                                 \
+    X(nvmlDeviceGetPerformanceState)                                                               \
+    X(nvmlDeviceGetCurrPcieLinkGeneration)                                                         \
+    X(nvmlDeviceGetCurrPcieLinkWidth)                                                              \
+    X(nvmlDeviceGetMaxPcieLinkGeneration)                                                          \
+    X(nvmlDeviceGetGpuMaxPcieLinkGeneration)                                                       \
+    X(nvmlDeviceGetMaxPcieLinkWidth)                                                               \
+    X(nvmlDeviceGetPcieThroughput)                                                                 \
+    X(nvmlDeviceGetPcieReplayCounter)                                                              \
+    X(nvmlDeviceGetFieldValues)                                                                    \
+    X(nvmlDeviceGetComputeRunningProcesses)                                                        \
+    X(nvmlDeviceGetComputeRunningProcesses_v2)                                                     \
+    X(nvmlDeviceGetComputeRunningProcesses_v3)                                                     \
+    X(nvmlDeviceGetGraphicsRunningProcesses)                                                       \
+    X(nvmlDeviceGetGraphicsRunningProcesses_v2)                                                    \
+    X(nvmlDeviceGetGraphicsRunningProcesses_v3)                                                    \
+    X(nvmlDeviceGetMPSComputeRunningProcesses)                                                     \
+    X(nvmlDeviceGetMPSComputeRunningProcesses_v2)                                                  \
+    X(nvmlDeviceGetMPSComputeRunningProcesses_v3)                                                  \
+    X(nvmlDeviceGetRunningProcessDetailList)                                                       \
+    X(nvmlDeviceGetConfComputeMemSizeInfo)                                                         \
+    X(nvmlDeviceGetProcessUtilization)                                                             \
+    X(nvmlDeviceGetComputeMode)                                                                    \
+    X(nvmlDeviceGetPersistenceMode)                                                                \
+    X(nvmlDeviceGetEccMode)                                                                        \
+    X(nvmlDeviceGetTotalEccErrors)                                                                 \
+    X(nvmlDeviceGetMemoryErrorCounter)                                                             \
+    X(nvmlDeviceGetRetiredPages)                                                                   \
+    X(nvmlDeviceGetRetiredPagesPendingStatus)                                                      \
+    X(nvmlDeviceGetRemappedRows)                                                                   \
+    X(nvmlEventSetCreate)                                                                          \
+    X(nvmlDeviceRegisterEvents)                                                                    \
+    X(nvmlDeviceGetSupportedEventTypes)                                                            \
+    X(nvmlEventSetWait_v2)                                                                         \
+    X(nvmlEventSetWait)                                                                            \
+    X(nvmlEventSetFree)                                                                            \
+    X(nvmlDeviceGetMigMode)                                                                        \
+    X(nvmlDeviceGetMaxMigDeviceCount)                                                              \
+    X(nvmlDeviceGetMigDeviceHandleByIndex)                                                         \
+    X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle)                                                \
+    X(nvmlDeviceIsMigDeviceHandle)                                                                 \
+    X(nvmlDeviceGetGpuInstanceId)                                                                  \
+    X(nvmlDeviceGetComputeInstanceId)                                                              \
+    X(nvmlGpmQueryDeviceSupport)                                                                   \
+    X(nvmlGpmSampleAlloc)                                                                          \
+    X(nvmlGpmSampleFree)                                                                           \
+    X(nvmlGpmSampleGet)                                                                            \
+    X(nvmlGpmMigSampleGet)                                                                         \
+    X(nvmlGpmMetricsGet)
+/* clang-format on */
+
+enum gs_sim_fn {
+#define GS_SIM_FN_ENUM(name) GS_SIM_FN_##name,
+    GS_SIM_FUNCTIONS(GS_SIM_FN_ENUM)
+#undef GS_SIM_FN_ENUM
+        GS_SIM_FN__COUNT
+};
+const char *gs_sim_fn_name(enum gs_sim_fn fn);
+
+/* A forced return code for one function ("errors" / "not_supported" in the file). */
+struct gs_sim_override {
+    enum gs_sim_fn fn;
+    int rc;
+};
+
+/* Where a process's pid comes from. */
+enum gs_sim_pid_kind { GS_SIM_PID_NUMBER, GS_SIM_PID_SELF, GS_SIM_PID_ENV };
+
+/* Process types as bits: which process lists an entry appears in. */
+enum {
+    GS_SIM_PROC_COMPUTE = 0x1,
+    GS_SIM_PROC_GRAPHICS = 0x2,
+    GS_SIM_PROC_MPS = 0x4,
+};
+
+struct gs_sim_proc {
+    char id[64]; /* label events refer to; may be empty */
+    enum gs_sim_pid_kind pid_kind;
+    unsigned pid; /* the number, the env default, or the resolved pid */
+    bool has_pid_default;
+    char pid_env[64];
+    unsigned gpu;
+    unsigned type;               /* GS_SIM_PROC_* bits */
+    char name[GS_SIM_PNAME_MAX]; /* as nvmlSystemGetProcessName reports it; "" = read /proc */
+    bool mem_unknown;            /* usedGpuMemory = NVML_VALUE_NOT_AVAILABLE */
+    struct gs_sim_pattern mem_mib;
+    struct gs_sim_pattern sm_pct, mem_pct, enc_pct, dec_pct;
+    int mig_gi; /* -1: not in a MIG instance */
+    int mig_ci;
+    double start_s;
+    double exit_s; /* INFINITY: runs forever */
+};
+
+enum gs_sim_event_kind {
+    GS_SIM_EV_XID,
+    GS_SIM_EV_GPU_LOST,
+    GS_SIM_EV_THROTTLE_ON,
+    GS_SIM_EV_THROTTLE_OFF,
+    GS_SIM_EV_MIG_ENABLE,
+    GS_SIM_EV_MIG_DISABLE,
+    GS_SIM_EV_ECC_ERROR,
+    GS_SIM_EV_PROCESS_START, /* folded into the process's start_s at parse time */
+    GS_SIM_EV_PROCESS_EXIT,  /* folded into exit_s */
+};
+
+struct gs_sim_event {
+    double at_s;
+    enum gs_sim_event_kind kind;
+    unsigned gpu;
+    unsigned long long data; /* Xid number, or the reason mask of THROTTLE_* */
+    int gi, ci;              /* MIG attribution of an Xid; -1 none */
+    unsigned ecc_type;       /* NVML_MEMORY_ERROR_TYPE_* */
+    unsigned ecc_location;   /* nvmlMemoryLocation_t */
+    unsigned long long count;
+};
+
+/* Memory locations of nvmlDeviceGetMemoryErrorCounter: L1 0 .. SRAM 7. */
+#define GS_SIM_ECC_LOCATIONS 8u
+
+struct gs_sim_mig {
+    bool present; /* slot used */
+    unsigned gi, ci;
+    char profile[32];
+    char name[GS_SIM_STR_MAX];
+    char uuid[GS_SIM_STR_MAX];
+    uint64_t mem_total_bytes;
+    uint64_t bar1_total_bytes;
+    unsigned sm_count;
+    struct gs_sim_pattern metric[GS_SIM_M__COUNT];
+    bool metric_given[GS_SIM_M__COUNT];
+};
+
+struct gs_sim_gpu {
+    char name[GS_SIM_STR_MAX];
+    char uuid[GS_SIM_STR_MAX];
+    bool has_serial;
+    char serial[32];
+    char vbios[32];
+    unsigned pci_domain, pci_bus, pci_device;
+    unsigned pci_device_id; /* device << 16 | 0x10DE */
+    unsigned pci_subsys_id;
+    char bus_id[32]; /* "%08X:%02X:%02X.0" */
+    unsigned minor;
+    unsigned arch;  /* NVML_DEVICE_ARCH_* */
+    unsigned brand; /* nvmlBrandType_t */
+    int cc_major, cc_minor;
+    uint64_t mem_total_bytes, mem_reserved_bytes, bar1_total_bytes;
+    bool has_threshold[8];
+    unsigned threshold_c[8];
+    bool has_power_limits;
+    unsigned power_default_mw, power_limit_mw, power_enforced_mw, power_min_mw, power_max_mw;
+    double energy_base_mj;
+    bool has_energy;
+    unsigned clock_max_mhz[4]; /* 0: not supported */
+    unsigned pcie_max_gen, pcie_gpu_max_gen, pcie_max_width;
+    unsigned pcie_replays;
+    bool persistence;
+    unsigned compute_mode;
+    bool has_ecc;
+    bool ecc_current, ecc_pending;
+    bool ecc_location[GS_SIM_ECC_LOCATIONS];
+    unsigned long long ecc_aggregate[2][GS_SIM_ECC_LOCATIONS]; /* [type][location] at t = 0 */
+    bool has_retired;
+    unsigned retired_count[2];
+    unsigned long long *retired_addr[2];
+    bool retired_pending;
+    bool has_remap;
+    unsigned remap_corr, remap_unc;
+    bool remap_pending, remap_failure;
+    unsigned long long reasons_supported;
+    bool idle_reason;
+    bool gpm;
+    bool accessible;
+    double util_window_s;
+    double power_window_s;
+    double sample_interval_s;
+    unsigned enc_period_us;
+    double pcie_delay_ms;
+    bool mig_capable;
+    bool mig_initially_on;
+    unsigned mig_max;
+    struct gs_sim_mig mig[GS_SIM_MAX_MIG];
+    struct gs_sim_override override[GS_SIM_MAX_OVERRIDES];
+    unsigned n_override;
+    unsigned unsupported_fields[GS_SIM_MAX_OVERRIDES];
+    unsigned n_unsupported_fields;
+    unsigned unsupported_gpm[GS_SIM_MAX_OVERRIDES];
+    unsigned n_unsupported_gpm;
+    unsigned unsupported_samples; /* bit per nvmlSamplingType_t */
+    struct gs_sim_pattern metric[GS_SIM_M__COUNT];
+    bool metric_given[GS_SIM_M__COUNT];
+};
+
+struct gs_sim_arena;
+
+struct gs_sim_scenario {
+    char description[1024];
+    char driver_version[80];
+    char nvml_version[80];
+    int cuda_version; /* major * 1000 + minor * 10 */
+    int init_error;   /* nvmlReturn_t forced on init; 0 = none */
+    bool privileged;
+    struct gs_sim_override override[GS_SIM_MAX_OVERRIDES];
+    unsigned n_override;
+    unsigned n_gpus;
+    struct gs_sim_gpu *gpus; /* n_gpus, in the arena */
+    unsigned n_procs;
+    struct gs_sim_proc *procs; /* in the arena */
+    unsigned n_events;
+    struct gs_sim_event *events; /* sorted by at_s (stable) */
+    struct gs_sim_arena *arena;
+};
+
+/*
+ * Parses a scenario from buf (len bytes, need not be NUL-terminated). origin names the text in
+ * messages ("path/to/file.json"). On success returns 0 and sets *out (free it with
+ * gs_sim_scenario_free). On failure returns -1, leaves *out NULL and writes one line
+ * "origin:line:column: what is wrong" into err (err_len bytes, always terminated). Never prints.
+ * Pids of "self" and {"env": ...} processes are resolved later by gs_sim_scenario_resolve.
+ */
+int gs_sim_scenario_parse(const char *buf, size_t len, const char *origin,
+                          struct gs_sim_scenario **out, char *err, size_t err_len);
+
+/* Reads the file at path (at most GS_SIM_MAX_SCENARIO_BYTES) and parses it as above. */
+int gs_sim_scenario_load(const char *path, struct gs_sim_scenario **out, char *err, size_t err_len);
+
+/* Resolves "self" and environment pids for this process. Returns 0, or -1 with a message. */
+int gs_sim_scenario_resolve(struct gs_sim_scenario *sc, char *err, size_t err_len);
+
+/* Frees a scenario and everything in its arena; NULL is fine. */
+void gs_sim_scenario_free(struct gs_sim_scenario *sc);
+
+/* Maps "NOT_SUPPORTED", "GPU_IS_LOST", ... (with or without the NVML_ERROR_ prefix) to a code;
+ * -1 if unknown. */
+int gs_sim_rc_by_name(const char *name);
+
+#endif

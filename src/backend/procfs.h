@@ -1,0 +1,90 @@
+/*
+ * Process details from procfs: name, command line, user, CPU and host memory, start time, and
+ * the container or batch job a process runs in (from /proc/PID/cgroup).
+ *
+ * NVML tells us which pids use a GPU; this module says who they are. The parsers take text
+ * (never paths) so unit tests and fuzz targets feed them real-world samples directly; the
+ * reader (struct gs_procfs) takes a root directory so tests can point it at a /proc-like tree.
+ *
+ * A process may exit between the NVML read and ours: gs_procfs_fill then returns
+ * GS_ENOTFOUND and leaves the NVML fields of the gs_proc alone (host_st stays GS_ST_NA).
+ * After warm-up a cycle allocates nothing: files are read into stack buffers, and the per-pid
+ * and per-uid caches grow only when more pids or users appear than ever before.
+ *
+ * Threads: one gs_procfs per thread (the sampler owns one).
+ */
+#ifndef GS_PROCFS_H
+#define GS_PROCFS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpuscope/gs_model.h"
+
+struct gs_err;
+struct gs_procfs;
+
+/* ---- pure parsers (outside input; each has a fuzz target) -------------------------------- */
+
+/* Fields of /proc/PID/stat that we use. */
+struct gs_procfs_stat {
+    char comm[GS_PROC_NAME_LEN]; /* between the first '(' and the last ')', may hold both */
+    char state;
+    unsigned long long utime, stime; /* clock ticks */
+    unsigned long long starttime;    /* clock ticks after boot */
+    long long rss_pages;
+};
+
+/* Parses the text of /proc/PID/stat (len bytes, need not be NUL-terminated). The name may
+ * contain spaces and parentheses, so it runs to the LAST ')'. Returns GS_OK or GS_EPARSE. */
+int gs_procfs_parse_stat(const char *text, size_t len, struct gs_procfs_stat *out);
+
+/* Joins the NUL-separated arguments of /proc/PID/cmdline with single spaces into out (cap
+ * bytes, always NUL-terminated when cap > 0). Trailing NULs are dropped, control characters
+ * become spaces, and a line cut at cap ends in "..." (when cap > 4). Returns the length. */
+size_t gs_procfs_join_cmdline(const char *raw, size_t len, char *out, size_t cap);
+
+/* Finds the real uid on the "Uid:" line of /proc/PID/status. GS_OK or GS_EPARSE. */
+int gs_procfs_parse_uid(const char *text, size_t len, uint32_t *uid);
+
+/* Finds "btime N" (boot time, unix seconds) in /proc/stat. GS_OK or GS_EPARSE. */
+int gs_procfs_parse_btime(const char *text, size_t len, long long *btime);
+
+/* Where a process runs, from /proc/PID/cgroup. */
+struct gs_procfs_job {
+    uint8_t kind;                     /* enum gs_job_kind of container_id */
+    char container_id[GS_JOB_ID_LEN]; /* Docker/containerd/CRI-O/Podman id, "" if none */
+    char pod_uid[40];                 /* Kubernetes pod UID with dashes, "" if none */
+    char slurm_job[24];               /* Slurm job id, "" if none */
+};
+
+/* Parses the text of /proc/PID/cgroup (v1 "N:controllers:/path" lines and the v2 "0::/path"
+ * line) and fills job; anything not recognised leaves the fields empty. Recognised shapes:
+ * docker (/docker/<id>, docker-<id>.scope), containerd (cri-containerd-<id>.scope), CRI-O
+ * (crio-<id>.scope), Podman (libpod-<id>.scope, /libpod_parent/libpod-<id>), a bare id under
+ * kubepods (runtime unknown: GS_JOB_CONTAINER), Kubernetes pod UIDs (kubepods/.../pod<uid> and
+ * kubepods-...-pod<uid with _>.slice) and Slurm jobs (job_<id> in a path naming slurm). */
+void gs_procfs_parse_cgroup(const char *text, size_t len, struct gs_procfs_job *job);
+
+/* ---- the reader ------------------------------------------------------------------------- */
+
+/* Opens a reader rooted at root (NULL: "/proc"). Reads the boot time once; a missing
+ * /proc/stat only makes start times absent. Errors: GS_ENOMEM, GS_EINVAL (root too long). */
+int gs_procfs_open(struct gs_procfs **out, const char *root, struct gs_err *err);
+
+/* Starts a cycle; pids not filled between begin and end are forgotten at end. */
+void gs_procfs_begin(struct gs_procfs *pf);
+
+/* Fills the host fields of p (name, cmdline, user, uid, cpu, rss, start time, job) for pid,
+ * measured at now_ns (CLOCK_MONOTONIC). The CPU ratio needs a previous fill of the same pid
+ * (same start time) in an earlier cycle; filling a pid twice in one cycle gives the same
+ * ratio. Returns GS_OK, or GS_ENOTFOUND when the process is gone (p untouched). */
+int gs_procfs_fill(struct gs_procfs *pf, unsigned pid, int64_t now_ns, struct gs_proc *p);
+
+/* Ends a cycle (forgets pids not seen in it). */
+void gs_procfs_end(struct gs_procfs *pf);
+
+/* NULL is allowed. */
+void gs_procfs_close(struct gs_procfs *pf);
+
+#endif

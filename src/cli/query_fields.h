@@ -1,0 +1,93 @@
+/*
+ * The field tables and CSV formatter behind `gpuscope query`: which names nvidia-smi accepts for
+ * --query-gpu and --query-compute-apps (canonical names and aliases), the unit each one carries,
+ * how a gs_snapshot value turns into the exact cell nvidia-smi prints, and the --help-query-*
+ * texts. Option parsing and sampling live in query.c; this module only reads snapshots, so unit
+ * tests can feed it hand-built snapshots.
+ *
+ * Names: gs_qf_ (query field). A selection (struct gs_qf_sel) is the parsed FIELDS argument;
+ * it owns a private copy of the names as queried, because nvidia-smi's header repeats the name
+ * the user typed (an alias stays an alias).
+ */
+#ifndef GS_QUERY_FIELDS_H
+#define GS_QUERY_FIELDS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "gpuscope/gs_model.h"
+
+struct gs_err;
+struct gs_qfield;
+
+/* Which switch a field list belongs to. */
+enum gs_qf_list {
+    GS_QF_GPU = 0,  /* --query-gpu */
+    GS_QF_APPS = 1, /* --query-compute-apps */
+};
+
+/* Output flags, from --format=csv[,noheader][,nounits]. */
+enum gs_qf_flags {
+    GS_QF_NOHEADER = 1u << 0,
+    GS_QF_NOUNITS = 1u << 1,
+};
+
+/* Cells are joined with this, as nvidia-smi does. */
+#define GS_QF_SEP ", "
+/* Longest cell we produce (names and paths included); longer text is cut. */
+#define GS_QF_CELL_MAX 600
+
+/* The parsed field list of one query. */
+struct gs_qf_sel {
+    enum gs_qf_list list;
+    unsigned n;
+    const struct gs_qfield **f; /* n entries, table rows */
+    const char **name;          /* n entries, the names as queried (header text) */
+    char *buf;                  /* owned copy of the list the names point into */
+};
+
+/* Returns the table row for a canonical name or an alias, or NULL. Case-sensitive, as
+ * nvidia-smi is (pci.baseClass). */
+const struct gs_qfield *gs_qf_find(enum gs_qf_list list, const char *name);
+
+/* Canonical name and unit ("MiB", "%", ... or "" when the field has none) of a row. */
+const char *gs_qf_name(const struct gs_qfield *f);
+const char *gs_qf_unit(const struct gs_qfield *f);
+
+/* Number of rows (canonical fields) in a table. */
+unsigned gs_qf_count(enum gs_qf_list list);
+
+/* Parses a comma-separated field list into *sel (zeroed first). Surrounding blanks of each name
+ * are ignored. An unknown or empty name fails with GS_EUSAGE and err->msg holding nvidia-smi's
+ * own wording, `Field "NAME" is not a valid field to query.`; GS_ENOMEM otherwise. On failure
+ * *sel holds nothing to free (gs_qf_sel_free is still safe). */
+int gs_qf_parse(struct gs_qf_sel *sel, enum gs_qf_list list, const char *spec, struct gs_err *err);
+
+/* Frees what gs_qf_parse allocated; safe on a zeroed or already-freed selection. */
+void gs_qf_sel_free(struct gs_qf_sel *sel);
+
+/* The GS_WANT_* flags a sampling cycle needs for this selection (never the slow PCIe
+ * throughput or GPM ones: no nvidia-smi field reads them). */
+unsigned gs_qf_want(const struct gs_qf_sel *sel);
+
+/* Formats one cell into buf (always NUL-terminated when n > 0) and returns its length.
+ * gpu indexes snap->gpus; proc is the process for a --query-compute-apps row (NULL for GPU rows).
+ * flags: GS_QF_NOUNITS. */
+size_t gs_qf_cell(const struct gs_qfield *f, const struct gs_snapshot *snap, unsigned gpu,
+                  const struct gs_proc *proc, unsigned flags, char *buf, size_t n);
+
+/* Writes the header line ("name [unit], ...\n"). The unit stays in the header under nounits. */
+int gs_qf_write_header(FILE *out, const struct gs_qf_sel *sel);
+
+/* Writes one CSV row: a GPU (proc NULL) or a compute process running on snap->gpus[gpu]. */
+int gs_qf_write_row(FILE *out, const struct gs_qf_sel *sel, const struct gs_snapshot *snap,
+                    unsigned gpu, const struct gs_proc *proc, unsigned flags);
+
+/* Writes the --help-query-gpu or --help-query-compute-apps text. */
+int gs_qf_write_help(FILE *out, enum gs_qf_list list);
+
+/* "YYYY/MM/DD HH:MM:SS.mmm" in local time for a unix time in seconds (milliseconds cut, not
+ * rounded). Returns the length written into buf. */
+size_t gs_qf_timestamp(double t_real, char *buf, size_t n);
+
+#endif

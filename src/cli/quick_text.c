@@ -1,0 +1,709 @@
+/*
+ * The text view of the quick check: a pure function from (snapshot, options, width, colour)
+ * to lines, in gpustat's layout and colours:
+ *
+ *   node1  2025-01-14 10:22:03  driver 590.48.01  CUDA 13.1
+ *   [0] NVIDIA H100 80GB HBM3 | 45°C,  82 % | 32120 / 81559 MB | python/12345(alice 30.1G)
+ *
+ * Every GPU line is cut into cells (index and name, readings with any throttling, memory,
+ * clocks, processes); each cell is padded to the widest across GPUs so columns line up. Colours follow
+ * gpustat: temperature red below 50 °C and bold red from 50, utilization green below 30 % and
+ * bold green from 30, memory yellow, power magenta (bold from 40 % of the limit). Absent
+ * readings print a grey N/A, never 0. Text that comes from outside (names, command lines) is
+ * stripped of control characters so a process cannot drive the terminal.
+ */
+#include "cli/quick.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gpuscope/gs_err.h"
+
+#define MIB 1048576.0
+#define NO_INSTANCE 0xFFFFFFFFu
+
+enum cell { C_ID, C_NAME, C_SENS, C_MEM, C_CLK, C__COUNT };
+
+struct span {
+    size_t off, len, w; /* bytes in the scratch buffer, display width */
+};
+
+struct row {
+    struct span c[C__COUNT];
+    int lost;
+};
+
+/* ---- small formatters ---- */
+
+/* Appends s with control characters (and DEL) replaced by '?', cut to max display columns
+ * (0: no limit) with an ellipsis. */
+static void put_safe(struct gs_tbuf *b, const char *s, size_t max)
+{
+    size_t n = strlen(s), cut = n, cols = gs_term_width(s, n);
+    size_t i;
+
+    if (max && cols > max)
+        cut = gs_term_clip(s, n, max - 1);
+    for (i = 0; i < cut; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char ch = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+        gs_tbuf_put(b, &ch, 1);
+    }
+    if (cut < n)
+        gs_tbuf_puts(b, "\xe2\x80\xa6"); /* … */
+}
+
+static void put_na(struct gs_tbuf *b, size_t width)
+{
+    if (width > 3)
+        gs_tbuf_spaces(b, width - 3);
+    gs_tbuf_color(b, GS_SGR_GRAY, "N/A");
+}
+
+static long pct(double ratio)
+{
+    return lround(ratio * 100.0);
+}
+
+void gs_quick_fmt_mem(char *buf, size_t n, double bytes)
+{
+    double mib = bytes / MIB;
+
+    if (mib >= 100 * 1024.0)
+        snprintf(buf, n, "%.0fG", mib / 1024.0);
+    else if (mib >= 1024.0)
+        snprintf(buf, n, "%.1fG", mib / 1024.0);
+    else
+        snprintf(buf, n, "%.0fM", mib);
+}
+
+/* A decimal rate for PCIe throughput: "12.3 GB/s", "350 MB/s", "8 kB/s". */
+static void fmt_rate(char *buf, size_t n, double bps)
+{
+    if (bps >= 1e9)
+        snprintf(buf, n, "%.1f GB/s", bps / 1e9);
+    else if (bps >= 1e6)
+        snprintf(buf, n, "%.0f MB/s", bps / 1e6);
+    else
+        snprintf(buf, n, "%.0f kB/s", bps / 1e3);
+}
+
+/* "%3ld %" in colour lo below threshold and hi from it, or N/A. */
+static void put_pct(struct gs_tbuf *b, const struct gs_gpu *g, enum gs_metric m, long threshold,
+                    enum gs_sgr lo, enum gs_sgr hi)
+{
+    long v;
+
+    if (!gs_gpu_has(g, m)) {
+        put_na(b, 5);
+        return;
+    }
+    v = pct(g->v[m]);
+    gs_tbuf_sgr(b, v < threshold ? lo : hi);
+    gs_tbuf_printf(b, "%3ld %%", v);
+    gs_tbuf_sgr(b, GS_SGR_RESET);
+}
+
+/* ---- cells ---- */
+
+static void cell_sensors(struct gs_tbuf *b, const struct gs_gpu *g, unsigned show)
+{
+    if (gs_gpu_has(g, GS_M_TEMP_GPU)) { /* "%3ld°C", as wide as "  N/A" */
+        long t = lround(g->v[GS_M_TEMP_GPU]);
+        gs_tbuf_sgr(b, t < 50 ? GS_SGR_RED : GS_SGR_BOLD_RED);
+        gs_tbuf_printf(b, "%3ld\xc2\xb0"
+                          "C",
+                       t);
+        gs_tbuf_sgr(b, GS_SGR_RESET);
+    } else {
+        put_na(b, 5);
+    }
+    if (show & GS_QS_FAN) {
+        gs_tbuf_puts(b, ", fan ");
+        put_pct(b, g, GS_M_FAN, 30, GS_SGR_CYAN, GS_SGR_BOLD_CYAN);
+    }
+    gs_tbuf_puts(b, ", ");
+    put_pct(b, g, GS_M_UTIL_GPU, 30, GS_SGR_GREEN, GS_SGR_BOLD_GREEN);
+    if (show & GS_QS_CODEC) {
+        gs_tbuf_puts(b, " (");
+        gs_tbuf_color(b, GS_SGR_BOLD, "E:");
+        gs_tbuf_puts(b, " ");
+        put_pct(b, g, GS_M_UTIL_ENC, 50, GS_SGR_GREEN, GS_SGR_BOLD_GREEN);
+        gs_tbuf_puts(b, "  ");
+        gs_tbuf_color(b, GS_SGR_BOLD, "D:");
+        gs_tbuf_puts(b, " ");
+        put_pct(b, g, GS_M_UTIL_DEC, 50, GS_SGR_GREEN, GS_SGR_BOLD_GREEN);
+        gs_tbuf_puts(b, ")");
+    }
+    if (show & GS_QS_POWER) {
+        enum gs_metric lim =
+            gs_gpu_has(g, GS_M_POWER_ENFORCED_LIMIT) ? GS_M_POWER_ENFORCED_LIMIT : GS_M_POWER_LIMIT;
+        int has_lim = gs_gpu_has(g, lim);
+
+        gs_tbuf_puts(b, ", ");
+        if (gs_gpu_has(g, GS_M_POWER_DRAW)) {
+            double d = g->v[GS_M_POWER_DRAW];
+            int hot = has_lim && g->v[lim] > 0 && d / g->v[lim] >= 0.4;
+            gs_tbuf_sgr(b, hot ? GS_SGR_BOLD_MAGENTA : GS_SGR_MAGENTA);
+            gs_tbuf_printf(b, "%4ld", lround(d));
+            gs_tbuf_sgr(b, GS_SGR_RESET);
+        } else {
+            put_na(b, 4);
+        }
+        gs_tbuf_puts(b, " / ");
+        if (has_lim) {
+            gs_tbuf_sgr(b, GS_SGR_MAGENTA);
+            gs_tbuf_printf(b, "%4ld", lround(g->v[lim]));
+            gs_tbuf_sgr(b, GS_SGR_RESET);
+        } else {
+            put_na(b, 4);
+        }
+        gs_tbuf_puts(b, " W");
+    }
+}
+
+static void put_mib(struct gs_tbuf *b, int has, double bytes, enum gs_sgr c)
+{
+    if (!has) {
+        put_na(b, 5);
+        return;
+    }
+    gs_tbuf_sgr(b, c);
+    gs_tbuf_printf(b, "%5.0f", floor(bytes / MIB));
+    gs_tbuf_sgr(b, GS_SGR_RESET);
+}
+
+static void cell_mem(struct gs_tbuf *b, int has_used, double used, int has_total, double total)
+{
+    put_mib(b, has_used, used, GS_SGR_BOLD_YELLOW);
+    gs_tbuf_puts(b, " / ");
+    put_mib(b, has_total, total, GS_SGR_YELLOW);
+    gs_tbuf_puts(b, " MB");
+}
+
+static void put_mhz(struct gs_tbuf *b, const struct gs_gpu *g, enum gs_metric m)
+{
+    if (gs_gpu_has(g, m))
+        gs_tbuf_printf(b, "%4ld", lround(g->v[m] / 1e6));
+    else
+        put_na(b, 4);
+}
+
+/* -a: "P0  1980 / 2619 MHz  Gen5 x16  tx 1.2 GB/s rx 350 MB/s" (SM and memory clocks). */
+static void cell_clocks(struct gs_tbuf *b, const struct gs_gpu *g)
+{
+    if (gs_gpu_has(g, GS_M_PSTATE) && g->v[GS_M_PSTATE] >= 0 && g->v[GS_M_PSTATE] <= 15)
+        gs_tbuf_printf(b, "P%-2ld", lround(g->v[GS_M_PSTATE]));
+    else
+        gs_tbuf_color(b, GS_SGR_GRAY, "N/A");
+    gs_tbuf_puts(b, " ");
+    put_mhz(b, g, GS_M_CLOCK_SM);
+    gs_tbuf_puts(b, " / ");
+    put_mhz(b, g, GS_M_CLOCK_MEM);
+    gs_tbuf_puts(b, " MHz  ");
+    if (gs_gpu_has(g, GS_M_PCIE_GEN) && gs_gpu_has(g, GS_M_PCIE_WIDTH))
+        gs_tbuf_printf(b, "Gen%ld x%-2ld", lround(g->v[GS_M_PCIE_GEN]),
+                       lround(g->v[GS_M_PCIE_WIDTH]));
+    else {
+        gs_tbuf_puts(b, "PCIe ");
+        gs_tbuf_color(b, GS_SGR_GRAY, "N/A");
+    }
+    if (gs_gpu_has(g, GS_M_PCIE_TX) && gs_gpu_has(g, GS_M_PCIE_RX)) {
+        char tx[32], rx[32];
+        fmt_rate(tx, sizeof tx, g->v[GS_M_PCIE_TX]);
+        fmt_rate(rx, sizeof rx, g->v[GS_M_PCIE_RX]);
+        gs_tbuf_printf(b, "  tx %s rx %s", tx, rx);
+    }
+}
+
+#define THR_HW (GS_THR_HW_SLOWDOWN | GS_THR_HW_THERMAL | GS_THR_HW_POWER_BRAKE)
+
+/* Active throttle reasons except "GPU idle"; 0 when none or unknown. */
+static uint64_t throttle_mask(const struct gs_gpu *g)
+{
+    if (g->lost || !gs_gpu_has(g, GS_M_THROTTLE_ACTIVE))
+        return 0;
+    return (uint64_t)g->v[GS_M_THROTTLE_ACTIVE] & ~GS_THR_GPU_IDLE;
+}
+
+static void cell_throttle(struct gs_tbuf *b, uint64_t mask)
+{
+    int first = 1;
+
+    if (!mask)
+        return;
+    gs_tbuf_sgr(b, (mask & THR_HW) ? GS_SGR_BOLD_RED : GS_SGR_BOLD_YELLOW);
+    gs_tbuf_puts(b, "\xe2\x9a\xa0 "); /* ⚠ */
+    for (unsigned bit = 0; bit < 64; bit++) {
+        uint64_t m = 1ULL << bit;
+        const char *name;
+        if (!(mask & m))
+            continue;
+        name = gs_throttle_name(m);
+        if (!first)
+            gs_tbuf_puts(b, ", ");
+        if (name)
+            gs_tbuf_puts(b, name);
+        else
+            gs_tbuf_printf(b, "0x%llx", (unsigned long long)m);
+        first = 0;
+    }
+    gs_tbuf_sgr(b, GS_SGR_RESET);
+}
+
+/* ---- processes ---- */
+
+static const char *job_kind_name(unsigned kind)
+{
+    switch (kind) {
+    case GS_JOB_DOCKER: return "docker";
+    case GS_JOB_CONTAINERD: return "containerd";
+    case GS_JOB_CRIO: return "cri-o";
+    case GS_JOB_PODMAN: return "podman";
+    case GS_JOB_SLURM: return "slurm";
+    }
+    return "container";
+}
+
+/* " docker:3f2a1b9c4d5e pod:1a2b3c4d slurm:4242" — short ids, enough to grep for. */
+static void put_jobs(struct gs_tbuf *b, const struct gs_proc *p)
+{
+    if (p->container_id[0]) {
+        char id[13];
+        memcpy(id, p->container_id, sizeof id - 1);
+        id[sizeof id - 1] = '\0';
+        gs_tbuf_printf(b, " %s:", job_kind_name(p->job_kind));
+        put_safe(b, id, 0);
+    }
+    if (p->pod_uid[0]) {
+        char id[9];
+        memcpy(id, p->pod_uid, sizeof id - 1);
+        id[sizeof id - 1] = '\0';
+        gs_tbuf_puts(b, " pod:");
+        put_safe(b, id, 0);
+    }
+    if (p->slurm_job[0]) {
+        gs_tbuf_puts(b, " slurm:");
+        put_safe(b, p->slurm_job, 0);
+    }
+}
+
+static const char *proc_name(const struct gs_proc *p)
+{
+    return p->name[0] ? p->name : "?";
+}
+
+static const char *proc_user(const struct gs_proc *p)
+{
+    return p->user[0] ? p->user : "?";
+}
+
+/* name/pid(user mem) with the parts -c, -u, -p choose; all three when none is chosen. */
+static void put_proc(struct gs_tbuf *b, const struct gs_proc *p, unsigned show)
+{
+    unsigned parts = show & GS_QS_PROC_PARTS;
+    char mem[32];
+
+    if (!parts)
+        parts = GS_QS_PROC_PARTS;
+    if (p->mem_st == GS_ST_OK)
+        gs_quick_fmt_mem(mem, sizeof mem, (double)p->gpu_mem_bytes);
+    else
+        snprintf(mem, sizeof mem, "N/A");
+    if (parts & GS_QS_CMD) {
+        gs_tbuf_sgr(b, GS_SGR_CYAN);
+        put_safe(b, proc_name(p), 32);
+        gs_tbuf_sgr(b, GS_SGR_RESET);
+    }
+    if (parts & GS_QS_PID)
+        gs_tbuf_printf(b, "%s%u", (parts & GS_QS_CMD) ? "/" : "", p->pid);
+    if ((parts & GS_QS_USER) && !(parts & (GS_QS_CMD | GS_QS_PID))) {
+        gs_tbuf_sgr(b, GS_SGR_GRAY);
+        put_safe(b, proc_user(p), 0);
+        gs_tbuf_sgr(b, GS_SGR_RESET);
+        parts &= ~GS_QS_USER;
+    }
+    gs_tbuf_puts(b, "(");
+    if ((parts & GS_QS_USER) && p->user[0]) { /* an unknown owner is left out, not "?" */
+        gs_tbuf_sgr(b, GS_SGR_GRAY);
+        put_safe(b, proc_user(p), 0);
+        gs_tbuf_sgr(b, GS_SGR_RESET);
+        gs_tbuf_puts(b, " ");
+    }
+    gs_tbuf_color(b, p->mem_st == GS_ST_OK ? GS_SGR_YELLOW : GS_SGR_GRAY, mem);
+    if (show & GS_QS_CONTAINER)
+        put_jobs(b, p);
+    gs_tbuf_puts(b, ")");
+}
+
+static int by_mem_desc(const void *a, const void *b)
+{
+    const struct gs_proc *x = *(const struct gs_proc *const *)a;
+    const struct gs_proc *y = *(const struct gs_proc *const *)b;
+    uint64_t mx = x->mem_st == GS_ST_OK ? x->gpu_mem_bytes : 0;
+    uint64_t my = y->mem_st == GS_ST_OK ? y->gpu_mem_bytes : 0;
+
+    if (mx != my)
+        return mx > my ? -1 : 1;
+    return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/* Which MIG device of g process p runs on, or -1 for the GPU itself. */
+static int proc_mig(const struct gs_gpu *g, const struct gs_proc *p)
+{
+    if (p->gi_id == NO_INSTANCE)
+        return -1;
+    for (unsigned m = 0; m < g->n_mig && m < GS_MIG_MAX; m++)
+        if (g->mig[m].gi_id == p->gi_id &&
+            (g->mig[m].ci_id == p->ci_id || p->ci_id == NO_INSTANCE))
+            return (int)m;
+    return -1;
+}
+
+/* Collects the processes of GPU slot gi on MIG device mig (-1: the GPU) into list, largest
+ * memory first; returns the count. */
+static unsigned collect_procs(const struct gs_snapshot *s, unsigned gi, int mig,
+                              const struct gs_proc **list)
+{
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < s->n_procs; i++) {
+        const struct gs_proc *p = &s->procs[i];
+        if (p->gpu == gi && proc_mig(&s->gpus[gi], p) == mig)
+            list[n++] = p;
+    }
+    qsort(list, n, sizeof *list, by_mem_desc);
+    return n;
+}
+
+/* Appends " proc" for each process after a line prefix `col` columns wide; with cols set,
+ * a process that would cross the edge starts a continuation line indented to the process
+ * column (or 4 when that column is too far right). */
+static void put_procs(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_proc **list,
+                      unsigned n, unsigned show, size_t col, unsigned cols)
+{
+    size_t indent = (cols && col + 24 > cols) ? 4 : col;
+    size_t x = col;
+
+    for (unsigned i = 0; i < n; i++) {
+        size_t w;
+        gs_tbuf_reset(tmp);
+        put_proc(tmp, list[i], show);
+        w = gs_term_width(tmp->data, tmp->len);
+        if (cols && x + 1 + w > cols && x > indent) {
+            gs_tbuf_puts(out, "\n");
+            gs_tbuf_spaces(out, indent);
+            x = indent;
+        }
+        gs_tbuf_puts(out, " ");
+        gs_tbuf_put(out, gs_tbuf_str(tmp), tmp->len);
+        x += 1 + w;
+    }
+}
+
+/* -f: " ├─   12345 (  98%,   2.1G) alice: python train.py --lr 1e-4" under the line. */
+static void put_full_cmds(struct gs_tbuf *out, const struct gs_proc **list, unsigned n,
+                          unsigned show, const char *lead, unsigned cols)
+{
+    for (unsigned i = 0; i < n; i++) {
+        const struct gs_proc *p = list[i];
+        size_t start = out->len, w;
+        char rss[32];
+
+        gs_tbuf_printf(out, "%s%s %7u (", lead, i + 1 == n ? "\xe2\x94\x94\xe2\x94\x80"
+                                                           : "\xe2\x94\x9c\xe2\x94\x80",
+                       p->pid);
+        if (p->cpu_st == GS_ST_OK) {
+            gs_tbuf_sgr(out, GS_SGR_GREEN);
+            gs_tbuf_printf(out, "%4.0f%%", p->cpu_ratio * 100.0);
+            gs_tbuf_sgr(out, GS_SGR_RESET);
+        } else {
+            put_na(out, 5);
+        }
+        gs_tbuf_puts(out, ", ");
+        if (p->host_st == GS_ST_OK) {
+            gs_quick_fmt_mem(rss, sizeof rss, (double)p->rss_bytes);
+            gs_tbuf_sgr(out, GS_SGR_YELLOW);
+            gs_tbuf_printf(out, "%6s", rss);
+            gs_tbuf_sgr(out, GS_SGR_RESET);
+        } else {
+            put_na(out, 6);
+        }
+        gs_tbuf_puts(out, ") ");
+        gs_tbuf_sgr(out, GS_SGR_GRAY);
+        put_safe(out, proc_user(p), 0);
+        gs_tbuf_sgr(out, GS_SGR_RESET);
+        if (show & GS_QS_CONTAINER)
+            put_jobs(out, p);
+        gs_tbuf_puts(out, ": ");
+        w = out->rc == GS_OK ? gs_term_width(out->data + start, out->len - start) : 0;
+        gs_tbuf_sgr(out, GS_SGR_CYAN);
+        put_safe(out, p->cmdline[0] ? p->cmdline : proc_name(p),
+                 cols && cols > w + 8 ? cols - w : 0);
+        gs_tbuf_sgr(out, GS_SGR_RESET);
+        gs_tbuf_puts(out, "\n");
+    }
+}
+
+/* ---- layout ---- */
+
+static void header(struct gs_tbuf *out, const struct gs_snapshot *s)
+{
+    char when[64] = "N/A";
+
+    if (s->t_real > 0) {
+        time_t t = (time_t)s->t_real;
+        struct tm tm;
+        if (localtime_r(&t, &tm))
+            strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    }
+    gs_tbuf_sgr(out, GS_SGR_BOLD_WHITE);
+    put_safe(out, s->sys.hostname[0] ? s->sys.hostname : "?", 64);
+    gs_tbuf_sgr(out, GS_SGR_RESET);
+    gs_tbuf_printf(out, "  %s  ", when);
+    gs_tbuf_sgr(out, GS_SGR_GRAY);
+    gs_tbuf_puts(out, "driver ");
+    put_safe(out, s->sys.driver_st == GS_ST_OK ? s->sys.driver_version : "N/A", 0);
+    if (s->sys.cuda_st == GS_ST_OK && s->sys.cuda_version > 0)
+        gs_tbuf_printf(out, "  CUDA %d.%d", s->sys.cuda_version / 1000,
+                       (s->sys.cuda_version % 1000) / 10);
+    gs_tbuf_sgr(out, GS_SGR_RESET);
+    gs_tbuf_puts(out, "\n");
+}
+
+static struct span end_span(const struct gs_tbuf *b, size_t off)
+{
+    struct span sp = {off, 0, 0};
+
+    if (b->rc == GS_OK) {
+        sp.len = b->len - off;
+        sp.w = gs_term_width(b->data + off, sp.len);
+    }
+    return sp;
+}
+
+/* Renders every cell of every selected GPU into scratch and records the spans. */
+static void build_cells(struct gs_tbuf *scratch, struct row *rows, const struct gs_snapshot *s,
+                        const struct gs_quick_opts *o)
+{
+    for (unsigned i = 0; i < s->n_gpus; i++) {
+        const struct gs_gpu *g = &s->gpus[i];
+        struct row *r = &rows[i];
+        size_t off;
+
+        if (!gs_quick_selected(o, g))
+            continue;
+        r->lost = g->lost;
+        off = scratch->len;
+        gs_tbuf_sgr(scratch, GS_SGR_CYAN);
+        gs_tbuf_printf(scratch, "[%u]", g->index);
+        gs_tbuf_sgr(scratch, GS_SGR_RESET);
+        r->c[C_ID] = end_span(scratch, off);
+        off = scratch->len;
+        gs_tbuf_sgr(scratch, GS_SGR_BLUE);
+        put_safe(scratch, gs_gpu_has_text(g, GS_T_NAME) ? g->text[GS_T_NAME] : "N/A",
+                 GS_QUICK_NAME_MAX);
+        gs_tbuf_sgr(scratch, GS_SGR_RESET);
+        r->c[C_NAME] = end_span(scratch, off);
+        if (g->lost)
+            continue;
+        off = scratch->len;
+        cell_sensors(scratch, g, o->show);
+        /* Throttling sits by the readings it explains: "| 71°C, 100 % ⚠ HW thermal |". */
+        if (throttle_mask(g)) {
+            gs_tbuf_puts(scratch, " ");
+            cell_throttle(scratch, throttle_mask(g));
+        }
+        r->c[C_SENS] = end_span(scratch, off);
+        off = scratch->len;
+        cell_mem(scratch, gs_gpu_has(g, GS_M_MEM_USED), g->v[GS_M_MEM_USED],
+                 gs_gpu_has(g, GS_M_MEM_TOTAL), g->v[GS_M_MEM_TOTAL]);
+        r->c[C_MEM] = end_span(scratch, off);
+        off = scratch->len;
+        if (o->show & GS_QS_CLOCKS)
+            cell_clocks(scratch, g);
+        r->c[C_CLK] = end_span(scratch, off);
+    }
+}
+
+static void put_cell(struct gs_tbuf *out, const struct gs_tbuf *scratch, const struct span *sp,
+                     size_t width)
+{
+    gs_tbuf_put(out, gs_tbuf_str(scratch) + sp->off, sp->len);
+    if (width > sp->w)
+        gs_tbuf_spaces(out, width - sp->w);
+}
+
+/* The MIG device's own part of its name: "MIG 1g.10gb" from "NVIDIA A100 ... MIG 1g.10gb". */
+static const char *mig_short_name(const struct gs_gpu *g, const struct gs_mig *m)
+{
+    const char *p = strstr(m->name, "MIG ");
+
+    if (p)
+        return p;
+    if (gs_gpu_has_text(g, GS_T_NAME)) {
+        size_t n = strlen(g->text[GS_T_NAME]);
+        if (strncmp(m->name, g->text[GS_T_NAME], n) == 0) {
+            p = m->name + n;
+            while (*p == ' ')
+                p++;
+            if (*p)
+                return p;
+        }
+    }
+    return m->name[0] ? m->name : "MIG";
+}
+
+static void mig_label(struct gs_tbuf *b, const struct gs_gpu *g, unsigned m, unsigned n_mig)
+{
+    const struct gs_mig *mig = &g->mig[m];
+
+    gs_tbuf_puts(b, m + 1 == n_mig ? " \xe2\x94\x94\xe2\x94\x80 " : " \xe2\x94\x9c\xe2\x94\x80 ");
+    gs_tbuf_sgr(b, GS_SGR_BLUE);
+    put_safe(b, mig_short_name(g, mig), GS_QUICK_NAME_MAX);
+    gs_tbuf_sgr(b, GS_SGR_RESET);
+    gs_tbuf_printf(b, "  (gi %u, ci %u)", mig->gi_id, mig->ci_id);
+}
+
+struct widths {
+    size_t w[C__COUNT];
+    size_t mig_label; /* widest MIG label */
+};
+
+static struct widths measure(struct gs_tbuf *tmp, const struct row *rows,
+                             const struct gs_snapshot *s, const struct gs_quick_opts *o)
+{
+    struct widths wd;
+
+    memset(&wd, 0, sizeof wd);
+    for (unsigned i = 0; i < s->n_gpus; i++) {
+        const struct gs_gpu *g = &s->gpus[i];
+        if (!gs_quick_selected(o, g))
+            continue;
+        for (int c = 0; c < C__COUNT; c++)
+            if (rows[i].c[c].w > wd.w[c])
+                wd.w[c] = rows[i].c[c].w;
+        if (g->lost)
+            continue;
+        for (unsigned m = 0; m < g->n_mig && m < GS_MIG_MAX; m++) {
+            size_t w;
+            gs_tbuf_reset(tmp);
+            mig_label(tmp, g, m, g->n_mig);
+            w = gs_term_width(gs_tbuf_str(tmp), tmp->len);
+            if (w > wd.mig_label)
+                wd.mig_label = w;
+        }
+    }
+    /* MIG lines put their memory under the GPU's memory column. */
+    if (wd.w[C_ID] + 1 + wd.w[C_NAME] + 2 + wd.w[C_SENS] < wd.mig_label)
+        wd.w[C_SENS] = wd.mig_label - (wd.w[C_ID] + 1 + wd.w[C_NAME] + 2);
+    return wd;
+}
+
+static void mig_lines(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_snapshot *s,
+                      unsigned gi, const struct gs_quick_opts *o, const struct widths *wd,
+                      unsigned cols, const struct gs_proc **list)
+{
+    const struct gs_gpu *g = &s->gpus[gi];
+    size_t label_w = wd->w[C_ID] + 1 + wd->w[C_NAME] + 2 + wd->w[C_SENS];
+
+    for (unsigned m = 0; m < g->n_mig && m < GS_MIG_MAX; m++) {
+        const struct gs_mig *mig = &g->mig[m];
+        size_t start = out->len, w;
+        unsigned n;
+
+        mig_label(out, g, m, g->n_mig);
+        w = out->rc == GS_OK ? gs_term_width(out->data + start, out->len - start) : 0;
+        if (label_w > w)
+            gs_tbuf_spaces(out, label_w - w);
+        gs_tbuf_puts(out, " | ");
+        cell_mem(out, mig->mem_st == GS_ST_OK, (double)mig->mem_used_bytes,
+                 mig->mem_st == GS_ST_OK, (double)mig->mem_total_bytes);
+        if (o->no_procs) {
+            gs_tbuf_puts(out, "\n");
+            continue;
+        }
+        gs_tbuf_puts(out, " |");
+        n = collect_procs(s, gi, (int)m, list);
+        put_procs(out, tmp, list, n, o->show, label_w + 3 + wd->w[C_MEM] + 2, cols);
+        gs_tbuf_puts(out, "\n");
+        if (o->show & GS_QS_FULL_CMD)
+            put_full_cmds(out, list, n, o->show, "     ", cols);
+    }
+}
+
+static void gpu_line(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_tbuf *scratch,
+                     const struct gs_snapshot *s, unsigned gi, const struct row *r,
+                     const struct gs_quick_opts *o, const struct widths *wd, unsigned cols,
+                     const struct gs_proc **list)
+{
+    size_t col;
+    unsigned n;
+
+    put_cell(out, scratch, &r->c[C_ID], wd->w[C_ID]);
+    gs_tbuf_puts(out, " ");
+    put_cell(out, scratch, &r->c[C_NAME], wd->w[C_NAME]);
+    if (r->lost) {
+        gs_tbuf_puts(out, " | ");
+        gs_tbuf_color(out, GS_SGR_BOLD_RED, "GPU is lost");
+        gs_tbuf_puts(out, "\n");
+        return;
+    }
+    /* As gpustat: "|" then the 3-wide temperature, so "| 45°C" and "|100°C". */
+    gs_tbuf_puts(out, " |");
+    put_cell(out, scratch, &r->c[C_SENS], wd->w[C_SENS]);
+    gs_tbuf_puts(out, " | ");
+    put_cell(out, scratch, &r->c[C_MEM], wd->w[C_MEM]);
+    col = wd->w[C_ID] + 1 + wd->w[C_NAME] + 2 + wd->w[C_SENS] + 3 + wd->w[C_MEM];
+    if (o->show & GS_QS_CLOCKS) {
+        gs_tbuf_puts(out, " | ");
+        put_cell(out, scratch, &r->c[C_CLK], o->no_procs ? 0 : wd->w[C_CLK]);
+        col += 3 + wd->w[C_CLK];
+    }
+    if (o->no_procs) {
+        gs_tbuf_puts(out, "\n");
+    } else {
+        gs_tbuf_puts(out, " |");
+        n = collect_procs(s, gi, -1, list);
+        put_procs(out, tmp, list, n, o->show, col + 2, cols);
+        gs_tbuf_puts(out, "\n");
+        if (o->show & GS_QS_FULL_CMD)
+            put_full_cmds(out, list, n, o->show, " ", cols);
+    }
+    mig_lines(out, tmp, s, gi, o, wd, cols, list);
+}
+
+int gs_quick_render(struct gs_tbuf *out, const struct gs_snapshot *s,
+                    const struct gs_quick_opts *o, unsigned cols)
+{
+    struct gs_tbuf scratch, tmp;
+    struct row *rows = calloc(s->n_gpus ? s->n_gpus : 1, sizeof *rows);
+    const struct gs_proc **list = calloc(s->n_procs ? s->n_procs : 1, sizeof *list);
+    struct widths wd;
+
+    if (!rows || !list) {
+        free(rows);
+        free(list);
+        out->rc = GS_ENOMEM;
+        return GS_ENOMEM;
+    }
+    gs_tbuf_init(&scratch, out->color);
+    gs_tbuf_init(&tmp, out->color);
+    if (!o->no_header)
+        header(out, s);
+    build_cells(&scratch, rows, s, o);
+    wd = measure(&tmp, rows, s, o);
+    for (unsigned i = 0; i < s->n_gpus; i++)
+        if (gs_quick_selected(o, &s->gpus[i]))
+            gpu_line(out, &tmp, &scratch, s, i, &rows[i], o, &wd, cols, list);
+    if (scratch.rc != GS_OK || tmp.rc != GS_OK)
+        out->rc = GS_ENOMEM;
+    gs_tbuf_free(&scratch);
+    gs_tbuf_free(&tmp);
+    free(rows);
+    free(list);
+    return gs_tbuf_status(out);
+}

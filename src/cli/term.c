@@ -1,0 +1,327 @@
+/*
+ * Terminal output helpers: the colour decision, terminal size, a sticky-error text buffer with
+ * optional SGR colour, display-width arithmetic over text with escape sequences, and the
+ * flicker-free in-place redraw of watch mode (home, overwrite each line, clear the rest of the
+ * line, clear below; one write per frame).
+ */
+#include "cli/term.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "gpuscope/gs_err.h"
+
+int gs_term_use_color(enum gs_color_mode mode, int fd)
+{
+    const char *no_color = getenv("NO_COLOR");
+    const char *term = getenv("TERM");
+
+    if (mode == GS_COLOR_ALWAYS)
+        return 1;
+    if (mode == GS_COLOR_NEVER)
+        return 0;
+    if (no_color && no_color[0])
+        return 0;
+    if (term && strcmp(term, "dumb") == 0)
+        return 0;
+    return isatty(fd) == 1;
+}
+
+unsigned gs_term_cols(int fd)
+{
+    struct winsize ws;
+    const char *env;
+
+    if (isatty(fd) == 1 && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    if (isatty(fd) == 1)
+        return 80;
+    env = getenv("COLUMNS");
+    if (env && env[0]) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end == '\0' && v > 0 && v < 10000)
+            return (unsigned)v;
+    }
+    return 0;
+}
+
+unsigned gs_term_rows(int fd)
+{
+    struct winsize ws;
+
+    if (isatty(fd) == 1 && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0)
+        return ws.ws_row;
+    return 0;
+}
+
+/* ---- text buffer ---- */
+
+void gs_tbuf_init(struct gs_tbuf *b, int color)
+{
+    memset(b, 0, sizeof *b);
+    b->color = color;
+}
+
+void gs_tbuf_free(struct gs_tbuf *b)
+{
+    if (!b)
+        return;
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+void gs_tbuf_reset(struct gs_tbuf *b)
+{
+    b->len = 0;
+    b->rc = GS_OK;
+    if (b->data)
+        b->data[0] = '\0';
+}
+
+int gs_tbuf_status(const struct gs_tbuf *b)
+{
+    return b->rc;
+}
+
+const char *gs_tbuf_str(const struct gs_tbuf *b)
+{
+    return b->data ? b->data : "";
+}
+
+/* Makes room for n more bytes plus the NUL. On failure the old data stays valid. */
+static int tbuf_grow(struct gs_tbuf *b, size_t n)
+{
+    size_t need, cap;
+    char *p;
+
+    if (b->rc != GS_OK)
+        return -1;
+    if (n > GS_TBUF_MAX - b->len - 1) {
+        b->rc = GS_ENOMEM;
+        return -1;
+    }
+    need = b->len + n + 1;
+    if (need <= b->cap)
+        return 0;
+    cap = b->cap ? b->cap : 256;
+    while (cap < need)
+        cap *= 2;
+    if (cap > GS_TBUF_MAX)
+        cap = GS_TBUF_MAX;
+    p = realloc(b->data, cap);
+    if (!p) {
+        b->rc = GS_ENOMEM;
+        return -1;
+    }
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+void gs_tbuf_put(struct gs_tbuf *b, const char *s, size_t n)
+{
+    if (tbuf_grow(b, n) != 0)
+        return;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void gs_tbuf_puts(struct gs_tbuf *b, const char *s)
+{
+    gs_tbuf_put(b, s, strlen(s));
+}
+
+void gs_tbuf_vprintf(struct gs_tbuf *b, const char *fmt, va_list ap)
+{
+    va_list ap2;
+    int n;
+
+    if (b->rc != GS_OK)
+        return;
+    va_copy(ap2, ap);
+    n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0) {
+        b->rc = GS_EINVAL;
+        return;
+    }
+    if (tbuf_grow(b, (size_t)n) != 0)
+        return;
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    b->len += (size_t)n;
+}
+
+void gs_tbuf_printf(struct gs_tbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    gs_tbuf_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+void gs_tbuf_spaces(struct gs_tbuf *b, size_t n)
+{
+    if (tbuf_grow(b, n) != 0)
+        return;
+    memset(b->data + b->len, ' ', n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+/* Plain 16-colour SGR: what every terminal and watch(1) --color understand. */
+static const char *const sgr_codes[GS_SGR__COUNT] = {
+    [GS_SGR_NONE] = "",
+    [GS_SGR_RESET] = "\x1b[0m",
+    [GS_SGR_BOLD] = "\x1b[1m",
+    [GS_SGR_GRAY] = "\x1b[1;30m",
+    [GS_SGR_RED] = "\x1b[31m",
+    [GS_SGR_BOLD_RED] = "\x1b[1;31m",
+    [GS_SGR_GREEN] = "\x1b[32m",
+    [GS_SGR_BOLD_GREEN] = "\x1b[1;32m",
+    [GS_SGR_YELLOW] = "\x1b[33m",
+    [GS_SGR_BOLD_YELLOW] = "\x1b[1;33m",
+    [GS_SGR_BLUE] = "\x1b[34m",
+    [GS_SGR_MAGENTA] = "\x1b[35m",
+    [GS_SGR_BOLD_MAGENTA] = "\x1b[1;35m",
+    [GS_SGR_CYAN] = "\x1b[36m",
+    [GS_SGR_BOLD_CYAN] = "\x1b[1;36m",
+    [GS_SGR_BOLD_WHITE] = "\x1b[1;37m",
+};
+
+void gs_tbuf_sgr(struct gs_tbuf *b, enum gs_sgr c)
+{
+    if (b->color && (unsigned)c < GS_SGR__COUNT && c != GS_SGR_NONE)
+        gs_tbuf_puts(b, sgr_codes[c]);
+}
+
+void gs_tbuf_color(struct gs_tbuf *b, enum gs_sgr c, const char *s)
+{
+    gs_tbuf_sgr(b, c);
+    gs_tbuf_puts(b, s);
+    if (c != GS_SGR_NONE)
+        gs_tbuf_sgr(b, GS_SGR_RESET);
+}
+
+/* ---- display width ---- */
+
+/* Length of the escape sequence at s[0] (which is ESC), bounded by n. CSI sequences end at a
+ * byte in 0x40..0x7e; other escapes are two bytes. */
+static size_t esc_len(const char *s, size_t n)
+{
+    size_t i;
+
+    if (n < 2)
+        return n;
+    if (s[1] != '[')
+        return 2;
+    for (i = 2; i < n; i++)
+        if ((unsigned char)s[i] >= 0x40 && (unsigned char)s[i] <= 0x7e)
+            return i + 1;
+    return n;
+}
+
+/* Length of the UTF-8 sequence starting at s[0], bounded by n (1 for a stray byte). */
+static size_t utf8_len(const char *s, size_t n)
+{
+    unsigned char c = (unsigned char)s[0];
+    size_t want = c < 0xc0 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+    size_t i;
+
+    if (want > n)
+        return 1;
+    for (i = 1; i < want; i++)
+        if (((unsigned char)s[i] & 0xc0) != 0x80)
+            return 1;
+    return want;
+}
+
+size_t gs_term_width(const char *s, size_t n)
+{
+    size_t i = 0, w = 0;
+
+    while (i < n) {
+        if (s[i] == '\x1b') {
+            i += esc_len(s + i, n - i);
+            continue;
+        }
+        i += utf8_len(s + i, n - i);
+        w++;
+    }
+    return w;
+}
+
+size_t gs_term_clip(const char *s, size_t n, size_t cols)
+{
+    size_t i = 0, w = 0;
+
+    while (i < n) {
+        size_t l;
+        if (s[i] == '\x1b') {
+            i += esc_len(s + i, n - i);
+            continue;
+        }
+        if (w == cols)
+            break;
+        l = utf8_len(s + i, n - i);
+        i += l;
+        w++;
+    }
+    return i;
+}
+
+/* ---- watch-mode redraw ---- */
+
+void gs_term_redraw(struct gs_tbuf *out, const char *frame, size_t n, unsigned cols,
+                    unsigned rows)
+{
+    size_t pos = 0;
+    unsigned line = 0;
+
+    gs_tbuf_puts(out, GS_TERM_HOME);
+    while (pos < n) {
+        const char *nl = memchr(frame + pos, '\n', n - pos);
+        size_t len = nl ? (size_t)(nl - (frame + pos)) : n - pos;
+        size_t keep = len;
+        size_t w;
+
+        if (rows && line + 1 >= rows)
+            break;
+        if (cols)
+            keep = gs_term_clip(frame + pos, len, cols);
+        gs_tbuf_put(out, frame + pos, keep);
+        if (keep < len && memchr(frame + pos, '\x1b', len))
+            gs_tbuf_puts(out, "\x1b[0m");
+        w = gs_term_width(frame + pos, keep);
+        /* A line that fills the terminal leaves the cursor in the pending-wrap state on
+         * the last column, where clear-to-end-of-line would erase that column. */
+        if (!cols || w < cols)
+            gs_tbuf_puts(out, GS_TERM_CLEAR_EOL);
+        gs_tbuf_puts(out, "\n");
+        line++;
+        pos += len + (nl ? 1 : 0);
+    }
+    gs_tbuf_puts(out, GS_TERM_CLEAR_BELOW);
+}
+
+int gs_term_write(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}

@@ -1,0 +1,227 @@
+/*
+ * The sampler: gs_sampler.h on top of a backend ops table (src/backend/backend.h).
+ *
+ * It opens the backend once (the registry below holds the product's one backend, NVML) and
+ * a procfs reader, and each cycle fills a caller-owned snapshot: clocks and hostname, then
+ * the backend's begin hook, every device, every device's processes, and the host details
+ * of each process from procfs. A device that fails does not stop the others; a cycle is an
+ * error only when no device could be read.
+ *
+ * After warm-up a cycle allocates nothing: the snapshot is reused, the backend's scratch
+ * buffers and the procfs caches only grow when more processes appear than ever before.
+ */
+#include "gpuscope/gs_sampler.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/procfs.h"
+#include "gpuscope/gs_err.h"
+#include "gpuscope/gs_model.h"
+
+/* Backends in order of preference; the first that opens wins. */
+static const struct gs_backend_ops *const gs_backends[] = {
+    &gs_backend_nvml,
+};
+
+struct gs_sampler {
+    const struct gs_backend_ops *ops;
+    struct gs_backend *b;
+    unsigned n_gpus;
+    struct gs_procfs *pf;
+};
+
+static int64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int gs_sampler_open(struct gs_sampler **out, const struct gs_sampler_opts *opts, struct gs_err *err)
+{
+    struct gs_backend_opts bopts = {opts ? opts->library : NULL};
+    struct gs_sampler *s = calloc(1, sizeof *s);
+    int rc = GS_ENOLIB;
+
+    if (!s)
+        return gs_err_set(err, GS_ENOMEM, "sampler: out of memory");
+    for (size_t i = 0; i < sizeof gs_backends / sizeof gs_backends[0]; i++) {
+        if (gs_backends[i]->abi != GS_BACKEND_ABI)
+            continue;
+        rc = gs_backends[i]->open(&s->b, &bopts, err);
+        if (rc == GS_OK) {
+            s->ops = gs_backends[i];
+            break;
+        }
+    }
+    if (rc != GS_OK)
+        goto fail;
+    s->n_gpus = s->ops->count(s->b);
+    rc = gs_procfs_open(&s->pf, opts ? opts->proc_root : NULL, err);
+    if (rc != GS_OK)
+        goto fail;
+    *out = s;
+    return GS_OK;
+fail:
+    gs_sampler_close(s);
+    return rc;
+}
+
+unsigned gs_sampler_gpu_count(const struct gs_sampler *s)
+{
+    return s ? s->n_gpus : 0;
+}
+
+/* Copies the host fields of one process entry to another (same pid on another GPU). */
+static void copy_host(struct gs_proc *dst, const struct gs_proc *src)
+{
+    dst->host_st = src->host_st;
+    memcpy(dst->name, src->name, sizeof dst->name);
+    memcpy(dst->cmdline, src->cmdline, sizeof dst->cmdline);
+    memcpy(dst->user, src->user, sizeof dst->user);
+    dst->uid = src->uid;
+    dst->cpu_st = src->cpu_st;
+    dst->cpu_ratio = src->cpu_ratio;
+    dst->rss_bytes = src->rss_bytes;
+    dst->start_time = src->start_time;
+    dst->job_kind = src->job_kind;
+    memcpy(dst->container_id, src->container_id, sizeof dst->container_id);
+    memcpy(dst->pod_uid, src->pod_uid, sizeof dst->pod_uid);
+    memcpy(dst->slurm_job, src->slurm_job, sizeof dst->slurm_job);
+    dst->nvml_name_st = src->nvml_name_st;
+    memcpy(dst->nvml_name, src->nvml_name, sizeof dst->nvml_name);
+}
+
+/* The backend's own name for a pid (nvmlSystemGetProcessName: argv[0] as started, which is
+ * what nvidia-smi prints). */
+static void fill_nvml_name(struct gs_sampler *s, struct gs_proc *p)
+{
+    int rc = s->ops->process_name
+                 ? s->ops->process_name(s->b, p->pid, p->nvml_name, sizeof p->nvml_name)
+                 : GS_ENOTSUP;
+    switch (rc) {
+    case GS_OK:
+        p->nvml_name_st = GS_ST_OK;
+        return;
+    case GS_ENOTSUP:
+    case GS_ENOTFOUND:
+        p->nvml_name_st = GS_ST_NA;
+        break;
+    case GS_EPERM:
+        p->nvml_name_st = GS_ST_NOPERM;
+        break;
+    default:
+        p->nvml_name_st = GS_ST_ERROR;
+        break;
+    }
+    p->nvml_name[0] = '\0';
+}
+
+/* Without procfs (the process is gone, or in another pid namespace) the short name is the
+ * base name of what the backend said. */
+static void name_from_nvml(struct gs_proc *p)
+{
+    const char *base = p->nvml_name, *slash = strrchr(p->nvml_name, '/');
+    const char *sp;
+    size_t n;
+
+    if (p->nvml_name_st != GS_ST_OK)
+        return;
+    if (slash && slash[1])
+        base = slash + 1;
+    sp = strchr(base, ' ');
+    n = sp ? (size_t)(sp - base) : strlen(base);
+    if (n >= sizeof p->name)
+        n = sizeof p->name - 1;
+    memcpy(p->name, base, n);
+    p->name[n] = '\0';
+}
+
+static void fill_hosts(struct gs_sampler *s, struct gs_snapshot *snap)
+{
+    int64_t now = clock_ns(CLOCK_MONOTONIC);
+
+    gs_procfs_begin(s->pf);
+    for (unsigned i = 0; i < snap->n_procs; i++) {
+        struct gs_proc *p = &snap->procs[i];
+        unsigned j;
+        for (j = 0; j < i; j++) /* a pid on several GPUs is read once */
+            if (snap->procs[j].pid == p->pid)
+                break;
+        if (j < i) {
+            copy_host(p, &snap->procs[j]);
+            continue;
+        }
+        fill_nvml_name(s, p);
+        if (gs_procfs_fill(s->pf, p->pid, now, p) != GS_OK) {
+            /* Gone, or in another pid namespace: keep what NVML said. */
+            p->host_st = GS_ST_NA;
+            name_from_nvml(p);
+        }
+    }
+    gs_procfs_end(s->pf);
+}
+
+int gs_sampler_sample(struct gs_sampler *s, struct gs_snapshot *snap, unsigned want,
+                      struct gs_err *err)
+{
+    struct gs_err first = {GS_OK, ""};
+    unsigned failed = 0;
+    int64_t real_ns;
+
+    if (!s || !snap)
+        return gs_err_set(err, GS_EINVAL, "sampler: no sampler or snapshot");
+    if (snap->n_gpus < s->n_gpus)
+        return gs_err_set(err, GS_EINVAL, "sampler: snapshot has room for %u GPUs, need %u",
+                          snap->n_gpus, s->n_gpus);
+    gs_snapshot_clear(snap);
+    real_ns = clock_ns(CLOCK_REALTIME);
+    snap->t_mono_ns = clock_ns(CLOCK_MONOTONIC);
+    snap->t_real = (double)real_ns / 1e9;
+    if (gethostname(snap->sys.hostname, sizeof snap->sys.hostname - 1) != 0)
+        snap->sys.hostname[0] = '\0';
+    snap->sys.hostname[sizeof snap->sys.hostname - 1] = '\0';
+    s->ops->system(s->b, &snap->sys);
+    snap->sys.gpu_count = s->n_gpus;
+
+    if (s->ops->begin)
+        s->ops->begin(s->b, want, NULL); /* events and GPM priming: best effort */
+    for (unsigned i = 0; i < s->n_gpus; i++) {
+        struct gs_err e;
+        if (s->ops->sample(s->b, i, &snap->gpus[i], want, &e) != GS_OK) {
+            if (failed++ == 0)
+                first = e;
+        }
+    }
+    if (failed == s->n_gpus) { /* nothing readable: the driver is gone */
+        if (err)
+            *err = first;
+        return first.rc;
+    }
+    if ((want & GS_WANT_PROCS) && s->ops->processes) {
+        for (unsigned i = 0; i < s->n_gpus; i++) {
+            int rc;
+            if (snap->gpus[i].lost)
+                continue;
+            rc = s->ops->processes(s->b, i, snap, want, err);
+            if (rc == GS_ENOMEM)
+                return rc; /* the list so far stays valid, but the caller must know */
+        }
+        fill_hosts(s, snap);
+    }
+    return GS_OK;
+}
+
+void gs_sampler_close(struct gs_sampler *s)
+{
+    if (!s)
+        return;
+    if (s->ops && s->b)
+        s->ops->close(s->b);
+    gs_procfs_close(s->pf);
+    free(s);
+}

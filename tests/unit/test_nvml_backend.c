@@ -1,0 +1,772 @@
+/*
+ * Unit tests for the NVML backend (src/backend/nvml.c).
+ *
+ * The first group checks the pure helpers (status mapping, init error mapping, the
+ * process-list stride rule of nvml-abi.md §7, field-value conversion). The second group runs
+ * the real backend through its ops table against nvml-sim (sim/), a libnvidia-ml.so.1 driven
+ * by scenario files: GPUSCOPE_SIM_LIB, GPUSCOPE_SIM_MINIMAL_LIB and GPUSCOPE_SOURCE_ROOT come
+ * from tests/meson.build. Scenarios are chosen with NVML_SIM_SCENARIO and a frozen virtual
+ * clock with NVML_SIM_TIME, both read by the sim at nvmlInit.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/nvml.h"
+#include "gpuscope/gs_err.h"
+#include "gpuscope/gs_model.h"
+
+/* ---- pure helpers ----------------------------------------------------------------------- */
+
+static void status_mapping(void **state)
+{
+    (void)state;
+    assert_int_equal(gs_nvml_status(NVML_SUCCESS), GS_ST_OK);
+    assert_int_equal(gs_nvml_status(NVML_ERROR_NOT_SUPPORTED), GS_ST_NA);
+    assert_int_equal(gs_nvml_status(NVML_ERROR_FUNCTION_NOT_FOUND), GS_ST_NA);
+    assert_int_equal(gs_nvml_status(NVML_ERROR_ARGUMENT_VERSION_MISMATCH), GS_ST_NA);
+    assert_int_equal(gs_nvml_status(NVML_ERROR_DEPRECATED), GS_ST_NA);
+    assert_int_equal(gs_nvml_status(NVML_ERROR_NO_PERMISSION), GS_ST_NOPERM);
+    assert_int_equal(gs_nvml_status(NVML_ERROR_GPU_IS_LOST), GS_ST_LOST);
+    assert_int_equal(gs_nvml_status(NVML_ERROR_UNKNOWN), GS_ST_ERROR);
+    assert_int_equal(gs_nvml_status(NVML_ERROR_TIMEOUT), GS_ST_ERROR);
+    assert_int_equal(gs_nvml_status(12345), GS_ST_ERROR);
+}
+
+static void init_error_mapping(void **state)
+{
+    (void)state;
+    assert_int_equal(gs_nvml_init_rc(NVML_SUCCESS), GS_OK);
+    assert_int_equal(gs_nvml_init_rc(NVML_ERROR_DRIVER_NOT_LOADED), GS_ENODRIVER);
+    assert_int_equal(gs_nvml_init_rc(NVML_ERROR_LIB_RM_VERSION_MISMATCH), GS_EMISMATCH);
+    assert_int_equal(gs_nvml_init_rc(NVML_ERROR_NO_PERMISSION), GS_EPERM);
+    assert_int_equal(gs_nvml_init_rc(NVML_ERROR_LIBRARY_NOT_FOUND), GS_ENOLIB);
+    assert_int_equal(gs_nvml_init_rc(NVML_ERROR_GPU_NOT_FOUND), GS_ENOGPU);
+    assert_int_equal(gs_nvml_init_rc(NVML_ERROR_UNKNOWN), GS_ENVML);
+    /* and the exit codes scripts see, as nvidia-smi's */
+    assert_int_equal(gs_rc_exit_code(gs_nvml_init_rc(NVML_ERROR_DRIVER_NOT_LOADED)), 9);
+    assert_int_equal(gs_rc_exit_code(gs_nvml_init_rc(NVML_ERROR_LIB_RM_VERSION_MISMATCH)), 18);
+}
+
+static void process_stride_rule(void **state)
+{
+    (void)state;
+    /* _v3 on 535.43–535.86: ConfComputeMemSizeInfo exported, RunningProcessDetailList not */
+    assert_int_equal(gs_nvml_proc_stride(0, 1, 0), 32);
+    /* _v3 on 535.104+ (both exported) and on 510–530 (neither) */
+    assert_int_equal(gs_nvml_proc_stride(0, 1, 1), 24);
+    assert_int_equal(gs_nvml_proc_stride(0, 0, 0), 24);
+    assert_int_equal(gs_nvml_proc_stride(0, 0, 1), 24);
+    assert_int_equal(gs_nvml_proc_stride(1, 1, 0), 24); /* _v2 */
+    assert_int_equal(gs_nvml_proc_stride(2, 1, 0), 16); /* plain */
+    assert_int_equal(gs_nvml_proc_stride(-1, 0, 0), 0); /* none */
+    assert_true(gs_nvml_proc_stride(0, 1, 0) <= GS_NVML_PROC_STRIDE_MAX);
+}
+
+static void field_value_types(void **state)
+{
+    nvmlFieldValue_t fv;
+    double v = -1;
+    (void)state;
+
+    memset(&fv, 0, sizeof fv);
+    fv.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+    fv.value.uiVal = 48;
+    assert_int_equal(gs_nvml_field_double(&fv, &v), GS_OK);
+    assert_true(v == 48);
+    fv.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+    fv.value.ullVal = 123456789012345ULL;
+    assert_int_equal(gs_nvml_field_double(&fv, &v), GS_OK);
+    assert_true(v == 123456789012345.0);
+    fv.valueType = NVML_VALUE_TYPE_DOUBLE;
+    fv.value.dVal = 69.85;
+    assert_int_equal(gs_nvml_field_double(&fv, &v), GS_OK);
+    assert_true(v == 69.85);
+    fv.valueType = NVML_VALUE_TYPE_SIGNED_INT;
+    fv.value.siVal = -5;
+    assert_int_equal(gs_nvml_field_double(&fv, &v), GS_OK);
+    assert_true(v == -5);
+    fv.valueType = NVML_VALUE_TYPE_SIGNED_LONG_LONG;
+    fv.value.sllVal = -7;
+    assert_int_equal(gs_nvml_field_double(&fv, &v), GS_OK);
+    assert_true(v == -7);
+    fv.valueType = NVML_VALUE_TYPE_UNSIGNED_SHORT;
+    fv.value.ullVal = 0;
+    fv.value.usVal = 7;
+    assert_int_equal(gs_nvml_field_double(&fv, &v), GS_OK);
+    assert_true(v == 7);
+    fv.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG;
+    fv.value.ulVal = 9;
+    assert_int_equal(gs_nvml_field_double(&fv, &v), GS_OK);
+    assert_true(v == 9);
+    fv.valueType = 99;
+    assert_int_equal(gs_nvml_field_double(&fv, &v), GS_ENOTSUP);
+}
+
+/* ---- the backend on libraries that are not NVML ----------------------------------------- */
+
+static void open_missing_library(void **state)
+{
+    struct gs_backend_opts o = {"/nonexistent/dir/libnvidia-ml.so.1"};
+    struct gs_backend *b = NULL;
+    struct gs_err e;
+    (void)state;
+
+    gs_err_clear(&e);
+    assert_int_equal(gs_backend_nvml.open(&b, &o, &e), GS_ENOLIB);
+    assert_null(b);
+    assert_int_equal(e.rc, GS_ENOLIB);
+    assert_non_null(strstr(e.msg, "nvml: cannot load /nonexistent/dir/libnvidia-ml.so.1"));
+    assert_int_equal(gs_rc_exit_code(e.rc), 12);
+}
+
+static void open_library_without_nvml(void **state)
+{
+    struct gs_backend_opts o = {"libm.so.6"}; /* loads fine, exports no nvmlInit */
+    struct gs_backend *b = NULL;
+    struct gs_err e;
+    (void)state;
+
+    assert_int_equal(gs_backend_nvml.open(&b, &o, &e), GS_ENOLIB);
+    assert_null(b);
+    assert_non_null(strstr(e.msg, "neither nvmlInit_v2 nor nvmlInit"));
+    gs_backend_nvml.close(NULL);
+}
+
+static void open_env_library(void **state)
+{
+    struct gs_backend_opts o = {NULL};
+    struct gs_backend *b = NULL;
+    struct gs_err e;
+    char *old = getenv("GPUSCOPE_NVML_LIBRARY");
+    char saved[1024] = "";
+    (void)state;
+
+    if (old)
+        snprintf(saved, sizeof saved, "%s", old);
+    setenv("GPUSCOPE_NVML_LIBRARY", "/nonexistent/env/libnvidia-ml.so.1", 1);
+    assert_int_equal(gs_backend_nvml.open(&b, &o, &e), GS_ENOLIB);
+    assert_non_null(strstr(e.msg, "/nonexistent/env/libnvidia-ml.so.1"));
+    if (old)
+        setenv("GPUSCOPE_NVML_LIBRARY", saved, 1);
+    else
+        unsetenv("GPUSCOPE_NVML_LIBRARY");
+}
+
+/* ---- against nvml-sim ------------------------------------------------------------------- */
+
+#define MIB 1048576.0
+
+static const char *sim_lib(void)
+{
+    const char *p = getenv("GPUSCOPE_SIM_LIB");
+    return p && *p ? p : NULL;
+}
+
+static void scenario(char *buf, size_t n, const char *name)
+{
+    const char *root = getenv("GPUSCOPE_SOURCE_ROOT");
+    snprintf(buf, n, "%s/sim/scenarios/%s", root && *root ? root : ".", name);
+}
+
+/* Opens the backend on lib with the scenario (NULL: none) at the virtual time tm ("60",
+ * "file:/path"). */
+static int sim_open(struct gs_backend **b, const char *lib, const char *name, const char *tm,
+                    struct gs_err *e)
+{
+    struct gs_backend_opts o = {lib};
+    char path[1024];
+
+    if (name) {
+        if (name[0] == '/')
+            snprintf(path, sizeof path, "%s", name);
+        else
+            scenario(path, sizeof path, name);
+        setenv("NVML_SIM_SCENARIO", path, 1);
+    } else {
+        unsetenv("NVML_SIM_SCENARIO");
+    }
+    if (tm)
+        setenv("NVML_SIM_TIME", tm, 1);
+    else
+        unsetenv("NVML_SIM_TIME");
+    gs_err_clear(e);
+    return gs_backend_nvml.open(b, &o, e);
+}
+
+#define NEED_SIM()                                                                                 \
+    do {                                                                                           \
+        if (!sim_lib()) {                                                                          \
+            skip();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* A file the sim reads its virtual time from on every call (NVML_SIM_TIME=file:PATH). */
+struct simclock {
+    char path[256];
+    char env[300];
+};
+
+static void clock_set(struct simclock *c, double t)
+{
+    FILE *f = fopen(c->path, "w");
+    assert_non_null(f);
+    fprintf(f, "%.3f\n", t);
+    fclose(f);
+}
+
+static void clock_new(struct simclock *c, double t)
+{
+    const char *tmp = getenv("TMPDIR");
+    int fd;
+    snprintf(c->path, sizeof c->path, "%s/gs_simclock_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    fd = mkstemp(c->path);
+    assert_true(fd >= 0);
+    close(fd);
+    snprintf(c->env, sizeof c->env, "file:%s", c->path);
+    clock_set(c, t);
+}
+
+/* Per-test state, released by the teardown even when an assertion fails, so a failed test
+ * never leaves the sim initialised for the next one. */
+struct fx {
+    struct gs_backend *b;
+    struct gs_snapshot *snap;
+    struct simclock clk;
+};
+
+static int fx_setup(void **state)
+{
+    *state = calloc(1, sizeof(struct fx));
+    return *state ? 0 : -1;
+}
+
+static int fx_teardown(void **state)
+{
+    struct fx *f = *state;
+    gs_backend_nvml.close(f->b);
+    gs_snapshot_free(f->snap);
+    if (f->clk.path[0])
+        unlink(f->clk.path);
+    free(f);
+    return 0;
+}
+
+static void assert_close(double got, double want, double tol)
+{
+    if (fabs(got - want) > tol)
+        fail_msg("got %.6f, want %.6f (+-%g)", got, want, tol);
+}
+
+static void sample_ok(struct gs_backend *b, unsigned dev, struct gs_gpu *g, unsigned want)
+{
+    struct gs_err e;
+    memset(g, 0, sizeof *g);
+    if (gs_backend_nvml.sample(b, dev, g, want, &e) != GS_OK)
+        fail_msg("sample(gpu %u): %s", dev, e.msg);
+}
+
+static void every_scenario_opens_and_samples(void **state)
+{
+    struct fx *f = *state;
+    char dir[1024];
+    struct dirent *de;
+    DIR *d;
+    unsigned n_scen = 0;
+
+    NEED_SIM();
+    scenario(dir, sizeof dir, "");
+    d = opendir(dir);
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL) {
+        struct gs_err e;
+        size_t len = strlen(de->d_name);
+        unsigned n, ok_gpus = 0;
+
+        if (len < 6 || strcmp(de->d_name + len - 5, ".json") != 0)
+            continue;
+        n_scen++;
+        if (sim_open(&f->b, sim_lib(), de->d_name, "12.5", &e) != GS_OK)
+            fail_msg("%s: %s", de->d_name, e.msg);
+        n = gs_backend_nvml.count(f->b);
+        assert_true(n > 0);
+        assert_int_equal(gs_snapshot_new(&f->snap, n, 4, NULL), GS_OK);
+        assert_int_equal(gs_backend_nvml.begin(f->b, GS_WANT_ALL, &e), GS_OK);
+        for (unsigned i = 0; i < n; i++) {
+            struct gs_gpu *g = &f->snap->gpus[i];
+            assert_int_equal(gs_backend_nvml.sample(f->b, i, g, GS_WANT_ALL, &e), GS_OK);
+            assert_int_equal(g->index, i);
+            if (g->lost)
+                continue;
+            ok_gpus++;
+            assert_true(gs_gpu_has_text(g, GS_T_NAME));
+            assert_true(gs_gpu_has_text(g, GS_T_UUID));
+            assert_true(gs_gpu_has_text(g, GS_T_PCI_BUS_ID));
+            assert_true(gs_gpu_has(g, GS_M_MEM_TOTAL));
+            assert_true(gs_gpu_has(g, GS_M_TEMP_GPU));
+            assert_int_equal(gs_backend_nvml.processes(f->b, i, f->snap, GS_WANT_ALL, &e), GS_OK);
+        }
+        assert_true(ok_gpus > 0);
+        for (unsigned i = 0; i < f->snap->n_procs; i++) {
+            assert_true(f->snap->procs[i].pid > 0);
+            assert_true(f->snap->procs[i].gpu < n);
+            assert_true(f->snap->procs[i].type != 0);
+        }
+        gs_snapshot_free(f->snap);
+        f->snap = NULL;
+        gs_backend_nvml.close(f->b);
+        f->b = NULL;
+    }
+    closedir(d);
+    assert_true(n_scen >= 5);
+}
+
+static void h100_matches_scenario(void **state)
+{
+    struct fx *f = *state;
+    struct gs_system sys;
+    struct gs_gpu g;
+    struct gs_err e;
+
+    NEED_SIM();
+    assert_int_equal(sim_open(&f->b, sim_lib(), "h100x8-training.json", "100", &e), GS_OK);
+    assert_int_equal(gs_backend_nvml.count(f->b), 8);
+    memset(&sys, 0, sizeof sys);
+    strcpy(sys.hostname, "kept");
+    gs_backend_nvml.system(f->b, &sys);
+    assert_string_equal(sys.hostname, "kept");
+    assert_int_equal(sys.driver_st, GS_ST_OK);
+    assert_string_equal(sys.driver_version, "590.48.01");
+    assert_int_equal(sys.cuda_st, GS_ST_OK);
+    assert_int_equal(sys.cuda_version, 13010);
+    assert_int_equal(sys.gpu_count, 8);
+
+    /* begin registers for Xid events (GS_WANT_HEALTH) before the first sample */
+    assert_int_equal(gs_backend_nvml.begin(f->b, GS_WANT_ALL & ~GS_WANT_GPM_WAIT, &e), GS_OK);
+    sample_ok(f->b, 0, &g, GS_WANT_ALL & ~GS_WANT_GPM_WAIT);
+    assert_int_equal(g.lost, 0);
+    assert_string_equal(g.text[GS_T_NAME], "NVIDIA H100 80GB HBM3");
+    assert_string_equal(g.text[GS_T_UUID], "GPU-6c9a1f3e-24b1-5d7e-8a0f-3b9c41d27e51");
+    assert_string_equal(g.text[GS_T_SERIAL], "1652223010463");
+    assert_string_equal(g.text[GS_T_PCI_BUS_ID], "00000000:18:00.0");
+    assert_string_equal(g.text[GS_T_VBIOS], "96.00.A5.00.01");
+    assert_true(g.v[GS_M_PCI_BUS] == 0x18);
+    assert_true(g.v[GS_M_PCI_DEVICE_ID] == (double)0x233010DEu);
+    assert_true(g.v[GS_M_PCI_SUBSYS_ID] == (double)0x16C110DEu);
+    assert_true(g.v[GS_M_ARCH] == NVML_DEVICE_ARCH_HOPPER);
+    assert_true(g.v[GS_M_CC_MAJOR] == 9 && g.v[GS_M_CC_MINOR] == 0);
+    assert_true(g.v[GS_M_MINOR] == 0);
+    /* memory: v2 splits out the reserved part */
+    assert_true(g.v[GS_M_MEM_TOTAL] == 81559 * MIB);
+    assert_true(gs_gpu_has(&g, GS_M_MEM_RESERVED));
+    assert_true(g.v[GS_M_MEM_RESERVED] == 479 * MIB);
+    assert_close(g.v[GS_M_MEM_USED] + g.v[GS_M_MEM_FREE] + g.v[GS_M_MEM_RESERVED],
+                 g.v[GS_M_MEM_TOTAL], MIB);
+    assert_true(g.v[GS_M_BAR1_TOTAL] == 131072 * MIB);
+    /* units: W, Hz, ratios */
+    assert_true(g.v[GS_M_POWER_LIMIT] == 700);
+    assert_true(g.v[GS_M_POWER_DEFAULT_LIMIT] == 700);
+    assert_true(g.v[GS_M_POWER_ENFORCED_LIMIT] == 700);
+    assert_true(g.v[GS_M_POWER_MIN_LIMIT] == 200);
+    assert_true(g.v[GS_M_POWER_MAX_LIMIT] == 700);
+    assert_true(g.v[GS_M_POWER_DRAW] > 200 && g.v[GS_M_POWER_DRAW] < 700);
+    assert_true(gs_gpu_has(&g, GS_M_POWER_AVERAGE) && gs_gpu_has(&g, GS_M_POWER_INSTANT));
+    assert_true(g.v[GS_M_POWER_INSTANT] > 200 && g.v[GS_M_POWER_INSTANT] < 720);
+    assert_true(g.v[GS_M_ENERGY] >= 412345678.901);
+    assert_true(g.v[GS_M_CLOCK_SM] == 1980e6);
+    assert_true(g.v[GS_M_CLOCK_MEM] == 2619e6);
+    assert_true(g.v[GS_M_CLOCK_MAX_SM] == 1980e6);
+    assert_true(g.v[GS_M_CLOCK_MAX_VIDEO] == 1545e6);
+    assert_true(g.v[GS_M_UTIL_GPU] >= 0 && g.v[GS_M_UTIL_GPU] <= 1);
+    assert_true(g.v[GS_M_UTIL_MEM] >= 0 && g.v[GS_M_UTIL_MEM] <= 1);
+    assert_true(g.v[GS_M_TEMP_GPU] >= 37 && g.v[GS_M_TEMP_GPU] <= 65);
+    assert_true(gs_gpu_has(&g, GS_M_TEMP_MEM));
+    assert_true(g.v[GS_M_TEMP_SHUTDOWN] == 95 && g.v[GS_M_TEMP_SLOWDOWN] == 89);
+    assert_true(g.v[GS_M_TEMP_GPU_MAX] == 87 && g.v[GS_M_TEMP_MEM_MAX] == 95);
+    assert_true(g.v[GS_M_PCIE_GEN] == 5 && g.v[GS_M_PCIE_WIDTH] == 16);
+    assert_true(g.v[GS_M_PCIE_GEN_MAX] == 5 && g.v[GS_M_PCIE_WIDTH_MAX] == 16);
+    assert_true(gs_gpu_has(&g, GS_M_PCIE_TX) && gs_gpu_has(&g, GS_M_PCIE_RX));
+    assert_true(g.v[GS_M_PCIE_RX] > 1000.0 * 1024); /* KB/s became bytes/s */
+    assert_true(g.v[GS_M_PSTATE] == 0);
+    assert_true(g.v[GS_M_THROTTLE_SUPPORTED] == 0x1FF);
+    assert_true(gs_gpu_has(&g, GS_M_THROTTLE_ACTIVE));
+    assert_true(gs_gpu_has(&g, GS_M_THROTTLE_NS_SW_POWER));
+    assert_true(g.v[GS_M_ECC_MODE] == 1 && g.v[GS_M_PERSISTENCE] == 1);
+    assert_true(g.v[GS_M_COMPUTE_MODE] == 0 && g.v[GS_M_MIG_MODE] == 0);
+    assert_true(gs_gpu_has(&g, GS_M_ECC_UNCORR_VOL) && g.v[GS_M_ECC_UNCORR_VOL] == 0);
+    assert_int_equal(g.ecc_loc_st[1][0][2], GS_ST_OK); /* device memory */
+    assert_int_equal(g.ecc_loc_st[1][0][0], GS_ST_NA); /* L1: not on this board */
+    assert_true(gs_gpu_has(&g, GS_M_REMAP_CORR));
+    assert_true(gs_gpu_has(&g, GS_M_XID_LAST) && g.v[GS_M_XID_LAST] == 0);
+    /* absent, not zero */
+    assert_int_equal(g.st[GS_M_FAN], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_RETIRED_SBE], GS_ST_NA);
+    assert_int_equal(g.n_mig, 0);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
+static void geforce_absent_fields(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu g;
+    struct gs_err e;
+
+    NEED_SIM();
+    assert_int_equal(sim_open(&f->b, sim_lib(), "rtx4090-idle-desktop.json", "30", &e), GS_OK);
+    sample_ok(f->b, 0, &g, GS_WANT_ALL & ~GS_WANT_GPM_WAIT);
+    assert_string_equal(g.text[GS_T_NAME], "NVIDIA GeForce RTX 4090");
+    assert_int_equal(g.tst[GS_T_SERIAL], GS_ST_NA);
+    assert_string_equal(g.text[GS_T_SERIAL], "");
+    assert_int_equal(g.st[GS_M_ECC_MODE], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_ECC_CORR_VOL], GS_ST_NA);
+    assert_int_equal(g.ecc_loc_st[1][0][2], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_MIG_MODE], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_TEMP_MEM], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_GPM_SM_ACTIVE], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_REMAP_CORR], GS_ST_NA);
+    assert_true(gs_gpu_has(&g, GS_M_FAN)); /* a fan, stopped: 0 is a value */
+    assert_true(gs_gpu_has(&g, GS_M_POWER_DRAW));
+    assert_true(g.v[GS_M_ARCH] == NVML_DEVICE_ARCH_ADA);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
+static void minimal_library(void **state)
+{
+    const char *lib = getenv("GPUSCOPE_SIM_MINIMAL_LIB");
+    struct fx *f = *state;
+    struct gs_system sys;
+    struct gs_gpu g, gf;
+    struct gs_err e;
+
+    NEED_SIM();
+    if (!lib || !*lib)
+        skip();
+    /* the same scenario through the f->b library, for comparison */
+    assert_int_equal(sim_open(&f->b, sim_lib(), "h100x8-training.json", "100", &e), GS_OK);
+    sample_ok(f->b, 0, &gf, 0);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+
+    assert_int_equal(sim_open(&f->b, lib, "h100x8-training.json", "100", &e), GS_OK);
+    assert_int_equal(gs_backend_nvml.count(f->b), 8);
+    memset(&sys, 0, sizeof sys);
+    gs_backend_nvml.system(f->b, &sys);
+    assert_int_equal(sys.driver_st, GS_ST_OK);
+    assert_int_equal(sys.nvml_st, GS_ST_NA);
+    assert_int_equal(sys.cuda_st, GS_ST_NA);
+    sample_ok(f->b, 0, &g, GS_WANT_ALL & ~GS_WANT_GPM_WAIT);
+    assert_string_equal(g.text[GS_T_NAME], "NVIDIA H100 80GB HBM3");
+    assert_string_equal(g.text[GS_T_UUID], gf.text[GS_T_UUID]);
+    /* the legacy PCI symbol: the bus id is rebuilt from domain/bus/device */
+    assert_string_equal(g.text[GS_T_PCI_BUS_ID], "00000000:18:00.0");
+    /* v1 memory: used includes the reserved part, which is absent */
+    assert_true(gs_gpu_has(&g, GS_M_MEM_USED));
+    assert_int_equal(g.st[GS_M_MEM_RESERVED], GS_ST_NA);
+    assert_close(g.v[GS_M_MEM_USED], gf.v[GS_M_MEM_USED] + gf.v[GS_M_MEM_RESERVED], MIB);
+    assert_true(gs_gpu_has(&g, GS_M_TEMP_GPU));
+    assert_true(gs_gpu_has(&g, GS_M_POWER_DRAW));
+    assert_true(gs_gpu_has(&g, GS_M_UTIL_GPU));
+    /* everything newer is absent, never 0 */
+    assert_int_equal(g.tst[GS_T_SERIAL], GS_ST_NA);
+    assert_int_equal(g.tst[GS_T_VBIOS], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_ARCH], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_FAN], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_CLOCK_SM], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_POWER_LIMIT], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_TEMP_MEM], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_THROTTLE_ACTIVE], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_ECC_CORR_VOL], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_GPM_SM_ACTIVE], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_XID_LAST], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_MIG_MODE], GS_ST_NA);
+    /* the 16-byte process list: pids right, no MIG ids */
+    assert_int_equal(gs_snapshot_new(&f->snap, 8, 1, NULL), GS_OK);
+    for (unsigned i = 0; i < 8; i++)
+        assert_int_equal(gs_backend_nvml.processes(f->b, i, f->snap, GS_WANT_ALL, &e), GS_OK);
+    assert_int_equal(f->snap->n_procs, 8);
+    for (unsigned i = 0; i < 8; i++) {
+        assert_int_equal(f->snap->procs[i].pid, 48211 + i);
+        assert_int_equal(f->snap->procs[i].gpu, i);
+        assert_int_equal(f->snap->procs[i].gi_id, NVML_MIG_ID_NONE);
+        assert_int_equal(f->snap->procs[i].mem_st, GS_ST_OK);
+        assert_int_equal(f->snap->procs[i].util_st, GS_ST_NA);
+    }
+    gs_snapshot_free(f->snap);
+    f->snap = NULL;
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
+static void no_scenario_is_no_driver(void **state)
+{
+    struct fx *f = *state;
+    struct gs_err e;
+
+    NEED_SIM();
+    assert_int_equal(sim_open(&f->b, sim_lib(), NULL, NULL, &e), GS_ENODRIVER);
+    assert_null(f->b);
+    assert_string_equal(e.msg, "nvml: nvmlInit_v2: Driver Not Loaded");
+    assert_int_equal(gs_rc_exit_code(e.rc), 9);
+}
+
+static void lost_gpu_mid_run(void **state)
+{
+    struct fx *f = *state;
+    struct gs_err e;
+    char uuid2[GS_STR_LEN];
+
+    NEED_SIM();
+    clock_new(&f->clk, 10);
+    assert_int_equal(sim_open(&f->b, sim_lib(), "gpu-lost.json", f->clk.env, &e), GS_OK);
+    assert_int_equal(gs_backend_nvml.count(f->b), 4);
+    assert_int_equal(gs_snapshot_new(&f->snap, 4, 4, NULL), GS_OK);
+    for (unsigned i = 0; i < 4; i++) {
+        sample_ok(f->b, i, &f->snap->gpus[i], GS_WANT_ALL & ~GS_WANT_GPM_WAIT);
+        assert_int_equal(f->snap->gpus[i].lost, 0);
+        assert_int_equal(gs_backend_nvml.processes(f->b, i, f->snap, GS_WANT_PROCS, &e), GS_OK);
+    }
+    assert_int_equal(f->snap->n_procs, 4);
+    memcpy(uuid2, f->snap->gpus[2].text[GS_T_UUID], sizeof uuid2);
+
+    clock_set(&f->clk, 35); /* GPU 2 fell off the bus at 30 s */
+    gs_snapshot_clear(f->snap);
+    for (unsigned i = 0; i < 4; i++) {
+        struct gs_gpu *g = &f->snap->gpus[i];
+        assert_int_equal(gs_backend_nvml.sample(f->b, i, g, GS_WANT_ALL & ~GS_WANT_GPM_WAIT, &e),
+                         GS_OK);
+        if (i == 2) {
+            assert_int_equal(g->lost, 1);
+            assert_int_equal(g->st[GS_M_MEM_USED], GS_ST_LOST);
+            assert_int_equal(g->st[GS_M_UTIL_GPU], GS_ST_LOST);
+            assert_int_equal(g->n_mig, 0);
+            /* identity stays, so a front end can say which GPU is gone */
+            assert_string_equal(g->text[GS_T_UUID], uuid2);
+            assert_true(gs_gpu_has(g, GS_M_PCI_BUS));
+            continue;
+        }
+        assert_int_equal(g->lost, 0);
+        assert_true(gs_gpu_has(g, GS_M_UTIL_GPU));
+        assert_true(gs_gpu_has(g, GS_M_MEM_USED));
+        assert_int_equal(gs_backend_nvml.processes(f->b, i, f->snap, GS_WANT_PROCS, &e), GS_OK);
+    }
+    assert_int_equal(f->snap->n_procs, 3);
+    for (unsigned i = 0; i < f->snap->n_procs; i++)
+        assert_true(f->snap->procs[i].gpu != 2);
+    gs_snapshot_free(f->snap);
+    f->snap = NULL;
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
+static void mig_devices(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu *g;
+    struct gs_err e;
+
+    NEED_SIM();
+    assert_int_equal(sim_open(&f->b, sim_lib(), "h100-mig.json", "60", &e), GS_OK);
+    assert_int_equal(gs_snapshot_new(&f->snap, 1, 1, NULL), GS_OK);
+    g = &f->snap->gpus[0];
+    sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_PROCS | GS_WANT_PROC_UTIL);
+    assert_true(g->v[GS_M_MIG_MODE] == 1);
+    assert_int_equal(g->st[GS_M_UTIL_GPU], GS_ST_NA); /* device utilization: not in MIG mode */
+    assert_int_equal(g->n_mig, 4);
+    assert_int_equal(g->mig[0].index, 0);
+    assert_int_equal(g->mig[0].gi_id, 2);
+    assert_int_equal(g->mig[0].ci_id, 0);
+    assert_string_equal(g->mig[0].uuid, "MIG-4d1f7a2c-93b5-5e08-a6c1-0f82e7b3d954");
+    assert_non_null(strstr(g->mig[0].name, "3g.40gb"));
+    assert_int_equal(g->mig[0].mem_st, GS_ST_OK);
+    assert_true(g->mig[0].mem_total_bytes == 40448ULL * 1048576);
+    assert_true(g->mig[0].mem_used_bytes == 11091ULL * 1048576);
+    assert_int_equal(g->mig[3].gi_id, 10);
+    assert_non_null(strstr(g->mig[3].name, "1g.10gb"));
+    /* without GS_WANT_MIG no devices are listed */
+    sample_ok(f->b, 0, g, 0);
+    assert_int_equal(g->n_mig, 0);
+    /* processes carry their instance ids */
+    f->snap->n_procs = 0;
+    assert_int_equal(gs_backend_nvml.processes(f->b, 0, f->snap, GS_WANT_PROCS, &e), GS_OK);
+    assert_true(f->snap->n_procs >= 4);
+    assert_int_equal(f->snap->procs[0].pid, 21180);
+    assert_int_equal(f->snap->procs[0].gi_id, 2);
+    assert_int_equal(f->snap->procs[0].ci_id, 0);
+    assert_true(f->snap->procs[0].gpu_mem_bytes == 2296ULL * 1048576);
+    gs_snapshot_free(f->snap);
+    f->snap = NULL;
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
+static void gpm_two_samples(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu g;
+    struct gs_err e;
+
+    NEED_SIM();
+    assert_int_equal(sim_open(&f->b, sim_lib(), "h100x8-training.json", "100", &e), GS_OK);
+    sample_ok(f->b, 0, &g, GS_WANT_GPM); /* the first sample of a pair: nothing yet */
+    assert_int_equal(g.st[GS_M_GPM_SM_ACTIVE], GS_ST_NA);
+    sample_ok(f->b, 0, &g, GS_WANT_GPM); /* < 100 ms later: still nothing */
+    assert_int_equal(g.st[GS_M_GPM_SM_ACTIVE], GS_ST_NA);
+    usleep(120000);
+    sample_ok(f->b, 0, &g, GS_WANT_GPM);
+    assert_true(gs_gpu_has(&g, GS_M_GPM_SM_ACTIVE));
+    assert_true(gs_gpu_has(&g, GS_M_GPM_SM_OCCUPANCY));
+    assert_true(gs_gpu_has(&g, GS_M_GPM_TENSOR_ACTIVE));
+    assert_true(gs_gpu_has(&g, GS_M_GPM_DRAM_ACTIVE));
+    assert_true(g.v[GS_M_GPM_SM_ACTIVE] > 0 && g.v[GS_M_GPM_SM_ACTIVE] <= 1);
+    assert_true(g.v[GS_M_GPM_DRAM_ACTIVE] > 0 && g.v[GS_M_GPM_DRAM_ACTIVE] <= 1);
+    /* without GS_WANT_GPM nothing is asked */
+    sample_ok(f->b, 0, &g, 0);
+    assert_int_equal(g.st[GS_M_GPM_SM_ACTIVE], GS_ST_NA);
+    /* GS_WANT_GPM_WAIT gives metrics in one cycle on a GPU never sampled before */
+    assert_int_equal(gs_backend_nvml.begin(f->b, GS_WANT_GPM | GS_WANT_GPM_WAIT, &e), GS_OK);
+    sample_ok(f->b, 1, &g, GS_WANT_GPM | GS_WANT_GPM_WAIT);
+    assert_true(gs_gpu_has(&g, GS_M_GPM_SM_ACTIVE));
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
+static void throttle_reasons(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu g;
+    struct gs_err e;
+
+    NEED_SIM();
+    clock_new(&f->clk, 10);
+    assert_int_equal(sim_open(&f->b, sim_lib(), "thermal-powercap.json", f->clk.env, &e), GS_OK);
+    sample_ok(f->b, 0, &g, 0);
+    assert_true(g.v[GS_M_THROTTLE_ACTIVE] == 0);
+    clock_set(&f->clk, 50);
+    sample_ok(f->b, 0, &g, 0);
+    assert_true(g.v[GS_M_THROTTLE_ACTIVE] == (double)GS_THR_SW_POWER_CAP);
+    assert_true(g.v[GS_M_THROTTLE_NS_SW_POWER] > 0); /* seconds, from ns */
+    assert_true(g.v[GS_M_THROTTLE_NS_SW_POWER] < 60);
+    clock_set(&f->clk, 500);
+    sample_ok(f->b, 0, &g, 0);
+    assert_true(g.v[GS_M_THROTTLE_ACTIVE] == (double)(GS_THR_SW_POWER_CAP | GS_THR_SW_THERMAL |
+                                                      GS_THR_HW_SLOWDOWN | GS_THR_HW_THERMAL));
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
+/* Writes a copy of a bundled scenario with its "events" replaced by events_json. */
+static void derived_scenario(char *out, size_t n, const char *base, const char *events_json)
+{
+    char path[1024];
+    const char *tmp = getenv("TMPDIR");
+    json_error_t je;
+    json_t *root, *ev;
+    int fd;
+
+    scenario(path, sizeof path, base);
+    root = json_load_file(path, 0, &je);
+    assert_non_null(root);
+    ev = json_loads(events_json, 0, &je);
+    assert_non_null(ev);
+    assert_int_equal(json_object_set_new(root, "events", ev), 0);
+    snprintf(out, n, "%s/gs_scenario_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    fd = mkstemp(out);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(json_dump_file(root, out, 0), 0);
+    json_decref(root);
+}
+
+static void xid_events(void **state)
+{
+    struct fx *f = *state;
+    char path[1100];
+    struct gs_gpu g;
+    struct gs_err e;
+
+    NEED_SIM();
+    derived_scenario(path, sizeof path, "h100x8-training.json",
+                     "[{\"at_s\": 20, \"type\": \"xid\", \"gpu\": 1, \"xid\": 63},"
+                     " {\"at_s\": 22, \"type\": \"xid\", \"gpu\": 1, \"xid\": 94}]");
+    clock_new(&f->clk, 10);
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, f->clk.env, &e), GS_OK);
+    unlink(path);
+    assert_int_equal(gs_backend_nvml.begin(f->b, GS_WANT_HEALTH, &e), GS_OK); /* registers */
+    sample_ok(f->b, 1, &g, GS_WANT_HEALTH);
+    assert_true(gs_gpu_has(&g, GS_M_XID_LAST));
+    assert_true(g.v[GS_M_XID_LAST] == 0);
+    clock_set(&f->clk, 25);
+    /* without GS_WANT_HEALTH the events wait in the set */
+    assert_int_equal(gs_backend_nvml.begin(f->b, 0, &e), GS_OK);
+    sample_ok(f->b, 1, &g, 0);
+    assert_int_equal(g.st[GS_M_XID_LAST], GS_ST_NA);
+    assert_int_equal(gs_backend_nvml.begin(f->b, GS_WANT_HEALTH, &e), GS_OK);
+    sample_ok(f->b, 1, &g, GS_WANT_HEALTH);
+    assert_true(g.v[GS_M_XID_LAST] == 94); /* the last of the two */
+    sample_ok(f->b, 0, &g, GS_WANT_HEALTH);
+    assert_true(g.v[GS_M_XID_LAST] == 0); /* other GPUs untouched */
+}
+
+static void process_utilization_kept(void **state)
+{
+    struct fx *f = *state;
+    struct gs_err e;
+
+    NEED_SIM();
+    /* a frozen clock: after the first answer the driver has no newer sample (NOT_FOUND), and
+     * the last values are kept rather than reported as an error or as 0 */
+    assert_int_equal(sim_open(&f->b, sim_lib(), "h100x8-training.json", "100", &e), GS_OK);
+    assert_int_equal(gs_snapshot_new(&f->snap, 8, 1, NULL), GS_OK);
+    for (int cycle = 0; cycle < 3; cycle++) {
+        gs_snapshot_clear(f->snap);
+        assert_int_equal(
+            gs_backend_nvml.processes(f->b, 0, f->snap, GS_WANT_PROCS | GS_WANT_PROC_UTIL, &e),
+            GS_OK);
+        assert_int_equal(f->snap->n_procs, 1);
+        assert_int_equal(f->snap->procs[0].util_st, GS_ST_OK);
+        assert_true(f->snap->procs[0].sm_util > 0.5 && f->snap->procs[0].sm_util <= 1.0);
+    }
+    /* without GS_WANT_PROC_UTIL: absent */
+    gs_snapshot_clear(f->snap);
+    assert_int_equal(gs_backend_nvml.processes(f->b, 0, f->snap, GS_WANT_PROCS, &e), GS_OK);
+    assert_int_equal(f->snap->procs[0].util_st, GS_ST_NA);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(status_mapping),
+        cmocka_unit_test(init_error_mapping),
+        cmocka_unit_test(process_stride_rule),
+        cmocka_unit_test(field_value_types),
+        cmocka_unit_test(open_missing_library),
+        cmocka_unit_test(open_library_without_nvml),
+        cmocka_unit_test(open_env_library),
+        cmocka_unit_test_setup_teardown(every_scenario_opens_and_samples, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(h100_matches_scenario, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(geforce_absent_fields, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(minimal_library, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(no_scenario_is_no_driver, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(lost_gpu_mid_run, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(mig_devices, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(gpm_two_samples, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(throttle_reasons, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(xid_events, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(process_utilization_kept, fx_setup, fx_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

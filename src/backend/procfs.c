@@ -354,7 +354,15 @@ struct pf_seen {
     int64_t prev_t_ns; /* the fill before, for a second fill in the same cycle */
     unsigned long long prev_ticks;
     int have_prev;
+    /* Details that do not change while a process lives (except on exec): read on first sight
+     * and every PF_STATIC_TTL_NS after, so a steady cycle reads only /proc/PID/stat. */
+    int static_ok;
+    int64_t static_t_ns;
+    int nvml_name_ok;
+    struct gs_proc cache; /* only the static fields (and nvml_name) are meaningful */
 };
+
+#define PF_STATIC_TTL_NS (10LL * 1000000000LL)
 
 struct pf_user {
     uint32_t uid;
@@ -383,10 +391,21 @@ static ssize_t pf_read(const struct gs_procfs *pf, unsigned pid, const char *nam
     size_t got = 0;
     int fd;
 
-    if (pid)
-        snprintf(path, sizeof path, "%s/%u/%s", pf->root, pid, name);
-    else
-        snprintf(path, sizeof path, "%s/%s", pf->root, name);
+    /* Built by hand: snprintf was the single largest cost of a steady cycle. */
+    size_t rl = strlen(pf->root), nl = strlen(name), k = rl;
+    char digits[12];
+    int nd = 0;
+
+    memcpy(path, pf->root, rl);
+    path[k++] = '/';
+    if (pid) {
+        for (unsigned v = pid; v; v /= 10)
+            digits[nd++] = (char)('0' + v % 10);
+        while (nd)
+            path[k++] = digits[--nd];
+        path[k++] = '/';
+    }
+    memcpy(path + k, name, nl + 1);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
@@ -466,8 +485,11 @@ void gs_procfs_end(struct gs_procfs *pf)
 {
     unsigned k = 0;
     for (unsigned i = 0; i < pf->n_seen; i++)
-        if (pf->seen[i].gen == pf->gen)
-            pf->seen[k++] = pf->seen[i];
+        if (pf->seen[i].gen == pf->gen) {
+            if (k != i) /* records are ~2 KiB: copy only what moves */
+                pf->seen[k] = pf->seen[i];
+            k++;
+        }
     pf->n_seen = k;
 }
 
@@ -571,6 +593,19 @@ static void pf_cpu(struct gs_procfs *pf, unsigned pid, const struct gs_procfs_st
     p->cpu_st = GS_ST_OK;
 }
 
+/* Copies the fields that stay fixed for a process's life (see struct pf_seen). */
+static void pf_static_copy(struct gs_proc *dst, const struct gs_proc *src)
+{
+    memcpy(dst->name, src->name, sizeof dst->name);
+    memcpy(dst->cmdline, src->cmdline, sizeof dst->cmdline);
+    memcpy(dst->user, src->user, sizeof dst->user);
+    dst->uid = src->uid;
+    dst->job_kind = src->job_kind;
+    memcpy(dst->container_id, src->container_id, sizeof dst->container_id);
+    memcpy(dst->pod_uid, src->pod_uid, sizeof dst->pod_uid);
+    memcpy(dst->slurm_job, src->slurm_job, sizeof dst->slurm_job);
+}
+
 int gs_procfs_fill(struct gs_procfs *pf, unsigned pid, int64_t now_ns, struct gs_proc *p)
 {
     char buf[PF_CGROUP_BUF];
@@ -580,11 +615,23 @@ int gs_procfs_fill(struct gs_procfs *pf, unsigned pid, int64_t now_ns, struct gs
     ssize_t n, raw_n;
     uint32_t uid;
 
+    struct pf_seen *seen;
+
     if (pid == 0)
         return GS_ENOTFOUND;
     n = pf_read(pf, pid, "stat", buf, PF_STAT_BUF);
     if (n <= 0 || gs_procfs_parse_stat(buf, (size_t)n, &st) != GS_OK)
         return GS_ENOTFOUND;
+    p->rss_bytes = st.rss_pages > 0 ? (uint64_t)st.rss_pages * (uint64_t)pf->page : 0;
+    p->start_time = pf->btime_ok ? (double)pf->btime + (double)st.starttime / (double)pf->hz : 0;
+    pf_cpu(pf, pid, &st, now_ns, p); /* also forgets the record of a reused pid */
+    seen = pf_seen_get(pf, pid);
+    if (seen && seen->static_ok && seen->starttime == st.starttime &&
+        now_ns - seen->static_t_ns < PF_STATIC_TTL_NS) {
+        pf_static_copy(p, &seen->cache);
+        p->host_st = GS_ST_OK;
+        return GS_OK;
+    }
     raw_n = pf_read(pf, pid, "cmdline", raw, sizeof raw);
     if (raw_n < 0)
         raw_n = 0;
@@ -606,10 +653,34 @@ int gs_procfs_fill(struct gs_procfs *pf, unsigned pid, int64_t now_ns, struct gs
     memcpy(p->container_id, job.container_id, sizeof p->container_id);
     memcpy(p->pod_uid, job.pod_uid, sizeof p->pod_uid);
     memcpy(p->slurm_job, job.slurm_job, sizeof p->slurm_job);
-
-    p->rss_bytes = st.rss_pages > 0 ? (uint64_t)st.rss_pages * (uint64_t)pf->page : 0;
-    p->start_time = pf->btime_ok ? (double)pf->btime + (double)st.starttime / (double)pf->hz : 0;
-    pf_cpu(pf, pid, &st, now_ns, p);
+    if (seen) {
+        pf_static_copy(&seen->cache, p);
+        seen->static_ok = 1;
+        seen->static_t_ns = now_ns;
+        seen->nvml_name_ok = 0; /* re-asked along with the rest (an exec changes both) */
+    }
     p->host_st = GS_ST_OK;
     return GS_OK;
+}
+
+int gs_procfs_cached_nvml_name(struct gs_procfs *pf, unsigned pid, struct gs_proc *p)
+{
+    for (unsigned i = 0; i < pf->n_seen; i++)
+        if (pf->seen[i].pid == pid && pf->seen[i].static_ok && pf->seen[i].nvml_name_ok) {
+            p->nvml_name_st = pf->seen[i].cache.nvml_name_st;
+            memcpy(p->nvml_name, pf->seen[i].cache.nvml_name, sizeof p->nvml_name);
+            return 1;
+        }
+    return 0;
+}
+
+void gs_procfs_store_nvml_name(struct gs_procfs *pf, unsigned pid, const struct gs_proc *p)
+{
+    for (unsigned i = 0; i < pf->n_seen; i++)
+        if (pf->seen[i].pid == pid && pf->seen[i].static_ok) {
+            pf->seen[i].cache.nvml_name_st = p->nvml_name_st;
+            memcpy(pf->seen[i].cache.nvml_name, p->nvml_name, sizeof p->nvml_name);
+            pf->seen[i].nvml_name_ok = 1;
+            return;
+        }
 }

@@ -87,4 +87,10 @@ void gs_procfs_end(struct gs_procfs *pf);
 /* NULL is allowed. */
 void gs_procfs_close(struct gs_procfs *pf);
 
+/* The backend's process name (nvmlSystemGetProcessName) cached beside the procfs details of
+ * pid: gs_procfs_cached_nvml_name copies it into p->nvml_name(_st) and returns 1 when known;
+ * gs_procfs_store_nvml_name records it after a gs_procfs_fill that returned GS_OK. */
+int gs_procfs_cached_nvml_name(struct gs_procfs *pf, unsigned pid, struct gs_proc *p);
+void gs_procfs_store_nvml_name(struct gs_procfs *pf, unsigned pid, const struct gs_proc *p);
+
 #endif

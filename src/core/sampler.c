@@ -156,11 +156,14 @@ static void fill_hosts(struct gs_sampler *s, struct gs_snapshot *snap)
             copy_host(p, &snap->procs[j]);
             continue;
         }
-        fill_nvml_name(s, p);
         if (gs_procfs_fill(s->pf, p->pid, now, p) != GS_OK) {
             /* Gone, or in another pid namespace: keep what NVML said. */
+            fill_nvml_name(s, p);
             p->host_st = GS_ST_NA;
             name_from_nvml(p);
+        } else if (!gs_procfs_cached_nvml_name(s->pf, p->pid, p)) {
+            fill_nvml_name(s, p);
+            gs_procfs_store_nvml_name(s->pf, p->pid, p);
         }
     }
     gs_procfs_end(s->pf);

@@ -2,7 +2,9 @@
 # Installs the Debian packages gpuscope needs to build and test. As root it runs apt-get;
 # otherwise it prints the exact command to run. Fast when everything is already there.
 set -eu
-PKGS="gcc clang meson ninja-build pkg-config libjansson-dev libcmocka-dev python3 procps time"
+# libclang-rt-dev: libFuzzer and the sanitizer runtimes for clang (make fuzz); clang only
+# recommends it, and we install without recommends.
+PKGS="gcc clang libclang-rt-dev meson ninja-build pkg-config libjansson-dev libcmocka-dev python3 procps time"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

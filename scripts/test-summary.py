@@ -14,26 +14,49 @@ import sys
 OK = re.compile(r"^ok\b")
 NOT_OK = re.compile(r"^not ok\b")
 SKIP = re.compile(r"#\s*skip", re.IGNORECASE)
+PLAN = re.compile(r"^1\.\.\d+\s*$", re.MULTILINE)
+
+
+def tally(name, out, failures):
+    """Counts the TAP lines of one test's output: (passed, failed, skipped)."""
+    p = f = s = 0
+    for row in out.splitlines():
+        row = row.strip()
+        if NOT_OK.match(row):
+            f += 1
+            failures.append(f"{name}: {row}")
+        elif OK.match(row):
+            if SKIP.search(row):
+                s += 1
+            else:
+                p += 1
+    return p, f, s
+
+
+def count_tap_file(path):
+    failures = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as tap:
+            out = tap.read()
+    except OSError as e:
+        return 0, 1, 0, [f"{path}: no results ({e.strerror})"]
+    p, f, s = tally(path, out, failures)
+    if not PLAN.search(out):
+        f += 1
+        failures.append(f"{path}: no TAP plan (the run did not finish)")
+    return p, f, s, failures
 
 
 def count(build_dir):
+    if build_dir.endswith(".tap"):
+        return count_tap_file(build_dir)
     passed = failed = skipped = 0
     failures = []
     with open(f"{build_dir}/meson-logs/testlog.json", encoding="utf-8") as log:
         for line in log:
             rec = json.loads(line)
             out = rec.get("stdout", "") or ""
-            p = f = s = 0
-            for row in out.splitlines():
-                row = row.strip()
-                if NOT_OK.match(row):
-                    f += 1
-                    failures.append(f"{rec['name']}: {row}")
-                elif OK.match(row):
-                    if SKIP.search(row):
-                        s += 1
-                    else:
-                        p += 1
+            p, f, s = tally(rec["name"], out, failures)
             if rec.get("result") not in ("OK", "EXPECTEDFAIL", "SKIP") and f == 0:
                 f += 1
                 failures.append(f"{rec['name']}: {rec.get('result')} (exit {rec.get('returncode')})")

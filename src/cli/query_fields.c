@@ -29,26 +29,26 @@ enum qf_kind {
     QK_NONE,       /* not in our model: the absent token (or "[GPU is lost]") */
     QK_DEPRECATED, /* nvidia-smi 590+ answers this token whatever the GPU */
     QK_TIMESTAMP,
-    QK_DRIVER,     /* sys.driver_version */
-    QK_COUNT,      /* GPUs in the system */
-    QK_INDEX,      /* NVML index */
-    QK_TEXT,       /* gs_gpu.text[arg] */
-    QK_INT,        /* metric arg as an integer */
-    QK_HEX,        /* metric arg as 0x%0<arg2>X */
-    QK_MASK,       /* metric arg as 0x%016llX */
-    QK_BIT,        /* bit arg2 of the mask in metric arg: Active / Not Active */
-    QK_PSTATE,     /* P%d */
-    QK_US,         /* seconds -> microseconds */
-    QK_MIB,        /* bytes -> MiB rounded up */
-    QK_PCT,        /* ratio -> integer percent */
-    QK_WATT,       /* watts, two decimals */
-    QK_MHZ,        /* hertz -> integer MHz */
-    QK_ENABLED,    /* Enabled / Disabled */
-    QK_YESNO,      /* Yes / No */
-    QK_CMODE,      /* compute mode name */
-    QK_CCAP,       /* metrics arg.arg2 */
-    QK_ECCLOC,     /* ecc_loc[arg >> 1][arg & 1][arg2] */
-    QK_PID,        /* process rows */
+    QK_DRIVER,  /* sys.driver_version */
+    QK_COUNT,   /* GPUs in the system */
+    QK_INDEX,   /* NVML index */
+    QK_TEXT,    /* gs_gpu.text[arg] */
+    QK_INT,     /* metric arg as an integer */
+    QK_HEX,     /* metric arg as 0x%0<arg2>X */
+    QK_MASK,    /* metric arg as 0x%016llX */
+    QK_BIT,     /* bit arg2 of the mask in metric arg: Active / Not Active */
+    QK_PSTATE,  /* P%d */
+    QK_US,      /* seconds -> microseconds */
+    QK_MIB,     /* bytes -> MiB rounded up */
+    QK_PCT,     /* ratio -> integer percent */
+    QK_WATT,    /* watts, two decimals */
+    QK_MHZ,     /* hertz -> integer MHz */
+    QK_ENABLED, /* Enabled / Disabled */
+    QK_YESNO,   /* Yes / No */
+    QK_CMODE,   /* compute mode name */
+    QK_CCAP,    /* metrics arg.arg2 */
+    QK_ECCLOC,  /* ecc_loc[arg >> 1][arg & 1][arg2] */
+    QK_PID,     /* process rows */
     QK_PNAME,
     QK_PMEM,
 };
@@ -79,23 +79,25 @@ struct gs_qfield {
 #define W_M GS_WANT_MIG
 
 /* Row builders: name, alias, unit, kind, arg, arg2, want, help. */
+/* clang-format off */
 #define SECT(title, text) {title, NULL, "", QK_SECTION, QA_BRACKET, 0, 0, 0, text}
 #define ROW(n, a, u, k, x, y, w, h) {n, a, u, k, QA_BRACKET, x, y, w, h}
 #define BARE(n, a, u, k, x, y, w, h) {n, a, u, k, QA_BARE, x, y, w, h}
+/* clang-format on */
 #define NONE(n, a, u, h) ROW(n, a, u, QK_NONE, 0, 0, 0, h)
 #define DEPR(n, a, u, h) ROW(n, a, u, QK_DEPRECATED, 0, 0, 0, h)
-#define ECC(type, ctr, t, c, loc, l, h)                                                        \
+#define ECC(type, ctr, t, c, loc, l, h)                                                            \
     ROW("ecc.errors." type "." ctr "." loc, NULL, "", QK_ECCLOC, ((t) << 1) | (c), l, W_H, h)
-#define ECC_LOCS(type, ctr, t, c, tot)                                                         \
-    ECC(type, ctr, t, c, "device_memory", 2, "Count in the GPU's device memory (DRAM)."),     \
-        ECC(type, ctr, t, c, "dram", 2, "Same counter as device_memory, under its newer name."), \
-        ECC(type, ctr, t, c, "register_file", 3, "Count in the register file."),              \
-        ECC(type, ctr, t, c, "l1_cache", 0, "Count in the L1 caches."),                       \
-        ECC(type, ctr, t, c, "l2_cache", 1, "Count in the L2 cache."),                        \
-        ECC(type, ctr, t, c, "texture_memory", 4, "Parity errors in texture memory."),        \
-        ECC(type, ctr, t, c, "cbu", 6, "Parity errors in the CBU."),                          \
-        ECC(type, ctr, t, c, "sram", 7, "Count in on-chip SRAMs."),                           \
-        ROW("ecc.errors." type "." ctr ".total", NULL, "", QK_INT, tot, 0, W_H,               \
+#define ECC_LOCS(type, ctr, t, c, tot)                                                             \
+    ECC(type, ctr, t, c, "device_memory", 2, "Count in the GPU's device memory (DRAM)."),          \
+        ECC(type, ctr, t, c, "dram", 2, "Same counter as device_memory, under its newer name."),   \
+        ECC(type, ctr, t, c, "register_file", 3, "Count in the register file."),                   \
+        ECC(type, ctr, t, c, "l1_cache", 0, "Count in the L1 caches."),                            \
+        ECC(type, ctr, t, c, "l2_cache", 1, "Count in the L2 cache."),                             \
+        ECC(type, ctr, t, c, "texture_memory", 4, "Parity errors in texture memory."),             \
+        ECC(type, ctr, t, c, "cbu", 6, "Parity errors in the CBU."),                               \
+        ECC(type, ctr, t, c, "sram", 7, "Count in on-chip SRAMs."),                                \
+        ROW("ecc.errors." type "." ctr ".total", NULL, "", QK_INT, tot, 0, W_H,                    \
             "Sum over every memory location of the chip.")
 
 static const struct gs_qfield gpu_fields[] = {
@@ -198,8 +200,9 @@ static const struct gs_qfield gpu_fields[] = {
         "by the chassis report none."),
     ROW("pstate", NULL, "", QK_PSTATE, GS_M_PSTATE, 0, 0,
         "Performance state, from P0 (fastest) to P12 (slowest)."),
-    SECT("clocks_event_reasons", "Why the clocks are below their maximum. All \"Not Active\" means\n"
-                                 "nothing holds them back."),
+    SECT("clocks_event_reasons",
+         "Why the clocks are below their maximum. All \"Not Active\" means\n"
+         "nothing holds them back."),
     ROW("clocks_event_reasons.supported", "clocks_throttle_reasons.supported", "", QK_MASK,
         GS_M_THROTTLE_SUPPORTED, 0, 0, "Mask of the reasons this GPU can report (NVML bits)."),
     ROW("clocks_event_reasons.active", "clocks_throttle_reasons.active", "", QK_MASK,
@@ -231,12 +234,13 @@ static const struct gs_qfield gpu_fields[] = {
     ROW("clocks_event_reasons.sync_boost", "clocks_throttle_reasons.sync_boost", "", QK_BIT,
         GS_M_THROTTLE_ACTIVE, GS_THR_SYNC_BOOST, 0,
         "The GPU is in a sync boost group and runs at the group's lowest clocks."),
-    SECT("clocks_event_reasons_counters", "Accumulated time, in microseconds, each reason has held\n"
-                                          "the clocks down."),
-    ROW("clocks_event_reasons_counters.sw_power_cap", NULL, "us", QK_US,
-        GS_M_THROTTLE_NS_SW_POWER, 0, 0, "Time spent under the software power limiter."),
-    ROW("clocks_event_reasons_counters.sync_boost", NULL, "us", QK_US,
-        GS_M_THROTTLE_NS_SYNC_BOOST, 0, 0, "Time spent held down by the sync boost group."),
+    SECT("clocks_event_reasons_counters",
+         "Accumulated time, in microseconds, each reason has held\n"
+         "the clocks down."),
+    ROW("clocks_event_reasons_counters.sw_power_cap", NULL, "us", QK_US, GS_M_THROTTLE_NS_SW_POWER,
+        0, 0, "Time spent under the software power limiter."),
+    ROW("clocks_event_reasons_counters.sync_boost", NULL, "us", QK_US, GS_M_THROTTLE_NS_SYNC_BOOST,
+        0, 0, "Time spent held down by the sync boost group."),
     ROW("clocks_event_reasons_counters.sw_thermal_slowdown", NULL, "us", QK_US,
         GS_M_THROTTLE_NS_SW_THERMAL, 0, 0, "Time spent under software thermal capping."),
     ROW("clocks_event_reasons_counters.hw_thermal_slowdown", NULL, "us", QK_US,
@@ -282,9 +286,10 @@ static const struct gs_qfield gpu_fields[] = {
     ROW("ecc.mode.current", NULL, "", QK_ENABLED, GS_M_ECC_MODE, 0, W_H | W_S, "ECC mode in use."),
     ROW("ecc.mode.pending", NULL, "", QK_ENABLED, GS_M_ECC_MODE_PENDING, 0, W_H | W_S,
         "ECC mode after the next reboot."),
-    SECT("ecc.errors", "ECC error counts. Corrected errors are single-bit errors the hardware fixed;\n"
-                       "uncorrected ones were detected but not fixed. Volatile counts start at\n"
-                       "driver load, aggregate counts cover the board's whole life."),
+    SECT("ecc.errors",
+         "ECC error counts. Corrected errors are single-bit errors the hardware fixed;\n"
+         "uncorrected ones were detected but not fixed. Volatile counts start at\n"
+         "driver load, aggregate counts cover the board's whole life."),
     ECC_LOCS("corrected", "volatile", 0, 0, GS_M_ECC_CORR_VOL),
     ECC_LOCS("corrected", "aggregate", 0, 1, GS_M_ECC_CORR_AGG),
     ECC_LOCS("uncorrected", "volatile", 1, 0, GS_M_ECC_UNCORR_VOL),
@@ -311,10 +316,10 @@ static const struct gs_qfield gpu_fields[] = {
          "Distinct uncorrected SRAM errors anywhere else."),
     SECT("retired_pages", "Device memory pages the driver stopped using after repeated single-bit\n"
                           "errors or a double-bit error (boards before Ampere)."),
-    ROW("retired_pages.single_bit_ecc.count", "retired_pages.sbe", "", QK_INT, GS_M_RETIRED_SBE,
-        0, W_H, "Pages retired after repeated single-bit errors."),
-    ROW("retired_pages.double_bit.count", "retired_pages.dbe", "", QK_INT, GS_M_RETIRED_DBE, 0,
-        W_H, "Pages retired after a double-bit error."),
+    ROW("retired_pages.single_bit_ecc.count", "retired_pages.sbe", "", QK_INT, GS_M_RETIRED_SBE, 0,
+        W_H, "Pages retired after repeated single-bit errors."),
+    ROW("retired_pages.double_bit.count", "retired_pages.dbe", "", QK_INT, GS_M_RETIRED_DBE, 0, W_H,
+        "Pages retired after a double-bit error."),
     ROW("retired_pages.pending", NULL, "", QK_YESNO, GS_M_RETIRED_PENDING, 0, W_H,
         "Whether pages wait to be retired at the next reboot; until then they can still be\n"
         "allocated."),
@@ -354,11 +359,10 @@ static const struct gs_qfield gpu_fields[] = {
         "Board power draw right now, watts."),
     ROW("power.limit", "gpu.power.requested_limit", "W", QK_WATT, GS_M_POWER_LIMIT, 0, W_S,
         "Power limit set by software (nvidia-smi -pl), watts."),
-    ROW("enforced.power.limit", "gpu.power.current_limit", "W", QK_WATT,
-        GS_M_POWER_ENFORCED_LIMIT, 0, W_S,
-        "Power limit actually enforced, the lowest of all limiters, watts."),
-    ROW("power.default_limit", "gpu.power.default_limit", "W", QK_WATT, GS_M_POWER_DEFAULT_LIMIT,
-        0, W_S, "Power limit the board returns to when the driver unloads, watts."),
+    ROW("enforced.power.limit", "gpu.power.current_limit", "W", QK_WATT, GS_M_POWER_ENFORCED_LIMIT,
+        0, W_S, "Power limit actually enforced, the lowest of all limiters, watts."),
+    ROW("power.default_limit", "gpu.power.default_limit", "W", QK_WATT, GS_M_POWER_DEFAULT_LIMIT, 0,
+        W_S, "Power limit the board returns to when the driver unloads, watts."),
     ROW("power.min_limit", "gpu.power.min_limit", "W", QK_WATT, GS_M_POWER_MIN_LIMIT, 0, W_S,
         "Lowest power limit that may be set, watts."),
     ROW("power.max_limit", "gpu.power.max_limit", "W", QK_WATT, GS_M_POWER_MAX_LIMIT, 0, W_S,
@@ -458,7 +462,8 @@ static const struct gs_qfield gpu_fields[] = {
     SECT("platform", "Where the GPU sits in a rack-scale system."),
     NONE("platform.chassis_serial_number", NULL, "", "Serial number of the chassis."),
     NONE("platform.slot_number", NULL, "", "Slot in the chassis (switch trays counted)."),
-    NONE("platform.tray_index", NULL, "", "Compute tray in the chassis (switch trays not counted)."),
+    NONE("platform.tray_index", NULL, "",
+         "Compute tray in the chassis (switch trays not counted)."),
     NONE("platform.host_id", NULL, "", "Node within the slot."),
     NONE("platform.peer_type", NULL, "", "Kind of NVLink peer (e.g. behind a switch or not)."),
     NONE("platform.module_id", NULL, "", "GPU within the node."),
@@ -660,9 +665,12 @@ static void put(struct cell *c, const char *fmt, ...)
 static const char *absent_token(const struct gs_qfield *f, unsigned st)
 {
     switch (st) {
-    case GS_ST_NOPERM: return TOK_NOPERM;
-    case GS_ST_ERROR: return TOK_ERROR;
-    case GS_ST_LOST: return TOK_LOST;
+    case GS_ST_NOPERM:
+        return TOK_NOPERM;
+    case GS_ST_ERROR:
+        return TOK_ERROR;
+    case GS_ST_LOST:
+        return TOK_LOST;
     }
     return f->absent == QA_BARE ? TOK_NA_BARE : TOK_NA;
 }
@@ -687,10 +695,14 @@ static unsigned long long ull(double v)
 static const char *compute_mode_name(long long m)
 {
     switch (m) {
-    case 0: return "Default";
-    case 1: return "Exclusive_Thread";
-    case 2: return "Prohibited";
-    case 3: return "Exclusive_Process";
+    case 0:
+        return "Default";
+    case 1:
+        return "Exclusive_Thread";
+    case 2:
+        return "Prohibited";
+    case 3:
+        return "Exclusive_Process";
     }
     return NULL;
 }
@@ -722,19 +734,43 @@ static void metric_cell(struct cell *c, const struct gs_qfield *f, const struct 
         return;
     }
     switch (f->kind) {
-    case QK_INT: put(c, "%lld", ll(v)); break;
-    case QK_HEX: put(c, "0x%0*llX", (int)f->arg2, ull(v)); break;
-    case QK_MASK: put(c, "0x%016llX", ull(v)); break;
-    case QK_BIT: put(c, "%s", (ull(v) & f->arg2) ? "Active" : "Not Active"); break;
-    case QK_PSTATE: put(c, "P%lld", ll(v)); break;
-    case QK_US: put(c, "%lld", ll(v * 1e6)); break;
-    case QK_MIB: put(c, "%llu", mib_ceil(v)); break;
-    case QK_PCT: put(c, "%lld", ll(v * 100.0)); break;
+    case QK_INT:
+        put(c, "%lld", ll(v));
+        break;
+    case QK_HEX:
+        put(c, "0x%0*llX", (int)f->arg2, ull(v));
+        break;
+    case QK_MASK:
+        put(c, "0x%016llX", ull(v));
+        break;
+    case QK_BIT:
+        put(c, "%s", (ull(v) & f->arg2) ? "Active" : "Not Active");
+        break;
+    case QK_PSTATE:
+        put(c, "P%lld", ll(v));
+        break;
+    case QK_US:
+        put(c, "%lld", ll(v * 1e6));
+        break;
+    case QK_MIB:
+        put(c, "%llu", mib_ceil(v));
+        break;
+    case QK_PCT:
+        put(c, "%lld", ll(v * 100.0));
+        break;
     /* NVML reports milliwatts; printing mW/1000 keeps nvidia-smi's rounding exactly. */
-    case QK_WATT: put(c, "%.2f", (double)ll(v * 1000.0) / 1000.0); break;
-    case QK_MHZ: put(c, "%lld", ll(v / 1e6)); break;
-    case QK_ENABLED: put(c, "%s", v != 0.0 ? "Enabled" : "Disabled"); break;
-    case QK_YESNO: put(c, "%s", v != 0.0 ? "Yes" : "No"); break;
+    case QK_WATT:
+        put(c, "%.2f", (double)ll(v * 1000.0) / 1000.0);
+        break;
+    case QK_MHZ:
+        put(c, "%lld", ll(v / 1e6));
+        break;
+    case QK_ENABLED:
+        put(c, "%s", v != 0.0 ? "Enabled" : "Disabled");
+        break;
+    case QK_YESNO:
+        put(c, "%s", v != 0.0 ? "Yes" : "No");
+        break;
     case QK_CMODE:
         name = compute_mode_name(ll(v));
         put(c, "%s", name ? name : TOK_ERROR);
@@ -794,8 +830,12 @@ static void proc_cell(struct cell *c, const struct gs_qfield *f, const struct gs
         return;
     }
     switch (f->kind) {
-    case QK_PID: put(c, "%u", p->pid); break;
-    case QK_PNAME: proc_name_cell(c, f, p); break;
+    case QK_PID:
+        put(c, "%u", p->pid);
+        break;
+    case QK_PNAME:
+        proc_name_cell(c, f, p);
+        break;
     case QK_PMEM:
         if (p->mem_st != GS_ST_OK) {
             put(c, "%s", absent_token(f, p->mem_st));
@@ -818,7 +858,8 @@ size_t gs_qf_cell(const struct gs_qfield *f, const struct gs_snapshot *snap, uns
         return 0;
     buf[0] = '\0';
     switch (f->kind) {
-    case QK_SECTION: break;
+    case QK_SECTION:
+        break;
     case QK_TIMESTAMP:
         gs_qf_timestamp(snap->t_real, ts, sizeof ts);
         put(&c, "%s", ts);
@@ -829,11 +870,17 @@ size_t gs_qf_cell(const struct gs_qfield *f, const struct gs_snapshot *snap, uns
         else
             put(&c, "%s", absent_token(f, snap->sys.driver_st));
         break;
-    case QK_COUNT: put(&c, "%u", snap->sys.gpu_count ? snap->sys.gpu_count : snap->n_gpus); break;
-    case QK_DEPRECATED: put(&c, "%s", TOK_DEPRECATED); break;
+    case QK_COUNT:
+        put(&c, "%u", snap->sys.gpu_count ? snap->sys.gpu_count : snap->n_gpus);
+        break;
+    case QK_DEPRECATED:
+        put(&c, "%s", TOK_DEPRECATED);
+        break;
     case QK_PID:
     case QK_PNAME:
-    case QK_PMEM: proc_cell(&c, f, proc, flags); break;
+    case QK_PMEM:
+        proc_cell(&c, f, proc, flags);
+        break;
     default:
         if (!g) {
             put(&c, "%s", absent_token(f, GS_ST_NA));

@@ -147,14 +147,29 @@ static int apply(struct gs_query_opts *o, const struct opt *opt, const char *wor
     long v;
 
     switch (opt->id) {
-    case O_HELP: o->help = 1; break;
-    case O_HELP_GPU: o->help_gpu = 1; break;
-    case O_HELP_APPS: o->help_apps = 1; break;
-    case O_QUERY_GPU: o->gpu_fields = val; break;
-    case O_QUERY_APPS: o->app_fields = val; break;
-    case O_FORMAT: return parse_format(o, val, err);
-    case O_ID: o->ids = val; break;
-    case O_FILE: o->file = val; break;
+    case O_HELP:
+        o->help = 1;
+        break;
+    case O_HELP_GPU:
+        o->help_gpu = 1;
+        break;
+    case O_HELP_APPS:
+        o->help_apps = 1;
+        break;
+    case O_QUERY_GPU:
+        o->gpu_fields = val;
+        break;
+    case O_QUERY_APPS:
+        o->app_fields = val;
+        break;
+    case O_FORMAT:
+        return parse_format(o, val, err);
+    case O_ID:
+        o->ids = val;
+        break;
+    case O_FILE:
+        o->file = val;
+        break;
     case O_LOOP:
         if (!val) {
             o->loop_ms = GS_QUERY_DEFAULT_LOOP_MS;

@@ -17,16 +17,16 @@ struct gs_err;
 
 /* What to do, from the command line. Strings point into argv. */
 struct gs_query_opts {
-    const char *gpu_fields;  /* --query-gpu */
-    const char *app_fields;  /* --query-compute-apps */
-    const char *format;      /* --format, NULL when missing */
-    unsigned flags;          /* GS_QF_NOHEADER | GS_QF_NOUNITS from --format */
-    long loop_ms;            /* 0: once; else the period of -l / -lms */
-    const char *ids;         /* -i/--id, NULL: every GPU */
-    const char *file;        /* -f/--filename, NULL: stdout */
-    int help;                /* -h/--help */
-    int help_gpu;            /* --help-query-gpu */
-    int help_apps;           /* --help-query-compute-apps */
+    const char *gpu_fields; /* --query-gpu */
+    const char *app_fields; /* --query-compute-apps */
+    const char *format;     /* --format, NULL when missing */
+    unsigned flags;         /* GS_QF_NOHEADER | GS_QF_NOUNITS from --format */
+    long loop_ms;           /* 0: once; else the period of -l / -lms */
+    const char *ids;        /* -i/--id, NULL: every GPU */
+    const char *file;       /* -f/--filename, NULL: stdout */
+    int help;               /* -h/--help */
+    int help_gpu;           /* --help-query-gpu */
+    int help_apps;          /* --help-query-compute-apps */
 };
 
 /* Parses argv[1..argc-1] (argv[0] is the subcommand name). Bad usage returns GS_EUSAGE with a

@@ -55,22 +55,6 @@ static void quick_on_signal(int sig)
     errno = saved;
 }
 
-struct quick_run {
-    const struct gs_quick_opts *o;
-    struct gs_sampler *sampler;
-    struct gs_snapshot *snap;
-    struct gs_tbuf frame;  /* the rendered text of one snapshot */
-    struct gs_tbuf screen; /* frame turned into an in-place redraw */
-    int color;
-    int tty;        /* stdout is a terminal: redraw in place */
-    int wake[2];    /* self-pipe */
-    int have_frame; /* frame holds a rendered snapshot (for SIGWINCH redraws) */
-    int sigs_installed;
-    struct sigaction old[4];
-};
-
-static const int quick_signals[4] = {SIGINT, SIGTERM, SIGHUP, SIGWINCH};
-
 static int64_t mono_ns(void)
 {
     struct timespec ts;
@@ -95,11 +79,37 @@ static unsigned quick_want(const struct gs_quick_opts *o)
     return want;
 }
 
-static int out_write(const char *p, size_t n, struct gs_err *err)
+struct quick_run {
+    const struct gs_quick_opts *o;
+    struct gs_sampler *sampler;
+    struct gs_snapshot *snap;
+    struct gs_tbuf frame;  /* the rendered text of one snapshot */
+    struct gs_tbuf screen; /* frame turned into an in-place redraw */
+    int color;
+    int tty;        /* stdout is a terminal: redraw in place */
+    int wake[2];    /* self-pipe */
+    int have_frame; /* frame holds a rendered snapshot (for SIGWINCH redraws) */
+    int sigs_installed;
+    int abandoned; /* a write was cut short by a stop signal: write nothing more */
+    struct sigaction old[4];
+};
+
+static const int quick_signals[4] = {SIGINT, SIGTERM, SIGHUP, SIGWINCH};
+
+/* A write cut short by a stop signal (the reader stopped reading a full pipe) is not an
+ * error: the watch is ending anyway; nothing more is written, so the end is not blocked by the
+ * same full pipe again. */
+static int out_write(struct quick_run *r, const char *p, size_t n, struct gs_err *err)
 {
-    if (gs_term_write(STDOUT_FILENO, p, n) != 0)
-        return gs_err_set(err, GS_EIO, "stdout: %s", strerror(errno));
-    return GS_OK;
+    if (r->abandoned)
+        return GS_OK;
+    if (gs_term_write(STDOUT_FILENO, p, n, &quick_stop) == 0)
+        return GS_OK;
+    if (errno == EINTR && quick_stop) {
+        r->abandoned = 1;
+        return GS_OK;
+    }
+    return gs_err_set(err, GS_EIO, "stdout: %s", strerror(errno));
 }
 
 static int install_signals(struct quick_run *r, struct gs_err *err)
@@ -161,9 +171,9 @@ static int emit_json(struct quick_run *r, struct gs_err *err)
     json_decref(doc);
     if (!text)
         return gs_err_set(err, GS_ENOMEM, "json: out of memory");
-    rc = out_write(text, strlen(text), err);
+    rc = out_write(r, text, strlen(text), err);
     if (rc == GS_OK)
-        rc = out_write("\n", 1, err);
+        rc = out_write(r, "\n", 1, err);
     free(text);
     return rc;
 }
@@ -177,13 +187,13 @@ static int emit_frame(struct quick_run *r, struct gs_err *err)
                        gs_term_rows(STDOUT_FILENO));
         if (gs_tbuf_status(&r->screen) != GS_OK)
             return gs_err_set(err, GS_ENOMEM, "render: out of memory");
-        return out_write(r->screen.data, r->screen.len, err);
+        return out_write(r, r->screen.data, r->screen.len, err);
     }
     if (r->o->interval_s > 0) { /* into a pipe: frames one after another, a blank line apart */
-        int rc = out_write(r->frame.data, r->frame.len, err);
-        return rc == GS_OK ? out_write("\n", 1, err) : rc;
+        int rc = out_write(r, r->frame.data, r->frame.len, err);
+        return rc == GS_OK ? out_write(r, "\n", 1, err) : rc;
     }
-    return out_write(r->frame.data, r->frame.len, err);
+    return out_write(r, r->frame.data, r->frame.len, err);
 }
 
 /* A sampling failure in the middle of watch mode is shown in the frame and the loop goes on:
@@ -199,9 +209,9 @@ static int render_error(struct quick_run *r, const struct gs_err *serr, struct g
         json_decref(doc);
         if (!text)
             return gs_err_set(err, GS_ENOMEM, "json: out of memory");
-        rc = out_write(text, strlen(text), err);
+        rc = out_write(r, text, strlen(text), err);
         free(text);
-        return rc == GS_OK ? out_write("\n", 1, err) : rc;
+        return rc == GS_OK ? out_write(r, "\n", 1, err) : rc;
     }
     gs_tbuf_sgr(&r->frame, GS_SGR_BOLD_RED);
     gs_tbuf_printf(&r->frame, "gpuscope: %s", serr->msg);
@@ -282,7 +292,7 @@ static int watch_loop(struct quick_run *r, struct gs_err *err)
     if (rc != GS_OK)
         return rc;
     if (r->tty && !r->o->json) {
-        rc = out_write(GS_TERM_HIDE_CURSOR GS_TERM_CLEAR_SCREEN,
+        rc = out_write(r, GS_TERM_HIDE_CURSOR GS_TERM_CLEAR_SCREEN,
                        sizeof(GS_TERM_HIDE_CURSOR GS_TERM_CLEAR_SCREEN) - 1, err);
         quick_cursor_hidden = 1;
     }
@@ -296,8 +306,10 @@ static int watch_loop(struct quick_run *r, struct gs_err *err)
         rc = wait_until(r, next, err);
     }
     if (quick_cursor_hidden) {
-        struct gs_err ignore;
-        out_write(GS_TERM_SHOW_CURSOR, sizeof GS_TERM_SHOW_CURSOR - 1, &ignore);
+        /* Even after an abandoned frame: a terminal left without a cursor is worse. */
+        if (gs_term_write(STDOUT_FILENO, GS_TERM_SHOW_CURSOR, sizeof GS_TERM_SHOW_CURSOR - 1,
+                          &quick_stop) != 0 && rc == GS_OK && !quick_stop)
+            rc = gs_err_set(err, GS_EIO, "stdout: %s", strerror(errno));
         quick_cursor_hidden = 0;
     }
     restore_signals(r);

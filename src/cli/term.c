@@ -311,17 +311,22 @@ void gs_term_redraw(struct gs_tbuf *out, const char *frame, size_t n, unsigned c
     gs_tbuf_puts(out, GS_TERM_CLEAR_BELOW);
 }
 
-int gs_term_write(int fd, const char *p, size_t n)
+int gs_term_write(int fd, const char *p, size_t n, const volatile sig_atomic_t *stop)
 {
     while (n > 0) {
         ssize_t w = write(fd, p, n);
         if (w < 0) {
-            if (errno == EINTR)
+            if (errno == EINTR && !(stop && *stop))
                 continue;
             return -1;
         }
         p += w;
         n -= (size_t)w;
+        /* A signal during a blocked write to a pipe shows as a short write, not EINTR. */
+        if (n > 0 && stop && *stop) {
+            errno = EINTR;
+            return -1;
+        }
     }
     return 0;
 }

@@ -10,6 +10,7 @@
 #ifndef GS_TERM_H
 #define GS_TERM_H
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 
@@ -106,7 +107,9 @@ size_t gs_term_clip(const char *s, size_t n, size_t cols);
 void gs_term_redraw(struct gs_tbuf *out, const char *frame, size_t n, unsigned cols,
                     unsigned rows);
 
-/* Writes all of p[0..n) to fd, retrying on EINTR and short writes. Returns 0 or -1 (errno). */
-int gs_term_write(int fd, const char *p, size_t n);
+/* Writes all of p[0..n) to fd, retrying on short writes and on EINTR — unless *stop is set
+ * by then (stop may be NULL), so that a signal can end a write blocked on a full pipe. Returns
+ * 0, or -1 with errno (EINTR when stopped). */
+int gs_term_write(int fd, const char *p, size_t n, const volatile sig_atomic_t *stop);
 
 #endif

@@ -206,17 +206,8 @@ def lost_checks():
         with open(clock, "w") as f:
             f.write("25")
         env = env_for(path, "file:" + clock)
-        p = subprocess.Popen([BIN, "-i", "0.2"], env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
-        time.sleep(1.0)
-        with open(clock + ".tmp", "w") as f:
-            f.write("35")
-        os.rename(clock + ".tmp", clock)
-        time.sleep(1.2)
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=10)
-        out = out.decode()
-        t.eq(p.returncode, 0, "lost mid-watch: SIGINT ends with 0")
+        rc, out, err = watch_with_clock(["-i", "0.2"], env, clock, signal.SIGINT)
+        t.eq(rc, 0, "lost mid-watch: SIGINT ends with 0")
         frames = [f for f in out.split("\n\n") if f.strip()]
         t.ok(len(frames) >= 6, "lost mid-watch: several frames (%d)" % len(frames))
         first, last = frames[0], frames[-1]
@@ -226,23 +217,13 @@ def lost_checks():
              "lost mid-watch: GPU 2 lost after, its name kept", detail=last)
         t.ok(all("\u00b0C" in (line_of_gpu(last, i) or "") for i in (0, 1, 3)),
              "lost mid-watch: the others go on", detail=last)
-        t.eq(err.decode(), "", "lost mid-watch: nothing on stderr")
+        t.eq(err, "", "lost mid-watch: nothing on stderr")
 
         # The same as JSON Lines.
-        with open(clock, "w") as f:
-            f.write("25")
-        p = subprocess.Popen([BIN, "--json", "-i", "0.2"], env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
-        time.sleep(1.0)
-        with open(clock + ".tmp", "w") as f:
-            f.write("35")
-        os.rename(clock + ".tmp", clock)
-        time.sleep(1.2)
-        p.send_signal(signal.SIGTERM)
-        out, err = p.communicate(timeout=10)
-        t.eq(p.returncode, 0, "JSON watch: SIGTERM ends with 0")
+        rc, out, err = watch_with_clock(["--json", "-i", "0.2"], env, clock, signal.SIGTERM)
+        t.eq(rc, 0, "JSON watch: SIGTERM ends with 0")
         docs = []
-        for line in out.decode().splitlines():
+        for line in out.splitlines():
             try:
                 docs.append(json.loads(line))
             except ValueError:
@@ -257,6 +238,25 @@ def lost_checks():
         steps = sorted(b - a for a, b in zip(stamps, stamps[1:]))
         median = steps[len(steps) // 2] if steps else 0
         t.ok(0.15 <= median <= 0.3, "JSON watch: frames every 0.2 s (median %.3f)" % median)
+
+
+def watch_with_clock(args, env, clock, sig):
+    """Runs gpuscope in watch mode with virtual time 25 s, then 35 s, then sends sig. The output
+    goes to a file: an unread pipe would fill up (a JSON frame is ~14 KB) and block gpuscope."""
+    with open(clock, "w") as f:
+        f.write("25")
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen([BIN] + args, env=env, stdout=out, stderr=err)
+        time.sleep(1.0)
+        with open(clock + ".tmp", "w") as f:
+            f.write("35")
+        os.rename(clock + ".tmp", clock)
+        time.sleep(1.2)
+        p.send_signal(sig)
+        p.wait(timeout=10)
+        out.seek(0)
+        err.seek(0)
+        return p.returncode, out.read().decode(), err.read().decode()
 
 
 def failure_checks():
@@ -280,7 +280,7 @@ def failure_checks():
     h100 = os.path.join(SRC, "sim", "scenarios", "h100x8-training.json")
     for args, what in ((["--bogus"], "unknown flag"), (["-i", "0.01"], "interval too short"),
                        (["-i", "61"], "interval too long"), (["--interval=x"], "bad interval"),
-                       (["stray"], "stray argument"), (["--id", "zebra"], "bad --id")):
+                       (["--no-header", "stray"], "stray argument"), (["--id", "zebra"], "bad --id")):
         rc, out, err = run(args, env_for(h100))
         t.eq(rc, 2, "%s: exit 2" % what)
         t.ok(err.count("\n") == 1 and err.startswith("gpuscope: ") and out == "",
@@ -373,17 +373,32 @@ def watch_checks():
         t.ok(ESC + "[2J" not in out[out.find(ESC + "[2J") + 1:],
              "watch: the screen is cleared once, not per frame (no flicker)")
     # Into a pipe: plain frames a blank line apart.
-    p = subprocess.Popen([BIN, "-i", "0.2"], env=env_for(h100, sim_time=None),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(1.1)
-    p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=10)
-    out = out.decode()
-    t.eq(p.returncode, 0, "watch into a pipe: SIGINT ends with 0")
+    with tempfile.TemporaryFile() as f:
+        p = subprocess.Popen([BIN, "-i", "0.2"], env=env_for(h100, sim_time=None), stdout=f,
+                             stderr=subprocess.DEVNULL)
+        time.sleep(1.1)
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=10)
+        f.seek(0)
+        out = f.read().decode()
+    t.eq(p.returncode, 0, "watch into a file: SIGINT ends with 0")
+    # A reader that stops reading: gpuscope blocks on the full pipe, and SIGTERM still ends it.
+    p = subprocess.Popen([BIN, "--json", "-i", "0.1"], env=env_for(h100, sim_time=None),
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    time.sleep(1.5)
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=5)
+        t.eq(p.returncode, 0, "blocked on a full pipe: SIGTERM ends it with 0")
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        t.ok(False, "blocked on a full pipe: SIGTERM ends it")
+    p.stdout.close()
     frames = [f for f in out.split("\n\n") if f.strip()]
     t.ok(len(frames) >= 4 and all(len(gpu_lines(f)) == 8 for f in frames),
-         "watch into a pipe: whole frames (%d)" % len(frames), detail=out[-2000:])
-    t.ok(ESC not in out, "watch into a pipe: no escape bytes")
+         "watch into a file: whole frames (%d)" % len(frames), detail=out[-2000:])
+    t.ok(ESC not in out, "watch into a file: no escape bytes")
 
 
 def real_process_checks():

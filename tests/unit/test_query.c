@@ -4,11 +4,14 @@
  * RTX 2080 SUPER 595.71.05 under load), the absent/error tokens, header and nounits rules, the
  * option parser and the -i matcher. No sampler and no NVML: snapshots are built by hand.
  */
+/* cmocka.h needs these first */
+/* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+/* clang-format on */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,8 +199,7 @@ static void parse_keeps_names_as_queried(void **state)
     struct gs_qf_sel sel;
     (void)state;
 
-    assert_int_equal(gs_qf_parse(&sel, GS_QF_GPU, "index, gpu_name ,clocks.sm,index", NULL),
-                     GS_OK);
+    assert_int_equal(gs_qf_parse(&sel, GS_QF_GPU, "index, gpu_name ,clocks.sm,index", NULL), GS_OK);
     assert_int_equal(sel.n, 4);
     assert_string_equal(sel.name[1], "gpu_name");
     assert_string_equal(gs_qf_name(sel.f[1]), "name");
@@ -377,8 +379,9 @@ static void rtx2080_load_cells(void **state)
 static void nounits_drops_units_from_cells_only(void **state)
 {
     struct gs_snapshot *s = h100_idle();
-    const char *f = "memory.reserved,power.draw,clocks.sm,fan.speed,utilization.gpu,"
-                    "clocks_event_reasons_counters.sync_boost,temperature.gpu,clocks.applications.gr";
+    const char *f =
+        "memory.reserved,power.draw,clocks.sm,fan.speed,utilization.gpu,"
+        "clocks_event_reasons_counters.sync_boost,temperature.gpu,clocks.applications.gr";
     (void)state;
 
     assert_string_equal(row(f, s, 0, NULL, GS_QF_NOUNITS, 0),
@@ -576,11 +579,9 @@ static void options_both_spellings(void **state)
     assert_string_equal(o.ids, "GPU-1");
     assert_int_equal(o.loop_ms, GS_QUERY_DEFAULT_LOOP_MS); /* bare -l: 5 s, like nvidia-smi */
 
-    assert_int_equal(parse(&o, &err, "--query-gpu=index", "-l", "2", "--format=csv", NULL),
-                     GS_OK);
+    assert_int_equal(parse(&o, &err, "--query-gpu=index", "-l", "2", "--format=csv", NULL), GS_OK);
     assert_int_equal(o.loop_ms, 2000);
-    assert_int_equal(parse(&o, &err, "--query-gpu=index", "--loop=3", "--format=csv", NULL),
-                     GS_OK);
+    assert_int_equal(parse(&o, &err, "--query-gpu=index", "--loop=3", "--format=csv", NULL), GS_OK);
     assert_int_equal(o.loop_ms, 3000);
     assert_int_equal(parse(&o, &err, "--query-gpu=index", "-lms", "250", "--format=csv", NULL),
                      GS_OK);
@@ -611,9 +612,9 @@ static void option_errors(void **state)
     assert_int_equal(parse(&o, &err, "--format=csv", NULL), GS_EUSAGE);
     assert_string_equal(err.msg, "Invalid combination of input arguments. "
                                  "Please run 'gpuscope query -h' for help.");
-    assert_int_equal(parse(&o, &err, "--query-gpu=index", "--query-compute-apps=pid",
-                           "--format=csv", NULL),
-                     GS_EUSAGE);
+    assert_int_equal(
+        parse(&o, &err, "--query-gpu=index", "--query-compute-apps=pid", "--format=csv", NULL),
+        GS_EUSAGE);
     assert_string_equal(err.msg, "Only one --query-* switch can be used at a time.");
     assert_int_equal(parse(&o, &err, "--query-gpu=index", "--format=xml", NULL), GS_EUSAGE);
     assert_string_equal(err.msg, "\"xml\" is not a valid format option. "
@@ -625,8 +626,7 @@ static void option_errors(void **state)
                      GS_EUSAGE);
     assert_string_equal(err.msg, "ERROR: Option -lms100 is not recognized. "
                                  "Please run 'gpuscope query -h' for help.");
-    assert_int_equal(parse(&o, &err, "--query-gpu=index", "--format=csv", "-i", NULL),
-                     GS_EUSAGE);
+    assert_int_equal(parse(&o, &err, "--query-gpu=index", "--format=csv", "-i", NULL), GS_EUSAGE);
     assert_string_equal(err.msg, "ERROR: Option -i is missing its value. "
                                  "Please run 'gpuscope query -h' for help.");
     assert_int_equal(parse(&o, &err, "--query-gpu=index", "--format=csv", "-lms", "0", NULL),
@@ -674,8 +674,7 @@ static void select_by_index_uuid_and_bus_id(void **state)
     assert_memory_equal(sel, ((unsigned char[]){0, 1, 0}), 3);
     assert_int_equal(gs_query_select("2,0,2", s, sel, &err), 2);
     assert_memory_equal(sel, ((unsigned char[]){1, 0, 1}), 3);
-    assert_int_equal(gs_query_select("gpu-BBBBBBBB-0000-0000-0000-000000000000", s, sel, &err),
-                     1);
+    assert_int_equal(gs_query_select("gpu-BBBBBBBB-0000-0000-0000-000000000000", s, sel, &err), 1);
     assert_int_equal(sel[1], 1);
     assert_int_equal(gs_query_select("00000000:0c:00.0", s, sel, &err), 1);
     assert_int_equal(sel[1], 1);

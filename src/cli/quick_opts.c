@@ -6,7 +6,9 @@
  */
 #include "cli/quick.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,16 +154,40 @@ static int parse_interval(struct gs_quick_opts *o, const char *v, struct gs_err 
     return GS_OK;
 }
 
+/* One hex number at *s that fits in unsigned, followed by stop (or the end when stop is '\0');
+ * moves *s past the stop. Digits only: no blanks, sign or "0x", which sscanf's %x would take,
+ * and no silent wrap of a value too large (sscanf turned 100000000:17:00.0 into domain 0). */
+static int hex_field(const char **s, char stop, unsigned *out)
+{
+    const char *p = *s;
+    unsigned long long v = 0;
+
+    if (!isxdigit((unsigned char)*p))
+        return 0;
+    for (; isxdigit((unsigned char)*p); p++) {
+        int c = tolower((unsigned char)*p);
+        v = v * 16 + (unsigned)(c <= '9' ? c - '0' : c - 'a' + 10);
+        if (v > UINT_MAX)
+            return 0;
+    }
+    if (*p != stop)
+        return 0;
+    *s = stop ? p + 1 : p;
+    *out = (unsigned)v;
+    return 1;
+}
+
 /* Parses "00000000:17:00.0", "0000:17:00.0" or "17:00.0" (hex numbers). */
 static int parse_bus_id(const char *s, unsigned *dom, unsigned *bus, unsigned *dev, unsigned *fn)
 {
-    int used = 0;
+    const char *p = s;
 
-    if (sscanf(s, "%x:%x:%x.%x%n", dom, bus, dev, fn, &used) == 4 && s[used] == '\0')
+    if (hex_field(&p, ':', dom) && hex_field(&p, ':', bus) && hex_field(&p, '.', dev) &&
+        hex_field(&p, '\0', fn))
         return 1;
+    p = s;
     *dom = 0;
-    used = 0;
-    return sscanf(s, "%x:%x.%x%n", bus, dev, fn, &used) == 3 && s[used] == '\0';
+    return hex_field(&p, ':', bus) && hex_field(&p, '.', dev) && hex_field(&p, '\0', fn);
 }
 
 static int parse_one_id(struct gs_quick_id *id, const char *tok, size_t len, const char *text,

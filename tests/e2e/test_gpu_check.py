@@ -188,8 +188,12 @@ def load_module():
 
 
 def capture_section(path, title):
-    """The body of one '# $ nvidia-smi ...' section of a capture file."""
-    text = open(path, encoding="utf-8", errors="replace").read()
+    """The body of one '# $ nvidia-smi ...' section of a capture file ("" if it is absent:
+    the captures live in shared/ beside the checkout, which a bare clone may lack)."""
+    try:
+        text = open(path, encoding="utf-8", errors="replace").read()
+    except OSError:
+        return ""
     m = re.search(r"^# \$ nvidia-smi " + re.escape(title) + r"\n#+\n(.*?)(?=^#{20,})", text,
                   re.M | re.S)
     return m.group(1) if m else ""

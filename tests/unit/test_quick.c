@@ -740,6 +740,13 @@ static void opts_bad(void **state)
     assert_int_equal(parse_rc("--id", NULL, &err), GS_EUSAGE);
     assert_int_equal(parse_rc("--id", "zebra", &err), GS_EUSAGE);
     assert_int_equal(parse_rc("--id", "0,,1", &err), GS_EUSAGE);
+    /* bus ids: hex digits only, and a number too large is an error, not a wrap to 0 */
+    assert_int_equal(parse_rc("--id", "100000000:17:00.0", &err), GS_EUSAGE);
+    assert_int_equal(parse_rc("--id", "-1:17:00.0", &err), GS_EUSAGE);
+    assert_int_equal(parse_rc("--id", " 17:00.0", &err), GS_EUSAGE);
+    assert_int_equal(parse_rc("--id", "0x17:00.0", &err), GS_EUSAGE);
+    assert_int_equal(parse_rc("--id", "17:00.0:", &err), GS_EUSAGE);
+    assert_int_equal(parse_rc("--id", "FFFFFFFF:ff:1F.7", &err), GS_OK);
     assert_int_equal(parse_rc("stray", NULL, &err), GS_EUSAGE);
     assert_int_equal(parse_rc("--", "stray", &err), GS_EUSAGE);
     assert_int_equal(gs_rc_exit_code(GS_EUSAGE), 2);

@@ -29,10 +29,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                           \
-    do {                                                                                      \
-        if (!(cond))                                                                          \
-            __builtin_trap();                                                                 \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            __builtin_trap();                                                                      \
     } while (0)
 
 /* Whether s holds a NUL within cap bytes. */

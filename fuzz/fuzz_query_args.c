@@ -27,10 +27,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                           \
-    do {                                                                                      \
-        if (!(cond))                                                                          \
-            __builtin_trap();                                                                 \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            __builtin_trap();                                                                      \
     } while (0)
 
 #define MAX_ARGS 64
@@ -99,8 +99,8 @@ static void fixture(void)
     g->n_mig = 2;
     for (unsigned i = 0; i < 2; i++) {
         g->mig[i].index = i;
-        snprintf(g->mig[i].uuid, sizeof g->mig[i].uuid,
-                 "MIG-0000000%u-1111-2222-3333-444444444444", i);
+        snprintf(g->mig[i].uuid, sizeof g->mig[i].uuid, "MIG-0000000%u-1111-2222-3333-444444444444",
+                 i);
     }
 
     snap->n_procs = 3;

@@ -22,10 +22,10 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
-#define CHECK(cond)                                                                           \
-    do {                                                                                      \
-        if (!(cond))                                                                          \
-            __builtin_trap();                                                                 \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            __builtin_trap();                                                                      \
     } while (0)
 
 #define MAX_ARGS 64
@@ -65,9 +65,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static void check_opts(const struct gs_quick_opts *o)
 {
-    CHECK(o->interval_s == 0.0 || (isfinite(o->interval_s) &&
-                                   o->interval_s >= GS_QUICK_INTERVAL_MIN &&
-                                   o->interval_s <= GS_QUICK_INTERVAL_MAX));
+    CHECK(o->interval_s == 0.0 ||
+          (isfinite(o->interval_s) && o->interval_s >= GS_QUICK_INTERVAL_MIN &&
+           o->interval_s <= GS_QUICK_INTERVAL_MAX));
     CHECK((o->show & ~(unsigned)GS_QS_ALL) == 0);
     CHECK(o->n_ids <= GS_QUICK_IDS_MAX);
     for (unsigned i = 0; i < o->n_ids; i++) {

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds the libFuzzer targets (fuzz/meson.build) with clang in BUILD_DIR and runs each one for
-# FUZZ_SECONDS on its seed corpus fuzz/corpus/<name>/, as `make fuzz` and `make test` do.
+# FUZZ_SECONDS on its seed corpus fuzz/corpus/<name>/ (and fuzz/<name>.dict when there is one),
+# as `make fuzz` and `make test` do.
 #
 # Usage: scripts/fuzz.sh [BUILD_DIR]        (default build-fuzz; FUZZ_SECONDS default 20)
 #
@@ -84,11 +85,15 @@ for src in fuzz/fuzz_*.c; do
         continue
     fi
     rm -f "$ARTIFACTS/$short-"* # what a failure lists must come from this run
+    # A dictionary helps where the parser compares inside an uninstrumented library (jansson's
+    # hash lookups hide the scenario keys from libFuzzer's comparison tracing).
+    dict=""
+    [ -f "fuzz/$short.dict" ] && dict="-dict=fuzz/$short.dict"
     work=$(mktemp -d "${TMPDIR:-/tmp}/gs-fuzz-$short.XXXXXX")
     # -timeout: one input running this long is a hang; timeout(1) guards the whole run.
     UBSAN_OPTIONS=print_stacktrace=1 timeout -k 10 $((SECS + 120)) "$exe" \
         -max_total_time="$SECS" -print_final_stats=1 -timeout=25 -rss_limit_mb=2048 \
-        -artifact_prefix="$ARTIFACTS/$short-" "$work" "$corpus" >"$log" 2>&1
+        -artifact_prefix="$ARTIFACTS/$short-" $dict "$work" "$corpus" >"$log" 2>&1
     rc=$?
     rm -rf "$work"
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)

@@ -11,11 +11,14 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend/procfs.h"
@@ -578,6 +581,55 @@ static void reader_real_self(void **state)
     gs_procfs_close(pf);
 }
 
+
+static unsigned open_fd_count(void)
+{
+    unsigned n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* The stat descriptor kept per pid is reused across cycles, fails once the process exits, and
+ * is closed when the pid leaves the table: no descriptor leaks, no stale reads. */
+static void reader_kept_stat_descriptor(void **state)
+{
+    struct gs_procfs *pf = NULL;
+    struct gs_proc p;
+    unsigned base;
+    pid_t child;
+    (void)state;
+
+    child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    assert_int_equal(gs_procfs_open(&pf, NULL, NULL), GS_OK);
+    base = open_fd_count();
+    for (int cycle = 0; cycle < 3; cycle++) {
+        memset(&p, 0, sizeof p);
+        gs_procfs_begin(pf);
+        assert_int_equal(gs_procfs_fill(pf, (unsigned)child, 1000000000LL * (cycle + 1), &p),
+                         GS_OK);
+        gs_procfs_end(pf);
+        assert_int_equal(open_fd_count(), base + 1); /* one kept descriptor, not one per cycle */
+    }
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    gs_procfs_begin(pf);
+    assert_int_equal(gs_procfs_fill(pf, (unsigned)child, 9000000000LL, &p), GS_ENOTFOUND);
+    gs_procfs_end(pf);
+    assert_int_equal(open_fd_count(), base);
+    gs_procfs_close(pf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -598,6 +650,7 @@ int main(void)
         cmocka_unit_test(stat_malformed),
         cmocka_unit_test(status_and_btime),
         cmocka_unit_test_setup_teardown(reader_fake_tree, fake_setup, fake_teardown),
+        cmocka_unit_test(reader_kept_stat_descriptor),
         cmocka_unit_test_setup_teardown(reader_vanished_pid, fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(reader_missing_files, fake_setup, fake_teardown),
         cmocka_unit_test(reader_bad_root),

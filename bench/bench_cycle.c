@@ -50,8 +50,8 @@ int main(int argc, char **argv)
     const char *mode = argc > 4 ? argv[4] : "procs";
     unsigned want = strcmp(mode, "basic") == 0
                         ? 0
-                        : GS_WANT_PROCS | GS_WANT_PROC_UTIL | GS_WANT_HEALTH | GS_WANT_MIG |
-                              GS_WANT_GPM;
+                        : GS_WANT_PROCS | GS_WANT_PROC_HOST | GS_WANT_PROC_UTIL | GS_WANT_HEALTH |
+                              GS_WANT_MIG | GS_WANT_GPM;
     unsigned long long nvml_ns0, nvml_ns1, calls0, calls1;
     long long *own, *total;
     profile_fn profile;

@@ -3,7 +3,8 @@
 
 Usage: bench/oneshot.py BUILD_DIR [RUNS]
 
-Runs each command RUNS times (default 20) against the 8-GPU / 64-process bench scenario,
+Runs each command RUNS times (default 20) against the 8-GPU / 64-process bench scenario
+(bench/run.sh starts the 64 processes) and the bundled 8-GPU training scenario,
 reports min / median / max wall milliseconds (measured around fork+exec+wait) and the peak RSS
 from `/usr/bin/time -v` of one extra run, and prints a Markdown table for bench/RESULTS.md.
 The first run of each command is a discarded warm-up (page cache, dynamic loader).
@@ -36,10 +37,14 @@ def main():
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 20
     env = dict(os.environ)
     env["GPUSCOPE_NVML_LIBRARY"] = os.path.join(build, "sim", "libnvidia-ml.so.1")
-    env["NVML_SIM_SCENARIO"] = os.path.join(ROOT, "bench", "scenarios", "h100x8-64procs.json")
     env["NVML_SIM_TIME"] = "100"
     env["NO_COLOR"] = "1"
     exe = os.path.join(build, "gpuscope")
+    scenarios = [
+        ("8 GPUs, 64 real processes", os.path.join(ROOT, "bench", "scenarios",
+                                                    "h100x8-64procs.json")),
+        ("8 GPUs, 8 processes", os.path.join(ROOT, "sim", "scenarios", "h100x8-training.json")),
+    ]
     cmds = [
         ("gpuscope", [exe]),
         ("gpuscope --json", [exe, "--json"]),
@@ -51,11 +56,13 @@ def main():
          [exe, "query", "--query-compute-apps=pid,process_name,used_memory,gpu_uuid",
           "--format=csv"]),
     ]
-    print(f"| command | runs | min ms | median ms | max ms | peak RSS KiB |")
-    print(f"|---|---|---|---|---|---|")
-    for label, cmd in cmds:
-        lo, med, hi, rss = measure(cmd, env, runs)
-        print(f"| `{label}` | {runs} | {lo:.2f} | {med:.2f} | {hi:.2f} | {rss} |")
+    print("| scenario | command | runs | min ms | median ms | max ms | peak RSS KiB |")
+    print("|---|---|---|---|---|---|---|")
+    for what, path in scenarios:
+        env["NVML_SIM_SCENARIO"] = path
+        for label, cmd in cmds:
+            lo, med, hi, rss = measure(cmd, env, runs)
+            print(f"| {what} | `{label}` | {runs} | {lo:.2f} | {med:.2f} | {hi:.2f} | {rss} |")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ struct gs_sampler;
 
 /* What one cycle collects. The basic readings are always collected. */
 enum gs_want {
-    GS_WANT_PROCS = 1u << 0,     /* process lists + procfs details */
+    GS_WANT_PROCS = 1u << 0,     /* process lists (pid, memory, NVML's process name) */
     GS_WANT_PROC_UTIL = 1u << 1, /* per-process SM/memory utilization */
     GS_WANT_PCIE_TPUT = 1u << 2, /* PCIe TX/RX throughput: blocks ~20 ms per direction per GPU */
     GS_WANT_GPM = 1u << 3,       /* GPM metrics, from the previous GPM sample (>= 100 ms old) */
@@ -30,7 +30,8 @@ enum gs_want {
      * slow fields (limits, max clocks, thresholds, ECC/persistence/compute/MIG modes, PCIe
      * maxima) are read at the first cycle and again whenever GS_WANT_STATIC is set; in other
      * cycles their last values are repeated. See docs/backend.md for the full cadence. */
-    GS_WANT_ALL = 0xFFu,
+    GS_WANT_PROC_HOST = 1u << 8, /* with PROCS: procfs details (user, command, CPU, container) */
+    GS_WANT_ALL = 0x1FFu,
 };
 
 struct gs_sampler_opts {

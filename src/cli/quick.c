@@ -70,7 +70,7 @@ static unsigned quick_want(const struct gs_quick_opts *o)
     unsigned want = GS_WANT_MIG;
 
     if (!o->no_procs)
-        want |= GS_WANT_PROCS;
+        want |= GS_WANT_PROCS | GS_WANT_PROC_HOST;
     if (o->json)
         want |= GS_WANT_PROC_UTIL | GS_WANT_HEALTH | GS_WANT_GPM;
     /* PCIe throughput blocks ~20 ms per direction per GPU: only when asked for (-a). */

@@ -141,10 +141,29 @@ static void name_from_nvml(struct gs_proc *p)
     p->name[n] = '\0';
 }
 
-static void fill_hosts(struct gs_sampler *s, struct gs_snapshot *snap)
+/* Fills each process's names and, with host set, its procfs details. Without host only NVML
+ * is asked (nvidia-smi's --query-compute-apps needs nothing more), which spares a one-shot
+ * query four procfs reads per process. */
+static void fill_hosts(struct gs_sampler *s, struct gs_snapshot *snap, int host)
 {
     int64_t now = clock_ns(CLOCK_MONOTONIC);
 
+    if (!host) {
+        for (unsigned i = 0; i < snap->n_procs; i++) {
+            struct gs_proc *p = &snap->procs[i];
+            unsigned j;
+            for (j = 0; j < i && snap->procs[j].pid != p->pid; j++)
+                ;
+            if (j < i) {
+                copy_host(p, &snap->procs[j]);
+                continue;
+            }
+            fill_nvml_name(s, p);
+            p->host_st = GS_ST_NA;
+            name_from_nvml(p);
+        }
+        return;
+    }
     gs_procfs_begin(s->pf);
     for (unsigned i = 0; i < snap->n_procs; i++) {
         struct gs_proc *p = &snap->procs[i];
@@ -214,7 +233,7 @@ int gs_sampler_sample(struct gs_sampler *s, struct gs_snapshot *snap, unsigned w
             if (rc == GS_ENOMEM)
                 return rc; /* the list so far stays valid, but the caller must know */
         }
-        fill_hosts(s, snap);
+        fill_hosts(s, snap, (want & GS_WANT_PROC_HOST) != 0);
     }
     return GS_OK;
 }

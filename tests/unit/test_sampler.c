@@ -216,7 +216,7 @@ static void snapshot_bookkeeping(void **state)
     assert_int_equal(f->snap->n_procs, 0); /* not asked for */
 
     /* the same pid on two GPUs: one entry per GPU */
-    cycle(f, GS_WANT_PROCS);
+    cycle(f, GS_WANT_PROCS | GS_WANT_PROC_HOST);
     assert_int_equal(f->snap->n_procs, 2);
     assert_int_equal(f->snap->procs[0].pid, 31337);
     assert_int_equal(f->snap->procs[1].pid, 31337);
@@ -247,7 +247,7 @@ static void self_process_details(void **state)
            "  \"used_memory_mib\": \"unknown\"}]");
     assert_int_equal(open_on(f, f->scenario, "100", &e), GS_OK);
     new_snap(f);
-    cycle(f, GS_WANT_PROCS | GS_WANT_PROC_UTIL);
+    cycle(f, GS_WANT_PROCS | GS_WANT_PROC_HOST | GS_WANT_PROC_UTIL);
     assert_int_equal(f->snap->n_procs, 3);
     for (unsigned i = 0; i < f->snap->n_procs; i++) {
         const struct gs_proc *p = &f->snap->procs[i];
@@ -287,10 +287,21 @@ static void self_process_details(void **state)
     assert_string_equal(ghost->name, "ghost");
     assert_string_equal(ghost->cmdline, "");
 
+    /* without GS_WANT_PROC_HOST only NVML is asked: names, no procfs details */
+    cycle(f, GS_WANT_PROCS);
+    for (unsigned i = 0; i < f->snap->n_procs; i++) {
+        const struct gs_proc *p = &f->snap->procs[i];
+        assert_int_equal(p->host_st, GS_ST_NA);
+        assert_int_equal(p->nvml_name_st, GS_ST_OK);
+        assert_string_equal(p->cmdline, "");
+        if (p->pid == (unsigned)getpid())
+            assert_string_equal(p->name, "selftest");
+    }
+
     /* burn some CPU, then the ratio appears */
     for (volatile unsigned long i = 0; i < 30000000UL; i++)
         ;
-    cycle(f, GS_WANT_PROCS);
+    cycle(f, GS_WANT_PROCS | GS_WANT_PROC_HOST);
     for (unsigned i = 0; i < f->snap->n_procs; i++) {
         const struct gs_proc *p = &f->snap->procs[i];
         if (p->pid != (unsigned)getpid())
@@ -330,7 +341,7 @@ static void fake_proc_root(void **state)
 #undef PUT
     assert_int_equal(open_on(f, "h100x8-training.json", "100", &e), GS_OK);
     new_snap(f);
-    cycle(f, GS_WANT_PROCS);
+    cycle(f, GS_WANT_PROCS | GS_WANT_PROC_HOST);
     assert_int_equal(f->snap->n_procs, 8);
     assert_int_equal(f->snap->procs[0].pid, 48211);
     assert_int_equal(f->snap->procs[0].host_st, GS_ST_OK);

@@ -65,8 +65,8 @@ static int64_t mono_ns(void)
 
 static unsigned quick_want(const struct gs_quick_opts *o)
 {
-    /* No GS_WANT_STATIC: the sampler reads limits and maxima at the first cycle and repeats
-     * them after, which is all a refresh needs. */
+    /* GS_WANT_STATIC is added by one_cycle once a minute: the sampler reads limits and maxima
+     * at its first cycle and repeats them after. */
     unsigned want = GS_WANT_MIG;
 
     if (!o->no_procs)
@@ -91,8 +91,13 @@ struct quick_run {
     int have_frame; /* frame holds a rendered snapshot (for SIGWINCH redraws) */
     int sigs_installed;
     int abandoned; /* a write was cut short by a stop signal: write nothing more */
+    int64_t static_ns; /* when limits, maxima and modes were last read (CLOCK_MONOTONIC) */
     struct sigaction old[4];
 };
+
+/* In watch mode the slow fields (power limits, max clocks, thresholds, modes) are re-read
+ * this often, so `nvidia-smi -pl` or a mode change shows up without a restart. */
+#define QUICK_STATIC_REFRESH_NS (60LL * 1000000000LL)
 
 static const int quick_signals[4] = {SIGINT, SIGTERM, SIGHUP, SIGWINCH};
 
@@ -226,8 +231,17 @@ static int one_cycle(struct quick_run *r, int first, struct gs_err *err)
     struct gs_err serr;
     int rc;
 
+    unsigned want = quick_want(r->o);
+    int64_t now = mono_ns();
+
+    if (first)
+        r->static_ns = now; /* the sampler reads the slow fields at its first cycle anyway */
+    else if (now - r->static_ns >= QUICK_STATIC_REFRESH_NS) {
+        want |= GS_WANT_STATIC;
+        r->static_ns = now;
+    }
     gs_err_clear(&serr);
-    rc = gs_sampler_sample(r->sampler, r->snap, quick_want(r->o), &serr);
+    rc = gs_sampler_sample(r->sampler, r->snap, want, &serr);
     if (rc != GS_OK) {
         if (first || r->o->interval_s <= 0) {
             *err = serr;

@@ -3,8 +3,9 @@
 # otherwise it prints the exact command to run. Fast when everything is already there.
 set -eu
 # libclang-rt-dev: libFuzzer and the sanitizer runtimes for clang (make fuzz); clang only
-# recommends it, and we install without recommends.
-PKGS="gcc clang libclang-rt-dev meson ninja-build pkg-config libjansson-dev libcmocka-dev python3 procps time"
+# recommends it, and we install without recommends. prometheus: promtool and a real server for
+# the agent's end-to-end test (tests/e2e/test_agent.py).
+PKGS="gcc clang libclang-rt-dev meson ninja-build pkg-config libjansson-dev libmicrohttpd-dev libcmocka-dev prometheus libsqlite3-dev python3 procps time"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -183,6 +183,54 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, c
     return gs_sim_leave(gs_sim_copy_str(version, length, c.g->vbios));
 }
 
+/* Inforom version strings: index 0 the image, 1 + nvmlInforomObject_t the objects. */
+static nvmlReturn_t inforom_str(enum gs_sim_fn fn, nvmlDevice_t device, unsigned which,
+                                char *version, unsigned int length)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(fn, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!version)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!c.g->has_inforom || !c.g->inforom[which][0])
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    return gs_sim_leave(gs_sim_copy_str(version, length, c.g->inforom[which]));
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device,
+                                                                 char *version,
+                                                                 unsigned int length)
+{
+    return inforom_str(GS_SIM_FN_nvmlDeviceGetInforomImageVersion, device, 0, version, length);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetInforomVersion(nvmlDevice_t device,
+                                                            nvmlInforomObject_t object,
+                                                            char *version, unsigned int length)
+{
+    if (object > NVML_INFOROM_POWER) {
+        struct gs_sim_call c;
+        nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetInforomVersion, device, 0, &c);
+        return rc != NVML_SUCCESS ? rc : gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    }
+    return inforom_str(GS_SIM_FN_nvmlDeviceGetInforomVersion, device, 1 + object, version,
+                       length);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t device)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceValidateInforom, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!c.g->has_inforom)
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    return gs_sim_leave(c.g->inforom_valid ? NVML_SUCCESS : NVML_ERROR_CORRUPTED_INFOROM);
+}
+
 GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
                                                                    int *minor)
 {
@@ -335,6 +383,66 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t dev
 {
     return codec_util(GS_SIM_FN_nvmlDeviceGetDecoderUtilization, GS_SIM_M_DEC, device, utilization,
                       samplingPeriodUs);
+}
+
+/* The JPEG and optical-flow engines: like the codecs, but a board without the engine (a metric
+ * the scenario does not give) answers NOT_SUPPORTED. */
+static nvmlReturn_t engine_util(enum gs_sim_fn fn, enum gs_sim_metric m, nvmlDevice_t device,
+                                unsigned int *utilization, unsigned int *samplingPeriodUs)
+{
+    struct gs_sim_call c;
+    double w;
+    nvmlReturn_t rc = gs_sim_enter(fn, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!utilization || !samplingPeriodUs)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!c.g->metric_given[m] || gs_sim_mig_on(c.sc, c.gpu, c.t))
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    w = c.g->enc_period_us / 1e6;
+    *utilization = (unsigned)llround(gs_sim_metric_avg(&c, m, c.t - w, c.t));
+    *samplingPeriodUs = c.g->enc_period_us;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetJpgUtilization(nvmlDevice_t device,
+                                                            unsigned int *utilization,
+                                                            unsigned int *samplingPeriodUs)
+{
+    return engine_util(GS_SIM_FN_nvmlDeviceGetJpgUtilization, GS_SIM_M_JPG, device, utilization,
+                       samplingPeriodUs);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetOfaUtilization(nvmlDevice_t device,
+                                                            unsigned int *utilization,
+                                                            unsigned int *samplingPeriodUs)
+{
+    return engine_util(GS_SIM_FN_nvmlDeviceGetOfaUtilization, GS_SIM_M_OFA, device, utilization,
+                       samplingPeriodUs);
+}
+
+/* Encoder sessions: supported when the scenario gives any of the three metrics (the others read
+ * 0); values at the call's instant. Answers in MIG mode too, as the H100 MIG capture shows. */
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device,
+                                                          unsigned int *sessionCount,
+                                                          unsigned int *averageFps,
+                                                          unsigned int *averageLatency)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetEncoderStats, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!sessionCount || !averageFps || !averageLatency)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!c.g->metric_given[GS_SIM_M_ENC_SESSIONS] && !c.g->metric_given[GS_SIM_M_ENC_FPS] &&
+        !c.g->metric_given[GS_SIM_M_ENC_LATENCY])
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    *sessionCount = gs_sim_metric_u(&c, GS_SIM_M_ENC_SESSIONS, c.t);
+    *averageFps = gs_sim_metric_u(&c, GS_SIM_M_ENC_FPS, c.t);
+    *averageLatency = gs_sim_metric_u(&c, GS_SIM_M_ENC_LATENCY, c.t);
+    return gs_sim_leave(NVML_SUCCESS);
 }
 
 /* ---- the sample buffer -------------------------------------------------------------------- */

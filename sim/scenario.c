@@ -65,6 +65,11 @@ static const struct gs_sim_metric_info metric_info[GS_SIM_M__COUNT] = {
     [GS_SIM_M_GPM_NVDEC] = {"gpm_nvdec_pct", 0, 100},
     [GS_SIM_M_GPM_NVJPG] = {"gpm_nvjpg_pct", 0, 100},
     [GS_SIM_M_GPM_NVOFA] = {"gpm_nvofa_pct", 0, 100},
+    [GS_SIM_M_ENC_SESSIONS] = {"enc_sessions", 0, 1e6},
+    [GS_SIM_M_ENC_FPS] = {"enc_fps", 0, 1e6},
+    [GS_SIM_M_ENC_LATENCY] = {"enc_latency_us", 0, 4e9},
+    [GS_SIM_M_JPG] = {"jpg_util_pct", 0, 100},
+    [GS_SIM_M_OFA] = {"ofa_util_pct", 0, 100},
 };
 
 const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m)
@@ -1229,6 +1234,26 @@ static int parse_health(struct parse *ps, const struct jobj *gob, struct gs_sim_
     return 0;
 }
 
+static int parse_inforom(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
+{
+    static const char *const keys[] = {"image", "oem", "ecc", "power", "valid", NULL};
+    struct jobj ob;
+    bool present;
+
+    if (get_child(ps, gob, "inforom", &ob, &present) != 0)
+        return -1;
+    if (!present)
+        return 0;
+    g->has_inforom = true;
+    g->inforom_valid = true;
+    if (check_keys(ps, &ob, keys) != 0 || get_bool(ps, &ob, "valid", &g->inforom_valid) != 0)
+        return -1;
+    for (int i = 0; i < 4; i++)
+        if (get_str(ps, &ob, keys[i], g->inforom[i], sizeof g->inforom[i], &present) != 0)
+            return -1;
+    return 0;
+}
+
 static int parse_thresholds(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
 {
     struct jobj ob;
@@ -1459,6 +1484,7 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
                                        "ecc",
                                        "retired_pages",
                                        "remapped_rows",
+                                       "inforom",
                                        "clocks_event_reasons_supported",
                                        "idle_reason",
                                        "gpm",
@@ -1557,7 +1583,8 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
     if (!present)
         g->bar1_total_bytes = 256ull << 20;
     if (parse_thresholds(ps, &ob, g) != 0 || parse_power(ps, &ob, g) != 0 ||
-        parse_clocks_pcie(ps, &ob, g) != 0 || parse_health(ps, &ob, g) != 0)
+        parse_clocks_pcie(ps, &ob, g) != 0 || parse_health(ps, &ob, g) != 0 ||
+        parse_inforom(ps, &ob, g) != 0)
         return -1;
     g->persistence = false;
     g->compute_mode = NVML_COMPUTEMODE_DEFAULT;

@@ -71,6 +71,11 @@ enum gs_sim_metric {
     GS_SIM_M_GPM_NVDEC,     /* 30..37, the same value for each engine */
     GS_SIM_M_GPM_NVJPG,     /* 40..47 */
     GS_SIM_M_GPM_NVOFA,     /* 50..51 */
+    GS_SIM_M_ENC_SESSIONS,  /* nvmlDeviceGetEncoderStats: active sessions */
+    GS_SIM_M_ENC_FPS,       /* trailing average FPS of the sessions */
+    GS_SIM_M_ENC_LATENCY,   /* us, average encode latency */
+    GS_SIM_M_JPG,           /* %: nvmlDeviceGetJpgUtilization */
+    GS_SIM_M_OFA,           /* %: nvmlDeviceGetOfaUtilization */
     GS_SIM_M__COUNT
 };
 
@@ -184,7 +189,13 @@ const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m);
     X(nvmlGpmSampleFree)                                                                           \
     X(nvmlGpmSampleGet)                                                                            \
     X(nvmlGpmMigSampleGet)                                                                         \
-    X(nvmlGpmMetricsGet)
+    X(nvmlGpmMetricsGet)                                                                           \
+    X(nvmlDeviceGetEncoderStats)                                                                   \
+    X(nvmlDeviceGetJpgUtilization)                                                                 \
+    X(nvmlDeviceGetOfaUtilization)                                                                 \
+    X(nvmlDeviceGetInforomImageVersion)                                                            \
+    X(nvmlDeviceGetInforomVersion)                                                                 \
+    X(nvmlDeviceValidateInforom)
 /* clang-format on */
 
 enum gs_sim_fn {
@@ -327,6 +338,11 @@ struct gs_sim_gpu {
     unsigned unsupported_samples; /* bit per nvmlSamplingType_t */
     struct gs_sim_pattern metric[GS_SIM_M__COUNT];
     bool metric_given[GS_SIM_M__COUNT];
+    /* inforom: image version and the OEM, ECC and power object versions ("" = the object is
+     * missing: NOT_SUPPORTED); no inforom at all: every call NOT_SUPPORTED */
+    bool has_inforom;
+    bool inforom_valid; /* false: nvmlDeviceValidateInforom answers CORRUPTED_INFOROM */
+    char inforom[4][16];
 };
 
 struct gs_sim_arena;

@@ -128,7 +128,15 @@ enum gs_status {
     X(GS_M_GPM_SM_ACTIVE, "sm_active", "ratio")                                             \
     X(GS_M_GPM_SM_OCCUPANCY, "sm_occupancy", "ratio")                                       \
     X(GS_M_GPM_TENSOR_ACTIVE, "tensor_active", "ratio")                                     \
-    X(GS_M_GPM_DRAM_ACTIVE, "dram_bandwidth_utilization", "ratio")
+    X(GS_M_GPM_DRAM_ACTIVE, "dram_bandwidth_utilization", "ratio")                         \
+    /* video engines: encoder sessions (nvmlDeviceGetEncoderStats), JPEG and OFA engines */ \
+    X(GS_M_ENC_SESSIONS, "encoder_sessions", "")                                            \
+    X(GS_M_ENC_FPS, "encoder_average_fps", "fps")                                           \
+    X(GS_M_ENC_LATENCY, "encoder_average_latency", "seconds")                               \
+    X(GS_M_UTIL_JPEG, "utilization_jpeg", "ratio")                                          \
+    X(GS_M_UTIL_OFA, "utilization_ofa", "ratio")                                            \
+    /* 1 when the inforom checksums verify, 0 when the driver finds it corrupted */           \
+    X(GS_M_INFOROM_VALID, "inforom_valid", "")
 
 #define GS_METRIC_ENUM_(e, n, u) e,
 enum gs_metric { GS_METRICS(GS_METRIC_ENUM_) GS_M__COUNT };
@@ -143,6 +151,18 @@ enum gs_text {
     GS_T_VBIOS,
     GS_T__COUNT,
 };
+
+/* Inforom object versions (gs_gpu.inforom): the whole image ("G520.0200.00.05") and the OEM,
+ * ECC and power objects ("2.1", "7.16"). Kept apart from gs_gpu.text: front ends that list
+ * every text field do not show them yet. */
+enum gs_inforom {
+    GS_INFOROM_IMAGE,
+    GS_INFOROM_OEM,
+    GS_INFOROM_ECC,
+    GS_INFOROM_PWR,
+    GS_INFOROM__COUNT,
+};
+#define GS_INFOROM_LEN 16 /* NVML_DEVICE_INFOROM_VERSION_BUFFER_SIZE */
 
 /* Throttle (clock event) reason bits, equal to NVML's. */
 #define GS_THR_GPU_IDLE 0x1ULL
@@ -184,6 +204,8 @@ struct gs_gpu {
     uint64_t ecc_loc[2][2][GS_ECC_LOCATIONS];
     unsigned n_mig;
     struct gs_mig mig[GS_MIG_MAX];
+    uint8_t inforom_st[GS_INFOROM__COUNT]; /* enum gs_status per inforom version */
+    char inforom[GS_INFOROM__COUNT][GS_INFOROM_LEN];
 };
 
 enum gs_proc_type { GS_PROC_COMPUTE = 1, GS_PROC_GRAPHICS = 2, GS_PROC_MPS = 4 };

@@ -51,8 +51,11 @@ typedef nvmlReturn_t (*fn_uint)(unsigned int *);
 typedef nvmlReturn_t (*fn_handle)(unsigned int, nvmlDevice_t *);
 typedef nvmlReturn_t (*fn_pid_name)(unsigned int, char *, unsigned int);
 typedef nvmlReturn_t (*fn_d_str)(nvmlDevice_t, char *, unsigned int);
+typedef nvmlReturn_t (*fn_d_arg_str)(nvmlDevice_t, unsigned int, char *, unsigned int);
+typedef nvmlReturn_t (*fn_d)(nvmlDevice_t);
 typedef nvmlReturn_t (*fn_d_u)(nvmlDevice_t, unsigned int *);
 typedef nvmlReturn_t (*fn_d_u2)(nvmlDevice_t, unsigned int *, unsigned int *);
+typedef nvmlReturn_t (*fn_d_u3)(nvmlDevice_t, unsigned int *, unsigned int *, unsigned int *);
 typedef nvmlReturn_t (*fn_d_u4)(nvmlDevice_t, unsigned int *, unsigned int *, unsigned int *,
                                 unsigned int *);
 typedef nvmlReturn_t (*fn_d_i2)(nvmlDevice_t, int *, int *);
@@ -170,7 +173,13 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(gpm_alloc, fn_gpm_alloc, "nvmlGpmSampleAlloc")                                               \
     X(gpm_free, fn_gpm_free, "nvmlGpmSampleFree")                                                  \
     X(gpm_get, fn_gpm_get, "nvmlGpmSampleGet")                                                     \
-    X(gpm_metrics, fn_gpm_metrics, "nvmlGpmMetricsGet")
+    X(gpm_metrics, fn_gpm_metrics, "nvmlGpmMetricsGet")                                           \
+    X(encoder_stats, fn_d_u3, "nvmlDeviceGetEncoderStats")                                         \
+    X(jpg_util, fn_d_u2, "nvmlDeviceGetJpgUtilization")                                            \
+    X(ofa_util, fn_d_u2, "nvmlDeviceGetOfaUtilization")                                            \
+    X(inforom_image, fn_d_str, "nvmlDeviceGetInforomImageVersion")                                 \
+    X(inforom_version, fn_d_arg_str, "nvmlDeviceGetInforomVersion")                                \
+    X(inforom_validate, fn_d, "nvmlDeviceValidateInforom")
 
 #define NVML_MEMBER_(f, t, ...) t f;
 struct nvml_fns {
@@ -256,7 +265,7 @@ static const enum gs_metric slow_metrics[] = {
     GS_M_TEMP_SHUTDOWN,  GS_M_TEMP_SLOWDOWN,       GS_M_TEMP_GPU_MAX,    GS_M_TEMP_MEM_MAX,
     GS_M_ECC_MODE,       GS_M_ECC_MODE_PENDING,    GS_M_PCIE_GEN_MAX,    GS_M_PCIE_GEN_GPU_MAX,
     GS_M_PCIE_WIDTH_MAX, GS_M_THROTTLE_SUPPORTED,  GS_M_PERSISTENCE,     GS_M_COMPUTE_MODE,
-    GS_M_MIG_MODE,       GS_M_MIG_MODE_PENDING,
+    GS_M_MIG_MODE,       GS_M_MIG_MODE_PENDING,    GS_M_INFOROM_VALID,
 };
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -560,6 +569,32 @@ static void rd_pci(struct rd *c)
     g->tst[GS_T_PCI_BUS_ID] = GS_ST_OK;
 }
 
+/* Inforom versions: the image, then the OEM, ECC and power objects (boards without an
+ * inforom, and objects a board lacks, answer NOT_SUPPORTED). */
+static void rd_inforom(struct rd *c)
+{
+    static const unsigned objs[] = {NVML_INFOROM_OEM, NVML_INFOROM_ECC, NVML_INFOROM_POWER};
+    const struct nvml_fns *f = &c->b->fn;
+    struct gs_gpu *g = c->g;
+
+    for (int i = 0; i < GS_INFOROM__COUNT && !c->lost; i++) {
+        char buf[NVML_DEVICE_INFOROM_VERSION_BUFFER_SIZE + 1];
+        nvmlReturn_t r;
+
+        if (i == GS_INFOROM_IMAGE ? !f->inforom_image : !f->inforom_version)
+            continue;
+        memset(buf, 0, sizeof buf);
+        /* one byte of the buffer stays NUL whatever the driver writes */
+        r = i == GS_INFOROM_IMAGE ? f->inforom_image(c->h, buf, sizeof buf - 1)
+                                  : f->inforom_version(c->h, objs[i - 1], buf, sizeof buf - 1);
+        if (ok(c, &g->inforom_st[i], r)) {
+            memcpy(g->inforom[i], buf, sizeof g->inforom[i]);
+            g->inforom[i][GS_INFOROM_LEN - 1] = '\0';
+            g->inforom_st[i] = GS_ST_OK;
+        }
+    }
+}
+
 static void read_identity(struct rd *c)
 {
     const struct nvml_fns *f = &c->b->fn;
@@ -571,6 +606,7 @@ static void read_identity(struct rd *c)
     rd_text(c, GS_T_SERIAL, f->serial);
     rd_text(c, GS_T_VBIOS, f->vbios);
     rd_pci(c);
+    rd_inforom(c);
     rd_uint(c, GS_M_MINOR, f->minor, 1);
     rd_uint(c, GS_M_ARCH, f->arch, 1);
     if (c->g->st[GS_M_ARCH] == GS_ST_OK && c->g->v[GS_M_ARCH] == (double)NVML_DEVICE_ARCH_UNKNOWN)
@@ -580,6 +616,21 @@ static void read_identity(struct rd *c)
         gs_gpu_set(c->g, GS_M_CC_MAJOR, major);
         gs_gpu_set(c->g, GS_M_CC_MINOR, minor);
     }
+}
+
+/* nvmlDeviceValidateInforom reads the inforom from flash and checks its checksums: SUCCESS is
+ * valid, CORRUPTED_INFOROM invalid. Slow cadence: the answer changes only if the flash does. */
+static void rd_inforom_valid(struct rd *c)
+{
+    nvmlReturn_t r;
+
+    if (c->lost || !c->b->fn.inforom_validate)
+        return;
+    r = c->b->fn.inforom_validate(c->h);
+    if (r == NVML_ERROR_CORRUPTED_INFOROM)
+        gs_gpu_set(c->g, GS_M_INFOROM_VALID, 0);
+    else if (ok(c, &c->g->st[GS_M_INFOROM_VALID], r))
+        gs_gpu_set(c->g, GS_M_INFOROM_VALID, 1);
 }
 
 static void read_slow(struct rd *c)
@@ -605,6 +656,7 @@ static void read_slow(struct rd *c)
     rd_uint(c, GS_M_PERSISTENCE, f->persistence, 1);
     rd_uint(c, GS_M_COMPUTE_MODE, f->compute_mode, 1);
     rd_uint2(c, GS_M_MIG_MODE, GS_M_MIG_MODE_PENDING, f->mig_mode, 1);
+    rd_inforom_valid(c);
 }
 
 /* Memory of a GPU or MIG handle: _v2 (reserved split out) unless the library lacks it or
@@ -737,6 +789,26 @@ static void rd_fields(struct rd *c)
     }
 }
 
+/* Encoder sessions (count, trailing average FPS, latency in us) and the JPEG and optical-flow
+ * engines (percent over the driver's sampling period, like the encoder's). */
+static void rd_video_engines(struct rd *c)
+{
+    static const enum gs_metric enc_ms[] = {GS_M_ENC_SESSIONS, GS_M_ENC_FPS, GS_M_ENC_LATENCY};
+    const struct nvml_fns *f = &c->b->fn;
+    unsigned int n = 0, fps = 0, lat_us = 0, period = 0;
+
+    if (!c->lost && f->encoder_stats &&
+        ok_n(c, f->encoder_stats(c->h, &n, &fps, &lat_us), enc_ms, COUNT_OF(enc_ms))) {
+        gs_gpu_set(c->g, GS_M_ENC_SESSIONS, n);
+        gs_gpu_set(c->g, GS_M_ENC_FPS, fps);
+        gs_gpu_set(c->g, GS_M_ENC_LATENCY, lat_us * 1e-6);
+    }
+    if (!c->lost && f->jpg_util && ok(c, &c->g->st[GS_M_UTIL_JPEG], f->jpg_util(c->h, &n, &period)))
+        gs_gpu_set(c->g, GS_M_UTIL_JPEG, n / 100.0);
+    if (!c->lost && f->ofa_util && ok(c, &c->g->st[GS_M_UTIL_OFA], f->ofa_util(c->h, &n, &period)))
+        gs_gpu_set(c->g, GS_M_UTIL_OFA, n / 100.0);
+}
+
 static void read_basic(struct rd *c)
 {
     const struct nvml_fns *f = &c->b->fn;
@@ -755,6 +827,7 @@ static void read_basic(struct rd *c)
         gs_gpu_set(c->g, GS_M_UTIL_ENC, v / 100.0);
     if (!c->lost && f->decoder && ok(c, &c->g->st[GS_M_UTIL_DEC], f->decoder(c->h, &v, &period)))
         gs_gpu_set(c->g, GS_M_UTIL_DEC, v / 100.0);
+    rd_video_engines(c);
     rd_memory(c);
     if (!c->lost && f->bar1) {
         nvmlBAR1Memory_t m;
@@ -1300,6 +1373,8 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
     dev_attach(b, dev);
     memcpy(g->text, d->cache.text, sizeof g->text);
     memcpy(g->tst, d->cache.tst, sizeof g->tst);
+    memcpy(g->inforom, d->cache.inforom, sizeof g->inforom);
+    memcpy(g->inforom_st, d->cache.inforom_st, sizeof g->inforom_st);
     copy_metrics(g, &d->cache, ident_metrics, COUNT_OF(ident_metrics));
     if (!d->h) {
         if (d->h_rc == NVML_ERROR_GPU_IS_LOST) {

@@ -140,6 +140,9 @@ enum {
 
 enum { NVML_DEVICE_MIG_DISABLE = 0, NVML_DEVICE_MIG_ENABLE = 1 };
 
+typedef unsigned int nvmlInforomObject_t; /* nvmlDeviceGetInforomVersion */
+enum { NVML_INFOROM_OEM = 0, NVML_INFOROM_ECC = 1, NVML_INFOROM_POWER = 2 };
+
 /* ---- constants ------------------------------------------------------------------------- */
 #define NVML_INIT_FLAG_NO_GPUS 0x1u
 #define NVML_INIT_FLAG_NO_ATTACH 0x2u
@@ -151,6 +154,7 @@ enum { NVML_DEVICE_MIG_DISABLE = 0, NVML_DEVICE_MIG_ENABLE = 1 };
 #define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
 #define NVML_DEVICE_SERIAL_BUFFER_SIZE 30
 #define NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE 32
+#define NVML_DEVICE_INFOROM_VERSION_BUFFER_SIZE 16
 #define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
 #define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
 #define NVML_VALUE_NOT_AVAILABLE (~0ULL) /* usedGpuMemory when unknown */
@@ -412,6 +416,7 @@ struct gs_nvml_pci_info_legacy {
 /* ---- layout pins: a wrong size here crashes a real driver ------------------------------- */
 static_assert(sizeof(nvmlReturn_t) == 4, "nvmlReturn_t is a 4-byte enum");
 static_assert(sizeof(nvmlDevice_t) == 8, "handles are pointers");
+static_assert(sizeof(nvmlInforomObject_t) == 4, "enums are 4 bytes");
 static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t (v3) is 68 bytes");
 static_assert(offsetof(nvmlPciInfo_t, busId) == 36, "busId at 36");
 static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t");

@@ -11,6 +11,9 @@ int gs_cli_quick(int argc, char **argv);
 /* `gpuscope query ...`: nvidia-smi compatible --query-gpu / --query-compute-apps (query.c). */
 int gs_cli_query(int argc, char **argv);
 
+/* `gpuscope agent ...`: the per-node daemon (agent.c, src/agent/). */
+int gs_cli_agent(int argc, char **argv);
+
 /* Exit statuses shared by all subcommands besides gs_rc_exit_code's NVML-like ones. */
 #define GS_EXIT_OK 0
 #define GS_EXIT_USAGE 2

@@ -19,6 +19,7 @@ struct subcommand {
 
 static const struct subcommand subcommands[] = {
     {"query", gs_cli_query, "nvidia-smi compatible --query-gpu / --query-compute-apps"},
+    {"agent", gs_cli_agent, "per-node daemon: Prometheus /metrics, JSON API"},
 };
 
 static void usage(FILE *out)

@@ -51,6 +51,8 @@ enum qf_kind {
     QK_PID,     /* process rows */
     QK_PNAME,
     QK_PMEM,
+    QK_INFOROM, /* gs_gpu.inforom[arg] */
+    QK_VALID,   /* valid / invalid */
 };
 
 enum qf_absent { QA_BRACKET = 0, QA_BARE = 1 };
@@ -183,11 +185,17 @@ static const struct gs_qfield gpu_fields[] = {
     NONE("driver_model.pending", NULL, "", "Driver model after the next reboot."),
     ROW("vbios_version", NULL, "", QK_TEXT, GS_T_VBIOS, 0, W_S, "Version of the board's VBIOS."),
     SECT("inforom", "Versions of the objects in the board's inforom, its small persistent store."),
-    NONE("inforom.img", "inforom.image", "", "Version of the whole inforom image."),
-    NONE("inforom.oem", NULL, "", "Version of the OEM configuration object."),
-    NONE("inforom.ecc", NULL, "", "Version of the ECC record object."),
-    NONE("inforom.pwr", "inforom.power", "", "Version of the power management object."),
-    NONE("inforom.checksum_validation", NULL, "", "Result of the inforom checksum check."),
+    ROW("inforom.img", "inforom.image", "", QK_INFOROM, GS_INFOROM_IMAGE, 0, 0,
+        "Version of the whole inforom image."),
+    ROW("inforom.oem", NULL, "", QK_INFOROM, GS_INFOROM_OEM, 0, 0,
+        "Version of the OEM configuration object."),
+    ROW("inforom.ecc", NULL, "", QK_INFOROM, GS_INFOROM_ECC, 0, 0,
+        "Version of the ECC record object."),
+    ROW("inforom.pwr", "inforom.power", "", QK_INFOROM, GS_INFOROM_PWR, 0, 0,
+        "Version of the power management object."),
+    /* "valid" is what captures show; "invalid" for a corrupted inforom is our spelling */
+    ROW("inforom.checksum_validation", NULL, "", QK_VALID, GS_M_INFOROM_VALID, 0, W_S,
+        "Result of the inforom checksum check: \"valid\" or \"invalid\"."),
     NONE("gpu_recovery_action", NULL, "",
          "What the driver recommends to bring the GPU back from a bad state (\"None\" when\n"
          "nothing is needed)."),
@@ -271,14 +279,18 @@ static const struct gs_qfield gpu_fields[] = {
         "Percent of the period in which the video encoder worked."),
     ROW("utilization.decoder", NULL, "%", QK_PCT, GS_M_UTIL_DEC, 0, 0,
         "Percent of the period in which the video decoder worked."),
-    NONE("utilization.jpeg", NULL, "%", "Percent of the period in which the JPEG engine worked."),
-    NONE("utilization.ofa", NULL, "%",
-         "Percent of the period in which the optical flow accelerator worked."),
+    ROW("utilization.jpeg", NULL, "%", QK_PCT, GS_M_UTIL_JPEG, 0, 0,
+        "Percent of the period in which the JPEG engine worked."),
+    ROW("utilization.ofa", NULL, "%", QK_PCT, GS_M_UTIL_OFA, 0, 0,
+        "Percent of the period in which the optical flow accelerator worked."),
     SECT("encoder.stats", "Video encoder sessions on the GPU."),
-    NONE("encoder.stats.sessionCount", NULL, "", "Encoder sessions open now."),
-    NONE("encoder.stats.averageFps", NULL, "", "Mean frames per second over those sessions."),
-    NONE("encoder.stats.averageLatency", NULL, "",
-         "Mean encode latency over those sessions, in microseconds."),
+    ROW("encoder.stats.sessionCount", NULL, "", QK_INT, GS_M_ENC_SESSIONS, 0, 0,
+        "Encoder sessions open now."),
+    ROW("encoder.stats.averageFps", NULL, "", QK_INT, GS_M_ENC_FPS, 0, 0,
+        "Mean frames per second over those sessions."),
+    /* microseconds, printed without a unit as nvidia-smi does */
+    ROW("encoder.stats.averageLatency", NULL, "", QK_US, GS_M_ENC_LATENCY, 0, 0,
+        "Mean encode latency over those sessions, in microseconds."),
     SECT("dramEncryption.mode", "Whether DRAM encryption is on; changes take effect at reboot."),
     NONE("dramEncryption.mode.current", NULL, "", "DRAM encryption mode in use."),
     NONE("dramEncryption.mode.pending", NULL, "", "DRAM encryption mode after the next reboot."),
@@ -771,6 +783,9 @@ static void metric_cell(struct cell *c, const struct gs_qfield *f, const struct 
     case QK_YESNO:
         put(c, "%s", v != 0.0 ? "Yes" : "No");
         break;
+    case QK_VALID:
+        put(c, "%s", v != 0.0 ? "valid" : "invalid");
+        break;
     case QK_CMODE:
         name = compute_mode_name(ll(v));
         put(c, "%s", name ? name : TOK_ERROR);
@@ -795,6 +810,16 @@ static void ecc_cell(struct cell *c, const struct gs_qfield *f, const struct gs_
         put(c, "%s", absent_token(f, st));
     else
         put(c, "%llu", (unsigned long long)g->ecc_loc[t][k][loc]);
+}
+
+static void inforom_cell(struct cell *c, const struct gs_qfield *f, const struct gs_gpu *g)
+{
+    unsigned st = status(g, g->inforom_st[f->arg]);
+
+    if (st == GS_ST_OK)
+        put(c, "%s", g->inforom[f->arg]);
+    else
+        put(c, "%s", absent_token(f, st));
 }
 
 static void text_cell(struct cell *c, const struct gs_qfield *f, const struct gs_gpu *g)
@@ -892,6 +917,8 @@ size_t gs_qf_cell(const struct gs_qfield *f, const struct gs_snapshot *snap, uns
             put(&c, "%s", absent_token(f, g->lost ? GS_ST_LOST : GS_ST_NA));
         else if (f->kind == QK_TEXT)
             text_cell(&c, f, g);
+        else if (f->kind == QK_INFOROM)
+            inforom_cell(&c, f, g);
         else if (f->kind == QK_ECCLOC)
             ecc_cell(&c, f, g);
         else

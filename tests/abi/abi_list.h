@@ -77,6 +77,7 @@ GS_ABI_TYPE("types", nvmlPageRetirementCause_t)
 GS_ABI_TYPE("types", nvmlSamplingType_t)
 GS_ABI_TYPE("types", nvmlValueType_t)
 GS_ABI_TYPE("types", nvmlMemoryLocation_t)
+GS_ABI_TYPE("types", nvmlInforomObject_t)
 
 /* ---- structs: size, alignment, every member's offset and size ------------------------- */
 GS_ABI_STRUCT(nvmlPciInfo_t)
@@ -307,6 +308,9 @@ GS_ABI_CONST("architectures", NVML_DEVICE_ARCH_UNKNOWN)
 
 GS_ABI_CONST("enum values", NVML_FEATURE_DISABLED)
 GS_ABI_CONST("enum values", NVML_FEATURE_ENABLED)
+GS_ABI_CONST("enum values", NVML_INFOROM_OEM)
+GS_ABI_CONST("enum values", NVML_INFOROM_ECC)
+GS_ABI_CONST("enum values", NVML_INFOROM_POWER)
 GS_ABI_CONST("enum values", NVML_TEMPERATURE_GPU)
 GS_ABI_CONST("enum values", NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)
 GS_ABI_CONST("enum values", NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
@@ -378,6 +382,7 @@ GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_NAME_V2_BUFFER_SIZE)
 GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_UUID_BUFFER_SIZE)
 GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_UUID_V2_BUFFER_SIZE)
 GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_SERIAL_BUFFER_SIZE)
+GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_INFOROM_VERSION_BUFFER_SIZE)
 GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE)
 GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE)
 GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE)
@@ -517,12 +522,24 @@ GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMinorNumber, (nvmlDevice_t, unsigned int
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetArchitecture, (nvmlDevice_t, nvmlDeviceArchitecture_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetBrand, (nvmlDevice_t, nvmlBrandType_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetPciInfo_v3, (nvmlDevice_t, nvmlPciInfo_t *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetInforomImageVersion, (nvmlDevice_t, char *, unsigned int))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetInforomVersion,
+             (nvmlDevice_t, nvmlInforomObject_t, char *, unsigned int))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceValidateInforom, (nvmlDevice_t))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetUtilizationRates, (nvmlDevice_t, nvmlUtilization_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMemoryInfo, (nvmlDevice_t, nvmlMemory_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2, (nvmlDevice_t, nvmlMemory_v2_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetBAR1MemoryInfo, (nvmlDevice_t, nvmlBAR1Memory_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetEncoderUtilization, (nvmlDevice_t, unsigned int *, unsigned int *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetDecoderUtilization, (nvmlDevice_t, unsigned int *, unsigned int *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetEncoderStats,
+             (nvmlDevice_t, unsigned int *, unsigned int *, unsigned int *))
+#if GS_ABI_OPT(nvmlDeviceGetJpgUtilization)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetJpgUtilization, (nvmlDevice_t, unsigned int *, unsigned int *))
+#endif
+#if GS_ABI_OPT(nvmlDeviceGetOfaUtilization)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetOfaUtilization, (nvmlDevice_t, unsigned int *, unsigned int *))
+#endif
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetSamples,
              (nvmlDevice_t, nvmlSamplingType_t, unsigned long long, nvmlValueType_t *,
               unsigned int *, nvmlSample_t *))

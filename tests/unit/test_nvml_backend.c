@@ -444,6 +444,116 @@ static void geforce_absent_fields(void **state)
     f->b = NULL;
 }
 
+/* A capture scenario (tests/e2e/scenarios) by its short name: "rtx4080s-load". */
+static void capture_scenario(char *buf, size_t n, const char *name)
+{
+    const char *root = getenv("GPUSCOPE_SOURCE_ROOT");
+    snprintf(buf, n, "%s/tests/e2e/scenarios/capture-%s.json", root && *root ? root : ".", name);
+}
+
+/* The fields nvidia-smi prints from the video engine calls: encoder sessions (with latency in
+ * seconds), JPEG and OFA utilization; absent where the board (or MIG mode) has none. */
+static void video_engine_fields(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu g;
+    struct gs_err e;
+    char path[1024];
+
+    NEED_SIM();
+    capture_scenario(path, sizeof path, "rtx4080s-load");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "100", &e), GS_OK);
+    sample_ok(f->b, 0, &g, 0);
+    assert_true(gs_gpu_has(&g, GS_M_ENC_SESSIONS) && g.v[GS_M_ENC_SESSIONS] == 2);
+    assert_true(gs_gpu_has(&g, GS_M_ENC_FPS) && g.v[GS_M_ENC_FPS] == 184);
+    assert_true(gs_gpu_has(&g, GS_M_ENC_LATENCY));
+    assert_true(fabs(g.v[GS_M_ENC_LATENCY] - 0.062844) < 1e-9);
+    assert_true(gs_gpu_has(&g, GS_M_UTIL_JPEG) && g.v[GS_M_UTIL_JPEG] == 0);
+    assert_true(gs_gpu_has(&g, GS_M_UTIL_OFA) && g.v[GS_M_UTIL_OFA] == 0);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+
+    capture_scenario(path, sizeof path, "h100-mig-load"); /* engines, but MIG mode is on */
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "100", &e), GS_OK);
+    sample_ok(f->b, 0, &g, 0);
+    assert_int_equal(g.st[GS_M_UTIL_JPEG], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_UTIL_OFA], GS_ST_NA);
+    assert_true(gs_gpu_has(&g, GS_M_ENC_SESSIONS) && g.v[GS_M_ENC_SESSIONS] == 0);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+
+    /* a scenario that does not describe them: absent, not 0 */
+    assert_int_equal(sim_open(&f->b, sim_lib(), "rtx4090-idle-desktop.json", "30", &e), GS_OK);
+    sample_ok(f->b, 0, &g, GS_WANT_ALL & ~GS_WANT_GPM_WAIT);
+    assert_int_equal(g.st[GS_M_ENC_SESSIONS], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_ENC_FPS], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_ENC_LATENCY], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_UTIL_JPEG], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_UTIL_OFA], GS_ST_NA);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
+/* Writes a one-GPU scenario with extra GPU keys to a temporary file; path receives its name. */
+static void inline_scenario(char *path, size_t n, const char *gpu_extra)
+{
+    int fd;
+    FILE *fp;
+
+    snprintf(path, n, "/tmp/gs-backend-test-XXXXXX");
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fp = fdopen(fd, "w");
+    assert_non_null(fp);
+    fprintf(fp,
+            "{\"gpus\": [{\"name\": \"NVIDIA Test GPU\", \"uuid\": \"GPU-test-0\", "
+            "\"architecture\": \"hopper\", \"pci\": {\"bus\": 1, \"device_id\": \"0x2330\"}, "
+            "\"memory\": {\"total_mib\": 1000}, %s}]}\n",
+            gpu_extra);
+    fclose(fp);
+}
+
+/* Board fields read once at open or at the slow cadence: inforom versions and validity. */
+static void board_fields(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu g;
+    struct gs_err e;
+    char path[1024];
+
+    NEED_SIM();
+    capture_scenario(path, sizeof path, "h100-load");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "100", &e), GS_OK);
+    sample_ok(f->b, 0, &g, 0);
+    assert_int_equal(g.inforom_st[GS_INFOROM_IMAGE], GS_ST_OK);
+    assert_string_equal(g.inforom[GS_INFOROM_IMAGE], "G520.0200.00.05");
+    assert_string_equal(g.inforom[GS_INFOROM_OEM], "2.1");
+    assert_string_equal(g.inforom[GS_INFOROM_ECC], "7.16");
+    assert_int_equal(g.inforom_st[GS_INFOROM_PWR], GS_ST_NA);
+    assert_true(gs_gpu_has(&g, GS_M_INFOROM_VALID) && g.v[GS_M_INFOROM_VALID] == 1);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+
+    inline_scenario(path, sizeof path, "\"inforom\": {\"image\": \"G001.0000.02.04\", \"valid\": false}");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "10", &e), GS_OK);
+    sample_ok(f->b, 0, &g, 0);
+    assert_string_equal(g.inforom[GS_INFOROM_IMAGE], "G001.0000.02.04");
+    assert_int_equal(g.inforom_st[GS_INFOROM_OEM], GS_ST_NA);
+    assert_true(gs_gpu_has(&g, GS_M_INFOROM_VALID) && g.v[GS_M_INFOROM_VALID] == 0);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+    unlink(path);
+
+    /* none of it in the scenario: absent */
+    assert_int_equal(sim_open(&f->b, sim_lib(), "rtx4090-idle-desktop.json", "30", &e), GS_OK);
+    sample_ok(f->b, 0, &g, GS_WANT_ALL & ~GS_WANT_GPM_WAIT);
+    for (int i = 0; i < GS_INFOROM__COUNT; i++)
+        assert_int_equal(g.inforom_st[i], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_INFOROM_VALID], GS_ST_NA);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
 static void minimal_library(void **state)
 {
     const char *lib = getenv("GPUSCOPE_SIM_MINIMAL_LIB");
@@ -759,6 +869,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(every_scenario_opens_and_samples, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(h100_matches_scenario, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(geforce_absent_fields, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(video_engine_fields, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(board_fields, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(minimal_library, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(no_scenario_is_no_driver, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(lost_gpu_mid_run, fx_setup, fx_teardown),

@@ -102,7 +102,13 @@
     X(nvmlReturn_t, nvmlGpmSampleAlloc, (nvmlGpmSample_t *))                                       \
     X(nvmlReturn_t, nvmlGpmSampleFree, (nvmlGpmSample_t))                                          \
     X(nvmlReturn_t, nvmlGpmSampleGet, (nvmlDevice_t, nvmlGpmSample_t))                             \
-    X(nvmlReturn_t, nvmlGpmMetricsGet, (nvmlGpmMetricsGet_t *))
+    X(nvmlReturn_t, nvmlGpmMetricsGet, (nvmlGpmMetricsGet_t *))                                    \
+    X(nvmlReturn_t, nvmlDeviceGetEncoderStats, (nvmlDevice_t, unsigned *, unsigned *, unsigned *)) \
+    X(nvmlReturn_t, nvmlDeviceGetJpgUtilization, (nvmlDevice_t, unsigned *, unsigned *))          \
+    X(nvmlReturn_t, nvmlDeviceGetOfaUtilization, (nvmlDevice_t, unsigned *, unsigned *))          \
+    X(nvmlReturn_t, nvmlDeviceGetInforomImageVersion, (nvmlDevice_t, char *, unsigned))            \
+    X(nvmlReturn_t, nvmlDeviceGetInforomVersion, (nvmlDevice_t, nvmlInforomObject_t, char *, unsigned)) \
+    X(nvmlReturn_t, nvmlDeviceValidateInforom, (nvmlDevice_t))
 
 #define SIM_DECL(ret, name, args) ret(*name) args;
 static struct {
@@ -1146,6 +1152,96 @@ static void mig_enable_event_makes_instances_appear(void **state)
     assert_int_equal(nv.nvmlDeviceGetUtilizationRates(gpu, &util), NVML_ERROR_NOT_SUPPORTED);
 }
 
+/* ---- fields nvidia-smi's query adds -------------------------------------------------------- */
+
+/* Encoder sessions and the JPEG/OFA engines: NOT_SUPPORTED unless the scenario describes them;
+ * JPEG/OFA also while MIG is on (like the codecs), encoder sessions not. */
+static void video_engines(void **state)
+{
+    unsigned n = 9, fps = 9, lat = 9, u = 9, p = 0;
+    nvmlDevice_t d;
+
+    (void)state;
+    use_one_gpu("\"metrics\": {\"enc_sessions\": 2, \"enc_fps\": 184, "
+                "\"enc_latency_us\": 62844, \"jpg_util_pct\": 7}",
+                NULL, "10");
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    d = dev(0);
+    assert_int_equal(nv.nvmlDeviceGetEncoderStats(d, &n, &fps, &lat), NVML_SUCCESS);
+    assert_int_equal(n, 2);
+    assert_int_equal(fps, 184);
+    assert_int_equal(lat, 62844);
+    assert_int_equal(nv.nvmlDeviceGetEncoderStats(d, NULL, &fps, &lat),
+                     NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nv.nvmlDeviceGetJpgUtilization(d, &u, &p), NVML_SUCCESS);
+    assert_int_equal(u, 7);
+    assert_int_equal(p, 167000);
+    assert_int_equal(nv.nvmlDeviceGetJpgUtilization(d, &u, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nv.nvmlDeviceGetOfaUtilization(d, &u, &p), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+
+    use_one_gpu(NULL, NULL, "10");
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    d = dev(0);
+    assert_int_equal(nv.nvmlDeviceGetEncoderStats(d, &n, &fps, &lat), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceGetJpgUtilization(d, &u, &p), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+
+    use_one_gpu("\"metrics\": {\"enc_fps\": 30, \"jpg_util_pct\": 7, \"ofa_util_pct\": 3}, "
+                "\"mig\": {\"mode\": \"enabled\"}",
+                NULL, "10");
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    d = dev(0);
+    assert_int_equal(nv.nvmlDeviceGetEncoderStats(d, &n, &fps, &lat), NVML_SUCCESS);
+    assert_int_equal(n, 0);
+    assert_int_equal(fps, 30);
+    assert_int_equal(lat, 0);
+    assert_int_equal(nv.nvmlDeviceGetJpgUtilization(d, &u, &p), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceGetOfaUtilization(d, &u, &p), NVML_ERROR_NOT_SUPPORTED);
+}
+
+/* Inforom: versions of the objects the scenario names, NOT_SUPPORTED for the others and for a
+ * board without an inforom; a corrupted one fails validation. */
+static void inforom_versions(void **state)
+{
+    char buf[NVML_DEVICE_INFOROM_VERSION_BUFFER_SIZE];
+    nvmlDevice_t d;
+
+    (void)state;
+    use_one_gpu("\"inforom\": {\"image\": \"G520.0200.00.05\", \"oem\": \"2.1\", "
+                "\"ecc\": \"7.16\"}",
+                NULL, "10");
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    d = dev(0);
+    assert_int_equal(nv.nvmlDeviceGetInforomImageVersion(d, buf, sizeof buf), NVML_SUCCESS);
+    assert_string_equal(buf, "G520.0200.00.05");
+    assert_int_equal(nv.nvmlDeviceGetInforomImageVersion(d, buf, 8), NVML_ERROR_INSUFFICIENT_SIZE);
+    assert_int_equal(nv.nvmlDeviceGetInforomVersion(d, NVML_INFOROM_OEM, buf, sizeof buf),
+                     NVML_SUCCESS);
+    assert_string_equal(buf, "2.1");
+    assert_int_equal(nv.nvmlDeviceGetInforomVersion(d, NVML_INFOROM_ECC, buf, sizeof buf),
+                     NVML_SUCCESS);
+    assert_string_equal(buf, "7.16");
+    assert_int_equal(nv.nvmlDeviceGetInforomVersion(d, NVML_INFOROM_POWER, buf, sizeof buf),
+                     NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceGetInforomVersion(d, 3, buf, sizeof buf),
+                     NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nv.nvmlDeviceValidateInforom(d), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+
+    use_one_gpu("\"inforom\": {\"image\": \"G001.0000.02.04\", \"valid\": false}", NULL, "10");
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceValidateInforom(dev(0)), NVML_ERROR_CORRUPTED_INFOROM);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+
+    use_one_gpu(NULL, NULL, "10");
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    d = dev(0);
+    assert_int_equal(nv.nvmlDeviceGetInforomImageVersion(d, buf, sizeof buf),
+                     NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceValidateInforom(d), NVML_ERROR_NOT_SUPPORTED);
+}
+
 /* ---- GPM ----------------------------------------------------------------------------------- */
 
 static void gpm_versions_and_metrics(void **state)
@@ -1318,6 +1414,8 @@ int main(void)
         cmocka_unit_test_teardown(mig_devices_have_their_own_handles, test_teardown),
         cmocka_unit_test_teardown(mig_enable_event_makes_instances_appear, test_teardown),
         cmocka_unit_test_teardown(gpm_versions_and_metrics, test_teardown),
+        cmocka_unit_test_teardown(video_engines, test_teardown),
+        cmocka_unit_test_teardown(inforom_versions, test_teardown),
         cmocka_unit_test_teardown(calls_from_several_threads, test_teardown),
         cmocka_unit_test_teardown(minimal_library_exports_only_the_old_core, test_teardown),
     };

@@ -1,0 +1,397 @@
+/*
+ * The agent's configuration (config.h): one key table, an INI reader and the flag reader, so a
+ * key added to the table is at once a file key, a flag, a line of --help and of the
+ * effective-configuration dump.
+ */
+#include "agent/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/log.h"
+#include "gpuscope/gs_err.h"
+
+enum key_type { KEY_DOUBLE, KEY_ENUM, KEY_LISTEN, KEY_LOGLEVEL };
+
+struct key {
+    const char *name;
+    enum key_type type;
+    size_t off;
+    double min, max;            /* KEY_DOUBLE */
+    const char *const *choices; /* KEY_ENUM: index = stored value */
+    const char *def;            /* the default, as text: parsed like any other value */
+    const char *help;
+};
+
+static const char *const compat_names[] = {"none", "dcgm", NULL};
+
+static const struct key keys[] = {
+    {"listen", KEY_LISTEN, offsetof(struct gs_agent_config, listen), 0, 0, NULL,
+     "127.0.0.1:9400", "HOST:PORT of the HTTP server ([V6]:PORT for IPv6); restart to change"},
+    {"interval", KEY_DOUBLE, offsetof(struct gs_agent_config, interval_s), 0.1, 60, NULL, "1",
+     "sampling period in seconds"},
+    {"metrics_compat", KEY_ENUM, offsetof(struct gs_agent_config, metrics_compat), 0, 0,
+     compat_names, "none", "none | dcgm: also emit dcgm-exporter names on /metrics"},
+    {"log_level", KEY_LOGLEVEL, offsetof(struct gs_agent_config, log_level), 0, 0, NULL, "info",
+     "error | warn | info | debug"},
+};
+#define N_KEYS (sizeof keys / sizeof keys[0])
+
+static const struct key *find_key(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (strlen(keys[i].name) == len && strncmp(keys[i].name, name, len) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+int gs_config_split_listen(const char *listen, char *host, size_t host_len, unsigned *port)
+{
+    const char *colon, *h = listen;
+    size_t hl;
+    char *end;
+    long p;
+
+    if (listen[0] == '[') {
+        const char *close = strchr(listen, ']');
+        if (!close || close[1] != ':')
+            return GS_EINVAL;
+        h = listen + 1;
+        hl = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(listen, ':');
+        if (!colon)
+            return GS_EINVAL;
+        hl = (size_t)(colon - listen);
+    }
+    if (hl == 0 || hl >= host_len)
+        return GS_EINVAL;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    errno = 0;
+    p = strtol(colon + 1, &end, 10);
+    if (errno || end == colon + 1 || *end || p < 1 || p > 65535)
+        return GS_EINVAL;
+    *port = (unsigned)p;
+    return GS_OK;
+}
+
+static int set_listen(char *dst, const char *value, const char *why_prefix, struct gs_err *err)
+{
+    char host[GS_LISTEN_LEN];
+    unsigned port;
+    unsigned char addr[16];
+
+    if (strlen(value) >= GS_LISTEN_LEN ||
+        gs_config_split_listen(value, host, sizeof host, &port) != GS_OK)
+        return gs_err_set(err, GS_EINVAL, "%s: expected HOST:PORT with PORT 1..65535, got '%s'",
+                          why_prefix, value);
+    if (inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1)
+        return gs_err_set(err, GS_EINVAL, "%s: '%s' is not an IPv4 or IPv6 address", why_prefix,
+                          host);
+    strcpy(dst, value);
+    return GS_OK;
+}
+
+int gs_config_set(struct gs_agent_config *c, const char *key, const char *value,
+                  const char *where, struct gs_err *err)
+{
+    const struct key *k = find_key(key, strlen(key));
+    char prefix[GS_ERR_MSG_LEN / 2];
+    char *p;
+
+    snprintf(prefix, sizeof prefix, "%s: %.64s", where, key);
+    if (!k)
+        return gs_err_set(err, GS_EINVAL, "%s: unknown key", prefix);
+    p = (char *)c + k->off;
+    switch (k->type) {
+    case KEY_DOUBLE: {
+        char *end;
+        double v;
+        errno = 0;
+        v = strtod(value, &end);
+        if (errno || end == value || *end || !isfinite(v))
+            return gs_err_set(err, GS_EINVAL, "%s: '%.64s' is not a number", prefix, value);
+        if (v < k->min || v > k->max)
+            return gs_err_set(err, GS_EINVAL, "%s: %g is out of range %g..%g", prefix, v, k->min,
+                              k->max);
+        memcpy(p, &v, sizeof v);
+        return GS_OK;
+    }
+    case KEY_ENUM:
+        for (int i = 0; k->choices[i]; i++)
+            if (strcmp(value, k->choices[i]) == 0) {
+                memcpy(p, &i, sizeof i);
+                return GS_OK;
+            }
+        return gs_err_set(err, GS_EINVAL, "%s: '%.64s' is not one of none, dcgm", prefix, value);
+    case KEY_LOGLEVEL: {
+        int lv = gs_log_parse(value);
+        if (lv < 0)
+            return gs_err_set(err, GS_EINVAL,
+                              "%s: '%.64s' is not one of error, warn, info, debug", prefix, value);
+        memcpy(p, &lv, sizeof lv);
+        return GS_OK;
+    }
+    case KEY_LISTEN:
+        return set_listen(p, value, prefix, err);
+    }
+    return gs_err_set(err, GS_EINVAL, "%s: bad key type", prefix);
+}
+
+void gs_config_defaults(struct gs_agent_config *c)
+{
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < N_KEYS; i++)
+        (void)gs_config_set(c, keys[i].name, keys[i].def, "default", NULL);
+}
+
+static const char *skip_blank(const char *s, const char *end)
+{
+    while (s < end && (*s == ' ' || *s == '\t' || *s == '\r'))
+        s++;
+    return s;
+}
+
+static const char *trim_end(const char *s, const char *end)
+{
+    while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
+        end--;
+    return end;
+}
+
+/* One line of an INI text: [s, e) without its newline. */
+static int parse_line(struct gs_agent_config *c, const char *name, unsigned lineno,
+                      const char *s, const char *e, struct gs_err *err)
+{
+    char where[300], key[64], value[GS_LISTEN_LEN * 2];
+    const char *eq, *ks, *ke, *vs, *ve;
+
+    s = skip_blank(s, e);
+    e = trim_end(s, e);
+    snprintf(where, sizeof where, "%.256s:%u", name, lineno);
+    if (s == e || *s == '#' || *s == ';')
+        return GS_OK;
+    if (*s == '[') {
+        if (e - s == 7 && memcmp(s, "[agent]", 7) == 0)
+            return GS_OK;
+        return gs_err_set(err, GS_EINVAL, "%s: %.*s: unknown section (only [agent])", where,
+                          (int)(e - s > 64 ? 64 : e - s), s);
+    }
+    eq = memchr(s, '=', (size_t)(e - s));
+    if (!eq)
+        return gs_err_set(err, GS_EINVAL, "%s: %.*s: expected 'key = value'", where,
+                          (int)(e - s > 64 ? 64 : e - s), s);
+    ks = s;
+    ke = trim_end(ks, eq);
+    vs = skip_blank(eq + 1, e);
+    ve = e;
+    if (ke == ks)
+        return gs_err_set(err, GS_EINVAL, "%s: missing key before '='", where);
+    if ((size_t)(ke - ks) >= sizeof key || !find_key(ks, (size_t)(ke - ks)))
+        return gs_err_set(err, GS_EINVAL, "%s: %.*s: unknown key", where,
+                          (int)(ke - ks > 64 ? 64 : ke - ks), ks);
+    memcpy(key, ks, (size_t)(ke - ks));
+    key[ke - ks] = '\0';
+    if (ve - vs >= 2 && *vs == '"' && ve[-1] == '"')
+        vs++, ve--;
+    if (ve == vs)
+        return gs_err_set(err, GS_EINVAL, "%s: %s: missing value", where, key);
+    if ((size_t)(ve - vs) >= sizeof value)
+        return gs_err_set(err, GS_EINVAL, "%s: %s: value too long", where, key);
+    memcpy(value, vs, (size_t)(ve - vs));
+    value[ve - vs] = '\0';
+    return gs_config_set(c, key, value, where, err);
+}
+
+int gs_config_parse_text(struct gs_agent_config *c, const char *name, const char *text,
+                         struct gs_err *err)
+{
+    unsigned lineno = 1;
+
+    for (const char *s = text; *s; lineno++) {
+        const char *nl = strchr(s, '\n');
+        const char *e = nl ? nl : s + strlen(s);
+        int rc = parse_line(c, name, lineno, s, e, err);
+        if (rc != GS_OK)
+            return rc;
+        if (!nl)
+            break;
+        s = nl + 1;
+    }
+    return GS_OK;
+}
+
+/* Config files are small; a cap keeps a wrong path (a device, a huge log) from eating memory. */
+#define CONFIG_MAX_BYTES (1u << 20)
+
+int gs_config_load_file(struct gs_agent_config *c, const char *path, struct gs_err *err)
+{
+    FILE *f = fopen(path, "r");
+    char *buf;
+    size_t n;
+    int rc;
+
+    if (!f)
+        return gs_err_set(err, GS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    buf = malloc(CONFIG_MAX_BYTES + 1);
+    if (!buf) {
+        fclose(f);
+        return gs_err_set(err, GS_ENOMEM, "%s: out of memory", path);
+    }
+    n = fread(buf, 1, CONFIG_MAX_BYTES + 1, f);
+    if (ferror(f) || n > CONFIG_MAX_BYTES) {
+        rc = gs_err_set(err, GS_EIO, "%s: %s", path,
+                        ferror(f) ? "read error" : "larger than 1 MiB");
+    } else if (memchr(buf, '\0', n)) {
+        rc = gs_err_set(err, GS_EINVAL, "%s: contains a NUL byte", path);
+    } else {
+        buf[n] = '\0';
+        rc = gs_config_parse_text(c, path, buf, err);
+    }
+    free(buf);
+    fclose(f);
+    return rc;
+}
+
+/* Walks argv: for each --name[=value] calls fn; returns its first error. */
+typedef int (*arg_fn)(void *ctx, const char *name, size_t name_len, const char *value,
+                      struct gs_err *err);
+
+static int walk_args(int argc, char **argv, arg_fn fn, void *ctx, struct gs_err *err)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *name, *eq, *value;
+        size_t len;
+        int rc;
+
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+            if (strcmp(a, "-h") == 0) {
+                rc = fn(ctx, "help", 4, NULL, err);
+                if (rc != GS_OK)
+                    return rc;
+                continue;
+            }
+            return gs_err_set(err, GS_EUSAGE, "agent: unexpected argument '%.64s'", a);
+        }
+        name = a + 2;
+        eq = strchr(name, '=');
+        len = eq ? (size_t)(eq - name) : strlen(name);
+        value = eq ? eq + 1 : NULL;
+        if (!eq && strncmp(name, "help", len) != 0 && strncmp(name, "check-config", len) != 0) {
+            if (i + 1 >= argc)
+                return gs_err_set(err, GS_EUSAGE, "--%.64s: missing value", name);
+            value = argv[++i];
+        }
+        rc = fn(ctx, name, len, value, err);
+        if (rc != GS_OK)
+            return rc;
+    }
+    return GS_OK;
+}
+
+/* Flag spelling: --metrics-compat and --metrics_compat both name metrics_compat. */
+static void flag_to_key(const char *name, size_t len, char *key, size_t key_len)
+{
+    size_t i;
+
+    for (i = 0; i < len && i + 1 < key_len; i++)
+        key[i] = name[i] == '-' ? '_' : name[i];
+    key[i] = '\0';
+}
+
+static int scan_arg(void *ctx, const char *name, size_t len, const char *value,
+                    struct gs_err *err)
+{
+    struct gs_agent_args *a = ctx;
+    char key[64];
+
+    if (len == 4 && strncmp(name, "help", 4) == 0) {
+        a->help = 1;
+        return GS_OK;
+    }
+    if (len == 12 && strncmp(name, "check-config", 12) == 0) {
+        a->check = 1;
+        return GS_OK;
+    }
+    if (len == 6 && strncmp(name, "config", 6) == 0) {
+        a->config_path = value;
+        return GS_OK;
+    }
+    flag_to_key(name, len, key, sizeof key);
+    if (len >= sizeof key || !find_key(key, strlen(key)))
+        return gs_err_set(err, GS_EUSAGE, "agent: unknown option '--%.*s'",
+                          (int)(len > 64 ? 64 : len), name);
+    return GS_OK;
+}
+
+int gs_config_parse_args(struct gs_agent_args *a, int argc, char **argv, struct gs_err *err)
+{
+    memset(a, 0, sizeof *a);
+    return walk_args(argc, argv, scan_arg, a, err);
+}
+
+static int apply_arg(void *ctx, const char *name, size_t len, const char *value,
+                     struct gs_err *err)
+{
+    char key[64], where[80];
+
+    flag_to_key(name, len, key, sizeof key);
+    if (!value || strcmp(key, "config") == 0 || !find_key(key, strlen(key)))
+        return GS_OK; /* --help, --config, --check-config: scan_arg's business */
+    snprintf(where, sizeof where, "--%.*s", (int)(len > 64 ? 64 : len), name);
+    /* The message reads "--interval: interval: why"; drop the repeated key. */
+    {
+        struct gs_err e;
+        int rc = gs_config_set(ctx, key, value, "", &e);
+        if (rc != GS_OK)
+            return gs_err_set(err, rc, "%s%s", where, e.msg + 2 + strlen(key));
+    }
+    return GS_OK;
+}
+
+int gs_config_apply_args(struct gs_agent_config *c, int argc, char **argv, struct gs_err *err)
+{
+    return walk_args(argc, argv, apply_arg, c, err);
+}
+
+int gs_config_build(struct gs_agent_config *c, const struct gs_agent_args *a, int argc,
+                    char **argv, struct gs_err *err)
+{
+    int rc;
+
+    gs_config_defaults(c);
+    if (a->config_path && (rc = gs_config_load_file(c, a->config_path, err)) != GS_OK)
+        return rc;
+    return gs_config_apply_args(c, argc, argv, err);
+}
+
+void gs_config_usage(FILE *out)
+{
+    fprintf(out, "usage: gpuscope agent [--config FILE] [--check-config] [--KEY=VALUE ...]\n\n"
+                 "Every configuration key is also a flag (--log-level or --log_level); flags\n"
+                 "override the file. SIGHUP re-reads the file. See docs/agent.md.\n\nkeys:\n");
+    for (size_t i = 0; i < N_KEYS; i++) {
+        char flag[64];
+        size_t j;
+        for (j = 0; keys[i].name[j] && j + 1 < sizeof flag; j++)
+            flag[j] = keys[i].name[j] == '_' ? '-' : keys[i].name[j];
+        flag[j] = '\0';
+        fprintf(out, "  --%-16s %s (default %s", flag, keys[i].help, keys[i].def);
+        if (keys[i].type == KEY_DOUBLE)
+            fprintf(out, ", %g..%g", keys[i].min, keys[i].max);
+        fprintf(out, ")\n");
+    }
+}
+
+void gs_config_write(FILE *out, const struct gs_agent_config *c)
+{
+    fprintf(out, "[agent]\nlisten = %s\ninterval = %g\nmetrics_compat = %s\nlog_level = %s\n",
+            c->listen, c->interval_s, compat_names[c->metrics_compat ? 1 : 0],
+            gs_log_level_name((enum gs_log_level)c->log_level));
+}

@@ -1,0 +1,74 @@
+/*
+ * The agent's configuration: one table of keys (name, type, bounds, default), read from an INI
+ * file and from `--key=value` flags, the flags winning. Pure: no sampler, no I/O besides
+ * reading the file, so tests/unit/test_agent_config.c drives it directly.
+ *
+ * File format: `key = value` lines; `#` or `;` starts a comment line; blank lines are
+ * skipped; an optional `[agent]` section header. Values may be double-quoted. Every error
+ * names where it was found: `FILE:LINE: KEY: why` for the file, `--KEY: why` for a flag.
+ */
+#ifndef GS_AGENT_CONFIG_H
+#define GS_AGENT_CONFIG_H
+
+#include <stdio.h>
+
+struct gs_err;
+
+enum gs_metrics_compat {
+    GS_COMPAT_NONE = 0, /* native gpuscope_* names only */
+    GS_COMPAT_DCGM = 1, /* also dcgm-exporter's DCGM_FI_* names and labels */
+};
+
+#define GS_LISTEN_LEN 128
+
+struct gs_agent_config {
+    char listen[GS_LISTEN_LEN]; /* "127.0.0.1:9400", "[::1]:9400", "0.0.0.0:9400" */
+    double interval_s;          /* sampling period, 0.1..60 */
+    int metrics_compat;         /* enum gs_metrics_compat */
+    int log_level;              /* enum gs_log_level */
+};
+
+/* Fills every key with its default. */
+void gs_config_defaults(struct gs_agent_config *c);
+
+/* Sets one key from its text. where prefixes the message ("agent.conf:12" or "--interval");
+ * errors: GS_EINVAL "WHERE: KEY: why" (unknown key, bad value, out of bounds). */
+int gs_config_set(struct gs_agent_config *c, const char *key, const char *value,
+                  const char *where, struct gs_err *err);
+
+/* Applies an INI text (name is the file name for messages). Stops at the first error. */
+int gs_config_parse_text(struct gs_agent_config *c, const char *name, const char *text,
+                         struct gs_err *err);
+
+/* Reads and applies a file: GS_EIO when it cannot be read, else as gs_config_parse_text. */
+int gs_config_load_file(struct gs_agent_config *c, const char *path, struct gs_err *err);
+
+/* The command line of `gpuscope agent` (argv[0] is the subcommand name). */
+struct gs_agent_args {
+    const char *config_path; /* --config FILE, NULL if none */
+    int help;
+    int check;               /* --check-config: validate, print the result, exit */
+};
+
+/* Scans argv for --config/--help/--check-config and validates the rest without applying
+ * it; GS_EUSAGE for an unknown flag or a flag missing its value. */
+int gs_config_parse_args(struct gs_agent_args *a, int argc, char **argv, struct gs_err *err);
+
+/* Applies the key flags of argv on top of c (call after loading the file). */
+int gs_config_apply_args(struct gs_agent_config *c, int argc, char **argv, struct gs_err *err);
+
+/* defaults -> file (if any) -> flags: what the agent does at start and on SIGHUP. */
+int gs_config_build(struct gs_agent_config *c, const struct gs_agent_args *a, int argc,
+                    char **argv, struct gs_err *err);
+
+/* Writes the key table (flags, bounds, defaults) for --help. */
+void gs_config_usage(FILE *out);
+
+/* Writes the effective configuration as an INI text. */
+void gs_config_write(FILE *out, const struct gs_agent_config *c);
+
+/* Splits c->listen into host and port (1..65535). Brackets around an IPv6 host are removed.
+ * GS_EINVAL when malformed. */
+int gs_config_split_listen(const char *listen, char *host, size_t host_len, unsigned *port);
+
+#endif

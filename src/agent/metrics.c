@@ -1,0 +1,392 @@
+/*
+ * Prometheus text exposition of a snapshot (metrics.h). Families are rows of two tables,
+ * native and dcgm-exporter; consecutive rows with one name form one family whose rows differ
+ * by a constant label (clock="sm", direction="tx"). The output is family-major, as the format
+ * requires: HELP and TYPE once, then the family's lines for every GPU.
+ */
+#include "agent/metrics.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpuscope/gs_err.h"
+
+void gs_mbuf_reset(struct gs_mbuf *b)
+{
+    b->len = 0;
+    b->failed = 0;
+    if (b->data)
+        b->data[0] = '\0';
+}
+
+void gs_mbuf_free(struct gs_mbuf *b)
+{
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+static void put(struct gs_mbuf *b, const char *s, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        char *p;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        if (cap > GS_MBUF_MAX || !(p = realloc(b->data, cap))) {
+            b->failed = 1;
+            return;
+        }
+        b->data = p;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static void puts_(struct gs_mbuf *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
+
+static void __attribute__((format(printf, 2, 3))) printf_(struct gs_mbuf *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        b->failed = 1;
+    else
+        put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+void gs_metrics_escape(struct gs_mbuf *b, const char *s)
+{
+    for (const char *p = s; *p; p++) {
+        const char *run = p;
+        while (*p && *p != '\\' && *p != '"' && *p != '\n')
+            p++;
+        put(b, run, (size_t)(p - run));
+        if (!*p)
+            break;
+        puts_(b, *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : "\\n");
+    }
+}
+
+/* A value: 15 significant digits print integers up to 1e15 exactly and 0.92 as 0.92. */
+static void value(struct gs_mbuf *b, double v)
+{
+    printf_(b, " %.15g\n", v);
+}
+
+static void header(struct gs_mbuf *b, const char *name, const char *help, const char *type)
+{
+    printf_(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+#define MIB_SCALE (1.0 / 1048576)
+
+/* ---- native families ---- */
+
+struct fam {
+    const char *name;
+    const char *help;
+    const char *type;
+    enum gs_metric m;
+    double scale;
+    const char *lk, *lv; /* a constant label, or NULL */
+};
+
+static const struct fam native[] = {
+    {"gpuscope_gpu_utilization_ratio", "Fraction of time a kernel was running (NVML GPU-Util).",
+     "gauge", GS_M_UTIL_GPU, 1, NULL, NULL},
+    {"gpuscope_gpu_memory_utilization_ratio", "Fraction of time device memory was read or written.",
+     "gauge", GS_M_UTIL_MEM, 1, NULL, NULL},
+    {"gpuscope_gpu_encoder_utilization_ratio", "Video encoder utilization.", "gauge",
+     GS_M_UTIL_ENC, 1, NULL, NULL},
+    {"gpuscope_gpu_decoder_utilization_ratio", "Video decoder utilization.", "gauge",
+     GS_M_UTIL_DEC, 1, NULL, NULL},
+    {"gpuscope_gpu_memory_total_bytes", "Device memory total.", "gauge", GS_M_MEM_TOTAL, 1, NULL,
+     NULL},
+    {"gpuscope_gpu_memory_used_bytes", "Device memory in use.", "gauge", GS_M_MEM_USED, 1, NULL,
+     NULL},
+    {"gpuscope_gpu_memory_free_bytes", "Device memory free.", "gauge", GS_M_MEM_FREE, 1, NULL,
+     NULL},
+    {"gpuscope_gpu_memory_reserved_bytes", "Device memory reserved by the driver.", "gauge",
+     GS_M_MEM_RESERVED, 1, NULL, NULL},
+    {"gpuscope_gpu_temperature_celsius", "GPU core temperature.", "gauge", GS_M_TEMP_GPU, 1,
+     NULL, NULL},
+    {"gpuscope_gpu_memory_temperature_celsius", "HBM/memory temperature.", "gauge",
+     GS_M_TEMP_MEM, 1, NULL, NULL},
+    {"gpuscope_gpu_slowdown_temperature_celsius", "Temperature at which the GPU slows down.",
+     "gauge", GS_M_TEMP_SLOWDOWN, 1, NULL, NULL},
+    {"gpuscope_gpu_shutdown_temperature_celsius", "Temperature at which the GPU shuts down.",
+     "gauge", GS_M_TEMP_SHUTDOWN, 1, NULL, NULL},
+    {"gpuscope_gpu_fan_speed_ratio", "Intended fan speed (may exceed 1).", "gauge", GS_M_FAN, 1,
+     NULL, NULL},
+    {"gpuscope_gpu_power_watts", "Power draw.", "gauge", GS_M_POWER_DRAW, 1, NULL, NULL},
+    {"gpuscope_gpu_power_limit_watts", "Enforced power limit.", "gauge",
+     GS_M_POWER_ENFORCED_LIMIT, 1, NULL, NULL},
+    {"gpuscope_gpu_energy_joules_total", "Energy consumed since the driver was loaded.",
+     "counter", GS_M_ENERGY, 1, NULL, NULL},
+    {"gpuscope_gpu_clock_hertz", "Current clock frequency.", "gauge", GS_M_CLOCK_GR, 1, "clock",
+     "graphics"},
+    {"gpuscope_gpu_clock_hertz", NULL, NULL, GS_M_CLOCK_SM, 1, "clock", "sm"},
+    {"gpuscope_gpu_clock_hertz", NULL, NULL, GS_M_CLOCK_MEM, 1, "clock", "memory"},
+    {"gpuscope_gpu_clock_hertz", NULL, NULL, GS_M_CLOCK_VIDEO, 1, "clock", "video"},
+    {"gpuscope_gpu_max_clock_hertz", "Maximum clock frequency.", "gauge", GS_M_CLOCK_MAX_GR, 1,
+     "clock", "graphics"},
+    {"gpuscope_gpu_max_clock_hertz", NULL, NULL, GS_M_CLOCK_MAX_SM, 1, "clock", "sm"},
+    {"gpuscope_gpu_max_clock_hertz", NULL, NULL, GS_M_CLOCK_MAX_MEM, 1, "clock", "memory"},
+    {"gpuscope_gpu_max_clock_hertz", NULL, NULL, GS_M_CLOCK_MAX_VIDEO, 1, "clock", "video"},
+    {"gpuscope_gpu_performance_state", "P-state (0 fastest, 15 slowest).", "gauge", GS_M_PSTATE,
+     1, NULL, NULL},
+    {"gpuscope_gpu_pcie_throughput_bytes_per_second",
+     "PCIe throughput over NVML's 20 ms window (a rate, sampled every 5th cycle).", "gauge",
+     GS_M_PCIE_TX, 1, "direction", "tx"},
+    {"gpuscope_gpu_pcie_throughput_bytes_per_second", NULL, NULL, GS_M_PCIE_RX, 1, "direction",
+     "rx"},
+    {"gpuscope_gpu_pcie_link_generation", "Current PCIe link generation.", "gauge", GS_M_PCIE_GEN,
+     1, NULL, NULL},
+    {"gpuscope_gpu_pcie_link_width", "Current PCIe link width (lanes).", "gauge",
+     GS_M_PCIE_WIDTH, 1, NULL, NULL},
+    {"gpuscope_gpu_pcie_replays_total", "PCIe replay counter.", "counter", GS_M_PCIE_REPLAY, 1,
+     NULL, NULL},
+    {"gpuscope_gpu_ecc_errors_total", "ECC errors since the driver was loaded (volatile).",
+     "counter", GS_M_ECC_CORR_VOL, 1, "type", "corrected"},
+    {"gpuscope_gpu_ecc_errors_total", NULL, NULL, GS_M_ECC_UNCORR_VOL, 1, "type", "uncorrected"},
+    {"gpuscope_gpu_xid_last", "Last Xid error number seen (0: none).", "gauge", GS_M_XID_LAST, 1,
+     NULL, NULL},
+    {"gpuscope_gpu_sm_active_ratio", "Fraction of time SMs had work (GPM).", "gauge",
+     GS_M_GPM_SM_ACTIVE, 1, NULL, NULL},
+    {"gpuscope_gpu_sm_occupancy_ratio", "Warps resident over the maximum (GPM).", "gauge",
+     GS_M_GPM_SM_OCCUPANCY, 1, NULL, NULL},
+    {"gpuscope_gpu_tensor_active_ratio", "Fraction of time tensor pipes were active (GPM).",
+     "gauge", GS_M_GPM_TENSOR_ACTIVE, 1, NULL, NULL},
+    {"gpuscope_gpu_dram_active_ratio", "DRAM bandwidth utilization (GPM).", "gauge",
+     GS_M_GPM_DRAM_ACTIVE, 1, NULL, NULL},
+};
+
+/* dcgm-exporter's names, units and labels (gpu, UUID, pci_bus_id, device, modelName,
+ * Hostname), so dashboards written for it (Grafana 12239) work unchanged. */
+static const struct fam dcgm[] = {
+    {"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", "gauge", GS_M_CLOCK_SM, 1e-6, NULL, NULL},
+    {"DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", "gauge", GS_M_CLOCK_MEM, 1e-6, NULL, NULL},
+    {"DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).", "gauge", GS_M_TEMP_MEM, 1, NULL, NULL},
+    {"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "gauge", GS_M_TEMP_GPU, 1, NULL, NULL},
+    {"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "gauge", GS_M_POWER_DRAW, 1, NULL, NULL},
+    {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+     "Total energy consumption since boot (in mJ).", "counter", GS_M_ENERGY, 1e3, NULL, NULL},
+    {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.", "counter",
+     GS_M_PCIE_REPLAY, 1, NULL, NULL},
+    {"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "gauge", GS_M_UTIL_GPU, 100, NULL, NULL},
+    {"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", "gauge", GS_M_UTIL_MEM, 100, NULL, NULL},
+    {"DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).", "gauge", GS_M_UTIL_ENC, 100, NULL, NULL},
+    {"DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %).", "gauge", GS_M_UTIL_DEC, 100, NULL, NULL},
+    {"DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", "gauge",
+     GS_M_XID_LAST, 1, NULL, NULL},
+    {"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "gauge", GS_M_MEM_FREE,
+     1.0 / 1048576, NULL, NULL},
+    {"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "gauge", GS_M_MEM_USED,
+     1.0 / 1048576, NULL, NULL},
+    {"DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", "gauge",
+     GS_M_MEM_RESERVED, 1.0 / 1048576, NULL, NULL},
+    {"DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned.",
+     "gauge", GS_M_GPM_SM_ACTIVE, 1, NULL, NULL},
+    {"DCGM_FI_PROF_SM_OCCUPANCY", "The ratio of warps resident to the maximum.", "gauge",
+     GS_M_GPM_SM_OCCUPANCY, 1, NULL, NULL},
+    {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor pipe is active.", "gauge",
+     GS_M_GPM_TENSOR_ACTIVE, 1, NULL, NULL},
+    {"DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the memory interface is active.", "gauge",
+     GS_M_GPM_DRAM_ACTIVE, 1, NULL, NULL},
+};
+
+static const char *text_or_empty(const struct gs_gpu *g, enum gs_text t)
+{
+    return gs_gpu_has_text(g, t) ? g->text[t] : "";
+}
+
+static void native_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const struct gs_gpu *g)
+{
+    printf_(b, "gpu=\"%u\",uuid=\"", g->index);
+    gs_metrics_escape(b, text_or_empty(g, GS_T_UUID));
+    puts_(b, "\",hostname=\"");
+    gs_metrics_escape(b, s->sys.hostname);
+    puts_(b, "\"");
+}
+
+static void dcgm_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const struct gs_gpu *g)
+{
+    printf_(b, "gpu=\"%u\",UUID=\"", g->index);
+    gs_metrics_escape(b, text_or_empty(g, GS_T_UUID));
+    puts_(b, "\",pci_bus_id=\"");
+    gs_metrics_escape(b, text_or_empty(g, GS_T_PCI_BUS_ID));
+    if (gs_gpu_has(g, GS_M_MINOR))
+        printf_(b, "\",device=\"nvidia%.0f", g->v[GS_M_MINOR]);
+    else
+        printf_(b, "\",device=\"nvidia%u", g->index);
+    puts_(b, "\",modelName=\"");
+    gs_metrics_escape(b, text_or_empty(g, GS_T_NAME));
+    puts_(b, "\",Hostname=\"");
+    gs_metrics_escape(b, s->sys.hostname);
+    puts_(b, "\"");
+}
+
+typedef void (*labels_fn)(struct gs_mbuf *, const struct gs_snapshot *, const struct gs_gpu *);
+
+/* Renders the families of a table; rows [i, j) share a name. */
+static void render_table(struct gs_mbuf *b, const struct gs_snapshot *s, const struct fam *t,
+                         size_t n, labels_fn labels)
+{
+    for (size_t i = 0, j; i < n; i = j) {
+        int any = 0;
+        for (j = i + 1; j < n && strcmp(t[j].name, t[i].name) == 0; j++)
+            ;
+        for (unsigned gi = 0; gi < s->n_gpus; gi++) {
+            const struct gs_gpu *g = &s->gpus[gi];
+            for (size_t r = i; r < j; r++) {
+                if (!gs_gpu_has(g, t[r].m))
+                    continue;
+                if (!any++)
+                    header(b, t[i].name, t[i].help, t[i].type);
+                puts_(b, t[r].name);
+                puts_(b, "{");
+                labels(b, s, g);
+                if (t[r].lk)
+                    printf_(b, ",%s=\"%s\"", t[r].lk, t[r].lv);
+                puts_(b, "}");
+                /* Framebuffer figures are whole MiB in dcgm-exporter, as NVML's MiB are. */
+                value(b, t[r].scale == MIB_SCALE ? floor(g->v[t[r].m] * MIB_SCALE)
+                                                 : g->v[t[r].m] * t[r].scale);
+            }
+        }
+    }
+}
+
+/* nvidia-smi's names of the clock-event ("throttle") reasons. */
+static const struct {
+    uint64_t bit;
+    const char *name;
+} throttle_reasons[] = {
+    {GS_THR_GPU_IDLE, "gpu_idle"},
+    {GS_THR_APP_CLOCKS, "applications_clocks_setting"},
+    {GS_THR_SW_POWER_CAP, "sw_power_cap"},
+    {GS_THR_HW_SLOWDOWN, "hw_slowdown"},
+    {GS_THR_SYNC_BOOST, "sync_boost"},
+    {GS_THR_SW_THERMAL, "sw_thermal_slowdown"},
+    {GS_THR_HW_THERMAL, "hw_thermal_slowdown"},
+    {GS_THR_HW_POWER_BRAKE, "hw_power_brake_slowdown"},
+    {GS_THR_DISPLAY_CLOCK, "display_clock_setting"},
+};
+
+/* One line per reason the GPU supports (every known reason when the supported mask is absent):
+ * 1 while it holds the clocks down, else 0. */
+static void render_throttle(struct gs_mbuf *b, const struct gs_snapshot *s)
+{
+    int any = 0;
+
+    for (unsigned gi = 0; gi < s->n_gpus; gi++) {
+        const struct gs_gpu *g = &s->gpus[gi];
+        uint64_t active, supported = ~0ULL;
+        if (!gs_gpu_has(g, GS_M_THROTTLE_ACTIVE))
+            continue;
+        active = (uint64_t)g->v[GS_M_THROTTLE_ACTIVE];
+        if (gs_gpu_has(g, GS_M_THROTTLE_SUPPORTED))
+            supported = (uint64_t)g->v[GS_M_THROTTLE_SUPPORTED];
+        for (size_t r = 0; r < sizeof throttle_reasons / sizeof throttle_reasons[0]; r++) {
+            if (!(supported & throttle_reasons[r].bit))
+                continue;
+            if (!any++)
+                header(b, "gpuscope_gpu_throttle",
+                       "1 while this clock-event reason holds the clocks down.", "gauge");
+            puts_(b, "gpuscope_gpu_throttle{");
+            native_labels(b, s, g);
+            printf_(b, ",reason=\"%s\"}", throttle_reasons[r].name);
+            value(b, (active & throttle_reasons[r].bit) ? 1 : 0);
+        }
+    }
+}
+
+static void render_info(struct gs_mbuf *b, const struct gs_snapshot *s)
+{
+    if (s->n_gpus == 0)
+        return;
+    header(b, "gpuscope_gpu_info", "Static identity of a GPU; the value is always 1.", "gauge");
+    for (unsigned gi = 0; gi < s->n_gpus; gi++) {
+        const struct gs_gpu *g = &s->gpus[gi];
+        puts_(b, "gpuscope_gpu_info{");
+        native_labels(b, s, g);
+        puts_(b, ",name=\"");
+        gs_metrics_escape(b, text_or_empty(g, GS_T_NAME));
+        puts_(b, "\",pci_bus_id=\"");
+        gs_metrics_escape(b, text_or_empty(g, GS_T_PCI_BUS_ID));
+        puts_(b, "\",serial=\"");
+        gs_metrics_escape(b, text_or_empty(g, GS_T_SERIAL));
+        puts_(b, "\",vbios=\"");
+        gs_metrics_escape(b, text_or_empty(g, GS_T_VBIOS));
+        puts_(b, "\",driver_version=\"");
+        gs_metrics_escape(b, s->sys.driver_st == GS_ST_OK ? s->sys.driver_version : "");
+        puts_(b, "\"} 1\n");
+    }
+    header(b, "gpuscope_gpu_up", "1 while the GPU answers, 0 once it fell off the bus.", "gauge");
+    for (unsigned gi = 0; gi < s->n_gpus; gi++) {
+        puts_(b, "gpuscope_gpu_up{");
+        native_labels(b, s, &s->gpus[gi]);
+        puts_(b, "}");
+        value(b, s->gpus[gi].lost ? 0 : 1);
+    }
+}
+
+static void render_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
+{
+    header(b, "gpuscope_up", "1 when the last cycle could read the NVIDIA driver.", "gauge");
+    if (self->up || !self->reason || !self->reason[0]) {
+        printf_(b, "gpuscope_up %d\n", self->up ? 1 : 0);
+    } else {
+        puts_(b, "gpuscope_up{reason=\"");
+        gs_metrics_escape(b, self->reason);
+        puts_(b, "\"} 0\n");
+    }
+    header(b, "gpuscope_build_info", "Build of the agent; the value is always 1.", "gauge");
+    puts_(b, "gpuscope_build_info{version=\"");
+    gs_metrics_escape(b, self->version ? self->version : "");
+    printf_(b, "\",schema=\"%d\"} 1\n", GS_METRICS_SCHEMA_VERSION);
+    header(b, "gpuscope_sample_interval_seconds", "Configured sampling period.", "gauge");
+    printf_(b, "gpuscope_sample_interval_seconds %.15g\n", self->interval_s);
+    if (self->sample_seconds >= 0) {
+        header(b, "gpuscope_sample_duration_seconds", "Duration of the last sampling cycle.",
+               "gauge");
+        printf_(b, "gpuscope_sample_duration_seconds %.9g\n", self->sample_seconds);
+    }
+    header(b, "gpuscope_cycles_total", "Sampling cycles run.", "counter");
+    printf_(b, "gpuscope_cycles_total %llu\n", (unsigned long long)self->cycles);
+    header(b, "gpuscope_cycles_overrun_total",
+           "Cycles that ran past the next period boundary (the missed ticks are skipped).",
+           "counter");
+    printf_(b, "gpuscope_cycles_overrun_total %llu\n", (unsigned long long)self->overruns);
+    header(b, "gpuscope_sample_errors_total", "Cycles in which no GPU could be read.", "counter");
+    printf_(b, "gpuscope_sample_errors_total %llu\n", (unsigned long long)self->sample_errors);
+}
+
+int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
+                      const struct gs_metrics_self *self, unsigned flags)
+{
+    render_self(b, self);
+    if (snap) {
+        render_info(b, snap);
+        render_table(b, snap, native, sizeof native / sizeof native[0], native_labels);
+        render_throttle(b, snap);
+        if (flags & GS_METRICS_DCGM)
+            render_table(b, snap, dcgm, sizeof dcgm / sizeof dcgm[0], dcgm_labels);
+    }
+    return b->failed ? GS_ENOMEM : GS_OK;
+}

@@ -1,0 +1,60 @@
+/*
+ * The Prometheus text exposition (format 0.0.4) of one snapshot: gpuscope's native metric
+ * families, optionally dcgm-exporter's names and labels as well, and the agent's self metrics.
+ * A pure function of its inputs: the agent's sampling thread calls it once per cycle and every
+ * scrape serves the result; tests/unit/test_agent_metrics.c feeds it hand-built snapshots.
+ * The schema is docs/metrics.md (GS_METRICS_SCHEMA_VERSION).
+ *
+ * Absent readings (status other than GS_ST_OK) produce no line, and a family with no line at
+ * all has no HELP/TYPE either. Label values are escaped (\\, \", \n) as the format requires.
+ */
+#ifndef GS_AGENT_METRICS_H
+#define GS_AGENT_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpuscope/gs_model.h"
+
+#define GS_METRICS_SCHEMA_VERSION 1
+
+/* Bytes of text a render may produce; a render that would pass it fails with GS_ENOMEM rather
+ * than grow without end (8 GPUs with everything present render about 30 KiB). */
+#define GS_MBUF_MAX (16u << 20)
+
+/* A growable text buffer. Grows by doubling; failed stays set after an allocation failure or
+ * passing GS_MBUF_MAX, and later appends do nothing. */
+struct gs_mbuf {
+    char *data;
+    size_t len, cap;
+    int failed;
+};
+
+void gs_mbuf_reset(struct gs_mbuf *b); /* len = 0, failed = 0; keeps the memory */
+void gs_mbuf_free(struct gs_mbuf *b);
+
+/* What the agent knows about itself, rendered as gpuscope_* self metrics. */
+struct gs_metrics_self {
+    int up;              /* 1: the last cycle sampled the driver */
+    const char *reason;  /* why up is 0 (a label of gpuscope_up); NULL or "" when up */
+    const char *version; /* gpuscope_build_info{version=...} */
+    double interval_s;
+    double sample_seconds; /* duration of the last gs_sampler_sample; < 0: none yet */
+    uint64_t cycles;
+    uint64_t overruns;
+    uint64_t sample_errors;
+};
+
+enum gs_metrics_flags {
+    GS_METRICS_DCGM = 1u << 0, /* add the dcgm-exporter families */
+};
+
+/* Appends the exposition of snap (NULL: no GPU families, e.g. while the driver is missing) and
+ * self to b. Returns GS_OK or GS_ENOMEM (b->failed). */
+int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
+                      const struct gs_metrics_self *self, unsigned flags);
+
+/* Appends s as a label value, escaped. */
+void gs_metrics_escape(struct gs_mbuf *b, const char *s);
+
+#endif

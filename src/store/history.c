@@ -1,0 +1,912 @@
+/*
+ * The history store: a bounded in-memory buffer of snapshots and the SQLite file it is
+ * flushed to (history.db). Kept here: which metrics history keeps, the row layout, the
+ * schema migrations, the incremental per-minute rollups, pruning in bounded batches, and the
+ * range queries behind /api/v1/history. docs/history.md describes the schema for users.
+ *
+ * Row keys pack time and GPU into the integer primary key (t_ms * 256 + gpu for samples and
+ * rollups, t_ms * 65536 + seq for processes), so rows are appended in key order (SQLite then
+ * fills pages completely), a time range is a key range, and pruning deletes from the left end
+ * of the b-tree. The 8-GPU cost of a range scan that filters one GPU is cheap next to an index.
+ */
+#include "store/history.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "core/testable.h"
+#include "gpuscope/gs_err.h"
+
+/* The metrics history keeps: one REAL column each in `sample`, three (+ a count) in `rollup`.
+ * Static or slow identity numbers live in the `gpu` table instead. Appending a metric here
+ * needs a migration that adds its columns. The order is the column order; never reorder. */
+static const enum gs_metric store_cols[] = {
+    GS_M_UTIL_GPU,          GS_M_UTIL_MEM,        GS_M_UTIL_ENC,
+    GS_M_UTIL_DEC,          GS_M_MEM_USED,        GS_M_TEMP_GPU,
+    GS_M_TEMP_MEM,          GS_M_FAN,             GS_M_POWER_DRAW,
+    GS_M_ENERGY,            GS_M_CLOCK_GR,        GS_M_CLOCK_SM,
+    GS_M_CLOCK_MEM,         GS_M_PSTATE,          GS_M_THROTTLE_ACTIVE,
+    GS_M_PCIE_TX,           GS_M_PCIE_RX,         GS_M_PCIE_REPLAY,
+    GS_M_ECC_CORR_VOL,      GS_M_ECC_UNCORR_VOL,  GS_M_XID_LAST,
+    GS_M_GPM_SM_ACTIVE,     GS_M_GPM_SM_OCCUPANCY, GS_M_GPM_TENSOR_ACTIVE,
+    GS_M_GPM_DRAM_ACTIVE,
+};
+#define STORE_NCOLS (sizeof store_cols / sizeof store_cols[0])
+_Static_assert(STORE_NCOLS <= 32, "store_gpu_row.present is a 32-bit mask");
+
+#define STORE_MINUTE_MS 60000LL
+#define STORE_PROC_SEQ_MAX 65536u
+#define STORE_SQL_MAX 8192
+
+struct store_gpu_row {
+    unsigned gpu;
+    uint32_t present; /* bit c: column c has a value */
+    double v[STORE_NCOLS];
+};
+
+struct store_proc_row {
+    unsigned gpu, pid;
+    uint8_t mem_ok, sm_ok, host_ok, job_kind;
+    double mem_bytes, sm_util;
+    char name[GS_PROC_NAME_LEN];
+    char user[GS_PROC_USER_LEN];
+    char container[GS_JOB_ID_LEN];
+    char pod_uid[40];
+    char slurm_job[24];
+};
+
+/* One buffered snapshot; its arrays are reused when the ring wraps. */
+struct store_entry {
+    int64_t t_ms;
+    unsigned n_gpus, cap_gpus;
+    struct store_gpu_row *gpus;
+    unsigned n_procs, cap_procs;
+    struct store_proc_row *procs;
+};
+
+/* Latest identity of each GPU index, upserted into `gpu` on the next flush when seen. */
+struct store_ident {
+    int seen; /* appended since the last successful flush */
+    int64_t last_ms;
+    int mem_total_ok;
+    double mem_total;
+    char text[GS_T__COUNT][GS_STR_LEN];
+    uint8_t tst[GS_T__COUNT];
+};
+
+struct gs_store {
+    sqlite3 *db;
+    char path[512];
+    struct gs_store_opts opts;
+    sqlite3_stmt *ins_sample, *ins_proc, *up_gpu, *rollup, *set_meta;
+    struct store_entry *ring;
+    unsigned head, count; /* oldest entry, number buffered */
+    struct store_ident *ident;
+    unsigned n_ident;
+    int64_t last_proc_ms;  /* time of the last buffered process sample; -1: none */
+    int64_t rollup_done_ms; /* minutes before this are rolled up; -1: none yet */
+    int64_t max_t_ms;      /* newest sample written; -1: none */
+    struct gs_store_stats stats;
+};
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int store_col_of(enum gs_metric m)
+{
+    for (unsigned c = 0; c < STORE_NCOLS; c++)
+        if (store_cols[c] == m)
+            return (int)c;
+    return -1;
+}
+
+int gs_store_keeps(enum gs_metric m)
+{
+    return store_col_of(m) >= 0;
+}
+
+/* Maps an SQLite failure to a gpuscope code and message. Write-side trouble (full disk, I/O,
+ * lock, read-only) is GS_EIO: transient, the caller keeps its data and retries. */
+static int store_fail(struct gs_store *st, struct gs_err *err, const char *what)
+{
+    int code = sqlite3_extended_errcode(st->db);
+    return gs_err_set(err, GS_EIO, "history: %s (%s): %s", what, st->path,
+                      sqlite3_errmsg(st->db) ? sqlite3_errmsg(st->db) : sqlite3_errstr(code));
+}
+
+static int store_exec(struct gs_store *st, const char *sql, struct gs_err *err)
+{
+    if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+        return store_fail(st, err, sql);
+    return GS_OK;
+}
+
+#ifdef GS_TESTABLE
+int gs_store_test_exec(struct gs_store *st, const char *sql, struct gs_err *err)
+{
+    return store_exec(st, sql, err);
+}
+#endif
+
+/* Appends printf output to buf[*len..cap); returns -1 once it no longer fits. */
+static int sql_cat(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int sql_cat(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    if (*len >= cap)
+        return -1;
+    va_start(ap, fmt);
+    n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= cap - *len) {
+        *len = cap;
+        return -1;
+    }
+    *len += (size_t)n;
+    return 0;
+}
+
+static int store_prepare(struct gs_store *st, const char *sql, sqlite3_stmt **out,
+                         struct gs_err *err)
+{
+    if (sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, out, NULL) != SQLITE_OK)
+        return store_fail(st, err, "prepare");
+    return GS_OK;
+}
+
+/* ---- schema ----------------------------------------------------------------------------- */
+
+/* Schema v1 with the metric columns spliced in. Every table keyed for append order. */
+static int store_schema_v1(char *sql, size_t cap)
+{
+    size_t n = 0;
+    int bad = 0;
+    bad |= sql_cat(sql, cap, &n,
+                   "CREATE TABLE meta(key TEXT PRIMARY KEY, value) WITHOUT ROWID;"
+                   "CREATE TABLE metric(col TEXT PRIMARY KEY, unit TEXT) WITHOUT ROWID;"
+                   "CREATE TABLE gpu(idx INTEGER PRIMARY KEY, uuid TEXT, name TEXT,"
+                   " pci_bus_id TEXT, serial TEXT, memory_total REAL,"
+                   " first_seen REAL, last_seen REAL);"
+                   "CREATE TABLE proc_sample(id INTEGER PRIMARY KEY, gpu INTEGER,"
+                   " pid INTEGER, name TEXT, user TEXT, job_kind INTEGER, container TEXT,"
+                   " pod_uid TEXT, slurm_job TEXT, gpu_memory REAL, sm_util REAL);"
+                   "CREATE TABLE sample(id INTEGER PRIMARY KEY");
+    for (unsigned c = 0; c < STORE_NCOLS; c++)
+        bad |= sql_cat(sql, cap, &n, ", %s REAL", gs_metric_name(store_cols[c]));
+    bad |= sql_cat(sql, cap, &n, ");CREATE TABLE rollup(id INTEGER PRIMARY KEY, n INTEGER");
+    for (unsigned c = 0; c < STORE_NCOLS; c++) {
+        const char *m = gs_metric_name(store_cols[c]);
+        bad |= sql_cat(sql, cap, &n, ", %s_min REAL, %s_avg REAL, %s_max REAL, %s_n INTEGER",
+                       m, m, m, m);
+    }
+    bad |= sql_cat(sql, cap, &n, ");");
+    for (unsigned c = 0; c < STORE_NCOLS; c++)
+        bad |= sql_cat(sql, cap, &n, "INSERT INTO metric VALUES('%s','%s');",
+                       gs_metric_name(store_cols[c]), gs_metric_unit(store_cols[c]));
+    /* Views decode the packed keys for people typing queries by hand. */
+    bad |= sql_cat(sql, cap, &n,
+                   "CREATE VIEW samples AS SELECT (id >> 8) / 1000.0 AS time, id & 255 AS gpu,"
+                   " * FROM sample;"
+                   "CREATE VIEW rollups AS SELECT (id >> 8) / 1000.0 AS time, id & 255 AS gpu,"
+                   " * FROM rollup;"
+                   "CREATE VIEW processes AS SELECT (id >> 16) / 1000.0 AS time, * FROM"
+                   " proc_sample;"
+                   "PRAGMA application_id = %d;",
+                   (int)GS_STORE_APP_ID);
+    return bad ? -1 : 0;
+}
+
+/* Migrations, one per schema version: index v brings a file from v-1 to v. */
+typedef int (*store_migration_fn)(char *sql, size_t cap);
+static const store_migration_fn store_migrations[GS_STORE_SCHEMA_VERSION + 1] = {
+    NULL,
+    store_schema_v1,
+};
+
+static int store_pragma_int(struct gs_store *st, const char *sql, int *out)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+            *out = sqlite3_column_int(s, 0);
+            rc = SQLITE_OK;
+        }
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* Reads application_id, user_version and the table count without writing anything, so a
+ * foreign file is refused before SQLite could change a byte of it. */
+static int store_check_identity(struct gs_store *st, int *version, struct gs_err *err)
+{
+    int app = 0, tables = 0, rc;
+
+    rc = store_pragma_int(st, "PRAGMA application_id", &app);
+    if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT)
+        return gs_err_set(err, GS_EPARSE,
+                          "%s: not a gpuscope history database (not an SQLite file, or corrupt:"
+                          " %s); move it away or pick another --data-dir",
+                          st->path, sqlite3_errstr(rc));
+    if (rc == SQLITE_OK)
+        rc = store_pragma_int(st, "PRAGMA user_version", version);
+    if (rc == SQLITE_OK)
+        rc = store_pragma_int(st, "SELECT count(*) FROM sqlite_schema", &tables);
+    if (rc != SQLITE_OK)
+        return store_fail(st, err, "read header");
+    if (app == 0 && tables == 0 && *version == 0)
+        return GS_OK; /* new or empty file */
+    if ((uint32_t)app != GS_STORE_APP_ID)
+        return gs_err_set(err, GS_EPARSE,
+                          "%s: not a gpuscope history database (application_id 0x%08x,"
+                          " expected 0x%08x); refusing to touch it",
+                          st->path, (unsigned)app, (unsigned)GS_STORE_APP_ID);
+    if (*version > GS_STORE_SCHEMA_VERSION)
+        return gs_err_set(err, GS_ENOTSUP,
+                          "%s: history schema v%d is newer than this gpuscope (v%d)", st->path,
+                          *version, GS_STORE_SCHEMA_VERSION);
+    return GS_OK;
+}
+
+static int store_migrate(struct gs_store *st, int from, struct gs_err *err)
+{
+    char *sql;
+    int rc = GS_OK;
+
+    if (from >= GS_STORE_SCHEMA_VERSION)
+        return GS_OK;
+    sql = malloc(STORE_SQL_MAX * 2);
+    if (!sql)
+        return gs_err_set(err, GS_ENOMEM, "history: out of memory");
+    for (int v = from + 1; v <= GS_STORE_SCHEMA_VERSION && rc == GS_OK; v++) {
+        int now = 0;
+        char pragma[64];
+        rc = store_exec(st, "BEGIN IMMEDIATE", err);
+        if (rc != GS_OK)
+            break;
+        /* Another process may have migrated between our check and our lock. */
+        if (store_pragma_int(st, "PRAGMA user_version", &now) != SQLITE_OK) {
+            rc = store_fail(st, err, "read user_version");
+        } else if (now >= v) {
+            rc = store_exec(st, "COMMIT", err);
+            continue;
+        } else if (store_migrations[v](sql, STORE_SQL_MAX * 2) != 0) {
+            rc = gs_err_set(err, GS_EINVAL, "history: schema v%d does not fit its buffer", v);
+        } else {
+            snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", v);
+            rc = store_exec(st, sql, err);
+            if (rc == GS_OK)
+                rc = store_exec(st, pragma, err);
+            if (rc == GS_OK)
+                rc = store_exec(st, "COMMIT", err);
+        }
+        if (rc != GS_OK && !sqlite3_get_autocommit(st->db))
+            sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    free(sql);
+    return rc;
+}
+
+static int store_prepare_all(struct gs_store *st, struct gs_err *err)
+{
+    char sql[STORE_SQL_MAX];
+    size_t n = 0;
+    int bad = 0, rc;
+
+    bad |= sql_cat(sql, sizeof sql, &n, "INSERT OR REPLACE INTO sample(id");
+    for (unsigned c = 0; c < STORE_NCOLS; c++)
+        bad |= sql_cat(sql, sizeof sql, &n, ",%s", gs_metric_name(store_cols[c]));
+    bad |= sql_cat(sql, sizeof sql, &n, ") VALUES(?");
+    for (unsigned c = 0; c < STORE_NCOLS; c++)
+        bad |= sql_cat(sql, sizeof sql, &n, ",?");
+    bad |= sql_cat(sql, sizeof sql, &n, ")");
+    if (bad)
+        return gs_err_set(err, GS_EINVAL, "history: insert statement too long");
+    rc = store_prepare(st, sql, &st->ins_sample, err);
+    if (rc != GS_OK)
+        return rc;
+
+    /* Rolls up every (minute, gpu) with rows in [?1, ?2) (packed keys). SQL's min/avg/max
+     * skip NULLs, so an absent reading never pulls a minimum to 0. */
+    n = 0;
+    bad |= sql_cat(sql, sizeof sql, &n, "INSERT OR REPLACE INTO rollup(id,n");
+    for (unsigned c = 0; c < STORE_NCOLS; c++) {
+        const char *m = gs_metric_name(store_cols[c]);
+        bad |= sql_cat(sql, sizeof sql, &n, ",%s_min,%s_avg,%s_max,%s_n", m, m, m, m);
+    }
+    bad |= sql_cat(sql, sizeof sql, &n,
+                   ") SELECT ((id >> 8) / %lld) * %lld * 256 + (id & 255), count(*)",
+                   STORE_MINUTE_MS, STORE_MINUTE_MS);
+    for (unsigned c = 0; c < STORE_NCOLS; c++) {
+        const char *m = gs_metric_name(store_cols[c]);
+        bad |= sql_cat(sql, sizeof sql, &n, ",min(%s),avg(%s),max(%s),count(%s)", m, m, m, m);
+    }
+    bad |= sql_cat(sql, sizeof sql, &n, " FROM sample WHERE id >= ?1 AND id < ?2 GROUP BY 1");
+    if (bad)
+        return gs_err_set(err, GS_EINVAL, "history: rollup statement too long");
+    rc = store_prepare(st, sql, &st->rollup, err);
+    if (rc == GS_OK)
+        rc = store_prepare(st,
+                           "INSERT OR REPLACE INTO proc_sample(id,gpu,pid,name,user,job_kind,"
+                           "container,pod_uid,slurm_job,gpu_memory,sm_util)"
+                           " VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                           &st->ins_proc, err);
+    if (rc == GS_OK)
+        rc = store_prepare(st,
+                           "INSERT INTO gpu(idx,uuid,name,pci_bus_id,serial,memory_total,"
+                           "first_seen,last_seen) VALUES(?1,?2,?3,?4,?5,?6,?7,?7)"
+                           " ON CONFLICT(idx) DO UPDATE SET uuid=excluded.uuid,"
+                           " name=excluded.name, pci_bus_id=excluded.pci_bus_id,"
+                           " serial=excluded.serial, memory_total=excluded.memory_total,"
+                           " last_seen=excluded.last_seen",
+                           &st->up_gpu, err);
+    if (rc == GS_OK)
+        rc = store_prepare(st, "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)",
+                           &st->set_meta, err);
+    return rc;
+}
+
+static int store_load_state(struct gs_store *st, struct gs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    int rc;
+
+    st->rollup_done_ms = -1;
+    st->max_t_ms = -1;
+    rc = sqlite3_prepare_v2(st->db,
+                            "SELECT (SELECT value FROM meta WHERE key='rollup_done_ms'),"
+                            " (SELECT max(id) >> 8 FROM sample)",
+                            -1, &s, NULL);
+    if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
+        if (sqlite3_column_type(s, 0) != SQLITE_NULL)
+            st->rollup_done_ms = sqlite3_column_int64(s, 0);
+        if (sqlite3_column_type(s, 1) != SQLITE_NULL)
+            st->max_t_ms = sqlite3_column_int64(s, 1);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(s);
+    return rc == SQLITE_OK ? GS_OK : store_fail(st, err, "load state");
+}
+
+static int store_open_db(struct gs_store *st, struct gs_err *err)
+{
+    int version = 0, rc;
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+#ifdef SQLITE_OPEN_NOFOLLOW
+    flags |= SQLITE_OPEN_NOFOLLOW;
+#endif
+    if (sqlite3_open_v2(st->path, &st->db, flags, NULL) != SQLITE_OK) {
+        if (!st->db)
+            return gs_err_set(err, GS_ENOMEM, "history: sqlite3_open_v2(%s): out of memory",
+                              st->path);
+        return gs_err_set(err, GS_EIO, "history: sqlite3_open_v2(%s): %s", st->path,
+                          sqlite3_errmsg(st->db));
+    }
+    sqlite3_extended_result_codes(st->db, 1);
+    sqlite3_busy_timeout(st->db, (int)st->opts.busy_timeout_ms);
+    rc = store_check_identity(st, &version, err);
+    if (rc != GS_OK)
+        return rc;
+    /* WAL: readers (the sqlite3 shell, the HTTP side) never block the writer, and a killed
+     * writer loses only its open transaction. NORMAL sync is durable against process crashes;
+     * only an OS crash may lose the last commits, never consistency. */
+    rc = store_exec(st, "PRAGMA journal_mode=WAL", err);
+    if (rc == GS_OK)
+        rc = store_exec(st, "PRAGMA synchronous=NORMAL", err);
+    if (rc == GS_OK)
+        rc = store_migrate(st, version, err);
+    if (rc == GS_OK)
+        rc = store_prepare_all(st, err);
+    if (rc == GS_OK)
+        rc = store_load_state(st, err);
+    return rc;
+}
+
+int gs_store_open(struct gs_store **out, const char *path, const struct gs_store_opts *opts,
+                  struct gs_err *err)
+{
+    struct gs_store *st;
+    int rc;
+
+    if (!out || !path || !*path)
+        return gs_err_set(err, GS_EINVAL, "history: no database path");
+    if (strlen(path) >= sizeof st->path)
+        return gs_err_set(err, GS_EINVAL, "history: path too long: %s", path);
+    st = calloc(1, sizeof *st);
+    if (!st)
+        return gs_err_set(err, GS_ENOMEM, "history: out of memory");
+    strcpy(st->path, path);
+    if (opts)
+        st->opts = *opts;
+    if (!st->opts.buffer_cap)
+        st->opts.buffer_cap = 600;
+    if (!st->opts.busy_timeout_ms)
+        st->opts.busy_timeout_ms = 2000;
+    if (!st->opts.proc_interval_ms)
+        st->opts.proc_interval_ms = 10000;
+    if (!st->opts.raw_max_range_s)
+        st->opts.raw_max_range_s = 6 * 3600;
+    st->last_proc_ms = -1;
+    st->ring = calloc(st->opts.buffer_cap, sizeof *st->ring);
+    if (!st->ring) {
+        rc = gs_err_set(err, GS_ENOMEM, "history: out of memory");
+        goto fail;
+    }
+    rc = store_open_db(st, err);
+    if (rc != GS_OK)
+        goto fail;
+    *out = st;
+    return GS_OK;
+fail:
+    gs_store_close(st);
+    return rc;
+}
+
+void gs_store_close(struct gs_store *st)
+{
+    if (!st)
+        return;
+    sqlite3_finalize(st->ins_sample);
+    sqlite3_finalize(st->ins_proc);
+    sqlite3_finalize(st->up_gpu);
+    sqlite3_finalize(st->rollup);
+    sqlite3_finalize(st->set_meta);
+    sqlite3_close(st->db); /* NULL is a no-op; checkpoints the WAL when we are the last */
+    if (st->ring) {
+        for (unsigned i = 0; i < st->opts.buffer_cap; i++) {
+            free(st->ring[i].gpus);
+            free(st->ring[i].procs);
+        }
+        free(st->ring);
+    }
+    free(st->ident);
+    free(st);
+}
+
+/* ---- append ----------------------------------------------------------------------------- */
+
+static int store_reserve(void **arr, unsigned *cap, unsigned want, size_t size)
+{
+    void *p;
+    if (want <= *cap)
+        return 0;
+    p = realloc(*arr, (size_t)want * size); /* on failure the old array stays valid */
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = want;
+    return 0;
+}
+
+static int store_note_ident(struct gs_store *st, const struct gs_gpu *g, int64_t t_ms)
+{
+    struct store_ident *id;
+    if (g->index >= st->n_ident) {
+        unsigned want = g->index + 1;
+        struct store_ident *p = realloc(st->ident, want * sizeof *p);
+        if (!p)
+            return -1;
+        memset(p + st->n_ident, 0, (want - st->n_ident) * sizeof *p);
+        st->ident = p;
+        st->n_ident = want;
+    }
+    id = &st->ident[g->index];
+    id->seen = 1;
+    if (t_ms > id->last_ms)
+        id->last_ms = t_ms;
+    memcpy(id->text, g->text, sizeof id->text);
+    memcpy(id->tst, g->tst, sizeof id->tst);
+    id->mem_total_ok = gs_gpu_has(g, GS_M_MEM_TOTAL);
+    id->mem_total = g->v[GS_M_MEM_TOTAL];
+    return 0;
+}
+
+static void store_copy_proc(struct store_proc_row *r, const struct gs_proc *p)
+{
+    memset(r, 0, sizeof *r);
+    r->gpu = p->gpu;
+    r->pid = p->pid;
+    r->mem_ok = p->mem_st == GS_ST_OK;
+    r->mem_bytes = (double)p->gpu_mem_bytes;
+    r->sm_ok = p->util_st == GS_ST_OK;
+    r->sm_util = p->sm_util;
+    r->host_ok = p->host_st == GS_ST_OK;
+    r->job_kind = p->job_kind;
+    if (r->host_ok) {
+        memcpy(r->name, p->name, sizeof r->name - 1);
+        memcpy(r->user, p->user, sizeof r->user - 1);
+        memcpy(r->container, p->container_id, sizeof r->container - 1);
+        memcpy(r->pod_uid, p->pod_uid, sizeof r->pod_uid - 1);
+        memcpy(r->slurm_job, p->slurm_job, sizeof r->slurm_job - 1);
+    }
+}
+
+int gs_store_append(struct gs_store *st, const struct gs_snapshot *snap, struct gs_err *err)
+{
+    struct store_entry *e;
+    int64_t t_ms;
+    unsigned n_procs = 0;
+
+    if (!st || !snap)
+        return gs_err_set(err, GS_EINVAL, "history: append without store or snapshot");
+    if (!(snap->t_real > 0) || snap->t_real > 1e11)
+        return gs_err_set(err, GS_EINVAL, "history: snapshot has no valid time (%g)",
+                          snap->t_real);
+    t_ms = llround(snap->t_real * 1000.0);
+    if (st->count == st->opts.buffer_cap) {
+        /* Full (writes failing for a while): the oldest snapshot goes, counted. */
+        st->head = (st->head + 1) % st->opts.buffer_cap;
+        st->count--;
+        st->stats.dropped++;
+    }
+    e = &st->ring[(st->head + st->count) % st->opts.buffer_cap];
+    if (st->last_proc_ms < 0 || t_ms - st->last_proc_ms >= (int64_t)st->opts.proc_interval_ms)
+        n_procs = snap->n_procs < STORE_PROC_SEQ_MAX ? snap->n_procs : STORE_PROC_SEQ_MAX;
+    if (store_reserve((void **)&e->gpus, &e->cap_gpus, snap->n_gpus, sizeof *e->gpus) ||
+        store_reserve((void **)&e->procs, &e->cap_procs, n_procs, sizeof *e->procs))
+        return gs_err_set(err, GS_ENOMEM, "history: out of memory buffering a snapshot");
+    e->t_ms = t_ms;
+    e->n_gpus = 0;
+    for (unsigned i = 0; i < snap->n_gpus; i++) {
+        const struct gs_gpu *g = &snap->gpus[i];
+        struct store_gpu_row *r;
+        if (g->index > GS_STORE_MAX_GPU)
+            continue;
+        if (store_note_ident(st, g, t_ms))
+            return gs_err_set(err, GS_ENOMEM, "history: out of memory buffering a snapshot");
+        r = &e->gpus[e->n_gpus++];
+        r->gpu = g->index;
+        r->present = 0;
+        for (unsigned c = 0; c < STORE_NCOLS; c++) {
+            r->v[c] = g->v[store_cols[c]];
+            if (gs_gpu_has(g, store_cols[c]) && isfinite(r->v[c]))
+                r->present |= 1u << c;
+        }
+    }
+    e->n_procs = 0;
+    for (unsigned i = 0; i < n_procs; i++) {
+        const struct gs_proc *p = &snap->procs[i];
+        if (p->gpu >= snap->n_gpus || snap->gpus[p->gpu].index > GS_STORE_MAX_GPU)
+            continue;
+        store_copy_proc(&e->procs[e->n_procs], p);
+        e->procs[e->n_procs].gpu = snap->gpus[p->gpu].index; /* stored by NVML index */
+        e->n_procs++;
+    }
+    if (n_procs)
+        st->last_proc_ms = t_ms;
+    st->count++;
+    return GS_OK;
+}
+
+/* ---- flush ------------------------------------------------------------------------------ */
+
+static int store_step(sqlite3_stmt *s)
+{
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static void bind_text_or_null(sqlite3_stmt *s, int i, const char *t)
+{
+    if (t && *t)
+        sqlite3_bind_text(s, i, t, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(s, i);
+}
+
+static int store_write_entry(struct gs_store *st, const struct store_entry *e, uint64_t *rows)
+{
+    for (unsigned i = 0; i < e->n_gpus; i++) {
+        const struct store_gpu_row *r = &e->gpus[i];
+        sqlite3_bind_int64(st->ins_sample, 1, e->t_ms * 256 + r->gpu);
+        for (unsigned c = 0; c < STORE_NCOLS; c++)
+            if (r->present & (1u << c))
+                sqlite3_bind_double(st->ins_sample, (int)c + 2, r->v[c]);
+        /* unbound parameters are NULL: absent stays absent */
+        if (store_step(st->ins_sample) != SQLITE_OK)
+            return -1;
+        (*rows)++;
+    }
+    for (unsigned i = 0; i < e->n_procs; i++) {
+        const struct store_proc_row *p = &e->procs[i];
+        sqlite3_stmt *s = st->ins_proc;
+        sqlite3_bind_int64(s, 1, e->t_ms * (int64_t)STORE_PROC_SEQ_MAX + i);
+        sqlite3_bind_int(s, 2, (int)p->gpu);
+        sqlite3_bind_int64(s, 3, p->pid);
+        bind_text_or_null(s, 4, p->name);
+        bind_text_or_null(s, 5, p->user);
+        if (p->job_kind)
+            sqlite3_bind_int(s, 6, p->job_kind);
+        bind_text_or_null(s, 7, p->container);
+        bind_text_or_null(s, 8, p->pod_uid);
+        bind_text_or_null(s, 9, p->slurm_job);
+        if (p->mem_ok)
+            sqlite3_bind_double(s, 10, p->mem_bytes);
+        if (p->sm_ok)
+            sqlite3_bind_double(s, 11, p->sm_util);
+        if (store_step(s) != SQLITE_OK)
+            return -1;
+        (*rows)++;
+    }
+    return 0;
+}
+
+static int store_write_idents(struct gs_store *st)
+{
+    static const enum gs_text cols[] = {GS_T_UUID, GS_T_NAME, GS_T_PCI_BUS_ID, GS_T_SERIAL};
+    for (unsigned i = 0; i < st->n_ident; i++) {
+        const struct store_ident *id = &st->ident[i];
+        if (!id->seen)
+            continue;
+        sqlite3_bind_int(st->up_gpu, 1, (int)i);
+        for (unsigned k = 0; k < 4; k++)
+            if (id->tst[cols[k]] == GS_ST_OK)
+                bind_text_or_null(st->up_gpu, (int)k + 2, id->text[cols[k]]);
+        if (id->mem_total_ok)
+            sqlite3_bind_double(st->up_gpu, 6, id->mem_total);
+        sqlite3_bind_double(st->up_gpu, 7, (double)id->last_ms / 1000.0);
+        if (store_step(st->up_gpu) != SQLITE_OK)
+            return -1;
+    }
+    return 0;
+}
+
+/* Rolls up the minutes completed by this flush: from the older of the watermark and the
+ * oldest minute just written (a late sample re-rolls its minute) up to the minute of the
+ * newest sample, which is still open. Returns the new watermark through *done. */
+static int store_roll(struct gs_store *st, int64_t min_ms, int64_t max_ms, int64_t *done,
+                      uint64_t *rows)
+{
+    int64_t from = (min_ms / STORE_MINUTE_MS) * STORE_MINUTE_MS;
+    int64_t end = (max_ms / STORE_MINUTE_MS) * STORE_MINUTE_MS;
+    *done = st->rollup_done_ms;
+    if (st->rollup_done_ms >= 0 && st->rollup_done_ms < from)
+        from = st->rollup_done_ms;
+    if (*done < 0)
+        *done = from; /* first flush into a new file: nothing before it to roll */
+    if (end <= from)
+        goto save;
+    sqlite3_bind_int64(st->rollup, 1, from * 256);
+    sqlite3_bind_int64(st->rollup, 2, end * 256);
+    if (store_step(st->rollup) != SQLITE_OK)
+        return -1;
+    *rows += (uint64_t)sqlite3_changes(st->db);
+    if (end > *done)
+        *done = end;
+save:
+    sqlite3_bind_text(st->set_meta, 1, "rollup_done_ms", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st->set_meta, 2, *done);
+    return store_step(st->set_meta) == SQLITE_OK ? 0 : -1;
+}
+
+int gs_store_flush(struct gs_store *st, struct gs_err *err)
+{
+    double t0 = mono_s(), dt;
+    uint64_t rows = 0;
+    int64_t min_ms = INT64_MAX, max_ms = st ? st->max_t_ms : -1, done = -1;
+    int failed = 0;
+
+    if (!st)
+        return gs_err_set(err, GS_EINVAL, "history: flush without store");
+    if (st->count == 0)
+        return GS_OK;
+    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        failed = 1;
+    for (unsigned k = 0; k < st->count && !failed; k++) {
+        const struct store_entry *e = &st->ring[(st->head + k) % st->opts.buffer_cap];
+        if (e->n_gpus) {
+            if (e->t_ms < min_ms)
+                min_ms = e->t_ms;
+            if (e->t_ms > max_ms)
+                max_ms = e->t_ms;
+        }
+        failed = store_write_entry(st, e, &rows) != 0;
+    }
+    if (!failed)
+        failed = store_write_idents(st) != 0;
+    if (!failed && min_ms != INT64_MAX)
+        failed = store_roll(st, min_ms, max_ms, &done, &rows) != 0;
+    if (!failed && sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+        failed = 1;
+    if (failed) {
+        /* Take the message before ROLLBACK overwrites it; SQLite may already have rolled
+         * back on SQLITE_FULL/IOERR, which get_autocommit tells us. */
+        int rc = store_fail(st, err, "flush");
+        if (!sqlite3_get_autocommit(st->db))
+            sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+        st->stats.write_errors++;
+        st->stats.consecutive_failures++;
+        return rc;
+    }
+    for (unsigned i = 0; i < st->n_ident; i++)
+        st->ident[i].seen = 0;
+    st->stats.snapshots_written += st->count;
+    st->head = (st->head + st->count) % st->opts.buffer_cap;
+    st->count = 0;
+    st->max_t_ms = max_ms;
+    if (min_ms != INT64_MAX)
+        st->rollup_done_ms = done;
+    dt = mono_s() - t0;
+    st->stats.rows_written += rows;
+    st->stats.flushes++;
+    st->stats.consecutive_failures = 0;
+    st->stats.last_flush_s = dt;
+    if (dt > st->stats.max_flush_s)
+        st->stats.max_flush_s = dt;
+    return GS_OK;
+}
+
+/* ---- prune ------------------------------------------------------------------------------ */
+
+static int store_delete_below(struct gs_store *st, const char *table, int64_t key,
+                              unsigned limit, unsigned *deleted)
+{
+    char sql[160];
+    sqlite3_stmt *s = NULL;
+    int rc;
+
+    snprintf(sql, sizeof sql,
+             "DELETE FROM %s WHERE id IN (SELECT id FROM %s WHERE id < ?1 ORDER BY id LIMIT ?2)",
+             table, table);
+    rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(s, 1, key);
+        sqlite3_bind_int(s, 2, (int)limit);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE) {
+            *deleted += (unsigned)sqlite3_changes(st->db);
+            rc = SQLITE_OK;
+        }
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+int gs_store_prune(struct gs_store *st, double now, double raw_retention_s,
+                   double rollup_retention_s, unsigned max_rows, unsigned *deleted,
+                   struct gs_err *err)
+{
+    unsigned n = 0;
+    int rc = SQLITE_OK;
+
+    if (deleted)
+        *deleted = 0;
+    if (!st || !(now > 0 && now <= 1e11))
+        return gs_err_set(err, GS_EINVAL, "history: prune needs a store and a time");
+    if (!max_rows)
+        max_rows = 5000;
+    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        return store_fail(st, err, "prune");
+    if (raw_retention_s > 0) {
+        int64_t cut = llround((now - raw_retention_s) * 1000.0);
+        if (cut > 0) {
+            rc = store_delete_below(st, "sample", cut * 256, max_rows, &n);
+            if (rc == SQLITE_OK && n < max_rows)
+                rc = store_delete_below(st, "proc_sample", cut * (int64_t)STORE_PROC_SEQ_MAX,
+                                        max_rows - n, &n);
+        }
+    }
+    if (rc == SQLITE_OK && rollup_retention_s > 0 && n < max_rows) {
+        int64_t cut = llround((now - rollup_retention_s) * 1000.0);
+        if (cut > 0)
+            rc = store_delete_below(st, "rollup", cut * 256, max_rows - n, &n);
+    }
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        int ret = store_fail(st, err, "prune");
+        if (!sqlite3_get_autocommit(st->db))
+            sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+        return ret;
+    }
+    st->stats.pruned_rows += n;
+    if (deleted)
+        *deleted = n;
+    return GS_OK;
+}
+
+/* ---- query ------------------------------------------------------------------------------ */
+
+int gs_store_query(struct gs_store *st, unsigned gpu, enum gs_metric metric, double from,
+                   double to, double step, gs_store_point_fn fn, void *ctx,
+                   enum gs_store_source *source, struct gs_err *err)
+{
+    char sql[512];
+    const char *m;
+    int col, rc, stop = 0, raw;
+    int64_t from_ms, to_ms, step_ms;
+    sqlite3_stmt *s = NULL;
+
+    if (!st || !fn)
+        return gs_err_set(err, GS_EINVAL, "history: query without store or callback");
+    if ((unsigned)metric >= GS_M__COUNT || (col = store_col_of(metric)) < 0)
+        return gs_err_set(err, GS_ENOTFOUND, "history: metric %s is not kept in history",
+                          (unsigned)metric < GS_M__COUNT ? gs_metric_name(metric) : "?");
+    /* Bounds keep the packed keys (ms * 256) far from int64 overflow: years up to ~5000. */
+    if (gpu > GS_STORE_MAX_GPU || !(to > from) || !(from >= 0) || !(to <= 1e11) ||
+        !(step >= -1e10 && step <= 1e10))
+        return gs_err_set(err, GS_EINVAL, "history: bad query (gpu %u, from %g, to %g, step %g)",
+                          gpu, from, to, step);
+    m = gs_metric_name(metric);
+    from_ms = llround(from * 1000.0);
+    to_ms = llround(to * 1000.0);
+    raw = to - from <= st->opts.raw_max_range_s && step < 60;
+    if (step <= 0 && !raw)
+        step = 60;
+    step_ms = step > 0 ? llround(step * 1000.0) : 0;
+    if (raw && step_ms == 0)
+        snprintf(sql, sizeof sql,
+                 "SELECT id >> 8, %s, %s, %s, 1 FROM sample WHERE id >= ?1 AND id < ?2"
+                 " AND (id & 255) = ?3 AND %s IS NOT NULL ORDER BY id",
+                 m, m, m, m);
+    else if (raw)
+        snprintf(sql, sizeof sql,
+                 "SELECT ((id >> 8) / ?4) * ?4 AS b, min(%s), avg(%s), max(%s), count(%s)"
+                 " FROM sample WHERE id >= ?1 AND id < ?2 AND (id & 255) = ?3"
+                 " AND %s IS NOT NULL GROUP BY b ORDER BY b",
+                 m, m, m, m, m);
+    else {
+        step_ms = ((step_ms + STORE_MINUTE_MS - 1) / STORE_MINUTE_MS) * STORE_MINUTE_MS;
+        snprintf(sql, sizeof sql,
+                 "SELECT ((id >> 8) / ?4) * ?4 AS b, min(%s_min),"
+                 " sum(%s_avg * %s_n) / sum(%s_n), max(%s_max), sum(%s_n) FROM rollup"
+                 " WHERE id >= ?1 AND id < ?2 AND (id & 255) = ?3 AND %s_n > 0"
+                 " GROUP BY b ORDER BY b",
+                 m, m, m, m, m, m, m);
+    }
+    if (source)
+        *source = raw ? GS_STORE_RAW : GS_STORE_ROLLUP;
+    rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(st, err, "query");
+    sqlite3_bind_int64(s, 1, from_ms * 256);
+    sqlite3_bind_int64(s, 2, to_ms * 256);
+    sqlite3_bind_int(s, 3, (int)gpu);
+    if (step_ms > 0 && sqlite3_bind_parameter_count(s) >= 4)
+        sqlite3_bind_int64(s, 4, step_ms);
+    while (!stop && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        struct gs_store_point p = {
+            .t = (double)sqlite3_column_int64(s, 0) / 1000.0,
+            .min = sqlite3_column_double(s, 1),
+            .avg = sqlite3_column_double(s, 2),
+            .max = sqlite3_column_double(s, 3),
+            .n = (unsigned)sqlite3_column_int64(s, 4),
+        };
+        stop = fn(ctx, &p);
+    }
+    if (!stop && rc != SQLITE_DONE) {
+        rc = store_fail(st, err, "query");
+        sqlite3_finalize(s);
+        return rc;
+    }
+    sqlite3_finalize(s);
+    return stop;
+}
+
+struct gs_store_stats gs_store_stats(const struct gs_store *st)
+{
+    struct gs_store_stats s = {0};
+    if (st) {
+        s = st->stats;
+        s.buffered = st->count;
+    }
+    return s;
+}

@@ -1,0 +1,120 @@
+/*
+ * The history store: snapshots written to an SQLite file (history.db) for /api/v1/history.
+ *
+ * The agent appends every snapshot (a copy of the kept metrics goes into a bounded in-memory
+ * buffer), flushes the buffer every few seconds in one transaction, prunes old rows in small
+ * batches, and answers range queries from raw samples or per-minute rollups. The schema, the
+ * reasons for its layout and example hand queries are in docs/history.md.
+ *
+ * Threads: a store is not thread-safe; one thread (the agent's writer) owns it, or callers
+ * serialise every call with a mutex. Reading the same file from another connection (the
+ * sqlite3 shell, a second store) is fine: the file is in WAL mode.
+ *
+ * Failures: a write error (full disk, I/O error) never loses the buffer at once; the flush
+ * returns GS_EIO, the rows stay buffered (bounded: when the cap is hit the oldest snapshot is
+ * dropped and counted) and the next flush retries. The caller keeps serving live data and logs
+ * once per episode: when gs_store_stats().consecutive_failures == 1 after a failed flush, and
+ * "recovered" when a flush succeeds while it was > 0 (read the stats before that flush).
+ */
+#ifndef GS_HISTORY_H
+#define GS_HISTORY_H
+
+#include <stdint.h>
+
+#include "gpuscope/gs_model.h"
+
+struct gs_err;
+struct gs_store;
+
+/* PRAGMA application_id of a gpuscope history database ("GPUh"), and the schema version
+ * (PRAGMA user_version) this build writes. A file with another application_id is refused. */
+#define GS_STORE_APP_ID 0x47505568
+#define GS_STORE_SCHEMA_VERSION 1
+
+/* Highest GPU index kept (the row key packs the index in 8 bits). */
+#define GS_STORE_MAX_GPU 255
+
+struct gs_store_opts {
+    unsigned buffer_cap;       /* snapshots held in memory between flushes; 0: 600 */
+    unsigned busy_timeout_ms;  /* wait for another connection's lock; 0: 2000 */
+    unsigned proc_interval_ms; /* minimum spacing of per-process samples; 0: 10000 */
+    unsigned raw_max_range_s;  /* queries over a longer range read rollups; 0: 6 h */
+};
+
+struct gs_store_stats {
+    uint64_t rows_written;     /* sample + process + rollup rows committed */
+    uint64_t snapshots_written;
+    uint64_t flushes;          /* successful flushes */
+    uint64_t write_errors;     /* failed flushes (rolled back, buffer kept) */
+    uint64_t dropped;          /* snapshots dropped from a full buffer, never written */
+    uint64_t pruned_rows;
+    unsigned consecutive_failures; /* failed flushes since the last success */
+    unsigned buffered;             /* snapshots waiting for the next flush */
+    double last_flush_s;           /* wall time of the last successful flush */
+    double max_flush_s;
+};
+
+/* One point of a query: a raw sample (n == 1, min == avg == max) or a bucket of `step`
+ * seconds starting at t (unix seconds). Buckets without any value are not reported. */
+struct gs_store_point {
+    double t;
+    double min, avg, max;
+    unsigned n; /* samples behind the point */
+};
+
+enum gs_store_source { GS_STORE_RAW = 0, GS_STORE_ROLLUP = 1 };
+
+/* Called once per point in time order; a non-zero return stops the query and is returned. */
+typedef int (*gs_store_point_fn)(void *ctx, const struct gs_store_point *p);
+
+/* Opens or creates the database at path (symlinks refused). A new file gets the schema; an
+ * existing gpuscope file is migrated to GS_STORE_SCHEMA_VERSION. A file that is not SQLite,
+ * another application's database, or one written by a newer gpuscope is refused with
+ * GS_EPARSE (GS_ENOTSUP for newer) and left untouched. opts may be NULL. On failure *out is
+ * untouched and err says why. */
+int gs_store_open(struct gs_store **out, const char *path, const struct gs_store_opts *opts,
+                  struct gs_err *err);
+/* Flushes nothing: call gs_store_flush first to keep the buffer. NULL is allowed. */
+void gs_store_close(struct gs_store *st);
+
+/* Copies the kept metrics of snap into the buffer (snap is not retained). Absent readings are
+ * stored as NULL, never 0. Fails with GS_EINVAL for a snapshot without a time; GPUs with an
+ * index above GS_STORE_MAX_GPU are skipped. A full buffer drops its oldest snapshot. */
+int gs_store_append(struct gs_store *st, const struct gs_snapshot *snap, struct gs_err *err);
+
+/* Writes everything buffered in one transaction, with the rollups of every minute completed
+ * by it. GS_OK empties the buffer; GS_EIO (disk full, I/O error, locked) rolls back and keeps
+ * the buffer for the next call. */
+int gs_store_flush(struct gs_store *st, struct gs_err *err);
+
+/* Deletes raw and process samples older than now - raw_retention_s and rollups older than
+ * now - rollup_retention_s, at most max_rows rows per call (0: 5000) so no call stalls a
+ * flush; *deleted (may be NULL) gets the count. Call again while *deleted == max_rows. A zero
+ * retention keeps that data. */
+int gs_store_prune(struct gs_store *st, double now, double raw_retention_s,
+                   double rollup_retention_s, unsigned max_rows, unsigned *deleted,
+                   struct gs_err *err);
+
+/* Reports the values of one GPU metric in [from, to) (unix seconds) through fn, buckets
+ * aligned to multiples of step since the epoch. Raw samples are read when step < 60 and the
+ * range is at most raw_max_range_s (step <= 0: every sample); otherwise per-minute rollups,
+ * with step rounded up to whole minutes (step <= 0: 60). *source (may be NULL) says which.
+ * GS_ENOTFOUND for a metric the history does not keep (gs_store_keeps), GS_EINVAL for
+ * gpu > GS_STORE_MAX_GPU, from >= to, from < 0, to > 1e11 or |step| > 1e10. Returns what fn
+ * returned when it stopped the query. Only flushed data is seen. */
+int gs_store_query(struct gs_store *st, unsigned gpu, enum gs_metric metric, double from,
+                   double to, double step, gs_store_point_fn fn, void *ctx,
+                   enum gs_store_source *source, struct gs_err *err);
+
+/* Whether the history keeps metric m (the columns of the sample table). */
+int gs_store_keeps(enum gs_metric m);
+
+/* Self metrics; cheap, no I/O. */
+struct gs_store_stats gs_store_stats(const struct gs_store *st);
+
+#ifdef GS_TESTABLE
+/* Test builds only: runs SQL on the store's connection (to shrink max_page_count, say). */
+int gs_store_test_exec(struct gs_store *st, const char *sql, struct gs_err *err);
+#endif
+
+#endif

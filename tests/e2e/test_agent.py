@@ -1,0 +1,267 @@
+"""`gpuscope agent` end to end, on nvml-sim (h100x8-training.json, NVML_SIM_TIME frozen).
+
+Starts the agent on a free loopback port and checks: /metrics values equal the quick check's
+JSON of the same frozen scenario, /healthz, /api/v1/snapshot, 404 and 405, `promtool check
+metrics` in both naming modes, SIGHUP reload, SIGTERM exits 0 quickly, a bad config refused
+with file:line, a start without a driver serving gpuscope_up 0 and recovering when the library
+appears, and a real Prometheus (Debian `prometheus`) scraping the agent, queried through its
+HTTP API. Everything the test starts is stopped at the end.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import Tap  # noqa: E402
+
+SRC = os.environ.get("GPUSCOPE_SOURCE_ROOT",
+                     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+BUILD = os.environ.get("GPUSCOPE_BUILD_ROOT", os.path.join(SRC, "build"))
+BIN = os.environ.get("GPUSCOPE_BIN", os.path.join(BUILD, "gpuscope"))
+SIM = os.environ.get("GPUSCOPE_SIM_LIB", os.path.join(BUILD, "sim", "libnvidia-ml.so.1"))
+SCENARIO = os.path.join(SRC, "sim", "scenarios", "h100x8-training.json")
+
+t = Tap()
+procs = []
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def env_for(lib=SIM):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVML_SIM")}
+    env.update(GPUSCOPE_NVML_LIBRARY=lib, NVML_SIM_SCENARIO=SCENARIO, NVML_SIM_TIME="10",
+               TZ="UTC")
+    return env
+
+
+def get(url, method="GET"):
+    req = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.headers, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read().decode()
+
+
+def start_agent(args, env=None):
+    port = free_port()
+    p = subprocess.Popen([BIN, "agent", "--listen", "127.0.0.1:%d" % port] + args,
+                         env=env or env_for(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    procs.append(p)
+    base = "http://127.0.0.1:%d" % port
+    for _ in range(100):
+        try:
+            if get(base + "/healthz")[0] == 200:
+                return p, base
+        except OSError:
+            pass
+        if p.poll() is not None:
+            break
+        time.sleep(0.05)
+    return p, base
+
+
+def stop(p, sig=signal.SIGTERM):
+    if p.poll() is None:
+        p.send_signal(sig)
+    t0 = time.monotonic()
+    try:
+        rc = p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        rc = p.wait()
+    out, err = p.communicate()
+    return rc, time.monotonic() - t0, err.decode()
+
+
+def samples(text):
+    """{(name, frozenset(labels)): value} of an exposition."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, val = line.rsplit(" ", 1)
+        if "{" in head:
+            name, rest = head.split("{", 1)
+            labels = {}
+            for part in rest.rstrip("}").split('",'):
+                k, v = part.split("=", 1)
+                labels[k] = v.strip('"')
+            out[(name, frozenset(labels.items()))] = float(val)
+        else:
+            out[(head, frozenset())] = float(val)
+    return out
+
+
+def by_gpu(s, name):
+    return {dict(k[1])["gpu"]: v for k, v in s.items() if k[0] == name}
+
+
+def promtool_problems(text):
+    p = subprocess.run(["promtool", "check", "metrics"], input=text.encode(), capture_output=True)
+    return p.returncode, (p.stdout + p.stderr).decode()
+
+
+def main():
+    quick = json.loads(subprocess.run([BIN, "--json"], env=env_for(), capture_output=True,
+                                      check=True).stdout)
+    want_mem = {str(g["index"]): g["memory_used"] for g in quick["gpus"]}
+    want_util = {str(g["index"]): g["utilization_gpu"] for g in quick["gpus"]}
+
+    p, base = start_agent([])
+    code, hdr, body = get(base + "/metrics")
+    t.eq(code, 200, "/metrics answers 200")
+    t.ok(hdr.get("Content-Type", "").startswith("text/plain; version=0.0.4"),
+         "/metrics content type is text exposition 0.0.4", detail=hdr.get("Content-Type"))
+    s = samples(body)
+    t.eq(s.get(("gpuscope_up", frozenset())), 1.0, "gpuscope_up 1 on nvml-sim")
+    t.eq(by_gpu(s, "gpuscope_gpu_memory_used_bytes"), {k: float(v) for k, v in want_mem.items()},
+         "memory used of every GPU equals the scenario's (quick check JSON)")
+    t.eq(by_gpu(s, "gpuscope_gpu_utilization_ratio"), {k: float(v) for k, v in want_util.items()},
+         "utilization of every GPU equals the scenario's")
+    info = [dict(k[1]) for k in s if k[0] == "gpuscope_gpu_info"]
+    t.eq(sorted(i["uuid"] for i in info), sorted(g["uuid"] for g in quick["gpus"]),
+         "gpuscope_gpu_info carries every UUID")
+    t.ok(not any("DCGM_" in k[0] for k in s), "no dcgm names without --metrics-compat")
+    rc, out = promtool_problems(body)
+    if shutil.which("promtool"):
+        t.ok(rc == 0, "promtool check metrics: native exposition is clean", detail=out)
+    else:
+        t.skip("promtool check metrics (native)", "promtool not installed")
+
+    code, hdr, body = get(base + "/api/v1/snapshot")
+    snap = json.loads(body) if code == 200 else {}
+    t.eq(code, 200, "/api/v1/snapshot answers 200")
+    t.eq([g.get("memory_used") for g in snap.get("gpus", [])],
+         [g["memory_used"] for g in quick["gpus"]], "snapshot JSON memory equals quick check's")
+    t.eq(get(base + "/healthz")[0:3:2], (200, "ok\n"), "/healthz answers ok")
+    t.eq(get(base + "/nope")[0], 404, "unknown path: 404")
+    t.eq(get(base + "/metrics", "POST")[0], 405, "POST /metrics: 405")
+    t.eq(get(base + "/metrics", "HEAD")[0], 200, "HEAD /metrics: 200")
+
+    p.send_signal(signal.SIGHUP)
+    time.sleep(0.3)
+    t.eq(get(base + "/healthz")[0], 200, "still serving after SIGHUP")
+    rc, took, err = stop(p)
+    t.eq(rc, 0, "SIGTERM: exit status 0")
+    t.ok(took < 2, "SIGTERM: exits within 2 s", detail="%.2fs" % took)
+    t.ok("reload:" in err and "<6>info:" in err, "log lines carry <N> priority; SIGHUP reloads",
+         detail=err)
+
+    # dcgm-exporter compatibility
+    p, base = start_agent(["--metrics-compat=dcgm"])
+    body = get(base + "/metrics")[2]
+    s = samples(body)
+    fb = {dict(k[1])["gpu"]: (v, dict(k[1])) for k, v in s.items() if k[0] == "DCGM_FI_DEV_FB_USED"}
+    t.eq({g: v for g, (v, _) in fb.items()},
+         {k: float(v // 1048576) for k, v in want_mem.items()}, "DCGM_FI_DEV_FB_USED in whole MiB")
+    lbl = fb.get("0", (0, {}))[1]
+    t.eq(sorted(lbl), ["Hostname", "UUID", "device", "gpu", "modelName", "pci_bus_id"],
+         "dcgm-exporter label names")
+    if shutil.which("promtool"):
+        rc, out = promtool_problems(body)
+        bad = [l for l in out.splitlines() if l.strip() and not (
+            "camelCase" in l or '"_total" suffix' in l or "should not include type" in l)]
+        t.ok(not bad, "promtool check metrics (dcgm): only the lint of dcgm-exporter's own names",
+             detail="\n".join(bad))
+    else:
+        t.skip("promtool check metrics (dcgm)", "promtool not installed")
+    rc, _, _ = stop(p, signal.SIGINT)
+    t.eq(rc, 0, "SIGINT: exit status 0")
+
+    # a bad configuration is refused with file:line
+    with tempfile.TemporaryDirectory() as d:
+        conf = os.path.join(d, "agent.conf")
+        open(conf, "w").write("[agent]\ninterval = 0.01\n")
+        r = subprocess.run([BIN, "agent", "--config", conf], env=env_for(), capture_output=True,
+                           timeout=10)
+        t.ok(r.returncode == 2 and (conf + ":2: interval:") in r.stderr.decode(),
+             "bad config refused with file:line: key", detail=r.stderr.decode())
+        r = subprocess.run([BIN, "agent", "--config",
+                            os.path.join(SRC, "deploy", "agent.conf"), "--check-config"],
+                           env=env_for(), capture_output=True, timeout=10)
+        t.eq(r.returncode, 0, "deploy/agent.conf is a valid configuration")
+
+        # no driver at start: up 0 with the reason, then recovery when the library appears
+        lib = os.path.join(d, "libnvidia-ml.so.1")
+        p, base = start_agent(["--interval", "0.2"], env=env_for(lib))
+        s = samples(get(base + "/metrics")[2])
+        down = [k for k in s if k[0] == "gpuscope_up"]
+        t.ok(down and s[down[0]] == 0 and dict(down[0][1]).get("reason"),
+             "no driver: gpuscope_up 0 with a reason", detail=down)
+        t.eq(get(base + "/api/v1/snapshot")[0], 503, "no driver: /api/v1/snapshot 503")
+        os.symlink(SIM, lib)
+        up = None
+        for _ in range(60):
+            up = samples(get(base + "/metrics")[2]).get(("gpuscope_up", frozenset()))
+            if up == 1:
+                break
+            time.sleep(0.1)
+        t.eq(up, 1.0, "driver appears: sampling starts (gpuscope_up 1)")
+        stop(p)
+
+    prometheus_check(want_mem)
+
+
+def prometheus_check(want_mem):
+    prom = shutil.which("prometheus") or "/usr/bin/prometheus"
+    if not os.path.exists(prom):
+        t.skip("real Prometheus scrapes the agent", "prometheus not installed")
+        return
+    p, base = start_agent([])
+    with tempfile.TemporaryDirectory() as d:
+        web = free_port()
+        cfg = os.path.join(d, "prometheus.yml")
+        open(cfg, "w").write(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpuscope\n"
+            "    static_configs:\n      - targets: ['%s']\n" % base.split("//")[1])
+        pp = subprocess.Popen([prom, "--config.file=" + cfg, "--storage.tsdb.path=" + d,
+                               "--web.listen-address=127.0.0.1:%d" % web],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(pp)
+        got = {}
+        q = urllib.parse.quote("gpuscope_gpu_memory_used_bytes")
+        for _ in range(100):
+            try:
+                r = json.loads(get("http://127.0.0.1:%d/api/v1/query?query=%s" % (web, q))[2])
+                got = {x["metric"]["gpu"]: float(x["value"][1]) for x in r["data"]["result"]}
+                if len(got) == len(want_mem):
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.2)
+        t.eq(got, {k: float(v) for k, v in want_mem.items()},
+             "real Prometheus scraped gpuscope_gpu_memory_used_bytes equal to the scenario's")
+        pp.terminate()
+        try:
+            pp.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pp.kill()
+            pp.wait()
+    stop(p)
+
+
+try:
+    main()
+finally:
+    for pr in procs:
+        if pr.poll() is None:
+            pr.kill()
+            pr.wait()
+sys.exit(t.done())

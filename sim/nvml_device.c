@@ -8,6 +8,7 @@
  * default, 100 entries) from the same patterns, each the mean over its interval.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -229,6 +230,76 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t device)
     if (!c.g->has_inforom)
         return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
     return gs_sim_leave(c.g->inforom_valid ? NVML_SUCCESS : NVML_ERROR_CORRUPTED_INFOROM);
+}
+
+/* One unsigned answer of a GPU handle, NOT_SUPPORTED when the scenario leaves it out. */
+static nvmlReturn_t board_uint(enum gs_sim_fn fn, nvmlDevice_t device, unsigned int *out,
+                               size_t has_off, size_t val_off, int is_bool)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(fn, device, 0, &c);
+    const char *g;
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!out)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    g = (const char *)c.g;
+    if (!*(const bool *)(g + has_off))
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    if (is_bool)
+        *out = *(const bool *)(g + val_off) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    else
+        *out = *(const unsigned *)(g + val_off);
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+#define BOARD_UINT(fn, has, val, is_bool)                                                          \
+    board_uint(GS_SIM_FN_##fn, device, out, offsetof(struct gs_sim_gpu, has),                    \
+               offsetof(struct gs_sim_gpu, val), is_bool)
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device,
+                                                         nvmlEnableState_t *out)
+{
+    return BOARD_UINT(nvmlDeviceGetDisplayMode, has_display_attached, display_attached, 1);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t device,
+                                                           nvmlEnableState_t *out)
+{
+    return BOARD_UINT(nvmlDeviceGetDisplayActive, has_display_active, display_active, 1);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t device,
+                                                            nvmlEnableState_t *out)
+{
+    return BOARD_UINT(nvmlDeviceGetAccountingMode, has_accounting_mode, accounting_mode, 1);
+}
+
+/* Answers whether accounting is on or off, as the capture's drivers do (4000 with mode off). */
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetAccountingBufferSize(nvmlDevice_t device,
+                                                                  unsigned int *out)
+{
+    return BOARD_UINT(nvmlDeviceGetAccountingBufferSize, has_accounting_buffer, accounting_buffer,
+                      0);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetGspFirmwareMode(nvmlDevice_t device,
+                                                             unsigned int *isEnabled,
+                                                             unsigned int *defaultMode)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetGspFirmwareMode, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!isEnabled || !defaultMode)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!c.g->has_gsp)
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    *isEnabled = c.g->gsp_enabled;
+    *defaultMode = c.g->gsp_default;
+    return gs_sim_leave(NVML_SUCCESS);
 }
 
 GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,

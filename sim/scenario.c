@@ -1254,6 +1254,51 @@ static int parse_inforom(struct parse *ps, const struct jobj *gob, struct gs_sim
     return 0;
 }
 
+/* "display", "accounting" and "gsp_firmware": small objects of modes. */
+static int parse_modes(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
+{
+    static const char *const dkeys[] = {"attached", "active", NULL};
+    static const char *const akeys[] = {"mode", "buffer_size", NULL};
+    static const char *const gkeys[] = {"enabled", "default", NULL};
+    struct jobj ob;
+    bool present;
+
+    if (get_child(ps, gob, "display", &ob, &present) != 0)
+        return -1;
+    if (present) {
+        if (check_keys(ps, &ob, dkeys) != 0)
+            return -1;
+        g->has_display_attached = jget(&ob, "attached", NULL) != NULL;
+        g->has_display_active = jget(&ob, "active", NULL) != NULL;
+        if (get_bool(ps, &ob, "attached", &g->display_attached) != 0 ||
+            get_bool(ps, &ob, "active", &g->display_active) != 0)
+            return -1;
+    }
+    if (get_child(ps, gob, "accounting", &ob, &present) != 0)
+        return -1;
+    if (present) {
+        if (check_keys(ps, &ob, akeys) != 0)
+            return -1;
+        g->has_accounting_mode = jget(&ob, "mode", NULL) != NULL;
+        g->has_accounting_buffer = jget(&ob, "buffer_size", NULL) != NULL;
+        if (get_bool(ps, &ob, "mode", &g->accounting_mode) != 0 ||
+            get_u32(ps, &ob, "buffer_size", 0, 0xFFFFFFFFu, &g->accounting_buffer) != 0)
+            return -1;
+    }
+    if (get_child(ps, gob, "gsp_firmware", &ob, &present) != 0)
+        return -1;
+    if (present) {
+        g->has_gsp = true;
+        g->gsp_enabled = true;
+        if (check_keys(ps, &ob, gkeys) != 0 || get_bool(ps, &ob, "enabled", &g->gsp_enabled) != 0)
+            return -1;
+        g->gsp_default = g->gsp_enabled;
+        if (get_bool(ps, &ob, "default", &g->gsp_default) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int parse_thresholds(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
 {
     struct jobj ob;
@@ -1485,6 +1530,9 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
                                        "retired_pages",
                                        "remapped_rows",
                                        "inforom",
+                                       "display",
+                                       "accounting",
+                                       "gsp_firmware",
                                        "clocks_event_reasons_supported",
                                        "idle_reason",
                                        "gpm",
@@ -1584,7 +1632,7 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
         g->bar1_total_bytes = 256ull << 20;
     if (parse_thresholds(ps, &ob, g) != 0 || parse_power(ps, &ob, g) != 0 ||
         parse_clocks_pcie(ps, &ob, g) != 0 || parse_health(ps, &ob, g) != 0 ||
-        parse_inforom(ps, &ob, g) != 0)
+        parse_inforom(ps, &ob, g) != 0 || parse_modes(ps, &ob, g) != 0)
         return -1;
     g->persistence = false;
     g->compute_mode = NVML_COMPUTEMODE_DEFAULT;

@@ -195,7 +195,12 @@ const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m);
     X(nvmlDeviceGetOfaUtilization)                                                                 \
     X(nvmlDeviceGetInforomImageVersion)                                                            \
     X(nvmlDeviceGetInforomVersion)                                                                 \
-    X(nvmlDeviceValidateInforom)
+    X(nvmlDeviceValidateInforom)                                                                   \
+    X(nvmlDeviceGetDisplayMode)                                                                    \
+    X(nvmlDeviceGetDisplayActive)                                                                  \
+    X(nvmlDeviceGetAccountingMode)                                                                 \
+    X(nvmlDeviceGetAccountingBufferSize)                                                           \
+    X(nvmlDeviceGetGspFirmwareMode)
 /* clang-format on */
 
 enum gs_sim_fn {
@@ -343,6 +348,15 @@ struct gs_sim_gpu {
     bool has_inforom;
     bool inforom_valid; /* false: nvmlDeviceValidateInforom answers CORRUPTED_INFOROM */
     char inforom[4][16];
+    /* display (a monitor attached, a display initialised), accounting (mode, ring size) and
+     * GSP firmware (enabled, enabled by default); has_ false: NOT_SUPPORTED */
+    bool has_display_attached, display_attached;
+    bool has_display_active, display_active;
+    bool has_accounting_mode, accounting_mode;
+    bool has_accounting_buffer;
+    unsigned accounting_buffer;
+    bool has_gsp;
+    bool gsp_enabled, gsp_default;
 };
 
 struct gs_sim_arena;

@@ -136,7 +136,14 @@ enum gs_status {
     X(GS_M_UTIL_JPEG, "utilization_jpeg", "ratio")                                          \
     X(GS_M_UTIL_OFA, "utilization_ofa", "ratio")                                            \
     /* 1 when the inforom checksums verify, 0 when the driver finds it corrupted */           \
-    X(GS_M_INFOROM_VALID, "inforom_valid", "")
+    X(GS_M_INFOROM_VALID, "inforom_valid", "")                                              \
+    /* display and accounting (0/1, and the accounting ring size), GSP firmware (0/1) */      \
+    X(GS_M_DISPLAY_ATTACHED, "display_attached", "")                                        \
+    X(GS_M_DISPLAY_ACTIVE, "display_active", "")                                            \
+    X(GS_M_ACCOUNTING, "accounting_mode", "")                                               \
+    X(GS_M_ACCOUNTING_BUFFER, "accounting_buffer_size", "")                                 \
+    X(GS_M_GSP_MODE, "gsp_mode_current", "")                                                \
+    X(GS_M_GSP_MODE_DEFAULT, "gsp_mode_default", "")
 
 #define GS_METRIC_ENUM_(e, n, u) e,
 enum gs_metric { GS_METRICS(GS_METRIC_ENUM_) GS_M__COUNT };

@@ -179,7 +179,12 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(ofa_util, fn_d_u2, "nvmlDeviceGetOfaUtilization")                                            \
     X(inforom_image, fn_d_str, "nvmlDeviceGetInforomImageVersion")                                 \
     X(inforom_version, fn_d_arg_str, "nvmlDeviceGetInforomVersion")                                \
-    X(inforom_validate, fn_d, "nvmlDeviceValidateInforom")
+    X(inforom_validate, fn_d, "nvmlDeviceValidateInforom")                                         \
+    X(display_mode, fn_d_u, "nvmlDeviceGetDisplayMode")                                            \
+    X(display_active, fn_d_u, "nvmlDeviceGetDisplayActive")                                        \
+    X(accounting_mode, fn_d_u, "nvmlDeviceGetAccountingMode")                                      \
+    X(accounting_buffer, fn_d_u, "nvmlDeviceGetAccountingBufferSize")                              \
+    X(gsp_mode, fn_d_u2, "nvmlDeviceGetGspFirmwareMode")
 
 #define NVML_MEMBER_(f, t, ...) t f;
 struct nvml_fns {
@@ -256,6 +261,7 @@ struct gs_backend {
 static const enum gs_metric ident_metrics[] = {
     GS_M_MINOR,      GS_M_ARCH,          GS_M_BRAND,         GS_M_PCI_DOMAIN, GS_M_PCI_BUS,
     GS_M_PCI_DEVICE, GS_M_PCI_DEVICE_ID, GS_M_PCI_SUBSYS_ID, GS_M_CC_MAJOR,   GS_M_CC_MINOR,
+    GS_M_GSP_MODE,   GS_M_GSP_MODE_DEFAULT,
 };
 
 /* Slow-changing fields: read at the first cycle and on GS_WANT_STATIC, repeated otherwise. */
@@ -265,7 +271,8 @@ static const enum gs_metric slow_metrics[] = {
     GS_M_TEMP_SHUTDOWN,  GS_M_TEMP_SLOWDOWN,       GS_M_TEMP_GPU_MAX,    GS_M_TEMP_MEM_MAX,
     GS_M_ECC_MODE,       GS_M_ECC_MODE_PENDING,    GS_M_PCIE_GEN_MAX,    GS_M_PCIE_GEN_GPU_MAX,
     GS_M_PCIE_WIDTH_MAX, GS_M_THROTTLE_SUPPORTED,  GS_M_PERSISTENCE,     GS_M_COMPUTE_MODE,
-    GS_M_MIG_MODE,       GS_M_MIG_MODE_PENDING,    GS_M_INFOROM_VALID,
+    GS_M_MIG_MODE,       GS_M_MIG_MODE_PENDING,    GS_M_INFOROM_VALID,   GS_M_DISPLAY_ATTACHED,
+    GS_M_DISPLAY_ACTIVE, GS_M_ACCOUNTING,          GS_M_ACCOUNTING_BUFFER,
 };
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -612,6 +619,13 @@ static void read_identity(struct rd *c)
     if (c->g->st[GS_M_ARCH] == GS_ST_OK && c->g->v[GS_M_ARCH] == (double)NVML_DEVICE_ARCH_UNKNOWN)
         c->g->st[GS_M_ARCH] = GS_ST_NA;
     rd_uint(c, GS_M_BRAND, f->brand, 1);
+    /* GSP firmware runs or not from driver load on; NVML says to read both as booleans */
+    rd_uint2(c, GS_M_GSP_MODE, GS_M_GSP_MODE_DEFAULT, f->gsp_mode, 1);
+    for (int i = 0; i < 2; i++) {
+        enum gs_metric m = i ? GS_M_GSP_MODE_DEFAULT : GS_M_GSP_MODE;
+        if (gs_gpu_has(c->g, m))
+            c->g->v[m] = c->g->v[m] != 0;
+    }
     if (!c->lost && f->cuda_cc && ok_n(c, f->cuda_cc(c->h, &major, &minor), cc, 2)) {
         gs_gpu_set(c->g, GS_M_CC_MAJOR, major);
         gs_gpu_set(c->g, GS_M_CC_MINOR, minor);
@@ -657,6 +671,10 @@ static void read_slow(struct rd *c)
     rd_uint(c, GS_M_COMPUTE_MODE, f->compute_mode, 1);
     rd_uint2(c, GS_M_MIG_MODE, GS_M_MIG_MODE_PENDING, f->mig_mode, 1);
     rd_inforom_valid(c);
+    rd_uint(c, GS_M_DISPLAY_ATTACHED, f->display_mode, 1); /* a monitor on a connector */
+    rd_uint(c, GS_M_DISPLAY_ACTIVE, f->display_active, 1); /* a display initialised */
+    rd_uint(c, GS_M_ACCOUNTING, f->accounting_mode, 1);
+    rd_uint(c, GS_M_ACCOUNTING_BUFFER, f->accounting_buffer, 1);
 }
 
 /* Memory of a GPU or MIG handle: _v2 (reserved split out) unless the library lacks it or

@@ -163,11 +163,11 @@ static const struct gs_qfield gpu_fields[] = {
     ROW("index", NULL, "", QK_INDEX, 0, 0, 0,
         "NVML index of the GPU, from 0; the order may change across reboots."),
     DEPR("display_mode", NULL, "", "Deprecated by NVIDIA; always answers that it is."),
-    NONE("display_attached", NULL, "",
-         "Whether a monitor is plugged into one of the GPU's outputs: \"Yes\" or \"No\"."),
-    NONE("display_active", NULL, "",
-         "Whether a display is set up on the GPU, even with no monitor attached: \"Enabled\"\n"
-         "or \"Disabled\"."),
+    ROW("display_attached", NULL, "", QK_YESNO, GS_M_DISPLAY_ATTACHED, 0, W_S,
+        "Whether a monitor is plugged into one of the GPU's outputs: \"Yes\" or \"No\"."),
+    ROW("display_active", NULL, "", QK_ENABLED, GS_M_DISPLAY_ACTIVE, 0, W_S,
+        "Whether a display is set up on the GPU, even with no monitor attached: \"Enabled\"\n"
+        "or \"Disabled\"."),
     ROW("persistence_mode", NULL, "", QK_ENABLED, GS_M_PERSISTENCE, 0, W_S,
         "Whether the driver stays loaded with no client attached, which saves the start-up\n"
         "delay of the next CUDA program: \"Enabled\" or \"Disabled\". Linux only."),
@@ -175,9 +175,9 @@ static const struct gs_qfield gpu_fields[] = {
          "How the GPU reaches ordinary host memory: by software page-table mirroring\n"
          "(\"HMM\"), by address translation services (\"ATS\"), or not at all (\"None\").\n"
          "Linux only."),
-    NONE("accounting.mode", NULL, "",
-         "Whether per-process accounting statistics are kept: \"Enabled\" or \"Disabled\"."),
-    NONE("accounting.buffer_size", NULL, "",
+    ROW("accounting.mode", NULL, "", QK_ENABLED, GS_M_ACCOUNTING, 0, W_S,
+        "Whether per-process accounting statistics are kept: \"Enabled\" or \"Disabled\"."),
+    ROW("accounting.buffer_size", NULL, "", QK_INT, GS_M_ACCOUNTING_BUFFER, 0, W_S,
          "How many processes the accounting ring buffer remembers before the oldest entry is\n"
          "overwritten."),
     SECT("driver_model", "Windows driver model (TCC, WDDM, MCDM). Linux has none: \"N/A\"."),
@@ -446,8 +446,9 @@ static const struct gs_qfield gpu_fields[] = {
     ROW("mig.mode.pending", NULL, "", QK_ENABLED, GS_M_MIG_MODE_PENDING, 0, W_M | W_S,
         "MIG mode after the next reset."),
     SECT("gsp.mode", "Whether the GSP firmware runs (\"Enabled\"/\"Disabled\")."),
-    NONE("gsp.mode.current", NULL, "", "GSP firmware state now."),
-    NONE("gsp.mode.default", NULL, "", "GSP firmware state by default."),
+    ROW("gsp.mode.current", NULL, "", QK_ENABLED, GS_M_GSP_MODE, 0, 0, "GSP firmware state now."),
+    ROW("gsp.mode.default", NULL, "", QK_ENABLED, GS_M_GSP_MODE_DEFAULT, 0, 0,
+        "GSP firmware state by default."),
     NONE("c2c.mode", NULL, "", "Whether the chip-to-chip (C2C) link is on, where there is one."),
     SECT("protected_memory", "Memory set aside for confidential computing."),
     NONE("protected_memory.total", NULL, "MiB", "Protected memory installed."),

@@ -526,6 +526,11 @@ GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetInforomImageVersion, (nvmlDevice_t, char
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetInforomVersion,
              (nvmlDevice_t, nvmlInforomObject_t, char *, unsigned int))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceValidateInforom, (nvmlDevice_t))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetDisplayMode, (nvmlDevice_t, nvmlEnableState_t *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetDisplayActive, (nvmlDevice_t, nvmlEnableState_t *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetAccountingMode, (nvmlDevice_t, nvmlEnableState_t *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetAccountingBufferSize, (nvmlDevice_t, unsigned int *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetGspFirmwareMode, (nvmlDevice_t, unsigned int *, unsigned int *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetUtilizationRates, (nvmlDevice_t, nvmlUtilization_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMemoryInfo, (nvmlDevice_t, nvmlMemory_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2, (nvmlDevice_t, nvmlMemory_v2_t *))

@@ -531,6 +531,12 @@ static void board_fields(void **state)
     assert_string_equal(g.inforom[GS_INFOROM_ECC], "7.16");
     assert_int_equal(g.inforom_st[GS_INFOROM_PWR], GS_ST_NA);
     assert_true(gs_gpu_has(&g, GS_M_INFOROM_VALID) && g.v[GS_M_INFOROM_VALID] == 1);
+    assert_true(gs_gpu_has(&g, GS_M_DISPLAY_ATTACHED) && g.v[GS_M_DISPLAY_ATTACHED] == 1);
+    assert_true(gs_gpu_has(&g, GS_M_DISPLAY_ACTIVE) && g.v[GS_M_DISPLAY_ACTIVE] == 0);
+    assert_true(gs_gpu_has(&g, GS_M_ACCOUNTING) && g.v[GS_M_ACCOUNTING] == 0);
+    assert_true(gs_gpu_has(&g, GS_M_ACCOUNTING_BUFFER) && g.v[GS_M_ACCOUNTING_BUFFER] == 4000);
+    assert_true(gs_gpu_has(&g, GS_M_GSP_MODE) && g.v[GS_M_GSP_MODE] == 1);
+    assert_true(gs_gpu_has(&g, GS_M_GSP_MODE_DEFAULT) && g.v[GS_M_GSP_MODE_DEFAULT] == 1);
     gs_backend_nvml.close(f->b);
     f->b = NULL;
 
@@ -550,6 +556,12 @@ static void board_fields(void **state)
     for (int i = 0; i < GS_INFOROM__COUNT; i++)
         assert_int_equal(g.inforom_st[i], GS_ST_NA);
     assert_int_equal(g.st[GS_M_INFOROM_VALID], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_DISPLAY_ATTACHED], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_DISPLAY_ACTIVE], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_ACCOUNTING], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_ACCOUNTING_BUFFER], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_GSP_MODE], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_GSP_MODE_DEFAULT], GS_ST_NA);
     gs_backend_nvml.close(f->b);
     f->b = NULL;
 }

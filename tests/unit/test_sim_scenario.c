@@ -108,7 +108,12 @@
     X(nvmlReturn_t, nvmlDeviceGetOfaUtilization, (nvmlDevice_t, unsigned *, unsigned *))          \
     X(nvmlReturn_t, nvmlDeviceGetInforomImageVersion, (nvmlDevice_t, char *, unsigned))            \
     X(nvmlReturn_t, nvmlDeviceGetInforomVersion, (nvmlDevice_t, nvmlInforomObject_t, char *, unsigned)) \
-    X(nvmlReturn_t, nvmlDeviceValidateInforom, (nvmlDevice_t))
+    X(nvmlReturn_t, nvmlDeviceValidateInforom, (nvmlDevice_t))                                     \
+    X(nvmlReturn_t, nvmlDeviceGetDisplayMode, (nvmlDevice_t, nvmlEnableState_t *))                 \
+    X(nvmlReturn_t, nvmlDeviceGetDisplayActive, (nvmlDevice_t, nvmlEnableState_t *))               \
+    X(nvmlReturn_t, nvmlDeviceGetAccountingMode, (nvmlDevice_t, nvmlEnableState_t *))              \
+    X(nvmlReturn_t, nvmlDeviceGetAccountingBufferSize, (nvmlDevice_t, unsigned *))                 \
+    X(nvmlReturn_t, nvmlDeviceGetGspFirmwareMode, (nvmlDevice_t, unsigned *, unsigned *))
 
 #define SIM_DECL(ret, name, args) ret(*name) args;
 static struct {
@@ -1242,6 +1247,41 @@ static void inforom_versions(void **state)
     assert_int_equal(nv.nvmlDeviceValidateInforom(d), NVML_ERROR_NOT_SUPPORTED);
 }
 
+/* Display, accounting and GSP firmware modes: what the scenario says, NOT_SUPPORTED otherwise. */
+static void board_modes(void **state)
+{
+    nvmlEnableState_t e = 9;
+    unsigned u = 9, v = 9;
+    nvmlDevice_t d;
+
+    (void)state;
+    use_one_gpu("\"display\": {\"attached\": true, \"active\": false}, "
+                "\"accounting\": {\"buffer_size\": 4000}, \"gsp_firmware\": {\"enabled\": false}",
+                NULL, "10");
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    d = dev(0);
+    assert_int_equal(nv.nvmlDeviceGetDisplayMode(d, &e), NVML_SUCCESS);
+    assert_int_equal(e, NVML_FEATURE_ENABLED);
+    assert_int_equal(nv.nvmlDeviceGetDisplayActive(d, &e), NVML_SUCCESS);
+    assert_int_equal(e, NVML_FEATURE_DISABLED);
+    assert_int_equal(nv.nvmlDeviceGetDisplayActive(d, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nv.nvmlDeviceGetAccountingMode(d, &e), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceGetAccountingBufferSize(d, &u), NVML_SUCCESS);
+    assert_int_equal(u, 4000);
+    assert_int_equal(nv.nvmlDeviceGetGspFirmwareMode(d, &u, &v), NVML_SUCCESS);
+    assert_int_equal(u, 0);
+    assert_int_equal(v, 0); /* default follows enabled */
+    assert_int_equal(nv.nvmlDeviceGetGspFirmwareMode(d, &u, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+
+    use_one_gpu(NULL, NULL, "10");
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    d = dev(0);
+    assert_int_equal(nv.nvmlDeviceGetDisplayMode(d, &e), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceGetAccountingBufferSize(d, &u), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceGetGspFirmwareMode(d, &u, &v), NVML_ERROR_NOT_SUPPORTED);
+}
+
 /* ---- GPM ----------------------------------------------------------------------------------- */
 
 static void gpm_versions_and_metrics(void **state)
@@ -1416,6 +1456,7 @@ int main(void)
         cmocka_unit_test_teardown(gpm_versions_and_metrics, test_teardown),
         cmocka_unit_test_teardown(video_engines, test_teardown),
         cmocka_unit_test_teardown(inforom_versions, test_teardown),
+        cmocka_unit_test_teardown(board_modes, test_teardown),
         cmocka_unit_test_teardown(calls_from_several_threads, test_teardown),
         cmocka_unit_test_teardown(minimal_library_exports_only_the_old_core, test_teardown),
     };

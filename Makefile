@@ -47,7 +47,7 @@ fuzz: deps
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/fuzz.sh $(FUZZ_BUILD)
 
 run: deps build
-	@./scripts/run.sh $(BUILD)
+	@./scripts/run.sh $(BUILD) $(ARGS)
 
 bench: deps build
 	@./bench/run.sh $(BUILD)

@@ -173,6 +173,34 @@ GS_SIM_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo
 }
 #endif
 
+/* The 550+ versioned PCI call: the same identity plus the class codes, which only scenarios that
+ * give them answer (others say NOT_SUPPORTED, as a pre-550 driver would). */
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetPciInfoExt(nvmlDevice_t device,
+                                                        nvmlPciInfoExt_v1_t *pci)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetPciInfoExt, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!pci)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (pci->version != nvmlPciInfoExt_v1)
+        return gs_sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    if (!c.g->has_pci_class)
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    pci->domain = c.g->pci_domain;
+    pci->bus = c.g->pci_bus;
+    pci->device = c.g->pci_device;
+    pci->pciDeviceId = c.g->pci_device_id;
+    pci->pciSubSystemId = c.g->pci_subsys_id;
+    pci->baseClass = c.g->pci_base_class;
+    pci->subClass = c.g->pci_sub_class;
+    memset(pci->busId, 0, sizeof pci->busId);
+    snprintf(pci->busId, sizeof pci->busId, "%s", c.g->bus_id);
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
 GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char *version,
                                                           unsigned int length)
 {

@@ -48,6 +48,27 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device,
     return gs_sim_leave(NVML_SUCCESS);
 }
 
+/* The margin to the slowdown temperature: its own metric (the driver derives it from a limit it
+ * does not report), so only scenarios that give temp_margin_c answer; others say NOT_SUPPORTED,
+ * as a pre-555 driver or a GeForce board does. */
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetMarginTemperature(nvmlDevice_t device,
+                                                               nvmlMarginTemperature_t *margin)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetMarginTemperature, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!margin)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (margin->version != nvmlMarginTemperature_v1)
+        return gs_sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    if (!c.g->metric_given[GS_SIM_M_TEMP_MARGIN])
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    margin->marginTemperature = (int)lround(gs_sim_metric_at(&c, GS_SIM_M_TEMP_MARGIN, c.t));
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
 GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetTemperatureThreshold(
     nvmlDevice_t device, nvmlTemperatureThresholds_t thresholdType, unsigned int *temp)
 {

@@ -70,6 +70,7 @@ static const struct gs_sim_metric_info metric_info[GS_SIM_M__COUNT] = {
     [GS_SIM_M_ENC_LATENCY] = {"enc_latency_us", 0, 4e9},
     [GS_SIM_M_JPG] = {"jpg_util_pct", 0, 100},
     [GS_SIM_M_OFA] = {"ofa_util_pct", 0, 100},
+    [GS_SIM_M_TEMP_MARGIN] = {"temp_margin_c", -200, 200},
 };
 
 const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m)
@@ -1045,11 +1046,12 @@ static int parse_overrides(struct parse *ps, const struct jobj *ob, struct gs_si
 
 static int parse_pci(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
 {
-    static const char *const keys[] = {"domain",       "bus",    "device", "device_id",
-                                       "subsystem_id", "bus_id", NULL};
+    static const char *const keys[] = {"domain", "bus",        "device",    "device_id",
+                                       "subsystem_id", "bus_id", "base_class", "sub_class",
+                                       NULL};
     struct jobj ob;
-    unsigned long long u;
-    bool present, has_bus_id;
+    unsigned long long u, cls[2] = {0, 0};
+    bool present, has_bus_id, has_cls[2] = {false, false};
 
     if (get_child(ps, gob, "pci", &ob, &present) != 0)
         return -1;
@@ -1061,10 +1063,16 @@ static int parse_pci(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu
         get_u32(ps, &ob, "device", 0, 0x1F, &g->pci_device) != 0 ||
         get_u32(ps, &ob, "subsystem_id", 0, 0xFFFFFFFFu, &g->pci_subsys_id) != 0 ||
         get_uint(ps, &ob, "device_id", 0, 0xFFFFFFFFull, &u, &present) != 0 ||
-        get_str(ps, &ob, "bus_id", g->bus_id, sizeof g->bus_id, &has_bus_id) != 0)
+        get_str(ps, &ob, "bus_id", g->bus_id, sizeof g->bus_id, &has_bus_id) != 0 ||
+        get_uint(ps, &ob, "base_class", 0, 0xFF, &cls[0], &has_cls[0]) != 0 ||
+        get_uint(ps, &ob, "sub_class", 0, 0xFF, &cls[1], &has_cls[1]) != 0)
         return -1;
     if (!present)
         return perr(ps, ob.o[0], NULL, ob.path, "missing \"device_id\"");
+    /* either class code makes nvmlDeviceGetPciInfoExt answer; the other one is then 0 */
+    g->has_pci_class = has_cls[0] || has_cls[1];
+    g->pci_base_class = has_cls[0] ? (unsigned)cls[0] : 0;
+    g->pci_sub_class = has_cls[1] ? (unsigned)cls[1] : 0;
     /* A 16-bit id is the device alone; NVML reports device << 16 | vendor (0x10DE). */
     g->pci_device_id = u <= 0xFFFF ? (unsigned)(u << 16 | 0x10DE) : (unsigned)u;
     if (!has_bus_id)

@@ -76,6 +76,7 @@ enum gs_sim_metric {
     GS_SIM_M_ENC_LATENCY,   /* us, average encode latency */
     GS_SIM_M_JPG,           /* %: nvmlDeviceGetJpgUtilization */
     GS_SIM_M_OFA,           /* %: nvmlDeviceGetOfaUtilization */
+    GS_SIM_M_TEMP_MARGIN,   /* degrees C to slowdown: nvmlDeviceGetMarginTemperature */
     GS_SIM_M__COUNT
 };
 
@@ -200,7 +201,9 @@ const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m);
     X(nvmlDeviceGetDisplayActive)                                                                  \
     X(nvmlDeviceGetAccountingMode)                                                                 \
     X(nvmlDeviceGetAccountingBufferSize)                                                           \
-    X(nvmlDeviceGetGspFirmwareMode)
+    X(nvmlDeviceGetGspFirmwareMode)                                                                \
+    X(nvmlDeviceGetPciInfoExt)                                                                     \
+    X(nvmlDeviceGetMarginTemperature)
 /* clang-format on */
 
 enum gs_sim_fn {
@@ -294,6 +297,8 @@ struct gs_sim_gpu {
     unsigned pci_device_id; /* device << 16 | 0x10DE */
     unsigned pci_subsys_id;
     char bus_id[32]; /* "%08X:%02X:%02X.0" */
+    bool has_pci_class; /* false: nvmlDeviceGetPciInfoExt answers NOT_SUPPORTED */
+    unsigned pci_base_class, pci_sub_class;
     unsigned minor;
     unsigned arch;  /* NVML_DEVICE_ARCH_* */
     unsigned brand; /* nvmlBrandType_t */

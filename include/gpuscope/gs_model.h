@@ -143,7 +143,12 @@ enum gs_status {
     X(GS_M_ACCOUNTING, "accounting_mode", "")                                               \
     X(GS_M_ACCOUNTING_BUFFER, "accounting_buffer_size", "")                                 \
     X(GS_M_GSP_MODE, "gsp_mode_current", "")                                                \
-    X(GS_M_GSP_MODE_DEFAULT, "gsp_mode_default", "")
+    X(GS_M_GSP_MODE_DEFAULT, "gsp_mode_default", "")                                        \
+    /* PCI class codes (nvmlDeviceGetPciInfoExt): 0x3 display; sub 0x0 VGA, 0x2 3D */       \
+    X(GS_M_PCI_BASE_CLASS, "pci_base_class", "")                                            \
+    X(GS_M_PCI_SUB_CLASS, "pci_sub_class", "")                                              \
+    /* degrees left before slowdown (nvmlDeviceGetMarginTemperature), negative past it */   \
+    X(GS_M_TEMP_MARGIN, "temperature_margin", "celsius")
 
 #define GS_METRIC_ENUM_(e, n, u) e,
 enum gs_metric { GS_METRICS(GS_METRIC_ENUM_) GS_M__COUNT };

@@ -421,19 +421,28 @@ static enum MHD_Result send_pub(struct MHD_Connection *c, struct gs_agent *a, in
     return ret;
 }
 
+/* "/": what `gpuscope demo` points a browser at until the web UI lands. */
+static const char index_html[] =
+    "<!doctype html><title>gpuscope agent</title><h1>gpuscope agent</h1><ul>"
+    "<li><a href=\"/metrics\">/metrics</a>: Prometheus text</li>"
+    "<li><a href=\"/api/v1/snapshot\">/api/v1/snapshot</a>: the latest snapshot as JSON</li>"
+    "<li><a href=\"/healthz\">/healthz</a></li></ul>\n";
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
 {
     struct gs_agent *a = cls;
-    enum { R_NONE, R_METRICS, R_HEALTH, R_SNAPSHOT } route = R_NONE;
+    enum { R_NONE, R_INDEX, R_METRICS, R_HEALTH, R_SNAPSHOT } route = R_NONE;
 
     (void)version;
     (void)upload_data;
     (void)upload_data_size;
     (void)con_cls;
-    if (strcmp(url, "/metrics") == 0)
+    if (strcmp(url, "/") == 0)
+        route = R_INDEX;
+    else if (strcmp(url, "/metrics") == 0)
         route = R_METRICS;
     else if (strcmp(url, "/healthz") == 0)
         route = R_HEALTH;
@@ -449,6 +458,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_pub(c, a, 0);
     case R_SNAPSHOT:
         return send_pub(c, a, 1);
+    case R_INDEX:
+        return send_static(c, MHD_HTTP_OK, index_html, "text/html; charset=utf-8", NULL);
     default:
         return send_static(c, MHD_HTTP_OK, "ok\n", "text/plain", NULL);
     }
@@ -561,7 +572,7 @@ static void shutdown_agent(struct gs_agent *a)
 }
 
 int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *args, int argc,
-                 char **argv, struct gs_err *err)
+                 char **argv, const struct gs_agent_run_opts *opts, struct gs_err *err)
 {
     struct gs_agent a;
     sigset_t set, old;
@@ -588,6 +599,10 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
     }
     if (rc == GS_OK) {
         gs_log(GS_LOG_INFO, "agent: started, interval %gs", cfg->interval_s);
+        if (opts && opts->data_dir)
+            gs_log(GS_LOG_INFO, "agent: data dir %s (history not written yet)", opts->data_dir);
+        if (opts && opts->ready)
+            opts->ready(opts->ctx, a.cfg.listen);
         for (;;) {
             int sig = sigwaitinfo(&set, NULL);
             if (sig == SIGHUP) {

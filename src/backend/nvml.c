@@ -63,11 +63,13 @@ typedef nvmlReturn_t (*fn_d_ull)(nvmlDevice_t, unsigned long long *);
 typedef nvmlReturn_t (*fn_d_arg_u)(nvmlDevice_t, unsigned int, unsigned int *);
 typedef nvmlReturn_t (*fn_d_arg_h)(nvmlDevice_t, unsigned int, nvmlDevice_t *);
 typedef nvmlReturn_t (*fn_d_pci)(nvmlDevice_t, nvmlPciInfo_t *);
+typedef nvmlReturn_t (*fn_d_pci_ext)(nvmlDevice_t, nvmlPciInfoExt_v1_t *);
 typedef nvmlReturn_t (*fn_d_util)(nvmlDevice_t, nvmlUtilization_t *);
 typedef nvmlReturn_t (*fn_d_mem)(nvmlDevice_t, nvmlMemory_t *);
 typedef nvmlReturn_t (*fn_d_mem2)(nvmlDevice_t, nvmlMemory_v2_t *);
 typedef nvmlReturn_t (*fn_d_bar1)(nvmlDevice_t, nvmlBAR1Memory_t *);
 typedef nvmlReturn_t (*fn_d_tempv)(nvmlDevice_t, nvmlTemperature_t *);
+typedef nvmlReturn_t (*fn_d_margin)(nvmlDevice_t, nvmlMarginTemperature_t *);
 typedef nvmlReturn_t (*fn_d_fields)(nvmlDevice_t, int, nvmlFieldValue_t *);
 typedef nvmlReturn_t (*fn_d_procs)(nvmlDevice_t, unsigned int *, void *);
 typedef nvmlReturn_t (*fn_d_putil)(nvmlDevice_t, nvmlProcessUtilizationSample_t *, unsigned int *,
@@ -107,6 +109,7 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(serial, fn_d_str, "nvmlDeviceGetSerial")                                                     \
     X(vbios, fn_d_str, "nvmlDeviceGetVbiosVersion")                                                \
     X(pci, fn_d_pci, "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo") \
+    X(pci_ext, fn_d_pci_ext, "nvmlDeviceGetPciInfoExt")                                            \
     X(minor, fn_d_u, "nvmlDeviceGetMinorNumber")                                                   \
     X(arch, fn_d_u, "nvmlDeviceGetArchitecture")                                                   \
     X(brand, fn_d_u, "nvmlDeviceGetBrand")                                                         \
@@ -120,6 +123,7 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(temperature_v, fn_d_tempv, "nvmlDeviceGetTemperatureV")                                      \
     X(temperature, fn_d_arg_u, "nvmlDeviceGetTemperature")                                         \
     X(temp_threshold, fn_d_arg_u, "nvmlDeviceGetTemperatureThreshold")                             \
+    X(temp_margin, fn_d_margin, "nvmlDeviceGetMarginTemperature")                                  \
     X(fan, fn_d_u, "nvmlDeviceGetFanSpeed")                                                        \
     X(power, fn_d_u, "nvmlDeviceGetPowerUsage")                                                    \
     X(power_enforced, fn_d_u, "nvmlDeviceGetEnforcedPowerLimit")                                   \
@@ -261,7 +265,7 @@ struct gs_backend {
 static const enum gs_metric ident_metrics[] = {
     GS_M_MINOR,      GS_M_ARCH,          GS_M_BRAND,         GS_M_PCI_DOMAIN, GS_M_PCI_BUS,
     GS_M_PCI_DEVICE, GS_M_PCI_DEVICE_ID, GS_M_PCI_SUBSYS_ID, GS_M_CC_MAJOR,   GS_M_CC_MINOR,
-    GS_M_GSP_MODE,   GS_M_GSP_MODE_DEFAULT,
+    GS_M_GSP_MODE,   GS_M_GSP_MODE_DEFAULT, GS_M_PCI_BASE_CLASS, GS_M_PCI_SUB_CLASS,
 };
 
 /* Slow-changing fields: read at the first cycle and on GS_WANT_STATIC, repeated otherwise. */
@@ -576,6 +580,23 @@ static void rd_pci(struct rd *c)
     g->tst[GS_T_PCI_BUS_ID] = GS_ST_OK;
 }
 
+/* PCI class codes from nvmlDeviceGetPciInfoExt (550+), version 1. The rest of the struct repeats
+ * what rd_pci read; only the class codes are new. */
+static void rd_pci_class(struct rd *c)
+{
+    static const enum gs_metric ms[] = {GS_M_PCI_BASE_CLASS, GS_M_PCI_SUB_CLASS};
+    nvmlPciInfoExt_v1_t pci;
+
+    if (c->lost || !c->b->fn.pci_ext)
+        return;
+    memset(&pci, 0, sizeof pci);
+    pci.version = nvmlPciInfoExt_v1;
+    if (!ok_n(c, c->b->fn.pci_ext(c->h, &pci), ms, COUNT_OF(ms)))
+        return;
+    gs_gpu_set(c->g, GS_M_PCI_BASE_CLASS, pci.baseClass);
+    gs_gpu_set(c->g, GS_M_PCI_SUB_CLASS, pci.subClass);
+}
+
 /* Inforom versions: the image, then the OEM, ECC and power objects (boards without an
  * inforom, and objects a board lacks, answer NOT_SUPPORTED). */
 static void rd_inforom(struct rd *c)
@@ -613,6 +634,7 @@ static void read_identity(struct rd *c)
     rd_text(c, GS_T_SERIAL, f->serial);
     rd_text(c, GS_T_VBIOS, f->vbios);
     rd_pci(c);
+    rd_pci_class(c);
     rd_inforom(c);
     rd_uint(c, GS_M_MINOR, f->minor, 1);
     rd_uint(c, GS_M_ARCH, f->arch, 1);
@@ -756,6 +778,20 @@ static void rd_temperature(struct rd *c)
     rd_uint_arg(c, GS_M_TEMP_GPU, f->temperature, NVML_TEMPERATURE_GPU, 1);
 }
 
+/* Margin to the slowdown temperature (555+), version 1. Signed: a GPU past its limit reads < 0.
+ * It is not slowdown threshold - current temperature; the driver computes it from its own limit. */
+static void rd_temp_margin(struct rd *c)
+{
+    nvmlMarginTemperature_t m;
+
+    if (c->lost || !c->b->fn.temp_margin)
+        return;
+    memset(&m, 0, sizeof m);
+    m.version = nvmlMarginTemperature_v1;
+    if (ok(c, &c->g->st[GS_M_TEMP_MARGIN], c->b->fn.temp_margin(c->h, &m)))
+        gs_gpu_set(c->g, GS_M_TEMP_MARGIN, m.marginTemperature);
+}
+
 /* Field values in one call (§6): memory temperature, average/instant power, and the time
  * spent in each clock-event reason (ns). */
 static void rd_fields(struct rd *c)
@@ -857,6 +893,7 @@ static void read_basic(struct rd *c)
         }
     }
     rd_temperature(c);
+    rd_temp_margin(c);
     rd_uint(c, GS_M_FAN, f->fan, 0.01);
     rd_uint(c, GS_M_POWER_DRAW, f->power, 1e-3);
     rd_uint(c, GS_M_POWER_ENFORCED_LIMIT, f->power_enforced, 1e-3);

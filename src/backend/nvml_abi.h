@@ -223,6 +223,20 @@ typedef struct {
     char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
 } nvmlPciInfo_t;
 
+/* nvmlDeviceGetPciInfoExt (550+): a versioned struct that adds the PCI class codes (§3). */
+typedef struct {
+    unsigned int version;
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    unsigned int baseClass;
+    unsigned int subClass;
+    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+} nvmlPciInfoExt_v1_t;
+#define nvmlPciInfoExt_v1 0x01000040u /* sizeof(nvmlPciInfoExt_v1_t) | 1 << 24 */
+
 typedef struct {
     unsigned int gpu;
     unsigned int memory;
@@ -322,6 +336,13 @@ typedef struct {
 } nvmlTemperature_t;
 #define nvmlTemperature_v1 0x0100000Cu /* sizeof(nvmlTemperature_t) | 1 << 24 */
 
+/* nvmlDeviceGetMarginTemperature (555+): degrees C left before the GPU slows down (§5). */
+typedef struct {
+    unsigned int version;
+    int marginTemperature;
+} nvmlMarginTemperature_t;
+#define nvmlMarginTemperature_v1 0x01000008u /* sizeof(nvmlMarginTemperature_t) | 1 << 24 */
+
 typedef struct {
     unsigned int version;
     unsigned int isSupportedDevice;
@@ -419,6 +440,11 @@ static_assert(sizeof(nvmlDevice_t) == 8, "handles are pointers");
 static_assert(sizeof(nvmlInforomObject_t) == 4, "enums are 4 bytes");
 static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t (v3) is 68 bytes");
 static_assert(offsetof(nvmlPciInfo_t, busId) == 36, "busId at 36");
+static_assert(sizeof(nvmlPciInfoExt_v1_t) == 64, "nvmlPciInfoExt_v1_t is 64 bytes");
+static_assert(offsetof(nvmlPciInfoExt_v1_t, baseClass) == 24, "baseClass at 24");
+static_assert(offsetof(nvmlPciInfoExt_v1_t, subClass) == 28, "subClass at 28");
+static_assert(offsetof(nvmlPciInfoExt_v1_t, busId) == 32, "busId at 32");
+static_assert(nvmlPciInfoExt_v1 == (sizeof(nvmlPciInfoExt_v1_t) | (1u << 24)), "struct version");
 static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t");
 static_assert(sizeof(nvmlMemory_t) == 24, "nvmlMemory_t");
 static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t");
@@ -442,6 +468,10 @@ static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24, "gpm metrics array a
 static_assert(sizeof(nvmlGpmMetricsGet_t) == 13344, "gpm metrics get, MAX 333");
 static_assert(sizeof(nvmlTemperature_t) == 12, "temperature v1");
 static_assert(nvmlTemperature_v1 == (sizeof(nvmlTemperature_t) | (1u << 24)), "struct version");
+static_assert(sizeof(nvmlMarginTemperature_t) == 8, "margin temperature v1");
+static_assert(offsetof(nvmlMarginTemperature_t, marginTemperature) == 4, "margin at 4");
+static_assert(nvmlMarginTemperature_v1 == (sizeof(nvmlMarginTemperature_t) | (1u << 24)),
+              "struct version");
 
 static_assert(sizeof(nvmlProcessDetailList_t) == 24, "process detail list v1");
 static_assert(nvmlProcessDetailList_v1 == (sizeof(nvmlProcessDetailList_t) | (1u << 24)),

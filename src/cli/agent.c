@@ -35,7 +35,7 @@ int gs_cli_agent(int argc, char **argv)
         gs_config_write(stdout, &cfg);
         return GS_EXIT_OK;
     }
-    rc = gs_agent_run(&cfg, &args, argc, argv, &err);
+    rc = gs_agent_run(&cfg, &args, argc, argv, NULL, &err);
     if (rc != GS_OK) {
         fprintf(stderr, "gpuscope: %s\n", err.msg[0] ? err.msg : gs_strerror(rc));
         return gs_rc_exit_code(rc);

@@ -14,6 +14,9 @@ int gs_cli_query(int argc, char **argv);
 /* `gpuscope agent ...`: the per-node daemon (agent.c, src/agent/). */
 int gs_cli_agent(int argc, char **argv);
 
+/* `gpuscope demo ...`: the agent on an nvml-sim scenario, temporary data dir (demo.c). */
+int gs_cli_demo(int argc, char **argv);
+
 /* Exit statuses shared by all subcommands besides gs_rc_exit_code's NVML-like ones. */
 #define GS_EXIT_OK 0
 #define GS_EXIT_USAGE 2

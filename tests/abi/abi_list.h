@@ -89,6 +89,20 @@ GS_ABI_FIELD(nvmlPciInfo_t, pciDeviceId)
 GS_ABI_FIELD(nvmlPciInfo_t, pciSubSystemId)
 GS_ABI_FIELD(nvmlPciInfo_t, busId)
 
+/* nvmlDeviceGetPciInfoExt's argument (550+). */
+#if GS_ABI_OPT(nvmlPciInfoExt_v1_t)
+GS_ABI_STRUCT(nvmlPciInfoExt_v1_t)
+GS_ABI_FIELD(nvmlPciInfoExt_v1_t, version)
+GS_ABI_FIELD(nvmlPciInfoExt_v1_t, domain)
+GS_ABI_FIELD(nvmlPciInfoExt_v1_t, bus)
+GS_ABI_FIELD(nvmlPciInfoExt_v1_t, device)
+GS_ABI_FIELD(nvmlPciInfoExt_v1_t, pciDeviceId)
+GS_ABI_FIELD(nvmlPciInfoExt_v1_t, pciSubSystemId)
+GS_ABI_FIELD(nvmlPciInfoExt_v1_t, baseClass)
+GS_ABI_FIELD(nvmlPciInfoExt_v1_t, subClass)
+GS_ABI_FIELD(nvmlPciInfoExt_v1_t, busId)
+#endif
+
 GS_ABI_STRUCT(nvmlUtilization_t)
 GS_ABI_FIELD(nvmlUtilization_t, gpu)
 GS_ABI_FIELD(nvmlUtilization_t, memory)
@@ -212,6 +226,13 @@ GS_ABI_STRUCT(nvmlTemperature_t)
 GS_ABI_FIELD(nvmlTemperature_t, version)
 GS_ABI_FIELD(nvmlTemperature_t, sensorType)
 GS_ABI_FIELD(nvmlTemperature_t, temperature)
+#endif
+
+/* nvmlDeviceGetMarginTemperature's argument (555+). */
+#if GS_ABI_OPT(nvmlMarginTemperature_t)
+GS_ABI_STRUCT(nvmlMarginTemperature_t)
+GS_ABI_FIELD(nvmlMarginTemperature_t, version)
+GS_ABI_FIELD(nvmlMarginTemperature_t, marginTemperature)
 #endif
 
 GS_ABI_STRUCT(nvmlGpmSupport_t)
@@ -482,6 +503,12 @@ GS_ABI_CONST("struct versions", nvmlMemory_v2)
 #if GS_ABI_OPT(nvmlTemperature_v1)
 GS_ABI_CONST("struct versions", nvmlTemperature_v1)
 #endif
+#if GS_ABI_OPT(nvmlPciInfoExt_v1)
+GS_ABI_CONST("struct versions", nvmlPciInfoExt_v1)
+#endif
+#if GS_ABI_OPT(nvmlMarginTemperature_v1)
+GS_ABI_CONST("struct versions", nvmlMarginTemperature_v1)
+#endif
 #if GS_ABI_OPT(nvmlProcessDetailList_v1)
 GS_ABI_CONST("struct versions", nvmlProcessDetailList_v1)
 #endif
@@ -522,6 +549,9 @@ GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMinorNumber, (nvmlDevice_t, unsigned int
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetArchitecture, (nvmlDevice_t, nvmlDeviceArchitecture_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetBrand, (nvmlDevice_t, nvmlBrandType_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetPciInfo_v3, (nvmlDevice_t, nvmlPciInfo_t *))
+#if GS_ABI_OPT(nvmlDeviceGetPciInfoExt)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetPciInfoExt, (nvmlDevice_t, nvmlPciInfoExt_v1_t *))
+#endif
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetInforomImageVersion, (nvmlDevice_t, char *, unsigned int))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetInforomVersion,
              (nvmlDevice_t, nvmlInforomObject_t, char *, unsigned int))
@@ -551,6 +581,9 @@ GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetSamples,
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetTemperature, (nvmlDevice_t, nvmlTemperatureSensors_t, unsigned int *))
 #if GS_ABI_OPT(nvmlTemperature_t)
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetTemperatureV, (nvmlDevice_t, nvmlTemperature_t *))
+#endif
+#if GS_ABI_OPT(nvmlDeviceGetMarginTemperature)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMarginTemperature, (nvmlDevice_t, nvmlMarginTemperature_t *))
 #endif
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetTemperatureThreshold,
              (nvmlDevice_t, nvmlTemperatureThresholds_t, unsigned int *))

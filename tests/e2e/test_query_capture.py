@@ -40,8 +40,6 @@ TIMESTAMP = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}$")
 # with the NVML call that would fill them. We print what a driver that cannot answer prints;
 # the captures show real values. Each becomes exact once the model, backend and nvml-sim carry it.
 NOT_IN_MODEL = {
-    "pci.baseClass": "nvmlDeviceGetPciInfoExt .baseClass",
-    "pci.subClass": "nvmlDeviceGetPciInfoExt .subClass",
     "pcie.link.gen.hostmax": "nvmlDeviceGetPcieLinkMaxSpeed / host max generation",
     "addressing_mode": "nvmlDeviceGetAddressingMode",
     "gpu_recovery_action": "field value NVML_FI_DEV_GET_GPU_RECOVERY_ACTION",

@@ -566,6 +566,57 @@ static void board_fields(void **state)
     f->b = NULL;
 }
 
+/* PCI class codes: nvmlDeviceGetPciInfoExt with version 1 (the sim rejects any other), read at
+ * open; a library or board that cannot answer leaves them absent. */
+static void pci_class_codes(void **state)
+{
+    static const char *const absent_rc[] = {"ARGUMENT_VERSION_MISMATCH", "FUNCTION_NOT_FOUND",
+                                            "NOT_SUPPORTED"};
+    struct fx *f = *state;
+    struct gs_gpu g;
+    struct gs_err e;
+    char path[1024], extra[160];
+
+    NEED_SIM();
+    capture_scenario(path, sizeof path, "h100-load");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "100", &e), GS_OK);
+    sample_ok(f->b, 0, &g, 0);
+    assert_true(gs_gpu_has(&g, GS_M_PCI_BASE_CLASS) && g.v[GS_M_PCI_BASE_CLASS] == 3);
+    assert_true(gs_gpu_has(&g, GS_M_PCI_SUB_CLASS) && g.v[GS_M_PCI_SUB_CLASS] == 2);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+
+    capture_scenario(path, sizeof path, "rtx4080s-idle");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "100", &e), GS_OK);
+    sample_ok(f->b, 0, &g, 0);
+    assert_true(gs_gpu_has(&g, GS_M_PCI_BASE_CLASS) && g.v[GS_M_PCI_BASE_CLASS] == 3);
+    assert_true(gs_gpu_has(&g, GS_M_PCI_SUB_CLASS) && g.v[GS_M_PCI_SUB_CLASS] == 0);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+
+    /* the scenario gives no class codes: NOT_SUPPORTED */
+    assert_int_equal(sim_open(&f->b, sim_lib(), "rtx4090-idle-desktop.json", "30", &e), GS_OK);
+    sample_ok(f->b, 0, &g, GS_WANT_ALL & ~GS_WANT_GPM_WAIT);
+    assert_int_equal(g.st[GS_M_PCI_BASE_CLASS], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_PCI_SUB_CLASS], GS_ST_NA);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+
+    for (size_t i = 0; i < sizeof absent_rc / sizeof absent_rc[0]; i++) {
+        snprintf(extra, sizeof extra, "\"errors\": {\"nvmlDeviceGetPciInfoExt\": \"%s\"}",
+                 absent_rc[i]);
+        inline_scenario(path, sizeof path, extra);
+        assert_int_equal(sim_open(&f->b, sim_lib(), path, "10", &e), GS_OK);
+        sample_ok(f->b, 0, &g, 0);
+        assert_int_equal(g.st[GS_M_PCI_BASE_CLASS], GS_ST_NA);
+        assert_int_equal(g.st[GS_M_PCI_SUB_CLASS], GS_ST_NA);
+        assert_true(gs_gpu_has(&g, GS_M_PCI_BUS)); /* the older PCI call still answers */
+        gs_backend_nvml.close(f->b);
+        f->b = NULL;
+        unlink(path);
+    }
+}
+
 static void minimal_library(void **state)
 {
     const char *lib = getenv("GPUSCOPE_SIM_MINIMAL_LIB");
@@ -883,6 +934,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(geforce_absent_fields, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(video_engine_fields, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(board_fields, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(pci_class_codes, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(minimal_library, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(no_scenario_is_no_driver, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(lost_gpu_mid_run, fx_setup, fx_teardown),

@@ -113,7 +113,8 @@
     X(nvmlReturn_t, nvmlDeviceGetDisplayActive, (nvmlDevice_t, nvmlEnableState_t *))               \
     X(nvmlReturn_t, nvmlDeviceGetAccountingMode, (nvmlDevice_t, nvmlEnableState_t *))              \
     X(nvmlReturn_t, nvmlDeviceGetAccountingBufferSize, (nvmlDevice_t, unsigned *))                 \
-    X(nvmlReturn_t, nvmlDeviceGetGspFirmwareMode, (nvmlDevice_t, unsigned *, unsigned *))
+    X(nvmlReturn_t, nvmlDeviceGetGspFirmwareMode, (nvmlDevice_t, unsigned *, unsigned *))        \
+    X(nvmlReturn_t, nvmlDeviceGetPciInfoExt, (nvmlDevice_t, nvmlPciInfoExt_v1_t *))
 
 #define SIM_DECL(ret, name, args) ret(*name) args;
 static struct {
@@ -1282,6 +1283,49 @@ static void board_modes(void **state)
     assert_int_equal(nv.nvmlDeviceGetGspFirmwareMode(d, &u, &v), NVML_ERROR_NOT_SUPPORTED);
 }
 
+/* nvmlDeviceGetPciInfoExt: version 1 exactly, the class codes the scenario gives (the one not
+ * given reads 0), NOT_SUPPORTED when it gives neither. */
+static void pci_info_ext(void **state)
+{
+    nvmlPciInfoExt_v1_t p;
+    nvmlDevice_t d;
+
+    (void)state;
+    use_inline("{\"gpus\": [{\"name\": \"G\", \"uuid\": \"GPU-a\", \"pci\": {\"bus\": 3, "
+               "\"device_id\": \"0x2330\", \"subsystem_id\": \"0x16C110DE\", \"base_class\": 3, "
+               "\"sub_class\": \"0x2\"}, \"memory\": {\"total_mib\": 1000}}, {\"name\": \"G\", "
+               "\"uuid\": \"GPU-b\", \"pci\": {\"bus\": 4, \"device_id\": \"0x2330\", "
+               "\"base_class\": 3}, \"memory\": {\"total_mib\": 1000}}]}",
+               "10");
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    d = dev(0);
+    memset(&p, 0xAB, sizeof p);
+    p.version = nvmlPciInfoExt_v1;
+    assert_int_equal(nv.nvmlDeviceGetPciInfoExt(d, &p), NVML_SUCCESS);
+    assert_int_equal(p.version, nvmlPciInfoExt_v1);
+    assert_int_equal(p.bus, 3);
+    assert_int_equal(p.pciDeviceId, 0x233010DE);
+    assert_int_equal(p.pciSubSystemId, 0x16C110DE);
+    assert_int_equal(p.baseClass, 3);
+    assert_int_equal(p.subClass, 2);
+    assert_string_equal(p.busId, "00000000:03:00.0");
+    p.version = 0x01000044; /* a size the library does not know */
+    assert_int_equal(nv.nvmlDeviceGetPciInfoExt(d, &p), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    p.version = 1; /* the plain number, not size-encoded */
+    assert_int_equal(nv.nvmlDeviceGetPciInfoExt(d, &p), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    assert_int_equal(nv.nvmlDeviceGetPciInfoExt(d, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    p.version = nvmlPciInfoExt_v1;
+    assert_int_equal(nv.nvmlDeviceGetPciInfoExt(dev(1), &p), NVML_SUCCESS);
+    assert_int_equal(p.baseClass, 3);
+    assert_int_equal(p.subClass, 0);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+
+    use_one_gpu(NULL, NULL, "10");
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    p.version = nvmlPciInfoExt_v1;
+    assert_int_equal(nv.nvmlDeviceGetPciInfoExt(dev(0), &p), NVML_ERROR_NOT_SUPPORTED);
+}
+
 /* ---- GPM ----------------------------------------------------------------------------------- */
 
 static void gpm_versions_and_metrics(void **state)
@@ -1457,6 +1501,7 @@ int main(void)
         cmocka_unit_test_teardown(video_engines, test_teardown),
         cmocka_unit_test_teardown(inforom_versions, test_teardown),
         cmocka_unit_test_teardown(board_modes, test_teardown),
+        cmocka_unit_test_teardown(pci_info_ext, test_teardown),
         cmocka_unit_test_teardown(calls_from_several_threads, test_teardown),
         cmocka_unit_test_teardown(minimal_library_exports_only_the_old_core, test_teardown),
     };

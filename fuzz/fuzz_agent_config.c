@@ -1,0 +1,94 @@
+/*
+ * libFuzzer target for the agent's INI configuration (src/agent/config.c):
+ * gs_config_parse_text with its section header, comments, `key = value` splitting, quotes,
+ * CR/LF handling and every key type (listen address, bounded number, enum, log level). A
+ * successful parse is checked against what the agent relies on (terminated listen address
+ * that splits into host and port, interval within bounds, known enum values); a failed one
+ * must leave a terminated "FILE:LINE: ..." message. gs_config_write of the result is then
+ * parsed again and must give the same configuration.
+ *
+ * Input: the file's text; seeds are in fuzz/corpus/agent_config/ (deploy/agent.conf and edge
+ * cases). Build and run: make fuzz (fuzz/meson.build, scripts/fuzz.sh).
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/config.h"
+#include "agent/log.h"
+#include "gpuscope/gs_err.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            __builtin_trap();                                                                      \
+    } while (0)
+
+static void check_config(const struct gs_agent_config *c)
+{
+    char host[GS_LISTEN_LEN];
+    unsigned port = 0;
+
+    CHECK(memchr(c->listen, '\0', sizeof c->listen) != NULL);
+    CHECK(gs_config_split_listen(c->listen, host, sizeof host, &port) == GS_OK);
+    CHECK(port >= 1 && port <= 65535);
+    CHECK(isfinite(c->interval_s) && c->interval_s >= 0.1 && c->interval_s <= 60);
+    CHECK(c->metrics_compat == GS_COMPAT_NONE || c->metrics_compat == GS_COMPAT_DCGM);
+    CHECK(c->log_level == GS_LOG_ERROR || c->log_level == GS_LOG_WARN ||
+          c->log_level == GS_LOG_INFO || c->log_level == GS_LOG_DEBUG);
+}
+
+/* What --check-config prints must read back as the same configuration (the interval to %g's
+ * six digits). */
+static void check_round_trip(const struct gs_agent_config *c)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    struct gs_agent_config back;
+    struct gs_err err = {0};
+
+    if (!f)
+        return;
+    gs_config_write(f, c);
+    if (fclose(f) != 0 || !text) {
+        free(text);
+        return;
+    }
+    gs_config_defaults(&back);
+    CHECK(gs_config_parse_text(&back, "written", text, &err) == GS_OK);
+    CHECK(strcmp(back.listen, c->listen) == 0);
+    CHECK(fabs(back.interval_s - c->interval_s) <= 1e-5 * c->interval_s);
+    CHECK(back.metrics_compat == c->metrics_compat);
+    CHECK(back.log_level == c->log_level);
+    free(text);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1);
+    struct gs_agent_config c;
+    struct gs_err err = {0};
+
+    if (!text)
+        return 0;
+    /* The file reader refuses NUL bytes; the text parser sees what comes before the first. */
+    memcpy(text, data, size);
+    text[size] = '\0';
+    gs_config_defaults(&c);
+    if (gs_config_parse_text(&c, "fuzz.conf", text, &err) != GS_OK) {
+        CHECK(err.rc == GS_EINVAL);
+        CHECK(memchr(err.msg, '\0', sizeof err.msg) != NULL);
+        CHECK(strncmp(err.msg, "fuzz.conf:", 10) == 0);
+    } else {
+        check_config(&c);
+        check_round_trip(&c);
+    }
+    free(text);
+    return 0;
+}

@@ -1,0 +1,237 @@
+/*
+ * `gpuscope demo`: the agent on a bundled nvml-sim scenario, for a machine without a GPU or a
+ * first look. It points the NVML loader at the sim library (GPUSCOPE_NVML_LIBRARY) and the sim
+ * at a scenario (NVML_SIM_SCENARIO) before the sampler opens, makes a temporary data
+ * directory, runs the same daemon as `gpuscope agent` (src/agent/agent.c), prints the URL once
+ * the port is open, and removes the directory when the agent stops (SIGINT/SIGTERM).
+ *
+ * Files are found next to the binary: the sim in <exe dir>/sim/ (the build tree) or
+ * <exe dir>/../lib/gpuscope/ (an install), the scenarios in <exe dir>/../sim/scenarios/ (a
+ * build dir inside the source tree) or <exe dir>/../share/gpuscope/scenarios/. See
+ * docs/agent.md, "gpuscope demo".
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/config.h"
+#include "cli/cli.h"
+#include "gpuscope/gs_err.h"
+
+#define DEMO_DEFAULT_SCENARIO "h100x8-training"
+
+static const char *const sim_dirs[] = {"sim", "../lib/gpuscope"};
+static const char *const scenario_dirs[] = {"../sim/scenarios", "../share/gpuscope/scenarios"};
+#define N_DIRS(a) (sizeof(a) / sizeof((a)[0]))
+
+struct demo_args {
+    const char *scenario; /* NAME or PATH */
+    int help;
+    int agent_argc; /* argv without --scenario: what the agent's own parser sees */
+    char **agent_argv;
+};
+
+/* The directory of the running binary, without a trailing slash. */
+static int exe_dir(char *out, size_t len)
+{
+    ssize_t n = readlink("/proc/self/exe", out, len - 1);
+    char *slash;
+
+    if (n <= 0)
+        return GS_EIO;
+    out[n] = '\0';
+    slash = strrchr(out, '/');
+    if (!slash)
+        return GS_EIO;
+    *slash = '\0';
+    return GS_OK;
+}
+
+/* Splits off --scenario; the rest goes to the agent's parser unchanged. */
+static int parse_demo_args(struct demo_args *d, int argc, char **argv, struct gs_err *err)
+{
+    memset(d, 0, sizeof *d);
+    d->scenario = DEMO_DEFAULT_SCENARIO;
+    d->agent_argv = calloc((size_t)argc + 1, sizeof *d->agent_argv);
+    if (!d->agent_argv)
+        return gs_err_set(err, GS_ENOMEM, "demo: out of memory");
+    d->agent_argv[d->agent_argc++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--scenario") == 0) {
+            if (i + 1 >= argc)
+                return gs_err_set(err, GS_EUSAGE, "--scenario: missing value");
+            d->scenario = argv[++i];
+        } else if (strncmp(a, "--scenario=", 11) == 0) {
+            d->scenario = a + 11;
+        } else {
+            if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+                d->help = 1;
+            d->agent_argv[d->agent_argc++] = argv[i];
+        }
+    }
+    if (!d->scenario[0])
+        return gs_err_set(err, GS_EUSAGE, "--scenario: missing value");
+    return GS_OK;
+}
+
+/* The first dir/rel/name that can be read, into out. */
+static int find_file(char *out, size_t len, const char *dir, const char *const *rels, size_t n,
+                     const char *name, const char *suffix)
+{
+    for (size_t i = 0; i < n; i++) {
+        int w = snprintf(out, len, "%s/%s/%s%s", dir, rels[i], name, suffix);
+        if (w > 0 && (size_t)w < len && access(out, R_OK) == 0)
+            return GS_OK;
+    }
+    return GS_ENOTFOUND;
+}
+
+/* GPUSCOPE_NVML_LIBRARY when the caller set it (a sim built elsewhere), else the sim next to
+ * the binary. */
+static int find_sim(char *out, size_t len, const char *dir, struct gs_err *err)
+{
+    const char *env = getenv("GPUSCOPE_NVML_LIBRARY");
+
+    if (env && env[0]) {
+        snprintf(out, len, "%s", env);
+        return GS_OK;
+    }
+    if (find_file(out, len, dir, sim_dirs, N_DIRS(sim_dirs), "libnvidia-ml.so.1", "") == GS_OK)
+        return GS_OK;
+    return gs_err_set(err, GS_ENOLIB,
+                      "demo: nvml-sim not found (%s/sim/libnvidia-ml.so.1, "
+                      "%s/../lib/gpuscope/libnvidia-ml.so.1); build it with "
+                      "'ninja -C BUILD sim/libnvidia-ml.so.1' or set GPUSCOPE_NVML_LIBRARY",
+                      dir, dir);
+}
+
+/* A PATH (has a '/' or ends in .json) is taken as is; a NAME is looked up in the bundled
+ * scenario directories. *label is what the URL line calls it. */
+static int find_scenario(char *out, size_t len, const char *dir, const char *arg,
+                         const char **label, struct gs_err *err)
+{
+    size_t n = strlen(arg);
+    int is_path = strchr(arg, '/') || (n > 5 && strcmp(arg + n - 5, ".json") == 0);
+
+    *label = arg;
+    if (is_path) {
+        const char *base = strrchr(arg, '/');
+        *label = base ? base + 1 : arg;
+        if (access(arg, R_OK) != 0)
+            return gs_err_set(err, GS_EUSAGE, "demo: --scenario %s: %s", arg, strerror(errno));
+        snprintf(out, len, "%s", arg);
+        return GS_OK;
+    }
+    if (find_file(out, len, dir, scenario_dirs, N_DIRS(scenario_dirs), arg, ".json") == GS_OK)
+        return GS_OK;
+    return gs_err_set(err, GS_EUSAGE,
+                      "demo: no scenario '%.64s' (looked in %s/../sim/scenarios/ and "
+                      "%s/../share/gpuscope/scenarios/); give a file with --scenario PATH",
+                      arg, dir, dir);
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    if (remove(path) != 0)
+        fprintf(stderr, "gpuscope demo: cannot remove %s: %s\n", path, strerror(errno));
+    return 0; /* go on: remove what can be removed */
+}
+
+/* The temporary data dir and everything the agent put in it (history.db and its -wal/-shm
+ * once the store is wired). */
+static void remove_tree(const char *dir)
+{
+    nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+struct banner {
+    const char *scenario;
+};
+
+static void print_url(void *ctx, const char *listen)
+{
+    const struct banner *b = ctx;
+
+    printf("gpuscope demo: http://%s/ (scenario %s, Ctrl-C to stop)\n", listen, b->scenario);
+    fflush(stdout);
+}
+
+static void demo_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gpuscope demo [--scenario NAME|PATH] [--listen HOST:PORT] [AGENT FLAGS]\n\n"
+            "Runs the agent (gpuscope agent) on a bundled nvml-sim scenario with a temporary\n"
+            "data directory, removed at exit, and prints the URL. Ctrl-C stops it.\n\n"
+            "  --scenario NAME|PATH  sim/scenarios/NAME.json or a scenario file (default %s)\n"
+            "  --listen HOST:PORT    where to serve (default 127.0.0.1:9400)\n\n"
+            "Every 'gpuscope agent' flag is accepted (--interval, --metrics-compat,\n"
+            "--log-level, --config, ...): gpuscope agent --help. See docs/agent.md.\n",
+            DEMO_DEFAULT_SCENARIO);
+}
+
+/* Sets up the environment and the data dir, then runs the agent; returns the exit status. */
+static int demo_run(const struct demo_args *d, struct gs_err *err)
+{
+    char dir[PATH_MAX], sim[PATH_MAX + 64], scenario[PATH_MAX + 128], data[PATH_MAX];
+    const char *tmp = getenv("TMPDIR");
+    struct gs_agent_args args;
+    struct gs_agent_config cfg;
+    struct banner b;
+    struct gs_agent_run_opts opts;
+    int rc;
+
+    if (exe_dir(dir, sizeof dir) != GS_OK)
+        return gs_err_set(err, GS_EIO, "demo: cannot read /proc/self/exe: %s", strerror(errno));
+    rc = gs_config_parse_args(&args, d->agent_argc, d->agent_argv, err);
+    if (rc == GS_OK)
+        rc = gs_config_build(&cfg, &args, d->agent_argc, d->agent_argv, err);
+    if (rc != GS_OK)
+        return rc == GS_EUSAGE ? rc : GS_EUSAGE; /* bad flag or configuration: exit 2 */
+    rc = find_sim(sim, sizeof sim, dir, err);
+    if (rc == GS_OK)
+        rc = find_scenario(scenario, sizeof scenario, dir, d->scenario, &b.scenario, err);
+    if (rc != GS_OK)
+        return rc;
+    /* Before gs_agent_run: the sampler reads both when it opens NVML. */
+    if (setenv("GPUSCOPE_NVML_LIBRARY", sim, 1) != 0 ||
+        setenv("NVML_SIM_SCENARIO", scenario, 1) != 0)
+        return gs_err_set(err, GS_ENOMEM, "demo: setenv: %s", strerror(errno));
+    snprintf(data, sizeof data, "%s/gpuscope-demo.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    if (!mkdtemp(data))
+        return gs_err_set(err, GS_EIO, "demo: mkdtemp %s: %s", data, strerror(errno));
+    opts = (struct gs_agent_run_opts){.data_dir = data, .ready = print_url, .ctx = &b};
+    rc = gs_agent_run(&cfg, &args, d->agent_argc, d->agent_argv, &opts, err);
+    remove_tree(data);
+    return rc;
+}
+
+int gs_cli_demo(int argc, char **argv)
+{
+    struct demo_args d;
+    struct gs_err err;
+    int rc;
+
+    gs_err_clear(&err);
+    rc = parse_demo_args(&d, argc, argv, &err);
+    if (rc == GS_OK && d.help) {
+        demo_usage(stdout);
+        free(d.agent_argv);
+        return GS_EXIT_OK;
+    }
+    if (rc == GS_OK)
+        rc = demo_run(&d, &err);
+    free(d.agent_argv);
+    if (rc == GS_OK)
+        return GS_EXIT_OK;
+    fprintf(stderr, "gpuscope: %s\n", err.msg[0] ? err.msg : gs_strerror(rc));
+    return rc == GS_EUSAGE ? GS_EXIT_USAGE : gs_rc_exit_code(rc);
+}

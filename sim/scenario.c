@@ -1046,9 +1046,9 @@ static int parse_overrides(struct parse *ps, const struct jobj *ob, struct gs_si
 
 static int parse_pci(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
 {
-    static const char *const keys[] = {"domain", "bus",        "device",    "device_id",
-                                       "subsystem_id", "bus_id", "base_class", "sub_class",
-                                       NULL};
+    static const char *const keys[] = {"domain",     "bus",          "device",
+                                       "device_id",  "subsystem_id", "bus_id",
+                                       "base_class", "sub_class",    NULL};
     struct jobj ob;
     unsigned long long u, cls[2] = {0, 0};
     bool present, has_bus_id, has_cls[2] = {false, false};

@@ -11,6 +11,11 @@
  *   publication under the mutex and hands its buffer to MHD with a free callback that drops
  *   the reference, so nothing is copied or rendered per request and a slow reader only keeps
  *   an old publication alive: the sampler never waits for it.
+ * - the history writer thread (recorder.c) owns the history store. Each cycle the sampling
+ *   thread hands it one more reference to the publication just made (a bounded queue: when
+ *   the writer is behind, the snapshot is dropped and counted, the sampler never waits on
+ *   disk); the writer appends the snapshot, flushes every flush_interval and drops the
+ *   reference. /api/v1/history queries the store from the HTTP thread under the store's mutex.
  * - the calling thread blocks SIGINT/SIGTERM/SIGHUP before the others start (they inherit
  *   the mask) and takes them with sigwaitinfo: no async-signal-safety puzzles.
  *
@@ -31,8 +36,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent/history_api.h"
 #include "agent/log.h"
 #include "agent/metrics.h"
+#include "agent/recorder.h"
 #include "agent/schedule.h"
 #include "cli/quick.h"
 #include "gpuscope/gs_err.h"
@@ -82,6 +89,8 @@ struct gs_agent {
     char reason[GS_ERR_MSG_LEN];
 
     struct MHD_Daemon *mhd;
+    struct gs_recorder *rec;   /* NULL when history = off */
+    int data_dir_from_caller;  /* gs_agent_run_opts.data_dir overrides the configured one */
 };
 
 static int64_t mono_ns(void)
@@ -166,6 +175,11 @@ static void publish(struct gs_agent *a, struct gs_pub *p)
     pthread_mutex_unlock(&a->lock);
     if (old)
         pub_release(old);
+}
+
+static void release_cb(void *cls)
+{
+    pub_release(cls);
 }
 
 /* ---- one cycle ---- */
@@ -282,11 +296,21 @@ static void render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         .cycles = a->cycles,
         .overruns = a->overruns,
         .sample_errors = a->sample_errors,
+        .history = a->rec != NULL,
+        .history_flush_last_s = -1,
     };
     struct gs_quick_opts qo;
     json_t *doc = NULL;
     struct gs_err e;
 
+    if (a->rec) {
+        struct gs_recorder_stats rs = gs_recorder_stats(a->rec); /* a short lock, no I/O */
+        self.history_rows = rs.rows_written;
+        self.history_write_errors = rs.write_errors;
+        self.history_dropped = rs.dropped;
+        self.history_flush_last_s = rs.last_flush_s;
+        self.history_flush_max_s = rs.max_flush_s;
+    }
     gs_mbuf_reset(&p->prom);
     if (gs_metrics_render(&p->prom, p->up ? p->snap : NULL, &self,
                           cfg->metrics_compat == GS_COMPAT_DCGM ? GS_METRICS_DCGM : 0) != GS_OK)
@@ -321,6 +345,14 @@ static void cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
         a->last_sample_s = -1;
     render(a, p, cfg);
     publish(a, p);
+    if (a->rec && p->up) {
+        /* One more reference, for the writer; it drops it once the snapshot is copied. */
+        pthread_mutex_lock(&a->lock);
+        p->refs++;
+        pthread_mutex_unlock(&a->lock);
+        if (!gs_recorder_offer(a->rec, p->snap, release_cb, p))
+            pub_release(p);
+    }
 }
 
 static void *sampling_thread(void *arg)
@@ -360,11 +392,6 @@ static void *sampling_thread(void *arg)
 }
 
 /* ---- HTTP ---- */
-
-static void release_cb(void *cls)
-{
-    pub_release(cls);
-}
 
 static enum MHD_Result send_static(struct MHD_Connection *c, unsigned code, const char *body,
                                    const char *type, const char *allow)
@@ -421,11 +448,87 @@ static enum MHD_Result send_pub(struct MHD_Connection *c, struct gs_agent *a, in
     return ret;
 }
 
+static enum MHD_Result send_json_error(struct MHD_Connection *c, unsigned code, const char *msg)
+{
+    size_t len;
+    char *body = gs_history_error_json(msg, &len);
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+
+    if (!body)
+        return MHD_NO;
+    r = MHD_create_response_from_buffer_with_free_callback(len, body, free);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    ret = MHD_queue_response(c, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static double real_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* /api/v1/history (docs/api.md): parameters checked by history_api.c, the query run on the
+ * store under its mutex, the JSON built per request (it depends on the parameters). */
+static enum MHD_Result send_history(struct MHD_Connection *c, struct gs_agent *a)
+{
+    struct gs_history_req q;
+    struct gs_history_doc d;
+    enum gs_store_source src = GS_STORE_RAW;
+    struct MHD_Response *r;
+    struct gs_err e;
+    char msg[2048];
+    enum MHD_Result ret;
+    int rc;
+
+    if (!a->rec)
+        return send_json_error(c, MHD_HTTP_NOT_FOUND, "history is off (history = off)");
+#define ARG(name) MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name)
+    if (gs_history_req_parse(&q, ARG("gpu"), ARG("metric"), ARG("from"), ARG("to"), ARG("step"),
+                             real_now(), msg, sizeof msg) != GS_OK)
+        return send_json_error(c, MHD_HTTP_BAD_REQUEST, msg);
+#undef ARG
+    gs_err_clear(&e);
+    gs_history_doc_begin(&d);
+    rc = gs_recorder_query(a->rec, q.gpu, q.metric, q.from, q.to, q.step, gs_history_doc_point,
+                           &d, &src, &e);
+    if (rc < 0) {
+        free(d.data);
+        gs_log(GS_LOG_WARN, "http: /api/v1/history: %s", e.msg);
+        return send_json_error(c, rc == GS_EINVAL || rc == GS_ENOTFOUND
+                                      ? MHD_HTTP_BAD_REQUEST
+                                      : MHD_HTTP_SERVICE_UNAVAILABLE,
+                               e.msg[0] ? e.msg : gs_strerror(rc));
+    }
+    gs_history_doc_end(&d, &q, src);
+    if (!d.data)
+        return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    r = MHD_create_response_from_buffer_with_free_callback(d.len, d.data, free);
+    if (!r) {
+        free(d.data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 /* "/": what `gpuscope demo` points a browser at until the web UI lands. */
 static const char index_html[] =
     "<!doctype html><title>gpuscope agent</title><h1>gpuscope agent</h1><ul>"
     "<li><a href=\"/metrics\">/metrics</a>: Prometheus text</li>"
     "<li><a href=\"/api/v1/snapshot\">/api/v1/snapshot</a>: the latest snapshot as JSON</li>"
+    "<li><a href=\"/api/v1/history?gpu=0&amp;metric=utilization_gpu\">/api/v1/history</a>: "
+    "one GPU metric over time (docs/api.md)</li>"
     "<li><a href=\"/healthz\">/healthz</a></li></ul>\n";
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -434,7 +537,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   void **con_cls)
 {
     struct gs_agent *a = cls;
-    enum { R_NONE, R_INDEX, R_METRICS, R_HEALTH, R_SNAPSHOT } route = R_NONE;
+    enum { R_NONE, R_INDEX, R_METRICS, R_HEALTH, R_SNAPSHOT, R_HISTORY } route = R_NONE;
 
     (void)version;
     (void)upload_data;
@@ -448,6 +551,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         route = R_HEALTH;
     else if (strcmp(url, "/api/v1/snapshot") == 0)
         route = R_SNAPSHOT;
+    else if (strcmp(url, "/api/v1/history") == 0)
+        route = R_HISTORY;
     if (route == R_NONE)
         return send_static(c, MHD_HTTP_NOT_FOUND, "not found\n", "text/plain", NULL);
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
@@ -458,6 +563,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_pub(c, a, 0);
     case R_SNAPSHOT:
         return send_pub(c, a, 1);
+    case R_HISTORY:
+        return send_history(c, a);
     case R_INDEX:
         return send_static(c, MHD_HTTP_OK, index_html, "text/html; charset=utf-8", NULL);
     default:
@@ -519,10 +626,20 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
         gs_log(GS_LOG_WARN, "reload: listen %s -> %s needs a restart; still on %s",
                a->cfg.listen, c.listen, a->cfg.listen);
     snprintf(c.listen, sizeof c.listen, "%s", a->cfg.listen);
+    if (!a->data_dir_from_caller && strcmp(c.data_dir, a->cfg.data_dir) != 0)
+        gs_log(GS_LOG_WARN, "reload: data_dir %s -> %s needs a restart; still in %s",
+               a->cfg.data_dir, c.data_dir, a->cfg.data_dir);
+    if (c.history != a->cfg.history)
+        gs_log(GS_LOG_WARN, "reload: history %s needs a restart", c.history ? "on" : "off");
+    snprintf(c.data_dir, sizeof c.data_dir, "%s", a->cfg.data_dir);
+    c.history = a->cfg.history;
     a->cfg = c;
     pthread_cond_signal(&a->wake);
     pthread_mutex_unlock(&a->lock);
     gs_log_set_level((enum gs_log_level)c.log_level);
+    if (a->rec)
+        gs_recorder_set_policy(a->rec, c.flush_interval_s, c.retention_raw_s,
+                               c.retention_rollup_s);
     gs_log(GS_LOG_INFO, "reload: interval %gs, metrics_compat %s, log_level %s", c.interval_s,
            c.metrics_compat == GS_COMPAT_DCGM ? "dcgm" : "none",
            gs_log_level_name((enum gs_log_level)c.log_level));
@@ -547,6 +664,30 @@ static int init_agent(struct gs_agent *a, const struct gs_agent_config *cfg, str
     return GS_OK;
 }
 
+/* Opens the history (a foreign or corrupt history.db stops the start: fatal, never
+ * overwritten) and starts its writer. */
+static int start_history(struct gs_agent *a, struct gs_err *err)
+{
+    const struct gs_agent_config *c = &a->cfg;
+    int rc;
+
+    if (!c->history) {
+        gs_log(GS_LOG_INFO, "history: off");
+        return GS_OK;
+    }
+    rc = gs_recorder_open(&a->rec, c->data_dir, err);
+    if (rc != GS_OK)
+        return rc;
+    gs_recorder_set_policy(a->rec, c->flush_interval_s, c->retention_raw_s,
+                           c->retention_rollup_s);
+    rc = gs_recorder_start(a->rec, err);
+    if (rc != GS_OK)
+        return rc;
+    gs_log(GS_LOG_INFO, "history: data dir %s, flush every %gs, raw kept %.15gs, rollups %.15gs",
+           c->data_dir, c->flush_interval_s, c->retention_raw_s, c->retention_rollup_s);
+    return GS_OK;
+}
+
 static void shutdown_agent(struct gs_agent *a)
 {
     struct gs_pub *p;
@@ -559,6 +700,10 @@ static void shutdown_agent(struct gs_agent *a)
         pthread_join(a->thread, NULL);
     if (a->mhd)
         MHD_stop_daemon(a->mhd); /* drops every response, so every reference comes back */
+    /* After the sampler (no more offers) and HTTP (no more queries): appends what is queued,
+     * flushes, and gives the queued references back before the publications are freed. */
+    gs_recorder_close(a->rec);
+    a->rec = NULL;
     if (a->current)
         pub_release(a->current);
     a->current = NULL;
@@ -589,8 +734,15 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
     pthread_sigmask(SIG_BLOCK, &set, &old);
     signal(SIGPIPE, SIG_IGN);
 
-    cycle(&a, &a.cfg); /* the first publication exists before the port opens */
-    rc = start_http(&a, err);
+    if (opts && opts->data_dir) {
+        snprintf(a.cfg.data_dir, sizeof a.cfg.data_dir, "%s", opts->data_dir);
+        a.data_dir_from_caller = 1;
+    }
+    rc = start_history(&a, err);
+    if (rc == GS_OK) {
+        cycle(&a, &a.cfg); /* the first publication exists before the port opens */
+        rc = start_http(&a, err);
+    }
     if (rc == GS_OK) {
         if (pthread_create(&a.thread, NULL, sampling_thread, &a) != 0)
             rc = gs_err_set(err, GS_ENOMEM, "agent: cannot start the sampling thread");
@@ -599,8 +751,6 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
     }
     if (rc == GS_OK) {
         gs_log(GS_LOG_INFO, "agent: started, interval %gs", cfg->interval_s);
-        if (opts && opts->data_dir)
-            gs_log(GS_LOG_INFO, "agent: data dir %s (history not written yet)", opts->data_dir);
         if (opts && opts->ready)
             opts->ready(opts->ctx, a.cfg.listen);
         for (;;) {

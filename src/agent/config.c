@@ -11,23 +11,27 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/log.h"
 #include "gpuscope/gs_err.h"
 
-enum key_type { KEY_DOUBLE, KEY_ENUM, KEY_LISTEN, KEY_LOGLEVEL };
+enum key_type { KEY_DOUBLE, KEY_ENUM, KEY_LISTEN, KEY_LOGLEVEL, KEY_DURATION, KEY_PATH };
 
 struct key {
     const char *name;
     enum key_type type;
     size_t off;
-    double min, max;            /* KEY_DOUBLE */
+    double min, max;            /* KEY_DOUBLE, KEY_DURATION (seconds) */
     const char *const *choices; /* KEY_ENUM: index = stored value */
-    const char *def;            /* the default, as text: parsed like any other value */
+    const char *def; /* the default, as text: parsed like any other value; NULL: computed */
     const char *help;
 };
 
 static const char *const compat_names[] = {"none", "dcgm", NULL};
+static const char *const history_names[] = {"off", "on", NULL};
+
+#define DAY_S 86400.0
 
 static const struct key keys[] = {
     {"listen", KEY_LISTEN, offsetof(struct gs_agent_config, listen), 0, 0, NULL,
@@ -38,6 +42,16 @@ static const struct key keys[] = {
      compat_names, "none", "none | dcgm: also emit dcgm-exporter names on /metrics"},
     {"log_level", KEY_LOGLEVEL, offsetof(struct gs_agent_config, log_level), 0, 0, NULL, "info",
      "error | warn | info | debug"},
+    {"data_dir", KEY_PATH, offsetof(struct gs_agent_config, data_dir), 0, 0, NULL, NULL,
+     "directory of history.db, made 0750 if missing; restart to change"},
+    {"history", KEY_ENUM, offsetof(struct gs_agent_config, history), 0, 0, history_names, "on",
+     "on | off: keep a history in DATA_DIR/history.db; restart to change"},
+    {"flush_interval", KEY_DOUBLE, offsetof(struct gs_agent_config, flush_interval_s), 1, 300,
+     NULL, "5", "seconds between history writes"},
+    {"retention_raw", KEY_DURATION, offsetof(struct gs_agent_config, retention_raw_s), 60,
+     3650 * DAY_S, NULL, "24h", "how long raw samples are kept (s, m, h, d suffixes)"},
+    {"retention_rollup", KEY_DURATION, offsetof(struct gs_agent_config, retention_rollup_s), 60,
+     3650 * DAY_S, NULL, "30d", "how long per-minute rollups are kept (s, m, h, d suffixes)"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -123,13 +137,38 @@ int gs_config_set(struct gs_agent_config *c, const char *key, const char *value,
         memcpy(p, &v, sizeof v);
         return GS_OK;
     }
-    case KEY_ENUM:
-        for (int i = 0; k->choices[i]; i++)
+    case KEY_ENUM: {
+        char list[128] = "";
+        for (int i = 0; k->choices[i]; i++) {
             if (strcmp(value, k->choices[i]) == 0) {
                 memcpy(p, &i, sizeof i);
                 return GS_OK;
             }
-        return gs_err_set(err, GS_EINVAL, "%s: '%.64s' is not one of none, dcgm", prefix, value);
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                     k->choices[i]);
+        }
+        return gs_err_set(err, GS_EINVAL, "%s: '%.64s' is not one of %s", prefix, value, list);
+    }
+    case KEY_DURATION: {
+        double v;
+        if (gs_config_parse_duration(value, &v) != GS_OK)
+            return gs_err_set(err, GS_EINVAL,
+                              "%s: '%.64s' is not a duration (a number with s, m, h or d)",
+                              prefix, value);
+        if (v < k->min || v > k->max)
+            return gs_err_set(err, GS_EINVAL, "%s: %.64s is out of range 1m..3650d", prefix,
+                              value);
+        memcpy(p, &v, sizeof v);
+        return GS_OK;
+    }
+    case KEY_PATH:
+        if (!value[0])
+            return gs_err_set(err, GS_EINVAL, "%s: empty path", prefix);
+        if (strlen(value) >= GS_DATA_DIR_LEN - 16) /* room for "/history.db-wal" */
+            return gs_err_set(err, GS_EINVAL, "%s: path longer than %d bytes", prefix,
+                              GS_DATA_DIR_LEN - 17);
+        strcpy(p, value);
+        return GS_OK;
     case KEY_LOGLEVEL: {
         int lv = gs_log_parse(value);
         if (lv < 0)
@@ -144,11 +183,52 @@ int gs_config_set(struct gs_agent_config *c, const char *key, const char *value,
     return gs_err_set(err, GS_EINVAL, "%s: bad key type", prefix);
 }
 
+int gs_config_parse_duration(const char *text, double *seconds)
+{
+    char *end;
+    double v, unit = 1;
+
+    if (!text || !(*text >= '0' && *text <= '9') )
+        return GS_EINVAL; /* also refuses "-1", " 5", "+5", ".5", "" */
+    errno = 0;
+    v = strtod(text, &end);
+    if (errno || end == text || !isfinite(v))
+        return GS_EINVAL;
+    switch (*end) {
+    case '\0': break;
+    case 's': unit = 1; end++; break;
+    case 'm': unit = 60; end++; break;
+    case 'h': unit = 3600; end++; break;
+    case 'd': unit = DAY_S; end++; break;
+    default: return GS_EINVAL;
+    }
+    if (*end || !isfinite(v * unit))
+        return GS_EINVAL;
+    *seconds = v * unit;
+    return GS_OK;
+}
+
+void gs_config_default_data_dir(char *out, size_t len, unsigned euid, const char *xdg_state,
+                                const char *home)
+{
+    if (euid == 0)
+        snprintf(out, len, "/var/lib/gpuscope");
+    else if (xdg_state && xdg_state[0] == '/') /* XDG: a relative value is to be ignored */
+        snprintf(out, len, "%s/gpuscope", xdg_state);
+    else if (home && home[0])
+        snprintf(out, len, "%s/.local/state/gpuscope", home);
+    else
+        snprintf(out, len, "/var/lib/gpuscope");
+}
+
 void gs_config_defaults(struct gs_agent_config *c)
 {
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < N_KEYS; i++)
-        (void)gs_config_set(c, keys[i].name, keys[i].def, "default", NULL);
+        if (keys[i].def)
+            (void)gs_config_set(c, keys[i].name, keys[i].def, "default", NULL);
+    gs_config_default_data_dir(c->data_dir, sizeof c->data_dir, (unsigned)geteuid(),
+                               getenv("XDG_STATE_HOME"), getenv("HOME"));
 }
 
 static const char *skip_blank(const char *s, const char *end)
@@ -382,7 +462,10 @@ void gs_config_usage(FILE *out)
         for (j = 0; keys[i].name[j] && j + 1 < sizeof flag; j++)
             flag[j] = keys[i].name[j] == '_' ? '-' : keys[i].name[j];
         flag[j] = '\0';
-        fprintf(out, "  --%-16s %s (default %s", flag, keys[i].help, keys[i].def);
+        fprintf(out, "  --%-16s %s (default %s", flag, keys[i].help,
+                keys[i].def ? keys[i].def
+                            : "/var/lib/gpuscope for root, else $XDG_STATE_HOME/gpuscope or "
+                              "~/.local/state/gpuscope");
         if (keys[i].type == KEY_DOUBLE)
             fprintf(out, ", %g..%g", keys[i].min, keys[i].max);
         fprintf(out, ")\n");
@@ -394,4 +477,8 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
     fprintf(out, "[agent]\nlisten = %s\ninterval = %g\nmetrics_compat = %s\nlog_level = %s\n",
             c->listen, c->interval_s, compat_names[c->metrics_compat ? 1 : 0],
             gs_log_level_name((enum gs_log_level)c->log_level));
+    fprintf(out, "data_dir = \"%s\"\nhistory = %s\nflush_interval = %g\nretention_raw = %.15gs\n"
+                 "retention_rollup = %.15gs\n",
+            c->data_dir, history_names[c->history ? 1 : 0], c->flush_interval_s,
+            c->retention_raw_s, c->retention_rollup_s);
 }

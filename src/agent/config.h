@@ -20,16 +20,38 @@ enum gs_metrics_compat {
 };
 
 #define GS_LISTEN_LEN 128
+#define GS_DATA_DIR_LEN 1024
+
+enum gs_history_mode {
+    GS_HISTORY_OFF = 0,
+    GS_HISTORY_ON = 1,
+};
 
 struct gs_agent_config {
     char listen[GS_LISTEN_LEN]; /* "127.0.0.1:9400", "[::1]:9400", "0.0.0.0:9400" */
     double interval_s;          /* sampling period, 0.1..60 */
     int metrics_compat;         /* enum gs_metrics_compat */
     int log_level;              /* enum gs_log_level */
+    char data_dir[GS_DATA_DIR_LEN]; /* history.db lives here; restart to change */
+    int history;                    /* enum gs_history_mode; restart to change */
+    double flush_interval_s;        /* history flush period, 1..300 */
+    double retention_raw_s;         /* raw samples kept this long */
+    double retention_rollup_s;      /* per-minute rollups kept this long */
 };
 
-/* Fills every key with its default. */
+/* Fills every key with its default. data_dir's default depends on the user: /var/lib/gpuscope
+ * for root, else $XDG_STATE_HOME/gpuscope, else ~/.local/state/gpuscope (gs_config_default_data_dir). */
 void gs_config_defaults(struct gs_agent_config *c);
+
+/* Writes the default data directory into out (see gs_config_defaults). euid, xdg_state and home
+ * are passed in so that tests need no environment; xdg_state/home may be NULL or "". */
+void gs_config_default_data_dir(char *out, size_t len, unsigned euid, const char *xdg_state,
+                                const char *home);
+
+/* Parses a duration: a non-negative decimal number with an optional unit suffix s, m, h or d
+ * (none: seconds), "24h", "30d", "90", "1.5h". GS_EINVAL for anything else (empty, negative,
+ * unknown suffix, trailing text, not finite). */
+int gs_config_parse_duration(const char *text, double *seconds);
 
 /* Sets one key from its text. where prefixes the message ("agent.conf:12" or "--interval");
  * errors: GS_EINVAL "WHERE: KEY: why" (unknown key, bad value, out of bounds). */

@@ -131,6 +131,9 @@ static const struct fam native[] = {
      "gauge", GS_M_TEMP_SLOWDOWN, 1, NULL, NULL},
     {"gpuscope_gpu_shutdown_temperature_celsius", "Temperature at which the GPU shuts down.",
      "gauge", GS_M_TEMP_SHUTDOWN, 1, NULL, NULL},
+    {"gpuscope_gpu_temperature_margin_celsius",
+     "Degrees left before the GPU slows down (NVML margin temperature; negative past it).",
+     "gauge", GS_M_TEMP_MARGIN, 1, NULL, NULL},
     {"gpuscope_gpu_fan_speed_ratio", "Intended fan speed (may exceed 1).", "gauge", GS_M_FAN, 1,
      NULL, NULL},
     {"gpuscope_gpu_power_watts", "Power draw.", "gauge", GS_M_POWER_DRAW, 1, NULL, NULL},
@@ -346,6 +349,31 @@ static void render_info(struct gs_mbuf *b, const struct gs_snapshot *s)
     }
 }
 
+static void render_history_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
+{
+    header(b, "gpuscope_history_rows_written_total",
+           "Rows committed to history.db (samples, processes, rollups).", "counter");
+    printf_(b, "gpuscope_history_rows_written_total %llu\n",
+            (unsigned long long)self->history_rows);
+    header(b, "gpuscope_history_write_errors_total",
+           "History flushes that failed (rolled back, retried at the next flush).", "counter");
+    printf_(b, "gpuscope_history_write_errors_total %llu\n",
+            (unsigned long long)self->history_write_errors);
+    header(b, "gpuscope_history_snapshots_dropped_total",
+           "Snapshots never written to history (writer queue or store buffer full).", "counter");
+    printf_(b, "gpuscope_history_snapshots_dropped_total %llu\n",
+            (unsigned long long)self->history_dropped);
+    if (self->history_flush_last_s >= 0) {
+        header(b, "gpuscope_history_flush_duration_seconds",
+               "Duration of the last successful history flush.", "gauge");
+        printf_(b, "gpuscope_history_flush_duration_seconds %.9g\n", self->history_flush_last_s);
+        header(b, "gpuscope_history_flush_duration_max_seconds",
+               "Longest successful history flush since the agent started.", "gauge");
+        printf_(b, "gpuscope_history_flush_duration_max_seconds %.9g\n",
+                self->history_flush_max_s);
+    }
+}
+
 static void render_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
 {
     header(b, "gpuscope_up", "1 when the last cycle could read the NVIDIA driver.", "gauge");
@@ -375,6 +403,8 @@ static void render_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
     printf_(b, "gpuscope_cycles_overrun_total %llu\n", (unsigned long long)self->overruns);
     header(b, "gpuscope_sample_errors_total", "Cycles in which no GPU could be read.", "counter");
     printf_(b, "gpuscope_sample_errors_total %llu\n", (unsigned long long)self->sample_errors);
+    if (self->history)
+        render_history_self(b, self);
 }
 
 int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,

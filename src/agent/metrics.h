@@ -43,6 +43,13 @@ struct gs_metrics_self {
     uint64_t cycles;
     uint64_t overruns;
     uint64_t sample_errors;
+    /* History store (docs/history.md); the gpuscope_history_* families only when history. */
+    int history;
+    uint64_t history_rows;
+    uint64_t history_write_errors;
+    uint64_t history_dropped;
+    double history_flush_last_s; /* < 0: no flush yet */
+    double history_flush_max_s;
 };
 
 enum gs_metrics_flags {

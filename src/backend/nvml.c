@@ -263,9 +263,10 @@ struct gs_backend {
 
 /* Fields read once at open: they never change while a handle lives. */
 static const enum gs_metric ident_metrics[] = {
-    GS_M_MINOR,      GS_M_ARCH,          GS_M_BRAND,         GS_M_PCI_DOMAIN, GS_M_PCI_BUS,
-    GS_M_PCI_DEVICE, GS_M_PCI_DEVICE_ID, GS_M_PCI_SUBSYS_ID, GS_M_CC_MAJOR,   GS_M_CC_MINOR,
-    GS_M_GSP_MODE,   GS_M_GSP_MODE_DEFAULT, GS_M_PCI_BASE_CLASS, GS_M_PCI_SUB_CLASS,
+    GS_M_MINOR,          GS_M_ARCH,          GS_M_BRAND,         GS_M_PCI_DOMAIN,
+    GS_M_PCI_BUS,        GS_M_PCI_DEVICE,    GS_M_PCI_DEVICE_ID, GS_M_PCI_SUBSYS_ID,
+    GS_M_CC_MAJOR,       GS_M_CC_MINOR,      GS_M_GSP_MODE,      GS_M_GSP_MODE_DEFAULT,
+    GS_M_PCI_BASE_CLASS, GS_M_PCI_SUB_CLASS,
 };
 
 /* Slow-changing fields: read at the first cycle and on GS_WANT_STATIC, repeated otherwise. */

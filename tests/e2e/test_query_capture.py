@@ -60,7 +60,6 @@ NOT_IN_MODEL = {
     "remapped_rows.histogram.partial": "nvmlDeviceGetRowRemapperHistogram",
     "remapped_rows.histogram.low": "nvmlDeviceGetRowRemapperHistogram",
     "remapped_rows.histogram.none": "nvmlDeviceGetRowRemapperHistogram",
-    "temperature.gpu.tlimit": "nvmlDeviceGetMarginTemperature (not slowdown - current)",
     "edpp_multiplier": "field value 274 (EDPP multiplier)",
     "c2c.mode": "nvmlDeviceGetC2cModeInfoV",
     "protected_memory.total": "nvmlDeviceGetConfComputeProtectedMemoryUsage",

@@ -174,7 +174,10 @@ static void test_render_native(void **state)
     char want[256];
 
     (void)state;
+    gs_gpu_set(&s->gpus[0], GS_M_TEMP_MARGIN, -3);
     assert_int_equal(gs_metrics_render(&b, s, &up_self, 0), GS_OK);
+    snprintf(want, sizeof want, "\ngpuscope_gpu_temperature_margin_celsius%s -3\n", lbl);
+    assert_non_null(strstr(b.data, want));
     snprintf(want, sizeof want, "\ngpuscope_gpu_memory_used_bytes%s 2097152\n", lbl);
     assert_non_null(strstr(b.data, want));
     snprintf(want, sizeof want, "\ngpuscope_gpu_utilization_ratio%s 0.92\n", lbl);

@@ -617,6 +617,61 @@ static void pci_class_codes(void **state)
     }
 }
 
+/* The margin to the slowdown temperature: version 1, every cycle, signed; absent where the
+ * library or board cannot answer. */
+static void temperature_margin(void **state)
+{
+    static const char *const absent_rc[] = {"ARGUMENT_VERSION_MISMATCH", "FUNCTION_NOT_FOUND",
+                                            "NOT_SUPPORTED"};
+    struct fx *f = *state;
+    struct gs_gpu g;
+    struct gs_err e;
+    char path[1024], extra[200];
+
+    NEED_SIM();
+    capture_scenario(path, sizeof path, "l40s-idle");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "1000", &e), GS_OK);
+    sample_ok(f->b, 0, &g, 0);
+    assert_true(gs_gpu_has(&g, GS_M_TEMP_MARGIN) && g.v[GS_M_TEMP_MARGIN] == 25);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+
+    /* a pattern: read fresh each cycle on one open backend, and below zero past the limit */
+    inline_scenario(path, sizeof path,
+                    "\"metrics\": {\"temp_margin_c\": {\"points\": [[0, 12], [20, -3]]}}");
+    clock_new(&f->clk, 0);
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, f->clk.env, &e), GS_OK);
+    sample_ok(f->b, 0, &g, 0);
+    assert_true(gs_gpu_has(&g, GS_M_TEMP_MARGIN) && g.v[GS_M_TEMP_MARGIN] == 12);
+    clock_set(&f->clk, 20);
+    sample_ok(f->b, 0, &g, 0);
+    assert_true(gs_gpu_has(&g, GS_M_TEMP_MARGIN) && g.v[GS_M_TEMP_MARGIN] == -3);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+    unlink(path);
+
+    assert_int_equal(sim_open(&f->b, sim_lib(), "rtx4090-idle-desktop.json", "30", &e), GS_OK);
+    sample_ok(f->b, 0, &g, 0);
+    assert_int_equal(g.st[GS_M_TEMP_MARGIN], GS_ST_NA);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+
+    for (size_t i = 0; i < sizeof absent_rc / sizeof absent_rc[0]; i++) {
+        snprintf(extra, sizeof extra,
+                 "\"metrics\": {\"temp_margin_c\": 9}, "
+                 "\"errors\": {\"nvmlDeviceGetMarginTemperature\": \"%s\"}",
+                 absent_rc[i]);
+        inline_scenario(path, sizeof path, extra);
+        assert_int_equal(sim_open(&f->b, sim_lib(), path, "10", &e), GS_OK);
+        sample_ok(f->b, 0, &g, 0);
+        assert_int_equal(g.st[GS_M_TEMP_MARGIN], GS_ST_NA);
+        assert_true(gs_gpu_has(&g, GS_M_TEMP_GPU));
+        gs_backend_nvml.close(f->b);
+        f->b = NULL;
+        unlink(path);
+    }
+}
+
 static void minimal_library(void **state)
 {
     const char *lib = getenv("GPUSCOPE_SIM_MINIMAL_LIB");
@@ -935,6 +990,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(video_engine_fields, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(board_fields, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(pci_class_codes, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(temperature_margin, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(minimal_library, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(no_scenario_is_no_driver, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(lost_gpu_mid_run, fx_setup, fx_teardown),

@@ -113,8 +113,9 @@
     X(nvmlReturn_t, nvmlDeviceGetDisplayActive, (nvmlDevice_t, nvmlEnableState_t *))               \
     X(nvmlReturn_t, nvmlDeviceGetAccountingMode, (nvmlDevice_t, nvmlEnableState_t *))              \
     X(nvmlReturn_t, nvmlDeviceGetAccountingBufferSize, (nvmlDevice_t, unsigned *))                 \
-    X(nvmlReturn_t, nvmlDeviceGetGspFirmwareMode, (nvmlDevice_t, unsigned *, unsigned *))        \
-    X(nvmlReturn_t, nvmlDeviceGetPciInfoExt, (nvmlDevice_t, nvmlPciInfoExt_v1_t *))
+    X(nvmlReturn_t, nvmlDeviceGetGspFirmwareMode, (nvmlDevice_t, unsigned *, unsigned *))          \
+    X(nvmlReturn_t, nvmlDeviceGetPciInfoExt, (nvmlDevice_t, nvmlPciInfoExt_v1_t *))                \
+    X(nvmlReturn_t, nvmlDeviceGetMarginTemperature, (nvmlDevice_t, nvmlMarginTemperature_t *))
 
 #define SIM_DECL(ret, name, args) ret(*name) args;
 static struct {
@@ -1326,6 +1327,39 @@ static void pci_info_ext(void **state)
     assert_int_equal(nv.nvmlDeviceGetPciInfoExt(dev(0), &p), NVML_ERROR_NOT_SUPPORTED);
 }
 
+/* nvmlDeviceGetMarginTemperature: version 1 exactly, the temp_margin_c pattern at the call's
+ * instant (negative allowed), NOT_SUPPORTED without it. */
+static void margin_temperature(void **state)
+{
+    nvmlMarginTemperature_t m;
+    nvmlDevice_t d;
+
+    (void)state;
+    use_one_gpu("\"metrics\": {\"temp_c\": 50, "
+                "\"temp_margin_c\": {\"points\": [[0, 30], [10, -4]]}}",
+                NULL, "10");
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    d = dev(0);
+    memset(&m, 0, sizeof m);
+    m.version = nvmlMarginTemperature_v1;
+    assert_int_equal(nv.nvmlDeviceGetMarginTemperature(d, &m), NVML_SUCCESS);
+    assert_int_equal(m.version, nvmlMarginTemperature_v1);
+    assert_int_equal(m.marginTemperature, -4);
+    m.version = 0x0100000C; /* nvmlTemperature_v1: another struct's version */
+    assert_int_equal(nv.nvmlDeviceGetMarginTemperature(d, &m),
+                     NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    m.version = 1;
+    assert_int_equal(nv.nvmlDeviceGetMarginTemperature(d, &m),
+                     NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    assert_int_equal(nv.nvmlDeviceGetMarginTemperature(d, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+
+    use_one_gpu(NULL, NULL, "10");
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    m.version = nvmlMarginTemperature_v1;
+    assert_int_equal(nv.nvmlDeviceGetMarginTemperature(dev(0), &m), NVML_ERROR_NOT_SUPPORTED);
+}
+
 /* ---- GPM ----------------------------------------------------------------------------------- */
 
 static void gpm_versions_and_metrics(void **state)
@@ -1502,6 +1536,7 @@ int main(void)
         cmocka_unit_test_teardown(inforom_versions, test_teardown),
         cmocka_unit_test_teardown(board_modes, test_teardown),
         cmocka_unit_test_teardown(pci_info_ext, test_teardown),
+        cmocka_unit_test_teardown(margin_temperature, test_teardown),
         cmocka_unit_test_teardown(calls_from_several_threads, test_teardown),
         cmocka_unit_test_teardown(minimal_library_exports_only_the_old_core, test_teardown),
     };

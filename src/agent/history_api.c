@@ -1,0 +1,247 @@
+/*
+ * /api/v1/history's parameters and JSON (history_api.h). Numbers are printed with %.15g, so
+ * a value reads back as the double the store holds (to 15 digits) and times keep their
+ * milliseconds.
+ */
+#include "agent/history_api.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpuscope/gs_err.h"
+
+/* Bytes one answer may take (GS_HISTORY_MAX_POINTS points of ~90 bytes fit). */
+#define DOC_MAX (4u << 20)
+
+static int param_error(char *msg, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int param_error(char *msg, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, len, fmt, ap);
+    va_end(ap);
+    return GS_EINVAL;
+}
+
+/* A finite decimal number, nothing else. */
+static int parse_num(const char *s, double *out)
+{
+    char *end;
+    double v;
+
+    if (!s || !*s)
+        return GS_EINVAL;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v))
+        return GS_EINVAL;
+    *out = v;
+    return GS_OK;
+}
+
+static void kept_list(char *out, size_t len)
+{
+    size_t n = 0;
+
+    out[0] = '\0';
+    for (int m = 0; m < GS_M__COUNT && n < len; m++)
+        if (gs_store_keeps((enum gs_metric)m)) {
+            int w = snprintf(out + n, len - n, "%s%s", n ? ", " : "",
+                             gs_metric_name((enum gs_metric)m));
+            if (w < 0)
+                break;
+            n += (size_t)w;
+        }
+}
+
+static int parse_metric(struct gs_history_req *q, const char *metric, char *msg, size_t len)
+{
+    char kept[1024];
+    int m;
+
+    if (!metric || !*metric)
+        return param_error(msg, len, "metric: missing (one of the metrics history keeps)");
+    m = gs_metric_by_name(metric);
+    if (m < 0 || !gs_store_keeps((enum gs_metric)m)) {
+        kept_list(kept, sizeof kept);
+        return param_error(msg, len, "metric: '%.64s' is %s; history keeps: %s", metric,
+                           m < 0 ? "not a metric" : "not kept in history", kept);
+    }
+    q->metric = (enum gs_metric)m;
+    return GS_OK;
+}
+
+double gs_history_default_step(double range_s)
+{
+    static const double steps[] = {1, 5, 15, 60, 300, 900, 3600, 21600, 86400};
+    size_t n = sizeof steps / sizeof steps[0];
+
+    for (size_t i = 0; i < n; i++)
+        if (range_s / steps[i] <= GS_HISTORY_TARGET_POINTS)
+            return steps[i];
+    return steps[n - 1];
+}
+
+int gs_history_req_parse(struct gs_history_req *q, const char *gpu, const char *metric,
+                         const char *from, const char *to, const char *step, double now,
+                         char *msg, size_t len)
+{
+    double v;
+
+    memset(q, 0, sizeof *q);
+    if (!gpu || !*gpu)
+        return param_error(msg, len, "gpu: missing (a GPU index 0..%d)", GS_STORE_MAX_GPU);
+    if (parse_num(gpu, &v) != GS_OK || v != floor(v) || v < 0 || v > GS_STORE_MAX_GPU)
+        return param_error(msg, len, "gpu: '%.64s' is not an integer 0..%d", gpu,
+                           GS_STORE_MAX_GPU);
+    q->gpu = (unsigned)v;
+    if (parse_metric(q, metric, msg, len) != GS_OK)
+        return GS_EINVAL;
+    q->to = floor(now);
+    if (to && parse_num(to, &q->to) != GS_OK)
+        return param_error(msg, len, "to: '%.64s' is not a unix time in seconds", to);
+    if (!(q->to > 0 && q->to <= 1e11))
+        return param_error(msg, len, "to: %.64s is out of range 0..1e11", to ? to : "now");
+    q->from = q->to - GS_HISTORY_DEFAULT_RANGE_S;
+    if (from && parse_num(from, &q->from) != GS_OK)
+        return param_error(msg, len, "from: '%.64s' is not a unix time in seconds", from);
+    if (q->from < 0)
+        q->from = 0;
+    if (!(q->from < q->to))
+        return param_error(msg, len, "from: must be before to (%.15g >= %.15g)", q->from, q->to);
+    q->step = gs_history_default_step(q->to - q->from);
+    if (step && (parse_num(step, &q->step) != GS_OK || q->step < 0 || q->step > 1e10))
+        return param_error(msg, len, "step: '%.64s' is not a number of seconds >= 0", step);
+    if (q->step > 0 && (q->to - q->from) / q->step > GS_HISTORY_MAX_POINTS)
+        return param_error(msg, len, "%s: %.15g s over %.15g s gives more than %d points",
+                           step ? "step" : "from", q->step, q->to - q->from,
+                           GS_HISTORY_MAX_POINTS);
+    return GS_OK;
+}
+
+double gs_history_effective_step(double step, enum gs_store_source source)
+{
+    if (source != GS_STORE_ROLLUP)
+        return step;
+    if (step <= 0)
+        return 60;
+    return ceil(step / 60) * 60;
+}
+
+static void doc_cat(struct gs_history_doc *d, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void doc_cat(struct gs_history_doc *d, const char *fmt, ...)
+{
+    va_list ap;
+    int w;
+
+    if (d->failed)
+        return;
+    for (;;) {
+        size_t room = d->cap - d->len;
+        va_start(ap, fmt);
+        w = vsnprintf(d->data ? d->data + d->len : NULL, d->data ? room : 0, fmt, ap);
+        va_end(ap);
+        if (w < 0) {
+            d->failed = 1;
+            return;
+        }
+        if (d->data && (size_t)w < room) {
+            d->len += (size_t)w;
+            return;
+        }
+        {
+            size_t cap = d->cap ? d->cap * 2 : 4096;
+            char *p;
+            while (cap < d->len + (size_t)w + 1)
+                cap *= 2;
+            if (cap > DOC_MAX || !(p = realloc(d->data, cap))) {
+                free(d->data); /* the old buffer is no use half-written */
+                d->data = NULL;
+                d->failed = 1;
+                return;
+            }
+            d->data = p;
+            d->cap = cap;
+        }
+    }
+}
+
+void gs_history_doc_begin(struct gs_history_doc *d)
+{
+    memset(d, 0, sizeof *d);
+}
+
+int gs_history_doc_point(void *doc, const struct gs_store_point *p)
+{
+    struct gs_history_doc *d = doc;
+
+    if (d->points >= GS_HISTORY_MAX_POINTS) {
+        d->truncated = 1;
+        return 1;
+    }
+    doc_cat(d, "%s[%.15g,%.15g,%.15g,%.15g]", d->points ? "," : "", p->t, p->min, p->avg,
+            p->max);
+    d->points++;
+    return d->failed ? 1 : 0;
+}
+
+void gs_history_doc_end(struct gs_history_doc *d, const struct gs_history_req *q,
+                        enum gs_store_source source)
+{
+    struct gs_history_doc out;
+
+    memset(&out, 0, sizeof out);
+    out.points = d->points;
+    out.truncated = d->truncated;
+    out.failed = d->failed;
+    /* Metric names and units are fixed identifiers: nothing to escape. */
+    doc_cat(&out,
+            "{\"gpu\":%u,\"metric\":\"%s\",\"unit\":\"%s\",\"source\":\"%s\",\"from\":%.15g,"
+            "\"to\":%.15g,\"step\":%.15g,\"truncated\":%s,\"points\":[",
+            q->gpu, gs_metric_name(q->metric), gs_metric_unit(q->metric),
+            source == GS_STORE_ROLLUP ? "rollup" : "raw", q->from, q->to,
+            gs_history_effective_step(q->step, source), d->truncated ? "true" : "false");
+    if (d->len)
+        doc_cat(&out, "%.*s", (int)d->len, d->data);
+    doc_cat(&out, "]}\n");
+    free(d->data);
+    if (out.failed) {
+        free(out.data);
+        out.data = NULL;
+        out.len = 0;
+    }
+    *d = out;
+}
+
+char *gs_history_error_json(const char *msg, size_t *len)
+{
+    size_t n = strlen(msg), j = 0;
+    char *out = malloc(n * 6 + 16);
+
+    if (!out)
+        return NULL;
+    j += (size_t)sprintf(out, "{\"error\":\"");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)msg[i];
+        if (c == '"' || c == '\\') {
+            out[j++] = '\\';
+            out[j++] = (char)c;
+        } else if (c < 0x20) {
+            j += (size_t)sprintf(out + j, "\\u%04x", c);
+        } else {
+            out[j++] = (char)c;
+        }
+    }
+    j += (size_t)sprintf(out + j, "\"}\n");
+    *len = j;
+    return out;
+}

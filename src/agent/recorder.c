@@ -1,0 +1,369 @@
+/*
+ * The history recorder (recorder.h): a writer thread that owns the history store.
+ *
+ * Two locks, never held together by the writer:
+ * - qlock guards the queue, the policy, the stop flag and the published stats. It is held
+ *   for a few instructions only, so the sampling thread (offer) and the /metrics render
+ *   (stats) never wait on disk.
+ * - store_lock guards the store itself, held by the writer around each append, flush and
+ *   prune batch, and by the HTTP thread around a query.
+ *
+ * Why one mutex for queries rather than a second, read-only connection: the store is not
+ * thread-safe and a query is fast (a rowid range of one table), so the simplest correct
+ * design is to serialise it with the writer. A query waits at most one flush (p99 ~4 ms, max
+ * ~20 ms measured, docs/history.md) or one prune batch; /metrics and /api/v1/snapshot never
+ * touch this mutex. A second connection would add a second prepared-statement set and buffer
+ * for no measurable gain at this query rate.
+ */
+#include "agent/recorder.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "agent/log.h"
+#include "gpuscope/gs_err.h"
+
+/* Snapshot references between the sampler and the writer. The writer drains the queue on
+ * every offer, so a handful covers a writer stalled for a few cycles by a slow disk; beyond
+ * that the store's own buffer would be behind anyway and dropping here is the same loss. */
+#define QUEUE_CAP 8
+/* Rows deleted per prune call, and calls per flush: bounded work between two flushes. */
+#define PRUNE_ROWS 5000
+#define PRUNE_BATCHES 8
+
+struct queued {
+    const struct gs_snapshot *snap;
+    gs_recorder_release_fn release;
+    void *cls;
+};
+
+struct gs_recorder {
+    pthread_mutex_t qlock; /* queue, policy, stop, pub */
+    pthread_cond_t wake;   /* CLOCK_MONOTONIC */
+    struct queued q[QUEUE_CAP];
+    unsigned q_head, q_n;
+    int stop;
+    double flush_interval_s, raw_s, rollup_s;
+    uint64_t queue_dropped;
+    struct gs_recorder_stats pub; /* the writer's last copy of the store stats */
+
+    pthread_mutex_t store_lock;
+    struct gs_store *st;
+
+    pthread_t thread;
+    int started;
+    int failing;      /* the writer's own: inside a failure episode */
+    int prune_failed; /* the writer's own: a prune failure was logged */
+};
+
+static double mono_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double real_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* mkdir -p with mode for every directory it makes. */
+static int make_dirs(const char *dir, mode_t mode, struct gs_err *err)
+{
+    char path[PATH_MAX];
+    size_t n = strlen(dir);
+
+    if (n == 0 || n >= sizeof path)
+        return gs_err_set(err, GS_EINVAL, "history: bad data dir '%s'", dir);
+    memcpy(path, dir, n + 1);
+    for (char *p = path + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(path, mode) != 0 && errno != EEXIST)
+                return gs_err_set(err, errno == EACCES ? GS_EPERM : GS_EIO,
+                                  "history: mkdir %s: %s", path, strerror(errno));
+            *p = c;
+            if (c == '\0')
+                break;
+        }
+    }
+    return GS_OK;
+}
+
+int gs_recorder_open(struct gs_recorder **out, const char *data_dir, struct gs_err *err)
+{
+    struct gs_recorder *r;
+    char path[PATH_MAX];
+    struct stat sb;
+    pthread_condattr_t ca;
+    int rc;
+
+    if (snprintf(path, sizeof path, "%s/history.db", data_dir) >= (int)sizeof path)
+        return gs_err_set(err, GS_EINVAL, "history: data dir path too long");
+    rc = make_dirs(data_dir, 0750, err);
+    if (rc != GS_OK)
+        return rc;
+    if (stat(data_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return gs_err_set(err, GS_EINVAL, "history: data dir %s is not a directory", data_dir);
+    r = calloc(1, sizeof *r);
+    if (!r)
+        return gs_err_set(err, GS_ENOMEM, "history: out of memory");
+    r->flush_interval_s = 5;
+    r->pub.last_flush_s = -1;
+    if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+        pthread_cond_init(&r->wake, &ca) != 0) {
+        free(r);
+        return gs_err_set(err, GS_ENOMEM, "history: pthread_cond_init failed");
+    }
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&r->qlock, NULL);
+    pthread_mutex_init(&r->store_lock, NULL);
+    rc = gs_store_open(&r->st, path, NULL, err);
+    if (rc != GS_OK) {
+        pthread_cond_destroy(&r->wake);
+        pthread_mutex_destroy(&r->qlock);
+        pthread_mutex_destroy(&r->store_lock);
+        free(r);
+        return rc;
+    }
+    *out = r;
+    return GS_OK;
+}
+
+void gs_recorder_set_policy(struct gs_recorder *r, double flush_interval_s, double raw_s,
+                            double rollup_s)
+{
+    pthread_mutex_lock(&r->qlock);
+    r->flush_interval_s = flush_interval_s;
+    r->raw_s = raw_s;
+    r->rollup_s = rollup_s;
+    pthread_cond_signal(&r->wake);
+    pthread_mutex_unlock(&r->qlock);
+}
+
+int gs_recorder_offer(struct gs_recorder *r, const struct gs_snapshot *snap,
+                      gs_recorder_release_fn release, void *cls)
+{
+    int ok = 0;
+
+    pthread_mutex_lock(&r->qlock);
+    if (r->q_n < QUEUE_CAP && !r->stop) {
+        r->q[(r->q_head + r->q_n) % QUEUE_CAP] = (struct queued){snap, release, cls};
+        r->q_n++;
+        ok = 1;
+        pthread_cond_signal(&r->wake);
+    } else {
+        r->queue_dropped++;
+    }
+    pthread_mutex_unlock(&r->qlock);
+    return ok;
+}
+
+struct gs_recorder_stats gs_recorder_stats(struct gs_recorder *r)
+{
+    struct gs_recorder_stats s;
+
+    pthread_mutex_lock(&r->qlock);
+    s = r->pub;
+    s.dropped += r->queue_dropped;
+    pthread_mutex_unlock(&r->qlock);
+    return s;
+}
+
+int gs_recorder_query(struct gs_recorder *r, unsigned gpu, enum gs_metric metric, double from,
+                      double to, double step, gs_store_point_fn fn, void *ctx,
+                      enum gs_store_source *source, struct gs_err *err)
+{
+    int rc;
+
+    pthread_mutex_lock(&r->store_lock);
+    rc = gs_store_query(r->st, gpu, metric, from, to, step, fn, ctx, source, err);
+    pthread_mutex_unlock(&r->store_lock);
+    return rc;
+}
+
+/* ---- the writer thread ---- */
+
+/* Copies the store's stats where offer/stats can read them without the store lock. Called
+ * with store_lock held. */
+static void publish_stats(struct gs_recorder *r)
+{
+    struct gs_store_stats ss = gs_store_stats(r->st);
+
+    pthread_mutex_lock(&r->qlock);
+    r->pub.rows_written = ss.rows_written;
+    r->pub.write_errors = ss.write_errors;
+    r->pub.dropped = ss.dropped;
+    r->pub.flushes = ss.flushes;
+    r->pub.last_flush_s = ss.flushes ? ss.last_flush_s : -1;
+    r->pub.max_flush_s = ss.max_flush_s;
+    r->pub.buffered = ss.buffered;
+    pthread_mutex_unlock(&r->qlock);
+}
+
+static void append_one(struct gs_recorder *r, const struct queued *e)
+{
+    struct gs_err err;
+
+    gs_err_clear(&err);
+    pthread_mutex_lock(&r->store_lock);
+    if (gs_store_append(r->st, e->snap, &err) != GS_OK)
+        gs_log(GS_LOG_DEBUG, "history: snapshot not kept: %s", err.msg);
+    pthread_mutex_unlock(&r->store_lock);
+    if (e->release)
+        e->release(e->cls);
+}
+
+/* One flush; logs the first failure of an episode and the recovery. Returns whether it
+ * succeeded. */
+static int flush_once(struct gs_recorder *r)
+{
+    struct gs_err err;
+    struct gs_store_stats ss;
+    int rc;
+
+    gs_err_clear(&err);
+    pthread_mutex_lock(&r->store_lock);
+    rc = gs_store_flush(r->st, &err);
+    ss = gs_store_stats(r->st);
+    publish_stats(r);
+    pthread_mutex_unlock(&r->store_lock);
+    if (rc != GS_OK) {
+        /* Transient: the buffer is kept and retried at the next flush; live data goes on. */
+        if (ss.consecutive_failures == 1)
+            gs_log(GS_LOG_ERROR,
+                   "history: write failed: %s; still serving live data, retrying every flush",
+                   err.msg);
+        r->failing = 1;
+        return 0;
+    }
+    if (r->failing)
+        gs_log(GS_LOG_INFO, "history: writes recovered (%llu failed flush(es), %llu snapshot(s)"
+                            " dropped in all)",
+               (unsigned long long)ss.write_errors, (unsigned long long)ss.dropped);
+    r->failing = 0;
+    return 1;
+}
+
+/* Prunes in batches, releasing the store lock between them so a query can slip in. */
+static void prune(struct gs_recorder *r, double raw_s, double rollup_s)
+{
+    for (int i = 0; i < PRUNE_BATCHES; i++) {
+        unsigned deleted = 0;
+        struct gs_err err;
+        int rc;
+
+        gs_err_clear(&err);
+        pthread_mutex_lock(&r->store_lock);
+        rc = gs_store_prune(r->st, real_s(), raw_s, rollup_s, PRUNE_ROWS, &deleted, &err);
+        pthread_mutex_unlock(&r->store_lock);
+        if (rc != GS_OK) {
+            if (!r->prune_failed)
+                gs_log(GS_LOG_WARN, "history: prune failed: %s; retrying after the next flush",
+                       err.msg);
+            r->prune_failed = 1;
+            return;
+        }
+        if (r->prune_failed)
+            gs_log(GS_LOG_INFO, "history: prune recovered");
+        r->prune_failed = 0;
+        if (deleted < PRUNE_ROWS)
+            return;
+    }
+}
+
+static void *writer_thread(void *arg)
+{
+    struct gs_recorder *r = arg;
+    double next_flush = mono_s() + r->flush_interval_s;
+
+    pthread_mutex_lock(&r->qlock);
+    for (;;) {
+        struct queued batch[QUEUE_CAP];
+        unsigned n = 0;
+        int stopping;
+        double raw_s, rollup_s, interval_s;
+
+        while (!r->stop && r->q_n == 0 && mono_s() < next_flush) {
+            struct timespec ts;
+            double at = next_flush;
+            ts.tv_sec = (time_t)at;
+            ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
+            if (pthread_cond_timedwait(&r->wake, &r->qlock, &ts) == ETIMEDOUT)
+                break;
+        }
+        while (r->q_n > 0) {
+            batch[n++] = r->q[r->q_head];
+            r->q_head = (r->q_head + 1) % QUEUE_CAP;
+            r->q_n--;
+        }
+        stopping = r->stop;
+        raw_s = r->raw_s;
+        rollup_s = r->rollup_s;
+        interval_s = r->flush_interval_s;
+        pthread_mutex_unlock(&r->qlock);
+
+        for (unsigned i = 0; i < n; i++)
+            append_one(r, &batch[i]);
+        if (n > 0) {
+            pthread_mutex_lock(&r->store_lock);
+            publish_stats(r);
+            pthread_mutex_unlock(&r->store_lock);
+        }
+        if (stopping || mono_s() >= next_flush) {
+            if (flush_once(r) && !stopping)
+                prune(r, raw_s, rollup_s);
+            next_flush = mono_s() + interval_s;
+        } else if (next_flush > mono_s() + interval_s) {
+            next_flush = mono_s() + interval_s; /* a reload shortened the period */
+        }
+
+        pthread_mutex_lock(&r->qlock);
+        if (stopping && r->q_n == 0)
+            break;
+    }
+    pthread_mutex_unlock(&r->qlock);
+    return NULL;
+}
+
+int gs_recorder_start(struct gs_recorder *r, struct gs_err *err)
+{
+    if (pthread_create(&r->thread, NULL, writer_thread, r) != 0)
+        return gs_err_set(err, GS_ENOMEM, "history: cannot start the writer thread");
+    r->started = 1;
+    return GS_OK;
+}
+
+void gs_recorder_close(struct gs_recorder *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->qlock);
+    r->stop = 1;
+    pthread_cond_signal(&r->wake);
+    pthread_mutex_unlock(&r->qlock);
+    if (r->started) {
+        pthread_join(r->thread, NULL); /* drains the queue and flushes */
+    } else {
+        for (; r->q_n > 0; r->q_n--, r->q_head = (r->q_head + 1) % QUEUE_CAP)
+            append_one(r, &r->q[r->q_head]);
+        flush_once(r);
+    }
+    gs_store_close(r->st);
+    pthread_cond_destroy(&r->wake);
+    pthread_mutex_destroy(&r->qlock);
+    pthread_mutex_destroy(&r->store_lock);
+    free(r);
+}

@@ -1,0 +1,70 @@
+/*
+ * The agent's history recorder: the history store (src/store/history.h) plus the one thread
+ * that owns it. The sampling thread offers each cycle's snapshot through a small bounded
+ * queue of references and never waits on disk; the writer thread appends what it takes,
+ * flushes every flush_interval, prunes old rows in bounded batches after each flush, and
+ * flushes once more when the recorder closes (SIGTERM/SIGINT). /api/v1/history reads through
+ * gs_recorder_query from the HTTP thread.
+ *
+ * Threads: gs_recorder_offer, gs_recorder_stats and gs_recorder_set_policy never block on
+ * I/O (a short queue lock only) and may be called from any thread; gs_recorder_query takes
+ * the store's mutex and may wait for one flush or prune batch (milliseconds). open, start and
+ * close belong to the agent's main thread.
+ *
+ * Failures: a write error (full disk) is logged once when it starts and once when it ends;
+ * the buffer is retried at every flush (history.h). A snapshot offered while the queue is
+ * full is dropped and counted.
+ */
+#ifndef GS_AGENT_RECORDER_H
+#define GS_AGENT_RECORDER_H
+
+#include <stdint.h>
+
+#include "gpuscope/gs_model.h"
+#include "store/history.h"
+
+struct gs_err;
+struct gs_recorder;
+
+struct gs_recorder_stats {
+    uint64_t rows_written; /* rows committed (samples, processes, rollups) */
+    uint64_t write_errors; /* failed flushes */
+    uint64_t dropped;      /* snapshots never written: queue full or store buffer full */
+    uint64_t flushes;
+    double last_flush_s; /* < 0: none yet */
+    double max_flush_s;
+    unsigned buffered; /* snapshots waiting in the store's buffer */
+};
+
+/* Releases the reference gs_recorder_offer took over (called on the writer thread). */
+typedef void (*gs_recorder_release_fn)(void *cls);
+
+/* Makes data_dir (0750, parents too) when missing and opens data_dir/history.db. A foreign
+ * or corrupt file is refused with the store's error (GS_EPARSE, GS_ENOTSUP) and left as is. */
+int gs_recorder_open(struct gs_recorder **out, const char *data_dir, struct gs_err *err);
+
+/* Flush period (seconds) and retentions (seconds); applied from the writer's next wake. */
+void gs_recorder_set_policy(struct gs_recorder *r, double flush_interval_s, double raw_s,
+                            double rollup_s);
+
+/* Starts the writer thread. */
+int gs_recorder_start(struct gs_recorder *r, struct gs_err *err);
+
+/* Hands snap to the writer, which reads it later and then calls release(cls); snap must stay
+ * unchanged until then. Returns 1 when queued, 0 when the queue was full (counted as dropped;
+ * the caller keeps its reference and release is not called). */
+int gs_recorder_offer(struct gs_recorder *r, const struct gs_snapshot *snap,
+                      gs_recorder_release_fn release, void *cls);
+
+struct gs_recorder_stats gs_recorder_stats(struct gs_recorder *r);
+
+/* gs_store_query under the store's mutex (see history.h for arguments and errors). */
+int gs_recorder_query(struct gs_recorder *r, unsigned gpu, enum gs_metric metric, double from,
+                      double to, double step, gs_store_point_fn fn, void *ctx,
+                      enum gs_store_source *source, struct gs_err *err);
+
+/* Stops the writer after it has appended every queued snapshot and flushed (one last try),
+ * then closes the store. NULL is allowed. */
+void gs_recorder_close(struct gs_recorder *r);
+
+#endif

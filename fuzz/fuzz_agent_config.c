@@ -1,9 +1,10 @@
 /*
  * libFuzzer target for the agent's INI configuration (src/agent/config.c):
  * gs_config_parse_text with its section header, comments, `key = value` splitting, quotes,
- * CR/LF handling and every key type (listen address, bounded number, enum, log level). A
- * successful parse is checked against what the agent relies on (terminated listen address
- * that splits into host and port, interval within bounds, known enum values); a failed one
+ * CR/LF handling and every key type (listen address, bounded number, enum, log level,
+ * duration, path). A successful parse is checked against what the agent relies on
+ * (terminated listen address that splits into host and port, numbers within bounds, known
+ * enum values, a terminated data dir); a failed one
  * must leave a terminated "FILE:LINE: ..." message. gs_config_write of the result is then
  * parsed again and must give the same configuration.
  *
@@ -41,6 +42,11 @@ static void check_config(const struct gs_agent_config *c)
     CHECK(c->metrics_compat == GS_COMPAT_NONE || c->metrics_compat == GS_COMPAT_DCGM);
     CHECK(c->log_level == GS_LOG_ERROR || c->log_level == GS_LOG_WARN ||
           c->log_level == GS_LOG_INFO || c->log_level == GS_LOG_DEBUG);
+    CHECK(memchr(c->data_dir, '\0', sizeof c->data_dir) != NULL && c->data_dir[0]);
+    CHECK(c->history == GS_HISTORY_OFF || c->history == GS_HISTORY_ON);
+    CHECK(c->flush_interval_s >= 1 && c->flush_interval_s <= 300);
+    CHECK(c->retention_raw_s >= 60 && c->retention_raw_s <= 3650 * 86400.0);
+    CHECK(c->retention_rollup_s >= 60 && c->retention_rollup_s <= 3650 * 86400.0);
 }
 
 /* What --check-config prints must read back as the same configuration (the interval to %g's
@@ -66,6 +72,11 @@ static void check_round_trip(const struct gs_agent_config *c)
     CHECK(fabs(back.interval_s - c->interval_s) <= 1e-5 * c->interval_s);
     CHECK(back.metrics_compat == c->metrics_compat);
     CHECK(back.log_level == c->log_level);
+    CHECK(strcmp(back.data_dir, c->data_dir) == 0);
+    CHECK(back.history == c->history);
+    CHECK(fabs(back.flush_interval_s - c->flush_interval_s) <= 1e-5 * c->flush_interval_s);
+    CHECK(back.retention_raw_s == c->retention_raw_s); /* %.17g: exact */
+    CHECK(back.retention_rollup_s == c->retention_rollup_s);
     free(text);
 }
 

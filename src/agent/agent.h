@@ -13,8 +13,9 @@ struct gs_err;
 
 /* What a front end other than `gpuscope agent` adds (gpuscope demo, src/cli/demo.c). */
 struct gs_agent_run_opts {
-    /* The history directory, made (and later removed) by the caller; NULL for the default.
-     * Only logged until the history store is wired in (issue 3). Borrowed for the run. */
+    /* The history directory, made (and later removed) by the caller; it wins over the
+     * configured data_dir (also across SIGHUP). NULL: the configured one. Borrowed for the
+     * run. */
     const char *data_dir;
     /* Called once on the calling thread when the HTTP port is open, before the agent waits
      * for signals; listen is the address it serves. NULL for none. */

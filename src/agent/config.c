@@ -188,11 +188,12 @@ int gs_config_parse_duration(const char *text, double *seconds)
     char *end;
     double v, unit = 1;
 
-    if (!text || !(*text >= '0' && *text <= '9') )
-        return GS_EINVAL; /* also refuses "-1", " 5", "+5", ".5", "" */
+    /* Plain decimals only: strtod alone would take " 5", "+5", "0x10", "1e3", "inf". */
+    if (!text || !(*text >= '0' && *text <= '9'))
+        return GS_EINVAL;
     errno = 0;
     v = strtod(text, &end);
-    if (errno || end == text || !isfinite(v))
+    if (errno || end != text + strspn(text, "0123456789.") || !isfinite(v))
         return GS_EINVAL;
     switch (*end) {
     case '\0': break;
@@ -208,10 +209,15 @@ int gs_config_parse_duration(const char *text, double *seconds)
     return GS_OK;
 }
 
-void gs_config_default_data_dir(char *out, size_t len, unsigned euid, const char *xdg_state,
-                                const char *home)
+void gs_config_default_data_dir(char *out, size_t len, const char *systemd_state, unsigned euid,
+                                const char *xdg_state, const char *home)
 {
-    if (euid == 0)
+    /* systemd's StateDirectory= (the unit's /var/lib/gpuscope, with DynamicUser's non-root
+     * uid): the first of its colon-separated paths. */
+    if (systemd_state && systemd_state[0] == '/') {
+        size_t n = strcspn(systemd_state, ":");
+        snprintf(out, len, "%.*s", (int)n, systemd_state);
+    } else if (euid == 0)
         snprintf(out, len, "/var/lib/gpuscope");
     else if (xdg_state && xdg_state[0] == '/') /* XDG: a relative value is to be ignored */
         snprintf(out, len, "%s/gpuscope", xdg_state);
@@ -227,8 +233,8 @@ void gs_config_defaults(struct gs_agent_config *c)
     for (size_t i = 0; i < N_KEYS; i++)
         if (keys[i].def)
             (void)gs_config_set(c, keys[i].name, keys[i].def, "default", NULL);
-    gs_config_default_data_dir(c->data_dir, sizeof c->data_dir, (unsigned)geteuid(),
-                               getenv("XDG_STATE_HOME"), getenv("HOME"));
+    gs_config_default_data_dir(c->data_dir, sizeof c->data_dir, getenv("STATE_DIRECTORY"),
+                               (unsigned)geteuid(), getenv("XDG_STATE_HOME"), getenv("HOME"));
 }
 
 static const char *skip_blank(const char *s, const char *end)
@@ -464,8 +470,8 @@ void gs_config_usage(FILE *out)
         flag[j] = '\0';
         fprintf(out, "  --%-16s %s (default %s", flag, keys[i].help,
                 keys[i].def ? keys[i].def
-                            : "/var/lib/gpuscope for root, else $XDG_STATE_HOME/gpuscope or "
-                              "~/.local/state/gpuscope");
+                            : "$STATE_DIRECTORY under systemd, /var/lib/gpuscope for root, "
+                              "else $XDG_STATE_HOME/gpuscope or ~/.local/state/gpuscope");
         if (keys[i].type == KEY_DOUBLE)
             fprintf(out, ", %g..%g", keys[i].min, keys[i].max);
         fprintf(out, ")\n");
@@ -477,8 +483,8 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
     fprintf(out, "[agent]\nlisten = %s\ninterval = %g\nmetrics_compat = %s\nlog_level = %s\n",
             c->listen, c->interval_s, compat_names[c->metrics_compat ? 1 : 0],
             gs_log_level_name((enum gs_log_level)c->log_level));
-    fprintf(out, "data_dir = \"%s\"\nhistory = %s\nflush_interval = %g\nretention_raw = %.15gs\n"
-                 "retention_rollup = %.15gs\n",
+    fprintf(out, "data_dir = \"%s\"\nhistory = %s\nflush_interval = %g\nretention_raw = %.17gs\n"
+                 "retention_rollup = %.17gs\n",
             c->data_dir, history_names[c->history ? 1 : 0], c->flush_interval_s,
             c->retention_raw_s, c->retention_rollup_s);
 }

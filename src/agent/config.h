@@ -39,14 +39,16 @@ struct gs_agent_config {
     double retention_rollup_s;      /* per-minute rollups kept this long */
 };
 
-/* Fills every key with its default. data_dir's default depends on the user: /var/lib/gpuscope
- * for root, else $XDG_STATE_HOME/gpuscope, else ~/.local/state/gpuscope (gs_config_default_data_dir). */
+/* Fills every key with its default; data_dir's comes from gs_config_default_data_dir with
+ * $STATE_DIRECTORY, the effective uid, $XDG_STATE_HOME and $HOME. */
 void gs_config_defaults(struct gs_agent_config *c);
 
-/* Writes the default data directory into out (see gs_config_defaults). euid, xdg_state and home
- * are passed in so that tests need no environment; xdg_state/home may be NULL or "". */
-void gs_config_default_data_dir(char *out, size_t len, unsigned euid, const char *xdg_state,
-                                const char *home);
+/* Writes the default data directory into out: systemd_state ($STATE_DIRECTORY, set by a unit's
+ * StateDirectory=; its first path) when absolute, else /var/lib/gpuscope for root (euid 0),
+ * else xdg_state/gpuscope when absolute, else home/.local/state/gpuscope. Inputs are passed
+ * in so that tests need no environment; the strings may be NULL or "". */
+void gs_config_default_data_dir(char *out, size_t len, const char *systemd_state, unsigned euid,
+                                const char *xdg_state, const char *home);
 
 /* Parses a duration: a non-negative decimal number with an optional unit suffix s, m, h or d
  * (none: seconds), "24h", "30d", "90", "1.5h". GS_EINVAL for anything else (empty, negative,

@@ -90,8 +90,8 @@ double gs_history_default_step(double range_s)
 }
 
 int gs_history_req_parse(struct gs_history_req *q, const char *gpu, const char *metric,
-                         const char *from, const char *to, const char *step, double now,
-                         char *msg, size_t len)
+                         const char *from, const char *to, const char *step, double now, char *msg,
+                         size_t len)
 {
     double v;
 
@@ -99,8 +99,7 @@ int gs_history_req_parse(struct gs_history_req *q, const char *gpu, const char *
     if (!gpu || !*gpu)
         return param_error(msg, len, "gpu: missing (a GPU index 0..%d)", GS_STORE_MAX_GPU);
     if (parse_num(gpu, &v) != GS_OK || v != floor(v) || v < 0 || v > GS_STORE_MAX_GPU)
-        return param_error(msg, len, "gpu: '%.64s' is not an integer 0..%d", gpu,
-                           GS_STORE_MAX_GPU);
+        return param_error(msg, len, "gpu: '%.64s' is not an integer 0..%d", gpu, GS_STORE_MAX_GPU);
     q->gpu = (unsigned)v;
     if (parse_metric(q, metric, msg, len) != GS_OK)
         return GS_EINVAL;
@@ -121,8 +120,7 @@ int gs_history_req_parse(struct gs_history_req *q, const char *gpu, const char *
         return param_error(msg, len, "step: '%.64s' is not a number of seconds >= 0", step);
     if (q->step > 0 && (q->to - q->from) / q->step > GS_HISTORY_MAX_POINTS)
         return param_error(msg, len, "%s: %.15g s over %.15g s gives more than %d points",
-                           step ? "step" : "from", q->step, q->to - q->from,
-                           GS_HISTORY_MAX_POINTS);
+                           step ? "step" : "from", q->step, q->to - q->from, GS_HISTORY_MAX_POINTS);
     return GS_OK;
 }
 
@@ -188,8 +186,7 @@ int gs_history_doc_point(void *doc, const struct gs_store_point *p)
         d->truncated = 1;
         return 1;
     }
-    doc_cat(d, "%s[%.15g,%.15g,%.15g,%.15g]", d->points ? "," : "", p->t, p->min, p->avg,
-            p->max);
+    doc_cat(d, "%s[%.15g,%.15g,%.15g,%.15g]", d->points ? "," : "", p->t, p->min, p->avg, p->max);
     d->points++;
     return d->failed ? 1 : 0;
 }

@@ -30,8 +30,8 @@ struct gs_history_req {
  * starts with the parameter's name ("gpu: 'x' is not an integer 0..255"); an unknown or
  * not-kept metric says so and lists the metrics the history keeps. */
 int gs_history_req_parse(struct gs_history_req *q, const char *gpu, const char *metric,
-                         const char *from, const char *to, const char *step, double now,
-                         char *msg, size_t msg_len);
+                         const char *from, const char *to, const char *step, double now, char *msg,
+                         size_t msg_len);
 
 /* The step a request without one gets: the smallest of 1, 5, 15, 60, 300, 900, 3600,
  * 21600 and 86400 seconds that keeps the range within GS_HISTORY_TARGET_POINTS points. */

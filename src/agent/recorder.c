@@ -92,8 +92,8 @@ static int make_dirs(const char *dir, mode_t mode, struct gs_err *err)
             char c = *p;
             *p = '\0';
             if (mkdir(path, mode) != 0 && errno != EEXIST)
-                return gs_err_set(err, errno == EACCES ? GS_EPERM : GS_EIO,
-                                  "history: mkdir %s: %s", path, strerror(errno));
+                return gs_err_set(err, errno == EACCES ? GS_EPERM : GS_EIO, "history: mkdir %s: %s",
+                                  path, strerror(errno));
             *p = c;
             if (c == '\0')
                 break;
@@ -250,8 +250,9 @@ static int flush_once(struct gs_recorder *r)
         return 0;
     }
     if (r->failing)
-        gs_log(GS_LOG_INFO, "history: writes recovered (%llu failed flush(es), %llu snapshot(s)"
-                            " dropped in all)",
+        gs_log(GS_LOG_INFO,
+               "history: writes recovered (%llu failed flush(es), %llu snapshot(s)"
+               " dropped in all)",
                (unsigned long long)ss.write_errors, (unsigned long long)ss.dropped);
     r->failing = 0;
     return 1;

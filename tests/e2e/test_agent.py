@@ -1,6 +1,7 @@
 """`gpuscope agent` end to end, on nvml-sim (h100x8-training.json, NVML_SIM_TIME frozen).
 
-Starts the agent on a free loopback port and checks: /metrics values equal the quick check's
+Starts the agent on a free loopback port (with a temporary data dir; the history itself is
+tests/e2e/test_agent_history.py) and checks: /metrics values equal the quick check's
 JSON of the same frozen scenario, /healthz, /api/v1/snapshot, 404 and 405, `promtool check
 metrics` in both naming modes, SIGHUP reload, SIGTERM exits 0 quickly, a bad config refused
 with file:line, a start without a driver serving gpuscope_up 0 and recovering when the library
@@ -33,6 +34,7 @@ SCENARIO = os.path.join(SRC, "sim", "scenarios", "h100x8-training.json")
 
 t = Tap()
 procs = []
+datadirs = []
 
 
 def free_port():
@@ -61,7 +63,11 @@ def get(url, method="GET"):
 
 def start_agent(args, env=None):
     port = free_port()
-    p = subprocess.Popen([BIN, "agent", "--listen", "127.0.0.1:%d" % port] + args,
+    # A data dir of the test's own: the default (/var/lib/gpuscope for root) is not ours.
+    data = tempfile.mkdtemp(prefix="gs-agent-test.")
+    datadirs.append(data)
+    p = subprocess.Popen([BIN, "agent", "--listen", "127.0.0.1:%d" % port, "--data-dir", data]
+                         + args,
                          env=env or env_for(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     procs.append(p)
     base = "http://127.0.0.1:%d" % port
@@ -264,4 +270,6 @@ finally:
         if pr.poll() is None:
             pr.kill()
             pr.wait()
+    for d in datadirs:
+        shutil.rmtree(d, ignore_errors=True)
 sys.exit(t.done())

@@ -7,11 +7,13 @@ memory /api/v1/snapshot reported; the defaults and the answer's shape; bad param
 with a JSON error naming the parameter; the history self metrics on /metrics; `kill -9` while
 writing and a restart on the same dir keep the file intact and every row flushed before; a
 foreign or non-SQLite history.db makes the agent refuse to start and stays byte-for-byte the
-same; a missing data dir is made 0750; `--history off` writes nothing; bad durations are
-refused. Everything the test starts is stopped at the end.
+same; a file size limit (RLIMIT_FSIZE, a full disk for one process) makes flushes fail while
+live data goes on, logged once, and writing resumes when it is lifted; a missing data dir is
+made 0750; `--history off` writes nothing; bad durations are refused. Everything the test starts is stopped at the end.
 """
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -72,11 +74,18 @@ def get_json(url):
         return code, {"_body": body}
 
 
+def ignore_sigxfsz():
+    # Passing RLIMIT_FSIZE then makes write(2) fail with EFBIG instead of killing the agent:
+    # a full disk for one process, no mount needed.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
 def start_agent(data_dir, extra=()):
     port = free_port()
     p = subprocess.Popen([BIN, "agent", "--listen", "127.0.0.1:%d" % port, "--data-dir",
                           data_dir, "--flush-interval", "1"] + list(extra),
-                         env=env_for(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         env=env_for(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=ignore_sigxfsz)
     procs.append(p)
     base = "http://127.0.0.1:%d" % port
     for _ in range(100):
@@ -128,6 +137,49 @@ def wait_flushed(base, gpu, t0, timeout=6.0):
             return True
         time.sleep(0.2)
     return False
+
+
+def self_metrics(base):
+    code, body = get(base + "/metrics")
+    return {k: float(v) for k, v in (ln.rsplit(" ", 1) for ln in body.splitlines()
+                                     if ln and not ln.startswith("#") and "{" not in ln)}
+
+
+def disk_full(data):
+    """The file size limit (RLIMIT_FSIZE) lowered under the running agent, then raised."""
+    p, base = start_agent(data, ["--interval", "0.1"])
+    db = os.path.join(data, "history.db")
+    time.sleep(1.5)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    # The WAL only grows between checkpoints (none this soon): its next append is refused.
+    limit = os.path.getsize(db + "-wal")
+    resource.prlimit(p.pid, resource.RLIMIT_FSIZE, (limit, hard))
+    m = {}
+    for _ in range(60):
+        m = self_metrics(base)
+        if m.get("gpuscope_history_write_errors_total", 0) >= 2:
+            break
+        time.sleep(0.1)
+    cycles = m.get("gpuscope_cycles_total", 0)
+    time.sleep(0.5)
+    live = self_metrics(base)
+    t.ok(m.get("gpuscope_history_write_errors_total", 0) >= 2
+         and live.get("gpuscope_up") == 1 and live.get("gpuscope_cycles_total", 0) > cycles,
+         "disk full: flushes fail and are counted, live data goes on", detail=(m, live))
+    resource.prlimit(p.pid, resource.RLIMIT_FSIZE, (soft, hard))
+    rows = m.get("gpuscope_history_rows_written_total", 0)
+    for _ in range(60):
+        after = self_metrics(base)
+        if after.get("gpuscope_history_rows_written_total", 0) > rows:
+            break
+        time.sleep(0.1)
+    t.ok(after.get("gpuscope_history_rows_written_total", 0) > rows,
+         "disk space back: writing resumes", detail=after)
+    rc, err = stop(p)
+    t.ok(rc == 0 and err.count("history: write failed") == 1
+         and err.count("history: writes recovered") == 1,
+         "disk full: logged once when it starts, once when it ends", detail=err)
+    t.eq(db_check(db)[0], "ok", "disk full: integrity_check ok afterwards")
 
 
 def close(a, b):
@@ -243,6 +295,8 @@ def main():
     ok, ids3 = db_check(db)
     t.ok(rc == 0 and ok == "ok" and ids2 <= ids3 and len(ids3) > len(ids2),
          "restart: integrity ok, old rows kept, new rows written", detail=(rc, ok, err))
+
+    disk_full(data)
 
     # a foreign database and a non-SQLite file are refused and left alone
     for kind in ("foreign", "garbage"):

@@ -3,8 +3,8 @@
 Runs the built binary (which finds build/sim/libnvidia-ml.so.1 next to itself and
 sim/scenarios/ next to its build dir) with TMPDIR set to a directory of the test's own, and
 checks: the URL line, /metrics with 8 GPUs up, "/" answering, a scenario given by path, the
-data dir made and removed after SIGINT (exit 0), and the errors for an unknown scenario and a
-missing sim library. Everything the test starts is stopped at the end.
+data dir made, holding history.db, and removed after SIGINT (exit 0), and the errors for an
+unknown scenario and a missing sim library. Everything the test starts is stopped at the end.
 """
 import os
 import shutil
@@ -75,6 +75,8 @@ try:
          "Ctrl-C to stop)" % port, "URL line once the port is open")
     dirs = [d for d in os.listdir(tmp) if d.startswith("gpuscope-demo.")]
     t.eq(len(dirs), 1, "a temporary data dir under TMPDIR")
+    t.ok(dirs and os.path.exists(os.path.join(tmp, dirs[0], "history.db")),
+         "the agent keeps its history.db in the demo's data dir", detail=dirs)
     try:
         code, body = get("http://127.0.0.1:%d/metrics" % port)
         ups = [ln for ln in body.splitlines() if ln.startswith("gpuscope_gpu_up{")]

@@ -1,7 +1,8 @@
 /*
  * Unit tests of the agent's pure parts: configuration (key table, INI file, flags, errors
- * with file:line) and the Prometheus rendering (absent -> no line, label escaping, both
- * naming modes, self metrics while the driver is missing).
+ * with file:line, durations, the default data dir), the Prometheus rendering (absent -> no
+ * line, label escaping, both naming modes, self metrics while the driver is missing, history
+ * self metrics) and /api/v1/history's parameters and JSON.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "agent/config.h"
+#include "agent/history_api.h"
 #include "agent/log.h"
 #include "agent/metrics.h"
 #include "gpuscope/gs_err.h"
@@ -134,6 +136,201 @@ static void test_flags(void **state)
     assert_int_equal(gs_config_parse_args(&a, 2, missing, &e), GS_EUSAGE);
 }
 
+static void test_duration(void **state)
+{
+    static const char *const bad[] = {"", "h", "-1h", "+1h", " 1h", "1h ", "1hh", "1w", "1 h",
+                                      "1e3", "1e999", "nan", "inf", "0x10", ".5h", "24H"};
+    double v = -1;
+
+    (void)state;
+    assert_int_equal(gs_config_parse_duration("24h", &v), GS_OK);
+    assert_true(v == 86400);
+    assert_int_equal(gs_config_parse_duration("30d", &v), GS_OK);
+    assert_true(v == 30 * 86400.0);
+    assert_int_equal(gs_config_parse_duration("90", &v), GS_OK);
+    assert_true(v == 90);
+    assert_int_equal(gs_config_parse_duration("45s", &v), GS_OK);
+    assert_true(v == 45);
+    assert_int_equal(gs_config_parse_duration("15m", &v), GS_OK);
+    assert_true(v == 900);
+    assert_int_equal(gs_config_parse_duration("1.5h", &v), GS_OK);
+    assert_true(v == 5400);
+    v = 7;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(gs_config_parse_duration(bad[i], &v), GS_EINVAL);
+    assert_true(v == 7); /* untouched on error */
+    assert_int_equal(gs_config_parse_duration(NULL, &v), GS_EINVAL);
+}
+
+static void test_history_keys(void **state)
+{
+    struct gs_agent_config c;
+    struct gs_err e;
+    char dir[64];
+
+    (void)state;
+    gs_config_defaults(&c);
+    assert_int_equal(c.history, GS_HISTORY_ON);
+    assert_true(c.flush_interval_s == 5);
+    assert_true(c.retention_raw_s == 86400);
+    assert_true(c.retention_rollup_s == 30 * 86400.0);
+    assert_true(c.data_dir[0] == '/');
+    assert_int_equal(gs_config_parse_text(&c, "a.conf",
+                                          "data_dir = \"/srv/gs\"\nhistory = off\n"
+                                          "flush_interval = 10\nretention_raw = 2d\n"
+                                          "retention_rollup = 365d\n",
+                                          &e),
+                     GS_OK);
+    assert_string_equal(c.data_dir, "/srv/gs");
+    assert_int_equal(c.history, GS_HISTORY_OFF);
+    assert_true(c.flush_interval_s == 10);
+    assert_true(c.retention_raw_s == 2 * 86400.0);
+    assert_true(c.retention_rollup_s == 365 * 86400.0);
+    expect_error("flush_interval = 0.5\n",
+                 "agent.conf:1: flush_interval: 0.5 is out of range 1..300");
+    expect_error("flush_interval = 301\n",
+                 "agent.conf:1: flush_interval: 301 is out of range 1..300");
+    expect_error("retention_raw = 24 hours\n",
+                 "agent.conf:1: retention_raw: '24 hours' is not a duration (a number with s, m, "
+                 "h or d)");
+    expect_error("retention_rollup = 10s\n",
+                 "agent.conf:1: retention_rollup: 10s is out of range 1m..3650d");
+    expect_error("history = maybe\n", "agent.conf:1: history: 'maybe' is not one of off, on");
+
+    gs_config_default_data_dir(dir, sizeof dir, NULL, 0, "/x", "/home/u");
+    assert_string_equal(dir, "/var/lib/gpuscope");
+    gs_config_default_data_dir(dir, sizeof dir, "", 1000, "/x/state", "/home/u");
+    assert_string_equal(dir, "/x/state/gpuscope");
+    gs_config_default_data_dir(dir, sizeof dir, NULL, 1000, "relative", "/home/u");
+    assert_string_equal(dir, "/home/u/.local/state/gpuscope");
+    gs_config_default_data_dir(dir, sizeof dir, NULL, 1000, NULL, "/home/u");
+    assert_string_equal(dir, "/home/u/.local/state/gpuscope");
+    gs_config_default_data_dir(dir, sizeof dir, "/var/lib/gpuscope:/var/lib/other", 61234, "/x",
+                               "/");
+    assert_string_equal(dir, "/var/lib/gpuscope");
+}
+
+static void test_history_flags(void **state)
+{
+    char *argv[] = {"agent", "--retention-raw=36h", "--data-dir", "/d", "--history", "off", NULL};
+    char *bad[] = {"agent", "--retention-rollup=1y", NULL};
+    struct gs_agent_args a;
+    struct gs_agent_config c;
+    struct gs_err e;
+
+    (void)state;
+    assert_int_equal(gs_config_parse_args(&a, 6, argv, &e), GS_OK);
+    assert_int_equal(gs_config_build(&c, &a, 6, argv, &e), GS_OK);
+    assert_true(c.retention_raw_s == 36 * 3600.0);
+    assert_string_equal(c.data_dir, "/d");
+    assert_int_equal(c.history, GS_HISTORY_OFF);
+    assert_int_equal(gs_config_parse_args(&a, 2, bad, &e), GS_OK);
+    assert_int_equal(gs_config_build(&c, &a, 2, bad, &e), GS_EINVAL);
+    assert_string_equal(e.msg,
+                        "--retention-rollup: '1y' is not a duration (a number with s, m, h or d)");
+}
+
+/* ---- /api/v1/history ---- */
+
+static void expect_req_error(const char *gpu, const char *metric, const char *from,
+                             const char *to, const char *step, const char *prefix)
+{
+    struct gs_history_req q;
+    char msg[2048];
+
+    msg[0] = '\0';
+    assert_int_equal(gs_history_req_parse(&q, gpu, metric, from, to, step, 1e9, msg, sizeof msg),
+                     GS_EINVAL);
+    if (strncmp(msg, prefix, strlen(prefix)) != 0)
+        fail_msg("got '%s', want a message starting with '%s'", msg, prefix);
+}
+
+static void test_history_req(void **state)
+{
+    struct gs_history_req q;
+    char msg[2048];
+
+    (void)state;
+    assert_int_equal(gs_history_req_parse(&q, "3", "power_draw", NULL, NULL, NULL, 1e9 + 0.7,
+                                          msg, sizeof msg),
+                     GS_OK);
+    assert_int_equal(q.gpu, 3);
+    assert_int_equal(q.metric, GS_M_POWER_DRAW);
+    assert_true(q.to == 1e9 && q.from == 1e9 - 900 && q.step == 1);
+    assert_int_equal(gs_history_req_parse(&q, "0", "memory_used", "100", "86500", "0", 1e9, msg,
+                                          sizeof msg),
+                     GS_OK);
+    assert_true(q.from == 100 && q.to == 86500 && q.step == 0);
+    assert_int_equal(gs_history_req_parse(&q, "0", "memory_used", "0", "86400", NULL, 1e9, msg,
+                                          sizeof msg),
+                     GS_OK);
+    assert_true(q.step == 300); /* a day: 288 points */
+    assert_true(gs_history_default_step(900) == 1);
+    assert_true(gs_history_default_step(3600) == 5);
+    assert_true(gs_history_default_step(30 * 86400.0) == 3600);
+    assert_true(gs_history_default_step(1e9) == 86400);
+    assert_true(gs_history_effective_step(90, GS_STORE_ROLLUP) == 120);
+    assert_true(gs_history_effective_step(0, GS_STORE_ROLLUP) == 60);
+    assert_true(gs_history_effective_step(5, GS_STORE_RAW) == 5);
+
+    expect_req_error(NULL, "power_draw", NULL, NULL, NULL, "gpu: missing");
+    expect_req_error("1.5", "power_draw", NULL, NULL, NULL, "gpu: '1.5' is not an integer");
+    expect_req_error("256", "power_draw", NULL, NULL, NULL, "gpu: '256'");
+    expect_req_error("-1", "power_draw", NULL, NULL, NULL, "gpu: '-1'");
+    expect_req_error("0", NULL, NULL, NULL, NULL, "metric: missing");
+    expect_req_error("0", "watts", NULL, NULL, NULL, "metric: 'watts' is not a metric; history "
+                                                     "keeps: utilization_gpu, ");
+    expect_req_error("0", "memory_total", NULL, NULL, NULL,
+                     "metric: 'memory_total' is not kept in history");
+    expect_req_error("0", "power_draw", "x", NULL, NULL, "from: 'x'");
+    expect_req_error("0", "power_draw", "10", "10", NULL, "from: must be before to");
+    expect_req_error("0", "power_draw", NULL, "1e12", NULL, "to: 1e12 is out of range");
+    expect_req_error("0", "power_draw", NULL, "nan", NULL, "to: 'nan'");
+    expect_req_error("0", "power_draw", NULL, NULL, "-5", "step: '-5'");
+    expect_req_error("0", "power_draw", "0", "1e6", "1", "step: 1 s over 1000000 s");
+    expect_req_error("0", "power_draw", "0", "1e11", NULL, "from: 86400 s over");
+}
+
+static void test_history_doc(void **state)
+{
+    struct gs_history_req q = {.gpu = 2, .metric = GS_M_UTIL_GPU, .from = 100, .to = 200,
+                               .step = 0};
+    struct gs_store_point p1 = {.t = 150.123, .min = 0.5, .avg = 0.5, .max = 0.5, .n = 1};
+    struct gs_store_point p2 = {.t = 151.123, .min = 0.25, .avg = 0.375, .max = 0.5, .n = 2};
+    struct gs_history_doc d;
+    size_t len;
+    char *err;
+
+    (void)state;
+    gs_history_doc_begin(&d);
+    gs_history_doc_end(&d, &q, GS_STORE_RAW);
+    assert_string_equal(d.data, "{\"gpu\":2,\"metric\":\"utilization_gpu\",\"unit\":\"ratio\","
+                                "\"source\":\"raw\",\"from\":100,\"to\":200,\"step\":0,"
+                                "\"truncated\":false,\"points\":[]}\n");
+    free(d.data);
+    gs_history_doc_begin(&d);
+    assert_int_equal(gs_history_doc_point(&d, &p1), 0);
+    assert_int_equal(gs_history_doc_point(&d, &p2), 0);
+    q.step = 90;
+    gs_history_doc_end(&d, &q, GS_STORE_ROLLUP);
+    assert_non_null(strstr(d.data, "\"source\":\"rollup\",\"from\":100,\"to\":200,\"step\":120,"));
+    assert_non_null(strstr(d.data, "\"points\":[[150.123,0.5,0.5,0.5],[151.123,0.25,0.375,0.5]]}"));
+    assert_int_equal(d.points, 2);
+    free(d.data);
+    gs_history_doc_begin(&d);
+    for (unsigned i = 0; i < GS_HISTORY_MAX_POINTS; i++)
+        assert_int_equal(gs_history_doc_point(&d, &p1), 0);
+    assert_int_equal(gs_history_doc_point(&d, &p1), 1);
+    gs_history_doc_end(&d, &q, GS_STORE_RAW);
+    assert_non_null(strstr(d.data, "\"truncated\":true"));
+    free(d.data);
+
+    err = gs_history_error_json("gpu: 'a\"b\\c\n'", &len);
+    assert_string_equal(err, "{\"error\":\"gpu: 'a\\\"b\\\\c\\u000a'\"}\n");
+    assert_int_equal(len, strlen(err));
+    free(err);
+}
+
 /* ---- metrics ---- */
 
 static struct gs_snapshot *one_gpu(void)
@@ -250,6 +447,34 @@ static void test_lost_gpu(void **state)
     gs_snapshot_free(s);
 }
 
+static void test_render_history_self(void **state)
+{
+    struct gs_metrics_self self = up_self;
+    struct gs_mbuf b = {0};
+
+    (void)state;
+    assert_int_equal(gs_metrics_render(&b, NULL, &self, 0), GS_OK);
+    assert_null(strstr(b.data, "gpuscope_history_")); /* history off */
+    gs_mbuf_reset(&b);
+    self.history = 1;
+    self.history_rows = 42;
+    self.history_write_errors = 2;
+    self.history_dropped = 1;
+    self.history_flush_last_s = -1;
+    assert_int_equal(gs_metrics_render(&b, NULL, &self, 0), GS_OK);
+    assert_non_null(strstr(b.data, "\ngpuscope_history_rows_written_total 42\n"));
+    assert_non_null(strstr(b.data, "\ngpuscope_history_write_errors_total 2\n"));
+    assert_non_null(strstr(b.data, "\ngpuscope_history_snapshots_dropped_total 1\n"));
+    assert_null(strstr(b.data, "flush_duration")); /* no flush yet */
+    gs_mbuf_reset(&b);
+    self.history_flush_last_s = 0.004;
+    self.history_flush_max_s = 0.02;
+    assert_int_equal(gs_metrics_render(&b, NULL, &self, 0), GS_OK);
+    assert_non_null(strstr(b.data, "\ngpuscope_history_flush_duration_seconds 0.004\n"));
+    assert_non_null(strstr(b.data, "\ngpuscope_history_flush_duration_max_seconds 0.02\n"));
+    gs_mbuf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -257,7 +482,10 @@ int main(void)
         cmocka_unit_test(test_ini_errors),    cmocka_unit_test(test_file),
         cmocka_unit_test(test_flags),         cmocka_unit_test(test_render_native),
         cmocka_unit_test(test_render_dcgm),   cmocka_unit_test(test_render_down),
-        cmocka_unit_test(test_lost_gpu),
+        cmocka_unit_test(test_lost_gpu),      cmocka_unit_test(test_duration),
+        cmocka_unit_test(test_history_keys),  cmocka_unit_test(test_history_flags),
+        cmocka_unit_test(test_history_req),   cmocka_unit_test(test_history_doc),
+        cmocka_unit_test(test_render_history_self),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -161,20 +161,14 @@ enum gs_text {
     GS_T_SERIAL,
     GS_T_PCI_BUS_ID, /* "00000000:00:09.0" */
     GS_T_VBIOS,
+    /* inforom object versions: the whole image ("G520.0200.00.05"), then the OEM, ECC and
+     * power objects ("2.1", "7.16"); consecutive, in that order */
+    GS_T_INFOROM_IMAGE,
+    GS_T_INFOROM_OEM,
+    GS_T_INFOROM_ECC,
+    GS_T_INFOROM_PWR,
     GS_T__COUNT,
 };
-
-/* Inforom object versions (gs_gpu.inforom): the whole image ("G520.0200.00.05") and the OEM,
- * ECC and power objects ("2.1", "7.16"). Kept apart from gs_gpu.text: front ends that list
- * every text field do not show them yet. */
-enum gs_inforom {
-    GS_INFOROM_IMAGE,
-    GS_INFOROM_OEM,
-    GS_INFOROM_ECC,
-    GS_INFOROM_PWR,
-    GS_INFOROM__COUNT,
-};
-#define GS_INFOROM_LEN 16 /* NVML_DEVICE_INFOROM_VERSION_BUFFER_SIZE */
 
 /* Throttle (clock event) reason bits, equal to NVML's. */
 #define GS_THR_GPU_IDLE 0x1ULL
@@ -216,8 +210,6 @@ struct gs_gpu {
     uint64_t ecc_loc[2][2][GS_ECC_LOCATIONS];
     unsigned n_mig;
     struct gs_mig mig[GS_MIG_MAX];
-    uint8_t inforom_st[GS_INFOROM__COUNT]; /* enum gs_status per inforom version */
-    char inforom[GS_INFOROM__COUNT][GS_INFOROM_LEN];
 };
 
 enum gs_proc_type { GS_PROC_COMPUTE = 1, GS_PROC_GRAPHICS = 2, GS_PROC_MPS = 4 };

@@ -606,20 +606,20 @@ static void rd_inforom(struct rd *c)
     const struct nvml_fns *f = &c->b->fn;
     struct gs_gpu *g = c->g;
 
-    for (int i = 0; i < GS_INFOROM__COUNT && !c->lost; i++) {
+    for (int i = 0; i <= GS_T_INFOROM_PWR - GS_T_INFOROM_IMAGE && !c->lost; i++) {
         char buf[NVML_DEVICE_INFOROM_VERSION_BUFFER_SIZE + 1];
+        enum gs_text t = (enum gs_text)(GS_T_INFOROM_IMAGE + i);
         nvmlReturn_t r;
 
-        if (i == GS_INFOROM_IMAGE ? !f->inforom_image : !f->inforom_version)
+        if (i == 0 ? !f->inforom_image : !f->inforom_version)
             continue;
         memset(buf, 0, sizeof buf);
         /* one byte of the buffer stays NUL whatever the driver writes */
-        r = i == GS_INFOROM_IMAGE ? f->inforom_image(c->h, buf, sizeof buf - 1)
-                                  : f->inforom_version(c->h, objs[i - 1], buf, sizeof buf - 1);
-        if (ok(c, &g->inforom_st[i], r)) {
-            memcpy(g->inforom[i], buf, sizeof g->inforom[i]);
-            g->inforom[i][GS_INFOROM_LEN - 1] = '\0';
-            g->inforom_st[i] = GS_ST_OK;
+        r = i == 0 ? f->inforom_image(c->h, buf, sizeof buf - 1)
+                   : f->inforom_version(c->h, objs[i - 1], buf, sizeof buf - 1);
+        if (ok(c, &g->tst[t], r)) {
+            memcpy(g->text[t], buf, sizeof buf);
+            g->tst[t] = GS_ST_OK;
         }
     }
 }
@@ -1429,8 +1429,6 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
     dev_attach(b, dev);
     memcpy(g->text, d->cache.text, sizeof g->text);
     memcpy(g->tst, d->cache.tst, sizeof g->tst);
-    memcpy(g->inforom, d->cache.inforom, sizeof g->inforom);
-    memcpy(g->inforom_st, d->cache.inforom_st, sizeof g->inforom_st);
     copy_metrics(g, &d->cache, ident_metrics, COUNT_OF(ident_metrics));
     if (!d->h) {
         if (d->h_rc == NVML_ERROR_GPU_IS_LOST) {

@@ -51,7 +51,6 @@ enum qf_kind {
     QK_PID,     /* process rows */
     QK_PNAME,
     QK_PMEM,
-    QK_INFOROM, /* gs_gpu.inforom[arg] */
     QK_VALID,   /* valid / invalid */
 };
 
@@ -187,13 +186,13 @@ static const struct gs_qfield gpu_fields[] = {
     NONE("driver_model.pending", NULL, "", "Driver model after the next reboot."),
     ROW("vbios_version", NULL, "", QK_TEXT, GS_T_VBIOS, 0, W_S, "Version of the board's VBIOS."),
     SECT("inforom", "Versions of the objects in the board's inforom, its small persistent store."),
-    ROW("inforom.img", "inforom.image", "", QK_INFOROM, GS_INFOROM_IMAGE, 0, 0,
+    ROW("inforom.img", "inforom.image", "", QK_TEXT, GS_T_INFOROM_IMAGE, 0, 0,
         "Version of the whole inforom image."),
-    ROW("inforom.oem", NULL, "", QK_INFOROM, GS_INFOROM_OEM, 0, 0,
+    ROW("inforom.oem", NULL, "", QK_TEXT, GS_T_INFOROM_OEM, 0, 0,
         "Version of the OEM configuration object."),
-    ROW("inforom.ecc", NULL, "", QK_INFOROM, GS_INFOROM_ECC, 0, 0,
+    ROW("inforom.ecc", NULL, "", QK_TEXT, GS_T_INFOROM_ECC, 0, 0,
         "Version of the ECC record object."),
-    ROW("inforom.pwr", "inforom.power", "", QK_INFOROM, GS_INFOROM_PWR, 0, 0,
+    ROW("inforom.pwr", "inforom.power", "", QK_TEXT, GS_T_INFOROM_PWR, 0, 0,
         "Version of the power management object."),
     /* "valid" is what captures show; "invalid" for a corrupted inforom is our spelling */
     ROW("inforom.checksum_validation", NULL, "", QK_VALID, GS_M_INFOROM_VALID, 0, W_S,
@@ -815,16 +814,6 @@ static void ecc_cell(struct cell *c, const struct gs_qfield *f, const struct gs_
         put(c, "%llu", (unsigned long long)g->ecc_loc[t][k][loc]);
 }
 
-static void inforom_cell(struct cell *c, const struct gs_qfield *f, const struct gs_gpu *g)
-{
-    unsigned st = status(g, g->inforom_st[f->arg]);
-
-    if (st == GS_ST_OK)
-        put(c, "%s", g->inforom[f->arg]);
-    else
-        put(c, "%s", absent_token(f, st));
-}
-
 static void text_cell(struct cell *c, const struct gs_qfield *f, const struct gs_gpu *g)
 {
     unsigned st = status(g, g->tst[f->arg]);
@@ -920,8 +909,6 @@ size_t gs_qf_cell(const struct gs_qfield *f, const struct gs_snapshot *snap, uns
             put(&c, "%s", absent_token(f, g->lost ? GS_ST_LOST : GS_ST_NA));
         else if (f->kind == QK_TEXT)
             text_cell(&c, f, g);
-        else if (f->kind == QK_INFOROM)
-            inforom_cell(&c, f, g);
         else if (f->kind == QK_ECCLOC)
             ecc_cell(&c, f, g);
         else

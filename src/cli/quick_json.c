@@ -277,6 +277,10 @@ static const char *const text_keys[GS_T__COUNT] = {
     [GS_T_SERIAL] = "serial",
     [GS_T_PCI_BUS_ID] = "pci_bus_id",
     [GS_T_VBIOS] = "vbios_version",
+    [GS_T_INFOROM_IMAGE] = "inforom_image",
+    [GS_T_INFOROM_OEM] = "inforom_oem",
+    [GS_T_INFOROM_ECC] = "inforom_ecc",
+    [GS_T_INFOROM_PWR] = "inforom_power",
 };
 
 static json_t *gpu_json(struct jb *jb, const struct gs_snapshot *s, unsigned gi,

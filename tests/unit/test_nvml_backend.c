@@ -525,11 +525,11 @@ static void board_fields(void **state)
     capture_scenario(path, sizeof path, "h100-load");
     assert_int_equal(sim_open(&f->b, sim_lib(), path, "100", &e), GS_OK);
     sample_ok(f->b, 0, &g, 0);
-    assert_int_equal(g.inforom_st[GS_INFOROM_IMAGE], GS_ST_OK);
-    assert_string_equal(g.inforom[GS_INFOROM_IMAGE], "G520.0200.00.05");
-    assert_string_equal(g.inforom[GS_INFOROM_OEM], "2.1");
-    assert_string_equal(g.inforom[GS_INFOROM_ECC], "7.16");
-    assert_int_equal(g.inforom_st[GS_INFOROM_PWR], GS_ST_NA);
+    assert_int_equal(g.tst[GS_T_INFOROM_IMAGE], GS_ST_OK);
+    assert_string_equal(g.text[GS_T_INFOROM_IMAGE], "G520.0200.00.05");
+    assert_string_equal(g.text[GS_T_INFOROM_OEM], "2.1");
+    assert_string_equal(g.text[GS_T_INFOROM_ECC], "7.16");
+    assert_int_equal(g.tst[GS_T_INFOROM_PWR], GS_ST_NA);
     assert_true(gs_gpu_has(&g, GS_M_INFOROM_VALID) && g.v[GS_M_INFOROM_VALID] == 1);
     assert_true(gs_gpu_has(&g, GS_M_DISPLAY_ATTACHED) && g.v[GS_M_DISPLAY_ATTACHED] == 1);
     assert_true(gs_gpu_has(&g, GS_M_DISPLAY_ACTIVE) && g.v[GS_M_DISPLAY_ACTIVE] == 0);
@@ -543,8 +543,8 @@ static void board_fields(void **state)
     inline_scenario(path, sizeof path, "\"inforom\": {\"image\": \"G001.0000.02.04\", \"valid\": false}");
     assert_int_equal(sim_open(&f->b, sim_lib(), path, "10", &e), GS_OK);
     sample_ok(f->b, 0, &g, 0);
-    assert_string_equal(g.inforom[GS_INFOROM_IMAGE], "G001.0000.02.04");
-    assert_int_equal(g.inforom_st[GS_INFOROM_OEM], GS_ST_NA);
+    assert_string_equal(g.text[GS_T_INFOROM_IMAGE], "G001.0000.02.04");
+    assert_int_equal(g.tst[GS_T_INFOROM_OEM], GS_ST_NA);
     assert_true(gs_gpu_has(&g, GS_M_INFOROM_VALID) && g.v[GS_M_INFOROM_VALID] == 0);
     gs_backend_nvml.close(f->b);
     f->b = NULL;
@@ -553,8 +553,8 @@ static void board_fields(void **state)
     /* none of it in the scenario: absent */
     assert_int_equal(sim_open(&f->b, sim_lib(), "rtx4090-idle-desktop.json", "30", &e), GS_OK);
     sample_ok(f->b, 0, &g, GS_WANT_ALL & ~GS_WANT_GPM_WAIT);
-    for (int i = 0; i < GS_INFOROM__COUNT; i++)
-        assert_int_equal(g.inforom_st[i], GS_ST_NA);
+    for (int t = GS_T_INFOROM_IMAGE; t <= GS_T_INFOROM_PWR; t++)
+        assert_int_equal(g.tst[t], GS_ST_NA);
     assert_int_equal(g.st[GS_M_INFOROM_VALID], GS_ST_NA);
     assert_int_equal(g.st[GS_M_DISPLAY_ATTACHED], GS_ST_NA);
     assert_int_equal(g.st[GS_M_DISPLAY_ACTIVE], GS_ST_NA);

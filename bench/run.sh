@@ -35,3 +35,5 @@ for mode in basic procs; do
                       v["own_us_p90"], v["total_us_median"], v["nvml_calls_per_cycle"] }'
     done
 done
+echo
+BENCH_AGENT_SECONDS=${BENCH_AGENT_SECONDS:-120} ./bench/bench_agent.sh "$BUILD"

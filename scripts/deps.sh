@@ -4,8 +4,10 @@
 set -eu
 # libclang-rt-dev: libFuzzer and the sanitizer runtimes for clang (make fuzz); clang only
 # recommends it, and we install without recommends. prometheus: promtool and a real server for
-# the agent's end-to-end test (tests/e2e/test_agent.py).
-PKGS="gcc clang libclang-rt-dev meson ninja-build pkg-config libjansson-dev libmicrohttpd-dev libcmocka-dev prometheus libsqlite3-dev python3 procps time"
+# the agent's end-to-end test (tests/e2e/test_agent.py). wrk: the agent's /metrics benchmark
+# (bench/bench_agent.sh). libcurl4-openssl-dev, zlib1g-dev: the agent's push sinks; influxdb,
+# prometheus-pushgateway: real servers for tests/e2e/test_agent_push.py.
+PKGS="gcc clang libclang-rt-dev meson ninja-build pkg-config libjansson-dev libmicrohttpd-dev libcmocka-dev prometheus libsqlite3-dev python3 procps time wrk libcurl4-openssl-dev zlib1g-dev influxdb prometheus-pushgateway"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

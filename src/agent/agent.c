@@ -16,8 +16,11 @@
  *   the writer is behind, the snapshot is dropped and counted, the sampler never waits on
  *   disk); the writer appends the snapshot, flushes every flush_interval and drops the
  *   reference. /api/v1/history queries the store from the HTTP thread under the store's mutex.
+ * - the pusher thread (push.c), when a push sink is configured, gets one more reference the
+ *   same way (its own bounded queue) and sends InfluxDB batches and Pushgateway PUTs.
  * - the calling thread blocks SIGINT/SIGTERM/SIGHUP before the others start (they inherit
- *   the mask) and takes them with sigwaitinfo: no async-signal-safety puzzles.
+ *   the mask) and takes them with sigtimedwait: no async-signal-safety puzzles. Once a second
+ *   it also shuts down HTTP connections whose request head is late (slow clients).
  *
  * A publication is immutable from the moment it is published until its last reference goes;
  * then it returns to a small free list and is reused, so a steady cycle allocates only what
@@ -32,13 +35,16 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "agent/history_api.h"
 #include "agent/log.h"
 #include "agent/metrics.h"
+#include "agent/push.h"
 #include "agent/recorder.h"
 #include "agent/schedule.h"
 #include "cli/quick.h"
@@ -65,6 +71,34 @@ struct gs_pub {
     struct gs_mbuf prom;      /* /metrics body */
     char *json;               /* /api/v1/snapshot body (jansson's malloc) */
     size_t json_len;
+    char *procs_json;         /* /api/v1/processes body (jansson's malloc) */
+    size_t procs_json_len;
+};
+
+/* HTTP hardening (docs/api.md, "Limits"). */
+#define HTTP_CONN_MAX 256       /* connections at once */
+#define HTTP_CONN_PER_IP 32     /* connections at once from one address */
+#define HTTP_IDLE_S 10          /* libmicrohttpd's inactivity timeout */
+#define HTTP_REQUEST_S 10       /* a request's head must be complete within this (slow clients) */
+#define HTTP_MEMORY (32 * 1024) /* per connection: request line + headers must fit */
+#define HTTP_PATH_MAX 256       /* bytes of path; more: 414 */
+#define HTTP_QUERY_MAX 1024     /* bytes of query arguments, names and values; more: 414 */
+#define RL_SLOTS 1024           /* client addresses tracked by the rate limiter */
+#define RL_PROBE 8
+
+/* One client address's token bucket. */
+struct rl_slot {
+    unsigned char addr[16];
+    int used;
+    double tokens;
+    int64_t t_ns;
+};
+
+/* A connection whose request head has a deadline (the slow-client reaper). */
+struct conn_track {
+    int fd;
+    int64_t deadline_ns; /* INT64_MAX while a request is being answered */
+    struct conn_track *prev, *next;
 };
 
 struct gs_agent {
@@ -89,7 +123,12 @@ struct gs_agent {
     char reason[GS_ERR_MSG_LEN];
 
     struct MHD_Daemon *mhd;
+    struct rl_slot rl[RL_SLOTS]; /* the MHD thread's own */
+    pthread_mutex_t conn_lock;   /* guards conns */
+    struct conn_track *conns;
+    uint64_t conns_reaped;
     struct gs_recorder *rec;   /* NULL when history = off */
+    struct gs_push *push;      /* NULL when no push sink is configured */
     int data_dir_from_caller;  /* gs_agent_run_opts.data_dir overrides the configured one */
 };
 
@@ -110,6 +149,7 @@ static void pub_free(struct gs_pub *p)
     gs_snapshot_free(p->snap);
     gs_mbuf_free(&p->prom);
     free(p->json);
+    free(p->procs_json);
     free(p);
 }
 
@@ -285,6 +325,40 @@ static int sample_into(struct gs_agent *a, struct gs_pub *p, const struct gs_pub
     return 1;
 }
 
+/* /api/v1/processes (docs/api.md): the snapshot document's per-GPU process lists as one
+ * list, each entry led by its GPU's index and UUID. While down: the snapshot's error. */
+static void render_processes(struct gs_pub *p, json_t *doc)
+{
+    json_t *list, *gpus = json_object_get(doc, "gpus"), *out, *g;
+    size_t i, j;
+
+    if (!p->up) {
+        p->procs_json = json_dumps(doc, JSON_COMPACT);
+        return;
+    }
+    if (!(list = json_array()))
+        return;
+    json_array_foreach(gpus, i, g) {
+        json_t *procs = json_object_get(g, "processes"), *pr;
+        json_array_foreach(procs, j, pr) {
+            json_t *e = json_pack("{s:O, s:O}", "gpu", json_object_get(g, "index"), "gpu_uuid",
+                                  json_object_get(g, "uuid"));
+            if (!e || json_object_update(e, pr) != 0 || json_array_append_new(list, e) != 0) {
+                json_decref(e);
+                json_decref(list);
+                return;
+            }
+        }
+    }
+    out = json_pack("{s:O?, s:O?, s:O?, s:o}", "hostname", json_object_get(doc, "hostname"),
+                    "query_time", json_object_get(doc, "query_time"), "query_time_unix",
+                    json_object_get(doc, "query_time_unix"), "processes", list);
+    if (out) {
+        p->procs_json = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(15));
+        json_decref(out);
+    }
+}
+
 static void render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_config *cfg)
 {
     struct gs_metrics_self self = {
@@ -298,7 +372,9 @@ static void render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         .sample_errors = a->sample_errors,
         .history = a->rec != NULL,
         .history_flush_last_s = -1,
+        .process_series_max = cfg->process_metrics_max,
     };
+    unsigned mflags = 0;
     struct gs_quick_opts qo;
     json_t *doc = NULL;
     struct gs_err e;
@@ -312,11 +388,20 @@ static void render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         self.history_flush_max_s = rs.max_flush_s;
     }
     gs_mbuf_reset(&p->prom);
-    if (gs_metrics_render(&p->prom, p->up ? p->snap : NULL, &self,
-                          cfg->metrics_compat == GS_COMPAT_DCGM ? GS_METRICS_DCGM : 0) != GS_OK)
+    if (cfg->metrics_compat == GS_COMPAT_DCGM)
+        mflags |= GS_METRICS_DCGM;
+    if (cfg->process_metrics)
+        mflags |= GS_METRICS_PROCESS;
+    if (gs_metrics_render(&p->prom, p->up ? p->snap : NULL, &self, mflags) != GS_OK)
         gs_log(GS_LOG_ERROR, "metrics: render failed (out of memory)");
+    if (a->push) {
+        struct gs_push_stats ps = gs_push_stats(a->push); /* a short lock, no I/O */
+        gs_push_render_self(&p->prom, &ps);
+    }
     free(p->json);
     p->json = NULL;
+    free(p->procs_json);
+    p->procs_json = NULL;
     memset(&qo, 0, sizeof qo);
     if (p->up)
         gs_quick_json(&doc, p->snap, &qo, &e);
@@ -324,9 +409,11 @@ static void render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         doc = json_pack("{s:b, s:s}", "up", 0, "error", a->reason);
     if (doc) {
         p->json = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15));
+        render_processes(p, doc);
         json_decref(doc);
     }
     p->json_len = p->json ? strlen(p->json) : 0;
+    p->procs_json_len = p->procs_json ? strlen(p->procs_json) : 0;
 }
 
 static void cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
@@ -351,6 +438,14 @@ static void cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
         p->refs++;
         pthread_mutex_unlock(&a->lock);
         if (!gs_recorder_offer(a->rec, p->snap, release_cb, p))
+            pub_release(p);
+    }
+    if (a->push && p->up) {
+        /* And one for the pusher (push.c), dropped once its lines and text are taken. */
+        pthread_mutex_lock(&a->lock);
+        p->refs++;
+        pthread_mutex_unlock(&a->lock);
+        if (!gs_push_offer(a->push, p->snap, p->prom.data, p->prom.len, release_cb, p))
             pub_release(p);
     }
 }
@@ -393,6 +488,18 @@ static void *sampling_thread(void *arg)
 
 /* ---- HTTP ---- */
 
+/* On every answer: no MIME sniffing, no framing, and a policy that allows nothing to load or
+ * run (the page at / is plain HTML with links: no script, no style). */
+static void common_headers(struct MHD_Response *r)
+{
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "X-Frame-Options", "DENY");
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; "
+                            "form-action 'none'");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+}
+
 static enum MHD_Result send_static(struct MHD_Connection *c, unsigned code, const char *body,
                                    const char *type, const char *allow)
 {
@@ -402,6 +509,7 @@ static enum MHD_Result send_static(struct MHD_Connection *c, unsigned code, cons
 
     if (!r)
         return MHD_NO;
+    common_headers(r);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (allow)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
@@ -423,15 +531,16 @@ static enum MHD_Result send_pub(struct MHD_Connection *c, struct gs_agent *a, in
         return send_static(c, MHD_HTTP_SERVICE_UNAVAILABLE, "no sample yet\n", "text/plain",
                            NULL);
     if (json) {
-        if (!p->json) {
+        char *body = json == 2 ? p->procs_json : p->json;
+        size_t len = json == 2 ? p->procs_json_len : p->json_len;
+        if (!body) {
             pub_release(p);
             return send_static(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "{\"error\":\"render\"}\n",
                                "application/json", NULL);
         }
         if (!p->up)
             code = MHD_HTTP_SERVICE_UNAVAILABLE;
-        r = MHD_create_response_from_buffer_with_free_callback_cls(p->json_len, p->json,
-                                                                   release_cb, p);
+        r = MHD_create_response_from_buffer_with_free_callback_cls(len, body, release_cb, p);
     } else {
         r = MHD_create_response_from_buffer_with_free_callback_cls(p->prom.len, p->prom.data,
                                                                    release_cb, p);
@@ -440,6 +549,7 @@ static enum MHD_Result send_pub(struct MHD_Connection *c, struct gs_agent *a, in
         pub_release(p);
         return MHD_NO;
     }
+    common_headers(r);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
                             json ? "application/json"
                                  : "text/plain; version=0.0.4; charset=utf-8");
@@ -462,7 +572,10 @@ static enum MHD_Result send_json_error(struct MHD_Connection *c, unsigned code, 
         free(body);
         return MHD_NO;
     }
+    common_headers(r);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    if (code == MHD_HTTP_TOO_MANY_REQUESTS)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     ret = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
     return ret;
@@ -516,6 +629,7 @@ static enum MHD_Result send_history(struct MHD_Connection *c, struct gs_agent *a
         free(d.data);
         return MHD_NO;
     }
+    common_headers(r);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     ret = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
@@ -527,9 +641,164 @@ static const char index_html[] =
     "<!doctype html><title>gpuscope agent</title><h1>gpuscope agent</h1><ul>"
     "<li><a href=\"/metrics\">/metrics</a>: Prometheus text</li>"
     "<li><a href=\"/api/v1/snapshot\">/api/v1/snapshot</a>: the latest snapshot as JSON</li>"
+    "<li><a href=\"/api/v1/processes\">/api/v1/processes</a>: the GPU processes as JSON</li>"
     "<li><a href=\"/api/v1/history?gpu=0&amp;metric=utilization_gpu\">/api/v1/history</a>: "
     "one GPU metric over time (docs/api.md)</li>"
     "<li><a href=\"/healthz\">/healthz</a></li></ul>\n";
+
+/* The per-client token bucket: rate tokens per second up to burst; a request takes one. Keyed
+ * by address (IPv4 or IPv6, no port); a full table evicts the least recently seen of the probed
+ * slots, which then starts with a full bucket. Returns whether the request may go on. Runs on
+ * the MHD thread only. */
+static int rate_ok(struct gs_agent *a, const struct sockaddr *sa, double rate, double burst)
+{
+    unsigned char key[16] = {0};
+    uint32_t h = 2166136261u;
+    int64_t now = mono_ns();
+    struct rl_slot *slot = NULL, *oldest = NULL;
+
+    if (rate <= 0 || !sa)
+        return 1;
+    if (sa->sa_family == AF_INET)
+        memcpy(key, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+    else if (sa->sa_family == AF_INET6)
+        memcpy(key, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+    for (size_t k = 0; k < sizeof key; k++)
+        h = (h ^ key[k]) * 16777619u;
+    for (unsigned k = 0; k < RL_PROBE && !slot; k++) {
+        struct rl_slot *e = &a->rl[(h + k) % RL_SLOTS];
+        if (e->used && memcmp(e->addr, key, sizeof key) == 0)
+            slot = e;
+        else if (!oldest || !e->used || (oldest->used && e->t_ns < oldest->t_ns))
+            oldest = e;
+    }
+    if (!slot) {
+        slot = oldest;
+        memcpy(slot->addr, key, sizeof key);
+        slot->used = 1;
+        slot->tokens = burst;
+        slot->t_ns = now;
+    }
+    slot->tokens = fmin(burst, slot->tokens + rate * (double)(now - slot->t_ns) / 1e9);
+    slot->t_ns = now;
+    if (slot->tokens < 1)
+        return 0;
+    slot->tokens -= 1;
+    return 1;
+}
+
+/* The query arguments of a request against the names its path takes. */
+struct arg_check {
+    const char *const *allowed; /* NULL-terminated */
+    const char *unknown;        /* the first name not allowed */
+    size_t bytes;
+};
+
+static enum MHD_Result arg_iter(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value)
+{
+    struct arg_check *ac = cls;
+    int ok = 0;
+
+    (void)kind;
+    ac->bytes += strlen(key) + (value ? strlen(value) : 0) + 2;
+    for (const char *const *n = ac->allowed; *n; n++)
+        ok |= strcmp(*n, key) == 0;
+    if (!ok && !ac->unknown)
+        ac->unknown = key;
+    return MHD_YES;
+}
+
+/* Marks the connection's head as read (the reaper leaves it alone while it is answered). */
+static void conn_head_done(struct gs_agent *a, struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct conn_track *t = ci ? ci->socket_context : NULL;
+
+    if (!t)
+        return;
+    pthread_mutex_lock(&a->conn_lock);
+    t->deadline_ns = INT64_MAX;
+    pthread_mutex_unlock(&a->conn_lock);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct gs_agent *a = cls;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct conn_track *t = ci ? ci->socket_context : NULL;
+
+    (void)con_cls;
+    (void)toe;
+    if (!t)
+        return;
+    pthread_mutex_lock(&a->conn_lock); /* the next request on a kept-alive connection */
+    t->deadline_ns = mono_ns() + (int64_t)HTTP_REQUEST_S * NS;
+    pthread_mutex_unlock(&a->conn_lock);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    struct gs_agent *a = cls;
+    struct conn_track *t;
+
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci || !(t = calloc(1, sizeof *t)))
+            return;
+        t->fd = ci->connect_fd;
+        t->deadline_ns = mono_ns() + (int64_t)HTTP_REQUEST_S * NS;
+        pthread_mutex_lock(&a->conn_lock);
+        t->next = a->conns;
+        if (a->conns)
+            a->conns->prev = t;
+        a->conns = t;
+        pthread_mutex_unlock(&a->conn_lock);
+        *socket_context = t;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && (t = *socket_context) != NULL) {
+        /* Before MHD closes the descriptor: the reaper never shuts down a reused fd. */
+        pthread_mutex_lock(&a->conn_lock);
+        if (t->prev)
+            t->prev->next = t->next;
+        else
+            a->conns = t->next;
+        if (t->next)
+            t->next->prev = t->prev;
+        pthread_mutex_unlock(&a->conn_lock);
+        free(t);
+        *socket_context = NULL;
+    }
+}
+
+/* Shuts down connections whose request head is late (a client sending a byte now and then
+ * resets libmicrohttpd's inactivity timeout; this bounds the whole head). MHD sees the end of
+ * the stream and closes the connection itself. Called once a second by the main thread. */
+static void reap_slow(struct gs_agent *a)
+{
+    int64_t now = mono_ns();
+    unsigned n = 0;
+
+    pthread_mutex_lock(&a->conn_lock);
+    for (struct conn_track *t = a->conns; t; t = t->next)
+        if (t->deadline_ns < now && t->fd >= 0) {
+            shutdown(t->fd, SHUT_RDWR);
+            t->fd = -1;
+            n++;
+        }
+    a->conns_reaped += n;
+    pthread_mutex_unlock(&a->conn_lock);
+    if (n)
+        gs_log(GS_LOG_DEBUG, "http: closed %u connection(s) slower than %d s", n,
+               HTTP_REQUEST_S);
+}
+
+static const char *const no_args[] = {NULL};
+static const char *const history_args[] = {"gpu", "metric", "from", "to", "step", NULL};
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
@@ -537,12 +806,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   void **con_cls)
 {
     struct gs_agent *a = cls;
-    enum { R_NONE, R_INDEX, R_METRICS, R_HEALTH, R_SNAPSHOT, R_HISTORY } route = R_NONE;
+    enum { R_NONE, R_INDEX, R_METRICS, R_HEALTH, R_SNAPSHOT, R_HISTORY, R_PROCESSES } route =
+        R_NONE;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    struct arg_check ac = {.allowed = no_args};
+    const char *te, *cl;
+    double rate, burst;
+    char msg[160];
 
     (void)version;
     (void)upload_data;
-    (void)upload_data_size;
     (void)con_cls;
+    conn_head_done(a, c);
+    pthread_mutex_lock(&a->lock);
+    rate = a->cfg.http_rate;
+    burst = a->cfg.http_burst;
+    pthread_mutex_unlock(&a->lock);
+    if (!rate_ok(a, ci ? ci->client_addr : NULL, rate, burst))
+        return send_json_error(c, MHD_HTTP_TOO_MANY_REQUESTS, "rate limit: too many requests");
+    if (strlen(url) > HTTP_PATH_MAX)
+        return send_json_error(c, MHD_HTTP_URI_TOO_LONG, "path too long");
     if (strcmp(url, "/") == 0)
         route = R_INDEX;
     else if (strcmp(url, "/metrics") == 0)
@@ -553,16 +837,33 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         route = R_SNAPSHOT;
     else if (strcmp(url, "/api/v1/history") == 0)
         route = R_HISTORY;
+    else if (strcmp(url, "/api/v1/processes") == 0)
+        route = R_PROCESSES;
+    if (route == R_HISTORY)
+        ac.allowed = history_args;
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, arg_iter, &ac);
+    if (ac.bytes > HTTP_QUERY_MAX)
+        return send_json_error(c, MHD_HTTP_URI_TOO_LONG, "query too long");
     if (route == R_NONE)
         return send_static(c, MHD_HTTP_NOT_FOUND, "not found\n", "text/plain", NULL);
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return send_static(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n", "text/plain",
                            "GET, HEAD");
+    te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (te || (cl && strcmp(cl, "0") != 0) || *upload_data_size)
+        return send_json_error(c, MHD_HTTP_BAD_REQUEST, "a GET request has no body");
+    if (ac.unknown && (route == R_SNAPSHOT || route == R_HISTORY || route == R_PROCESSES)) {
+        snprintf(msg, sizeof msg, "%.64s: unknown parameter", ac.unknown);
+        return send_json_error(c, MHD_HTTP_BAD_REQUEST, msg);
+    }
     switch (route) {
     case R_METRICS:
         return send_pub(c, a, 0);
     case R_SNAPSHOT:
         return send_pub(c, a, 1);
+    case R_PROCESSES:
+        return send_pub(c, a, 2);
     case R_HISTORY:
         return send_history(c, a);
     case R_INDEX:
@@ -600,8 +901,11 @@ static int start_http(struct gs_agent *a, struct gs_err *err)
     errno = 0;
     a->mhd = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, a,
                               MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_CONNECTION_LIMIT,
-                              (unsigned)256, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768, MHD_OPTION_END);
+                              (unsigned)HTTP_CONN_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                              (unsigned)HTTP_CONN_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
+                              (unsigned)HTTP_IDLE_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                              (size_t)HTTP_MEMORY, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+                              a, MHD_OPTION_NOTIFY_COMPLETED, on_completed, a, MHD_OPTION_END);
     if (!a->mhd)
         return gs_err_set(err, GS_EIO, "http: cannot listen on %s: %s", a->cfg.listen,
                           errno ? strerror(errno) : "libmicrohttpd failed to start");
@@ -633,6 +937,9 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
         gs_log(GS_LOG_WARN, "reload: history %s needs a restart", c.history ? "on" : "off");
     snprintf(c.data_dir, sizeof c.data_dir, "%s", a->cfg.data_dir);
     c.history = a->cfg.history;
+    if (memcmp(&c.push, &a->cfg.push, sizeof c.push) != 0)
+        gs_log(GS_LOG_WARN, "reload: push settings changed; they need a restart");
+    c.push = a->cfg.push;
     a->cfg = c;
     pthread_cond_signal(&a->wake);
     pthread_mutex_unlock(&a->lock);
@@ -654,10 +961,15 @@ static int init_agent(struct gs_agent *a, const struct gs_agent_config *cfg, str
     a->last_sample_s = -1;
     if (pthread_mutex_init(&a->lock, NULL) != 0)
         return gs_err_set(err, GS_ENOMEM, "agent: pthread_mutex_init failed");
+    if (pthread_mutex_init(&a->conn_lock, NULL) != 0) {
+        pthread_mutex_destroy(&a->lock);
+        return gs_err_set(err, GS_ENOMEM, "agent: pthread_mutex_init failed");
+    }
     if (pthread_condattr_init(&ca) != 0 ||
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
         pthread_cond_init(&a->wake, &ca) != 0) {
         pthread_mutex_destroy(&a->lock);
+        pthread_mutex_destroy(&a->conn_lock);
         return gs_err_set(err, GS_ENOMEM, "agent: pthread_cond_init failed");
     }
     pthread_condattr_destroy(&ca);
@@ -688,6 +1000,22 @@ static int start_history(struct gs_agent *a, struct gs_err *err)
     return GS_OK;
 }
 
+/* Opens the push sinks when any is configured (a bad token file stops the start). */
+static int start_push(struct gs_agent *a, struct gs_err *err)
+{
+    char host[256] = "";
+    int rc;
+
+    if (!gs_push_enabled(&a->cfg.push))
+        return GS_OK;
+    if (gethostname(host, sizeof host - 1) != 0)
+        host[0] = '\0';
+    rc = gs_push_open(&a->push, &a->cfg.push, host, err);
+    if (rc == GS_OK)
+        rc = gs_push_start(a->push, err);
+    return rc;
+}
+
 static void shutdown_agent(struct gs_agent *a)
 {
     struct gs_pub *p;
@@ -704,6 +1032,8 @@ static void shutdown_agent(struct gs_agent *a)
      * flushes, and gives the queued references back before the publications are freed. */
     gs_recorder_close(a->rec);
     a->rec = NULL;
+    gs_push_close(a->push); /* gives its queued references back, like the recorder */
+    a->push = NULL;
     if (a->current)
         pub_release(a->current);
     a->current = NULL;
@@ -714,6 +1044,7 @@ static void shutdown_agent(struct gs_agent *a)
     gs_sampler_close(a->sampler);
     pthread_cond_destroy(&a->wake);
     pthread_mutex_destroy(&a->lock);
+    pthread_mutex_destroy(&a->conn_lock);
 }
 
 int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *args, int argc,
@@ -739,6 +1070,8 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
         a.data_dir_from_caller = 1;
     }
     rc = start_history(&a, err);
+    if (rc == GS_OK)
+        rc = start_push(&a, err);
     if (rc == GS_OK) {
         cycle(&a, &a.cfg); /* the first publication exists before the port opens */
         rc = start_http(&a, err);
@@ -754,7 +1087,12 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
         if (opts && opts->ready)
             opts->ready(opts->ctx, a.cfg.listen);
         for (;;) {
-            int sig = sigwaitinfo(&set, NULL);
+            struct timespec tick = {1, 0};
+            int sig = sigtimedwait(&set, NULL, &tick);
+            if (sig < 0) {
+                reap_slow(&a); /* a second without a signal */
+                continue;
+            }
             if (sig == SIGHUP) {
                 reload(&a, args, argc, argv);
             } else if (sig == SIGINT || sig == SIGTERM) {

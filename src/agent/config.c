@@ -16,7 +16,8 @@
 #include "agent/log.h"
 #include "gpuscope/gs_err.h"
 
-enum key_type { KEY_DOUBLE, KEY_ENUM, KEY_LISTEN, KEY_LOGLEVEL, KEY_DURATION, KEY_PATH };
+enum key_type { KEY_DOUBLE, KEY_ENUM, KEY_LISTEN, KEY_LOGLEVEL, KEY_DURATION, KEY_PATH,
+                KEY_UINT, KEY_STR };
 
 struct key {
     const char *name;
@@ -30,6 +31,7 @@ struct key {
 
 static const char *const compat_names[] = {"none", "dcgm", NULL};
 static const char *const history_names[] = {"off", "on", NULL};
+static const char *const influx_version_names[] = {"1", "2", NULL};
 
 #define DAY_S 86400.0
 
@@ -52,6 +54,34 @@ static const struct key keys[] = {
      3650 * DAY_S, NULL, "24h", "how long raw samples are kept (s, m, h, d suffixes)"},
     {"retention_rollup", KEY_DURATION, offsetof(struct gs_agent_config, retention_rollup_s), 60,
      3650 * DAY_S, NULL, "30d", "how long per-minute rollups are kept (s, m, h, d suffixes)"},
+    {"process_metrics", KEY_ENUM, offsetof(struct gs_agent_config, process_metrics), 0, 0,
+     history_names, "off", "on | off: per-process series on /metrics (docs/metrics.md)"},
+    {"process_metrics_max", KEY_UINT, offsetof(struct gs_agent_config, process_metrics_max), 1,
+     100000, NULL, "256", "cap on per-process series per scrape; the rest are counted"},
+    {"http_rate", KEY_DOUBLE, offsetof(struct gs_agent_config, http_rate), 0, 100000, NULL, "50",
+     "HTTP requests/s allowed per client IP (429 beyond); 0: no limit"},
+    {"http_burst", KEY_UINT, offsetof(struct gs_agent_config, http_burst), 1, 1000000, NULL,
+     "100", "HTTP requests a client IP may send at once before http_rate applies"},
+    {"influx_url", KEY_STR, offsetof(struct gs_agent_config, push.influx_url), 0, sizeof(((struct gs_agent_config *)0)->push.influx_url), NULL, "",
+     "InfluxDB base URL (http://HOST:8086); empty: no InfluxDB push; restart to change"},
+    {"influx_version", KEY_ENUM, offsetof(struct gs_agent_config, push.influx_version), 0, 0, influx_version_names, "1",
+     "1 | 2: /write?db= or /api/v2/write with a token"},
+    {"influx_db", KEY_STR, offsetof(struct gs_agent_config, push.influx_db), 0, sizeof(((struct gs_agent_config *)0)->push.influx_db), NULL, "", "InfluxDB 1.x database"},
+    {"influx_org", KEY_STR, offsetof(struct gs_agent_config, push.influx_org), 0, sizeof(((struct gs_agent_config *)0)->push.influx_org), NULL, "", "InfluxDB 2.x organisation"},
+    {"influx_bucket", KEY_STR, offsetof(struct gs_agent_config, push.influx_bucket), 0, sizeof(((struct gs_agent_config *)0)->push.influx_bucket), NULL, "",
+     "InfluxDB 2.x bucket"},
+    {"influx_token_file", KEY_STR, offsetof(struct gs_agent_config, push.influx_token_file), 0, sizeof(((struct gs_agent_config *)0)->push.influx_token_file), NULL, "",
+     "file holding the InfluxDB 2.x token (never put the token on the command line)"},
+    {"influx_gzip", KEY_ENUM, offsetof(struct gs_agent_config, push.influx_gzip), 0, 0, history_names, "off",
+     "on | off: gzip the InfluxDB body"},
+    {"push_interval", KEY_DOUBLE, offsetof(struct gs_agent_config, push.interval_s), 1, 3600, NULL, "10",
+     "seconds between pushes (InfluxDB batch, Pushgateway)"},
+    {"push_buffer", KEY_UINT, offsetof(struct gs_agent_config, push.buffer_batches), 1, 4096,
+     NULL, "64", "InfluxDB batches kept while the target is down; the oldest dropped first"},
+    {"pushgateway_url", KEY_STR, offsetof(struct gs_agent_config, push.pushgateway_url), 0, sizeof(((struct gs_agent_config *)0)->push.pushgateway_url), NULL, "",
+     "Prometheus Pushgateway base URL (http://HOST:9091); empty: off"},
+    {"pushgateway_job", KEY_STR, offsetof(struct gs_agent_config, push.pushgateway_job), 0, sizeof(((struct gs_agent_config *)0)->push.pushgateway_job), NULL, "gpuscope",
+     "Pushgateway grouping key job (instance is the host name)"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -137,6 +167,20 @@ int gs_config_set(struct gs_agent_config *c, const char *key, const char *value,
         memcpy(p, &v, sizeof v);
         return GS_OK;
     }
+    case KEY_UINT: {
+        char *end;
+        unsigned long v;
+        errno = 0;
+        v = strtoul(value, &end, 10);
+        if (errno || end == value || *end || !(value[0] >= '0' && value[0] <= '9'))
+            return gs_err_set(err, GS_EINVAL, "%s: '%.64s' is not a whole number", prefix, value);
+        if (v < k->min || v > k->max)
+            return gs_err_set(err, GS_EINVAL, "%s: %lu is out of range %g..%g", prefix, v, k->min,
+                              k->max);
+        unsigned u = (unsigned)v;
+        memcpy(p, &u, sizeof u);
+        return GS_OK;
+    }
     case KEY_ENUM: {
         char list[128] = "";
         for (int i = 0; k->choices[i]; i++) {
@@ -161,6 +205,12 @@ int gs_config_set(struct gs_agent_config *c, const char *key, const char *value,
         memcpy(p, &v, sizeof v);
         return GS_OK;
     }
+    case KEY_STR: /* k->max: the field's size */
+        if (strlen(value) >= (size_t)k->max)
+            return gs_err_set(err, GS_EINVAL, "%s: longer than %d bytes", prefix,
+                              (int)k->max - 1);
+        strcpy(p, value);
+        return GS_OK;
     case KEY_PATH:
         if (!value[0])
             return gs_err_set(err, GS_EINVAL, "%s: empty path", prefix);
@@ -472,10 +522,18 @@ void gs_config_usage(FILE *out)
                 keys[i].def ? keys[i].def
                             : "$STATE_DIRECTORY under systemd, /var/lib/gpuscope for root, "
                               "else $XDG_STATE_HOME/gpuscope or ~/.local/state/gpuscope");
-        if (keys[i].type == KEY_DOUBLE)
+        if (keys[i].type == KEY_DOUBLE || keys[i].type == KEY_UINT)
             fprintf(out, ", %g..%g", keys[i].min, keys[i].max);
         fprintf(out, ")\n");
     }
+}
+
+static void write_str(FILE *out, const char *key, const char *value)
+{
+    if (value[0])
+        fprintf(out, "%s = \"%s\"\n", key, value);
+    else
+        fprintf(out, "# %s = (empty)\n", key);
 }
 
 void gs_config_write(FILE *out, const struct gs_agent_config *c)
@@ -487,4 +545,20 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
                  "retention_rollup = %.17gs\n",
             c->data_dir, history_names[c->history ? 1 : 0], c->flush_interval_s,
             c->retention_raw_s, c->retention_rollup_s);
+    fprintf(out,
+            "process_metrics = %s\nprocess_metrics_max = %u\nhttp_rate = %g\nhttp_burst = %u\n",
+            history_names[c->process_metrics ? 1 : 0], c->process_metrics_max, c->http_rate,
+            c->http_burst);
+    /* An empty value cannot be read back ("missing value"): written as a comment. */
+    write_str(out, "influx_url", c->push.influx_url);
+    fprintf(out, "influx_version = %s\n", influx_version_names[c->push.influx_version ? 1 : 0]);
+    write_str(out, "influx_db", c->push.influx_db);
+    write_str(out, "influx_org", c->push.influx_org);
+    write_str(out, "influx_bucket", c->push.influx_bucket);
+    write_str(out, "influx_token_file", c->push.influx_token_file);
+    fprintf(out, "influx_gzip = %s\npush_interval = %g\npush_buffer = %u\n",
+            history_names[c->push.influx_gzip ? 1 : 0], c->push.interval_s,
+            c->push.buffer_batches);
+    write_str(out, "pushgateway_url", c->push.pushgateway_url);
+    write_str(out, "pushgateway_job", c->push.pushgateway_job);
 }

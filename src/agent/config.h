@@ -27,6 +27,24 @@ enum gs_history_mode {
     GS_HISTORY_ON = 1,
 };
 
+/* The push sinks (src/agent/push.h); an empty URL turns its sink off. Restart to change. */
+#define GS_PUSH_STR_LEN 256
+enum gs_influx_version { GS_INFLUX_V1 = 0, GS_INFLUX_V2 = 1 };
+
+struct gs_push_config {
+    char influx_url[GS_PUSH_STR_LEN];        /* "http://host:8086"; "": off */
+    int influx_version;                      /* enum gs_influx_version */
+    char influx_db[GS_PUSH_STR_LEN];         /* v1 */
+    char influx_org[GS_PUSH_STR_LEN];        /* v2 */
+    char influx_bucket[GS_PUSH_STR_LEN];     /* v2 */
+    char influx_token_file[GS_PUSH_STR_LEN]; /* v2: the token, read at start */
+    int influx_gzip;                         /* 1: Content-Encoding: gzip */
+    double interval_s;                       /* one push per sink per interval */
+    unsigned buffer_batches;                 /* InfluxDB batches kept while it is down */
+    char pushgateway_url[GS_PUSH_STR_LEN];   /* "http://host:9091"; "": off */
+    char pushgateway_job[GS_PUSH_STR_LEN];
+};
+
 struct gs_agent_config {
     char listen[GS_LISTEN_LEN]; /* "127.0.0.1:9400", "[::1]:9400", "0.0.0.0:9400" */
     double interval_s;          /* sampling period, 0.1..60 */
@@ -37,6 +55,11 @@ struct gs_agent_config {
     double flush_interval_s;        /* history flush period, 1..300 */
     double retention_raw_s;         /* raw samples kept this long */
     double retention_rollup_s;      /* per-minute rollups kept this long */
+    int process_metrics;            /* 1: per-process series on /metrics */
+    unsigned process_metrics_max;   /* at most this many per-process series per scrape */
+    double http_rate;               /* requests/s per client IP (token bucket); 0: no limit */
+    unsigned http_burst;            /* the bucket's size */
+    struct gs_push_config push;     /* push sinks; restart to change */
 };
 
 /* Fills every key with its default; data_dir's comes from gs_config_default_data_dir with

@@ -349,6 +349,112 @@ static void render_info(struct gs_mbuf *b, const struct gs_snapshot *s)
     }
 }
 
+/* ---- per-process families (GS_METRICS_PROCESS) ---- */
+
+/* A process string as a label value: escaped, and bytes outside printable ASCII become '?'
+ * (a command name may hold any bytes; the exposition must be UTF-8). */
+static void proc_escape(struct gs_mbuf *b, const char *s)
+{
+    char tmp[GS_PROC_CMD_LEN];
+    size_t i;
+
+    for (i = 0; s[i] && i + 1 < sizeof tmp; i++)
+        tmp[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+    tmp[i] = '\0';
+    gs_metrics_escape(b, tmp);
+}
+
+enum pfam { PF_MEM, PF_SM, PF_CPU, PF_RSS, PF_START, PF__COUNT };
+
+static const struct {
+    const char *name, *help, *type;
+} pfams[PF__COUNT] = {
+    [PF_MEM] = {"gpuscope_process_gpu_memory_bytes", "GPU memory a process holds on this GPU.",
+                "gauge"},
+    [PF_SM] = {"gpuscope_process_sm_utilization_ratio",
+               "Fraction of the GPU's SM time the process used (NVML per-process utilization).",
+               "gauge"},
+    [PF_CPU] = {"gpuscope_process_cpu_ratio",
+                "CPU time over wall time since the previous cycle (1 = one core).", "gauge"},
+    [PF_RSS] = {"gpuscope_process_resident_memory_bytes", "Host resident memory (RSS).",
+                "gauge"},
+    [PF_START] = {"gpuscope_process_start_time_seconds", "Process start time, unix seconds.",
+                  "gauge"},
+};
+
+/* Whether family f has a value for p, and the value. */
+static int proc_value(const struct gs_proc *p, enum pfam f, double *v)
+{
+    int host = p->host_st == GS_ST_OK;
+
+    switch (f) {
+    case PF_MEM: *v = (double)p->gpu_mem_bytes; return p->mem_st == GS_ST_OK;
+    case PF_SM: *v = p->sm_util; return p->util_st == GS_ST_OK;
+    case PF_CPU: *v = p->cpu_ratio; return p->cpu_st == GS_ST_OK;
+    case PF_RSS: *v = (double)p->rss_bytes; return host;
+    case PF_START: *v = p->start_time; return host && p->start_time > 0;
+    default: return 0;
+    }
+}
+
+static void proc_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const struct gs_proc *p)
+{
+    const struct gs_gpu *g = &s->gpus[p->gpu];
+
+    native_labels(b, s, g);
+    printf_(b, ",pid=\"%u\",user=\"", p->pid);
+    proc_escape(b, p->host_st == GS_ST_OK ? p->user : "");
+    puts_(b, "\",name=\"");
+    proc_escape(b, p->name);
+    puts_(b, "\",container=\"");
+    proc_escape(b, p->container_id);
+    puts_(b, "\",pod_uid=\"");
+    proc_escape(b, p->pod_uid);
+    puts_(b, "\",slurm_job=\"");
+    proc_escape(b, p->slurm_job);
+    puts_(b, "\"}");
+}
+
+/* Processes are taken in snapshot order while their series fit in max; the first one that
+ * does not fit ends the list (its series and all later ones are counted as dropped). */
+static void render_processes(struct gs_mbuf *b, const struct gs_snapshot *s, unsigned max)
+{
+    unsigned n_take = 0;
+    uint64_t used = 0, dropped = 0;
+    double v;
+
+    for (unsigned i = 0; i < s->n_procs; i++) {
+        unsigned k = 0;
+        if (s->procs[i].gpu >= s->n_gpus)
+            continue;
+        for (int f = 0; f < PF__COUNT; f++)
+            k += (unsigned)proc_value(&s->procs[i], (enum pfam)f, &v);
+        if (dropped == 0 && used + k <= max) {
+            used += k;
+            n_take = i + 1;
+        } else {
+            dropped += k;
+        }
+    }
+    for (int f = 0; f < PF__COUNT; f++) {
+        int any = 0;
+        for (unsigned i = 0; i < n_take; i++) {
+            const struct gs_proc *p = &s->procs[i];
+            if (p->gpu >= s->n_gpus || !proc_value(p, (enum pfam)f, &v))
+                continue;
+            if (!any++)
+                header(b, pfams[f].name, pfams[f].help, pfams[f].type);
+            puts_(b, pfams[f].name);
+            puts_(b, "{");
+            proc_labels(b, s, p);
+            value(b, v);
+        }
+    }
+    header(b, "gpuscope_process_series_dropped",
+           "Per-process series left out of this exposition by process_metrics_max.", "gauge");
+    printf_(b, "gpuscope_process_series_dropped %llu\n", (unsigned long long)dropped);
+}
+
 static void render_history_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
 {
     header(b, "gpuscope_history_rows_written_total",
@@ -417,6 +523,8 @@ int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
         render_throttle(b, snap);
         if (flags & GS_METRICS_DCGM)
             render_table(b, snap, dcgm, sizeof dcgm / sizeof dcgm[0], dcgm_labels);
+        if (flags & GS_METRICS_PROCESS)
+            render_processes(b, snap, self->process_series_max);
     }
     return b->failed ? GS_ENOMEM : GS_OK;
 }

@@ -50,10 +50,15 @@ struct gs_metrics_self {
     uint64_t history_dropped;
     double history_flush_last_s; /* < 0: no flush yet */
     double history_flush_max_s;
+    /* Per-process series (GS_METRICS_PROCESS): at most this many lines; the processes whose
+     * series would pass it are left out whole and counted in
+     * gpuscope_process_series_dropped. */
+    unsigned process_series_max;
 };
 
 enum gs_metrics_flags {
     GS_METRICS_DCGM = 1u << 0, /* add the dcgm-exporter families */
+    GS_METRICS_PROCESS = 1u << 1, /* add the gpuscope_process_* families */
 };
 
 /* Appends the exposition of snap (NULL: no GPU families, e.g. while the driver is missing) and

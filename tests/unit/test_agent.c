@@ -475,6 +475,46 @@ static void test_render_history_self(void **state)
     gs_mbuf_free(&b);
 }
 
+/* Per-process series: labels, bytes outside printable ASCII, absent values, and the cap
+ * leaving later processes out whole and counting their series. */
+static void test_render_processes(void **state)
+{
+    struct gs_snapshot *s = one_gpu();
+    struct gs_metrics_self self = up_self;
+    struct gs_mbuf b = {0};
+
+    (void)state;
+    s->n_procs = 2;
+    memset(s->procs, 0, 2 * sizeof *s->procs);
+    s->procs[0].pid = 7;
+    s->procs[0].mem_st = GS_ST_OK;
+    s->procs[0].gpu_mem_bytes = 4096;
+    s->procs[0].host_st = GS_ST_OK;
+    strcpy(s->procs[0].user, "alice");
+    strcpy(s->procs[0].name, "tr\xc3\xa4in");
+    s->procs[0].rss_bytes = 100;
+    s->procs[1].pid = 8;
+    s->procs[1].mem_st = GS_ST_OK;
+    s->procs[1].gpu_mem_bytes = 1;
+    self.process_series_max = 100;
+    assert_int_equal(gs_metrics_render(&b, s, &self, 0), GS_OK);
+    assert_null(strstr(b.data, "gpuscope_process_")); /* off */
+    gs_mbuf_reset(&b);
+    assert_int_equal(gs_metrics_render(&b, s, &self, GS_METRICS_PROCESS), GS_OK);
+    assert_non_null(strstr(b.data, ",pid=\"7\",user=\"alice\",name=\"tr??in\",container=\"\","
+                                   "pod_uid=\"\",slurm_job=\"\"} 4096\n"));
+    assert_non_null(strstr(b.data, "gpuscope_process_resident_memory_bytes{"));
+    assert_null(strstr(b.data, "gpuscope_process_cpu_ratio")); /* absent everywhere */
+    assert_non_null(strstr(b.data, "\ngpuscope_process_series_dropped 0\n"));
+    gs_mbuf_reset(&b);
+    self.process_series_max = 2; /* process 7 has 2 series, process 8 one more */
+    assert_int_equal(gs_metrics_render(&b, s, &self, GS_METRICS_PROCESS), GS_OK);
+    assert_null(strstr(b.data, "pid=\"8\""));
+    assert_non_null(strstr(b.data, "\ngpuscope_process_series_dropped 1\n"));
+    gs_mbuf_free(&b);
+    gs_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -486,6 +526,7 @@ int main(void)
         cmocka_unit_test(test_history_keys),  cmocka_unit_test(test_history_flags),
         cmocka_unit_test(test_history_req),   cmocka_unit_test(test_history_doc),
         cmocka_unit_test(test_render_history_self),
+        cmocka_unit_test(test_render_processes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,6 +41,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "agent/alerts.h"
 #include "agent/history_api.h"
 #include "agent/log.h"
 #include "agent/metrics.h"
@@ -73,6 +74,8 @@ struct gs_pub {
     size_t json_len;
     char *procs_json;         /* /api/v1/processes body (jansson's malloc) */
     size_t procs_json_len;
+    char *alerts_json;        /* /api/v1/alerts body (jansson's malloc) */
+    size_t alerts_json_len;
 };
 
 /* HTTP hardening (docs/api.md, "Limits"). */
@@ -129,6 +132,7 @@ struct gs_agent {
     uint64_t conns_reaped;
     struct gs_recorder *rec;   /* NULL when history = off */
     struct gs_push *push;      /* NULL when no push sink is configured */
+    struct gs_alerts *alerts;  /* the sampling thread's own (alerts.h) */
     int data_dir_from_caller;  /* gs_agent_run_opts.data_dir overrides the configured one */
 };
 
@@ -150,6 +154,7 @@ static void pub_free(struct gs_pub *p)
     gs_mbuf_free(&p->prom);
     free(p->json);
     free(p->procs_json);
+    free(p->alerts_json);
     free(p);
 }
 
@@ -359,6 +364,8 @@ static void render_processes(struct gs_pub *p, json_t *doc)
     }
 }
 
+static double real_now(void);
+
 static void render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_config *cfg)
 {
     struct gs_metrics_self self = {
@@ -398,6 +405,13 @@ static void render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         struct gs_push_stats ps = gs_push_stats(a->push); /* a short lock, no I/O */
         gs_push_render_self(&p->prom, &ps);
     }
+    free(p->alerts_json);
+    p->alerts_json = NULL;
+    if (a->alerts) {
+        gs_alerts_render_prom(&p->prom, a->alerts);
+        p->alerts_json = gs_alerts_json(a->alerts, p->up ? p->snap->t_real : real_now());
+    }
+    p->alerts_json_len = p->alerts_json ? strlen(p->alerts_json) : 0;
     free(p->json);
     p->json = NULL;
     free(p->procs_json);
@@ -430,6 +444,11 @@ static void cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
     p->up = ensure_sampler(a, now) && sample_into(a, p, prev, now);
     if (!p->up)
         a->last_sample_s = -1;
+    if (a->alerts) {
+        gs_alerts_configure(a->alerts, &cfg->alerts); /* a SIGHUP may have changed the rules */
+        if (cfg->alerts.enabled && p->up)
+            gs_alerts_eval(a->alerts, p->snap, p->snap->t_real);
+    }
     render(a, p, cfg);
     publish(a, p);
     if (a->rec && p->up) {
@@ -531,8 +550,10 @@ static enum MHD_Result send_pub(struct MHD_Connection *c, struct gs_agent *a, in
         return send_static(c, MHD_HTTP_SERVICE_UNAVAILABLE, "no sample yet\n", "text/plain",
                            NULL);
     if (json) {
-        char *body = json == 2 ? p->procs_json : p->json;
-        size_t len = json == 2 ? p->procs_json_len : p->json_len;
+        char *body = json == 3 ? p->alerts_json : json == 2 ? p->procs_json : p->json;
+        size_t len = json == 3   ? p->alerts_json_len
+                     : json == 2 ? p->procs_json_len
+                                 : p->json_len;
         if (!body) {
             pub_release(p);
             return send_static(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "{\"error\":\"render\"}\n",
@@ -641,6 +662,7 @@ static const char index_html[] =
     "<!doctype html><title>gpuscope agent</title><h1>gpuscope agent</h1><ul>"
     "<li><a href=\"/metrics\">/metrics</a>: Prometheus text</li>"
     "<li><a href=\"/api/v1/snapshot\">/api/v1/snapshot</a>: the latest snapshot as JSON</li>"
+    "<li><a href=\"/api/v1/alerts\">/api/v1/alerts</a>: firing and recently resolved alerts</li>"
     "<li><a href=\"/api/v1/processes\">/api/v1/processes</a>: the GPU processes as JSON</li>"
     "<li><a href=\"/api/v1/history?gpu=0&amp;metric=utilization_gpu\">/api/v1/history</a>: "
     "one GPU metric over time (docs/api.md)</li>"
@@ -806,7 +828,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   void **con_cls)
 {
     struct gs_agent *a = cls;
-    enum { R_NONE, R_INDEX, R_METRICS, R_HEALTH, R_SNAPSHOT, R_HISTORY, R_PROCESSES } route =
+    enum { R_NONE, R_INDEX, R_METRICS, R_HEALTH, R_SNAPSHOT, R_HISTORY, R_PROCESSES,
+           R_ALERTS } route =
         R_NONE;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -839,6 +862,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         route = R_HISTORY;
     else if (strcmp(url, "/api/v1/processes") == 0)
         route = R_PROCESSES;
+    else if (strcmp(url, "/api/v1/alerts") == 0)
+        route = R_ALERTS;
     if (route == R_HISTORY)
         ac.allowed = history_args;
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, arg_iter, &ac);
@@ -853,7 +878,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (te || (cl && strcmp(cl, "0") != 0) || *upload_data_size)
         return send_json_error(c, MHD_HTTP_BAD_REQUEST, "a GET request has no body");
-    if (ac.unknown && (route == R_SNAPSHOT || route == R_HISTORY || route == R_PROCESSES)) {
+    if (ac.unknown && (route == R_SNAPSHOT || route == R_HISTORY || route == R_PROCESSES ||
+                       route == R_ALERTS)) {
         snprintf(msg, sizeof msg, "%.64s: unknown parameter", ac.unknown);
         return send_json_error(c, MHD_HTTP_BAD_REQUEST, msg);
     }
@@ -864,6 +890,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_pub(c, a, 1);
     case R_PROCESSES:
         return send_pub(c, a, 2);
+    case R_ALERTS:
+        return send_pub(c, a, 3);
     case R_HISTORY:
         return send_history(c, a);
     case R_INDEX:
@@ -1042,6 +1070,8 @@ static void shutdown_agent(struct gs_agent *a)
         pub_free(p);
     }
     gs_sampler_close(a->sampler);
+    gs_alerts_free(a->alerts);
+    a->alerts = NULL;
     pthread_cond_destroy(&a->wake);
     pthread_mutex_destroy(&a->lock);
     pthread_mutex_destroy(&a->conn_lock);
@@ -1069,7 +1099,9 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
         snprintf(a.cfg.data_dir, sizeof a.cfg.data_dir, "%s", opts->data_dir);
         a.data_dir_from_caller = 1;
     }
-    rc = start_history(&a, err);
+    rc = gs_alerts_new(&a.alerts, &a.cfg.alerts, err);
+    if (rc == GS_OK)
+        rc = start_history(&a, err);
     if (rc == GS_OK)
         rc = start_push(&a, err);
     if (rc == GS_OK) {

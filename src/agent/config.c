@@ -82,6 +82,11 @@ static const struct key keys[] = {
      "Prometheus Pushgateway base URL (http://HOST:9091); empty: off"},
     {"pushgateway_job", KEY_STR, offsetof(struct gs_agent_config, push.pushgateway_job), 0, sizeof(((struct gs_agent_config *)0)->push.pushgateway_job), NULL, "gpuscope",
      "Pushgateway grouping key job (instance is the host name)"},
+    {"alerts", KEY_ENUM, offsetof(struct gs_agent_config, alerts.enabled), 0, 0, history_names,
+     "on", "on | off: evaluate the alert rules ([alert NAME] sections, docs/agent.md)"},
+    {"alert_webhook", KEY_STR, offsetof(struct gs_agent_config, alerts.webhook), 0,
+     sizeof(((struct gs_agent_config *)0)->alerts.webhook), NULL, "",
+     "URL that receives Alertmanager-style JSON on each firing/resolved alert; empty: none"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -283,6 +288,7 @@ void gs_config_defaults(struct gs_agent_config *c)
     for (size_t i = 0; i < N_KEYS; i++)
         if (keys[i].def)
             (void)gs_config_set(c, keys[i].name, keys[i].def, "default", NULL);
+    gs_alert_rules_defaults(&c->alerts);
     gs_config_default_data_dir(c->data_dir, sizeof c->data_dir, getenv("STATE_DIRECTORY"),
                                (unsigned)geteuid(), getenv("XDG_STATE_HOME"), getenv("HOME"));
 }
@@ -345,20 +351,88 @@ static int parse_line(struct gs_agent_config *c, const char *name, unsigned line
     return gs_config_set(c, key, value, where, err);
 }
 
+/* `[alert NAME]` sections (alerts.h): the header switches section (sec holds NAME, "" for
+ * [agent]); inside one, `key = value` lines go to gs_alert_rule_set. *handled is 0 when the
+ * line is parse_line's. */
+static int alert_line(struct gs_agent_config *c, const char *name, unsigned lineno,
+                      const char *s, const char *e, char *sec, unsigned *sec_line,
+                      int *handled, struct gs_err *err)
+{
+    char where[300], key[64], value[GS_ALERT_URL_LEN];
+    const char *eq, *ke, *vs;
+
+    *handled = 0;
+    s = skip_blank(s, e);
+    e = trim_end(s, e);
+    snprintf(where, sizeof where, "%.256s:%u", name, lineno);
+    if (s < e && *s == '[') {
+        char prev[300];
+        int rc;
+        snprintf(prev, sizeof prev, "%.256s:%u", name, *sec_line);
+        if (sec[0] && (rc = gs_alert_rule_check(&c->alerts, sec, prev, err)) != GS_OK)
+            return rc;
+        sec[0] = '\0';
+        if (e - s > 8 && memcmp(s, "[alert ", 7) == 0 && e[-1] == ']') {
+            const char *ns = skip_blank(s + 7, e - 1), *ne = trim_end(ns, e - 1);
+            if (ne == ns || ne - ns >= GS_ALERT_NAME_LEN ||
+                strspn(ns, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") <
+                    (size_t)(ne - ns))
+                return gs_err_set(err, GS_EINVAL, "%s: %.*s: bad alert name (letters, digits, _-.)", where,
+                                  (int)(e - s > 64 ? 64 : e - s), s);
+            memcpy(sec, ns, (size_t)(ne - ns));
+            sec[ne - ns] = '\0';
+            *sec_line = lineno;
+            *handled = 1;
+        }
+        return GS_OK;
+    }
+    if (!sec[0] || s == e || *s == '#' || *s == ';')
+        return GS_OK;
+    *handled = 1;
+    eq = memchr(s, '=', (size_t)(e - s));
+    if (!eq)
+        return gs_err_set(err, GS_EINVAL, "%s: %.*s: expected 'key = value'", where,
+                          (int)(e - s > 64 ? 64 : e - s), s);
+    ke = trim_end(s, eq);
+    vs = skip_blank(eq + 1, e);
+    if (ke == s || (size_t)(ke - s) >= sizeof key)
+        return gs_err_set(err, GS_EINVAL, "%s: bad key before '='", where);
+    memcpy(key, s, (size_t)(ke - s));
+    key[ke - s] = '\0';
+    if (e - vs >= 2 && *vs == '"' && e[-1] == '"')
+        vs++, e--;
+    if (e == vs)
+        return gs_err_set(err, GS_EINVAL, "%s: %s: missing value", where, key);
+    if ((size_t)(e - vs) >= sizeof value)
+        return gs_err_set(err, GS_EINVAL, "%s: %s: value too long", where, key);
+    memcpy(value, vs, (size_t)(e - vs));
+    value[e - vs] = '\0';
+    return gs_alert_rule_set(&c->alerts, sec, key, value, where, err);
+}
+
 int gs_config_parse_text(struct gs_agent_config *c, const char *name, const char *text,
                          struct gs_err *err)
 {
-    unsigned lineno = 1;
+    unsigned lineno = 1, sec_line = 0;
+    char sec[GS_ALERT_NAME_LEN] = "";
 
     for (const char *s = text; *s; lineno++) {
         const char *nl = strchr(s, '\n');
         const char *e = nl ? nl : s + strlen(s);
-        int rc = parse_line(c, name, lineno, s, e, err);
+        int handled;
+        int rc = alert_line(c, name, lineno, s, e, sec, &sec_line, &handled, err);
+        if (rc == GS_OK && !handled)
+            rc = parse_line(c, name, lineno, s, e, err);
         if (rc != GS_OK)
             return rc;
         if (!nl)
             break;
         s = nl + 1;
+    }
+    if (sec[0]) {
+        char where[300];
+        snprintf(where, sizeof where, "%.256s:%u", name, sec_line);
+        return gs_alert_rule_check(&c->alerts, sec, where, err);
     }
     return GS_OK;
 }
@@ -561,4 +635,13 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
             c->push.buffer_batches);
     write_str(out, "pushgateway_url", c->push.pushgateway_url);
     write_str(out, "pushgateway_job", c->push.pushgateway_job);
+    fprintf(out, "alerts = %s\n", history_names[c->alerts.enabled ? 1 : 0]);
+    write_str(out, "alert_webhook", c->alerts.webhook);
+    for (unsigned i = 0; i < c->alerts.n; i++) {
+        const struct gs_alert_rule *r = &c->alerts.r[i];
+        fprintf(out, "\n[alert %s]\nmetric = %s\nop = %s\nthreshold = %.17g\nfor = %.17gs\n"
+                     "severity = %s\nenabled = %s\n",
+                r->name, gs_alert_metric_name(r->metric), gs_alert_op_name(r->op), r->threshold,
+                r->for_s, gs_alert_severity_name(r->severity), r->enabled ? "on" : "off");
+    }
 }

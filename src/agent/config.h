@@ -12,6 +12,8 @@
 
 #include <stdio.h>
 
+#include "agent/alerts.h"
+
 struct gs_err;
 
 enum gs_metrics_compat {
@@ -60,6 +62,7 @@ struct gs_agent_config {
     double http_rate;               /* requests/s per client IP (token bucket); 0: no limit */
     unsigned http_burst;            /* the bucket's size */
     struct gs_push_config push;     /* push sinks; restart to change */
+    struct gs_alert_rules alerts;   /* keys alerts, alert_webhook; [alert NAME] sections */
 };
 
 /* Fills every key with its default; data_dir's comes from gs_config_default_data_dir with

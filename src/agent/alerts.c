@@ -1,0 +1,537 @@
+/*
+ * The alert engine (alerts.h): rule parsing for the configuration, the derived values, the
+ * per-(rule, GPU) state machine and the /api/v1/alerts and /metrics renderings. It keeps no
+ * thread and does no I/O: the sampling thread owns it, HTTP sees only what it rendered.
+ */
+#include "agent/alerts.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/config.h"
+#include "agent/log.h"
+#include "agent/metrics.h"
+#include "gpuscope/gs_err.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+#define NODE_SLOT GS_ALERTS_GPUS_MAX /* the state slot of a node rule */
+#define THROTTLE_MASK                                                                      \
+    (GS_THR_SW_POWER_CAP | GS_THR_HW_SLOWDOWN | GS_THR_SW_THERMAL | GS_THR_HW_THERMAL |    \
+     GS_THR_HW_POWER_BRAKE)
+
+static const char *const derived_names[] = {
+    "temperature_slowdown_margin", "memory_used_ratio", "utilization_gpu_idle_with_memory",
+    "throttle", "gpu_lost", "xid_new", "utilization_spread",
+};
+static const char *const op_names[] = {">", ">=", "<", "<=", "==", "!="};
+static const char *const sev_names[] = {"info", "warning", "critical"};
+static const char *const state_names[] = {"inactive", "pending", "firing", "resolved"};
+
+static const struct gs_alert_rule default_rules[] = {
+    {"temperature", GS_AD_SLOWDOWN_MARGIN, GS_ALERT_LE, 5, 0, GS_ALERT_WARNING, 1},
+    {"memory_full", GS_AD_MEM_USED_RATIO, GS_ALERT_GT, 0.95, 60, GS_ALERT_WARNING, 1},
+    {"underutilized", GS_AD_IDLE_UTIL, GS_ALERT_LT, 0.30, 600, GS_ALERT_INFO, 1},
+    {"throttling", GS_AD_THROTTLE, GS_ALERT_GT, 0, 30, GS_ALERT_WARNING, 1},
+    {"gpu_lost", GS_AD_LOST, GS_ALERT_GT, 0, 0, GS_ALERT_CRITICAL, 1},
+    {"xid", GS_AD_XID_NEW, GS_ALERT_GT, 0, 0, GS_ALERT_CRITICAL, 1},
+    {"imbalance", GS_AD_UTIL_SPREAD, GS_ALERT_GT, 0.5, 300, GS_ALERT_WARNING, 1},
+};
+#define N_DEFAULT (sizeof default_rules / sizeof default_rules[0])
+
+const char *gs_alert_metric_name(int m)
+{
+    if (m >= 0 && m < GS_M__COUNT)
+        return gs_metric_name((enum gs_metric)m);
+    if (m >= GS_M__COUNT && m < GS_AD__END)
+        return derived_names[m - GS_M__COUNT];
+    return "?";
+}
+
+int gs_alert_metric_by_name(const char *name)
+{
+    for (int i = GS_M__COUNT; i < GS_AD__END; i++)
+        if (strcmp(name, derived_names[i - GS_M__COUNT]) == 0)
+            return i;
+    return gs_metric_by_name(name);
+}
+
+const char *gs_alert_op_name(int op) { return op >= 0 && op <= GS_ALERT_NE ? op_names[op] : "?"; }
+const char *gs_alert_severity_name(int s) { return s >= 0 && s < GS_ALERT__SEVS ? sev_names[s] : "?"; }
+const char *gs_alert_state_name(int s) { return s >= 0 && s <= GS_ALERT_RESOLVED ? state_names[s] : "?"; }
+
+void gs_alert_rules_defaults(struct gs_alert_rules *rs)
+{
+    rs->n = N_DEFAULT;
+    memset(rs->r, 0, sizeof rs->r);
+    memcpy(rs->r, default_rules, sizeof default_rules);
+}
+
+static struct gs_alert_rule *find_rule(const struct gs_alert_rules *rs, const char *name)
+{
+    for (unsigned i = 0; i < rs->n; i++)
+        if (strcmp(rs->r[i].name, name) == 0)
+            return (struct gs_alert_rule *)&rs->r[i];
+    return NULL;
+}
+
+static int pick(const char *const *names, int n, const char *value)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(value, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+int gs_alert_rule_set(struct gs_alert_rules *rs, const char *rule, const char *key,
+                      const char *value, const char *where, struct gs_err *err)
+{
+    struct gs_alert_rule *r = find_rule(rs, rule);
+    char prefix[GS_ERR_MSG_LEN / 2];
+    int i;
+
+    snprintf(prefix, sizeof prefix, "%s: %.64s", where, key);
+    if (!rule[0] || strlen(rule) >= GS_ALERT_NAME_LEN || strspn(rule,
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") != strlen(rule))
+        return gs_err_set(err, GS_EINVAL, "%s: bad alert name '%.64s' (letters, digits, _-.)",
+                          prefix, rule);
+    if (!r) {
+        if (rs->n >= GS_ALERT_RULES_MAX)
+            return gs_err_set(err, GS_EINVAL, "%s: more than %d alert rules", prefix,
+                              GS_ALERT_RULES_MAX);
+        r = &rs->r[rs->n++];
+        memset(r, 0, sizeof *r);
+        snprintf(r->name, sizeof r->name, "%s", rule);
+        r->metric = -1;
+        r->severity = GS_ALERT_WARNING;
+        r->enabled = 1;
+    }
+    if (strcmp(key, "metric") == 0) {
+        if ((i = gs_alert_metric_by_name(value)) < 0)
+            return gs_err_set(err, GS_EINVAL, "%s: unknown metric '%.64s'", prefix, value);
+        r->metric = i;
+    } else if (strcmp(key, "op") == 0) {
+        if ((i = pick(op_names, 6, value)) < 0)
+            return gs_err_set(err, GS_EINVAL, "%s: '%.64s' is not one of > >= < <= == !=",
+                              prefix, value);
+        r->op = i;
+    } else if (strcmp(key, "threshold") == 0) {
+        char *end;
+        double v;
+        errno = 0;
+        v = strtod(value, &end);
+        if (errno || end == value || *end || !isfinite(v))
+            return gs_err_set(err, GS_EINVAL, "%s: '%.64s' is not a number", prefix, value);
+        r->threshold = v;
+    } else if (strcmp(key, "for") == 0) {
+        double v;
+        if (gs_config_parse_duration(value, &v) != GS_OK)
+            return gs_err_set(err, GS_EINVAL,
+                              "%s: '%.64s' is not a duration (a number with s, m, h or d)",
+                              prefix, value);
+        r->for_s = v;
+    } else if (strcmp(key, "severity") == 0) {
+        if ((i = pick(sev_names, GS_ALERT__SEVS, value)) < 0)
+            return gs_err_set(err, GS_EINVAL, "%s: '%.64s' is not one of info, warning, critical",
+                              prefix, value);
+        r->severity = i;
+    } else if (strcmp(key, "enabled") == 0) {
+        static const char *const onoff[] = {"off", "on"};
+        if ((i = pick(onoff, 2, value)) < 0)
+            return gs_err_set(err, GS_EINVAL, "%s: '%.64s' is not one of off, on", prefix, value);
+        r->enabled = i;
+    } else {
+        return gs_err_set(err, GS_EINVAL,
+                          "%s: unknown key (metric, op, threshold, for, severity, enabled)",
+                          prefix);
+    }
+    return GS_OK;
+}
+
+int gs_alert_rule_check(const struct gs_alert_rules *rs, const char *rule, const char *where,
+                        struct gs_err *err)
+{
+    const struct gs_alert_rule *r = find_rule(rs, rule);
+
+    if (r && r->metric < 0)
+        return gs_err_set(err, GS_EINVAL, "%s: alert %.64s: metric: missing", where, rule);
+    return GS_OK;
+}
+
+/* ---- the engine ---- */
+
+struct slot {
+    int state; /* GS_ALERT_INACTIVE, _PENDING or _FIRING */
+    double since;
+    double value;
+};
+
+struct resolved {
+    char rule[GS_ALERT_NAME_LEN];
+    int gpu;
+    double value, threshold, since, ended;
+    int severity;
+};
+
+struct gs_alerts {
+    struct gs_alert_rules rs;
+    struct slot slots[GS_ALERT_RULES_MAX][GS_ALERTS_GPUS_MAX + 1];
+    /* xid_last per GPU: the last value seen, and the last change */
+    int xid_seen[GS_ALERTS_GPUS_MAX];
+    double xid_last[GS_ALERTS_GPUS_MAX], xid_changed[GS_ALERTS_GPUS_MAX];
+    struct resolved res[GS_ALERTS_RESOLVED_MAX];
+    unsigned res_head, res_n; /* a ring: the oldest at res_head */
+    gs_alert_notify_fn notify;
+    void *notify_ctx;
+};
+
+int gs_alerts_new(struct gs_alerts **out, const struct gs_alert_rules *rs, struct gs_err *err)
+{
+    struct gs_alerts *a = calloc(1, sizeof *a);
+
+    if (!a)
+        return gs_err_set(err, GS_ENOMEM, "alerts: out of memory");
+    a->rs = *rs;
+    *out = a;
+    return GS_OK;
+}
+
+void gs_alerts_free(struct gs_alerts *a)
+{
+    free(a);
+}
+
+void gs_alerts_set_notify(struct gs_alerts *a, gs_alert_notify_fn fn, void *ctx)
+{
+    a->notify = fn;
+    a->notify_ctx = ctx;
+}
+
+void gs_alerts_configure(struct gs_alerts *a, const struct gs_alert_rules *rs)
+{
+    if (rs->n == a->rs.n && memcmp(rs->r, a->rs.r, rs->n * sizeof rs->r[0]) == 0) {
+        a->rs.enabled = rs->enabled;
+        memcpy(a->rs.webhook, rs->webhook, sizeof rs->webhook);
+        return;
+    }
+    a->rs = *rs;
+    memset(a->slots, 0, sizeof a->slots);
+    gs_log(GS_LOG_INFO, "alerts: %u rules loaded; alert states restart", rs->n);
+}
+
+/* xid_new's bookkeeping: runs once per GPU per cycle, whatever the rules. */
+static void track_xid(struct gs_alerts *a, const struct gs_gpu *g, unsigned i, double now)
+{
+    if (i >= GS_ALERTS_GPUS_MAX || !gs_gpu_has(g, GS_M_XID_LAST))
+        return;
+    if (a->xid_seen[i] && g->v[GS_M_XID_LAST] != a->xid_last[i] && g->v[GS_M_XID_LAST] != 0)
+        a->xid_changed[i] = now;
+    a->xid_seen[i] = 1;
+    a->xid_last[i] = g->v[GS_M_XID_LAST];
+}
+
+/* The value a per-GPU rule compares; 0 when absent. */
+static int gpu_value(const struct gs_alerts *a, const struct gs_snapshot *s, unsigned i,
+                     int metric, double now, double *v)
+{
+    const struct gs_gpu *g = &s->gpus[i];
+
+    if (metric == GS_AD_LOST) {
+        *v = g->lost ? 1 : 0;
+        return 1;
+    }
+    if (g->lost)
+        return 0;
+    switch (metric) {
+    case GS_AD_SLOWDOWN_MARGIN:
+        if (gs_gpu_has(g, GS_M_TEMP_SLOWDOWN) && gs_gpu_has(g, GS_M_TEMP_GPU)) {
+            *v = g->v[GS_M_TEMP_SLOWDOWN] - g->v[GS_M_TEMP_GPU];
+            return 1;
+        }
+        if (gs_gpu_has(g, GS_M_TEMP_MARGIN)) {
+            *v = g->v[GS_M_TEMP_MARGIN];
+            return 1;
+        }
+        return 0;
+    case GS_AD_MEM_USED_RATIO:
+        if (!gs_gpu_has(g, GS_M_MEM_USED) || !gs_gpu_has(g, GS_M_MEM_TOTAL) ||
+            g->v[GS_M_MEM_TOTAL] <= 0)
+            return 0;
+        *v = g->v[GS_M_MEM_USED] / g->v[GS_M_MEM_TOTAL];
+        return 1;
+    case GS_AD_IDLE_UTIL:
+        if (!gs_gpu_has(g, GS_M_UTIL_GPU))
+            return 0;
+        for (unsigned k = 0; k < s->n_procs; k++) {
+            const struct gs_proc *p = &s->procs[k];
+            if (p->gpu == i && p->mem_st == GS_ST_OK && (double)p->gpu_mem_bytes > GIB) {
+                *v = g->v[GS_M_UTIL_GPU];
+                return 1;
+            }
+        }
+        return 0;
+    case GS_AD_THROTTLE:
+        if (!gs_gpu_has(g, GS_M_THROTTLE_ACTIVE))
+            return 0;
+        *v = ((uint64_t)g->v[GS_M_THROTTLE_ACTIVE] & THROTTLE_MASK) ? 1 : 0;
+        return 1;
+    case GS_AD_XID_NEW:
+        if (i >= GS_ALERTS_GPUS_MAX || !a->xid_seen[i])
+            return 0;
+        *v = a->xid_changed[i] > 0 && now - a->xid_changed[i] < GS_ALERT_XID_HOLD_S
+                 ? a->xid_last[i]
+                 : 0;
+        return 1;
+    default:
+        if (metric < 0 || metric >= GS_M__COUNT || !gs_gpu_has(g, (enum gs_metric)metric))
+            return 0;
+        *v = g->v[metric];
+        return 1;
+    }
+}
+
+static int node_value(const struct gs_snapshot *s, int metric, double *v)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    unsigned n = 0;
+
+    if (metric != GS_AD_UTIL_SPREAD)
+        return 0;
+    for (unsigned i = 0; i < s->n_gpus; i++) {
+        const struct gs_gpu *g = &s->gpus[i];
+        if (g->lost || !gs_gpu_has(g, GS_M_UTIL_GPU))
+            continue;
+        lo = fmin(lo, g->v[GS_M_UTIL_GPU]);
+        hi = fmax(hi, g->v[GS_M_UTIL_GPU]);
+        n++;
+    }
+    if (n < 2)
+        return 0;
+    *v = hi - lo;
+    return 1;
+}
+
+static int compare(int op, double v, double t)
+{
+    switch (op) {
+    case GS_ALERT_GT: return v > t;
+    case GS_ALERT_GE: return v >= t;
+    case GS_ALERT_LT: return v < t;
+    case GS_ALERT_LE: return v <= t;
+    case GS_ALERT_EQ: return v == t;
+    default: return v != t;
+    }
+}
+
+static void gpu_label(char *buf, size_t len, int gpu)
+{
+    if (gpu < 0)
+        snprintf(buf, len, "node");
+    else
+        snprintf(buf, len, "gpu %d", gpu);
+}
+
+static void emit(struct gs_alerts *a, const struct gs_alert_rule *r, int gpu,
+                 const struct gs_snapshot *s, int state, double value, double since,
+                 double ended)
+{
+    struct gs_alert_event ev = {r, gpu, "", state, value, since, ended};
+
+    if (!a->notify)
+        return;
+    if (gpu >= 0 && (unsigned)gpu < s->n_gpus && gs_gpu_has_text(&s->gpus[gpu], GS_T_UUID))
+        ev.gpu_uuid = s->gpus[gpu].text[GS_T_UUID];
+    a->notify(a->notify_ctx, &ev);
+}
+
+static void step(struct gs_alerts *a, unsigned ri, int gpu, const struct gs_snapshot *s,
+                 int present, double v, double now)
+{
+    const struct gs_alert_rule *r = &a->rs.r[ri];
+    struct slot *sl = &a->slots[ri][gpu < 0 ? NODE_SLOT : gpu];
+    int cond = present && compare(r->op, v, r->threshold);
+    char who[16];
+
+    gpu_label(who, sizeof who, gpu);
+    if (cond) {
+        sl->value = v;
+        if (sl->state == GS_ALERT_INACTIVE) {
+            sl->state = GS_ALERT_PENDING;
+            sl->since = now;
+            if (r->for_s > 0)
+                gs_log(GS_LOG_INFO, "alerts: %s on %s pending (%g %s %g)", r->name, who, v,
+                       op_names[r->op], r->threshold);
+        }
+        if (sl->state == GS_ALERT_PENDING && now - sl->since >= r->for_s) {
+            sl->state = GS_ALERT_FIRING;
+            sl->since = now;
+            gs_log(GS_LOG_WARN, "alerts: %s on %s firing (%s %g %s %g, %s)", r->name, who,
+                   gs_alert_metric_name(r->metric), v, op_names[r->op], r->threshold,
+                   sev_names[r->severity]);
+            emit(a, r, gpu, s, GS_ALERT_FIRING, v, now, 0);
+        }
+        return;
+    }
+    if (sl->state == GS_ALERT_PENDING) {
+        gs_log(GS_LOG_INFO, "alerts: %s on %s back to inactive before firing", r->name, who);
+    } else if (sl->state == GS_ALERT_FIRING) {
+        struct resolved *e;
+        unsigned at;
+        if (a->res_n == GS_ALERTS_RESOLVED_MAX) {
+            at = a->res_head;
+            a->res_head = (a->res_head + 1) % GS_ALERTS_RESOLVED_MAX;
+        } else {
+            at = (a->res_head + a->res_n++) % GS_ALERTS_RESOLVED_MAX;
+        }
+        e = &a->res[at];
+        memcpy(e->rule, r->name, sizeof e->rule);
+        e->gpu = gpu;
+        e->value = present ? v : sl->value;
+        e->threshold = r->threshold;
+        e->severity = r->severity;
+        e->since = sl->since;
+        e->ended = now;
+        gs_log(GS_LOG_INFO, "alerts: %s on %s resolved%s", r->name, who,
+               present ? "" : " (value absent)");
+        emit(a, r, gpu, s, GS_ALERT_RESOLVED, e->value, sl->since, now);
+    }
+    sl->state = GS_ALERT_INACTIVE;
+}
+
+void gs_alerts_eval(struct gs_alerts *a, const struct gs_snapshot *s, double now)
+{
+    if (!s)
+        return;
+    for (unsigned i = 0; i < s->n_gpus && i < GS_ALERTS_GPUS_MAX; i++)
+        track_xid(a, &s->gpus[i], i, now);
+    for (unsigned ri = 0; ri < a->rs.n; ri++) {
+        const struct gs_alert_rule *r = &a->rs.r[ri];
+        double v = 0;
+        if (!r->enabled || r->metric < 0)
+            continue;
+        if (r->metric == GS_AD_UTIL_SPREAD) {
+            int present = node_value(s, r->metric, &v);
+            step(a, ri, -1, s, present, v, now);
+            continue;
+        }
+        for (unsigned i = 0; i < GS_ALERTS_GPUS_MAX; i++) {
+            int present = i < s->n_gpus && gpu_value(a, s, i, r->metric, now, &v);
+            if (i >= s->n_gpus && a->slots[ri][i].state == GS_ALERT_INACTIVE)
+                continue;
+            step(a, ri, (int)i, s, present, v, now);
+        }
+    }
+}
+
+unsigned gs_alerts_firing(const struct gs_alerts *a, int severity)
+{
+    unsigned n = 0;
+
+    for (unsigned ri = 0; ri < a->rs.n; ri++)
+        if (a->rs.r[ri].severity == severity)
+            for (unsigned i = 0; i <= GS_ALERTS_GPUS_MAX; i++)
+                n += a->slots[ri][i].state == GS_ALERT_FIRING;
+    return n;
+}
+
+static json_t *entry(const char *rule, const char *metric, int gpu, double value, int op,
+                     double threshold, int severity, int state, double since)
+{
+    json_t *o = json_pack("{s:s, s:s, s:f, s:s, s:f, s:s, s:s, s:f}", "rule", rule, "metric",
+                          metric, "value", value, "op", gs_alert_op_name(op), "threshold",
+                          threshold, "severity", gs_alert_severity_name(severity), "state",
+                          gs_alert_state_name(state), "since", since);
+
+    if (o)
+        json_object_set_new(o, "gpu", gpu < 0 ? json_null() : json_integer(gpu));
+    return o;
+}
+
+char *gs_alerts_json(const struct gs_alerts *a, double now)
+{
+    json_t *list = json_array(), *doc;
+    char *out;
+
+    if (!list)
+        return NULL;
+    for (unsigned ri = 0; ri < a->rs.n; ri++) {
+        const struct gs_alert_rule *r = &a->rs.r[ri];
+        for (unsigned i = 0; i <= GS_ALERTS_GPUS_MAX; i++) {
+            const struct slot *sl = &a->slots[ri][i];
+            if (sl->state == GS_ALERT_INACTIVE)
+                continue;
+            json_array_append_new(list, entry(r->name, gs_alert_metric_name(r->metric),
+                                              i == NODE_SLOT ? -1 : (int)i, sl->value, r->op,
+                                              r->threshold, r->severity, sl->state, sl->since));
+        }
+    }
+    /* the newest resolved first */
+    for (unsigned k = a->res_n; k-- > 0;) {
+        const struct resolved *e = &a->res[(a->res_head + k) % GS_ALERTS_RESOLVED_MAX];
+        const struct gs_alert_rule *r = find_rule(&a->rs, e->rule);
+        json_t *o;
+        if (now - e->ended > GS_ALERTS_RESOLVED_KEEP_S)
+            continue;
+        o = entry(e->rule, r ? gs_alert_metric_name(r->metric) : "?", e->gpu, e->value,
+                  r ? r->op : 0, e->threshold, e->severity, GS_ALERT_RESOLVED, e->since);
+        if (o)
+            json_object_set_new(o, "resolved_at", json_real(e->ended));
+        json_array_append_new(list, o);
+    }
+    doc = json_pack("{s:b, s:o}", "enabled", a->rs.enabled, "alerts", list);
+    if (!doc)
+        return NULL;
+    out = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15));
+    json_decref(doc);
+    return out;
+}
+
+static void put(struct gs_mbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (b->failed)
+        return;
+    for (;;) {
+        size_t room = b->cap - b->len;
+        va_start(ap, fmt);
+        n = vsnprintf(b->data ? b->data + b->len : NULL, b->data ? room : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->failed = 1;
+            return;
+        }
+        if (b->data && (size_t)n < room) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->len + (size_t)n + 1)
+            cap *= 2;
+        if (cap > GS_MBUF_MAX) {
+            b->failed = 1;
+            return;
+        }
+        char *d = realloc(b->data, cap);
+        if (!d) {
+            b->failed = 1;
+            return;
+        }
+        b->data = d;
+        b->cap = cap;
+    }
+}
+
+void gs_alerts_render_prom(struct gs_mbuf *b, const struct gs_alerts *a)
+{
+    put(b, "# HELP gpuscope_alerts_firing Alerts now firing, per severity.\n"
+           "# TYPE gpuscope_alerts_firing gauge\n");
+    for (int s = 0; s < GS_ALERT__SEVS; s++)
+        put(b, "gpuscope_alerts_firing{severity=\"%s\"} %u\n", sev_names[s],
+            gs_alerts_firing(a, s));
+}

@@ -1,0 +1,115 @@
+/*
+ * The alert engine: a pure evaluator (no threads, no I/O besides gs_log lines) that the
+ * sampling thread calls once per cycle with the new snapshot and its time. Each rule compares
+ * one value of a GPU (or, for node rules, of the whole node) with a threshold; a rule whose
+ * condition holds for its for-duration fires. Per (rule, GPU) the state runs
+ * inactive -> pending -> firing -> resolved; resolved alerts are kept in a bounded list
+ * (GS_ALERTS_RESOLVED_MAX entries, at most GS_ALERTS_RESOLVED_KEEP_S old). An absent value
+ * never fires a rule: it counts as "condition false".
+ *
+ * Values compared are in the model's units (ratios 0..1, celsius, bytes), plus the derived
+ * values below (gs_alert_metric_name). The default rules are in docs/agent.md ("Alerts").
+ */
+#ifndef GS_AGENT_ALERTS_H
+#define GS_AGENT_ALERTS_H
+
+#include "gpuscope/gs_model.h"
+
+struct gs_err;
+struct gs_mbuf;
+
+#define GS_ALERT_NAME_LEN 48
+#define GS_ALERT_RULES_MAX 32
+#define GS_ALERT_URL_LEN 256
+#define GS_ALERTS_GPUS_MAX 64           /* GPUs tracked per rule; more are ignored */
+#define GS_ALERTS_RESOLVED_MAX 100      /* recently resolved alerts kept ... */
+#define GS_ALERTS_RESOLVED_KEEP_S 3600  /* ... for at most this long */
+#define GS_ALERT_XID_HOLD_S 300         /* xid_new stays set this long after a change */
+
+enum gs_alert_op { GS_ALERT_GT, GS_ALERT_GE, GS_ALERT_LT, GS_ALERT_LE, GS_ALERT_EQ, GS_ALERT_NE };
+enum gs_alert_severity { GS_ALERT_INFO, GS_ALERT_WARNING, GS_ALERT_CRITICAL, GS_ALERT__SEVS };
+enum gs_alert_state { GS_ALERT_INACTIVE, GS_ALERT_PENDING, GS_ALERT_FIRING, GS_ALERT_RESOLVED };
+
+/* Derived values, numbered after the model's metrics (enum gs_metric). */
+enum gs_alert_derived {
+    GS_AD_SLOWDOWN_MARGIN = GS_M__COUNT, /* temperature_slowdown - temperature_gpu, celsius */
+    GS_AD_MEM_USED_RATIO,  /* memory_used / memory_total */
+    GS_AD_IDLE_UTIL,       /* utilization_gpu while a process holds > 1 GiB, else absent */
+    GS_AD_THROTTLE,        /* 1 while a power or thermal clock event reason is active, else 0 */
+    GS_AD_LOST,            /* 1 when the GPU fell off the bus, else 0 */
+    GS_AD_XID_NEW,         /* the new Xid for GS_ALERT_XID_HOLD_S after xid_last changed, else 0 */
+    GS_AD_UTIL_SPREAD,     /* node: max - min utilization_gpu over the GPUs (2 or more) */
+    GS_AD__END,
+};
+
+struct gs_alert_rule {
+    char name[GS_ALERT_NAME_LEN];
+    int metric; /* enum gs_metric or enum gs_alert_derived; -1: not set yet */
+    int op;     /* enum gs_alert_op */
+    double threshold;
+    double for_s;
+    int severity; /* enum gs_alert_severity */
+    int enabled;
+};
+
+/* The alert part of the agent's configuration (config.h embeds it). */
+struct gs_alert_rules {
+    int enabled;                     /* key alerts = on | off */
+    char webhook[GS_ALERT_URL_LEN];  /* key alert_webhook; "": none */
+    unsigned n;
+    struct gs_alert_rule r[GS_ALERT_RULES_MAX];
+};
+
+/* The default rules (enabled, webhook untouched). */
+void gs_alert_rules_defaults(struct gs_alert_rules *rs);
+
+/* Sets one key (metric, op, threshold, for, severity, enabled) of rule `rule`, appended when
+ * new (its metric then must be set: gs_alert_rule_check). where prefixes the message
+ * ("a.conf:12"); GS_EINVAL "WHERE: KEY: why". */
+int gs_alert_rule_set(struct gs_alert_rules *rs, const char *rule, const char *key,
+                      const char *value, const char *where, struct gs_err *err);
+/* GS_EINVAL "WHERE: alert RULE: metric: missing" when the rule has no metric. */
+int gs_alert_rule_check(const struct gs_alert_rules *rs, const char *rule, const char *where,
+                        struct gs_err *err);
+
+const char *gs_alert_metric_name(int metric); /* "temperature_gpu", "throttle", ... */
+int gs_alert_metric_by_name(const char *name); /* -1 if unknown */
+const char *gs_alert_op_name(int op);
+const char *gs_alert_severity_name(int sev);
+const char *gs_alert_state_name(int st);
+
+struct gs_alerts;
+
+int gs_alerts_new(struct gs_alerts **out, const struct gs_alert_rules *rs, struct gs_err *err);
+void gs_alerts_free(struct gs_alerts *a);
+/* Takes a new rule set; when it differs from the current one, every state restarts. */
+void gs_alerts_configure(struct gs_alerts *a, const struct gs_alert_rules *rs);
+
+/* One transition to firing or resolved, for a notifier (the webhook). */
+struct gs_alert_event {
+    const struct gs_alert_rule *rule;
+    int gpu;        /* -1 for a node rule */
+    const char *gpu_uuid;
+    int state;      /* GS_ALERT_FIRING or GS_ALERT_RESOLVED */
+    double value;
+    double since;   /* unix time it started firing */
+    double ended;   /* unix time it resolved; 0 while firing */
+};
+typedef void (*gs_alert_notify_fn)(void *ctx, const struct gs_alert_event *ev);
+void gs_alerts_set_notify(struct gs_alerts *a, gs_alert_notify_fn fn, void *ctx);
+
+/* Evaluates every enabled rule on snap taken at now (unix seconds). snap NULL (driver down):
+ * nothing changes. */
+void gs_alerts_eval(struct gs_alerts *a, const struct gs_snapshot *snap, double now);
+
+/* Alerts now firing with this severity. */
+unsigned gs_alerts_firing(const struct gs_alerts *a, int severity);
+
+/* The /api/v1/alerts document (docs/api.md), malloc'd, NUL-terminated; NULL when out of
+ * memory. */
+char *gs_alerts_json(const struct gs_alerts *a, double now);
+
+/* Appends gpuscope_alerts_firing{severity} to a /metrics body. */
+void gs_alerts_render_prom(struct gs_mbuf *b, const struct gs_alerts *a);
+
+#endif

@@ -61,8 +61,15 @@ int gs_alert_metric_by_name(const char *name)
 }
 
 const char *gs_alert_op_name(int op) { return op >= 0 && op <= GS_ALERT_NE ? op_names[op] : "?"; }
-const char *gs_alert_severity_name(int s) { return s >= 0 && s < GS_ALERT__SEVS ? sev_names[s] : "?"; }
-const char *gs_alert_state_name(int s) { return s >= 0 && s <= GS_ALERT_RESOLVED ? state_names[s] : "?"; }
+const char *gs_alert_severity_name(int s)
+{
+    return s >= 0 && s < GS_ALERT__SEVS ? sev_names[s] : "?";
+}
+
+const char *gs_alert_state_name(int s)
+{
+    return s >= 0 && s <= GS_ALERT_RESOLVED ? state_names[s] : "?";
+}
 
 void gs_alert_rules_defaults(struct gs_alert_rules *rs)
 {

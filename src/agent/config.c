@@ -377,7 +377,8 @@ static int alert_line(struct gs_agent_config *c, const char *name, unsigned line
             if (ne == ns || ne - ns >= GS_ALERT_NAME_LEN ||
                 strspn(ns, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") <
                     (size_t)(ne - ns))
-                return gs_err_set(err, GS_EINVAL, "%s: %.*s: bad alert name (letters, digits, _-.)", where,
+                return gs_err_set(err, GS_EINVAL,
+                                  "%s: %.*s: bad alert name (letters, digits, _-.)", where,
                                   (int)(e - s > 64 ? 64 : e - s), s);
             memcpy(sec, ns, (size_t)(ne - ns));
             sec[ne - ns] = '\0';

@@ -409,6 +409,12 @@ static int store_open_db(struct gs_store *st, struct gs_err *err)
     rc = store_exec(st, "PRAGMA journal_mode=WAL", err);
     if (rc == GS_OK)
         rc = store_exec(st, "PRAGMA synchronous=NORMAL", err);
+    /* Page cache: SQLite's default (2000 KiB) fills up as the file grows and stays. Writes
+     * append at the right edge of each b-tree and pruning deletes at the left, so only the
+     * few pages on those paths are hot; 512 KiB holds them (bench_store flushes measured the
+     * same, bench/RESULTS.md "Agent (issue 3)"). History queries read the OS page cache. */
+    if (rc == GS_OK)
+        rc = store_exec(st, "PRAGMA cache_size=-512", err);
     if (rc == GS_OK)
         rc = store_migrate(st, version, err);
     if (rc == GS_OK)
@@ -739,7 +745,10 @@ int gs_store_flush(struct gs_store *st, struct gs_err *err)
     for (unsigned i = 0; i < st->n_ident; i++)
         st->ident[i].seen = 0;
     st->stats.snapshots_written += st->count;
-    st->head = (st->head + st->count) % st->opts.buffer_cap;
+    /* Empty again: restart at slot 0 rather than walking on, so that in steady state only
+     * the first flush_interval/interval slots ever get their row arrays allocated; the rest
+     * of the buffer_cap slots cost memory only during a write outage. */
+    st->head = 0;
     st->count = 0;
     st->max_t_ms = max_ms;
     if (min_ms != INT64_MAX)

@@ -362,7 +362,8 @@ static void test_config_sections(void **state)
                       "enabled)");
     expect_conf_error("[alert temperature]\nenabled\n",
                       "a.conf:2: enabled: expected 'key = value'");
-    expect_conf_error("[alert a b]\n", "a.conf:1: [alert a b]: bad alert name (letters, digits, _-.)");
+    expect_conf_error("[alert a b]\n",
+                      "a.conf:1: [alert a b]: bad alert name (letters, digits, _-.)");
     expect_conf_error("alerts = maybe\n", "a.conf:1: alerts: 'maybe' is not one of off, on");
 }
 

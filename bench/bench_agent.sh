@@ -4,8 +4,9 @@
 # sampling VmRSS/VmHWM (/proc/PID/status), Pss and Anonymous (/proc/PID/smaps_rollup) and
 # utime+stime (/proc/PID/stat) at the end; then /metrics latency and throughput with wrk
 # (rate limit off for wrk: --http-rate 0), and history.db bytes per GPU per day extrapolated
-# from the run. Called by bench/run.sh, which exports GS_BENCH_PID_<n> for the 64 real sleeping processes. CPU includes the time spent
-# inside nvml-sim (it runs in our process); bench_cycle in run.sh separates it.
+# from the run. Called by bench/run.sh, which exports GS_BENCH_PID_<n> for the 64 real
+# sleeping processes. CPU includes the time spent inside nvml-sim (it runs in our process);
+# bench_cycle in run.sh separates it.
 set -eu
 BUILD=${1:-build}
 SECS=${BENCH_AGENT_SECONDS:-120}

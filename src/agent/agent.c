@@ -46,6 +46,7 @@
 #include "agent/log.h"
 #include "agent/metrics.h"
 #include "agent/push.h"
+#include "agent/webhook.h"
 #include "agent/recorder.h"
 #include "agent/schedule.h"
 #include "cli/quick.h"
@@ -132,6 +133,7 @@ struct gs_agent {
     uint64_t conns_reaped;
     struct gs_recorder *rec;   /* NULL when history = off */
     struct gs_push *push;      /* NULL when no push sink is configured */
+    struct gs_webhook *webhook; /* NULL without alert_webhook (webhook.h) */
     struct gs_alerts *alerts;  /* the sampling thread's own (alerts.h) */
     int data_dir_from_caller;  /* gs_agent_run_opts.data_dir overrides the configured one */
 };
@@ -404,6 +406,10 @@ static void render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
     if (a->push) {
         struct gs_push_stats ps = gs_push_stats(a->push); /* a short lock, no I/O */
         gs_push_render_self(&p->prom, &ps);
+    }
+    if (a->webhook) {
+        struct gs_webhook_stats ws = gs_webhook_stats(a->webhook); /* a short lock */
+        gs_webhook_render_self(&p->prom, &ws);
     }
     free(p->alerts_json);
     p->alerts_json = NULL;
@@ -968,6 +974,9 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
     if (memcmp(&c.push, &a->cfg.push, sizeof c.push) != 0)
         gs_log(GS_LOG_WARN, "reload: push settings changed; they need a restart");
     c.push = a->cfg.push;
+    if (strcmp(c.alerts.webhook, a->cfg.alerts.webhook) != 0)
+        gs_log(GS_LOG_WARN, "reload: alert_webhook changed; it needs a restart");
+    snprintf(c.alerts.webhook, sizeof c.alerts.webhook, "%s", a->cfg.alerts.webhook);
     a->cfg = c;
     pthread_cond_signal(&a->wake);
     pthread_mutex_unlock(&a->lock);
@@ -1044,6 +1053,24 @@ static int start_push(struct gs_agent *a, struct gs_err *err)
     return rc;
 }
 
+/* Starts the alert webhook sender when alert_webhook is set, and hands it the transitions. */
+static int start_webhook(struct gs_agent *a, struct gs_err *err)
+{
+    char host[256] = "";
+    int rc;
+
+    if (!a->cfg.alerts.webhook[0])
+        return GS_OK;
+    if (gethostname(host, sizeof host - 1) != 0)
+        host[0] = '\0';
+    rc = gs_webhook_open(&a->webhook, a->cfg.alerts.webhook, host, a->cfg.listen, err);
+    if (rc == GS_OK)
+        rc = gs_webhook_start(a->webhook, err);
+    if (rc == GS_OK)
+        gs_alerts_set_notify(a->alerts, gs_webhook_notify, a->webhook);
+    return rc;
+}
+
 static void shutdown_agent(struct gs_agent *a)
 {
     struct gs_pub *p;
@@ -1062,6 +1089,8 @@ static void shutdown_agent(struct gs_agent *a)
     a->rec = NULL;
     gs_push_close(a->push); /* gives its queued references back, like the recorder */
     a->push = NULL;
+    gs_webhook_close(a->webhook); /* after the sampler: no more transitions */
+    a->webhook = NULL;
     if (a->current)
         pub_release(a->current);
     a->current = NULL;
@@ -1104,6 +1133,8 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
         rc = start_history(&a, err);
     if (rc == GS_OK)
         rc = start_push(&a, err);
+    if (rc == GS_OK)
+        rc = start_webhook(&a, err);
     if (rc == GS_OK) {
         cycle(&a, &a.cfg); /* the first publication exists before the port opens */
         rc = start_http(&a, err);

@@ -49,6 +49,11 @@ static void put(struct gs_mbuf *b, const char *s, size_t n)
     b->data[b->len] = '\0';
 }
 
+void gs_mbuf_put(struct gs_mbuf *b, const char *s, size_t n)
+{
+    put(b, s, n);
+}
+
 static void puts_(struct gs_mbuf *b, const char *s)
 {
     put(b, s, strlen(s));

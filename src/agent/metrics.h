@@ -32,6 +32,7 @@ struct gs_mbuf {
 
 void gs_mbuf_reset(struct gs_mbuf *b); /* len = 0, failed = 0; keeps the memory */
 void gs_mbuf_free(struct gs_mbuf *b);
+void gs_mbuf_put(struct gs_mbuf *b, const char *s, size_t n); /* appends n bytes of s */
 
 /* What the agent knows about itself, rendered as gpuscope_* self metrics. */
 struct gs_metrics_self {

@@ -5,9 +5,15 @@ thermal-powercap.json: at t=60 the power cap throttles the L40S (the throttling 
 for-duration cut to 1 s in an [alert throttling] section, fires); at t=500 the GPU is within
 5 C of its 90 C slowdown (the temperature rule fires). /metrics counts them in
 gpuscope_alerts_firing{severity}. gpu-lost.json: after t=30 GPU 2 is lost (gpu_lost,
-critical). `alerts = off` leaves /api/v1/alerts empty. Everything started is stopped.
+critical). `alerts = off` leaves /api/v1/alerts empty. alert_webhook: a stdlib http.server
+on a loopback port receives the Alertmanager-style POSTs (firing, then resolved with endsAt);
+a webhook on a closed port is counted as failing while the agent keeps serving. Everything
+started is stopped.
 """
+import http.server
 import json
+import re
+import threading
 import os
 import shutil
 import signal
@@ -117,6 +123,108 @@ def stop(p):
     return rc, err.decode()
 
 
+class Receiver(http.server.BaseHTTPRequestHandler):
+    posts = []
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(n)
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            doc = None
+        Receiver.posts.append((self.path, self.headers.get("Content-Type"), doc))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def wait_post(pred, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path, ctype, doc in list(Receiver.posts):
+            for a in doc if isinstance(doc, list) else []:
+                if pred(a):
+                    return path, ctype, a
+        time.sleep(0.1)
+    return None, None, {"not found in": Receiver.posts}
+
+
+def metric(base, name):
+    _, m = get(base + "/metrics")
+    hit = re.search(r"^%s (\d+)$" % re.escape(name), m, re.M)
+    return int(hit.group(1)) if hit else None
+
+
+RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
+
+
+def webhook():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        hook = "http://127.0.0.1:%d/" % srv.server_address[1]
+        p, base, clock = start("thermal-powercap.json",
+                               "alert_webhook = %s\n[alert throttling]\nfor = 1s\n" % hook)
+        set_time(clock, 60)
+        path, ctype, a = wait_post(lambda a: a.get("labels", {}).get("alertname") == "throttling"
+                                   and "endsAt" not in a)
+        lb = a.get("labels", {})
+        t.ok(path == "/" and ctype == "application/json", "webhook: POST / application/json",
+             (path, ctype))
+        t.ok(lb.get("gpu") == "0" and lb.get("severity") == "warning" and lb.get("job") ==
+             "gpuscope" and lb.get("instance") and lb.get("uuid", "").startswith("GPU-"),
+             "webhook: firing throttling with labels gpu, uuid, severity, instance, job", a)
+        t.ok(RFC3339.match(a.get("startsAt", "")) and a.get("annotations", {}).get("summary")
+             and a["annotations"].get("value") == "1"
+             and a.get("generatorURL") == base + "/api/v1/alerts",
+             "webhook: startsAt, annotations and generatorURL", a)
+        set_time(clock, 0)
+        _, _, r = wait_post(lambda a: a.get("labels", {}).get("alertname") == "throttling"
+                            and "endsAt" in a)
+        t.ok(RFC3339.match(r.get("endsAt", "")) and r.get("startsAt") == a.get("startsAt")
+             and r.get("labels") == a.get("labels"),
+             "webhook: then resolved, with endsAt", r)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # /metrics is rendered once per cycle
+            sent = metric(base, "gpuscope_alert_webhook_sent_total")
+            if sent and sent >= 2:
+                break
+            time.sleep(0.1)
+        failed = metric(base, "gpuscope_alert_webhook_failed_total")
+        t.ok(sent and sent >= 2 and failed == 0,
+             "/metrics: gpuscope_alert_webhook_sent_total counts them", (sent, failed))
+        rc, _ = stop(p)
+        t.eq(rc, 0, "agent with a webhook exits 0")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+    closed = free_port()
+    p, base, clock = start("thermal-powercap.json",
+                           "alert_webhook = http://127.0.0.1:%d/\n[alert throttling]\nfor = 1s\n"
+                           % closed)
+    set_time(clock, 60)
+    wait_for(base, "throttling", 0)
+    deadline = time.monotonic() + 10
+    failed = None
+    while time.monotonic() < deadline:
+        failed = metric(base, "gpuscope_alert_webhook_failed_total")
+        if failed:
+            break
+        time.sleep(0.1)
+    t.ok(failed and failed >= 1, "closed port: gpuscope_alert_webhook_failed_total counts",
+         failed)
+    t.eq(get(base + "/healthz")[0], 200, "closed port: the agent keeps serving")
+    rc, err = stop(p)
+    t.eq(rc, 0, "closed port: agent exits 0")
+    t.eq(err.count("alert_webhook: http://127.0.0.1:%d/ failed" % closed), 1,
+         "closed port: the failure is logged once")
+
+
 def main():
     p, base, clock = start("thermal-powercap.json", "[alert throttling]\nfor = 1s\n")
     code, doc = alerts(base)
@@ -164,6 +272,8 @@ def main():
     _, doc = alerts(base)
     t.ok(doc.get("enabled") is False and doc.get("alerts") == [], "alerts = off: none", doc)
     stop(p)
+
+    webhook()
 
 
 try:

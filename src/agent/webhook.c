@@ -1,0 +1,387 @@
+/*
+ * The alert webhook (webhook.h): the transition queue, the Alertmanager JSON rendering, and
+ * the sender thread with its libcurl handle and retry backoff.
+ *
+ * One lock, lock, guards the queue, the stop flag and the stats; the sender holds it only to
+ * copy the queue out and to count, never across a request. Each queued transition carries a
+ * sequence number: after a request is accepted the sender removes the entries it sent, which
+ * the producer may meanwhile have dropped as the oldest (then nothing is left to remove).
+ */
+#include "agent/webhook.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/log.h"
+#include "agent/metrics.h"
+#include "gpuscope/gs_err.h"
+
+#define BACKOFF_MIN_S 1.0
+#define BACKOFF_MAX_S 60.0
+#define CONNECT_TIMEOUT_MS 2000L
+#define REQUEST_TIMEOUT_MS 5000L
+
+struct transition {
+    uint64_t seq;
+    char rule[GS_ALERT_NAME_LEN];
+    int metric, op, severity, state, gpu;
+    char uuid[96];
+    double threshold, value, since, ended;
+};
+
+struct gs_webhook {
+    pthread_mutex_t lock; /* q, q_head, q_n, next_seq, stop, stats */
+    pthread_cond_t wake;  /* CLOCK_MONOTONIC */
+    struct transition q[GS_WEBHOOK_QUEUE_MAX];
+    unsigned q_head, q_n;
+    uint64_t next_seq;
+    int stop;
+    struct gs_webhook_stats stats;
+
+    /* The sender thread's own. */
+    char *url;
+    char *instance;
+    char *generator_url;
+    CURL *curl;
+    double backoff_s;
+    double retry_at; /* monotonic seconds */
+    int failing;     /* inside a failure episode: logged once */
+    pthread_t thread;
+    int started;
+};
+
+static double mono_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void global_init(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static void webhook_free(struct gs_webhook *w)
+{
+    free(w->url);
+    free(w->instance);
+    free(w->generator_url);
+    if (w->curl)
+        curl_easy_cleanup(w->curl);
+    pthread_cond_destroy(&w->wake);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+}
+
+int gs_webhook_open(struct gs_webhook **out, const char *url, const char *instance,
+                    const char *listen, struct gs_err *err)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    struct gs_webhook *w;
+    pthread_condattr_t ca;
+    size_t n;
+
+    *out = NULL;
+    if (!url || !url[0])
+        return gs_err_set(err, GS_EINVAL, "alert_webhook: empty URL");
+    pthread_once(&once, global_init);
+    w = calloc(1, sizeof *w);
+    if (!w)
+        return gs_err_set(err, GS_ENOMEM, "alert_webhook: out of memory");
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    w->url = strdup(url);
+    w->instance = strdup(instance && instance[0] ? instance : "unknown");
+    n = strlen(listen ? listen : "") + 32;
+    w->generator_url = malloc(n);
+    if (w->generator_url)
+        snprintf(w->generator_url, n, "http://%s/api/v1/alerts", listen ? listen : "");
+    w->curl = curl_easy_init();
+    if (!w->url || !w->instance || !w->generator_url || !w->curl) {
+        webhook_free(w);
+        return gs_err_set(err, GS_ENOMEM, "alert_webhook: out of memory");
+    }
+    *out = w;
+    return GS_OK;
+}
+
+void gs_webhook_notify(void *ctx, const struct gs_alert_event *ev)
+{
+    struct gs_webhook *w = ctx;
+    struct transition *t;
+
+    pthread_mutex_lock(&w->lock);
+    if (w->q_n == GS_WEBHOOK_QUEUE_MAX) { /* full: the oldest goes */
+        w->q_head = (w->q_head + 1) % GS_WEBHOOK_QUEUE_MAX;
+        w->q_n--;
+        w->stats.dropped++;
+    }
+    t = &w->q[(w->q_head + w->q_n) % GS_WEBHOOK_QUEUE_MAX];
+    memset(t, 0, sizeof *t);
+    t->seq = w->next_seq++;
+    snprintf(t->rule, sizeof t->rule, "%s", ev->rule->name);
+    t->metric = ev->rule->metric;
+    t->op = ev->rule->op;
+    t->threshold = ev->rule->threshold;
+    t->severity = ev->rule->severity;
+    t->state = ev->state;
+    t->gpu = ev->gpu;
+    snprintf(t->uuid, sizeof t->uuid, "%s", ev->gpu_uuid ? ev->gpu_uuid : "");
+    t->value = ev->value;
+    t->since = ev->since;
+    t->ended = ev->ended;
+    w->q_n++;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+}
+
+struct gs_webhook_stats gs_webhook_stats(struct gs_webhook *w)
+{
+    struct gs_webhook_stats s;
+
+    pthread_mutex_lock(&w->lock);
+    s = w->stats;
+    pthread_mutex_unlock(&w->lock);
+    return s;
+}
+
+void gs_webhook_render_self(struct gs_mbuf *b, const struct gs_webhook_stats *s)
+{
+    char tmp[1024];
+    int n = snprintf(
+        tmp, sizeof tmp,
+        "# HELP gpuscope_alert_webhook_sent_total Alert transitions the webhook accepted.\n"
+        "# TYPE gpuscope_alert_webhook_sent_total counter\n"
+        "gpuscope_alert_webhook_sent_total %llu\n"
+        "# HELP gpuscope_alert_webhook_failed_total Webhook requests that failed (no "
+        "connection, timeout, non-2xx); retried with backoff.\n"
+        "# TYPE gpuscope_alert_webhook_failed_total counter\n"
+        "gpuscope_alert_webhook_failed_total %llu\n"
+        "# HELP gpuscope_alert_webhook_dropped_total Alert transitions discarded unsent "
+        "(queue full, oldest first).\n"
+        "# TYPE gpuscope_alert_webhook_dropped_total counter\n"
+        "gpuscope_alert_webhook_dropped_total %llu\n",
+        (unsigned long long)s->sent, (unsigned long long)s->failed, (unsigned long long)s->dropped);
+
+    if (n < 0 || (size_t)n >= sizeof tmp) {
+        b->failed = 1;
+        return;
+    }
+    gs_mbuf_put(b, tmp, (size_t)n);
+}
+
+/* RFC 3339 UTC with milliseconds. */
+static void rfc3339(char *buf, size_t len, double t)
+{
+    time_t s = (time_t)floor(t);
+    int ms = (int)((t - floor(t)) * 1000.0);
+    struct tm tm;
+
+    if (ms > 999)
+        ms = 999;
+    gmtime_r(&s, &tm);
+    snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+}
+
+/* The Alertmanager /api/v2/alerts body for ts[0..n); NULL when out of memory. */
+static char *render(const struct gs_webhook *w, const struct transition *ts, unsigned n)
+{
+    json_t *arr = json_array();
+    char *out;
+
+    if (!arr)
+        return NULL;
+    for (unsigned i = 0; i < n; i++) {
+        const struct transition *t = &ts[i];
+        char gpu[16], when[96], summary[256], value[64];
+        json_t *labels, *ann, *al;
+
+        labels = json_pack("{s:s, s:s, s:s, s:s}", "alertname", t->rule, "severity",
+                           gs_alert_severity_name(t->severity), "instance", w->instance, "job",
+                           "gpuscope");
+        if (labels && t->gpu >= 0) {
+            snprintf(gpu, sizeof gpu, "%d", t->gpu);
+            json_object_set_new(labels, "gpu", json_string(gpu));
+            if (t->uuid[0])
+                json_object_set_new(labels, "uuid", json_string(t->uuid));
+        }
+        snprintf(value, sizeof value, "%.6g", t->value);
+        if (t->gpu >= 0)
+            snprintf(summary, sizeof summary, "%s on gpu %d: %s %s %.6g (value %s)", t->rule,
+                     t->gpu, gs_alert_metric_name(t->metric), gs_alert_op_name(t->op), t->threshold,
+                     value);
+        else
+            snprintf(summary, sizeof summary, "%s on node: %s %s %.6g (value %s)", t->rule,
+                     gs_alert_metric_name(t->metric), gs_alert_op_name(t->op), t->threshold, value);
+        ann = json_pack("{s:s, s:s}", "summary", summary, "value", value);
+        rfc3339(when, sizeof when, t->since);
+        al = json_pack("{s:o?, s:o?, s:s, s:s}", "labels", labels, "annotations", ann, "startsAt",
+                       when, "generatorURL", w->generator_url);
+        if (al && t->state == GS_ALERT_RESOLVED) {
+            rfc3339(when, sizeof when, t->ended);
+            json_object_set_new(al, "endsAt", json_string(when));
+        }
+        if (!al || json_array_append_new(arr, al) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    out = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    return out;
+}
+
+static size_t discard_body(char *ptr, size_t size, size_t n, void *ud)
+{
+    (void)ptr;
+    (void)ud;
+    return size * n;
+}
+
+/* One POST; returns 1 on a 2xx answer. why gets the reason of a failure. */
+static int post(struct gs_webhook *w, const char *body, char *why, size_t why_len)
+{
+    CURL *c = w->curl;
+    struct curl_slist *h = NULL;
+    char errbuf[CURL_ERROR_SIZE] = "";
+    long code = 0;
+    CURLcode rc;
+
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, w->url);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, REQUEST_TIMEOUT_MS);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard_body);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "gpuscope-agent");
+    h = curl_slist_append(h, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    rc = curl_easy_perform(c);
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    curl_slist_free_all(h);
+    if (rc != CURLE_OK)
+        snprintf(why, why_len, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
+    else if (code < 200 || code > 299)
+        snprintf(why, why_len, "HTTP %ld", code);
+    return rc == CURLE_OK && code >= 200 && code <= 299;
+}
+
+/* Sends ts[0..n) (a copy of the queue); on success removes them from the queue. */
+static void send_batch(struct gs_webhook *w, const struct transition *ts, unsigned n)
+{
+    char why[CURL_ERROR_SIZE + 32] = "out of memory";
+    char *body = render(w, ts, n);
+    int ok = body && post(w, body, why, sizeof why);
+    uint64_t last = ts[n - 1].seq;
+
+    free(body);
+    pthread_mutex_lock(&w->lock);
+    if (ok) {
+        while (w->q_n > 0 && w->q[w->q_head].seq <= last) {
+            w->q_head = (w->q_head + 1) % GS_WEBHOOK_QUEUE_MAX;
+            w->q_n--;
+        }
+        w->stats.sent += n;
+    } else {
+        w->stats.failed++;
+    }
+    pthread_mutex_unlock(&w->lock);
+    if (ok) {
+        if (w->failing)
+            gs_log(GS_LOG_INFO, "alert_webhook: %s recovered", w->url);
+        w->failing = 0;
+        w->backoff_s = 0;
+        w->retry_at = 0;
+        return;
+    }
+    w->backoff_s = w->backoff_s <= 0 ? BACKOFF_MIN_S : fmin(w->backoff_s * 2, BACKOFF_MAX_S);
+    w->retry_at = mono_s() + w->backoff_s;
+    if (!w->failing)
+        gs_log(GS_LOG_WARN, "alert_webhook: %s failed: %s; retrying with backoff", w->url, why);
+    else
+        gs_log(GS_LOG_DEBUG, "alert_webhook: still failing: %s (next try in %gs)", why,
+               w->backoff_s);
+    w->failing = 1;
+}
+
+static void *sender_thread(void *arg)
+{
+    struct gs_webhook *w = arg;
+    struct transition *batch = malloc(sizeof(struct transition) * GS_WEBHOOK_QUEUE_MAX);
+    int last_try = 0;
+
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        unsigned n = 0;
+        int stopping;
+
+        while (!w->stop && (w->q_n == 0 || mono_s() < w->retry_at)) {
+            if (w->q_n == 0) {
+                pthread_cond_wait(&w->wake, &w->lock);
+            } else {
+                struct timespec ts;
+                ts.tv_sec = (time_t)w->retry_at;
+                ts.tv_nsec = (long)((w->retry_at - (double)ts.tv_sec) * 1e9);
+                pthread_cond_timedwait(&w->wake, &w->lock, &ts);
+            }
+        }
+        stopping = w->stop;
+        if (stopping && (last_try || w->q_n == 0))
+            break;
+        if (batch)
+            for (; n < w->q_n; n++)
+                batch[n] = w->q[(w->q_head + n) % GS_WEBHOOK_QUEUE_MAX];
+        pthread_mutex_unlock(&w->lock);
+        if (n > 0)
+            send_batch(w, batch, n);
+        else if (!batch)
+            gs_log(GS_LOG_ERROR, "alert_webhook: out of memory");
+        last_try = stopping; /* at close: one last try, ignoring the backoff */
+        pthread_mutex_lock(&w->lock);
+        if (!batch) /* nothing can be sent: wait for stop */
+            while (!w->stop)
+                pthread_cond_wait(&w->wake, &w->lock);
+    }
+    pthread_mutex_unlock(&w->lock);
+    free(batch);
+    return NULL;
+}
+
+int gs_webhook_start(struct gs_webhook *w, struct gs_err *err)
+{
+    if (pthread_create(&w->thread, NULL, sender_thread, w) != 0)
+        return gs_err_set(err, GS_ENOMEM, "alert_webhook: cannot start the sender thread");
+    w->started = 1;
+    gs_log(GS_LOG_INFO, "alert_webhook: %s", w->url);
+    return GS_OK;
+}
+
+void gs_webhook_close(struct gs_webhook *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->stop = 1;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    if (w->started)
+        pthread_join(w->thread, NULL);
+    webhook_free(w);
+}

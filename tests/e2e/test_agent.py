@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,12 +23,8 @@ import urllib.request
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
+from gsenv import SRC, BUILD, BIN, SIM, free_port, http_get, sim_env  # noqa: E402
 
-SRC = os.environ.get("GPUSCOPE_SOURCE_ROOT",
-                     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-BUILD = os.environ.get("GPUSCOPE_BUILD_ROOT", os.path.join(SRC, "build"))
-BIN = os.environ.get("GPUSCOPE_BIN", os.path.join(BUILD, "gpuscope"))
-SIM = os.environ.get("GPUSCOPE_SIM_LIB", os.path.join(BUILD, "sim", "libnvidia-ml.so.1"))
 SCENARIO = os.path.join(SRC, "sim", "scenarios", "h100x8-training.json")
 
 t = Tap()
@@ -37,28 +32,11 @@ procs = []
 datadirs = []
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def env_for(lib=SIM):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NVML_SIM")}
-    env.update(GPUSCOPE_NVML_LIBRARY=lib, NVML_SIM_SCENARIO=SCENARIO, NVML_SIM_TIME="10",
-               TZ="UTC")
-    return env
+    return sim_env(SCENARIO, "10", GPUSCOPE_NVML_LIBRARY=lib)
 
 
-def get(url, method="GET"):
-    req = urllib.request.Request(url, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return r.status, r.headers, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers, e.read().decode()
+get = http_get
 
 
 def start_agent(args, env=None):

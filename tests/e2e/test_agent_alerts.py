@@ -17,7 +17,6 @@ import threading
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,24 +27,12 @@ import urllib.request
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
+from gsenv import SRC, BUILD, BIN, SIM, free_port, sim_env  # noqa: E402
 
-SRC = os.environ.get("GPUSCOPE_SOURCE_ROOT",
-                     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-BUILD = os.environ.get("GPUSCOPE_BUILD_ROOT", os.path.join(SRC, "build"))
-BIN = os.environ.get("GPUSCOPE_BIN", os.path.join(BUILD, "gpuscope"))
-SIM = os.environ.get("GPUSCOPE_SIM_LIB", os.path.join(BUILD, "sim", "libnvidia-ml.so.1"))
 
 t = Tap()
 procs = []
 tmpdirs = []
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def get(url):
@@ -65,9 +52,7 @@ def start(scenario, conf_text):
     conf = os.path.join(tmp, "agent.conf")
     with open(conf, "w") as f:
         f.write(conf_text)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NVML_SIM")}
-    env.update(GPUSCOPE_NVML_LIBRARY=SIM, TZ="UTC", NVML_SIM_TIME="file:" + clock,
-               NVML_SIM_SCENARIO=os.path.join(SRC, "sim", "scenarios", scenario))
+    env = sim_env(scenario, "file:" + clock)
     port = free_port()
     p = subprocess.Popen([BIN, "agent", "--config", conf, "--listen", "127.0.0.1:%d" % port,
                           "--data-dir", os.path.join(tmp, "data"), "--history", "off",

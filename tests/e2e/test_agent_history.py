@@ -16,7 +16,6 @@ import os
 import resource
 import shutil
 import signal
-import socket
 import sqlite3
 import stat
 import subprocess
@@ -30,12 +29,8 @@ import urllib.request
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
+from gsenv import SRC, BUILD, BIN, SIM, free_port, sim_env  # noqa: E402
 
-SRC = os.environ.get("GPUSCOPE_SOURCE_ROOT",
-                     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-BUILD = os.environ.get("GPUSCOPE_BUILD_ROOT", os.path.join(SRC, "build"))
-BIN = os.environ.get("GPUSCOPE_BIN", os.path.join(BUILD, "gpuscope"))
-SIM = os.environ.get("GPUSCOPE_SIM_LIB", os.path.join(BUILD, "sim", "libnvidia-ml.so.1"))
 SCENARIO = os.path.join(SRC, "sim", "scenarios", "h100x8-training.json")
 
 t = Tap()
@@ -43,19 +38,9 @@ procs = []
 tmp = tempfile.mkdtemp(prefix="gs-agent-history.")
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def env_for():
     # The real clock: no NVML_SIM_TIME, so samples change and carry their own times.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NVML_SIM")}
-    env.update(GPUSCOPE_NVML_LIBRARY=SIM, NVML_SIM_SCENARIO=SCENARIO, TZ="UTC")
-    return env
+    return sim_env(SCENARIO)
 
 
 def get(url):

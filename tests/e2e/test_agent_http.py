@@ -23,30 +23,15 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
+from gsenv import SRC, BUILD, BIN, SIM, free_port, sim_env  # noqa: E402
 
-SRC = os.environ.get("GPUSCOPE_SOURCE_ROOT",
-                     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-BUILD = os.environ.get("GPUSCOPE_BUILD_ROOT", os.path.join(SRC, "build"))
-BIN = os.environ.get("GPUSCOPE_BIN", os.path.join(BUILD, "gpuscope"))
-SIM = os.environ.get("GPUSCOPE_SIM_LIB", os.path.join(BUILD, "sim", "libnvidia-ml.so.1"))
 SCENARIO = os.path.join(SRC, "sim", "scenarios", "h100x8-training.json")
 
 t = Tap()
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def env_for():
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NVML_SIM")}
-    env.update(GPUSCOPE_NVML_LIBRARY=SIM, NVML_SIM_SCENARIO=SCENARIO, NVML_SIM_TIME="10",
-               TZ="UTC")
-    return env
+    return sim_env(SCENARIO, "10")
 
 
 def get(port, path, src="127.0.0.2", method="GET"):

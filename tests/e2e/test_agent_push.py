@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,26 +25,14 @@ import urllib.request
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
+from gsenv import SRC, BUILD, BIN, SIM, free_port  # noqa: E402
 
-SRC = os.environ.get("GPUSCOPE_SOURCE_ROOT",
-                     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-BUILD = os.environ.get("GPUSCOPE_BUILD_ROOT", os.path.join(SRC, "build"))
-BIN = os.environ.get("GPUSCOPE_BIN", os.path.join(BUILD, "gpuscope"))
-SIM = os.environ.get("GPUSCOPE_SIM_LIB", os.path.join(BUILD, "sim", "libnvidia-ml.so.1"))
 SCENARIO = os.path.join(SRC, "sim", "scenarios", "h100x8-training.json")
 FIELDS = ["utilization_gpu", "memory_used", "power_draw", "temperature_gpu"]
 
 t = Tap()
 procs = []
 tmp = tempfile.mkdtemp(prefix="gs-agent-push.")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def get(url, data=None, timeout=5):

@@ -20,11 +20,8 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
+from gsenv import SRC, BUILD, BIN  # noqa: E402
 
-SRC = os.environ.get("GPUSCOPE_SOURCE_ROOT",
-                     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-BUILD = os.environ.get("GPUSCOPE_BUILD_ROOT", os.path.join(SRC, "build"))
-BIN = os.environ.get("GPUSCOPE_BIN", os.path.join(BUILD, "gpuscope"))
 SIM = os.path.join(BUILD, "sim", "libnvidia-ml.so.1")
 SCEN = os.path.join(SRC, "tests", "e2e", "scenarios")
 

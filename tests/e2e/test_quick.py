@@ -26,11 +26,8 @@ import time
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
+from gsenv import SRC, BUILD, BIN  # noqa: E402
 
-SRC = os.environ.get("GPUSCOPE_SOURCE_ROOT",
-                     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-BUILD = os.environ.get("GPUSCOPE_BUILD_ROOT", os.path.join(SRC, "build"))
-BIN = os.environ.get("GPUSCOPE_BIN", os.path.join(BUILD, "gpuscope"))
 SIM = os.path.join(BUILD, "sim", "libnvidia-ml.so.1")
 SCENARIOS = sorted(glob.glob(os.path.join(SRC, "sim", "scenarios", "*.json")))
 MIB = 1048576

@@ -21,13 +21,10 @@
 #include <zlib.h>
 
 #include "agent/log.h"
+#include "agent/outbound.h"
 #include "gpuscope/gs_err.h"
 
 #define QUEUE_CAP 8
-#define BACKOFF_MIN_S 1.0
-#define BACKOFF_MAX_S 60.0
-#define CONNECT_TIMEOUT_MS 2000L
-#define REQUEST_TIMEOUT_MS 5000L
 #define TOKEN_MAX 1024
 
 static const char *const sink_names[GS_PUSH__SINKS] = {"influxdb", "pushgateway"};
@@ -236,11 +233,6 @@ struct batch {
     size_t len;
 };
 
-struct sink_state {
-    double backoff_s;
-    double retry_at; /* monotonic seconds */
-    int failing;     /* inside a failure episode: logged once */
-};
 
 struct gs_push {
     pthread_mutex_t lock; /* queue, stop, pub */
@@ -264,7 +256,7 @@ struct gs_push {
     struct gs_mbuf pgw; /* the newest /metrics text, unsent */
     int pgw_dirty;      /* pgw holds a body not yet accepted */
     int pgw_unsent;     /* ... and a push tick passed without sending it */
-    struct sink_state st[GS_PUSH__SINKS];
+    struct gs_backoff st[GS_PUSH__SINKS];
     pthread_t thread;
     int started;
 };
@@ -482,13 +474,6 @@ static void seal_batch(struct gs_push *p)
         count(p, GS_PUSH_INFLUX, 0, 0, dropped);
 }
 
-static size_t discard_body(char *ptr, size_t size, size_t n, void *ud)
-{
-    (void)ptr;
-    (void)ud;
-    return size * n;
-}
-
 /* gzip (RFC 1952) of [data, data+len) into a new buffer; NULL on failure. */
 static unsigned char *gzip_body(const char *data, size_t len, size_t *out_len)
 {
@@ -524,21 +509,11 @@ static unsigned char *gzip_body(const char *data, size_t len, size_t *out_len)
 static int request(struct gs_push *p, int sink, const char *url, const char *body, size_t len,
                    char *why, size_t why_len)
 {
-    CURL *c = p->curl;
     struct curl_slist *h = NULL;
     unsigned char *gz = NULL;
-    char errbuf[CURL_ERROR_SIZE] = "";
-    long code = 0;
-    CURLcode rc;
+    const char *method = NULL;
+    int ok;
 
-    curl_easy_reset(c);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, REQUEST_TIMEOUT_MS);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard_body);
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "gpuscope-agent");
     if (sink == GS_PUSH_INFLUX) {
         h = curl_slist_append(h, "Content-Type: text/plain; charset=utf-8");
         if (p->token_header[0])
@@ -554,46 +529,30 @@ static int request(struct gs_push *p, int sink, const char *url, const char *bod
         }
     } else {
         h = curl_slist_append(h, "Content-Type: text/plain; version=0.0.4; charset=utf-8");
-        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
+        method = "PUT";
     }
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-    rc = curl_easy_perform(c);
-    if (rc == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    ok = gs_outbound_send(p->curl, method, url, h, body, len, why, why_len);
     curl_slist_free_all(h);
     free(gz);
-    if (rc != CURLE_OK)
-        snprintf(why, why_len, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
-    else if (code < 200 || code > 299)
-        snprintf(why, why_len, "HTTP %ld", code);
-    return rc == CURLE_OK && code >= 200 && code <= 299;
+    return ok;
 }
 
 /* Counts and logs one result, and moves the sink's backoff. */
 static void settle(struct gs_push *p, int sink, int ok, const char *why)
 {
-    struct sink_state *s = &p->st[sink];
+    struct gs_backoff *s = &p->st[sink];
 
     count(p, sink, ok ? 1 : 0, ok ? 0 : 1, 0);
     if (ok) {
-        if (s->failing)
+        if (gs_backoff_ok(s))
             gs_log(GS_LOG_INFO, "push: %s recovered", sink_names[sink]);
-        s->failing = 0;
-        s->backoff_s = 0;
-        s->retry_at = 0;
-        return;
-    }
-    s->backoff_s = s->backoff_s <= 0 ? BACKOFF_MIN_S : fmin(s->backoff_s * 2, BACKOFF_MAX_S);
-    s->retry_at = mono_s() + s->backoff_s;
-    if (!s->failing)
+    } else if (gs_backoff_fail(s, mono_s())) {
         gs_log(GS_LOG_WARN, "push: %s failed: %s; retrying with backoff, buffering",
                sink_names[sink], why);
-    else
+    } else {
         gs_log(GS_LOG_DEBUG, "push: %s still failing: %s (next try in %gs)", sink_names[sink],
-               why, s->backoff_s);
-    s->failing = 1;
+               why, s->delay_s);
+    }
 }
 
 /* Sends what is due: pending InfluxDB batches oldest first until one fails, then the newest

@@ -20,13 +20,10 @@
 #include <time.h>
 
 #include "agent/log.h"
+#include "agent/outbound.h"
 #include "agent/metrics.h"
 #include "gpuscope/gs_err.h"
 
-#define BACKOFF_MIN_S 1.0
-#define BACKOFF_MAX_S 60.0
-#define CONNECT_TIMEOUT_MS 2000L
-#define REQUEST_TIMEOUT_MS 5000L
 
 struct transition {
     uint64_t seq;
@@ -50,9 +47,7 @@ struct gs_webhook {
     char *instance;
     char *generator_url;
     CURL *curl;
-    double backoff_s;
-    double retry_at; /* monotonic seconds */
-    int failing;     /* inside a failure episode: logged once */
+    struct gs_backoff backoff;
     pthread_t thread;
     int started;
 };
@@ -244,43 +239,14 @@ static char *render(const struct gs_webhook *w, const struct transition *ts, uns
     return out;
 }
 
-static size_t discard_body(char *ptr, size_t size, size_t n, void *ud)
-{
-    (void)ptr;
-    (void)ud;
-    return size * n;
-}
-
 /* One POST; returns 1 on a 2xx answer. why gets the reason of a failure. */
 static int post(struct gs_webhook *w, const char *body, char *why, size_t why_len)
 {
-    CURL *c = w->curl;
-    struct curl_slist *h = NULL;
-    char errbuf[CURL_ERROR_SIZE] = "";
-    long code = 0;
-    CURLcode rc;
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    int ok = gs_outbound_send(w->curl, NULL, w->url, h, body, strlen(body), why, why_len);
 
-    curl_easy_reset(c);
-    curl_easy_setopt(c, CURLOPT_URL, w->url);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, REQUEST_TIMEOUT_MS);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard_body);
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "gpuscope-agent");
-    h = curl_slist_append(h, "Content-Type: application/json");
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-    rc = curl_easy_perform(c);
-    if (rc == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
     curl_slist_free_all(h);
-    if (rc != CURLE_OK)
-        snprintf(why, why_len, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
-    else if (code < 200 || code > 299)
-        snprintf(why, why_len, "HTTP %ld", code);
-    return rc == CURLE_OK && code >= 200 && code <= 299;
+    return ok;
 }
 
 /* Sends ts[0..n) (a copy of the queue); on success removes them from the queue. */
@@ -304,21 +270,14 @@ static void send_batch(struct gs_webhook *w, const struct transition *ts, unsign
     }
     pthread_mutex_unlock(&w->lock);
     if (ok) {
-        if (w->failing)
+        if (gs_backoff_ok(&w->backoff))
             gs_log(GS_LOG_INFO, "alert_webhook: %s recovered", w->url);
-        w->failing = 0;
-        w->backoff_s = 0;
-        w->retry_at = 0;
-        return;
-    }
-    w->backoff_s = w->backoff_s <= 0 ? BACKOFF_MIN_S : fmin(w->backoff_s * 2, BACKOFF_MAX_S);
-    w->retry_at = mono_s() + w->backoff_s;
-    if (!w->failing)
+    } else if (gs_backoff_fail(&w->backoff, mono_s())) {
         gs_log(GS_LOG_WARN, "alert_webhook: %s failed: %s; retrying with backoff", w->url, why);
-    else
+    } else {
         gs_log(GS_LOG_DEBUG, "alert_webhook: still failing: %s (next try in %gs)", why,
-               w->backoff_s);
-    w->failing = 1;
+               w->backoff.delay_s);
+    }
 }
 
 static void *sender_thread(void *arg)
@@ -332,13 +291,13 @@ static void *sender_thread(void *arg)
         unsigned n = 0;
         int stopping;
 
-        while (!w->stop && (w->q_n == 0 || mono_s() < w->retry_at)) {
+        while (!w->stop && (w->q_n == 0 || mono_s() < w->backoff.retry_at)) {
             if (w->q_n == 0) {
                 pthread_cond_wait(&w->wake, &w->lock);
             } else {
                 struct timespec ts;
-                ts.tv_sec = (time_t)w->retry_at;
-                ts.tv_nsec = (long)((w->retry_at - (double)ts.tv_sec) * 1e9);
+                ts.tv_sec = (time_t)w->backoff.retry_at;
+                ts.tv_nsec = (long)((w->backoff.retry_at - (double)ts.tv_sec) * 1e9);
                 pthread_cond_timedwait(&w->wake, &w->lock, &ts);
             }
         }

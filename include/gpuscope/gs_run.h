@@ -1,0 +1,96 @@
+/*
+ * gs_run.h - the per-run profile: step records from a training process, the aggregate they
+ * build, and the C API the Python package calls through ctypes (libgpuscope.so).
+ *
+ * One record type travels everywhere: the Python package fills a gs_step_rec per training
+ * step; in-process it goes straight to an aggregator (gs_agg, src/run/agg.h); towards
+ * `gpuscope run` or the agent it is encoded as one JSON object per SOCK_SEQPACKET message
+ * (src/run/record.h documents the wire format) and decoded on the other side into the same
+ * struct. Times are milliseconds; a phase that was not measured is NaN (absent on the wire),
+ * never 0.
+ */
+#ifndef GS_RUN_H
+#define GS_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define GS_API __attribute__((visibility("default")))
+#else
+#define GS_API
+#endif
+
+/* Phases of one training step, in report order. GS_PH_DATA is the wait for the next batch:
+ * the gap between the previous step's end and this step's begin (or an explicit "data"
+ * phase). GS_PH_STEP is the whole step from begin to end (data not included). GS_PH_COMM is
+ * time inside torch.distributed collectives / DDP comm hooks; it may overlap backward. */
+enum gs_phase {
+    GS_PH_DATA = 0,
+    GS_PH_FORWARD,
+    GS_PH_BACKWARD,
+    GS_PH_OPTIMIZER,
+    GS_PH_COMM,
+    GS_PH_STEP,
+    GS_PH_N
+};
+
+/* Wire / report names: "data", "forward", "backward", "optimizer_step", "communication",
+ * "total_step". */
+GS_API const char *gs_phase_name(int phase);
+
+enum gs_step_flags {
+    GS_STEP_CUDA_EVENTS = 1u << 0, /* forward/backward/optimizer from CUDA events, else host clocks */
+};
+
+/* One training step. Layout is part of the ctypes ABI (python/gpuscope/_native.py mirrors
+ * it): append fields only at the end and bump GS_STEP_REC_VERSION. */
+#define GS_STEP_REC_VERSION 1
+struct gs_step_rec {
+    uint32_t version;        /* GS_STEP_REC_VERSION */
+    uint32_t flags;          /* enum gs_step_flags */
+    uint64_t step;           /* global step number after this step (HF state.global_step) */
+    double t_begin;          /* CLOCK_REALTIME seconds at step begin */
+    double t_end;            /* CLOCK_REALTIME seconds at step end */
+    double ms[GS_PH_N];      /* per phase, milliseconds; NaN = not measured */
+    uint64_t samples;        /* samples processed in this step; 0 = unknown */
+    int32_t rank;            /* torch.distributed rank, 0 when not distributed */
+    int32_t device;          /* CUDA device index of this rank, -1 = CPU */
+    /* torch.cuda memory of this rank's device, bytes; 0 = unknown */
+    uint64_t mem_allocated;
+    uint64_t mem_reserved;
+    uint64_t mem_peak_allocated; /* since the previous record */
+    uint64_t mem_peak_reserved;
+    uint64_t mem_total;          /* device total (torch.cuda.mem_get_info) */
+};
+
+/* ---- In-process core, for the Python package (ctypes over libgpuscope.so) ----
+ *
+ * gs_run_open(config_json): config keys (all optional):
+ *   "run_name": string, "output_dir": string (report destination; NULL/absent: no file),
+ *   "socket": path of a receiver; absent: $GPUSCOPE_RUN_SOCKET, else the agent socket
+ *             ($GPUSCOPE_AGENT_SOCKET, else /run/gpuscope/agent.sock) if it accepts a connection,
+ *             else none,
+ *   "nvml": "auto" | "off"  (auto: sample NVML in-process when no receiver is connected),
+ *   "sample_interval_s": number (default 0.5), "rank", "world_size", "local_rank": ints,
+ *   "framework": "hf" | "torch", "logging_steps": int, "devices": [CUDA indices in use].
+ * With a receiver, records are encoded and sent by a sender thread (bounded queue, never
+ * blocks the caller; dropped records are counted). Without one and with nvml auto, a sampler
+ * thread samples the run's GPUs. Neither thread ever calls into Python.
+ * Returns NULL on error with a message in err. */
+struct gs_run;
+GS_API struct gs_run *gs_run_open(const char *config_json, char *err, size_t errlen);
+/* Adds one step (copies it). Cheap: no I/O, no allocation in the steady state. 0 or -1. */
+GS_API int gs_run_step(struct gs_run *run, const struct gs_step_rec *rec);
+/* Ends the run: end_json carries {"train_runtime": s, "train_samples": n, "train_steps": n,
+ * "train_loss": x} as the framework measured them (any may be absent). Writes
+ * <output_dir>/metrics_report.json when output_dir was given (atomically: temp file +
+ * rename) and returns the report text (free with gs_free), or NULL with err filled. */
+GS_API char *gs_run_finish(struct gs_run *run, const char *end_json, char *err, size_t errlen);
+/* Stops the threads, frees everything. NULL allowed. */
+GS_API void gs_run_close(struct gs_run *run);
+GS_API void gs_free(void *p);
+/* "1.0" etc.: the report schema version this library writes. */
+GS_API const char *gs_run_report_schema(void);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * agg.h - one run's aggregate: step records (from any number of ranks) plus device samples,
+ * turned into metrics_report.json (docs/report.md) and the exit summary.
+ *
+ * Used in three places with the same code: in the training process (gs_run_open, no
+ * receiver), in `gpuscope run` (records from the socket, snapshots from its sampler), and in
+ * the agent (runs recorded into history). Not thread-safe: callers serialise (one mutex).
+ */
+#ifndef GS_RUN_AGG_H
+#define GS_RUN_AGG_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "gpuscope/gs_run.h"
+#include "run/record.h"
+
+struct gs_snapshot;
+struct gs_agg;
+
+struct gs_agg *gs_agg_new(void);
+void gs_agg_free(struct gs_agg *a);
+
+/* Records. Steps are kept (phase times as float, ~40 bytes a step) so percentiles are exact. */
+void gs_agg_hello(struct gs_agg *a, const struct gs_record_hello *h, pid_t peer_pid, uid_t peer_uid);
+int gs_agg_step(struct gs_agg *a, const struct gs_step_rec *s);
+void gs_agg_end(struct gs_agg *a, const struct gs_record_end *e);
+
+/* One device sample at realtime t (seconds). in_run[i] != 0 marks GPU index i as one the run
+ * uses (NULL: every GPU in the snapshot). Accumulates per GPU: utilization avg/max, memory
+ * peak, energy (counter delta, else power integrated), seconds throttled by reason, idle
+ * periods (utilization < 5 % for >= 10 s while the run holds memory), lost. */
+void gs_agg_snapshot(struct gs_agg *a, const struct gs_snapshot *snap, const unsigned char *in_run,
+                     double t);
+
+/* Extra facts for the report's "run" object (any may be NULL / 0). */
+struct gs_report_meta {
+    const char *run_name;
+    const char *command;   /* shell-quoted argv of the child, gpuscope run only */
+    const char *hostname;
+    int exit_code;         /* -1 = unknown / still running */
+    const char *source;    /* "in-process" | "gpuscope-run" | "agent" */
+};
+
+/* The full report object (schema docs/report.md, "schema": gs_run_report_schema()), with
+ * "findings" from src/diag. New reference; NULL only on allocation failure. */
+json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta);
+
+/* Writes the report to path atomically (path.tmp + fsync + rename), 2-space indented. */
+int gs_report_write(const json_t *report, const char *path, char *err, size_t errlen);
+
+/* The exit summary of a report: an aligned table (phases mean/p50/p95, ratios, per-GPU
+ * utilization and memory) and the findings with their advice; colour only when color != 0. */
+void gs_report_print_summary(FILE *out, const json_t *report, int color);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * receiver.h - the step-record socket: a SOCK_SEQPACKET unix socket whose thread accepts
+ * training processes, learns each sender's pid/uid/gid with SO_PEERCRED and hands every valid
+ * record (src/run/record.h) to callbacks. Invalid records are counted and answered by
+ * nothing; a connection that sends GS_RECEIVER_MAX_BAD bad records in a row is closed. Limits:
+ * GS_RECEIVER_MAX_CONN connections, GS_RECORD_MAX bytes a message (longer: truncated, counted
+ * as bad). Used by `gpuscope run` and by the agent.
+ */
+#ifndef GS_RUN_RECEIVER_H
+#define GS_RUN_RECEIVER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "run/record.h"
+
+#define GS_RECEIVER_MAX_CONN 256
+#define GS_RECEIVER_MAX_BAD 16
+
+struct gs_peer {
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    uint64_t conn_id; /* unique per connection for the receiver's life */
+};
+
+struct gs_receiver_cb {
+    void *ctx;
+    /* Called on the receiver thread, one record at a time. */
+    void (*on_record)(void *ctx, const struct gs_peer *peer, const struct gs_record *rec);
+    void (*on_close)(void *ctx, const struct gs_peer *peer); /* may be NULL */
+    /* A rejected message; why is the parser's reason. May be NULL. */
+    void (*on_reject)(void *ctx, const struct gs_peer *peer, const char *why);
+};
+
+struct gs_receiver_stats {
+    uint64_t connections, records, rejected, closed_bad;
+};
+
+struct gs_receiver;
+
+/* Binds path (an existing socket file there is replaced only if nothing answers on it),
+ * chmod mode, starts the thread. Returns 0 or -1 with err. */
+int gs_receiver_start(struct gs_receiver **out, const char *path, mode_t mode,
+                      const struct gs_receiver_cb *cb, char *err, size_t errlen);
+void gs_receiver_stats(const struct gs_receiver *r, struct gs_receiver_stats *out);
+/* Stops the thread, closes every connection, unlinks the path. NULL allowed. */
+void gs_receiver_stop(struct gs_receiver *r);
+
+#endif

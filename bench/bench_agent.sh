@@ -6,7 +6,7 @@
 # (rate limit off for wrk: --http-rate 0), and history.db bytes per GPU per day extrapolated
 # from the run. Called by bench/run.sh, which exports GS_BENCH_PID_<n> for the 64 real
 # sleeping processes. CPU includes the time spent inside nvml-sim (it runs in our process);
-# bench_cycle in run.sh separates it.
+# bench_cycle in run.sh separates it. BENCH_AGENT_WRK=0 skips the wrk part (the quiet run).
 set -eu
 BUILD=${1:-build}
 SECS=${BENCH_AGENT_SECONDS:-120}
@@ -49,7 +49,9 @@ awk -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v tck="$tck" -v rss="$rss" 
     printf "| history bytes per GPU per day (extrapolated linearly from this run) | %.1f MiB |\n", db / 8 / (secs + 8) * 86400 / 1048576
 }'
 echo
-if command -v wrk >/dev/null 2>&1; then
+if [ "${BENCH_AGENT_WRK:-1}" = 0 ]; then
+    echo "wrk skipped (BENCH_AGENT_WRK=0)"
+elif command -v wrk >/dev/null 2>&1; then
     echo '```'
     echo "\$ wrk -t2 -c16 -d10s --latency http://127.0.0.1:$PORT/metrics"
     wrk -t2 -c16 -d10s --latency "http://127.0.0.1:$PORT/metrics" | grep -E 'Latency|50%|99%|Requests/sec|requests in|Non-2xx|Socket'

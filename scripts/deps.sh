@@ -8,11 +8,28 @@ set -eu
 # (bench/bench_agent.sh). libcurl4-openssl-dev, zlib1g-dev: the agent's push sinks; influxdb,
 # prometheus-pushgateway: real servers for tests/e2e/test_agent_push.py.
 PKGS="gcc clang libclang-rt-dev meson ninja-build pkg-config libjansson-dev libmicrohttpd-dev libcmocka-dev prometheus libsqlite3-dev python3 procps time wrk libcurl4-openssl-dev zlib1g-dev influxdb prometheus-pushgateway"
+# chromium: the dashboard's browser test (tests/e2e/test_web.py); nodejs, npm (only where no
+# node is on PATH): the dashboard's uPlot and playwright-core from web/package-lock.json.
+PKGS="$PKGS chromium"
+command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
+# web/node_modules: uPlot (embedded into the binary at build time) and playwright-core (the
+# browser test), exactly as web/package-lock.json pins them; again when the lock file changed.
+web_deps() {
+    lock=web/package-lock.json
+    [ -f "$lock" ] || return 0
+    [ -f web/node_modules/.package-lock.json ] && [ ! "$lock" -nt web/node_modules/.package-lock.json ] && return 0
+    echo "deps: npm ci --prefix web"
+    npm ci --prefix web --no-audit --no-fund
+}
+cd "$(dirname "$0")/.."
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
+if [ -z "$missing" ]; then
+    web_deps
+    exit 0
+fi
 if [ "$(id -u)" -ne 0 ]; then
     echo "gpuscope: missing packages:$missing" >&2
     echo "run: sudo apt-get update && sudo apt-get install -y$missing" >&2
@@ -22,3 +39,4 @@ echo "deps: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends $missing
+web_deps

@@ -30,6 +30,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <gnutls/gnutls.h>
 #include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -39,15 +40,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/alerts.h"
+#include "agent/auth.h"
 #include "agent/history_api.h"
 #include "agent/log.h"
 #include "agent/metrics.h"
 #include "agent/push.h"
 #include "agent/webhook.h"
+#include "agent/web.h"
 #include "agent/recorder.h"
+#include "agent/policy.h"
+#include "agent/runs.h"
 #include "agent/schedule.h"
 #include "cli/quick.h"
 #include "gpuscope/gs_err.h"
@@ -77,6 +85,8 @@ struct gs_pub {
     size_t procs_json_len;
     char *alerts_json;        /* /api/v1/alerts body (jansson's malloc) */
     size_t alerts_json_len;
+    struct gs_metrics_self self; /* what /metrics was rendered with: for viewers' copies */
+    unsigned mflags;
 };
 
 /* HTTP hardening (docs/api.md, "Limits"). */
@@ -127,14 +137,26 @@ struct gs_agent {
     char reason[GS_ERR_MSG_LEN];
 
     struct MHD_Daemon *mhd;
+    struct sockaddr_storage http_addr; /* the listen address, parsed */
+    struct gs_auth *auth;              /* under lock; each request holds a reference */
+    char *tls_cert_pem, *tls_key_pem;  /* the running daemon's pair (main thread); NULL: http */
     struct rl_slot rl[RL_SLOTS]; /* the MHD thread's own */
     pthread_mutex_t conn_lock;   /* guards conns */
     struct conn_track *conns;
     uint64_t conns_reaped;
     struct gs_recorder *rec;   /* NULL when history = off */
+    struct gs_runs *runs;      /* the step-record socket (runs.h); NULL when socket = off */
+    struct gs_policy *policy;  /* the visibility policy (policy.h) */
+    struct MHD_Daemon *mhd_unix; /* http_socket for local viewers; NULL when off */
     struct gs_push *push;      /* NULL when no push sink is configured */
     struct gs_webhook *webhook; /* NULL without alert_webhook (webhook.h) */
     struct gs_alerts *alerts;  /* the sampling thread's own (alerts.h) */
+    /* SIGHUP's new sinks (reload_sinks opens them; NULL new: removed), swapped in by the
+     * sampling thread at its next cycle (swap_sinks); the ones replaced wait in *_old for the
+     * main thread, since closing joins a sender that may be inside a 5 s request. Under lock. */
+    struct gs_push *push_new, *push_old;
+    struct gs_webhook *webhook_new, *webhook_old;
+    int push_swap, webhook_swap;
     int data_dir_from_caller;  /* gs_agent_run_opts.data_dir overrides the configured one */
 };
 
@@ -401,6 +423,9 @@ static void render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         mflags |= GS_METRICS_DCGM;
     if (cfg->process_metrics)
         mflags |= GS_METRICS_PROCESS;
+    p->self = self; /* a filtered /metrics renders with these (send_filtered) */
+    p->self.reason = "";
+    p->mflags = mflags;
     if (gs_metrics_render(&p->prom, p->up ? p->snap : NULL, &self, mflags) != GS_OK)
         gs_log(GS_LOG_ERROR, "metrics: render failed (out of memory)");
     if (a->push) {
@@ -436,12 +461,34 @@ static void render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
     p->procs_json_len = p->procs_json ? strlen(p->procs_json) : 0;
 }
 
+/* Takes the sinks a SIGHUP opened (reload_sinks); only the sampling thread uses a->push,
+ * a->webhook and the alerts' notifier, so it alone swaps them. */
+static void swap_sinks(struct gs_agent *a)
+{
+    pthread_mutex_lock(&a->lock);
+    if (a->push_swap) {
+        a->push_old = a->push;
+        a->push = a->push_new;
+        a->push_new = NULL;
+        a->push_swap = 0;
+    }
+    if (a->webhook_swap) {
+        a->webhook_old = a->webhook;
+        a->webhook = a->webhook_new;
+        a->webhook_new = NULL;
+        a->webhook_swap = 0;
+        gs_alerts_set_notify(a->alerts, a->webhook ? gs_webhook_notify : NULL, a->webhook);
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
 static void cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
 {
     int64_t now = mono_ns();
     struct gs_pub *p = pub_take_spare(a);
     struct gs_pub *prev = a->current; /* the sampler is its only writer: no lock to read */
 
+    swap_sinks(a);
     if (!p) {
         gs_log(GS_LOG_ERROR, "sampler: out of memory; cycle skipped");
         return;
@@ -451,7 +498,9 @@ static void cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
     if (!p->up)
         a->last_sample_s = -1;
     if (a->alerts) {
-        gs_alerts_configure(a->alerts, &cfg->alerts); /* a SIGHUP may have changed the rules */
+        /* A SIGHUP may have changed the rules: what they drop resolves now. */
+        gs_alerts_configure(a->alerts, &cfg->alerts, p->up ? p->snap : NULL,
+                            p->up ? p->snap->t_real : real_now());
         if (cfg->alerts.enabled && p->up)
             gs_alerts_eval(a->alerts, p->snap, p->snap->t_real);
     }
@@ -465,6 +514,8 @@ static void cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
         if (!gs_recorder_offer(a->rec, p->snap, release_cb, p))
             pub_release(p);
     }
+    if (a->runs && p->up)
+        gs_runs_snapshot(a->runs, p->snap); /* never waits (runs.h) */
     if (a->push && p->up) {
         /* And one for the pusher (push.c), dropped once its lines and text are taken. */
         pthread_mutex_lock(&a->lock);
@@ -514,7 +565,7 @@ static void *sampling_thread(void *arg)
 /* ---- HTTP ---- */
 
 /* On every answer: no MIME sniffing, no framing, and a policy that allows nothing to load or
- * run (the page at / is plain HTML with links: no script, no style). */
+ * run (the dashboard's files at / and /assets/ get their own, web.c). */
 static void common_headers(struct MHD_Response *r)
 {
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
@@ -523,6 +574,8 @@ static void common_headers(struct MHD_Response *r)
                             "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; "
                             "form-action 'none'");
     MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    /* Live data, maybe a viewer's own: no shared or browser cache keeps a copy. */
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 }
 
 static enum MHD_Result send_static(struct MHD_Connection *c, unsigned code, const char *body,
@@ -663,16 +716,195 @@ static enum MHD_Result send_history(struct MHD_Connection *c, struct gs_agent *a
     return ret;
 }
 
-/* "/": what `gpuscope demo` points a browser at until the web UI lands. */
-static const char index_html[] =
-    "<!doctype html><title>gpuscope agent</title><h1>gpuscope agent</h1><ul>"
-    "<li><a href=\"/metrics\">/metrics</a>: Prometheus text</li>"
-    "<li><a href=\"/api/v1/snapshot\">/api/v1/snapshot</a>: the latest snapshot as JSON</li>"
-    "<li><a href=\"/api/v1/alerts\">/api/v1/alerts</a>: firing and recently resolved alerts</li>"
-    "<li><a href=\"/api/v1/processes\">/api/v1/processes</a>: the GPU processes as JSON</li>"
-    "<li><a href=\"/api/v1/history?gpu=0&amp;metric=utilization_gpu\">/api/v1/history</a>: "
-    "one GPU metric over time (docs/api.md)</li>"
-    "<li><a href=\"/healthz\">/healthz</a></li></ul>\n";
+/* /api/v1/runs[/<id>[/steps]] (docs/api.md): answered by runs.c, a JSON body per request. */
+static enum MHD_Result send_runs(struct MHD_Connection *c, struct gs_agent *a, const char *url)
+{
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+    char *body = NULL;
+    size_t len = 0;
+    unsigned code;
+
+    if (!a->runs)
+        return send_json_error(c, MHD_HTTP_NOT_FOUND, "runs: the socket is off (socket = off)");
+    code = gs_runs_http(a->runs, url,
+                        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from"),
+                        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit"), &body,
+                        &len);
+    if (!body)
+        return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    r = MHD_create_response_from_buffer_with_free_callback(len, body, free);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    common_headers(r);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    ret = MHD_queue_response(c, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* ---- what a non-admin viewer gets (policy.h, docs/security.md) ---- */
+
+static void policy_settings(const struct gs_agent_config *c, struct gs_policy_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->process_visibility = c->process_visibility;
+    s->gpu_visibility = c->gpu_visibility;
+    snprintf(s->admin_group, sizeof s->admin_group, "%s", c->admin_group);
+}
+
+/* Queues a body made for this request (malloc'ed; NULL: out of memory). */
+static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned code, char *body,
+                                  size_t len, const char *type)
+{
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+
+    if (!body)
+        return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    r = MHD_create_response_from_buffer_with_free_callback(len, body, free);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    common_headers(r);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    ret = MHD_queue_response(c, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static char *dump_doc(const json_t *doc, size_t *len)
+{
+    char *s = doc ? json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+
+    *len = s ? strlen(s) : 0;
+    return s;
+}
+
+/* /metrics (kind 0), /api/v1/snapshot (1), /api/v1/processes (2), /api/v1/alerts (3) for a
+ * viewer the policy filters: rendered per request from the publication's snapshot (the
+ * pre-rendered bodies stay the admins'). /metrics is metrics.c's rendering of a filtered
+ * copy, without the alert, push and webhook series. */
+static enum MHD_Result send_filtered(struct MHD_Connection *c, struct gs_agent *a,
+                                     const struct gs_viewer *v, pid_t peer_pid, int kind)
+{
+    struct gs_pub *p = pub_acquire(a);
+    struct gs_policy_view view;
+    struct gs_quick_opts qo;
+    json_t *doc = NULL, *out = NULL;
+    char *body;
+    size_t len = 0;
+
+    if (!p || !p->up) { /* "no sample yet" and "up 0, reason" hold nobody's data */
+        if (p)
+            pub_release(p);
+        return send_pub(c, a, kind);
+    }
+    gs_policy_view(a->policy, &view, v, peer_pid, p->snap);
+    if (kind == 0) {
+        struct gs_snapshot *f = gs_policy_filter_snapshot(&view, p->snap);
+        struct gs_mbuf b = {0};
+        if (!f || gs_metrics_render(&b, f, &p->self, p->mflags) != GS_OK)
+            gs_mbuf_free(&b);
+        gs_snapshot_free(f);
+        pub_release(p);
+        return send_owned(c, MHD_HTTP_OK, b.data, b.len,
+                          "text/plain; version=0.0.4; charset=utf-8");
+    }
+    if (kind == 3) {
+        out = p->alerts_json ? json_loadb(p->alerts_json, p->alerts_json_len, 0, NULL) : NULL;
+        if (out)
+            gs_policy_filter_alerts_doc(&view, out);
+    } else {
+        memset(&qo, 0, sizeof qo);
+        if (gs_quick_json(&doc, p->snap, &qo, NULL) == GS_OK &&
+            gs_policy_filter_snapshot_doc(&view, doc) == GS_OK)
+            out = kind == 2 ? gs_policy_processes_doc(doc) : json_incref(doc);
+    }
+    pub_release(p);
+    body = dump_doc(out, &len);
+    json_decref(out);
+    json_decref(doc);
+    return send_owned(c, MHD_HTTP_OK, body, len, "application/json");
+}
+
+/* Whether /api/v1/history's ?gpu= names a GPU the viewer may not see (then: 404, as for a GPU
+ * that does not exist). A missing or malformed value is left to history_api.c. */
+static int history_gpu_hidden(struct MHD_Connection *c, struct gs_agent *a,
+                              const struct gs_viewer *v, pid_t peer_pid)
+{
+    const char *g = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "gpu");
+    struct gs_policy_view view;
+    struct gs_pub *p;
+    unsigned long n;
+    char *end;
+    int hidden;
+
+    if (!g || *g < '0' || *g > '9')
+        return 0;
+    n = strtoul(g, &end, 10);
+    if (*end)
+        return 0;
+    p = pub_acquire(a);
+    gs_policy_view(a->policy, &view, v, peer_pid, p && p->up ? p->snap : NULL);
+    hidden = n >= GS_POLICY_GPU_MAX || !gs_policy_gpu_visible(&view, (unsigned)n);
+    if (p)
+        pub_release(p);
+    return hidden;
+}
+
+/* /api/v1/runs for a filtered viewer: the list without other users' runs; one run (report or
+ * steps) only when its report names the viewer's uid, else 404 as for a run that does not
+ * exist. */
+static enum MHD_Result send_runs_filtered(struct MHD_Connection *c, struct gs_agent *a,
+                                          const struct gs_viewer *v, pid_t peer_pid,
+                                          const char *url)
+{
+    const char *rest = url + strlen("/api/v1/runs");
+    struct gs_policy_view view;
+    json_t *doc = NULL;
+    char *body = NULL, path[128];
+    size_t len = 0;
+    unsigned code;
+    int visible;
+
+    if (!a->runs)
+        return send_runs(c, a, url);
+    gs_policy_view(a->policy, &view, v, peer_pid, NULL);
+    if (rest[0] == '\0' || strcmp(rest, "/") == 0) {
+        code = gs_runs_http(a->runs, url,
+                            MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from"),
+                            MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit"),
+                            &body, &len);
+        if (body && code == MHD_HTTP_OK && (doc = json_loadb(body, len, 0, NULL)) != NULL) {
+            free(body);
+            gs_policy_filter_runs_doc(&view, doc);
+            body = dump_doc(doc, &len);
+            json_decref(doc);
+        }
+        return send_owned(c, code, body, len, "application/json");
+    }
+    snprintf(path, sizeof path, "/api/v1/runs/%.*s", (int)strcspn(rest + 1, "/"), rest + 1);
+    code = gs_runs_http(a->runs, path, NULL, NULL, &body, &len);
+    if (code != MHD_HTTP_OK) {
+        free(body);
+        return send_runs(c, a, url); /* the same error, from the real path */
+    }
+    doc = body ? json_loadb(body, len, 0, NULL) : NULL;
+    visible = doc && gs_policy_run_visible(&view, doc);
+    json_decref(doc);
+    if (!visible) {
+        free(body);
+        return send_json_error(c, MHD_HTTP_NOT_FOUND, "no such run");
+    }
+    if (strcmp(path, url) == 0)
+        return send_owned(c, code, body, len, "application/json");
+    free(body);
+    return send_runs(c, a, url);
+}
 
 /* The per-client token bucket: rate tokens per second up to burst; a request takes one. Keyed
  * by address (IPv4 or IPv6, no port); a full table evicts the least recently seen of the probed
@@ -827,6 +1059,11 @@ static void reap_slow(struct gs_agent *a)
 
 static const char *const no_args[] = {NULL};
 static const char *const history_args[] = {"gpu", "metric", "from", "to", "step", NULL};
+static const char *const runs_args[] = {"from", "limit", NULL};
+
+static void viewer_identify(struct gs_agent *a, struct MHD_Connection *c, struct gs_viewer *v,
+                            const char **challenge);
+static enum MHD_Result send_unauthorized(struct MHD_Connection *c, const char *challenge);
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
@@ -834,13 +1071,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   void **con_cls)
 {
     struct gs_agent *a = cls;
-    enum { R_NONE, R_INDEX, R_METRICS, R_HEALTH, R_SNAPSHOT, R_HISTORY, R_PROCESSES,
-           R_ALERTS } route =
+    enum { R_NONE, R_METRICS, R_HEALTH, R_SNAPSHOT, R_HISTORY, R_PROCESSES,
+           R_ALERTS, R_WEB, R_RUNS } route =
         R_NONE;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     struct arg_check ac = {.allowed = no_args};
-    const char *te, *cl;
+    const char *te, *cl, *challenge;
+    struct gs_viewer v; /* who asks (auth.c), for the visibility policy */
+    pid_t peer_pid = 0; /* the unix socket peer's, for its cgroup (policy.c) */
     double rate, burst;
     char msg[160];
 
@@ -856,9 +1095,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_json_error(c, MHD_HTTP_TOO_MANY_REQUESTS, "rate limit: too many requests");
     if (strlen(url) > HTTP_PATH_MAX)
         return send_json_error(c, MHD_HTTP_URI_TOO_LONG, "path too long");
-    if (strcmp(url, "/") == 0)
-        route = R_INDEX;
-    else if (strcmp(url, "/metrics") == 0)
+    viewer_identify(a, c, &v, &challenge); /* after the rate limit: bcrypt is costly */
+    /* The uid behind it (policy.h): SO_PEERCRED on the unix socket, whose viewers need no
+     * credential; a loopback TCP peer's or a token user's uid. Root and admins: ADMIN. */
+    gs_policy_resolve(a->policy, c, &v, &peer_pid);
+    if (v.role == GS_ROLE_NONE)
+        return send_unauthorized(c, challenge);
+    if (strcmp(url, "/metrics") == 0)
         route = R_METRICS;
     else if (strcmp(url, "/healthz") == 0)
         route = R_HEALTH;
@@ -870,8 +1113,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         route = R_PROCESSES;
     else if (strcmp(url, "/api/v1/alerts") == 0)
         route = R_ALERTS;
+    else if (strcmp(url, "/api/v1/runs") == 0 || strncmp(url, "/api/v1/runs/", 13) == 0)
+        route = R_RUNS;
+    else if (gs_web_find(url)) /* "/" and /assets/... (web.c) */
+        route = R_WEB;
+    if (v.role == GS_ROLE_METRICS && route != R_METRICS && route != R_HEALTH)
+        return send_json_error(c, MHD_HTTP_FORBIDDEN,
+                               "forbidden: this credential reaches /metrics and /healthz only");
     if (route == R_HISTORY)
         ac.allowed = history_args;
+    else if (route == R_RUNS)
+        ac.allowed = runs_args;
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, arg_iter, &ac);
     if (ac.bytes > HTTP_QUERY_MAX)
         return send_json_error(c, MHD_HTTP_URI_TOO_LONG, "query too long");
@@ -885,9 +1137,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (te || (cl && strcmp(cl, "0") != 0) || *upload_data_size)
         return send_json_error(c, MHD_HTTP_BAD_REQUEST, "a GET request has no body");
     if (ac.unknown && (route == R_SNAPSHOT || route == R_HISTORY || route == R_PROCESSES ||
-                       route == R_ALERTS)) {
+                       route == R_ALERTS || route == R_RUNS)) {
         snprintf(msg, sizeof msg, "%.64s: unknown parameter", ac.unknown);
         return send_json_error(c, MHD_HTTP_BAD_REQUEST, msg);
+    }
+    /* A non-admin viewer gets copies filtered by the visibility policy, an admin the
+     * pre-rendered bodies. */
+    if (gs_policy_filters(a->policy, &v)) {
+        switch (route) {
+        case R_METRICS:
+            return send_filtered(c, a, &v, peer_pid, 0);
+        case R_SNAPSHOT:
+            return send_filtered(c, a, &v, peer_pid, 1);
+        case R_PROCESSES:
+            return send_filtered(c, a, &v, peer_pid, 2);
+        case R_ALERTS:
+            return send_filtered(c, a, &v, peer_pid, 3);
+        case R_RUNS:
+            return send_runs_filtered(c, a, &v, peer_pid, url);
+        case R_HISTORY:
+            if (history_gpu_hidden(c, a, &v, peer_pid))
+                return send_json_error(c, MHD_HTTP_NOT_FOUND, "gpu: no such GPU");
+            break;
+        default:
+            break;
+        }
     }
     switch (route) {
     case R_METRICS:
@@ -900,57 +1174,485 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_pub(c, a, 3);
     case R_HISTORY:
         return send_history(c, a);
-    case R_INDEX:
-        return send_static(c, MHD_HTTP_OK, index_html, "text/html; charset=utf-8", NULL);
+    case R_RUNS:
+        return send_runs(c, a, url);
+    case R_WEB:
+        return (enum MHD_Result)gs_web_send(c, gs_web_find(url));
     default:
         return send_static(c, MHD_HTTP_OK, "ok\n", "text/plain", NULL);
     }
 }
 
-static int start_http(struct gs_agent *a, struct gs_err *err)
+/* ---- HTTP viewers: credentials, TLS, exposure (auth.h, docs/security.md) ---- */
+
+#define PEM_MAX (1u << 20)
+
+/* Who is asking: the credentials of the request against the current auth (a reference is
+ * held for the check: a SIGHUP may swap it meanwhile). *challenge is a string literal. */
+static void viewer_identify(struct gs_agent *a, struct MHD_Connection *c, struct gs_viewer *v,
+                            const char **challenge)
+{
+    struct gs_auth *au;
+
+    pthread_mutex_lock(&a->lock);
+    au = a->auth;
+    gs_auth_ref(au);
+    pthread_mutex_unlock(&a->lock);
+    gs_auth_identify(au, c, v);
+    *challenge = gs_auth_challenge(au);
+    gs_auth_unref(au);
+}
+
+static enum MHD_Result send_unauthorized(struct MHD_Connection *c, const char *challenge)
+{
+    static const char body[] = "{\"error\":\"unauthorized: credentials missing or wrong\"}\n";
+    struct MHD_Response *r = MHD_create_response_from_buffer(sizeof body - 1, (void *)body,
+                                                             MHD_RESPMEM_PERSISTENT);
+    enum MHD_Result ret;
+
+    if (!r)
+        return MHD_NO;
+    common_headers(r);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, challenge);
+    ret = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* A PEM file read whole, NUL-terminated; NULL with err set on failure. */
+static char *read_pem(const char *path, struct gs_err *err)
+{
+    FILE *f = fopen(path, "re");
+    char *buf = NULL;
+    size_t n;
+
+    if (!f) {
+        gs_err_set(err, GS_EIO, "tls: %s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    if ((buf = malloc(PEM_MAX + 1)) == NULL) {
+        gs_err_set(err, GS_ENOMEM, "tls: %s: out of memory", path);
+    } else if ((n = fread(buf, 1, PEM_MAX + 1, f)) > PEM_MAX || ferror(f) ||
+               memchr(buf, '\0', n)) {
+        gs_err_set(err, GS_EIO, "tls: %s: %s", path,
+                   n > PEM_MAX ? "larger than 1 MiB" : "unreadable or not PEM text");
+        free(buf);
+        buf = NULL;
+    } else {
+        buf[n] = '\0';
+    }
+    fclose(f);
+    return buf;
+}
+
+/* The TLS pair c asks for (tls_cert_file + tls_key_file, or the web config's
+ * tls_server_config), read and checked with GnuTLS (parses, key matches). *cert and *key are
+ * NULL when none is asked for; the caller frees them. */
+static int load_tls(const struct gs_agent_config *c, const struct gs_auth *au, char **cert,
+                    char **key, struct gs_err *err)
+{
+    const char *cf = c->tls_cert_file, *kf = c->tls_key_file;
+    gnutls_certificate_credentials_t cred;
+    gnutls_datum_t dc, dk;
+    int rc;
+
+    *cert = *key = NULL;
+    if (!cf[0] != !kf[0])
+        return gs_err_set(err, GS_EINVAL, "tls: tls_cert_file and tls_key_file go together");
+    if (gs_auth_tls_cert_file(au)[0]) {
+        if (cf[0])
+            return gs_err_set(err, GS_EINVAL, "tls: set the pair in tls_cert_file/tls_key_file "
+                                              "or in web_config_file, not both");
+        cf = gs_auth_tls_cert_file(au);
+        kf = gs_auth_tls_key_file(au);
+    }
+    if (!cf[0])
+        return GS_OK;
+    if (!MHD_is_feature_supported(MHD_FEATURE_TLS))
+        return gs_err_set(err, GS_EINVAL, "tls: this libmicrohttpd has no TLS support");
+    if (!(*cert = read_pem(cf, err)) || !(*key = read_pem(kf, err)))
+        goto fail;
+    if (gnutls_certificate_allocate_credentials(&cred) < 0) {
+        gs_err_set(err, GS_ENOMEM, "tls: out of memory");
+        goto fail;
+    }
+    dc.data = (unsigned char *)*cert;
+    dc.size = (unsigned)strlen(*cert);
+    dk.data = (unsigned char *)*key;
+    dk.size = (unsigned)strlen(*key);
+    rc = gnutls_certificate_set_x509_key_mem(cred, &dc, &dk, GNUTLS_X509_FMT_PEM);
+    gnutls_certificate_free_credentials(cred);
+    if (rc < 0) {
+        gs_err_set(err, GS_EINVAL, "tls: %s + %s: %s", cf, kf, gnutls_strerror(rc));
+        goto fail;
+    }
+    return GS_OK;
+fail:
+    free(*cert);
+    if (*key)
+        memset(*key, 0, strlen(*key));
+    free(*key);
+    *cert = *key = NULL;
+    return err ? (err->rc ? err->rc : GS_EINVAL) : GS_EINVAL;
+}
+
+static void free_pem_pair(char *cert, char *key)
+{
+    free(cert);
+    if (key)
+        memset(key, 0, strlen(key)); /* the private key */
+    free(key);
+}
+
+static int is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *s = (const struct sockaddr_in *)(const void *)ss;
+        return (ntohl(s->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)(const void *)ss;
+        const unsigned char *b = s->sin6_addr.s6_addr;
+        return IN6_IS_ADDR_LOOPBACK(&s->sin6_addr) ||
+               (IN6_IS_ADDR_V4MAPPED(&s->sin6_addr) && b[12] == 127);
+    }
+    return 0;
+}
+
+/* The exposure rule: a listen address other than loopback needs TLS and credentials (tokens
+ * or basic-auth users), unless insecure = on, which is then said loudly. */
+static int check_exposure(const struct gs_agent_config *c, const struct sockaddr_storage *ss,
+                          int tls, const struct gs_auth *au, struct gs_err *err)
+{
+    int protected_ = tls && gs_auth_required(au);
+
+    if (is_loopback(ss) || protected_)
+        return GS_OK;
+    if (!c->insecure)
+        return gs_err_set(err, GS_EINVAL,
+                          "listen %s: refusing a non-loopback address without %s%s%s; set "
+                          "them up (docs/security.md) or pass --insecure",
+                          c->listen, tls ? "" : "TLS (tls_cert_file/tls_key_file)",
+                          !tls && !gs_auth_required(au) ? " and " : "",
+                          gs_auth_required(au) ? "" : "tokens_file or basic_auth_users");
+    gs_log(GS_LOG_WARN, "http: INSECURE: %s is reachable from the network %s%s%s (--insecure)",
+           c->listen, tls ? "" : "in clear text",
+           !tls && !gs_auth_required(au) ? " and " : "",
+           gs_auth_required(au) ? "" : "without credentials: anyone who reaches it sees data");
+    return GS_OK;
+}
+
+static int parse_listen(const char *listen, struct sockaddr_storage *ss, struct gs_err *err)
 {
     char host[GS_LISTEN_LEN];
     unsigned port;
-    struct sockaddr_in sin;
-    struct sockaddr_in6 sin6;
-    const struct sockaddr *sa;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
+    struct sockaddr_in *sin = (struct sockaddr_in *)(void *)ss;
+    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)(void *)ss;
 
-    if (gs_config_split_listen(a->cfg.listen, host, sizeof host, &port) != GS_OK)
-        return gs_err_set(err, GS_EINVAL, "listen: bad address '%s'", a->cfg.listen);
-    memset(&sin, 0, sizeof sin);
-    memset(&sin6, 0, sizeof sin6);
-    if (inet_pton(AF_INET, host, &sin.sin_addr) == 1) {
-        sin.sin_family = AF_INET;
-        sin.sin_port = htons((uint16_t)port);
-        sa = (const struct sockaddr *)&sin;
-    } else if (inet_pton(AF_INET6, host, &sin6.sin6_addr) == 1) {
-        sin6.sin6_family = AF_INET6;
-        sin6.sin6_port = htons((uint16_t)port);
-        sa = (const struct sockaddr *)&sin6;
-        flags |= MHD_USE_IPv6;
+    memset(ss, 0, sizeof *ss);
+    if (gs_config_split_listen(listen, host, sizeof host, &port) != GS_OK)
+        return gs_err_set(err, GS_EINVAL, "listen: bad address '%s'", listen);
+    if (inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons((uint16_t)port);
+    } else if (inet_pton(AF_INET6, host, &sin6->sin6_addr) == 1) {
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons((uint16_t)port);
     } else {
-        return gs_err_set(err, GS_EINVAL, "listen: bad address '%s'", a->cfg.listen);
+        return gs_err_set(err, GS_EINVAL, "listen: bad address '%s'", listen);
     }
+    return GS_OK;
+}
+
+/* Starts libmicrohttpd on a->http_addr, or on listen_fd (>= 0: a quiesced daemon's socket, a
+ * TLS reload), with the PEM pair when cert is not NULL. MHD_USE_ITC: MHD_quiesce_daemon
+ * needs it. */
+static struct MHD_Daemon *http_daemon(struct gs_agent *a, int listen_fd, const char *cert,
+                                      const char *key)
+{
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC;
+    struct MHD_OptionItem opt[4];
+    unsigned n = 0;
+    const struct sockaddr *sa = (const struct sockaddr *)&a->http_addr;
+
+    if (a->http_addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    if (listen_fd >= 0)
+        opt[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL};
+    else
+        opt[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, (void *)sa};
+    if (cert) {
+        flags |= MHD_USE_TLS;
+        opt[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cert};
+        opt[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key};
+    }
+    opt[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     errno = 0;
-    a->mhd = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, a,
-                              MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_CONNECTION_LIMIT,
-                              (unsigned)HTTP_CONN_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                              (unsigned)HTTP_CONN_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
-                              (unsigned)HTTP_IDLE_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                              (size_t)HTTP_MEMORY, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-                              a, MHD_OPTION_NOTIFY_COMPLETED, on_completed, a, MHD_OPTION_END);
-    if (!a->mhd)
+    return MHD_start_daemon(flags, 0, NULL, NULL, on_request, a, MHD_OPTION_ARRAY, opt,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_MAX,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_CONN_PER_IP,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, a,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, a, MHD_OPTION_END);
+}
+
+static int start_http(struct gs_agent *a, struct gs_err *err)
+{
+    char *cert = NULL, *key = NULL;
+    int rc;
+
+    rc = parse_listen(a->cfg.listen, &a->http_addr, err);
+    if (rc == GS_OK)
+        rc = gs_auth_open(&a->auth, a->cfg.tokens_file, a->cfg.web_config_file, err);
+    if (rc == GS_OK)
+        rc = load_tls(&a->cfg, a->auth, &cert, &key, err);
+    if (rc == GS_OK)
+        rc = check_exposure(&a->cfg, &a->http_addr, cert != NULL, a->auth, err);
+    if (rc != GS_OK) {
+        free_pem_pair(cert, key);
+        return rc;
+    }
+    a->mhd = http_daemon(a, -1, cert, key);
+    if (!a->mhd) {
+        free_pem_pair(cert, key);
         return gs_err_set(err, GS_EIO, "http: cannot listen on %s: %s", a->cfg.listen,
                           errno ? strerror(errno) : "libmicrohttpd failed to start");
-    gs_log(GS_LOG_INFO, "http: listening on %s", a->cfg.listen);
+    }
+    a->tls_cert_pem = cert;
+    a->tls_key_pem = key;
+    gs_log(GS_LOG_INFO, "http: listening on %s (%s; %u token(s), %u basic-auth user(s)%s)",
+           a->cfg.listen, cert ? "https" : "http", gs_auth_token_count(a->auth),
+           gs_auth_user_count(a->auth), gs_auth_required(a->auth) ? "" : ": open to all");
     return GS_OK;
+}
+
+/* SIGHUP, HTTP's part: new credentials and, when the PEM pair changed, a new daemon on the
+ * same listening socket (MHD_quiesce_daemon hands it over; connections on the old daemon are
+ * closed). Anything wrong (unreadable file, bad pair, a change that would break the exposure
+ * rule) keeps what runs and puts its settings back into c. */
+static void reload_http(struct gs_agent *a, struct gs_agent_config *c)
+{
+    struct gs_auth *au = NULL, *old;
+    char *cert = NULL, *key = NULL;
+    struct gs_err e;
+    int changed;
+
+    gs_err_clear(&e);
+    if (gs_auth_open(&au, c->tokens_file, c->web_config_file, &e) != GS_OK ||
+        load_tls(c, au, &cert, &key, &e) != GS_OK ||
+        check_exposure(c, &a->http_addr, cert != NULL, au, &e) != GS_OK) {
+        gs_log(GS_LOG_ERROR, "reload: %s; keeping the running credentials and TLS", e.msg);
+        gs_auth_unref(au);
+        memcpy(c->tokens_file, a->cfg.tokens_file, sizeof c->tokens_file);
+        memcpy(c->web_config_file, a->cfg.web_config_file, sizeof c->web_config_file);
+        memcpy(c->tls_cert_file, a->cfg.tls_cert_file, sizeof c->tls_cert_file);
+        memcpy(c->tls_key_file, a->cfg.tls_key_file, sizeof c->tls_key_file);
+        c->insecure = a->cfg.insecure;
+        return;
+    }
+    changed = !cert != !a->tls_cert_pem ||
+              (cert && (strcmp(cert, a->tls_cert_pem) != 0 || strcmp(key, a->tls_key_pem) != 0));
+    if (changed) {
+        char *old_cert = NULL, *old_key = NULL;
+        MHD_socket fd = MHD_quiesce_daemon(a->mhd);
+        struct MHD_Daemon *d = fd == MHD_INVALID_SOCKET ? NULL : http_daemon(a, fd, cert, key);
+        if (!d) {
+            gs_log(GS_LOG_ERROR, "reload: http: cannot restart with the new TLS pair; %s",
+                   fd == MHD_INVALID_SOCKET ? "still serving the old one"
+                                            : "restarting with the old one");
+            if (fd != MHD_INVALID_SOCKET &&
+                !(d = http_daemon(a, fd, a->tls_cert_pem, a->tls_key_pem)))
+                gs_log(GS_LOG_ERROR, "reload: http: cannot restart at all; not serving HTTP");
+            free_pem_pair(cert, key);
+            cert = a->tls_cert_pem;
+            key = a->tls_key_pem;
+        } else {
+            gs_log(GS_LOG_INFO, "reload: http: %s, daemon restarted on %s",
+                   cert ? "new TLS certificate and key" : "TLS off", a->cfg.listen);
+            old_cert = a->tls_cert_pem; /* freed once the old daemon has stopped */
+            old_key = a->tls_key_pem;
+        }
+        if (d || fd != MHD_INVALID_SOCKET) {
+            struct MHD_Daemon *od = a->mhd;
+            a->mhd = d;
+            MHD_stop_daemon(od); /* quiesced: the socket is d's now */
+            if (!d)
+                close(fd);
+        }
+        free_pem_pair(old_cert, old_key);
+        a->tls_cert_pem = cert;
+        a->tls_key_pem = key;
+    } else {
+        free_pem_pair(cert, key);
+    }
+    pthread_mutex_lock(&a->lock);
+    old = a->auth;
+    a->auth = au;
+    pthread_mutex_unlock(&a->lock);
+    gs_auth_unref(old);
+    gs_log(GS_LOG_INFO, "reload: http credentials: %u token(s), %u basic-auth user(s)",
+           gs_auth_token_count(au), gs_auth_user_count(au));
+}
+
+/* The HTTP unix socket for local viewers (docs/security.md "LOCAL VIEWERS"): its directory
+ * made 0755 when missing, a stale socket replaced (a live one left alone), mode 0666 since
+ * who connects is learnt with SO_PEERCRED, served by a second libmicrohttpd daemon with the
+ * same handler. Not fatal: the TCP port stays the agent's main door. */
+static void start_http_unix(struct gs_agent *a)
+{
+    const char *path = a->cfg.http_socket;
+    struct sockaddr_un sun;
+    char dir[GS_SOCKET_LEN], *slash;
+    struct stat st;
+    int fd;
+
+    if (!path[0] || strcmp(path, "off") == 0) {
+        gs_log(GS_LOG_INFO, "http: unix socket off");
+        return;
+    }
+    memset(&sun, 0, sizeof sun);
+    sun.sun_family = AF_UNIX;
+    if (path[0] != '/' || strlen(path) >= sizeof sun.sun_path) {
+        gs_log(GS_LOG_ERROR, "http_socket: '%s' is not an absolute path of at most %zu bytes",
+               path, sizeof sun.sun_path - 1);
+        return;
+    }
+    memcpy(sun.sun_path, path, strlen(path));
+    snprintf(dir, sizeof dir, "%s", path);
+    slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = '\0';
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+            gs_log(GS_LOG_ERROR, "http_socket: cannot make %s: %s", dir, strerror(errno));
+            return;
+        }
+    }
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        gs_log(GS_LOG_ERROR, "http_socket: socket: %s", strerror(errno));
+        return;
+    }
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            gs_log(GS_LOG_ERROR, "http_socket: %s exists and is not a socket", path);
+            close(fd);
+            return;
+        }
+        if (connect(fd, (const struct sockaddr *)&sun, sizeof sun) == 0) {
+            gs_log(GS_LOG_ERROR, "http_socket: %s is served by another process", path);
+            close(fd);
+            return;
+        }
+        unlink(path);
+    }
+    if (bind(fd, (const struct sockaddr *)&sun, sizeof sun) != 0 || chmod(path, 0666) != 0 ||
+        listen(fd, 64) != 0) {
+        gs_log(GS_LOG_ERROR, "http_socket: cannot listen on %s: %s", path, strerror(errno));
+        close(fd);
+        return;
+    }
+    a->mhd_unix = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL, on_request, a,
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_MAX,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)HTTP_MEMORY, MHD_OPTION_NOTIFY_CONNECTION, on_connection, a,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, a, MHD_OPTION_END);
+    if (!a->mhd_unix) {
+        gs_log(GS_LOG_ERROR, "http_socket: libmicrohttpd cannot serve %s", path);
+        close(fd);
+        unlink(path);
+        return;
+    }
+    gs_log(GS_LOG_INFO, "http: local viewers on %s (unix socket, mode 0666)", path);
 }
 
 /* ---- signals and the life cycle ---- */
 
+/* Closes the sinks the sampling thread swapped out (main thread: may wait for a request);
+ * cancel also closes new ones it has not taken yet (a newer SIGHUP replaces them). */
+static void close_retired(struct gs_agent *a, int cancel)
+{
+    struct gs_push *p, *pn = NULL;
+    struct gs_webhook *w, *wn = NULL;
+
+    pthread_mutex_lock(&a->lock);
+    p = a->push_old;
+    w = a->webhook_old;
+    a->push_old = NULL;
+    a->webhook_old = NULL;
+    if (cancel) {
+        pn = a->push_new;
+        wn = a->webhook_new;
+        a->push_new = NULL;
+        a->webhook_new = NULL;
+        a->push_swap = a->webhook_swap = 0;
+    }
+    pthread_mutex_unlock(&a->lock);
+    gs_push_close(p);
+    gs_push_close(pn);
+    gs_webhook_close(w);
+    gs_webhook_close(wn);
+}
+
+/* Opens what a SIGHUP's push settings and alert_webhook ask for and queues it for
+ * swap_sinks. On failure (bad token file, libcurl missing, ...) the running sinks stay and c
+ * gets their settings back. */
+static void reload_sinks(struct gs_agent *a, struct gs_agent_config *c)
+{
+    char host[256] = "";
+    struct gs_push *p = NULL;
+    struct gs_webhook *w = NULL;
+    int push_changed = memcmp(&c->push, &a->cfg.push, sizeof c->push) != 0;
+    int hook_changed = strcmp(c->alerts.webhook, a->cfg.alerts.webhook) != 0;
+    struct gs_err e;
+
+    if (!push_changed && !hook_changed)
+        return;
+    close_retired(a, 1);
+    if (gethostname(host, sizeof host - 1) != 0)
+        host[0] = '\0';
+    gs_err_clear(&e);
+    if (push_changed && gs_push_enabled(&c->push) &&
+        (gs_push_open(&p, &c->push, host, &e) != GS_OK || gs_push_start(p, &e) != GS_OK)) {
+        gs_log(GS_LOG_ERROR, "reload: %s; keeping the running push settings", e.msg);
+        gs_push_close(p);
+        p = NULL;
+        c->push = a->cfg.push;
+        push_changed = 0;
+    }
+    if (hook_changed && c->alerts.webhook[0] &&
+        (gs_webhook_open(&w, c->alerts.webhook, host, a->cfg.listen, &e) != GS_OK ||
+         gs_webhook_start(w, &e) != GS_OK)) {
+        gs_log(GS_LOG_ERROR, "reload: %s; keeping the running alert_webhook", e.msg);
+        gs_webhook_close(w);
+        w = NULL;
+        snprintf(c->alerts.webhook, sizeof c->alerts.webhook, "%s", a->cfg.alerts.webhook);
+        hook_changed = 0;
+    }
+    pthread_mutex_lock(&a->lock);
+    if (push_changed) {
+        a->push_new = p;
+        a->push_swap = 1;
+    }
+    if (hook_changed) {
+        a->webhook_new = w;
+        a->webhook_swap = 1;
+    }
+    pthread_mutex_unlock(&a->lock);
+    if (push_changed)
+        gs_log(GS_LOG_INFO, "reload: push settings applied (influxdb %s, pushgateway %s)",
+               c->push.influx_url[0] ? c->push.influx_url : "off",
+               c->push.pushgateway_url[0] ? c->push.pushgateway_url : "off");
+    if (hook_changed)
+        gs_log(GS_LOG_INFO, "reload: alert_webhook %s",
+               c->alerts.webhook[0] ? c->alerts.webhook : "off");
+}
+
 static void reload(struct gs_agent *a, const struct gs_agent_args *args, int argc, char **argv)
 {
+    struct gs_policy_settings ps;
     struct gs_agent_config c;
     struct gs_err e;
 
@@ -959,6 +1661,8 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
         gs_log(GS_LOG_ERROR, "reload: %s; keeping the running configuration", e.msg);
         return;
     }
+    reload_sinks(a, &c); /* a->cfg is the main thread's to write: read without the lock */
+    reload_http(a, &c);  /* credentials and TLS pair; the listen address stays */
     pthread_mutex_lock(&a->lock);
     if (strcmp(c.listen, a->cfg.listen) != 0)
         gs_log(GS_LOG_WARN, "reload: listen %s -> %s needs a restart; still on %s",
@@ -971,13 +1675,13 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
         gs_log(GS_LOG_WARN, "reload: history %s needs a restart", c.history ? "on" : "off");
     snprintf(c.data_dir, sizeof c.data_dir, "%s", a->cfg.data_dir);
     c.history = a->cfg.history;
-    if (memcmp(&c.push, &a->cfg.push, sizeof c.push) != 0)
-        gs_log(GS_LOG_WARN, "reload: push settings changed; they need a restart");
-    c.push = a->cfg.push;
-    if (strcmp(c.alerts.webhook, a->cfg.alerts.webhook) != 0)
-        gs_log(GS_LOG_WARN, "reload: alert_webhook changed; it needs a restart");
-    snprintf(c.alerts.webhook, sizeof c.alerts.webhook, "%s", a->cfg.alerts.webhook);
+    if (strcmp(c.socket, a->cfg.socket) != 0)
+        gs_log(GS_LOG_WARN, "reload: socket %s -> %s needs a restart; still on %s",
+               a->cfg.socket, c.socket, a->cfg.socket);
+    snprintf(c.socket, sizeof c.socket, "%s", a->cfg.socket);
     a->cfg = c;
+    policy_settings(&c, &ps);
+    gs_policy_set(a->policy, &ps);
     pthread_cond_signal(&a->wake);
     pthread_mutex_unlock(&a->lock);
     gs_log_set_level((enum gs_log_level)c.log_level);
@@ -1037,6 +1741,33 @@ static int start_history(struct gs_agent *a, struct gs_err *err)
     return GS_OK;
 }
 
+/* Opens the step-record socket (runs.h) unless socket = off. A socket that cannot be bound
+ * (another agent on it, no permission) is logged and the agent goes on without it: metrics
+ * and history matter more than runs. */
+static void start_runs(struct gs_agent *a)
+{
+    char host[256] = "", db[GS_DATA_DIR_LEN + 16];
+    struct gs_runs_opts o = {.socket_path = a->cfg.socket, .rec = a->rec, .hostname = host};
+    struct gs_err e;
+
+    if (!a->cfg.socket[0] || strcmp(a->cfg.socket, "off") == 0) {
+        gs_log(GS_LOG_INFO, "runs: socket off");
+        return;
+    }
+    if (gethostname(host, sizeof host - 1) != 0)
+        host[0] = '\0';
+    snprintf(db, sizeof db, "%s/history.db", a->cfg.data_dir);
+    o.history_path = a->rec ? db : NULL;
+    gs_err_clear(&e);
+    if (gs_runs_open(&a->runs, &o, &e) != GS_OK) {
+        gs_log(GS_LOG_ERROR, "runs: %s; going on without the step-record socket", e.msg);
+        a->runs = NULL;
+        return;
+    }
+    gs_log(GS_LOG_INFO, "runs: step records on %s%s", a->cfg.socket,
+           a->rec ? "" : " (history off: runs are not kept once they end)");
+}
+
 /* Opens the push sinks when any is configured (a bad token file stops the start). */
 static int start_push(struct gs_agent *a, struct gs_err *err)
 {
@@ -1083,14 +1814,26 @@ static void shutdown_agent(struct gs_agent *a)
         pthread_join(a->thread, NULL);
     if (a->mhd)
         MHD_stop_daemon(a->mhd); /* drops every response, so every reference comes back */
+    if (a->mhd_unix) {
+        MHD_stop_daemon(a->mhd_unix); /* closes the listening socket too */
+        unlink(a->cfg.http_socket);
+    }
+    a->mhd = NULL;
+    free_pem_pair(a->tls_cert_pem, a->tls_key_pem);
+    a->tls_cert_pem = a->tls_key_pem = NULL;
+    gs_auth_unref(a->auth);
+    a->auth = NULL;
     /* After the sampler (no more offers) and HTTP (no more queries): appends what is queued,
      * flushes, and gives the queued references back before the publications are freed. */
+    gs_runs_close(a->runs); /* live runs end and are stored: before the recorder closes */
+    a->runs = NULL;
     gs_recorder_close(a->rec);
     a->rec = NULL;
     gs_push_close(a->push); /* gives its queued references back, like the recorder */
     a->push = NULL;
     gs_webhook_close(a->webhook); /* after the sampler: no more transitions */
     a->webhook = NULL;
+    close_retired(a, 1); /* a SIGHUP's sinks, swapped out or never taken */
     if (a->current)
         pub_release(a->current);
     a->current = NULL;
@@ -1100,6 +1843,8 @@ static void shutdown_agent(struct gs_agent *a)
     }
     gs_sampler_close(a->sampler);
     gs_alerts_free(a->alerts);
+    gs_policy_free(a->policy);
+    a->policy = NULL;
     a->alerts = NULL;
     pthread_cond_destroy(&a->wake);
     pthread_mutex_destroy(&a->lock);
@@ -1129,8 +1874,15 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
         a.data_dir_from_caller = 1;
     }
     rc = gs_alerts_new(&a.alerts, &a.cfg.alerts, err);
+    if (rc == GS_OK) {
+        struct gs_policy_settings ps;
+        policy_settings(&a.cfg, &ps);
+        rc = gs_policy_new(&a.policy, &ps, err);
+    }
     if (rc == GS_OK)
         rc = start_history(&a, err);
+    if (rc == GS_OK)
+        start_runs(&a);
     if (rc == GS_OK)
         rc = start_push(&a, err);
     if (rc == GS_OK)
@@ -1138,6 +1890,8 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
     if (rc == GS_OK) {
         cycle(&a, &a.cfg); /* the first publication exists before the port opens */
         rc = start_http(&a, err);
+    if (rc == GS_OK)
+        start_http_unix(&a);
     }
     if (rc == GS_OK) {
         if (pthread_create(&a.thread, NULL, sampling_thread, &a) != 0)
@@ -1154,6 +1908,7 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
             int sig = sigtimedwait(&set, NULL, &tick);
             if (sig < 0) {
                 reap_slow(&a); /* a second without a signal */
+                close_retired(&a, 0);
                 continue;
             }
             if (sig == SIGHUP) {

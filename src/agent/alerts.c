@@ -182,6 +182,7 @@ struct resolved {
     int gpu;
     double value, threshold, since, ended;
     int severity;
+    int metric, op; /* kept: the rule may be gone (a SIGHUP removed it) */
 };
 
 struct gs_alerts {
@@ -218,16 +219,59 @@ void gs_alerts_set_notify(struct gs_alerts *a, gs_alert_notify_fn fn, void *ctx)
     a->notify_ctx = ctx;
 }
 
-void gs_alerts_configure(struct gs_alerts *a, const struct gs_alert_rules *rs)
+/* Defined with the state machine below. */
+static void end_slot(struct gs_alerts *a, const struct gs_alert_rule *r, int gpu,
+                     struct slot *sl, const struct gs_snapshot *s, double value, double now,
+                     const char *why);
+
+/* Ends every firing (resolved, with why) and pending state of rule ri. */
+static void end_rule(struct gs_alerts *a, unsigned ri, const struct gs_snapshot *s, double now,
+                     const char *why)
 {
+    for (unsigned i = 0; i <= GS_ALERTS_GPUS_MAX; i++) {
+        struct slot *sl = &a->slots[ri][i];
+        if (sl->state != GS_ALERT_INACTIVE)
+            end_slot(a, &a->rs.r[ri], i == NODE_SLOT ? -1 : (int)i, sl, s, sl->value, now, why);
+    }
+}
+
+void gs_alerts_configure(struct gs_alerts *a, const struct gs_alert_rules *rs,
+                         const struct gs_snapshot *s, double now)
+{
+    struct slot(*kept)[GS_ALERTS_GPUS_MAX + 1];
+
+    memcpy(a->rs.webhook, rs->webhook, sizeof rs->webhook);
     if (rs->n == a->rs.n && memcmp(rs->r, a->rs.r, rs->n * sizeof rs->r[0]) == 0) {
+        /* alerts = off ends what fires: nothing would evaluate it again (a SIGHUP). */
+        if (!rs->enabled && a->rs.enabled)
+            for (unsigned ri = 0; ri < a->rs.n; ri++)
+                end_rule(a, ri, s, now, " (alerts off)");
         a->rs.enabled = rs->enabled;
-        memcpy(a->rs.webhook, rs->webhook, sizeof rs->webhook);
         return;
     }
+    /* A new rule set: a rule that stays as it was keeps its states; one removed, disabled or
+     * changed resolves what it had firing, so no alert is left firing with no rule behind it. */
+    kept = calloc(GS_ALERT_RULES_MAX, sizeof *kept);
+    for (unsigned ri = 0; ri < a->rs.n; ri++) {
+        const struct gs_alert_rule *old = &a->rs.r[ri];
+        const struct gs_alert_rule *nr = find_rule(rs, old->name);
+        size_t ni = nr ? (size_t)(nr - rs->r) : 0;
+        if (nr && kept && rs->enabled && memcmp(nr, old, sizeof *nr) == 0)
+            memcpy(kept[ni], a->slots[ri], sizeof kept[ni]);
+        else
+            end_rule(a, ri, s, now,
+                     !nr                   ? " (rule removed)"
+                     : !rs->enabled        ? " (alerts off)"
+                     : !nr->enabled        ? " (rule disabled)"
+                                           : " (rule changed)");
+    }
     a->rs = *rs;
-    memset(a->slots, 0, sizeof a->slots);
-    gs_log(GS_LOG_INFO, "alerts: %u rules loaded; alert states restart", rs->n);
+    if (kept)
+        memcpy(a->slots, kept, sizeof a->slots);
+    else
+        memset(a->slots, 0, sizeof a->slots); /* out of memory: every state restarts */
+    free(kept);
+    gs_log(GS_LOG_INFO, "alerts: %u rules loaded; changed rules restart their states", rs->n);
 }
 
 /* xid_new's bookkeeping: runs once per GPU per cycle, whatever the rules. */
@@ -350,7 +394,7 @@ static void emit(struct gs_alerts *a, const struct gs_alert_rule *r, int gpu,
 
     if (!a->notify)
         return;
-    if (gpu >= 0 && (unsigned)gpu < s->n_gpus && gs_gpu_has_text(&s->gpus[gpu], GS_T_UUID))
+    if (s && gpu >= 0 && (unsigned)gpu < s->n_gpus && gs_gpu_has_text(&s->gpus[gpu], GS_T_UUID))
         ev.gpu_uuid = s->gpus[gpu].text[GS_T_UUID];
     a->notify(a->notify_ctx, &ev);
 }
@@ -383,8 +427,21 @@ static void step(struct gs_alerts *a, unsigned ri, int gpu, const struct gs_snap
         }
         return;
     }
+    end_slot(a, r, gpu, sl, s, present ? v : sl->value, now, present ? "" : " (value absent)");
+}
+
+/* Ends one state: a pending one silently goes back to inactive, a firing one resolves
+ * (logged with why, kept in the resolved ring, notified) with value. */
+static void end_slot(struct gs_alerts *a, const struct gs_alert_rule *r, int gpu,
+                     struct slot *sl, const struct gs_snapshot *s, double value, double now,
+                     const char *why)
+{
+    char who[16];
+
+    gpu_label(who, sizeof who, gpu);
     if (sl->state == GS_ALERT_PENDING) {
-        gs_log(GS_LOG_INFO, "alerts: %s on %s back to inactive before firing", r->name, who);
+        gs_log(GS_LOG_INFO, "alerts: %s on %s back to inactive before firing%s", r->name, who,
+               why);
     } else if (sl->state == GS_ALERT_FIRING) {
         struct resolved *e;
         unsigned at;
@@ -397,13 +454,14 @@ static void step(struct gs_alerts *a, unsigned ri, int gpu, const struct gs_snap
         e = &a->res[at];
         memcpy(e->rule, r->name, sizeof e->rule);
         e->gpu = gpu;
-        e->value = present ? v : sl->value;
+        e->value = value;
         e->threshold = r->threshold;
+        e->metric = r->metric;
+        e->op = r->op;
         e->severity = r->severity;
         e->since = sl->since;
         e->ended = now;
-        gs_log(GS_LOG_INFO, "alerts: %s on %s resolved%s", r->name, who,
-               present ? "" : " (value absent)");
+        gs_log(GS_LOG_INFO, "alerts: %s on %s resolved%s", r->name, who, why);
         emit(a, r, gpu, s, GS_ALERT_RESOLVED, e->value, sl->since, now);
     }
     sl->state = GS_ALERT_INACTIVE;
@@ -479,12 +537,11 @@ char *gs_alerts_json(const struct gs_alerts *a, double now)
     /* the newest resolved first */
     for (unsigned k = a->res_n; k-- > 0;) {
         const struct resolved *e = &a->res[(a->res_head + k) % GS_ALERTS_RESOLVED_MAX];
-        const struct gs_alert_rule *r = find_rule(&a->rs, e->rule);
         json_t *o;
         if (now - e->ended > GS_ALERTS_RESOLVED_KEEP_S)
             continue;
-        o = entry(e->rule, r ? gs_alert_metric_name(r->metric) : "?", e->gpu, e->value,
-                  r ? r->op : 0, e->threshold, e->severity, GS_ALERT_RESOLVED, e->since);
+        o = entry(e->rule, gs_alert_metric_name(e->metric), e->gpu, e->value, e->op,
+                  e->threshold, e->severity, GS_ALERT_RESOLVED, e->since);
         if (o)
             json_object_set_new(o, "resolved_at", json_real(e->ended));
         json_array_append_new(list, o);

@@ -82,8 +82,13 @@ struct gs_alerts;
 
 int gs_alerts_new(struct gs_alerts **out, const struct gs_alert_rules *rs, struct gs_err *err);
 void gs_alerts_free(struct gs_alerts *a);
-/* Takes a new rule set; when it differs from the current one, every state restarts. */
-void gs_alerts_configure(struct gs_alerts *a, const struct gs_alert_rules *rs);
+/* Takes a new rule set (each cycle, so a SIGHUP applies). A rule that stays the same keeps
+ * its states; a rule removed, disabled or changed, or every rule when rs->enabled goes off,
+ * ends its states: what was firing resolves at now (unix seconds) as if its condition had
+ * cleared (logged with the reason, listed as resolved, notified). snap (may be NULL) gives
+ * the GPU UUIDs of those notifications. */
+void gs_alerts_configure(struct gs_alerts *a, const struct gs_alert_rules *rs,
+                         const struct gs_snapshot *snap, double now);
 
 /* One transition to firing or resolved, for a notifier (the webhook). */
 struct gs_alert_event {

@@ -32,6 +32,8 @@ struct key {
 static const char *const compat_names[] = {"none", "dcgm", NULL};
 static const char *const history_names[] = {"off", "on", NULL};
 static const char *const influx_version_names[] = {"1", "2", NULL};
+static const char *const procvis_names[] = {"all", "own", "none", NULL}; /* policy.h */
+static const char *const gpuvis_names[] = {"all", "used", NULL};
 
 #define DAY_S 86400.0
 
@@ -87,6 +89,39 @@ static const struct key keys[] = {
     {"alert_webhook", KEY_STR, offsetof(struct gs_agent_config, alerts.webhook), 0,
      sizeof(((struct gs_agent_config *)0)->alerts.webhook), NULL, "",
      "URL that receives Alertmanager-style JSON on each firing/resolved alert; empty: none"},
+    {"socket", KEY_STR, offsetof(struct gs_agent_config, socket), 0,
+     sizeof(((struct gs_agent_config *)0)->socket), NULL, NULL,
+     "step-record socket for training runs (docs/agent.md), absolute path or off; default "
+     "$GPUSCOPE_AGENT_SOCKET, $RUNTIME_DIRECTORY/steps.sock, /run/gpuscope/steps.sock (root), "
+     "$XDG_RUNTIME_DIR/gpuscope/steps.sock; restart to change"},
+    {"process_visibility", KEY_ENUM, offsetof(struct gs_agent_config, process_visibility), 0, 0,
+     procvis_names, "own",
+     "all | own | none: what non-admin viewers see of other users' processes (docs/security.md)"},
+    {"gpu_visibility", KEY_ENUM, offsetof(struct gs_agent_config, gpu_visibility), 0, 0,
+     gpuvis_names, "all", "all | used: used shows a non-admin viewer only the GPUs it uses"},
+    {"admin_group", KEY_STR, offsetof(struct gs_agent_config, admin_group), 0,
+     sizeof(((struct gs_agent_config *)0)->admin_group), NULL, "",
+     "group whose members see everything, like root; empty: root and the agent's user only"},
+    {"http_socket", KEY_STR, offsetof(struct gs_agent_config, http_socket), 0,
+     sizeof(((struct gs_agent_config *)0)->http_socket), NULL, NULL,
+     "HTTP unix socket for local viewers (mode 0666), absolute path or off; default "
+     "$RUNTIME_DIRECTORY/agent.sock, /run/gpuscope/agent.sock (root), "
+     "$XDG_RUNTIME_DIR/gpuscope/agent.sock; restart to change"},
+    {"tokens_file", KEY_STR, offsetof(struct gs_agent_config, tokens_file), 0,
+     sizeof(((struct gs_agent_config *)0)->tokens_file), NULL, "",
+     "HTTP bearer tokens, lines 'sha256:<hex> admin|viewer|metrics [user]' (docs/security.md; "
+     "gpuscope agent --new-token ROLE [USER]); empty: none"},
+    {"web_config_file", KEY_STR, offsetof(struct gs_agent_config, web_config_file), 0,
+     sizeof(((struct gs_agent_config *)0)->web_config_file), NULL, "",
+     "Prometheus exporter-toolkit web config (YAML: tls_server_config, basic_auth_users)"},
+    {"tls_cert_file", KEY_STR, offsetof(struct gs_agent_config, tls_cert_file), 0,
+     sizeof(((struct gs_agent_config *)0)->tls_cert_file), NULL, "",
+     "PEM certificate for HTTPS (with tls_key_file); SIGHUP reloads the pair"},
+    {"tls_key_file", KEY_STR, offsetof(struct gs_agent_config, tls_key_file), 0,
+     sizeof(((struct gs_agent_config *)0)->tls_key_file), NULL, "", "PEM private key for HTTPS"},
+    {"insecure", KEY_ENUM, offsetof(struct gs_agent_config, insecure), 0, 0, history_names,
+     "off", "on | off (--insecure alone: on): allow a non-loopback listen without TLS and "
+     "tokens or basic auth"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -282,6 +317,38 @@ void gs_config_default_data_dir(char *out, size_t len, const char *systemd_state
         snprintf(out, len, "/var/lib/gpuscope");
 }
 
+void gs_config_default_socket(char *out, size_t len, const char *systemd_runtime, unsigned euid,
+                              const char *xdg_runtime)
+{
+    size_t n = systemd_runtime ? strcspn(systemd_runtime, ":") : 0;
+
+    if (systemd_runtime && systemd_runtime[0] == '/' && n + sizeof "/steps.sock" <= len)
+        snprintf(out, len, "%.*s/steps.sock", (int)n, systemd_runtime);
+    else if (euid == 0)
+        snprintf(out, len, "/run/gpuscope/steps.sock");
+    else if (xdg_runtime && xdg_runtime[0] == '/' &&
+             strlen(xdg_runtime) + sizeof "/gpuscope/steps.sock" <= len)
+        snprintf(out, len, "%s/gpuscope/steps.sock", xdg_runtime);
+    else
+        snprintf(out, len, "off");
+}
+
+void gs_config_default_http_socket(char *out, size_t len, const char *systemd_runtime,
+                                   unsigned euid, const char *xdg_runtime)
+{
+    size_t n = systemd_runtime ? strcspn(systemd_runtime, ":") : 0;
+
+    if (systemd_runtime && systemd_runtime[0] == '/' && n + sizeof "/agent.sock" <= len)
+        snprintf(out, len, "%.*s/agent.sock", (int)n, systemd_runtime);
+    else if (euid == 0)
+        snprintf(out, len, "/run/gpuscope/agent.sock");
+    else if (xdg_runtime && xdg_runtime[0] == '/' &&
+             strlen(xdg_runtime) + sizeof "/gpuscope/agent.sock" <= len)
+        snprintf(out, len, "%s/gpuscope/agent.sock", xdg_runtime);
+    else
+        snprintf(out, len, "off");
+}
+
 void gs_config_defaults(struct gs_agent_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -291,6 +358,16 @@ void gs_config_defaults(struct gs_agent_config *c)
     gs_alert_rules_defaults(&c->alerts);
     gs_config_default_data_dir(c->data_dir, sizeof c->data_dir, getenv("STATE_DIRECTORY"),
                                (unsigned)geteuid(), getenv("XDG_STATE_HOME"), getenv("HOME"));
+    /* $GPUSCOPE_AGENT_SOCKET names the socket for both sides (src/run/client.c reads it). */
+    if (getenv("GPUSCOPE_AGENT_SOCKET") && getenv("GPUSCOPE_AGENT_SOCKET")[0] == '/' &&
+        strlen(getenv("GPUSCOPE_AGENT_SOCKET")) < sizeof c->socket)
+        snprintf(c->socket, sizeof c->socket, "%s", getenv("GPUSCOPE_AGENT_SOCKET"));
+    else
+        gs_config_default_socket(c->socket, sizeof c->socket, getenv("RUNTIME_DIRECTORY"),
+                                 (unsigned)geteuid(), getenv("XDG_RUNTIME_DIR"));
+    gs_config_default_http_socket(c->http_socket, sizeof c->http_socket,
+                                  getenv("RUNTIME_DIRECTORY"), (unsigned)geteuid(),
+                                  getenv("XDG_RUNTIME_DIR"));
 }
 
 static const char *skip_blank(const char *s, const char *end)
@@ -494,7 +571,8 @@ static int walk_args(int argc, char **argv, arg_fn fn, void *ctx, struct gs_err 
         eq = strchr(name, '=');
         len = eq ? (size_t)(eq - name) : strlen(name);
         value = eq ? eq + 1 : NULL;
-        if (!eq && strncmp(name, "help", len) != 0 && strncmp(name, "check-config", len) != 0) {
+        if (!eq && strncmp(name, "help", len) != 0 && strncmp(name, "check-config", len) != 0 &&
+            strcmp(name, "insecure") != 0) { /* --insecure alone: insecure = on */
             if (i + 1 >= argc)
                 return gs_err_set(err, GS_EUSAGE, "--%.64s: missing value", name);
             value = argv[++i];
@@ -553,6 +631,8 @@ static int apply_arg(void *ctx, const char *name, size_t len, const char *value,
     char key[64], where[80];
 
     flag_to_key(name, len, key, sizeof key);
+    if (!value && strcmp(key, "insecure") == 0)
+        value = "on";
     if (!value || strcmp(key, "config") == 0 || !find_key(key, strlen(key)))
         return GS_OK; /* --help, --config, --check-config: scan_arg's business */
     snprintf(where, sizeof where, "--%.*s", (int)(len > 64 ? 64 : len), name);
@@ -638,6 +718,17 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
     write_str(out, "pushgateway_job", c->push.pushgateway_job);
     fprintf(out, "alerts = %s\n", history_names[c->alerts.enabled ? 1 : 0]);
     write_str(out, "alert_webhook", c->alerts.webhook);
+    write_str(out, "socket", c->socket);
+    fprintf(out, "process_visibility = %s\ngpu_visibility = %s\n",
+            procvis_names[c->process_visibility < 3 ? c->process_visibility : 0],
+            gpuvis_names[c->gpu_visibility ? 1 : 0]);
+    write_str(out, "admin_group", c->admin_group);
+    write_str(out, "http_socket", c->http_socket);
+    write_str(out, "tokens_file", c->tokens_file);
+    write_str(out, "web_config_file", c->web_config_file);
+    write_str(out, "tls_cert_file", c->tls_cert_file);
+    write_str(out, "tls_key_file", c->tls_key_file);
+    fprintf(out, "insecure = %s\n", history_names[c->insecure ? 1 : 0]);
     for (unsigned i = 0; i < c->alerts.n; i++) {
         const struct gs_alert_rule *r = &c->alerts.r[i];
         fprintf(out, "\n[alert %s]\nmetric = %s\nop = %s\nthreshold = %.17g\nfor = %.17gs\n"

@@ -23,6 +23,7 @@ enum gs_metrics_compat {
 
 #define GS_LISTEN_LEN 128
 #define GS_DATA_DIR_LEN 1024
+#define GS_SOCKET_LEN 108 /* sun_path */
 
 enum gs_history_mode {
     GS_HISTORY_OFF = 0,
@@ -63,6 +64,18 @@ struct gs_agent_config {
     unsigned http_burst;            /* the bucket's size */
     struct gs_push_config push;     /* push sinks; restart to change */
     struct gs_alert_rules alerts;   /* keys alerts, alert_webhook; [alert NAME] sections */
+    char socket[GS_SOCKET_LEN];     /* step-record socket (src/agent/runs.h); "off": none */
+    /* The visibility policy (src/agent/policy.h, docs/security.md). */
+    int process_visibility;         /* enum gs_proc_visibility: all | own | none */
+    int gpu_visibility;             /* enum gs_gpu_visibility: all | used */
+    char admin_group[64];           /* members see everything; "": root and the agent's user */
+    char http_socket[GS_SOCKET_LEN]; /* HTTP on a unix socket for local viewers; "off": none */
+    /* HTTP viewers' credentials and TLS (src/agent/auth.h, docs/security.md); SIGHUP re-reads. */
+    char tokens_file[GS_DATA_DIR_LEN];     /* "sha256:<hex> ROLE [USER]" lines; "": none */
+    char web_config_file[GS_DATA_DIR_LEN]; /* exporter-toolkit web.config.file; "": none */
+    char tls_cert_file[GS_DATA_DIR_LEN];   /* PEM certificate (chain); "": no TLS */
+    char tls_key_file[GS_DATA_DIR_LEN];    /* PEM private key */
+    int insecure;                          /* 1: allow a non-loopback listen without TLS+auth */
 };
 
 /* Fills every key with its default; data_dir's comes from gs_config_default_data_dir with
@@ -75,6 +88,18 @@ void gs_config_defaults(struct gs_agent_config *c);
  * in so that tests need no environment; the strings may be NULL or "". */
 void gs_config_default_data_dir(char *out, size_t len, const char *systemd_state, unsigned euid,
                                 const char *xdg_state, const char *home);
+
+/* Writes the default step-record socket into out: systemd_runtime/steps.sock when
+ * systemd_runtime ($RUNTIME_DIRECTORY, from a unit's RuntimeDirectory=; its first path) is
+ * absolute, else /run/gpuscope/steps.sock for root (euid 0), else
+ * xdg_runtime/gpuscope/steps.sock when xdg_runtime is absolute, else "off". */
+void gs_config_default_socket(char *out, size_t len, const char *systemd_runtime, unsigned euid,
+                              const char *xdg_runtime);
+
+/* Writes the default HTTP unix socket (local viewers, docs/security.md) into out, as
+ * gs_config_default_socket but named agent.sock. */
+void gs_config_default_http_socket(char *out, size_t len, const char *systemd_runtime,
+                                   unsigned euid, const char *xdg_runtime);
 
 /* Parses a duration: a non-negative decimal number with an optional unit suffix s, m, h or d
  * (none: seconds), "24h", "30d", "90", "1.5h". GS_EINVAL for anything else (empty, negative,

@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <zlib.h>
 
 #include "agent/log.h"
 #include "agent/outbound.h"
@@ -136,12 +135,13 @@ int gs_push_render_influx(struct gs_mbuf *b, const struct gs_snapshot *snap)
 
 static char *url_escape(CURL *c, const char *s)
 {
-    return curl_easy_escape(c, s, (int)strlen(s));
+    return gs_curl()->easy_escape(c, s, (int)strlen(s));
 }
 
 char *gs_push_influx_write_url(const struct gs_push_config *c)
 {
-    CURL *h = curl_easy_init();
+    const struct gs_curl_api *cu = gs_curl_load(NULL) == GS_OK ? gs_curl() : NULL;
+    CURL *h = cu ? cu->easy_init() : NULL;
     char *a = NULL, *bkt = NULL, *out = NULL;
     size_t base_len = strlen(c->influx_url);
     size_t n;
@@ -168,9 +168,9 @@ char *gs_push_influx_write_url(const struct gs_push_config *c)
                          a);
         }
     }
-    curl_free(a);
-    curl_free(bkt);
-    curl_easy_cleanup(h);
+    cu->free_fn(a);
+    cu->free_fn(bkt);
+    cu->easy_cleanup(h);
     return out;
 }
 
@@ -313,14 +313,9 @@ static int pgw_url(struct gs_push *p, const char *instance, struct gs_err *err)
             snprintf(p->pgw_url, n, "%.*s/metrics/job/%s/instance/%s", (int)base_len, base, job,
                      inst);
     }
-    curl_free(job);
-    curl_free(inst);
+    gs_curl()->free_fn(job);
+    gs_curl()->free_fn(inst);
     return p->pgw_url ? GS_OK : gs_err_set(err, GS_ENOMEM, "push: out of memory");
-}
-
-static void global_init(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
 static void push_free(struct gs_push *p)
@@ -328,7 +323,7 @@ static void push_free(struct gs_push *p)
     free(p->influx_url);
     free(p->pgw_url);
     if (p->curl)
-        curl_easy_cleanup(p->curl);
+        gs_curl()->easy_cleanup(p->curl);
     gs_mbuf_free(&p->cur);
     gs_mbuf_free(&p->pgw);
     for (; p->p_n > 0; p->p_n--, p->p_head = (p->p_head + 1) % p->cap)
@@ -343,7 +338,6 @@ static void push_free(struct gs_push *p)
 int gs_push_open(struct gs_push **out, const struct gs_push_config *c, const char *instance,
                  struct gs_err *err)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
     struct gs_push *p;
     pthread_condattr_t ca;
     int rc = GS_OK;
@@ -359,7 +353,12 @@ int gs_push_open(struct gs_push **out, const struct gs_push_config *c, const cha
     }
     if (c->pushgateway_url[0] && !c->pushgateway_job[0])
         return gs_err_set(err, GS_EINVAL, "push: pushgateway_job is empty");
-    pthread_once(&once, global_init);
+    /* Loaded only now, when a sink is configured; missing: a config-time error. */
+    rc = gs_curl_load(err);
+    if (rc == GS_OK && c->influx_url[0] && c->influx_gzip)
+        rc = gs_zlib_load(err);
+    if (rc != GS_OK)
+        return rc;
     p = calloc(1, sizeof *p);
     if (!p)
         return gs_err_set(err, GS_ENOMEM, "push: out of memory");
@@ -376,7 +375,7 @@ int gs_push_open(struct gs_push **out, const struct gs_push_config *c, const cha
     p->pub.sink[GS_PUSH_PUSHGATEWAY].enabled = c->pushgateway_url[0] != '\0';
     p->cap = c->buffer_batches ? c->buffer_batches : GS_PUSH_PENDING_MAX;
     p->pending = calloc(p->cap, sizeof *p->pending);
-    p->curl = curl_easy_init();
+    p->curl = gs_curl()->easy_init();
     if (!p->curl || !p->pending)
         rc = gs_err_set(err, GS_ENOMEM, "push: curl_easy_init failed");
     if (rc == GS_OK && c->influx_url[0] && c->influx_token_file[0]) {
@@ -477,31 +476,32 @@ static void seal_batch(struct gs_push *p)
 /* gzip (RFC 1952) of [data, data+len) into a new buffer; NULL on failure. */
 static unsigned char *gzip_body(const char *data, size_t len, size_t *out_len)
 {
+    const struct gs_zlib_api *zl = gs_zlib(); /* gs_push_open loaded it for influx_gzip */
     z_stream z;
     uLong cap;
     unsigned char *out;
 
     memset(&z, 0, sizeof z);
-    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
-        Z_OK)
+    if (!zl || zl->deflateInit2_(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
+                                 Z_DEFAULT_STRATEGY, ZLIB_VERSION, (int)sizeof z) != Z_OK)
         return NULL;
-    cap = deflateBound(&z, (uLong)len) + 32;
+    cap = zl->deflateBound(&z, (uLong)len) + 32;
     out = malloc(cap);
     if (!out) {
-        deflateEnd(&z);
+        zl->deflateEnd(&z);
         return NULL;
     }
     z.next_in = (Bytef *)(uintptr_t)data;
     z.avail_in = (uInt)len;
     z.next_out = out;
     z.avail_out = (uInt)cap;
-    if (deflate(&z, Z_FINISH) != Z_STREAM_END) {
-        deflateEnd(&z);
+    if (zl->deflate(&z, Z_FINISH) != Z_STREAM_END) {
+        zl->deflateEnd(&z);
         free(out);
         return NULL;
     }
     *out_len = z.total_out;
-    deflateEnd(&z);
+    zl->deflateEnd(&z);
     return out;
 }
 
@@ -509,30 +509,31 @@ static unsigned char *gzip_body(const char *data, size_t len, size_t *out_len)
 static int request(struct gs_push *p, int sink, const char *url, const char *body, size_t len,
                    char *why, size_t why_len)
 {
+    const struct gs_curl_api *cu = gs_curl();
     struct curl_slist *h = NULL;
     unsigned char *gz = NULL;
     const char *method = NULL;
     int ok;
 
     if (sink == GS_PUSH_INFLUX) {
-        h = curl_slist_append(h, "Content-Type: text/plain; charset=utf-8");
+        h = cu->slist_append(h, "Content-Type: text/plain; charset=utf-8");
         if (p->token_header[0])
-            h = curl_slist_append(h, p->token_header);
+            h = cu->slist_append(h, p->token_header);
         if (p->cfg.influx_gzip) {
             size_t gz_len;
             gz = gzip_body(body, len, &gz_len);
             if (gz) {
-                h = curl_slist_append(h, "Content-Encoding: gzip");
+                h = cu->slist_append(h, "Content-Encoding: gzip");
                 body = (const char *)gz;
                 len = gz_len;
             }
         }
     } else {
-        h = curl_slist_append(h, "Content-Type: text/plain; version=0.0.4; charset=utf-8");
+        h = cu->slist_append(h, "Content-Type: text/plain; version=0.0.4; charset=utf-8");
         method = "PUT";
     }
     ok = gs_outbound_send(p->curl, method, url, h, body, len, why, why_len);
-    curl_slist_free_all(h);
+    cu->slist_free_all(h);
     free(gz);
     return ok;
 }

@@ -194,6 +194,39 @@ int gs_recorder_query(struct gs_recorder *r, unsigned gpu, enum gs_metric metric
     return rc;
 }
 
+int gs_recorder_run_begin(struct gs_recorder *r, const struct gs_store_run *run, int64_t *run_id,
+                          struct gs_err *err)
+{
+    int rc;
+
+    pthread_mutex_lock(&r->store_lock);
+    rc = gs_store_run_begin(r->st, run, run_id, err);
+    pthread_mutex_unlock(&r->store_lock);
+    return rc;
+}
+
+int gs_recorder_run_step(struct gs_recorder *r, int64_t run_id, const struct gs_step_rec *rec,
+                         int64_t peer_pid, int64_t peer_uid, struct gs_err *err)
+{
+    int rc;
+
+    pthread_mutex_lock(&r->store_lock);
+    rc = gs_store_run_step(r->st, run_id, rec, peer_pid, peer_uid, err);
+    pthread_mutex_unlock(&r->store_lock);
+    return rc;
+}
+
+int gs_recorder_run_end(struct gs_recorder *r, int64_t run_id, double end_time,
+                        const char *report_json, struct gs_err *err)
+{
+    int rc;
+
+    pthread_mutex_lock(&r->store_lock);
+    rc = gs_store_run_end(r->st, run_id, end_time, -1, report_json, err);
+    pthread_mutex_unlock(&r->store_lock);
+    return rc;
+}
+
 /* ---- the writer thread ---- */
 
 /* Copies the store's stats where offer/stats can read them without the store lock. Called

@@ -63,6 +63,17 @@ int gs_recorder_query(struct gs_recorder *r, unsigned gpu, enum gs_metric metric
                       double to, double step, gs_store_point_fn fn, void *ctx,
                       enum gs_store_source *source, struct gs_err *err);
 
+/* The run calls of history.h (gs_store_run_begin/step/end) under the store's mutex, for the
+ * agent's runs module (runs.h) on the receiver thread, never the sampling thread: each may
+ * wait for one flush or prune batch. A step is only buffered (committed by the next flush);
+ * begin and end commit at once. */
+int gs_recorder_run_begin(struct gs_recorder *r, const struct gs_store_run *run, int64_t *run_id,
+                          struct gs_err *err);
+int gs_recorder_run_step(struct gs_recorder *r, int64_t run_id, const struct gs_step_rec *rec,
+                         int64_t peer_pid, int64_t peer_uid, struct gs_err *err);
+int gs_recorder_run_end(struct gs_recorder *r, int64_t run_id, double end_time,
+                        const char *report_json, struct gs_err *err);
+
 /* Stops the writer after it has appended every queued snapshot and flushed (one last try),
  * then closes the store. NULL is allowed. */
 void gs_recorder_close(struct gs_recorder *r);

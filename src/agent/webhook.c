@@ -60,18 +60,13 @@ static double mono_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void global_init(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 static void webhook_free(struct gs_webhook *w)
 {
     free(w->url);
     free(w->instance);
     free(w->generator_url);
     if (w->curl)
-        curl_easy_cleanup(w->curl);
+        gs_curl()->easy_cleanup(w->curl);
     pthread_cond_destroy(&w->wake);
     pthread_mutex_destroy(&w->lock);
     free(w);
@@ -80,15 +75,17 @@ static void webhook_free(struct gs_webhook *w)
 int gs_webhook_open(struct gs_webhook **out, const char *url, const char *instance,
                     const char *listen, struct gs_err *err)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
     struct gs_webhook *w;
     pthread_condattr_t ca;
     size_t n;
+    int rc;
 
     *out = NULL;
     if (!url || !url[0])
         return gs_err_set(err, GS_EINVAL, "alert_webhook: empty URL");
-    pthread_once(&once, global_init);
+    rc = gs_curl_load(err); /* a config-time error: the agent does not start without it */
+    if (rc != GS_OK)
+        return rc;
     w = calloc(1, sizeof *w);
     if (!w)
         return gs_err_set(err, GS_ENOMEM, "alert_webhook: out of memory");
@@ -103,7 +100,7 @@ int gs_webhook_open(struct gs_webhook **out, const char *url, const char *instan
     w->generator_url = malloc(n);
     if (w->generator_url)
         snprintf(w->generator_url, n, "http://%s/api/v1/alerts", listen ? listen : "");
-    w->curl = curl_easy_init();
+    w->curl = gs_curl()->easy_init();
     if (!w->url || !w->instance || !w->generator_url || !w->curl) {
         webhook_free(w);
         return gs_err_set(err, GS_ENOMEM, "alert_webhook: out of memory");
@@ -242,10 +239,11 @@ static char *render(const struct gs_webhook *w, const struct transition *ts, uns
 /* One POST; returns 1 on a 2xx answer. why gets the reason of a failure. */
 static int post(struct gs_webhook *w, const char *body, char *why, size_t why_len)
 {
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    const struct gs_curl_api *cu = gs_curl();
+    struct curl_slist *h = cu->slist_append(NULL, "Content-Type: application/json");
     int ok = gs_outbound_send(w->curl, NULL, w->url, h, body, strlen(body), why, why_len);
 
-    curl_slist_free_all(h);
+    cu->slist_free_all(h);
     return ok;
 }
 

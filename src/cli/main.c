@@ -21,6 +21,7 @@ static const struct subcommand subcommands[] = {
     {"query", gs_cli_query, "nvidia-smi compatible --query-gpu / --query-compute-apps"},
     {"agent", gs_cli_agent, "per-node daemon: Prometheus /metrics, JSON API"},
     {"demo", gs_cli_demo, "the agent on a bundled nvml-sim scenario, no GPU needed"},
+    {"run", gs_cli_run, "run a training command and profile its steps and GPUs"},
 };
 
 static void usage(FILE *out)

@@ -74,4 +74,7 @@ int gs_record_parse(const char *buf, size_t len, struct gs_record *out, char *er
  * or -1 if it does not fit. Absent values are left out. */
 int gs_record_encode(const struct gs_record *rec, char *buf, size_t size);
 
+/* True when a and b hold the same record (NaN equals NaN: both absent). */
+bool gs_record_equal(const struct gs_record *a, const struct gs_record *b);
+
 #endif

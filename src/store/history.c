@@ -22,6 +22,7 @@
 
 #include "core/testable.h"
 #include "gpuscope/gs_err.h"
+#include "gpuscope/gs_run.h"
 
 /* The metrics history keeps: one REAL column each in `sample`, three (+ a count) in `rollup`.
  * Static or slow identity numbers live in the `gpu` table instead. Appending a metric here
@@ -43,6 +44,8 @@ _Static_assert(STORE_NCOLS <= 32, "store_gpu_row.present is a 32-bit mask");
 #define STORE_MINUTE_MS 60000LL
 #define STORE_PROC_SEQ_MAX 65536u
 #define STORE_SQL_MAX 8192
+/* Step records buffered between flushes (a few hundred in steady state); more are dropped. */
+#define STORE_STEP_CAP 20000u
 
 struct store_gpu_row {
     unsigned gpu;
@@ -80,6 +83,12 @@ struct store_ident {
     uint8_t tst[GS_T__COUNT];
 };
 
+/* One buffered step record of a run (schema v2). */
+struct store_step_row {
+    int64_t run, peer_pid, peer_uid;
+    struct gs_step_rec rec;
+};
+
 struct gs_store {
     sqlite3 *db;
     char path[512];
@@ -93,6 +102,9 @@ struct gs_store {
     int64_t rollup_done_ms; /* minutes before this are rolled up; -1: none yet */
     int64_t max_t_ms;      /* newest sample written; -1: none */
     struct gs_store_stats stats;
+    sqlite3_stmt *ins_run, *end_run, *ins_step;
+    struct store_step_row *steps;
+    unsigned n_steps, cap_steps;
 };
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -210,11 +222,43 @@ static int store_schema_v1(char *sql, size_t cap)
     return bad ? -1 : 0;
 }
 
+/* Step columns of `step`, in enum gs_phase order (gs_run.h; not gs_phase_name: the fuzz
+ * targets link this file without src/run). */
+static const char *const store_phase_cols[] = {"data_ms", "forward_ms", "backward_ms",
+                                               "optimizer_step_ms", "communication_ms",
+                                               "total_step_ms"};
+_Static_assert(sizeof store_phase_cols / sizeof store_phase_cols[0] == GS_PH_N,
+               "one step column per phase");
+
+/* v2: training runs (`gpuscope run`, later the agent) and their step records. */
+static int store_schema_v2(char *sql, size_t cap)
+{
+    size_t n = 0;
+    int bad = 0;
+
+    bad |= sql_cat(sql, cap, &n,
+                   "CREATE TABLE run(id INTEGER PRIMARY KEY, name TEXT, source TEXT,"
+                   " command TEXT, hostname TEXT, start_time REAL, end_time REAL,"
+                   " exit_code INTEGER, report TEXT);"
+                   "CREATE TABLE step(id INTEGER PRIMARY KEY, run INTEGER NOT NULL,"
+                   " peer_pid INTEGER, peer_uid INTEGER, rank INTEGER, device INTEGER,"
+                   " step INTEGER, t_begin REAL, t_end REAL");
+    for (unsigned p = 0; p < GS_PH_N; p++)
+        bad |= sql_cat(sql, cap, &n, ", %s REAL", store_phase_cols[p]);
+    bad |= sql_cat(sql, cap, &n,
+                   ", samples INTEGER, cuda_events INTEGER, mem_allocated REAL,"
+                   " mem_reserved REAL, mem_peak_allocated REAL, mem_peak_reserved REAL,"
+                   " mem_total REAL);"
+                   "CREATE INDEX step_by_run ON step(run, step);");
+    return bad ? -1 : 0;
+}
+
 /* Migrations, one per schema version: index v brings a file from v-1 to v. */
 typedef int (*store_migration_fn)(char *sql, size_t cap);
 static const store_migration_fn store_migrations[GS_STORE_SCHEMA_VERSION + 1] = {
     NULL,
     store_schema_v1,
+    store_schema_v2,
 };
 
 static int store_pragma_int(struct gs_store *st, const char *sql, int *out)
@@ -359,7 +403,30 @@ static int store_prepare_all(struct gs_store *st, struct gs_err *err)
     if (rc == GS_OK)
         rc = store_prepare(st, "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)",
                            &st->set_meta, err);
-    return rc;
+    if (rc == GS_OK)
+        rc = store_prepare(st,
+                           "INSERT INTO run(name,source,command,hostname,start_time)"
+                           " VALUES(?,?,?,?,?)",
+                           &st->ins_run, err);
+    if (rc == GS_OK)
+        rc = store_prepare(st, "UPDATE run SET end_time=?2, exit_code=?3, report=?4 WHERE id=?1",
+                           &st->end_run, err);
+    if (rc != GS_OK)
+        return rc;
+    n = 0;
+    bad |= sql_cat(sql, sizeof sql, &n,
+                   "INSERT INTO step(run,peer_pid,peer_uid,rank,device,step,t_begin,t_end");
+    for (unsigned p = 0; p < GS_PH_N; p++)
+        bad |= sql_cat(sql, sizeof sql, &n, ",%s", store_phase_cols[p]);
+    bad |= sql_cat(sql, sizeof sql, &n,
+                   ",samples,cuda_events,mem_allocated,mem_reserved,mem_peak_allocated,"
+                   "mem_peak_reserved,mem_total) VALUES(?,?,?,?,?,?,?,?");
+    for (unsigned p = 0; p < GS_PH_N; p++)
+        bad |= sql_cat(sql, sizeof sql, &n, ",?");
+    bad |= sql_cat(sql, sizeof sql, &n, ",?,?,?,?,?,?,?)");
+    if (bad)
+        return gs_err_set(err, GS_EINVAL, "history: step statement too long");
+    return store_prepare(st, sql, &st->ins_step, err);
 }
 
 static int store_load_state(struct gs_store *st, struct gs_err *err)
@@ -473,6 +540,10 @@ void gs_store_close(struct gs_store *st)
     sqlite3_finalize(st->up_gpu);
     sqlite3_finalize(st->rollup);
     sqlite3_finalize(st->set_meta);
+    sqlite3_finalize(st->ins_run);
+    sqlite3_finalize(st->end_run);
+    sqlite3_finalize(st->ins_step);
+    free(st->steps);
     sqlite3_close(st->db); /* NULL is a no-op; checkpoints the WAL when we are the last */
     if (st->ring) {
         for (unsigned i = 0; i < st->opts.buffer_cap; i++) {
@@ -703,6 +774,40 @@ save:
     return store_step(st->set_meta) == SQLITE_OK ? 0 : -1;
 }
 
+static void bind_num_or_null(sqlite3_stmt *s, int i, double v, int known)
+{
+    if (known && isfinite(v))
+        sqlite3_bind_double(s, i, v);
+    else
+        sqlite3_bind_null(s, i);
+}
+
+/* One step row; unknown values (NaN times, zero counts and bytes) are NULL. */
+static int store_write_step(struct gs_store *st, const struct store_step_row *r)
+{
+    const struct gs_step_rec *s = &r->rec;
+    sqlite3_stmt *q = st->ins_step;
+    const uint64_t mem[] = {s->mem_allocated, s->mem_reserved, s->mem_peak_allocated,
+                            s->mem_peak_reserved, s->mem_total};
+    int i = 1;
+
+    sqlite3_bind_int64(q, i++, r->run);
+    sqlite3_bind_int64(q, i++, r->peer_pid);
+    sqlite3_bind_int64(q, i++, r->peer_uid);
+    sqlite3_bind_int(q, i++, s->rank);
+    sqlite3_bind_int(q, i++, s->device);
+    sqlite3_bind_int64(q, i++, (int64_t)s->step);
+    bind_num_or_null(q, i++, s->t_begin, 1);
+    bind_num_or_null(q, i++, s->t_end, 1);
+    for (int p = 0; p < GS_PH_N; p++)
+        bind_num_or_null(q, i++, s->ms[p], 1);
+    bind_num_or_null(q, i++, (double)s->samples, s->samples != 0);
+    sqlite3_bind_int(q, i++, (s->flags & GS_STEP_CUDA_EVENTS) != 0);
+    for (unsigned k = 0; k < sizeof mem / sizeof mem[0]; k++)
+        bind_num_or_null(q, i++, (double)mem[k], mem[k] != 0);
+    return store_step(q) == SQLITE_OK ? 0 : -1;
+}
+
 int gs_store_flush(struct gs_store *st, struct gs_err *err)
 {
     double t0 = mono_s(), dt;
@@ -712,10 +817,14 @@ int gs_store_flush(struct gs_store *st, struct gs_err *err)
 
     if (!st)
         return gs_err_set(err, GS_EINVAL, "history: flush without store");
-    if (st->count == 0)
+    if (st->count == 0 && st->n_steps == 0)
         return GS_OK;
     if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
         failed = 1;
+    for (unsigned k = 0; k < st->n_steps && !failed; k++) {
+        failed = store_write_step(st, &st->steps[k]) != 0;
+        rows++;
+    }
     for (unsigned k = 0; k < st->count && !failed; k++) {
         const struct store_entry *e = &st->ring[(st->head + k) % st->opts.buffer_cap];
         if (e->n_gpus) {
@@ -744,6 +853,8 @@ int gs_store_flush(struct gs_store *st, struct gs_err *err)
     }
     for (unsigned i = 0; i < st->n_ident; i++)
         st->ident[i].seen = 0;
+    st->stats.steps_written += st->n_steps;
+    st->n_steps = 0;
     st->stats.snapshots_written += st->count;
     /* Empty again: restart at slot 0 rather than walking on, so that in steady state only
      * the first flush_interval/interval slots ever get their row arrays allocated; the rest
@@ -916,6 +1027,76 @@ struct gs_store_stats gs_store_stats(const struct gs_store *st)
     if (st) {
         s = st->stats;
         s.buffered = st->count;
+        s.steps_buffered = st->n_steps;
     }
     return s;
+}
+
+/* ---- runs ------------------------------------------------------------------------------- */
+
+int gs_store_run_begin(struct gs_store *st, const struct gs_store_run *run, int64_t *run_id,
+                       struct gs_err *err)
+{
+    if (!st || !run || !run_id)
+        return gs_err_set(err, GS_EINVAL, "history: run_begin: missing argument");
+    bind_text_or_null(st->ins_run, 1, run->name);
+    bind_text_or_null(st->ins_run, 2, run->source);
+    bind_text_or_null(st->ins_run, 3, run->command);
+    bind_text_or_null(st->ins_run, 4, run->hostname);
+    bind_num_or_null(st->ins_run, 5, run->start_time, run->start_time > 0);
+    if (store_step(st->ins_run) != SQLITE_OK)
+        return store_fail(st, err, "insert run");
+    *run_id = sqlite3_last_insert_rowid(st->db);
+    return GS_OK;
+}
+
+int gs_store_run_step(struct gs_store *st, int64_t run_id, const struct gs_step_rec *rec,
+                      int64_t peer_pid, int64_t peer_uid, struct gs_err *err)
+{
+    struct store_step_row *r;
+
+    if (!st || !rec)
+        return gs_err_set(err, GS_EINVAL, "history: run_step: missing argument");
+    if (st->n_steps >= STORE_STEP_CAP) {
+        st->stats.steps_dropped++;
+        return gs_err_set(err, GS_ENOMEM, "history: %u step records waiting; record dropped",
+                          st->n_steps);
+    }
+    if (st->n_steps == st->cap_steps) {
+        unsigned cap = st->cap_steps ? st->cap_steps * 2 : 64;
+        void *p;
+
+        if (cap > STORE_STEP_CAP)
+            cap = STORE_STEP_CAP;
+        p = realloc(st->steps, (size_t)cap * sizeof *st->steps);
+        if (!p) {
+            st->stats.steps_dropped++;
+            return gs_err_set(err, GS_ENOMEM, "history: out of memory");
+        }
+        st->steps = p;
+        st->cap_steps = cap;
+    }
+    r = &st->steps[st->n_steps++];
+    r->run = run_id;
+    r->peer_pid = peer_pid;
+    r->peer_uid = peer_uid;
+    r->rec = *rec;
+    return GS_OK;
+}
+
+int gs_store_run_end(struct gs_store *st, int64_t run_id, double end_time, int exit_code,
+                     const char *report_json, struct gs_err *err)
+{
+    if (!st)
+        return gs_err_set(err, GS_EINVAL, "history: run_end without store");
+    sqlite3_bind_int64(st->end_run, 1, run_id);
+    bind_num_or_null(st->end_run, 2, end_time, end_time > 0);
+    if (exit_code >= 0)
+        sqlite3_bind_int(st->end_run, 3, exit_code);
+    bind_text_or_null(st->end_run, 4, report_json);
+    if (store_step(st->end_run) != SQLITE_OK)
+        return store_fail(st, err, "update run");
+    if (sqlite3_changes(st->db) != 1)
+        return gs_err_set(err, GS_ENOTFOUND, "history: no run %lld", (long long)run_id);
+    return GS_OK;
 }

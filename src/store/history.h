@@ -29,7 +29,7 @@ struct gs_store;
 /* PRAGMA application_id of a gpuscope history database ("GPUh"), and the schema version
  * (PRAGMA user_version) this build writes. A file with another application_id is refused. */
 #define GS_STORE_APP_ID 0x47505568
-#define GS_STORE_SCHEMA_VERSION 1
+#define GS_STORE_SCHEMA_VERSION 2
 
 /* Highest GPU index kept (the row key packs the index in 8 bits). */
 #define GS_STORE_MAX_GPU 255
@@ -52,6 +52,9 @@ struct gs_store_stats {
     unsigned buffered;             /* snapshots waiting for the next flush */
     double last_flush_s;           /* wall time of the last successful flush */
     double max_flush_s;
+    uint64_t steps_written;        /* step records of runs committed */
+    uint64_t steps_dropped;        /* step records refused: buffer full or no memory */
+    unsigned steps_buffered;       /* step records waiting for the next flush */
 };
 
 /* One point of a query: a raw sample (n == 1, min == avg == max) or a bucket of `step`
@@ -111,6 +114,34 @@ int gs_store_keeps(enum gs_metric m);
 
 /* Self metrics; cheap, no I/O. */
 struct gs_store_stats gs_store_stats(const struct gs_store *st);
+
+/* ---- Runs (schema v2): training runs and their step records ----
+ *
+ * `gpuscope run` keeps one run in its samples.db; the agent will keep the runs of its node in
+ * history.db the same way. A run row is written at once; step rows are buffered like snapshots
+ * and committed by the next gs_store_flush (in the same transaction as the samples). */
+struct gs_step_rec;
+
+struct gs_store_run {
+    const char *name;     /* NULL: unnamed */
+    const char *source;   /* "gpuscope-run", "agent" */
+    const char *command;  /* shell-quoted argv, NULL: unknown */
+    const char *hostname;
+    double start_time;    /* unix seconds; <= 0: unknown */
+};
+
+/* Inserts a run (committed immediately) and returns its id. */
+int gs_store_run_begin(struct gs_store *st, const struct gs_store_run *run, int64_t *run_id,
+                       struct gs_err *err);
+/* Buffers one step record of run_id with its sender (SO_PEERCRED pid/uid). GS_ENOMEM when
+ * 20,000 records are already waiting for a flush (the record is dropped and counted in
+ * steps_dropped). NaN phase times, 0 samples and 0 bytes are stored as NULL. */
+int gs_store_run_step(struct gs_store *st, int64_t run_id, const struct gs_step_rec *rec,
+                      int64_t peer_pid, int64_t peer_uid, struct gs_err *err);
+/* Records the end of a run (committed immediately): end_time (<= 0: NULL), exit_code (< 0:
+ * NULL) and the report text (NULL: none). GS_ENOTFOUND for an unknown run id. */
+int gs_store_run_end(struct gs_store *st, int64_t run_id, double end_time, int exit_code,
+                     const char *report_json, struct gs_err *err);
 
 #ifdef GS_TESTABLE
 /* Test builds only: runs SQL on the store's connection (to shrink max_page_count, say). */

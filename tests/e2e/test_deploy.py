@@ -3,8 +3,11 @@
 verify` on gpuscope-agent.service (its ExecStart pointed at the built binary, since verify
 wants the command to exist). Every gpuscope_* name in the rules must be a family the agent
 serves on nvml-sim (h100x8-training), and every throttle reason they match one docs/metrics.md
-lists. A missing tool is a TAP skip.
+lists. deploy/grafana/gpuscope.json: its structure, and every panel expression parsed by
+promtool (as recording rules, template variables substituted). deploy/kubernetes: the DaemonSet
+(hostPID, port, probe) and its agent.conf through --check-config. A missing tool is a TAP skip.
 """
+import json
 import os
 import re
 import shutil
@@ -89,6 +92,97 @@ reason_row = next(ln for ln in doc.splitlines() if ln.startswith("| `gpuscope_gp
 reasons = set(re.findall(r'reason=~"([^"]+)"', rules)[0].split("|"))
 t.eq(sorted(r for r in reasons if r not in reason_row), [],
      "every throttle reason in the rules is one docs/metrics.md lists")
+
+# deploy/grafana/gpuscope.json: a dashboard Grafana can import, whose every expression parses
+# (each written as a recording rule, template variables substituted, for `promtool check rules`)
+# and names only families the agent serves (GPM and process ones: documented, not always served).
+dash = json.load(open(os.path.join(DEPLOY, "grafana", "gpuscope.json")))
+t.ok(dash.get("uid") and dash.get("title") and isinstance(dash.get("schemaVersion"), int) and
+     isinstance(dash.get("panels"), list), "grafana: uid, title, schemaVersion, panels")
+tvars = {v["name"]: v for v in dash["templating"]["list"]}
+t.ok(tvars.get("datasource", {}).get("query") == "prometheus" and
+     "hostname" in str(tvars.get("node", {}).get("query")) and
+     "gpu" in str(tvars.get("gpu", {}).get("query")) and "$node" in str(tvars["gpu"]["query"]),
+     "grafana: datasource, node and gpu variables (gpu filtered by node)", detail=tvars.keys())
+ids = [p["id"] for p in dash["panels"]]
+t.eq(len(ids), len(set(ids)), "grafana: panel ids are unique")
+exprs = []
+for p in dash["panels"]:
+    box = p.get("gridPos", {})
+    if not (all(k in box for k in "hwxy") and box["x"] + box["w"] <= 24):
+        exprs.append(("bad gridPos", p["title"]))
+    for tg in p.get("targets", []):
+        exprs.append((p["title"], tg["refId"], tg["expr"]))
+bad_grid = [e for e in exprs if e[0] == "bad gridPos"]
+exprs = [e for e in exprs if e[0] != "bad gridPos"]
+t.eq(bad_grid, [], "grafana: every panel has a gridPos within 24 columns")
+titles = " | ".join(p["title"] for p in dash["panels"])
+for want in ("utilization", "Memory used", "Temperature", "Power", "SM clock", "PCIe",
+             "heatmap", "idle GPUs holding memory", "Throttled GPUs", "processes"):
+    t.ok(want.lower() in titles.lower(), "grafana: a panel for " + want, detail=titles)
+t.ok(len(exprs) >= 15 and all("$node" in e[2] for e in exprs),
+     "grafana: %d expressions, each filtered by $node" % len(exprs), detail=exprs)
+names = set(re.findall(r"\b(gpuscope_[a-z_]+)", " ".join(e[2] for e in exprs)))
+unserved = sorted(n for n in names if n not in families and "`%s`" % n not in doc)
+t.eq(unserved, [], "grafana: every gpuscope_* name is served, or documented (GPM, opt-in)")
+if promtool:
+    subst = {"$__rate_interval": "1m", "$__interval": "15s", "$__range": "6h",
+             "$node": "node1|node2", "$gpu": "0|1", "${datasource}": "x"}
+    tmp = tempfile.mkdtemp(prefix="gs-grafana-test.")
+    try:
+        rules_path = os.path.join(tmp, "panels.yml")
+        with open(rules_path, "w") as f:
+            f.write("groups:\n  - name: grafana_panels\n    rules:\n")
+            for i, (_, _, e) in enumerate(exprs):
+                for k, v in subst.items():
+                    e = e.replace(k, v)
+                f.write("      - record: gs_panel_%d\n        expr: %s\n" % (i, json.dumps(e)))
+        r = run([promtool, "check", "rules", rules_path])
+        t.ok(r.returncode == 0 and ("SUCCESS: %d rules found" % len(exprs)) in r.stdout,
+             "grafana: promtool parses all %d panel expressions" % len(exprs),
+             detail=r.stdout + r.stderr)
+        # The check can fail: a broken expression is reported.
+        with open(rules_path, "w") as f:
+            f.write("groups:\n  - name: g\n    rules:\n      - record: x\n"
+                    "        expr: \"sum(gpuscope_gpu_up{hostname=~\\\"a\\\"}\"\n")
+        r = run([promtool, "check", "rules", rules_path])
+        t.ok(r.returncode != 0, "grafana: promtool rejects an unbalanced expression")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+else:
+    t.skip("grafana: promtool parses the panel expressions", "promtool not installed")
+
+# deploy/kubernetes/gpuscope-agent.yaml: a DaemonSet with hostPID on GPU nodes, probing
+# /healthz on 9400, and a ConfigMap whose agent.conf the agent itself accepts.
+try:
+    import yaml
+except ImportError:
+    yaml = None
+if yaml:
+    kdocs = list(yaml.safe_load_all(open(os.path.join(DEPLOY, "kubernetes",
+                                                      "gpuscope-agent.yaml"))))
+    kinds = {d["kind"]: d for d in kdocs}
+    ds = kinds.get("DaemonSet", {}).get("spec", {}).get("template", {}).get("spec", {})
+    ctr = (ds.get("containers") or [{}])[0]
+    t.ok(ds.get("hostPID") is True and ctr.get("ports", [{}])[0].get("containerPort") == 9400
+         and ctr.get("livenessProbe", {}).get("httpGet", {}).get("path") == "/healthz"
+         and "--config" in ctr.get("args", []),
+         "kubernetes: DaemonSet with hostPID, port 9400, /healthz probe", detail=ds)
+    conf_text = kinds.get("ConfigMap", {}).get("data", {}).get("agent.conf", "")
+    tmp = tempfile.mkdtemp(prefix="gs-k8s-test.")
+    try:
+        conf = os.path.join(tmp, "agent.conf")
+        with open(conf, "w") as f:
+            f.write(conf_text)
+        r = run([BIN, "agent", "--config", conf, "--check-config"])
+        t.ok(r.returncode == 0 and "listen = 0.0.0.0:9400" in r.stdout,
+             "kubernetes: the ConfigMap's agent.conf passes --check-config",
+             detail=r.stdout + r.stderr)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+else:
+    t.skip("kubernetes: the DaemonSet manifest", "python3-yaml not installed")
+    t.skip("kubernetes: the ConfigMap's agent.conf", "python3-yaml not installed")
 
 analyze = shutil.which("systemd-analyze")
 if analyze:

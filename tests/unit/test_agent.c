@@ -208,6 +208,16 @@ static void test_history_keys(void **state)
     gs_config_default_data_dir(dir, sizeof dir, "/var/lib/gpuscope:/var/lib/other", 61234, "/x",
                                "/");
     assert_string_equal(dir, "/var/lib/gpuscope");
+
+    /* the step-record socket: systemd's RuntimeDirectory=, root, XDG, else off */
+    gs_config_default_socket(dir, sizeof dir, "/run/gpuscope:/run/x", 61234, "/run/user/1");
+    assert_string_equal(dir, "/run/gpuscope/steps.sock");
+    gs_config_default_socket(dir, sizeof dir, NULL, 0, "/run/user/0");
+    assert_string_equal(dir, "/run/gpuscope/steps.sock");
+    gs_config_default_socket(dir, sizeof dir, "relative", 1000, "/run/user/1000");
+    assert_string_equal(dir, "/run/user/1000/gpuscope/steps.sock");
+    gs_config_default_socket(dir, sizeof dir, NULL, 1000, "relative");
+    assert_string_equal(dir, "off");
 }
 
 static void test_history_flags(void **state)

@@ -278,7 +278,7 @@ static void test_custom_rule_and_reconfigure(void **state)
     assert_int_equal(gs_alert_rule_set(&f.rs, "hot_mem", "threshold", "90", "x", &e), GS_OK);
     assert_int_equal(gs_alert_rule_set(&f.rs, "hot_mem", "for", "2s", "x", &e), GS_OK);
     assert_int_equal(gs_alert_rule_set(&f.rs, "gpu_lost", "enabled", "off", "x", &e), GS_OK);
-    gs_alerts_configure(f.a, &f.rs);
+    gs_alerts_configure(f.a, &f.rs, f.s, 0);
     gs_gpu_set(&f.s->gpus[0], GS_M_TEMP_MEM, 90);
     f.s->gpus[0].lost = 0;
     gs_alerts_eval(f.a, f.s, 0);
@@ -288,6 +288,46 @@ static void test_custom_rule_and_reconfigure(void **state)
     f.s->gpus[0].lost = 1;
     gs_alerts_eval(f.a, f.s, 3);
     assert_string_equal(state_of(&f, "gpu_lost", 0, 3), "inactive"); /* disabled */
+    fx_close(&f);
+}
+
+/* A SIGHUP's rule set: an unchanged rule keeps firing; a changed one, and then every one
+ * when alerts go off, resolves at once (notified, listed) instead of hanging in firing. */
+static void test_reconfigure_resolves(void **state)
+{
+    struct fx f;
+    struct gs_err e;
+    const char *rule[2] = {"a", "b"};
+
+    (void)state;
+    fx_open(&f, 1);
+    f.rs.n = 0; /* only the two custom rules */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(gs_alert_rule_set(&f.rs, rule[i], "metric", "temperature_gpu", "x", &e),
+                         GS_OK);
+        assert_int_equal(gs_alert_rule_set(&f.rs, rule[i], "threshold", "50", "x", &e), GS_OK);
+        assert_int_equal(gs_alert_rule_set(&f.rs, rule[i], "for", "0s", "x", &e), GS_OK);
+    }
+    gs_alerts_configure(f.a, &f.rs, f.s, 0);
+    gs_gpu_set(&f.s->gpus[0], GS_M_TEMP_GPU, 80);
+    gs_alerts_eval(f.a, f.s, 10);
+    assert_int_equal(f.events_firing, 2);
+    assert_string_equal(state_of(&f, "a", 0, 10), "firing");
+    assert_int_equal(gs_alert_rule_set(&f.rs, "b", "threshold", "60", "x", &e), GS_OK);
+    gs_alerts_configure(f.a, &f.rs, f.s, 11);
+    assert_int_equal(f.events_resolved, 1);
+    assert_string_equal(state_of(&f, "a", 0, 11), "firing");  /* unchanged: kept */
+    assert_string_equal(state_of(&f, "b", 0, 11), "resolved"); /* changed: resolved */
+    gs_alerts_configure(f.a, &f.rs, f.s, 12); /* the same set again: nothing happens */
+    assert_int_equal(f.events_resolved, 1);
+    f.rs.enabled = 0;
+    gs_alerts_configure(f.a, &f.rs, f.s, 13);
+    assert_int_equal(f.events_resolved, 2);
+    assert_string_equal(state_of(&f, "a", 0, 13), "resolved");
+    f.rs.n = 0; /* every rule removed while nothing fires: no more notifications */
+    gs_alerts_configure(f.a, &f.rs, f.s, 14);
+    assert_int_equal(f.events_resolved, 2);
+    assert_int_equal(f.events_firing, 2);
     fx_close(&f);
 }
 
@@ -379,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_xid),
         cmocka_unit_test(test_lost),
         cmocka_unit_test(test_custom_rule_and_reconfigure),
+        cmocka_unit_test(test_reconfigure_resolves),
         cmocka_unit_test(test_config_sections),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

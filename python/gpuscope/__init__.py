@@ -1,0 +1,166 @@
+"""gpuscope: per-step training profiles joined with what the GPUs did (docs/python.md).
+
+Hugging Face Trainer / ms-swift:
+    trainer.add_callback(gpuscope.GpuScopeCallback())
+
+Plain PyTorch, explicit:
+    gpuscope.init(output_dir="out")          # optional: defaults work
+    for batch in loader:
+        with gpuscope.step(samples=len(batch)):
+            with gpuscope.phase("forward"):
+                loss = model(batch).sum()
+            with gpuscope.phase("backward"):
+                loss.backward()
+            with gpuscope.phase("optimizer_step"):
+                opt.step()
+    report = gpuscope.finish()               # also run at interpreter exit
+
+Plain PyTorch, one line:
+    for batch in gpuscope.instrument(model, opt, loader):
+        ...                                  # unchanged loop body
+"""
+import atexit
+import os
+
+from . import _hooks
+from ._core import PHASE_INDEX, Profiler, format_lines, utilization_estimate
+from ._native import PHASES
+from .callback import GpuScopeCallback
+
+__all__ = ["GpuScopeCallback", "Profiler", "init", "profiler", "step", "phase", "instrument",
+           "finish", "PHASES", "format_lines", "utilization_estimate"]
+__version__ = "0.1.0"
+
+_default = [None]
+
+
+def init(**kwargs):
+    """Creates the process's profiler for the plain-loop API (see Profiler for the keyword
+    arguments: output_dir, logging_steps, run_name, device, socket, nvml, sample_interval_s,
+    log). output_dir defaults to $GPUSCOPE_OUTPUT_DIR. Replaces (and finishes) an earlier
+    one. Returns it."""
+    if _default[0] is not None:
+        _default[0].finish()
+    kwargs.setdefault("output_dir", os.environ.get("GPUSCOPE_OUTPUT_DIR") or None)
+    _default[0] = Profiler(**kwargs)
+    return _default[0]
+
+
+def profiler():
+    """The process's profiler, created with the defaults on first use."""
+    p = _default[0]
+    return p if p is not None else init()
+
+
+class step:
+    """`with gpuscope.step(samples=n):` one training step (data time is the gap since the
+    previous step's end)."""
+    __slots__ = ("_p", "_samples")
+
+    def __init__(self, samples=0):
+        p = _default[0]
+        self._p = p if p is not None else init()
+        self._samples = samples
+
+    def __enter__(self):
+        self._p.step_begin()
+        return self
+
+    def __exit__(self, et, ev, tb):
+        self._p.step_end(samples=self._samples)
+        return False
+
+
+class _Phase:
+    __slots__ = ("_i",)
+
+    def __init__(self, i):
+        self._i = i
+
+    def __enter__(self):
+        p = _default[0]
+        (p if p is not None else init()).phase_begin(self._i)
+        return self
+
+    def __exit__(self, et, ev, tb):
+        _default[0].phase_end(self._i)
+        return False
+
+
+_phases = {name: _Phase(i) for name, i in PHASE_INDEX.items()}
+
+
+def phase(name):
+    """`with gpuscope.phase("forward"):` times a phase of the current step: "data",
+    "forward", "backward", "optimizer_step" (or "optimizer"), "communication" (or "comm").
+    A "data" phase outside a step counts for the next step."""
+    try:
+        return _phases[name]
+    except KeyError:
+        raise ValueError(f"gpuscope.phase: unknown phase {name!r}; one of "
+                         f"{', '.join(PHASES[:5])}") from None
+
+
+class Instrumentation:
+    """What instrument() returns: iterate it to iterate the wrapped dataloader; remove()
+    takes the hooks off."""
+
+    def __init__(self, prof, model, optimizer, dataloader, backward="gap"):
+        self.profiler = prof
+        self.loader = (_hooks.TimedLoader(prof, dataloader, begin_steps=True)
+                       if dataloader is not None else None)
+        self._model = (_hooks.ModelHooks(prof, model, auto_begin=True, backward=backward)
+                       if model is not None else None)
+        samples = (lambda: self.loader.samples_in_step) if self.loader is not None else None
+        self._opt = (_hooks.OptimizerHooks(prof, optimizer, end_step=True, samples=samples)
+                     if optimizer is not None else None)
+        self.distributed = _hooks.wrap_distributed(prof)
+        self.ddp_comm_hook = _hooks.ddp_comm_hook(prof, model) if model is not None else False
+
+    def __iter__(self):
+        if self.loader is None:
+            raise TypeError("gpuscope.instrument() was given no dataloader to iterate")
+        return iter(self.loader)
+
+    def __len__(self):
+        return len(self.loader)
+
+    def remove(self):
+        if self._model is not None:
+            self._model.remove()
+        if self._opt is not None:
+            self._opt.remove()
+
+
+def instrument(model=None, optimizer=None, dataloader=None, backward="gap", **kwargs):
+    """Profiles an unchanged training loop: a step begins when a batch arrives from the
+    wrapped dataloader (or, without one, at the first training-mode forward), forward and
+    backward come from hooks on model (backward: "gap" or "hook", see docs/python.md), and
+    the step ends when optimizer.step() returns. With kwargs, (re)creates the profiler first
+    (see init). Returns an Instrumentation:
+        for batch in gpuscope.instrument(model, opt, loader): ..."""
+    prof = init(**kwargs) if kwargs or _default[0] is None else _default[0]
+    if prof.device is None and model is not None and not prof._started:
+        try:  # time on the model's device: CUDA events when it is on a GPU
+            prof.device = next(model.parameters()).device
+        except (StopIteration, AttributeError, TypeError):
+            pass
+    prof.start()
+    return Instrumentation(prof, model, optimizer, dataloader, backward=backward)
+
+
+def finish(**kwargs):
+    """Ends the plain-loop run: writes <output_dir>/metrics_report.json and returns the report
+    (a dict), or None (no native core, or already finished). kwargs: train_runtime,
+    train_samples, train_steps, train_loss, when the loop measured them itself."""
+    p = _default[0]
+    if p is None:
+        return None
+    return p.finish(**kwargs)
+
+
+@atexit.register
+def _finish_at_exit():
+    p = _default[0]
+    if p is not None and p.steps_done and not p._finished:
+        p.finish()

@@ -1,0 +1,113 @@
+"""gpuscope's auto-injection: with this directory first on PYTHONPATH (`gpuscope run` puts it
+there), every transformers.Trainer gets a GpuScopeCallback without code changes.
+
+Python imports `sitecustomize` once at start-up; this one:
+1. installs an import hook for the module transformers.trainer (it does not import
+   transformers itself). When that module has finished executing, Trainer.__init__ is wrapped
+   to add one GpuScopeCallback unless the trainer already has one (the user's own, or ours).
+   The wrapping is done once per process (Trainer.__gpuscope_patched__);
+2. then runs the sitecustomize it shadows, if any (Debian ships one in /usr/lib/python3.X):
+   the next one found on sys.path after this directory.
+Set GPUSCOPE_AUTO=0 to keep the hook out (the shadowed sitecustomize still runs).
+Nothing here may break the child: every failure is reported on stderr and ignored.
+"""
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_TARGET = "transformers.trainer"
+
+
+def _patch_trainer(module):
+    trainer_cls = getattr(module, "Trainer", None)
+    if trainer_cls is None or getattr(trainer_cls, "__gpuscope_patched__", False):
+        return
+    orig_init = trainer_cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        orig_init(self, *args, **kwargs)
+        try:
+            from gpuscope.callback import GpuScopeCallback
+            handler = getattr(self, "callback_handler", None)
+            callbacks = getattr(handler, "callbacks", [])
+            if not any(isinstance(cb, GpuScopeCallback) for cb in callbacks):
+                self.add_callback(GpuScopeCallback())
+        except Exception as e:  # never break the user's training
+            print(f"gpuscope: could not add GpuScopeCallback: {e}", file=sys.stderr)
+
+    __init__.__wrapped__ = orig_init
+    trainer_cls.__init__ = __init__
+    trainer_cls.__gpuscope_patched__ = True
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, inner):
+        self._inner = inner
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):
+        self._inner.exec_module(module)
+        try:
+            _patch_trainer(module)
+        except Exception as e:
+            print(f"gpuscope: could not patch {_TARGET}: {e}", file=sys.stderr)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path, target=None):
+        if fullname != _TARGET:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _Loader(spec.loader)
+                return spec
+        return None
+
+
+def _install():
+    if os.environ.get("GPUSCOPE_AUTO", "1") == "0":
+        return
+    if any(isinstance(f, _Finder) for f in sys.meta_path):
+        return
+    mod = sys.modules.get(_TARGET)
+    if mod is not None:  # already imported (cannot happen at start-up, but be exact)
+        _patch_trainer(mod)
+        return
+    sys.meta_path.insert(0, _Finder())
+
+
+def _run_shadowed():
+    """Executes the next sitecustomize on sys.path after this directory."""
+    paths = []
+    seen_self = False
+    for entry in sys.path:
+        real = os.path.realpath(entry or os.getcwd())
+        if real == os.path.realpath(_HERE):
+            seen_self = True
+            continue
+        if seen_self:
+            paths.append(entry)
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", paths)
+    if spec is None or spec.loader is None:
+        return
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+
+try:
+    _install()
+except Exception as e:
+    print(f"gpuscope: auto-injection disabled: {e}", file=sys.stderr)
+try:
+    _run_shadowed()
+except Exception as e:
+    print(f"gpuscope: the shadowed sitecustomize failed: {e}", file=sys.stderr)

@@ -1,0 +1,443 @@
+"""The profiler: per-step phase timing, the step log lines, and the hand-off to the native core.
+
+One Profiler per training process. A step is opened by step_begin() and closed by step_end();
+inside it phases are opened and closed (phase_begin / phase_end) by the context managers, the
+module and optimizer hooks, or the Trainer callback. Each phase may occur several times in a
+step (gradient accumulation): its times are summed.
+
+Clocks. On CPU every time is time.perf_counter_ns() on the host. On CUDA, forward, backward,
+optimizer and communication are timed by torch.cuda.Event pairs recorded on the current
+stream; the step is closed on the host at once, but its record is completed only when all its
+events have completed, found by Event.query() at later steps (normally one or two steps later).
+Nothing here ever calls torch.cuda.synchronize() inside the training loop; finish() waits for
+the last events once. The data phase (the wait for the next batch, i.e. the host gap between
+one step's end and the next step's begin, or an explicit "data" phase) is always host time.
+
+Log lines (every logging_steps steps, once the step's record is complete):
+    Step 100: GPU memory usage: 28.4 GB / 40.5 GB (70.1%), Peak memory: 29.1 GB
+    Step 100: CUDA event time: forward=124.3ms, backward=89.7ms, optimizer_step=15.2ms, total_step=232.1ms
+    Step 100: GPU utilization estimate: 68.4% (based on CUDA event timing)
+On CPU the second line says "Host time:", the third "(based on host timing)", and the first
+"GPU memory usage: n/a (no CUDA device)". A phase that was not measured prints as "n/a".
+"""
+import collections
+import logging
+import math
+import os
+import sys
+import time
+
+from . import _native
+from ._native import (FLAG_CUDA_EVENTS, NAN, NO_MEM, PH_BACKWARD, PH_COMM, PH_DATA,
+                      PH_FORWARD, PH_N, PH_OPTIMIZER, PH_STEP, PHASES)
+
+BATCH_STEPS = 32    # step records handed to the native core together ...
+BATCH_MAX_S = 1.0   # ... or once the oldest waiting one is this old (a live receiver)
+PHASE_INDEX = {name: i for i, name in enumerate(PHASES)}
+PHASE_INDEX.update({"optimizer": PH_OPTIMIZER, "comm": PH_COMM, "step": PH_STEP})
+
+_perf_ns = time.perf_counter_ns
+_wall = time.time
+
+logger = logging.getLogger("gpuscope")
+
+
+def _ensure_log_handler():
+    """Lines must be visible without any logging setup: when neither our logger nor the root
+    has a handler, print them on stderr, message only."""
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    h = logging.StreamHandler(sys.stderr)
+    h.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(h)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def _fmt_ms(v):
+    return "n/a" if v != v else f"{v:.1f}ms"
+
+
+def format_lines(step, ms, mem, cuda):
+    """The three log lines of one completed step: ms the PH_N phase times (NaN = not
+    measured), mem (allocated, reserved, peak_allocated, peak_reserved, total) bytes."""
+    n = step
+    if cuda and mem[4]:
+        gb = 1e9
+        pct = 100.0 * mem[0] / mem[4]
+        mline = (f"Step {n}: GPU memory usage: {mem[0] / gb:.1f} GB / {mem[4] / gb:.1f} GB "
+                 f"({pct:.1f}%), Peak memory: {mem[2] / gb:.1f} GB")
+    else:
+        mline = f"Step {n}: GPU memory usage: n/a (no CUDA device)"
+    what = "CUDA event time" if cuda else "Host time"
+    times = (f"Step {n}: {what}: forward={_fmt_ms(ms[PH_FORWARD])}, "
+             f"backward={_fmt_ms(ms[PH_BACKWARD])}, optimizer_step={_fmt_ms(ms[PH_OPTIMIZER])}, "
+             f"total_step={_fmt_ms(ms[PH_STEP])}")
+    est = utilization_estimate(ms)
+    basis = "CUDA event timing" if cuda else "host timing"
+    util = (f"Step {n}: GPU utilization estimate: "
+            f"{'n/a' if est != est else f'{est:.1f}%'} (based on {basis})")
+    return [mline, times, util]
+
+
+def utilization_estimate(ms):
+    """GPU compute time (forward + backward + optimizer, which excludes data loading and
+    logging) over the step's wall time including its data wait (data + total_step), in
+    percent, as the report's gpu_busy_estimate_percent; NaN when the step was not timed."""
+    total = ms[PH_STEP]
+    if not total > 0:
+        return NAN
+    data = ms[PH_DATA]
+    if data == data:
+        total += data
+    busy = sum(v for v in (ms[PH_FORWARD], ms[PH_BACKWARD], ms[PH_OPTIMIZER]) if v == v)
+    return min(100.0, 100.0 * busy / total)
+
+
+class _Pending:
+    """A closed CUDA step waiting for its events: (phase, start, end) triples."""
+    __slots__ = ("step", "t_begin", "t_end", "ms", "samples", "mem", "events", "step_events")
+
+    def __init__(self, step, t_begin, t_end, ms, samples, mem, events, step_events):
+        self.step, self.t_begin, self.t_end = step, t_begin, t_end
+        self.ms, self.samples, self.mem = ms, samples, mem
+        self.events, self.step_events = events, step_events
+
+
+class Profiler:
+    """Times steps and phases; see the module docstring. Not for use from several training
+    threads at once (one training loop per process); the hooks it installs may run on
+    autograd's threads while the training thread waits in backward()."""
+
+    def __init__(self, output_dir=None, logging_steps=10, run_name=None, framework="torch",
+                 device=None, rank=None, world_size=None, local_rank=None, socket=None,
+                 nvml="auto", sample_interval_s=0.5, log=None, native=True):
+        self.output_dir = output_dir
+        self.logging_steps = max(1, int(logging_steps or 10))
+        self.framework = framework
+        self.run_name = run_name
+        self.rank, self.world_size, self.local_rank = _dist_identity(rank, world_size,
+                                                                     local_rank)
+        self.device = device     # resolved at start(): the model may move to CUDA after init()
+        self.cuda_device = None
+        self.cuda = False
+        self._log = log
+        if log is None:
+            _ensure_log_handler()
+        self._config = {"framework": framework, "logging_steps": self.logging_steps,
+                        "rank": self.rank, "world_size": self.world_size,
+                        "local_rank": self.local_rank, "nvml": nvml,
+                        "sample_interval_s": sample_interval_s}
+        if run_name:
+            self._config["run_name"] = run_name
+        if socket:
+            self._config["socket"] = socket
+        self._native_enabled = native
+        self.native = None
+        self.step_no = 0
+        self.steps_done = 0
+        self.samples_done = 0
+        self.last_step = None  # (step, ms, mem) of the last completed step
+        self.last_lines = []
+        self.first_begin = None
+        self.last_end = None
+        self._in_step = False
+        self._mark_ns = None       # start of the current data gap
+        self._data_ms = NAN        # explicit data time for the next / current step
+        self._open = [None] * PH_N  # open phase: start ns (host) or start event (CUDA)
+        self._acc = [0.0] * PH_N
+        self._seen = [False] * PH_N
+        self._events = []          # CUDA: (phase, start, end) of the open step
+        self._pending = collections.deque()
+        self._batch = []
+        self._event_pool = []
+        self._finished = False
+        self._started = False
+        self._mem_total = 0
+        self._t0 = 0.0
+        self._p0 = 0
+        self._step_ev = None
+
+    # ---- lifecycle ----
+
+    def start(self):
+        """Opens the native run (idempotent); called by the first step or by the callback."""
+        if self._started:
+            return self
+        self._started = True
+        self.cuda_device = _cuda_device(self.device)
+        self.cuda = self.cuda_device is not None
+        if self.cuda:
+            self._config["devices"] = [self.cuda_device]
+        if self._native_enabled:
+            cfg = dict(self._config)
+            if self.output_dir:
+                cfg["output_dir"] = os.path.abspath(self.output_dir)
+            self.native = _native.NativeRun(cfg)
+            if self.cuda:
+                import torch
+                try:
+                    self._mem_total = int(torch.cuda.mem_get_info(self.cuda_device)[1])
+                except Exception:  # older torch: the device's total from its properties
+                    self._mem_total = int(
+                        torch.cuda.get_device_properties(self.cuda_device).total_memory)
+        if "torch.distributed" in sys.modules:
+            from . import _hooks
+            _hooks.wrap_distributed(self)  # no-op unless the process group is up
+        if self._mark_ns is None:
+            self._mark_ns = _perf_ns()
+        return self
+
+    def mark(self):
+        """Says that the training loop did something that is not data loading until now
+        (logging, evaluation, checkpointing): the data gap of the next step starts here."""
+        self._mark_ns = _perf_ns()
+
+    # ---- steps ----
+
+    def step_begin(self):
+        if self._in_step:
+            self.step_end()
+        if not self._started:
+            self.start()
+        now = _perf_ns()
+        if self._data_ms == self._data_ms:
+            self._acc[PH_DATA] = self._data_ms
+            self._seen[PH_DATA] = True
+        elif self._mark_ns is not None and self.step_no > 0:
+            self._acc[PH_DATA] = (now - self._mark_ns) / 1e6
+            self._seen[PH_DATA] = True
+        self._data_ms = NAN
+        self._in_step = True
+        self._t0 = _wall()
+        self._p0 = now
+        if self.first_begin is None:
+            self.first_begin = self._t0
+        if self.cuda:
+            self._step_ev = self._event()
+            self._step_ev.record()
+
+    def step_end(self, samples=0, step=None):
+        if not self._in_step:
+            return
+        for ph in (PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_COMM):
+            if self._open[ph] is not None:
+                self.phase_end(ph)
+        now = _perf_ns()
+        self._in_step = False
+        self._mark_ns = now
+        self.step_no = int(step) if step is not None else self.step_no + 1
+        t_end = self._t0 + (now - self._p0) / 1e9
+        samples = int(samples or 0)
+        acc, seen = self._acc, self._seen
+        ms = [acc[0] if seen[0] else NAN, acc[1] if seen[1] else NAN,
+              acc[2] if seen[2] else NAN, acc[3] if seen[3] else NAN,
+              acc[4] if seen[4] else NAN, (now - self._p0) / 1e6]
+        self._acc = [0.0] * PH_N
+        self._seen = [False] * PH_N
+        self.last_end = t_end
+        self.steps_done += 1
+        self.samples_done += samples
+        if not self.cuda:
+            self._complete(self.step_no, 0, self._t0, t_end, ms, samples, NO_MEM)
+            return
+        end_ev = self._event()
+        end_ev.record()
+        self._pending.append(_Pending(self.step_no, self._t0, t_end, ms, samples,
+                                      self._read_memory(), self._events,
+                                      (self._step_ev, end_ev)))
+        self._events = []
+        self._drain(block=False)
+
+    # ---- phases ----
+
+    def phase_begin(self, ph):
+        if ph != PH_COMM and ph != PH_BACKWARD and self._open[PH_BACKWARD] is not None:
+            self.phase_end(PH_BACKWARD)  # backward's end was not signalled: it ends here
+        if ph == PH_DATA:
+            self._open[ph] = _perf_ns()
+            return
+        if not self._in_step:
+            return
+        if self._open[ph] is not None:
+            return  # nested (a module called twice inside itself): the outer one counts
+        if self.cuda:
+            ev = self._event()
+            ev.record()
+            self._open[ph] = ev
+        else:
+            self._open[ph] = _perf_ns()
+
+    def phase_end(self, ph):
+        start = self._open[ph]
+        if start is None:
+            return
+        self._open[ph] = None
+        if ph == PH_DATA:
+            ms = (_perf_ns() - start) / 1e6
+            if self._in_step:
+                self._acc[PH_DATA] += ms
+                self._seen[PH_DATA] = True
+            else:
+                self._data_ms = ms if self._data_ms != self._data_ms else self._data_ms + ms
+            return
+        if self.cuda:
+            ev = self._event()
+            ev.record()
+            self._events.append((ph, start, ev))
+        else:
+            self._acc[ph] += (_perf_ns() - start) / 1e6
+        self._seen[ph] = True
+
+    def add_ms(self, ph, ms):
+        """Adds a host-measured duration to a phase of the open step (communication futures)."""
+        if self._in_step:
+            self._acc[ph] += ms
+            self._seen[ph] = True
+
+    # ---- CUDA records ----
+
+    def _event(self):
+        if self._event_pool:
+            return self._event_pool.pop()
+        import torch
+        return torch.cuda.Event(enable_timing=True)
+
+    def _read_memory(self):
+        """(allocated, reserved, peak_allocated, peak_reserved, total) of our device, peaks
+        since the previous step (host-side allocator counters: no synchronisation)."""
+        import torch
+        d = self.cuda_device
+        mem = (torch.cuda.memory_allocated(d), torch.cuda.memory_reserved(d),
+               torch.cuda.max_memory_allocated(d), torch.cuda.max_memory_reserved(d),
+               self._mem_total)
+        torch.cuda.reset_peak_memory_stats(d)
+        return mem
+
+    def _drain(self, block):
+        """Completes the pending steps whose events are done, oldest first."""
+        while self._pending:
+            p = self._pending[0]
+            last = p.step_events[1]
+            if block:
+                last.synchronize()
+            elif not last.query():
+                return
+            self._pending.popleft()
+            ms = p.ms
+            acc = [0.0] * PH_N
+            for ph, a, b in p.events:
+                acc[ph] += a.elapsed_time(b)
+                self._event_pool.extend((a, b))
+            for ph in (PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER):
+                if ms[ph] == ms[ph]:
+                    ms[ph] = acc[ph]
+            if ms[PH_COMM] == ms[PH_COMM]:  # host-timed DDP buckets + event-timed collectives
+                ms[PH_COMM] += acc[PH_COMM]
+            ms[PH_STEP] = p.step_events[0].elapsed_time(last)
+            self._event_pool.extend(p.step_events)
+            self._complete(p.step, FLAG_CUDA_EVENTS, p.t_begin, p.t_end, ms, p.samples, p.mem)
+
+    def _complete(self, step, flags, t_begin, t_end, ms, samples, mem):
+        batch = self._batch
+        batch.append((step, flags, t_begin, t_end, ms, samples, mem))
+        # Records reach the native core in bursts: one warm loop of gs_run_step calls costs
+        # less than one call per step made from a cache the training step has just flushed.
+        if len(batch) >= BATCH_STEPS or t_end - batch[0][3] >= BATCH_MAX_S:
+            self._flush()
+        if step % self.logging_steps == 0:
+            self.last_lines = format_lines(step, ms, mem, self.cuda)
+            for line in self.last_lines:
+                if self._log is not None:
+                    self._log(line)
+                else:
+                    logger.info(line)
+            self.last_step = (step, ms, mem)
+
+    def _flush(self):
+        batch, self._batch = self._batch, []
+        native = self.native
+        if native is not None:
+            push = native.push
+            for r in batch:
+                push(*r)
+
+    # ---- end ----
+
+    def finish(self, train_runtime=None, train_samples=None, train_steps=None, train_loss=None):
+        """Ends the run: waits for outstanding CUDA events (once), hands the framework's
+        figures to the native core, writes metrics_report.json when output_dir is set and
+        returns the report (a dict) or None. Without framework figures the profiler's own are
+        used: runtime from the first step's begin to the last step's end."""
+        if self._finished:
+            return None
+        self._finished = True
+        if self._in_step:
+            self.step_end()
+        if self.cuda:
+            self._drain(block=True)
+        self._flush()
+        end = {}
+        if train_runtime is None and self.first_begin is not None:
+            train_runtime = self.last_end - self.first_begin
+        if train_steps is None and self.steps_done:
+            train_steps = self.steps_done
+        if train_samples is None and self.samples_done:
+            train_samples = self.samples_done
+        for k, v in (("train_runtime", train_runtime), ("train_samples", train_samples),
+                     ("train_steps", train_steps), ("train_loss", train_loss)):
+            if v is not None and isinstance(v, (int, float)) and math.isfinite(v):
+                end[k] = float(v)
+        if not self._started:
+            self.start()
+        if self.native is None:
+            return None
+        if self.output_dir and self.native.active:
+            try:  # the Trainer creates output_dir only when it saves; the report needs it
+                os.makedirs(self.output_dir, exist_ok=True)
+            except OSError:
+                pass  # gs_run_finish reports the failure
+        try:
+            return self.native.finish(end)
+        finally:
+            self.native.close()
+
+
+def _dist_identity(rank, world_size, local_rank):
+    env = os.environ
+    if rank is None:
+        rank = int(env.get("RANK", "0") or 0)
+        try:
+            import torch.distributed as dist
+            if dist.is_available() and dist.is_initialized():
+                rank = dist.get_rank()
+                world_size = world_size or dist.get_world_size()
+        except Exception:
+            pass
+    if world_size is None:
+        world_size = int(env.get("WORLD_SIZE", "1") or 1)
+    if local_rank is None:
+        local_rank = int(env.get("LOCAL_RANK", "0") or 0)
+    return int(rank), int(world_size), int(local_rank)
+
+
+def _cuda_device(device):
+    """The CUDA index to time with events, or None for host timing. device: None (auto: the
+    current CUDA device when CUDA is initialised), "cpu", "cuda", "cuda:N", an int or a
+    torch.device."""
+    if "torch" not in sys.modules and device is None:
+        return None
+    try:
+        import torch
+    except Exception:
+        return None
+    if device is None:
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            return torch.cuda.current_device()
+        return None
+    if isinstance(device, int):
+        return device
+    dev = torch.device(device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        return None
+    return dev.index if dev.index is not None else torch.cuda.current_device()

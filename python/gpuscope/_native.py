@@ -1,0 +1,182 @@
+"""ctypes binding of libgpuscope.so (include/gpuscope/gs_run.h).
+
+The library is looked for next to this file (the build tree and the installed package keep
+it there), else at $GPUSCOPE_LIBRARY. If it cannot be loaded the package keeps working: steps
+are still timed and logged, nothing is aggregated natively and no report is written; a single
+warning says why.
+
+StepRec mirrors struct gs_step_rec field for field (136 bytes; tests/python/test_py_native.py
+compiles the header and compares every offset). The per-step path does not go through it:
+ctypes attribute stores are slow once the training step has evicted them from the caches, so
+NativeRun.push() packs the same layout with one struct.pack_into() into a fixed buffer and
+calls gs_run_step through a PyDLL handle (the call keeps the GIL: it only takes a mutex held
+for microseconds, so releasing and re-taking the GIL would cost more than the call).
+"""
+import ctypes
+import json
+import math
+import os
+import struct
+import sys
+
+PH_DATA, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_COMM, PH_STEP = range(6)
+PH_N = 6
+PHASES = ("data", "forward", "backward", "optimizer_step", "communication", "total_step")
+STEP_REC_VERSION = 1
+FLAG_CUDA_EVENTS = 1
+NAN = math.nan
+
+
+class StepRec(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("step", ctypes.c_uint64),
+        ("t_begin", ctypes.c_double),
+        ("t_end", ctypes.c_double),
+        ("ms", ctypes.c_double * PH_N),
+        ("samples", ctypes.c_uint64),
+        ("rank", ctypes.c_int32),
+        ("device", ctypes.c_int32),
+        ("mem_allocated", ctypes.c_uint64),
+        ("mem_reserved", ctypes.c_uint64),
+        ("mem_peak_allocated", ctypes.c_uint64),
+        ("mem_peak_reserved", ctypes.c_uint64),
+        ("mem_total", ctypes.c_uint64),
+    ]
+
+
+# struct gs_step_rec as one pack: every field is naturally aligned, so no padding bytes.
+REC_FORMAT = struct.Struct("=IIQdd6dQii5Q")
+NO_MEM = (0, 0, 0, 0, 0)
+
+_lib = None
+_pylib = None
+_load_error = None
+_warned = False
+
+
+def _candidates():
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(here, "libgpuscope.so")
+    env = os.environ.get("GPUSCOPE_LIBRARY")
+    if env:
+        yield env
+
+
+def load():
+    """The loaded library, or None (the reason is in load_error())."""
+    global _lib, _load_error
+    if _lib is not None or _load_error is not None:
+        return _lib
+    errors = []
+    for path in _candidates():
+        if not os.path.exists(path):
+            errors.append(f"{path}: not found")
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            errors.append(str(e))
+            continue
+        _bind(lib)
+        global _pylib
+        _pylib = ctypes.PyDLL(path)
+        _pylib.gs_run_step.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        _pylib.gs_run_step.restype = ctypes.c_int
+        _lib = lib
+        return lib
+    _load_error = "; ".join(errors) or "libgpuscope.so not found"
+    return None
+
+
+def load_error():
+    return _load_error
+
+
+def _bind(lib):
+    c = ctypes
+    lib.gs_run_open.argtypes = [c.c_char_p, c.c_char_p, c.c_size_t]
+    lib.gs_run_open.restype = c.c_void_p
+    lib.gs_run_step.argtypes = [c.c_void_p, c.POINTER(StepRec)]
+    lib.gs_run_step.restype = c.c_int
+    lib.gs_run_finish.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p, c.c_size_t]
+    lib.gs_run_finish.restype = c.c_void_p  # char * we must free with gs_free
+    lib.gs_run_close.argtypes = [c.c_void_p]
+    lib.gs_run_close.restype = None
+    lib.gs_free.argtypes = [c.c_void_p]
+    lib.gs_free.restype = None
+
+
+def warn_once(msg):
+    global _warned
+    if not _warned:
+        _warned = True
+        print(f"gpuscope: {msg}", file=sys.stderr, flush=True)
+
+
+class NativeRun:
+    """One gs_run. Without the library every method is a cheap no-op and finish() returns
+    None."""
+
+    def __init__(self, config):
+        self._lib = load()
+        self._run = None
+        self._rank = int(config.get("rank", 0) or 0)
+        devs = config.get("devices") or [-1]
+        self._device = int(devs[0])
+        if self._lib is None:
+            warn_once(f"native core unavailable ({_load_error}); steps are logged but no "
+                      "report is written")
+            return
+        err = ctypes.create_string_buffer(512)
+        run = self._lib.gs_run_open(json.dumps(config).encode(), err, len(err))
+        if not run:
+            warn_once(f"gs_run_open: {err.value.decode(errors='replace')}")
+            return
+        self._run = run
+        self._step = self._lib.gs_run_step
+        self._buf = ctypes.create_string_buffer(REC_FORMAT.size)
+        self._addr = ctypes.addressof(self._buf)
+        self._fast = _pylib.gs_run_step
+        self._pack = REC_FORMAT.pack_into
+
+    @property
+    def active(self):
+        return self._run is not None
+
+    def step(self, rec):
+        """Adds a StepRec (the ABI mirror; tests and tools)."""
+        if self._run is not None:
+            return self._step(self._run, ctypes.byref(rec))
+        return -1
+
+    def push(self, step, flags, t_begin, t_end, ms, samples, mem=NO_MEM):
+        """Adds one step from plain values (the per-step path): ms a sequence of PH_N floats
+        (NaN = not measured), mem (allocated, reserved, peak_allocated, peak_reserved,
+        total) bytes."""
+        if self._run is None:
+            return -1
+        self._pack(self._buf, 0, STEP_REC_VERSION, flags, step, t_begin, t_end, *ms, samples,
+                   self._rank, self._device, *mem)
+        return self._fast(self._run, self._addr)
+
+    def finish(self, end):
+        """Ends the run; returns the report as a dict (written to output_dir when given) or
+        None."""
+        if self._run is None:
+            return None
+        err = ctypes.create_string_buffer(512)
+        p = self._lib.gs_run_finish(self._run, json.dumps(end).encode(), err, len(err))
+        if not p:
+            warn_once(f"gs_run_finish: {err.value.decode(errors='replace')}")
+            return None
+        try:
+            return json.loads(ctypes.string_at(p).decode())
+        finally:
+            self._lib.gs_free(p)
+
+    def close(self):
+        if self._run is not None:
+            self._lib.gs_run_close(self._run)
+            self._run = None

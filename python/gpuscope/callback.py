@@ -1,0 +1,214 @@
+"""GpuScopeCallback: step profiling inside a Hugging Face Trainer (and so inside ms-swift,
+which trains with it).
+
+The Trainer calls, per optimizer step (transformers' _inner_training_loop):
+    on_step_begin, [training_step: forward, backward] x grad-accumulation (with
+    on_substep_end between micro-batches), on_pre_optimizer_step, optimizer.step(),
+    on_optimizer_step, lr_scheduler.step(), on_step_end, then logging / evaluation / saving
+    (on_log, on_evaluate, on_save).
+The step is on_step_begin .. on_step_end; forward and backward come from hooks on the model
+(kwargs["model"] at on_train_begin), the optimizer phase from on_pre_optimizer_step ..
+on_optimizer_step; the data phase is the gap from the previous step's end, or from the last
+log / evaluate / save / epoch callback after it, to on_step_begin (the Trainer fetches the
+step's batches just before on_step_begin).
+
+At on_train_end the report is written to args.output_dir/metrics_report.json by the world
+process zero, with train_runtime and the speeds the Trainer logged at the end of training.
+
+When transformers can be imported the class derives from transformers.TrainerCallback;
+otherwise it is a plain class with the same methods, so a loop that drives it like the
+Trainer works without transformers.
+"""
+import math
+import sys
+
+from . import _core, _hooks
+from ._native import PH_OPTIMIZER
+
+
+def _callback_base():
+    # Only when transformers is importable without side effects we would regret; its absence
+    # is normal (plain PyTorch users, tests).
+    if "transformers" in sys.modules or _importable("transformers"):
+        try:
+            from transformers import TrainerCallback
+            return TrainerCallback
+        except Exception:
+            pass
+    return object
+
+
+def _importable(name):
+    import importlib.util
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _int_steps(v):
+    """HF's logging_steps may be a ratio of the total (< 1): keep our default then."""
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return None
+    return int(v) if v >= 1 else None
+
+
+class GpuScopeCallback(_callback_base()):
+    """A TrainerCallback that times every optimizer step and writes metrics_report.json.
+
+    Arguments (all optional): output_dir (default args.output_dir), logging_steps (default
+    args.logging_steps when >= 1, else 10), run_name (default args.run_name), socket (a
+    receiver socket; default $GPUSCOPE_RUN_SOCKET / the agent's), nvml ("auto" | "off"),
+    sample_interval_s, device, log (a callable taking one line; default the "gpuscope"
+    logger), distributed (wrap torch.distributed collectives, default True), backward
+    ("gap", the default, or "hook": how backward is delimited, see docs/python.md).
+    """
+
+    def __init__(self, output_dir=None, logging_steps=None, run_name=None, socket=None,
+                 nvml="auto", sample_interval_s=0.5, device=None, log=None, distributed=True,
+                 backward="gap"):
+        self._opts = dict(output_dir=output_dir, logging_steps=logging_steps, run_name=run_name,
+                          socket=socket, nvml=nvml, sample_interval_s=sample_interval_s,
+                          device=device, log=log)
+        self._distributed = distributed
+        self._backward = backward
+        self.profiler = None
+        self.report = None
+        self._model_hooks = None
+        self._samples_per_step = 0
+        self._train_metrics = {}
+
+    # ---- setup ----
+
+    def _start(self, args, state, model):
+        o = dict(self._opts)
+        is_zero = getattr(state, "is_world_process_zero", True)
+        if o["output_dir"] is None and is_zero:
+            o["output_dir"] = getattr(args, "output_dir", None)
+        if not is_zero:
+            o["output_dir"] = None  # one report per job: rank 0 writes it
+        if o["logging_steps"] is None:
+            o["logging_steps"] = _int_steps(getattr(args, "logging_steps", None)) or 10
+        if o["run_name"] is None:
+            o["run_name"] = getattr(args, "run_name", None)
+        if o["device"] is None and model is not None:
+            try:
+                o["device"] = next(model.parameters()).device
+            except (StopIteration, AttributeError, TypeError):
+                pass
+        rank = getattr(args, "process_index", None)
+        world = getattr(args, "world_size", None)
+        local = getattr(args, "local_process_index", None)
+        if rank is not None and local is not None and local < 0:
+            local = None
+        self.profiler = _core.Profiler(framework="hf", rank=rank, world_size=world,
+                                       local_rank=local, **o)
+        self.profiler.start()
+        if model is not None:
+            self._model_hooks = _hooks.ModelHooks(self.profiler, model, backward=self._backward)
+        if self._distributed:
+            _hooks.wrap_distributed(self.profiler)
+        bs = getattr(args, "per_device_train_batch_size", 0) or 0
+        ga = getattr(args, "gradient_accumulation_steps", 1) or 1
+        self._samples_per_step = int(bs) * int(ga)
+
+    # ---- the Trainer's events ----
+
+    def on_init_end(self, args, state, control, **kwargs):
+        return None
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.profiler is None:
+            self._start(args, state, model)
+        return None
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        return None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        p = self.profiler
+        if p is not None and not p._in_step:
+            p.step_begin()
+        return None
+
+    def on_substep_end(self, args, state, control, **kwargs):
+        return None
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        if self.profiler is not None:
+            self.profiler.phase_begin(PH_OPTIMIZER)
+        return None
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        if self.profiler is not None:
+            self.profiler.phase_end(PH_OPTIMIZER)
+        return None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.profiler is not None:
+            self.profiler.step_end(samples=self._samples_per_step,
+                                   step=getattr(state, "global_step", None))
+        return None
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.profiler is not None:
+            self.profiler.mark()
+        if logs:
+            for k in ("train_runtime", "train_samples_per_second", "train_steps_per_second",
+                      "train_loss"):
+                if k in logs:
+                    self._train_metrics[k] = logs[k]
+        return None
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        if self.profiler is not None:
+            self.profiler.mark()
+        return None
+
+    def on_prediction_step(self, args, state, control, **kwargs):
+        if self.profiler is not None and not self.profiler._in_step:
+            self.profiler.mark()
+        return None
+
+    def on_predict(self, args, state, control, metrics=None, **kwargs):
+        return None
+
+    def on_save(self, args, state, control, **kwargs):
+        if self.profiler is not None:
+            self.profiler.mark()
+        return None
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        if self.profiler is not None:
+            self.profiler.mark()
+        return None
+
+    def on_train_end(self, args, state, control, **kwargs):
+        p = self.profiler
+        if p is None:
+            return None
+        m = self._train_metrics
+        runtime = _num(m.get("train_runtime"))
+        samples = steps = None
+        if runtime is not None:
+            sps = _num(m.get("train_samples_per_second"))
+            stps = _num(m.get("train_steps_per_second"))
+            samples = runtime * sps if sps is not None else None
+            steps = runtime * stps if stps is not None else None
+        self.report = p.finish(train_runtime=runtime, train_samples=samples, train_steps=steps,
+                               train_loss=_num(m.get("train_loss")))
+        if self._model_hooks is not None:
+            self._model_hooks.remove()
+            self._model_hooks = None
+        return None
+
+
+def _num(v):
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+

@@ -1,0 +1,908 @@
+/*
+ * Credentials of HTTP viewers (auth.h): the tokens file, the exporter-toolkit web config's
+ * basic-auth users and TLS files, and the check each request goes through. Bearer tokens are
+ * compared by their SHA-256 (GnuTLS) against every entry in constant time, so neither the
+ * token nor which entry matched shows in the timing. bcrypt (libcrypt's crypt_rn) is slow by
+ * design: a successful basic-auth check is remembered for GS_AUTH_BCRYPT_TTL_S keyed by the
+ * SHA-256 of the whole header, and uncached checks share a small per-second budget so wrong
+ * passwords cannot keep the HTTP thread busy.
+ */
+#include "agent/auth.h"
+
+#include <crypt.h>
+#include <errno.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <yaml.h>
+
+#include "agent/log.h"
+#include "gpuscope/gs_err.h"
+
+#define AUTH_FILE_MAX (1u << 20) /* bytes of a tokens file or web config */
+#define AUTH_TOKENS_MAX 10000
+#define AUTH_USERS_MAX 1000
+#define AUTH_PATH_LEN 1024
+#define AUTH_USER_LEN 64
+#define AUTH_HEADER_MAX 1024 /* bytes of an Authorization value we look at */
+#define CACHE_SLOTS 16
+
+struct token_entry {
+    unsigned char hash[32];
+    enum gs_role role;
+    char user[AUTH_USER_LEN];
+    int uid_known;
+    uid_t uid;
+};
+
+struct basic_user {
+    char name[AUTH_USER_LEN];
+    char hash[128]; /* bcrypt: $2b$10$..., 60 bytes */
+    int uid_known;
+    uid_t uid;
+};
+
+struct cache_slot {
+    unsigned char key[32]; /* SHA-256 of the Authorization value */
+    unsigned user;         /* index into users */
+    int64_t expires_ns;    /* 0: empty */
+};
+
+/* The mutable part, apart so that a const struct gs_auth may still update it. */
+struct auth_cache {
+    pthread_mutex_t lock;
+    struct cache_slot slot[CACHE_SLOTS];
+    unsigned next;
+    double budget; /* uncached bcrypt checks left (token bucket) */
+    int64_t budget_t_ns;
+};
+
+struct gs_auth {
+    atomic_int refs;
+    struct token_entry *tokens;
+    unsigned n_tokens;
+    struct basic_user *users;
+    unsigned n_users;
+    char cert_file[AUTH_PATH_LEN];
+    char key_file[AUTH_PATH_LEN];
+    struct auth_cache *cache;
+};
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ---- small pieces ---- */
+
+int gs_auth_equal(const unsigned char *a, const unsigned char *b, size_t n)
+{
+    unsigned char d = 0;
+
+    for (size_t i = 0; i < n; i++)
+        d |= (unsigned char)(a[i] ^ b[i]);
+    return d == 0;
+}
+
+static void sha256(const void *text, size_t len, unsigned char out[32])
+{
+    if (gnutls_hash_fast(GNUTLS_DIG_SHA256, text, len, out) != 0)
+        memset(out, 0, 32); /* cannot happen with SHA-256; an all-zero hash matches nothing */
+}
+
+void gs_auth_sha256_hex(const char *text, size_t len, char *hex)
+{
+    static const char digits[] = "0123456789abcdef";
+    unsigned char h[32];
+
+    sha256(text, len, h);
+    for (int i = 0; i < 32; i++) {
+        hex[2 * i] = digits[h[i] >> 4];
+        hex[2 * i + 1] = digits[h[i] & 15];
+    }
+    hex[64] = '\0';
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+const char *gs_auth_role_name(enum gs_role role)
+{
+    switch (role) {
+    case GS_ROLE_ADMIN: return "admin";
+    case GS_ROLE_VIEWER: return "viewer";
+    case GS_ROLE_METRICS: return "metrics";
+    default: return "none";
+    }
+}
+
+enum gs_role gs_auth_role_parse(const char *name)
+{
+    if (strcmp(name, "admin") == 0)
+        return GS_ROLE_ADMIN;
+    if (strcmp(name, "viewer") == 0)
+        return GS_ROLE_VIEWER;
+    if (strcmp(name, "metrics") == 0)
+        return GS_ROLE_METRICS;
+    return GS_ROLE_NONE;
+}
+
+static int user_name_ok(const char *s, size_t n)
+{
+    if (n == 0 || n >= AUTH_USER_LEN)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-' || c == '@'))
+            return 0;
+    }
+    return 1;
+}
+
+/* A viewer's user name to a local uid, when there is such an account. */
+static void resolve_uid(const char *user, int *known, uid_t *uid)
+{
+    struct passwd pw, *res = NULL;
+    char buf[4096];
+
+    *known = 0;
+    if (user[0] && getpwnam_r(user, &pw, buf, sizeof buf, &res) == 0 && res) {
+        *known = 1;
+        *uid = res->pw_uid;
+    }
+}
+
+/* ---- the tokens file ---- */
+
+static const char *skip_ws(const char *s, const char *e)
+{
+    while (s < e && (*s == ' ' || *s == '\t' || *s == '\r'))
+        s++;
+    return s;
+}
+
+static const char *word_end(const char *s, const char *e)
+{
+    while (s < e && *s != ' ' && *s != '\t' && *s != '\r')
+        s++;
+    return s;
+}
+
+static int token_line(struct gs_auth *au, const char *where, const char *s, const char *e,
+                      struct gs_err *err)
+{
+    struct token_entry t;
+    const char *w, *we;
+    char role[16];
+
+    memset(&t, 0, sizeof t);
+    w = skip_ws(s, e);
+    if (w == e || *w == '#')
+        return GS_OK;
+    we = word_end(w, e);
+    if (we - w != 7 + 64 || memcmp(w, "sha256:", 7) != 0)
+        return gs_err_set(err, GS_EINVAL, "%s: expected sha256:<64 hex digits> ROLE [USER]",
+                          where);
+    for (int i = 0; i < 32; i++) {
+        int hi = hexval(w[7 + 2 * i]), lo = hexval(w[8 + 2 * i]);
+        if (hi < 0 || lo < 0)
+            return gs_err_set(err, GS_EINVAL, "%s: sha256: not a hex digit", where);
+        t.hash[i] = (unsigned char)(hi << 4 | lo);
+    }
+    w = skip_ws(we, e);
+    we = word_end(w, e);
+    if (w == we)
+        return gs_err_set(err, GS_EINVAL, "%s: missing role (admin, viewer or metrics)", where);
+    snprintf(role, sizeof role, "%.*s", (int)(we - w > 15 ? 15 : we - w), w);
+    t.role = (size_t)(we - w) < sizeof role ? gs_auth_role_parse(role) : GS_ROLE_NONE;
+    if (t.role == GS_ROLE_NONE)
+        return gs_err_set(err, GS_EINVAL, "%s: unknown role '%.*s' (admin, viewer or metrics)",
+                          where, (int)(we - w > 32 ? 32 : we - w), w);
+    w = skip_ws(we, e);
+    we = word_end(w, e);
+    if (w < we) {
+        if (*w == '#') {
+            we = e; /* a trailing comment */
+        } else {
+            if (!user_name_ok(w, (size_t)(we - w)))
+                return gs_err_set(err, GS_EINVAL,
+                                  "%s: bad user name (letters, digits, ._-@, at most %d bytes)",
+                                  where, AUTH_USER_LEN - 1);
+            memcpy(t.user, w, (size_t)(we - w));
+        }
+    }
+    w = skip_ws(we, e);
+    if (w < e && *w != '#')
+        return gs_err_set(err, GS_EINVAL, "%s: unexpected text after the user name", where);
+    for (unsigned i = 0; i < au->n_tokens; i++)
+        if (memcmp(au->tokens[i].hash, t.hash, 32) == 0)
+            return gs_err_set(err, GS_EINVAL, "%s: the same token hash is listed twice", where);
+    if (au->n_tokens >= AUTH_TOKENS_MAX)
+        return gs_err_set(err, GS_EINVAL, "%s: more than %d tokens", where, AUTH_TOKENS_MAX);
+    if ((au->n_tokens & (au->n_tokens - 1)) == 0) { /* 0, 1, 2, 4, ...: grow */
+        unsigned cap = au->n_tokens ? au->n_tokens * 2 : 4;
+        struct token_entry *n = realloc(au->tokens, cap * sizeof *n);
+        if (!n)
+            return gs_err_set(err, GS_ENOMEM, "%s: out of memory", where);
+        au->tokens = n;
+    }
+    au->tokens[au->n_tokens++] = t;
+    return GS_OK;
+}
+
+static int parse_tokens(struct gs_auth *au, const char *name, const char *text, size_t len,
+                        struct gs_err *err)
+{
+    const char *s = text, *end = text + len;
+    unsigned lineno = 1;
+    char where[300];
+
+    if (memchr(text, '\0', len))
+        return gs_err_set(err, GS_EINVAL, "%.256s: contains a NUL byte", name);
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        const char *e = nl ? nl : end;
+        int rc;
+        snprintf(where, sizeof where, "%.256s:%u", name, lineno);
+        rc = token_line(au, where, s, e, err);
+        if (rc != GS_OK)
+            return rc;
+        if (!nl)
+            break;
+        s = nl + 1;
+        lineno++;
+    }
+    return GS_OK;
+}
+
+/* ---- the web config (exporter-toolkit web.config.file, YAML) ---- */
+
+struct yctx {
+    yaml_document_t *doc;
+    const char *name;
+    const char *base_dir;
+    struct gs_auth *au;
+    struct gs_err *err;
+};
+
+static int ywhere_err(struct yctx *y, const yaml_node_t *n, const char *fmt, const char *what)
+{
+    return gs_err_set(y->err, GS_EINVAL, "%.256s:%lu: %.64s: %s", y->name,
+                      (unsigned long)n->start_mark.line + 1, what, fmt);
+}
+
+/* A scalar's text (NULL when n is not a scalar). YAML's null spellings count as empty. */
+static const char *yscalar(const yaml_node_t *n, size_t *len)
+{
+    const char *v;
+
+    if (!n || n->type != YAML_SCALAR_NODE)
+        return NULL;
+    v = (const char *)n->data.scalar.value;
+    *len = n->data.scalar.length;
+    if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+        ((*len == 1 && v[0] == '~') || (*len == 4 && memcmp(v, "null", 4) == 0)))
+        *len = 0;
+    return v;
+}
+
+static int ynull(const yaml_node_t *n)
+{
+    size_t len;
+    return n && n->type == YAML_SCALAR_NODE && yscalar(n, &len) && len == 0;
+}
+
+static int set_path(struct yctx *y, const yaml_node_t *v, const char *key, char *dst)
+{
+    size_t len;
+    const char *s = yscalar(v, &len);
+
+    if (!s)
+        return ywhere_err(y, v, "expected a file name", key);
+    if (len == 0) {
+        dst[0] = '\0';
+        return GS_OK;
+    }
+    if (memchr(s, '\0', len))
+        return ywhere_err(y, v, "contains a NUL byte", key);
+    /* exporter-toolkit resolves relative paths against the config file's directory. */
+    if (s[0] != '/' && y->base_dir && y->base_dir[0]) {
+        if (strlen(y->base_dir) + 1 + len >= AUTH_PATH_LEN)
+            return ywhere_err(y, v, "path too long", key);
+        snprintf(dst, AUTH_PATH_LEN, "%s/%.*s", y->base_dir, (int)len, s);
+    } else {
+        if (len >= AUTH_PATH_LEN)
+            return ywhere_err(y, v, "path too long", key);
+        memcpy(dst, s, len);
+        dst[len] = '\0';
+    }
+    return GS_OK;
+}
+
+static int ykey_is(const yaml_node_t *k, const char *name)
+{
+    size_t len;
+    const char *s = yscalar(k, &len);
+    return s && len == strlen(name) && memcmp(s, name, len) == 0;
+}
+
+static int parse_tls(struct yctx *y, const yaml_node_t *m)
+{
+    static const char *const ignored[] = {"min_version", "max_version", "cipher_suites",
+                                          "curve_preferences", "prefer_server_cipher_suites",
+                                          "client_allowed_sans", NULL};
+    yaml_node_pair_t *p;
+    int rc;
+
+    if (ynull(m))
+        return GS_OK;
+    if (m->type != YAML_MAPPING_NODE)
+        return ywhere_err(y, m, "expected a mapping", "tls_server_config");
+    for (p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(y->doc, p->key);
+        yaml_node_t *v = yaml_document_get_node(y->doc, p->value);
+        size_t len;
+        const char *ks = yscalar(k, &len), *vs;
+        int known = 0;
+        if (!ks || !v)
+            return ywhere_err(y, k ? k : m, "expected a plain key", "tls_server_config");
+        if (ykey_is(k, "cert_file")) {
+            if ((rc = set_path(y, v, "cert_file", y->au->cert_file)) != GS_OK)
+                return rc;
+            continue;
+        }
+        if (ykey_is(k, "key_file")) {
+            if ((rc = set_path(y, v, "key_file", y->au->key_file)) != GS_OK)
+                return rc;
+            continue;
+        }
+        if (ykey_is(k, "client_auth_type")) {
+            size_t vl;
+            vs = yscalar(v, &vl);
+            if (!vs || (vl && !(vl == 12 && memcmp(vs, "NoClientCert", 12) == 0)))
+                return ywhere_err(y, v, "only NoClientCert is supported (client certificates "
+                                        "are not checked by gpuscope)", "client_auth_type");
+            continue;
+        }
+        if (ykey_is(k, "client_ca_file"))
+            known = 1;
+        for (int i = 0; ignored[i]; i++)
+            known |= ykey_is(k, ignored[i]);
+        if (!known)
+            return ywhere_err(y, k, "unknown key in tls_server_config", "tls_server_config");
+        gs_log(GS_LOG_WARN, "%.256s:%lu: tls_server_config: %.*s is ignored (GnuTLS defaults)",
+               y->name, (unsigned long)k->start_mark.line + 1, (int)(len > 64 ? 64 : len), ks);
+    }
+    if (!y->au->cert_file[0] != !y->au->key_file[0])
+        return ywhere_err(y, m, "cert_file and key_file go together", "tls_server_config");
+    return GS_OK;
+}
+
+static int parse_users(struct yctx *y, const yaml_node_t *m)
+{
+    yaml_node_pair_t *p;
+
+    if (ynull(m))
+        return GS_OK;
+    if (m->type != YAML_MAPPING_NODE)
+        return ywhere_err(y, m, "expected a mapping of user: bcrypt hash", "basic_auth_users");
+    for (p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(y->doc, p->key);
+        yaml_node_t *v = yaml_document_get_node(y->doc, p->value);
+        struct basic_user *u;
+        size_t kl, vl;
+        const char *ks = yscalar(k, &kl), *vs = yscalar(v, &vl);
+        if (!ks || !user_name_ok(ks, kl))
+            return ywhere_err(y, k ? k : m, "bad user name (letters, digits, ._-@, at most 63 "
+                                            "bytes)", "basic_auth_users");
+        if (!vs || vl != 60 || vs[0] != '$' || vs[1] != '2' ||
+            (vs[2] != 'a' && vs[2] != 'b' && vs[2] != 'y') || vs[3] != '$' ||
+            memchr(vs, '\0', vl))
+            return ywhere_err(y, v ? v : k, "expected a bcrypt hash ($2y$..., 60 characters)",
+                              "basic_auth_users");
+        for (unsigned i = 0; i < y->au->n_users; i++)
+            if (strlen(y->au->users[i].name) == kl &&
+                memcmp(y->au->users[i].name, ks, kl) == 0)
+                return ywhere_err(y, k, "user listed twice", "basic_auth_users");
+        if (y->au->n_users >= AUTH_USERS_MAX)
+            return ywhere_err(y, k, "too many users", "basic_auth_users");
+        if ((y->au->n_users & (y->au->n_users - 1)) == 0) {
+            unsigned cap = y->au->n_users ? y->au->n_users * 2 : 4;
+            struct basic_user *n = realloc(y->au->users, cap * sizeof *n);
+            if (!n)
+                return gs_err_set(y->err, GS_ENOMEM, "%.256s: out of memory", y->name);
+            y->au->users = n;
+        }
+        u = &y->au->users[y->au->n_users++];
+        memset(u, 0, sizeof *u);
+        memcpy(u->name, ks, kl);
+        memcpy(u->hash, vs, vl);
+    }
+    return GS_OK;
+}
+
+static int parse_web_root(struct yctx *y, const yaml_node_t *root)
+{
+    yaml_node_pair_t *p;
+    int rc;
+
+    if (!root || ynull(root))
+        return GS_OK; /* an empty file: no TLS, no users */
+    if (root->type != YAML_MAPPING_NODE)
+        return ywhere_err(y, root, "expected a mapping", "web config");
+    for (p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(y->doc, p->key);
+        yaml_node_t *v = yaml_document_get_node(y->doc, p->value);
+        size_t len;
+        const char *ks = yscalar(k, &len);
+        if (!ks || !v)
+            return ywhere_err(y, k ? k : root, "expected a plain key", "web config");
+        if (ykey_is(k, "tls_server_config"))
+            rc = parse_tls(y, v);
+        else if (ykey_is(k, "basic_auth_users"))
+            rc = parse_users(y, v);
+        else if (ykey_is(k, "http_server_config")) {
+            gs_log(GS_LOG_WARN, "%.256s:%lu: http_server_config is ignored (gpuscope sets its "
+                                "own headers; HTTP/2 is not served)",
+                   y->name, (unsigned long)k->start_mark.line + 1);
+            rc = GS_OK;
+        } else {
+            char key[65];
+            snprintf(key, sizeof key, "%.*s", (int)(len > 64 ? 64 : len), ks);
+            rc = ywhere_err(y, k, "unknown key (tls_server_config, basic_auth_users)", key);
+        }
+        if (rc != GS_OK)
+            return rc;
+    }
+    return GS_OK;
+}
+
+static int parse_web(struct gs_auth *au, const char *name, const char *text, size_t len,
+                     const char *base_dir, struct gs_err *err)
+{
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    struct yctx y = {&doc, name, base_dir, au, err};
+    int rc;
+
+    if (memchr(text, '\0', len))
+        return gs_err_set(err, GS_EINVAL, "%.256s: contains a NUL byte", name);
+    if (!yaml_parser_initialize(&parser))
+        return gs_err_set(err, GS_ENOMEM, "%.256s: out of memory", name);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        rc = gs_err_set(err, GS_EINVAL, "%.256s:%lu: %s", name,
+                        (unsigned long)parser.problem_mark.line + 1,
+                        parser.problem ? parser.problem : "YAML syntax error");
+        yaml_parser_delete(&parser);
+        return rc;
+    }
+    rc = parse_web_root(&y, yaml_document_get_root_node(&doc));
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+/* ---- life cycle ---- */
+
+static struct gs_auth *auth_new(void)
+{
+    struct gs_auth *au = calloc(1, sizeof *au);
+
+    if (!au)
+        return NULL;
+    au->cache = calloc(1, sizeof *au->cache);
+    if (!au->cache || pthread_mutex_init(&au->cache->lock, NULL) != 0) {
+        free(au->cache);
+        free(au);
+        return NULL;
+    }
+    au->cache->budget = GS_AUTH_BCRYPT_PER_S;
+    au->cache->budget_t_ns = mono_ns();
+    atomic_init(&au->refs, 1);
+    return au;
+}
+
+static void auth_free(struct gs_auth *au)
+{
+    if (!au)
+        return;
+    pthread_mutex_destroy(&au->cache->lock);
+    /* Nothing secret is kept (hashes only), but the cache keys identify live headers. */
+    memset(au->cache, 0, sizeof *au->cache);
+    free(au->cache);
+    free(au->tokens);
+    free(au->users);
+    free(au);
+}
+
+void gs_auth_ref(struct gs_auth *au)
+{
+    if (au)
+        atomic_fetch_add(&au->refs, 1);
+}
+
+void gs_auth_unref(struct gs_auth *au)
+{
+    if (au && atomic_fetch_sub(&au->refs, 1) == 1)
+        auth_free(au);
+}
+
+int gs_auth_from_text(struct gs_auth **out, const char *tokens_name, const char *tokens,
+                      size_t tokens_len, const char *web_name, const char *web,
+                      size_t web_len, const char *base_dir, struct gs_err *err)
+{
+    struct gs_auth *au = auth_new();
+    int rc = GS_OK;
+
+    if (!au)
+        return gs_err_set(err, GS_ENOMEM, "auth: out of memory");
+    if (tokens)
+        rc = parse_tokens(au, tokens_name ? tokens_name : "tokens", tokens, tokens_len, err);
+    if (rc == GS_OK && web)
+        rc = parse_web(au, web_name ? web_name : "web config", web, web_len, base_dir, err);
+    if (rc != GS_OK) {
+        auth_free(au);
+        return rc;
+    }
+    *out = au;
+    return GS_OK;
+}
+
+/* Reads a whole small file (NUL-terminated; *len without the NUL). */
+static int read_small(const char *path, char **text, size_t *len, struct gs_err *err)
+{
+    FILE *f = fopen(path, "re");
+    char *buf;
+    size_t n;
+
+    if (!f)
+        return gs_err_set(err, GS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    buf = malloc(AUTH_FILE_MAX + 1);
+    if (!buf) {
+        fclose(f);
+        return gs_err_set(err, GS_ENOMEM, "%s: out of memory", path);
+    }
+    n = fread(buf, 1, AUTH_FILE_MAX + 1, f);
+    if (ferror(f) || n > AUTH_FILE_MAX) {
+        int rc = gs_err_set(err, GS_EIO, "%s: %s", path,
+                            ferror(f) ? "read error" : "larger than 1 MiB");
+        fclose(f);
+        free(buf);
+        return rc;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *text = buf;
+    *len = n;
+    return GS_OK;
+}
+
+int gs_auth_open(struct gs_auth **out, const char *tokens_file, const char *web_config_file,
+                 struct gs_err *err)
+{
+    char *tok = NULL, *web = NULL, dir[AUTH_PATH_LEN] = "";
+    size_t tok_len = 0, web_len = 0;
+    struct gs_auth *au = NULL;
+    int rc = GS_OK;
+
+    if (tokens_file && tokens_file[0])
+        rc = read_small(tokens_file, &tok, &tok_len, err);
+    if (rc == GS_OK && web_config_file && web_config_file[0]) {
+        const char *slash = strrchr(web_config_file, '/');
+        rc = read_small(web_config_file, &web, &web_len, err);
+        if (slash && (size_t)(slash - web_config_file) < sizeof dir)
+            snprintf(dir, sizeof dir, "%.*s", (int)(slash - web_config_file), web_config_file);
+        if (slash == web_config_file)
+            snprintf(dir, sizeof dir, "/");
+    }
+    if (rc == GS_OK)
+        rc = gs_auth_from_text(&au, tokens_file, tok, tok_len, web_config_file, web, web_len,
+                               dir, err);
+    free(tok);
+    free(web);
+    if (rc != GS_OK)
+        return rc;
+    for (unsigned i = 0; i < au->n_tokens; i++)
+        resolve_uid(au->tokens[i].user, &au->tokens[i].uid_known, &au->tokens[i].uid);
+    for (unsigned i = 0; i < au->n_users; i++)
+        resolve_uid(au->users[i].name, &au->users[i].uid_known, &au->users[i].uid);
+    *out = au;
+    return GS_OK;
+}
+
+bool gs_auth_required(const struct gs_auth *au)
+{
+    return au && (au->n_tokens > 0 || au->n_users > 0);
+}
+
+unsigned gs_auth_token_count(const struct gs_auth *au)
+{
+    return au ? au->n_tokens : 0;
+}
+
+unsigned gs_auth_user_count(const struct gs_auth *au)
+{
+    return au ? au->n_users : 0;
+}
+
+const char *gs_auth_tls_cert_file(const struct gs_auth *au)
+{
+    return au ? au->cert_file : "";
+}
+
+const char *gs_auth_tls_key_file(const struct gs_auth *au)
+{
+    return au ? au->key_file : "";
+}
+
+const char *gs_auth_challenge(const struct gs_auth *au)
+{
+    if (au && au->n_tokens == 0 && au->n_users > 0)
+        return "Basic realm=\"gpuscope\", charset=\"UTF-8\"";
+    return "Bearer realm=\"gpuscope\"";
+}
+
+/* ---- checking a request ---- */
+
+static void fill(struct gs_viewer *out, enum gs_role role, const char *user, int uid_known,
+                 uid_t uid)
+{
+    memset(out, 0, sizeof *out);
+    out->role = role;
+    out->via = GS_VIA_TCP;
+    out->uid_known = uid_known != 0;
+    out->uid = uid_known ? uid : (uid_t)-1;
+    snprintf(out->user, sizeof out->user, "%s", user ? user : "");
+}
+
+static enum gs_role check_bearer(const struct gs_auth *au, const char *tok, size_t len,
+                                 struct gs_viewer *out)
+{
+    unsigned char h[32];
+    unsigned hit = 0;
+    const struct token_entry *match = NULL;
+
+    if (len == 0)
+        return GS_ROLE_NONE;
+    sha256(tok, len, h);
+    /* Every entry is compared; the match is selected without a data-dependent branch on
+     * the comparison's timing (the entry count is public). */
+    for (unsigned i = 0; i < au->n_tokens; i++) {
+        unsigned eq = (unsigned)gs_auth_equal(h, au->tokens[i].hash, 32);
+        if (eq && !hit)
+            match = &au->tokens[i];
+        hit |= eq;
+    }
+    if (!match)
+        return GS_ROLE_NONE;
+    fill(out, match->role, match->user, match->uid_known, match->uid);
+    return match->role;
+}
+
+/* Standard base64 (RFC 4648 section 4, padding optional) into out; returns the length or -1. */
+static long b64_decode(const char *s, size_t n, char *out, size_t cap)
+{
+    unsigned acc = 0, bits = 0;
+    size_t o = 0;
+
+    while (n > 0 && s[n - 1] == '=')
+        n--;
+    for (size_t i = 0; i < n; i++) {
+        const char c = s[i];
+        int v = c >= 'A' && c <= 'Z'   ? c - 'A'
+                : c >= 'a' && c <= 'z' ? c - 'a' + 26
+                : c >= '0' && c <= '9' ? c - '0' + 52
+                : c == '+'             ? 62
+                : c == '/'             ? 63
+                                       : -1;
+        if (v < 0)
+            return -1;
+        acc = (acc << 6 | (unsigned)v) & 0xffffff;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (o >= cap)
+                return -1;
+            out[o++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    return (long)o;
+}
+
+/* Whether one more uncached bcrypt check fits this second's budget. Under the cache lock. */
+static int budget_take(struct auth_cache *c, int64_t now)
+{
+    c->budget += (double)(now - c->budget_t_ns) / 1e9 * GS_AUTH_BCRYPT_PER_S;
+    if (c->budget > GS_AUTH_BCRYPT_PER_S)
+        c->budget = GS_AUTH_BCRYPT_PER_S;
+    c->budget_t_ns = now;
+    if (c->budget < 1)
+        return 0;
+    c->budget -= 1;
+    return 1;
+}
+
+static int bcrypt_ok(const char *pass, const char *hash)
+{
+    struct crypt_data *cd = calloc(1, sizeof *cd);
+    int ok = 0;
+
+    if (!cd)
+        return 0;
+    if (crypt_rn(pass, hash, cd, (int)sizeof *cd) != NULL) {
+        size_t n = strlen(cd->output);
+        ok = n == strlen(hash) && gs_auth_equal((const unsigned char *)cd->output,
+                                                (const unsigned char *)hash, n);
+    }
+    memset(cd, 0, sizeof *cd); /* the password passed through it */
+    free(cd);
+    return ok;
+}
+
+static enum gs_role check_basic(const struct gs_auth *au, const char *header, const char *b64,
+                                size_t len, struct gs_viewer *out)
+{
+    struct auth_cache *c = au->cache;
+    unsigned char key[32];
+    char plain[512];
+    const struct basic_user *u = NULL;
+    int64_t now = mono_ns();
+    long n;
+    char *colon;
+    int found = -1, allowed;
+
+    sha256(header, strlen(header), key);
+    pthread_mutex_lock(&c->lock);
+    for (unsigned i = 0; i < CACHE_SLOTS; i++)
+        if (c->slot[i].expires_ns > now && gs_auth_equal(c->slot[i].key, key, 32))
+            found = (int)c->slot[i].user;
+    pthread_mutex_unlock(&c->lock);
+    if (found >= 0 && (unsigned)found < au->n_users) {
+        u = &au->users[found];
+        fill(out, GS_ROLE_VIEWER, u->name, u->uid_known, u->uid);
+        return GS_ROLE_VIEWER;
+    }
+    n = b64_decode(b64, len, plain, sizeof plain - 1);
+    if (n <= 0)
+        return GS_ROLE_NONE;
+    plain[n] = '\0';
+    colon = memchr(plain, ':', (size_t)n);
+    if (!colon || strlen(plain) != (size_t)n) {
+        memset(plain, 0, sizeof plain);
+        return GS_ROLE_NONE;
+    }
+    *colon = '\0';
+    for (unsigned i = 0; i < au->n_users; i++)
+        if (strcmp(au->users[i].name, plain) == 0) {
+            u = &au->users[i];
+            found = (int)i;
+        }
+    pthread_mutex_lock(&c->lock);
+    allowed = u && budget_take(c, now);
+    pthread_mutex_unlock(&c->lock);
+    if (!allowed || !bcrypt_ok(colon + 1, u->hash)) {
+        memset(plain, 0, sizeof plain);
+        return GS_ROLE_NONE;
+    }
+    memset(plain, 0, sizeof plain);
+    pthread_mutex_lock(&c->lock);
+    memcpy(c->slot[c->next].key, key, 32);
+    c->slot[c->next].user = (unsigned)found;
+    c->slot[c->next].expires_ns = now + (int64_t)GS_AUTH_BCRYPT_TTL_S * 1000000000LL;
+    c->next = (c->next + 1) % CACHE_SLOTS;
+    pthread_mutex_unlock(&c->lock);
+    fill(out, GS_ROLE_VIEWER, u->name, u->uid_known, u->uid);
+    return GS_ROLE_VIEWER;
+}
+
+enum gs_role gs_auth_check(const struct gs_auth *au, const char *authorization,
+                           struct gs_viewer *out)
+{
+    size_t len;
+    const char *v;
+
+    fill(out, GS_ROLE_NONE, NULL, 0, 0);
+    if (!gs_auth_required(au)) {
+        out->role = GS_ROLE_VIEWER;
+        return GS_ROLE_VIEWER;
+    }
+    if (!authorization)
+        return GS_ROLE_NONE;
+    len = strnlen(authorization, AUTH_HEADER_MAX + 1);
+    if (len > AUTH_HEADER_MAX)
+        return GS_ROLE_NONE;
+    /* The scheme is case-insensitive (RFC 9110 section 11.1). */
+    if (len > 7 && strncasecmp(authorization, "Bearer ", 7) == 0 && au->n_tokens) {
+        v = authorization + 7;
+        while (*v == ' ')
+            v++;
+        len = strlen(v);
+        while (len && v[len - 1] == ' ')
+            len--;
+        return check_bearer(au, v, len, out);
+    }
+    if (len > 6 && strncasecmp(authorization, "Basic ", 6) == 0 && au->n_users) {
+        v = authorization + 6;
+        while (*v == ' ')
+            v++;
+        len = strlen(v);
+        while (len && v[len - 1] == ' ')
+            len--;
+        return check_basic(au, authorization, v, len, out);
+    }
+    return GS_ROLE_NONE;
+}
+
+int gs_auth_identify(const struct gs_auth *au, struct MHD_Connection *c, struct gs_viewer *out)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const char *h;
+
+    /* The unix socket's peers are known by SO_PEERCRED (policy.c): no credential asked. */
+    if (ci && ci->client_addr && ci->client_addr->sa_family == AF_UNIX) {
+        fill(out, GS_ROLE_VIEWER, NULL, 0, 0);
+        out->via = GS_VIA_UNIX;
+        return GS_ROLE_VIEWER;
+    }
+    h = gs_auth_required(au) ? MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                           MHD_HTTP_HEADER_AUTHORIZATION)
+                             : NULL;
+    return (int)gs_auth_check(au, h, out);
+}
+
+/* ---- new tokens ---- */
+
+int gs_auth_new_token(enum gs_role role, const char *user, char *token, char *line,
+                      size_t line_len, struct gs_err *err)
+{
+    static const char b64url[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    unsigned char raw[33] = {0}; /* 32 random bytes and a zero byte to finish the last group */
+    char hex[65];
+    size_t o = 0;
+
+    if (role == GS_ROLE_NONE)
+        return gs_err_set(err, GS_EINVAL, "new token: role must be admin, viewer or metrics");
+    if (user && user[0] && !user_name_ok(user, strlen(user)))
+        return gs_err_set(err, GS_EINVAL,
+                          "new token: bad user name (letters, digits, ._-@, at most %d bytes)",
+                          AUTH_USER_LEN - 1);
+    if (getrandom(raw, 32, 0) != 32)
+        return gs_err_set(err, GS_EIO, "new token: getrandom: %s", strerror(errno));
+    for (size_t i = 0; i < 33 && o < GS_AUTH_TOKEN_LEN; i += 3) {
+        unsigned v = (unsigned)raw[i] << 16 | (i + 1 < 33 ? (unsigned)raw[i + 1] << 8 : 0) |
+                     (i + 2 < 33 ? raw[i + 2] : 0);
+        for (int k = 3; k >= 0 && o < GS_AUTH_TOKEN_LEN; k--)
+            token[o++] = b64url[(v >> (6 * k)) & 63];
+    }
+    token[GS_AUTH_TOKEN_LEN] = '\0';
+    memset(raw, 0, sizeof raw);
+    gs_auth_sha256_hex(token, GS_AUTH_TOKEN_LEN, hex);
+    snprintf(line, line_len, "sha256:%s %s%s%s", hex, gs_auth_role_name(role),
+             user && user[0] ? " " : "", user && user[0] ? user : "");
+    return GS_OK;
+}

@@ -1,0 +1,860 @@
+/*
+ * runs.c - training runs on the agent's step-record socket (contract in runs.h).
+ *
+ * Live runs sit in a fixed table of GS_RUNS_MAX_LIVE pointers under `lock`, which is held for
+ * a few instructions only. Each run has its own mutex `mu` around its aggregate and counters:
+ * the receiver thread takes it per record, the HTTP thread while it computes a live report
+ * (milliseconds for a long run), and the sampling thread only with trylock, so a report in
+ * progress costs that run one snapshot (counted) and never delays a sampling cycle. A run is
+ * reference counted (the table holds one, each HTTP request in flight one): the receiver
+ * thread removes an ending run from the table, computes its report and stores it; the last
+ * reference frees it.
+ *
+ * History: run rows and steps go through the recorder (recorder.h, the store's owner, under
+ * its mutex) from the receiver thread. Ended runs and step pages are read back for HTTP from
+ * a second, read-only SQLite connection to history.db (WAL: readers never block the writer),
+ * using the schema of docs/history.md; it sees steps once a flush has committed them.
+ */
+#include "agent/runs.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sqlite3.h>
+
+#include "agent/log.h"
+#include "agent/recorder.h"
+#include "gpuscope/gs_err.h"
+#include "gpuscope/gs_model.h"
+#include "run/agg.h"
+#include "run/receiver.h"
+
+#define LIST_LIMIT_DEFAULT 100
+#define STEPS_LIMIT_DEFAULT 100
+#define LIMIT_MAX 1000
+#define HEADLINE_TTL_S 5.0 /* a live run's list figures are recomputed at most this often */
+
+struct run {
+    pthread_mutex_t mu; /* everything below but refs and conn_id */
+    int refs;           /* under gs_runs.lock */
+    uint64_t conn_id;   /* constant */
+    int64_t id;         /* history row id (or a counter when history is off); constant */
+    pid_t pid;          /* SO_PEERCRED; constant */
+    uid_t uid;
+    double start_s;
+    char name[GS_RECORD_STR];
+    uint64_t steps; /* step records received */
+    struct gs_agg *agg;
+    json_t *headline; /* cached list figures of a live run */
+    double headline_t;
+};
+
+struct gs_runs {
+    pthread_mutex_t lock; /* table, stats */
+    struct run *live[GS_RUNS_MAX_LIVE];
+    struct gs_runs_stats st;
+    int64_t next_mem_id; /* ids when history is off */
+    int full_logged;
+
+    struct gs_receiver *rx;
+    struct gs_recorder *rec;
+    char hostname[256];
+
+    pthread_mutex_t db_lock; /* the HTTP thread's read connection */
+    sqlite3 *db;
+    char history_path[PATH_MAX];
+
+    unsigned char *in_run; /* the sampling thread's own */
+    unsigned in_run_cap;
+};
+
+static double real_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void count(struct gs_runs *r, uint64_t *field)
+{
+    pthread_mutex_lock(&r->lock);
+    (*field)++;
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* ---- run life ---- */
+
+static void run_unref(struct gs_runs *r, struct run *run)
+{
+    int last;
+
+    pthread_mutex_lock(&r->lock);
+    last = --run->refs == 0;
+    pthread_mutex_unlock(&r->lock);
+    if (!last)
+        return;
+    gs_agg_free(run->agg);
+    json_decref(run->headline);
+    pthread_mutex_destroy(&run->mu);
+    free(run);
+}
+
+/* A reference to the live run of conn_id (or of history id when conn_id is 0), or NULL. */
+static struct run *run_find(struct gs_runs *r, uint64_t conn_id, int64_t id)
+{
+    struct run *run = NULL;
+
+    pthread_mutex_lock(&r->lock);
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && !run; i++)
+        if (r->live[i] && (conn_id ? r->live[i]->conn_id == conn_id : r->live[i]->id == id))
+            run = r->live[i];
+    if (run)
+        run->refs++;
+    pthread_mutex_unlock(&r->lock);
+    return run;
+}
+
+/* Makes the run of a connection's first record; NULL when the table is full or out of
+ * memory. Only the receiver thread inserts, so nobody races it to the same conn_id. */
+static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
+                             const struct gs_record *rec)
+{
+    struct run *run = calloc(1, sizeof *run);
+    struct gs_err err;
+    unsigned slot = GS_RUNS_MAX_LIVE;
+
+    pthread_mutex_lock(&r->lock);
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && slot == GS_RUNS_MAX_LIVE; i++)
+        if (!r->live[i])
+            slot = i;
+    if (slot == GS_RUNS_MAX_LIVE || !run) {
+        int log = !r->full_logged;
+        r->st.runs_refused++;
+        r->full_logged = 1;
+        pthread_mutex_unlock(&r->lock);
+        free(run);
+        if (log)
+            gs_log(GS_LOG_WARN, "runs: %d runs going on; records of new ones are dropped",
+                   GS_RUNS_MAX_LIVE);
+        return NULL;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (!(run->agg = gs_agg_new())) {
+        free(run);
+        count(r, &r->st.runs_refused);
+        return NULL;
+    }
+    pthread_mutex_init(&run->mu, NULL);
+    run->refs = 1;
+    run->conn_id = peer->conn_id;
+    run->pid = peer->pid;
+    run->uid = peer->uid;
+    run->start_s = real_s();
+    if (rec->type == GS_REC_HELLO)
+        snprintf(run->name, sizeof run->name, "%s", rec->u.hello.run);
+    gs_err_clear(&err);
+    if (r->rec) {
+        struct gs_store_run sr = {.name = run->name[0] ? run->name : NULL,
+                                  .source = "agent",
+                                  .hostname = r->hostname[0] ? r->hostname : NULL,
+                                  .start_time = run->start_s};
+        if (gs_recorder_run_begin(r->rec, &sr, &run->id, &err) != GS_OK) {
+            gs_log(GS_LOG_WARN, "runs: history: %s; run of pid %ld kept in memory only", err.msg,
+                   (long)run->pid);
+            count(r, &r->st.store_errors);
+            run->id = 0;
+        }
+    }
+    pthread_mutex_lock(&r->lock);
+    if (run->id <= 0)
+        run->id = --r->next_mem_id; /* negative: never a history row */
+    r->live[slot] = run;
+    r->st.runs_started++;
+    r->st.live++;
+    pthread_mutex_unlock(&r->lock);
+    gs_log(GS_LOG_INFO, "runs: run %lld '%s' started (pid %ld, uid %lu)", (long long)run->id,
+           run->name, (long)run->pid, (unsigned long)run->uid);
+    return run;
+}
+
+/* Removes run from the table (the caller holds a reference), stores its report, drops the
+ * table's reference. */
+static void run_finish(struct gs_runs *r, struct run *run, const char *why)
+{
+    struct gs_report_meta meta = {.hostname = r->hostname, .exit_code = -1, .source = "agent"};
+    struct gs_err err;
+    json_t *report;
+    char *text = NULL;
+    int found = 0;
+
+    pthread_mutex_lock(&r->lock);
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE; i++)
+        if (r->live[i] == run) {
+            r->live[i] = NULL;
+            found = 1;
+        }
+    if (found) {
+        r->st.live--;
+        r->st.runs_ended++;
+        if (r->st.live < GS_RUNS_MAX_LIVE)
+            r->full_logged = 0;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (!found)
+        return;
+    pthread_mutex_lock(&run->mu);
+    meta.run_name = run->name[0] ? run->name : NULL;
+    report = gs_agg_report(run->agg, &meta);
+    pthread_mutex_unlock(&run->mu);
+    /* Every step received, also those beyond GS_RUNS_MAX_AGG_STEPS: the list's count. */
+    if (json_is_object(json_object_get(report, "run")))
+        json_object_set_new(json_object_get(report, "run"), "steps_received",
+                            json_integer((json_int_t)run->steps));
+    if (report)
+        text = json_dumps(report, JSON_COMPACT | JSON_REAL_PRECISION(15));
+    json_decref(report);
+    gs_err_clear(&err);
+    if (r->rec && run->id > 0 &&
+        gs_recorder_run_end(r->rec, run->id, real_s(), text, &err) != GS_OK) {
+        gs_log(GS_LOG_WARN, "runs: history: run %lld: %s", (long long)run->id, err.msg);
+        count(r, &r->st.store_errors);
+    }
+    free(text);
+    gs_log(GS_LOG_INFO, "runs: run %lld ended (%s), %llu step record(s)", (long long)run->id, why,
+           (unsigned long long)run->steps);
+    run_unref(r, run); /* the table's */
+}
+
+/* ---- receiver callbacks (receiver thread) ---- */
+
+static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_record *rec)
+{
+    struct gs_runs *r = ctx;
+    struct run *run = run_find(r, peer->conn_id, 0);
+    struct gs_err err;
+
+    count(r, &r->st.records);
+    if (!run) {
+        run = run_begin(r, peer, rec);
+        if (!run)
+            return;
+        pthread_mutex_lock(&r->lock);
+        run->refs++;
+        pthread_mutex_unlock(&r->lock);
+    }
+    pthread_mutex_lock(&run->mu);
+    switch (rec->type) {
+    case GS_REC_HELLO:
+        gs_agg_hello(run->agg, &rec->u.hello, peer->pid, peer->uid);
+        if (!run->name[0])
+            snprintf(run->name, sizeof run->name, "%s", rec->u.hello.run);
+        break;
+    case GS_REC_STEP:
+        run->steps++;
+        if (run->steps <= GS_RUNS_MAX_AGG_STEPS)
+            gs_agg_step(run->agg, &rec->u.step);
+        break;
+    case GS_REC_END:
+        gs_agg_end(run->agg, &rec->u.end);
+        break;
+    }
+    pthread_mutex_unlock(&run->mu);
+    if (rec->type == GS_REC_STEP && r->rec && run->id > 0) {
+        gs_err_clear(&err);
+        if (gs_recorder_run_step(r->rec, run->id, &rec->u.step, peer->pid, peer->uid, &err) !=
+            GS_OK)
+            count(r, &r->st.store_errors);
+    }
+    if (rec->type == GS_REC_END)
+        run_finish(r, run, "end record");
+    run_unref(r, run);
+}
+
+static void on_close(void *ctx, const struct gs_peer *peer)
+{
+    struct gs_runs *r = ctx;
+    struct run *run = run_find(r, peer->conn_id, 0);
+
+    if (!run)
+        return;
+    run_finish(r, run, "connection closed");
+    run_unref(r, run);
+}
+
+static void on_reject(void *ctx, const struct gs_peer *peer, const char *why)
+{
+    struct gs_runs *r = ctx;
+
+    count(r, &r->st.rejected);
+    gs_log(GS_LOG_DEBUG, "runs: pid %ld uid %lu: record refused: %s", (long)peer->pid,
+           (unsigned long)peer->uid, why);
+}
+
+/* ---- sampling thread ---- */
+
+void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap)
+{
+    struct run *runs[GS_RUNS_MAX_LIVE];
+    unsigned n = 0;
+
+    if (!r || !snap || snap->n_gpus == 0)
+        return;
+    if (snap->n_gpus > r->in_run_cap) {
+        unsigned char *p = realloc(r->in_run, snap->n_gpus);
+        if (!p)
+            return;
+        r->in_run = p;
+        r->in_run_cap = snap->n_gpus;
+    }
+    pthread_mutex_lock(&r->lock);
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE; i++)
+        if (r->live[i]) {
+            r->live[i]->refs++;
+            runs[n++] = r->live[i];
+        }
+    pthread_mutex_unlock(&r->lock);
+    for (unsigned k = 0; k < n; k++) {
+        struct run *run = runs[k];
+        int any = 0;
+
+        memset(r->in_run, 0, snap->n_gpus);
+        for (unsigned i = 0; i < snap->n_procs; i++)
+            if ((pid_t)snap->procs[i].pid == run->pid && snap->procs[i].gpu < snap->n_gpus)
+                any = r->in_run[snap->procs[i].gpu] = 1;
+        if (any) {
+            if (pthread_mutex_trylock(&run->mu) == 0) {
+                gs_agg_snapshot(run->agg, snap, r->in_run, snap->t_real);
+                pthread_mutex_unlock(&run->mu);
+            } else {
+                count(r, &r->st.snapshots_skipped);
+            }
+        }
+        run_unref(r, run);
+    }
+}
+
+/* ---- HTTP ---- */
+
+static unsigned reply(json_t *doc, unsigned code, char **body, size_t *len)
+{
+    *body = doc ? json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+    *len = *body ? strlen(*body) : 0;
+    json_decref(doc);
+    return code;
+}
+
+static unsigned reply_error(unsigned code, char **body, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static unsigned reply_error(unsigned code, char **body, size_t *len, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return reply(json_pack("{s:s}", "error", msg), code, body, len);
+}
+
+static json_t *user_of(int64_t uid)
+{
+    struct passwd pw, *res = NULL;
+    char buf[1024];
+
+    if (uid < 0 || getpwuid_r((uid_t)uid, &pw, buf, sizeof buf, &res) != 0 || !res)
+        return json_null();
+    return json_string(res->pw_name);
+}
+
+static json_t *jnum_or_null(json_t *v)
+{
+    return json_is_number(v) ? json_real(json_number_value(v)) : json_null();
+}
+
+/* The list figures of a report (a borrowed object). */
+static void headline(json_t *item, json_t *report)
+{
+    static const char *const keys[] = {"train_runtime",
+                                       "train_samples_per_second",
+                                       "gpu_avg_utilization_percent",
+                                       "gpu_max_utilization_percent",
+                                       "gpu_peak_memory_allocated_gb",
+                                       "data_loading_time_ratio",
+                                       "communication_time_ratio",
+                                       "gpu_busy_estimate_percent"};
+    json_t *f = json_object_get(report, "findings"), *x;
+    json_t *ids = json_array();
+    size_t i;
+
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        json_object_set_new(item, keys[k], jnum_or_null(json_object_get(report, keys[k])));
+    json_array_foreach(f, i, x) json_array_append(ids, json_object_get(x, "id"));
+    json_object_set_new(item, "findings", ids);
+}
+
+/* Parses a decimal in [lo, hi]; absent: def. */
+static int parse_uint(const char *s, long long lo, long long hi, long long def, long long *out)
+{
+    char *end;
+    long long v;
+
+    if (!s) {
+        *out = def;
+        return 0;
+    }
+    if (!*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 12)
+        return -1;
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (errno || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static sqlite3 *db_get(struct gs_runs *r)
+{
+    if (!r->db && r->history_path[0]) {
+        if (sqlite3_open_v2(r->history_path, &r->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+            gs_log(GS_LOG_WARN, "runs: cannot read %s: %s", r->history_path,
+                   r->db ? sqlite3_errmsg(r->db) : "out of memory");
+            sqlite3_close(r->db);
+            r->db = NULL;
+        } else {
+            sqlite3_busy_timeout(r->db, 2000);
+        }
+    }
+    return r->db;
+}
+
+/* The columns of one row as an object (NULL stays null). */
+static json_t *row_object(sqlite3_stmt *st, int from_col)
+{
+    json_t *o = json_object();
+
+    for (int c = from_col; c < sqlite3_column_count(st); c++) {
+        json_t *v;
+        switch (sqlite3_column_type(st, c)) {
+        case SQLITE_INTEGER:
+            v = json_integer(sqlite3_column_int64(st, c));
+            break;
+        case SQLITE_FLOAT:
+            v = json_real(sqlite3_column_double(st, c));
+            break;
+        case SQLITE_TEXT:
+            v = json_string((const char *)sqlite3_column_text(st, c));
+            break;
+        default:
+            v = json_null();
+            break;
+        }
+        json_object_set_new(o, sqlite3_column_name(st, c), v);
+    }
+    return o;
+}
+
+/* A live run's list entry; computes (or reuses) its report for the figures. */
+static json_t *live_item(struct gs_runs *r, struct run *run)
+{
+    json_t *it;
+    double now = real_s();
+
+    pthread_mutex_lock(&run->mu);
+    if (!run->headline || now - run->headline_t > HEADLINE_TTL_S) {
+        struct gs_report_meta meta = {
+            .run_name = run->name, .hostname = r->hostname, .exit_code = -1, .source = "agent"};
+        json_t *rep = gs_agg_report(run->agg, &meta);
+        if (rep) {
+            json_decref(run->headline);
+            run->headline = json_object();
+            headline(run->headline, rep);
+            run->headline_t = now;
+            json_decref(rep);
+        }
+    }
+    it = json_pack("{s:I, s:s, s:I, s:o, s:I, s:f, s:n, s:I, s:s}", "id", (json_int_t)run->id,
+                   "name", run->name, "uid", (json_int_t)run->uid, "user", user_of(run->uid), "pid",
+                   (json_int_t)run->pid, "start", run->start_s, "end", "steps",
+                   (json_int_t)run->steps, "state", "running");
+    if (it && run->headline)
+        json_object_update(it, run->headline);
+    pthread_mutex_unlock(&run->mu);
+    return it;
+}
+
+static unsigned http_list(struct gs_runs *r, long long from, long long limit, char **body,
+                          size_t *len)
+{
+    struct run *runs[GS_RUNS_MAX_LIVE];
+    unsigned n = 0;
+    json_t *list = json_array(), *doc;
+    long long total = 0, skip = from;
+    char notin[GS_RUNS_MAX_LIVE * 24 + 8];
+    sqlite3 *db;
+
+    /* Running ones first, newest first; then the history's, newest first. */
+    pthread_mutex_lock(&r->lock);
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE; i++)
+        if (r->live[i]) {
+            r->live[i]->refs++;
+            runs[n++] = r->live[i];
+        }
+    pthread_mutex_unlock(&r->lock);
+    for (unsigned i = 0; i < n; i++)
+        for (unsigned j = i + 1; j < n; j++)
+            if (runs[j]->start_s > runs[i]->start_s) {
+                struct run *t = runs[i];
+                runs[i] = runs[j];
+                runs[j] = t;
+            }
+    for (unsigned i = 0; i < n; i++) {
+        total++;
+        if (skip > 0)
+            skip--;
+        else if ((long long)json_array_size(list) < limit)
+            json_array_append_new(list, live_item(r, runs[i]));
+    }
+    /* The history's rows but the live ones; only the page's rows are read (their step
+     * count only when the report lacks it: an interrupted run). */
+    {
+        size_t o = (size_t)snprintf(notin, sizeof notin, "(0");
+        for (unsigned i = 0; i < n; i++)
+            o += (size_t)snprintf(notin + o, sizeof notin - o, ",%lld", (long long)runs[i]->id);
+        snprintf(notin + o, sizeof notin - o, ")");
+    }
+    pthread_mutex_lock(&r->db_lock);
+    if ((db = db_get(r)) != NULL) {
+        sqlite3_stmt *st = NULL;
+        char sql[4096];
+
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM run WHERE source = 'agent' AND id NOT IN %s", notin);
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            total += sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        st = NULL;
+        /* uid/pid: the report's (SO_PEERCRED), else the first step's sender. */
+        snprintf(sql, sizeof sql,
+                 "SELECT id, name, start_time, end_time, report,"
+                 " (SELECT peer_uid FROM step WHERE step.run = run.id LIMIT 1),"
+                 " (SELECT peer_pid FROM step WHERE step.run = run.id LIMIT 1),"
+                 " CASE WHEN json_valid(report) AND"
+                 "  json_extract(report, '$.run.steps_received') IS NOT NULL THEN -1"
+                 "  ELSE (SELECT count(*) FROM step WHERE step.run = run.id) END"
+                 " FROM run WHERE source = 'agent' AND id NOT IN %s ORDER BY id DESC"
+                 " LIMIT ? OFFSET ?",
+                 notin);
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, limit - (long long)json_array_size(list));
+            sqlite3_bind_int64(st, 2, skip);
+            while (sqlite3_step(st) == SQLITE_ROW) {
+                int64_t id = sqlite3_column_int64(st, 0);
+                json_t *it, *rep = NULL, *ro;
+                int64_t uid = -1, pid = -1, steps = sqlite3_column_int64(st, 7);
+
+                if (sqlite3_column_type(st, 4) == SQLITE_TEXT)
+                    rep = json_loads((const char *)sqlite3_column_text(st, 4), 0, NULL);
+                ro = json_object_get(rep, "run");
+                if (json_is_integer(json_object_get(ro, "steps_received")))
+                    steps = json_integer_value(json_object_get(ro, "steps_received"));
+                if (json_is_integer(json_object_get(ro, "uid")))
+                    uid = json_integer_value(json_object_get(ro, "uid"));
+                else if (sqlite3_column_type(st, 5) == SQLITE_INTEGER)
+                    uid = sqlite3_column_int64(st, 5);
+                if (json_is_integer(json_object_get(ro, "pid")))
+                    pid = json_integer_value(json_object_get(ro, "pid"));
+                else if (sqlite3_column_type(st, 6) == SQLITE_INTEGER)
+                    pid = sqlite3_column_int64(st, 6);
+                it = json_pack(
+                    "{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:s}", "id", (json_int_t)id, "name",
+                    sqlite3_column_type(st, 1) == SQLITE_TEXT
+                        ? json_string((const char *)sqlite3_column_text(st, 1))
+                        : json_string(""),
+                    "uid", uid >= 0 ? json_integer(uid) : json_null(), "user", user_of(uid), "pid",
+                    pid >= 0 ? json_integer(pid) : json_null(), "start",
+                    sqlite3_column_type(st, 2) == SQLITE_NULL
+                        ? json_null()
+                        : json_real(sqlite3_column_double(st, 2)),
+                    "end",
+                    sqlite3_column_type(st, 3) == SQLITE_NULL
+                        ? json_null()
+                        : json_real(sqlite3_column_double(st, 3)),
+                    "steps", (json_int_t)steps, "state",
+                    sqlite3_column_type(st, 3) == SQLITE_NULL ? "interrupted" : "ended");
+                if (it && rep)
+                    headline(it, rep);
+                json_decref(rep);
+                json_array_append_new(list, it);
+            }
+        }
+        sqlite3_finalize(st);
+    }
+    pthread_mutex_unlock(&r->db_lock);
+    for (unsigned i = 0; i < n; i++)
+        run_unref(r, runs[i]);
+    doc = json_pack("{s:I, s:I, s:I, s:o}", "total", (json_int_t)total, "from", (json_int_t)from,
+                    "limit", (json_int_t)limit, "runs", list);
+    return reply(doc, doc ? 200 : 500, body, len);
+}
+
+/* Adds the agent's view of the run (id, state, user) to a report's "run" object. */
+static void annotate(json_t *rep, int64_t id, const char *state, uint64_t steps_received)
+{
+    json_t *ro = json_object_get(rep, "run");
+
+    if (!json_is_object(ro))
+        return;
+    json_object_set_new(ro, "id", json_integer(id));
+    json_object_set_new(ro, "state", json_string(state));
+    json_object_set_new(ro, "user",
+                        json_is_integer(json_object_get(ro, "uid"))
+                            ? user_of(json_integer_value(json_object_get(ro, "uid")))
+                            : json_null());
+    if (steps_received)
+        json_object_set_new(ro, "steps_received", json_integer((json_int_t)steps_received));
+}
+
+static unsigned http_report(struct gs_runs *r, int64_t id, char **body, size_t *len)
+{
+    struct run *run = run_find(r, 0, id);
+    json_t *rep = NULL;
+    sqlite3 *db;
+    int exists = 0;
+
+    if (run) {
+        struct gs_report_meta meta = {.hostname = r->hostname, .exit_code = -1, .source = "agent"};
+        uint64_t steps;
+        pthread_mutex_lock(&run->mu);
+        meta.run_name = run->name[0] ? run->name : NULL;
+        rep = gs_agg_report(run->agg, &meta);
+        steps = run->steps;
+        pthread_mutex_unlock(&run->mu);
+        run_unref(r, run);
+        if (!rep)
+            return reply_error(500, body, len, "out of memory");
+        annotate(rep, id, "running", steps);
+        return reply(rep, 200, body, len);
+    }
+    pthread_mutex_lock(&r->db_lock);
+    if ((db = db_get(r)) != NULL) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, "SELECT report FROM run WHERE id = ? AND source = 'agent'", -1,
+                               &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, id);
+            if (sqlite3_step(st) == SQLITE_ROW) {
+                exists = 1;
+                if (sqlite3_column_type(st, 0) == SQLITE_TEXT)
+                    rep = json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL);
+            }
+        }
+        sqlite3_finalize(st);
+    }
+    pthread_mutex_unlock(&r->db_lock);
+    if (!exists)
+        return reply_error(404, body, len, "no run %lld", (long long)id);
+    if (!rep)
+        return reply_error(404, body, len,
+                           "run %lld has no report: the agent stopped before it ended "
+                           "(its steps: /api/v1/runs/%lld/steps)",
+                           (long long)id, (long long)id);
+    annotate(rep, id, "ended", 0);
+    return reply(rep, 200, body, len);
+}
+
+static unsigned http_steps(struct gs_runs *r, int64_t id, long long from, long long limit,
+                           char **body, size_t *len)
+{
+    struct run *run = run_find(r, 0, id);
+    json_t *list, *doc;
+    long long total = 0;
+    int exists = run != NULL;
+    sqlite3 *db;
+
+    if (run)
+        run_unref(r, run);
+    if (!r->history_path[0])
+        return exists ? reply_error(404, body, len, "history is off: steps are not kept")
+                      : reply_error(404, body, len, "no run %lld", (long long)id);
+    list = json_array();
+    pthread_mutex_lock(&r->db_lock);
+    if ((db = db_get(r)) != NULL) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db,
+                               "SELECT (SELECT count(*) FROM step WHERE run = ?1),"
+                               " (SELECT count(*) FROM run WHERE id = ?1 AND source = 'agent')",
+                               -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, id);
+            if (sqlite3_step(st) == SQLITE_ROW) {
+                total = sqlite3_column_int64(st, 0);
+                exists |= sqlite3_column_int64(st, 1) > 0;
+            }
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+        if (exists &&
+            sqlite3_prepare_v2(db,
+                               "SELECT id, peer_pid, peer_uid, rank, device, step, t_begin, t_end,"
+                               " data_ms, forward_ms, backward_ms, optimizer_step_ms,"
+                               " communication_ms, total_step_ms, samples, cuda_events,"
+                               " mem_allocated, mem_reserved, mem_peak_allocated,"
+                               " mem_peak_reserved, mem_total"
+                               " FROM step WHERE run = ? ORDER BY id LIMIT ? OFFSET ?",
+                               -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, id);
+            sqlite3_bind_int64(st, 2, limit);
+            sqlite3_bind_int64(st, 3, from);
+            while (sqlite3_step(st) == SQLITE_ROW)
+                json_array_append_new(list, row_object(st, 1));
+        }
+        sqlite3_finalize(st);
+    }
+    pthread_mutex_unlock(&r->db_lock);
+    if (!exists) {
+        json_decref(list);
+        return reply_error(404, body, len, "no run %lld", (long long)id);
+    }
+    doc = json_pack("{s:I, s:I, s:I, s:I, s:o, s:o}", "id", (json_int_t)id, "total",
+                    (json_int_t)total, "from", (json_int_t)from, "limit", (json_int_t)limit, "next",
+                    from + (long long)json_array_size(list) < total
+                        ? json_integer(from + (json_int_t)json_array_size(list))
+                        : json_null(),
+                    "steps", list);
+    return reply(doc, doc ? 200 : 500, body, len);
+}
+
+unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, const char *limit,
+                      char **body, size_t *body_len)
+{
+    const char *rest = path + strlen("/api/v1/runs");
+    long long vfrom, vlimit, id;
+    size_t idlen;
+    int steps = 0;
+    char idtext[24];
+
+    if (parse_uint(from, 0, 1000000000000LL, 0, &vfrom) != 0)
+        return reply_error(400, body, body_len, "from: expected an integer >= 0");
+    if (parse_uint(limit, 1, LIMIT_MAX, rest[0] ? STEPS_LIMIT_DEFAULT : LIST_LIMIT_DEFAULT,
+                   &vlimit) != 0)
+        return reply_error(400, body, body_len, "limit: expected an integer in 1..%d", LIMIT_MAX);
+    if (rest[0] == '\0' || strcmp(rest, "/") == 0)
+        return http_list(r, vfrom, vlimit, body, body_len);
+    if (rest[0] != '/')
+        return reply_error(404, body, body_len, "not found");
+    rest++;
+    idlen = strcspn(rest, "/");
+    if (rest[idlen] == '/') {
+        if (strcmp(rest + idlen, "/steps") != 0)
+            return reply_error(404, body, body_len, "not found");
+        steps = 1;
+    }
+    if (idlen == 0 || idlen >= sizeof idtext || strspn(rest, "0123456789") != idlen ||
+        rest[0] == '0')
+        return reply_error(404, body, body_len, "no run '%.32s'", rest);
+    memcpy(idtext, rest, idlen);
+    idtext[idlen] = '\0';
+    if (parse_uint(idtext, 1, INT64_MAX / 2, 0, &id) != 0)
+        return reply_error(404, body, body_len, "no run '%s'", idtext);
+    if (!steps && (from || limit))
+        return reply_error(400, body, body_len, "from, limit: only for the list and steps");
+    return steps ? http_steps(r, id, vfrom, vlimit, body, body_len)
+                 : http_report(r, id, body, body_len);
+}
+
+/* ---- life cycle ---- */
+
+/* mkdir -p of path's directory, 0755 for each directory it makes. */
+static int make_parent(const char *path, struct gs_err *err)
+{
+    char dir[PATH_MAX];
+    char *slash;
+
+    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
+        return gs_err_set(err, GS_EINVAL, "runs: socket path too long");
+    slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return GS_OK;
+    *slash = '\0';
+    for (char *p = dir + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+                return gs_err_set(err, GS_EIO, "runs: mkdir %s: %s", dir, strerror(errno));
+            *p = c;
+            if (!c)
+                break;
+        }
+    }
+    return GS_OK;
+}
+
+int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_err *err)
+{
+    struct gs_receiver_cb cb = {
+        .on_record = on_record, .on_close = on_close, .on_reject = on_reject};
+    struct gs_runs *r;
+    char msg[512];
+    int rc;
+
+    if (!o || !o->socket_path || o->socket_path[0] != '/')
+        return gs_err_set(err, GS_EINVAL, "socket: expected an absolute path or off, not '%s'",
+                          o && o->socket_path ? o->socket_path : "");
+    rc = make_parent(o->socket_path, err);
+    if (rc != GS_OK)
+        return rc;
+    if (!(r = calloc(1, sizeof *r)))
+        return gs_err_set(err, GS_ENOMEM, "runs: out of memory");
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_mutex_init(&r->db_lock, NULL);
+    r->rec = o->rec;
+    snprintf(r->hostname, sizeof r->hostname, "%s", o->hostname ? o->hostname : "");
+    if (o->rec && o->history_path)
+        snprintf(r->history_path, sizeof r->history_path, "%s", o->history_path);
+    cb.ctx = r;
+    if (gs_receiver_start_flags(&r->rx, o->socket_path, 0666, GS_RECEIVER_ANY_UID, &cb, msg,
+                                sizeof msg) != 0) {
+        gs_runs_close(r);
+        return gs_err_set(err, GS_EIO, "%s", msg);
+    }
+    *out = r;
+    return GS_OK;
+}
+
+struct gs_runs_stats gs_runs_stats(struct gs_runs *r)
+{
+    struct gs_runs_stats s;
+
+    pthread_mutex_lock(&r->lock);
+    s = r->st;
+    pthread_mutex_unlock(&r->lock);
+    return s;
+}
+
+void gs_runs_close(struct gs_runs *r)
+{
+    if (!r)
+        return;
+    gs_receiver_stop(r->rx); /* on_close for every connection: their runs end and are stored */
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE; i++)
+        if (r->live[i])
+            run_finish(r, r->live[i], "agent stopping");
+    sqlite3_close(r->db);
+    free(r->in_run);
+    pthread_mutex_destroy(&r->lock);
+    pthread_mutex_destroy(&r->db_lock);
+    free(r);
+}

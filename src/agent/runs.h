@@ -1,0 +1,67 @@
+/*
+ * runs.h - training runs seen by the agent. When no `gpuscope run` is around, the Python
+ * package sends its step records (src/run/record.h) to the agent's socket; this module owns
+ * that socket (a node-wide receiver, src/run/receiver.h, that accepts every local uid),
+ * aggregates each run (src/run/agg.h) with the agent's snapshots of the GPUs the sender's pid
+ * uses, keeps runs and steps in the history (schema v2, through the recorder) and answers
+ * /api/v1/runs (docs/api.md).
+ *
+ * A run is one connection's records from its first record (normally the hello) to its end
+ * record or the connection's close, whichever comes first; a record after an end starts the
+ * next run of that connection. Ranks of one DDP job are separate runs (one connection each),
+ * attributed to their SO_PEERCRED uid/pid, never to what a record claims.
+ *
+ * Threads: records arrive on the receiver's thread; gs_runs_snapshot is called by the
+ * sampling thread and never waits (a run busy with a report skips that snapshot, counted);
+ * gs_runs_http runs on the HTTP thread. open and close belong to the main thread.
+ */
+#ifndef GS_AGENT_RUNS_H
+#define GS_AGENT_RUNS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gs_err;
+struct gs_recorder;
+struct gs_snapshot;
+struct gs_runs;
+
+/* Runs going on at once; records of more are dropped, counted. */
+#define GS_RUNS_MAX_LIVE 64
+/* Step records a live run aggregates (~8 MB); later ones are still stored in the history. */
+#define GS_RUNS_MAX_AGG_STEPS 200000
+
+struct gs_runs_opts {
+    const char *socket_path;  /* bound with mode 0666; its directory is made 0755 */
+    struct gs_recorder *rec;  /* NULL (history off): runs are kept while they go on only */
+    const char *history_path; /* DATA_DIR/history.db, read for ended runs; NULL with rec */
+    const char *hostname;     /* for the reports; may be NULL */
+};
+
+struct gs_runs_stats {
+    uint64_t runs_started, runs_ended, runs_refused; /* refused: GS_RUNS_MAX_LIVE reached */
+    uint64_t records, rejected, snapshots_skipped, store_errors;
+    unsigned live;
+};
+
+/* Makes the socket's directory, starts the receiver. GS_EIO (with err) when the socket cannot
+ * be bound (another agent listening, no permission). */
+int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_err *err);
+
+/* Feeds snap to every live run whose sender's pid is in the snapshot's process lists (only
+ * the GPUs it uses). Never blocks. */
+void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap);
+
+/* Answers GET path (which starts with "/api/v1/runs") with its query arguments from and limit
+ * (NULL: absent). Returns the HTTP status and a JSON body (malloc'ed, *body_len bytes) in
+ * *body, an {"error": "..."} object for 400/404/503; *body is NULL only when out of memory. */
+unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, const char *limit,
+                      char **body, size_t *body_len);
+
+struct gs_runs_stats gs_runs_stats(struct gs_runs *r);
+
+/* Stops the receiver: every live run ends as if its connection closed (report computed and
+ * stored). NULL is allowed. */
+void gs_runs_close(struct gs_runs *r);
+
+#endif

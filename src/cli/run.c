@@ -1,0 +1,983 @@
+/*
+ * `gpuscope run [--out DIR] [--interval S] [--no-auto] -- CMD ARGS...`: runs a training
+ * command and profiles it. CMD gets a step-record socket (GPUSCOPE_RUN_SOCKET, a
+ * SOCK_SEQPACKET socket in a private 0700 directory, src/run/receiver.h) and, unless
+ * --no-auto, the Python package's auto-instrumenting sitecustomize on PYTHONPATH. While CMD
+ * runs, a sampler thread samples every --interval the GPUs that CMD's process tree uses (and
+ * those its hello records name) into the run aggregate (src/run/agg.h) and into
+ * DIR/samples.db (the history store, src/store/history.h); every record received is appended
+ * to DIR/steps.jsonl with the sender's SO_PEERCRED pid/uid. At exit DIR/metrics_report.json
+ * is written and a summary printed to stderr, also after Ctrl-C. The exit status is CMD's
+ * (128+N when a signal N killed it), 127 when CMD is not found, 126 when it cannot be
+ * executed, 125 when gpuscope itself fails before CMD starts, 2 on bad usage. See docs/run.md.
+ *
+ * DIR/samples.db also holds the run itself (table `run`) and its step records (`step`),
+ * schema v2 of docs/history.md.
+ *
+ * Threads: main (fork, signals, waitpid), the receiver's, and the sampler's. One mutex
+ * (struct run_ctx.mu) guards the aggregate, steps.jsonl and the hello devices; another
+ * (store_mu) the history store, which the receiver feeds steps and the sampler snapshots.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <dirent.h>
+
+#include "cli/cli.h"
+#include "cli/term.h"
+#include "gpuscope/gs_err.h"
+#include "gpuscope/gs_model.h"
+#include "gpuscope/gs_sampler.h"
+#include "run/agg.h"
+#include "run/receiver.h"
+#include "run/record.h"
+#include "store/history.h"
+
+#define RUN_EXIT_FAIL 125     /* gpuscope run itself failed; CMD did not run */
+#define RUN_EXIT_NOEXEC 126   /* CMD found but not executable */
+#define RUN_EXIT_NOTFOUND 127 /* CMD not found */
+#define RUN_FLUSH_S 5.0       /* samples.db flush period */
+#define RUN_DRAIN_S 2.0       /* after CMD exits: wait for its connections to close */
+#define RUN_MAX_TRACKED 4096  /* processes of CMD's tree looked at per sample */
+#define RUN_STEP_FLUSH 2000   /* step records buffered in samples.db's store at most */
+
+struct run_opts {
+    const char *out;
+    double interval_s;
+    int auto_inject;
+    int help;
+    char **cmd; /* NULL-terminated */
+};
+
+struct run_ctx {
+    pthread_mutex_t mu;
+    struct gs_agg *agg;
+    FILE *steps;
+    unsigned steps_lines;
+    int steps_failed;
+    /* CUDA device indices named by hello records */
+    unsigned char cuda_dev[GS_RECORD_MAX_DEVICES];
+    unsigned closed_conns;
+    char last_reject[200];
+    /* sampler thread */
+    struct gs_sampler *sampler;
+    pthread_mutex_t store_mu;
+    struct gs_store *store;
+    int64_t run_id;
+    double interval_s;
+    pid_t child;
+    int stop;
+    pthread_cond_t cv;
+    uint64_t samples;
+};
+
+static volatile sig_atomic_t g_child_pid;
+static volatile sig_atomic_t g_interrupted;
+
+static void run_usage(FILE *out)
+{
+    fputs("usage: gpuscope run [--out DIR] [--interval S] [--no-auto] -- CMD [ARGS...]\n"
+          "\n"
+          "Runs CMD, receives its training step records, samples the GPUs its processes use,\n"
+          "and writes DIR/metrics_report.json, DIR/steps.jsonl and DIR/samples.db.\n"
+          "\n"
+          "options:\n"
+          "  --out DIR       output directory (default ./gpuscope-run-YYYYmmdd-HHMMSS);\n"
+          "                  created if missing; refused if it already holds a run's files\n"
+          "  --interval S    GPU sampling period in seconds, 0.1 to 60 (default 0.5)\n"
+          "  --no-auto       do not put the auto-instrumenting sitecustomize on PYTHONPATH\n"
+          "  --auto          put it there (the default)\n"
+          "  -h, --help      this help\n"
+          "\n"
+          "CMD sees GPUSCOPE_RUN_SOCKET (where to send step records) and GPUSCOPE_RUN_DIR.\n"
+          "Exit status: CMD's; 128+N if signal N killed it; 127 CMD not found; 126 CMD not\n"
+          "executable; 125 gpuscope run failed before CMD started; 2 bad usage.\n"
+          "See docs/run.md.\n",
+          out);
+}
+
+/* ---- options ---- */
+
+static int parse_interval(const char *s, double *out)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < 0.1 || v > 60)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int run_parse(struct run_opts *o, int argc, char **argv)
+{
+    int i;
+
+    memset(o, 0, sizeof *o);
+    o->interval_s = 0.5;
+    o->auto_inject = 1;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = NULL;
+
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (a[0] != '-')
+            break; /* CMD starts here */
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            o->help = 1;
+            return 0;
+        } else if (strcmp(a, "--no-auto") == 0) {
+            o->auto_inject = 0;
+        } else if (strcmp(a, "--auto") == 0) {
+            o->auto_inject = 1;
+        } else if (strcmp(a, "--out") == 0 || strcmp(a, "--interval") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "gpuscope run: %s: missing value\n", a);
+                return -1;
+            }
+            val = argv[++i];
+        } else if (strncmp(a, "--out=", 6) == 0 || strncmp(a, "--interval=", 11) == 0) {
+            val = strchr(a, '=') + 1;
+        } else {
+            fprintf(stderr, "gpuscope run: unknown option '%s'\n", a);
+            return -1;
+        }
+        if (val && strncmp(a, "--out", 5) == 0) {
+            if (!val[0]) {
+                fprintf(stderr, "gpuscope run: --out: empty directory name\n");
+                return -1;
+            }
+            o->out = val;
+        } else if (val && parse_interval(val, &o->interval_s) != 0) {
+            fprintf(stderr,
+                    "gpuscope run: --interval: '%s' is not a number of seconds in "
+                    "0.1..60\n",
+                    val);
+            return -1;
+        }
+    }
+    if (i >= argc) {
+        fprintf(stderr, "gpuscope run: no command given (gpuscope run [OPTIONS] -- CMD ...)\n");
+        return -1;
+    }
+    o->cmd = argv + i;
+    return 0;
+}
+
+/* ---- files ---- */
+
+static const char *const run_files[] = {"metrics_report.json", "steps.jsonl", "samples.db"};
+
+/* Creates DIR (and missing parents, 0755). An existing directory is accepted unless it
+ * holds one of a run's files: a second run never mixes into or overwrites the first.
+ * *created says whether DIR itself was made here. */
+static int run_make_outdir(const char *dir, int *created)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    size_t n = strlen(dir);
+
+    *created = 0;
+    if (n >= sizeof path - 32) {
+        fprintf(stderr, "gpuscope run: %s: path too long\n", dir);
+        return -1;
+    }
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "gpuscope run: %s exists and is not a directory\n", dir);
+            return -1;
+        }
+        for (size_t i = 0; i < sizeof run_files / sizeof run_files[0]; i++) {
+            snprintf(path, sizeof path, "%s/%s", dir, run_files[i]);
+            if (lstat(path, &st) == 0) {
+                fprintf(stderr,
+                        "gpuscope run: %s already holds a run (%s); choose another "
+                        "--out\n",
+                        dir, run_files[i]);
+                return -1;
+            }
+        }
+        return 0;
+    }
+    memcpy(path, dir, n + 1);
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+            fprintf(stderr, "gpuscope run: mkdir %s: %s\n", path, strerror(errno));
+            return -1;
+        }
+        *p = '/';
+    }
+    if (mkdir(path, 0755) != 0) {
+        fprintf(stderr, "gpuscope run: mkdir %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    *created = 1;
+    return 0;
+}
+
+/* Removes what a run that never started left in dir. */
+static void run_remove_outputs(const char *dir, int created)
+{
+    static const char *const extra[] = {"samples.db-wal", "samples.db-shm", "steps.jsonl",
+                                        "samples.db"};
+    char path[PATH_MAX];
+
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, extra[i]);
+        unlink(path);
+    }
+    if (created)
+        rmdir(dir);
+}
+
+/* ---- the Python package ---- */
+
+static int has_package(const char *pydir)
+{
+    char p[PATH_MAX];
+
+    if (snprintf(p, sizeof p, "%s/gpuscope/__init__.py", pydir) >= (int)sizeof p)
+        return 0;
+    return access(p, R_OK) == 0;
+}
+
+/* Finds the directory holding the gpuscope package: $GPUSCOPE_PYTHON_DIR, else
+ * <exe dir>/python (a build tree), else <exe dir>/../lib/gpuscope/python (an install). */
+static int run_find_pydir(char *out, size_t len)
+{
+    const char *env = getenv("GPUSCOPE_PYTHON_DIR");
+    char exe[PATH_MAX];
+    ssize_t n;
+    char *slash;
+
+    if (env && env[0]) {
+        snprintf(out, len, "%s", env);
+        return has_package(out) ? 0 : -1;
+    }
+    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = '\0';
+    slash = strrchr(exe, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    if (snprintf(out, len, "%s/python", exe) < (int)len && has_package(out))
+        return 0;
+    if (snprintf(out, len, "%s/../lib/gpuscope/python", exe) >= (int)len)
+        return -1;
+    return has_package(out) ? 0 : -1;
+}
+
+/* Environment CMD inherits: the socket, the output dir and (auto) PYTHONPATH. */
+static int run_child_env(const char *sock, const char *dir, int auto_inject)
+{
+    char pydir[PATH_MAX], pp[3 * PATH_MAX];
+    const char *old = getenv("PYTHONPATH");
+    char absdir[PATH_MAX];
+
+    if (!realpath(dir, absdir))
+        snprintf(absdir, sizeof absdir, "%s", dir);
+    if (setenv("GPUSCOPE_RUN_SOCKET", sock, 1) != 0 || setenv("GPUSCOPE_RUN_DIR", absdir, 1) != 0)
+        return -1;
+    if (run_find_pydir(pydir, sizeof pydir) != 0) {
+        fprintf(stderr, "gpuscope run: the gpuscope Python package was not found (set "
+                        "GPUSCOPE_PYTHON_DIR); step timing only from a CMD that sends "
+                        "records itself\n");
+        return 0;
+    }
+    /* --no-auto still makes `import gpuscope` work; only the sitecustomize is left out. */
+    if (auto_inject)
+        snprintf(pp, sizeof pp, "%s/gpuscope/_auto:%s%s%s", pydir, pydir, old && *old ? ":" : "",
+                 old && *old ? old : "");
+    else
+        snprintf(pp, sizeof pp, "%s%s%s", pydir, old && *old ? ":" : "", old && *old ? old : "");
+    return setenv("PYTHONPATH", pp, 1);
+}
+
+/* ---- records ---- */
+
+static void on_record(void *vctx, const struct gs_peer *peer, const struct gs_record *rec)
+{
+    struct run_ctx *c = vctx;
+    char buf[GS_RECORD_MAX + 64];
+    int n = gs_record_encode(rec, buf, sizeof buf);
+
+    pthread_mutex_lock(&c->mu);
+    switch (rec->type) {
+    case GS_REC_HELLO:
+        gs_agg_hello(c->agg, &rec->u.hello, peer->pid, peer->uid);
+        for (uint32_t i = 0; i < rec->u.hello.n_devices && i < GS_RECORD_MAX_DEVICES; i++)
+            if (rec->u.hello.devices[i] >= 0 && rec->u.hello.devices[i] < GS_RECORD_MAX_DEVICES)
+                c->cuda_dev[rec->u.hello.devices[i]] = 1;
+        break;
+    case GS_REC_STEP:
+        gs_agg_step(c->agg, &rec->u.step);
+        break;
+    case GS_REC_END:
+        gs_agg_end(c->agg, &rec->u.end);
+        break;
+    }
+    /* The record as decoded (so only validated fields), plus who sent it. */
+    if (c->steps && n > 1 && buf[0] == '{') {
+        int ok = fprintf(c->steps, "{\"peer_pid\":%ld,\"peer_uid\":%lu,\"conn\":%llu,%s\n",
+                         (long)peer->pid, (unsigned long)peer->uid,
+                         (unsigned long long)peer->conn_id, buf + 1) > 0 &&
+                 fflush(c->steps) == 0;
+        if (ok)
+            c->steps_lines++;
+        else if (!c->steps_failed++)
+            fprintf(stderr, "gpuscope run: writing steps.jsonl: %s\n", strerror(errno));
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (rec->type == GS_REC_STEP && c->store) {
+        pthread_mutex_lock(&c->store_mu);
+        gs_store_run_step(c->store, c->run_id, &rec->u.step, peer->pid, peer->uid, NULL);
+        /* The sampler flushes every RUN_FLUSH_S; without one (no GPU), or faster than the
+         * store's buffer holds, the steps are flushed from here. */
+        if (gs_store_stats(c->store).steps_buffered >= RUN_STEP_FLUSH)
+            gs_store_flush(c->store, NULL);
+        pthread_mutex_unlock(&c->store_mu);
+    }
+}
+
+static void on_reject(void *vctx, const struct gs_peer *peer, const char *why)
+{
+    struct run_ctx *c = vctx;
+
+    pthread_mutex_lock(&c->mu);
+    snprintf(c->last_reject, sizeof c->last_reject, "pid %ld: %s", (long)peer->pid, why);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void on_close(void *vctx, const struct gs_peer *peer)
+{
+    struct run_ctx *c = vctx;
+
+    (void)peer;
+    pthread_mutex_lock(&c->mu);
+    c->closed_conns++; /* compared with the receiver's count of connections */
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- sampling ---- */
+
+/* Scratch of the process-tree scan, owned by the sampler thread. */
+struct run_scan {
+    pid_t pids[RUN_MAX_TRACKED * 4], ppids[RUN_MAX_TRACKED * 4];
+    pid_t tree[RUN_MAX_TRACKED];
+};
+
+/* Fills sc->tree with CMD and all its descendants (from /proc/PID/stat ppids); returns how
+ * many. A descendant reparented to init (a daemon) is no longer found. */
+static unsigned run_proc_tree(pid_t root, struct run_scan *sc)
+{
+    pid_t *pids = sc->pids, *ppids = sc->ppids, *tree = sc->tree;
+    const unsigned max_pids = sizeof sc->pids / sizeof sc->pids[0], cap = RUN_MAX_TRACKED;
+    unsigned n = 0, nt = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+
+    if (!d)
+        return 0;
+    while ((e = readdir(d)) && n < max_pids) {
+        char path[64], line[512];
+        FILE *f;
+        char *rp;
+
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%.20s/stat", e->d_name);
+        f = fopen(path, "re");
+        if (!f)
+            continue;
+        if (fgets(line, sizeof line, f) && (rp = strrchr(line, ')')) != NULL) {
+            long ppid;
+            char state;
+
+            if (sscanf(rp + 1, " %c %ld", &state, &ppid) == 2) {
+                pids[n] = (pid_t)atol(e->d_name);
+                ppids[n++] = (pid_t)ppid;
+            }
+        }
+        fclose(f);
+    }
+    closedir(d);
+    tree[nt++] = root;
+    /* Breadth first: tree[] grows while it is scanned. */
+    for (unsigned k = 0; k < nt && nt < cap; k++)
+        for (unsigned i = 0; i < n && nt < cap; i++)
+            if (ppids[i] == tree[k])
+                tree[nt++] = pids[i];
+    return nt;
+}
+
+/* GPU index of CUDA device `cuda`, through CUDA_VISIBLE_DEVICES when it lists indices or
+ * UUIDs; -1 when it cannot be told. */
+static int run_cuda_to_gpu(const struct gs_snapshot *snap, int cuda)
+{
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    char item[128];
+    int k = 0;
+
+    if (!cvd || !cvd[0])
+        return cuda < (int)snap->n_gpus ? cuda : -1;
+    for (const char *p = cvd; *p;) {
+        size_t len = strcspn(p, ",");
+
+        if (k++ == cuda) {
+            char *end;
+            long v;
+
+            snprintf(item, sizeof item, "%.*s", (int)len, p);
+            v = strtol(item, &end, 10);
+            if (end != item && *end == '\0')
+                return v >= 0 && v < (long)snap->n_gpus ? (int)v : -1;
+            for (unsigned g = 0; g < snap->n_gpus; g++)
+                if (len >= 8 && strncmp(snap->gpus[g].text[GS_T_UUID], item, len) == 0)
+                    return (int)g;
+            return -1;
+        }
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return -1;
+}
+
+/* Adds to in_run the GPUs where CMD's process tree runs and those hello records named. */
+static void run_mark_gpus(struct run_ctx *c, struct run_scan *sc, const struct gs_snapshot *snap,
+                          unsigned char *in_run)
+{
+    unsigned char cuda[GS_RECORD_MAX_DEVICES];
+    unsigned nt = 0;
+
+    if (snap->n_procs > 0)
+        nt = run_proc_tree(c->child, sc);
+    for (unsigned i = 0; i < snap->n_procs; i++)
+        for (unsigned k = 0; k < nt; k++)
+            if ((pid_t)snap->procs[i].pid == sc->tree[k] && snap->procs[i].gpu < snap->n_gpus)
+                in_run[snap->procs[i].gpu] = 1;
+    pthread_mutex_lock(&c->mu);
+    memcpy(cuda, c->cuda_dev, sizeof cuda);
+    pthread_mutex_unlock(&c->mu);
+    for (int d = 0; d < GS_RECORD_MAX_DEVICES; d++) {
+        int g = cuda[d] ? run_cuda_to_gpu(snap, d) : -1;
+
+        if (g >= 0)
+            in_run[g] = 1;
+    }
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *run_sampler_thread(void *arg)
+{
+    struct run_ctx *c = arg;
+    unsigned n = gs_sampler_gpu_count(c->sampler);
+    struct gs_snapshot *snap = NULL;
+    unsigned char *in_run = calloc(n ? n : 1, 1);
+    struct run_scan *sc = malloc(sizeof *sc);
+    struct gs_err err;
+    double next = mono_s(), last_flush = next;
+    int failing = 0;
+
+    if (!in_run || !sc || gs_snapshot_new(&snap, n, 64, &err) != GS_OK) {
+        fprintf(stderr, "gpuscope run: sampler: out of memory\n");
+        free(in_run);
+        free(sc);
+        return NULL;
+    }
+    pthread_mutex_lock(&c->mu);
+    while (!c->stop) {
+        struct timespec until;
+        double now;
+
+        pthread_mutex_unlock(&c->mu);
+        if (gs_sampler_sample(c->sampler, snap, GS_WANT_PROCS, &err) == GS_OK) {
+            failing = 0;
+            run_mark_gpus(c, sc, snap, in_run);
+            pthread_mutex_lock(&c->mu);
+            gs_agg_snapshot(c->agg, snap, in_run, snap->t_real);
+            c->samples++;
+            pthread_mutex_unlock(&c->mu);
+            pthread_mutex_lock(&c->store_mu);
+            gs_store_append(c->store, snap, NULL);
+            pthread_mutex_unlock(&c->store_mu);
+        } else if (!failing++) {
+            fprintf(stderr, "gpuscope run: GPU sample failed: %s\n", err.msg);
+        }
+        now = mono_s();
+        if (now - last_flush >= RUN_FLUSH_S) {
+            pthread_mutex_lock(&c->store_mu);
+            gs_store_flush(c->store, NULL);
+            pthread_mutex_unlock(&c->store_mu);
+            last_flush = now;
+        }
+        /* Ticks on the grid of the first sample; an overrun skips to the next boundary. */
+        next += c->interval_s;
+        if (next < now)
+            next = now + c->interval_s - fmod(now - next, c->interval_s);
+        until.tv_sec = (time_t)next;
+        until.tv_nsec = (long)((next - (double)until.tv_sec) * 1e9);
+        pthread_mutex_lock(&c->mu);
+        while (!c->stop && pthread_cond_timedwait(&c->cv, &c->mu, &until) != ETIMEDOUT)
+            ;
+    }
+    pthread_mutex_unlock(&c->mu);
+    gs_snapshot_free(snap);
+    free(in_run);
+    free(sc);
+    return NULL;
+}
+
+/* ---- the child ---- */
+
+static void run_on_signal(int sig, siginfo_t *si, void *uc)
+{
+    pid_t child = (pid_t)g_child_pid;
+    int saved = errno; /* the interrupted code may be about to read errno */
+
+    (void)uc;
+    if (sig == SIGINT || sig == SIGQUIT) {
+        g_interrupted = 1;
+        /* A terminal's Ctrl-C already reached CMD, which shares our process group; only a
+         * kill() aimed at gpuscope run itself is passed on. */
+        if (si->si_code != SI_USER)
+            goto out;
+    }
+    if (child > 0)
+        kill(child, sig);
+out:
+    errno = saved;
+}
+
+static const int fwd_signals[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGINT, SIGQUIT};
+#define N_FWD (sizeof fwd_signals / sizeof fwd_signals[0])
+
+static void run_signals(sigset_t *set)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = run_on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigemptyset(set);
+    for (size_t i = 0; i < N_FWD; i++) {
+        sigaction(fwd_signals[i], &sa, NULL);
+        sigaddset(set, fwd_signals[i]);
+    }
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* Whether CMD can be found like a shell would (a name with '/' is taken as a path). */
+static int run_cmd_exists(const char *cmd)
+{
+    const char *path = getenv("PATH");
+    char buf[PATH_MAX];
+
+    if (strchr(cmd, '/'))
+        return access(cmd, F_OK) == 0;
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path;;) {
+        size_t len = strcspn(p, ":");
+
+        snprintf(buf, sizeof buf, "%.*s%s%s", (int)len, p, len ? "/" : "./", cmd);
+        if (access(buf, X_OK) == 0)
+            return 1;
+        p += len;
+        if (!*p)
+            return 0;
+        p++;
+    }
+}
+
+/* fork + exec; an exec failure comes back through a close-on-exec pipe. Returns the pid, or
+ * -(exit status) when CMD could not start. */
+static pid_t run_spawn(char **cmd, const sigset_t *fwd)
+{
+    int pfd[2], e = 0;
+    pid_t pid;
+    ssize_t r;
+
+    if (pipe2(pfd, O_CLOEXEC) != 0)
+        return -RUN_EXIT_FAIL;
+    pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return -RUN_EXIT_FAIL;
+    }
+    if (pid == 0) {
+        /* Only async-signal-safe calls between fork and exec: other threads exist. */
+        for (size_t i = 0; i < N_FWD; i++)
+            signal(fwd_signals[i], SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
+        sigprocmask(SIG_UNBLOCK, fwd, NULL);
+        execvp(cmd[0], cmd);
+        e = errno;
+        r = write(pfd[1], &e, sizeof e);
+        (void)r;
+        _exit(e == ENOENT ? RUN_EXIT_NOTFOUND : RUN_EXIT_NOEXEC);
+    }
+    close(pfd[1]);
+    do
+        r = read(pfd[0], &e, sizeof e);
+    while (r < 0 && errno == EINTR);
+    close(pfd[0]);
+    if (r == (ssize_t)sizeof e) {
+        waitpid(pid, NULL, 0);
+        fprintf(stderr, "gpuscope run: %s: %s\n", cmd[0],
+                e == ENOENT ? "command not found" : strerror(e));
+        return e == ENOENT ? -RUN_EXIT_NOTFOUND : -RUN_EXIT_NOEXEC;
+    }
+    return pid;
+}
+
+static int run_wait(pid_t pid)
+{
+    int status;
+
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return RUN_EXIT_FAIL;
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return RUN_EXIT_FAIL;
+}
+
+/* ---- report ---- */
+
+/* argv as one shell-quoted string (for the report's "command"). */
+static char *run_quote(char **argv)
+{
+    size_t cap = 1;
+    char *s, *p;
+
+    for (char **a = argv; *a; a++)
+        cap += 4 * strlen(*a) + 3;
+    s = malloc(cap);
+    if (!s)
+        return NULL;
+    p = s;
+    for (char **a = argv; *a; a++) {
+        int plain = **a != '\0' && strspn(*a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                              "0123456789_./:=@%+,-") == strlen(*a);
+        if (a != argv)
+            *p++ = ' ';
+        if (plain) {
+            p += sprintf(p, "%s", *a);
+            continue;
+        }
+        *p++ = '\'';
+        for (const char *q = *a; *q; q++) {
+            if (*q == '\'') {
+                memcpy(p, "'\\''", 4);
+                p += 4;
+            } else {
+                *p++ = *q;
+            }
+        }
+        *p++ = '\'';
+    }
+    *p = '\0';
+    return s;
+}
+
+static double real_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The run's row in samples.db (schema v2); a failure only costs that row. */
+static void run_store_begin(struct run_ctx *c, char **cmd)
+{
+    char host[256] = "";
+    char *command = run_quote(cmd);
+    struct gs_store_run run = {
+        .source = "gpuscope-run", .command = command, .hostname = host, .start_time = real_s()};
+    struct gs_err err;
+
+    gethostname(host, sizeof host - 1);
+    if (gs_store_run_begin(c->store, &run, &c->run_id, &err) != GS_OK)
+        fprintf(stderr, "gpuscope run: samples.db: %s\n", err.msg);
+    free(command);
+}
+
+static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int exit_code)
+{
+    char host[256] = "", path[PATH_MAX], err[256];
+    char *command = run_quote(cmd), *text;
+    struct gs_report_meta meta = {
+        .command = command, .hostname = host, .exit_code = exit_code, .source = "gpuscope-run"};
+    struct gs_err gerr;
+    json_t *report;
+    int rc = 0;
+
+    gethostname(host, sizeof host - 1);
+    pthread_mutex_lock(&c->mu);
+    report = gs_agg_report(c->agg, &meta);
+    pthread_mutex_unlock(&c->mu);
+    free(command);
+    if (report && c->store && c->run_id > 0) {
+        text = json_dumps(report, JSON_COMPACT);
+        if (gs_store_run_end(c->store, c->run_id, real_s(), exit_code, text, &gerr) != GS_OK)
+            fprintf(stderr, "gpuscope run: samples.db: %s\n", gerr.msg);
+        free(text);
+    }
+    if (!report) {
+        fprintf(stderr, "gpuscope run: out of memory building the report\n");
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/metrics_report.json", dir);
+    if (gs_report_write(report, path, err, sizeof err) != 0) {
+        fprintf(stderr, "gpuscope run: %s\n", err);
+        rc = -1;
+    }
+    gs_report_print_summary(stderr, report, gs_term_use_color(GS_COLOR_AUTO, STDERR_FILENO));
+    if (rc == 0)
+        fprintf(stderr, "gpuscope run: report in %s\n", path);
+    json_decref(report);
+    return rc;
+}
+
+/* ---- main ---- */
+
+static void default_outdir(char *out, size_t len)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+
+    localtime_r(&now, &tm);
+    strftime(out, len, "gpuscope-run-%Y%m%d-%H%M%S", &tm);
+}
+
+/* A private 0700 directory for the socket, short enough for sun_path. */
+static int run_sockdir(char *dir, size_t dlen, char *sock, size_t slen)
+{
+    const char *tmp = getenv("TMPDIR");
+
+    if (!tmp || !tmp[0] || strlen(tmp) > 60)
+        tmp = "/tmp";
+    snprintf(dir, dlen, "%s/gpuscope-run-XXXXXX", tmp);
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "gpuscope run: mkdtemp %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    snprintf(sock, slen, "%s/steps.sock", dir);
+    return 0;
+}
+
+static void run_open_sampler(struct run_ctx *c, pid_t child, pthread_t *th, int *started)
+{
+    char pidbuf[24];
+    struct gs_err err;
+
+    /* Before NVML opens: nvml-sim scenarios map a process through this variable. */
+    snprintf(pidbuf, sizeof pidbuf, "%ld", (long)child);
+    setenv("GPUSCOPE_RUN_CHILD_PID", pidbuf, 1);
+    c->child = child;
+    gs_err_clear(&err);
+    if (gs_sampler_open(&c->sampler, NULL, &err) != GS_OK) {
+        fprintf(stderr, "gpuscope run: no GPU figures (%s); the report has step data only\n",
+                err.msg);
+        c->sampler = NULL;
+        return;
+    }
+    *started = pthread_create(th, NULL, run_sampler_thread, c) == 0;
+    if (!*started)
+        fprintf(stderr, "gpuscope run: cannot start the sampler thread\n");
+}
+
+/* Waits until every connection the receiver accepted has closed, at most RUN_DRAIN_S: the
+ * records CMD sent just before it exited are still queued on the socket. */
+static void run_drain(struct run_ctx *c, struct gs_receiver *rx)
+{
+    double until = mono_s() + RUN_DRAIN_S;
+
+    for (;;) {
+        struct gs_receiver_stats st;
+        unsigned closed;
+
+        gs_receiver_stats(rx, &st);
+        pthread_mutex_lock(&c->mu);
+        closed = c->closed_conns;
+        pthread_mutex_unlock(&c->mu);
+        if (closed >= st.connections || mono_s() >= until)
+            return;
+        usleep(10000);
+    }
+}
+
+static int run_session(const struct run_opts *o, const char *dir, int created)
+{
+    struct run_ctx c;
+    struct gs_receiver *rx = NULL;
+    struct gs_receiver_cb cb = {
+        .ctx = &c, .on_record = on_record, .on_close = on_close, .on_reject = on_reject};
+    struct gs_receiver_stats st;
+    char sockdir[96], sock[128], path[PATH_MAX], err[256];
+    pthread_t sth;
+    int sampler_started = 0, started = 0, code;
+    pthread_condattr_t ca;
+    sigset_t fwd, old;
+    struct gs_err gerr;
+    pid_t pid = 0;
+
+    memset(&c, 0, sizeof c);
+    pthread_mutex_init(&c.mu, NULL);
+    pthread_mutex_init(&c.store_mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    c.interval_s = o->interval_s;
+    c.agg = gs_agg_new();
+    snprintf(path, sizeof path, "%s/steps.jsonl", dir);
+    c.steps = fopen(path, "wxe");
+    if (!c.agg || !c.steps) {
+        fprintf(stderr, "gpuscope run: %s: %s\n", path, c.agg ? strerror(errno) : "no memory");
+        code = RUN_EXIT_FAIL;
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/samples.db", dir);
+    if (gs_store_open(&c.store, path, NULL, &gerr) != GS_OK) {
+        fprintf(stderr, "gpuscope run: %s: %s\n", path, gerr.msg);
+        code = RUN_EXIT_FAIL;
+        goto out;
+    }
+    run_store_begin(&c, o->cmd);
+    /* Signals are blocked while the threads start so that only main ever handles them. */
+    run_signals(&fwd);
+    pthread_sigmask(SIG_BLOCK, &fwd, &old);
+    if (run_sockdir(sockdir, sizeof sockdir, sock, sizeof sock) != 0) {
+        code = RUN_EXIT_FAIL;
+        goto unblock;
+    }
+    if (gs_receiver_start(&rx, sock, 0600, &cb, err, sizeof err) != 0) {
+        fprintf(stderr, "gpuscope run: %s\n", err);
+        rmdir(sockdir);
+        code = RUN_EXIT_FAIL;
+        goto unblock;
+    }
+    if (run_child_env(sock, dir, o->auto_inject) != 0) {
+        code = RUN_EXIT_FAIL;
+        goto unblock;
+    }
+    pid = run_spawn(o->cmd, &fwd);
+    if (pid < 0) {
+        code = -pid;
+        goto unblock;
+    }
+    g_child_pid = pid;
+    started = 1;
+    run_open_sampler(&c, pid, &sth, &sampler_started);
+unblock:
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!started)
+        goto out;
+    code = run_wait(pid);
+    g_child_pid = 0;
+    run_drain(&c, rx);
+    pthread_mutex_lock(&c.mu);
+    c.stop = 1;
+    pthread_cond_signal(&c.cv);
+    pthread_mutex_unlock(&c.mu);
+    if (sampler_started)
+        pthread_join(sth, NULL);
+    gs_receiver_stats(rx, &st);
+    gs_receiver_stop(rx);
+    rx = NULL;
+    rmdir(sockdir);
+    if (st.rejected)
+        fprintf(stderr,
+                "gpuscope run: %llu record(s) rejected, %llu connection(s) closed for "
+                "bad records (last: %s)\n",
+                (unsigned long long)st.rejected, (unsigned long long)st.closed_bad, c.last_reject);
+    if (c.store && gs_store_flush(c.store, &gerr) != GS_OK)
+        fprintf(stderr, "gpuscope run: samples.db: %s\n", gerr.msg);
+    if (c.store && gs_store_stats(c.store).steps_dropped)
+        fprintf(stderr,
+                "gpuscope run: samples.db: %llu step record(s) not stored "
+                "(steps.jsonl has them all)\n",
+                (unsigned long long)gs_store_stats(c.store).steps_dropped);
+    if (g_interrupted)
+        fprintf(stderr, "gpuscope run: interrupted; writing the report of what ran\n");
+    run_write_report(&c, dir, o->cmd, code);
+out:
+    if (rx) {
+        gs_receiver_stop(rx);
+        rmdir(sockdir);
+    }
+    gs_sampler_close(c.sampler);
+    gs_store_close(c.store);
+    if (c.steps)
+        fclose(c.steps);
+    gs_agg_free(c.agg);
+    pthread_cond_destroy(&c.cv);
+    pthread_mutex_destroy(&c.mu);
+    pthread_mutex_destroy(&c.store_mu);
+    if (!started)
+        run_remove_outputs(dir, created); /* CMD never ran: leave nothing behind */
+    return code;
+}
+
+int gs_cli_run(int argc, char **argv)
+{
+    struct run_opts o;
+    char defdir[64];
+    int created;
+
+    if (run_parse(&o, argc, argv) != 0) {
+        fprintf(stderr, "Try 'gpuscope run --help'.\n");
+        return GS_EXIT_USAGE;
+    }
+    if (o.help) {
+        run_usage(stdout);
+        return GS_EXIT_OK;
+    }
+    if (!run_cmd_exists(o.cmd[0])) {
+        fprintf(stderr, "gpuscope run: %s: command not found\n", o.cmd[0]);
+        return RUN_EXIT_NOTFOUND;
+    }
+    if (!o.out) {
+        default_outdir(defdir, sizeof defdir);
+        o.out = defdir;
+    }
+    if (run_make_outdir(o.out, &created) != 0)
+        return RUN_EXIT_FAIL;
+    return run_session(&o, o.out, created);
+}

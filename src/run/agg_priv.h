@@ -1,0 +1,116 @@
+/*
+ * agg_priv.h - the inside of struct gs_agg, shared by agg.c (which fills it) and report.c (which
+ * turns it into metrics_report.json). Nothing else includes it; other modules see gs_agg only
+ * through agg.h.
+ */
+#ifndef GS_RUN_AGG_PRIV_H
+#define GS_RUN_AGG_PRIV_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gpuscope/gs_model.h"
+#include "run/agg.h"
+
+/* Caps on what outside input can make us keep (STYLE.md: every growing buffer has a cap). */
+#define GS_AGG_MAX_STEPS (4u << 20) /* step records kept over all ranks (~160 MiB) */
+#define GS_AGG_MAX_RANKS 1024
+#define GS_AGG_MAX_GPUS 64
+#define GS_AGG_MAX_IDLE 64 /* idle periods listed per GPU (all are counted) */
+
+/* A GPU is idle below this utilization (ratio) while the run holds memory on it; a period
+ * counts once it lasts GS_AGG_IDLE_MIN_S. Without a process list, "holds memory" means more
+ * than GS_AGG_HOLD_MEM_BYTES used on the GPU. */
+#define GS_AGG_IDLE_UTIL 0.05
+#define GS_AGG_IDLE_MIN_S 10.0
+#define GS_AGG_HOLD_MEM_BYTES (256.0 * 1048576.0)
+/* Longest gap between two samples that power and throttle time are integrated over; a longer
+ * one (sampler stalled, laptop suspended) counts as this much. */
+#define GS_AGG_MAX_GAP_S 10.0
+
+/* Throttle reasons the report names: NVML bit, cumulative counter (or -1), and whether the
+ * diagnosis counts it as thermal/power throttling. */
+enum { GS_AGG_THR_N = 6 };
+struct gs_agg_thr_reason {
+    const char *key;
+    uint64_t bit;
+    int counter; /* enum gs_metric, -1 = none */
+    int thermal_power;
+};
+extern const struct gs_agg_thr_reason gs_agg_thr_reasons[GS_AGG_THR_N];
+
+/* One step as kept: 40 bytes. */
+struct gs_agg_step {
+    double t_begin, t_end;
+    float ms[GS_PH_N]; /* NaN = not measured */
+};
+
+struct gs_agg_rank {
+    int32_t rank, device;
+    size_t n, cap;
+    struct gs_agg_step *steps;
+    uint64_t samples;  /* sum of known per-step samples */
+    size_t n_samples;  /* steps whose samples were known */
+    uint64_t peak_allocated, peak_reserved, mem_total; /* bytes, 0 = unknown */
+    unsigned cuda_events; /* steps timed by CUDA events */
+};
+
+struct gs_agg_idle {
+    double from, to;
+};
+
+struct gs_agg_gpu {
+    unsigned index;
+    char uuid[GS_STR_LEN], name[GS_STR_LEN];
+    uint64_t samples;
+    int lost;
+    double first_t, last_t;
+    uint64_t util_n;
+    double util_sum, util_max; /* ratios */
+    int mem_known;
+    double mem_peak_bytes, mem_total_bytes;
+    int energy_first_ok;
+    double energy_first_j, energy_last_j; /* counter readings */
+    uint64_t power_n; /* power readings seen */
+    double energy_int_j; /* power integrated (left rectangles) */
+    int power_prev_ok;
+    double power_prev_w, power_prev_t;
+    /* throttling: counters first/last (seconds), mask integration */
+    int thr_ctr_ok[GS_AGG_THR_N];
+    double thr_ctr_first[GS_AGG_THR_N], thr_ctr_last[GS_AGG_THR_N];
+    int mask_seen, mask_prev_ok;
+    uint64_t mask_prev;
+    double mask_prev_t;
+    double thr_mask_s[GS_AGG_THR_N];
+    /* idle periods */
+    int idle_open;
+    double idle_from, idle_last;
+    unsigned n_idle, n_idle_kept;
+    struct gs_agg_idle idle[GS_AGG_MAX_IDLE];
+};
+
+struct gs_agg {
+    /* hello */
+    int have_hello;
+    struct gs_record_hello hello;
+    pid_t peer_pid;
+    uid_t peer_uid;
+    /* steps */
+    unsigned n_ranks;
+    struct gs_agg_rank *ranks; /* GS_AGG_MAX_RANKS slots, allocated on first step */
+    size_t n_steps;
+    uint64_t dropped; /* steps refused: caps reached or allocation failure */
+    /* end */
+    int have_end;
+    struct gs_record_end end;
+    /* devices */
+    unsigned n_gpus;
+    struct gs_agg_gpu gpus[GS_AGG_MAX_GPUS];
+    uint64_t n_snapshots;
+    double snap_first_t, snap_last_t;
+};
+
+/* Closed idle periods plus the open one when it is long enough (report time, no mutation). */
+unsigned gs_agg_gpu_idle_count(const struct gs_agg_gpu *g);
+
+#endif

@@ -1,0 +1,608 @@
+/*
+ * client.c - the in-process side of a run profile: the C API of include/gpuscope/gs_run.h that
+ * the Python package calls through ctypes (libgpuscope.so).
+ *
+ * A training thread hands one struct gs_step_rec per step to gs_run_step. Every record goes
+ * into a local aggregate (src/run/agg.h), so the process can always write its own report.
+ * When a receiver (`gpuscope run`, or the agent) accepts a SOCK_SEQPACKET connection, a
+ * sender thread also encodes the records (src/run/record.h) and sends them; the training
+ * thread only copies the record into a bounded ring and never waits on the socket (a full
+ * ring drops the record and counts it). Without a receiver, and unless "nvml" is "off", a
+ * sampler thread samples the GPUs of the run every sample_interval_s into the aggregate.
+ * Neither thread ever calls into Python, so neither holds the GIL.
+ *
+ * Locking: one mutex (run->mu) guards the aggregate and the ring; it is held only for a copy
+ * or an aggregate update, never across I/O or NVML calls.
+ */
+#include "gpuscope/gs_run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "gpuscope/gs_err.h"
+#include "gpuscope/gs_model.h"
+#include "gpuscope/gs_sampler.h"
+#include "run/agg.h"
+#include "run/record.h"
+
+#define RING_CAP 4096            /* steps queued for the sender; a step is ~150 bytes */
+#define SEND_TIMEOUT_S 1         /* a stalled receiver costs the sender thread at most this */
+#define DEFAULT_AGENT_SOCKET "/run/gpuscope/steps.sock"
+
+struct gs_run {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;     /* ring not empty, or stop (CLOCK_MONOTONIC) */
+    struct gs_agg *agg;
+    struct gs_record_hello hello;
+    char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    bool nvml_off;
+    double interval_s;
+
+    /* sender */
+    int fd;
+    bool sender_on;
+    pthread_t sender;
+    struct gs_step_rec *ring;
+    unsigned head, count;
+    uint64_t dropped, sent;
+    bool end_pending;
+    struct gs_record_end end;
+
+    /* sampler */
+    bool sampler_on;
+    pthread_t sampler_thr;
+    struct gs_sampler *smp;
+    struct gs_snapshot *snap;
+    unsigned char *in_run;
+
+    bool stop;
+    bool finished;
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!err || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- configuration ---- */
+
+static int cfg_str(json_t *cfg, const char *key, char *dst, size_t size, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(cfg, key);
+
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v) || json_string_length(v) >= size ||
+        strlen(json_string_value(v)) != json_string_length(v)) {
+        set_err(err, errlen, "config: %s: expected a string shorter than %zu bytes", key, size);
+        return -1;
+    }
+    memcpy(dst, json_string_value(v), json_string_length(v) + 1);
+    return 0;
+}
+
+static int cfg_int(json_t *cfg, const char *key, int32_t lo, int32_t hi, int32_t *dst, char *err,
+                   size_t errlen)
+{
+    json_t *v = json_object_get(cfg, key);
+
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        set_err(err, errlen, "config: %s: expected an integer in [%d, %d]", key, (int)lo, (int)hi);
+        return -1;
+    }
+    *dst = (int32_t)json_integer_value(v);
+    return 0;
+}
+
+static int cfg_devices(json_t *cfg, struct gs_record_hello *h, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(cfg, "devices"), *d;
+    size_t i;
+
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_array(v) || json_array_size(v) > GS_RECORD_MAX_DEVICES) {
+        set_err(err, errlen, "config: devices: expected an array of at most %d indices",
+                GS_RECORD_MAX_DEVICES);
+        return -1;
+    }
+    json_array_foreach(v, i, d) {
+        if (!json_is_integer(d) || json_integer_value(d) < 0 || json_integer_value(d) > 65535) {
+            set_err(err, errlen, "config: devices[%zu]: expected an index in [0, 65535]", i);
+            return -1;
+        }
+        h->devices[h->n_devices++] = (int32_t)json_integer_value(d);
+    }
+    return 0;
+}
+
+static int parse_config(struct gs_run *run, const char *config_json, char *err, size_t errlen)
+{
+    struct gs_record_hello *h = &run->hello;
+    char nvml[16] = "auto";
+    json_error_t jerr;
+    json_t *cfg, *iv;
+    int rc = -1;
+
+    h->pid = getpid();
+    h->rank = h->world_size = h->local_rank = h->logging_steps = -1;
+    run->interval_s = 0.5;
+    if (!config_json || !*config_json)
+        return 0;
+    cfg = json_loads(config_json, JSON_REJECT_DUPLICATES, &jerr);
+    if (!cfg) {
+        set_err(err, errlen, "config: %s (column %d)", jerr.text, jerr.column);
+        return -1;
+    }
+    if (!json_is_object(cfg)) {
+        set_err(err, errlen, "config: expected a JSON object");
+        goto out;
+    }
+    if (cfg_str(cfg, "run_name", h->run, sizeof h->run, err, errlen) ||
+        cfg_str(cfg, "output_dir", h->output_dir, sizeof h->output_dir, err, errlen) ||
+        cfg_str(cfg, "framework", h->framework, sizeof h->framework, err, errlen) ||
+        cfg_str(cfg, "socket", run->socket_path, sizeof run->socket_path, err, errlen) ||
+        cfg_str(cfg, "nvml", nvml, sizeof nvml, err, errlen) ||
+        cfg_int(cfg, "rank", 0, 65535, &h->rank, err, errlen) ||
+        cfg_int(cfg, "world_size", 1, 65535, &h->world_size, err, errlen) ||
+        cfg_int(cfg, "local_rank", 0, 65535, &h->local_rank, err, errlen) ||
+        cfg_int(cfg, "logging_steps", 1, 1000000000, &h->logging_steps, err, errlen) ||
+        cfg_devices(cfg, h, err, errlen))
+        goto out;
+    if (strcmp(nvml, "auto") != 0 && strcmp(nvml, "off") != 0) {
+        set_err(err, errlen, "config: nvml: expected \"auto\" or \"off\"");
+        goto out;
+    }
+    run->nvml_off = strcmp(nvml, "off") == 0;
+    iv = json_object_get(cfg, "sample_interval_s");
+    if (iv && !json_is_null(iv)) {
+        if (!json_is_number(iv) || json_number_value(iv) < 0.01 || json_number_value(iv) > 3600) {
+            set_err(err, errlen, "config: sample_interval_s: expected a number in [0.01, 3600]");
+            goto out;
+        }
+        run->interval_s = json_number_value(iv);
+    }
+    rc = 0;
+out:
+    json_decref(cfg);
+    return rc;
+}
+
+/* ---- receiver connection and sender thread ---- */
+
+/* Connects to path; -1 (errno set) when nobody listens there. */
+static int connect_seqpacket(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct timeval tv = {.tv_sec = SEND_TIMEOUT_S};
+    int fd, saved;
+
+    if (strlen(path) >= sizeof sa.sun_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+static int send_record(int fd, const struct gs_record *rec)
+{
+    char buf[GS_RECORD_MAX];
+    int n = gs_record_encode(rec, buf, sizeof buf);
+
+    if (n < 0)
+        return 0; /* cannot happen for our own records; skip rather than stop */
+    return send(fd, buf, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -1;
+}
+
+/* Picks the receiver: explicit "socket", else $GPUSCOPE_RUN_SOCKET, else the agent's socket.
+ * Sends the hello. Without a receiver run->fd stays -1; a named one that does not answer is
+ * reported once on stderr (the run goes on, sampling in-process). */
+static void connect_receiver(struct gs_run *run)
+{
+    struct gs_record rec = {.type = GS_REC_HELLO};
+    const char *path = run->socket_path[0] ? run->socket_path : getenv("GPUSCOPE_RUN_SOCKET");
+    bool named = path && *path;
+
+    if (!named) {
+        path = getenv("GPUSCOPE_AGENT_SOCKET");
+        if (!path || !*path)
+            path = DEFAULT_AGENT_SOCKET;
+    }
+    run->fd = connect_seqpacket(path);
+    if (run->fd < 0) {
+        if (named)
+            fprintf(stderr, "gpuscope: cannot connect to %s: %s; profiling in-process\n", path,
+                    strerror(errno));
+        return;
+    }
+    rec.u.hello = run->hello;
+    if (send_record(run->fd, &rec) != 0) {
+        fprintf(stderr, "gpuscope: %s: sending hello: %s; profiling in-process\n", path,
+                strerror(errno));
+        close(run->fd);
+        run->fd = -1;
+    }
+}
+
+static void *sender_main(void *arg)
+{
+    struct gs_run *run = arg;
+    struct gs_record rec = {.type = GS_REC_STEP};
+    bool broken = false;
+
+    pthread_mutex_lock(&run->mu);
+    for (;;) {
+        while (run->count == 0 && !run->stop && !run->end_pending)
+            pthread_cond_wait(&run->cv, &run->mu);
+        if (run->count > 0) {
+            rec.type = GS_REC_STEP;
+            rec.u.step = run->ring[run->head];
+            run->head = (run->head + 1) % RING_CAP;
+            run->count--;
+            pthread_mutex_unlock(&run->mu);
+            if (!broken && send_record(run->fd, &rec) != 0)
+                broken = true; /* receiver gone or stalled: later records are dropped */
+            pthread_mutex_lock(&run->mu);
+            if (broken)
+                run->dropped++;
+            else
+                run->sent++;
+            continue;
+        }
+        if (run->end_pending) {
+            rec.type = GS_REC_END;
+            rec.u.end = run->end;
+            run->end_pending = false;
+            pthread_mutex_unlock(&run->mu);
+            if (!broken)
+                send_record(run->fd, &rec);
+            pthread_mutex_lock(&run->mu);
+            continue;
+        }
+        if (run->stop)
+            break;
+    }
+    pthread_mutex_unlock(&run->mu);
+    return NULL;
+}
+
+/* ---- in-process sampler thread ---- */
+
+/* CUDA index -> NVML index through CUDA_VISIBLE_DEVICES when it lists plain integers. */
+static int cuda_to_nvml(int cuda_idx)
+{
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    int i = 0;
+
+    if (!cvd || !*cvd)
+        return cuda_idx;
+    while (*cvd) {
+        char *end;
+        long v = strtol(cvd, &end, 10);
+
+        if (end == cvd)
+            return cuda_idx; /* UUIDs or MIG names: keep the index as is */
+        if (i++ == cuda_idx)
+            return (int)v;
+        cvd = *end == ',' ? end + 1 : end;
+        if (*end != ',' && *end)
+            return cuda_idx;
+    }
+    return cuda_idx;
+}
+
+/* The GPUs of the run: those where this process appears, else the configured devices. */
+static void mark_in_run(struct gs_run *run)
+{
+    const struct gs_snapshot *s = run->snap;
+    unsigned pid = (unsigned)getpid(), i;
+    bool any = false;
+
+    memset(run->in_run, 0, s->n_gpus);
+    for (i = 0; i < s->n_procs; i++) {
+        if (s->procs[i].pid == pid && s->procs[i].gpu < s->n_gpus) {
+            run->in_run[s->procs[i].gpu] = 1;
+            any = true;
+        }
+    }
+    if (any)
+        return;
+    for (i = 0; i < run->hello.n_devices; i++) {
+        int idx = cuda_to_nvml(run->hello.devices[i]);
+
+        if (idx >= 0 && (unsigned)idx < s->n_gpus)
+            run->in_run[idx] = 1;
+    }
+}
+
+static void sample_once(struct gs_run *run)
+{
+    struct gs_err e;
+
+    if (gs_sampler_sample(run->smp, run->snap, GS_WANT_PROCS, &e) != GS_OK)
+        return; /* transient: the next cycle tries again */
+    mark_in_run(run);
+    pthread_mutex_lock(&run->mu);
+    gs_agg_snapshot(run->agg, run->snap, run->in_run, run->snap->t_real);
+    pthread_mutex_unlock(&run->mu);
+}
+
+static void *sampler_main(void *arg)
+{
+    struct gs_run *run = arg;
+    struct timespec next;
+
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    pthread_mutex_lock(&run->mu);
+    while (!run->stop) {
+        pthread_mutex_unlock(&run->mu);
+        sample_once(run);
+        /* Ticks on monotonic boundaries, so a slow cycle does not shift later ones. */
+        next.tv_nsec += (long)(fmod(run->interval_s, 1.0) * 1e9);
+        next.tv_sec += (time_t)run->interval_s + next.tv_nsec / 1000000000L;
+        next.tv_nsec %= 1000000000L;
+        pthread_mutex_lock(&run->mu);
+        while (!run->stop && pthread_cond_timedwait(&run->cv, &run->mu, &next) != ETIMEDOUT)
+            ;
+    }
+    pthread_mutex_unlock(&run->mu);
+    return NULL;
+}
+
+static void start_sampler(struct gs_run *run)
+{
+    struct gs_err e;
+
+    if (gs_sampler_open(&run->smp, NULL, &e) != GS_OK) {
+        run->smp = NULL; /* no NVML here (a CPU run): the report has no per-GPU figures */
+        return;
+    }
+    if (gs_snapshot_new(&run->snap, gs_sampler_gpu_count(run->smp), 16, &e) != GS_OK)
+        goto fail;
+    run->in_run = calloc(gs_sampler_gpu_count(run->smp) + 1, 1);
+    if (!run->in_run)
+        goto fail;
+    if (pthread_create(&run->sampler_thr, NULL, sampler_main, run) != 0)
+        goto fail;
+    run->sampler_on = true;
+    return;
+fail:
+    free(run->in_run);
+    run->in_run = NULL;
+    gs_snapshot_free(run->snap);
+    run->snap = NULL;
+    gs_sampler_close(run->smp);
+    run->smp = NULL;
+}
+
+/* ---- the API ---- */
+
+GS_API struct gs_run *gs_run_open(const char *config_json, char *err, size_t errlen)
+{
+    struct gs_run *run = calloc(1, sizeof *run);
+    pthread_condattr_t ca;
+
+    if (!run) {
+        set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    run->fd = -1;
+    pthread_mutex_init(&run->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&run->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (parse_config(run, config_json, err, errlen) != 0)
+        goto fail;
+    run->agg = gs_agg_new();
+    if (!run->agg) {
+        set_err(err, errlen, "out of memory");
+        goto fail;
+    }
+    gs_agg_hello(run->agg, &run->hello, getpid(), getuid());
+    connect_receiver(run);
+    if (run->fd >= 0) {
+        run->ring = malloc(RING_CAP * sizeof *run->ring);
+        if (!run->ring || pthread_create(&run->sender, NULL, sender_main, run) != 0) {
+            set_err(err, errlen, "cannot start the sender thread");
+            goto fail;
+        }
+        run->sender_on = true;
+    } else if (!run->nvml_off) {
+        start_sampler(run);
+    }
+    return run;
+fail:
+    gs_run_close(run);
+    return NULL;
+}
+
+GS_API int gs_run_step(struct gs_run *run, const struct gs_step_rec *rec)
+{
+    int rc;
+
+    if (!run || !rec || rec->version < 1)
+        return -1;
+    pthread_mutex_lock(&run->mu);
+    if (run->finished) {
+        pthread_mutex_unlock(&run->mu);
+        return -1;
+    }
+    rc = gs_agg_step(run->agg, rec) == 0 ? 0 : -1;
+    if (rc == 0 && run->sender_on) {
+        if (run->count < RING_CAP) {
+            run->ring[(run->head + run->count) % RING_CAP] = *rec;
+            run->count++;
+            pthread_cond_signal(&run->cv);
+        } else {
+            run->dropped++;
+        }
+    }
+    pthread_mutex_unlock(&run->mu);
+    return rc;
+}
+
+static double end_num(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+
+    return json_is_number(v) && isfinite(json_number_value(v)) ? json_number_value(v) : NAN;
+}
+
+static int parse_end(const char *end_json, struct gs_record_end *e, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *o;
+
+    e->train_runtime = e->train_samples = e->train_steps = e->train_loss = NAN;
+    if (!end_json || !*end_json)
+        return 0;
+    o = json_loads(end_json, 0, &jerr);
+    if (!o || !json_is_object(o)) {
+        set_err(err, errlen, "end: %s", o ? "expected a JSON object" : jerr.text);
+        json_decref(o);
+        return -1;
+    }
+    e->train_runtime = end_num(o, "train_runtime");
+    e->train_samples = end_num(o, "train_samples");
+    e->train_steps = end_num(o, "train_steps");
+    e->train_loss = end_num(o, "train_loss");
+    json_decref(o);
+    return 0;
+}
+
+/* Stops and joins the sampler thread. */
+static void stop_sampler(struct gs_run *run)
+{
+    if (!run->sampler_on)
+        return;
+    pthread_mutex_lock(&run->mu);
+    run->stop = true;
+    pthread_cond_broadcast(&run->cv);
+    pthread_mutex_unlock(&run->mu);
+    pthread_join(run->sampler_thr, NULL);
+    run->sampler_on = false;
+}
+
+/* Stops and joins the sender thread; it first sends what is queued (and a pending end). */
+static void stop_sender(struct gs_run *run)
+{
+    if (!run->sender_on)
+        return;
+    pthread_mutex_lock(&run->mu);
+    run->stop = true;
+    pthread_cond_broadcast(&run->cv);
+    pthread_mutex_unlock(&run->mu);
+    pthread_join(run->sender, NULL);
+    run->sender_on = false;
+}
+
+GS_API char *gs_run_finish(struct gs_run *run, const char *end_json, char *err, size_t errlen)
+{
+    struct gs_record_end end;
+    struct gs_report_meta meta = {.exit_code = -1, .source = "in-process"};
+    char host[256] = "", path[GS_RECORD_STR + 32];
+    json_t *report;
+    char *text;
+
+    if (!run) {
+        set_err(err, errlen, "no run");
+        return NULL;
+    }
+    if (parse_end(end_json, &end, err, errlen) != 0)
+        return NULL;
+    stop_sampler(run);
+    if (run->smp && !run->finished)
+        sample_once(run); /* a last sample so a short run still has device figures */
+    pthread_mutex_lock(&run->mu);
+    run->finished = true;
+    gs_agg_end(run->agg, &end);
+    if (run->sender_on) {
+        run->end = end;
+        run->end_pending = true;
+        pthread_cond_broadcast(&run->cv);
+    }
+    pthread_mutex_unlock(&run->mu);
+    stop_sender(run);
+
+    gethostname(host, sizeof host - 1);
+    meta.run_name = run->hello.run[0] ? run->hello.run : NULL;
+    meta.hostname = host;
+    pthread_mutex_lock(&run->mu);
+    report = gs_agg_report(run->agg, &meta);
+    pthread_mutex_unlock(&run->mu);
+    if (!report) {
+        set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (run->hello.output_dir[0]) {
+        snprintf(path, sizeof path, "%s/metrics_report.json", run->hello.output_dir);
+        if (gs_report_write(report, path, err, errlen) != 0) {
+            json_decref(report);
+            return NULL;
+        }
+    }
+    text = json_dumps(report, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(report);
+    if (!text)
+        set_err(err, errlen, "out of memory");
+    return text;
+}
+
+GS_API void gs_run_close(struct gs_run *run)
+{
+    if (!run)
+        return;
+    stop_sampler(run);
+    stop_sender(run);
+    if (run->fd >= 0)
+        close(run->fd);
+    free(run->ring);
+    free(run->in_run);
+    gs_snapshot_free(run->snap);
+    gs_sampler_close(run->smp);
+    gs_agg_free(run->agg);
+    pthread_cond_destroy(&run->cv);
+    pthread_mutex_destroy(&run->mu);
+    free(run);
+}
+
+GS_API void gs_free(void *p)
+{
+    free(p);
+}

@@ -1,0 +1,500 @@
+/*
+ * record.c - the step-record wire format (record.h): parse one SOCK_SEQPACKET message into a
+ * struct gs_record, validating every field, and encode a record back into one message.
+ *
+ * Records come from a training process we do not trust (any local user may connect to a
+ * receiver), so parsing is bounded before jansson sees the bytes: the message size
+ * (GS_RECORD_MAX) and the nesting depth (RECORD_MAX_DEPTH, checked by a scan that skips
+ * strings) are refused up front, then each known field is checked for type and range and a
+ * failure names it ("step.ms.forward: not a number"). Unknown keys are ignored so that a newer
+ * sender can add fields. Absent optional fields keep their "unknown" value (NaN, 0, -1).
+ *
+ * Encoding writes doubles with 17 significant digits so that parse(encode(r)) == r exactly.
+ */
+#include "run/record.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+/* Deepest nesting a valid record has is 2 ({"ms":{...}}); unknown keys may add a little. */
+#define RECORD_MAX_DEPTH 8
+#define RECORD_INT_MAX 9007199254740992.0 /* 2^53 */
+#define RECORD_U53_MAX (INT64_C(1) << 53)
+#define RECORD_MS_MAX 1e7
+#define RECORD_SMALL_MIN (-1)
+#define RECORD_SMALL_MAX 65535
+
+static const char *const phase_names[GS_PH_N] = {
+    "data", "forward", "backward", "optimizer_step", "communication", "total_step",
+};
+
+const char *gs_phase_name(int phase)
+{
+    if (phase < 0 || phase >= GS_PH_N)
+        return NULL;
+    return phase_names[phase];
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err && errlen) {
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* Refuses input nested deeper than RECORD_MAX_DEPTH without building anything. */
+static int depth_ok(const char *buf, size_t len)
+{
+    int depth = 0, in_str = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = buf[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '{' || c == '[') {
+            if (++depth > RECORD_MAX_DEPTH)
+                return 0;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        }
+    }
+    return 1;
+}
+
+/* Field readers: 1 = present and valid (stored), 0 = absent (or null), -1 = invalid (err set). */
+static int get_double(json_t *obj, const char *key, const char *ctx, double lo, double hi,
+                      double *out, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(obj, key);
+    double d;
+
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v))
+        return fail(err, errlen, "%s%s: not a number", ctx, key);
+    d = json_number_value(v);
+    if (!isfinite(d))
+        return fail(err, errlen, "%s%s: not finite", ctx, key);
+    if (d < lo || d > hi)
+        return fail(err, errlen, "%s%s: %g out of range [%g, %g]", ctx, key, d, lo, hi);
+    *out = d;
+    return 1;
+}
+
+static int get_int(json_t *obj, const char *key, const char *ctx, int64_t lo, int64_t hi,
+                   int64_t *out, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(obj, key);
+    json_int_t i;
+
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v))
+        return fail(err, errlen, "%s%s: not an integer", ctx, key);
+    i = json_integer_value(v);
+    if (i < lo || i > hi)
+        return fail(err, errlen, "%s%s: %lld out of range [%lld, %lld]", ctx, key, (long long)i,
+                    (long long)lo, (long long)hi);
+    *out = (int64_t)i;
+    return 1;
+}
+
+static int get_small(json_t *obj, const char *key, const char *ctx, int32_t *out, char *err,
+                     size_t errlen)
+{
+    int64_t v = 0;
+    int rc = get_int(obj, key, ctx, RECORD_SMALL_MIN, RECORD_SMALL_MAX, &v, err, errlen);
+
+    if (rc == 1)
+        *out = (int32_t)v;
+    return rc;
+}
+
+static int get_u53(json_t *obj, const char *key, const char *ctx, uint64_t *out, char *err,
+                   size_t errlen)
+{
+    int64_t v = 0;
+    int rc = get_int(obj, key, ctx, 0, RECORD_U53_MAX, &v, err, errlen);
+
+    if (rc == 1)
+        *out = (uint64_t)v;
+    return rc;
+}
+
+static int get_str(json_t *obj, const char *key, const char *ctx, char *out, size_t size,
+                   char *err, size_t errlen)
+{
+    json_t *v = json_object_get(obj, key);
+    const char *s;
+    size_t n;
+
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v))
+        return fail(err, errlen, "%s%s: not a string", ctx, key);
+    s = json_string_value(v);
+    n = json_string_length(v);
+    if (strlen(s) != n)
+        return fail(err, errlen, "%s%s: contains NUL", ctx, key);
+    if (n >= size)
+        return fail(err, errlen, "%s%s: longer than %zu bytes", ctx, key, size - 1);
+    memcpy(out, s, n + 1);
+    return 1;
+}
+
+static int parse_hello(json_t *root, struct gs_record_hello *h, char *err, size_t errlen)
+{
+    const char *ctx = "hello.";
+    json_t *devs;
+    int64_t v = 0;
+    int rc;
+
+    memset(h, 0, sizeof *h);
+    h->pid = -1;
+    h->rank = h->world_size = h->local_rank = h->logging_steps = -1;
+    if (get_str(root, "run", ctx, h->run, sizeof h->run, err, errlen) < 0 ||
+        get_str(root, "framework", ctx, h->framework, sizeof h->framework, err, errlen) < 0 ||
+        get_str(root, "output_dir", ctx, h->output_dir, sizeof h->output_dir, err, errlen) < 0 ||
+        get_small(root, "rank", ctx, &h->rank, err, errlen) < 0 ||
+        get_small(root, "world_size", ctx, &h->world_size, err, errlen) < 0 ||
+        get_small(root, "local_rank", ctx, &h->local_rank, err, errlen) < 0)
+        return -1;
+    rc = get_int(root, "pid", ctx, 0, INT64_C(1) << 32, &v, err, errlen);
+    if (rc < 0)
+        return -1;
+    if (rc == 1)
+        h->pid = v;
+    rc = get_int(root, "logging_steps", ctx, 0, INT32_MAX, &v, err, errlen);
+    if (rc < 0)
+        return -1;
+    if (rc == 1)
+        h->logging_steps = (int32_t)v;
+    devs = json_object_get(root, "devices");
+    if (!devs || json_is_null(devs))
+        return 0;
+    if (!json_is_array(devs))
+        return fail(err, errlen, "hello.devices: not an array");
+    if (json_array_size(devs) > GS_RECORD_MAX_DEVICES)
+        return fail(err, errlen, "hello.devices: more than %d entries", GS_RECORD_MAX_DEVICES);
+    for (size_t i = 0; i < json_array_size(devs); i++) {
+        json_t *d = json_array_get(devs, i);
+        json_int_t x;
+        if (!json_is_integer(d))
+            return fail(err, errlen, "hello.devices[%zu]: not an integer", i);
+        x = json_integer_value(d);
+        if (x < RECORD_SMALL_MIN || x > RECORD_SMALL_MAX)
+            return fail(err, errlen, "hello.devices[%zu]: %lld out of range", i, (long long)x);
+        h->devices[h->n_devices++] = (int32_t)x;
+    }
+    return 0;
+}
+
+static int parse_mem(json_t *root, struct gs_step_rec *s, char *err, size_t errlen)
+{
+    json_t *m = json_object_get(root, "mem");
+    const char *ctx = "step.mem.";
+
+    if (!m || json_is_null(m))
+        return 0;
+    if (!json_is_object(m))
+        return fail(err, errlen, "step.mem: not an object");
+    if (get_u53(m, "allocated", ctx, &s->mem_allocated, err, errlen) < 0 ||
+        get_u53(m, "reserved", ctx, &s->mem_reserved, err, errlen) < 0 ||
+        get_u53(m, "peak_allocated", ctx, &s->mem_peak_allocated, err, errlen) < 0 ||
+        get_u53(m, "peak_reserved", ctx, &s->mem_peak_reserved, err, errlen) < 0 ||
+        get_u53(m, "total", ctx, &s->mem_total, err, errlen) < 0)
+        return -1;
+    return 0;
+}
+
+static int parse_step(json_t *root, struct gs_step_rec *s, char *err, size_t errlen)
+{
+    const char *ctx = "step.";
+    json_t *ms, *ev;
+    int rc;
+
+    memset(s, 0, sizeof *s);
+    s->version = GS_STEP_REC_VERSION;
+    s->device = -1;
+    for (int p = 0; p < GS_PH_N; p++)
+        s->ms[p] = NAN;
+    rc = get_u53(root, "step", ctx, &s->step, err, errlen);
+    if (rc <= 0)
+        return rc < 0 ? -1 : fail(err, errlen, "step.step: missing");
+    rc = get_double(root, "t0", ctx, 0, 1e11, &s->t_begin, err, errlen);
+    if (rc <= 0)
+        return rc < 0 ? -1 : fail(err, errlen, "step.t0: missing");
+    rc = get_double(root, "t1", ctx, 0, 1e11, &s->t_end, err, errlen);
+    if (rc <= 0)
+        return rc < 0 ? -1 : fail(err, errlen, "step.t1: missing");
+    if (s->t_end < s->t_begin)
+        return fail(err, errlen, "step.t1: before t0");
+    if (get_small(root, "rank", ctx, &s->rank, err, errlen) < 0 ||
+        get_small(root, "device", ctx, &s->device, err, errlen) < 0 ||
+        get_u53(root, "samples", ctx, &s->samples, err, errlen) < 0)
+        return -1;
+    if (s->rank < 0)
+        return fail(err, errlen, "step.rank: negative");
+    ev = json_object_get(root, "cuda_events");
+    if (ev && !json_is_null(ev)) {
+        if (!json_is_boolean(ev))
+            return fail(err, errlen, "step.cuda_events: not a boolean");
+        if (json_is_true(ev))
+            s->flags |= GS_STEP_CUDA_EVENTS;
+    }
+    ms = json_object_get(root, "ms");
+    if (ms && !json_is_null(ms)) {
+        if (!json_is_object(ms))
+            return fail(err, errlen, "step.ms: not an object");
+        for (int p = 0; p < GS_PH_N; p++)
+            if (get_double(ms, phase_names[p], "step.ms.", 0, RECORD_MS_MAX, &s->ms[p], err,
+                           errlen) < 0)
+                return -1;
+    }
+    return parse_mem(root, s, err, errlen);
+}
+
+static int parse_end(json_t *root, struct gs_record_end *e, char *err, size_t errlen)
+{
+    const char *ctx = "end.";
+
+    e->train_runtime = e->train_samples = e->train_steps = e->train_loss = NAN;
+    if (get_double(root, "train_runtime", ctx, 0, 1e10, &e->train_runtime, err, errlen) < 0 ||
+        get_double(root, "train_samples", ctx, 0, RECORD_INT_MAX, &e->train_samples, err,
+                   errlen) < 0 ||
+        get_double(root, "train_steps", ctx, 0, RECORD_INT_MAX, &e->train_steps, err, errlen) <
+            0 ||
+        get_double(root, "train_loss", ctx, -1e300, 1e300, &e->train_loss, err, errlen) < 0)
+        return -1;
+    return 0;
+}
+
+static int parse_root(json_t *root, struct gs_record *out, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(root, "v");
+    json_t *t = json_object_get(root, "type");
+    const char *type;
+
+    if (!v)
+        return fail(err, errlen, "v: missing");
+    if (!json_is_integer(v))
+        return fail(err, errlen, "v: not an integer");
+    if (json_integer_value(v) != GS_RECORD_VERSION)
+        return fail(err, errlen, "unsupported record version %lld",
+                    (long long)json_integer_value(v));
+    if (!t)
+        return fail(err, errlen, "type: missing");
+    if (!json_is_string(t))
+        return fail(err, errlen, "type: not a string");
+    type = json_string_value(t);
+    memset(out, 0, sizeof *out);
+    if (strcmp(type, "hello") == 0) {
+        out->type = GS_REC_HELLO;
+        return parse_hello(root, &out->u.hello, err, errlen);
+    }
+    if (strcmp(type, "step") == 0) {
+        out->type = GS_REC_STEP;
+        return parse_step(root, &out->u.step, err, errlen);
+    }
+    if (strcmp(type, "end") == 0) {
+        out->type = GS_REC_END;
+        return parse_end(root, &out->u.end, err, errlen);
+    }
+    return fail(err, errlen, "type: unknown record type");
+}
+
+int gs_record_parse(const char *buf, size_t len, struct gs_record *out, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *root;
+    int rc;
+
+    if (!buf || len == 0)
+        return fail(err, errlen, "record: empty");
+    if (len > GS_RECORD_MAX)
+        return fail(err, errlen, "record: %zu bytes, more than %d", len, GS_RECORD_MAX);
+    if (!depth_ok(buf, len))
+        return fail(err, errlen, "record: nested deeper than %d", RECORD_MAX_DEPTH);
+    root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return fail(err, errlen, "record: invalid JSON at byte %d: %s", jerr.position, jerr.text);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return fail(err, errlen, "record: not a JSON object");
+    }
+    rc = parse_root(root, out, err, errlen);
+    json_decref(root);
+    return rc;
+}
+
+/* ---- encoding ---- */
+
+static int set_num(json_t *obj, const char *key, double v)
+{
+    if (isnan(v))
+        return 0;
+    return json_object_set_new(obj, key, json_real(v));
+}
+
+static int set_int(json_t *obj, const char *key, int64_t v)
+{
+    return json_object_set_new(obj, key, json_integer((json_int_t)v));
+}
+
+static int set_str(json_t *obj, const char *key, const char *s)
+{
+    if (!s[0])
+        return 0;
+    return json_object_set_new(obj, key, json_string(s));
+}
+
+static int encode_hello(json_t *o, const struct gs_record_hello *h)
+{
+    json_t *devs;
+    int rc = set_str(o, "run", h->run) | set_str(o, "framework", h->framework) |
+             set_str(o, "output_dir", h->output_dir);
+
+    if (h->pid >= 0)
+        rc |= set_int(o, "pid", h->pid);
+    if (h->rank >= 0)
+        rc |= set_int(o, "rank", h->rank);
+    if (h->world_size >= 0)
+        rc |= set_int(o, "world_size", h->world_size);
+    if (h->local_rank >= 0)
+        rc |= set_int(o, "local_rank", h->local_rank);
+    if (h->logging_steps >= 0)
+        rc |= set_int(o, "logging_steps", h->logging_steps);
+    if (h->n_devices > GS_RECORD_MAX_DEVICES)
+        return -1;
+    if (h->n_devices) {
+        devs = json_array();
+        for (uint32_t i = 0; i < h->n_devices; i++)
+            rc |= json_array_append_new(devs, json_integer(h->devices[i]));
+        rc |= json_object_set_new(o, "devices", devs);
+    }
+    return rc;
+}
+
+static int encode_step(json_t *o, const struct gs_step_rec *s)
+{
+    json_t *ms = json_object(), *mem = json_object();
+    int rc = set_int(o, "step", (int64_t)s->step) | set_num(o, "t0", s->t_begin) |
+             set_num(o, "t1", s->t_end) | set_int(o, "rank", s->rank);
+
+    if (s->device >= 0)
+        rc |= set_int(o, "device", s->device);
+    if (s->samples)
+        rc |= set_int(o, "samples", (int64_t)s->samples);
+    if (s->flags & GS_STEP_CUDA_EVENTS)
+        rc |= json_object_set_new(o, "cuda_events", json_true());
+    for (int p = 0; p < GS_PH_N; p++)
+        rc |= set_num(ms, phase_names[p], s->ms[p]);
+    if (s->mem_allocated)
+        rc |= set_int(mem, "allocated", (int64_t)s->mem_allocated);
+    if (s->mem_reserved)
+        rc |= set_int(mem, "reserved", (int64_t)s->mem_reserved);
+    if (s->mem_peak_allocated)
+        rc |= set_int(mem, "peak_allocated", (int64_t)s->mem_peak_allocated);
+    if (s->mem_peak_reserved)
+        rc |= set_int(mem, "peak_reserved", (int64_t)s->mem_peak_reserved);
+    if (s->mem_total)
+        rc |= set_int(mem, "total", (int64_t)s->mem_total);
+    rc |= json_object_set_new(o, "ms", ms);
+    if (json_object_size(mem))
+        rc |= json_object_set_new(o, "mem", mem);
+    else
+        json_decref(mem);
+    return rc;
+}
+
+static int encode_end(json_t *o, const struct gs_record_end *e)
+{
+    return set_num(o, "train_runtime", e->train_runtime) |
+           set_num(o, "train_samples", e->train_samples) |
+           set_num(o, "train_steps", e->train_steps) | set_num(o, "train_loss", e->train_loss);
+}
+
+int gs_record_encode(const struct gs_record *rec, char *buf, size_t size)
+{
+    static const char *const types[] = {NULL, "hello", "step", "end"};
+    json_t *o;
+    size_t n;
+    int rc;
+
+    if (!rec || !buf || size == 0 || rec->type < GS_REC_HELLO || rec->type > GS_REC_END)
+        return -1;
+    o = json_object();
+    if (!o)
+        return -1;
+    rc = set_int(o, "v", GS_RECORD_VERSION) |
+         json_object_set_new(o, "type", json_string(types[rec->type]));
+    if (rec->type == GS_REC_HELLO)
+        rc |= encode_hello(o, &rec->u.hello);
+    else if (rec->type == GS_REC_STEP)
+        rc |= encode_step(o, &rec->u.step);
+    else
+        rc |= encode_end(o, &rec->u.end);
+    n = rc ? 0 : json_dumpb(o, buf, size, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(o);
+    if (rc || n == 0 || n >= size || n > GS_RECORD_MAX)
+        return -1;
+    buf[n] = '\0';
+    return (int)n;
+}
+
+static int same_double(double a, double b)
+{
+    return (isnan(a) && isnan(b)) || a == b;
+}
+
+bool gs_record_equal(const struct gs_record *a, const struct gs_record *b)
+{
+    if (a->type != b->type)
+        return false;
+    if (a->type == GS_REC_HELLO) {
+        const struct gs_record_hello *x = &a->u.hello, *y = &b->u.hello;
+        return strcmp(x->run, y->run) == 0 && strcmp(x->framework, y->framework) == 0 &&
+               strcmp(x->output_dir, y->output_dir) == 0 && x->pid == y->pid &&
+               x->rank == y->rank && x->world_size == y->world_size &&
+               x->local_rank == y->local_rank && x->logging_steps == y->logging_steps &&
+               x->n_devices == y->n_devices &&
+               memcmp(x->devices, y->devices, x->n_devices * sizeof x->devices[0]) == 0;
+    }
+    if (a->type == GS_REC_STEP) {
+        const struct gs_step_rec *x = &a->u.step, *y = &b->u.step;
+        for (int p = 0; p < GS_PH_N; p++)
+            if (!same_double(x->ms[p], y->ms[p]))
+                return false;
+        return x->version == y->version && x->flags == y->flags && x->step == y->step &&
+               x->t_begin == y->t_begin && x->t_end == y->t_end && x->samples == y->samples &&
+               x->rank == y->rank && x->device == y->device &&
+               x->mem_allocated == y->mem_allocated && x->mem_reserved == y->mem_reserved &&
+               x->mem_peak_allocated == y->mem_peak_allocated &&
+               x->mem_peak_reserved == y->mem_peak_reserved && x->mem_total == y->mem_total;
+    }
+    if (a->type == GS_REC_END)
+        return same_double(a->u.end.train_runtime, b->u.end.train_runtime) &&
+               same_double(a->u.end.train_samples, b->u.end.train_samples) &&
+               same_double(a->u.end.train_steps, b->u.end.train_steps) &&
+               same_double(a->u.end.train_loss, b->u.end.train_loss);
+    return false;
+}
+
+const char *gs_run_report_schema(void)
+{
+    return "1.0";
+}

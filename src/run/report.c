@@ -1,0 +1,709 @@
+/*
+ * report.c - turns a run's aggregate into metrics_report.json (schema in docs/report.md), writes
+ * it atomically, and prints the exit summary.
+ *
+ * All arithmetic that the report states happens here, once: phase statistics (exact
+ * percentiles from a sorted copy, nearest-rank), the step-time ratios, the event-based busy
+ * estimate, throughput, and the per-GPU device figures. A figure with no input behind it is
+ * JSON null, never 0, so that a consumer can tell "not measured" from "measured as zero". The
+ * diagnosis (src/diag) then reads only the finished report object, so old reports and live
+ * runs are judged by the same rules.
+ */
+#include "run/agg_priv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "diag/diag.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+struct step_sums {
+    double data_ms, comm_ms, denom_ms; /* over steps with total_step measured */
+    int data_seen, comm_seen;
+    double busy_ms, busy_denom_ms, busy_max_pct; /* steps with forward/backward/optimizer */
+    size_t busy_steps;
+    double t_first, t_last; /* first begin, last end; NAN without steps */
+    size_t max_rank_steps;
+    uint64_t samples;
+    size_t samples_known;
+};
+
+static json_t *jnum(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+static json_t *jstr(const char *s)
+{
+    return s && s[0] ? json_string(s) : json_null();
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of n sorted values: the value at 1-based rank ceil(p/100 * n). */
+static double percentile(const float *v, size_t n, double p)
+{
+    size_t rank = (size_t)ceil(p / 100.0 * (double)n);
+
+    if (rank < 1)
+        rank = 1;
+    if (rank > n)
+        rank = n;
+    return v[rank - 1];
+}
+
+/* Steps keep phase times as float (~7 digits); round to 0.1 us so that 124.3 reads 124.3. */
+static double round_ms(double ms)
+{
+    return round(ms * 1e4) / 1e4;
+}
+
+static json_t *phase_stats(const struct gs_agg *a, int phase, float *buf)
+{
+    json_t *o = json_object();
+    size_t n = 0;
+    double sum = 0;
+
+    for (unsigned r = 0; r < a->n_ranks; r++)
+        for (size_t i = 0; i < a->ranks[r].n; i++) {
+            float v = a->ranks[r].steps[i].ms[phase];
+            if (!isnan(v)) {
+                buf[n++] = v;
+                sum += v;
+            }
+        }
+    if (n)
+        qsort(buf, n, sizeof *buf, cmp_float);
+    json_object_set_new(o, "mean_ms", n ? json_real(round_ms(sum / (double)n)) : json_null());
+    json_object_set_new(o, "p50_ms", n ? json_real(round_ms(percentile(buf, n, 50))) : json_null());
+    json_object_set_new(o, "p95_ms", n ? json_real(round_ms(percentile(buf, n, 95))) : json_null());
+    json_object_set_new(o, "total_ms", n ? json_real(round_ms(sum)) : json_null());
+    json_object_set_new(o, "count", json_integer((json_int_t)n));
+    return o;
+}
+
+static void sum_step(struct step_sums *s, const struct gs_agg_step *k)
+{
+    double data = k->ms[GS_PH_DATA], step = k->ms[GS_PH_STEP], base, busy = 0;
+    int busy_known = 0;
+
+    if (isnan(step))
+        return;
+    base = (isnan(data) ? 0 : data) + step;
+    s->denom_ms += base;
+    if (!isnan(data)) {
+        s->data_ms += data;
+        s->data_seen = 1;
+    }
+    if (!isnan(k->ms[GS_PH_COMM])) {
+        s->comm_ms += k->ms[GS_PH_COMM];
+        s->comm_seen = 1;
+    }
+    for (int p = GS_PH_FORWARD; p <= GS_PH_OPTIMIZER; p++)
+        if (!isnan(k->ms[p])) {
+            busy += k->ms[p];
+            busy_known = 1;
+        }
+    if (!busy_known || base <= 0)
+        return;
+    s->busy_ms += busy;
+    s->busy_denom_ms += base;
+    s->busy_steps++;
+    if (100.0 * busy / base > s->busy_max_pct)
+        s->busy_max_pct = fmin(100.0, 100.0 * busy / base);
+}
+
+static void sum_steps(const struct gs_agg *a, struct step_sums *s)
+{
+    memset(s, 0, sizeof *s);
+    s->t_first = s->t_last = NAN;
+    for (unsigned r = 0; r < a->n_ranks; r++) {
+        const struct gs_agg_rank *rk = &a->ranks[r];
+        if (rk->n > s->max_rank_steps)
+            s->max_rank_steps = rk->n;
+        s->samples += rk->samples;
+        s->samples_known += rk->n_samples;
+        for (size_t i = 0; i < rk->n; i++) {
+            const struct gs_agg_step *k = &rk->steps[i];
+            if (isnan(s->t_first) || k->t_begin < s->t_first)
+                s->t_first = k->t_begin;
+            if (isnan(s->t_last) || k->t_end > s->t_last)
+                s->t_last = k->t_end;
+            sum_step(s, k);
+        }
+    }
+}
+
+static double ratio(double num, double den, int seen)
+{
+    return seen && den > 0 ? num / den : NAN;
+}
+
+/* ---- per GPU ---- */
+
+static double gpu_energy(const struct gs_agg_gpu *g, const char **source)
+{
+    if (g->energy_first_ok && g->samples >= 2 && g->energy_last_j >= g->energy_first_j) {
+        *source = "counter";
+        return g->energy_last_j - g->energy_first_j;
+    }
+    if (g->power_n >= 2) {
+        *source = "power";
+        return g->energy_int_j;
+    }
+    *source = NULL;
+    return NAN;
+}
+
+/* Seconds throttled for reason r, or NAN when nothing about it was ever read. */
+static double gpu_throttle_s(const struct gs_agg_gpu *g, int r)
+{
+    if (g->thr_ctr_ok[r] && g->samples >= 2 && g->thr_ctr_last[r] >= g->thr_ctr_first[r])
+        return g->thr_ctr_last[r] - g->thr_ctr_first[r];
+    if (g->mask_seen)
+        return g->thr_mask_s[r];
+    return NAN;
+}
+
+static json_t *gpu_idle(const struct gs_agg_gpu *g)
+{
+    json_t *arr = json_array();
+
+    for (unsigned i = 0; i < g->n_idle_kept; i++) {
+        json_t *p = json_object();
+        json_object_set_new(p, "from", json_real(g->idle[i].from));
+        json_object_set_new(p, "to", json_real(g->idle[i].to));
+        json_object_set_new(p, "seconds", json_real(g->idle[i].to - g->idle[i].from));
+        json_array_append_new(arr, p);
+    }
+    if (g->idle_open && g->idle_last - g->idle_from >= GS_AGG_IDLE_MIN_S &&
+        g->n_idle_kept < GS_AGG_MAX_IDLE) {
+        json_t *p = json_object();
+        json_object_set_new(p, "from", json_real(g->idle_from));
+        json_object_set_new(p, "to", json_real(g->idle_last));
+        json_object_set_new(p, "seconds", json_real(g->idle_last - g->idle_from));
+        json_array_append_new(arr, p);
+    }
+    return arr;
+}
+
+static json_t *gpu_object(const struct gs_agg_gpu *g, double *energy_sum, int *energy_any,
+                          double *thr_sum, int *thr_any)
+{
+    json_t *o = json_object(), *thr = json_object();
+    const char *esrc;
+    double e = gpu_energy(g, &esrc), thr_gpu = 0;
+    int thr_gpu_any = 0;
+
+    json_object_set_new(o, "index", json_integer(g->index));
+    json_object_set_new(o, "uuid", jstr(g->uuid));
+    json_object_set_new(o, "name", jstr(g->name));
+    json_object_set_new(o, "samples", json_integer((json_int_t)g->samples));
+    json_object_set_new(o, "utilization_avg_percent",
+                        g->util_n ? json_real(100.0 * g->util_sum / (double)g->util_n)
+                                  : json_null());
+    json_object_set_new(o, "utilization_max_percent",
+                        g->util_n ? json_real(100.0 * g->util_max) : json_null());
+    json_object_set_new(o, "memory_peak_bytes",
+                        g->mem_known ? json_integer((json_int_t)g->mem_peak_bytes) : json_null());
+    json_object_set_new(o, "memory_peak_gb",
+                        g->mem_known ? json_real(g->mem_peak_bytes / GIB) : json_null());
+    json_object_set_new(o, "memory_total_bytes",
+                        g->mem_total_bytes > 0 ? json_integer((json_int_t)g->mem_total_bytes)
+                                               : json_null());
+    json_object_set_new(o, "energy_joules", jnum(e));
+    json_object_set_new(o, "energy_source", jstr(esrc));
+    for (int r = 0; r < GS_AGG_THR_N; r++) {
+        double s = gpu_throttle_s(g, r);
+        if (isnan(s))
+            continue;
+        json_object_set_new(thr, gs_agg_thr_reasons[r].key, json_real(s));
+        if (gs_agg_thr_reasons[r].thermal_power) {
+            thr_gpu += s;
+            thr_gpu_any = 1;
+        }
+    }
+    json_object_set_new(o, "throttled_seconds", thr);
+    json_object_set_new(o, "throttled_seconds_total", thr_gpu_any ? json_real(thr_gpu) : json_null());
+    json_object_set_new(o, "idle_periods", gpu_idle(g));
+    json_object_set_new(o, "idle_periods_total", json_integer(gs_agg_gpu_idle_count(g)));
+    json_object_set_new(o, "lost", json_boolean(g->lost));
+    json_object_set_new(o, "first_sample", g->samples ? json_real(g->first_t) : json_null());
+    json_object_set_new(o, "last_sample", g->samples ? json_real(g->last_t) : json_null());
+    if (!isnan(e)) {
+        *energy_sum += e;
+        *energy_any = 1;
+    }
+    if (thr_gpu_any) {
+        *thr_sum += thr_gpu;
+        *thr_any = 1;
+    }
+    return o;
+}
+
+/* ---- report ---- */
+
+struct devsum {
+    double util_avg, util_max; /* percent, NAN = none */
+    double mem_peak_bytes;     /* NAN = none */
+};
+
+static json_t *gpus_array(const struct gs_agg *a, struct devsum *d, json_t *report)
+{
+    json_t *arr = json_array();
+    double esum = 0, tsum = 0, usum = 0;
+    int eany = 0, tany = 0;
+    unsigned un = 0;
+
+    d->util_avg = d->util_max = d->mem_peak_bytes = NAN;
+    for (unsigned i = 0; i < a->n_gpus; i++) {
+        const struct gs_agg_gpu *g = &a->gpus[i];
+        json_array_append_new(arr, gpu_object(g, &esum, &eany, &tsum, &tany));
+        if (g->util_n) {
+            usum += 100.0 * g->util_sum / (double)g->util_n;
+            un++;
+            if (isnan(d->util_max) || 100.0 * g->util_max > d->util_max)
+                d->util_max = 100.0 * g->util_max;
+        }
+        if (g->mem_known && (isnan(d->mem_peak_bytes) || g->mem_peak_bytes > d->mem_peak_bytes))
+            d->mem_peak_bytes = g->mem_peak_bytes;
+    }
+    if (un)
+        d->util_avg = usum / un;
+    json_object_set_new(report, "energy_joules", eany ? json_real(esum) : json_null());
+    json_object_set_new(report, "throttled_seconds", tany ? json_real(tsum) : json_null());
+    return arr;
+}
+
+static json_t *allocator_object(const struct gs_agg *a, double *peak_alloc)
+{
+    json_t *o = json_object();
+    uint64_t pa = 0, pr = 0, tot = 0;
+
+    for (unsigned r = 0; r < a->n_ranks; r++) {
+        const struct gs_agg_rank *k = &a->ranks[r];
+        if (k->peak_allocated > pa)
+            pa = k->peak_allocated;
+        if (k->peak_reserved > pr)
+            pr = k->peak_reserved;
+        if (k->mem_total > tot)
+            tot = k->mem_total;
+    }
+    *peak_alloc = pa ? (double)pa : NAN;
+    json_object_set_new(o, "peak_allocated_gb", pa ? json_real(pa / GIB) : json_null());
+    json_object_set_new(o, "peak_reserved_gb", pr ? json_real(pr / GIB) : json_null());
+    json_object_set_new(o, "fragmentation_gap_gb",
+                        pa && pr >= pa ? json_real((double)(pr - pa) / GIB) : json_null());
+    json_object_set_new(o, "memory_total_gb", tot ? json_real(tot / GIB) : json_null());
+    return o;
+}
+
+static double min_nan(double a, double b)
+{
+    return isnan(a) ? b : isnan(b) ? a : fmin(a, b);
+}
+
+static double max_nan(double a, double b)
+{
+    return isnan(a) ? b : isnan(b) ? a : fmax(a, b);
+}
+
+static json_t *run_object(const struct gs_agg *a, const struct gs_report_meta *m,
+                          const struct step_sums *s)
+{
+    json_t *o = json_object();
+    const struct gs_record_hello *h = &a->hello;
+    double sf = a->n_snapshots ? a->snap_first_t : NAN, sl = a->n_snapshots ? a->snap_last_t : NAN;
+
+    json_object_set_new(o, "name", jstr(m && m->run_name ? m->run_name
+                                        : a->have_hello ? h->run : NULL));
+    json_object_set_new(o, "source", jstr(m ? m->source : NULL));
+    json_object_set_new(o, "command", jstr(m ? m->command : NULL));
+    json_object_set_new(o, "hostname", jstr(m ? m->hostname : NULL));
+    json_object_set_new(o, "exit_code",
+                        m && m->exit_code >= 0 ? json_integer(m->exit_code) : json_null());
+    json_object_set_new(o, "framework", jstr(a->have_hello ? h->framework : NULL));
+    json_object_set_new(o, "world_size", a->have_hello && h->world_size >= 0
+                                             ? json_integer(h->world_size) : json_null());
+    json_object_set_new(o, "logging_steps", a->have_hello && h->logging_steps >= 0
+                                                ? json_integer(h->logging_steps) : json_null());
+    json_object_set_new(o, "pid", a->have_hello && a->peer_pid > 0 ? json_integer(a->peer_pid)
+                                  : a->have_hello && h->pid >= 0 ? json_integer(h->pid)
+                                                                 : json_null());
+    json_object_set_new(o, "uid", a->have_hello && a->peer_pid > 0 ? json_integer(a->peer_uid)
+                                                                   : json_null());
+    json_object_set_new(o, "start_time", jnum(min_nan(s->t_first, sf)));
+    json_object_set_new(o, "end_time", jnum(max_nan(s->t_last, sl)));
+    json_object_set_new(o, "steps_from", jnum(s->t_first));
+    json_object_set_new(o, "steps_to", jnum(s->t_last));
+    json_object_set_new(o, "device_samples", json_integer((json_int_t)a->n_snapshots));
+    json_object_set_new(o, "device_samples_from", jnum(sf));
+    json_object_set_new(o, "device_samples_to", jnum(sl));
+    json_object_set_new(o, "step_records", json_integer((json_int_t)a->n_steps));
+    json_object_set_new(o, "dropped_records", json_integer((json_int_t)a->dropped));
+    json_object_set_new(o, "train_loss", jnum(a->end.train_loss));
+    return o;
+}
+
+/* train_runtime, throughput: the framework's own figures when the end record has them. */
+static void throughput(const struct gs_agg *a, const struct step_sums *s, json_t *rep)
+{
+    double wall = s->max_rank_steps ? s->t_last - s->t_first : NAN;
+    double rt = a->end.train_runtime, samples = a->end.train_samples, steps = a->end.train_steps;
+
+    if (isnan(wall) && a->n_snapshots >= 2)
+        wall = a->snap_last_t - a->snap_first_t;
+    if (isnan(rt))
+        rt = wall;
+    if (isnan(samples) && s->samples_known)
+        samples = (double)s->samples;
+    if (isnan(steps) && s->max_rank_steps)
+        steps = (double)s->max_rank_steps;
+    json_object_set_new(rep, "train_runtime", jnum(rt));
+    json_object_set_new(rep, "train_samples_per_second",
+                        rt > 0 ? jnum(samples / rt) : json_null());
+    json_object_set_new(rep, "train_steps_per_second", rt > 0 ? jnum(steps / rt) : json_null());
+}
+
+static void utilization(const struct devsum *d, const struct step_sums *s, double busy,
+                        json_t *rep)
+{
+    if (!isnan(d->util_avg)) {
+        json_object_set_new(rep, "gpu_avg_utilization_percent", json_real(d->util_avg));
+        json_object_set_new(rep, "gpu_max_utilization_percent", json_real(d->util_max));
+        json_object_set_new(rep, "gpu_utilization_source", json_string("nvml"));
+    } else if (!isnan(busy)) {
+        json_object_set_new(rep, "gpu_avg_utilization_percent", json_real(busy));
+        json_object_set_new(rep, "gpu_max_utilization_percent", json_real(s->busy_max_pct));
+        json_object_set_new(rep, "gpu_utilization_source", json_string("cuda_events"));
+    } else {
+        json_object_set_new(rep, "gpu_avg_utilization_percent", json_null());
+        json_object_set_new(rep, "gpu_max_utilization_percent", json_null());
+        json_object_set_new(rep, "gpu_utilization_source", json_null());
+    }
+}
+
+/* Report keys in reading order: the brief's eight fields first. */
+static const char *const report_order[] = {
+    "schema", "train_runtime", "train_samples_per_second", "train_steps_per_second",
+    "gpu_peak_memory_allocated_gb", "gpu_avg_utilization_percent", "gpu_max_utilization_percent",
+    "data_loading_time_ratio", "communication_time_ratio", "gpu_utilization_source",
+    "gpu_peak_memory_source", "gpu_busy_estimate_percent", "steps", "ranks", "energy_joules",
+    "throttled_seconds", "phases", "gpus", "allocator", "run", "findings",
+};
+
+static json_t *ordered(json_t *rep)
+{
+    json_t *o = json_object();
+    const char *key;
+    json_t *v;
+
+    if (!o)
+        return rep;
+    for (size_t i = 0; i < sizeof report_order / sizeof report_order[0]; i++)
+        if ((v = json_object_get(rep, report_order[i])))
+            json_object_set(o, report_order[i], v);
+    json_object_foreach(rep, key, v) {
+        if (!json_object_get(o, key))
+            json_object_set(o, key, v);
+    }
+    json_decref(rep);
+    return o;
+}
+
+json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
+{
+    json_t *rep, *phases, *gpus, *alloc, *findings;
+    struct step_sums s;
+    struct devsum d;
+    double busy, peak_alloc;
+    float *buf;
+
+    if (!a)
+        return NULL;
+    rep = json_object();
+    buf = malloc((a->n_steps ? a->n_steps : 1) * sizeof *buf);
+    if (!rep || !buf) {
+        json_decref(rep);
+        free(buf);
+        return NULL;
+    }
+    sum_steps(a, &s);
+    busy = s.busy_steps ? fmin(100.0, 100.0 * s.busy_ms / s.busy_denom_ms) : NAN;
+    json_object_set_new(rep, "schema", json_string(gs_run_report_schema()));
+    throughput(a, &s, rep);
+    gpus = gpus_array(a, &d, rep);
+    alloc = allocator_object(a, &peak_alloc);
+    json_object_set_new(rep, "gpu_peak_memory_allocated_gb",
+                        jnum((isnan(peak_alloc) ? d.mem_peak_bytes : peak_alloc) / GIB));
+    json_object_set_new(rep, "gpu_peak_memory_source",
+                        !isnan(peak_alloc) ? json_string("allocator")
+                        : !isnan(d.mem_peak_bytes) ? json_string("nvml")
+                                                   : json_null());
+    utilization(&d, &s, busy, rep);
+    json_object_set_new(rep, "data_loading_time_ratio", jnum(ratio(s.data_ms, s.denom_ms,
+                                                                   s.data_seen)));
+    json_object_set_new(rep, "communication_time_ratio", jnum(ratio(s.comm_ms, s.denom_ms,
+                                                                    s.comm_seen)));
+    json_object_set_new(rep, "gpu_busy_estimate_percent", jnum(busy));
+    json_object_set_new(rep, "steps", json_integer((json_int_t)s.max_rank_steps));
+    json_object_set_new(rep, "ranks", json_integer(a->n_ranks));
+    phases = json_object();
+    for (int p = 0; p < GS_PH_N; p++)
+        json_object_set_new(phases, gs_phase_name(p), phase_stats(a, p, buf));
+    free(buf);
+    json_object_set_new(rep, "phases", phases);
+    json_object_set_new(rep, "gpus", gpus);
+    json_object_set_new(rep, "allocator", alloc);
+    json_object_set_new(rep, "run", run_object(a, meta, &s));
+    findings = gs_diag_findings(rep, sysconf(_SC_NPROCESSORS_ONLN));
+    json_object_set_new(rep, "findings", findings ? findings : json_array());
+    return ordered(rep);
+}
+
+/* ---- writing ---- */
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int gs_report_write(const json_t *report, const char *path, char *err, size_t errlen)
+{
+    char tmp[4096];
+    char *text;
+    int fd, rc = -1;
+    size_t n;
+
+    if (!report || !path) {
+        if (err)
+            snprintf(err, errlen, "report: nothing to write");
+        return -1;
+    }
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) {
+        if (err)
+            snprintf(err, errlen, "report: path too long");
+        return -1;
+    }
+    text = json_dumps(report, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    if (!text) {
+        if (err)
+            snprintf(err, errlen, "report: out of memory");
+        return -1;
+    }
+    n = strlen(text);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        if (err)
+            snprintf(err, errlen, "report: open(%s): %s", tmp, strerror(errno));
+        free(text);
+        return -1;
+    }
+    if (write_all(fd, text, n) != 0 || write_all(fd, "\n", 1) != 0 || fsync(fd) != 0) {
+        if (err)
+            snprintf(err, errlen, "report: write(%s): %s", tmp, strerror(errno));
+    } else {
+        rc = 0;
+    }
+    if (close(fd) != 0 && rc == 0) {
+        rc = -1;
+        if (err)
+            snprintf(err, errlen, "report: close(%s): %s", tmp, strerror(errno));
+    }
+    if (rc == 0 && rename(tmp, path) != 0) {
+        rc = -1;
+        if (err)
+            snprintf(err, errlen, "report: rename(%s, %s): %s", tmp, path, strerror(errno));
+    }
+    if (rc != 0)
+        unlink(tmp);
+    free(text);
+    return rc;
+}
+
+/* ---- exit summary ---- */
+
+struct paint {
+    const char *bold, *warn, *crit, *info, *off;
+};
+
+static double jget(const json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+/* Prints a number with fmt into a field, or "n/a". */
+static const char *jtext(const json_t *o, const char *key, const char *absent)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? s : absent;
+}
+
+static const char *fmtnum(char *buf, size_t size, const char *fmt, double v)
+{
+    if (isnan(v))
+        snprintf(buf, size, "n/a");
+    else
+        snprintf(buf, size, fmt, v);
+    return buf;
+}
+
+static void print_phases(FILE *out, const json_t *rep, const struct paint *c)
+{
+    const json_t *phases = json_object_get(rep, "phases");
+    char b[5][32];
+    int header = 0;
+
+    for (int p = 0; p < GS_PH_N; p++) {
+        const json_t *ph = json_object_get(phases, gs_phase_name(p));
+        double n = jget(ph, "count");
+        if (!(n > 0))
+            continue;
+        if (!header++)
+            fprintf(out, "  %s%-16s %10s %10s %10s %12s %8s%s\n", c->bold, "phase", "mean ms",
+                    "p50 ms", "p95 ms", "total s", "count", c->off);
+        fprintf(out, "  %-16s %10s %10s %10s %12s %8.0f\n", gs_phase_name(p),
+                fmtnum(b[0], 32, "%.2f", jget(ph, "mean_ms")),
+                fmtnum(b[1], 32, "%.2f", jget(ph, "p50_ms")),
+                fmtnum(b[2], 32, "%.2f", jget(ph, "p95_ms")),
+                fmtnum(b[3], 32, "%.3f", jget(ph, "total_ms") / 1000.0), n);
+    }
+}
+
+/* One "label  value" line of the totals, left out when nothing in it is known. */
+static void total_line(FILE *out, const char *label, int known, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void total_line(FILE *out, const char *label, int known, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!known)
+        return;
+    fprintf(out, "  %-28s ", label);
+    va_start(ap, fmt);
+    vfprintf(out, fmt, ap);
+    va_end(ap);
+    fputc('\n', out);
+}
+
+static void print_totals(FILE *out, const json_t *rep)
+{
+    const json_t *src = json_object_get(rep, "gpu_utilization_source");
+    const json_t *al = json_object_get(rep, "allocator");
+    double sps = jget(rep, "train_samples_per_second"), tps = jget(rep, "train_steps_per_second");
+    double ua = jget(rep, "gpu_avg_utilization_percent");
+    double um = jget(rep, "gpu_max_utilization_percent");
+    double pa = jget(al, "peak_allocated_gb"), pr = jget(al, "peak_reserved_gb");
+    char b[8][32];
+
+    fprintf(out, "  %-28s %s s, %s steps, %s rank(s)\n", "runtime",
+            fmtnum(b[0], 32, "%.1f", jget(rep, "train_runtime")),
+            fmtnum(b[1], 32, "%.0f", jget(rep, "steps")),
+            fmtnum(b[2], 32, "%.0f", jget(rep, "ranks")));
+    total_line(out, "throughput", !isnan(sps) || !isnan(tps), "%s samples/s, %s steps/s",
+               fmtnum(b[0], 32, "%.3f", sps), fmtnum(b[1], 32, "%.3f", tps));
+    total_line(out, "data loading time ratio", !isnan(jget(rep, "data_loading_time_ratio")),
+               "%.3f", jget(rep, "data_loading_time_ratio"));
+    total_line(out, "communication time ratio", !isnan(jget(rep, "communication_time_ratio")),
+               "%.3f", jget(rep, "communication_time_ratio"));
+    total_line(out, "GPU utilization", !isnan(ua) || !isnan(um), "avg %s %%, max %s %% (%s)",
+               fmtnum(b[0], 32, "%.1f", ua), fmtnum(b[1], 32, "%.1f", um),
+               json_is_string(src) ? json_string_value(src) : "unknown");
+    total_line(out, "GPU busy (CUDA events)", !isnan(jget(rep, "gpu_busy_estimate_percent")),
+               "%.1f %%", jget(rep, "gpu_busy_estimate_percent"));
+    total_line(out, "GPU peak memory", !isnan(jget(rep, "gpu_peak_memory_allocated_gb")),
+               "%.2f GiB (%s)", jget(rep, "gpu_peak_memory_allocated_gb"),
+               jtext(rep, "gpu_peak_memory_source", "unknown"));
+    total_line(out, "allocator peaks", !isnan(pa) || !isnan(pr),
+               "allocated %s GiB, reserved %s GiB, gap %s GiB", fmtnum(b[0], 32, "%.2f", pa),
+               fmtnum(b[1], 32, "%.2f", pr),
+               fmtnum(b[2], 32, "%.2f", jget(al, "fragmentation_gap_gb")));
+    total_line(out, "energy", !isnan(jget(rep, "energy_joules")), "%.0f J",
+               jget(rep, "energy_joules"));
+}
+
+static void print_gpus(FILE *out, const json_t *rep, const struct paint *c)
+{
+    const json_t *gpus = json_object_get(rep, "gpus");
+    size_t i;
+    const json_t *g;
+    char b[6][32];
+
+    if (!json_array_size(gpus))
+        return;
+    fprintf(out, "  %s%-4s %-24s %8s %8s %11s %10s %10s %5s%s\n", c->bold, "gpu", "name",
+            "util avg", "util max", "mem peak", "energy J", "throttle s", "idle", c->off);
+    json_array_foreach(gpus, i, g) {
+        const json_t *name = json_object_get(g, "name");
+        fprintf(out, "  %-4.0f %-24.24s %7s%% %7s%% %7s GiB %10s %10s %5zu%s\n",
+                jget(g, "index"), json_is_string(name) ? json_string_value(name) : "?",
+                fmtnum(b[0], 32, "%.1f", jget(g, "utilization_avg_percent")),
+                fmtnum(b[1], 32, "%.1f", jget(g, "utilization_max_percent")),
+                fmtnum(b[2], 32, "%.2f", jget(g, "memory_peak_gb")),
+                fmtnum(b[3], 32, "%.0f", jget(g, "energy_joules")),
+                fmtnum(b[4], 32, "%.1f", jget(g, "throttled_seconds_total")),
+                json_array_size(json_object_get(g, "idle_periods")),
+                json_is_true(json_object_get(g, "lost")) ? "  LOST" : "");
+    }
+}
+
+static void print_findings(FILE *out, const json_t *rep, const struct paint *c)
+{
+    const json_t *fs = json_object_get(rep, "findings");
+    size_t i, j;
+    const json_t *f, *adv;
+
+    if (!json_array_size(fs)) {
+        fprintf(out, "findings: none\n");
+        return;
+    }
+    fprintf(out, "%sfindings:%s\n", c->bold, c->off);
+    json_array_foreach(fs, i, f) {
+        const char *sev = jtext(f, "severity", NULL);
+        const char *col = !sev ? "" : strcmp(sev, "critical") == 0 ? c->crit
+                                  : strcmp(sev, "warning") == 0    ? c->warn
+                                                                   : c->info;
+        fprintf(out, "  %s[%s]%s %s: %s\n", col, sev ? sev : "?", c->off,
+                jtext(f, "id", "?"), jtext(f, "title", ""));
+        json_array_foreach(json_object_get(f, "advice"), j, adv)
+            fprintf(out, "      - %s\n", json_is_string(adv) ? json_string_value(adv) : "");
+    }
+}
+
+void gs_report_print_summary(FILE *out, const json_t *report, int color)
+{
+    static const struct paint plain = {"", "", "", "", ""};
+    static const struct paint ansi = {"\033[1m", "\033[33m", "\033[1;31m", "\033[36m", "\033[0m"};
+    const struct paint *c = color ? &ansi : &plain;
+    const char *name;
+
+    if (!out || !report)
+        return;
+    name = json_string_value(json_object_get(json_object_get(report, "run"), "name"));
+    fprintf(out, "%sgpuscope run summary%s%s%s\n", c->bold, name ? ": " : "", name ? name : "",
+            c->off);
+    print_totals(out, report);
+    print_phases(out, report, c);
+    print_gpus(out, report, c);
+    print_findings(out, report, c);
+}

@@ -1,0 +1,314 @@
+/*
+ * Unit tests for the diagnosis rules (src/diag/diag.c): each rule on both sides of its
+ * threshold, over report objects built by hand, with the evidence and advice checked.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <string.h>
+
+#include "diag/diag.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* A report no rule fires on: 60 % utilization, data 0.10, comm 0.01, one rank, no GPUs. */
+static json_t *base(void)
+{
+    return json_pack("{s:f, s:f, s:f, s:f, s:i, s:s, s:{s:f, s:f}, s:[], s:{s:n, s:n, s:n}}",
+                     "data_loading_time_ratio", 0.10, "communication_time_ratio", 0.01,
+                     "gpu_avg_utilization_percent", 60.0, "train_runtime", 100.0, "ranks", 1,
+                     "gpu_utilization_source", "nvml", "run", "start_time", 10.0, "end_time",
+                     110.0, "gpus", "allocator", "peak_reserved_gb", "fragmentation_gap_gb",
+                     "memory_total_gb");
+}
+
+static void set(json_t *r, const char *key, double v)
+{
+    json_object_set_new(r, key, isnan(v) ? json_null() : json_real(v));
+}
+
+static json_t *gpu(int index, double util, double mem_peak, double mem_total)
+{
+    return json_pack("{s:i, s:o, s:o, s:o, s:{}, s:[]}", "index", index,
+                     "utilization_avg_percent", isnan(util) ? json_null() : json_real(util),
+                     "memory_peak_bytes", isnan(mem_peak) ? json_null() : json_real(mem_peak),
+                     "memory_total_bytes", isnan(mem_total) ? json_null() : json_real(mem_total),
+                     "throttled_seconds", "idle_periods");
+}
+
+/* The finding with this id in the findings of r (kept alive in *all), or NULL. */
+static json_t *find(const json_t *r, long ncpu, const char *id, json_t **all)
+{
+    size_t i;
+    json_t *f;
+
+    json_decref(*all);
+    *all = gs_diag_findings(r, ncpu);
+    assert_non_null(*all);
+    json_array_foreach(*all, i, f) {
+        if (strcmp(json_string_value(json_object_get(f, "id")), id) == 0)
+            return f;
+    }
+    return NULL;
+}
+
+static const char *severity(const json_t *f)
+{
+    return json_string_value(json_object_get(f, "severity"));
+}
+
+static double ev(const json_t *f, const char *key)
+{
+    return json_number_value(json_object_get(json_object_get(f, "evidence"), key));
+}
+
+static int advice_has(const json_t *f, const char *text)
+{
+    size_t i;
+    json_t *a;
+
+    json_array_foreach(json_object_get(f, "advice"), i, a) {
+        if (strstr(json_string_value(a), text))
+            return 1;
+    }
+    return 0;
+}
+
+static void base_is_quiet(void **state)
+{
+    json_t *r = base(), *all = gs_diag_findings(r, 8);
+    (void)state;
+
+    assert_int_equal(json_array_size(all), 0);
+    json_decref(all);
+    all = gs_diag_findings(json_null(), 8); /* not a report: nothing, no crash */
+    assert_int_equal(json_array_size(all), 0);
+    json_decref(all);
+    json_decref(r);
+}
+
+static void data_loading(void **state)
+{
+    json_t *r = base(), *all = NULL, *f;
+    (void)state;
+
+    set(r, "data_loading_time_ratio", 0.15);
+    assert_null(find(r, 16, "data_loading", &all));
+    set(r, "data_loading_time_ratio", 0.151);
+    f = find(r, 16, "data_loading", &all);
+    assert_non_null(f);
+    assert_string_equal(severity(f), "warning");
+    assert_true(ev(f, "data_loading_time_ratio") == 0.151);
+    assert_true(ev(f, "from") == 10.0 && ev(f, "to") == 110.0);
+    assert_true(advice_has(f, "dataloader_num_workers to about 8 (half of 16 cores"));
+    assert_true(advice_has(f, "prefetch_factor"));
+    assert_true(advice_has(f, "2-4"));
+    assert_true(advice_has(f, "pin_memory=True"));
+    set(r, "data_loading_time_ratio", 0.30);
+    assert_string_equal(severity(find(r, 16, "data_loading", &all)), "warning");
+    set(r, "data_loading_time_ratio", 0.31);
+    f = find(r, 0, "data_loading", &all);
+    assert_string_equal(severity(f), "critical");
+    assert_true(advice_has(f, "about half the CPU cores"));
+    set(r, "data_loading_time_ratio", NAN);
+    assert_null(find(r, 16, "data_loading", &all));
+    json_decref(all);
+    json_decref(r);
+}
+
+static void communication(void **state)
+{
+    json_t *r = base(), *all = NULL, *f;
+    (void)state;
+
+    set(r, "communication_time_ratio", 0.05);
+    assert_null(find(r, 8, "communication", &all));
+    set(r, "communication_time_ratio", 0.051);
+    f = find(r, 8, "communication", &all);
+    assert_non_null(f);
+    assert_true(ev(f, "communication_time_ratio") == 0.051);
+    assert_true(advice_has(f, "NCCL_IB_DISABLE"));
+    assert_true(advice_has(f, "ddp_find_unused_parameters False"));
+    json_decref(all);
+    json_decref(r);
+}
+
+static void low_utilization(void **state)
+{
+    json_t *r = base(), *all = NULL, *f, *g;
+    (void)state;
+
+    set(r, "gpu_avg_utilization_percent", 29.9);
+    set(r, "train_runtime", 60);
+    f = find(r, 8, "low_utilization", &all);
+    assert_non_null(f);
+    assert_true(ev(f, "gpu_avg_utilization_percent") == 29.9);
+    assert_true(advice_has(f, "FlashAttention-2"));
+    set(r, "gpu_avg_utilization_percent", 30);
+    assert_null(find(r, 8, "low_utilization", &all));
+    set(r, "gpu_avg_utilization_percent", 29.9);
+    set(r, "train_runtime", 59.9);
+    assert_null(find(r, 8, "low_utilization", &all));
+    set(r, "gpu_avg_utilization_percent", NAN);
+    set(r, "train_runtime", 600);
+    assert_null(find(r, 8, "low_utilization", &all));
+    /* an idle period on GPU 3 is enough, whatever the average */
+    set(r, "gpu_avg_utilization_percent", 80);
+    g = gpu(3, 80, NAN, NAN);
+    json_array_append_new(json_object_get(g, "idle_periods"),
+                          json_pack("{s:f, s:f, s:f}", "from", 20.0, "to", 45.0, "seconds", 25.0));
+    json_array_append_new(json_object_get(r, "gpus"), g);
+    f = find(r, 8, "low_utilization", &all);
+    assert_non_null(f);
+    assert_true(ev(f, "idle_seconds") == 25.0);
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_array_get(json_object_get(json_object_get(f, "evidence"), "idle"),
+                                        0), "index")), 3);
+    json_decref(all);
+    json_decref(r);
+}
+
+static void memory_fragmentation(void **state)
+{
+    json_t *r = base(), *all = NULL, *f;
+    json_t *al;
+    (void)state;
+
+    json_array_append_new(json_object_get(r, "gpus"), gpu(1, 49, 72 * GIB, 80 * GIB));
+    set(r, "gpu_avg_utilization_percent", 49);
+    f = find(r, 8, "memory_fragmentation", &all); /* 72/80 = 0.90 exactly */
+    assert_non_null(f);
+    assert_true(ev(f, "memory_peak_fraction") == 0.9);
+    assert_int_equal(json_integer_value(json_array_get(
+                         json_object_get(json_object_get(f, "evidence"), "gpus"), 0)), 1);
+    assert_true(advice_has(f, "--flash_attn True"));
+    assert_true(advice_has(f, "--use_cache False"));
+    assert_true(advice_has(f, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
+    set(r, "gpu_avg_utilization_percent", 50);
+    assert_null(find(r, 8, "memory_fragmentation", &all));
+    set(r, "gpu_avg_utilization_percent", 10);
+    json_array_clear(json_object_get(r, "gpus"));
+    json_array_append_new(json_object_get(r, "gpus"), gpu(1, 10, 71 * GIB, 80 * GIB));
+    assert_null(find(r, 8, "memory_fragmentation", &all));
+    /* the allocator gap: 4 of 10 GiB reserved is 0.40 */
+    set(r, "gpu_avg_utilization_percent", 60);
+    al = json_object_get(r, "allocator");
+    set(al, "peak_reserved_gb", 10);
+    set(al, "fragmentation_gap_gb", 4);
+    f = find(r, 8, "memory_fragmentation", &all);
+    assert_non_null(f);
+    assert_true(ev(f, "fragmentation_gap_gb") == 4.0);
+    set(al, "fragmentation_gap_gb", 3.9);
+    assert_null(find(r, 8, "memory_fragmentation", &all));
+    set(al, "peak_reserved_gb", 2); /* 0.9 of 2 GiB: a large fraction but under 1 GiB */
+    set(al, "fragmentation_gap_gb", 0.9);
+    assert_null(find(r, 8, "memory_fragmentation", &all));
+    json_decref(all);
+    json_decref(r);
+}
+
+static void imbalance(void **state)
+{
+    json_t *r = base(), *all = NULL, *f, *gpus = json_object_get(r, "gpus");
+    (void)state;
+
+    json_array_append_new(gpus, gpu(0, 90, NAN, NAN));
+    assert_null(find(r, 8, "imbalance", &all)); /* one GPU: nothing to compare */
+    json_array_append_new(gpus, gpu(1, 59.9, NAN, NAN));
+    f = find(r, 8, "imbalance", &all);
+    assert_non_null(f);
+    assert_true(fabs(ev(f, "utilization_spread_points") - 30.1) < 1e-9);
+    assert_true(advice_has(f, "device_map=\"auto\""));
+    assert_true(advice_has(f, "ZeRO-3"));
+    assert_true(advice_has(f, "FSDP"));
+    json_array_set_new(gpus, 1, gpu(1, 60, NAN, NAN));
+    assert_null(find(r, 8, "imbalance", &all));
+    json_array_clear(gpus);
+    json_array_append_new(gpus, gpu(0, 80, 100 * GIB, NAN));
+    json_array_append_new(gpus, gpu(1, 80, 59 * GIB, NAN));
+    f = find(r, 8, "imbalance", &all);
+    assert_non_null(f);
+    assert_true(fabs(ev(f, "memory_spread_fraction") - 0.41) < 1e-9);
+    json_array_set_new(gpus, 1, gpu(1, 80, 60 * GIB, NAN));
+    assert_null(find(r, 8, "imbalance", &all));
+    json_decref(all);
+    json_decref(r);
+}
+
+static void throttling(void **state)
+{
+    json_t *r = base(), *all = NULL, *f, *g = gpu(2, 60, NAN, NAN);
+    json_t *thr = json_object_get(g, "throttled_seconds");
+    (void)state;
+
+    json_array_append_new(json_object_get(r, "gpus"), g);
+    set(thr, "hw_thermal", 0);
+    set(thr, "sync_boost", 100); /* not thermal/power */
+    assert_null(find(r, 8, "throttling", &all));
+    set(thr, "hw_thermal", 0.5);
+    f = find(r, 8, "throttling", &all);
+    assert_non_null(f);
+    assert_true(ev(f, "throttled_seconds") == 0.5);
+    assert_int_equal(json_integer_value(json_array_get(
+                         json_object_get(json_object_get(f, "evidence"), "gpus"), 0)), 2);
+    assert_non_null(strstr(json_string_value(json_object_get(f, "title")), "GPU 2"));
+    assert_true(advice_has(f, "cooling"));
+    assert_false(advice_has(f, "power limit"));
+    set(thr, "hw_thermal", 0);
+    set(thr, "sw_power_cap", 12);
+    f = find(r, 8, "throttling", &all);
+    assert_true(advice_has(f, "power limit"));
+    assert_false(advice_has(f, "cooling"));
+    json_decref(all);
+    json_decref(r);
+}
+
+static void healthy(void **state)
+{
+    json_t *r = base(), *all = NULL, *f;
+    (void)state;
+
+    set(r, "gpu_avg_utilization_percent", 85);
+    set(r, "data_loading_time_ratio", 0.04);
+    set(r, "communication_time_ratio", 0.02);
+    f = find(r, 8, "healthy", &all);
+    assert_non_null(f);
+    assert_string_equal(severity(f), "info");
+    set(r, "gpu_avg_utilization_percent", 90);
+    assert_non_null(find(r, 8, "healthy", &all));
+    set(r, "gpu_avg_utilization_percent", 90.1);
+    assert_null(find(r, 8, "healthy", &all));
+    set(r, "gpu_avg_utilization_percent", 79.9);
+    assert_null(find(r, 8, "healthy", &all));
+    set(r, "gpu_avg_utilization_percent", 80);
+    assert_non_null(find(r, 8, "healthy", &all));
+    set(r, "data_loading_time_ratio", 0.05);
+    assert_null(find(r, 8, "healthy", &all));
+    set(r, "data_loading_time_ratio", 0.04);
+    set(r, "communication_time_ratio", 0.03);
+    assert_null(find(r, 8, "healthy", &all));
+    set(r, "communication_time_ratio", NAN); /* single rank: no communication to measure */
+    assert_non_null(find(r, 8, "healthy", &all));
+    json_object_set_new(r, "ranks", json_integer(2));
+    assert_null(find(r, 8, "healthy", &all));
+    json_decref(all);
+    json_decref(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(base_is_quiet),
+        cmocka_unit_test(data_loading),
+        cmocka_unit_test(communication),
+        cmocka_unit_test(low_utilization),
+        cmocka_unit_test(memory_fragmentation),
+        cmocka_unit_test(imbalance),
+        cmocka_unit_test(throttling),
+        cmocka_unit_test(healthy),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

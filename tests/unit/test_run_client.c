@@ -1,0 +1,329 @@
+/*
+ * Unit tests of the in-process run API (src/run/client.c, include/gpuscope/gs_run.h): config
+ * errors; steps aggregated into the report gs_run_finish returns and writes; the receiver path
+ * end to end through the real receiver (src/run/receiver.c): hello, every step and the end
+ * arrive in order with our pid from SO_PEERCRED; a receiver that never reads does not block
+ * gs_run_step and finish gives it up; the sampler thread on nvml-sim attributes only the GPU
+ * where this process runs; API misuse (NULLs, step after finish, finish twice). Threads and
+ * teardown also run under the sanitizer build.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "gpuscope/gs_run.h"
+#include "run/receiver.h"
+
+#define MAXREC 64
+
+static double now_mono(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static struct gs_step_rec mkrec(uint64_t step, double fwd_ms)
+{
+    struct gs_step_rec r = {.version = GS_STEP_REC_VERSION, .step = step, .samples = 4,
+                            .device = -1};
+
+    r.t_begin = 1700000000.0 + (double)step;
+    r.t_end = r.t_begin + 0.01;
+    for (int i = 0; i < GS_PH_N; i++)
+        r.ms[i] = NAN;
+    r.ms[GS_PH_DATA] = 1.0;
+    r.ms[GS_PH_FORWARD] = fwd_ms;
+    r.ms[GS_PH_STEP] = 10.0;
+    return r;
+}
+
+static json_t *finish_json(struct gs_run *run, const char *end)
+{
+    char err[256] = "";
+    char *text = gs_run_finish(run, end, err, sizeof err);
+    json_t *rep;
+
+    assert_non_null(text);
+    rep = json_loads(text, 0, NULL);
+    gs_free(text);
+    assert_non_null(rep);
+    return rep;
+}
+
+static void test_config_errors(void **state)
+{
+    static const char *bad[][2] = {
+        {"{", "config"},
+        {"{\"nvml\": \"yes\"}", "nvml"},
+        {"{\"rank\": 70000}", "rank"},
+        {"{\"devices\": [0, -1]}", "devices[1]"},
+        {"{\"sample_interval_s\": \"1\"}", "sample_interval_s"},
+        {"{\"run_name\": 3}", "run_name"},
+        {"[]", "object"},
+    };
+    char err[256];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        assert_null(gs_run_open(bad[i][0], err, sizeof err));
+        assert_non_null(strstr(err, bad[i][1]));
+    }
+}
+
+static void test_in_process_report(void **state)
+{
+    char dir[] = "/tmp/gs-client-XXXXXX", path[128], err[256] = "";
+    struct gs_run *run;
+    json_t *rep, *file;
+    const double fwd[] = {2, 4, 6, 8};
+
+    (void)state;
+    setenv("GPUSCOPE_AGENT_SOCKET", "/nonexistent/agent.sock", 1);
+    unsetenv("GPUSCOPE_RUN_SOCKET");
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "{\"output_dir\": \"%s\", \"nvml\": \"off\", "
+                                "\"run_name\": \"unit\"}", dir);
+    run = gs_run_open(path, err, sizeof err);
+    assert_non_null(run);
+    for (int i = 0; i < 4; i++) {
+        struct gs_step_rec r = mkrec((uint64_t)i + 1, fwd[i]);
+        assert_int_equal(gs_run_step(run, &r), 0);
+    }
+    rep = finish_json(run, "{\"train_runtime\": 4.0, \"train_samples\": 16}");
+    assert_int_equal(json_integer_value(json_object_get(rep, "steps")), 4);
+    assert_true(fabs(json_real_value(json_object_get(
+                    json_object_get(json_object_get(rep, "phases"), "forward"), "mean_ms")) -
+                5.0) < 1e-6);
+    assert_true(fabs(json_number_value(json_object_get(rep, "train_samples_per_second")) - 4.0) <
+                1e-9);
+    assert_true(fabs(json_number_value(json_object_get(rep, "data_loading_time_ratio")) -
+                     4.0 / 44.0) < 1e-9);
+    snprintf(path, sizeof path, "%s/metrics_report.json", dir);
+    file = json_load_file(path, 0, NULL);
+    assert_non_null(file);
+    assert_int_equal(json_integer_value(json_object_get(file, "steps")), 4);
+    json_decref(file);
+    json_decref(rep);
+    gs_run_close(run);
+    unlink(path);
+    rmdir(dir);
+}
+
+struct seen {
+    pthread_mutex_t lock;
+    unsigned n;
+    enum gs_record_type type[MAXREC];
+    uint64_t step[MAXREC];
+    double fwd[MAXREC];
+    pid_t pid;
+    char run[GS_RECORD_STR];
+    double end_runtime;
+};
+
+static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_record *rec)
+{
+    struct seen *s = ctx;
+
+    pthread_mutex_lock(&s->lock);
+    if (s->n < MAXREC) {
+        s->type[s->n] = rec->type;
+        if (rec->type == GS_REC_STEP) {
+            s->step[s->n] = rec->u.step.step;
+            s->fwd[s->n] = rec->u.step.ms[GS_PH_FORWARD];
+        } else if (rec->type == GS_REC_HELLO) {
+            snprintf(s->run, sizeof s->run, "%s", rec->u.hello.run);
+        } else {
+            s->end_runtime = rec->u.end.train_runtime;
+        }
+    }
+    s->pid = peer->pid;
+    s->n++;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void test_receiver_path(void **state)
+{
+    char dir[] = "/tmp/gs-client-XXXXXX", sock[128], err[256] = "";
+    static struct seen seen = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    struct gs_receiver_cb cb = {.ctx = &seen, .on_record = on_record};
+    struct gs_receiver *rx = NULL;
+    struct gs_run *run;
+    json_t *rep;
+    double t0;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(sock, sizeof sock, "%s/run.sock", dir);
+    assert_int_equal(gs_receiver_start(&rx, sock, 0600, &cb, err, sizeof err), 0);
+    setenv("GPUSCOPE_RUN_SOCKET", sock, 1);
+    run = gs_run_open("{\"run_name\": \"rx\", \"nvml\": \"auto\"}", err, sizeof err);
+    unsetenv("GPUSCOPE_RUN_SOCKET");
+    assert_non_null(run);
+    for (int i = 1; i <= 5; i++) {
+        struct gs_step_rec r = mkrec((uint64_t)i, 1.5 * i);
+        assert_int_equal(gs_run_step(run, &r), 0);
+    }
+    rep = finish_json(run, "{\"train_runtime\": 7.25}");
+    assert_int_equal(json_integer_value(json_object_get(rep, "steps")), 5);
+    /* with a receiver there is no in-process sampling */
+    assert_int_equal(json_array_size(json_object_get(rep, "gpus")), 0);
+    json_decref(rep);
+    gs_run_close(run);
+    t0 = now_mono();
+    for (;;) { /* the receiver thread may still be reading */
+        pthread_mutex_lock(&seen.lock);
+        unsigned n = seen.n;
+        pthread_mutex_unlock(&seen.lock);
+        if (n >= 7 || now_mono() - t0 > 5)
+            break;
+        usleep(10000);
+    }
+    gs_receiver_stop(rx);
+    assert_int_equal(seen.n, 7);
+    assert_int_equal(seen.type[0], GS_REC_HELLO);
+    assert_string_equal(seen.run, "rx");
+    for (int i = 1; i <= 5; i++) {
+        assert_int_equal(seen.type[i], GS_REC_STEP);
+        assert_int_equal(seen.step[i], (uint64_t)i);
+        assert_true(fabs(seen.fwd[i] - 1.5 * i) < 1e-12);
+    }
+    assert_int_equal(seen.type[6], GS_REC_END);
+    assert_true(fabs(seen.end_runtime - 7.25) < 1e-12);
+    assert_int_equal(seen.pid, getpid());
+    rmdir(dir);
+}
+
+static void test_stuck_receiver_never_blocks(void **state)
+{
+    char dir[] = "/tmp/gs-client-XXXXXX", cfg[256], err[256] = "";
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct gs_run *run;
+    double worst = 0, t0;
+    json_t *rep;
+    int lfd;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s/stuck.sock", dir);
+    lfd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    assert_true(lfd >= 0);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(lfd, 4), 0); /* never accepted, never read */
+    snprintf(cfg, sizeof cfg, "{\"socket\": \"%s\", \"nvml\": \"off\"}", sa.sun_path);
+    run = gs_run_open(cfg, err, sizeof err);
+    assert_non_null(run);
+    for (int i = 1; i <= 10000; i++) {
+        struct gs_step_rec r = mkrec((uint64_t)i, 1.0);
+        double a = now_mono();
+        assert_int_equal(gs_run_step(run, &r), 0);
+        if (now_mono() - a > worst)
+            worst = now_mono() - a;
+    }
+    assert_true(worst < 0.05);
+    t0 = now_mono();
+    rep = finish_json(run, NULL);
+    assert_true(now_mono() - t0 < 4.0);
+    assert_int_equal(json_integer_value(json_object_get(rep, "steps")), 10000);
+    json_decref(rep);
+    gs_run_close(run);
+    close(lfd);
+    unlink(sa.sun_path);
+    rmdir(dir);
+}
+
+static void test_sampler_on_sim(void **state)
+{
+    const char *sim = getenv("GPUSCOPE_SIM_LIB"), *src = getenv("GPUSCOPE_SOURCE_ROOT");
+    char scen[512], err[256] = "";
+    struct gs_run *run;
+    json_t *rep, *gpus;
+    struct gs_step_rec r = mkrec(1, 1.0);
+
+    (void)state;
+    if (!sim || !src) {
+        skip();
+        return;
+    }
+    snprintf(scen, sizeof scen, "%s/tests/python/scenarios/self-on-gpu1.json", src);
+    setenv("GPUSCOPE_NVML_LIBRARY", sim, 1);
+    setenv("NVML_SIM_SCENARIO", scen, 1);
+    unsetenv("NVML_SIM_TIME");
+    unsetenv("GPUSCOPE_RUN_SOCKET");
+    setenv("GPUSCOPE_AGENT_SOCKET", "/nonexistent/agent.sock", 1);
+    run = gs_run_open("{\"sample_interval_s\": 0.02}", err, sizeof err);
+    assert_non_null(run);
+    assert_int_equal(gs_run_step(run, &r), 0);
+    usleep(150000);
+    rep = finish_json(run, NULL);
+    gpus = json_object_get(rep, "gpus");
+    assert_int_equal(json_array_size(gpus), 1);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(gpus, 0), "index")), 1);
+    assert_true(fabs(json_number_value(json_object_get(json_array_get(gpus, 0),
+                                                       "utilization_avg_percent")) - 73.0) < 1e-6);
+    assert_true(json_integer_value(json_object_get(json_array_get(gpus, 0), "samples")) >= 3);
+    json_decref(rep);
+    gs_run_close(run);
+    unsetenv("NVML_SIM_SCENARIO");
+}
+
+static void test_misuse(void **state)
+{
+    char err[256] = "";
+    struct gs_run *run;
+    struct gs_step_rec r = mkrec(1, 1.0), bad = r;
+    json_t *rep;
+
+    (void)state;
+    gs_run_close(NULL);
+    gs_free(NULL);
+    assert_int_equal(gs_run_step(NULL, &r), -1);
+    assert_null(gs_run_finish(NULL, NULL, err, sizeof err));
+    run = gs_run_open(NULL, err, sizeof err); /* all defaults; no receiver here */
+    assert_non_null(run);
+    assert_int_equal(gs_run_step(run, NULL), -1);
+    bad.version = 0;
+    assert_int_equal(gs_run_step(run, &bad), -1);
+    assert_null(gs_run_finish(run, "{not json", err, sizeof err));
+    assert_int_equal(gs_run_step(run, &r), 0);
+    rep = finish_json(run, "{}");
+    json_decref(rep);
+    assert_int_equal(gs_run_step(run, &r), -1); /* after finish */
+    rep = finish_json(run, "{}");               /* a second finish re-reports */
+    assert_int_equal(json_integer_value(json_object_get(rep, "steps")), 1);
+    json_decref(rep);
+    gs_run_close(run);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_in_process_report),
+        cmocka_unit_test(test_receiver_path),
+        cmocka_unit_test(test_stuck_receiver_never_blocks),
+        cmocka_unit_test(test_sampler_on_sim),
+        cmocka_unit_test(test_misuse),
+    };
+    signal(SIGPIPE, SIG_IGN);
+    setenv("GPUSCOPE_AGENT_SOCKET", "/nonexistent/agent.sock", 1);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

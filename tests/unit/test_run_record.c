@@ -1,0 +1,293 @@
+/*
+ * Unit tests for the step-record wire format (src/run/record.c): valid records parse into the
+ * exact values, absent fields stay unknown, every validation rule refuses and names the field,
+ * and encode -> parse round-trips.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "run/record.h"
+
+static int parse(const char *s, struct gs_record *r, char *err)
+{
+    return gs_record_parse(s, strlen(s), r, err, 256);
+}
+
+/* Asserts that s is refused with an error containing want. */
+static void refused(const char *s, const char *want)
+{
+    struct gs_record r;
+    char err[256] = "";
+
+    if (parse(s, &r, err) != -1 || !strstr(err, want)) {
+        print_error("input %s\n  error \"%s\", wanted \"%s\"\n", s, err, want);
+        fail();
+    }
+}
+
+static void phase_names_and_schema(void **state)
+{
+    (void)state;
+    assert_string_equal(gs_phase_name(GS_PH_DATA), "data");
+    assert_string_equal(gs_phase_name(GS_PH_FORWARD), "forward");
+    assert_string_equal(gs_phase_name(GS_PH_BACKWARD), "backward");
+    assert_string_equal(gs_phase_name(GS_PH_OPTIMIZER), "optimizer_step");
+    assert_string_equal(gs_phase_name(GS_PH_COMM), "communication");
+    assert_string_equal(gs_phase_name(GS_PH_STEP), "total_step");
+    assert_null(gs_phase_name(GS_PH_N));
+    assert_null(gs_phase_name(-1));
+    assert_string_equal(gs_run_report_schema(), "1.0");
+}
+
+static void step_parses_exactly(void **state)
+{
+    const char *s = "{\"v\":1,\"type\":\"step\",\"step\":100,\"t0\":1764430000.125,"
+                    "\"t1\":1764430000.357,\"rank\":1,\"device\":3,\"samples\":8,"
+                    "\"cuda_events\":true,\"ms\":{\"data\":3.1,\"forward\":124.3,"
+                    "\"backward\":89.7,\"optimizer_step\":15.2,\"communication\":4,"
+                    "\"total_step\":232.1},\"mem\":{\"allocated\":1000,\"reserved\":2000,"
+                    "\"peak_allocated\":3000,\"peak_reserved\":4000,\"total\":80000},"
+                    "\"future_field\":{\"x\":[1,2]}}";
+    struct gs_record r;
+    char err[256] = "";
+    (void)state;
+
+    assert_int_equal(parse(s, &r, err), 0);
+    assert_int_equal(r.type, GS_REC_STEP);
+    assert_int_equal(r.u.step.version, GS_STEP_REC_VERSION);
+    assert_int_equal(r.u.step.step, 100);
+    assert_true(r.u.step.t_begin == 1764430000.125);
+    assert_true(r.u.step.t_end == 1764430000.357);
+    assert_int_equal(r.u.step.rank, 1);
+    assert_int_equal(r.u.step.device, 3);
+    assert_int_equal(r.u.step.samples, 8);
+    assert_int_equal(r.u.step.flags, GS_STEP_CUDA_EVENTS);
+    assert_true(r.u.step.ms[GS_PH_DATA] == 3.1);
+    assert_true(r.u.step.ms[GS_PH_FORWARD] == 124.3);
+    assert_true(r.u.step.ms[GS_PH_BACKWARD] == 89.7);
+    assert_true(r.u.step.ms[GS_PH_OPTIMIZER] == 15.2);
+    assert_true(r.u.step.ms[GS_PH_COMM] == 4.0);
+    assert_true(r.u.step.ms[GS_PH_STEP] == 232.1);
+    assert_int_equal(r.u.step.mem_allocated, 1000);
+    assert_int_equal(r.u.step.mem_reserved, 2000);
+    assert_int_equal(r.u.step.mem_peak_allocated, 3000);
+    assert_int_equal(r.u.step.mem_peak_reserved, 4000);
+    assert_int_equal(r.u.step.mem_total, 80000);
+}
+
+static void absent_stays_unknown(void **state)
+{
+    struct gs_record r;
+    char err[256] = "";
+    (void)state;
+
+    assert_int_equal(parse("{\"v\":1,\"type\":\"step\",\"step\":0,\"t0\":5,\"t1\":5,"
+                           "\"ms\":{\"forward\":null}}", &r, err), 0);
+    for (int p = 0; p < GS_PH_N; p++)
+        assert_true(isnan(r.u.step.ms[p]));
+    assert_int_equal(r.u.step.rank, 0);
+    assert_int_equal(r.u.step.device, -1);
+    assert_int_equal(r.u.step.samples, 0);
+    assert_int_equal(r.u.step.flags, 0);
+    assert_int_equal(r.u.step.mem_total, 0);
+
+    assert_int_equal(parse("{\"type\":\"end\",\"v\":1}", &r, err), 0);
+    assert_int_equal(r.type, GS_REC_END);
+    assert_true(isnan(r.u.end.train_runtime) && isnan(r.u.end.train_samples) &&
+                isnan(r.u.end.train_steps) && isnan(r.u.end.train_loss));
+
+    assert_int_equal(parse("{\"v\":1,\"type\":\"hello\"}", &r, err), 0);
+    assert_int_equal(r.type, GS_REC_HELLO);
+    assert_int_equal(r.u.hello.pid, -1);
+    assert_int_equal(r.u.hello.rank, -1);
+    assert_int_equal(r.u.hello.world_size, -1);
+    assert_int_equal(r.u.hello.logging_steps, -1);
+    assert_int_equal(r.u.hello.n_devices, 0);
+    assert_string_equal(r.u.hello.run, "");
+}
+
+static void hello_and_end_parse(void **state)
+{
+    struct gs_record r;
+    char err[256] = "";
+    (void)state;
+
+    assert_int_equal(parse("{\"v\":1,\"type\":\"hello\",\"run\":\"qwen-sft\",\"pid\":123,"
+                           "\"rank\":0,\"world_size\":2,\"local_rank\":0,\"framework\":\"hf\","
+                           "\"devices\":[0,1],\"logging_steps\":10,\"output_dir\":\"/o\"}",
+                           &r, err), 0);
+    assert_string_equal(r.u.hello.run, "qwen-sft");
+    assert_string_equal(r.u.hello.framework, "hf");
+    assert_string_equal(r.u.hello.output_dir, "/o");
+    assert_int_equal(r.u.hello.pid, 123);
+    assert_int_equal(r.u.hello.world_size, 2);
+    assert_int_equal(r.u.hello.n_devices, 2);
+    assert_int_equal(r.u.hello.devices[1], 1);
+    assert_int_equal(r.u.hello.logging_steps, 10);
+
+    assert_int_equal(parse("{\"v\":1,\"type\":\"end\",\"train_runtime\":3624.5,"
+                           "\"train_samples\":10296,\"train_steps\":997,\"train_loss\":-1.23}",
+                           &r, err), 0);
+    assert_true(r.u.end.train_runtime == 3624.5);
+    assert_true(r.u.end.train_samples == 10296);
+    assert_true(r.u.end.train_steps == 997);
+    assert_true(r.u.end.train_loss == -1.23);
+}
+
+static void invalid_records_name_the_field(void **state)
+{
+    char big[GS_RECORD_MAX + 64], name[300], devs[400];
+    (void)state;
+
+    refused("", "empty");
+    refused("garbage", "invalid JSON");
+    refused("[1,2]", "not a JSON object");
+    refused("{\"type\":\"step\"}", "v: missing");
+    refused("{\"v\":\"1\",\"type\":\"step\"}", "v: not an integer");
+    refused("{\"v\":2,\"type\":\"step\"}", "unsupported record version 2");
+    refused("{\"v\":1}", "type: missing");
+    refused("{\"v\":1,\"type\":7}", "type: not a string");
+    refused("{\"v\":1,\"type\":\"stop\"}", "type: unknown");
+    refused("{\"v\":1,\"type\":\"step\",\"t0\":1,\"t1\":2}", "step.step: missing");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t1\":2}", "step.t0: missing");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1}", "step.t1: missing");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":3,\"t1\":2}", "step.t1: before t0");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":-1,\"t0\":1,\"t1\":2}", "step.step: -1 out of");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":9007199254740993,\"t0\":1,\"t1\":2}",
+            "step.step:");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1.5,\"t0\":1,\"t1\":2}",
+            "step.step: not an integer");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":\"x\",\"t1\":2}",
+            "step.t0: not a number");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"ms\":{\"forward\":\"x\"}}",
+            "step.ms.forward: not a number");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"ms\":{\"data\":-0.5}}",
+            "step.ms.data: -0.5 out of range");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,"
+            "\"ms\":{\"total_step\":10000001}}", "step.ms.total_step:");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"ms\":[1]}",
+            "step.ms: not an object");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"ms\":{\"data\":1e999}}",
+            "invalid JSON"); /* jansson refuses the overflow: never a non-finite number */
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"rank\":70000}",
+            "step.rank: 70000 out of range");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"rank\":-1}",
+            "step.rank: negative");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"device\":-2}",
+            "step.device:");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"cuda_events\":1}",
+            "step.cuda_events: not a boolean");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"mem\":{\"total\":1.5}}",
+            "step.mem.total: not an integer");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"mem\":{\"peak_reserved\":-4}}",
+            "step.mem.peak_reserved:");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"mem\":5}",
+            "step.mem: not an object");
+    refused("{\"v\":1,\"type\":\"end\",\"train_runtime\":-1}", "end.train_runtime:");
+    refused("{\"v\":1,\"type\":\"end\",\"train_loss\":\"low\"}", "end.train_loss: not a number");
+    refused("{\"v\":1,\"type\":\"hello\",\"run\":5}", "hello.run: not a string");
+    refused("{\"v\":1,\"type\":\"hello\",\"run\":\"a\\u0000b\"}", "invalid JSON");
+    refused("{\"v\":1,\"type\":\"hello\",\"framework\":\"0123456789012345678901234567890123\"}",
+            "hello.framework: longer than 31");
+    memset(name, 'x', sizeof name);
+    snprintf(name, sizeof name, "{\"v\":1,\"type\":\"hello\",\"run\":\"%0256d\"}", 0);
+    refused(name, "hello.run: longer than 255");
+    refused("{\"v\":1,\"type\":\"hello\",\"world_size\":65536}", "hello.world_size:");
+    refused("{\"v\":1,\"type\":\"hello\",\"devices\":{}}", "hello.devices: not an array");
+    refused("{\"v\":1,\"type\":\"hello\",\"devices\":[0,\"1\"]}",
+            "hello.devices[1]: not an integer");
+    strcpy(devs, "{\"v\":1,\"type\":\"hello\",\"devices\":[0");
+    for (int i = 1; i < 65; i++)
+        strcat(devs, ",1");
+    strcat(devs, "]}");
+    refused(devs, "hello.devices: more than 64");
+    refused("{\"v\":1,\"v\":1,\"type\":\"end\"}", "invalid JSON"); /* duplicate key */
+    refused("{\"v\":1,\"type\":\"end\",\"x\":[[[[[[[[[[1]]]]]]]]]]}", "nested deeper");
+    memset(big, ' ', sizeof big);
+    memcpy(big, "{\"v\":1,\"type\":\"end\"}", 20);
+    big[sizeof big - 1] = '\0';
+    refused(big, "more than 8192");
+}
+
+static void never_reads_past_len(void **state)
+{
+    const char *s = "{\"v\":1,\"type\":\"end\"}GARBAGE";
+    struct gs_record r;
+    char err[256];
+    (void)state;
+
+    assert_int_equal(gs_record_parse(s, 20, &r, err, sizeof err), 0);
+    assert_int_equal(gs_record_parse(s, 19, &r, err, sizeof err), -1);
+    /* a string quote left open must not make the depth scan run on */
+    assert_int_equal(gs_record_parse("{\"v\":1,\"type\":\"\\", 17, &r, err, sizeof err), -1);
+}
+
+static void round_trip(const struct gs_record *in)
+{
+    char buf[GS_RECORD_MAX + 1], err[256] = "";
+    struct gs_record out;
+    int n = gs_record_encode(in, buf, sizeof buf);
+
+    assert_true(n > 0);
+    assert_int_equal((size_t)n, strlen(buf));
+    if (gs_record_parse(buf, (size_t)n, &out, err, sizeof err) != 0)
+        fail_msg("reparse of %s: %s", buf, err);
+    assert_true(gs_record_equal(in, &out));
+}
+
+static void encode_round_trips(void **state)
+{
+    struct gs_record r;
+    char err[256], small[16];
+    (void)state;
+
+    memset(&r, 0, sizeof r);
+    r.type = GS_REC_STEP;
+    r.u.step.version = GS_STEP_REC_VERSION;
+    r.u.step.flags = GS_STEP_CUDA_EVENTS;
+    r.u.step.step = 9007199254740992ULL;
+    r.u.step.t_begin = 1764430000.1234567;
+    r.u.step.t_end = 1764430000.9876543;
+    for (int p = 0; p < GS_PH_N; p++)
+        r.u.step.ms[p] = p == GS_PH_COMM ? NAN : 0.1 * (p + 1) + 1e-9;
+    r.u.step.samples = 8;
+    r.u.step.rank = 3;
+    r.u.step.device = 7;
+    r.u.step.mem_allocated = 123456789012ULL;
+    r.u.step.mem_peak_reserved = 1;
+    r.u.step.mem_total = 85899345920ULL;
+    round_trip(&r);
+    r.u.step.device = -1;
+    r.u.step.flags = 0;
+    round_trip(&r);
+
+    assert_int_equal(parse("{\"v\":1,\"type\":\"hello\",\"run\":\"r \\\"q\\\" \\u00e9\",\"pid\":1,"
+                           "\"rank\":-1,\"devices\":[-1,65535],\"logging_steps\":0}", &r, err), 0);
+    round_trip(&r);
+    assert_int_equal(parse("{\"v\":1,\"type\":\"end\",\"train_loss\":1e-300,"
+                           "\"train_runtime\":0.1}", &r, err), 0);
+    round_trip(&r);
+    assert_int_equal(gs_record_encode(&r, small, sizeof small), -1);
+    r.type = (enum gs_record_type)9;
+    assert_int_equal(gs_record_encode(&r, small, sizeof small), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(phase_names_and_schema),
+        cmocka_unit_test(step_parses_exactly),
+        cmocka_unit_test(absent_stays_unknown),
+        cmocka_unit_test(hello_and_end_parse),
+        cmocka_unit_test(invalid_records_name_the_field),
+        cmocka_unit_test(never_reads_past_len),
+        cmocka_unit_test(encode_round_trips),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

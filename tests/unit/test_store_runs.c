@@ -1,0 +1,234 @@
+/*
+ * Unit tests of the history store's runs (schema v2, src/store/history.c): a run row and its
+ * step rows as `gpuscope run` writes them, absent values stored as NULL, a v1 file migrated to
+ * v2 with its samples kept, steps flushed without any snapshot, and the step buffer's cap.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "gpuscope/gs_err.h"
+#include "gpuscope/gs_model.h"
+#include "gpuscope/gs_run.h"
+#include "store/history.h"
+
+struct fx {
+    char dir[64];
+    char path[128];
+};
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+
+    snprintf(f->dir, sizeof f->dir, "/tmp/gs-store-runs-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->path, sizeof f->path, "%s/h.db", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    char p[160];
+    static const char *const sfx[] = {"", "-wal", "-shm"};
+
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s%s", f->path, sfx[i]);
+        unlink(p);
+    }
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+/* A scalar from the file, through a separate connection (as a user's sqlite3 shell). */
+static double sql_num(const char *path, const char *sql, int *is_null)
+{
+    sqlite3 *db;
+    sqlite3_stmt *s;
+    double v = NAN;
+
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    if (is_null)
+        *is_null = sqlite3_column_type(s, 0) == SQLITE_NULL;
+    v = sqlite3_column_double(s, 0);
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return v;
+}
+
+static void fill_step(struct gs_step_rec *r, uint64_t step)
+{
+    memset(r, 0, sizeof *r);
+    r->version = GS_STEP_REC_VERSION;
+    r->step = step;
+    r->t_begin = 1764430000.0 + (double)step;
+    r->t_end = r->t_begin + 0.25;
+    for (int p = 0; p < GS_PH_N; p++)
+        r->ms[p] = 10.0 * (p + 1);
+    r->samples = 8;
+    r->rank = 1;
+    r->device = 3;
+    r->flags = GS_STEP_CUDA_EVENTS;
+    r->mem_allocated = 1000;
+    r->mem_peak_reserved = 4000;
+}
+
+static void test_run_and_steps(void **state)
+{
+    struct fx *f = *state;
+    struct gs_store *st = NULL;
+    struct gs_store_run run = {.name = "sft",
+                               .source = "gpuscope-run",
+                               .command = "python3 train.py",
+                               .hostname = "node1",
+                               .start_time = 1764430000.5};
+    struct gs_step_rec r;
+    struct gs_err err;
+    int64_t id = 0;
+    int isnull = 0;
+
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &id, &err), GS_OK);
+    assert_true(id > 0);
+    fill_step(&r, 1);
+    assert_int_equal(gs_store_run_step(st, id, &r, 4242, 1000, &err), GS_OK);
+    fill_step(&r, 2);
+    r.ms[GS_PH_COMM] = NAN; /* not measured */
+    r.samples = 0;          /* unknown */
+    r.flags = 0;
+    assert_int_equal(gs_store_run_step(st, id, &r, 4242, 1000, &err), GS_OK);
+    /* nothing committed before the flush; the flush has no snapshot, only steps */
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step", NULL), 0);
+    assert_int_equal(gs_store_stats(st).steps_buffered, 2);
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    assert_int_equal(gs_store_stats(st).steps_written, 2);
+    assert_int_equal(gs_store_stats(st).steps_buffered, 0);
+    assert_int_equal(sql_num(f->path, "PRAGMA user_version", NULL), GS_STORE_SCHEMA_VERSION);
+    assert_int_equal(GS_STORE_SCHEMA_VERSION, 2);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 2);
+    assert_int_equal(sql_num(f->path, "SELECT peer_pid FROM step WHERE step = 1", NULL), 4242);
+    assert_int_equal(sql_num(f->path, "SELECT device FROM step WHERE step = 1", NULL), 3);
+    assert_true(fabs(sql_num(f->path, "SELECT backward_ms FROM step WHERE step = 1", NULL) - 30.0) <
+                1e-9);
+    assert_true(fabs(sql_num(f->path, "SELECT t_end - t_begin FROM step WHERE step = 2", NULL) -
+                     0.25) < 1e-6);
+    assert_int_equal(sql_num(f->path, "SELECT cuda_events FROM step WHERE step = 1", NULL), 1);
+    assert_int_equal(sql_num(f->path, "SELECT cuda_events FROM step WHERE step = 2", NULL), 0);
+    sql_num(f->path, "SELECT communication_ms FROM step WHERE step = 2", &isnull);
+    assert_true(isnull);
+    sql_num(f->path, "SELECT samples FROM step WHERE step = 2", &isnull);
+    assert_true(isnull);
+    sql_num(f->path, "SELECT mem_reserved FROM step WHERE step = 1", &isnull);
+    assert_true(isnull); /* 0 bytes = unknown */
+    assert_int_equal(sql_num(f->path, "SELECT mem_peak_reserved FROM step WHERE step = 1", &isnull),
+                     4000);
+    /* the run row: open until run_end */
+    sql_num(f->path, "SELECT exit_code FROM run WHERE id = 1", &isnull);
+    assert_true(isnull);
+    assert_int_equal(gs_store_run_end(st, id, 1764430100.0, 3, "{\"schema\":\"1.0\"}", &err),
+                     GS_OK);
+    assert_int_equal(sql_num(f->path, "SELECT exit_code FROM run WHERE id = 1", NULL), 3);
+    assert_int_equal(sql_num(f->path, "SELECT end_time - start_time FROM run", NULL), 99.5);
+    assert_int_equal(
+        sql_num(f->path, "SELECT json_extract(report, '$.schema') = '1.0' FROM run", NULL), 1);
+    assert_int_equal(gs_store_run_end(st, id + 7, 1.0, 0, NULL, &err), GS_ENOTFOUND);
+    gs_store_close(st);
+}
+
+static void test_migrate_v1(void **state)
+{
+    struct fx *f = *state;
+    struct gs_store *st = NULL;
+    struct gs_snapshot *snap = NULL;
+    struct gs_step_rec r;
+    struct gs_store_run run = {.source = "agent"};
+    struct gs_err err;
+    int64_t id = 0;
+    sqlite3 *db;
+
+    /* A v1 file with one sample: made by this store, then its v2 tables taken away. */
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(gs_snapshot_new(&snap, 1, 0, &err), GS_OK);
+    snap->t_real = 1764430000.0;
+    snap->gpus[0].index = 0;
+    gs_gpu_set(&snap->gpus[0], GS_M_UTIL_GPU, 0.75);
+    assert_int_equal(gs_store_append(st, snap, &err), GS_OK);
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    gs_store_close(st);
+    gs_snapshot_free(snap);
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "DROP TABLE step; DROP TABLE run; PRAGMA user_version = 1",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(
+        sql_num(f->path, "SELECT count(*) FROM sqlite_schema WHERE name = 'run'", NULL), 0);
+    /* reopening migrates 1 -> 2 and keeps the sample */
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(sql_num(f->path, "PRAGMA user_version", NULL), 2);
+    assert_true(fabs(sql_num(f->path, "SELECT utilization_gpu FROM samples", NULL) - 0.75) < 1e-12);
+    assert_int_equal(gs_store_run_begin(st, &run, &id, &err), GS_OK);
+    fill_step(&r, 9);
+    assert_int_equal(gs_store_run_step(st, id, &r, 1, 0, &err), GS_OK);
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    assert_int_equal(sql_num(f->path, "SELECT step FROM step", NULL), 9);
+    assert_int_equal(sql_num(f->path,
+                             "SELECT count(*) FROM pragma_integrity_check"
+                             " WHERE integrity_check != 'ok'",
+                             NULL),
+                     0);
+    gs_store_close(st);
+}
+
+static void test_step_cap(void **state)
+{
+    struct fx *f = *state;
+    struct gs_store *st = NULL;
+    struct gs_store_run run = {.source = "gpuscope-run"};
+    struct gs_step_rec r;
+    struct gs_err err;
+    int64_t id = 0;
+    unsigned ok = 0;
+
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &id, &err), GS_OK);
+    fill_step(&r, 0);
+    for (unsigned i = 0; i < 20005; i++) {
+        r.step = i;
+        ok += gs_store_run_step(st, id, &r, 1, 0, &err) == GS_OK;
+    }
+    assert_int_equal(ok, 20000);
+    assert_int_equal(gs_store_stats(st).steps_dropped, 5);
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    assert_int_equal(gs_store_stats(st).steps_written, 20000);
+    assert_int_equal(sql_num(f->path, "SELECT max(step) FROM step", NULL), 19999);
+    /* the buffer is empty again */
+    assert_int_equal(gs_store_run_step(st, id, &r, 1, 0, &err), GS_OK);
+    gs_store_close(st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_run_and_steps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrate_v1, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_step_cap, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,179 @@
+// Unit tests of web/format.js (the dashboard's formatting and data shaping) under node's
+// built-in test runner. meson runs this file with --test-reporter=tap (tests/web/meson.build).
+import assert from 'node:assert/strict';
+import {test} from 'node:test';
+import {
+  CHARTS, NA, PALETTE, RANGES, alertText, appendPoint, badges, fmtBytes, fmtBytesPair,
+  fmtCelsius, fmtPair,
+  fmtDuration, fmtMHz, fmtPercent, fmtRate, fmtWatts, gpuColor, historyUrl, processRows,
+  sortRows, sparkPoints, toSeries, tokenBucket, trimToCommon,
+} from '../../web/format.js';
+
+test('bytes use binary units with one decimal', () => {
+  assert.equal(fmtBytes(0), '0 B');
+  assert.equal(fmtBytes(1023), '1023 B');
+  assert.equal(fmtBytes(1024), '1.0 KiB');
+  assert.equal(fmtBytes(64825065472), '60.4 GiB');
+  assert.equal(fmtBytes(85520809984), '79.6 GiB');
+  assert.equal(fmtBytes(3 * 1024 ** 4), '3.0 TiB');
+  assert.equal(fmtBytes(null), NA);
+  assert.equal(fmtRate(2.5 * 1024 ** 2), '2.5 MiB/s');
+});
+
+test('absent readings are N/A, never zero', () => {
+  for (const f of [fmtPercent, fmtWatts, fmtCelsius, fmtMHz, fmtDuration])
+    for (const v of [null, undefined, NaN, 'x'])
+      assert.equal(f(v), NA, `${f.name}(${v})`);
+});
+
+test('units for humans: %, W, °C, MHz', () => {
+  assert.equal(fmtPercent(0.874), '87 %');
+  assert.equal(fmtPercent(1), '100 %');
+  assert.equal(fmtWatts(660.412), '660 W');
+  assert.equal(fmtCelsius(44.6), '45 °C');
+  assert.equal(fmtMHz(1980000000), '1980 MHz');
+});
+
+test('durations', () => {
+  assert.equal(fmtDuration(12.9), '12 s');
+  assert.equal(fmtDuration(250), '4 min 10 s');
+  assert.equal(fmtDuration(7500), '2 h 5 min');
+  assert.equal(fmtDuration(3 * 86400 + 4 * 3600 + 5), '3 d 4 h');
+  assert.equal(fmtDuration(-1), NA);
+});
+
+test('palette is Okabe-Ito, 8 distinct colours, wraps', () => {
+  assert.equal(new Set(PALETTE).size, 8);
+  assert.equal(PALETTE[0], '#E69F00');
+  assert.equal(gpuColor(8), gpuColor(0));
+  assert.equal(gpuColor(3), '#F0E442');
+});
+
+test('history URL per range: live asks for 1 s buckets, others let the agent pick', () => {
+  const live = RANGES.find((r) => r.id === 'live');
+  const d7 = RANGES.find((r) => r.id === '7d');
+  assert.equal(historyUrl(2, 'power_draw', live, 1000.2),
+    '/api/v1/history?gpu=2&metric=power_draw&from=101&to=1001&step=1');
+  assert.equal(historyUrl(0, 'memory_used', d7, 1e9),
+    `/api/v1/history?gpu=0&metric=memory_used&from=${1e9 - 7 * 86400}&to=${1e9}`);
+  assert.deepEqual(RANGES.map((r) => r.id), ['live', '1h', '6h', '24h', '7d', '30d']);
+});
+
+test('toSeries: union of times, gaps stay null, avg scaled', () => {
+  const a = {points: [[10, 0.5, 0.6, 0.7], [11, 0.1, 0.2, 0.3]]};
+  const b = {points: [[11, 1, 1, 1], [12, 0, 0.5, 1]]};
+  const util = CHARTS.find((c) => c.id === 'utilization');
+  const d = toSeries([a, b, null], util.scale);
+  assert.deepEqual(d[0], [10, 11, 12]);
+  assert.deepEqual(d[1].map((v) => (v == null ? v : Math.round(v))), [60, 20, null]);
+  assert.deepEqual(d[2], [null, 100, 50]);
+  assert.deepEqual(d[3], [null, null, null]);
+});
+
+test('toSeries of nothing is empty columns', () => {
+  assert.deepEqual(toSeries([{points: []}, {points: []}]), [[], [], []]);
+});
+
+test('appendPoint adds a sample, ignores a repeat, trims to the window', () => {
+  const d = [[0, 5], [1, 2], [3, null]];
+  appendPoint(d, 10, [7, 8], 6);
+  assert.deepEqual(d, [[5, 10], [2, 7], [null, 8]]);
+  appendPoint(d, 10, [9, 9], 6);
+  assert.deepEqual(d[0], [5, 10]);
+  appendPoint(d, 11, [null, undefined], 100);
+  assert.deepEqual(d, [[5, 10, 11], [2, 7, null], [null, 8, null]]);
+});
+
+test('badges name throttle reasons, errors, a degraded link, a lost GPU', () => {
+  assert.deepEqual(badges({clocks_event_reasons: ['idle']}), []);
+  const b = badges({clocks_event_reasons: ['power cap', 'SW thermal'],
+    ecc_errors_uncorrected_volatile: 2, ecc_errors_corrected_volatile: 0, xid_last: 79,
+    pcie_link_gen_current: 3, pcie_link_gen_max: 5, pcie_link_width_current: 16,
+    pcie_link_width_max: 16});
+  assert.deepEqual(b.map((x) => x.text), ['throttled: power cap', 'throttled: SW thermal',
+    'ECC uncorrected: 2', 'Xid 79', 'PCIe Gen3 x16 < Gen5 x16']);
+  assert.deepEqual(badges({lost: true, xid_last: 79}), [{kind: 'bad', text: 'lost'}]);
+  assert.deepEqual(badges({pcie_link_gen_current: null, pcie_link_gen_max: 5}), []);
+});
+
+const procs = {processes: [
+  {gpu: 1, pid: 30, user: 'bob', gpu_memory: 5e9, utilization_sm: 0.2, cpu_ratio: 1.5,
+    memory_rss: 1e9, start_time: 900, command: 'python3 b.py', container: null},
+  {gpu: 0, pid: 20, user: null, gpu_memory: 9e9, utilization_sm: null, cpu_ratio: null,
+    memory_rss: null, start_time: null, name: 'cuda-app', command: null,
+    container: {runtime: 'containerd', id: '3f2a0123456789abcdef'}},
+  {gpu: 0, pid: 10, user: 'alice', gpu_memory: 1e9, utilization_sm: 0.9, cpu_ratio: 0.5,
+    memory_rss: 2e9, start_time: 400, command: 'train', pod_uid: '7c1d2222-3333', slurm_job: null},
+]};
+
+test('processRows shapes the API entries', () => {
+  const rows = processRows(procs, 1000);
+  assert.equal(rows.length, 3);
+  assert.equal(rows[0].running, 100);
+  assert.equal(rows[1].command, 'cuda-app');
+  assert.equal(rows[1].container, 'containerd 3f2a01234567');
+  assert.equal(rows[2].container, 'pod 7c1d2222');
+  assert.equal(rows[1].running, null);
+  assert.deepEqual(processRows(null, 0), []);
+});
+
+test('sortRows: numbers, strings, both directions, nulls last', () => {
+  const rows = processRows(procs, 1000);
+  assert.deepEqual(sortRows(rows, 'gpu_memory', 'desc').map((r) => r.pid), [20, 30, 10]);
+  assert.deepEqual(sortRows(rows, 'gpu_memory', 'asc').map((r) => r.pid), [10, 30, 20]);
+  assert.deepEqual(sortRows(rows, 'sm', 'asc').map((r) => r.pid), [30, 10, 20]);
+  assert.deepEqual(sortRows(rows, 'sm', 'desc').map((r) => r.pid), [10, 30, 20]);
+  assert.deepEqual(sortRows(rows, 'user', 'asc').map((r) => r.pid), [10, 30, 20]);
+  assert.deepEqual(sortRows(rows, 'gpu', 'asc').map((r) => r.pid), [10, 20, 30]);
+  assert.notEqual(sortRows(rows, 'gpu'), rows);
+});
+
+test('alertText names where, rule, condition and value', () => {
+  assert.equal(alertText({rule: 'throttling', metric: 'throttle', gpu: 0, value: 1, op: '>',
+    threshold: 0}), 'GPU 0 · throttling: throttle > 0 (value 1)');
+  assert.equal(alertText({rule: 'imbalance', metric: 'utilization_spread', gpu: null,
+    value: 0.623456, op: '>', threshold: 0.5}),
+  'node · imbalance: utilization_spread > 0.5 (value 0.6235)');
+});
+
+test('sparkPoints maps 0..1 into the box, skips gaps', () => {
+  assert.equal(sparkPoints([0, 1, 0.5], 100, 20), '0,20 50,0 100,10');
+  assert.equal(sparkPoints([0, null, 2], 10, 10), '0,10 10,0');
+  assert.equal(sparkPoints([0.3], 10, 10), '');
+});
+
+test('every chart metric is one /api/v1/history keeps', () => {
+  const kept = new Set(['utilization_gpu', 'memory_used', 'temperature_gpu', 'power_draw',
+    'clock_sm', 'pcie_rx', 'pcie_tx', 'sm_active']);
+  for (const c of CHARTS) assert.ok(kept.has(c.metric), c.metric);
+});
+
+test('tokenBucket: a burst, then the rate', () => {
+  const b = tokenBucket(20, 3, 0);
+  assert.deepEqual([b.take(0), b.take(0), b.take(0)], [0, 0, 0]);
+  assert.equal(b.take(0), 50);
+  assert.equal(b.take(25), 25);
+  assert.equal(b.take(50), 0);
+  assert.equal(b.take(10000), 0); // refilled, but never above the burst
+  assert.deepEqual([b.take(10000), b.take(10000), b.take(10000)], [0, 0, 50]);
+});
+
+test('pairs on a card: used / total, draw / limit, SM / memory clock', () => {
+  assert.equal(fmtBytesPair(22440000000, 85520809984), '20.9 / 79.6 GiB');
+  assert.equal(fmtBytesPair(512, 2048), '0.5 / 2.0 KiB');
+  assert.equal(fmtBytesPair(null, 2048), 'N/A / 2.0 KiB');
+  assert.equal(fmtBytesPair(5, null), '5 B / N/A');
+  assert.equal(fmtPair(585.6, 700, 1, 'W'), '586 / 700 W');
+  assert.equal(fmtPair(1980000000, 2619000000, 1e-6, 'MHz'), '1980 / 2619 MHz');
+  assert.equal(fmtPair(null, 700, 1, 'W'), 'N/A / 700 W');
+});
+
+test('trimToCommon: series end together; live drops the maybe partial last bucket', () => {
+  const a = {gpu: 0, points: [[10, 1, 1, 1], [11, 1, 1, 1]]};
+  const b = {gpu: 1, points: [[10, 2, 2, 2], [11, 2, 2, 2], [12, 2, 2, 2]]};
+  const t = (docs) => docs.map((d) => d?.points.map((p) => p[0]) ?? null);
+  assert.deepEqual(t(trimToCommon([a, b, null], false)), [[10, 11], [10, 11], null]);
+  assert.deepEqual(t(trimToCommon([a, b, {points: []}], true)), [[10], [10], []]);
+  assert.deepEqual(trimToCommon([null, {points: []}], true), [null, {points: []}]);
+  assert.equal(a.points.length, 2); // the input is left alone
+});

@@ -1,0 +1,523 @@
+// The dashboard (docs/dashboard.md): polls /api/v1/snapshot at the agent's sampling interval,
+// draws one card per GPU, one uPlot chart per metric with every GPU overlaid (history from
+// /api/v1/history, then live samples appended), the process table and the alerts. When the
+// agent goes away the page says so and keeps retrying; when it is back, it reloads history.
+import {
+  CHARTS, RANGES, alertText, appendPoint, badges, fmtBytes, fmtBytesPair, fmtCelsius, fmtClock,
+  fmtDuration, fmtPair, fmtPercent, gpuColor, historyUrl, processRows, sortRows, sparkPoints,
+  toSeries, tokenBucket, trimToCommon,
+} from './format.js';
+
+const uPlot = globalThis.uPlot;
+const SPARK_N = 120;
+const HISTORY_REFRESH_MS = 60000;
+const FETCH_PARALLEL = 4;
+// History requests: 20/s after a burst of 40, well inside the agent's default limit.
+const historyBucket = tokenBucket(20, 40, performance.now());
+
+const state = {
+  range: RANGES[0],
+  gpus: [], // [{index, name}] of the cards and chart series
+  cards: new Map(), // index -> element refs
+  charts: new Map(), // chart id -> {def, u, data, el, zoomed}
+  recent: [], // the last snapshots' chart values: [{t, values: {chartId: [...]}}]
+  hidden: new Set(), // GPU indexes switched off in the charts
+  spark: new Map(), // index -> utilization ratios
+  sort: {key: 'gpu', dir: 'asc'},
+  rows: [],
+  snapshot: null,
+  lastT: null,
+  intervalS: 1, // the shortest of the last gaps between two snapshots: the agent's interval
+  gaps: [],
+  online: false,
+  historyGen: 0,
+  historyTimer: null,
+  historyNote: '',
+  historyOff: false,
+};
+globalThis.__gpuscope = state; // read by tests/e2e/web_e2e.mjs
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs = {}, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else e.setAttribute(k, v);
+  }
+  for (const k of kids) if (k != null) e.append(k);
+  return e;
+}
+
+function setStatus(text, cls) {
+  const s = $('status');
+  s.textContent = text;
+  s.className = `status ${cls}`;
+}
+
+function banner(text) {
+  const b = $('banner');
+  b.hidden = !text;
+  b.textContent = text || '';
+}
+
+// ---- cards ----
+
+function buildCards(gpus) {
+  const root = $('cards');
+  root.replaceChildren();
+  state.cards.clear();
+  if (!gpus.length) {
+    root.append(el('p', {class: 'empty', text:
+      'No GPU found: the driver is loaded but reports no devices on this node.'}));
+    return;
+  }
+  for (const g of gpus) {
+    const refs = {};
+    const row = (label, key, long) => {
+      refs[key] = el('dd');
+      return [el('dt', {text: label, title: long}), refs[key]];
+    };
+    refs.title = el('h3');
+    refs.name = el('div', {class: 'name'});
+    refs.meterFill = el('span');
+    const meter = el('div', {class: 'meter', role: 'meter', 'aria-label': 'utilization',
+      'aria-valuemin': '0', 'aria-valuemax': '100'}, refs.meterFill);
+    refs.meter = meter;
+    const dl = el('dl', {}, ...row('Util', 'util', 'GPU utilization'),
+      ...row('Memory', 'mem', 'memory used / total'), ...row('Temp', 'temp', 'GPU temperature'),
+      ...row('Power', 'power', 'power draw / enforced limit'),
+      ...row('Clocks', 'clocks', 'SM clock / memory clock'),
+      ...row('PCIe', 'pcie', 'PCIe link generation and width'));
+    const svgNS = 'http://www.w3.org/2000/svg';
+    const svg = document.createElementNS(svgNS, 'svg');
+    svg.setAttribute('class', 'spark');
+    svg.setAttribute('viewBox', '0 0 100 28');
+    svg.setAttribute('preserveAspectRatio', 'none');
+    svg.setAttribute('role', 'img');
+    svg.setAttribute('aria-label', 'utilization, last minutes');
+    refs.spark = document.createElementNS(svgNS, 'polyline');
+    svg.append(refs.spark);
+    refs.badges = el('div', {class: 'badges'});
+    const card = el('article', {class: 'card', tabindex: '0', 'data-gpu': String(g.index)},
+      refs.title, refs.name, meter, dl, svg, refs.badges);
+    card.style.setProperty('--gpu-color', gpuColor(g.index));
+    refs.card = card;
+    state.cards.set(g.index, refs);
+    root.append(card);
+  }
+}
+
+function updateCard(g) {
+  const r = state.cards.get(g.index);
+  if (!r) return;
+  r.title.textContent = `GPU ${g.index}`;
+  r.name.textContent = g.name ?? 'unknown';
+  r.name.title = `${g.name ?? ''} ${g.uuid ?? ''} ${g.pci_bus_id ?? ''}`.trim();
+  r.card.classList.toggle('lost', !!g.lost);
+  const util = g.utilization_gpu;
+  r.util.textContent = fmtPercent(util);
+  r.meterFill.style.width = `${Math.round(Math.min(1, Math.max(0, util ?? 0)) * 100)}%`;
+  r.meter.setAttribute('aria-valuenow', String(Math.round((util ?? 0) * 100)));
+  r.mem.textContent = fmtBytesPair(g.memory_used, g.memory_total);
+  r.temp.textContent = fmtCelsius(g.temperature_gpu);
+  r.power.textContent = fmtPair(g.power_draw, g.power_limit, 1, 'W');
+  r.clocks.textContent = fmtPair(g.clock_sm, g.clock_memory, 1e-6, 'MHz');
+  r.pcie.textContent = g.pcie_link_gen_current == null ? 'N/A'
+    : `Gen${g.pcie_link_gen_current} x${g.pcie_link_width_current ?? '?'}`;
+  const list = badges(g);
+  r.badges.replaceChildren(...list.map((b) => el('span', {class: `badge ${b.kind}`,
+    text: b.text})));
+  const s = state.spark.get(g.index) ?? [];
+  r.spark.setAttribute('points', sparkPoints(s, 100, 28));
+}
+
+// ---- charts ----
+
+function themeColors() {
+  const cs = getComputedStyle(document.documentElement);
+  return {fg: cs.getPropertyValue('--muted').trim() || '#888',
+    line: cs.getPropertyValue('--line').trim() || '#ccc'};
+}
+
+function buildToggles(gpus) {
+  const root = $('gpu-toggles');
+  root.replaceChildren();
+  for (const g of gpus) {
+    const box = el('input', {type: 'checkbox', 'data-gpu': String(g.index)});
+    box.checked = !state.hidden.has(g.index);
+    box.addEventListener('change', () => {
+      if (box.checked) state.hidden.delete(g.index);
+      else state.hidden.add(g.index);
+      const i = state.gpus.findIndex((x) => x.index === g.index) + 1;
+      for (const c of state.charts.values()) c.u?.setSeries(i, {show: box.checked});
+    });
+    const sw = el('span', {class: 'swatch'});
+    sw.style.setProperty('--gpu-color', gpuColor(g.index));
+    root.append(el('label', {}, box, sw, `GPU ${g.index}`));
+  }
+}
+
+// Makes (or remakes, after a theme change) the uPlot of one chart entry, in the current
+// theme's colours, with the entry's data.
+function plot(entry, gpus) {
+  const {def, el: box} = entry;
+  const colors = themeColors();
+  entry.u?.destroy();
+  const axis = {stroke: colors.fg, grid: {stroke: colors.line, width: 1},
+    ticks: {stroke: colors.line}};
+  const opts = {
+    width: Math.max(300, box.clientWidth - 10),
+    height: 170,
+    scales: {x: {time: true}, y: def.range ? {range: def.range} : {}},
+    legend: {live: true},
+    cursor: {drag: {x: true, y: false}},
+    series: [
+      {value: (u, v) => (v == null ? '—' : fmtClock(v))},
+      ...gpus.map((g) => ({
+        label: `GPU ${g.index}`, stroke: gpuColor(g.index), width: 1.5,
+        show: !state.hidden.has(g.index), spanGaps: false,
+        value: (u, v) => (v == null ? '—' : def.fmt(v)),
+      })),
+    ],
+    axes: [axis, {...axis, size: 86, values: (u, vals) => vals.map((v) => def.fmt(v))}],
+    hooks: {
+      setSelect: [(u) => {
+        if (u.select.width > 0) entry.zoomed = true;
+      }],
+    },
+  };
+  entry.u = new uPlot(opts, entry.data, box);
+  entry.zoomed = false;
+  entry.u.over.addEventListener('dblclick', () => {
+    entry.zoomed = false;
+  });
+}
+
+function buildCharts(gpus) {
+  for (const c of state.charts.values()) c.u?.destroy();
+  state.charts.clear();
+  const root = $('charts');
+  root.replaceChildren();
+  if (!gpus.length) return;
+  for (const def of CHARTS) {
+    const box = el('div', {class: 'chart', id: `chart-${def.id}`},
+      el('h3', {text: `${def.title} (${def.unit})`}));
+    root.append(box);
+    const entry = {def, data: [[], ...gpus.map(() => [])], el: box, u: null, zoomed: false};
+    plot(entry, gpus);
+    if (def.optional) box.hidden = true;
+    state.charts.set(def.id, entry);
+  }
+}
+
+// Charts follow the window's width, and the theme when the system switches light/dark.
+if (typeof ResizeObserver === 'function') {
+  new ResizeObserver(() => {
+    for (const c of state.charts.values())
+      if (c.u && c.el.clientWidth > 0) c.u.setSize({width: c.el.clientWidth - 10, height: 170});
+  }).observe($('charts'));
+}
+matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => {
+  for (const c of state.charts.values()) plot(c, state.gpus);
+});
+
+function redraw(c) {
+  c.u.setData(c.data, !c.zoomed);
+}
+
+async function fetchJson(url) {
+  const r = await fetch(url, {cache: 'no-store'});
+  let doc = null;
+  try {
+    doc = await r.json();
+  } catch {
+    doc = null;
+  }
+  return {status: r.status, doc};
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// A history request paced by historyBucket; a 429 (an agent with a lower http_rate) is retried
+// once after the second the agent asks for.
+async function fetchHistory(url) {
+  for (let wait; (wait = historyBucket.take(performance.now())) > 0;) await sleep(wait);
+  const r = await fetchJson(url);
+  if (r.status !== 429) return r;
+  await sleep(1000);
+  return fetchJson(url);
+}
+
+// Runs the jobs FETCH_PARALLEL at a time; stops early once a newer history load started.
+async function pool(jobs, gen) {
+  const out = new Array(jobs.length).fill({status: 0, doc: null});
+  let next = 0;
+  const worker = async () => {
+    while (next < jobs.length && gen === state.historyGen) {
+      const i = next++;
+      try {
+        out[i] = await jobs[i]();
+      } catch (e) {
+        out[i] = {status: 0, doc: null, error: e};
+      }
+    }
+  };
+  await Promise.all(Array.from({length: FETCH_PARALLEL}, worker));
+  return out;
+}
+
+async function loadHistory() {
+  const gen = ++state.historyGen;
+  clearTimeout(state.historyTimer);
+  const range = state.range;
+  const now = Date.now() / 1000;
+  const gpus = state.gpus;
+  const defs = CHARTS;
+  if (!gpus.length) return;
+  // One request first: with history = off (404) the page asks no more.
+  const probe = await fetchHistory(historyUrl(gpus[0].index, defs[0].metric, range, now));
+  if (gen !== state.historyGen) return; // a newer load started (range changed, reconnect)
+  const jobs = [];
+  for (const def of defs)
+    for (const g of gpus)
+      jobs.push(def === defs[0] && g === gpus[0] ? async () => probe
+        : () => fetchHistory(historyUrl(g.index, def.metric, range, now)));
+  const res = probe.status === 404 ? jobs.map(() => probe) : await pool(jobs, gen);
+  if (gen !== state.historyGen) return;
+  let off = false;
+  let points = 0;
+  defs.forEach((def, k) => {
+    const mine = res.slice(k * gpus.length, (k + 1) * gpus.length);
+    off ||= mine.some((r) => r.status === 404);
+    const docs = trimToCommon(mine.map((r) => (r.status === 200 ? r.doc : null)),
+      range.id === 'live');
+    const c = state.charts.get(def.id);
+    if (!c) return;
+    c.data = toSeries(docs, def.scale);
+    const n = docs.reduce((s, d) => s + (d?.points?.length ?? 0), 0);
+    if (def.id === 'utilization') points = n;
+    if (range.id === 'live') {
+      for (const s of state.recent) {
+        const vals = s.values[def.id];
+        if (vals) appendPoint(c.data, s.t, vals, range.seconds);
+      }
+    }
+    if (def.optional) {
+      const live = c.data.slice(1).some((col) => col.some((v) => v != null));
+      c.el.hidden = !live;
+    }
+    c.zoomed = false;
+    redraw(c);
+    if (def.id === 'utilization' && range.id === 'live') seedSparks(c.data);
+  });
+  let note = '';
+  if (off)
+    note = 'History is off on this agent (history = off): the charts show only the samples ' +
+      'taken since this page opened.';
+  else if (points === 0)
+    note = 'History is filling: the agent writes samples to disk every few seconds ' +
+      '(flush_interval); the charts grow as samples arrive.';
+  setHistoryNote(note, off);
+  if (range.id !== 'live')
+    state.historyTimer = setTimeout(loadHistory, HISTORY_REFRESH_MS);
+}
+
+function setHistoryNote(note, off) {
+  state.historyNote = note;
+  state.historyOff = off;
+  $('hist-note').hidden = !note;
+  $('hist-note').textContent = note;
+}
+
+function seedSparks(data) {
+  state.gpus.forEach((g, i) => {
+    const col = data[i + 1];
+    state.spark.set(g.index, col.slice(-SPARK_N).map((v) => (v == null ? null : v / 100)));
+  });
+}
+
+function buildRanges() {
+  const root = $('ranges');
+  for (const r of RANGES) {
+    const b = el('button', {type: 'button', 'data-range': r.id, text: r.label,
+      'aria-pressed': String(r === state.range)});
+    b.addEventListener('click', () => {
+      state.range = r;
+      for (const x of root.children)
+        x.setAttribute('aria-pressed', String(x.dataset.range === r.id));
+      loadHistory();
+    });
+    root.append(b);
+  }
+}
+
+// ---- processes and alerts ----
+
+const COLUMNS = [
+  {key: 'gpu', label: 'GPU', num: true, fmt: (v) => String(v)},
+  {key: 'pid', label: 'PID', num: true, fmt: (v) => String(v)},
+  {key: 'user', label: 'User'},
+  {key: 'container', label: 'Container / job'},
+  {key: 'gpu_memory', label: 'GPU memory', num: true, fmt: (v) => fmtBytes(v)},
+  {key: 'sm', label: 'SM', num: true, fmt: (v) => fmtPercent(v)},
+  {key: 'cpu', label: 'CPU', num: true, fmt: (v) => fmtPercent(v)},
+  {key: 'rss', label: 'Host memory', num: true, fmt: (v) => fmtBytes(v)},
+  {key: 'running', label: 'Running', num: true, fmt: (v) => fmtDuration(v)},
+  {key: 'command', label: 'Command'},
+];
+
+function buildTableHead() {
+  const tr = $('procs').tHead.rows[0];
+  for (const col of COLUMNS) {
+    const b = el('button', {type: 'button', text: col.label, 'data-key': col.key});
+    b.addEventListener('click', () => {
+      const s = state.sort;
+      state.sort = s.key === col.key ? {key: col.key, dir: s.dir === 'asc' ? 'desc' : 'asc'}
+        : {key: col.key, dir: col.num ? 'desc' : 'asc'};
+      renderTable();
+    });
+    tr.append(el('th', {scope: 'col', 'data-key': col.key}, b));
+  }
+}
+
+function renderTable() {
+  const {key, dir} = state.sort;
+  for (const th of $('procs').tHead.rows[0].cells)
+    th.setAttribute('aria-sort', th.dataset.key === key
+      ? (dir === 'asc' ? 'ascending' : 'descending') : 'none');
+  const rows = sortRows(state.rows, key, dir);
+  $('procs').tBodies[0].replaceChildren(...rows.map((r) => el('tr', {'data-pid': String(r.pid)},
+    ...COLUMNS.map((c) => {
+      const v = r[c.key];
+      const text = v == null ? '—' : c.fmt ? c.fmt(v) : String(v);
+      return el('td', {class: c.key === 'command' ? 'cmd' : c.num ? 'num' : '', text});
+    }))));
+  const empty = $('procs-empty');
+  empty.hidden = rows.length > 0;
+  empty.textContent = 'No GPU processes right now (or none this agent may show: ' +
+    'process visibility follows the agent\'s policy).';
+}
+
+function renderAlerts(doc) {
+  const list = $('alerts');
+  const empty = $('alerts-empty');
+  const alerts = doc?.alerts ?? [];
+  list.replaceChildren(...alerts.map((a) => el('li', {class: a.state, 'data-rule': a.rule},
+    el('span', {class: 'state', text: a.state}),
+    `${alertText(a)} · since ${fmtClock(a.since)}`,
+    a.resolved_at ? ` · resolved ${fmtClock(a.resolved_at)}` : '',
+    a.severity ? ` · ${a.severity}` : '')));
+  empty.hidden = alerts.length > 0;
+  empty.textContent = doc && doc.enabled === false
+    ? 'Alerts are off on this agent (alerts = off).'
+    : 'No alerts: nothing firing, pending or resolved in the last hour.';
+}
+
+// ---- the polling loop ----
+
+function chartValues(g, def) {
+  const v = g[def.metric];
+  return typeof v === 'number' ? def.scale(v) : null;
+}
+
+function onSnapshot(doc) {
+  const gpus = (doc.gpus ?? []).map((g) => ({index: g.index, name: g.name}));
+  const same = gpus.length === state.gpus.length &&
+    gpus.every((g, i) => g.index === state.gpus[i].index);
+  state.snapshot = doc;
+  $('host').textContent = [doc.hostname, doc.driver_version && `driver ${doc.driver_version}`,
+    doc.cuda_version && `CUDA ${doc.cuda_version}`].filter(Boolean).join(' · ');
+  if (!same || !state.cards.size) {
+    state.gpus = gpus;
+    buildCards(gpus);
+    buildToggles(gpus);
+    buildCharts(gpus);
+    state.recent = [];
+    loadHistory();
+  }
+  const t = doc.query_time_unix;
+  const fresh = typeof t === 'number' && (state.lastT == null || t > state.lastT);
+  if (fresh) {
+    if (state.lastT != null) {
+      state.gaps.push(Math.min(60, Math.max(0.1, t - state.lastT)));
+      if (state.gaps.length > 8) state.gaps.shift();
+      state.intervalS = Math.min(...state.gaps);
+    }
+    state.lastT = t;
+    const values = {};
+    for (const def of CHARTS) values[def.id] = (doc.gpus ?? []).map((g) => chartValues(g, def));
+    state.recent.push({t, values});
+    if (state.recent.length > 60) state.recent.shift();
+    for (const g of doc.gpus ?? []) {
+      const s = state.spark.get(g.index) ?? [];
+      s.push(typeof g.utilization_gpu === 'number' ? g.utilization_gpu : null);
+      if (s.length > SPARK_N) s.shift();
+      state.spark.set(g.index, s);
+    }
+    if (state.range.id === 'live') {
+      // "History is filling" holds only until the live samples have drawn a line.
+      if (state.historyNote && !state.historyOff &&
+        (state.charts.get('utilization')?.data[0].length ?? 0) > 1)
+        setHistoryNote('', false);
+      for (const c of state.charts.values()) {
+        appendPoint(c.data, t, values[c.def.id], state.range.seconds);
+        if (c.def.optional && c.el.hidden && values[c.def.id].some((v) => v != null))
+          c.el.hidden = false;
+        redraw(c);
+      }
+    }
+  }
+  for (const g of doc.gpus ?? []) updateCard(g);
+}
+
+async function pollOnce() {
+  const snap = await fetchJson('/api/v1/snapshot');
+  const reconnected = !state.online;
+  state.online = true;
+  if (snap.status === 503 && snap.doc && snap.doc.up === false) {
+    banner(`The NVIDIA driver is not available: ${snap.doc.error}. The agent keeps retrying; ` +
+      'this page updates when it answers.');
+    setStatus('driver missing', 'down');
+    return;
+  }
+  if (snap.status !== 200 || !snap.doc) throw new Error(`snapshot: HTTP ${snap.status}`);
+  banner('');
+  if (reconnected && state.cards.size) {
+    state.lastT = null;
+    loadHistory(); // the agent may have restarted: what it wrote meanwhile is on disk
+  }
+  const before = state.lastT;
+  onSnapshot(snap.doc);
+  setStatus(`live · ${fmtClock(snap.doc.query_time_unix)}`, 'live');
+  if (state.lastT === before) return; // the same sample again: nothing new to fetch
+  const [procs, alerts] = await Promise.all([fetchJson('/api/v1/processes'),
+    fetchJson('/api/v1/alerts')]);
+  if (procs.status === 200) {
+    state.rows = processRows(procs.doc, procs.doc?.query_time_unix);
+    renderTable();
+  }
+  if (alerts.status === 200) renderAlerts(alerts.doc);
+}
+
+let failures = 0;
+async function loop() {
+  let delay;
+  try {
+    await pollOnce();
+    failures = 0;
+    delay = (state.intervalS * 1000) / 2; // half the interval: a new sample shows promptly
+  } catch {
+    failures++;
+    state.online = false;
+    setStatus(`agent unreachable, retrying (${failures})…`, 'down');
+    delay = Math.min(5000, 500 * 2 ** Math.min(failures, 4));
+  }
+  setTimeout(loop, delay);
+}
+
+buildRanges();
+buildTableHead();
+renderTable();
+loop();

@@ -1,0 +1,277 @@
+// Formatting and data shaping for the dashboard: pure functions, no DOM, no fetch, so that
+// tests/web/format.test.mjs runs them under node's test runner. app.js does the rest.
+
+const GIB = 1024 ** 3;
+
+// Okabe & Ito's colour-blind-safe palette, black left out (it is the theme's foreground);
+// the eighth colour is a grey that reads on both themes. GPU i gets PALETTE[i % 8].
+export const PALETTE = ['#E69F00', '#56B4E9', '#009E73', '#F0E442', '#0072B2', '#D55E00',
+  '#CC79A7', '#999999'];
+
+export function gpuColor(index) {
+  return PALETTE[((index % PALETTE.length) + PALETTE.length) % PALETTE.length];
+}
+
+const isNum = (v) => typeof v === 'number' && Number.isFinite(v);
+
+// "N/A" for an absent reading (null, undefined, NaN): absent is not zero.
+export const NA = 'N/A';
+
+export function fmtBytes(b, digits = 1) {
+  if (!isNum(b)) return NA;
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = Math.abs(b);
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${b < 0 ? '-' : ''}${i === 0 ? v.toFixed(0) : v.toFixed(digits)} ${units[i]}`;
+}
+
+// bytes to GiB as a number (charts plot GiB).
+export const toGiB = (b) => (isNum(b) ? b / GIB : null);
+
+export function fmtPercent(ratio, digits = 0) {
+  return isNum(ratio) ? `${(ratio * 100).toFixed(digits)} %` : NA;
+}
+
+export function fmtWatts(w, digits = 0) {
+  return isNum(w) ? `${w.toFixed(digits)} W` : NA;
+}
+
+export function fmtCelsius(c) {
+  return isNum(c) ? `${Math.round(c)} °C` : NA;
+}
+
+export function fmtMHz(hz) {
+  return isNum(hz) ? `${Math.round(hz / 1e6)} MHz` : NA;
+}
+
+export function fmtRate(bps) {
+  if (!isNum(bps)) return NA;
+  return `${fmtBytes(bps)}/s`;
+}
+
+// A duration in seconds as "3 d 4 h", "2 h 5 min", "4 min 10 s", "12 s".
+export function fmtDuration(s) {
+  if (!isNum(s) || s < 0) return NA;
+  s = Math.floor(s);
+  const d = Math.floor(s / 86400);
+  const h = Math.floor((s % 86400) / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const sec = s % 60;
+  if (d) return `${d} d ${h} h`;
+  if (h) return `${h} h ${m} min`;
+  if (m) return `${m} min ${sec} s`;
+  return `${sec} s`;
+}
+
+// Local wall-clock time of a unix time, "HH:MM:SS" (24 h).
+export function fmtClock(unix) {
+  if (!isNum(unix)) return NA;
+  const d = new Date(unix * 1000);
+  const p = (n) => String(n).padStart(2, '0');
+  return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
+// The charts: one per metric, every GPU a series. scale turns the API's base unit into what
+// is plotted; fmt formats a plotted value for the axis and the hover legend.
+export const CHARTS = [
+  {id: 'utilization', metric: 'utilization_gpu', title: 'GPU utilization', unit: '%',
+    scale: (v) => v * 100, fmt: (v) => `${v.toFixed(0)} %`, range: [0, 100]},
+  {id: 'sm_active', metric: 'sm_active', title: 'SM activity (GPM)', unit: '%',
+    scale: (v) => v * 100, fmt: (v) => `${v.toFixed(0)} %`, range: [0, 100], optional: true},
+  {id: 'memory', metric: 'memory_used', title: 'Memory used', unit: 'GiB',
+    scale: (v) => v / GIB, fmt: (v) => `${v.toFixed(1)} GiB`},
+  {id: 'temperature', metric: 'temperature_gpu', title: 'Temperature', unit: '°C',
+    scale: (v) => v, fmt: (v) => `${v.toFixed(0)} °C`},
+  {id: 'power', metric: 'power_draw', title: 'Power', unit: 'W',
+    scale: (v) => v, fmt: (v) => `${v.toFixed(0)} W`},
+  {id: 'clock', metric: 'clock_sm', title: 'SM clock', unit: 'MHz',
+    scale: (v) => v / 1e6, fmt: (v) => `${v.toFixed(0)} MHz`},
+  {id: 'pcie', metric: 'pcie_rx', title: 'PCIe receive', unit: 'MB/s',
+    scale: (v) => v / 1e6, fmt: (v) => `${v.toFixed(1)} MB/s`},
+];
+
+// The ranges the page offers, seconds back from now. 'live' updates with every sample.
+export const RANGES = [
+  {id: 'live', label: 'Live 15 min', seconds: 900},
+  {id: '1h', label: '1 h', seconds: 3600},
+  {id: '6h', label: '6 h', seconds: 6 * 3600},
+  {id: '24h', label: '24 h', seconds: 86400},
+  {id: '7d', label: '7 d', seconds: 7 * 86400},
+  {id: '30d', label: '30 d', seconds: 30 * 86400},
+];
+
+// The /api/v1/history URL for one GPU, one metric and a range ending at now (unix seconds).
+// Live asks for 1 s buckets; longer ranges let the agent pick a step of at most 1000 points.
+export function historyUrl(gpu, metric, range, now) {
+  const to = Math.ceil(now);
+  const from = to - range.seconds;
+  const step = range.id === 'live' ? '&step=1' : '';
+  return `/api/v1/history?gpu=${gpu}&metric=${encodeURIComponent(metric)}&from=${from}` +
+    `&to=${to}${step}`;
+}
+
+// History answers for one metric, one per GPU (in series order; a missing one is null), to
+// uPlot's columnar data: [times, gpu0 values, gpu1 values, ...], times the sorted union of all
+// points' times, a GPU without a point at a time null there (a gap, not zero). Values are the
+// bucket averages passed through scale.
+export function toSeries(docs, scale = (v) => v) {
+  const times = new Set();
+  for (const d of docs)
+    for (const p of d?.points ?? []) times.add(p[0]);
+  const xs = [...times].sort((a, b) => a - b);
+  const at = new Map(xs.map((t, i) => [t, i]));
+  const cols = docs.map((d) => {
+    const col = new Array(xs.length).fill(null);
+    for (const p of d?.points ?? [])
+      if (isNum(p[2])) col[at.get(p[0])] = scale(p[2]);
+    return col;
+  });
+  return [xs, ...cols];
+}
+
+// Appends one sample (time t, one value per series, null where absent) to uPlot data in place
+// and drops points older than t - keepSeconds. Returns the data. A t not after the last point
+// is ignored (the same snapshot polled twice).
+export function appendPoint(data, t, values, keepSeconds) {
+  const xs = data[0];
+  if (xs.length && t <= xs[xs.length - 1]) return data;
+  xs.push(t);
+  for (let i = 1; i < data.length; i++) data[i].push(values[i - 1] ?? null);
+  let cut = 0;
+  while (cut < xs.length && xs[cut] < t - keepSeconds) cut++;
+  if (cut) for (const col of data) col.splice(0, cut);
+  return data;
+}
+
+// The badges a GPU's card shows: [{kind, text}], kind 'warn' or 'bad'. Throttle reasons come
+// by name from clocks_event_reasons ("idle" is not throttling).
+export function badges(g) {
+  const out = [];
+  if (g.lost) return [{kind: 'bad', text: 'lost'}];
+  for (const r of g.clocks_event_reasons ?? [])
+    if (r !== 'idle') out.push({kind: 'warn', text: `throttled: ${r}`});
+  const eccU = g.ecc_errors_uncorrected_volatile;
+  const eccC = g.ecc_errors_corrected_volatile;
+  if (isNum(eccU) && eccU > 0) out.push({kind: 'bad', text: `ECC uncorrected: ${eccU}`});
+  if (isNum(eccC) && eccC > 0) out.push({kind: 'warn', text: `ECC corrected: ${eccC}`});
+  if (isNum(g.xid_last) && g.xid_last > 0) out.push({kind: 'bad', text: `Xid ${g.xid_last}`});
+  const gen = g.pcie_link_gen_current;
+  const genMax = g.pcie_link_gen_max;
+  const w = g.pcie_link_width_current;
+  const wMax = g.pcie_link_width_max;
+  if ((isNum(gen) && isNum(genMax) && gen < genMax) || (isNum(w) && isNum(wMax) && w < wMax))
+    out.push({kind: 'warn', text: `PCIe Gen${gen ?? '?'} x${w ?? '?'} < Gen${genMax ?? '?'} ` +
+      `x${wMax ?? '?'}`});
+  return out;
+}
+
+// /api/v1/processes entries to the table's rows: plain values to sort on, and text to show.
+export function processRows(doc, now) {
+  return (doc?.processes ?? []).map((p) => ({
+    gpu: p.gpu,
+    pid: p.pid,
+    user: p.user ?? null,
+    container: p.slurm_job != null ? `slurm ${p.slurm_job}`
+      : p.pod_uid ? `pod ${String(p.pod_uid).slice(0, 8)}`
+        : p.container ? `${p.container.runtime} ${String(p.container.id).slice(0, 12)}` : null,
+    gpu_memory: p.gpu_memory ?? null,
+    sm: p.utilization_sm ?? null,
+    cpu: p.cpu_ratio ?? null,
+    rss: p.memory_rss ?? null,
+    running: isNum(p.start_time) && isNum(now) ? Math.max(0, now - p.start_time) : null,
+    command: p.command ?? p.name ?? null,
+  }));
+}
+
+// Sorts rows by key, 'asc' or 'desc'; absent values (null) go last either way; ties keep the
+// GPU, pid order. Returns a new array.
+export function sortRows(rows, key, dir = 'asc') {
+  const sign = dir === 'desc' ? -1 : 1;
+  const cmp = (a, b) => {
+    const x = a[key];
+    const y = b[key];
+    if (x == null || y == null) {
+      if (x == null && y == null) return 0;
+      return x == null ? 1 : -1;
+    }
+    if (typeof x === 'string' || typeof y === 'string')
+      return sign * String(x).localeCompare(String(y));
+    return sign * (x - y);
+  };
+  return [...rows].sort((a, b) => cmp(a, b) || a.gpu - b.gpu || a.pid - b.pid);
+}
+
+// An alert's one-line description: "GPU 0 · throttling: throttle > 0 (value 1)".
+export function alertText(a) {
+  const where = a.gpu == null ? 'node' : `GPU ${a.gpu}`;
+  const v = isNum(a.value) ? +a.value.toPrecision(4) : NA;
+  return `${where} · ${a.rule}: ${a.metric} ${a.op} ${a.threshold} (value ${v})`;
+}
+
+// Sparkline points for an SVG viewBox of width w and height h from values in 0..1 (nulls
+// skipped): "x,y x,y ...".
+export function sparkPoints(values, w, h) {
+  const n = values.length;
+  if (n < 2) return '';
+  const pts = [];
+  values.forEach((v, i) => {
+    if (!isNum(v)) return;
+    const x = (i / (n - 1)) * w;
+    const y = h - Math.min(1, Math.max(0, v)) * h;
+    pts.push(`${+x.toFixed(1)},${+y.toFixed(1)}`);
+  });
+  return pts.join(' ');
+}
+
+// A client-side token bucket, so that the page's bursts of /api/v1/history requests (one per
+// chart and GPU) stay inside the agent's per-client rate limit (http_rate 50/s, http_burst 100
+// by default) with room left for polling. take() spends a token and returns 0, or returns the
+// milliseconds to wait before trying again. now in milliseconds.
+export function tokenBucket(ratePerS, burst, now) {
+  let tokens = burst;
+  let t = now;
+  return {
+    take(at) {
+      tokens = Math.min(burst, tokens + ((at - t) * ratePerS) / 1000);
+      t = at;
+      if (tokens >= 1) {
+        tokens -= 1;
+        return 0;
+      }
+      return Math.ceil(((1 - tokens) * 1000) / ratePerS);
+    },
+  };
+}
+
+// "used / total" in total's unit: "20.9 / 79.6 GiB"; N/A parts stay N/A.
+export function fmtBytesPair(used, total) {
+  if (!isNum(total)) return `${fmtBytes(used)} / ${NA}`;
+  const t = fmtBytes(total);
+  const unit = t.split(' ')[1];
+  const div = 1024 ** ['B', 'KiB', 'MiB', 'GiB', 'TiB'].indexOf(unit);
+  const u = isNum(used) ? (unit === 'B' ? used.toFixed(0) : (used / div).toFixed(1)) : NA;
+  return `${u} / ${t}`;
+}
+
+// "586 / 700 W", "1980 / 2619 MHz": a reading and its limit or companion in one unit.
+export function fmtPair(a, b, scale, unit) {
+  const f = (v) => (isNum(v) ? `${Math.round(v * scale)}` : NA);
+  return `${f(a)} / ${f(b)} ${unit}`;
+}
+
+// History answers for the GPUs of one chart are fetched one after the other while the agent
+// keeps flushing, so a later answer may reach a little further. Cuts every answer at the
+// earliest of their last points, so that all series end together; with dropLast (the live
+// range, where live samples follow) that last bucket goes too, as it may be partly flushed.
+// Returns new docs (null stays null).
+export function trimToCommon(docs, dropLast) {
+  const lasts = docs.filter((d) => d?.points?.length).map((d) => d.points[d.points.length - 1][0]);
+  if (!lasts.length) return docs;
+  const cut = Math.min(...lasts);
+  return docs.map((d) => (d ? {...d, points: (d.points ?? []).filter((p) =>
+    (dropLast ? p[0] < cut : p[0] <= cut))} : d));
+}

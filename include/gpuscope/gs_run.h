@@ -69,8 +69,8 @@ struct gs_step_rec {
  * gs_run_open(config_json): config keys (all optional):
  *   "run_name": string, "output_dir": string (report destination; NULL/absent: no file),
  *   "socket": path of a receiver; absent: $GPUSCOPE_RUN_SOCKET, else the agent socket
- *             ($GPUSCOPE_AGENT_SOCKET, else /run/gpuscope/steps.sock) if it accepts a connection,
- *             else none,
+ *             ($GPUSCOPE_AGENT_SOCKET, else /run/gpuscope/steps.sock, else
+ *             $XDG_RUNTIME_DIR/gpuscope/steps.sock) if it accepts a connection, else none,
  *   "nvml": "auto" | "off"  (auto: sample NVML in-process when no receiver is connected),
  *   "sample_interval_s": number (default 0.5), "rank", "world_size", "local_rank": ints,
  *   "framework": "hf" | "torch", "logging_steps": int, "devices": [CUDA indices in use].

@@ -25,13 +25,21 @@ import os
 from . import _hooks
 from ._core import PHASE_INDEX, Profiler, format_lines, utilization_estimate
 from ._native import PHASES
-from .callback import GpuScopeCallback
 
 __all__ = ["GpuScopeCallback", "Profiler", "init", "profiler", "step", "phase", "instrument",
            "finish", "PHASES", "format_lines", "utilization_estimate"]
 __version__ = "0.1.0"
 
 _default = [None]
+
+
+def __getattr__(name):
+    # GpuScopeCallback is made on first use, so that `import gpuscope` never imports
+    # transformers (seconds) for plain PyTorch users.
+    if name == "GpuScopeCallback":
+        from . import callback
+        return callback.GpuScopeCallback
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def init(**kwargs):

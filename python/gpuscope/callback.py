@@ -15,35 +15,25 @@ step's batches just before on_step_begin).
 At on_train_end the report is written to args.output_dir/metrics_report.json by the world
 process zero, with train_runtime and the speeds the Trainer logged at the end of training.
 
-When transformers can be imported the class derives from transformers.TrainerCallback;
-otherwise it is a plain class with the same methods, so a loop that drives it like the
-Trainer works without transformers.
+The class is made on first use of the name GpuScopeCallback (PEP 562 module __getattr__),
+so `import gpuscope` never imports transformers: then it derives from
+transformers.TrainerCallback when that imports, otherwise it is a plain class with the same
+methods (and a no-op for any other on_* event), so a loop that drives it like the Trainer
+works without transformers.
 """
 import math
-import sys
 
 from . import _core, _hooks
 from ._native import PH_OPTIMIZER
 
 
-def _callback_base():
-    # Only when transformers is importable without side effects we would regret; its absence
-    # is normal (plain PyTorch users, tests).
-    if "transformers" in sys.modules or _importable("transformers"):
-        try:
-            from transformers import TrainerCallback
-            return TrainerCallback
-        except Exception:
-            pass
-    return object
-
-
-def _importable(name):
-    import importlib.util
+def _trainer_callback_base():
+    """transformers.TrainerCallback, or None when transformers cannot be imported."""
     try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
+        from transformers import TrainerCallback
+        return TrainerCallback
+    except Exception:
+        return None
 
 
 def _int_steps(v):
@@ -55,7 +45,7 @@ def _int_steps(v):
     return int(v) if v >= 1 else None
 
 
-class GpuScopeCallback(_callback_base()):
+class _GpuScopeCallbackImpl:
     """A TrainerCallback that times every optimizer step and writes metrics_report.json.
 
     Arguments (all optional): output_dir (default args.output_dir), logging_steps (default
@@ -120,7 +110,8 @@ class GpuScopeCallback(_callback_base()):
         return None
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        if self.profiler is None:
+        if self.profiler is None or self.profiler._finished:  # a new run per train()
+            self._train_metrics = {}
             self._start(args, state, model)
         return None
 
@@ -212,3 +203,27 @@ def _num(v):
         return None
     return v if math.isfinite(v) else None
 
+
+class _NoTransformersBase:
+    def __getattr__(self, name):
+        if name.startswith("on_"):  # an event of a newer Trainer: nothing to do
+            return _noop_event
+        raise AttributeError(name)
+
+
+def _noop_event(args, state, control, **kwargs):
+    return None
+
+
+_made = []
+
+
+def __getattr__(name):
+    if name != "GpuScopeCallback":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not _made:
+        base = _trainer_callback_base() or _NoTransformersBase
+        _made.append(type("GpuScopeCallback", (_GpuScopeCallbackImpl, base),
+                          {"__module__": __name__, "__doc__": _GpuScopeCallbackImpl.__doc__,
+                           "__qualname__": "GpuScopeCallback"}))
+    return _made[0]

@@ -1668,6 +1668,10 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
         gs_log(GS_LOG_WARN, "reload: listen %s -> %s needs a restart; still on %s",
                a->cfg.listen, c.listen, a->cfg.listen);
     snprintf(c.listen, sizeof c.listen, "%s", a->cfg.listen);
+    if (strcmp(c.http_socket, a->cfg.http_socket) != 0)
+        gs_log(GS_LOG_WARN, "reload: http_socket %s -> %s needs a restart; still on %s",
+               a->cfg.http_socket, c.http_socket, a->cfg.http_socket);
+    snprintf(c.http_socket, sizeof c.http_socket, "%s", a->cfg.http_socket);
     if (!a->data_dir_from_caller && strcmp(c.data_dir, a->cfg.data_dir) != 0)
         gs_log(GS_LOG_WARN, "reload: data_dir %s -> %s needs a restart; still in %s",
                a->cfg.data_dir, c.data_dir, a->cfg.data_dir);

@@ -189,6 +189,20 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
     return run;
 }
 
+/* The sender's SO_PEERCRED uid/pid in a report's "run" object also when no hello came (the
+ * aggregate knows them from the hello only). */
+static void fill_peer(json_t *report, const struct run *run)
+{
+    json_t *ro = json_object_get(report, "run");
+
+    if (!json_is_object(ro))
+        return;
+    if (!json_is_integer(json_object_get(ro, "uid")))
+        json_object_set_new(ro, "uid", json_integer((json_int_t)run->uid));
+    if (!json_is_integer(json_object_get(ro, "pid")))
+        json_object_set_new(ro, "pid", json_integer((json_int_t)run->pid));
+}
+
 /* Removes run from the table (the caller holds a reference), stores its report, drops the
  * table's reference. */
 static void run_finish(struct gs_runs *r, struct run *run, const char *why)
@@ -218,6 +232,7 @@ static void run_finish(struct gs_runs *r, struct run *run, const char *why)
     meta.run_name = run->name[0] ? run->name : NULL;
     report = gs_agg_report(run->agg, &meta);
     pthread_mutex_unlock(&run->mu);
+    fill_peer(report, run);
     /* Every step received, also those beyond GS_RUNS_MAX_AGG_STEPS: the list's count. */
     if (json_is_object(json_object_get(report, "run")))
         json_object_set_new(json_object_get(report, "run"), "steps_received",
@@ -641,6 +656,7 @@ static unsigned http_report(struct gs_runs *r, int64_t id, char **body, size_t *
         pthread_mutex_lock(&run->mu);
         meta.run_name = run->name[0] ? run->name : NULL;
         rep = gs_agg_report(run->agg, &meta);
+        fill_peer(rep, run);
         steps = run->steps;
         pthread_mutex_unlock(&run->mu);
         run_unref(r, run);

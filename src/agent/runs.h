@@ -28,8 +28,9 @@ struct gs_runs;
 
 /* Runs going on at once; records of more are dropped, counted. */
 #define GS_RUNS_MAX_LIVE 64
-/* Step records a live run aggregates (~8 MB); later ones are still stored in the history. */
-#define GS_RUNS_MAX_AGG_STEPS 200000
+/* Step records a live run aggregates (40 bytes each, plus ~180 KB a run: at most ~270 MB for
+ * 64 runs); later ones are still stored in the history and counted in steps_received. */
+#define GS_RUNS_MAX_AGG_STEPS 100000
 
 struct gs_runs_opts {
     const char *socket_path;  /* bound with mode 0666; its directory is made 0755 */

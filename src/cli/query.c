@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/agent_client.h"
 #include "cli/query_fields.h"
 #include "cli/query_opts.h"
 #include "gpuscope/gs_err.h"
@@ -40,6 +41,8 @@ struct run {
     struct gs_snapshot *snap;
     unsigned char *gpu_sel;
     int header_done;
+    int use_agent; /* snapshots from the local agent's socket (agent_client.h) */
+    char agent_sock[108];
 };
 
 static void usage(FILE *out)
@@ -65,6 +68,7 @@ static void usage(FILE *out)
             "          --help-query-gpu      List the --query-gpu fields.\n"
             "          --help-query-compute-apps\n"
             "                                List the --query-compute-apps fields.\n"
+            "          --no-agent            Read NVML even when the local agent answers.\n"
             "    -h,   --help                This help.\n"
             "\n"
             "Options take --opt=VALUE or --opt VALUE. The NVML library is libnvidia-ml.so.1, or\n"
@@ -110,8 +114,27 @@ static int emit(struct run *r)
     return GS_OK;
 }
 
+/* One snapshot from the agent's socket; the GPU list may not change under -i's selection. */
+static int agent_sample(struct run *r, struct gs_err *err)
+{
+    struct gs_snapshot *s = NULL;
+    int rc = gs_agent_client_snapshot(r->agent_sock, 0, &s, NULL, err);
+
+    if (rc != GS_OK)
+        return rc;
+    if (r->snap && s->n_gpus != r->snap->n_gpus) {
+        gs_snapshot_free(s);
+        return gs_err_set(err, GS_EIO, "agent: the GPUs it shows changed");
+    }
+    gs_snapshot_free(r->snap);
+    r->snap = s;
+    return GS_OK;
+}
+
 static int sample(struct run *r, struct gs_err *err)
 {
+    if (r->use_agent)
+        return agent_sample(r, err);
     return gs_sampler_sample(r->sampler, r->snap, gs_qf_want(&r->sel), err);
 }
 
@@ -195,15 +218,29 @@ static int start(struct run *r, struct gs_err *err)
     unsigned n;
     int rc;
 
-    rc = gs_sampler_open(&r->sampler, NULL, err);
-    if (rc != GS_OK)
-        return rc;
-    n = gs_sampler_gpu_count(r->sampler);
-    if (n == 0)
-        return gs_err_set(err, GS_ENOGPU, NO_DEVICES);
-    rc = gs_snapshot_new(&r->snap, n, 16, err);
-    if (rc != GS_OK)
-        return rc;
+    /* The local agent when it answers, as `gpuscope` does (quick.c, docs/security.md). */
+    if (!r->opts.no_agent &&
+        (!getenv("GPUSCOPE_NVML_LIBRARY") || getenv("GPUSCOPE_HTTP_SOCKET")) &&
+        gs_agent_client_socket(r->agent_sock, sizeof r->agent_sock)) {
+        struct gs_err ae;
+        gs_err_clear(&ae);
+        r->use_agent = agent_sample(r, &ae) == GS_OK;
+    }
+    if (r->use_agent) {
+        n = r->snap->n_gpus;
+        if (n == 0)
+            return gs_err_set(err, GS_ENOGPU, NO_DEVICES);
+    } else {
+        rc = gs_sampler_open(&r->sampler, NULL, err);
+        if (rc != GS_OK)
+            return rc;
+        n = gs_sampler_gpu_count(r->sampler);
+        if (n == 0)
+            return gs_err_set(err, GS_ENOGPU, NO_DEVICES);
+        rc = gs_snapshot_new(&r->snap, n, 16, err);
+        if (rc != GS_OK)
+            return rc;
+    }
     r->gpu_sel = calloc(n, 1);
     if (!r->gpu_sel)
         return gs_err_set(err, GS_ENOMEM, "query: out of memory");

@@ -37,6 +37,7 @@ enum opt_id {
     O_FILE,
     O_HELP_GPU,
     O_HELP_APPS,
+    O_NO_AGENT,
 };
 
 struct opt {
@@ -57,6 +58,7 @@ static const struct opt options[] = {
     {"-f", "--filename", ARG_REQ, O_FILE},
     {NULL, "--help-query-gpu", ARG_NONE, O_HELP_GPU},
     {NULL, "--help-query-compute-apps", ARG_NONE, O_HELP_APPS},
+    {NULL, "--no-agent", ARG_NONE, O_NO_AGENT},
 };
 
 /* Whether word is name, or name=VALUE (then *val points after the '='). */
@@ -155,6 +157,9 @@ static int apply(struct gs_query_opts *o, const struct opt *opt, const char *wor
         break;
     case O_HELP_APPS:
         o->help_apps = 1;
+        break;
+    case O_NO_AGENT:
+        o->no_agent = 1;
         break;
     case O_QUERY_GPU:
         o->gpu_fields = val;

@@ -27,6 +27,7 @@ struct gs_query_opts {
     int help;               /* -h/--help */
     int help_gpu;           /* --help-query-gpu */
     int help_apps;          /* --help-query-compute-apps */
+    int no_agent;           /* --no-agent: NVML even when the local agent answers */
 };
 
 /* Parses argv[1..argc-1] (argv[0] is the subcommand name). Bad usage returns GS_EUSAGE with a

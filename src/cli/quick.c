@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/agent_client.h"
 #include "cli/cli.h"
 #include "cli/term.h"
 #include "gpuscope/gs_err.h"
@@ -92,6 +93,9 @@ struct quick_run {
     int sigs_installed;
     int abandoned; /* a write was cut short by a stop signal: write nothing more */
     int64_t static_ns; /* when limits, maxima and modes were last read (CLOCK_MONOTONIC) */
+    int use_agent;     /* snapshots come from the local agent's socket (agent_client.h) */
+    char agent_sock[108];
+    json_t *agent_doc; /* the agent's last document: its hidden_processes, for --json */
     struct sigaction old[4];
 };
 
@@ -161,6 +165,38 @@ static void fill_host_and_time(struct gs_snapshot *snap)
     }
 }
 
+/* The visibility policy's per-GPU summary of other users' processes (docs/security.md), from
+ * the agent's document into ours, GPU by index. */
+static void copy_hidden(json_t *doc, const json_t *agent_doc)
+{
+    json_t *g, *ag;
+    size_t i, j;
+
+    json_array_foreach(json_object_get(doc, "gpus"), i, g) {
+        json_array_foreach(json_object_get(agent_doc, "gpus"), j, ag) {
+            json_t *h = json_object_get(ag, "hidden_processes");
+            if (h && json_equal(json_object_get(ag, "index"), json_object_get(g, "index")))
+                json_object_set(g, "hidden_processes", h);
+        }
+    }
+}
+
+/* One snapshot from the agent's socket in place of a sampling cycle. */
+static int agent_sample(struct quick_run *r, struct gs_err *err)
+{
+    struct gs_snapshot *s = NULL;
+    json_t *doc = NULL;
+    int rc = gs_agent_client_snapshot(r->agent_sock, !r->o->json, &s, &doc, err);
+
+    if (rc != GS_OK)
+        return rc;
+    gs_snapshot_free(r->snap);
+    r->snap = s;
+    json_decref(r->agent_doc);
+    r->agent_doc = doc;
+    return GS_OK;
+}
+
 static int emit_json(struct quick_run *r, struct gs_err *err)
 {
     json_t *doc = NULL;
@@ -169,6 +205,8 @@ static int emit_json(struct quick_run *r, struct gs_err *err)
 
     if (rc != GS_OK)
         return rc;
+    if (r->agent_doc && !r->o->no_procs)
+        copy_hidden(doc, r->agent_doc);
     /* 15 significant digits: 0.92 rather than 0.92000000000000004, and still 10 µs for a
      * unix time. */
     text = json_dumps(doc, (r->o->interval_s > 0 ? JSON_COMPACT : JSON_INDENT(2)) |
@@ -241,7 +279,10 @@ static int one_cycle(struct quick_run *r, int first, struct gs_err *err)
         r->static_ns = now;
     }
     gs_err_clear(&serr);
-    rc = gs_sampler_sample(r->sampler, r->snap, want, &serr);
+    if (r->use_agent)
+        rc = first ? GS_OK : agent_sample(r, &serr); /* quick_main fetched the first */
+    else
+        rc = gs_sampler_sample(r->sampler, r->snap, want, &serr);
     if (rc != GS_OK) {
         if (first || r->o->interval_s <= 0) {
             *err = serr;
@@ -345,12 +386,23 @@ static int quick_main(const struct gs_quick_opts *o, struct gs_err *err)
     gs_tbuf_init(&r.screen, r.color);
     quick_stop = quick_winch = 0;
 
-    rc = gs_sampler_open(&r.sampler, &sopts, err);
-    if (rc != GS_OK)
-        goto out;
-    rc = gs_snapshot_new(&r.snap, gs_sampler_gpu_count(r.sampler), 64, err);
-    if (rc != GS_OK)
-        goto out;
+    /* The local agent when it answers (no NVML start-up, and its visibility policy applies);
+     * an explicit $GPUSCOPE_NVML_LIBRARY asks for that library unless $GPUSCOPE_HTTP_SOCKET
+     * names a socket too (docs/security.md, LOCAL VIEWERS). */
+    if (!o->no_agent && (!getenv("GPUSCOPE_NVML_LIBRARY") || getenv("GPUSCOPE_HTTP_SOCKET")) &&
+        gs_agent_client_socket(r.agent_sock, sizeof r.agent_sock)) {
+        struct gs_err ae;
+        gs_err_clear(&ae);
+        r.use_agent = agent_sample(&r, &ae) == GS_OK;
+    }
+    if (!r.use_agent) {
+        rc = gs_sampler_open(&r.sampler, &sopts, err);
+        if (rc != GS_OK)
+            goto out;
+        rc = gs_snapshot_new(&r.snap, gs_sampler_gpu_count(r.sampler), 64, err);
+        if (rc != GS_OK)
+            goto out;
+    }
     if (o->interval_s > 0)
         rc = watch_loop(&r, err);
     else
@@ -359,6 +411,7 @@ out:
     gs_tbuf_free(&r.screen);
     gs_tbuf_free(&r.frame);
     gs_snapshot_free(r.snap);
+    json_decref(r.agent_doc);
     gs_sampler_close(r.sampler);
     return rc;
 }

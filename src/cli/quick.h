@@ -59,6 +59,7 @@ struct gs_quick_opts {
     unsigned show;  /* enum gs_quick_show bits */
     int no_header;  /* --no-header */
     int no_procs;   /* --no-processes */
+    int no_agent;   /* --no-agent: NVML directly even when the local agent answers */
     int help;       /* -h: print usage and stop */
     unsigned n_ids; /* --id filter; 0: every GPU */
     struct gs_quick_id ids[GS_QUICK_IDS_MAX];

@@ -35,6 +35,7 @@ enum quick_opt_id {
     QO_ID,
     QO_NO_HEADER,
     QO_NO_PROCS,
+    QO_NO_AGENT,
     QO_HELP,
 };
 
@@ -74,6 +75,8 @@ static const struct quick_option quick_options[] = {
      "only these GPUs: indexes, UUIDs or PCI bus ids, comma separated"},
     {QO_NO_HEADER, 0, "no-header", QA_NONE, NULL, "leave out the hostname/time/driver line"},
     {QO_NO_PROCS, 0, "no-processes", QA_NONE, NULL, "leave out processes (faster)"},
+    {QO_NO_AGENT, 0, "no-agent", QA_NONE, NULL,
+     "read NVML directly even when the local agent's socket answers"},
     {QO_HELP, 'h', "help", QA_NONE, NULL, "show this help"},
 };
 
@@ -264,6 +267,7 @@ static int apply_option(struct gs_quick_opts *o, const struct quick_option *q, c
     case QO_ID: return parse_ids(o, v, err);
     case QO_NO_HEADER: o->no_header = 1; break;
     case QO_NO_PROCS: o->no_procs = 1; break;
+    case QO_NO_AGENT: o->no_agent = 1; break;
     case QO_HELP: o->help = 1; break;
     }
     return GS_OK;

@@ -235,6 +235,7 @@ static int send_record(int fd, const struct gs_record *rec)
 static void connect_receiver(struct gs_run *run)
 {
     struct gs_record rec = {.type = GS_REC_HELLO};
+    char user_sock[108]; /* sun_path's size */
     const char *path = run->socket_path[0] ? run->socket_path : getenv("GPUSCOPE_RUN_SOCKET");
     bool named = path && *path;
 
@@ -244,6 +245,16 @@ static void connect_receiver(struct gs_run *run)
             path = DEFAULT_AGENT_SOCKET;
     }
     run->fd = connect_seqpacket(path);
+    if (run->fd < 0 && !named && path == (const char *)DEFAULT_AGENT_SOCKET) {
+        /* An agent run by a user (not systemd, not root) listens in its runtime dir. */
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        if (xdg && *xdg &&
+            snprintf(user_sock, sizeof user_sock, "%s/gpuscope/steps.sock", xdg) <
+                (int)sizeof user_sock) {
+            path = user_sock;
+            run->fd = connect_seqpacket(path);
+        }
+    }
     if (run->fd < 0) {
         if (named)
             fprintf(stderr, "gpuscope: cannot connect to %s: %s; profiling in-process\n", path,

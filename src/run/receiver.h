@@ -48,9 +48,8 @@ int gs_receiver_start(struct gs_receiver **out, const char *path, mode_t mode,
 /* gs_receiver_start with flags: GS_RECEIVER_ANY_UID accepts every local uid (the agent's
  * node-wide socket; records stay attributed to each sender's SO_PEERCRED uid/pid). */
 #define GS_RECEIVER_ANY_UID 0x1u
-int gs_receiver_start_flags(struct gs_receiver **out, const char *path, mode_t mode,
-                            unsigned flags, const struct gs_receiver_cb *cb, char *err,
-                            size_t errlen);
+int gs_receiver_start_flags(struct gs_receiver **out, const char *path, mode_t mode, unsigned flags,
+                            const struct gs_receiver_cb *cb, char *err, size_t errlen);
 void gs_receiver_stats(const struct gs_receiver *r, struct gs_receiver_stats *out);
 /* Stops the thread, closes every connection, unlinks the path. NULL allowed. */
 void gs_receiver_stop(struct gs_receiver *r);

@@ -32,6 +32,7 @@ struct step_sums {
     size_t max_rank_steps;
     uint64_t samples;
     size_t samples_known;
+    size_t cuda_events; /* steps timed with CUDA events (else host clocks) */
 };
 
 static json_t *jnum(double v)
@@ -131,6 +132,7 @@ static void sum_steps(const struct gs_agg *a, struct step_sums *s)
         const struct gs_agg_rank *rk = &a->ranks[r];
         if (rk->n > s->max_rank_steps)
             s->max_rank_steps = rk->n;
+        s->cuda_events += rk->cuda_events;
         s->samples += rk->samples;
         s->samples_known += rk->n_samples;
         for (size_t i = 0; i < rk->n; i++) {
@@ -385,7 +387,9 @@ static void utilization(const struct devsum *d, const struct step_sums *s, doubl
     } else if (!isnan(busy)) {
         json_object_set_new(rep, "gpu_avg_utilization_percent", json_real(busy));
         json_object_set_new(rep, "gpu_max_utilization_percent", json_real(s->busy_max_pct));
-        json_object_set_new(rep, "gpu_utilization_source", json_string("cuda_events"));
+        /* Host-timed steps (CPU runs) estimate the same way, but say so. */
+        json_object_set_new(rep, "gpu_utilization_source",
+                            json_string(s->cuda_events ? "cuda_events" : "host_timing"));
     } else {
         json_object_set_new(rep, "gpu_avg_utilization_percent", json_null());
         json_object_set_new(rep, "gpu_max_utilization_percent", json_null());
@@ -504,7 +508,7 @@ int gs_report_write(const json_t *report, const char *path, char *err, size_t er
             snprintf(err, errlen, "report: path too long");
         return -1;
     }
-    text = json_dumps(report, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    text = json_dumps(report, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
     if (!text) {
         if (err)
             snprintf(err, errlen, "report: out of memory");

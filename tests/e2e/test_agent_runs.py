@@ -297,6 +297,16 @@ try:
     t.ok(r2 is not None and r2.get("steps") == 2 and r2.get("pid") == c2.pid,
          "closing the connection ends the run (2 steps, its own pid)", detail=r2)
 
+    # No hello at all: the run still belongs to the sender (SO_PEERCRED) in its report.
+    c6 = Sender()
+    c6.do("connect", step(1), 0.2, "close")
+    r6 = wait_for(lambda: next((x for x in runs(base) if x.get("pid") == c6.pid and
+                                x.get("state") == "ended"), None))
+    code, rep6 = get_json("%s/api/v1/runs/%s" % (base, (r6 or {}).get("id")))
+    t.eq((code, rep6.get("run", {}).get("uid"), rep6.get("run", {}).get("pid"),
+          rep6.get("run", {}).get("steps_received")), (200, os.getuid(), c6.pid, 1),
+         "a run without a hello: report names the sender's uid and pid")
+
     # Another uid (root only): accepted and attributed to that uid.
     if os.geteuid() == 0:
         def nobody():

@@ -183,7 +183,8 @@ with tempfile.TemporaryDirectory() as tmp:
         nr.step(r)
         worst = max(worst, time.perf_counter() - a)
     loop = time.perf_counter() - t0
-    t.ok(worst < 0.005, f"gs_run_step never blocks on a stuck receiver (worst call "
+    # blocking would mean >= 1 s (the send timeout) or forever; allow for a busy machine
+    t.ok(worst < 0.25, f"gs_run_step never blocks on a stuck receiver (worst call "
          f"{worst * 1e6:.0f} us over 20000)")
     a = time.perf_counter()
     rep = nr.finish({})

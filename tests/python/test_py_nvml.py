@@ -57,7 +57,7 @@ with tempfile.TemporaryDirectory() as out:
     t.ok(n >= max(3, int(0.5 * wall / 0.05)),
          f"sampled about every 50 ms ({n} samples in {wall:.2f} s)")
     span = (g.get("last_sample") or 0) - (g.get("first_sample") or 0)
-    t.ok(near(g.get("energy_joules"), 400.0 * span, 0.03, 0.5),
+    t.ok(near(g.get("energy_joules"), 400.0 * span, 0.05, 2.0),
          f"energy = 400 W x sampled span ({g.get('energy_joules')} J over {span:.3f} s)")
     t.ok(near(rep.get("gpu_avg_utilization_percent"), 73.0, 1e-9) and
          near(rep.get("gpu_max_utilization_percent"), 73.0, 1e-9) and

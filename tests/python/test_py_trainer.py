@@ -103,6 +103,14 @@ with tempfile.TemporaryDirectory() as out:
          f"fast loader: ratio < 0.05 ({rep['data_loading_time_ratio']:.4f}) and no finding",
          detail=ids(rep))
 
+    # train() again on the same Trainer: a new run, a new report
+    os.unlink(os.path.join(out, "metrics_report.json"))
+    tr.state.global_step = 0
+    tr.train()
+    rep2 = json.load(open(os.path.join(out, "metrics_report.json")))
+    t.eq([rep2.get("steps"), rep2["phases"]["forward"]["count"]], [80, 80],
+         "a second train() makes a new run with its own 80 steps (not 160)")
+
 # ---- a rank other than 0 does not write the report ----
 with tempfile.TemporaryDirectory() as out:
     tr, cb, metrics, lines = train(PreBatched(10, 8, dict_items=True), out, ga=1, bs=8,
@@ -110,6 +118,19 @@ with tempfile.TemporaryDirectory() as out:
     t.ok(not os.path.exists(os.path.join(out, "metrics_report.json")),
          "rank 1 (not world process zero) writes no metrics_report.json")
     t.eq(cb.report["steps"] if cb.report else None, 10, "rank 1 still aggregates its steps")
+
+# ---- `import gpuscope` does not import transformers (seconds) for plain PyTorch users ----
+p = subprocess.run([PYTHON, "-c", "import sys, gpuscope; a = 'transformers' in sys.modules; "
+                    "cb = gpuscope.GpuScopeCallback; import transformers; "
+                    "print(a, issubclass(cb, transformers.TrainerCallback))"],
+                   env=pyhelp.child_env(PYTHONPATH=os.pathsep.join([PYROOT, FAKE_HF])),
+                   capture_output=True, text=True, timeout=60)
+t.eq(p.stdout.split(), ["False", "True"], "import gpuscope leaves transformers alone; "
+     "GpuScopeCallback, on first use, is a TrainerCallback")
+p = subprocess.run([PYTHON, "-c", "import gpuscope; cb = gpuscope.GpuScopeCallback(); "
+                    "print(cb.on_some_future_event(1, 2, 3, model=None))"],
+                   env=pyhelp.child_env(), capture_output=True, text=True, timeout=60)
+t.eq(p.stdout.strip(), "None", "without transformers: a plain class, unknown on_* events no-ops")
 
 # ---- auto-injection through _auto/sitecustomize.py, in a child ----
 CHILD = textwrap.dedent("""

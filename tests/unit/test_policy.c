@@ -1,7 +1,8 @@
 /*
  * Unit tests of the visibility policy's pure parts (src/agent/policy.c): which GPUs a viewer
  * sees, the filtered snapshot copy behind /metrics, the filtered snapshot, processes and
- * alerts documents, the /proc/net/tcp uid lookup and the cgroup devices.list parser. A
+ * alerts documents, the /proc/net/tcp uid lookup, the cgroup devices.list parser, and the
+ * clients' way back from the agent's snapshot document to a snapshot (cli/agent_client.c). A
  * hand-built snapshot: GPU 0 runs a process of uid 1001 and one of uid 1002, GPU 1 one of
  * uid 1002 only, GPU 2 nothing.
  */
@@ -15,6 +16,7 @@
 #include <cmocka.h>
 
 #include "agent/policy.h"
+#include "cli/agent_client.h"
 #include "cli/quick.h"
 #include "gpuscope/gs_err.h"
 
@@ -362,6 +364,86 @@ static void test_devices_list(void **state)
     assert_int_equal(gs_policy_parse_devices_list("", m, sizeof m), 0);
 }
 
+/* A snapshot rendered by quick_json.c and read back by agent_client.c renders the same
+ * document: every field the JSON carries survives, statuses included. */
+static void test_snapshot_json_round_trip(void **state)
+{
+    struct gs_snapshot *s = make_snap(), *back = NULL;
+    json_t *doc, *doc2;
+    char *t1, *t2;
+
+    (void)state;
+    s->procs[0].util_st = GS_ST_OK;
+    s->procs[0].sm_util = 0.5;
+    s->procs[0].cpu_st = GS_ST_OK;
+    s->procs[0].cpu_ratio = 1.25;
+    s->procs[0].job_kind = GS_JOB_DOCKER;
+    snprintf(s->procs[0].container_id, sizeof s->procs[0].container_id, "abc123");
+    s->procs[1].host_st = GS_ST_NA; /* host details unknown: null in JSON */
+    s->procs[2].job_kind = GS_JOB_SLURM;
+    snprintf(s->procs[2].slurm_job, sizeof s->procs[2].slurm_job, "4242");
+    s->gpus[1].st[GS_M_POWER_DRAW] = GS_ST_NOPERM;
+    s->gpus[2].lost = 1;
+    gs_gpu_set(&s->gpus[0], GS_M_MEM_USED, 123456789.0);
+    gs_gpu_set(&s->gpus[0], GS_M_POWER_DRAW, 301.5);
+    gs_gpu_set(&s->gpus[0], GS_M_THROTTLE_ACTIVE, (double)(GS_THR_SW_POWER_CAP | GS_THR_GPU_IDLE));
+    s->gpus[0].ecc_loc_st[1][0][2] = GS_ST_OK;
+    s->gpus[0].ecc_loc[1][0][2] = 7;
+    s->gpus[0].n_mig = 1;
+    s->gpus[0].mig[0].index = 3;
+    s->gpus[0].mig[0].gi_id = 1;
+    snprintf(s->gpus[0].mig[0].uuid, GS_STR_LEN, "MIG-x");
+    s->gpus[0].mig[0].mem_st = GS_ST_OK;
+    s->gpus[0].mig[0].mem_total_bytes = 10;
+    s->gpus[0].mig[0].mem_used_bytes = 4;
+    s->gpus[0].mig[0].mem_free_bytes = 6;
+    snprintf(s->sys.hostname, sizeof s->sys.hostname, "node7");
+    snprintf(s->sys.driver_version, sizeof s->sys.driver_version, "590.48.01");
+    s->sys.driver_st = GS_ST_OK;
+    s->sys.cuda_version = 13010;
+    s->sys.cuda_st = GS_ST_OK;
+    doc = snap_doc(s);
+    assert_int_equal(gs_snapshot_from_json(doc, 0, &back, NULL), GS_OK);
+    assert_int_equal(back->n_gpus, 3);
+    assert_int_equal(back->n_procs, 3);
+    assert_int_equal(back->gpus[1].st[GS_M_POWER_DRAW], GS_ST_NOPERM);
+    assert_int_equal(back->procs[2].job_kind, GS_JOB_SLURM);
+    doc2 = snap_doc(back);
+    t1 = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+    t2 = json_dumps(doc2, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_string_equal(t1, t2);
+    free(t1);
+    free(t2);
+    json_decref(doc2);
+    gs_snapshot_free(back);
+    json_decref(doc);
+
+    /* A filtered document's hidden summary becomes one "N hidden" entry for the text view. */
+    {
+        struct gs_policy_settings set = {.process_visibility = GS_PROCVIS_OWN};
+        struct gs_viewer a = viewer(UID_A, GS_ROLE_VIEWER);
+        struct gs_policy_view v;
+        doc = snap_doc(s);
+        gs_policy_view_build(&v, &set, &a, s, NULL, 0);
+        assert_int_equal(gs_policy_filter_snapshot_doc(&v, doc), GS_OK);
+        assert_int_equal(gs_snapshot_from_json(doc, 1, &back, NULL), GS_OK);
+        assert_int_equal(back->n_procs, 3); /* A's, "1 hidden" on GPU 0, "1 hidden" on GPU 1 */
+        assert_int_equal(back->procs[1].pid, 0);
+        assert_int_equal(back->procs[1].gpu, 0);
+        assert_string_equal(back->procs[1].name, "1 hidden");
+        assert_int_equal(back->procs[2].gpu, 1);
+        assert_int_equal(back->procs[2].gpu_mem_bytes, 4000);
+        gs_snapshot_free(back);
+        json_decref(doc);
+    }
+    back = NULL;
+    doc = json_loads("{\"hostname\":\"x\"}", 0, NULL);
+    assert_int_equal(gs_snapshot_from_json(doc, 0, &back, NULL), GS_EPARSE);
+    assert_null(back);
+    json_decref(doc);
+    gs_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -373,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_alerts_doc),
         cmocka_unit_test(test_proc_net_uid),
         cmocka_unit_test(test_devices_list),
+        cmocka_unit_test(test_snapshot_json_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -238,7 +238,7 @@ static void test_stuck_receiver_never_blocks(void **state)
         if (now_mono() - a > worst)
             worst = now_mono() - a;
     }
-    assert_true(worst < 0.05);
+    assert_true(worst < 0.25); /* blocking would be >= 1 s (the send timeout) or forever */
     t0 = now_mono();
     rep = finish_json(run, NULL);
     assert_true(now_mono() - t0 < 4.0);

@@ -11,6 +11,13 @@ PKGS="gcc clang libclang-rt-dev meson ninja-build pkg-config libjansson-dev libm
 # chromium: the dashboard's browser test (tests/e2e/test_web.py); nodejs, npm (only where no
 # node is on PATH): the dashboard's uPlot and playwright-core from web/package-lock.json.
 PKGS="$PKGS chromium"
+# libgnutls28-dev, libyaml-dev, libcrypt-dev: the agent's HTTP credentials (src/agent/auth.c:
+# SHA-256 and TLS pair checks, the exporter-toolkit web config, bcrypt); openssl, curl: the test
+# certificate and the TLS handshake in tests/e2e/test_agent_auth.py.
+PKGS="$PKGS libgnutls28-dev libyaml-dev libcrypt-dev openssl curl"
+# python3-torch (CPU): the Python package's tests train real models (tests/python/); it is
+# Debian's torch for /usr/bin/python3, the interpreter every test runs with.
+PKGS="$PKGS python3-torch"
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
 # web/node_modules: uPlot (embedded into the binary at build time) and playwright-core (the
 # browser test), exactly as web/package-lock.json pins them; again when the lock file changed.

@@ -11,6 +11,8 @@
 #ifndef GS_SAMPLER_H
 #define GS_SAMPLER_H
 
+#include <stdint.h>
+
 #include "gpuscope/gs_model.h"
 
 struct gs_err;
@@ -53,6 +55,25 @@ unsigned gs_sampler_gpu_count(const struct gs_sampler *s);
  * Returns an error only when nothing could be sampled (e.g. the driver went away). */
 int gs_sampler_sample(struct gs_sampler *s, struct gs_snapshot *snap, unsigned want,
                       struct gs_err *err);
+
+/* One GPU-utilization sample from the driver's own ring: the mean utilization over the
+ * driver's sampling period (~1/6 s on datacenter GPUs) that ends at t_us. */
+struct gs_util_sample {
+    uint64_t t_us;     /* driver timestamp, unix microseconds (CPU clock, as CLOCK_REALTIME) */
+    double util_ratio; /* 0..1 */
+};
+
+/* Reads the utilization samples of GPU gpu newer than *last_ts_us (0: all the driver keeps)
+ * into out, at most cap, oldest first; *n says how many and *last_ts_us advances to the
+ * newest one read, so passing it back next time continues without gaps or repeats. With
+ * *n == cap more may wait: call again. Returns GS_OK (also when nothing is new: *n = 0),
+ * GS_ENOTSUP when the driver lacks nvmlDeviceGetSamples or the GPU keeps no samples (MIG, old
+ * GPUs): the feature is unavailable, not broken. Otherwise GS_ELOST, GS_EPERM, GS_ENODRIVER,
+ * GS_ENVML, GS_ENOGPU (no such GPU), GS_EINVAL. Allocates only when cap exceeds every earlier
+ * cap. Same thread rules as gs_sampler_sample. */
+int gs_sampler_util_samples(struct gs_sampler *s, unsigned gpu, uint64_t *last_ts_us,
+                            struct gs_util_sample *out, unsigned cap, unsigned *n,
+                            struct gs_err *err);
 
 /* Shuts NVML down and unloads the library; NULL is allowed. */
 void gs_sampler_close(struct gs_sampler *s);

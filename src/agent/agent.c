@@ -418,6 +418,15 @@ static void render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         self.history_flush_last_s = rs.last_flush_s;
         self.history_flush_max_s = rs.max_flush_s;
     }
+    if (a->runs) {
+        struct gs_runs_stats ru = gs_runs_stats(a->runs); /* a short lock */
+        self.runs = 1;
+        self.runs_active = ru.live;
+        self.runs_started = ru.runs_started;
+        self.runs_records = ru.records;
+        self.runs_rejected = ru.rejected;
+        self.runs_steps_dropped = ru.steps_dropped;
+    }
     gs_mbuf_reset(&p->prom);
     if (cfg->metrics_compat == GS_COMPAT_DCGM)
         mflags |= GS_METRICS_DCGM;
@@ -1080,6 +1089,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     const char *te, *cl, *challenge;
     struct gs_viewer v; /* who asks (auth.c), for the visibility policy */
     pid_t peer_pid = 0; /* the unix socket peer's, for its cgroup (policy.c) */
+    struct sockaddr_in6 unix_key; /* a unix-socket client's rate-limit key: its uid */
     double rate, burst;
     char msg[160];
 
@@ -1091,7 +1101,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     rate = a->cfg.http_rate;
     burst = a->cfg.http_burst;
     pthread_mutex_unlock(&a->lock);
-    if (!rate_ok(a, ci ? ci->client_addr : NULL, rate, burst))
+    if (!rate_ok(a, gs_policy_unix_rate_addr(c, &unix_key) ? (struct sockaddr *)&unix_key
+                                                           : ci ? ci->client_addr : NULL,
+                 rate, burst))
         return send_json_error(c, MHD_HTTP_TOO_MANY_REQUESTS, "rate limit: too many requests");
     if (strlen(url) > HTTP_PATH_MAX)
         return send_json_error(c, MHD_HTTP_URI_TOO_LONG, "path too long");
@@ -1452,8 +1464,9 @@ static void reload_http(struct gs_agent *a, struct gs_agent_config *c)
         c->insecure = a->cfg.insecure;
         return;
     }
-    changed = !cert != !a->tls_cert_pem ||
-              (cert && (strcmp(cert, a->tls_cert_pem) != 0 || strcmp(key, a->tls_key_pem) != 0));
+    changed = a->mhd && (!cert != !a->tls_cert_pem ||
+                         (cert && (strcmp(cert, a->tls_cert_pem) != 0 ||
+                                   strcmp(key, a->tls_key_pem) != 0)));
     if (changed) {
         char *old_cert = NULL, *old_key = NULL;
         MHD_socket fd = MHD_quiesce_daemon(a->mhd);
@@ -1689,9 +1702,11 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
     pthread_cond_signal(&a->wake);
     pthread_mutex_unlock(&a->lock);
     gs_log_set_level((enum gs_log_level)c.log_level);
-    if (a->rec)
+    if (a->rec) {
         gs_recorder_set_policy(a->rec, c.flush_interval_s, c.retention_raw_s,
                                c.retention_rollup_s);
+        gs_recorder_set_runs_retention(a->rec, c.retention_runs_s);
+    }
     gs_log(GS_LOG_INFO, "reload: interval %gs, metrics_compat %s, log_level %s", c.interval_s,
            c.metrics_compat == GS_COMPAT_DCGM ? "dcgm" : "none",
            gs_log_level_name((enum gs_log_level)c.log_level));
@@ -1737,6 +1752,7 @@ static int start_history(struct gs_agent *a, struct gs_err *err)
         return rc;
     gs_recorder_set_policy(a->rec, c->flush_interval_s, c->retention_raw_s,
                            c->retention_rollup_s);
+    gs_recorder_set_runs_retention(a->rec, c->retention_runs_s);
     rc = gs_recorder_start(a->rec, err);
     if (rc != GS_OK)
         return rc;

@@ -310,13 +310,13 @@ static const char *yscalar(const yaml_node_t *n, size_t *len)
 
 static int ynull(const yaml_node_t *n)
 {
-    size_t len;
+    size_t len = 0;
     return n && n->type == YAML_SCALAR_NODE && yscalar(n, &len) && len == 0;
 }
 
 static int set_path(struct yctx *y, const yaml_node_t *v, const char *key, char *dst)
 {
-    size_t len;
+    size_t len = 0;
     const char *s = yscalar(v, &len);
 
     if (!s)
@@ -343,7 +343,7 @@ static int set_path(struct yctx *y, const yaml_node_t *v, const char *key, char 
 
 static int ykey_is(const yaml_node_t *k, const char *name)
 {
-    size_t len;
+    size_t len = 0;
     const char *s = yscalar(k, &len);
     return s && len == strlen(name) && memcmp(s, name, len) == 0;
 }
@@ -363,7 +363,7 @@ static int parse_tls(struct yctx *y, const yaml_node_t *m)
     for (p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
         yaml_node_t *k = yaml_document_get_node(y->doc, p->key);
         yaml_node_t *v = yaml_document_get_node(y->doc, p->value);
-        size_t len;
+        size_t len = 0;
         const char *ks = yscalar(k, &len), *vs;
         int known = 0;
         if (!ks || !v)
@@ -379,7 +379,7 @@ static int parse_tls(struct yctx *y, const yaml_node_t *m)
             continue;
         }
         if (ykey_is(k, "client_auth_type")) {
-            size_t vl;
+            size_t vl = 0;
             vs = yscalar(v, &vl);
             if (!vs || (vl && !(vl == 12 && memcmp(vs, "NoClientCert", 12) == 0)))
                 return ywhere_err(y, v, "only NoClientCert is supported (client certificates "
@@ -400,6 +400,22 @@ static int parse_tls(struct yctx *y, const yaml_node_t *m)
     return GS_OK;
 }
 
+/* $2a$, $2b$ or $2y$, a two-digit cost, '$', 53 characters of bcrypt's base64. Costs above
+ * 16 (seconds per check) would let one request stall the HTTP thread. */
+static int bcrypt_hash_ok(const char *h, size_t n)
+{
+    int cost;
+
+    if (!h || n != 60 || h[0] != '$' || h[1] != '2' ||
+        (h[2] != 'a' && h[2] != 'b' && h[2] != 'y') || h[3] != '$' || h[4] < '0' ||
+        h[4] > '9' || h[5] < '0' || h[5] > '9' || h[6] != '$')
+        return 0;
+    cost = (h[4] - '0') * 10 + (h[5] - '0');
+    if (cost < 4 || cost > 16)
+        return 0;
+    return strspn(h + 7, "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") == 53;
+}
+
 static int parse_users(struct yctx *y, const yaml_node_t *m)
 {
     yaml_node_pair_t *p;
@@ -412,16 +428,14 @@ static int parse_users(struct yctx *y, const yaml_node_t *m)
         yaml_node_t *k = yaml_document_get_node(y->doc, p->key);
         yaml_node_t *v = yaml_document_get_node(y->doc, p->value);
         struct basic_user *u;
-        size_t kl, vl;
+        size_t kl = 0, vl = 0;
         const char *ks = yscalar(k, &kl), *vs = yscalar(v, &vl);
         if (!ks || !user_name_ok(ks, kl))
             return ywhere_err(y, k ? k : m, "bad user name (letters, digits, ._-@, at most 63 "
                                             "bytes)", "basic_auth_users");
-        if (!vs || vl != 60 || vs[0] != '$' || vs[1] != '2' ||
-            (vs[2] != 'a' && vs[2] != 'b' && vs[2] != 'y') || vs[3] != '$' ||
-            memchr(vs, '\0', vl))
-            return ywhere_err(y, v ? v : k, "expected a bcrypt hash ($2y$..., 60 characters)",
-                              "basic_auth_users");
+        if (!bcrypt_hash_ok(vs, vl))
+            return ywhere_err(y, v ? v : k, "expected a bcrypt hash ($2y$10$..., 60 characters, "
+                                            "cost 4..16)", "basic_auth_users");
         for (unsigned i = 0; i < y->au->n_users; i++)
             if (strlen(y->au->users[i].name) == kl &&
                 memcmp(y->au->users[i].name, ks, kl) == 0)
@@ -455,7 +469,7 @@ static int parse_web_root(struct yctx *y, const yaml_node_t *root)
     for (p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
         yaml_node_t *k = yaml_document_get_node(y->doc, p->key);
         yaml_node_t *v = yaml_document_get_node(y->doc, p->value);
-        size_t len;
+        size_t len = 0;
         const char *ks = yscalar(k, &len);
         if (!ks || !v)
             return ywhere_err(y, k ? k : root, "expected a plain key", "web config");
@@ -821,7 +835,7 @@ static enum gs_role check_basic(const struct gs_auth *au, const char *header, co
 enum gs_role gs_auth_check(const struct gs_auth *au, const char *authorization,
                            struct gs_viewer *out)
 {
-    size_t len;
+    size_t len = 0;
     const char *v;
 
     fill(out, GS_ROLE_NONE, NULL, 0, 0);

@@ -56,6 +56,9 @@ static const struct key keys[] = {
      3650 * DAY_S, NULL, "24h", "how long raw samples are kept (s, m, h, d suffixes)"},
     {"retention_rollup", KEY_DURATION, offsetof(struct gs_agent_config, retention_rollup_s), 60,
      3650 * DAY_S, NULL, "30d", "how long per-minute rollups are kept (s, m, h, d suffixes)"},
+    {"retention_runs", KEY_DURATION, offsetof(struct gs_agent_config, retention_runs_s), 60,
+     3650 * DAY_S, NULL, "30d",
+     "how long ended training runs and their steps are kept (s, m, h, d suffixes)"},
     {"process_metrics", KEY_ENUM, offsetof(struct gs_agent_config, process_metrics), 0, 0,
      history_names, "off", "on | off: per-process series on /metrics (docs/metrics.md)"},
     {"process_metrics_max", KEY_UINT, offsetof(struct gs_agent_config, process_metrics_max), 1,
@@ -674,9 +677,11 @@ void gs_config_usage(FILE *out)
             flag[j] = keys[i].name[j] == '_' ? '-' : keys[i].name[j];
         flag[j] = '\0';
         fprintf(out, "  --%-16s %s (default %s", flag, keys[i].help,
-                keys[i].def ? keys[i].def
-                            : "$STATE_DIRECTORY under systemd, /var/lib/gpuscope for root, "
-                              "else $XDG_STATE_HOME/gpuscope or ~/.local/state/gpuscope");
+                keys[i].def                 ? keys[i].def
+                : keys[i].type == KEY_PATH ? "$STATE_DIRECTORY under systemd, /var/lib/gpuscope "
+                                             "for root, else $XDG_STATE_HOME/gpuscope or "
+                                             "~/.local/state/gpuscope"
+                                           : "as above");
         if (keys[i].type == KEY_DOUBLE || keys[i].type == KEY_UINT)
             fprintf(out, ", %g..%g", keys[i].min, keys[i].max);
         fprintf(out, ")\n");
@@ -697,9 +702,9 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
             c->listen, c->interval_s, compat_names[c->metrics_compat ? 1 : 0],
             gs_log_level_name((enum gs_log_level)c->log_level));
     fprintf(out, "data_dir = \"%s\"\nhistory = %s\nflush_interval = %g\nretention_raw = %.17gs\n"
-                 "retention_rollup = %.17gs\n",
+                 "retention_rollup = %.17gs\nretention_runs = %.17gs\n",
             c->data_dir, history_names[c->history ? 1 : 0], c->flush_interval_s,
-            c->retention_raw_s, c->retention_rollup_s);
+            c->retention_raw_s, c->retention_rollup_s, c->retention_runs_s);
     fprintf(out,
             "process_metrics = %s\nprocess_metrics_max = %u\nhttp_rate = %g\nhttp_burst = %u\n",
             history_names[c->process_metrics ? 1 : 0], c->process_metrics_max, c->http_rate,

@@ -58,6 +58,7 @@ struct gs_agent_config {
     double flush_interval_s;        /* history flush period, 1..300 */
     double retention_raw_s;         /* raw samples kept this long */
     double retention_rollup_s;      /* per-minute rollups kept this long */
+    double retention_runs_s;        /* ended runs and their steps kept this long */
     int process_metrics;            /* 1: per-process series on /metrics */
     unsigned process_metrics_max;   /* at most this many per-process series per scrape */
     double http_rate;               /* requests/s per client IP (token bucket); 0: no limit */

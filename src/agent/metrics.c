@@ -485,6 +485,29 @@ static void render_history_self(struct gs_mbuf *b, const struct gs_metrics_self 
     }
 }
 
+static void render_runs_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
+{
+    header(b, "gpuscope_runs_active", "Training runs going on (step-record socket).", "gauge");
+    printf_(b, "gpuscope_runs_active %u\n", self->runs_active);
+    header(b, "gpuscope_runs_started_total", "Training runs started since the agent started.",
+           "counter");
+    printf_(b, "gpuscope_runs_started_total %llu\n", (unsigned long long)self->runs_started);
+    header(b, "gpuscope_runs_records_received_total",
+           "Valid records (hello, step, end) received on the step-record socket.", "counter");
+    printf_(b, "gpuscope_runs_records_received_total %llu\n",
+            (unsigned long long)self->runs_records);
+    header(b, "gpuscope_runs_records_rejected_total",
+           "Records refused on the step-record socket (malformed, wrong version, too big).",
+           "counter");
+    printf_(b, "gpuscope_runs_records_rejected_total %llu\n",
+            (unsigned long long)self->runs_rejected);
+    header(b, "gpuscope_runs_steps_dropped_total",
+           "Step records received but not kept (too many runs, history buffer full or failing).",
+           "counter");
+    printf_(b, "gpuscope_runs_steps_dropped_total %llu\n",
+            (unsigned long long)self->runs_steps_dropped);
+}
+
 static void render_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
 {
     header(b, "gpuscope_up", "1 when the last cycle could read the NVIDIA driver.", "gauge");
@@ -516,6 +539,8 @@ static void render_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
     printf_(b, "gpuscope_sample_errors_total %llu\n", (unsigned long long)self->sample_errors);
     if (self->history)
         render_history_self(b, self);
+    if (self->runs)
+        render_runs_self(b, self);
 }
 
 int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,

@@ -51,6 +51,13 @@ struct gs_metrics_self {
     uint64_t history_dropped;
     double history_flush_last_s; /* < 0: no flush yet */
     double history_flush_max_s;
+    /* Training runs on the step-record socket (runs.h); gpuscope_runs_* only when runs. */
+    int runs;
+    unsigned runs_active;
+    uint64_t runs_started;
+    uint64_t runs_records;       /* step-socket records accepted */
+    uint64_t runs_rejected;      /* records refused by validation */
+    uint64_t runs_steps_dropped; /* step records received but not kept */
     /* Per-process series (GS_METRICS_PROCESS): at most this many lines; the processes whose
      * series would pass it are left out whole and counted in
      * gpuscope_process_series_dropped. */

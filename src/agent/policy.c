@@ -95,21 +95,37 @@ void gs_policy_free(struct gs_policy *p)
 /* Whether uid (named user, primary group gid) is in the group named group. */
 static int in_group(const char *user, gid_t gid, const char *group)
 {
-    char buf[NSS_BUF];
     struct group gr, *grp = NULL;
-    gid_t groups[GROUPS_MAX];
-    int n = GROUPS_MAX;
+    gid_t groups[GROUPS_MAX], admin_gid;
+    int n = GROUPS_MAX, rc;
+    size_t len = NSS_BUF;
+    char *buf = NULL;
 
     if (!group[0] || !user[0])
         return 0;
-    if (getgrnam_r(group, &gr, buf, sizeof buf, &grp) != 0 || !grp)
+    /* A group with many members needs a larger buffer (ERANGE): up to 1 MiB. */
+    do {
+        char *nb = realloc(buf, len);
+        if (!nb) {
+            free(buf);
+            return 0;
+        }
+        buf = nb;
+        rc = getgrnam_r(group, &gr, buf, len, &grp);
+        len *= 4;
+    } while (rc == ERANGE && len <= (1u << 20) * 4);
+    if (rc != 0 || !grp) {
+        free(buf);
         return 0;
-    if (gid == grp->gr_gid)
+    }
+    admin_gid = grp->gr_gid;
+    free(buf);
+    if (gid == admin_gid)
         return 1;
     if (getgrouplist(user, gid, groups, &n) < 0)
         return 0; /* more than GROUPS_MAX groups: not admin rather than a partial answer */
     for (int i = 0; i < n; i++)
-        if (groups[i] == grp->gr_gid)
+        if (groups[i] == admin_gid)
             return 1;
     return 0;
 }
@@ -325,6 +341,17 @@ static int tcp_peer_uid(int fd, uid_t *uid)
     return 0;
 }
 
+/* Whether the policy shows everything to everyone (all/all). */
+static bool policy_is_open(struct gs_policy *p)
+{
+    bool open;
+
+    pthread_mutex_lock(&p->lock);
+    open = p->s.process_visibility == GS_PROCVIS_ALL && p->s.gpu_visibility == GS_GPUVIS_ALL;
+    pthread_mutex_unlock(&p->lock);
+    return open;
+}
+
 void gs_policy_resolve(struct gs_policy *p, struct MHD_Connection *c, struct gs_viewer *v,
                        pid_t *peer_pid)
 {
@@ -363,8 +390,10 @@ void gs_policy_resolve(struct gs_policy *p, struct MHD_Connection *c, struct gs_
                 v->uid = pw.pw_uid;
                 v->uid_known = true;
             }
-        } else if (!v->uid_known && !v->user[0] && fd >= 0) {
+        } else if (!v->uid_known && !v->user[0] && fd >= 0 && v->role == GS_ROLE_VIEWER &&
+                   !policy_is_open(p)) {
             uid_t u;
+            /* Reading /proc/net/tcp only matters when a viewer may be filtered. */
             if (tcp_peer_uid(fd, &u)) {
                 v->uid = u;
                 v->uid_known = true;
@@ -380,16 +409,31 @@ void gs_policy_resolve(struct gs_policy *p, struct MHD_Connection *c, struct gs_
         v->role = GS_ROLE_ADMIN;
 }
 
+bool gs_policy_unix_rate_addr(struct MHD_Connection *c, struct sockaddr_in6 *out)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct sockaddr_storage me;
+    socklen_t ml = sizeof me;
+    struct ucred cr;
+    socklen_t cl = sizeof cr;
+    uint32_t uid;
+
+    if (!ci || getsockname(ci->connect_fd, (struct sockaddr *)&me, &ml) != 0 ||
+        me.ss_family != AF_UNIX ||
+        getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0)
+        return false;
+    memset(out, 0, sizeof *out);
+    out->sin6_family = AF_INET6;
+    out->sin6_addr.s6_addr[0] = 0x01; /* 100::/64, RFC 6666 */
+    uid = htonl((uint32_t)cr.uid);
+    memcpy(&out->sin6_addr.s6_addr[12], &uid, 4);
+    return true;
+}
+
 bool gs_policy_filters(struct gs_policy *p, const struct gs_viewer *v)
 {
-    bool all;
-
-    if (v->role != GS_ROLE_VIEWER)
-        return false;
-    pthread_mutex_lock(&p->lock);
-    all = p->s.process_visibility == GS_PROCVIS_ALL && p->s.gpu_visibility == GS_GPUVIS_ALL;
-    pthread_mutex_unlock(&p->lock);
-    return !all;
+    return v->role == GS_ROLE_VIEWER && !policy_is_open(p);
 }
 
 /* ---- what: the view and the filters ---- */

@@ -20,6 +20,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <netinet/in.h>
 #include <sys/types.h>
 
 #include "agent/viewer.h"
@@ -73,6 +74,11 @@ void gs_policy_free(struct gs_policy *p);
  * 0. Lookups are cached per uid for a minute. */
 void gs_policy_resolve(struct gs_policy *p, struct MHD_Connection *c, struct gs_viewer *v,
                        pid_t *peer_pid);
+
+/* For the rate limiter, which keys clients by address: a unix-socket client's uid as an
+ * address of its own (IPv6 discard prefix 100::/64, the uid in the last four bytes), so local
+ * users do not share one bucket. Returns whether c is on a unix socket and *out was filled. */
+bool gs_policy_unix_rate_addr(struct MHD_Connection *c, struct sockaddr_in6 *out);
 
 /* Whether the viewer's responses must be filtered (GS_ROLE_VIEWER and a policy other than
  * all/all). */

@@ -50,6 +50,7 @@ struct gs_recorder {
     unsigned q_head, q_n;
     int stop;
     double flush_interval_s, raw_s, rollup_s;
+    double runs_s; /* ended runs and their steps kept this long */
     uint64_t queue_dropped;
     struct gs_recorder_stats pub; /* the writer's last copy of the store stats */
 
@@ -121,6 +122,7 @@ int gs_recorder_open(struct gs_recorder **out, const char *data_dir, struct gs_e
     if (!r)
         return gs_err_set(err, GS_ENOMEM, "history: out of memory");
     r->flush_interval_s = 5;
+    r->runs_s = 30 * 86400.0;
     r->pub.last_flush_s = -1;
     if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
         pthread_cond_init(&r->wake, &ca) != 0) {
@@ -150,6 +152,13 @@ void gs_recorder_set_policy(struct gs_recorder *r, double flush_interval_s, doub
     r->raw_s = raw_s;
     r->rollup_s = rollup_s;
     pthread_cond_signal(&r->wake);
+    pthread_mutex_unlock(&r->qlock);
+}
+
+void gs_recorder_set_runs_retention(struct gs_recorder *r, double runs_s)
+{
+    pthread_mutex_lock(&r->qlock);
+    r->runs_s = runs_s;
     pthread_mutex_unlock(&r->qlock);
 }
 
@@ -292,16 +301,22 @@ static int flush_once(struct gs_recorder *r)
 }
 
 /* Prunes in batches, releasing the store lock between them so a query can slip in. */
-static void prune(struct gs_recorder *r, double raw_s, double rollup_s)
+static void prune(struct gs_recorder *r, double raw_s, double rollup_s, double runs_s)
 {
     for (int i = 0; i < PRUNE_BATCHES; i++) {
-        unsigned deleted = 0;
+        unsigned deleted = 0, run_rows = 0;
         struct gs_err err;
         int rc;
 
         gs_err_clear(&err);
         pthread_mutex_lock(&r->store_lock);
         rc = gs_store_prune(r->st, real_s(), raw_s, rollup_s, PRUNE_ROWS, &deleted, &err);
+        /* Then ended runs and their steps, in what is left of the batch. */
+        if (rc == GS_OK && deleted < PRUNE_ROWS) {
+            rc = gs_store_prune_runs(r->st, real_s(), runs_s, PRUNE_ROWS - deleted, &run_rows,
+                                     &err);
+            deleted += run_rows;
+        }
         pthread_mutex_unlock(&r->store_lock);
         if (rc != GS_OK) {
             if (!r->prune_failed)
@@ -328,7 +343,7 @@ static void *writer_thread(void *arg)
         struct queued batch[QUEUE_CAP];
         unsigned n = 0;
         int stopping;
-        double raw_s, rollup_s, interval_s;
+        double raw_s, rollup_s, runs_s, interval_s;
 
         while (!r->stop && r->q_n == 0 && mono_s() < next_flush) {
             struct timespec ts;
@@ -346,6 +361,7 @@ static void *writer_thread(void *arg)
         stopping = r->stop;
         raw_s = r->raw_s;
         rollup_s = r->rollup_s;
+        runs_s = r->runs_s;
         interval_s = r->flush_interval_s;
         pthread_mutex_unlock(&r->qlock);
 
@@ -358,7 +374,7 @@ static void *writer_thread(void *arg)
         }
         if (stopping || mono_s() >= next_flush) {
             if (flush_once(r) && !stopping)
-                prune(r, raw_s, rollup_s);
+                prune(r, raw_s, rollup_s, runs_s);
             next_flush = mono_s() + interval_s;
         } else if (next_flush > mono_s() + interval_s) {
             next_flush = mono_s() + interval_s; /* a reload shortened the period */

@@ -47,6 +47,10 @@ int gs_recorder_open(struct gs_recorder **out, const char *data_dir, struct gs_e
 void gs_recorder_set_policy(struct gs_recorder *r, double flush_interval_s, double raw_s,
                             double rollup_s);
 
+/* How long ended runs and their steps are kept (seconds; 0: for ever); default 30 days.
+ * Applied from the writer's next prune. */
+void gs_recorder_set_runs_retention(struct gs_recorder *r, double runs_s);
+
 /* Starts the writer thread. */
 int gs_recorder_start(struct gs_recorder *r, struct gs_err *err);
 

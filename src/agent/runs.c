@@ -10,6 +10,10 @@
  * thread removes an ending run from the table, computes its report and stores it; the last
  * reference frees it.
  *
+ * DDP: a run holds the connections of its ranks (conns, under `lock`, changed by the receiver
+ * thread only); a rank's hello that matches a live run (run_join) attaches its connection
+ * there, and the run finishes when its last connection detaches (end record or close).
+ *
  * History: run rows and steps go through the recorder (recorder.h, the store's owner, under
  * its mutex) from the receiver thread. Ended runs and step pages are read back for HTTP from
  * a second, read-only SQLite connection to history.db (WAL: readers never block the writer),
@@ -44,15 +48,30 @@
 #define STEPS_LIMIT_DEFAULT 100
 #define LIMIT_MAX 1000
 #define HEADLINE_TTL_S 5.0 /* a live run's list figures are recomputed at most this often */
+/* DDP: a rank's hello joins a live run of the same uid and name whose first hello came at
+ * most this long before (docs/agent.md, RUNS). */
+#define DDP_JOIN_S 60.0
+/* Connections (ranks) one run holds at once; more ranks of a job become runs of their own. */
+#define RUN_MAX_CONNS 64
+
+struct rank_conn {
+    uint64_t conn_id;
+    pid_t pid; /* SO_PEERCRED */
+};
 
 struct run {
-    pthread_mutex_t mu; /* everything below but refs and conn_id */
+    pthread_mutex_t mu; /* everything below but refs, conns and n_conns */
     int refs;           /* under gs_runs.lock */
-    uint64_t conn_id;   /* constant */
+    /* The connections feeding this run, under gs_runs.lock; only the receiver thread changes
+     * them. The run ends when the last one ends. */
+    struct rank_conn conns[RUN_MAX_CONNS];
+    unsigned n_conns;
+    unsigned n_ranks_seen; /* connections ever attached (the ranks of a DDP job) */
     int64_t id;         /* history row id (or a counter when history is off); constant */
-    pid_t pid;          /* SO_PEERCRED; constant */
-    uid_t uid;
-    double start_s;
+    pid_t pid;          /* the first connection's SO_PEERCRED pid; constant */
+    uid_t uid;          /* its uid; every rank has the same */
+    int32_t world_size; /* the first hello's, > 1 when other ranks may join; constant */
+    double start_s;     /* constant */
     char name[GS_RECORD_STR];
     uint64_t steps; /* step records received */
     struct gs_agg *agg;
@@ -111,6 +130,14 @@ static void run_unref(struct gs_runs *r, struct run *run)
     free(run);
 }
 
+static int run_has_conn(const struct run *run, uint64_t conn_id)
+{
+    for (unsigned k = 0; k < run->n_conns; k++)
+        if (run->conns[k].conn_id == conn_id)
+            return 1;
+    return 0;
+}
+
 /* A reference to the live run of conn_id (or of history id when conn_id is 0), or NULL. */
 static struct run *run_find(struct gs_runs *r, uint64_t conn_id, int64_t id)
 {
@@ -118,11 +145,45 @@ static struct run *run_find(struct gs_runs *r, uint64_t conn_id, int64_t id)
 
     pthread_mutex_lock(&r->lock);
     for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && !run; i++)
-        if (r->live[i] && (conn_id ? r->live[i]->conn_id == conn_id : r->live[i]->id == id))
+        if (r->live[i] && (conn_id ? run_has_conn(r->live[i], conn_id) : r->live[i]->id == id))
             run = r->live[i];
     if (run)
         run->refs++;
     pthread_mutex_unlock(&r->lock);
+    return run;
+}
+
+/* DDP: the live run a new connection's hello joins (a reference), or NULL. Same uid, same
+ * non-empty name, a world size > 1 on both sides, the run's start at most DDP_JOIN_S before,
+ * a connection of the run still open and room for one more. The connection is attached. */
+static struct run *run_join(struct gs_runs *r, const struct gs_peer *peer,
+                            const struct gs_record *rec)
+{
+    const struct gs_record_hello *h = &rec->u.hello;
+    struct run *run = NULL;
+    double now = real_s();
+
+    if (rec->type != GS_REC_HELLO || !h->run[0] || h->world_size <= 1)
+        return NULL;
+    pthread_mutex_lock(&r->lock);
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && !run; i++) {
+        struct run *c = r->live[i];
+        if (c && c->uid == peer->uid && c->world_size > 1 && c->n_conns > 0 &&
+            c->n_conns < RUN_MAX_CONNS && strcmp(c->name, h->run) == 0 &&
+            now - c->start_s <= DDP_JOIN_S && now >= c->start_s - 1.0)
+            run = c;
+    }
+    if (run) {
+        run->conns[run->n_conns].conn_id = peer->conn_id;
+        run->conns[run->n_conns].pid = peer->pid;
+        run->n_conns++;
+        run->n_ranks_seen++;
+        run->refs++;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (run)
+        gs_log(GS_LOG_INFO, "runs: pid %ld (rank %d) joins run %lld '%s'", (long)peer->pid,
+               (int)h->rank, (long long)run->id, run->name);
     return run;
 }
 
@@ -158,12 +219,17 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
     }
     pthread_mutex_init(&run->mu, NULL);
     run->refs = 1;
-    run->conn_id = peer->conn_id;
+    run->conns[0].conn_id = peer->conn_id;
+    run->conns[0].pid = peer->pid;
+    run->n_conns = 1;
+    run->n_ranks_seen = 1;
     run->pid = peer->pid;
     run->uid = peer->uid;
     run->start_s = real_s();
-    if (rec->type == GS_REC_HELLO)
+    if (rec->type == GS_REC_HELLO) {
         snprintf(run->name, sizeof run->name, "%s", rec->u.hello.run);
+        run->world_size = rec->u.hello.world_size;
+    }
     gs_err_clear(&err);
     if (r->rec) {
         struct gs_store_run sr = {.name = run->name[0] ? run->name : NULL,
@@ -252,6 +318,23 @@ static void run_finish(struct gs_runs *r, struct run *run, const char *why)
     run_unref(r, run); /* the table's */
 }
 
+/* A connection of run ended (end record or close): the run ends with its last one. */
+static void run_detach(struct gs_runs *r, struct run *run, uint64_t conn_id, const char *why)
+{
+    unsigned left;
+
+    pthread_mutex_lock(&r->lock);
+    for (unsigned k = 0; k < run->n_conns; k++)
+        if (run->conns[k].conn_id == conn_id) {
+            run->conns[k] = run->conns[--run->n_conns];
+            break;
+        }
+    left = run->n_conns;
+    pthread_mutex_unlock(&r->lock);
+    if (left == 0)
+        run_finish(r, run, why);
+}
+
 /* ---- receiver callbacks (receiver thread) ---- */
 
 static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_record *rec)
@@ -261,10 +344,20 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
     struct gs_err err;
 
     count(r, &r->st.records);
+    if (!run && (run = run_join(r, peer, rec)) != NULL) {
+        /* another rank of a DDP job: its steps only (the agg keeps the first hello) */
+        if (rec->type == GS_REC_HELLO) {
+            run_unref(r, run);
+            return;
+        }
+    }
     if (!run) {
         run = run_begin(r, peer, rec);
-        if (!run)
+        if (!run) {
+            if (rec->type == GS_REC_STEP)
+                count(r, &r->st.steps_dropped);
             return;
+        }
         pthread_mutex_lock(&r->lock);
         run->refs++;
         pthread_mutex_unlock(&r->lock);
@@ -272,7 +365,9 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
     pthread_mutex_lock(&run->mu);
     switch (rec->type) {
     case GS_REC_HELLO:
-        gs_agg_hello(run->agg, &rec->u.hello, peer->pid, peer->uid);
+        /* a hello on a connection that has one (or a late one): the first one counts */
+        if (run->n_ranks_seen == 1)
+            gs_agg_hello(run->agg, &rec->u.hello, peer->pid, peer->uid);
         if (!run->name[0])
             snprintf(run->name, sizeof run->name, "%s", rec->u.hello.run);
         break;
@@ -289,11 +384,13 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
     if (rec->type == GS_REC_STEP && r->rec && run->id > 0) {
         gs_err_clear(&err);
         if (gs_recorder_run_step(r->rec, run->id, &rec->u.step, peer->pid, peer->uid, &err) !=
-            GS_OK)
+            GS_OK) {
             count(r, &r->st.store_errors);
+            count(r, &r->st.steps_dropped);
+        }
     }
     if (rec->type == GS_REC_END)
-        run_finish(r, run, "end record");
+        run_detach(r, run, peer->conn_id, "end record");
     run_unref(r, run);
 }
 
@@ -304,7 +401,7 @@ static void on_close(void *ctx, const struct gs_peer *peer)
 
     if (!run)
         return;
-    run_finish(r, run, "connection closed");
+    run_detach(r, run, peer->conn_id, "connection closed");
     run_unref(r, run);
 }
 
@@ -345,9 +442,13 @@ void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap)
         int any = 0;
 
         memset(r->in_run, 0, snap->n_gpus);
+        pthread_mutex_lock(&r->lock); /* the run's connections (ranks): their pids */
         for (unsigned i = 0; i < snap->n_procs; i++)
-            if ((pid_t)snap->procs[i].pid == run->pid && snap->procs[i].gpu < snap->n_gpus)
-                any = r->in_run[snap->procs[i].gpu] = 1;
+            for (unsigned c = 0; c < run->n_conns; c++)
+                if ((pid_t)snap->procs[i].pid == run->conns[c].pid &&
+                    snap->procs[i].gpu < snap->n_gpus)
+                    any = r->in_run[snap->procs[i].gpu] = 1;
+        pthread_mutex_unlock(&r->lock);
         if (any) {
             if (pthread_mutex_trylock(&run->mu) == 0) {
                 gs_agg_snapshot(run->agg, snap, r->in_run, snap->t_real);
@@ -418,6 +519,16 @@ static void headline(json_t *item, json_t *report)
         json_object_set_new(item, keys[k], jnum_or_null(json_object_get(report, keys[k])));
     json_array_foreach(f, i, x) json_array_append(ids, json_object_get(x, "id"));
     json_object_set_new(item, "findings", ids);
+}
+
+/* The state of a stored run: "ended", or "interrupted" (the agent stopped during it). */
+static const char *stored_state(int has_end, json_t *report)
+{
+    json_t *ro = json_object_get(report, "run");
+
+    if (!has_end || json_is_true(json_object_get(ro, "interrupted")))
+        return "interrupted";
+    return "ended";
 }
 
 /* Parses a decimal in [lo, hi]; absent: def. */
@@ -609,7 +720,7 @@ static unsigned http_list(struct gs_runs *r, long long from, long long limit, ch
                         ? json_null()
                         : json_real(sqlite3_column_double(st, 3)),
                     "steps", (json_int_t)steps, "state",
-                    sqlite3_column_type(st, 3) == SQLITE_NULL ? "interrupted" : "ended");
+                    stored_state(sqlite3_column_type(st, 3) != SQLITE_NULL, rep));
                 if (it && rep)
                     headline(it, rep);
                 json_decref(rep);
@@ -648,7 +759,7 @@ static unsigned http_report(struct gs_runs *r, int64_t id, char **body, size_t *
     struct run *run = run_find(r, 0, id);
     json_t *rep = NULL;
     sqlite3 *db;
-    int exists = 0;
+    int exists = 0, has_end = 0;
 
     if (run) {
         struct gs_report_meta meta = {.hostname = r->hostname, .exit_code = -1, .source = "agent"};
@@ -668,11 +779,14 @@ static unsigned http_report(struct gs_runs *r, int64_t id, char **body, size_t *
     pthread_mutex_lock(&r->db_lock);
     if ((db = db_get(r)) != NULL) {
         sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, "SELECT report FROM run WHERE id = ? AND source = 'agent'", -1,
-                               &st, NULL) == SQLITE_OK) {
+        if (sqlite3_prepare_v2(db,
+                               "SELECT report, end_time IS NOT NULL FROM run"
+                               " WHERE id = ? AND source = 'agent'",
+                               -1, &st, NULL) == SQLITE_OK) {
             sqlite3_bind_int64(st, 1, id);
             if (sqlite3_step(st) == SQLITE_ROW) {
                 exists = 1;
+                has_end = sqlite3_column_int(st, 1);
                 if (sqlite3_column_type(st, 0) == SQLITE_TEXT)
                     rep = json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL);
             }
@@ -687,7 +801,7 @@ static unsigned http_report(struct gs_runs *r, int64_t id, char **body, size_t *
                            "run %lld has no report: the agent stopped before it ended "
                            "(its steps: /api/v1/runs/%lld/steps)",
                            (long long)id, (long long)id);
-    annotate(rep, id, "ended", 0);
+    annotate(rep, id, stored_state(has_end, rep), 0);
     return reply(rep, 200, body, len);
 }
 
@@ -790,6 +904,148 @@ unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, con
                  : http_report(r, id, body, body_len);
 }
 
+/* ---- interrupted runs ---- */
+
+/* NULL (NaN) or a number. */
+static double col_num(sqlite3_stmt *st, int c)
+{
+    return sqlite3_column_type(st, c) == SQLITE_NULL ? NAN : sqlite3_column_double(st, c);
+}
+
+static uint64_t col_u64(sqlite3_stmt *st, int c)
+{
+    double v = col_num(st, c);
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+/* Feeds the stored steps of run id to agg (at most GS_RUNS_MAX_AGG_STEPS); their count, the
+ * first step's sender and the last t_end come back. -1 on a read error. */
+static long long agg_from_steps(sqlite3 *db, int64_t id, struct gs_agg *agg, int64_t *uid,
+                                int64_t *pid, double *last_end)
+{
+    sqlite3_stmt *st = NULL;
+    long long n = 0;
+    int rc;
+
+    if (sqlite3_prepare_v2(db,
+                           "SELECT peer_pid, peer_uid, rank, device, step, t_begin, t_end,"
+                           " data_ms, forward_ms, backward_ms, optimizer_step_ms,"
+                           " communication_ms, total_step_ms, samples, cuda_events,"
+                           " mem_allocated, mem_reserved, mem_peak_allocated,"
+                           " mem_peak_reserved, mem_total FROM step WHERE run = ? ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_int64(st, 1, id);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct gs_step_rec s = {.version = GS_STEP_REC_VERSION};
+        int c = 2;
+
+        if (n == 0) {
+            *pid = sqlite3_column_type(st, 0) == SQLITE_INTEGER ? sqlite3_column_int64(st, 0) : -1;
+            *uid = sqlite3_column_type(st, 1) == SQLITE_INTEGER ? sqlite3_column_int64(st, 1) : -1;
+        }
+        s.rank = sqlite3_column_int(st, c++);
+        s.device = sqlite3_column_int(st, c++);
+        s.step = (uint64_t)sqlite3_column_int64(st, c++);
+        s.t_begin = col_num(st, c++);
+        s.t_end = col_num(st, c++);
+        for (int p = 0; p < GS_PH_N; p++)
+            s.ms[p] = col_num(st, c++);
+        s.samples = col_u64(st, c++);
+        s.flags = sqlite3_column_int(st, c++) ? GS_STEP_CUDA_EVENTS : 0;
+        s.mem_allocated = col_u64(st, c++);
+        s.mem_reserved = col_u64(st, c++);
+        s.mem_peak_allocated = col_u64(st, c++);
+        s.mem_peak_reserved = col_u64(st, c++);
+        s.mem_total = col_u64(st, c++);
+        if (s.t_end > *last_end)
+            *last_end = s.t_end;
+        if (++n <= GS_RUNS_MAX_AGG_STEPS)
+            gs_agg_step(agg, &s);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? n : -1;
+}
+
+/* Runs of this agent left without an end by an agent that stopped mid-run (killed, power
+ * lost): their report is rebuilt from their stored steps (no device figures: the samples
+ * of those minutes are in the history, /api/v1/history), marked "interrupted": true in its
+ * "run" object, and stored with end_time = the last step's end (else the start), so the
+ * retention applies to them. Runs at open, before the socket accepts anything. */
+static void rebuild_interrupted(struct gs_runs *r)
+{
+    struct {
+        int64_t id;
+        double start;
+        char name[GS_RECORD_STR];
+    } todo[64];
+    unsigned n = 0, done = 0;
+    sqlite3_stmt *st = NULL;
+    sqlite3 *db;
+
+    pthread_mutex_lock(&r->db_lock);
+    db = db_get(r);
+    /* 64 a start: a node with more left over would rebuild the rest at the next start */
+    if (db && sqlite3_prepare_v2(db,
+                                 "SELECT id, start_time, name FROM run WHERE source = 'agent'"
+                                 " AND end_time IS NULL ORDER BY id LIMIT 64",
+                                 -1, &st, NULL) == SQLITE_OK) {
+        while (n < 64 && sqlite3_step(st) == SQLITE_ROW) {
+            todo[n].id = sqlite3_column_int64(st, 0);
+            todo[n].start = col_num(st, 1);
+            snprintf(todo[n].name, sizeof todo[n].name, "%s",
+                     sqlite3_column_type(st, 2) == SQLITE_TEXT
+                         ? (const char *)sqlite3_column_text(st, 2)
+                         : "");
+            n++;
+        }
+    }
+    sqlite3_finalize(st);
+    for (unsigned i = 0; i < n; i++) {
+        struct gs_report_meta meta = {.run_name = todo[i].name[0] ? todo[i].name : NULL,
+                                      .hostname = r->hostname,
+                                      .exit_code = -1,
+                                      .source = "agent"};
+        struct gs_agg *agg = gs_agg_new();
+        int64_t uid = -1, pid = -1;
+        double end = todo[i].start > 0 ? todo[i].start : real_s();
+        long long steps = agg ? agg_from_steps(db, todo[i].id, agg, &uid, &pid, &end) : -1;
+        json_t *rep = steps >= 0 ? gs_agg_report(agg, &meta) : NULL, *ro;
+        char *text = NULL;
+        struct gs_err err;
+
+        gs_agg_free(agg);
+        ro = json_object_get(rep, "run");
+        if (json_is_object(ro)) {
+            if (uid >= 0 && !json_is_integer(json_object_get(ro, "uid")))
+                json_object_set_new(ro, "uid", json_integer(uid));
+            if (pid >= 0 && !json_is_integer(json_object_get(ro, "pid")))
+                json_object_set_new(ro, "pid", json_integer(pid));
+            json_object_set_new(ro, "steps_received", json_integer(steps));
+            json_object_set_new(ro, "interrupted", json_true());
+            text = json_dumps(rep, JSON_COMPACT | JSON_REAL_PRECISION(15));
+        }
+        json_decref(rep);
+        gs_err_clear(&err);
+        if (!text) {
+            gs_log(GS_LOG_WARN, "runs: interrupted run %lld: cannot rebuild its report",
+                   (long long)todo[i].id);
+        } else if (gs_recorder_run_end(r->rec, todo[i].id, end, text, &err) != GS_OK) {
+            gs_log(GS_LOG_WARN, "runs: history: run %lld: %s", (long long)todo[i].id, err.msg);
+        } else {
+            done++;
+            gs_log(GS_LOG_INFO,
+                   "runs: run %lld was interrupted (agent stopped); report rebuilt from %lld "
+                   "stored step(s)",
+                   (long long)todo[i].id, steps);
+        }
+        free(text);
+    }
+    pthread_mutex_unlock(&r->db_lock);
+    if (done)
+        gs_log(GS_LOG_INFO, "runs: %u interrupted run(s) rebuilt", done);
+}
+
 /* ---- life cycle ---- */
 
 /* mkdir -p of path's directory, 0755 for each directory it makes. */
@@ -841,6 +1097,8 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     if (o->rec && o->history_path)
         snprintf(r->history_path, sizeof r->history_path, "%s", o->history_path);
     cb.ctx = r;
+    if (r->history_path[0])
+        rebuild_interrupted(r);
     if (gs_receiver_start_flags(&r->rx, o->socket_path, 0666, GS_RECEIVER_ANY_UID, &cb, msg,
                                 sizeof msg) != 0) {
         gs_runs_close(r);

@@ -8,8 +8,14 @@
  *
  * A run is one connection's records from its first record (normally the hello) to its end
  * record or the connection's close, whichever comes first; a record after an end starts the
- * next run of that connection. Ranks of one DDP job are separate runs (one connection each),
- * attributed to their SO_PEERCRED uid/pid, never to what a record claims.
+ * next run of that connection. The ranks of one DDP job are one run: a hello with the same
+ * SO_PEERCRED uid, the same non-empty run name and world_size > 1 as a run going on that
+ * started at most 60 s before joins it (its connection is one more of the run's), and the
+ * run ends when all its connections have ended. Runs are attributed to their SO_PEERCRED
+ * uid/pid (the first rank's pid), never to what a record claims.
+ *
+ * At open, runs of this agent left without an end in history.db (the agent was killed) get
+ * their report rebuilt from their stored steps, marked "interrupted" (docs/agent.md, RUNS).
  *
  * Threads: records arrive on the receiver's thread; gs_runs_snapshot is called by the
  * sampling thread and never waits (a run busy with a report skips that snapshot, counted);
@@ -42,6 +48,7 @@ struct gs_runs_opts {
 struct gs_runs_stats {
     uint64_t runs_started, runs_ended, runs_refused; /* refused: GS_RUNS_MAX_LIVE reached */
     uint64_t records, rejected, snapshots_skipped, store_errors;
+    uint64_t steps_dropped; /* step records not kept: no run (table full) or not stored */
     unsigned live;
 };
 

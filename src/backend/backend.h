@@ -15,6 +15,7 @@
 #define GS_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h" /* GS_WANT_* */
@@ -23,7 +24,7 @@ struct gs_err;
 struct gs_backend;
 
 /* Bumped when a member is added; members are appended, never reordered. */
-#define GS_BACKEND_ABI 1
+#define GS_BACKEND_ABI 2
 
 /* What a backend may fill beyond the basic readings. */
 enum gs_backend_cap {
@@ -83,6 +84,15 @@ struct gs_backend_ops {
 
     /* Shuts the source down and frees b; NULL is allowed. */
     void (*close)(struct gs_backend *b);
+
+    /* (ABI 2) The device's own GPU-utilization samples (NVML: nvmlDeviceGetSamples, a ring
+     * at the GPU's rate) newer than *last_ts_us, at most cap into out, oldest first; *n is
+     * how many and *last_ts_us advances to the newest one read. GS_OK with *n = 0: nothing
+     * new. GS_ENOTSUP: the call is missing or the device keeps no samples (MIG). Also
+     * GS_ELOST, GS_EPERM, GS_ENODRIVER, GS_ENVML, GS_ENOMEM. May be NULL. */
+    int (*util_samples)(struct gs_backend *b, unsigned dev, uint64_t *last_ts_us,
+                        struct gs_util_sample *out, unsigned cap, unsigned *n,
+                        struct gs_err *err);
 };
 
 /* The NVML backend (nvml.c). */

@@ -40,6 +40,7 @@
 #define NVML_GPM_WAIT_NS 110000000L /* what GS_WANT_GPM_WAIT sleeps */
 #define NVML_PUTIL_KEEP_NS 5000000000LL /* keep a process's last utilization this long */
 #define NVML_EVENTS_PER_CYCLE 256
+#define NVML_SAMPLES_MAX 1024u /* utilization samples per call: the driver's ring holds ~120 */
 
 /* ---- symbol table ----------------------------------------------------------------------- */
 
@@ -89,6 +90,8 @@ typedef nvmlReturn_t (*fn_gpm_alloc)(nvmlGpmSample_t *);
 typedef nvmlReturn_t (*fn_gpm_free)(nvmlGpmSample_t);
 typedef nvmlReturn_t (*fn_gpm_get)(nvmlDevice_t, nvmlGpmSample_t);
 typedef nvmlReturn_t (*fn_gpm_metrics)(nvmlGpmMetricsGet_t *);
+typedef nvmlReturn_t (*fn_d_samples)(nvmlDevice_t, nvmlSamplingType_t, unsigned long long,
+                                     nvmlValueType_t *, unsigned int *, nvmlSample_t *);
 typedef void (*fn_any)(void); /* looked up only to learn whether the library exports it */
 
 /* X(member, type, names...): names newest first. Process lists: index 0 = _v3, 1 = _v2,
@@ -188,7 +191,8 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(display_active, fn_d_u, "nvmlDeviceGetDisplayActive")                                        \
     X(accounting_mode, fn_d_u, "nvmlDeviceGetAccountingMode")                                      \
     X(accounting_buffer, fn_d_u, "nvmlDeviceGetAccountingBufferSize")                              \
-    X(gsp_mode, fn_d_u2, "nvmlDeviceGetGspFirmwareMode")
+    X(gsp_mode, fn_d_u2, "nvmlDeviceGetGspFirmwareMode")                                          \
+    X(samples, fn_d_samples, "nvmlDeviceGetSamples")
 
 #define NVML_MEMBER_(f, t, ...) t f;
 struct nvml_fns {
@@ -257,6 +261,8 @@ struct gs_backend {
     nvmlProcessUtilizationSample_t *ubuf;
     unsigned ucap;
     nvmlGpmMetricsGet_t *gpm_req; /* allocated at the largest known size (§10) */
+    nvmlSample_t *sbuf;           /* nvmlDeviceGetSamples scratch, scap entries */
+    unsigned scap;
     nvmlEventSet_t evset;
     int ev_state; /* 0 not tried, 1 created, -1 not available */
 };
@@ -1234,6 +1240,7 @@ static void nvml_close(struct gs_backend *b)
     free(b->dev);
     free(b->pbuf);
     free(b->ubuf);
+    free(b->sbuf);
     free(b->gpm_req);
     free(b);
 }
@@ -1723,6 +1730,133 @@ static int nvml_process_name(struct gs_backend *b, unsigned pid, char *buf, size
     return r == NVML_ERROR_NOT_FOUND ? GS_ENOTFOUND : GS_ENVML;
 }
 
+/* ---- utilization samples ---------------------------------------------------------------- */
+
+/* One sample's value as a number; utilization comes as UNSIGNED_INT, the rest is defensive. */
+static int sample_value(nvmlValueType_t vt, const nvmlValue_t *v, double *out)
+{
+    switch (vt) {
+    case NVML_VALUE_TYPE_UNSIGNED_INT:
+        *out = v->uiVal;
+        return 1;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+        *out = (double)v->ullVal;
+        return 1;
+    case NVML_VALUE_TYPE_DOUBLE:
+        *out = v->dVal;
+        return 1;
+    }
+    return 0;
+}
+
+/* Sorts b->sbuf[0..n) by timestamp. The driver hands its ring out in order, so this is one
+ * pass in practice; it only guards the "newest timestamp seen" bookkeeping. */
+static void samples_sort(nvmlSample_t *s, unsigned n)
+{
+    for (unsigned i = 1; i < n; i++) {
+        nvmlSample_t x = s[i];
+        unsigned j = i;
+        for (; j > 0 && s[j - 1].timeStamp > x.timeStamp; j--)
+            s[j] = s[j - 1];
+        s[j] = x;
+    }
+}
+
+static int samples_rc(struct gs_backend *b, unsigned dev, nvmlReturn_t r, struct gs_err *err)
+{
+    int rc = GS_ENVML;
+
+    if (r == NVML_ERROR_GPU_IS_LOST)
+        rc = GS_ELOST;
+    else if (driver_gone(r))
+        rc = GS_ENODRIVER;
+    else if (gs_nvml_status(r) == GS_ST_NA)
+        rc = GS_ENOTSUP;
+    else if (r == NVML_ERROR_NO_PERMISSION)
+        rc = GS_EPERM;
+    return gs_err_set(err, rc, "nvml: nvmlDeviceGetSamples(gpu %u): %s", dev, nvml_errstr(b, r));
+}
+
+/* One call into the ring with our scratch buffer; a driver that answers INSUFFICIENT_SIZE
+ * instead of filling what fits gets a buffer of the size it asks for, once. */
+static nvmlReturn_t samples_fetch(struct gs_backend *b, nvmlDevice_t h, unsigned long long since,
+                                  unsigned cap, nvmlValueType_t *vt, unsigned *n)
+{
+    unsigned int cnt = cap;
+    nvmlReturn_t r = b->fn.samples(h, NVML_GPU_UTILIZATION_SAMPLES, since, vt, &cnt, b->sbuf);
+
+    if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
+        cnt = 0;
+        r = b->fn.samples(h, NVML_GPU_UTILIZATION_SAMPLES, since, vt, &cnt, NULL);
+        if (r != NVML_SUCCESS)
+            return r;
+        if (cnt > b->scap && cnt <= NVML_SAMPLES_MAX) {
+            nvmlSample_t *p = realloc(b->sbuf, cnt * sizeof *p); /* old kept on failure */
+            if (!p)
+                return NVML_ERROR_MEMORY;
+            b->sbuf = p;
+            b->scap = cnt;
+        }
+        cnt = b->scap;
+        r = b->fn.samples(h, NVML_GPU_UTILIZATION_SAMPLES, since, vt, &cnt, b->sbuf);
+    }
+    *n = r == NVML_SUCCESS ? (cnt < b->scap ? cnt : b->scap) : 0;
+    return r;
+}
+
+static int nvml_util_samples(struct gs_backend *b, unsigned dev, uint64_t *last_ts_us,
+                             struct gs_util_sample *out, unsigned cap, unsigned *n,
+                             struct gs_err *err)
+{
+    nvmlValueType_t vt = NVML_VALUE_TYPE_UNSIGNED_INT;
+    unsigned got = 0;
+    nvmlReturn_t r;
+    struct nvml_dev *d;
+
+    *n = 0;
+    if (dev >= b->n)
+        return gs_err_set(err, GS_ENOGPU, "nvml: no GPU %u (have %u)", dev, b->n);
+    d = &b->dev[dev];
+    if (!b->fn.samples) /* before ~R304, or a stripped library: the feature is absent */
+        return gs_err_set(err, GS_ENOTSUP, "nvml: nvmlDeviceGetSamples: not in %s", b->path);
+    if (!d->h)
+        return samples_rc(b, dev, d->h_rc, err);
+    if (cap == 0)
+        return GS_OK;
+    if (cap > NVML_SAMPLES_MAX)
+        cap = NVML_SAMPLES_MAX;
+    if (cap > b->scap) { /* grows to the largest cap ever asked for, then stays */
+        nvmlSample_t *p = realloc(b->sbuf, cap * sizeof *p);
+        if (!p)
+            return gs_err_set(err, GS_ENOMEM, "nvml: out of memory");
+        b->sbuf = p;
+        b->scap = cap;
+    }
+    memset(b->sbuf, 0, (size_t)b->scap * sizeof *b->sbuf);
+    r = samples_fetch(b, d->h, *last_ts_us, cap, &vt, &got);
+    if (r == NVML_ERROR_NOT_FOUND) /* nothing newer than *last_ts_us: not an error */
+        return GS_OK;
+    if (r != NVML_SUCCESS)
+        return samples_rc(b, dev, r, err);
+    if (got > cap)
+        got = cap;
+    samples_sort(b->sbuf, got);
+    for (unsigned i = 0; i < got; i++) {
+        const nvmlSample_t *e = &b->sbuf[i];
+        double v;
+        if (e->timeStamp <= *last_ts_us)
+            continue; /* the driver's contract, checked: never count a sample twice */
+        *last_ts_us = e->timeStamp;
+        /* Values above 100 % are driver glitches (as in process utilization); skip them. */
+        if (!sample_value(vt, &e->sampleValue, &v) || !(v >= 0 && v <= 100))
+            continue;
+        out[*n].t_us = e->timeStamp;
+        out[*n].util_ratio = v / 100.0;
+        (*n)++;
+    }
+    return GS_OK;
+}
+
 const struct gs_backend_ops gs_backend_nvml = {
     .abi = GS_BACKEND_ABI,
     .name = "nvml",
@@ -1736,4 +1870,5 @@ const struct gs_backend_ops gs_backend_nvml = {
     .processes = nvml_processes,
     .process_name = nvml_process_name,
     .close = nvml_close,
+    .util_samples = nvml_util_samples,
 };

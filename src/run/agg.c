@@ -2,7 +2,9 @@
  * agg.c - one run's aggregate (agg.h): keeps every step record per rank so that report time can
  * sort for exact percentiles, and folds device snapshots into per-GPU running figures
  * (utilization, memory peak, energy, throttle time by reason, idle periods) so that a run of any
- * length costs a fixed amount of memory on the device side.
+ * length costs a fixed amount of memory on the device side. Where the driver keeps its own
+ * utilization samples (~6 a second), gs_agg_util_samples folds those instead of the snapshots'
+ * utilization, time-weighted, for a finer average, maximum and idle periods.
  *
  * Absent stays absent: a phase that was not measured is NaN in the kept step, a GPU reading
  * whose status is not GS_ST_OK is skipped, and figures that never got a value are reported as
@@ -14,6 +16,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "gpuscope/gs_sampler.h" /* struct gs_util_sample */
 
 const struct gs_agg_thr_reason gs_agg_thr_reasons[GS_AGG_THR_N] = {
     {"sw_power_cap", GS_THR_SW_POWER_CAP, GS_M_THROTTLE_NS_SW_POWER, 1},
@@ -196,6 +200,7 @@ static void fold_util(struct gs_agg_gpu *x, const struct gs_snapshot *snap, unsi
 {
     double u;
 
+    x->holds_mem = gpu_holds_memory(snap, pos, g);
     if (!gs_gpu_has(g, GS_M_UTIL_GPU))
         return;
     u = g->v[GS_M_UTIL_GPU];
@@ -203,7 +208,9 @@ static void fold_util(struct gs_agg_gpu *x, const struct gs_snapshot *snap, unsi
     x->util_n++;
     if (x->util_n == 1 || u > x->util_max)
         x->util_max = u;
-    if (u < GS_AGG_IDLE_UTIL && gpu_holds_memory(snap, pos, g)) {
+    if (x->us_n > 0)
+        return; /* the driver's samples track idle time at their finer grain */
+    if (u < GS_AGG_IDLE_UTIL && x->holds_mem) {
         if (!x->idle_open) {
             x->idle_open = 1;
             x->idle_from = t;
@@ -331,6 +338,92 @@ void gs_agg_snapshot(struct gs_agg *a, const struct gs_snapshot *snap, const uns
         a->snap_first_t = t;
     a->snap_last_t = t;
     a->n_snapshots++;
+}
+
+/* ---- the driver's utilization samples ---- */
+
+/* Idle tracking for one sample covering [from, t]. */
+static void idle_sample(struct gs_agg_gpu *x, double u, double from, double t)
+{
+    if (u < GS_AGG_IDLE_UTIL && x->holds_mem) {
+        if (!x->idle_open) {
+            x->idle_open = 1;
+            x->idle_from = from;
+        }
+        x->idle_last = t;
+    } else {
+        idle_close(x);
+    }
+}
+
+/* Each sample is the mean over the period ending at its timestamp, so it weighs the gap to the
+ * previous one (capped like power); the first one's period is unknown until the second comes
+ * and is then taken to be the same. */
+static void fold_sample(struct gs_agg_gpu *x, const struct gs_util_sample *s)
+{
+    double t = (double)s->t_us / 1e6, u = s->util_ratio, dt;
+
+    if (x->us_n == 0) {
+        x->idle_open = 0; /* an open period from the snapshots: the samples take over */
+        x->us_first_v = x->us_max = u;
+        idle_sample(x, u, t, t);
+    } else {
+        dt = fmin((double)(s->t_us - x->us_last_us) / 1e6, GS_AGG_MAX_GAP_S);
+        if (x->us_n == 1) {
+            x->us_wsum += x->us_first_v * dt;
+            x->us_w_s += dt;
+        }
+        x->us_wsum += u * dt;
+        x->us_w_s += dt;
+        x->us_gap_s += dt;
+        if (u > x->us_max)
+            x->us_max = u;
+        idle_sample(x, u, t - dt, t);
+    }
+    x->us_last_us = s->t_us;
+    x->us_n++;
+}
+
+void gs_agg_util_samples(struct gs_agg *a, unsigned gpu_index, const struct gs_util_sample *s,
+                         unsigned n)
+{
+    struct gs_agg_gpu *x = NULL;
+
+    if (!a || !s)
+        return;
+    for (unsigned i = 0; i < a->n_gpus && !x; i++)
+        if (a->gpus[i].index == gpu_index)
+            x = &a->gpus[i];
+    if (!x || x->lost)
+        return;
+    for (unsigned i = 0; i < n; i++) {
+        if (x->us_n > 0 && s[i].t_us <= x->us_last_us)
+            continue;
+        if (!(s[i].util_ratio >= 0 && s[i].util_ratio <= 1))
+            continue;
+        fold_sample(x, &s[i]);
+    }
+}
+
+int gs_agg_gpu_util(const struct gs_agg_gpu *g, double *avg, double *max, double *period_s,
+                    int *fine)
+{
+    if (g->us_n > 0) {
+        *avg = g->us_w_s > 0 ? g->us_wsum / g->us_w_s : g->us_first_v;
+        *max = g->us_max;
+        *period_s = g->us_n > 1 ? g->us_gap_s / (double)(g->us_n - 1) : NAN;
+        *fine = 1;
+        return 1;
+    }
+    if (!g->util_n)
+        return 0;
+    *avg = g->util_sum / (double)g->util_n;
+    *max = g->util_max;
+    *period_s = g->samples > 1 && g->last_t > g->first_t
+                    ? (g->last_t - g->first_t) / (double)(g->samples - 1)
+                    : NAN;
+    *fine = 0;
+    return 1;
 }
 
 unsigned gs_agg_gpu_idle_count(const struct gs_agg_gpu *g)

@@ -19,6 +19,7 @@
 #include "run/record.h"
 
 struct gs_snapshot;
+struct gs_util_sample;
 struct gs_agg;
 
 struct gs_agg *gs_agg_new(void);
@@ -35,6 +36,17 @@ void gs_agg_end(struct gs_agg *a, const struct gs_record_end *e);
  * periods (utilization < 5 % for >= 10 s while the run holds memory), lost. */
 void gs_agg_snapshot(struct gs_agg *a, const struct gs_snapshot *snap, const unsigned char *in_run,
                      double t);
+
+/* The driver's own utilization samples of GPU gpu_index (gs_gpu.index; gs_sampler_util_samples),
+ * oldest first, each the mean over the period that ends at its timestamp. Once a GPU has had
+ * one, its utilization avg/max (weighted by each sample's period) and its idle periods come
+ * from the samples alone and the snapshots' utilization is no longer counted for it, so
+ * nothing is counted twice; memory, energy and throttling still come from snapshots. Call
+ * after the same cycle's gs_agg_snapshot, whose process list says whether the run holds
+ * memory. Samples not newer than the last one fed, and those of a GPU no snapshot has
+ * brought into the run, are ignored. */
+void gs_agg_util_samples(struct gs_agg *a, unsigned gpu_index, const struct gs_util_sample *s,
+                         unsigned n);
 
 /* Extra facts for the report's "run" object (any may be NULL / 0). */
 struct gs_report_meta {

@@ -82,6 +82,15 @@ struct gs_agg_gpu {
     uint64_t mask_prev;
     double mask_prev_t;
     double thr_mask_s[GS_AGG_THR_N];
+    /* utilization from the driver's sample ring (gs_agg_util_samples): once us_n > 0 these
+     * replace util_* in the report and idle periods follow the samples, not the snapshots */
+    uint64_t us_n;
+    uint64_t us_last_us;          /* newest sample fed, driver µs */
+    double us_first_v;            /* the first sample, weighted when its period is known */
+    double us_wsum, us_w_s;       /* sum of value x seconds, sum of seconds */
+    double us_max;
+    double us_gap_s;              /* sum of the (capped) gaps between samples */
+    int holds_mem;                /* the last snapshot's answer, for idle samples */
     /* idle periods */
     int idle_open;
     double idle_from, idle_last;
@@ -109,6 +118,12 @@ struct gs_agg {
     uint64_t n_snapshots;
     double snap_first_t, snap_last_t;
 };
+
+/* Per-GPU utilization as reported: from the samples when any were fed, else the snapshots.
+ * Returns 0 when there is none; avg and max are ratios, period_s the mean spacing of what was
+ * used (NAN with fewer than two), *fine 1 for samples, 0 for snapshots. */
+int gs_agg_gpu_util(const struct gs_agg_gpu *g, double *avg, double *max, double *period_s,
+                    int *fine);
 
 /* Closed idle periods plus the open one when it is long enough (report time, no mutation). */
 unsigned gs_agg_gpu_idle_count(const struct gs_agg_gpu *g);

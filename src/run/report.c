@@ -204,18 +204,18 @@ static json_t *gpu_object(const struct gs_agg_gpu *g, double *energy_sum, int *e
 {
     json_t *o = json_object(), *thr = json_object();
     const char *esrc;
-    double e = gpu_energy(g, &esrc), thr_gpu = 0;
-    int thr_gpu_any = 0;
+    double e = gpu_energy(g, &esrc), thr_gpu = 0, uavg, umax, uper;
+    int thr_gpu_any = 0, ufine = 0, uok = gs_agg_gpu_util(g, &uavg, &umax, &uper, &ufine);
 
     json_object_set_new(o, "index", json_integer(g->index));
     json_object_set_new(o, "uuid", jstr(g->uuid));
     json_object_set_new(o, "name", jstr(g->name));
     json_object_set_new(o, "samples", json_integer((json_int_t)g->samples));
-    json_object_set_new(o, "utilization_avg_percent",
-                        g->util_n ? json_real(100.0 * g->util_sum / (double)g->util_n)
-                                  : json_null());
-    json_object_set_new(o, "utilization_max_percent",
-                        g->util_n ? json_real(100.0 * g->util_max) : json_null());
+    json_object_set_new(o, "utilization_avg_percent", uok ? json_real(100.0 * uavg) : json_null());
+    json_object_set_new(o, "utilization_max_percent", uok ? json_real(100.0 * umax) : json_null());
+    json_object_set_new(o, "utilization_source",
+                        uok ? json_string(ufine ? "nvml_samples" : "snapshots") : json_null());
+    json_object_set_new(o, "utilization_sample_period_ms", jnum(uok ? 1000.0 * uper : NAN));
     json_object_set_new(o, "memory_peak_bytes",
                         g->mem_known ? json_integer((json_int_t)g->mem_peak_bytes) : json_null());
     json_object_set_new(o, "memory_peak_gb",
@@ -270,12 +270,14 @@ static json_t *gpus_array(const struct gs_agg *a, struct devsum *d, json_t *repo
     d->util_avg = d->util_max = d->mem_peak_bytes = NAN;
     for (unsigned i = 0; i < a->n_gpus; i++) {
         const struct gs_agg_gpu *g = &a->gpus[i];
+        double uavg, umax, uper;
+        int ufine;
         json_array_append_new(arr, gpu_object(g, &esum, &eany, &tsum, &tany));
-        if (g->util_n) {
-            usum += 100.0 * g->util_sum / (double)g->util_n;
+        if (gs_agg_gpu_util(g, &uavg, &umax, &uper, &ufine)) {
+            usum += 100.0 * uavg;
             un++;
-            if (isnan(d->util_max) || 100.0 * g->util_max > d->util_max)
-                d->util_max = 100.0 * g->util_max;
+            if (isnan(d->util_max) || 100.0 * umax > d->util_max)
+                d->util_max = 100.0 * umax;
         }
         if (g->mem_known && (isnan(d->mem_peak_bytes) || g->mem_peak_bytes > d->mem_peak_bytes))
             d->mem_peak_bytes = g->mem_peak_bytes;

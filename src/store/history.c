@@ -943,6 +943,99 @@ int gs_store_prune(struct gs_store *st, double now, double raw_retention_s,
     return GS_OK;
 }
 
+/* Deletes up to limit step rows of run_id, then the run row once it has no steps left. */
+static int store_prune_one_run(struct gs_store *st, int64_t run_id, unsigned limit,
+                               unsigned *deleted, int *run_gone)
+{
+    sqlite3_stmt *s = NULL;
+    unsigned n = 0;
+    int rc;
+
+    *run_gone = 0;
+    rc = sqlite3_prepare_v2(st->db,
+                            "DELETE FROM step WHERE id IN"
+                            " (SELECT id FROM step WHERE run = ?1 LIMIT ?2)",
+                            -1, &s, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(s, 1, run_id);
+        sqlite3_bind_int(s, 2, (int)limit);
+        rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(st->db);
+        n = (unsigned)sqlite3_changes(st->db);
+    }
+    sqlite3_finalize(s);
+    s = NULL;
+    if (rc != SQLITE_OK)
+        return rc;
+    *deleted += n;
+    if (n < limit) { /* every step gone: the run row too (it counts as one row) */
+        rc = sqlite3_prepare_v2(st->db, "DELETE FROM run WHERE id = ?1", -1, &s, NULL);
+        if (rc == SQLITE_OK) {
+            sqlite3_bind_int64(s, 1, run_id);
+            rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(st->db);
+        }
+        sqlite3_finalize(s);
+        if (rc == SQLITE_OK) {
+            (*deleted)++;
+            *run_gone = 1;
+        }
+    }
+    return rc;
+}
+
+int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s,
+                        unsigned max_rows, unsigned *deleted, struct gs_err *err)
+{
+    unsigned n = 0;
+    int rc = SQLITE_OK;
+
+    if (deleted)
+        *deleted = 0;
+    if (!st || !(now > 0 && now <= 1e11))
+        return gs_err_set(err, GS_EINVAL, "history: prune needs a store and a time");
+    if (!max_rows)
+        max_rows = 5000;
+    if (!(runs_retention_s > 0))
+        return GS_OK;
+    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        return store_fail(st, err, "prune runs");
+    while (rc == SQLITE_OK && n < max_rows) {
+        sqlite3_stmt *s = NULL;
+        int64_t id = 0;
+        int gone = 0;
+
+        /* Ended runs only: a run without end_time is going on (or not yet rebuilt). */
+        rc = sqlite3_prepare_v2(st->db,
+                                "SELECT id FROM run WHERE end_time IS NOT NULL"
+                                " AND end_time < ?1 ORDER BY id LIMIT 1",
+                                -1, &s, NULL);
+        if (rc == SQLITE_OK) {
+            sqlite3_bind_double(s, 1, now - runs_retention_s);
+            rc = sqlite3_step(s);
+            if (rc == SQLITE_ROW)
+                id = sqlite3_column_int64(s, 0);
+            rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+        }
+        sqlite3_finalize(s);
+        if (rc != SQLITE_OK || id == 0)
+            break;
+        rc = store_prune_one_run(st, id, max_rows - n, &n, &gone);
+        if (rc == SQLITE_OK && !gone)
+            break; /* budget spent inside this run's steps */
+    }
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        int ret = store_fail(st, err, "prune runs");
+        if (!sqlite3_get_autocommit(st->db))
+            sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+        return ret;
+    }
+    st->stats.pruned_rows += n;
+    if (deleted)
+        *deleted = n;
+    return GS_OK;
+}
+
 /* ---- query ------------------------------------------------------------------------------ */
 
 int gs_store_query(struct gs_store *st, unsigned gpu, enum gs_metric metric, double from,

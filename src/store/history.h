@@ -117,7 +117,7 @@ struct gs_store_stats gs_store_stats(const struct gs_store *st);
 
 /* ---- Runs (schema v2): training runs and their step records ----
  *
- * `gpuscope run` keeps one run in its samples.db; the agent will keep the runs of its node in
+ * `gpuscope run` keeps one run in its samples.db; the agent keeps the runs of its node in
  * history.db the same way. A run row is written at once; step rows are buffered like snapshots
  * and committed by the next gs_store_flush (in the same transaction as the samples). */
 struct gs_step_rec;
@@ -142,6 +142,14 @@ int gs_store_run_step(struct gs_store *st, int64_t run_id, const struct gs_step_
  * NULL) and the report text (NULL: none). GS_ENOTFOUND for an unknown run id. */
 int gs_store_run_end(struct gs_store *st, int64_t run_id, double end_time, int exit_code,
                      const char *report_json, struct gs_err *err);
+/* Deletes ended runs (end_time set) whose end_time is older than now - runs_retention_s, with
+ * their step rows, oldest run first: at most max_rows rows per call (0: 5000; a run row
+ * counts as one, and goes only after its last step), so no call stalls a flush; *deleted (may
+ * be NULL) gets the count and it is added to pruned_rows. Call again while *deleted ==
+ * max_rows. A run without end_time (going on, or interrupted and not yet rebuilt) is never
+ * deleted. A zero retention keeps every run. */
+int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s,
+                        unsigned max_rows, unsigned *deleted, struct gs_err *err);
 
 #ifdef GS_TESTABLE
 /* Test builds only: runs SQL on the store's connection (to shrink max_page_count, say). */

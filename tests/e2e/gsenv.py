@@ -14,7 +14,10 @@ BUILD = os.environ.get("GPUSCOPE_BUILD_ROOT", os.path.join(SRC, "build"))
 BIN = os.environ.get("GPUSCOPE_BIN", os.path.join(BUILD, "gpuscope"))
 SIM = os.environ.get("GPUSCOPE_SIM_LIB", os.path.join(BUILD, "sim", "libnvidia-ml.so.1"))
 SCENARIOS = os.path.join(SRC, "sim", "scenarios")
-TEST_STEPS_SOCKET = "/tmp/gpuscope-test-%d/steps.sock" % os.getpid()
+# The agent's sockets default to $RUNTIME_DIRECTORY (systemd's); tests point it at a directory
+# private to the test process.
+TEST_RUNTIME_DIR = "/tmp/gpuscope-test-%d" % os.getpid()
+TEST_STEPS_SOCKET = TEST_RUNTIME_DIR + "/steps.sock"
 
 
 def free_port():
@@ -39,12 +42,13 @@ def http_get(url, method="GET", data=None, timeout=5):
 def sim_env(scenario, time=None, **extra):
     """The environment for gpuscope on nvml-sim: no inherited NVML_SIM_*, the sim library,
     the scenario (a file name under sim/scenarios, or a path), UTC, NVML_SIM_TIME when time
-    is given (else the real clock), a step-record socket private to this test process (so
-    test agents started as root never bind, and training clients never find, the system's
-    /run/gpuscope/steps.sock), then extra."""
+    is given (else the real clock), the agent's sockets (steps.sock, agent.sock) in a directory
+    private to this test process (so test agents started as root never bind, and clients never
+    find, the system's /run/gpuscope), then extra."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NVML_SIM")}
     env.update(GPUSCOPE_NVML_LIBRARY=SIM, NVML_SIM_SCENARIO=os.path.join(SCENARIOS, scenario),
-               TZ="UTC", GPUSCOPE_AGENT_SOCKET=TEST_STEPS_SOCKET)
+               TZ="UTC", GPUSCOPE_AGENT_SOCKET=TEST_STEPS_SOCKET,
+               RUNTIME_DIRECTORY=TEST_RUNTIME_DIR)
     if time is not None:
         env["NVML_SIM_TIME"] = str(time)
     env.update(extra)

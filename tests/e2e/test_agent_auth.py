@@ -184,7 +184,7 @@ def plain_raw(port, data, wait=0.5):
         with socket.create_connection(("127.0.0.1", port), timeout=wait) as s:
             s.sendall(data)
             return s.recv(4096)
-    except OSError:
+    except OSError:  # sendall meets a reset when the agent closes on a too-large head
         return b""
 
 
@@ -279,6 +279,13 @@ def main():
          detail=a.logtext()[-1500:])
     shutil.copy(other, live_crt)
 
+    # -- 60 malformed requests inside TLS, then a correct answer --
+    st = [tls_raw(a.port, other, malformed(i, tok_m))[:12] for i in range(60)]
+    t.ok(not any(x.startswith(b"HTTP/1.1 200") for x in st) and
+         a.get("/metrics", "Bearer " + tok_m, ca=other)[0] == 200,
+         "60 malformed requests inside TLS: none answered 200, /metrics still served",
+         detail=st[:12])
+
     # -- a slow TLS client is cut off; others keep getting answers --
     slow = {"closed_after": None}
 
@@ -311,19 +318,19 @@ def main():
     t.eq(a.stop(), 0, "agent stops cleanly")
 
     # -- 1,000 malformed requests, then a correct /metrics --
-    b = Agent(["--tokens-file", tokens, "--tls-cert-file", other, "--tls-key-file",
-               os.path.join(TMP, "other.key"), "--http-rate", "0"], tls_ca=other)
+    # Over plain HTTP (TLS handshakes would make this minutes on a shared machine); the TLS
+    # layer got its own garbage above.
+    b = Agent(["--tokens-file", tokens, "--http-rate", "0"])
     ref = sorted(gauge(b.get("/metrics", "Bearer " + tok_m)[2], "gpuscope_gpu_memory_used_bytes"))
     random.seed(5)
     statuses = {}
     slowest = {}
     for i in range(1000):
         t0 = time.monotonic()
-        out = tls_raw(b.port, other, malformed(i, tok_m)) if i % 25 else \
-            plain_raw(b.port, malformed(i, tok_m))
+        out = plain_raw(b.port, malformed(i, tok_m), wait=2.0)
         st = out[9:12].decode(errors="replace") if out.startswith(b"HTTP/1.") else "closed"
         statuses[st] = statuses.get(st, 0) + 1
-        k = (i % 12, i % 25 == 0)
+        k = i % 12
         slowest[k] = max(slowest.get(k, 0), time.monotonic() - t0)
     print("# slowest per kind: %r" % sorted(slowest.items(), key=lambda kv: -kv[1])[:4])
     t.ok("200" not in statuses, "none of 1,000 malformed requests got a 200",

@@ -10,7 +10,12 @@ the steps pages; 404/400 answers; the history.db run and step rows (Python's sql
 client sending garbage, an oversized message and a wrong version is closed without disturbing
 a good client sending at the same time; a connection closed without an end record ends its
 run; a sender of another uid (when root) is accepted and attributed to that uid; `kill -9` and
-a restart keep the ended runs and show the interrupted one; `--socket off` opens nothing.
+a restart keep the ended runs and show the interrupted one with a report rebuilt from its
+stored steps (ratios and findings as sent); two ranks of one DDP job (two sender processes,
+same name, world_size 2) make one run with 2 ranks that ends with its last rank, while a
+same-named world_size 1 sender gets a run of its own; the gpuscope_runs_* self metrics on
+/metrics count runs, records and rejections; a run made 40 days old is pruned with its steps
+by the next agent (retention_runs 30 d); `--socket off` opens nothing.
 """
 import json
 import os
@@ -87,14 +92,14 @@ WANT_DATA_RATIO = 50.0 / 200.0
 WANT_COMM_RATIO = 20.0 / 200.0
 
 
-def hello(name, claimed_pid=1):
-    return json.dumps({"v": 1, "type": "hello", "run": name, "pid": claimed_pid, "rank": 0,
-                       "world_size": 1, "framework": "torch", "devices": [0]})
+def hello(name, claimed_pid=1, rank=0, world_size=1):
+    return json.dumps({"v": 1, "type": "hello", "run": name, "pid": claimed_pid, "rank": rank,
+                       "world_size": world_size, "framework": "torch", "devices": [0]})
 
 
-def step(n):
+def step(n, rank=0):
     now = time.time()
-    return json.dumps({"v": 1, "type": "step", "step": n, "t0": now - 0.2, "t1": now, "rank": 0,
+    return json.dumps({"v": 1, "type": "step", "step": n, "t0": now - 0.2, "t1": now, "rank": rank,
                        "device": 0, "samples": 8, "cuda_events": True, "ms": MS,
                        "mem": {"allocated": 1 << 30, "reserved": 2 << 30}})
 
@@ -179,6 +184,12 @@ def run_named(base, name):
     return next((r for r in runs(base) if r.get("name") == name), None)
 
 
+def runs_metrics(base):
+    code, body = get(base + "/metrics")
+    return {ln.split()[0]: float(ln.split()[1]) for ln in body.splitlines()
+            if ln.startswith("gpuscope_runs_")} if code == 200 else {}
+
+
 def close(a, b, eps=1e-9):
     return isinstance(a, (int, float)) and abs(a - b) <= eps
 
@@ -230,6 +241,16 @@ try:
     t.eq(len([x for x in runs(base)]), 1, "garbage created no run")
     code, mtx = get("%s/metrics" % base)
     t.ok(code == 200, "agent still serving after the garbage client")
+    # good: hello + 10 steps + end = 12 valid records; bad: at least 4 refused before its close
+    # (/metrics is rendered once a sampling cycle: wait for the cycle after the end)
+    mv = wait_for(lambda: (lambda m: m if m.get("gpuscope_runs_active") == 0 else None)(
+        runs_metrics(base)), 3) or runs_metrics(base)
+    t.ok(mv.get("gpuscope_runs_started_total") == 1 and mv.get("gpuscope_runs_active") == 0 and
+         mv.get("gpuscope_runs_records_received_total") == 12 and
+         mv.get("gpuscope_runs_records_rejected_total", 0) >= 4 and
+         mv.get("gpuscope_runs_steps_dropped_total") == 0,
+         "/metrics: runs started 1, active 0, 12 records, >= 4 rejected, 0 steps dropped",
+         detail=mv)
 
     code, rep = get_json("%s/api/v1/runs/%s" % (base, run_id))
     t.eq(code, 200, "ended run report: 200")
@@ -307,6 +328,53 @@ try:
           rep6.get("run", {}).get("steps_received")), (200, os.getuid(), c6.pid, 1),
          "a run without a hello: report names the sender's uid and pid")
 
+    # DDP: two ranks of one job (same uid, name, world_size 2) are one run with 2 ranks; it
+    # goes on after rank 0's end record and ends when rank 1's connection closes. A sender of
+    # the same name with world_size 1 is a run of its own.
+    r0, r1, solo = Sender(), Sender(), Sender()
+    r0.do("connect", hello("exp-ddp", rank=0, world_size=2))
+    wait_for(lambda: run_named(base, "exp-ddp"))  # rank 0's hello first: its pid names the run
+    r1.do("connect", hello("exp-ddp", rank=1, world_size=2))
+    solo.do("connect", hello("exp-ddp"), step(1), step(2))
+    r0.do(*[step(n, 0) for n in range(1, 5)])
+    r1.do(*[step(n, 1) for n in range(1, 4)])
+    r0.do(END, 0.3)
+
+    def ddp_runs():
+        return [x for x in runs(base) if x.get("name") == "exp-ddp"]
+    dr = wait_for(lambda: (lambda xs: xs if len(xs) == 2 and
+                           sorted(x.get("steps") for x in xs) == [2, 7] else None)(ddp_runs()))
+    t.ok(dr is not None, "DDP: 2 ranks + a world_size 1 sender of the same name: 2 runs, "
+         "7 steps (4 + 3) and 2", detail=ddp_runs())
+    ddp = next((x for x in dr or [] if x.get("steps") == 7), {})
+    mv = wait_for(lambda: (lambda m: m if m.get("gpuscope_runs_active") == 2 else None)(
+        runs_metrics(base)), 3) or runs_metrics(base)
+    t.eq(mv.get("gpuscope_runs_active"), 2.0, "/metrics: 2 runs active (DDP job + solo)")
+    t.eq((ddp.get("state"), ddp.get("pid")), ("running", r0.pid),
+         "DDP: still running after rank 0's end record; pid is the first rank's")
+    code, drep = get_json("%s/api/v1/runs/%s" % (base, ddp.get("id")))
+    t.eq((code, drep.get("ranks"), drep.get("run", {}).get("steps_received")), (200, 2, 7),
+         "DDP: the live report has 2 ranks and 7 step records")
+    r1.do(step(4, 1), 0.1, "close")
+    solo.do(END, 0.1, "close")
+    de = wait_for(lambda: (lambda xs: xs if xs and all(x.get("state") == "ended" for x in xs)
+                           else None)(ddp_runs()))
+    ddp = next((x for x in de or [] if x.get("id") == ddp.get("id")), {})
+    t.eq((ddp.get("state"), ddp.get("steps")), ("ended", 8),
+         "DDP: the run ends when its last rank's connection closes, 8 steps")
+    code, drep = get_json("%s/api/v1/runs/%s" % (base, ddp.get("id")))
+    t.eq((code, drep.get("ranks"), drep.get("steps")), (200, 2, 4),
+         "DDP: the stored report has 2 ranks, 4 steps (the most of one rank)")
+    time.sleep(1.3)  # one flush commits the steps
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(DATA, "history.db"), uri=True)
+    pids = db.execute("SELECT rank, count(*), min(peer_pid), max(peer_pid) FROM step"
+                      " WHERE run = ? GROUP BY rank ORDER BY rank", (ddp.get("id"),)).fetchall()
+    db.close()
+    t.eq(pids, [(0, 4, r0.pid, r0.pid), (1, 4, r1.pid, r1.pid)],
+         "DDP: history.db steps of both ranks under one run, each with its sender's pid")
+    for x in (r0, r1, solo):
+        x.stop()
+
     # Another uid (root only): accepted and attributed to that uid.
     if os.geteuid() == 0:
         def nobody():
@@ -345,8 +413,22 @@ try:
     t.eq((code, page.get("total"), [x.get("id") for x in page.get("runs", [])]),
          (200, len(after), ids[1:3]), "list paging: from=1 limit=2, newest first, total")
     code, doc = get_json("%s/api/v1/runs/%s" % (base, kid))
-    t.ok(code == 404 and "no report" in doc.get("error", ""),
-         "an interrupted run's report: 404 'no report'", detail=(code, doc))
+    dro = doc.get("run", {})
+    t.eq((code, dro.get("state"), dro.get("interrupted"), dro.get("steps_received"),
+          dro.get("name"), doc.get("steps")),
+         (200, "interrupted", True, 3, "exp-killed", 3),
+         "an interrupted run's report is rebuilt at restart from its 3 stored steps")
+    t.ok(close(doc.get("data_loading_time_ratio"), WANT_DATA_RATIO, 1e-6) and
+         close(doc.get("communication_time_ratio"), WANT_COMM_RATIO, 1e-6) and
+         close(doc.get("phases", {}).get("forward", {}).get("mean_ms"), 80.0, 1e-3) and
+         any(f.get("id", "").startswith("data") for f in doc.get("findings", [])),
+         "rebuilt report: ratios, forward mean as sent, and the data loading finding",
+         detail=json.dumps(doc)[:800])
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(DATA, "history.db"), uri=True)
+    krow = db.execute("SELECT end_time IS NOT NULL, json_extract(report, '$.run.interrupted')"
+                      " FROM run WHERE id = ?", (kid,)).fetchone()
+    db.close()
+    t.eq(krow, (1, 1), "history.db: the interrupted run now has an end time and its report")
     c5 = Sender()
     c5.do("connect", hello("exp-after"), step(1), END, 0.2, "close")
     r5 = wait_for(lambda: run_named(base, "exp-after"))
@@ -358,7 +440,26 @@ try:
     t.eq(agent.returncode, 0, "SIGTERM: exit 0")
     t.ok(not os.path.exists(SOCK), "the socket is removed at exit")
 
+    # Retention: exp-a made 40 days old while the agent is stopped is pruned (row and steps)
+    # after the next start's first flush; the others stay (default retention_runs 30 d).
+    hdb = os.path.join(DATA, "history.db")
+    db = sqlite3.connect(hdb)
+    db.execute("UPDATE run SET end_time = ? WHERE id = ?", (time.time() - 40 * 86400, run_id))
+    db.commit()
+    n_runs = db.execute("SELECT count(*) FROM run").fetchone()[0]
+    db.close()
+
+    def pruned():
+        d = sqlite3.connect("file:%s?mode=ro" % hdb, uri=True)
+        v = d.execute("SELECT (SELECT count(*) FROM run WHERE id = ?1),"
+                      " (SELECT count(*) FROM step WHERE run = ?1), (SELECT count(*) FROM run)",
+                      (run_id,)).fetchone()
+        d.close()
+        return v if v[:2] == (0, 0) else None
     agent, base = start_agent(good.pid, ["--socket", "off"])
+    pr = wait_for(pruned, 6)
+    t.eq(pr, (0, 0, n_runs - 1),
+         "retention_runs: a run ended 40 d ago is pruned with its steps, the others kept")
     code, doc = get_json(base + "/api/v1/runs")
     t.ok(code == 404 and not os.path.exists(SOCK), "--socket off: no socket, /api/v1/runs 404",
          detail=(code, doc))

@@ -9,7 +9,9 @@ report's ratios and GPU figures, steps.jsonl with SO_PEERCRED pids, samples.db r
 executable, 2 usage, 125 out dir already used), SIGINT by kill() forwarded and a terminal
 Ctrl-C delivered once, both still writing the report; hostile records (garbage, 100 KB, wrong
 version, 10,000 malformed in a burst) rejected while good records after them count; another
-process's records attributed to its own pid; no GPU at all; PYTHONPATH injection.
+process's records attributed to its own pid; no GPU at all; PYTHONPATH injection; sub-second
+utilization from the driver's samples (a 0.4 s square wave whose 100 % peak the 1 s snapshot
+window averages away), and the snapshot fallback where the GPU keeps no samples.
 """
 import json
 import os
@@ -452,6 +454,48 @@ for cvd, what in (("1", "an index"), ("GPU-00000001-1111-2222-3333-444444444444"
          detail=json.dumps(rep.get("gpus")))
     t.ok(g1 is not None and abs((g1.get("utilization_avg_percent") or -1) - 10) < 0.5,
          f"CUDA_VISIBLE_DEVICES={what}: GPU 1's own figures (10 %)")
+
+# ---- 10. sub-second utilization from nvmlDeviceGetSamples ----
+# GPU 0 alternates within a second: 100 % for 0.1 s of every 0.4 s, else 20 % (mean 40 %).
+# GetUtilizationRates is a 1 s mean (36..44 %), so 0.5 s snapshots alone never see the peak;
+# the driver's 100 ms samples do.
+SQUARE = json.loads(json.dumps(SCENARIO))
+SQUARE["gpus"][0]["sample_interval_ms"] = 100
+SQUARE["gpus"][0]["metrics"]["util_gpu_pct"] = {
+    "square": {"period_s": 0.4, "duty": 0.25, "high": 100, "low": 20}}
+NOSAMP = json.loads(json.dumps(SQUARE))
+NOSAMP["gpus"][0]["not_supported"] = ["samples:gpu_utilization"]
+fig = {}
+for name, scen in (("samples", SQUARE), ("nosamples", NOSAMP)):
+    path = os.path.join(TMP, f"scenario-{name}.json")
+    with open(path, "w") as f:
+        json.dump(scen, f)
+    out, mk = fresh()
+    p = run(["--no-auto", "--out", out, "--", PY, CHILD_PATH, "normal"], mk, CHILD_HOLD="2.0",
+            NVML_SIM_SCENARIO=path)
+    rep = load_report(out) if os.path.exists(os.path.join(out, "metrics_report.json")) else {}
+    fig[name] = (gpu_entry(rep, 0) or {}, rep, p)
+g, rep, p = fig["samples"]
+t.ok(p.returncode == 0, "square wave: exit 0", detail=p.stderr[-1000:])
+t.ok(g.get("utilization_source") == "nvml_samples", "square wave: per-GPU figures from samples",
+     detail=json.dumps(g))
+t.ok(g.get("utilization_max_percent") == 100, "square wave: max = the pattern's 100 % peak",
+     detail=json.dumps(g))
+t.ok(rep.get("gpu_max_utilization_percent") == 100, "square wave: run max 100 %",
+     detail=rep.get("gpu_max_utilization_percent"))
+t.ok(abs((g.get("utilization_avg_percent") or -1) - 40) < 8,
+     "square wave: time-weighted average near the pattern's 40 %", detail=json.dumps(g))
+t.ok(abs((g.get("utilization_sample_period_ms") or -1) - 100) < 1,
+     "square wave: utilization_sample_period_ms = the driver's 100 ms", detail=json.dumps(g))
+t.ok((g.get("samples") or 0) >= 3, "square wave: snapshots still taken (memory, power)",
+     detail=json.dumps(g))
+g, rep, p = fig["nosamples"]
+t.ok(g.get("utilization_source") == "snapshots", "no samples: falls back to snapshots",
+     detail=json.dumps(g) + p.stderr[-500:])
+t.ok(0 < (g.get("utilization_max_percent") or -1) < 60,
+     "no samples: snapshots alone miss the peak (1 s window)", detail=json.dumps(g))
+t.ok(abs((g.get("utilization_sample_period_ms") or -1) - 500) < 100,
+     "no samples: resolution = the 0.5 s interval", detail=json.dumps(g))
 
 subprocess.run(["rm", "-rf", TMP])
 sys.exit(t.done())

@@ -9,12 +9,13 @@ The agent runs as root with an HTTP unix socket. Checked, with process_visibilit
   summed under hidden_processes; the snapshot document the same per GPU;
 - as B the mirror image; as root both in full, on the socket and on TCP;
 - as A over loopback TCP (uid from /proc/net/tcp) the same answer as on the socket;
-- as A, `gpuscope --json`, the text view and `gpuscope query` read the socket
-  ($GPUSCOPE_HTTP_SOCKET) and show the same filtered view; `--no-agent` reads NVML (nvml-sim)
+- as A, `gpuscope --json` (once and in watch mode), the text view and `gpuscope query` read
+  the socket ($GPUSCOPE_HTTP_SOCKET) and show the same filtered view; `--no-agent` reads NVML (nvml-sim)
   directly, where no policy applies;
 - after SIGHUP with gpu_visibility = used: A sees GPU 0 only, in the snapshot, on /metrics
   and in history (?gpu=1 is 404, ?gpu=0 200); root still sees three GPUs;
-- after SIGHUP with admin_group = gsvis_adm: B (a member) sees A's process in full.
+- after SIGHUP with admin_group = gsvis_adm: B (a member) sees A's process in full;
+- with a low http_rate, A's socket requests hit 429 while B's still pass (per-uid buckets).
 The users, the group and every process are removed at the end, also on failure. Not root:
 one TAP skip line.
 """
@@ -257,6 +258,19 @@ t.ok("secret-b-hidden" not in out and str(pb.pid) not in out, "B's details are a
 rc, out, errtext = gpuscope(USERS[0], "--no-color", "-a", GPUSCOPE_HTTP_SOCKET=SOCK)
 t.ok(rc == 0 and "1 hidden" in out and str(pa.pid) in out and str(pb.pid) not in out,
      "A's text view through the agent: its process, B's as \"1 hidden\"", detail=out + errtext)
+r = subprocess.run(["runuser", "-u", USERS[0], "--", "env", "GPUSCOPE_HTTP_SOCKET=" + SOCK,
+                    "timeout", "-s", "INT", "1.6", BIN, "--json", "-i", "0.3"],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", timeout=30)
+frames = []
+for line in r.stdout.decode(errors="replace").splitlines():
+    try:
+        frames.append([p.get("pid") for g in json.loads(line).get("gpus", [])
+                       for p in g.get("processes", [])])
+    except ValueError:
+        frames.append(None)
+t.ok(len(frames) >= 3 and all(f == [pa.pid] for f in frames),
+     "watch mode through the agent: every frame shows A's process only",
+     detail="%r\n%s" % (frames, r.stderr.decode(errors="replace")))
 rc, out, errtext = gpuscope(USERS[0], "query", "--query-compute-apps=pid,used_memory",
                             "--format=csv,noheader,nounits", GPUSCOPE_HTTP_SOCKET=SOCK)
 t.eq((rc, out.strip()), (0, "%d, 1000" % pa.pid),
@@ -308,6 +322,13 @@ admin = wait_for(lambda: "mark-a-visible" in curl("/api/v1/processes", USERS[1])
 t.ok(admin, "admin_group = %s: B, a member, sees A's process in full" % GROUP)
 code, doc, text = curl_json("/api/v1/processes", USERS[0])
 t.ok("secret-b-hidden" not in text, "A, not a member, still does not see B's")
+
+# ---- the rate limit keys unix-socket clients by uid ----
+write_conf(gpu_visibility="used", admin_group=GROUP, http_rate="0.2", http_burst="2")
+agent.send_signal(signal.SIGHUP)
+limited = wait_for(lambda: curl("/healthz", USERS[0])[0] == 429, 5)
+t.ok(limited, "http_rate: A's requests on the socket are limited (429)")
+t.eq(curl("/healthz", USERS[1])[0], 200, "B has a bucket of its own on the same socket")
 
 agent.send_signal(signal.SIGTERM)
 try:

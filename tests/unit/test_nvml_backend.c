@@ -974,6 +974,76 @@ static void process_utilization_kept(void **state)
     assert_int_equal(f->snap->procs[0].util_st, GS_ST_NA);
 }
 
+/* nvmlDeviceGetSamples through the backend: a 0.4 s square wave (25 % at 100, else 20) read
+ * at 100 ms samples gives the known values; a second call returns only newer samples; a short
+ * array continues where it stopped; no symbol, or "not supported", is GS_ENOTSUP. */
+static void utilization_samples(void **state)
+{
+    struct fx *f = *state;
+    const char *minimal = getenv("GPUSCOPE_SIM_MINIMAL_LIB");
+    struct gs_util_sample u[32];
+    uint64_t last = 0, t1;
+    unsigned n = 99;
+    char path[1024];
+    struct gs_err e;
+
+    NEED_SIM();
+    inline_scenario(path, sizeof path,
+                    "\"sample_interval_ms\": 100, \"metrics\": {\"util_gpu_pct\": {\"square\": "
+                    "{\"period_s\": 0.4, \"duty\": 0.25, \"high\": 100, \"low\": 20}}}");
+    clock_new(&f->clk, 1.05);
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, f->clk.env, &e), GS_OK);
+    assert_int_equal(gs_backend_nvml.util_samples(f->b, 0, &last, u, 32, &n, &e), GS_OK);
+    assert_int_equal(n, 11); /* t = 0, 0.1, ... 1.0 */
+    for (unsigned k = 1; k < n; k++) {
+        double gap = (double)(u[k].t_us - u[k - 1].t_us);
+        assert_close(gap, 100000, 1);
+        assert_close(u[k].util_ratio, k % 4 == 1 ? 1.0 : 0.2, 1e-9);
+    }
+    assert_true(last == u[10].t_us);
+    t1 = u[1].t_us;
+    /* the clock stands still: nothing newer, which is not an error */
+    assert_int_equal(gs_backend_nvml.util_samples(f->b, 0, &last, u, 32, &n, &e), GS_OK);
+    assert_int_equal(n, 0);
+    assert_true(last == t1 + 900000 || fabs((double)last - (double)(t1 + 900000)) <= 1);
+    /* 0.3 s later, read two at a time: 11 and 12, then 13 (0.2, 0.2, 1.0) */
+    clock_set(&f->clk, 1.35);
+    assert_int_equal(gs_backend_nvml.util_samples(f->b, 0, &last, u, 2, &n, &e), GS_OK);
+    assert_int_equal(n, 2);
+    assert_close(u[0].util_ratio, 0.2, 1e-9);
+    assert_close(u[1].util_ratio, 0.2, 1e-9);
+    assert_close((double)(u[0].t_us - t1), 1000000, 2);
+    assert_int_equal(gs_backend_nvml.util_samples(f->b, 0, &last, u, 2, &n, &e), GS_OK);
+    assert_int_equal(n, 1);
+    assert_close(u[0].util_ratio, 1.0, 1e-9);
+    assert_close((double)(u[0].t_us - t1), 1200000, 2);
+    assert_int_equal(gs_backend_nvml.util_samples(f->b, 0, &last, u, 2, &n, &e), GS_OK);
+    assert_int_equal(n, 0);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+    unlink(path);
+
+    /* the GPU keeps no such samples */
+    inline_scenario(path, sizeof path, "\"not_supported\": [\"samples:gpu_utilization\"]");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "5", &e), GS_OK);
+    last = 0;
+    assert_int_equal(gs_backend_nvml.util_samples(f->b, 0, &last, u, 32, &n, &e), GS_ENOTSUP);
+    assert_int_equal(n, 0);
+    assert_non_null(strstr(e.msg, "nvmlDeviceGetSamples(gpu 0)"));
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+    unlink(path);
+
+    /* a 390-era library without the symbol: unavailable, cleanly */
+    if (!minimal || !*minimal)
+        return;
+    assert_int_equal(sim_open(&f->b, minimal, "h100x8-training.json", "5", &e), GS_OK);
+    n = 99;
+    assert_int_equal(gs_backend_nvml.util_samples(f->b, 0, &last, u, 32, &n, &e), GS_ENOTSUP);
+    assert_int_equal(n, 0);
+    assert_true(last == 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -999,6 +1069,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(throttle_reasons, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(xid_events, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(process_utilization_kept, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(utilization_samples, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
+#include "gpuscope/gs_sampler.h"
 #include "run/agg.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -367,6 +368,136 @@ static void lost_gpu(void **state)
     gs_agg_free(a);
 }
 
+/* One snapshot (utilization `util`, 1 GiB used) at t seconds on GPU 0. */
+static void snap_at(struct gs_agg *a, struct gs_snapshot *s, double t, double util)
+{
+    gs_snapshot_clear(s);
+    s->n_gpus = 1;
+    s->gpus[0].index = 0;
+    gs_gpu_set(&s->gpus[0], GS_M_UTIL_GPU, util);
+    gs_gpu_set(&s->gpus[0], GS_M_MEM_USED, GIB);
+    gs_agg_snapshot(a, s, NULL, t);
+}
+
+static const json_t *gpu0(const json_t *r)
+{
+    return json_array_get(json_object_get(r, "gpus"), 0);
+}
+
+/* The driver's 0.1 s samples replace the 0.5 s snapshots' utilization: the peak the 1 s
+ * window of the snapshots averaged away is found, and the snapshots' values are not mixed in. */
+static void util_samples_replace_snapshots(void **state)
+{
+    struct gs_agg *a = gs_agg_new();
+    struct gs_snapshot *s = snap_new(1);
+    struct gs_util_sample u[100];
+    json_t *r;
+    (void)state;
+
+    for (int k = 0; k < 100; k++) { /* 1.0 every fourth sample, else 0.2: mean 0.4 */
+        u[k].t_us = 100000000ull + 100000ull * (unsigned)k;
+        u[k].util_ratio = k % 4 == 1 ? 1.0 : 0.2;
+    }
+    gs_agg_util_samples(a, 0, u, 5); /* before any snapshot: GPU not in the run, ignored */
+    for (int c = 0; c < 20; c++) {
+        snap_at(a, s, 100.0 + 0.5 * c, 0.5);
+        gs_agg_util_samples(a, 0, &u[5 * c], 5);
+        if (c > 0)
+            gs_agg_util_samples(a, 0, &u[5 * (c - 1)], 10); /* repeats: counted once */
+    }
+    gs_agg_util_samples(a, 3, u, 100); /* a GPU the run never had: ignored */
+    r = gs_agg_report(a, NULL);
+    assert_int_equal(json_array_size(json_object_get(r, "gpus")), 1);
+    near(num(gpu0(r), "utilization_avg_percent"), 40);
+    near(num(gpu0(r), "utilization_max_percent"), 100);
+    near(num(gpu0(r), "utilization_sample_period_ms"), 100);
+    assert_string_equal(json_string_value(json_object_get(gpu0(r), "utilization_source")),
+                        "nvml_samples");
+    assert_int_equal((int)num(gpu0(r), "samples"), 20); /* snapshots, as before */
+    near(num(r, "gpu_avg_utilization_percent"), 40);
+    near(num(r, "gpu_max_utilization_percent"), 100);
+    json_decref(r);
+    gs_agg_free(a);
+
+    /* without samples: the snapshots, and their spacing */
+    a = gs_agg_new();
+    for (int c = 0; c < 20; c++)
+        snap_at(a, s, 100.0 + 0.5 * c, 0.5);
+    r = gs_agg_report(a, NULL);
+    near(num(gpu0(r), "utilization_max_percent"), 50);
+    near(num(gpu0(r), "utilization_sample_period_ms"), 500);
+    assert_string_equal(json_string_value(json_object_get(gpu0(r), "utilization_source")),
+                        "snapshots");
+    json_decref(r);
+    gs_agg_free(a);
+    gs_snapshot_free(s);
+}
+
+/* Each sample weighs the time since the previous one; the first the same as the second. */
+static void util_samples_time_weighted(void **state)
+{
+    static const double ts[4] = {0, 1.0, 1.1, 3.1}, v[4] = {0.2, 0.2, 1.0, 0.6};
+    struct gs_agg *a = gs_agg_new();
+    struct gs_snapshot *s = snap_new(1);
+    struct gs_util_sample u[4];
+    json_t *r;
+    (void)state;
+
+    for (int k = 0; k < 4; k++) {
+        u[k].t_us = (uint64_t)llround((50 + ts[k]) * 1e6);
+        u[k].util_ratio = v[k];
+    }
+    snap_at(a, s, 50, 0.9);
+    gs_agg_util_samples(a, 0, u, 1);
+    r = gs_agg_report(a, NULL); /* one sample: its value, no period yet */
+    near(num(gpu0(r), "utilization_avg_percent"), 20);
+    is_null(gpu0(r), "utilization_sample_period_ms");
+    json_decref(r);
+    gs_agg_util_samples(a, 0, u + 1, 3);
+    r = gs_agg_report(a, NULL);
+    /* (0.2·1 + 0.2·1 + 1.0·0.1 + 0.6·2) / 4.1; an unweighted mean would say 50 */
+    near(num(gpu0(r), "utilization_avg_percent"), 100.0 * 1.7 / 4.1);
+    near(num(gpu0(r), "utilization_max_percent"), 100);
+    near(num(gpu0(r), "utilization_sample_period_ms"), 3100.0 / 3);
+    json_decref(r);
+    gs_agg_free(a);
+    gs_snapshot_free(s);
+}
+
+/* Idle periods follow the samples: snapshots at 1 % (idle all along by themselves) but the
+ * samples busy except 1.0..12.0 s give exactly that one period, from the start of the first
+ * idle sample's interval. */
+static void util_samples_idle(void **state)
+{
+    struct gs_agg *a = gs_agg_new();
+    struct gs_snapshot *s = snap_new(1);
+    struct gs_util_sample u[10];
+    const json_t *idle;
+    json_t *r;
+    (void)state;
+
+    for (int sec = 0; sec <= 16; sec++) {
+        unsigned n = 0;
+        snap_at(a, s, sec, 0.01);
+        for (int k = sec == 0 ? 0 : (sec - 1) * 10 + 1; k <= sec * 10; k++) {
+            u[n].t_us = 100000ull * (unsigned)k;
+            u[n].util_ratio = k >= 10 && k <= 120 ? 0.0 : 0.9;
+            n++;
+        }
+        gs_agg_util_samples(a, 0, u, n);
+    }
+    r = gs_agg_report(a, NULL);
+    idle = json_object_get(gpu0(r), "idle_periods");
+    assert_int_equal(json_array_size(idle), 1);
+    near(num(json_array_get(idle, 0), "from"), 0.9);
+    near(num(json_array_get(idle, 0), "to"), 12.0);
+    assert_int_equal((int)num(gpu0(r), "idle_periods_total"), 1);
+    near(num(gpu0(r), "utilization_max_percent"), 90);
+    json_decref(r);
+    gs_agg_free(a);
+    gs_snapshot_free(s);
+}
+
 static void write_and_summary(void **state)
 {
     char dir[] = "/tmp/gs_run_agg_XXXXXX", path[256], *text = NULL;
@@ -430,6 +561,9 @@ int main(void)
         cmocka_unit_test(device_figures),
         cmocka_unit_test(idle_periods),
         cmocka_unit_test(lost_gpu),
+        cmocka_unit_test(util_samples_replace_snapshots),
+        cmocka_unit_test(util_samples_time_weighted),
+        cmocka_unit_test(util_samples_idle),
         cmocka_unit_test(write_and_summary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

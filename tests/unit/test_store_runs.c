@@ -1,7 +1,9 @@
 /*
  * Unit tests of the history store's runs (schema v2, src/store/history.c): a run row and its
  * step rows as `gpuscope run` writes them, absent values stored as NULL, a v1 file migrated to
- * v2 with its samples kept, steps flushed without any snapshot, and the step buffer's cap.
+ * v2 with its samples kept, steps flushed without any snapshot, the step buffer's cap, and
+ * the retention of runs: ended runs pruned with their steps in bounded batches, a run going
+ * on (no end_time) or a recent one never.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -223,12 +225,82 @@ static void test_step_cap(void **state)
     gs_store_close(st);
 }
 
+/* Three runs: A ended 40 days ago (7 steps), B going on since 40 days ago (3 steps), C ended
+ * an hour ago (2 steps). A 30-day retention removes A and its steps only, 4 rows a call. */
+static void test_prune_runs(void **state)
+{
+    struct fx *f = *state;
+    struct gs_store *st = NULL;
+    const double now = 1764430000.0, day = 86400.0;
+    struct gs_store_run run = {.source = "agent", .start_time = now - 41 * day};
+    struct gs_step_rec r;
+    struct gs_err err;
+    int64_t a = 0, b = 0, c = 0;
+    unsigned n = 99, total = 0, calls = 0;
+
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &a, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &b, &err), GS_OK);
+    run.start_time = now - 2 * 3600;
+    assert_int_equal(gs_store_run_begin(st, &run, &c, &err), GS_OK);
+    fill_step(&r, 0);
+    for (unsigned i = 0; i < 7; i++) {
+        r.step = i;
+        assert_int_equal(gs_store_run_step(st, a, &r, 1, 0, &err), GS_OK);
+    }
+    for (unsigned i = 0; i < 3; i++) {
+        r.step = i;
+        assert_int_equal(gs_store_run_step(st, b, &r, 2, 0, &err), GS_OK);
+    }
+    for (unsigned i = 0; i < 2; i++) {
+        r.step = i;
+        assert_int_equal(gs_store_run_step(st, c, &r, 3, 0, &err), GS_OK);
+    }
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    assert_int_equal(gs_store_run_end(st, a, now - 40 * day, -1, "{}", &err), GS_OK);
+    assert_int_equal(gs_store_run_end(st, c, now - 3600, -1, "{}", &err), GS_OK);
+
+    /* zero retention keeps everything */
+    assert_int_equal(gs_store_prune_runs(st, now, 0, 4, &n, &err), GS_OK);
+    assert_int_equal(n, 0);
+    /* 8 rows of A (7 steps + its row) in batches of 4: 4, 4, then nothing left */
+    do {
+        assert_int_equal(gs_store_prune_runs(st, now, 30 * day, 4, &n, &err), GS_OK);
+        assert_true(n <= 4);
+        total += n;
+        calls++;
+        if (calls == 1) { /* the run row stays while it has steps */
+            assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL),
+                             3);
+            assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run WHERE id = 1", NULL), 1);
+        }
+    } while (n == 4 && calls < 10);
+    assert_int_equal(total, 8);
+    assert_int_equal(calls, 3);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run WHERE id = 1", NULL), 0);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 0);
+    /* B (no end_time) and C (recent) are untouched */
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run", NULL), 2);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 2", NULL), 3);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 3", NULL), 2);
+    assert_true(gs_store_stats(st).pruned_rows >= 8);
+    /* a day later than C's end + 30 d, C goes too (2 steps + row in one call); B never */
+    assert_int_equal(gs_store_prune_runs(st, now + 31 * day, 30 * day, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run", NULL), 1);
+    assert_int_equal(sql_num(f->path, "SELECT id FROM run", NULL), (double)b);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step", NULL), 3);
+    assert_int_equal(gs_store_prune_runs(NULL, now, 30 * day, 0, &n, &err), GS_EINVAL);
+    gs_store_close(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_run_and_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrate_v1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_step_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prune_runs, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

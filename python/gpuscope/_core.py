@@ -128,6 +128,11 @@ class Profiler:
                         "rank": self.rank, "world_size": self.world_size,
                         "local_rank": self.local_rank, "nvml": nvml,
                         "sample_interval_s": sample_interval_s}
+        if not run_name and self.world_size > 1:
+            # The ranks of one distributed job share a name, so the agent keeps them as one run
+            # (docs/agent.md, RUNS): torchrun's rendezvous id, else the scheduler's job id.
+            run_name = _job_id(os.environ)
+            self.run_name = run_name
         if run_name:
             self._config["run_name"] = run_name
         if socket:
@@ -401,6 +406,15 @@ class Profiler:
             return self.native.finish(end)
         finally:
             self.native.close()
+
+
+def _job_id(env):
+    """A name every rank of one launch sees alike, or None."""
+    for key in ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID"):
+        v = env.get(key)
+        if v and v != "none":
+            return "%s-%s" % (key.split("_")[0].lower(), v)
+    return None
 
 
 def _dist_identity(rank, world_size, local_rank):

@@ -18,6 +18,9 @@
 #include "agent/policy.h"
 
 #include <arpa/inet.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <errno.h>
 #include <grp.h>
 #include <microhttpd.h>
@@ -29,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -316,8 +320,63 @@ int gs_policy_proc_net_uid(const char *text, const unsigned char *local, unsigne
     return 0;
 }
 
-/* The uid of the loopback TCP peer on fd: its own end of the connection is the /proc/net line
- * whose local end is our remote end. */
+/* The owner of one TCP socket, asked of the kernel by its exact 4-tuple (NETLINK_SOCK_DIAG,
+ * what `ss` uses): one request, one answer, whatever the number of sockets on the machine.
+ * src/sport: the peer's end (the socket we want), dst/dport: ours; 16-byte addresses, v4
+ * mapped ones asked as AF_INET. Returns 1 with *uid, 0 when the kernel does not answer (no
+ * sock_diag, a sandbox without AF_NETLINK) or knows no such socket. */
+static int sock_diag_uid(const unsigned char *src, unsigned sport, const unsigned char *dst,
+                         unsigned dport, uid_t *uid)
+{
+    static const unsigned char mapped[12] = {[10] = 0xff, [11] = 0xff};
+    struct {
+        struct nlmsghdr nh;
+        struct inet_diag_req_v2 r;
+    } req;
+    union {
+        struct nlmsghdr nh;
+        char buf[1024];
+    } ans;
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+    int v4 = memcmp(src, mapped, 12) == 0 && memcmp(dst, mapped, 12) == 0;
+    int fd, found = 0;
+    ssize_t n;
+
+    memset(&req, 0, sizeof req);
+    req.nh.nlmsg_len = sizeof req;
+    req.nh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    req.nh.nlmsg_flags = NLM_F_REQUEST;
+    req.nh.nlmsg_seq = 1;
+    req.r.sdiag_family = v4 ? AF_INET : AF_INET6;
+    req.r.sdiag_protocol = IPPROTO_TCP;
+    req.r.idiag_states = ~0u;
+    req.r.id.idiag_sport = htons((uint16_t)sport);
+    req.r.id.idiag_dport = htons((uint16_t)dport);
+    memcpy(req.r.id.idiag_src, v4 ? src + 12 : src, v4 ? 4 : 16);
+    memcpy(req.r.id.idiag_dst, v4 ? dst + 12 : dst, v4 ? 4 : 16);
+    req.r.id.idiag_cookie[0] = req.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0)
+        return 0;
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (sendto(fd, &req, sizeof req, 0, (struct sockaddr *)&kernel, sizeof kernel) ==
+        (ssize_t)sizeof req) {
+        n = recv(fd, &ans, sizeof ans, 0);
+        if (n >= (ssize_t)NLMSG_LENGTH(sizeof(struct inet_diag_msg)) && NLMSG_OK(&ans.nh, n) &&
+            ans.nh.nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+            const struct inet_diag_msg *m = NLMSG_DATA(&ans.nh);
+            *uid = (uid_t)m->idiag_uid;
+            found = 1;
+        }
+    }
+    close(fd);
+    return found;
+}
+
+/* The uid of the loopback TCP peer on fd: the owner of the socket whose local end is our
+ * remote end. Asked of sock_diag; the /proc/net/tcp{,6} scan (as long as the machine's socket
+ * table) only where netlink is closed. */
 static int tcp_peer_uid(int fd, uid_t *uid)
 {
     struct sockaddr_storage me, peer;
@@ -331,6 +390,8 @@ static int tcp_peer_uid(int fd, uid_t *uid)
         return 0;
     if (!addr16(&me, ma, &mp) || !addr16(&peer, pa, &pp) || !is_loopback(pa))
         return 0;
+    if (sock_diag_uid(pa, pp, ma, mp, uid))
+        return 1;
     for (size_t i = 0; i < 2; i++) {
         char *text = read_text(files[i]);
         int found = text && gs_policy_proc_net_uid(text, pa, pp, ma, mp, uid);

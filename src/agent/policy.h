@@ -2,9 +2,9 @@
  * policy.h - the visibility policy (issue 5, docs/security.md "VISIBILITY POLICY"): who a
  * local viewer is, and what a non-admin viewer may see of the agent's data.
  *
- * Two halves. gs_policy_resolve learns a request's uid (SO_PEERCRED on the unix socket, the
- * uid column of /proc/net/tcp{,6} for a loopback TCP peer, getpwnam for a token's user) and
- * turns root, the agent's own user and members of admin_group into GS_ROLE_ADMIN. The filter
+ * Two halves. gs_policy_resolve learns a request's uid (SO_PEERCRED on the unix socket; the
+ * owner of a loopback TCP peer's socket, from sock_diag, else /proc/net/tcp{,6}; getpwnam for
+ * a token's user) and turns root, the agent's own user and members of admin_group into GS_ROLE_ADMIN. The filter
  * functions are pure: gs_policy_view_build decides, from one snapshot, which GPUs a viewer
  * sees and whether other users' processes are hidden; the gs_policy_filter_* functions apply
  * that to a snapshot (for /metrics), to the snapshot and processes documents, to the alerts
@@ -67,8 +67,8 @@ void gs_policy_set(struct gs_policy *p, const struct gs_policy_settings *s);
 void gs_policy_free(struct gs_policy *p);
 
 /* Completes v for the request on c: via (from the connection's socket family); uid from
- * SO_PEERCRED (unix socket), from the /proc/net/tcp{,6} entry of a loopback TCP peer when no
- * token named a user, or from getpwnam of v->user; the user name from the uid. A viewer whose
+ * SO_PEERCRED (unix socket), from sock_diag (else /proc/net/tcp{,6}) for a loopback TCP peer
+ * when no token named a user, or from getpwnam of v->user; the user name from the uid. A viewer whose
  * uid is 0, the agent's effective uid, or a member of admin_group becomes GS_ROLE_ADMIN.
  * Roles NONE and METRICS are left alone. peer_pid (may be NULL) gets the unix peer's pid, or
  * 0. Lookups are cached per uid for a minute. */

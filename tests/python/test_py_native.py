@@ -228,4 +228,19 @@ with tempfile.TemporaryDirectory() as tmp:
     t.ok("REPORT None" in p.stdout and not os.path.exists(os.path.join(tmp, "out")),
          "no library: finish() returns None, no report", detail=p.stdout + p.stderr)
 
+# The ranks of one distributed launch share a run name (the agent merges them into one run).
+from gpuscope import _core  # noqa: E402
+t.eq(_core._job_id({"TORCHELASTIC_RUN_ID": "j42", "SLURM_JOB_ID": "7"}), "torchelastic-j42",
+     "run name of a distributed job: torchrun's rendezvous id first")
+t.eq(_core._job_id({"TORCHELASTIC_RUN_ID": "none", "SLURM_JOB_ID": "7"}), "slurm-7",
+     "run name: torchrun's default id 'none' is skipped, Slurm's job id used")
+t.eq(_core._job_id({}), None, "run name: none without a launcher")
+os.environ["TORCHELASTIC_RUN_ID"] = "t9"
+prof = _core.Profiler(world_size=2, rank=1, local_rank=1, native=False, log=lambda s: None)
+t.eq(prof._config.get("run_name"), "torchelastic-t9",
+     "a world_size 2 profiler carries the job's run name")
+prof = _core.Profiler(world_size=1, rank=0, local_rank=0, native=False, log=lambda s: None)
+t.eq(prof._config.get("run_name"), None, "a single-process profiler gets no invented name")
+del os.environ["TORCHELASTIC_RUN_ID"]
+
 sys.exit(t.done())

@@ -1,17 +1,21 @@
 // The dashboard (docs/dashboard.md): polls /api/v1/snapshot at the agent's sampling interval,
 // draws one card per GPU, one uPlot chart per metric with every GPU overlaid (history from
-// /api/v1/history, then live samples appended), the process table and the alerts. When the
-// agent goes away the page says so and keeps retrying; when it is back, it reloads history.
+// /api/v1/history, then live samples appended), the process table (with, for a viewer the
+// agent's visibility policy filters, one row per GPU summing other users' processes), the
+// alerts and the training runs (/api/v1/runs, a run's report on click). When the agent goes
+// away the page says so and keeps retrying; when it is back, it reloads history.
 import {
   CHARTS, RANGES, alertText, appendPoint, badges, fmtBytes, fmtBytesPair, fmtCelsius, fmtClock,
-  fmtDuration, fmtPair, fmtPercent, gpuColor, historyUrl, processRows, sortRows, sparkPoints,
-  toSeries, tokenBucket, trimToCommon,
+  fmtDuration, fmtPair, fmtPercent, gpuColor, hiddenRows, hiddenText, historyUrl, processRows,
+  runRows, runSummary, runsNote, sparkPoints, tableRows, toSeries, tokenBucket, trimToCommon,
+  visibilityNote,
 } from './format.js';
 
 const uPlot = globalThis.uPlot;
 const SPARK_N = 120;
 const HISTORY_REFRESH_MS = 60000;
 const FETCH_PARALLEL = 4;
+const RUNS_REFRESH_MS = 5000;
 // History requests: 20/s after a burst of 40, well inside the agent's default limit.
 const historyBucket = tokenBucket(20, 40, performance.now());
 
@@ -25,6 +29,11 @@ const state = {
   spark: new Map(), // index -> utilization ratios
   sort: {key: 'gpu', dir: 'asc'},
   rows: [],
+  hiddenRows: [], // one row per GPU with other users' processes (a filtered viewer)
+  runs: [], // rows of the Runs list
+  runsAt: 0, // performance.now() of the last /api/v1/runs request
+  runSelected: null, // id of the run whose report is shown
+  runReport: null,
   snapshot: null,
   lastT: null,
   intervalS: 1, // the shortest of the last gaps between two snapshots: the agent's interval
@@ -70,7 +79,8 @@ function buildCards(gpus) {
   state.cards.clear();
   if (!gpus.length) {
     root.append(el('p', {class: 'empty', text:
-      'No GPU found: the driver is loaded but reports no devices on this node.'}));
+      'No GPU found: the driver is loaded but reports no devices on this node (or the ' +
+      'agent\'s visibility policy, gpu_visibility = used, shows you none).'}));
     return;
   }
   for (const g of gpus) {
@@ -387,15 +397,21 @@ function renderTable() {
   for (const th of $('procs').tHead.rows[0].cells)
     th.setAttribute('aria-sort', th.dataset.key === key
       ? (dir === 'asc' ? 'ascending' : 'descending') : 'none');
-  const rows = sortRows(state.rows, key, dir);
-  $('procs').tBodies[0].replaceChildren(...rows.map((r) => el('tr', {'data-pid': String(r.pid)},
-    ...COLUMNS.map((c) => {
+  const rows = tableRows(state.rows, state.hiddenRows, key, dir);
+  $('procs').tBodies[0].replaceChildren(...rows.map((r) => (r.hidden
+    ? el('tr', {class: 'others', 'data-hidden-gpu': String(r.gpu)},
+      el('td', {class: 'num', text: String(r.gpu)}),
+      el('td', {colspan: String(COLUMNS.length - 1), text: hiddenText(r)}))
+    : el('tr', {'data-pid': String(r.pid)}, ...COLUMNS.map((c) => {
       const v = r[c.key];
       const text = v == null ? '—' : c.fmt ? c.fmt(v) : String(v);
       return el('td', {class: c.key === 'command' ? 'cmd' : c.num ? 'num' : '', text});
-    }))));
+    })))));
   const empty = $('procs-empty');
   empty.hidden = rows.length > 0;
+  const note = visibilityNote(state.snapshot);
+  $('vis-note').hidden = !note;
+  $('vis-note').textContent = note;
   empty.textContent = 'No GPU processes right now (or none this agent may show: ' +
     'process visibility follows the agent\'s policy).';
 }
@@ -413,6 +429,93 @@ function renderAlerts(doc) {
   empty.textContent = doc && doc.enabled === false
     ? 'Alerts are off on this agent (alerts = off).'
     : 'No alerts: nothing firing, pending or resolved in the last hour.';
+}
+
+// ---- training runs ----
+
+function renderRuns(res) {
+  const now = Date.now() / 1000;
+  state.runs = res.status === 200 ? runRows(res.doc, now) : [];
+  $('runs').hidden = !state.runs.length;
+  $('runs').tBodies[0].replaceChildren(...state.runs.map((r) => {
+    const b = el('button', {type: 'button', 'data-run': String(r.id), text: r.name,
+      'aria-expanded': String(r.id === state.runSelected)});
+    b.addEventListener('click', () => selectRun(r.id === state.runSelected ? null : r.id));
+    return el('tr', {'data-run': String(r.id), class: r.id === state.runSelected ? 'sel' : ''},
+      el('td', {}, b), el('td', {text: r.user}), el('td', {text: r.state}),
+      el('td', {text: fmtClock(r.start)}), el('td', {class: 'num', text: fmtDuration(r.duration)}),
+      el('td', {class: 'num', text: r.steps == null ? '—' : String(r.steps)}),
+      el('td', {text: r.ratios}), el('td', {text: r.findings.join(', ') || '—'}));
+  }));
+  const note = runsNote(res.doc, res.status);
+  $('runs-note').hidden = !note;
+  $('runs-note').textContent = note;
+  if (state.runSelected != null && !state.runs.some((r) => r.id === state.runSelected))
+    selectRun(null);
+}
+
+async function loadRuns() {
+  state.runsAt = performance.now();
+  const res = await fetchJson('/api/v1/runs');
+  renderRuns(res);
+  // a running run's report changes: refresh the one shown
+  const sel = state.runs.find((r) => r.id === state.runSelected);
+  if (sel && sel.state === 'running') await loadRunReport(sel.id);
+}
+
+async function loadRunReport(id) {
+  const r = await fetchJson(`/api/v1/runs/${encodeURIComponent(id)}`);
+  if (id !== state.runSelected) return;
+  state.runReport = r.status === 200 ? r.doc : null;
+  renderRunDetail(r.status === 200 ? null : (r.doc?.error ?? `HTTP ${r.status}`));
+}
+
+function selectRun(id) {
+  state.runSelected = id;
+  state.runReport = null;
+  for (const tr of $('runs').tBodies[0].rows) {
+    const mine = tr.dataset.run === String(id);
+    tr.className = mine ? 'sel' : '';
+    tr.querySelector('button')?.setAttribute('aria-expanded', String(mine));
+  }
+  renderRunDetail(null);
+  if (id != null) loadRunReport(id);
+}
+
+function miniTable(head, rows, cls) {
+  return el('table', {class: cls}, el('thead', {}, el('tr', {},
+    ...head.map((h) => el('th', {scope: 'col', text: h})))),
+  el('tbody', {}, ...rows.map((r) => el('tr', {},
+    ...r.map((v, i) => el('td', {class: i ? 'num' : '', text: v}))))));
+}
+
+function renderRunDetail(error) {
+  const box = $('run-detail');
+  box.hidden = state.runSelected == null;
+  if (box.hidden) return box.replaceChildren();
+  const run = state.runs.find((r) => r.id === state.runSelected);
+  const title = el('h3', {text: `${run?.name ?? `run ${state.runSelected}`} · report`});
+  if (error) return box.replaceChildren(title, el('p', {class: 'empty', text: error}));
+  if (!state.runReport) return box.replaceChildren(title, el('p', {class: 'empty',
+    text: 'Loading the report…'}));
+  const s = runSummary(state.runReport);
+  const kids = [title, el('dl', {class: 'figures'},
+    ...s.headline.flatMap(([k, v]) => [el('dt', {text: k}), el('dd', {text: v})]))];
+  if (s.phases.length)
+    kids.push(el('h4', {text: 'Step phases'}), miniTable(['phase', 'mean ms', 'p50 ms',
+      'p95 ms', 'total s', 'count'], s.phases, 'phases'));
+  if (s.gpus.length)
+    kids.push(el('h4', {text: 'GPUs'}), miniTable(['GPU', 'name', 'util avg', 'util max',
+      'memory peak', 'energy', 'throttled'], s.gpus, 'run-gpus'));
+  kids.push(el('h4', {text: 'Findings'}));
+  if (!s.findings.length)
+    kids.push(el('p', {class: 'empty', text: 'No findings: no rule fired on this report.'}));
+  else
+    kids.push(el('ul', {class: 'findings'}, ...s.findings.map((f) => el('li',
+      {class: f.severity, 'data-finding': f.id},
+      el('span', {class: 'state', text: f.severity}), `${f.id}: ${f.title}`,
+      f.advice.length ? el('ul', {}, ...f.advice.map((a) => el('li', {text: a}))) : null))));
+  box.replaceChildren(...kids);
 }
 
 // ---- the polling loop ----
@@ -492,10 +595,12 @@ async function pollOnce() {
   onSnapshot(snap.doc);
   setStatus(`live · ${fmtClock(snap.doc.query_time_unix)}`, 'live');
   if (state.lastT === before) return; // the same sample again: nothing new to fetch
+  const runsDue = reconnected || performance.now() - state.runsAt >= RUNS_REFRESH_MS;
   const [procs, alerts] = await Promise.all([fetchJson('/api/v1/processes'),
-    fetchJson('/api/v1/alerts')]);
+    fetchJson('/api/v1/alerts'), runsDue ? loadRuns() : null]);
   if (procs.status === 200) {
     state.rows = processRows(procs.doc, procs.doc?.query_time_unix);
+    state.hiddenRows = hiddenRows(procs.doc);
     renderTable();
   }
   if (alerts.status === 200) renderAlerts(alerts.doc);

@@ -147,7 +147,8 @@ export function appendPoint(data, t, values, keepSeconds) {
   return data;
 }
 
-// The badges a GPU's card shows: [{kind, text}], kind 'warn' or 'bad'. Throttle reasons come
+// The badges a GPU's card shows: [{kind, text}], kind 'warn', 'bad' or 'info' (other users'
+// processes a filtered viewer does not see). Throttle reasons come
 // by name from clocks_event_reasons ("idle" is not throttling).
 export function badges(g) {
   const out = [];
@@ -166,6 +167,10 @@ export function badges(g) {
   if ((isNum(gen) && isNum(genMax) && gen < genMax) || (isNum(w) && isNum(wMax) && w < wMax))
     out.push({kind: 'warn', text: `PCIe Gen${gen ?? '?'} x${w ?? '?'} < Gen${genMax ?? '?'} ` +
       `x${wMax ?? '?'}`});
+  const h = g.hidden_processes; // a filtered viewer: other users' processes, counted
+  if (h && isNum(h.count) && h.count > 0)
+    out.push({kind: 'info', text: `other users: ${h.count} proc, ` +
+      `${isNum(h.gpu_memory) ? fmtBytes(h.gpu_memory) : NA}`});
   return out;
 }
 
@@ -274,4 +279,123 @@ export function trimToCommon(docs, dropLast) {
   const cut = Math.min(...lasts);
   return docs.map((d) => (d ? {...d, points: (d.points ?? []).filter((p) =>
     (dropLast ? p[0] < cut : p[0] <= cut))} : d));
+}
+
+// ---- the visibility policy (docs/security.md VISIBILITY POLICY) ----
+
+// A non-admin viewer's /api/v1/processes carries "hidden_processes": per GPU, how many other
+// users' processes the agent left out and their GPU memory summed (null when NVML could not
+// size one). To rows of the process table, marked hidden (no pid, nothing to sort on).
+export function hiddenRows(doc) {
+  return (doc?.hidden_processes ?? []).filter((h) => isNum(h.count) && h.count > 0)
+    .map((h) => ({gpu: h.gpu, hidden: true, count: h.count,
+      gpu_memory: isNum(h.gpu_memory) ? h.gpu_memory : null}))
+    .sort((a, b) => a.gpu - b.gpu);
+}
+
+// "3 processes of other users — 12.0 GiB" ("memory unknown" when not summed).
+export function hiddenText(h) {
+  const who = h.count === 1 ? '1 process of another user' : `${h.count} processes of other users`;
+  return `${who} — ${isNum(h.gpu_memory) ? fmtBytes(h.gpu_memory) : 'memory unknown'}`;
+}
+
+// The table's order: the real rows sorted by key, then one hidden row per GPU, by GPU. Hidden
+// rows stay at the bottom whatever the sort, as they have no pid, user or command to sort on.
+export function tableRows(rows, hidden, key, dir) {
+  return [...sortRows(rows, key, dir), ...(hidden ?? [])];
+}
+
+// Whether a snapshot was filtered for a non-admin viewer: only then do GPUs carry
+// "hidden_processes" (admins get the document unchanged).
+export function isFiltered(snapshot) {
+  return (snapshot?.gpus ?? []).some((g) => g.hidden_processes != null);
+}
+
+// The note under the process table for a filtered viewer, '' for an admin. The snapshot does
+// not say how many GPUs the node has, so the note names no count.
+export function visibilityNote(snapshot) {
+  if (!isFiltered(snapshot)) return '';
+  const n = (snapshot.gpus ?? []).reduce((s, g) => s + (g.hidden_processes?.count ?? 0), 0);
+  return 'You see this node as a viewer, not an admin (docs/security.md, VISIBILITY ' +
+    `POLICY): ${n ? `${n} process${n === 1 ? '' : 'es'} of other users ` +
+    `${n === 1 ? 'is' : 'are'} only counted, per GPU` : 'other users\' processes would be ' +
+    'only counted, per GPU'}. GPU memory used includes theirs. With gpu_visibility = used ` +
+    'the agent shows only the GPUs you use, so this page may list fewer GPUs than the node has.';
+}
+
+// ---- training runs (/api/v1/runs, /api/v1/runs/ID; docs/report.md) ----
+
+// A 0..1 ratio as "25.0 %"; a 0..100 percent as "68 %".
+export const fmtRatio = (r) => (isNum(r) ? `${(r * 100).toFixed(1)} %` : NA);
+export const fmtPct = (p) => (isNum(p) ? `${p.toFixed(0)} %` : NA);
+
+// /api/v1/runs entries to the Runs list's rows. Duration: end - start, or now - start while
+// the run goes on (end null).
+export function runRows(doc, now) {
+  return (doc?.runs ?? []).map((r) => {
+    const end = isNum(r.end) ? r.end : r.state === 'running' && isNum(now) ? now : null;
+    return {
+      id: r.id,
+      name: r.name || `run ${r.id}`,
+      user: r.user ?? (isNum(r.uid) ? `uid ${r.uid}` : NA),
+      state: r.state ?? NA,
+      start: r.start ?? null,
+      duration: isNum(r.start) && end != null ? Math.max(0, end - r.start) : null,
+      steps: r.steps ?? null,
+      ratios: `data ${fmtRatio(r.data_loading_time_ratio)} · comm ` +
+        `${fmtRatio(r.communication_time_ratio)} · GPU ${fmtPct(r.gpu_avg_utilization_percent ??
+          r.gpu_busy_estimate_percent)}`,
+      findings: r.findings ?? [],
+    };
+  });
+}
+
+// The Runs section's note under the list: how many runs the policy left out, or why empty.
+export function runsNote(doc, status) {
+  if (status === 404)
+    return 'Runs are off on this agent (socket = off): it keeps no training runs.';
+  const hidden = isNum(doc?.hidden) ? doc.hidden : 0;
+  const other = hidden ? ` ${hidden} run${hidden === 1 ? '' : 's'} of other users ` +
+    `${hidden === 1 ? 'is' : 'are'} not shown (visibility policy).` : '';
+  if (!(doc?.runs ?? []).length)
+    return 'Runs appear here when a training process using the gpuscope Python package runs ' +
+      `while the agent is up: see docs/python.md.${other}`;
+  return other.trim();
+}
+
+const PHASES = ['data', 'forward', 'backward', 'optimizer_step', 'communication', 'total_step'];
+const ms = (v) => (isNum(v) ? v.toFixed(2) : NA);
+
+// A run report (docs/report.md) to what the run's detail shows: headline figures [label,
+// text], the phases table, one row per GPU, the findings with their advice.
+export function runSummary(rep) {
+  const run = rep?.run ?? {};
+  const headline = [
+    ['State', `${run.state ?? NA}${run.interrupted ? ' (interrupted)' : ''}`],
+    ['Runtime', fmtDuration(rep?.train_runtime)],
+    ['Steps', `${rep?.steps ?? NA} (${rep?.ranks ?? NA} rank${rep?.ranks === 1 ? '' : 's'})`],
+    ['Throughput', isNum(rep?.train_samples_per_second)
+      ? `${rep.train_samples_per_second.toFixed(2)} samples/s` : NA],
+    ['Data loading', fmtRatio(rep?.data_loading_time_ratio)],
+    ['Communication', fmtRatio(rep?.communication_time_ratio)],
+    ['GPU utilization', `avg ${fmtPct(rep?.gpu_avg_utilization_percent)}, max ` +
+      `${fmtPct(rep?.gpu_max_utilization_percent)}${rep?.gpu_utilization_source
+        ? ` (${rep.gpu_utilization_source})` : ''}`],
+    ['GPU busy (estimate)', fmtPct(rep?.gpu_busy_estimate_percent)],
+    ['Peak memory', isNum(rep?.gpu_peak_memory_allocated_gb)
+      ? `${rep.gpu_peak_memory_allocated_gb.toFixed(2)} GiB` : NA],
+  ];
+  const phases = PHASES.filter((p) => (rep?.phases?.[p]?.count ?? 0) > 0).map((p) => {
+    const x = rep.phases[p];
+    return [p, ms(x.mean_ms), ms(x.p50_ms), ms(x.p95_ms),
+      isNum(x.total_ms) ? (x.total_ms / 1000).toFixed(3) : NA, String(x.count)];
+  });
+  const gpus = (rep?.gpus ?? []).map((g) => [String(g.index), g.name ?? NA,
+    fmtPct(g.utilization_avg_percent), fmtPct(g.utilization_max_percent),
+    isNum(g.memory_peak_bytes) ? fmtBytes(g.memory_peak_bytes) : NA,
+    isNum(g.energy_joules) ? `${Math.round(g.energy_joules)} J` : NA,
+    isNum(g.throttled_seconds_total) ? `${g.throttled_seconds_total.toFixed(1)} s` : NA]);
+  const findings = (rep?.findings ?? []).map((f) => ({id: f.id, severity: f.severity ?? 'info',
+    title: f.title ?? f.id, advice: Array.isArray(f.advice) ? f.advice : []}));
+  return {headline, phases, gpus, findings};
 }

@@ -55,6 +55,7 @@
 #include "agent/web.h"
 #include "agent/recorder.h"
 #include "agent/policy.h"
+#include "agent/privdrop.h"
 #include "agent/runs.h"
 #include "agent/schedule.h"
 #include "cli/quick.h"
@@ -158,6 +159,7 @@ struct gs_agent {
     struct gs_webhook *webhook_new, *webhook_old;
     int push_swap, webhook_swap;
     int data_dir_from_caller;  /* gs_agent_run_opts.data_dir overrides the configured one */
+    int http_fd;               /* the TCP port bound before a drop (privdrop.h); -1: none */
 };
 
 static int64_t mono_ns(void)
@@ -1426,8 +1428,11 @@ static int start_http(struct gs_agent *a, struct gs_err *err)
         free_pem_pair(cert, key);
         return rc;
     }
-    a->mhd = http_daemon(a, -1, cert, key);
+    a->mhd = http_daemon(a, a->http_fd, cert, key);
     if (!a->mhd) {
+        if (a->http_fd >= 0)
+            close(a->http_fd);
+        a->http_fd = -1;
         free_pem_pair(cert, key);
         return gs_err_set(err, GS_EIO, "http: cannot listen on %s: %s", a->cfg.listen,
                           errno ? strerror(errno) : "libmicrohttpd failed to start");
@@ -1696,6 +1701,10 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
         gs_log(GS_LOG_WARN, "reload: socket %s -> %s needs a restart; still on %s",
                a->cfg.socket, c.socket, a->cfg.socket);
     snprintf(c.socket, sizeof c.socket, "%s", a->cfg.socket);
+    if (strcmp(c.user, a->cfg.user) != 0)
+        gs_log(GS_LOG_WARN, "reload: user '%s' -> '%s' needs a restart; still '%s'",
+               a->cfg.user, c.user, a->cfg.user);
+    snprintf(c.user, sizeof c.user, "%s", a->cfg.user);
     a->cfg = c;
     policy_settings(&c, &ps);
     gs_policy_set(a->policy, &ps);
@@ -1832,6 +1841,8 @@ static void shutdown_agent(struct gs_agent *a)
     pthread_mutex_unlock(&a->lock);
     if (a->thread_started)
         pthread_join(a->thread, NULL);
+    if (!a->mhd && a->http_fd >= 0)
+        close(a->http_fd); /* bound before a drop, never served */
     if (a->mhd)
         MHD_stop_daemon(a->mhd); /* drops every response, so every reference comes back */
     if (a->mhd_unix) {
@@ -1871,6 +1882,27 @@ static void shutdown_agent(struct gs_agent *a)
     pthread_mutex_destroy(&a->conn_lock);
 }
 
+/* The `user` key (privdrop.h): checks the data dir (always); started as root with a user,
+ * also prepares the data and socket directories for it, binds the TCP port and drops root. */
+static int drop_privileges(struct gs_agent *a, struct gs_err *err)
+{
+    struct gs_privdrop pd;
+    int rc = gs_privdrop_plan(&pd, a->cfg.user, err);
+
+    if (rc == GS_OK && a->cfg.history)
+        rc = gs_privdrop_data_dir(&pd, a->cfg.data_dir, err);
+    if (rc != GS_OK || !pd.active)
+        return rc;
+    gs_privdrop_socket_dir(&pd, a->cfg.socket);
+    gs_privdrop_socket_dir(&pd, a->cfg.http_socket);
+    rc = parse_listen(a->cfg.listen, &a->http_addr, err);
+    if (rc == GS_OK)
+        rc = gs_privdrop_listen_tcp(&a->http_addr, a->cfg.listen, &a->http_fd, err);
+    if (rc == GS_OK)
+        rc = gs_privdrop_apply(&pd, err);
+    return rc;
+}
+
 int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *args, int argc,
                  char **argv, const struct gs_agent_run_opts *opts, struct gs_err *err)
 {
@@ -1882,6 +1914,7 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
     rc = init_agent(&a, cfg, err);
     if (rc != GS_OK)
         return rc;
+    a.http_fd = -1;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
@@ -1899,6 +1932,8 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
         policy_settings(&a.cfg, &ps);
         rc = gs_policy_new(&a.policy, &ps, err);
     }
+    if (rc == GS_OK)
+        rc = drop_privileges(&a, err); /* before the history, NVML and the unix sockets */
     if (rc == GS_OK)
         rc = start_history(&a, err);
     if (rc == GS_OK)

@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
+#include <pwd.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@
 #include "gpuscope/gs_err.h"
 
 enum key_type { KEY_DOUBLE, KEY_ENUM, KEY_LISTEN, KEY_LOGLEVEL, KEY_DURATION, KEY_PATH,
-                KEY_UINT, KEY_STR };
+                KEY_UINT, KEY_STR, KEY_USER };
 
 struct key {
     const char *name;
@@ -125,6 +126,10 @@ static const struct key keys[] = {
     {"insecure", KEY_ENUM, offsetof(struct gs_agent_config, insecure), 0, 0, history_names,
      "off", "on | off (--insecure alone: on): allow a non-loopback listen without TLS and "
      "tokens or basic auth"},
+    {"user", KEY_USER, offsetof(struct gs_agent_config, user), 0,
+     sizeof(((struct gs_agent_config *)0)->user), NULL, "",
+     "started as root: become this user once the TCP port is bound (docs/security.md); "
+     "empty: stay as started; restart to change"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -254,6 +259,17 @@ int gs_config_set(struct gs_agent_config *c, const char *key, const char *value,
                               (int)k->max - 1);
         strcpy(p, value);
         return GS_OK;
+    case KEY_USER: { /* resolved here so that a typo names its FILE:LINE */
+        struct passwd pw, *res = NULL;
+        char buf[4096];
+        if (strlen(value) >= (size_t)k->max)
+            return gs_err_set(err, GS_EINVAL, "%s: longer than %d bytes", prefix,
+                              (int)k->max - 1);
+        if (value[0] && (getpwnam_r(value, &pw, buf, sizeof buf, &res) != 0 || !res))
+            return gs_err_set(err, GS_EINVAL, "%s: no such user '%.64s'", prefix, value);
+        strcpy(p, value);
+        return GS_OK;
+    }
     case KEY_PATH:
         if (!value[0])
             return gs_err_set(err, GS_EINVAL, "%s: empty path", prefix);
@@ -734,6 +750,7 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
     write_str(out, "tls_cert_file", c->tls_cert_file);
     write_str(out, "tls_key_file", c->tls_key_file);
     fprintf(out, "insecure = %s\n", history_names[c->insecure ? 1 : 0]);
+    write_str(out, "user", c->user);
     for (unsigned i = 0; i < c->alerts.n; i++) {
         const struct gs_alert_rule *r = &c->alerts.r[i];
         fprintf(out, "\n[alert %s]\nmetric = %s\nop = %s\nthreshold = %.17g\nfor = %.17gs\n"

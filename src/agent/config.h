@@ -77,6 +77,7 @@ struct gs_agent_config {
     char tls_cert_file[GS_DATA_DIR_LEN];   /* PEM certificate (chain); "": no TLS */
     char tls_key_file[GS_DATA_DIR_LEN];    /* PEM private key */
     int insecure;                          /* 1: allow a non-loopback listen without TLS+auth */
+    char user[64]; /* started as root: become this user after binding (privdrop.h); "": stay */
 };
 
 /* Fills every key with its default; data_dir's comes from gs_config_default_data_dir with

@@ -517,7 +517,15 @@ int gs_report_write(const json_t *report, const char *path, char *err, size_t er
         return -1;
     }
     n = strlen(text);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* A fresh file of ours: never through a link planted at the temporary name, never an
+     * existing file (a stale one of this pid is removed first; a link, not its target). */
+    if (unlink(tmp) != 0 && errno != ENOENT) {
+        if (err)
+            snprintf(err, errlen, "report: unlink(%s): %s", tmp, strerror(errno));
+        free(text);
+        return -1;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         if (err)
             snprintf(err, errlen, "report: open(%s): %s", tmp, strerror(errno));

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <sqlite3.h>
@@ -462,6 +463,14 @@ static int store_open_db(struct gs_store *st, struct gs_err *err)
         if (!st->db)
             return gs_err_set(err, GS_ENOMEM, "history: sqlite3_open_v2(%s): out of memory",
                               st->path);
+        {
+            struct stat lst; /* SQLITE_OPEN_NOFOLLOW's refusal, said plainly */
+            if (lstat(st->path, &lst) == 0 && S_ISLNK(lst.st_mode))
+                return gs_err_set(err, GS_EPERM,
+                                  "history: %s is a symbolic link: refusing to follow it "
+                                  "(remove it; the agent makes the file itself)",
+                                  st->path);
+        }
         return gs_err_set(err, GS_EIO, "history: sqlite3_open_v2(%s): %s", st->path,
                           sqlite3_errmsg(st->db));
     }

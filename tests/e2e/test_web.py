@@ -3,7 +3,9 @@
 Starts two agents on nvml-sim: the bundled 8-GPU scenario (h100x8-training, history on with a
 1 s flush so the charts have history within seconds) and thermal-powercap frozen at t=600 s (the
 L40S power- and thermally-capped; the throttling rule's for-duration cut to 1 s), and one
-whose NVML library does not exist (the driver-missing banner). Then runs
+whose NVML library does not exist (the driver-missing banner). A training run ("web-e2e", 10
+steps whose data phase is a quarter of each step, so the report finds data_loading) is sent to
+the main agent's step-record socket the way the Python package does. Then runs
 tests/e2e/web_e2e.mjs, which drives Debian's chromium with playwright-core and prints TAP; its
 results are passed on here. When the script asks ("# RESTART main") the main agent is stopped,
 and once the page has noticed ("# STOPPED-SEEN"), started again on the same port and data dir.
@@ -12,10 +14,12 @@ CSP). Screenshots land in tests/e2e/artifacts/. Missing chromium, node or web/no
 a TAP skip (scripts/deps.sh installs them).
 """
 import gzip
+import json
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -67,6 +71,38 @@ def stop(p):
     except subprocess.TimeoutExpired:
         p.kill()
         return p.wait()
+
+
+def send_run(path, name, n_steps=10):
+    """A finished run on the agent's step-record socket: hello, steps, end (src/run/record.h)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(path)
+    s.send(json.dumps({"v": 1, "type": "hello", "run": name, "pid": os.getpid(), "rank": 0,
+                       "world_size": 1, "framework": "torch", "devices": [0]}).encode())
+    ms = {"data": 50.0, "forward": 80.0, "backward": 40.0, "optimizer_step": 10.0,
+          "total_step": 150.0}
+    for n in range(1, n_steps + 1):
+        now = time.time()
+        s.send(json.dumps({"v": 1, "type": "step", "step": n, "t0": now - 0.15, "t1": now,
+                           "rank": 0, "device": 0, "samples": 8, "cuda_events": True,
+                           "ms": ms}).encode())
+        time.sleep(0.05)
+    s.send(json.dumps({"v": 1, "type": "end", "train_runtime": 2.0, "train_samples": 80,
+                       "train_steps": n_steps}).encode())
+    s.close()
+
+
+def wait_run_ended(base, name, timeout=10.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        code, _, body = http_get(base + "/api/v1/runs")
+        if code == 200:
+            doc = json.loads(body)
+            for r in doc.get("runs", []):
+                if r.get("name") == name and r.get("state") == "ended":
+                    return r
+        time.sleep(0.2)
+    return None
 
 
 def raw_get(url, headers):
@@ -157,7 +193,8 @@ def browser(main_port, thermal_base, main_base, nodriver_base):
 
 
 MAIN_CONF = "flush_interval = 1\n"
-MAIN_ARGS = ["--interval", "0.5"]
+SOCK_MAIN = os.path.join(tmp, "steps-main.sock")
+MAIN_ARGS = ["--interval", "0.5", "--socket", SOCK_MAIN]
 try:
     main_port = free_port()
     p_main, main_base = start("main", "h100x8-training.json", MAIN_CONF, main_port,
@@ -165,10 +202,13 @@ try:
     t.ok(main_base is not None, "agent on h100x8-training serves")
     p_th, th_base = start("thermal", "thermal-powercap.json",
                           "history = off\n[alert throttling]\nfor = 1s\n", free_port(),
-                          extra_env={"NVML_SIM_TIME": "600"}, args=["--interval", "0.5"])
+                          extra_env={"NVML_SIM_TIME": "600"},
+                          args=["--interval", "0.5", "--socket",
+                                os.path.join(tmp, "steps-thermal.sock")])
     t.ok(th_base is not None, "agent on thermal-powercap (t = 600 s) serves")
     p_nd, nd_base = start("nodriver", "h100x8-training.json", "history = off\n", free_port(),
-                          extra_env={"GPUSCOPE_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
+                          extra_env={"GPUSCOPE_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"},
+                          args=["--socket", "off"])
     t.ok(nd_base is not None, "agent without a driver serves")
     if main_base and th_base and nd_base:
         check_http(main_base)
@@ -179,7 +219,13 @@ try:
             t.skip("dashboard in headless chromium", "missing: %s (make deps installs them)"
                    % ", ".join(missing))
         else:
-            time.sleep(6)  # several flushed seconds of history before the page asks for it
+            send_run(SOCK_MAIN, "web-e2e")
+            r = wait_run_ended(main_base, "web-e2e")
+            t.ok(r is not None and r.get("steps") == 10 and
+                 "data_loading" in r.get("findings", []),
+                 "a 10-step run sent to the step socket is listed, ended, with data_loading",
+                 detail=r)
+            time.sleep(4)  # several flushed seconds of history before the page asks for it
             browser(main_port, th_base, main_base, nd_base)
 finally:
     for p in procs:

@@ -7,6 +7,14 @@
 //                      GS_ARTIFACTS (screenshots go there), GS_CHROMIUM (default /usr/bin/chromium),
 //                      GS_WEB_DIR (where node_modules/playwright-core is; default ../../web)
 //
+// Runs: test_web.py sent a finished 10-step run "web-e2e" (data phase a quarter of each step)
+// to the main agent's step socket before this script starts.
+//
+// Visibility: the browser's uid cannot change, so a second page on the main agent gets the
+// filtered documents a non-admin viewer would (docs/api.md "Visibility"), made by rewriting
+// the agent's own answers in page.route: odd GPUs' processes become hidden_processes, GPU 7
+// leaves the snapshot as with gpu_visibility = used.
+//
 // Restart: the script prints "# RESTART main" and reads one line from stdin once test_web.py
 // has stopped the main agent, waited for the page to notice, and started it again.
 import fs from 'node:fs';
@@ -302,6 +310,48 @@ async function run(ctx) {
   ok(memOrder.every((m, i) => i === 0 || memOrder[i - 1] >= m),
     'sorting by GPU memory orders the rows by bytes', memOrder);
 
+  // -- runs: the list and a run's report --
+  const runs = await getJson(URL_MAIN + '/api/v1/runs');
+  const apiRun = runs.runs.find((r) => r.name === 'web-e2e');
+  const listed = await waitFor(page, () => [...document.querySelectorAll('#runs tbody tr')]
+    .some((tr) => tr.textContent.includes('web-e2e')));
+  const runRow = await page.$$eval('#runs tbody tr', (rs) => rs.map((r) =>
+    [...r.cells].map((c) => c.textContent)).find((c) => c[0] === 'web-e2e') ?? null);
+  ok(listed && apiRun && runRow && runRow[2] === 'ended' && runRow[5] === '10' &&
+    runRow[6].startsWith('data 25.0 % · comm N/A') && runRow[7].includes('data_loading'),
+  'Runs lists the run sent to the socket: ended, 10 steps, data 25 %, finding data_loading',
+  {runRow, apiRun});
+  ok(await page.$eval('#runs-note', (e) => e.hidden), 'no empty-state note while runs exist');
+  await page.click(`#runs button[data-run="${apiRun?.id}"]`);
+  const shownRep = await waitFor(page, () =>
+    !!document.querySelector('#run-detail li[data-finding="data_loading"]'), undefined, 8000);
+  const rep = await getJson(`${URL_MAIN}/api/v1/runs/${apiRun?.id}`);
+  const detail = await page.evaluate(() => ({
+    finding: document.querySelector('#run-detail li[data-finding="data_loading"]')
+      ?.textContent ?? '',
+    advice: [...document.querySelectorAll(
+      '#run-detail li[data-finding="data_loading"] li')].map((l) => l.textContent),
+    phases: [...document.querySelectorAll('#run-detail table.phases tbody tr')].map((r) =>
+      [...r.cells].map((c) => c.textContent)),
+    expanded: document.querySelector('#runs button[aria-expanded="true"]')?.textContent,
+  }));
+  const wantAdvice = rep.findings?.find((f) => f.id === 'data_loading')?.advice ?? [];
+  ok(shownRep && detail.finding.includes('warning') && wantAdvice.length > 0 &&
+    JSON.stringify(detail.advice) === JSON.stringify(wantAdvice),
+  'clicking the run shows its data_loading finding with the report\'s advice', detail);
+  const dataRow = detail.phases.find((r) => r[0] === 'data');
+  const fwdRow = detail.phases.find((r) => r[0] === 'forward');
+  ok(dataRow && fwdRow && fwdRow[1] === rep.phases.forward.mean_ms.toFixed(2) &&
+    fwdRow[5] === String(rep.phases.forward.count) && fwdRow[5] === '10' &&
+    dataRow[1] === rep.phases.data.mean_ms.toFixed(2) && detail.expanded === 'web-e2e',
+  'the report\'s phase table matches /api/v1/runs/ID (forward 80 ms x 10)',
+  {phases: detail.phases, api: rep.phases});
+
+  await page.locator('#run-detail').screenshot({path: path.join(ARTIFACTS, 'web-run.png')});
+
+  // -- a filtered viewer (fixture documents from the agent's own answers) --
+  await visibility(ctx);
+
   // -- keyboard --
   const reached = new Set();
   for (let i = 0; i < 80; i++) {
@@ -366,6 +416,12 @@ async function run(ctx) {
   const offNote = await tp.$eval('#hist-note', (e) => (e.hidden ? '' : e.textContent));
   ok(/History is off/.test(offNote) && off404 === 1,
     'history = off: the page says so after one probe (one 404)', {offNote, off404});
+  const runsEmpty = await waitFor(tp, () => !document.getElementById('runs-note').hidden,
+    undefined, 8000);
+  const runsText = await tp.$eval('#runs-note', (e) => e.textContent);
+  ok(runsEmpty && /Runs appear here when a training process using the gpuscope Python package/
+    .test(runsText) && await tp.$eval('#runs', (e) => e.hidden),
+  'no runs: the Runs section says how runs appear', runsText);
   ok(terr.length === 0, 'no other console errors on the thermal page', terr);
   const grown = await waitFor(tp, () =>
     globalThis.__gpuscope.charts.get('temperature').data[0].length >= 4, undefined, 10000);
@@ -402,6 +458,104 @@ async function run(ctx) {
   ok(said && /NVIDIA driver is not available: .*libnvidia-ml/.test(bannerText) &&
     status === 'driver missing', 'driver missing: a banner with the agent\'s reason',
   {bannerText, status});
+}
+
+// The page as a non-admin viewer sees it: the agent's answers rewritten the way
+// src/agent/policy.c filters them.
+async function visibility(ctx) {
+  const vp = await ctx.newPage();
+  const verr = [];
+  vp.on('console', (m) => {
+    if (m.type() === 'error' || m.type() === 'warning') verr.push(m.text());
+  });
+  vp.on('pageerror', (e) => verr.push(e.message));
+  const GIB = 2 ** 30;
+  const hideOn = (gpu) => gpu % 2 === 1; // other users' processes on the odd GPUs
+  const EXTRA = 2; // and two more unseen processes of 1 GiB each on GPU 1
+  const want = new Map(); // gpu -> {count, gpu_memory}
+  await vp.route('**/api/v1/snapshot', async (route) => {
+    const res = await route.fetch();
+    const doc = await res.json();
+    doc.gpus = doc.gpus.filter((g) => g.index !== 7); // gpu_visibility = used
+    for (const g of doc.gpus) {
+      const gone = hideOn(g.index) ? g.processes ?? [] : [];
+      g.processes = (g.processes ?? []).filter((p) => !gone.includes(p));
+      const extra = g.index === 1 ? EXTRA : 0;
+      let mem = gone.reduce((a, p) => a + p.gpu_memory, 0) + extra * GIB;
+      if (g.index === 3) mem = null; // NVML could not size one
+      g.hidden_processes = {count: gone.length + extra, gpu_memory: mem};
+      want.set(g.index, g.hidden_processes);
+    }
+    await route.fulfill({status: res.status(), contentType: 'application/json', json: doc});
+  });
+  await vp.route('**/api/v1/processes', async (route) => {
+    const res = await route.fetch();
+    const doc = await res.json();
+    doc.processes = doc.processes.filter((p) => p.gpu !== 7 && !hideOn(p.gpu));
+    doc.hidden_processes = [...want.entries()].filter(([, h]) => h.count > 0)
+      .map(([gpu, h]) => ({gpu, gpu_uuid: `GPU-${gpu}`, ...h}));
+    await route.fulfill({status: res.status(), contentType: 'application/json', json: doc});
+  });
+  await vp.goto(URL_MAIN + '/', {waitUntil: 'load'});
+  const ready = await waitFor(vp, () =>
+    document.querySelectorAll('#procs tr.others').length >= 3 &&
+    document.querySelectorAll('.card').length === 7);
+  const hid = () => vp.$$eval('#procs tbody tr', (rs) => rs.map((r) => (r.classList
+    .contains('others') ? `H${r.dataset.hiddenGpu}:${r.cells[1].textContent}` : 'P')));
+  const rows = await hid();
+  const gib = (b) => `${(b / GIB).toFixed(1)} GiB`;
+  const wantRows = [...want.entries()].filter(([, h]) => h.count > 0).sort((a, b) => a[0] - b[0])
+    .map(([gpu, h]) => `H${gpu}:${h.count} process${h.count === 1 ? ' of another user'
+      : 'es of other users'} — ${h.gpu_memory == null ? 'memory unknown' : gib(h.gpu_memory)}`);
+  const real = rows.filter((r) => r === 'P').length;
+  ok(ready && wantRows.length === 3 && JSON.stringify(rows.slice(real)) ===
+    JSON.stringify(wantRows) && rows.slice(0, real).every((r) => r === 'P') && real === 4,
+  'filtered viewer: one greyed row per GPU with others\' processes, count and GiB, ' +
+    'below the 4 own rows', {rows, wantRows});
+  ok(wantRows[0].startsWith('H1:3 processes of other users') &&
+    wantRows[1] === 'H3:1 process of another user — memory unknown', 'the fixture is as meant',
+  wantRows);
+  const orders = [];
+  for (const key of ['gpu_memory', 'gpu_memory', 'pid', 'user', 'gpu', 'gpu']) {
+    await vp.click(`#procs th[data-key="${key}"] button`);
+    const r = await hid();
+    // (the texts follow the scenario's memory ramp: compare where the rows are, by GPU)
+    const gpusOf = (list) => list.map((x) => x.split(':')[0]).join('|');
+    orders.push(gpusOf(r.slice(real)) === gpusOf(wantRows) &&
+      r.slice(0, real).every((x) => x === 'P') ? true : r);
+  }
+  ok(orders.every((x) => x === true),
+    'sorting by any column keeps the hidden rows below, by GPU', orders);
+  const vis = await vp.evaluate(() => {
+    const cards = [...document.querySelectorAll('.card')].map((c) => ({
+      gpu: Number(c.dataset.gpu),
+      mem: c.querySelectorAll('dd')[1].textContent,
+      badges: [...c.querySelectorAll('.badge')].map((b) => b.textContent)}));
+    const snap = globalThis.__gpuscope.snapshot;
+    return {cards, snap: snap.gpus.map((g) => [g.index, g.memory_used, g.memory_total]),
+      note: document.getElementById('vis-note').hidden ? ''
+        : document.getElementById('vis-note').textContent};
+  });
+  const memBad = vis.cards.filter((c) => {
+    const s = vis.snap.find((x) => x[0] === c.gpu);
+    return !s || c.mem !== `${(s[1] / GIB).toFixed(1)} / ${(s[2] / GIB).toFixed(1)} GiB`;
+  });
+  ok(vis.cards.length === 7 && !vis.cards.some((c) => c.gpu === 7) && memBad.length === 0,
+    'filtered viewer: the cards show memory used of the whole GPU, others\' included', memBad);
+  const b1 = vis.cards.find((c) => c.gpu === 1)?.badges ?? [];
+  ok(b1.includes(`other users: 3 proc, ${gib(want.get(1).gpu_memory)}`) &&
+    !(vis.cards.find((c) => c.gpu === 0)?.badges ?? []).some((b) => b.startsWith('other')),
+  'the card of a GPU with others\' processes says how many and their memory', b1);
+  ok(/You see this node as a viewer, not an admin/.test(vis.note) &&
+    /fewer GPUs than the node has/.test(vis.note) && !/\b8\b/.test(vis.note),
+  'a note explains the policy and claims no GPU count', vis.note);
+  const align = await vp.$$eval('#procs tr.others td:first-child', (tds) =>
+    tds.map((td) => `${td.className}/${getComputedStyle(td).textAlign}/${td.textContent}`));
+  ok(align.length === 3 && align.every((a) => a.startsWith('num/right/')),
+    'the hidden rows\' GPU index lines up with the real rows\'', align);
+  ok(verr.length === 0, 'no console errors on the filtered page', verr);
+  await vp.screenshot({path: path.join(ARTIFACTS, 'web-filtered.png'), fullPage: true});
+  await vp.close();
 }
 
 main().catch((e) => {

@@ -89,6 +89,26 @@ static void test_ini_errors(void **state)
     expect_error("[server]\n", "agent.conf:1: [server]: unknown section (only [agent])");
 }
 
+/* `user` is resolved while parsing, so a typo names its line (privdrop.h). */
+static void test_user_key(void **state)
+{
+    struct gs_agent_config c;
+    struct gs_err e;
+    char *argv[] = {"agent", "--user", "no-such-gs-user-2"};
+
+    (void)state;
+    gs_config_defaults(&c);
+    assert_string_equal(c.user, "");
+    assert_int_equal(gs_config_parse_text(&c, "a.conf", "user = root\n", &e), GS_OK);
+    assert_string_equal(c.user, "root");
+    expect_error("interval = 1\nuser = no-such-gs-user\n",
+                 "agent.conf:2: user: no such user 'no-such-gs-user'");
+    gs_err_clear(&e);
+    assert_int_equal(gs_config_apply_args(&c, 3, argv, &e), GS_EINVAL);
+    assert_string_equal(e.msg, "--user: no such user 'no-such-gs-user-2'");
+    assert_string_equal(c.user, "root");
+}
+
 static void test_file(void **state)
 {
     char path[] = "/tmp/gs-agent-conf-XXXXXX";
@@ -529,7 +549,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),      cmocka_unit_test(test_ini_ok),
-        cmocka_unit_test(test_ini_errors),    cmocka_unit_test(test_file),
+        cmocka_unit_test(test_ini_errors), cmocka_unit_test(test_user_key),    cmocka_unit_test(test_file),
         cmocka_unit_test(test_flags),         cmocka_unit_test(test_render_native),
         cmocka_unit_test(test_render_dcgm),   cmocka_unit_test(test_render_down),
         cmocka_unit_test(test_lost_gpu),      cmocka_unit_test(test_duration),

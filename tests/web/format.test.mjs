@@ -5,8 +5,9 @@ import {test} from 'node:test';
 import {
   CHARTS, NA, PALETTE, RANGES, alertText, appendPoint, badges, fmtBytes, fmtBytesPair,
   fmtCelsius, fmtPair,
-  fmtDuration, fmtMHz, fmtPercent, fmtRate, fmtWatts, gpuColor, historyUrl, processRows,
-  sortRows, sparkPoints, toSeries, tokenBucket, trimToCommon,
+  fmtDuration, fmtMHz, fmtPercent, fmtRate, fmtWatts, gpuColor, hiddenRows, hiddenText,
+  historyUrl, isFiltered, processRows, runRows, runSummary, runsNote, sortRows, sparkPoints,
+  tableRows, toSeries, tokenBucket, trimToCommon, visibilityNote,
 } from '../../web/format.js';
 
 test('bytes use binary units with one decimal', () => {
@@ -176,4 +177,142 @@ test('trimToCommon: series end together; live drops the maybe partial last bucke
   assert.deepEqual(t(trimToCommon([a, b, {points: []}], true)), [[10], [10], []]);
   assert.deepEqual(trimToCommon([null, {points: []}], true), [null, {points: []}]);
   assert.equal(a.points.length, 2); // the input is left alone
+});
+
+// A non-admin viewer's documents (docs/api.md "Visibility"): alice (uid 1000) sees her process
+// on GPU 0; bob's two there and carol's on GPU 1 (NVML could not size one) are only counted.
+const GIB = 1024 ** 3;
+const filteredSnapshot = {hostname: 'n1', query_time_unix: 1000, gpus: [
+  {index: 0, memory_used: 30 * GIB, memory_total: 80 * GIB,
+    processes: [{pid: 10, uid: 1000, user: 'alice', gpu_memory: 10 * GIB}],
+    hidden_processes: {count: 2, gpu_memory: 12 * GIB}},
+  {index: 1, memory_used: 5 * GIB, memory_total: 80 * GIB, processes: [],
+    hidden_processes: {count: 1, gpu_memory: null}},
+  {index: 2, memory_used: 0, memory_total: 80 * GIB, processes: [],
+    hidden_processes: {count: 0, gpu_memory: 0}},
+]};
+const filteredProcs = {query_time_unix: 1000,
+  processes: [{gpu: 0, pid: 10, uid: 1000, user: 'alice', gpu_memory: 10 * GIB,
+    start_time: 900, command: 'python3 train.py'}],
+  hidden_processes: [
+    {gpu: 1, gpu_uuid: 'GPU-b', count: 1, gpu_memory: null},
+    {gpu: 0, gpu_uuid: 'GPU-a', count: 2, gpu_memory: 12 * GIB},
+  ]};
+
+test('hiddenRows: one row per GPU, by GPU, unknown memory stays unknown', () => {
+  const h = hiddenRows(filteredProcs);
+  assert.deepEqual(h.map((r) => [r.gpu, r.count, r.gpu_memory]),
+    [[0, 2, 12 * GIB], [1, 1, null]]);
+  assert.ok(h.every((r) => r.hidden === true && r.pid === undefined));
+  assert.equal(hiddenText(h[0]), '2 processes of other users — 12.0 GiB');
+  assert.equal(hiddenText(h[1]), '1 process of another user — memory unknown');
+  assert.deepEqual(hiddenRows({processes: [], hidden_processes: [{gpu: 0, count: 0}]}), []);
+  assert.deepEqual(hiddenRows(procs), []); // an admin's document has no hidden_processes
+});
+
+test('tableRows: hidden rows stay below the real rows whatever the sort', () => {
+  const rows = processRows({processes: [...procs.processes, ...filteredProcs.processes]}, 1000);
+  const h = hiddenRows(filteredProcs);
+  for (const [key, dir] of [['gpu', 'asc'], ['gpu', 'desc'], ['gpu_memory', 'desc'],
+    ['gpu_memory', 'asc'], ['user', 'asc'], ['pid', 'desc']]) {
+    const t = tableRows(rows, h, key, dir);
+    assert.equal(t.length, 6, `${key} ${dir}`);
+    assert.deepEqual(t.slice(4).map((r) => [r.hidden, r.gpu]), [[true, 0], [true, 1]],
+      `${key} ${dir}`);
+    assert.deepEqual(t.slice(0, 4).map((r) => r.pid), sortRows(rows, key, dir).map((r) => r.pid));
+  }
+  assert.deepEqual(tableRows(rows, [], 'pid', 'asc').map((r) => r.pid), [10, 10, 20, 30]);
+});
+
+test('visibility note: for a filtered viewer only, counts the hidden, claims no GPU count', () => {
+  assert.equal(isFiltered(filteredSnapshot), true);
+  const note = visibilityNote(filteredSnapshot);
+  assert.match(note, /3 processes of other users are only counted, per GPU/);
+  assert.match(note, /GPU memory used includes theirs/);
+  assert.match(note, /fewer GPUs than the node has/);
+  assert.doesNotMatch(note, /\d+ GPUs? of/);
+  const admin = {gpus: [{index: 0, processes: []}]};
+  assert.equal(isFiltered(admin), false);
+  assert.equal(visibilityNote(admin), '');
+  assert.equal(visibilityNote(null), '');
+  const none = {gpus: [{index: 0, hidden_processes: {count: 0, gpu_memory: 0}}]};
+  assert.match(visibilityNote(none), /other users' processes would be only counted/);
+});
+
+test('badges: a filtered GPU says how many processes of others and their memory', () => {
+  const b = badges(filteredSnapshot.gpus[0]);
+  assert.deepEqual(b, [{kind: 'info', text: 'other users: 2 proc, 12.0 GiB'}]);
+  assert.deepEqual(badges(filteredSnapshot.gpus[1]).map((x) => x.text),
+    ['other users: 1 proc, N/A']);
+  assert.deepEqual(badges(filteredSnapshot.gpus[2]), []);
+  // memory used on the card is the GPU's total, others included
+  assert.equal(fmtBytesPair(filteredSnapshot.gpus[0].memory_used,
+    filteredSnapshot.gpus[0].memory_total), '30.0 / 80.0 GiB');
+});
+
+const runsDoc = {total: 2, from: 0, limit: 100, hidden: 1, runs: [
+  {id: 7, name: 'qwen-sft', uid: 1000, user: 'ana', pid: 48211, start: 1000, end: null,
+    steps: 120, state: 'running', gpu_avg_utilization_percent: 68.4,
+    data_loading_time_ratio: 0.21, communication_time_ratio: 0.01,
+    gpu_busy_estimate_percent: 72.5, findings: ['data_loading']},
+  {id: 6, name: '', uid: 0, user: null, start: 500, end: 512.4, steps: 3,
+    state: 'interrupted', gpu_avg_utilization_percent: null, data_loading_time_ratio: 0.04,
+    communication_time_ratio: null, gpu_busy_estimate_percent: 33, findings: []},
+]};
+
+test('runRows: name, user, duration (live while running), ratios, findings', () => {
+  const r = runRows(runsDoc, 1100);
+  assert.deepEqual(r.map((x) => [x.id, x.name, x.user, x.state, x.steps]),
+    [[7, 'qwen-sft', 'ana', 'running', 120], [6, 'run 6', 'uid 0', 'interrupted', 3]]);
+  assert.equal(r[0].duration, 100);
+  assert.ok(Math.abs(r[1].duration - 12.4) < 1e-9);
+  assert.equal(r[0].ratios, 'data 21.0 % · comm 1.0 % · GPU 68 %');
+  assert.equal(r[1].ratios, 'data 4.0 % · comm N/A · GPU 33 %');
+  assert.deepEqual(r[0].findings, ['data_loading']);
+  assert.deepEqual(runRows(null, 0), []);
+});
+
+test('runsNote: empty state, runs of others left out, socket off', () => {
+  assert.equal(runsNote({runs: []}, 200), 'Runs appear here when a training process using ' +
+    'the gpuscope Python package runs while the agent is up: see docs/python.md.');
+  assert.equal(runsNote(runsDoc, 200), '1 run of other users is not shown (visibility policy).');
+  assert.match(runsNote({runs: [], hidden: 2}, 200),
+    /docs\/python.md\. 2 runs of other users are not shown/);
+  assert.equal(runsNote({runs: [{id: 1}]}, 200), '');
+  assert.match(runsNote({error: 'x'}, 404), /Runs are off on this agent/);
+});
+
+test('runSummary: headline, phases with counts, GPUs, findings with advice', () => {
+  const rep = {train_runtime: 55.4, steps: 200, ranks: 1, train_samples_per_second: 28.881,
+    data_loading_time_ratio: 0.25, communication_time_ratio: null,
+    gpu_avg_utilization_percent: 60, gpu_max_utilization_percent: 65,
+    gpu_utilization_source: 'nvml', gpu_busy_estimate_percent: 88.7,
+    gpu_peak_memory_allocated_gb: 29.1,
+    phases: {data: {mean_ms: 26.95, p50_ms: 27, p95_ms: 36, total_ms: 5364, count: 199},
+      forward: {mean_ms: 126.3, p50_ms: 126.3, p95_ms: 128.3, total_ms: 25260, count: 200},
+      communication: {mean_ms: null, p50_ms: null, p95_ms: null, total_ms: null, count: 0}},
+    gpus: [{index: 0, name: 'NVIDIA H100', utilization_avg_percent: 60,
+      utilization_max_percent: 65, memory_peak_bytes: 32.1 * GIB, energy_joules: 22550.4,
+      throttled_seconds_total: 3}],
+    run: {state: 'ended', id: 7},
+    findings: [{id: 'data_loading', severity: 'warning', title: 'Data loading is 25% of each step',
+      advice: ['Raise dataloader_num_workers', 'pin_memory=True']}]};
+  const s = runSummary(rep);
+  const h = Object.fromEntries(s.headline);
+  assert.equal(h.State, 'ended');
+  assert.equal(h.Runtime, '55 s');
+  assert.equal(h.Steps, '200 (1 rank)');
+  assert.equal(h['Data loading'], '25.0 %');
+  assert.equal(h.Communication, NA);
+  assert.equal(h['GPU utilization'], 'avg 60 %, max 65 % (nvml)');
+  assert.equal(h['Peak memory'], '29.10 GiB');
+  assert.deepEqual(s.phases, [['data', '26.95', '27.00', '36.00', '5.364', '199'],
+    ['forward', '126.30', '126.30', '128.30', '25.260', '200']]);
+  assert.deepEqual(s.gpus, [['0', 'NVIDIA H100', '60 %', '65 %', '32.1 GiB', '22550 J', '3.0 s']]);
+  assert.deepEqual(s.findings, [{id: 'data_loading', severity: 'warning',
+    title: 'Data loading is 25% of each step',
+    advice: ['Raise dataloader_num_workers', 'pin_memory=True']}]);
+  const empty = runSummary({run: {state: 'interrupted', interrupted: true}});
+  assert.equal(Object.fromEntries(empty.headline).State, 'interrupted (interrupted)');
+  assert.deepEqual([empty.phases, empty.gpus, empty.findings], [[], [], []]);
 });

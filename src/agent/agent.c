@@ -1900,6 +1900,8 @@ static int drop_privileges(struct gs_agent *a, struct gs_err *err)
         rc = gs_privdrop_listen_tcp(&a->http_addr, a->cfg.listen, &a->http_fd, err);
     if (rc == GS_OK)
         rc = gs_privdrop_apply(&pd, err);
+    if (rc == GS_OK)
+        gs_config_pin_euid(0); /* SIGHUP: the defaults of the start, not the user's */
     return rc;
 }
 

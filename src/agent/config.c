@@ -368,6 +368,19 @@ void gs_config_default_http_socket(char *out, size_t len, const char *systemd_ru
         snprintf(out, len, "off");
 }
 
+/* The euid the computed defaults are for; -1: the current one (gs_config_pin_euid). */
+static long defaults_euid = -1;
+
+void gs_config_pin_euid(unsigned euid)
+{
+    defaults_euid = euid;
+}
+
+static unsigned default_euid(void)
+{
+    return defaults_euid >= 0 ? (unsigned)defaults_euid : (unsigned)geteuid();
+}
+
 void gs_config_defaults(struct gs_agent_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -376,16 +389,16 @@ void gs_config_defaults(struct gs_agent_config *c)
             (void)gs_config_set(c, keys[i].name, keys[i].def, "default", NULL);
     gs_alert_rules_defaults(&c->alerts);
     gs_config_default_data_dir(c->data_dir, sizeof c->data_dir, getenv("STATE_DIRECTORY"),
-                               (unsigned)geteuid(), getenv("XDG_STATE_HOME"), getenv("HOME"));
+                               default_euid(), getenv("XDG_STATE_HOME"), getenv("HOME"));
     /* $GPUSCOPE_AGENT_SOCKET names the socket for both sides (src/run/client.c reads it). */
     if (getenv("GPUSCOPE_AGENT_SOCKET") && getenv("GPUSCOPE_AGENT_SOCKET")[0] == '/' &&
         strlen(getenv("GPUSCOPE_AGENT_SOCKET")) < sizeof c->socket)
         snprintf(c->socket, sizeof c->socket, "%s", getenv("GPUSCOPE_AGENT_SOCKET"));
     else
         gs_config_default_socket(c->socket, sizeof c->socket, getenv("RUNTIME_DIRECTORY"),
-                                 (unsigned)geteuid(), getenv("XDG_RUNTIME_DIR"));
+                                 default_euid(), getenv("XDG_RUNTIME_DIR"));
     gs_config_default_http_socket(c->http_socket, sizeof c->http_socket,
-                                  getenv("RUNTIME_DIRECTORY"), (unsigned)geteuid(),
+                                  getenv("RUNTIME_DIRECTORY"), default_euid(),
                                   getenv("XDG_RUNTIME_DIR"));
 }
 

@@ -84,6 +84,11 @@ struct gs_agent_config {
  * $STATE_DIRECTORY, the effective uid, $XDG_STATE_HOME and $HOME. */
 void gs_config_defaults(struct gs_agent_config *c);
 
+/* From now on gs_config_defaults computes the euid-dependent defaults (data_dir, socket,
+ * http_socket) for euid instead of the current one: after dropping root (privdrop.h) a
+ * SIGHUP's defaults stay those of the start. */
+void gs_config_pin_euid(unsigned euid);
+
 /* Writes the default data directory into out: systemd_state ($STATE_DIRECTORY, set by a unit's
  * StateDirectory=; its first path) when absolute, else /var/lib/gpuscope for root (euid 0),
  * else xdg_state/gpuscope when absolute, else home/.local/state/gpuscope. Inputs are passed

@@ -229,6 +229,8 @@ t.ok(until(lambda: "reload: interval 0.5s" in read(LOG), 10), "SIGHUP re-reads t
      detail=read(LOG)[-1500:])
 t.ok("reload: user '%s' -> 'root' needs a restart" % USER in read(LOG),
      "SIGHUP warns that user needs a restart", detail=read(LOG)[-1500:])
+t.eq([l for l in read(LOG).splitlines() if "needs a restart" in l and "user" not in l], [],
+     "no other restart-only key seen as changed by U's SIGHUP")
 t.eq(status_ids(agent.pid).get("Uid"), [str(UID)] * 4, "still U after SIGHUP")
 t.eq(http(PORT)[0], 200, "/metrics after SIGHUP")
 agent.send_signal(signal.SIGTERM)

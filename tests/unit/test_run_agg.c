@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gpuscope/gs_err.h"
@@ -527,6 +528,29 @@ static void write_and_summary(void **state)
             entries++;
     closedir(d);
     assert_int_equal(entries, 1); /* no temp file left behind */
+    {
+        /* A link planted at the temporary name: removed, never written through. */
+        char tmp[300], victim[300], buf[16] = "";
+        struct stat st;
+        FILE *f;
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+        snprintf(victim, sizeof victim, "%s/victim", dir);
+        f = fopen(victim, "w");
+        assert_non_null(f);
+        fputs("precious", f);
+        fclose(f);
+        assert_int_equal(symlink(victim, tmp), 0);
+        assert_int_equal(gs_report_write(r, path, err, sizeof err), 0);
+        f = fopen(victim, "r");
+        assert_non_null(f);
+        assert_non_null(fgets(buf, sizeof buf, f));
+        fclose(f);
+        assert_string_equal(buf, "precious");
+        assert_int_equal(lstat(path, &st), 0);
+        assert_true(S_ISREG(st.st_mode));
+        assert_int_equal(lstat(tmp, &st), -1);
+        unlink(victim);
+    }
     unlink(path);
     rmdir(dir);
     assert_int_equal(gs_report_write(r, "/nonexistent-dir/x.json", err, sizeof err), -1);

@@ -727,45 +727,6 @@ static enum MHD_Result send_history(struct MHD_Connection *c, struct gs_agent *a
     return ret;
 }
 
-/* /api/v1/runs[/<id>[/steps]] (docs/api.md): answered by runs.c, a JSON body per request. */
-static enum MHD_Result send_runs(struct MHD_Connection *c, struct gs_agent *a, const char *url)
-{
-    struct MHD_Response *r;
-    enum MHD_Result ret;
-    char *body = NULL;
-    size_t len = 0;
-    unsigned code;
-
-    if (!a->runs)
-        return send_json_error(c, MHD_HTTP_NOT_FOUND, "runs: the socket is off (socket = off)");
-    code = gs_runs_http(a->runs, url,
-                        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from"),
-                        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit"), &body,
-                        &len);
-    if (!body)
-        return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-    r = MHD_create_response_from_buffer_with_free_callback(len, body, free);
-    if (!r) {
-        free(body);
-        return MHD_NO;
-    }
-    common_headers(r);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    ret = MHD_queue_response(c, code, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
-/* ---- what a non-admin viewer gets (policy.h, docs/security.md) ---- */
-
-static void policy_settings(const struct gs_agent_config *c, struct gs_policy_settings *s)
-{
-    memset(s, 0, sizeof *s);
-    s->process_visibility = c->process_visibility;
-    s->gpu_visibility = c->gpu_visibility;
-    snprintf(s->admin_group, sizeof s->admin_group, "%s", c->admin_group);
-}
-
 /* Queues a body made for this request (malloc'ed; NULL: out of memory). */
 static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned code, char *body,
                                   size_t len, const char *type)
@@ -785,6 +746,32 @@ static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned code, char 
     ret = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+/* /api/v1/runs[/<id>[/steps]] (docs/api.md): answered by runs.c, a JSON body per request. */
+static enum MHD_Result send_runs(struct MHD_Connection *c, struct gs_agent *a, const char *url)
+{
+    char *body = NULL;
+    size_t len = 0;
+    unsigned code;
+
+    if (!a->runs)
+        return send_json_error(c, MHD_HTTP_NOT_FOUND, "runs: the socket is off (socket = off)");
+    code = gs_runs_http(a->runs, url,
+                        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from"),
+                        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit"), &body,
+                        &len);
+    return send_owned(c, code, body, len, "application/json");
+}
+
+/* ---- what a non-admin viewer gets (policy.h, docs/security.md) ---- */
+
+static void policy_settings(const struct gs_agent_config *c, struct gs_policy_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->process_visibility = c->process_visibility;
+    s->gpu_visibility = c->gpu_visibility;
+    snprintf(s->admin_group, sizeof s->admin_group, "%s", c->admin_group);
 }
 
 static char *dump_doc(const json_t *doc, size_t *len)

@@ -909,6 +909,25 @@ static int store_delete_below(struct gs_store *st, const char *table, int64_t ke
     return rc;
 }
 
+/* Ends a pruning transaction begun by the caller: COMMIT when rc is still SQLITE_OK, else
+ * ROLLBACK with the error named after what; counts the n rows deleted. */
+static int prune_end(struct gs_store *st, int rc, unsigned n, unsigned *deleted, const char *what,
+                     struct gs_err *err)
+{
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        int ret = store_fail(st, err, what);
+        if (!sqlite3_get_autocommit(st->db))
+            sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+        return ret;
+    }
+    st->stats.pruned_rows += n;
+    if (deleted)
+        *deleted = n;
+    return GS_OK;
+}
+
 int gs_store_prune(struct gs_store *st, double now, double raw_retention_s,
                    double rollup_retention_s, unsigned max_rows, unsigned *deleted,
                    struct gs_err *err)
@@ -938,18 +957,7 @@ int gs_store_prune(struct gs_store *st, double now, double raw_retention_s,
         if (cut > 0)
             rc = store_delete_below(st, "rollup", cut * 256, max_rows - n, &n);
     }
-    if (rc == SQLITE_OK)
-        rc = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
-    if (rc != SQLITE_OK) {
-        int ret = store_fail(st, err, "prune");
-        if (!sqlite3_get_autocommit(st->db))
-            sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-        return ret;
-    }
-    st->stats.pruned_rows += n;
-    if (deleted)
-        *deleted = n;
-    return GS_OK;
+    return prune_end(st, rc, n, deleted, "prune", err);
 }
 
 /* Deletes up to limit step rows of run_id, then the run row once it has no steps left. */
@@ -1031,18 +1039,7 @@ int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s
         if (rc == SQLITE_OK && !gone)
             break; /* budget spent inside this run's steps */
     }
-    if (rc == SQLITE_OK)
-        rc = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
-    if (rc != SQLITE_OK) {
-        int ret = store_fail(st, err, "prune runs");
-        if (!sqlite3_get_autocommit(st->db))
-            sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-        return ret;
-    }
-    st->stats.pruned_rows += n;
-    if (deleted)
-        *deleted = n;
-    return GS_OK;
+    return prune_end(st, rc, n, deleted, "prune runs", err);
 }
 
 /* ---- query ------------------------------------------------------------------------------ */

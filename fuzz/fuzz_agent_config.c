@@ -22,13 +22,7 @@
 #include "agent/log.h"
 #include "gpuscope/gs_err.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            __builtin_trap();                                                                      \
-    } while (0)
+#include "fuzz_util.h"
 
 static void check_config(const struct gs_agent_config *c)
 {
@@ -82,15 +76,13 @@ static void check_round_trip(const struct gs_agent_config *c)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *text = malloc(size + 1);
+    /* The file reader refuses NUL bytes; the text parser sees what comes before the first. */
+    char *text = gs_fuzz_dup_text(data, size);
     struct gs_agent_config c;
     struct gs_err err = {0};
 
     if (!text)
         return 0;
-    /* The file reader refuses NUL bytes; the text parser sees what comes before the first. */
-    memcpy(text, data, size);
-    text[size] = '\0';
     gs_config_defaults(&c);
     if (gs_config_parse_text(&c, "fuzz.conf", text, &err) != GS_OK) {
         CHECK(err.rc == GS_EINVAL);

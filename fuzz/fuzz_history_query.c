@@ -19,13 +19,7 @@
 #include "agent/history_api.h"
 #include "gpuscope/gs_err.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            __builtin_trap();                                                                      \
-    } while (0)
+#include "fuzz_util.h"
 
 static void check_error_json(const char *msg)
 {
@@ -49,7 +43,8 @@ static void check_error_json(const char *msg)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *text = malloc(size + 1);
+    /* libmicrohttpd's values are C strings: the part before a NUL */
+    char *text = gs_fuzz_dup_text(data, size);
     const char *v[5] = {NULL, NULL, NULL, NULL, NULL};
     struct gs_history_req q;
     char msg[2048];
@@ -57,8 +52,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (!text)
         return 0;
-    memcpy(text, data, size);
-    text[size] = '\0'; /* libmicrohttpd's values are C strings: the part before a NUL */
     s = text;
     for (int i = 0; i < 5 && s; i++) {
         char *nl = strchr(s, '\n');

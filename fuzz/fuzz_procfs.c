@@ -27,13 +27,7 @@
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            __builtin_trap();                                                                      \
-    } while (0)
+#include "fuzz_util.h"
 
 /* Whether s holds a NUL within cap bytes. */
 static int terminated(const char *s, size_t cap)

@@ -25,13 +25,7 @@
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            __builtin_trap();                                                                      \
-    } while (0)
+#include "fuzz_util.h"
 
 #define MAX_ARGS 64
 
@@ -253,11 +247,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size == 0)
         return 0;
     mode = strchr(modes, data[0]) && data[0] ? (char)data[0] : modes[data[0] % 5];
-    text = malloc(size); /* the rest, NUL-terminated: argv and option values are C strings */
+    /* the rest, NUL-terminated: argv and option values are C strings */
+    text = gs_fuzz_dup_text(data + 1, size - 1);
     if (!text)
         return 0;
-    memcpy(text, data + 1, size - 1);
-    text[size - 1] = '\0';
     switch (mode) {
     case 'a':
         command_line(text);

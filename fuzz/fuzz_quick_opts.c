@@ -19,14 +19,9 @@
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
+#include "fuzz_util.h"
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            __builtin_trap();                                                                      \
-    } while (0)
+int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 #define MAX_ARGS 64
 
@@ -83,14 +78,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *argv[MAX_ARGS + 2];
     int argc = 0;
-    char *text = malloc(size + 1);
+    char *text = gs_fuzz_dup_text(data, size);
     struct gs_quick_opts *o = malloc(sizeof *o); /* ~7 KiB of ids: keep it off the stack */
     struct gs_err err = {0};
 
     if (!text || !o)
         goto out;
-    memcpy(text, data, size);
-    text[size] = '\0';
     argv[argc++] = "gpuscope";
     for (char *p = text; argc < MAX_ARGS + 1;) {
         char *nl = strchr(p, '\n');

@@ -17,7 +17,7 @@
 
 #include "scenario.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_util.h"
 
 static volatile double sink;
 

@@ -18,13 +18,7 @@
 #include "agent/log.h"
 #include "gpuscope/gs_err.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            __builtin_trap();                                                                      \
-    } while (0)
+#include "fuzz_util.h"
 
 /* sha256("fuzz-token") as a tokens line, and bob:hunter2 at cost 4. */
 static const char FIXED_TOKENS[] =
@@ -55,10 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(gs_auth_from_text(&fixed, "fixed", FIXED_TOKENS, sizeof FIXED_TOKENS - 1, "web",
                                 FIXED_WEB, sizeof FIXED_WEB - 1, NULL, &err) == GS_OK);
     }
-    if (!(text = malloc(size + 1)))
+    if (!(text = gs_fuzz_dup_text(data, size)))
         return 0;
-    memcpy(text, data, size);
-    text[size] = '\0';
     if (gs_auth_from_text(&au, "tokens", text, size, NULL, NULL, 0, NULL, &err) != GS_OK) {
         CHECK(err.rc == GS_EINVAL || err.rc == GS_ENOMEM);
         CHECK(memchr(err.msg, '\0', sizeof err.msg) != NULL);

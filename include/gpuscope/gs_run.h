@@ -73,7 +73,9 @@ struct gs_step_rec {
  *             $XDG_RUNTIME_DIR/gpuscope/steps.sock) if it accepts a connection, else none,
  *   "nvml": "auto" | "off"  (auto: sample NVML in-process when no receiver is connected),
  *   "sample_interval_s": number (default 0.5), "rank", "world_size", "local_rank": ints,
- *   "framework": "hf" | "torch", "logging_steps": int, "devices": [CUDA indices in use].
+ *   "framework": "hf" | "torch", "logging_steps": int, "devices": [CUDA indices in use],
+ *   "facts": {the run's settings: scalar entries, src/run/record.h; a set that breaks those
+ *             rules is left out with a line on stderr, the run still opens}.
  * With a receiver, records are encoded and sent by a sender thread (bounded queue, never
  * blocks the caller; dropped records are counted). Without one and with nvml auto, a sampler
  * thread samples the run's GPUs. Neither thread ever calls into Python.

@@ -153,6 +153,13 @@ def instrument(model=None, optimizer=None, dataloader=None, backward="gap", **kw
             prof.device = next(model.parameters()).device
         except (StopIteration, AttributeError, TypeError):
             pass
+    if not prof._started:  # the settings travel in the hello that start() sends
+        try:
+            from . import _facts
+            prof.facts = {**_facts.from_loader(dataloader), **_facts.from_model(model),
+                          **prof.facts}
+        except Exception:
+            pass
     prof.start()
     return Instrumentation(prof, model, optimizer, dataloader, backward=backward)
 

@@ -27,7 +27,7 @@ import os
 import sys
 import time
 
-from . import _native
+from . import _facts, _native
 from ._native import (FLAG_CUDA_EVENTS, NAN, NO_MEM, PH_BACKWARD, PH_COMM, PH_DATA,
                       PH_FORWARD, PH_N, PH_OPTIMIZER, PH_STEP, PHASES)
 
@@ -111,7 +111,7 @@ class Profiler:
 
     def __init__(self, output_dir=None, logging_steps=10, run_name=None, framework="torch",
                  device=None, rank=None, world_size=None, local_rank=None, socket=None,
-                 nvml="auto", sample_interval_s=0.5, log=None, native=True):
+                 nvml="auto", sample_interval_s=0.5, log=None, native=True, facts=None):
         self.output_dir = output_dir
         self.logging_steps = max(1, int(logging_steps or 10))
         self.framework = framework
@@ -138,6 +138,10 @@ class Profiler:
         if socket:
             self._config["socket"] = socket
         self._native_enabled = native
+        # The run's settings for the diagnosis (gpuscope._facts); the callback and instrument()
+        # add the loader's, the arguments' and the model's before start(), which adds the
+        # process's and sends them in the hello.
+        self.facts = dict(facts or {})
         self.native = None
         self.step_no = 0
         self.steps_done = 0
@@ -178,6 +182,12 @@ class Profiler:
             cfg = dict(self._config)
             if self.output_dir:
                 cfg["output_dir"] = os.path.abspath(self.output_dir)
+            try:
+                facts = _facts.clean(self.facts, _facts.from_process(self.cuda_device))
+            except Exception:  # advisory: never a reason to fail the training
+                facts = {}
+            if facts:
+                cfg["facts"] = facts
             self.native = _native.NativeRun(cfg)
             if self.cuda:
                 import torch

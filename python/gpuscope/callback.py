@@ -23,7 +23,7 @@ works without transformers.
 """
 import math
 
-from . import _core, _hooks
+from . import _core, _facts, _hooks
 from ._native import PH_OPTIMIZER
 
 
@@ -72,7 +72,7 @@ class _GpuScopeCallbackImpl:
 
     # ---- setup ----
 
-    def _start(self, args, state, model):
+    def _start(self, args, state, model, loader=None):
         o = dict(self._opts)
         is_zero = getattr(state, "is_world_process_zero", True)
         if o["output_dir"] is None and is_zero:
@@ -93,8 +93,13 @@ class _GpuScopeCallbackImpl:
         local = getattr(args, "local_process_index", None)
         if rank is not None and local is not None and local < 0:
             local = None
+        try:  # the loader as iterated first: it is what the arguments built
+            facts = {**_facts.from_loader(loader), **_facts.from_args(args),
+                     **_facts.from_model(model)}
+        except Exception:
+            facts = {}
         self.profiler = _core.Profiler(framework="hf", rank=rank, world_size=world,
-                                       local_rank=local, **o)
+                                       local_rank=local, facts=facts, **o)
         self.profiler.start()
         if model is not None:
             self._model_hooks = _hooks.ModelHooks(self.profiler, model, backward=self._backward)
@@ -112,7 +117,7 @@ class _GpuScopeCallbackImpl:
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if self.profiler is None or self.profiler._finished:  # a new run per train()
             self._train_metrics = {}
-            self._start(args, state, model)
+            self._start(args, state, model, kwargs.get("train_dataloader"))
         return None
 
     def on_epoch_begin(self, args, state, control, **kwargs):

@@ -1,7 +1,9 @@
 /*
  * diag.c - the diagnosis rules (diag.h): one table of rules, each a function from the run report
  * to one finding or nothing. The thresholds are the brief's (document 000, "Diagnosis rules"),
- * each a named constant below and listed in docs/report.md.
+ * each a named constant below and listed in docs/report.md. The advice names the run's own
+ * settings when the training side sent them (the report's "facts"): the current value of the
+ * option to change, and only the options that are not already right.
  *
  * The report is read once into struct diag_in so that each rule reads like its condition. A
  * rule whose inputs are null (not measured) stays silent: no finding is ever built on an
@@ -31,11 +33,31 @@
 #define GS_DIAG_HEALTHY_UTIL_TOL 5.0     /* ... +- this, */
 #define GS_DIAG_HEALTHY_DATA_RATIO 0.05  /* data ratio below, */
 #define GS_DIAG_HEALTHY_COMM_RATIO 0.03  /* communication ratio below */
+#define GS_DIAG_FEW_CORES 2              /* data_loading: at most this many cores is "few" */
+#define GS_DIAG_PREFETCH_MIN 2           /* data_loading: prefetch_factor advised range ... */
+#define GS_DIAG_PREFETCH_MAX 4           /* ... up to this */
+#define GS_DIAG_ATTN_UTIL_PCT 70.0       /* attention_implementation: avg utilization below */
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
+/* The run's settings from the report's "facts" (docs/report.md); -1 / NULL = unknown. */
+struct diag_facts {
+    long workers;            /* the DataLoader's num_workers, else dataloader_num_workers */
+    int pin_memory;          /* 0 / 1 / -1 */
+    long prefetch;           /* prefetch_factor */
+    int find_unused;         /* ddp_find_unused_parameters: 0 / 1 / -1 */
+    int bf16, fp16;          /* 0 / 1 / -1 */
+    const char *attn;        /* "eager", "sdpa", "flash_attention_2", ... */
+    const char *param_dtype; /* "float32", "bfloat16", ... */
+    const char *gpu_name;    /* cuda_device_name, else the first GPU of the report */
+    const char *ib_disable, *p2p_disable; /* NCCL_IB_DISABLE / NCCL_P2P_DISABLE as set */
+    const char *nccl_version;
+    int known;               /* the report has facts: an absent NCCL_* variable was not set */
+};
+
 struct diag_in {
     long ncpu;
+    struct diag_facts fx;
     double data, comm, util_avg, runtime;
     const char *util_src;
     long ranks;
@@ -48,6 +70,61 @@ static double num(const json_t *o, const char *key)
 {
     json_t *v = json_object_get(o, key);
     return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static long fact_int(const json_t *fx, const char *key)
+{
+    json_t *v = json_object_get(fx, key);
+    return json_is_integer(v) && json_integer_value(v) >= 0 ? (long)json_integer_value(v) : -1;
+}
+
+static int fact_bool(const json_t *fx, const char *key)
+{
+    json_t *v = json_object_get(fx, key);
+    return json_is_boolean(v) ? json_is_true(v) : -1;
+}
+
+static const char *fact_str(const json_t *fx, const char *key)
+{
+    const char *s = json_string_value(json_object_get(fx, key));
+    return s && *s ? s : NULL;
+}
+
+/* The DataLoader the run iterated is the truth; the Trainer's arguments are what it was built
+ * from, so they only stand in when the loader was not seen. */
+static void diag_read_facts(const json_t *rep, struct diag_in *in)
+{
+    const json_t *fx = json_object_get(rep, "facts");
+    struct diag_facts *f = &in->fx;
+    long cpus = fact_int(fx, "cpu_count");
+
+    f->workers = fact_int(fx, "loader_num_workers");
+    if (f->workers < 0)
+        f->workers = fact_int(fx, "dataloader_num_workers");
+    f->pin_memory = fact_bool(fx, "loader_pin_memory");
+    if (f->pin_memory < 0)
+        f->pin_memory = fact_bool(fx, "dataloader_pin_memory");
+    /* without worker processes prefetch_factor does not apply (older torch still reports 2) */
+    f->prefetch = fact_int(fx, "loader_prefetch_factor");
+    if (f->prefetch < 0)
+        f->prefetch = fact_int(fx, "dataloader_prefetch_factor");
+    if (f->workers == 0)
+        f->prefetch = -1;
+    f->find_unused = fact_bool(fx, "ddp_find_unused_parameters");
+    f->bf16 = fact_bool(fx, "bf16");
+    f->fp16 = fact_bool(fx, "fp16");
+    f->attn = fact_str(fx, "attn_implementation");
+    f->param_dtype = fact_str(fx, "param_dtype");
+    f->gpu_name = fact_str(fx, "cuda_device_name");
+    if (!f->gpu_name)
+        f->gpu_name = fact_str(json_array_get(in->gpus, 0), "name");
+    f->ib_disable = fact_str(fx, "NCCL_IB_DISABLE");
+    f->p2p_disable = fact_str(fx, "NCCL_P2P_DISABLE");
+    f->nccl_version = fact_str(fx, "nccl_version");
+    f->known = json_object_size(fx) > 0;
+    /* The training process's own CPU set beats the machine the report is read on. */
+    if (cpus > 0)
+        in->ncpu = cpus;
 }
 
 static void diag_read(const json_t *rep, long ncpu, struct diag_in *in)
@@ -68,6 +145,7 @@ static void diag_read(const json_t *rep, long ncpu, struct diag_in *in)
     in->peak_reserved_gb = num(al, "peak_reserved_gb");
     in->gap_gb = num(al, "fragmentation_gap_gb");
     in->alloc_total_gb = num(al, "memory_total_gb");
+    diag_read_facts(rep, in);
 }
 
 static json_t *jnum(double v)
@@ -127,6 +205,52 @@ static json_t *all_gpus(const struct diag_in *in)
 
 /* ---- the rules ---- */
 
+/* "dataloader_num_workers is 0 (DataLoader(num_workers=0))", or the generic name. */
+static void workers_advice(json_t *f, const struct diag_in *in)
+{
+    long w = in->fx.workers, n = in->ncpu, want = n / 2;
+    char now[128] = "";
+
+    if (w >= 0)
+        snprintf(now, sizeof now, "dataloader_num_workers is %ld (DataLoader(num_workers=%ld)): ",
+                 w, w);
+    if (n > 0 && n <= GS_DIAG_FEW_CORES)
+        advise(f, "%sthis machine gives the run only %ld CPU core(s), too few to raise "
+                  "dataloader_num_workers: pre-process the dataset ahead of training, or run on "
+                  "a machine with more cores", now, n);
+    else if (n > 0 && w >= want)
+        advise(f, "%salready half or more of %ld cores: more workers will not help; make each "
+                  "sample cheaper (pre-process) or give the run more cores", now, n);
+    else if (n > 0)
+        advise(f, "%sraise dataloader_num_workers to about %ld of %ld cores "
+                  "(DataLoader(num_workers=%ld) in plain PyTorch)", now, want, n, want);
+    else
+        advise(f, "%sraise dataloader_num_workers to about half the CPU cores "
+                  "(DataLoader(num_workers=...) in plain PyTorch)", now);
+}
+
+static void prefetch_pin_advice(json_t *f, const struct diag_in *in)
+{
+    long p = in->fx.prefetch;
+
+    if (p >= GS_DIAG_PREFETCH_MIN && p <= GS_DIAG_PREFETCH_MAX)
+        advise(f, "prefetch_factor is %ld, already in the %d-%d range", p, GS_DIAG_PREFETCH_MIN,
+               GS_DIAG_PREFETCH_MAX);
+    else if (p >= 0)
+        advise(f, "prefetch_factor is %ld: set dataloader_prefetch_factor (DataLoader "
+                  "prefetch_factor) to %d-%d", p, GS_DIAG_PREFETCH_MIN, GS_DIAG_PREFETCH_MAX);
+    else
+        advise(f, "Set dataloader_prefetch_factor (DataLoader prefetch_factor) to %d-%d so the "
+                  "next batches are ready before the step asks (it needs num_workers > 0)",
+               GS_DIAG_PREFETCH_MIN, GS_DIAG_PREFETCH_MAX);
+    if (in->fx.pin_memory == 0)
+        advise(f, "pin_memory is False: set dataloader_pin_memory True (DataLoader "
+                  "pin_memory=True) for faster host-to-device copies");
+    else if (in->fx.pin_memory < 0)
+        advise(f, "Set dataloader_pin_memory True (DataLoader pin_memory=True) for faster "
+                  "host-to-device copies");
+}
+
 static json_t *rule_data_loading(const struct diag_in *in)
 {
     json_t *f;
@@ -138,18 +262,14 @@ static json_t *rule_data_loading(const struct diag_in *in)
     evidence(f, "data_loading_time_ratio", json_real(in->data));
     evidence(f, "threshold", json_real(GS_DIAG_DATA_RATIO_WARN));
     evidence(f, "cpu_cores", in->ncpu > 0 ? json_integer(in->ncpu) : json_null());
+    evidence(f, "num_workers", in->fx.workers >= 0 ? json_integer(in->fx.workers) : json_null());
+    evidence(f, "pin_memory", in->fx.pin_memory >= 0 ? json_boolean(in->fx.pin_memory)
+                                                      : json_null());
+    evidence(f, "prefetch_factor", in->fx.prefetch >= 0 ? json_integer(in->fx.prefetch)
+                                                         : json_null());
     evidence(f, "gpus", all_gpus(in));
-    if (in->ncpu > 1)
-        advise(f, "Raise dataloader_num_workers to about %ld (half of %ld cores; "
-                  "DataLoader(num_workers=%ld) in plain PyTorch)",
-               in->ncpu / 2, in->ncpu, in->ncpu / 2);
-    else
-        advise(f, "Raise dataloader_num_workers to about half the CPU cores "
-                  "(DataLoader(num_workers=...) in plain PyTorch)");
-    advise(f, "Set dataloader_prefetch_factor (DataLoader prefetch_factor) to 2-4 so the next "
-              "batches are ready before the step asks");
-    advise(f, "Set dataloader_pin_memory True (DataLoader pin_memory=True) for faster "
-              "host-to-device copies");
+    workers_advice(f, in);
+    prefetch_pin_advice(f, in);
     advise(f, "Pre-process the dataset once (tokenize / augment ahead, e.g. datasets.map) "
               "instead of in every step");
     return f;
@@ -167,14 +287,35 @@ static json_t *rule_communication(const struct diag_in *in)
     evidence(f, "threshold", json_real(GS_DIAG_COMM_RATIO_WARN));
     evidence(f, "ranks", json_integer(in->ranks));
     evidence(f, "gpus", all_gpus(in));
+    evidence(f, "ddp_find_unused_parameters",
+             in->fx.find_unused >= 0 ? json_boolean(in->fx.find_unused) : json_null());
+    evidence(f, "nccl_version", in->fx.nccl_version ? json_string(in->fx.nccl_version)
+                                                    : json_null());
+    if (in->fx.ib_disable)
+        advise(f, "NCCL_IB_DISABLE=%s is set: it forces NCCL off InfiniBand onto sockets; "
+                  "unset it unless InfiniBand is broken", in->fx.ib_disable);
+    if (in->fx.p2p_disable)
+        advise(f, "NCCL_P2P_DISABLE=%s is set: it stops direct GPU-to-GPU copies (NVLink / "
+                  "PCIe P2P); unset it unless P2P is broken", in->fx.p2p_disable);
     advise(f, "Check the NCCL configuration: NCCL_DEBUG=INFO shows the transport in use; "
-              "NCCL_IB_DISABLE=1 forces sockets (only when InfiniBand is broken); use a current "
-              "NCCL version");
-    advise(f, "Set ddp_find_unused_parameters False (DistributedDataParallel("
-              "find_unused_parameters=False)) when every parameter gets a gradient");
+              "%suse a current NCCL version%s%s%s",
+           in->fx.known ? "" : "NCCL_IB_DISABLE=1 forces sockets (only when InfiniBand is broken); ",
+           in->fx.nccl_version ? " (this run: " : "",
+           in->fx.nccl_version ? in->fx.nccl_version : "", in->fx.nccl_version ? ")" : "");
+    if (in->fx.find_unused != 0)
+        advise(f, "%s: set ddp_find_unused_parameters False (DistributedDataParallel("
+                  "find_unused_parameters=False)) when every parameter gets a gradient",
+               in->fx.find_unused == 1 ? "ddp_find_unused_parameters is True"
+                                       : "ddp_find_unused_parameters is unknown");
     advise(f, "Bucket gradients to overlap communication with backward: ddp_bucket_cap_mb "
               "(e.g. 100); gradient_accumulation_steps communicates less often");
     return f;
+}
+
+/* The run already uses FlashAttention (any "flash_attention_*" implementation). */
+static int flash_on(const struct diag_in *in)
+{
+    return in->fx.attn && strncmp(in->fx.attn, "flash_attention", 15) == 0;
 }
 
 static json_t *idle_gpus(const struct diag_in *in, double *idle_s, size_t *n_periods)
@@ -229,8 +370,9 @@ static json_t *rule_low_utilization(const struct diag_in *in)
     evidence(f, "gpus", all_gpus(in));
     advise(f, "Check data_loading_time_ratio and communication_time_ratio first: a GPU waiting "
               "for input or for its peers shows there");
-    advise(f, "Enable FlashAttention-2 (--attn_impl flash_attn, HF attn_implementation="
-              "\"flash_attention_2\") and bf16 (--torch_dtype bfloat16) on A100/H100");
+    if (!flash_on(in))
+        advise(f, "Enable FlashAttention-2 (--attn_impl flash_attn, HF attn_implementation="
+                  "\"flash_attention_2\") and bf16 (--torch_dtype bfloat16) on A100/H100");
     advise(f, "Give each step more work: raise per_device_train_batch_size while memory allows");
     if (n_idle)
         advise(f, "Idle periods with memory held point at evaluation, checkpoint saving or a "
@@ -286,8 +428,9 @@ static json_t *rule_memory_fragmentation(const struct diag_in *in)
     evidence(f, "peak_reserved_gb", jnum(in->peak_reserved_gb));
     evidence(f, "fragmentation_gap_gb", jnum(in->gap_gb));
     evidence(f, "gpus", json_array_size(gpus) ? gpus : (json_decref(gpus), all_gpus(in)));
-    advise(f, "Use FlashAttention (--flash_attn True; --attn_impl flash_attn in newer ms-swift) "
-              "to cut attention memory on long sequences");
+    if (!flash_on(in))
+        advise(f, "Use FlashAttention (--flash_attn True; --attn_impl flash_attn in newer "
+                  "ms-swift) to cut attention memory on long sequences");
     advise(f, "Turn off the KV cache in training (--use_cache False)");
     advise(f, "Let the allocator grow segments instead of splitting them: "
               "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
@@ -403,6 +546,72 @@ static json_t *rule_throttling(const struct diag_in *in)
     return f;
 }
 
+/* GPUs of Ampere or newer (compute capability >= 8.0): FlashAttention-2 and bf16 run there. */
+static const char *const ampere_plus[] = {
+    "A100", "A800", "A10", "A16", "A30", "A40", "A2", "RTX A", "H100", "H200", "H800", "H20",
+    "GH200", "L40", "L4", "L20", "RTX 30", "RTX 40", "RTX 50", "Ada", "B100", "B200", "GB200",
+};
+
+/* 1: Ampere or newer, 0: an older GPU, -1: no name known. */
+static int gpu_is_ampere_plus(const char *name)
+{
+    if (!name)
+        return -1;
+    for (size_t i = 0; i < sizeof ampere_plus / sizeof ampere_plus[0]; i++)
+        if (strstr(name, ampere_plus[i]))
+            return 1;
+    return 0;
+}
+
+static json_t *rule_attention(const struct diag_in *in)
+{
+    json_t *gpus = json_array(), *f;
+    double full = mem_full_frac(in, gpus);
+    int low = in->util_avg < GS_DIAG_ATTN_UTIL_PCT, mem = full >= GS_DIAG_MEM_FULL_FRAC;
+    const char *attn = in->fx.attn;
+    int gpu = gpu_is_ampere_plus(in->fx.gpu_name);
+
+    json_decref(gpus);
+    if (!attn || (strcmp(attn, "eager") != 0 && strcmp(attn, "sdpa") != 0) || gpu == 0 ||
+        (!low && !mem))
+        return NULL;
+    f = finding(in, "attention_implementation", "warning",
+                "FlashAttention-2 is not in effect (attention \"%s\") while %s", attn,
+                low ? "GPU utilization is low" : "GPU memory is nearly full");
+    evidence(f, "attn_implementation", json_string(attn));
+    evidence(f, "gpu_name", in->fx.gpu_name ? json_string(in->fx.gpu_name) : json_null());
+    evidence(f, "gpu_avg_utilization_percent", jnum(in->util_avg));
+    evidence(f, "threshold_percent", json_real(GS_DIAG_ATTN_UTIL_PCT));
+    evidence(f, "memory_peak_fraction", jnum(full));
+    evidence(f, "gpus", all_gpus(in));
+    advise(f, "attn_implementation is \"%s\": load the model with attn_implementation="
+              "\"flash_attention_2\" (pip install flash-attn); in ms-swift --attn_impl flash_attn "
+              "(--flash_attn True in older versions)%s", attn,
+           gpu < 0 ? "; it needs an Ampere or newer GPU (A100, H100, L40, RTX 30xx/40xx)" : "");
+    return f;
+}
+
+static json_t *rule_precision(const struct diag_in *in)
+{
+    const char *dt = in->fx.param_dtype;
+    int fp32 = dt ? strcmp(dt, "float32") == 0 : in->fx.bf16 == 0;
+    json_t *f;
+
+    if (!fp32 || in->fx.bf16 == 1 || in->fx.fp16 == 1 || gpu_is_ampere_plus(in->fx.gpu_name) != 1)
+        return NULL;
+    f = finding(in, "precision", "info", "Training in float32 on %s, which runs bfloat16",
+                in->fx.gpu_name);
+    evidence(f, "param_dtype", dt ? json_string(dt) : json_null());
+    evidence(f, "bf16", in->fx.bf16 >= 0 ? json_boolean(in->fx.bf16) : json_null());
+    evidence(f, "fp16", in->fx.fp16 >= 0 ? json_boolean(in->fx.fp16) : json_null());
+    evidence(f, "gpu_name", json_string(in->fx.gpu_name));
+    evidence(f, "gpus", all_gpus(in));
+    advise(f, "%s%s: train in bfloat16: --bf16 True (TrainingArguments(bf16=True)), load the "
+              "model with torch_dtype=torch.bfloat16 (ms-swift --torch_dtype bfloat16)",
+           dt ? "parameters are " : "bf16 is False", dt ? dt : "");
+    return f;
+}
+
 static json_t *rule_healthy(const struct diag_in *in)
 {
     int comm_ok = in->comm < GS_DIAG_HEALTHY_COMM_RATIO || (isnan(in->comm) && in->ranks <= 1);
@@ -431,6 +640,8 @@ static const struct {
     {"memory_fragmentation", rule_memory_fragmentation},
     {"imbalance", rule_imbalance},
     {"throttling", rule_throttling},
+    {"attention_implementation", rule_attention},
+    {"precision", rule_precision},
     {"healthy", rule_healthy},
 };
 

@@ -9,8 +9,11 @@
  *    "advice": ["Raise dataloader_num_workers to about 8 (half of 16 cores)", ...]}
  * Rules (thresholds from the brief): data_loading (> 0.15), communication (> 0.05),
  * low_utilization (< 30 % sustained), memory_fragmentation (memory nearly full, low
- * utilization), imbalance (GPUs of one job), throttling (during the run), healthy (85 +- 5 %,
- * data < 0.05, comm < 0.03). docs/report.md lists each rule with its exact condition.
+ * utilization), imbalance (GPUs of one job), throttling (during the run),
+ * attention_implementation (eager/sdpa attention with low utilization or full memory),
+ * precision (float32 on a bf16-capable GPU), healthy (85 +- 5 %, data < 0.05, comm < 0.03).
+ * Advice names the run's settings from the report's "facts" when present; "facts.cpu_count"
+ * replaces ncpu. docs/report.md lists each rule with its exact condition.
  */
 #ifndef GS_DIAG_H
 #define GS_DIAG_H

@@ -140,6 +140,19 @@ static int cfg_devices(json_t *cfg, struct gs_record_hello *h, char *err, size_t
     return 0;
 }
 
+/* "facts": the run's settings, validated as a receiver would (record.h). They are advisory, so
+ * a bad set is left out with a line on stderr rather than failing the training. */
+static void cfg_facts(json_t *cfg, struct gs_record_hello *h)
+{
+    char why[256];
+
+    if (gs_record_facts_parse(json_object_get(cfg, "facts"), "config: ", &h->facts, why,
+                              sizeof why) != 0) {
+        fprintf(stderr, "gpuscope: %s; facts left out\n", why);
+        memset(&h->facts, 0, sizeof h->facts);
+    }
+}
+
 static int parse_config(struct gs_run *run, const char *config_json, char *err, size_t errlen)
 {
     struct gs_record_hello *h = &run->hello;
@@ -178,6 +191,7 @@ static int parse_config(struct gs_run *run, const char *config_json, char *err, 
         goto out;
     }
     run->nvml_off = strcmp(nvml, "off") == 0;
+    cfg_facts(cfg, h);
     iv = json_object_get(cfg, "sample_interval_s");
     if (iv && !json_is_null(iv)) {
         if (!json_is_number(iv) || json_number_value(iv) < 0.01 || json_number_value(iv) > 3600) {

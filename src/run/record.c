@@ -156,6 +156,167 @@ static int get_str(json_t *obj, const char *key, const char *ctx, char *out, siz
     return 1;
 }
 
+/* ---- facts ---- */
+
+static int fact_key_ok(const char *k)
+{
+    size_t n = strlen(k);
+
+    if (n == 0 || n >= GS_RECORD_FACT_KEY)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = k[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* Strings are shown in the terminal summary: no control characters (UTF-8 is jansson's). */
+static int fact_str_ok(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f)
+            return 0;
+    }
+    return 1;
+}
+
+static int fact_value(json_t *v, struct gs_fact *f, const char *ctx, const char *key, char *err,
+                      size_t errlen)
+{
+    if (json_is_boolean(v)) {
+        f->type = GS_FACT_BOOL;
+        f->v.b = json_is_true(v);
+    } else if (json_is_integer(v)) {
+        json_int_t i = json_integer_value(v);
+        if (i < -(json_int_t)RECORD_U53_MAX || i > (json_int_t)RECORD_U53_MAX)
+            return fail(err, errlen, "%sfacts.%s: integer out of range", ctx, key);
+        f->type = GS_FACT_INT;
+        f->v.i = (int64_t)i;
+    } else if (json_is_real(v)) {
+        if (!isfinite(json_real_value(v)))
+            return fail(err, errlen, "%sfacts.%s: not finite", ctx, key);
+        f->type = GS_FACT_REAL;
+        f->v.d = json_real_value(v);
+    } else if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        size_t n = json_string_length(v);
+        if (n >= GS_RECORD_FACT_STR)
+            return fail(err, errlen, "%sfacts.%s: longer than %d bytes", ctx, key,
+                        GS_RECORD_FACT_STR - 1);
+        if (strlen(s) != n || !fact_str_ok(s, n))
+            return fail(err, errlen, "%sfacts.%s: contains a control character", ctx, key);
+        f->type = GS_FACT_STR;
+        memcpy(f->v.s, s, n + 1);
+    } else {
+        return fail(err, errlen, "%sfacts.%s: not a scalar", ctx, key);
+    }
+    return 0;
+}
+
+int gs_record_facts_parse(const json_t *obj, const char *ctx, struct gs_record_facts *out,
+                          char *err, size_t errlen)
+{
+    const char *key;
+    json_t *v, *back;
+    size_t n;
+
+    memset(out, 0, sizeof *out);
+    if (!ctx)
+        ctx = "";
+    if (!obj || json_is_null(obj))
+        return 0;
+    if (!json_is_object(obj))
+        return fail(err, errlen, "%sfacts: not an object", ctx);
+    /* jansson's objects are not const-iterable; reading does not change them */
+    json_object_foreach((json_t *)obj, key, v) {
+        struct gs_fact *f;
+        if (json_is_null(v))
+            continue;
+        if (!fact_key_ok(key))
+            return fail(err, errlen, "%sfacts: key \"%.48s\" not 1-48 of [A-Za-z0-9_.-]", ctx,
+                        key);
+        if (out->n >= GS_RECORD_MAX_FACTS)
+            return fail(err, errlen, "%sfacts: more than %d entries", ctx, GS_RECORD_MAX_FACTS);
+        f = &out->f[out->n];
+        memcpy(f->key, key, strlen(key) + 1);
+        if (fact_value(v, f, ctx, key, err, errlen) < 0)
+            return -1;
+        out->n++;
+    }
+    /* Bound the size as we would encode it, so that a hello always re-encodes into a message. */
+    back = gs_record_facts_json(out);
+    if (!back)
+        return fail(err, errlen, "%sfacts: out of memory", ctx);
+    n = json_dumpb(back, NULL, 0, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(back);
+    if (n > GS_RECORD_FACTS_BYTES)
+        return fail(err, errlen, "%sfacts: %zu bytes encoded, more than %d", ctx, n,
+                    GS_RECORD_FACTS_BYTES);
+    return 0;
+}
+
+json_t *gs_record_facts_json(const struct gs_record_facts *f)
+{
+    json_t *o = json_object();
+    int rc = 0;
+
+    if (!o)
+        return NULL;
+    for (uint32_t i = 0; f && i < f->n && i < GS_RECORD_MAX_FACTS; i++) {
+        const struct gs_fact *x = &f->f[i];
+        json_t *v = x->type == GS_FACT_BOOL ? json_boolean(x->v.b)
+                    : x->type == GS_FACT_INT ? json_integer((json_int_t)x->v.i)
+                    : x->type == GS_FACT_REAL ? json_real(x->v.d)
+                    : x->type == GS_FACT_STR ? json_string(x->v.s)
+                                             : json_null();
+        rc |= json_object_set_new(o, x->key, v);
+    }
+    if (rc) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+const struct gs_fact *gs_record_fact_get(const struct gs_record_facts *f, const char *key)
+{
+    for (uint32_t i = 0; f && key && i < f->n && i < GS_RECORD_MAX_FACTS; i++)
+        if (strcmp(f->f[i].key, key) == 0)
+            return &f->f[i];
+    return NULL;
+}
+
+static int fact_equal(const struct gs_fact *a, const struct gs_fact *b)
+{
+    if (strcmp(a->key, b->key) != 0 || a->type != b->type)
+        return 0;
+    switch (a->type) {
+    case GS_FACT_BOOL:
+        return a->v.b == b->v.b;
+    case GS_FACT_INT:
+        return a->v.i == b->v.i;
+    case GS_FACT_REAL:
+        return a->v.d == b->v.d;
+    case GS_FACT_STR:
+        return strcmp(a->v.s, b->v.s) == 0;
+    }
+    return 0;
+}
+
+static int facts_equal(const struct gs_record_facts *a, const struct gs_record_facts *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (uint32_t i = 0; i < a->n && i < GS_RECORD_MAX_FACTS; i++)
+        if (!fact_equal(&a->f[i], &b->f[i]))
+            return 0;
+    return 1;
+}
+
 static int parse_hello(json_t *root, struct gs_record_hello *h, char *err, size_t errlen)
 {
     const char *ctx = "hello.";
@@ -183,6 +344,8 @@ static int parse_hello(json_t *root, struct gs_record_hello *h, char *err, size_
         return -1;
     if (rc == 1)
         h->logging_steps = (int32_t)v;
+    if (gs_record_facts_parse(json_object_get(root, "facts"), ctx, &h->facts, err, errlen) < 0)
+        return -1;
     devs = json_object_get(root, "devices");
     if (!devs || json_is_null(devs))
         return 0;
@@ -301,7 +464,8 @@ static int parse_root(json_t *root, struct gs_record *out, char *err, size_t err
     if (!json_is_string(t))
         return fail(err, errlen, "type: not a string");
     type = json_string_value(t);
-    memset(out, 0, sizeof *out);
+    /* each parse_* clears its own member: a step need not clear a hello's facts table */
+    out->type = 0;
     if (strcmp(type, "hello") == 0) {
         out->type = GS_REC_HELLO;
         return parse_hello(root, &out->u.hello, err, errlen);
@@ -385,6 +549,12 @@ static int encode_hello(json_t *o, const struct gs_record_hello *h)
         for (uint32_t i = 0; i < h->n_devices; i++)
             rc |= json_array_append_new(devs, json_integer(h->devices[i]));
         rc |= json_object_set_new(o, "devices", devs);
+    }
+    if (h->facts.n > GS_RECORD_MAX_FACTS)
+        return -1;
+    if (h->facts.n) {
+        json_t *facts = gs_record_facts_json(&h->facts);
+        rc |= facts ? json_object_set_new(o, "facts", facts) : -1;
     }
     return rc;
 }
@@ -472,7 +642,8 @@ bool gs_record_equal(const struct gs_record *a, const struct gs_record *b)
                x->rank == y->rank && x->world_size == y->world_size &&
                x->local_rank == y->local_rank && x->logging_steps == y->logging_steps &&
                x->n_devices == y->n_devices &&
-               memcmp(x->devices, y->devices, x->n_devices * sizeof x->devices[0]) == 0;
+               memcmp(x->devices, y->devices, x->n_devices * sizeof x->devices[0]) == 0 &&
+               facts_equal(&x->facts, &y->facts);
     }
     if (a->type == GS_REC_STEP) {
         const struct gs_step_rec *x = &a->u.step, *y = &b->u.step;

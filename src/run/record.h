@@ -7,7 +7,8 @@
  * pid/uid/gid from SO_PEERCRED; the "pid" a record claims is informative only.
  *
  *   {"v":1,"type":"hello","run":"name","pid":123,"rank":0,"world_size":2,"local_rank":0,
- *    "framework":"hf","devices":[0],"logging_steps":10,"output_dir":"/path"}
+ *    "framework":"hf","devices":[0],"logging_steps":10,"output_dir":"/path",
+ *    "facts":{"dataloader_num_workers":0,"bf16":true,"attn_implementation":"sdpa"}}
  *   {"v":1,"type":"step","step":100,"t0":1764430000.125,"t1":1764430000.357,"rank":0,
  *    "device":0,"samples":8,"cuda_events":true,
  *    "ms":{"data":3.1,"forward":124.3,"backward":89.7,"optimizer_step":15.2,
@@ -22,6 +23,11 @@
  * integers in [0, 2^53]; rank/device/world_size small ints (-1..65535); strings <= 255
  * bytes without NUL; "devices" <= 64 entries; unknown keys are ignored (forward
  * compatibility); absent optional fields stay "unknown" (NaN / 0 / -1), never invented.
+ * "facts" (the run's settings as the training side found them, docs/python.md) is an object
+ * of at most GS_RECORD_MAX_FACTS scalar entries: keys 1..48 bytes of [A-Za-z0-9_.-], values
+ * true/false, integers in [-2^53, 2^53], finite numbers, or strings of at most 128 bytes
+ * without control characters; null means absent (left out); arrays and objects are refused;
+ * encoded back it takes at most GS_RECORD_FACTS_BYTES, so a hello always fits a message.
  */
 #ifndef GS_RUN_RECORD_H
 #define GS_RUN_RECORD_H
@@ -37,7 +43,31 @@
 #define GS_RECORD_STR 256
 #define GS_RECORD_MAX_DEVICES 64
 
+#define GS_RECORD_MAX_FACTS 32
+#define GS_RECORD_FACT_KEY 49     /* 48 bytes + NUL */
+#define GS_RECORD_FACT_STR 129    /* 128 bytes + NUL */
+#define GS_RECORD_FACTS_BYTES 3072 /* the encoded "facts" object, at most */
+
 enum gs_record_type { GS_REC_HELLO = 1, GS_REC_STEP, GS_REC_END };
+
+enum gs_fact_type { GS_FACT_BOOL = 1, GS_FACT_INT, GS_FACT_REAL, GS_FACT_STR };
+
+/* One fact: a key and a scalar, in the order the sender wrote them. */
+struct gs_fact {
+    char key[GS_RECORD_FACT_KEY];
+    enum gs_fact_type type;
+    union {
+        int b;     /* GS_FACT_BOOL: 0 / 1 */
+        int64_t i; /* GS_FACT_INT */
+        double d;  /* GS_FACT_REAL */
+        char s[GS_RECORD_FACT_STR];
+    } v;
+};
+
+struct gs_record_facts {
+    uint32_t n;
+    struct gs_fact f[GS_RECORD_MAX_FACTS];
+};
 
 struct gs_record_hello {
     char run[GS_RECORD_STR];        /* "" = unnamed */
@@ -48,6 +78,7 @@ struct gs_record_hello {
     int32_t logging_steps;          /* -1 = absent */
     uint32_t n_devices;
     int32_t devices[GS_RECORD_MAX_DEVICES];
+    struct gs_record_facts facts;   /* n = 0: none sent */
 };
 
 struct gs_record_end {
@@ -73,6 +104,18 @@ int gs_record_parse(const char *buf, size_t len, struct gs_record *out, char *er
 /* Encodes rec as one message into buf (NUL-terminated). Returns the length without the NUL,
  * or -1 if it does not fit. Absent values are left out. */
 int gs_record_encode(const struct gs_record *rec, char *buf, size_t size);
+
+/* Validates a "facts" object (the rules above; errors name "<ctx>facts.<key>") into out.
+ * obj NULL or JSON null: no facts. Used by the parser and by gs_run_open's config. */
+struct json_t;
+int gs_record_facts_parse(const struct json_t *obj, const char *ctx, struct gs_record_facts *out,
+                          char *err, size_t errlen);
+
+/* The facts as a new JSON object (keys in order), NULL on allocation failure. */
+struct json_t *gs_record_facts_json(const struct gs_record_facts *f);
+
+/* The fact named key, or NULL. */
+const struct gs_fact *gs_record_fact_get(const struct gs_record_facts *f, const char *key);
 
 /* True when a and b hold the same record (NaN equals NaN: both absent). */
 bool gs_record_equal(const struct gs_record *a, const struct gs_record *b);

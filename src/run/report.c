@@ -405,7 +405,7 @@ static const char *const report_order[] = {
     "gpu_peak_memory_allocated_gb", "gpu_avg_utilization_percent", "gpu_max_utilization_percent",
     "data_loading_time_ratio", "communication_time_ratio", "gpu_utilization_source",
     "gpu_peak_memory_source", "gpu_busy_estimate_percent", "steps", "ranks", "energy_joules",
-    "throttled_seconds", "phases", "gpus", "allocator", "run", "findings",
+    "throttled_seconds", "phases", "gpus", "allocator", "run", "facts", "findings",
 };
 
 static json_t *ordered(json_t *rep)
@@ -429,7 +429,7 @@ static json_t *ordered(json_t *rep)
 
 json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
 {
-    json_t *rep, *phases, *gpus, *alloc, *findings;
+    json_t *rep, *phases, *gpus, *alloc, *findings, *facts;
     struct step_sums s;
     struct devsum d;
     double busy, peak_alloc;
@@ -472,6 +472,8 @@ json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
     json_object_set_new(rep, "gpus", gpus);
     json_object_set_new(rep, "allocator", alloc);
     json_object_set_new(rep, "run", run_object(a, meta, &s));
+    facts = a->have_hello ? gs_record_facts_json(&a->hello.facts) : json_object();
+    json_object_set_new(rep, "facts", facts ? facts : json_object());
     findings = gs_diag_findings(rep, sysconf(_SC_NPROCESSORS_ONLN));
     json_object_set_new(rep, "findings", findings ? findings : json_array());
     return ordered(rep);
@@ -620,6 +622,31 @@ static void total_line(FILE *out, const char *label, int known, const char *fmt,
     fputc('\n', out);
 }
 
+/* The run's settings (report "facts") on one line: key=value, in the sender's order. */
+static void print_facts(FILE *out, const json_t *facts)
+{
+    const char *key;
+    const json_t *v;
+    int first = 1;
+
+    if (!json_object_size(facts))
+        return;
+    fprintf(out, "  %-28s ", "settings (facts)");
+    json_object_foreach((json_t *)facts, key, v) {
+        fprintf(out, "%s%s=", first ? "" : ", ", key);
+        first = 0;
+        if (json_is_string(v))
+            fputs(json_string_value(v), out);
+        else if (json_is_integer(v))
+            fprintf(out, "%lld", (long long)json_integer_value(v));
+        else if (json_is_real(v))
+            fprintf(out, "%g", json_real_value(v));
+        else
+            fputs(json_is_true(v) ? "true" : json_is_false(v) ? "false" : "null", out);
+    }
+    fputc('\n', out);
+}
+
 static void print_totals(FILE *out, const json_t *rep)
 {
     const json_t *src = json_object_get(rep, "gpu_utilization_source");
@@ -654,6 +681,7 @@ static void print_totals(FILE *out, const json_t *rep)
                fmtnum(b[2], 32, "%.2f", jget(al, "fragmentation_gap_gb")));
     total_line(out, "energy", !isnan(jget(rep, "energy_joules")), "%.0f J",
                jget(rep, "energy_joules"));
+    print_facts(out, json_object_get(rep, "facts"));
 }
 
 static void print_gpus(FILE *out, const json_t *rep, const struct paint *c)

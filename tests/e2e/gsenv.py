@@ -1,10 +1,19 @@
-"""Shared helpers of the end-to-end tests: paths, a free port, an HTTP GET, the sim environment.
+"""Shared helpers of the end-to-end tests: paths, a free port, HTTP GETs, the sim environment,
+starting and stopping the agent, polling for a condition, sending step records to the agent's
+SOCK_SEQPACKET socket, temporary unix users.
 
 Stdlib only. The paths come from the environment meson sets (tap_env), else from this file's place.
 """
 
+import atexit
+import json
 import os
+import shutil
+import signal
 import socket
+import subprocess
+import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -21,9 +30,10 @@ TEST_STEPS_SOCKET = TEST_RUNTIME_DIR + "/steps.sock"
 
 
 def free_port():
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    """A TCP port that was free a moment ago on every IPv4 address (bound on 0.0.0.0, so a
+    test that listens on 0.0.0.0 or 127.0.0.x alike gets a port nobody holds on any of them)."""
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    s.bind(("0.0.0.0", 0))
     port = s.getsockname()[1]
     s.close()
     return port
@@ -53,3 +63,184 @@ def sim_env(scenario, time=None, **extra):
         env["NVML_SIM_TIME"] = str(time)
     env.update(extra)
     return env
+
+
+def get_text(url, data=None, timeout=5, os_error=False):
+    """Returns (status, body text); an HTTP error status is returned, not raised. With os_error,
+    a connection failure is (0, its message) instead of an OSError raised."""
+    try:
+        with urllib.request.urlopen(url, data=data, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError as e:
+        if not os_error:
+            raise
+        return 0, str(e)
+
+
+def get_json(url):
+    """Returns (status, parsed body); a body that is not JSON is {"_body": text}."""
+    code, body = get_text(url)
+    try:
+        return code, json.loads(body)
+    except ValueError:
+        return code, {"_body": body}
+
+
+def wait_until(fn, timeout=10.0, interval=0.1):
+    """Calls fn every interval seconds until it returns a true value or timeout seconds have
+    passed; returns that value, or fn's last (false) value."""
+    end = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v or time.monotonic() > end:
+            return v
+        time.sleep(interval)
+
+
+def stop_proc(p, sig=signal.SIGTERM, timeout=10):
+    """Sends sig to p if it still runs, waits up to timeout seconds, then kills it; returns its
+    exit status."""
+    if p.poll() is None:
+        p.send_signal(sig)
+    try:
+        return p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return p.wait()
+
+
+def stop_agent(p, sig=signal.SIGTERM, timeout=10):
+    """stop_proc, then what is left on p's stderr pipe: (exit status, stderr text; "" without
+    a pipe)."""
+    rc = stop_proc(p, sig, timeout)
+    _, err = p.communicate()
+    if isinstance(err, bytes):
+        err = err.decode()
+    return rc, err or ""
+
+
+def reap(procs):
+    """Kills and waits for every process of procs still running (a test's final cleanup)."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def clean_up(procs, dirs=(), users=None, stop=None):
+    """A test's final cleanup: each process of procs still running stopped with stop(p), else
+    killed (reap); then the TempUsers users removed and the directories dirs deleted."""
+    if stop:
+        for p in procs:
+            if p.poll() is None:
+                stop(p)
+    reap(procs)
+    if users is not None:
+        users.remove()
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def clean_up_at_exit(procs, dirs=(), users=None):
+    """clean_up when the test exits, also on meson's timeout (its SIGTERM exits 1, so atexit
+    still runs)."""
+    atexit.register(clean_up, procs, dirs, users)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+
+
+def wait_healthy(base, p=None, tries=100, interval=0.05, get=None):
+    """Polls base + "/healthz" until it answers 200 (True), p exits or tries run out (False).
+    get(url) -> (status, ...) defaults to get_text."""
+    get = get or get_text
+    for _ in range(tries):
+        try:
+            if get(base + "/healthz")[0] == 200:
+                return True
+        except OSError:
+            pass
+        if p is not None and p.poll() is not None:
+            break
+        time.sleep(interval)
+    return False
+
+
+def start_agent(args, env, procs=None, port=None, tries=100, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, **popen):
+    """Starts `gpuscope agent --listen 127.0.0.1:PORT ARGS` (PORT free unless given), appends
+    it to procs, waits for /healthz (wait_healthy). Returns (process, base URL, answered); the
+    process carries .port."""
+    port = port or free_port()
+    p = subprocess.Popen([BIN, "agent", "--listen", "127.0.0.1:%d" % port] + list(args),
+                         env=env, stdout=stdout, stderr=stderr, **popen)
+    p.port = port
+    if procs is not None:
+        procs.append(p)
+    base = "http://127.0.0.1:%d" % port
+    return p, base, wait_healthy(base, p, tries)
+
+
+def recv_all(s, limit=65536):
+    """What socket s receives until the peer closes, or limit bytes (None: no limit)."""
+    out = b""
+    while limit is None or len(out) < limit:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
+def send_records(path, records, gap_s=0.0):
+    """Connects a SOCK_SEQPACKET socket to path and sends each record of the iterable records
+    as one datagram (a dict as JSON, a str encoded, bytes as they are), sleeping gap_s seconds
+    after each (a generator then makes the next record after the pause); then closes it."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.connect(path)
+        for r in records:
+            if isinstance(r, dict):
+                r = json.dumps(r)
+            s.send(r.encode() if isinstance(r, str) else r)
+            if gap_s:
+                time.sleep(gap_s)
+    finally:
+        s.close()
+
+
+def quiet(*cmd):
+    """The exit status of cmd run with its output discarded."""
+    return subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+
+
+class TempUsers:
+    """Unix users and groups made for a test and removed after it (needs root). The names are
+    given first: ones left over from a killed run are removed at once; add_group / add_user
+    then make them; remove() deletes them all, users first."""
+
+    def __init__(self, users=(), groups=()):
+        self.users = list(users)
+        self.groups = list(groups)
+        self.remove()
+
+    def add_group(self, name):
+        """groupadd name; returns its exit status."""
+        if name not in self.groups:
+            self.groups.append(name)
+        return quiet("groupadd", name)
+
+    def add_user(self, name, *useradd_args):
+        """useradd -M useradd_args name; returns its exit status."""
+        if name not in self.users:
+            self.users.append(name)
+        return quiet("useradd", "-M", *useradd_args, name)
+
+    def remove(self):
+        for u in self.users:
+            quiet("userdel", u)
+        for g in self.groups:
+            quiet("groupdel", g)

@@ -23,7 +23,8 @@ import urllib.request
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import SRC, BUILD, BIN, SIM, free_port, http_get, sim_env  # noqa: E402
+from gsenv import SRC, BUILD, BIN, SIM, clean_up, free_port, http_get, sim_env, \
+    start_agent as gs_start_agent, stop_agent, stop_proc  # noqa: E402
 
 SCENARIO = os.path.join(SRC, "sim", "scenarios", "h100x8-training.json")
 
@@ -40,38 +41,17 @@ get = http_get
 
 
 def start_agent(args, env=None):
-    port = free_port()
     # A data dir of the test's own: the default (/var/lib/gpuscope for root) is not ours.
     data = tempfile.mkdtemp(prefix="gs-agent-test.")
     datadirs.append(data)
-    p = subprocess.Popen([BIN, "agent", "--listen", "127.0.0.1:%d" % port, "--data-dir", data]
-                         + args,
-                         env=env or env_for(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    procs.append(p)
-    base = "http://127.0.0.1:%d" % port
-    for _ in range(100):
-        try:
-            if get(base + "/healthz")[0] == 200:
-                return p, base
-        except OSError:
-            pass
-        if p.poll() is not None:
-            break
-        time.sleep(0.05)
+    p, base, _ = gs_start_agent(["--data-dir", data] + args, env or env_for(), procs)
     return p, base
 
 
 def stop(p, sig=signal.SIGTERM):
-    if p.poll() is None:
-        p.send_signal(sig)
     t0 = time.monotonic()
-    try:
-        rc = p.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        rc = p.wait()
-    out, err = p.communicate()
-    return rc, time.monotonic() - t0, err.decode()
+    rc, err = stop_agent(p, sig, timeout=5)
+    return rc, time.monotonic() - t0, err
 
 
 def samples(text):
@@ -232,22 +212,12 @@ def prometheus_check(want_mem):
             time.sleep(0.2)
         t.eq(got, {k: float(v) for k, v in want_mem.items()},
              "real Prometheus scraped gpuscope_gpu_memory_used_bytes equal to the scenario's")
-        pp.terminate()
-        try:
-            pp.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pp.kill()
-            pp.wait()
+        stop_proc(pp)
     stop(p)
 
 
 try:
     main()
 finally:
-    for pr in procs:
-        if pr.poll() is None:
-            pr.kill()
-            pr.wait()
-    for d in datadirs:
-        shutil.rmtree(d, ignore_errors=True)
+    clean_up(procs, datadirs)
 sys.exit(t.done())

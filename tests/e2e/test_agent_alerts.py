@@ -15,32 +15,20 @@ import json
 import re
 import threading
 import os
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import SRC, BUILD, BIN, SIM, free_port, sim_env  # noqa: E402
+from gsenv import clean_up, free_port, get_text as get, sim_env, start_agent, \
+    stop_agent  # noqa: E402
 
 
 t = Tap()
 procs = []
 tmpdirs = []
-
-
-def get(url):
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def start(scenario, conf_text):
@@ -53,22 +41,8 @@ def start(scenario, conf_text):
     with open(conf, "w") as f:
         f.write(conf_text)
     env = sim_env(scenario, "file:" + clock)
-    port = free_port()
-    p = subprocess.Popen([BIN, "agent", "--config", conf, "--listen", "127.0.0.1:%d" % port,
-                          "--data-dir", os.path.join(tmp, "data"), "--history", "off",
-                          "--interval", "0.2"],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    procs.append(p)
-    base = "http://127.0.0.1:%d" % port
-    for _ in range(100):
-        try:
-            if get(base + "/healthz")[0] == 200:
-                break
-        except OSError:
-            pass
-        if p.poll() is not None:
-            break
-        time.sleep(0.05)
+    p, base, _ = start_agent(["--config", conf, "--data-dir", os.path.join(tmp, "data"),
+                              "--history", "off", "--interval", "0.2"], env, procs)
     return p, base, clock
 
 
@@ -97,15 +71,7 @@ def wait_for(base, rule, gpu, state="firing", timeout=10):
 
 
 def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-    try:
-        rc = p.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        rc = p.wait()
-    _, err = p.communicate()
-    return rc, err.decode()
+    return stop_agent(p, timeout=5)
 
 
 class Receiver(http.server.BaseHTTPRequestHandler):
@@ -264,10 +230,5 @@ def main():
 try:
     main()
 finally:
-    for pr in procs:
-        if pr.poll() is None:
-            pr.kill()
-            pr.wait()
-    for d in tmpdirs:
-        shutil.rmtree(d, ignore_errors=True)
+    clean_up(procs, tmpdirs)
 sys.exit(t.done())

@@ -26,7 +26,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import SRC, BIN, free_port, sim_env  # noqa: E402
+from gsenv import SRC, BIN, free_port, recv_all, sim_env, stop_proc  # noqa: E402
 
 SCENARIO = os.path.join(SRC, "sim", "scenarios", "h100x8-training.json")
 t = Tap()
@@ -106,13 +106,7 @@ class Agent:
             return f.read()
 
     def stop(self):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-        try:
-            rc = self.p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            rc = self.p.wait()
+        rc = stop_proc(self.p)
         self.log.close()
         return rc
 
@@ -168,13 +162,7 @@ def tls_raw(port, ca, data, wait=2.0):
         with socket.create_connection(("127.0.0.1", port), timeout=wait) as raw:
             with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
                 s.sendall(data)
-                out = b""
-                while len(out) < 65536:
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        break
-                    out += chunk
-                return out
+                return recv_all(s)
     except (OSError, ssl.SSLError):
         return b""
 

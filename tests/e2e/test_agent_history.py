@@ -11,10 +11,8 @@ same; a file size limit (RLIMIT_FSIZE, a full disk for one process) makes flushe
 live data goes on, logged once, and writing resumes when it is lifted; a missing data dir is
 made 0750; `--history off` writes nothing; bad durations are refused. Everything the test starts is stopped at the end.
 """
-import json
 import os
 import resource
-import shutil
 import signal
 import sqlite3
 import stat
@@ -22,14 +20,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import SRC, BUILD, BIN, SIM, free_port, sim_env  # noqa: E402
+from gsenv import SRC, BIN, clean_up, free_port, get_json, get_text as get, \
+    sim_env, start_agent as gs_start_agent, stop_agent  # noqa: E402
 
 SCENARIO = os.path.join(SRC, "sim", "scenarios", "h100x8-training.json")
 
@@ -43,22 +40,6 @@ def env_for():
     return sim_env(SCENARIO)
 
 
-def get(url):
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
-def get_json(url):
-    code, body = get(url)
-    try:
-        return code, json.loads(body)
-    except ValueError:
-        return code, {"_body": body}
-
-
 def ignore_sigxfsz():
     # Passing RLIMIT_FSIZE then makes write(2) fail with EFBIG instead of killing the agent:
     # a full disk for one process, no mount needed.
@@ -66,35 +47,13 @@ def ignore_sigxfsz():
 
 
 def start_agent(data_dir, extra=()):
-    port = free_port()
-    p = subprocess.Popen([BIN, "agent", "--listen", "127.0.0.1:%d" % port, "--data-dir",
-                          data_dir, "--flush-interval", "1"] + list(extra),
-                         env=env_for(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         preexec_fn=ignore_sigxfsz)
-    procs.append(p)
-    base = "http://127.0.0.1:%d" % port
-    for _ in range(100):
-        try:
-            if get(base + "/healthz")[0] == 200:
-                return p, base
-        except OSError:
-            pass
-        if p.poll() is not None:
-            break
-        time.sleep(0.05)
+    p, base, _ = gs_start_agent(["--data-dir", data_dir, "--flush-interval", "1"] + list(extra),
+                                env_for(), procs, preexec_fn=ignore_sigxfsz)
     return p, base
 
 
 def stop(p, sig=signal.SIGTERM):
-    if p.poll() is None:
-        p.send_signal(sig)
-    try:
-        rc = p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        rc = p.wait()
-    _, err = p.communicate()
-    return rc, err.decode()
+    return stop_agent(p, sig, timeout=10)
 
 
 def db_check(path):
@@ -334,9 +293,5 @@ def main():
 try:
     main()
 finally:
-    for pr in procs:
-        if pr.poll() is None:
-            pr.kill()
-            pr.wait()
-    shutil.rmtree(tmp, ignore_errors=True)
+    clean_up(procs, [tmp])
 sys.exit(t.done())

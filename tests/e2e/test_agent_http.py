@@ -13,7 +13,6 @@ import json
 import os
 import random
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -24,7 +23,8 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import SRC, BUILD, BIN, SIM, free_port, sim_env  # noqa: E402
+from gsenv import SRC, BIN, recv_all, sim_env, start_agent, stop_proc, \
+    wait_healthy  # noqa: E402
 
 SCENARIO = os.path.join(SRC, "sim", "scenarios", "h100x8-training.json")
 
@@ -57,13 +57,7 @@ def raw(port, data, src, wait=2.0):
             s.shutdown(socket.SHUT_WR)
         except OSError:
             pass
-        out = b""
-        while len(out) < 65536:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            out += chunk
-        return out
+        return recv_all(s)
     except OSError:
         return b""
     finally:
@@ -71,31 +65,16 @@ def raw(port, data, src, wait=2.0):
 
 
 def start(args):
-    port = free_port()
     data = tempfile.mkdtemp(prefix="gs-agent-http.")
-    p = subprocess.Popen([BIN, "agent", "--listen", "127.0.0.1:%d" % port, "--data-dir", data,
-                          "--history", "off"] + args,
-                         env=env_for(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    for _ in range(100):
-        try:
-            if get(port, "/healthz")[0] == 200:
-                break
-        except OSError:
-            pass
-        if p.poll() is not None:
-            break
-        time.sleep(0.05)
-    return p, port, data
+    # Polled from 127.0.0.2 like every request of this test (start_agent's poll: tries=0).
+    p, base, _ = start_agent(["--data-dir", data, "--history", "off"] + args, env_for(),
+                             tries=0, stdout=subprocess.DEVNULL)
+    wait_healthy(base, p, get=lambda _url: get(p.port, "/healthz"))
+    return p, p.port, data
 
 
 def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-    try:
-        return p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        return p.wait()
+    return stop_proc(p)
 
 
 def series(text, name):

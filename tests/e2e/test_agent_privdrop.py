@@ -12,7 +12,6 @@ a data dir that is a link to another uid's directory, a link owned by another ui
 at DATA_DIR/history.db (its target untouched), an unknown user (FILE:LINE), and `user` set
 while not root.
 """
-import atexit
 import os
 import re
 import shutil
@@ -21,12 +20,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import BIN, SIM, SCENARIOS, free_port, sim_env  # noqa: E402
+from gsenv import BIN, SIM, SCENARIOS, TempUsers, clean_up_at_exit, free_port, \
+    quiet, recv_all, send_records, sim_env, wait_until as until  # noqa: E402
 
 t = Tap()
 if os.geteuid() != 0:
@@ -44,28 +43,11 @@ tmp = tempfile.mkdtemp(prefix="gs-privdrop.")
 os.chmod(tmp, 0o755)  # U must reach what is below it
 
 
-def quiet(*cmd):
-    return subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+users = TempUsers([USER])  # left over from a killed run: removed now
+clean_up_at_exit(procs, [tmp], users)  # also on meson's timeout
 
-
-def cleanup():
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-    quiet("userdel", USER)
-    shutil.rmtree(tmp, ignore_errors=True)
-
-
-atexit.register(cleanup)
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # meson's timeout: atexit still runs
-
-quiet("userdel", USER)
 groups = ["-G", "video"] if quiet("getent", "group", "video") == 0 else []
-if quiet("useradd", "-M", "-s", "/usr/sbin/nologin", *groups, USER) != 0:
+if users.add_user(USER, "-s", "/usr/sbin/nologin", *groups) != 0:
     t.skip("the agent drops root for `user`", "useradd failed")
     sys.exit(t.done())
 ids = subprocess.check_output(["id", USER]).decode()
@@ -129,16 +111,6 @@ def run_fail(args, log, timeout=15):
         return rc, f.read()
 
 
-def until(fn, timeout=10):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.1)
-    return fn()
-
-
 def http(port=None, unix=None, path="/metrics"):
     try:
         if unix:
@@ -148,12 +120,7 @@ def http(port=None, unix=None, path="/metrics"):
         else:
             s = socket.create_connection(("127.0.0.1", port), timeout=5)
         s.sendall(("GET %s HTTP/1.0\r\nHost: x\r\n\r\n" % path).encode())
-        data = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            data += b
+        data = recv_all(s, None)
         s.close()
         head, _, body = data.decode(errors="replace").partition("\r\n\r\n")
         m = re.match(r"HTTP/1\.[01] (\d+)", head)
@@ -210,9 +177,7 @@ t.ok(code == 200 and "gpuscope_up 1" in body, "/metrics on the unix socket",
      detail="%s %s" % (code, body[:200]))
 steps = os.path.join(RUN, "steps.sock")
 try:
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    s.connect(steps)
-    s.close()
+    send_records(steps, [])  # connect, close
     ok = True
 except OSError as e:
     ok = e

@@ -13,19 +13,17 @@ the reason. Everything the test starts is stopped at the end.
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import SRC, BUILD, BIN, SIM, free_port  # noqa: E402
+from gsenv import SRC, SIM, clean_up, free_port, get_text, start_agent, stop_proc, \
+    wait_until  # noqa: E402
 
 SCENARIO = os.path.join(SRC, "sim", "scenarios", "h100x8-training.json")
 FIELDS = ["utilization_gpu", "memory_used", "power_draw", "temperature_gpu"]
@@ -36,23 +34,11 @@ tmp = tempfile.mkdtemp(prefix="gs-agent-push.")
 
 
 def get(url, data=None, timeout=5):
-    try:
-        with urllib.request.urlopen(url, data=data, timeout=timeout) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-    except OSError as e:
-        return 0, str(e)
+    return get_text(url, data, timeout, os_error=True)
 
 
 def wait_for(fn, timeout):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.1)
-    return None
+    return wait_until(fn, timeout)
 
 
 def spawn(argv, log):
@@ -63,13 +49,7 @@ def spawn(argv, log):
 
 
 def stop(p):
-    if p.poll() is None:
-        p.terminate()
-    try:
-        return p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        return p.wait()
+    return stop_proc(p)
 
 
 def tail(log, n=1500):
@@ -121,15 +101,12 @@ bind-address = "127.0.0.1:{free_port()}"
 
 
 def agent_start(extra):
-    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("NVML_SIM")}
     env.update(GPUSCOPE_NVML_LIBRARY=SIM, NVML_SIM_SCENARIO=SCENARIO, TZ="UTC")
     f = open(os.path.join(tmp, "agent.log"), "wb")
-    p = subprocess.Popen([BIN, "agent", "--listen", "127.0.0.1:%d" % port, "--data-dir",
-                          os.path.join(tmp, "data"), "--history", "off", "--push-interval", "1"]
-                         + extra, env=env, stdout=f, stderr=subprocess.STDOUT)
-    procs.append(p)
-    base = "http://127.0.0.1:%d" % port
+    p, base, _ = start_agent(["--data-dir", os.path.join(tmp, "data"), "--history", "off",
+                              "--push-interval", "1"] + extra, env, procs, tries=0,
+                             stdout=f, stderr=subprocess.STDOUT)
     wait_for(lambda: p.poll() is not None or get(base + "/healthz")[0] == 200, 10)
     return p, base
 
@@ -290,8 +267,5 @@ def main():
 try:
     main()
 finally:
-    for p in procs:
-        if p.poll() is None:
-            stop(p)
-    shutil.rmtree(tmp, ignore_errors=True)
+    clean_up(procs, [tmp], stop=stop)
 sys.exit(t.done())

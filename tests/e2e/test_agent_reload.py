@@ -13,20 +13,18 @@ nowhere: without push the agent runs; with a push sink it refuses to start namin
 import http.server
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import BIN, free_port, sim_env  # noqa: E402
+from gsenv import BIN, clean_up, free_port, get_text, sim_env, stop_proc as stop, \
+    wait_until as until  # noqa: E402
 
 t = Tap()
 procs = []
@@ -62,23 +60,7 @@ class Receiver(http.server.BaseHTTPRequestHandler):
 
 
 def get(url):
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-    except OSError as e:
-        return 0, str(e)
-
-
-def until(fn, timeout=10):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.1)
-    return None
+    return get_text(url, os_error=True)
 
 
 def write(path, text):
@@ -109,16 +91,6 @@ def post_for(rule, resolved):
     hit = [a for a in Receiver.posts if a.get("labels", {}).get("alertname") == rule
            and ("endsAt" in a) == resolved]
     return hit[0] if hit else None
-
-
-def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-    try:
-        return p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        return p.wait()
 
 
 def reload_run(srv_port):
@@ -228,9 +200,5 @@ def main():
 try:
     main()
 finally:
-    for pr in procs:
-        if pr.poll() is None:
-            pr.kill()
-            pr.wait()
-    shutil.rmtree(tmp, ignore_errors=True)
+    clean_up(procs, [tmp])
 sys.exit(t.done())

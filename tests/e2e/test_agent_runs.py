@@ -27,13 +27,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import BIN, free_port, sim_env  # noqa: E402
+from gsenv import get_json, get_text as get, reap, sim_env, \
+    start_agent as gs_start_agent, wait_until  # noqa: E402
 
 t = Tap()
 procs = []
@@ -130,49 +129,18 @@ class Sender:
         self.p.wait(timeout=5)
 
 
-def get(url):
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
-def get_json(url):
-    code, body = get(url)
-    try:
-        return code, json.loads(body)
-    except ValueError:
-        return code, {"_body": body}
-
-
 def start_agent(train_pid, extra=()):
-    port = free_port()
-    log = open(os.path.join(tmp, "agent-%d.log" % port), "w+")
+    log = open(os.path.join(tmp, "agent-%d.log" % len(procs)), "w+")
     env = sim_env(os.path.join(tmp, "scenario.json"), SIM_TRAIN_PID=str(train_pid))
-    p = subprocess.Popen([BIN, "agent", "--listen", "127.0.0.1:%d" % port, "--data-dir", DATA,
-                          "--flush-interval", "1", "--interval", "0.25", "--socket", SOCK] +
-                         list(extra), env=env, stdout=log, stderr=subprocess.STDOUT)
-    procs.append(p)
+    p, base, _ = gs_start_agent(["--data-dir", DATA, "--flush-interval", "1", "--interval",
+                                 "0.25", "--socket", SOCK] + list(extra), env, procs,
+                                stdout=log, stderr=subprocess.STDOUT)
     p.log = log
-    base = "http://127.0.0.1:%d" % port
-    for _ in range(100):
-        try:
-            if get(base + "/healthz")[0] == 200:
-                return p, base
-        except OSError:
-            pass
-        time.sleep(0.05)
     return p, base
 
 
 def wait_for(fn, timeout=8.0):
-    end = time.time() + timeout
-    while True:
-        v = fn()
-        if v or time.time() > end:
-            return v
-        time.sleep(0.1)
+    return wait_until(fn, timeout)
 
 
 def runs(base):
@@ -466,10 +434,7 @@ try:
     agent.send_signal(signal.SIGTERM)
     agent.wait(timeout=10)
 finally:
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    reap(procs)
     for p in procs:
         if getattr(p, "log", None) and t.failed:
             p.log.seek(0)

@@ -18,7 +18,7 @@ import urllib.request
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import SRC, BUILD, BIN, free_port  # noqa: E402
+from gsenv import SRC, BUILD, BIN, clean_up, free_port, stop_proc  # noqa: E402
 
 
 t = Tap()
@@ -48,13 +48,7 @@ def start(args):
 
 
 def stop(p):
-    p.send_signal(signal.SIGINT)
-    try:
-        rc = p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        rc = p.wait()
-    return rc
+    return stop_proc(p, signal.SIGINT)
 
 
 try:
@@ -106,9 +100,5 @@ try:
     r = subprocess.run([BIN, "demo", "--help"], capture_output=True, text=True, timeout=30)
     t.ok(r.returncode == 0 and "--scenario NAME|PATH" in r.stdout, "--help", detail=r.stdout)
 finally:
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    shutil.rmtree(tmp, ignore_errors=True)
+    clean_up(procs, [tmp])
 sys.exit(t.done())

@@ -26,7 +26,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import BIN, SIM  # noqa: E402
+from gsenv import BIN, SIM, send_records  # noqa: E402
 
 PY = "/usr/bin/python3"
 MIB = 1048576
@@ -379,13 +379,9 @@ pr = subprocess.Popen([BIN, "run", "--no-auto", "--out", out, "--", PY, CHILD_PA
                       env=env(TEST_MARKER_DIR=mk, CHILD_HOLD="0.2"), stdout=subprocess.PIPE,
                       stderr=subprocess.PIPE, text=True)
 wait_file(os.path.join(mk, "ready"))
-import socket  # noqa: E402
 sockpath = json.load(open(os.path.join(mk, "env.json")))["GPUSCOPE_RUN_SOCKET"]
-o = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-o.connect(sockpath)
-o.send(json.dumps({"v": 1, "type": "step", "step": 999, "t0": 1.0, "t1": 1.5, "pid": 1,
-                   "ms": {"total_step": 500.0}}).encode())
-o.close()
+send_records(sockpath, [{"v": 1, "type": "step", "step": 999, "t0": 1.0, "t1": 1.5, "pid": 1,
+                         "ms": {"total_step": 500.0}}])
 time.sleep(0.2)
 open(os.path.join(mk, "other-done"), "w").close()
 pr.communicate(timeout=30)

@@ -19,7 +19,6 @@ The agent runs as root with an HTTP unix socket. Checked, with process_visibilit
 The users, the group and every process are removed at the end, also on failure. Not root:
 one TAP skip line.
 """
-import atexit
 import json
 import os
 import signal
@@ -27,12 +26,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import BIN, free_port, http_get, sim_env  # noqa: E402
+from gsenv import BIN, TempUsers, clean_up_at_exit, free_port, http_get, sim_env, \
+    wait_until  # noqa: E402
 
 t = Tap()
 USERS = ("gsvis_a", "gsvis_b")
@@ -54,33 +53,12 @@ SOCK = os.path.join(tmp, "run", "agent.sock")
 CONF = os.path.join(tmp, "agent.conf")
 
 
-def quiet(*cmd):
-    return subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+users = TempUsers(USERS, [GROUP])  # left over from a killed run: removed now
+clean_up_at_exit(procs, [tmp], users)  # also on meson's timeout
 
-
-def cleanup():
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-    for u in USERS:
-        quiet("userdel", u)
-    quiet("groupdel", GROUP)
-    shutil.rmtree(tmp, ignore_errors=True)
-
-
-atexit.register(cleanup)
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # meson's timeout: atexit still runs
-
-for u in USERS:  # left over from a killed run
-    quiet("userdel", u)
-quiet("groupdel", GROUP)
-rc = quiet("groupadd", GROUP)
-rc |= quiet("useradd", "-M", "-N", "-s", "/bin/sh", USERS[0])
-rc |= quiet("useradd", "-M", "-N", "-s", "/bin/sh", "-G", GROUP, USERS[1])
+rc = users.add_group(GROUP)
+rc |= users.add_user(USERS[0], "-N", "-s", "/bin/sh")
+rc |= users.add_user(USERS[1], "-N", "-s", "/bin/sh", "-G", GROUP)
 if rc != 0:
     t.skip("two real unix users see what the policy lets them", "useradd/groupadd failed")
     sys.exit(t.done())
@@ -149,12 +127,7 @@ def curl_json(path, user=None, tcp=None):
 
 
 def wait_for(fn, timeout=8.0):
-    end = time.time() + timeout
-    while True:
-        v = fn()
-        if v or time.time() > end:
-            return v
-        time.sleep(0.1)
+    return wait_until(fn, timeout)
 
 
 write_conf()

@@ -18,8 +18,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,7 +27,8 @@ import urllib.request
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import SRC, BIN, free_port, http_get, sim_env  # noqa: E402
+from gsenv import SRC, clean_up, free_port, http_get, send_records, sim_env, \
+    start_agent, stop_proc  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHROMIUM = os.environ.get("GS_CHROMIUM", "/usr/bin/chromium")
@@ -46,50 +45,31 @@ def start(name, scenario, conf_text, port, extra_env=None, args=()):
     with open(conf, "w") as f:
         f.write(conf_text)
     env = sim_env(scenario, **(extra_env or {}))
-    p = subprocess.Popen([BIN, "agent", "--config", conf, "--listen", "127.0.0.1:%d" % port,
-                          "--data-dir", os.path.join(tmp, name + "-data")] + list(args),
-                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    procs.append(p)
-    base = "http://127.0.0.1:%d" % port
-    for _ in range(200):
-        try:
-            if http_get(base + "/healthz")[0] == 200:
-                return p, base
-        except OSError:
-            pass
-        if p.poll() is not None:
-            break
-        time.sleep(0.05)
-    return p, None
+    p, base, up = start_agent(["--config", conf, "--data-dir", os.path.join(tmp, name + "-data")]
+                              + list(args), env, procs, port=port, tries=200,
+                              stdout=subprocess.DEVNULL)
+    return p, (base if up else None)
 
 
 def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-    try:
-        return p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        return p.wait()
+    return stop_proc(p)
 
 
 def send_run(path, name, n_steps=10):
     """A finished run on the agent's step-record socket: hello, steps, end (src/run/record.h)."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    s.connect(path)
-    s.send(json.dumps({"v": 1, "type": "hello", "run": name, "pid": os.getpid(), "rank": 0,
-                       "world_size": 1, "framework": "torch", "devices": [0]}).encode())
     ms = {"data": 50.0, "forward": 80.0, "backward": 40.0, "optimizer_step": 10.0,
           "total_step": 150.0}
-    for n in range(1, n_steps + 1):
-        now = time.time()
-        s.send(json.dumps({"v": 1, "type": "step", "step": n, "t0": now - 0.15, "t1": now,
-                           "rank": 0, "device": 0, "samples": 8, "cuda_events": True,
-                           "ms": ms}).encode())
-        time.sleep(0.05)
-    s.send(json.dumps({"v": 1, "type": "end", "train_runtime": 2.0, "train_samples": 80,
-                       "train_steps": n_steps}).encode())
-    s.close()
+
+    def records():
+        yield {"v": 1, "type": "hello", "run": name, "pid": os.getpid(), "rank": 0,
+               "world_size": 1, "framework": "torch", "devices": [0]}
+        for n in range(1, n_steps + 1):
+            now = time.time()
+            yield {"v": 1, "type": "step", "step": n, "t0": now - 0.15, "t1": now, "rank": 0,
+                   "device": 0, "samples": 8, "cuda_events": True, "ms": ms}
+        yield {"v": 1, "type": "end", "train_runtime": 2.0, "train_samples": 80,
+               "train_steps": n_steps}
+    send_records(path, records(), gap_s=0.05)
 
 
 def wait_run_ended(base, name, timeout=10.0):
@@ -228,8 +208,5 @@ try:
             time.sleep(4)  # several flushed seconds of history before the page asks for it
             browser(main_port, th_base, main_base, nd_base)
 finally:
-    for p in procs:
-        if p.poll() is None:
-            stop(p)
-    shutil.rmtree(tmp, ignore_errors=True)
+    clean_up(procs, [tmp], stop=stop)
 sys.exit(t.done())

@@ -4,6 +4,7 @@ a subprocess environment with the package on PYTHONPATH.
 PYTHONPATH=<build>/python is set by tests/python/meson.build; the paths below also work
 when a test is run by hand from the source tree with GPUSCOPE_BUILD_ROOT set.
 """
+import importlib.util
 import os
 import sys
 import time
@@ -14,7 +15,9 @@ from tap import Tap  # noqa: E402,F401
 from gsenv import BUILD, SIM, SRC  # noqa: E402,F401
 
 PYROOT = os.path.join(BUILD, "python")
-if PYROOT not in sys.path:
+# A package already on the path (PYTHONPATH from meson, or from `gpuscope run` in a child whose
+# environment has no GPUSCOPE_BUILD_ROOT) is the one under test: never shadow it with ./build's.
+if PYROOT not in sys.path and importlib.util.find_spec("gpuscope") is None:
     sys.path.insert(0, PYROOT)
 FAKE_HF = os.path.join(HERE, "fake_hf")
 PYTHON = "/usr/bin/python3"

@@ -158,6 +158,11 @@ with tempfile.TemporaryDirectory() as out:
     t.ok("data_loading" in finding_ids(rep), "slow loader: the data_loading finding",
          detail=finding_ids(rep))
     check_lines(lines, n, "slow loader")
+    # explicit API, no loader seen: only the process's facts, and the generic advice
+    fx = rep.get("facts", {})
+    t.ok(fx.get("cpu_count") == len(os.sched_getaffinity(0)) and
+         fx.get("torch_version") == torch.__version__ and "loader_num_workers" not in fx,
+         "explicit API: process facts only (cpu_count, torch_version)", detail=fx)
 
 # ---- 2. explicit API with a "data" phase, fast loader ----
 with tempfile.TemporaryDirectory() as out:
@@ -233,6 +238,14 @@ for mode in ("gap", "hook"):
              f"{want_data:.2f} ms)")
         t.ok(rep["data_loading_time_ratio"] > 0.15 and "data_loading" in finding_ids(rep),
              f"{w}: slow loader found ({rep['data_loading_time_ratio']:.3f})")
+        fx = rep.get("facts", {})
+        t.eq([fx.get(k) for k in ("loader_num_workers", "loader_batch_size", "loader_pin_memory",
+                                  "param_dtype", "param_count", "cpu_count")],
+             [0, bs, False, "float32", sum(p.numel() for p in model.parameters()),
+              len(os.sched_getaffinity(0))], f"{w}: report facts from the loader and model")
+        adv = [a for f in rep["findings"] if f["id"] == "data_loading" for a in f["advice"]]
+        t.ok(any("dataloader_num_workers is 0 (DataLoader(num_workers=0))" in a for a in adv),
+             f"{w}: data_loading advice names num_workers=0", detail=adv)
         t.ok(near(rep["train_samples_per_second"] * rep["train_runtime"], n * bs, 0.001),
              f"{w}: samples counted from the batches (samples/s x runtime)",
              detail=rep["train_samples_per_second"])

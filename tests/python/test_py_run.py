@@ -9,6 +9,7 @@ loader. Then the same script under --no-auto gives device figures only.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -117,6 +118,15 @@ with tempfile.TemporaryDirectory() as tmp:
     t.eq((rep.get("run") or {}).get("exit_code"), 3, "report: run.exit_code")
     t.ok("data_loading" in p.stderr and "dataloader_num_workers" in p.stderr,
          "exit summary on stderr names the finding and the option", detail=p.stderr[-1500:])
+    fx = rep.get("facts") or {}
+    t.eq([fx.get("loader_num_workers"), fx.get("loader_batch_size"),
+          fx.get("per_device_train_batch_size")], [0, 8, 8],
+         "report: the child's settings (facts) came over the socket in the hello")
+    t.ok(re.search(r"^  settings \(facts\) +loader_num_workers=0, .*cpu_count=\d+$", p.stderr,
+                   re.M) is not None, "exit summary: the run's settings on one line",
+         detail=p.stderr[-1500:])
+    t.ok("dataloader_num_workers is 0 (DataLoader(num_workers=0))" in p.stderr,
+         "exit summary: the advice names the current num_workers", detail=p.stderr[-1500:])
     with open(os.path.join(out, "steps.jsonl")) as f:
         lines = [json.loads(x) for x in f if x.strip()]
     steps = [x for x in lines if x.get("type") == "step"]

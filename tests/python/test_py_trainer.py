@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import types
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -31,7 +32,7 @@ t.ok(issubclass(gpuscope.GpuScopeCallback, transformers.TrainerCallback),
      "GpuScopeCallback is a transformers.TrainerCallback when transformers imports")
 
 
-def train(ds, out, ga=2, bs=4, epochs=2, rank=0, hidden=64, **cb_kw):
+def train(ds, out, ga=2, bs=4, epochs=2, rank=0, hidden=64, model=None, **cb_kw):
     torch.manual_seed(0)
     args = TrainingArguments(output_dir=out, per_device_train_batch_size=bs,
                              gradient_accumulation_steps=ga, num_train_epochs=epochs,
@@ -40,7 +41,7 @@ def train(ds, out, ga=2, bs=4, epochs=2, rank=0, hidden=64, **cb_kw):
                                      else None)
     lines = []
     cb = gpuscope.GpuScopeCallback(log=lines.append, nvml="off", **cb_kw)
-    tr = Trainer(model=Net(d_hidden=hidden), args=args, callbacks=[cb], dataloader=dl)
+    tr = Trainer(model=model or Net(d_hidden=hidden), args=args, callbacks=[cb], dataloader=dl)
     if rank:
         tr.state.is_world_process_zero = False
     metrics = tr.train()
@@ -53,7 +54,11 @@ def ids(rep):
 
 # ---- slow loader, gradient accumulation 2 ----
 with tempfile.TemporaryDirectory() as out:
-    tr, cb, metrics, lines = train(SlowDataset(80, sleep_s=0.003, dict_items=True), out)
+    torch.manual_seed(0)
+    net = Net(d_hidden=64)
+    net.config = types.SimpleNamespace(_attn_implementation="sdpa")  # as an HF model has
+    tr, cb, metrics, lines = train(SlowDataset(80, sleep_s=0.003, dict_items=True), out,
+                                   model=net)
     steps = tr.state.global_step
     path = os.path.join(out, "metrics_report.json")
     t.ok(os.path.exists(path), "report written to args.output_dir/metrics_report.json")
@@ -93,6 +98,49 @@ with tempfile.TemporaryDirectory() as out:
          [s for s in range(1, steps + 1) if s % 5 == 0], "lines carry state.global_step")
     t.ok(cb.report is not None and cb.report.get("steps") == steps,
          "callback.report holds the report")
+    # the run's settings, as the training side found them, and the advice naming them
+    fx = rep.get("facts", {})
+    want = {"loader_num_workers": 0, "loader_pin_memory": False, "loader_batch_size": 4,
+            "dataloader_num_workers": 0, "dataloader_pin_memory": True,
+            "per_device_train_batch_size": 4, "gradient_accumulation_steps": 2,
+            "gradient_checkpointing": False, "bf16": False, "fp16": False,
+            "attn_implementation": "sdpa", "param_dtype": "float32",
+            "param_count": sum(p.numel() for p in net.parameters()),
+            "torch_version": torch.__version__, "cpu_count": len(os.sched_getaffinity(0))}
+    t.eq({k: fx.get(k) for k in want}, want, "report facts: loader, TrainingArguments, model "
+         "and process settings")
+    t.ok("ddp_find_unused_parameters" not in fx and "cuda_device_name" not in fx
+         and "loader_prefetch_factor" not in fx, "unknown settings stay absent from the facts",
+         detail=fx)
+    adv = [a for f in rep["findings"] if f["id"] == "data_loading" for a in f["advice"]]
+    t.ok(any("dataloader_num_workers is 0 (DataLoader(num_workers=0))" in a for a in adv),
+         "data_loading advice names the current num_workers=0", detail=adv)
+    t.ok(any(a.startswith("pin_memory is False") for a in adv),
+         "data_loading advice says pin_memory is False (the loader's, not the argument's)",
+         detail=adv)
+    att = [f for f in rep["findings"] if f["id"] == "attention_implementation"]
+    t.ok(rep.get("gpu_avg_utilization_percent", 100) >= 70 or
+         (att and "flash_attention_2" in " ".join(att[0]["advice"])),
+         "sdpa attention with low utilization: the attention_implementation finding",
+         detail=[f["id"] for f in rep["findings"]])
+
+# ---- facts never fail the training on an odd object ----
+class _Odd:
+    def __getattr__(self, name):
+        raise RuntimeError("odd " + name)
+
+    def parameters(self):
+        raise RuntimeError("no parameters")
+
+
+from gpuscope import _facts  # noqa: E402
+odd = _Odd()
+t.eq([_facts.from_args(odd), _facts.from_loader(odd), _facts.from_model(odd)], [{}, {}, {}],
+     "facts readers leave out what raises")
+t.eq(_facts.clean({"ok": 1, "bad key": 2, "nested": {"a": 1}, "s": "x" * 200 + "\x07",
+                   "nan": float("nan"), "big": 1 << 60}),
+     {"ok": 1, "s": "x" * 128}, "facts cleaned to the wire rules (keys, scalars, 128 bytes)")
+t.eq(len(_facts.clean({"k%d" % i: i for i in range(40)})), 32, "at most 32 facts")
 
 # ---- fast loader ----
 with tempfile.TemporaryDirectory() as out:

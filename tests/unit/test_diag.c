@@ -103,7 +103,7 @@ static void data_loading(void **state)
     assert_string_equal(severity(f), "warning");
     assert_true(ev(f, "data_loading_time_ratio") == 0.151);
     assert_true(ev(f, "from") == 10.0 && ev(f, "to") == 110.0);
-    assert_true(advice_has(f, "dataloader_num_workers to about 8 (half of 16 cores"));
+    assert_true(advice_has(f, "raise dataloader_num_workers to about 8 of 16 cores"));
     assert_true(advice_has(f, "prefetch_factor"));
     assert_true(advice_has(f, "2-4"));
     assert_true(advice_has(f, "pin_memory=True"));
@@ -298,6 +298,206 @@ static void healthy(void **state)
     json_decref(r);
 }
 
+/* Sets r's "facts" (replacing them) from a json_pack format. */
+static void facts(json_t *r, json_t *fx)
+{
+    assert_non_null(fx);
+    json_object_set_new(r, "facts", fx);
+}
+
+static const char *ev_str(const json_t *f, const char *key)
+{
+    return json_string_value(json_object_get(json_object_get(f, "evidence"), key));
+}
+
+static void data_loading_names_settings(void **state)
+{
+    json_t *r = base(), *all = NULL, *f;
+    (void)state;
+
+    set(r, "data_loading_time_ratio", 0.5);
+    /* the loader's own num_workers wins over the Trainer argument; pin_memory False said */
+    facts(r, json_pack("{s:i, s:i, s:b, s:i}", "dataloader_num_workers", 4,
+                       "loader_num_workers", 0, "loader_pin_memory", 0, "cpu_count", 16));
+    f = find(r, 0, "data_loading", &all);
+    assert_non_null(f);
+    assert_true(advice_has(f, "dataloader_num_workers is 0 (DataLoader(num_workers=0)): raise "
+                              "dataloader_num_workers to about 8 of 16 cores"));
+    assert_true(advice_has(f, "pin_memory is False"));
+    assert_true(ev(f, "num_workers") == 0 && ev(f, "cpu_cores") == 16);
+    /* facts.cpu_count beats the caller's ncpu */
+    f = find(r, 64, "data_loading", &all);
+    assert_true(advice_has(f, "about 8 of 16 cores"));
+    /* pin_memory True: not advised */
+    facts(r, json_pack("{s:i, s:b, s:i, s:i}", "loader_num_workers", 2, "loader_pin_memory", 1,
+                       "loader_prefetch_factor", 1, "cpu_count", 16));
+    f = find(r, 0, "data_loading", &all);
+    assert_true(advice_has(f, "dataloader_num_workers is 2 (DataLoader(num_workers=2))"));
+    assert_false(advice_has(f, "pin_memory"));
+    assert_true(advice_has(f, "prefetch_factor is 1: set dataloader_prefetch_factor"));
+    /* prefetch inside 2-4: shown, not advised; workers already half the cores */
+    facts(r, json_pack("{s:i, s:i, s:i}", "loader_num_workers", 8, "loader_prefetch_factor", 4,
+                       "cpu_count", 16));
+    f = find(r, 0, "data_loading", &all);
+    assert_true(advice_has(f, "prefetch_factor is 4, already in the 2-4 range"));
+    assert_true(advice_has(f, "already half or more of 16 cores"));
+    assert_false(advice_has(f, "raise dataloader_num_workers"));
+    assert_true(advice_has(f, "pin_memory=True")); /* unknown: the generic advice */
+    /* workers one below half: still raise */
+    facts(r, json_pack("{s:i, s:i}", "loader_num_workers", 7, "cpu_count", 16));
+    f = find(r, 0, "data_loading", &all);
+    assert_true(advice_has(f, "raise dataloader_num_workers to about 8 of 16 cores"));
+    /* few cores: no "about 1" */
+    facts(r, json_pack("{s:i, s:i}", "loader_num_workers", 0, "cpu_count", 2));
+    f = find(r, 0, "data_loading", &all);
+    assert_true(advice_has(f, "only 2 CPU core(s)"));
+    assert_false(advice_has(f, "about 1"));
+    assert_false(advice_has(f, "raise dataloader_num_workers to"));
+    assert_true(advice_has(f, "too few to raise dataloader_num_workers: pre-process"));
+    /* no workers: prefetch_factor does not apply, whatever the loader reports */
+    facts(r, json_pack("{s:i, s:i, s:i}", "loader_num_workers", 0, "loader_prefetch_factor", 2,
+                       "cpu_count", 16));
+    f = find(r, 0, "data_loading", &all);
+    assert_false(advice_has(f, "prefetch_factor is 2"));
+    assert_true(advice_has(f, "it needs num_workers > 0"));
+    facts(r, json_pack("{s:i, s:i}", "loader_num_workers", 0, "cpu_count", 3));
+    f = find(r, 0, "data_loading", &all);
+    assert_false(advice_has(f, "CPU core(s)"));
+    assert_true(advice_has(f, "about 1 of 3 cores"));
+    json_decref(all);
+    json_decref(r);
+}
+
+static void communication_names_settings(void **state)
+{
+    json_t *r = base(), *all = NULL, *f;
+    (void)state;
+
+    set(r, "communication_time_ratio", 0.2);
+    facts(r, json_pack("{s:b, s:s}", "ddp_find_unused_parameters", 0, "nccl_version", "2.21.5"));
+    f = find(r, 8, "communication", &all);
+    assert_non_null(f);
+    assert_false(advice_has(f, "ddp_find_unused_parameters"));
+    assert_false(advice_has(f, "NCCL_IB_DISABLE"));
+    assert_false(advice_has(f, "NCCL_P2P_DISABLE"));
+    assert_true(advice_has(f, "(this run: 2.21.5)"));
+    facts(r, json_pack("{s:b, s:s, s:s}", "ddp_find_unused_parameters", 1, "NCCL_IB_DISABLE", "1",
+                       "NCCL_P2P_DISABLE", "1"));
+    f = find(r, 8, "communication", &all);
+    assert_true(advice_has(f, "ddp_find_unused_parameters is True: set "
+                              "ddp_find_unused_parameters False"));
+    assert_true(advice_has(f, "NCCL_IB_DISABLE=1 is set"));
+    assert_true(advice_has(f, "NCCL_P2P_DISABLE=1 is set"));
+    facts(r, json_pack("{s:s}", "torch_version", "2.5.1"));
+    f = find(r, 8, "communication", &all);
+    assert_true(advice_has(f, "ddp_find_unused_parameters is unknown"));
+    json_decref(all);
+    json_decref(r);
+}
+
+static void attention_implementation(void **state)
+{
+    json_t *r = base(), *all = NULL, *f;
+    (void)state;
+
+    /* base: 60 % utilization, below 70 */
+    facts(r, json_pack("{s:s, s:s}", "attn_implementation", "sdpa", "cuda_device_name",
+                       "NVIDIA A100-SXM4-80GB"));
+    f = find(r, 8, "attention_implementation", &all);
+    assert_non_null(f);
+    assert_string_equal(ev_str(f, "attn_implementation"), "sdpa");
+    assert_true(advice_has(f, "attn_implementation is \"sdpa\""));
+    assert_true(advice_has(f, "attn_implementation=\"flash_attention_2\""));
+    assert_true(advice_has(f, "--attn_impl flash_attn"));
+    assert_true(advice_has(f, "--flash_attn True"));
+    set(r, "gpu_avg_utilization_percent", 70.0);
+    assert_null(find(r, 8, "attention_implementation", &all));
+    set(r, "gpu_avg_utilization_percent", 69.9);
+    assert_non_null(find(r, 8, "attention_implementation", &all));
+    /* already flash: silent, and low_utilization stops advising it */
+    facts(r, json_pack("{s:s, s:s}", "attn_implementation", "flash_attention_2",
+                       "cuda_device_name", "NVIDIA H100 80GB HBM3"));
+    assert_null(find(r, 8, "attention_implementation", &all));
+    set(r, "gpu_avg_utilization_percent", 20.0);
+    f = find(r, 8, "low_utilization", &all);
+    assert_non_null(f);
+    assert_false(advice_has(f, "FlashAttention-2"));
+    /* an older GPU: silent; an unknown one: advised with the caveat */
+    facts(r, json_pack("{s:s, s:s}", "attn_implementation", "eager", "cuda_device_name",
+                       "Tesla V100-SXM2-32GB"));
+    assert_null(find(r, 8, "attention_implementation", &all));
+    facts(r, json_pack("{s:s}", "attn_implementation", "eager"));
+    f = find(r, 8, "attention_implementation", &all);
+    assert_non_null(f);
+    assert_true(advice_has(f, "needs an Ampere or newer GPU"));
+    /* the GPU name from the report's gpus when the facts lack it */
+    json_array_append_new(json_object_get(r, "gpus"),
+                          json_pack("{s:i, s:s}", "index", 0, "name", "NVIDIA L40S"));
+    f = find(r, 8, "attention_implementation", &all);
+    assert_string_equal(ev_str(f, "gpu_name"), "NVIDIA L40S");
+    assert_false(advice_has(f, "needs an Ampere"));
+    /* attention unknown: silent */
+    facts(r, json_pack("{s:s}", "cuda_device_name", "NVIDIA A100"));
+    assert_null(find(r, 8, "attention_implementation", &all));
+    json_decref(all);
+    json_decref(r);
+}
+
+static void attention_when_memory_full(void **state)
+{
+    json_t *r = base(), *all = NULL;
+    (void)state;
+
+    set(r, "gpu_avg_utilization_percent", 90.0);
+    facts(r, json_pack("{s:s, s:s}", "attn_implementation", "eager", "cuda_device_name",
+                       "NVIDIA H200"));
+    json_array_append_new(json_object_get(r, "gpus"), gpu(0, 90.0, 0.89 * GIB, GIB));
+    assert_null(find(r, 8, "attention_implementation", &all));
+    json_array_clear(json_object_get(r, "gpus"));
+    json_array_append_new(json_object_get(r, "gpus"), gpu(0, 90.0, 0.95 * GIB, GIB));
+    assert_non_null(find(r, 8, "attention_implementation", &all));
+    json_decref(all);
+    json_decref(r);
+}
+
+static void precision(void **state)
+{
+    json_t *r = base(), *all = NULL, *f;
+    (void)state;
+
+    facts(r, json_pack("{s:s, s:b, s:s}", "param_dtype", "float32", "bf16", 0,
+                       "cuda_device_name", "NVIDIA A100-SXM4-40GB"));
+    f = find(r, 8, "precision", &all);
+    assert_non_null(f);
+    assert_string_equal(severity(f), "info");
+    assert_true(advice_has(f, "parameters are float32"));
+    assert_true(advice_has(f, "--bf16 True"));
+    assert_true(advice_has(f, "torch_dtype bfloat16"));
+    /* bf16 on, fp16 on, bf16 params, an older GPU, no GPU: silent */
+    facts(r, json_pack("{s:s, s:b, s:s}", "param_dtype", "float32", "bf16", 1,
+                       "cuda_device_name", "NVIDIA A100"));
+    assert_null(find(r, 8, "precision", &all));
+    facts(r, json_pack("{s:s, s:b, s:s}", "param_dtype", "float32", "fp16", 1,
+                       "cuda_device_name", "NVIDIA A100"));
+    assert_null(find(r, 8, "precision", &all));
+    facts(r, json_pack("{s:s, s:s}", "param_dtype", "bfloat16", "cuda_device_name",
+                       "NVIDIA A100"));
+    assert_null(find(r, 8, "precision", &all));
+    facts(r, json_pack("{s:s, s:s}", "param_dtype", "float32", "cuda_device_name", "Tesla T4"));
+    assert_null(find(r, 8, "precision", &all));
+    facts(r, json_pack("{s:s}", "param_dtype", "float32"));
+    assert_null(find(r, 8, "precision", &all));
+    /* dtype unknown: bf16 False said explicitly is enough */
+    facts(r, json_pack("{s:b, s:s}", "bf16", 0, "cuda_device_name", "NVIDIA GeForce RTX 4090"));
+    f = find(r, 8, "precision", &all);
+    assert_non_null(f);
+    assert_true(advice_has(f, "bf16 is False"));
+    facts(r, json_pack("{s:s}", "cuda_device_name", "NVIDIA GeForce RTX 4090"));
+    assert_null(find(r, 8, "precision", &all));
+    json_decref(all);
+    json_decref(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,6 +509,11 @@ int main(void)
         cmocka_unit_test(imbalance),
         cmocka_unit_test(throttling),
         cmocka_unit_test(healthy),
+        cmocka_unit_test(data_loading_names_settings),
+        cmocka_unit_test(communication_names_settings),
+        cmocka_unit_test(attention_implementation),
+        cmocka_unit_test(attention_when_memory_full),
+        cmocka_unit_test(precision),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

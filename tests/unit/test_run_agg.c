@@ -575,6 +575,64 @@ static void write_and_summary(void **state)
     gs_agg_free(a);
 }
 
+static void facts_in_report(void **state)
+{
+    struct gs_agg *a = series(); /* data ratio 0.25: data_loading fires */
+    struct gs_record_hello h;
+    json_t *r, *fx, *f;
+    char *text = NULL, err[256] = "";
+    size_t len = 0, i;
+    FILE *m;
+    int named = 0;
+    (void)state;
+
+    r = gs_agg_report(a, NULL); /* no hello: an empty facts object */
+    fx = json_object_get(r, "facts");
+    assert_true(json_is_object(fx));
+    assert_int_equal(json_object_size(fx), 0);
+    json_decref(r);
+
+    memset(&h, 0, sizeof h);
+    h.pid = h.rank = h.world_size = h.local_rank = h.logging_steps = -1;
+    {
+        json_t *in = json_pack("{s:i, s:b, s:s, s:i, s:f}", "loader_num_workers", 0,
+                               "loader_pin_memory", 0, "attn_implementation", "sdpa",
+                               "cpu_count", 12, "lr", 0.25);
+        assert_int_equal(gs_record_facts_parse(in, "", &h.facts, err, sizeof err), 0);
+        json_decref(in);
+    }
+    gs_agg_hello(a, &h, 1, 0);
+    r = gs_agg_report(a, NULL);
+    fx = json_object_get(r, "facts");
+    assert_int_equal(json_object_size(fx), 5);
+    assert_int_equal(json_integer_value(json_object_get(fx, "loader_num_workers")), 0);
+    assert_true(json_is_false(json_object_get(fx, "loader_pin_memory")));
+    assert_string_equal(json_string_value(json_object_get(fx, "attn_implementation")), "sdpa");
+    assert_true(json_real_value(json_object_get(fx, "lr")) == 0.25);
+    /* the diagnosis read them */
+    json_array_foreach(json_object_get(r, "findings"), i, f) {
+        json_t *adv;
+        size_t j;
+        if (strcmp(json_string_value(json_object_get(f, "id")), "data_loading") != 0)
+            continue;
+        json_array_foreach(json_object_get(f, "advice"), j, adv)
+            if (strstr(json_string_value(adv), "dataloader_num_workers is 0 (DataLoader("
+                                               "num_workers=0)): raise dataloader_num_workers "
+                                               "to about 6 of 12 cores"))
+                named = 1;
+    }
+    assert_true(named);
+    m = open_memstream(&text, &len);
+    gs_report_print_summary(m, r, 0);
+    fclose(m);
+    assert_non_null(strstr(text, "settings (facts)             loader_num_workers=0, "
+                                 "loader_pin_memory=false, attn_implementation=sdpa, "
+                                 "cpu_count=12, lr=0.25\n"));
+    free(text);
+    json_decref(r);
+    gs_agg_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -589,6 +647,7 @@ int main(void)
         cmocka_unit_test(util_samples_time_weighted),
         cmocka_unit_test(util_samples_idle),
         cmocka_unit_test(write_and_summary),
+        cmocka_unit_test(facts_in_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

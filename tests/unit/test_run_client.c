@@ -137,6 +137,8 @@ struct seen {
     pid_t pid;
     char run[GS_RECORD_STR];
     double end_runtime;
+    unsigned n_facts;
+    int64_t workers;
 };
 
 static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_record *rec)
@@ -150,7 +152,10 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
             s->step[s->n] = rec->u.step.step;
             s->fwd[s->n] = rec->u.step.ms[GS_PH_FORWARD];
         } else if (rec->type == GS_REC_HELLO) {
+            const struct gs_fact *w = gs_record_fact_get(&rec->u.hello.facts, "loader_num_workers");
             snprintf(s->run, sizeof s->run, "%s", rec->u.hello.run);
+            s->n_facts = rec->u.hello.facts.n;
+            s->workers = w && w->type == GS_FACT_INT ? w->v.i : -1;
         } else {
             s->end_runtime = rec->u.end.train_runtime;
         }
@@ -175,7 +180,8 @@ static void test_receiver_path(void **state)
     snprintf(sock, sizeof sock, "%s/run.sock", dir);
     assert_int_equal(gs_receiver_start(&rx, sock, 0600, &cb, err, sizeof err), 0);
     setenv("GPUSCOPE_RUN_SOCKET", sock, 1);
-    run = gs_run_open("{\"run_name\": \"rx\", \"nvml\": \"auto\"}", err, sizeof err);
+    run = gs_run_open("{\"run_name\": \"rx\", \"nvml\": \"auto\", \"facts\": "
+                      "{\"loader_num_workers\": 3, \"bf16\": true}}", err, sizeof err);
     unsetenv("GPUSCOPE_RUN_SOCKET");
     assert_non_null(run);
     for (int i = 1; i <= 5; i++) {
@@ -201,6 +207,8 @@ static void test_receiver_path(void **state)
     assert_int_equal(seen.n, 7);
     assert_int_equal(seen.type[0], GS_REC_HELLO);
     assert_string_equal(seen.run, "rx");
+    assert_int_equal(seen.n_facts, 2); /* facts travel in the hello */
+    assert_int_equal(seen.workers, 3);
     for (int i = 1; i <= 5; i++) {
         assert_int_equal(seen.type[i], GS_REC_STEP);
         assert_int_equal(seen.step[i], (uint64_t)i);
@@ -210,6 +218,39 @@ static void test_receiver_path(void **state)
     assert_true(fabs(seen.end_runtime - 7.25) < 1e-12);
     assert_int_equal(seen.pid, getpid());
     rmdir(dir);
+}
+
+/* Facts reach the in-process report; a set that breaks the rules is left out, the run opens. */
+static void test_facts_in_process(void **state)
+{
+    char err[256] = "";
+    struct gs_run *run;
+    json_t *rep;
+    struct gs_step_rec r = mkrec(1, 1.0);
+
+    (void)state;
+    setenv("GPUSCOPE_AGENT_SOCKET", "/nonexistent/agent.sock", 1);
+    unsetenv("GPUSCOPE_RUN_SOCKET");
+    run = gs_run_open("{\"nvml\": \"off\", \"facts\": {\"param_dtype\": \"float32\", "
+                      "\"cpu_count\": 4}}", err, sizeof err);
+    assert_non_null(run);
+    assert_int_equal(gs_run_step(run, &r), 0);
+    rep = finish_json(run, NULL);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(rep, "facts"),
+                                                          "param_dtype")), "float32");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(rep, "facts"),
+                                                        "cpu_count")), 4);
+    json_decref(rep);
+    gs_run_close(run);
+
+    run = gs_run_open("{\"nvml\": \"off\", \"facts\": {\"nested\": {\"x\": 1}}}", err,
+                      sizeof err);
+    assert_non_null(run);
+    assert_int_equal(gs_run_step(run, &r), 0);
+    rep = finish_json(run, NULL);
+    assert_int_equal(json_object_size(json_object_get(rep, "facts")), 0);
+    json_decref(rep);
+    gs_run_close(run);
 }
 
 static void test_stuck_receiver_never_blocks(void **state)
@@ -319,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_in_process_report),
         cmocka_unit_test(test_receiver_path),
+        cmocka_unit_test(test_facts_in_process),
         cmocka_unit_test(test_stuck_receiver_never_blocks),
         cmocka_unit_test(test_sampler_on_sim),
         cmocka_unit_test(test_misuse),

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "run/record.h"
 
 static int parse(const char *s, struct gs_record *r, char *err)
@@ -278,6 +280,167 @@ static void encode_round_trips(void **state)
     assert_int_equal(gs_record_encode(&r, small, sizeof small), -1);
 }
 
+/* {"v":1,"type":"hello","facts":{<body>}} */
+static int hello_facts(const char *body, struct gs_record *r, char *err)
+{
+    char buf[GS_RECORD_MAX + 64];
+
+    snprintf(buf, sizeof buf, "{\"v\":1,\"type\":\"hello\",\"facts\":{%s}}", body);
+    return gs_record_parse(buf, strlen(buf), r, err, 256);
+}
+
+static void facts_refused(const char *body, const char *want)
+{
+    struct gs_record r;
+    char err[256] = "";
+
+    if (hello_facts(body, &r, err) != -1 || !strstr(err, want)) {
+        print_error("facts {%s}\n  error \"%s\", wanted \"%s\"\n", body, err, want);
+        fail();
+    }
+}
+
+static void facts_parse_in_order(void **state)
+{
+    struct gs_record r;
+    char err[256] = "";
+    const struct gs_fact *f;
+    (void)state;
+
+    assert_int_equal(hello_facts("\"loader_num_workers\":0,\"bf16\":true,\"lr\":0.5,"
+                                 "\"attn_implementation\":\"sdpa\",\"gone\":null,"
+                                 "\"NCCL_IB_DISABLE\":\"1\",\"big\":-9007199254740992",
+                                 &r, err), 0);
+    assert_int_equal(r.u.hello.facts.n, 6); /* null is absent */
+    assert_string_equal(r.u.hello.facts.f[0].key, "loader_num_workers");
+    assert_int_equal(r.u.hello.facts.f[0].type, GS_FACT_INT);
+    assert_int_equal(r.u.hello.facts.f[0].v.i, 0);
+    assert_int_equal(r.u.hello.facts.f[1].type, GS_FACT_BOOL);
+    assert_int_equal(r.u.hello.facts.f[1].v.b, 1);
+    assert_int_equal(r.u.hello.facts.f[2].type, GS_FACT_REAL);
+    assert_true(r.u.hello.facts.f[2].v.d == 0.5);
+    f = gs_record_fact_get(&r.u.hello.facts, "attn_implementation");
+    assert_non_null(f);
+    assert_int_equal(f->type, GS_FACT_STR);
+    assert_string_equal(f->v.s, "sdpa");
+    assert_null(gs_record_fact_get(&r.u.hello.facts, "gone"));
+    assert_int_equal(gs_record_fact_get(&r.u.hello.facts, "big")->v.i, -9007199254740992LL);
+    assert_string_equal(r.u.hello.facts.f[4].key, "NCCL_IB_DISABLE");
+    /* absent or null facts: none */
+    assert_int_equal(parse("{\"v\":1,\"type\":\"hello\",\"facts\":null}", &r, err), 0);
+    assert_int_equal(r.u.hello.facts.n, 0);
+}
+
+static void facts_validated(void **state)
+{
+    char body[8192], key[64], val[200];
+    size_t o = 0;
+    (void)state;
+
+    facts_refused("\"a\":{\"b\":1}", "hello.facts.a: not a scalar");
+    facts_refused("\"a\":[1]", "hello.facts.a: not a scalar");
+    facts_refused("\"a\":1e400", "invalid JSON"); /* jansson refuses overflow itself */
+    facts_refused("\"a\":9007199254740993", "hello.facts.a: integer out of range");
+    facts_refused("\"bad key\":1", "hello.facts: key \"bad key\"");
+    facts_refused("\"\":1", "hello.facts: key \"\"");
+    facts_refused("\"s\":\"a\\u0007b\"", "hello.facts.s: contains a control character");
+    facts_refused("\"s\":\"a\\u0000b\"", "invalid JSON"); /* jansson refuses NUL itself */
+    /* keys: 48 bytes pass, 49 are refused */
+    memset(key, 'k', 49);
+    key[48] = '\0';
+    snprintf(body, sizeof body, "\"%s\":1", key);
+    {
+        struct gs_record r;
+        char err[256] = "";
+        assert_int_equal(hello_facts(body, &r, err), 0);
+    }
+    key[48] = 'k';
+    key[49] = '\0';
+    snprintf(body, sizeof body, "\"%s\":1", key);
+    facts_refused(body, "not 1-48 of");
+    /* string values: 128 bytes pass, 129 are refused */
+    memset(val, 'v', 129);
+    val[128] = '\0';
+    snprintf(body, sizeof body, "\"s\":\"%s\"", val);
+    {
+        struct gs_record r;
+        char err[256] = "";
+        assert_int_equal(hello_facts(body, &r, err), 0);
+        assert_int_equal(strlen(r.u.hello.facts.f[0].v.s), 128);
+    }
+    val[128] = 'v';
+    val[129] = '\0';
+    snprintf(body, sizeof body, "\"s\":\"%s\"", val);
+    facts_refused(body, "hello.facts.s: longer than 128 bytes");
+    /* 32 entries pass, 33 are refused */
+    for (int i = 0; i < 33; i++)
+        o += (size_t)snprintf(body + o, sizeof body - o, "%s\"k%d\":%d", i ? "," : "", i, i);
+    facts_refused(body, "hello.facts: more than 32 entries");
+    {
+        struct gs_record r;
+        char err[256] = "";
+        *strstr(body, ",\"k32\"") = '\0';
+        assert_int_equal(hello_facts(body, &r, err), 0);
+        assert_int_equal(r.u.hello.facts.n, 32);
+    }
+    /* within the caps but over GS_RECORD_FACTS_BYTES encoded */
+    o = 0;
+    memset(val, 'v', 120);
+    val[120] = '\0';
+    for (int i = 0; i < 30; i++)
+        o += (size_t)snprintf(body + o, sizeof body - o, "%s\"k%d\":\"%s\"", i ? "," : "", i, val);
+    facts_refused(body, "bytes encoded, more than 3072");
+}
+
+static void facts_round_trip_at_the_limits(void **state)
+{
+    struct gs_record r;
+    (void)state;
+
+    /* The largest hello we accept still encodes into one message. */
+    memset(&r, 0, sizeof r);
+    r.type = GS_REC_HELLO;
+    r.u.hello.pid = INT64_C(1) << 32;
+    r.u.hello.rank = r.u.hello.world_size = r.u.hello.local_rank = 65535;
+    r.u.hello.logging_steps = INT32_MAX;
+    memset(r.u.hello.run, '\x01', GS_RECORD_STR - 1);           /* \u0001: 6 bytes each */
+    memset(r.u.hello.output_dir, '\x01', GS_RECORD_STR - 1);
+    memset(r.u.hello.framework, '\x01', sizeof r.u.hello.framework - 1);
+    r.u.hello.n_devices = GS_RECORD_MAX_DEVICES;
+    for (int i = 0; i < GS_RECORD_MAX_DEVICES; i++)
+        r.u.hello.devices[i] = 65535;
+    for (int i = 0; i < 16; i++) { /* about 2.9 KiB, just under GS_RECORD_FACTS_BYTES */
+        struct gs_fact *f = &r.u.hello.facts.f[i];
+        snprintf(f->key, sizeof f->key, "key_%02d_%s", i, "abcdefghijklmnopqrstuvwxyz0123456789ab");
+        f->type = GS_FACT_STR;
+        memset(f->v.s, '"', 64); /* \" : 2 bytes each */
+        r.u.hello.facts.n++;
+    }
+    {
+        json_t *j = gs_record_facts_json(&r.u.hello.facts);
+        size_t n = json_dumpb(j, NULL, 0, JSON_COMPACT);
+        json_decref(j);
+        assert_true(n > 2800 && n <= GS_RECORD_FACTS_BYTES);
+    }
+    round_trip(&r);
+    r.u.hello.facts.f[3].type = GS_FACT_REAL;
+    r.u.hello.facts.f[3].v.d = 1.0000000000000002;
+    r.u.hello.facts.f[4].type = GS_FACT_BOOL;
+    r.u.hello.facts.f[4].v.b = 0;
+    r.u.hello.facts.f[5].type = GS_FACT_INT;
+    r.u.hello.facts.f[5].v.i = -5;
+    round_trip(&r);
+    {
+        /* facts take part in equality */
+        struct gs_record r2 = r;
+        r2.u.hello.facts.f[5].v.i = -6;
+        assert_false(gs_record_equal(&r, &r2));
+        r2 = r;
+        r2.u.hello.facts.n--;
+        assert_false(gs_record_equal(&r, &r2));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -288,6 +451,9 @@ int main(void)
         cmocka_unit_test(invalid_records_name_the_field),
         cmocka_unit_test(never_reads_past_len),
         cmocka_unit_test(encode_round_trips),
+        cmocka_unit_test(facts_parse_in_order),
+        cmocka_unit_test(facts_validated),
+        cmocka_unit_test(facts_round_trip_at_the_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,4 +16,9 @@ class TrainingArguments:
     local_process_index: int = 0
     world_size: int = 1
     dataloader_num_workers: int = 0
+    dataloader_pin_memory: bool = True
+    gradient_checkpointing: bool = False
+    bf16: bool = False
+    fp16: bool = False
+    ddp_find_unused_parameters: bool = None
     save_steps: float = 500

@@ -11,16 +11,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "fuzz_util.h"
 #include "run/agg.h"
 #include "run/record.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            __builtin_trap();                                                                      \
-    } while (0)
 
 static void aggregate(const struct gs_record *r)
 {

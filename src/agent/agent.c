@@ -80,10 +80,16 @@ struct gs_pub {
     int up;
     struct gs_snapshot *snap; /* valid when up */
     struct gs_mbuf prom;      /* /metrics body */
-    char *json;               /* /api/v1/snapshot body (jansson's malloc) */
+    /* /api/v1/snapshot and /api/v1/processes bodies (jansson's malloc): rendered by the first
+     * request that asks for them (render_json), not every cycle: most agents are only scraped
+     * for /metrics, and the JSON is most of a cycle's instructions. */
+    pthread_mutex_t json_lock;
+    int json_ready;           /* under json_lock */
+    char *json;
     size_t json_len;
-    char *procs_json;         /* /api/v1/processes body (jansson's malloc) */
+    char *procs_json;
     size_t procs_json_len;
+    char reason[GS_ERR_MSG_LEN]; /* why the agent was down at this cycle ("" when up) */
     char *alerts_json;        /* /api/v1/alerts body (jansson's malloc) */
     size_t alerts_json_len;
     struct gs_metrics_self self; /* what /metrics was rendered with: for viewers' copies */
@@ -181,6 +187,7 @@ static void pub_free(struct gs_pub *p)
     free(p->json);
     free(p->procs_json);
     free(p->alerts_json);
+    pthread_mutex_destroy(&p->json_lock);
     free(p);
 }
 
@@ -229,8 +236,10 @@ static struct gs_pub *pub_take_spare(struct gs_agent *a)
         a->n_spare--;
     }
     pthread_mutex_unlock(&a->lock);
-    if (!p && (p = calloc(1, sizeof *p)) != NULL)
+    if (!p && (p = calloc(1, sizeof *p)) != NULL) {
         p->agent = a;
+        pthread_mutex_init(&p->json_lock, NULL);
+    }
     return p;
 }
 
@@ -408,9 +417,6 @@ static void render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         .process_series_max = cfg->process_metrics_max,
     };
     unsigned mflags = 0;
-    struct gs_quick_opts qo;
-    json_t *doc = NULL;
-    struct gs_err e;
 
     if (a->rec) {
         struct gs_recorder_stats rs = gs_recorder_stats(a->rec); /* a short lock, no I/O */
@@ -454,22 +460,41 @@ static void render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         p->alerts_json = gs_alerts_json(a->alerts, p->up ? p->snap->t_real : real_now());
     }
     p->alerts_json_len = p->alerts_json ? strlen(p->alerts_json) : 0;
+    /* Not yet published: no request can see p, so no lock is needed here. */
     free(p->json);
     p->json = NULL;
     free(p->procs_json);
     p->procs_json = NULL;
-    memset(&qo, 0, sizeof qo);
-    if (p->up)
-        gs_quick_json(&doc, p->snap, &qo, &e);
-    else
-        doc = json_pack("{s:b, s:s}", "up", 0, "error", a->reason);
-    if (doc) {
-        p->json = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15));
-        render_processes(p, doc);
-        json_decref(doc);
+    p->json_len = p->procs_json_len = 0;
+    p->json_ready = 0;
+    snprintf(p->reason, sizeof p->reason, "%s", p->up ? "" : a->reason);
+}
+
+/* The snapshot and processes documents of a published p, made once by whichever request
+ * comes first; p->snap is immutable by then. */
+static void render_json(struct gs_pub *p)
+{
+    struct gs_quick_opts qo;
+    json_t *doc = NULL;
+    struct gs_err e;
+
+    pthread_mutex_lock(&p->json_lock);
+    if (!p->json_ready) {
+        memset(&qo, 0, sizeof qo);
+        if (p->up)
+            gs_quick_json(&doc, p->snap, &qo, &e);
+        else
+            doc = json_pack("{s:b, s:s}", "up", 0, "error", p->reason);
+        if (doc) {
+            p->json = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15));
+            render_processes(p, doc);
+            json_decref(doc);
+        }
+        p->json_len = p->json ? strlen(p->json) : 0;
+        p->procs_json_len = p->procs_json ? strlen(p->procs_json) : 0;
+        p->json_ready = 1;
     }
-    p->json_len = p->json ? strlen(p->json) : 0;
-    p->procs_json_len = p->procs_json ? strlen(p->procs_json) : 0;
+    pthread_mutex_unlock(&p->json_lock);
 }
 
 /* Takes the sinks a SIGHUP opened (reload_sinks); only the sampling thread uses a->push,
@@ -620,7 +645,10 @@ static enum MHD_Result send_pub(struct MHD_Connection *c, struct gs_agent *a, in
         return send_static(c, MHD_HTTP_SERVICE_UNAVAILABLE, "no sample yet\n", "text/plain",
                            NULL);
     if (json) {
-        char *body = json == 3 ? p->alerts_json : json == 2 ? p->procs_json : p->json;
+        char *body;
+        if (json != 3)
+            render_json(p);
+        body = json == 3 ? p->alerts_json : json == 2 ? p->procs_json : p->json;
         size_t len = json == 3   ? p->alerts_json_len
                      : json == 2 ? p->procs_json_len
                                  : p->json_len;

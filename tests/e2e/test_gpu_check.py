@@ -5,7 +5,11 @@ below into a temporary bin/ that goes first on PATH) that prints canned CSV from
 nvidia-smi is asked twice (before and after gpuscope), so each spec holds samples it cycles through.
 One case matches within every tolerance and must pass; the others each break one rule and must
 fail with the field named. The field parser also runs on a real nvidia-smi --help-query-gpu
-capture and, when it builds, on the real gpuscope's list.
+capture and, when it builds, on the real gpuscope's list. Without CUDA the training section
+prints its skip line. Last, scripts/make-device-bundle.sh packs the build: the bundle holds the
+Python package, its libgpuscope.so loads from a clean environment (env -i) with the bundled
+libjansson/libsqlite3 (RUNPATH), and the wrapper's `gpuscope run` hands CMD the bundled package
+but no LD_LIBRARY_PATH.
 """
 import importlib.machinery
 import importlib.util
@@ -148,8 +152,17 @@ exec sleep 300
 """
 
 
-def run_case(tmp, smi, gs, extra_args=(), with_smi=True, fake_torch=False):
-    """Writes the specs, runs gpu-check; returns (rc, stdout + stderr, case dir)."""
+NO_TORCH_PY = """#!/bin/sh
+# A python without torch: gpu-check's training probe fails as a real one would.
+echo "ModuleNotFoundError: No module named 'torch'" >&2
+exit 1
+"""
+
+
+def run_case(tmp, smi, gs, extra_args=(), with_smi=True, fake_torch=False, training=False):
+    """Writes the specs, runs gpu-check; returns (rc, stdout + stderr, case dir). Without
+    training the training section is left out (--training none); with it, --torch-python is a
+    python without torch (and /usr/bin/python3, the last candidate, may have a CPU torch)."""
     case = tempfile.mkdtemp(dir=tmp)
     bindir = os.path.join(case, "bin")
     os.mkdir(bindir)
@@ -163,6 +176,14 @@ def run_case(tmp, smi, gs, extra_args=(), with_smi=True, fake_torch=False):
     with open(stub, "w") as f:
         f.write(STUB)
     os.chmod(stub, 0o755)
+    if training:
+        py = os.path.join(case, "no-torch-python")
+        with open(py, "w") as f:
+            f.write(NO_TORCH_PY)
+        os.chmod(py, 0o755)
+        extra_args = list(extra_args) + ["--torch-python", py]
+    else:
+        extra_args = list(extra_args) + ["--training", "none"]
     roles = ["gpuscope"] + (["nvidia-smi"] if with_smi else [])
     for role in roles:
         os.symlink(stub, os.path.join(bindir, role))
@@ -173,6 +194,7 @@ def run_case(tmp, smi, gs, extra_args=(), with_smi=True, fake_torch=False):
     env["PATH"] = bindir + os.pathsep + "/usr/bin:/bin"
     env["STUB_DIR"] = case
     env["GPUSCOPE_BIN"] = os.path.join(bindir, "gpuscope")
+    env.pop("GPU_CHECK_PYTHON", None)
     p = subprocess.run([sys.executable, GPU_CHECK, "--load", "none", "--timeout", "20"]
                        + list(extra_args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        universal_newlines=True, env=env, timeout=120)
@@ -185,6 +207,83 @@ def load_module():
     mod = importlib.util.module_from_spec(spec)
     loader.exec_module(mod)
     return mod
+
+
+def cuda_torch():
+    """Whether /usr/bin/python3 (gpu-check's last candidate) has CUDA PyTorch."""
+    try:
+        p = subprocess.run(["/usr/bin/python3", "-c", "import torch, sys; "
+                            "sys.exit(0 if torch.cuda.is_available() else 1)"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+        return p.returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+PY_FILES = ["__init__.py", "_native.py", "_core.py", "_hooks.py", "callback.py", "_facts.py",
+            "_auto/sitecustomize.py", "libgpuscope.so"]
+LOAD_SO = r"""
+import ctypes, json, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.gs_run_report_schema.restype = ctypes.c_char_p
+maps = [l.split()[-1] for l in open("/proc/self/maps") if "libjansson" in l or "libsqlite3" in l]
+print(json.dumps({"schema": lib.gs_run_report_schema().decode(), "libs": sorted(set(maps))}))
+"""
+
+
+def check_bundle(t, tmp):
+    """make-device-bundle.sh on the build: the Python package travels and loads on its own."""
+    build = os.environ.get("GPUSCOPE_BUILD_ROOT", os.path.join(SRC, "build"))
+    so = os.path.join(build, "python", "gpuscope", "libgpuscope.so")
+    if not os.path.isfile(so) or not shutil.which("readelf"):
+        t.skip("device bundle checks", "no %s or no readelf" % so)
+        return
+    out = os.path.join(tmp, "bundle")
+    p = subprocess.run(["sh", os.path.join(SRC, "scripts", "make-device-bundle.sh"), build, out],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True, timeout=120)
+    t.eq(p.returncode, 0, "make-device-bundle.sh: exit 0")
+    pkg = os.path.join(out, "bin", "python", "gpuscope")
+    missing = [f for f in PY_FILES if not os.path.isfile(os.path.join(pkg, f))]
+    t.ok(not missing and os.path.isfile(out + ".tar.gz"),
+         "bundle holds the Python package in bin/python/gpuscope/", detail="missing %s\n%s"
+         % (missing, p.stdout))
+    dyn = subprocess.run(["readelf", "-d", os.path.join(pkg, "libgpuscope.so")],
+                         stdout=subprocess.PIPE, universal_newlines=True, timeout=30).stdout
+    t.ok(re.search(r"\(RUNPATH\).*\[\$ORIGIN/\.\./\.\./\.\./lib\]", dyn),
+         "bundled libgpuscope.so has RUNPATH $ORIGIN/../../../lib", detail=dyn)
+    p = subprocess.run(["env", "-i", "/usr/bin/python3", "-c", LOAD_SO,
+                        os.path.join(pkg, "libgpuscope.so")], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, timeout=60)
+    try:
+        res = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        res = {}
+    t.eq(res.get("schema"), "1.0", "bundled libgpuscope.so loads under env -i: "
+         "gs_run_report_schema() == \"1.0\"")
+    lib = os.path.realpath(os.path.join(out, "lib"))
+    libs = [os.path.realpath(x) for x in res.get("libs", [])]
+    t.ok(len(libs) == 2 and all(os.path.dirname(x) == lib for x in libs),
+         "it found libjansson and libsqlite3 in the bundle's lib/", detail="%s\n%s"
+         % (libs, p.stdout))
+    # The wrapper's `run`: CMD gets the bundled package, and nothing on LD_LIBRARY_PATH.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_LIBRARY_PATH", "PYTHONPATH", "GPUSCOPE_PYTHON_DIR")}
+    env.update(GPUSCOPE_NVML_LIBRARY=os.environ.get(
+        "GPUSCOPE_SIM_LIB", os.path.join(build, "sim", "libnvidia-ml.so.1")),
+        NVML_SIM_SCENARIO=os.path.join(SRC, "sim", "scenarios", "h100x8-training.json"))
+    child = ("import gpuscope, json, os; print('CHILD ' + json.dumps({'file': gpuscope.__file__, "
+             "'ld': os.environ.get('LD_LIBRARY_PATH'), 'pp': os.environ.get('PYTHONPATH')}))")
+    p = subprocess.run([os.path.join(out, "gpuscope"), "run", "--out", os.path.join(tmp, "run"),
+                        "--", "/usr/bin/python3", "-c", child], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, env=env, timeout=120)
+    m = re.search(r"^CHILD (\{.*\})$", p.stdout, re.M)
+    got = json.loads(m.group(1)) if m else {}
+    t.ok(p.returncode == 0 and got.get("file") == os.path.join(pkg, "__init__.py")
+         and (got.get("pp") or "").startswith(os.path.join(pkg, "_auto") + ":"),
+         "bundle's gpuscope run: CMD imports the bundled package", detail=p.stdout)
+    t.ok(m and not got.get("ld"), "bundle's gpuscope run: CMD has no LD_LIBRARY_PATH "
+         "(got %r)" % got.get("ld"), detail=p.stdout)
 
 
 def capture_section(path, title):
@@ -203,9 +302,17 @@ def main():
     t = Tap()
     tmp = tempfile.mkdtemp(prefix="gpu-check-test.")
     try:
-        # 1. Everything within tolerance (and a timestamp that differs): passes.
-        rc, out, _ = run_case(tmp, smi_spec(), gs_spec())
+        # 1. Everything within tolerance (and a timestamp that differs): passes. No CUDA
+        # PyTorch here: the training section says so and does not fail the run.
+        rc, out, _ = run_case(tmp, smi_spec(), gs_spec(), training=True)
         t.eq(rc, 0, "matching values within tolerance: exit 0")
+        if cuda_torch():
+            t.skip("training section skipped without CUDA", "this machine has CUDA PyTorch")
+        else:
+            t.ok(re.search(r"^training: skipped: no Python with CUDA PyTorch \(.*no-torch-python:"
+                           r" probe failed \(exit 1: ModuleNotFoundError: No module named "
+                           r"'torch'\)", out, re.M) and "-- (a)" not in out,
+                 "training section prints its skip line naming why", detail=out)
         t.ok("0 differ" in out, "summary says 0 differ", detail=out)
         t.ok(re.search(r"fields: 12 in both; 1 only in nvidia-smi; 1 only in gpuscope", out),
              "field lists intersected (value lines like \"0: Default\" are not fields)",
@@ -320,6 +427,8 @@ def main():
         else:
             t.skip("gpuscope's field list overlaps nvidia-smi's",
                    "no gpuscope query --help-query-gpu from %r" % gs_bin)
+
+        check_bundle(t, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return t.done()

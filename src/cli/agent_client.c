@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "cli/quick.h"
 #include "gpuscope/gs_err.h"
 
 #define NO_INSTANCE 0xFFFFFFFFu
@@ -147,23 +148,7 @@ nomem:
     return gs_err_set(err, GS_ENOMEM, "agent: answer too large or out of memory");
 }
 
-/* ---- the snapshot document back into a snapshot ---- */
-
-static const char *const text_keys[GS_T__COUNT] = {
-    [GS_T_NAME] = "name",
-    [GS_T_UUID] = "uuid",
-    [GS_T_SERIAL] = "serial",
-    [GS_T_PCI_BUS_ID] = "pci_bus_id",
-    [GS_T_VBIOS] = "vbios_version",
-    [GS_T_INFOROM_IMAGE] = "inforom_image",
-    [GS_T_INFOROM_OEM] = "inforom_oem",
-    [GS_T_INFOROM_ECC] = "inforom_ecc",
-    [GS_T_INFOROM_PWR] = "inforom_power",
-};
-
-static const char *const ecc_location_names[GS_ECC_LOCATIONS] = {
-    "l1_cache", "l2_cache", "dram", "register_file", "texture", "texture_shared", "cbu", "sram",
-};
+/* ---- the snapshot document back into a snapshot (keys: quick_json.c's tables) ---- */
 
 static void copy_str(char *dst, size_t len, const json_t *v)
 {
@@ -197,7 +182,7 @@ static void gpu_from_json(struct gs_gpu *g, const json_t *o)
     g->index = (unsigned)json_integer_value(json_object_get(o, "index"));
     g->lost = json_is_true(json_object_get(o, "lost"));
     for (int t = 0; t < GS_T__COUNT; t++) {
-        const json_t *v = json_object_get(o, text_keys[t]);
+        const json_t *v = json_object_get(o, gs_quick_json_text_keys[t]);
         if (json_is_string(v)) {
             copy_str(g->text[t], GS_STR_LEN, v);
             g->tst[t] = GS_ST_OK;
@@ -215,7 +200,7 @@ static void gpu_from_json(struct gs_gpu *g, const json_t *o)
         for (int c = 0; c < 2; c++) {
             const json_t *locs = json_object_get(ecc, kinds[t][c]);
             for (int l = 0; l < GS_ECC_LOCATIONS; l++) {
-                const json_t *v = json_object_get(locs, ecc_location_names[l]);
+                const json_t *v = json_object_get(locs, gs_quick_json_ecc_keys[l]);
                 if (json_is_integer(v)) {
                     g->ecc_loc_st[t][c][l] = GS_ST_OK;
                     g->ecc_loc[t][c][l] = (uint64_t)json_integer_value(v);

@@ -113,4 +113,8 @@ void gs_quick_fmt_mem(char *buf, size_t n, double bytes);
 int gs_quick_json(json_t **out, const struct gs_snapshot *s, const struct gs_quick_opts *o,
                   struct gs_err *err);
 
+/* The document's keys of the text fields (GS_T_*) and ECC locations, for readers of it. */
+extern const char *const gs_quick_json_text_keys[GS_T__COUNT];
+extern const char *const gs_quick_json_ecc_keys[GS_ECC_LOCATIONS];
+
 #endif

@@ -153,7 +153,9 @@ static json_t *throttle_names(struct jb *jb, const struct gs_gpu *g)
     return arr;
 }
 
-static const char *const ecc_location_names[GS_ECC_LOCATIONS] = {
+/* The document's key of each ECC location and text field: what the agent's clients read back
+ * (agent_client.c), so both directions use these tables. */
+const char *const gs_quick_json_ecc_keys[GS_ECC_LOCATIONS] = {
     "l1_cache", "l2_cache", "dram", "register_file", "texture", "texture_shared", "cbu", "sram",
 };
 
@@ -177,7 +179,7 @@ static json_t *ecc_by_location(struct jb *jb, const struct gs_gpu *g)
                 if (!locs)
                     locs = json_object();
                 if (locs)
-                    put(jb, locs, ecc_location_names[l],
+                    put(jb, locs, gs_quick_json_ecc_keys[l],
                         json_integer((json_int_t)g->ecc_loc[t][c][l]));
             }
             if (locs) {
@@ -271,7 +273,7 @@ static json_t *proc_json(struct jb *jb, const struct gs_proc *p)
     return o;
 }
 
-static const char *const text_keys[GS_T__COUNT] = {
+const char *const gs_quick_json_text_keys[GS_T__COUNT] = {
     [GS_T_NAME] = "name",
     [GS_T_UUID] = "uuid",
     [GS_T_SERIAL] = "serial",
@@ -297,7 +299,7 @@ static json_t *gpu_json(struct jb *jb, const struct gs_snapshot *s, unsigned gi,
     }
     put(jb, obj, "index", json_integer(g->index));
     for (int t = 0; t < GS_T__COUNT; t++)
-        put(jb, obj, text_keys[t], str_or_null(gs_gpu_has_text(g, (enum gs_text)t), g->text[t]));
+        put(jb, obj, gs_quick_json_text_keys[t], str_or_null(gs_gpu_has_text(g, (enum gs_text)t), g->text[t]));
     put(jb, obj, "lost", json_boolean(g->lost));
     for (int m = 0; m < GS_M__COUNT; m++) {
         const char *name = gs_metric_name((enum gs_metric)m);

@@ -551,7 +551,7 @@ static void cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
             pub_release(p);
     }
     if (a->runs && p->up)
-        gs_runs_snapshot(a->runs, p->snap); /* never waits (runs.h) */
+        gs_runs_snapshot(a->runs, p->snap, a->sampler); /* never waits (runs.h) */
     if (a->push && p->up) {
         /* And one for the pusher (push.c), dropped once its lines and text are taken. */
         pthread_mutex_lock(&a->lock);

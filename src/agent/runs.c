@@ -41,8 +41,10 @@
 #include "agent/recorder.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
+#include "gpuscope/gs_sampler.h"
 #include "run/agg.h"
 #include "run/receiver.h"
+#include "run/usamp.h"
 
 #define LIST_LIMIT_DEFAULT 100
 #define STEPS_LIMIT_DEFAULT 100
@@ -74,6 +76,7 @@ struct run {
     double start_s;     /* constant */
     char name[GS_RECORD_STR];
     uint64_t steps; /* step records received */
+    uint64_t dropped; /* of those, not stored in the history (the report's records_dropped) */
     struct gs_agg *agg;
     json_t *headline; /* cached list figures of a live run */
     double headline_t;
@@ -94,8 +97,13 @@ struct gs_runs {
     sqlite3 *db;
     char history_path[PATH_MAX];
 
-    unsigned char *in_run; /* the sampling thread's own */
-    unsigned in_run_cap;
+    /* the sampling thread's own: per live run (table order) the GPUs it uses, then their
+     * union; the driver's utilization samples of that union (run/usamp.h) */
+    unsigned char *in_run;
+    unsigned in_run_cap; /* GPUs per row */
+    struct gs_usamp *usamp;
+    const struct gs_sampler *usamp_smp; /* the sampler usamp was made for */
+    uint64_t prev_us;                   /* the previous snapshot, unix µs */
 };
 
 static double real_s(void)
@@ -217,6 +225,7 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
         count(r, &r->st.runs_refused);
         return NULL;
     }
+    gs_agg_set_records_dropped(run->agg, 0); /* known: none lost yet */
     pthread_mutex_init(&run->mu, NULL);
     run->refs = 1;
     run->conns[0].conn_id = peer->conn_id;
@@ -387,6 +396,9 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
             GS_OK) {
             count(r, &r->st.store_errors);
             count(r, &r->st.steps_dropped);
+            pthread_mutex_lock(&run->mu);
+            gs_agg_set_records_dropped(run->agg, ++run->dropped);
+            pthread_mutex_unlock(&run->mu);
         }
     }
     if (rec->type == GS_REC_END)
@@ -416,20 +428,54 @@ static void on_reject(void *ctx, const struct gs_peer *peer, const char *why)
 
 /* ---- sampling thread ---- */
 
-void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap)
+/* The per-run GPU rows and their union for snapshots of n_gpus GPUs; 0 when out of memory. */
+static int snap_rows(struct gs_runs *r, unsigned n_gpus)
+{
+    unsigned char *p;
+
+    if (n_gpus <= r->in_run_cap)
+        return 1;
+    p = realloc(r->in_run, (size_t)(GS_RUNS_MAX_LIVE + 1) * n_gpus);
+    if (!p)
+        return 0;
+    r->in_run = p;
+    r->in_run_cap = n_gpus;
+    return 1;
+}
+
+/* The driver's samples of the GPUs in want (a reopened sampler gets a fresh state). Returns
+ * whether any GPU has some. */
+static int snap_usamp(struct gs_runs *r, const struct gs_snapshot *snap, struct gs_sampler *smp,
+                      const unsigned char *want)
+{
+    uint64_t now_us = (uint64_t)(snap->t_real * 1e6);
+    /* A GPU that just got a run starts at the previous snapshot (at most 1 s back at first). */
+    uint64_t since_us = r->prev_us && r->prev_us < now_us ? r->prev_us : now_us - 1000000u;
+    int any;
+
+    if (smp != r->usamp_smp) {
+        gs_usamp_free(r->usamp);
+        r->usamp = smp ? gs_usamp_new(gs_sampler_gpu_count(smp)) : NULL;
+        r->usamp_smp = smp;
+    }
+    r->prev_us = now_us;
+    any = r->usamp && gs_usamp_read(r->usamp, smp, snap, want, since_us) > 0;
+    return any;
+}
+
+void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap, struct gs_sampler *smp)
 {
     struct run *runs[GS_RUNS_MAX_LIVE];
-    unsigned n = 0;
+    int any[GS_RUNS_MAX_LIVE];
+    unsigned n = 0, ng;
+    unsigned char *all;
+    int fine = 0;
 
-    if (!r || !snap || snap->n_gpus == 0)
+    if (!r || !snap || snap->n_gpus == 0 || !snap_rows(r, snap->n_gpus))
         return;
-    if (snap->n_gpus > r->in_run_cap) {
-        unsigned char *p = realloc(r->in_run, snap->n_gpus);
-        if (!p)
-            return;
-        r->in_run = p;
-        r->in_run_cap = snap->n_gpus;
-    }
+    ng = snap->n_gpus;
+    all = r->in_run + (size_t)GS_RUNS_MAX_LIVE * ng;
+    memset(all, 0, ng);
     pthread_mutex_lock(&r->lock);
     for (unsigned i = 0; i < GS_RUNS_MAX_LIVE; i++)
         if (r->live[i]) {
@@ -438,20 +484,30 @@ void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap)
         }
     pthread_mutex_unlock(&r->lock);
     for (unsigned k = 0; k < n; k++) {
-        struct run *run = runs[k];
-        int any = 0;
+        unsigned char *row = r->in_run + (size_t)k * ng;
 
-        memset(r->in_run, 0, snap->n_gpus);
+        any[k] = 0;
+        memset(row, 0, ng);
         pthread_mutex_lock(&r->lock); /* the run's connections (ranks): their pids */
         for (unsigned i = 0; i < snap->n_procs; i++)
-            for (unsigned c = 0; c < run->n_conns; c++)
-                if ((pid_t)snap->procs[i].pid == run->conns[c].pid &&
-                    snap->procs[i].gpu < snap->n_gpus)
-                    any = r->in_run[snap->procs[i].gpu] = 1;
+            for (unsigned c = 0; c < runs[k]->n_conns; c++)
+                if ((pid_t)snap->procs[i].pid == runs[k]->conns[c].pid &&
+                    snap->procs[i].gpu < ng)
+                    any[k] = row[snap->procs[i].gpu] = all[snap->procs[i].gpu] = 1;
         pthread_mutex_unlock(&r->lock);
-        if (any) {
+    }
+    /* Once a cycle, on this (the sampling) thread: the driver's utilization samples of the GPUs
+     * with live runs since the previous cycle. A run skipped below misses them too. */
+    if (smp)
+        fine = snap_usamp(r, snap, smp, all);
+    for (unsigned k = 0; k < n; k++) {
+        struct run *run = runs[k];
+
+        if (any[k]) {
             if (pthread_mutex_trylock(&run->mu) == 0) {
-                gs_agg_snapshot(run->agg, snap, r->in_run, snap->t_real);
+                gs_agg_snapshot(run->agg, snap, r->in_run + (size_t)k * ng, snap->t_real);
+                if (fine)
+                    gs_usamp_feed(r->usamp, run->agg, snap, r->in_run + (size_t)k * ng);
                 pthread_mutex_unlock(&run->mu);
             } else {
                 count(r, &r->st.snapshots_skipped);
@@ -1128,6 +1184,7 @@ void gs_runs_close(struct gs_runs *r)
             run_finish(r, r->live[i], "agent stopping");
     sqlite3_close(r->db);
     free(r->in_run);
+    gs_usamp_free(r->usamp);
     pthread_mutex_destroy(&r->lock);
     pthread_mutex_destroy(&r->db_lock);
     free(r);

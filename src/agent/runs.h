@@ -18,7 +18,8 @@
  * their report rebuilt from their stored steps, marked "interrupted" (docs/agent.md, RUNS).
  *
  * Threads: records arrive on the receiver's thread; gs_runs_snapshot is called by the
- * sampling thread and never waits (a run busy with a report skips that snapshot, counted);
+ * sampling thread (the only one that may call NVML: it reads the driver's utilization samples
+ * there, once a cycle for the GPUs of live runs) and never waits (a run busy with a report skips that snapshot, counted);
  * gs_runs_http runs on the HTTP thread. open and close belong to the main thread.
  */
 #ifndef GS_AGENT_RUNS_H
@@ -29,6 +30,7 @@
 
 struct gs_err;
 struct gs_recorder;
+struct gs_sampler;
 struct gs_snapshot;
 struct gs_runs;
 
@@ -57,8 +59,10 @@ struct gs_runs_stats {
 int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_err *err);
 
 /* Feeds snap to every live run whose sender's pid is in the snapshot's process lists (only
- * the GPUs it uses). Never blocks. */
-void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap);
+ * the GPUs it uses), and with it the driver's utilization samples of those GPUs since the
+ * previous call, read here from smp (the sampler that took snap; NULL: none read). Call from
+ * the thread that owns smp. Never blocks. */
+void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap, struct gs_sampler *smp);
 
 /* Answers GET path (which starts with "/api/v1/runs") with its query arguments from and limit
  * (NULL: absent). Returns the HTTP status and a JSON body (malloc'ed, *body_len bytes) in

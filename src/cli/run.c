@@ -44,6 +44,7 @@
 #include "run/agg.h"
 #include "run/receiver.h"
 #include "run/record.h"
+#include "run/usamp.h"
 #include "store/history.h"
 
 #define RUN_EXIT_FAIL 125     /* gpuscope run itself failed; CMD did not run */
@@ -53,7 +54,6 @@
 #define RUN_DRAIN_S 2.0       /* after CMD exits: wait for its connections to close */
 #define RUN_MAX_TRACKED 4096  /* processes of CMD's tree looked at per sample */
 #define RUN_STEP_FLUSH 2000   /* step records buffered in samples.db's store at most */
-#define RUN_UTIL_BATCH 64     /* driver utilization samples read per call */
 
 struct run_opts {
     const char *out;
@@ -501,49 +501,13 @@ static double mono_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Per GPU: the driver's utilization samples (nvmlDeviceGetSamples, ~6 a second). */
-struct run_usamp {
-    uint64_t last_us; /* newest sample read; 0 until the GPU joins the run */
-    int off;          /* the GPU keeps no samples: its utilization comes from snapshots */
-};
-
-/* Feeds the aggregate the utilization samples each GPU of the run took since the last cycle;
- * a GPU that just joined starts from since_us (the previous cycle, or CMD's start). Called
- * after the cycle's snapshot went in, as gs_agg_util_samples wants. */
-static void run_util_samples(struct run_ctx *c, struct run_usamp *us, const struct gs_snapshot *snap,
-                             const unsigned char *in_run, uint64_t since_us)
-{
-    struct gs_util_sample buf[RUN_UTIL_BATCH];
-
-    for (unsigned i = 0; i < snap->n_gpus; i++) {
-        unsigned got = 0, rounds = 0;
-        int rc;
-        if (!in_run[i] || us[i].off || snap->gpus[i].lost)
-            continue;
-        if (!us[i].last_us)
-            us[i].last_us = since_us;
-        do {
-            rc = gs_sampler_util_samples(c->sampler, i, &us[i].last_us, buf, RUN_UTIL_BATCH, &got,
-                                         NULL);
-            if (rc != GS_OK) {
-                /* Absent for good (old driver, MIG) or gone; other errors: try next cycle. */
-                us[i].off = rc == GS_ENOTSUP || rc == GS_ELOST || rc == GS_ENODRIVER;
-                break;
-            }
-            pthread_mutex_lock(&c->mu);
-            gs_agg_util_samples(c->agg, snap->gpus[i].index, buf, got);
-            pthread_mutex_unlock(&c->mu);
-        } while (got == RUN_UTIL_BATCH && ++rounds < 16);
-    }
-}
-
 static void *run_sampler_thread(void *arg)
 {
     struct run_ctx *c = arg;
     unsigned n = gs_sampler_gpu_count(c->sampler);
     struct gs_snapshot *snap = NULL;
     unsigned char *in_run = calloc(n ? n : 1, 1);
-    struct run_usamp *us = calloc(n ? n : 1, sizeof *us);
+    struct gs_usamp *us = gs_usamp_new(n); /* the driver's utilization samples (usamp.h) */
     struct run_scan *sc = malloc(sizeof *sc);
     struct gs_err err;
     double next = mono_s(), last_flush = next;
@@ -553,7 +517,7 @@ static void *run_sampler_thread(void *arg)
     if (!in_run || !us || !sc || gs_snapshot_new(&snap, n, 64, &err) != GS_OK) {
         fprintf(stderr, "gpuscope run: sampler: out of memory\n");
         free(in_run);
-        free(us);
+        gs_usamp_free(us);
         free(sc);
         return NULL;
     }
@@ -570,7 +534,13 @@ static void *run_sampler_thread(void *arg)
             gs_agg_snapshot(c->agg, snap, in_run, snap->t_real);
             c->samples++;
             pthread_mutex_unlock(&c->mu);
-            run_util_samples(c, us, snap, in_run, since_us);
+            /* Between two snapshots, what the driver sampled (~6 a second) on the GPUs of the
+             * run; a GPU that just joined starts at the previous cycle (or CMD's start). */
+            if (gs_usamp_read(us, c->sampler, snap, in_run, since_us)) {
+                pthread_mutex_lock(&c->mu);
+                gs_usamp_feed(us, c->agg, snap, in_run);
+                pthread_mutex_unlock(&c->mu);
+            }
             since_us = (uint64_t)(snap->t_real * 1e6);
             pthread_mutex_lock(&c->store_mu);
             gs_store_append(c->store, snap, NULL);
@@ -598,7 +568,7 @@ static void *run_sampler_thread(void *arg)
     pthread_mutex_unlock(&c->mu);
     gs_snapshot_free(snap);
     free(in_run);
-    free(us);
+    gs_usamp_free(us);
     free(sc);
     return NULL;
 }

@@ -48,6 +48,14 @@ void gs_agg_free(struct gs_agg *a)
     free(a);
 }
 
+void gs_agg_set_records_dropped(struct gs_agg *a, uint64_t n)
+{
+    if (!a)
+        return;
+    a->records_dropped = n;
+    a->records_dropped_known = 1;
+}
+
 void gs_agg_hello(struct gs_agg *a, const struct gs_record_hello *h, pid_t peer_pid,
                   uid_t peer_uid)
 {

@@ -48,6 +48,12 @@ void gs_agg_snapshot(struct gs_agg *a, const struct gs_snapshot *snap, const uns
 void gs_agg_util_samples(struct gs_agg *a, unsigned gpu_index, const struct gs_util_sample *s,
                          unsigned n);
 
+/* Step records of this run its producer lost on the way, for the report's
+ * run.records_dropped (docs/report.md): in-process, those the sender thread dropped (ring
+ * full, receiver gone); in the agent, those it received but could not store. Until called the
+ * figure is unknown (null). The last call wins. */
+void gs_agg_set_records_dropped(struct gs_agg *a, uint64_t n);
+
 /* Extra facts for the report's "run" object (any may be NULL / 0). */
 struct gs_report_meta {
     const char *run_name;

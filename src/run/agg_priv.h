@@ -109,6 +109,8 @@ struct gs_agg {
     struct gs_agg_rank *ranks; /* GS_AGG_MAX_RANKS slots, allocated on first step */
     size_t n_steps;
     uint64_t dropped; /* steps refused: caps reached or allocation failure */
+    int records_dropped_known; /* gs_agg_set_records_dropped was called */
+    uint64_t records_dropped;  /* the producer's: records lost on their way (agg.h) */
     /* end */
     int have_end;
     struct gs_record_end end;

@@ -8,7 +8,9 @@
  * sender thread also encodes the records (src/run/record.h) and sends them; the training
  * thread only copies the record into a bounded ring and never waits on the socket (a full
  * ring drops the record and counts it). Without a receiver, and unless "nvml" is "off", a
- * sampler thread samples the GPUs of the run every sample_interval_s into the aggregate.
+ * sampler thread samples the GPUs of the run every sample_interval_s into the aggregate, and
+ * with each snapshot the driver's own utilization samples taken since the previous one
+ * (src/run/usamp.h). The report's run.records_dropped counts the records the sender dropped.
  * Neither thread ever calls into Python, so neither holds the GIL.
  *
  * Locking: one mutex (run->mu) guards the aggregate and the ring; it is held only for a copy
@@ -37,6 +39,7 @@
 #include "gpuscope/gs_sampler.h"
 #include "run/agg.h"
 #include "run/record.h"
+#include "run/usamp.h"
 
 #define RING_CAP 4096            /* steps queued for the sender; a step is ~150 bytes */
 #define SEND_TIMEOUT_S 1         /* a stalled receiver costs the sender thread at most this */
@@ -67,6 +70,8 @@ struct gs_run {
     struct gs_sampler *smp;
     struct gs_snapshot *snap;
     unsigned char *in_run;
+    struct gs_usamp *usamp; /* the driver's utilization samples between snapshots */
+    uint64_t prev_us;       /* the previous cycle (or gs_run_open), unix µs */
 
     bool stop;
     bool finished;
@@ -250,16 +255,19 @@ static void connect_receiver(struct gs_run *run)
 {
     struct gs_record rec = {.type = GS_REC_HELLO};
     char user_sock[108]; /* sun_path's size */
+    bool by_default = false;
     const char *path = run->socket_path[0] ? run->socket_path : getenv("GPUSCOPE_RUN_SOCKET");
     bool named = path && *path;
 
     if (!named) {
         path = getenv("GPUSCOPE_AGENT_SOCKET");
-        if (!path || !*path)
+        if (!path || !*path) {
             path = DEFAULT_AGENT_SOCKET;
+            by_default = true;
+        }
     }
     run->fd = connect_seqpacket(path);
-    if (run->fd < 0 && !named && path == (const char *)DEFAULT_AGENT_SOCKET) {
+    if (run->fd < 0 && by_default) {
         /* An agent run by a user (not systemd, not root) listens in its runtime dir. */
         const char *xdg = getenv("XDG_RUNTIME_DIR");
         if (xdg && *xdg &&
@@ -385,6 +393,13 @@ static void sample_once(struct gs_run *run)
     pthread_mutex_lock(&run->mu);
     gs_agg_snapshot(run->agg, run->snap, run->in_run, run->snap->t_real);
     pthread_mutex_unlock(&run->mu);
+    /* What the driver sampled (~6 a second) on the run's GPUs since the previous cycle. */
+    if (gs_usamp_read(run->usamp, run->smp, run->snap, run->in_run, run->prev_us)) {
+        pthread_mutex_lock(&run->mu);
+        gs_usamp_feed(run->usamp, run->agg, run->snap, run->in_run);
+        pthread_mutex_unlock(&run->mu);
+    }
+    run->prev_us = (uint64_t)(run->snap->t_real * 1e6);
 }
 
 static void *sampler_main(void *arg)
@@ -412,6 +427,7 @@ static void *sampler_main(void *arg)
 static void start_sampler(struct gs_run *run)
 {
     struct gs_err e;
+    struct timespec now;
 
     if (gs_sampler_open(&run->smp, NULL, &e) != GS_OK) {
         run->smp = NULL; /* no NVML here (a CPU run): the report has no per-GPU figures */
@@ -420,8 +436,11 @@ static void start_sampler(struct gs_run *run)
     if (gs_snapshot_new(&run->snap, gs_sampler_gpu_count(run->smp), 16, &e) != GS_OK)
         goto fail;
     run->in_run = calloc(gs_sampler_gpu_count(run->smp) + 1, 1);
-    if (!run->in_run)
+    run->usamp = gs_usamp_new(gs_sampler_gpu_count(run->smp));
+    if (!run->in_run || !run->usamp)
         goto fail;
+    clock_gettime(CLOCK_REALTIME, &now);
+    run->prev_us = (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
     if (pthread_create(&run->sampler_thr, NULL, sampler_main, run) != 0)
         goto fail;
     run->sampler_on = true;
@@ -429,6 +448,8 @@ static void start_sampler(struct gs_run *run)
 fail:
     free(run->in_run);
     run->in_run = NULL;
+    gs_usamp_free(run->usamp);
+    run->usamp = NULL;
     gs_snapshot_free(run->snap);
     run->snap = NULL;
     gs_sampler_close(run->smp);
@@ -589,6 +610,8 @@ GS_API char *gs_run_finish(struct gs_run *run, const char *end_json, char *err, 
     meta.run_name = run->hello.run[0] ? run->hello.run : NULL;
     meta.hostname = host;
     pthread_mutex_lock(&run->mu);
+    /* Known here: what the sender could not pass on (0 without a receiver: nothing to drop). */
+    gs_agg_set_records_dropped(run->agg, run->dropped);
     report = gs_agg_report(run->agg, &meta);
     pthread_mutex_unlock(&run->mu);
     if (!report) {
@@ -619,6 +642,7 @@ GS_API void gs_run_close(struct gs_run *run)
         close(run->fd);
     free(run->ring);
     free(run->in_run);
+    gs_usamp_free(run->usamp);
     gs_snapshot_free(run->snap);
     gs_sampler_close(run->smp);
     gs_agg_free(run->agg);

@@ -355,6 +355,9 @@ static json_t *run_object(const struct gs_agg *a, const struct gs_report_meta *m
     json_object_set_new(o, "device_samples_to", jnum(sl));
     json_object_set_new(o, "step_records", json_integer((json_int_t)a->n_steps));
     json_object_set_new(o, "dropped_records", json_integer((json_int_t)a->dropped));
+    json_object_set_new(o, "records_dropped",
+                        a->records_dropped_known ? json_integer((json_int_t)a->records_dropped)
+                                                 : json_null());
     json_object_set_new(o, "train_loss", jnum(a->end.train_loss));
     return o;
 }

@@ -15,7 +15,10 @@ stored steps (ratios and findings as sent); two ranks of one DDP job (two sender
 same name, world_size 2) make one run with 2 ranks that ends with its last rank, while a
 same-named world_size 1 sender gets a run of its own; the gpuscope_runs_* self metrics on
 /metrics count runs, records and rejections; a run made 40 days old is pruned with its steps
-by the next agent (retention_runs 30 d); `--socket off` opens nothing.
+by the next agent (retention_runs 30 d); `--socket off` opens nothing. A third GPU runs a
+0.4 s square wave (100 % for 0.1 s, else 20 %) under a second sender: its run's report reads
+the driver's 100 ms samples (utilization_source "nvml_samples", max 100 %, which the 1 s
+utilization mean of the snapshots never shows); run.records_dropped is 0 (none lost).
 """
 import json
 import os
@@ -52,10 +55,15 @@ SCENARIO = {
          "pci": {"bus": "0x18"}, "metrics": {"util_gpu_pct": 70, "power_w": 400}},
         {"template": "g", "uuid": "GPU-bbbbbbbb-0000-0000-0000-000000000000",
          "pci": {"bus": "0x2A"}, "metrics": {"util_gpu_pct": 10, "power_w": 100}},
+        {"template": "g", "uuid": "GPU-cccccccc-0000-0000-0000-000000000000",
+         "pci": {"bus": "0x3B"}, "sample_interval_ms": 100,
+         "metrics": {"util_gpu_pct": {"square": {"period_s": 0.4, "duty": 0.25, "high": 100,
+                                                 "low": 20}}, "power_w": 300}},
     ],
     "processes": [
         {"id": "trainer", "pid": {"env": "SIM_TRAIN_PID"}, "gpu": 0, "used_memory_mib": 20000},
         {"id": "other", "pid": 48212, "gpu": 1, "used_memory_mib": 1000},
+        {"id": "square", "pid": {"env": "SIM_SQUARE_PID"}, "gpu": 2, "used_memory_mib": 5000},
     ],
 }
 
@@ -131,7 +139,8 @@ class Sender:
 
 def start_agent(train_pid, extra=()):
     log = open(os.path.join(tmp, "agent-%d.log" % len(procs)), "w+")
-    env = sim_env(os.path.join(tmp, "scenario.json"), SIM_TRAIN_PID=str(train_pid))
+    env = sim_env(os.path.join(tmp, "scenario.json"), SIM_TRAIN_PID=str(train_pid),
+                  SIM_SQUARE_PID=str(square.pid))
     p, base, _ = gs_start_agent(["--data-dir", DATA, "--flush-interval", "1", "--interval",
                                  "0.25", "--socket", SOCK] + list(extra), env, procs,
                                 stdout=log, stderr=subprocess.STDOUT)
@@ -166,6 +175,7 @@ try:
     with open(os.path.join(tmp, "scenario.json"), "w") as f:
         json.dump(SCENARIO, f)
     good = Sender()
+    square = Sender()  # on GPU 2, the square wave
     agent, base = start_agent(good.pid)
     ok_sock = wait_for(lambda: os.path.exists(SOCK), 5)
     t.ok(ok_sock and stat.S_ISSOCK(os.stat(SOCK).st_mode), "the agent binds its step-record socket")
@@ -235,8 +245,28 @@ try:
          (good.pid, os.getuid(), "ended", "agent", "exp-a"), "report.run: pid, uid, state, source, name")
     gpus = rep.get("gpus") or []
     t.eq([g.get("index") for g in gpus], [0], "report: only the sender's GPU (from the process list)")
-    t.ok(gpus and close(gpus[0].get("utilization_avg_percent"), 70.0, 0.5),
-         "report: GPU 0 utilization 70 % from the agent's snapshots", detail=gpus)
+    t.ok(gpus and close(gpus[0].get("utilization_avg_percent"), 70.0, 0.5) and
+         gpus[0].get("utilization_source") == "nvml_samples",
+         "report: GPU 0 utilization 70 % from the driver's samples", detail=gpus)
+    t.eq(rep.get("run", {}).get("records_dropped"), 0, "report: run.records_dropped 0")
+
+    # Sub-second utilization: the square wave's 100 % peak comes from the driver's samples.
+    square.do("connect", hello("exp-square"),
+              *[x for n in range(1, 9) for x in (step(n), 0.2)], END, 0.2, "close")
+    sq = wait_for(lambda: (lambda x: x if x and x.get("state") == "ended" else None)(
+        run_named(base, "exp-square")))
+    code, sqrep = get_json("%s/api/v1/runs/%s" % (base, (sq or {}).get("id")))
+    sg = sqrep.get("gpus") or [{}]
+    t.ok((code, [g.get("index") for g in sqrep.get("gpus") or []],
+          sg[0].get("utilization_source")) == (200, [2], "nvml_samples"),
+         "square wave: the run's GPU 2 figures come from the driver's samples",
+         detail=json.dumps(sqrep)[:800])
+    t.ok(sg[0].get("utilization_max_percent") == 100,
+         "square wave: max = the pattern's 100 % peak (snapshots alone: ~40 %)", detail=sg)
+    t.ok(close(sg[0].get("utilization_avg_percent"), 40.0, 8.0) and
+         close(sg[0].get("utilization_sample_period_ms"), 100.0, 1.0),
+         "square wave: average near 40 %, sample period the driver's 100 ms", detail=sg)
+    square.stop()
     t.ok(isinstance(rep.get("findings"), list) and
          any(f.get("id", "").startswith("data") for f in rep.get("findings", [])),
          "report: findings include the data loading rule (ratio 0.25 > 0.15)",

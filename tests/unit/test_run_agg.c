@@ -1,7 +1,8 @@
 /*
  * Unit tests for the run aggregate and its report (src/run/agg.c, report.c): known step series
  * give the ratios, percentiles and throughput computed by hand below; snapshots built by hand
- * give the per-GPU utilization, memory, energy, throttle and idle figures; unknown stays null;
+ * give the per-GPU utilization, memory, energy, throttle and idle figures; unknown stays null
+ * (run.records_dropped until the producer sets it, then its count, 0 included);
  * the report is written atomically and the summary prints it.
  */
 #include <setjmp.h>
@@ -633,6 +634,38 @@ static void facts_in_report(void **state)
     gs_agg_free(a);
 }
 
+/* run.records_dropped: null until set, then the last value set (0 is a figure, not null);
+ * the aggregate's own dropped_records stays apart. */
+static void records_dropped_setter(void **state)
+{
+    struct gs_agg *a = gs_agg_new();
+    json_t *r, *run;
+    (void)state;
+
+    r = gs_agg_report(a, NULL);
+    run = json_object_get(r, "run");
+    assert_non_null(json_object_get(run, "records_dropped"));
+    assert_true(json_is_null(json_object_get(run, "records_dropped")));
+    json_decref(r);
+
+    gs_agg_set_records_dropped(a, 0);
+    r = gs_agg_report(a, NULL);
+    run = json_object_get(r, "run");
+    assert_true(json_is_integer(json_object_get(run, "records_dropped")));
+    assert_int_equal(json_integer_value(json_object_get(run, "records_dropped")), 0);
+    json_decref(r);
+
+    gs_agg_set_records_dropped(a, 7);
+    gs_agg_set_records_dropped(a, 4242);
+    r = gs_agg_report(a, NULL);
+    run = json_object_get(r, "run");
+    assert_int_equal(json_integer_value(json_object_get(run, "records_dropped")), 4242);
+    assert_int_equal(json_integer_value(json_object_get(run, "dropped_records")), 0);
+    json_decref(r);
+    gs_agg_set_records_dropped(NULL, 1); /* harmless */
+    gs_agg_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -648,6 +681,7 @@ int main(void)
         cmocka_unit_test(util_samples_idle),
         cmocka_unit_test(write_and_summary),
         cmocka_unit_test(facts_in_report),
+        cmocka_unit_test(records_dropped_setter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,9 @@
  * end to end through the real receiver (src/run/receiver.c): hello, every step and the end
  * arrive in order with our pid from SO_PEERCRED; a receiver that never reads does not block
  * gs_run_step and finish gives it up; the sampler thread on nvml-sim attributes only the GPU
- * where this process runs; API misuse (NULLs, step after finish, finish twice). Threads and
+ * where this process runs, and reads the driver's sub-second utilization samples (a square
+ * wave whose peak the snapshots alone miss); run.records_dropped: 0 without a receiver, the
+ * sender's drops with a stuck one; API misuse (NULLs, step after finish, finish twice). Threads and
  * teardown also run under the sanitizer build.
  */
 #include <setjmp.h>
@@ -110,6 +112,10 @@ static void test_in_process_report(void **state)
     }
     rep = finish_json(run, "{\"train_runtime\": 4.0, \"train_samples\": 16}");
     assert_int_equal(json_integer_value(json_object_get(rep, "steps")), 4);
+    /* no receiver: nothing to drop, and that is known */
+    assert_true(json_is_integer(json_object_get(json_object_get(rep, "run"), "records_dropped")));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(rep, "run"),
+                                                        "records_dropped")), 0);
     assert_true(fabs(json_real_value(json_object_get(
                     json_object_get(json_object_get(rep, "phases"), "forward"), "mean_ms")) -
                 5.0) < 1e-6);
@@ -284,6 +290,12 @@ static void test_stuck_receiver_never_blocks(void **state)
     rep = finish_json(run, NULL);
     assert_true(now_mono() - t0 < 4.0);
     assert_int_equal(json_integer_value(json_object_get(rep, "steps")), 10000);
+    /* The ring holds 4096 and the socket a little: most of the 10000 never left. */
+    {
+        json_int_t d = json_integer_value(
+            json_object_get(json_object_get(rep, "run"), "records_dropped"));
+        assert_true(d >= 5000 && d <= 10000);
+    }
     json_decref(rep);
     gs_run_close(run);
     close(lfd);
@@ -326,6 +338,61 @@ static void test_sampler_on_sim(void **state)
     unsetenv("NVML_SIM_SCENARIO");
 }
 
+/* The driver's samples between snapshots: GPU 0 is at 100 % for 0.1 s of every 0.4 s, else
+ * 20 % (mean 40 %). nvmlDeviceGetUtilizationRates is a 1 s mean (36..44 %), so the 0.5 s
+ * snapshots alone never see the peak; the driver's 100 ms samples do. */
+static void test_sampler_subsecond(void **state)
+{
+    static const char scenario[] =
+        "{\"scenario_version\": 1, \"gpus\": [{\"name\": \"NVIDIA H100 80GB HBM3\", "
+        "\"uuid\": \"GPU-00000000-1111-2222-3333-000000000009\", \"architecture\": \"hopper\", "
+        "\"pci\": {\"bus\": \"0x18\", \"device_id\": \"0x233010DE\"}, "
+        "\"memory\": {\"total_mib\": 81559}, \"sample_interval_ms\": 100, "
+        "\"metrics\": {\"util_gpu_pct\": {\"square\": {\"period_s\": 0.4, \"duty\": 0.25, "
+        "\"high\": 100, \"low\": 20}}, \"power_w\": 300}}], "
+        "\"processes\": [{\"pid\": \"self\", \"gpu\": 0, \"used_memory_mib\": 1000}]}";
+    const char *sim = getenv("GPUSCOPE_SIM_LIB");
+    char scen[] = "/tmp/gs-client-square-XXXXXX", err[256] = "";
+    struct gs_run *run;
+    json_t *rep, *g;
+    struct gs_step_rec r = mkrec(1, 1.0);
+    int fd;
+
+    (void)state;
+    if (!sim) {
+        skip();
+        return;
+    }
+    fd = mkstemp(scen);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, scenario, sizeof scenario - 1), (ssize_t)(sizeof scenario - 1));
+    close(fd);
+    setenv("GPUSCOPE_NVML_LIBRARY", sim, 1);
+    setenv("NVML_SIM_SCENARIO", scen, 1);
+    unsetenv("NVML_SIM_TIME");
+    unsetenv("GPUSCOPE_RUN_SOCKET");
+    setenv("GPUSCOPE_AGENT_SOCKET", "/nonexistent/agent.sock", 1);
+    run = gs_run_open("{\"sample_interval_s\": 0.5}", err, sizeof err);
+    assert_non_null(run);
+    assert_int_equal(gs_run_step(run, &r), 0);
+    usleep(1600000);
+    rep = finish_json(run, NULL);
+    g = json_array_get(json_object_get(rep, "gpus"), 0);
+    assert_non_null(g);
+    assert_string_equal(json_string_value(json_object_get(g, "utilization_source")),
+                        "nvml_samples");
+    assert_true(json_number_value(json_object_get(g, "utilization_max_percent")) == 100.0);
+    assert_true(fabs(json_number_value(json_object_get(g, "utilization_avg_percent")) - 40.0) <
+                8.0);
+    assert_true(fabs(json_number_value(json_object_get(g, "utilization_sample_period_ms")) -
+                     100.0) < 1.0);
+    assert_true(json_integer_value(json_object_get(g, "samples")) >= 3); /* snapshots too */
+    json_decref(rep);
+    gs_run_close(run);
+    unsetenv("NVML_SIM_SCENARIO");
+    unlink(scen);
+}
+
 static void test_misuse(void **state)
 {
     char err[256] = "";
@@ -363,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_facts_in_process),
         cmocka_unit_test(test_stuck_receiver_never_blocks),
         cmocka_unit_test(test_sampler_on_sim),
+        cmocka_unit_test(test_sampler_subsecond),
         cmocka_unit_test(test_misuse),
     };
     signal(SIGPIPE, SIG_IGN);

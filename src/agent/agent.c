@@ -30,6 +30,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <gnutls/gnutls.h>
 #include <math.h>
 #include <microhttpd.h>
@@ -1683,6 +1684,37 @@ static void reload_sinks(struct gs_agent *a, struct gs_agent_config *c)
                c->alerts.webhook[0] ? c->alerts.webhook : "off");
 }
 
+/* The text keys a SIGHUP cannot change: what they bind or open at start. */
+#define RESTART_ONLY(key)                                                                          \
+    {#key, offsetof(struct gs_agent_config, key), sizeof(((struct gs_agent_config *)0)->key)}
+static const struct {
+    const char *name;
+    size_t off, size;
+} restart_only[] = {
+    RESTART_ONLY(listen), RESTART_ONLY(http_socket), RESTART_ONLY(data_dir),
+    RESTART_ONLY(socket), RESTART_ONLY(user),
+};
+#undef RESTART_ONLY
+
+/* Puts the running values of the restart-only keys back into a reloaded c, warning about each
+ * one the new configuration changes (data_dir: unless the caller fixed it). */
+static void keep_restart_only(const struct gs_agent *a, struct gs_agent_config *c)
+{
+    for (size_t i = 0; i < sizeof restart_only / sizeof restart_only[0]; i++) {
+        char *now = (char *)c + restart_only[i].off;
+        const char *run = (const char *)&a->cfg + restart_only[i].off;
+        int fixed = restart_only[i].off == offsetof(struct gs_agent_config, data_dir) &&
+                    a->data_dir_from_caller;
+        if (!fixed && strcmp(now, run) != 0)
+            gs_log(GS_LOG_WARN, "reload: %s '%s' -> '%s' needs a restart; still '%s'",
+                   restart_only[i].name, run, now, run);
+        snprintf(now, restart_only[i].size, "%s", run);
+    }
+    if (c->history != a->cfg.history)
+        gs_log(GS_LOG_WARN, "reload: history %s needs a restart", c->history ? "on" : "off");
+    c->history = a->cfg.history;
+}
+
 static void reload(struct gs_agent *a, const struct gs_agent_args *args, int argc, char **argv)
 {
     struct gs_policy_settings ps;
@@ -1697,29 +1729,7 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
     reload_sinks(a, &c); /* a->cfg is the main thread's to write: read without the lock */
     reload_http(a, &c);  /* credentials and TLS pair; the listen address stays */
     pthread_mutex_lock(&a->lock);
-    if (strcmp(c.listen, a->cfg.listen) != 0)
-        gs_log(GS_LOG_WARN, "reload: listen %s -> %s needs a restart; still on %s",
-               a->cfg.listen, c.listen, a->cfg.listen);
-    snprintf(c.listen, sizeof c.listen, "%s", a->cfg.listen);
-    if (strcmp(c.http_socket, a->cfg.http_socket) != 0)
-        gs_log(GS_LOG_WARN, "reload: http_socket %s -> %s needs a restart; still on %s",
-               a->cfg.http_socket, c.http_socket, a->cfg.http_socket);
-    snprintf(c.http_socket, sizeof c.http_socket, "%s", a->cfg.http_socket);
-    if (!a->data_dir_from_caller && strcmp(c.data_dir, a->cfg.data_dir) != 0)
-        gs_log(GS_LOG_WARN, "reload: data_dir %s -> %s needs a restart; still in %s",
-               a->cfg.data_dir, c.data_dir, a->cfg.data_dir);
-    if (c.history != a->cfg.history)
-        gs_log(GS_LOG_WARN, "reload: history %s needs a restart", c.history ? "on" : "off");
-    snprintf(c.data_dir, sizeof c.data_dir, "%s", a->cfg.data_dir);
-    c.history = a->cfg.history;
-    if (strcmp(c.socket, a->cfg.socket) != 0)
-        gs_log(GS_LOG_WARN, "reload: socket %s -> %s needs a restart; still on %s",
-               a->cfg.socket, c.socket, a->cfg.socket);
-    snprintf(c.socket, sizeof c.socket, "%s", a->cfg.socket);
-    if (strcmp(c.user, a->cfg.user) != 0)
-        gs_log(GS_LOG_WARN, "reload: user '%s' -> '%s' needs a restart; still '%s'",
-               a->cfg.user, c.user, a->cfg.user);
-    snprintf(c.user, sizeof c.user, "%s", a->cfg.user);
+    keep_restart_only(a, &c);
     a->cfg = c;
     policy_settings(&c, &ps);
     gs_policy_set(a->policy, &ps);

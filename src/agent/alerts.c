@@ -127,11 +127,8 @@ int gs_alert_rule_set(struct gs_alert_rules *rs, const char *rule, const char *k
                               prefix, value);
         r->op = i;
     } else if (strcmp(key, "threshold") == 0) {
-        char *end;
         double v;
-        errno = 0;
-        v = strtod(value, &end);
-        if (errno || end == value || *end || !isfinite(v))
+        if (gs_config_parse_number(value, &v) != GS_OK)
             return gs_err_set(err, GS_EINVAL, "%s: '%.64s' is not a number", prefix, value);
         r->threshold = v;
     } else if (strcmp(key, "for") == 0) {

@@ -203,11 +203,8 @@ int gs_config_set(struct gs_agent_config *c, const char *key, const char *value,
     p = (char *)c + k->off;
     switch (k->type) {
     case KEY_DOUBLE: {
-        char *end;
         double v;
-        errno = 0;
-        v = strtod(value, &end);
-        if (errno || end == value || *end || !isfinite(v))
+        if (gs_config_parse_number(value, &v) != GS_OK)
             return gs_err_set(err, GS_EINVAL, "%s: '%.64s' is not a number", prefix, value);
         if (v < k->min || v > k->max)
             return gs_err_set(err, GS_EINVAL, "%s: %g is out of range %g..%g", prefix, v, k->min,
@@ -290,6 +287,21 @@ int gs_config_set(struct gs_agent_config *c, const char *key, const char *value,
         return set_listen(p, value, prefix, err);
     }
     return gs_err_set(err, GS_EINVAL, "%s: bad key type", prefix);
+}
+
+int gs_config_parse_number(const char *text, double *v)
+{
+    char *end;
+    double x;
+
+    if (!text)
+        return GS_EINVAL;
+    errno = 0;
+    x = strtod(text, &end);
+    if (errno || end == text || *end || !isfinite(x))
+        return GS_EINVAL;
+    *v = x;
+    return GS_OK;
 }
 
 int gs_config_parse_duration(const char *text, double *seconds)

@@ -108,6 +108,9 @@ void gs_config_default_socket(char *out, size_t len, const char *systemd_runtime
 void gs_config_default_http_socket(char *out, size_t len, const char *systemd_runtime,
                                    unsigned euid, const char *xdg_runtime);
 
+/* Parses a whole text as one finite number (strtod's syntax). GS_EINVAL otherwise. */
+int gs_config_parse_number(const char *text, double *v);
+
 /* Parses a duration: a non-negative decimal number with an optional unit suffix s, m, h or d
  * (none: seconds), "24h", "30d", "90", "1.5h". GS_EINVAL for anything else (empty, negative,
  * unknown suffix, trailing text, not finite). */

@@ -197,16 +197,7 @@ static void command_line(char *text)
     struct gs_err err = {0};
     unsigned char gpu_sel[4];
 
-    argv[argc++] = "query";
-    for (char *p = text; argc < MAX_ARGS + 1;) {
-        char *nl = strchr(p, '\n');
-        argv[argc++] = p;
-        if (!nl)
-            break;
-        *nl = '\0';
-        p = nl + 1;
-    }
-    argv[argc] = NULL;
+    argc = gs_fuzz_split_args(text, "query", argv, MAX_ARGS);
     if (gs_query_parse(argc, argv, &o, &err) != GS_OK) {
         CHECK(memchr(err.msg, '\0', sizeof err.msg) != NULL);
         return;

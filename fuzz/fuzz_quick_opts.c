@@ -84,16 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (!text || !o)
         goto out;
-    argv[argc++] = "gpuscope";
-    for (char *p = text; argc < MAX_ARGS + 1;) {
-        char *nl = strchr(p, '\n');
-        argv[argc++] = p;
-        if (!nl)
-            break;
-        *nl = '\0';
-        p = nl + 1;
-    }
-    argv[argc] = NULL;
+    argc = gs_fuzz_split_args(text, "gpuscope", argv, MAX_ARGS);
     if (gs_quick_parse(o, argc, argv, &err) != GS_OK) {
         CHECK(err.rc == GS_EUSAGE);
         CHECK(memchr(err.msg, '\0', sizeof err.msg) != NULL);

@@ -34,4 +34,23 @@ static inline char *gs_fuzz_dup_text(const uint8_t *data, size_t size)
     return text;
 }
 
+/* Splits text in place at newlines into argv after argv0: at most max arguments, argv[argc] =
+ * NULL; argv needs max + 2 slots. Returns argc. For targets that fuzz command lines. */
+static inline int gs_fuzz_split_args(char *text, char *argv0, char **argv, int max)
+{
+    int argc = 0;
+
+    argv[argc++] = argv0;
+    for (char *p = text; argc < max + 1;) {
+        char *nl = strchr(p, '\n');
+        argv[argc++] = p;
+        if (!nl)
+            break;
+        *nl = '\0';
+        p = nl + 1;
+    }
+    argv[argc] = NULL;
+    return argc;
+}
+
 #endif

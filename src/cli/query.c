@@ -26,6 +26,7 @@
 #include "cli/agent_client.h"
 #include "cli/query_fields.h"
 #include "cli/query_opts.h"
+#include "cli/smi.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
@@ -50,6 +51,10 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: gpuscope query --query-gpu=FIELDS --format=csv[,noheader][,nounits] [OPTIONS]\n"
             "       gpuscope query --query-compute-apps=FIELDS --format=csv[,...] [OPTIONS]\n"
+            "       gpuscope query [-i ID] [-l SEC]     nvidia-smi's default table\n"
+            "       gpuscope query -L | --version\n"
+            "       gpuscope query -q [-x] [-d SECTION[,...]] [-i ID] [-f FILE] [-l SEC]\n"
+            "       gpuscope query dmon|pmon|topo [-h]\n"
             "\n"
             "nvidia-smi compatible selective queries: the same field names, CSV bytes and exit\n"
             "codes as `nvidia-smi --query-gpu` / `--query-compute-apps`.\n"
@@ -74,7 +79,15 @@ static void usage(FILE *out)
             "Options take --opt=VALUE or --opt VALUE. The NVML library is libnvidia-ml.so.1, or\n"
             "$GPUSCOPE_NVML_LIBRARY when set. Exit status follows nvidia-smi: 0 ok, 2 bad\n"
             "usage or field, 6 no such GPU, 9 driver not loaded, 12 NVML library not found,\n"
-            "15 GPU lost, 255 other errors. See docs/query.md.\n");
+            "15 GPU lost, 255 other errors. See docs/query.md.\n"
+            "\n"
+            "Without --query-*, the command is nvidia-smi's: no option prints its table, -L lists\n"
+            "the GPUs and MIG devices, --version the versions, -q (--query) the NVSMI LOG (-x:\n"
+            "as XML; -d: only these sections: MEMORY, UTILIZATION, ECC, TEMPERATURE, POWER,\n"
+            "CLOCK, COMPUTE, PIDS, PERFORMANCE, SUPPORTED_CLOCKS, PAGE_RETIREMENT, ACCOUNTING,\n"
+            "ENCODER_STATS, FBC_STATS, ROW_REMAPPER, VOLTAGE, RESET_STATUS); dmon and pmon\n"
+            "monitor devices and processes. Installed as `nvidia-smi` (a symlink to gpuscope),\n"
+            "the binary takes nvidia-smi's command line. See docs/nvidia-smi.md.\n");
 }
 
 static void run_close(struct run *r)
@@ -283,6 +296,10 @@ int gs_cli_query(int argc, char **argv)
     struct gs_err err = {0};
     int rc, status;
 
+    /* the table, -L, -q, --version, dmon, pmon, topo: smi.c */
+    if (gs_smi_wants(argc, argv))
+        return gs_smi_main(argc, argv, strcmp(argv[0], "nvidia-smi") == 0 ? "nvidia-smi"
+                                                                            : "gpuscope query");
     rc = gs_query_parse(argc, argv, &r.opts, &err);
     if (rc != GS_OK) {
         fprintf(stderr, "%s\n", err.msg);

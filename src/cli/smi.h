@@ -1,0 +1,73 @@
+/*
+ * nvidia-smi's other faces: the default table, -L, --version, -q (text and -x XML), dmon, pmon
+ * and topo -m, under `gpuscope query` and when the binary runs as `nvidia-smi`.
+ *
+ * smi.c parses those command lines, opens the sampler, prints nvidia-smi's own error messages
+ * and runs the -l/-lms loops; the printers (smi_table.c, smi_q.c, smi_mon.c) only format one
+ * snapshot. They read the model (gs_model.h) and nothing else: a value the model lacks is
+ * printed as the token nvidia-smi prints for a value it cannot get ("N/A"), never guessed.
+ */
+#ifndef GS_SMI_H
+#define GS_SMI_H
+
+#include <stdio.h>
+
+#include "gpuscope/gs_model.h"
+
+/* Whether argv (argv[0] the program or subcommand name) asks for one of the modes here rather
+ * than a --query-gpu / --query-compute-apps selective query. */
+int gs_smi_wants(int argc, char **argv);
+
+/* Runs such a command line; returns the exit status. prog is "nvidia-smi" or "gpuscope query",
+ * named in usage hints. */
+int gs_smi_main(int argc, char **argv, const char *prog);
+
+/* -q sections (-d): bits of enum gs_smi_section; 0 means every section. */
+enum gs_smi_section {
+    GS_SMI_D_MEMORY = 1u << 0,
+    GS_SMI_D_UTILIZATION = 1u << 1,
+    GS_SMI_D_ECC = 1u << 2,
+    GS_SMI_D_TEMPERATURE = 1u << 3,
+    GS_SMI_D_POWER = 1u << 4,
+    GS_SMI_D_CLOCK = 1u << 5,
+    GS_SMI_D_COMPUTE = 1u << 6,
+    GS_SMI_D_PIDS = 1u << 7,
+    GS_SMI_D_PERFORMANCE = 1u << 8,
+    GS_SMI_D_SUPPORTED_CLOCKS = 1u << 9,
+    GS_SMI_D_PAGE_RETIREMENT = 1u << 10,
+    GS_SMI_D_ACCOUNTING = 1u << 11,
+    GS_SMI_D_ENCODER_STATS = 1u << 12,
+    GS_SMI_D_FBC_STATS = 1u << 13,
+    GS_SMI_D_ROW_REMAPPER = 1u << 14,
+    GS_SMI_D_VOLTAGE = 1u << 15,
+    GS_SMI_D_RESET_STATUS = 1u << 16,
+};
+
+/* Parses a -d list ("MEMORY,UTILIZATION", case-insensitive) into *mask; returns 0, or -1 with
+ * the offending word in bad[0..n-1]. */
+int gs_smi_parse_sections(const char *spec, unsigned *mask, char *bad, size_t n);
+
+/* The default table of the GPUs marked in sel (all when sel is NULL). */
+int gs_smi_table(FILE *out, const struct gs_snapshot *s, const unsigned char *sel);
+/* -L: one line per GPU and one per MIG device. */
+int gs_smi_list(FILE *out, const struct gs_snapshot *s, const unsigned char *sel);
+/* -q: the NVSMI LOG text, or with xml the nvsmi_device_v12 XML document. */
+int gs_smi_q(FILE *out, const struct gs_snapshot *s, const unsigned char *sel, unsigned sections,
+             int xml);
+/* `dmon` and `pmon`: argv[0] is the mode's name. */
+int gs_smi_dmon(int argc, char **argv, const char *prog);
+int gs_smi_pmon(int argc, char **argv, const char *prog);
+int gs_smi_topo(int argc, char **argv, const char *prog);
+
+/* Opens the sampler and takes the first snapshot, printing nvidia-smi's message for a failure
+ * (on stdout, as nvidia-smi does) and returning the exit status; 0 on success. */
+struct gs_sampler;
+int gs_smi_open(struct gs_sampler **sampler, struct gs_snapshot **snap, unsigned want);
+/* The exit status and message for an error code from the sampler. */
+int gs_smi_fail(int rc, const char *detail);
+/* ctime-like "Tue Jul 14 08:12:38 2026" of t_real in local time. */
+void gs_smi_ctime(double t_real, char *buf, size_t n);
+/* nvidia-smi's MiB: bytes rounded up. */
+unsigned long long gs_smi_mib(uint64_t bytes);
+
+#endif

@@ -1,0 +1,166 @@
+"""nvidia-smi's other outputs (the default table, -L, --version, -q, dmon, pmon, topo -m) against
+real captures, byte for byte.
+
+tests/e2e/scenarios/capture-<board>-<state>.smi holds the capture's sections verbatim (each a
+"# $ nvidia-smi ARGS" line, then its bytes; shared/reference/nvidia-smi-captures). The board's
+scenario (capture-<board>-<state>.json, the one test_query_capture.py replays) describes the
+machine at the instant of the --query-gpu section; nvidia-smi ran each other section a moment
+later, when power, temperatures and process memory had moved. capture-<board>-<state>.smi.json
+holds, per section, the readings of that instant ("table", "-q", "dmon", "pmon": a scenario
+fragment merged over the base one, GPUs by position, processes by pid). Nothing else differs.
+
+The output must equal the capture with only these substitutions:
+- the table's first line and -q's Timestamp: the time of our sample (format checked);
+- cells the model does not carry (NOT_IN_MODEL below): we demand nvidia-smi's "N/A" there, and
+  each case reports how many such cells it has.
+dmon and pmon run with -c 1 here (their sampling interval is at least a second); their header
+and first sample are compared, and one case checks -c 3 prints three samples.
+"""
+import copy
+import difflib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import Tap  # noqa: E402
+from gsenv import SRC, BUILD, BIN  # noqa: E402
+
+SIM = os.path.join(BUILD, "sim", "libnvidia-ml.so.1")
+SCEN = os.path.join(SRC, "tests", "e2e", "scenarios")
+CASES = {"h100-idle": 100, "h100-load": 100, "h100-mig-idle": 100, "h100-mig-load": 100,
+         "rtx4080s-idle": 100, "rtx4080s-load": 100, "rtx2080s-idle": 1000,
+         "rtx2080s-load": 1000, "l40s-idle": 1000, "l40s-load": 1000}
+CTIME = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$")
+SECTIONS = ("table", "-L", "--version")
+# SMI_SECTIONS=table,-L limits a run to some sections (while working on one)
+ONLY = [x for x in os.environ.get("SMI_SECTIONS", "").split(",") if x]
+MIG_ROW = re.compile(r"^\|(.{18})\|(.{34})\|(.{11})\|(.{23})\|$")
+
+
+def load_blocks(name):
+    """[(args after 'nvidia-smi', text)] from a .smi file."""
+    blocks = []
+    with open(os.path.join(SCEN, "capture-%s.smi" % name), encoding="utf-8") as fh:
+        for line in fh.read().split("\n")[:-1]:
+            if line.startswith("# $ nvidia-smi"):
+                blocks.append((line[len("# $ nvidia-smi"):].split(), []))
+            elif blocks:
+                blocks[-1][1].append(line)
+    return [(argv, "".join(x + "\n" for x in lines)) for argv, lines in blocks]
+
+
+def section_key(argv):
+    if not argv:
+        return "table"
+    return argv[0]
+
+
+def merge(base, over):
+    """over merged into base: dicts by key, "gpus" by position, "processes" by pid."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if k == "gpus":
+            for i, g in enumerate(v):
+                out["gpus"][i] = merge(out["gpus"][i], g)
+        elif k == "processes":
+            procs = out.setdefault("processes", [])
+            for p in v:
+                hit = [q for q in procs if q["pid"] == p["pid"] and q.get("gpu", 0) == p.get("gpu", 0)]
+                if hit:
+                    hit[0].update(p)
+                else:
+                    procs.append(p)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def scenario_for(name, key, tmp):
+    with open(os.path.join(SCEN, "capture-%s.json" % name), encoding="utf-8") as fh:
+        base = json.load(fh)
+    path = os.path.join(SCEN, "capture-%s.smi.json" % name)
+    over = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as fh:
+            over = json.load(fh).get(key, {})
+    out = os.path.join(tmp, "%s-%s.json" % (name, key.strip("-")))
+    with open(out, "w", encoding="utf-8") as fh:
+        json.dump(merge(base, over), fh)
+    return out
+
+
+def run(name, argv, scenario):
+    env = dict(os.environ, GPUSCOPE_NVML_LIBRARY=SIM, NVML_SIM_SCENARIO=scenario,
+               NVML_SIM_TIME=str(CASES[name]), TZ="UTC")
+    return subprocess.run([BIN, "query"] + argv, env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+def mask_table(want, got, notes):
+    """The capture's table with our timestamp line and the MIG cells the model lacks."""
+    w, g = want.split("\n"), got.split("\n")
+    if g and CTIME.match(g[0].rstrip()):
+        notes.setdefault("stamps", []).append(g[0])
+        w[0] = g[0]
+    for i, line in enumerate(w):
+        m = MIG_ROW.match(line)
+        if not m or i >= len(g):
+            continue
+        o = MIG_ROW.match(g[i])
+        if not o:
+            continue
+        segs = list(m.groups())
+        # per-MIG BAR1 usage (the second line of a device), SM, ECC and engine counts are not
+        # in the model: there we print N/A
+        for k in ((1,) if not segs[0].strip() else ()) + (2, 3):
+            ours = o.group(k + 1)
+            if set(ours.split()) <= {"N/A", "/"} and ours.strip() and segs[k] != ours:
+                notes.setdefault("not_in_model", []).append(segs[k].strip())
+                segs[k] = ours
+        w[i] = "|" + "|".join(segs) + "|"
+    return "\n".join(w)
+
+
+def main():
+    t = Tap()
+    if not os.path.exists(SIM):
+        t.skip("smi capture replay", "nvml-sim not built (%s)" % SIM)
+        return t.done()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in CASES:
+            for argv, want in load_blocks(name):
+                key = section_key(argv)
+                if key not in SECTIONS or (ONLY and key not in ONLY):
+                    continue
+                if key in ("dmon", "pmon"):
+                    argv = [key, "-c", "1"]
+                    lines = want.split("\n")
+                    nrows = 1 if key == "dmon" else max(1, sum(
+                        1 for x in lines[2:] if x and x.split()[0] == "0") // 5)
+                    want = "\n".join(lines[:2 + nrows]) + "\n"
+                what = "%s nvidia-smi %s" % (name, " ".join(argv))
+                r = run(name, argv, scenario_for(name, key, tmp))
+                t.eq(r.returncode, 0, "%s: exit status 0 (stderr: %s)" % (what, r.stderr.strip()))
+                notes = {}
+                if key == "table":
+                    want = mask_table(want, r.stdout, notes)
+                diff = "".join(difflib.unified_diff(want.splitlines(True), r.stdout.splitlines(True),
+                                                    "capture", "gpuscope", n=1))
+                t.ok(r.stdout == want, "%s: output equals the capture byte for byte" % what,
+                     detail=diff)
+                miss = notes.get("not_in_model", [])
+                if miss:
+                    print("# %s: %d cells differ only because the model lacks the field"
+                          % (what, len(miss)), flush=True)
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -408,6 +408,7 @@ int gs_smi_main(int argc, char **argv, const char *prog)
     unsigned char *sel = NULL;
     FILE *out = stdout;
     struct gs_err err = {0};
+    sigset_t stop, old;
     int status, rc;
 
     if (argc > 1 && strcmp(argv[1], "dmon") == 0)
@@ -419,6 +420,13 @@ int gs_smi_main(int argc, char **argv, const char *prog)
     status = parse(argc, argv, &o, prog);
     if (status >= 0)
         return status;
+    /* a loop holds SIGINT/SIGTERM from the start, so that one arriving during the first
+     * sample still ends the loop cleanly after its document */
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    if (o.loop_ms > 0)
+        sigprocmask(SIG_BLOCK, &stop, &old);
     status = gs_smi_open(&sampler, &snap, want_of(&o));
     if (status != 0)
         goto done;
@@ -444,24 +452,20 @@ int gs_smi_main(int argc, char **argv, const char *prog)
     rc = emit(out, &o, snap, sel);
     if (rc == GS_OK && o.loop_ms > 0) {
         int64_t period = (int64_t)o.loop_ms * 1000000, start = mono_ns();
-        sigset_t stop, old;
 
-        sigemptyset(&stop);
-        sigaddset(&stop, SIGINT);
-        sigaddset(&stop, SIGTERM);
-        sigprocmask(SIG_BLOCK, &stop, &old);
         while (rc == GS_OK && !wait_tick(&stop, start, period)) {
             rc = gs_sampler_sample(sampler, snap, want_of(&o), &err);
             if (rc == GS_OK)
                 rc = emit(out, &o, snap, sel);
         }
-        sigprocmask(SIG_SETMASK, &old, NULL);
     }
     if (rc == GS_EIO && !err.msg[0])
         gs_err_set(&err, GS_EIO, "cannot write %s: %s", o.file ? o.file : "output",
                    strerror(errno));
     status = rc == GS_OK ? 0 : gs_smi_fail(rc, err.msg);
 done:
+    if (o.loop_ms > 0)
+        sigprocmask(SIG_SETMASK, &old, NULL);
     if (out != stdout)
         fclose(out);
     free(sel);

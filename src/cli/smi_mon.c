@@ -193,6 +193,11 @@ static int run(const struct mon_opts *o, unsigned want, const char *select, prin
     int status, rc;
     int64_t start, period = (int64_t)o->delay_s * 1000000000;
 
+    /* held from the start: a signal during the first sample ends the run after it */
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    sigprocmask(SIG_BLOCK, &stop, &old);
     status = gs_smi_open(&sampler, &snap, want);
     if (status != 0)
         goto done;
@@ -212,10 +217,6 @@ static int run(const struct mon_opts *o, unsigned want, const char *select, prin
         status = gs_smi_fail(GS_EIO, err.msg);
         goto done;
     }
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    sigprocmask(SIG_BLOCK, &stop, &old);
     rc = header(out, snap, sel, select);
     start = mono_ns();
     for (long k = 1; rc == GS_OK; k++) {
@@ -226,12 +227,12 @@ static int run(const struct mon_opts *o, unsigned want, const char *select, prin
             break;
         rc = gs_sampler_sample(sampler, snap, want, &err);
     }
-    sigprocmask(SIG_SETMASK, &old, NULL);
     if (rc == GS_EIO && !err.msg[0])
         gs_err_set(&err, GS_EIO, "cannot write %s: %s", o->file ? o->file : "output",
                    strerror(errno));
     status = rc == GS_OK ? 0 : gs_smi_fail(rc, err.msg);
 done:
+    sigprocmask(SIG_SETMASK, &old, NULL);
     if (out != stdout)
         fclose(out);
     free(sel);

@@ -1,0 +1,312 @@
+"""gpuscope as nvidia-smi, as its clients use it: the -q -x XML that telegraf's nvidia_smi input
+and netdata's collector parse, --help-query-gpu and --version as nvidia_gpu_exporter reads them,
+the looped XML stream, the binary run through an `nvidia-smi` symlink, nvidia-smi's messages and
+exit codes, dmon/pmon/topo options, and the install script's refusal to cover a real nvidia-smi.
+
+Values are checked against the same instant's `--query-gpu` answer (NVML_SIM_TIME freezes the
+scenario), so the XML must carry the scenario's numbers for every GPU, not just well-formed text.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import Tap  # noqa: E402
+from gsenv import SRC, BUILD, BIN  # noqa: E402
+
+SIM = os.path.join(BUILD, "sim", "libnvidia-ml.so.1")
+H100X8 = os.path.join(SRC, "sim", "scenarios", "h100x8-training.json")
+MIG = os.path.join(SRC, "tests", "e2e", "scenarios", "capture-h100-mig-load.json")
+DOCTYPE = '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">'
+
+# Element paths under <gpu> that telegraf's nvidia_smi input (schema v12) and netdata's
+# nvidia_smi collector read, each with the --query-gpu field holding the same value (None:
+# only presence is checked).
+TELEGRAF = {
+    "product_name": "name", "uuid": "uuid", "serial": None, "vbios_version": "vbios_version",
+    "fan_speed": "fan.speed", "performance_state": "pstate", "compute_mode": "compute_mode",
+    "pci/pci_bus_id": "pci.bus_id",
+    "pci/pci_gpu_link_info/pcie_gen/current_link_gen": "pcie.link.gen.current",
+    "pci/pci_gpu_link_info/pcie_gen/max_link_gen": "pcie.link.gen.max",
+    "pci/pci_gpu_link_info/link_widths/current_link_width": None,
+    "pci/pci_gpu_link_info/link_widths/max_link_width": None,
+    "pci/tx_util": None, "pci/rx_util": None, "pci/replay_counter": None,
+    "fb_memory_usage/total": "memory.total", "fb_memory_usage/used": "memory.used",
+    "fb_memory_usage/free": "memory.free", "fb_memory_usage/reserved": "memory.reserved",
+    "bar1_memory_usage/total": None, "bar1_memory_usage/used": None, "bar1_memory_usage/free": None,
+    "utilization/gpu_util": "utilization.gpu", "utilization/memory_util": "utilization.memory",
+    "utilization/encoder_util": "utilization.encoder",
+    "utilization/decoder_util": "utilization.decoder",
+    "utilization/jpeg_util": "utilization.jpeg", "utilization/ofa_util": "utilization.ofa",
+    "encoder_stats/session_count": "encoder.stats.sessionCount",
+    "encoder_stats/average_fps": "encoder.stats.averageFps",
+    "encoder_stats/average_latency": "encoder.stats.averageLatency",
+    "fbc_stats/session_count": None,
+    "ecc_mode/current_ecc": "ecc.mode.current",
+    "ecc_errors/volatile/dram_correctable": "ecc.errors.corrected.volatile.dram",
+    "ecc_errors/aggregate/dram_uncorrectable": "ecc.errors.uncorrected.aggregate.dram",
+    "retired_pages/multiple_single_bit_retirement/retired_count": None,
+    "remapped_rows/remapped_row_corr": "remapped_rows.correctable",
+    "temperature/gpu_temp": "temperature.gpu", "temperature/memory_temp": "temperature.memory",
+    "gpu_power_readings/power_draw": "power.draw",
+    "gpu_power_readings/current_power_limit": "enforced.power.limit",
+    "gpu_power_readings/max_power_limit": "power.max_limit",
+    "power_readings/power_draw": "power.draw", "power_readings/power_state": "pstate",
+    "clocks/graphics_clock": "clocks.current.graphics", "clocks/sm_clock": "clocks.current.sm",
+    "clocks/mem_clock": "clocks.current.memory", "clocks/video_clock": "clocks.current.video",
+    "max_clocks/graphics_clock": "clocks.max.graphics", "max_clocks/sm_clock": "clocks.max.sm",
+    "max_clocks/mem_clock": "clocks.max.memory",
+    "clocks_event_reasons/clocks_event_reason_sw_power_cap": "clocks_event_reasons.sw_power_cap",
+    "mig_mode/current_mig": "mig.mode.current",
+}
+
+
+def env(scenario=H100X8, t="600", **extra):
+    e = dict(os.environ, GPUSCOPE_NVML_LIBRARY=SIM, NVML_SIM_TIME=t, TZ="UTC")
+    e.pop("NVML_SIM_SCENARIO", None)
+    if scenario:
+        e["NVML_SIM_SCENARIO"] = scenario
+    e.update(extra)
+    return e
+
+
+def q(argv, prog=BIN, sub=True, **kw):
+    cmd = [prog] + (["query"] if sub else []) + argv
+    return subprocess.run(cmd, env=env(**kw), capture_output=True, text=True, timeout=60)
+
+
+def query_values(fields, **kw):
+    r = q(["--query-gpu=" + ",".join(fields), "--format=csv,noheader"], **kw)
+    return [dict(zip(fields, line.split(", "))) for line in r.stdout.splitlines()]
+
+
+def xml_checks(t):
+    r = q(["-q", "-x"])
+    t.eq(r.returncode, 0, "-q -x: exit 0 (%s)" % r.stderr.strip())
+    lines = r.stdout.split("\n")
+    t.eq(lines[:3], ['<?xml version="1.0" ?>', DOCTYPE, "<nvidia_smi_log>"],
+         "-q -x: XML declaration, the v12 DOCTYPE and the root element")
+    try:
+        root = ET.fromstring(r.stdout)
+    except ET.ParseError as e:
+        t.ok(False, "-q -x is well-formed XML", detail=str(e))
+        return
+    t.ok(root.tag == "nvidia_smi_log", "-q -x is well-formed XML")
+    gpus = root.findall("gpu")
+    t.eq((root.findtext("attached_gpus"), len(gpus)), ("8", 8), "8 <gpu> elements, attached_gpus 8")
+    t.ok(root.findtext("driver_version") and re.match(r"^\d+\.\d+$", root.findtext("cuda_version")),
+         "driver_version and cuda_version", detail=(root.findtext("driver_version"),
+                                                    root.findtext("cuda_version")))
+    fields = sorted({f for f in TELEGRAF.values() if f})
+    want = query_values(fields)
+    missing, wrong = [], []
+    for i, g in enumerate(gpus):
+        for path, field in TELEGRAF.items():
+            el = g.find(path)
+            if el is None or el.text is None:
+                missing.append("gpu%d/%s" % (i, path))
+                continue
+            if field is None:
+                continue
+            exp = want[i][field].strip("[]")
+            got = el.text
+            # the XML carries units on some values the CSV cell also has ("81559 MiB"), and
+            # link gen / width numbers without them; compare the leading number or token
+            if got != exp and got.split(" ")[0] != exp.split(" ")[0]:
+                wrong.append("gpu%d/%s: %r, --query-gpu %s: %r" % (i, path, got, field, exp))
+    t.eq(missing, [], "every telegraf/netdata element path is present on all 8 GPUs")
+    t.eq(wrong, [], "and carries the value --query-gpu reports for the same instant")
+    t.eq([g.get("id") for g in gpus], [w["pci.bus_id"] for w in query_values(["pci.bus_id"])],
+         "<gpu id> is the PCI bus id")
+    procs = [len(g.findall("processes/process_info")) for g in gpus]
+    apps = q(["--query-compute-apps=gpu_bus_id,pid,used_memory", "--format=csv,noheader"])
+    t.eq(sum(procs), len(apps.stdout.splitlines()), "one <process_info> per compute process")
+    info = gpus[0].find("processes/process_info")
+    t.ok(info is not None and all(info.find(k) is not None for k in
+                                  ("pid", "type", "process_name", "used_memory")),
+         "process_info has pid, type, process_name, used_memory")
+    r = q(["-q", "-x", "-i", "3"])
+    one = ET.fromstring(r.stdout).findall("gpu")
+    t.eq([g.get("id") for g in one], [query_values(["pci.bus_id"])[3]["pci.bus_id"]],
+         "-q -x -i 3: GPU 3 only")
+    r = q(["-q", "-x", "-d", "MEMORY"])
+    g = ET.fromstring(r.stdout).find("gpu")
+    t.ok(g.find("fb_memory_usage") is not None and g.find("temperature") is None,
+         "-q -x -d MEMORY: memory sections only")
+    mig = q(["-q", "-x"], scenario=MIG, t="100")
+    root = ET.fromstring(mig.stdout)
+    devs = root.findall("gpu/mig_devices/mig_device")
+    t.eq([(d.findtext("gpu_instance_id"), d.findtext("fb_memory_usage/total")) for d in devs],
+         [("2", "40448 MiB"), ("3", "20096 MiB"), ("9", "9984 MiB"), ("10", "9984 MiB")],
+         "MIG: one <mig_device> per instance with its GI and memory")
+    esc = q(["-q", "-x"], scenario=MIG, t="100")
+    t.ok("&" not in esc.stdout.replace("&amp;", "").replace("&lt;", "").replace("&gt;", "")
+         .replace("&quot;", ""), "no unescaped '&' in the XML")
+
+
+def loop_checks(t):
+    p = subprocess.Popen([BIN, "query", "-x", "-q", "-lms", "300"], env=env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = []
+    for line in p.stdout:  # the first document, then a second and a half more
+        first.append(line)
+        if "</nvidia_smi_log>" in line:
+            break
+    time.sleep(1.5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    out = "".join(first) + out
+    t.eq(p.returncode, 0, "-x -q -lms 300: Ctrl+C ends the loop with status 0 (%s)" % err.strip())
+    # netdata splits the stream on the </nvidia_smi_log> lines and parses each document
+    docs, cur = [], []
+    for line in out.split("\n"):
+        cur.append(line)
+        if "</nvidia_smi_log>" in line:
+            docs.append("\n".join(cur))
+            cur = []
+    ok = all(ET.fromstring(d).tag == "nvidia_smi_log" for d in docs)
+    t.ok(len(docs) >= 2 and ok, "the looped stream is %d whole documents (>= 2 in 1.5 s)"
+         % len(docs))
+    t.eq(out.count("<nvidia_smi_log>\n"), len(docs), "each document opens on its own line")
+    p = subprocess.Popen([BIN, "query", "-l", "1"], env=env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(1.6)
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=30)
+    t.ok(p.returncode == 0 and out.count("| NVIDIA-SMI ") == 2,
+         "-l 1: the table again each second, SIGTERM ends it", detail=out[-300:])
+
+
+def exporter_checks(t):
+    """nvidia_gpu_exporter: fields from --help-query-gpu by its regex, cuda_version from
+    --version by its rules (a 'CUDA Version' key whose value is N.N)."""
+    r = q(["--help-query-gpu"], scenario=None)
+    fields = re.findall(r'(?m)\n\s*\n^"([^"]+)"', r.stdout)
+    t.ok(len(fields) > 150, "--help-query-gpu: the exporter's regex finds %d fields" % len(fields))
+    r = q(["--query-gpu=" + ",".join(fields), "--format=csv"])
+    t.ok(r.returncode == 0 and len(r.stdout.splitlines()[0].split(", ")) == len(fields),
+         "and a query of all of them succeeds with one column each", detail=r.stdout[:300])
+    r = q(["--version"])
+    cuda = ""
+    for line in r.stdout.split("\n"):
+        key, sep, value = line.partition(":")
+        value = value.strip()
+        if sep and re.match(r"^[0-9]+\.[0-9]+$", value) and \
+                " ".join(key.split()).lower() == "cuda version":
+            cuda = value
+    t.ok(r.returncode == 0 and re.match(r"^\d+\.\d+$", cuda),
+         "--version: the exporter reads cuda_version %r" % cuda, detail=r.stdout)
+    t.ok(re.search(r"^DRIVER version\s+: \S+$", r.stdout, re.M) and
+         re.search(r"^NVML version\s+: \d+\.\d+$", r.stdout, re.M),
+         "--version: DRIVER and NVML lines", detail=r.stdout)
+
+
+def errors_and_symlink(t, tmp):
+    link = os.path.join(tmp, "nvidia-smi")
+    os.symlink(BIN, link)
+    r = q([], prog=link, sub=False)
+    t.ok(r.returncode == 0 and "| NVIDIA-SMI " in r.stdout and r.stdout.count("NVIDIA H100") == 8,
+         "run as nvidia-smi: the bare command prints the table of the 8 GPUs", detail=r.stderr)
+    r = q(["-L"], prog=link, sub=False)
+    t.ok(r.returncode == 0 and len(r.stdout.splitlines()) == 8 and
+         all(re.match(r"^GPU \d: .* \(UUID: GPU-[0-9a-f-]+\)$", x) for x in r.stdout.splitlines()),
+         "nvidia-smi -L: 8 lines 'GPU n: NAME (UUID: GPU-...)'", detail=r.stdout)
+    r = q(["--query-gpu=index", "--format=csv,noheader"], prog=link, sub=False)
+    t.eq(r.stdout, "".join("%d\n" % i for i in range(8)), "nvidia-smi --query-gpu still works")
+    r = q(["-L"], prog=link, sub=False, scenario=None)
+    t.eq((r.returncode, r.stdout.startswith("NVIDIA-SMI has failed because it couldn't "
+                                            "communicate with the NVIDIA driver.")),
+         (9, True), "no driver: nvidia-smi's message on stdout, exit 9")
+    r = q([], prog=link, sub=False, GPUSCOPE_NVML_LIBRARY="/nonexistent/libnvidia-ml.so.1")
+    t.eq((r.returncode, r.stdout.startswith("NVIDIA-SMI couldn't find libnvidia-ml.so")),
+         (12, True), "no NVML library: nvidia-smi's message, exit 12")
+    r = q(["-q", "-i", "9"])
+    t.eq((r.returncode, r.stdout), (6, "No devices were found\n"), "-q -i 9: no such GPU, exit 6")
+    for argv, what in ((["--bogus"], "unknown option"), (["-q", "-L"], "-q with -L"),
+                       (["-x"], "-x without -q"), (["-q", "-d", "NOPE"], "a bad -d section"),
+                       (["dmon", "-s", "z"], "dmon -s z"), (["pmon", "-d", "11"], "pmon -d 11"),
+                       (["dmon", "-c", "0"], "dmon -c 0"), (["dmon", "--bogus"], "dmon --bogus")):
+        r = q(argv)
+        t.ok(r.returncode == 2 and r.stdout == "" and "Please run" in r.stderr,
+             "%s: usage error, exit 2, a hint on stderr" % what, detail=r.stderr)
+    r = q(["-q", "-d", "memory,Utilization"])
+    t.ok(r.returncode == 0 and "FB Memory Usage" in r.stdout and "    Utilization" in r.stdout and
+         "Temperature" not in r.stdout, "-d sections are case-insensitive and select sections")
+    r = q(["topo", "-m"])
+    t.ok(r.returncode == 3 and "not supported" in r.stdout, "topo -m: 'not supported', exit 3",
+         detail=r.stdout)
+    for mode in ("dmon", "pmon"):
+        r = q([mode, "-h"], scenario=None)
+        t.ok(r.returncode == 0 and "Usage: gpuscope query %s [options]" % mode in r.stdout and
+             "[-c | --count]" in r.stdout, "%s -h: nvidia-smi's help shape" % mode)
+    t0 = time.monotonic()
+    r = q(["dmon", "-c", "3", "-i", "0,5"])
+    rows = r.stdout.splitlines()[2:]
+    t.ok(r.returncode == 0 and len(rows) == 6 and [x.split()[0] for x in rows] == ["0", "5"] * 3
+         and time.monotonic() - t0 >= 1.9, "dmon -c 3 -i 0,5: 3 samples a second apart, 2 rows "
+         "each", detail=r.stdout)
+    r = q(["dmon", "-c", "1", "-s", "pucvmet"])
+    head = r.stdout.splitlines()[0].split()[2:]
+    t.eq(head, ["pwr", "gtemp", "mtemp", "sm", "mem", "enc", "dec", "jpg", "ofa", "mclk", "pclk",
+                "pviol", "tviol", "fb", "bar1", "ccpm", "sbecc", "dbecc", "pci", "rxpci", "txpci"],
+         "dmon -s pucvmet: every column group in nvidia-smi's order")
+    r = q(["pmon", "-c", "1", "-s", "um"])
+    lines = r.stdout.splitlines()
+    t.ok(r.returncode == 0 and lines[0].split()[-3:] == ["fb", "ccpm", "command"] and
+         len(lines) == 2 + 8, "pmon -s um: fb column, one line per training rank", detail=r.stdout)
+    out = os.path.join(tmp, "dmon.log")
+    r = q(["dmon", "-c", "1", "-f", out])
+    t.ok(r.returncode == 0 and r.stdout == "" and open(out).read().startswith("# gpu"),
+         "dmon -f FILE writes the samples to FILE")
+
+
+def install_script(t, tmp):
+    script = os.path.join(SRC, "scripts", "install-nvidia-smi-link.sh")
+    prefix = os.path.join(tmp, "prefix")
+    os.makedirs(os.path.join(prefix, "bin"))
+    e = dict(os.environ, MESON_INSTALL_DESTDIR_PREFIX=prefix, DESTDIR="/staging")
+    r = subprocess.run([script, "bin"], env=e, capture_output=True, text=True)
+    link = os.path.join(prefix, "bin", "nvidia-smi")
+    t.ok(r.returncode == 0 and os.readlink(link) == "gpuscope",
+         "install script: bin/nvidia-smi -> gpuscope", detail=r.stdout + r.stderr)
+    os.unlink(link)
+    with open(link, "w") as fh:
+        fh.write("#!/bin/sh\necho the driver's nvidia-smi\n")
+    r = subprocess.run([script, "bin"], env=e, capture_output=True, text=True)
+    t.ok(r.returncode == 0 and "NOT installed" in r.stderr and not os.path.islink(link),
+         "install script: a real nvidia-smi in bindir is left alone, with a message")
+    os.unlink(link)
+    fake = os.path.join(tmp, "driver-bin")
+    os.makedirs(fake)
+    with open(os.path.join(fake, "nvidia-smi"), "w") as fh:
+        fh.write("#!/bin/sh\n")
+    os.chmod(os.path.join(fake, "nvidia-smi"), 0o755)
+    e2 = dict(e, PATH=fake + ":" + os.environ["PATH"])
+    e2.pop("DESTDIR")
+    r = subprocess.run([script, "bin"], env=e2, capture_output=True, text=True)
+    t.ok(r.returncode == 0 and "NOT installed" in r.stderr and not os.path.lexists(link),
+         "install script: a real nvidia-smi on PATH is not shadowed", detail=r.stderr)
+
+
+def main():
+    t = Tap()
+    if not os.path.exists(SIM):
+        t.skip("nvidia-smi clients", "nvml-sim not built (%s)" % SIM)
+        return t.done()
+    with tempfile.TemporaryDirectory() as tmp:
+        xml_checks(t)
+        exporter_checks(t)
+        errors_and_symlink(t, tmp)
+        loop_checks(t)
+        install_script(t, tmp)
+    return t.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -111,22 +111,6 @@ static int usage_error(const char *prog, const char *fmt, const char *word)
     return gs_rc_exit_code(GS_EUSAGE);
 }
 
-/* --- small shared helpers ------------------------------------------------------------------- */
-
-void gs_smi_ctime(double t_real, char *buf, size_t n)
-{
-    time_t secs = (time_t)t_real;
-    struct tm tm;
-
-    if (!localtime_r(&secs, &tm) || strftime(buf, n, "%a %b %e %H:%M:%S %Y", &tm) == 0)
-        snprintf(buf, n, "N/A");
-}
-
-unsigned long long gs_smi_mib(uint64_t bytes)
-{
-    return bytes / 1048576ULL + (bytes % 1048576ULL != 0);
-}
-
 int gs_smi_open(struct gs_sampler **sampler, struct gs_snapshot **snap, unsigned want)
 {
     struct gs_err err = {0};
@@ -144,52 +128,6 @@ int gs_smi_open(struct gs_sampler **sampler, struct gs_snapshot **snap, unsigned
     if (rc != GS_OK)
         return gs_smi_fail(rc, err.msg);
     return 0;
-}
-
-static const struct {
-    const char *name;
-    unsigned bit;
-} sections[] = {
-    {"MEMORY", GS_SMI_D_MEMORY},
-    {"UTILIZATION", GS_SMI_D_UTILIZATION},
-    {"ECC", GS_SMI_D_ECC},
-    {"TEMPERATURE", GS_SMI_D_TEMPERATURE},
-    {"POWER", GS_SMI_D_POWER},
-    {"CLOCK", GS_SMI_D_CLOCK},
-    {"COMPUTE", GS_SMI_D_COMPUTE},
-    {"PIDS", GS_SMI_D_PIDS},
-    {"PERFORMANCE", GS_SMI_D_PERFORMANCE},
-    {"SUPPORTED_CLOCKS", GS_SMI_D_SUPPORTED_CLOCKS},
-    {"PAGE_RETIREMENT", GS_SMI_D_PAGE_RETIREMENT},
-    {"ACCOUNTING", GS_SMI_D_ACCOUNTING},
-    {"ENCODER_STATS", GS_SMI_D_ENCODER_STATS},
-    {"FBC_STATS", GS_SMI_D_FBC_STATS},
-    {"ROW_REMAPPER", GS_SMI_D_ROW_REMAPPER},
-    {"VOLTAGE", GS_SMI_D_VOLTAGE},
-    {"RESET_STATUS", GS_SMI_D_RESET_STATUS},
-};
-
-int gs_smi_parse_sections(const char *spec, unsigned *mask, char *bad, size_t n)
-{
-    const char *p = spec;
-
-    *mask = 0;
-    for (;;) {
-        size_t len = strcspn(p, ",");
-        size_t k;
-
-        for (k = 0; k < sizeof sections / sizeof sections[0]; k++)
-            if (strlen(sections[k].name) == len && strncasecmp(p, sections[k].name, len) == 0)
-                break;
-        if (k == sizeof sections / sizeof sections[0]) {
-            snprintf(bad, n, "%.*s", (int)len, p);
-            return -1;
-        }
-        *mask |= sections[k].bit;
-        if (p[len] == '\0')
-            return 0;
-        p += len + 1;
-    }
 }
 
 /* --- options -------------------------------------------------------------------------------- */

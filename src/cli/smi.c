@@ -274,7 +274,9 @@ static unsigned want_of(const struct smi_opts *o)
     case M_QUERY:
         break;
     }
-    return GS_WANT_PROCS | GS_WANT_HEALTH | GS_WANT_MIG | GS_WANT_STATIC | GS_WANT_PCIE_TPUT;
+    /* PCIe throughput blocks ~20 ms per direction and GPU; only the PCI block (no -d) shows it */
+    return GS_WANT_PROCS | GS_WANT_HEALTH | GS_WANT_MIG | GS_WANT_STATIC |
+           (o->sections ? 0 : GS_WANT_PCIE_TPUT);
 }
 
 /* nvmlSystemGetNVMLVersion answers "<CUDA major>.<driver version>" ("13.595.71.05"); nvidia-smi

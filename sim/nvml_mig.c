@@ -10,6 +10,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core.h"
 
@@ -114,6 +115,31 @@ static nvmlReturn_t instance_id(enum gs_sim_fn fn, bool compute, nvmlDevice_t de
     if (!id)
         return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
     *id = compute ? c.mig->ci : c.mig->gi;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+/* A MIG device's SM and shared engine counts, from its scenario instance; full GPUs (and
+ * instances without "sm_count") answer NOT_SUPPORTED. */
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
+                                                           nvmlDeviceAttributes_t *attributes)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetAttributes_v2, device, GS_SIM_MIG_OK, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!attributes)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!c.mig || c.mig->sm_count == 0)
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    memset(attributes, 0, sizeof *attributes);
+    attributes->multiprocessorCount = c.mig->sm_count;
+    attributes->sharedCopyEngineCount = c.mig->ce_count;
+    attributes->sharedDecoderCount = c.mig->dec_count;
+    attributes->sharedEncoderCount = c.mig->enc_count;
+    attributes->sharedJpegCount = c.mig->jpg_count;
+    attributes->sharedOfaCount = c.mig->ofa_count;
+    attributes->memorySizeMB = c.mig->mem_total_bytes >> 20;
     return gs_sim_leave(NVML_SUCCESS);
 }
 

@@ -1386,6 +1386,11 @@ static int parse_mig_instance(struct parse *ps, const json_t *v, const json_t *w
                                        "bar1_total_mib",
                                        "bar1_total_bytes",
                                        "sm_count",
+                                       "ce_count",
+                                       "enc_count",
+                                       "dec_count",
+                                       "ofa_count",
+                                       "jpg_count",
                                        "metrics",
                                        NULL};
     struct jobj ob, mob;
@@ -1430,6 +1435,11 @@ static int parse_mig_instance(struct parse *ps, const json_t *v, const json_t *w
         return perr(ps, v, where, path, "missing memory_total_mib");
     if (get_size(ps, &ob, "bar1_total", &m->bar1_total_bytes, &present) != 0 ||
         get_u32(ps, &ob, "sm_count", 0, 100000, &m->sm_count) != 0 ||
+        get_u32(ps, &ob, "ce_count", 0, 64, &m->ce_count) != 0 ||
+        get_u32(ps, &ob, "enc_count", 0, 64, &m->enc_count) != 0 ||
+        get_u32(ps, &ob, "dec_count", 0, 64, &m->dec_count) != 0 ||
+        get_u32(ps, &ob, "ofa_count", 0, 64, &m->ofa_count) != 0 ||
+        get_u32(ps, &ob, "jpg_count", 0, 64, &m->jpg_count) != 0 ||
         get_child(ps, &ob, "metrics", &mob, &present) != 0)
         return -1;
     if (present && parse_metrics(ps, &mob, m->metric, m->metric_given) != 0)

@@ -124,6 +124,7 @@ const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m);
     X(nvmlDeviceGetMemoryInfo)                                                                     \
     X(nvmlDeviceGetMemoryInfo_v2)                                                                  \
     X(nvmlDeviceGetBAR1MemoryInfo)                                                                 \
+    X(nvmlDeviceGetAttributes_v2)                                                                  \
     X(nvmlDeviceGetEncoderUtilization)                                                             \
     X(nvmlDeviceGetDecoderUtilization)                                                             \
     X(nvmlDeviceGetSamples)                                                                        \
@@ -282,7 +283,8 @@ struct gs_sim_mig {
     char uuid[GS_SIM_STR_MAX];
     uint64_t mem_total_bytes;
     uint64_t bar1_total_bytes;
-    unsigned sm_count;
+    unsigned sm_count; /* 0: nvmlDeviceGetAttributes_v2 answers NOT_SUPPORTED */
+    unsigned ce_count, enc_count, dec_count, ofa_count, jpg_count; /* shared engines */
     struct gs_sim_pattern metric[GS_SIM_M__COUNT];
     bool metric_given[GS_SIM_M__COUNT];
 };

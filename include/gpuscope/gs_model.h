@@ -197,6 +197,11 @@ struct gs_mig {
     uint64_t mem_total_bytes;
     uint64_t mem_used_bytes;
     uint64_t mem_free_bytes;
+    uint8_t bar1_st; /* the instance's share of BAR1 (nvmlDeviceGetBAR1MemoryInfo) */
+    uint64_t bar1_total_bytes;
+    uint64_t bar1_used_bytes;
+    uint8_t attr_st; /* SM and shared engine counts (nvmlDeviceGetAttributes_v2) */
+    unsigned sm_count, ce_count, enc_count, dec_count, ofa_count, jpg_count;
 };
 
 struct gs_gpu {

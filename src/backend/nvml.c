@@ -69,6 +69,7 @@ typedef nvmlReturn_t (*fn_d_util)(nvmlDevice_t, nvmlUtilization_t *);
 typedef nvmlReturn_t (*fn_d_mem)(nvmlDevice_t, nvmlMemory_t *);
 typedef nvmlReturn_t (*fn_d_mem2)(nvmlDevice_t, nvmlMemory_v2_t *);
 typedef nvmlReturn_t (*fn_d_bar1)(nvmlDevice_t, nvmlBAR1Memory_t *);
+typedef nvmlReturn_t (*fn_d_attrs)(nvmlDevice_t, nvmlDeviceAttributes_t *);
 typedef nvmlReturn_t (*fn_d_tempv)(nvmlDevice_t, nvmlTemperature_t *);
 typedef nvmlReturn_t (*fn_d_margin)(nvmlDevice_t, nvmlMarginTemperature_t *);
 typedef nvmlReturn_t (*fn_d_fields)(nvmlDevice_t, int, nvmlFieldValue_t *);
@@ -123,6 +124,7 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(memory_v2, fn_d_mem2, "nvmlDeviceGetMemoryInfo_v2")                                          \
     X(memory, fn_d_mem, "nvmlDeviceGetMemoryInfo")                                                 \
     X(bar1, fn_d_bar1, "nvmlDeviceGetBAR1MemoryInfo")                                              \
+    X(attributes, fn_d_attrs, "nvmlDeviceGetAttributes_v2")                                        \
     X(temperature_v, fn_d_tempv, "nvmlDeviceGetTemperatureV")                                      \
     X(temperature, fn_d_arg_u, "nvmlDeviceGetTemperature")                                         \
     X(temp_threshold, fn_d_arg_u, "nvmlDeviceGetTemperatureThreshold")                             \
@@ -1021,6 +1023,30 @@ static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct
         m->mem_total_bytes = v[0];
         m->mem_used_bytes = v[1];
         m->mem_free_bytes = v[2];
+    }
+    if (!c->lost && f->bar1) {
+        nvmlBAR1Memory_t b1;
+
+        memset(&b1, 0, sizeof b1);
+        if (ok(c, &m->bar1_st, f->bar1(mh, &b1))) {
+            m->bar1_st = GS_ST_OK;
+            m->bar1_total_bytes = b1.bar1Total;
+            m->bar1_used_bytes = b1.bar1Used;
+        }
+    }
+    if (!c->lost && f->attributes) {
+        nvmlDeviceAttributes_t a;
+
+        memset(&a, 0, sizeof a);
+        if (ok(c, &m->attr_st, f->attributes(mh, &a))) {
+            m->attr_st = GS_ST_OK;
+            m->sm_count = a.multiprocessorCount;
+            m->ce_count = a.sharedCopyEngineCount;
+            m->enc_count = a.sharedEncoderCount;
+            m->dec_count = a.sharedDecoderCount;
+            m->ofa_count = a.sharedOfaCount;
+            m->jpg_count = a.sharedJpegCount;
+        }
     }
 }
 

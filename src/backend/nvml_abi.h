@@ -263,6 +263,19 @@ typedef struct {
     unsigned long long bar1Used;
 } nvmlBAR1Memory_t;
 
+/* nvmlDeviceGetAttributes_v2: a (MIG) device's SM and shared engine counts. */
+typedef struct {
+    unsigned int multiprocessorCount;
+    unsigned int sharedCopyEngineCount;
+    unsigned int sharedDecoderCount;
+    unsigned int sharedEncoderCount;
+    unsigned int sharedJpegCount;
+    unsigned int sharedOfaCount;
+    unsigned int gpuInstanceSliceCount;
+    unsigned int computeInstanceSliceCount;
+    unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+
 typedef union {
     double dVal;
     int siVal;
@@ -452,6 +465,7 @@ static_assert(offsetof(nvmlMemory_v2_t, reserved) == 16, "reserved at 16");
 static_assert(offsetof(nvmlMemory_v2_t, used) == 32, "used at 32");
 static_assert(nvmlMemory_v2 == (sizeof(nvmlMemory_v2_t) | (2u << 24)), "struct version");
 static_assert(sizeof(nvmlBAR1Memory_t) == 24, "nvmlBAR1Memory_t");
+static_assert(sizeof(nvmlDeviceAttributes_t) == 40, "nvmlDeviceAttributes_t");
 static_assert(sizeof(nvmlValue_t) == 8, "nvmlValue_t");
 static_assert(sizeof(nvmlSample_t) == 16, "nvmlSample_t");
 static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t");

@@ -587,6 +587,11 @@ static const char *arch_name(long a)
     return NA;
 }
 
+static void count(char *buf, size_t n, const struct gs_mig *m, unsigned v)
+{
+    snprintf(buf, n, m->attr_st == GS_ST_OK ? "%u" : NA, v);
+}
+
 static void mig_block(struct q *q, unsigned xd)
 {
     const struct gs_gpu *g = q->g;
@@ -621,12 +626,18 @@ static void mig_block(struct q *q, unsigned xd)
         leaf(q, 2, x + 1, COLON, "Compute Instance ID", "compute_instance_id", b1);
         open_group(q, 2, x + 1, "Device Attributes", "device_attributes");
         open_group(q, 3, x + 2, "Shared", "shared");
-        leaf(q, 4, x + 3, COLON, "Multiprocessor count", "multiprocessor_count", NA);
-        leaf(q, 4, x + 3, COLON, "Copy Engine count", "copy_engine_count", NA);
-        leaf(q, 4, x + 3, COLON, "Encoder count", "encoder_count", NA);
-        leaf(q, 4, x + 3, COLON, "Decoder count", "decoder_count", NA);
-        leaf(q, 4, x + 3, COLON, "OFA count", "ofa_count", NA);
-        leaf(q, 4, x + 3, COLON, "JPG count", "jpg_count", NA);
+        count(b1, sizeof b1, m, m->sm_count);
+        leaf(q, 4, x + 3, COLON, "Multiprocessor count", "multiprocessor_count", b1);
+        count(b1, sizeof b1, m, m->ce_count);
+        leaf(q, 4, x + 3, COLON, "Copy Engine count", "copy_engine_count", b1);
+        count(b1, sizeof b1, m, m->enc_count);
+        leaf(q, 4, x + 3, COLON, "Encoder count", "encoder_count", b1);
+        count(b1, sizeof b1, m, m->dec_count);
+        leaf(q, 4, x + 3, COLON, "Decoder count", "decoder_count", b1);
+        count(b1, sizeof b1, m, m->ofa_count);
+        leaf(q, 4, x + 3, COLON, "OFA count", "ofa_count", b1);
+        count(b1, sizeof b1, m, m->jpg_count);
+        leaf(q, 4, x + 3, COLON, "JPG count", "jpg_count", b1);
         close_group(q, x + 2, "shared");
         close_group(q, x + 1, "device_attributes");
         open_group(q, 2, x + 1, "ECC Errors", "ecc_error_count");
@@ -651,9 +662,21 @@ static void mig_block(struct q *q, unsigned xd)
         leaf(q, 3, x + 2, COLON, "Free", "free", b4);
         close_group(q, x + 1, "fb_memory_usage");
         open_group(q, 2, x + 1, "Shared BAR1 Memory", "bar1_memory_usage");
-        leaf(q, 3, x + 2, COLON, "Total", "total", NA);
-        leaf(q, 3, x + 2, COLON, "Used", "used", NA);
-        leaf(q, 3, x + 2, COLON, "Free", "free", NA);
+        if (m->bar1_st == GS_ST_OK) {
+            snprintf(b1, sizeof b1, "%llu MiB", gs_smi_mib(m->bar1_total_bytes));
+            snprintf(b3, sizeof b3, "%llu MiB", gs_smi_mib(m->bar1_used_bytes));
+            snprintf(b4, sizeof b4, "%llu MiB",
+                     gs_smi_mib(m->bar1_total_bytes > m->bar1_used_bytes
+                                    ? m->bar1_total_bytes - m->bar1_used_bytes
+                                    : 0));
+        } else {
+            snprintf(b1, sizeof b1, NA);
+            snprintf(b3, sizeof b3, NA);
+            snprintf(b4, sizeof b4, NA);
+        }
+        leaf(q, 3, x + 2, COLON, "Total", "total", b1);
+        leaf(q, 3, x + 2, COLON, "Used", "used", b3);
+        leaf(q, 3, x + 2, COLON, "Free", "free", b4);
         close_group(q, x + 1, "bar1_memory_usage");
         close_group(q, x, "mig_device");
     }

@@ -124,7 +124,9 @@ static void mig_rows(FILE *out, const struct gs_gpu *g)
 {
     for (unsigned k = 0; k < g->n_mig; k++) {
         const struct gs_mig *m = &g->mig[k];
-        char used[24], total[24];
+        char used[24], total[24], b1u[24], b1t[24], n[6][16];
+        const unsigned cnt[6] = {m->sm_count, m->ce_count, m->enc_count,
+                                 m->dec_count, m->ofa_count, m->jpg_count};
 
         if (m->mem_st == GS_ST_OK) {
             snprintf(used, sizeof used, "%lluMiB", gs_smi_mib(m->mem_used_bytes));
@@ -133,10 +135,21 @@ static void mig_rows(FILE *out, const struct gs_gpu *g)
             snprintf(used, sizeof used, NA);
             snprintf(total, sizeof total, NA);
         }
+        if (m->bar1_st == GS_ST_OK) {
+            snprintf(b1u, sizeof b1u, "%lluMiB", gs_smi_mib(m->bar1_used_bytes));
+            snprintf(b1t, sizeof b1t, "%lluMiB", gs_smi_mib(m->bar1_total_bytes));
+        } else {
+            snprintf(b1u, sizeof b1u, NA);
+            snprintf(b1t, sizeof b1t, NA);
+        }
+        for (int i = 0; i < 6; i++)
+            snprintf(n[i], sizeof n[i], m->attr_st == GS_ST_OK ? "%u" : NA, cnt[i]);
+        /* the instance's volatile uncorrected ECC count is not in the model */
         fprintf(out, "|%3u%5u%4u%4u  |%19s / %8s    | %-3s%6s |%3s%4s%5s%5s%5s |\n", g->index,
-                m->gi_id, m->ci_id, m->index, used, total, NA, NA, NA, NA, NA, NA, NA);
+                m->gi_id, m->ci_id, m->index, used, total, n[0], NA, n[1], n[2], n[3], n[4],
+                n[5]);
         fprintf(out, "|                  |%19s / %8s    |           |                       |\n",
-                NA, NA);
+                b1u, b1t);
         fputs(RULE_MIG, out);
     }
 }

@@ -118,13 +118,13 @@ def mask_table(want, got, notes):
         if not o:
             continue
         segs = list(m.groups())
-        # per-MIG BAR1 usage (the second line of a device), SM, ECC and engine counts are not
-        # in the model: there we print N/A
-        for k in ((1,) if not segs[0].strip() else ()) + (2, 3):
-            ours = o.group(k + 1)
-            if set(ours.split()) <= {"N/A", "/"} and ours.strip() and segs[k] != ours:
-                notes.setdefault("not_in_model", []).append(segs[k].strip())
-                segs[k] = ours
+        # a MIG device's volatile uncorrected ECC count (its SM count's neighbour) is not in the
+        # model: there we print N/A
+        ours = o.group(3)
+        if segs[0].strip() and ours[4:].strip() == "N/A" and segs[2][:4] == ours[:4] \
+                and segs[2] != ours:
+            notes.setdefault("not_in_model", []).append(segs[2][4:].strip())
+            segs[2] = ours
         w[i] = "|" + "|".join(segs) + "|"
     return "\n".join(w)
 

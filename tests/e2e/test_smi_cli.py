@@ -142,9 +142,14 @@ def xml_checks(t):
     mig = q(["-q", "-x"], scenario=MIG, t="100")
     root = ET.fromstring(mig.stdout)
     devs = root.findall("gpu/mig_devices/mig_device")
-    t.eq([(d.findtext("gpu_instance_id"), d.findtext("fb_memory_usage/total")) for d in devs],
-         [("2", "40448 MiB"), ("3", "20096 MiB"), ("9", "9984 MiB"), ("10", "9984 MiB")],
-         "MIG: one <mig_device> per instance with its GI and memory")
+    t.eq([(d.findtext("gpu_instance_id"), d.findtext("fb_memory_usage/total"),
+           d.findtext("device_attributes/shared/multiprocessor_count"),
+           d.findtext("device_attributes/shared/copy_engine_count"),
+           d.findtext("bar1_memory_usage/total")) for d in devs],
+         [("2", "40448 MiB", "60", "3", "24739 MiB"), ("3", "20096 MiB", "32", "2", "12369 MiB"),
+          ("9", "9984 MiB", "16", "1", "6184 MiB"), ("10", "9984 MiB", "16", "1", "6184 MiB")],
+         "MIG: one <mig_device> per instance: GI, memory, SM and engine counts "
+         "(nvmlDeviceGetAttributes_v2), BAR1")
     esc = q(["-q", "-x"], scenario=MIG, t="100")
     t.ok("&" not in esc.stdout.replace("&amp;", "").replace("&lt;", "").replace("&gt;", "")
          .replace("&quot;", ""), "no unescaped '&' in the XML")

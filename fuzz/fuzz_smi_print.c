@@ -142,6 +142,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             mg->mem_total_bytes = (uint64_t)next(&b) << 30;
             mg->mem_used_bytes = (uint64_t)next(&b) << 24;
             mg->mem_free_bytes = (uint64_t)next(&b) << 28;
+            mg->bar1_st = next(&b) % 5;
+            mg->bar1_total_bytes = (uint64_t)next(&b) << 26;
+            mg->bar1_used_bytes = (uint64_t)next(&b) << 27;
+            mg->attr_st = next(&b) % 5;
+            mg->sm_count = next(&b) * 3u;
+            mg->ce_count = next(&b);
+            mg->jpg_count = next(&b) * 100000u;
         }
     }
     snap->n_procs = next(&b) % 7;

@@ -84,7 +84,7 @@ static void gpu_rows(FILE *out, const struct gs_snapshot *s, const struct gs_gpu
         snprintf(ecc, sizeof ecc, NA);
     if (g->lost) {
         /* nvidia-smi marks a GPU that fell off the bus with ERR! in its cells */
-        fprintf(out, "|%4u  %-27s    %-4s|   %-16s %3s |%21s |\n", g->index, name, "ERR!", bus,
+        fprintf(out, "|%4u  %-27s    %-4s|   %-16s%4s |%21s |\n", g->index, name, "ERR!", bus,
                 "ERR!", "ERR!");
         fprintf(out, "|%4s%6s%6s%16s / %5s |%11s / %9s |%8s%13s |\n", "ERR!", "ERR!",
                 "ERR!", "ERR!", "ERR!", "ERR!", "ERR!", "ERR!", "ERR!");

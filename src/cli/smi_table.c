@@ -113,7 +113,7 @@ static void gpu_rows(FILE *out, const struct gs_snapshot *s, const struct gs_gpu
         snprintf(util, sizeof util, NA);
     else
         snprintf(util, sizeof util, "%ld%%", lround(g->v[GS_M_UTIL_GPU] * 100.0));
-    fprintf(out, "| %3s%6s%6s%16s / %5s |%11s / %9s |%8s%13s |\n", fan, temp, perf, pwr,
+    fprintf(out, "|%4s%6s%6s%16s / %5s |%11s / %9s |%8s%13s |\n", fan, temp, perf, pwr,
             cap, used, total, util, compute_mode(g));
     fprintf(out, "|%41s|%24s|%21s |\n", "", "", !has(g, GS_M_MIG_MODE) ? NA
                                                 : lv(g, GS_M_MIG_MODE) ? "Enabled"

@@ -56,7 +56,7 @@ static struct gs_snapshot *fixture(void)
         gs_gpu_set(g, GS_M_POWER_ENFORCED_LIMIT, 300);
         gs_gpu_set(g, GS_M_UTIL_GPU, 0.07);
         gs_gpu_set(g, GS_M_PSTATE, 2);
-        gs_gpu_set(g, GS_M_FAN, 0.3);
+        gs_gpu_set(g, GS_M_FAN, i ? 0.3 : 1.0); /* 100 % still fits the column */
         gs_gpu_set(g, GS_M_COMPUTE_MODE, 3);
         gs_gpu_set(g, GS_M_PERSISTENCE, 1);
         gs_gpu_set(g, GS_M_MIG_MODE, 0);

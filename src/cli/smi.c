@@ -175,6 +175,8 @@ static int is_opt(const char *w, const char *s, const char *l, const char **eq)
     return 0;
 }
 
+/* Fills o from argv; returns -1 when the command line is good, else the exit status of the
+ * usage error it printed. */
 static int parse(int argc, char **argv, struct smi_opts *o, const char *prog)
 {
     int list = 0, q = 0, version = 0;

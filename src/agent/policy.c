@@ -770,13 +770,21 @@ void gs_policy_filter_alerts_doc(const struct gs_policy_view *view, json_t *doc)
     }
 }
 
+void gs_policy_runs_owner(const struct gs_policy_view *view, int *all, int64_t *uid)
+{
+    *all = !view->filtered || view->process_visibility == GS_PROCVIS_ALL;
+    *uid = view->process_visibility == GS_PROCVIS_OWN && view->uid_known ? (int64_t)view->uid
+                                                                         : -1;
+}
+
 /* Whether a run owned by uid (a JSON integer or null) is shown. */
 static bool run_uid_shown(const struct gs_policy_view *view, const json_t *uid)
 {
-    if (!view->filtered || view->process_visibility == GS_PROCVIS_ALL)
-        return true;
-    return view->process_visibility == GS_PROCVIS_OWN && view->uid_known &&
-           json_is_integer(uid) && json_integer_value(uid) == (json_int_t)view->uid;
+    int all;
+    int64_t own;
+
+    gs_policy_runs_owner(view, &all, &own);
+    return all || (own >= 0 && json_is_integer(uid) && json_integer_value(uid) == own);
 }
 
 void gs_policy_filter_runs_doc(const struct gs_policy_view *view, json_t *doc)

@@ -64,11 +64,20 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
  * the thread that owns smp. Never blocks. */
 void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap, struct gs_sampler *smp);
 
+/* Whose runs an answer shows (the visibility policy's word for a viewer, policy.h): every
+ * run, or only those of one uid (the runs' SO_PEERCRED uid). */
+struct gs_runs_who {
+    int all;     /* 1: every run */
+    int64_t uid; /* else only this uid's runs; < 0: none */
+};
+
 /* Answers GET path (which starts with "/api/v1/runs") with its query arguments from and limit
- * (NULL: absent). Returns the HTTP status and a JSON body (malloc'ed, *body_len bytes) in
+ * (NULL: absent) for who (NULL: every run). The list counts and pages only who's runs (and
+ * says how many others it left out in "hidden" when who filters); another uid's run and its
+ * steps are 404. Returns the HTTP status and a JSON body (malloc'ed, *body_len bytes) in
  * *body, an {"error": "..."} object for 400/404/503; *body is NULL only when out of memory. */
 unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, const char *limit,
-                      char **body, size_t *body_len);
+                      const struct gs_runs_who *who, char **body, size_t *body_len);
 
 struct gs_runs_stats gs_runs_stats(struct gs_runs *r);
 

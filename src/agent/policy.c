@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/procfs.h"
 #include "gpuscope/gs_err.h"
 
 #define CACHE_SLOTS 64
@@ -570,29 +571,10 @@ unsigned gs_policy_parse_devices_list(const char *text, unsigned char *minors, s
  * (cgroup v2 enforces devices with eBPF, which cannot be read back). */
 static unsigned cgroup_minors(pid_t pid, unsigned char *minors, size_t n)
 {
-    char path[4096 + 64], *text, *line, *list;
-    unsigned got = 0;
+    char *list = gs_procfs_read_devices_list(NULL, NULL, (unsigned)pid);
+    unsigned got = list ? gs_policy_parse_devices_list(list, minors, n) : 0;
 
-    snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
-    if (!(text = read_text(path)))
-        return 0;
-    for (line = text; line && *line;) {
-        char *nl = strchr(line, '\n');
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (nl)
-            *nl = '\0';
-        if (c1 && c2 && (size_t)(c2 - c1 - 1) == strlen("devices") &&
-            strncmp(c1 + 1, "devices", 7) == 0 && c2[1] == '/' && !strstr(c2, "..")) {
-            snprintf(path, sizeof path, "/sys/fs/cgroup/devices%s/devices.list", c2 + 1);
-            if ((list = read_text(path)) != NULL) {
-                got = gs_policy_parse_devices_list(list, minors, n);
-                free(list);
-            }
-            break;
-        }
-        line = nl ? nl + 1 : NULL;
-    }
-    free(text);
+    free(list);
     return got;
 }
 

@@ -42,7 +42,9 @@
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
+#include "backend/procfs.h"
 #include "run/agg.h"
+#include "run/attrib.h"
 #include "run/receiver.h"
 #include "run/usamp.h"
 #include "store/history.h"
@@ -61,6 +63,12 @@
 struct rank_conn {
     uint64_t conn_id;
     pid_t pid; /* SO_PEERCRED */
+    /* Its hello's CUDA devices and the CUDA_VISIBLE_DEVICES they mean (from the sender's
+     * /proc/PID/environ; unknown when the agent may not read it): run/attrib.h. */
+    int32_t devices[GS_RECORD_MAX_DEVICES];
+    unsigned n_devices;
+    int cvd_known;
+    char cvd[512];
 };
 
 struct run {
@@ -105,6 +113,7 @@ struct gs_runs {
     unsigned in_run_cap; /* GPUs per row */
     struct gs_usamp *usamp;
     const struct gs_sampler *usamp_smp; /* the sampler usamp was made for */
+    struct gs_attrib_tree tree;         /* the ancestry of a snapshot's GPU processes */
     uint64_t prev_us;                   /* the previous snapshot, unix µs */
 };
 
@@ -124,6 +133,29 @@ static void count(struct gs_runs *r, uint64_t *field)
 }
 
 /* ---- run life ---- */
+
+/* What a connection's hello says about its GPUs (run/attrib.h), read on the receiver thread
+ * before the connection is attached (or, for a late hello, copied in under lock). */
+static void conn_devices(struct rank_conn *c, const struct gs_peer *peer,
+                         const struct gs_record *rec)
+{
+    const struct gs_record_hello *h = &rec->u.hello;
+
+    if (rec->type != GS_REC_HELLO)
+        return;
+    c->n_devices = h->n_devices < GS_RECORD_MAX_DEVICES ? h->n_devices : GS_RECORD_MAX_DEVICES;
+    memcpy(c->devices, h->devices, c->n_devices * sizeof c->devices[0]);
+    switch (gs_procfs_read_env(NULL, (unsigned)peer->pid, "CUDA_VISIBLE_DEVICES", c->cvd,
+                               sizeof c->cvd)) {
+    case GS_OK:
+    case GS_ENOTFOUND: /* unset: CUDA index k is GPU k */
+        c->cvd_known = 1;
+        break;
+    default:
+        c->cvd_known = 0;
+        break;
+    }
+}
 
 static void run_unref(struct gs_runs *r, struct run *run)
 {
@@ -172,9 +204,11 @@ static struct run *run_join(struct gs_runs *r, const struct gs_peer *peer,
     const struct gs_record_hello *h = &rec->u.hello;
     struct run *run = NULL;
     double now = real_s();
+    struct rank_conn conn = {.conn_id = peer->conn_id, .pid = peer->pid};
 
     if (rec->type != GS_REC_HELLO || !h->run[0] || h->world_size <= 1)
         return NULL;
+    conn_devices(&conn, peer, rec);
     pthread_mutex_lock(&r->lock);
     for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && !run; i++) {
         struct run *c = r->live[i];
@@ -184,8 +218,7 @@ static struct run *run_join(struct gs_runs *r, const struct gs_peer *peer,
             run = c;
     }
     if (run) {
-        run->conns[run->n_conns].conn_id = peer->conn_id;
-        run->conns[run->n_conns].pid = peer->pid;
+        run->conns[run->n_conns] = conn;
         run->n_conns++;
         run->n_ranks_seen++;
         run->refs++;
@@ -232,6 +265,7 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
     run->refs = 1;
     run->conns[0].conn_id = peer->conn_id;
     run->conns[0].pid = peer->pid;
+    conn_devices(&run->conns[0], peer, rec);
     run->n_conns = 1;
     run->n_ranks_seen = 1;
     run->pid = peer->pid;
@@ -352,6 +386,7 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
 {
     struct gs_runs *r = ctx;
     struct run *run = run_find(r, peer->conn_id, 0);
+    int late = run != NULL; /* a record of a connection that has its run */
     struct gs_err err;
 
     count(r, &r->st.records);
@@ -371,6 +406,18 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
         }
         pthread_mutex_lock(&r->lock);
         run->refs++;
+        pthread_mutex_unlock(&r->lock);
+    }
+    if (late && rec->type == GS_REC_HELLO) { /* a late hello: its devices count from now on */
+        struct rank_conn conn = {0};
+        conn_devices(&conn, peer, rec);
+        pthread_mutex_lock(&r->lock);
+        for (unsigned k = 0; k < run->n_conns; k++)
+            if (run->conns[k].conn_id == peer->conn_id && run->conns[k].n_devices == 0) {
+                conn.conn_id = run->conns[k].conn_id;
+                conn.pid = run->conns[k].pid;
+                run->conns[k] = conn;
+            }
         pthread_mutex_unlock(&r->lock);
     }
     pthread_mutex_lock(&run->mu);
@@ -471,7 +518,7 @@ void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap, struct 
     int any[GS_RUNS_MAX_LIVE];
     unsigned n = 0, ng;
     unsigned char *all;
-    int fine = 0;
+    int fine = 0, tree_ok = 0;
 
     if (!r || !snap || snap->n_gpus == 0 || !snap_rows(r, snap->n_gpus))
         return;
@@ -485,18 +532,30 @@ void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap, struct 
             runs[n++] = r->live[i];
         }
     pthread_mutex_unlock(&r->lock);
+    /* The ancestry of the GPU processes, once for every run (run/attrib.h). */
+    if (n > 0 && snap->n_procs > 0)
+        tree_ok = gs_attrib_tree_read(&r->tree, snap, NULL) == 0;
     for (unsigned k = 0; k < n; k++) {
         unsigned char *row = r->in_run + (size_t)k * ng;
 
-        any[k] = 0;
         memset(row, 0, ng);
-        pthread_mutex_lock(&r->lock); /* the run's connections (ranks): their pids */
-        for (unsigned i = 0; i < snap->n_procs; i++)
-            for (unsigned c = 0; c < runs[k]->n_conns; c++)
-                if ((pid_t)snap->procs[i].pid == runs[k]->conns[c].pid &&
-                    snap->procs[i].gpu < ng)
-                    any[k] = row[snap->procs[i].gpu] = all[snap->procs[i].gpu] = 1;
+        pthread_mutex_lock(&r->lock); /* the run's connections (ranks) */
+        for (unsigned c = 0; c < runs[k]->n_conns; c++) {
+            const struct rank_conn *rc = &runs[k]->conns[c];
+            struct gs_attrib a = {.pids = &rc->pid,
+                                  .n_pids = 1,
+                                  .descendants = tree_ok,
+                                  .devices = rc->devices,
+                                  .n_devices = rc->n_devices,
+                                  .cvd_known = rc->cvd_known,
+                                  .cvd = rc->cvd};
+            gs_attrib_mark(&a, tree_ok ? &r->tree : NULL, snap, row);
+        }
         pthread_mutex_unlock(&r->lock);
+        any[k] = 0;
+        for (unsigned g = 0; g < ng; g++)
+            if (row[g])
+                any[k] = all[g] = 1;
     }
     /* Once a cycle, on this (the sampling) thread: the driver's utilization samples of the GPUs
      * with live runs since the previous cycle. A run skipped below misses them too. */
@@ -1190,6 +1249,7 @@ void gs_runs_close(struct gs_runs *r)
     gs_store_close(r->db);
     free(r->in_run);
     gs_usamp_free(r->usamp);
+    gs_attrib_tree_free(&r->tree);
     pthread_mutex_destroy(&r->lock);
     pthread_mutex_destroy(&r->db_lock);
     free(r);

@@ -2,8 +2,8 @@
  * runs.h - training runs seen by the agent. When no `gpuscope run` is around, the Python
  * package sends its step records (src/run/record.h) to the agent's socket; this module owns
  * that socket (a node-wide receiver, src/run/receiver.h, that accepts every local uid),
- * aggregates each run (src/run/agg.h) with the agent's snapshots of the GPUs the sender's pid
- * uses, keeps runs and steps in the history (schema v2, through the recorder) and answers
+ * aggregates each run (src/run/agg.h) with the agent's snapshots of the run's GPUs (the ranks'
+ * pids, their descendants and the devices their hellos announce: src/run/attrib.h), keeps runs and steps in the history (schema v2, through the recorder) and answers
  * /api/v1/runs (docs/api.md).
  *
  * A run is one connection's records from its first record (normally the hello) to its end
@@ -58,8 +58,7 @@ struct gs_runs_stats {
  * be bound (another agent listening, no permission). */
 int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_err *err);
 
-/* Feeds snap to every live run whose sender's pid is in the snapshot's process lists (only
- * the GPUs it uses), and with it the driver's utilization samples of those GPUs since the
+/* Feeds snap to every live run with GPUs in it (run/attrib.h; only those GPUs), and with it the driver's utilization samples of those GPUs since the
  * previous call, read here from smp (the sampler that took snap; NULL: none read). Call from
  * the thread that owns smp. Never blocks. */
 void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap, struct gs_sampler *smp);

@@ -38,6 +38,7 @@
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
 #include "run/agg.h"
+#include "run/attrib.h"
 #include "run/record.h"
 #include "run/usamp.h"
 
@@ -72,6 +73,8 @@ struct gs_run {
     unsigned char *in_run;
     struct gs_usamp *usamp; /* the driver's utilization samples between snapshots */
     uint64_t prev_us;       /* the previous cycle (or gs_run_open), unix µs */
+    char cvd[1024];         /* CUDA_VISIBLE_DEVICES at open (run/attrib.h) */
+    struct gs_attrib_tree tree; /* the sampler thread's */
 
     bool stop;
     bool finished;
@@ -336,58 +339,33 @@ static void *sender_main(void *arg)
 
 /* ---- in-process sampler thread ---- */
 
-/* CUDA index -> NVML index through CUDA_VISIBLE_DEVICES when it lists plain integers. */
-static int cuda_to_nvml(int cuda_idx)
-{
-    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-    int i = 0;
-
-    if (!cvd || !*cvd)
-        return cuda_idx;
-    while (*cvd) {
-        char *end;
-        long v = strtol(cvd, &end, 10);
-
-        if (end == cvd)
-            return cuda_idx; /* UUIDs or MIG names: keep the index as is */
-        if (i++ == cuda_idx)
-            return (int)v;
-        cvd = *end == ',' ? end + 1 : end;
-        if (*end != ',' && *end)
-            return cuda_idx;
-    }
-    return cuda_idx;
-}
-
-/* The GPUs of the run: those where this process appears, else the configured devices. */
+/* The GPUs of the run (run/attrib.h): those where this process or a child of it appears,
+ * and the configured devices through this process's CUDA_VISIBLE_DEVICES. */
 static void mark_in_run(struct gs_run *run)
 {
     const struct gs_snapshot *s = run->snap;
-    unsigned pid = (unsigned)getpid(), i;
-    bool any = false;
+    pid_t self = getpid();
+    struct gs_attrib a = {.pids = &self,
+                          .n_pids = 1,
+                          .descendants = 1,
+                          .devices = run->hello.devices,
+                          .n_devices = run->hello.n_devices,
+                          .cvd_known = 1,
+                          .cvd = run->cvd};
 
     memset(run->in_run, 0, s->n_gpus);
-    for (i = 0; i < s->n_procs; i++) {
-        if (s->procs[i].pid == pid && s->procs[i].gpu < s->n_gpus) {
-            run->in_run[s->procs[i].gpu] = 1;
-            any = true;
-        }
-    }
-    if (any)
-        return;
-    for (i = 0; i < run->hello.n_devices; i++) {
-        int idx = cuda_to_nvml(run->hello.devices[i]);
-
-        if (idx >= 0 && (unsigned)idx < s->n_gpus)
-            run->in_run[idx] = 1;
-    }
+    if (s->n_procs > 0 && gs_attrib_tree_read(&run->tree, s, NULL) != 0)
+        a.descendants = 0;
+    gs_attrib_mark(&a, &run->tree, s, run->in_run);
 }
 
 static void sample_once(struct gs_run *run)
 {
     struct gs_err e;
 
-    if (gs_sampler_sample(run->smp, run->snap, GS_WANT_PROCS, &e) != GS_OK)
+    if (gs_sampler_sample(run->smp, run->snap,
+                          GS_WANT_PROCS | (gs_attrib_cvd_mig(run->cvd) ? GS_WANT_MIG : 0),
+                          &e) != GS_OK)
         return; /* transient: the next cycle tries again */
     mark_in_run(run);
     pthread_mutex_lock(&run->mu);
@@ -429,6 +407,9 @@ static void start_sampler(struct gs_run *run)
     struct gs_err e;
     struct timespec now;
 
+    /* Read here, on the caller's thread: getenv races a setenv of the Python thread. */
+    snprintf(run->cvd, sizeof run->cvd, "%s",
+             getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "");
     if (gs_sampler_open(&run->smp, NULL, &e) != GS_OK) {
         run->smp = NULL; /* no NVML here (a CPU run): the report has no per-GPU figures */
         return;
@@ -643,6 +624,7 @@ GS_API void gs_run_close(struct gs_run *run)
     free(run->ring);
     free(run->in_run);
     gs_usamp_free(run->usamp);
+    gs_attrib_tree_free(&run->tree);
     gs_snapshot_free(run->snap);
     gs_sampler_close(run->smp);
     gs_agg_free(run->agg);

@@ -33,7 +33,12 @@ enum gs_want {
      * maxima) are read at the first cycle and again whenever GS_WANT_STATIC is set; in other
      * cycles their last values are repeated. See docs/backend.md for the full cadence. */
     GS_WANT_PROC_HOST = 1u << 8, /* with PROCS: procfs details (user, command, CPU, container) */
-    GS_WANT_ALL = 0x1FFu,
+    /* The driver's own utilization samples (nvmlDeviceGetSamples, ~6 a second) of every GPU
+     * since the previous cycle (since open at the first): gs_snapshot_util_samples. A GPU
+     * asked in the previous cycle continues from its newest sample, without gaps or repeats;
+     * one whose driver keeps none (old driver, MIG) or that is lost is not asked again. */
+    GS_WANT_UTIL_SAMPLES = 1u << 9,
+    GS_WANT_ALL = 0x3FFu,
 };
 
 struct gs_sampler_opts {
@@ -56,12 +61,7 @@ unsigned gs_sampler_gpu_count(const struct gs_sampler *s);
 int gs_sampler_sample(struct gs_sampler *s, struct gs_snapshot *snap, unsigned want,
                       struct gs_err *err);
 
-/* One GPU-utilization sample from the driver's own ring: the mean utilization over the
- * driver's sampling period (~1/6 s on datacenter GPUs) that ends at t_us. */
-struct gs_util_sample {
-    uint64_t t_us;     /* driver timestamp, unix microseconds (CPU clock, as CLOCK_REALTIME) */
-    double util_ratio; /* 0..1 */
-};
+/* struct gs_util_sample (one sample of the driver's utilization ring) is in gs_model.h. */
 
 /* Reads the utilization samples of GPU gpu newer than *last_ts_us (0: all the driver keeps)
  * into out, at most cap, oldest first; *n says how many and *last_ts_us advances to the

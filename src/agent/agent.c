@@ -341,7 +341,7 @@ static int sample_into(struct gs_agent *a, struct gs_pub *p, const struct gs_pub
                        int64_t now)
 {
     unsigned n = gs_sampler_gpu_count(a->sampler);
-    unsigned want = gs_agent_want(a->n_since_open);
+    unsigned want = gs_agent_want(a->n_since_open) | gs_runs_want(a->runs);
     struct gs_err e;
     int64_t t0;
 
@@ -552,7 +552,7 @@ static void cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
             pub_release(p);
     }
     if (a->runs && p->up)
-        gs_runs_snapshot(a->runs, p->snap, a->sampler); /* never waits (runs.h) */
+        gs_runs_snapshot(a->runs, p->snap); /* never waits (runs.h) */
     if (a->push && p->up) {
         /* And one for the pusher (push.c), dropped once its lines and text are taken. */
         pthread_mutex_lock(&a->lock);

@@ -107,14 +107,10 @@ struct gs_runs {
     struct gs_store *db; /* a reader of history.db (store/runs.h) */
     char history_path[PATH_MAX];
 
-    /* the sampling thread's own: per live run (table order) the GPUs it uses, then their
-     * union; the driver's utilization samples of that union (run/usamp.h) */
+    /* the sampling thread's own: per live run (table order) the GPUs it uses */
     unsigned char *in_run;
-    unsigned in_run_cap; /* GPUs per row */
-    struct gs_usamp *usamp;
-    const struct gs_sampler *usamp_smp; /* the sampler usamp was made for */
-    struct gs_attrib_tree tree;         /* the ancestry of a snapshot's GPU processes */
-    uint64_t prev_us;                   /* the previous snapshot, unix µs */
+    unsigned in_run_cap;        /* GPUs per row */
+    struct gs_attrib_tree tree; /* the ancestry of a snapshot's GPU processes */
 };
 
 static double real_s(void)
@@ -484,7 +480,7 @@ static int snap_rows(struct gs_runs *r, unsigned n_gpus)
 
     if (n_gpus <= r->in_run_cap)
         return 1;
-    p = realloc(r->in_run, (size_t)(GS_RUNS_MAX_LIVE + 1) * n_gpus);
+    p = realloc(r->in_run, (size_t)GS_RUNS_MAX_LIVE * n_gpus);
     if (!p)
         return 0;
     r->in_run = p;
@@ -492,39 +488,28 @@ static int snap_rows(struct gs_runs *r, unsigned n_gpus)
     return 1;
 }
 
-/* The driver's samples of the GPUs in want (a reopened sampler gets a fresh state). Returns
- * whether any GPU has some. */
-static int snap_usamp(struct gs_runs *r, const struct gs_snapshot *snap, struct gs_sampler *smp,
-                      const unsigned char *want)
+unsigned gs_runs_want(struct gs_runs *r)
 {
-    uint64_t now_us = (uint64_t)(snap->t_real * 1e6);
-    /* A GPU that just got a run starts at the previous snapshot (at most 1 s back at first). */
-    uint64_t since_us = r->prev_us && r->prev_us < now_us ? r->prev_us : now_us - 1000000u;
-    int any;
+    unsigned live;
 
-    if (smp != r->usamp_smp) {
-        gs_usamp_free(r->usamp);
-        r->usamp = smp ? gs_usamp_new(gs_sampler_gpu_count(smp)) : NULL;
-        r->usamp_smp = smp;
-    }
-    r->prev_us = now_us;
-    any = r->usamp && gs_usamp_read(r->usamp, smp, snap, want, since_us) > 0;
-    return any;
+    if (!r)
+        return 0;
+    pthread_mutex_lock(&r->lock);
+    live = r->st.live;
+    pthread_mutex_unlock(&r->lock);
+    return live ? GS_WANT_UTIL_SAMPLES : 0;
 }
 
-void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap, struct gs_sampler *smp)
+void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap)
 {
     struct run *runs[GS_RUNS_MAX_LIVE];
     int any[GS_RUNS_MAX_LIVE];
     unsigned n = 0, ng;
-    unsigned char *all;
-    int fine = 0, tree_ok = 0;
+    int tree_ok = 0;
 
     if (!r || !snap || snap->n_gpus == 0 || !snap_rows(r, snap->n_gpus))
         return;
     ng = snap->n_gpus;
-    all = r->in_run + (size_t)GS_RUNS_MAX_LIVE * ng;
-    memset(all, 0, ng);
     pthread_mutex_lock(&r->lock);
     for (unsigned i = 0; i < GS_RUNS_MAX_LIVE; i++)
         if (r->live[i]) {
@@ -552,23 +537,17 @@ void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap, struct 
             gs_attrib_mark(&a, tree_ok ? &r->tree : NULL, snap, row);
         }
         pthread_mutex_unlock(&r->lock);
-        any[k] = 0;
-        for (unsigned g = 0; g < ng; g++)
-            if (row[g])
-                any[k] = all[g] = 1;
+        any[k] = memchr(row, 1, ng) != NULL;
     }
-    /* Once a cycle, on this (the sampling) thread: the driver's utilization samples of the GPUs
-     * with live runs since the previous cycle. A run skipped below misses them too. */
-    if (smp)
-        fine = snap_usamp(r, snap, smp, all);
+    /* With the snapshot, the driver's utilization samples it carries (gs_runs_want asked
+     * for them; run/usamp.h). A run skipped below misses both. */
     for (unsigned k = 0; k < n; k++) {
         struct run *run = runs[k];
 
         if (any[k]) {
             if (pthread_mutex_trylock(&run->mu) == 0) {
                 gs_agg_snapshot(run->agg, snap, r->in_run + (size_t)k * ng, snap->t_real);
-                if (fine)
-                    gs_usamp_feed(r->usamp, run->agg, snap, r->in_run + (size_t)k * ng);
+                gs_usamp_feed(run->agg, snap, r->in_run + (size_t)k * ng);
                 pthread_mutex_unlock(&run->mu);
             } else {
                 count(r, &r->st.snapshots_skipped);
@@ -1248,7 +1227,6 @@ void gs_runs_close(struct gs_runs *r)
             run_finish(r, r->live[i], "agent stopping");
     gs_store_close(r->db);
     free(r->in_run);
-    gs_usamp_free(r->usamp);
     gs_attrib_tree_free(&r->tree);
     pthread_mutex_destroy(&r->lock);
     pthread_mutex_destroy(&r->db_lock);

@@ -18,8 +18,9 @@
  * their report rebuilt from their stored steps, marked "interrupted" (docs/agent.md, RUNS).
  *
  * Threads: records arrive on the receiver's thread; gs_runs_snapshot is called by the
- * sampling thread (the only one that may call NVML: it reads the driver's utilization samples
- * there, once a cycle for the GPUs of live runs) and never waits (a run busy with a report skips that snapshot, counted);
+ * sampling thread and never waits (a run busy with a report skips that snapshot, counted); it
+ * reads snapshots only, never NVML (the driver's utilization samples come in the snapshot:
+ * gs_runs_want);
  * gs_runs_http runs on the HTTP thread. open and close belong to the main thread.
  */
 #ifndef GS_AGENT_RUNS_H
@@ -30,7 +31,6 @@
 
 struct gs_err;
 struct gs_recorder;
-struct gs_sampler;
 struct gs_snapshot;
 struct gs_runs;
 
@@ -58,10 +58,13 @@ struct gs_runs_stats {
  * be bound (another agent listening, no permission). */
 int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_err *err);
 
-/* Feeds snap to every live run with GPUs in it (run/attrib.h; only those GPUs), and with it the driver's utilization samples of those GPUs since the
- * previous call, read here from smp (the sampler that took snap; NULL: none read). Call from
- * the thread that owns smp. Never blocks. */
-void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap, struct gs_sampler *smp);
+/* What the runs want in the next snapshot besides the sink's usual fields: the driver's
+ * utilization samples (GS_WANT_UTIL_SAMPLES) while a run goes on, else 0. */
+unsigned gs_runs_want(struct gs_runs *r);
+
+/* Feeds snap to every live run with GPUs in it (run/attrib.h; only those GPUs), with the
+ * driver's utilization samples snap carries for them. Never blocks. */
+void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap);
 
 /* Whose runs an answer shows (the visibility policy's word for a viewer, policy.h): every
  * run, or only those of one uid (the runs' SO_PEERCRED uid). */

@@ -418,24 +418,22 @@ static void *run_sampler_thread(void *arg)
     unsigned n = gs_sampler_gpu_count(c->sampler);
     struct gs_snapshot *snap = NULL;
     unsigned char *in_run = calloc(n ? n : 1, 1);
-    struct gs_usamp *us = gs_usamp_new(n); /* the driver's utilization samples (usamp.h) */
     struct gs_attrib_tree tree = {0};
     const char *env_cvd = getenv("CUDA_VISIBLE_DEVICES");
     char cvd[1024];
     unsigned want;
     struct gs_err err;
     double next = mono_s(), last_flush = next;
-    uint64_t since_us = (uint64_t)(c->start_real * 1e6);
     int failing = 0;
 
-    if (!in_run || !us || gs_snapshot_new(&snap, n, 64, &err) != GS_OK) {
+    if (!in_run || gs_snapshot_new(&snap, n, 64, &err) != GS_OK) {
         fprintf(stderr, "gpuscope run: sampler: out of memory\n");
         free(in_run);
-        gs_usamp_free(us);
         return NULL;
     }
     snprintf(cvd, sizeof cvd, "%s", env_cvd ? env_cvd : "");
-    want = GS_WANT_PROCS | (gs_attrib_cvd_mig(cvd) ? GS_WANT_MIG : 0);
+    /* with the driver's utilization samples since the previous cycle (run/usamp.h) */
+    want = GS_WANT_PROCS | GS_WANT_UTIL_SAMPLES | (gs_attrib_cvd_mig(cvd) ? GS_WANT_MIG : 0);
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
         struct timespec until;
@@ -447,16 +445,11 @@ static void *run_sampler_thread(void *arg)
             run_mark_gpus(c, &tree, cvd, snap, in_run);
             pthread_mutex_lock(&c->mu);
             gs_agg_snapshot(c->agg, snap, in_run, snap->t_real);
+            /* and what the driver sampled (~6 a second) on the run's GPUs since the previous
+             * cycle (the sampler's open at first) */
+            gs_usamp_feed(c->agg, snap, in_run);
             c->samples++;
             pthread_mutex_unlock(&c->mu);
-            /* Between two snapshots, what the driver sampled (~6 a second) on the GPUs of the
-             * run; a GPU that just joined starts at the previous cycle (or CMD's start). */
-            if (gs_usamp_read(us, c->sampler, snap, in_run, since_us)) {
-                pthread_mutex_lock(&c->mu);
-                gs_usamp_feed(us, c->agg, snap, in_run);
-                pthread_mutex_unlock(&c->mu);
-            }
-            since_us = (uint64_t)(snap->t_real * 1e6);
             pthread_mutex_lock(&c->store_mu);
             gs_store_append(c->store, snap, NULL);
             pthread_mutex_unlock(&c->store_mu);
@@ -483,7 +476,6 @@ static void *run_sampler_thread(void *arg)
     pthread_mutex_unlock(&c->mu);
     gs_snapshot_free(snap);
     free(in_run);
-    gs_usamp_free(us);
     gs_attrib_tree_free(&tree);
     return NULL;
 }

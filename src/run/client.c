@@ -71,8 +71,6 @@ struct gs_run {
     struct gs_sampler *smp;
     struct gs_snapshot *snap;
     unsigned char *in_run;
-    struct gs_usamp *usamp; /* the driver's utilization samples between snapshots */
-    uint64_t prev_us;       /* the previous cycle (or gs_run_open), unix µs */
     char cvd[1024];         /* CUDA_VISIBLE_DEVICES at open (run/attrib.h) */
     struct gs_attrib_tree tree; /* the sampler thread's */
 
@@ -363,21 +361,17 @@ static void sample_once(struct gs_run *run)
 {
     struct gs_err e;
 
+    /* With what the driver sampled (~6 a second) since the previous cycle (usamp.h). */
     if (gs_sampler_sample(run->smp, run->snap,
-                          GS_WANT_PROCS | (gs_attrib_cvd_mig(run->cvd) ? GS_WANT_MIG : 0),
+                          GS_WANT_PROCS | GS_WANT_UTIL_SAMPLES |
+                              (gs_attrib_cvd_mig(run->cvd) ? GS_WANT_MIG : 0),
                           &e) != GS_OK)
         return; /* transient: the next cycle tries again */
     mark_in_run(run);
     pthread_mutex_lock(&run->mu);
     gs_agg_snapshot(run->agg, run->snap, run->in_run, run->snap->t_real);
+    gs_usamp_feed(run->agg, run->snap, run->in_run);
     pthread_mutex_unlock(&run->mu);
-    /* What the driver sampled (~6 a second) on the run's GPUs since the previous cycle. */
-    if (gs_usamp_read(run->usamp, run->smp, run->snap, run->in_run, run->prev_us)) {
-        pthread_mutex_lock(&run->mu);
-        gs_usamp_feed(run->usamp, run->agg, run->snap, run->in_run);
-        pthread_mutex_unlock(&run->mu);
-    }
-    run->prev_us = (uint64_t)(run->snap->t_real * 1e6);
 }
 
 static void *sampler_main(void *arg)
@@ -405,7 +399,6 @@ static void *sampler_main(void *arg)
 static void start_sampler(struct gs_run *run)
 {
     struct gs_err e;
-    struct timespec now;
 
     /* Read here, on the caller's thread: getenv races a setenv of the Python thread. */
     snprintf(run->cvd, sizeof run->cvd, "%s",
@@ -417,11 +410,8 @@ static void start_sampler(struct gs_run *run)
     if (gs_snapshot_new(&run->snap, gs_sampler_gpu_count(run->smp), 16, &e) != GS_OK)
         goto fail;
     run->in_run = calloc(gs_sampler_gpu_count(run->smp) + 1, 1);
-    run->usamp = gs_usamp_new(gs_sampler_gpu_count(run->smp));
-    if (!run->in_run || !run->usamp)
+    if (!run->in_run)
         goto fail;
-    clock_gettime(CLOCK_REALTIME, &now);
-    run->prev_us = (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
     if (pthread_create(&run->sampler_thr, NULL, sampler_main, run) != 0)
         goto fail;
     run->sampler_on = true;
@@ -429,8 +419,6 @@ static void start_sampler(struct gs_run *run)
 fail:
     free(run->in_run);
     run->in_run = NULL;
-    gs_usamp_free(run->usamp);
-    run->usamp = NULL;
     gs_snapshot_free(run->snap);
     run->snap = NULL;
     gs_sampler_close(run->smp);
@@ -623,7 +611,6 @@ GS_API void gs_run_close(struct gs_run *run)
         close(run->fd);
     free(run->ring);
     free(run->in_run);
-    gs_usamp_free(run->usamp);
     gs_attrib_tree_free(&run->tree);
     gs_snapshot_free(run->snap);
     gs_sampler_close(run->smp);

@@ -2,7 +2,9 @@
  * Unit tests for the sampler (src/core/sampler.c) through its public API, on nvml-sim:
  * open errors, snapshot bookkeeping (clocks, hostname, system versions), processes merged
  * per GPU with procfs details (this test's own pid, a pid that does not exist, a fake /proc
- * tree), a GPU lost mid-run, and no heap growth once warm.
+ * tree), a GPU lost mid-run, no heap growth once warm, and the driver's utilization samples
+ * in the snapshot (GS_WANT_UTIL_SAMPLES: continued without gaps or repeats, none when not
+ * asked, from the previous cycle when asked again).
  *
  * GPUSCOPE_SIM_LIB and GPUSCOPE_SOURCE_ROOT come from tests/meson.build; scenarios derived
  * from the bundled ones are written to temporary files with jansson.
@@ -406,6 +408,78 @@ static void warm_cycles_do_not_grow_the_heap(void **state)
         fail_msg("heap in use grew by %zu bytes over 20 warm cycles", after - before);
 }
 
+static double sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+    return s;
+}
+
+/* Real clock (the driver's sample times are CLOCK_REALTIME), samples every 50 ms. */
+static void util_samples_in_the_snapshot(void **state)
+{
+    static const char scn[] =
+        "{\"scenario_version\": 1, \"gpus\": [{\"name\": \"NVIDIA H100 80GB HBM3\", "
+        "\"uuid\": \"GPU-00000000-1111-2222-3333-000000000009\", \"architecture\": \"hopper\", "
+        "\"pci\": {\"bus\": \"0x18\", \"device_id\": \"0x233010DE\"}, "
+        "\"memory\": {\"total_mib\": 81559}, \"sample_interval_ms\": 50, "
+        "\"metrics\": {\"util_gpu_pct\": 64}}]}";
+    struct fx *f = *state;
+    const struct gs_util_sample *u;
+    struct gs_snapshot *copy = NULL;
+    uint64_t last = 0, t_off;
+    struct gs_err e;
+    unsigned n;
+    int fd;
+
+    NEED_SIM();
+    tmpname(f->scenario, sizeof f->scenario, "gs_sampler_us");
+    fd = mkstemp(f->scenario);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, scn, sizeof scn - 1), (ssize_t)(sizeof scn - 1));
+    close(fd);
+    unsetenv("NVML_SIM_TIME");
+    setenv("NVML_SIM_SCENARIO", f->scenario, 1);
+    {
+        struct gs_sampler_opts o = {.library = sim_lib()};
+        assert_int_equal(gs_sampler_open(&f->s, &o, &e), GS_OK);
+    }
+    new_snap(f);
+    sleep_s(0.3);
+    for (int round = 0; round < 2; round++) {
+        cycle(f, GS_WANT_UTIL_SAMPLES);
+        u = gs_snapshot_util_samples(f->snap, 0, &n);
+        assert_int_equal(f->snap->gpus[0].usamp_st, GS_ST_OK);
+        /* ~6 samples of 50 ms since the open (or the previous cycle) */
+        assert_true(n >= 3 && n <= 9);
+        for (unsigned i = 0; i < n; i++) {
+            assert_true(u[i].t_us > last); /* oldest first, no repeats across cycles */
+            assert_true(fabs(u[i].util_ratio - 0.64) < 1e-9);
+            assert_true(u[i].t_us <= (uint64_t)(f->snap->t_real * 1e6) + 1000);
+            last = u[i].t_us;
+        }
+        sleep_s(0.3);
+    }
+    /* not asked: none */
+    cycle(f, 0);
+    assert_null(gs_snapshot_util_samples(f->snap, 0, &n));
+    assert_int_equal(n, 0);
+    assert_int_not_equal(f->snap->gpus[0].usamp_st, GS_ST_OK);
+    t_off = (uint64_t)(f->snap->t_real * 1e6);
+    sleep_s(0.3);
+    /* asked again: from the previous cycle's time, not from the last sample read */
+    cycle(f, GS_WANT_UTIL_SAMPLES);
+    u = gs_snapshot_util_samples(f->snap, 0, &n);
+    assert_true(n >= 3 && n <= 9);
+    assert_true(u[0].t_us > t_off);
+    /* a copy that carries the GPUs only (as the policy's filtered snapshot) has none */
+    assert_int_equal(gs_snapshot_new(&copy, 1, 1, NULL), GS_OK);
+    copy->gpus[0] = f->snap->gpus[0];
+    assert_null(gs_snapshot_util_samples(copy, 0, &n));
+    gs_snapshot_free(copy);
+    assert_null(gs_snapshot_util_samples(f->snap, 7, &n));
+}
+
 static void every_scenario_through_the_sampler(void **state)
 {
     static const char *const names[] = {
@@ -445,6 +519,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(lost_gpu_mid_run, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(warm_cycles_do_not_grow_the_heap, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(every_scenario_through_the_sampler, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(util_samples_in_the_snapshot, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1178,7 +1178,6 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     struct gs_receiver_cb cb = {
         .on_record = on_record, .on_close = on_close, .on_reject = on_reject};
     struct gs_runs *r;
-    char msg[512];
     int rc;
 
     if (!o || !o->socket_path || o->socket_path[0] != '/')
@@ -1198,10 +1197,10 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     cb.ctx = r;
     if (r->history_path[0])
         rebuild_interrupted(r);
-    if (gs_receiver_start_flags(&r->rx, o->socket_path, 0666, GS_RECEIVER_ANY_UID, &cb, msg,
-                                sizeof msg) != 0) {
+    rc = gs_receiver_start_flags(&r->rx, o->socket_path, 0666, GS_RECEIVER_ANY_UID, &cb, err);
+    if (rc != GS_OK) {
         gs_runs_close(r);
-        return gs_err_set(err, GS_EIO, "%s", msg);
+        return rc;
     }
     *out = r;
     return GS_OK;

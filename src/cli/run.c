@@ -662,7 +662,7 @@ static void run_store_begin(struct run_ctx *c, char **cmd)
 
 static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int exit_code)
 {
-    char host[256] = "", path[PATH_MAX], err[256];
+    char host[256] = "", path[PATH_MAX];
     char *command = run_quote(cmd), *text;
     struct gs_report_meta meta = {
         .command = command, .hostname = host, .exit_code = exit_code, .source = "gpuscope-run"};
@@ -686,8 +686,8 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
         return -1;
     }
     snprintf(path, sizeof path, "%s/metrics_report.json", dir);
-    if (gs_report_write(report, path, err, sizeof err) != 0) {
-        fprintf(stderr, "gpuscope run: %s\n", err);
+    if (gs_report_write(report, path, &gerr) != GS_OK) {
+        fprintf(stderr, "gpuscope run: %s\n", gerr.msg);
         rc = -1;
     }
     gs_report_print_summary(stderr, report, gs_term_use_color(GS_COLOR_AUTO, STDERR_FILENO));
@@ -772,7 +772,7 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     struct gs_receiver_cb cb = {
         .ctx = &c, .on_record = on_record, .on_close = on_close, .on_reject = on_reject};
     struct gs_receiver_stats st;
-    char sockdir[96], sock[128], path[PATH_MAX], err[256];
+    char sockdir[96], sock[128], path[PATH_MAX];
     pthread_t sth;
     int sampler_started = 0, started = 0, code;
     pthread_condattr_t ca;
@@ -810,8 +810,8 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
         code = RUN_EXIT_FAIL;
         goto unblock;
     }
-    if (gs_receiver_start(&rx, sock, 0600, &cb, err, sizeof err) != 0) {
-        fprintf(stderr, "gpuscope run: %s\n", err);
+    if (gs_receiver_start(&rx, sock, 0600, &cb, &gerr) != GS_OK) {
+        fprintf(stderr, "gpuscope run: %s\n", gerr.msg);
         rmdir(sockdir);
         code = RUN_EXIT_FAIL;
         goto unblock;

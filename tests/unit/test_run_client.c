@@ -7,7 +7,8 @@
  * where this process runs, and reads the driver's sub-second utilization samples (a square
  * wave whose peak the snapshots alone miss); run.records_dropped: 0 without a receiver, the
  * sender's drops with a stuck one; the run's GPUs: a child's and the configured device through
- * a UUID in CUDA_VISIBLE_DEVICES (run/attrib.h); API misuse (NULLs, step after finish, finish twice). Threads and
+ * a UUID in CUDA_VISIBLE_DEVICES (run/attrib.h); warnings of gs_run_open as notes, never on
+ * stderr; API misuse (NULLs, step after finish, finish twice). Threads and
  * teardown also run under the sanitizer build.
  */
 #include <setjmp.h>
@@ -31,6 +32,7 @@
 
 #include <jansson.h>
 
+#include "gpuscope/gs_err.h"
 #include "gpuscope/gs_run.h"
 #include "run/receiver.h"
 
@@ -186,7 +188,10 @@ static void test_receiver_path(void **state)
     (void)state;
     assert_non_null(mkdtemp(dir));
     snprintf(sock, sizeof sock, "%s/run.sock", dir);
-    assert_int_equal(gs_receiver_start(&rx, sock, 0600, &cb, err, sizeof err), 0);
+    {
+        struct gs_err e;
+        assert_int_equal(gs_receiver_start(&rx, sock, 0600, &cb, &e), GS_OK);
+    }
     setenv("GPUSCOPE_RUN_SOCKET", sock, 1);
     run = gs_run_open("{\"run_name\": \"rx\", \"nvml\": \"auto\", \"facts\": "
                       "{\"loader_num_workers\": 3, \"bf16\": true}}", err, sizeof err);
@@ -259,6 +264,42 @@ static void test_facts_in_process(void **state)
     assert_int_equal(json_object_size(json_object_get(rep, "facts")), 0);
     json_decref(rep);
     gs_run_close(run);
+}
+
+/* What gs_run_open cannot do without failing comes back as notes; the library writes nothing
+ * to the training process's stderr (fd 2 is a file here during the opens). */
+static void test_notes_not_stderr(void **state)
+{
+    char path[] = "/tmp/gs-client-stderr-XXXXXX", err[256] = "", got[256] = "";
+    struct gs_run *run;
+    int fd = mkstemp(path), saved = dup(2);
+    ssize_t n;
+
+    (void)state;
+    assert_true(fd >= 0 && saved >= 0);
+    fflush(stderr);
+    dup2(fd, 2);
+    run = gs_run_open("{\"nvml\": \"off\", \"facts\": {\"nested\": {\"x\": 1}}, "
+                      "\"socket\": \"/nonexistent/run.sock\"}",
+                      err, sizeof err);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    assert_non_null(run);
+    assert_non_null(strstr(gs_run_notes(run), "facts.nested"));
+    assert_non_null(strstr(gs_run_notes(run), "facts left out\n"));
+    assert_non_null(strstr(gs_run_notes(run), "cannot connect to /nonexistent/run.sock"));
+    assert_non_null(strstr(gs_run_notes(run), "profiling in-process\n"));
+    n = pread(fd, got, sizeof got - 1, 0);
+    assert_int_equal(n, 0); /* nothing on stderr */
+    gs_run_close(run);
+    run = gs_run_open("{\"nvml\": \"off\"}", err, sizeof err);
+    assert_non_null(run);
+    assert_string_equal(gs_run_notes(run), "");
+    gs_run_close(run);
+    assert_string_equal(gs_run_notes(NULL), "");
+    close(fd);
+    unlink(path);
 }
 
 static void test_stuck_receiver_never_blocks(void **state)
@@ -503,6 +544,7 @@ int main(void)
         cmocka_unit_test(test_sampler_on_sim),
         cmocka_unit_test(test_sampler_subsecond),
         cmocka_unit_test(test_sampler_uuid_cvd),
+        cmocka_unit_test(test_notes_not_stderr),
         cmocka_unit_test(test_misuse),
     };
     signal(SIGPIPE, SIG_IGN);

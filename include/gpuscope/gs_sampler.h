@@ -44,6 +44,12 @@ enum gs_want {
 struct gs_sampler_opts {
     const char *library; /* NULL: $GPUSCOPE_NVML_LIBRARY, else "libnvidia-ml.so.1" */
     const char *proc_root; /* NULL: "/proc"; tests point it at a /proc-like tree */
+    /* Pay for what you ask: when either is set, the identity, slow and basic readings of a
+     * GPU are asked of the driver only for the metrics (GS_M__COUNT flags) and texts
+     * (GS_T__COUNT flags) set here; the others stay GS_ST_NA. What a GS_WANT_* bit asks for
+     * (health, MIG, GPM, PCIe throughput, processes) is read in full. Both NULL: all. */
+    const unsigned char *need_metrics;
+    const unsigned char *need_texts;
 };
 
 /* Loads the library, initialises it once and caches every device handle. Errors:

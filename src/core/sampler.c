@@ -61,7 +61,9 @@ static int64_t clock_ns(clockid_t id)
 
 int gs_sampler_open(struct gs_sampler **out, const struct gs_sampler_opts *opts, struct gs_err *err)
 {
-    struct gs_backend_opts bopts = {opts ? opts->library : NULL};
+    struct gs_backend_opts bopts = {opts ? opts->library : NULL,
+                                    opts ? opts->need_metrics : NULL,
+                                    opts ? opts->need_texts : NULL};
     struct gs_sampler *s = calloc(1, sizeof *s);
     int rc = GS_ENOLIB;
 

@@ -4,7 +4,8 @@
  * per GPU with procfs details (this test's own pid, a pid that does not exist, a fake /proc
  * tree), a GPU lost mid-run, no heap growth once warm, and the driver's utilization samples
  * in the snapshot (GS_WANT_UTIL_SAMPLES: continued without gaps or repeats, none when not
- * asked, from the previous cycle when asked again).
+ * asked, from the previous cycle when asked again), and need masks (only the readings asked
+ * for reach the driver: counted in nvml-sim).
  *
  * GPUSCOPE_SIM_LIB and GPUSCOPE_SOURCE_ROOT come from tests/meson.build; scenarios derived
  * from the bundled ones are written to temporary files with jansson.
@@ -16,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include <dlfcn.h>
 #include <jansson.h>
 #include <malloc.h>
 #include <math.h>
@@ -480,6 +482,70 @@ static void util_samples_in_the_snapshot(void **state)
     assert_null(gs_snapshot_util_samples(f->snap, 7, &n));
 }
 
+/* The calls nvml-sim counted so far (NVML_SIM_PROFILE), through its own extension symbol. */
+static unsigned long long sim_calls(void)
+{
+    void *h = dlopen(sim_lib(), RTLD_NOW | RTLD_NOLOAD);
+    void (*get)(unsigned long long *, unsigned long long *);
+    unsigned long long ns = 0, calls = 0;
+
+    assert_non_null(h);
+    *(void **)&get = dlsym(h, "nvmlSimProfileGet");
+    assert_non_null(get);
+    get(&ns, &calls);
+    dlclose(h);
+    return calls;
+}
+
+/* Pay for what you ask: with need masks the driver is asked for those readings only. */
+static void need_masks(void **state)
+{
+    struct fx *f = *state;
+    static unsigned char m[GS_M__COUNT], t[GS_T__COUNT];
+    struct gs_sampler_opts o = {.library = sim_lib(), .need_metrics = m, .need_texts = t};
+    unsigned long long before, masked, full;
+    struct gs_err e;
+    char path[512];
+
+    NEED_SIM();
+    setenv("NVML_SIM_PROFILE", "1", 1);
+    bundled(path, sizeof path, "h100x8-training.json");
+    setenv("NVML_SIM_SCENARIO", path, 1);
+    setenv("NVML_SIM_TIME", "100", 1);
+    m[GS_M_POWER_DRAW] = m[GS_M_MEM_USED] = 1;
+    t[GS_T_NAME] = 1;
+    assert_int_equal(gs_sampler_open(&f->s, &o, &e), GS_OK);
+    new_snap(f);
+    before = sim_calls();
+    cycle(f, 0);
+    masked = sim_calls() - before;
+    for (unsigned g = 0; g < f->snap->n_gpus; g++) {
+        const struct gs_gpu *gpu = &f->snap->gpus[g];
+        assert_true(gs_gpu_has(gpu, GS_M_POWER_DRAW));
+        assert_true(gs_gpu_has(gpu, GS_M_MEM_USED));
+        assert_true(gs_gpu_has(gpu, GS_M_MEM_TOTAL)); /* the same call */
+        assert_int_equal(gpu->tst[GS_T_NAME], GS_ST_OK);
+        assert_int_equal(gpu->st[GS_M_UTIL_GPU], GS_ST_NA);
+        assert_int_equal(gpu->st[GS_M_POWER_LIMIT], GS_ST_NA);
+        assert_int_not_equal(gpu->tst[GS_T_SERIAL], GS_ST_OK);
+    }
+    /* per GPU and cycle: the power and memory calls */
+    assert_int_equal(masked, 2ull * f->snap->n_gpus);
+    gs_sampler_close(f->s);
+    gs_snapshot_free(f->snap);
+    f->s = NULL;
+    f->snap = NULL;
+    o.need_metrics = o.need_texts = NULL;
+    assert_int_equal(gs_sampler_open(&f->s, &o, &e), GS_OK);
+    new_snap(f);
+    before = sim_calls();
+    cycle(f, 0);
+    full = sim_calls() - before;
+    assert_true(full > 10 * masked);
+    assert_true(gs_gpu_has(&f->snap->gpus[0], GS_M_UTIL_GPU));
+    unsetenv("NVML_SIM_PROFILE");
+}
+
 static void every_scenario_through_the_sampler(void **state)
 {
     static const char *const names[] = {
@@ -520,6 +586,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(warm_cycles_do_not_grow_the_heap, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(every_scenario_through_the_sampler, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(util_samples_in_the_snapshot, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(need_masks, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,10 @@ done
 trap 'kill $pids 2>/dev/null || true' EXIT INT TERM
 echo "## $(date -u +%Y-%m-%d) on $(nproc) cores, $(uname -m), $(sed -n 's/^model name\t: //p' /proc/cpuinfo | head -1)"
 echo
+echo "### Start-up and call cost (bench/startup.py $BUILD 200)"
+echo
+/usr/bin/python3 bench/startup.py "$BUILD" 200
+echo
 echo "### One-shot commands (bench/oneshot.py $BUILD 20)"
 echo
 /usr/bin/python3 bench/oneshot.py "$BUILD" 20

@@ -13,6 +13,7 @@
 
 #include "fuzz_util.h"
 #include "run/agg.h"
+#include "gpuscope/gs_err.h"
 #include "run/record.h"
 
 static void aggregate(const struct gs_record *r)
@@ -38,16 +39,18 @@ static void aggregate(const struct gs_record *r)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct gs_record r, back;
-    char err[256], buf[GS_RECORD_MAX + 1], err2[256];
-    int n;
+    struct gs_err err, err2;
+    char buf[GS_RECORD_MAX + 1];
+    int n, rc;
 
-    if (gs_record_parse((const char *)data, size, &r, err, sizeof err) != 0) {
-        CHECK(memchr(err, '\0', sizeof err) && err[0]);
+    gs_err_clear(&err);
+    if ((rc = gs_record_parse((const char *)data, size, &r, &err)) != GS_OK) {
+        CHECK(rc == GS_EPARSE && memchr(err.msg, '\0', sizeof err.msg) && err.msg[0]);
         return 0;
     }
     n = gs_record_encode(&r, buf, sizeof buf);
     CHECK(n > 0 && (size_t)n == strlen(buf));
-    CHECK(gs_record_parse(buf, (size_t)n, &back, err2, sizeof err2) == 0);
+    CHECK(gs_record_parse(buf, (size_t)n, &back, &err2) == GS_OK);
     CHECK(gs_record_equal(&r, &back));
     aggregate(&r);
     return 0;

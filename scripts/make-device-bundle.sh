@@ -46,10 +46,15 @@ is_glibc() {
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp "$bin" "$out/bin/gpuscope"
+# gpuscope-full: every command but the quick check, query and --version (main_light.c), which
+# bin/gpuscope starts from next to itself; its libraries are a superset of gpuscope's.
+full=$(dirname "$bin")/gpuscope-full
+[ -x "$full" ] || { echo "make-device-bundle: no gpuscope-full next to $bin (run make build)" >&2; exit 1; }
+cp "$full" "$out/bin/gpuscope-full"
 
 # "libjansson.so.4 => /lib/x86_64-linux-gnu/libjansson.so.4 (0x...)": ldd already lists the
 # whole closure, so the libraries' own dependencies come along.
-ldd "$bin" | while read -r name arrow path _; do
+ldd "$full" | while read -r name arrow path _; do
     [ "$arrow" = "=>" ] || continue
     is_glibc "$name" && continue
     if [ ! -f "$path" ]; then
@@ -94,16 +99,16 @@ interp=$( (readelf -l "$bin" 2>/dev/null || true) |
 cat >"$out/gpuscope" <<EOF
 #!/bin/sh
 # gpuscope with the bundled shared libraries first on the search path. For \`run\` the loader
-# gets them with --library-path, so that CMD inherits no LD_LIBRARY_PATH from the bundle (it
-# would shadow torch's libraries); GPUSCOPE_PYTHON_DIR then names the package, because
-# /proc/self/exe is the loader.
+# gets them with --library-path (bin/gpuscope-full, which serves run), so that CMD inherits no
+# LD_LIBRARY_PATH from the bundle (it would shadow torch's libraries); GPUSCOPE_PYTHON_DIR then
+# names the package, because /proc/self/exe is the loader.
 interp='${interp:-/lib64/ld-linux-x86-64.so.2}'
 EOF
 cat >>"$out/gpuscope" <<'EOF'
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "${1:-}" = run ] && [ -x "$interp" ]; then
     GPUSCOPE_PYTHON_DIR="${GPUSCOPE_PYTHON_DIR:-$here/bin/python}" \
-        exec "$interp" --library-path "$here/lib" "$here/bin/gpuscope" "$@"
+        exec "$interp" --library-path "$here/lib" "$here/bin/gpuscope-full" "$@"
 fi
 LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/bin/gpuscope" "$@"
 EOF

@@ -8,6 +8,7 @@
 #include "core.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <string.h>
@@ -108,6 +109,48 @@ GS_SIM_EXPORT void nvmlSimProfileGet(unsigned long long *ns, unsigned long long 
     pthread_mutex_unlock(&profile_lock);
 }
 
+/* Optional call counting for bench/RESULTS.md ("NVML calls per GPU per command"): with
+ * NVML_SIM_COUNT=FILE set at load time, every entry point (those that go through
+ * gs_sim_enter_system: all but nvmlInit*, nvmlShutdown, the error strings) is counted per
+ * function, and when the process exits the counts are appended to FILE: one line
+ * "nvml_calls total N gpus G" and one "nvml_call FN N" per function called. */
+static int count_on = -1;
+static unsigned long long count_fn[GS_SIM_FN__COUNT];
+static unsigned count_gpus;
+
+static void count_dump(void)
+{
+    unsigned long long total = 0;
+    FILE *f;
+
+    for (int i = 0; i < GS_SIM_FN__COUNT; i++)
+        total += count_fn[i];
+    f = fopen(getenv("NVML_SIM_COUNT"), "ae");
+    if (!f)
+        return;
+    fprintf(f, "nvml_calls total %llu gpus %u\n", total, count_gpus);
+    for (int i = 0; i < GS_SIM_FN__COUNT; i++)
+        if (count_fn[i])
+            fprintf(f, "nvml_call %s %llu\n", gs_sim_fn_name((enum gs_sim_fn)i), count_fn[i]);
+    fclose(f);
+}
+
+/* Under gs_sim.lock. */
+static void count_call(enum gs_sim_fn fn)
+{
+    if (count_on < 0) {
+        const char *path = getenv("NVML_SIM_COUNT");
+        count_on = path && path[0];
+        if (count_on)
+            atexit(count_dump);
+    }
+    if (count_on && (unsigned)fn < GS_SIM_FN__COUNT) {
+        count_fn[fn]++;
+        if (gs_sim.sc && gs_sim.sc->n_gpus > count_gpus)
+            count_gpus = gs_sim.sc->n_gpus;
+    }
+}
+
 nvmlReturn_t gs_sim_leave(nvmlReturn_t rc)
 {
     pthread_mutex_unlock(&gs_sim.lock);
@@ -121,6 +164,7 @@ nvmlReturn_t gs_sim_enter_system(enum gs_sim_fn fn, struct gs_sim_call *c)
 
     profile_start();
     pthread_mutex_lock(&gs_sim.lock);
+    count_call(fn);
     if (gs_sim.refcount == 0 || !gs_sim.sc)
         return gs_sim_leave(NVML_ERROR_UNINITIALIZED);
     memset(c, 0, sizeof *c);

@@ -204,6 +204,13 @@ struct gs_mig {
     unsigned sm_count, ce_count, enc_count, dec_count, ofa_count, jpg_count;
 };
 
+/* One GPU-utilization sample from the driver's own ring: the mean utilization over the
+ * driver's sampling period (~1/6 s on datacenter GPUs) that ends at t_us. */
+struct gs_util_sample {
+    uint64_t t_us;     /* driver timestamp, unix microseconds (CPU clock, as CLOCK_REALTIME) */
+    double util_ratio; /* 0..1 */
+};
+
 struct gs_gpu {
     unsigned index;     /* NVML index */
     int lost;           /* the GPU fell off the bus; readings below are stale or absent */
@@ -215,6 +222,10 @@ struct gs_gpu {
     uint64_t ecc_loc[2][2][GS_ECC_LOCATIONS];
     unsigned n_mig;
     struct gs_mig mig[GS_MIG_MAX];
+    /* GS_WANT_UTIL_SAMPLES: usamp_n samples at gs_snapshot.usamp[usamp_first], oldest first
+     * (read them with gs_snapshot_util_samples); usamp_st GS_ST_OK when they were read. */
+    uint8_t usamp_st;
+    unsigned usamp_first, usamp_n;
 };
 
 enum gs_proc_type { GS_PROC_COMPUTE = 1, GS_PROC_GRAPHICS = 2, GS_PROC_MPS = 4 };
@@ -280,6 +291,9 @@ struct gs_snapshot {
     unsigned n_procs;
     unsigned cap_procs;
     struct gs_proc *procs;
+    /* the driver's utilization samples of every GPU (gs_gpu.usamp_*), GS_WANT_UTIL_SAMPLES */
+    unsigned n_usamp, cap_usamp;
+    struct gs_util_sample *usamp;
 };
 
 struct gs_err;
@@ -289,6 +303,13 @@ int gs_snapshot_new(struct gs_snapshot **out, unsigned n_gpus, unsigned cap_proc
                     struct gs_err *err);
 /* Makes room for at least n processes; existing entries are kept. */
 int gs_snapshot_reserve_procs(struct gs_snapshot *s, unsigned n, struct gs_err *err);
+/* Makes room for at least n utilization samples; existing ones are kept. */
+int gs_snapshot_reserve_usamp(struct gs_snapshot *s, unsigned n, struct gs_err *err);
+/* The driver's utilization samples of GPU g (index into gpus) in this snapshot, oldest first,
+ * *n of them; NULL (*n = 0) when none were read (not asked, not kept, or a copy of the
+ * snapshot that carries the GPUs only). */
+const struct gs_util_sample *gs_snapshot_util_samples(const struct gs_snapshot *s, unsigned g,
+                                                      unsigned *n);
 /* Resets readings to absent, keeping capacities (used before each cycle). */
 void gs_snapshot_clear(struct gs_snapshot *s);
 void gs_snapshot_free(struct gs_snapshot *s);

@@ -75,7 +75,7 @@ struct gs_step_rec {
  *   "sample_interval_s": number (default 0.5), "rank", "world_size", "local_rank": ints,
  *   "framework": "hf" | "torch", "logging_steps": int, "devices": [CUDA indices in use],
  *   "facts": {the run's settings: scalar entries, src/run/record.h; a set that breaks those
- *             rules is left out with a line on stderr, the run still opens}.
+ *             rules is left out with a note (gs_run_notes), the run still opens}.
  * With a receiver, records are encoded and sent by a sender thread (bounded queue, never
  * blocks the caller; dropped records are counted). Without one and with nvml auto, a sampler
  * thread samples the run's GPUs. Neither thread ever calls into Python.
@@ -84,6 +84,11 @@ struct gs_run;
 GS_API struct gs_run *gs_run_open(const char *config_json, char *err, size_t errlen);
 /* Adds one step (copies it). Cheap: no I/O, no allocation in the steady state. 0 or -1. */
 GS_API int gs_run_step(struct gs_run *run, const struct gs_step_rec *rec);
+/* What gs_run_open has to tell the caller without failing (a "facts" set left out, a named
+ * socket that did not answer: profiling in-process), one line each ("" when nothing): the
+ * library never writes to the training process's stderr; the caller decides how to show it.
+ * Valid until gs_run_close. */
+GS_API const char *gs_run_notes(const struct gs_run *run);
 /* Ends the run: end_json carries {"train_runtime": s, "train_samples": n, "train_steps": n,
  * "train_loss": x} as the framework measured them (any may be absent). Writes
  * <output_dir>/metrics_report.json when output_dir was given (atomically: temp file +

@@ -33,12 +33,23 @@ enum gs_want {
      * maxima) are read at the first cycle and again whenever GS_WANT_STATIC is set; in other
      * cycles their last values are repeated. See docs/backend.md for the full cadence. */
     GS_WANT_PROC_HOST = 1u << 8, /* with PROCS: procfs details (user, command, CPU, container) */
-    GS_WANT_ALL = 0x1FFu,
+    /* The driver's own utilization samples (nvmlDeviceGetSamples, ~6 a second) of every GPU
+     * since the previous cycle (since open at the first): gs_snapshot_util_samples. A GPU
+     * asked in the previous cycle continues from its newest sample, without gaps or repeats;
+     * one whose driver keeps none (old driver, MIG) or that is lost is not asked again. */
+    GS_WANT_UTIL_SAMPLES = 1u << 9,
+    GS_WANT_ALL = 0x3FFu,
 };
 
 struct gs_sampler_opts {
     const char *library; /* NULL: $GPUSCOPE_NVML_LIBRARY, else "libnvidia-ml.so.1" */
     const char *proc_root; /* NULL: "/proc"; tests point it at a /proc-like tree */
+    /* Pay for what you ask: when either is set, the identity, slow and basic readings of a
+     * GPU are asked of the driver only for the metrics (GS_M__COUNT flags) and texts
+     * (GS_T__COUNT flags) set here; the others stay GS_ST_NA. What a GS_WANT_* bit asks for
+     * (health, MIG, GPM, PCIe throughput, processes) is read in full. Both NULL: all. */
+    const unsigned char *need_metrics;
+    const unsigned char *need_texts;
 };
 
 /* Loads the library, initialises it once and caches every device handle. Errors:
@@ -56,12 +67,7 @@ unsigned gs_sampler_gpu_count(const struct gs_sampler *s);
 int gs_sampler_sample(struct gs_sampler *s, struct gs_snapshot *snap, unsigned want,
                       struct gs_err *err);
 
-/* One GPU-utilization sample from the driver's own ring: the mean utilization over the
- * driver's sampling period (~1/6 s on datacenter GPUs) that ends at t_us. */
-struct gs_util_sample {
-    uint64_t t_us;     /* driver timestamp, unix microseconds (CPU clock, as CLOCK_REALTIME) */
-    double util_ratio; /* 0..1 */
-};
+/* struct gs_util_sample (one sample of the driver's utilization ring) is in gs_model.h. */
 
 /* Reads the utilization samples of GPU gpu newer than *last_ts_us (0: all the driver keeps)
  * into out, at most cap, oldest first; *n says how many and *last_ts_us advances to the

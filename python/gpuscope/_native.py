@@ -102,6 +102,8 @@ def _bind(lib):
     lib.gs_run_step.restype = c.c_int
     lib.gs_run_finish.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p, c.c_size_t]
     lib.gs_run_finish.restype = c.c_void_p  # char * we must free with gs_free
+    lib.gs_run_notes.argtypes = [c.c_void_p]
+    lib.gs_run_notes.restype = c.c_char_p
     lib.gs_run_close.argtypes = [c.c_void_p]
     lib.gs_run_close.restype = None
     lib.gs_free.argtypes = [c.c_void_p]
@@ -135,6 +137,9 @@ class NativeRun:
             warn_once(f"gs_run_open: {err.value.decode(errors='replace')}")
             return
         self._run = run
+        # what the native core could not do without failing the run: shown here, by us
+        for line in (self._lib.gs_run_notes(run) or b"").decode(errors="replace").splitlines():
+            print(f"gpuscope: {line}", file=sys.stderr, flush=True)
         self._step = self._lib.gs_run_step
         self._buf = ctypes.create_string_buffer(REC_FORMAT.size)
         self._addr = ctypes.addressof(self._buf)

@@ -341,7 +341,7 @@ static int sample_into(struct gs_agent *a, struct gs_pub *p, const struct gs_pub
                        int64_t now)
 {
     unsigned n = gs_sampler_gpu_count(a->sampler);
-    unsigned want = gs_agent_want(a->n_since_open);
+    unsigned want = gs_agent_want(a->n_since_open) | gs_runs_want(a->runs);
     struct gs_err e;
     int64_t t0;
 
@@ -552,7 +552,7 @@ static void cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
             pub_release(p);
     }
     if (a->runs && p->up)
-        gs_runs_snapshot(a->runs, p->snap, a->sampler); /* never waits (runs.h) */
+        gs_runs_snapshot(a->runs, p->snap); /* never waits (runs.h) */
     if (a->push && p->up) {
         /* And one for the pusher (push.c), dropped once its lines and text are taken. */
         pthread_mutex_lock(&a->lock);
@@ -777,8 +777,10 @@ static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned code, char 
     return ret;
 }
 
-/* /api/v1/runs[/<id>[/steps]] (docs/api.md): answered by runs.c, a JSON body per request. */
-static enum MHD_Result send_runs(struct MHD_Connection *c, struct gs_agent *a, const char *url)
+/* /api/v1/runs[/<id>[/steps]] (docs/api.md): answered by runs.c, a JSON body per request,
+ * with who's runs only (NULL: every run). */
+static enum MHD_Result send_runs(struct MHD_Connection *c, struct gs_agent *a, const char *url,
+                                 const struct gs_runs_who *who)
 {
     char *body = NULL;
     size_t len = 0;
@@ -788,8 +790,8 @@ static enum MHD_Result send_runs(struct MHD_Connection *c, struct gs_agent *a, c
         return send_json_error(c, MHD_HTTP_NOT_FOUND, "runs: the socket is off (socket = off)");
     code = gs_runs_http(a->runs, url,
                         MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from"),
-                        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit"), &body,
-                        &len);
+                        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit"), who,
+                        &body, &len);
     return send_owned(c, code, body, len, "application/json");
 }
 
@@ -883,54 +885,18 @@ static int history_gpu_hidden(struct MHD_Connection *c, struct gs_agent *a,
     return hidden;
 }
 
-/* /api/v1/runs for a filtered viewer: the list without other users' runs; one run (report or
- * steps) only when its report names the viewer's uid, else 404 as for a run that does not
- * exist. */
+/* /api/v1/runs for a filtered viewer: the viewer's runs only, counted and paged after the
+ * filter; another user's run (report or steps) is 404 as for a run that does not exist. */
 static enum MHD_Result send_runs_filtered(struct MHD_Connection *c, struct gs_agent *a,
                                           const struct gs_viewer *v, pid_t peer_pid,
                                           const char *url)
 {
-    const char *rest = url + strlen("/api/v1/runs");
     struct gs_policy_view view;
-    json_t *doc = NULL;
-    char *body = NULL, path[128];
-    size_t len = 0;
-    unsigned code;
-    int visible;
+    struct gs_runs_who who;
 
-    if (!a->runs)
-        return send_runs(c, a, url);
     gs_policy_view(a->policy, &view, v, peer_pid, NULL);
-    if (rest[0] == '\0' || strcmp(rest, "/") == 0) {
-        code = gs_runs_http(a->runs, url,
-                            MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from"),
-                            MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit"),
-                            &body, &len);
-        if (body && code == MHD_HTTP_OK && (doc = json_loadb(body, len, 0, NULL)) != NULL) {
-            free(body);
-            gs_policy_filter_runs_doc(&view, doc);
-            body = dump_doc(doc, &len);
-            json_decref(doc);
-        }
-        return send_owned(c, code, body, len, "application/json");
-    }
-    snprintf(path, sizeof path, "/api/v1/runs/%.*s", (int)strcspn(rest + 1, "/"), rest + 1);
-    code = gs_runs_http(a->runs, path, NULL, NULL, &body, &len);
-    if (code != MHD_HTTP_OK) {
-        free(body);
-        return send_runs(c, a, url); /* the same error, from the real path */
-    }
-    doc = body ? json_loadb(body, len, 0, NULL) : NULL;
-    visible = doc && gs_policy_run_visible(&view, doc);
-    json_decref(doc);
-    if (!visible) {
-        free(body);
-        return send_json_error(c, MHD_HTTP_NOT_FOUND, "no such run");
-    }
-    if (strcmp(path, url) == 0)
-        return send_owned(c, code, body, len, "application/json");
-    free(body);
-    return send_runs(c, a, url);
+    gs_policy_runs_owner(&view, &who.all, &who.uid);
+    return send_runs(c, a, url, &who);
 }
 
 /* The per-client token bucket: rate tokens per second up to burst; a request takes one. Keyed
@@ -1205,7 +1171,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case R_HISTORY:
         return send_history(c, a);
     case R_RUNS:
-        return send_runs(c, a, url);
+        return send_runs(c, a, url, NULL);
     case R_WEB:
         return (enum MHD_Result)gs_web_send(c, gs_web_find(url));
     default:

@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/procfs.h"
 #include "gpuscope/gs_err.h"
 
 #define CACHE_SLOTS 64
@@ -570,29 +571,10 @@ unsigned gs_policy_parse_devices_list(const char *text, unsigned char *minors, s
  * (cgroup v2 enforces devices with eBPF, which cannot be read back). */
 static unsigned cgroup_minors(pid_t pid, unsigned char *minors, size_t n)
 {
-    char path[4096 + 64], *text, *line, *list;
-    unsigned got = 0;
+    char *list = gs_procfs_read_devices_list(NULL, NULL, (unsigned)pid);
+    unsigned got = list ? gs_policy_parse_devices_list(list, minors, n) : 0;
 
-    snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
-    if (!(text = read_text(path)))
-        return 0;
-    for (line = text; line && *line;) {
-        char *nl = strchr(line, '\n');
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (nl)
-            *nl = '\0';
-        if (c1 && c2 && (size_t)(c2 - c1 - 1) == strlen("devices") &&
-            strncmp(c1 + 1, "devices", 7) == 0 && c2[1] == '/' && !strstr(c2, "..")) {
-            snprintf(path, sizeof path, "/sys/fs/cgroup/devices%s/devices.list", c2 + 1);
-            if ((list = read_text(path)) != NULL) {
-                got = gs_policy_parse_devices_list(list, minors, n);
-                free(list);
-            }
-            break;
-        }
-        line = nl ? nl + 1 : NULL;
-    }
-    free(text);
+    free(list);
     return got;
 }
 
@@ -770,13 +752,21 @@ void gs_policy_filter_alerts_doc(const struct gs_policy_view *view, json_t *doc)
     }
 }
 
+void gs_policy_runs_owner(const struct gs_policy_view *view, int *all, int64_t *uid)
+{
+    *all = !view->filtered || view->process_visibility == GS_PROCVIS_ALL;
+    *uid = view->process_visibility == GS_PROCVIS_OWN && view->uid_known ? (int64_t)view->uid
+                                                                         : -1;
+}
+
 /* Whether a run owned by uid (a JSON integer or null) is shown. */
 static bool run_uid_shown(const struct gs_policy_view *view, const json_t *uid)
 {
-    if (!view->filtered || view->process_visibility == GS_PROCVIS_ALL)
-        return true;
-    return view->process_visibility == GS_PROCVIS_OWN && view->uid_known &&
-           json_is_integer(uid) && json_integer_value(uid) == (json_int_t)view->uid;
+    int all;
+    int64_t own;
+
+    gs_policy_runs_owner(view, &all, &own);
+    return all || (own >= 0 && json_is_integer(uid) && json_integer_value(uid) == own);
 }
 
 void gs_policy_filter_runs_doc(const struct gs_policy_view *view, json_t *doc)

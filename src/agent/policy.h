@@ -119,6 +119,12 @@ json_t *gs_policy_processes_doc(const json_t *snapshot_doc);
  * "alerts" (node-level entries, gpu null, stay). */
 void gs_policy_filter_alerts_doc(const struct gs_policy_view *view, json_t *doc);
 
+/* Whose runs the view shows: *all = 1 for an unfiltered view and `all`; else only runs of
+ * *uid: the viewer's uid for `own` (when known), -1 (none) for `none`. /api/v1/runs filters
+ * and pages by it in the history's SQL (runs.h, struct gs_runs_who); the two document
+ * filters below apply the same rule to documents. */
+void gs_policy_runs_owner(const struct gs_policy_view *view, int *all, int64_t *uid);
+
 /* Filters an /api/v1/runs list document in place: with `own`, runs of other uids leave
  * "runs"; with `none`, every run does; "hidden" counts them. */
 void gs_policy_filter_runs_doc(const struct gs_policy_view *view, json_t *doc);

@@ -15,9 +15,10 @@
  * there, and the run finishes when its last connection detaches (end record or close).
  *
  * History: run rows and steps go through the recorder (recorder.h, the store's owner, under
- * its mutex) from the receiver thread. Ended runs and step pages are read back for HTTP from
- * a second, read-only SQLite connection to history.db (WAL: readers never block the writer),
- * using the schema of docs/history.md; it sees steps once a flush has committed them.
+ * its mutex) from the receiver thread. Ended runs and step pages are read back for HTTP
+ * through a reader of history.db (store/runs.h: a second, read-only connection; WAL readers
+ * never block the writer), which filters by owner and pages in its SQL; it sees steps once a
+ * flush has committed them.
  */
 #include "agent/runs.h"
 
@@ -35,16 +36,19 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <sqlite3.h>
 
 #include "agent/log.h"
 #include "agent/recorder.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
+#include "backend/procfs.h"
 #include "run/agg.h"
+#include "run/attrib.h"
 #include "run/receiver.h"
 #include "run/usamp.h"
+#include "store/history.h"
+#include "store/runs.h"
 
 #define LIST_LIMIT_DEFAULT 100
 #define STEPS_LIMIT_DEFAULT 100
@@ -59,6 +63,12 @@
 struct rank_conn {
     uint64_t conn_id;
     pid_t pid; /* SO_PEERCRED */
+    /* Its hello's CUDA devices and the CUDA_VISIBLE_DEVICES they mean (from the sender's
+     * /proc/PID/environ; unknown when the agent may not read it): run/attrib.h. */
+    int32_t devices[GS_RECORD_MAX_DEVICES];
+    unsigned n_devices;
+    int cvd_known;
+    char cvd[512];
 };
 
 struct run {
@@ -94,16 +104,13 @@ struct gs_runs {
     char hostname[256];
 
     pthread_mutex_t db_lock; /* the HTTP thread's read connection */
-    sqlite3 *db;
+    struct gs_store *db; /* a reader of history.db (store/runs.h) */
     char history_path[PATH_MAX];
 
-    /* the sampling thread's own: per live run (table order) the GPUs it uses, then their
-     * union; the driver's utilization samples of that union (run/usamp.h) */
+    /* the sampling thread's own: per live run (table order) the GPUs it uses */
     unsigned char *in_run;
-    unsigned in_run_cap; /* GPUs per row */
-    struct gs_usamp *usamp;
-    const struct gs_sampler *usamp_smp; /* the sampler usamp was made for */
-    uint64_t prev_us;                   /* the previous snapshot, unix µs */
+    unsigned in_run_cap;        /* GPUs per row */
+    struct gs_attrib_tree tree; /* the ancestry of a snapshot's GPU processes */
 };
 
 static double real_s(void)
@@ -122,6 +129,29 @@ static void count(struct gs_runs *r, uint64_t *field)
 }
 
 /* ---- run life ---- */
+
+/* What a connection's hello says about its GPUs (run/attrib.h), read on the receiver thread
+ * before the connection is attached (or, for a late hello, copied in under lock). */
+static void conn_devices(struct rank_conn *c, const struct gs_peer *peer,
+                         const struct gs_record *rec)
+{
+    const struct gs_record_hello *h = &rec->u.hello;
+
+    if (rec->type != GS_REC_HELLO)
+        return;
+    c->n_devices = h->n_devices < GS_RECORD_MAX_DEVICES ? h->n_devices : GS_RECORD_MAX_DEVICES;
+    memcpy(c->devices, h->devices, c->n_devices * sizeof c->devices[0]);
+    switch (gs_procfs_read_env(NULL, (unsigned)peer->pid, "CUDA_VISIBLE_DEVICES", c->cvd,
+                               sizeof c->cvd)) {
+    case GS_OK:
+    case GS_ENOTFOUND: /* unset: CUDA index k is GPU k */
+        c->cvd_known = 1;
+        break;
+    default:
+        c->cvd_known = 0;
+        break;
+    }
+}
 
 static void run_unref(struct gs_runs *r, struct run *run)
 {
@@ -170,9 +200,11 @@ static struct run *run_join(struct gs_runs *r, const struct gs_peer *peer,
     const struct gs_record_hello *h = &rec->u.hello;
     struct run *run = NULL;
     double now = real_s();
+    struct rank_conn conn = {.conn_id = peer->conn_id, .pid = peer->pid};
 
     if (rec->type != GS_REC_HELLO || !h->run[0] || h->world_size <= 1)
         return NULL;
+    conn_devices(&conn, peer, rec);
     pthread_mutex_lock(&r->lock);
     for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && !run; i++) {
         struct run *c = r->live[i];
@@ -182,8 +214,7 @@ static struct run *run_join(struct gs_runs *r, const struct gs_peer *peer,
             run = c;
     }
     if (run) {
-        run->conns[run->n_conns].conn_id = peer->conn_id;
-        run->conns[run->n_conns].pid = peer->pid;
+        run->conns[run->n_conns] = conn;
         run->n_conns++;
         run->n_ranks_seen++;
         run->refs++;
@@ -230,6 +261,7 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
     run->refs = 1;
     run->conns[0].conn_id = peer->conn_id;
     run->conns[0].pid = peer->pid;
+    conn_devices(&run->conns[0], peer, rec);
     run->n_conns = 1;
     run->n_ranks_seen = 1;
     run->pid = peer->pid;
@@ -350,6 +382,7 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
 {
     struct gs_runs *r = ctx;
     struct run *run = run_find(r, peer->conn_id, 0);
+    int late = run != NULL; /* a record of a connection that has its run */
     struct gs_err err;
 
     count(r, &r->st.records);
@@ -369,6 +402,18 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
         }
         pthread_mutex_lock(&r->lock);
         run->refs++;
+        pthread_mutex_unlock(&r->lock);
+    }
+    if (late && rec->type == GS_REC_HELLO) { /* a late hello: its devices count from now on */
+        struct rank_conn conn = {0};
+        conn_devices(&conn, peer, rec);
+        pthread_mutex_lock(&r->lock);
+        for (unsigned k = 0; k < run->n_conns; k++)
+            if (run->conns[k].conn_id == peer->conn_id && run->conns[k].n_devices == 0) {
+                conn.conn_id = run->conns[k].conn_id;
+                conn.pid = run->conns[k].pid;
+                run->conns[k] = conn;
+            }
         pthread_mutex_unlock(&r->lock);
     }
     pthread_mutex_lock(&run->mu);
@@ -435,7 +480,7 @@ static int snap_rows(struct gs_runs *r, unsigned n_gpus)
 
     if (n_gpus <= r->in_run_cap)
         return 1;
-    p = realloc(r->in_run, (size_t)(GS_RUNS_MAX_LIVE + 1) * n_gpus);
+    p = realloc(r->in_run, (size_t)GS_RUNS_MAX_LIVE * n_gpus);
     if (!p)
         return 0;
     r->in_run = p;
@@ -443,39 +488,28 @@ static int snap_rows(struct gs_runs *r, unsigned n_gpus)
     return 1;
 }
 
-/* The driver's samples of the GPUs in want (a reopened sampler gets a fresh state). Returns
- * whether any GPU has some. */
-static int snap_usamp(struct gs_runs *r, const struct gs_snapshot *snap, struct gs_sampler *smp,
-                      const unsigned char *want)
+unsigned gs_runs_want(struct gs_runs *r)
 {
-    uint64_t now_us = (uint64_t)(snap->t_real * 1e6);
-    /* A GPU that just got a run starts at the previous snapshot (at most 1 s back at first). */
-    uint64_t since_us = r->prev_us && r->prev_us < now_us ? r->prev_us : now_us - 1000000u;
-    int any;
+    unsigned live;
 
-    if (smp != r->usamp_smp) {
-        gs_usamp_free(r->usamp);
-        r->usamp = smp ? gs_usamp_new(gs_sampler_gpu_count(smp)) : NULL;
-        r->usamp_smp = smp;
-    }
-    r->prev_us = now_us;
-    any = r->usamp && gs_usamp_read(r->usamp, smp, snap, want, since_us) > 0;
-    return any;
+    if (!r)
+        return 0;
+    pthread_mutex_lock(&r->lock);
+    live = r->st.live;
+    pthread_mutex_unlock(&r->lock);
+    return live ? GS_WANT_UTIL_SAMPLES : 0;
 }
 
-void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap, struct gs_sampler *smp)
+void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap)
 {
     struct run *runs[GS_RUNS_MAX_LIVE];
     int any[GS_RUNS_MAX_LIVE];
     unsigned n = 0, ng;
-    unsigned char *all;
-    int fine = 0;
+    int tree_ok = 0;
 
     if (!r || !snap || snap->n_gpus == 0 || !snap_rows(r, snap->n_gpus))
         return;
     ng = snap->n_gpus;
-    all = r->in_run + (size_t)GS_RUNS_MAX_LIVE * ng;
-    memset(all, 0, ng);
     pthread_mutex_lock(&r->lock);
     for (unsigned i = 0; i < GS_RUNS_MAX_LIVE; i++)
         if (r->live[i]) {
@@ -483,31 +517,37 @@ void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap, struct 
             runs[n++] = r->live[i];
         }
     pthread_mutex_unlock(&r->lock);
+    /* The ancestry of the GPU processes, once for every run (run/attrib.h). */
+    if (n > 0 && snap->n_procs > 0)
+        tree_ok = gs_attrib_tree_read(&r->tree, snap, NULL) == 0;
     for (unsigned k = 0; k < n; k++) {
         unsigned char *row = r->in_run + (size_t)k * ng;
 
-        any[k] = 0;
         memset(row, 0, ng);
-        pthread_mutex_lock(&r->lock); /* the run's connections (ranks): their pids */
-        for (unsigned i = 0; i < snap->n_procs; i++)
-            for (unsigned c = 0; c < runs[k]->n_conns; c++)
-                if ((pid_t)snap->procs[i].pid == runs[k]->conns[c].pid &&
-                    snap->procs[i].gpu < ng)
-                    any[k] = row[snap->procs[i].gpu] = all[snap->procs[i].gpu] = 1;
+        pthread_mutex_lock(&r->lock); /* the run's connections (ranks) */
+        for (unsigned c = 0; c < runs[k]->n_conns; c++) {
+            const struct rank_conn *rc = &runs[k]->conns[c];
+            struct gs_attrib a = {.pids = &rc->pid,
+                                  .n_pids = 1,
+                                  .descendants = tree_ok,
+                                  .devices = rc->devices,
+                                  .n_devices = rc->n_devices,
+                                  .cvd_known = rc->cvd_known,
+                                  .cvd = rc->cvd};
+            gs_attrib_mark(&a, tree_ok ? &r->tree : NULL, snap, row);
+        }
         pthread_mutex_unlock(&r->lock);
+        any[k] = memchr(row, 1, ng) != NULL;
     }
-    /* Once a cycle, on this (the sampling) thread: the driver's utilization samples of the GPUs
-     * with live runs since the previous cycle. A run skipped below misses them too. */
-    if (smp)
-        fine = snap_usamp(r, snap, smp, all);
+    /* With the snapshot, the driver's utilization samples it carries (gs_runs_want asked
+     * for them; run/usamp.h). A run skipped below misses both. */
     for (unsigned k = 0; k < n; k++) {
         struct run *run = runs[k];
 
         if (any[k]) {
             if (pthread_mutex_trylock(&run->mu) == 0) {
                 gs_agg_snapshot(run->agg, snap, r->in_run + (size_t)k * ng, snap->t_real);
-                if (fine)
-                    gs_usamp_feed(r->usamp, run->agg, snap, r->in_run + (size_t)k * ng);
+                gs_usamp_feed(run->agg, snap, r->in_run + (size_t)k * ng);
                 pthread_mutex_unlock(&run->mu);
             } else {
                 count(r, &r->st.snapshots_skipped);
@@ -607,48 +647,79 @@ static int parse_uint(const char *s, long long lo, long long hi, long long def, 
     return 0;
 }
 
-static sqlite3 *db_get(struct gs_runs *r)
+/* The HTTP thread's reader of history.db (store/runs.h), opened at its first use; NULL when
+ * history is off or the file cannot be read (logged; tried again at the next request). */
+static struct gs_store *db_get(struct gs_runs *r)
 {
+    struct gs_err err;
+
     if (!r->db && r->history_path[0]) {
-        if (sqlite3_open_v2(r->history_path, &r->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-            gs_log(GS_LOG_WARN, "runs: cannot read %s: %s", r->history_path,
-                   r->db ? sqlite3_errmsg(r->db) : "out of memory");
-            sqlite3_close(r->db);
+        gs_err_clear(&err);
+        if (gs_store_open_read(&r->db, r->history_path, &err) != GS_OK) {
+            gs_log(GS_LOG_WARN, "runs: cannot read %s: %s", r->history_path, err.msg);
             r->db = NULL;
-        } else {
-            sqlite3_busy_timeout(r->db, 2000);
         }
     }
     return r->db;
 }
 
-/* The columns of one row as an object (NULL stays null). */
-static json_t *row_object(sqlite3_stmt *st, int from_col)
+static void db_warn(const struct gs_err *err)
 {
-    json_t *o = json_object();
+    gs_log(GS_LOG_WARN, "runs: %s", err->msg);
+}
 
-    for (int c = from_col; c < sqlite3_column_count(st); c++) {
-        json_t *v;
-        switch (sqlite3_column_type(st, c)) {
-        case SQLITE_INTEGER:
-            v = json_integer(sqlite3_column_int64(st, c));
-            break;
-        case SQLITE_FLOAT:
-            v = json_real(sqlite3_column_double(st, c));
-            break;
-        case SQLITE_TEXT:
-            v = json_string((const char *)sqlite3_column_text(st, c));
-            break;
-        default:
-            v = json_null();
-            break;
-        }
-        json_object_set_new(o, sqlite3_column_name(st, c), v);
+/* Whether who may see a run of uid (who NULL: every run). */
+static int who_sees(const struct gs_runs_who *who, int64_t uid)
+{
+    return !who || who->all || (who->uid >= 0 && uid == who->uid);
+}
+
+static json_t *num_or_null(double v)
+{
+    return isnan(v) ? json_null() : json_real(v);
+}
+
+static json_t *id_or_null(int64_t v)
+{
+    return v >= 0 ? json_integer(v) : json_null();
+}
+
+static json_t *bytes_or_null(uint64_t v)
+{
+    return v ? json_real((double)v) : json_null();
+}
+
+/* One stored step as the steps page shows it (docs/api.md): the history's columns, unknown
+ * values null. */
+static json_t *step_object(const struct gs_store_step_row *row)
+{
+    const struct gs_step_rec *s = &row->rec;
+    json_t *o = json_object();
+    char key[48];
+
+    json_object_set_new(o, "id", json_integer(row->id));
+    json_object_set_new(o, "peer_pid", id_or_null(row->peer_pid));
+    json_object_set_new(o, "peer_uid", id_or_null(row->peer_uid));
+    json_object_set_new(o, "rank", json_integer(s->rank));
+    json_object_set_new(o, "device", json_integer(s->device));
+    json_object_set_new(o, "step", json_integer((json_int_t)s->step));
+    json_object_set_new(o, "t_begin", num_or_null(s->t_begin));
+    json_object_set_new(o, "t_end", num_or_null(s->t_end));
+    for (int p = 0; p < GS_PH_N; p++) {
+        snprintf(key, sizeof key, "%s_ms", gs_phase_name(p));
+        json_object_set_new(o, key, num_or_null(s->ms[p]));
     }
+    json_object_set_new(o, "samples",
+                        s->samples ? json_integer((json_int_t)s->samples) : json_null());
+    json_object_set_new(o, "cuda_events", json_integer((s->flags & GS_STEP_CUDA_EVENTS) != 0));
+    json_object_set_new(o, "mem_allocated", bytes_or_null(s->mem_allocated));
+    json_object_set_new(o, "mem_reserved", bytes_or_null(s->mem_reserved));
+    json_object_set_new(o, "mem_peak_allocated", bytes_or_null(s->mem_peak_allocated));
+    json_object_set_new(o, "mem_peak_reserved", bytes_or_null(s->mem_peak_reserved));
+    json_object_set_new(o, "mem_total", bytes_or_null(s->mem_total));
     return o;
 }
 
-/* A live run's list entry; computes (or reuses) its report for the figures. */
 static json_t *live_item(struct gs_runs *r, struct run *run)
 {
     json_t *it;
@@ -677,17 +748,37 @@ static json_t *live_item(struct gs_runs *r, struct run *run)
     return it;
 }
 
-static unsigned http_list(struct gs_runs *r, long long from, long long limit, char **body,
-                          size_t *len)
+
+/* A stored run's list entry (a gs_store_run_fn appending to the array ctx). */
+static int list_row(void *ctx, const struct gs_store_run_row *row)
+{
+    json_t *rep = row->report ? json_loads(row->report, 0, NULL) : NULL;
+    json_t *it = json_pack("{s:I, s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:s}", "id",
+                           (json_int_t)row->id, "name", row->name, "uid", id_or_null(row->uid),
+                           "user", user_of(row->uid), "pid", id_or_null(row->pid), "start",
+                           num_or_null(row->start_time), "end", num_or_null(row->end_time),
+                           "steps", (json_int_t)row->steps, "state",
+                           stored_state(!isnan(row->end_time), rep));
+
+    if (it && rep)
+        headline(it, rep);
+    json_decref(rep);
+    json_array_append_new(ctx, it);
+    return 0;
+}
+
+/* The list: running runs first, newest first, then the history's, newest first; only the
+ * runs who may see are counted and paged (the others are "hidden" when who filters). */
+static unsigned http_list(struct gs_runs *r, long long from, long long limit,
+                          const struct gs_runs_who *who, char **body, size_t *len)
 {
     struct run *runs[GS_RUNS_MAX_LIVE];
+    int64_t ids[GS_RUNS_MAX_LIVE];
     unsigned n = 0;
     json_t *list = json_array(), *doc;
-    long long total = 0, skip = from;
-    char notin[GS_RUNS_MAX_LIVE * 24 + 8];
-    sqlite3 *db;
+    long long total = 0, hidden = 0, skip = from;
+    struct gs_store *db;
 
-    /* Running ones first, newest first; then the history's, newest first. */
     pthread_mutex_lock(&r->lock);
     for (unsigned i = 0; i < GS_RUNS_MAX_LIVE; i++)
         if (r->live[i]) {
@@ -703,93 +794,47 @@ static unsigned http_list(struct gs_runs *r, long long from, long long limit, ch
                 runs[j] = t;
             }
     for (unsigned i = 0; i < n; i++) {
+        ids[i] = runs[i]->id;
+        if (!who_sees(who, runs[i]->uid)) {
+            hidden++;
+            continue;
+        }
         total++;
         if (skip > 0)
             skip--;
         else if ((long long)json_array_size(list) < limit)
             json_array_append_new(list, live_item(r, runs[i]));
     }
-    /* The history's rows but the live ones; only the page's rows are read (their step
-     * count only when the report lacks it: an interrupted run). */
-    {
-        size_t o = (size_t)snprintf(notin, sizeof notin, "(0");
-        for (unsigned i = 0; i < n; i++)
-            o += (size_t)snprintf(notin + o, sizeof notin - o, ",%lld", (long long)runs[i]->id);
-        snprintf(notin + o, sizeof notin - o, ")");
-    }
+    /* The history's rows but the live ones, filtered and paged by the store. */
     pthread_mutex_lock(&r->db_lock);
     if ((db = db_get(r)) != NULL) {
-        sqlite3_stmt *st = NULL;
-        char sql[4096];
+        struct gs_store_runs_sel sel = {.source = "agent",
+                                        .owner_only = who && !who->all,
+                                        .uid = who ? who->uid : -1,
+                                        .skip_ids = ids,
+                                        .n_skip = n};
+        struct gs_store_runs_sel every = sel;
+        int64_t shown = 0, all = 0;
+        struct gs_err err;
 
-        snprintf(sql, sizeof sql,
-                 "SELECT count(*) FROM run WHERE source = 'agent' AND id NOT IN %s", notin);
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-            sqlite3_step(st) == SQLITE_ROW)
-            total += sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-        st = NULL;
-        /* uid/pid: the report's (SO_PEERCRED), else the first step's sender. */
-        snprintf(sql, sizeof sql,
-                 "SELECT id, name, start_time, end_time, report,"
-                 " (SELECT peer_uid FROM step WHERE step.run = run.id LIMIT 1),"
-                 " (SELECT peer_pid FROM step WHERE step.run = run.id LIMIT 1),"
-                 " CASE WHEN json_valid(report) AND"
-                 "  json_extract(report, '$.run.steps_received') IS NOT NULL THEN -1"
-                 "  ELSE (SELECT count(*) FROM step WHERE step.run = run.id) END"
-                 " FROM run WHERE source = 'agent' AND id NOT IN %s ORDER BY id DESC"
-                 " LIMIT ? OFFSET ?",
-                 notin);
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, limit - (long long)json_array_size(list));
-            sqlite3_bind_int64(st, 2, skip);
-            while (sqlite3_step(st) == SQLITE_ROW) {
-                int64_t id = sqlite3_column_int64(st, 0);
-                json_t *it, *rep = NULL, *ro;
-                int64_t uid = -1, pid = -1, steps = sqlite3_column_int64(st, 7);
-
-                if (sqlite3_column_type(st, 4) == SQLITE_TEXT)
-                    rep = json_loads((const char *)sqlite3_column_text(st, 4), 0, NULL);
-                ro = json_object_get(rep, "run");
-                if (json_is_integer(json_object_get(ro, "steps_received")))
-                    steps = json_integer_value(json_object_get(ro, "steps_received"));
-                if (json_is_integer(json_object_get(ro, "uid")))
-                    uid = json_integer_value(json_object_get(ro, "uid"));
-                else if (sqlite3_column_type(st, 5) == SQLITE_INTEGER)
-                    uid = sqlite3_column_int64(st, 5);
-                if (json_is_integer(json_object_get(ro, "pid")))
-                    pid = json_integer_value(json_object_get(ro, "pid"));
-                else if (sqlite3_column_type(st, 6) == SQLITE_INTEGER)
-                    pid = sqlite3_column_int64(st, 6);
-                it = json_pack(
-                    "{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:s}", "id", (json_int_t)id, "name",
-                    sqlite3_column_type(st, 1) == SQLITE_TEXT
-                        ? json_string((const char *)sqlite3_column_text(st, 1))
-                        : json_string(""),
-                    "uid", uid >= 0 ? json_integer(uid) : json_null(), "user", user_of(uid), "pid",
-                    pid >= 0 ? json_integer(pid) : json_null(), "start",
-                    sqlite3_column_type(st, 2) == SQLITE_NULL
-                        ? json_null()
-                        : json_real(sqlite3_column_double(st, 2)),
-                    "end",
-                    sqlite3_column_type(st, 3) == SQLITE_NULL
-                        ? json_null()
-                        : json_real(sqlite3_column_double(st, 3)),
-                    "steps", (json_int_t)steps, "state",
-                    stored_state(sqlite3_column_type(st, 3) != SQLITE_NULL, rep));
-                if (it && rep)
-                    headline(it, rep);
-                json_decref(rep);
-                json_array_append_new(list, it);
-            }
-        }
-        sqlite3_finalize(st);
+        every.owner_only = 0;
+        gs_err_clear(&err);
+        if (gs_store_runs_count(db, &sel, &shown, &err) != GS_OK ||
+            (sel.owner_only && gs_store_runs_count(db, &every, &all, &err) != GS_OK) ||
+            gs_store_runs_list(db, &sel, skip, limit - (long long)json_array_size(list),
+                               list_row, list, &err) != GS_OK)
+            db_warn(&err);
+        total += shown;
+        if (sel.owner_only && all > shown)
+            hidden += all - shown;
     }
     pthread_mutex_unlock(&r->db_lock);
     for (unsigned i = 0; i < n; i++)
         run_unref(r, runs[i]);
     doc = json_pack("{s:I, s:I, s:I, s:o}", "total", (json_int_t)total, "from", (json_int_t)from,
                     "limit", (json_int_t)limit, "runs", list);
+    if (doc && who && !who->all)
+        json_object_set_new(doc, "hidden", json_integer(hidden));
     return reply(doc, doc ? 200 : 500, body, len);
 }
 
@@ -810,15 +855,56 @@ static void annotate(json_t *rep, int64_t id, const char *state, uint64_t steps_
         json_object_set_new(ro, "steps_received", json_integer((json_int_t)steps_received));
 }
 
-static unsigned http_report(struct gs_runs *r, int64_t id, char **body, size_t *len)
+
+/* What a read of one stored run found (a gs_store_run_fn). */
+struct stored_run {
+    int exists, has_end;
+    int64_t uid;
+    json_t *report;
+};
+
+static int stored_row(void *ctx, const struct gs_store_run_row *row)
+{
+    struct stored_run *s = ctx;
+
+    s->exists = 1;
+    s->has_end = !isnan(row->end_time);
+    s->uid = row->uid;
+    s->report = row->report ? json_loads(row->report, 0, NULL) : NULL;
+    return 0;
+}
+
+/* Run id of this agent in the history (exists stays 0 when there is none or no history). */
+static void stored_get(struct gs_runs *r, int64_t id, struct stored_run *out)
+{
+    struct gs_store_runs_sel sel = {.source = "agent"};
+    struct gs_store *db;
+    struct gs_err err;
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    out->uid = -1;
+    if ((db = db_get(r)) == NULL)
+        return;
+    gs_err_clear(&err);
+    rc = gs_store_run_get(db, &sel, id, stored_row, out, &err);
+    if (rc != GS_OK && rc != GS_ENOTFOUND)
+        db_warn(&err);
+}
+
+static unsigned http_report(struct gs_runs *r, int64_t id, const struct gs_runs_who *who,
+                            char **body, size_t *len)
 {
     struct run *run = run_find(r, 0, id);
-    json_t *rep = NULL;
-    sqlite3 *db;
-    int exists = 0, has_end = 0;
+    struct stored_run s;
 
+    if (run && !who_sees(who, run->uid)) {
+        run_unref(r, run);
+        return reply_error(404, body, len, "no such run");
+    }
     if (run) {
         struct gs_report_meta meta = {.hostname = r->hostname, .exit_code = -1, .source = "agent"};
+        json_t *rep;
         uint64_t steps;
         pthread_mutex_lock(&run->mu);
         meta.run_name = run->name[0] ? run->name : NULL;
@@ -833,85 +919,67 @@ static unsigned http_report(struct gs_runs *r, int64_t id, char **body, size_t *
         return reply(rep, 200, body, len);
     }
     pthread_mutex_lock(&r->db_lock);
-    if ((db = db_get(r)) != NULL) {
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db,
-                               "SELECT report, end_time IS NOT NULL FROM run"
-                               " WHERE id = ? AND source = 'agent'",
-                               -1, &st, NULL) == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, id);
-            if (sqlite3_step(st) == SQLITE_ROW) {
-                exists = 1;
-                has_end = sqlite3_column_int(st, 1);
-                if (sqlite3_column_type(st, 0) == SQLITE_TEXT)
-                    rep = json_loads((const char *)sqlite3_column_text(st, 0), 0, NULL);
-            }
-        }
-        sqlite3_finalize(st);
-    }
+    stored_get(r, id, &s);
     pthread_mutex_unlock(&r->db_lock);
-    if (!exists)
+    if (!s.exists)
         return reply_error(404, body, len, "no run %lld", (long long)id);
-    if (!rep)
+    if (!who_sees(who, s.uid)) {
+        json_decref(s.report);
+        return reply_error(404, body, len, "no such run");
+    }
+    if (!s.report)
         return reply_error(404, body, len,
                            "run %lld has no report: the agent stopped before it ended "
                            "(its steps: /api/v1/runs/%lld/steps)",
                            (long long)id, (long long)id);
-    annotate(rep, id, stored_state(has_end, rep), 0);
-    return reply(rep, 200, body, len);
+    annotate(s.report, id, stored_state(s.has_end, s.report), 0);
+    return reply(s.report, 200, body, len);
+}
+
+static int page_step(void *ctx, const struct gs_store_step_row *row)
+{
+    json_array_append_new(ctx, step_object(row));
+    return 0;
 }
 
 static unsigned http_steps(struct gs_runs *r, int64_t id, long long from, long long limit,
-                           char **body, size_t *len)
+                           const struct gs_runs_who *who, char **body, size_t *len)
 {
     struct run *run = run_find(r, 0, id);
+    struct stored_run s = {.uid = -1};
     json_t *list, *doc;
-    long long total = 0;
-    int exists = run != NULL;
-    sqlite3 *db;
+    int64_t total = 0;
+    int exists = run != NULL, visible = run && who_sees(who, run->uid);
+    struct gs_store *db;
 
     if (run)
         run_unref(r, run);
+    if (exists && !visible)
+        return reply_error(404, body, len, "no such run");
     if (!r->history_path[0])
         return exists ? reply_error(404, body, len, "history is off: steps are not kept")
                       : reply_error(404, body, len, "no run %lld", (long long)id);
     list = json_array();
     pthread_mutex_lock(&r->db_lock);
-    if ((db = db_get(r)) != NULL) {
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db,
-                               "SELECT (SELECT count(*) FROM step WHERE run = ?1),"
-                               " (SELECT count(*) FROM run WHERE id = ?1 AND source = 'agent')",
-                               -1, &st, NULL) == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, id);
-            if (sqlite3_step(st) == SQLITE_ROW) {
-                total = sqlite3_column_int64(st, 0);
-                exists |= sqlite3_column_int64(st, 1) > 0;
-            }
-        }
-        sqlite3_finalize(st);
-        st = NULL;
-        if (exists &&
-            sqlite3_prepare_v2(db,
-                               "SELECT id, peer_pid, peer_uid, rank, device, step, t_begin, t_end,"
-                               " data_ms, forward_ms, backward_ms, optimizer_step_ms,"
-                               " communication_ms, total_step_ms, samples, cuda_events,"
-                               " mem_allocated, mem_reserved, mem_peak_allocated,"
-                               " mem_peak_reserved, mem_total"
-                               " FROM step WHERE run = ? ORDER BY id LIMIT ? OFFSET ?",
-                               -1, &st, NULL) == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, id);
-            sqlite3_bind_int64(st, 2, limit);
-            sqlite3_bind_int64(st, 3, from);
-            while (sqlite3_step(st) == SQLITE_ROW)
-                json_array_append_new(list, row_object(st, 1));
-        }
-        sqlite3_finalize(st);
+    if (!exists) {
+        stored_get(r, id, &s);
+        json_decref(s.report);
+        exists = s.exists;
+        visible = s.exists && who_sees(who, s.uid);
+    }
+    if (visible && (db = db_get(r)) != NULL) {
+        struct gs_err err;
+
+        gs_err_clear(&err);
+        if (gs_store_run_step_count(db, id, &total, &err) != GS_OK ||
+            gs_store_run_steps(db, id, from, limit, page_step, list, &err) != GS_OK)
+            db_warn(&err);
     }
     pthread_mutex_unlock(&r->db_lock);
-    if (!exists) {
+    if (!exists || !visible) {
         json_decref(list);
-        return reply_error(404, body, len, "no run %lld", (long long)id);
+        return exists ? reply_error(404, body, len, "no such run")
+                      : reply_error(404, body, len, "no run %lld", (long long)id);
     }
     doc = json_pack("{s:I, s:I, s:I, s:I, s:o, s:o}", "id", (json_int_t)id, "total",
                     (json_int_t)total, "from", (json_int_t)from, "limit", (json_int_t)limit, "next",
@@ -923,7 +991,7 @@ static unsigned http_steps(struct gs_runs *r, int64_t id, long long from, long l
 }
 
 unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, const char *limit,
-                      char **body, size_t *body_len)
+                      const struct gs_runs_who *who, char **body, size_t *body_len)
 {
     const char *rest = path + strlen("/api/v1/runs");
     long long vfrom, vlimit, id;
@@ -937,7 +1005,7 @@ unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, con
                    &vlimit) != 0)
         return reply_error(400, body, body_len, "limit: expected an integer in 1..%d", LIMIT_MAX);
     if (rest[0] == '\0' || strcmp(rest, "/") == 0)
-        return http_list(r, vfrom, vlimit, body, body_len);
+        return http_list(r, vfrom, vlimit, who, body, body_len);
     if (rest[0] != '/')
         return reply_error(404, body, body_len, "not found");
     rest++;
@@ -956,71 +1024,57 @@ unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, con
         return reply_error(404, body, body_len, "no run '%s'", idtext);
     if (!steps && (from || limit))
         return reply_error(400, body, body_len, "from, limit: only for the list and steps");
-    return steps ? http_steps(r, id, vfrom, vlimit, body, body_len)
-                 : http_report(r, id, body, body_len);
+    return steps ? http_steps(r, id, vfrom, vlimit, who, body, body_len)
+                 : http_report(r, id, who, body, body_len);
 }
+
 
 /* ---- interrupted runs ---- */
 
-/* NULL (NaN) or a number. */
-static double col_num(sqlite3_stmt *st, int c)
+/* A stored run's steps fed to an aggregate (at most GS_RUNS_MAX_AGG_STEPS): their count, the
+ * first step's sender and the last t_end. */
+struct refeed {
+    struct gs_agg *agg;
+    long long n;
+    int64_t uid, pid;
+    double last_end;
+};
+
+static int refeed_step(void *ctx, const struct gs_store_step_row *row)
 {
-    return sqlite3_column_type(st, c) == SQLITE_NULL ? NAN : sqlite3_column_double(st, c);
-}
+    struct refeed *f = ctx;
 
-static uint64_t col_u64(sqlite3_stmt *st, int c)
-{
-    double v = col_num(st, c);
-    return v > 0 ? (uint64_t)v : 0;
-}
-
-/* Feeds the stored steps of run id to agg (at most GS_RUNS_MAX_AGG_STEPS); their count, the
- * first step's sender and the last t_end come back. -1 on a read error. */
-static long long agg_from_steps(sqlite3 *db, int64_t id, struct gs_agg *agg, int64_t *uid,
-                                int64_t *pid, double *last_end)
-{
-    sqlite3_stmt *st = NULL;
-    long long n = 0;
-    int rc;
-
-    if (sqlite3_prepare_v2(db,
-                           "SELECT peer_pid, peer_uid, rank, device, step, t_begin, t_end,"
-                           " data_ms, forward_ms, backward_ms, optimizer_step_ms,"
-                           " communication_ms, total_step_ms, samples, cuda_events,"
-                           " mem_allocated, mem_reserved, mem_peak_allocated,"
-                           " mem_peak_reserved, mem_total FROM step WHERE run = ? ORDER BY id",
-                           -1, &st, NULL) != SQLITE_OK)
-        return -1;
-    sqlite3_bind_int64(st, 1, id);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct gs_step_rec s = {.version = GS_STEP_REC_VERSION};
-        int c = 2;
-
-        if (n == 0) {
-            *pid = sqlite3_column_type(st, 0) == SQLITE_INTEGER ? sqlite3_column_int64(st, 0) : -1;
-            *uid = sqlite3_column_type(st, 1) == SQLITE_INTEGER ? sqlite3_column_int64(st, 1) : -1;
-        }
-        s.rank = sqlite3_column_int(st, c++);
-        s.device = sqlite3_column_int(st, c++);
-        s.step = (uint64_t)sqlite3_column_int64(st, c++);
-        s.t_begin = col_num(st, c++);
-        s.t_end = col_num(st, c++);
-        for (int p = 0; p < GS_PH_N; p++)
-            s.ms[p] = col_num(st, c++);
-        s.samples = col_u64(st, c++);
-        s.flags = sqlite3_column_int(st, c++) ? GS_STEP_CUDA_EVENTS : 0;
-        s.mem_allocated = col_u64(st, c++);
-        s.mem_reserved = col_u64(st, c++);
-        s.mem_peak_allocated = col_u64(st, c++);
-        s.mem_peak_reserved = col_u64(st, c++);
-        s.mem_total = col_u64(st, c++);
-        if (s.t_end > *last_end)
-            *last_end = s.t_end;
-        if (++n <= GS_RUNS_MAX_AGG_STEPS)
-            gs_agg_step(agg, &s);
+    if (f->n == 0) {
+        f->pid = row->peer_pid;
+        f->uid = row->peer_uid;
     }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? n : -1;
+    if (row->rec.t_end > f->last_end)
+        f->last_end = row->rec.t_end;
+    if (++f->n <= GS_RUNS_MAX_AGG_STEPS)
+        gs_agg_step(f->agg, &row->rec);
+    return 0;
+}
+
+struct unended {
+    struct {
+        int64_t id;
+        double start;
+        char name[GS_RECORD_STR];
+    } todo[64];
+    unsigned n;
+};
+
+static int unended_row(void *ctx, const struct gs_store_run_row *row)
+{
+    struct unended *u = ctx;
+
+    if (u->n >= sizeof u->todo / sizeof u->todo[0])
+        return 1;
+    u->todo[u->n].id = row->id;
+    u->todo[u->n].start = row->start_time;
+    snprintf(u->todo[u->n].name, sizeof u->todo[u->n].name, "%s", row->name);
+    u->n++;
+    return 0;
 }
 
 /* Runs of this agent left without an end by an agent that stopped mid-run (killed, power
@@ -1030,53 +1084,42 @@ static long long agg_from_steps(sqlite3 *db, int64_t id, struct gs_agg *agg, int
  * retention applies to them. Runs at open, before the socket accepts anything. */
 static void rebuild_interrupted(struct gs_runs *r)
 {
-    struct {
-        int64_t id;
-        double start;
-        char name[GS_RECORD_STR];
-    } todo[64];
-    unsigned n = 0, done = 0;
-    sqlite3_stmt *st = NULL;
-    sqlite3 *db;
+    static struct unended u; /* the main thread's, at open only */
+    unsigned done = 0;
+    struct gs_store *db;
+    struct gs_err err;
 
     pthread_mutex_lock(&r->db_lock);
     db = db_get(r);
+    u.n = 0;
+    gs_err_clear(&err);
     /* 64 a start: a node with more left over would rebuild the rest at the next start */
-    if (db && sqlite3_prepare_v2(db,
-                                 "SELECT id, start_time, name FROM run WHERE source = 'agent'"
-                                 " AND end_time IS NULL ORDER BY id LIMIT 64",
-                                 -1, &st, NULL) == SQLITE_OK) {
-        while (n < 64 && sqlite3_step(st) == SQLITE_ROW) {
-            todo[n].id = sqlite3_column_int64(st, 0);
-            todo[n].start = col_num(st, 1);
-            snprintf(todo[n].name, sizeof todo[n].name, "%s",
-                     sqlite3_column_type(st, 2) == SQLITE_TEXT
-                         ? (const char *)sqlite3_column_text(st, 2)
-                         : "");
-            n++;
-        }
-    }
-    sqlite3_finalize(st);
-    for (unsigned i = 0; i < n; i++) {
-        struct gs_report_meta meta = {.run_name = todo[i].name[0] ? todo[i].name : NULL,
+    if (db && gs_store_runs_unended(db, "agent", 64, unended_row, &u, &err) < 0)
+        db_warn(&err);
+    for (unsigned i = 0; i < u.n; i++) {
+        struct gs_report_meta meta = {.run_name = u.todo[i].name[0] ? u.todo[i].name : NULL,
                                       .hostname = r->hostname,
                                       .exit_code = -1,
                                       .source = "agent"};
-        struct gs_agg *agg = gs_agg_new();
-        int64_t uid = -1, pid = -1;
-        double end = todo[i].start > 0 ? todo[i].start : real_s();
-        long long steps = agg ? agg_from_steps(db, todo[i].id, agg, &uid, &pid, &end) : -1;
-        json_t *rep = steps >= 0 ? gs_agg_report(agg, &meta) : NULL, *ro;
+        struct refeed f = {.agg = gs_agg_new(), .uid = -1, .pid = -1};
+        json_t *rep = NULL, *ro;
         char *text = NULL;
-        struct gs_err err;
+        long long steps = -1;
 
-        gs_agg_free(agg);
+        f.last_end = u.todo[i].start > 0 ? u.todo[i].start : real_s();
+        gs_err_clear(&err);
+        if (f.agg && gs_store_run_steps(db, u.todo[i].id, 0, -1, refeed_step, &f, &err) == GS_OK)
+            steps = f.n;
+        else if (f.agg)
+            db_warn(&err);
+        rep = steps >= 0 ? gs_agg_report(f.agg, &meta) : NULL;
+        gs_agg_free(f.agg);
         ro = json_object_get(rep, "run");
         if (json_is_object(ro)) {
-            if (uid >= 0 && !json_is_integer(json_object_get(ro, "uid")))
-                json_object_set_new(ro, "uid", json_integer(uid));
-            if (pid >= 0 && !json_is_integer(json_object_get(ro, "pid")))
-                json_object_set_new(ro, "pid", json_integer(pid));
+            if (f.uid >= 0 && !json_is_integer(json_object_get(ro, "uid")))
+                json_object_set_new(ro, "uid", json_integer(f.uid));
+            if (f.pid >= 0 && !json_is_integer(json_object_get(ro, "pid")))
+                json_object_set_new(ro, "pid", json_integer(f.pid));
             json_object_set_new(ro, "steps_received", json_integer(steps));
             json_object_set_new(ro, "interrupted", json_true());
             text = json_dumps(rep, JSON_COMPACT | JSON_REAL_PRECISION(15));
@@ -1085,15 +1128,15 @@ static void rebuild_interrupted(struct gs_runs *r)
         gs_err_clear(&err);
         if (!text) {
             gs_log(GS_LOG_WARN, "runs: interrupted run %lld: cannot rebuild its report",
-                   (long long)todo[i].id);
-        } else if (gs_recorder_run_end(r->rec, todo[i].id, end, text, &err) != GS_OK) {
-            gs_log(GS_LOG_WARN, "runs: history: run %lld: %s", (long long)todo[i].id, err.msg);
+                   (long long)u.todo[i].id);
+        } else if (gs_recorder_run_end(r->rec, u.todo[i].id, f.last_end, text, &err) != GS_OK) {
+            gs_log(GS_LOG_WARN, "runs: history: run %lld: %s", (long long)u.todo[i].id, err.msg);
         } else {
             done++;
             gs_log(GS_LOG_INFO,
                    "runs: run %lld was interrupted (agent stopped); report rebuilt from %lld "
                    "stored step(s)",
-                   (long long)todo[i].id, steps);
+                   (long long)u.todo[i].id, steps);
         }
         free(text);
     }
@@ -1135,7 +1178,6 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     struct gs_receiver_cb cb = {
         .on_record = on_record, .on_close = on_close, .on_reject = on_reject};
     struct gs_runs *r;
-    char msg[512];
     int rc;
 
     if (!o || !o->socket_path || o->socket_path[0] != '/')
@@ -1155,10 +1197,10 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     cb.ctx = r;
     if (r->history_path[0])
         rebuild_interrupted(r);
-    if (gs_receiver_start_flags(&r->rx, o->socket_path, 0666, GS_RECEIVER_ANY_UID, &cb, msg,
-                                sizeof msg) != 0) {
+    rc = gs_receiver_start_flags(&r->rx, o->socket_path, 0666, GS_RECEIVER_ANY_UID, &cb, err);
+    if (rc != GS_OK) {
         gs_runs_close(r);
-        return gs_err_set(err, GS_EIO, "%s", msg);
+        return rc;
     }
     *out = r;
     return GS_OK;
@@ -1182,9 +1224,9 @@ void gs_runs_close(struct gs_runs *r)
     for (unsigned i = 0; i < GS_RUNS_MAX_LIVE; i++)
         if (r->live[i])
             run_finish(r, r->live[i], "agent stopping");
-    sqlite3_close(r->db);
+    gs_store_close(r->db);
     free(r->in_run);
-    gs_usamp_free(r->usamp);
+    gs_attrib_tree_free(&r->tree);
     pthread_mutex_destroy(&r->lock);
     pthread_mutex_destroy(&r->db_lock);
     free(r);

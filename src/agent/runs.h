@@ -2,8 +2,8 @@
  * runs.h - training runs seen by the agent. When no `gpuscope run` is around, the Python
  * package sends its step records (src/run/record.h) to the agent's socket; this module owns
  * that socket (a node-wide receiver, src/run/receiver.h, that accepts every local uid),
- * aggregates each run (src/run/agg.h) with the agent's snapshots of the GPUs the sender's pid
- * uses, keeps runs and steps in the history (schema v2, through the recorder) and answers
+ * aggregates each run (src/run/agg.h) with the agent's snapshots of the run's GPUs (the ranks'
+ * pids, their descendants and the devices their hellos announce: src/run/attrib.h), keeps runs and steps in the history (schema v2, through the recorder) and answers
  * /api/v1/runs (docs/api.md).
  *
  * A run is one connection's records from its first record (normally the hello) to its end
@@ -18,8 +18,9 @@
  * their report rebuilt from their stored steps, marked "interrupted" (docs/agent.md, RUNS).
  *
  * Threads: records arrive on the receiver's thread; gs_runs_snapshot is called by the
- * sampling thread (the only one that may call NVML: it reads the driver's utilization samples
- * there, once a cycle for the GPUs of live runs) and never waits (a run busy with a report skips that snapshot, counted);
+ * sampling thread and never waits (a run busy with a report skips that snapshot, counted); it
+ * reads snapshots only, never NVML (the driver's utilization samples come in the snapshot:
+ * gs_runs_want);
  * gs_runs_http runs on the HTTP thread. open and close belong to the main thread.
  */
 #ifndef GS_AGENT_RUNS_H
@@ -30,7 +31,6 @@
 
 struct gs_err;
 struct gs_recorder;
-struct gs_sampler;
 struct gs_snapshot;
 struct gs_runs;
 
@@ -58,17 +58,28 @@ struct gs_runs_stats {
  * be bound (another agent listening, no permission). */
 int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_err *err);
 
-/* Feeds snap to every live run whose sender's pid is in the snapshot's process lists (only
- * the GPUs it uses), and with it the driver's utilization samples of those GPUs since the
- * previous call, read here from smp (the sampler that took snap; NULL: none read). Call from
- * the thread that owns smp. Never blocks. */
-void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap, struct gs_sampler *smp);
+/* What the runs want in the next snapshot besides the sink's usual fields: the driver's
+ * utilization samples (GS_WANT_UTIL_SAMPLES) while a run goes on, else 0. */
+unsigned gs_runs_want(struct gs_runs *r);
+
+/* Feeds snap to every live run with GPUs in it (run/attrib.h; only those GPUs), with the
+ * driver's utilization samples snap carries for them. Never blocks. */
+void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap);
+
+/* Whose runs an answer shows (the visibility policy's word for a viewer, policy.h): every
+ * run, or only those of one uid (the runs' SO_PEERCRED uid). */
+struct gs_runs_who {
+    int all;     /* 1: every run */
+    int64_t uid; /* else only this uid's runs; < 0: none */
+};
 
 /* Answers GET path (which starts with "/api/v1/runs") with its query arguments from and limit
- * (NULL: absent). Returns the HTTP status and a JSON body (malloc'ed, *body_len bytes) in
+ * (NULL: absent) for who (NULL: every run). The list counts and pages only who's runs (and
+ * says how many others it left out in "hidden" when who filters); another uid's run and its
+ * steps are 404. Returns the HTTP status and a JSON body (malloc'ed, *body_len bytes) in
  * *body, an {"error": "..."} object for 400/404/503; *body is NULL only when out of memory. */
 unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, const char *limit,
-                      char **body, size_t *body_len);
+                      const struct gs_runs_who *who, char **body, size_t *body_len);
 
 struct gs_runs_stats gs_runs_stats(struct gs_runs *r);
 

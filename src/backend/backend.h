@@ -38,6 +38,8 @@ enum gs_backend_cap {
 
 struct gs_backend_opts {
     const char *library; /* NULL: $GPUSCOPE_NVML_LIBRARY, else the backend's default */
+    /* gs_sampler_opts.need_metrics/need_texts: both NULL, every reading */
+    const unsigned char *need_metrics, *need_texts;
 };
 
 struct gs_backend_ops {

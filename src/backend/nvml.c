@@ -267,6 +267,10 @@ struct gs_backend {
     unsigned scap;
     nvmlEventSet_t evset;
     int ev_state; /* 0 not tried, 1 created, -1 not available */
+    /* What the caller reads (gs_backend_opts.need_*): identity, slow and basic readings of
+     * other metrics and texts are not asked of the driver. need_all: no mask given. */
+    int need_all;
+    unsigned char need_m[GS_M__COUNT], need_t[GS_T__COUNT];
 };
 
 /* Fields read once at open: they never change while a handle lives. */
@@ -483,7 +487,27 @@ struct rd {
     struct gs_gpu *g;
     int lost;
     nvmlReturn_t fatal; /* first driver-wide failure seen */
+    int masked;         /* identity, slow, basic: skip what the caller does not read */
 };
+
+/* Whether metric m (text t) is to be asked of the driver in this read. */
+static int need_m(const struct rd *c, enum gs_metric m)
+{
+    return !c->masked || c->b->need_all || c->b->need_m[m];
+}
+
+static int need_t(const struct rd *c, enum gs_text t)
+{
+    return !c->masked || c->b->need_all || c->b->need_t[t];
+}
+
+static int need_any(const struct rd *c, const enum gs_metric *ms, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (need_m(c, ms[i]))
+            return 1;
+    return 0;
+}
 
 /* True on success; otherwise records the outcome in *st (when not NULL). */
 static int ok(struct rd *c, uint8_t *st, nvmlReturn_t r)
@@ -512,7 +536,7 @@ static int ok_n(struct rd *c, nvmlReturn_t r, const enum gs_metric *ms, size_t n
 static void rd_uint(struct rd *c, enum gs_metric m, fn_d_u fn, double scale)
 {
     unsigned int v = 0;
-    if (c->lost || !fn)
+    if (c->lost || !fn || !need_m(c, m))
         return;
     if (ok(c, &c->g->st[m], fn(c->h, &v)))
         gs_gpu_set(c->g, m, v * scale);
@@ -521,7 +545,7 @@ static void rd_uint(struct rd *c, enum gs_metric m, fn_d_u fn, double scale)
 static void rd_uint_arg(struct rd *c, enum gs_metric m, fn_d_arg_u fn, unsigned arg, double scale)
 {
     unsigned int v = 0;
-    if (c->lost || !fn)
+    if (c->lost || !fn || !need_m(c, m))
         return;
     if (ok(c, &c->g->st[m], fn(c->h, arg, &v)))
         gs_gpu_set(c->g, m, v * scale);
@@ -530,7 +554,7 @@ static void rd_uint_arg(struct rd *c, enum gs_metric m, fn_d_arg_u fn, unsigned 
 static void rd_ull(struct rd *c, enum gs_metric m, fn_d_ull fn, double scale)
 {
     unsigned long long v = 0;
-    if (c->lost || !fn)
+    if (c->lost || !fn || !need_m(c, m))
         return;
     if (ok(c, &c->g->st[m], fn(c->h, &v)))
         gs_gpu_set(c->g, m, (double)v * scale);
@@ -540,7 +564,7 @@ static void rd_uint2(struct rd *c, enum gs_metric m1, enum gs_metric m2, fn_d_u2
 {
     unsigned int a = 0, b = 0;
     enum gs_metric ms[2] = {m1, m2};
-    if (c->lost || !fn)
+    if (c->lost || !fn || !need_any(c, ms, 2))
         return;
     if (ok_n(c, fn(c->h, &a, &b), ms, 2)) {
         gs_gpu_set(c->g, m1, a * scale);
@@ -551,7 +575,7 @@ static void rd_uint2(struct rd *c, enum gs_metric m1, enum gs_metric m2, fn_d_u2
 static void rd_text(struct rd *c, enum gs_text t, fn_d_str fn)
 {
     char buf[GS_STR_LEN];
-    if (c->lost || !fn)
+    if (c->lost || !fn || !need_t(c, t))
         return;
     memset(buf, 0, sizeof buf);
     if (ok(c, &c->g->tst[t], fn(c->h, buf, sizeof buf))) {
@@ -567,7 +591,8 @@ static void rd_pci(struct rd *c)
     nvmlPciInfo_t pci;
     struct gs_gpu *g = c->g;
 
-    if (c->lost || !c->b->fn.pci)
+    if (c->lost || !c->b->fn.pci ||
+        (!need_any(c, ms, COUNT_OF(ms)) && !need_t(c, GS_T_PCI_BUS_ID)))
         return;
     memset(&pci, 0, sizeof pci); /* 68 bytes whichever symbol we call (§3) */
     if (!ok_n(c, c->b->fn.pci(c->h, &pci), ms, COUNT_OF(ms))) {
@@ -596,7 +621,7 @@ static void rd_pci_class(struct rd *c)
     static const enum gs_metric ms[] = {GS_M_PCI_BASE_CLASS, GS_M_PCI_SUB_CLASS};
     nvmlPciInfoExt_v1_t pci;
 
-    if (c->lost || !c->b->fn.pci_ext)
+    if (c->lost || !c->b->fn.pci_ext || !need_any(c, ms, COUNT_OF(ms)))
         return;
     memset(&pci, 0, sizeof pci);
     pci.version = nvmlPciInfoExt_v1;
@@ -619,7 +644,7 @@ static void rd_inforom(struct rd *c)
         enum gs_text t = (enum gs_text)(GS_T_INFOROM_IMAGE + i);
         nvmlReturn_t r;
 
-        if (i == 0 ? !f->inforom_image : !f->inforom_version)
+        if ((i == 0 ? !f->inforom_image : !f->inforom_version) || !need_t(c, t))
             continue;
         memset(buf, 0, sizeof buf);
         /* one byte of the buffer stays NUL whatever the driver writes */
@@ -657,7 +682,8 @@ static void read_identity(struct rd *c)
         if (gs_gpu_has(c->g, m))
             c->g->v[m] = c->g->v[m] != 0;
     }
-    if (!c->lost && f->cuda_cc && ok_n(c, f->cuda_cc(c->h, &major, &minor), cc, 2)) {
+    if (!c->lost && f->cuda_cc && need_any(c, cc, 2) &&
+        ok_n(c, f->cuda_cc(c->h, &major, &minor), cc, 2)) {
         gs_gpu_set(c->g, GS_M_CC_MAJOR, major);
         gs_gpu_set(c->g, GS_M_CC_MINOR, minor);
     }
@@ -669,7 +695,7 @@ static void rd_inforom_valid(struct rd *c)
 {
     nvmlReturn_t r;
 
-    if (c->lost || !c->b->fn.inforom_validate)
+    if (c->lost || !c->b->fn.inforom_validate || !need_m(c, GS_M_INFOROM_VALID))
         return;
     r = c->b->fn.inforom_validate(c->h);
     if (r == NVML_ERROR_CORRUPTED_INFOROM)
@@ -749,7 +775,7 @@ static void rd_memory(struct rd *c)
     unsigned long long v[4];
     int has_reserved = 0;
 
-    if (c->lost || (!c->b->fn.memory_v2 && !c->b->fn.memory))
+    if (c->lost || (!c->b->fn.memory_v2 && !c->b->fn.memory) || !need_any(c, ms, 4))
         return;
     if (!ok_n(c, mem_info(c->b, c->h, v, &has_reserved), ms, 4))
         return;
@@ -766,7 +792,7 @@ static void rd_temperature(struct rd *c)
 {
     const struct nvml_fns *f = &c->b->fn;
 
-    if (c->lost)
+    if (c->lost || !need_m(c, GS_M_TEMP_GPU))
         return;
     if (f->temperature_v) {
         nvmlTemperature_t t;
@@ -793,7 +819,7 @@ static void rd_temp_margin(struct rd *c)
 {
     nvmlMarginTemperature_t m;
 
-    if (c->lost || !c->b->fn.temp_margin)
+    if (c->lost || !c->b->fn.temp_margin || !need_m(c, GS_M_TEMP_MARGIN))
         return;
     memset(&m, 0, sizeof m);
     m.version = nvmlMarginTemperature_v1;
@@ -832,6 +858,8 @@ static void rd_fields(struct rd *c)
         fv[i].scopeId = 0; /* the GPU itself, not the module (power fields) */
         ms[i] = fields[i].m;
     }
+    if (!need_any(c, ms, COUNT_OF(fields)))
+        return;
     r = c->b->fn.field_values(c->h, (int)COUNT_OF(fields), fv);
     if (!ok_n(c, r, ms, COUNT_OF(fields)))
         return;
@@ -860,15 +888,15 @@ static void rd_video_engines(struct rd *c)
     const struct nvml_fns *f = &c->b->fn;
     unsigned int n = 0, fps = 0, lat_us = 0, period = 0;
 
-    if (!c->lost && f->encoder_stats &&
+    if (!c->lost && f->encoder_stats && need_any(c, enc_ms, COUNT_OF(enc_ms)) &&
         ok_n(c, f->encoder_stats(c->h, &n, &fps, &lat_us), enc_ms, COUNT_OF(enc_ms))) {
         gs_gpu_set(c->g, GS_M_ENC_SESSIONS, n);
         gs_gpu_set(c->g, GS_M_ENC_FPS, fps);
         gs_gpu_set(c->g, GS_M_ENC_LATENCY, lat_us * 1e-6);
     }
-    if (!c->lost && f->jpg_util && ok(c, &c->g->st[GS_M_UTIL_JPEG], f->jpg_util(c->h, &n, &period)))
+    if (!c->lost && f->jpg_util && need_m(c, GS_M_UTIL_JPEG) && ok(c, &c->g->st[GS_M_UTIL_JPEG], f->jpg_util(c->h, &n, &period)))
         gs_gpu_set(c->g, GS_M_UTIL_JPEG, n / 100.0);
-    if (!c->lost && f->ofa_util && ok(c, &c->g->st[GS_M_UTIL_OFA], f->ofa_util(c->h, &n, &period)))
+    if (!c->lost && f->ofa_util && need_m(c, GS_M_UTIL_OFA) && ok(c, &c->g->st[GS_M_UTIL_OFA], f->ofa_util(c->h, &n, &period)))
         gs_gpu_set(c->g, GS_M_UTIL_OFA, n / 100.0);
 }
 
@@ -879,20 +907,20 @@ static void read_basic(struct rd *c)
     static const enum gs_metric bar1_ms[] = {GS_M_BAR1_TOTAL, GS_M_BAR1_USED, GS_M_BAR1_FREE};
     unsigned int v = 0, period = 0;
 
-    if (!c->lost && f->utilization) {
+    if (!c->lost && f->utilization && need_any(c, util_ms, 2)) {
         nvmlUtilization_t u = {0, 0};
         if (ok_n(c, f->utilization(c->h, &u), util_ms, 2)) {
             gs_gpu_set(c->g, GS_M_UTIL_GPU, u.gpu / 100.0);
             gs_gpu_set(c->g, GS_M_UTIL_MEM, u.memory / 100.0);
         }
     }
-    if (!c->lost && f->encoder && ok(c, &c->g->st[GS_M_UTIL_ENC], f->encoder(c->h, &v, &period)))
+    if (!c->lost && f->encoder && need_m(c, GS_M_UTIL_ENC) && ok(c, &c->g->st[GS_M_UTIL_ENC], f->encoder(c->h, &v, &period)))
         gs_gpu_set(c->g, GS_M_UTIL_ENC, v / 100.0);
-    if (!c->lost && f->decoder && ok(c, &c->g->st[GS_M_UTIL_DEC], f->decoder(c->h, &v, &period)))
+    if (!c->lost && f->decoder && need_m(c, GS_M_UTIL_DEC) && ok(c, &c->g->st[GS_M_UTIL_DEC], f->decoder(c->h, &v, &period)))
         gs_gpu_set(c->g, GS_M_UTIL_DEC, v / 100.0);
     rd_video_engines(c);
     rd_memory(c);
-    if (!c->lost && f->bar1) {
+    if (!c->lost && f->bar1 && need_any(c, bar1_ms, 3)) {
         nvmlBAR1Memory_t m;
         memset(&m, 0, sizeof m);
         if (ok_n(c, f->bar1(c->h, &m), bar1_ms, 3)) {
@@ -1296,7 +1324,7 @@ static void read_system(struct gs_backend *b)
 static void dev_attach(struct gs_backend *b, unsigned i)
 {
     struct nvml_dev *d = &b->dev[i];
-    struct rd c = {b, d, NULL, &d->cache, 0, NVML_SUCCESS};
+    struct rd c = {b, d, NULL, &d->cache, 0, NVML_SUCCESS, 1};
 
     if (!d->h) {
         d->h_rc = b->fn.handle(i, &d->h);
@@ -1323,6 +1351,13 @@ static int nvml_open(struct gs_backend **out, const struct gs_backend_opts *opts
 
     if (!b)
         return gs_err_set(err, GS_ENOMEM, "nvml: out of memory");
+    b->need_all = !opts || (!opts->need_metrics && !opts->need_texts);
+    if (!b->need_all) {
+        if (opts->need_metrics)
+            memcpy(b->need_m, opts->need_metrics, sizeof b->need_m);
+        if (opts->need_texts)
+            memcpy(b->need_t, opts->need_texts, sizeof b->need_t);
+    }
     if (!path || !*path)
         path = getenv("GPUSCOPE_NVML_LIBRARY");
     if (!path || !*path)
@@ -1474,7 +1509,7 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
                           sym_name(b, SYM_handle), dev, nvml_errstr(b, d->h_rc));
     }
 
-    c = (struct rd){b, d, d->h, &d->cache, 0, NVML_SUCCESS};
+    c = (struct rd){b, d, d->h, &d->cache, 0, NVML_SUCCESS, 1};
     if ((want & GS_WANT_STATIC) || !d->slow_done) {
         read_slow(&c);
         d->slow_done = !c.lost;
@@ -1482,6 +1517,7 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
     c.g = g;
     copy_metrics(g, &d->cache, slow_metrics, COUNT_OF(slow_metrics));
     read_basic(&c);
+    c.masked = 0; /* what the want bits ask for is read in full */
     if (want & GS_WANT_PCIE_TPUT)
         read_pcie_tput(&c);
     if (want & GS_WANT_HEALTH)

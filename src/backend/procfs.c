@@ -140,10 +140,12 @@ int gs_procfs_parse_stat(const char *text, size_t len, struct gs_procfs_stat *ou
      * majflt cmajflt utime(14) stime(15) cutime cstime priority nice num_threads itrealvalue
      * starttime(22) vsize rss(24). Some of the skipped ones can be negative. */
     for (int field = 4; field <= 24; field++) {
-        if (field == 14 || field == 15 || field == 22 || field == 24) {
+        if (field == 4 || field == 14 || field == 15 || field == 22 || field == 24) {
             if (parse_ull(&p, end, &v) != 0)
                 return GS_EPARSE;
-            if (field == 14)
+            if (field == 4)
+                out->ppid = v;
+            else if (field == 14)
                 out->utime = v;
             else if (field == 15)
                 out->stime = v;
@@ -740,4 +742,134 @@ void gs_procfs_store_nvml_name(struct gs_procfs *pf, unsigned pid, const struct 
             pf->seen[i].nvml_name_ok = 1;
             return;
         }
+}
+
+/* ---- one-off reads ---------------------------------------------------------------------- */
+
+/* Reads up to cap-1 bytes of path, NUL-terminated, into a malloc'ed buffer (*len bytes).
+ * NULL with errno set when the file cannot be read. */
+static char *read_small(const char *path, size_t cap, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    size_t size = 0, got = 0;
+    char *buf = NULL;
+
+    if (fd < 0)
+        return NULL;
+    for (;;) {
+        ssize_t r;
+        if (got + 1 >= size) {
+            size_t ns = size ? size * 2 : 4096;
+            char *nb;
+            if (ns > cap)
+                ns = cap;
+            if (ns <= size || !(nb = realloc(buf, ns)))
+                break; /* at cap (the rest is not read) or out of memory */
+            buf = nb;
+            size = ns;
+        }
+        r = read(fd, buf + got, size - 1 - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            errno = e;
+            return NULL;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (!buf) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    buf[got] = '\0';
+    *len = got;
+    return buf;
+}
+
+static int proc_path(char *out, size_t cap, const char *root, unsigned pid, const char *name)
+{
+    int n = snprintf(out, cap, "%s/%u/%s", root ? root : "/proc", pid, name);
+
+    return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+int gs_procfs_read_ppid(const char *root, unsigned pid, unsigned *ppid)
+{
+    char path[PF_ROOT_MAX + 64], buf[1024];
+    struct gs_procfs_stat st;
+    int fd;
+    ssize_t n;
+
+    if (proc_path(path, sizeof path, root, pid, "stat") != 0 ||
+        (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return GS_ENOTFOUND;
+    n = pf_read_fd(fd, buf, sizeof buf);
+    close(fd);
+    if (n <= 0 || gs_procfs_parse_stat(buf, (size_t)n, &st) != GS_OK || st.ppid > UINT_MAX)
+        return n <= 0 ? GS_ENOTFOUND : GS_EPARSE;
+    *ppid = (unsigned)st.ppid;
+    return GS_OK;
+}
+
+int gs_procfs_read_env(const char *root, unsigned pid, const char *name, char *out, size_t cap)
+{
+    char path[PF_ROOT_MAX + 64];
+    size_t len = 0, nl = strlen(name);
+    char *env;
+    int rc = GS_ENOTFOUND;
+
+    if (cap)
+        out[0] = '\0';
+    if (proc_path(path, sizeof path, root, pid, "environ") != 0)
+        return GS_EIO;
+    /* environ is at most the exec's argument space; 4 MiB bounds a hostile one. */
+    if (!(env = read_small(path, 4u << 20, &len)))
+        return errno == EACCES || errno == EPERM ? GS_EPERM
+               : errno == ENOENT || errno == ESRCH ? GS_ENOTFOUND
+                                                   : GS_EIO;
+    for (size_t i = 0; i < len;) {
+        size_t el = strnlen(env + i, len - i);
+        if (el > nl && memcmp(env + i, name, nl) == 0 && env[i + nl] == '=') {
+            if (cap)
+                copy_n(out, cap, env + i + nl + 1, el - nl - 1);
+            rc = GS_OK; /* the first one, as getenv(3) */
+            break;
+        }
+        i += el + 1;
+    }
+    free(env);
+    return rc;
+}
+
+char *gs_procfs_read_devices_list(const char *root, const char *cgroup_root, unsigned pid)
+{
+    char path[PF_ROOT_MAX + 4096 + 64], *text, *line, *list = NULL;
+    size_t len = 0;
+
+    if (proc_path(path, sizeof path, root, pid, "cgroup") != 0 ||
+        !(text = read_small(path, 1u << 20, &len)))
+        return NULL;
+    for (line = text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (nl)
+            *nl = '\0';
+        if (c1 && c2 && (size_t)(c2 - c1 - 1) == strlen("devices") &&
+            strncmp(c1 + 1, "devices", 7) == 0 && c2[1] == '/' && !strstr(c2, "..")) {
+            int n = snprintf(path, sizeof path, "%s/devices%s/devices.list",
+                             cgroup_root ? cgroup_root : "/sys/fs/cgroup", c2 + 1);
+            if (n > 0 && (size_t)n < sizeof path)
+                list = read_small(path, 1u << 20, &len);
+            break;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(text);
+    return list;
 }

@@ -30,6 +30,7 @@ struct gs_procfs;
 struct gs_procfs_stat {
     char comm[GS_PROC_NAME_LEN]; /* between the first '(' and the last ')', may hold both */
     char state;
+    unsigned long long ppid;
     unsigned long long utime, stime; /* clock ticks */
     unsigned long long starttime;    /* clock ticks after boot */
     long long rss_pages;
@@ -86,6 +87,25 @@ void gs_procfs_end(struct gs_procfs *pf);
 
 /* NULL is allowed. */
 void gs_procfs_close(struct gs_procfs *pf);
+
+/* ---- one-off reads of one process (no reader: callers outside the sampler) -------------
+ *
+ * root is the /proc to read (NULL: "/proc"), so tests point these at a fake tree. */
+
+/* The parent pid of pid, from root/PID/stat. GS_OK, GS_ENOTFOUND (gone), GS_EPARSE. */
+int gs_procfs_read_ppid(const char *root, unsigned pid, unsigned *ppid);
+
+/* The value of environment variable name in root/PID/environ (the environment pid was
+ * started with: a later setenv inside the process is not seen) into out (cap bytes, always
+ * NUL-terminated, cut at cap). GS_OK; GS_ENOTFOUND when the variable is not set; GS_EPERM
+ * when the file cannot be read (another user's process, without privilege), GS_EIO else. */
+int gs_procfs_read_env(const char *root, unsigned pid, const char *name, char *out, size_t cap);
+
+/* The devices.list of pid's cgroup v1 devices controller (the "devices" line of
+ * root/PID/cgroup, under cgroup_root, NULL: "/sys/fs/cgroup", + "/devices"), malloc'ed and
+ * NUL-terminated; NULL when there is none (cgroup v2, no controller, unreadable). At most
+ * 1 MiB is read. */
+char *gs_procfs_read_devices_list(const char *root, const char *cgroup_root, unsigned pid);
 
 /* The backend's process name (nvmlSystemGetProcessName) cached beside the procfs details of
  * pid: gs_procfs_cached_nvml_name copies it into p->nvml_name(_st) and returns 1 when known;

@@ -37,14 +37,6 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
     const char *cmd = argc > 1 ? argv[1] : NULL;
-    const char *base = argv[0] ? strrchr(argv[0], '/') : NULL;
-
-    /* run as `nvidia-smi` (a symlink, see meson_options.txt): nvidia-smi's whole command line */
-    base = base ? base + 1 : argv[0];
-    if (base && strcmp(base, "nvidia-smi") == 0) {
-        argv[0] = "nvidia-smi";
-        return gs_cli_query(argc, argv);
-    }
 
     if (cmd && (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0)) {
         printf("gpuscope %s\n", GS_VERSION);

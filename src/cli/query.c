@@ -244,7 +244,12 @@ static int start(struct run *r, struct gs_err *err)
         if (n == 0)
             return gs_err_set(err, GS_ENOGPU, NO_DEVICES);
     } else {
-        rc = gs_sampler_open(&r->sampler, NULL, err);
+        /* Pay for what you ask: the driver is asked only for what the fields print. */
+        static unsigned char need_m[GS_M__COUNT], need_t[GS_T__COUNT];
+        struct gs_sampler_opts so = {.need_metrics = need_m, .need_texts = need_t};
+
+        gs_qf_need(&r->sel, need_m, need_t);
+        rc = gs_sampler_open(&r->sampler, &so, err);
         if (rc != GS_OK)
             return rc;
         n = gs_sampler_gpu_count(r->sampler);

@@ -628,6 +628,42 @@ unsigned gs_qf_want(const struct gs_qf_sel *sel)
     return want;
 }
 
+void gs_qf_need(const struct gs_qf_sel *sel, unsigned char *metrics, unsigned char *texts)
+{
+    /* the GPU selection (--id: UUID, PCI bus id) and the process rows' GPU match on these */
+    texts[GS_T_UUID] = texts[GS_T_PCI_BUS_ID] = 1;
+    for (unsigned i = 0; i < sel->n; i++) {
+        const struct gs_qfield *f = sel->f[i];
+
+        switch (f->kind) {
+        case QK_SECTION:
+        case QK_TIMESTAMP:
+        case QK_DRIVER:
+        case QK_COUNT:
+        case QK_DEPRECATED:
+        case QK_PID:
+        case QK_PNAME:
+        case QK_PMEM:
+        case QK_INDEX:
+        case QK_NONE:
+        case QK_ECCLOC: /* health, read in full with its want bit */
+            break;
+        case QK_TEXT:
+            if (f->arg >= 0 && f->arg < GS_T__COUNT)
+                texts[f->arg] = 1;
+            break;
+        case QK_CCAP:
+            if (f->arg2 < GS_M__COUNT)
+                metrics[f->arg2] = 1;
+            /* fall through */
+        default:
+            if (f->arg >= 0 && f->arg < GS_M__COUNT)
+                metrics[f->arg] = 1;
+            break;
+        }
+    }
+}
+
 size_t gs_qf_timestamp(double t_real, char *buf, size_t n)
 {
     time_t secs = (time_t)floor(t_real);

@@ -70,6 +70,11 @@ void gs_qf_sel_free(struct gs_qf_sel *sel);
  * throughput or GPM ones: no nvidia-smi field reads them). */
 unsigned gs_qf_want(const struct gs_qf_sel *sel);
 
+/* Sets metrics[m] (GS_M__COUNT flags) and texts[t] (GS_T__COUNT) for every reading a row of
+ * sel prints, and the texts the GPU selection matches on: what the sampler asks the driver
+ * for (gs_sampler_opts.need_*). The flags are only set, never cleared. */
+void gs_qf_need(const struct gs_qf_sel *sel, unsigned char *metrics, unsigned char *texts);
+
 /* Formats one cell into buf (always NUL-terminated when n > 0) and returns its length.
  * gpu indexes snap->gpus; proc is the process for a --query-compute-apps row (NULL for GPU rows).
  * flags: GS_QF_NOUNITS. */

@@ -396,6 +396,14 @@ static int quick_main(const struct gs_quick_opts *o, struct gs_err *err)
         r.use_agent = agent_sample(&r, &ae) == GS_OK;
     }
     if (!r.use_agent) {
+        /* Pay for what you ask: the text view asks the driver for what it can show; the
+         * JSON document holds every reading. */
+        static unsigned char need_m[GS_M__COUNT], need_t[GS_T__COUNT];
+        if (!o->json) {
+            gs_quick_text_need(o, need_m, need_t);
+            sopts.need_metrics = need_m;
+            sopts.need_texts = need_t;
+        }
         rc = gs_sampler_open(&r.sampler, &sopts, err);
         if (rc != GS_OK)
             goto out;

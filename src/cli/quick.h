@@ -103,6 +103,12 @@ int gs_quick_check_ids(const struct gs_quick_opts *o, const struct gs_snapshot *
 int gs_quick_render(struct gs_tbuf *out, const struct gs_snapshot *s,
                     const struct gs_quick_opts *o, unsigned cols);
 
+/* Sets m[metric] / t[text] (GS_M__COUNT / GS_T__COUNT flags) for every GPU reading the text
+ * view (gs_quick_render) prints with o's columns (o->show), and the texts --id matches on:
+ * what the sampler asks the driver for when the view is text (gs_sampler_opts.need_*). Kept
+ * beside what the view reads. */
+void gs_quick_text_need(const struct gs_quick_opts *o, unsigned char *m, unsigned char *t);
+
 /* Formats process memory for humans: "512M", "30.1G", "142G" (binary units). */
 void gs_quick_fmt_mem(char *buf, size_t n, double bytes);
 

@@ -676,6 +676,41 @@ static void gpu_line(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_t
     mig_lines(out, tmp, s, gi, o, wd, cols, list);
 }
 
+void gs_quick_text_need(const struct gs_quick_opts *o, unsigned char *m, unsigned char *t)
+{
+    /* cell_sensors, cell_throttle, cell_mem, cell_clocks */
+    static const struct {
+        unsigned show; /* 0: always shown */
+        enum gs_metric m;
+    } shown[] = {
+        {0, GS_M_TEMP_GPU},
+        {0, GS_M_UTIL_GPU},
+        {0, GS_M_MEM_USED},
+        {0, GS_M_MEM_TOTAL},
+        {0, GS_M_THROTTLE_ACTIVE},
+        {GS_QS_FAN, GS_M_FAN},
+        {GS_QS_CODEC, GS_M_UTIL_ENC},
+        {GS_QS_CODEC, GS_M_UTIL_DEC},
+        {GS_QS_POWER, GS_M_POWER_DRAW},
+        {GS_QS_POWER, GS_M_POWER_ENFORCED_LIMIT},
+        {GS_QS_POWER, GS_M_POWER_LIMIT},
+        {GS_QS_CLOCKS, GS_M_PSTATE},
+        {GS_QS_CLOCKS, GS_M_CLOCK_SM},
+        {GS_QS_CLOCKS, GS_M_CLOCK_MEM},
+        {GS_QS_CLOCKS, GS_M_PCIE_GEN},
+        {GS_QS_CLOCKS, GS_M_PCIE_WIDTH},
+        {GS_QS_CLOCKS, GS_M_PCIE_TX},
+        {GS_QS_CLOCKS, GS_M_PCIE_RX},
+    };
+    static const enum gs_text texts[] = {GS_T_NAME, GS_T_UUID, GS_T_PCI_BUS_ID, GS_T_SERIAL};
+
+    for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++)
+        if (!shown[i].show || (o->show & shown[i].show))
+            m[shown[i].m] = 1;
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        t[texts[i]] = 1;
+}
+
 int gs_quick_render(struct gs_tbuf *out, const struct gs_snapshot *s,
                     const struct gs_quick_opts *o, unsigned cols)
 {

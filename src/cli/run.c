@@ -34,14 +34,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <dirent.h>
-
 #include "cli/cli.h"
 #include "cli/term.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
 #include "run/agg.h"
+#include "run/attrib.h"
 #include "run/receiver.h"
 #include "run/record.h"
 #include "run/usamp.h"
@@ -52,7 +51,6 @@
 #define RUN_EXIT_NOTFOUND 127 /* CMD not found */
 #define RUN_FLUSH_S 5.0       /* samples.db flush period */
 #define RUN_DRAIN_S 2.0       /* after CMD exits: wait for its connections to close */
-#define RUN_MAX_TRACKED 4096  /* processes of CMD's tree looked at per sample */
 #define RUN_STEP_FLUSH 2000   /* step records buffered in samples.db's store at most */
 
 struct run_opts {
@@ -386,111 +384,24 @@ static void on_close(void *vctx, const struct gs_peer *peer)
 
 /* ---- sampling ---- */
 
-/* Scratch of the process-tree scan, owned by the sampler thread. */
-struct run_scan {
-    pid_t pids[RUN_MAX_TRACKED * 4], ppids[RUN_MAX_TRACKED * 4];
-    pid_t tree[RUN_MAX_TRACKED];
-};
-
-/* Fills sc->tree with CMD and all its descendants (from /proc/PID/stat ppids); returns how
- * many. A descendant reparented to init (a daemon) is no longer found. */
-static unsigned run_proc_tree(pid_t root, struct run_scan *sc)
+/* Adds to in_run the GPUs of CMD's process tree and those its hello records named, through
+ * the CUDA_VISIBLE_DEVICES that CMD inherited (cvd; run/attrib.h). */
+static void run_mark_gpus(struct run_ctx *c, struct gs_attrib_tree *tree, const char *cvd,
+                          const struct gs_snapshot *snap, unsigned char *in_run)
 {
-    pid_t *pids = sc->pids, *ppids = sc->ppids, *tree = sc->tree;
-    const unsigned max_pids = sizeof sc->pids / sizeof sc->pids[0], cap = RUN_MAX_TRACKED;
-    unsigned n = 0, nt = 0;
-    DIR *d = opendir("/proc");
-    struct dirent *e;
+    int32_t devices[GS_RECORD_MAX_DEVICES];
+    pid_t root = c->child;
+    struct gs_attrib a = {.pids = &root, .n_pids = 1, .descendants = 1, .devices = devices,
+                          .cvd_known = 1, .cvd = cvd};
 
-    if (!d)
-        return 0;
-    while ((e = readdir(d)) && n < max_pids) {
-        char path[64], line[512];
-        FILE *f;
-        char *rp;
-
-        if (e->d_name[0] < '1' || e->d_name[0] > '9')
-            continue;
-        snprintf(path, sizeof path, "/proc/%.20s/stat", e->d_name);
-        f = fopen(path, "re");
-        if (!f)
-            continue;
-        if (fgets(line, sizeof line, f) && (rp = strrchr(line, ')')) != NULL) {
-            long ppid;
-            char state;
-
-            if (sscanf(rp + 1, " %c %ld", &state, &ppid) == 2) {
-                pids[n] = (pid_t)atol(e->d_name);
-                ppids[n++] = (pid_t)ppid;
-            }
-        }
-        fclose(f);
-    }
-    closedir(d);
-    tree[nt++] = root;
-    /* Breadth first: tree[] grows while it is scanned. */
-    for (unsigned k = 0; k < nt && nt < cap; k++)
-        for (unsigned i = 0; i < n && nt < cap; i++)
-            if (ppids[i] == tree[k])
-                tree[nt++] = pids[i];
-    return nt;
-}
-
-/* GPU index of CUDA device `cuda`, through CUDA_VISIBLE_DEVICES when it lists indices or
- * UUIDs; -1 when it cannot be told. */
-static int run_cuda_to_gpu(const struct gs_snapshot *snap, int cuda)
-{
-    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-    char item[128];
-    int k = 0;
-
-    if (!cvd || !cvd[0])
-        return cuda < (int)snap->n_gpus ? cuda : -1;
-    for (const char *p = cvd; *p;) {
-        size_t len = strcspn(p, ",");
-
-        if (k++ == cuda) {
-            char *end;
-            long v;
-
-            snprintf(item, sizeof item, "%.*s", (int)len, p);
-            v = strtol(item, &end, 10);
-            if (end != item && *end == '\0')
-                return v >= 0 && v < (long)snap->n_gpus ? (int)v : -1;
-            for (unsigned g = 0; g < snap->n_gpus; g++)
-                if (len >= 8 && strncmp(snap->gpus[g].text[GS_T_UUID], item, len) == 0)
-                    return (int)g;
-            return -1;
-        }
-        p += len;
-        if (*p == ',')
-            p++;
-    }
-    return -1;
-}
-
-/* Adds to in_run the GPUs where CMD's process tree runs and those hello records named. */
-static void run_mark_gpus(struct run_ctx *c, struct run_scan *sc, const struct gs_snapshot *snap,
-                          unsigned char *in_run)
-{
-    unsigned char cuda[GS_RECORD_MAX_DEVICES];
-    unsigned nt = 0;
-
-    if (snap->n_procs > 0)
-        nt = run_proc_tree(c->child, sc);
-    for (unsigned i = 0; i < snap->n_procs; i++)
-        for (unsigned k = 0; k < nt; k++)
-            if ((pid_t)snap->procs[i].pid == sc->tree[k] && snap->procs[i].gpu < snap->n_gpus)
-                in_run[snap->procs[i].gpu] = 1;
     pthread_mutex_lock(&c->mu);
-    memcpy(cuda, c->cuda_dev, sizeof cuda);
+    for (int d = 0; d < GS_RECORD_MAX_DEVICES; d++)
+        if (c->cuda_dev[d])
+            devices[a.n_devices++] = d;
     pthread_mutex_unlock(&c->mu);
-    for (int d = 0; d < GS_RECORD_MAX_DEVICES; d++) {
-        int g = cuda[d] ? run_cuda_to_gpu(snap, d) : -1;
-
-        if (g >= 0)
-            in_run[g] = 1;
-    }
+    if (snap->n_procs > 0 && gs_attrib_tree_read(tree, snap, NULL) != 0)
+        a.descendants = 0;
+    gs_attrib_mark(&a, tree, snap, in_run);
 }
 
 static double mono_s(void)
@@ -507,41 +418,38 @@ static void *run_sampler_thread(void *arg)
     unsigned n = gs_sampler_gpu_count(c->sampler);
     struct gs_snapshot *snap = NULL;
     unsigned char *in_run = calloc(n ? n : 1, 1);
-    struct gs_usamp *us = gs_usamp_new(n); /* the driver's utilization samples (usamp.h) */
-    struct run_scan *sc = malloc(sizeof *sc);
+    struct gs_attrib_tree tree = {0};
+    const char *env_cvd = getenv("CUDA_VISIBLE_DEVICES");
+    char cvd[1024];
+    unsigned want;
     struct gs_err err;
     double next = mono_s(), last_flush = next;
-    uint64_t since_us = (uint64_t)(c->start_real * 1e6);
     int failing = 0;
 
-    if (!in_run || !us || !sc || gs_snapshot_new(&snap, n, 64, &err) != GS_OK) {
+    if (!in_run || gs_snapshot_new(&snap, n, 64, &err) != GS_OK) {
         fprintf(stderr, "gpuscope run: sampler: out of memory\n");
         free(in_run);
-        gs_usamp_free(us);
-        free(sc);
         return NULL;
     }
+    snprintf(cvd, sizeof cvd, "%s", env_cvd ? env_cvd : "");
+    /* with the driver's utilization samples since the previous cycle (run/usamp.h) */
+    want = GS_WANT_PROCS | GS_WANT_UTIL_SAMPLES | (gs_attrib_cvd_mig(cvd) ? GS_WANT_MIG : 0);
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
         struct timespec until;
         double now;
 
         pthread_mutex_unlock(&c->mu);
-        if (gs_sampler_sample(c->sampler, snap, GS_WANT_PROCS, &err) == GS_OK) {
+        if (gs_sampler_sample(c->sampler, snap, want, &err) == GS_OK) {
             failing = 0;
-            run_mark_gpus(c, sc, snap, in_run);
+            run_mark_gpus(c, &tree, cvd, snap, in_run);
             pthread_mutex_lock(&c->mu);
             gs_agg_snapshot(c->agg, snap, in_run, snap->t_real);
+            /* and what the driver sampled (~6 a second) on the run's GPUs since the previous
+             * cycle (the sampler's open at first) */
+            gs_usamp_feed(c->agg, snap, in_run);
             c->samples++;
             pthread_mutex_unlock(&c->mu);
-            /* Between two snapshots, what the driver sampled (~6 a second) on the GPUs of the
-             * run; a GPU that just joined starts at the previous cycle (or CMD's start). */
-            if (gs_usamp_read(us, c->sampler, snap, in_run, since_us)) {
-                pthread_mutex_lock(&c->mu);
-                gs_usamp_feed(us, c->agg, snap, in_run);
-                pthread_mutex_unlock(&c->mu);
-            }
-            since_us = (uint64_t)(snap->t_real * 1e6);
             pthread_mutex_lock(&c->store_mu);
             gs_store_append(c->store, snap, NULL);
             pthread_mutex_unlock(&c->store_mu);
@@ -568,8 +476,7 @@ static void *run_sampler_thread(void *arg)
     pthread_mutex_unlock(&c->mu);
     gs_snapshot_free(snap);
     free(in_run);
-    gs_usamp_free(us);
-    free(sc);
+    gs_attrib_tree_free(&tree);
     return NULL;
 }
 
@@ -755,7 +662,7 @@ static void run_store_begin(struct run_ctx *c, char **cmd)
 
 static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int exit_code)
 {
-    char host[256] = "", path[PATH_MAX], err[256];
+    char host[256] = "", path[PATH_MAX];
     char *command = run_quote(cmd), *text;
     struct gs_report_meta meta = {
         .command = command, .hostname = host, .exit_code = exit_code, .source = "gpuscope-run"};
@@ -779,8 +686,8 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
         return -1;
     }
     snprintf(path, sizeof path, "%s/metrics_report.json", dir);
-    if (gs_report_write(report, path, err, sizeof err) != 0) {
-        fprintf(stderr, "gpuscope run: %s\n", err);
+    if (gs_report_write(report, path, &gerr) != GS_OK) {
+        fprintf(stderr, "gpuscope run: %s\n", gerr.msg);
         rc = -1;
     }
     gs_report_print_summary(stderr, report, gs_term_use_color(GS_COLOR_AUTO, STDERR_FILENO));
@@ -865,7 +772,7 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     struct gs_receiver_cb cb = {
         .ctx = &c, .on_record = on_record, .on_close = on_close, .on_reject = on_reject};
     struct gs_receiver_stats st;
-    char sockdir[96], sock[128], path[PATH_MAX], err[256];
+    char sockdir[96], sock[128], path[PATH_MAX];
     pthread_t sth;
     int sampler_started = 0, started = 0, code;
     pthread_condattr_t ca;
@@ -903,8 +810,8 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
         code = RUN_EXIT_FAIL;
         goto unblock;
     }
-    if (gs_receiver_start(&rx, sock, 0600, &cb, err, sizeof err) != 0) {
-        fprintf(stderr, "gpuscope run: %s\n", err);
+    if (gs_receiver_start(&rx, sock, 0600, &cb, &gerr) != GS_OK) {
+        fprintf(stderr, "gpuscope run: %s\n", gerr.msg);
         rmdir(sockdir);
         code = RUN_EXIT_FAIL;
         goto unblock;

@@ -76,12 +76,47 @@ int gs_snapshot_reserve_procs(struct gs_snapshot *s, unsigned n, struct gs_err *
     return GS_OK;
 }
 
+int gs_snapshot_reserve_usamp(struct gs_snapshot *s, unsigned n, struct gs_err *err)
+{
+    struct gs_util_sample *p;
+    unsigned cap;
+
+    if (n <= s->cap_usamp)
+        return GS_OK;
+    cap = s->cap_usamp ? s->cap_usamp : 256;
+    while (cap < n)
+        cap *= 2;
+    p = realloc(s->usamp, (size_t)cap * sizeof *p);
+    if (!p) /* s->usamp is still valid and unchanged */
+        return gs_err_set(err, GS_ENOMEM, "snapshot: out of memory for %u samples", n);
+    s->usamp = p;
+    s->cap_usamp = cap;
+    return GS_OK;
+}
+
+const struct gs_util_sample *gs_snapshot_util_samples(const struct gs_snapshot *s, unsigned g,
+                                                      unsigned *n)
+{
+    const struct gs_gpu *gpu;
+
+    *n = 0;
+    if (!s || g >= s->n_gpus || !s->usamp)
+        return NULL;
+    gpu = &s->gpus[g];
+    if (gpu->usamp_st != GS_ST_OK || gpu->usamp_n == 0 || gpu->usamp_first > s->n_usamp ||
+        gpu->usamp_n > s->n_usamp - gpu->usamp_first)
+        return NULL;
+    *n = gpu->usamp_n;
+    return s->usamp + gpu->usamp_first;
+}
+
 void gs_snapshot_clear(struct gs_snapshot *s)
 {
     memset(&s->sys, 0, sizeof s->sys);
     if (s->n_gpus)
         memset(s->gpus, 0, (size_t)s->n_gpus * sizeof *s->gpus);
     s->n_procs = 0;
+    s->n_usamp = 0;
     s->t_real = 0;
     s->t_mono_ns = 0;
 }
@@ -92,6 +127,7 @@ void gs_snapshot_free(struct gs_snapshot *s)
         return;
     free(s->gpus);
     free(s->procs);
+    free(s->usamp);
     free(s);
 }
 

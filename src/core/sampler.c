@@ -7,8 +7,14 @@
  * of each process from procfs. A device that fails does not stop the others; a cycle is an
  * error only when no device could be read.
  *
+ * With GS_WANT_UTIL_SAMPLES it also reads the driver's own utilization samples of every GPU
+ * since the previous cycle into the snapshot (gs_snapshot_util_samples), so the consumers of
+ * sub-second utilization (run aggregates: `gpuscope run`, the in-process core, the agent's
+ * runs) read snapshots and never the driver.
+ *
  * After warm-up a cycle allocates nothing: the snapshot is reused, the backend's scratch
- * buffers and the procfs caches only grow when more processes appear than ever before.
+ * buffers, the sample array and the procfs caches only grow when more processes (samples)
+ * appear than ever before.
  */
 #include "gpuscope/gs_sampler.h"
 
@@ -27,12 +33,24 @@ static const struct gs_backend_ops *const gs_backends[] = {
     &gs_backend_nvml,
 };
 
+/* GS_WANT_UTIL_SAMPLES: where each GPU's read of the driver's samples stands. */
+struct usamp_state {
+    uint64_t last_us; /* newest sample read */
+    int was_read;     /* read in the previous cycle: continue from last_us */
+    int off;          /* keeps none (GS_ENOTSUP) or lost: never asked again */
+};
+
 struct gs_sampler {
     const struct gs_backend_ops *ops;
     struct gs_backend *b;
     unsigned n_gpus;
     struct gs_procfs *pf;
+    struct usamp_state *us; /* n_gpus */
+    uint64_t prev_us;       /* the previous cycle's time (open at first), unix µs */
 };
+
+#define USAMP_BATCH 64  /* samples per backend call */
+#define USAMP_ROUNDS 16 /* calls per GPU per cycle at most: a stalled cycle reads 1024 */
 
 static int64_t clock_ns(clockid_t id)
 {
@@ -43,7 +61,9 @@ static int64_t clock_ns(clockid_t id)
 
 int gs_sampler_open(struct gs_sampler **out, const struct gs_sampler_opts *opts, struct gs_err *err)
 {
-    struct gs_backend_opts bopts = {opts ? opts->library : NULL};
+    struct gs_backend_opts bopts = {opts ? opts->library : NULL,
+                                    opts ? opts->need_metrics : NULL,
+                                    opts ? opts->need_texts : NULL};
     struct gs_sampler *s = calloc(1, sizeof *s);
     int rc = GS_ENOLIB;
 
@@ -61,6 +81,12 @@ int gs_sampler_open(struct gs_sampler **out, const struct gs_sampler_opts *opts,
     if (rc != GS_OK)
         goto fail;
     s->n_gpus = s->ops->count(s->b);
+    s->us = calloc(s->n_gpus ? s->n_gpus : 1, sizeof *s->us);
+    if (!s->us) {
+        rc = gs_err_set(err, GS_ENOMEM, "sampler: out of memory");
+        goto fail;
+    }
+    s->prev_us = (uint64_t)(clock_ns(CLOCK_REALTIME) / 1000);
     rc = gs_procfs_open(&s->pf, opts ? opts->proc_root : NULL, err);
     if (rc != GS_OK)
         goto fail;
@@ -188,6 +214,50 @@ static void fill_hosts(struct gs_sampler *s, struct gs_snapshot *snap, int host)
     gs_procfs_end(s->pf);
 }
 
+/* The driver's utilization samples of GPU i since the previous cycle into the snapshot. */
+static void usamp_gpu(struct gs_sampler *s, struct gs_snapshot *snap, unsigned i)
+{
+    struct usamp_state *u = &s->us[i];
+    struct gs_gpu *g = &snap->gpus[i];
+    unsigned got = 0, rounds = 0;
+    int rc;
+
+    if (!u->was_read || !u->last_us)
+        u->last_us = s->prev_us;
+    u->was_read = 1;
+    g->usamp_first = snap->n_usamp;
+    g->usamp_n = 0;
+    do {
+        if (gs_snapshot_reserve_usamp(snap, snap->n_usamp + USAMP_BATCH, NULL) != GS_OK)
+            break;
+        rc = s->ops->util_samples(s->b, i, &u->last_us, snap->usamp + snap->n_usamp,
+                                  USAMP_BATCH, &got, NULL);
+        if (rc != GS_OK) {
+            /* Absent for good (old driver, MIG) or gone; other errors: next cycle. */
+            u->off = rc == GS_ENOTSUP || rc == GS_ELOST;
+            if (g->usamp_n == 0)
+                return;
+            break;
+        }
+        snap->n_usamp += got;
+        g->usamp_n += got;
+    } while (got == USAMP_BATCH && ++rounds < USAMP_ROUNDS);
+    g->usamp_st = GS_ST_OK;
+}
+
+static void usamp_all(struct gs_sampler *s, struct gs_snapshot *snap, unsigned want,
+                      uint64_t now_us)
+{
+    for (unsigned i = 0; s->us && i < s->n_gpus; i++) {
+        if (!(want & GS_WANT_UTIL_SAMPLES) || !s->ops->util_samples || s->us[i].off ||
+            snap->gpus[i].lost)
+            s->us[i].was_read = 0;
+        else
+            usamp_gpu(s, snap, i);
+    }
+    s->prev_us = now_us;
+}
+
 int gs_sampler_sample(struct gs_sampler *s, struct gs_snapshot *snap, unsigned want,
                       struct gs_err *err)
 {
@@ -224,6 +294,7 @@ int gs_sampler_sample(struct gs_sampler *s, struct gs_snapshot *snap, unsigned w
             *err = first;
         return first.rc;
     }
+    usamp_all(s, snap, want, (uint64_t)(real_ns / 1000));
     if ((want & GS_WANT_PROCS) && s->ops->processes) {
         for (unsigned i = 0; i < s->n_gpus; i++) {
             int rc;
@@ -261,5 +332,6 @@ void gs_sampler_close(struct gs_sampler *s)
     if (s->ops && s->b)
         s->ops->close(s->b);
     gs_procfs_close(s->pf);
+    free(s->us);
     free(s);
 }

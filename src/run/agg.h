@@ -67,8 +67,10 @@ struct gs_report_meta {
  * "findings" from src/diag. New reference; NULL only on allocation failure. */
 json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta);
 
-/* Writes the report to path atomically (path.tmp + fsync + rename), 2-space indented. */
-int gs_report_write(const json_t *report, const char *path, char *err, size_t errlen);
+/* Writes the report to path atomically (path.tmp + fsync + rename), 2-space indented.
+ * GS_OK, or GS_EIO (GS_EINVAL: nothing to write) with err. */
+struct gs_err;
+int gs_report_write(const json_t *report, const char *path, struct gs_err *err);
 
 /* The exit summary of a report: an aligned table (phases mean/p50/p95, ratios, per-GPU
  * utilization and memory) and the findings with their advice; colour only when color != 0. */

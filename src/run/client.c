@@ -38,6 +38,7 @@
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
 #include "run/agg.h"
+#include "run/attrib.h"
 #include "run/record.h"
 #include "run/usamp.h"
 
@@ -70,30 +71,43 @@ struct gs_run {
     struct gs_sampler *smp;
     struct gs_snapshot *snap;
     unsigned char *in_run;
-    struct gs_usamp *usamp; /* the driver's utilization samples between snapshots */
-    uint64_t prev_us;       /* the previous cycle (or gs_run_open), unix µs */
+    char cvd[1024];         /* CUDA_VISIBLE_DEVICES at open (run/attrib.h) */
+    struct gs_attrib_tree tree; /* the sampler thread's */
 
     bool stop;
     bool finished;
+    char notes[1024]; /* warnings of gs_run_open for the caller (gs_run_notes) */
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+/* The public API's error text: ctypes callers pass a char buffer (gs_run.h). */
+static void api_err(char *out, size_t cap, const struct gs_err *e)
 {
+    if (out && cap)
+        snprintf(out, cap, "%s", e->msg[0] ? e->msg : gs_strerror(e->rc));
+}
+
+/* A warning for the caller to show (gs_run_notes): the library never writes to the training
+ * process's stderr. One line each; what does not fit is cut. */
+static void note(struct gs_run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void note(struct gs_run *run, const char *fmt, ...)
+{
+    size_t len = strlen(run->notes);
     va_list ap;
 
-    if (!err || errlen == 0)
+    if (len + 2 >= sizeof run->notes)
         return;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    vsnprintf(run->notes + len, sizeof run->notes - len - 1, fmt, ap);
     va_end(ap);
+    len = strlen(run->notes);
+    run->notes[len] = '\n';
+    run->notes[len + 1] = '\0';
 }
 
 /* ---- configuration ---- */
 
-static int cfg_str(json_t *cfg, const char *key, char *dst, size_t size, char *err, size_t errlen)
+static int cfg_str(json_t *cfg, const char *key, char *dst, size_t size, struct gs_err *err)
 {
     json_t *v = json_object_get(cfg, key);
 
@@ -101,29 +115,27 @@ static int cfg_str(json_t *cfg, const char *key, char *dst, size_t size, char *e
         return 0;
     if (!json_is_string(v) || json_string_length(v) >= size ||
         strlen(json_string_value(v)) != json_string_length(v)) {
-        set_err(err, errlen, "config: %s: expected a string shorter than %zu bytes", key, size);
-        return -1;
+        return gs_err_set(err, GS_EINVAL, "config: %s: expected a string shorter than %zu bytes", key, size);
     }
     memcpy(dst, json_string_value(v), json_string_length(v) + 1);
     return 0;
 }
 
-static int cfg_int(json_t *cfg, const char *key, int32_t lo, int32_t hi, int32_t *dst, char *err,
-                   size_t errlen)
+static int cfg_int(json_t *cfg, const char *key, int32_t lo, int32_t hi, int32_t *dst,
+                   struct gs_err *err)
 {
     json_t *v = json_object_get(cfg, key);
 
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
-        set_err(err, errlen, "config: %s: expected an integer in [%d, %d]", key, (int)lo, (int)hi);
-        return -1;
+        return gs_err_set(err, GS_EINVAL, "config: %s: expected an integer in [%d, %d]", key, (int)lo, (int)hi);
     }
     *dst = (int32_t)json_integer_value(v);
     return 0;
 }
 
-static int cfg_devices(json_t *cfg, struct gs_record_hello *h, char *err, size_t errlen)
+static int cfg_devices(json_t *cfg, struct gs_record_hello *h, struct gs_err *err)
 {
     json_t *v = json_object_get(cfg, "devices"), *d;
     size_t i;
@@ -131,14 +143,12 @@ static int cfg_devices(json_t *cfg, struct gs_record_hello *h, char *err, size_t
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_array(v) || json_array_size(v) > GS_RECORD_MAX_DEVICES) {
-        set_err(err, errlen, "config: devices: expected an array of at most %d indices",
+        return gs_err_set(err, GS_EINVAL, "config: devices: expected an array of at most %d indices",
                 GS_RECORD_MAX_DEVICES);
-        return -1;
     }
     json_array_foreach(v, i, d) {
         if (!json_is_integer(d) || json_integer_value(d) < 0 || json_integer_value(d) > 65535) {
-            set_err(err, errlen, "config: devices[%zu]: expected an index in [0, 65535]", i);
-            return -1;
+            return gs_err_set(err, GS_EINVAL, "config: devices[%zu]: expected an index in [0, 65535]", i);
         }
         h->devices[h->n_devices++] = (int32_t)json_integer_value(d);
     }
@@ -146,25 +156,27 @@ static int cfg_devices(json_t *cfg, struct gs_record_hello *h, char *err, size_t
 }
 
 /* "facts": the run's settings, validated as a receiver would (record.h). They are advisory, so
- * a bad set is left out with a line on stderr rather than failing the training. */
-static void cfg_facts(json_t *cfg, struct gs_record_hello *h)
+ * a bad set is left out with a note for the caller (gs_run_notes) rather than failing the
+ * training. */
+static void cfg_facts(struct gs_run *run, json_t *cfg, struct gs_record_hello *h)
 {
-    char why[256];
+    struct gs_err why;
 
-    if (gs_record_facts_parse(json_object_get(cfg, "facts"), "config: ", &h->facts, why,
-                              sizeof why) != 0) {
-        fprintf(stderr, "gpuscope: %s; facts left out\n", why);
+    gs_err_clear(&why);
+    if (gs_record_facts_parse(json_object_get(cfg, "facts"), "config: ", &h->facts, &why) !=
+        GS_OK) {
+        note(run, "%s; facts left out", why.msg);
         memset(&h->facts, 0, sizeof h->facts);
     }
 }
 
-static int parse_config(struct gs_run *run, const char *config_json, char *err, size_t errlen)
+static int parse_config(struct gs_run *run, const char *config_json, struct gs_err *err)
 {
     struct gs_record_hello *h = &run->hello;
     char nvml[16] = "auto";
     json_error_t jerr;
     json_t *cfg, *iv;
-    int rc = -1;
+    int rc = GS_EINVAL;
 
     h->pid = getpid();
     h->rank = h->world_size = h->local_rank = h->logging_steps = -1;
@@ -173,39 +185,38 @@ static int parse_config(struct gs_run *run, const char *config_json, char *err, 
         return 0;
     cfg = json_loads(config_json, JSON_REJECT_DUPLICATES, &jerr);
     if (!cfg) {
-        set_err(err, errlen, "config: %s (column %d)", jerr.text, jerr.column);
-        return -1;
+        return gs_err_set(err, GS_EINVAL, "config: %s (column %d)", jerr.text, jerr.column);
     }
     if (!json_is_object(cfg)) {
-        set_err(err, errlen, "config: expected a JSON object");
+        gs_err_set(err, GS_EINVAL, "config: expected a JSON object");
         goto out;
     }
-    if (cfg_str(cfg, "run_name", h->run, sizeof h->run, err, errlen) ||
-        cfg_str(cfg, "output_dir", h->output_dir, sizeof h->output_dir, err, errlen) ||
-        cfg_str(cfg, "framework", h->framework, sizeof h->framework, err, errlen) ||
-        cfg_str(cfg, "socket", run->socket_path, sizeof run->socket_path, err, errlen) ||
-        cfg_str(cfg, "nvml", nvml, sizeof nvml, err, errlen) ||
-        cfg_int(cfg, "rank", 0, 65535, &h->rank, err, errlen) ||
-        cfg_int(cfg, "world_size", 1, 65535, &h->world_size, err, errlen) ||
-        cfg_int(cfg, "local_rank", 0, 65535, &h->local_rank, err, errlen) ||
-        cfg_int(cfg, "logging_steps", 1, 1000000000, &h->logging_steps, err, errlen) ||
-        cfg_devices(cfg, h, err, errlen))
+    if (cfg_str(cfg, "run_name", h->run, sizeof h->run, err) ||
+        cfg_str(cfg, "output_dir", h->output_dir, sizeof h->output_dir, err) ||
+        cfg_str(cfg, "framework", h->framework, sizeof h->framework, err) ||
+        cfg_str(cfg, "socket", run->socket_path, sizeof run->socket_path, err) ||
+        cfg_str(cfg, "nvml", nvml, sizeof nvml, err) ||
+        cfg_int(cfg, "rank", 0, 65535, &h->rank, err) ||
+        cfg_int(cfg, "world_size", 1, 65535, &h->world_size, err) ||
+        cfg_int(cfg, "local_rank", 0, 65535, &h->local_rank, err) ||
+        cfg_int(cfg, "logging_steps", 1, 1000000000, &h->logging_steps, err) ||
+        cfg_devices(cfg, h, err))
         goto out;
     if (strcmp(nvml, "auto") != 0 && strcmp(nvml, "off") != 0) {
-        set_err(err, errlen, "config: nvml: expected \"auto\" or \"off\"");
+        gs_err_set(err, GS_EINVAL, "config: nvml: expected \"auto\" or \"off\"");
         goto out;
     }
     run->nvml_off = strcmp(nvml, "off") == 0;
-    cfg_facts(cfg, h);
+    cfg_facts(run, cfg, h);
     iv = json_object_get(cfg, "sample_interval_s");
     if (iv && !json_is_null(iv)) {
         if (!json_is_number(iv) || json_number_value(iv) < 0.01 || json_number_value(iv) > 3600) {
-            set_err(err, errlen, "config: sample_interval_s: expected a number in [0.01, 3600]");
+            gs_err_set(err, GS_EINVAL, "config: sample_interval_s: expected a number in [0.01, 3600]");
             goto out;
         }
         run->interval_s = json_number_value(iv);
     }
-    rc = 0;
+    rc = GS_OK;
 out:
     json_decref(cfg);
     return rc;
@@ -279,14 +290,12 @@ static void connect_receiver(struct gs_run *run)
     }
     if (run->fd < 0) {
         if (named)
-            fprintf(stderr, "gpuscope: cannot connect to %s: %s; profiling in-process\n", path,
-                    strerror(errno));
+            note(run, "cannot connect to %s: %s; profiling in-process", path, strerror(errno));
         return;
     }
     rec.u.hello = run->hello;
     if (send_record(run->fd, &rec) != 0) {
-        fprintf(stderr, "gpuscope: %s: sending hello: %s; profiling in-process\n", path,
-                strerror(errno));
+        note(run, "%s: sending hello: %s; profiling in-process", path, strerror(errno));
         close(run->fd);
         run->fd = -1;
     }
@@ -336,70 +345,41 @@ static void *sender_main(void *arg)
 
 /* ---- in-process sampler thread ---- */
 
-/* CUDA index -> NVML index through CUDA_VISIBLE_DEVICES when it lists plain integers. */
-static int cuda_to_nvml(int cuda_idx)
-{
-    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-    int i = 0;
-
-    if (!cvd || !*cvd)
-        return cuda_idx;
-    while (*cvd) {
-        char *end;
-        long v = strtol(cvd, &end, 10);
-
-        if (end == cvd)
-            return cuda_idx; /* UUIDs or MIG names: keep the index as is */
-        if (i++ == cuda_idx)
-            return (int)v;
-        cvd = *end == ',' ? end + 1 : end;
-        if (*end != ',' && *end)
-            return cuda_idx;
-    }
-    return cuda_idx;
-}
-
-/* The GPUs of the run: those where this process appears, else the configured devices. */
+/* The GPUs of the run (run/attrib.h): those where this process or a child of it appears,
+ * and the configured devices through this process's CUDA_VISIBLE_DEVICES. */
 static void mark_in_run(struct gs_run *run)
 {
     const struct gs_snapshot *s = run->snap;
-    unsigned pid = (unsigned)getpid(), i;
-    bool any = false;
+    pid_t self = getpid();
+    struct gs_attrib a = {.pids = &self,
+                          .n_pids = 1,
+                          .descendants = 1,
+                          .devices = run->hello.devices,
+                          .n_devices = run->hello.n_devices,
+                          .cvd_known = 1,
+                          .cvd = run->cvd};
 
     memset(run->in_run, 0, s->n_gpus);
-    for (i = 0; i < s->n_procs; i++) {
-        if (s->procs[i].pid == pid && s->procs[i].gpu < s->n_gpus) {
-            run->in_run[s->procs[i].gpu] = 1;
-            any = true;
-        }
-    }
-    if (any)
-        return;
-    for (i = 0; i < run->hello.n_devices; i++) {
-        int idx = cuda_to_nvml(run->hello.devices[i]);
-
-        if (idx >= 0 && (unsigned)idx < s->n_gpus)
-            run->in_run[idx] = 1;
-    }
+    if (s->n_procs > 0 && gs_attrib_tree_read(&run->tree, s, NULL) != 0)
+        a.descendants = 0;
+    gs_attrib_mark(&a, &run->tree, s, run->in_run);
 }
 
 static void sample_once(struct gs_run *run)
 {
     struct gs_err e;
 
-    if (gs_sampler_sample(run->smp, run->snap, GS_WANT_PROCS, &e) != GS_OK)
+    /* With what the driver sampled (~6 a second) since the previous cycle (usamp.h). */
+    if (gs_sampler_sample(run->smp, run->snap,
+                          GS_WANT_PROCS | GS_WANT_UTIL_SAMPLES |
+                              (gs_attrib_cvd_mig(run->cvd) ? GS_WANT_MIG : 0),
+                          &e) != GS_OK)
         return; /* transient: the next cycle tries again */
     mark_in_run(run);
     pthread_mutex_lock(&run->mu);
     gs_agg_snapshot(run->agg, run->snap, run->in_run, run->snap->t_real);
+    gs_usamp_feed(run->agg, run->snap, run->in_run);
     pthread_mutex_unlock(&run->mu);
-    /* What the driver sampled (~6 a second) on the run's GPUs since the previous cycle. */
-    if (gs_usamp_read(run->usamp, run->smp, run->snap, run->in_run, run->prev_us)) {
-        pthread_mutex_lock(&run->mu);
-        gs_usamp_feed(run->usamp, run->agg, run->snap, run->in_run);
-        pthread_mutex_unlock(&run->mu);
-    }
-    run->prev_us = (uint64_t)(run->snap->t_real * 1e6);
 }
 
 static void *sampler_main(void *arg)
@@ -427,8 +407,10 @@ static void *sampler_main(void *arg)
 static void start_sampler(struct gs_run *run)
 {
     struct gs_err e;
-    struct timespec now;
 
+    /* Read here, on the caller's thread: getenv races a setenv of the Python thread. */
+    snprintf(run->cvd, sizeof run->cvd, "%s",
+             getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "");
     if (gs_sampler_open(&run->smp, NULL, &e) != GS_OK) {
         run->smp = NULL; /* no NVML here (a CPU run): the report has no per-GPU figures */
         return;
@@ -436,11 +418,8 @@ static void start_sampler(struct gs_run *run)
     if (gs_snapshot_new(&run->snap, gs_sampler_gpu_count(run->smp), 16, &e) != GS_OK)
         goto fail;
     run->in_run = calloc(gs_sampler_gpu_count(run->smp) + 1, 1);
-    run->usamp = gs_usamp_new(gs_sampler_gpu_count(run->smp));
-    if (!run->in_run || !run->usamp)
+    if (!run->in_run)
         goto fail;
-    clock_gettime(CLOCK_REALTIME, &now);
-    run->prev_us = (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
     if (pthread_create(&run->sampler_thr, NULL, sampler_main, run) != 0)
         goto fail;
     run->sampler_on = true;
@@ -448,8 +427,6 @@ static void start_sampler(struct gs_run *run)
 fail:
     free(run->in_run);
     run->in_run = NULL;
-    gs_usamp_free(run->usamp);
-    run->usamp = NULL;
     gs_snapshot_free(run->snap);
     run->snap = NULL;
     gs_sampler_close(run->smp);
@@ -462,9 +439,12 @@ GS_API struct gs_run *gs_run_open(const char *config_json, char *err, size_t err
 {
     struct gs_run *run = calloc(1, sizeof *run);
     pthread_condattr_t ca;
+    struct gs_err e;
 
+    gs_err_clear(&e);
     if (!run) {
-        set_err(err, errlen, "out of memory");
+        gs_err_set(&e, GS_ENOMEM, "out of memory");
+        api_err(err, errlen, &e);
         return NULL;
     }
     run->fd = -1;
@@ -473,11 +453,11 @@ GS_API struct gs_run *gs_run_open(const char *config_json, char *err, size_t err
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&run->cv, &ca);
     pthread_condattr_destroy(&ca);
-    if (parse_config(run, config_json, err, errlen) != 0)
+    if (parse_config(run, config_json, &e) != GS_OK)
         goto fail;
     run->agg = gs_agg_new();
     if (!run->agg) {
-        set_err(err, errlen, "out of memory");
+        gs_err_set(&e, GS_ENOMEM, "out of memory");
         goto fail;
     }
     gs_agg_hello(run->agg, &run->hello, getpid(), getuid());
@@ -485,7 +465,7 @@ GS_API struct gs_run *gs_run_open(const char *config_json, char *err, size_t err
     if (run->fd >= 0) {
         run->ring = malloc(RING_CAP * sizeof *run->ring);
         if (!run->ring || pthread_create(&run->sender, NULL, sender_main, run) != 0) {
-            set_err(err, errlen, "cannot start the sender thread");
+            gs_err_set(&e, GS_ENOMEM, "cannot start the sender thread");
             goto fail;
         }
         run->sender_on = true;
@@ -494,8 +474,14 @@ GS_API struct gs_run *gs_run_open(const char *config_json, char *err, size_t err
     }
     return run;
 fail:
+    api_err(err, errlen, &e);
     gs_run_close(run);
     return NULL;
+}
+
+GS_API const char *gs_run_notes(const struct gs_run *run)
+{
+    return run ? run->notes : "";
 }
 
 GS_API int gs_run_step(struct gs_run *run, const struct gs_step_rec *rec)
@@ -530,7 +516,7 @@ static double end_num(json_t *o, const char *key)
     return json_is_number(v) && isfinite(json_number_value(v)) ? json_number_value(v) : NAN;
 }
 
-static int parse_end(const char *end_json, struct gs_record_end *e, char *err, size_t errlen)
+static int parse_end(const char *end_json, struct gs_record_end *e, struct gs_err *err)
 {
     json_error_t jerr;
     json_t *o;
@@ -540,9 +526,9 @@ static int parse_end(const char *end_json, struct gs_record_end *e, char *err, s
         return 0;
     o = json_loads(end_json, 0, &jerr);
     if (!o || !json_is_object(o)) {
-        set_err(err, errlen, "end: %s", o ? "expected a JSON object" : jerr.text);
+        gs_err_set(err, GS_EINVAL, "end: %s", o ? "expected a JSON object" : jerr.text);
         json_decref(o);
-        return -1;
+        return GS_EINVAL;
     }
     e->train_runtime = end_num(o, "train_runtime");
     e->train_samples = end_num(o, "train_samples");
@@ -585,13 +571,18 @@ GS_API char *gs_run_finish(struct gs_run *run, const char *end_json, char *err, 
     char host[256] = "", path[GS_RECORD_STR + 32];
     json_t *report;
     char *text;
+    struct gs_err e;
 
+    gs_err_clear(&e);
     if (!run) {
-        set_err(err, errlen, "no run");
+        gs_err_set(&e, GS_EINVAL, "no run");
+        api_err(err, errlen, &e);
         return NULL;
     }
-    if (parse_end(end_json, &end, err, errlen) != 0)
+    if (parse_end(end_json, &end, &e) != GS_OK) {
+        api_err(err, errlen, &e);
         return NULL;
+    }
     stop_sampler(run);
     if (run->smp && !run->finished)
         sample_once(run); /* a last sample so a short run still has device figures */
@@ -615,20 +606,24 @@ GS_API char *gs_run_finish(struct gs_run *run, const char *end_json, char *err, 
     report = gs_agg_report(run->agg, &meta);
     pthread_mutex_unlock(&run->mu);
     if (!report) {
-        set_err(err, errlen, "out of memory");
+        gs_err_set(&e, GS_ENOMEM, "out of memory");
+        api_err(err, errlen, &e);
         return NULL;
     }
     if (run->hello.output_dir[0]) {
         snprintf(path, sizeof path, "%s/metrics_report.json", run->hello.output_dir);
-        if (gs_report_write(report, path, err, errlen) != 0) {
+        if (gs_report_write(report, path, &e) != GS_OK) {
+            api_err(err, errlen, &e);
             json_decref(report);
             return NULL;
         }
     }
     text = json_dumps(report, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(report);
-    if (!text)
-        set_err(err, errlen, "out of memory");
+    if (!text) {
+        gs_err_set(&e, GS_ENOMEM, "out of memory");
+        api_err(err, errlen, &e);
+    }
     return text;
 }
 
@@ -642,7 +637,7 @@ GS_API void gs_run_close(struct gs_run *run)
         close(run->fd);
     free(run->ring);
     free(run->in_run);
-    gs_usamp_free(run->usamp);
+    gs_attrib_tree_free(&run->tree);
     gs_snapshot_free(run->snap);
     gs_sampler_close(run->smp);
     gs_agg_free(run->agg);

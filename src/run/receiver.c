@@ -24,6 +24,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "gpuscope/gs_err.h"
+
 #define RECV_BURST 64
 
 struct rx_conn {
@@ -117,17 +119,18 @@ static void rx_accept(struct gs_receiver *r)
 /* Handles one message of connection c; returns -1 when c must be closed for bad records. */
 static int rx_message(struct gs_receiver *r, struct rx_conn *c, size_t n)
 {
-    char why[160];
+    struct gs_err why;
 
+    gs_err_clear(&why);
     if (n > GS_RECORD_MAX) {
-        snprintf(why, sizeof why, "message of %zu bytes exceeds %d", n, GS_RECORD_MAX);
-    } else if (gs_record_parse(r->buf, n, &r->rec, why, sizeof why) == 0) {
+        gs_err_set(&why, GS_EPARSE, "message of %zu bytes exceeds %d", n, GS_RECORD_MAX);
+    } else if (gs_record_parse(r->buf, n, &r->rec, &why) == GS_OK) {
         c->bad_in_row = 0;
         rx_count(r, &r->stats.records);
         r->cb.on_record(r->cb.ctx, &c->peer, &r->rec);
         return 0;
     }
-    rx_reject(r, &c->peer, why);
+    rx_reject(r, &c->peer, why.msg);
     if (++c->bad_in_row >= GS_RECEIVER_MAX_BAD) {
         rx_count(r, &r->stats.closed_bad);
         return -1;
@@ -187,10 +190,10 @@ static void *rx_thread(void *arg)
 }
 
 /* Binds lfd to path; an existing socket file is replaced only when nobody answers on it. */
-static int rx_bind(int lfd, const struct sockaddr_un *sa, char *err, size_t errlen)
+static int rx_bind(int lfd, const struct sockaddr_un *sa, struct gs_err *err)
 {
     if (bind(lfd, (const struct sockaddr *)sa, sizeof *sa) == 0)
-        return 0;
+        return GS_OK;
     if (errno == EADDRINUSE) {
         struct stat st;
         int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -200,42 +203,41 @@ static int rx_bind(int lfd, const struct sockaddr_un *sa, char *err, size_t errl
         if (probe >= 0)
             close(probe);
         if (answered) {
-            snprintf(err, errlen, "receiver: %s: another receiver is listening", sa->sun_path);
-            return -1;
+            return gs_err_set(err, GS_EIO, "receiver: %s: another receiver is listening",
+                              sa->sun_path);
         }
         if (conn_errno == ECONNREFUSED && lstat(sa->sun_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
             unlink(sa->sun_path) == 0 && bind(lfd, (const struct sockaddr *)sa, sizeof *sa) == 0)
-            return 0;
+            return GS_OK;
     }
-    snprintf(err, errlen, "receiver: bind(%s): %s", sa->sun_path, strerror(errno));
-    return -1;
+    return gs_err_set(err, errno == EACCES || errno == EPERM ? GS_EPERM : GS_EIO,
+                      "receiver: bind(%s): %s", sa->sun_path, strerror(errno));
 }
 
 int gs_receiver_start(struct gs_receiver **out, const char *path, mode_t mode,
-                      const struct gs_receiver_cb *cb, char *err, size_t errlen)
+                      const struct gs_receiver_cb *cb, struct gs_err *err)
 {
-    return gs_receiver_start_flags(out, path, mode, 0, cb, err, errlen);
+    return gs_receiver_start_flags(out, path, mode, 0, cb, err);
 }
 
 int gs_receiver_start_flags(struct gs_receiver **out, const char *path, mode_t mode, unsigned flags,
-                            const struct gs_receiver_cb *cb, char *err, size_t errlen)
+                            const struct gs_receiver_cb *cb, struct gs_err *err)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     struct gs_receiver *r;
+    int rc = GS_EIO;
 
     if (!path || !cb || !cb->on_record) {
-        snprintf(err, errlen, "receiver: path and on_record are required");
-        return -1;
+        return gs_err_set(err, GS_EINVAL, "receiver: path and on_record are required");
     }
     if (strlen(path) >= sizeof sa.sun_path) {
-        snprintf(err, errlen, "receiver: socket path too long (%zu bytes, limit %zu): %s",
-                 strlen(path), sizeof sa.sun_path - 1, path);
-        return -1;
+        return gs_err_set(err, GS_EINVAL,
+                          "receiver: socket path too long (%zu bytes, limit %zu): %s",
+                          strlen(path), sizeof sa.sun_path - 1, path);
     }
     r = calloc(1, sizeof *r);
     if (!r) {
-        snprintf(err, errlen, "receiver: out of memory");
-        return -1;
+        return gs_err_set(err, GS_ENOMEM, "receiver: out of memory");
     }
     r->lfd = -1;
     r->wake[0] = r->wake[1] = -1;
@@ -247,31 +249,31 @@ int gs_receiver_start_flags(struct gs_receiver **out, const char *path, mode_t m
     strcpy(r->path, path);
     r->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (r->lfd < 0) {
-        snprintf(err, errlen, "receiver: socket: %s", strerror(errno));
+        rc = gs_err_set(err, GS_EIO, "receiver: socket: %s", strerror(errno));
         goto fail;
     }
-    if (rx_bind(r->lfd, &sa, err, errlen) != 0) {
+    if ((rc = rx_bind(r->lfd, &sa, err)) != GS_OK) {
         r->path[0] = '\0'; /* not ours: never unlink it */
         goto fail;
     }
     if (chmod(path, mode) != 0 || listen(r->lfd, 64) != 0) {
-        snprintf(err, errlen, "receiver: chmod/listen(%s): %s", path, strerror(errno));
+        rc = gs_err_set(err, GS_EIO, "receiver: chmod/listen(%s): %s", path, strerror(errno));
         goto fail;
     }
     if (pipe2(r->wake, O_CLOEXEC) != 0) {
-        snprintf(err, errlen, "receiver: pipe: %s", strerror(errno));
+        rc = gs_err_set(err, GS_EIO, "receiver: pipe: %s", strerror(errno));
         goto fail;
     }
     if (pthread_create(&r->thread, NULL, rx_thread, r) != 0) {
-        snprintf(err, errlen, "receiver: cannot start thread");
+        rc = gs_err_set(err, GS_ENOMEM, "receiver: cannot start thread");
         goto fail;
     }
     r->thread_started = 1;
     *out = r;
-    return 0;
+    return GS_OK;
 fail:
     gs_receiver_stop(r);
-    return -1;
+    return rc;
 }
 
 void gs_receiver_stats(const struct gs_receiver *r, struct gs_receiver_stats *out)

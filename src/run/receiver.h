@@ -37,19 +37,21 @@ struct gs_receiver_stats {
     uint64_t connections, records, rejected, closed_bad;
 };
 
+struct gs_err;
 struct gs_receiver;
 
 /* Binds path (an existing socket file there is replaced only if nothing answers on it),
- * chmod mode, starts the thread. Returns 0 or -1 with err. Accepts senders of the receiver's
- * own effective uid and root only. */
+ * chmod mode, starts the thread. Returns GS_OK, or GS_EINVAL (bad path), GS_EIO (another
+ * receiver listens there, bind/listen failed), GS_EPERM, GS_ENOMEM with err. Accepts senders
+ * of the receiver's own effective uid and root only. */
 int gs_receiver_start(struct gs_receiver **out, const char *path, mode_t mode,
-                      const struct gs_receiver_cb *cb, char *err, size_t errlen);
+                      const struct gs_receiver_cb *cb, struct gs_err *err);
 
 /* gs_receiver_start with flags: GS_RECEIVER_ANY_UID accepts every local uid (the agent's
  * node-wide socket; records stay attributed to each sender's SO_PEERCRED uid/pid). */
 #define GS_RECEIVER_ANY_UID 0x1u
 int gs_receiver_start_flags(struct gs_receiver **out, const char *path, mode_t mode, unsigned flags,
-                            const struct gs_receiver_cb *cb, char *err, size_t errlen);
+                            const struct gs_receiver_cb *cb, struct gs_err *err);
 void gs_receiver_stats(const struct gs_receiver *r, struct gs_receiver_stats *out);
 /* Stops the thread, closes every connection, unlinks the path. NULL allowed. */
 void gs_receiver_stop(struct gs_receiver *r);

@@ -20,6 +20,8 @@
 
 #include <jansson.h>
 
+#include "gpuscope/gs_err.h"
+
 /* Deepest nesting a valid record has is 2 ({"ms":{...}}); unknown keys may add a little. */
 #define RECORD_MAX_DEPTH 8
 #define RECORD_INT_MAX 9007199254740992.0 /* 2^53 */
@@ -217,8 +219,8 @@ static int fact_value(json_t *v, struct gs_fact *f, const char *ctx, const char 
     return 0;
 }
 
-int gs_record_facts_parse(const json_t *obj, const char *ctx, struct gs_record_facts *out,
-                          char *err, size_t errlen)
+static int facts_parse(const json_t *obj, const char *ctx, struct gs_record_facts *out, char *err,
+                       size_t errlen)
 {
     const char *key;
     json_t *v, *back;
@@ -344,7 +346,7 @@ static int parse_hello(json_t *root, struct gs_record_hello *h, char *err, size_
         return -1;
     if (rc == 1)
         h->logging_steps = (int32_t)v;
-    if (gs_record_facts_parse(json_object_get(root, "facts"), ctx, &h->facts, err, errlen) < 0)
+    if (facts_parse(json_object_get(root, "facts"), ctx, &h->facts, err, errlen) < 0)
         return -1;
     devs = json_object_get(root, "devices");
     if (!devs || json_is_null(devs))
@@ -481,7 +483,31 @@ static int parse_root(json_t *root, struct gs_record *out, char *err, size_t err
     return fail(err, errlen, "type: unknown record type");
 }
 
-int gs_record_parse(const char *buf, size_t len, struct gs_record *out, char *err, size_t errlen)
+int gs_record_facts_parse(const json_t *obj, const char *ctx, struct gs_record_facts *out,
+                          struct gs_err *err)
+{
+    char msg[GS_ERR_MSG_LEN];
+
+    if (facts_parse(obj, ctx, out, msg, sizeof msg) == 0)
+        return GS_OK;
+    return gs_err_set(err, GS_EPARSE, "%s", msg);
+}
+
+static int record_parse(const char *buf, size_t len, struct gs_record *out, char *err,
+                        size_t errlen);
+
+int gs_record_parse(const char *buf, size_t len, struct gs_record *out, struct gs_err *err)
+{
+    char msg[GS_ERR_MSG_LEN];
+
+    if (record_parse(buf, len, out, msg, sizeof msg) == 0)
+        return GS_OK;
+    return gs_err_set(err, GS_EPARSE, "%s", msg);
+}
+
+/* The parser proper: 0, or -1 with the reason in err (fail()). */
+static int record_parse(const char *buf, size_t len, struct gs_record *out, char *err,
+                        size_t errlen)
 {
     json_error_t jerr;
     json_t *root;

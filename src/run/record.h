@@ -97,19 +97,21 @@ struct gs_record {
     } u;
 };
 
-/* Parses one message. Returns 0, or -1 with a one-line reason in err ("step.ms.forward: not a
- * number"). Never reads past len; buf need not be NUL-terminated. */
-int gs_record_parse(const char *buf, size_t len, struct gs_record *out, char *err, size_t errlen);
+/* Parses one message. Returns GS_OK, or GS_EPARSE with a one-line reason in err
+ * ("step.ms.forward: not a number"). Never reads past len; buf need not be NUL-terminated. */
+struct gs_err;
+int gs_record_parse(const char *buf, size_t len, struct gs_record *out, struct gs_err *err);
 
 /* Encodes rec as one message into buf (NUL-terminated). Returns the length without the NUL,
  * or -1 if it does not fit. Absent values are left out. */
 int gs_record_encode(const struct gs_record *rec, char *buf, size_t size);
 
-/* Validates a "facts" object (the rules above; errors name "<ctx>facts.<key>") into out.
- * obj NULL or JSON null: no facts. Used by the parser and by gs_run_open's config. */
+/* Validates a "facts" object (the rules above; errors name "<ctx>facts.<key>") into out:
+ * GS_OK, or GS_EPARSE with err. obj NULL or JSON null: no facts. Used by the parser and by
+ * gs_run_open's config. */
 struct json_t;
 int gs_record_facts_parse(const struct json_t *obj, const char *ctx, struct gs_record_facts *out,
-                          char *err, size_t errlen);
+                          struct gs_err *err);
 
 /* The facts as a new JSON object (keys in order), NULL on allocation failure. */
 struct json_t *gs_record_facts_json(const struct gs_record_facts *f);

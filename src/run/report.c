@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "diag/diag.h"
+#include "gpuscope/gs_err.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -498,62 +499,48 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-int gs_report_write(const json_t *report, const char *path, char *err, size_t errlen)
+int gs_report_write(const json_t *report, const char *path, struct gs_err *err)
 {
     char tmp[4096];
     char *text;
-    int fd, rc = -1;
+    int fd, rc = GS_EIO;
     size_t n;
 
-    if (!report || !path) {
-        if (err)
-            snprintf(err, errlen, "report: nothing to write");
-        return -1;
-    }
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) {
-        if (err)
-            snprintf(err, errlen, "report: path too long");
-        return -1;
-    }
+    if (!report || !path)
+        return gs_err_set(err, GS_EINVAL, "report: nothing to write");
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
+        return gs_err_set(err, GS_EINVAL, "report: path too long");
     text = json_dumps(report, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
-    if (!text) {
-        if (err)
-            snprintf(err, errlen, "report: out of memory");
-        return -1;
-    }
+    if (!text)
+        return gs_err_set(err, GS_ENOMEM, "report: out of memory");
     n = strlen(text);
     /* A fresh file of ours: never through a link planted at the temporary name, never an
      * existing file (a stale one of this pid is removed first; a link, not its target). */
     if (unlink(tmp) != 0 && errno != ENOENT) {
-        if (err)
-            snprintf(err, errlen, "report: unlink(%s): %s", tmp, strerror(errno));
+        rc = gs_err_set(err, GS_EIO, "report: unlink(%s): %s", tmp, strerror(errno));
         free(text);
-        return -1;
+        return rc;
     }
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
-        if (err)
-            snprintf(err, errlen, "report: open(%s): %s", tmp, strerror(errno));
+        rc = gs_err_set(err, GS_EIO, "report: open(%s): %s", tmp, strerror(errno));
         free(text);
-        return -1;
+        return rc;
     }
     if (write_all(fd, text, n) != 0 || write_all(fd, "\n", 1) != 0 || fsync(fd) != 0) {
-        if (err)
-            snprintf(err, errlen, "report: write(%s): %s", tmp, strerror(errno));
+        gs_err_set(err, GS_EIO, "report: write(%s): %s", tmp, strerror(errno));
     } else {
-        rc = 0;
+        rc = GS_OK;
     }
-    if (close(fd) != 0 && rc == 0) {
-        rc = -1;
-        if (err)
-            snprintf(err, errlen, "report: close(%s): %s", tmp, strerror(errno));
+    if (close(fd) != 0 && rc == GS_OK) {
+        rc = GS_EIO;
+        gs_err_set(err, GS_EIO, "report: close(%s): %s", tmp, strerror(errno));
     }
-    if (rc == 0 && rename(tmp, path) != 0) {
-        rc = -1;
-        if (err)
-            snprintf(err, errlen, "report: rename(%s, %s): %s", tmp, path, strerror(errno));
+    if (rc == GS_OK && rename(tmp, path) != 0) {
+        rc = GS_EIO;
+        gs_err_set(err, GS_EIO, "report: rename(%s, %s): %s", tmp, path, strerror(errno));
     }
-    if (rc != 0)
+    if (rc != GS_OK)
         unlink(tmp);
     free(text);
     return rc;

@@ -1,44 +1,27 @@
 /*
- * usamp.h - the driver's own utilization samples (gs_sampler_util_samples, nvmlDeviceGetSamples,
- * ~6 a second) for run aggregates. The three producers of run reports (`gpuscope run`, the
- * in-process sampler thread of src/run/client.c, the agent's runs) sample snapshots every
- * 0.5-1 s; between two snapshots each reads here what the driver sampled on the GPUs of its
- * runs and feeds it to the aggregates (gs_agg_util_samples), so a run's utilization
- * max/avg catch sub-second peaks and gaps.
+ * usamp.h - the driver's own utilization samples (nvmlDeviceGetSamples, ~6 a second) for run
+ * aggregates. The three producers of run reports (`gpuscope run`, the in-process sampler
+ * thread of src/run/client.c, the agent's runs) sample snapshots every 0.5-1 s with
+ * GS_WANT_UTIL_SAMPLES, so each snapshot carries what the driver sampled since the previous
+ * one (gs_snapshot_util_samples, read by the sampler: gs_sampler.h); gs_usamp_feed folds those
+ * of a run's GPUs into its aggregate (gs_agg_util_samples), so a run's utilization max/avg
+ * catch sub-second peaks and gaps. Nothing here calls the driver.
  *
- * A cycle is: gs_agg_snapshot of the cycle's snapshot, then gs_usamp_read (NVML calls, no
- * lock needed), then gs_usamp_feed for each aggregate under the caller's lock. A GPU read in
- * the previous cycle continues from its newest sample, without gaps or repeats; one that was
- * not (it just joined a run) starts at since_us, normally the previous cycle's time. A GPU
- * whose driver keeps no samples (GS_ENOTSUP: old driver, MIG) or that is lost is not asked
- * again; its reports keep "utilization_source" "snapshots".
- *
- * Threads: a gs_usamp belongs to the thread that uses its sampler (gs_sampler.h).
+ * A cycle is: gs_agg_snapshot of the cycle's snapshot, then gs_usamp_feed of the same
+ * snapshot, both under the caller's lock of the aggregate. A GPU whose driver keeps no
+ * samples (old driver, MIG) or that is lost has none; its reports keep "utilization_source"
+ * "snapshots".
  */
 #ifndef GS_RUN_USAMP_H
 #define GS_RUN_USAMP_H
 
-#include <stdint.h>
-
 struct gs_agg;
-struct gs_sampler;
 struct gs_snapshot;
-struct gs_usamp;
 
-/* Per-GPU read state for n_gpus GPUs (gs_sampler_gpu_count). NULL when out of memory. */
-struct gs_usamp *gs_usamp_new(unsigned n_gpus);
-
-/* NULL is allowed. */
-void gs_usamp_free(struct gs_usamp *u);
-
-/* Reads the new samples of every GPU i of snap with want[i] != 0 (not lost) and keeps them
- * until the next read; the other GPUs keep none. Returns how many GPUs have samples now. */
-unsigned gs_usamp_read(struct gs_usamp *u, struct gs_sampler *s, const struct gs_snapshot *snap,
-                       const unsigned char *want, uint64_t since_us);
-
-/* Feeds agg the samples the last read kept for the GPUs i with in_run[i] != 0 (NULL: all).
- * Call after the same cycle's gs_agg_snapshot; not thread-safe for agg (hold its lock). */
-void gs_usamp_feed(const struct gs_usamp *u, struct gs_agg *agg, const struct gs_snapshot *snap,
-                   const unsigned char *in_run);
+/* Feeds agg the driver's samples snap carries for the GPUs i with in_run[i] != 0 (NULL: all).
+ * Call after the same cycle's gs_agg_snapshot; not thread-safe for agg (hold its lock).
+ * Returns how many GPUs had samples. */
+unsigned gs_usamp_feed(struct gs_agg *agg, const struct gs_snapshot *snap,
+                       const unsigned char *in_run);
 
 #endif

@@ -10,6 +10,8 @@
  * of the b-tree. The 8-GPU cost of a range scan that filters one GPU is cheap next to an index.
  */
 #include "store/history.h"
+#include "store/runs.h"
+#include "store/store_priv.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -106,6 +108,7 @@ struct gs_store {
     sqlite3_stmt *ins_run, *end_run, *ins_step;
     struct store_step_row *steps;
     unsigned n_steps, cap_steps;
+    int read_only; /* gs_store_open_read: no statements, no buffer, no writes */
 };
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -143,6 +146,26 @@ static int store_exec(struct gs_store *st, const char *sql, struct gs_err *err)
 {
     if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) != SQLITE_OK)
         return store_fail(st, err, sql);
+    return GS_OK;
+}
+
+struct sqlite3 *gs_store_conn(struct gs_store *st)
+{
+    return st->db;
+}
+
+int gs_store_sql_fail(struct gs_store *st, struct gs_err *err, const char *what)
+{
+    return store_fail(st, err, what);
+}
+
+/* The write calls' guard: a store opened for writing. */
+static int store_writable(const struct gs_store *st, struct gs_err *err, const char *what)
+{
+    if (!st)
+        return gs_err_set(err, GS_EINVAL, "history: %s without store", what);
+    if (st->read_only)
+        return gs_err_set(err, GS_EINVAL, "history: %s: %s is open read-only", what, st->path);
     return GS_OK;
 }
 
@@ -540,6 +563,48 @@ fail:
     return rc;
 }
 
+int gs_store_open_read(struct gs_store **out, const char *path, struct gs_err *err)
+{
+    int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, version = 0, rc;
+    struct gs_store *st;
+    struct stat sb;
+
+#ifdef SQLITE_OPEN_NOFOLLOW
+    flags |= SQLITE_OPEN_NOFOLLOW;
+#endif
+    if (!out || !path || !*path)
+        return gs_err_set(err, GS_EINVAL, "history: no database path");
+    if (strlen(path) >= sizeof st->path)
+        return gs_err_set(err, GS_EINVAL, "history: path too long: %s", path);
+    if (stat(path, &sb) != 0)
+        return gs_err_set(err, GS_ENOTFOUND, "history: %s: no such file", path);
+    st = calloc(1, sizeof *st);
+    if (!st)
+        return gs_err_set(err, GS_ENOMEM, "history: out of memory");
+    strcpy(st->path, path);
+    st->read_only = 1;
+    st->opts.busy_timeout_ms = 2000;
+    if (sqlite3_open_v2(st->path, &st->db, flags, NULL) != SQLITE_OK) {
+        rc = st->db ? gs_err_set(err, GS_EIO, "history: sqlite3_open_v2(%s): %s", st->path,
+                                 sqlite3_errmsg(st->db))
+                    : gs_err_set(err, GS_ENOMEM, "history: out of memory");
+        goto fail;
+    }
+    sqlite3_extended_result_codes(st->db, 1);
+    sqlite3_busy_timeout(st->db, (int)st->opts.busy_timeout_ms);
+    rc = store_check_identity(st, &version, err);
+    if (rc == GS_OK && version != GS_STORE_SCHEMA_VERSION)
+        rc = gs_err_set(err, GS_ENOTSUP, "%s: history schema v%d, this reader needs v%d",
+                        st->path, version, GS_STORE_SCHEMA_VERSION);
+    if (rc != GS_OK)
+        goto fail;
+    *out = st;
+    return GS_OK;
+fail:
+    gs_store_close(st);
+    return rc;
+}
+
 void gs_store_close(struct gs_store *st)
 {
     if (!st)
@@ -629,8 +694,10 @@ int gs_store_append(struct gs_store *st, const struct gs_snapshot *snap, struct 
     int64_t t_ms;
     unsigned n_procs = 0;
 
-    if (!st || !snap)
-        return gs_err_set(err, GS_EINVAL, "history: append without store or snapshot");
+    if (store_writable(st, err, "append") != GS_OK)
+        return GS_EINVAL;
+    if (!snap)
+        return gs_err_set(err, GS_EINVAL, "history: append without snapshot");
     if (!(snap->t_real > 0) || snap->t_real > 1e11)
         return gs_err_set(err, GS_EINVAL, "history: snapshot has no valid time (%g)",
                           snap->t_real);
@@ -824,8 +891,8 @@ int gs_store_flush(struct gs_store *st, struct gs_err *err)
     int64_t min_ms = INT64_MAX, max_ms = st ? st->max_t_ms : -1, done = -1;
     int failed = 0;
 
-    if (!st)
-        return gs_err_set(err, GS_EINVAL, "history: flush without store");
+    if (store_writable(st, err, "flush") != GS_OK)
+        return GS_EINVAL;
     if (st->count == 0 && st->n_steps == 0)
         return GS_OK;
     if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
@@ -937,7 +1004,9 @@ int gs_store_prune(struct gs_store *st, double now, double raw_retention_s,
 
     if (deleted)
         *deleted = 0;
-    if (!st || !(now > 0 && now <= 1e11))
+    if (store_writable(st, err, "prune") != GS_OK)
+        return GS_EINVAL;
+    if (!(now > 0 && now <= 1e11))
         return gs_err_set(err, GS_EINVAL, "history: prune needs a store and a time");
     if (!max_rows)
         max_rows = 5000;
@@ -1007,7 +1076,9 @@ int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s
 
     if (deleted)
         *deleted = 0;
-    if (!st || !(now > 0 && now <= 1e11))
+    if (store_writable(st, err, "prune") != GS_OK)
+        return GS_EINVAL;
+    if (!(now > 0 && now <= 1e11))
         return gs_err_set(err, GS_EINVAL, "history: prune needs a store and a time");
     if (!max_rows)
         max_rows = 5000;
@@ -1136,7 +1207,9 @@ struct gs_store_stats gs_store_stats(const struct gs_store *st)
 int gs_store_run_begin(struct gs_store *st, const struct gs_store_run *run, int64_t *run_id,
                        struct gs_err *err)
 {
-    if (!st || !run || !run_id)
+    if (store_writable(st, err, "run_begin") != GS_OK)
+        return GS_EINVAL;
+    if (!run || !run_id)
         return gs_err_set(err, GS_EINVAL, "history: run_begin: missing argument");
     bind_text_or_null(st->ins_run, 1, run->name);
     bind_text_or_null(st->ins_run, 2, run->source);
@@ -1154,7 +1227,9 @@ int gs_store_run_step(struct gs_store *st, int64_t run_id, const struct gs_step_
 {
     struct store_step_row *r;
 
-    if (!st || !rec)
+    if (store_writable(st, err, "run_step") != GS_OK)
+        return GS_EINVAL;
+    if (!rec)
         return gs_err_set(err, GS_EINVAL, "history: run_step: missing argument");
     if (st->n_steps >= STORE_STEP_CAP) {
         st->stats.steps_dropped++;
@@ -1186,8 +1261,8 @@ int gs_store_run_step(struct gs_store *st, int64_t run_id, const struct gs_step_
 int gs_store_run_end(struct gs_store *st, int64_t run_id, double end_time, int exit_code,
                      const char *report_json, struct gs_err *err)
 {
-    if (!st)
-        return gs_err_set(err, GS_EINVAL, "history: run_end without store");
+    if (store_writable(st, err, "run_end") != GS_OK)
+        return GS_EINVAL;
     sqlite3_bind_int64(st->end_run, 1, run_id);
     bind_num_or_null(st->end_run, 2, end_time, end_time > 0);
     if (exit_code >= 0)

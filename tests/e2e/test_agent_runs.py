@@ -13,7 +13,8 @@ run; a sender of another uid (when root) is accepted and attributed to that uid;
 a restart keep the ended runs and show the interrupted one with a report rebuilt from its
 stored steps (ratios and findings as sent); two ranks of one DDP job (two sender processes,
 same name, world_size 2) make one run with 2 ranks that ends with its last rank, while a
-same-named world_size 1 sender gets a run of its own; the gpuscope_runs_* self metrics on
+same-named world_size 1 sender gets a run of its own; a sender on no GPU whose hello announces
+CUDA device 0 under CUDA_VISIBLE_DEVICES=<GPU 2's UUID prefix> gets GPU 2's figures; the gpuscope_runs_* self metrics on
 /metrics count runs, records and rejections; a run made 40 days old is pruned with its steps
 by the next agent (retention_runs 30 d); `--socket off` opens nothing. A third GPU runs a
 0.4 s square wave (100 % for 0.1 s, else 20 %) under a second sender: its run's report reads
@@ -99,9 +100,11 @@ WANT_DATA_RATIO = 50.0 / 200.0
 WANT_COMM_RATIO = 20.0 / 200.0
 
 
-def hello(name, claimed_pid=1, rank=0, world_size=1):
+def hello(name, claimed_pid=1, rank=0, world_size=1, devices=(0,)):
+    """A hello announcing its CUDA devices (the agent attributes them: run/attrib.h)."""
     return json.dumps({"v": 1, "type": "hello", "run": name, "pid": claimed_pid, "rank": rank,
-                       "world_size": world_size, "framework": "torch", "devices": [0]})
+                       "world_size": world_size, "framework": "torch",
+                       "devices": list(devices)})
 
 
 def step(n, rank=0):
@@ -116,9 +119,9 @@ END = json.dumps({"v": 1, "type": "end", "train_runtime": 2.0, "train_samples": 
 
 
 class Sender:
-    def __init__(self, preexec=None):
+    def __init__(self, preexec=None, env=None):
         self.p = subprocess.Popen([sys.executable, "-c", SENDER, SOCK], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True, preexec_fn=preexec)
+                                  stdout=subprocess.PIPE, text=True, preexec_fn=preexec, env=env)
         procs.append(self.p)
         self.pid = self.p.pid
         self.errors = []
@@ -251,7 +254,7 @@ try:
     t.eq(rep.get("run", {}).get("records_dropped"), 0, "report: run.records_dropped 0")
 
     # Sub-second utilization: the square wave's 100 % peak comes from the driver's samples.
-    square.do("connect", hello("exp-square"),
+    square.do("connect", hello("exp-square", devices=(2,)),
               *[x for n in range(1, 9) for x in (step(n), 0.2)], END, 0.2, "close")
     sq = wait_for(lambda: (lambda x: x if x and x.get("state") == "ended" else None)(
         run_named(base, "exp-square")))
@@ -336,6 +339,10 @@ try:
     solo.do("connect", hello("exp-ddp"), step(1), step(2))
     r0.do(*[step(n, 0) for n in range(1, 5)])
     r1.do(*[step(n, 1) for n in range(1, 4)])
+    # rank 1's records reach the run before rank 0's end record is sent (on a loaded machine
+    # the receiver may otherwise read rank 0's connection first and end the run alone)
+    wait_for(lambda: any(x.get("name") == "exp-ddp" and x.get("steps") == 7
+                         for x in runs(base)))
     r0.do(END, 0.3)
 
     def ddp_runs():
@@ -386,6 +393,18 @@ try:
              "a sender of another uid is accepted, attributed to uid 65534", detail=(r3, c3.errors))
     else:
         t.skip("a sender of another uid is accepted", "not root")
+
+    # Attribution (run/attrib.h): a sender on no GPU whose hello announces CUDA device 0,
+    # with CUDA_VISIBLE_DEVICES naming GPU 2 by a UUID prefix (read from its environment).
+    cv = Sender(env=dict(os.environ, CUDA_VISIBLE_DEVICES="GPU-cccccccc"))
+    cv.do("connect", hello("exp-cvd", devices=(0,)), step(1), 1.0, END, 0.2, "close")
+    rcv = wait_for(lambda: (lambda x: x if x and x.get("state") == "ended" else None)(
+        run_named(base, "exp-cvd")))
+    code, crep = get_json("%s/api/v1/runs/%s" % (base, (rcv or {}).get("id")))
+    t.ok((code, [g.get("index") for g in crep.get("gpus") or []]) == (200, [2]),
+         "a hello's CUDA device 0 under CUDA_VISIBLE_DEVICES=GPU-cccccccc is GPU 2",
+         detail=json.dumps(crep)[:600])
+    cv.stop()
 
     # kill -9 during a run; a restart keeps the ended runs and shows the interrupted one.
     c4 = Sender()

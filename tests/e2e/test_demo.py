@@ -86,10 +86,13 @@ try:
     t.ok(r.returncode == 2 and "no scenario 'no-such-scenario'" in r.stderr,
          "unknown scenario: exit 2, named", detail="rc %d: %s" % (r.returncode, r.stderr))
 
-    # A copy of the binary in a directory without sim/ next to it.
+    # A copy of the binaries (gpuscope and the gpuscope-full it starts for demo) in a
+    # directory without sim/ next to them.
     lone = os.path.join(tmp, "lone")
     os.mkdir(lone)
     shutil.copy(BIN, lone)
+    if os.path.exists(os.path.join(os.path.dirname(BIN), "gpuscope-full")):
+        shutil.copy(os.path.join(os.path.dirname(BIN), "gpuscope-full"), lone)
     r = subprocess.run([os.path.join(lone, "gpuscope"), "demo"], env=env_for(),
                        capture_output=True, text=True, timeout=30)
     t.ok(r.returncode != 0 and "nvml-sim not found" in r.stderr,

@@ -15,7 +15,11 @@ The agent runs as root with an HTTP unix socket. Checked, with process_visibilit
 - after SIGHUP with gpu_visibility = used: A sees GPU 0 only, in the snapshot, on /metrics
   and in history (?gpu=1 is 404, ?gpu=0 200); root still sees three GPUs;
 - after SIGHUP with admin_group = gsvis_adm: B (a member) sees A's process in full;
-- with a low http_rate, A's socket requests hit 429 while B's still pass (per-uid buckets).
+- with a low http_rate, A's socket requests hit 429 while B's still pass (per-uid buckets);
+- runs sent to the agent's step-record socket by both users (B, B, B, A, B, B): A's
+  /api/v1/runs counts and pages A's run only (total 1, hidden 5; a page after it is empty),
+  B's pages hold B's runs (from = 2, limit = 2: B's 3rd and 2nd), another user's run and its
+  steps are 404, root lists all six.
 The users, the group and every process are removed at the end, also on failure. Not root:
 one TAP skip line.
 """
@@ -51,6 +55,7 @@ tmp = tempfile.mkdtemp(prefix="gs-visibility.")
 os.chmod(tmp, 0o755)  # the users must reach the socket below it
 SOCK = os.path.join(tmp, "run", "agent.sock")
 CONF = os.path.join(tmp, "agent.conf")
+STEPS_SOCK = os.path.join(tmp, "run", "steps.sock")
 
 
 users = TempUsers(USERS, [GROUP])  # left over from a killed run: removed now
@@ -97,7 +102,7 @@ with open(os.path.join(tmp, "scenario.json"), "w") as f:
 
 def write_conf(**keys):
     base = {"process_visibility": "own", "gpu_visibility": "all", "http_socket": SOCK,
-            "socket": "off", "interval": "0.25", "flush_interval": "1",
+            "socket": STEPS_SOCK, "interval": "0.25", "flush_interval": "1",
             "data_dir": os.path.join(tmp, "data")}
     base.update(keys)
     with open(CONF, "w") as f:
@@ -256,6 +261,65 @@ rc, out, errtext = gpuscope(USERS[0], "--json", "--no-agent", GPUSCOPE_HTTP_SOCK
 t.ok(rc == 0 and str(pb.pid) in out,
      "--no-agent reads NVML directly, where no policy applies (B's pid is listed)",
      detail=out[:300] + errtext)
+
+# ---- runs: a user's own, counted and paged after the filter ----
+SEND_RUN = r"""
+import json, socket, sys, time
+ms = {"data": 50.0, "forward": 80.0, "backward": 40.0, "optimizer_step": 10.0,
+      "communication": 20.0, "total_step": 150.0}
+now = time.time()
+recs = [{"v": 1, "type": "hello", "run": sys.argv[2], "pid": 1, "rank": 0, "world_size": 1,
+         "framework": "torch", "devices": [0]},
+        {"v": 1, "type": "step", "step": 1, "t0": now - 0.2, "t1": now, "rank": 0, "device": 0,
+         "samples": 8, "cuda_events": True, "ms": ms},
+        {"v": 1, "type": "end", "train_runtime": 0.2, "train_samples": 8, "train_steps": 1}]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+for r in recs:
+    s.send(json.dumps(r).encode())
+s.close()
+"""
+
+
+def send_run(user, name):
+    subprocess.run(["setpriv", "--reuid=" + user, "--regid=users", "--init-groups",
+                    sys.executable, "-c", SEND_RUN, STEPS_SOCK, name],
+                   stdin=subprocess.DEVNULL, cwd="/", timeout=20)
+
+
+RUN_ORDER = [(USERS[1], "b-1"), (USERS[1], "b-2"), (USERS[1], "b-3"), (USERS[0], "a-1"),
+             (USERS[1], "b-4"), (USERS[1], "b-5")]
+for i, (user, name) in enumerate(RUN_ORDER):
+    send_run(user, name)
+    # one after the other, so that the run ids follow this order
+    wait_for(lambda: len([r for r in (curl_json("/api/v1/runs")[1] or {}).get("runs", [])
+                          if r.get("state") == "ended"]) == i + 1, 5)
+
+
+def run_page(user, query):
+    code, doc, _ = curl_json("/api/v1/runs" + query, user)
+    doc = doc or {}
+    return (code, doc.get("total"), [r.get("name") for r in doc.get("runs", [])],
+            doc.get("hidden"))
+
+
+code, doc, _ = curl_json("/api/v1/runs")
+all_runs = {r.get("name"): r for r in (doc or {}).get("runs", [])}
+t.eq(([r.get("name") for r in (doc or {}).get("runs", [])], (doc or {}).get("total")),
+     (["b-5", "b-4", "a-1", "b-3", "b-2", "b-1"], 6), "root lists the six runs, newest first")
+t.eq((all_runs.get("a-1", {}).get("uid"), all_runs.get("b-1", {}).get("uid")),
+     (UID[USERS[0]], UID[USERS[1]]), "each run is its sender's (SO_PEERCRED uid)")
+t.eq(run_page(USERS[0], "?limit=2"), (200, 1, ["a-1"], 5),
+     "A's first page holds A's run: total and paging count A's runs only, hidden 5")
+t.eq(run_page(USERS[0], "?from=1&limit=2"), (200, 1, [], 5), "A's second page is empty")
+t.eq(run_page(USERS[1], "?limit=2"), (200, 5, ["b-5", "b-4"], 1),
+     "B's first page: B's two newest runs, total 5, hidden 1")
+t.eq(run_page(USERS[1], "?from=2&limit=2"), (200, 5, ["b-3", "b-2"], 1),
+     "B's page from 2: B's 3rd and 2nd runs (A's run takes no place in B's pages)")
+a_id, b_id = all_runs.get("a-1", {}).get("id"), all_runs.get("b-1", {}).get("id")
+t.eq([curl("/api/v1/runs/%s%s" % (i, sfx), USERS[0])[0] for i in (a_id, b_id)
+      for sfx in ("", "/steps")], [200, 200, 404, 404],
+     "A reads its run and its steps; B's run and steps are 404 to A")
 
 # ---- gpu_visibility = used (SIGHUP) ----
 write_conf(gpu_visibility="used")

@@ -119,7 +119,7 @@ static void field_value_types(void **state)
 
 static void open_missing_library(void **state)
 {
-    struct gs_backend_opts o = {"/nonexistent/dir/libnvidia-ml.so.1"};
+    struct gs_backend_opts o = {.library = "/nonexistent/dir/libnvidia-ml.so.1"};
     struct gs_backend *b = NULL;
     struct gs_err e;
     (void)state;
@@ -134,7 +134,7 @@ static void open_missing_library(void **state)
 
 static void open_library_without_nvml(void **state)
 {
-    struct gs_backend_opts o = {"libm.so.6"}; /* loads fine, exports no nvmlInit */
+    struct gs_backend_opts o = {.library = "libm.so.6"}; /* loads fine, exports no nvmlInit */
     struct gs_backend *b = NULL;
     struct gs_err e;
     (void)state;
@@ -186,7 +186,7 @@ static void scenario(char *buf, size_t n, const char *name)
 static int sim_open(struct gs_backend **b, const char *lib, const char *name, const char *tm,
                     struct gs_err *e)
 {
-    struct gs_backend_opts o = {lib};
+    struct gs_backend_opts o = {.library = lib};
     char path[1024];
 
     if (name) {

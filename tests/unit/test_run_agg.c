@@ -500,6 +500,18 @@ static void util_samples_idle(void **state)
     gs_snapshot_free(s);
 }
 
+/* gs_report_write as 0 / -1 with the message in err (256 bytes). */
+static int write_report(const json_t *r, const char *path, char *err)
+{
+    struct gs_err e;
+    int rc;
+
+    gs_err_clear(&e);
+    rc = gs_report_write(r, path, &e);
+    snprintf(err, 256, "%.255s", e.msg);
+    return rc == GS_OK ? 0 : -1;
+}
+
 static void write_and_summary(void **state)
 {
     char dir[] = "/tmp/gs_run_agg_XXXXXX", path[256], *text = NULL;
@@ -517,7 +529,7 @@ static void write_and_summary(void **state)
 
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/metrics_report.json", dir);
-    assert_int_equal(gs_report_write(r, path, err, sizeof err), 0);
+    assert_int_equal(write_report(r, path, err), 0);
     back = json_load_file(path, 0, &jerr);
     assert_non_null(back);
     assert_true(json_equal(back, r) || fabs(num(back, "train_runtime") - 1.9) < 1e-9);
@@ -541,7 +553,7 @@ static void write_and_summary(void **state)
         fputs("precious", f);
         fclose(f);
         assert_int_equal(symlink(victim, tmp), 0);
-        assert_int_equal(gs_report_write(r, path, err, sizeof err), 0);
+        assert_int_equal(write_report(r, path, err), 0);
         f = fopen(victim, "r");
         assert_non_null(f);
         assert_non_null(fgets(buf, sizeof buf, f));
@@ -554,7 +566,7 @@ static void write_and_summary(void **state)
     }
     unlink(path);
     rmdir(dir);
-    assert_int_equal(gs_report_write(r, "/nonexistent-dir/x.json", err, sizeof err), -1);
+    assert_int_equal(write_report(r, "/nonexistent-dir/x.json", err), -1);
     assert_non_null(strstr(err, "/nonexistent-dir/x.json.tmp"));
 
     m = open_memstream(&text, &len);
@@ -581,7 +593,7 @@ static void facts_in_report(void **state)
     struct gs_agg *a = series(); /* data ratio 0.25: data_loading fires */
     struct gs_record_hello h;
     json_t *r, *fx, *f;
-    char *text = NULL, err[256] = "";
+    char *text = NULL;
     size_t len = 0, i;
     FILE *m;
     int named = 0;
@@ -599,7 +611,8 @@ static void facts_in_report(void **state)
         json_t *in = json_pack("{s:i, s:b, s:s, s:i, s:f}", "loader_num_workers", 0,
                                "loader_pin_memory", 0, "attn_implementation", "sdpa",
                                "cpu_count", 12, "lr", 0.25);
-        assert_int_equal(gs_record_facts_parse(in, "", &h.facts, err, sizeof err), 0);
+        struct gs_err e;
+        assert_int_equal(gs_record_facts_parse(in, "", &h.facts, &e), 0);
         json_decref(in);
     }
     gs_agg_hello(a, &h, 1, 0);

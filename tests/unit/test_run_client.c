@@ -6,7 +6,9 @@
  * gs_run_step and finish gives it up; the sampler thread on nvml-sim attributes only the GPU
  * where this process runs, and reads the driver's sub-second utilization samples (a square
  * wave whose peak the snapshots alone miss); run.records_dropped: 0 without a receiver, the
- * sender's drops with a stuck one; API misuse (NULLs, step after finish, finish twice). Threads and
+ * sender's drops with a stuck one; the run's GPUs: a child's and the configured device through
+ * a UUID in CUDA_VISIBLE_DEVICES (run/attrib.h); warnings of gs_run_open as notes, never on
+ * stderr; API misuse (NULLs, step after finish, finish twice). Threads and
  * teardown also run under the sanitizer build.
  */
 #include <setjmp.h>
@@ -24,11 +26,13 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
+#include "gpuscope/gs_err.h"
 #include "gpuscope/gs_run.h"
 #include "run/receiver.h"
 
@@ -184,7 +188,10 @@ static void test_receiver_path(void **state)
     (void)state;
     assert_non_null(mkdtemp(dir));
     snprintf(sock, sizeof sock, "%s/run.sock", dir);
-    assert_int_equal(gs_receiver_start(&rx, sock, 0600, &cb, err, sizeof err), 0);
+    {
+        struct gs_err e;
+        assert_int_equal(gs_receiver_start(&rx, sock, 0600, &cb, &e), GS_OK);
+    }
     setenv("GPUSCOPE_RUN_SOCKET", sock, 1);
     run = gs_run_open("{\"run_name\": \"rx\", \"nvml\": \"auto\", \"facts\": "
                       "{\"loader_num_workers\": 3, \"bf16\": true}}", err, sizeof err);
@@ -257,6 +264,42 @@ static void test_facts_in_process(void **state)
     assert_int_equal(json_object_size(json_object_get(rep, "facts")), 0);
     json_decref(rep);
     gs_run_close(run);
+}
+
+/* What gs_run_open cannot do without failing comes back as notes; the library writes nothing
+ * to the training process's stderr (fd 2 is a file here during the opens). */
+static void test_notes_not_stderr(void **state)
+{
+    char path[] = "/tmp/gs-client-stderr-XXXXXX", err[256] = "", got[256] = "";
+    struct gs_run *run;
+    int fd = mkstemp(path), saved = dup(2);
+    ssize_t n;
+
+    (void)state;
+    assert_true(fd >= 0 && saved >= 0);
+    fflush(stderr);
+    dup2(fd, 2);
+    run = gs_run_open("{\"nvml\": \"off\", \"facts\": {\"nested\": {\"x\": 1}}, "
+                      "\"socket\": \"/nonexistent/run.sock\"}",
+                      err, sizeof err);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    assert_non_null(run);
+    assert_non_null(strstr(gs_run_notes(run), "facts.nested"));
+    assert_non_null(strstr(gs_run_notes(run), "facts left out\n"));
+    assert_non_null(strstr(gs_run_notes(run), "cannot connect to /nonexistent/run.sock"));
+    assert_non_null(strstr(gs_run_notes(run), "profiling in-process\n"));
+    n = pread(fd, got, sizeof got - 1, 0);
+    assert_int_equal(n, 0); /* nothing on stderr */
+    gs_run_close(run);
+    run = gs_run_open("{\"nvml\": \"off\"}", err, sizeof err);
+    assert_non_null(run);
+    assert_string_equal(gs_run_notes(run), "");
+    gs_run_close(run);
+    assert_string_equal(gs_run_notes(NULL), "");
+    close(fd);
+    unlink(path);
 }
 
 static void test_stuck_receiver_never_blocks(void **state)
@@ -393,6 +436,75 @@ static void test_sampler_subsecond(void **state)
     unlink(scen);
 }
 
+/* Which GPUs are the run's (run/attrib.h): a child of this process on GPU 1, and the
+ * configured CUDA device 0 under CUDA_VISIBLE_DEVICES=<GPU 2's UUID>; GPU 0 is someone
+ * else's. The old rule read only integer lists and took CUDA 0 for GPU 0. */
+static void test_sampler_uuid_cvd(void **state)
+{
+    static const char scenario[] =
+        "{\"scenario_version\": 1, \"templates\": {\"g\": {\"name\": \"NVIDIA H100 80GB HBM3\", "
+        "\"architecture\": \"hopper\", \"memory\": {\"total_mib\": 81559}, "
+        "\"pci\": {\"device_id\": \"0x233010DE\"}}}, \"gpus\": ["
+        "{\"template\": \"g\", \"uuid\": \"GPU-00000000-1111-2222-3333-000000000000\", "
+        "\"pci\": {\"bus\": \"0x18\"}, \"metrics\": {\"util_gpu_pct\": 11}}, "
+        "{\"template\": \"g\", \"uuid\": \"GPU-00000000-1111-2222-3333-000000000001\", "
+        "\"pci\": {\"bus\": \"0x2a\"}, \"metrics\": {\"util_gpu_pct\": 22}}, "
+        "{\"template\": \"g\", \"uuid\": \"GPU-00000000-1111-2222-3333-000000000002\", "
+        "\"pci\": {\"bus\": \"0x3a\"}, \"metrics\": {\"util_gpu_pct\": 33}}], "
+        "\"processes\": [{\"pid\": 4242, \"gpu\": 0, \"used_memory_mib\": 1000}, "
+        "{\"pid\": {\"env\": \"GS_TEST_CHILD_PID\"}, \"gpu\": 1, \"used_memory_mib\": 1000}]}";
+    const char *sim = getenv("GPUSCOPE_SIM_LIB");
+    char scen[] = "/tmp/gs-client-cvd-XXXXXX", err[256] = "", kid_pid[16];
+    struct gs_run *run;
+    json_t *rep, *gpus;
+    struct gs_step_rec r = mkrec(1, 1.0);
+    pid_t kid;
+    int fd;
+
+    (void)state;
+    if (!sim) {
+        skip();
+        return;
+    }
+    fd = mkstemp(scen);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, scenario, sizeof scenario - 1), (ssize_t)(sizeof scenario - 1));
+    close(fd);
+    kid = fork();
+    assert_true(kid >= 0);
+    if (kid == 0) {
+        pause();
+        _exit(0);
+    }
+    snprintf(kid_pid, sizeof kid_pid, "%d", (int)kid);
+    setenv("GS_TEST_CHILD_PID", kid_pid, 1);
+    setenv("CUDA_VISIBLE_DEVICES", "GPU-00000000-1111-2222-3333-000000000002", 1);
+    setenv("GPUSCOPE_NVML_LIBRARY", sim, 1);
+    setenv("NVML_SIM_SCENARIO", scen, 1);
+    unsetenv("NVML_SIM_TIME");
+    unsetenv("GPUSCOPE_RUN_SOCKET");
+    setenv("GPUSCOPE_AGENT_SOCKET", "/nonexistent/agent.sock", 1);
+    run = gs_run_open("{\"sample_interval_s\": 0.02, \"devices\": [0]}", err, sizeof err);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    assert_non_null(run);
+    assert_int_equal(gs_run_step(run, &r), 0);
+    usleep(150000);
+    rep = finish_json(run, NULL);
+    gpus = json_object_get(rep, "gpus");
+    kill(kid, SIGKILL);
+    waitpid(kid, NULL, 0);
+    assert_int_equal(json_array_size(gpus), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(gpus, 0), "index")), 1);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(gpus, 1), "index")), 2);
+    assert_true(fabs(json_number_value(json_object_get(json_array_get(gpus, 1),
+                                                       "utilization_avg_percent")) - 33.0) < 1e-6);
+    json_decref(rep);
+    gs_run_close(run);
+    unsetenv("NVML_SIM_SCENARIO");
+    unsetenv("GS_TEST_CHILD_PID");
+    unlink(scen);
+}
+
 static void test_misuse(void **state)
 {
     char err[256] = "";
@@ -431,6 +543,8 @@ int main(void)
         cmocka_unit_test(test_stuck_receiver_never_blocks),
         cmocka_unit_test(test_sampler_on_sim),
         cmocka_unit_test(test_sampler_subsecond),
+        cmocka_unit_test(test_sampler_uuid_cvd),
+        cmocka_unit_test(test_notes_not_stderr),
         cmocka_unit_test(test_misuse),
     };
     signal(SIGPIPE, SIG_IGN);

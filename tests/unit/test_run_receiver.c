@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpuscope/gs_err.h"
 #include "run/receiver.h"
 
 #define MAXREC 64
@@ -44,6 +45,20 @@ struct fx {
     struct seen seen;
     struct gs_receiver *r;
 };
+
+
+/* gs_receiver_start(_flags) as 0 / -1 with the message in err (256 bytes). */
+static int start_rx(struct gs_receiver **out, const char *path, mode_t mode, unsigned flags,
+                    const struct gs_receiver_cb *cb, char *err)
+{
+    struct gs_err e;
+    int rc;
+
+    gs_err_clear(&e);
+    rc = gs_receiver_start_flags(out, path, mode, flags, cb, &e);
+    snprintf(err, 256, "%.255s", e.msg);
+    return rc == GS_OK ? 0 : -1;
+}
 
 static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_record *rec)
 {
@@ -92,7 +107,7 @@ static int setup(void **state)
     snprintf(f->path, sizeof f->path, "%s/run.sock", f->dir);
     pthread_mutex_init(&f->seen.lock, NULL);
     cb.ctx = &f->seen;
-    assert_int_equal(gs_receiver_start(&f->r, f->path, 0600, &cb, err, sizeof err), 0);
+    assert_int_equal(start_rx(&f->r, f->path, 0600, 0, &cb, err), 0);
     *state = f;
     return 0;
 }
@@ -356,7 +371,7 @@ static void test_any_uid_accepted(void **state)
     }
     snprintf(path, sizeof path, "%s/any.sock", f->dir);
     assert_int_equal(
-        gs_receiver_start_flags(&r2, path, 0666, GS_RECEIVER_ANY_UID, &cb, err, sizeof err), 0);
+        start_rx(&r2, path, 0666, GS_RECEIVER_ANY_UID, &cb, err), 0);
     assert_int_equal(chmod(f->dir, 0755), 0);
     pid = fork();
     assert_true(pid >= 0);
@@ -401,7 +416,7 @@ static void test_start_rules(void **state)
     int fd;
 
     /* a live receiver is not replaced */
-    assert_int_equal(gs_receiver_start(&r2, f->path, 0600, &cb, err, sizeof err), -1);
+    assert_int_equal(start_rx(&r2, f->path, 0600, 0, &cb, err), -1);
     assert_non_null(strstr(err, "listening"));
     assert_int_equal(access(f->path, F_OK), 0);
     /* a stale socket file (nobody listening) is */
@@ -410,7 +425,7 @@ static void test_start_rules(void **state)
     fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
     assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     close(fd);
-    assert_int_equal(gs_receiver_start(&r2, stale, 0600, &cb, err, sizeof err), 0);
+    assert_int_equal(start_rx(&r2, stale, 0600, 0, &cb, err), 0);
     fd = client(stale);
     send_step(fd, 1);
     wait_for(r2, 1, 0);
@@ -421,12 +436,12 @@ static void test_start_rules(void **state)
     memset(longp, 'a', sizeof longp - 1);
     longp[0] = '/';
     longp[sizeof longp - 1] = '\0';
-    assert_int_equal(gs_receiver_start(&r2, longp, 0600, &cb, err, sizeof err), -1);
+    assert_int_equal(start_rx(&r2, longp, 0600, 0, &cb, err), -1);
     assert_non_null(strstr(err, "too long"));
     /* a regular file in the way is not deleted */
     snprintf(stale, sizeof stale, "%s/file", f->dir);
     fclose(fopen(stale, "w"));
-    assert_int_equal(gs_receiver_start(&r2, stale, 0600, &cb, err, sizeof err), -1);
+    assert_int_equal(start_rx(&r2, stale, 0600, 0, &cb, err), -1);
     assert_int_equal(access(stale, F_OK), 0);
     unlink(stale);
     gs_receiver_stop(NULL);

@@ -2,7 +2,10 @@
  * Unit tests for the sampler (src/core/sampler.c) through its public API, on nvml-sim:
  * open errors, snapshot bookkeeping (clocks, hostname, system versions), processes merged
  * per GPU with procfs details (this test's own pid, a pid that does not exist, a fake /proc
- * tree), a GPU lost mid-run, and no heap growth once warm.
+ * tree), a GPU lost mid-run, no heap growth once warm, and the driver's utilization samples
+ * in the snapshot (GS_WANT_UTIL_SAMPLES: continued without gaps or repeats, none when not
+ * asked, from the previous cycle when asked again), and need masks (only the readings asked
+ * for reach the driver: counted in nvml-sim).
  *
  * GPUSCOPE_SIM_LIB and GPUSCOPE_SOURCE_ROOT come from tests/meson.build; scenarios derived
  * from the bundled ones are written to temporary files with jansson.
@@ -14,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include <dlfcn.h>
 #include <jansson.h>
 #include <malloc.h>
 #include <math.h>
@@ -406,6 +410,142 @@ static void warm_cycles_do_not_grow_the_heap(void **state)
         fail_msg("heap in use grew by %zu bytes over 20 warm cycles", after - before);
 }
 
+static double sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+    return s;
+}
+
+/* Real clock (the driver's sample times are CLOCK_REALTIME), samples every 50 ms. */
+static void util_samples_in_the_snapshot(void **state)
+{
+    static const char scn[] =
+        "{\"scenario_version\": 1, \"gpus\": [{\"name\": \"NVIDIA H100 80GB HBM3\", "
+        "\"uuid\": \"GPU-00000000-1111-2222-3333-000000000009\", \"architecture\": \"hopper\", "
+        "\"pci\": {\"bus\": \"0x18\", \"device_id\": \"0x233010DE\"}, "
+        "\"memory\": {\"total_mib\": 81559}, \"sample_interval_ms\": 50, "
+        "\"metrics\": {\"util_gpu_pct\": 64}}]}";
+    struct fx *f = *state;
+    const struct gs_util_sample *u;
+    struct gs_snapshot *copy = NULL;
+    uint64_t last = 0, t_off;
+    struct gs_err e;
+    unsigned n;
+    int fd;
+
+    NEED_SIM();
+    tmpname(f->scenario, sizeof f->scenario, "gs_sampler_us");
+    fd = mkstemp(f->scenario);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, scn, sizeof scn - 1), (ssize_t)(sizeof scn - 1));
+    close(fd);
+    unsetenv("NVML_SIM_TIME");
+    setenv("NVML_SIM_SCENARIO", f->scenario, 1);
+    {
+        struct gs_sampler_opts o = {.library = sim_lib()};
+        assert_int_equal(gs_sampler_open(&f->s, &o, &e), GS_OK);
+    }
+    new_snap(f);
+    sleep_s(0.3);
+    for (int round = 0; round < 2; round++) {
+        cycle(f, GS_WANT_UTIL_SAMPLES);
+        u = gs_snapshot_util_samples(f->snap, 0, &n);
+        assert_int_equal(f->snap->gpus[0].usamp_st, GS_ST_OK);
+        /* ~6 samples of 50 ms since the open (or the previous cycle) */
+        assert_true(n >= 3 && n <= 9);
+        for (unsigned i = 0; i < n; i++) {
+            assert_true(u[i].t_us > last); /* oldest first, no repeats across cycles */
+            assert_true(fabs(u[i].util_ratio - 0.64) < 1e-9);
+            assert_true(u[i].t_us <= (uint64_t)(f->snap->t_real * 1e6) + 1000);
+            last = u[i].t_us;
+        }
+        sleep_s(0.3);
+    }
+    /* not asked: none */
+    cycle(f, 0);
+    assert_null(gs_snapshot_util_samples(f->snap, 0, &n));
+    assert_int_equal(n, 0);
+    assert_int_not_equal(f->snap->gpus[0].usamp_st, GS_ST_OK);
+    t_off = (uint64_t)(f->snap->t_real * 1e6);
+    sleep_s(0.3);
+    /* asked again: from the previous cycle's time, not from the last sample read */
+    cycle(f, GS_WANT_UTIL_SAMPLES);
+    u = gs_snapshot_util_samples(f->snap, 0, &n);
+    assert_true(n >= 3 && n <= 9);
+    assert_true(u[0].t_us > t_off);
+    /* a copy that carries the GPUs only (as the policy's filtered snapshot) has none */
+    assert_int_equal(gs_snapshot_new(&copy, 1, 1, NULL), GS_OK);
+    copy->gpus[0] = f->snap->gpus[0];
+    assert_null(gs_snapshot_util_samples(copy, 0, &n));
+    gs_snapshot_free(copy);
+    assert_null(gs_snapshot_util_samples(f->snap, 7, &n));
+}
+
+/* The calls nvml-sim counted so far (NVML_SIM_PROFILE), through its own extension symbol. */
+static unsigned long long sim_calls(void)
+{
+    void *h = dlopen(sim_lib(), RTLD_NOW | RTLD_NOLOAD);
+    void (*get)(unsigned long long *, unsigned long long *);
+    unsigned long long ns = 0, calls = 0;
+
+    assert_non_null(h);
+    *(void **)&get = dlsym(h, "nvmlSimProfileGet");
+    assert_non_null(get);
+    get(&ns, &calls);
+    dlclose(h);
+    return calls;
+}
+
+/* Pay for what you ask: with need masks the driver is asked for those readings only. */
+static void need_masks(void **state)
+{
+    struct fx *f = *state;
+    static unsigned char m[GS_M__COUNT], t[GS_T__COUNT];
+    struct gs_sampler_opts o = {.library = sim_lib(), .need_metrics = m, .need_texts = t};
+    unsigned long long before, masked, full;
+    struct gs_err e;
+    char path[512];
+
+    NEED_SIM();
+    setenv("NVML_SIM_PROFILE", "1", 1);
+    bundled(path, sizeof path, "h100x8-training.json");
+    setenv("NVML_SIM_SCENARIO", path, 1);
+    setenv("NVML_SIM_TIME", "100", 1);
+    m[GS_M_POWER_DRAW] = m[GS_M_MEM_USED] = 1;
+    t[GS_T_NAME] = 1;
+    assert_int_equal(gs_sampler_open(&f->s, &o, &e), GS_OK);
+    new_snap(f);
+    before = sim_calls();
+    cycle(f, 0);
+    masked = sim_calls() - before;
+    for (unsigned g = 0; g < f->snap->n_gpus; g++) {
+        const struct gs_gpu *gpu = &f->snap->gpus[g];
+        assert_true(gs_gpu_has(gpu, GS_M_POWER_DRAW));
+        assert_true(gs_gpu_has(gpu, GS_M_MEM_USED));
+        assert_true(gs_gpu_has(gpu, GS_M_MEM_TOTAL)); /* the same call */
+        assert_int_equal(gpu->tst[GS_T_NAME], GS_ST_OK);
+        assert_int_equal(gpu->st[GS_M_UTIL_GPU], GS_ST_NA);
+        assert_int_equal(gpu->st[GS_M_POWER_LIMIT], GS_ST_NA);
+        assert_int_not_equal(gpu->tst[GS_T_SERIAL], GS_ST_OK);
+    }
+    /* per GPU and cycle: the power and memory calls */
+    assert_int_equal(masked, 2ull * f->snap->n_gpus);
+    gs_sampler_close(f->s);
+    gs_snapshot_free(f->snap);
+    f->s = NULL;
+    f->snap = NULL;
+    o.need_metrics = o.need_texts = NULL;
+    assert_int_equal(gs_sampler_open(&f->s, &o, &e), GS_OK);
+    new_snap(f);
+    before = sim_calls();
+    cycle(f, 0);
+    full = sim_calls() - before;
+    assert_true(full > 10 * masked);
+    assert_true(gs_gpu_has(&f->snap->gpus[0], GS_M_UTIL_GPU));
+    unsetenv("NVML_SIM_PROFILE");
+}
+
 static void every_scenario_through_the_sampler(void **state)
 {
     static const char *const names[] = {
@@ -445,6 +585,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(lost_gpu_mid_run, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(warm_cycles_do_not_grow_the_heap, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(every_scenario_through_the_sampler, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(util_samples_in_the_snapshot, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(need_masks, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

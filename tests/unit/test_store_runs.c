@@ -3,7 +3,10 @@
  * step rows as `gpuscope run` writes them, absent values stored as NULL, a v1 file migrated to
  * v2 with its samples kept, steps flushed without any snapshot, the step buffer's cap, and
  * the retention of runs: ended runs pruned with their steps in bounded batches, a run going
- * on (no end_time) or a recent one never.
+ * on (no end_time) or a recent one never. The read side (store/runs.h) through a read-only
+ * reader: the list filtered by owner (report uid, else the first step's sender) and paged
+ * after the filter, live ids skipped, one run, the unended runs, steps back as records with
+ * their unknowns, and a reader refusing writes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +27,7 @@
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_run.h"
 #include "store/history.h"
+#include "store/runs.h"
 
 struct fx {
     char dir[64];
@@ -294,6 +298,161 @@ static void test_prune_runs(void **state)
     gs_store_close(st);
 }
 
+struct names {
+    char v[8][16];
+    int64_t uid[8], steps[8];
+    unsigned n;
+};
+
+static int collect(void *ctx, const struct gs_store_run_row *row)
+{
+    struct names *o = ctx;
+
+    if (o->n < 8) {
+        snprintf(o->v[o->n], sizeof o->v[0], "%s", row->name);
+        o->uid[o->n] = row->uid;
+        o->steps[o->n] = row->steps;
+        o->n++;
+    }
+    return 0;
+}
+
+static int collect_steps(void *ctx, const struct gs_store_step_row *row)
+{
+    struct gs_store_step_row *out = ctx;
+
+    out[row->rec.step - 1] = *row;
+    return 0;
+}
+
+static void list_names(struct gs_store *rd, const struct gs_store_runs_sel *sel, int64_t from,
+                       int64_t limit, struct names *o)
+{
+    struct gs_err err;
+
+    memset(o, 0, sizeof *o);
+    assert_int_equal(gs_store_runs_list(rd, sel, from, limit, collect, o, &err), GS_OK);
+}
+
+/* Runs b1 b2 (uid 2000, by their steps' sender) a1 (uid 1000, by its report) b3 (ended
+ * without a report: its first step says uid 2000) and a2 (no end, no steps: owner unknown). */
+static void test_read_side(void **state)
+{
+    struct fx *f = *state;
+    struct gs_store *st = NULL, *rd = NULL;
+    static const char *const names[] = {"b1", "b2", "a1", "b3", "a2"};
+    int64_t id[5], n = 0;
+    struct gs_step_rec r;
+    struct gs_store_step_row back[2];
+    struct gs_store_runs_sel sel = {.source = "agent", .owner_only = 1, .uid = 2000};
+    struct names o;
+    struct gs_err err;
+
+    assert_int_equal(gs_store_open_read(&rd, f->path, &err), GS_ENOTFOUND);
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    for (int i = 0; i < 5; i++) {
+        struct gs_store_run run = {.name = names[i], .source = "agent", .start_time = 100 + i};
+        assert_int_equal(gs_store_run_begin(st, &run, &id[i], &err), GS_OK);
+    }
+    fill_step(&r, 1);
+    for (int i = 0; i < 4; i++)
+        if (i != 2)
+            assert_int_equal(gs_store_run_step(st, id[i], &r, 77, 2000, &err), GS_OK);
+    fill_step(&r, 2);
+    r.ms[GS_PH_DATA] = NAN;
+    r.samples = 0;
+    r.mem_allocated = 0;
+    r.flags = 0;
+    assert_int_equal(gs_store_run_step(st, id[0], &r, 78, 2000, &err), GS_OK);
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    assert_int_equal(gs_store_run_end(st, id[0], 200, -1, "{\"run\":{\"steps_received\":9}}", &err),
+                     GS_OK);
+    assert_int_equal(gs_store_run_end(st, id[1], 200, -1, "not json", &err), GS_OK);
+    assert_int_equal(gs_store_run_end(st, id[2], 200, -1, "{\"run\":{\"uid\":1000,\"pid\":5}}",
+                                      &err),
+                     GS_OK);
+    assert_int_equal(gs_store_run_end(st, id[3], 200, -1, NULL, &err), GS_OK);
+
+    assert_int_equal(gs_store_open_read(&rd, f->path, &err), GS_OK);
+    /* uid 2000 sees b3 b2 b1, paged after the filter */
+    assert_int_equal(gs_store_runs_count(rd, &sel, &n, &err), GS_OK);
+    assert_int_equal(n, 3);
+    list_names(rd, &sel, 0, 2, &o);
+    assert_int_equal(o.n, 2);
+    assert_string_equal(o.v[0], "b3");
+    assert_string_equal(o.v[1], "b2");
+    list_names(rd, &sel, 2, 2, &o);
+    assert_int_equal(o.n, 1);
+    assert_string_equal(o.v[0], "b1");
+    assert_int_equal(o.steps[0], 9); /* the report's steps_received */
+    /* uid 1000: a1 by its report; a live run skipped; nobody: none */
+    sel.uid = 1000;
+    list_names(rd, &sel, 0, 10, &o);
+    assert_int_equal(o.n, 1);
+    assert_string_equal(o.v[0], "a1");
+    sel.uid = -1;
+    assert_int_equal(gs_store_runs_count(rd, &sel, &n, &err), GS_OK);
+    assert_int_equal(n, 0);
+    sel.owner_only = 0;
+    sel.skip_ids = &id[4];
+    sel.n_skip = 1;
+    list_names(rd, &sel, 0, 10, &o);
+    assert_int_equal(o.n, 4);
+    assert_string_equal(o.v[0], "b3");
+    assert_int_equal(o.uid[0], 2000);
+    assert_int_equal(o.steps[0], 1); /* no report: its step rows */
+    assert_int_equal(o.uid[2], 2000); /* b2: "not json", the step's sender */
+    sel.source = "gpuscope-run";
+    assert_int_equal(gs_store_runs_count(rd, &sel, &n, &err), GS_OK);
+    assert_int_equal(n, 0);
+    /* one run; unended runs */
+    memset(&o, 0, sizeof o);
+    assert_int_equal(gs_store_run_get(rd, NULL, id[2], collect, &o, &err), GS_OK);
+    assert_int_equal(o.uid[0], 1000);
+    assert_int_equal(gs_store_run_get(rd, NULL, 999, collect, &o, &err), GS_ENOTFOUND);
+    memset(&o, 0, sizeof o);
+    assert_int_equal(gs_store_runs_unended(rd, "agent", 10, collect, &o, &err), GS_OK);
+    assert_int_equal(o.n, 1);
+    assert_string_equal(o.v[0], "a2");
+    assert_int_equal(o.uid[0], -1);
+    /* steps back with their unknowns */
+    assert_int_equal(gs_store_run_step_count(rd, id[0], &n, &err), GS_OK);
+    assert_int_equal(n, 2);
+    memset(back, 0, sizeof back);
+    assert_int_equal(gs_store_run_steps(rd, id[0], 0, -1, collect_steps, back, &err), GS_OK);
+    assert_int_equal(back[0].peer_pid, 77);
+    assert_int_equal(back[1].peer_pid, 78);
+    assert_int_equal(back[0].peer_uid, 2000);
+    assert_int_equal(back[0].rec.rank, 1);
+    assert_int_equal(back[0].rec.device, 3);
+    assert_int_equal(back[0].rec.samples, 8);
+    assert_int_equal(back[0].rec.mem_allocated, 1000);
+    assert_int_equal(back[0].rec.mem_reserved, 0);
+    assert_int_equal(back[0].rec.mem_peak_reserved, 4000);
+    assert_true(back[0].rec.flags & GS_STEP_CUDA_EVENTS);
+    assert_true(fabs(back[0].rec.ms[GS_PH_DATA] - 10.0) < 1e-9);
+    assert_true(fabs(back[0].rec.t_end - back[0].rec.t_begin - 0.25) < 1e-6);
+    assert_true(isnan(back[1].rec.ms[GS_PH_DATA]));
+    assert_int_equal(back[1].rec.samples, 0);
+    assert_int_equal(back[1].rec.mem_allocated, 0);
+    assert_false(back[1].rec.flags & GS_STEP_CUDA_EVENTS);
+    memset(back, 0, sizeof back);
+    assert_int_equal(gs_store_run_steps(rd, id[0], 1, 5, collect_steps, back, &err), GS_OK);
+    assert_int_equal(back[0].id, 0); /* skipped */
+    assert_int_equal(back[1].peer_pid, 78);
+    /* a reader writes nothing */
+    {
+        struct gs_store_run run = {.name = "x", .source = "agent"};
+        int64_t x;
+        assert_int_equal(gs_store_run_begin(rd, &run, &x, &err), GS_EINVAL);
+        assert_int_equal(gs_store_run_end(rd, id[4], 1, -1, NULL, &err), GS_EINVAL);
+        assert_int_equal(gs_store_flush(rd, &err), GS_EINVAL);
+        assert_int_equal(gs_store_prune_runs(rd, 1e9, 1, 0, NULL, &err), GS_EINVAL);
+    }
+    gs_store_close(rd);
+    gs_store_close(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -301,6 +460,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_migrate_v1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_step_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prune_runs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_side, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,6 +57,7 @@
 #include "agent/recorder.h"
 #include "agent/policy.h"
 #include "agent/privdrop.h"
+#include "agent/ratelimit.h"
 #include "agent/runs.h"
 #include "agent/schedule.h"
 #include "cli/quick.h"
@@ -105,17 +106,6 @@ struct gs_pub {
 #define HTTP_MEMORY (32 * 1024) /* per connection: request line + headers must fit */
 #define HTTP_PATH_MAX 256       /* bytes of path; more: 414 */
 #define HTTP_QUERY_MAX 1024     /* bytes of query arguments, names and values; more: 414 */
-#define RL_SLOTS 1024           /* client addresses tracked by the rate limiter */
-#define RL_PROBE 8
-
-/* One client address's token bucket. */
-struct rl_slot {
-    unsigned char addr[16];
-    int used;
-    double tokens;
-    int64_t t_ns;
-};
-
 /* A connection whose request head has a deadline (the slow-client reaper). */
 struct conn_track {
     int fd;
@@ -148,7 +138,7 @@ struct gs_agent {
     struct sockaddr_storage http_addr; /* the listen address, parsed */
     struct gs_auth *auth;              /* under lock; each request holds a reference */
     char *tls_cert_pem, *tls_key_pem;  /* the running daemon's pair (main thread); NULL: http */
-    struct rl_slot rl[RL_SLOTS]; /* the MHD thread's own */
+    struct gs_ratelimit *rl;     /* every daemon's (ratelimit.h: its own lock) */
     pthread_mutex_t conn_lock;   /* guards conns */
     struct conn_track *conns;
     uint64_t conns_reaped;
@@ -933,47 +923,6 @@ static enum MHD_Result send_runs_filtered(struct MHD_Connection *c, struct gs_ag
     return send_runs(c, a, url);
 }
 
-/* The per-client token bucket: rate tokens per second up to burst; a request takes one. Keyed
- * by address (IPv4 or IPv6, no port); a full table evicts the least recently seen of the probed
- * slots, which then starts with a full bucket. Returns whether the request may go on. Runs on
- * the MHD thread only. */
-static int rate_ok(struct gs_agent *a, const struct sockaddr *sa, double rate, double burst)
-{
-    unsigned char key[16] = {0};
-    uint32_t h = 2166136261u;
-    int64_t now = mono_ns();
-    struct rl_slot *slot = NULL, *oldest = NULL;
-
-    if (rate <= 0 || !sa)
-        return 1;
-    if (sa->sa_family == AF_INET)
-        memcpy(key, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
-    else if (sa->sa_family == AF_INET6)
-        memcpy(key, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
-    for (size_t k = 0; k < sizeof key; k++)
-        h = (h ^ key[k]) * 16777619u;
-    for (unsigned k = 0; k < RL_PROBE && !slot; k++) {
-        struct rl_slot *e = &a->rl[(h + k) % RL_SLOTS];
-        if (e->used && memcmp(e->addr, key, sizeof key) == 0)
-            slot = e;
-        else if (!oldest || !e->used || (oldest->used && e->t_ns < oldest->t_ns))
-            oldest = e;
-    }
-    if (!slot) {
-        slot = oldest;
-        memcpy(slot->addr, key, sizeof key);
-        slot->used = 1;
-        slot->tokens = burst;
-        slot->t_ns = now;
-    }
-    slot->tokens = fmin(burst, slot->tokens + rate * (double)(now - slot->t_ns) / 1e9);
-    slot->t_ns = now;
-    if (slot->tokens < 1)
-        return 0;
-    slot->tokens -= 1;
-    return 1;
-}
-
 /* The query arguments of a request against the names its path takes. */
 struct arg_check {
     const char *const *allowed; /* NULL-terminated */
@@ -1119,9 +1068,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     rate = a->cfg.http_rate;
     burst = a->cfg.http_burst;
     pthread_mutex_unlock(&a->lock);
-    if (!rate_ok(a, gs_policy_unix_rate_addr(c, &unix_key) ? (struct sockaddr *)&unix_key
-                                                           : ci ? ci->client_addr : NULL,
-                 rate, burst))
+    if (!gs_ratelimit_take(a->rl,
+                           gs_policy_unix_rate_addr(c, &unix_key) ? (struct sockaddr *)&unix_key
+                           : ci                                   ? ci->client_addr
+                                                                  : NULL,
+                           rate, burst, mono_ns()))
         return send_json_error(c, MHD_HTTP_TOO_MANY_REQUESTS, "rate limit: too many requests");
     if (strlen(url) > HTTP_PATH_MAX)
         return send_json_error(c, MHD_HTTP_URI_TOO_LONG, "path too long");
@@ -1749,6 +1700,7 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
 static int init_agent(struct gs_agent *a, const struct gs_agent_config *cfg, struct gs_err *err)
 {
     pthread_condattr_t ca;
+    int rc;
 
     memset(a, 0, sizeof *a);
     a->cfg = *cfg;
@@ -1767,7 +1719,13 @@ static int init_agent(struct gs_agent *a, const struct gs_agent_config *cfg, str
         return gs_err_set(err, GS_ENOMEM, "agent: pthread_cond_init failed");
     }
     pthread_condattr_destroy(&ca);
-    return GS_OK;
+    rc = gs_ratelimit_new(&a->rl, err);
+    if (rc != GS_OK) {
+        pthread_cond_destroy(&a->wake);
+        pthread_mutex_destroy(&a->lock);
+        pthread_mutex_destroy(&a->conn_lock);
+    }
+    return rc;
 }
 
 /* Opens the history (a foreign or corrupt history.db stops the start: fatal, never
@@ -1902,6 +1860,7 @@ static void shutdown_agent(struct gs_agent *a)
     gs_policy_free(a->policy);
     a->policy = NULL;
     a->alerts = NULL;
+    gs_ratelimit_free(a->rl);
     pthread_cond_destroy(&a->wake);
     pthread_mutex_destroy(&a->lock);
     pthread_mutex_destroy(&a->conn_lock);

@@ -210,6 +210,13 @@ struct gs_gpu {
     uint64_t ecc_loc[2][2][GS_ECC_LOCATIONS];
     unsigned n_mig;
     struct gs_mig mig[GS_MIG_MAX];
+    /* What a visibility filter withheld of this GPU's processes (the agent's policy,
+     * src/agent/policy.c): hidden_st GS_ST_OK once a filter cut the list (then the snapshot
+     * document carries "hidden_processes"), GS_ST_NA when nothing was filtered. The memory
+     * sum is known (hidden_mem_st OK) when NVML sized every withheld process. */
+    uint8_t hidden_st, hidden_mem_st;
+    unsigned hidden_count;
+    uint64_t hidden_mem_bytes;
 };
 
 enum gs_proc_type { GS_PROC_COMPUTE = 1, GS_PROC_GRAPHICS = 2, GS_PROC_MPS = 4 };

@@ -60,7 +60,7 @@
 #include "agent/ratelimit.h"
 #include "agent/runs.h"
 #include "agent/schedule.h"
-#include "cli/quick.h"
+#include "core/snapjson.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
 
@@ -356,40 +356,6 @@ static int sample_into(struct gs_agent *a, struct gs_pub *p, const struct gs_pub
     return 1;
 }
 
-/* /api/v1/processes (docs/api.md): the snapshot document's per-GPU process lists as one
- * list, each entry led by its GPU's index and UUID. While down: the snapshot's error. */
-static void render_processes(struct gs_pub *p, json_t *doc)
-{
-    json_t *list, *gpus = json_object_get(doc, "gpus"), *out, *g;
-    size_t i, j;
-
-    if (!p->up) {
-        p->procs_json = json_dumps(doc, JSON_COMPACT);
-        return;
-    }
-    if (!(list = json_array()))
-        return;
-    json_array_foreach(gpus, i, g) {
-        json_t *procs = json_object_get(g, "processes"), *pr;
-        json_array_foreach(procs, j, pr) {
-            json_t *e = json_pack("{s:O, s:O}", "gpu", json_object_get(g, "index"), "gpu_uuid",
-                                  json_object_get(g, "uuid"));
-            if (!e || json_object_update(e, pr) != 0 || json_array_append_new(list, e) != 0) {
-                json_decref(e);
-                json_decref(list);
-                return;
-            }
-        }
-    }
-    out = json_pack("{s:O?, s:O?, s:O?, s:o}", "hostname", json_object_get(doc, "hostname"),
-                    "query_time", json_object_get(doc, "query_time"), "query_time_unix",
-                    json_object_get(doc, "query_time_unix"), "processes", list);
-    if (out) {
-        p->procs_json = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(15));
-        json_decref(out);
-    }
-}
-
 static double real_now(void);
 
 static void render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_config *cfg)
@@ -461,28 +427,34 @@ static void render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
     snprintf(p->reason, sizeof p->reason, "%s", p->up ? "" : a->reason);
 }
 
-/* The snapshot and processes documents of a published p, made once by whichever request
- * comes first; p->snap is immutable by then. */
+/* body of doc (compact, 15 significant digits) and its length; NULL when doc is. */
+static char *dump_doc(json_t *doc, size_t *len)
+{
+    char *s = doc ? json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+
+    *len = s ? strlen(s) : 0;
+    json_decref(doc);
+    return s;
+}
+
+/* The snapshot and processes documents of a published p (core/snapjson.h), made once by
+ * whichever request comes first; p->snap is immutable by then. While down, both are the
+ * error document. */
 static void render_json(struct gs_pub *p)
 {
-    struct gs_quick_opts qo;
-    json_t *doc = NULL;
-    struct gs_err e;
+    json_t *doc = NULL, *procs = NULL;
 
     pthread_mutex_lock(&p->json_lock);
     if (!p->json_ready) {
-        memset(&qo, 0, sizeof qo);
-        if (p->up)
-            gs_quick_json(&doc, p->snap, &qo, &e);
-        else
+        if (p->up) {
+            gs_snapjson_encode(&doc, p->snap, NULL, NULL);
+            gs_snapjson_processes(&procs, p->snap, false, NULL);
+        } else {
             doc = json_pack("{s:b, s:s}", "up", 0, "error", p->reason);
-        if (doc) {
-            p->json = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15));
-            render_processes(p, doc);
-            json_decref(doc);
+            procs = json_incref(doc);
         }
-        p->json_len = p->json ? strlen(p->json) : 0;
-        p->procs_json_len = p->procs_json ? strlen(p->procs_json) : 0;
+        p->json = dump_doc(doc, &p->json_len);
+        p->procs_json = dump_doc(procs, &p->procs_json_len);
         p->json_ready = 1;
     }
     pthread_mutex_unlock(&p->json_lock);
@@ -793,25 +765,17 @@ static void policy_settings(const struct gs_agent_config *c, struct gs_policy_se
     snprintf(s->admin_group, sizeof s->admin_group, "%s", c->admin_group);
 }
 
-static char *dump_doc(const json_t *doc, size_t *len)
-{
-    char *s = doc ? json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
-
-    *len = s ? strlen(s) : 0;
-    return s;
-}
-
 /* /metrics (kind 0), /api/v1/snapshot (1), /api/v1/processes (2), /api/v1/alerts (3) for a
- * viewer the policy filters: rendered per request from the publication's snapshot (the
- * pre-rendered bodies stay the admins'). /metrics is metrics.c's rendering of a filtered
- * copy, without the alert, push and webhook series. */
+ * viewer the policy filters: the publication's snapshot filtered once (policy.h), then
+ * encoded like the admins' pre-rendered bodies (core/snapjson.h; /metrics by metrics.c,
+ * without the alert, push and webhook series). */
 static enum MHD_Result send_filtered(struct MHD_Connection *c, struct gs_agent *a,
                                      const struct gs_viewer *v, pid_t peer_pid, int kind)
 {
     struct gs_pub *p = pub_acquire(a);
     struct gs_policy_view view;
-    struct gs_quick_opts qo;
-    json_t *doc = NULL, *out = NULL;
+    struct gs_snapshot *f = NULL;
+    json_t *out = NULL;
     char *body;
     size_t len = 0;
 
@@ -821,8 +785,16 @@ static enum MHD_Result send_filtered(struct MHD_Connection *c, struct gs_agent *
         return send_pub(c, a, kind);
     }
     gs_policy_view(a->policy, &view, v, peer_pid, p->snap);
+    if (kind == 3) {
+        out = p->alerts_json ? json_loadb(p->alerts_json, p->alerts_json_len, 0, NULL) : NULL;
+        if (out)
+            gs_policy_filter_alerts_doc(&view, out);
+        pub_release(p);
+        body = dump_doc(out, &len);
+        return send_owned(c, MHD_HTTP_OK, body, len, "application/json");
+    }
+    f = gs_policy_filter_snapshot(&view, p->snap);
     if (kind == 0) {
-        struct gs_snapshot *f = gs_policy_filter_snapshot(&view, p->snap);
         struct gs_mbuf b = {0};
         if (!f || gs_metrics_render(&b, f, &p->self, p->mflags) != GS_OK)
             gs_mbuf_free(&b);
@@ -831,20 +803,13 @@ static enum MHD_Result send_filtered(struct MHD_Connection *c, struct gs_agent *
         return send_owned(c, MHD_HTTP_OK, b.data, b.len,
                           "text/plain; version=0.0.4; charset=utf-8");
     }
-    if (kind == 3) {
-        out = p->alerts_json ? json_loadb(p->alerts_json, p->alerts_json_len, 0, NULL) : NULL;
-        if (out)
-            gs_policy_filter_alerts_doc(&view, out);
-    } else {
-        memset(&qo, 0, sizeof qo);
-        if (gs_quick_json(&doc, p->snap, &qo, NULL) == GS_OK &&
-            gs_policy_filter_snapshot_doc(&view, doc) == GS_OK)
-            out = kind == 2 ? gs_policy_processes_doc(doc) : json_incref(doc);
-    }
     pub_release(p);
+    if (f && kind == 1)
+        gs_snapjson_encode(&out, f, NULL, NULL);
+    else if (f)
+        gs_snapjson_processes(&out, f, true, NULL);
+    gs_snapshot_free(f);
     body = dump_doc(out, &len);
-    json_decref(out);
-    json_decref(doc);
     return send_owned(c, MHD_HTTP_OK, body, len, "application/json");
 }
 
@@ -900,7 +865,6 @@ static enum MHD_Result send_runs_filtered(struct MHD_Connection *c, struct gs_ag
             free(body);
             gs_policy_filter_runs_doc(&view, doc);
             body = dump_doc(doc, &len);
-            json_decref(doc);
         }
         return send_owned(c, code, body, len, "application/json");
     }

@@ -95,7 +95,6 @@ struct quick_run {
     int64_t static_ns; /* when limits, maxima and modes were last read (CLOCK_MONOTONIC) */
     int use_agent;     /* snapshots come from the local agent's socket (agent_client.h) */
     char agent_sock[108];
-    json_t *agent_doc; /* the agent's last document: its hidden_processes, for --json */
     struct sigaction old[4];
 };
 
@@ -165,35 +164,16 @@ static void fill_host_and_time(struct gs_snapshot *snap)
     }
 }
 
-/* The visibility policy's per-GPU summary of other users' processes (docs/security.md), from
- * the agent's document into ours, GPU by index. */
-static void copy_hidden(json_t *doc, const json_t *agent_doc)
-{
-    json_t *g, *ag;
-    size_t i, j;
-
-    json_array_foreach(json_object_get(doc, "gpus"), i, g) {
-        json_array_foreach(json_object_get(agent_doc, "gpus"), j, ag) {
-            json_t *h = json_object_get(ag, "hidden_processes");
-            if (h && json_equal(json_object_get(ag, "index"), json_object_get(g, "index")))
-                json_object_set(g, "hidden_processes", h);
-        }
-    }
-}
-
 /* One snapshot from the agent's socket in place of a sampling cycle. */
 static int agent_sample(struct quick_run *r, struct gs_err *err)
 {
     struct gs_snapshot *s = NULL;
-    json_t *doc = NULL;
-    int rc = gs_agent_client_snapshot(r->agent_sock, !r->o->json, &s, &doc, err);
+    int rc = gs_agent_client_snapshot(r->agent_sock, !r->o->json, &s, err);
 
     if (rc != GS_OK)
         return rc;
     gs_snapshot_free(r->snap);
     r->snap = s;
-    json_decref(r->agent_doc);
-    r->agent_doc = doc;
     return GS_OK;
 }
 
@@ -205,8 +185,6 @@ static int emit_json(struct quick_run *r, struct gs_err *err)
 
     if (rc != GS_OK)
         return rc;
-    if (r->agent_doc && !r->o->no_procs)
-        copy_hidden(doc, r->agent_doc);
     /* 15 significant digits: 0.92 rather than 0.92000000000000004, and still 10 µs for a
      * unix time. */
     text = json_dumps(doc, (r->o->interval_s > 0 ? JSON_COMPACT : JSON_INDENT(2)) |
@@ -411,7 +389,6 @@ out:
     gs_tbuf_free(&r.screen);
     gs_tbuf_free(&r.frame);
     gs_snapshot_free(r.snap);
-    json_decref(r.agent_doc);
     gs_sampler_close(r.sampler);
     return rc;
 }

@@ -202,7 +202,7 @@ void *gs_agent_sampling_thread(void *arg)
         struct timespec ts;
 
         pthread_mutex_unlock(&a->lock);
-        next = gs_agent_next_tick(next, gs_clock_mono_ns(), step, &missed);
+        next = gs_clock_next_tick(next, gs_clock_mono_ns(), step, &missed);
         if (missed) {
             a->overruns++;
             gs_log(GS_LOG_DEBUG, "sampler: cycle overran, %llu tick(s) skipped",

@@ -23,6 +23,7 @@
 #include "cli/agent_client.h"
 #include "cli/cli.h"
 #include "cli/term.h"
+#include "core/clock.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
 
@@ -54,14 +55,6 @@ static void quick_on_signal(int sig)
         (void)w;
     }
     errno = saved;
-}
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static unsigned quick_want(const struct gs_quick_opts *o)
@@ -157,11 +150,8 @@ static void fill_host_and_time(struct gs_snapshot *snap)
     if (!snap->sys.hostname[0] && gethostname(snap->sys.hostname, sizeof snap->sys.hostname) != 0)
         snap->sys.hostname[0] = '\0';
     snap->sys.hostname[sizeof snap->sys.hostname - 1] = '\0';
-    if (snap->t_real <= 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        snap->t_real = (double)ts.tv_sec + ts.tv_nsec / 1e9;
-    }
+    if (snap->t_real <= 0)
+        snap->t_real = gs_clock_real_s();
 }
 
 /* One snapshot from the agent's socket in place of a sampling cycle. */
@@ -248,7 +238,7 @@ static int one_cycle(struct quick_run *r, int first, struct gs_err *err)
     int rc;
 
     unsigned want = quick_want(r->o);
-    int64_t now = mono_ns();
+    int64_t now = gs_clock_mono_ns();
 
     if (first)
         r->static_ns = now; /* the sampler reads the slow fields at its first cycle anyway */
@@ -287,7 +277,7 @@ static int one_cycle(struct quick_run *r, int first, struct gs_err *err)
 static int wait_until(struct quick_run *r, int64_t deadline, struct gs_err *err)
 {
     while (!quick_stop) {
-        int64_t left = deadline - mono_ns();
+        int64_t left = deadline - gs_clock_mono_ns();
         struct pollfd pfd = {.fd = r->wake[0], .events = POLLIN};
         struct timespec ts;
         char drain[64];
@@ -318,7 +308,7 @@ static int wait_until(struct quick_run *r, int64_t deadline, struct gs_err *err)
 static int watch_loop(struct quick_run *r, struct gs_err *err)
 {
     const int64_t step = (int64_t)llround(r->o->interval_s * 1e9);
-    int64_t next = mono_ns();
+    int64_t next = gs_clock_mono_ns();
     int rc;
 
     rc = install_signals(r, err);
@@ -334,8 +324,8 @@ static int watch_loop(struct quick_run *r, struct gs_err *err)
         rc = one_cycle(r, first, err);
         if (rc != GS_OK)
             break;
-        now = mono_ns();
-        next = gs_quick_next_tick(next, now, step);
+        now = gs_clock_mono_ns();
+        next = gs_clock_next_tick(next, now, step, NULL);
         rc = wait_until(r, next, err);
     }
     if (quick_cursor_hidden) {

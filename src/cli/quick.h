@@ -65,17 +65,6 @@ struct gs_quick_opts {
     struct gs_quick_id ids[GS_QUICK_IDS_MAX];
 };
 
-/* The watch-mode tick after prev on the grid prev + k*step (k >= 1) that is later than now:
- * a cycle that overran skips the ticks it missed instead of firing them back to back, and the
- * grid never drifts. Times are CLOCK_MONOTONIC nanoseconds; step > 0. */
-static inline int64_t gs_quick_next_tick(int64_t prev, int64_t now, int64_t step)
-{
-    int64_t next = prev + step;
-
-    if (next <= now)
-        next += ((now - next) / step + 1) * step;
-    return next;
-}
 
 /* quick_opts.c */
 

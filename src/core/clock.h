@@ -38,6 +38,12 @@ static inline double gs_clock_real_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* The next boundary of period step (> 0) after a cycle that started at prev and ended at now,
+ * all in ns of one clock: prev + step, or, when the cycle overran it (now >= prev + step), the
+ * first boundary strictly after now (*missed = boundaries skipped, 0 when on time; missed may
+ * be NULL). Ticks never stack up and stay on prev's grid. */
+int64_t gs_clock_next_tick(int64_t prev, int64_t now, int64_t step, uint64_t *missed);
+
 /* ns as a struct timespec (for pthread_cond_timedwait, clock_nanosleep). */
 static inline struct timespec gs_clock_timespec(int64_t ns)
 {

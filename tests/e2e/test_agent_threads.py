@@ -119,7 +119,7 @@ def main():
     install(pairs[0])
     conf = os.path.join(tmp, "agent.conf")
     with open(conf, "w") as f:
-        f.write("interval = 0.1\nhttp_rate = 10\nhttp_burst = 10\nflush_interval = 1\n"
+        f.write("interval = 0.1\nhttp_rate = 2\nhttp_burst = 5\nflush_interval = 1\n"
                 "tls_cert_file = %s\ntls_key_file = %s\nhttp_socket = %s\n"
                 "[alert hot]\nmetric = temperature_gpu\nop = >=\nthreshold = 0\nfor = 0s\n"
                 % (CRT, KEY, SOCK))
@@ -163,14 +163,15 @@ def main():
         th.join(timeout=30)
     for d in ("tcp", "unix"):
         tally, errors = doors[d]
-        t.ok(tally.get(200, 0) > 20, "%s: answers 200 under load" % d, detail=tally)
+        t.ok(tally.get(200, 0) >= 5, "%s: answers 200 under load (at least the burst)" % d,
+             detail=tally)
         t.ok(tally.get(429, 0) > 0, "%s: the rate limiter answers 429" % d, detail=tally)
         t.ok(set(tally) <= {200, 429}, "%s: nothing but 200 and 429" % d, detail=tally)
         t.ok(not errors["other"], "%s: no request timed out or failed to connect" % d,
              detail=errors["other"][:5])
     t.ok(not doors["unix"][1]["dropped"], "unix: no connection dropped (TLS reloads are TCP's)",
          detail=doors["unix"][1]["dropped"][:5])
-    time.sleep(1.1)  # a full bucket again
+    time.sleep(1.1)  # a token again
     c = tcp_conn(port)
     try:
         c.request("GET", "/metrics")

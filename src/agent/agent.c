@@ -143,37 +143,6 @@ static void reload_sinks(struct gs_agent *a, struct gs_agent_config *c)
                c->alerts.webhook[0] ? c->alerts.webhook : "off");
 }
 
-/* The text keys a SIGHUP cannot change: what they bind or open at start. */
-#define RESTART_ONLY(key)                                                                          \
-    {#key, offsetof(struct gs_agent_config, key), sizeof(((struct gs_agent_config *)0)->key)}
-static const struct {
-    const char *name;
-    size_t off, size;
-} restart_only[] = {
-    RESTART_ONLY(listen), RESTART_ONLY(http_socket), RESTART_ONLY(data_dir),
-    RESTART_ONLY(socket), RESTART_ONLY(user),
-};
-#undef RESTART_ONLY
-
-/* Puts the running values of the restart-only keys back into a reloaded c, warning about each
- * one the new configuration changes (data_dir: unless the caller fixed it). */
-static void keep_restart_only(const struct gs_agent *a, struct gs_agent_config *c)
-{
-    for (size_t i = 0; i < sizeof restart_only / sizeof restart_only[0]; i++) {
-        char *now = (char *)c + restart_only[i].off;
-        const char *run = (const char *)&a->cfg + restart_only[i].off;
-        int fixed = restart_only[i].off == offsetof(struct gs_agent_config, data_dir) &&
-                    a->data_dir_from_caller;
-        if (!fixed && strcmp(now, run) != 0)
-            gs_log(GS_LOG_WARN, "reload: %s '%s' -> '%s' needs a restart; still '%s'",
-                   restart_only[i].name, run, now, run);
-        snprintf(now, restart_only[i].size, "%s", run);
-    }
-    if (c->history != a->cfg.history)
-        gs_log(GS_LOG_WARN, "reload: history %s needs a restart", c->history ? "on" : "off");
-    c->history = a->cfg.history;
-}
-
 static void reload(struct gs_agent *a, const struct gs_agent_args *args, int argc, char **argv)
 {
     struct gs_policy_settings ps;
@@ -188,7 +157,7 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
     reload_sinks(a, &c); /* a->cfg is the main thread's to write: read without the lock */
     gs_agent_http_reload(a, &c); /* credentials and TLS pair; the listen address stays */
     pthread_mutex_lock(&a->lock);
-    keep_restart_only(a, &c);
+    gs_config_keep_restart_keys(&c, &a->cfg, a->data_dir_from_caller ? "data_dir" : NULL);
     a->cfg = c;
     policy_settings(&c, &ps);
     gs_policy_set(a->policy, &ps);

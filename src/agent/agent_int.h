@@ -25,10 +25,6 @@
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 
-#ifndef GS_VERSION
-#define GS_VERSION "0.1.0"
-#endif
-
 struct gs_agent;
 struct MHD_Daemon;
 

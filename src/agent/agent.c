@@ -89,9 +89,9 @@ static void close_retired(struct gs_agent *a, int cancel)
     gs_webhook_close(wn);
 }
 
-/* Opens what a SIGHUP's push settings and alert_webhook ask for and queues it for
- * swap_sinks. On failure (bad token file, libcurl missing, ...) the running sinks stay and c
- * gets their settings back. */
+/* Opens what a SIGHUP's push settings and alert_webhook ask for and queues it for the sampling
+ * thread to swap in (sampling.c). On failure (bad token file, libcurl missing, ...) the running
+ * sinks stay and c gets their settings back. */
 static void reload_sinks(struct gs_agent *a, struct gs_agent_config *c)
 {
     char host[256] = "";

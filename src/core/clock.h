@@ -47,7 +47,8 @@ int64_t gs_clock_next_tick(int64_t prev, int64_t now, int64_t step, uint64_t *mi
 /* ns as a struct timespec (for pthread_cond_timedwait, clock_nanosleep). */
 static inline struct timespec gs_clock_timespec(int64_t ns)
 {
-    struct timespec ts = {.tv_sec = (time_t)(ns / GS_NS_PER_S), .tv_nsec = (long)(ns % GS_NS_PER_S)};
+    struct timespec ts = {.tv_sec = (time_t)(ns / GS_NS_PER_S),
+                          .tv_nsec = (long)(ns % GS_NS_PER_S)};
 
     return ts;
 }

@@ -1,15 +1,16 @@
 # gpuscope: Meson + Ninja behind two commands.
 #   make run    set up, build, run the main job (on nvml-sim when no NVIDIA driver is present)
-#   make test   set up, build with -Werror, run every test, then the unit tests under ASan+UBSan
-#               and each libFuzzer target for FUZZ_SECONDS
+#   make test   set up, build with -Werror, run every test, then the unit tests under ASan+UBSan,
+#               the agent's tests under ThreadSanitizer and each libFuzzer target for FUZZ_SECONDS
 #   make fuzz   only the libFuzzer targets (clang, in build-fuzz); FUZZ_SECONDS=60 for longer runs
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 20
 MESON_FLAGS ?= -Dwerror=true
 
-.PHONY: all deps build test test-asan run bench fuzz clean
+.PHONY: all deps build test test-asan test-tsan run bench fuzz clean
 
 all: build
 
@@ -28,17 +29,30 @@ build: $(BUILD)/build.ninja
 $(ASAN_BUILD)/build.ninja:
 	meson setup $(ASAN_BUILD) $(MESON_FLAGS) -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
 
+# ThreadSanitizer: the agent's unit tests and the end-to-end tests that drive its threads
+# (suite 'tsan', tests/meson.build); only what they need is built.
+$(TSAN_BUILD)/build.ninja:
+	meson setup $(TSAN_BUILD) $(MESON_FLAGS) -Db_sanitize=thread -Db_lundef=false
+
+test-tsan: $(TSAN_BUILD)/build.ninja
+	ninja -C $(TSAN_BUILD) tsan-tests
+	rm -f $(TSAN_BUILD)/tsan-report.*
+	-meson test -C $(TSAN_BUILD) --no-rebuild --suite tsan --print-errorlogs --num-processes 2 \
+	  --timeout-multiplier 3
+
 # The unit tests run twice: once in the normal build with the end-to-end tests, and once
-# under AddressSanitizer + UndefinedBehaviorSanitizer. Then every fuzz target runs for
-# FUZZ_SECONDS (scripts/fuzz.sh: one TAP line each in $(FUZZ_BUILD)/fuzz-results.tap). The last
-# line counts all three.
-test: deps build $(ASAN_BUILD)/build.ninja
+# under AddressSanitizer + UndefinedBehaviorSanitizer; the agent's under ThreadSanitizer
+# (test-tsan). Then every fuzz target runs for FUZZ_SECONDS (scripts/fuzz.sh: one TAP line each
+# in $(FUZZ_BUILD)/fuzz-results.tap). The last line counts all four.
+test: deps build $(ASAN_BUILD)/build.ninja $(TSAN_BUILD)/build.ninja
 	-meson test -C $(BUILD) --print-errorlogs --num-processes 2
 	ninja -C $(ASAN_BUILD)
 	-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  meson test -C $(ASAN_BUILD) --print-errorlogs --num-processes 2
+	@$(MAKE) --no-print-directory test-tsan
 	-@FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/fuzz.sh $(FUZZ_BUILD)
-	@/usr/bin/python3 scripts/test-summary.py $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)/fuzz-results.tap
+	@/usr/bin/python3 scripts/test-summary.py $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) \
+	  $(FUZZ_BUILD)/fuzz-results.tap
 
 # libFuzzer targets (fuzz/): built with clang in $(FUZZ_BUILD), each run from its seed corpus
 # with new inputs kept in a temporary directory; fails on any crash, leak, sanitizer report or
@@ -53,4 +67,4 @@ bench: deps build
 	@./bench/run.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

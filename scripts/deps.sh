@@ -8,8 +8,8 @@ set -eu
 # (bench/bench_agent.sh). libcurl4-openssl-dev, zlib1g-dev: the agent's push sinks; influxdb,
 # prometheus-pushgateway: real servers for tests/e2e/test_agent_push.py.
 PKGS="gcc clang libclang-rt-dev meson ninja-build pkg-config libjansson-dev libmicrohttpd-dev libcmocka-dev prometheus libsqlite3-dev python3 procps time wrk libcurl4-openssl-dev zlib1g-dev influxdb prometheus-pushgateway"
-# chromium: the dashboard's browser test (tests/e2e/test_web.py); nodejs, npm (only where no
-# node is on PATH): the dashboard's uPlot and playwright-core from web/package-lock.json.
+# chromium: the dashboard's browser test (tests/e2e/test_web.py); nodejs, npm (each only where
+# it is not on PATH): the dashboard's uPlot and playwright-core from web/package-lock.json.
 PKGS="$PKGS chromium"
 # libgnutls28-dev, libyaml-dev, libcrypt-dev: the agent's HTTP credentials (src/agent/auth.c:
 # SHA-256 and TLS pair checks, the exporter-toolkit web config, bcrypt); openssl, curl: the test
@@ -21,7 +21,9 @@ PKGS="$PKGS python3-torch"
 # netdata-core, netdata-plugins-python, netdata-web: a real netdata whose python.d nvidia_smi
 # collector runs gpuscope as nvidia-smi (tests/e2e/test_smi_netdata.py).
 PKGS="$PKGS netdata-core netdata-plugins-python netdata-web"
-command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
+# Debian ships node and npm apart: a node on PATH without npm still needs the npm package.
+command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 # web/node_modules: uPlot (embedded into the binary at build time) and playwright-core (the
 # browser test), exactly as web/package-lock.json pins them; again when the lock file changed.
 web_deps() {

@@ -226,6 +226,13 @@ struct gs_gpu {
      * (read them with gs_snapshot_util_samples); usamp_st GS_ST_OK when they were read. */
     uint8_t usamp_st;
     unsigned usamp_first, usamp_n;
+    /* What a visibility filter withheld of this GPU's processes (the agent's policy,
+     * src/agent/policy.c): hidden_st GS_ST_OK once a filter cut the list (then the snapshot
+     * document carries "hidden_processes"), GS_ST_NA when nothing was filtered. The memory
+     * sum is known (hidden_mem_st OK) when NVML sized every withheld process. */
+    uint8_t hidden_st, hidden_mem_st;
+    unsigned hidden_count;
+    uint64_t hidden_mem_bytes;
 };
 
 enum gs_proc_type { GS_PROC_COMPUTE = 1, GS_PROC_GRAPHICS = 2, GS_PROC_MPS = 4 };

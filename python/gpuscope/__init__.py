@@ -25,10 +25,10 @@ import os
 from . import _hooks
 from ._core import PHASE_INDEX, Profiler, format_lines, utilization_estimate
 from ._native import PHASES
+from ._version import __version__  # meson's project version (_version.py.in)
 
 __all__ = ["GpuScopeCallback", "Profiler", "init", "profiler", "step", "phase", "instrument",
            "finish", "PHASES", "format_lines", "utilization_estimate"]
-__version__ = "0.1.0"
 
 _default = [None]
 

@@ -27,6 +27,7 @@
 #include <yaml.h>
 
 #include "agent/log.h"
+#include "core/clock.h"
 #include "gpuscope/gs_err.h"
 
 #define AUTH_FILE_MAX (1u << 20) /* bytes of a tokens file or web config */
@@ -77,14 +78,6 @@ struct gs_auth {
     char key_file[AUTH_PATH_LEN];
     struct auth_cache *cache;
 };
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 /* ---- small pieces ---- */
 
@@ -534,7 +527,7 @@ static struct gs_auth *auth_new(void)
         return NULL;
     }
     au->cache->budget = GS_AUTH_BCRYPT_PER_S;
-    au->cache->budget_t_ns = mono_ns();
+    au->cache->budget_t_ns = gs_clock_mono_ns();
     atomic_init(&au->refs, 1);
     return au;
 }
@@ -783,7 +776,7 @@ static enum gs_role check_basic(const struct gs_auth *au, const char *header, co
     unsigned char key[32];
     char plain[512];
     const struct basic_user *u = NULL;
-    int64_t now = mono_ns();
+    int64_t now = gs_clock_mono_ns();
     long n;
     char *colon;
     int found = -1, allowed;

@@ -28,7 +28,11 @@ struct key {
     const char *const *choices; /* KEY_ENUM: index = stored value */
     const char *def; /* the default, as text: parsed like any other value; NULL: computed */
     const char *help;
+    int restart; /* RESTART: what it binds or opens at start stays until a restart (SIGHUP
+                  * warns and keeps the running value; --help says "restart to change") */
 };
+
+#define RESTART 1
 
 static const char *const compat_names[] = {"none", "dcgm", NULL};
 static const char *const history_names[] = {"off", "on", NULL};
@@ -40,96 +44,96 @@ static const char *const gpuvis_names[] = {"all", "used", NULL};
 
 static const struct key keys[] = {
     {"listen", KEY_LISTEN, offsetof(struct gs_agent_config, listen), 0, 0, NULL,
-     "127.0.0.1:9400", "HOST:PORT of the HTTP server ([V6]:PORT for IPv6); restart to change"},
+     "127.0.0.1:9400", "HOST:PORT of the HTTP server ([V6]:PORT for IPv6)", RESTART},
     {"interval", KEY_DOUBLE, offsetof(struct gs_agent_config, interval_s), 0.1, 60, NULL, "1",
-     "sampling period in seconds"},
+     "sampling period in seconds", 0},
     {"metrics_compat", KEY_ENUM, offsetof(struct gs_agent_config, metrics_compat), 0, 0,
-     compat_names, "none", "none | dcgm: also emit dcgm-exporter names on /metrics"},
+     compat_names, "none", "none | dcgm: also emit dcgm-exporter names on /metrics", 0},
     {"log_level", KEY_LOGLEVEL, offsetof(struct gs_agent_config, log_level), 0, 0, NULL, "info",
-     "error | warn | info | debug"},
+     "error | warn | info | debug", 0},
     {"data_dir", KEY_PATH, offsetof(struct gs_agent_config, data_dir), 0, 0, NULL, NULL,
-     "directory of history.db, made 0750 if missing; restart to change"},
+     "directory of history.db, made 0750 if missing", RESTART},
     {"history", KEY_ENUM, offsetof(struct gs_agent_config, history), 0, 0, history_names, "on",
-     "on | off: keep a history in DATA_DIR/history.db; restart to change"},
+     "on | off: keep a history in DATA_DIR/history.db", RESTART},
     {"flush_interval", KEY_DOUBLE, offsetof(struct gs_agent_config, flush_interval_s), 1, 300,
-     NULL, "5", "seconds between history writes"},
+     NULL, "5", "seconds between history writes", 0},
     {"retention_raw", KEY_DURATION, offsetof(struct gs_agent_config, retention_raw_s), 60,
-     3650 * DAY_S, NULL, "24h", "how long raw samples are kept (s, m, h, d suffixes)"},
+     3650 * DAY_S, NULL, "24h", "how long raw samples are kept (s, m, h, d suffixes)", 0},
     {"retention_rollup", KEY_DURATION, offsetof(struct gs_agent_config, retention_rollup_s), 60,
-     3650 * DAY_S, NULL, "30d", "how long per-minute rollups are kept (s, m, h, d suffixes)"},
+     3650 * DAY_S, NULL, "30d", "how long per-minute rollups are kept (s, m, h, d suffixes)", 0},
     {"retention_runs", KEY_DURATION, offsetof(struct gs_agent_config, retention_runs_s), 60,
      3650 * DAY_S, NULL, "30d",
-     "how long ended training runs and their steps are kept (s, m, h, d suffixes)"},
+     "how long ended training runs and their steps are kept (s, m, h, d suffixes)", 0},
     {"process_metrics", KEY_ENUM, offsetof(struct gs_agent_config, process_metrics), 0, 0,
-     history_names, "off", "on | off: per-process series on /metrics (docs/metrics.md)"},
+     history_names, "off", "on | off: per-process series on /metrics (docs/metrics.md)", 0},
     {"process_metrics_max", KEY_UINT, offsetof(struct gs_agent_config, process_metrics_max), 1,
-     100000, NULL, "256", "cap on per-process series per scrape; the rest are counted"},
+     100000, NULL, "256", "cap on per-process series per scrape; the rest are counted", 0},
     {"http_rate", KEY_DOUBLE, offsetof(struct gs_agent_config, http_rate), 0, 100000, NULL, "50",
-     "HTTP requests/s allowed per client IP (429 beyond); 0: no limit"},
+     "HTTP requests/s allowed per client IP (429 beyond); 0: no limit", 0},
     {"http_burst", KEY_UINT, offsetof(struct gs_agent_config, http_burst), 1, 1000000, NULL,
-     "100", "HTTP requests a client IP may send at once before http_rate applies"},
+     "100", "HTTP requests a client IP may send at once before http_rate applies", 0},
     {"influx_url", KEY_STR, offsetof(struct gs_agent_config, push.influx_url), 0, sizeof(((struct gs_agent_config *)0)->push.influx_url), NULL, "",
-     "InfluxDB base URL (http://HOST:8086); empty: no InfluxDB push; restart to change"},
+     "InfluxDB base URL (http://HOST:8086); empty: no InfluxDB push", 0},
     {"influx_version", KEY_ENUM, offsetof(struct gs_agent_config, push.influx_version), 0, 0, influx_version_names, "1",
-     "1 | 2: /write?db= or /api/v2/write with a token"},
-    {"influx_db", KEY_STR, offsetof(struct gs_agent_config, push.influx_db), 0, sizeof(((struct gs_agent_config *)0)->push.influx_db), NULL, "", "InfluxDB 1.x database"},
-    {"influx_org", KEY_STR, offsetof(struct gs_agent_config, push.influx_org), 0, sizeof(((struct gs_agent_config *)0)->push.influx_org), NULL, "", "InfluxDB 2.x organisation"},
+     "1 | 2: /write?db= or /api/v2/write with a token", 0},
+    {"influx_db", KEY_STR, offsetof(struct gs_agent_config, push.influx_db), 0, sizeof(((struct gs_agent_config *)0)->push.influx_db), NULL, "", "InfluxDB 1.x database", 0},
+    {"influx_org", KEY_STR, offsetof(struct gs_agent_config, push.influx_org), 0, sizeof(((struct gs_agent_config *)0)->push.influx_org), NULL, "", "InfluxDB 2.x organisation", 0},
     {"influx_bucket", KEY_STR, offsetof(struct gs_agent_config, push.influx_bucket), 0, sizeof(((struct gs_agent_config *)0)->push.influx_bucket), NULL, "",
-     "InfluxDB 2.x bucket"},
+     "InfluxDB 2.x bucket", 0},
     {"influx_token_file", KEY_STR, offsetof(struct gs_agent_config, push.influx_token_file), 0, sizeof(((struct gs_agent_config *)0)->push.influx_token_file), NULL, "",
-     "file holding the InfluxDB 2.x token (never put the token on the command line)"},
+     "file holding the InfluxDB 2.x token (never put the token on the command line)", 0},
     {"influx_gzip", KEY_ENUM, offsetof(struct gs_agent_config, push.influx_gzip), 0, 0, history_names, "off",
-     "on | off: gzip the InfluxDB body"},
+     "on | off: gzip the InfluxDB body", 0},
     {"push_interval", KEY_DOUBLE, offsetof(struct gs_agent_config, push.interval_s), 1, 3600, NULL, "10",
-     "seconds between pushes (InfluxDB batch, Pushgateway)"},
+     "seconds between pushes (InfluxDB batch, Pushgateway)", 0},
     {"push_buffer", KEY_UINT, offsetof(struct gs_agent_config, push.buffer_batches), 1, 4096,
-     NULL, "64", "InfluxDB batches kept while the target is down; the oldest dropped first"},
+     NULL, "64", "InfluxDB batches kept while the target is down; the oldest dropped first", 0},
     {"pushgateway_url", KEY_STR, offsetof(struct gs_agent_config, push.pushgateway_url), 0, sizeof(((struct gs_agent_config *)0)->push.pushgateway_url), NULL, "",
-     "Prometheus Pushgateway base URL (http://HOST:9091); empty: off"},
+     "Prometheus Pushgateway base URL (http://HOST:9091); empty: off", 0},
     {"pushgateway_job", KEY_STR, offsetof(struct gs_agent_config, push.pushgateway_job), 0, sizeof(((struct gs_agent_config *)0)->push.pushgateway_job), NULL, "gpuscope",
-     "Pushgateway grouping key job (instance is the host name)"},
+     "Pushgateway grouping key job (instance is the host name)", 0},
     {"alerts", KEY_ENUM, offsetof(struct gs_agent_config, alerts.enabled), 0, 0, history_names,
-     "on", "on | off: evaluate the alert rules ([alert NAME] sections, docs/agent.md)"},
+     "on", "on | off: evaluate the alert rules ([alert NAME] sections, docs/agent.md)", 0},
     {"alert_webhook", KEY_STR, offsetof(struct gs_agent_config, alerts.webhook), 0,
      sizeof(((struct gs_agent_config *)0)->alerts.webhook), NULL, "",
-     "URL that receives Alertmanager-style JSON on each firing/resolved alert; empty: none"},
+     "URL that receives Alertmanager-style JSON on each firing/resolved alert; empty: none", 0},
     {"socket", KEY_STR, offsetof(struct gs_agent_config, socket), 0,
      sizeof(((struct gs_agent_config *)0)->socket), NULL, NULL,
      "step-record socket for training runs (docs/agent.md), absolute path or off; default "
      "$GPUSCOPE_AGENT_SOCKET, $RUNTIME_DIRECTORY/steps.sock, /run/gpuscope/steps.sock (root), "
-     "$XDG_RUNTIME_DIR/gpuscope/steps.sock; restart to change"},
+     "$XDG_RUNTIME_DIR/gpuscope/steps.sock", RESTART},
     {"process_visibility", KEY_ENUM, offsetof(struct gs_agent_config, process_visibility), 0, 0,
      procvis_names, "own",
-     "all | own | none: what non-admin viewers see of other users' processes (docs/security.md)"},
+     "all | own | none: what non-admin viewers see of other users' processes (docs/security.md)", 0},
     {"gpu_visibility", KEY_ENUM, offsetof(struct gs_agent_config, gpu_visibility), 0, 0,
-     gpuvis_names, "all", "all | used: used shows a non-admin viewer only the GPUs it uses"},
+     gpuvis_names, "all", "all | used: used shows a non-admin viewer only the GPUs it uses", 0},
     {"admin_group", KEY_STR, offsetof(struct gs_agent_config, admin_group), 0,
      sizeof(((struct gs_agent_config *)0)->admin_group), NULL, "",
-     "group whose members see everything, like root; empty: root and the agent's user only"},
+     "group whose members see everything, like root; empty: root and the agent's user only", 0},
     {"http_socket", KEY_STR, offsetof(struct gs_agent_config, http_socket), 0,
      sizeof(((struct gs_agent_config *)0)->http_socket), NULL, NULL,
      "HTTP unix socket for local viewers (mode 0666), absolute path or off; default "
      "$RUNTIME_DIRECTORY/agent.sock, /run/gpuscope/agent.sock (root), "
-     "$XDG_RUNTIME_DIR/gpuscope/agent.sock; restart to change"},
+     "$XDG_RUNTIME_DIR/gpuscope/agent.sock", RESTART},
     {"tokens_file", KEY_STR, offsetof(struct gs_agent_config, tokens_file), 0,
      sizeof(((struct gs_agent_config *)0)->tokens_file), NULL, "",
      "HTTP bearer tokens, lines 'sha256:<hex> admin|viewer|metrics [user]' (docs/security.md; "
-     "gpuscope agent --new-token ROLE [USER]); empty: none"},
+     "gpuscope agent --new-token ROLE [USER]); empty: none", 0},
     {"web_config_file", KEY_STR, offsetof(struct gs_agent_config, web_config_file), 0,
      sizeof(((struct gs_agent_config *)0)->web_config_file), NULL, "",
-     "Prometheus exporter-toolkit web config (YAML: tls_server_config, basic_auth_users)"},
+     "Prometheus exporter-toolkit web config (YAML: tls_server_config, basic_auth_users)", 0},
     {"tls_cert_file", KEY_STR, offsetof(struct gs_agent_config, tls_cert_file), 0,
      sizeof(((struct gs_agent_config *)0)->tls_cert_file), NULL, "",
-     "PEM certificate for HTTPS (with tls_key_file); SIGHUP reloads the pair"},
+     "PEM certificate for HTTPS (with tls_key_file); SIGHUP reloads the pair", 0},
     {"tls_key_file", KEY_STR, offsetof(struct gs_agent_config, tls_key_file), 0,
-     sizeof(((struct gs_agent_config *)0)->tls_key_file), NULL, "", "PEM private key for HTTPS"},
+     sizeof(((struct gs_agent_config *)0)->tls_key_file), NULL, "", "PEM private key for HTTPS", 0},
     {"insecure", KEY_ENUM, offsetof(struct gs_agent_config, insecure), 0, 0, history_names,
      "off", "on | off (--insecure alone: on): allow a non-loopback listen without TLS and "
-     "tokens or basic auth"},
+     "tokens or basic auth", 0},
     {"user", KEY_USER, offsetof(struct gs_agent_config, user), 0,
      sizeof(((struct gs_agent_config *)0)->user), NULL, "",
      "started as root: become this user once the TCP port is bound (docs/security.md); "
-     "empty: stay as started; restart to change"},
+     "empty: stay as started", RESTART},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -717,7 +721,8 @@ void gs_config_usage(FILE *out)
         for (j = 0; keys[i].name[j] && j + 1 < sizeof flag; j++)
             flag[j] = keys[i].name[j] == '_' ? '-' : keys[i].name[j];
         flag[j] = '\0';
-        fprintf(out, "  --%-16s %s (default %s", flag, keys[i].help,
+        fprintf(out, "  --%-16s %s%s (default %s", flag, keys[i].help,
+                keys[i].restart ? "; restart to change" : "",
                 keys[i].def                 ? keys[i].def
                 : keys[i].type == KEY_PATH ? "$STATE_DIRECTORY under systemd, /var/lib/gpuscope "
                                              "for root, else $XDG_STATE_HOME/gpuscope or "
@@ -782,5 +787,33 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
                      "severity = %s\nenabled = %s\n",
                 r->name, gs_alert_metric_name(r->metric), gs_alert_op_name(r->op), r->threshold,
                 r->for_s, gs_alert_severity_name(r->severity), r->enabled ? "on" : "off");
+    }
+}
+
+void gs_config_keep_restart_keys(struct gs_agent_config *c, const struct gs_agent_config *running,
+                                 const char *fixed)
+{
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const struct key *k = &keys[i];
+        char *now = (char *)c + k->off;
+        const char *run = (const char *)running + k->off;
+        int warn = !fixed || strcmp(fixed, k->name) != 0;
+
+        if (!k->restart)
+            continue;
+        if (k->type == KEY_ENUM) {
+            int v_now, v_run;
+            memcpy(&v_now, now, sizeof v_now);
+            memcpy(&v_run, run, sizeof v_run);
+            if (warn && v_now != v_run)
+                gs_log(GS_LOG_WARN, "reload: %s %s needs a restart", k->name, k->choices[v_now]);
+            memcpy(now, run, sizeof v_run);
+            continue;
+        }
+        /* Text keys: the same field of the same struct, so the running value fits. */
+        if (warn && strcmp(now, run) != 0)
+            gs_log(GS_LOG_WARN, "reload: %s '%s' -> '%s' needs a restart; still '%s'", k->name,
+                   run, now, run);
+        memmove(now, run, strlen(run) + 1);
     }
 }

@@ -149,6 +149,13 @@ int gs_config_build(struct gs_agent_config *c, const struct gs_agent_args *a, in
 /* Writes the key table (flags, bounds, defaults) for --help. */
 void gs_config_usage(FILE *out);
 
+/* SIGHUP: for every key the table marks restart-only (what the agent binds or opens at start:
+ * listen, data_dir, history, socket, http_socket, user), puts running's value back into the
+ * reloaded c, with a warning when c changed it, except for the key named fixed (NULL: none),
+ * which the caller set itself (gpuscope demo's data_dir). */
+void gs_config_keep_restart_keys(struct gs_agent_config *c, const struct gs_agent_config *running,
+                                 const char *fixed);
+
 /* Writes the effective configuration as an INI text. */
 void gs_config_write(FILE *out, const struct gs_agent_config *c);
 

@@ -622,116 +622,35 @@ struct gs_snapshot *gs_policy_filter_snapshot(const struct gs_policy_view *view,
     out->t_real = snap->t_real;
     out->t_mono_ns = snap->t_mono_ns;
     for (unsigned i = 0; i < snap->n_gpus && i < GS_POLICY_GPU_MAX; i++)
-        if (map[i] != UINT32_MAX)
-            out->gpus[map[i]] = snap->gpus[i];
+        if (map[i] != UINT32_MAX) {
+            struct gs_gpu *g = &out->gpus[map[i]];
+            *g = snap->gpus[i];
+            if (view->filtered && view->process_visibility != GS_PROCVIS_ALL) {
+                g->hidden_st = g->hidden_mem_st = GS_ST_OK;
+                g->hidden_count = 0;
+                g->hidden_mem_bytes = 0;
+            }
+        }
     for (unsigned i = 0; i < snap->n_procs; i++) {
         const struct gs_proc *pr = &snap->procs[i];
-        if (pr->gpu < snap->n_gpus && pr->gpu < GS_POLICY_GPU_MAX &&
-            map[pr->gpu] != UINT32_MAX && proc_shown(view, pr)) {
+        struct gs_gpu *g;
+        if (pr->gpu >= snap->n_gpus || pr->gpu >= GS_POLICY_GPU_MAX || map[pr->gpu] == UINT32_MAX)
+            continue;
+        if (proc_shown(view, pr)) {
             out->procs[out->n_procs] = *pr;
             out->procs[out->n_procs].gpu = map[pr->gpu];
             out->n_procs++;
-        }
-    }
-    return out;
-}
-
-/* Whether a process entry of a snapshot document is shown in full. */
-static bool proc_doc_shown(const struct gs_policy_view *view, const json_t *pr)
-{
-    const json_t *uid = json_object_get(pr, "uid");
-
-    if (!view->filtered || view->process_visibility == GS_PROCVIS_ALL)
-        return true;
-    return view->process_visibility == GS_PROCVIS_OWN && view->uid_known &&
-           json_is_integer(uid) && json_integer_value(uid) == (json_int_t)view->uid;
-}
-
-int gs_policy_filter_snapshot_doc(const struct gs_policy_view *view, json_t *doc)
-{
-    json_t *gpus = json_object_get(doc, "gpus");
-    size_t i = 0;
-
-    if (!view->filtered || !json_is_array(gpus))
-        return GS_OK;
-    while (i < json_array_size(gpus)) {
-        json_t *g = json_array_get(gpus, i);
-        json_t *idx = json_object_get(g, "index");
-        json_t *procs = json_object_get(g, "processes");
-        json_int_t mem = 0, count = 0;
-        bool mem_known = true;
-        size_t j = 0;
-        json_t *hidden;
-
-        if (!json_is_integer(idx) || json_integer_value(idx) < 0 ||
-            !gs_policy_gpu_visible(view, (unsigned)json_integer_value(idx))) {
-            json_array_remove(gpus, i);
             continue;
-        }
-        i++;
-        if (view->process_visibility == GS_PROCVIS_ALL || !json_is_array(procs))
-            continue;
-        while (j < json_array_size(procs)) {
-            json_t *pr = json_array_get(procs, j);
-            json_t *m = json_object_get(pr, "gpu_memory");
-            if (proc_doc_shown(view, pr)) {
-                j++;
-                continue;
-            }
-            count++;
-            if (json_is_integer(m))
-                mem += json_integer_value(m);
-            else
-                mem_known = false;
-            json_array_remove(procs, j);
         }
         /* Memory of processes NVML could not size is unknown: the sum is too, unless none. */
-        hidden = json_pack("{s:I, s:o}", "count", count, "gpu_memory",
-                           mem_known ? json_integer(mem) : json_null());
-        if (!hidden || json_object_set_new(g, "hidden_processes", hidden) != 0)
-            return GS_ENOMEM;
+        g = &out->gpus[map[pr->gpu]];
+        g->hidden_count++;
+        if (pr->mem_st == GS_ST_OK)
+            g->hidden_mem_bytes += pr->gpu_mem_bytes;
+        else
+            g->hidden_mem_st = GS_ST_NA;
     }
-    return GS_OK;
-}
-
-json_t *gs_policy_processes_doc(const json_t *snapshot_doc)
-{
-    json_t *list = json_array(), *hidden = json_array(), *g, *out;
-    const json_t *gpus = json_object_get(snapshot_doc, "gpus");
-    size_t i, j;
-
-    if (!list || !hidden)
-        goto nomem;
-    json_array_foreach(gpus, i, g) {
-        json_t *procs = json_object_get(g, "processes"), *pr;
-        json_t *h = json_object_get(g, "hidden_processes");
-        json_array_foreach(procs, j, pr) {
-            json_t *e = json_pack("{s:O?, s:O?}", "gpu", json_object_get(g, "index"),
-                                  "gpu_uuid", json_object_get(g, "uuid"));
-            if (!e || json_object_update(e, pr) != 0 || json_array_append_new(list, e) != 0) {
-                json_decref(e);
-                goto nomem;
-            }
-        }
-        if (h && json_integer_value(json_object_get(h, "count")) > 0) {
-            json_t *e = json_pack("{s:O?, s:O?}", "gpu", json_object_get(g, "index"),
-                                  "gpu_uuid", json_object_get(g, "uuid"));
-            if (!e || json_object_update(e, h) != 0 || json_array_append_new(hidden, e) != 0) {
-                json_decref(e);
-                goto nomem;
-            }
-        }
-    }
-    out = json_pack("{s:O?, s:O?, s:O?, s:o, s:o}", "hostname",
-                    json_object_get(snapshot_doc, "hostname"), "query_time",
-                    json_object_get(snapshot_doc, "query_time"), "query_time_unix",
-                    json_object_get(snapshot_doc, "query_time_unix"), "processes", list,
-                    "hidden_processes", hidden);
     return out;
-nomem:
-    json_decref(list);
-    json_decref(hidden);
-    return NULL;
 }
 
 void gs_policy_filter_alerts_doc(const struct gs_policy_view *view, json_t *doc)

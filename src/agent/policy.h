@@ -99,21 +99,14 @@ void gs_policy_view(struct gs_policy *p, struct gs_policy_view *view, const stru
 /* Whether the GPU of NVML index gpu is visible. */
 bool gs_policy_gpu_visible(const struct gs_policy_view *view, unsigned gpu);
 
-/* A copy of snap with only the visible GPUs and the processes shown in full (own ones for
- * `own`, none for `none`); proc->gpu re-indexed. NULL when out of memory. */
+/* What a viewer may see of snap, made once per request; every answer (the snapshot and
+ * processes documents of core/snapjson.h, /metrics) is an encoding of it. A copy with only the
+ * visible GPUs and the processes shown in full (own ones for `own`, none for `none`),
+ * proc->gpu re-indexed; unless the policy shows all processes, each GPU left counts what it
+ * withheld in its hidden_* fields (the documents' "hidden_processes"). NULL when out of
+ * memory. */
 struct gs_snapshot *gs_policy_filter_snapshot(const struct gs_policy_view *view,
                                               const struct gs_snapshot *snap);
-
-/* Filters a snapshot document (cli/quick.h's gs_quick_json) in place: hidden GPUs leave
- * "gpus"; on each one left, processes not shown in full leave "processes" and are summed in
- * "hidden_processes": {"count": N, "gpu_memory": BYTES or null}. GS_OK or GS_ENOMEM. */
-int gs_policy_filter_snapshot_doc(const struct gs_policy_view *view, json_t *doc);
-
-/* The /api/v1/processes document made from a filtered snapshot document: hostname,
- * query_time, query_time_unix, "processes" (each led by gpu and gpu_uuid, as agent.c
- * renders it) and "hidden_processes": [{"gpu", "gpu_uuid", "count", "gpu_memory"}] for
- * the GPUs where some are hidden. NULL when out of memory. */
-json_t *gs_policy_processes_doc(const json_t *snapshot_doc);
 
 /* Filters an /api/v1/alerts document in place: entries whose "gpu" is hidden leave
  * "alerts" (node-level entries, gpu null, stay). */

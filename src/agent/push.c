@@ -2,10 +2,11 @@
  * The push sinks (push.h): line-protocol rendering, and the pusher thread with its libcurl
  * handle, its InfluxDB batch and pending buffer, and the retry backoff of each sink.
  *
- * One lock, lock, guards the queue, the stop flag and the published stats; the pusher holds it
- * for a few instructions only, never across a request, so the sampler (offer) and the /metrics
- * render (stats) never wait on the network. Everything else (the curl handle, the batch, the
- * pending ring, the backoff state) is the pusher thread's own.
+ * The pusher is a bounded-queue worker (worker.h): the sampler's offers are copied into its
+ * queue and never wait on the network. One lock, lock, guards the published stats; the pusher
+ * holds it for a few instructions only, never across a request, so the /metrics render (stats)
+ * never waits either. Everything else (the curl handle, the batch, the pending ring, the
+ * backoff state) is the pusher thread's own.
  */
 #include "agent/push.h"
 
@@ -21,6 +22,8 @@
 
 #include "agent/log.h"
 #include "agent/outbound.h"
+#include "agent/worker.h"
+#include "core/clock.h"
 #include "gpuscope/gs_err.h"
 
 #define QUEUE_CAP 8
@@ -235,12 +238,10 @@ struct batch {
 
 
 struct gs_push {
-    pthread_mutex_t lock; /* queue, stop, pub */
-    pthread_cond_t wake;  /* CLOCK_MONOTONIC */
-    struct queued q[QUEUE_CAP];
-    unsigned q_head, q_n;
-    int stop;
+    pthread_mutex_t lock; /* pub */
     struct gs_push_stats pub;
+    struct gs_worker *worker; /* the queue and the pusher thread */
+    double next_push;         /* the pusher's own (CLOCK_MONOTONIC s) */
 
     /* The pusher thread's own. */
     struct gs_push_config cfg;
@@ -257,17 +258,27 @@ struct gs_push {
     int pgw_dirty;      /* pgw holds a body not yet accepted */
     int pgw_unsent;     /* ... and a push tick passed without sending it */
     struct gs_backoff st[GS_PUSH__SINKS];
-    pthread_t thread;
     int started;
 };
 
-static double mono_s(void)
-{
-    struct timespec ts;
+static int64_t pusher_run(void *ctx, void *items, unsigned n, bool stopping);
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+static void drop_queued(void *ctx, void *item)
+{
+    const struct queued *e = item;
+
+    (void)ctx;
+    if (e->release)
+        e->release(e->cls);
 }
+
+static const struct gs_worker_ops pusher_ops = {
+    .name = "push",
+    .item_size = sizeof(struct queued),
+    .cap = QUEUE_CAP,
+    .run = pusher_run,
+    .drop = drop_queued,
+};
 
 static void count(struct gs_push *p, int sink, uint64_t ok, uint64_t failed, uint64_t dropped)
 {
@@ -320,6 +331,7 @@ static int pgw_url(struct gs_push *p, const char *instance, struct gs_err *err)
 
 static void push_free(struct gs_push *p)
 {
+    gs_worker_close(p->worker); /* the pusher's last run, or the queued references back */
     free(p->influx_url);
     free(p->pgw_url);
     if (p->curl)
@@ -330,7 +342,6 @@ static void push_free(struct gs_push *p)
         free(p->pending[p->p_head].data);
     free(p->pending);
     explicit_bzero(p->token_header, sizeof p->token_header);
-    pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -339,7 +350,6 @@ int gs_push_open(struct gs_push **out, const struct gs_push_config *c, const cha
                  struct gs_err *err)
 {
     struct gs_push *p;
-    pthread_condattr_t ca;
     int rc = GS_OK;
 
     if (c->influx_url[0]) {
@@ -364,13 +374,12 @@ int gs_push_open(struct gs_push **out, const struct gs_push_config *c, const cha
         return gs_err_set(err, GS_ENOMEM, "push: out of memory");
     p->cfg = *c;
     pthread_mutex_init(&p->lock, NULL);
-    if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
-        pthread_cond_init(&p->wake, &ca) != 0) {
+    rc = gs_worker_new(&p->worker, &pusher_ops, p, err);
+    if (rc != GS_OK) {
         pthread_mutex_destroy(&p->lock);
         free(p);
-        return gs_err_set(err, GS_ENOMEM, "push: pthread_cond_init failed");
+        return rc;
     }
-    pthread_condattr_destroy(&ca);
     p->pub.sink[GS_PUSH_INFLUX].enabled = c->influx_url[0] != '\0';
     p->pub.sink[GS_PUSH_PUSHGATEWAY].enabled = c->pushgateway_url[0] != '\0';
     p->cap = c->buffer_batches ? c->buffer_batches : GS_PUSH_PENDING_MAX;
@@ -400,20 +409,9 @@ int gs_push_open(struct gs_push **out, const struct gs_push_config *c, const cha
 int gs_push_offer(struct gs_push *p, const struct gs_snapshot *snap, const char *prom,
                   size_t prom_len, gs_push_release_fn release, void *cls)
 {
-    int ok = 0;
+    struct queued e = {snap, prom, prom_len, release, cls};
 
-    pthread_mutex_lock(&p->lock);
-    if (p->q_n < QUEUE_CAP && !p->stop) {
-        p->q[(p->q_head + p->q_n) % QUEUE_CAP] =
-            (struct queued){snap, prom, prom_len, release, cls};
-        p->q_n++;
-        ok = 1;
-        pthread_cond_signal(&p->wake);
-    } else {
-        p->pub.queue_dropped++;
-    }
-    pthread_mutex_unlock(&p->lock);
-    return ok;
+    return gs_worker_offer(p->worker, &e);
 }
 
 struct gs_push_stats gs_push_stats(struct gs_push *p)
@@ -423,6 +421,7 @@ struct gs_push_stats gs_push_stats(struct gs_push *p)
     pthread_mutex_lock(&p->lock);
     s = p->pub;
     pthread_mutex_unlock(&p->lock);
+    s.queue_dropped += gs_worker_dropped(p->worker);
     return s;
 }
 
@@ -547,7 +546,7 @@ static void settle(struct gs_push *p, int sink, int ok, const char *why)
     if (ok) {
         if (gs_backoff_ok(s))
             gs_log(GS_LOG_INFO, "push: %s recovered", sink_names[sink]);
-    } else if (gs_backoff_fail(s, mono_s())) {
+    } else if (gs_backoff_fail(s, gs_clock_mono_s())) {
         gs_log(GS_LOG_WARN, "push: %s failed: %s; retrying with backoff, buffering",
                sink_names[sink], why);
     } else {
@@ -561,7 +560,7 @@ static void settle(struct gs_push *p, int sink, int ok, const char *why)
 static void send_due(struct gs_push *p, int force)
 {
     char why[CURL_ERROR_SIZE + 32];
-    double now = mono_s();
+    double now = gs_clock_mono_s();
 
     if (p->cfg.influx_url[0] && (force || now >= p->st[GS_PUSH_INFLUX].retry_at)) {
         while (p->p_n > 0) {
@@ -585,54 +584,33 @@ static void send_due(struct gs_push *p, int force)
     }
 }
 
-static void *pusher_thread(void *arg)
+/* The pusher's body (worker.h): each snapshot taken, and every push_interval (and at stop)
+ * the batch sealed and what is due sent. */
+static int64_t pusher_run(void *ctx, void *items, unsigned n, bool stopping)
 {
-    struct gs_push *p = arg;
+    struct gs_push *p = ctx;
+    const struct queued *batch = items;
     double interval = p->cfg.interval_s > 0 ? p->cfg.interval_s : 10;
-    double next_push = mono_s() + interval;
 
-    pthread_mutex_lock(&p->lock);
-    for (;;) {
-        struct queued batch[QUEUE_CAP];
-        unsigned n = 0;
-        int stopping;
-
-        while (!p->stop && p->q_n == 0 && mono_s() < next_push) {
-            struct timespec ts;
-            ts.tv_sec = (time_t)next_push;
-            ts.tv_nsec = (long)((next_push - (double)ts.tv_sec) * 1e9);
-            if (pthread_cond_timedwait(&p->wake, &p->lock, &ts) == ETIMEDOUT)
-                break;
-        }
-        while (p->q_n > 0) {
-            batch[n++] = p->q[p->q_head];
-            p->q_head = (p->q_head + 1) % QUEUE_CAP;
-            p->q_n--;
-        }
-        stopping = p->stop;
-        pthread_mutex_unlock(&p->lock);
-
-        for (unsigned i = 0; i < n; i++)
-            take(p, &batch[i]);
-        if (stopping || mono_s() >= next_push) {
-            seal_batch(p);
-            send_due(p, stopping);
-            p->pgw_unsent = p->pgw_dirty; /* the next take replaces it: dropped */
-            next_push = mono_s() + interval;
-        }
-
-        pthread_mutex_lock(&p->lock);
-        if (stopping && p->q_n == 0)
-            break;
+    for (unsigned i = 0; i < n; i++)
+        take(p, &batch[i]);
+    if (stopping || gs_clock_mono_s() >= p->next_push) {
+        seal_batch(p);
+        send_due(p, stopping);
+        p->pgw_unsent = p->pgw_dirty; /* the next take replaces it: dropped */
+        p->next_push = gs_clock_mono_s() + interval;
     }
-    pthread_mutex_unlock(&p->lock);
-    return NULL;
+    return (int64_t)(p->next_push * 1e9);
 }
 
 int gs_push_start(struct gs_push *p, struct gs_err *err)
 {
-    if (pthread_create(&p->thread, NULL, pusher_thread, p) != 0)
-        return gs_err_set(err, GS_ENOMEM, "push: cannot start the pusher thread");
+    int rc;
+
+    p->next_push = gs_clock_mono_s() + (p->cfg.interval_s > 0 ? p->cfg.interval_s : 10);
+    rc = gs_worker_start(p->worker, (int64_t)(p->next_push * 1e9), err);
+    if (rc != GS_OK)
+        return rc;
     p->started = 1;
     if (p->cfg.influx_url[0])
         gs_log(GS_LOG_INFO, "push: influxdb v%d %s every %gs%s",
@@ -647,16 +625,5 @@ void gs_push_close(struct gs_push *p)
 {
     if (!p)
         return;
-    pthread_mutex_lock(&p->lock);
-    p->stop = 1;
-    pthread_cond_signal(&p->wake);
-    pthread_mutex_unlock(&p->lock);
-    if (p->started) {
-        pthread_join(p->thread, NULL);
-    } else {
-        for (; p->q_n > 0; p->q_n--, p->q_head = (p->q_head + 1) % QUEUE_CAP)
-            if (p->q[p->q_head].release)
-                p->q[p->q_head].release(p->q[p->q_head].cls);
-    }
-    push_free(p);
+    push_free(p); /* the pusher's last run first: what is due is sent */
 }

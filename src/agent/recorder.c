@@ -1,10 +1,10 @@
 /*
  * The history recorder (recorder.h): a writer thread that owns the history store.
  *
- * Two locks, never held together by the writer:
- * - qlock guards the queue, the policy, the stop flag and the published stats. It is held
- *   for a few instructions only, so the sampling thread (offer) and the /metrics render
- *   (stats) never wait on disk.
+ * The writer is a bounded-queue worker (worker.h): the sampling thread's offers are copied into
+ * its queue and never wait on disk. Two locks, never held together by the writer:
+ * - qlock guards the policy and the published stats. It is held for a few instructions only,
+ *   so the /metrics render (stats) never waits on disk.
  * - store_lock guards the store itself, held by the writer around each append, flush and
  *   prune batch, and by the HTTP thread around a query.
  *
@@ -27,6 +27,8 @@
 #include <time.h>
 
 #include "agent/log.h"
+#include "agent/worker.h"
+#include "core/clock.h"
 #include "gpuscope/gs_err.h"
 
 /* Snapshot references between the sampler and the writer. The writer drains the queue on
@@ -44,40 +46,39 @@ struct queued {
 };
 
 struct gs_recorder {
-    pthread_mutex_t qlock; /* queue, policy, stop, pub */
-    pthread_cond_t wake;   /* CLOCK_MONOTONIC */
-    struct queued q[QUEUE_CAP];
-    unsigned q_head, q_n;
-    int stop;
+    pthread_mutex_t qlock; /* policy, pub */
     double flush_interval_s, raw_s, rollup_s;
     double runs_s; /* ended runs and their steps kept this long */
-    uint64_t queue_dropped;
     struct gs_recorder_stats pub; /* the writer's last copy of the store stats */
+    struct gs_worker *worker;     /* the queue and the writer thread */
 
     pthread_mutex_t store_lock;
     struct gs_store *st;
 
-    pthread_t thread;
     int started;
-    int failing;      /* the writer's own: inside a failure episode */
-    int prune_failed; /* the writer's own: a prune failure was logged */
+    double next_flush; /* the writer's own (CLOCK_MONOTONIC s) */
+    int failing;       /* the writer's own: inside a failure episode */
+    int prune_failed;  /* the writer's own: a prune failure was logged */
 };
 
-static double mono_s(void)
-{
-    struct timespec ts;
+static int64_t writer_run(void *ctx, void *items, unsigned n, bool stopping);
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+static void drop_queued(void *ctx, void *item)
+{
+    const struct queued *e = item;
+
+    (void)ctx;
+    if (e->release)
+        e->release(e->cls);
 }
 
-static double real_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+static const struct gs_worker_ops writer_ops = {
+    .name = "history",
+    .item_size = sizeof(struct queued),
+    .cap = QUEUE_CAP,
+    .run = writer_run,
+    .drop = drop_queued,
+};
 
 /* mkdir -p with mode for every directory it makes. */
 static int make_dirs(const char *dir, mode_t mode, struct gs_err *err)
@@ -108,7 +109,6 @@ int gs_recorder_open(struct gs_recorder **out, const char *data_dir, struct gs_e
     struct gs_recorder *r;
     char path[PATH_MAX];
     struct stat sb;
-    pthread_condattr_t ca;
     int rc;
 
     if (snprintf(path, sizeof path, "%s/history.db", data_dir) >= (int)sizeof path)
@@ -124,17 +124,16 @@ int gs_recorder_open(struct gs_recorder **out, const char *data_dir, struct gs_e
     r->flush_interval_s = 5;
     r->runs_s = 30 * 86400.0;
     r->pub.last_flush_s = -1;
-    if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
-        pthread_cond_init(&r->wake, &ca) != 0) {
+    rc = gs_worker_new(&r->worker, &writer_ops, r, err);
+    if (rc != GS_OK) {
         free(r);
-        return gs_err_set(err, GS_ENOMEM, "history: pthread_cond_init failed");
+        return rc;
     }
-    pthread_condattr_destroy(&ca);
     pthread_mutex_init(&r->qlock, NULL);
     pthread_mutex_init(&r->store_lock, NULL);
     rc = gs_store_open(&r->st, path, NULL, err);
     if (rc != GS_OK) {
-        pthread_cond_destroy(&r->wake);
+        gs_worker_close(r->worker);
         pthread_mutex_destroy(&r->qlock);
         pthread_mutex_destroy(&r->store_lock);
         free(r);
@@ -151,8 +150,8 @@ void gs_recorder_set_policy(struct gs_recorder *r, double flush_interval_s, doub
     r->flush_interval_s = flush_interval_s;
     r->raw_s = raw_s;
     r->rollup_s = rollup_s;
-    pthread_cond_signal(&r->wake);
     pthread_mutex_unlock(&r->qlock);
+    gs_worker_wake(r->worker); /* a shorter flush_interval applies now */
 }
 
 void gs_recorder_set_runs_retention(struct gs_recorder *r, double runs_s)
@@ -165,19 +164,9 @@ void gs_recorder_set_runs_retention(struct gs_recorder *r, double runs_s)
 int gs_recorder_offer(struct gs_recorder *r, const struct gs_snapshot *snap,
                       gs_recorder_release_fn release, void *cls)
 {
-    int ok = 0;
+    struct queued e = {snap, release, cls};
 
-    pthread_mutex_lock(&r->qlock);
-    if (r->q_n < QUEUE_CAP && !r->stop) {
-        r->q[(r->q_head + r->q_n) % QUEUE_CAP] = (struct queued){snap, release, cls};
-        r->q_n++;
-        ok = 1;
-        pthread_cond_signal(&r->wake);
-    } else {
-        r->queue_dropped++;
-    }
-    pthread_mutex_unlock(&r->qlock);
-    return ok;
+    return gs_worker_offer(r->worker, &e);
 }
 
 struct gs_recorder_stats gs_recorder_stats(struct gs_recorder *r)
@@ -186,8 +175,8 @@ struct gs_recorder_stats gs_recorder_stats(struct gs_recorder *r)
 
     pthread_mutex_lock(&r->qlock);
     s = r->pub;
-    s.dropped += r->queue_dropped;
     pthread_mutex_unlock(&r->qlock);
+    s.dropped += gs_worker_dropped(r->worker);
     return s;
 }
 
@@ -310,10 +299,10 @@ static void prune(struct gs_recorder *r, double raw_s, double rollup_s, double r
 
         gs_err_clear(&err);
         pthread_mutex_lock(&r->store_lock);
-        rc = gs_store_prune(r->st, real_s(), raw_s, rollup_s, PRUNE_ROWS, &deleted, &err);
+        rc = gs_store_prune(r->st, gs_clock_real_s(), raw_s, rollup_s, PRUNE_ROWS, &deleted, &err);
         /* Then ended runs and their steps, in what is left of the batch. */
         if (rc == GS_OK && deleted < PRUNE_ROWS) {
-            rc = gs_store_prune_runs(r->st, real_s(), runs_s, PRUNE_ROWS - deleted, &run_rows,
+            rc = gs_store_prune_runs(r->st, gs_clock_real_s(), runs_s, PRUNE_ROWS - deleted, &run_rows,
                                      &err);
             deleted += run_rows;
         }
@@ -333,86 +322,57 @@ static void prune(struct gs_recorder *r, double raw_s, double rollup_s, double r
     }
 }
 
-static void *writer_thread(void *arg)
+/* The writer's body (worker.h): appends what was queued, flushes every flush_interval (and
+ * at stop), prunes after each flush. */
+static int64_t writer_run(void *ctx, void *items, unsigned n, bool stopping)
 {
-    struct gs_recorder *r = arg;
-    double next_flush = mono_s() + r->flush_interval_s;
+    struct gs_recorder *r = ctx;
+    const struct queued *batch = items;
+    double raw_s, rollup_s, runs_s, interval_s;
 
     pthread_mutex_lock(&r->qlock);
-    for (;;) {
-        struct queued batch[QUEUE_CAP];
-        unsigned n = 0;
-        int stopping;
-        double raw_s, rollup_s, runs_s, interval_s;
-
-        while (!r->stop && r->q_n == 0 && mono_s() < next_flush) {
-            struct timespec ts;
-            double at = next_flush;
-            ts.tv_sec = (time_t)at;
-            ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
-            if (pthread_cond_timedwait(&r->wake, &r->qlock, &ts) == ETIMEDOUT)
-                break;
-        }
-        while (r->q_n > 0) {
-            batch[n++] = r->q[r->q_head];
-            r->q_head = (r->q_head + 1) % QUEUE_CAP;
-            r->q_n--;
-        }
-        stopping = r->stop;
-        raw_s = r->raw_s;
-        rollup_s = r->rollup_s;
-        runs_s = r->runs_s;
-        interval_s = r->flush_interval_s;
-        pthread_mutex_unlock(&r->qlock);
-
-        for (unsigned i = 0; i < n; i++)
-            append_one(r, &batch[i]);
-        if (n > 0) {
-            pthread_mutex_lock(&r->store_lock);
-            publish_stats(r);
-            pthread_mutex_unlock(&r->store_lock);
-        }
-        if (stopping || mono_s() >= next_flush) {
-            if (flush_once(r) && !stopping)
-                prune(r, raw_s, rollup_s, runs_s);
-            next_flush = mono_s() + interval_s;
-        } else if (next_flush > mono_s() + interval_s) {
-            next_flush = mono_s() + interval_s; /* a reload shortened the period */
-        }
-
-        pthread_mutex_lock(&r->qlock);
-        if (stopping && r->q_n == 0)
-            break;
-    }
+    raw_s = r->raw_s;
+    rollup_s = r->rollup_s;
+    runs_s = r->runs_s;
+    interval_s = r->flush_interval_s;
     pthread_mutex_unlock(&r->qlock);
-    return NULL;
+    for (unsigned i = 0; i < n; i++)
+        append_one(r, &batch[i]);
+    if (n > 0) {
+        pthread_mutex_lock(&r->store_lock);
+        publish_stats(r);
+        pthread_mutex_unlock(&r->store_lock);
+    }
+    if (stopping || gs_clock_mono_s() >= r->next_flush) {
+        if (flush_once(r) && !stopping)
+            prune(r, raw_s, rollup_s, runs_s);
+        r->next_flush = gs_clock_mono_s() + interval_s;
+    } else if (r->next_flush > gs_clock_mono_s() + interval_s) {
+        r->next_flush = gs_clock_mono_s() + interval_s; /* a reload shortened the period */
+    }
+    return (int64_t)(r->next_flush * 1e9);
 }
 
 int gs_recorder_start(struct gs_recorder *r, struct gs_err *err)
 {
-    if (pthread_create(&r->thread, NULL, writer_thread, r) != 0)
-        return gs_err_set(err, GS_ENOMEM, "history: cannot start the writer thread");
-    r->started = 1;
-    return GS_OK;
+    int rc;
+
+    pthread_mutex_lock(&r->qlock);
+    r->next_flush = gs_clock_mono_s() + r->flush_interval_s;
+    pthread_mutex_unlock(&r->qlock);
+    rc = gs_worker_start(r->worker, (int64_t)(r->next_flush * 1e9), err);
+    r->started = rc == GS_OK;
+    return rc;
 }
 
 void gs_recorder_close(struct gs_recorder *r)
 {
     if (!r)
         return;
-    pthread_mutex_lock(&r->qlock);
-    r->stop = 1;
-    pthread_cond_signal(&r->wake);
-    pthread_mutex_unlock(&r->qlock);
-    if (r->started) {
-        pthread_join(r->thread, NULL); /* drains the queue and flushes */
-    } else {
-        for (; r->q_n > 0; r->q_n--, r->q_head = (r->q_head + 1) % QUEUE_CAP)
-            append_one(r, &r->q[r->q_head]);
+    gs_worker_close(r->worker); /* drains the queue and flushes (unstarted: releases) */
+    if (!r->started)
         flush_once(r);
-    }
     gs_store_close(r->st);
-    pthread_cond_destroy(&r->wake);
     pthread_mutex_destroy(&r->qlock);
     pthread_mutex_destroy(&r->store_lock);
     free(r);

@@ -1,24 +1,10 @@
 /*
- * The agent's tick and cadence math (schedule.h). Kept out of agent.c so the unit tests link
- * it without the daemon's threads and HTTP server.
+ * The agent's cadence (schedule.h); its tick math is core/clock.c's gs_clock_next_tick. Kept
+ * out of sampling.c so the unit tests link it without the daemon's threads and HTTP server.
  */
 #include "agent/schedule.h"
 
 #include "gpuscope/gs_sampler.h"
-
-int64_t gs_agent_next_tick(int64_t prev, int64_t now, int64_t step, uint64_t *missed)
-{
-    int64_t next = prev + step;
-    uint64_t k = 0;
-
-    if (next <= now) {
-        k = (uint64_t)((now - next) / step + 1);
-        next += (int64_t)k * step;
-    }
-    if (missed)
-        *missed = k;
-    return next;
-}
 
 unsigned gs_agent_want(uint64_t n)
 {

@@ -2,10 +2,13 @@
  * The alert webhook (webhook.h): the transition queue, the Alertmanager JSON rendering, and
  * the sender thread with its libcurl handle and retry backoff.
  *
- * One lock, lock, guards the queue, the stop flag and the stats; the sender holds it only to
- * copy the queue out and to count, never across a request. Each queued transition carries a
- * sequence number: after a request is accepted the sender removes the entries it sent, which
- * the producer may meanwhile have dropped as the oldest (then nothing is left to remove).
+ * One lock, lock, guards the queue and the stats; the sender holds it only to copy the queue
+ * out and to count, never across a request. Each queued transition carries a sequence number:
+ * after a request is accepted the sender removes the entries it sent, which the producer may
+ * meanwhile have dropped as the oldest (then nothing is left to remove). The queue is the
+ * webhook's own because a transition stays in it until the receiver accepts it; the sender
+ * thread, its wake-ups, retry deadline and last try at stop are a worker's (worker.h, with no
+ * queue of its own).
  */
 #include "agent/webhook.h"
 
@@ -22,6 +25,8 @@
 #include "agent/log.h"
 #include "agent/outbound.h"
 #include "agent/metrics.h"
+#include "agent/worker.h"
+#include "core/clock.h"
 #include "gpuscope/gs_err.h"
 
 
@@ -34,13 +39,13 @@ struct transition {
 };
 
 struct gs_webhook {
-    pthread_mutex_t lock; /* q, q_head, q_n, next_seq, stop, stats */
-    pthread_cond_t wake;  /* CLOCK_MONOTONIC */
+    pthread_mutex_t lock; /* q, q_head, q_n, next_seq, stats */
     struct transition q[GS_WEBHOOK_QUEUE_MAX];
     unsigned q_head, q_n;
     uint64_t next_seq;
-    int stop;
     struct gs_webhook_stats stats;
+    struct gs_worker *worker; /* the sender thread */
+    struct transition *batch; /* the sender's copy of the queue */
 
     /* The sender thread's own. */
     char *url;
@@ -48,26 +53,24 @@ struct gs_webhook {
     char *generator_url;
     CURL *curl;
     struct gs_backoff backoff;
-    pthread_t thread;
-    int started;
 };
 
-static double mono_s(void)
-{
-    struct timespec ts;
+static int64_t sender_run(void *ctx, void *items, unsigned n, bool stopping);
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+static const struct gs_worker_ops sender_ops = {
+    .name = "alert_webhook",
+    .run = sender_run,
+};
 
 static void webhook_free(struct gs_webhook *w)
 {
+    gs_worker_close(w->worker); /* the sender's last try first */
+    free(w->batch);
     free(w->url);
     free(w->instance);
     free(w->generator_url);
     if (w->curl)
         gs_curl()->easy_cleanup(w->curl);
-    pthread_cond_destroy(&w->wake);
     pthread_mutex_destroy(&w->lock);
     free(w);
 }
@@ -76,7 +79,6 @@ int gs_webhook_open(struct gs_webhook **out, const char *url, const char *instan
                     const char *listen, struct gs_err *err)
 {
     struct gs_webhook *w;
-    pthread_condattr_t ca;
     size_t n;
     int rc;
 
@@ -90,10 +92,13 @@ int gs_webhook_open(struct gs_webhook **out, const char *url, const char *instan
     if (!w)
         return gs_err_set(err, GS_ENOMEM, "alert_webhook: out of memory");
     pthread_mutex_init(&w->lock, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->wake, &ca);
-    pthread_condattr_destroy(&ca);
+    rc = gs_worker_new(&w->worker, &sender_ops, w, err);
+    if (rc != GS_OK) {
+        pthread_mutex_destroy(&w->lock);
+        free(w);
+        return rc;
+    }
+    w->batch = malloc(sizeof(struct transition) * GS_WEBHOOK_QUEUE_MAX);
     w->url = strdup(url);
     w->instance = strdup(instance && instance[0] ? instance : "unknown");
     n = strlen(listen ? listen : "") + 32;
@@ -101,7 +106,7 @@ int gs_webhook_open(struct gs_webhook **out, const char *url, const char *instan
     if (w->generator_url)
         snprintf(w->generator_url, n, "http://%s/api/v1/alerts", listen ? listen : "");
     w->curl = gs_curl()->easy_init();
-    if (!w->url || !w->instance || !w->generator_url || !w->curl) {
+    if (!w->batch || !w->url || !w->instance || !w->generator_url || !w->curl) {
         webhook_free(w);
         return gs_err_set(err, GS_ENOMEM, "alert_webhook: out of memory");
     }
@@ -135,8 +140,8 @@ void gs_webhook_notify(void *ctx, const struct gs_alert_event *ev)
     t->since = ev->since;
     t->ended = ev->ended;
     w->q_n++;
-    pthread_cond_signal(&w->wake);
     pthread_mutex_unlock(&w->lock);
+    gs_worker_wake(w->worker);
 }
 
 struct gs_webhook_stats gs_webhook_stats(struct gs_webhook *w)
@@ -270,7 +275,7 @@ static void send_batch(struct gs_webhook *w, const struct transition *ts, unsign
     if (ok) {
         if (gs_backoff_ok(&w->backoff))
             gs_log(GS_LOG_INFO, "alert_webhook: %s recovered", w->url);
-    } else if (gs_backoff_fail(&w->backoff, mono_s())) {
+    } else if (gs_backoff_fail(&w->backoff, gs_clock_mono_s())) {
         gs_log(GS_LOG_WARN, "alert_webhook: %s failed: %s; retrying with backoff", w->url, why);
     } else {
         gs_log(GS_LOG_DEBUG, "alert_webhook: still failing: %s (next try in %gs)", why,
@@ -278,54 +283,41 @@ static void send_batch(struct gs_webhook *w, const struct transition *ts, unsign
     }
 }
 
-static void *sender_thread(void *arg)
+/* The sender's body (worker.h): what is queued goes out in one POST once the backoff allows;
+ * at stop, one last try ignoring it. Returns the retry time while something is left. */
+static int64_t sender_run(void *ctx, void *items, unsigned n_items, bool stopping)
 {
-    struct gs_webhook *w = arg;
-    struct transition *batch = malloc(sizeof(struct transition) * GS_WEBHOOK_QUEUE_MAX);
-    int last_try = 0;
+    struct gs_webhook *w = ctx;
+    unsigned n = 0;
 
-    pthread_mutex_lock(&w->lock);
-    for (;;) {
-        unsigned n = 0;
-        int stopping;
-
-        while (!w->stop && (w->q_n == 0 || mono_s() < w->backoff.retry_at)) {
-            if (w->q_n == 0) {
-                pthread_cond_wait(&w->wake, &w->lock);
-            } else {
-                struct timespec ts;
-                ts.tv_sec = (time_t)w->backoff.retry_at;
-                ts.tv_nsec = (long)((w->backoff.retry_at - (double)ts.tv_sec) * 1e9);
-                pthread_cond_timedwait(&w->wake, &w->lock, &ts);
-            }
-        }
-        stopping = w->stop;
-        if (stopping && (last_try || w->q_n == 0))
-            break;
-        if (batch)
-            for (; n < w->q_n; n++)
-                batch[n] = w->q[(w->q_head + n) % GS_WEBHOOK_QUEUE_MAX];
-        pthread_mutex_unlock(&w->lock);
-        if (n > 0)
-            send_batch(w, batch, n);
-        else if (!batch)
-            gs_log(GS_LOG_ERROR, "alert_webhook: out of memory");
-        last_try = stopping; /* at close: one last try, ignoring the backoff */
+    (void)items;
+    (void)n_items;
+    if (!stopping && gs_clock_mono_s() < w->backoff.retry_at) {
         pthread_mutex_lock(&w->lock);
-        if (!batch) /* nothing can be sent: wait for stop */
-            while (!w->stop)
-                pthread_cond_wait(&w->wake, &w->lock);
+        n = w->q_n;
+        pthread_mutex_unlock(&w->lock);
+        return n ? (int64_t)(w->backoff.retry_at * 1e9) : INT64_MAX;
     }
+    pthread_mutex_lock(&w->lock);
+    for (; n < w->q_n; n++)
+        w->batch[n] = w->q[(w->q_head + n) % GS_WEBHOOK_QUEUE_MAX];
     pthread_mutex_unlock(&w->lock);
-    free(batch);
-    return NULL;
+    if (n > 0)
+        send_batch(w, w->batch, n);
+    if (stopping)
+        return INT64_MAX;
+    pthread_mutex_lock(&w->lock);
+    n = w->q_n;
+    pthread_mutex_unlock(&w->lock);
+    return n ? (int64_t)(w->backoff.retry_at * 1e9) : INT64_MAX; /* in the past: at once */
 }
 
 int gs_webhook_start(struct gs_webhook *w, struct gs_err *err)
 {
-    if (pthread_create(&w->thread, NULL, sender_thread, w) != 0)
-        return gs_err_set(err, GS_ENOMEM, "alert_webhook: cannot start the sender thread");
-    w->started = 1;
+    int rc = gs_worker_start(w->worker, INT64_MAX, err);
+
+    if (rc != GS_OK)
+        return rc;
     gs_log(GS_LOG_INFO, "alert_webhook: %s", w->url);
     return GS_OK;
 }
@@ -334,11 +326,5 @@ void gs_webhook_close(struct gs_webhook *w)
 {
     if (!w)
         return;
-    pthread_mutex_lock(&w->lock);
-    w->stop = 1;
-    pthread_cond_signal(&w->wake);
-    pthread_mutex_unlock(&w->lock);
-    if (w->started)
-        pthread_join(w->thread, NULL);
-    webhook_free(w);
+    webhook_free(w); /* one last try to send what is queued, then everything freed */
 }

@@ -3,14 +3,12 @@
  * `gpuscope` and `gpuscope --json` ask the local agent's HTTP unix socket for its snapshot
  * when it answers (no NVML initialisation, and the visibility policy applies), and open NVML
  * themselves otherwise. This module finds the socket, speaks just enough HTTP/1.0 over it,
- * and turns the agent's snapshot document (cli/quick_json.c's shape) back into a struct
- * gs_snapshot. The conversion is pure: tests/unit/test_policy.c checks that a snapshot
- * survives the round trip.
+ * and has the agent's snapshot document decoded back into a struct gs_snapshot
+ * (core/snapjson.h).
  */
 #ifndef GS_CLI_AGENT_CLIENT_H
 #define GS_CLI_AGENT_CLIENT_H
 
-#include <jansson.h>
 #include <stddef.h>
 
 #include "gpuscope/gs_model.h"
@@ -31,18 +29,9 @@ int gs_agent_client_socket(char *out, size_t len);
 int gs_agent_client_get(const char *sock, const char *path, int timeout_ms, char **body,
                         size_t *body_len, struct gs_err *err);
 
-/* Builds a snapshot from a snapshot document. Every reading of the GS_METRICS table comes back
- * with its status (null: absent, or the reason named in "unavailable"); text fields, MIG
- * devices, ECC counters by location, processes. hidden_as_procs: each GPU's
- * "hidden_processes" (the policy's summary of other users' processes) becomes one process
- * entry with pid 0, name "N hidden" and their memory, so the text view shows it. GS_EPARSE
- * for a document without a "gpus" array; GS_ENOMEM. */
-int gs_snapshot_from_json(const json_t *doc, int hidden_as_procs, struct gs_snapshot **out,
-                          struct gs_err *err);
-
-/* Fetches /api/v1/snapshot from sock and converts it (hidden_as_procs as above); *doc_out
- * (may be NULL) gets the parsed document. GS_EIO when no agent answers. */
+/* Fetches /api/v1/snapshot from sock and decodes it (gs_snapjson_decode, hidden_as_procs as
+ * there). GS_EIO when no agent answers. */
 int gs_agent_client_snapshot(const char *sock, int hidden_as_procs, struct gs_snapshot **out,
-                             json_t **doc_out, struct gs_err *err);
+                             struct gs_err *err);
 
 #endif

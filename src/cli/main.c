@@ -7,9 +7,7 @@
 
 #include "cli/cli.h"
 
-#ifndef GS_VERSION
-#define GS_VERSION "0.1.0"
-#endif
+/* GS_VERSION: meson's project version (meson.build). */
 
 struct subcommand {
     const char *name;

@@ -131,7 +131,7 @@ static int emit(struct run *r)
 static int agent_sample(struct run *r, struct gs_err *err)
 {
     struct gs_snapshot *s = NULL;
-    int rc = gs_agent_client_snapshot(r->agent_sock, 0, &s, NULL, err);
+    int rc = gs_agent_client_snapshot(r->agent_sock, 0, &s, err);
 
     if (rc != GS_OK)
         return rc;

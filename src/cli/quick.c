@@ -23,6 +23,7 @@
 #include "cli/agent_client.h"
 #include "cli/cli.h"
 #include "cli/term.h"
+#include "core/clock.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
 
@@ -56,14 +57,6 @@ static void quick_on_signal(int sig)
     errno = saved;
 }
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static unsigned quick_want(const struct gs_quick_opts *o)
 {
     /* GS_WANT_STATIC is added by one_cycle once a minute: the sampler reads limits and maxima
@@ -95,7 +88,6 @@ struct quick_run {
     int64_t static_ns; /* when limits, maxima and modes were last read (CLOCK_MONOTONIC) */
     int use_agent;     /* snapshots come from the local agent's socket (agent_client.h) */
     char agent_sock[108];
-    json_t *agent_doc; /* the agent's last document: its hidden_processes, for --json */
     struct sigaction old[4];
 };
 
@@ -158,42 +150,20 @@ static void fill_host_and_time(struct gs_snapshot *snap)
     if (!snap->sys.hostname[0] && gethostname(snap->sys.hostname, sizeof snap->sys.hostname) != 0)
         snap->sys.hostname[0] = '\0';
     snap->sys.hostname[sizeof snap->sys.hostname - 1] = '\0';
-    if (snap->t_real <= 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        snap->t_real = (double)ts.tv_sec + ts.tv_nsec / 1e9;
-    }
-}
-
-/* The visibility policy's per-GPU summary of other users' processes (docs/security.md), from
- * the agent's document into ours, GPU by index. */
-static void copy_hidden(json_t *doc, const json_t *agent_doc)
-{
-    json_t *g, *ag;
-    size_t i, j;
-
-    json_array_foreach(json_object_get(doc, "gpus"), i, g) {
-        json_array_foreach(json_object_get(agent_doc, "gpus"), j, ag) {
-            json_t *h = json_object_get(ag, "hidden_processes");
-            if (h && json_equal(json_object_get(ag, "index"), json_object_get(g, "index")))
-                json_object_set(g, "hidden_processes", h);
-        }
-    }
+    if (snap->t_real <= 0)
+        snap->t_real = gs_clock_real_s();
 }
 
 /* One snapshot from the agent's socket in place of a sampling cycle. */
 static int agent_sample(struct quick_run *r, struct gs_err *err)
 {
     struct gs_snapshot *s = NULL;
-    json_t *doc = NULL;
-    int rc = gs_agent_client_snapshot(r->agent_sock, !r->o->json, &s, &doc, err);
+    int rc = gs_agent_client_snapshot(r->agent_sock, !r->o->json, &s, err);
 
     if (rc != GS_OK)
         return rc;
     gs_snapshot_free(r->snap);
     r->snap = s;
-    json_decref(r->agent_doc);
-    r->agent_doc = doc;
     return GS_OK;
 }
 
@@ -205,8 +175,6 @@ static int emit_json(struct quick_run *r, struct gs_err *err)
 
     if (rc != GS_OK)
         return rc;
-    if (r->agent_doc && !r->o->no_procs)
-        copy_hidden(doc, r->agent_doc);
     /* 15 significant digits: 0.92 rather than 0.92000000000000004, and still 10 µs for a
      * unix time. */
     text = json_dumps(doc, (r->o->interval_s > 0 ? JSON_COMPACT : JSON_INDENT(2)) |
@@ -270,7 +238,7 @@ static int one_cycle(struct quick_run *r, int first, struct gs_err *err)
     int rc;
 
     unsigned want = quick_want(r->o);
-    int64_t now = mono_ns();
+    int64_t now = gs_clock_mono_ns();
 
     if (first)
         r->static_ns = now; /* the sampler reads the slow fields at its first cycle anyway */
@@ -309,7 +277,7 @@ static int one_cycle(struct quick_run *r, int first, struct gs_err *err)
 static int wait_until(struct quick_run *r, int64_t deadline, struct gs_err *err)
 {
     while (!quick_stop) {
-        int64_t left = deadline - mono_ns();
+        int64_t left = deadline - gs_clock_mono_ns();
         struct pollfd pfd = {.fd = r->wake[0], .events = POLLIN};
         struct timespec ts;
         char drain[64];
@@ -340,7 +308,7 @@ static int wait_until(struct quick_run *r, int64_t deadline, struct gs_err *err)
 static int watch_loop(struct quick_run *r, struct gs_err *err)
 {
     const int64_t step = (int64_t)llround(r->o->interval_s * 1e9);
-    int64_t next = mono_ns();
+    int64_t next = gs_clock_mono_ns();
     int rc;
 
     rc = install_signals(r, err);
@@ -356,8 +324,8 @@ static int watch_loop(struct quick_run *r, struct gs_err *err)
         rc = one_cycle(r, first, err);
         if (rc != GS_OK)
             break;
-        now = mono_ns();
-        next = gs_quick_next_tick(next, now, step);
+        now = gs_clock_mono_ns();
+        next = gs_clock_next_tick(next, now, step, NULL);
         rc = wait_until(r, next, err);
     }
     if (quick_cursor_hidden) {
@@ -419,7 +387,6 @@ out:
     gs_tbuf_free(&r.screen);
     gs_tbuf_free(&r.frame);
     gs_snapshot_free(r.snap);
-    json_decref(r.agent_doc);
     gs_sampler_close(r.sampler);
     return rc;
 }

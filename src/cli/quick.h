@@ -65,17 +65,6 @@ struct gs_quick_opts {
     struct gs_quick_id ids[GS_QUICK_IDS_MAX];
 };
 
-/* The watch-mode tick after prev on the grid prev + k*step (k >= 1) that is later than now:
- * a cycle that overran skips the ticks it missed instead of firing them back to back, and the
- * grid never drifts. Times are CLOCK_MONOTONIC nanoseconds; step > 0. */
-static inline int64_t gs_quick_next_tick(int64_t prev, int64_t now, int64_t step)
-{
-    int64_t next = prev + step;
-
-    if (next <= now)
-        next += ((now - next) / step + 1) * step;
-    return next;
-}
 
 /* quick_opts.c */
 
@@ -114,13 +103,10 @@ void gs_quick_fmt_mem(char *buf, size_t n, double bytes);
 
 /* quick_json.c */
 
-/* Builds the JSON document of s (see docs/gpuscope.md, JSON SCHEMA): every reading in base
- * units, null where absent. On success *out is a new reference the caller json_decref()s. */
+/* The snapshot document of s (core/snapjson.h, docs/gpuscope.md JSON SCHEMA) with the GPUs o
+ * selects and, unless --no-processes, their processes. On success *out is a new reference the
+ * caller json_decref()s. */
 int gs_quick_json(json_t **out, const struct gs_snapshot *s, const struct gs_quick_opts *o,
                   struct gs_err *err);
-
-/* The document's keys of the text fields (GS_T_*) and ECC locations, for readers of it. */
-extern const char *const gs_quick_json_text_keys[GS_T__COUNT];
-extern const char *const gs_quick_json_ecc_keys[GS_ECC_LOCATIONS];
 
 #endif

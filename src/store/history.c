@@ -169,7 +169,7 @@ static int store_writable(const struct gs_store *st, struct gs_err *err, const c
     return GS_OK;
 }
 
-#ifdef GS_TESTABLE
+#ifdef GS_TEST_BUILD
 int gs_store_test_exec(struct gs_store *st, const char *sql, struct gs_err *err)
 {
     return store_exec(st, sql, err);

@@ -21,6 +21,7 @@
 
 #include <stdint.h>
 
+#include "core/testable.h"
 #include "gpuscope/gs_model.h"
 
 struct gs_err;
@@ -151,7 +152,7 @@ int gs_store_run_end(struct gs_store *st, int64_t run_id, double end_time, int e
 int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s,
                         unsigned max_rows, unsigned *deleted, struct gs_err *err);
 
-#ifdef GS_TESTABLE
+#ifdef GS_TEST_BUILD
 /* Test builds only: runs SQL on the store's connection (to shrink max_page_count, say). */
 int gs_store_test_exec(struct gs_store *st, const char *sql, struct gs_err *err);
 #endif

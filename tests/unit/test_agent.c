@@ -129,6 +129,45 @@ static void test_file(void **state)
     assert_int_equal(gs_config_load_file(&c, path, &e), GS_EIO);
 }
 
+/* SIGHUP keeps the restart-only keys of the key table (and says so in --help); the others,
+ * influx_url among them, take the new value. */
+static void test_restart_keys(void **state)
+{
+    struct gs_agent_config run, c;
+    char *help = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    (void)state;
+    gs_config_defaults(&run);
+    c = run;
+    snprintf(c.listen, sizeof c.listen, "0.0.0.0:9999");
+    snprintf(c.data_dir, sizeof c.data_dir, "/elsewhere");
+    c.history = !run.history;
+    snprintf(c.push.influx_url, sizeof c.push.influx_url, "http://influx:8086");
+    c.interval_s = 7;
+    gs_config_keep_restart_keys(&c, &run, NULL);
+    assert_string_equal(c.listen, run.listen);
+    assert_string_equal(c.data_dir, run.data_dir);
+    assert_int_equal(c.history, run.history);
+    assert_string_equal(c.push.influx_url, "http://influx:8086");
+    assert_true(c.interval_s == 7);
+    snprintf(c.data_dir, sizeof c.data_dir, "/elsewhere");
+    gs_config_keep_restart_keys(&c, &run, "data_dir"); /* fixed by the caller: no warning */
+    assert_string_equal(c.data_dir, run.data_dir);
+
+    f = open_memstream(&help, &len);
+    assert_non_null(f);
+    gs_config_usage(f);
+    fclose(f);
+    assert_non_null(strstr(help, "--listen           HOST:PORT of the HTTP server ([V6]:PORT for "
+                                 "IPv6); restart to change (default"));
+    assert_non_null(strstr(help, "--influx-url       InfluxDB base URL (http://HOST:8086); empty: "
+                                 "no InfluxDB push (default"));
+    assert_non_null(strstr(help, "keep a history in DATA_DIR/history.db; restart to change"));
+    free(help);
+}
+
 static void test_flags(void **state)
 {
     char *argv[] = {"agent", "--interval", "5", "--metrics-compat=dcgm", "--log_level=warn",
@@ -551,6 +590,7 @@ int main(void)
         cmocka_unit_test(test_defaults),      cmocka_unit_test(test_ini_ok),
         cmocka_unit_test(test_ini_errors), cmocka_unit_test(test_user_key),    cmocka_unit_test(test_file),
         cmocka_unit_test(test_flags),         cmocka_unit_test(test_render_native),
+        cmocka_unit_test(test_restart_keys),
         cmocka_unit_test(test_render_dcgm),   cmocka_unit_test(test_render_down),
         cmocka_unit_test(test_lost_gpu),      cmocka_unit_test(test_duration),
         cmocka_unit_test(test_history_keys),  cmocka_unit_test(test_history_flags),

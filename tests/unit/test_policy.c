@@ -1,8 +1,9 @@
 /*
  * Unit tests of the visibility policy's pure parts (src/agent/policy.c): which GPUs a viewer
  * sees, the filtered snapshot copy behind /metrics, the filtered snapshot, processes and
- * alerts documents, the /proc/net/tcp uid lookup, the cgroup devices.list parser, and the
- * clients' way back from the agent's snapshot document to a snapshot (cli/agent_client.c). A
+ * alerts documents (the filtered copy encoded by core/snapjson.c), the /proc/net/tcp uid
+ * lookup, the cgroup devices.list parser, and the snapshot codec's round trip, the clients'
+ * way back from the agent's snapshot document to a snapshot (cli/agent_client.c). A
  * hand-built snapshot: GPU 0 runs a process of uid 1001 and one of uid 1002, GPU 1 one of
  * uid 1002 only, GPU 2 nothing.
  */
@@ -16,8 +17,7 @@
 #include <cmocka.h>
 
 #include "agent/policy.h"
-#include "cli/agent_client.h"
-#include "cli/quick.h"
+#include "core/snapjson.h"
 #include "gpuscope/gs_err.h"
 
 #define UID_A 1001
@@ -72,11 +72,21 @@ static struct gs_viewer viewer(uid_t uid, enum gs_role role)
 
 static json_t *snap_doc(const struct gs_snapshot *s)
 {
-    struct gs_quick_opts qo;
     json_t *doc = NULL;
 
-    memset(&qo, 0, sizeof qo);
-    assert_int_equal(gs_quick_json(&doc, s, &qo, NULL), GS_OK);
+    assert_int_equal(gs_snapjson_encode(&doc, s, NULL, NULL), GS_OK);
+    return doc;
+}
+
+/* What a viewer gets as its snapshot document: the snapshot filtered, then encoded. */
+static json_t *filtered_doc(const struct gs_policy_view *v, const struct gs_snapshot *s)
+{
+    struct gs_snapshot *f = gs_policy_filter_snapshot(v, s);
+    json_t *doc;
+
+    assert_non_null(f);
+    doc = snap_doc(f);
+    gs_snapshot_free(f);
     return doc;
 }
 
@@ -182,12 +192,12 @@ static void test_filter_snapshot_doc_own(void **state)
                                      .gpu_visibility = GS_GPUVIS_ALL};
     struct gs_viewer a = viewer(UID_A, GS_ROLE_VIEWER);
     struct gs_policy_view v;
-    json_t *doc = snap_doc(s), *gpus, *g0, *procs, *h;
+    json_t *doc, *gpus, *g0, *procs, *h;
     char *text;
 
     (void)state;
     gs_policy_view_build(&v, &set, &a, s, NULL, 0);
-    assert_int_equal(gs_policy_filter_snapshot_doc(&v, doc), GS_OK);
+    doc = filtered_doc(&v, s);
     gpus = json_object_get(doc, "gpus");
     assert_int_equal(json_array_size(gpus), 3);
     g0 = json_array_get(gpus, 0);
@@ -222,15 +232,13 @@ static void test_filter_snapshot_doc_used_none(void **state)
                                      .gpu_visibility = GS_GPUVIS_USED};
     struct gs_viewer a = viewer(UID_A, GS_ROLE_VIEWER);
     struct gs_policy_view v;
-    json_t *doc = snap_doc(s), *gpus, *h;
+    json_t *doc, *gpus, *h;
 
     (void)state;
     /* A unknown process memory makes the hidden sum unknown. */
     s->procs[1].mem_st = GS_ST_NA;
-    json_decref(doc);
-    doc = snap_doc(s);
     gs_policy_view_build(&v, &set, &a, s, NULL, 0);
-    assert_int_equal(gs_policy_filter_snapshot_doc(&v, doc), GS_OK);
+    doc = filtered_doc(&v, s);
     gpus = json_object_get(doc, "gpus");
     assert_int_equal(json_array_size(gpus), 1);
     assert_int_equal(json_integer_value(json_object_get(json_array_get(gpus, 0), "index")), 0);
@@ -249,12 +257,15 @@ static void test_processes_doc(void **state)
                                      .gpu_visibility = GS_GPUVIS_ALL};
     struct gs_viewer a = viewer(UID_A, GS_ROLE_VIEWER);
     struct gs_policy_view v;
-    json_t *doc = snap_doc(s), *pd, *list, *hidden;
+    struct gs_snapshot *f;
+    json_t *pd = NULL, *list, *hidden;
 
     (void)state;
     gs_policy_view_build(&v, &set, &a, s, NULL, 0);
-    assert_int_equal(gs_policy_filter_snapshot_doc(&v, doc), GS_OK);
-    pd = gs_policy_processes_doc(doc);
+    f = gs_policy_filter_snapshot(&v, s);
+    assert_non_null(f);
+    assert_int_equal(gs_snapjson_processes(&pd, f, true, NULL), GS_OK);
+    gs_snapshot_free(f);
     assert_non_null(pd);
     list = json_object_get(pd, "processes");
     assert_int_equal(json_array_size(list), 1);
@@ -272,7 +283,6 @@ static void test_processes_doc(void **state)
         json_integer_value(json_object_get(json_array_get(hidden, 1), "gpu_memory")), 4000);
     assert_true(json_is_real(json_object_get(pd, "query_time_unix")));
     json_decref(pd);
-    json_decref(doc);
     gs_snapshot_free(s);
 }
 
@@ -364,8 +374,8 @@ static void test_devices_list(void **state)
     assert_int_equal(gs_policy_parse_devices_list("", m, sizeof m), 0);
 }
 
-/* A snapshot rendered by quick_json.c and read back by agent_client.c renders the same
- * document: every field the JSON carries survives, statuses included. */
+/* A snapshot encoded by core/snapjson.c and decoded back renders the same document: every
+ * field the JSON carries survives, statuses included. */
 static void test_snapshot_json_round_trip(void **state)
 {
     struct gs_snapshot *s = make_snap(), *back = NULL;
@@ -403,7 +413,7 @@ static void test_snapshot_json_round_trip(void **state)
     s->sys.cuda_version = 13010;
     s->sys.cuda_st = GS_ST_OK;
     doc = snap_doc(s);
-    assert_int_equal(gs_snapshot_from_json(doc, 0, &back, NULL), GS_OK);
+    assert_int_equal(gs_snapjson_decode(doc, 0, &back, NULL), GS_OK);
     assert_int_equal(back->n_gpus, 3);
     assert_int_equal(back->n_procs, 3);
     assert_int_equal(back->gpus[1].st[GS_M_POWER_DRAW], GS_ST_NOPERM);
@@ -423,10 +433,9 @@ static void test_snapshot_json_round_trip(void **state)
         struct gs_policy_settings set = {.process_visibility = GS_PROCVIS_OWN};
         struct gs_viewer a = viewer(UID_A, GS_ROLE_VIEWER);
         struct gs_policy_view v;
-        doc = snap_doc(s);
         gs_policy_view_build(&v, &set, &a, s, NULL, 0);
-        assert_int_equal(gs_policy_filter_snapshot_doc(&v, doc), GS_OK);
-        assert_int_equal(gs_snapshot_from_json(doc, 1, &back, NULL), GS_OK);
+        doc = filtered_doc(&v, s);
+        assert_int_equal(gs_snapjson_decode(doc, 1, &back, NULL), GS_OK);
         assert_int_equal(back->n_procs, 3); /* A's, "1 hidden" on GPU 0, "1 hidden" on GPU 1 */
         assert_int_equal(back->procs[1].pid, 0);
         assert_int_equal(back->procs[1].gpu, 0);
@@ -438,7 +447,7 @@ static void test_snapshot_json_round_trip(void **state)
     }
     back = NULL;
     doc = json_loads("{\"hostname\":\"x\"}", 0, NULL);
-    assert_int_equal(gs_snapshot_from_json(doc, 0, &back, NULL), GS_EPARSE);
+    assert_int_equal(gs_snapjson_decode(doc, 0, &back, NULL), GS_EPARSE);
     assert_null(back);
     json_decref(doc);
     gs_snapshot_free(s);

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "cli/quick.h"
+#include "core/clock.h"
 #include "cli/term.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
@@ -778,13 +779,14 @@ static void watch_ticks_stay_on_grid(void **state)
     (void)state;
 
     /* on time: the next grid point */
-    assert_true(gs_quick_next_tick(0, s / 10, s) == s);
+    assert_true(gs_clock_next_tick(0, s / 10, s, NULL) == s);
     /* exactly on a tick counts as late: never fire twice at the same instant */
-    assert_true(gs_quick_next_tick(0, s, s) == 2 * s);
+    assert_true(gs_clock_next_tick(0, s, s, NULL) == 2 * s);
     /* a 3.5 s stall skips the missed ticks, stays on the grid */
-    assert_true(gs_quick_next_tick(0, 3 * s + s / 2, s) == 4 * s);
+    assert_true(gs_clock_next_tick(0, 3 * s + s / 2, s, NULL) == 4 * s);
     /* 0.2 s steps from an arbitrary origin */
-    assert_true(gs_quick_next_tick(7 * s + 13, 7 * s + 13 + s / 10, s / 5) == 7 * s + 13 + s / 5);
+    assert_true(gs_clock_next_tick(7 * s + 13, 7 * s + 13 + s / 10, s / 5, NULL) ==
+                7 * s + 13 + s / 5);
 }
 
 /* ---- terminal helpers ---- */

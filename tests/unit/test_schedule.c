@@ -1,5 +1,5 @@
 /*
- * Unit tests of the agent's tick and cadence math (src/agent/schedule.c): boundaries that
+ * Unit tests of the tick math (src/core/clock.c) and the agent's cadence (src/agent/schedule.c): boundaries that
  * never stack up after an overrun, the count of skipped boundaries, large monotonic clock
  * values, and which readings each cycle number asks for.
  */
@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "agent/schedule.h"
+#include "core/clock.h"
 #include "gpuscope/gs_sampler.h"
 
 #define MS 1000000LL
@@ -21,12 +22,12 @@ static void test_tick_on_time(void **state)
 
     (void)state;
     /* Finished early, or just before the boundary: the next boundary, nothing missed. */
-    assert_int_equal(gs_agent_next_tick(0, 3 * MS, SEC, &missed), SEC);
+    assert_int_equal(gs_clock_next_tick(0, 3 * MS, SEC, &missed), SEC);
     assert_int_equal(missed, 0);
-    assert_int_equal(gs_agent_next_tick(SEC, 2 * SEC - 1, SEC, &missed), 2 * SEC);
+    assert_int_equal(gs_clock_next_tick(SEC, 2 * SEC - 1, SEC, &missed), 2 * SEC);
     assert_int_equal(missed, 0);
     /* missed may be NULL */
-    assert_int_equal(gs_agent_next_tick(SEC, SEC + 1, SEC, NULL), 2 * SEC);
+    assert_int_equal(gs_clock_next_tick(SEC, SEC + 1, SEC, NULL), 2 * SEC);
 }
 
 static void test_tick_overrun(void **state)
@@ -35,13 +36,13 @@ static void test_tick_overrun(void **state)
 
     (void)state;
     /* Ended exactly on the boundary: that one is gone, the next is one period later. */
-    assert_int_equal(gs_agent_next_tick(0, SEC, SEC, &missed), 2 * SEC);
+    assert_int_equal(gs_clock_next_tick(0, SEC, SEC, &missed), 2 * SEC);
     assert_int_equal(missed, 1);
     /* Ran 2.5 periods: boundaries 1 s and 2 s skipped, next at 3 s, still on the grid. */
-    assert_int_equal(gs_agent_next_tick(0, 2 * SEC + 500 * MS, SEC, &missed), 3 * SEC);
+    assert_int_equal(gs_clock_next_tick(0, 2 * SEC + 500 * MS, SEC, &missed), 3 * SEC);
     assert_int_equal(missed, 2);
     /* A 100 ms period and a 1.05 s stall: 10 boundaries skipped, next at 1.1 s. */
-    assert_int_equal(gs_agent_next_tick(0, 1050 * MS, 100 * MS, &missed), 1100 * MS);
+    assert_int_equal(gs_clock_next_tick(0, 1050 * MS, 100 * MS, &missed), 1100 * MS);
     assert_int_equal(missed, 10);
 }
 
@@ -55,13 +56,13 @@ static void test_tick_grid_and_large_clock(void **state)
     /* Boundaries stay on base + k*step whatever the cycle lengths. */
     for (int i = 0; i < 1000; i++) {
         int64_t now = t + (i % 7) * 37 * MS; /* 0..222 ms of work per 250 ms period */
-        t = gs_agent_next_tick(t, now, 250 * MS, &missed);
+        t = gs_clock_next_tick(t, now, 250 * MS, &missed);
         assert_int_equal(missed, 0);
         assert_int_equal((t - base) % (250 * MS), 0);
     }
     assert_int_equal(t, base + 1000 * 250 * MS);
     /* A 60 s period overrun by an hour. */
-    assert_int_equal(gs_agent_next_tick(base, base + 3600 * SEC + 1, 60 * SEC, &missed),
+    assert_int_equal(gs_clock_next_tick(base, base + 3600 * SEC + 1, 60 * SEC, &missed),
                      base + 3660 * SEC);
     assert_int_equal(missed, 60);
 }

@@ -1,0 +1,758 @@
+/*
+ * The agent's HTTP side (agent_int.h, docs/api.md): two libmicrohttpd daemons, TCP (HTTP or
+ * HTTPS) on the listen address and the unix socket for local viewers, each with its internal
+ * polling thread, both calling on_request. A request is rate-limited (ratelimit.c), its
+ * viewer identified (auth.c) and resolved to a uid (policy.c), then routed by the table below:
+ * each route names its path, its query arguments, whether a metrics-only credential may ask,
+ * and what an admin and a filtered viewer get. Pre-rendered bodies come from the current
+ * publication with a reference the response drops (pub.c); everything else is made per
+ * request. Every answer leaves through respond(), with the same security headers.
+ */
+#include "agent/agent_int.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "agent/auth.h"
+#include "agent/history_api.h"
+#include "agent/listen.h"
+#include "agent/log.h"
+#include "agent/policy.h"
+#include "agent/ratelimit.h"
+#include "agent/reaper.h"
+#include "agent/recorder.h"
+#include "agent/runs.h"
+#include "agent/web.h"
+#include "core/clock.h"
+#include "core/snapjson.h"
+
+/* HTTP hardening (docs/api.md, "Limits"). */
+#define HTTP_CONN_MAX 256       /* connections at once */
+#define HTTP_CONN_PER_IP 32     /* connections at once from one address */
+#define HTTP_IDLE_S 10          /* libmicrohttpd's inactivity timeout */
+#define HTTP_MEMORY (32 * 1024) /* per connection: request line + headers must fit */
+#define HTTP_PATH_MAX 256       /* bytes of path; more: 414 */
+#define HTTP_QUERY_MAX 1024     /* bytes of query arguments, names and values; more: 414 */
+
+#define TYPE_JSON "application/json"
+#define TYPE_TEXT "text/plain"
+#define TYPE_PROM "text/plain; version=0.0.4; charset=utf-8"
+
+/* ---- answers ---- */
+
+/* On every answer: no MIME sniffing, no framing, and a policy that allows nothing to load or
+ * run (the dashboard's files at / and /assets/ get their own, web.c). */
+static void common_headers(struct MHD_Response *r)
+{
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "X-Frame-Options", "DENY");
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; "
+                            "form-action 'none'");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    /* Live data, maybe a viewer's own: no shared or browser cache keeps a copy. */
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+}
+
+/* The one way an answer is sent: len bytes of body with code, the Content-Type type, the
+ * common headers and, when hname is set, one more header. done(cls) runs once libmicrohttpd is
+ * finished with the body (NULL: a static body that outlives every response); when no response
+ * can be made it runs at once. */
+static enum MHD_Result respond(struct MHD_Connection *c, unsigned code, const char *type,
+                               const char *body, size_t len, void (*done)(void *), void *cls,
+                               const char *hname, const char *hvalue)
+{
+    struct MHD_Response *r =
+        done ? MHD_create_response_from_buffer_with_free_callback_cls(len, (void *)body, done,
+                                                                      cls)
+             : MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_PERSISTENT);
+    enum MHD_Result ret;
+
+    if (!r) {
+        if (done)
+            done(cls);
+        return MHD_NO;
+    }
+    common_headers(r);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (hname)
+        MHD_add_response_header(r, hname, hvalue);
+    ret = MHD_queue_response(c, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static void free_cb(void *cls)
+{
+    free(cls);
+}
+
+static enum MHD_Result send_static(struct MHD_Connection *c, unsigned code, const char *body)
+{
+    return respond(c, code, TYPE_TEXT, body, strlen(body), NULL, NULL, NULL, NULL);
+}
+
+/* {"error": msg} with code (429s say when to come back). */
+static enum MHD_Result send_json_error(struct MHD_Connection *c, unsigned code, const char *msg)
+{
+    size_t len;
+    char *body = gs_history_error_json(msg, &len);
+
+    if (!body)
+        return MHD_NO;
+    return respond(c, code, TYPE_JSON, body, len, free_cb, body,
+                   code == MHD_HTTP_TOO_MANY_REQUESTS ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, "1");
+}
+
+/* Queues a body made for this request (malloc'ed; NULL: out of memory, a 500). */
+static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned code, char *body,
+                                  size_t len, const char *type)
+{
+    if (!body)
+        return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    return respond(c, code, type, body, len, free_cb, body, NULL, NULL);
+}
+
+/* Serves a body of the current publication: the response keeps a reference, dropped by MHD
+ * once the body is sent (or the connection dies). */
+static enum MHD_Result send_pub(struct MHD_Connection *c, struct gs_agent *a,
+                                enum gs_pub_body which)
+{
+    struct gs_pub *p = gs_pub_acquire(a);
+    const char *body;
+    size_t len;
+
+    if (!p)
+        return send_static(c, MHD_HTTP_SERVICE_UNAVAILABLE, "no sample yet\n");
+    body = gs_pub_body(p, which, &len);
+    if (which == GS_PUB_METRICS)
+        return respond(c, MHD_HTTP_OK, TYPE_PROM, body, len, gs_pub_release_cb, p, NULL, NULL);
+    if (!body) {
+        gs_pub_release(p);
+        return respond(c, MHD_HTTP_INTERNAL_SERVER_ERROR, TYPE_JSON, "{\"error\":\"render\"}\n",
+                       strlen("{\"error\":\"render\"}\n"), NULL, NULL, NULL, NULL);
+    }
+    return respond(c, p->up ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, TYPE_JSON, body, len,
+                   gs_pub_release_cb, p, NULL, NULL);
+}
+
+static enum MHD_Result send_unauthorized(struct MHD_Connection *c, const char *challenge)
+{
+    static const char body[] = "{\"error\":\"unauthorized: credentials missing or wrong\"}\n";
+
+    return respond(c, MHD_HTTP_UNAUTHORIZED, TYPE_JSON, body, sizeof body - 1, NULL, NULL,
+                   MHD_HTTP_HEADER_WWW_AUTHENTICATE, challenge);
+}
+
+/* /api/v1/history (docs/api.md): parameters checked by history_api.c, the query run on the
+ * store under its mutex, the JSON built per request (it depends on the parameters). */
+static enum MHD_Result send_history(struct MHD_Connection *c, struct gs_agent *a)
+{
+    struct gs_history_req q;
+    struct gs_history_doc d;
+    enum gs_store_source src = GS_STORE_RAW;
+    struct gs_err e;
+    char msg[2048];
+    int rc;
+
+    if (!a->rec)
+        return send_json_error(c, MHD_HTTP_NOT_FOUND, "history is off (history = off)");
+#define ARG(name) MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name)
+    if (gs_history_req_parse(&q, ARG("gpu"), ARG("metric"), ARG("from"), ARG("to"), ARG("step"),
+                             gs_clock_real_s(), msg, sizeof msg) != GS_OK)
+        return send_json_error(c, MHD_HTTP_BAD_REQUEST, msg);
+#undef ARG
+    gs_err_clear(&e);
+    gs_history_doc_begin(&d);
+    rc = gs_recorder_query(a->rec, q.gpu, q.metric, q.from, q.to, q.step, gs_history_doc_point,
+                           &d, &src, &e);
+    if (rc < 0) {
+        free(d.data);
+        gs_log(GS_LOG_WARN, "http: /api/v1/history: %s", e.msg);
+        return send_json_error(c, rc == GS_EINVAL || rc == GS_ENOTFOUND
+                                      ? MHD_HTTP_BAD_REQUEST
+                                      : MHD_HTTP_SERVICE_UNAVAILABLE,
+                               e.msg[0] ? e.msg : gs_strerror(rc));
+    }
+    gs_history_doc_end(&d, &q, src);
+    if (!d.data)
+        return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    return send_owned(c, MHD_HTTP_OK, d.data, d.len, "application/json");
+}
+
+/* /api/v1/runs[/<id>[/steps]] (docs/api.md): answered by runs.c, a JSON body per request,
+ * with who's runs only (NULL: every run). */
+static enum MHD_Result send_runs(struct MHD_Connection *c, struct gs_agent *a, const char *url,
+                                 const struct gs_runs_who *who)
+{
+    char *body = NULL;
+    size_t len = 0;
+    unsigned code;
+
+    if (!a->runs)
+        return send_json_error(c, MHD_HTTP_NOT_FOUND, "runs: the socket is off (socket = off)");
+    code = gs_runs_http(a->runs, url,
+                        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from"),
+                        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit"), who,
+                        &body, &len);
+    return send_owned(c, code, body, len, "application/json");
+}
+
+/* ---- what a non-admin viewer gets (policy.h, docs/security.md) ---- */
+
+/* /metrics, /api/v1/snapshot, /api/v1/processes, /api/v1/alerts for a viewer the policy
+ * filters: the publication's snapshot filtered once (policy.h), then encoded like the
+ * admins' pre-rendered bodies (core/snapjson.h; /metrics by metrics.c, without the alert,
+ * push and webhook series). */
+static enum MHD_Result send_filtered(struct MHD_Connection *c, struct gs_agent *a,
+                                     const struct gs_viewer *v, pid_t peer_pid,
+                                     enum gs_pub_body which)
+{
+    struct gs_pub *p = gs_pub_acquire(a);
+    struct gs_policy_view view;
+    struct gs_snapshot *f = NULL;
+    json_t *out = NULL;
+    char *body;
+    size_t len = 0;
+
+    if (!p || !p->up) { /* "no sample yet" and "up 0, reason" hold nobody's data */
+        if (p)
+            gs_pub_release(p);
+        return send_pub(c, a, which);
+    }
+    gs_policy_view(a->policy, &view, v, peer_pid, p->snap);
+    if (which == GS_PUB_ALERTS) {
+        out = p->alerts_json ? json_loadb(p->alerts_json, p->alerts_json_len, 0, NULL) : NULL;
+        if (out)
+            gs_policy_filter_alerts_doc(&view, out);
+        gs_pub_release(p);
+        body = gs_pub_dump(out, &len);
+        return send_owned(c, MHD_HTTP_OK, body, len, TYPE_JSON);
+    }
+    f = gs_policy_filter_snapshot(&view, p->snap);
+    if (which == GS_PUB_METRICS) {
+        struct gs_mbuf b = {0};
+        if (!f || gs_metrics_render(&b, f, &p->self, p->mflags) != GS_OK)
+            gs_mbuf_free(&b);
+        gs_snapshot_free(f);
+        gs_pub_release(p);
+        return send_owned(c, MHD_HTTP_OK, b.data, b.len, TYPE_PROM);
+    }
+    gs_pub_release(p);
+    if (f && which == GS_PUB_SNAPSHOT)
+        gs_snapjson_encode(&out, f, NULL, NULL);
+    else if (f)
+        gs_snapjson_processes(&out, f, true, NULL);
+    gs_snapshot_free(f);
+    body = gs_pub_dump(out, &len);
+    return send_owned(c, MHD_HTTP_OK, body, len, TYPE_JSON);
+}
+
+/* Whether /api/v1/history's ?gpu= names a GPU the viewer may not see (then: 404, as for a GPU
+ * that does not exist). A missing or malformed value is left to history_api.c. */
+static int history_gpu_hidden(struct MHD_Connection *c, struct gs_agent *a,
+                              const struct gs_viewer *v, pid_t peer_pid)
+{
+    const char *g = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "gpu");
+    struct gs_policy_view view;
+    struct gs_pub *p;
+    unsigned long n;
+    char *end;
+    int hidden;
+
+    if (!g || *g < '0' || *g > '9')
+        return 0;
+    n = strtoul(g, &end, 10);
+    if (*end)
+        return 0;
+    p = gs_pub_acquire(a);
+    gs_policy_view(a->policy, &view, v, peer_pid, p && p->up ? p->snap : NULL);
+    hidden = n >= GS_POLICY_GPU_MAX || !gs_policy_gpu_visible(&view, (unsigned)n);
+    if (p)
+        gs_pub_release(p);
+    return hidden;
+}
+
+/* /api/v1/runs for a filtered viewer: the viewer's runs only, counted and paged after the
+ * filter; another user's run (report or steps) is 404 as for a run that does not exist. */
+static enum MHD_Result send_runs_filtered(struct MHD_Connection *c, struct gs_agent *a,
+                                          const struct gs_viewer *v, pid_t peer_pid,
+                                          const char *url)
+{
+    struct gs_policy_view view;
+    struct gs_runs_who who;
+
+    gs_policy_view(a->policy, &view, v, peer_pid, NULL);
+    gs_policy_runs_owner(&view, &who.all, &who.uid);
+    return send_runs(c, a, url, &who);
+}
+
+/* The query arguments of a request against the names its path takes. */
+struct arg_check {
+    const char *const *allowed; /* NULL-terminated */
+    const char *unknown;        /* the first name not allowed */
+    size_t bytes;
+};
+
+static enum MHD_Result arg_iter(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value)
+{
+    struct arg_check *ac = cls;
+    int ok = 0;
+
+    (void)kind;
+    ac->bytes += strlen(key) + (value ? strlen(value) : 0) + 2;
+    for (const char *const *n = ac->allowed; *n; n++)
+        ok |= strcmp(*n, key) == 0;
+    if (!ok && !ac->unknown)
+        ac->unknown = key;
+    return MHD_YES;
+}
+
+/* Who is asking: the credentials of the request against the current auth (a reference is
+ * held for the check: a SIGHUP may swap it meanwhile). *challenge is a string literal. */
+static void viewer_identify(struct gs_agent *a, struct MHD_Connection *c, struct gs_viewer *v,
+                            const char **challenge)
+{
+    struct gs_auth *au;
+
+    pthread_mutex_lock(&a->lock);
+    au = a->auth;
+    gs_auth_ref(au);
+    pthread_mutex_unlock(&a->lock);
+    gs_auth_identify(au, c, v);
+    *challenge = gs_auth_challenge(au);
+    gs_auth_unref(au);
+}
+
+/* ---- routing ---- */
+
+/* One request, as the handlers see it. */
+struct request {
+    struct MHD_Connection *c;
+    struct gs_agent *a;
+    const char *url;
+    struct gs_viewer v; /* who asks (auth.c), for the visibility policy */
+    pid_t peer_pid;     /* the unix socket peer's, for its cgroup (policy.c) */
+};
+
+typedef enum MHD_Result (*handler_fn)(const struct request *rq);
+
+static enum MHD_Result h_metrics(const struct request *rq)
+{
+    return send_pub(rq->c, rq->a, GS_PUB_METRICS);
+}
+
+static enum MHD_Result h_snapshot(const struct request *rq)
+{
+    return send_pub(rq->c, rq->a, GS_PUB_SNAPSHOT);
+}
+
+static enum MHD_Result h_processes(const struct request *rq)
+{
+    return send_pub(rq->c, rq->a, GS_PUB_PROCESSES);
+}
+
+static enum MHD_Result h_alerts(const struct request *rq)
+{
+    return send_pub(rq->c, rq->a, GS_PUB_ALERTS);
+}
+
+static enum MHD_Result h_metrics_f(const struct request *rq)
+{
+    return send_filtered(rq->c, rq->a, &rq->v, rq->peer_pid, GS_PUB_METRICS);
+}
+
+static enum MHD_Result h_snapshot_f(const struct request *rq)
+{
+    return send_filtered(rq->c, rq->a, &rq->v, rq->peer_pid, GS_PUB_SNAPSHOT);
+}
+
+static enum MHD_Result h_processes_f(const struct request *rq)
+{
+    return send_filtered(rq->c, rq->a, &rq->v, rq->peer_pid, GS_PUB_PROCESSES);
+}
+
+static enum MHD_Result h_alerts_f(const struct request *rq)
+{
+    return send_filtered(rq->c, rq->a, &rq->v, rq->peer_pid, GS_PUB_ALERTS);
+}
+
+static enum MHD_Result h_health(const struct request *rq)
+{
+    return send_static(rq->c, MHD_HTTP_OK, "ok\n");
+}
+
+static enum MHD_Result h_history(const struct request *rq)
+{
+    return send_history(rq->c, rq->a);
+}
+
+static enum MHD_Result h_history_f(const struct request *rq)
+{
+    if (history_gpu_hidden(rq->c, rq->a, &rq->v, rq->peer_pid))
+        return send_json_error(rq->c, MHD_HTTP_NOT_FOUND, "gpu: no such GPU");
+    return send_history(rq->c, rq->a);
+}
+
+static enum MHD_Result h_runs(const struct request *rq)
+{
+    return send_runs(rq->c, rq->a, rq->url, NULL);
+}
+
+static enum MHD_Result h_runs_f(const struct request *rq)
+{
+    return send_runs_filtered(rq->c, rq->a, &rq->v, rq->peer_pid, rq->url);
+}
+
+static enum MHD_Result h_web(const struct request *rq)
+{
+    return (enum MHD_Result)gs_web_send(rq->c, gs_web_find(rq->url));
+}
+
+#define ROUTE_METRICS_ROLE 1u /* a metrics-only credential may ask */
+#define ROUTE_STRICT_ARGS 2u  /* a query name not in args is a 400 */
+
+static const char *const no_args[] = {NULL};
+static const char *const history_args[] = {"gpu", "metric", "from", "to", "step", NULL};
+static const char *const runs_args[] = {"from", "limit", NULL};
+
+struct route {
+    const char *path;
+    bool subpaths; /* also path + "/..." */
+    const char *const *args;
+    unsigned flags;
+    handler_fn serve;          /* an admin's (and an unfiltered policy's) answer */
+    handler_fn serve_filtered; /* a viewer the policy filters; NULL: the same as serve */
+};
+
+static const struct route routes[] = {
+    {"/metrics", false, no_args, ROUTE_METRICS_ROLE, h_metrics, h_metrics_f},
+    {"/healthz", false, no_args, ROUTE_METRICS_ROLE, h_health, NULL},
+    {"/api/v1/snapshot", false, no_args, ROUTE_STRICT_ARGS, h_snapshot, h_snapshot_f},
+    {"/api/v1/history", false, history_args, ROUTE_STRICT_ARGS, h_history, h_history_f},
+    {"/api/v1/processes", false, no_args, ROUTE_STRICT_ARGS, h_processes, h_processes_f},
+    {"/api/v1/alerts", false, no_args, ROUTE_STRICT_ARGS, h_alerts, h_alerts_f},
+    {"/api/v1/runs", true, runs_args, ROUTE_STRICT_ARGS, h_runs, h_runs_f},
+};
+
+/* "/" and /assets/... (web.c), after the table. */
+static const struct route web_route = {NULL, false, no_args, 0, h_web, NULL};
+
+/* The route of url, or NULL: not found. */
+static const struct route *route_find(const char *url)
+{
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        size_t n = strlen(routes[i].path);
+        if (strncmp(url, routes[i].path, n) == 0 &&
+            (url[n] == '\0' || (routes[i].subpaths && url[n] == '/')))
+            return &routes[i];
+    }
+    return gs_web_find(url) ? &web_route : NULL;
+}
+
+/* Every request of both daemons. The order of the checks is the API's (docs/api.md): rate
+ * limit, path length, credentials, then the route's rules, then its answer. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    struct gs_agent *a = cls;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    struct arg_check ac = {.allowed = no_args};
+    struct request rq = {.c = c, .a = a, .url = url};
+    const struct route *route;
+    const char *te, *cl, *challenge;
+    struct sockaddr_in6 unix_key; /* a unix-socket client's rate-limit key: its uid */
+    double rate, burst;
+    char msg[160];
+
+    (void)version;
+    (void)upload_data;
+    (void)con_cls;
+    gs_reaper_head_done(a->reaper, c);
+    pthread_mutex_lock(&a->lock);
+    rate = a->cfg.http_rate;
+    burst = a->cfg.http_burst;
+    pthread_mutex_unlock(&a->lock);
+    if (!gs_ratelimit_take(a->rl,
+                           gs_policy_unix_rate_addr(c, &unix_key) ? (struct sockaddr *)&unix_key
+                           : ci                                   ? ci->client_addr
+                                                                  : NULL,
+                           rate, burst, gs_clock_mono_ns()))
+        return send_json_error(c, MHD_HTTP_TOO_MANY_REQUESTS, "rate limit: too many requests");
+    if (strlen(url) > HTTP_PATH_MAX)
+        return send_json_error(c, MHD_HTTP_URI_TOO_LONG, "path too long");
+    viewer_identify(a, c, &rq.v, &challenge); /* after the rate limit: bcrypt is costly */
+    /* The uid behind it (policy.h): SO_PEERCRED on the unix socket, whose viewers need no
+     * credential; a loopback TCP peer's or a token user's uid. Root and admins: ADMIN. */
+    gs_policy_resolve(a->policy, c, &rq.v, &rq.peer_pid);
+    if (rq.v.role == GS_ROLE_NONE)
+        return send_unauthorized(c, challenge);
+    route = route_find(url);
+    if (rq.v.role == GS_ROLE_METRICS && !(route && (route->flags & ROUTE_METRICS_ROLE)))
+        return send_json_error(c, MHD_HTTP_FORBIDDEN,
+                               "forbidden: this credential reaches /metrics and /healthz only");
+    if (route)
+        ac.allowed = route->args;
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, arg_iter, &ac);
+    if (ac.bytes > HTTP_QUERY_MAX)
+        return send_json_error(c, MHD_HTTP_URI_TOO_LONG, "query too long");
+    if (!route)
+        return send_static(c, MHD_HTTP_NOT_FOUND, "not found\n");
+    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+        return respond(c, MHD_HTTP_METHOD_NOT_ALLOWED, TYPE_TEXT, "method not allowed\n",
+                       strlen("method not allowed\n"), NULL, NULL, MHD_HTTP_HEADER_ALLOW,
+                       "GET, HEAD");
+    te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (te || (cl && strcmp(cl, "0") != 0) || *upload_data_size)
+        return send_json_error(c, MHD_HTTP_BAD_REQUEST, "a GET request has no body");
+    if (ac.unknown && (route->flags & ROUTE_STRICT_ARGS)) {
+        snprintf(msg, sizeof msg, "%.64s: unknown parameter", ac.unknown);
+        return send_json_error(c, MHD_HTTP_BAD_REQUEST, msg);
+    }
+    /* A non-admin viewer gets copies filtered by the visibility policy, an admin the
+     * pre-rendered bodies. */
+    if (route->serve_filtered && gs_policy_filters(a->policy, &rq.v))
+        return route->serve_filtered(&rq);
+    return route->serve(&rq);
+}
+
+/* ---- the daemons ---- */
+
+/* Starts libmicrohttpd on a->http_addr, or on listen_fd (>= 0: a quiesced daemon's socket, a
+ * TLS reload), with the PEM pair when cert is not NULL. MHD_USE_ITC: MHD_quiesce_daemon
+ * needs it. */
+static struct MHD_Daemon *http_daemon(struct gs_agent *a, int listen_fd, const char *cert,
+                                      const char *key)
+{
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC;
+    struct MHD_OptionItem opt[4];
+    unsigned n = 0;
+    const struct sockaddr *sa = (const struct sockaddr *)&a->http_addr;
+
+    if (a->http_addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    if (listen_fd >= 0)
+        opt[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL};
+    else
+        opt[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, (void *)sa};
+    if (cert) {
+        flags |= MHD_USE_TLS;
+        opt[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cert};
+        opt[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key};
+    }
+    opt[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    errno = 0;
+    return MHD_start_daemon(flags, 0, NULL, NULL, on_request, a, MHD_OPTION_ARRAY, opt,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_MAX,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_CONN_PER_IP,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY,
+                            MHD_OPTION_NOTIFY_CONNECTION, gs_reaper_on_connection, a->reaper,
+                            MHD_OPTION_NOTIFY_COMPLETED, gs_reaper_on_completed, a->reaper,
+                            MHD_OPTION_END);
+}
+
+int gs_agent_http_start(struct gs_agent *a, struct gs_err *err)
+{
+    char *cert = NULL, *key = NULL;
+    int rc;
+
+    rc = gs_listen_parse(a->cfg.listen, &a->http_addr, err);
+    if (rc == GS_OK)
+        rc = gs_auth_open(&a->auth, a->cfg.tokens_file, a->cfg.web_config_file, err);
+    if (rc == GS_OK)
+        rc = gs_listen_load_tls(&a->cfg, a->auth, &cert, &key, err);
+    if (rc == GS_OK)
+        rc = gs_listen_check_exposure(&a->cfg, &a->http_addr, cert != NULL, a->auth, err);
+    if (rc != GS_OK) {
+        gs_listen_free_pem(cert, key);
+        return rc;
+    }
+    a->mhd = http_daemon(a, a->http_fd, cert, key);
+    if (!a->mhd) {
+        if (a->http_fd >= 0)
+            close(a->http_fd);
+        a->http_fd = -1;
+        gs_listen_free_pem(cert, key);
+        return gs_err_set(err, GS_EIO, "http: cannot listen on %s: %s", a->cfg.listen,
+                          errno ? strerror(errno) : "libmicrohttpd failed to start");
+    }
+    a->tls_cert_pem = cert;
+    a->tls_key_pem = key;
+    gs_log(GS_LOG_INFO, "http: listening on %s (%s; %u token(s), %u basic-auth user(s)%s)",
+           a->cfg.listen, cert ? "https" : "http", gs_auth_token_count(a->auth),
+           gs_auth_user_count(a->auth), gs_auth_required(a->auth) ? "" : ": open to all");
+    return GS_OK;
+}
+
+/* SIGHUP, HTTP's part: new credentials and, when the PEM pair changed, a new daemon on the
+ * same listening socket (MHD_quiesce_daemon hands it over; connections on the old daemon are
+ * closed). Anything wrong (unreadable file, bad pair, a change that would break the exposure
+ * rule) keeps what runs and puts its settings back into c. */
+void gs_agent_http_reload(struct gs_agent *a, struct gs_agent_config *c)
+{
+    struct gs_auth *au = NULL, *old;
+    char *cert = NULL, *key = NULL;
+    struct gs_err e;
+    int changed;
+
+    gs_err_clear(&e);
+    if (gs_auth_open(&au, c->tokens_file, c->web_config_file, &e) != GS_OK ||
+        gs_listen_load_tls(c, au, &cert, &key, &e) != GS_OK ||
+        gs_listen_check_exposure(c, &a->http_addr, cert != NULL, au, &e) != GS_OK) {
+        gs_log(GS_LOG_ERROR, "reload: %s; keeping the running credentials and TLS", e.msg);
+        gs_auth_unref(au);
+        memcpy(c->tokens_file, a->cfg.tokens_file, sizeof c->tokens_file);
+        memcpy(c->web_config_file, a->cfg.web_config_file, sizeof c->web_config_file);
+        memcpy(c->tls_cert_file, a->cfg.tls_cert_file, sizeof c->tls_cert_file);
+        memcpy(c->tls_key_file, a->cfg.tls_key_file, sizeof c->tls_key_file);
+        c->insecure = a->cfg.insecure;
+        return;
+    }
+    changed = a->mhd && (!cert != !a->tls_cert_pem ||
+                         (cert && (strcmp(cert, a->tls_cert_pem) != 0 ||
+                                   strcmp(key, a->tls_key_pem) != 0)));
+    if (changed) {
+        char *old_cert = NULL, *old_key = NULL;
+        MHD_socket fd = MHD_quiesce_daemon(a->mhd);
+        struct MHD_Daemon *d = fd == MHD_INVALID_SOCKET ? NULL : http_daemon(a, fd, cert, key);
+        if (!d) {
+            gs_log(GS_LOG_ERROR, "reload: http: cannot restart with the new TLS pair; %s",
+                   fd == MHD_INVALID_SOCKET ? "still serving the old one"
+                                            : "restarting with the old one");
+            if (fd != MHD_INVALID_SOCKET &&
+                !(d = http_daemon(a, fd, a->tls_cert_pem, a->tls_key_pem)))
+                gs_log(GS_LOG_ERROR, "reload: http: cannot restart at all; not serving HTTP");
+            gs_listen_free_pem(cert, key);
+            cert = a->tls_cert_pem;
+            key = a->tls_key_pem;
+        } else {
+            gs_log(GS_LOG_INFO, "reload: http: %s, daemon restarted on %s",
+                   cert ? "new TLS certificate and key" : "TLS off", a->cfg.listen);
+            old_cert = a->tls_cert_pem; /* freed once the old daemon has stopped */
+            old_key = a->tls_key_pem;
+        }
+        if (d || fd != MHD_INVALID_SOCKET) {
+            struct MHD_Daemon *od = a->mhd;
+            a->mhd = d;
+            MHD_stop_daemon(od); /* quiesced: the socket is d's now */
+            if (!d)
+                close(fd);
+        }
+        gs_listen_free_pem(old_cert, old_key);
+        a->tls_cert_pem = cert;
+        a->tls_key_pem = key;
+    } else {
+        gs_listen_free_pem(cert, key);
+    }
+    pthread_mutex_lock(&a->lock);
+    old = a->auth;
+    a->auth = au;
+    pthread_mutex_unlock(&a->lock);
+    gs_auth_unref(old);
+    gs_log(GS_LOG_INFO, "reload: http credentials: %u token(s), %u basic-auth user(s)",
+           gs_auth_token_count(au), gs_auth_user_count(au));
+}
+
+/* The HTTP unix socket for local viewers (docs/security.md "LOCAL VIEWERS"): its directory
+ * made 0755 when missing, a stale socket replaced (a live one left alone), mode 0666 since
+ * who connects is learnt with SO_PEERCRED, served by a second libmicrohttpd daemon with the
+ * same handler. Not fatal: the TCP port stays the agent's main door. */
+void gs_agent_http_start_unix(struct gs_agent *a)
+{
+    const char *path = a->cfg.http_socket;
+    struct sockaddr_un sun;
+    char dir[GS_SOCKET_LEN], *slash;
+    struct stat st;
+    int fd;
+
+    if (!path[0] || strcmp(path, "off") == 0) {
+        gs_log(GS_LOG_INFO, "http: unix socket off");
+        return;
+    }
+    memset(&sun, 0, sizeof sun);
+    sun.sun_family = AF_UNIX;
+    if (path[0] != '/' || strlen(path) >= sizeof sun.sun_path) {
+        gs_log(GS_LOG_ERROR, "http_socket: '%s' is not an absolute path of at most %zu bytes",
+               path, sizeof sun.sun_path - 1);
+        return;
+    }
+    memcpy(sun.sun_path, path, strlen(path));
+    snprintf(dir, sizeof dir, "%s", path);
+    slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = '\0';
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+            gs_log(GS_LOG_ERROR, "http_socket: cannot make %s: %s", dir, strerror(errno));
+            return;
+        }
+    }
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        gs_log(GS_LOG_ERROR, "http_socket: socket: %s", strerror(errno));
+        return;
+    }
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            gs_log(GS_LOG_ERROR, "http_socket: %s exists and is not a socket", path);
+            close(fd);
+            return;
+        }
+        if (connect(fd, (const struct sockaddr *)&sun, sizeof sun) == 0) {
+            gs_log(GS_LOG_ERROR, "http_socket: %s is served by another process", path);
+            close(fd);
+            return;
+        }
+        unlink(path);
+    }
+    if (bind(fd, (const struct sockaddr *)&sun, sizeof sun) != 0 || chmod(path, 0666) != 0 ||
+        listen(fd, 64) != 0) {
+        gs_log(GS_LOG_ERROR, "http_socket: cannot listen on %s: %s", path, strerror(errno));
+        close(fd);
+        return;
+    }
+    a->mhd_unix = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL, on_request, a,
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_MAX,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)HTTP_MEMORY, MHD_OPTION_NOTIFY_CONNECTION, gs_reaper_on_connection, a->reaper,
+        MHD_OPTION_NOTIFY_COMPLETED, gs_reaper_on_completed, a->reaper, MHD_OPTION_END);
+    if (!a->mhd_unix) {
+        gs_log(GS_LOG_ERROR, "http_socket: libmicrohttpd cannot serve %s", path);
+        close(fd);
+        unlink(path);
+        return;
+    }
+    gs_log(GS_LOG_INFO, "http: local viewers on %s (unix socket, mode 0666)", path);
+}
+
+void gs_agent_http_stop(struct gs_agent *a)
+{
+    if (!a->mhd && a->http_fd >= 0)
+        close(a->http_fd); /* bound before a drop, never served */
+    a->http_fd = -1;
+    if (a->mhd)
+        MHD_stop_daemon(a->mhd); /* drops every response, so every reference comes back */
+    if (a->mhd_unix) {
+        MHD_stop_daemon(a->mhd_unix); /* closes the listening socket too */
+        unlink(a->cfg.http_socket);
+    }
+    a->mhd = NULL;
+    a->mhd_unix = NULL;
+    gs_listen_free_pem(a->tls_cert_pem, a->tls_key_pem);
+    a->tls_cert_pem = a->tls_key_pem = NULL;
+    gs_auth_unref(a->auth);
+    a->auth = NULL;
+}

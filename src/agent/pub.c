@@ -1,0 +1,237 @@
+/*
+ * Publications (agent_int.h): what one sampling cycle serves. The sampling thread takes a
+ * spare (or new) publication, fills its snapshot, renders the /metrics text and the alerts
+ * document into it once (gs_pub_render) and publishes it by swapping a pointer under a->lock,
+ * held for a few instructions. A request takes a reference and hands the body to libmicrohttpd
+ * with gs_pub_release_cb as its free callback, so nothing is copied or rendered per request and
+ * a slow reader only keeps an old publication alive: the sampler never waits for it. The JSON
+ * documents are rendered by the first request that asks (gs_pub_body). When the last
+ * reference goes the publication returns to a small free list and is reused, so a steady cycle
+ * allocates only what jansson's dump allocates.
+ */
+#include "agent/agent_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/alerts.h"
+#include "agent/log.h"
+#include "agent/push.h"
+#include "agent/recorder.h"
+#include "agent/runs.h"
+#include "agent/webhook.h"
+#include "core/clock.h"
+#include "core/snapjson.h"
+
+#define SPARE_MAX 4 /* publications kept for reuse; more in flight are freed on release */
+
+void gs_pub_free(struct gs_pub *p)
+{
+    if (!p)
+        return;
+    gs_snapshot_free(p->snap);
+    gs_mbuf_free(&p->prom);
+    free(p->json);
+    free(p->procs_json);
+    free(p->alerts_json);
+    pthread_mutex_destroy(&p->json_lock);
+    free(p);
+}
+
+struct gs_pub *gs_pub_acquire(struct gs_agent *a)
+{
+    struct gs_pub *p;
+
+    pthread_mutex_lock(&a->lock);
+    p = a->current;
+    if (p)
+        p->refs++;
+    pthread_mutex_unlock(&a->lock);
+    return p;
+}
+
+void gs_pub_release(struct gs_pub *p)
+{
+    struct gs_agent *a = p->agent;
+    int drop = 0;
+
+    pthread_mutex_lock(&a->lock);
+    if (--p->refs == 0) {
+        if (a->n_spare < SPARE_MAX) {
+            p->next_spare = a->spare;
+            a->spare = p;
+            a->n_spare++;
+        } else {
+            drop = 1;
+        }
+    }
+    pthread_mutex_unlock(&a->lock);
+    if (drop)
+        gs_pub_free(p);
+}
+
+struct gs_pub *gs_pub_take_spare(struct gs_agent *a)
+{
+    struct gs_pub *p;
+
+    pthread_mutex_lock(&a->lock);
+    p = a->spare;
+    if (p) {
+        a->spare = p->next_spare;
+        a->n_spare--;
+    }
+    pthread_mutex_unlock(&a->lock);
+    if (!p && (p = calloc(1, sizeof *p)) != NULL) {
+        p->agent = a;
+        pthread_mutex_init(&p->json_lock, NULL);
+    }
+    return p;
+}
+
+void gs_pub_publish(struct gs_agent *a, struct gs_pub *p)
+{
+    struct gs_pub *old;
+
+    p->refs = 1;
+    pthread_mutex_lock(&a->lock);
+    old = a->current;
+    a->current = p;
+    pthread_mutex_unlock(&a->lock);
+    if (old)
+        gs_pub_release(old);
+}
+
+void gs_pub_release_cb(void *cls)
+{
+    gs_pub_release(cls);
+}
+
+void gs_pub_ref(struct gs_pub *p)
+{
+    pthread_mutex_lock(&p->agent->lock);
+    p->refs++;
+    pthread_mutex_unlock(&p->agent->lock);
+}
+
+void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_config *cfg)
+{
+    struct gs_metrics_self self = {
+        .up = p->up,
+        .reason = a->reason,
+        .version = GS_VERSION,
+        .interval_s = cfg->interval_s,
+        .sample_seconds = a->last_sample_s,
+        .cycles = a->cycles,
+        .overruns = a->overruns,
+        .sample_errors = a->sample_errors,
+        .history = a->rec != NULL,
+        .history_flush_last_s = -1,
+        .process_series_max = cfg->process_metrics_max,
+    };
+    unsigned mflags = 0;
+
+    if (a->rec) {
+        struct gs_recorder_stats rs = gs_recorder_stats(a->rec); /* a short lock, no I/O */
+        self.history_rows = rs.rows_written;
+        self.history_write_errors = rs.write_errors;
+        self.history_dropped = rs.dropped;
+        self.history_flush_last_s = rs.last_flush_s;
+        self.history_flush_max_s = rs.max_flush_s;
+    }
+    if (a->runs) {
+        struct gs_runs_stats ru = gs_runs_stats(a->runs); /* a short lock */
+        self.runs = 1;
+        self.runs_active = ru.live;
+        self.runs_started = ru.runs_started;
+        self.runs_records = ru.records;
+        self.runs_rejected = ru.rejected;
+        self.runs_steps_dropped = ru.steps_dropped;
+    }
+    gs_mbuf_reset(&p->prom);
+    if (cfg->metrics_compat == GS_COMPAT_DCGM)
+        mflags |= GS_METRICS_DCGM;
+    if (cfg->process_metrics)
+        mflags |= GS_METRICS_PROCESS;
+    p->self = self; /* a filtered /metrics renders with these (http.c) */
+    p->self.reason = "";
+    p->mflags = mflags;
+    if (gs_metrics_render(&p->prom, p->up ? p->snap : NULL, &self, mflags) != GS_OK)
+        gs_log(GS_LOG_ERROR, "metrics: render failed (out of memory)");
+    if (a->push) {
+        struct gs_push_stats ps = gs_push_stats(a->push); /* a short lock, no I/O */
+        gs_push_render_self(&p->prom, &ps);
+    }
+    if (a->webhook) {
+        struct gs_webhook_stats ws = gs_webhook_stats(a->webhook); /* a short lock */
+        gs_webhook_render_self(&p->prom, &ws);
+    }
+    free(p->alerts_json);
+    p->alerts_json = NULL;
+    if (a->alerts) {
+        gs_alerts_render_prom(&p->prom, a->alerts);
+        p->alerts_json = gs_alerts_json(a->alerts, p->up ? p->snap->t_real : gs_clock_real_s());
+    }
+    p->alerts_json_len = p->alerts_json ? strlen(p->alerts_json) : 0;
+    /* Not yet published: no request can see p, so no lock is needed here. */
+    free(p->json);
+    p->json = NULL;
+    free(p->procs_json);
+    p->procs_json = NULL;
+    p->json_len = p->procs_json_len = 0;
+    p->json_ready = 0;
+    snprintf(p->reason, sizeof p->reason, "%s", p->up ? "" : a->reason);
+}
+
+char *gs_pub_dump(json_t *doc, size_t *len)
+{
+    char *s = doc ? json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+
+    *len = s ? strlen(s) : 0;
+    json_decref(doc);
+    return s;
+}
+
+/* The snapshot and processes documents of a published p (core/snapjson.h), made once by
+ * whichever request comes first; p->snap is immutable by then. While down, both are the
+ * error document. */
+static void render_json(struct gs_pub *p)
+{
+    json_t *doc = NULL, *procs = NULL;
+
+    pthread_mutex_lock(&p->json_lock);
+    if (!p->json_ready) {
+        if (p->up) {
+            gs_snapjson_encode(&doc, p->snap, NULL, NULL);
+            gs_snapjson_processes(&procs, p->snap, false, NULL);
+        } else {
+            doc = json_pack("{s:b, s:s}", "up", 0, "error", p->reason);
+            procs = json_incref(doc);
+        }
+        p->json = gs_pub_dump(doc, &p->json_len);
+        p->procs_json = gs_pub_dump(procs, &p->procs_json_len);
+        p->json_ready = 1;
+    }
+    pthread_mutex_unlock(&p->json_lock);
+}
+
+const char *gs_pub_body(struct gs_pub *p, enum gs_pub_body which, size_t *len)
+{
+    switch (which) {
+    case GS_PUB_METRICS:
+        *len = p->prom.len;
+        return p->prom.data;
+    case GS_PUB_SNAPSHOT:
+        render_json(p);
+        *len = p->json_len;
+        return p->json;
+    case GS_PUB_PROCESSES:
+        render_json(p);
+        *len = p->procs_json_len;
+        return p->procs_json;
+    case GS_PUB_ALERTS:
+        *len = p->alerts_json_len;
+        return p->alerts_json;
+    }
+    *len = 0;
+    return NULL;
+}

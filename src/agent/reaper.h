@@ -1,0 +1,36 @@
+/*
+ * The slow-client reaper (docs/api.md, "Limits"): every HTTP connection of every daemon is
+ * tracked from accept to close with the deadline of its request head, and once a second the
+ * main thread shuts down those past it (a client sending a byte now and then resets
+ * libmicrohttpd's inactivity timeout; this bounds the whole head). Its own lock: the daemons'
+ * threads and the main thread share it.
+ */
+#ifndef GS_AGENT_REAPER_H
+#define GS_AGENT_REAPER_H
+
+#include <microhttpd.h>
+#include <stdint.h>
+
+#include "gpuscope/gs_err.h"
+
+struct gs_reaper;
+
+/* A reaper that gives every request head head_s seconds. GS_ENOMEM. */
+int gs_reaper_new(struct gs_reaper **out, int head_s, struct gs_err *err);
+/* After every daemon that reported to it has stopped. NULL is allowed. */
+void gs_reaper_free(struct gs_reaper *r);
+
+/* libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION and MHD_OPTION_NOTIFY_COMPLETED callbacks, with
+ * the reaper as cls: a connection starts tracked, and each completed request gives the next
+ * one on a kept-alive connection a fresh deadline. */
+void gs_reaper_on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                             enum MHD_ConnectionNotificationCode toe);
+void gs_reaper_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                            enum MHD_RequestTerminationCode toe);
+/* The connection's request head is complete: no deadline while it is answered. */
+void gs_reaper_head_done(struct gs_reaper *r, struct MHD_Connection *c);
+/* Shuts down the connections past their deadline (MHD then sees the end of the stream and
+ * closes them); returns how many. */
+unsigned gs_reaper_reap(struct gs_reaper *r, int64_t now_ns);
+
+#endif

@@ -122,6 +122,12 @@ static uint32_t child_of(struct gs_stackprof *p, uint32_t node, uint32_t frame)
 
 int gs_stackprof_add(struct gs_stackprof *p, const uint32_t *frames, unsigned n, uint64_t w)
 {
+    return gs_stackprof_add_leaf(p, frames, n, w, NULL);
+}
+
+int gs_stackprof_add_leaf(struct gs_stackprof *p, const uint32_t *frames, unsigned n, uint64_t w,
+                          uint32_t *leaf)
+{
     uint32_t path[1024];
     uint32_t node = 0;
 
@@ -144,6 +150,8 @@ int gs_stackprof_add(struct gs_stackprof *p, const uint32_t *frames, unsigned n,
     for (unsigned i = 0; i < n; i++)
         p->nodes[path[i]].total += w;
     p->nodes[n ? path[n - 1] : 0].self += w;
+    if (leaf)
+        *leaf = n ? path[n - 1] : 0;
     if (++p->stamp == 0) {
         memset(p->seen, 0, GS_PROF_MAX_FRAMES * sizeof *p->seen);
         p->stamp = 1;

@@ -54,6 +54,11 @@ uint32_t gs_stackprof_label(struct gs_stackprof *p, const char *name, const char
  * as dropped, the profile stays consistent). */
 int gs_stackprof_add(struct gs_stackprof *p, const uint32_t *frames, unsigned n, uint64_t w);
 
+/* The same, and *leaf (may be NULL) gets the tree node of the stack (0: the root), whose
+ * parent chain gives the stack back later. */
+int gs_stackprof_add_leaf(struct gs_stackprof *p, const uint32_t *frames, unsigned n, uint64_t w,
+                          uint32_t *leaf);
+
 /* Label ids sorted by own count (then total), most first; at most cap; returns how many. */
 unsigned gs_stackprof_top(const struct gs_stackprof *p, uint32_t *ids, unsigned cap,
                           int by_total);

@@ -101,3 +101,45 @@ int gs_mem_read(struct gs_mem *m, uint64_t addr, void *buf, size_t len)
     m->reads++;
     return m->read(m, addr, buf, len);
 }
+
+unsigned gs_mem_readv(struct gs_mem *m, const uint64_t *addrs, uint8_t *const *bufs, size_t len,
+                      unsigned n, unsigned char *ok)
+{
+    struct iovec local[64], remote[64];
+    unsigned done = 0, i = 0;
+
+    if (m->read != read_vm || m->mem_fd >= 0 || len == 0) {
+        for (i = 0; i < n; i++) {
+            ok[i] = gs_mem_read(m, addrs[i], bufs[i], len) == GS_OK;
+            done += ok[i];
+        }
+        return done;
+    }
+    /* process_vm_readv stops at the first remote block it cannot read: the blocks before it
+     * are complete, that one failed, go on after it. */
+    while (i < n) {
+        unsigned k = n - i > 64 ? 64 : n - i;
+        ssize_t got;
+        for (unsigned j = 0; j < k; j++) {
+            local[j] = (struct iovec){bufs[i + j], len};
+            remote[j] = (struct iovec){(void *)(uintptr_t)addrs[i + j], len};
+        }
+        m->reads++;
+        got = process_vm_readv(m->pid, local, k, remote, k, 0);
+        if (got < 0)
+            got = 0;
+        for (unsigned j = 0; j < k; j++)
+            ok[i + j] = (size_t)got >= (j + 1) * len;
+        {
+            unsigned full = (unsigned)((size_t)got / len);
+            done += full;
+            if (full < k) {
+                ok[i + full] = 0;
+                i += full + 1;
+                continue;
+            }
+        }
+        i += k;
+    }
+    return done;
+}

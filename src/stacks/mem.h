@@ -42,4 +42,10 @@ void gs_mem_fini(struct gs_mem *m);
 /* m->read with the count kept: what the walker calls. */
 int gs_mem_read(struct gs_mem *m, uint64_t addr, void *buf, size_t len);
 
+/* Reads n blocks of len bytes each (addrs[i] -> bufs[i]) in as few calls as the reader
+ * allows (one process_vm_readv for all when every address is mapped). ok[i] says which
+ * succeeded; returns how many did. */
+unsigned gs_mem_readv(struct gs_mem *m, const uint64_t *addrs, uint8_t *const *bufs, size_t len,
+                      unsigned n, unsigned char *ok);
+
 #endif

@@ -18,6 +18,7 @@
 #define MAX_NAME 512          /* bytes of a name or file name we keep (UTF-8) */
 #define MAX_INTERPS 16
 #define FUNC_HASH (2 * GS_PY_MAX_FUNCS)
+#define FRAME_BLOCK 4096      /* bytes read below a frame: its callers usually live there */
 
 struct code_ent {
     uint64_t addr, filename, name, linetable; /* the object and what it pointed at */
@@ -35,6 +36,17 @@ struct gs_pyread {
     struct gs_pyfunc *funcs;
     unsigned nfuncs;
     uint32_t *fhash; /* FUNC_HASH slots: 0 empty, else id + 1 */
+    /* 3.11+ frames sit in each thread's data stack, callers below callees: one read of the
+     * block below a frame usually holds the whole chain. Valid for one sample only. */
+    uint8_t blk[FRAME_BLOCK];
+    uint64_t blk_addr;
+    uint32_t blk_len;
+    /* one walk's code objects, read in one batch */
+    uint64_t pend_code[GS_PY_MAX_DEPTH];
+    int64_t pend_lasti[GS_PY_MAX_DEPTH];
+    uint8_t hdrs[GS_PY_MAX_DEPTH][512];
+    uint8_t *hdr_ptr[GS_PY_MAX_DEPTH];
+    unsigned char hdr_ok[GS_PY_MAX_DEPTH];
 };
 
 static uint64_t rd64(const uint8_t *b, uint32_t off)
@@ -274,9 +286,9 @@ static uint32_t intern(struct gs_pyread *r, const char *name, const char *file, 
 
 /* ---- code objects ---- */
 
-static struct code_ent *code_resolve(struct gs_pyread *r, uint64_t code)
+/* The cache entry of the code object at `code` whose header bytes are hdr (L->co_size). */
+static struct code_ent *code_resolve(struct gs_pyread *r, uint64_t code, const uint8_t *hdr)
 {
-    uint8_t hdr[512];
     const struct gs_py_layout *L = &r->L;
     struct code_ent *ce = &r->codes[(code >> 4) % CODE_CACHE];
     uint64_t fn, nm, lt, n = 0;
@@ -284,8 +296,6 @@ static struct code_ent *code_resolve(struct gs_pyread *r, uint64_t code)
     int first;
     uint8_t *tbl = NULL;
 
-    if (!ptr_ok(code) || L->co_size > sizeof hdr || gs_mem_read(&r->mem, code, hdr, L->co_size) != GS_OK)
-        return NULL;
     if (r->t.code_type_addr && rd64(hdr, L->ob_type) != r->t.code_type_addr)
         return NULL;
     fn = rd64(hdr, L->co_filename);
@@ -331,36 +341,92 @@ static uint64_t first_frame(struct gs_pyread *r, const uint8_t *ts)
     return cur;
 }
 
+/* A frame's bytes, from the sample's block when they lie in it; otherwise one read of the
+ * block that ends with this frame (falling back to the frame alone near unmapped memory). */
+static int read_frame(struct gs_pyread *r, uint64_t frame, uint8_t *buf, uint32_t len)
+{
+    uint64_t start;
+
+    if (r->L.frames == GS_PYF_FRAMEOBJ)
+        return gs_mem_read(&r->mem, frame, buf, len);
+    if (r->blk_len && frame >= r->blk_addr && frame + len <= r->blk_addr + r->blk_len) {
+        memcpy(buf, r->blk + (frame - r->blk_addr), len);
+        return GS_OK;
+    }
+    start = frame + len > FRAME_BLOCK ? frame + len - FRAME_BLOCK : 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            /* the block reached below the data stack's chunk: the frame's own page only */
+            if ((frame & ~UINT64_C(4095)) <= start)
+                break;
+            start = frame & ~UINT64_C(4095);
+            if (frame + len - start > FRAME_BLOCK)
+                break;
+        }
+        if (gs_mem_read(&r->mem, start, r->blk, (size_t)(frame + len - start)) == GS_OK) {
+            r->blk_addr = start;
+            r->blk_len = (uint32_t)(frame + len - start);
+            memcpy(buf, r->blk + (frame - start), len);
+            return GS_OK;
+        }
+    }
+    r->blk_len = 0;
+    return gs_mem_read(&r->mem, frame, buf, len);
+}
+
 static void walk_frames(struct gs_pyread *r, uint64_t frame, struct gs_pythread *th)
 {
     const struct gs_py_layout *L = &r->L;
     uint8_t buf[256];
+    unsigned n = 0;
 
+    /* 1: the frame chain, each frame's code object and instruction */
     for (unsigned hops = 0; frame; hops++) {
-        struct code_ent *ce;
-        struct gs_pyframe *pf;
         uint64_t code, next;
-        int64_t addr;
 
-        if (hops >= 2 * GS_PY_MAX_DEPTH || th->nframes >= GS_PY_MAX_DEPTH || !ptr_ok(frame) ||
-            L->fr_size > sizeof buf || gs_mem_read(&r->mem, frame, buf, L->fr_size) != GS_OK) {
+        if (hops >= 2 * GS_PY_MAX_DEPTH || n >= GS_PY_MAX_DEPTH || !ptr_ok(frame) ||
+            L->fr_size > sizeof buf || read_frame(r, frame, buf, L->fr_size) != GS_OK) {
             th->partial = 1;
-            return;
+            break;
         }
         next = rd64(buf, L->fr_back);
         code = rd64(buf, L->fr_code);
         if (L->fr_code_tagged)
             code &= ~UINT64_C(7);
-        if (next == frame) {
+        if (next == frame)
             th->partial = 1;
-            return;
+        if (!(L->fr_owner_cstack && buf[L->fr_owner] >= L->fr_owner_cstack)) {
+            r->pend_code[n] = code;
+            if (L->frames == GS_PYF_FRAMEOBJ) {
+                int32_t lasti = (int32_t)rd32(buf, L->fr_lasti);
+                r->pend_lasti[n] = L->lines == GS_PYL_LNOTAB ? lasti : (int64_t)lasti * 2;
+            } else {
+                r->pend_lasti[n] = (int64_t)(rd64(buf, L->fr_lasti) - (code + L->co_code));
+            }
+            n++;
+        } /* else a C-stack shim, not Python code */
+        if (next == frame)
+            break;
+        frame = next;
+    }
+    /* 2: their headers in one batch */
+    for (unsigned i = 0; i < n; i++)
+        r->hdr_ptr[i] = r->hdrs[i];
+    if (L->co_size > sizeof r->hdrs[0])
+        n = 0;
+    for (unsigned i = 0; i < n; i++)
+        if (!ptr_ok(r->pend_code[i])) {
+            n = i + 1; /* stops at this frame in 3 */
+            break;
         }
-        if (L->fr_owner_cstack && buf[L->fr_owner] >= L->fr_owner_cstack) {
-            frame = next; /* a C-stack shim, not Python code */
-            continue;
-        }
-        pf = &th->frames[th->nframes++];
-        ce = code_resolve(r, code);
+    gs_mem_readv(&r->mem, r->pend_code, r->hdr_ptr, L->co_size, n, r->hdr_ok);
+    /* 3: names and lines; the walk ends at the first code object that is not one */
+    for (unsigned i = 0; i < n; i++) {
+        struct gs_pyframe *pf = &th->frames[th->nframes++];
+        struct code_ent *ce = ptr_ok(r->pend_code[i]) && r->hdr_ok[i]
+                                  ? code_resolve(r, r->pend_code[i], r->hdrs[i])
+                                  : NULL;
+        int64_t addr = r->pend_lasti[i];
         if (!ce) {
             pf->func = 0;
             pf->line = 0;
@@ -368,16 +434,9 @@ static void walk_frames(struct gs_pyread *r, uint64_t frame, struct gs_pythread 
             return;
         }
         pf->func = ce->func;
-        if (L->frames == GS_PYF_FRAMEOBJ) {
-            int32_t lasti = (int32_t)rd32(buf, L->fr_lasti);
-            addr = L->lines == GS_PYL_LNOTAB ? lasti : (int64_t)lasti * 2;
-        } else {
-            addr = (int64_t)(rd64(buf, L->fr_lasti) - (code + L->co_code));
-        }
         pf->line = addr > (int64_t)MAX_LINETABLE * 64
                        ? 0
                        : gs_pyread_addr2line(L->lines, ce->tbl, ce->tbl_len, ce->first_line, addr);
-        frame = next;
     }
 }
 
@@ -405,6 +464,7 @@ int gs_pyread_sample(struct gs_pyread *r, pid_t only_tid, struct gs_pysample *ou
     int rc;
 
     out->nthreads = 0;
+    r->blk_len = 0; /* memory changed since the last sample */
     if (tsn > sizeof ts)
         return gs_err_set(err, GS_EINVAL, "stacks: thread state layout too large");
     rc = rdp(r, r->t.runtime_addr + L->rt_interp_head, &interp);

@@ -57,23 +57,26 @@ def ids(rep):
 
 
 # ---- data-bound loop, GPU idle ----
-p, rep, out = run("data", [], ["4", "data"], util=0)
+p, rep, out = run("data", [], ["6", "data"], util=0)
 st = rep.get("stacks") or {}
 t.ok(p.returncode == 0 and st, "data-bound run: exit 0, report has stacks", p.stderr[-2000:])
-t.ok(60 <= (st.get("samples") or 0) <= 130, "about 20 samples a second for ~4.5 s (%s)" % st.get("samples"))
+# 20 Hz over the 6 s loop plus torch's import (1-4 s here, longer on a loaded machine)
+t.ok(120 <= (st.get("samples") or 0) <= 400, "about 20 samples a second (%s)" % st.get("samples"))
 ranks = st.get("ranks") or [{}]
 t.ok(len(ranks) == 1 and ranks[0].get("rank") == 0 and ranks[0].get("python", "").startswith("3.11"),
      "the rank that said hello is sampled", ranks)
 top = [e["function"] for e in st.get("top", [])]
 t.ok(top[:1] == ["SlowDataset.__getitem__"], "top function by own time: SlowDataset.__getitem__", top)
 data = (st.get("by_phase") or {}).get("data") or {}
-t.ok((data.get("samples") or 0) > 0.6 * (st.get("kept_samples") or 1) and
+outside = ((st.get("by_phase") or {}).get("outside_steps") or {}).get("samples") or 0
+t.ok((data.get("samples") or 0) > 0.8 * ((st.get("kept_samples") or 1) - outside) and
      data["groups"]["data_loading"] >= 0.9,
      "joined with the step records: most samples in the data phase, in the DataLoader",
      json.dumps(st.get("by_phase"))[:1500])
 idle = (st.get("gpu_idle") or [{}])[0]
 t.ok(idle.get("gpu") == 0 and idle.get("idle_fraction", 0) > 0.9 and
-     idle["groups"]["data_loading"] >= 0.6,  # the rest: imports before the loop
+     idle["groups"]["data_loading"] >= 0.4 and  # the rest: imports before the loop
+     idle["top"][0]["function"] == "SlowDataset.__getitem__",
      "while GPU 0 was idle the main thread was in the DataLoader", json.dumps(idle)[:1500])
 f = [x for x in rep.get("findings", []) if x.get("id") == "stacks_data_loading"]
 t.ok(f and "GPU 0 was idle" in f[0]["title"] and "DataLoader" in f[0]["title"],

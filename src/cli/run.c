@@ -965,12 +965,16 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     }
     c.start_real = real_s();
     if (o->stacks_hz > 0) {
+        char hz[32];
         struct gs_runstacks_cfg scfg = {.hz = o->stacks_hz, .hang_factor = o->hang_factor,
                                         .hang_min_s = o->hang_min_s, .dir = dir};
         pthread_mutex_lock(&c.mu);
         if (gs_runstacks_start(&scfg, &c.rs, &gerr) != GS_OK)
             fprintf(stderr, "gpuscope run: --stacks: %s\n", gerr.msg);
         pthread_mutex_unlock(&c.mu);
+        /* the package samples itself when nothing may read it from outside (stacks.py) */
+        snprintf(hz, sizeof hz, "%g", o->stacks_hz);
+        setenv("GPUSCOPE_STACKS_HZ", hz, 1);
     }
     pid = run_spawn(o->cmd, &fwd);
     if (pid < 0) {

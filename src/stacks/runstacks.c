@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gpuscope/gs_err.h"
 #include "stacks/collect.h"
@@ -825,8 +826,14 @@ void gs_runstacks_report(struct gs_runstacks *rs, json_t *report)
             snprintf(ver, sizeof ver, "%u.%u.%u", v >> 24, (v >> 16) & 0xff, (v >> 8) & 0xff);
             json_object_set_new(o, "python", json_string(ver));
         }
-        if (k->err[0] && !k->samples)
+        if (k->err[0] && !k->samples) {
+            char path[4096];
             json_object_set_new(o, "error", json_string(k->err));
+            /* refused from outside: the package may have sampled itself (stacks.py) */
+            snprintf(path, sizeof path, "%s/stacks-inproc-%d.txt", rs->dir, (int)k->pid);
+            if (access(path, R_OK) == 0)
+                json_object_set_new(o, "in_process_profile", json_string(strrchr(path, '/') + 1));
+        }
         json_array_append_new(ranks, o);
     }
     json_object_set_new(sec, "ranks", ranks);

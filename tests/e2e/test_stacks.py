@@ -207,6 +207,31 @@ try:
          "freshly compiled functions are read (when caught)")
     p.kill()
 
+    # ---- in-process sampler (libgpuscope.so through gpuscope.stacks) ----
+    from gsenv import BUILD  # noqa: E402
+    penv = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
+    out = os.path.join(tmp, "inproc.txt")
+    r = subprocess.run([PY, os.path.join(TARGETS, "inproc.py"), "api", out], capture_output=True,
+                       text=True, env=penv, timeout=60)
+    st = parse_collapsed(open(out).read()) if os.path.exists(out) else []
+    n = sum(c for _, c in st)
+    hot = sum(c for s, c in st if fn(s[-1]) == "hot_inproc")
+    cold = sum(c for s, c in st if fn(s[-1]) == "cold_inproc")
+    t.ok(r.returncode == 0 and n >= 150 and hot >= 0.6 * n and cold > 0,
+         "in-process sampler: %d samples, hot_inproc %d, cold_inproc %d" % (n, hot, cold),
+         r.stderr[-1500:])
+    t.ok(os.path.exists(out + ".svg") and "hot_inproc" in open(out + ".svg").read(),
+         "in-process sampler: SVG")
+    aenv = dict(penv, GPUSCOPE_STACKS_INPROC="100", GPUSCOPE_RUN_DIR=tmp)
+    p = subprocess.Popen([PY, os.path.join(TARGETS, "inproc.py"), "auto"], env=aenv,
+                         stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=60)
+    auto = os.path.join(tmp, "stacks-inproc-%d.txt" % p.pid)
+    text = open(auto).read() if os.path.exists(auto) else ""
+    t.ok(p.returncode == 0 and "hot_inproc" in text and
+         os.path.exists(os.path.join(tmp, "stacks-inproc-%d.svg" % p.pid)),
+         "GPUSCOPE_STACKS_INPROC: the package samples itself and writes at exit", err[-1500:])
+
     # ---- permission ----
     if os.geteuid() == 0:
         p = start("brief.py")

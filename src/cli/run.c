@@ -379,6 +379,7 @@ static void on_record(void *vctx, const struct gs_peer *peer, const struct gs_re
         break;
     case GS_REC_END:
         gs_agg_end(c->agg, &rec->u.end);
+        gs_runstacks_end(c->rs);
         break;
     }
     /* The record as decoded (so only validated fields), plus who sent it. */

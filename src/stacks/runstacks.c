@@ -91,6 +91,7 @@ struct gs_runstacks {
     double last_step_real; /* any rank */
     uint64_t steps_total;
     int hang_active;
+    int ended; /* an end record came: no more hang checks */
     unsigned hangs;
     double last_check;
 };
@@ -222,6 +223,15 @@ void gs_runstacks_step(struct gs_runstacks *rs, const struct gs_step_rec *s)
     rs->last_step_real = real_now();
     rs->steps_total++;
     rs->hang_active = 0;
+    pthread_mutex_unlock(&rs->mu);
+}
+
+void gs_runstacks_end(struct gs_runstacks *rs)
+{
+    if (!rs)
+        return;
+    pthread_mutex_lock(&rs->mu);
+    rs->ended = 1;
     pthread_mutex_unlock(&rs->mu);
 }
 
@@ -385,8 +395,18 @@ static void watchdog(struct gs_runstacks *rs, double mono)
     if (rs->cfg.hang_factor <= 0 || mono - rs->last_check < 1.0)
         return;
     rs->last_check = mono;
-    if (rs->hang_active || rs->steps_total < 5 || rs->nint < 3)
+    if (rs->hang_active || rs->ended || rs->steps_total < 5 || rs->nint < 3)
         return;
+    {
+        /* a run whose ranks have all exited is ending, not hanging */
+        int alive = 0;
+        for (unsigned i = 0; i < rs->nranks; i++)
+            if (!rs->ranks[i].dropped && kill(rs->ranks[i].pid, 0) == 0 &&
+                gs_taskstate_letter(rs->ranks[i].pid, rs->ranks[i].pid) != 'Z')
+                alive = 1;
+        if (!alive)
+            return;
+    }
     memcpy(sorted, rs->intervals, rs->nint * sizeof *sorted);
     qsort(sorted, rs->nint, sizeof *sorted, cmp_double);
     p95 = sorted[(size_t)(0.95 * (rs->nint - 1))];

@@ -40,6 +40,8 @@ void gs_runstacks_set_child(struct gs_runstacks *rs, pid_t pid);
 void gs_runstacks_add_rank(struct gs_runstacks *rs, pid_t pid, int rank);
 /* A step record: the phase timeline and the watchdog's clock. */
 void gs_runstacks_step(struct gs_runstacks *rs, const struct gs_step_rec *s);
+/* The run's end record arrived: the watchdog stands down (what follows is teardown). */
+void gs_runstacks_end(struct gs_runstacks *rs);
 /* One GPU reading of a run GPU at realtime t: utilization ratio, power and its limit in watts
  * (negative: unknown). */
 void gs_runstacks_gpu(struct gs_runstacks *rs, double t, unsigned gpu, double util,

@@ -2,9 +2,9 @@
 hot functions whose own clocks give the expected shares, threads in known OS states,
 generators, a C function's Python caller, a target that exits while sampled, a target whose
 code objects and threads churn under the reader, the three --record formats, the top view,
-and the permission message. Optional: GPUSCOPE_STACKS_EXTRA_PYTHONS (colon-separated
-interpreter commands, e.g. a trixie chroot's python3.13, docs/stacks.md) runs the dump test
-on those too."""
+the in-process sampler, and the permission message. Optional: GPUSCOPE_STACKS_EXTRA_PYTHONS
+(colon-separated interpreter commands, e.g. "chroot /srv/trixie python3" for 3.13,
+docs/stacks.md) runs the dump and share checks on those too."""
 import json
 import os
 import re
@@ -26,8 +26,18 @@ t = Tap()
 procs = []
 
 
+def target_path(script, py):
+    """The script's path as py sees it: copied into the root of a `chroot ROOT python3`."""
+    if len(py) > 2 and os.path.basename(py[0]) == "chroot":
+        inside = "/tmp/gs-test-" + script
+        with open(os.path.join(TARGETS, script)) as src, open(py[1] + inside, "w") as dst:
+            dst.write(src.read())
+        return inside
+    return os.path.join(TARGETS, script)
+
+
 def start(script, *args, py=(PY,)):
-    p = subprocess.Popen(list(py) + [os.path.join(TARGETS, script)] + list(args),
+    p = subprocess.Popen(list(py) + [target_path(script, py)] + list(args),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     procs.append(p)
     line = p.stdout.readline()
@@ -89,6 +99,10 @@ try:
     def dump_checks(py, tag):
         p = start("threads.py", py=py)
         time.sleep(0.3)
+        if len(py) > 1:  # a wrapper (chroot) started the interpreter as its child or itself
+            kids = subprocess.run(["pgrep", "-f", target_path("threads.py", py)],
+                                  capture_output=True, text=True).stdout.split()
+            p.pid = int(kids[-1]) if kids else p.pid
         r = stacks(p.pid, "--dump", "--json")
         if not t.ok(r.returncode == 0, "%s: --dump --json exits 0" % tag, r.stderr):
             return
@@ -119,7 +133,7 @@ try:
              "%s: reader: in I/O recv, at its line" % tag, rd)
         r = stacks(p.pid, "--dump")
         t.ok(r.returncode == 0 and "[main]" in r.stdout and
-             "reader (%s:%d)" % (os.path.join(TARGETS, "threads.py"), line_of("threads.py", "LINE_RECV"))
+             "reader (%s:%d)" % (target_path("threads.py", py), line_of("threads.py", "LINE_RECV"))
              in r.stdout, "%s: text dump names function (file:line)" % tag, r.stdout)
         p.kill()
 
@@ -128,28 +142,37 @@ try:
         dump_checks(shlex.split(extra), extra)
 
     # ---- shares: sampled vs the target's own clocks, C-extension caller ----
-    spent = os.path.join(tmp, "spent.json")
-    p = start("hot.py", spent)
-    time.sleep(0.3)
-    out = os.path.join(tmp, "hot.txt")
-    r = stacks(p.pid, "--record", "-o", out, "--duration", "4", "--rate", "100")
-    p.send_signal(signal.SIGTERM)
-    p.wait(10)
-    t.ok(r.returncode == 0 and os.path.exists(out), "--record collapsed exits 0", r.stderr)
-    own = {}
-    total = 0
-    for stack, n in parse_collapsed(open(out).read()):
-        own[fn(stack[-1])] = own.get(fn(stack[-1]), 0) + n
-        total += n
-    clocks = json.load(open(spent))
-    csum = sum(clocks.values())
-    t.ok(total >= 300, "about 100 samples a second (%d in 4 s)" % total)
-    for name in ("alpha", "beta", "gamma"):
-        got = 100.0 * own.get(name, 0) / max(total, 1)
-        want = 100.0 * clocks[name] / csum
-        t.ok(abs(got - want) <= 5, "%s: sampled %.1f %% vs own clock %.1f %% (within 5 points)"
-             % (name, got, want), own)
-    t.ok(own.get("gamma", 0) > 0, "the Python caller of a C function (zlib.crc32) shows")
+    def shares_check(py, tag):
+        spent = "/tmp/gs-test-spent.json"
+        spent_host = (py[1] + spent) if len(py) > 2 and os.path.basename(py[0]) == "chroot" else spent
+        p = start("hot.py", spent, py=py)
+        time.sleep(0.3)
+        out = os.path.join(tmp, "hot.txt")
+        r = stacks(p.pid, "--record", "-o", out, "--duration", "4", "--rate", "100")
+        p.send_signal(signal.SIGTERM)
+        p.wait(10)
+        t.ok(r.returncode == 0 and os.path.exists(out), "%s: --record collapsed exits 0" % tag,
+             r.stderr)
+        own = {}
+        total = 0
+        for stack, n in parse_collapsed(open(out).read()):
+            own[fn(stack[-1])] = own.get(fn(stack[-1]), 0) + n
+            total += n
+        clocks = json.load(open(spent_host))
+        os.unlink(spent_host)
+        csum = sum(clocks.values())
+        t.ok(total >= 300, "%s: about 100 samples a second (%d in 4 s)" % (tag, total))
+        for name in ("alpha", "beta", "gamma"):
+            got = 100.0 * own.get(name, 0) / max(total, 1)
+            want = 100.0 * clocks[name] / csum
+            t.ok(abs(got - want) <= 5, "%s: %s: sampled %.1f %% vs own clock %.1f %% (within 5 "
+                 "points)" % (tag, name, got, want), own)
+        t.ok(own.get("gamma", 0) > 0,
+             "%s: the Python caller of a C function (zlib.crc32) shows" % tag)
+
+    shares_check((PY,), "python3.11")
+    for extra in filter(None, os.environ.get("GPUSCOPE_STACKS_EXTRA_PYTHONS", "").split(":")):
+        shares_check(shlex.split(extra), extra)
 
     # ---- the formats and the top view ----
     p = start("hot.py", os.path.join(tmp, "spent2.json"))

@@ -259,7 +259,8 @@ static void tick(struct loop *L, const struct stacks_opts *o)
         if (th->nframes == 0)
             continue;
         if (o->threads)
-            snprintf(root, sizeof root, "thread %lld", (long long)(th->native_tid > 0 ? th->native_tid : (long long)t));
+            snprintf(root, sizeof root, "thread %lld",
+                     th->native_tid > 0 ? (long long)th->native_tid : (long long)t);
         gs_collect_add(&L->col, th, o->threads ? root : NULL, 1);
         L->thread_samples++;
     }

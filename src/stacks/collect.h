@@ -25,7 +25,8 @@ void gs_collect_init(struct gs_collect *c, struct gs_stackprof *prof, const stru
 
 /* Adds thread th's stack, root first, optionally under a root label (e.g. "thread 42"),
  * with weight w. Returns gs_stackprof_add's code. */
-int gs_collect_add(struct gs_collect *c, const struct gs_pythread *th, const char *root, uint64_t w);
+int gs_collect_add(struct gs_collect *c, const struct gs_pythread *th, const char *root,
+                   uint64_t w);
 
 /* The profile label of reader function f (interned on first use); GS_PROF_NONE when full. */
 uint32_t gs_collect_label(struct gs_collect *c, uint32_t f);

@@ -242,7 +242,8 @@ int gs_stackprof_write_collapsed(const struct gs_stackprof *p, FILE *out)
             stack[n++] = nd->child;
         if (nd->self) {
             uint32_t chain[1024], depth = 0;
-            for (uint32_t c = id; c != 0 && c != GS_PROF_NONE && depth < 1024; c = p->nodes[c].parent)
+            for (uint32_t c = id; c != 0 && c != GS_PROF_NONE && depth < 1024;
+                 c = p->nodes[c].parent)
                 chain[depth++] = c;
             for (uint32_t i = depth; i-- > 0;) {
                 put_label(p, p->nodes[chain[i]].frame, out);
@@ -290,7 +291,8 @@ int gs_stackprof_write_speedscope(const struct gs_stackprof *p, const char *name
         if (nd->self) {
             uint32_t chain[1024], depth = 0;
             json_t *s = json_array();
-            for (uint32_t c = id; c != 0 && c != GS_PROF_NONE && depth < 1024; c = p->nodes[c].parent)
+            for (uint32_t c = id; c != 0 && c != GS_PROF_NONE && depth < 1024;
+                 c = p->nodes[c].parent)
                 chain[depth++] = c;
             for (uint32_t i = depth; i-- > 0;)
                 json_array_append_new(s, json_integer(p->nodes[chain[i]].frame));
@@ -311,7 +313,8 @@ int gs_stackprof_write_speedscope(const struct gs_stackprof *p, const char *name
     samples = weights = NULL;
     json_array_append_new(profiles, prof);
     prof = NULL;
-    json_object_set_new(root, "$schema", json_string("https://www.speedscope.app/file-format-schema.json"));
+    json_object_set_new(root, "$schema",
+                        json_string("https://www.speedscope.app/file-format-schema.json"));
     json_object_set_new(root, "shared", shared);
     json_object_set_new(root, "profiles", profiles);
     shared = profiles = NULL;

@@ -71,10 +71,10 @@ struct gs_pytarget {
 };
 
 /* A reader over mem (copied; from here on the reader finalises it, also on failure) for the
- * interpreter at t. Reads the version, picks or reads the layout (3.13+: _Py_DebugOffsets) and checks that the
- * main interpreter and its first thread state point back at each other. GS_EPARSE when the
- * memory does not look like a CPython runtime, GS_ENOTSUP for versions without a layout,
- * GS_EPERM / GS_ENOTFOUND from the first read. */
+ * interpreter at t. Reads the version, picks or reads the layout (3.13+: _Py_DebugOffsets)
+ * and checks that the main interpreter and its first thread state point back at each other.
+ * GS_EPARSE when the memory does not look like a CPython runtime, GS_ENOTSUP for versions
+ * without a layout, GS_EPERM / GS_ENOTFOUND from the first read. */
 int gs_pyread_new(const struct gs_mem *mem, const struct gs_pytarget *t, struct gs_pyread **out,
                   struct gs_err *err);
 

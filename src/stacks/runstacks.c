@@ -807,7 +807,8 @@ static void write_outputs(struct gs_runstacks *rs, json_t *sec)
 
     snprintf(path, sizeof path, "%s/stacks.svg", rs->dir);
     f = fopen(path, "w");
-    if (f && gs_flame_write_svg(rs->prof, "gpuscope run: main threads of the ranks", f, NULL) == GS_OK)
+    if (f && gs_flame_write_svg(rs->prof, "gpuscope run: main threads of the ranks", f, NULL) ==
+                 GS_OK)
         json_object_set_new(sec, "flamegraph", json_string("stacks.svg"));
     if (f)
         fclose(f);

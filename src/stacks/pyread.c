@@ -513,6 +513,10 @@ int gs_pyread_sample(struct gs_pyread *r, pid_t only_tid, struct gs_pysample *ou
             out->nthreads++;
             t = next == t ? 0 : next;
         }
+        if (ni == 0 && !L->ts_native_tid && out->nthreads > 0 && r->mem.pid > 0)
+            /* no native ids before 3.11: the oldest thread state (the list's tail) is the
+             * main thread, whose OS id is the pid */
+            out->threads[out->nthreads - 1].native_tid = r->mem.pid;
         interp = next_interp;
     }
     if (only_tid > 0 && !L->ts_native_tid && out->nthreads > 1) {

@@ -45,7 +45,8 @@ struct gs_pyframe {
 
 struct gs_pythread {
     uint64_t thread_id; /* PyThreadState.thread_id (pthread_t) */
-    int64_t native_tid; /* OS thread id (3.11+), 0 when the version does not keep it */
+    int64_t native_tid; /* OS thread id (3.11+); before 3.11 only the main thread's (the
+                         * oldest thread state: the pid), others 0 */
     int partial;        /* the frame chain broke or passed GS_PY_MAX_DEPTH */
     unsigned nframes;
     struct gs_pyframe frames[GS_PY_MAX_DEPTH]; /* innermost first */

@@ -120,17 +120,20 @@ try:
                  "%s: the generator's frame sits on its consumer" % tag)
         else:
             t.ok(mf[:1] == ["main_loop"], "%s: main thread in main_loop or its generator" % tag, mf)
-        w = by_fn.get("Event.wait") or by_fn.get("Condition.wait")
-        t.ok(w is not None and "futex" in w.get("what", ""),
-             "%s: the Event waiter is on a futex" % tag, json.dumps(th, indent=1)[:2000])
+        # Before 3.11 a thread state keeps no OS thread id: only the main thread's state shows.
+        os_ids = sum(1 for x in th if "tid" in x) == len(th)
+        w = by_fn.get("Event.wait") or by_fn.get("Condition.wait") or by_fn.get("wait")
+        t.ok(w is not None and (not os_ids or "futex" in w.get("what", "")),
+             "%s: the Event waiter%s" % (tag, " is on a futex" if os_ids else ""),
+             json.dumps(th, indent=1)[:2000])
         s = by_fn.get("sleeper")
-        t.ok(s is not None and s["what"].startswith("sleeping") and
+        t.ok(s is not None and (not os_ids or s["what"].startswith("sleeping")) and
              s["frames"][0]["line"] == line_of("threads.py", "LINE_SLEEP"),
-             "%s: sleeper: sleeping, at its line" % tag, s)
+             "%s: sleeper%s, at its line" % (tag, ": sleeping" if os_ids else ""), s)
         rd = by_fn.get("reader")
-        t.ok(rd is not None and "recv" in rd["what"] and
+        t.ok(rd is not None and (not os_ids or "recv" in rd["what"]) and
              rd["frames"][0]["line"] == line_of("threads.py", "LINE_RECV"),
-             "%s: reader: in I/O recv, at its line" % tag, rd)
+             "%s: reader%s, at its line" % (tag, ": in I/O recv" if os_ids else ""), rd)
         r = stacks(p.pid, "--dump")
         t.ok(r.returncode == 0 and "[main]" in r.stdout and
              "reader (%s:%d)" % (target_path("threads.py", py), line_of("threads.py", "LINE_RECV"))

@@ -9,6 +9,7 @@
  */
 #include "stacks/runstacks.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -154,6 +155,7 @@ void gs_runstacks_set_child(struct gs_runstacks *rs, pid_t pid)
     pthread_mutex_lock(&rs->mu);
     for (unsigned i = 0; i < rs->nranks; i++)
         any_hello |= rs->ranks[i].hello;
+    rs->cfg.child = pid;
     k = rank_add(rs, pid);
     if (k && !k->hello && any_hello)
         k->dropped = 1;
@@ -263,6 +265,35 @@ static void keep_sample(struct gs_runstacks *rs, double t, uint32_t leaf, int32_
     rs->samples[rs->nsamples++] = (struct sample){t, leaf, line, (uint16_t)ri};
 }
 
+/* CMD is not Python (a shell, a wrapper): its direct children stand in for it until a rank
+ * says hello. */
+static void add_children(struct gs_runstacks *rs, pid_t parent)
+{
+    char path[64], line[512];
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        FILE *f;
+        char *rp;
+        long ppid;
+        char st;
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%.20s/stat", e->d_name);
+        f = fopen(path, "re");
+        if (!f)
+            continue;
+        if (fgets(line, sizeof line, f) && (rp = strrchr(line, ')')) != NULL &&
+            sscanf(rp + 1, " %c %ld", &st, &ppid) == 2 && ppid == parent)
+            rank_add(rs, (pid_t)atol(e->d_name));
+        fclose(f);
+    }
+    closedir(d);
+}
+
 static void sample_rank(struct gs_runstacks *rs, unsigned ri, double mono)
 {
     struct rank *k = &rs->ranks[ri];
@@ -277,6 +308,18 @@ static void sample_rank(struct gs_runstacks *rs, unsigned ri, double mono)
         if (mono < k->next_try)
             return;
         rc = gs_pyread_find(k->pid, &k->r, &err);
+        if (rc == GS_ENOTFOUND && !k->hello && k->pid == rs->cfg.child && k->tries < 10 &&
+            strstr(err.msg, "no python")) {
+            int any_hello = 0;
+            for (unsigned i = 0; i < rs->nranks; i++)
+                any_hello |= rs->ranks[i].hello;
+            if (!any_hello)
+                add_children(rs, k->pid);
+            k = &rs->ranks[ri]; /* (ranks[] is a fixed array: still valid) */
+        }
+        if (rc == GS_ENOTFOUND && !k->hello && k->pid != rs->cfg.child &&
+            strstr(err.msg, "no python"))
+            k->dropped = 1; /* a non-Python child of a non-Python CMD */
         if (rc != GS_OK) {
             snprintf(k->err, sizeof k->err, "%s", err.msg);
             k->tries++;

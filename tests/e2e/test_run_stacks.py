@@ -123,6 +123,20 @@ t.ok(p.returncode == 0 and "stacks" not in rep and not os.path.exists(os.path.jo
 p = subprocess.run([BIN, "run", "--stacks", "fast", "--", "true"], capture_output=True, text=True)
 t.ok(p.returncode == 2 and "--stacks" in p.stderr, "--stacks fast refused", p.stderr)
 
+# ---- CMD is a shell: its Python child is sampled ----
+out = os.path.join(TMP, "shell")
+env = dict(os.environ, GPUSCOPE_NVML_LIBRARY=SIM, NVML_SIM_SCENARIO=scenario(0), NO_COLOR="1")
+brief = os.path.join(os.path.dirname(TRAIN), "brief.py")
+p = subprocess.run([BIN, "run", "--no-auto", "--out", out, "--", "bash", "-c",
+                    "%s %s; true" % (PY, brief)], capture_output=True, text=True, env=env,
+                   timeout=60)
+with open(os.path.join(out, "metrics_report.json")) as fh:
+    st = json.load(fh).get("stacks") or {}
+kids = [k for k in st.get("ranks", []) if k.get("samples")]
+t.ok(p.returncode == 0 and kids and kids[0].get("python", "").startswith("3.11") and
+     (st.get("top") or [{}])[0].get("file") == brief,
+     "CMD is bash: its Python child is sampled instead", json.dumps(st.get("ranks")))
+
 # ---- hang watchdog ----
 p, rep, out = run("hang", ["--hang-after", "3", "--hang-min", "1"], ["2", "hang", "5"], util=0)
 dump = os.path.join(out, "hang-1-stacks.txt")

@@ -17,7 +17,7 @@
 #define MAX_LINETABLE 65536   /* bytes of a line table we copy at most */
 #define MAX_NAME 512          /* bytes of a name or file name we keep (UTF-8) */
 #define MAX_INTERPS 16
-#define FUNC_HASH (2 * GS_PY_MAX_FUNCS)
+#define FUNCS_FIRST 256 /* the function table starts this big and doubles up to the max */
 #define FRAME_BLOCK 4096      /* bytes read below a frame: its callers usually live there */
 
 struct code_ent {
@@ -35,7 +35,8 @@ struct gs_pyread {
     struct code_ent codes[CODE_CACHE];
     struct gs_pyfunc *funcs;
     unsigned nfuncs;
-    uint32_t *fhash; /* FUNC_HASH slots: 0 empty, else id + 1 */
+    uint32_t *fhash; /* 2 * cap_funcs slots: 0 empty, else id + 1 */
+    unsigned cap_funcs;
     /* 3.11+ frames sit in each thread's data stack, callers below callees: one read of the
      * block below a frame usually holds the whole chain. Valid for one sample only. */
     uint8_t blk[FRAME_BLOCK];
@@ -254,12 +255,43 @@ static uint32_t fnv(const char *a, const char *b)
 }
 
 /* The id of (name, file), added when new; 0 (the "[unknown]" function) when full. */
+/* Doubles the function table and rehashes; -1 when at the maximum or out of memory. */
+static int grow_funcs(struct gs_pyread *r)
+{
+    unsigned ncap = r->cap_funcs * 2;
+    struct gs_pyfunc *nf;
+    uint32_t *nh;
+
+    if (r->cap_funcs >= GS_PY_MAX_FUNCS)
+        return -1;
+    nf = realloc(r->funcs, ncap * sizeof *nf);
+    if (!nf)
+        return -1;
+    r->funcs = nf;
+    nh = calloc(2 * (size_t)ncap, sizeof *nh);
+    if (!nh)
+        return -1;
+    for (unsigned i = 0; i < r->nfuncs; i++) {
+        uint32_t h = fnv(r->funcs[i].name, r->funcs[i].file);
+        for (uint32_t k = 0;; k++)
+            if (!nh[(h + k) % (2 * ncap)]) {
+                nh[(h + k) % (2 * ncap)] = i + 1;
+                break;
+            }
+    }
+    free(r->fhash);
+    r->fhash = nh;
+    r->cap_funcs = ncap;
+    return 0;
+}
+
 static uint32_t intern(struct gs_pyread *r, const char *name, const char *file, int first)
 {
     uint32_t h = fnv(name, file);
+    uint32_t slots = 2 * r->cap_funcs;
 
-    for (uint32_t k = 0; k < FUNC_HASH; k++) {
-        uint32_t *slot = &r->fhash[(h + k) % FUNC_HASH];
+    for (uint32_t k = 0; k < slots; k++) {
+        uint32_t *slot = &r->fhash[(h + k) % slots];
         struct gs_pyfunc *f;
         if (*slot) {
             f = &r->funcs[*slot - 1];
@@ -267,8 +299,12 @@ static uint32_t intern(struct gs_pyread *r, const char *name, const char *file, 
                 return *slot - 1;
             continue;
         }
-        if (r->nfuncs >= GS_PY_MAX_FUNCS)
-            return 0;
+        if (r->nfuncs >= r->cap_funcs) {
+            /* the table is at most half full, so the probe always ends at a free slot */
+            if (grow_funcs(r) != 0)
+                return 0;
+            return intern(r, name, file, first);
+        }
         f = &r->funcs[r->nfuncs];
         f->name = strdup(name);
         f->file = strdup(file);
@@ -545,8 +581,9 @@ int gs_pyread_new(const struct gs_mem *mem, const struct gs_pytarget *t, struct 
     }
     r->mem = *mem;
     r->t = *t;
-    r->funcs = calloc(GS_PY_MAX_FUNCS, sizeof *r->funcs);
-    r->fhash = calloc(FUNC_HASH, sizeof *r->fhash);
+    r->cap_funcs = FUNCS_FIRST;
+    r->funcs = calloc(r->cap_funcs, sizeof *r->funcs);
+    r->fhash = calloc(2 * (size_t)r->cap_funcs, sizeof *r->fhash);
     if (!r->funcs || !r->fhash) {
         rc = gs_err_set(err, GS_ENOMEM, "stacks: out of memory");
         goto fail;

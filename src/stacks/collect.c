@@ -63,8 +63,9 @@ void gs_collect_dump(const struct gs_pyread *r, pid_t pid, const struct gs_pysam
     char ver[32];
 
     version_str(gs_pyread_version(r), ver, sizeof ver);
-    fprintf(out, "Process %d: python %s, %u thread%s\n", (int)pid, ver, s->nthreads,
-            s->nthreads == 1 ? "" : "s");
+    fprintf(out, "Process %d: python %s, %u thread%s%s\n", (int)pid, ver, s->nthreads,
+            s->nthreads == 1 ? "" : "s",
+            s->truncated ? " shown (it has more; at most this many are read)" : "");
     for (unsigned t = 0; t < s->nthreads; t++) {
         const struct gs_pythread *th = &s->threads[t];
         struct gs_taskstate ts;
@@ -136,6 +137,7 @@ int gs_collect_dump_json(const struct gs_pyread *r, pid_t pid, const struct gs_p
         json_array_append_new(threads, jt);
     }
     json_object_set_new(root, "threads", threads);
+    json_object_set_new(root, "threads_truncated", json_boolean(s->truncated));
     if (json_dumpf(root, out, JSON_INDENT(2)) != 0 || fputc('\n', out) == EOF)
         rc = gs_err_set(err, GS_EIO, "stacks: writing JSON failed");
     json_decref(root);

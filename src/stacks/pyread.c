@@ -500,6 +500,7 @@ int gs_pyread_sample(struct gs_pyread *r, pid_t only_tid, struct gs_pysample *ou
     int rc;
 
     out->nthreads = 0;
+    out->truncated = 0;
     r->blk_len = 0; /* memory changed since the last sample */
     if (tsn > sizeof ts)
         return gs_err_set(err, GS_EINVAL, "stacks: thread state layout too large");
@@ -549,6 +550,8 @@ int gs_pyread_sample(struct gs_pyread *r, pid_t only_tid, struct gs_pysample *ou
             out->nthreads++;
             t = next == t ? 0 : next;
         }
+        if (t && out->nthreads >= GS_PY_MAX_THREADS)
+            out->truncated = 1;
         if (ni == 0 && !L->ts_native_tid && out->nthreads > 0 && r->mem.pid > 0)
             /* no native ids before 3.11: the oldest thread state (the list's tail) is the
              * main thread, whose OS id is the pid */

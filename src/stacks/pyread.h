@@ -54,6 +54,7 @@ struct gs_pythread {
 
 struct gs_pysample {
     unsigned nthreads;
+    int truncated; /* more thread states than GS_PY_MAX_THREADS: the rest are left out */
     struct gs_pythread threads[GS_PY_MAX_THREADS];
 };
 

@@ -546,7 +546,27 @@ int gs_pyread_sample(struct gs_pyread *r, pid_t only_tid, struct gs_pysample *ou
                 t = next == t ? 0 : next;
                 continue;
             }
-            walk_frames(r, first_frame(r, ts), th);
+            {
+                /* The thread runs while we read: when its innermost frame is another one
+                 * after the walk, the walk may mix two stacks; walk again (twice at most),
+                 * then keep the last and mark it partial. */
+                uint64_t f0 = first_frame(r, ts), f1 = 0;
+                for (int tries = 0;; tries++) {
+                    th->nframes = 0;
+                    th->partial = 0;
+                    walk_frames(r, f0, th);
+                    if (gs_mem_read(&r->mem, t, ts, tsn) != GS_OK)
+                        break;
+                    f1 = first_frame(r, ts);
+                    if (f1 == f0)
+                        break;
+                    if (tries == 2) {
+                        th->partial = 1;
+                        break;
+                    }
+                    f0 = f1;
+                }
+            }
             out->nthreads++;
             t = next == t ? 0 : next;
         }

@@ -71,7 +71,8 @@ static void test_walk_every_layout(void **state)
         uint64_t reads = gs_pyread_reads(r);
         assert_int_equal(gs_pyread_sample(r, 0, &s, &err), GS_OK);
         assert_int_equal(s.threads[0].frames[0].func, f0);
-        assert_true(gs_pyread_reads(r) - reads <= 5 + 2 * PYIMG_FRAMES); /* no string re-reads */
+        /* no string re-reads; + 2 for the check that the innermost frame did not change */
+    assert_true(gs_pyread_reads(r) - reads <= 7 + 2 * PYIMG_FRAMES);
         /* only_tid: another tid keeps nothing on 3.11+ */
         assert_int_equal(gs_pyread_sample(r, PYIMG_TID + 1, &s, &err), GS_OK);
         assert_int_equal(s.nthreads, L.ts_native_tid ? 0u : 1u);

@@ -24,6 +24,9 @@ PKGS="$PKGS netdata-core netdata-plugins-python netdata-web"
 # Debian ships node and npm apart: a node on PATH without npm still needs the npm package.
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
+# libelf-dev: `gpuscope stacks` finds _PyRuntime in the python binary's ELF symbols
+# (src/stacks/pyfind.c).
+PKGS="$PKGS libelf-dev"
 # web/node_modules: uPlot (embedded into the binary at build time) and playwright-core (the
 # browser test), exactly as web/package-lock.json pins them; again when the lock file changed.
 web_deps() {

@@ -179,3 +179,9 @@ def _finish_at_exit():
     p = _default[0]
     if p is not None and p.steps_done and not p._finished:
         p.finish()
+
+
+# In-process stack sampling when the environment asks for it (stacks.py, docs/stacks.md).
+if os.environ.get("GPUSCOPE_STACKS_INPROC") or os.environ.get("GPUSCOPE_STACKS_HZ"):
+    from . import stacks as _stacks
+    _stacks.auto_start()

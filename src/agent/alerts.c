@@ -26,7 +26,7 @@
 
 static const char *const derived_names[] = {
     "temperature_slowdown_margin", "memory_used_ratio", "utilization_gpu_idle_with_memory",
-    "throttle", "gpu_lost", "xid_new", "utilization_spread",
+    "throttle", "gpu_lost", "xid_new", "utilization_spread", "power_ratio_at_full_utilization",
 };
 static const char *const op_names[] = {">", ">=", "<", "<=", "==", "!="};
 static const char *const sev_names[] = {"info", "warning", "critical"};
@@ -40,6 +40,8 @@ static const struct gs_alert_rule default_rules[] = {
     {"gpu_lost", GS_AD_LOST, GS_ALERT_GT, 0, 0, GS_ALERT_CRITICAL, 1},
     {"xid", GS_AD_XID_NEW, GS_ALERT_GT, 0, 0, GS_ALERT_CRITICAL, 1},
     {"imbalance", GS_AD_UTIL_SPREAD, GS_ALERT_GT, 0.5, 300, GS_ALERT_WARNING, 1},
+    /* "spinning": busy at idle power, how a GPU waits in a stuck NCCL collective */
+    {"gpu_spinning", GS_AD_SPIN_POWER, GS_ALERT_LT, 0.4, 300, GS_ALERT_WARNING, 1},
 };
 #define N_DEFAULT (sizeof default_rules / sizeof default_rules[0])
 
@@ -322,6 +324,13 @@ static int gpu_value(const struct gs_alerts *a, const struct gs_snapshot *s, uns
             }
         }
         return 0;
+    case GS_AD_SPIN_POWER:
+        if (!gs_gpu_has(g, GS_M_UTIL_GPU) || !gs_gpu_has(g, GS_M_POWER_DRAW) ||
+            !gs_gpu_has(g, GS_M_POWER_LIMIT) || g->v[GS_M_POWER_LIMIT] <= 0 ||
+            g->v[GS_M_UTIL_GPU] < 0.95)
+            return 0;
+        *v = g->v[GS_M_POWER_DRAW] / g->v[GS_M_POWER_LIMIT];
+        return 1;
     case GS_AD_THROTTLE:
         if (!gs_gpu_has(g, GS_M_THROTTLE_ACTIVE))
             return 0;

@@ -39,6 +39,7 @@ enum gs_alert_derived {
     GS_AD_LOST,            /* 1 when the GPU fell off the bus, else 0 */
     GS_AD_XID_NEW,         /* the new Xid for GS_ALERT_XID_HOLD_S after xid_last changed, else 0 */
     GS_AD_UTIL_SPREAD,     /* node: max - min utilization_gpu over the GPUs (2 or more) */
+    GS_AD_SPIN_POWER,      /* power_draw / power_limit while utilization_gpu >= 0.95, else absent */
     GS_AD__END,
 };
 

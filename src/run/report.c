@@ -722,6 +722,39 @@ static void print_findings(FILE *out, const json_t *rep, const struct paint *c)
     }
 }
 
+/* The stacks section (gpuscope run --stacks) in two lines: the main threads' top functions
+ * and, when a GPU was idle, what they did meanwhile. */
+static void print_stacks(FILE *out, const json_t *rep, const struct paint *c)
+{
+    const json_t *st = json_object_get(rep, "stacks"), *g, *e;
+    size_t i, j;
+
+    if (!json_is_object(st) || !json_array_size(json_object_get(st, "top")))
+        return;
+    fprintf(out, "  %-28s", "main thread (stacks)");
+    json_array_foreach(json_object_get(st, "top"), i, e) {
+        if (i >= 3)
+            break;
+        fprintf(out, "%s%s %.0f %%", i ? ", " : "", jtext(e, "function", "?"),
+                100 * jget(e, "own"));
+    }
+    fprintf(out, "%s\n", c->off);
+    json_array_foreach(json_object_get(st, "gpu_idle"), i, g) {
+        if (jget(g, "samples") < 1)
+            continue;
+        fprintf(out, "  %-28s", "");
+        fprintf(out, "while GPU %.0f was idle (%.0f %% of the run): ", jget(g, "gpu"),
+                100 * jget(g, "idle_fraction"));
+        json_array_foreach(json_object_get(g, "top"), j, e) {
+            if (j >= 2)
+                break;
+            fprintf(out, "%s%s %.0f %%", j ? ", " : "", jtext(e, "function", "?"),
+                    100 * jget(e, "own"));
+        }
+        fputc('\n', out);
+    }
+}
+
 void gs_report_print_summary(FILE *out, const json_t *report, int color)
 {
     static const struct paint plain = {"", "", "", "", ""};
@@ -737,5 +770,6 @@ void gs_report_print_summary(FILE *out, const json_t *report, int color)
     print_totals(out, report);
     print_phases(out, report, c);
     print_gpus(out, report, c);
+    print_stacks(out, report, c);
     print_findings(out, report, c);
 }

@@ -107,6 +107,29 @@ static void test_temperature(void **state)
     fx_close(&f);
 }
 
+/* gpu_spinning: utilization ~100 % at under 40 % of the power limit for 5 minutes. */
+static void test_spinning(void **state)
+{
+    struct fx f;
+
+    (void)state;
+    fx_open(&f, 1);
+    gs_gpu_set(&f.s->gpus[0], GS_M_UTIL_GPU, 1.0);
+    gs_gpu_set(&f.s->gpus[0], GS_M_POWER_LIMIT, 700);
+    gs_gpu_set(&f.s->gpus[0], GS_M_POWER_DRAW, 600); /* really busy */
+    gs_alerts_eval(f.a, f.s, 0);
+    assert_string_equal(state_of(&f, "gpu_spinning", 0, 0), "inactive");
+    gs_gpu_set(&f.s->gpus[0], GS_M_POWER_DRAW, 120); /* busy at idle power */
+    gs_alerts_eval(f.a, f.s, 10);
+    assert_string_equal(state_of(&f, "gpu_spinning", 0, 10), "pending");
+    gs_alerts_eval(f.a, f.s, 310);
+    assert_string_equal(state_of(&f, "gpu_spinning", 0, 310), "firing");
+    gs_gpu_set(&f.s->gpus[0], GS_M_UTIL_GPU, 0.5); /* no longer at 100 %: absent, resolves */
+    gs_alerts_eval(f.a, f.s, 311);
+    assert_string_equal(state_of(&f, "gpu_spinning", 0, 311), "resolved");
+    fx_close(&f);
+}
+
 static void test_memory_for_duration(void **state)
 {
     struct fx f;
@@ -413,6 +436,7 @@ int main(void)
         cmocka_unit_test(test_temperature),
         cmocka_unit_test(test_memory_for_duration),
         cmocka_unit_test(test_underutilized_needs_process),
+        cmocka_unit_test(test_spinning),
         cmocka_unit_test(test_throttling),
         cmocka_unit_test(test_absent_never_fires),
         cmocka_unit_test(test_imbalance),

@@ -1,0 +1,181 @@
+/*
+ * The in-process sampler (include/gpuscope/gs_stacks.h): a native thread that reads this
+ * process's Python stacks through gs_pyread_open_self (process_vm_readv on ourselves, or
+ * /proc/self/mem) and folds them into a profile that gs_stacks_self_write saves. One mutex
+ * guards the profile between the sampler thread and the writer.
+ */
+#include "gpuscope/gs_stacks.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpuscope/gs_err.h"
+#include "stacks/collect.h"
+#include "stacks/flame.h"
+#include "stacks/profile.h"
+#include "stacks/pyread.h"
+
+struct gs_stacks_self {
+    struct gs_pyread *r;
+    struct gs_stackprof *prof;
+    struct gs_collect *col;
+    struct gs_pysample *s;
+    double hz;
+    int main_only;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    unsigned long long samples;
+};
+
+static void *self_main(void *arg)
+{
+    struct gs_stacks_self *s = arg;
+    struct timespec next;
+
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        long ns = (long)(1e9 / s->hz);
+        /* read outside the lock: the writer only waits for the fold */
+        pthread_mutex_unlock(&s->mu);
+        int rc = gs_pyread_sample(s->r, s->main_only ? getpid() : 0, s->s, NULL);
+        pthread_mutex_lock(&s->mu);
+        if (rc == GS_OK)
+            for (unsigned t = 0; t < s->s->nthreads; t++)
+                if (s->s->threads[t].nframes &&
+                    gs_collect_add(s->col, &s->s->threads[t], NULL, 1) == GS_OK)
+                    s->samples++;
+        next.tv_nsec += ns;
+        while (next.tv_nsec >= 1000000000L) {
+            next.tv_nsec -= 1000000000L;
+            next.tv_sec++;
+        }
+        while (!s->stop && pthread_cond_timedwait(&s->cv, &s->mu, &next) == 0)
+            ;
+        {
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec > next.tv_sec + 1)
+                next = now; /* fell far behind (suspended): do not burst */
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static void self_free(struct gs_stacks_self *s)
+{
+    gs_pyread_close(s->r);
+    gs_stackprof_free(s->prof);
+    free(s->col);
+    free(s->s);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+GS_API struct gs_stacks_self *gs_stacks_self_start(double hz, int main_only, char *err,
+                                                   size_t errlen)
+{
+    struct gs_stacks_self *s = calloc(1, sizeof *s);
+    struct gs_err e = {0};
+    pthread_condattr_t ca;
+
+    if (!s || !(hz >= 1 && hz <= 1000)) {
+        snprintf(err, errlen, "%s", s ? "stacks: rate must be 1 to 1000 Hz" : "out of memory");
+        free(s);
+        return NULL;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    s->hz = hz;
+    s->main_only = main_only;
+    s->prof = gs_stackprof_new();
+    s->col = malloc(sizeof *s->col);
+    s->s = malloc(sizeof *s->s);
+    if (!s->prof || !s->col || !s->s) {
+        snprintf(err, errlen, "stacks: out of memory");
+        self_free(s);
+        return NULL;
+    }
+    if (gs_pyread_open_self(&s->r, &e) != GS_OK) {
+        snprintf(err, errlen, "%s", e.msg);
+        self_free(s);
+        return NULL;
+    }
+    gs_collect_init(s->col, s->prof, s->r);
+    if (pthread_create(&s->th, NULL, self_main, s) != 0) {
+        snprintf(err, errlen, "stacks: cannot start the sampler thread: %s", strerror(errno));
+        self_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+GS_API int gs_stacks_self_write(struct gs_stacks_self *s, const char *path, const char *format,
+                                char *err, size_t errlen)
+{
+    struct gs_err e = {0};
+    FILE *f;
+    int rc;
+
+    if (!s || !path || !format) {
+        snprintf(err, errlen, "stacks: no sampler or path");
+        return -1;
+    }
+    f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, errlen, "stacks: %s: %s", path, strerror(errno));
+        return -1;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (strcmp(format, "svg") == 0)
+        rc = gs_flame_write_svg(s->prof, "gpuscope: in-process stacks", f, &e);
+    else if (strcmp(format, "speedscope") == 0)
+        rc = gs_stackprof_write_speedscope(s->prof, "gpuscope: in-process stacks", 1.0 / s->hz,
+                                           f, &e);
+    else
+        rc = gs_stackprof_write_collapsed(s->prof, f);
+    pthread_mutex_unlock(&s->mu);
+    if (fclose(f) != 0 && rc == GS_OK)
+        rc = GS_EIO;
+    if (rc != GS_OK) {
+        snprintf(err, errlen, "stacks: writing %s: %s", path, e.msg[0] ? e.msg : gs_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+GS_API unsigned long long gs_stacks_self_samples(struct gs_stacks_self *s)
+{
+    unsigned long long n;
+
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    n = s->samples;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+GS_API void gs_stacks_self_stop(struct gs_stacks_self *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->th, NULL);
+    self_free(s);
+}

@@ -24,7 +24,7 @@ STEP_LINES = [
     re.compile(r"^Step (\d+): GPU memory usage: n/a \(no CUDA device\)$"),
     re.compile(r"^Step (\d+): Host time: forward=(\d+\.\d)ms, backward=(\d+\.\d)ms, "
                r"optimizer_step=(\d+\.\d)ms, total_step=(\d+\.\d)ms$"),
-    re.compile(r"^Step (\d+): GPU utilization estimate: (\d+\.\d)% \(based on host timing\)$"),
+    re.compile(r"^Step (\d+): Step busy estimate: (\d+\.\d)% \(based on host timing\)$"),
 ]
 
 

@@ -897,6 +897,66 @@ static void print_facts(FILE *out, const json_t *facts)
     fputc('\n', out);
 }
 
+/* "outcome  failed: exit 1 after 30 steps: ValueError: boom", and why a run has no steps. */
+static void print_outcome(FILE *out, const json_t *oc)
+{
+    const char *status = jtext(oc, "status", NULL), *exc = jtext(oc, "exception", NULL);
+    const char *sig = jtext(oc, "signal_name", NULL), *why = jtext(oc, "zero_steps_reason", NULL);
+    double code = jget(oc, "exit_code");
+
+    if (!status)
+        return;
+    fprintf(out, "  %-28s %s", "outcome", status);
+    if (sig)
+        fprintf(out, ": killed by %s", sig);
+    else if (!isnan(code))
+        fprintf(out, ": exit %.0f", code);
+    fprintf(out, " after %.0f step(s)", jget(oc, "steps_completed"));
+    if (exc)
+        fprintf(out, ": %s", exc);
+    fputc('\n', out);
+    if (why)
+        fprintf(out, "  %-28s %s\n", "why no steps", why);
+}
+
+/* One row per rank (step wall p50/p95, phase means) and the slowest rank, for 2+ ranks. */
+static void print_ranks(FILE *out, const json_t *rep, const struct paint *c)
+{
+    const json_t *ranks = json_object_get(rep, "per_rank"), *r, *sl;
+    size_t i;
+    char b[8][32];
+
+    if (json_array_size(ranks) < 2)
+        return;
+    fprintf(out, "  %s%-5s %7s %10s %10s %9s %9s %9s %9s %9s %9s%s\n", c->bold, "rank", "steps",
+            "step p50", "step p95", "data", "forward", "backward", "optim", "comm exp",
+            "other", c->off);
+    json_array_foreach(ranks, i, r) {
+        const json_t *m = json_object_get(r, "mean_ms");
+        fprintf(out, "  %-5.0f %7.0f %10s %10s %9s %9s %9s %9s %9s %9s\n", jget(r, "rank"),
+                jget(r, "steps"), fmtnum(b[0], 32, "%.2f", jget(r, "step_p50_ms")),
+                fmtnum(b[1], 32, "%.2f", jget(r, "step_p95_ms")),
+                fmtnum(b[2], 32, "%.2f", jget(m, "data")),
+                fmtnum(b[3], 32, "%.2f", jget(m, "forward")),
+                fmtnum(b[4], 32, "%.2f", jget(m, "backward")),
+                fmtnum(b[5], 32, "%.2f", jget(m, "optimizer_step")),
+                fmtnum(b[6], 32, "%.2f", jget(m, "communication_exposed")),
+                fmtnum(b[7], 32, "%.2f", jget(m, "other")));
+    }
+    sl = json_object_get(rep, "slowest_rank");
+    if (json_is_object(sl)) {
+        const json_t *g = json_object_get(sl, "gpu");
+        fprintf(out, "  slowest rank %.0f: step p50 %.2f ms, %s slower than the fastest",
+                jget(sl, "rank"), jget(sl, "step_p50_ms"),
+                fmtnum(b[0], 32, "%.0f %%", 100.0 * jget(sl, "slower_by_ratio")));
+        if (json_is_object(g))
+            fprintf(out, "; its GPU %.0f: util avg %s %%, throttled %s s", jget(g, "index"),
+                    fmtnum(b[1], 32, "%.1f", jget(g, "utilization_avg_percent")),
+                    fmtnum(b[2], 32, "%.1f", jget(g, "throttled_seconds_total")));
+        fputc('\n', out);
+    }
+}
+
 static void print_totals(FILE *out, const json_t *rep)
 {
     const json_t *src = json_object_get(rep, "gpu_utilization_source");
@@ -907,6 +967,7 @@ static void print_totals(FILE *out, const json_t *rep)
     double pa = jget(al, "peak_allocated_gb"), pr = jget(al, "peak_reserved_gb");
     char b[8][32];
 
+    print_outcome(out, json_object_get(rep, "outcome"));
     fprintf(out, "  %-28s %s s, %s steps, %s rank(s)\n", "runtime",
             fmtnum(b[0], 32, "%.1f", jget(rep, "train_runtime")),
             fmtnum(b[1], 32, "%.0f", jget(rep, "steps")),
@@ -914,14 +975,22 @@ static void print_totals(FILE *out, const json_t *rep)
     total_line(out, "throughput", !isnan(sps) || !isnan(tps), "%s samples/s, %s steps/s",
                fmtnum(b[0], 32, "%.3f", sps), fmtnum(b[1], 32, "%.3f", tps));
     total_line(out, "data loading time ratio", !isnan(jget(rep, "data_loading_time_ratio")),
-               "%.3f", jget(rep, "data_loading_time_ratio"));
+               "%.3f of wall time (host clock)", jget(rep, "data_loading_time_ratio"));
     total_line(out, "communication time ratio", !isnan(jget(rep, "communication_time_ratio")),
-               "%.3f", jget(rep, "communication_time_ratio"));
-    total_line(out, "GPU utilization", !isnan(ua) || !isnan(um), "avg %s %%, max %s %% (%s)",
+               "%.3f of wall time (exposed)", jget(rep, "communication_time_ratio"));
+    total_line(out, "GPU utilization", !isnan(ua) || !isnan(um), "avg %s %%, max %s %% (source %s)",
                fmtnum(b[0], 32, "%.1f", ua), fmtnum(b[1], 32, "%.1f", um),
                json_is_string(src) ? json_string_value(src) : "unknown");
-    total_line(out, "GPU busy (CUDA events)", !isnan(jget(rep, "gpu_busy_estimate_percent")),
-               "%.1f %%", jget(rep, "gpu_busy_estimate_percent"));
+    total_line(out, "step busy estimate", !isnan(jget(rep, "step_busy_estimate_percent")),
+               "%.1f %% (forward+backward+optimizer of wall time, %s)",
+               jget(rep, "step_busy_estimate_percent"),
+               jtext(rep, "step_busy_estimate_source", "unknown"));
+    total_line(out, "other time ratio", !isnan(jget(rep, "other_time_ratio")),
+               "%.3f (wall time in no phase: logging, evaluation, host syncs)",
+               jget(rep, "other_time_ratio"));
+    total_line(out, "communication total", !isnan(jget(rep, "communication_total_seconds")),
+               "%.3f s, %s hidden behind compute", jget(rep, "communication_total_seconds"),
+               fmtnum(b[3], 32, "%.0f %%", 100.0 * jget(rep, "communication_hidden_ratio")));
     total_line(out, "GPU peak memory", !isnan(jget(rep, "gpu_peak_memory_allocated_gb")),
                "%.2f GiB (%s)", jget(rep, "gpu_peak_memory_allocated_gb"),
                jtext(rep, "gpu_peak_memory_source", "unknown"));
@@ -996,6 +1065,7 @@ void gs_report_print_summary(FILE *out, const json_t *report, int color)
             c->off);
     print_totals(out, report);
     print_phases(out, report, c);
+    print_ranks(out, report, c);
     print_gpus(out, report, c);
     print_findings(out, report, c);
 }

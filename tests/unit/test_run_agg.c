@@ -619,9 +619,8 @@ static void facts_in_report(void **state)
         if (strcmp(json_string_value(json_object_get(f, "id")), "data_loading") != 0)
             continue;
         json_array_foreach(json_object_get(f, "advice"), j, adv)
-            if (strstr(json_string_value(adv), "dataloader_num_workers is 0 (DataLoader("
-                                               "num_workers=0)): raise dataloader_num_workers "
-                                               "to about 6 of 12 cores"))
+            if (strstr(json_string_value(adv), "num_workers is 0 of 12 CPU core(s)") &&
+                strstr(json_string_value(adv), "DataLoader(num_workers=6)"))
                 named = 1;
     }
     assert_true(named);

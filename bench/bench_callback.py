@@ -15,6 +15,10 @@ drift hits all alike; the overhead per step and as a ratio is given for one roun
 the median over the rounds. Times are this thread's CPU time (time.thread_time_ns): on a
 shared machine wall time mostly measures the neighbours. Log lines (every 10 steps) are formatted and discarded; no
 receiver, no NVML (nvml "off"): the in-process aggregate is fed.
+With --zero-code, the zero-code loop tracker (gpuscope._loop, what `gpuscope run` installs
+without any import in the script) instead: its patches are process-wide, so each round runs
+two child processes, the same DataLoader loop bare and with the tracker installed (nvml off,
+log lines discarded), in alternating order.
 Then micro-costs: one phase mark (enter + exit of gpuscope.phase inside an open step), one
 ctypes gs_run_step call, one step record from Python (StepRec filled + gs_run_step).
 """
@@ -157,6 +161,49 @@ def v_instrument(n):
     return dt
 
 
+def _zero_child(kind, n):
+    """One child of --zero-code: n steps of a DataLoader loop, bare or under the tracker;
+    prints the CPU time per step (us)."""
+    torch.set_num_threads(1)
+    if kind == "zero":
+        from gpuscope import _loop
+        _loop.install(torch)
+        _loop.configure(nvml="off", log=lambda s: None)
+    model, opt, batches = make()
+    loader = torch.utils.data.DataLoader(batches, batch_size=None)
+    for x, y in loader:  # warm-up
+        train_step(model, opt, x, y)
+    t0 = perf()
+    done = 0
+    while done < n:
+        for x, y in loader:
+            train_step(model, opt, x, y)
+            done += 1
+    print((perf() - t0) / done / 1000)
+    return 0
+
+
+def zero_code(a):
+    import subprocess
+    per = {"plain": [], "zero": []}
+    for r in range(a.rounds):
+        for kind in (("plain", "zero") if r % 2 == 0 else ("zero", "plain")):
+            out = subprocess.run([sys.executable, __file__, "--child", kind, "--steps",
+                                  str(a.steps), "--hidden", str(a.hidden), "--batch",
+                                  str(a.batch)], capture_output=True, text=True, check=True)
+            per[kind].append(float(out.stdout.strip().splitlines()[-1]))
+    d = [z - p for z, p in zip(per["zero"], per["plain"])]
+    print(f"# zero-code tracker: {a.steps} steps x {a.rounds} rounds, MLP 32-{a.hidden}-1, "
+          f"batch {a.batch}, DataLoader loop, torch {torch.__version__}, CPU time")
+    for k in ("plain", "zero"):
+        print(f"{k:<12} median {statistics.median(per[k]):8.2f} us/step")
+    print(f"overhead     round 1 {d[0]:.2f} us, median {statistics.median(d):.2f} us/step "
+          f"({100 * statistics.median(d) / statistics.median(per['plain']):.1f} %)")
+    if a.all:
+        print("    rounds (us):", " ".join(f"{x:.2f}" for x in d))
+    return 0
+
+
 VARIANTS = [("plain", v_plain), ("ctx", v_ctx), ("hf-noop", v_hf_noop),
             ("hf-gpuscope", v_hf_gpuscope), ("instrument", v_instrument)]
 PAIRS = [("ctx", "plain"), ("instrument", "plain"), ("hf-gpuscope", "hf-noop")]
@@ -228,8 +275,15 @@ def main():
     ap.add_argument("--hidden", type=int, default=64, help="MLP width (default 64)")
     ap.add_argument("--batch", type=int, default=8, help="batch size (default 8)")
     ap.add_argument("--all", action="store_true", help="print every round's overheads")
+    ap.add_argument("--zero-code", action="store_true",
+                    help="the zero-code loop tracker against the bare loop (child processes)")
+    ap.add_argument("--child", choices=("plain", "zero"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     SIZE.update(hidden=a.hidden, batch=a.batch)
+    if a.child:
+        return _zero_child(a.child, a.steps)
+    if a.zero_code:
+        return zero_code(a)
     torch.set_num_threads(1)
     if _native.load() is None:
         print(f"libgpuscope.so not loadable: {_native.load_error()}", file=sys.stderr)

@@ -43,6 +43,7 @@ from ._native import (PH_BACKWARD, PH_COMM, PH_COMM_EXPOSED, PH_DATA, PH_FORWARD
 
 _perf_ns = time.perf_counter_ns
 
+ROOT_STABLE_STEPS = 3
 COUNTERS = ("data", "forward", "backward", "optimizer_step", "communication", "ddp_models")
 
 
@@ -68,6 +69,16 @@ class _State:
         self.torch_version = None
         self.hooks = []           # what was installed, for the outcome ("forward hooks", ...)
         self.exc = None           # the exception sys.excepthook saw
+        # forward hooks: global (every module call) until the same root modules have been
+        # the outermost training forwards for ROOT_STABLE_STEPS steps, then on those roots
+        # only; back to global when a step has a backward but no forward
+        self.global_fwd = None    # the global hooks' handles while they are installed
+        self.root_fwd = []        # per-root hook handles
+        self.step_roots = set()
+        self.prev_roots = None
+        self.stable = 0
+        self.step_fwd = 0
+        self.step_bwd = 0
 
 
 S = _State()
@@ -137,6 +148,7 @@ def boundary():
     p.step_end(samples=S.samples)
     S.samples = 0
     S.exposed_ms = 0.0
+    _adapt_forward_hooks()
     p.step_begin()
 
 
@@ -164,7 +176,7 @@ def _wrap_next(orig):
     def __next__(self):
         if S.top is not None or not S.enabled or S.finished:
             return orig(self)
-        p = _begin()
+        p = S.prof or _begin()
         if p is None:
             return orig(self)
         S.top = PH_DATA
@@ -185,13 +197,55 @@ def _wrap_next(orig):
 # ---- forward ----
 
 def _fwd_pre(module, inputs):
-    S.fdepth += 1
-    if S.fdepth == 1 and S.top is None and S.enabled and module.training and _grad_on():
-        p = _begin()
+    st = S
+    st.fdepth += 1
+    if st.fdepth == 1 and st.top is None and st.enabled and module.training and _grad_on():
+        p = st.prof or _begin()
         if p is not None:
-            S.top = PH_FORWARD
+            st.top = PH_FORWARD
             p.phase_begin(PH_FORWARD)
+            st.step_fwd += 1
+            if st.global_fwd is not None:
+                st.step_roots.add(module)
     return None
+
+
+def _adapt_forward_hooks():
+    """At a step boundary: the cheaper per-root hooks once the roots are known and stable,
+    the global ones again when a step trained (backward) without a forward seen."""
+    st = S
+    fwd, bwd, roots = st.step_fwd, st.step_bwd, st.step_roots
+    st.step_fwd = st.step_bwd = 0
+    st.step_roots = set()
+    try:
+        if st.global_fwd is not None:
+            if roots and roots == st.prev_roots:
+                st.stable += 1
+            else:
+                st.stable = 0
+            st.prev_roots = roots
+            if st.stable >= ROOT_STABLE_STEPS:
+                for h in st.global_fwd:
+                    h.remove()
+                st.global_fwd = None
+                for m in roots:
+                    st.root_fwd.append(m.register_forward_pre_hook(_fwd_pre))
+                    st.root_fwd.append(m.register_forward_hook(_fwd_post))
+        elif bwd and not fwd:
+            for h in st.root_fwd:
+                h.remove()
+            st.root_fwd = []
+            st.stable = 0
+            st.prev_roots = None
+            _install_global_forward()
+    except Exception as e:
+        _warn(f"forward hooks not switched ({e})")
+
+
+def _install_global_forward():
+    from torch.nn.modules import module as mm
+    S.global_fwd = (mm.register_module_forward_pre_hook(_fwd_pre),
+                    mm.register_module_forward_hook(_fwd_post))
 
 
 def _fwd_post(module, inputs, output):
@@ -213,9 +267,10 @@ _grad_on = None
 def _wrap_backward(orig):
     @functools.wraps(orig)
     def backward(*args, **kwargs):
-        if S.top in (PH_BACKWARD, PH_OPTIMIZER, PH_DATA) or not S.enabled or S.finished:
+        top = S.top
+        if top is not None and top != PH_FORWARD or not S.enabled or S.finished:
             return orig(*args, **kwargs)
-        p = _begin()
+        p = S.prof or _begin()
         if p is None:
             return orig(*args, **kwargs)
         if S.top == PH_FORWARD:  # a forward that raised never closed: it ends here
@@ -232,6 +287,7 @@ def _wrap_backward(orig):
                 p.phase_end(PH_BACKWARD)
                 S.top = None
             S.counts["backward"] += 1
+            S.step_bwd += 1
             _ddp_exposed(p, t0, _perf_ns())
     backward.__gpuscope__ = orig
     return backward
@@ -260,7 +316,7 @@ def _opt_enter():
         S.opt_depth += 1
         return None
     S.opt_depth = 1
-    p = _begin()
+    p = S.prof or _begin()
     if p is None:
         return None
     if S.top is not None:
@@ -534,9 +590,7 @@ def install(torch=None):
     except Exception as e:
         _warn(f"DataLoader not instrumented ({e})")
     try:
-        from torch.nn.modules import module as mm
-        mm.register_module_forward_pre_hook(_fwd_pre)
-        mm.register_module_forward_hook(_fwd_post)
+        _install_global_forward()
         S.hooks.append("module forward")
     except Exception as e:
         _warn(f"module forward not instrumented ({e})")

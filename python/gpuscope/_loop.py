@@ -630,6 +630,25 @@ def install(torch=None):
     return True
 
 
+def step_aside():
+    """The script uses gpuscope's explicit API (init / step / instrument): one profiler per
+    process, so the tracker stops collecting. Steps it already closed are reported."""
+    if not S.installed or not S.enabled:
+        return
+    S.enabled = False
+    p = S.prof
+    if p is None:
+        S.finished = True
+        return
+    if p.steps_done:
+        finish()
+    else:
+        S.finished = True
+        p.abandon_step()
+        if p.native is not None:
+            p.native.close()  # nothing measured: no report, no record
+
+
 def outcome():
     """What the tracker saw, for the end record (docs/report.md, OUTCOME)."""
     return {"torch_imported": True, "instrumented": ", ".join(S.hooks)[:128],

@@ -38,8 +38,8 @@ import os
 import sys
 import time
 
-from ._native import (PH_BACKWARD, PH_COMM, PH_COMM_EXPOSED, PH_DATA, PH_FORWARD,
-                      PH_OPTIMIZER)
+from ._hooks import batch_size as _hooks_batch_size
+from ._native import PH_BACKWARD, PH_COMM, PH_DATA, PH_FORWARD, PH_OPTIMIZER
 
 _perf_ns = time.perf_counter_ns
 
@@ -164,9 +164,8 @@ def _exposed(ms):
 # ---- data ----
 
 def _batch_size(batch):
-    from ._hooks import batch_size
     try:
-        return batch_size(batch)
+        return _hooks_batch_size(batch)
     except Exception:
         return 0
 
@@ -214,9 +213,11 @@ def _adapt_forward_hooks():
     """At a step boundary: the cheaper per-root hooks once the roots are known and stable,
     the global ones again when a step trained (backward) without a forward seen."""
     st = S
-    fwd, bwd, roots = st.step_fwd, st.step_bwd, st.step_roots
+    fwd, bwd = st.step_fwd, st.step_bwd
     st.step_fwd = st.step_bwd = 0
-    st.step_roots = set()
+    if st.global_fwd is None and (fwd or not bwd):
+        return  # per-root hooks, and they saw this step's forward: nothing to change
+    roots, st.step_roots = st.step_roots, set()
     try:
         if st.global_fwd is not None:
             if roots and roots == st.prev_roots:
@@ -288,7 +289,8 @@ def _wrap_backward(orig):
                 S.top = None
             S.counts["backward"] += 1
             S.step_bwd += 1
-            _ddp_exposed(p, t0, _perf_ns())
+            if S.comm:
+                _ddp_exposed(p, t0, _perf_ns())
     backward.__gpuscope__ = orig
     return backward
 

@@ -657,6 +657,24 @@ def outcome():
             **{"seen_" + k: v for k, v in S.counts.items()}}
 
 
+def _send_end(outcome_):
+    """One end record straight to `gpuscope run`'s socket (no hello, no native run)."""
+    path = os.environ.get("GPUSCOPE_RUN_SOCKET")
+    if not path:
+        return
+    try:
+        import json
+        import socket
+        from ._facts import clean
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.settimeout(1.0)
+        s.connect(path)
+        s.send(json.dumps({"v": 1, "type": "end", "outcome": clean(outcome_)}).encode())
+        s.close()
+    except Exception:
+        pass
+
+
 def failure():
     """The last line of the uncaught exception's traceback ("ValueError: boom"), or None.
     Python keeps the exception it printed at top level in sys.last_value (sys.last_exc from
@@ -688,11 +706,14 @@ def finish(**end):
     S.finished = True
     exc = failure()
     p = S.prof
-    if p is None and exc is None:
-        return None  # nothing ran here (a launcher, a helper process): nothing to say
+    if p is None:
+        # Nothing ran here (a launcher such as mp.spawn's parent, a helper): no profiler and
+        # no hello (its settings would stand for the ranks'); a failure still reaches the
+        # receiver as an end record.
+        if exc is not None:
+            _send_end({**outcome(), "exception": exc})
+        return None
     try:
-        if p is None:  # failed before the first step: the run still learns why
-            p = _begin(step=False)
         p.abandon_step()
         if exc is not None:
             p.outcome["exception"] = exc

@@ -302,7 +302,13 @@ static int run_child_env(const char *sock, const char *dir, int auto_inject)
 
     if (!realpath(dir, absdir))
         snprintf(absdir, sizeof absdir, "%s", dir);
-    if (setenv("GPUSCOPE_RUN_SOCKET", sock, 1) != 0 || setenv("GPUSCOPE_RUN_DIR", absdir, 1) != 0)
+    char self[24];
+
+    /* GPUSCOPE_RUN_PID: CMD's parent, so that the auto sitecustomize knows the command's own
+     * process (it alone reports a Python that never imported torch) */
+    snprintf(self, sizeof self, "%ld", (long)getpid());
+    if (setenv("GPUSCOPE_RUN_SOCKET", sock, 1) != 0 || setenv("GPUSCOPE_RUN_DIR", absdir, 1) != 0 ||
+        setenv("GPUSCOPE_RUN_PID", self, 1) != 0)
         return -1;
     if (run_find_pydir(pydir, sizeof pydir) != 0) {
         fprintf(stderr, "gpuscope run: the gpuscope Python package was not found (set "

@@ -70,14 +70,28 @@ void gs_agg_hello(struct gs_agg *a, const struct gs_record_hello *h, pid_t peer_
 void gs_agg_end(struct gs_agg *a, const struct gs_record_end *e)
 {
     const struct gs_fact *x;
+    int weak;
 
     if (!a || !e)
         return;
-    a->end = *e;
-    a->have_end = 1;
+    x = gs_record_fact_get(&e->outcome, "torch_imported");
+    weak = x && x->type == GS_FACT_BOOL && !x->v.b;
+    /* "torch never imported" from the command's own process says nothing about the ranks
+     * that trained: it stands only while no other process reported */
+    if (weak && a->have_outcome && !a->outcome_weak) {
+        x = gs_record_fact_get(&e->outcome, "exception");
+        if (x && x->type == GS_FACT_STR && !a->exception[0])
+            memcpy(a->exception, x->v.s, sizeof a->exception);
+        return;
+    }
+    if (!weak || !a->have_end) {
+        a->end = *e;
+        a->have_end = 1;
+    }
     if (e->outcome.n) {
         a->outcome = e->outcome;
         a->have_outcome = 1;
+        a->outcome_weak = weak;
     }
     x = gs_record_fact_get(&e->outcome, "exception");
     if (x && x->type == GS_FACT_STR && !a->exception[0])

@@ -116,7 +116,7 @@ struct gs_agg {
     int have_end;
     struct gs_record_end end;
     /* outcome: the last end record's, plus the first exception any rank reported */
-    int have_outcome;
+    int have_outcome, outcome_weak; /* weak: only "torch_imported": false so far */
     struct gs_record_facts outcome;
     char exception[GS_RECORD_FACT_STR];
     /* devices */

@@ -106,6 +106,7 @@ DDP = textwrap.dedent("""
             dist.all_reduce(buf, async_op=True).wait()
         if rank == 0:
             json.dump({"allreduce_ms": (time.perf_counter() - a) / 20 * 1000}, open(out, "w"))
+        dist.barrier()  # both ranks done with every collective before the teardown
         dist.destroy_process_group()
 
     if __name__ == "__main__":
@@ -307,8 +308,14 @@ with tempfile.TemporaryDirectory() as tmp:
          "never steps: a no_steps finding and the summary's reason", detail=p.stderr[-800:])
     p, _, rep, _ = gsrun(tmp, "notorch", write(tmp, "notorch.py", NO_TORCH))
     why = (rep.get("outcome") or {}).get("zero_steps_reason") or ""
-    t.ok(rep.get("steps") == 0 and "never started" in why,
-         "never imports torch: the report says no record came", detail=why)
+    t.ok(rep.get("steps") == 0 and why.startswith("torch was never imported"),
+         "never imports torch: the report says so (the command's own process tells)",
+         detail=why)
+    p, _, rep, _ = gsrun(tmp, "notorch-fail", write(tmp, "notorch2.py",
+                                                    "raise RuntimeError('no torch here')\n"))
+    oc = rep.get("outcome") or {}
+    t.eq([oc.get("status"), oc.get("exception")], ["failed", "RuntimeError: no torch here"],
+         "never imports torch and raises: the exception still reaches the outcome")
 
     # ---- 2 gloo ranks under DDP ----
     ar = os.path.join(tmp, "allreduce.json")

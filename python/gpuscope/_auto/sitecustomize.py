@@ -132,8 +132,38 @@ def _run_shadowed():
     spec.loader.exec_module(mod)
 
 
+def _report_without_torch():
+    """At exit of the command's own process (its parent is `gpuscope run`) when it never
+    imported torch: an end record saying so (with the uncaught exception's last
+    line, if any), so the report can tell why it has no steps. Plain sockets, no gpuscope
+    import; any failure is silent."""
+    if "torch" in sys.modules:
+        return  # the loop tracker reports
+    try:
+        if os.getppid() != int(os.environ.get("GPUSCOPE_RUN_PID", "-1")):
+            return
+        import json
+        import socket
+        outcome = {"torch_imported": False}
+        e = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+        if e is not None and not isinstance(e, SystemExit):
+            import traceback
+            outcome["exception"] = traceback.format_exception_only(type(e), e)[-1].strip()[:128]
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.settimeout(1.0)
+        s.connect(os.environ["GPUSCOPE_RUN_SOCKET"])
+        # no hello: it would stand for the run's settings in place of a trainer's
+        s.send(json.dumps({"v": 1, "type": "end", "outcome": outcome}).encode())
+        s.close()
+    except Exception:
+        pass
+
+
 try:
     _install()
+    if os.environ.get("GPUSCOPE_AUTO", "1") != "0" and os.environ.get("GPUSCOPE_RUN_SOCKET"):
+        import atexit
+        atexit.register(_report_without_torch)
 except Exception as e:
     print(f"gpuscope: auto-injection disabled: {e}", file=sys.stderr)
 try:

@@ -351,6 +351,38 @@ static void fold_throttle(struct gs_agg_gpu *x, const struct gs_gpu *g, double t
     x->mask_prev_t = t;
 }
 
+static double min_known(double a, double b)
+{
+    return isnan(a) || b < a ? b : a;
+}
+
+/* Temperature, SM clock and PCIe link: what a slow rank's GPU is judged by. */
+static void fold_health(struct gs_agg_gpu *x, const struct gs_gpu *g)
+{
+    if (x->samples == 1) {
+        x->temp_max_c = x->clock_min_hz = x->clock_max_hw_hz = NAN;
+        x->pcie_gen_min = x->pcie_width_min = NAN;
+        x->pcie_gen_max = x->pcie_width_max = NAN;
+    }
+    if (gs_gpu_has(g, GS_M_TEMP_GPU) && (isnan(x->temp_max_c) || g->v[GS_M_TEMP_GPU] > x->temp_max_c))
+        x->temp_max_c = g->v[GS_M_TEMP_GPU];
+    if (gs_gpu_has(g, GS_M_CLOCK_SM)) {
+        x->clock_sum_hz += g->v[GS_M_CLOCK_SM];
+        x->clock_n++;
+        x->clock_min_hz = min_known(x->clock_min_hz, g->v[GS_M_CLOCK_SM]);
+    }
+    if (gs_gpu_has(g, GS_M_CLOCK_MAX_SM))
+        x->clock_max_hw_hz = g->v[GS_M_CLOCK_MAX_SM];
+    if (gs_gpu_has(g, GS_M_PCIE_GEN))
+        x->pcie_gen_min = min_known(x->pcie_gen_min, g->v[GS_M_PCIE_GEN]);
+    if (gs_gpu_has(g, GS_M_PCIE_GEN_MAX))
+        x->pcie_gen_max = g->v[GS_M_PCIE_GEN_MAX];
+    if (gs_gpu_has(g, GS_M_PCIE_WIDTH))
+        x->pcie_width_min = min_known(x->pcie_width_min, g->v[GS_M_PCIE_WIDTH]);
+    if (gs_gpu_has(g, GS_M_PCIE_WIDTH_MAX))
+        x->pcie_width_max = g->v[GS_M_PCIE_WIDTH_MAX];
+}
+
 static void fold_gpu(struct gs_agg_gpu *x, const struct gs_snapshot *snap, unsigned pos, double t)
 {
     const struct gs_gpu *g = &snap->gpus[pos];
@@ -371,6 +403,7 @@ static void fold_gpu(struct gs_agg_gpu *x, const struct gs_snapshot *snap, unsig
         return;
     }
     fold_util(x, snap, pos, g, t);
+    fold_health(x, g);
     fold_memory(x, g);
     fold_energy(x, g, t);
     fold_throttle(x, g, t);

@@ -83,6 +83,11 @@ struct gs_agg_gpu {
     double mask_prev_t;
     double thr_mask_s[GS_AGG_THR_N];
     double thr_any_s; /* time with any thermal/power reason active (the union) */
+    /* evidence for a slow rank: temperature, SM clock, PCIe link (NAN / 0 = never read) */
+    double temp_max_c;
+    uint64_t clock_n;
+    double clock_sum_hz, clock_min_hz, clock_max_hw_hz;
+    double pcie_gen_min, pcie_gen_max, pcie_width_min, pcie_width_max;
     /* utilization from the driver's sample ring (gs_agg_util_samples): once us_n > 0 these
      * replace util_* in the report and idle periods follow the samples, not the snapshots */
     uint64_t us_n;

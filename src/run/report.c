@@ -263,6 +263,17 @@ static json_t *gpu_object(const struct gs_agg_gpu *g, double *energy_sum, int *e
         thr_gpu = g->thr_any_s;
     json_object_set_new(o, "throttled_seconds", thr);
     json_object_set_new(o, "throttled_seconds_total", thr_gpu_any ? json_real(thr_gpu) : json_null());
+    json_object_set_new(o, "temperature_max_c", jnum(g->samples ? g->temp_max_c : NAN));
+    json_object_set_new(o, "clock_sm_avg_mhz",
+                        g->clock_n ? json_real(g->clock_sum_hz / (double)g->clock_n / 1e6)
+                                   : json_null());
+    json_object_set_new(o, "clock_sm_min_mhz", jnum(g->samples ? g->clock_min_hz / 1e6 : NAN));
+    json_object_set_new(o, "clock_sm_max_mhz",
+                        jnum(g->samples ? g->clock_max_hw_hz / 1e6 : NAN));
+    json_object_set_new(o, "pcie_link_gen_min", jnum(g->samples ? g->pcie_gen_min : NAN));
+    json_object_set_new(o, "pcie_link_gen_max", jnum(g->samples ? g->pcie_gen_max : NAN));
+    json_object_set_new(o, "pcie_link_width_min", jnum(g->samples ? g->pcie_width_min : NAN));
+    json_object_set_new(o, "pcie_link_width_max", jnum(g->samples ? g->pcie_width_max : NAN));
     json_object_set_new(o, "idle_periods", gpu_idle(g));
     json_object_set_new(o, "idle_periods_total", json_integer(gs_agg_gpu_idle_count(g)));
     json_object_set_new(o, "lost", json_boolean(g->lost));
@@ -950,9 +961,15 @@ static void print_ranks(FILE *out, const json_t *rep, const struct paint *c)
                 jget(sl, "rank"), jget(sl, "step_p50_ms"),
                 fmtnum(b[0], 32, "%.0f %%", 100.0 * jget(sl, "slower_by_ratio")));
         if (json_is_object(g))
-            fprintf(out, "; its GPU %.0f: util avg %s %%, throttled %s s", jget(g, "index"),
+            fprintf(out, "; its GPU %.0f: util avg %s %%, throttled %s s, max %s C, SM clock "
+                    "avg %s of %s MHz, PCIe gen %s x%s", jget(g, "index"),
                     fmtnum(b[1], 32, "%.1f", jget(g, "utilization_avg_percent")),
-                    fmtnum(b[2], 32, "%.1f", jget(g, "throttled_seconds_total")));
+                    fmtnum(b[2], 32, "%.1f", jget(g, "throttled_seconds_total")),
+                    fmtnum(b[3], 32, "%.0f", jget(g, "temperature_max_c")),
+                    fmtnum(b[4], 32, "%.0f", jget(g, "clock_sm_avg_mhz")),
+                    fmtnum(b[5], 32, "%.0f", jget(g, "clock_sm_max_mhz")),
+                    fmtnum(b[6], 32, "%.0f", jget(g, "pcie_link_gen_min")),
+                    fmtnum(b[7], 32, "%.0f", jget(g, "pcie_link_width_min")));
         fputc('\n', out);
     }
 }

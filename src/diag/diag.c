@@ -471,7 +471,10 @@ static json_t *rule_low_utilization(const struct diag_in *in)
     advise(f, "Give each step more work: raise %s while memory allows", spell(in, &SP_BATCH));
     if (n_idle)
         advise(f, "Idle periods with memory held point at evaluation, checkpoint saving or a "
-                  "rank waiting for others: compare their times with eval_steps / save_steps");
+                  "rank waiting for others: compare their times with %s",
+               spell(in, &(struct spelling){"eval_steps / save_steps (TrainingArguments)",
+                                            "--eval_steps / --save_steps",
+                                            "the loop's evaluation and checkpoint intervals"}));
     return f;
 }
 
@@ -574,12 +577,24 @@ static json_t *rule_imbalance(const struct diag_in *in)
                                                               : json_null());
     evidence(f, "per_gpu", per);
     evidence(f, "gpus", all_gpus(in));
-    advise(f, "Spread model layers evenly: device_map=\"auto\" (or max_memory per GPU) for "
-              "model-parallel loading");
-    advise(f, "Shard parameters, gradients and optimizer state across GPUs: DeepSpeed ZeRO-3 "
-              "(--deepspeed zero3) or FSDP");
-    advise(f, "Give every rank equal work: same per-device batch size, group_by_length for "
-              "variable-length samples");
+    if (in->fw == FW_HF || in->fw == FW_SWIFT)
+        advise(f, "Spread model layers evenly: from_pretrained(device_map=\"auto\") (or "
+                  "max_memory per GPU) for model-parallel loading");
+    advise(f, "Shard parameters, gradients and optimizer state across GPUs: %s",
+           in->fw == FW_DEEPSPEED ? "ZeRO stage 3 (\"zero_optimization\": {\"stage\": 3} in the "
+                                    "DeepSpeed config)"
+           : in->fw == FW_ACCELERATE
+               ? "accelerate launch --use_fsdp (or a DeepSpeed ZeRO-3 plugin)"
+               : spell(in, &(struct spelling){
+                             "a DeepSpeed ZeRO-3 config (TrainingArguments deepspeed=...) or "
+                             "fsdp=\"full_shard\" (TrainingArguments)",
+                             "--deepspeed zero3",
+                             "torch.distributed.fsdp.FullyShardedDataParallel"}));
+    advise(f, "Give every rank equal work: the same batch size per rank%s",
+           in->fw == FW_HF ? ", group_by_length=True (TrainingArguments) for variable-length "
+                             "samples"
+           : in->fw == FW_SWIFT ? ", --group_by_length true for variable-length samples"
+                                : ", batches of similar length for variable-length samples");
     return f;
 }
 

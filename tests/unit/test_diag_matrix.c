@@ -52,9 +52,14 @@ static json_t *cell(int fw, int cuda, int nccl, const struct loader *ld, int fai
         json_object_set_new(fx, "cuda_device_name", json_string("NVIDIA A100-SXM4-80GB"));
         json_object_set_new(r, "gpu_avg_utilization_percent", json_real(20.0));
         json_object_set_new(r, "gpu_utilization_source", json_string("nvml"));
-        json_object_set_new(r, "gpus", json_pack("[{s:i, s:f, s:f, s:f, s:{}, s:[]}]", "index",
+        json_object_set_new(r, "gpus", json_pack("[{s:i, s:f, s:f, s:f, s:{}, s:[]}, "
+                                                 "{s:i, s:f, s:f, s:f, s:{}, s:[]}]", "index",
                                                  0, "utilization_avg_percent", 20.0,
                                                  "memory_peak_bytes", 78.0 * GIB,
+                                                 "memory_total_bytes", 80.0 * GIB,
+                                                 "throttled_seconds", "idle_periods", "index",
+                                                 1, "utilization_avg_percent", 60.0,
+                                                 "memory_peak_bytes", 30.0 * GIB,
                                                  "memory_total_bytes", 80.0 * GIB,
                                                  "throttled_seconds", "idle_periods"));
     } else {
@@ -155,6 +160,7 @@ static void matrix(void **state)
                                     strstr(adv, "--ddp_") != NULL),
                           "ms-swift flags only for ms-swift");
                         E(!swift || !strstr(adv, "--bf16"), "ms-swift: --torch_dtype, not --bf16");
+                        E(swift || !strstr(adv, "--deepspeed"), "--deepspeed only for ms-swift");
                         E(!(hf || swift) || !strstr(adv, "DataLoader("),
                           "no DataLoader(...) spelling for the Trainer");
                         E(!plainish || !strstr(adv, "dataloader_num_workers"),
@@ -171,7 +177,7 @@ static void matrix(void **state)
                                    !has_id(fs, "memory_fragmentation")),
                           "no GPU finding on a CPU run");
                         E(!cuda || (has_id(fs, "attention_implementation") &&
-                                    has_id(fs, "precision")),
+                                    has_id(fs, "precision") && has_id(fs, "imbalance")),
                           "CUDA A100, sdpa, float32: attention and precision findings");
                         E(!cuda || !swift || strstr(adv, "--attn_impl flash_attn"),
                           "ms-swift: --attn_impl flash_attn");

@@ -69,6 +69,9 @@ class _State:
         self.torch_version = None
         self.hooks = []           # what was installed, for the outcome ("forward hooks", ...)
         self.exc = None           # the exception sys.excepthook saw
+        self.patched = []         # (owner, attribute, original) for uninstall()
+        self.global_opt = []      # torch >= 2 global optimizer hook handles
+        self.opt_classes = set()  # optimizer classes whose step was wrapped (re-install)
         # forward hooks: global (every module call) until the same root modules have been
         # the outermost training forwards for ROOT_STABLE_STEPS steps, then on those roots
         # only; back to global when a step has a backward but no forward
@@ -178,14 +181,16 @@ def _wrap_next(orig):
         p = S.prof or _begin()
         if p is None:
             return orig(self)
+        # data is host time whatever the device: timed here, no phase bookkeeping
         S.top = PH_DATA
-        p.phase_begin(PH_DATA)
+        t0 = _perf_ns()
         try:
             batch = orig(self)
         finally:
-            if S.top == PH_DATA:
-                p.phase_end(PH_DATA)
-                S.top = None
+            S.top = None
+            if p._in_step:
+                p._acc[PH_DATA] += (_perf_ns() - t0) / 1e6
+                p._seen[PH_DATA] = True
         S.counts["data"] += 1
         S.samples += _batch_size(batch)
         return batch
@@ -354,6 +359,8 @@ def _wrap_optimizer_class(cls):
         return
     try:
         cls.step = _wrap_step(st)
+        S.patched.append((cls, "step", st))
+        S.opt_classes.add(cls)
     except (AttributeError, TypeError):
         pass
 
@@ -505,7 +512,7 @@ def _patch_dist():
     for name in _COLLECTIVES:
         fn = getattr(dist, name, None)
         if fn is not None and not hasattr(fn, "__gpuscope_wrapped__"):
-            setattr(dist, name, _wrap_collective(fn))
+            _patch(dist, name, _wrap_collective(fn))
     install_ddp()
     S.hooks.append("torch.distributed collectives, DDP comm hooks")
 
@@ -570,6 +577,22 @@ def patch_accelerate(module):
 
 # ---- install / finish ----
 
+def _patch(owner, name, new):
+    S.patched.append((owner, name, getattr(owner, name)))
+    setattr(owner, name, new)
+
+
+def uninstall():
+    """Takes every patch and hook out again (tests, benchmarks); the run is not finished."""
+    for owner, name, orig in reversed(S.patched):
+        setattr(owner, name, orig)
+    S.patched = []
+    for h in list(S.global_fwd or ()) + S.root_fwd + S.global_opt:
+        h.remove()
+    S.global_fwd, S.root_fwd, S.global_opt = None, [], []
+    S.installed = False
+
+
 def install(torch=None):
     """Installs the patches into an imported torch (idempotent). Returns True when
     installed."""
@@ -581,13 +604,15 @@ def install(torch=None):
     if torch is None:
         import torch
     S.installed = True
+    first = S.torch_version is None
     S.torch_version = str(getattr(torch, "__version__", "?"))
+    S.hooks = []
     _grad_on = torch.is_grad_enabled
     try:
         import torch.utils.data.dataloader as dl
         it = dl._BaseDataLoaderIter
         if not hasattr(it.__next__, "__gpuscope__"):
-            it.__next__ = _wrap_next(it.__next__)
+            _patch(it, "__next__", _wrap_next(it.__next__))
         S.hooks.append("DataLoader")
     except Exception as e:
         _warn(f"DataLoader not instrumented ({e})")
@@ -597,8 +622,9 @@ def install(torch=None):
     except Exception as e:
         _warn(f"module forward not instrumented ({e})")
     try:
-        torch.Tensor.backward = _wrap_backward(torch.Tensor.backward)
-        torch.autograd.backward = _wrap_backward(torch.autograd.backward)
+        # Tensor.backward calls torch.autograd.backward through the module attribute: one
+        # wrapper there times both
+        _patch(torch.autograd, "backward", _wrap_backward(torch.autograd.backward))
         S.hooks.append("backward")
     except Exception as e:
         _warn(f"backward not instrumented ({e})")
@@ -606,16 +632,18 @@ def install(torch=None):
         import importlib
         oo = importlib.import_module("torch.optim.optimizer")
         if hasattr(oo, "register_optimizer_step_pre_hook"):
-            oo.register_optimizer_step_pre_hook(_global_opt_pre)
-            oo.register_optimizer_step_post_hook(_global_opt_post)
+            S.global_opt = [oo.register_optimizer_step_pre_hook(_global_opt_pre),
+                            oo.register_optimizer_step_post_hook(_global_opt_post)]
             S.hooks.append("optimizer step hooks")
         else:
             opt = torch.optim.Optimizer
-            opt.__init__ = _wrap_optimizer_init(opt.__init__)
+            _patch(opt, "__init__", _wrap_optimizer_init(opt.__init__))
+            for cls in list(S.opt_classes):  # classes seen before an uninstall()
+                _wrap_optimizer_class(cls)
             S.hooks.append("Optimizer.step")
         try:
             from torch.cuda.amp import GradScaler
-            GradScaler.step = _wrap_step(GradScaler.step)
+            _patch(GradScaler, "step", _wrap_step(GradScaler.step))
         except Exception:
             pass
     except Exception as e:
@@ -625,10 +653,11 @@ def install(torch=None):
                      ("accelerate.optimizer", patch_accelerate)):
         if name in sys.modules:
             fn(sys.modules[name])
-    if not hasattr(sys.excepthook, "__gpuscope__"):
-        sys.excepthook = _excepthook(sys.excepthook)
-    import atexit
-    atexit.register(finish)
+    if first:
+        if not hasattr(sys.excepthook, "__gpuscope__"):
+            sys.excepthook = _excepthook(sys.excepthook)
+        import atexit
+        atexit.register(finish)
     return True
 
 

@@ -16,9 +16,9 @@ the median over the rounds. Times are this thread's CPU time (time.thread_time_n
 shared machine wall time mostly measures the neighbours. Log lines (every 10 steps) are formatted and discarded; no
 receiver, no NVML (nvml "off"): the in-process aggregate is fed.
 With --zero-code, the zero-code loop tracker (gpuscope._loop, what `gpuscope run` installs
-without any import in the script) instead: its patches are process-wide, so each round runs
-two child processes, the same DataLoader loop bare and with the tracker installed (nvml off,
-log lines discarded), in alternating order.
+without any import in the script) instead: the same DataLoader loop in chunks of --steps,
+alternately with the tracker installed and uninstalled (nvml off, log lines discarded),
+--rounds pairs.
 Then micro-costs: one phase mark (enter + exit of gpuscope.phase inside an open step), one
 ctypes gs_run_step call, one step record from Python (StepRec filled + gs_run_step).
 """
@@ -161,46 +161,48 @@ def v_instrument(n):
     return dt
 
 
-def _zero_child(kind, n):
-    """One child of --zero-code: n steps of a DataLoader loop, bare or under the tracker;
-    prints the CPU time per step (us)."""
-    torch.set_num_threads(1)
-    if kind == "zero":
-        from gpuscope import _loop
-        _loop.install(torch)
-        _loop.configure(nvml="off", log=lambda s: None)
-    model, opt, batches = make()
-    loader = torch.utils.data.DataLoader(batches, batch_size=None)
-    for x, y in loader:  # warm-up
-        train_step(model, opt, x, y)
-    t0 = perf()
-    done = 0
-    while done < n:
-        for x, y in loader:
-            train_step(model, opt, x, y)
-            done += 1
-    print((perf() - t0) / done / 1000)
-    return 0
-
-
 def zero_code(a):
-    import subprocess
-    per = {"plain": [], "zero": []}
+    """The tracker's cost per step: one process, the same DataLoader loop in short chunks
+    alternately with the tracker installed and uninstalled (gpuscope._loop.uninstall), so
+    that the machine's drift hits both alike."""
+    from gpuscope import _loop
+    torch.set_num_threads(1)
+    _loop.install(torch)  # the optimizer class is wrapped when its first instance is made
+    _loop.configure(nvml="off", log=lambda s: None)
+    model, opt, batches = make()
+    _loop.uninstall()
+    loader = torch.utils.data.DataLoader(batches, batch_size=None)
+
+    def chunk(n):
+        t0, k = perf(), 0
+        while k < n:
+            for x, y in loader:
+                train_step(model, opt, x, y)
+                k += 1
+        return (perf() - t0) / k / 1000
+
+    chunk(200)
+    on, off = [], []
     for r in range(a.rounds):
-        for kind in (("plain", "zero") if r % 2 == 0 else ("zero", "plain")):
-            out = subprocess.run([sys.executable, __file__, "--child", kind, "--steps",
-                                  str(a.steps), "--hidden", str(a.hidden), "--batch",
-                                  str(a.batch)], capture_output=True, text=True, check=True)
-            per[kind].append(float(out.stdout.strip().splitlines()[-1]))
-    d = [z - p for z, p in zip(per["zero"], per["plain"])]
-    print(f"# zero-code tracker: {a.steps} steps x {a.rounds} rounds, MLP 32-{a.hidden}-1, "
-          f"batch {a.batch}, DataLoader loop, torch {torch.__version__}, CPU time")
-    for k in ("plain", "zero"):
-        print(f"{k:<12} median {statistics.median(per[k]):8.2f} us/step")
-    print(f"overhead     round 1 {d[0]:.2f} us, median {statistics.median(d):.2f} us/step "
-          f"({100 * statistics.median(d) / statistics.median(per['plain']):.1f} %)")
+        for kind in (("off", "on") if r % 2 == 0 else ("on", "off")):
+            if kind == "on":
+                _loop.install(torch)
+                chunk(64)  # the forward hooks settle on the root again
+                on.append(chunk(a.steps))
+                _loop.uninstall()
+            else:
+                off.append(chunk(a.steps))
+    d = [x - y for x, y in zip(on, off)]
+    q = statistics.quantiles(d) if len(d) >= 2 else [d[0]] * 3
+    print(f"# zero-code tracker: {a.rounds} x {a.steps}-step chunks alternating, MLP "
+          f"32-{a.hidden}-1, batch {a.batch}, DataLoader loop, torch {torch.__version__}, "
+          f"CPU time")
+    print(f"bare {statistics.median(off):.2f} us/step, tracker {statistics.median(on):.2f} "
+          f"us/step; overhead median {statistics.median(d):.2f} us/step (quartiles "
+          f"{q[0]:.2f} .. {q[2]:.2f}), {100 * statistics.median(d) / statistics.median(off):.1f} %; "
+          f"{_loop.S.prof.steps_done if _loop.S.prof else 0} steps recorded")
     if a.all:
-        print("    rounds (us):", " ".join(f"{x:.2f}" for x in d))
+        print("    rounds (us):", " ".join(f"{x:.1f}" for x in d))
     return 0
 
 
@@ -277,11 +279,8 @@ def main():
     ap.add_argument("--all", action="store_true", help="print every round's overheads")
     ap.add_argument("--zero-code", action="store_true",
                     help="the zero-code loop tracker against the bare loop (child processes)")
-    ap.add_argument("--child", choices=("plain", "zero"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     SIZE.update(hidden=a.hidden, batch=a.batch)
-    if a.child:
-        return _zero_child(a.child, a.steps)
     if a.zero_code:
         return zero_code(a)
     torch.set_num_threads(1)

@@ -39,7 +39,7 @@ import sys
 import time
 
 from ._hooks import batch_size as _hooks_batch_size
-from ._native import PH_BACKWARD, PH_COMM, PH_DATA, PH_FORWARD, PH_OPTIMIZER
+from ._native import NAN, PH_BACKWARD, PH_COMM, PH_DATA, PH_FORWARD, PH_OPTIMIZER
 
 _perf_ns = time.perf_counter_ns
 
@@ -57,6 +57,7 @@ class _State:
         self.config = {}          # Profiler keyword arguments (the HF callback adds its own)
         self.facts = {}
         self.top = None           # the open top-level phase (PH_*), or None
+        self.t_top = 0            # its start (host ns)
         self.fdepth = 0           # module forward nesting
         self.opt_depth = 0
         self.samples = 0          # samples fetched in the open step
@@ -133,25 +134,40 @@ def _begin(step=True):
     return p
 
 
+# The top-level phases (forward, backward, optimizer) are timed here on the host (the
+# Profiler's accumulators, no phase bookkeeping: one of them is open at a time by
+# construction), through the Profiler's CUDA events on a GPU.
+
 def _close_top(p):
-    if S.top is not None:
-        p.phase_end(S.top)
-        S.top = None
+    st = S
+    ph = st.top
+    if ph is None:
+        return
+    st.top = None
+    if p.cuda:
+        p.phase_end(ph)
+    else:
+        p._acc[ph] += (_perf_ns() - st.t_top) / 1e6
+        p._seen[ph] = True
 
 
 def boundary():
     """An optimizer step has ended: the step ends here and the next one begins."""
-    p = S.prof
+    st = S
+    p = st.prof
     if p is None:
         return
-    if S.top is not None:
+    if st.top is not None:
         _close_top(p)
-    S.fdepth = 0
-    p.set_exposed(S.exposed_ms)
-    p.step_end(samples=S.samples)
-    S.samples = 0
-    S.exposed_ms = 0.0
-    _adapt_forward_hooks()
+    st.fdepth = 0
+    p._exposed = st.exposed_ms if p._seen[PH_COMM] else NAN  # Profiler.set_exposed, inline
+    p.step_end(samples=st.samples)
+    st.samples = 0
+    st.exposed_ms = 0.0
+    if st.global_fwd is not None or (st.step_bwd and not st.step_fwd):
+        _adapt_forward_hooks()
+    else:
+        st.step_fwd = st.step_bwd = 0
     p.step_begin()
 
 
@@ -192,7 +208,13 @@ def _wrap_next(orig):
                 p._acc[PH_DATA] += (_perf_ns() - t0) / 1e6
                 p._seen[PH_DATA] = True
         S.counts["data"] += 1
-        S.samples += _batch_size(batch)
+        # the batch's leading dimension; a tuple / list of tensors without recursion
+        try:
+            first = batch[0] if type(batch) in (tuple, list) and batch else batch
+            S.samples += (first.shape[0] if type(first) is _Tensor and first.dim()
+                          else _hooks_batch_size(batch))
+        except Exception:
+            pass
         return batch
     __next__.__gpuscope__ = orig
     return __next__
@@ -207,7 +229,10 @@ def _fwd_pre(module, inputs):
         p = st.prof or _begin()
         if p is not None:
             st.top = PH_FORWARD
-            p.phase_begin(PH_FORWARD)
+            if p.cuda:
+                p.phase_begin(PH_FORWARD)
+            else:
+                st.t_top = _perf_ns()
             st.step_fwd += 1
             if st.global_fwd is not None:
                 st.step_roots.add(module)
@@ -255,17 +280,24 @@ def _install_global_forward():
 
 
 def _fwd_post(module, inputs, output):
-    S.fdepth -= 1
-    if S.fdepth <= 0:
-        S.fdepth = 0
-        if S.top == PH_FORWARD:
-            S.prof.phase_end(PH_FORWARD)
-            S.top = None
-            S.counts["forward"] += 1
+    st = S
+    st.fdepth -= 1
+    if st.fdepth <= 0:
+        st.fdepth = 0
+        if st.top == PH_FORWARD:
+            p = st.prof
+            st.top = None
+            if p.cuda:
+                p.phase_end(PH_FORWARD)
+            else:
+                p._acc[PH_FORWARD] += (_perf_ns() - st.t_top) / 1e6
+                p._seen[PH_FORWARD] = True
+            st.counts["forward"] += 1
     return None
 
 
 _grad_on = None
+_Tensor = None
 
 
 # ---- backward ----
@@ -284,14 +316,14 @@ def _wrap_backward(orig):
         S.fdepth = 0
         S.comm = []
         S.top = PH_BACKWARD
-        t0 = _perf_ns()
-        p.phase_begin(PH_BACKWARD)
+        t0 = S.t_top = _perf_ns()
+        if p.cuda:
+            p.phase_begin(PH_BACKWARD)
         try:
             return orig(*args, **kwargs)
         finally:
             if S.top == PH_BACKWARD:
-                p.phase_end(PH_BACKWARD)
-                S.top = None
+                _close_top(p)
             S.counts["backward"] += 1
             S.step_bwd += 1
             if S.comm:
@@ -329,7 +361,10 @@ def _opt_enter():
     if S.top is not None:
         _close_top(p)
     S.top = PH_OPTIMIZER
-    p.phase_begin(PH_OPTIMIZER)
+    if p.cuda:
+        p.phase_begin(PH_OPTIMIZER)
+    else:
+        S.t_top = _perf_ns()
     return p
 
 
@@ -596,7 +631,7 @@ def uninstall():
 def install(torch=None):
     """Installs the patches into an imported torch (idempotent). Returns True when
     installed."""
-    global _grad_on
+    global _grad_on, _Tensor
     if S.installed:
         return True
     if os.environ.get("GPUSCOPE_AUTO", "1") == "0":
@@ -608,6 +643,7 @@ def install(torch=None):
     S.torch_version = str(getattr(torch, "__version__", "?"))
     S.hooks = []
     _grad_on = torch.is_grad_enabled
+    _Tensor = torch.Tensor
     try:
         import torch.utils.data.dataloader as dl
         it = dl._BaseDataLoaderIter

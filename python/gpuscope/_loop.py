@@ -250,12 +250,14 @@ def _adapt_forward_hooks():
     roots, st.step_roots = st.step_roots, set()
     try:
         if st.global_fwd is not None:
-            if roots and roots == st.prev_roots:
+            ids = frozenset(id(m) for m in roots)  # ids: no reference keeps a model alive
+            if ids and ids == st.prev_roots:
                 st.stable += 1
             else:
                 st.stable = 0
-            st.prev_roots = roots
+            st.prev_roots = ids
             if st.stable >= ROOT_STABLE_STEPS:
+                st.prev_roots = None
                 for h in st.global_fwd:
                     h.remove()
                 st.global_fwd = None

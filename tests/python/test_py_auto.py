@@ -160,6 +160,22 @@ DEEPSPEED = textwrap.dedent("""
     print(engine.global_steps)
 """)
 
+# Two models one after the other: the tracker has moved its forward hooks onto the first
+# model's root by then; the second model's first step shows backward without forward, which
+# brings the global hooks back (that one step's forward time lands in other).
+TWO_MODELS = textwrap.dedent("""
+    import torch
+    torch.set_num_threads(1)
+    ds = torch.utils.data.TensorDataset(torch.randn(48, 8), torch.randn(48, 1))
+    dl = torch.utils.data.DataLoader(ds, batch_size=8)
+    for _ in range(2):
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for x, y in dl:
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step(); opt.zero_grad()
+""")
+
 ACCELERATE = textwrap.dedent("""
     import torch
     from accelerate import Accelerator
@@ -396,6 +412,12 @@ with tempfile.TemporaryDirectory() as tmp:
          (rep.get("outcome") or {}).get("seen", {}).get("seen_backward") == 24,
          "accelerate stand-in: 24 micro-batches, ga 3: 8 steps where gradients sync",
          detail=p.stderr[-1200:])
+
+    p, _, rep, _ = gsrun(tmp, "two", write(tmp, "two.py", TWO_MODELS))
+    t.ok(rep.get("steps") == 12 and
+         (rep.get("phases", {}).get("forward") or {}).get("count") == 11,
+         "a second model: 12 steps, forward measured in all but its first step (the hooks "
+         "return to every module)", detail=json.dumps(rep.get("phases", {}).get("forward")))
 
     # ---- --no-auto: nothing instrumented ----
     p, m, rep, _ = gsrun(tmp, "noauto0", plain, json.dumps({"sleep": 0, "steps": 5}))

@@ -15,6 +15,10 @@ drift hits all alike; the overhead per step and as a ratio is given for one roun
 the median over the rounds. Times are this thread's CPU time (time.thread_time_ns): on a
 shared machine wall time mostly measures the neighbours. Log lines (every 10 steps) are formatted and discarded; no
 receiver, no NVML (nvml "off"): the in-process aggregate is fed.
+With --zero-code, the zero-code loop tracker (gpuscope._loop, what `gpuscope run` installs
+without any import in the script) instead: the same DataLoader loop in chunks of --steps,
+alternately with the tracker installed and uninstalled (nvml off, log lines discarded),
+--rounds pairs.
 Then micro-costs: one phase mark (enter + exit of gpuscope.phase inside an open step), one
 ctypes gs_run_step call, one step record from Python (StepRec filled + gs_run_step).
 """
@@ -157,6 +161,51 @@ def v_instrument(n):
     return dt
 
 
+def zero_code(a):
+    """The tracker's cost per step: one process, the same DataLoader loop in short chunks
+    alternately with the tracker installed and uninstalled (gpuscope._loop.uninstall), so
+    that the machine's drift hits both alike."""
+    from gpuscope import _loop
+    torch.set_num_threads(1)
+    _loop.install(torch)  # the optimizer class is wrapped when its first instance is made
+    _loop.configure(nvml="off", log=lambda s: None)
+    model, opt, batches = make()
+    _loop.uninstall()
+    loader = torch.utils.data.DataLoader(batches, batch_size=None)
+
+    def chunk(n):
+        t0, k = perf(), 0
+        while k < n:
+            for x, y in loader:
+                train_step(model, opt, x, y)
+                k += 1
+        return (perf() - t0) / k / 1000
+
+    chunk(200)
+    on, off = [], []
+    for r in range(a.rounds):
+        for kind in (("off", "on") if r % 2 == 0 else ("on", "off")):
+            if kind == "on":
+                _loop.install(torch)
+                chunk(64)  # the forward hooks settle on the root again
+                on.append(chunk(a.steps))
+                _loop.uninstall()
+            else:
+                off.append(chunk(a.steps))
+    d = [x - y for x, y in zip(on, off)]
+    q = statistics.quantiles(d) if len(d) >= 2 else [d[0]] * 3
+    print(f"# zero-code tracker: {a.rounds} x {a.steps}-step chunks alternating, MLP "
+          f"32-{a.hidden}-1, batch {a.batch}, DataLoader loop, torch {torch.__version__}, "
+          f"CPU time")
+    print(f"bare {statistics.median(off):.2f} us/step, tracker {statistics.median(on):.2f} "
+          f"us/step; overhead median {statistics.median(d):.2f} us/step (quartiles "
+          f"{q[0]:.2f} .. {q[2]:.2f}), {100 * statistics.median(d) / statistics.median(off):.1f} %; "
+          f"{_loop.S.prof.steps_done if _loop.S.prof else 0} steps recorded")
+    if a.all:
+        print("    rounds (us):", " ".join(f"{x:.1f}" for x in d))
+    return 0
+
+
 VARIANTS = [("plain", v_plain), ("ctx", v_ctx), ("hf-noop", v_hf_noop),
             ("hf-gpuscope", v_hf_gpuscope), ("instrument", v_instrument)]
 PAIRS = [("ctx", "plain"), ("instrument", "plain"), ("hf-gpuscope", "hf-noop")]
@@ -228,8 +277,12 @@ def main():
     ap.add_argument("--hidden", type=int, default=64, help="MLP width (default 64)")
     ap.add_argument("--batch", type=int, default=8, help="batch size (default 8)")
     ap.add_argument("--all", action="store_true", help="print every round's overheads")
+    ap.add_argument("--zero-code", action="store_true",
+                    help="the zero-code loop tracker against the bare loop (child processes)")
     a = ap.parse_args()
     SIZE.update(hidden=a.hidden, batch=a.batch)
+    if a.zero_code:
+        return zero_code(a)
     torch.set_num_threads(1)
     if _native.load() is None:
         print(f"libgpuscope.so not loadable: {_native.load_error()}", file=sys.stderr)

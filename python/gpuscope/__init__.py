@@ -49,6 +49,8 @@ def init(**kwargs):
     one. Returns it."""
     if _default[0] is not None:
         _default[0].finish()
+    from . import _loop
+    _loop.step_aside()  # the zero-code tracker (gpuscope run) leaves the run to this API
     kwargs.setdefault("output_dir", os.environ.get("GPUSCOPE_OUTPUT_DIR") or None)
     _default[0] = Profiler(**kwargs)
     return _default[0]

@@ -5,7 +5,7 @@ it there), else at $GPUSCOPE_LIBRARY. If it cannot be loaded the package keeps w
 are still timed and logged, nothing is aggregated natively and no report is written; a single
 warning says why.
 
-StepRec mirrors struct gs_step_rec field for field (136 bytes; tests/python/test_py_native.py
+StepRec mirrors struct gs_step_rec field for field (152 bytes; tests/python/test_py_native.py
 compiles the header and compares every offset). The per-step path does not go through it:
 ctypes attribute stores are slow once the training step has evicted them from the caches, so
 NativeRun.push() packs the same layout with one struct.pack_into() into a fixed buffer and
@@ -21,8 +21,12 @@ import sys
 
 PH_DATA, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_COMM, PH_STEP = range(6)
 PH_N = 6
-PHASES = ("data", "forward", "backward", "optimizer_step", "communication", "total_step")
-STEP_REC_VERSION = 1
+# Record version 2 appends two phases after the version-1 fields (gs_run.h ms_x[]).
+PH_COMM_EXPOSED, PH_OTHER = 6, 7
+PH_ALL = 8
+PHASES = ("data", "forward", "backward", "optimizer_step", "communication", "total_step",
+          "communication_exposed", "other")
+STEP_REC_VERSION = 2
 FLAG_CUDA_EVENTS = 1
 NAN = math.nan
 
@@ -43,11 +47,12 @@ class StepRec(ctypes.Structure):
         ("mem_peak_allocated", ctypes.c_uint64),
         ("mem_peak_reserved", ctypes.c_uint64),
         ("mem_total", ctypes.c_uint64),
+        ("ms_x", ctypes.c_double * (PH_ALL - PH_N)),
     ]
 
 
 # struct gs_step_rec as one pack: every field is naturally aligned, so no padding bytes.
-REC_FORMAT = struct.Struct("=IIQdd6dQii5Q")
+REC_FORMAT = struct.Struct("=IIQdd6dQii5Q2d")
 NO_MEM = (0, 0, 0, 0, 0)
 
 _lib = None
@@ -137,14 +142,20 @@ class NativeRun:
             warn_once(f"gs_run_open: {err.value.decode(errors='replace')}")
             return
         self._run = run
-        # what the native core could not do without failing the run: shown here, by us
-        for line in (self._lib.gs_run_notes(run) or b"").decode(errors="replace").splitlines():
-            print(f"gpuscope: {line}", file=sys.stderr, flush=True)
+        self._notes_shown = 0
+        self._show_notes()
         self._step = self._lib.gs_run_step
         self._buf = ctypes.create_string_buffer(REC_FORMAT.size)
         self._addr = ctypes.addressof(self._buf)
         self._fast = _pylib.gs_run_step
         self._pack = REC_FORMAT.pack_into
+
+    def _show_notes(self):
+        # what the native core could not do without failing the run: shown here, by us
+        text = (self._lib.gs_run_notes(self._run) or b"").decode(errors="replace")
+        for line in text[self._notes_shown:].splitlines():
+            print(f"gpuscope: {line}", file=sys.stderr, flush=True)
+        self._notes_shown = len(text)
 
     @property
     def active(self):
@@ -157,13 +168,13 @@ class NativeRun:
         return -1
 
     def push(self, step, flags, t_begin, t_end, ms, samples, mem=NO_MEM):
-        """Adds one step from plain values (the per-step path): ms a sequence of PH_N floats
-        (NaN = not measured), mem (allocated, reserved, peak_allocated, peak_reserved,
-        total) bytes."""
+        """Adds one step from plain values (the per-step path): ms a sequence of PH_ALL floats
+        in PHASES order (NaN = not measured), mem (allocated, reserved, peak_allocated,
+        peak_reserved, total) bytes."""
         if self._run is None:
             return -1
-        self._pack(self._buf, 0, STEP_REC_VERSION, flags, step, t_begin, t_end, *ms, samples,
-                   self._rank, self._device, *mem)
+        self._pack(self._buf, 0, STEP_REC_VERSION, flags, step, t_begin, t_end, *ms[:PH_N],
+                   samples, self._rank, self._device, *mem, *ms[PH_N:PH_ALL])
         return self._fast(self._run, self._addr)
 
     def finish(self, end):
@@ -173,6 +184,7 @@ class NativeRun:
             return None
         err = ctypes.create_string_buffer(512)
         p = self._lib.gs_run_finish(self._run, json.dumps(end).encode(), err, len(err))
+        self._show_notes()
         if not p:
             warn_once(f"gs_run_finish: {err.value.decode(errors='replace')}")
             return None

@@ -69,10 +69,50 @@ void gs_agg_hello(struct gs_agg *a, const struct gs_record_hello *h, pid_t peer_
 
 void gs_agg_end(struct gs_agg *a, const struct gs_record_end *e)
 {
+    const struct gs_fact *x;
+    int weak;
+
     if (!a || !e)
         return;
-    a->end = *e;
-    a->have_end = 1;
+    x = gs_record_fact_get(&e->outcome, "torch_imported");
+    weak = x && x->type == GS_FACT_BOOL && !x->v.b;
+    /* "torch never imported" from the command's own process says nothing about the ranks
+     * that trained: it stands only while no other process reported */
+    if (weak && a->have_outcome && !a->outcome_weak) {
+        x = gs_record_fact_get(&e->outcome, "exception");
+        if (x && x->type == GS_FACT_STR && !a->exception[0])
+            memcpy(a->exception, x->v.s, sizeof a->exception);
+        return;
+    }
+    if (!weak || !a->have_end) {
+        a->end = *e;
+        a->have_end = 1;
+    }
+    if (e->outcome.n) {
+        a->outcome = e->outcome;
+        a->have_outcome = 1;
+        a->outcome_weak = weak;
+    }
+    x = gs_record_fact_get(&e->outcome, "exception");
+    if (x && x->type == GS_FACT_STR && !a->exception[0])
+        memcpy(a->exception, x->v.s, sizeof a->exception);
+}
+
+/* The step's wall time less every measured phase: what no phase covers (logging, evaluation,
+ * checkpointing, host syncs). Exposed communication counts where known; without it nothing
+ * of communication is taken (it may overlap backward). NaN without a total_step. */
+static double derive_other(const struct gs_step_rec *s)
+{
+    double rest = s->ms[GS_PH_STEP], ex = gs_step_ms(s, GS_PH_COMM_EXPOSED);
+
+    if (isnan(rest))
+        return NAN;
+    for (int p = GS_PH_FORWARD; p <= GS_PH_OPTIMIZER; p++)
+        if (!isnan(s->ms[p]))
+            rest -= s->ms[p];
+    if (!isnan(ex))
+        rest -= ex;
+    return rest > 0 ? rest : 0;
 }
 
 static struct gs_agg_rank *rank_get(struct gs_agg *a, int32_t rank, int32_t device)
@@ -141,8 +181,10 @@ int gs_agg_step(struct gs_agg *a, const struct gs_step_rec *s)
     k = &r->steps[r->n++];
     k->t_begin = s->t_begin;
     k->t_end = s->t_end;
-    for (int p = 0; p < GS_PH_N; p++)
-        k->ms[p] = (float)s->ms[p];
+    for (int p = 0; p < GS_PH_ALL; p++)
+        k->ms[p] = (float)gs_step_ms(s, p);
+    if (isnan(k->ms[GS_PH_OTHER]))
+        k->ms[GS_PH_OTHER] = (float)derive_other(s);
     if (s->samples) {
         r->samples += s->samples;
         r->n_samples++;
@@ -294,14 +336,51 @@ static void fold_throttle(struct gs_agg_gpu *x, const struct gs_gpu *g, double t
     /* The reasons active at one sample are taken to hold until the next one. */
     if (x->mask_prev_ok && t > x->mask_prev_t) {
         double dt = fmin(t - x->mask_prev_t, GS_AGG_MAX_GAP_S);
+        int any = 0;
         for (int r = 0; r < GS_AGG_THR_N; r++)
-            if (x->mask_prev & gs_agg_thr_reasons[r].bit)
+            if (x->mask_prev & gs_agg_thr_reasons[r].bit) {
                 x->thr_mask_s[r] += dt;
+                any |= gs_agg_thr_reasons[r].thermal_power;
+            }
+        if (any)
+            x->thr_any_s += dt;
     }
     x->mask_seen = 1;
     x->mask_prev_ok = 1;
     x->mask_prev = (uint64_t)g->v[GS_M_THROTTLE_ACTIVE];
     x->mask_prev_t = t;
+}
+
+static double min_known(double a, double b)
+{
+    return isnan(a) || b < a ? b : a;
+}
+
+/* Temperature, SM clock and PCIe link: what a slow rank's GPU is judged by. */
+static void fold_health(struct gs_agg_gpu *x, const struct gs_gpu *g)
+{
+    if (x->samples == 1) {
+        x->temp_max_c = x->clock_min_hz = x->clock_max_hw_hz = NAN;
+        x->pcie_gen_min = x->pcie_width_min = NAN;
+        x->pcie_gen_max = x->pcie_width_max = NAN;
+    }
+    if (gs_gpu_has(g, GS_M_TEMP_GPU) && (isnan(x->temp_max_c) || g->v[GS_M_TEMP_GPU] > x->temp_max_c))
+        x->temp_max_c = g->v[GS_M_TEMP_GPU];
+    if (gs_gpu_has(g, GS_M_CLOCK_SM)) {
+        x->clock_sum_hz += g->v[GS_M_CLOCK_SM];
+        x->clock_n++;
+        x->clock_min_hz = min_known(x->clock_min_hz, g->v[GS_M_CLOCK_SM]);
+    }
+    if (gs_gpu_has(g, GS_M_CLOCK_MAX_SM))
+        x->clock_max_hw_hz = g->v[GS_M_CLOCK_MAX_SM];
+    if (gs_gpu_has(g, GS_M_PCIE_GEN))
+        x->pcie_gen_min = min_known(x->pcie_gen_min, g->v[GS_M_PCIE_GEN]);
+    if (gs_gpu_has(g, GS_M_PCIE_GEN_MAX))
+        x->pcie_gen_max = g->v[GS_M_PCIE_GEN_MAX];
+    if (gs_gpu_has(g, GS_M_PCIE_WIDTH))
+        x->pcie_width_min = min_known(x->pcie_width_min, g->v[GS_M_PCIE_WIDTH]);
+    if (gs_gpu_has(g, GS_M_PCIE_WIDTH_MAX))
+        x->pcie_width_max = g->v[GS_M_PCIE_WIDTH_MAX];
 }
 
 static void fold_gpu(struct gs_agg_gpu *x, const struct gs_snapshot *snap, unsigned pos, double t)
@@ -324,6 +403,7 @@ static void fold_gpu(struct gs_agg_gpu *x, const struct gs_snapshot *snap, unsig
         return;
     }
     fold_util(x, snap, pos, g, t);
+    fold_health(x, g);
     fold_memory(x, g);
     fold_energy(x, g, t);
     fold_throttle(x, g, t);

@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -484,12 +485,20 @@ GS_API const char *gs_run_notes(const struct gs_run *run)
     return run ? run->notes : "";
 }
 
-GS_API int gs_run_step(struct gs_run *run, const struct gs_step_rec *rec)
+GS_API int gs_run_step(struct gs_run *run, const struct gs_step_rec *in)
 {
+    struct gs_step_rec v2;
+    const struct gs_step_rec *rec = in;
     int rc;
 
-    if (!run || !rec || rec->version < 1)
+    if (!run || !in || in->version < 1)
         return -1;
+    if (in->version == 1) { /* a version-1 caller's struct ends before ms_x */
+        memcpy(&v2, in, offsetof(struct gs_step_rec, ms_x));
+        for (int p = GS_PH_N; p < GS_PH_ALL; p++)
+            v2.ms_x[p - GS_PH_N] = NAN;
+        rec = &v2;
+    }
     pthread_mutex_lock(&run->mu);
     if (run->finished) {
         pthread_mutex_unlock(&run->mu);
@@ -516,12 +525,16 @@ static double end_num(json_t *o, const char *key)
     return json_is_number(v) && isfinite(json_number_value(v)) ? json_number_value(v) : NAN;
 }
 
-static int parse_end(const char *end_json, struct gs_record_end *e, struct gs_err *err)
+static int parse_end(struct gs_run *run, const char *end_json, struct gs_record_end *e,
+                     struct gs_err *err)
 {
+    struct gs_err oe;
+
     json_error_t jerr;
     json_t *o;
 
     e->train_runtime = e->train_samples = e->train_steps = e->train_loss = NAN;
+    memset(&e->outcome, 0, sizeof e->outcome);
     if (!end_json || !*end_json)
         return 0;
     o = json_loads(end_json, 0, &jerr);
@@ -534,6 +547,12 @@ static int parse_end(const char *end_json, struct gs_record_end *e, struct gs_er
     e->train_samples = end_num(o, "train_samples");
     e->train_steps = end_num(o, "train_steps");
     e->train_loss = end_num(o, "train_loss");
+    /* advisory, like facts: a bad outcome is left out, the report is still written */
+    if (gs_record_outcome_parse(json_object_get(o, "outcome"), "end.", &e->outcome, &oe) !=
+        GS_OK) {
+        note(run, "%s; outcome left out", oe.msg);
+        memset(&e->outcome, 0, sizeof e->outcome);
+    }
     json_decref(o);
     return 0;
 }
@@ -579,7 +598,7 @@ GS_API char *gs_run_finish(struct gs_run *run, const char *end_json, char *err, 
         api_err(err, errlen, &e);
         return NULL;
     }
-    if (parse_end(end_json, &end, &e) != GS_OK) {
+    if (parse_end(run, end_json, &end, &e) != GS_OK) {
         api_err(err, errlen, &e);
         return NULL;
     }

@@ -309,6 +309,8 @@ int gs_store_run_steps(struct gs_store *st, int64_t id, int64_t from, int64_t li
         x->t_end = col_num(s, c++);
         for (int p = 0; p < GS_PH_N; p++)
             x->ms[p] = col_num(s, c++);
+        for (int p = GS_PH_N; p < GS_PH_ALL; p++) /* not stored: derived or unknown */
+            x->ms_x[p - GS_PH_N] = NAN;
         x->samples = col_u64(s, c++);
         x->flags = sqlite3_column_int(s, c++) ? GS_STEP_CUDA_EVENTS : 0;
         x->mem_allocated = col_u64(s, c++);

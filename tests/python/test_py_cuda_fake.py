@@ -126,4 +126,58 @@ with tempfile.TemporaryDirectory() as out:
          ph["optimizer_step"]["mean_ms"] <= ph["total_step"]["mean_ms"] * 1.001,
          "event phases fit in the event-timed step")
 
+# ---- the zero-code loop tracker on the same fake GPU: CUDA events for forward, backward
+# and the optimizer, host time for data, the step from one optimizer step to the next ----
+from gpuscope import _loop  # noqa: E402
+
+with tempfile.TemporaryDirectory() as out:
+    lines = []
+    _loop.install(torch)
+    _loop.configure(output_dir=out, device=0, nvml="off", log=lines.append)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    class Slow(torch.utils.data.Dataset):
+        def __len__(self):
+            return 10 ** 6
+
+        def __getitem__(self, i):
+            if i % 16 == 0:
+                time.sleep(0.004)
+            return torch.randn(32), torch.randn(())
+
+    it = iter(torch.utils.data.DataLoader(Slow(), batch_size=16))
+    data = other = 0.0
+    n = 20
+    for i in range(n + 1):  # step 0 carries the tracker's start: the clock runs from step 1
+        a = time.perf_counter()
+        if i == 1:
+            t0, data, other = a, 0.0, 0.0
+        x, y = next(it)
+        data += time.perf_counter() - a
+        torch.nn.functional.mse_loss(model(x).squeeze(-1), y).backward()
+        opt.step()
+        opt.zero_grad()
+        a = time.perf_counter()
+        time.sleep(0.002)  # post-step work: other
+        other += time.perf_counter() - a
+        clock["step"] += 1
+    wall = time.perf_counter() - t0
+    syncs = clock["syncs"]
+    rep = _loop.finish()
+    t.ok(_loop.S.prof.cuda, "tracker: the model's CUDA device means CUDA-event timing")
+    t.eq(syncs, 0, "tracker: no synchronize inside the loop")
+    t.eq(rep["steps"], n + 1, "tracker: one step per optimizer step")
+    t.eq(rep.get("step_busy_estimate_source"), "cuda_events",
+         "tracker: steps timed with CUDA events")
+    t.ok(abs(rep["data_loading_time_ratio"] - data / wall) < 0.05,
+         "tracker on CUDA: data ratio %.3f vs the loop's own %.3f" % (
+             rep["data_loading_time_ratio"], data / wall))
+    t.ok(abs(rep["other_time_ratio"] - other / wall) < 0.05,
+         "tracker on CUDA: other ratio %.3f vs the loop's post-step share %.3f" % (
+             rep["other_time_ratio"], other / wall))
+    t.ok(any(x.startswith("Step 10: CUDA event time:") for x in lines),
+         "tracker: CUDA event log lines", detail=lines[:3])
+    _loop.uninstall()
+
 sys.exit(t.done())

@@ -22,6 +22,7 @@
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
 #include "run/agg.h"
+#include "run/record.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -51,6 +52,7 @@ static struct gs_step_rec step_at(int i, double data, double total)
     struct gs_step_rec s;
 
     memset(&s, 0, sizeof s);
+    s.ms_x[0] = s.ms_x[1] = NAN; /* exposed communication, other: not sent */
     s.version = GS_STEP_REC_VERSION;
     s.flags = GS_STEP_CUDA_EVENTS;
     s.step = (uint64_t)i + 1;
@@ -172,8 +174,8 @@ static void unknown_is_null(void **state)
 
     /* only total_step measured: ratios and the busy estimate stay unknown, not 0 */
     memset(&s, 0, sizeof s);
-    for (int p = 0; p < GS_PH_N; p++)
-        s.ms[p] = NAN;
+    for (int p = 0; p < GS_PH_ALL; p++)
+        gs_step_ms_set(&s, p, NAN);
     s.ms[GS_PH_STEP] = 100;
     s.t_begin = 1;
     s.t_end = 2;
@@ -630,9 +632,8 @@ static void facts_in_report(void **state)
         if (strcmp(json_string_value(json_object_get(f, "id")), "data_loading") != 0)
             continue;
         json_array_foreach(json_object_get(f, "advice"), j, adv)
-            if (strstr(json_string_value(adv), "dataloader_num_workers is 0 (DataLoader("
-                                               "num_workers=0)): raise dataloader_num_workers "
-                                               "to about 6 of 12 cores"))
+            if (strstr(json_string_value(adv), "num_workers is 0 of 12 CPU core(s)") &&
+                strstr(json_string_value(adv), "DataLoader(num_workers=6)"))
                 named = 1;
     }
     assert_true(named);
@@ -649,6 +650,79 @@ static void facts_in_report(void **state)
 
 /* run.records_dropped: null until set, then the last value set (0 is a figure, not null);
  * the aggregate's own dropped_records stays apart. */
+/* Two ranks: per_rank rows, the slowest rank named with its GPU's figures (temperature, SM
+ * clock, PCIe link, throttling); throttle reasons that overlap in time count once. */
+static void slowest_rank_and_throttle_union(void **state)
+{
+    struct gs_agg *a = gs_agg_new();
+    struct gs_snapshot *s = snap_new(2);
+    json_t *r, *sl, *g, *per;
+    (void)state;
+
+    for (int i = 0; i < 4; i++)
+        for (int rk = 0; rk < 2; rk++) {
+            struct gs_step_rec st = step_at(i, 10, rk ? 190 : 90); /* rank 1: 200 ms steps */
+            st.rank = rk;
+            st.device = rk;
+            st.samples = 8;
+            gs_agg_step(a, &st);
+        }
+    for (int k = 0; k < 5; k++) {
+        gs_snapshot_clear(s);
+        s->n_gpus = 2;
+        for (unsigned i = 0; i < 2; i++) {
+            s->gpus[i].index = i;
+            gs_gpu_set(&s->gpus[i], GS_M_UTIL_GPU, 0.5);
+            gs_gpu_set(&s->gpus[i], GS_M_TEMP_GPU, i ? 80 + k : 60);
+            gs_gpu_set(&s->gpus[i], GS_M_CLOCK_SM, i ? 1.2e9 : 1.9e9);
+            gs_gpu_set(&s->gpus[i], GS_M_CLOCK_MAX_SM, 1.98e9);
+            gs_gpu_set(&s->gpus[i], GS_M_PCIE_GEN, i ? 3 : 5);
+            gs_gpu_set(&s->gpus[i], GS_M_PCIE_WIDTH, 16);
+        }
+        /* GPU 1: power cap and thermal slowdown at once for 4 s: 4 s throttled, not 8 */
+        gs_gpu_set(&s->gpus[1], GS_M_THROTTLE_ACTIVE,
+                   (double)(GS_THR_SW_POWER_CAP | GS_THR_SW_THERMAL));
+        gs_gpu_set(&s->gpus[0], GS_M_THROTTLE_ACTIVE, 0);
+        gs_agg_snapshot(a, s, NULL, 1000 + k);
+    }
+    r = gs_agg_report(a, NULL);
+    per = json_object_get(r, "per_rank");
+    assert_int_equal(json_array_size(per), 2);
+    near(num(json_array_get(per, 1), "step_p50_ms"), 200);
+    near(num(json_object_get(json_array_get(per, 0), "mean_ms"), "data"), 10);
+    sl = json_object_get(r, "slowest_rank");
+    assert_true(json_is_object(sl));
+    assert_int_equal((int)num(sl, "rank"), 1);
+    near(num(sl, "step_p50_ms"), 200);
+    near(num(sl, "fastest_step_p50_ms"), 100);
+    near(num(sl, "slower_by_ratio"), 1.0);
+    g = json_object_get(sl, "gpu");
+    assert_int_equal((int)num(g, "index"), 1);
+    near(num(g, "temperature_max_c"), 84);
+    near(num(g, "clock_sm_avg_mhz"), 1200);
+    near(num(g, "clock_sm_max_mhz"), 1980);
+    near(num(g, "pcie_link_gen_min"), 3);
+    near(num(g, "pcie_link_width_min"), 16);
+    near(num(g, "throttled_seconds_total"), 4); /* the union, not 4 + 4 */
+    near(num(json_object_get(g, "throttled_seconds"), "sw_power_cap"), 4);
+    near(num(r, "throttled_seconds"), 4);
+    /* the throttling finding says the same 4 s */
+    {
+        const json_t *f, *thr = NULL;
+        size_t i;
+        json_array_foreach(json_object_get(r, "findings"), i, f) {
+            if (strcmp(json_string_value(json_object_get(f, "id")), "throttling") == 0)
+                thr = f;
+        }
+        assert_non_null(thr);
+        assert_non_null(strstr(json_string_value(json_object_get(thr, "title")),
+                               "GPU 1 throttled 4 s"));
+    }
+    json_decref(r);
+    gs_snapshot_free(s);
+    gs_agg_free(a);
+}
+
 static void records_dropped_setter(void **state)
 {
     struct gs_agg *a = gs_agg_new();
@@ -695,6 +769,7 @@ int main(void)
         cmocka_unit_test(write_and_summary),
         cmocka_unit_test(facts_in_report),
         cmocka_unit_test(records_dropped_setter),
+        cmocka_unit_test(slowest_rank_and_throttle_union),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,7 +57,9 @@ static void phase_names_and_schema(void **state)
     assert_string_equal(gs_phase_name(GS_PH_OPTIMIZER), "optimizer_step");
     assert_string_equal(gs_phase_name(GS_PH_COMM), "communication");
     assert_string_equal(gs_phase_name(GS_PH_STEP), "total_step");
-    assert_null(gs_phase_name(GS_PH_N));
+    assert_string_equal(gs_phase_name(GS_PH_COMM_EXPOSED), "communication_exposed");
+    assert_string_equal(gs_phase_name(GS_PH_OTHER), "other");
+    assert_null(gs_phase_name(GS_PH_ALL));
     assert_null(gs_phase_name(-1));
     assert_string_equal(gs_run_report_schema(), "1.0");
 }
@@ -304,6 +306,42 @@ static int hello_facts(const char *body, struct gs_record *r, char *err)
     return parse(buf, r, err);
 }
 
+/* The end record's outcome (facts rules) and version-2 phases of a step. */
+static void outcome_and_v2_phases(void **state)
+{
+    struct gs_record r;
+    char err[256] = "";
+    const struct gs_fact *f;
+    (void)state;
+
+    assert_int_equal(parse("{\"v\":1,\"type\":\"end\",\"outcome\":{\"exception\":"
+                           "\"ValueError: boom\",\"seen_optimizer_step\":0,"
+                           "\"torch_imported\":true}}",
+                           &r, err),
+                     0);
+    f = gs_record_fact_get(&r.u.end.outcome, "exception");
+    assert_non_null(f);
+    assert_string_equal(f->v.s, "ValueError: boom");
+    f = gs_record_fact_get(&r.u.end.outcome, "seen_optimizer_step");
+    assert_true(f && f->type == GS_FACT_INT && f->v.i == 0);
+    round_trip(&r);
+    refused("{\"v\":1,\"type\":\"end\",\"outcome\":[1]}", "end.outcome: not an object");
+    refused("{\"v\":1,\"type\":\"end\",\"outcome\":{\"x\":[1]}}",
+            "end.outcome.x: not a scalar");
+    assert_int_equal(parse("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,"
+                           "\"ms\":{\"total_step\":10,\"communication_exposed\":1.5,"
+                           "\"other\":2.5}}",
+                           &r, err),
+                     0);
+    assert_true(gs_step_ms(&r.u.step, GS_PH_COMM_EXPOSED) == 1.5);
+    assert_true(gs_step_ms(&r.u.step, GS_PH_OTHER) == 2.5);
+    assert_true(isnan(gs_step_ms(&r.u.step, GS_PH_FORWARD)));
+    round_trip(&r);
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,"
+            "\"ms\":{\"other\":-1}}",
+            "step.ms.other");
+}
+
 static void facts_refused(const char *body, const char *want)
 {
     struct gs_record r;
@@ -469,6 +507,7 @@ int main(void)
         cmocka_unit_test(facts_parse_in_order),
         cmocka_unit_test(facts_validated),
         cmocka_unit_test(facts_round_trip_at_the_limits),
+        cmocka_unit_test(outcome_and_v2_phases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,9 @@ int gs_cli_demo(int argc, char **argv);
 /* `gpuscope run ... -- CMD`: runs and profiles a training command (run.c, src/run/). */
 int gs_cli_run(int argc, char **argv);
 
+/* `gpuscope trace analyze ...`: PyTorch profiler trace analysis (trace.c, src/trace/). */
+int gs_cli_trace(int argc, char **argv);
+
 /* Exit statuses shared by all subcommands besides gs_rc_exit_code's NVML-like ones. */
 #define GS_EXIT_OK 0
 #define GS_EXIT_USAGE 2

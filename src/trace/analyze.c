@@ -1,0 +1,916 @@
+/*
+ * analyze.c - the figures of docs/trace.md over loaded traces, as one JSON document.
+ *
+ * Every figure follows Holistic Trace Analysis' definition (HTA 0.6.1, checked against its
+ * results on the reference traces by tests/e2e/test_trace.py): times are rounded as HTA rounds
+ * them (fractional microseconds: start up, end down), GPU activities launched in the last
+ * ProfilerStep are left out when there are at least two steps, unions of intervals merge what
+ * touches or overlaps, and the breakdown by kernel type sweeps the per-type unions.
+ */
+#include "trace/trace.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* One kept GPU activity, rounded. */
+struct act {
+    int64_t ts, end;    /* microseconds, HTA-rounded */
+    int64_t launch_ts;  /* the correlated host event's ts; INT64_MIN when none */
+    const struct gs_trace_gpu *g;
+    int step;           /* index into the sorted steps, -1 when in none */
+};
+
+struct rstep {
+    long long num;
+    int64_t ts, end;
+};
+
+struct ctx {
+    const struct gs_trace *t;
+    const struct gs_trace_opts *o;
+    struct act *a;      /* kept activities, sorted by (ts, file order) */
+    size_t n;
+    struct rstep *st;   /* steps sorted by ts */
+    size_t n_st;
+    int64_t span_start, span_end;
+};
+
+void gs_trace_opts_default(struct gs_trace_opts *o)
+{
+    o->top_kernels = 10;
+    o->duration_ratio = 0.8;
+    o->kernel_wait_us = 30;
+    o->include_last_step = 0;
+}
+
+static int64_t rnd_start(const struct gs_trace *t, double ts)
+{
+    return t->float_ts ? (int64_t)ceil(ts) : (int64_t)llround(ts);
+}
+
+static int64_t rnd_end(const struct gs_trace *t, double ts, double dur)
+{
+    return t->float_ts ? (int64_t)floor(ts + dur) : (int64_t)llround(ts) + (int64_t)llround(dur);
+}
+
+static int cmp_launch(const void *x, const void *y)
+{
+    const struct gs_trace_launch *a = x, *b = y;
+
+    if (a->corr != b->corr)
+        return a->corr < b->corr ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+static int cmp_act(const void *x, const void *y)
+{
+    const struct act *a = x, *b = y;
+
+    if (a->ts != b->ts)
+        return a->ts < b->ts ? -1 : 1;
+    return a->g->seq < b->g->seq ? -1 : a->g->seq > b->g->seq;
+}
+
+static int cmp_step(const void *x, const void *y)
+{
+    const struct rstep *a = x, *b = y;
+
+    return a->ts < b->ts ? -1 : a->ts > b->ts;
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+
+    return a < b ? -1 : a > b;
+}
+
+/* First launch with this correlation id, or NULL. */
+static const struct gs_trace_launch *launch_find(const struct gs_trace *t, int64_t corr)
+{
+    size_t lo = 0, hi = t->n_launch;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (t->launch[mid].corr < corr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < t->n_launch && t->launch[lo].corr == corr ? &t->launch[lo] : NULL;
+}
+
+/* Rounds, filters and sorts one rank's activities; -1 when out of memory. */
+static int ctx_build(struct ctx *c, struct gs_trace *t, const struct gs_trace_opts *o)
+{
+    int64_t last_start = INT64_MAX;
+    size_t distinct = 0;
+
+    memset(c, 0, sizeof *c);
+    c->t = t;
+    c->o = o;
+    qsort(t->launch, t->n_launch, sizeof *t->launch, cmp_launch);
+    c->st = calloc(t->n_step ? t->n_step : 1, sizeof *c->st);
+    c->a = calloc(t->n_gpu ? t->n_gpu : 1, sizeof *c->a);
+    if (!c->st || !c->a)
+        return -1;
+    for (size_t i = 0; i < t->n_step; i++) {
+        c->st[i].num = t->step[i].num;
+        c->st[i].ts = rnd_start(t, t->step[i].ts);
+        c->st[i].end = rnd_end(t, t->step[i].ts, t->step[i].dur);
+    }
+    c->n_st = t->n_step;
+    qsort(c->st, c->n_st, sizeof *c->st, cmp_step);
+    /* HTA filters only with two or more distinct ProfilerStep names. */
+    for (size_t i = 0; i < c->n_st; i++) {
+        int seen = 0;
+
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = c->st[j].num == c->st[i].num;
+        if (!seen)
+            distinct++;
+        if (c->st[i].ts > last_start || last_start == INT64_MAX)
+            last_start = c->st[i].ts;
+    }
+    if (distinct < 2 || o->include_last_step)
+        last_start = INT64_MAX;
+    for (size_t i = 0; i < t->n_gpu; i++) {
+        const struct gs_trace_gpu *g = &t->gpu[i];
+        const struct gs_trace_launch *l = g->corr != -1 ? launch_find(t, g->corr) : NULL;
+        struct act *a = &c->a[c->n];
+
+        if (last_start != INT64_MAX) {
+            int keep = 0;
+
+            for (const struct gs_trace_launch *k = l;
+                 k && k < t->launch + t->n_launch && k->corr == g->corr && !keep; k++)
+                keep = rnd_start(t, k->ts) < last_start;
+            if (!keep)
+                continue;
+        }
+        a->g = g;
+        a->ts = rnd_start(t, g->ts);
+        a->end = rnd_end(t, g->ts, g->dur);
+        a->launch_ts = l ? rnd_start(t, l->ts) : INT64_MIN;
+        a->step = -1;
+        if (l && c->n_st) {
+            /* HTA: the last step whose [ts, end) holds the launch */
+            for (size_t s = c->n_st; s-- > 0;)
+                if (c->st[s].ts <= a->launch_ts && a->launch_ts < c->st[s].end) {
+                    a->step = (int)s;
+                    break;
+                }
+        }
+        c->n++;
+    }
+    qsort(c->a, c->n, sizeof *c->a, cmp_act);
+    return 0;
+}
+
+/* Union length of the activities (sorted) that pass want(kind mask) and step (-2 = any), with
+ * HTA's merge: a new interval starts when ts is after every earlier end. first/last: the
+ * union's extent. */
+static int64_t union_len(const struct ctx *c, unsigned kinds, int step, int64_t *first,
+                         int64_t *last, uint64_t *count)
+{
+    int64_t total = 0, gs = 0, ge = 0, cummax = 0;
+    int open = 0;
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < c->n; i++) {
+        const struct act *a = &c->a[i];
+
+        if (!(a->g->kind & kinds) || (step != -2 && a->step != step))
+            continue;
+        n++;
+        if (!open) {
+            gs = a->ts;
+            ge = a->end;
+            cummax = a->end;
+            open = 1;
+            if (first)
+                *first = a->ts;
+        } else if (a->ts > cummax) {
+            total += ge - gs;
+            gs = a->ts;
+            ge = a->end;
+        } else if (a->end > ge) {
+            ge = a->end;
+        }
+        if (a->end > cummax)
+            cummax = a->end;
+    }
+    if (open) {
+        total += ge - gs;
+        if (last)
+            *last = ge;
+    }
+    if (count)
+        *count = n;
+    return open ? total : 0;
+}
+
+struct edge {
+    int64_t t;
+    int bit; /* +bit start, -bit end */
+};
+
+static int cmp_edge(const void *x, const void *y)
+{
+    const struct edge *a = x, *b = y;
+
+    return a->t < b->t ? -1 : a->t > b->t;
+}
+
+/* Appends the merged intervals of one kind as edges. */
+static size_t kind_edges(const struct ctx *c, unsigned kind, struct edge *e, size_t n)
+{
+    int64_t gs = 0, ge = 0, cummax = 0;
+    int open = 0;
+
+    for (size_t i = 0; i < c->n; i++) {
+        const struct act *a = &c->a[i];
+
+        if (a->g->kind != kind)
+            continue;
+        if (!open) {
+            gs = a->ts;
+            ge = cummax = a->end;
+            open = 1;
+        } else if (a->ts > cummax) {
+            e[n++] = (struct edge){gs, (int)kind};
+            e[n++] = (struct edge){ge, -(int)kind};
+            gs = a->ts;
+            ge = a->end;
+        } else if (a->end > ge) {
+            ge = a->end;
+        }
+        if (a->end > cummax)
+            cummax = a->end;
+    }
+    if (open) {
+        e[n++] = (struct edge){gs, (int)kind};
+        e[n++] = (struct edge){ge, -(int)kind};
+    }
+    return n;
+}
+
+/* Time in each overlap state (index = OR of kinds, 1..7); -1 when out of memory. */
+static int overlap_states(const struct ctx *c, int64_t state[8])
+{
+    struct edge *e = malloc((2 * c->n + 1) * sizeof *e);
+    size_t n = 0;
+    int run = 0;
+
+    memset(state, 0, 8 * sizeof state[0]);
+    if (!e)
+        return -1;
+    n = kind_edges(c, GS_TRACE_COMP, e, n);
+    n = kind_edges(c, GS_TRACE_COMM, e, n);
+    n = kind_edges(c, GS_TRACE_MEM, e, n);
+    qsort(e, n, sizeof *e, cmp_edge);
+    for (size_t i = 0; i + 1 < n; i++) {
+        run += e[i].bit;
+        if (run > 0 && run < 8)
+            state[run] += e[i + 1].t - e[i].t;
+    }
+    free(e);
+    return 0;
+}
+
+static const char *kind_name(unsigned k)
+{
+    switch (k) {
+    case GS_TRACE_COMP:
+        return "COMPUTATION";
+    case GS_TRACE_COMM:
+        return "COMMUNICATION";
+    case GS_TRACE_MEM:
+        return "MEMORY";
+    default:
+        return "SYNC";
+    }
+}
+
+/* "COMPUTATION overlapping COMMUNICATION ..." for a state, HTA's order. */
+static void state_name(int s, char *buf, size_t len)
+{
+    static const unsigned order[] = {GS_TRACE_COMP, GS_TRACE_COMM, GS_TRACE_MEM};
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < 3; i++)
+        if (s & (int)order[i]) {
+            if (buf[0])
+                strncat(buf, " overlapping ", len - strlen(buf) - 1);
+            strncat(buf, kind_name(order[i]), len - strlen(buf) - 1);
+        }
+}
+
+/* The states 1..7 ordered by time, largest first (HTA's order). */
+static void states_by_time(const int64_t state[8], int order[7])
+{
+    for (int i = 0; i < 7; i++)
+        order[i] = i + 1;
+    for (int i = 1; i < 7; i++)
+        for (int j = i; j > 0 && state[order[j]] > state[order[j - 1]]; j--) {
+            int t = order[j];
+
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+}
+
+static json_t *pct(double num, double den)
+{
+    return den > 0 ? json_real(100.0 * num / den) : json_null();
+}
+
+/* Per-name kernel totals. */
+struct kagg {
+    uint32_t name;
+    uint8_t kind;
+    uint64_t count;
+    int64_t sum, min, max;
+    double mean, m2; /* Welford over durations */
+};
+
+static int cmp_kagg(const void *x, const void *y)
+{
+    const struct kagg *a = x, *b = y;
+
+    if (a->sum != b->sum)
+        return a->sum > b->sum ? -1 : 1;
+    return a->name < b->name ? -1 : a->name > b->name;
+}
+
+static json_t *krow(const char *type, const char *name, uint64_t count, uint64_t kernels,
+                    int64_t sum, double mean, int64_t max, int64_t min, double sd)
+{
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:f, s:I, s:I, s:f}", "type", type, "name", name,
+                     "count", (json_int_t)count, "kernels", (json_int_t)kernels, "sum_us",
+                     (json_int_t)sum, "mean_us", mean, "max_us", (json_int_t)max, "min_us",
+                     (json_int_t)min, "stddev_us", sd);
+}
+
+/* HTA's top kernels of one type. With at most top_kernels names, each keeps the statistics
+ * of its durations. With more, the names past top_kernels or past duration_ratio of the
+ * cumulative total are lumped as "others", and HTA regroups every row over the per-name totals:
+ * a name on its own then shows its total as mean, min and max, and "others" the mean, min,
+ * max and stddev of the lumped names' totals. count is always the number of activities. */
+static void top_kernels(const struct ctx *c, struct kagg *k, size_t nk, unsigned kind,
+                        json_t *arr)
+{
+    size_t n = 0, top = (size_t)(c->o->top_kernels > 0 ? c->o->top_kernels : 10);
+    struct kagg *v;
+
+    for (size_t i = 0; i < nk; i++)
+        if (k[i].kind == kind && k[i].count)
+            n++;
+    if (!n)
+        return;
+    v = malloc(n * sizeof *v);
+    if (!v)
+        return;
+    n = 0;
+    for (size_t i = 0; i < nk; i++)
+        if (k[i].kind == kind && k[i].count)
+            v[n++] = k[i];
+    qsort(v, n, sizeof *v, cmp_kagg);
+    if (n <= top) {
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(
+                arr, krow(kind_name(kind), gs_trace_name(c->t, v[i].name), v[i].count, 1,
+                          v[i].sum, v[i].mean, v[i].max, v[i].min,
+                          v[i].count > 1 ? sqrt(v[i].m2 / (double)(v[i].count - 1)) : 0));
+    } else {
+        /* pandas quantile (linear) of the cumulative sums */
+        double *cs = malloc(n * sizeof *cs), q, pos, frac;
+        uint64_t ocount = 0, onames = 0;
+        int64_t osum = 0, omax = INT64_MIN, omin = INT64_MAX;
+        double omean = 0, om2 = 0;
+        size_t lo;
+
+        if (!cs) {
+            free(v);
+            return;
+        }
+        for (size_t i = 0; i < n; i++)
+            cs[i] = (i ? cs[i - 1] : 0) + (double)v[i].sum;
+        pos = (double)(n - 1) * c->o->duration_ratio;
+        lo = (size_t)floor(pos);
+        frac = pos - (double)lo;
+        q = cs[lo] + (lo + 1 < n ? (cs[lo + 1] - cs[lo]) * frac : 0);
+        for (size_t i = 0; i < n; i++) {
+            if (cs[i] > q || i >= top) {
+                double d = (double)v[i].sum - omean;
+
+                onames++;
+                ocount += v[i].count;
+                osum += v[i].sum;
+                omax = v[i].sum > omax ? v[i].sum : omax;
+                omin = v[i].sum < omin ? v[i].sum : omin;
+                omean += d / (double)onames;
+                om2 += d * ((double)v[i].sum - omean);
+                continue;
+            }
+            json_array_append_new(
+                arr, krow(kind_name(kind), gs_trace_name(c->t, v[i].name), v[i].count, 1,
+                          v[i].sum, (double)v[i].sum, v[i].sum, v[i].sum, 0));
+        }
+        if (onames)
+            json_array_append_new(arr, krow(kind_name(kind), "others", ocount, onames, osum,
+                                            omean, omax, omin,
+                                            onames > 1 ? sqrt(om2 / (double)(onames - 1)) : 0));
+        free(cs);
+    }
+    free(v);
+}
+
+static json_t *kernels_json(const struct ctx *c, int64_t span)
+{
+    size_t nn = 0;
+    struct kagg *k;
+    json_t *top = json_array(), *small = NULL;
+    uint64_t n_comp = 0, n_small = 0;
+    int64_t small_us = 0;
+    double flash = 0, memeff = 0, softmax = 0;
+
+    (void)span;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->a[i].g->name + 1 > nn)
+            nn = c->a[i].g->name + 1;
+    k = calloc(nn ? nn : 1, sizeof *k);
+    if (!k || !top) {
+        free(k);
+        json_decref(top);
+        return NULL;
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        const struct act *a = &c->a[i];
+        struct kagg *g = &k[a->g->name];
+        int64_t d = a->end - a->ts;
+        double delta;
+
+        if (a->g->kind == GS_TRACE_SYNC)
+            continue;
+        if (!g->count) {
+            g->name = a->g->name;
+            g->kind = a->g->kind;
+            g->min = g->max = d;
+        }
+        g->count++;
+        g->sum += d;
+        g->min = d < g->min ? d : g->min;
+        g->max = d > g->max ? d : g->max;
+        delta = (double)d - g->mean;
+        g->mean += delta / (double)g->count;
+        g->m2 += delta * ((double)d - g->mean);
+        if (a->g->kind == GS_TRACE_COMP) {
+            const char *nm = gs_trace_name(c->t, a->g->name);
+
+            n_comp++;
+            if (d < 10) {
+                n_small++;
+                small_us += d;
+            }
+            if (strcasestr(nm, "flash"))
+                flash += (double)d;
+            else if (strcasestr(nm, "fmha") || strcasestr(nm, "efficient_attention") ||
+                     strcasestr(nm, "mem_eff"))
+                memeff += (double)d;
+            else if (strcasestr(nm, "softmax"))
+                softmax += (double)d;
+        }
+    }
+    top_kernels(c, k, nn, GS_TRACE_COMP, top);
+    top_kernels(c, k, nn, GS_TRACE_COMM, top);
+    top_kernels(c, k, nn, GS_TRACE_MEM, top);
+    free(k);
+    small = json_pack("{s:I, s:I, s:I}", "computation_kernels", (json_int_t)n_comp,
+                      "under_10us", (json_int_t)n_small, "under_10us_sum_us",
+                      (json_int_t)small_us);
+    return json_pack("{s:o, s:o, s:{s:f, s:f, s:f}}", "top_kernels", top, "small_kernels", small,
+                     "attention", "flash_us", flash, "mem_efficient_us", memeff, "softmax_us",
+                     softmax);
+}
+
+/* HTA's idle time by stream: the gap before each kernel is host wait when the kernel's launch
+ * came after the previous kernel ended, kernel wait when shorter than kernel_wait_us, else
+ * other. Synchronisation events are not kernels here. */
+static json_t *idle_by_stream(const struct ctx *c)
+{
+    json_t *arr = json_array();
+    int64_t *streams = malloc((c->n + 1) * sizeof *streams);
+    size_t ns = 0;
+
+    if (!arr || !streams) {
+        free(streams);
+        return arr;
+    }
+    {
+        /* collect (seq, stream) of first appearance */
+        uint32_t *first_seq = malloc((c->n + 1) * sizeof *first_seq);
+
+        if (!first_seq) {
+            free(streams);
+            return arr;
+        }
+        for (size_t i = 0; i < c->n; i++) {
+            const struct act *a = &c->a[i];
+            size_t j;
+
+            if (a->g->kind == GS_TRACE_SYNC)
+                continue;
+            for (j = 0; j < ns && streams[j] != a->g->stream; j++)
+                ;
+            if (j == ns) {
+                streams[ns] = a->g->stream;
+                first_seq[ns++] = a->g->seq;
+            } else if (a->g->seq < first_seq[j]) {
+                first_seq[j] = a->g->seq;
+            }
+        }
+        /* order streams by first_seq (few streams: insertion sort) */
+        for (size_t i = 1; i < ns; i++)
+            for (size_t j = i; j > 0 && first_seq[j] < first_seq[j - 1]; j--) {
+                uint32_t ts = first_seq[j];
+                int64_t tv = streams[j];
+
+                first_seq[j] = first_seq[j - 1];
+                first_seq[j - 1] = ts;
+                streams[j] = streams[j - 1];
+                streams[j - 1] = tv;
+            }
+        free(first_seq);
+    }
+    for (size_t s = 0; s < ns; s++) {
+        int64_t sum[3] = {0, 0, 0}, prev_end = 0, total;
+        int have[3] = {0, 0, 0}, started = 0;
+        static const char *causes[] = {"host_wait", "kernel_wait", "other"};
+
+        for (size_t i = 0; i < c->n; i++) {
+            const struct act *a = &c->a[i];
+            int cat;
+            int64_t gap;
+
+            if (a->g->kind == GS_TRACE_SYNC || a->g->stream != streams[s])
+                continue;
+            if (!started) {
+                started = 1;
+                have[2] = 1; /* HTA: the first kernel's gap is NaN, filed under other */
+                prev_end = a->end;
+                continue;
+            }
+            gap = a->ts - prev_end;
+            if (a->launch_ts != INT64_MIN && a->launch_ts > prev_end)
+                cat = 0;
+            else if ((double)gap < c->o->kernel_wait_us)
+                cat = 1;
+            else
+                cat = 2;
+            have[cat] = 1;
+            sum[cat] += gap;
+            prev_end = a->end;
+        }
+        total = sum[0] + sum[1] + sum[2];
+        for (int k = 0; k < 3; k++)
+            if (have[k])
+                json_array_append_new(
+                    arr, json_pack("{s:I, s:s, s:I, s:o}", "stream", (json_int_t)streams[s],
+                                   "cause", causes[k], "idle_us", (json_int_t)sum[k], "ratio",
+                                   total ? json_real((double)sum[k] / (double)total)
+                                         : json_null()));
+    }
+    free(streams);
+    return arr;
+}
+
+static json_t *steps_json(const struct ctx *c)
+{
+    json_t *arr = json_array();
+
+    for (size_t s = 0; s < c->n_st && arr; s++) {
+        uint64_t n = 0;
+        int64_t first = 0, last = 0;
+        int64_t busy = union_len(c, GS_TRACE_COMP | GS_TRACE_COMM | GS_TRACE_MEM | GS_TRACE_SYNC,
+                                 (int)s, &first, &last, &n);
+        int64_t comp = union_len(c, GS_TRACE_COMP, (int)s, NULL, NULL, NULL);
+        int64_t comm = union_len(c, GS_TRACE_COMM, (int)s, NULL, NULL, NULL);
+        int64_t mem = union_len(c, GS_TRACE_MEM, (int)s, NULL, NULL, NULL);
+        json_t *row = json_pack("{s:I, s:I, s:I}", "step", (json_int_t)c->st[s].num, "cpu_us",
+                                (json_int_t)(c->st[s].end - c->st[s].ts), "gpu_activities",
+                                (json_int_t)n);
+
+        if (!row)
+            continue;
+        if (n) {
+            json_object_set_new(row, "kernel_span_us", json_integer(last - first));
+            json_object_set_new(row, "busy_us", json_integer(busy));
+            json_object_set_new(row, "idle_us", json_integer(last - first - busy));
+            json_object_set_new(row, "computation_us", json_integer(comp));
+            json_object_set_new(row, "communication_us", json_integer(comm));
+            json_object_set_new(row, "memory_us", json_integer(mem));
+        } else if (s + 1 == c->n_st && !c->o->include_last_step && c->n_st > 1) {
+            json_object_set_new(row, "note", json_string("last step: left out (incomplete)"));
+        }
+        json_array_append_new(arr, row);
+    }
+    return arr;
+}
+
+static json_t *memcpy_json(const struct ctx *c, int64_t span)
+{
+    static const char *names[GS_TRACE_MEM_N] = {"HtoD", "DtoH", "DtoD", "HtoH",
+                                                "PtoP", "Memset", "other"};
+    uint64_t count[GS_TRACE_MEM_N] = {0};
+    int64_t time[GS_TRACE_MEM_N] = {0}, bytes[GS_TRACE_MEM_N] = {0};
+    json_t *arr = json_array();
+
+    for (size_t i = 0; i < c->n; i++) {
+        const struct act *a = &c->a[i];
+
+        if (a->g->kind != GS_TRACE_MEM || a->g->memdir >= GS_TRACE_MEM_N)
+            continue;
+        count[a->g->memdir]++;
+        time[a->g->memdir] += a->end - a->ts;
+        if (bytes[a->g->memdir] <= INT64_MAX - a->g->bytes)
+            bytes[a->g->memdir] += a->g->bytes;
+    }
+    for (int d = 0; d < GS_TRACE_MEM_N && arr; d++) {
+        if (!count[d])
+            continue;
+        json_array_append_new(
+            arr, json_pack("{s:s, s:I, s:I, s:I, s:o, s:o}", "kind", names[d], "count",
+                           (json_int_t)count[d], "time_us", (json_int_t)time[d], "bytes",
+                           (json_int_t)bytes[d], "bandwidth_gbps",
+                           time[d] > 0 ? json_real((double)bytes[d] / (double)time[d] / 1e3)
+                                       : json_null(),
+                           "span_pct", pct((double)time[d], (double)span)));
+    }
+    return arr;
+}
+
+static json_t *launch_json(const struct ctx *c)
+{
+    int64_t *d = malloc((c->n + 1) * sizeof *d);
+    size_t n = 0;
+    double sum = 0;
+    json_t *o;
+
+    if (!d)
+        return json_null();
+    for (size_t i = 0; i < c->n; i++)
+        if (c->a[i].g->kind != GS_TRACE_SYNC && c->a[i].launch_ts != INT64_MIN) {
+            d[n] = c->a[i].ts - c->a[i].launch_ts;
+            sum += (double)d[n++];
+        }
+    if (!n) {
+        free(d);
+        return json_null();
+    }
+    qsort(d, n, sizeof *d, cmp_i64);
+    o = json_pack("{s:I, s:f, s:I, s:I, s:I, s:I}", "count", (json_int_t)n, "mean_us",
+                  sum / (double)n, "p50_us", (json_int_t)d[(n - 1) / 2], "p95_us",
+                  (json_int_t)d[(size_t)ceil(0.95 * (double)n) - 1], "max_us",
+                  (json_int_t)d[n - 1], "min_us", (json_int_t)d[0]);
+    free(d);
+    return o;
+}
+
+static int cmp_cpuop(const void *x, const void *y)
+{
+    const struct gs_trace_cpuop *a = x, *b = y;
+
+    if (a->sum_us != b->sum_us)
+        return a->sum_us > b->sum_us ? -1 : 1;
+    return a->name < b->name ? -1 : a->name > b->name;
+}
+
+static json_t *cpuops_json(const struct gs_trace *t)
+{
+    json_t *arr = json_array();
+    struct gs_trace_cpuop *v = malloc((t->n_cpuop + 1) * sizeof *v);
+
+    if (!v || !arr) {
+        free(v);
+        return arr;
+    }
+    memcpy(v, t->cpuop, t->n_cpuop * sizeof *v);
+    qsort(v, t->n_cpuop, sizeof *v, cmp_cpuop);
+    for (size_t i = 0; i < t->n_cpuop && i < 15; i++)
+        json_array_append_new(
+            arr, json_pack("{s:s, s:I, s:f, s:f, s:f}", "name", gs_trace_name(t, v[i].name),
+                           "count", (json_int_t)v[i].count, "sum_us", v[i].sum_us, "mean_us",
+                           v[i].sum_us / (double)v[i].count, "max_us", v[i].max_us));
+    free(v);
+    return arr;
+}
+
+/* One rank's document; also returns its overlap states for the job's sums. */
+static json_t *rank_json(struct ctx *c, int64_t state[8], int64_t *comp_out, int64_t *comm_out,
+                         int64_t *idle_out, int64_t *span_out)
+{
+    const struct gs_trace *t = c->t;
+    json_t *r = json_pack("{s:I, s:s, s:s, s:I, s:I, s:I}", "rank", (json_int_t)t->rank, "file",
+                          t->path, "format", t->legacy ? "legacy" : "kineto", "events",
+                          (json_int_t)t->n_events, "gpu_activities", (json_int_t)c->n,
+                          "profiler_steps", (json_int_t)c->n_st);
+    int64_t first = 0, last = 0, busy, comp, comm, span, idle;
+    json_t *types, *k;
+    char nm[96];
+
+    if (!r)
+        return NULL;
+    memset(state, 0, 8 * sizeof state[0]);
+    json_object_set_new(r, "cpu_ops", cpuops_json(t));
+    json_object_set_new(r, "steps", steps_json(c));
+    if (!c->n) {
+        json_object_set_new(r, "note", json_string(t->legacy ? "no GPU activity: a CPU-only "
+                                                               "trace (the legacy format); CPU "
+                                                               "op figures only"
+                                                             : "no GPU activity in the trace; "
+                                                               "CPU op figures only"));
+        *comp_out = *comm_out = *idle_out = *span_out = 0;
+        return r;
+    }
+    busy = union_len(c, GS_TRACE_COMP | GS_TRACE_COMM | GS_TRACE_MEM | GS_TRACE_SYNC, -2, &first,
+                     &last, NULL);
+    comp = union_len(c, GS_TRACE_COMP, -2, NULL, NULL, NULL);
+    comm = union_len(c, GS_TRACE_COMM, -2, NULL, NULL, NULL);
+    span = last - first;
+    idle = span - busy;
+    json_object_set_new(
+        r, "temporal",
+        json_pack("{s:I, s:I, s:I, s:I, s:o, s:o, s:o}", "idle_us", (json_int_t)idle,
+                  "compute_us", (json_int_t)comp, "non_compute_us",
+                  (json_int_t)(span - comp - idle), "kernel_span_us", (json_int_t)span,
+                  "idle_pct", pct((double)idle, (double)span), "compute_pct",
+                  pct((double)comp, (double)span), "non_compute_pct",
+                  pct((double)(span - comp - idle), (double)span)));
+    overlap_states(c, state);
+    types = json_array();
+    {
+        int64_t tot = 0;
+
+        int ord[7];
+
+        states_by_time(state, ord);
+        for (int s = 1; s < 8; s++)
+            tot += state[s];
+        for (int i = 0; i < 7; i++) {
+            int s = ord[i];
+
+            if (!state[s])
+                continue;
+            state_name(s, nm, sizeof nm);
+            json_array_append_new(types, json_pack("{s:s, s:I, s:o}", "type", nm, "sum_us",
+                                                   (json_int_t)state[s], "pct",
+                                                   pct((double)state[s], (double)tot)));
+        }
+    }
+    json_object_set_new(r, "kernel_types", types);
+    json_object_set_new(r, "communication_us", json_integer(comm));
+    json_object_set_new(r, "comm_comp_overlap_pct",
+                        pct((double)(state[3] + state[7]), (double)comm));
+    k = kernels_json(c, span);
+    if (k) {
+        json_object_update(r, k);
+        json_decref(k);
+    }
+    json_object_set_new(r, "idle_by_stream", idle_by_stream(c));
+    json_object_set_new(r, "memcpy", memcpy_json(c, span));
+    json_object_set_new(r, "launch_delay", launch_json(c));
+    *comp_out = comp;
+    *comm_out = comm;
+    *idle_out = idle;
+    *span_out = span;
+    return r;
+}
+
+static int cmp_dbl(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+
+    return a < b ? -1 : a > b;
+}
+
+static int cmp_rank(const void *x, const void *y)
+{
+    const struct gs_trace *a = *(struct gs_trace *const *)x, *b = *(struct gs_trace *const *)y;
+
+    return a->rank < b->rank ? -1 : a->rank > b->rank;
+}
+
+json_t *gs_trace_analyze(struct gs_trace *const *in, size_t n, const struct gs_trace_opts *o)
+{
+    struct gs_trace_opts def;
+    struct gs_trace **ranks = malloc((n + 1) * sizeof *ranks);
+    json_t *doc = json_object(), *arr = json_array(), *types = json_array(), *strag;
+    int64_t job[8] = {0}, tot = 0;
+    double *comp = calloc(n + 1, sizeof *comp), median = 0;
+    int64_t *comm = calloc(n + 1, sizeof *comm);
+    char nm[96];
+
+    if (!o) {
+        gs_trace_opts_default(&def);
+        o = &def;
+    }
+    if (!ranks || !doc || !arr || !types || !comp || !comm) {
+        free(ranks);
+        free(comp);
+        free(comm);
+        json_decref(doc);
+        json_decref(arr);
+        json_decref(types);
+        return NULL;
+    }
+    memcpy(ranks, in, n * sizeof *ranks);
+    /* ranks without a number get the next free ones, in the order given */
+    {
+        long long next = 0;
+
+        for (size_t i = 0; i < n; i++)
+            if (ranks[i]->rank >= next)
+                next = ranks[i]->rank + 1;
+        for (size_t i = 0; i < n; i++)
+            if (ranks[i]->rank < 0)
+                ranks[i]->rank = next++;
+    }
+    qsort(ranks, n, sizeof *ranks, cmp_rank);
+    strag = json_array();
+    for (size_t i = 0; i < n; i++) {
+        struct ctx c;
+        int64_t st[8], cp = 0, cm = 0, idle = 0, span = 0;
+        json_t *r;
+
+        if (ctx_build(&c, ranks[i], o) != 0) {
+            free(c.a);
+            free(c.st);
+            continue;
+        }
+        r = rank_json(&c, st, &cp, &cm, &idle, &span);
+        free(c.a);
+        free(c.st);
+        if (!r)
+            continue;
+        json_array_append_new(arr, r);
+        for (int s = 1; s < 8; s++) {
+            job[s] += st[s];
+            tot += st[s];
+        }
+        comp[i] = (double)cp;
+        comm[i] = cm;
+        json_array_append_new(strag, json_pack("{s:I, s:I, s:I, s:I, s:I}", "rank",
+                                               (json_int_t)ranks[i]->rank, "compute_us",
+                                               (json_int_t)cp, "communication_us",
+                                               (json_int_t)cm, "idle_us", (json_int_t)idle,
+                                               "kernel_span_us", (json_int_t)span));
+    }
+    {
+        int ord[7];
+
+        states_by_time(job, ord);
+        for (int i = 0; i < 7; i++) {
+            int s = ord[i];
+
+            if (!job[s])
+                continue;
+        state_name(s, nm, sizeof nm);
+            json_array_append_new(types, json_pack("{s:s, s:I, s:o}", "type", nm, "sum_us",
+                                                   (json_int_t)job[s], "pct",
+                                                   pct((double)job[s], (double)tot)));
+        }
+    }
+    /* stragglers: compute time against the median rank's */
+    if (n) {
+        double *sorted = malloc(n * sizeof *sorted);
+
+        if (sorted) {
+            memcpy(sorted, comp, n * sizeof *sorted);
+            qsort(sorted, n, sizeof *sorted, cmp_dbl);
+            median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+            free(sorted);
+        }
+        for (size_t i = 0; i < json_array_size(strag); i++) {
+            json_t *row = json_array_get(strag, i);
+            double cp = (double)json_integer_value(json_object_get(row, "compute_us"));
+
+            json_object_set_new(row, "compute_vs_median_pct",
+                                median > 0 ? json_real(100.0 * (cp - median) / median)
+                                           : json_null());
+            json_object_set_new(row, "straggler",
+                                json_boolean(n > 1 && median > 0 && cp > 1.1 * median));
+        }
+    }
+    json_object_set_new(doc, "ranks", arr);
+    json_object_set_new(doc, "job",
+                        json_pack("{s:I, s:o, s:o}", "ranks", (json_int_t)n, "kernel_types",
+                                  types, "stragglers", strag));
+    free(ranks);
+    free(comp);
+    free(comm);
+    return doc;
+}

@@ -112,7 +112,8 @@ static int ctx_build(struct ctx *c, struct gs_trace *t, const struct gs_trace_op
     memset(c, 0, sizeof *c);
     c->t = t;
     c->o = o;
-    qsort(t->launch, t->n_launch, sizeof *t->launch, cmp_launch);
+    if (t->n_launch)
+        qsort(t->launch, t->n_launch, sizeof *t->launch, cmp_launch);
     c->st = calloc(t->n_step ? t->n_step : 1, sizeof *c->st);
     c->a = calloc(t->n_gpu ? t->n_gpu : 1, sizeof *c->a);
     if (!c->st || !c->a)
@@ -698,8 +699,10 @@ static json_t *cpuops_json(const struct gs_trace *t)
         free(v);
         return arr;
     }
-    memcpy(v, t->cpuop, t->n_cpuop * sizeof *v);
-    qsort(v, t->n_cpuop, sizeof *v, cmp_cpuop);
+    if (t->n_cpuop) {
+        memcpy(v, t->cpuop, t->n_cpuop * sizeof *v);
+        qsort(v, t->n_cpuop, sizeof *v, cmp_cpuop);
+    }
     for (size_t i = 0; i < t->n_cpuop && i < 15; i++)
         json_array_append_new(
             arr, json_pack("{s:s, s:I, s:f, s:f, s:f}", "name", gs_trace_name(t, v[i].name),
@@ -827,7 +830,8 @@ json_t *gs_trace_analyze(struct gs_trace *const *in, size_t n, const struct gs_t
         json_decref(types);
         return NULL;
     }
-    memcpy(ranks, in, n * sizeof *ranks);
+    if (n)
+        memcpy(ranks, in, n * sizeof *ranks);
     /* ranks without a number get the next free ones, in the order given */
     {
         long long next = 0;

@@ -20,6 +20,8 @@
 #define TRACE_MAX_DEPTH 64
 #define TRACE_MAX_NAME (1u << 20) /* longer names are cut here */
 #define TRACE_CHUNK 65536
+#define TRACE_MAX_TS 1e17  /* microseconds: ~3000 years past the epoch */
+#define TRACE_MAX_DUR 1e12 /* microseconds: ~11 days; keeps every sum inside int64 */
 
 /* Interned names: an arena of NUL-terminated strings and an open-addressing index. */
 struct gs_trace_names {
@@ -517,6 +519,9 @@ static int cb_number(void *ctx, const char *s, size_t n)
     if (r == R_EVENT && (k == K_TS || k == K_DUR)) {
         if (!ok)
             return stop(p, k == K_TS ? "ts is not a finite number" : "dur is not a finite number");
+        if (fabs(v) > (k == K_TS ? TRACE_MAX_TS : TRACE_MAX_DUR))
+            return stop(p, k == K_TS ? "ts out of range (more than 1e17 us)"
+                                     : "dur out of range (more than 1e12 us)");
         if (k == K_TS) {
             e->ts = v;
             e->have_ts = 1;

@@ -6,12 +6,14 @@
  * one event, its args, distributedInfo, anything else skipped) and fill one event's fields.
  * When an event's object closes it is either kept as a compact record (GPU activity, a host
  * launch with a correlation id, a ProfilerStep, a CPU op total by name) or dropped, so memory
- * grows with the number of GPU activities and launches, never with the JSON.
+ * grows with the number of GPU activities and launches, never with the JSON. A gzip file is
+ * inflated on a second thread into a ring of four chunks, so inflating and parsing overlap.
  */
 #include "trace/trace.h"
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yajl/yajl_parse.h>
@@ -662,45 +664,102 @@ static int feed(yajl_handle h, struct parser *p, const unsigned char *buf, size_
     }
 }
 
-/* Shared driver: read(src, buf, cap) returns bytes, 0 at the end, -1 on error (message in
- * rerr). */
-struct source {
-    gzFile gz;
-    const char *mem;
-    size_t mem_len, mem_off;
+/* Where the JSON comes from: memory, or a gzip/plain file inflated by a reader thread into a
+ * ring of RING chunks (the parser returns a chunk once yajl is done with it). */
+#define RING 4
+
+struct chunk {
+    unsigned char *buf;
+    long n; /* bytes, 0 at the end, -1 on error */
 };
 
-static long src_read(struct source *s, unsigned char *buf, size_t cap, char *rerr, size_t rl)
+struct source {
+    const char *mem;
+    size_t mem_len, mem_off;
+    gzFile gz;
+    pthread_t thr;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct chunk ring[RING];
+    unsigned head, tail; /* produced, consumed (mod 2*RING counters) */
+    int stop;            /* the parser gave up: the reader ends */
+    char rerr[200];
+};
+
+static long gz_fill(struct source *s, unsigned char *buf, size_t cap)
 {
-    if (s->gz) {
-        int n = gzread(s->gz, buf, (unsigned)cap);
+    int n = gzread(s->gz, buf, (unsigned)cap);
+    int code;
+    const char *m;
 
-        if (n < 0) {
-            int code;
-            const char *m = gzerror(s->gz, &code);
-
-            snprintf(rerr, rl, "%s", code == Z_ERRNO ? strerror(errno) : m);
-            return -1;
-        }
-        if (n == 0 && !gzeof(s->gz)) {
-            int code;
-            const char *m = gzerror(s->gz, &code);
-
-            if (code != Z_OK) {
-                snprintf(rerr, rl, "%s", m);
-                return -1;
-            }
-        }
+    if (n > 0)
         return n;
-    } else {
-        size_t n = s->mem_len - s->mem_off;
-
-        if (n > cap)
-            n = cap;
-        memcpy(buf, s->mem + s->mem_off, n);
-        s->mem_off += n;
-        return (long)n;
+    m = gzerror(s->gz, &code);
+    if (n < 0 || (code != Z_OK && code != Z_BUF_ERROR)) {
+        snprintf(s->rerr, sizeof s->rerr, "gzip: %s", code == Z_ERRNO ? strerror(errno) : m);
+        return -1;
     }
+    if (code == Z_BUF_ERROR) {
+        snprintf(s->rerr, sizeof s->rerr, "gzip: %s", m);
+        return -1;
+    }
+    return 0;
+}
+
+static void *reader_main(void *arg)
+{
+    struct source *s = arg;
+
+    for (;;) {
+        struct chunk *c;
+        long n;
+
+        pthread_mutex_lock(&s->mu);
+        while (s->head - s->tail == RING && !s->stop)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->stop) {
+            pthread_mutex_unlock(&s->mu);
+            return NULL;
+        }
+        c = &s->ring[s->head % RING];
+        pthread_mutex_unlock(&s->mu);
+        n = gz_fill(s, c->buf, TRACE_CHUNK);
+        pthread_mutex_lock(&s->mu);
+        c->n = n;
+        s->head++;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        if (n <= 0)
+            return NULL;
+    }
+}
+
+/* The next chunk (and gives back the previous one); n as struct chunk. */
+static long src_next(struct source *s, const unsigned char **buf, int *taken, char *rerr,
+                     size_t rl)
+{
+    long n;
+
+    if (!s->gz) {
+        n = (long)(s->mem_len - s->mem_off > TRACE_CHUNK ? TRACE_CHUNK : s->mem_len - s->mem_off);
+        *buf = (const unsigned char *)s->mem + s->mem_off;
+        s->mem_off += (size_t)n;
+        return n;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (*taken) {
+        s->tail++;
+        pthread_cond_broadcast(&s->cv);
+    }
+    while (s->head == s->tail)
+        pthread_cond_wait(&s->cv, &s->mu);
+    n = s->ring[s->tail % RING].n;
+    *buf = s->ring[s->tail % RING].buf;
+    *taken = 1;
+    if (n < 0)
+        snprintf(rerr, rl, "%s", s->rerr);
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 static int load(struct source *src, const char *label, struct gs_trace **out,
@@ -708,23 +767,23 @@ static int load(struct source *src, const char *label, struct gs_trace **out,
 {
     struct parser p;
     yajl_handle h = NULL;
-    unsigned char *buf = NULL;
+    const unsigned char *buf = NULL;
     uint64_t base = 0;
-    int rc = GS_OK;
+    int rc = GS_OK, taken = 0;
     char rerr[200] = "";
 
     memset(&p, 0, sizeof p);
     p.err = err;
     p.t = trace_new(label);
-    buf = malloc(TRACE_CHUNK);
     if (p.t)
         h = yajl_alloc(&callbacks, NULL, &p);
-    if (!p.t || !buf || !h) {
+    if (!p.t || !h) {
         rc = gs_err_set(err, GS_ENOMEM, "%s: out of memory", label);
         goto done;
     }
+    yajl_config(h, yajl_dont_validate_strings, 1);
     for (;;) {
-        long n = src_read(src, buf, TRACE_CHUNK, rerr, sizeof rerr);
+        long n = src_next(src, &buf, &taken, rerr, sizeof rerr);
 
         if (n < 0) {
             rc = gs_err_set(err, GS_EPARSE, "%s:%llu: %s", label, (unsigned long long)base,
@@ -742,7 +801,7 @@ static int load(struct source *src, const char *label, struct gs_trace **out,
         rc = gs_err_set(err, GS_EPARSE, "%s:0: empty file", label);
         goto done;
     }
-    rc = feed(h, &p, buf, 0, base, label);
+    rc = feed(h, &p, NULL, 0, base, label);
     if (rc != GS_OK)
         goto done;
     if (!p.saw_events) {
@@ -755,7 +814,6 @@ static int load(struct source *src, const char *label, struct gs_trace **out,
 done:
     if (h)
         yajl_free(h);
-    free(buf);
     free(p.ev.name);
     if (rc != GS_OK) {
         gs_trace_free(p.t);
@@ -767,15 +825,36 @@ done:
 
 int gs_trace_load(const char *path, struct gs_trace **out, struct gs_err *err)
 {
-    struct source src = {0};
-    int rc;
+    struct source src;
+    int rc = GS_OK, started = 0;
 
+    memset(&src, 0, sizeof src);
     src.gz = gzopen(path, "rb");
     if (!src.gz)
         return gs_err_set(err, errno == ENOENT ? GS_ENOTFOUND : GS_EIO, "%s: %s", path,
                           errno ? strerror(errno) : "cannot open");
     gzbuffer(src.gz, 128 * 1024);
-    rc = load(&src, path, out, err);
+    pthread_mutex_init(&src.mu, NULL);
+    pthread_cond_init(&src.cv, NULL);
+    for (int i = 0; i < RING; i++)
+        if (!(src.ring[i].buf = malloc(TRACE_CHUNK)))
+            rc = gs_err_set(err, GS_ENOMEM, "%s: out of memory", path);
+    if (rc == GS_OK && pthread_create(&src.thr, NULL, reader_main, &src) != 0)
+        rc = gs_err_set(err, GS_ENOMEM, "%s: cannot start the reader thread", path);
+    started = rc == GS_OK;
+    if (rc == GS_OK)
+        rc = load(&src, path, out, err);
+    if (started) {
+        pthread_mutex_lock(&src.mu);
+        src.stop = 1;
+        pthread_cond_broadcast(&src.cv);
+        pthread_mutex_unlock(&src.mu);
+        pthread_join(src.thr, NULL);
+    }
+    for (int i = 0; i < RING; i++)
+        free(src.ring[i].buf);
+    pthread_cond_destroy(&src.cv);
+    pthread_mutex_destroy(&src.mu);
     gzclose(src.gz);
     return rc;
 }

@@ -14,27 +14,19 @@
 #include <string.h>
 #include <strings.h>
 
-/* One kept GPU activity, rounded. */
-struct act {
-    int64_t ts, end;    /* microseconds, HTA-rounded */
-    int64_t launch_ts;  /* the correlated host event's ts; INT64_MIN when none */
-    const struct gs_trace_gpu *g;
-    int step;           /* index into the sorted steps, -1 when in none */
-};
-
 struct rstep {
     long long num;
     int64_t ts, end;
 };
 
 struct ctx {
-    const struct gs_trace *t;
+    struct gs_trace *t;
     const struct gs_trace_opts *o;
-    struct act *a;      /* kept activities, sorted by (ts, file order) */
-    size_t n;
-    struct rstep *st;   /* steps sorted by ts */
+    struct gs_trace_gpu *a; /* t->gpu: rounded, sorted by start; keep marks the window */
+    size_t n;               /* all activities */
+    size_t n_kept;
+    struct rstep *st;       /* steps sorted by ts */
     size_t n_st;
-    int64_t span_start, span_end;
 };
 
 void gs_trace_opts_default(struct gs_trace_opts *o)
@@ -61,16 +53,21 @@ static int cmp_launch(const void *x, const void *y)
 
     if (a->corr != b->corr)
         return a->corr < b->corr ? -1 : 1;
-    return a->seq < b->seq ? -1 : a->seq > b->seq;
+    return a->ts < b->ts ? -1 : a->ts > b->ts;
 }
 
-static int cmp_act(const void *x, const void *y)
+/* By start; ties by end, stream, name, so that the order does not depend on qsort's. */
+static int cmp_gpu(const void *x, const void *y)
 {
-    const struct act *a = x, *b = y;
+    const struct gs_trace_gpu *a = x, *b = y;
 
     if (a->ts != b->ts)
         return a->ts < b->ts ? -1 : 1;
-    return a->g->seq < b->g->seq ? -1 : a->g->seq > b->g->seq;
+    if (a->end != b->end)
+        return a->end < b->end ? -1 : 1;
+    if (a->stream != b->stream)
+        return a->stream < b->stream ? -1 : 1;
+    return a->name < b->name ? -1 : a->name > b->name;
 }
 
 static int cmp_step(const void *x, const void *y)
@@ -87,7 +84,7 @@ static int cmp_i64(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-/* First launch with this correlation id, or NULL. */
+/* First launch (earliest) with this correlation id, or NULL. */
 static const struct gs_trace_launch *launch_find(const struct gs_trace *t, int64_t corr)
 {
     size_t lo = 0, hi = t->n_launch;
@@ -103,7 +100,7 @@ static const struct gs_trace_launch *launch_find(const struct gs_trace *t, int64
     return lo < t->n_launch && t->launch[lo].corr == corr ? &t->launch[lo] : NULL;
 }
 
-/* Rounds, filters and sorts one rank's activities; -1 when out of memory. */
+/* Rounds and sorts once; marks the window, launches and steps for these options. */
 static int ctx_build(struct ctx *c, struct gs_trace *t, const struct gs_trace_opts *o)
 {
     int64_t last_start = INT64_MAX;
@@ -112,11 +109,24 @@ static int ctx_build(struct ctx *c, struct gs_trace *t, const struct gs_trace_op
     memset(c, 0, sizeof *c);
     c->t = t;
     c->o = o;
-    if (t->n_launch)
-        qsort(t->launch, t->n_launch, sizeof *t->launch, cmp_launch);
+    if (!t->rounded) {
+        for (size_t i = 0; i < t->n_gpu; i++) {
+            struct gs_trace_gpu *g = &t->gpu[i];
+            double ts = g->ts_raw, dur = g->dur_raw;
+
+            g->ts = rnd_start(t, ts);
+            g->end = rnd_end(t, ts, dur);
+        }
+        if (t->n_gpu)
+            qsort(t->gpu, t->n_gpu, sizeof *t->gpu, cmp_gpu);
+        if (t->n_launch)
+            qsort(t->launch, t->n_launch, sizeof *t->launch, cmp_launch);
+        t->rounded = 1;
+    }
+    c->a = t->gpu;
+    c->n = t->n_gpu;
     c->st = calloc(t->n_step ? t->n_step : 1, sizeof *c->st);
-    c->a = calloc(t->n_gpu ? t->n_gpu : 1, sizeof *c->a);
-    if (!c->st || !c->a)
+    if (!c->st)
         return -1;
     for (size_t i = 0; i < t->n_step; i++) {
         c->st[i].num = t->step[i].num;
@@ -129,89 +139,99 @@ static int ctx_build(struct ctx *c, struct gs_trace *t, const struct gs_trace_op
     for (size_t i = 0; i < c->n_st; i++) {
         int seen = 0;
 
-        for (size_t j = 0; j < i && !seen; j++)
+        for (size_t j = 0; j < i && !seen && j < 4096; j++)
             seen = c->st[j].num == c->st[i].num;
         if (!seen)
             distinct++;
-        if (c->st[i].ts > last_start || last_start == INT64_MAX)
+        if (last_start == INT64_MAX || c->st[i].ts > last_start)
             last_start = c->st[i].ts;
     }
     if (distinct < 2 || o->include_last_step)
         last_start = INT64_MAX;
-    for (size_t i = 0; i < t->n_gpu; i++) {
-        const struct gs_trace_gpu *g = &t->gpu[i];
+    for (size_t i = 0; i < c->n; i++) {
+        struct gs_trace_gpu *g = &c->a[i];
         const struct gs_trace_launch *l = g->corr != -1 ? launch_find(t, g->corr) : NULL;
-        struct act *a = &c->a[c->n];
 
-        if (last_start != INT64_MAX) {
-            int keep = 0;
-
-            for (const struct gs_trace_launch *k = l;
-                 k && k < t->launch + t->n_launch && k->corr == g->corr && !keep; k++)
-                keep = rnd_start(t, k->ts) < last_start;
-            if (!keep)
-                continue;
+        g->keep = 1;
+        g->launch_ts = l ? rnd_start(t, l->ts) : INT64_MIN;
+        g->step = -1;
+        /* launches are sorted by ts within a correlation id: the first decides */
+        if (last_start != INT64_MAX && !(l && g->launch_ts < last_start)) {
+            g->keep = 0;
+            continue;
         }
-        a->g = g;
-        a->ts = rnd_start(t, g->ts);
-        a->end = rnd_end(t, g->ts, g->dur);
-        a->launch_ts = l ? rnd_start(t, l->ts) : INT64_MIN;
-        a->step = -1;
+        c->n_kept++;
         if (l && c->n_st) {
             /* HTA: the last step whose [ts, end) holds the launch */
-            for (size_t s = c->n_st; s-- > 0;)
-                if (c->st[s].ts <= a->launch_ts && a->launch_ts < c->st[s].end) {
-                    a->step = (int)s;
+            size_t lo = 0, hi = c->n_st;
+
+            while (lo < hi) { /* first step starting after the launch */
+                size_t mid = lo + (hi - lo) / 2;
+
+                if (c->st[mid].ts <= g->launch_ts)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            for (size_t s = lo; s-- > 0;)
+                if (g->launch_ts < c->st[s].end) {
+                    g->step = (int32_t)s;
                     break;
+                } else if (lo - s > 8) {
+                    break; /* overlapping steps are rare; look back a little only */
                 }
         }
-        c->n++;
     }
-    qsort(c->a, c->n, sizeof *c->a, cmp_act);
     return 0;
 }
 
-/* Union length of the activities (sorted) that pass want(kind mask) and step (-2 = any), with
- * HTA's merge: a new interval starts when ts is after every earlier end. first/last: the
- * union's extent. */
-static int64_t union_len(const struct ctx *c, unsigned kinds, int step, int64_t *first,
-                         int64_t *last, uint64_t *count)
+/* A union of intervals fed in start order, with HTA's merge: a new interval starts when ts is
+ * after every earlier end; touching intervals merge. */
+struct uacc {
+    int64_t total, gs, ge, cummax, first;
+    uint64_t n;
+};
+
+static void uacc_add(struct uacc *u, int64_t ts, int64_t end)
 {
-    int64_t total = 0, gs = 0, ge = 0, cummax = 0;
-    int open = 0;
-    uint64_t n = 0;
-
-    for (size_t i = 0; i < c->n; i++) {
-        const struct act *a = &c->a[i];
-
-        if (!(a->g->kind & kinds) || (step != -2 && a->step != step))
-            continue;
-        n++;
-        if (!open) {
-            gs = a->ts;
-            ge = a->end;
-            cummax = a->end;
-            open = 1;
-            if (first)
-                *first = a->ts;
-        } else if (a->ts > cummax) {
-            total += ge - gs;
-            gs = a->ts;
-            ge = a->end;
-        } else if (a->end > ge) {
-            ge = a->end;
-        }
-        if (a->end > cummax)
-            cummax = a->end;
+    if (!u->n) {
+        u->gs = u->first = ts;
+        u->ge = u->cummax = end;
+    } else if (ts > u->cummax) {
+        u->total += u->ge - u->gs;
+        u->gs = ts;
+        u->ge = end;
+    } else if (end > u->ge) {
+        u->ge = end;
     }
-    if (open) {
-        total += ge - gs;
-        if (last)
-            *last = ge;
-    }
-    if (count)
-        *count = n;
-    return open ? total : 0;
+    if (end > u->cummax)
+        u->cummax = end;
+    u->n++;
+}
+
+/* The union's length; *last: its last interval's end. */
+static int64_t uacc_len(const struct uacc *u, int64_t *last)
+{
+    if (last)
+        *last = u->n ? u->ge : 0;
+    return u->n ? u->total + (u->ge - u->gs) : 0;
+}
+
+#define ALL_KINDS (GS_TRACE_COMP | GS_TRACE_COMM | GS_TRACE_MEM | GS_TRACE_SYNC)
+
+/* Union length of the kept activities of the kinds given. */
+static int64_t union_len(const struct ctx *c, unsigned kinds, int64_t *first, int64_t *last)
+{
+    struct uacc u = {0};
+    int64_t len;
+
+    for (size_t i = 0; i < c->n; i++)
+        if (c->a[i].keep && (c->a[i].kind & kinds))
+            uacc_add(&u, c->a[i].ts, c->a[i].end);
+    len = uacc_len(&u, last);
+    if (first)
+        *first = u.n ? u.first : 0;
+    return len;
 }
 
 struct edge {
@@ -233,9 +253,9 @@ static size_t kind_edges(const struct ctx *c, unsigned kind, struct edge *e, siz
     int open = 0;
 
     for (size_t i = 0; i < c->n; i++) {
-        const struct act *a = &c->a[i];
+        const struct gs_trace_gpu *a = &c->a[i];
 
-        if (a->g->kind != kind)
+        if (!a->keep || a->kind != kind)
             continue;
         if (!open) {
             gs = a->ts;
@@ -262,7 +282,7 @@ static size_t kind_edges(const struct ctx *c, unsigned kind, struct edge *e, siz
 /* Time in each overlap state (index = OR of kinds, 1..7); -1 when out of memory. */
 static int overlap_states(const struct ctx *c, int64_t state[8])
 {
-    struct edge *e = malloc((2 * c->n + 1) * sizeof *e);
+    struct edge *e = malloc((2 * c->n_kept + 1) * sizeof *e);
     size_t n = 0;
     int run = 0;
 
@@ -430,19 +450,18 @@ static void top_kernels(const struct ctx *c, struct kagg *k, size_t nk, unsigned
     free(v);
 }
 
-static json_t *kernels_json(const struct ctx *c, int64_t span)
+static json_t *kernels_json(const struct ctx *c)
 {
     size_t nn = 0;
     struct kagg *k;
-    json_t *top = json_array(), *small = NULL;
+    json_t *top = json_array(), *small;
     uint64_t n_comp = 0, n_small = 0;
     int64_t small_us = 0;
     double flash = 0, memeff = 0, softmax = 0;
 
-    (void)span;
     for (size_t i = 0; i < c->n; i++)
-        if (c->a[i].g->name + 1 > nn)
-            nn = c->a[i].g->name + 1;
+        if (c->a[i].name + 1 > nn)
+            nn = c->a[i].name + 1;
     k = calloc(nn ? nn : 1, sizeof *k);
     if (!k || !top) {
         free(k);
@@ -450,16 +469,16 @@ static json_t *kernels_json(const struct ctx *c, int64_t span)
         return NULL;
     }
     for (size_t i = 0; i < c->n; i++) {
-        const struct act *a = &c->a[i];
-        struct kagg *g = &k[a->g->name];
+        const struct gs_trace_gpu *a = &c->a[i];
+        struct kagg *g = &k[a->name];
         int64_t d = a->end - a->ts;
         double delta;
 
-        if (a->g->kind == GS_TRACE_SYNC)
+        if (!a->keep || a->kind == GS_TRACE_SYNC)
             continue;
         if (!g->count) {
-            g->name = a->g->name;
-            g->kind = a->g->kind;
+            g->name = a->name;
+            g->kind = a->kind;
             g->min = g->max = d;
         }
         g->count++;
@@ -469,22 +488,28 @@ static json_t *kernels_json(const struct ctx *c, int64_t span)
         delta = (double)d - g->mean;
         g->mean += delta / (double)g->count;
         g->m2 += delta * ((double)d - g->mean);
-        if (a->g->kind == GS_TRACE_COMP) {
-            const char *nm = gs_trace_name(c->t, a->g->name);
-
+        if (a->kind == GS_TRACE_COMP) {
             n_comp++;
             if (d < 10) {
                 n_small++;
                 small_us += d;
             }
-            if (strcasestr(nm, "flash"))
-                flash += (double)d;
-            else if (strcasestr(nm, "fmha") || strcasestr(nm, "efficient_attention") ||
-                     strcasestr(nm, "mem_eff"))
-                memeff += (double)d;
-            else if (strcasestr(nm, "softmax"))
-                softmax += (double)d;
         }
+    }
+    /* attention kernels by name, once per name */
+    for (size_t i = 0; i < nn; i++) {
+        const char *nm;
+
+        if (!k[i].count || k[i].kind != GS_TRACE_COMP)
+            continue;
+        nm = gs_trace_name(c->t, k[i].name);
+        if (strcasestr(nm, "flash"))
+            flash += (double)k[i].sum;
+        else if (strcasestr(nm, "fmha") || strcasestr(nm, "efficient_attention") ||
+                 strcasestr(nm, "mem_eff"))
+            memeff += (double)k[i].sum;
+        else if (strcasestr(nm, "softmax"))
+            softmax += (double)k[i].sum;
     }
     top_kernels(c, k, nn, GS_TRACE_COMP, top);
     top_kernels(c, k, nn, GS_TRACE_COMM, top);
@@ -500,125 +525,128 @@ static json_t *kernels_json(const struct ctx *c, int64_t span)
 
 /* HTA's idle time by stream: the gap before each kernel is host wait when the kernel's launch
  * came after the previous kernel ended, kernel wait when shorter than kernel_wait_us, else
- * other. Synchronisation events are not kernels here. */
+ * other. Synchronisation events are not kernels here. Streams in order of first appearance;
+ * one pass over the activities with one accumulator per stream. */
+struct sacc {
+    uint32_t stream;
+    int started, have[3];
+    int64_t prev_end, sum[3];
+};
+
+static struct sacc *sacc_of(struct sacc *s, size_t *ns, size_t cap, uint32_t stream)
+{
+    for (size_t i = 0; i < *ns; i++)
+        if (s[i].stream == stream)
+            return &s[i];
+    if (*ns >= cap)
+        return NULL;
+    memset(&s[*ns], 0, sizeof s[0]);
+    s[*ns].stream = stream;
+    return &s[(*ns)++];
+}
+
 static json_t *idle_by_stream(const struct ctx *c)
 {
+    static const char *causes[] = {"host_wait", "kernel_wait", "other"};
+    size_t cap = c->t->n_streams + 64, ns = 0;
+    struct sacc *s = calloc(cap, sizeof *s);
     json_t *arr = json_array();
-    int64_t *streams = malloc((c->n + 1) * sizeof *streams);
-    size_t ns = 0;
 
-    if (!arr || !streams) {
-        free(streams);
+    if (!arr || !s) {
+        free(s);
         return arr;
     }
-    {
-        /* collect (seq, stream) of first appearance */
-        uint32_t *first_seq = malloc((c->n + 1) * sizeof *first_seq);
+    /* the order of first appearance in the file */
+    for (size_t i = 0; i < c->t->n_streams; i++)
+        sacc_of(s, &ns, cap, c->t->streams[i]);
+    for (size_t i = 0; i < c->n; i++) {
+        const struct gs_trace_gpu *a = &c->a[i];
+        struct sacc *q;
+        int cat;
+        int64_t gap;
 
-        if (!first_seq) {
-            free(streams);
-            return arr;
+        if (!a->keep || a->kind == GS_TRACE_SYNC || !(q = sacc_of(s, &ns, cap, a->stream)))
+            continue;
+        if (!q->started) {
+            q->started = 1;
+            q->have[2] = 1; /* HTA: the first kernel's gap is NaN, filed under other */
+            q->prev_end = a->end;
+            continue;
         }
-        for (size_t i = 0; i < c->n; i++) {
-            const struct act *a = &c->a[i];
-            size_t j;
-
-            if (a->g->kind == GS_TRACE_SYNC)
-                continue;
-            for (j = 0; j < ns && streams[j] != a->g->stream; j++)
-                ;
-            if (j == ns) {
-                streams[ns] = a->g->stream;
-                first_seq[ns++] = a->g->seq;
-            } else if (a->g->seq < first_seq[j]) {
-                first_seq[j] = a->g->seq;
-            }
-        }
-        /* order streams by first_seq (few streams: insertion sort) */
-        for (size_t i = 1; i < ns; i++)
-            for (size_t j = i; j > 0 && first_seq[j] < first_seq[j - 1]; j--) {
-                uint32_t ts = first_seq[j];
-                int64_t tv = streams[j];
-
-                first_seq[j] = first_seq[j - 1];
-                first_seq[j - 1] = ts;
-                streams[j] = streams[j - 1];
-                streams[j - 1] = tv;
-            }
-        free(first_seq);
+        gap = a->ts - q->prev_end;
+        if (a->launch_ts != INT64_MIN && a->launch_ts > q->prev_end)
+            cat = 0;
+        else if ((double)gap < c->o->kernel_wait_us)
+            cat = 1;
+        else
+            cat = 2;
+        q->have[cat] = 1;
+        q->sum[cat] += gap;
+        q->prev_end = a->end;
     }
-    for (size_t s = 0; s < ns; s++) {
-        int64_t sum[3] = {0, 0, 0}, prev_end = 0, total;
-        int have[3] = {0, 0, 0}, started = 0;
-        static const char *causes[] = {"host_wait", "kernel_wait", "other"};
+    for (size_t i = 0; i < ns; i++) {
+        int64_t total = s[i].sum[0] + s[i].sum[1] + s[i].sum[2];
 
-        for (size_t i = 0; i < c->n; i++) {
-            const struct act *a = &c->a[i];
-            int cat;
-            int64_t gap;
-
-            if (a->g->kind == GS_TRACE_SYNC || a->g->stream != streams[s])
-                continue;
-            if (!started) {
-                started = 1;
-                have[2] = 1; /* HTA: the first kernel's gap is NaN, filed under other */
-                prev_end = a->end;
-                continue;
-            }
-            gap = a->ts - prev_end;
-            if (a->launch_ts != INT64_MIN && a->launch_ts > prev_end)
-                cat = 0;
-            else if ((double)gap < c->o->kernel_wait_us)
-                cat = 1;
-            else
-                cat = 2;
-            have[cat] = 1;
-            sum[cat] += gap;
-            prev_end = a->end;
-        }
-        total = sum[0] + sum[1] + sum[2];
         for (int k = 0; k < 3; k++)
-            if (have[k])
+            if (s[i].have[k])
                 json_array_append_new(
-                    arr, json_pack("{s:I, s:s, s:I, s:o}", "stream", (json_int_t)streams[s],
-                                   "cause", causes[k], "idle_us", (json_int_t)sum[k], "ratio",
-                                   total ? json_real((double)sum[k] / (double)total)
+                    arr, json_pack("{s:I, s:s, s:I, s:o}", "stream", (json_int_t)s[i].stream,
+                                   "cause", causes[k], "idle_us", (json_int_t)s[i].sum[k],
+                                   "ratio",
+                                   total ? json_real((double)s[i].sum[k] / (double)total)
                                          : json_null()));
     }
-    free(streams);
+    free(s);
     return arr;
 }
 
+/* Per step: unions of all kinds and of each kind, in one pass. */
 static json_t *steps_json(const struct ctx *c)
 {
     json_t *arr = json_array();
+    struct uacc *u = calloc(c->n_st * 4 + 1, sizeof *u); /* all, comp, comm, mem */
 
-    for (size_t s = 0; s < c->n_st && arr; s++) {
-        uint64_t n = 0;
-        int64_t first = 0, last = 0;
-        int64_t busy = union_len(c, GS_TRACE_COMP | GS_TRACE_COMM | GS_TRACE_MEM | GS_TRACE_SYNC,
-                                 (int)s, &first, &last, &n);
-        int64_t comp = union_len(c, GS_TRACE_COMP, (int)s, NULL, NULL, NULL);
-        int64_t comm = union_len(c, GS_TRACE_COMM, (int)s, NULL, NULL, NULL);
-        int64_t mem = union_len(c, GS_TRACE_MEM, (int)s, NULL, NULL, NULL);
+    if (!arr || !u) {
+        free(u);
+        return arr;
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        const struct gs_trace_gpu *a = &c->a[i];
+        struct uacc *q;
+
+        if (!a->keep || a->step < 0)
+            continue;
+        q = &u[(size_t)a->step * 4];
+        uacc_add(&q[0], a->ts, a->end);
+        if (a->kind == GS_TRACE_COMP)
+            uacc_add(&q[1], a->ts, a->end);
+        else if (a->kind == GS_TRACE_COMM)
+            uacc_add(&q[2], a->ts, a->end);
+        else if (a->kind == GS_TRACE_MEM)
+            uacc_add(&q[3], a->ts, a->end);
+    }
+    for (size_t s = 0; s < c->n_st; s++) {
+        struct uacc *q = &u[s * 4];
+        int64_t last = 0, busy = uacc_len(&q[0], &last);
         json_t *row = json_pack("{s:I, s:I, s:I}", "step", (json_int_t)c->st[s].num, "cpu_us",
                                 (json_int_t)(c->st[s].end - c->st[s].ts), "gpu_activities",
-                                (json_int_t)n);
+                                (json_int_t)q[0].n);
 
         if (!row)
             continue;
-        if (n) {
-            json_object_set_new(row, "kernel_span_us", json_integer(last - first));
+        if (q[0].n) {
+            json_object_set_new(row, "kernel_span_us", json_integer(last - q[0].first));
             json_object_set_new(row, "busy_us", json_integer(busy));
-            json_object_set_new(row, "idle_us", json_integer(last - first - busy));
-            json_object_set_new(row, "computation_us", json_integer(comp));
-            json_object_set_new(row, "communication_us", json_integer(comm));
-            json_object_set_new(row, "memory_us", json_integer(mem));
+            json_object_set_new(row, "idle_us", json_integer(last - q[0].first - busy));
+            json_object_set_new(row, "computation_us", json_integer(uacc_len(&q[1], NULL)));
+            json_object_set_new(row, "communication_us", json_integer(uacc_len(&q[2], NULL)));
+            json_object_set_new(row, "memory_us", json_integer(uacc_len(&q[3], NULL)));
         } else if (s + 1 == c->n_st && !c->o->include_last_step && c->n_st > 1) {
             json_object_set_new(row, "note", json_string("last step: left out (incomplete)"));
         }
         json_array_append_new(arr, row);
     }
+    free(u);
     return arr;
 }
 
@@ -631,14 +659,14 @@ static json_t *memcpy_json(const struct ctx *c, int64_t span)
     json_t *arr = json_array();
 
     for (size_t i = 0; i < c->n; i++) {
-        const struct act *a = &c->a[i];
+        const struct gs_trace_gpu *a = &c->a[i];
 
-        if (a->g->kind != GS_TRACE_MEM || a->g->memdir >= GS_TRACE_MEM_N)
+        if (!a->keep || a->kind != GS_TRACE_MEM || a->memdir >= GS_TRACE_MEM_N)
             continue;
-        count[a->g->memdir]++;
-        time[a->g->memdir] += a->end - a->ts;
-        if (bytes[a->g->memdir] <= INT64_MAX - a->g->bytes)
-            bytes[a->g->memdir] += a->g->bytes;
+        count[a->memdir]++;
+        time[a->memdir] += a->end - a->ts;
+        if (bytes[a->memdir] <= INT64_MAX - a->bytes)
+            bytes[a->memdir] += a->bytes;
     }
     for (int d = 0; d < GS_TRACE_MEM_N && arr; d++) {
         if (!count[d])
@@ -656,7 +684,7 @@ static json_t *memcpy_json(const struct ctx *c, int64_t span)
 
 static json_t *launch_json(const struct ctx *c)
 {
-    int64_t *d = malloc((c->n + 1) * sizeof *d);
+    int64_t *d = malloc((c->n_kept + 1) * sizeof *d);
     size_t n = 0;
     double sum = 0;
     json_t *o;
@@ -664,7 +692,8 @@ static json_t *launch_json(const struct ctx *c)
     if (!d)
         return json_null();
     for (size_t i = 0; i < c->n; i++)
-        if (c->a[i].g->kind != GS_TRACE_SYNC && c->a[i].launch_ts != INT64_MIN) {
+        if (c->a[i].keep && c->a[i].kind != GS_TRACE_SYNC && c->a[i].launch_ts != INT64_MIN &&
+            n < c->n_kept) {
             d[n] = c->a[i].ts - c->a[i].launch_ts;
             sum += (double)d[n++];
         }
@@ -719,7 +748,7 @@ static json_t *rank_json(struct ctx *c, int64_t state[8], int64_t *comp_out, int
     const struct gs_trace *t = c->t;
     json_t *r = json_pack("{s:I, s:s, s:s, s:I, s:I, s:I}", "rank", (json_int_t)t->rank, "file",
                           t->path, "format", t->legacy ? "legacy" : "kineto", "events",
-                          (json_int_t)t->n_events, "gpu_activities", (json_int_t)c->n,
+                          (json_int_t)t->n_events, "gpu_activities", (json_int_t)c->n_kept,
                           "profiler_steps", (json_int_t)c->n_st);
     int64_t first = 0, last = 0, busy, comp, comm, span, idle;
     json_t *types, *k;
@@ -730,7 +759,7 @@ static json_t *rank_json(struct ctx *c, int64_t state[8], int64_t *comp_out, int
     memset(state, 0, 8 * sizeof state[0]);
     json_object_set_new(r, "cpu_ops", cpuops_json(t));
     json_object_set_new(r, "steps", steps_json(c));
-    if (!c->n) {
+    if (!c->n_kept) {
         json_object_set_new(r, "note", json_string(t->legacy ? "no GPU activity: a CPU-only "
                                                                "trace (the legacy format); CPU "
                                                                "op figures only"
@@ -739,10 +768,9 @@ static json_t *rank_json(struct ctx *c, int64_t state[8], int64_t *comp_out, int
         *comp_out = *comm_out = *idle_out = *span_out = 0;
         return r;
     }
-    busy = union_len(c, GS_TRACE_COMP | GS_TRACE_COMM | GS_TRACE_MEM | GS_TRACE_SYNC, -2, &first,
-                     &last, NULL);
-    comp = union_len(c, GS_TRACE_COMP, -2, NULL, NULL, NULL);
-    comm = union_len(c, GS_TRACE_COMM, -2, NULL, NULL, NULL);
+    busy = union_len(c, ALL_KINDS, &first, &last);
+    comp = union_len(c, GS_TRACE_COMP, NULL, NULL);
+    comm = union_len(c, GS_TRACE_COMM, NULL, NULL);
     span = last - first;
     idle = span - busy;
     json_object_set_new(
@@ -778,7 +806,7 @@ static json_t *rank_json(struct ctx *c, int64_t state[8], int64_t *comp_out, int
     json_object_set_new(r, "communication_us", json_integer(comm));
     json_object_set_new(r, "comm_comp_overlap_pct",
                         pct((double)(state[3] + state[7]), (double)comm));
-    k = kernels_json(c, span);
+    k = kernels_json(c);
     if (k) {
         json_object_update(r, k);
         json_decref(k);
@@ -851,12 +879,10 @@ json_t *gs_trace_analyze(struct gs_trace *const *in, size_t n, const struct gs_t
         json_t *r;
 
         if (ctx_build(&c, ranks[i], o) != 0) {
-            free(c.a);
             free(c.st);
             continue;
         }
         r = rank_json(&c, st, &cp, &cm, &idle, &span);
-        free(c.a);
         free(c.st);
         if (!r)
             continue;

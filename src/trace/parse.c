@@ -62,7 +62,6 @@ struct parser {
     enum key key[TRACE_MAX_DEPTH + 1];
     int saw_events, saw_top;
     struct ev ev;
-    uint32_t seq;
     char why[160]; /* a callback's reason for stopping */
 };
 
@@ -317,6 +316,20 @@ static long long step_number(const char *s, size_t n)
     return v;
 }
 
+/* Notes a stream's first appearance; 0 on success. */
+static int stream_seen(struct gs_trace *t, uint32_t stream)
+{
+    for (size_t i = t->n_streams; i-- > 0;)
+        if (t->streams[i] == stream)
+            return 0;
+    if (t->n_streams >= 4096)
+        return 0; /* more streams than that: order of the rest by number */
+    if (grow((void **)&t->streams, &t->cap_streams, t->n_streams, sizeof *t->streams))
+        return -1;
+    t->streams[t->n_streams++] = stream;
+    return 0;
+}
+
 /* An event's object closed: keep what the analysis needs. */
 static int event_end(struct parser *p)
 {
@@ -324,7 +337,6 @@ static int event_end(struct parser *p)
     struct ev *e = &p->ev;
     const char *nm = e->name ? e->name : "";
     size_t nl = e->name_len;
-    uint32_t seq = p->seq++;
 
     t->n_events++;
     if (!e->have_ts)
@@ -342,14 +354,16 @@ static int event_end(struct parser *p)
         if (id < 0 || grow((void **)&t->gpu, &t->cap_gpu, t->n_gpu, sizeof *t->gpu))
             return stop(p, "out of memory");
         g = &t->gpu[t->n_gpu++];
-        g->ts = e->ts;
-        g->dur = e->dur;
-        g->stream = e->stream;
+        memset(g, 0, sizeof *g);
+        g->ts_raw = e->ts;
+        g->dur_raw = e->dur;
+        g->stream = (uint32_t)e->stream;
         g->corr = e->corr;
         g->bytes = e->bytes;
         g->name = (uint32_t)id;
-        g->seq = seq;
         g->memdir = GS_TRACE_MEM_OTHER;
+        if (stream_seen(t, g->stream) != 0)
+            return stop(p, "out of memory");
         if (e->cat == C_SYNC) {
             g->kind = GS_TRACE_SYNC;
         } else if (contains(nm, nl, "ncclKernel") || contains(nm, nl, "ncclDevKernel")) {
@@ -370,7 +384,6 @@ static int event_end(struct parser *p)
         l = &t->launch[t->n_launch++];
         l->corr = e->corr;
         l->ts = e->ts;
-        l->seq = seq;
     }
     if (contains(nm, nl, "ProfilerStep")) {
         struct gs_trace_step *s;
@@ -628,6 +641,7 @@ void gs_trace_free(struct gs_trace *t)
     free(t->launch);
     free(t->step);
     free(t->cpuop);
+    free(t->streams);
     free(t->path);
     free(t);
 }

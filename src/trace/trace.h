@@ -39,22 +39,32 @@ enum gs_trace_memdir {
     GS_TRACE_MEM_N,
 };
 
-/* One GPU activity (kernel, memcpy, memset, sync) as read: times in the trace's microseconds,
- * not yet rounded (gs_trace_analyze applies HTA's rounding once the whole file is known). */
+/* One GPU activity (kernel, memcpy, memset, sync): 56 bytes. Times are the trace's
+ * microseconds as read (ts_raw, dur_raw) until the first gs_trace_analyze rounds them once
+ * the whole file is known (HTA's rounding) into ts and end, and sorts the array by start. */
 struct gs_trace_gpu {
-    double ts, dur;
-    int64_t stream, corr, bytes;
-    uint32_t name;   /* index into the rank's name table */
-    uint32_t seq;    /* file order, the tie-break of sorts */
-    uint8_t kind;    /* enum gs_trace_kind */
-    uint8_t memdir;  /* enum gs_trace_memdir, for GS_TRACE_MEM */
+    union {
+        double ts_raw;
+        int64_t ts;
+    };
+    union {
+        double dur_raw;
+        int64_t end;
+    };
+    int64_t corr, bytes;
+    int64_t launch_ts; /* per analysis: the correlated host event's ts, INT64_MIN if none */
+    uint32_t stream, name; /* stream as written (-1 is never stored); name: the rank's table */
+    int32_t step;      /* per analysis: index of the ProfilerStep holding the launch, or -1 */
+    uint8_t kind;      /* enum gs_trace_kind */
+    uint8_t memdir;    /* enum gs_trace_memdir, for GS_TRACE_MEM */
+    uint8_t keep;      /* per analysis: inside the traced window */
 };
 
-/* A host event that carries a correlation id (cudaLaunchKernel, cudaMemcpyAsync, ...). */
+/* A host event that carries a correlation id (cudaLaunchKernel, cudaMemcpyAsync, ...): 16
+ * bytes, as many as there are runtime calls. */
 struct gs_trace_launch {
     int64_t corr;
     double ts;
-    uint32_t seq;
 };
 
 struct gs_trace_step {
@@ -78,6 +88,7 @@ struct gs_trace {
     int rank_from_file;      /* 1: rank came from distributedInfo */
     int legacy;              /* top-level array: the pre-Kineto CPU-only format */
     int float_ts;            /* some ts is fractional or missing: HTA's ns rounding applies */
+    int rounded;             /* gpu[] holds rounded times, sorted (gs_trace_analyze) */
     uint64_t n_events;       /* every traceEvents entry */
     double min_ts;           /* earliest ts of a kept event */
     struct gs_trace_gpu *gpu;
@@ -89,6 +100,8 @@ struct gs_trace {
     struct gs_trace_cpuop *cpuop;
     size_t n_cpuop, cap_cpuop;
     struct gs_trace_names *names;
+    uint32_t *streams;       /* streams in order of first appearance */
+    size_t n_streams, cap_streams;
 };
 
 /* Reads one trace file (.json, .json.gz or any gzip/plain JSON). Malformed input fails with

@@ -5,6 +5,7 @@
  */
 #include <dirent.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,9 @@ static int analyze(int argc, char **argv)
         return 1;
     }
     gs_trace_opts_default(&o);
+    /* The record arrays grow by realloc: keep big blocks mmapped so that growing them is a
+     * mremap, never a copy that holds old and new at once (peak RSS, bench/RESULTS.md). */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         char *end;

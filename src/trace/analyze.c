@@ -85,7 +85,7 @@ static int cmp_i64(const void *x, const void *y)
 }
 
 /* First launch (earliest) with this correlation id, or NULL. */
-static const struct gs_trace_launch *launch_find(const struct gs_trace *t, int64_t corr)
+static const struct gs_trace_launch *launch_find(const struct gs_trace *t, uint32_t corr)
 {
     size_t lo = 0, hi = t->n_launch;
 
@@ -100,7 +100,17 @@ static const struct gs_trace_launch *launch_find(const struct gs_trace *t, int64
     return lo < t->n_launch && t->launch[lo].corr == corr ? &t->launch[lo] : NULL;
 }
 
-/* Rounds and sorts once; marks the window, launches and steps for these options. */
+/* The rounded ts of the activity's launch (the earliest host event with its correlation id),
+ * INT64_MIN when none. */
+static int64_t launch_of(const struct ctx *c, const struct gs_trace_gpu *g)
+{
+    const struct gs_trace_launch *l =
+        g->corr != GS_TRACE_NO_CORR ? launch_find(c->t, g->corr) : NULL;
+
+    return l ? rnd_start(c->t, l->ts) : INT64_MIN;
+}
+
+/* Rounds and sorts once; marks the window for these options. */
 static int ctx_build(struct ctx *c, struct gs_trace *t, const struct gs_trace_opts *o)
 {
     int64_t last_start = INT64_MAX;
@@ -150,39 +160,34 @@ static int ctx_build(struct ctx *c, struct gs_trace *t, const struct gs_trace_op
         last_start = INT64_MAX;
     for (size_t i = 0; i < c->n; i++) {
         struct gs_trace_gpu *g = &c->a[i];
-        const struct gs_trace_launch *l = g->corr != -1 ? launch_find(t, g->corr) : NULL;
+        int64_t l = launch_of(c, g);
 
-        g->keep = 1;
-        g->launch_ts = l ? rnd_start(t, l->ts) : INT64_MIN;
-        g->step = -1;
         /* launches are sorted by ts within a correlation id: the first decides */
-        if (last_start != INT64_MAX && !(l && g->launch_ts < last_start)) {
-            g->keep = 0;
-            continue;
-        }
-        c->n_kept++;
-        if (l && c->n_st) {
-            /* HTA: the last step whose [ts, end) holds the launch */
-            size_t lo = 0, hi = c->n_st;
-
-            while (lo < hi) { /* first step starting after the launch */
-                size_t mid = lo + (hi - lo) / 2;
-
-                if (c->st[mid].ts <= g->launch_ts)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            for (size_t s = lo; s-- > 0;)
-                if (g->launch_ts < c->st[s].end) {
-                    g->step = (int32_t)s;
-                    break;
-                } else if (lo - s > 8) {
-                    break; /* overlapping steps are rare; look back a little only */
-                }
-        }
+        g->keep = last_start == INT64_MAX || (l != INT64_MIN && l < last_start);
+        c->n_kept += g->keep;
     }
     return 0;
+}
+
+/* HTA: the last step whose [ts, end) holds the launch; -1 when none. */
+static int step_of(const struct ctx *c, int64_t launch_ts)
+{
+    size_t lo = 0, hi = c->n_st;
+
+    if (launch_ts == INT64_MIN)
+        return -1;
+    while (lo < hi) { /* first step starting after the launch */
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (c->st[mid].ts <= launch_ts)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t s = lo; s-- > 0 && lo - s <= 8;) /* overlapping steps: look back a little */
+        if (launch_ts < c->st[s].end)
+            return (int)s;
+    return -1;
 }
 
 /* A union of intervals fed in start order, with HTA's merge: a new interval starts when ts is
@@ -234,72 +239,80 @@ static int64_t union_len(const struct ctx *c, unsigned kinds, int64_t *first, in
     return len;
 }
 
-struct edge {
-    int64_t t;
-    int bit; /* +bit start, -bit end */
+/* The merged intervals of one kind, produced one at a time from the sorted activities. */
+struct gen {
+    const struct ctx *c;
+    unsigned kind;
+    size_t i;
+    int64_t s, e;
+    int valid, active;
 };
 
-static int cmp_edge(const void *x, const void *y)
+static void gen_next(struct gen *g)
 {
-    const struct edge *a = x, *b = y;
+    const struct ctx *c = g->c;
 
-    return a->t < b->t ? -1 : a->t > b->t;
-}
+    g->valid = 0;
+    g->active = 0;
+    for (; g->i < c->n; g->i++) {
+        const struct gs_trace_gpu *a = &c->a[g->i];
 
-/* Appends the merged intervals of one kind as edges. */
-static size_t kind_edges(const struct ctx *c, unsigned kind, struct edge *e, size_t n)
-{
-    int64_t gs = 0, ge = 0, cummax = 0;
-    int open = 0;
-
-    for (size_t i = 0; i < c->n; i++) {
-        const struct gs_trace_gpu *a = &c->a[i];
-
-        if (!a->keep || a->kind != kind)
+        if (!a->keep || a->kind != g->kind)
             continue;
-        if (!open) {
-            gs = a->ts;
-            ge = cummax = a->end;
-            open = 1;
-        } else if (a->ts > cummax) {
-            e[n++] = (struct edge){gs, (int)kind};
-            e[n++] = (struct edge){ge, -(int)kind};
-            gs = a->ts;
-            ge = a->end;
-        } else if (a->end > ge) {
-            ge = a->end;
+        if (!g->valid) {
+            g->s = a->ts;
+            g->e = a->end;
+            g->valid = 1;
+        } else if (a->ts > g->e) {
+            return; /* the next interval starts here */
+        } else if (a->end > g->e) {
+            g->e = a->end;
         }
-        if (a->end > cummax)
-            cummax = a->end;
     }
-    if (open) {
-        e[n++] = (struct edge){gs, (int)kind};
-        e[n++] = (struct edge){ge, -(int)kind};
-    }
-    return n;
 }
 
-/* Time in each overlap state (index = OR of kinds, 1..7); -1 when out of memory. */
-static int overlap_states(const struct ctx *c, int64_t state[8])
+/* Time in each overlap state (index = OR of kinds, 1..7): the per-kind unions swept together,
+ * each stretch counted once under the set of kinds running then. */
+static void overlap_states(const struct ctx *c, int64_t state[8])
 {
-    struct edge *e = malloc((2 * c->n_kept + 1) * sizeof *e);
-    size_t n = 0;
-    int run = 0;
+    struct gen g[3] = {{c, GS_TRACE_COMP, 0, 0, 0, 0, 0},
+                       {c, GS_TRACE_COMM, 0, 0, 0, 0, 0},
+                       {c, GS_TRACE_MEM, 0, 0, 0, 0, 0}};
+    int run = 0, have_prev = 0;
+    int64_t prev = 0;
 
     memset(state, 0, 8 * sizeof state[0]);
-    if (!e)
-        return -1;
-    n = kind_edges(c, GS_TRACE_COMP, e, n);
-    n = kind_edges(c, GS_TRACE_COMM, e, n);
-    n = kind_edges(c, GS_TRACE_MEM, e, n);
-    qsort(e, n, sizeof *e, cmp_edge);
-    for (size_t i = 0; i + 1 < n; i++) {
-        run += e[i].bit;
-        if (run > 0 && run < 8)
-            state[run] += e[i + 1].t - e[i].t;
+    for (int k = 0; k < 3; k++)
+        gen_next(&g[k]);
+    for (;;) {
+        int best = -1;
+        int64_t tbest = 0;
+
+        for (int k = 0; k < 3; k++) {
+            int64_t tk;
+
+            if (!g[k].valid)
+                continue;
+            tk = g[k].active ? g[k].e : g[k].s;
+            if (best < 0 || tk < tbest) {
+                best = k;
+                tbest = tk;
+            }
+        }
+        if (best < 0)
+            break;
+        if (have_prev && run > 0)
+            state[run] += tbest - prev;
+        prev = tbest;
+        have_prev = 1;
+        if (!g[best].active) {
+            g[best].active = 1;
+            run |= (int)g[best].kind;
+        } else {
+            run &= ~(int)g[best].kind;
+            gen_next(&g[best]);
+        }
     }
-    free(e);
-    return 0;
 }
 
 static const char *kind_name(unsigned k)
@@ -563,7 +576,7 @@ static json_t *idle_by_stream(const struct ctx *c)
         const struct gs_trace_gpu *a = &c->a[i];
         struct sacc *q;
         int cat;
-        int64_t gap;
+        int64_t gap, launch;
 
         if (!a->keep || a->kind == GS_TRACE_SYNC || !(q = sacc_of(s, &ns, cap, a->stream)))
             continue;
@@ -574,7 +587,8 @@ static json_t *idle_by_stream(const struct ctx *c)
             continue;
         }
         gap = a->ts - q->prev_end;
-        if (a->launch_ts != INT64_MIN && a->launch_ts > q->prev_end)
+        launch = launch_of(c, a);
+        if (launch != INT64_MIN && launch > q->prev_end)
             cat = 0;
         else if ((double)gap < c->o->kernel_wait_us)
             cat = 1;
@@ -613,10 +627,11 @@ static json_t *steps_json(const struct ctx *c)
     for (size_t i = 0; i < c->n; i++) {
         const struct gs_trace_gpu *a = &c->a[i];
         struct uacc *q;
+        int step;
 
-        if (!a->keep || a->step < 0)
+        if (!a->keep || (step = step_of(c, launch_of(c, a))) < 0)
             continue;
-        q = &u[(size_t)a->step * 4];
+        q = &u[(size_t)step * 4];
         uacc_add(&q[0], a->ts, a->end);
         if (a->kind == GS_TRACE_COMP)
             uacc_add(&q[1], a->ts, a->end);
@@ -691,12 +706,15 @@ static json_t *launch_json(const struct ctx *c)
 
     if (!d)
         return json_null();
-    for (size_t i = 0; i < c->n; i++)
-        if (c->a[i].keep && c->a[i].kind != GS_TRACE_SYNC && c->a[i].launch_ts != INT64_MIN &&
-            n < c->n_kept) {
-            d[n] = c->a[i].ts - c->a[i].launch_ts;
-            sum += (double)d[n++];
-        }
+    for (size_t i = 0; i < c->n; i++) {
+        int64_t l;
+
+        if (!c->a[i].keep || c->a[i].kind == GS_TRACE_SYNC || n >= c->n_kept ||
+            (l = launch_of(c, &c->a[i])) == INT64_MIN)
+            continue;
+        d[n] = c->a[i].ts - l;
+        sum += (double)d[n++];
+    }
     if (!n) {
         free(d);
         return json_null();

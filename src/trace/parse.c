@@ -316,6 +316,36 @@ static long long step_number(const char *s, size_t n)
     return v;
 }
 
+/* Runtime calls that only query or set host-side state: they never launch GPU work, so no
+ * GPU activity carries their correlation id, and they are most of a trace's runtime calls
+ * (cudaEventQuery alone is 3 in 4 in nccl-sendrecv-rank-0). Not kept as launches. */
+static int never_launches(const char *nm, size_t nl)
+{
+    static const char *const prefix[] = {
+        "cudaEventQuery", "cudaEventRecord", "cudaPeekAtLastError", "cudaGetLastError",
+        "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo", "cudaOccupancy",
+        "cudaDeviceGetAttribute", "cudaGetDevice", "cudaSetDevice", "cudaStreamGetPriority",
+        "cudaDeviceGetStreamPriorityRange", "cudaDriverGetVersion", "cudaRuntimeGetVersion",
+        "cudaFuncSetAttribute", "cudaFuncGetAttributes", "cudaPointerGetAttributes",
+    };
+
+    if (nl < 4 || memcmp(nm, "cuda", 4) != 0)
+        return 0;
+    for (size_t i = 0; i < sizeof prefix / sizeof prefix[0]; i++) {
+        size_t m = strlen(prefix[i]);
+
+        if (nl >= m && memcmp(nm, prefix[i], m) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static uint32_t corr32(const struct ev *e)
+{
+    return e->have_corr && e->corr >= 0 && e->corr < GS_TRACE_NO_CORR ? (uint32_t)e->corr
+                                                                     : GS_TRACE_NO_CORR;
+}
+
 /* Notes a stream's first appearance; 0 on success. */
 static int stream_seen(struct gs_trace *t, uint32_t stream)
 {
@@ -358,7 +388,7 @@ static int event_end(struct parser *p)
         g->ts_raw = e->ts;
         g->dur_raw = e->dur;
         g->stream = (uint32_t)e->stream;
-        g->corr = e->corr;
+        g->corr = corr32(e);
         g->bytes = e->bytes;
         g->name = (uint32_t)id;
         g->memdir = GS_TRACE_MEM_OTHER;
@@ -376,13 +406,13 @@ static int event_end(struct parser *p)
         }
         return 1;
     }
-    if (e->have_corr && e->corr != -1) {
+    if (corr32(e) != GS_TRACE_NO_CORR && !never_launches(nm, nl)) {
         struct gs_trace_launch *l;
 
         if (grow((void **)&t->launch, &t->cap_launch, t->n_launch, sizeof *t->launch))
             return stop(p, "out of memory");
         l = &t->launch[t->n_launch++];
-        l->corr = e->corr;
+        l->corr = corr32(e);
         l->ts = e->ts;
     }
     if (contains(nm, nl, "ProfilerStep")) {

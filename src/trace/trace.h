@@ -39,7 +39,10 @@ enum gs_trace_memdir {
     GS_TRACE_MEM_N,
 };
 
-/* One GPU activity (kernel, memcpy, memset, sync): 56 bytes. Times are the trace's
+/* Correlation ids are CUPTI's 32-bit ones; anything else reads as "none". */
+#define GS_TRACE_NO_CORR UINT32_MAX
+
+/* One GPU activity (kernel, memcpy, memset, sync): 40 bytes. Times are the trace's
  * microseconds as read (ts_raw, dur_raw) until the first gs_trace_analyze rounds them once
  * the whole file is known (HTA's rounding) into ts and end, and sorts the array by start. */
 struct gs_trace_gpu {
@@ -51,19 +54,19 @@ struct gs_trace_gpu {
         double dur_raw;
         int64_t end;
     };
-    int64_t corr, bytes;
-    int64_t launch_ts; /* per analysis: the correlated host event's ts, INT64_MIN if none */
-    uint32_t stream, name; /* stream as written (-1 is never stored); name: the rank's table */
-    int32_t step;      /* per analysis: index of the ProfilerStep holding the launch, or -1 */
+    int64_t bytes;
+    uint32_t corr;     /* GS_TRACE_NO_CORR when none */
+    uint32_t stream;   /* as written (-1, "no stream", is never stored) */
+    uint32_t name;     /* index into the rank's name table */
     uint8_t kind;      /* enum gs_trace_kind */
     uint8_t memdir;    /* enum gs_trace_memdir, for GS_TRACE_MEM */
     uint8_t keep;      /* per analysis: inside the traced window */
 };
 
-/* A host event that carries a correlation id (cudaLaunchKernel, cudaMemcpyAsync, ...): 16
+/* A host event that carries a correlation id (cudaLaunchKernel, cudaMemcpyAsync, ...): 12
  * bytes, as many as there are runtime calls. */
-struct gs_trace_launch {
-    int64_t corr;
+struct __attribute__((packed)) gs_trace_launch {
+    uint32_t corr;
     double ts;
 };
 

@@ -27,7 +27,7 @@ import os
 import sys
 import time
 
-from . import _facts, _native
+from . import _facts, _native, _profile
 from ._native import (FLAG_CUDA_EVENTS, NAN, NO_MEM, PH_BACKWARD, PH_COMM, PH_DATA,
                       PH_FORWARD, PH_N, PH_OPTIMIZER, PH_STEP, PHASES)
 
@@ -166,6 +166,7 @@ class Profiler:
         self._t0 = 0.0
         self._p0 = 0
         self._step_ev = None
+        self._capture = None       # torch.profiler windows (_profile.py, GPUSCOPE_PROFILE)
 
     # ---- lifecycle ----
 
@@ -201,6 +202,9 @@ class Profiler:
             _hooks.wrap_distributed(self)  # no-op unless the process group is up
         if self._mark_ns is None:
             self._mark_ns = _perf_ns()
+        self._capture = _profile.from_env(self.rank, self.cuda)
+        if self._capture:
+            self._capture.boundary(0)
         return self
 
     def mark(self):
@@ -253,6 +257,8 @@ class Profiler:
         self.last_end = t_end
         self.steps_done += 1
         self.samples_done += samples
+        if self._capture:
+            self._capture.boundary(self.steps_done)
         if not self.cuda:
             self._complete(self.step_no, 0, self._t0, t_end, ms, samples, NO_MEM)
             return
@@ -389,6 +395,8 @@ class Profiler:
         self._finished = True
         if self._in_step:
             self.step_end()
+        if self._capture:
+            self._capture.finish()
         if self.cuda:
             self._drain(block=True)
         self._flush()

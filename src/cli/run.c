@@ -37,6 +37,7 @@
 #include <dirent.h>
 
 #include "cli/cli.h"
+#include "cli/run_profile.h"
 #include "cli/term.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
@@ -60,6 +61,7 @@ struct run_opts {
     double interval_s;
     int auto_inject;
     int help;
+    const char *profile; /* --profile STEPS (run_profile.h) */
     char **cmd; /* NULL-terminated */
 };
 
@@ -102,6 +104,8 @@ static void run_usage(FILE *out)
           "  --interval S    GPU sampling period in seconds, 0.1 to 60 (default 0.5)\n"
           "  --no-auto       do not put the auto-instrumenting sitecustomize on PYTHONPATH\n"
           "  --auto          put it there (the default)\n"
+          "  --profile STEPS torch.profiler traces of steps A..B-1 (A:B) or of N steps every P\n"
+          "                  (every:P:N) into DIR/profile, analysed into the report\n"
           "  -h, --help      this help\n"
           "\n"
           "CMD sees GPUSCOPE_RUN_SOCKET (where to send step records) and GPUSCOPE_RUN_DIR.\n"
@@ -150,6 +154,16 @@ static int run_parse(struct run_opts *o, int argc, char **argv)
             o->auto_inject = 0;
         } else if (strcmp(a, "--auto") == 0) {
             o->auto_inject = 1;
+        } else if (strcmp(a, "--profile") == 0 || strncmp(a, "--profile=", 10) == 0) {
+            const char *v = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
+
+            if (!v || gs_run_profile_check(v) != 0) {
+                fprintf(stderr, "gpuscope run: --profile: '%s' is not A:B (1 <= A < B, B >= 3) "
+                                "or every:P:N (1 <= N < P)\n",
+                        v ? v : "");
+                return -1;
+            }
+            o->profile = v;
         } else if (strcmp(a, "--out") == 0 || strcmp(a, "--interval") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "gpuscope run: %s: missing value\n", a);
@@ -291,6 +305,19 @@ static int run_find_pydir(char *out, size_t len)
     if (snprintf(out, len, "%s", GS_PYTHON_DIR) >= (int)len)
         return -1;
     return has_package(out) ? 0 : -1;
+}
+
+/* --profile: the package's window (GPUSCOPE_PROFILE) and where its traces go. */
+static int run_profile_env(const char *dir, const char *spec)
+{
+    char absdir[PATH_MAX], pdir[PATH_MAX + 16];
+
+    if (!realpath(dir, absdir))
+        snprintf(absdir, sizeof absdir, "%s", dir);
+    snprintf(pdir, sizeof pdir, "%s/profile", absdir);
+    return setenv("GPUSCOPE_PROFILE", spec, 1) != 0 || setenv("GPUSCOPE_PROFILE_DIR", pdir, 1)
+               ? -1
+               : 0;
 }
 
 /* Environment CMD inherits: the socket, the output dir and (auto) PYTHONPATH. */
@@ -753,12 +780,14 @@ static void run_store_begin(struct run_ctx *c, char **cmd)
     free(command);
 }
 
-static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int exit_code)
+static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int exit_code,
+                            const json_t *profile)
 {
     char host[256] = "", path[PATH_MAX], err[256];
     char *command = run_quote(cmd), *text;
     struct gs_report_meta meta = {
-        .command = command, .hostname = host, .exit_code = exit_code, .source = "gpuscope-run"};
+        .command = command, .hostname = host, .exit_code = exit_code, .source = "gpuscope-run",
+        .profile = profile};
     struct gs_err gerr;
     json_t *report;
     int rc = 0;
@@ -909,7 +938,8 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
         code = RUN_EXIT_FAIL;
         goto unblock;
     }
-    if (run_child_env(sock, dir, o->auto_inject) != 0) {
+    if (run_child_env(sock, dir, o->auto_inject) != 0 ||
+        (o->profile && run_profile_env(dir, o->profile) != 0)) {
         code = RUN_EXIT_FAIL;
         goto unblock;
     }
@@ -953,7 +983,12 @@ unblock:
                 (unsigned long long)gs_store_stats(c.store).steps_dropped);
     if (g_interrupted)
         fprintf(stderr, "gpuscope run: interrupted; writing the report of what ran\n");
-    run_write_report(&c, dir, o->cmd, code);
+    {
+        json_t *prof = o->profile ? gs_run_profile_analyze(dir, o->profile, stderr) : NULL;
+
+        run_write_report(&c, dir, o->cmd, code, prof);
+        json_decref(prof);
+    }
 out:
     if (rx) {
         gs_receiver_stop(rx);

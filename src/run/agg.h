@@ -61,6 +61,7 @@ struct gs_report_meta {
     const char *hostname;
     int exit_code;         /* -1 = unknown / still running */
     const char *source;    /* "in-process" | "gpuscope-run" | "agent" */
+    const json_t *profile; /* gpuscope run --profile: the report's "profile" section, or NULL */
 };
 
 /* The full report object (schema docs/report.md, "schema": gs_run_report_schema()), with

@@ -1,0 +1,147 @@
+"""Profiler windows: torch.profiler driven for chosen training steps (`gpuscope run --profile`).
+
+GPUSCOPE_PROFILE (set by `gpuscope run --profile STEPS`, or by hand) says which steps:
+    "100:110"      steps 100 to 109 (1-based: the first training step is 1)
+    "every:500:5"  5 steps from step 500, from step 1000, ... (a window every 500 steps)
+One trace per window and rank goes to $GPUSCOPE_PROFILE_DIR (default $GPUSCOPE_RUN_DIR/profile,
+else ./gpuscope-profile) as rank<R>-step<S>.json, in torch's Chrome-trace format: Kineto's on a
+torch built with it (CPU and CUDA activities when CUDA is in use), the older CPU-only array on a
+torch without it (Debian's 1.13). `gpuscope trace analyze` reads both.
+
+The profiler starts one step before the window (a warmup step whose events are dropped, as
+torch.profiler.schedule's warmup), records the window's steps under ProfilerStep#N annotations
+carrying the training step numbers, and writes the trace at the window's end; a window the run
+does not finish is dropped. The training loop
+calls boundary(k) once per step boundary (k = steps completed so far, 0 before the first); a
+window therefore starts at step 2 at the earliest. A profiler failure is logged once and turns
+capture off; it never stops the training.
+"""
+import logging
+import os
+
+_log = logging.getLogger("gpuscope")
+
+
+def parse(spec):
+    """(start, length, period) from "A:B" or "every:P:N"; period 0 for one window. ValueError
+    on anything else."""
+    s = (spec or "").strip()
+    parts = s.split(":")
+    try:
+        if len(parts) == 3 and parts[0] == "every":
+            period, n = int(parts[1]), int(parts[2])
+            if period < 2 or n < 1 or n >= period:
+                raise ValueError
+            return period, n, period
+        if len(parts) == 2:
+            a, b = int(parts[0]), int(parts[1])
+            if a < 1 or b <= a:
+                raise ValueError
+            return max(a, 2), b - max(a, 2), 0
+    except ValueError:
+        pass
+    raise ValueError("profile window %r: want A:B (steps A to B-1) or every:P:N" % spec)
+
+
+class Capture:
+    """One rank's profiler windows; boundary(k) at every step boundary."""
+
+    def __init__(self, spec, out_dir, rank=0, cuda=False):
+        start, n, period = parse(spec)
+        if start + n - 1 < 2:
+            raise ValueError("profile window %r ends before step 2" % spec)
+        self.start, self.n, self.period = start, max(n, 1), period
+        self.out_dir = out_dir
+        self.rank = int(rank or 0)
+        self.cuda = bool(cuda)
+        self.prof = None
+        self.window = None  # first step of the open window
+        self.files = []
+        self.off = False
+        self.discard = False  # the run ends inside a window: torch's stop() must not save
+
+    def _is_start(self, s):
+        if self.period:
+            return s >= self.period and s % self.period == 0
+        return s == self.start
+
+    def _open(self, s):
+        import torch.profiler as tp
+        from torch.profiler import ProfilerAction as A
+
+        n = self.n
+        acts = [tp.ProfilerActivity.CPU]
+        if self.cuda:
+            acts.append(tp.ProfilerActivity.CUDA)
+
+        # torch numbers the step after each prof.step(): schedule(x) decides training step x-1
+        def schedule(x):
+            if x <= s:
+                return A.WARMUP
+            if x < s + n:
+                return A.RECORD
+            if x == s + n:
+                return A.RECORD_AND_SAVE
+            return A.NONE
+
+        path = os.path.join(self.out_dir, "rank%d-step%d.json" % (self.rank, s))
+
+        def ready(p):
+            if self.discard:
+                return
+            os.makedirs(self.out_dir, exist_ok=True)
+            p.export_chrome_trace(path)
+            self.files.append(path)
+
+        prof = tp.profile(activities=acts, schedule=schedule, on_trace_ready=ready)
+        prof.step_num = s  # the warmup step, s - 1, is decided by schedule(s)
+        prof.start()
+        self.prof, self.window = prof, s
+
+    def boundary(self, done):
+        """Steps completed so far: done (0 before the first step)."""
+        if self.off:
+            return
+        try:
+            if self.prof is None:
+                if self._is_start(done + 2):
+                    self._open(done + 2)
+                return
+            self.prof.step()
+            from torch.profiler import ProfilerAction as A
+            if self.prof.current_action == A.NONE:
+                self._close()
+        except Exception as e:  # advisory: never a reason to fail the training
+            _log.warning("gpuscope: profiler window off: %s", e)
+            self.off = True
+            self._close()
+
+    def _close(self):
+        prof, self.prof, self.window = self.prof, None, None
+        if prof is not None:
+            try:
+                prof.stop()
+            except Exception:
+                pass
+
+    def finish(self):
+        """Ends an open window without writing it (the run ended inside it)."""
+        self.discard = True
+        self._close()
+
+
+def from_env(rank=0, cuda=False, env=None):
+    """The Capture GPUSCOPE_PROFILE asks for, or None."""
+    env = os.environ if env is None else env
+    spec = env.get("GPUSCOPE_PROFILE")
+    if not spec:
+        return None
+    out = env.get("GPUSCOPE_PROFILE_DIR")
+    if not out:
+        run_dir = env.get("GPUSCOPE_RUN_DIR")
+        out = os.path.join(run_dir, "profile") if run_dir else os.path.abspath("gpuscope-profile")
+    try:
+        return Capture(spec, out, rank=rank, cuda=cuda)
+    except ValueError as e:
+        _log.warning("gpuscope: %s; no profiler window", e)
+        return None

@@ -1,0 +1,111 @@
+"""`gpuscope run --profile STEPS` on Debian's torch 1.13 (CPU, no Kineto): the package drives
+torch.profiler for the window (python/gpuscope/_profile.py), writes one trace per window and
+rank into DIR/profile in torch's older CPU-only format, and `gpuscope run` analyses the last
+window into the report's "profile" section (src/cli/run_profile.c): steps labelled with the
+training step numbers, CPU op figures, a note that there is no GPU activity. Also the window
+spec parser on both sides, every:P:N windows, a run that ends inside its window, and a bad
+--profile value.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pyhelp  # noqa: E402
+from pyhelp import PYTHON, Tap  # noqa: E402
+from gsenv import BIN  # noqa: E402
+from gpuscope import _profile  # noqa: E402
+
+t = Tap()
+
+# the spec, as documented
+t.eq(_profile.parse("100:110"), (100, 10, 0), "parse 100:110: steps 100..109")
+t.eq(_profile.parse("every:500:5"), (500, 5, 500), "parse every:500:5")
+t.eq(_profile.parse("1:4"), (2, 2, 0), "parse 1:4: the window starts at step 2 at the earliest")
+for bad in ("", "5", "5:5", "7:3", "every:5", "every:5:5", "every:1:1", "a:b", "every:x:1"):
+    try:
+        _profile.parse(bad)
+        t.ok(False, "parse %r is refused" % bad)
+    except ValueError:
+        t.ok(True, "parse %r is refused" % bad)
+
+TRAIN = textwrap.dedent("""
+    import sys
+    import torch
+    import gpuscope
+    torch.set_num_threads(1)
+    m = torch.nn.Sequential(torch.nn.Linear(128, 128), torch.nn.ReLU(), torch.nn.Linear(128, 4))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    for i in range(int(sys.argv[1])):
+        with gpuscope.step(samples=16):
+            x = torch.randn(16, 128)
+            loss = m(x).sum()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+""")
+
+
+def run(tmp, name, profile, steps):
+    script = os.path.join(tmp, "train.py")
+    with open(script, "w") as f:
+        f.write(TRAIN)
+    out = os.path.join(tmp, name)
+    p = subprocess.run([BIN, "run", "--out", out, "--profile", profile, "--", PYTHON, script,
+                        str(steps)], env=pyhelp.child_env(), capture_output=True, text=True,
+                       timeout=240)
+    return p, out
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    p, out = run(tmp, "one", "4:7", 10)
+    t.eq(p.returncode, 0, "gpuscope run --profile 4:7: exit 0")
+    files = sorted(os.listdir(os.path.join(out, "profile"))) if os.path.isdir(
+        os.path.join(out, "profile")) else []
+    t.eq(files, ["rank0-step4.json"], "one trace for the window, named by rank and first step")
+    rep = json.load(open(os.path.join(out, "metrics_report.json")))
+    prof = rep.get("profile") or {}
+    t.eq((prof.get("steps"), prof.get("windows"), prof.get("window_first_step")), ("4:7", 1, 4),
+         "report: profile section with the spec and the window")
+    r = (prof.get("ranks") or [{}])[0]
+    t.eq((r.get("format"), r.get("gpu_activities")), ("legacy", 0),
+         "torch 1.13 CPU writes the legacy format; no GPU activity")
+    t.ok("CPU-only" in r.get("note", ""), "the report says there are CPU op figures only",
+         detail=r.get("note"))
+    t.eq([s["step"] for s in r.get("steps", [])], [4, 5, 6],
+         "ProfilerStep#N carry the training steps 4, 5, 6")
+    names = [c["name"] for c in r.get("cpu_ops", [])]
+    t.ok("aten::linear" in names or "aten::addmm" in names, "CPU ops of the model are listed",
+         detail=names)
+    t.ok("profile (steps 4:7" in p.stderr, "the exit summary has a profile line",
+         detail=p.stderr[-800:])
+    a = subprocess.run([BIN, "trace", "analyze", os.path.join(out, "profile")],
+                       capture_output=True, text=True, timeout=60)
+    t.ok(a.returncode == 0 and "top CPU ops" in a.stdout, "gpuscope trace analyze reads it",
+         detail=a.stdout[:300] + a.stderr)
+
+    p, out = run(tmp, "every", "every:4:2", 11)
+    files = sorted(os.listdir(os.path.join(out, "profile"))) if os.path.isdir(
+        os.path.join(out, "profile")) else []
+    t.eq(files, ["rank0-step4.json", "rank0-step8.json"], "every:4:2: windows at 4 and 8")
+    prof = json.load(open(os.path.join(out, "metrics_report.json"))).get("profile") or {}
+    t.eq((prof.get("windows"), prof.get("window_first_step")), (2, 8),
+         "every: the report analyses the last window")
+    t.eq([s["step"] for s in (prof.get("ranks") or [{}])[0].get("steps", [])], [8, 9],
+         "every: its steps")
+
+    p, out = run(tmp, "short", "8:20", 10)
+    prof = json.load(open(os.path.join(out, "metrics_report.json"))).get("profile") or {}
+    t.ok(p.returncode == 0 and prof.get("windows") == 0 and "no trace" in prof.get("note", ""),
+         "a run that ends inside its window: no trace, a note, the run unharmed",
+         detail=json.dumps(prof)[:300])
+
+    p, out = run(tmp, "bad", "every:3:3", 5)
+    t.ok(p.returncode == 2 and "--profile" in p.stderr, "a bad --profile value: usage error",
+         detail="%d %s" % (p.returncode, p.stderr))
+
+sys.exit(t.done())

@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "cli/term.h"
+#include "diag/diag.h"
 #include "gpuscope/gs_err.h"
 #include "trace/trace.h"
 
@@ -33,6 +34,8 @@ static void usage(FILE *out)
             "  --top N                kernels listed per type before 'others' (default 10)\n"
             "  --kernel-wait-us US    gaps shorter than this are kernel wait (default 30)\n"
             "  --include-last-step    keep kernels launched in the last ProfilerStep\n"
+            "  --advice               add the diagnosis of the profile (docs/report.md,\n"
+            "                         FINDINGS: profile_*) after the tables / as \"findings\"\n"
             "  --color, --no-color    bold headings (default: when stdout is a terminal)\n"
             "  -h, --help             this help\n");
 }
@@ -94,6 +97,7 @@ static int analyze(int argc, char **argv)
         {"top", required_argument, NULL, 't'},
         {"kernel-wait-us", required_argument, NULL, 'k'},
         {"include-last-step", no_argument, NULL, 'l'},
+        {"advice", no_argument, NULL, 'a'},
         {"color", no_argument, NULL, 'c'},
         {"no-color", no_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},
@@ -101,7 +105,7 @@ static int analyze(int argc, char **argv)
     };
     struct gs_trace_opts o;
     enum gs_color_mode cm = GS_COLOR_AUTO;
-    int json = 0, opt, rc = 0;
+    int json = 0, advice = 0, opt, rc = 0;
     char **files = calloc(TRACE_MAX_FILES, sizeof *files);
     struct gs_trace **tr = calloc(TRACE_MAX_FILES, sizeof *tr);
     size_t nf = 0, nt = 0;
@@ -145,6 +149,9 @@ static int analyze(int argc, char **argv)
             break;
         case 'l':
             o.include_last_step = 1;
+            break;
+        case 'a':
+            advice = 1;
             break;
         case 'c':
             cm = GS_COLOR_ALWAYS;
@@ -196,11 +203,35 @@ static int analyze(int argc, char **argv)
         rc = 1;
         goto out;
     }
+    if (advice) {
+        json_t *rep = json_pack("{s:O}", "profile", doc);
+        json_t *fs = rep ? json_array() : NULL;
+
+        if (fs)
+            gs_diag_profile(rep, fs);
+        json_object_set_new(doc, "findings", fs ? fs : json_array());
+        json_decref(rep);
+    }
     if (json) {
         json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
         fputc('\n', stdout);
     } else {
-        gs_trace_print(stdout, doc, gs_term_use_color(cm, STDOUT_FILENO));
+        int color = gs_term_use_color(cm, STDOUT_FILENO);
+        size_t i, j;
+        json_t *f, *a;
+
+        gs_trace_print(stdout, doc, color);
+        if (advice) {
+            printf("\n%sfindings:%s%s\n", color ? "\x1b[1m" : "", color ? "\x1b[0m" : "",
+                   json_array_size(json_object_get(doc, "findings")) ? "" : " none");
+            json_array_foreach(json_object_get(doc, "findings"), i, f) {
+                printf("  [%s] %s: %s\n", json_string_value(json_object_get(f, "severity")),
+                       json_string_value(json_object_get(f, "id")),
+                       json_string_value(json_object_get(f, "title")));
+                json_array_foreach(json_object_get(f, "advice"), j, a)
+                    printf("      - %s\n", json_string_value(a));
+            }
+        }
     }
     json_decref(doc);
 out:

@@ -24,4 +24,9 @@
  * allocation failure. ncpu: CPU cores of the machine for advice (0 = unknown). */
 json_t *gs_diag_findings(const json_t *report, long ncpu);
 
+/* Appends to out the findings of the report's "profile" section (diag_profile.c: profile_htod,
+ * profile_host_wait, profile_launch_bound, profile_attention, profile_exposed_communication);
+ * nothing when the report has none. gs_diag_findings calls it. */
+void gs_diag_profile(const json_t *report, json_t *out);
+
 #endif

@@ -471,6 +471,7 @@ static json_t *kernels_json(const struct ctx *c)
     uint64_t n_comp = 0, n_small = 0;
     int64_t small_us = 0;
     double flash = 0, memeff = 0, softmax = 0;
+    int64_t softmax_top = -1, softmax_top_sum = 0;
 
     for (size_t i = 0; i < c->n; i++)
         if (c->a[i].name + 1 > nn)
@@ -521,8 +522,13 @@ static json_t *kernels_json(const struct ctx *c)
         else if (strcasestr(nm, "fmha") || strcasestr(nm, "efficient_attention") ||
                  strcasestr(nm, "mem_eff"))
             memeff += (double)k[i].sum;
-        else if (strcasestr(nm, "softmax"))
+        else if (strcasestr(nm, "softmax")) {
             softmax += (double)k[i].sum;
+            if (k[i].sum > softmax_top_sum) {
+                softmax_top_sum = k[i].sum;
+                softmax_top = k[i].name;
+            }
+        }
     }
     top_kernels(c, k, nn, GS_TRACE_COMP, top);
     top_kernels(c, k, nn, GS_TRACE_COMM, top);
@@ -531,9 +537,10 @@ static json_t *kernels_json(const struct ctx *c)
     small = json_pack("{s:I, s:I, s:I}", "computation_kernels", (json_int_t)n_comp,
                       "under_10us", (json_int_t)n_small, "under_10us_sum_us",
                       (json_int_t)small_us);
-    return json_pack("{s:o, s:o, s:{s:f, s:f, s:f}}", "top_kernels", top, "small_kernels", small,
-                     "attention", "flash_us", flash, "mem_efficient_us", memeff, "softmax_us",
-                     softmax);
+    return json_pack("{s:o, s:o, s:{s:f, s:f, s:f, s:s?}}", "top_kernels", top, "small_kernels",
+                     small, "attention", "flash_us", flash, "mem_efficient_us", memeff,
+                     "softmax_us", softmax, "softmax_top",
+                     softmax_top >= 0 ? gs_trace_name(c->t, (uint32_t)softmax_top) : NULL);
 }
 
 /* HTA's idle time by stream: the gap before each kernel is host wait when the kernel's launch
@@ -544,6 +551,7 @@ struct sacc {
     uint32_t stream;
     int started, have[3];
     int64_t prev_end, sum[3];
+    uint64_t n;
 };
 
 static struct sacc *sacc_of(struct sacc *s, size_t *ns, size_t cap, uint32_t stream)
@@ -580,6 +588,7 @@ static json_t *idle_by_stream(const struct ctx *c)
 
         if (!a->keep || a->kind == GS_TRACE_SYNC || !(q = sacc_of(s, &ns, cap, a->stream)))
             continue;
+        q->n++;
         if (!q->started) {
             q->started = 1;
             q->have[2] = 1; /* HTA: the first kernel's gap is NaN, filed under other */
@@ -604,11 +613,12 @@ static json_t *idle_by_stream(const struct ctx *c)
         for (int k = 0; k < 3; k++)
             if (s[i].have[k])
                 json_array_append_new(
-                    arr, json_pack("{s:I, s:s, s:I, s:o}", "stream", (json_int_t)s[i].stream,
+                    arr, json_pack("{s:I, s:s, s:I, s:o, s:I}", "stream", (json_int_t)s[i].stream,
                                    "cause", causes[k], "idle_us", (json_int_t)s[i].sum[k],
                                    "ratio",
                                    total ? json_real((double)s[i].sum[k] / (double)total)
-                                         : json_null()));
+                                         : json_null(),
+                                   "activities", (json_int_t)s[i].n));
     }
     free(s);
     return arr;

@@ -512,21 +512,36 @@ static int cb_string(void *ctx, const unsigned char *s, size_t n)
     return 1;
 }
 
-/* A JSON number as written: its value, and whether Python would read it as a float. */
+/* A JSON number as written: its value, and whether Python would read it as a float. Plain
+ * integers (most of a trace's numbers) skip strtod. */
 static int number_value(const char *s, size_t n, double *v, int *is_float)
 {
     char buf[64];
+    size_t i = 0;
+    int neg = 0;
+    uint64_t acc = 0;
 
+    if (n && s[0] == '-') {
+        neg = 1;
+        i = 1;
+    }
+    if (n > i && n - i <= 18) {
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+            acc = acc * 10 + (uint64_t)(s[i] - '0');
+        if (i == n) {
+            *is_float = 0;
+            *v = neg ? -(double)acc : (double)acc;
+            return 0;
+        }
+    }
     if (n >= sizeof buf) {
-        /* a literal this long: only its magnitude matters */
-        *v = HUGE_VAL;
+        *v = HUGE_VAL; /* a literal this long: only its magnitude matters */
         *is_float = 1;
         return -1;
     }
     memcpy(buf, s, n);
     buf[n] = '\0';
-    *is_float = strpbrk(buf, ".eE") != NULL;
-    errno = 0;
+    *is_float = memchr(buf, '.', n) || memchr(buf, 'e', n) || memchr(buf, 'E', n);
     *v = strtod(buf, NULL);
     return isfinite(*v) ? 0 : -1;
 }

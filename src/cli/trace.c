@@ -37,7 +37,13 @@ static void usage(FILE *out)
             "  --advice               add the diagnosis of the profile (docs/report.md,\n"
             "                         FINDINGS: profile_*) after the tables / as \"findings\"\n"
             "  --color, --no-color    bold headings (default: when stdout is a terminal)\n"
-            "  -h, --help             this help\n");
+            "  -h, --help             this help\n"
+            "\n"
+            "       gpuscope trace diff [--json] [--top N] A B\n"
+            "\n"
+            "Compares two traces, or two sets of traces (a directory, or a gpuscope run\n"
+            "directory with profile/): the temporal breakdown and kernel time by type side by\n"
+            "side, then the kernels whose total time changed most, appeared or vanished.\n");
 }
 
 static int has_suffix(const char *s, const char *suf)
@@ -244,15 +250,315 @@ out:
     return rc;
 }
 
+/* Loads FILE|DIR (a run directory means its profile/) into tr; returns how many, -1 on error. */
+static long load_set(const char *arg, struct gs_trace **tr, size_t cap)
+{
+    char **files = calloc(TRACE_MAX_FILES, sizeof *files), sub[4096];
+    size_t nf = 0, nt = 0;
+    struct stat st;
+    long rc = 0;
+
+    if (!files)
+        return -1;
+    snprintf(sub, sizeof sub, "%s/profile", arg);
+    if (stat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+        arg = sub;
+    if (add_path(arg, files, &nf) != 0) {
+        fprintf(stderr, "gpuscope trace: %s: cannot read\n", arg);
+        rc = -1;
+    }
+    for (size_t i = 0; i < nf && rc == 0 && nt < cap; i++) {
+        struct gs_err err = {0};
+
+        if (gs_trace_load(files[i], &tr[nt], &err) != GS_OK) {
+            fprintf(stderr, "gpuscope trace: %s\n", err.msg);
+            rc = -1;
+            break;
+        }
+        nt++;
+    }
+    for (size_t i = 0; i < nf; i++)
+        free(files[i]);
+    free(files);
+    if (rc != 0) {
+        for (size_t i = 0; i < nt; i++)
+            gs_trace_free(tr[i]);
+        return -1;
+    }
+    return (long)nt;
+}
+
+/* Job sums of one side: temporal figures added over ranks, kernel types. */
+static json_t *side_summary(const json_t *doc)
+{
+    static const char *keys[] = {"idle_us", "compute_us", "non_compute_us", "kernel_span_us"};
+    json_t *tmp = json_object(), *files = json_array(), *r;
+    size_t i;
+
+    for (size_t k = 0; k < 4; k++)
+        json_object_set_new(tmp, keys[k], json_integer(0));
+    json_array_foreach(json_object_get(doc, "ranks"), i, r) {
+        const json_t *t = json_object_get(r, "temporal");
+
+        json_array_append(files, json_object_get(r, "file"));
+        for (size_t k = 0; k < 4 && t; k++)
+            json_object_set_new(tmp, keys[k],
+                                json_integer(json_integer_value(json_object_get(tmp, keys[k])) +
+                                             json_integer_value(json_object_get(t, keys[k]))));
+    }
+    return json_pack("{s:o, s:o, s:O}", "files", files, "temporal", tmp, "kernel_types",
+                     json_object_get(json_object_get(doc, "job"), "kernel_types"));
+}
+
+static json_t *delta_row(const char *label, long long a, long long b)
+{
+    return json_pack("{s:s, s:I, s:I, s:I, s:o}", "what", label, "a_us", (json_int_t)a, "b_us",
+                     (json_int_t)b, "delta_us", (json_int_t)(b - a), "delta_pct",
+                     a ? json_real(100.0 * (double)(b - a) / (double)a) : json_null());
+}
+
+/* Total kernel time of one type (durations added, overlaps counted in each kernel). */
+static long long type_sum(const json_t *totals, const char *type)
+{
+    const char *name;
+    json_t *v;
+    long long sum = 0;
+
+    json_object_foreach((json_t *)totals, name, v) if (strcmp(json_string_value(json_object_get(
+                                                                   v, "type")),
+                                                               type) == 0) sum +=
+        json_integer_value(json_object_get(v, "sum_us"));
+    (void)name;
+    return sum;
+}
+
+static int cmp_absdelta(const void *x, const void *y)
+{
+    const json_t *a = *(json_t *const *)x, *b = *(json_t *const *)y;
+    long long da = json_integer_value(json_object_get(a, "delta_us"));
+    long long db = json_integer_value(json_object_get(b, "delta_us"));
+
+    da = da < 0 ? -da : da;
+    db = db < 0 ? -db : db;
+    return da < db ? 1 : da > db ? -1 : 0;
+}
+
+static void print_delta_table(const json_t *rows, const char *first)
+{
+    size_t i, w = strlen(first);
+    json_t *r;
+    char pct[32];
+
+    json_array_foreach(rows, i, r) if (strlen(json_string_value(json_object_get(r, "what"))) > w)
+        w = strlen(json_string_value(json_object_get(r, "what")));
+    printf("%-*s  %12s  %12s  %12s  %9s\n", (int)w, first, "A (us)", "B (us)", "change (us)",
+           "change");
+    json_array_foreach(rows, i, r) {
+        const json_t *p = json_object_get(r, "delta_pct");
+
+        if (json_is_number(p))
+            snprintf(pct, sizeof pct, "%+.1f%%", json_number_value(p));
+        else
+            snprintf(pct, sizeof pct, "new");
+        printf("%-*s  %12lld  %12lld  %+12lld  %9s\n", (int)w,
+               json_string_value(json_object_get(r, "what")),
+               (long long)json_integer_value(json_object_get(r, "a_us")),
+               (long long)json_integer_value(json_object_get(r, "b_us")),
+               (long long)json_integer_value(json_object_get(r, "delta_us")), pct);
+    }
+}
+
+static int diff(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"top", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    static const char *types[] = {"COMPUTATION", "COMMUNICATION", "MEMORY"};
+    static const char *tkeys[][2] = {{"idle", "idle_us"}, {"compute", "compute_us"},
+                                     {"non-compute", "non_compute_us"},
+                                     {"kernel span", "kernel_span_us"}};
+    struct gs_trace **ta = calloc(TRACE_MAX_FILES, sizeof *ta);
+    struct gs_trace **tb = calloc(TRACE_MAX_FILES, sizeof *tb);
+    long na = -1, nb = -1;
+    int json = 0, top = 15, opt, rc = 0;
+    json_t *da = NULL, *db = NULL, *ka = NULL, *kb = NULL, *out = NULL;
+
+    if (!ta || !tb) {
+        rc = 1;
+        goto done;
+    }
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        char *end;
+
+        switch (opt) {
+        case 'j':
+            json = 1;
+            break;
+        case 't':
+            top = (int)strtol(optarg, &end, 10);
+            if (*end || top < 1 || top > 10000) {
+                fprintf(stderr, "gpuscope trace diff: --top wants a number 1..10000\n");
+                rc = GS_EXIT_USAGE;
+                goto done;
+            }
+            break;
+        case 'h':
+            usage(stdout);
+            goto done;
+        default:
+            usage(stderr);
+            rc = GS_EXIT_USAGE;
+            goto done;
+        }
+    }
+    if (argc - optind != 2) {
+        fprintf(stderr, "gpuscope trace diff: want two traces (or directories): A B\n");
+        rc = GS_EXIT_USAGE;
+        goto done;
+    }
+    na = load_set(argv[optind], ta, TRACE_MAX_FILES);
+    nb = load_set(argv[optind + 1], tb, TRACE_MAX_FILES);
+    if (na <= 0 || nb <= 0) {
+        if (na == 0 || nb == 0)
+            fprintf(stderr, "gpuscope trace diff: no trace in %s\n",
+                    na == 0 ? argv[optind] : argv[optind + 1]);
+        rc = 2;
+        goto done;
+    }
+    da = gs_trace_analyze(ta, (size_t)na, NULL);
+    db = gs_trace_analyze(tb, (size_t)nb, NULL);
+    ka = gs_trace_kernel_totals(ta, (size_t)na, NULL);
+    kb = gs_trace_kernel_totals(tb, (size_t)nb, NULL);
+    out = json_object();
+    if (!da || !db || !ka || !kb || !out) {
+        fprintf(stderr, "gpuscope trace diff: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    {
+        json_t *sa = side_summary(da), *sb = side_summary(db), *trows = json_array();
+        json_t *krows = json_array(), *kernels = json_array();
+        const char *name;
+        json_t *v;
+        size_t n, i;
+        json_t **sorted;
+
+        for (size_t k = 0; k < 4; k++)
+            json_array_append_new(
+                trows, delta_row(tkeys[k][0],
+                                 json_integer_value(json_object_get(json_object_get(sa, "temporal"),
+                                                                    tkeys[k][1])),
+                                 json_integer_value(json_object_get(json_object_get(sb, "temporal"),
+                                                                    tkeys[k][1]))));
+        for (size_t k = 0; k < 3; k++)
+            json_array_append_new(krows,
+                                  delta_row(types[k], type_sum(ka, types[k]), type_sum(kb, types[k])));
+        json_object_foreach(ka, name, v) {
+            json_t *w = json_object_get(kb, name);
+            long long a = json_integer_value(json_object_get(v, "sum_us"));
+            long long b = w ? json_integer_value(json_object_get(w, "sum_us")) : 0;
+            json_t *row = delta_row(name, a, b);
+
+            json_object_set(row, "type", json_object_get(v, "type"));
+            json_object_set_new(row, "a_count", json_integer(json_integer_value(json_object_get(v, "count"))));
+            json_object_set_new(row, "b_count",
+                                json_integer(w ? json_integer_value(json_object_get(w, "count")) : 0));
+            json_object_set_new(row, "status", json_string(w ? "changed" : "vanished"));
+            json_array_append_new(kernels, row);
+        }
+        json_object_foreach(kb, name, v) {
+            json_t *row;
+
+            if (json_object_get(ka, name))
+                continue;
+            row = delta_row(name, 0, json_integer_value(json_object_get(v, "sum_us")));
+            json_object_set(row, "type", json_object_get(v, "type"));
+            json_object_set_new(row, "a_count", json_integer(0));
+            json_object_set_new(row, "b_count", json_integer(json_integer_value(json_object_get(v, "count"))));
+            json_object_set_new(row, "status", json_string("appeared"));
+            json_array_append_new(kernels, row);
+        }
+        n = json_array_size(kernels);
+        sorted = malloc((n + 1) * sizeof *sorted);
+        if (sorted) {
+            json_t *keep = json_array();
+
+            for (i = 0; i < n; i++)
+                sorted[i] = json_array_get(kernels, i);
+            qsort(sorted, n, sizeof *sorted, cmp_absdelta);
+            for (i = 0; i < n && (int)i < top; i++)
+                json_array_append(keep, sorted[i]);
+            free(sorted);
+            json_decref(kernels);
+            kernels = keep;
+        }
+        json_object_set_new(out, "a", sa);
+        json_object_set_new(out, "b", sb);
+        json_object_set_new(out, "temporal", trows);
+        json_object_set_new(out, "kernel_types", krows);
+        json_object_set_new(out, "kernels", kernels);
+        json_object_set_new(out, "kernels_compared",
+                            json_integer((json_int_t)(json_object_size(ka) + json_object_size(kb))));
+    }
+    if (json) {
+        json_dumpf(out, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+        fputc('\n', stdout);
+    } else {
+        size_t i;
+        json_t *r;
+
+        printf("A: %s (%ld trace%s)\nB: %s (%ld trace%s)\n\n", argv[optind], na,
+               na == 1 ? "" : "s", argv[optind + 1], nb, nb == 1 ? "" : "s");
+        print_delta_table(json_object_get(out, "temporal"), "temporal (all ranks)");
+        printf("\n");
+        print_delta_table(json_object_get(out, "kernel_types"), "kernel time by type (sum)");
+        printf("\nkernels whose time changed most:\n");
+        printf("%-60s  %-13s  %10s  %10s  %11s\n", "kernel", "type", "A (us)", "B (us)",
+               "change (us)");
+        json_array_foreach(json_object_get(out, "kernels"), i, r) {
+            const char *nm = json_string_value(json_object_get(r, "what"));
+            const char *stt = json_string_value(json_object_get(r, "status"));
+
+            printf("%-60.60s  %-13s  %10lld  %10lld  %+11lld%s%s\n", nm,
+                   json_string_value(json_object_get(r, "type")),
+                   (long long)json_integer_value(json_object_get(r, "a_us")),
+                   (long long)json_integer_value(json_object_get(r, "b_us")),
+                   (long long)json_integer_value(json_object_get(r, "delta_us")),
+                   strcmp(stt, "changed") == 0 ? "" : "  ", strcmp(stt, "changed") == 0 ? "" : stt);
+        }
+    }
+done:
+    json_decref(da);
+    json_decref(db);
+    json_decref(ka);
+    json_decref(kb);
+    json_decref(out);
+    for (long i = 0; i < na; i++)
+        gs_trace_free(ta[i]);
+    for (long i = 0; i < nb; i++)
+        gs_trace_free(tb[i]);
+    free(ta);
+    free(tb);
+    return rc;
+}
+
 int gs_cli_trace(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         fprintf(argc < 2 ? stderr : stdout,
-                "usage: gpuscope trace analyze [OPTIONS] FILE|DIR...   (see --help)\n");
+                "usage: gpuscope trace analyze [OPTIONS] FILE|DIR...\n"
+                "       gpuscope trace diff [OPTIONS] A B\n"
+                "(gpuscope trace analyze --help for both)\n");
         return argc < 2 ? GS_EXIT_USAGE : 0;
     }
     if (strcmp(argv[1], "analyze") == 0)
         return analyze(argc - 1, argv + 1);
+    if (strcmp(argv[1], "diff") == 0)
+        return diff(argc - 1, argv + 1);
     fprintf(stderr, "gpuscope trace: unknown subcommand '%s'\n", argv[1]);
     return GS_EXIT_USAGE;
 }

@@ -972,3 +972,47 @@ json_t *gs_trace_analyze(struct gs_trace *const *in, size_t n, const struct gs_t
     free(comm);
     return doc;
 }
+
+json_t *gs_trace_kernel_totals(struct gs_trace *const *ranks, size_t n,
+                               const struct gs_trace_opts *o)
+{
+    struct gs_trace_opts def;
+    json_t *out = json_object();
+
+    if (!o) {
+        gs_trace_opts_default(&def);
+        o = &def;
+    }
+    for (size_t r = 0; r < n && out; r++) {
+        struct ctx c;
+
+        if (ctx_build(&c, ranks[r], o) != 0) {
+            free(c.st);
+            json_decref(out);
+            return NULL;
+        }
+        for (size_t i = 0; i < c.n; i++) {
+            const struct gs_trace_gpu *a = &c.a[i];
+            const char *nm;
+            json_t *row;
+
+            if (!a->keep || a->kind == GS_TRACE_SYNC)
+                continue;
+            nm = gs_trace_name(c.t, a->name);
+            row = json_object_get(out, nm);
+            if (!row) {
+                row = json_pack("{s:s, s:I, s:I}", "type", kind_name(a->kind), "count",
+                                (json_int_t)0, "sum_us", (json_int_t)0);
+                if (!row || json_object_set_new(out, nm, row) != 0)
+                    continue;
+            }
+            json_object_set_new(row, "count",
+                                json_integer(json_integer_value(json_object_get(row, "count")) + 1));
+            json_object_set_new(row, "sum_us",
+                                json_integer(json_integer_value(json_object_get(row, "sum_us")) +
+                                             (a->end - a->ts)));
+        }
+        free(c.st);
+    }
+    return out;
+}

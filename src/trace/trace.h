@@ -133,6 +133,11 @@ void gs_trace_opts_default(struct gs_trace_opts *o);
  * NULL when out of memory. */
 json_t *gs_trace_analyze(struct gs_trace *const *ranks, size_t n, const struct gs_trace_opts *o);
 
+/* Per kernel name over n ranks (the traced window of gs_trace_analyze): {"NAME": {"type",
+ * "count", "sum_us"}}, what `gpuscope trace diff` compares. NULL when out of memory. */
+json_t *gs_trace_kernel_totals(struct gs_trace *const *ranks, size_t n,
+                               const struct gs_trace_opts *o);
+
 /* The result document as aligned text tables (color: 1 for bold headings). */
 void gs_trace_print(FILE *out, const json_t *doc, int color);
 

@@ -211,4 +211,32 @@ with tempfile.TemporaryDirectory() as d:
     t.ok(p.returncode != 0 and "missing.json" in p.stderr, "a missing file is named",
          detail=p.stderr)
 
+# trace diff: two ranks side by side; a trace against itself changes nothing.
+R0, R1 = (os.path.join(REF, "two-ranks-rank-%d.json.gz" % i) for i in (0, 1))
+p = subprocess.run([BIN, "trace", "diff", "--json", R0, R1], capture_output=True, text=True,
+                   timeout=120)
+t.eq(p.returncode, 0, "trace diff: exit 0")
+d = json.loads(p.stdout or "{}")
+tmp = {r["what"]: r for r in d.get("temporal", [])}
+t.eq((tmp.get("idle", {}).get("a_us"), tmp.get("idle", {}).get("b_us")), (321378, 328671),
+     "trace diff: idle of A and B are the analysis' figures")
+kt = {r["what"]: r for r in d.get("kernel_types", [])}
+t.eq((kt.get("COMMUNICATION", {}).get("a_us"), kt.get("COMMUNICATION", {}).get("b_us")),
+     (195327, 168027), "trace diff: communication kernel time of A and B")
+ks = d.get("kernels", [])
+t.ok(ks and ks[0]["what"].startswith("ncclKernel_SendRecv") and ks[0]["delta_us"] == -27300,
+     "trace diff: the NCCL kernel changed most (-27300 us)", detail=ks[:1])
+t.ok(any(k["status"] == "vanished" and k["b_us"] == 0 for k in ks),
+     "trace diff: kernels that vanished are marked", detail=[k["status"] for k in ks])
+p = subprocess.run([BIN, "trace", "diff", "--json", R0, R0], capture_output=True, text=True,
+                   timeout=120)
+d = json.loads(p.stdout or "{}")
+t.ok(p.returncode == 0 and all(k["delta_us"] == 0 for k in d.get("kernels", []) + d.get("temporal", [])),
+     "trace diff: a trace against itself: no change")
+p = subprocess.run([BIN, "trace", "diff", R0, R1], capture_output=True, text=True, timeout=120)
+t.ok(p.returncode == 0 and "kernels whose time changed most" in p.stdout and
+     "vanished" in p.stdout, "trace diff: text tables", detail=p.stdout[:400])
+p = subprocess.run([BIN, "trace", "diff", R0], capture_output=True, text=True, timeout=60)
+t.eq(p.returncode, 2, "trace diff with one argument: usage error")
+
 sys.exit(t.done())

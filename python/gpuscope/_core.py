@@ -167,6 +167,7 @@ class Profiler:
         self._p0 = 0
         self._step_ev = None
         self._capture = None       # torch.profiler windows (_profile.py, GPUSCOPE_PROFILE)
+        self._nvtx = _profile.nvtx_from_env(PHASES)  # NVTX ranges (GPUSCOPE_NVTX, nsys)
 
     # ---- lifecycle ----
 
@@ -235,6 +236,8 @@ class Profiler:
         if self.cuda:
             self._step_ev = self._event()
             self._step_ev.record()
+        if self._nvtx:
+            self._nvtx.begin(PH_STEP, "step %d" % (self.steps_done + 1))
 
     def step_end(self, samples=0, step=None):
         if not self._in_step:
@@ -245,6 +248,8 @@ class Profiler:
         now = _perf_ns()
         self._in_step = False
         self._mark_ns = now
+        if self._nvtx:
+            self._nvtx.end(PH_STEP)
         self.step_no = int(step) if step is not None else self.step_no + 1
         t_end = self._t0 + (now - self._p0) / 1e9
         samples = int(samples or 0)
@@ -277,11 +282,15 @@ class Profiler:
             self.phase_end(PH_BACKWARD)  # backward's end was not signalled: it ends here
         if ph == PH_DATA:
             self._open[ph] = _perf_ns()
+            if self._nvtx:
+                self._nvtx.begin(ph)
             return
         if not self._in_step:
             return
         if self._open[ph] is not None:
             return  # nested (a module called twice inside itself): the outer one counts
+        if self._nvtx:
+            self._nvtx.begin(ph)
         if self.cuda:
             ev = self._event()
             ev.record()
@@ -294,6 +303,8 @@ class Profiler:
         if start is None:
             return
         self._open[ph] = None
+        if self._nvtx:
+            self._nvtx.end(ph)
         if ph == PH_DATA:
             ms = (_perf_ns() - start) / 1e6
             if self._in_step:

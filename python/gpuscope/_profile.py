@@ -145,3 +145,54 @@ def from_env(rank=0, cuda=False, env=None):
     except ValueError as e:
         _log.warning("gpuscope: %s; no profiler window", e)
         return None
+
+
+class Nvtx:
+    """NVTX ranges for the phases (data, forward, backward, optimizer_step, communication) and
+    the step, so that Nsight Systems shows them on its timeline. Start/end ranges, not push/pop:
+    a phase may end on another thread (backward hooks run on autograd's). The first failure
+    (a torch without CUDA/NVTX) turns it off."""
+
+    def __init__(self, names):
+        import torch.cuda.nvtx as nvtx
+        self._nvtx = nvtx
+        self.names = names
+        self.ids = [None] * len(names)
+        self.off = False
+
+    def begin(self, ph, label=None):
+        if self.off:
+            return
+        try:
+            self.ids[ph] = self._nvtx.range_start(label or self.names[ph])
+        except Exception:
+            self.off = True
+
+    def end(self, ph):
+        rid, self.ids[ph] = self.ids[ph], None
+        if rid is None or self.off:
+            return
+        try:
+            self._nvtx.range_end(rid)
+        except Exception:
+            self.off = True
+
+
+def nvtx_wanted(env=None):
+    """GPUSCOPE_NVTX=1 on, =0 off; unset: on when Nsight Systems injects itself into the process
+    (CUDA_INJECTION64_PATH names its ToolsInjection library)."""
+    env = os.environ if env is None else env
+    v = env.get("GPUSCOPE_NVTX")
+    if v is not None and v != "":
+        return v not in ("0", "false", "no", "off")
+    return "ToolsInjection" in env.get("CUDA_INJECTION64_PATH", "")
+
+
+def nvtx_from_env(names, env=None):
+    """An Nvtx when wanted and torch has NVTX, else None."""
+    if not nvtx_wanted(env):
+        return None
+    try:
+        return Nvtx(names)
+    except Exception:
+        return None

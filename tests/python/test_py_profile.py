@@ -104,6 +104,45 @@ with tempfile.TemporaryDirectory() as tmp:
          "a run that ends inside its window: no trace, a note, the run unharmed",
          detail=json.dumps(prof)[:300])
 
+    # NVTX ranges (GPUSCOPE_NVTX=1): torch.cuda.nvtx recorded by a stand-in, since this torch
+    # has no CUDA; every range started is ended, with the phase names and "step N".
+    nv = os.path.join(tmp, "nvtx.py")
+    with open(nv, "w") as f:
+        f.write(textwrap.dedent("""
+            import json, torch, torch.cuda.nvtx as nvtx
+            log, ids = [], iter(range(1, 1000))
+            def start(name):
+                i = next(ids); log.append(("start", name, i)); return i
+            nvtx.range_start = start
+            nvtx.range_end = lambda i: log.append(("end", i))
+            import gpuscope
+            for s in range(2):
+                with gpuscope.step():
+                    with gpuscope.phase("forward"):
+                        pass
+                    with gpuscope.phase("backward"):
+                        pass
+                    with gpuscope.phase("optimizer"):
+                        pass
+            print("NVTX " + json.dumps(log))
+        """))
+    for flag, want in (("1", True), ("0", False)):
+        p = subprocess.run([PYTHON, nv], env=pyhelp.child_env(GPUSCOPE_NVTX=flag),
+                           capture_output=True, text=True, timeout=120)
+        log = json.loads(p.stdout.split("NVTX ", 1)[1]) if "NVTX " in p.stdout else None
+        if want:
+            started = [e for e in log or [] if e[0] == "start"]
+            ended = {e[1] for e in log or [] if e[0] == "end"}
+            t.eq([e[1] for e in started][:4], ["step 1", "forward", "backward", "optimizer_step"],
+                 "GPUSCOPE_NVTX=1: ranges for the step and its phases")
+            t.ok(started and all(e[2] in ended for e in started),
+                 "GPUSCOPE_NVTX=1: every range is ended", detail=log)
+        else:
+            t.eq(log, [], "GPUSCOPE_NVTX=0: no ranges")
+    t.eq(_profile.nvtx_wanted({"CUDA_INJECTION64_PATH": "/opt/nvidia/nsys/libToolsInjection64.so"}),
+         True, "NVTX on by itself under Nsight Systems (its injection library)")
+    t.eq(_profile.nvtx_wanted({}), False, "NVTX off by default")
+
     p, out = run(tmp, "bad", "every:3:3", 5)
     t.ok(p.returncode == 2 and "--profile" in p.stderr, "a bad --profile value: usage error",
          detail="%d %s" % (p.returncode, p.stderr))

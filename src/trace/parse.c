@@ -36,6 +36,9 @@ struct gs_trace_names {
     uint32_t *cpuop;   /* name id -> cpuop index + 1 */
 };
 
+_Static_assert(sizeof(struct gs_trace_gpu) == 40, "the GPU record is 40 bytes (docs/trace.md)");
+_Static_assert(sizeof(struct gs_trace_launch) == 12, "the launch record is 12 bytes");
+
 enum role { R_TOP, R_EVENTS, R_EVENT, R_ARGS, R_DINFO, R_SKIP };
 
 enum key {

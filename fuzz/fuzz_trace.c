@@ -1,8 +1,9 @@
 /*
  * libFuzzer target for the profiler trace reader and analysis (src/trace/): any bytes as a
  * trace file through gs_trace_load_mem; a rejected input must leave a "label:offset: what"
- * message, an accepted one must go through gs_trace_analyze (alone and as two ranks) and the
- * text tables without a crash, a leak or a UBSan report.
+ * message, an accepted one must go through gs_trace_analyze (alone and as two ranks), the
+ * text tables and the profile diagnosis (src/diag/diag_profile.c) without a crash, a leak or
+ * a UBSan report.
  *
  * Seeds in fuzz/corpus/trace/ (a small Kineto trace, the legacy CPU-only array, events out of
  * order, missing fields, huge numbers, deep nesting, truncation); keys in fuzz/trace.dict.
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "diag/diag.h"
 #include "fuzz_util.h"
 #include "trace/trace.h"
 
@@ -36,6 +38,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     null = fopen("/dev/null", "w");
     CHECK(null);
     gs_trace_print(null, doc, 1);
+    {
+        json_t *rep = json_pack("{s:O}", "profile", doc), *fs = json_array();
+
+        CHECK(rep && fs);
+        gs_diag_profile(rep, fs);
+        json_decref(fs);
+        json_decref(rep);
+    }
     json_decref(doc);
     o.include_last_step = 1;
     doc = gs_trace_analyze(t, 2, &o);

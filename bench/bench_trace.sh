@@ -2,7 +2,8 @@
 # `gpuscope trace analyze` speed and memory: wall time (median of RUNS) and peak RSS
 # (/usr/bin/time %M) on every reference trace of ../shared/reference/kineto-traces, then on a
 # synthetic trace of SYNTH_MB (default 1000) megabytes that bench/gen_trace.py writes into
-# $TMPDIR (default /tmp) and deletes afterwards (SYNTH_MB=0 skips it).
+# $TMPDIR (default /tmp) and deletes afterwards (SYNTH_MB=0 skips it). Also the CPU time, which
+# a loaded machine inflates less than the wall time.
 #
 # Usage: bench/bench_trace.sh [BUILD_DIR]     (RUNS default 5)
 set -eu
@@ -12,23 +13,26 @@ SYNTH_MB=${SYNTH_MB:-1000}
 REF=../shared/reference/kineto-traces
 BIN="$BUILD/gpuscope"
 
-# median wall seconds and max RSS MiB of RUNS runs of "$@"
+# median wall seconds, median CPU seconds (user + sys) and max RSS MiB of RUNS runs of "$@"
 measure() {
     i=0
     : >"$tmp/times"
     while [ $i -lt "$RUNS" ]; do
-        /usr/bin/time -f "%e %M" -o "$tmp/one" "$@" >/dev/null
+        /usr/bin/time -f "%e %U %S %M" -o "$tmp/one" "$@" >/dev/null
         cat "$tmp/one" >>"$tmp/times"
         i=$((i + 1))
     done
-    sort -n "$tmp/times" | awk '{ t[NR] = $1; if ($2 > m) m = $2 } END {
-        printf "%.3f | %.1f", t[int((NR + 1) / 2)], m / 1024 }'
+    wall=$(sort -n "$tmp/times" | awk '{ t[NR] = $1 } END { printf "%.3f", t[int((NR + 1) / 2)] }')
+    cpu=$(awk '{ print $2 + $3 }' "$tmp/times" | sort -n |
+        awk '{ c[NR] = $1 } END { printf "%.3f", c[int((NR + 1) / 2)] }')
+    rss=$(awk '$4 > m { m = $4 } END { printf "%.1f", m / 1024 }' "$tmp/times")
+    echo "$wall | $cpu | $rss"
 }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gs-bench-trace.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
-echo "| trace | size (gzip / JSON) | wall s (median of $RUNS) | peak RSS MiB |"
-echo "|---|---|---|---|"
+echo "| trace | size (gzip / JSON) | wall s (median of $RUNS) | CPU s (user+sys, median) | peak RSS MiB |"
+echo "|---|---|---|---|---|"
 for f in "$REF"/*.json.gz; do
     [ -f "$f" ] || continue
     gz=$(stat -c %s "$f")

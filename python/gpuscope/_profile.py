@@ -103,14 +103,14 @@ class Capture:
         if self.off:
             return
         try:
-            if self.prof is None:
-                if self._is_start(done + 2):
-                    self._open(done + 2)
-                return
-            self.prof.step()
-            from torch.profiler import ProfilerAction as A
-            if self.prof.current_action == A.NONE:
-                self._close()
+            if self.prof is not None:
+                self.prof.step()
+                from torch.profiler import ProfilerAction as A
+                if self.prof.current_action == A.NONE:
+                    self._close()
+            # a window may open at the very boundary where the previous one closed
+            if self.prof is None and self._is_start(done + 2):
+                self._open(done + 2)
         except Exception as e:  # advisory: never a reason to fail the training
             _log.warning("gpuscope: profiler window off: %s", e)
             self.off = True

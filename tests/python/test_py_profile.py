@@ -98,6 +98,12 @@ with tempfile.TemporaryDirectory() as tmp:
     t.eq([s["step"] for s in (prof.get("ranks") or [{}])[0].get("steps", [])], [8, 9],
          "every: its steps")
 
+    p, out = run(tmp, "tight", "every:3:2", 9)
+    files = sorted(os.listdir(os.path.join(out, "profile"))) if os.path.isdir(
+        os.path.join(out, "profile")) else []
+    t.eq(files, ["rank0-step3.json", "rank0-step6.json"],
+         "every:3:2: back-to-back windows (the next opens where the last closes); 9 is unfinished")
+
     p, out = run(tmp, "short", "8:20", 10)
     prof = json.load(open(os.path.join(out, "metrics_report.json"))).get("profile") or {}
     t.ok(p.returncode == 0 and prof.get("windows") == 0 and "no trace" in prof.get("note", ""),

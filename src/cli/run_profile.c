@@ -12,7 +12,7 @@
 
 #include "trace/trace.h"
 
-#define PROFILE_MAX_FILES 1024
+#define PROFILE_MAX_FILES 4096
 
 static int parse_long(const char *s, long *out, const char **end)
 {
@@ -62,7 +62,7 @@ json_t *gs_run_profile_analyze(const char *run_dir, const char *spec, FILE *msg)
     struct dirent *e;
     long last = -1;
     size_t windows = 0, n = 0;
-    struct gs_trace *tr[PROFILE_MAX_FILES];
+    struct gs_trace_job *job = gs_trace_job_new(NULL);
     json_t *files = json_array(), *doc = NULL, *out;
 
     snprintf(dir, sizeof dir, "%s/profile", run_dir);
@@ -90,24 +90,26 @@ json_t *gs_run_profile_analyze(const char *run_dir, const char *spec, FILE *msg)
         while (last >= 0 && (e = readdir(d)) != NULL && n < PROFILE_MAX_FILES) {
             char path[4096 + 256];
             struct gs_err err = {0};
+            struct gs_trace *t = NULL;
 
             if (window_of(e->d_name) != last)
                 continue;
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            if (gs_trace_load(path, &tr[n], &err) != GS_OK) {
+            if (gs_trace_load(path, &t, &err) != GS_OK) {
                 fprintf(msg, "gpuscope run: profile: %s\n", err.msg);
                 continue;
             }
-            json_array_append_new(files, json_string(path));
-            n++;
+            if (job && gs_trace_job_add(job, t) == GS_OK) {
+                json_array_append_new(files, json_string(path));
+                n++;
+            }
+            gs_trace_free(t); /* one rank's records in memory at a time */
         }
         closedir(d);
     }
-    if (n) {
-        doc = gs_trace_analyze(tr, n, NULL);
-        for (size_t i = 0; i < n; i++)
-            gs_trace_free(tr[i]);
-    }
+    if (n)
+        doc = gs_trace_job_done(job);
+    gs_trace_job_free(job);
     out = json_pack("{s:s, s:s, s:I, s:o}", "steps", spec, "dir", dir, "windows",
                     (json_int_t)windows, "files", files ? files : json_array());
     if (!out) {

@@ -113,13 +113,11 @@ static int analyze(int argc, char **argv)
     enum gs_color_mode cm = GS_COLOR_AUTO;
     int json = 0, advice = 0, opt, rc = 0;
     char **files = calloc(TRACE_MAX_FILES, sizeof *files);
-    struct gs_trace **tr = calloc(TRACE_MAX_FILES, sizeof *tr);
+    struct gs_trace_job *job = NULL;
     size_t nf = 0, nt = 0;
     json_t *doc;
 
-    if (!files || !tr) {
-        free(files);
-        free(tr);
+    if (!files) {
         fprintf(stderr, "gpuscope trace: out of memory\n");
         return 1;
     }
@@ -186,15 +184,28 @@ static int analyze(int argc, char **argv)
             rc = gs_rc_exit_code(GS_EIO);
             goto out;
         }
+    /* one rank at a time: only one trace's records are in memory */
+    job = gs_trace_job_new(&o);
+    if (!job) {
+        fprintf(stderr, "gpuscope trace: out of memory\n");
+        rc = 1;
+        goto out;
+    }
     for (size_t i = 0; i < nf; i++) {
         struct gs_err err = {0};
-        int r = gs_trace_load(files[i], &tr[nt], &err);
+        struct gs_trace *t = NULL;
+        int r = gs_trace_load(files[i], &t, &err);
 
         if (r != GS_OK) {
             fprintf(stderr, "gpuscope trace: %s\n", err.msg);
             rc = gs_rc_exit_code(r);
             continue;
         }
+        if (!rc && gs_trace_job_add(job, t) != GS_OK) {
+            fprintf(stderr, "gpuscope trace: %s: out of memory\n", files[i]);
+            rc = 1;
+        }
+        gs_trace_free(t);
         nt++;
     }
     if (rc)
@@ -203,7 +214,7 @@ static int analyze(int argc, char **argv)
         rc = gs_rc_exit_code(GS_ENOTFOUND);
         goto out;
     }
-    doc = gs_trace_analyze(tr, nt, &o);
+    doc = gs_trace_job_done(job);
     if (!doc) {
         fprintf(stderr, "gpuscope trace: out of memory\n");
         rc = 1;
@@ -243,10 +254,8 @@ static int analyze(int argc, char **argv)
 out:
     for (size_t i = 0; i < nf; i++)
         free(files[i]);
-    for (size_t i = 0; i < nt; i++)
-        gs_trace_free(tr[i]);
     free(files);
-    free(tr);
+    gs_trace_job_free(job);
     return rc;
 }
 

@@ -856,90 +856,129 @@ static int cmp_dbl(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-static int cmp_rank(const void *x, const void *y)
-{
-    const struct gs_trace *a = *(struct gs_trace *const *)x, *b = *(struct gs_trace *const *)y;
+/* A job analysed one rank at a time: each rank's document and the sums the job's tables need,
+ * so that a caller can free a rank's trace before it loads the next. */
+struct jrank {
+    long long rank;      /* -1 until gs_trace_job_done numbers it */
+    size_t order;        /* add order: the tie-break of the rank sort */
+    json_t *doc;
+    int64_t comp, comm, idle, span;
+};
 
-    return a->rank < b->rank ? -1 : a->rank > b->rank;
+struct gs_trace_job {
+    struct gs_trace_opts o;
+    struct jrank *r;
+    size_t n, cap;
+    int64_t states[8];
+};
+
+struct gs_trace_job *gs_trace_job_new(const struct gs_trace_opts *o)
+{
+    struct gs_trace_job *j = calloc(1, sizeof *j);
+
+    if (!j)
+        return NULL;
+    if (o)
+        j->o = *o;
+    else
+        gs_trace_opts_default(&j->o);
+    return j;
 }
 
-json_t *gs_trace_analyze(struct gs_trace *const *in, size_t n, const struct gs_trace_opts *o)
+void gs_trace_job_free(struct gs_trace_job *j)
 {
-    struct gs_trace_opts def;
-    struct gs_trace **ranks = malloc((n + 1) * sizeof *ranks);
-    json_t *doc = json_object(), *arr = json_array(), *types = json_array(), *strag;
-    int64_t job[8] = {0}, tot = 0;
-    double *comp = calloc(n + 1, sizeof *comp), median = 0;
-    int64_t *comm = calloc(n + 1, sizeof *comm);
-    char nm[96];
+    if (!j)
+        return;
+    for (size_t i = 0; i < j->n; i++)
+        json_decref(j->r[i].doc);
+    free(j->r);
+    free(j);
+}
 
-    if (!o) {
-        gs_trace_opts_default(&def);
-        o = &def;
+int gs_trace_job_add(struct gs_trace_job *j, struct gs_trace *t)
+{
+    struct ctx c;
+    int64_t st[8];
+    struct jrank *r;
+
+    if (j->n == j->cap) {
+        size_t cap = j->cap ? j->cap * 2 : 16;
+        struct jrank *p = realloc(j->r, cap * sizeof *p);
+
+        if (!p)
+            return GS_ENOMEM;
+        j->r = p;
+        j->cap = cap;
     }
-    if (!ranks || !doc || !arr || !types || !comp || !comm) {
-        free(ranks);
-        free(comp);
-        free(comm);
+    r = &j->r[j->n];
+    memset(r, 0, sizeof *r);
+    if (ctx_build(&c, t, &j->o) != 0) {
+        free(c.st);
+        return GS_ENOMEM;
+    }
+    r->doc = rank_json(&c, st, &r->comp, &r->comm, &r->idle, &r->span);
+    free(c.st);
+    if (!r->doc)
+        return GS_ENOMEM;
+    r->rank = t->rank;
+    r->order = j->n++;
+    for (int s = 1; s < 8; s++)
+        j->states[s] += st[s];
+    return GS_OK;
+}
+
+static int cmp_jrank(const void *x, const void *y)
+{
+    const struct jrank *a = x, *b = y;
+
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    return a->order < b->order ? -1 : a->order > b->order;
+}
+
+json_t *gs_trace_job_done(struct gs_trace_job *j)
+{
+    json_t *doc = json_object(), *arr = json_array(), *types = json_array(),
+           *strag = json_array();
+    int64_t tot = 0;
+    double median = 0;
+    size_t n = j->n;
+    char nm[96];
+    long long next = 0;
+
+    if (!doc || !arr || !types || !strag) {
         json_decref(doc);
         json_decref(arr);
         json_decref(types);
+        json_decref(strag);
         return NULL;
     }
+    /* ranks without a number get the next free ones, in the order added */
+    for (size_t i = 0; i < n; i++)
+        if (j->r[i].rank >= next)
+            next = j->r[i].rank + 1;
+    for (size_t i = 0; i < n; i++)
+        if (j->r[i].rank < 0) {
+            j->r[i].rank = next++;
+            json_object_set_new(j->r[i].doc, "rank", json_integer(j->r[i].rank));
+        }
     if (n)
-        memcpy(ranks, in, n * sizeof *ranks);
-    /* ranks without a number get the next free ones, in the order given */
-    {
-        long long next = 0;
-
-        for (size_t i = 0; i < n; i++)
-            if (ranks[i]->rank >= next)
-                next = ranks[i]->rank + 1;
-        for (size_t i = 0; i < n; i++)
-            if (ranks[i]->rank < 0)
-                ranks[i]->rank = next++;
-    }
-    qsort(ranks, n, sizeof *ranks, cmp_rank);
-    strag = json_array();
-    for (size_t i = 0; i < n; i++) {
-        struct ctx c;
-        int64_t st[8], cp = 0, cm = 0, idle = 0, span = 0;
-        json_t *r;
-
-        if (ctx_build(&c, ranks[i], o) != 0) {
-            free(c.st);
-            continue;
-        }
-        r = rank_json(&c, st, &cp, &cm, &idle, &span);
-        free(c.st);
-        if (!r)
-            continue;
-        json_array_append_new(arr, r);
-        for (int s = 1; s < 8; s++) {
-            job[s] += st[s];
-            tot += st[s];
-        }
-        comp[i] = (double)cp;
-        comm[i] = cm;
-        json_array_append_new(strag, json_pack("{s:I, s:I, s:I, s:I, s:I}", "rank",
-                                               (json_int_t)ranks[i]->rank, "compute_us",
-                                               (json_int_t)cp, "communication_us",
-                                               (json_int_t)cm, "idle_us", (json_int_t)idle,
-                                               "kernel_span_us", (json_int_t)span));
-    }
+        qsort(j->r, n, sizeof *j->r, cmp_jrank);
+    for (int s = 1; s < 8; s++)
+        tot += j->states[s];
     {
         int ord[7];
 
-        states_by_time(job, ord);
+        states_by_time(j->states, ord);
         for (int i = 0; i < 7; i++) {
             int s = ord[i];
 
-            if (!job[s])
+            if (!j->states[s])
                 continue;
-        state_name(s, nm, sizeof nm);
+            state_name(s, nm, sizeof nm);
             json_array_append_new(types, json_pack("{s:s, s:I, s:o}", "type", nm, "sum_us",
-                                                   (json_int_t)job[s], "pct",
-                                                   pct((double)job[s], (double)tot)));
+                                                   (json_int_t)j->states[s], "pct",
+                                                   pct((double)j->states[s], (double)tot)));
         }
     }
     /* stragglers: compute time against the median rank's */
@@ -947,29 +986,47 @@ json_t *gs_trace_analyze(struct gs_trace *const *in, size_t n, const struct gs_t
         double *sorted = malloc(n * sizeof *sorted);
 
         if (sorted) {
-            memcpy(sorted, comp, n * sizeof *sorted);
+            for (size_t i = 0; i < n; i++)
+                sorted[i] = (double)j->r[i].comp;
             qsort(sorted, n, sizeof *sorted, cmp_dbl);
             median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
             free(sorted);
         }
-        for (size_t i = 0; i < json_array_size(strag); i++) {
-            json_t *row = json_array_get(strag, i);
-            double cp = (double)json_integer_value(json_object_get(row, "compute_us"));
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct jrank *r = &j->r[i];
+        double cp = (double)r->comp;
 
-            json_object_set_new(row, "compute_vs_median_pct",
-                                median > 0 ? json_real(100.0 * (cp - median) / median)
-                                           : json_null());
-            json_object_set_new(row, "straggler",
-                                json_boolean(n > 1 && median > 0 && cp > 1.1 * median));
-        }
+        json_array_append(arr, r->doc);
+        json_array_append_new(
+            strag, json_pack("{s:I, s:I, s:I, s:I, s:I, s:o, s:b}", "rank", (json_int_t)r->rank,
+                             "compute_us", (json_int_t)r->comp, "communication_us",
+                             (json_int_t)r->comm, "idle_us", (json_int_t)r->idle,
+                             "kernel_span_us", (json_int_t)r->span, "compute_vs_median_pct",
+                             median > 0 ? json_real(100.0 * (cp - median) / median)
+                                        : json_null(),
+                             "straggler", n > 1 && median > 0 && cp > 1.1 * median));
     }
     json_object_set_new(doc, "ranks", arr);
     json_object_set_new(doc, "job",
                         json_pack("{s:I, s:o, s:o}", "ranks", (json_int_t)n, "kernel_types",
                                   types, "stragglers", strag));
-    free(ranks);
-    free(comp);
-    free(comm);
+    return doc;
+}
+
+json_t *gs_trace_analyze(struct gs_trace *const *in, size_t n, const struct gs_trace_opts *o)
+{
+    struct gs_trace_job *j = gs_trace_job_new(o);
+    json_t *doc = NULL;
+
+    if (!j)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (gs_trace_job_add(j, in[i]) != GS_OK)
+            goto out;
+    doc = gs_trace_job_done(j);
+out:
+    gs_trace_job_free(j);
     return doc;
 }
 

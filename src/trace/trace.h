@@ -133,6 +133,15 @@ void gs_trace_opts_default(struct gs_trace_opts *o);
  * NULL when out of memory. */
 json_t *gs_trace_analyze(struct gs_trace *const *ranks, size_t n, const struct gs_trace_opts *o);
 
+/* The same one rank at a time, so that only one rank's trace is in memory: add each loaded
+ * trace (its records are rounded and sorted in place; free it afterwards or keep it), then
+ * done for the document. add returns GS_OK or GS_ENOMEM; done NULL only when out of memory. */
+struct gs_trace_job;
+struct gs_trace_job *gs_trace_job_new(const struct gs_trace_opts *o);
+int gs_trace_job_add(struct gs_trace_job *j, struct gs_trace *t);
+json_t *gs_trace_job_done(struct gs_trace_job *j);
+void gs_trace_job_free(struct gs_trace_job *j);
+
 /* Per kernel name over n ranks (the traced window of gs_trace_analyze): {"NAME": {"type",
  * "count", "sum_us"}}, what `gpuscope trace diff` compares. NULL when out of memory. */
 json_t *gs_trace_kernel_totals(struct gs_trace *const *ranks, size_t n,

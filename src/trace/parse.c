@@ -273,12 +273,7 @@ static int push(struct parser *p, int is_map)
 
 static int contains(const char *s, size_t n, const char *w)
 {
-    size_t m = strlen(w);
-
-    for (size_t i = 0; i + m <= n; i++)
-        if (memcmp(s + i, w, m) == 0)
-            return 1;
-    return 0;
+    return memmem(s, n, w, strlen(w)) != NULL;
 }
 
 static uint8_t memdir_of(const char *s, size_t n)

@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         json_t *rep = json_pack("{s:O}", "profile", doc), *fs = json_array();
 
         CHECK(rep && fs);
-        gs_diag_profile(rep, fs);
+        gs_diag_profile_findings(rep, fs);
         json_decref(fs);
         json_decref(rep);
     }

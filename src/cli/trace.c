@@ -225,7 +225,7 @@ static int analyze(int argc, char **argv)
         json_t *fs = rep ? json_array() : NULL;
 
         if (fs)
-            gs_diag_profile(rep, fs);
+            gs_diag_profile_findings(rep, fs);
         json_object_set_new(doc, "findings", fs ? fs : json_array());
         json_decref(rep);
     }

@@ -658,6 +658,6 @@ json_t *gs_diag_findings(const json_t *report, long ncpu)
         if (f)
             json_array_append_new(out, f);
     }
-    gs_diag_profile(report, out); /* the kernel timeline of gpuscope run --profile */
+    gs_diag_profile_findings(report, out); /* the kernel timeline of gpuscope run --profile */
     return out;
 }

@@ -27,6 +27,6 @@ json_t *gs_diag_findings(const json_t *report, long ncpu);
 /* Appends to out the findings of the report's "profile" section (diag_profile.c: profile_htod,
  * profile_host_wait, profile_launch_bound, profile_attention, profile_exposed_communication);
  * nothing when the report has none. gs_diag_findings calls it. */
-void gs_diag_profile(const json_t *report, json_t *out);
+void gs_diag_profile_findings(const json_t *report, json_t *out);
 
 #endif

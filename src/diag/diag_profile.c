@@ -378,7 +378,7 @@ static json_t *rule_exposed_comm(const json_t *rep, const json_t *ranks)
     return f;
 }
 
-void gs_diag_profile(const json_t *report, json_t *out)
+void gs_diag_profile_findings(const json_t *report, json_t *out)
 {
     const json_t *ranks = json_object_get(json_object_get(report, "profile"), "ranks");
     json_t *(*const rules[])(const json_t *, const json_t *) = {

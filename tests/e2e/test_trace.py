@@ -150,6 +150,12 @@ t.ok("temporal breakdown" in p.stdout and "idle time by stream and cause" in p.s
      and "\x1b[" not in p.stdout, "text: tables, no colour into a pipe", detail=p.stdout[:400])
 t.ok(re.search(r"^idle\s+12929684\s+99\.49$", p.stdout, re.M) is not None, "text: the idle row",
      detail=p.stdout[:400])
+adv = json.loads(analyze("--json", "--advice", os.path.join(REF, "alexnet-idle.json.gz")).stdout)
+t.eq(sorted(f["id"] for f in adv.get("findings", [])), ["profile_host_wait", "profile_htod"],
+     "--advice: alexnet's findings (HtoD copies, host wait)")
+p = analyze("--advice", os.path.join(REF, "alexnet-idle.json.gz"))
+t.ok("profile_htod" in p.stdout and "Memcpy HtoD (Pageable -> Device)" in p.stdout,
+     "--advice text: the finding quotes the kernel", detail=p.stdout[-600:])
 hm = analyze("--help")
 t.ok("usage: gpuscope trace analyze" in hm.stdout and hm.returncode == 0, "--help")
 

@@ -3,6 +3,9 @@
 GPUSCOPE_PROFILE (set by `gpuscope run --profile STEPS`, or by hand) says which steps:
     "100:110"      steps 100 to 109 (1-based: the first training step is 1)
     "every:500:5"  5 steps from step 500, from step 1000, ... (a window every 500 steps)
+Under `gpuscope run` a running job can also be asked for a window from outside:
+`gpuscope trace capture --dir DIR --steps N` writes DIR/profile.request ("ID N"), which every
+rank checks at its step boundaries (one stat) and answers once with the next N steps.
 One trace per window and rank goes to $GPUSCOPE_PROFILE_DIR (default $GPUSCOPE_RUN_DIR/profile,
 else ./gpuscope-profile) as rank<R>-step<S>.json, in torch's Chrome-trace format: Kineto's on a
 torch built with it (CPU and CUDA activities when CUDA is in use), the older CPU-only array on a
@@ -46,11 +49,17 @@ def parse(spec):
 class Capture:
     """One rank's profiler windows; boundary(k) at every step boundary."""
 
-    def __init__(self, spec, out_dir, rank=0, cuda=False):
-        start, n, period = parse(spec)
-        if start + n - 1 < 2:
-            raise ValueError("profile window %r ends before step 2" % spec)
+    def __init__(self, spec, out_dir, rank=0, cuda=False, request=None):
+        if spec:
+            start, n, period = parse(spec)
+            if start + n - 1 < 2:
+                raise ValueError("profile window %r ends before step 2" % spec)
+        else:
+            start, n, period = None, 1, 0  # windows on request only
         self.start, self.n, self.period = start, max(n, 1), period
+        self.request = request  # `gpuscope trace capture` writes it: "ID STEPS"
+        self.request_seen = None
+        self.request_mtime = None
         self.out_dir = out_dir
         self.rank = int(rank or 0)
         self.cuda = bool(cuda)
@@ -61,15 +70,37 @@ class Capture:
         self.discard = False  # the run ends inside a window: torch's stop() must not save
 
     def _is_start(self, s):
+        if self.start is None:
+            return False
         if self.period:
             return s >= self.period and s % self.period == 0
         return s == self.start
 
-    def _open(self, s):
+    def _requested(self):
+        """Steps of a new `gpuscope trace capture` request, else 0. Each rank answers each
+        request once (the file stays for the other ranks; its ID tells requests apart)."""
+        try:
+            mtime = os.stat(self.request).st_mtime_ns
+            if mtime == self.request_mtime:
+                return 0  # the one stat a step costs
+            self.request_mtime = mtime
+            with open(self.request) as f:
+                rid, steps = f.read(64).split()[:2]
+        except (OSError, ValueError):
+            return 0
+        if rid == self.request_seen:
+            return 0
+        self.request_seen = rid
+        try:
+            return min(max(int(steps), 1), 1000)
+        except ValueError:
+            return 0
+
+    def _open(self, s, n=None):
         import torch.profiler as tp
         from torch.profiler import ProfilerAction as A
 
-        n = self.n
+        n = n or self.n
         acts = [tp.ProfilerActivity.CPU]
         if self.cuda:
             acts.append(tp.ProfilerActivity.CUDA)
@@ -111,6 +142,10 @@ class Capture:
             # a window may open at the very boundary where the previous one closed
             if self.prof is None and self._is_start(done + 2):
                 self._open(done + 2)
+            elif self.prof is None and self.request:
+                n = self._requested()
+                if n:
+                    self._open(done + 2, n)
         except Exception as e:  # advisory: never a reason to fail the training
             _log.warning("gpuscope: profiler window off: %s", e)
             self.off = True
@@ -131,17 +166,19 @@ class Capture:
 
 
 def from_env(rank=0, cuda=False, env=None):
-    """The Capture GPUSCOPE_PROFILE asks for, or None."""
+    """The Capture GPUSCOPE_PROFILE asks for; under `gpuscope run` (GPUSCOPE_RUN_DIR) also one
+    that answers `gpuscope trace capture` requests (DIR/profile.request); else None."""
     env = os.environ if env is None else env
     spec = env.get("GPUSCOPE_PROFILE")
-    if not spec:
+    run_dir = env.get("GPUSCOPE_RUN_DIR")
+    if not spec and not run_dir:
         return None
     out = env.get("GPUSCOPE_PROFILE_DIR")
     if not out:
-        run_dir = env.get("GPUSCOPE_RUN_DIR")
         out = os.path.join(run_dir, "profile") if run_dir else os.path.abspath("gpuscope-profile")
+    request = os.path.join(run_dir, "profile.request") if run_dir else None
     try:
-        return Capture(spec, out, rank=rank, cuda=cuda)
+        return Capture(spec, out, rank=rank, cuda=cuda, request=request)
     except ValueError as e:
         _log.warning("gpuscope: %s; no profiler window", e)
         return None

@@ -984,7 +984,7 @@ unblock:
     if (g_interrupted)
         fprintf(stderr, "gpuscope run: interrupted; writing the report of what ran\n");
     {
-        json_t *prof = o->profile ? gs_run_profile_analyze(dir, o->profile, stderr) : NULL;
+        json_t *prof = gs_run_profile_analyze(dir, o->profile, stderr);
 
         run_write_report(&c, dir, o->cmd, code, prof);
         json_decref(prof);

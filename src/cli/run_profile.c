@@ -110,7 +110,13 @@ json_t *gs_run_profile_analyze(const char *run_dir, const char *spec, FILE *msg)
     if (n)
         doc = gs_trace_job_done(job);
     gs_trace_job_free(job);
-    out = json_pack("{s:s, s:s, s:I, s:o}", "steps", spec, "dir", dir, "windows",
+    if (!spec && !windows) { /* no --profile and nobody asked: no section */
+        json_decref(files);
+        json_decref(doc);
+        return NULL;
+    }
+    out = json_pack("{s:s, s:s, s:I, s:o}", "steps", spec ? spec : "on request", "dir", dir,
+                    "windows",
                     (json_int_t)windows, "files", files ? files : json_array());
     if (!out) {
         json_decref(doc);

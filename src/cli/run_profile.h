@@ -12,9 +12,10 @@
 /* 0 when spec is a window the package accepts, -1 otherwise. */
 int gs_run_profile_check(const char *spec);
 
-/* The "profile" section for run_dir (its profile/ folder): the spec, the files of the last
- * window and their analysis (src/trace: "ranks", "job"), or a note when there is none.
- * Unreadable traces are reported on msg and left out. NULL only when out of memory. */
+/* The "profile" section for run_dir (its profile/ folder): the spec (NULL: no --profile,
+ * windows only on request, `gpuscope trace capture`), the files of the last window and their
+ * analysis (src/trace: "ranks", "job"), or a note when there is none. NULL when out of memory,
+ * or when spec is NULL and there is no trace. Unreadable traces are reported on msg. */
 json_t *gs_run_profile_analyze(const char *run_dir, const char *spec, FILE *msg);
 
 #endif

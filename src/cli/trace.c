@@ -4,12 +4,14 @@
  * definitions (src/trace/, docs/trace.md), printed as tables or as one JSON document.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -555,12 +557,82 @@ done:
     return rc;
 }
 
+/* `gpuscope trace capture --dir DIR [--steps N]`: asks the job that `gpuscope run --out DIR`
+ * runs for a profiler window of its next N steps (python/gpuscope/_profile.py polls
+ * DIR/profile.request at step boundaries). Only who may write DIR can ask. */
+static int capture(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"dir", required_argument, NULL, 'd'},
+        {"steps", required_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *dir = NULL;
+    long steps = 5;
+    char path[4096], tmp[4200], probe[4200];
+    struct timespec now;
+    FILE *f;
+    int opt;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        char *end;
+
+        switch (opt) {
+        case 'd':
+            dir = optarg;
+            break;
+        case 's':
+            steps = strtol(optarg, &end, 10);
+            if (*end || steps < 1 || steps > 1000) {
+                fprintf(stderr, "gpuscope trace capture: --steps wants 1..1000, not '%s'\n",
+                        optarg);
+                return GS_EXIT_USAGE;
+            }
+            break;
+        case 'h':
+            printf("usage: gpuscope trace capture --dir DIR [--steps N]\n\n"
+                   "Asks the job running under `gpuscope run --out DIR` for a torch.profiler\n"
+                   "window of its next N steps (default 5), on every rank; the traces go to\n"
+                   "DIR/profile/ and into the run's report at its end (docs/trace.md).\n");
+            return 0;
+        default:
+            return GS_EXIT_USAGE;
+        }
+    }
+    if (!dir || optind != argc) {
+        fprintf(stderr, "usage: gpuscope trace capture --dir DIR [--steps N]\n");
+        return GS_EXIT_USAGE;
+    }
+    snprintf(probe, sizeof probe, "%s/steps.jsonl", dir);
+    if (access(probe, F_OK) != 0) {
+        fprintf(stderr, "gpuscope trace capture: %s is not a gpuscope run directory (no "
+                        "steps.jsonl)\n",
+                dir);
+        return gs_rc_exit_code(GS_ENOTFOUND);
+    }
+    snprintf(path, sizeof path, "%s/profile.request", dir);
+    snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid());
+    clock_gettime(CLOCK_REALTIME, &now);
+    f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%lld%09ld %ld\n", (long long)now.tv_sec, now.tv_nsec, steps) < 0 ||
+        fclose(f) != 0 || rename(tmp, path) != 0) {
+        fprintf(stderr, "gpuscope trace capture: %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return gs_rc_exit_code(errno == EACCES ? GS_EPERM : GS_EIO);
+    }
+    printf("asked for a profiler window of %ld step(s); traces in %s/profile/\n", steps, dir);
+    return 0;
+}
+
 int gs_cli_trace(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         fprintf(argc < 2 ? stderr : stdout,
                 "usage: gpuscope trace analyze [OPTIONS] FILE|DIR...\n"
                 "       gpuscope trace diff [OPTIONS] A B\n"
+                "       gpuscope trace capture --dir RUN_DIR [--steps N]\n"
                 "(gpuscope trace analyze --help for both)\n");
         return argc < 2 ? GS_EXIT_USAGE : 0;
     }
@@ -568,6 +640,8 @@ int gs_cli_trace(int argc, char **argv)
         return analyze(argc - 1, argv + 1);
     if (strcmp(argv[1], "diff") == 0)
         return diff(argc - 1, argv + 1);
+    if (strcmp(argv[1], "capture") == 0)
+        return capture(argc - 1, argv + 1);
     fprintf(stderr, "gpuscope trace: unknown subcommand '%s'\n", argv[1]);
     return GS_EXIT_USAGE;
 }

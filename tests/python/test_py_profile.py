@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -148,6 +149,43 @@ with tempfile.TemporaryDirectory() as tmp:
     t.eq(_profile.nvtx_wanted({"CUDA_INJECTION64_PATH": "/opt/nvidia/nsys/libToolsInjection64.so"}),
          True, "NVTX on by itself under Nsight Systems (its injection library)")
     t.eq(_profile.nvtx_wanted({}), False, "NVTX off by default")
+
+    # gpuscope trace capture: a window asked for from outside while the job runs (no
+    # --profile); the next 2 steps after the request, on request only, once.
+    slow = os.path.join(tmp, "slow.py")
+    with open(slow, "w") as f:
+        f.write(TRAIN.replace("opt.zero_grad()", "opt.zero_grad()\n        time.sleep(0.15)")
+                .replace("import sys", "import sys, time"))
+    out = os.path.join(tmp, "asked")
+    job = subprocess.Popen([BIN, "run", "--out", out, "--", PYTHON, slow, "30"],
+                           env=pyhelp.child_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    steps_file = os.path.join(out, "steps.jsonl")
+    for _ in range(300):
+        if os.path.exists(steps_file) and sum(1 for _ in open(steps_file)) >= 4:
+            break
+        time.sleep(0.05)
+    c = subprocess.run([BIN, "trace", "capture", "--dir", out, "--steps", "2"],
+                       capture_output=True, text=True, timeout=30)
+    t.ok(c.returncode == 0 and "2 step(s)" in c.stdout, "trace capture: the request is written",
+         detail=c.stdout + c.stderr)
+    jout, jerr = job.communicate(timeout=240)
+    t.eq(job.returncode, 0, "trace capture: the job ran to its end under gpuscope run")
+    files = sorted(os.listdir(os.path.join(out, "profile"))) if os.path.isdir(
+        os.path.join(out, "profile")) else []
+    t.eq(len(files), 1, "trace capture: one window, answered once", )
+    prof = json.load(open(os.path.join(out, "metrics_report.json"))).get("profile") or {}
+    st = [s["step"] for s in (prof.get("ranks") or [{}])[0].get("steps", [])]
+    t.ok(prof.get("steps") == "on request" and len(st) == 2 and st[1] == st[0] + 1 and st[0] > 3,
+         "trace capture: the report has the 2 steps after the request", detail=(prof.get("steps"), st))
+    c = subprocess.run([BIN, "trace", "capture", "--dir", tmp], capture_output=True, text=True)
+    t.ok(c.returncode == 6 and "not a gpuscope run directory" in c.stderr,
+         "trace capture: a directory that is not a run's", detail=c.stderr)
+    c = subprocess.run([BIN, "trace", "capture", "--dir", out, "--steps", "0"],
+                       capture_output=True, text=True)
+    t.eq(c.returncode, 2, "trace capture --steps 0: usage error")
+    rep = json.load(open(os.path.join(tmp, "every", "metrics_report.json")))
+    t.eq(rep["profile"]["steps"], "every:4:2", "--profile runs keep their spec")
 
     p, out = run(tmp, "bad", "every:3:3", 5)
     t.ok(p.returncode == 2 and "--profile" in p.stderr, "a bad --profile value: usage error",

@@ -5,7 +5,8 @@ GPUSCOPE_PROFILE (set by `gpuscope run --profile STEPS`, or by hand) says which 
     "every:500:5"  5 steps from step 500, from step 1000, ... (a window every 500 steps)
 Under `gpuscope run` a running job can also be asked for a window from outside:
 `gpuscope trace capture --dir DIR --steps N` writes DIR/profile.request ("ID N"), which every
-rank checks at its step boundaries (one stat) and answers once with the next N steps.
+rank looks for at a step boundary at most every 0.5 s (one stat) and answers once with the
+next N steps.
 One trace per window and rank goes to $GPUSCOPE_PROFILE_DIR (default $GPUSCOPE_RUN_DIR/profile,
 else ./gpuscope-profile) as rank<R>-step<S>.json, in torch's Chrome-trace format: Kineto's on a
 torch built with it (CPU and CUDA activities when CUDA is in use), the older CPU-only array on a
@@ -21,8 +22,10 @@ capture off; it never stops the training.
 """
 import logging
 import os
+import time
 
 _log = logging.getLogger("gpuscope")
+REQUEST_POLL_S = 0.5  # how often a rank looks for a `gpuscope trace capture` request
 
 
 def parse(spec):
@@ -60,6 +63,7 @@ class Capture:
         self.request = request  # `gpuscope trace capture` writes it: "ID STEPS"
         self.request_seen = None
         self.request_mtime = None
+        self.request_next = 0.0
         self.out_dir = out_dir
         self.rank = int(rank or 0)
         self.cuda = bool(cuda)
@@ -79,10 +83,14 @@ class Capture:
     def _requested(self):
         """Steps of a new `gpuscope trace capture` request, else 0. Each rank answers each
         request once (the file stays for the other ranks; its ID tells requests apart)."""
+        now = time.monotonic()
+        if now < self.request_next:
+            return 0  # looked less than REQUEST_POLL_S ago: a step costs one clock read
+        self.request_next = now + REQUEST_POLL_S
         try:
             mtime = os.stat(self.request).st_mtime_ns
             if mtime == self.request_mtime:
-                return 0  # the one stat a step costs
+                return 0
             self.request_mtime = mtime
             with open(self.request) as f:
                 rid, steps = f.read(64).split()[:2]

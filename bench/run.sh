@@ -44,3 +44,6 @@ BENCH_AGENT_SECONDS=${BENCH_AGENT_SECONDS:-120} ./bench/bench_agent.sh "$BUILD"
 echo
 echo "## Python stacks (bench/bench_stacks.py: one read, 100 Hz overhead)"
 /usr/bin/python3 bench/bench_stacks.py "$BUILD" 9
+echo "### gpuscope trace analyze (bench/bench_trace.sh $BUILD)"
+echo
+./bench/bench_trace.sh "$BUILD"

@@ -27,6 +27,9 @@ command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 # libelf-dev: `gpuscope stacks` finds _PyRuntime in the python binary's ELF symbols
 # (src/stacks/pyfind.c).
 PKGS="$PKGS libelf-dev"
+# libyajl-dev: the streaming JSON parser of `gpuscope trace` (src/trace/parse.c; zlib1g-dev
+# above reads the .json.gz traces).
+PKGS="$PKGS libyajl-dev"
 # web/node_modules: uPlot (embedded into the binary at build time) and playwright-core (the
 # browser test), exactly as web/package-lock.json pins them; again when the lock file changed.
 web_deps() {

@@ -28,7 +28,7 @@ import os
 import sys
 import time
 
-from . import _facts, _native
+from . import _facts, _native, _profile
 from ._native import (FLAG_CUDA_EVENTS, NAN, NO_MEM, PH_BACKWARD, PH_COMM, PH_DATA,
                       PH_FORWARD, PH_N, PH_OPTIMIZER, PH_STEP, PHASES)
 # PHASES also names the two phases of record version 2 (communication_exposed, other),
@@ -181,6 +181,8 @@ class Profiler:
         self._t0 = 0.0
         self._p0 = 0
         self._step_ev = None
+        self._capture = None       # torch.profiler windows (_profile.py, GPUSCOPE_PROFILE)
+        self._nvtx = _profile.nvtx_from_env(PHASES)  # NVTX ranges (GPUSCOPE_NVTX, nsys)
 
     # ---- lifecycle ----
 
@@ -216,6 +218,9 @@ class Profiler:
             _hooks.wrap_distributed(self)  # no-op unless the process group is up
         if self._mark_ns is None:
             self._mark_ns = _perf_ns()
+        self._capture = _profile.from_env(self.rank, self.cuda)
+        if self._capture:
+            self._capture.boundary(0)
         return self
 
     def mark(self):
@@ -246,6 +251,8 @@ class Profiler:
         if self.cuda:
             self._step_ev = self._event()
             self._step_ev.record()
+        if self._nvtx:
+            self._nvtx.begin(PH_STEP, "step %d" % (self.steps_done + 1))
 
     def step_end(self, samples=0, step=None):
         if not self._in_step:
@@ -256,6 +263,8 @@ class Profiler:
         now = _perf_ns()
         self._in_step = False
         self._mark_ns = now
+        if self._nvtx:
+            self._nvtx.end(PH_STEP)
         self.step_no = int(step) if step is not None else self.step_no + 1
         t_end = self._t0 + (now - self._p0) / 1e9
         samples = int(samples or 0)
@@ -272,6 +281,8 @@ class Profiler:
         self.last_end = t_end
         self.steps_done += 1
         self.samples_done += samples
+        if self._capture:
+            self._capture.boundary(self.steps_done)
         if not self.cuda:
             self._complete(self.step_no, 0, self._t0, t_end, ms, samples, NO_MEM)
             return
@@ -290,11 +301,15 @@ class Profiler:
             self.phase_end(PH_BACKWARD)  # backward's end was not signalled: it ends here
         if ph == PH_DATA:
             self._open[ph] = _perf_ns()
+            if self._nvtx:
+                self._nvtx.begin(ph)
             return
         if not self._in_step:
             return
         if self._open[ph] is not None:
             return  # nested (a module called twice inside itself): the outer one counts
+        if self._nvtx:
+            self._nvtx.begin(ph)
         if self.cuda:
             ev = self._event()
             ev.record()
@@ -307,6 +322,8 @@ class Profiler:
         if start is None:
             return
         self._open[ph] = None
+        if self._nvtx:
+            self._nvtx.end(ph)
         if ph == PH_DATA:
             ms = (_perf_ns() - start) / 1e6
             if self._in_step:
@@ -432,6 +449,8 @@ class Profiler:
         self._finished = True
         if self._in_step:
             self.step_end()
+        if self._capture:
+            self._capture.finish()
         if self.cuda:
             self._drain(block=True)
         self._flush()

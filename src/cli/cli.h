@@ -22,6 +22,8 @@ int gs_cli_run(int argc, char **argv);
 
 /* `gpuscope stacks PID`: Python stacks of a running process (stacks.c, src/stacks/). */
 int gs_cli_stacks(int argc, char **argv);
+/* `gpuscope trace analyze ...`: PyTorch profiler trace analysis (trace.c, src/trace/). */
+int gs_cli_trace(int argc, char **argv);
 
 /* Exit statuses shared by all subcommands besides gs_rc_exit_code's NVML-like ones. */
 #define GS_EXIT_OK 0

@@ -21,6 +21,7 @@ static const struct subcommand subcommands[] = {
     {"demo", gs_cli_demo, "the agent on a bundled nvml-sim scenario, no GPU needed"},
     {"run", gs_cli_run, "run a training command and profile its steps and GPUs"},
     {"stacks", gs_cli_stacks, "Python stacks of a running process: top, --dump, --record"},
+    {"trace", gs_cli_trace, "analyse PyTorch profiler traces (kernels, idle, overlap)"},
 };
 
 static void usage(FILE *out)

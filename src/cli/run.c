@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/run_profile.h"
 #include "cli/term.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
@@ -60,6 +61,7 @@ struct run_opts {
     double interval_s;
     int auto_inject;
     int help;
+    const char *profile; /* --profile STEPS (run_profile.h) */
     char **cmd; /* NULL-terminated */
     double stacks_hz;   /* --stacks: rank main-thread samples per second, 0 = off */
     double hang_factor; /* --hang-after: multiple of the p95 step time, 0 = no watchdog */
@@ -112,6 +114,8 @@ static void run_usage(FILE *out)
           "                  10; 0 off) with GPUs idle or spinning dumps every rank's stacks\n"
           "                  into DIR/hang-N-stacks.txt\n"
           "  --hang-min S    ... and at least S seconds without a step (default 60)\n"
+          "  --profile STEPS torch.profiler traces of steps A..B-1 (A:B) or of N steps every P\n"
+          "                  (every:P:N) into DIR/profile, analysed into the report\n"
           "  -h, --help      this help\n"
           "\n"
           "CMD sees GPUSCOPE_RUN_SOCKET (where to send step records) and GPUSCOPE_RUN_DIR.\n"
@@ -185,6 +189,16 @@ static int run_parse(struct run_opts *o, int argc, char **argv)
                 o->hang_factor = x;
             else
                 o->hang_min_s = x;
+        } else if (strcmp(a, "--profile") == 0 || strncmp(a, "--profile=", 10) == 0) {
+            const char *v = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
+
+            if (!v || gs_run_profile_check(v) != 0) {
+                fprintf(stderr, "gpuscope run: --profile: '%s' is not A:B (1 <= A < B, B >= 3) "
+                                "or every:P:N (1 <= N < P)\n",
+                        v ? v : "");
+                return -1;
+            }
+            o->profile = v;
         } else if (strcmp(a, "--out") == 0 || strcmp(a, "--interval") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "gpuscope run: %s: missing value\n", a);
@@ -326,6 +340,19 @@ static int run_find_pydir(char *out, size_t len)
     if (snprintf(out, len, "%s", GS_PYTHON_DIR) >= (int)len)
         return -1;
     return has_package(out) ? 0 : -1;
+}
+
+/* --profile: the package's window (GPUSCOPE_PROFILE) and where its traces go. */
+static int run_profile_env(const char *dir, const char *spec)
+{
+    char absdir[PATH_MAX], pdir[PATH_MAX + 16];
+
+    if (!realpath(dir, absdir))
+        snprintf(absdir, sizeof absdir, "%s", dir);
+    snprintf(pdir, sizeof pdir, "%s/profile", absdir);
+    return setenv("GPUSCOPE_PROFILE", spec, 1) != 0 || setenv("GPUSCOPE_PROFILE_DIR", pdir, 1)
+               ? -1
+               : 0;
 }
 
 /* Environment CMD inherits: the socket, the output dir and (auto) PYTHONPATH. */
@@ -719,7 +746,7 @@ static void run_store_begin(struct run_ctx *c, char **cmd)
 }
 
 static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int exit_code,
-                            int term_signal)
+                            int term_signal, const json_t *profile)
 {
     char host[256] = "", path[PATH_MAX];
     char *command = run_quote(cmd), *text;
@@ -727,7 +754,8 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
                                   .hostname = host,
                                   .exit_code = exit_code,
                                   .source = "gpuscope-run",
-                                  .term_signal = term_signal};
+                                  .term_signal = term_signal,
+                                  .profile = profile};
     struct gs_err gerr;
     json_t *report;
     int rc = 0;
@@ -882,7 +910,8 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
         code = RUN_EXIT_FAIL;
         goto unblock;
     }
-    if (run_child_env(sock, dir, o->auto_inject) != 0) {
+    if (run_child_env(sock, dir, o->auto_inject) != 0 ||
+        (o->profile && run_profile_env(dir, o->profile) != 0)) {
         code = RUN_EXIT_FAIL;
         goto unblock;
     }
@@ -939,7 +968,12 @@ unblock:
                 (unsigned long long)gs_store_stats(c.store).steps_dropped);
     if (g_interrupted)
         fprintf(stderr, "gpuscope run: interrupted; writing the report of what ran\n");
-    run_write_report(&c, dir, o->cmd, code, term_signal);
+    {
+        json_t *prof = gs_run_profile_analyze(dir, o->profile, stderr);
+
+        run_write_report(&c, dir, o->cmd, code, term_signal, prof);
+        json_decref(prof);
+    }
 out:
     if (rx) {
         gs_receiver_stop(rx);

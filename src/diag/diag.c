@@ -845,5 +845,6 @@ json_t *gs_diag_findings(const json_t *report, long ncpu)
             json_array_append_new(out, f);
     }
     gs_diag_stacks_findings(report, out);
+    gs_diag_profile_findings(report, out); /* the kernel timeline of gpuscope run --profile */
     return out;
 }

@@ -27,5 +27,9 @@ json_t *gs_diag_findings(const json_t *report, long ncpu);
 /* Appends to findings the rules over report's "stacks" section (diag_stacks.c:
  * stacks_data_loading, host_sync, checkpoint_saving, logging); nothing without one. */
 void gs_diag_stacks_findings(const json_t *report, json_t *findings);
+/* Appends to out the findings of the report's "profile" section (diag_profile.c: profile_htod,
+ * profile_host_wait, profile_launch_bound, profile_attention, profile_exposed_communication);
+ * nothing when the report has none. gs_diag_findings calls it. */
+void gs_diag_profile_findings(const json_t *report, json_t *out);
 
 #endif

@@ -653,7 +653,7 @@ static const char *const report_order[] = {
     "step_busy_estimate_source", "other_time_ratio", "communication_total_seconds",
     "communication_hidden_ratio", "steps", "ranks", "energy_joules", "throttled_seconds",
     "outcome", "phases", "per_rank", "slowest_rank", "gpus", "allocator", "run", "facts",
-    "findings",
+    "profile", "findings",
 };
 
 static json_t *ordered(json_t *rep)
@@ -736,6 +736,8 @@ json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
     json_object_set_new(rep, "outcome", outcome_object(a, meta, &s));
     facts = a->have_hello ? gs_record_facts_json(&a->hello.facts) : json_object();
     json_object_set_new(rep, "facts", facts ? facts : json_object());
+    if (meta && meta->profile) /* gpuscope run --profile: src/cli/run_profile.c */
+        json_object_set(rep, "profile", (json_t *)meta->profile);
     findings = gs_diag_findings(rep, sysconf(_SC_NPROCESSORS_ONLN));
     json_object_set_new(rep, "findings", findings ? findings : json_array());
     return ordered(rep);
@@ -1032,6 +1034,31 @@ static void print_gpus(FILE *out, const json_t *rep, const struct paint *c)
     }
 }
 
+/* gpuscope run --profile: one line per rank of the window's analysis (docs/trace.md). */
+static void print_profile(FILE *out, const json_t *rep, const struct paint *c)
+{
+    const json_t *p = json_object_get(rep, "profile"), *r;
+    size_t i;
+
+    if (!p)
+        return;
+    fprintf(out, "%sprofile%s (steps %s, %s)\n", c->bold, c->off, jtext(p, "steps", "?"),
+            json_is_string(json_object_get(p, "note")) ? jtext(p, "note", "")
+                                                       : jtext(p, "dir", ""));
+    json_array_foreach(json_object_get(p, "ranks"), i, r) {
+        const json_t *t = json_object_get(r, "temporal");
+
+        if (!t) {
+            fprintf(out, "  rank %.0f: %s\n", jget(r, "rank"), jtext(r, "note", "no GPU activity"));
+            continue;
+        }
+        fprintf(out, "  rank %.0f: GPU idle %.1f %%, compute %.1f %%, non-compute %.1f %% of %.0f us"
+                     " kernel span\n",
+                jget(r, "rank"), jget(t, "idle_pct"), jget(t, "compute_pct"),
+                jget(t, "non_compute_pct"), jget(t, "kernel_span_us"));
+    }
+}
+
 static void print_findings(FILE *out, const json_t *rep, const struct paint *c)
 {
     const json_t *fs = json_object_get(rep, "findings");
@@ -1105,5 +1132,6 @@ void gs_report_print_summary(FILE *out, const json_t *report, int color)
     print_ranks(out, report, c);
     print_gpus(out, report, c);
     print_stacks(out, report, c);
+    print_profile(out, report, c);
     print_findings(out, report, c);
 }

@@ -1,0 +1,242 @@
+/*
+ * Unit tests for the trace reader and analysis (src/trace/): small hand-made traces whose
+ * figures can be worked out on paper — unions that touch, the overlap sweep, HTA's rounding
+ * of fractional times, the last-step filter, idle causes, "others" lumping, the legacy format
+ * and the reader's errors with their offsets.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "trace/trace.h"
+
+static struct gs_trace *load(const char *json)
+{
+    struct gs_trace *t = NULL;
+    struct gs_err err = {0};
+    int rc = gs_trace_load_mem(json, strlen(json), "t", &t, &err);
+
+    if (rc != GS_OK)
+        fail_msg("load: %s", err.msg);
+    return t;
+}
+
+static json_t *analyze1(struct gs_trace *t, const struct gs_trace_opts *o)
+{
+    json_t *doc = gs_trace_analyze(&t, 1, o);
+
+    assert_non_null(doc);
+    return doc;
+}
+
+static json_t *rank0(json_t *doc)
+{
+    return json_array_get(json_object_get(doc, "ranks"), 0);
+}
+
+static long long geti(json_t *o, const char *path)
+{
+    json_t *v = json_object_get(o, path);
+
+    assert_true(json_is_integer(v));
+    return (long long)json_integer_value(v);
+}
+
+static long long type_sum(json_t *types, const char *name)
+{
+    size_t i;
+    json_t *v;
+
+    json_array_foreach(types, i, v) if (strcmp(json_string_value(json_object_get(v, "type")),
+                                               name) == 0) return geti(v, "sum_us");
+    return -1;
+}
+
+#define K(name, ts, dur, stream, corr)                                                             \
+    "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"" name "\",\"ts\":" #ts ",\"dur\":" #dur         \
+    ",\"args\":{\"stream\":" #stream ",\"correlation\":" #corr "}}"
+#define L(ts, corr)                                                                                \
+    "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"ts\":" #ts           \
+    ",\"dur\":1,\"args\":{\"correlation\":" #corr "}}"
+
+/* comp [0,10) [10,20) touch -> one interval; comm [15,30); mem [25,40). */
+static void test_temporal_and_overlap(void **state)
+{
+    const char *j = "{\"traceEvents\":[" K("gemm", 0, 10, 7, 1) "," K("gemm", 10, 10, 7, 2) ","
+        K("ncclKernel_AllReduce", 15, 15, 9, 3) "," K("Memcpy HtoD (Pinned -> Device)", 25, 15, 8, 4)
+        "," K("gemm", 50, 10, 7, 5) "]}";
+    struct gs_trace *t = load(j);
+    json_t *doc = analyze1(t, NULL), *r = rank0(doc), *tmp = json_object_get(r, "temporal");
+
+    (void)state;
+    assert_int_equal(geti(tmp, "kernel_span_us"), 60);
+    assert_int_equal(geti(tmp, "idle_us"), 10);    /* [40,50): busy [0,40) + [50,60) */
+    assert_int_equal(geti(tmp, "compute_us"), 30); /* [0,20) + [50,60) */
+    assert_int_equal(geti(tmp, "non_compute_us"), 20);
+    /* sweep: comp alone [0,15) 15 + [50,60) 10; comp+comm [15,20) 5; comm [20,25) 5;
+     * comm+mem [25,30) 5; mem [30,40) 10 */
+    {
+        json_t *ty = json_object_get(r, "kernel_types");
+
+        assert_int_equal(type_sum(ty, "COMPUTATION"), 25);
+        assert_int_equal(type_sum(ty, "COMPUTATION overlapping COMMUNICATION"), 5);
+        assert_int_equal(type_sum(ty, "COMMUNICATION"), 5);
+        assert_int_equal(type_sum(ty, "COMMUNICATION overlapping MEMORY"), 5);
+        assert_int_equal(type_sum(ty, "MEMORY"), 10);
+    }
+    /* comm union 15, overlapped by comp 5 */
+    assert_float_equal(json_real_value(json_object_get(r, "comm_comp_overlap_pct")),
+                       100.0 * 5 / 15, 1e-9);
+    json_decref(doc);
+    gs_trace_free(t);
+}
+
+/* Fractional ts: start up, end down (HTA), and only when some ts is fractional. */
+static void test_rounding(void **state)
+{
+    const char *j = "{\"traceEvents\":[" K("a", 0.5, 10.0, 7, 1) "," K("b", 20, 5.75, 7, 2) "]}";
+    struct gs_trace *t = load(j);
+    json_t *doc = analyze1(t, NULL), *tmp = json_object_get(rank0(doc), "temporal");
+
+    (void)state;
+    /* a: [1,10), b: [20,25) */
+    assert_int_equal(geti(tmp, "kernel_span_us"), 24);
+    assert_int_equal(geti(tmp, "compute_us"), 14);
+    json_decref(doc);
+    gs_trace_free(t);
+}
+
+/* Three steps: kernels launched in the last one are left out unless asked. */
+static void test_last_step_and_idle(void **state)
+{
+    const char *j = "{\"traceEvents\":["
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"ts\":0,\"dur\":100},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#2\",\"ts\":100,\"dur\":100},"
+        L(1, 1) "," K("k", 10, 10, 7, 1) ","  /* first: other, empty */
+        L(2, 2) "," K("k", 25, 10, 7, 2) ","  /* gap 5 < 30, launched before 20: kernel wait */
+        L(50, 3) "," K("k", 60, 10, 7, 3) "," /* launched at 50 > 35: host wait 25 */
+        L(3, 4) "," K("k", 200, 10, 7, 4) "," /* gap 130, launched early: other */
+        L(150, 5) "," K("k", 300, 10, 7, 5) "]}"; /* launched in the last step */
+    struct gs_trace *t = load(j);
+    struct gs_trace_opts o;
+    json_t *doc = analyze1(t, NULL), *r = rank0(doc), *idle = json_object_get(r, "idle_by_stream");
+    long long got[3] = {-1, -1, -1};
+    size_t i;
+    json_t *v;
+
+    (void)state;
+    assert_int_equal(geti(r, "gpu_activities"), 4);
+    json_array_foreach(idle, i, v)
+    {
+        const char *c = json_string_value(json_object_get(v, "cause"));
+
+        got[strcmp(c, "host_wait") == 0 ? 0 : strcmp(c, "kernel_wait") == 0 ? 1 : 2] =
+            geti(v, "idle_us");
+    }
+    assert_int_equal(got[0], 25);
+    assert_int_equal(got[1], 5);
+    assert_int_equal(got[2], 130);
+    json_decref(doc);
+    gs_trace_opts_default(&o);
+    o.include_last_step = 1;
+    doc = analyze1(t, &o);
+    assert_int_equal(geti(rank0(doc), "gpu_activities"), 5);
+    json_decref(doc);
+    gs_trace_free(t);
+}
+
+/* Twelve names: the two past --top 10 are lumped; HTA's statistics over the totals. */
+static void test_others(void **state)
+{
+    char j[8192];
+    size_t n = 0;
+    struct gs_trace *t;
+    json_t *doc, *top, *v;
+    size_t i;
+    int others = 0;
+
+    (void)state;
+    n += (size_t)snprintf(j + n, sizeof j - n, "{\"traceEvents\":[");
+    for (int k = 0; k < 12; k++)
+        n += (size_t)snprintf(j + n, sizeof j - n,
+                              "%s{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k%02d\",\"ts\":%d,"
+                              "\"dur\":%d,\"args\":{\"stream\":7}}",
+                              k ? "," : "", k, k * 1000, 1000 - k * 10);
+    snprintf(j + n, sizeof j - n, "]}");
+    t = load(j);
+    doc = analyze1(t, NULL);
+    top = json_object_get(rank0(doc), "top_kernels");
+    json_array_foreach(top, i, v) if (strcmp(json_string_value(json_object_get(v, "name")),
+                                             "others") == 0)
+    {
+        others = 1;
+        /* cumsum quantile 0.8 of 12 totals lumps k09.. as well: at least k10, k11 */
+        assert_true(geti(v, "kernels") >= 2);
+        assert_true(geti(v, "sum_us") >= 890 + 880);
+    }
+    assert_true(others);
+    json_decref(doc);
+    gs_trace_free(t);
+}
+
+static void test_legacy(void **state)
+{
+    struct gs_trace *t = load("[{\"name\":\"aten::mm\",\"ph\":\"X\",\"ts\":1,\"dur\":4,"
+                              "\"pid\":\"CPU functions\",\"args\":{}}]");
+    json_t *doc = analyze1(t, NULL), *r = rank0(doc);
+
+    (void)state;
+    assert_int_equal(t->legacy, 1);
+    assert_null(json_object_get(r, "temporal"));
+    assert_non_null(json_object_get(r, "note"));
+    assert_int_equal(json_array_size(json_object_get(r, "cpu_ops")), 1);
+    json_decref(doc);
+    gs_trace_free(t);
+}
+
+static void expect_error(const char *json, const char *want)
+{
+    struct gs_trace *t = NULL;
+    struct gs_err err = {0};
+
+    assert_int_equal(gs_trace_load_mem(json, strlen(json), "f", &t, &err), GS_EPARSE);
+    assert_null(t);
+    if (!strstr(err.msg, want))
+        fail_msg("got '%s', want '%s'", err.msg, want);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    expect_error("{\"traceEvents\":[{\"ts\":1", "f:");
+    expect_error("{\"traceEvents\":[{\"ts\":1e999}]}", "ts is not a finite number");
+    expect_error("{\"traceEvents\":[{\"ts\":1,\"dur\":1e13}]}", "dur out of range");
+    expect_error("{\"a\":1}", "no traceEvents");
+    expect_error("17", "not a trace");
+    expect_error("", "f:0: empty file");
+    {
+        char deep[300];
+
+        memset(deep, '[', 200);
+        deep[200] = '\0';
+        expect_error(deep, "f:65: nesting deeper than 64");
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_temporal_and_overlap),
+        cmocka_unit_test(test_rounding),
+        cmocka_unit_test(test_last_step_and_idle),
+        cmocka_unit_test(test_others),
+        cmocka_unit_test(test_legacy),
+        cmocka_unit_test(test_errors),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -35,8 +35,15 @@ enum gs_phase {
     GS_PH_N
 };
 
+/* Phases of record version 2, kept in ms_x[] after the version-1 fields so that the version-1
+ * layout is unchanged. GS_PH_COMM_EXPOSED is the communication the step waited for (not hidden
+ * behind compute; taken out of the phase it ran in). GS_PH_OTHER is the rest of the step's
+ * wall time: data + forward + backward + optimizer + communication_exposed + other = data +
+ * total_step. A sender may leave other out: the aggregate derives it (docs/report.md). */
+enum { GS_PH_COMM_EXPOSED = GS_PH_N, GS_PH_OTHER, GS_PH_ALL };
+
 /* Wire / report names: "data", "forward", "backward", "optimizer_step", "communication",
- * "total_step". */
+ * "total_step", "communication_exposed", "other" (any phase below GS_PH_ALL). */
 GS_API const char *gs_phase_name(int phase);
 
 enum gs_step_flags {
@@ -44,8 +51,9 @@ enum gs_step_flags {
 };
 
 /* One training step. Layout is part of the ctypes ABI (python/gpuscope/_native.py mirrors
- * it): append fields only at the end and bump GS_STEP_REC_VERSION. */
-#define GS_STEP_REC_VERSION 1
+ * it): append fields only at the end and bump GS_STEP_REC_VERSION. Version 1 ends at
+ * mem_total (gs_run_step reads only that much of a version-1 record). */
+#define GS_STEP_REC_VERSION 2
 struct gs_step_rec {
     uint32_t version;        /* GS_STEP_REC_VERSION */
     uint32_t flags;          /* enum gs_step_flags */
@@ -62,6 +70,8 @@ struct gs_step_rec {
     uint64_t mem_peak_allocated; /* since the previous record */
     uint64_t mem_peak_reserved;
     uint64_t mem_total;          /* device total (torch.cuda.mem_get_info) */
+    /* version 2 */
+    double ms_x[GS_PH_ALL - GS_PH_N]; /* GS_PH_COMM_EXPOSED, GS_PH_OTHER; NaN = not measured */
 };
 
 /* ---- In-process core, for the Python package (ctypes over libgpuscope.so) ----

@@ -17,7 +17,8 @@ Log lines (every logging_steps steps, once the step's record is complete):
     Step 100: GPU memory usage: 28.4 GB / 40.5 GB (70.1%), Peak memory: 29.1 GB
     Step 100: CUDA event time: forward=124.3ms, backward=89.7ms, optimizer_step=15.2ms, total_step=232.1ms
     Step 100: GPU utilization estimate: 68.4% (based on CUDA event timing)
-On CPU the second line says "Host time:", the third "(based on host timing)", and the first
+On CPU the second line says "Host time:", the third "Step busy estimate: ... (based on host
+timing)" (host clocks say nothing of a GPU), and the first
 "GPU memory usage: n/a (no CUDA device)". A phase that was not measured prints as "n/a".
 """
 import collections
@@ -30,6 +31,8 @@ import time
 from . import _facts, _native
 from ._native import (FLAG_CUDA_EVENTS, NAN, NO_MEM, PH_BACKWARD, PH_COMM, PH_DATA,
                       PH_FORWARD, PH_N, PH_OPTIMIZER, PH_STEP, PHASES)
+# PHASES also names the two phases of record version 2 (communication_exposed, other),
+# which the native core derives or the loop tracker measures; phase() takes the first six.
 
 BATCH_STEPS = 32    # step records handed to the native core together ...
 BATCH_MAX_S = 1.0   # ... or once the oldest waiting one is this old (a live receiver)
@@ -74,8 +77,10 @@ def format_lines(step, ms, mem, cuda):
              f"backward={_fmt_ms(ms[PH_BACKWARD])}, optimizer_step={_fmt_ms(ms[PH_OPTIMIZER])}, "
              f"total_step={_fmt_ms(ms[PH_STEP])}")
     est = utilization_estimate(ms)
+    # Host clocks say how busy the step was, not a GPU: a CPU run names it so.
+    what = "GPU utilization estimate" if cuda else "Step busy estimate"
     basis = "CUDA event timing" if cuda else "host timing"
-    util = (f"Step {n}: GPU utilization estimate: "
+    util = (f"Step {n}: {what}: "
             f"{'n/a' if est != est else f'{est:.1f}%'} (based on {basis})")
     return [mline, times, util]
 
@@ -96,12 +101,14 @@ def utilization_estimate(ms):
 
 class _Pending:
     """A closed CUDA step waiting for its events: (phase, start, end) triples."""
-    __slots__ = ("step", "t_begin", "t_end", "ms", "samples", "mem", "events", "step_events")
+    __slots__ = ("step", "t_begin", "t_end", "ms", "samples", "mem", "events", "step_events",
+                 "adj")
 
-    def __init__(self, step, t_begin, t_end, ms, samples, mem, events, step_events):
+    def __init__(self, step, t_begin, t_end, ms, samples, mem, events, step_events, adj):
         self.step, self.t_begin, self.t_end = step, t_begin, t_end
         self.ms, self.samples, self.mem = ms, samples, mem
         self.events, self.step_events = events, step_events
+        self.adj = adj
 
 
 class Profiler:
@@ -162,6 +169,14 @@ class Profiler:
         self._event_pool = []
         self._finished = False
         self._started = False
+        # The loop tracker (gpuscope._loop) measures data inside the step (time in the
+        # DataLoader's __next__) and a step from one optimizer step's end to the next: then
+        # total_step is the step's wall time less its data time, so that data + total_step is
+        # still the step's wall time (docs/report.md).
+        self.data_in_step = False
+        self.outcome = {}          # sent in the end record (docs/report.md, OUTCOME)
+        self._exposed = NAN        # exposed communication of the open step (loop tracker)
+        self._adj = [0.0] * PH_N   # CUDA: host corrections to event-timed phases
         self._mem_total = 0
         self._t0 = 0.0
         self._p0 = 0
@@ -219,7 +234,7 @@ class Profiler:
         if self._data_ms == self._data_ms:
             self._acc[PH_DATA] = self._data_ms
             self._seen[PH_DATA] = True
-        elif self._mark_ns is not None and self.step_no > 0:
+        elif self._mark_ns is not None and self.step_no > 0 and not self.data_in_step:
             self._acc[PH_DATA] = (now - self._mark_ns) / 1e6
             self._seen[PH_DATA] = True
         self._data_ms = NAN
@@ -247,9 +262,13 @@ class Profiler:
         acc, seen = self._acc, self._seen
         ms = [acc[0] if seen[0] else NAN, acc[1] if seen[1] else NAN,
               acc[2] if seen[2] else NAN, acc[3] if seen[3] else NAN,
-              acc[4] if seen[4] else NAN, (now - self._p0) / 1e6]
+              acc[4] if seen[4] else NAN, (now - self._p0) / 1e6, self._exposed, NAN]
+        if self.data_in_step and seen[0]:
+            ms[PH_STEP] = max(0.0, ms[PH_STEP] - acc[0])
         self._acc = [0.0] * PH_N
         self._seen = [False] * PH_N
+        self._exposed = NAN
+        adj, self._adj = self._adj, [0.0] * PH_N
         self.last_end = t_end
         self.steps_done += 1
         self.samples_done += samples
@@ -260,7 +279,7 @@ class Profiler:
         end_ev.record()
         self._pending.append(_Pending(self.step_no, self._t0, t_end, ms, samples,
                                       self._read_memory(), self._events,
-                                      (self._step_ev, end_ev)))
+                                      (self._step_ev, end_ev), adj))
         self._events = []
         self._drain(block=False)
 
@@ -305,10 +324,32 @@ class Profiler:
         self._seen[ph] = True
 
     def add_ms(self, ph, ms):
-        """Adds a host-measured duration to a phase of the open step (communication futures)."""
+        """Adds a host-measured duration to a phase of the open step (communication futures;
+        a negative one takes exposed communication out of the phase it ran in)."""
         if self._in_step:
-            self._acc[ph] += ms
-            self._seen[ph] = True
+            if self.cuda and ph != PH_COMM and ph != PH_DATA:
+                self._adj[ph] += ms  # applied once the phase's events are read
+            else:
+                self._acc[ph] += ms
+            if ms > 0:
+                self._seen[ph] = True
+
+    def set_exposed(self, ms):
+        """The open step's exposed communication (ms; the loop tracker's estimate)."""
+        self._exposed = ms if self._seen[PH_COMM] else NAN
+
+    def abandon_step(self):
+        """Drops the open step without a record (the loop tracker's last, unfinished one)."""
+        if not self._in_step:
+            return
+        self._in_step = False
+        self._acc = [0.0] * PH_N
+        self._seen = [False] * PH_N
+        self._open = [None] * PH_N
+        self._adj = [0.0] * PH_N
+        self._exposed = NAN
+        self._event_pool.extend(e for _, a, b in self._events for e in (a, b))
+        self._events = []
 
     # ---- CUDA records ----
 
@@ -346,10 +387,12 @@ class Profiler:
                 self._event_pool.extend((a, b))
             for ph in (PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER):
                 if ms[ph] == ms[ph]:
-                    ms[ph] = acc[ph]
+                    ms[ph] = max(0.0, acc[ph] + p.adj[ph])
             if ms[PH_COMM] == ms[PH_COMM]:  # host-timed DDP buckets + event-timed collectives
                 ms[PH_COMM] += acc[PH_COMM]
             ms[PH_STEP] = p.step_events[0].elapsed_time(last)
+            if self.data_in_step and ms[PH_DATA] == ms[PH_DATA]:
+                ms[PH_STEP] = max(0.0, ms[PH_STEP] - ms[PH_DATA])
             self._event_pool.extend(p.step_events)
             self._complete(p.step, FLAG_CUDA_EVENTS, p.t_begin, p.t_end, ms, p.samples, p.mem)
 
@@ -392,13 +435,12 @@ class Profiler:
         if self.cuda:
             self._drain(block=True)
         self._flush()
+        # Only the framework's own figures travel: the native core derives runtime, steps and
+        # samples from the step records of every rank alike (a rank's own samples in the end
+        # record would stand for the whole job's).
         end = {}
-        if train_runtime is None and self.first_begin is not None:
-            train_runtime = self.last_end - self.first_begin
-        if train_steps is None and self.steps_done:
-            train_steps = self.steps_done
-        if train_samples is None and self.samples_done:
-            train_samples = self.samples_done
+        if self.outcome:
+            end["outcome"] = dict(self.outcome)
         for k, v in (("train_runtime", train_runtime), ("train_samples", train_samples),
                      ("train_steps", train_steps), ("train_loss", train_loss)):
             if v is not None and isinstance(v, (int, float)) and math.isfinite(v):

@@ -14,7 +14,7 @@ MAX_STR bytes without control characters, at most MAX_BYTES as compact JSON. Key
     dataloader_persistent_workers, per_device_train_batch_size, gradient_accumulation_steps,
     gradient_checkpointing, bf16, fp16, tf32, ddp_find_unused_parameters   TrainingArguments
     attn_implementation, param_dtype, param_count     the model
-    torch_version, cuda_device_name, cpu_count, nccl_version,
+    torch_version, cuda_device_name, cpu_count, dist_backend, nccl_version,
     NCCL_IB_DISABLE, NCCL_P2P_DISABLE, NCCL_DEBUG      the process
 """
 import json
@@ -146,6 +146,8 @@ def from_process(cuda_device=None):
             out[name] = scalar(v)
     try:
         dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            out["dist_backend"] = scalar(str(dist.get_backend()))  # "nccl", "gloo", ...
         if (dist is not None and dist.is_available() and dist.is_initialized()
                 and str(dist.get_backend()) == "nccl"):
             v = torch.cuda.nccl.version()  # (2, 21, 5); an int such as 2708 in old torch

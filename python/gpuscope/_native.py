@@ -5,7 +5,7 @@ it there), else at $GPUSCOPE_LIBRARY. If it cannot be loaded the package keeps w
 are still timed and logged, nothing is aggregated natively and no report is written; a single
 warning says why.
 
-StepRec mirrors struct gs_step_rec field for field (136 bytes; tests/python/test_py_native.py
+StepRec mirrors struct gs_step_rec field for field (152 bytes; tests/python/test_py_native.py
 compiles the header and compares every offset). The per-step path does not go through it:
 ctypes attribute stores are slow once the training step has evicted them from the caches, so
 NativeRun.push() packs the same layout with one struct.pack_into() into a fixed buffer and
@@ -21,8 +21,12 @@ import sys
 
 PH_DATA, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_COMM, PH_STEP = range(6)
 PH_N = 6
-PHASES = ("data", "forward", "backward", "optimizer_step", "communication", "total_step")
-STEP_REC_VERSION = 1
+# Record version 2 appends two phases after the version-1 fields (gs_run.h ms_x[]).
+PH_COMM_EXPOSED, PH_OTHER = 6, 7
+PH_ALL = 8
+PHASES = ("data", "forward", "backward", "optimizer_step", "communication", "total_step",
+          "communication_exposed", "other")
+STEP_REC_VERSION = 2
 FLAG_CUDA_EVENTS = 1
 NAN = math.nan
 
@@ -43,11 +47,12 @@ class StepRec(ctypes.Structure):
         ("mem_peak_allocated", ctypes.c_uint64),
         ("mem_peak_reserved", ctypes.c_uint64),
         ("mem_total", ctypes.c_uint64),
+        ("ms_x", ctypes.c_double * (PH_ALL - PH_N)),
     ]
 
 
 # struct gs_step_rec as one pack: every field is naturally aligned, so no padding bytes.
-REC_FORMAT = struct.Struct("=IIQdd6dQii5Q")
+REC_FORMAT = struct.Struct("=IIQdd6dQii5Q2d")
 NO_MEM = (0, 0, 0, 0, 0)
 
 _lib = None
@@ -152,13 +157,13 @@ class NativeRun:
         return -1
 
     def push(self, step, flags, t_begin, t_end, ms, samples, mem=NO_MEM):
-        """Adds one step from plain values (the per-step path): ms a sequence of PH_N floats
-        (NaN = not measured), mem (allocated, reserved, peak_allocated, peak_reserved,
-        total) bytes."""
+        """Adds one step from plain values (the per-step path): ms a sequence of PH_ALL floats
+        in PHASES order (NaN = not measured), mem (allocated, reserved, peak_allocated,
+        peak_reserved, total) bytes."""
         if self._run is None:
             return -1
-        self._pack(self._buf, 0, STEP_REC_VERSION, flags, step, t_begin, t_end, *ms, samples,
-                   self._rank, self._device, *mem)
+        self._pack(self._buf, 0, STEP_REC_VERSION, flags, step, t_begin, t_end, *ms[:PH_N],
+                   samples, self._rank, self._device, *mem, *ms[PH_N:PH_ALL])
         return self._fast(self._run, self._addr)
 
     def finish(self, end):

@@ -23,7 +23,9 @@ works without transformers.
 """
 import math
 
-from . import _core, _facts, _hooks
+import sys
+
+from . import _core, _facts, _hooks, _loop
 from ._native import PH_OPTIMIZER
 
 
@@ -69,6 +71,7 @@ class _GpuScopeCallbackImpl:
         self._model_hooks = None
         self._samples_per_step = 0
         self._train_metrics = {}
+        self._delegated = False  # the loop tracker (gpuscope._loop) times the steps
 
     # ---- setup ----
 
@@ -98,13 +101,24 @@ class _GpuScopeCallbackImpl:
                      **_facts.from_model(model)}
         except Exception:
             facts = {}
-        self.profiler = _core.Profiler(framework="hf", rank=rank, world_size=world,
+        framework = "ms-swift" if "swift" in sys.modules else "hf"
+        if _loop.active():
+            # Under the loop tracker (gpuscope run, auto) one mechanism times every loop: the
+            # Trainer's steps are its optimizer steps, data the time in the DataLoader (not the
+            # Trainer's cross-rank gathers), DDP through the comm hook on the wrapped model.
+            # The callback hands it the run's settings and, at the end, the Trainer's figures.
+            self._delegated = True
+            _loop.configure(framework=framework, rank=rank, world_size=world,
+                            local_rank=local, facts=facts, **o)
+            return
+        self.profiler = _core.Profiler(framework=framework, rank=rank, world_size=world,
                                        local_rank=local, facts=facts, **o)
         self.profiler.start()
         if model is not None:
             self._model_hooks = _hooks.ModelHooks(self.profiler, model, backward=self._backward)
         if self._distributed:
             _hooks.wrap_distributed(self.profiler)
+            _loop.install_ddp(self.profiler)  # the Trainer wraps the model in DDP: time it
         bs = getattr(args, "per_device_train_batch_size", 0) or 0
         ga = getattr(args, "gradient_accumulation_steps", 1) or 1
         self._samples_per_step = int(bs) * int(ga)
@@ -115,6 +129,8 @@ class _GpuScopeCallbackImpl:
         return None
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self._delegated:
+            return None
         if self.profiler is None or self.profiler._finished:  # a new run per train()
             self._train_metrics = {}
             self._start(args, state, model, kwargs.get("train_dataloader"))
@@ -183,7 +199,7 @@ class _GpuScopeCallbackImpl:
 
     def on_train_end(self, args, state, control, **kwargs):
         p = self.profiler
-        if p is None:
+        if p is None and not self._delegated:
             return None
         m = self._train_metrics
         runtime = _num(m.get("train_runtime"))
@@ -193,8 +209,12 @@ class _GpuScopeCallbackImpl:
             stps = _num(m.get("train_steps_per_second"))
             samples = runtime * sps if sps is not None else None
             steps = runtime * stps if stps is not None else None
-        self.report = p.finish(train_runtime=runtime, train_samples=samples, train_steps=steps,
-                               train_loss=_num(m.get("train_loss")))
+        end = dict(train_runtime=runtime, train_samples=samples, train_steps=steps,
+                   train_loss=_num(m.get("train_loss")))
+        if self._delegated:
+            self.report = _loop.finish(**end)
+            return None
+        self.report = p.finish(**end)
         if self._model_hooks is not None:
             self._model_hooks.remove()
             self._model_hooks = None

@@ -1007,6 +1007,8 @@ static long long agg_from_steps(sqlite3 *db, int64_t id, struct gs_agg *agg, int
         s.t_end = col_num(st, c++);
         for (int p = 0; p < GS_PH_N; p++)
             s.ms[p] = col_num(st, c++);
+        for (int p = GS_PH_N; p < GS_PH_ALL; p++) /* not stored: derived or unknown */
+            s.ms_x[p - GS_PH_N] = NAN;
         s.samples = col_u64(st, c++);
         s.flags = sqlite3_column_int(st, c++) ? GS_STEP_CUDA_EVENTS : 0;
         s.mem_allocated = col_u64(st, c++);

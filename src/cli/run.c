@@ -678,17 +678,22 @@ static pid_t run_spawn(char **cmd, const sigset_t *fwd)
     return pid;
 }
 
-static int run_wait(pid_t pid)
+/* CMD's exit status as a shell gives it; *sig the signal that killed it (0: none), for the
+ * report's outcome (128 + N alone cannot tell `exit 130` from SIGINT). */
+static int run_wait(pid_t pid, int *sig)
 {
     int status;
 
+    *sig = 0;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR)
             return RUN_EXIT_FAIL;
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
-    if (WIFSIGNALED(status))
+    if (WIFSIGNALED(status)) {
+        *sig = WTERMSIG(status);
         return 128 + WTERMSIG(status);
+    }
     return RUN_EXIT_FAIL;
 }
 
@@ -753,12 +758,16 @@ static void run_store_begin(struct run_ctx *c, char **cmd)
     free(command);
 }
 
-static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int exit_code)
+static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int exit_code,
+                            int term_signal)
 {
     char host[256] = "", path[PATH_MAX], err[256];
     char *command = run_quote(cmd), *text;
-    struct gs_report_meta meta = {
-        .command = command, .hostname = host, .exit_code = exit_code, .source = "gpuscope-run"};
+    struct gs_report_meta meta = {.command = command,
+                                  .hostname = host,
+                                  .exit_code = exit_code,
+                                  .source = "gpuscope-run",
+                                  .term_signal = term_signal};
     struct gs_err gerr;
     json_t *report;
     int rc = 0;
@@ -867,7 +876,7 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     struct gs_receiver_stats st;
     char sockdir[96], sock[128], path[PATH_MAX], err[256];
     pthread_t sth;
-    int sampler_started = 0, started = 0, code;
+    int sampler_started = 0, started = 0, code, term_signal = 0;
     pthread_condattr_t ca;
     sigset_t fwd, old;
     struct gs_err gerr;
@@ -926,7 +935,7 @@ unblock:
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!started)
         goto out;
-    code = run_wait(pid);
+    code = run_wait(pid, &term_signal);
     g_child_pid = 0;
     run_drain(&c, rx);
     pthread_mutex_lock(&c.mu);
@@ -953,7 +962,7 @@ unblock:
                 (unsigned long long)gs_store_stats(c.store).steps_dropped);
     if (g_interrupted)
         fprintf(stderr, "gpuscope run: interrupted; writing the report of what ran\n");
-    run_write_report(&c, dir, o->cmd, code);
+    run_write_report(&c, dir, o->cmd, code, term_signal);
 out:
     if (rx) {
         gs_receiver_stop(rx);

@@ -55,9 +55,20 @@ struct diag_facts {
     int known;               /* the report has facts: an absent NCCL_* variable was not set */
 };
 
+/* The framework the advice is spelled for (report run.framework). */
+enum diag_fw { FW_PLAIN, FW_HF, FW_SWIFT, FW_DEEPSPEED, FW_ACCELERATE };
+
 struct diag_in {
     long ncpu;
     struct diag_facts fx;
+    enum diag_fw fw;
+    int cuda;            /* the run used a CUDA device (events, device name, or NVML GPUs) */
+    const char *backend; /* facts.dist_backend: "nccl", "gloo", ... or NULL */
+    const char *status;  /* outcome.status */
+    const char *exception, *why_no_steps;
+    long steps, exit_code, sig;
+    const char *sig_name;
+    int seen_any; /* the sender reported what its hooks saw (outcome.seen) */
     double data, comm, util_avg, runtime;
     const char *util_src;
     long ranks;
@@ -127,11 +138,53 @@ static void diag_read_facts(const json_t *rep, struct diag_in *in)
         in->ncpu = cpus;
 }
 
+static enum diag_fw diag_framework(const char *fw)
+{
+    if (!fw)
+        return FW_PLAIN;
+    if (strcmp(fw, "hf") == 0)
+        return FW_HF;
+    if (strcmp(fw, "ms-swift") == 0)
+        return FW_SWIFT;
+    if (strcmp(fw, "deepspeed") == 0)
+        return FW_DEEPSPEED;
+    if (strcmp(fw, "accelerate") == 0)
+        return FW_ACCELERATE;
+    return FW_PLAIN;
+}
+
+static void diag_read_outcome(const json_t *rep, struct diag_in *in)
+{
+    const json_t *oc = json_object_get(rep, "outcome"), *fx = json_object_get(rep, "facts");
+    const char *src = json_string_value(json_object_get(rep, "step_busy_estimate_source"));
+    double v;
+
+    in->status = json_string_value(json_object_get(oc, "status"));
+    in->exception = fact_str(oc, "exception");
+    in->why_no_steps = fact_str(oc, "zero_steps_reason");
+    v = num(oc, "steps_completed");
+    if (isnan(v))
+        v = num(rep, "steps");
+    in->steps = isnan(v) ? -1 : (long)v; /* -1: unknown (a report without steps figures) */
+    v = num(oc, "exit_code");
+    in->exit_code = isnan(v) ? -1 : (long)v;
+    v = num(oc, "signal");
+    in->sig = isnan(v) ? 0 : (long)v;
+    in->sig_name = fact_str(oc, "signal_name");
+    in->seen_any = json_object_size(json_object_get(oc, "seen")) > 0;
+    in->fw = diag_framework(json_string_value(json_object_get(json_object_get(rep, "run"),
+                                                              "framework")));
+    in->backend = fact_str(fx, "dist_backend");
+    in->cuda = (src && strcmp(src, "cuda_events") == 0) || fact_str(fx, "cuda_device_name") ||
+               json_array_size(json_object_get(rep, "gpus")) > 0;
+}
+
 static void diag_read(const json_t *rep, long ncpu, struct diag_in *in)
 {
     const json_t *run = json_object_get(rep, "run"), *al = json_object_get(rep, "allocator");
     double ranks = num(rep, "ranks");
 
+    memset(in, 0, sizeof *in);
     in->ncpu = ncpu;
     in->data = num(rep, "data_loading_time_ratio");
     in->comm = num(rep, "communication_time_ratio");
@@ -146,6 +199,7 @@ static void diag_read(const json_t *rep, long ncpu, struct diag_in *in)
     in->gap_gb = num(al, "fragmentation_gap_gb");
     in->alloc_total_gb = num(al, "memory_total_gb");
     diag_read_facts(rep, in);
+    diag_read_outcome(rep, in);
 }
 
 static json_t *jnum(double v)
@@ -205,50 +259,73 @@ static json_t *all_gpus(const struct diag_in *in)
 
 /* ---- the rules ---- */
 
-/* "dataloader_num_workers is 0 (DataLoader(num_workers=0))", or the generic name. */
+/* An option as the run's framework spells it: TrainingArguments for the HF Trainer, the CLI
+ * flag for ms-swift (its training arguments are the Trainer's), the constructor argument in
+ * plain PyTorch / DeepSpeed / accelerate loops. */
+struct spelling {
+    const char *hf, *swift, *plain;
+};
+
+static const char *spell(const struct diag_in *in, const struct spelling *sp)
+{
+    return in->fw == FW_HF ? sp->hf : in->fw == FW_SWIFT ? sp->swift : sp->plain;
+}
+
+static const struct spelling SP_WORKERS = {"dataloader_num_workers=%ld (TrainingArguments)",
+                                           "--dataloader_num_workers %ld",
+                                           "DataLoader(num_workers=%ld)"};
+static const struct spelling SP_PREFETCH = {
+    "dataloader_prefetch_factor=%d (TrainingArguments)", "--dataloader_prefetch_factor %d",
+    "DataLoader(prefetch_factor=%d)"};
+static const struct spelling SP_PIN = {"dataloader_pin_memory=True (TrainingArguments)",
+                                       "--dataloader_pin_memory true",
+                                       "DataLoader(pin_memory=True)"};
+
+/* Worker advice that no number of this run contradicts: the current value, the cores, and a
+ * concrete next value to try and measure, never a claim that more workers cannot help. */
 static void workers_advice(json_t *f, const struct diag_in *in)
 {
     long w = in->fx.workers, n = in->ncpu, want = n / 2;
-    char now[128] = "";
+    char opt[96], now[96] = "";
 
+    if (want < 1)
+        want = 1;
     if (w >= 0)
-        snprintf(now, sizeof now, "dataloader_num_workers is %ld (DataLoader(num_workers=%ld)): ",
-                 w, w);
-    if (n > 0 && n <= GS_DIAG_FEW_CORES)
-        advise(f, "%sthis machine gives the run only %ld CPU core(s), too few to raise "
-                  "dataloader_num_workers: pre-process the dataset ahead of training, or run on "
-                  "a machine with more cores", now, n);
-    else if (n > 0 && w >= want)
-        advise(f, "%salready half or more of %ld cores: more workers will not help; make each "
-                  "sample cheaper (pre-process) or give the run more cores", now, n);
-    else if (n > 0)
-        advise(f, "%sraise dataloader_num_workers to about %ld of %ld cores "
-                  "(DataLoader(num_workers=%ld) in plain PyTorch)", now, want, n, want);
+        snprintf(now, sizeof now, "num_workers is %ld%s", w, n > 0 ? "" : ": ");
+    if (n > 0 && w >= 0)
+        snprintf(now + strlen(now), sizeof now - strlen(now), " of %ld CPU core(s): ", n);
+    if (w >= want && w > 0) {
+        advise(f, "%sif more workers do not lower data_loading_time_ratio, make each sample "
+                  "cheaper (pre-process) or give the run more cores", now);
+        return;
+    }
+    if (w > 0 && w >= n / 2)
+        return;
+    snprintf(opt, sizeof opt, spell(in, &SP_WORKERS), want);
+    if (n > 0)
+        advise(f, "%sload batches in worker processes: %s, then compare "
+                  "data_loading_time_ratio", now, opt);
     else
-        advise(f, "%sraise dataloader_num_workers to about half the CPU cores "
-                  "(DataLoader(num_workers=...) in plain PyTorch)", now);
+        advise(f, "%sload batches in worker processes: %s (about half the CPU cores), then "
+                  "compare data_loading_time_ratio", now, opt);
 }
 
+/* prefetch_factor only applies with worker processes, pin_memory only with a CUDA device. */
 static void prefetch_pin_advice(json_t *f, const struct diag_in *in)
 {
     long p = in->fx.prefetch;
+    char opt[96];
 
-    if (p >= GS_DIAG_PREFETCH_MIN && p <= GS_DIAG_PREFETCH_MAX)
-        advise(f, "prefetch_factor is %ld, already in the %d-%d range", p, GS_DIAG_PREFETCH_MIN,
-               GS_DIAG_PREFETCH_MAX);
-    else if (p >= 0)
-        advise(f, "prefetch_factor is %ld: set dataloader_prefetch_factor (DataLoader "
-                  "prefetch_factor) to %d-%d", p, GS_DIAG_PREFETCH_MIN, GS_DIAG_PREFETCH_MAX);
-    else
-        advise(f, "Set dataloader_prefetch_factor (DataLoader prefetch_factor) to %d-%d so the "
-                  "next batches are ready before the step asks (it needs num_workers > 0)",
-               GS_DIAG_PREFETCH_MIN, GS_DIAG_PREFETCH_MAX);
-    if (in->fx.pin_memory == 0)
-        advise(f, "pin_memory is False: set dataloader_pin_memory True (DataLoader "
-                  "pin_memory=True) for faster host-to-device copies");
-    else if (in->fx.pin_memory < 0)
-        advise(f, "Set dataloader_pin_memory True (DataLoader pin_memory=True) for faster "
-                  "host-to-device copies");
+    if (in->fx.workers > 0 && !(p >= GS_DIAG_PREFETCH_MIN && p <= GS_DIAG_PREFETCH_MAX)) {
+        snprintf(opt, sizeof opt, spell(in, &SP_PREFETCH), GS_DIAG_PREFETCH_MAX);
+        if (p >= 0)
+            advise(f, "prefetch_factor is %ld: %s keeps more batches ready per worker", p, opt);
+        else
+            advise(f, "%s keeps more batches ready per worker", opt);
+    }
+    if (in->cuda && in->fx.pin_memory != 1)
+        advise(f, "%s%s for faster host-to-device copies",
+               in->fx.pin_memory == 0 ? "pin_memory is False: " : "", spell(in, &SP_PIN));
 }
 
 static json_t *rule_data_loading(const struct diag_in *in)
@@ -270,8 +347,8 @@ static json_t *rule_data_loading(const struct diag_in *in)
     evidence(f, "gpus", all_gpus(in));
     workers_advice(f, in);
     prefetch_pin_advice(f, in);
-    advise(f, "Pre-process the dataset once (tokenize / augment ahead, e.g. datasets.map) "
-              "instead of in every step");
+    advise(f, "Pre-process the dataset once (tokenize / augment ahead%s) instead of in every "
+              "step", in->fw == FW_HF || in->fw == FW_SWIFT ? ", e.g. datasets.map" : "");
     return f;
 }
 
@@ -291,26 +368,45 @@ static json_t *rule_communication(const struct diag_in *in)
              in->fx.find_unused >= 0 ? json_boolean(in->fx.find_unused) : json_null());
     evidence(f, "nccl_version", in->fx.nccl_version ? json_string(in->fx.nccl_version)
                                                     : json_null());
-    if (in->fx.ib_disable)
-        advise(f, "NCCL_IB_DISABLE=%s is set: it forces NCCL off InfiniBand onto sockets; "
-                  "unset it unless InfiniBand is broken", in->fx.ib_disable);
-    if (in->fx.p2p_disable)
-        advise(f, "NCCL_P2P_DISABLE=%s is set: it stops direct GPU-to-GPU copies (NVLink / "
-                  "PCIe P2P); unset it unless P2P is broken", in->fx.p2p_disable);
-    advise(f, "Check the NCCL configuration: NCCL_DEBUG=INFO shows the transport in use; "
-              "%suse a current NCCL version%s%s%s",
-           in->fx.known ? "" : "NCCL_IB_DISABLE=1 forces sockets (only when InfiniBand is broken); ",
-           in->fx.nccl_version ? " (this run: " : "",
-           in->fx.nccl_version ? in->fx.nccl_version : "", in->fx.nccl_version ? ")" : "");
-    if (in->fx.find_unused != 0)
-        advise(f, "%s: set ddp_find_unused_parameters False (DistributedDataParallel("
-                  "find_unused_parameters=False)) when every parameter gets a gradient",
-               in->fx.find_unused == 1 ? "ddp_find_unused_parameters is True"
-                                       : "ddp_find_unused_parameters is unknown");
-    advise(f, "Bucket gradients to overlap communication with backward: ddp_bucket_cap_mb "
-              "(e.g. 100); gradient_accumulation_steps communicates less often");
+    evidence(f, "backend", in->backend ? json_string(in->backend) : json_null());
+    if (in->backend && strcmp(in->backend, "nccl") == 0) {
+        if (in->fx.ib_disable)
+            advise(f, "NCCL_IB_DISABLE=%s is set: it forces NCCL off InfiniBand onto sockets; "
+                      "unset it unless InfiniBand is broken", in->fx.ib_disable);
+        if (in->fx.p2p_disable)
+            advise(f, "NCCL_P2P_DISABLE=%s is set: it stops direct GPU-to-GPU copies (NVLink / "
+                      "PCIe P2P); unset it unless P2P is broken", in->fx.p2p_disable);
+        advise(f, "NCCL_DEBUG=INFO shows the transport NCCL uses%s%s%s", in->fx.nccl_version
+               ? " (this run: NCCL " : "", in->fx.nccl_version ? in->fx.nccl_version : "",
+               in->fx.nccl_version ? ")" : "");
+    } else if (in->backend && strcmp(in->backend, "gloo") == 0 && in->cuda) {
+        advise(f, "the process group uses gloo on a CUDA run: init_process_group(\"nccl\") "
+                  "runs the collectives on the GPUs");
+    }
+    if (in->fx.find_unused == 1)
+        advise(f, "ddp_find_unused_parameters is True: %s when every parameter gets a gradient",
+               spell(in, &(struct spelling){"set ddp_find_unused_parameters=False "
+                                            "(TrainingArguments)",
+                                            "pass --ddp_find_unused_parameters false",
+                                            "DistributedDataParallel(find_unused_parameters="
+                                            "False)"}));
+    if (in->fw == FW_DEEPSPEED)
+        advise(f, "Overlap reduction with backward: \"overlap_comm\": true and a larger "
+                  "\"reduce_bucket_size\" in the DeepSpeed config; more gradient accumulation "
+                  "steps communicate less often");
+    else
+        advise(f, "Communicate less often or overlap more: %s",
+               spell(in, &(struct spelling){
+                             "ddp_bucket_cap_mb (e.g. 100) and gradient_accumulation_steps "
+                             "(TrainingArguments)",
+                             "--ddp_bucket_cap_mb 100 and --gradient_accumulation_steps",
+                             "DistributedDataParallel(bucket_cap_mb=100), and model.no_sync() "
+                             "on gradient-accumulation micro-steps"}));
     return f;
 }
+
+static int gpu_is_ampere_plus(const char *name);
+static const struct spelling SP_FLASH, SP_BF16, SP_FAST, SP_BATCH;
 
 /* The run already uses FlashAttention (any "flash_attention_*" implementation). */
 static int flash_on(const struct diag_in *in)
@@ -370,10 +466,9 @@ static json_t *rule_low_utilization(const struct diag_in *in)
     evidence(f, "gpus", all_gpus(in));
     advise(f, "Check data_loading_time_ratio and communication_time_ratio first: a GPU waiting "
               "for input or for its peers shows there");
-    if (!flash_on(in))
-        advise(f, "Enable FlashAttention-2 (--attn_impl flash_attn, HF attn_implementation="
-                  "\"flash_attention_2\") and bf16 (--torch_dtype bfloat16) on A100/H100");
-    advise(f, "Give each step more work: raise per_device_train_batch_size while memory allows");
+    if (!flash_on(in) && gpu_is_ampere_plus(in->fx.gpu_name) != 0)
+        advise(f, "On an Ampere or newer GPU: %s", spell(in, &SP_FAST));
+    advise(f, "Give each step more work: raise %s while memory allows", spell(in, &SP_BATCH));
     if (n_idle)
         advise(f, "Idle periods with memory held point at evaluation, checkpoint saving or a "
                   "rank waiting for others: compare their times with eval_steps / save_steps");
@@ -428,10 +523,8 @@ static json_t *rule_memory_fragmentation(const struct diag_in *in)
     evidence(f, "peak_reserved_gb", jnum(in->peak_reserved_gb));
     evidence(f, "fragmentation_gap_gb", jnum(in->gap_gb));
     evidence(f, "gpus", json_array_size(gpus) ? gpus : (json_decref(gpus), all_gpus(in)));
-    if (!flash_on(in))
-        advise(f, "Use FlashAttention (--flash_attn True; --attn_impl flash_attn in newer "
-                  "ms-swift) to cut attention memory on long sequences");
-    advise(f, "Turn off the KV cache in training (--use_cache False)");
+    if (!flash_on(in) && in->fx.attn)
+        advise(f, "Cut attention memory on long sequences: %s", spell(in, &SP_FLASH));
     advise(f, "Let the allocator grow segments instead of splitting them: "
               "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
     return f;
@@ -495,8 +588,8 @@ static json_t *rule_throttling(const struct diag_in *in)
     static const char *const reasons[] = {"sw_power_cap", "hw_slowdown", "sw_thermal",
                                           "hw_thermal", "hw_power_brake"};
     json_t *per = json_array(), *gpus = json_array(), *f;
-    double worst = 0, total = 0;
-    long worst_gpu = -1;
+    double worst = 0, total = 0, gpu_tot = 0, worst_tot = -1;
+    long worst_gpu = -1, worst_tot_gpu = -1;
     int thermal = 0, power = 0;
     size_t i;
     const json_t *g;
@@ -524,13 +617,27 @@ static json_t *rule_throttling(const struct diag_in *in)
             if (strstr(reasons[r], "power"))
                 power = 1;
         }
-        if (e)
+        if (e) {
+            /* the report's one throttled-time figure per GPU (union of the reasons) */
+            double tot = num(g, "throttled_seconds_total");
             json_array_append_new(per, e);
+            if (!isnan(tot))
+                gpu_tot += tot;
+            if (!isnan(tot) && tot > worst_tot) {
+                worst_tot = tot;
+                worst_tot_gpu = (long)num(g, "index");
+            }
+        }
     }
     if (!json_array_size(per)) {
         json_decref(per);
         json_decref(gpus);
         return NULL;
+    }
+    if (worst_tot >= 0) { /* the same figure as the summary's "throttle s" */
+        worst = worst_tot;
+        worst_gpu = worst_tot_gpu;
+        total = gpu_tot;
     }
     f = finding(in, "throttling", "warning", "GPU %ld throttled %.0f s during the run (%zu GPU(s))",
                 worst_gpu, worst, json_array_size(gpus));
@@ -545,6 +652,22 @@ static json_t *rule_throttling(const struct diag_in *in)
                   "with nvidia-smi -pl where the supply allows, or expect lower clocks");
     return f;
 }
+
+static const struct spelling SP_FLASH = {
+    "load the model with attn_implementation=\"flash_attention_2\" (pip install flash-attn)",
+    "--attn_impl flash_attn",
+    "use torch.nn.functional.scaled_dot_product_attention (FlashAttention kernels) in the "
+    "model's attention"};
+static const struct spelling SP_BF16 = {
+    "bf16=True (TrainingArguments)", "--torch_dtype bfloat16",
+    "torch.autocast(\"cuda\", dtype=torch.bfloat16) around forward and loss"};
+static const struct spelling SP_FAST = {
+    "attn_implementation=\"flash_attention_2\" and bf16=True (TrainingArguments)",
+    "--attn_impl flash_attn and --torch_dtype bfloat16",
+    "bfloat16 autocast (torch.autocast) and scaled_dot_product_attention"};
+static const struct spelling SP_BATCH = {"per_device_train_batch_size (TrainingArguments)",
+                                         "--per_device_train_batch_size",
+                                         "the DataLoader's batch_size"};
 
 /* GPUs of Ampere or newer (compute capability >= 8.0): FlashAttention-2 and bf16 run there. */
 static const char *const ampere_plus[] = {
@@ -584,9 +707,7 @@ static json_t *rule_attention(const struct diag_in *in)
     evidence(f, "threshold_percent", json_real(GS_DIAG_ATTN_UTIL_PCT));
     evidence(f, "memory_peak_fraction", jnum(full));
     evidence(f, "gpus", all_gpus(in));
-    advise(f, "attn_implementation is \"%s\": load the model with attn_implementation="
-              "\"flash_attention_2\" (pip install flash-attn); in ms-swift --attn_impl flash_attn "
-              "(--flash_attn True in older versions)%s", attn,
+    advise(f, "attn_implementation is \"%s\": %s%s", attn, spell(in, &SP_FLASH),
            gpu < 0 ? "; it needs an Ampere or newer GPU (A100, H100, L40, RTX 30xx/40xx)" : "");
     return f;
 }
@@ -606,9 +727,12 @@ static json_t *rule_precision(const struct diag_in *in)
     evidence(f, "fp16", in->fx.fp16 >= 0 ? json_boolean(in->fx.fp16) : json_null());
     evidence(f, "gpu_name", json_string(in->fx.gpu_name));
     evidence(f, "gpus", all_gpus(in));
-    advise(f, "%s%s: train in bfloat16: --bf16 True (TrainingArguments(bf16=True)), load the "
-              "model with torch_dtype=torch.bfloat16 (ms-swift --torch_dtype bfloat16)",
-           dt ? "parameters are " : "bf16 is False", dt ? dt : "");
+    advise(f, "%s%s: train in bfloat16: %s", dt ? "parameters are " : "bf16 is False",
+           dt ? dt : "",
+           in->fw == FW_DEEPSPEED ? "\"bf16\": {\"enabled\": true} in the DeepSpeed config"
+           : in->fw == FW_ACCELERATE ? "Accelerator(mixed_precision=\"bf16\") (accelerate launch "
+                                       "--mixed_precision bf16)"
+                                     : spell(in, &SP_BF16));
     return f;
 }
 
@@ -617,6 +741,10 @@ static json_t *rule_healthy(const struct diag_in *in)
     int comm_ok = in->comm < GS_DIAG_HEALTHY_COMM_RATIO || (isnan(in->comm) && in->ranks <= 1);
     json_t *f;
 
+    /* a run that failed, was killed or never stepped is never the reference */
+    if (in->steps == 0 || (in->status && strcmp(in->status, "completed") != 0 &&
+                           strcmp(in->status, "unknown") != 0))
+        return NULL;
     if (!(fabs(in->util_avg - GS_DIAG_HEALTHY_UTIL_PCT) <= GS_DIAG_HEALTHY_UTIL_TOL) ||
         !(in->data < GS_DIAG_HEALTHY_DATA_RATIO) || !comm_ok)
         return NULL;
@@ -630,10 +758,53 @@ static json_t *rule_healthy(const struct diag_in *in)
     return f;
 }
 
+/* The command failed, was killed or interrupted, or no step was measured: said first, with
+ * the exception's last line and why there are no steps. */
+static json_t *rule_outcome(const struct diag_in *in)
+{
+    int bad = in->status && (strcmp(in->status, "failed") == 0 ||
+                             strcmp(in->status, "killed") == 0 ||
+                             strcmp(in->status, "interrupted") == 0);
+    char how[96];
+    json_t *f;
+
+    /* no steps from a command where gpuscope ran (it reported what it saw) */
+    if (!bad && (in->steps != 0 || !in->seen_any))
+        return NULL;
+    if (!bad) {
+        f = finding(in, "no_steps", "warning", "No training step was measured: %s",
+                    in->why_no_steps ? in->why_no_steps : "no step record arrived");
+        evidence(f, "zero_steps_reason", in->why_no_steps ? json_string(in->why_no_steps)
+                                                          : json_null());
+        advise(f, "gpuscope run times any PyTorch loop by default (a step ends at each "
+                  "optimizer step); keep --auto and make sure the command runs under the "
+                  "Python that imports torch");
+        return f;
+    }
+    if (in->sig > 0)
+        snprintf(how, sizeof how, "killed by %s", in->sig_name ? in->sig_name : "a signal");
+    else if (in->exit_code >= 0)
+        snprintf(how, sizeof how, "exited with status %ld", in->exit_code);
+    else
+        snprintf(how, sizeof how, "raised an exception");
+    f = finding(in, "run_failed", strcmp(in->status, "failed") == 0 ? "critical" : "warning",
+                "The command %s after %ld step(s)%s%s", how, in->steps,
+                in->exception ? ": " : "", in->exception ? in->exception : "");
+    evidence(f, "status", json_string(in->status));
+    evidence(f, "exit_code", in->exit_code >= 0 ? json_integer(in->exit_code) : json_null());
+    evidence(f, "signal", in->sig > 0 ? json_integer(in->sig) : json_null());
+    evidence(f, "exception", in->exception ? json_string(in->exception) : json_null());
+    evidence(f, "steps_completed", json_integer(in->steps));
+    advise(f, "The figures cover only the %ld step(s) before the end; fix the failure and "
+              "run again before tuning on them", in->steps);
+    return f;
+}
+
 static const struct {
     const char *id;
     json_t *(*rule)(const struct diag_in *in);
 } rules[] = {
+    {"run_failed", rule_outcome},
     {"data_loading", rule_data_loading},
     {"communication", rule_communication},
     {"low_utilization", rule_low_utilization},

@@ -69,10 +69,36 @@ void gs_agg_hello(struct gs_agg *a, const struct gs_record_hello *h, pid_t peer_
 
 void gs_agg_end(struct gs_agg *a, const struct gs_record_end *e)
 {
+    const struct gs_fact *x;
+
     if (!a || !e)
         return;
     a->end = *e;
     a->have_end = 1;
+    if (e->outcome.n) {
+        a->outcome = e->outcome;
+        a->have_outcome = 1;
+    }
+    x = gs_record_fact_get(&e->outcome, "exception");
+    if (x && x->type == GS_FACT_STR && !a->exception[0])
+        memcpy(a->exception, x->v.s, sizeof a->exception);
+}
+
+/* The step's wall time less every measured phase: what no phase covers (logging, evaluation,
+ * checkpointing, host syncs). Exposed communication counts where known; without it nothing
+ * of communication is taken (it may overlap backward). NaN without a total_step. */
+static double derive_other(const struct gs_step_rec *s)
+{
+    double rest = s->ms[GS_PH_STEP], ex = gs_step_ms(s, GS_PH_COMM_EXPOSED);
+
+    if (isnan(rest))
+        return NAN;
+    for (int p = GS_PH_FORWARD; p <= GS_PH_OPTIMIZER; p++)
+        if (!isnan(s->ms[p]))
+            rest -= s->ms[p];
+    if (!isnan(ex))
+        rest -= ex;
+    return rest > 0 ? rest : 0;
 }
 
 static struct gs_agg_rank *rank_get(struct gs_agg *a, int32_t rank, int32_t device)
@@ -141,8 +167,10 @@ int gs_agg_step(struct gs_agg *a, const struct gs_step_rec *s)
     k = &r->steps[r->n++];
     k->t_begin = s->t_begin;
     k->t_end = s->t_end;
-    for (int p = 0; p < GS_PH_N; p++)
-        k->ms[p] = (float)s->ms[p];
+    for (int p = 0; p < GS_PH_ALL; p++)
+        k->ms[p] = (float)gs_step_ms(s, p);
+    if (isnan(k->ms[GS_PH_OTHER]))
+        k->ms[GS_PH_OTHER] = (float)derive_other(s);
     if (s->samples) {
         r->samples += s->samples;
         r->n_samples++;
@@ -294,9 +322,14 @@ static void fold_throttle(struct gs_agg_gpu *x, const struct gs_gpu *g, double t
     /* The reasons active at one sample are taken to hold until the next one. */
     if (x->mask_prev_ok && t > x->mask_prev_t) {
         double dt = fmin(t - x->mask_prev_t, GS_AGG_MAX_GAP_S);
+        int any = 0;
         for (int r = 0; r < GS_AGG_THR_N; r++)
-            if (x->mask_prev & gs_agg_thr_reasons[r].bit)
+            if (x->mask_prev & gs_agg_thr_reasons[r].bit) {
                 x->thr_mask_s[r] += dt;
+                any |= gs_agg_thr_reasons[r].thermal_power;
+            }
+        if (any)
+            x->thr_any_s += dt;
     }
     x->mask_seen = 1;
     x->mask_prev_ok = 1;

@@ -61,6 +61,7 @@ struct gs_report_meta {
     const char *hostname;
     int exit_code;         /* -1 = unknown / still running */
     const char *source;    /* "in-process" | "gpuscope-run" | "agent" */
+    int term_signal;       /* the signal that ended the command (exit_code 128 + N); 0: none */
 };
 
 /* The full report object (schema docs/report.md, "schema": gs_run_report_schema()), with

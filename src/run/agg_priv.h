@@ -39,10 +39,10 @@ struct gs_agg_thr_reason {
 };
 extern const struct gs_agg_thr_reason gs_agg_thr_reasons[GS_AGG_THR_N];
 
-/* One step as kept: 40 bytes. */
+/* One step as kept: 48 bytes. */
 struct gs_agg_step {
     double t_begin, t_end;
-    float ms[GS_PH_N]; /* NaN = not measured */
+    float ms[GS_PH_ALL]; /* NaN = not measured; GS_PH_OTHER derived when not sent */
 };
 
 struct gs_agg_rank {
@@ -82,6 +82,7 @@ struct gs_agg_gpu {
     uint64_t mask_prev;
     double mask_prev_t;
     double thr_mask_s[GS_AGG_THR_N];
+    double thr_any_s; /* time with any thermal/power reason active (the union) */
     /* utilization from the driver's sample ring (gs_agg_util_samples): once us_n > 0 these
      * replace util_* in the report and idle periods follow the samples, not the snapshots */
     uint64_t us_n;
@@ -114,6 +115,10 @@ struct gs_agg {
     /* end */
     int have_end;
     struct gs_record_end end;
+    /* outcome: the last end record's, plus the first exception any rank reported */
+    int have_outcome;
+    struct gs_record_facts outcome;
+    char exception[GS_RECORD_FACT_STR];
     /* devices */
     unsigned n_gpus;
     struct gs_agg_gpu gpus[GS_AGG_MAX_GPUS];

@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -498,12 +499,20 @@ fail:
     return NULL;
 }
 
-GS_API int gs_run_step(struct gs_run *run, const struct gs_step_rec *rec)
+GS_API int gs_run_step(struct gs_run *run, const struct gs_step_rec *in)
 {
+    struct gs_step_rec v2;
+    const struct gs_step_rec *rec = in;
     int rc;
 
-    if (!run || !rec || rec->version < 1)
+    if (!run || !in || in->version < 1)
         return -1;
+    if (in->version == 1) { /* a version-1 caller's struct ends before ms_x */
+        memcpy(&v2, in, offsetof(struct gs_step_rec, ms_x));
+        for (int p = GS_PH_N; p < GS_PH_ALL; p++)
+            v2.ms_x[p - GS_PH_N] = NAN;
+        rec = &v2;
+    }
     pthread_mutex_lock(&run->mu);
     if (run->finished) {
         pthread_mutex_unlock(&run->mu);
@@ -536,6 +545,7 @@ static int parse_end(const char *end_json, struct gs_record_end *e, char *err, s
     json_t *o;
 
     e->train_runtime = e->train_samples = e->train_steps = e->train_loss = NAN;
+    memset(&e->outcome, 0, sizeof e->outcome);
     if (!end_json || !*end_json)
         return 0;
     o = json_loads(end_json, 0, &jerr);
@@ -548,6 +558,12 @@ static int parse_end(const char *end_json, struct gs_record_end *e, char *err, s
     e->train_samples = end_num(o, "train_samples");
     e->train_steps = end_num(o, "train_steps");
     e->train_loss = end_num(o, "train_loss");
+    /* advisory, like facts: a bad outcome is left out, the report is still written */
+    if (gs_record_outcome_parse(json_object_get(o, "outcome"), "end.", &e->outcome, err,
+                                errlen) != 0) {
+        fprintf(stderr, "gpuscope: %s; outcome left out\n", err);
+        memset(&e->outcome, 0, sizeof e->outcome);
+    }
     json_decref(o);
     return 0;
 }

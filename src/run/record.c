@@ -28,13 +28,14 @@
 #define RECORD_SMALL_MIN (-1)
 #define RECORD_SMALL_MAX 65535
 
-static const char *const phase_names[GS_PH_N] = {
-    "data", "forward", "backward", "optimizer_step", "communication", "total_step",
+static const char *const phase_names[GS_PH_ALL] = {
+    "data",          "forward",    "backward", "optimizer_step", "communication", "total_step",
+    "communication_exposed", "other",
 };
 
 const char *gs_phase_name(int phase)
 {
-    if (phase < 0 || phase >= GS_PH_N)
+    if (phase < 0 || phase >= GS_PH_ALL)
         return NULL;
     return phase_names[phase];
 }
@@ -259,6 +260,27 @@ int gs_record_facts_parse(const json_t *obj, const char *ctx, struct gs_record_f
     return 0;
 }
 
+int gs_record_outcome_parse(const json_t *obj, const char *ctx, struct gs_record_facts *out,
+                            char *err, size_t errlen)
+{
+    char sub[64];
+
+    /* the facts rules, with errors that name the object ("end.outcome.<key>") */
+    snprintf(sub, sizeof sub, "%soutcome.", ctx ? ctx : "");
+    if (obj && !json_is_null(obj) && !json_is_object(obj))
+        return fail(err, errlen, "%soutcome: not an object", ctx ? ctx : "");
+    if (gs_record_facts_parse(obj, "", out, err, errlen) != 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", err ? err : "");
+        /* "facts.key: ..." -> "end.outcome.key: ..." */
+        if (err && strncmp(why, "facts", 5) == 0)
+            snprintf(err, errlen, "%s%s%s", why[5] == '.' ? sub : ctx ? ctx : "",
+                     why[5] == '.' ? "" : "outcome", why[5] == '.' ? why + 6 : why + 5);
+        return -1;
+    }
+    return 0;
+}
+
 json_t *gs_record_facts_json(const struct gs_record_facts *f)
 {
     json_t *o = json_object();
@@ -393,8 +415,8 @@ static int parse_step(json_t *root, struct gs_step_rec *s, char *err, size_t err
     memset(s, 0, sizeof *s);
     s->version = GS_STEP_REC_VERSION;
     s->device = -1;
-    for (int p = 0; p < GS_PH_N; p++)
-        s->ms[p] = NAN;
+    for (int p = 0; p < GS_PH_ALL; p++)
+        gs_step_ms_set(s, p, NAN);
     rc = get_u53(root, "step", ctx, &s->step, err, errlen);
     if (rc <= 0)
         return rc < 0 ? -1 : fail(err, errlen, "step.step: missing");
@@ -423,10 +445,13 @@ static int parse_step(json_t *root, struct gs_step_rec *s, char *err, size_t err
     if (ms && !json_is_null(ms)) {
         if (!json_is_object(ms))
             return fail(err, errlen, "step.ms: not an object");
-        for (int p = 0; p < GS_PH_N; p++)
-            if (get_double(ms, phase_names[p], "step.ms.", 0, RECORD_MS_MAX, &s->ms[p], err,
-                           errlen) < 0)
+        for (int p = 0; p < GS_PH_ALL; p++) {
+            double v = NAN;
+            if (get_double(ms, phase_names[p], "step.ms.", 0, RECORD_MS_MAX, &v, err, errlen) <
+                0)
                 return -1;
+            gs_step_ms_set(s, p, v);
+        }
     }
     return parse_mem(root, s, err, errlen);
 }
@@ -443,7 +468,8 @@ static int parse_end(json_t *root, struct gs_record_end *e, char *err, size_t er
             0 ||
         get_double(root, "train_loss", ctx, -1e300, 1e300, &e->train_loss, err, errlen) < 0)
         return -1;
-    return 0;
+    return gs_record_outcome_parse(json_object_get(root, "outcome"), ctx, &e->outcome, err,
+                                   errlen);
 }
 
 static int parse_root(json_t *root, struct gs_record *out, char *err, size_t errlen)
@@ -571,8 +597,8 @@ static int encode_step(json_t *o, const struct gs_step_rec *s)
         rc |= set_int(o, "samples", (int64_t)s->samples);
     if (s->flags & GS_STEP_CUDA_EVENTS)
         rc |= json_object_set_new(o, "cuda_events", json_true());
-    for (int p = 0; p < GS_PH_N; p++)
-        rc |= set_num(ms, phase_names[p], s->ms[p]);
+    for (int p = 0; p < GS_PH_ALL; p++)
+        rc |= set_num(ms, phase_names[p], gs_step_ms(s, p));
     if (s->mem_allocated)
         rc |= set_int(mem, "allocated", (int64_t)s->mem_allocated);
     if (s->mem_reserved)
@@ -593,9 +619,15 @@ static int encode_step(json_t *o, const struct gs_step_rec *s)
 
 static int encode_end(json_t *o, const struct gs_record_end *e)
 {
-    return set_num(o, "train_runtime", e->train_runtime) |
-           set_num(o, "train_samples", e->train_samples) |
-           set_num(o, "train_steps", e->train_steps) | set_num(o, "train_loss", e->train_loss);
+    int rc = set_num(o, "train_runtime", e->train_runtime) |
+             set_num(o, "train_samples", e->train_samples) |
+             set_num(o, "train_steps", e->train_steps) | set_num(o, "train_loss", e->train_loss);
+    json_t *oc;
+
+    if (e->outcome.n == 0)
+        return rc;
+    oc = gs_record_facts_json(&e->outcome);
+    return rc | (oc ? json_object_set_new(o, "outcome", oc) : -1);
 }
 
 int gs_record_encode(const struct gs_record *rec, char *buf, size_t size)
@@ -647,8 +679,8 @@ bool gs_record_equal(const struct gs_record *a, const struct gs_record *b)
     }
     if (a->type == GS_REC_STEP) {
         const struct gs_step_rec *x = &a->u.step, *y = &b->u.step;
-        for (int p = 0; p < GS_PH_N; p++)
-            if (!same_double(x->ms[p], y->ms[p]))
+        for (int p = 0; p < GS_PH_ALL; p++)
+            if (!same_double(gs_step_ms(x, p), gs_step_ms(y, p)))
                 return false;
         return x->version == y->version && x->flags == y->flags && x->step == y->step &&
                x->t_begin == y->t_begin && x->t_end == y->t_end && x->samples == y->samples &&
@@ -661,7 +693,8 @@ bool gs_record_equal(const struct gs_record *a, const struct gs_record *b)
         return same_double(a->u.end.train_runtime, b->u.end.train_runtime) &&
                same_double(a->u.end.train_samples, b->u.end.train_samples) &&
                same_double(a->u.end.train_steps, b->u.end.train_steps) &&
-               same_double(a->u.end.train_loss, b->u.end.train_loss);
+               same_double(a->u.end.train_loss, b->u.end.train_loss) &&
+               facts_equal(&a->u.end.outcome, &b->u.end.outcome);
     return false;
 }
 

@@ -15,7 +15,9 @@
  *          "communication":4.0,"total_step":232.1},
  *    "mem":{"allocated":..,"reserved":..,"peak_allocated":..,"peak_reserved":..,"total":..}}
  *   {"v":1,"type":"end","train_runtime":3624.5,"train_samples":10296,"train_steps":997,
- *    "train_loss":1.23}
+ *    "train_loss":1.23,"outcome":{"exception":"ValueError: boom","seen_optimizer_step":0}}
+ * A step's "ms" may also carry "communication_exposed" and "other" (record version 2 of
+ * gs_step_rec; the wire version stays 1: they are optional keys).
  *
  * Rules (gs_record_parse enforces them; every violation is an error naming the field):
  * "v" must be 1 (a newer version is refused with "unsupported record version N"); "type" one
@@ -86,7 +88,25 @@ struct gs_record_end {
     double train_samples; /* NaN = absent */
     double train_steps;   /* NaN = absent */
     double train_loss;    /* NaN = absent */
+    /* What the sender saw of the run's end (docs/report.md, OUTCOME): "exception" (the last
+     * line of an uncaught exception's traceback), "torch_imported", "seen_data",
+     * "seen_forward", ... Same rules as facts; n = 0: none sent. */
+    struct gs_record_facts outcome;
 };
+
+/* Phase p (< GS_PH_ALL) of a step record, wherever the layout keeps it. */
+static inline double gs_step_ms(const struct gs_step_rec *s, int p)
+{
+    return p < GS_PH_N ? s->ms[p] : s->ms_x[p - GS_PH_N];
+}
+
+static inline void gs_step_ms_set(struct gs_step_rec *s, int p, double v)
+{
+    if (p < GS_PH_N)
+        s->ms[p] = v;
+    else
+        s->ms_x[p - GS_PH_N] = v;
+}
 
 struct gs_record {
     enum gs_record_type type;
@@ -110,6 +130,10 @@ int gs_record_encode(const struct gs_record *rec, char *buf, size_t size);
 struct json_t;
 int gs_record_facts_parse(const struct json_t *obj, const char *ctx, struct gs_record_facts *out,
                           char *err, size_t errlen);
+
+/* The end record's "outcome" object: the facts rules, errors naming "<ctx>outcome.<key>". */
+int gs_record_outcome_parse(const struct json_t *obj, const char *ctx,
+                            struct gs_record_facts *out, char *err, size_t errlen);
 
 /* The facts as a new JSON object (keys in order), NULL on allocation failure. */
 struct json_t *gs_record_facts_json(const struct gs_record_facts *f);

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,11 @@
 struct step_sums {
     double data_ms, comm_ms, denom_ms; /* over steps with total_step measured */
     int data_seen, comm_seen;
+    double comm_total_ms;              /* communication, hidden or not */
+    double exposed_ms, exposed_comm_ms; /* steps with communication_exposed: it, their comm */
+    int exposed_seen;
+    double other_ms;
+    int other_seen;
     double busy_ms, busy_denom_ms, busy_max_pct; /* steps with forward/backward/optimizer */
     size_t busy_steps;
     double t_first, t_last; /* first begin, last end; NAN without steps */
@@ -106,9 +112,22 @@ static void sum_step(struct step_sums *s, const struct gs_agg_step *k)
         s->data_ms += data;
         s->data_seen = 1;
     }
+    /* The share of wall time spent waiting on communication: the exposed part where the
+     * sender measured it, else all of it (older senders: it may overlap backward). */
     if (!isnan(k->ms[GS_PH_COMM])) {
-        s->comm_ms += k->ms[GS_PH_COMM];
+        double ex = k->ms[GS_PH_COMM_EXPOSED];
+        s->comm_total_ms += k->ms[GS_PH_COMM];
+        s->comm_ms += isnan(ex) ? k->ms[GS_PH_COMM] : ex;
         s->comm_seen = 1;
+        if (!isnan(ex)) {
+            s->exposed_ms += ex;
+            s->exposed_comm_ms += k->ms[GS_PH_COMM];
+            s->exposed_seen = 1;
+        }
+    }
+    if (!isnan(k->ms[GS_PH_OTHER])) {
+        s->other_ms += k->ms[GS_PH_OTHER];
+        s->other_seen = 1;
     }
     for (int p = GS_PH_FORWARD; p <= GS_PH_OPTIMIZER; p++)
         if (!isnan(k->ms[p])) {
@@ -230,11 +249,18 @@ static json_t *gpu_object(const struct gs_agg_gpu *g, double *energy_sum, int *e
         if (isnan(s))
             continue;
         json_object_set_new(thr, gs_agg_thr_reasons[r].key, json_real(s));
+        /* One figure of throttled time, used by the summary and the diagnosis alike: the time
+         * during which any thermal/power reason was active. Reasons overlap in time, so their
+         * sum would exceed it; from the mask samples it is their union, from the driver's
+         * per-reason counters alone (no union known) the longest reason. */
         if (gs_agg_thr_reasons[r].thermal_power) {
-            thr_gpu += s;
+            if (s > thr_gpu)
+                thr_gpu = s;
             thr_gpu_any = 1;
         }
     }
+    if (thr_gpu_any && g->mask_seen && g->thr_any_s > thr_gpu)
+        thr_gpu = g->thr_any_s;
     json_object_set_new(o, "throttled_seconds", thr);
     json_object_set_new(o, "throttled_seconds_total", thr_gpu_any ? json_real(thr_gpu) : json_null());
     json_object_set_new(o, "idle_periods", gpu_idle(g));
@@ -389,17 +415,221 @@ static void utilization(const struct devsum *d, const struct step_sums *s, doubl
         json_object_set_new(rep, "gpu_avg_utilization_percent", json_real(d->util_avg));
         json_object_set_new(rep, "gpu_max_utilization_percent", json_real(d->util_max));
         json_object_set_new(rep, "gpu_utilization_source", json_string("nvml"));
-    } else if (!isnan(busy)) {
+    } else if (!isnan(busy) && s->cuda_events) {
         json_object_set_new(rep, "gpu_avg_utilization_percent", json_real(busy));
         json_object_set_new(rep, "gpu_max_utilization_percent", json_real(s->busy_max_pct));
-        /* Host-timed steps (CPU runs) estimate the same way, but say so. */
-        json_object_set_new(rep, "gpu_utilization_source",
-                            json_string(s->cuda_events ? "cuda_events" : "host_timing"));
+        json_object_set_new(rep, "gpu_utilization_source", json_string("cuda_events"));
     } else {
+        /* Host-timed steps (a CPU run) say nothing of a GPU: step_busy_estimate_percent
+         * carries that estimate under its own name. */
         json_object_set_new(rep, "gpu_avg_utilization_percent", json_null());
         json_object_set_new(rep, "gpu_max_utilization_percent", json_null());
         json_object_set_new(rep, "gpu_utilization_source", json_null());
     }
+}
+
+/* ---- per rank ---- */
+
+/* A step's wall time: its data wait plus the rest of it. */
+static double step_wall(const struct gs_agg_step *k)
+{
+    return (isnan(k->ms[GS_PH_DATA]) ? 0 : k->ms[GS_PH_DATA]) + k->ms[GS_PH_STEP];
+}
+
+/* The report's entry for GPU index idx, or NULL. */
+static const json_t *gpu_entry(const json_t *gpus, long idx)
+{
+    size_t i;
+    const json_t *g;
+
+    json_array_foreach(gpus, i, g) {
+        if (json_is_integer(json_object_get(g, "index")) &&
+            json_integer_value(json_object_get(g, "index")) == idx)
+            return g;
+    }
+    return NULL;
+}
+
+/* "per_rank": one row per rank (steps, step wall p50/p95, mean of each phase, samples/s);
+ * with two ranks or more, "slowest_rank" names the one with the highest median step and its
+ * GPU's figures (the GPU whose NVML index is the rank's CUDA device). */
+static json_t *per_rank(const struct gs_agg *a, float *buf, const json_t *gpus, json_t *rep)
+{
+    static const int cols[] = {GS_PH_DATA, GS_PH_FORWARD, GS_PH_BACKWARD, GS_PH_OPTIMIZER,
+                               GS_PH_COMM, GS_PH_COMM_EXPOSED, GS_PH_OTHER};
+    json_t *arr = json_array();
+    double worst = NAN, best = NAN;
+    unsigned worst_i = 0;
+
+    for (unsigned r = 0; r < a->n_ranks; r++) {
+        const struct gs_agg_rank *rk = &a->ranks[r];
+        json_t *o = json_object(), *ph = json_object();
+        size_t n = 0;
+        double t0 = NAN, t1 = NAN, p50 = NAN;
+        for (size_t i = 0; i < rk->n; i++) {
+            const struct gs_agg_step *k = &rk->steps[i];
+            if (!isnan(k->ms[GS_PH_STEP]))
+                buf[n++] = (float)step_wall(k);
+            t0 = isnan(t0) || k->t_begin < t0 ? k->t_begin : t0;
+            t1 = isnan(t1) || k->t_end > t1 ? k->t_end : t1;
+        }
+        if (n) {
+            qsort(buf, n, sizeof *buf, cmp_float);
+            p50 = percentile(buf, n, 50);
+        }
+        json_object_set_new(o, "rank", json_integer(rk->rank));
+        json_object_set_new(o, "device", rk->device >= 0 ? json_integer(rk->device) : json_null());
+        json_object_set_new(o, "steps", json_integer((json_int_t)rk->n));
+        json_object_set_new(o, "step_p50_ms", n ? json_real(round_ms(p50)) : json_null());
+        json_object_set_new(o, "step_p95_ms",
+                            n ? json_real(round_ms(percentile(buf, n, 95))) : json_null());
+        for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) {
+            double sum = 0;
+            size_t m = 0;
+            for (size_t i = 0; i < rk->n; i++)
+                if (!isnan(rk->steps[i].ms[cols[c]])) {
+                    sum += rk->steps[i].ms[cols[c]];
+                    m++;
+                }
+            json_object_set_new(ph, gs_phase_name(cols[c]),
+                                m ? json_real(round_ms(sum / (double)m)) : json_null());
+        }
+        json_object_set_new(o, "mean_ms", ph);
+        json_object_set_new(o, "samples", rk->n_samples ? json_integer((json_int_t)rk->samples)
+                                                        : json_null());
+        json_object_set_new(o, "samples_per_second",
+                            rk->n_samples && t1 > t0 ? json_real((double)rk->samples / (t1 - t0))
+                                                     : json_null());
+        json_array_append_new(arr, o);
+        if (n && (isnan(worst) || p50 > worst)) {
+            worst = p50;
+            worst_i = r;
+        }
+        if (n && (isnan(best) || p50 < best))
+            best = p50;
+    }
+    if (a->n_ranks >= 2 && !isnan(worst)) {
+        const struct gs_agg_rank *rk = &a->ranks[worst_i];
+        const json_t *g = rk->device >= 0 ? gpu_entry(gpus, rk->device) : NULL;
+        json_t *o = json_object();
+        json_object_set_new(o, "rank", json_integer(rk->rank));
+        json_object_set_new(o, "step_p50_ms", json_real(round_ms(worst)));
+        json_object_set_new(o, "fastest_step_p50_ms", json_real(round_ms(best)));
+        json_object_set_new(o, "slower_by_ratio", best > 0 ? json_real(worst / best - 1.0)
+                                                           : json_null());
+        json_object_set_new(o, "device", rk->device >= 0 ? json_integer(rk->device) : json_null());
+        json_object_set_new(o, "gpu", g ? json_deep_copy(g) : json_null());
+        json_object_set_new(rep, "slowest_rank", o);
+    } else {
+        json_object_set_new(rep, "slowest_rank", json_null());
+    }
+    return arr;
+}
+
+/* ---- outcome ---- */
+
+static const char *signal_name(int sig)
+{
+    static const struct {
+        int sig;
+        const char *name;
+    } names[] = {{SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"},
+                 {SIGILL, "SIGILL"},   {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},
+                 {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"}, {SIGSEGV, "SIGSEGV"},
+                 {SIGPIPE, "SIGPIPE"}, {SIGTERM, "SIGTERM"}, {SIGUSR1, "SIGUSR1"},
+                 {SIGUSR2, "SIGUSR2"}, {SIGXCPU, "SIGXCPU"}};
+
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].sig == sig)
+            return names[i].name;
+    return NULL;
+}
+
+static long outcome_count(const struct gs_agg *a, const char *key)
+{
+    const struct gs_fact *f = a->have_outcome ? gs_record_fact_get(&a->outcome, key) : NULL;
+    return f && f->type == GS_FACT_INT ? (long)f->v.i : -1;
+}
+
+/* Why a run has no steps, from what the sender saw (its outcome) and what the receiver saw. */
+static void zero_steps_reason(const struct gs_agg *a, char *out, size_t size)
+{
+    const struct gs_fact *ti = a->have_outcome ? gs_record_fact_get(&a->outcome, "torch_imported")
+                                               : NULL;
+    char gpu[96];
+    size_t n;
+
+    if (a->n_gpus)
+        snprintf(gpu, sizeof gpu, "; the command was on %u GPU(s)", a->n_gpus);
+    else
+        snprintf(gpu, sizeof gpu, "; no process of the command appeared on a GPU");
+    if (!a->have_hello && !a->have_outcome) {
+        snprintf(out, size, "no step record came from the command: gpuscope never started in "
+                 "it (not a Python program, --no-auto, or a process that never ran a training "
+                 "loop)%s", gpu);
+        return;
+    }
+    if (ti && ti->type == GS_FACT_BOOL && !ti->v.b) {
+        snprintf(out, size, "torch was never imported%s", gpu);
+        return;
+    }
+    if (outcome_count(a, "seen_optimizer_step") == 0) {
+        n = (size_t)snprintf(out, size, "torch ran but no optimizer step was seen (the step "
+                             "boundary)");
+        if (n < size) {
+            static const char *const keys[] = {"seen_data", "seen_forward", "seen_backward"};
+            static const char *const what[] = {"DataLoader batches", "training forwards",
+                                               "backward calls"};
+            for (size_t i = 0; i < 3 && n < size; i++) {
+                long c = outcome_count(a, keys[i]);
+                if (c >= 0)
+                    n += (size_t)snprintf(out + n, size - n, "%s%ld %s", i ? ", " : ": ", c,
+                                          what[i]);
+            }
+        }
+        if (n < size)
+            snprintf(out + n, size - n, "%s", gpu);
+        return;
+    }
+    snprintf(out, size, "the command connected but sent no step record%s", gpu);
+}
+
+static json_t *outcome_object(const struct gs_agg *a, const struct gs_report_meta *m,
+                              const struct step_sums *s)
+{
+    json_t *o = json_object(), *seen;
+    int code = m ? m->exit_code : -1, sig = m ? m->term_signal : 0;
+    const char *exc = a->exception[0] ? a->exception : NULL, *status;
+    int kbd = exc && strncmp(exc, "KeyboardInterrupt", 17) == 0;
+    char why[512];
+
+    if (sig == SIGINT || (sig == 0 && kbd))
+        status = "interrupted";
+    else if (sig > 0)
+        status = "killed";
+    else if ((code > 0) || exc)
+        status = "failed";
+    else if (code == 0 || (m && m->source && strcmp(m->source, "in-process") == 0))
+        status = "completed";
+    else
+        status = "unknown";
+    json_object_set_new(o, "status", json_string(status));
+    json_object_set_new(o, "exit_code", code >= 0 ? json_integer(code) : json_null());
+    json_object_set_new(o, "signal", sig > 0 ? json_integer(sig) : json_null());
+    json_object_set_new(o, "signal_name", sig > 0 ? jstr(signal_name(sig)) : json_null());
+    json_object_set_new(o, "steps_completed", json_integer((json_int_t)s->max_rank_steps));
+    json_object_set_new(o, "exception", jstr(exc));
+    if (s->max_rank_steps == 0) {
+        zero_steps_reason(a, why, sizeof why);
+        json_object_set_new(o, "zero_steps_reason", json_string(why));
+    } else {
+        json_object_set_new(o, "zero_steps_reason", json_null());
+    }
+    seen = a->have_outcome ? gs_record_facts_json(&a->outcome) : json_object();
+    if (seen)
+        json_object_del(seen, "exception");
+    json_object_set_new(o, "seen", seen ? seen : json_object());
+    return o;
 }
 
 /* Report keys in reading order: the brief's eight fields first. */
@@ -407,8 +637,11 @@ static const char *const report_order[] = {
     "schema", "train_runtime", "train_samples_per_second", "train_steps_per_second",
     "gpu_peak_memory_allocated_gb", "gpu_avg_utilization_percent", "gpu_max_utilization_percent",
     "data_loading_time_ratio", "communication_time_ratio", "gpu_utilization_source",
-    "gpu_peak_memory_source", "gpu_busy_estimate_percent", "steps", "ranks", "energy_joules",
-    "throttled_seconds", "phases", "gpus", "allocator", "run", "facts", "findings",
+    "gpu_peak_memory_source", "gpu_busy_estimate_percent", "step_busy_estimate_percent",
+    "step_busy_estimate_source", "other_time_ratio", "communication_total_seconds",
+    "communication_hidden_ratio", "steps", "ranks", "energy_joules", "throttled_seconds",
+    "outcome", "phases", "per_rank", "slowest_rank", "gpus", "allocator", "run", "facts",
+    "findings",
 };
 
 static json_t *ordered(json_t *rep)
@@ -464,17 +697,31 @@ json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
                                                                    s.data_seen)));
     json_object_set_new(rep, "communication_time_ratio", jnum(ratio(s.comm_ms, s.denom_ms,
                                                                     s.comm_seen)));
-    json_object_set_new(rep, "gpu_busy_estimate_percent", jnum(busy));
+    json_object_set_new(rep, "gpu_busy_estimate_percent", jnum(s.cuda_events ? busy : NAN));
+    json_object_set_new(rep, "step_busy_estimate_percent", jnum(busy));
+    json_object_set_new(rep, "step_busy_estimate_source",
+                        isnan(busy) ? json_null()
+                                    : json_string(s.cuda_events ? "cuda_events" : "host_timing"));
+    json_object_set_new(rep, "other_time_ratio", jnum(ratio(s.other_ms, s.denom_ms,
+                                                            s.other_seen)));
+    json_object_set_new(rep, "communication_total_seconds",
+                        s.comm_seen ? json_real(s.comm_total_ms / 1000.0) : json_null());
+    json_object_set_new(rep, "communication_hidden_ratio",
+                        s.exposed_seen && s.exposed_comm_ms > 0
+                            ? json_real(fmax(0.0, 1.0 - s.exposed_ms / s.exposed_comm_ms))
+                            : json_null());
     json_object_set_new(rep, "steps", json_integer((json_int_t)s.max_rank_steps));
     json_object_set_new(rep, "ranks", json_integer(a->n_ranks));
     phases = json_object();
-    for (int p = 0; p < GS_PH_N; p++)
+    for (int p = 0; p < GS_PH_ALL; p++)
         json_object_set_new(phases, gs_phase_name(p), phase_stats(a, p, buf));
+    json_object_set_new(rep, "per_rank", per_rank(a, buf, gpus, rep));
     free(buf);
     json_object_set_new(rep, "phases", phases);
     json_object_set_new(rep, "gpus", gpus);
     json_object_set_new(rep, "allocator", alloc);
     json_object_set_new(rep, "run", run_object(a, meta, &s));
+    json_object_set_new(rep, "outcome", outcome_object(a, meta, &s));
     facts = a->have_hello ? gs_record_facts_json(&a->hello.facts) : json_object();
     json_object_set_new(rep, "facts", facts ? facts : json_object());
     findings = gs_diag_findings(rep, sysconf(_SC_NPROCESSORS_ONLN));
@@ -650,6 +897,66 @@ static void print_facts(FILE *out, const json_t *facts)
     fputc('\n', out);
 }
 
+/* "outcome  failed: exit 1 after 30 steps: ValueError: boom", and why a run has no steps. */
+static void print_outcome(FILE *out, const json_t *oc)
+{
+    const char *status = jtext(oc, "status", NULL), *exc = jtext(oc, "exception", NULL);
+    const char *sig = jtext(oc, "signal_name", NULL), *why = jtext(oc, "zero_steps_reason", NULL);
+    double code = jget(oc, "exit_code");
+
+    if (!status)
+        return;
+    fprintf(out, "  %-28s %s", "outcome", status);
+    if (sig)
+        fprintf(out, ": killed by %s", sig);
+    else if (!isnan(code))
+        fprintf(out, ": exit %.0f", code);
+    fprintf(out, " after %.0f step(s)", jget(oc, "steps_completed"));
+    if (exc)
+        fprintf(out, ": %s", exc);
+    fputc('\n', out);
+    if (why)
+        fprintf(out, "  %-28s %s\n", "why no steps", why);
+}
+
+/* One row per rank (step wall p50/p95, phase means) and the slowest rank, for 2+ ranks. */
+static void print_ranks(FILE *out, const json_t *rep, const struct paint *c)
+{
+    const json_t *ranks = json_object_get(rep, "per_rank"), *r, *sl;
+    size_t i;
+    char b[8][32];
+
+    if (json_array_size(ranks) < 2)
+        return;
+    fprintf(out, "  %s%-5s %7s %10s %10s %9s %9s %9s %9s %9s %9s%s\n", c->bold, "rank", "steps",
+            "step p50", "step p95", "data", "forward", "backward", "optim", "comm exp",
+            "other", c->off);
+    json_array_foreach(ranks, i, r) {
+        const json_t *m = json_object_get(r, "mean_ms");
+        fprintf(out, "  %-5.0f %7.0f %10s %10s %9s %9s %9s %9s %9s %9s\n", jget(r, "rank"),
+                jget(r, "steps"), fmtnum(b[0], 32, "%.2f", jget(r, "step_p50_ms")),
+                fmtnum(b[1], 32, "%.2f", jget(r, "step_p95_ms")),
+                fmtnum(b[2], 32, "%.2f", jget(m, "data")),
+                fmtnum(b[3], 32, "%.2f", jget(m, "forward")),
+                fmtnum(b[4], 32, "%.2f", jget(m, "backward")),
+                fmtnum(b[5], 32, "%.2f", jget(m, "optimizer_step")),
+                fmtnum(b[6], 32, "%.2f", jget(m, "communication_exposed")),
+                fmtnum(b[7], 32, "%.2f", jget(m, "other")));
+    }
+    sl = json_object_get(rep, "slowest_rank");
+    if (json_is_object(sl)) {
+        const json_t *g = json_object_get(sl, "gpu");
+        fprintf(out, "  slowest rank %.0f: step p50 %.2f ms, %s slower than the fastest",
+                jget(sl, "rank"), jget(sl, "step_p50_ms"),
+                fmtnum(b[0], 32, "%.0f %%", 100.0 * jget(sl, "slower_by_ratio")));
+        if (json_is_object(g))
+            fprintf(out, "; its GPU %.0f: util avg %s %%, throttled %s s", jget(g, "index"),
+                    fmtnum(b[1], 32, "%.1f", jget(g, "utilization_avg_percent")),
+                    fmtnum(b[2], 32, "%.1f", jget(g, "throttled_seconds_total")));
+        fputc('\n', out);
+    }
+}
+
 static void print_totals(FILE *out, const json_t *rep)
 {
     const json_t *src = json_object_get(rep, "gpu_utilization_source");
@@ -660,6 +967,7 @@ static void print_totals(FILE *out, const json_t *rep)
     double pa = jget(al, "peak_allocated_gb"), pr = jget(al, "peak_reserved_gb");
     char b[8][32];
 
+    print_outcome(out, json_object_get(rep, "outcome"));
     fprintf(out, "  %-28s %s s, %s steps, %s rank(s)\n", "runtime",
             fmtnum(b[0], 32, "%.1f", jget(rep, "train_runtime")),
             fmtnum(b[1], 32, "%.0f", jget(rep, "steps")),
@@ -667,14 +975,22 @@ static void print_totals(FILE *out, const json_t *rep)
     total_line(out, "throughput", !isnan(sps) || !isnan(tps), "%s samples/s, %s steps/s",
                fmtnum(b[0], 32, "%.3f", sps), fmtnum(b[1], 32, "%.3f", tps));
     total_line(out, "data loading time ratio", !isnan(jget(rep, "data_loading_time_ratio")),
-               "%.3f", jget(rep, "data_loading_time_ratio"));
+               "%.3f of wall time (host clock)", jget(rep, "data_loading_time_ratio"));
     total_line(out, "communication time ratio", !isnan(jget(rep, "communication_time_ratio")),
-               "%.3f", jget(rep, "communication_time_ratio"));
-    total_line(out, "GPU utilization", !isnan(ua) || !isnan(um), "avg %s %%, max %s %% (%s)",
+               "%.3f of wall time (exposed)", jget(rep, "communication_time_ratio"));
+    total_line(out, "GPU utilization", !isnan(ua) || !isnan(um), "avg %s %%, max %s %% (source %s)",
                fmtnum(b[0], 32, "%.1f", ua), fmtnum(b[1], 32, "%.1f", um),
                json_is_string(src) ? json_string_value(src) : "unknown");
-    total_line(out, "GPU busy (CUDA events)", !isnan(jget(rep, "gpu_busy_estimate_percent")),
-               "%.1f %%", jget(rep, "gpu_busy_estimate_percent"));
+    total_line(out, "step busy estimate", !isnan(jget(rep, "step_busy_estimate_percent")),
+               "%.1f %% (forward+backward+optimizer of wall time, %s)",
+               jget(rep, "step_busy_estimate_percent"),
+               jtext(rep, "step_busy_estimate_source", "unknown"));
+    total_line(out, "other time ratio", !isnan(jget(rep, "other_time_ratio")),
+               "%.3f (wall time in no phase: logging, evaluation, host syncs)",
+               jget(rep, "other_time_ratio"));
+    total_line(out, "communication total", !isnan(jget(rep, "communication_total_seconds")),
+               "%.3f s, %s hidden behind compute", jget(rep, "communication_total_seconds"),
+               fmtnum(b[3], 32, "%.0f %%", 100.0 * jget(rep, "communication_hidden_ratio")));
     total_line(out, "GPU peak memory", !isnan(jget(rep, "gpu_peak_memory_allocated_gb")),
                "%.2f GiB (%s)", jget(rep, "gpu_peak_memory_allocated_gb"),
                jtext(rep, "gpu_peak_memory_source", "unknown"));
@@ -749,6 +1065,7 @@ void gs_report_print_summary(FILE *out, const json_t *report, int color)
             c->off);
     print_totals(out, report);
     print_phases(out, report, c);
+    print_ranks(out, report, c);
     print_gpus(out, report, c);
     print_findings(out, report, c);
 }

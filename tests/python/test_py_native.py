@@ -111,8 +111,8 @@ with tempfile.TemporaryDirectory() as out:
     t.eq([rep.get("train_runtime"), rep.get("train_samples_per_second"),
           rep.get("train_steps_per_second")], [2.0, 16.0, 2.0],
          "train_runtime and speeds from the end record")
-    t.ok(near(rep.get("gpu_busy_estimate_percent"), 100 * (4 * 60 + 100) / 420, 1e-9),
-         "gpu_busy_estimate_percent = (forward + backward + optimizer) / (data + step)")
+    t.ok(near(rep.get("step_busy_estimate_percent"), 100 * (4 * 60 + 100) / 420, 1e-9),
+         "step_busy_estimate_percent = (forward + backward + optimizer) / (data + step)")
     t.eq(rep["run"].get("name"), "exact", "run.name from the config")
     on_disk = json.load(open(os.path.join(out, "metrics_report.json")))
     t.eq(on_disk.get("steps"), 4, "metrics_report.json written to output_dir")

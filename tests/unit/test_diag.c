@@ -103,10 +103,9 @@ static void data_loading(void **state)
     assert_string_equal(severity(f), "warning");
     assert_true(ev(f, "data_loading_time_ratio") == 0.151);
     assert_true(ev(f, "from") == 10.0 && ev(f, "to") == 110.0);
-    assert_true(advice_has(f, "raise dataloader_num_workers to about 8 of 16 cores"));
-    assert_true(advice_has(f, "prefetch_factor"));
-    assert_true(advice_has(f, "2-4"));
-    assert_true(advice_has(f, "pin_memory=True"));
+    assert_true(advice_has(f, "DataLoader(num_workers=8)"));
+    assert_false(advice_has(f, "prefetch_factor")); /* workers unknown: not advised */
+    assert_false(advice_has(f, "pin_memory")); /* no CUDA in the base report */
     set(r, "data_loading_time_ratio", 0.30);
     assert_string_equal(severity(find(r, 16, "data_loading", &all)), "warning");
     set(r, "data_loading_time_ratio", 0.31);
@@ -130,8 +129,8 @@ static void communication(void **state)
     f = find(r, 8, "communication", &all);
     assert_non_null(f);
     assert_true(ev(f, "communication_time_ratio") == 0.051);
-    assert_true(advice_has(f, "NCCL_IB_DISABLE"));
-    assert_true(advice_has(f, "ddp_find_unused_parameters False"));
+    assert_false(advice_has(f, "NCCL")); /* backend unknown */
+    assert_false(advice_has(f, "find_unused")); /* unknown: no claim */
     json_decref(all);
     json_decref(r);
 }
@@ -146,7 +145,7 @@ static void low_utilization(void **state)
     f = find(r, 8, "low_utilization", &all);
     assert_non_null(f);
     assert_true(ev(f, "gpu_avg_utilization_percent") == 29.9);
-    assert_true(advice_has(f, "FlashAttention-2"));
+    assert_true(advice_has(f, "scaled_dot_product_attention"));
     set(r, "gpu_avg_utilization_percent", 30);
     assert_null(find(r, 8, "low_utilization", &all));
     set(r, "gpu_avg_utilization_percent", 29.9);
@@ -184,8 +183,8 @@ static void memory_fragmentation(void **state)
     assert_true(ev(f, "memory_peak_fraction") == 0.9);
     assert_int_equal(json_integer_value(json_array_get(
                          json_object_get(json_object_get(f, "evidence"), "gpus"), 0)), 1);
-    assert_true(advice_has(f, "--flash_attn True"));
-    assert_true(advice_has(f, "--use_cache False"));
+    assert_false(advice_has(f, "--flash_attn"));
+    assert_false(advice_has(f, "--use_cache")); /* no such ms-swift flag */
     assert_true(advice_has(f, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
     set(r, "gpu_avg_utilization_percent", 50);
     assert_null(find(r, 8, "memory_fragmentation", &all));
@@ -316,54 +315,45 @@ static void data_loading_names_settings(void **state)
     (void)state;
 
     set(r, "data_loading_time_ratio", 0.5);
-    /* the loader's own num_workers wins over the Trainer argument; pin_memory False said */
+    /* the loader's own num_workers wins over the Trainer argument; a CPU run (no GPU in the
+     * report, no CUDA fact): pin_memory is never advised there */
     facts(r, json_pack("{s:i, s:i, s:b, s:i}", "dataloader_num_workers", 4,
                        "loader_num_workers", 0, "loader_pin_memory", 0, "cpu_count", 16));
+    json_object_set_new(r, "gpus", json_array());
     f = find(r, 0, "data_loading", &all);
     assert_non_null(f);
-    assert_true(advice_has(f, "dataloader_num_workers is 0 (DataLoader(num_workers=0)): raise "
-                              "dataloader_num_workers to about 8 of 16 cores"));
-    assert_true(advice_has(f, "pin_memory is False"));
+    assert_true(advice_has(f, "num_workers is 0 of 16 CPU core(s)"));
+    assert_true(advice_has(f, "DataLoader(num_workers=8)"));
+    assert_false(advice_has(f, "pin_memory"));
     assert_true(ev(f, "num_workers") == 0 && ev(f, "cpu_cores") == 16);
     /* facts.cpu_count beats the caller's ncpu */
     f = find(r, 64, "data_loading", &all);
-    assert_true(advice_has(f, "about 8 of 16 cores"));
-    /* pin_memory True: not advised */
+    assert_true(advice_has(f, "DataLoader(num_workers=8)"));
+    /* workers > 0 and prefetch 1: prefetch advised in the loader's spelling */
     facts(r, json_pack("{s:i, s:b, s:i, s:i}", "loader_num_workers", 2, "loader_pin_memory", 1,
                        "loader_prefetch_factor", 1, "cpu_count", 16));
     f = find(r, 0, "data_loading", &all);
-    assert_true(advice_has(f, "dataloader_num_workers is 2 (DataLoader(num_workers=2))"));
-    assert_false(advice_has(f, "pin_memory"));
-    assert_true(advice_has(f, "prefetch_factor is 1: set dataloader_prefetch_factor"));
-    /* prefetch inside 2-4: shown, not advised; workers already half the cores */
+    assert_true(advice_has(f, "num_workers is 2 of 16"));
+    assert_true(advice_has(f, "prefetch_factor is 1: DataLoader(prefetch_factor=4)"));
+    /* workers already half the cores: no claim that more cannot help, no raise */
     facts(r, json_pack("{s:i, s:i, s:i}", "loader_num_workers", 8, "loader_prefetch_factor", 4,
                        "cpu_count", 16));
     f = find(r, 0, "data_loading", &all);
-    assert_true(advice_has(f, "prefetch_factor is 4, already in the 2-4 range"));
-    assert_true(advice_has(f, "already half or more of 16 cores"));
-    assert_false(advice_has(f, "raise dataloader_num_workers"));
-    assert_true(advice_has(f, "pin_memory=True")); /* unknown: the generic advice */
-    /* workers one below half: still raise */
-    facts(r, json_pack("{s:i, s:i}", "loader_num_workers", 7, "cpu_count", 16));
-    f = find(r, 0, "data_loading", &all);
-    assert_true(advice_has(f, "raise dataloader_num_workers to about 8 of 16 cores"));
-    /* few cores: no "about 1" */
+    assert_false(advice_has(f, "prefetch_factor"));
+    assert_false(advice_has(f, "will not help"));
+    assert_true(advice_has(f, "if more workers do not lower data_loading_time_ratio"));
+    assert_false(advice_has(f, "DataLoader(num_workers="));
+    /* 2 cores and no workers: try one worker (2 workers cut 0.60 to 0.03 on such a machine),
+     * never "too few" */
     facts(r, json_pack("{s:i, s:i}", "loader_num_workers", 0, "cpu_count", 2));
     f = find(r, 0, "data_loading", &all);
-    assert_true(advice_has(f, "only 2 CPU core(s)"));
-    assert_false(advice_has(f, "about 1"));
-    assert_false(advice_has(f, "raise dataloader_num_workers to"));
-    assert_true(advice_has(f, "too few to raise dataloader_num_workers: pre-process"));
-    /* no workers: prefetch_factor does not apply, whatever the loader reports */
+    assert_false(advice_has(f, "too few"));
+    assert_true(advice_has(f, "DataLoader(num_workers=1)"));
+    /* no workers: prefetch_factor never, whatever the loader reports */
     facts(r, json_pack("{s:i, s:i, s:i}", "loader_num_workers", 0, "loader_prefetch_factor", 2,
                        "cpu_count", 16));
     f = find(r, 0, "data_loading", &all);
-    assert_false(advice_has(f, "prefetch_factor is 2"));
-    assert_true(advice_has(f, "it needs num_workers > 0"));
-    facts(r, json_pack("{s:i, s:i}", "loader_num_workers", 0, "cpu_count", 3));
-    f = find(r, 0, "data_loading", &all);
-    assert_false(advice_has(f, "CPU core(s)"));
-    assert_true(advice_has(f, "about 1 of 3 cores"));
+    assert_false(advice_has(f, "prefetch_factor"));
     json_decref(all);
     json_decref(r);
 }
@@ -374,23 +364,26 @@ static void communication_names_settings(void **state)
     (void)state;
 
     set(r, "communication_time_ratio", 0.2);
-    facts(r, json_pack("{s:b, s:s}", "ddp_find_unused_parameters", 0, "nccl_version", "2.21.5"));
+    facts(r, json_pack("{s:b, s:s, s:s}", "ddp_find_unused_parameters", 0, "nccl_version",
+                       "2.21.5", "dist_backend", "nccl"));
     f = find(r, 8, "communication", &all);
     assert_non_null(f);
     assert_false(advice_has(f, "ddp_find_unused_parameters"));
     assert_false(advice_has(f, "NCCL_IB_DISABLE"));
     assert_false(advice_has(f, "NCCL_P2P_DISABLE"));
-    assert_true(advice_has(f, "(this run: 2.21.5)"));
-    facts(r, json_pack("{s:b, s:s, s:s}", "ddp_find_unused_parameters", 1, "NCCL_IB_DISABLE", "1",
-                       "NCCL_P2P_DISABLE", "1"));
+    assert_true(advice_has(f, "(this run: NCCL 2.21.5)"));
+    facts(r, json_pack("{s:b, s:s, s:s, s:s}", "ddp_find_unused_parameters", 1,
+                       "NCCL_IB_DISABLE", "1", "NCCL_P2P_DISABLE", "1", "dist_backend", "nccl"));
     f = find(r, 8, "communication", &all);
-    assert_true(advice_has(f, "ddp_find_unused_parameters is True: set "
-                              "ddp_find_unused_parameters False"));
+    assert_true(advice_has(f, "ddp_find_unused_parameters is True: "
+                              "DistributedDataParallel(find_unused_parameters=False)"));
     assert_true(advice_has(f, "NCCL_IB_DISABLE=1 is set"));
     assert_true(advice_has(f, "NCCL_P2P_DISABLE=1 is set"));
-    facts(r, json_pack("{s:s}", "torch_version", "2.5.1"));
+    /* gloo: no NCCL advice at all */
+    facts(r, json_pack("{s:s, s:s}", "dist_backend", "gloo", "NCCL_IB_DISABLE", "1"));
     f = find(r, 8, "communication", &all);
-    assert_true(advice_has(f, "ddp_find_unused_parameters is unknown"));
+    assert_false(advice_has(f, "NCCL"));
+    assert_false(advice_has(f, "find_unused"));
     json_decref(all);
     json_decref(r);
 }
@@ -407,9 +400,8 @@ static void attention_implementation(void **state)
     assert_non_null(f);
     assert_string_equal(ev_str(f, "attn_implementation"), "sdpa");
     assert_true(advice_has(f, "attn_implementation is \"sdpa\""));
-    assert_true(advice_has(f, "attn_implementation=\"flash_attention_2\""));
-    assert_true(advice_has(f, "--attn_impl flash_attn"));
-    assert_true(advice_has(f, "--flash_attn True"));
+    assert_false(advice_has(f, "--attn_impl")); /* a plain loop: no ms-swift flag */
+    assert_false(advice_has(f, "--flash_attn"));
     set(r, "gpu_avg_utilization_percent", 70.0);
     assert_null(find(r, 8, "attention_implementation", &all));
     set(r, "gpu_avg_utilization_percent", 69.9);
@@ -471,8 +463,8 @@ static void precision(void **state)
     assert_non_null(f);
     assert_string_equal(severity(f), "info");
     assert_true(advice_has(f, "parameters are float32"));
-    assert_true(advice_has(f, "--bf16 True"));
-    assert_true(advice_has(f, "torch_dtype bfloat16"));
+    assert_true(advice_has(f, "torch.autocast")); /* a plain loop's spelling */
+    assert_false(advice_has(f, "--bf16"));
     /* bf16 on, fp16 on, bf16 params, an older GPU, no GPU: silent */
     facts(r, json_pack("{s:s, s:b, s:s}", "param_dtype", "float32", "bf16", 1,
                        "cuda_device_name", "NVIDIA A100"));

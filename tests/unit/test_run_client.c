@@ -49,6 +49,7 @@ static struct gs_step_rec mkrec(uint64_t step, double fwd_ms)
 
     r.t_begin = 1700000000.0 + (double)step;
     r.t_end = r.t_begin + 0.01;
+    r.ms_x[0] = r.ms_x[1] = NAN;
     for (int i = 0; i < GS_PH_N; i++)
         r.ms[i] = NAN;
     r.ms[GS_PH_DATA] = 1.0;

@@ -42,7 +42,9 @@ static void phase_names_and_schema(void **state)
     assert_string_equal(gs_phase_name(GS_PH_OPTIMIZER), "optimizer_step");
     assert_string_equal(gs_phase_name(GS_PH_COMM), "communication");
     assert_string_equal(gs_phase_name(GS_PH_STEP), "total_step");
-    assert_null(gs_phase_name(GS_PH_N));
+    assert_string_equal(gs_phase_name(GS_PH_COMM_EXPOSED), "communication_exposed");
+    assert_string_equal(gs_phase_name(GS_PH_OTHER), "other");
+    assert_null(gs_phase_name(GS_PH_ALL));
     assert_null(gs_phase_name(-1));
     assert_string_equal(gs_run_report_schema(), "1.0");
 }

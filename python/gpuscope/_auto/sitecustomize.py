@@ -1,5 +1,7 @@
 """gpuscope's auto-injection: with this directory first on PYTHONPATH (`gpuscope run` puts it
-there), every transformers.Trainer gets a GpuScopeCallback without code changes.
+there), any PyTorch training loop is timed (gpuscope._loop, installed once torch has been
+imported; DeepSpeed's engine and accelerate's optimizer once they load) and every
+transformers.Trainer gets a GpuScopeCallback, without code changes.
 
 Python imports `sitecustomize` once at start-up; this one:
 1. installs an import hook for the module transformers.trainer (it does not import
@@ -21,6 +23,23 @@ import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TARGET = "transformers.trainer"
+
+
+def _patch_torch(module):
+    # Any PyTorch loop, no import in the script: gpuscope._loop patches the DataLoader, module
+    # forwards, backward, optimizer steps and communication once torch has loaded.
+    from gpuscope import _loop
+    _loop.install(module)
+
+
+def _patch_deepspeed(module):
+    from gpuscope import _loop
+    _loop.patch_deepspeed(module)
+
+
+def _patch_accelerate(module):
+    from gpuscope import _loop
+    _loop.patch_accelerate(module)
 
 
 def _patch_trainer(module):
@@ -45,9 +64,15 @@ def _patch_trainer(module):
     trainer_cls.__gpuscope_patched__ = True
 
 
+_PATCHES = {_TARGET: _patch_trainer, "torch": _patch_torch,
+            "deepspeed.runtime.engine": _patch_deepspeed,
+            "accelerate.optimizer": _patch_accelerate}
+
+
 class _Loader:
-    def __init__(self, inner):
+    def __init__(self, inner, patch):
         self._inner = inner
+        self._patch = patch
 
     def create_module(self, spec):
         return self._inner.create_module(spec)
@@ -55,14 +80,15 @@ class _Loader:
     def exec_module(self, module):
         self._inner.exec_module(module)
         try:
-            _patch_trainer(module)
+            self._patch(module)
         except Exception as e:
-            print(f"gpuscope: could not patch {_TARGET}: {e}", file=sys.stderr)
+            print(f"gpuscope: could not patch {module.__name__}: {e}", file=sys.stderr)
 
 
 class _Finder:
     def find_spec(self, fullname, path, target=None):
-        if fullname != _TARGET:
+        patch = _PATCHES.get(fullname)
+        if patch is None:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -70,7 +96,7 @@ class _Finder:
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader)
+                    spec.loader = _Loader(spec.loader, patch)
                 return spec
         return None
 
@@ -80,10 +106,10 @@ def _install():
         return
     if any(isinstance(f, _Finder) for f in sys.meta_path):
         return
-    mod = sys.modules.get(_TARGET)
-    if mod is not None:  # already imported (cannot happen at start-up, but be exact)
-        _patch_trainer(mod)
-        return
+    for name, patch in _PATCHES.items():
+        mod = sys.modules.get(name)
+        if mod is not None:  # already imported (cannot happen at start-up, but be exact)
+            patch(mod)
     sys.meta_path.insert(0, _Finder())
 
 

@@ -11,7 +11,10 @@ Trainer._inner_training_loop (4.4x/4.5x):
     on_epoch_end, _maybe_log_save_evaluate
   speed_metrics -> log(metrics) (on_log with train_runtime, ...) -> on_train_end
 
-It also measures, with its own clock, what the test checks the report against.
+It also measures, with its own clock, what the test checks the report against. With a
+torch.distributed process group initialised it trains through a DistributedDataParallel
+wrapper, as the real Trainer does after accelerator.prepare, and hands the callbacks the
+unwrapped model.
 """
 import math
 import time
@@ -74,6 +77,11 @@ class Trainer:
         self.control = self.callback_handler.on_train_begin(args, self.state, self.control)
         tr_loss = torch.tensor(0.0)
         model = self.model
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            # as the Trainer does (accelerator.prepare): train through a DDP wrapper while the
+            # callbacks keep getting the unwrapped model
+            model = torch.nn.parallel.DistributedDataParallel(self.model)
+            self.model_wrapped = model
         for epoch in range(epochs):
             self.control = self.callback_handler.on_epoch_begin(args, self.state, self.control)
             it = iter(loader)

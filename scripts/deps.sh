@@ -18,6 +18,9 @@ PKGS="$PKGS libgnutls28-dev libyaml-dev libcrypt-dev openssl curl"
 # python3-torch (CPU): the Python package's tests train real models (tests/python/); it is
 # Debian's torch for /usr/bin/python3, the interpreter every test runs with.
 PKGS="$PKGS python3-torch"
+# libelf-dev: `gpuscope stacks` finds _PyRuntime in the python binary's ELF symbols
+# (src/stacks/pyfind.c).
+PKGS="$PKGS libelf-dev"
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
 # web/node_modules: uPlot (embedded into the binary at build time) and playwright-core (the
 # browser test), exactly as web/package-lock.json pins them; again when the lock file changed.

@@ -20,6 +20,9 @@ int gs_cli_demo(int argc, char **argv);
 /* `gpuscope run ... -- CMD`: runs and profiles a training command (run.c, src/run/). */
 int gs_cli_run(int argc, char **argv);
 
+/* `gpuscope stacks PID`: Python stacks of a running process (stacks.c, src/stacks/). */
+int gs_cli_stacks(int argc, char **argv);
+
 /* Exit statuses shared by all subcommands besides gs_rc_exit_code's NVML-like ones. */
 #define GS_EXIT_OK 0
 #define GS_EXIT_USAGE 2

@@ -22,6 +22,7 @@ static const struct subcommand subcommands[] = {
     {"agent", gs_cli_agent, "per-node daemon: Prometheus /metrics, JSON API"},
     {"demo", gs_cli_demo, "the agent on a bundled nvml-sim scenario, no GPU needed"},
     {"run", gs_cli_run, "run a training command and profile its steps and GPUs"},
+    {"stacks", gs_cli_stacks, "Python stacks of a running process: top, --dump, --record"},
 };
 
 static void usage(FILE *out)

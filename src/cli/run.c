@@ -45,6 +45,8 @@
 #include "run/receiver.h"
 #include "run/record.h"
 #include "run/usamp.h"
+#include "diag/diag.h"
+#include "stacks/runstacks.h"
 #include "store/history.h"
 
 #define RUN_EXIT_FAIL 125     /* gpuscope run itself failed; CMD did not run */
@@ -61,6 +63,9 @@ struct run_opts {
     int auto_inject;
     int help;
     char **cmd; /* NULL-terminated */
+    double stacks_hz;   /* --stacks: rank main-thread samples per second, 0 = off */
+    double hang_factor; /* --hang-after: multiple of the p95 step time, 0 = no watchdog */
+    double hang_min_s;  /* --hang-min */
 };
 
 struct run_ctx {
@@ -84,6 +89,7 @@ struct run_ctx {
     int stop;
     pthread_cond_t cv;
     uint64_t samples;
+    struct gs_runstacks *rs; /* --stacks sampler and hang watchdog; NULL when off */
 };
 
 static volatile sig_atomic_t g_child_pid;
@@ -102,6 +108,12 @@ static void run_usage(FILE *out)
           "  --interval S    GPU sampling period in seconds, 0.1 to 60 (default 0.5)\n"
           "  --no-auto       do not put the auto-instrumenting sitecustomize on PYTHONPATH\n"
           "  --auto          put it there (the default)\n"
+          "  --stacks off|HZ sample the Python main thread of every rank at HZ (default 20):\n"
+          "                  the report's stacks section, DIR/stacks.svg (docs/stacks.md)\n"
+          "  --hang-after X  hang watchdog: no step for X times the p95 step time (default\n"
+          "                  10; 0 off) with GPUs idle or spinning dumps every rank's stacks\n"
+          "                  into DIR/hang-N-stacks.txt\n"
+          "  --hang-min S    ... and at least S seconds without a step (default 60)\n"
           "  -h, --help      this help\n"
           "\n"
           "CMD sees GPUSCOPE_RUN_SOCKET (where to send step records) and GPUSCOPE_RUN_DIR.\n"
@@ -133,6 +145,9 @@ static int run_parse(struct run_opts *o, int argc, char **argv)
     memset(o, 0, sizeof *o);
     o->interval_s = 0.5;
     o->auto_inject = 1;
+    o->stacks_hz = 20;
+    o->hang_factor = 10;
+    o->hang_min_s = 60;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
@@ -150,6 +165,28 @@ static int run_parse(struct run_opts *o, int argc, char **argv)
             o->auto_inject = 0;
         } else if (strcmp(a, "--auto") == 0) {
             o->auto_inject = 1;
+        } else if (strcmp(a, "--stacks") == 0 || strncmp(a, "--stacks=", 9) == 0 ||
+                   strcmp(a, "--hang-after") == 0 || strncmp(a, "--hang-after=", 13) == 0 ||
+                   strcmp(a, "--hang-min") == 0 || strncmp(a, "--hang-min=", 11) == 0) {
+            const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : i + 1 < argc ? argv[++i] : NULL;
+            char *end = NULL;
+            double x = v ? strtod(v, &end) : -1;
+            if (strncmp(a, "--stacks", 8) == 0 && v)
+                x = gs_runstacks_parse_rate(v);
+            else if (!v || !end || *end || end == v || !isfinite(x) || x < 0 || x > 1e6)
+                x = -1;
+            if (x < 0) {
+                fprintf(stderr, "gpuscope run: %.12s: '%s' is not %s\n", a, v ? v : "",
+                        strncmp(a, "--stacks", 8) == 0 ? "off, on or a rate of 1 to 200 Hz"
+                                                       : "a non-negative number");
+                return -1;
+            }
+            if (strncmp(a, "--stacks", 8) == 0)
+                o->stacks_hz = x;
+            else if (strncmp(a, "--hang-after", 12) == 0)
+                o->hang_factor = x;
+            else
+                o->hang_min_s = x;
         } else if (strcmp(a, "--out") == 0 || strcmp(a, "--interval") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "gpuscope run: %s: missing value\n", a);
@@ -331,12 +368,14 @@ static void on_record(void *vctx, const struct gs_peer *peer, const struct gs_re
     switch (rec->type) {
     case GS_REC_HELLO:
         gs_agg_hello(c->agg, &rec->u.hello, peer->pid, peer->uid);
+        gs_runstacks_add_rank(c->rs, peer->pid, rec->u.hello.rank >= 0 ? rec->u.hello.rank : 0);
         for (uint32_t i = 0; i < rec->u.hello.n_devices && i < GS_RECORD_MAX_DEVICES; i++)
             if (rec->u.hello.devices[i] >= 0 && rec->u.hello.devices[i] < GS_RECORD_MAX_DEVICES)
                 c->cuda_dev[rec->u.hello.devices[i]] = 1;
         break;
     case GS_REC_STEP:
         gs_agg_step(c->agg, &rec->u.step);
+        gs_runstacks_step(c->rs, &rec->u.step);
         break;
     case GS_REC_END:
         gs_agg_end(c->agg, &rec->u.end);
@@ -534,6 +573,13 @@ static void *run_sampler_thread(void *arg)
             gs_agg_snapshot(c->agg, snap, in_run, snap->t_real);
             c->samples++;
             pthread_mutex_unlock(&c->mu);
+            for (unsigned g = 0; c->rs && g < snap->n_gpus; g++) {
+                const struct gs_gpu *gp = &snap->gpus[g];
+                if (in_run[g] && gs_gpu_has(gp, GS_M_UTIL_GPU))
+                    gs_runstacks_gpu(c->rs, snap->t_real, gp->index, gp->v[GS_M_UTIL_GPU],
+                                     gs_gpu_has(gp, GS_M_POWER_DRAW) ? gp->v[GS_M_POWER_DRAW] : -1,
+                                     gs_gpu_has(gp, GS_M_POWER_LIMIT) ? gp->v[GS_M_POWER_LIMIT] : -1);
+            }
             /* Between two snapshots, what the driver sampled (~6 a second) on the GPUs of the
              * run; a GPU that just joined starts at the previous cycle (or CMD's start). */
             if (gs_usamp_read(us, c->sampler, snap, in_run, since_us)) {
@@ -776,6 +822,10 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
     pthread_mutex_lock(&c->mu);
     report = gs_agg_report(c->agg, &meta);
     pthread_mutex_unlock(&c->mu);
+    if (report && c->rs) {
+        gs_runstacks_report(c->rs, report); /* "stacks", DIR/stacks.svg, stacks.txt */
+        gs_diag_stacks_findings(report, json_object_get(report, "findings"));
+    }
     free(command);
     if (report && c->store && c->run_id > 0) {
         text = json_dumps(report, JSON_COMPACT);
@@ -923,6 +973,14 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
         goto unblock;
     }
     c.start_real = real_s();
+    if (o->stacks_hz > 0) {
+        struct gs_runstacks_cfg scfg = {.hz = o->stacks_hz, .hang_factor = o->hang_factor,
+                                        .hang_min_s = o->hang_min_s, .dir = dir};
+        pthread_mutex_lock(&c.mu);
+        if (gs_runstacks_start(&scfg, &c.rs, &gerr) != GS_OK)
+            fprintf(stderr, "gpuscope run: --stacks: %s\n", gerr.msg);
+        pthread_mutex_unlock(&c.mu);
+    }
     pid = run_spawn(o->cmd, &fwd);
     if (pid < 0) {
         code = -pid;
@@ -930,6 +988,7 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     }
     g_child_pid = pid;
     started = 1;
+    gs_runstacks_set_child(c.rs, pid);
     run_open_sampler(&c, pid, &sth, &sampler_started);
 unblock:
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -968,6 +1027,7 @@ out:
         gs_receiver_stop(rx);
         rmdir(sockdir);
     }
+    gs_runstacks_free(c.rs);
     gs_sampler_close(c.sampler);
     gs_store_close(c.store);
     if (c.steps)

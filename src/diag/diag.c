@@ -829,5 +829,6 @@ json_t *gs_diag_findings(const json_t *report, long ncpu)
         if (f)
             json_array_append_new(out, f);
     }
+    gs_diag_stacks_findings(report, out);
     return out;
 }

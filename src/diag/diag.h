@@ -24,4 +24,8 @@
  * allocation failure. ncpu: CPU cores of the machine for advice (0 = unknown). */
 json_t *gs_diag_findings(const json_t *report, long ncpu);
 
+/* Appends to findings the rules over report's "stacks" section (diag_stacks.c:
+ * stacks_data_loading, host_sync, checkpoint_saving, logging); nothing without one. */
+void gs_diag_stacks_findings(const json_t *report, json_t *findings);
+
 #endif

@@ -1,0 +1,903 @@
+/*
+ * gpuscope run's stack sampler, the join of its samples with step phases and GPU idle time,
+ * and the hang watchdog (runstacks.h).
+ *
+ * Storage is bounded: at most MAX_SAMPLES timed samples are kept for the joins (when full,
+ * every second one is dropped and only every second new one kept, so the kept samples stay an
+ * even thinning of the whole run); the flame graph's profile counts every sample. Steps and GPU
+ * readings past their caps are counted, not kept.
+ */
+#include "stacks/runstacks.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gpuscope/gs_err.h"
+#include "stacks/collect.h"
+#include "stacks/flame.h"
+#include "stacks/profile.h"
+#include "stacks/pyread.h"
+#include "stacks/taskstate.h"
+
+#define MAX_RANKS 64
+#define MAX_SAMPLES (1u << 20)
+#define MAX_STEPS (1u << 19)
+#define MAX_GPU_READINGS (1u << 20)
+#define INTERVALS 1024 /* recent step-to-step intervals the watchdog's p95 uses */
+#define IDLE_UTIL 0.05
+#define TOP_N 10
+
+struct rank {
+    pid_t pid;
+    int rank;
+    int hello;    /* said hello (a real rank); else CMD itself */
+    int dropped;  /* no longer sampled: gone, or CMD once real ranks appeared */
+    struct gs_pyread *r;
+    struct gs_collect *col;
+    double next_try;
+    unsigned tries;
+    uint64_t samples, failed;
+    char err[GS_ERR_MSG_LEN];
+    double last_end; /* realtime end of its last step */
+};
+
+struct sample {
+    double t;
+    uint32_t leaf;
+    int32_t line;
+    uint16_t ri; /* index in ranks[] */
+};
+
+struct step {
+    int32_t rank;
+    double data_start, begin, fwd_end, bwd_end, opt_end, end;
+};
+
+struct reading {
+    double t;
+    float util, power, limit;
+    uint16_t gpu;
+};
+
+struct gs_runstacks {
+    struct gs_runstacks_cfg cfg;
+    char *dir;
+    pthread_t th;
+    int started, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct rank ranks[MAX_RANKS];
+    unsigned nranks;
+    struct gs_stackprof *prof;
+    struct gs_pysample *ps;
+    struct sample *samples;
+    uint32_t nsamples, stride;
+    uint64_t seen;
+    struct step *steps;
+    uint32_t nsteps;
+    uint64_t steps_over;
+    struct reading *gpu;
+    uint32_t ngpu;
+    /* watchdog */
+    double intervals[INTERVALS];
+    unsigned nint, int_pos;
+    double last_step_real; /* any rank */
+    uint64_t steps_total;
+    int hang_active;
+    unsigned hangs;
+    double last_check;
+};
+
+static double real_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+double gs_runstacks_parse_rate(const char *s)
+{
+    char *end;
+    double v;
+
+    if (strcmp(s, "off") == 0 || strcmp(s, "0") == 0)
+        return 0;
+    if (strcmp(s, "on") == 0)
+        return 20;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < 1 || v > 200)
+        return -1;
+    return v;
+}
+
+/* ---- the callbacks ---- */
+
+static struct rank *rank_add(struct gs_runstacks *rs, pid_t pid)
+{
+    struct rank *k;
+
+    for (unsigned i = 0; i < rs->nranks; i++)
+        if (rs->ranks[i].pid == pid)
+            return &rs->ranks[i];
+    if (rs->nranks >= MAX_RANKS)
+        return NULL;
+    k = &rs->ranks[rs->nranks++];
+    memset(k, 0, sizeof *k);
+    k->pid = pid;
+    k->last_end = NAN;
+    return k;
+}
+
+void gs_runstacks_set_child(struct gs_runstacks *rs, pid_t pid)
+{
+    int any_hello = 0;
+    struct rank *k;
+
+    if (!rs || pid <= 0)
+        return;
+    pthread_mutex_lock(&rs->mu);
+    for (unsigned i = 0; i < rs->nranks; i++)
+        any_hello |= rs->ranks[i].hello;
+    k = rank_add(rs, pid);
+    if (k && !k->hello && any_hello)
+        k->dropped = 1;
+    pthread_mutex_unlock(&rs->mu);
+}
+
+void gs_runstacks_add_rank(struct gs_runstacks *rs, pid_t pid, int rank)
+{
+    struct rank *k;
+
+    if (!rs || pid <= 0)
+        return;
+    pthread_mutex_lock(&rs->mu);
+    k = rank_add(rs, pid);
+    if (k) {
+        k->hello = 1;
+        k->rank = rank;
+        k->dropped = 0;
+        /* CMD was sampled as a stand-in; a launcher (torchrun) is not a rank */
+        for (unsigned i = 0; i < rs->nranks; i++)
+            if (!rs->ranks[i].hello)
+                rs->ranks[i].dropped = 1;
+    }
+    pthread_mutex_unlock(&rs->mu);
+}
+
+void gs_runstacks_step(struct gs_runstacks *rs, const struct gs_step_rec *s)
+{
+    struct step st;
+    double cur;
+    const double *ms = s->ms;
+
+    if (!rs || !isfinite(s->t_begin) || !isfinite(s->t_end) || s->t_end < s->t_begin)
+        return;
+    st.rank = s->rank;
+    st.begin = s->t_begin;
+    st.end = s->t_end;
+    st.data_start = isfinite(ms[GS_PH_DATA]) && ms[GS_PH_DATA] > 0
+                        ? s->t_begin - ms[GS_PH_DATA] / 1000.0
+                        : s->t_begin;
+    /* Host-side order of a step: forward, backward, optimizer, laid end to end from its
+     * begin; what remains until its end is "other". */
+    cur = s->t_begin;
+    cur += isfinite(ms[GS_PH_FORWARD]) ? ms[GS_PH_FORWARD] / 1000.0 : 0;
+    st.fwd_end = cur;
+    cur += isfinite(ms[GS_PH_BACKWARD]) ? ms[GS_PH_BACKWARD] / 1000.0 : 0;
+    st.bwd_end = cur;
+    cur += isfinite(ms[GS_PH_OPTIMIZER]) ? ms[GS_PH_OPTIMIZER] / 1000.0 : 0;
+    st.opt_end = cur;
+    pthread_mutex_lock(&rs->mu);
+    if (rs->nsteps < MAX_STEPS)
+        rs->steps[rs->nsteps++] = st;
+    else
+        rs->steps_over++;
+    for (unsigned i = 0; i < rs->nranks; i++) {
+        struct rank *k = &rs->ranks[i];
+        if (k->hello && k->rank == s->rank) {
+            if (isfinite(k->last_end) && s->t_end > k->last_end) {
+                rs->intervals[rs->int_pos] = s->t_end - k->last_end;
+                rs->int_pos = (rs->int_pos + 1) % INTERVALS;
+                if (rs->nint < INTERVALS)
+                    rs->nint++;
+            }
+            k->last_end = s->t_end;
+        }
+    }
+    rs->last_step_real = real_now();
+    rs->steps_total++;
+    rs->hang_active = 0;
+    pthread_mutex_unlock(&rs->mu);
+}
+
+void gs_runstacks_gpu(struct gs_runstacks *rs, double t, unsigned gpu, double util,
+                      double power_w, double power_limit_w)
+{
+    if (!rs || !isfinite(util))
+        return;
+    pthread_mutex_lock(&rs->mu);
+    if (rs->ngpu < MAX_GPU_READINGS)
+        rs->gpu[rs->ngpu++] = (struct reading){t, (float)util, (float)power_w,
+                                               (float)power_limit_w, (uint16_t)gpu};
+    pthread_mutex_unlock(&rs->mu);
+}
+
+/* ---- sampling ---- */
+
+static void keep_sample(struct gs_runstacks *rs, double t, uint32_t leaf, int32_t line,
+                        unsigned ri)
+{
+    if (rs->seen++ % rs->stride != 0)
+        return;
+    if (rs->nsamples == MAX_SAMPLES) {
+        for (uint32_t i = 0; i < MAX_SAMPLES / 2; i++)
+            rs->samples[i] = rs->samples[2 * i];
+        rs->nsamples = MAX_SAMPLES / 2;
+        rs->stride *= 2;
+    }
+    rs->samples[rs->nsamples++] = (struct sample){t, leaf, line, (uint16_t)ri};
+}
+
+static void sample_rank(struct gs_runstacks *rs, unsigned ri, double mono)
+{
+    struct rank *k = &rs->ranks[ri];
+    struct gs_err err = {0};
+    uint32_t ids[GS_PY_MAX_DEPTH], leaf = 0;
+    unsigned n = 0;
+    int rc;
+
+    if (k->dropped)
+        return;
+    if (!k->r) {
+        if (mono < k->next_try)
+            return;
+        rc = gs_pyread_find(k->pid, &k->r, &err);
+        if (rc != GS_OK) {
+            snprintf(k->err, sizeof k->err, "%s", err.msg);
+            k->tries++;
+            k->next_try = mono + (k->tries < 10 ? 0.5 : 5.0);
+            if (kill(k->pid, 0) != 0 && errno == ESRCH)
+                k->dropped = 1;
+            return;
+        }
+        k->col = malloc(sizeof *k->col);
+        if (!k->col) {
+            gs_pyread_close(k->r);
+            k->r = NULL;
+            return;
+        }
+        gs_collect_init(k->col, rs->prof, k->r);
+        k->err[0] = '\0';
+    }
+    rc = gs_pyread_sample(k->r, k->pid, rs->ps, &err);
+    if (rc == GS_ENOTFOUND) {
+        k->dropped = 1;
+        return;
+    }
+    if (rc != GS_OK || rs->ps->nthreads == 0) {
+        k->failed++;
+        if (rc != GS_OK)
+            snprintf(k->err, sizeof k->err, "%s", err.msg);
+        return;
+    }
+    {
+        const struct gs_pythread *th = &rs->ps->threads[0];
+        for (unsigned i = th->nframes; i-- > 0;) {
+            uint32_t id = gs_collect_label(k->col, th->frames[i].func);
+            if (id != GS_PROF_NONE)
+                ids[n++] = id;
+        }
+        if (gs_stackprof_add_leaf(rs->prof, ids, n, 1, &leaf) == GS_OK) {
+            k->samples++;
+            keep_sample(rs, real_now(), leaf, th->nframes ? th->frames[0].line : 0, ri);
+        }
+    }
+}
+
+/* ---- the watchdog ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The GPUs' state over the last few seconds: 1 idle or spinning or no readings, 0 busy. */
+static int gpus_stuck(const struct gs_runstacks *rs, double now, char *what, size_t cap)
+{
+    unsigned idle = 0, spin = 0, busy = 0;
+
+    for (uint32_t i = rs->ngpu; i-- > 0 && rs->gpu[i].t > now - 5;) {
+        const struct reading *g = &rs->gpu[i];
+        if (g->util < IDLE_UTIL)
+            idle++;
+        else if (g->util >= 0.95 && g->limit > 0 && g->power >= 0 && g->power < 0.4 * g->limit)
+            spin++;
+        else
+            busy++;
+    }
+    if (busy && !idle && !spin)
+        return 0;
+    snprintf(what, cap, "%s", spin ? "GPUs spinning (utilization ~100 % at low power: a stuck "
+                                     "collective?)"
+                         : idle ? "GPUs idle"
+                                : "no GPU readings");
+    return 1;
+}
+
+static void hang_dump(struct gs_runstacks *rs, double stalled_s, double p95, const char *gpu_what)
+{
+    char path[4096];
+    FILE *f;
+
+    rs->hangs++;
+    snprintf(path, sizeof path, "%s/hang-%u-stacks.txt", rs->dir, rs->hangs);
+    f = fopen(path, "w");
+    fprintf(stderr, "gpuscope run: no step for %.0f s (p95 step %.2f s), %s; stacks in %s\n",
+            stalled_s, p95, gpu_what, path);
+    if (f)
+        fprintf(f, "no step for %.1f s (p95 step time %.3f s); %s\n", stalled_s, p95, gpu_what);
+    for (unsigned i = 0; i < rs->nranks; i++) {
+        struct rank *k = &rs->ranks[i];
+        const struct gs_pythread *main_th = NULL;
+        struct gs_taskstate ts;
+        if (!k->r || k->dropped || gs_pyread_sample(k->r, 0, rs->ps, NULL) != GS_OK)
+            continue;
+        if (f) {
+            fprintf(f, "\n== rank %d (pid %d) ==\n", k->rank, (int)k->pid);
+            gs_collect_dump(k->r, k->pid, rs->ps, f);
+        }
+        for (unsigned t = 0; t < rs->ps->nthreads; t++)
+            if (rs->ps->threads[t].native_tid == k->pid || (t == rs->ps->nthreads - 1 && !main_th))
+                main_th = &rs->ps->threads[t];
+        if (main_th && main_th->nframes) {
+            const struct gs_pyfunc *fn = gs_pyread_func(k->r, main_th->frames[0].func);
+            gs_taskstate_read(k->pid, k->pid, &ts);
+            fprintf(stderr, "gpuscope run:   rank %d (pid %d) waits in %s (%s:%d), %s\n", k->rank,
+                    (int)k->pid, fn ? fn->name : "?", fn ? fn->file : "?",
+                    main_th->frames[0].line, ts.what);
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
+static void watchdog(struct gs_runstacks *rs, double mono)
+{
+    double p95, now = real_now(), sorted[INTERVALS], limit;
+    char what[128];
+
+    if (rs->cfg.hang_factor <= 0 || mono - rs->last_check < 1.0)
+        return;
+    rs->last_check = mono;
+    if (rs->hang_active || rs->steps_total < 5 || rs->nint < 3)
+        return;
+    memcpy(sorted, rs->intervals, rs->nint * sizeof *sorted);
+    qsort(sorted, rs->nint, sizeof *sorted, cmp_double);
+    p95 = sorted[(size_t)(0.95 * (rs->nint - 1))];
+    limit = rs->cfg.hang_factor * p95;
+    if (limit < rs->cfg.hang_min_s)
+        limit = rs->cfg.hang_min_s;
+    if (now - rs->last_step_real < limit || !gpus_stuck(rs, now, what, sizeof what))
+        return;
+    rs->hang_active = 1; /* once per stall: a new step re-arms it */
+    hang_dump(rs, now - rs->last_step_real, p95, what);
+}
+
+static void *sampler_main(void *arg)
+{
+    struct gs_runstacks *rs = arg;
+    double period = 1.0 / rs->cfg.hz, next = mono_now();
+
+    pthread_mutex_lock(&rs->mu);
+    while (!rs->stop) {
+        double mono = mono_now();
+        struct timespec until;
+        for (unsigned i = 0; i < rs->nranks; i++)
+            sample_rank(rs, i, mono);
+        watchdog(rs, mono);
+        next += period;
+        mono = mono_now();
+        if (next < mono)
+            next = mono;
+        until.tv_sec = (time_t)next;
+        until.tv_nsec = (long)((next - (double)until.tv_sec) * 1e9);
+        while (!rs->stop && pthread_cond_timedwait(&rs->cv, &rs->mu, &until) == 0)
+            ;
+    }
+    pthread_mutex_unlock(&rs->mu);
+    return NULL;
+}
+
+int gs_runstacks_start(const struct gs_runstacks_cfg *cfg, struct gs_runstacks **out,
+                       struct gs_err *err)
+{
+    struct gs_runstacks *rs = calloc(1, sizeof *rs);
+    pthread_condattr_t ca;
+
+    if (!rs)
+        return gs_err_set(err, GS_ENOMEM, "stacks: out of memory");
+    rs->cfg = *cfg;
+    rs->dir = strdup(cfg->dir ? cfg->dir : ".");
+    rs->prof = gs_stackprof_new();
+    rs->ps = malloc(sizeof *rs->ps);
+    rs->samples = malloc(MAX_SAMPLES * sizeof *rs->samples);
+    rs->steps = malloc(MAX_STEPS * sizeof *rs->steps);
+    rs->gpu = malloc(MAX_GPU_READINGS * sizeof *rs->gpu);
+    rs->stride = 1;
+    rs->last_step_real = real_now();
+    pthread_mutex_init(&rs->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&rs->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (!rs->dir || !rs->prof || !rs->ps || !rs->samples || !rs->steps || !rs->gpu) {
+        gs_runstacks_free(rs);
+        return gs_err_set(err, GS_ENOMEM, "stacks: out of memory");
+    }
+    if (cfg->child > 0)
+        rank_add(rs, cfg->child);
+    if (pthread_create(&rs->th, NULL, sampler_main, rs) != 0) {
+        gs_runstacks_free(rs);
+        return gs_err_set(err, GS_EIO, "stacks: cannot start the sampler thread");
+    }
+    rs->started = 1;
+    *out = rs;
+    return GS_OK;
+}
+
+void gs_runstacks_stop(struct gs_runstacks *rs)
+{
+    if (!rs || !rs->started)
+        return;
+    pthread_mutex_lock(&rs->mu);
+    rs->stop = 1;
+    pthread_cond_signal(&rs->cv);
+    pthread_mutex_unlock(&rs->mu);
+    pthread_join(rs->th, NULL);
+    rs->started = 0;
+}
+
+void gs_runstacks_free(struct gs_runstacks *rs)
+{
+    if (!rs)
+        return;
+    gs_runstacks_stop(rs);
+    for (unsigned i = 0; i < rs->nranks; i++) {
+        gs_pyread_close(rs->ranks[i].r);
+        free(rs->ranks[i].col);
+    }
+    gs_stackprof_free(rs->prof);
+    free(rs->ps);
+    free(rs->samples);
+    free(rs->steps);
+    free(rs->gpu);
+    free(rs->dir);
+    pthread_mutex_destroy(&rs->mu);
+    pthread_cond_destroy(&rs->cv);
+    free(rs);
+}
+
+/* ---- the report ---- */
+
+/* Own and total counts of labels over a subset of samples; then the top TOP_N as JSON. */
+struct tally {
+    uint64_t *own, *tot;
+    uint32_t *stamp;
+    uint32_t cur;
+    uint64_t n;
+};
+
+static int tally_init(struct tally *t, const struct gs_stackprof *p)
+{
+    size_t n = p->nlabels ? p->nlabels : 1;
+    t->own = calloc(n, sizeof *t->own);
+    t->tot = calloc(n, sizeof *t->tot);
+    t->stamp = calloc(n, sizeof *t->stamp);
+    t->cur = 0;
+    t->n = 0;
+    return t->own && t->tot && t->stamp ? 0 : -1;
+}
+
+static void tally_free(struct tally *t)
+{
+    free(t->own);
+    free(t->tot);
+    free(t->stamp);
+}
+
+static void tally_add(struct tally *t, const struct gs_stackprof *p, uint32_t leaf)
+{
+    t->n++;
+    t->cur++;
+    if (leaf && leaf < p->nnodes)
+        t->own[p->nodes[leaf].frame]++;
+    for (uint32_t c = leaf, d = 0; c && c < p->nnodes && d < 2048; c = p->nodes[c].parent, d++) {
+        uint32_t f = p->nodes[c].frame;
+        if (t->stamp[f] != t->cur) {
+            t->stamp[f] = t->cur;
+            t->tot[f]++;
+        }
+    }
+}
+
+static const struct tally *cmp_t;
+
+static int cmp_own(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (cmp_t->own[x] != cmp_t->own[y])
+        return cmp_t->own[x] > cmp_t->own[y] ? -1 : 1;
+    if (cmp_t->tot[x] != cmp_t->tot[y])
+        return cmp_t->tot[x] > cmp_t->tot[y] ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static double ratio(uint64_t a, uint64_t b)
+{
+    return b ? round((double)a / (double)b * 1e4) / 1e4 : 0;
+}
+
+static json_t *tally_top(const struct tally *t, const struct gs_stackprof *p)
+{
+    json_t *arr = json_array();
+    uint32_t *ids = malloc((p->nlabels ? p->nlabels : 1) * sizeof *ids);
+    uint32_t n = 0;
+
+    if (!arr || !ids) {
+        free(ids);
+        return arr;
+    }
+    for (uint32_t i = 0; i < p->nlabels; i++)
+        if (t->tot[i])
+            ids[n++] = i;
+    cmp_t = t;
+    qsort(ids, n, sizeof *ids, cmp_own);
+    for (uint32_t i = 0; i < n && i < TOP_N; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "function", json_string(p->labels[ids[i]].name));
+        json_object_set_new(o, "file", json_string(p->labels[ids[i]].file));
+        json_object_set_new(o, "own", json_real(ratio(t->own[ids[i]], t->n)));
+        json_object_set_new(o, "total", json_real(ratio(t->tot[ids[i]], t->n)));
+        json_array_append_new(arr, o);
+    }
+    free(ids);
+    return arr;
+}
+
+/* Totals of a few labels that rules look for, by substring of name or file. */
+static json_t *tally_groups(const struct tally *t, const struct gs_stackprof *p)
+{
+    static const struct {
+        const char *key, *name_has, *file_has;
+    } groups[] = {
+        {"data_loading", "_next_data", NULL},
+        {"data_loading", NULL, "torch/utils/data/"},
+        {"cuda_synchronize", "synchronize", "torch/cuda/"},
+        {"checkpoint", NULL, "torch/serialization.py"},
+        {"checkpoint", "save_pretrained", NULL},
+        {"checkpoint", "_save_checkpoint", NULL},
+        {"checkpoint", NULL, "safetensors"},
+        {"logging", NULL, "logging/__init__.py"},
+        {"logging", NULL, "wandb/"},
+        {"logging", NULL, "tensorboard"},
+        {"logging", NULL, "mlflow/"},
+        {"collective", NULL, "torch/distributed/"},
+    };
+    json_t *o = json_object();
+    const char *keys[] = {"data_loading", "cuda_synchronize", "checkpoint", "logging",
+                          "collective"};
+
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        /* a sample counts once per group: the deepest matching frame's total is a lower
+         * bound, so take the max over matching labels (frames nest) */
+        uint64_t best = 0;
+        for (uint32_t i = 0; i < p->nlabels; i++) {
+            int match = 0;
+            for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+                if (strcmp(groups[g].key, keys[k]) != 0)
+                    continue;
+                if ((!groups[g].name_has || strstr(p->labels[i].name, groups[g].name_has)) &&
+                    (!groups[g].file_has || strstr(p->labels[i].file, groups[g].file_has)))
+                    match = 1;
+            }
+            if (match && t->tot[i] > best)
+                best = t->tot[i];
+        }
+        json_object_set_new(o, keys[k], json_real(ratio(best, t->n)));
+    }
+    return o;
+}
+
+static json_t *tally_json(const struct tally *t, const struct gs_stackprof *p)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "samples", json_integer((json_int_t)t->n));
+    json_object_set_new(o, "top", tally_top(t, p));
+    json_object_set_new(o, "groups", tally_groups(t, p));
+    return o;
+}
+
+static int cmp_step(const void *a, const void *b)
+{
+    const struct step *x = a, *y = b;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+static const char *const phase_names[] = {"data", "forward", "backward", "optimizer_step",
+                                          "other", "outside_steps"};
+
+static unsigned phase_of(const struct gs_runstacks *rs, int rank, double t)
+{
+    uint32_t lo = 0, hi = rs->nsteps, best = UINT32_MAX;
+    const struct step *s;
+
+    /* last step of `rank` with data_start <= t */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        const struct step *m = &rs->steps[mid];
+        if (m->rank < rank || (m->rank == rank && m->data_start <= t)) {
+            if (m->rank == rank)
+                best = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if (best == UINT32_MAX)
+        return 5;
+    s = &rs->steps[best];
+    if (t < s->begin)
+        return 0;
+    if (t < s->fwd_end)
+        return 1;
+    if (t < s->bwd_end)
+        return 2;
+    if (t < s->opt_end)
+        return 3;
+    if (t < s->end)
+        return 4;
+    return 5;
+}
+
+static int cmp_reading(const void *a, const void *b)
+{
+    const struct reading *x = a, *y = b;
+    if (x->gpu != y->gpu)
+        return x->gpu < y->gpu ? -1 : 1;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+/* The reading of GPU readings[lo..hi) that covers t (the first at or after it, within 5 s);
+ * NULL when none. */
+static const struct reading *reading_at(const struct reading *r, uint32_t lo, uint32_t hi,
+                                        double t)
+{
+    const uint32_t end = hi;
+
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r[mid].t < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < end && r[lo].t - t <= 5.0 ? &r[lo] : NULL;
+}
+
+/* Source line `line` of file, trimmed, into out; "" when unreadable. */
+static void source_line(const char *file, int line, char *out, size_t cap)
+{
+    FILE *f = line > 0 && file[0] == '/' ? fopen(file, "r") : NULL;
+    char buf[1024];
+    int n = 0;
+
+    out[0] = '\0';
+    if (!f)
+        return;
+    while (fgets(buf, sizeof buf, f))
+        if (++n == line) {
+            char *s = buf;
+            while (*s == ' ' || *s == '\t')
+                s++;
+            s[strcspn(s, "\r\n")] = '\0';
+            snprintf(out, cap, "%.160s", s);
+            break;
+        }
+    fclose(f);
+}
+
+/* The leaf lines most often sampled among samples idx[0..n), with their source text. */
+static json_t *top_lines(const struct gs_runstacks *rs, const uint32_t *idx, uint32_t n)
+{
+    struct lc {
+        uint32_t frame;
+        int32_t line;
+        uint64_t count;
+    } *lines = calloc(n ? n : 1, sizeof *lines);
+    uint32_t nl = 0;
+    json_t *arr = json_array();
+
+    if (!lines || !arr) {
+        free(lines);
+        return arr;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const struct sample *s = &rs->samples[idx[i]];
+        uint32_t f;
+        uint32_t k;
+        if (!s->leaf)
+            continue;
+        f = rs->prof->nodes[s->leaf].frame;
+        for (k = 0; k < nl; k++)
+            if (lines[k].frame == f && lines[k].line == s->line)
+                break;
+        if (k == nl) {
+            if (nl >= 4096)
+                continue;
+            lines[nl++] = (struct lc){f, s->line, 0};
+        }
+        lines[k].count++;
+    }
+    for (unsigned pick = 0; pick < 5; pick++) {
+        uint32_t best = UINT32_MAX;
+        char src[200];
+        json_t *o;
+        for (uint32_t k = 0; k < nl; k++)
+            if (lines[k].count && (best == UINT32_MAX || lines[k].count > lines[best].count))
+                best = k;
+        if (best == UINT32_MAX)
+            break;
+        o = json_object();
+        json_object_set_new(o, "function", json_string(rs->prof->labels[lines[best].frame].name));
+        json_object_set_new(o, "file", json_string(rs->prof->labels[lines[best].frame].file));
+        json_object_set_new(o, "line", json_integer(lines[best].line));
+        json_object_set_new(o, "share", json_real(ratio(lines[best].count, n)));
+        source_line(rs->prof->labels[lines[best].frame].file, lines[best].line, src, sizeof src);
+        if (src[0])
+            json_object_set_new(o, "source", json_string(src));
+        json_array_append_new(arr, o);
+        lines[best].count = 0;
+    }
+    free(lines);
+    return arr;
+}
+
+static void write_outputs(struct gs_runstacks *rs, json_t *sec)
+{
+    char path[4096];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/stacks.svg", rs->dir);
+    f = fopen(path, "w");
+    if (f && gs_flame_write_svg(rs->prof, "gpuscope run: main threads of the ranks", f, NULL) == GS_OK)
+        json_object_set_new(sec, "flamegraph", json_string("stacks.svg"));
+    if (f)
+        fclose(f);
+    snprintf(path, sizeof path, "%s/stacks.txt", rs->dir);
+    f = fopen(path, "w");
+    if (f && gs_stackprof_write_collapsed(rs->prof, f) == GS_OK)
+        json_object_set_new(sec, "collapsed", json_string("stacks.txt"));
+    if (f)
+        fclose(f);
+}
+
+void gs_runstacks_report(struct gs_runstacks *rs, json_t *report)
+{
+    json_t *sec, *ranks, *phases, *idle;
+    struct tally all, ph[6];
+    uint32_t *idx = NULL;
+
+    if (!rs || !json_is_object(report))
+        return;
+    gs_runstacks_stop(rs);
+    sec = json_object();
+    ranks = json_array();
+    json_object_set_new(sec, "rate_hz", json_real(rs->cfg.hz));
+    json_object_set_new(sec, "samples", json_integer((json_int_t)rs->prof->samples));
+    json_object_set_new(sec, "kept_samples", json_integer(rs->nsamples));
+    for (unsigned i = 0; i < rs->nranks; i++) {
+        struct rank *k = &rs->ranks[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "pid", json_integer(k->pid));
+        json_object_set_new(o, "rank", k->hello ? json_integer(k->rank) : json_null());
+        json_object_set_new(o, "samples", json_integer((json_int_t)k->samples));
+        json_object_set_new(o, "unreadable", json_integer((json_int_t)k->failed));
+        if (k->r) {
+            unsigned v = gs_pyread_version(k->r);
+            char ver[32];
+            snprintf(ver, sizeof ver, "%u.%u.%u", v >> 24, (v >> 16) & 0xff, (v >> 8) & 0xff);
+            json_object_set_new(o, "python", json_string(ver));
+        }
+        if (k->err[0] && !k->samples)
+            json_object_set_new(o, "error", json_string(k->err));
+        json_array_append_new(ranks, o);
+    }
+    json_object_set_new(sec, "ranks", ranks);
+    json_object_set_new(sec, "hangs", json_integer(rs->hangs));
+    if (rs->prof->samples)
+        write_outputs(rs, sec);
+
+    if (tally_init(&all, rs->prof) != 0)
+        goto done;
+    for (int p = 0; p < 6; p++)
+        if (tally_init(&ph[p], rs->prof) != 0) {
+            for (int q = 0; q < p; q++)
+                tally_free(&ph[q]);
+            tally_free(&all);
+            goto done;
+        }
+    qsort(rs->steps, rs->nsteps, sizeof *rs->steps, cmp_step);
+    qsort(rs->gpu, rs->ngpu, sizeof *rs->gpu, cmp_reading);
+    idx = malloc((rs->nsamples ? rs->nsamples : 1) * sizeof *idx);
+    for (uint32_t i = 0; i < rs->nsamples; i++) {
+        const struct sample *s = &rs->samples[i];
+        const struct rank *k = &rs->ranks[s->ri];
+        tally_add(&all, rs->prof, s->leaf);
+        tally_add(&ph[phase_of(rs, k->hello ? k->rank : 0, s->t)], rs->prof, s->leaf);
+    }
+    json_object_set_new(sec, "top", tally_top(&all, rs->prof));
+    json_object_set_new(sec, "groups", tally_groups(&all, rs->prof));
+    if (idx) {
+        for (uint32_t i = 0; i < rs->nsamples; i++)
+            idx[i] = i;
+        json_object_set_new(sec, "lines", top_lines(rs, idx, rs->nsamples));
+    }
+    phases = json_object();
+    for (int p = 0; p < 6; p++) {
+        if (ph[p].n)
+            json_object_set_new(phases, phase_names[p], tally_json(&ph[p], rs->prof));
+        tally_free(&ph[p]);
+    }
+    json_object_set_new(sec, "by_phase", phases);
+    tally_free(&all);
+
+    /* per GPU: the samples taken while it was idle */
+    idle = json_array();
+    for (uint32_t lo = 0; lo < rs->ngpu && idx;) {
+        uint32_t hi = lo, nidle = 0, ni = 0;
+        unsigned g = rs->gpu[lo].gpu;
+        struct tally t;
+        while (hi < rs->ngpu && rs->gpu[hi].gpu == g)
+            nidle += rs->gpu[hi++].util < IDLE_UTIL;
+        if (tally_init(&t, rs->prof) == 0) {
+            json_t *o = json_object();
+            for (uint32_t i = 0; i < rs->nsamples; i++) {
+                const struct reading *r = reading_at(rs->gpu, lo, hi, rs->samples[i].t);
+                if (r && r->util < IDLE_UTIL) {
+                    tally_add(&t, rs->prof, rs->samples[i].leaf);
+                    idx[ni++] = i;
+                }
+            }
+            json_object_set_new(o, "gpu", json_integer(g));
+            json_object_set_new(o, "idle_fraction", json_real(ratio(nidle, hi - lo)));
+            json_object_set_new(o, "samples", json_integer((json_int_t)t.n));
+            json_object_set_new(o, "top", tally_top(&t, rs->prof));
+            json_object_set_new(o, "groups", tally_groups(&t, rs->prof));
+            json_object_set_new(o, "lines", top_lines(rs, idx, ni));
+            json_array_append_new(idle, o);
+            tally_free(&t);
+        }
+        lo = hi;
+    }
+    json_object_set_new(sec, "gpu_idle", idle);
+done:
+    free(idx);
+    json_object_set_new(report, "stacks", sec);
+}

@@ -23,6 +23,12 @@ int gs_cli_run(int argc, char **argv);
 /* `gpuscope stacks PID`: Python stacks of a running process (stacks.c, src/stacks/). */
 int gs_cli_stacks(int argc, char **argv);
 
+/* `gpuscope report RUN`: a run as a self-contained HTML page (report.c, src/report/). */
+int gs_cli_report(int argc, char **argv);
+
+/* `gpuscope compare A B ...`: runs side by side (compare.c, src/report/compare.c). */
+int gs_cli_compare(int argc, char **argv);
+
 /* Exit statuses shared by all subcommands besides gs_rc_exit_code's NVML-like ones. */
 #define GS_EXIT_OK 0
 #define GS_EXIT_USAGE 2

@@ -23,6 +23,8 @@ static const struct subcommand subcommands[] = {
     {"demo", gs_cli_demo, "the agent on a bundled nvml-sim scenario, no GPU needed"},
     {"run", gs_cli_run, "run a training command and profile its steps and GPUs"},
     {"stacks", gs_cli_stacks, "Python stacks of a running process: top, --dump, --record"},
+    {"report", gs_cli_report, "a run as one self-contained HTML page (charts, findings)"},
+    {"compare", gs_cli_compare, "runs side by side: fields, phases, settings, findings"},
 };
 
 static void usage(FILE *out)

@@ -380,6 +380,8 @@ static void on_record(void *vctx, const struct gs_peer *peer, const struct gs_re
     case GS_REC_END:
         gs_agg_end(c->agg, &rec->u.end);
         break;
+    case GS_REC_LOG: /* kept in steps.jsonl below (the report page's training curves) */
+        break;
     }
     /* The record as decoded (so only validated fields), plus who sent it. */
     if (c->steps && n > 1 && buf[0] == '{') {

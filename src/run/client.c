@@ -43,6 +43,7 @@
 #include "run/usamp.h"
 
 #define RING_CAP 4096            /* steps queued for the sender; a step is ~150 bytes */
+#define LOG_CAP 64               /* log records queued for the sender (~1.9 KB each) */
 #define SEND_TIMEOUT_S 1         /* a stalled receiver costs the sender thread at most this */
 #define DEFAULT_AGENT_SOCKET "/run/gpuscope/steps.sock"
 
@@ -64,6 +65,10 @@ struct gs_run {
     uint64_t dropped, sent;
     bool end_pending;
     struct gs_record_end end;
+    /* logged values (gs_run_log), sent after the queued steps; dropped when full */
+    struct gs_record_log logs[LOG_CAP];
+    unsigned log_head, log_count;
+    uint64_t logs_dropped;
 
     /* sampler */
     bool sampler_on;
@@ -301,7 +306,7 @@ static void *sender_main(void *arg)
 
     pthread_mutex_lock(&run->mu);
     for (;;) {
-        while (run->count == 0 && !run->stop && !run->end_pending)
+        while (run->count == 0 && run->log_count == 0 && !run->stop && !run->end_pending)
             pthread_cond_wait(&run->cv, &run->mu);
         if (run->count > 0) {
             rec.type = GS_REC_STEP;
@@ -316,6 +321,19 @@ static void *sender_main(void *arg)
                 run->dropped++;
             else
                 run->sent++;
+            continue;
+        }
+        if (run->log_count > 0) {
+            rec.type = GS_REC_LOG;
+            rec.u.log = run->logs[run->log_head];
+            run->log_head = (run->log_head + 1) % LOG_CAP;
+            run->log_count--;
+            pthread_mutex_unlock(&run->mu);
+            if (!broken && send_record(run->fd, &rec) != 0)
+                broken = true;
+            pthread_mutex_lock(&run->mu);
+            if (broken)
+                run->logs_dropped++;
             continue;
         }
         if (run->end_pending) {
@@ -497,6 +515,43 @@ GS_API struct gs_run *gs_run_open(const char *config_json, char *err, size_t err
 fail:
     gs_run_close(run);
     return NULL;
+}
+
+GS_API int gs_run_log(struct gs_run *run, const char *json, char *err, size_t errlen)
+{
+    char buf[GS_RECORD_MAX + 64], why[256];
+    struct gs_record rec;
+    int n;
+
+    if (!run || !json) {
+        set_err(err, errlen, "gs_run_log: no run or no record");
+        return -1;
+    }
+    /* the caller's object with the record's version and type in front, then the one parser */
+    n = snprintf(buf, sizeof buf, "{\"v\":%d,\"type\":\"log\",%s", GS_RECORD_VERSION,
+                 json[0] == '{' ? json + 1 : "");
+    if (json[0] != '{' || n < 0 || (size_t)n >= sizeof buf) {
+        set_err(err, errlen, "log: %s", json[0] == '{' ? "record too long" : "not an object");
+        return -1;
+    }
+    if (gs_record_parse(buf, (size_t)n, &rec, why, sizeof why) != 0 || rec.type != GS_REC_LOG) {
+        set_err(err, errlen, "%s", why);
+        return -1;
+    }
+    if (rec.u.log.rank < 0)
+        rec.u.log.rank = run->hello.rank;
+    pthread_mutex_lock(&run->mu);
+    if (!run->finished && run->sender_on) {
+        if (run->log_count < LOG_CAP) {
+            run->logs[(run->log_head + run->log_count) % LOG_CAP] = rec.u.log;
+            run->log_count++;
+            pthread_cond_signal(&run->cv);
+        } else {
+            run->logs_dropped++;
+        }
+    }
+    pthread_mutex_unlock(&run->mu);
+    return 0;
 }
 
 GS_API int gs_run_step(struct gs_run *run, const struct gs_step_rec *in)

@@ -12,6 +12,8 @@ Two runs of an unmodified PyTorch loop (Debian's torch, CPU) under `gpuscope run
   compare       text, --json and --html: the data loading ratio's change is the two reports'
                 difference, data_loading went away, NCCL_DEBUG (a fact) - -> INFO differs
   agent run id  `gpuscope report ID` of a run sent to an agent's step socket
+  curves        gpuscope.log() in a plain loop: log records in steps.jsonl, loss and learning
+                rate drawn with every logged point
   --serve, --open, bad input (missing run, a broken steps.jsonl line, a foreign samples.db)
 """
 import json
@@ -75,12 +77,34 @@ PLAIN = textwrap.dedent("""
     h = cfg["hidden"]
     model = torch.nn.Sequential(torch.nn.Linear(32, h), torch.nn.ReLU(), torch.nn.Linear(h, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.5)
     it = iter(dl)
     for s in range(cfg["steps"]):
         x, y = next(it)
         loss = torch.nn.functional.mse_loss(model(x), y)
-        opt.zero_grad(); loss.backward(); opt.step()
+        opt.zero_grad(); loss.backward(); opt.step(); sched.step()
+        if cfg.get("log") and s % 4 == 0:
+            import gpuscope
+            gpuscope.log(loss=loss.item(), learning_rate=sched.get_last_lr()[0], note="text")
+            print(json.dumps({"logged": s, "loss": loss.item()}), flush=True)
 """)
+
+
+# An unmodified HF Trainer script (the fake transformers of tests/python/fake_hf): 16 updates,
+# a log every 4 (loss, learning_rate); the callback is auto-injected by gpuscope run.
+HF_TRAIN = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {tests!r})
+    import torch
+    from pyhelp import Net, SlowDataset
+    from transformers import Trainer, TrainingArguments
+    torch.set_num_threads(1)
+    args = TrainingArguments(output_dir=sys.argv[1], per_device_train_batch_size=8,
+                             logging_steps=4)
+    ds = SlowDataset(128, sleep_s=0.0, dict_items=True)
+    dl = torch.utils.data.DataLoader(ds, batch_size=8, shuffle=False)
+    Trainer(model=Net(), args=args, dataloader=dl).train()
+""").format(tests=HERE)
 
 
 def gs(*args, env=None, timeout=120):
@@ -146,7 +170,9 @@ with tempfile.TemporaryDirectory() as tmp:
                            NVML_SIM_SCENARIO=os.path.join(tmp, "scenario.json"), NO_COLOR="1")
     runs = {}
     for name, cfg in (("slow", {"sleep": 0.004, "batch": 8, "hidden": 256, "steps": 50}),
-                      ("fast", {"sleep": 0.0, "batch": 16, "hidden": 2048, "steps": 50})):
+                      ("fast", {"sleep": 0.0, "batch": 16, "hidden": 2048, "steps": 50}),
+                      ("curves", {"sleep": 0.0, "batch": 8, "hidden": 64, "steps": 48,
+                                  "log": True})):
         d = os.path.join(tmp, name)
         # a setting the run reports (facts): NCCL_DEBUG, from the environment when set
         renv = dict(env, NCCL_DEBUG="INFO") if name == "fast" else env
@@ -156,6 +182,8 @@ with tempfile.TemporaryDirectory() as tmp:
         t.ok(p.returncode == 0 and os.path.exists(os.path.join(d, "metrics_report.json")),
              f"{name}: gpuscope run made a run directory", detail=p.stderr[-1500:])
         runs[name] = d
+        if name == "curves":
+            logged = [json.loads(x) for x in p.stdout.splitlines() if x.startswith('{"logged"')]
     slow, fast = runs["slow"], runs["fast"]
     rs, rf = report_of(slow), report_of(fast)
 
@@ -196,6 +224,46 @@ with tempfile.TemporaryDirectory() as tmp:
          "data: GPU 0's utilization, sample by sample, as samples.db has it")
     t.eq(doc.get("report"), rs, "data: the report embedded as metrics_report.json has it")
 
+    # ---- training curves: gpuscope.log() in a plain loop ----
+    curves = runs["curves"]
+    with open(os.path.join(curves, "steps.jsonl")) as f:
+        logs = [json.loads(x) for x in f if '"type":"log"' in x]
+    t.ok(len(logs) == 12 and [round(x["values"]["loss"], 6) for x in logs] ==
+         [round(x["loss"], 6) for x in logged] and all(set(x["values"]) ==
+                                                       {"loss", "learning_rate"} for x in logs),
+         "curves: every gpuscope.log() is a log record of steps.jsonl with its numbers "
+         "(the string left out)", detail=str(logs[:2]))
+    t.eq([x["values"]["learning_rate"] for x in logs][:4], [0.01, 0.01, 0.01, 0.005],
+         "curves: the scheduler's learning rate as logged")
+    p = gs("report", "--data", "-o", "-", curves)
+    cdoc = json.loads(p.stdout) if p.returncode == 0 else {}
+    got = cdoc.get("logs", {}).get("values", {}).get("loss", [])
+    t.ok(cdoc.get("logs", {}).get("n") == 12 and len(got) == 12 and
+         all(abs(a - x["values"]["loss"]) <= 1e-6 * abs(x["values"]["loss"])
+             for a, x in zip(got, logs)),
+         "curves: the page's data has the 12 logged losses", detail=str(cdoc.get("logs"))[:300])
+    gs("report", curves)
+
+    # the HF Trainer's on_log: loss and learning_rate every logging_steps, not the summary
+    with open(os.path.join(tmp, "hf.py"), "w") as f:
+        f.write(HF_TRAIN)
+    hfd = os.path.join(tmp, "hf")
+    p = subprocess.run([BIN, "run", "--out", hfd, "--", PYTHON, os.path.join(tmp, "hf.py"),
+                        os.path.join(tmp, "hf-out")],
+                       env=dict(env, PYTHONPATH=pyhelp.FAKE_HF), capture_output=True, text=True,
+                       timeout=240)
+    try:
+        with open(os.path.join(hfd, "steps.jsonl")) as f:
+            hlogs = [json.loads(x) for x in f if '"type":"log"' in x]
+    except OSError:
+        hlogs = []
+    # (the fake Trainer logs step 16 twice: at the step and at the epoch's end)
+    t.ok(p.returncode == 0 and sorted({x.get("step") for x in hlogs}) == [4, 8, 12, 16] and
+         all({"loss", "learning_rate"} <= set(x["values"]) and
+             "train_runtime" not in x["values"] for x in hlogs),
+         "HF Trainer: on_log's loss and learning_rate at steps 4, 8, 12, 16 are log records",
+         detail=p.stderr[-800:] + str(hlogs)[:400])
+
     # ---- the pages in a browser ----
     os.mkdir(os.path.join(tmp, "compare"))
     cmp_html = os.path.join(tmp, "compare", "slow-fast.html")
@@ -207,7 +275,7 @@ with tempfile.TemporaryDirectory() as tmp:
                "web/node_modules/playwright-core (make deps installs them)")
     else:
         res = browse([os.path.join(slow, "report.html"), os.path.join(fast, "report.html"),
-                      cmp_html])
+                      cmp_html, os.path.join(curves, "report.html")])
         for name, d, rep, r in zip(("slow", "fast"), (slow, fast), (rs, rf), res):
             n_steps, n_times, _ = expected_points(d, rep)
             t.eq(r["errors"], [], f"{name} page: no console errors")
@@ -230,7 +298,15 @@ with tempfile.TemporaryDirectory() as tmp:
                  detail=str(r["sections"]))
             t.ok(os.path.getsize(r["screenshot"]) > 10000, f"{name} page: screenshot saved "
                  f"({os.path.relpath(r['screenshot'], SRC)})")
-        if len(res) == 3:
+        if len(res) == 4:
+            r = res[3]
+            ch = {c["id"]: c for c in r["charts"]}
+            t.eq(r["errors"], [], "curves page: no console errors")
+            t.ok(ch.get("chart-log-loss", {}).get("points") == 12 and
+                 ch.get("chart-log-learning_rate", {}).get("points") == 12 and
+                 ch["chart-log-loss"]["canvas"], "curves page: loss and learning rate drawn, "
+                 "12 points each", detail=json.dumps(r["charts"]))
+        if len(res) >= 3:
             r = res[2]
             t.eq(r["errors"], [], "compare page: no console errors")
             t.ok(r["state"] and r["state"]["kind"] == "compare" and

@@ -58,6 +58,7 @@ struct gs_run {
 
     /* sender */
     int fd;
+    int agent_fd; /* the node's agent too, under gpuscope run ($GPUSCOPE_RUN_AGENT_SOCKET) */
     bool sender_on;
     pthread_t sender;
     struct gs_step_rec *ring;
@@ -197,6 +198,13 @@ static int parse_config(struct gs_run *run, const char *config_json, char *err, 
         cfg_int(cfg, "logging_steps", 1, 1000000000, &h->logging_steps, err, errlen) ||
         cfg_devices(cfg, h, err, errlen))
         goto out;
+    /* gpuscope run --name wins over the config's run_name; its default (script and start
+     * time) only fills an unnamed run (docs/run.md, RUN NAMES) */
+    const char *forced = getenv("GPUSCOPE_RUN_NAME"), *fallback = getenv("GPUSCOPE_RUN_DEFAULT_NAME");
+    if (forced && *forced)
+        snprintf(h->run, sizeof h->run, "%s", forced);
+    else if (!h->run[0] && fallback && *fallback)
+        snprintf(h->run, sizeof h->run, "%s", fallback);
     if (strcmp(nvml, "auto") != 0 && strcmp(nvml, "off") != 0) {
         set_err(err, errlen, "config: nvml: expected \"auto\" or \"off\"");
         goto out;
@@ -295,6 +303,28 @@ static void connect_receiver(struct gs_run *run)
                 strerror(errno));
         close(run->fd);
         run->fd = -1;
+        return;
+    }
+    /* Under gpuscope run, the node's agent gets the same records on a second connection,
+     * so that the run is in its run list with this process's pid (SO_PEERCRED: the agent
+     * finds the run's GPUs by it). Best effort: an agent that is not there, refuses or
+     * stalls is left alone, and the run's own receiver is unaffected. */
+    const char *agent = named ? getenv("GPUSCOPE_RUN_AGENT_SOCKET") : NULL;
+    if (agent && *agent && strcmp(agent, path) != 0) {
+        run->agent_fd = connect_seqpacket(agent);
+        if (run->agent_fd >= 0 && send_record(run->agent_fd, &rec) != 0) {
+            close(run->agent_fd);
+            run->agent_fd = -1;
+        }
+    }
+}
+
+/* The record to the agent too (sender thread only); its first failure ends that. */
+static void send_agent(struct gs_run *run, const struct gs_record *rec)
+{
+    if (run->agent_fd >= 0 && send_record(run->agent_fd, rec) != 0) {
+        close(run->agent_fd);
+        run->agent_fd = -1;
     }
 }
 
@@ -316,6 +346,7 @@ static void *sender_main(void *arg)
             pthread_mutex_unlock(&run->mu);
             if (!broken && send_record(run->fd, &rec) != 0)
                 broken = true; /* receiver gone or stalled: later records are dropped */
+            send_agent(run, &rec);
             pthread_mutex_lock(&run->mu);
             if (broken)
                 run->dropped++;
@@ -331,6 +362,7 @@ static void *sender_main(void *arg)
             pthread_mutex_unlock(&run->mu);
             if (!broken && send_record(run->fd, &rec) != 0)
                 broken = true;
+            send_agent(run, &rec);
             pthread_mutex_lock(&run->mu);
             if (broken)
                 run->logs_dropped++;
@@ -343,6 +375,7 @@ static void *sender_main(void *arg)
             pthread_mutex_unlock(&run->mu);
             if (!broken)
                 send_record(run->fd, &rec);
+            send_agent(run, &rec);
             pthread_mutex_lock(&run->mu);
             continue;
         }
@@ -487,6 +520,7 @@ GS_API struct gs_run *gs_run_open(const char *config_json, char *err, size_t err
         return NULL;
     }
     run->fd = -1;
+    run->agent_fd = -1;
     pthread_mutex_init(&run->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -711,6 +745,8 @@ GS_API void gs_run_close(struct gs_run *run)
     stop_sender(run);
     if (run->fd >= 0)
         close(run->fd);
+    if (run->agent_fd >= 0)
+        close(run->agent_fd);
     free(run->ring);
     free(run->in_run);
     gs_usamp_free(run->usamp);

@@ -224,6 +224,10 @@ with tempfile.TemporaryDirectory() as tmp:
          "data: GPU 0's utilization, sample by sample, as samples.db has it")
     t.eq(doc.get("report"), rs, "data: the report embedded as metrics_report.json has it")
 
+    t.ok(re.fullmatch(r"plain\.py \d{4}-\d\d-\d\d \d\d:\d\d:\d\d",
+                      rs["run"].get("name") or "") is not None,
+         "run without a name: the script and its start time", detail=str(rs["run"].get("name")))
+
     # ---- training curves: gpuscope.log() in a plain loop ----
     curves = runs["curves"]
     with open(os.path.join(curves, "steps.jsonl")) as f:
@@ -443,6 +447,37 @@ with tempfile.TemporaryDirectory() as tmp:
         page = open(os.path.join(tmp, "agent.html"), encoding="utf-8").read() if p.returncode == 0 else ""
         t.ok("agent-run \\u003cx>" in page and "agent-run <x>" not in page,
              "report ID: the page writes the name's '<' as \\u003c (no markup from a run name)")
+        # ---- a run under gpuscope run --name reaches the agent's run list with its name ----
+        named = os.path.join(tmp, "named")
+        p = subprocess.run([BIN, "run", "--out", named, "--name", "named run <1>", "--tag",
+                            "team=ml", "--tag", "try=3", "--", PYTHON, script,
+                            json.dumps({"sleep": 0.0, "batch": 8, "hidden": 64, "steps": 30})],
+                           env=dict(env, GPUSCOPE_AGENT_SOCKET=sock), capture_output=True,
+                           text=True, timeout=240)
+        nrep = report_of(named) if p.returncode == 0 else {}
+        t.ok(nrep.get("run", {}).get("name") == "named run <1>" and
+             nrep["run"].get("tags") == {"team": "ml", "try": "3"},
+             "run --name/--tag: the report's run.name and run.tags", detail=p.stderr[-600:])
+        arun = None
+        for _ in range(100):
+            doc = json.loads(urllib.request.urlopen(base + "/api/v1/runs", timeout=5).read())
+            hits = [r for r in doc["runs"] if r["name"] == "named run <1>"]
+            if hits and hits[0]["state"] == "ended":
+                arun = hits[0]
+                break
+            time.sleep(0.1)
+        t.ok(arun is not None and arun["steps"] == 30,
+             "run --name: the run is in the agent's run list with its name and its 30 steps",
+             detail=str(arun))
+        p = subprocess.run([BIN, "run", "--out", os.path.join(tmp, "unlisted"), "--no-agent",
+                            "--name", "unlisted", "--", PYTHON, script,
+                            json.dumps({"sleep": 0.0, "batch": 8, "hidden": 64, "steps": 5})],
+                           env=dict(env, GPUSCOPE_AGENT_SOCKET=sock), capture_output=True,
+                           text=True, timeout=240)
+        time.sleep(0.5)
+        doc = json.loads(urllib.request.urlopen(base + "/api/v1/runs", timeout=5).read())
+        t.ok(p.returncode == 0 and not [r for r in doc["runs"] if r["name"] == "unlisted"],
+             "run --no-agent: the agent does not get the run")
         p = gs("report", "99999", env=henv)
         t.ok(p.returncode != 0 and "run 99999" in p.stderr, "report ID: an unknown id is an error",
              detail=p.stderr)

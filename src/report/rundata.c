@@ -71,6 +71,22 @@ static json_t *num_or_null(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+/* v to `digits` significant digits, or to a multiple of `quantum` (whichever is coarser):
+ * what a chart can show, and what keeps the page small. */
+static double round_to(double v, int digits, double quantum)
+{
+    if (!isfinite(v) || v == 0)
+        return v;
+    double mag = pow(10.0, floor(log10(fabs(v))) + 1 - digits);
+    double q = mag > quantum ? mag : quantum;
+    return round(v / q) * q;
+}
+
+static json_t *rnum(double v, int digits, double quantum)
+{
+    return num_or_null(round_to(v, digits, quantum));
+}
+
 static char *xstrdup(const char *s)
 {
     return s ? strdup(s) : NULL;
@@ -156,8 +172,8 @@ static json_t *steps_json(struct steps *s, double base)
         }
         json_array_append_new(cols[0], json_integer(s->v[i].rank));
         json_array_append_new(cols[1], num_or_null(s->v[j - 1].step));
-        json_array_append_new(cols[2], num_or_null(s->v[i].t0 - base));
-        json_array_append_new(cols[3], num_or_null(s->v[j - 1].t1 - base));
+        json_array_append_new(cols[2], rnum(s->v[i].t0 - base, 15, 1e-3));
+        json_array_append_new(cols[3], rnum(s->v[j - 1].t1 - base, 15, 1e-3));
         json_array_append_new(cols[4], num_or_null(samples));
         for (size_t p = 0; p < N_PHASES; p++) {
             double sum = 0;
@@ -167,7 +183,7 @@ static json_t *steps_json(struct steps *s, double base)
                     sum += s->v[k].ms[p];
                     m++;
                 }
-            json_array_append_new(cols[5 + p], m ? json_real(sum / (double)m) : json_null());
+            json_array_append_new(cols[5 + p], m ? rnum(sum / (double)m, 4, 1e-4) : json_null());
         }
         kept++;
         i = j;
@@ -312,7 +328,7 @@ static json_t *logs_json(struct logs *l, double base)
     for (size_t i = 0; i < l->n; i += per) {
         size_t j = i + per < l->n ? i + per : l->n;
         json_array_append_new(st, num_or_null(l->step[ix[j - 1]]));
-        json_array_append_new(tt, num_or_null(l->t[ix[j - 1]] - base));
+        json_array_append_new(tt, rnum(l->t[ix[j - 1]] - base, 15, 1e-3));
         for (unsigned k = 0; k < l->nkeys; k++) {
             double sum = 0;
             size_t m = 0;
@@ -321,7 +337,7 @@ static json_t *logs_json(struct logs *l, double base)
                     sum += l->val[k][ix[q]];
                     m++;
                 }
-            json_array_append_new(cols[k], m ? json_real(sum / (double)m) : json_null());
+            json_array_append_new(cols[k], m ? rnum(sum / (double)m, 7, 0) : json_null());
         }
         kept++;
     }
@@ -476,11 +492,11 @@ static json_t *gpus_json(struct gpu_series *g, size_t n, const json_t *report, d
             BUCKET_MEAN(s->v, a, b, mem, mv);
             BUCKET_MEAN(s->v, a, b, power, pv);
             BUCKET_MEAN(s->v, a, b, temp, cv);
-            json_array_append_new(t, num_or_null(tv - base));
-            json_array_append_new(u, num_or_null(uv));
-            json_array_append_new(m, num_or_null(mv));
-            json_array_append_new(p, num_or_null(pv));
-            json_array_append_new(c, num_or_null(cv));
+            json_array_append_new(t, rnum(tv - base, 15, 1e-3));
+            json_array_append_new(u, rnum(uv, 4, 0.01));
+            json_array_append_new(m, rnum(mv, 4, 0.001));
+            json_array_append_new(p, rnum(pv, 4, 0.01));
+            json_array_append_new(c, rnum(cv, 4, 0.01));
             kept++;
         }
         json_object_set_new(o, "index", json_integer(s->index));

@@ -20,9 +20,9 @@
 #include "gpuscope/gs_err.h"
 
 /* Points per chart: steps of all ranks, device samples over all GPUs, log records. */
-#define GS_RUNDATA_MAX_STEPS 1500
-#define GS_RUNDATA_MAX_SAMPLES 3200 /* over all GPUs; at least 300 per GPU */
-#define GS_RUNDATA_MAX_LOGS 1500
+#define GS_RUNDATA_MAX_STEPS 1200
+#define GS_RUNDATA_MAX_SAMPLES 2400 /* over all GPUs; at least 300 per GPU */
+#define GS_RUNDATA_MAX_LOGS 1000
 #define GS_RUNDATA_MAX_FLAME (48u * 1024u) /* stacks.svg embedded up to this size, else linked */
 
 enum { GS_RUNDATA_REPORT_ONLY = 1 }; /* flags: skip steps, samples and logs (compare) */

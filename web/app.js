@@ -196,6 +196,7 @@ function plot(entry, gpus) {
       setSelect: [(u) => {
         if (u.select.width > 0) entry.zoomed = true;
       }],
+      draw: [(u) => drawRunMarks(u, box, colors)],
     },
   };
   entry.u = new uPlot(opts, entry.data, box);
@@ -203,6 +204,39 @@ function plot(entry, gpus) {
   entry.u.over.addEventListener('dblclick', () => {
     entry.zoomed = false;
   });
+}
+
+// The listed runs' start (solid) and end (dashed) as vertical lines on a GPU chart; the box
+// carries data-run-marks (how many lines are in view) for tests.
+function drawRunMarks(u, box, colors) {
+  const {left, top, width, height} = u.bbox;
+  const x0 = u.scales.x.min;
+  const x1 = u.scales.x.max;
+  const ctx = u.ctx;
+  let n = 0;
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(left, top, width, height);
+  ctx.clip();
+  ctx.strokeStyle = colors.fg;
+  ctx.globalAlpha = 0.45;
+  ctx.lineWidth = 1;
+  for (const r of state.runs) {
+    const end = r.state !== 'running' && r.start != null && r.duration != null ?
+      r.start + r.duration : null;
+    for (const [t, dash] of [[r.start, []], [end, [4, 3]]]) {
+      if (t == null || x0 == null || t < x0 || t > x1) continue;
+      const x = Math.round(u.valToPos(t, 'x', true)) + 0.5;
+      ctx.setLineDash(dash);
+      ctx.beginPath();
+      ctx.moveTo(x, top);
+      ctx.lineTo(x, top + height);
+      ctx.stroke();
+      n++;
+    }
+  }
+  ctx.restore();
+  box.dataset.runMarks = String(n);
 }
 
 function buildCharts(gpus) {
@@ -515,6 +549,9 @@ function renderRunDetail(error) {
       {class: f.severity, 'data-finding': f.id},
       el('span', {class: 'state', text: f.severity}), `${f.id}: ${f.title}`,
       f.advice.length ? el('ul', {}, ...f.advice.map((a) => el('li', {text: a}))) : null))));
+  // the whole run (GPU charts over the run, every step, curves) as one page: on the node
+  kids.push(el('p', {class: 'empty', 'data-report-hint': '', text: 'Charts of the whole run: ' +
+    `gpuscope report ${state.runSelected} (an HTML file; docs/report-html.md)`}));
   box.replaceChildren(...kids);
 }
 

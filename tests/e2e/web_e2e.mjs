@@ -322,9 +322,17 @@ async function run(ctx) {
   'Runs lists the run sent to the socket: ended, 10 steps, data 25 %, finding data_loading',
   {runRow, apiRun});
   ok(await page.$eval('#runs-note', (e) => e.hidden), 'no empty-state note while runs exist');
+  const marks = await waitFor(page, () =>
+    Number(document.querySelector('#chart-utilization')?.dataset.runMarks ?? 0) >= 1,
+  undefined, 8000);
+  ok(marks, 'the GPU charts mark the run\'s start and end',
+    await page.evaluate(() => document.querySelector('#chart-utilization')?.dataset.runMarks));
   await page.click(`#runs button[data-run="${apiRun?.id}"]`);
   const shownRep = await waitFor(page, () =>
     !!document.querySelector('#run-detail li[data-finding="data_loading"]'), undefined, 8000);
+  const hint = await waitFor(page, () => (document.querySelector('#run-detail [data-report-hint]')
+    ?.textContent ?? '').includes('gpuscope report '), undefined, 8000);
+  ok(hint, 'a run\'s report names the command for its full HTML report');
   const rep = await getJson(`${URL_MAIN}/api/v1/runs/${apiRun?.id}`);
   const detail = await page.evaluate(() => ({
     finding: document.querySelector('#run-detail li[data-finding="data_loading"]')

@@ -6,7 +6,8 @@
 // away the page says so and keeps retrying; when it is back, it reloads history.
 import {
   CHARTS, RANGES, alertText, appendPoint, badges, fmtBytes, fmtBytesPair, fmtCelsius, fmtClock,
-  fmtDuration, fmtPair, fmtPercent, gpuColor, hiddenRows, hiddenText, historyUrl, processRows,
+  customRange, fmtDuration, fmtPair, fmtPercent, gpuColor, hiddenRows, hiddenText, historyUrl,
+  processRows,
   runRows, runSummary, runsNote, sparkPoints, tableRows, toSeries, tokenBucket, trimToCommon,
   visibilityNote,
 } from './format.js';
@@ -395,6 +396,23 @@ function buildRanges() {
     });
     root.append(b);
   }
+  // any range by date: local date and time from/to fields
+  const from = el('input', {type: 'datetime-local', id: 'range-from', 'aria-label': 'from'});
+  const to = el('input', {type: 'datetime-local', id: 'range-to', 'aria-label': 'to'});
+  const go = el('button', {type: 'button', id: 'range-apply', text: 'Show'});
+  const pick = el('span', {class: 'range-pick', 'data-range': 'custom'}, from, '–', to, go);
+  go.addEventListener('click', () => {
+    const r = customRange(Date.parse(from.value) / 1000, Date.parse(to.value) / 1000);
+    if (!r) {
+      setHistoryNote('Pick a start before the end (at most a year apart).', false);
+      return;
+    }
+    state.range = r;
+    for (const x of root.children)
+      x.setAttribute('aria-pressed', String(x.dataset.range === r.id));
+    loadHistory();
+  });
+  root.append(pick);
 }
 
 // ---- processes and alerts ----

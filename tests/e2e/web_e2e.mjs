@@ -284,6 +284,28 @@ async function run(ctx) {
   });
   ok(rangeOk && spans.length >= 8 && spans.every((s) => s === 3600),
     'the 1 h range asks /api/v1/history for an hour', {rangeOk, spans: spans.slice(0, 4)});
+  // any range by date: the from/to fields (local time) and Show
+  historyReqs.length = 0;
+  const pickTo = new Date(Date.now() - 120e3);
+  const pickFrom = new Date(pickTo.getTime() - 2 * 3600e3);
+  const local = (d) => new Date(d.getTime() - d.getTimezoneOffset() * 60e3).toISOString()
+    .slice(0, 16);
+  await page.fill('#range-from', local(pickFrom));
+  await page.fill('#range-to', local(pickTo));
+  await page.click('#range-apply');
+  const customOk = await waitFor(page, () => globalThis.__gpuscope.range.id === 'custom' &&
+    document.querySelector('#ranges [data-range="custom"]').getAttribute('aria-pressed') ===
+      'true');
+  await sleep(1500);
+  const wantTo = Math.floor(pickTo.getTime() / 60e3) * 60;
+  const picked = historyReqs.map((u) => {
+    const q = new URL(u).searchParams;
+    return [Number(q.get('from')), Number(q.get('to'))];
+  });
+  ok(customOk && picked.length >= 8 &&
+    picked.every(([f, t]) => t === wantTo && f === wantTo - 7200),
+  'a range picked by date asks /api/v1/history for exactly that range',
+  {customOk, picked: picked.slice(0, 3), wantTo});
   await page.click('#ranges button[data-range="live"]');
 
   // -- processes: sortable --

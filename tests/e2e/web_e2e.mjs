@@ -302,8 +302,10 @@ async function run(ctx) {
     const q = new URL(u).searchParams;
     return [Number(q.get('from')), Number(q.get('to'))];
   });
-  ok(customOk && picked.length >= 8 &&
-    picked.every(([f, t]) => t === wantTo && f === wantTo - 7200),
+  // (requests of the 1 h range still in flight when the fields were applied are left out)
+  const ours = picked.filter(([f, t]) => t === wantTo);
+  ok(customOk && ours.length >= 8 && ours.every(([f]) => f === wantTo - 7200) &&
+    picked.every(([f, t]) => t === wantTo || t - f === 3600),
   'a range picked by date asks /api/v1/history for exactly that range',
   {customOk, picked: picked.slice(0, 3), wantTo});
   await page.click('#ranges button[data-range="live"]');

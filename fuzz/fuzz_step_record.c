@@ -27,9 +27,9 @@ static void aggregate(const struct gs_record *r)
         CHECK(gs_agg_step(a, &r->u.step) == 0);
     } else if (r->type == GS_REC_END) {
         gs_agg_end(a, &r->u.end);
-    } else {
+    } else if (r->type == GS_REC_HELLO) {
         gs_agg_hello(a, &r->u.hello, 1, 0);
-    }
+    } /* GS_REC_LOG: the aggregate does not take it */
     rep = gs_agg_report(a, NULL);
     CHECK(rep);
     json_decref(rep);

@@ -6,7 +6,8 @@
 // away the page says so and keeps retrying; when it is back, it reloads history.
 import {
   CHARTS, RANGES, alertText, appendPoint, badges, fmtBytes, fmtBytesPair, fmtCelsius, fmtClock,
-  fmtDuration, fmtPair, fmtPercent, gpuColor, hiddenRows, hiddenText, historyUrl, processRows,
+  customRange, fmtDuration, fmtPair, fmtPercent, gpuColor, hiddenRows, hiddenText, historyUrl,
+  processRows,
   runRows, runSummary, runsNote, sparkPoints, tableRows, toSeries, tokenBucket, trimToCommon,
   visibilityNote,
 } from './format.js';
@@ -196,6 +197,7 @@ function plot(entry, gpus) {
       setSelect: [(u) => {
         if (u.select.width > 0) entry.zoomed = true;
       }],
+      draw: [(u) => drawRunMarks(u, box, colors)],
     },
   };
   entry.u = new uPlot(opts, entry.data, box);
@@ -203,6 +205,39 @@ function plot(entry, gpus) {
   entry.u.over.addEventListener('dblclick', () => {
     entry.zoomed = false;
   });
+}
+
+// The listed runs' start (solid) and end (dashed) as vertical lines on a GPU chart; the box
+// carries data-run-marks (how many lines are in view) for tests.
+function drawRunMarks(u, box, colors) {
+  const {left, top, width, height} = u.bbox;
+  const x0 = u.scales.x.min;
+  const x1 = u.scales.x.max;
+  const ctx = u.ctx;
+  let n = 0;
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(left, top, width, height);
+  ctx.clip();
+  ctx.strokeStyle = colors.fg;
+  ctx.globalAlpha = 0.45;
+  ctx.lineWidth = 1;
+  for (const r of state.runs) {
+    const end = r.state !== 'running' && r.start != null && r.duration != null ?
+      r.start + r.duration : null;
+    for (const [t, dash] of [[r.start, []], [end, [4, 3]]]) {
+      if (t == null || x0 == null || t < x0 || t > x1) continue;
+      const x = Math.round(u.valToPos(t, 'x', true)) + 0.5;
+      ctx.setLineDash(dash);
+      ctx.beginPath();
+      ctx.moveTo(x, top);
+      ctx.lineTo(x, top + height);
+      ctx.stroke();
+      n++;
+    }
+  }
+  ctx.restore();
+  box.dataset.runMarks = String(n);
 }
 
 function buildCharts(gpus) {
@@ -361,6 +396,23 @@ function buildRanges() {
     });
     root.append(b);
   }
+  // any range by date: local date and time from/to fields
+  const from = el('input', {type: 'datetime-local', id: 'range-from', 'aria-label': 'from'});
+  const to = el('input', {type: 'datetime-local', id: 'range-to', 'aria-label': 'to'});
+  const go = el('button', {type: 'button', id: 'range-apply', text: 'Show'});
+  const pick = el('span', {class: 'range-pick', 'data-range': 'custom'}, from, '–', to, go);
+  go.addEventListener('click', () => {
+    const r = customRange(Date.parse(from.value) / 1000, Date.parse(to.value) / 1000);
+    if (!r) {
+      setHistoryNote('Pick a start before the end (at most a year apart).', false);
+      return;
+    }
+    state.range = r;
+    for (const x of root.children)
+      x.setAttribute('aria-pressed', String(x.dataset.range === r.id));
+    loadHistory();
+  });
+  root.append(pick);
 }
 
 // ---- processes and alerts ----
@@ -515,6 +567,9 @@ function renderRunDetail(error) {
       {class: f.severity, 'data-finding': f.id},
       el('span', {class: 'state', text: f.severity}), `${f.id}: ${f.title}`,
       f.advice.length ? el('ul', {}, ...f.advice.map((a) => el('li', {text: a}))) : null))));
+  // the whole run (GPU charts over the run, every step, curves) as one page: on the node
+  kids.push(el('p', {class: 'empty', 'data-report-hint': '', text: 'Charts of the whole run: ' +
+    `gpuscope report ${state.runSelected} (an HTML file; docs/report-html.md)`}));
   box.replaceChildren(...kids);
 }
 

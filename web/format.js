@@ -104,10 +104,19 @@ export const RANGES = [
   {id: '30d', label: '30 d', seconds: 30 * 86400},
 ];
 
-// The /api/v1/history URL for one GPU, one metric and a range ending at now (unix seconds).
+// A range picked by date (the page's from/to fields): unix seconds, from before to, at most
+// the 30 days rollups are kept; null otherwise.
+export function customRange(from, to) {
+  if (!isNum(from) || !isNum(to) || !(from < to) || to - from > 366 * 86400) return null;
+  return {id: 'custom', label: 'custom', seconds: Math.ceil(to) - Math.floor(from),
+    to: Math.ceil(to)};
+}
+
+// The /api/v1/history URL for one GPU, one metric and a range ending at now (unix seconds),
+// or at the range's own end (a custom range).
 // Live asks for 1 s buckets; longer ranges let the agent pick a step of at most 1000 points.
 export function historyUrl(gpu, metric, range, now) {
-  const to = Math.ceil(now);
+  const to = Math.ceil(range.to ?? now);
   const from = to - range.seconds;
   const step = range.id === 'live' ? '&step=1' : '';
   return `/api/v1/history?gpu=${gpu}&metric=${encodeURIComponent(metric)}&from=${from}` +

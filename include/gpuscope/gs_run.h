@@ -99,6 +99,11 @@ GS_API int gs_run_step(struct gs_run *run, const struct gs_step_rec *rec);
  * library never writes to the training process's stderr; the caller decides how to show it.
  * Valid until gs_run_close. */
 GS_API const char *gs_run_notes(const struct gs_run *run);
+/* Sends what the training loop logged: json is an object {"step": n, "t": unix s,
+ * "values": {"loss": x, "learning_rate": y, ...}} (src/run/record.h, the "log" record: finite
+ * numbers only). Queued for the sender like a step (dropped when 64 wait); without a
+ * receiver nothing keeps it. 0, or -1 with a message in err for a record the format refuses. */
+GS_API int gs_run_log(struct gs_run *run, const char *json, char *err, size_t errlen);
 /* Ends the run: end_json carries {"train_runtime": s, "train_samples": n, "train_steps": n,
  * "train_loss": x} as the framework measured them (any may be absent). Writes
  * <output_dir>/metrics_report.json when output_dir was given (atomically: temp file +

@@ -28,7 +28,7 @@ from ._native import PHASES
 from ._version import __version__  # meson's project version (_version.py.in)
 
 __all__ = ["GpuScopeCallback", "Profiler", "init", "profiler", "step", "phase", "instrument",
-           "finish", "PHASES", "format_lines", "utilization_estimate"]
+           "finish", "log", "PHASES", "format_lines", "utilization_estimate"]
 
 _default = [None]
 
@@ -98,6 +98,21 @@ class _Phase:
 
 
 _phases = {name: _Phase(i) for name, i in PHASE_INDEX.items()}
+
+
+def log(values=None, step=None, **kw):
+    """`gpuscope.log(loss=loss.item(), lr=sched.get_last_lr()[0])` or `gpuscope.log({"loss":
+    1.2}, step=100)`: values the training loop logged, kept with the run (steps.jsonl under
+    gpuscope run) and drawn as training curves by `gpuscope report`. Goes to the running
+    profiler (this API's, the zero-code tracker's under gpuscope run, or the HF callback's);
+    before any step it is dropped. Numbers only; returns whether a record was sent."""
+    from . import _core
+    p = _default[0] if _default[0] is not None else _core._current[0]
+    if p is None:
+        return False
+    vals = dict(values or {})
+    vals.update(kw)
+    return p.log(vals, step=step)
 
 
 def phase(name):

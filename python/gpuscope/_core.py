@@ -25,6 +25,7 @@ import collections
 import logging
 import math
 import os
+import re
 import sys
 import time
 
@@ -41,6 +42,10 @@ PHASE_INDEX.update({"optimizer": PH_OPTIMIZER, "comm": PH_COMM, "step": PH_STEP}
 
 _perf_ns = time.perf_counter_ns
 _wall = time.time
+# The most recently started profiler: where gpuscope.log() sends (the plain-loop API's, the
+# zero-code loop tracker's or the HF callback's).
+_current = [None]
+_LOG_KEY = re.compile(r"[A-Za-z0-9_./-]{1,48}\Z")
 
 logger = logging.getLogger("gpuscope")
 
@@ -218,10 +223,40 @@ class Profiler:
             _hooks.wrap_distributed(self)  # no-op unless the process group is up
         if self._mark_ns is None:
             self._mark_ns = _perf_ns()
+        _current[0] = self
         self._capture = _profile.from_env(self.rank, self.cuda)
         if self._capture:
             self._capture.boundary(0)
         return self
+
+    def log(self, values, step=None):
+        """Sends logged values (loss, learning rate, ...) with the run, for the report's
+        training curves: finite numbers only (a 1-element tensor or numpy scalar is read
+        with float(), which waits for the GPU); other values and keys outside
+        [A-Za-z0-9_.-/] (1..48 bytes) are left out, at most 32 kept. step defaults to the
+        last finished step. Returns whether a record was sent."""
+        vals = {}
+        for k, v in (values or {}).items():
+            k = str(k)
+            if isinstance(v, bool) or not _LOG_KEY.match(k):
+                continue
+            if not isinstance(v, (int, float)):
+                try:
+                    v = float(v)
+                except (TypeError, ValueError, RuntimeError):
+                    continue
+            v = float(v)
+            if v == v and abs(v) <= 1e300 and len(vals) < 32:
+                vals[k] = v
+        if not vals:
+            return False
+        if not self._started:
+            self.start()
+        if self.native is None:
+            return False
+        rec = {"step": int(step) if step is not None else self.step_no, "t": _wall(),
+               "values": vals}
+        return self.native.log(rec)
 
     def mark(self):
         """Says that the training loop did something that is not data loading until now

@@ -113,6 +113,9 @@ def _bind(lib):
     lib.gs_run_close.restype = None
     lib.gs_free.argtypes = [c.c_void_p]
     lib.gs_free.restype = None
+    if hasattr(lib, "gs_run_log"):  # the "log" record (training curves)
+        lib.gs_run_log.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p, c.c_size_t]
+        lib.gs_run_log.restype = c.c_int
 
 
 def warn_once(msg):
@@ -176,6 +179,17 @@ class NativeRun:
         self._pack(self._buf, 0, STEP_REC_VERSION, flags, step, t_begin, t_end, *ms[:PH_N],
                    samples, self._rank, self._device, *mem, *ms[PH_N:PH_ALL])
         return self._fast(self._run, self._addr)
+
+    def log(self, rec):
+        """Sends one "log" record ({"step", "t", "values"}, src/run/record.h) to the
+        receiver; False when there is none or the library predates it."""
+        if self._run is None or not hasattr(self._lib, "gs_run_log"):
+            return False
+        err = ctypes.create_string_buffer(256)
+        if self._lib.gs_run_log(self._run, json.dumps(rec).encode(), err, len(err)) != 0:
+            warn_once(f"gs_run_log: {err.value.decode(errors='replace')}")
+            return False
+        return True
 
     def finish(self, end):
         """Ends the run; returns the report as a dict (written to output_dir when given) or

@@ -47,6 +47,10 @@ def _int_steps(v):
     return int(v) if v >= 1 else None
 
 
+_SUMMARY_KEYS = frozenset(("train_runtime", "train_samples_per_second",
+                           "train_steps_per_second", "train_loss", "total_flos"))
+
+
 class _GpuScopeCallbackImpl:
     """A TrainerCallback that times every optimizer step and writes metrics_report.json.
 
@@ -172,6 +176,21 @@ class _GpuScopeCallbackImpl:
                       "train_loss"):
                 if k in logs:
                     self._train_metrics[k] = logs[k]
+            # the training curves (loss, learning_rate, grad_norm, eval_*): the run's "log"
+            # records; the end-of-training summary is the end record's, not a curve
+            curve = {k: v for k, v in logs.items() if k not in _SUMMARY_KEYS}
+            if set(curve) <= {"epoch", "step"}:  # the summary's leftovers: no curve
+                curve = None
+            # delegated: the loop tracker's profiler (the most recently started) has the run
+            prof = self.profiler
+            if prof is None and self._delegated:
+                from . import _core
+                prof = _core._current[0]
+            if curve and prof is not None:
+                try:
+                    prof.log(curve, step=getattr(state, "global_step", None))
+                except Exception:  # advisory: never a reason to fail the training
+                    pass
         return None
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):

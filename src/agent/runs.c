@@ -433,6 +433,8 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
     case GS_REC_END:
         gs_agg_end(run->agg, &rec->u.end);
         break;
+    case GS_REC_LOG: /* not kept by the agent (yet): history.db has no table for it */
+        break;
     }
     pthread_mutex_unlock(&run->mu);
     if (rec->type == GS_REC_STEP && r->rec && run->id > 0) {

@@ -25,6 +25,12 @@ int gs_cli_stacks(int argc, char **argv);
 /* `gpuscope trace analyze ...`: PyTorch profiler trace analysis (trace.c, src/trace/). */
 int gs_cli_trace(int argc, char **argv);
 
+/* `gpuscope report RUN`: a run as a self-contained HTML page (report.c, src/report/). */
+int gs_cli_report(int argc, char **argv);
+
+/* `gpuscope compare A B ...`: runs side by side (compare.c, src/report/compare.c). */
+int gs_cli_compare(int argc, char **argv);
+
 /* Exit statuses shared by all subcommands besides gs_rc_exit_code's NVML-like ones. */
 #define GS_EXIT_OK 0
 #define GS_EXIT_USAGE 2

@@ -22,6 +22,8 @@ static const struct subcommand subcommands[] = {
     {"run", gs_cli_run, "run a training command and profile its steps and GPUs"},
     {"stacks", gs_cli_stacks, "Python stacks of a running process: top, --dump, --record"},
     {"trace", gs_cli_trace, "analyse PyTorch profiler traces (kernels, idle, overlap)"},
+    {"report", gs_cli_report, "a run as one self-contained HTML page (charts, findings)"},
+    {"compare", gs_cli_compare, "runs side by side: fields, phases, settings, findings"},
 };
 
 static void usage(FILE *out)

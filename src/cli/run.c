@@ -19,6 +19,7 @@
  * (struct run_ctx.mu) guards the aggregate, steps.jsonl and the hello devices; another
  * (store_mu) the history store, which the receiver feeds steps and the sampler snapshots.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -56,6 +57,8 @@
 #define RUN_DRAIN_S 2.0       /* after CMD exits: wait for its connections to close */
 #define RUN_STEP_FLUSH 2000   /* step records buffered in samples.db's store at most */
 
+#define RUN_MAX_TAGS 16
+
 struct run_opts {
     const char *out;
     double interval_s;
@@ -66,6 +69,10 @@ struct run_opts {
     double stacks_hz;   /* --stacks: rank main-thread samples per second, 0 = off */
     double hang_factor; /* --hang-after: multiple of the p95 step time, 0 = no watchdog */
     double hang_min_s;  /* --hang-min */
+    const char *name;   /* --name */
+    const char *tags[RUN_MAX_TAGS]; /* --tag K=V */
+    unsigned n_tags;
+    int no_agent;       /* --no-agent: the node's agent does not get the records */
 };
 
 struct run_ctx {
@@ -78,6 +85,8 @@ struct run_ctx {
     unsigned char cuda_dev[GS_RECORD_MAX_DEVICES];
     unsigned closed_conns;
     char last_reject[200];
+    const struct run_opts *opts;
+    char default_name[300]; /* script and start time: the name of an unnamed run */
     /* sampler thread */
     struct gs_sampler *sampler;
     pthread_mutex_t store_mu;
@@ -116,6 +125,10 @@ static void run_usage(FILE *out)
           "  --hang-min S    ... and at least S seconds without a step (default 60)\n"
           "  --profile STEPS torch.profiler traces of steps A..B-1 (A:B) or of N steps every P\n"
           "                  (every:P:N) into DIR/profile, analysed into the report\n"
+          "  --name NAME     the run's name (default: the HF run_name, else the script and\n"
+          "                  the start time); also in the agent's run list\n"
+          "  --tag K=V       a tag on the run (report run.tags), up to 16\n"
+          "  --no-agent      do not send the run to the node's agent as well\n"
           "  -h, --help      this help\n"
           "\n"
           "CMD sees GPUSCOPE_RUN_SOCKET (where to send step records) and GPUSCOPE_RUN_DIR.\n"
@@ -138,6 +151,28 @@ static int parse_interval(const char *s, double *out)
         return -1;
     *out = v;
     return 0;
+}
+
+/* A name: 1..255 bytes without control characters; a tag: K=V, K 1..48 bytes of
+ * [A-Za-z0-9_.-], V up to 128 bytes without control characters. */
+static int run_check_label(const char *opt, const char *v, int is_name)
+{
+    const char *eq = v && !is_name ? strchr(v, '=') : NULL;
+    size_t n = v ? strlen(v) : 0;
+    int bad = !v || n == 0 || n > 255;
+    for (size_t i = 0; !bad && i < n; i++)
+        bad = (unsigned char)v[i] < 0x20 || v[i] == 0x7f;
+    if (!bad && !is_name) {
+        size_t k = eq ? (size_t)(eq - v) : 0;
+        bad = !eq || k == 0 || k > 48 || strlen(eq + 1) > 128;
+        for (size_t i = 0; !bad && i < k; i++)
+            bad = !isalnum((unsigned char)v[i]) && !strchr("_.-", v[i]);
+    }
+    if (bad)
+        fprintf(stderr, "gpuscope run: %s: '%s' is not %s\n", opt, v ? v : "",
+                is_name ? "a name of 1 to 255 printable bytes"
+                        : "KEY=VALUE (KEY 1..48 of [A-Za-z0-9_.-], VALUE up to 128 bytes)");
+    return bad ? -1 : 0;
 }
 
 static int run_parse(struct run_opts *o, int argc, char **argv)
@@ -199,6 +234,22 @@ static int run_parse(struct run_opts *o, int argc, char **argv)
                 return -1;
             }
             o->profile = v;
+        } else if (strcmp(a, "--no-agent") == 0) {
+            o->no_agent = 1;
+        } else if (strcmp(a, "--name") == 0 || strncmp(a, "--name=", 7) == 0 ||
+                   strcmp(a, "--tag") == 0 || strncmp(a, "--tag=", 6) == 0) {
+            int is_name = strncmp(a, "--name", 6) == 0;
+            const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : i + 1 < argc ? argv[++i] : NULL;
+            if (run_check_label(is_name ? "--name" : "--tag", v, is_name) != 0)
+                return -1;
+            if (is_name) {
+                o->name = v;
+            } else if (o->n_tags == RUN_MAX_TAGS) {
+                fprintf(stderr, "gpuscope run: --tag: at most %d tags\n", RUN_MAX_TAGS);
+                return -1;
+            } else {
+                o->tags[o->n_tags++] = v;
+            }
         } else if (strcmp(a, "--out") == 0 || strcmp(a, "--interval") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "gpuscope run: %s: missing value\n", a);
@@ -411,6 +462,8 @@ static void on_record(void *vctx, const struct gs_peer *peer, const struct gs_re
     case GS_REC_END:
         gs_agg_end(c->agg, &rec->u.end);
         gs_runstacks_end(c->rs);
+        break;
+    case GS_REC_LOG: /* kept in steps.jsonl below (the report page's training curves) */
         break;
     }
     /* The record as decoded (so only validated fields), plus who sent it. */
@@ -736,6 +789,7 @@ static void run_store_begin(struct run_ctx *c, char **cmd)
     char host[256] = "";
     char *command = run_quote(cmd);
     struct gs_store_run run = {
+        .name = c->opts && c->opts->name ? c->opts->name : c->default_name,
         .source = "gpuscope-run", .command = command, .hostname = host, .start_time = real_s()};
     struct gs_err err;
 
@@ -743,6 +797,83 @@ static void run_store_begin(struct run_ctx *c, char **cmd)
     if (gs_store_run_begin(c->store, &run, &c->run_id, &err) != GS_OK)
         fprintf(stderr, "gpuscope run: samples.db: %s\n", err.msg);
     free(command);
+}
+
+/* run.name: --name, else the sender's (HF run_name), else script and start time; run.tags
+ * from --tag (docs/run.md, RUN NAMES). */
+static void run_name_report(const struct run_ctx *c, json_t *report)
+{
+    json_t *run = json_object_get(report, "run");
+    const char *have = json_string_value(json_object_get(run, "name"));
+    if (!json_is_object(run))
+        return;
+    if (c->opts && c->opts->name)
+        json_object_set_new(run, "name", json_string(c->opts->name));
+    else if ((!have || !*have) && c->default_name[0])
+        json_object_set_new(run, "name", json_string(c->default_name));
+    if (c->opts && c->opts->n_tags) {
+        json_t *tags = json_object();
+        for (unsigned i = 0; i < c->opts->n_tags; i++) {
+            const char *eq = strchr(c->opts->tags[i], '=');
+            char key[64];
+            snprintf(key, sizeof key, "%.*s", (int)(eq - c->opts->tags[i]), c->opts->tags[i]);
+            json_object_set_new(tags, key, json_string(eq + 1));
+        }
+        json_object_set_new(run, "tags", tags);
+    }
+}
+
+/* "train.py 2026-12-01 20:45:10": the script (python's first non-option argument, the module
+ * of -m) or the program, and the local start time. */
+static void run_default_name(char *out, size_t len, char **cmd)
+{
+    const char *prog = strrchr(cmd[0], '/') ? strrchr(cmd[0], '/') + 1 : cmd[0];
+    const char *what = prog;
+    char when[32];
+    time_t now = time(NULL);
+    struct tm tm;
+
+    if (strncmp(prog, "python", 6) == 0) {
+        for (int i = 1; cmd[i]; i++) {
+            if (strcmp(cmd[i], "-m") == 0 && cmd[i + 1]) {
+                what = cmd[i + 1];
+                break;
+            }
+            if (cmd[i][0] != '-') {
+                what = strrchr(cmd[i], '/') ? strrchr(cmd[i], '/') + 1 : cmd[i];
+                break;
+            }
+        }
+    }
+    localtime_r(&now, &tm);
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(out, len, "%.200s %s", what, when);
+}
+
+/* The names CMD's package puts in its hello, and the node's agent socket it also sends to. */
+static int run_child_names(struct run_ctx *c, const struct run_opts *o)
+{
+    struct stat st;
+    char user_sock[PATH_MAX];
+    const char *agent = getenv("GPUSCOPE_AGENT_SOCKET"), *xdg = getenv("XDG_RUNTIME_DIR");
+
+    if ((o->name && setenv("GPUSCOPE_RUN_NAME", o->name, 1) != 0) ||
+        setenv("GPUSCOPE_RUN_DEFAULT_NAME", c->default_name, 1) != 0)
+        return -1;
+    unsetenv("GPUSCOPE_RUN_AGENT_SOCKET");
+    if (o->no_agent)
+        return 0;
+    /* the package's own lookup of the agent (docs/python.md, WHERE RECORDS GO) */
+    if (!agent || agent[0] != '/') {
+        agent = "/run/gpuscope/steps.sock";
+        if ((stat(agent, &st) != 0 || !S_ISSOCK(st.st_mode)) && xdg && *xdg &&
+            snprintf(user_sock, sizeof user_sock, "%s/gpuscope/steps.sock", xdg) <
+                (int)sizeof user_sock)
+            agent = user_sock;
+    }
+    if (stat(agent, &st) == 0 && S_ISSOCK(st.st_mode))
+        return setenv("GPUSCOPE_RUN_AGENT_SOCKET", agent, 1);
+    return 0;
 }
 
 static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int exit_code,
@@ -764,6 +895,8 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
     pthread_mutex_lock(&c->mu);
     report = gs_agg_report(c->agg, &meta);
     pthread_mutex_unlock(&c->mu);
+    if (report)
+        run_name_report(c, report);
     if (report && c->rs) {
         gs_runstacks_report(c->rs, report); /* "stacks", DIR/stacks.svg, stacks.txt */
         gs_diag_stacks_findings(report, json_object_get(report, "findings"));
@@ -896,6 +1029,8 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
         code = RUN_EXIT_FAIL;
         goto out;
     }
+    c.opts = o;
+    run_default_name(c.default_name, sizeof c.default_name, o->cmd);
     run_store_begin(&c, o->cmd);
     /* Signals are blocked while the threads start so that only main ever handles them. */
     run_signals(&fwd);
@@ -910,7 +1045,7 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
         code = RUN_EXIT_FAIL;
         goto unblock;
     }
-    if (run_child_env(sock, dir, o->auto_inject) != 0 ||
+    if (run_child_env(sock, dir, o->auto_inject) != 0 || run_child_names(&c, o) != 0 ||
         (o->profile && run_profile_env(dir, o->profile) != 0)) {
         code = RUN_EXIT_FAIL;
         goto unblock;

@@ -44,6 +44,7 @@
 #include "run/usamp.h"
 
 #define RING_CAP 4096            /* steps queued for the sender; a step is ~150 bytes */
+#define LOG_CAP 64               /* log records queued for the sender (~1.9 KB each) */
 #define SEND_TIMEOUT_S 1         /* a stalled receiver costs the sender thread at most this */
 #define DEFAULT_AGENT_SOCKET "/run/gpuscope/steps.sock"
 
@@ -58,6 +59,7 @@ struct gs_run {
 
     /* sender */
     int fd;
+    int agent_fd; /* the node's agent too, under gpuscope run ($GPUSCOPE_RUN_AGENT_SOCKET) */
     bool sender_on;
     pthread_t sender;
     struct gs_step_rec *ring;
@@ -65,6 +67,10 @@ struct gs_run {
     uint64_t dropped, sent;
     bool end_pending;
     struct gs_record_end end;
+    /* logged values (gs_run_log), sent after the queued steps; dropped when full */
+    struct gs_record_log logs[LOG_CAP];
+    unsigned log_head, log_count;
+    uint64_t logs_dropped;
 
     /* sampler */
     bool sampler_on;
@@ -203,6 +209,13 @@ static int parse_config(struct gs_run *run, const char *config_json, struct gs_e
         cfg_int(cfg, "logging_steps", 1, 1000000000, &h->logging_steps, err) ||
         cfg_devices(cfg, h, err))
         goto out;
+    /* gpuscope run --name wins over the config's run_name; its default (script and start
+     * time) only fills an unnamed run (docs/run.md, RUN NAMES) */
+    const char *forced = getenv("GPUSCOPE_RUN_NAME"), *fallback = getenv("GPUSCOPE_RUN_DEFAULT_NAME");
+    if (forced && *forced)
+        snprintf(h->run, sizeof h->run, "%s", forced);
+    else if (!h->run[0] && fallback && *fallback)
+        snprintf(h->run, sizeof h->run, "%s", fallback);
     if (strcmp(nvml, "auto") != 0 && strcmp(nvml, "off") != 0) {
         gs_err_set(err, GS_EINVAL, "config: nvml: expected \"auto\" or \"off\"");
         goto out;
@@ -299,6 +312,28 @@ static void connect_receiver(struct gs_run *run)
         note(run, "%s: sending hello: %s; profiling in-process", path, strerror(errno));
         close(run->fd);
         run->fd = -1;
+        return;
+    }
+    /* Under gpuscope run, the node's agent gets the same records on a second connection,
+     * so that the run is in its run list with this process's pid (SO_PEERCRED: the agent
+     * finds the run's GPUs by it). Best effort: an agent that is not there, refuses or
+     * stalls is left alone, and the run's own receiver is unaffected. */
+    const char *agent = named ? getenv("GPUSCOPE_RUN_AGENT_SOCKET") : NULL;
+    if (agent && *agent && strcmp(agent, path) != 0) {
+        run->agent_fd = connect_seqpacket(agent);
+        if (run->agent_fd >= 0 && send_record(run->agent_fd, &rec) != 0) {
+            close(run->agent_fd);
+            run->agent_fd = -1;
+        }
+    }
+}
+
+/* The record to the agent too (sender thread only); its first failure ends that. */
+static void send_agent(struct gs_run *run, const struct gs_record *rec)
+{
+    if (run->agent_fd >= 0 && send_record(run->agent_fd, rec) != 0) {
+        close(run->agent_fd);
+        run->agent_fd = -1;
     }
 }
 
@@ -310,7 +345,7 @@ static void *sender_main(void *arg)
 
     pthread_mutex_lock(&run->mu);
     for (;;) {
-        while (run->count == 0 && !run->stop && !run->end_pending)
+        while (run->count == 0 && run->log_count == 0 && !run->stop && !run->end_pending)
             pthread_cond_wait(&run->cv, &run->mu);
         if (run->count > 0) {
             rec.type = GS_REC_STEP;
@@ -320,11 +355,26 @@ static void *sender_main(void *arg)
             pthread_mutex_unlock(&run->mu);
             if (!broken && send_record(run->fd, &rec) != 0)
                 broken = true; /* receiver gone or stalled: later records are dropped */
+            send_agent(run, &rec);
             pthread_mutex_lock(&run->mu);
             if (broken)
                 run->dropped++;
             else
                 run->sent++;
+            continue;
+        }
+        if (run->log_count > 0) {
+            rec.type = GS_REC_LOG;
+            rec.u.log = run->logs[run->log_head];
+            run->log_head = (run->log_head + 1) % LOG_CAP;
+            run->log_count--;
+            pthread_mutex_unlock(&run->mu);
+            if (!broken && send_record(run->fd, &rec) != 0)
+                broken = true;
+            send_agent(run, &rec);
+            pthread_mutex_lock(&run->mu);
+            if (broken)
+                run->logs_dropped++;
             continue;
         }
         if (run->end_pending) {
@@ -334,6 +384,7 @@ static void *sender_main(void *arg)
             pthread_mutex_unlock(&run->mu);
             if (!broken)
                 send_record(run->fd, &rec);
+            send_agent(run, &rec);
             pthread_mutex_lock(&run->mu);
             continue;
         }
@@ -449,6 +500,7 @@ GS_API struct gs_run *gs_run_open(const char *config_json, char *err, size_t err
         return NULL;
     }
     run->fd = -1;
+    run->agent_fd = -1;
     pthread_mutex_init(&run->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -483,6 +535,49 @@ fail:
 GS_API const char *gs_run_notes(const struct gs_run *run)
 {
     return run ? run->notes : "";
+}
+
+GS_API int gs_run_log(struct gs_run *run, const char *json, char *err, size_t errlen)
+{
+    char buf[GS_RECORD_MAX + 64];
+    struct gs_record rec;
+    struct gs_err e;
+    int n;
+
+    gs_err_clear(&e);
+    if (!run || !json) {
+        gs_err_set(&e, GS_EINVAL, "gs_run_log: no run or no record");
+        api_err(err, errlen, &e);
+        return -1;
+    }
+    /* the caller's object with the record's version and type in front, then the one parser */
+    n = snprintf(buf, sizeof buf, "{\"v\":%d,\"type\":\"log\",%s", GS_RECORD_VERSION,
+                 json[0] == '{' ? json + 1 : "");
+    if (json[0] != '{' || n < 0 || (size_t)n >= sizeof buf) {
+        gs_err_set(&e, GS_EINVAL, "log: %s", json[0] == '{' ? "record too long" : "not an object");
+        api_err(err, errlen, &e);
+        return -1;
+    }
+    if (gs_record_parse(buf, (size_t)n, &rec, &e) != GS_OK || rec.type != GS_REC_LOG) {
+        if (e.rc == GS_OK)
+            gs_err_set(&e, GS_EPARSE, "log: not a log record");
+        api_err(err, errlen, &e);
+        return -1;
+    }
+    if (rec.u.log.rank < 0)
+        rec.u.log.rank = run->hello.rank;
+    pthread_mutex_lock(&run->mu);
+    if (!run->finished && run->sender_on) {
+        if (run->log_count < LOG_CAP) {
+            run->logs[(run->log_head + run->log_count) % LOG_CAP] = rec.u.log;
+            run->log_count++;
+            pthread_cond_signal(&run->cv);
+        } else {
+            run->logs_dropped++;
+        }
+    }
+    pthread_mutex_unlock(&run->mu);
+    return 0;
 }
 
 GS_API int gs_run_step(struct gs_run *run, const struct gs_step_rec *in)
@@ -654,6 +749,8 @@ GS_API void gs_run_close(struct gs_run *run)
     stop_sender(run);
     if (run->fd >= 0)
         close(run->fd);
+    if (run->agent_fd >= 0)
+        close(run->agent_fd);
     free(run->ring);
     free(run->in_run);
     gs_attrib_tree_free(&run->tree);

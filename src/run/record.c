@@ -13,6 +13,7 @@
  */
 #include "run/record.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -473,6 +474,55 @@ static int parse_end(json_t *root, struct gs_record_end *e, char *err, size_t er
     return outcome_parse(json_object_get(root, "outcome"), ctx, &e->outcome, err, errlen);
 }
 
+static int log_key_ok(const char *k)
+{
+    size_t n = strlen(k);
+    if (n == 0 || n >= GS_RECORD_FACT_KEY)
+        return 0;
+    for (; *k; k++)
+        if (!isalnum((unsigned char)*k) && !strchr("_.-/", *k))
+            return 0;
+    return 1;
+}
+
+static int parse_log(json_t *root, struct gs_record_log *l, char *err, size_t errlen)
+{
+    const char *ctx = "log.", *k;
+    json_t *vals = json_object_get(root, "values"), *v;
+    int64_t rank = -1;
+
+    l->step = l->t = NAN;
+    l->rank = -1;
+    l->n = 0;
+    if (get_double(root, "step", ctx, 0, RECORD_INT_MAX, &l->step, err, errlen) < 0 ||
+        get_double(root, "t", ctx, 0, 1e11, &l->t, err, errlen) < 0 ||
+        get_int(root, "rank", ctx, -1, 65535, &rank, err, errlen) < 0)
+        return -1;
+    l->rank = (int32_t)rank;
+    if (!vals)
+        return fail(err, errlen, "log.values: missing");
+    if (!json_is_object(vals))
+        return fail(err, errlen, "log.values: not an object");
+    if (json_object_size(vals) == 0)
+        return fail(err, errlen, "log.values: empty");
+    if (json_object_size(vals) > GS_RECORD_MAX_LOG)
+        return fail(err, errlen, "log.values: %zu entries, more than %d",
+                    json_object_size(vals), GS_RECORD_MAX_LOG);
+    json_object_foreach(vals, k, v) {
+        if (!log_key_ok(k))
+            return fail(err, errlen, "log.values: key '%.60s' is not 1..48 bytes of "
+                                     "[A-Za-z0-9_.-/]", k);
+        if (!json_is_number(v))
+            return fail(err, errlen, "log.values.%s: not a number", k);
+        double d = json_number_value(v);
+        if (!isfinite(d) || fabs(d) > 1e300)
+            return fail(err, errlen, "log.values.%s: not finite", k);
+        snprintf(l->key[l->n], sizeof l->key[l->n], "%s", k);
+        l->val[l->n++] = d;
+    }
+    return 0;
+}
+
 static int parse_root(json_t *root, struct gs_record *out, char *err, size_t errlen)
 {
     json_t *v = json_object_get(root, "v");
@@ -504,6 +554,10 @@ static int parse_root(json_t *root, struct gs_record *out, char *err, size_t err
     if (strcmp(type, "end") == 0) {
         out->type = GS_REC_END;
         return parse_end(root, &out->u.end, err, errlen);
+    }
+    if (strcmp(type, "log") == 0) {
+        out->type = GS_REC_LOG;
+        return parse_log(root, &out->u.log, err, errlen);
     }
     return fail(err, errlen, "type: unknown record type");
 }
@@ -665,14 +719,27 @@ static int encode_end(json_t *o, const struct gs_record_end *e)
     return rc | (oc ? json_object_set_new(o, "outcome", oc) : -1);
 }
 
+static int encode_log(json_t *o, const struct gs_record_log *l)
+{
+    json_t *vals = json_object();
+    int rc = set_num(o, "step", l->step) | set_num(o, "t", l->t);
+    if (l->rank >= 0)
+        rc |= set_int(o, "rank", l->rank);
+    if (!vals)
+        return -1;
+    for (uint32_t i = 0; i < l->n && i < GS_RECORD_MAX_LOG; i++)
+        rc |= json_object_set_new(vals, l->key[i], json_real(l->val[i]));
+    return rc | json_object_set_new(o, "values", vals);
+}
+
 int gs_record_encode(const struct gs_record *rec, char *buf, size_t size)
 {
-    static const char *const types[] = {NULL, "hello", "step", "end"};
+    static const char *const types[] = {NULL, "hello", "step", "end", "log"};
     json_t *o;
     size_t n;
     int rc;
 
-    if (!rec || !buf || size == 0 || rec->type < GS_REC_HELLO || rec->type > GS_REC_END)
+    if (!rec || !buf || size == 0 || rec->type < GS_REC_HELLO || rec->type > GS_REC_LOG)
         return -1;
     o = json_object();
     if (!o)
@@ -683,6 +750,8 @@ int gs_record_encode(const struct gs_record *rec, char *buf, size_t size)
         rc |= encode_hello(o, &rec->u.hello);
     else if (rec->type == GS_REC_STEP)
         rc |= encode_step(o, &rec->u.step);
+    else if (rec->type == GS_REC_LOG)
+        rc |= encode_log(o, &rec->u.log);
     else
         rc |= encode_end(o, &rec->u.end);
     n = rc ? 0 : json_dumpb(o, buf, size, JSON_COMPACT | JSON_REAL_PRECISION(17));
@@ -730,6 +799,16 @@ bool gs_record_equal(const struct gs_record *a, const struct gs_record *b)
                same_double(a->u.end.train_steps, b->u.end.train_steps) &&
                same_double(a->u.end.train_loss, b->u.end.train_loss) &&
                facts_equal(&a->u.end.outcome, &b->u.end.outcome);
+    if (a->type == GS_REC_LOG) {
+        const struct gs_record_log *x = &a->u.log, *y = &b->u.log;
+        if (!same_double(x->step, y->step) || !same_double(x->t, y->t) || x->rank != y->rank ||
+            x->n != y->n)
+            return false;
+        for (uint32_t i = 0; i < x->n; i++)
+            if (strcmp(x->key[i], y->key[i]) != 0 || x->val[i] != y->val[i])
+                return false;
+        return true;
+    }
     return false;
 }
 

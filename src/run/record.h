@@ -18,6 +18,13 @@
  *    "train_loss":1.23,"outcome":{"exception":"ValueError: boom","seen_optimizer_step":0}}
  * A step's "ms" may also carry "communication_exposed" and "other" (record version 2 of
  * gs_step_rec; the wire version stays 1: they are optional keys).
+ *   {"v":1,"type":"log","step":100,"t":1764430000.4,"rank":0,
+ *    "values":{"loss":1.23,"learning_rate":2e-5,"grad_norm":0.8,"epoch":0.5}}
+ * A "log" record (added after the first three; a receiver older than it refuses it as an
+ * unknown type, which costs only that record) carries what the training loop logged: the HF
+ * Trainer's on_log, or gpuscope.log(...). "values": 1..GS_RECORD_MAX_LOG entries, keys 1..48
+ * bytes of [A-Za-z0-9_.-/], finite numbers only (strings, booleans, null are left out by the
+ * sender; the parser refuses them). "step", "t" and "rank" are optional.
  *
  * Rules (gs_record_parse enforces them; every violation is an error naming the field):
  * "v" must be 1 (a newer version is refused with "unsupported record version N"); "type" one
@@ -50,7 +57,19 @@
 #define GS_RECORD_FACT_STR 129    /* 128 bytes + NUL */
 #define GS_RECORD_FACTS_BYTES 3072 /* the encoded "facts" object, at most */
 
-enum gs_record_type { GS_REC_HELLO = 1, GS_REC_STEP, GS_REC_END };
+enum gs_record_type { GS_REC_HELLO = 1, GS_REC_STEP, GS_REC_END, GS_REC_LOG };
+
+#define GS_RECORD_MAX_LOG 32
+
+/* A logged record: loss, learning rate, ... at a step. */
+struct gs_record_log {
+    double step;   /* NaN = absent */
+    double t;      /* unix s; NaN = absent */
+    int32_t rank;  /* -1 = absent */
+    uint32_t n;
+    char key[GS_RECORD_MAX_LOG][GS_RECORD_FACT_KEY];
+    double val[GS_RECORD_MAX_LOG];
+};
 
 enum gs_fact_type { GS_FACT_BOOL = 1, GS_FACT_INT, GS_FACT_REAL, GS_FACT_STR };
 
@@ -114,6 +133,7 @@ struct gs_record {
         struct gs_record_hello hello;
         struct gs_step_rec step;
         struct gs_record_end end;
+        struct gs_record_log log;
     } u;
 };
 

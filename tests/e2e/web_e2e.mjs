@@ -284,6 +284,30 @@ async function run(ctx) {
   });
   ok(rangeOk && spans.length >= 8 && spans.every((s) => s === 3600),
     'the 1 h range asks /api/v1/history for an hour', {rangeOk, spans: spans.slice(0, 4)});
+  // any range by date: the from/to fields (local time) and Show
+  historyReqs.length = 0;
+  const pickTo = new Date(Date.now() - 120e3);
+  const pickFrom = new Date(pickTo.getTime() - 2 * 3600e3);
+  const local = (d) => new Date(d.getTime() - d.getTimezoneOffset() * 60e3).toISOString()
+    .slice(0, 16);
+  await page.fill('#range-from', local(pickFrom));
+  await page.fill('#range-to', local(pickTo));
+  await page.click('#range-apply');
+  const customOk = await waitFor(page, () => globalThis.__gpuscope.range.id === 'custom' &&
+    document.querySelector('#ranges [data-range="custom"]').getAttribute('aria-pressed') ===
+      'true');
+  await sleep(1500);
+  const wantTo = Math.floor(pickTo.getTime() / 60e3) * 60;
+  const picked = historyReqs.map((u) => {
+    const q = new URL(u).searchParams;
+    return [Number(q.get('from')), Number(q.get('to'))];
+  });
+  // (requests of the 1 h range still in flight when the fields were applied are left out)
+  const ours = picked.filter(([f, t]) => t === wantTo);
+  ok(customOk && ours.length >= 8 && ours.every(([f]) => f === wantTo - 7200) &&
+    picked.every(([f, t]) => t === wantTo || t - f === 3600),
+  'a range picked by date asks /api/v1/history for exactly that range',
+  {customOk, picked: picked.slice(0, 3), wantTo});
   await page.click('#ranges button[data-range="live"]');
 
   // -- processes: sortable --
@@ -322,9 +346,17 @@ async function run(ctx) {
   'Runs lists the run sent to the socket: ended, 10 steps, data 25 %, finding data_loading',
   {runRow, apiRun});
   ok(await page.$eval('#runs-note', (e) => e.hidden), 'no empty-state note while runs exist');
+  const marks = await waitFor(page, () =>
+    Number(document.querySelector('#chart-utilization')?.dataset.runMarks ?? 0) >= 1,
+  undefined, 8000);
+  ok(marks, 'the GPU charts mark the run\'s start and end',
+    await page.evaluate(() => document.querySelector('#chart-utilization')?.dataset.runMarks));
   await page.click(`#runs button[data-run="${apiRun?.id}"]`);
   const shownRep = await waitFor(page, () =>
     !!document.querySelector('#run-detail li[data-finding="data_loading"]'), undefined, 8000);
+  const hint = await waitFor(page, () => (document.querySelector('#run-detail [data-report-hint]')
+    ?.textContent ?? '').includes('gpuscope report '), undefined, 8000);
+  ok(hint, 'a run\'s report names the command for its full HTML report');
   const rep = await getJson(`${URL_MAIN}/api/v1/runs/${apiRun?.id}`);
   const detail = await page.evaluate(() => ({
     finding: document.querySelector('#run-detail li[data-finding="data_loading"]')

@@ -494,6 +494,53 @@ static void facts_round_trip_at_the_limits(void **state)
     }
 }
 
+/* The "log" record: the training loop's logged values (loss, learning rate). */
+static void log_records(void **state)
+{
+    struct gs_record r;
+    char err[256];
+    (void)state;
+
+    assert_int_equal(parse("{\"v\":1,\"type\":\"log\",\"step\":100,\"t\":1764430000.5,\"rank\":2,"
+                           "\"values\":{\"loss\":1.25,\"learning_rate\":2e-05,"
+                           "\"train/grad_norm\":0.5}}", &r, err), 0);
+    assert_int_equal(r.type, GS_REC_LOG);
+    assert_true(r.u.log.step == 100 && r.u.log.t == 1764430000.5 && r.u.log.rank == 2);
+    assert_int_equal(r.u.log.n, 3);
+    assert_string_equal(r.u.log.key[0], "loss");
+    assert_true(r.u.log.val[1] == 2e-05);
+    assert_string_equal(r.u.log.key[2], "train/grad_norm");
+    round_trip(&r);
+    /* step, t and rank are optional */
+    assert_int_equal(parse("{\"v\":1,\"type\":\"log\",\"values\":{\"loss\":-3}}", &r, err), 0);
+    assert_true(isnan(r.u.log.step) && isnan(r.u.log.t) && r.u.log.rank == -1);
+    round_trip(&r);
+    refused("{\"v\":1,\"type\":\"log\"}", "log.values: missing");
+    refused("{\"v\":1,\"type\":\"log\",\"values\":{}}", "log.values: empty");
+    refused("{\"v\":1,\"type\":\"log\",\"values\":[1]}", "log.values: not an object");
+    refused("{\"v\":1,\"type\":\"log\",\"values\":{\"loss\":\"x\"}}",
+            "log.values.loss: not a number");
+    refused("{\"v\":1,\"type\":\"log\",\"values\":{\"a b\":1}}",
+            "log.values: key 'a b' is not 1..48 bytes of [A-Za-z0-9_.-/]");
+    refused("{\"v\":1,\"type\":\"log\",\"step\":-1,\"values\":{\"a\":1}}",
+            "log.step: -1 out of range [0, 9.0072e+15]");
+    char big[GS_RECORD_MAX], *p = big;
+    p += sprintf(p, "{\"v\":1,\"type\":\"log\",\"values\":{");
+    for (int i = 0; i < GS_RECORD_MAX_LOG + 1; i++)
+        p += sprintf(p, "%s\"k%d\":%d", i ? "," : "", i, i);
+    sprintf(p, "}}");
+    refused(big, "log.values: 33 entries, more than 32");
+    /* at the limits it still fits one message */
+    p = big;
+    p += sprintf(p, "{\"v\":1,\"type\":\"log\",\"step\":9007199254740992,\"t\":1e11,\"rank\":65535,"
+                    "\"values\":{");
+    for (int i = 0; i < GS_RECORD_MAX_LOG; i++)
+        p += sprintf(p, "%s\"k%046d\":-1.2345678901234567e-300", i ? "," : "", i);
+    sprintf(p, "}}");
+    assert_int_equal(parse(big, &r, err), 0);
+    round_trip(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -508,6 +555,7 @@ int main(void)
         cmocka_unit_test(facts_validated),
         cmocka_unit_test(facts_round_trip_at_the_limits),
         cmocka_unit_test(outcome_and_v2_phases),
+        cmocka_unit_test(log_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,8 @@ import {
   CHARTS, NA, PALETTE, RANGES, alertText, appendPoint, badges, fmtBytes, fmtBytesPair,
   fmtCelsius, fmtPair,
   fmtDuration, fmtMHz, fmtPercent, fmtRate, fmtWatts, gpuColor, hiddenRows, hiddenText,
-  historyUrl, isFiltered, processRows, runRows, runSummary, runsNote, sortRows, sparkPoints,
+  customRange, historyUrl, isFiltered, processRows, runRows, runSummary, runsNote, sortRows,
+  sparkPoints,
   tableRows, toSeries, tokenBucket, trimToCommon, visibilityNote,
 } from '../../web/format.js';
 
@@ -58,6 +59,16 @@ test('history URL per range: live asks for 1 s buckets, others let the agent pic
   assert.equal(historyUrl(0, 'memory_used', d7, 1e9),
     `/api/v1/history?gpu=0&metric=memory_used&from=${1e9 - 7 * 86400}&to=${1e9}`);
   assert.deepEqual(RANGES.map((r) => r.id), ['live', '1h', '6h', '24h', '7d', '30d']);
+});
+
+test('a range picked by date: its own end, from before to, at most a year', () => {
+  const r = customRange(1000.5, 8200.2);
+  assert.deepEqual(r, {id: 'custom', label: 'custom', seconds: 7201, to: 8201});
+  assert.equal(historyUrl(1, 'power_draw', r, 99999),
+    '/api/v1/history?gpu=1&metric=power_draw&from=1000&to=8201');
+  assert.equal(customRange(5, 5), null);
+  assert.equal(customRange(NaN, 5), null);
+  assert.equal(customRange(0, 400 * 86400), null);
 });
 
 test('toSeries: union of times, gaps stay null, avg scaled', () => {

@@ -1,0 +1,57 @@
+/*
+ * libFuzzer target for a run directory's steps.jsonl as `gpuscope report` reads it
+ * (src/report/rundata.c): any bytes as the file, with a fixed report; every line must be
+ * accepted or refused with a message naming the file and line, never a crash or a UBSan
+ * report, and what is accepted must make a data document (src/report/page.c) that is valid
+ * JSON with no '<' in it (the page embeds it in a script element).
+ *
+ * Input: steps.jsonl's bytes; seeds are in fuzz/corpus/run_dir/. Build and run: make fuzz.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "fuzz_util.h"
+#include "report/page.h"
+#include "report/rundata.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const char report[] =
+        "{\"schema\":\"1.0\",\"run\":{\"name\":\"f<\",\"start_time\":1000,\"end_time\":2000}}";
+    struct gs_rundata rd;
+    struct gs_err err = {0};
+    char path[64], *doc = NULL;
+    size_t len = 0;
+    int fd = memfd_create("steps.jsonl", 0);
+
+    if (fd < 0)
+        return 0;
+    if (size && write(fd, data, size) != (ssize_t)size) {
+        close(fd);
+        return 0;
+    }
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    memset(&rd, 0, sizeof rd);
+    rd.report_text = strdup(report);
+    rd.report = json_loads(report, 0, NULL);
+    rd.t_base = 1000;
+    CHECK(rd.report_text && rd.report);
+    if (gs_rundata_load_files(&rd, path, NULL, &err) == GS_OK) {
+        CHECK(gs_report_page_data(&rd, &doc, &len, &err) == GS_OK);
+        CHECK(memchr(doc, '<', len) == NULL);
+        json_t *back = json_loadb(doc, len, 0, NULL);
+        CHECK(back);
+        json_decref(back);
+        free(doc);
+    } else {
+        CHECK(strncmp(err.msg, path, strlen(path)) == 0);
+    }
+    gs_rundata_free(&rd);
+    close(fd);
+    return 0;
+}

@@ -21,6 +21,9 @@ PKGS="$PKGS python3-torch"
 # libelf-dev: `gpuscope stacks` finds _PyRuntime in the python binary's ELF symbols
 # (src/stacks/pyfind.c).
 PKGS="$PKGS libelf-dev"
+# libncurses-dev: `gpuscope top`'s screen (src/cli/top*.c); tmux: its end-to-end tests drive it
+# in a real terminal (tests/e2e/test_top.py).
+PKGS="$PKGS libncurses-dev tmux"
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
 # web/node_modules: uPlot (embedded into the binary at build time) and playwright-core (the
 # browser test), exactly as web/package-lock.json pins them; again when the lock file changed.

@@ -23,6 +23,9 @@ int gs_cli_run(int argc, char **argv);
 /* `gpuscope stacks PID`: Python stacks of a running process (stacks.c, src/stacks/). */
 int gs_cli_stacks(int argc, char **argv);
 
+/* `gpuscope top`: the full-screen view (top_load.c loads gpuscope-top.so, top*.c). */
+int gs_cli_top(int argc, char **argv);
+
 /* Exit statuses shared by all subcommands besides gs_rc_exit_code's NVML-like ones. */
 #define GS_EXIT_OK 0
 #define GS_EXIT_USAGE 2

@@ -23,6 +23,7 @@ static const struct subcommand subcommands[] = {
     {"demo", gs_cli_demo, "the agent on a bundled nvml-sim scenario, no GPU needed"},
     {"run", gs_cli_run, "run a training command and profile its steps and GPUs"},
     {"stacks", gs_cli_stacks, "Python stacks of a running process: top, --dump, --record"},
+    {"top", gs_cli_top, "full-screen live view: GPUs, processes, training runs"},
 };
 
 static void usage(FILE *out)

@@ -24,6 +24,19 @@
 const char *const top_col_names[TOP_C__N] = {"gpu", "pid",  "user", "job",  "gpu_memory",
                                              "sm",  "cpu",  "host_memory", "time", "command"};
 
+void top_frame_free(struct top_frame *f)
+{
+    if (!f)
+        return;
+    for (unsigned i = 0; i < f->n_src; i++) {
+        gs_snapshot_free(f->src[i].snap);
+        free(f->src[i].hist);
+        json_decref(f->src[i].runs);
+        json_decref(f->src[i].reports);
+    }
+    free(f);
+}
+
 void top_fmt_bytes(char *out, size_t len, double b)
 {
     static const char *const u[] = {"B", "K", "M", "G", "T", "P"};

@@ -72,19 +72,6 @@ static double now_real(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-void top_frame_free(struct top_frame *f)
-{
-    if (!f)
-        return;
-    for (unsigned i = 0; i < f->n_src; i++) {
-        gs_snapshot_free(f->src[i].snap);
-        free(f->src[i].hist);
-        json_decref(f->src[i].runs);
-        json_decref(f->src[i].reports);
-    }
-    free(f);
-}
-
 /* ---- HTTP ---- */
 
 struct membuf {

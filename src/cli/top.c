@@ -724,6 +724,9 @@ int gs_top_main(int argc, char **argv)
     if (u.prefs.mouse)
         mousemask(BUTTON1_CLICKED | BUTTON1_PRESSED | BUTTON4_PRESSED | BUTTON5_PRESSED, NULL);
 
+    /* Draw only when something changed: a frame, a key, a resize. Between them the loop
+     * sleeps in poll(2) without a timeout (a signal or SIGWINCH interrupts it). */
+    int dirty = 1;
     while (!g_stop) {
         struct top_frame *f = top_worker_take(w);
         struct pollfd pf[2] = {{.fd = STDIN_FILENO, .events = POLLIN},
@@ -733,10 +736,12 @@ int gs_top_main(int argc, char **argv)
             top_frame_free(u.f);
             u.f = f;
             rebuild(&u);
+            dirty = 1;
         }
-        if (u.f)
+        if (u.f && dirty)
             top_draw(&u);
-        if (poll(pf, 2, 1000) < 0 && errno != EINTR)
+        dirty = 0;
+        if (poll(pf, 2, -1) < 0 && errno != EINTR)
             break;
         if (pf[1].revents & POLLIN) {
             char b[64];
@@ -744,6 +749,7 @@ int gs_top_main(int argc, char **argv)
                 ;
         }
         while ((ch = getch()) != ERR) {
+            dirty = 1;
             if (ch == KEY_RESIZE)
                 continue; /* ncurses resized its screens; the next draw fills them */
             if (on_key(&u, ch, w)) {

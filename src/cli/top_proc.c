@@ -433,17 +433,6 @@ char *top_proc_detail(const struct top_srcframe *s, const struct gs_proc *p, int
                 p->cmdline[0] ? p->cmdline : p->name, p->pid);
     }
     free(buf);
-    snprintf(path, sizeof path, "/proc/%u/cgroup", p->pid);
-    buf = read_file(path, 8192, &n);
-    fprintf(f, "\ncgroup:\n");
-    if (buf && n) {
-        char *line, *save = NULL;
-        for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-            fprintf(f, "  %s\n", line);
-    } else {
-        fprintf(f, "  (unreadable)\n");
-    }
-    free(buf);
     snprintf(path, sizeof path, "/proc/%u/environ", p->pid);
     buf = read_file(path, 1 << 20, &n);
     if (buf) {
@@ -477,6 +466,17 @@ char *top_proc_detail(const struct top_srcframe *s, const struct gs_proc *p, int
             free(smp);
         }
     }
+    snprintf(path, sizeof path, "/proc/%u/cgroup", p->pid);
+    buf = read_file(path, 8192, &n);
+    fprintf(f, "\ncgroup:\n");
+    if (buf && n) {
+        char *line, *save = NULL;
+        for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+            fprintf(f, "  %s\n", line);
+    } else {
+        fprintf(f, "  (unreadable)\n");
+    }
+    free(buf);
     fclose(f);
     return out;
 }

@@ -404,8 +404,12 @@ static void proc_table(int y0, int h)
             snprintf(cpu, sizeof cpu, "%.0f", p->cpu_ratio * 100);
         else
             snprintf(cpu, sizeof cpu, "N/A");
-        x = put(y, 1, base, "%-*.*s %7u ", gw, gw, r->gpu, p->pid);
-        x = put(y, x, base | (sel ? 0 : col(C_GREEN)), "%-8.8s ", p->user[0] ? p->user : "?");
+        if (p->pid == 0) /* what the agent's visibility policy withheld */
+            x = put(y, 1, base, "%-*.*s %7s ", gw, gw, r->gpu, "-");
+        else
+            x = put(y, 1, base, "%-*.*s %7u ", gw, gw, r->gpu, p->pid);
+        x = put(y, x, base | (sel ? 0 : col(C_GREEN)), "%-8.8s ",
+                p->user[0] ? p->user : p->pid ? "?" : "");
         x = put(y, x, base | (sel ? 0 : col(C_BLUE)), "%-12.12s ", r->job);
         x = put(y, x, base, "%6s %4s %5s %6s %8s ", gm, sm, cpu, hm, tm);
         x = put(y, x, base | col(C_CYAN), "%s", r->prefix);

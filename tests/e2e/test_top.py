@@ -313,6 +313,16 @@ s = term.wait(r"warning\s+Data loading", 8)
 t.ok(s is not None, "findings appear as they arise", detail=term.screen())
 t.ok(s is not None and re.search(r"phases [DFBOX]+", s), "the phase split bar", detail=s)
 term.close()
+# the visibility policy applies: another user sees the processes withheld, as counts
+term = Term(["--no-save"], dict(aenv, GPUSCOPE_HTTP_SOCKET=http_sock, HOME=tmp),
+            prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+s = term.wait(r"^ \d\s+- .*\d+ hidden", 8)
+t.ok(s is not None and "python3" not in s.split("GPU ", 1)[-1], "as another user through the agent: "
+     "processes withheld, shown as 'N hidden'", detail=term.screen())
+term.keys("k")
+t.ok(term.wait(r"visibility policy\) cannot be signalled") is not None, "hidden rows cannot be signalled",
+     detail=term.screen())
+term.close()
 term = Term(["--no-save", "--source", "nvml"], dict(aenv, GPUSCOPE_HTTP_SOCKET=http_sock))
 s = term.wait(r"source: NVML direct")
 t.ok(s is not None, "--source nvml skips the agent", detail=term.screen())

@@ -8,7 +8,7 @@
  * viewer owns (or by root), and only when /proc/PID/stat still shows the start time seen when
  * the question was asked, so a pid reused in between is never hit.
  *
- * This file is built into gpuscope-top.so (with ncurses and libcurl); gs_top_main is its one
+ * This file is built into gpuscope-top.so (with ncurses); gs_top_main is its one
  * exported symbol, called by top_load.c in the gpuscope binary.
  */
 #include <curses.h>

@@ -10,8 +10,8 @@
  *               who may signal what (no ncurses: tests/unit/test_top.c links it)
  *   top_draw.c  the ncurses drawing of the header, GPU meters and graphs, the process table,
  *               the training panel, help and the detail screen
- *   top_load.c  (in the gpuscope binary) loads gpuscope-top.so, which links ncurses and
- *               libcurl, so that no other command pays for them at start-up
+ *   top_load.c  (in the gpuscope binary) loads gpuscope-top.so, which links ncurses (and
+ *               dlopens libcurl for --host), so that no other command pays for them at start-up
  *
  * The worker owns the sources; the key loop owns the screen. They meet in one mutex-guarded
  * slot holding the newest frame, and a pipe that wakes the key loop when a frame arrives.

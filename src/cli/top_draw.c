@@ -814,12 +814,22 @@ void top_draw(struct top_ui *u)
             if ((f->n_src > 1 || s->err[0] || !s->snap) && y < gmax &&
                 (k + ng > u->gpu_top || !ng)) {
                 int x = put(y, 0, A_BOLD | col(C_BLUE), "-- %s ", s->name);
-                if (s->err[0])
-                    put(y, x, A_BOLD | col(C_RED), "%s%s", s->err,
-                        s->snap ? " (showing its last answer)" : "");
-                else
+                if (s->err[0]) {
+                    /* the whole message, wrapped over up to three lines */
+                    char m[600];
+                    size_t off = 0, len;
+                    snprintf(m, sizeof m, "%s%s", s->err, s->snap ? " (showing its last answer)" : "");
+                    len = strlen(m);
+                    for (int l = 0; l < 3 && off < len && y < gmax; l++, y++) {
+                        int w = COLS - x > 8 ? COLS - x : 8;
+                        put(y, x, A_BOLD | col(C_RED), "%.*s", w, m + off);
+                        off += (size_t)w < len - off ? (size_t)w : len - off;
+                        x = 3;
+                    }
+                } else {
                     put(y, x, A_DIM, "%s, %u GPU%s", s->where, ng, ng == 1 ? "" : "s");
-                y++;
+                    y++;
+                }
             }
             for (unsigned gi = 0; gi < ng; gi++, k++) {
                 int hgt;

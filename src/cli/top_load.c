@@ -1,7 +1,8 @@
 /*
  * `gpuscope top` in the gpuscope binary: loads gpuscope-top.so and calls its gs_top_main.
- * The full-screen view links ncurses and libcurl; keeping it in a module that only this
- * command loads means `gpuscope`, `gpuscope query` and the agent map neither at start-up.
+ * The full-screen view links ncurses (and dlopens libcurl for --host); keeping it in a
+ * module that only this command loads means `gpuscope`, `gpuscope query` and the agent map
+ * neither at start-up.
  *
  * The module is looked for next to the executable (a build tree), then in GS_TOP_MODULE (the
  * install: <libdir>/gpuscope/gpuscope-top.so); $GPUSCOPE_TOP_MODULE overrides both.

@@ -2,7 +2,8 @@
  * `gpuscope top`'s data sources and the worker thread that polls them (top.h). A source is
  * NVML itself (one sampler kept for the whole session), the local agent's unix socket (as
  * cli/agent_client.c finds it: the visibility policy applies there by SO_PEERCRED), or an
- * agent over HTTP or HTTPS (--host, libcurl, a Bearer token as docs/security.md describes).
+ * agent over HTTP or HTTPS (--host: libcurl, dlopen'd only then; a Bearer token as
+ * docs/security.md describes).
  * Agents also give history (/api/v1/history, fetched once so that the graphs are full from
  * the first frame) and training runs (/api/v1/runs and the report of each running one, every
  * two seconds).
@@ -14,6 +15,7 @@
 #include "cli/top.h"
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -72,6 +74,54 @@ static double now_real(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* ---- libcurl, loaded only when --host is given ---- */
+
+/* The handful of libcurl calls top makes, resolved by dlopen so that a local view maps none
+ * of libcurl's TLS, Kerberos and LDAP libraries (about 3.5 MiB of RSS). */
+static struct {
+    void *h;
+    CURLcode (*global_init)(long);
+    void (*global_cleanup)(void);
+    CURL *(*easy_init)(void);
+    CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+    CURLcode (*easy_perform)(CURL *);
+    CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+    const char *(*easy_strerror)(CURLcode);
+    void (*easy_cleanup)(CURL *);
+    struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+    void (*slist_free_all)(struct curl_slist *);
+} C;
+
+static int curl_load(struct gs_err *err)
+{
+    static const char *const names[] = {"libcurl.so.4", "libcurl-gnutls.so.4", "libcurl.so"};
+
+    if (C.h)
+        return GS_OK;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !C.h; i++)
+        C.h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!C.h)
+        return gs_err_set(err, GS_ENOLIB, "--host needs libcurl (libcurl.so.4): %s", dlerror());
+#define SYM(f, n)                                                                        \
+    do {                                                                                 \
+        *(void **)&C.f = dlsym(C.h, n);                                                  \
+        if (!C.f)                                                                        \
+            return gs_err_set(err, GS_ENOLIB, "libcurl.so.4 lacks %s", n);               \
+    } while (0)
+    SYM(global_init, "curl_global_init");
+    SYM(global_cleanup, "curl_global_cleanup");
+    SYM(easy_init, "curl_easy_init");
+    SYM(easy_setopt, "curl_easy_setopt");
+    SYM(easy_perform, "curl_easy_perform");
+    SYM(easy_getinfo, "curl_easy_getinfo");
+    SYM(easy_strerror, "curl_easy_strerror");
+    SYM(easy_cleanup, "curl_easy_cleanup");
+    SYM(slist_append, "curl_slist_append");
+    SYM(slist_free_all, "curl_slist_free_all");
+#undef SYM
+    return GS_OK;
+}
+
 /* ---- HTTP ---- */
 
 struct membuf {
@@ -108,17 +158,17 @@ static int http_get(struct src *s, const char *path, char **body, size_t *len, s
     CURLcode cc;
 
     snprintf(url, sizeof url, "%s%s", s->url, path);
-    curl_easy_setopt(s->curl, CURLOPT_URL, url);
-    curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, &b);
-    cc = curl_easy_perform(s->curl);
+    C.easy_setopt(s->curl, CURLOPT_URL, url);
+    C.easy_setopt(s->curl, CURLOPT_WRITEDATA, &b);
+    cc = C.easy_perform(s->curl);
     if (cc != CURLE_OK) {
         free(b.p);
-        return gs_err_set(err, GS_EIO, "%s: %s", s->name, curl_easy_strerror(cc));
+        return gs_err_set(err, GS_EIO, "%s", C.easy_strerror(cc));
     }
-    curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &code);
+    C.easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &code);
     if (code != 200) {
         free(b.p);
-        return gs_err_set(err, GS_EIO, "%s: %s answered %ld%s", s->name, path, code,
+        return gs_err_set(err, GS_EIO, "%s answered %ld%s", path, code,
                           code == 401 || code == 403 ? " (a token: --token-file or GPUSCOPE_TOKEN)"
                                                      : "");
     }
@@ -476,27 +526,27 @@ static int open_http(struct src *s, const char *host, const struct top_cfg *cfg,
         url[--n] = '\0';
     memcpy(s->url, url, sizeof url);
     snprintf(s->where, sizeof s->where, "agent %.150s", url);
-    s->curl = curl_easy_init();
+    s->curl = C.easy_init();
     if (!s->curl)
         return gs_err_set(err, GS_ENOMEM, "%s: curl_easy_init failed", host);
-    curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(s->curl, CURLOPT_TIMEOUT_MS, (long)HTTP_TIMEOUT_MS);
-    curl_easy_setopt(s->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)HTTP_TIMEOUT_MS);
-    curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(s->curl, CURLOPT_ACCEPT_ENCODING, "");
-    curl_easy_setopt(s->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(s->curl, CURLOPT_USERAGENT, "gpuscope-top");
+    C.easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, on_body);
+    C.easy_setopt(s->curl, CURLOPT_TIMEOUT_MS, (long)HTTP_TIMEOUT_MS);
+    C.easy_setopt(s->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)HTTP_TIMEOUT_MS);
+    C.easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
+    C.easy_setopt(s->curl, CURLOPT_ACCEPT_ENCODING, "");
+    C.easy_setopt(s->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    C.easy_setopt(s->curl, CURLOPT_USERAGENT, "gpuscope-top");
     if (cfg->cacert)
-        curl_easy_setopt(s->curl, CURLOPT_CAINFO, cfg->cacert);
+        C.easy_setopt(s->curl, CURLOPT_CAINFO, cfg->cacert);
     if (cfg->insecure_tls) {
-        curl_easy_setopt(s->curl, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(s->curl, CURLOPT_SSL_VERIFYHOST, 0L);
+        C.easy_setopt(s->curl, CURLOPT_SSL_VERIFYPEER, 0L);
+        C.easy_setopt(s->curl, CURLOPT_SSL_VERIFYHOST, 0L);
     }
     if (cfg->token) {
         char h[600];
         snprintf(h, sizeof h, "Authorization: Bearer %s", cfg->token);
-        s->hdrs = curl_slist_append(NULL, h);
-        curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, s->hdrs);
+        s->hdrs = C.slist_append(NULL, h);
+        C.easy_setopt(s->curl, CURLOPT_HTTPHEADER, s->hdrs);
     }
     return GS_OK;
 }
@@ -525,8 +575,9 @@ static void close_src(struct src *s)
     json_decref(s->runs);
     json_decref(s->reports);
     if (s->curl)
-        curl_easy_cleanup(s->curl);
-    curl_slist_free_all(s->hdrs);
+        C.easy_cleanup(s->curl);
+    if (s->hdrs)
+        C.slist_free_all(s->hdrs);
     memset(s, 0, sizeof *s);
 }
 
@@ -548,7 +599,9 @@ int top_worker_start(struct top_worker **out, const struct top_cfg *cfg, double 
     pthread_cond_init(&w->cv, &ca);
     pthread_condattr_destroy(&ca);
     if (cfg->n_hosts) {
-        curl_global_init(CURL_GLOBAL_DEFAULT);
+        rc = curl_load(err);
+        if (rc == GS_OK)
+            C.global_init(CURL_GLOBAL_DEFAULT);
         for (unsigned i = 0; i < cfg->n_hosts && rc == GS_OK; i++)
             rc = open_http(&w->src[w->n_src++], cfg->hosts[i], cfg, err);
     } else {
@@ -651,8 +704,8 @@ void top_worker_stop(struct top_worker *w)
     top_frame_free(w->slot);
     for (unsigned i = 0; i < w->n_src; i++)
         close_src(&w->src[i]);
-    if (w->cfg->n_hosts)
-        curl_global_cleanup();
+    if (w->cfg->n_hosts && C.h)
+        C.global_cleanup();
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     free(w);

@@ -347,6 +347,46 @@ s = term.wait(r"signal it there")
 t.ok(s is not None, "a remote process is not signalled from here", detail=term.screen())
 term.close()
 
+# an agent over HTTPS with tokens (docs/security.md): certificate checked, Bearer token sent
+if shutil.which("openssl"):
+    crt, key = os.path.join(tmp, "agent.crt"), os.path.join(tmp, "agent.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", crt,
+                    "-days", "2", "-subj", "/CN=gs-top", "-addext",
+                    "subjectAltName=IP:127.0.0.1,DNS:localhost"], check=True, capture_output=True)
+    out = subprocess.run([BIN, "agent", "--new-token", "admin"], capture_output=True, text=True).stdout
+    token = [ln.split()[1] for ln in out.splitlines() if ln.startswith("token: ")][0]
+    with open(os.path.join(tmp, "tokens"), "w") as f:
+        f.write([ln for ln in out.splitlines() if ln.startswith("sha256:")][0] + "\n")
+    with open(os.path.join(tmp, "token"), "w") as f:
+        f.write(token + "\n")
+    from gsenv import free_port
+    tport = free_port()
+    tls = subprocess.Popen([BIN, "agent", "--listen", "127.0.0.1:%d" % tport, "--history", "off",
+                            "--socket", "off", "--http-socket", "off", "--data-dir", tmp,
+                            "--tokens-file", os.path.join(tmp, "tokens"), "--tls-cert-file", crt,
+                            "--tls-key-file", key], env=sim_env("h100x8-training.json"),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(tls)
+    url = "https://127.0.0.1:%d" % tport
+    term = Term(["--no-save", "--host", url, "--cacert", crt], aenv)
+    s = term.wait(r"answered 401 \(a token", 10)
+    t.ok(s is not None, "HTTPS without a token: the 401 and what to do", detail=term.screen())
+    term.close()
+    term = Term(["--no-save", "--host", url, "--cacert", crt, "--token-file",
+                 os.path.join(tmp, "token")], aenv)
+    s = term.wait(r"^ 0 H100", 10)
+    t.ok(s is not None and ("agent " + url) in s, "HTTPS with --token-file and --cacert: the GPUs",
+         detail=term.screen())
+    term.close()
+    term = Term(["--no-save", "--host", url], dict(aenv, GPUSCOPE_TOKEN=token))
+    s = term.wait(r"-- https://127\.0\.0\.1:\d+ .*(certificate|SSL|TLS)", 10)
+    t.ok(s is not None, "GPUSCOPE_TOKEN, but an unknown CA: the certificate error, nothing shown",
+         detail=term.screen())
+    term.close()
+else:
+    t.skip("--host over HTTPS", "openssl is not installed")
+
 # ---- top.conf ----
 cfg = os.path.join(tmp, "cfgtest")
 os.makedirs(os.path.join(cfg, "gpuscope"))

@@ -37,3 +37,7 @@ for mode in basic procs; do
 done
 echo
 BENCH_AGENT_SECONDS=${BENCH_AGENT_SECONDS:-120} ./bench/bench_agent.sh "$BUILD"
+echo
+echo "### gpuscope top vs nvtop (bench/top.sh $BUILD 60)"
+echo
+sh bench/top.sh "$BUILD" 60

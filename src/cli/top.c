@@ -404,11 +404,10 @@ static void send_signal(struct top_ui *u)
     }
     if (failed)
         set_msg(u, 1, "SIG%s sent to %u, %u failed: %s", u->sig_name, sent, failed, err);
-    else
-        set_msg(u, 0, "SIG%s sent to %u process%s%s%u", u->sig_name, sent, sent == 1 ? "" : "es",
-                sent == 1 ? " pid " : "", sent == 1 ? u->targets[0].pid : 0);
-    if (sent == 1 && !failed) /* "pid N", not "pid N0" */
+    else if (sent == 1)
         set_msg(u, 0, "SIG%s sent to pid %u", u->sig_name, u->targets[0].pid);
+    else
+        set_msg(u, 0, "SIG%s sent to %u processes", u->sig_name, sent);
     u->n_tags = 0;
     u->n_targets = 0;
 }

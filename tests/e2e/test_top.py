@@ -183,7 +183,31 @@ except subprocess.TimeoutExpired:
 t.eq(rc, -signal.SIGTERM, "y: the child got SIGTERM")
 t.ok(term.wait(r"SIGTERM sent to pid %d" % victim.pid) is not None, "the view says so",
      detail=term.screen())
+# tag two processes, KILL both
+for n in (3, 4):
+    term.keys("/")
+    term.keys("Escape")
+    term.keys("/")
+    term.keys("sleep 600%d" % n, literal=True)
+    term.keys("Enter")
+    term.keys("Space")
+term.keys("/")
 term.keys("Escape")
+s = term.screen()
+t.ok(len(re.findall(r"^\*.*sleep 600[34]", s, re.M)) == 2, "space tags (*)", detail=s)
+term.keys("k")
+term.keys("2")
+s = term.wait(r"send SIGKILL to 2 processes")
+t.ok(s is not None, "k on tagged processes asks for all of them", detail=term.screen())
+term.keys("y")
+rcs = []
+for c in (children[3], children[4]):
+    try:
+        rcs.append(c.wait(timeout=5))
+    except subprocess.TimeoutExpired:
+        rcs.append(None)
+t.eq(rcs, [-signal.SIGKILL] * 2, "y: both got SIGKILL")
+t.ok(term.wait(r"SIGKILL sent to 2 processes") is not None, "the view says so", detail=term.screen())
 term.keys("/")
 term.keys("Escape")
 s = term.screen()
@@ -241,7 +265,7 @@ if s is None:
 else:
     nobody.keys("k")
     s = nobody.wait(r"belongs to root \(uid 0\); you are uid 65534 and not root")
-    t.ok(s is not None and all(c.poll() is None for c in children if c is not victim),
+    t.ok(s is not None and children[0].poll() is None,
          "k as another user: refused with the reason", detail=nobody.screen())
 nobody.close()
 

@@ -628,37 +628,38 @@ static void runs_panel(int y0, int h)
 
 static const char *const help_lines[] = {
     "gpuscope top: keys (docs/top.md)",
-    "",
-    "  Up/Down PgUp/PgDn Home/End   move in the process table (runs in the training panel)",
-    "  [ ]                          scroll the GPUs when they do not all fit",
-    "  < >                          sort by the previous / next column",
-    "  i                            invert the sort order",
-    "  /                            filter: pid, user, job, GPU or command text; Esc clears",
-    "  t                            tree view (children under their parents)",
-    "  space                        tag / untag a process; U untags all",
-    "  k  F9                        signal the tagged processes (or the selected one):",
-    "                               1 TERM, 2 KILL, 3 INT, then y to confirm",
-    "  Enter                        details: command line, cgroup, CUDA_VISIBLE_DEVICES,",
-    "                               Python stack (s)",
-    "  g                            graph: utilization / memory / power",
-    "  r                            lower panel: processes / training runs",
-    "  + -                          refresh interval",
-    "  m                            mouse on/off (click selects, wheel scrolls)",
-    "  Ctrl-L                       redraw",
-    "  h  F1  ?                     this help",
-    "  q  F10                       quit (preferences are saved to top.conf)",
-    "",
-    "Badges: LOST (fell off the bus), SPINNING (>= 95% busy below 40% of the power limit),",
-    "throttle reasons (power cap, HW slowdown, SW/HW thermal, power brake, sync boost),",
-    "ECC n (uncorrected volatile errors), ROW REMAP (pending), XID n (last Xid event).",
-    "",
+    " Up Down PgUp PgDn  move in the process table (the runs in the training panel)",
+    " Home End           first / last process",
+    " [ ]                scroll the GPUs when they do not all fit",
+    " < >  i             sort by the previous / next column; invert the order",
+    " /                  filter: pid, user, job, GPU or command text; Esc clears",
+    " t                  tree view (children under their parents)",
+    " space  U           tag / untag a process; untag all",
+    " k  F9              signal the tagged (or the selected) processes:",
+    "                    1 TERM, 2 KILL, 3 INT, then y to confirm",
+    " Enter              details: command line, CUDA_VISIBLE_DEVICES, cgroup;",
+    "                    there s reads the Python stack",
+    " g                  graph: utilization / memory / power",
+    " r                  lower panel: processes / training runs",
+    " + -                refresh interval",
+    " m                  mouse on/off (click selects, wheel scrolls)",
+    " Ctrl-L             redraw",
+    " h  F1  ?           this help;  q  F10  quit (saves top.conf)",
+    "Badges: LOST (fell off the bus); SPINNING (>= 95% busy under 40% of the power",
+    "limit); throttle reasons (power cap, HW slowdown, SW/HW thermal, power brake,",
+    "sync boost); ECC n (uncorrected, volatile); ROW REMAP (pending); XID n (last).",
     "Press any key to go back.",
 };
 
 static void help_screen(void)
 {
-    for (size_t i = 0; i < sizeof help_lines / sizeof help_lines[0]; i++)
-        put((int)i, 0, i == 0 ? A_BOLD : 0, "%s", help_lines[i]);
+    size_t n = sizeof help_lines / sizeof help_lines[0];
+
+    for (size_t i = 0; i < n; i++)
+        put((int)i, 0, i == 0 || i == n - 1 ? A_BOLD : 0, "%s", help_lines[i]);
+    if ((size_t)LINES < n) /* a short terminal: say so rather than cut silently */
+        put(LINES - 1, 0, A_BOLD | A_REVERSE, " %zu more lines: enlarge the terminal (docs/top.md KEYS) ",
+            n - (size_t)LINES + 1);
 }
 
 static void detail_screen(void)

@@ -479,8 +479,11 @@ static void runs_panel(int y0, int h)
             const json_t *fa = json_object_get(r, "findings"), *fi;
             size_t j;
             int is_sel = idx == U->run_sel;
-            if (y >= maxy - 1)
+            if (y >= maxy - 1) {
+                put(y++, 1, A_BOLD | col(C_YELLOW), "+%zu more runs (a taller terminal shows them)",
+                    json_array_size(json_object_get(s->runs, "runs")) - i);
                 break;
+            }
             snprintf(key, sizeof key, "%lld", (long long)json_integer_value(json_object_get(r, "id")));
             if (is_sel) {
                 sel_rep = s->reports ? json_object_get(s->reports, key) : NULL;
@@ -673,8 +676,12 @@ static void detail_screen(void)
     put(0, 1, A_REVERSE | A_BOLD | col(C_HEAD), "process %u  (Esc back, s Python stack, Up/Down scroll)",
         U->detail_pid);
     attroff(head());
-    while (*p && y < LINES - 1) {
+    while (*p) {
         const char *e = strchr(p, '\n');
+        if (y >= LINES - 1) { /* what does not fit is announced, not cut silently */
+            put(LINES - 1, 0, A_BOLD | A_REVERSE, " more below: Down / PgDn ");
+            return;
+        }
         size_t n = e ? (size_t)(e - p) : strlen(p);
         if (line >= U->detail_top) {
             /* wrap long lines (a command line) */
@@ -783,8 +790,8 @@ void top_draw(struct top_ui *u)
         return;
     }
     if (u->mode == TOP_MODE_DETAIL) {
-        detail_screen();
         footer();
+        detail_screen();
         refresh();
         return;
     }

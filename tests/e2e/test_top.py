@@ -336,6 +336,34 @@ t.ok(s is not None and "data 25%" in s and "comm 10%" in s, "data and communicat
 s = term.wait(r"warning\s+Data loading", 8)
 t.ok(s is not None, "findings appear as they arise", detail=term.screen())
 t.ok(s is not None and re.search(r"phases [DFBOX]+", s), "the phase split bar", detail=s)
+
+
+# a 2-rank job (one run): rank 1 slower; the panel shows the per-rank spread
+def ddp_steps(rank, total_ms):
+    yield json.dumps({"v": 1, "type": "hello", "run": "top-ddp", "pid": os.getpid(), "rank": rank,
+                      "world_size": 2, "framework": "torch", "devices": [rank]})
+    ms = {"data": 10.0, "forward": 80.0, "backward": 40.0, "optimizer_step": 10.0,
+          "total_step": total_ms}
+    for n in range(300):
+        now = time.time()
+        yield json.dumps({"v": 1, "type": "step", "step": n, "t0": now - total_ms / 1000.0,
+                          "t1": now, "rank": rank, "device": rank, "samples": 8,
+                          "cuda_events": True, "ms": ms})
+
+
+def send_ddp(rank, total_ms):
+    try:
+        send_records(TEST_STEPS_SOCKET, ddp_steps(rank, total_ms), 0.05)
+    except OSError:
+        pass
+
+
+threading.Thread(target=send_ddp, args=(0, 150.0), daemon=True).start()
+wait_until(lambda: "top-ddp" in term.screen(), 8)
+threading.Thread(target=send_ddp, args=(1, 300.0), daemon=True).start()
+s = term.wait(r"slowest r1 \+\d+%", 15)
+t.ok(s is not None and re.search(r"ranks r0 \d+/\d+ms\s+r1 \d+/\d+ms", s),
+     "a 2-rank run: per-rank step p50/p95 and the slowest rank's lag", detail=term.screen())
 term.close()
 # the visibility policy applies: another user sees the processes withheld, as counts
 term = Term(["--no-save"], dict(aenv, GPUSCOPE_HTTP_SOCKET=http_sock, HOME=tmp),

@@ -47,3 +47,7 @@ echo "## Python stacks (bench/bench_stacks.py: one read, 100 Hz overhead)"
 echo "### gpuscope trace analyze (bench/bench_trace.sh $BUILD)"
 echo
 ./bench/bench_trace.sh "$BUILD"
+
+echo "### gpuscope top vs nvtop (bench/top.sh $BUILD 60)"
+echo
+sh bench/top.sh "$BUILD" 60

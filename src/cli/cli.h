@@ -31,6 +31,9 @@ int gs_cli_report(int argc, char **argv);
 /* `gpuscope compare A B ...`: runs side by side (compare.c, src/report/compare.c). */
 int gs_cli_compare(int argc, char **argv);
 
+/* `gpuscope top`: the full-screen view (top_load.c loads gpuscope-top.so, top*.c). */
+int gs_cli_top(int argc, char **argv);
+
 /* Exit statuses shared by all subcommands besides gs_rc_exit_code's NVML-like ones. */
 #define GS_EXIT_OK 0
 #define GS_EXIT_USAGE 2

@@ -532,6 +532,7 @@ function onSnapshot(doc) {
   state.snapshot = doc;
   $('host').textContent = [doc.hostname, doc.driver_version && `driver ${doc.driver_version}`,
     doc.cuda_version && `CUDA ${doc.cuda_version}`].filter(Boolean).join(' · ');
+  $('simulated').hidden = doc.simulated !== true;
   if (!same || !state.cards.size) {
     state.gpus = gpus;
     buildCards(gpus);

@@ -352,8 +352,11 @@ export function runRows(doc, now) {
 
 // The Runs section's note under the list: how many runs the policy left out, or why empty.
 export function runsNote(doc, status) {
-  if (status === 404)
-    return 'Runs are off on this agent (socket = off): it keeps no training runs.';
+  if (status === 404) { // the agent says why: socket = off, or the socket could not be opened
+    const why = typeof doc?.error === 'string' && doc.error ? doc.error : '';
+    return why ? why.charAt(0).toUpperCase() + why.slice(1) + '.' :
+      'Runs are off on this agent: it keeps no training runs.';
+  }
   const hidden = isNum(doc?.hidden) ? doc.hidden : 0;
   const other = hidden ? ` ${hidden} run${hidden === 1 ? '' : 's'} of other users ` +
     `${hidden === 1 ? 'is' : 'are'} not shown (visibility policy).` : '';

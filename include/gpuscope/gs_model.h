@@ -257,6 +257,9 @@ struct gs_proc {
     uint64_t gpu_mem_bytes;
     uint8_t util_st; /* status of the four utilization ratios (nvmlDeviceGetProcessUtilization) */
     double sm_util, mem_util, enc_util, dec_util;
+    /* 1: a simulated process whose pid is no process of this host (nvml-sim's made-up pid):
+     * procfs is not asked, so it never borrows a real process's user or command line */
+    uint8_t sim_only;
     /* from procfs; host_st is GS_ST_NA when the process vanished or lives in another pid ns */
     uint8_t host_st;
     char name[GS_PROC_NAME_LEN];
@@ -287,6 +290,13 @@ struct gs_system {
     uint8_t cuda_st;
     int cuda_version; /* major*1000 + minor*10, 13010 = 13.1 */
     unsigned gpu_count;
+    /* 1: the NVML library is nvml-sim (it exports nvmlSimGetInfo), so every reading is
+     * simulated; sim_info holds what it says of itself ("nvml-sim"). */
+    uint8_t simulated;
+    char sim_info[GS_STR_LEN];
+    /* Where a front end got the snapshot: "" when this process opened NVML itself (the JSON
+     * says "nvml"), "agent:SOCKET" when a local agent sent it (src/cli/agent_client.c). */
+    char source[128];
 };
 
 struct gs_snapshot {

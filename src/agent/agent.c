@@ -238,6 +238,8 @@ static void start_runs(struct gs_agent *a)
 
     if (!a->cfg.socket[0] || strcmp(a->cfg.socket, "off") == 0) {
         gs_log(GS_LOG_INFO, "runs: socket off");
+        snprintf(a->runs_off, sizeof a->runs_off,
+                 "runs are off on this agent (socket = off): it keeps no training runs");
         return;
     }
     if (gethostname(host, sizeof host - 1) != 0)
@@ -247,6 +249,9 @@ static void start_runs(struct gs_agent *a)
     gs_err_clear(&e);
     if (gs_runs_open(&a->runs, &o, &e) != GS_OK) {
         gs_log(GS_LOG_ERROR, "runs: %s; going on without the step-record socket", e.msg);
+        snprintf(a->runs_off, sizeof a->runs_off,
+                 "runs are unavailable: the step-record socket could not be opened (%.200s)",
+                 e.msg);
         a->runs = NULL;
         return;
     }

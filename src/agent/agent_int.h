@@ -84,6 +84,7 @@ struct gs_agent {
     struct gs_reaper *reaper;          /* every daemon's connections (reaper.h: its own lock) */
     struct gs_recorder *rec;           /* NULL when history = off */
     struct gs_runs *runs;      /* the step-record socket (runs.h); NULL when socket = off */
+    char runs_off[320];        /* why runs is NULL, as /api/v1/runs's 404 says it */
     struct gs_policy *policy;  /* the visibility policy (policy.h) */
     struct MHD_Daemon *mhd_unix; /* http_socket for local viewers; NULL when off */
     struct gs_push *push;        /* NULL when no push sink is configured */

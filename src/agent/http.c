@@ -197,7 +197,8 @@ static enum MHD_Result send_runs(struct MHD_Connection *c, struct gs_agent *a, c
     unsigned code;
 
     if (!a->runs)
-        return send_json_error(c, MHD_HTTP_NOT_FOUND, "runs: the socket is off (socket = off)");
+        return send_json_error(c, MHD_HTTP_NOT_FOUND,
+                               a->runs_off[0] ? a->runs_off : "runs are off on this agent");
     code = gs_runs_http(a->runs, url,
                         MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from"),
                         MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit"), who,

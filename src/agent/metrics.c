@@ -547,6 +547,11 @@ int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
                       const struct gs_metrics_self *self, unsigned flags)
 {
     render_self(b, self);
+    header(b, "gpuscope_info",
+           "What the agent reads; simulated=\"1\": the NVML library is nvml-sim, no GPU is "
+           "real. The value is always 1.",
+           "gauge");
+    printf_(b, "gpuscope_info{simulated=\"%d\"} 1\n", snap && snap->sys.simulated ? 1 : 0);
     if (snap) {
         render_info(b, snap);
         render_table(b, snap, native, sizeof native / sizeof native[0], native_labels);

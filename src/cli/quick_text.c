@@ -470,7 +470,19 @@ static void header(struct gs_tbuf *out, const struct gs_snapshot *s)
     if (s->sys.cuda_st == GS_ST_OK && s->sys.cuda_version > 0)
         gs_tbuf_printf(out, "  CUDA %d.%d", s->sys.cuda_version / 1000,
                        (s->sys.cuda_version % 1000) / 10);
+    if (s->sys.source[0]) { /* an agent's snapshot: say which agent */
+        gs_tbuf_puts(out, "  via ");
+        put_safe(out, s->sys.source, 0);
+    }
     gs_tbuf_sgr(out, GS_SGR_RESET);
+    if (s->sys.simulated) {
+        gs_tbuf_puts(out, "  ");
+        gs_tbuf_sgr(out, GS_SGR_BOLD_RED);
+        gs_tbuf_puts(out, "SIMULATED (");
+        put_safe(out, s->sys.sim_info[0] ? s->sys.sim_info : "nvml-sim", 32);
+        gs_tbuf_puts(out, "): not real GPUs");
+        gs_tbuf_sgr(out, GS_SGR_RESET);
+    }
     gs_tbuf_puts(out, "\n");
 }
 

@@ -279,7 +279,11 @@ test('runsNote: empty state, runs of others left out, socket off', () => {
   assert.match(runsNote({runs: [], hidden: 2}, 200),
     /docs\/python.md\. 2 runs of other users are not shown/);
   assert.equal(runsNote({runs: [{id: 1}]}, 200), '');
-  assert.match(runsNote({error: 'x'}, 404), /Runs are off on this agent/);
+  assert.match(runsNote({}, 404), /Runs are off on this agent/);
+  // the agent's own reason, not a guess: a socket held by another agent is not "socket = off"
+  assert.equal(runsNote({error: 'runs are unavailable: the step-record socket could not be ' +
+    'opened (x)'}, 404), 'Runs are unavailable: the step-record socket could not be opened (x).');
+  assert.doesNotMatch(runsNote({error: 'runs are unavailable: bind: in use'}, 404), /socket = off/);
 });
 
 test('runSummary: headline, phases with counts, GPUs, findings with advice', () => {

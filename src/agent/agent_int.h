@@ -75,6 +75,7 @@ struct gs_agent {
     int64_t retry_at;
     int down_logged;
     char reason[GS_ERR_MSG_LEN];
+    int reason_rc; /* the enum gs_rc of reason (gpuscope_down_reason's bounded label) */
 
     struct MHD_Daemon *mhd;
     struct sockaddr_storage http_addr; /* the listen address, parsed */

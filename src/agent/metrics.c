@@ -508,15 +508,38 @@ static void render_runs_self(struct gs_mbuf *b, const struct gs_metrics_self *se
             (unsigned long long)self->runs_steps_dropped);
 }
 
+const char *gs_metrics_down_reason(int rc)
+{
+    switch (rc) {
+    case GS_ENOLIB:
+        return "no_library";
+    case GS_ENODRIVER:
+        return "no_driver";
+    case GS_EMISMATCH:
+        return "version_mismatch";
+    case GS_ENOGPU:
+        return "no_gpu";
+    case GS_EPERM:
+        return "no_permission";
+    case GS_ENVML:
+        return "nvml_error";
+    default:
+        return "error";
+    }
+}
+
 static void render_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
 {
+    /* One series whatever the state: the why is a bounded label on its own family (the
+     * text, a dlerror path maybe, is in the log and /api/v1/snapshot's 503). */
     header(b, "gpuscope_up", "1 when the last cycle could read the NVIDIA driver.", "gauge");
-    if (self->up || !self->reason || !self->reason[0]) {
-        printf_(b, "gpuscope_up %d\n", self->up ? 1 : 0);
-    } else {
-        puts_(b, "gpuscope_up{reason=\"");
-        gs_metrics_escape(b, self->reason);
-        puts_(b, "\"} 0\n");
+    printf_(b, "gpuscope_up %d\n", self->up ? 1 : 0);
+    if (!self->up) {
+        header(b, "gpuscope_down_reason",
+               "Why the driver cannot be read (present while gpuscope_up is 0); always 1.",
+               "gauge");
+        printf_(b, "gpuscope_down_reason{reason=\"%s\"} 1\n",
+                gs_metrics_down_reason(self->reason_rc));
     }
     header(b, "gpuscope_build_info", "Build of the agent; the value is always 1.", "gauge");
     puts_(b, "gpuscope_build_info{version=\"");
@@ -535,7 +558,8 @@ static void render_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
            "Cycles that ran past the next period boundary (the missed ticks are skipped).",
            "counter");
     printf_(b, "gpuscope_cycles_overrun_total %llu\n", (unsigned long long)self->overruns);
-    header(b, "gpuscope_sample_errors_total", "Cycles in which no GPU could be read.", "counter");
+    header(b, "gpuscope_sample_errors_total",
+           "Cycles in which no GPU could be read (the driver down or failing).", "counter");
     printf_(b, "gpuscope_sample_errors_total %llu\n", (unsigned long long)self->sample_errors);
     if (self->history)
         render_history_self(b, self);

@@ -34,10 +34,15 @@ void gs_mbuf_reset(struct gs_mbuf *b); /* len = 0, failed = 0; keeps the memory 
 void gs_mbuf_free(struct gs_mbuf *b);
 void gs_mbuf_put(struct gs_mbuf *b, const char *s, size_t n); /* appends n bytes of s */
 
+/* The bounded name of why the driver cannot be read, from an enum gs_rc: no_library,
+ * no_driver, version_mismatch, no_gpu, no_permission, nvml_error, error (anything else). */
+const char *gs_metrics_down_reason(int rc);
+
 /* What the agent knows about itself, rendered as gpuscope_* self metrics. */
 struct gs_metrics_self {
     int up;              /* 1: the last cycle sampled the driver */
-    const char *reason;  /* why up is 0 (a label of gpuscope_up); NULL or "" when up */
+    const char *reason;  /* why up is 0 (the log's text, not a label); NULL or "" when up */
+    int reason_rc;       /* its enum gs_rc: gpuscope_down_reason{reason=<bounded name>} */
     const char *version; /* gpuscope_build_info{version=...} */
     double interval_s;
     double sample_seconds; /* duration of the last gs_sampler_sample; < 0: none yet */

@@ -118,6 +118,7 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
     struct gs_metrics_self self = {
         .up = p->up,
         .reason = a->reason,
+        .reason_rc = a->reason_rc,
         .version = GS_VERSION,
         .interval_s = cfg->interval_s,
         .sample_seconds = a->last_sample_s,

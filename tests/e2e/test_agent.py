@@ -8,6 +8,7 @@ with file:line, a start without a driver serving gpuscope_up 0 and recovering wh
 appears, and a real Prometheus (Debian `prometheus`) scraping the agent, queried through its
 HTTP API. Everything the test starts is stopped at the end.
 """
+import gzip
 import json
 import os
 import shutil
@@ -95,6 +96,22 @@ def main():
          "/metrics content type is text exposition 0.0.4", detail=hdr.get("Content-Type"))
     s = samples(body)
     t.eq(s.get(("gpuscope_up", frozenset())), 1.0, "gpuscope_up 1 on nvml-sim")
+    t.ok("Content-Encoding" not in hdr and "Accept-Encoding" in hdr.get("Vary", ""),
+         "/metrics without Accept-Encoding: plain, Vary: Accept-Encoding", detail=hdr)
+    req = urllib.request.Request(base + "/metrics", headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        zhdr, zraw = dict(r.headers), r.read()
+    try:
+        ztext = gzip.decompress(zraw).decode()
+    except (OSError, EOFError) as e:
+        ztext = "not gzip: %s" % e
+    fam = lambda text: sorted({k[0] for k in samples(text)})  # noqa: E731
+    t.ok(zhdr.get("Content-Encoding") == "gzip" and len(zraw) < len(body) / 3 and
+         fam(ztext) == fam(body), "/metrics with Accept-Encoding: gzip: gzip'ed, the same "
+         "families, %d -> %d bytes" % (len(body), len(zraw)), detail=(zhdr, ztext[:300]))
+    req = urllib.request.Request(base + "/metrics", headers={"Accept-Encoding": "gzip;q=0"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        t.ok("Content-Encoding" not in r.headers, "gzip;q=0: plain")
     t.eq(by_gpu(s, "gpuscope_gpu_memory_used_bytes"), {k: float(v) for k, v in want_mem.items()},
          "memory used of every GPU equals the scenario's (quick check JSON)")
     t.eq(by_gpu(s, "gpuscope_gpu_utilization_ratio"), {k: float(v) for k, v in want_util.items()},
@@ -167,8 +184,17 @@ def main():
         p, base = start_agent(["--interval", "0.2"], env=env_for(lib))
         s = samples(get(base + "/metrics")[2])
         down = [k for k in s if k[0] == "gpuscope_up"]
-        t.ok(down and s[down[0]] == 0 and dict(down[0][1]).get("reason"),
-             "no driver: gpuscope_up 0 with a reason", detail=down)
+        t.ok(down == [("gpuscope_up", frozenset())] and s[down[0]] == 0,
+             "no driver: gpuscope_up 0, the same series as when up (no free-text label)",
+             detail=down)
+        t.eq(s.get(("gpuscope_down_reason", frozenset({("reason", "no_library")}))), 1.0,
+             "no driver: gpuscope_down_reason{reason=\"no_library\"} 1 (a bounded name)")
+        e0 = s.get(("gpuscope_sample_errors_total", frozenset()), 0)
+        time.sleep(1.0)
+        s = samples(get(base + "/metrics")[2])
+        e1 = s.get(("gpuscope_sample_errors_total", frozenset()), 0)
+        t.ok(e0 >= 1 and e1 >= e0 + 3, "no driver: gpuscope_sample_errors_total counts the "
+             "cycles without a reading (%s -> %s in 1 s at 0.2 s)" % (e0, e1))
         t.eq(get(base + "/api/v1/snapshot")[0], 503, "no driver: /api/v1/snapshot 503")
         os.symlink(SIM, lib)
         up = None
@@ -178,6 +204,9 @@ def main():
                 break
             time.sleep(0.1)
         t.eq(up, 1.0, "driver appears: sampling starts (gpuscope_up 1)")
+        s = samples(get(base + "/metrics")[2])
+        t.ok(not any(k[0] == "gpuscope_down_reason" for k in s),
+             "driver up: no gpuscope_down_reason")
         stop(p)
 
     prometheus_check(want_mem)

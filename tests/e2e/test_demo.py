@@ -44,6 +44,24 @@ def env_for():
     return env
 
 
+def unix_paths(pid):
+    """The unix socket paths process pid holds (its fds' inodes in /proc/net/unix)."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    paths = set()
+    for line in open("/proc/net/unix").read().splitlines()[1:]:
+        f = line.split()
+        if len(f) >= 8 and f[6] in inodes:
+            paths.add(f[7])
+    return paths
+
+
 def get(url):
     with urllib.request.urlopen(url, timeout=5) as r:
         return r.status, r.read().decode()
@@ -62,7 +80,6 @@ def stop(p):
     return stop_proc(p, signal.SIGINT)
 
 
-run_before = os.path.exists("/run/gpuscope/steps.sock")
 try:
     os.mkdir(xdg, 0o700)
     p, port, line = start([])
@@ -82,13 +99,17 @@ try:
          if os.path.isdir(ddir) else ddir)
     t.ok(not os.path.exists(os.path.join(xdg, "gpuscope")),
          "nothing in $XDG_RUNTIME_DIR/gpuscope", detail=xdg)
-    # The node's paths: untouched (only meaningful when nothing else made them).
-    t.ok(not os.path.exists("/run/gpuscope/steps.sock") or run_before,
-         "no /run/gpuscope/steps.sock made by the demo")
+    held = unix_paths(p.pid)
+    t.eq(sorted(held), sorted([sock, os.path.join(ddir, "steps.sock")]),
+         "the demo holds its two private sockets and no other (no /run/gpuscope, no XDG)")
     # A machine with the library but no driver loaded (nvml-sim without a scenario, on
     # LD_LIBRARY_PATH as libnvidia-ml.so.1): plain `gpuscope query` and `gpuscope` say so.
     env = env_for()
     env["LD_LIBRARY_PATH"] = os.path.dirname(os.environ.get("GPUSCOPE_SIM_LIB", ""))
+    if os.path.exists("/run/gpuscope/agent.sock"):
+        # another agent on this machine (not ours: see above) would answer a plain client;
+        # ask for the path a demo run by this user used to take instead
+        env["GPUSCOPE_HTTP_SOCKET"] = os.path.join(xdg, "gpuscope", "agent.sock")
     r = subprocess.run([BIN, "query", "--query-gpu=name", "--format=csv"], env=env,
                        capture_output=True, text=True, timeout=30)
     t.ok(r.returncode == 9 and "H100" not in r.stdout,

@@ -784,9 +784,10 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
     for (unsigned i = 0; i < c->alerts.n; i++) {
         const struct gs_alert_rule *r = &c->alerts.r[i];
         fprintf(out, "\n[alert %s]\nmetric = %s\nop = %s\nthreshold = %.17g\nfor = %.17gs\n"
-                     "severity = %s\nenabled = %s\n",
+                     "hysteresis = %.17g\nseverity = %s\nenabled = %s\n",
                 r->name, gs_alert_metric_name(r->metric), gs_alert_op_name(r->op), r->threshold,
-                r->for_s, gs_alert_severity_name(r->severity), r->enabled ? "on" : "off");
+                r->for_s, r->hysteresis, gs_alert_severity_name(r->severity),
+                r->enabled ? "on" : "off");
     }
 }
 

@@ -38,6 +38,12 @@ static void carry_forward(const struct gs_snapshot *prev, struct gs_snapshot *cu
     for (unsigned i = 0; i < cur->n_gpus; i++) {
         const struct gs_gpu *pg = &prev->gpus[i];
         struct gs_gpu *g = &cur->gpus[i];
+        /* A lost GPU answers nothing more, but the Xid it fell off with (79) is what its
+         * owner needs to see: the last one read stays. */
+        if (g->lost && !gs_gpu_has(g, GS_M_XID_LAST) && gs_gpu_has(pg, GS_M_XID_LAST)) {
+            g->st[GS_M_XID_LAST] = pg->st[GS_M_XID_LAST];
+            g->v[GS_M_XID_LAST] = pg->v[GS_M_XID_LAST];
+        }
         if (g->lost || pg->lost)
             continue;
         if (!(want & GS_WANT_PCIE_TPUT))

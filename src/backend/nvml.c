@@ -1543,6 +1543,8 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
     if (!d->h) {
         if (d->h_rc == NVML_ERROR_GPU_IS_LOST) {
             mark_lost(g);
+            if (d->xid_reg == 1 && d->xid_last)
+                gs_gpu_set(g, GS_M_XID_LAST, (double)d->xid_last);
             return GS_OK;
         }
         for (int m = 0; m < GS_M__COUNT; m++)
@@ -1570,6 +1572,9 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
         read_gpm(&c);
     if (c.lost) {
         mark_lost(g);
+        /* the Xid event the GPU fell off with (79) was drained in begin: keep it */
+        if (d->xid_reg == 1 && d->xid_last)
+            gs_gpu_set(g, GS_M_XID_LAST, (double)d->xid_last);
         return GS_OK;
     }
     /* The driver went away (unloaded, re-initialised elsewhere): an error only if it left

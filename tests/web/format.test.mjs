@@ -90,10 +90,17 @@ test('badges name throttle reasons, errors, a degraded link, a lost GPU', () => 
   const b = badges({clocks_event_reasons: ['power cap', 'SW thermal'],
     ecc_errors_uncorrected_volatile: 2, ecc_errors_corrected_volatile: 0, xid_last: 79,
     pcie_link_gen_current: 3, pcie_link_gen_max: 5, pcie_link_width_current: 16,
-    pcie_link_width_max: 16});
+    pcie_link_width_max: 16, utilization_gpu: 0.9});
   assert.deepEqual(b.map((x) => x.text), ['throttled: power cap', 'throttled: SW thermal',
     'ECC uncorrected: 2', 'Xid 79', 'PCIe Gen3 x16 < Gen5 x16']);
-  assert.deepEqual(badges({lost: true, xid_last: 79}), [{kind: 'bad', text: 'lost'}]);
+  // an idle RTX 4090 at Gen1: power saving, no badge
+  assert.deepEqual(badges({pcie_link_gen_current: 1, pcie_link_gen_max: 4,
+    pcie_link_width_current: 16, pcie_link_width_max: 16, utilization_gpu: 0}), []);
+  assert.deepEqual(badges({pcie_link_gen_current: 1, pcie_link_gen_max: 4}), []);
+  // a lost GPU keeps the Xid it fell off with
+  assert.deepEqual(badges({lost: true, xid_last: 79}),
+    [{kind: 'bad', text: 'lost'}, {kind: 'bad', text: 'Xid 79'}]);
+  assert.deepEqual(badges({lost: true}), [{kind: 'bad', text: 'lost'}]);
   assert.deepEqual(badges({pcie_link_gen_current: null, pcie_link_gen_max: 5}), []);
 });
 

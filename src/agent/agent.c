@@ -181,6 +181,8 @@ static int init_agent(struct gs_agent *a, const struct gs_agent_config *cfg, str
 
     memset(a, 0, sizeof *a);
     a->cfg = *cfg;
+    if (gethostname(a->hostname, sizeof a->hostname - 1) != 0)
+        a->hostname[0] = '\0';
     a->last_sample_s = -1;
     if (pthread_mutex_init(&a->lock, NULL) != 0)
         return gs_err_set(err, GS_ENOMEM, "agent: pthread_mutex_init failed");

@@ -75,6 +75,7 @@ struct gs_agent {
     int64_t retry_at;
     int down_logged;
     char reason[GS_ERR_MSG_LEN];
+    char hostname[256]; /* gethostname at start: the hostname label of the self series */
     int reason_rc; /* the enum gs_rc of reason (gpuscope_down_reason's bounded label) */
 
     struct MHD_Daemon *mhd;

@@ -676,11 +676,13 @@ static void put(struct gs_mbuf *b, const char *fmt, ...)
     }
 }
 
-void gs_alerts_render_prom(struct gs_mbuf *b, const struct gs_alerts *a)
+void gs_alerts_render_prom(struct gs_mbuf *b, const struct gs_alerts *a, const char *hostname)
 {
     put(b, "# HELP gpuscope_alerts_firing Alerts now firing, per severity.\n"
            "# TYPE gpuscope_alerts_firing gauge\n");
-    for (int s = 0; s < GS_ALERT__SEVS; s++)
-        put(b, "gpuscope_alerts_firing{severity=\"%s\"} %u\n", sev_names[s],
-            gs_alerts_firing(a, s));
+    for (int s = 0; s < GS_ALERT__SEVS; s++) {
+        put(b, "gpuscope_alerts_firing{hostname=\"");
+        gs_metrics_escape(b, hostname ? hostname : "");
+        put(b, "\",severity=\"%s\"} %u\n", sev_names[s], gs_alerts_firing(a, s));
+    }
 }

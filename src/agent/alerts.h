@@ -129,7 +129,8 @@ unsigned gs_alerts_firing(const struct gs_alerts *a, int severity);
  * memory. */
 char *gs_alerts_json(const struct gs_alerts *a, double now);
 
-/* Appends gpuscope_alerts_firing{severity} to a /metrics body. */
-void gs_alerts_render_prom(struct gs_mbuf *b, const struct gs_alerts *a);
+/* Appends gpuscope_alerts_firing{hostname,severity} to a /metrics body (hostname: the node's,
+ * the label the dashboards filter on). */
+void gs_alerts_render_prom(struct gs_mbuf *b, const struct gs_alerts *a, const char *hostname);
 
 #endif

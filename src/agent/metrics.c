@@ -533,13 +533,16 @@ static void render_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
     /* One series whatever the state: the why is a bounded label on its own family (the
      * text, a dlerror path maybe, is in the log and /api/v1/snapshot's 503). */
     header(b, "gpuscope_up", "1 when the last cycle could read the NVIDIA driver.", "gauge");
-    printf_(b, "gpuscope_up %d\n", self->up ? 1 : 0);
+    puts_(b, "gpuscope_up{hostname=\"");
+    gs_metrics_escape(b, self->hostname ? self->hostname : "");
+    printf_(b, "\"} %d\n", self->up ? 1 : 0);
     if (!self->up) {
         header(b, "gpuscope_down_reason",
                "Why the driver cannot be read (present while gpuscope_up is 0); always 1.",
                "gauge");
-        printf_(b, "gpuscope_down_reason{reason=\"%s\"} 1\n",
-                gs_metrics_down_reason(self->reason_rc));
+        puts_(b, "gpuscope_down_reason{hostname=\"");
+        gs_metrics_escape(b, self->hostname ? self->hostname : "");
+        printf_(b, "\",reason=\"%s\"} 1\n", gs_metrics_down_reason(self->reason_rc));
     }
     header(b, "gpuscope_build_info", "Build of the agent; the value is always 1.", "gauge");
     puts_(b, "gpuscope_build_info{version=\"");
@@ -575,7 +578,9 @@ int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
            "What the agent reads; simulated=\"1\": the NVML library is nvml-sim, no GPU is "
            "real. The value is always 1.",
            "gauge");
-    printf_(b, "gpuscope_info{simulated=\"%d\"} 1\n", snap && snap->sys.simulated ? 1 : 0);
+    puts_(b, "gpuscope_info{hostname=\"");
+    gs_metrics_escape(b, self->hostname ? self->hostname : "");
+    printf_(b, "\",simulated=\"%d\"} 1\n", snap && snap->sys.simulated ? 1 : 0);
     if (snap) {
         render_info(b, snap);
         render_table(b, snap, native, sizeof native / sizeof native[0], native_labels);

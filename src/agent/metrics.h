@@ -43,6 +43,8 @@ struct gs_metrics_self {
     int up;              /* 1: the last cycle sampled the driver */
     const char *reason;  /* why up is 0 (the log's text, not a label); NULL or "" when up */
     int reason_rc;       /* its enum gs_rc: gpuscope_down_reason{reason=<bounded name>} */
+    const char *hostname; /* the node's: the hostname label of gpuscope_up, _down_reason,
+                           * _info (the series a dashboard needs while the driver is down) */
     const char *version; /* gpuscope_build_info{version=...} */
     double interval_s;
     double sample_seconds; /* duration of the last gs_sampler_sample; < 0: none yet */

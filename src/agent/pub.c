@@ -119,6 +119,7 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         .up = p->up,
         .reason = a->reason,
         .reason_rc = a->reason_rc,
+        .hostname = a->hostname,
         .version = GS_VERSION,
         .interval_s = cfg->interval_s,
         .sample_seconds = a->last_sample_s,
@@ -169,7 +170,7 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
     free(p->alerts_json);
     p->alerts_json = NULL;
     if (a->alerts) {
-        gs_alerts_render_prom(&p->prom, a->alerts);
+        gs_alerts_render_prom(&p->prom, a->alerts, a->hostname);
         p->alerts_json = gs_alerts_json(a->alerts, p->up ? p->snap->t_real : gs_clock_real_s());
     }
     p->alerts_json_len = p->alerts_json ? strlen(p->alerts_json) : 0;

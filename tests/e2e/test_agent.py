@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,8 @@ def env_for(lib=SIM):
 
 
 get = http_get
+HOST = socket.gethostname()  # the agent's hostname label
+UP = ("gpuscope_up", frozenset({("hostname", HOST)}))
 
 
 def start_agent(args, env=None):
@@ -95,7 +98,7 @@ def main():
     t.ok(hdr.get("Content-Type", "").startswith("text/plain; version=0.0.4"),
          "/metrics content type is text exposition 0.0.4", detail=hdr.get("Content-Type"))
     s = samples(body)
-    t.eq(s.get(("gpuscope_up", frozenset())), 1.0, "gpuscope_up 1 on nvml-sim")
+    t.eq(s.get(UP), 1.0, "gpuscope_up 1 on nvml-sim")
     t.ok("Content-Encoding" not in hdr and "Accept-Encoding" in hdr.get("Vary", ""),
          "/metrics without Accept-Encoding: plain, Vary: Accept-Encoding", detail=hdr)
     req = urllib.request.Request(base + "/metrics", headers={"Accept-Encoding": "gzip"})
@@ -184,10 +187,11 @@ def main():
         p, base = start_agent(["--interval", "0.2"], env=env_for(lib))
         s = samples(get(base + "/metrics")[2])
         down = [k for k in s if k[0] == "gpuscope_up"]
-        t.ok(down == [("gpuscope_up", frozenset())] and s[down[0]] == 0,
+        t.ok(down == [UP] and s[down[0]] == 0,
              "no driver: gpuscope_up 0, the same series as when up (no free-text label)",
              detail=down)
-        t.eq(s.get(("gpuscope_down_reason", frozenset({("reason", "no_library")}))), 1.0,
+        t.eq(s.get(("gpuscope_down_reason", frozenset({("reason", "no_library"),
+                                                        ("hostname", HOST)}))), 1.0,
              "no driver: gpuscope_down_reason{reason=\"no_library\"} 1 (a bounded name)")
         e0 = s.get(("gpuscope_sample_errors_total", frozenset()), 0)
         time.sleep(1.0)
@@ -199,7 +203,7 @@ def main():
         os.symlink(SIM, lib)
         up = None
         for _ in range(60):
-            up = samples(get(base + "/metrics")[2]).get(("gpuscope_up", frozenset()))
+            up = samples(get(base + "/metrics")[2]).get(UP)
             if up == 1:
                 break
             time.sleep(0.1)

@@ -15,6 +15,7 @@ import json
 import re
 import threading
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -194,7 +195,8 @@ def main():
     t.ok(a.get("metric") == "temperature_slowdown_margin" and a.get("value", 99) <= 5
          and a.get("op") == "<=", "t=500: temperature within 5 C of slowdown fires", a)
     _, m = get(base + "/metrics")
-    t.ok('gpuscope_alerts_firing{severity="warning"} 2' in m,
+    t.ok('gpuscope_alerts_firing{hostname="%s",severity="warning"} 2' % socket.gethostname()
+         in m,
          "/metrics: gpuscope_alerts_firing{severity=\"warning\"} 2",
          [l for l in m.splitlines() if "alerts_firing" in l])
     set_time(clock, 0)

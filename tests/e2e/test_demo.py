@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -147,13 +148,14 @@ try:
     try:
         code, body = get("http://127.0.0.1:%d/metrics" % port)
         ups = [ln for ln in body.splitlines() if ln.startswith("gpuscope_gpu_up{")]
-        t.ok(code == 200 and "\ngpuscope_up 1\n" in "\n" + body and len(ups) == 8
+        t.ok(code == 200 and ('\ngpuscope_up{hostname="%s"} 1\n' % socket.gethostname()) in "\n" + body and len(ups) == 8
              and all(ln.endswith(" 1") for ln in ups),
              "/metrics: gpuscope_up 1 and 8 GPUs up", detail=body[:2000])
         code, body = get("http://127.0.0.1:%d/" % port)
         t.ok(code == 200 and "/metrics" in body, "/ links the endpoints", detail=body)
         code, body = get("http://127.0.0.1:%d/metrics" % port)
-        t.ok('\ngpuscope_info{simulated="1"} 1\n' in body, '/metrics: gpuscope_info{simulated="1"}',
+        t.ok('\ngpuscope_info{hostname="%s",simulated="1"} 1\n' % socket.gethostname() in body,
+             '/metrics: gpuscope_info{simulated="1"}',
              detail=body[:1500])
         code, body = get("http://127.0.0.1:%d/api/v1/snapshot" % port)
         snap = json.loads(body)

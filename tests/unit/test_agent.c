@@ -457,7 +457,7 @@ static void test_render_native(void **state)
     assert_null(strstr(b.data, "temperature_celsius"));
     assert_null(strstr(b.data, "power_watts"));
     assert_null(strstr(b.data, "DCGM_"));
-    assert_non_null(strstr(b.data, "\ngpuscope_up 1\n"));
+    assert_non_null(strstr(b.data, "\ngpuscope_up{hostname=\"\"} 1\n"));
     assert_non_null(strstr(b.data, "\ngpuscope_cycles_total 3\n"));
     assert_non_null(strstr(b.data, "gpuscope_build_info{version=\"9.9\",schema=\"1\"} 1\n"));
     gs_mbuf_free(&b);
@@ -486,15 +486,18 @@ static void test_render_dcgm(void **state)
 static void test_render_down(void **state)
 {
     struct gs_metrics_self self = {.up = 0, .reason = "nvml: nvmlInit_v2: Driver \"Not\" Loaded",
-                                   .reason_rc = GS_ENODRIVER, .version = "1", .interval_s = 1,
+                                   .reason_rc = GS_ENODRIVER, .hostname = "n1",
+                                   .version = "1", .interval_s = 1,
                                    .sample_seconds = -1};
     struct gs_mbuf b = {0};
 
     (void)state;
     assert_int_equal(gs_metrics_render(&b, NULL, &self, GS_METRICS_DCGM), GS_OK);
     /* no free text in a label: one gpuscope_up series, the reason a bounded name */
-    assert_non_null(strstr(b.data, "\ngpuscope_up 0\n"));
-    assert_non_null(strstr(b.data, "\ngpuscope_down_reason{reason=\"no_driver\"} 1\n"));
+    assert_non_null(strstr(b.data, "\ngpuscope_up{hostname=\"n1\"} 0\n"));
+    assert_non_null(
+        strstr(b.data, "\ngpuscope_down_reason{hostname=\"n1\",reason=\"no_driver\"} 1\n"));
+    assert_non_null(strstr(b.data, "\ngpuscope_info{hostname=\"n1\",simulated=\"0\"} 1\n"));
     assert_null(strstr(b.data, "Loaded"));
     assert_string_equal(gs_metrics_down_reason(GS_ENOLIB), "no_library");
     assert_string_equal(gs_metrics_down_reason(12345), "error");

@@ -278,9 +278,11 @@ static void test_lost(void **state)
     assert_string_equal(state_of(&f, "gpu_lost", 1, 31), "firing");
     assert_string_equal(state_of(&f, "gpu_lost", 0, 31), "inactive");
     assert_string_equal(state_of(&f, "temperature", 1, 31), "inactive");
-    gs_alerts_render_prom(&b, f.a);
-    assert_non_null(strstr(b.data, "gpuscope_alerts_firing{severity=\"critical\"} 1\n"));
-    assert_non_null(strstr(b.data, "gpuscope_alerts_firing{severity=\"warning\"} 0\n"));
+    gs_alerts_render_prom(&b, f.a, "n1");
+    assert_non_null(
+        strstr(b.data, "gpuscope_alerts_firing{hostname=\"n1\",severity=\"critical\"} 1\n"));
+    assert_non_null(
+        strstr(b.data, "gpuscope_alerts_firing{hostname=\"n1\",severity=\"warning\"} 0\n"));
     gs_mbuf_free(&b);
     fx_close(&f);
 }

@@ -129,6 +129,7 @@ enum gs_status {
     X(GS_M_GPM_SM_OCCUPANCY, "sm_occupancy", "ratio")                                       \
     X(GS_M_GPM_TENSOR_ACTIVE, "tensor_active", "ratio")                                     \
     X(GS_M_GPM_DRAM_ACTIVE, "dram_bandwidth_utilization", "ratio")                         \
+    X(GS_M_GPM_GR_ACTIVE, "graphics_active", "ratio")                                       \
     /* video engines: encoder sessions (nvmlDeviceGetEncoderStats), JPEG and OFA engines */ \
     X(GS_M_ENC_SESSIONS, "encoder_sessions", "")                                            \
     X(GS_M_ENC_FPS, "encoder_average_fps", "fps")                                           \

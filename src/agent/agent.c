@@ -170,7 +170,9 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
         gs_recorder_set_runs_retention(a->rec, c.retention_runs_s);
     }
     gs_log(GS_LOG_INFO, "reload: interval %gs, metrics_compat %s, log_level %s", c.interval_s,
-           c.metrics_compat == GS_COMPAT_DCGM ? "dcgm" : "none",
+           c.metrics_compat == GS_COMPAT_DCGM3  ? "dcgm3"
+           : c.metrics_compat == GS_COMPAT_DCGM ? "dcgm"
+                                                : "none",
            gs_log_level_name((enum gs_log_level)c.log_level));
 }
 

@@ -182,6 +182,15 @@ static const struct fam native[] = {
      "gauge", GS_M_GPM_TENSOR_ACTIVE, 1, NULL, NULL},
     {"gpuscope_gpu_dram_active_ratio", "DRAM bandwidth utilization (GPM).", "gauge",
      GS_M_GPM_DRAM_ACTIVE, 1, NULL, NULL},
+    {"gpuscope_gpu_graphics_active_ratio",
+     "Fraction of time the graphics or compute engine was active (GPM).", "gauge",
+     GS_M_GPM_GR_ACTIVE, 1, NULL, NULL},
+    {"gpuscope_gpu_remapped_rows_total", "Memory rows remapped (row remapping, A100 and newer).",
+     "counter", GS_M_REMAP_CORR, 1, "type", "correctable"},
+    {"gpuscope_gpu_remapped_rows_total", NULL, NULL, GS_M_REMAP_UNCORR, 1, "type",
+     "uncorrectable"},
+    {"gpuscope_gpu_row_remap_failure", "1 when a row remapping failed (the GPU needs service).",
+     "gauge", GS_M_REMAP_FAILURE, 1, NULL, NULL},
 };
 
 /* dcgm-exporter's names, units and labels (gpu, UUID, pci_bus_id, device, modelName,
@@ -216,6 +225,21 @@ static const struct fam dcgm[] = {
      GS_M_GPM_TENSOR_ACTIVE, 1, NULL, NULL},
     {"DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the memory interface is active.", "gauge",
      GS_M_GPM_DRAM_ACTIVE, 1, NULL, NULL},
+    {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.", "gauge",
+     GS_M_GPM_GR_ACTIVE, 1, NULL, NULL},
+    {"DCGM_FI_PROF_PCIE_TX_BYTES", "The rate of data transmitted over the PCIe bus - including "
+     "both protocol headers and data payloads - in bytes per second.", "gauge", GS_M_PCIE_TX, 1,
+     NULL, NULL},
+    {"DCGM_FI_PROF_PCIE_RX_BYTES", "The rate of data received over the PCIe bus - including "
+     "both protocol headers and data payloads - in bytes per second.", "gauge", GS_M_PCIE_RX, 1,
+     NULL, NULL},
+    {"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for correctable errors",
+     "counter", GS_M_REMAP_CORR, 1, NULL, NULL},
+    {"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+     "Number of remapped rows for uncorrectable errors", "counter", GS_M_REMAP_UNCORR, 1, NULL,
+     NULL},
+    {"DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed", "gauge",
+     GS_M_REMAP_FAILURE, 1, NULL, NULL},
 };
 
 static const char *text_or_empty(const struct gs_gpu *g, enum gs_text t)
@@ -232,6 +256,10 @@ static void native_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const 
     puts_(b, "\"");
 }
 
+/* GS_METRICS_DCGM_HOSTNAME of the render going on in this thread (the label callback has no
+ * flags argument; HTTP threads render filtered copies at the same time, hence per thread). */
+static _Thread_local int dcgm_old_hostname;
+
 static void dcgm_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const struct gs_gpu *g)
 {
     printf_(b, "gpu=\"%u\",UUID=\"", g->index);
@@ -244,8 +272,11 @@ static void dcgm_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const st
         printf_(b, "\",device=\"nvidia%u", g->index);
     puts_(b, "\",modelName=\"");
     gs_metrics_escape(b, text_or_empty(g, GS_T_NAME));
-    puts_(b, "\",Hostname=\"");
+    /* dcgm-exporter 4.x spells it hostname (upstream #655); the 3.x Hostname on request */
+    puts_(b, dcgm_old_hostname ? "\",Hostname=\"" : "\",hostname=\"");
     gs_metrics_escape(b, s->sys.hostname);
+    puts_(b, "\",DCGM_FI_DRIVER_VERSION=\"");
+    gs_metrics_escape(b, s->sys.driver_st == GS_ST_OK ? s->sys.driver_version : "");
     puts_(b, "\"");
 }
 
@@ -585,8 +616,10 @@ int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
         render_info(b, snap);
         render_table(b, snap, native, sizeof native / sizeof native[0], native_labels);
         render_throttle(b, snap);
-        if (flags & GS_METRICS_DCGM)
+        if (flags & GS_METRICS_DCGM) {
+            dcgm_old_hostname = (flags & GS_METRICS_DCGM_HOSTNAME) != 0;
             render_table(b, snap, dcgm, sizeof dcgm / sizeof dcgm[0], dcgm_labels);
+        }
         if (flags & GS_METRICS_PROCESS)
             render_processes(b, snap, self->process_series_max);
     }

@@ -74,6 +74,8 @@ struct gs_metrics_self {
 enum gs_metrics_flags {
     GS_METRICS_DCGM = 1u << 0, /* add the dcgm-exporter families */
     GS_METRICS_PROCESS = 1u << 1, /* add the gpuscope_process_* families */
+    GS_METRICS_DCGM_HOSTNAME = 1u << 2, /* dcgm families: dcgm-exporter 3.x's Hostname label,
+                                         * not 4.x's hostname */
 };
 
 /* Appends the exposition of snap (NULL: no GPU families, e.g. while the driver is missing) and

@@ -150,8 +150,10 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         self.runs_steps_dropped = ru.steps_dropped;
     }
     gs_mbuf_reset(&p->prom);
-    if (cfg->metrics_compat == GS_COMPAT_DCGM)
+    if (cfg->metrics_compat == GS_COMPAT_DCGM || cfg->metrics_compat == GS_COMPAT_DCGM3)
         mflags |= GS_METRICS_DCGM;
+    if (cfg->metrics_compat == GS_COMPAT_DCGM3)
+        mflags |= GS_METRICS_DCGM_HOSTNAME;
     if (cfg->process_metrics)
         mflags |= GS_METRICS_PROCESS;
     p->self = self; /* a filtered /metrics renders with these (http.c) */

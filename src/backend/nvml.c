@@ -1173,6 +1173,7 @@ static void read_gpm(struct rd *c)
         {NVML_GPM_METRIC_SM_OCCUPANCY, GS_M_GPM_SM_OCCUPANCY},
         {NVML_GPM_METRIC_ANY_TENSOR_UTIL, GS_M_GPM_TENSOR_ACTIVE},
         {NVML_GPM_METRIC_DRAM_BW_UTIL, GS_M_GPM_DRAM_ACTIVE},
+        {NVML_GPM_METRIC_GRAPHICS_UTIL, GS_M_GPM_GR_ACTIVE}, /* DCGM_FI_PROF_GR_ENGINE_ACTIVE */
     };
     struct gs_backend *b = c->b;
     struct nvml_dev *d = c->d;

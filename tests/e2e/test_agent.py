@@ -156,8 +156,20 @@ def main():
     t.eq({g: v for g, (v, _) in fb.items()},
          {k: float(v // 1048576) for k, v in want_mem.items()}, "DCGM_FI_DEV_FB_USED in whole MiB")
     lbl = fb.get("0", (0, {}))[1]
-    t.eq(sorted(lbl), ["Hostname", "UUID", "device", "gpu", "modelName", "pci_bus_id"],
-         "dcgm-exporter label names")
+    t.eq(sorted(lbl), ["DCGM_FI_DRIVER_VERSION", "UUID", "device", "gpu", "hostname",
+                       "modelName", "pci_bus_id"], "dcgm-exporter (4.x) label names")
+    t.eq(lbl.get("DCGM_FI_DRIVER_VERSION"), "590.48.01", "DCGM_FI_DRIVER_VERSION label")
+    fams = {k[0] for k in s}
+    for _ in range(50):  # GPM needs two samples, some cycles apart
+        if "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in fams:
+            break
+        time.sleep(0.1)
+        fams = {k[0] for k in samples(get(base + "/metrics")[2])}
+    want = ["DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+            "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_PROF_PCIE_TX_BYTES",
+            "DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"]
+    t.eq([f for f in want if f not in fams], [], "dcgm-exporter default counters: remapped "
+         "rows, PCIe bytes, GR engine active (GPM, H100) are served")
     if shutil.which("promtool"):
         rc, out = promtool_problems(body)
         bad = [l for l in out.splitlines() if l.strip() and not (

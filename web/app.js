@@ -482,11 +482,11 @@ function selectRun(id) {
   if (id != null) loadRunReport(id);
 }
 
-function miniTable(head, rows, cls) {
-  return el('table', {class: cls}, el('thead', {}, el('tr', {},
+function miniTable(head, rows, cls) { // in a box that scrolls sideways on a narrow screen
+  return el('div', {class: 'table-wrap'}, el('table', {class: cls}, el('thead', {}, el('tr', {},
     ...head.map((h) => el('th', {scope: 'col', text: h})))),
   el('tbody', {}, ...rows.map((r) => el('tr', {},
-    ...r.map((v, i) => el('td', {class: i ? 'num' : '', text: v}))))));
+    ...r.map((v, i) => el('td', {class: i ? 'num' : '', text: v})))))));
 }
 
 function renderRunDetail(error) {

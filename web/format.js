@@ -175,7 +175,8 @@ export function badges(g) {
       `x${wMax ?? '?'}`});
   const h = g.hidden_processes; // a filtered viewer: other users' processes, counted
   if (h && isNum(h.count) && h.count > 0)
-    out.push({kind: 'info', text: `other users: ${h.count} proc, ` +
+    out.push({kind: 'info', text: `${h.count} process${h.count === 1 ? '' : 'es'} of other ` +
+      'users, ' +
       `${isNum(h.gpu_memory) ? fmtBytes(h.gpu_memory) : NA}`});
   return out;
 }

@@ -248,9 +248,9 @@ test('visibility note: for a filtered viewer only, counts the hidden, claims no 
 
 test('badges: a filtered GPU says how many processes of others and their memory', () => {
   const b = badges(filteredSnapshot.gpus[0]);
-  assert.deepEqual(b, [{kind: 'info', text: 'other users: 2 proc, 12.0 GiB'}]);
+  assert.deepEqual(b, [{kind: 'info', text: '2 processes of other users, 12.0 GiB'}]);
   assert.deepEqual(badges(filteredSnapshot.gpus[1]).map((x) => x.text),
-    ['other users: 1 proc, N/A']);
+    ['1 process of other users, N/A']);
   assert.deepEqual(badges(filteredSnapshot.gpus[2]), []);
   // memory used on the card is the GPU's total, others included
   assert.equal(fmtBytesPair(filteredSnapshot.gpus[0].memory_used,

@@ -211,6 +211,17 @@ try:
     shutil.rmtree(lone)
     t.eq(os.listdir(tmp), ["xdg"], "nothing left in TMPDIR")
 
+    # nvml-sim opened directly (no agent): nvidia-smi's modes note it on stderr too
+    env = dict(env_for(), GPUSCOPE_NVML_LIBRARY=os.environ.get("GPUSCOPE_SIM_LIB", ""),
+               NVML_SIM_SCENARIO=os.path.join(SRC, "sim", "scenarios", "h100x8-training.json"),
+               GPUSCOPE_HTTP_SOCKET="off")
+    for args in (["query", "-L"], ["query"], ["query", "--query-gpu=name", "--format=csv"]):
+        r = subprocess.run([BIN] + args, env=env, capture_output=True, text=True, timeout=30)
+        t.ok(r.returncode == 0 and "H100" in r.stdout and
+             "note: simulated GPUs (nvml-sim), not real hardware" in r.stderr,
+             "gpuscope %s on nvml-sim: a stderr note, nvidia-smi's stdout" % " ".join(args),
+             detail="rc %d: %s" % (r.returncode, r.stderr))
+
     r = subprocess.run([BIN, "demo", "--help"], capture_output=True, text=True, timeout=30)
     t.ok(r.returncode == 0 and "--scenario NAME|PATH" in r.stdout, "--help", detail=r.stdout)
 finally:

@@ -148,7 +148,8 @@ try:
     try:
         code, body = get("http://127.0.0.1:%d/metrics" % port)
         ups = [ln for ln in body.splitlines() if ln.startswith("gpuscope_gpu_up{")]
-        t.ok(code == 200 and ('\ngpuscope_up{hostname="%s"} 1\n' % socket.gethostname()) in "\n" + body and len(ups) == 8
+        up_line = '\ngpuscope_up{hostname="%s"} 1\n' % socket.gethostname()
+        t.ok(code == 200 and up_line in "\n" + body and len(ups) == 8
              and all(ln.endswith(" 1") for ln in ups),
              "/metrics: gpuscope_up 1 and 8 GPUs up", detail=body[:2000])
         code, body = get("http://127.0.0.1:%d/" % port)

@@ -32,6 +32,10 @@
 #define GS_SIM_EXPORT_FULL GS_SIM_EXPORT
 #endif
 
+/* The sim's own marker (not NVML): see sim/nvml_system.c. */
+GS_SIM_EXPORT nvmlReturn_t nvmlSimGetInfo(char *info, unsigned int length);
+GS_SIM_EXPORT nvmlReturn_t nvmlSimProcessIsHost(unsigned int pid, unsigned int *isHost);
+
 #define GS_SIM_MAX_SETS 256u
 #define GS_SIM_MAX_SAMPLES 4096u
 

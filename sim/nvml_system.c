@@ -170,6 +170,46 @@ GS_SIM_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned in
     return gs_sim_leave(gs_sim_copy_str(version, length, c.sc->driver_version));
 }
 
+/* Not an NVML entry point: the marker by which a reader of the library (src/backend/nvml.c)
+ * knows it talks to nvml-sim and not to a driver, without guessing from the data. It needs no
+ * nvmlInit and is exported by every build, the minimal one included. Writes "nvml-sim" and
+ * returns NVML_SUCCESS, or NVML_ERROR_INSUFFICIENT_SIZE / INVALID_ARGUMENT as NVML's string
+ * getters do. docs/nvml-sim.md, "Telling the sim from a driver". */
+GS_SIM_EXPORT nvmlReturn_t nvmlSimGetInfo(char *info, unsigned int length)
+{
+    static const char marker[] = "nvml-sim";
+
+    if (!info)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (length < sizeof marker)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(info, marker, sizeof marker);
+    return NVML_SUCCESS;
+}
+
+/* Not an NVML entry point either: whether pid, as the sim reports it, is a real process of
+ * this host. Only a scenario process whose pid is {"self"} or {"env": ...} is (the scenario
+ * says so); a number in a scenario is a made-up pid that a reader must not look up in /proc,
+ * where it may belong to anything. *isHost = 0 for pids the scenario does not list. */
+GS_SIM_EXPORT nvmlReturn_t nvmlSimProcessIsHost(unsigned int pid, unsigned int *isHost)
+{
+    nvmlReturn_t rc = NVML_SUCCESS;
+
+    if (!isHost)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&gs_sim.lock);
+    if (gs_sim.refcount == 0 || !gs_sim.sc) {
+        rc = NVML_ERROR_UNINITIALIZED;
+    } else {
+        *isHost = 0;
+        for (unsigned i = 0; i < gs_sim.sc->n_procs; i++)
+            if (gs_sim.sc->procs[i].pid == pid && gs_sim.sc->procs[i].pid_kind != GS_SIM_PID_NUMBER)
+                *isHost = 1;
+    }
+    pthread_mutex_unlock(&gs_sim.lock);
+    return rc;
+}
+
 GS_SIM_EXPORT_FULL nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
 {
     struct gs_sim_call c;

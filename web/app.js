@@ -534,11 +534,11 @@ function selectRun(id) {
   if (id != null) loadRunReport(id);
 }
 
-function miniTable(head, rows, cls) {
-  return el('table', {class: cls}, el('thead', {}, el('tr', {},
+function miniTable(head, rows, cls) { // in a box that scrolls sideways on a narrow screen
+  return el('div', {class: 'table-wrap'}, el('table', {class: cls}, el('thead', {}, el('tr', {},
     ...head.map((h) => el('th', {scope: 'col', text: h})))),
   el('tbody', {}, ...rows.map((r) => el('tr', {},
-    ...r.map((v, i) => el('td', {class: i ? 'num' : '', text: v}))))));
+    ...r.map((v, i) => el('td', {class: i ? 'num' : '', text: v})))))));
 }
 
 function renderRunDetail(error) {
@@ -587,6 +587,7 @@ function onSnapshot(doc) {
   state.snapshot = doc;
   $('host').textContent = [doc.hostname, doc.driver_version && `driver ${doc.driver_version}`,
     doc.cuda_version && `CUDA ${doc.cuda_version}`].filter(Boolean).join(' · ');
+  $('simulated').hidden = doc.simulated !== true;
   if (!same || !state.cards.size) {
     state.gpus = gpus;
     buildCards(gpus);

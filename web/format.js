@@ -158,10 +158,13 @@ export function appendPoint(data, t, values, keepSeconds) {
 
 // The badges a GPU's card shows: [{kind, text}], kind 'warn', 'bad' or 'info' (other users'
 // processes a filtered viewer does not see). Throttle reasons come
-// by name from clocks_event_reasons ("idle" is not throttling).
+// by name from clocks_event_reasons ("idle" is not throttling). A PCIe link below its max is
+// shown only under load (utilization >= 50 %), as the pcie_downshift alert rule does.
 export function badges(g) {
   const out = [];
-  if (g.lost) return [{kind: 'bad', text: 'lost'}];
+  if (g.lost) // what it fell off with (Xid 79) stays: the agent keeps the last one read
+    return [{kind: 'bad', text: 'lost'}].concat(isNum(g.xid_last) && g.xid_last > 0 ?
+      [{kind: 'bad', text: `Xid ${g.xid_last}`}] : []);
   for (const r of g.clocks_event_reasons ?? [])
     if (r !== 'idle') out.push({kind: 'warn', text: `throttled: ${r}`});
   const eccU = g.ecc_errors_uncorrected_volatile;
@@ -173,12 +176,16 @@ export function badges(g) {
   const genMax = g.pcie_link_gen_max;
   const w = g.pcie_link_width_current;
   const wMax = g.pcie_link_width_max;
-  if ((isNum(gen) && isNum(genMax) && gen < genMax) || (isNum(w) && isNum(wMax) && w < wMax))
+  // only under load: an idle link drops to Gen1 to save power, which is normal
+  const loaded = isNum(g.utilization_gpu) && g.utilization_gpu >= 0.5;
+  if (loaded && ((isNum(gen) && isNum(genMax) && gen < genMax) ||
+      (isNum(w) && isNum(wMax) && w < wMax)))
     out.push({kind: 'warn', text: `PCIe Gen${gen ?? '?'} x${w ?? '?'} < Gen${genMax ?? '?'} ` +
       `x${wMax ?? '?'}`});
   const h = g.hidden_processes; // a filtered viewer: other users' processes, counted
   if (h && isNum(h.count) && h.count > 0)
-    out.push({kind: 'info', text: `other users: ${h.count} proc, ` +
+    out.push({kind: 'info', text: `${h.count} process${h.count === 1 ? '' : 'es'} of other ` +
+      'users, ' +
       `${isNum(h.gpu_memory) ? fmtBytes(h.gpu_memory) : NA}`});
   return out;
 }
@@ -361,8 +368,11 @@ export function runRows(doc, now) {
 
 // The Runs section's note under the list: how many runs the policy left out, or why empty.
 export function runsNote(doc, status) {
-  if (status === 404)
-    return 'Runs are off on this agent (socket = off): it keeps no training runs.';
+  if (status === 404) { // the agent says why: socket = off, or the socket could not be opened
+    const why = typeof doc?.error === 'string' && doc.error ? doc.error : '';
+    return why ? why.charAt(0).toUpperCase() + why.slice(1) + '.' :
+      'Runs are off on this agent: it keeps no training runs.';
+  }
   const hidden = isNum(doc?.hidden) ? doc.hidden : 0;
   const other = hidden ? ` ${hidden} run${hidden === 1 ? '' : 's'} of other users ` +
     `${hidden === 1 ? 'is' : 'are'} not shown (visibility policy).` : '';

@@ -129,6 +129,7 @@ enum gs_status {
     X(GS_M_GPM_SM_OCCUPANCY, "sm_occupancy", "ratio")                                       \
     X(GS_M_GPM_TENSOR_ACTIVE, "tensor_active", "ratio")                                     \
     X(GS_M_GPM_DRAM_ACTIVE, "dram_bandwidth_utilization", "ratio")                         \
+    X(GS_M_GPM_GR_ACTIVE, "graphics_active", "ratio")                                       \
     /* video engines: encoder sessions (nvmlDeviceGetEncoderStats), JPEG and OFA engines */ \
     X(GS_M_ENC_SESSIONS, "encoder_sessions", "")                                            \
     X(GS_M_ENC_FPS, "encoder_average_fps", "fps")                                           \
@@ -257,6 +258,9 @@ struct gs_proc {
     uint64_t gpu_mem_bytes;
     uint8_t util_st; /* status of the four utilization ratios (nvmlDeviceGetProcessUtilization) */
     double sm_util, mem_util, enc_util, dec_util;
+    /* 1: a simulated process whose pid is no process of this host (nvml-sim's made-up pid):
+     * procfs is not asked, so it never borrows a real process's user or command line */
+    uint8_t sim_only;
     /* from procfs; host_st is GS_ST_NA when the process vanished or lives in another pid ns */
     uint8_t host_st;
     char name[GS_PROC_NAME_LEN];
@@ -287,6 +291,13 @@ struct gs_system {
     uint8_t cuda_st;
     int cuda_version; /* major*1000 + minor*10, 13010 = 13.1 */
     unsigned gpu_count;
+    /* 1: the NVML library is nvml-sim (it exports nvmlSimGetInfo), so every reading is
+     * simulated; sim_info holds what it says of itself ("nvml-sim"). */
+    uint8_t simulated;
+    char sim_info[GS_STR_LEN];
+    /* Where a front end got the snapshot: "" when this process opened NVML itself (the JSON
+     * says "nvml"), "agent:SOCKET" when a local agent sent it (src/cli/agent_client.c). */
+    char source[128];
 };
 
 struct gs_snapshot {
@@ -341,6 +352,30 @@ static inline void gs_gpu_set(struct gs_gpu *g, enum gs_metric m, double v)
 static inline int gs_gpu_has_text(const struct gs_gpu *g, enum gs_text t)
 {
     return g->tst[t] == GS_ST_OK;
+}
+
+/* "Spinning": kernels busy-waiting (a collective waiting for a peer, a spin loop) read as
+ * utilization >= GS_SPIN_UTIL at a power draw <= GS_SPIN_POWER_RATIO of the power limit. One
+ * definition for the agent's `spinning` alert, `gpuscope top`'s badge and `gpuscope run`'s hang
+ * watchdog. */
+#define GS_SPIN_UTIL 0.95
+#define GS_SPIN_POWER_RATIO 0.25
+
+static inline int gs_spinning(double util, double power_w, double limit_w)
+{
+    return limit_w > 0 && power_w >= 0 && util >= GS_SPIN_UTIL &&
+           power_w <= GS_SPIN_POWER_RATIO * limit_w;
+}
+
+/* The power limit a spinning or power check compares against: the enforced limit, else the
+ * configured one; 0 when neither is known. */
+static inline double gs_gpu_power_limit(const struct gs_gpu *g)
+{
+    if (gs_gpu_has(g, GS_M_POWER_ENFORCED_LIMIT) && g->v[GS_M_POWER_ENFORCED_LIMIT] > 0)
+        return g->v[GS_M_POWER_ENFORCED_LIMIT];
+    if (gs_gpu_has(g, GS_M_POWER_LIMIT) && g->v[GS_M_POWER_LIMIT] > 0)
+        return g->v[GS_M_POWER_LIMIT];
+    return 0;
 }
 
 /* Human names of throttle bits: "power cap", "HW thermal", ...; NULL for an unknown bit. */

@@ -170,7 +170,9 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
         gs_recorder_set_runs_retention(a->rec, c.retention_runs_s);
     }
     gs_log(GS_LOG_INFO, "reload: interval %gs, metrics_compat %s, log_level %s", c.interval_s,
-           c.metrics_compat == GS_COMPAT_DCGM ? "dcgm" : "none",
+           c.metrics_compat == GS_COMPAT_DCGM3  ? "dcgm3"
+           : c.metrics_compat == GS_COMPAT_DCGM ? "dcgm"
+                                                : "none",
            gs_log_level_name((enum gs_log_level)c.log_level));
 }
 
@@ -181,6 +183,8 @@ static int init_agent(struct gs_agent *a, const struct gs_agent_config *cfg, str
 
     memset(a, 0, sizeof *a);
     a->cfg = *cfg;
+    if (gethostname(a->hostname, sizeof a->hostname - 1) != 0)
+        a->hostname[0] = '\0';
     a->last_sample_s = -1;
     if (pthread_mutex_init(&a->lock, NULL) != 0)
         return gs_err_set(err, GS_ENOMEM, "agent: pthread_mutex_init failed");
@@ -238,6 +242,8 @@ static void start_runs(struct gs_agent *a)
 
     if (!a->cfg.socket[0] || strcmp(a->cfg.socket, "off") == 0) {
         gs_log(GS_LOG_INFO, "runs: socket off");
+        snprintf(a->runs_off, sizeof a->runs_off,
+                 "runs are off on this agent (socket = off): it keeps no training runs");
         return;
     }
     if (gethostname(host, sizeof host - 1) != 0)
@@ -247,6 +253,9 @@ static void start_runs(struct gs_agent *a)
     gs_err_clear(&e);
     if (gs_runs_open(&a->runs, &o, &e) != GS_OK) {
         gs_log(GS_LOG_ERROR, "runs: %s; going on without the step-record socket", e.msg);
+        snprintf(a->runs_off, sizeof a->runs_off,
+                 "runs are unavailable: the step-record socket could not be opened (%.200s)",
+                 e.msg);
         a->runs = NULL;
         return;
     }

@@ -75,6 +75,8 @@ struct gs_agent {
     int64_t retry_at;
     int down_logged;
     char reason[GS_ERR_MSG_LEN];
+    char hostname[256]; /* gethostname at start: the hostname label of the self series */
+    int reason_rc; /* the enum gs_rc of reason (gpuscope_down_reason's bounded label) */
 
     struct MHD_Daemon *mhd;
     struct sockaddr_storage http_addr; /* the listen address, parsed */
@@ -84,6 +86,7 @@ struct gs_agent {
     struct gs_reaper *reaper;          /* every daemon's connections (reaper.h: its own lock) */
     struct gs_recorder *rec;           /* NULL when history = off */
     struct gs_runs *runs;      /* the step-record socket (runs.h); NULL when socket = off */
+    char runs_off[320];        /* why runs is NULL, as /api/v1/runs's 404 says it */
     struct gs_policy *policy;  /* the visibility policy (policy.h) */
     struct MHD_Daemon *mhd_unix; /* http_socket for local viewers; NULL when off */
     struct gs_push *push;        /* NULL when no push sink is configured */

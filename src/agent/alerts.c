@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,22 +27,24 @@
 
 static const char *const derived_names[] = {
     "temperature_slowdown_margin", "memory_used_ratio", "utilization_gpu_idle_with_memory",
-    "throttle", "gpu_lost", "xid_new", "utilization_spread", "power_ratio_at_full_utilization",
+    "throttle", "gpu_lost", "xid_new", "utilization_spread", "spinning", "pcie_downshift",
 };
 static const char *const op_names[] = {">", ">=", "<", "<=", "==", "!="};
 static const char *const sev_names[] = {"info", "warning", "critical"};
 static const char *const state_names[] = {"inactive", "pending", "firing", "resolved"};
 
+/* name, metric, op, threshold, for, severity, enabled, hysteresis. A 0/1 value compared with
+ * > 0.5 over the window: true for more than half of it. */
 static const struct gs_alert_rule default_rules[] = {
-    {"temperature", GS_AD_SLOWDOWN_MARGIN, GS_ALERT_LE, 5, 0, GS_ALERT_WARNING, 1},
-    {"memory_full", GS_AD_MEM_USED_RATIO, GS_ALERT_GT, 0.95, 60, GS_ALERT_WARNING, 1},
-    {"underutilized", GS_AD_IDLE_UTIL, GS_ALERT_LT, 0.30, 600, GS_ALERT_INFO, 1},
-    {"throttling", GS_AD_THROTTLE, GS_ALERT_GT, 0, 30, GS_ALERT_WARNING, 1},
-    {"gpu_lost", GS_AD_LOST, GS_ALERT_GT, 0, 0, GS_ALERT_CRITICAL, 1},
-    {"xid", GS_AD_XID_NEW, GS_ALERT_GT, 0, 0, GS_ALERT_CRITICAL, 1},
-    {"imbalance", GS_AD_UTIL_SPREAD, GS_ALERT_GT, 0.5, 300, GS_ALERT_WARNING, 1},
-    /* "spinning": busy at idle power, how a GPU waits in a stuck NCCL collective */
-    {"gpu_spinning", GS_AD_SPIN_POWER, GS_ALERT_LT, 0.4, 300, GS_ALERT_WARNING, 1},
+    {"temperature", GS_AD_SLOWDOWN_MARGIN, GS_ALERT_LE, 5, 20, GS_ALERT_WARNING, 1, 3},
+    {"memory_full", GS_AD_MEM_USED_RATIO, GS_ALERT_GT, 0.95, 60, GS_ALERT_WARNING, 1, 0.03},
+    {"underutilized", GS_AD_IDLE_UTIL, GS_ALERT_LT, 0.30, 600, GS_ALERT_INFO, 1, 0.10},
+    {"throttling", GS_AD_THROTTLE, GS_ALERT_GT, 0.5, 30, GS_ALERT_WARNING, 1, 0.25},
+    {"gpu_lost", GS_AD_LOST, GS_ALERT_GT, 0, 0, GS_ALERT_CRITICAL, 1, 0},
+    {"xid", GS_AD_XID_NEW, GS_ALERT_GT, 0, 0, GS_ALERT_CRITICAL, 1, 0},
+    {"imbalance", GS_AD_UTIL_SPREAD, GS_ALERT_GT, 0.5, 300, GS_ALERT_WARNING, 1, 0.10},
+    {"spinning", GS_AD_SPINNING, GS_ALERT_GT, 0.5, 120, GS_ALERT_WARNING, 1, 0.25},
+    {"pcie_downshift", GS_AD_PCIE_DOWNSHIFT, GS_ALERT_GT, 0.5, 60, GS_ALERT_WARNING, 1, 0.25},
 };
 #define N_DEFAULT (sizeof default_rules / sizeof default_rules[0])
 
@@ -140,6 +143,11 @@ int gs_alert_rule_set(struct gs_alert_rules *rs, const char *rule, const char *k
                               "%s: '%.64s' is not a duration (a number with s, m, h or d)",
                               prefix, value);
         r->for_s = v;
+    } else if (strcmp(key, "hysteresis") == 0) {
+        double v;
+        if (gs_config_parse_number(value, &v) != GS_OK || v < 0)
+            return gs_err_set(err, GS_EINVAL, "%s: '%.64s' is not a number >= 0", prefix, value);
+        r->hysteresis = v;
     } else if (strcmp(key, "severity") == 0) {
         if ((i = pick(sev_names, GS_ALERT__SEVS, value)) < 0)
             return gs_err_set(err, GS_EINVAL, "%s: '%.64s' is not one of info, warning, critical",
@@ -152,7 +160,8 @@ int gs_alert_rule_set(struct gs_alert_rules *rs, const char *rule, const char *k
         r->enabled = i;
     } else {
         return gs_err_set(err, GS_EINVAL,
-                          "%s: unknown key (metric, op, threshold, for, severity, enabled)",
+                          "%s: unknown key (metric, op, threshold, for, hysteresis, severity, "
+                          "enabled)",
                           prefix);
     }
     return GS_OK;
@@ -170,10 +179,19 @@ int gs_alert_rule_check(const struct gs_alert_rules *rs, const char *rule, const
 
 /* ---- the engine ---- */
 
+/* One time bucket of a rule's for-window: the samples that fell in [id * w, (id + 1) * w),
+ * w = for / GS_ALERT_WINDOW_BUCKETS. */
+struct bucket {
+    int64_t id;
+    double sum;
+    unsigned n;
+};
+
 struct slot {
     int state; /* GS_ALERT_INACTIVE, _PENDING or _FIRING */
     double since;
-    double value;
+    double value; /* the window mean last compared */
+    struct bucket w[GS_ALERT_WINDOW_BUCKETS];
 };
 
 struct resolved {
@@ -294,6 +312,14 @@ static int gpu_value(const struct gs_alerts *a, const struct gs_snapshot *s, uns
         *v = g->lost ? 1 : 0;
         return 1;
     }
+    if (metric == GS_AD_XID_NEW) { /* kept for a lost GPU: Xid 79 is how it got lost */
+        if (i >= GS_ALERTS_GPUS_MAX || !a->xid_seen[i])
+            return 0;
+        *v = a->xid_changed[i] > 0 && now - a->xid_changed[i] < GS_ALERT_XID_HOLD_S
+                 ? a->xid_last[i]
+                 : 0;
+        return 1;
+    }
     if (g->lost)
         return 0;
     switch (metric) {
@@ -324,23 +350,26 @@ static int gpu_value(const struct gs_alerts *a, const struct gs_snapshot *s, uns
             }
         }
         return 0;
-    case GS_AD_SPIN_POWER:
-        if (!gs_gpu_has(g, GS_M_UTIL_GPU) || !gs_gpu_has(g, GS_M_POWER_DRAW) ||
-            !gs_gpu_has(g, GS_M_POWER_LIMIT) || g->v[GS_M_POWER_LIMIT] <= 0 ||
-            g->v[GS_M_UTIL_GPU] < 0.95)
-            return 0;
-        *v = g->v[GS_M_POWER_DRAW] / g->v[GS_M_POWER_LIMIT];
-        return 1;
     case GS_AD_THROTTLE:
         if (!gs_gpu_has(g, GS_M_THROTTLE_ACTIVE))
             return 0;
         *v = ((uint64_t)g->v[GS_M_THROTTLE_ACTIVE] & THROTTLE_MASK) ? 1 : 0;
         return 1;
-    case GS_AD_XID_NEW:
-        if (i >= GS_ALERTS_GPUS_MAX || !a->xid_seen[i])
+    case GS_AD_SPINNING: {
+        double lim = gs_gpu_power_limit(g);
+        if (!gs_gpu_has(g, GS_M_UTIL_GPU) || !gs_gpu_has(g, GS_M_POWER_DRAW) || lim <= 0)
             return 0;
-        *v = a->xid_changed[i] > 0 && now - a->xid_changed[i] < GS_ALERT_XID_HOLD_S
-                 ? a->xid_last[i]
+        *v = gs_spinning(g->v[GS_M_UTIL_GPU], g->v[GS_M_POWER_DRAW], lim);
+        return 1;
+    }
+    case GS_AD_PCIE_DOWNSHIFT:
+        if (!gs_gpu_has(g, GS_M_UTIL_GPU) ||
+            !(gs_gpu_has(g, GS_M_PCIE_GEN) && gs_gpu_has(g, GS_M_PCIE_GEN_MAX)) ||
+            !(gs_gpu_has(g, GS_M_PCIE_WIDTH) && gs_gpu_has(g, GS_M_PCIE_WIDTH_MAX)))
+            return 0;
+        *v = g->v[GS_M_UTIL_GPU] >= 0.5 && (g->v[GS_M_PCIE_GEN] < g->v[GS_M_PCIE_GEN_MAX] ||
+                                            g->v[GS_M_PCIE_WIDTH] < g->v[GS_M_PCIE_WIDTH_MAX])
+                 ? 1
                  : 0;
         return 1;
     default:
@@ -405,35 +434,83 @@ static void emit(struct gs_alerts *a, const struct gs_alert_rule *r, int gpu,
     a->notify(a->notify_ctx, &ev);
 }
 
+/* Adds v at now to the slot's for-window and returns the window's mean (v itself when the
+ * rule has no for-duration). */
+static double window_mean(struct slot *sl, const struct gs_alert_rule *r, double v, double now)
+{
+    int64_t id;
+    struct bucket *b;
+    double sum = 0;
+    unsigned n = 0;
+
+    if (!(r->for_s > 0))
+        return v;
+    id = (int64_t)floor(now / (r->for_s / GS_ALERT_WINDOW_BUCKETS));
+    b = &sl->w[((id % GS_ALERT_WINDOW_BUCKETS) + GS_ALERT_WINDOW_BUCKETS) %
+               GS_ALERT_WINDOW_BUCKETS];
+    if (b->n == 0 || b->id != id)
+        *b = (struct bucket){id, 0, 0};
+    b->sum += v;
+    b->n++;
+    for (unsigned k = 0; k < GS_ALERT_WINDOW_BUCKETS; k++)
+        if (sl->w[k].n && sl->w[k].id <= id && sl->w[k].id > id - GS_ALERT_WINDOW_BUCKETS) {
+            sum += sl->w[k].sum;
+            n += sl->w[k].n;
+        }
+    return n ? sum / n : v;
+}
+
+/* The threshold a firing alert must cross back to resolve. */
+static double clear_threshold(const struct gs_alert_rule *r)
+{
+    if (r->op == GS_ALERT_GT || r->op == GS_ALERT_GE)
+        return r->threshold - r->hysteresis;
+    if (r->op == GS_ALERT_LT || r->op == GS_ALERT_LE)
+        return r->threshold + r->hysteresis;
+    return r->threshold;
+}
+
 static void step(struct gs_alerts *a, unsigned ri, int gpu, const struct gs_snapshot *s,
                  int present, double v, double now)
 {
     const struct gs_alert_rule *r = &a->rs.r[ri];
     struct slot *sl = &a->slots[ri][gpu < 0 ? NODE_SLOT : gpu];
-    int cond = present && compare(r->op, v, r->threshold);
+    double m = v;
     char who[16];
 
+    if (present)
+        m = window_mean(sl, r, v, now);
+    else
+        memset(sl->w, 0, sizeof sl->w); /* a value gone: its old samples do not come back */
     gpu_label(who, sizeof who, gpu);
-    if (cond) {
-        sl->value = v;
+    if (sl->state == GS_ALERT_FIRING) {
+        if (present && compare(r->op, m, clear_threshold(r))) {
+            sl->value = m; /* still past the threshold less the hysteresis */
+            return;
+        }
+        end_slot(a, r, gpu, sl, s, present ? m : sl->value, now, present ? "" : " (value absent)");
+        return;
+    }
+    if (present && compare(r->op, m, r->threshold)) {
+        sl->value = m;
         if (sl->state == GS_ALERT_INACTIVE) {
             sl->state = GS_ALERT_PENDING;
             sl->since = now;
             if (r->for_s > 0)
-                gs_log(GS_LOG_INFO, "alerts: %s on %s pending (%g %s %g)", r->name, who, v,
+                gs_log(GS_LOG_DEBUG, "alerts: %s on %s pending (%g %s %g)", r->name, who, m,
                        op_names[r->op], r->threshold);
         }
         if (sl->state == GS_ALERT_PENDING && now - sl->since >= r->for_s) {
             sl->state = GS_ALERT_FIRING;
             sl->since = now;
             gs_log(GS_LOG_WARN, "alerts: %s on %s firing (%s %g %s %g, %s)", r->name, who,
-                   gs_alert_metric_name(r->metric), v, op_names[r->op], r->threshold,
+                   gs_alert_metric_name(r->metric), m, op_names[r->op], r->threshold,
                    sev_names[r->severity]);
-            emit(a, r, gpu, s, GS_ALERT_FIRING, v, now, 0);
+            emit(a, r, gpu, s, GS_ALERT_FIRING, m, now, 0);
         }
         return;
     }
-    end_slot(a, r, gpu, sl, s, present ? v : sl->value, now, present ? "" : " (value absent)");
+    end_slot(a, r, gpu, sl, s, present ? m : sl->value, now, present ? "" : " (value absent)");
 }
 
 /* Ends one state: a pending one silently goes back to inactive, a firing one resolves
@@ -446,7 +523,7 @@ static void end_slot(struct gs_alerts *a, const struct gs_alert_rule *r, int gpu
 
     gpu_label(who, sizeof who, gpu);
     if (sl->state == GS_ALERT_PENDING) {
-        gs_log(GS_LOG_INFO, "alerts: %s on %s back to inactive before firing%s", r->name, who,
+        gs_log(GS_LOG_DEBUG, "alerts: %s on %s back to inactive before firing%s", r->name, who,
                why);
     } else if (sl->state == GS_ALERT_FIRING) {
         struct resolved *e;
@@ -597,11 +674,13 @@ static void put(struct gs_mbuf *b, const char *fmt, ...)
     }
 }
 
-void gs_alerts_render_prom(struct gs_mbuf *b, const struct gs_alerts *a)
+void gs_alerts_render_prom(struct gs_mbuf *b, const struct gs_alerts *a, const char *hostname)
 {
     put(b, "# HELP gpuscope_alerts_firing Alerts now firing, per severity.\n"
            "# TYPE gpuscope_alerts_firing gauge\n");
-    for (int s = 0; s < GS_ALERT__SEVS; s++)
-        put(b, "gpuscope_alerts_firing{severity=\"%s\"} %u\n", sev_names[s],
-            gs_alerts_firing(a, s));
+    for (int s = 0; s < GS_ALERT__SEVS; s++) {
+        put(b, "gpuscope_alerts_firing{hostname=\"");
+        gs_metrics_escape(b, hostname ? hostname : "");
+        put(b, "\",severity=\"%s\"} %u\n", sev_names[s], gs_alerts_firing(a, s));
+    }
 }

@@ -7,6 +7,12 @@
  * (GS_ALERTS_RESOLVED_MAX entries, at most GS_ALERTS_RESOLVED_KEEP_S old). An absent value
  * never fires a rule: it counts as "condition false".
  *
+ * What a rule compares is the mean of its value over its for-window (the samples of the last
+ * for seconds, kept in GS_ALERT_WINDOW_BUCKETS buckets; the sample itself when for is 0), so
+ * a noisy value near the threshold does not flap; a firing alert resolves with the rule's
+ * hysteresis. pending <-> inactive changes are logged at debug, firing and resolved at
+ * warning and info.
+ *
  * Values compared are in the model's units (ratios 0..1, celsius, bytes), plus the derived
  * values below (gs_alert_metric_name). The default rules are in docs/agent.md ("Alerts").
  */
@@ -25,6 +31,7 @@ struct gs_mbuf;
 #define GS_ALERTS_RESOLVED_MAX 100      /* recently resolved alerts kept ... */
 #define GS_ALERTS_RESOLVED_KEEP_S 3600  /* ... for at most this long */
 #define GS_ALERT_XID_HOLD_S 300         /* xid_new stays set this long after a change */
+#define GS_ALERT_WINDOW_BUCKETS 16      /* a rule's for-window, in this many time buckets */
 
 enum gs_alert_op { GS_ALERT_GT, GS_ALERT_GE, GS_ALERT_LT, GS_ALERT_LE, GS_ALERT_EQ, GS_ALERT_NE };
 enum gs_alert_severity { GS_ALERT_INFO, GS_ALERT_WARNING, GS_ALERT_CRITICAL, GS_ALERT__SEVS };
@@ -39,7 +46,10 @@ enum gs_alert_derived {
     GS_AD_LOST,            /* 1 when the GPU fell off the bus, else 0 */
     GS_AD_XID_NEW,         /* the new Xid for GS_ALERT_XID_HOLD_S after xid_last changed, else 0 */
     GS_AD_UTIL_SPREAD,     /* node: max - min utilization_gpu over the GPUs (2 or more) */
-    GS_AD_SPIN_POWER,      /* power_draw / power_limit while utilization_gpu >= 0.95, else absent */
+    GS_AD_SPINNING,        /* 1 while utilization_gpu >= 0.95 at power_draw <= 0.25 of the
+                            * enforced limit (busy-waiting kernels), else 0 */
+    GS_AD_PCIE_DOWNSHIFT,  /* 1 while the link runs below its max gen or width under load
+                            * (utilization_gpu >= 0.5), else 0: at idle it is power saving */
     GS_AD__END,
 };
 
@@ -51,6 +61,10 @@ struct gs_alert_rule {
     double for_s;
     int severity; /* enum gs_alert_severity */
     int enabled;
+    /* A firing alert resolves only once the value is this far past the threshold, on the
+     * clear side (> and >=: below threshold - hysteresis; < and <=: above threshold +
+     * hysteresis); 0: at the threshold. */
+    double hysteresis;
 };
 
 /* The alert part of the agent's configuration (config.h embeds it). */
@@ -115,7 +129,8 @@ unsigned gs_alerts_firing(const struct gs_alerts *a, int severity);
  * memory. */
 char *gs_alerts_json(const struct gs_alerts *a, double now);
 
-/* Appends gpuscope_alerts_firing{severity} to a /metrics body. */
-void gs_alerts_render_prom(struct gs_mbuf *b, const struct gs_alerts *a);
+/* Appends gpuscope_alerts_firing{hostname,severity} to a /metrics body (hostname: the node's,
+ * the label the dashboards filter on). */
+void gs_alerts_render_prom(struct gs_mbuf *b, const struct gs_alerts *a, const char *hostname);
 
 #endif

@@ -34,7 +34,7 @@ struct key {
 
 #define RESTART 1
 
-static const char *const compat_names[] = {"none", "dcgm", NULL};
+static const char *const compat_names[] = {"none", "dcgm", "dcgm3", NULL};
 static const char *const history_names[] = {"off", "on", NULL};
 static const char *const influx_version_names[] = {"1", "2", NULL};
 static const char *const procvis_names[] = {"all", "own", "none", NULL}; /* policy.h */
@@ -48,7 +48,9 @@ static const struct key keys[] = {
     {"interval", KEY_DOUBLE, offsetof(struct gs_agent_config, interval_s), 0.1, 60, NULL, "1",
      "sampling period in seconds", 0},
     {"metrics_compat", KEY_ENUM, offsetof(struct gs_agent_config, metrics_compat), 0, 0,
-     compat_names, "none", "none | dcgm: also emit dcgm-exporter names on /metrics", 0},
+     compat_names, "none",
+     "none | dcgm | dcgm3: also emit dcgm-exporter names on /metrics (dcgm: 4.x labels, "
+     "hostname; dcgm3: 3.x's Hostname)", 0},
     {"log_level", KEY_LOGLEVEL, offsetof(struct gs_agent_config, log_level), 0, 0, NULL, "info",
      "error | warn | info | debug", 0},
     {"data_dir", KEY_PATH, offsetof(struct gs_agent_config, data_dir), 0, 0, NULL, NULL,
@@ -745,7 +747,8 @@ static void write_str(FILE *out, const char *key, const char *value)
 void gs_config_write(FILE *out, const struct gs_agent_config *c)
 {
     fprintf(out, "[agent]\nlisten = %s\ninterval = %g\nmetrics_compat = %s\nlog_level = %s\n",
-            c->listen, c->interval_s, compat_names[c->metrics_compat ? 1 : 0],
+            c->listen, c->interval_s,
+            compat_names[c->metrics_compat <= GS_COMPAT_DCGM3 ? c->metrics_compat : 0],
             gs_log_level_name((enum gs_log_level)c->log_level));
     fprintf(out, "data_dir = \"%s\"\nhistory = %s\nflush_interval = %g\nretention_raw = %.17gs\n"
                  "retention_rollup = %.17gs\nretention_runs = %.17gs\n",
@@ -784,9 +787,10 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
     for (unsigned i = 0; i < c->alerts.n; i++) {
         const struct gs_alert_rule *r = &c->alerts.r[i];
         fprintf(out, "\n[alert %s]\nmetric = %s\nop = %s\nthreshold = %.17g\nfor = %.17gs\n"
-                     "severity = %s\nenabled = %s\n",
+                     "hysteresis = %.17g\nseverity = %s\nenabled = %s\n",
                 r->name, gs_alert_metric_name(r->metric), gs_alert_op_name(r->op), r->threshold,
-                r->for_s, gs_alert_severity_name(r->severity), r->enabled ? "on" : "off");
+                r->for_s, r->hysteresis, gs_alert_severity_name(r->severity),
+                r->enabled ? "on" : "off");
     }
 }
 

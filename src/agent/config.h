@@ -18,7 +18,8 @@ struct gs_err;
 
 enum gs_metrics_compat {
     GS_COMPAT_NONE = 0, /* native gpuscope_* names only */
-    GS_COMPAT_DCGM = 1, /* also dcgm-exporter's DCGM_FI_* names and labels */
+    GS_COMPAT_DCGM = 1, /* also dcgm-exporter's DCGM_FI_* names and labels (4.x: hostname) */
+    GS_COMPAT_DCGM3 = 2, /* the same with dcgm-exporter 3.x's Hostname label */
 };
 
 #define GS_LISTEN_LEN 128

@@ -182,6 +182,15 @@ static const struct fam native[] = {
      "gauge", GS_M_GPM_TENSOR_ACTIVE, 1, NULL, NULL},
     {"gpuscope_gpu_dram_active_ratio", "DRAM bandwidth utilization (GPM).", "gauge",
      GS_M_GPM_DRAM_ACTIVE, 1, NULL, NULL},
+    {"gpuscope_gpu_graphics_active_ratio",
+     "Fraction of time the graphics or compute engine was active (GPM).", "gauge",
+     GS_M_GPM_GR_ACTIVE, 1, NULL, NULL},
+    {"gpuscope_gpu_remapped_rows_total", "Memory rows remapped (row remapping, A100 and newer).",
+     "counter", GS_M_REMAP_CORR, 1, "type", "correctable"},
+    {"gpuscope_gpu_remapped_rows_total", NULL, NULL, GS_M_REMAP_UNCORR, 1, "type",
+     "uncorrectable"},
+    {"gpuscope_gpu_row_remap_failure", "1 when a row remapping failed (the GPU needs service).",
+     "gauge", GS_M_REMAP_FAILURE, 1, NULL, NULL},
 };
 
 /* dcgm-exporter's names, units and labels (gpu, UUID, pci_bus_id, device, modelName,
@@ -216,6 +225,21 @@ static const struct fam dcgm[] = {
      GS_M_GPM_TENSOR_ACTIVE, 1, NULL, NULL},
     {"DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the memory interface is active.", "gauge",
      GS_M_GPM_DRAM_ACTIVE, 1, NULL, NULL},
+    {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.", "gauge",
+     GS_M_GPM_GR_ACTIVE, 1, NULL, NULL},
+    {"DCGM_FI_PROF_PCIE_TX_BYTES", "The rate of data transmitted over the PCIe bus - including "
+     "both protocol headers and data payloads - in bytes per second.", "gauge", GS_M_PCIE_TX, 1,
+     NULL, NULL},
+    {"DCGM_FI_PROF_PCIE_RX_BYTES", "The rate of data received over the PCIe bus - including "
+     "both protocol headers and data payloads - in bytes per second.", "gauge", GS_M_PCIE_RX, 1,
+     NULL, NULL},
+    {"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for correctable errors",
+     "counter", GS_M_REMAP_CORR, 1, NULL, NULL},
+    {"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+     "Number of remapped rows for uncorrectable errors", "counter", GS_M_REMAP_UNCORR, 1, NULL,
+     NULL},
+    {"DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed", "gauge",
+     GS_M_REMAP_FAILURE, 1, NULL, NULL},
 };
 
 static const char *text_or_empty(const struct gs_gpu *g, enum gs_text t)
@@ -232,6 +256,10 @@ static void native_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const 
     puts_(b, "\"");
 }
 
+/* GS_METRICS_DCGM_HOSTNAME of the render going on in this thread (the label callback has no
+ * flags argument; HTTP threads render filtered copies at the same time, hence per thread). */
+static _Thread_local int dcgm_old_hostname;
+
 static void dcgm_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const struct gs_gpu *g)
 {
     printf_(b, "gpu=\"%u\",UUID=\"", g->index);
@@ -244,8 +272,11 @@ static void dcgm_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const st
         printf_(b, "\",device=\"nvidia%u", g->index);
     puts_(b, "\",modelName=\"");
     gs_metrics_escape(b, text_or_empty(g, GS_T_NAME));
-    puts_(b, "\",Hostname=\"");
+    /* dcgm-exporter 4.x spells it hostname (upstream #655); the 3.x Hostname on request */
+    puts_(b, dcgm_old_hostname ? "\",Hostname=\"" : "\",hostname=\"");
     gs_metrics_escape(b, s->sys.hostname);
+    puts_(b, "\",DCGM_FI_DRIVER_VERSION=\"");
+    gs_metrics_escape(b, s->sys.driver_st == GS_ST_OK ? s->sys.driver_version : "");
     puts_(b, "\"");
 }
 
@@ -508,15 +539,41 @@ static void render_runs_self(struct gs_mbuf *b, const struct gs_metrics_self *se
             (unsigned long long)self->runs_steps_dropped);
 }
 
+const char *gs_metrics_down_reason(int rc)
+{
+    switch (rc) {
+    case GS_ENOLIB:
+        return "no_library";
+    case GS_ENODRIVER:
+        return "no_driver";
+    case GS_EMISMATCH:
+        return "version_mismatch";
+    case GS_ENOGPU:
+        return "no_gpu";
+    case GS_EPERM:
+        return "no_permission";
+    case GS_ENVML:
+        return "nvml_error";
+    default:
+        return "error";
+    }
+}
+
 static void render_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
 {
+    /* One series whatever the state: the why is a bounded label on its own family (the
+     * text, a dlerror path maybe, is in the log and /api/v1/snapshot's 503). */
     header(b, "gpuscope_up", "1 when the last cycle could read the NVIDIA driver.", "gauge");
-    if (self->up || !self->reason || !self->reason[0]) {
-        printf_(b, "gpuscope_up %d\n", self->up ? 1 : 0);
-    } else {
-        puts_(b, "gpuscope_up{reason=\"");
-        gs_metrics_escape(b, self->reason);
-        puts_(b, "\"} 0\n");
+    puts_(b, "gpuscope_up{hostname=\"");
+    gs_metrics_escape(b, self->hostname ? self->hostname : "");
+    printf_(b, "\"} %d\n", self->up ? 1 : 0);
+    if (!self->up) {
+        header(b, "gpuscope_down_reason",
+               "Why the driver cannot be read (present while gpuscope_up is 0); always 1.",
+               "gauge");
+        puts_(b, "gpuscope_down_reason{hostname=\"");
+        gs_metrics_escape(b, self->hostname ? self->hostname : "");
+        printf_(b, "\",reason=\"%s\"} 1\n", gs_metrics_down_reason(self->reason_rc));
     }
     header(b, "gpuscope_build_info", "Build of the agent; the value is always 1.", "gauge");
     puts_(b, "gpuscope_build_info{version=\"");
@@ -535,7 +592,8 @@ static void render_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
            "Cycles that ran past the next period boundary (the missed ticks are skipped).",
            "counter");
     printf_(b, "gpuscope_cycles_overrun_total %llu\n", (unsigned long long)self->overruns);
-    header(b, "gpuscope_sample_errors_total", "Cycles in which no GPU could be read.", "counter");
+    header(b, "gpuscope_sample_errors_total",
+           "Cycles in which no GPU could be read (the driver down or failing).", "counter");
     printf_(b, "gpuscope_sample_errors_total %llu\n", (unsigned long long)self->sample_errors);
     if (self->history)
         render_history_self(b, self);
@@ -547,12 +605,21 @@ int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
                       const struct gs_metrics_self *self, unsigned flags)
 {
     render_self(b, self);
+    header(b, "gpuscope_info",
+           "What the agent reads; simulated=\"1\": the NVML library is nvml-sim, no GPU is "
+           "real. The value is always 1.",
+           "gauge");
+    puts_(b, "gpuscope_info{hostname=\"");
+    gs_metrics_escape(b, self->hostname ? self->hostname : "");
+    printf_(b, "\",simulated=\"%d\"} 1\n", snap && snap->sys.simulated ? 1 : 0);
     if (snap) {
         render_info(b, snap);
         render_table(b, snap, native, sizeof native / sizeof native[0], native_labels);
         render_throttle(b, snap);
-        if (flags & GS_METRICS_DCGM)
+        if (flags & GS_METRICS_DCGM) {
+            dcgm_old_hostname = (flags & GS_METRICS_DCGM_HOSTNAME) != 0;
             render_table(b, snap, dcgm, sizeof dcgm / sizeof dcgm[0], dcgm_labels);
+        }
         if (flags & GS_METRICS_PROCESS)
             render_processes(b, snap, self->process_series_max);
     }

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,4 +182,35 @@ int gs_backoff_fail(struct gs_backoff *b, double now)
     b->retry_at = now + b->delay_s;
     b->failing = 1;
     return !was;
+}
+
+unsigned char *gs_gzip(const char *data, size_t len, int level, size_t *out_len)
+{
+    const struct gs_zlib_api *zl = gs_zlib();
+    z_stream z;
+    uLong cap;
+    unsigned char *out;
+
+    memset(&z, 0, sizeof z);
+    if (!zl || zl->deflateInit2_(&z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY,
+                                 ZLIB_VERSION, (int)sizeof z) != Z_OK)
+        return NULL;
+    cap = zl->deflateBound(&z, (uLong)len) + 32;
+    out = malloc(cap);
+    if (!out) {
+        zl->deflateEnd(&z);
+        return NULL;
+    }
+    z.next_in = (Bytef *)(uintptr_t)data;
+    z.avail_in = (uInt)len;
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    if (zl->deflate(&z, Z_FINISH) != Z_STREAM_END) {
+        zl->deflateEnd(&z);
+        free(out);
+        return NULL;
+    }
+    *out_len = z.total_out;
+    zl->deflateEnd(&z);
+    return out;
 }

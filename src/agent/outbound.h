@@ -57,6 +57,11 @@ struct gs_zlib_api {
 int gs_zlib_load(struct gs_err *err);
 const struct gs_zlib_api *gs_zlib(void);
 
+/* gzip (RFC 1952) of [data, data+len) at level (Z_BEST_SPEED..Z_BEST_COMPRESSION, or
+ * Z_DEFAULT_COMPRESSION) into a new buffer (malloc'ed, *out_len bytes); NULL when zlib is not
+ * loaded (gs_zlib_load) or out of memory. Thread-safe. The push sinks' bodies and /metrics. */
+unsigned char *gs_gzip(const char *data, size_t len, int level, size_t *out_len);
+
 /* Sends body (len bytes) to url with method ("POST" when NULL) and headers (not taken), on a
  * reset handle: 2 s to connect, 5 s in all, no signals, answer body discarded. Returns 1 on a
  * 2xx answer; otherwise 0 with the reason in why ("HTTP 503", curl's error text). */

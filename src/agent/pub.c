@@ -118,6 +118,8 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
     struct gs_metrics_self self = {
         .up = p->up,
         .reason = a->reason,
+        .reason_rc = a->reason_rc,
+        .hostname = a->hostname,
         .version = GS_VERSION,
         .interval_s = cfg->interval_s,
         .sample_seconds = a->last_sample_s,
@@ -148,8 +150,10 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         self.runs_steps_dropped = ru.steps_dropped;
     }
     gs_mbuf_reset(&p->prom);
-    if (cfg->metrics_compat == GS_COMPAT_DCGM)
+    if (cfg->metrics_compat == GS_COMPAT_DCGM || cfg->metrics_compat == GS_COMPAT_DCGM3)
         mflags |= GS_METRICS_DCGM;
+    if (cfg->metrics_compat == GS_COMPAT_DCGM3)
+        mflags |= GS_METRICS_DCGM_HOSTNAME;
     if (cfg->process_metrics)
         mflags |= GS_METRICS_PROCESS;
     p->self = self; /* a filtered /metrics renders with these (http.c) */
@@ -168,7 +172,7 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
     free(p->alerts_json);
     p->alerts_json = NULL;
     if (a->alerts) {
-        gs_alerts_render_prom(&p->prom, a->alerts);
+        gs_alerts_render_prom(&p->prom, a->alerts, a->hostname);
         p->alerts_json = gs_alerts_json(a->alerts, p->up ? p->snap->t_real : gs_clock_real_s());
     }
     p->alerts_json_len = p->alerts_json ? strlen(p->alerts_json) : 0;

@@ -475,33 +475,7 @@ static void seal_batch(struct gs_push *p)
 /* gzip (RFC 1952) of [data, data+len) into a new buffer; NULL on failure. */
 static unsigned char *gzip_body(const char *data, size_t len, size_t *out_len)
 {
-    const struct gs_zlib_api *zl = gs_zlib(); /* gs_push_open loaded it for influx_gzip */
-    z_stream z;
-    uLong cap;
-    unsigned char *out;
-
-    memset(&z, 0, sizeof z);
-    if (!zl || zl->deflateInit2_(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
-                                 Z_DEFAULT_STRATEGY, ZLIB_VERSION, (int)sizeof z) != Z_OK)
-        return NULL;
-    cap = zl->deflateBound(&z, (uLong)len) + 32;
-    out = malloc(cap);
-    if (!out) {
-        zl->deflateEnd(&z);
-        return NULL;
-    }
-    z.next_in = (Bytef *)(uintptr_t)data;
-    z.avail_in = (uInt)len;
-    z.next_out = out;
-    z.avail_out = (uInt)cap;
-    if (zl->deflate(&z, Z_FINISH) != Z_STREAM_END) {
-        zl->deflateEnd(&z);
-        free(out);
-        return NULL;
-    }
-    *out_len = z.total_out;
-    zl->deflateEnd(&z);
-    return out;
+    return gs_gzip(data, len, Z_DEFAULT_COMPRESSION, out_len); /* gs_push_open loaded zlib */
 }
 
 /* One request; returns 1 on a 2xx answer. why gets the reason of a failure. */

@@ -38,6 +38,12 @@ static void carry_forward(const struct gs_snapshot *prev, struct gs_snapshot *cu
     for (unsigned i = 0; i < cur->n_gpus; i++) {
         const struct gs_gpu *pg = &prev->gpus[i];
         struct gs_gpu *g = &cur->gpus[i];
+        /* A lost GPU answers nothing more, but the Xid it fell off with (79) is what its
+         * owner needs to see: the last one read stays. */
+        if (g->lost && !gs_gpu_has(g, GS_M_XID_LAST) && gs_gpu_has(pg, GS_M_XID_LAST)) {
+            g->st[GS_M_XID_LAST] = pg->st[GS_M_XID_LAST];
+            g->v[GS_M_XID_LAST] = pg->v[GS_M_XID_LAST];
+        }
         if (g->lost || pg->lost)
             continue;
         if (!(want & GS_WANT_PCIE_TPUT))
@@ -65,6 +71,7 @@ static void carry_forward(const struct gs_snapshot *prev, struct gs_snapshot *cu
 static void go_down(struct gs_agent *a, const struct gs_err *e, int64_t now)
 {
     snprintf(a->reason, sizeof a->reason, "%s", e->msg[0] ? e->msg : gs_strerror(e->rc));
+    a->reason_rc = e->rc;
     if (!a->down_logged)
         gs_log(GS_LOG_WARN, "sampler: %s; serving gpuscope_up 0, retrying", a->reason);
     else
@@ -118,7 +125,6 @@ static int sample_into(struct gs_agent *a, struct gs_pub *p, const struct gs_pub
     }
     t0 = gs_clock_mono_ns();
     if (gs_sampler_sample(a->sampler, p->snap, want, &e) != GS_OK) {
-        a->sample_errors++;
         go_down(a, &e, now);
         return 0;
     }
@@ -162,6 +168,8 @@ void gs_agent_cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
     }
     a->cycles++;
     p->up = ensure_sampler(a, now) && sample_into(a, p, prev, now);
+    if (!p->up) /* every cycle without a reading counts, the ones in the retry backoff too */
+        a->sample_errors++;
     if (!p->up)
         a->last_sample_s = -1;
     if (a->alerts) {

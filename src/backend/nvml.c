@@ -256,6 +256,7 @@ struct gs_backend {
     int mem_v1_only;         /* nvmlDeviceGetMemoryInfo_v2 rejected our version */
     unsigned proc_stride[3]; /* compute, graphics, MPS */
     struct gs_system sys;
+    void *sim_is_host; /* nvml-sim's nvmlSimProcessIsHost; NULL otherwise */
     unsigned n;
     struct nvml_dev *dev;
     unsigned char *pbuf; /* process entries, GS_NVML_PROC_STRIDE_MAX bytes each */
@@ -1172,6 +1173,7 @@ static void read_gpm(struct rd *c)
         {NVML_GPM_METRIC_SM_OCCUPANCY, GS_M_GPM_SM_OCCUPANCY},
         {NVML_GPM_METRIC_ANY_TENSOR_UTIL, GS_M_GPM_TENSOR_ACTIVE},
         {NVML_GPM_METRIC_DRAM_BW_UTIL, GS_M_GPM_DRAM_ACTIVE},
+        {NVML_GPM_METRIC_GRAPHICS_UTIL, GS_M_GPM_GR_ACTIVE}, /* DCGM_FI_PROF_GR_ENGINE_ACTIVE */
     };
     struct gs_backend *b = c->b;
     struct nvml_dev *d = c->d;
@@ -1299,10 +1301,51 @@ static void nvml_close(struct gs_backend *b)
     free(b);
 }
 
+/* nvml-sim's marker (sim/nvml_system.c): not part of NVML, so not in nvml_abi.h; a driver's
+ * library has no such symbol. */
+typedef nvmlReturn_t (*sim_info_fn)(char *info, unsigned int length);
+typedef nvmlReturn_t (*sim_host_fn)(unsigned int pid, unsigned int *is_host);
+
+static void read_simulated(struct gs_backend *b)
+{
+    char buf[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+    void *p = dlsym(b->lib, "nvmlSimGetInfo");
+    sim_info_fn f;
+
+    if (!p)
+        return;
+    memcpy(&f, &p, sizeof f);
+    memset(buf, 0, sizeof buf);
+    b->sys.simulated = 1;
+    if (f(buf, sizeof buf) != NVML_SUCCESS || !buf[0])
+        snprintf(buf, sizeof buf, "nvml-sim");
+    copy_text(b->sys.sim_info, buf, sizeof buf);
+    p = dlsym(b->lib, "nvmlSimProcessIsHost");
+    if (p)
+        memcpy(&b->sim_is_host, &p, sizeof p);
+}
+
+/* Whether a simulated pid has no process of this host behind it (see nvmlSimProcessIsHost):
+ * always 0 with a driver's library; 1 with a sim that cannot tell. */
+static int sim_only_pid(const struct gs_backend *b, unsigned pid)
+{
+    sim_host_fn f;
+    unsigned int host = 0;
+
+    if (!b->sys.simulated)
+        return 0;
+    if (!b->sim_is_host)
+        return 1;
+    memcpy(&f, &b->sim_is_host, sizeof f);
+    return f(pid, &host) != NVML_SUCCESS || !host;
+}
+
 static void read_system(struct gs_backend *b)
 {
     char buf[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
     int cuda = 0;
+
+    read_simulated(b);
 
     memset(buf, 0, sizeof buf);
     if (b->fn.driver_version && b->fn.driver_version(buf, sizeof buf) == NVML_SUCCESS) {
@@ -1501,6 +1544,8 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
     if (!d->h) {
         if (d->h_rc == NVML_ERROR_GPU_IS_LOST) {
             mark_lost(g);
+            if (d->xid_reg == 1 && d->xid_last)
+                gs_gpu_set(g, GS_M_XID_LAST, (double)d->xid_last);
             return GS_OK;
         }
         for (int m = 0; m < GS_M__COUNT; m++)
@@ -1528,6 +1573,9 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
         read_gpm(&c);
     if (c.lost) {
         mark_lost(g);
+        /* the Xid event the GPU fell off with (79) was drained in begin: keep it */
+        if (d->xid_reg == 1 && d->xid_last)
+            gs_gpu_set(g, GS_M_XID_LAST, (double)d->xid_last);
         return GS_OK;
     }
     /* The driver went away (unloaded, re-initialised elsewhere): an error only if it left
@@ -1615,6 +1663,7 @@ static int merge_list(struct gs_backend *b, unsigned dev, unsigned first, struct
         if (!p)
             return GS_ENOMEM;
         p->type |= type;
+        p->sim_only = (uint8_t)sim_only_pid(b, pid);
         if (p->gi_id == NVML_MIG_ID_NONE) {
             p->gi_id = gi;
             p->ci_id = ci;

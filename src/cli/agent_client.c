@@ -164,5 +164,7 @@ int gs_agent_client_snapshot(const char *sock, int hidden_as_procs, struct gs_sn
         return gs_err_set(err, GS_EIO, "agent: %s: bad JSON: %s", sock, je.text);
     rc = gs_snapjson_decode(doc, hidden_as_procs != 0, out, err);
     json_decref(doc);
+    if (rc == GS_OK) /* every view that shows it says which agent it read */
+        snprintf((*out)->sys.source, sizeof (*out)->sys.source, "agent:%.100s", sock);
     return rc;
 }

@@ -3,7 +3,10 @@
  * first look. It points the NVML loader at the sim library (GPUSCOPE_NVML_LIBRARY) and the sim
  * at a scenario (NVML_SIM_SCENARIO) before the sampler opens, makes a temporary data
  * directory, runs the same daemon as `gpuscope agent` (src/agent/agent.c), prints the URL once
- * the port is open, and removes the directory when the agent stops (SIGINT/SIGTERM).
+ * the port is open, and removes the directory when the agent stops (SIGINT/SIGTERM). Its
+ * step-record and local-viewer sockets live in that directory too (unless given as flags), so a
+ * demo is never taken for the node's agent; the sim says it is a sim (nvmlSimGetInfo), which the
+ * snapshot, /metrics, the page and the CLI repeat.
  *
  * Files are found next to the binary: the sim in <exe dir>/sim/ (the build tree) or
  * <exe dir>/../lib/gpuscope/ (an install), the scenarios in <exe dir>/../sim/scenarios/ (a
@@ -13,6 +16,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,22 +159,80 @@ static void remove_tree(const char *dir)
 
 struct banner {
     const char *scenario;
+    const char *data;        /* the private directory */
+    const char *http_socket; /* the private local-viewer socket, or "off" */
 };
 
 static void print_url(void *ctx, const char *listen)
 {
     const struct banner *b = ctx;
 
-    printf("gpuscope demo: http://%s/ (scenario %s, Ctrl-C to stop)\n", listen, b->scenario);
+    printf("gpuscope demo: http://%s/ (scenario %s, SIMULATED GPUs, Ctrl-C to stop)\n", listen,
+           b->scenario);
+    printf("gpuscope demo: private data dir %s (removed at exit)\n", b->data);
+    if (strcmp(b->http_socket, "off") != 0)
+        printf("gpuscope demo: to read it from the CLI: GPUSCOPE_HTTP_SOCKET=%s gpuscope\n",
+               b->http_socket);
     fflush(stdout);
+}
+
+/* Whether the user named key on the command line (--key=V, --key V, underscores as dashes):
+ * then it is theirs; otherwise the demo keeps the node's paths free. */
+static int flag_given(const struct demo_args *d, const char *flag)
+{
+    size_t n = strlen(flag);
+
+    for (int i = 1; i < d->agent_argc; i++)
+        if (strncmp(d->agent_argv[i], flag, n) == 0 &&
+            (d->agent_argv[i][n] == '\0' || d->agent_argv[i][n] == '='))
+            return 1;
+    return 0;
+}
+
+/* The step-record socket and the local-viewer socket inside the private directory, never the
+ * node's /run/gpuscope/ or $XDG_RUNTIME_DIR/gpuscope/: a demo must not be taken for the node's
+ * agent by `gpuscope`, `gpuscope query` or a training process. */
+static int private_sockets(const struct demo_args *d, struct gs_agent_config *cfg,
+                           const char *data, struct gs_err *err)
+{
+    static const struct {
+        const char *flag, *name;
+        size_t off;
+    } socks[] = {
+        {"--socket", "steps.sock", offsetof(struct gs_agent_config, socket)},
+        {"--http-socket", "agent.sock", offsetof(struct gs_agent_config, http_socket)},
+    };
+
+    for (size_t i = 0; i < N_DIRS(socks); i++) {
+        char *dst = (char *)cfg + socks[i].off;
+        char under[32];
+        int w;
+
+        snprintf(under, sizeof under, "%s", socks[i].flag);
+        for (char *p = under + 2; *p; p++)
+            if (*p == '-')
+                *p = '_';
+        if (flag_given(d, socks[i].flag) || flag_given(d, under))
+            continue;
+        w = snprintf(dst, GS_SOCKET_LEN, "%s/%s", data, socks[i].name);
+        if (w < 0 || w >= GS_SOCKET_LEN)
+            return gs_err_set(err, GS_EUSAGE,
+                              "demo: %s/%s is longer than a unix socket path may be (%d bytes); "
+                              "set a shorter TMPDIR",
+                              data, socks[i].name, GS_SOCKET_LEN - 1);
+    }
+    return GS_OK;
 }
 
 static void demo_usage(FILE *out)
 {
     fprintf(out,
             "usage: gpuscope demo [--scenario NAME|PATH] [--listen HOST:PORT] [AGENT FLAGS]\n\n"
-            "Runs the agent (gpuscope agent) on a bundled nvml-sim scenario with a temporary\n"
-            "data directory, removed at exit, and prints the URL. Ctrl-C stops it.\n\n"
+            "Runs the agent (gpuscope agent) on a bundled nvml-sim scenario with a private\n"
+            "temporary data directory, removed at exit, and prints the URL. Its sockets\n"
+            "(steps.sock, agent.sock) live in that directory, never in /run/gpuscope or\n"
+            "$XDG_RUNTIME_DIR/gpuscope, unless --socket / --http-socket name them. Everything it\n"
+            "shows is marked SIMULATED. Ctrl-C stops it.\n\n"
             "  --scenario NAME|PATH  sim/scenarios/NAME.json or a scenario file (default %s)\n"
             "  --listen HOST:PORT    where to serve (default 127.0.0.1:9400)\n\n"
             "Every 'gpuscope agent' flag is accepted (--interval, --metrics-compat,\n"
@@ -208,6 +270,13 @@ static int demo_run(const struct demo_args *d, struct gs_err *err)
     snprintf(data, sizeof data, "%s/gpuscope-demo.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
     if (!mkdtemp(data))
         return gs_err_set(err, GS_EIO, "demo: mkdtemp %s: %s", data, strerror(errno));
+    rc = private_sockets(d, &cfg, data, err);
+    if (rc != GS_OK) {
+        remove_tree(data);
+        return rc;
+    }
+    b.data = data;
+    b.http_socket = cfg.http_socket;
     opts = (struct gs_agent_run_opts){.data_dir = data, .ready = print_url, .ctx = &b};
     rc = gs_agent_run(&cfg, &args, d->agent_argc, d->agent_argv, &opts, err);
     remove_tree(data);

@@ -266,7 +266,14 @@ static int start(struct run *r, struct gs_err *err)
     if (rc != GS_OK)
         return rc;
     rc = gs_query_select(r->opts.ids, r->snap, r->gpu_sel, err);
-    return rc < 0 ? rc : GS_OK;
+    if (rc < 0)
+        return rc;
+    /* stdout keeps nvidia-smi's bytes; the warning that no GPU here is real goes to stderr */
+    if (r->snap->sys.simulated)
+        fprintf(stderr, "gpuscope query: note: simulated GPUs (%s%s%s), not real hardware\n",
+                r->snap->sys.sim_info[0] ? r->snap->sys.sim_info : "nvml-sim",
+                r->snap->sys.source[0] ? ", via " : "", r->snap->sys.source);
+    return GS_OK;
 }
 
 static int query(struct run *r)

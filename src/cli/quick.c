@@ -158,7 +158,8 @@ static void fill_host_and_time(struct gs_snapshot *snap)
 static int agent_sample(struct quick_run *r, struct gs_err *err)
 {
     struct gs_snapshot *s = NULL;
-    int rc = gs_agent_client_snapshot(r->agent_sock, !r->o->json, &s, err);
+    /* the text view shows what the policy withheld per GPU (quick_text.c), not as processes */
+    int rc = gs_agent_client_snapshot(r->agent_sock, 0, &s, err);
 
     if (rc != GS_OK)
         return rc;

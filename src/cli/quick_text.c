@@ -470,7 +470,19 @@ static void header(struct gs_tbuf *out, const struct gs_snapshot *s)
     if (s->sys.cuda_st == GS_ST_OK && s->sys.cuda_version > 0)
         gs_tbuf_printf(out, "  CUDA %d.%d", s->sys.cuda_version / 1000,
                        (s->sys.cuda_version % 1000) / 10);
+    if (s->sys.source[0]) { /* an agent's snapshot: say which agent */
+        gs_tbuf_puts(out, "  via ");
+        put_safe(out, s->sys.source, 0);
+    }
     gs_tbuf_sgr(out, GS_SGR_RESET);
+    if (s->sys.simulated) {
+        gs_tbuf_puts(out, "  ");
+        gs_tbuf_sgr(out, GS_SGR_BOLD_RED);
+        gs_tbuf_puts(out, "SIMULATED (");
+        put_safe(out, s->sys.sim_info[0] ? s->sys.sim_info : "nvml-sim", 32);
+        gs_tbuf_puts(out, "): not real GPUs");
+        gs_tbuf_sgr(out, GS_SGR_RESET);
+    }
     gs_tbuf_puts(out, "\n");
 }
 
@@ -635,6 +647,25 @@ static void mig_lines(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_
     }
 }
 
+/* What the visibility policy withheld on g (an agent's snapshot for a non-admin viewer):
+ * " [2 processes of other users, 60.4G]", never a made-up process line. */
+static void put_hidden(struct gs_tbuf *out, const struct gs_gpu *g)
+{
+    char mem[32];
+
+    if (g->hidden_st != GS_ST_OK || g->hidden_count == 0)
+        return;
+    if (g->hidden_mem_st == GS_ST_OK)
+        gs_quick_fmt_mem(mem, sizeof mem, (double)g->hidden_mem_bytes);
+    else
+        snprintf(mem, sizeof mem, "memory N/A");
+    gs_tbuf_puts(out, " ");
+    gs_tbuf_sgr(out, GS_SGR_GRAY);
+    gs_tbuf_printf(out, "[%u process%s of other users, %s]", g->hidden_count,
+                   g->hidden_count == 1 ? "" : "es", mem);
+    gs_tbuf_sgr(out, GS_SGR_RESET);
+}
+
 static void gpu_line(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_tbuf *scratch,
                      const struct gs_snapshot *s, unsigned gi, const struct row *r,
                      const struct gs_quick_opts *o, const struct widths *wd, unsigned cols,
@@ -669,6 +700,7 @@ static void gpu_line(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_t
         gs_tbuf_puts(out, " |");
         n = collect_procs(s, gi, -1, list);
         put_procs(out, tmp, list, n, o->show, col + 2, cols);
+        put_hidden(out, &s->gpus[gi]);
         gs_tbuf_puts(out, "\n");
         if (o->show & GS_QS_FULL_CMD)
             put_full_cmds(out, list, n, o->show, " ", cols);

@@ -127,6 +127,9 @@ int gs_smi_open(struct gs_sampler **sampler, struct gs_snapshot **snap, unsigned
         rc = gs_sampler_sample(*sampler, *snap, want, &err);
     if (rc != GS_OK)
         return gs_smi_fail(rc, err.msg);
+    if ((*snap)->sys.simulated) /* stdout keeps nvidia-smi's bytes */
+        fprintf(stderr, "gpuscope query: note: simulated GPUs (%s), not real hardware\n",
+                (*snap)->sys.sim_info[0] ? (*snap)->sys.sim_info : "nvml-sim");
     return 0;
 }
 

@@ -283,8 +283,10 @@ void gs_term_redraw(struct gs_tbuf *out, const char *frame, size_t n, unsigned c
                     unsigned rows)
 {
     size_t pos = 0;
-    unsigned line = 0;
+    unsigned line = 0, total = 0;
 
+    for (size_t i = 0; i < n; i++) /* lines in the frame, a last one without '\n' too */
+        total += frame[i] == '\n' || i + 1 == n;
     gs_tbuf_puts(out, GS_TERM_HOME);
     while (pos < n) {
         const char *nl = memchr(frame + pos, '\n', n - pos);
@@ -294,12 +296,24 @@ void gs_term_redraw(struct gs_tbuf *out, const char *frame, size_t n, unsigned c
 
         if (rows && line + 1 >= rows)
             break;
-        if (cols)
-            keep = gs_term_clip(frame + pos, len, cols);
+        if (rows && total > rows - 1 && line + 2 >= rows) {
+            /* never drop GPUs silently: the last row says how many lines did not fit */
+            char note[96];
+            int k = snprintf(note, sizeof note, "... %u more line%s: the terminal is too short",
+                             total - line, total - line == 1 ? "" : "s");
+            size_t nk = k < 0 ? 0 : (size_t)k < sizeof note ? (size_t)k : sizeof note - 1;
+            gs_tbuf_put(out, note, cols ? gs_term_clip(note, nk, cols) : nk);
+            gs_tbuf_puts(out, GS_TERM_CLEAR_EOL "\n");
+            break;
+        }
+        if (cols && gs_term_width(frame + pos, len) > cols) /* cut: a '>' in the last column */
+            keep = gs_term_clip(frame + pos, len, cols > 1 ? cols - 1 : cols);
         gs_tbuf_put(out, frame + pos, keep);
         if (keep < len && memchr(frame + pos, '\x1b', len))
             gs_tbuf_puts(out, "\x1b[0m");
-        w = gs_term_width(frame + pos, keep);
+        if (keep < len && cols > 1)
+            gs_tbuf_puts(out, ">");
+        w = gs_term_width(frame + pos, keep) + (keep < len && cols > 1);
         /* A line that fills the terminal leaves the cursor in the pending-wrap state on
          * the last column, where clear-to-end-of-line would erase that column. */
         if (!cols || w < cols)

@@ -103,7 +103,9 @@ size_t gs_term_clip(const char *s, size_t n, size_t cols);
 /* Turns the text of one frame (lines ending in '\n') into an in-place redraw: cursor home,
  * each line clipped to cols (0: no clipping) followed by clear-to-end-of-line where it is
  * shorter than the terminal, at most rows-1 lines (0: all), then clear-below. Colour state is
- * reset at the end of each clipped line. Appends to out. */
+ * reset at the end of each clipped line. Nothing is dropped silently: a clipped line ends in
+ * '>' in its last column, and when the frame has more lines than fit, the last row says
+ * "... N more lines: the terminal is too short". Appends to out. */
 void gs_term_redraw(struct gs_tbuf *out, const char *frame, size_t n, unsigned cols,
                     unsigned rows);
 

@@ -92,22 +92,11 @@ static int meter(int y, int x, int w, const char *label, double r, const char *t
     return put(y, x, A_BOLD, "]");
 }
 
-static double limit_of(const struct gs_gpu *g)
-{
-    if (gs_gpu_has(g, GS_M_POWER_ENFORCED_LIMIT) && g->v[GS_M_POWER_ENFORCED_LIMIT] > 0)
-        return g->v[GS_M_POWER_ENFORCED_LIMIT];
-    if (gs_gpu_has(g, GS_M_POWER_LIMIT) && g->v[GS_M_POWER_LIMIT] > 0)
-        return g->v[GS_M_POWER_LIMIT];
-    return 0;
-}
-
 /* ≈100 % busy at near-idle power: a kernel spinning (an NCCL hang, a busy-wait). */
 static int spinning(const struct gs_gpu *g)
 {
-    double lim = limit_of(g);
-
-    return !g->lost && gs_gpu_has(g, GS_M_UTIL_GPU) && g->v[GS_M_UTIL_GPU] >= 0.95 &&
-           gs_gpu_has(g, GS_M_POWER_DRAW) && lim > 0 && g->v[GS_M_POWER_DRAW] < 0.40 * lim;
+    return !g->lost && gs_gpu_has(g, GS_M_UTIL_GPU) && gs_gpu_has(g, GS_M_POWER_DRAW) &&
+           gs_spinning(g->v[GS_M_UTIL_GPU], g->v[GS_M_POWER_DRAW], gs_gpu_power_limit(g));
 }
 
 /* The badges of g, each drawn from x on line y; returns the column after them. */
@@ -153,7 +142,7 @@ static void graph(int y, int x, int w, const struct top_hist *h, enum top_graph 
     if (w < 4 || y >= LINES)
         return;
     if (k == TOP_G_POWER) {
-        top = limit_of(g);
+        top = gs_gpu_power_limit(g);
         if (top <= 0)
             for (unsigned i = 0; i < h->n; i++)
                 if (!isnan(h->v[i]) && h->v[i] > top)
@@ -232,7 +221,7 @@ static int gpu_block(int y, int maxy, const struct top_srcframe *s, unsigned gi)
         return used;
     /* line 2: power meter, temperature, clocks, PCIe */
     if (!g->lost) {
-        double lim = limit_of(g), r = -1;
+        double lim = gs_gpu_power_limit(g), r = -1;
         if (gs_gpu_has(g, GS_M_POWER_DRAW)) {
             if (lim > 0) {
                 snprintf(t, sizeof t, "%.0f/%.0fW", g->v[GS_M_POWER_DRAW], lim);
@@ -648,7 +637,7 @@ static const char *const help_lines[] = {
     " m                  mouse on/off (click selects, wheel scrolls)",
     " Ctrl-L             redraw",
     " h  F1  ?           this help;  q  F10  quit (saves top.conf)",
-    "Badges: LOST (fell off the bus); SPINNING (>= 95% busy under 40% of the power",
+    "Badges: LOST (fell off the bus); SPINNING (>= 95% busy at <= 25% of the power",
     "limit); throttle reasons (power cap, HW slowdown, SW/HW thermal, power brake,",
     "sync boost); ECC n (uncorrected, volatile); ROW REMAP (pending); XID n (last).",
     "Press any key to go back.",

@@ -47,6 +47,7 @@ struct gs_sampler {
     struct gs_procfs *pf;
     struct usamp_state *us; /* n_gpus */
     uint64_t prev_us;       /* the previous cycle's time (open at first), unix µs */
+    int host_proc;          /* procfs is this host's /proc (no proc_root given) */
 };
 
 #define USAMP_BATCH 64  /* samples per backend call */
@@ -87,6 +88,7 @@ int gs_sampler_open(struct gs_sampler **out, const struct gs_sampler_opts *opts,
         goto fail;
     }
     s->prev_us = (uint64_t)(clock_ns(CLOCK_REALTIME) / 1000);
+    s->host_proc = !(opts && opts->proc_root && opts->proc_root[0]);
     rc = gs_procfs_open(&s->pf, opts ? opts->proc_root : NULL, err);
     if (rc != GS_OK)
         goto fail;
@@ -201,7 +203,9 @@ static void fill_hosts(struct gs_sampler *s, struct gs_snapshot *snap, int host)
             copy_host(p, &snap->procs[j]);
             continue;
         }
-        if (gs_procfs_fill(s->pf, p->pid, now, p) != GS_OK) {
+        /* a made-up simulated pid is never looked up in this host's /proc (a given proc root
+         * is another matter: the caller put those pids there) */
+        if ((p->sim_only && s->host_proc) || gs_procfs_fill(s->pf, p->pid, now, p) != GS_OK) {
             /* Gone, or in another pid namespace: keep what NVML said. */
             fill_nvml_name(s, p);
             p->host_st = GS_ST_NA;

@@ -361,6 +361,10 @@ int gs_snapjson_encode(json_t **out, const struct gs_snapshot *s,
         sys->cuda_st == GS_ST_OK ? json_sprintf("%d.%d", sys->cuda_version / 1000,
                                                 (sys->cuda_version % 1000) / 10)
                                  : json_null());
+    put(&jb, doc, "simulated", json_boolean(sys->simulated));
+    put(&jb, doc, "source", json_string(sys->source[0] ? sys->source : "nvml"));
+    if (sys->simulated)
+        put(&jb, doc, "simulator", json_string(sys->sim_info[0] ? sys->sim_info : "nvml-sim"));
     if (!o)
         o = &none;
     for (unsigned i = 0; i < s->n_gpus; i++)
@@ -629,6 +633,13 @@ int gs_snapjson_decode(const json_t *doc, bool hidden_as_procs, struct gs_snapsh
             s->sys.cuda_version = major * 1000 + minor * 10;
             s->sys.cuda_st = GS_ST_OK;
         }
+    }
+    if (json_is_true(json_object_get(doc, "simulated"))) {
+        s->sys.simulated = 1;
+        if (json_is_string(v = json_object_get(doc, "simulator")))
+            copy_str(s->sys.sim_info, sizeof s->sys.sim_info, v);
+        else
+            snprintf(s->sys.sim_info, sizeof s->sys.sim_info, "nvml-sim");
     }
     s->t_real = json_number_value(json_object_get(doc, "query_time_unix"));
     if (!(s->t_real > 0 && s->t_real < 1e11)) /* unix seconds; anything else: unknown */

@@ -9,6 +9,8 @@
  */
 #include "stacks/runstacks.h"
 
+#include "gpuscope/gs_model.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -379,7 +381,7 @@ static int gpus_stuck(const struct gs_runstacks *rs, double now, char *what, siz
         const struct reading *g = &rs->gpu[i];
         if (g->util < IDLE_UTIL)
             idle++;
-        else if (g->util >= 0.95 && g->limit > 0 && g->power >= 0 && g->power < 0.4 * g->limit)
+        else if (gs_spinning(g->util, g->power, g->limit))
             spin++;
         else
             busy++;

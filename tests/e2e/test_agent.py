@@ -8,10 +8,12 @@ with file:line, a start without a driver serving gpuscope_up 0 and recovering wh
 appears, and a real Prometheus (Debian `prometheus`) scraping the agent, queried through its
 HTTP API. Everything the test starts is stopped at the end.
 """
+import gzip
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +40,8 @@ def env_for(lib=SIM):
 
 
 get = http_get
+HOST = socket.gethostname()  # the agent's hostname label
+UP = ("gpuscope_up", frozenset({("hostname", HOST)}))
 
 
 def start_agent(args, env=None):
@@ -94,7 +98,23 @@ def main():
     t.ok(hdr.get("Content-Type", "").startswith("text/plain; version=0.0.4"),
          "/metrics content type is text exposition 0.0.4", detail=hdr.get("Content-Type"))
     s = samples(body)
-    t.eq(s.get(("gpuscope_up", frozenset())), 1.0, "gpuscope_up 1 on nvml-sim")
+    t.eq(s.get(UP), 1.0, "gpuscope_up 1 on nvml-sim")
+    t.ok("Content-Encoding" not in hdr and "Accept-Encoding" in hdr.get("Vary", ""),
+         "/metrics without Accept-Encoding: plain, Vary: Accept-Encoding", detail=hdr)
+    req = urllib.request.Request(base + "/metrics", headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        zhdr, zraw = dict(r.headers), r.read()
+    try:
+        ztext = gzip.decompress(zraw).decode()
+    except (OSError, EOFError) as e:
+        ztext = "not gzip: %s" % e
+    fam = lambda text: sorted({k[0] for k in samples(text)})  # noqa: E731
+    t.ok(zhdr.get("Content-Encoding") == "gzip" and len(zraw) < len(body) / 3 and
+         fam(ztext) == fam(body), "/metrics with Accept-Encoding: gzip: gzip'ed, the same "
+         "families, %d -> %d bytes" % (len(body), len(zraw)), detail=(zhdr, ztext[:300]))
+    req = urllib.request.Request(base + "/metrics", headers={"Accept-Encoding": "gzip;q=0"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        t.ok("Content-Encoding" not in r.headers, "gzip;q=0: plain")
     t.eq(by_gpu(s, "gpuscope_gpu_memory_used_bytes"), {k: float(v) for k, v in want_mem.items()},
          "memory used of every GPU equals the scenario's (quick check JSON)")
     t.eq(by_gpu(s, "gpuscope_gpu_utilization_ratio"), {k: float(v) for k, v in want_util.items()},
@@ -136,8 +156,20 @@ def main():
     t.eq({g: v for g, (v, _) in fb.items()},
          {k: float(v // 1048576) for k, v in want_mem.items()}, "DCGM_FI_DEV_FB_USED in whole MiB")
     lbl = fb.get("0", (0, {}))[1]
-    t.eq(sorted(lbl), ["Hostname", "UUID", "device", "gpu", "modelName", "pci_bus_id"],
-         "dcgm-exporter label names")
+    t.eq(sorted(lbl), ["DCGM_FI_DRIVER_VERSION", "UUID", "device", "gpu", "hostname",
+                       "modelName", "pci_bus_id"], "dcgm-exporter (4.x) label names")
+    t.eq(lbl.get("DCGM_FI_DRIVER_VERSION"), "590.48.01", "DCGM_FI_DRIVER_VERSION label")
+    fams = {k[0] for k in s}
+    for _ in range(50):  # GPM needs two samples, some cycles apart
+        if "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in fams:
+            break
+        time.sleep(0.1)
+        fams = {k[0] for k in samples(get(base + "/metrics")[2])}
+    want = ["DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+            "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_PROF_PCIE_TX_BYTES",
+            "DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"]
+    t.eq([f for f in want if f not in fams], [], "dcgm-exporter default counters: remapped "
+         "rows, PCIe bytes, GR engine active (GPM, H100) are served")
     if shutil.which("promtool"):
         rc, out = promtool_problems(body)
         bad = [l for l in out.splitlines() if l.strip() and not (
@@ -167,17 +199,30 @@ def main():
         p, base = start_agent(["--interval", "0.2"], env=env_for(lib))
         s = samples(get(base + "/metrics")[2])
         down = [k for k in s if k[0] == "gpuscope_up"]
-        t.ok(down and s[down[0]] == 0 and dict(down[0][1]).get("reason"),
-             "no driver: gpuscope_up 0 with a reason", detail=down)
+        t.ok(down == [UP] and s[down[0]] == 0,
+             "no driver: gpuscope_up 0, the same series as when up (no free-text label)",
+             detail=down)
+        t.eq(s.get(("gpuscope_down_reason", frozenset({("reason", "no_library"),
+                                                        ("hostname", HOST)}))), 1.0,
+             "no driver: gpuscope_down_reason{reason=\"no_library\"} 1 (a bounded name)")
+        e0 = s.get(("gpuscope_sample_errors_total", frozenset()), 0)
+        time.sleep(1.0)
+        s = samples(get(base + "/metrics")[2])
+        e1 = s.get(("gpuscope_sample_errors_total", frozenset()), 0)
+        t.ok(e0 >= 1 and e1 >= e0 + 3, "no driver: gpuscope_sample_errors_total counts the "
+             "cycles without a reading (%s -> %s in 1 s at 0.2 s)" % (e0, e1))
         t.eq(get(base + "/api/v1/snapshot")[0], 503, "no driver: /api/v1/snapshot 503")
         os.symlink(SIM, lib)
         up = None
         for _ in range(60):
-            up = samples(get(base + "/metrics")[2]).get(("gpuscope_up", frozenset()))
+            up = samples(get(base + "/metrics")[2]).get(UP)
             if up == 1:
                 break
             time.sleep(0.1)
         t.eq(up, 1.0, "driver appears: sampling starts (gpuscope_up 1)")
+        s = samples(get(base + "/metrics")[2])
+        t.ok(not any(k[0] == "gpuscope_down_reason" for k in s),
+             "driver up: no gpuscope_down_reason")
         stop(p)
 
     prometheus_check(want_mem)

@@ -15,6 +15,7 @@ import json
 import re
 import threading
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -177,7 +178,8 @@ def webhook():
 
 
 def main():
-    p, base, clock = start("thermal-powercap.json", "[alert throttling]\nfor = 1s\n")
+    p, base, clock = start("thermal-powercap.json",
+                           "[alert throttling]\nfor = 1s\n[alert temperature]\nfor = 1s\n")
     code, doc = alerts(base)
     t.eq(code, 200, "/api/v1/alerts answers 200")
     t.ok(doc.get("enabled") is True and isinstance(doc.get("alerts"), list),
@@ -185,7 +187,7 @@ def main():
     t.ok(not [a for a in doc["alerts"] if a["state"] == "firing"], "nothing fires at t=0", doc)
     set_time(clock, 60)
     a = wait_for(base, "throttling", 0)
-    t.ok(a.get("severity") == "warning" and a.get("value") == 1 and a.get("threshold") == 0
+    t.ok(a.get("severity") == "warning" and a.get("value") == 1 and a.get("threshold") == 0.5
          and isinstance(a.get("since"), float) and a["since"] > 1e9,
          "t=60: throttling (power cap) fires on GPU 0 after its 1 s", a)
     set_time(clock, 500)
@@ -193,7 +195,8 @@ def main():
     t.ok(a.get("metric") == "temperature_slowdown_margin" and a.get("value", 99) <= 5
          and a.get("op") == "<=", "t=500: temperature within 5 C of slowdown fires", a)
     _, m = get(base + "/metrics")
-    t.ok('gpuscope_alerts_firing{severity="warning"} 2' in m,
+    t.ok('gpuscope_alerts_firing{hostname="%s",severity="warning"} 2' % socket.gethostname()
+         in m,
          "/metrics: gpuscope_alerts_firing{severity=\"warning\"} 2",
          [l for l in m.splitlines() if "alerts_firing" in l])
     set_time(clock, 0)
@@ -215,6 +218,13 @@ def main():
     _, doc = alerts(base)
     t.ok(not [x for x in doc["alerts"] if x["rule"] == "gpu_lost" and x["gpu"] != 2],
          "only GPU 2 is lost", doc)
+    xid = wait_for(base, "xid", 2)
+    t.ok(xid.get("value") == 79, "the lost GPU's Xid 79 fires the xid rule (kept when lost)", xid)
+    _, m = get(base + "/metrics")
+    lost_xid = [ln for ln in m.splitlines() if ln.startswith("gpuscope_gpu_xid_last{") and
+                'gpu="2"' in ln]
+    t.ok(lost_xid and lost_xid[0].endswith(" 79"), "/metrics keeps xid_last 79 for the lost GPU",
+         lost_xid)
     stop(p)
 
     p, base, clock = start("gpu-lost.json", "alerts = off\n")

@@ -211,7 +211,8 @@ def main():
     t.eq(a.get("/metrics", "Bearer " + tok_m[:-1] + "x")[0], 401, "wrong token: 401")
     t.eq(a.get("/metrics", "Bearer")[0], 401, "empty Bearer: 401")
     code, hdr, body = a.get("/metrics", "Bearer " + tok_m)
-    t.ok(code == 200 and gauge(body, "gpuscope_up") == ["gpuscope_up 1"] and
+    up_line = 'gpuscope_up{hostname="%s"} 1' % socket.gethostname()
+    t.ok(code == 200 and gauge(body, "gpuscope_up") == [up_line] and
          len(gauge(body, "gpuscope_gpu_memory_used_bytes")) == 8,
          "metrics token: /metrics with gpuscope_up 1 and 8 GPUs", detail=(code, body[:300]))
     t.eq(hdr.get("Cache-Control"), "no-store", "Cache-Control: no-store on /metrics")

@@ -85,8 +85,12 @@ def wait_flushed(base, gpu, t0, timeout=6.0):
 
 def self_metrics(base):
     code, body = get(base + "/metrics")
-    return {k: float(v) for k, v in (ln.rsplit(" ", 1) for ln in body.splitlines()
-                                     if ln and not ln.startswith("#") and "{" not in ln)}
+    out = {k: float(v) for k, v in (ln.rsplit(" ", 1) for ln in body.splitlines()
+                                    if ln and not ln.startswith("#") and "{" not in ln)}
+    up = [ln for ln in body.splitlines() if ln.startswith("gpuscope_up{")]  # {hostname=...}
+    if up:
+        out["gpuscope_up"] = float(up[0].rsplit(" ", 1)[1])
+    return out
 
 
 def disk_full(data):

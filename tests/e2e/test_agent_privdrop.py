@@ -152,7 +152,8 @@ LOG = os.path.join(tmp, "agent.log")
 agent = start(["--config", CONF], LOG)
 code, body = until(lambda: (lambda r: r if r[0] == 200 else None)(http(PORT)), 15) or (0, "")
 t.eq(code, 200, "GET /metrics on port %s answers after the drop" % PORT)
-t.ok(re.search(r"^gpuscope_up 1$", body, re.M) is not None, "gpuscope_up 1: NVML opened as U",
+UP_RE = r'^gpuscope_up\{hostname="[^"]*"\} 1$'
+t.ok(re.search(UP_RE, body, re.M) is not None, "gpuscope_up 1: NVML opened as U",
      detail=body[:400] + read(LOG)[-2000:])
 t.ok(re.search(r'^gpuscope_gpu_utilization_ratio\{[^}]*gpu="7"', body, re.M) is not None,
      "8 GPUs' series on /metrics", detail=body[:400])
@@ -173,7 +174,7 @@ t.eq((os.stat(hist).st_uid, os.stat(hist).st_gid), (UID, GID), "history.db owned
 t.eq((os.stat(RUN).st_uid, os.stat(RUN).st_mode & 0o777), (UID, 0o755),
      "socket directory made 0755 and given to U")
 code, body = http(unix=os.path.join(RUN, "agent.sock"))
-t.ok(code == 200 and "gpuscope_up 1" in body, "/metrics on the unix socket",
+t.ok(code == 200 and re.search(UP_RE, body, re.M), "/metrics on the unix socket",
      detail="%s %s" % (code, body[:200]))
 steps = os.path.join(RUN, "steps.sock")
 try:

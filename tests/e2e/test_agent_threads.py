@@ -177,7 +177,8 @@ def main():
         c.request("GET", "/metrics")
         r = c.getresponse()
         body = r.read().decode()
-        t.ok(r.status == 200 and "gpuscope_up 1" in body, "after %d reloads: /metrics up"
+        up_line = 'gpuscope_up{hostname="%s"} 1' % socket.gethostname()
+        t.ok(r.status == 200 and up_line in body, "after %d reloads: /metrics up"
              % RELOADS, detail=r.status)
     except OSError as e:
         t.ok(False, "after %d reloads: /metrics up" % RELOADS, detail=repr(e))

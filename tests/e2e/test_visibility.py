@@ -234,8 +234,14 @@ t.eq([g.get("hidden_processes", {}).get("gpu_memory") for g in qdoc.get("gpus", 
 t.ok("secret-b-hidden" not in out and str(pb.pid) not in out, "B's details are absent",
      detail=out[:300] + errtext)
 rc, out, errtext = gpuscope(USERS[0], "--no-color", "-a", GPUSCOPE_HTTP_SOCKET=SOCK)
-t.ok(rc == 0 and "1 hidden" in out and str(pa.pid) in out and str(pb.pid) not in out,
-     "A's text view through the agent: its process, B's as \"1 hidden\"", detail=out + errtext)
+t.ok(rc == 0 and "[1 process of other users, " in out and str(pa.pid) in out and
+     str(pb.pid) not in out and "hidden/0" not in out,
+     "A's text view through the agent: its process, B's as \"1 process of other users, X\"",
+     detail=out + errtext)
+rc, out, errtext = gpuscope(USERS[0], "--no-color", "-a", "-f", GPUSCOPE_HTTP_SOCKET=SOCK)
+t.ok(rc == 0 and not any(ln.split("(")[0].strip().endswith(" 0") for ln in out.splitlines()
+                         if "\u2500" in ln),
+     "-f through the agent: no made-up pid-0 line for the hidden process", detail=out)
 r = subprocess.run(["runuser", "-u", USERS[0], "--", "env", "GPUSCOPE_HTTP_SOCKET=" + SOCK,
                     "timeout", "-s", "INT", "1.6", BIN, "--json", "-i", "0.3"],
                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", timeout=30)

@@ -74,7 +74,7 @@ static void test_ini_errors(void **state)
     expect_error("interval = fast\n", "agent.conf:1: interval: 'fast' is not a number");
     expect_error("interval = 61\n", "agent.conf:1: interval: 61 is out of range 0.1..60");
     expect_error("metrics_compat = prom\n",
-                 "agent.conf:1: metrics_compat: 'prom' is not one of none, dcgm");
+                 "agent.conf:1: metrics_compat: 'prom' is not one of none, dcgm, dcgm3");
     expect_error("log_level = loud\n",
                  "agent.conf:1: log_level: 'loud' is not one of error, warn, info, debug");
     expect_error("listen = 9400\n",
@@ -457,7 +457,7 @@ static void test_render_native(void **state)
     assert_null(strstr(b.data, "temperature_celsius"));
     assert_null(strstr(b.data, "power_watts"));
     assert_null(strstr(b.data, "DCGM_"));
-    assert_non_null(strstr(b.data, "\ngpuscope_up 1\n"));
+    assert_non_null(strstr(b.data, "\ngpuscope_up{hostname=\"\"} 1\n"));
     assert_non_null(strstr(b.data, "\ngpuscope_cycles_total 3\n"));
     assert_non_null(strstr(b.data, "gpuscope_build_info{version=\"9.9\",schema=\"1\"} 1\n"));
     gs_mbuf_free(&b);
@@ -471,9 +471,17 @@ static void test_render_dcgm(void **state)
 
     (void)state;
     assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
+    /* dcgm-exporter 4.x's labels: hostname (upstream #655), DCGM_FI_DRIVER_VERSION */
     assert_non_null(strstr(b.data, "\nDCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-abc\","
                                    "pci_bus_id=\"00000000:18:00.0\",device=\"nvidia3\","
-                                   "modelName=\"NVIDIA H100\",Hostname=\"node\\\"1\\\\\\n\"} 2\n"));
+                                   "modelName=\"NVIDIA H100\",hostname=\"node\\\"1\\\\\\n\","
+                                   "DCGM_FI_DRIVER_VERSION=\""));
+    gs_mbuf_free(&b);
+    memset(&b, 0, sizeof b); /* 3.x's spelling on request */
+    assert_int_equal(
+        gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM | GS_METRICS_DCGM_HOSTNAME), GS_OK);
+    assert_non_null(strstr(b.data, "modelName=\"NVIDIA H100\",Hostname=\"node\\\"1\\\\\\n\","));
+    assert_null(strstr(b.data, ",hostname=\"node\\\"1\\\\\\n\",DCGM"));
     assert_non_null(strstr(b.data, "} 92\n"));         /* GPU_UTIL in percent */
     assert_non_null(strstr(b.data, "} 1980\n"));       /* SM clock in MHz */
     assert_non_null(strstr(b.data, "} 1234500\n"));    /* energy in mJ */
@@ -486,13 +494,21 @@ static void test_render_dcgm(void **state)
 static void test_render_down(void **state)
 {
     struct gs_metrics_self self = {.up = 0, .reason = "nvml: nvmlInit_v2: Driver \"Not\" Loaded",
-                                   .version = "1", .interval_s = 1, .sample_seconds = -1};
+                                   .reason_rc = GS_ENODRIVER, .hostname = "n1",
+                                   .version = "1", .interval_s = 1,
+                                   .sample_seconds = -1};
     struct gs_mbuf b = {0};
 
     (void)state;
     assert_int_equal(gs_metrics_render(&b, NULL, &self, GS_METRICS_DCGM), GS_OK);
+    /* no free text in a label: one gpuscope_up series, the reason a bounded name */
+    assert_non_null(strstr(b.data, "\ngpuscope_up{hostname=\"n1\"} 0\n"));
     assert_non_null(
-        strstr(b.data, "gpuscope_up{reason=\"nvml: nvmlInit_v2: Driver \\\"Not\\\" Loaded\"} 0\n"));
+        strstr(b.data, "\ngpuscope_down_reason{hostname=\"n1\",reason=\"no_driver\"} 1\n"));
+    assert_non_null(strstr(b.data, "\ngpuscope_info{hostname=\"n1\",simulated=\"0\"} 1\n"));
+    assert_null(strstr(b.data, "Loaded"));
+    assert_string_equal(gs_metrics_down_reason(GS_ENOLIB), "no_library");
+    assert_string_equal(gs_metrics_down_reason(12345), "error");
     assert_null(strstr(b.data, "gpuscope_gpu_"));
     assert_null(strstr(b.data, "sample_duration"));
     gs_mbuf_free(&b);

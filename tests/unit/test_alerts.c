@@ -26,11 +26,14 @@ struct fx {
     struct gs_alerts *a;
     struct gs_alert_rules rs;
     unsigned events_firing, events_resolved;
+    const char *only; /* count only this rule's events; NULL: every rule's */
 };
 
 static void on_event(void *ctx, const struct gs_alert_event *ev)
 {
     struct fx *f = ctx;
+    if (f->only && strcmp(ev->rule->name, f->only) != 0)
+        return;
     if (ev->state == GS_ALERT_FIRING)
         f->events_firing++;
     else
@@ -92,41 +95,33 @@ static void test_temperature(void **state)
     gs_gpu_set(&f.s->gpus[0], GS_M_TEMP_GPU, 80);
     gs_alerts_eval(f.a, f.s, 100);
     assert_string_equal(state_of(&f, "temperature", 0, 100), "inactive");
+    /* the mean over the 20 s window decides: one hot sample after a cool one is not enough */
     gs_gpu_set(&f.s->gpus[0], GS_M_TEMP_GPU, 85.5);
     gs_alerts_eval(f.a, f.s, 101);
-    assert_string_equal(state_of(&f, "temperature", 0, 101), "firing");
+    assert_string_equal(state_of(&f, "temperature", 0, 101), "inactive");
+    for (double t = 102; t < 122; t++)
+        gs_alerts_eval(f.a, f.s, t);
+    assert_string_equal(state_of(&f, "temperature", 0, 121), "pending");
+    for (double t = 122; t <= 145; t++)
+        gs_alerts_eval(f.a, f.s, t);
+    assert_string_equal(state_of(&f, "temperature", 0, 145), "firing");
     assert_int_equal(gs_alerts_firing(f.a, GS_ALERT_WARNING), 1);
+    /* hysteresis: a margin of 7 C (above 5, below 5 + 3) keeps it firing */
+    gs_gpu_set(&f.s->gpus[0], GS_M_TEMP_GPU, 83);
+    for (double t = 146; t <= 180; t++)
+        gs_alerts_eval(f.a, f.s, t);
+    assert_string_equal(state_of(&f, "temperature", 0, 180), "firing");
     gs_gpu_set(&f.s->gpus[0], GS_M_TEMP_GPU, 70);
-    gs_alerts_eval(f.a, f.s, 102);
-    assert_string_equal(state_of(&f, "temperature", 0, 102), "resolved");
+    double t = 181;
+    for (; t <= 240 && strcmp(state_of(&f, "temperature", 0, t), "firing") == 0; t++)
+        gs_alerts_eval(f.a, f.s, t);
+    assert_string_equal(state_of(&f, "temperature", 0, t), "resolved");
+    assert_true(t > 182 && t < 205); /* once the window's mean is past 8 C */
     assert_int_equal(gs_alerts_firing(f.a, GS_ALERT_WARNING), 0);
     assert_int_equal(f.events_firing, 1);
     assert_int_equal(f.events_resolved, 1);
     /* resolved entries age out after an hour */
-    assert_string_equal(state_of(&f, "temperature", 0, 102 + 3601), "inactive");
-    fx_close(&f);
-}
-
-/* gpu_spinning: utilization ~100 % at under 40 % of the power limit for 5 minutes. */
-static void test_spinning(void **state)
-{
-    struct fx f;
-
-    (void)state;
-    fx_open(&f, 1);
-    gs_gpu_set(&f.s->gpus[0], GS_M_UTIL_GPU, 1.0);
-    gs_gpu_set(&f.s->gpus[0], GS_M_POWER_LIMIT, 700);
-    gs_gpu_set(&f.s->gpus[0], GS_M_POWER_DRAW, 600); /* really busy */
-    gs_alerts_eval(f.a, f.s, 0);
-    assert_string_equal(state_of(&f, "gpu_spinning", 0, 0), "inactive");
-    gs_gpu_set(&f.s->gpus[0], GS_M_POWER_DRAW, 120); /* busy at idle power */
-    gs_alerts_eval(f.a, f.s, 10);
-    assert_string_equal(state_of(&f, "gpu_spinning", 0, 10), "pending");
-    gs_alerts_eval(f.a, f.s, 310);
-    assert_string_equal(state_of(&f, "gpu_spinning", 0, 310), "firing");
-    gs_gpu_set(&f.s->gpus[0], GS_M_UTIL_GPU, 0.5); /* no longer at 100 %: absent, resolves */
-    gs_alerts_eval(f.a, f.s, 311);
-    assert_string_equal(state_of(&f, "gpu_spinning", 0, 311), "resolved");
+    assert_string_equal(state_of(&f, "temperature", 0, t + 3601), "inactive");
     fx_close(&f);
 }
 
@@ -192,12 +187,13 @@ static void test_throttling(void **state)
     gs_alerts_eval(f.a, f.s, 0);
     assert_string_equal(state_of(&f, "throttling", 0, 0), "inactive");
     gs_gpu_set(&f.s->gpus[0], GS_M_THROTTLE_ACTIVE, (double)(GS_THR_SW_POWER_CAP));
-    gs_alerts_eval(f.a, f.s, 10);
-    gs_alerts_eval(f.a, f.s, 39);
+    for (double t = 10; t <= 39; t++)
+        gs_alerts_eval(f.a, f.s, t);
     assert_string_equal(state_of(&f, "throttling", 0, 39), "pending");
     gs_gpu_set(&f.s->gpus[0], GS_M_THROTTLE_ACTIVE, (double)(GS_THR_HW_THERMAL));
-    gs_alerts_eval(f.a, f.s, 40);
-    assert_string_equal(state_of(&f, "throttling", 0, 40), "firing");
+    for (double t = 40; t <= 45; t++)
+        gs_alerts_eval(f.a, f.s, t);
+    assert_string_equal(state_of(&f, "throttling", 0, 45), "firing"); /* 30 s past pending */
     fx_close(&f);
 }
 
@@ -216,10 +212,11 @@ static void test_absent_never_fires(void **state)
     gs_gpu_set(&f.s->gpus[1], GS_M_TEMP_SLOWDOWN, 90);
     gs_gpu_set(&f.s->gpus[1], GS_M_TEMP_GPU, 89);
     gs_alerts_eval(f.a, f.s, 5000);
-    assert_string_equal(state_of(&f, "temperature", 1, 5000), "firing");
+    gs_alerts_eval(f.a, f.s, 5020);
+    assert_string_equal(state_of(&f, "temperature", 1, 5020), "firing");
     f.s->gpus[1].st[GS_M_TEMP_GPU] = GS_ST_NA;
-    gs_alerts_eval(f.a, f.s, 5001);
-    assert_string_equal(state_of(&f, "temperature", 1, 5001), "resolved");
+    gs_alerts_eval(f.a, f.s, 5021);
+    assert_string_equal(state_of(&f, "temperature", 1, 5021), "resolved");
     /* a NULL snapshot (driver down) changes nothing */
     gs_alerts_eval(f.a, NULL, 6000);
     fx_close(&f);
@@ -281,10 +278,131 @@ static void test_lost(void **state)
     assert_string_equal(state_of(&f, "gpu_lost", 1, 31), "firing");
     assert_string_equal(state_of(&f, "gpu_lost", 0, 31), "inactive");
     assert_string_equal(state_of(&f, "temperature", 1, 31), "inactive");
-    gs_alerts_render_prom(&b, f.a);
-    assert_non_null(strstr(b.data, "gpuscope_alerts_firing{severity=\"critical\"} 1\n"));
-    assert_non_null(strstr(b.data, "gpuscope_alerts_firing{severity=\"warning\"} 0\n"));
+    gs_alerts_render_prom(&b, f.a, "n1");
+    assert_non_null(
+        strstr(b.data, "gpuscope_alerts_firing{hostname=\"n1\",severity=\"critical\"} 1\n"));
+    assert_non_null(
+        strstr(b.data, "gpuscope_alerts_firing{hostname=\"n1\",severity=\"warning\"} 0\n"));
     gs_mbuf_free(&b);
+    fx_close(&f);
+}
+
+/* ---- every default rule across its threshold, with noise ---- */
+
+static uint32_t rng_state;
+
+static double noise(void) /* uniform in [-1, 1), reproducible */
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (double)(rng_state >> 8) / (double)(1u << 23) - 1.0;
+}
+
+static int coin(double p)
+{
+    return (noise() + 1) / 2 < p;
+}
+
+/* Sets GPU 0 (and 1 for the node rule) so that rule's value is x, or for a 0/1 value true with
+ * probability x. */
+static void drive(struct fx *f, const char *rule, double x)
+{
+    struct gs_gpu *g = &f->s->gpus[0];
+
+    if (strcmp(rule, "temperature") == 0) {
+        gs_gpu_set(g, GS_M_TEMP_SLOWDOWN, 90);
+        gs_gpu_set(g, GS_M_TEMP_GPU, 90 - x);
+    } else if (strcmp(rule, "memory_full") == 0) {
+        gs_gpu_set(g, GS_M_MEM_TOTAL, 1000);
+        gs_gpu_set(g, GS_M_MEM_USED, 1000 * x);
+    } else if (strcmp(rule, "underutilized") == 0) {
+        f->s->n_procs = 1;
+        f->s->procs[0].gpu = 0;
+        f->s->procs[0].mem_st = GS_ST_OK;
+        f->s->procs[0].gpu_mem_bytes = (uint64_t)(2 * GIB);
+        gs_gpu_set(g, GS_M_UTIL_GPU, x);
+    } else if (strcmp(rule, "imbalance") == 0) {
+        gs_gpu_set(g, GS_M_UTIL_GPU, 0.95);
+        gs_gpu_set(&f->s->gpus[1], GS_M_UTIL_GPU, 0.95 - x);
+    } else if (strcmp(rule, "throttling") == 0) {
+        gs_gpu_set(g, GS_M_THROTTLE_ACTIVE, coin(x) ? GS_THR_SW_POWER_CAP : GS_THR_GPU_IDLE);
+    } else if (strcmp(rule, "spinning") == 0) {
+        gs_gpu_set(g, GS_M_POWER_ENFORCED_LIMIT, 700);
+        gs_gpu_set(g, GS_M_POWER_DRAW, coin(x) ? 90 : 450);
+        gs_gpu_set(g, GS_M_UTIL_GPU, 1.0);
+    } else if (strcmp(rule, "pcie_downshift") == 0) {
+        gs_gpu_set(g, GS_M_UTIL_GPU, 0.9);
+        gs_gpu_set(g, GS_M_PCIE_GEN_MAX, 4);
+        gs_gpu_set(g, GS_M_PCIE_WIDTH_MAX, 16);
+        gs_gpu_set(g, GS_M_PCIE_WIDTH, 16);
+        gs_gpu_set(g, GS_M_PCIE_GEN, coin(x) ? 1 : 4);
+    }
+}
+
+static void test_defaults_hold_up_under_noise(void **state)
+{
+    struct gs_alert_rules rs;
+
+    (void)state;
+    gs_alert_rules_defaults(&rs);
+    for (unsigned ri = 0; ri < rs.n; ri++) {
+        const struct gs_alert_rule *r = &rs.r[ri];
+        int boolean = strcmp(r->name, "throttling") == 0 || strcmp(r->name, "spinning") == 0 ||
+                      strcmp(r->name, "pcie_downshift") == 0;
+        double w = (r->for_s > 10 ? r->for_s : 10) + 10, sgn, d, fire, clear, amp;
+        unsigned crossings = 0;
+        int last_above = -1;
+        struct fx f;
+
+        if (strcmp(r->name, "gpu_lost") == 0 || strcmp(r->name, "xid") == 0)
+            continue; /* events, not levels: test_lost_and_xid_once */
+        fx_open(&f, 2);
+        f.only = r->name;
+        rng_state = 12345u + ri;
+        sgn = r->op == GS_ALERT_GT || r->op == GS_ALERT_GE ? 1 : -1;
+        d = r->hysteresis > 0 ? r->hysteresis * 0.7 : 0.05;
+        fire = boolean ? 0.85 : r->threshold + sgn * d;
+        clear = boolean ? 0.05 : r->threshold - sgn * (r->hysteresis + d);
+        amp = 1.5 * d; /* every phase's samples cross a threshold again and again */
+        for (double t = 0; t < 11 * w; t++) {
+            double level = t >= 3 * w && t < 7 * w ? fire : clear;
+            double x = boolean ? level : level + amp * noise();
+            int above;
+            drive(&f, r->name, x);
+            above = sgn * (x - r->threshold) > 0;
+            if (last_above >= 0 && above != last_above)
+                crossings++;
+            last_above = above;
+            gs_alerts_eval(f.a, f.s, 1000 + t);
+        }
+        if (!boolean) /* the instantaneous value flapped: the old engine would have, too */
+            assert_true(crossings > 10);
+        if (f.events_firing != 1 || f.events_resolved != 1)
+            fail_msg("%s: %u firing, %u resolved (want 1 and 1)", r->name, f.events_firing,
+                     f.events_resolved);
+        fx_close(&f);
+    }
+}
+
+/* A GPU that falls off the bus with Xid 79: gpu_lost and xid fire once each, and the Xid is
+ * not dropped because the GPU is lost; both resolve once. */
+static void test_lost_and_xid_once(void **state)
+{
+    struct fx f;
+
+    (void)state;
+    fx_open(&f, 1);
+    for (double t = 0; t < 1000; t++) {
+        int lost = t >= 100 && t < 400;
+        f.s->gpus[0].lost = (uint8_t)lost;
+        gs_gpu_set(&f.s->gpus[0], GS_M_XID_LAST, t >= 100 ? 79 : 0);
+        gs_alerts_eval(f.a, f.s, t);
+        if (t == 101) {
+            assert_string_equal(state_of(&f, "gpu_lost", 0, t), "firing");
+            assert_string_equal(state_of(&f, "xid", 0, t), "firing");
+        }
+    }
+    assert_int_equal(f.events_firing, 2);
+    assert_int_equal(f.events_resolved, 2);
     fx_close(&f);
 }
 
@@ -421,8 +539,8 @@ static void test_config_sections(void **state)
     expect_conf_error("[alert temperature]\nthreshold = hot\n",
                       "a.conf:2: threshold: 'hot' is not a number");
     expect_conf_error("[alert temperature]\ncolour = red\n",
-                      "a.conf:2: colour: unknown key (metric, op, threshold, for, severity, "
-                      "enabled)");
+                      "a.conf:2: colour: unknown key (metric, op, threshold, for, hysteresis, "
+                      "severity, enabled)");
     expect_conf_error("[alert temperature]\nenabled\n",
                       "a.conf:2: enabled: expected 'key = value'");
     expect_conf_error("[alert a b]\n",
@@ -436,12 +554,13 @@ int main(void)
         cmocka_unit_test(test_temperature),
         cmocka_unit_test(test_memory_for_duration),
         cmocka_unit_test(test_underutilized_needs_process),
-        cmocka_unit_test(test_spinning),
         cmocka_unit_test(test_throttling),
         cmocka_unit_test(test_absent_never_fires),
         cmocka_unit_test(test_imbalance),
         cmocka_unit_test(test_xid),
         cmocka_unit_test(test_lost),
+        cmocka_unit_test(test_defaults_hold_up_under_noise),
+        cmocka_unit_test(test_lost_and_xid_once),
         cmocka_unit_test(test_custom_rule_and_reconfigure),
         cmocka_unit_test(test_reconfigure_resolves),
         cmocka_unit_test(test_config_sections),

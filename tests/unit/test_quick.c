@@ -812,17 +812,24 @@ static void term_redraw_in_place(void **state)
     (void)state;
 
     gs_tbuf_init(&b, 0);
-    gs_term_redraw(&b, frame, strlen(frame), 5, 0);
+    gs_term_redraw(&b, frame, strlen(frame), 5, 0); /* a cut line says so with '>' */
     assert_string_equal(gs_tbuf_str(&b), "\x1b[H"
-                                         "heade\n"
-                                         "abcde\n"
+                                         "head>\n"
+                                         "abcd>\n"
                                          "xy\x1b[K\n"
                                          "\x1b[J");
     gs_tbuf_reset(&b);
     gs_term_redraw(&b, frame, strlen(frame), 0, 3); /* 3 rows: 2 lines and the cursor */
     assert_string_equal(gs_tbuf_str(&b), "\x1b[H"
                                          "header\x1b[K\n"
+                                         "... 2 more lines: the terminal is too short\x1b[K\n"
+                                         "\x1b[J");
+    gs_tbuf_reset(&b);
+    gs_term_redraw(&b, frame, strlen(frame), 0, 4); /* everything fits: no note */
+    assert_string_equal(gs_tbuf_str(&b), "\x1b[H"
+                                         "header\x1b[K\n"
                                          "abcdefghij\x1b[K\n"
+                                         "xy\x1b[K\n"
                                          "\x1b[J");
     gs_tbuf_free(&b);
 }

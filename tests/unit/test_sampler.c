@@ -359,6 +359,44 @@ static void fake_proc_root(void **state)
 
 /* ---- failures --------------------------------------------------------------------------- */
 
+/* A scenario's numeric pid is made up: even when it is the pid of a live host process (here
+ * this test's own), its user and command line are not read from /proc; {"self"} is. */
+static void sim_pids_never_borrow_host(void **state)
+{
+    struct fx *f = *state;
+    struct gs_err e;
+    char procs[512];
+    const struct gs_proc *num = NULL, *self = NULL;
+
+    NEED_SIM();
+    snprintf(procs, sizeof procs,
+             "[{\"pid\": %u, \"gpu\": 0, \"name\": \"python3\", \"used_memory_mib\": 10},"
+             " {\"pid\": \"self\", \"gpu\": 1, \"name\": \"selftest\", \"used_memory_mib\": 20}]",
+             (unsigned)getppid());
+    derive(f, "h100x8-training.json", "processes", procs);
+    assert_int_equal(open_on(f, f->scenario, "100", &e), GS_OK);
+    new_snap(f);
+    cycle(f, GS_WANT_PROCS | GS_WANT_PROC_HOST);
+    assert_int_equal(f->snap->n_procs, 2);
+    assert_int_equal(f->snap->sys.simulated, 1);
+    assert_string_equal(f->snap->sys.sim_info, "nvml-sim");
+    for (unsigned i = 0; i < f->snap->n_procs; i++) {
+        const struct gs_proc *p = &f->snap->procs[i];
+        if (p->pid == (unsigned)getppid())
+            num = p;
+        else if (p->pid == (unsigned)getpid())
+            self = p;
+    }
+    assert_non_null(num);
+    assert_non_null(self);
+    assert_int_equal(num->sim_only, 1);
+    assert_int_equal(num->host_st, GS_ST_NA); /* the parent's /proc entry is not read */
+    assert_string_equal(num->cmdline, "");
+    assert_string_equal(num->name, "python3"); /* what the scenario says */
+    assert_int_equal(self->sim_only, 0);
+    assert_int_equal(self->host_st, GS_ST_OK);
+}
+
 static void lost_gpu_mid_run(void **state)
 {
     struct fx *f = *state;
@@ -582,6 +620,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(snapshot_bookkeeping, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(self_process_details, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(fake_proc_root, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(sim_pids_never_borrow_host, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(lost_gpu_mid_run, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(warm_cycles_do_not_grow_the_heap, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(every_scenario_through_the_sampler, fx_setup, fx_teardown),

@@ -101,10 +101,17 @@ test('badges name throttle reasons, errors, a degraded link, a lost GPU', () => 
   const b = badges({clocks_event_reasons: ['power cap', 'SW thermal'],
     ecc_errors_uncorrected_volatile: 2, ecc_errors_corrected_volatile: 0, xid_last: 79,
     pcie_link_gen_current: 3, pcie_link_gen_max: 5, pcie_link_width_current: 16,
-    pcie_link_width_max: 16});
+    pcie_link_width_max: 16, utilization_gpu: 0.9});
   assert.deepEqual(b.map((x) => x.text), ['throttled: power cap', 'throttled: SW thermal',
     'ECC uncorrected: 2', 'Xid 79', 'PCIe Gen3 x16 < Gen5 x16']);
-  assert.deepEqual(badges({lost: true, xid_last: 79}), [{kind: 'bad', text: 'lost'}]);
+  // an idle RTX 4090 at Gen1: power saving, no badge
+  assert.deepEqual(badges({pcie_link_gen_current: 1, pcie_link_gen_max: 4,
+    pcie_link_width_current: 16, pcie_link_width_max: 16, utilization_gpu: 0}), []);
+  assert.deepEqual(badges({pcie_link_gen_current: 1, pcie_link_gen_max: 4}), []);
+  // a lost GPU keeps the Xid it fell off with
+  assert.deepEqual(badges({lost: true, xid_last: 79}),
+    [{kind: 'bad', text: 'lost'}, {kind: 'bad', text: 'Xid 79'}]);
+  assert.deepEqual(badges({lost: true}), [{kind: 'bad', text: 'lost'}]);
   assert.deepEqual(badges({pcie_link_gen_current: null, pcie_link_gen_max: 5}), []);
 });
 
@@ -252,9 +259,9 @@ test('visibility note: for a filtered viewer only, counts the hidden, claims no 
 
 test('badges: a filtered GPU says how many processes of others and their memory', () => {
   const b = badges(filteredSnapshot.gpus[0]);
-  assert.deepEqual(b, [{kind: 'info', text: 'other users: 2 proc, 12.0 GiB'}]);
+  assert.deepEqual(b, [{kind: 'info', text: '2 processes of other users, 12.0 GiB'}]);
   assert.deepEqual(badges(filteredSnapshot.gpus[1]).map((x) => x.text),
-    ['other users: 1 proc, N/A']);
+    ['1 process of other users, N/A']);
   assert.deepEqual(badges(filteredSnapshot.gpus[2]), []);
   // memory used on the card is the GPU's total, others included
   assert.equal(fmtBytesPair(filteredSnapshot.gpus[0].memory_used,
@@ -290,7 +297,11 @@ test('runsNote: empty state, runs of others left out, socket off', () => {
   assert.match(runsNote({runs: [], hidden: 2}, 200),
     /docs\/python.md\. 2 runs of other users are not shown/);
   assert.equal(runsNote({runs: [{id: 1}]}, 200), '');
-  assert.match(runsNote({error: 'x'}, 404), /Runs are off on this agent/);
+  assert.match(runsNote({}, 404), /Runs are off on this agent/);
+  // the agent's own reason, not a guess: a socket held by another agent is not "socket = off"
+  assert.equal(runsNote({error: 'runs are unavailable: the step-record socket could not be ' +
+    'opened (x)'}, 404), 'Runs are unavailable: the step-record socket could not be opened (x).');
+  assert.doesNotMatch(runsNote({error: 'runs are unavailable: bind: in use'}, 404), /socket = off/);
 });
 
 test('runSummary: headline, phases with counts, GPUs, findings with advice', () => {

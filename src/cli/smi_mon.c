@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "cli/query_opts.h"
+#include "core/clock.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
 
@@ -149,34 +150,6 @@ static int parse(int argc, char **argv, struct mon_opts *o, const char *prog, co
     return -1;
 }
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* 1 when SIGINT/SIGTERM arrived, 0 at the tick. */
-static int wait_tick(const sigset_t *stop, int64_t next)
-{
-    for (;;) {
-        int64_t left = next - mono_ns();
-        struct timespec ts;
-        int sig;
-
-        if (left <= 0)
-            return 0;
-        ts.tv_sec = (time_t)(left / 1000000000);
-        ts.tv_nsec = (long)(left % 1000000000);
-        sig = sigtimedwait(stop, NULL, &ts);
-        if (sig > 0)
-            return 1;
-        if (sig < 0 && errno == EAGAIN)
-            return 0;
-    }
-}
-
 typedef int (*print_fn)(FILE *out, const struct gs_snapshot *s, const unsigned char *sel,
                         const char *select);
 
@@ -218,12 +191,12 @@ static int run(const struct mon_opts *o, unsigned want, const char *select, prin
         goto done;
     }
     rc = header(out, snap, sel, select);
-    start = mono_ns();
+    start = gs_clock_mono_ns();
     for (long k = 1; rc == GS_OK; k++) {
         rc = rows(out, snap, sel, select);
         if (fflush(out) != 0)
             rc = GS_EIO;
-        if (rc != GS_OK || (o->count && k >= o->count) || wait_tick(&stop, start + k * period))
+        if (rc != GS_OK || (o->count && k >= o->count) || gs_smi_wait_until(&stop, start + k * period))
             break;
         rc = gs_sampler_sample(sampler, snap, want, &err);
     }

@@ -25,8 +25,6 @@
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
 
-#define LOOP_MAX_MS (7L * 24 * 3600 * 1000)
-
 enum smi_mode { M_TABLE, M_LIST, M_QUERY, M_VERSION };
 
 struct smi_opts {
@@ -133,20 +131,6 @@ int gs_smi_open(struct gs_sampler **sampler, struct gs_snapshot **snap, unsigned
 
 /* --- options -------------------------------------------------------------------------------- */
 
-static long positive(const char *s, long max)
-{
-    char *end;
-    long v;
-
-    if (!s || !isdigit((unsigned char)*s))
-        return -1;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || *end || v <= 0 || v > max)
-        return -1;
-    return v;
-}
-
 /* The value of an option: "--opt=V", or the next word. */
 static const char *value(int argc, char **argv, int *i, const char *eq)
 {
@@ -214,7 +198,7 @@ static int parse(int argc, char **argv, struct smi_opts *o, const char *prog)
                 return usage_error(prog, "ERROR: Option %s is missing its value.", w);
         } else if (is_opt(w, "-lms", "--loop-ms", &eq)) {
             v = value(argc, argv, &i, eq);
-            n = positive(v, LOOP_MAX_MS);
+            n = gs_query_positive(v, GS_QUERY_LOOP_MAX_MS);
             if (n < 0)
                 return usage_error(prog, "ERROR: Option %s has an invalid value.", w);
             o->loop_ms = n;
@@ -222,7 +206,8 @@ static int parse(int argc, char **argv, struct smi_opts *o, const char *prog)
             v = eq ? eq + 1 : (i + 1 < argc && isdigit((unsigned char)argv[i + 1][0])
                                    ? argv[++i]
                                    : NULL);
-            n = v ? positive(v, LOOP_MAX_MS / 1000) : GS_QUERY_DEFAULT_LOOP_MS / 1000;
+            n = v ? gs_query_positive(v, GS_QUERY_LOOP_MAX_MS / 1000)
+                  : GS_QUERY_DEFAULT_LOOP_MS / 1000;
             if (n < 0)
                 return usage_error(prog, "ERROR: Option %s has an invalid value.", w);
             o->loop_ms = n * 1000;

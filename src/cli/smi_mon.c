@@ -84,20 +84,6 @@ static int bad(const char *prog, const char *mode, const char *fmt, const char *
     return gs_rc_exit_code(GS_EUSAGE);
 }
 
-static long number(const char *s, long min, long max)
-{
-    char *end;
-    long v;
-
-    if (!s || !isdigit((unsigned char)*s))
-        return -1;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || *end || v < min || v > max)
-        return -1;
-    return v;
-}
-
 /* Returns -1 when parsed, else the exit status. allowed: the letters -s takes. */
 static int parse(int argc, char **argv, struct mon_opts *o, const char *prog, const char *mode,
                  const char *allowed, long max_delay)
@@ -136,11 +122,11 @@ static int parse(int argc, char **argv, struct mon_opts *o, const char *prog, co
                 return bad(prog, mode, "ERROR: Invalid metric selection \"%s\".", v);
             o->select = v;
         } else if (strcmp(name, "-d") == 0 || strcmp(name, "--delay") == 0) {
-            o->delay_s = number(v, 1, max_delay);
+            o->delay_s = gs_query_positive(v, max_delay);
             if (o->delay_s < 0)
                 return bad(prog, mode, "ERROR: Invalid delay \"%s\".", v);
         } else if (strcmp(name, "-c") == 0 || strcmp(name, "--count") == 0) {
-            o->count = number(v, 1, 1L << 30);
+            o->count = gs_query_positive(v, 1L << 30);
             if (o->count < 0)
                 return bad(prog, mode, "ERROR: Invalid count \"%s\".", v);
         } else {

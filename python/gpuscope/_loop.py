@@ -378,9 +378,13 @@ def _opt_exit(p):
     boundary()
 
 
-def _wrap_step(orig):
+def _wrap_step(orig, counts=None):
+    """orig timed as the optimizer step. counts(self), when given, says whether this call
+    is one (False: a micro-batch step that only accumulates, passed through untimed)."""
     @functools.wraps(orig)
     def step(*args, **kwargs):
+        if counts is not None and args and not counts(args[0]):
+            return orig(*args, **kwargs)
         p = _opt_enter()
         try:
             return orig(*args, **kwargs)
@@ -566,20 +570,12 @@ def patch_deepspeed(module):
     eng.backward = _wrap_backward(eng.backward)
     orig_step = eng.step
 
-    @functools.wraps(orig_step)
-    def step(self, *args, **kwargs):
+    def at_boundary(self):
         try:
-            at_boundary = bool(self.is_gradient_accumulation_boundary())
+            return bool(self.is_gradient_accumulation_boundary())
         except Exception:
-            at_boundary = True
-        if not at_boundary:
-            return orig_step(self, *args, **kwargs)
-        p = _opt_enter()
-        try:
-            return orig_step(self, *args, **kwargs)
-        finally:
-            _opt_exit(p)
-    eng.step = step
+            return True
+    eng.step = _wrap_step(orig_step, at_boundary)
     eng.__gpuscope_patched__ = True
     S.hooks.append("DeepSpeedEngine")
     configure(framework=S.config.get("framework") or "deepspeed")
@@ -594,18 +590,10 @@ def patch_accelerate(module):
         return
     orig_step = acc.step
 
-    @functools.wraps(orig_step)
-    def step(self, *args, **kwargs):
+    def syncs(self):
         gs = getattr(self, "gradient_state", None)
-        if gs is not None and not getattr(gs, "sync_gradients", True):
-            return orig_step(self, *args, **kwargs)
-        p = _opt_enter()
-        try:
-            return orig_step(self, *args, **kwargs)
-        finally:
-            _opt_exit(p)
-    step.__gpuscope__ = orig_step
-    acc.step = step
+        return gs is None or getattr(gs, "sync_gradients", True)
+    acc.step = _wrap_step(orig_step, syncs)
     acc.__gpuscope_patched__ = True
     S.hooks.append("AcceleratedOptimizer")
     if not S.config.get("framework"):

@@ -27,6 +27,7 @@
 #include "cli/query_fields.h"
 #include "cli/query_opts.h"
 #include "cli/smi.h"
+#include "core/clock.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
@@ -151,40 +152,10 @@ static int sample(struct run *r, struct gs_err *err)
     return gs_sampler_sample(r->sampler, r->snap, gs_qf_want(&r->sel), err);
 }
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Waits until the next multiple of period after start, skipping ticks already missed. Returns
- * 1 when SIGINT/SIGTERM arrived (they are blocked by the caller), 0 at the tick. */
-static int wait_tick(const sigset_t *stop, int64_t start, int64_t period)
-{
-    int64_t now = mono_ns();
-    int64_t next = start + ((now - start) / period + 1) * period;
-
-    for (;;) {
-        int64_t left = next - now;
-        struct timespec ts = {(time_t)(left / 1000000000), (long)(left % 1000000000)};
-        int sig = sigtimedwait(stop, NULL, &ts);
-
-        if (sig > 0)
-            return 1;
-        if (sig < 0 && errno == EAGAIN)
-            return 0;
-        now = mono_ns(); /* EINTR from another signal: wait the rest */
-        if (now >= next)
-            return 0;
-    }
-}
-
 static int loop(struct run *r, struct gs_err *err)
 {
     int64_t period = (int64_t)r->opts.loop_ms * 1000000;
-    int64_t start = mono_ns();
+    int64_t start = gs_clock_mono_ns();
     sigset_t stop, old;
     int rc = GS_OK;
 
@@ -192,7 +163,7 @@ static int loop(struct run *r, struct gs_err *err)
     sigaddset(&stop, SIGINT);
     sigaddset(&stop, SIGTERM);
     sigprocmask(SIG_BLOCK, &stop, &old);
-    while (!wait_tick(&stop, start, period)) {
+    while (!gs_smi_wait_tick(&stop, start, period)) {
         rc = sample(r, err);
         if (rc == GS_OK)
             rc = emit(r);

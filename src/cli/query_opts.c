@@ -18,7 +18,6 @@
 #include "gpuscope/gs_err.h"
 
 #define HELP_HINT "Please run 'gpuscope query -h' for help."
-#define LOOP_MAX_MS (7L * 24 * 3600 * 1000) /* a week: more is a typo */
 
 enum opt_arg {
     ARG_NONE,    /* a flag */
@@ -100,13 +99,12 @@ static int is_number(const char *s)
     return 1;
 }
 
-/* A whole positive decimal number no larger than max, or -1. */
-static long parse_positive(const char *s, long max)
+long gs_query_positive(const char *s, long max)
 {
     char *end;
     long v;
 
-    if (!is_number(s))
+    if (!s || !is_number(s))
         return -1;
     errno = 0;
     v = strtol(s, &end, 10);
@@ -180,13 +178,13 @@ static int apply(struct gs_query_opts *o, const struct opt *opt, const char *wor
             o->loop_ms = GS_QUERY_DEFAULT_LOOP_MS;
             break;
         }
-        v = parse_positive(val, LOOP_MAX_MS / 1000);
+        v = gs_query_positive(val, GS_QUERY_LOOP_MAX_MS / 1000);
         if (v < 0)
             goto bad_value;
         o->loop_ms = v * 1000;
         break;
     case O_LOOP_MS:
-        v = parse_positive(val, LOOP_MAX_MS);
+        v = gs_query_positive(val, GS_QUERY_LOOP_MAX_MS);
         if (v < 0)
             goto bad_value;
         o->loop_ms = v;

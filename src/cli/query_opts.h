@@ -14,6 +14,7 @@
 struct gs_err;
 
 #define GS_QUERY_DEFAULT_LOOP_MS 5000
+#define GS_QUERY_LOOP_MAX_MS (7L * 24 * 3600 * 1000) /* -l/-lms: a week; more is a typo */
 
 /* What to do, from the command line. Strings point into argv. */
 struct gs_query_opts {
@@ -34,6 +35,10 @@ struct gs_query_opts {
  * one-line message in err; help requests succeed with the help flag set and skip the checks
  * that a query needs (a --query-* switch, --format). */
 int gs_query_parse(int argc, char **argv, struct gs_query_opts *o, struct gs_err *err);
+
+/* A whole positive decimal number (digits only) no larger than max, or -1 (also for NULL): the
+ * numeric option values of query and of nvidia-smi's other modes (smi.c, smi_mon.c). */
+long gs_query_positive(const char *s, long max);
 
 /* Marks in sel[0..snap->n_gpus-1] the GPUs that -i names (all of them when ids is NULL). Items
  * are comma separated: a decimal index, a GPU UUID ("GPU-..."), or a PCI bus id in any of

@@ -21,10 +21,9 @@
 #include <time.h>
 
 #include "cli/query_opts.h"
+#include "core/clock.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
-
-#define LOOP_MAX_MS (7L * 24 * 3600 * 1000)
 
 enum smi_mode { M_TABLE, M_LIST, M_QUERY, M_VERSION };
 
@@ -135,20 +134,6 @@ int gs_smi_open(struct gs_sampler **sampler, struct gs_snapshot **snap, unsigned
 
 /* --- options -------------------------------------------------------------------------------- */
 
-static long positive(const char *s, long max)
-{
-    char *end;
-    long v;
-
-    if (!s || !isdigit((unsigned char)*s))
-        return -1;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || *end || v <= 0 || v > max)
-        return -1;
-    return v;
-}
-
 /* The value of an option: "--opt=V", or the next word. */
 static const char *value(int argc, char **argv, int *i, const char *eq)
 {
@@ -216,7 +201,7 @@ static int parse(int argc, char **argv, struct smi_opts *o, const char *prog)
                 return usage_error(prog, "ERROR: Option %s is missing its value.", w);
         } else if (is_opt(w, "-lms", "--loop-ms", &eq)) {
             v = value(argc, argv, &i, eq);
-            n = positive(v, LOOP_MAX_MS);
+            n = gs_query_positive(v, GS_QUERY_LOOP_MAX_MS);
             if (n < 0)
                 return usage_error(prog, "ERROR: Option %s has an invalid value.", w);
             o->loop_ms = n;
@@ -224,7 +209,8 @@ static int parse(int argc, char **argv, struct smi_opts *o, const char *prog)
             v = eq ? eq + 1 : (i + 1 < argc && isdigit((unsigned char)argv[i + 1][0])
                                    ? argv[++i]
                                    : NULL);
-            n = v ? positive(v, LOOP_MAX_MS / 1000) : GS_QUERY_DEFAULT_LOOP_MS / 1000;
+            n = v ? gs_query_positive(v, GS_QUERY_LOOP_MAX_MS / 1000)
+                  : GS_QUERY_DEFAULT_LOOP_MS / 1000;
             if (n < 0)
                 return usage_error(prog, "ERROR: Option %s has an invalid value.", w);
             o->loop_ms = n * 1000;
@@ -240,32 +226,28 @@ static int parse(int argc, char **argv, struct smi_opts *o, const char *prog)
 
 /* --- running -------------------------------------------------------------------------------- */
 
-static int64_t mono_ns(void)
+int gs_smi_wait_until(const sigset_t *stop, int64_t deadline)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int wait_tick(const sigset_t *stop, int64_t start, int64_t period)
-{
-    int64_t now = mono_ns();
-    int64_t next = start + ((now - start) / period + 1) * period;
-
     for (;;) {
-        int64_t left = next - now;
-        struct timespec ts = {(time_t)(left / 1000000000), (long)(left % 1000000000)};
-        int sig = sigtimedwait(stop, NULL, &ts);
+        int64_t left = deadline - gs_clock_mono_ns();
+        struct timespec ts;
+        int sig;
 
+        if (left <= 0)
+            return 0;
+        ts = gs_clock_timespec(left);
+        sig = sigtimedwait(stop, NULL, &ts);
         if (sig > 0)
             return 1;
         if (sig < 0 && errno == EAGAIN)
             return 0;
-        now = mono_ns();
-        if (now >= next)
-            return 0;
+        /* EINTR from another signal: wait the rest */
     }
+}
+
+int gs_smi_wait_tick(const sigset_t *stop, int64_t start, int64_t period)
+{
+    return gs_smi_wait_until(stop, gs_clock_next_tick(start, gs_clock_mono_ns(), period, NULL));
 }
 
 static unsigned want_of(const struct smi_opts *o)
@@ -396,9 +378,9 @@ int gs_smi_main(int argc, char **argv, const char *prog)
     }
     rc = emit(out, &o, snap, sel);
     if (rc == GS_OK && o.loop_ms > 0) {
-        int64_t period = (int64_t)o.loop_ms * 1000000, start = mono_ns();
+        int64_t period = (int64_t)o.loop_ms * 1000000, start = gs_clock_mono_ns();
 
-        while (rc == GS_OK && !wait_tick(&stop, start, period)) {
+        while (rc == GS_OK && !gs_smi_wait_tick(&stop, start, period)) {
             rc = gs_sampler_sample(sampler, snap, want_of(&o), &err);
             if (rc == GS_OK)
                 rc = emit(out, &o, snap, sel);

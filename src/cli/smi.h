@@ -10,6 +10,8 @@
 #ifndef GS_SMI_H
 #define GS_SMI_H
 
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "gpuscope/gs_model.h"
@@ -63,6 +65,12 @@ int gs_smi_topo(int argc, char **argv, const char *prog);
  * (on stdout, as nvidia-smi does) and returning the exit status; 0 on success. */
 struct gs_sampler;
 int gs_smi_open(struct gs_sampler **sampler, struct gs_snapshot **snap, unsigned want);
+/* The loops' wait (query, -l/-lms, dmon/pmon): sleeps until deadline (CLOCK_MONOTONIC ns) with
+ * the signals in stop blocked by the caller and collected with sigtimedwait; 1 when one of them
+ * arrived, 0 at the deadline (at once when it has passed). */
+int gs_smi_wait_until(const sigset_t *stop, int64_t deadline);
+/* The same until the next multiple of period after start, skipping ticks already missed. */
+int gs_smi_wait_tick(const sigset_t *stop, int64_t start, int64_t period);
 /* The exit status and message for an error code from the sampler. */
 int gs_smi_fail(int rc, const char *detail);
 /* ctime-like "Tue Jul 14 08:12:38 2026" of t_real in local time. */

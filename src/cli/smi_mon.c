@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "cli/query_opts.h"
+#include "core/clock.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
 
@@ -83,20 +84,6 @@ static int bad(const char *prog, const char *mode, const char *fmt, const char *
     return gs_rc_exit_code(GS_EUSAGE);
 }
 
-static long number(const char *s, long min, long max)
-{
-    char *end;
-    long v;
-
-    if (!s || !isdigit((unsigned char)*s))
-        return -1;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || *end || v < min || v > max)
-        return -1;
-    return v;
-}
-
 /* Returns -1 when parsed, else the exit status. allowed: the letters -s takes. */
 static int parse(int argc, char **argv, struct mon_opts *o, const char *prog, const char *mode,
                  const char *allowed, long max_delay)
@@ -135,11 +122,11 @@ static int parse(int argc, char **argv, struct mon_opts *o, const char *prog, co
                 return bad(prog, mode, "ERROR: Invalid metric selection \"%s\".", v);
             o->select = v;
         } else if (strcmp(name, "-d") == 0 || strcmp(name, "--delay") == 0) {
-            o->delay_s = number(v, 1, max_delay);
+            o->delay_s = gs_query_positive(v, max_delay);
             if (o->delay_s < 0)
                 return bad(prog, mode, "ERROR: Invalid delay \"%s\".", v);
         } else if (strcmp(name, "-c") == 0 || strcmp(name, "--count") == 0) {
-            o->count = number(v, 1, 1L << 30);
+            o->count = gs_query_positive(v, 1L << 30);
             if (o->count < 0)
                 return bad(prog, mode, "ERROR: Invalid count \"%s\".", v);
         } else {
@@ -147,34 +134,6 @@ static int parse(int argc, char **argv, struct mon_opts *o, const char *prog, co
         }
     }
     return -1;
-}
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* 1 when SIGINT/SIGTERM arrived, 0 at the tick. */
-static int wait_tick(const sigset_t *stop, int64_t next)
-{
-    for (;;) {
-        int64_t left = next - mono_ns();
-        struct timespec ts;
-        int sig;
-
-        if (left <= 0)
-            return 0;
-        ts.tv_sec = (time_t)(left / 1000000000);
-        ts.tv_nsec = (long)(left % 1000000000);
-        sig = sigtimedwait(stop, NULL, &ts);
-        if (sig > 0)
-            return 1;
-        if (sig < 0 && errno == EAGAIN)
-            return 0;
-    }
 }
 
 typedef int (*print_fn)(FILE *out, const struct gs_snapshot *s, const unsigned char *sel,
@@ -218,12 +177,12 @@ static int run(const struct mon_opts *o, unsigned want, const char *select, prin
         goto done;
     }
     rc = header(out, snap, sel, select);
-    start = mono_ns();
+    start = gs_clock_mono_ns();
     for (long k = 1; rc == GS_OK; k++) {
         rc = rows(out, snap, sel, select);
         if (fflush(out) != 0)
             rc = GS_EIO;
-        if (rc != GS_OK || (o->count && k >= o->count) || wait_tick(&stop, start + k * period))
+        if (rc != GS_OK || (o->count && k >= o->count) || gs_smi_wait_until(&stop, start + k * period))
             break;
         rc = gs_sampler_sample(sampler, snap, want, &err);
     }

@@ -388,15 +388,10 @@ static void poll_runs(struct src *s)
     s->reports = reports;
 }
 
-static void poll_src(struct src *s, double interval_s)
+/* What a good poll (at t) feeds: the history graphs, prefilled from the agent's history the
+ * first time, and every RUNS_EVERY_S the runs. */
+static void record_poll(struct src *s, double t, double interval_s)
 {
-    struct gs_err e = {0};
-    double t = now_real();
-
-    if (poll_snapshot(s, &e) != GS_OK) {
-        snprintf(s->err, sizeof s->err, "%s", e.msg[0] ? e.msg : "poll failed");
-        return;
-    }
     s->err[0] = '\0';
     s->t_ok = t;
     if (hist_ensure(s, s->snap->n_gpus) != 0)
@@ -413,6 +408,18 @@ static void poll_src(struct src *s, double interval_s)
         s->runs_t = t;
         poll_runs(s);
     }
+}
+
+static void poll_src(struct src *s, double interval_s)
+{
+    struct gs_err e = {0};
+    double t = now_real();
+
+    if (poll_snapshot(s, &e) != GS_OK) {
+        snprintf(s->err, sizeof s->err, "%s", e.msg[0] ? e.msg : "poll failed");
+        return;
+    }
+    record_poll(s, t, interval_s);
 }
 
 static struct top_frame *build_frame(struct top_worker *w)
@@ -644,21 +651,10 @@ int top_worker_start(struct top_worker **out, const struct top_cfg *cfg, double 
     }
     for (unsigned i = 0; i < w->n_src; i++) {
         struct src *s = &w->src[i];
-        if (s->snap) { /* the first poll (above) counts: history and runs now */
-            s->t_ok = now_real();
-            if (hist_ensure(s, s->snap->n_gpus) == 0) {
-                s->hist_filled = 1;
-                if (s->kind != TOP_SRC_NVML)
-                    hist_prefill(s, interval_s);
-                for (unsigned gi = 0; gi < s->snap->n_gpus; gi++)
-                    for (int k = 0; k < TOP_G__N; k++)
-                        hist_push(&s->hist[gi * TOP_G__N + k], graph_value(&s->snap->gpus[gi], k));
-            }
-            s->runs_t = s->t_ok;
-            poll_runs(s);
-        } else {
+        if (s->snap) /* the first poll (above) counts: history and runs now */
+            record_poll(s, now_real(), interval_s);
+        else
             poll_src(s, interval_s);
-        }
     }
     publish(w);
     if (pthread_create(&w->th, NULL, worker_main, w) != 0) {

@@ -84,16 +84,24 @@ static int emit(const json_t *obj, int prec, const char *const *raw, size_t nraw
     return GS_OK;
 }
 
+/* A report-data document's head: format, version, kind ("report", "compare"), gpuscope. */
+static json_t *doc_new(const char *kind)
+{
+    json_t *o = json_object();
+
+    json_object_set_new(o, "format", json_string("gpuscope-report-data"));
+    json_object_set_new(o, "version", json_integer(1));
+    json_object_set_new(o, "kind", json_string(kind));
+    json_object_set_new(o, "gpuscope", json_string(GS_VERSION));
+    return o;
+}
+
 static int report_doc(const struct gs_rundata *rd, int html, char **out, size_t *len,
                       struct gs_err *err)
 {
-    json_t *o = json_object();
+    json_t *o = doc_new("report");
     char times[96];
     int rc;
-    json_object_set_new(o, "format", json_string("gpuscope-report-data"));
-    json_object_set_new(o, "version", json_integer(1));
-    json_object_set_new(o, "kind", json_string("report"));
-    json_object_set_new(o, "gpuscope", json_string(GS_VERSION));
     json_object_set_new(o, "origin", rd->origin ? json_string(rd->origin) : json_null());
     json_object_set_new(o, "label", rd->label ? json_string(rd->label) : json_null());
     json_object_set_new(o, "steps", rd->steps ? json_incref(rd->steps) : json_null());
@@ -125,13 +133,9 @@ int gs_report_page_html(const struct gs_rundata *rd, char **out, size_t *len, st
 
 int gs_report_page_compare_html(const json_t *cmp, char **out, size_t *len, struct gs_err *err)
 {
-    json_t *o = json_object();
+    json_t *o = doc_new("compare");
     char gen[64];
     int rc;
-    json_object_set_new(o, "format", json_string("gpuscope-report-data"));
-    json_object_set_new(o, "version", json_integer(1));
-    json_object_set_new(o, "kind", json_string("compare"));
-    json_object_set_new(o, "gpuscope", json_string(GS_VERSION));
     json_object_set_new(o, "compare", json_deep_copy(cmp));
     snprintf(gen, sizeof gen, "%.3f", now_s());
     const char *raw[] = {"generated", gen};

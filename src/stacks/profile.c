@@ -223,7 +223,13 @@ static void put_label(const struct gs_stackprof *p, uint32_t id, FILE *out)
     }
 }
 
-int gs_stackprof_write_collapsed(const struct gs_stackprof *p, FILE *out)
+/* Calls leaf(ctx, p, node, chain, depth) for each node with samples of its own, depth first;
+ * chain[depth - 1] .. chain[0] are the node ids from the outermost frame down to the node (at
+ * most 1024 of them). GS_ENOMEM when the walk's stack cannot be allocated. */
+typedef void (*leaf_fn)(void *ctx, const struct gs_stackprof *p, const struct gs_prof_node *nd,
+                        const uint32_t *chain, uint32_t depth);
+
+static int each_leaf(const struct gs_stackprof *p, leaf_fn leaf, void *ctx)
 {
     uint32_t *stack = malloc(p->nnodes * sizeof *stack);
     uint32_t n = 0;
@@ -245,16 +251,51 @@ int gs_stackprof_write_collapsed(const struct gs_stackprof *p, FILE *out)
             for (uint32_t c = id; c != 0 && c != GS_PROF_NONE && depth < 1024;
                  c = p->nodes[c].parent)
                 chain[depth++] = c;
-            for (uint32_t i = depth; i-- > 0;) {
-                put_label(p, p->nodes[chain[i]].frame, out);
-                if (i)
-                    fputc(';', out);
-            }
-            fprintf(out, " %llu\n", (unsigned long long)nd->self);
+            leaf(ctx, p, nd, chain, depth);
         }
     }
     free(stack);
+    return GS_OK;
+}
+
+static void collapsed_leaf(void *ctx, const struct gs_stackprof *p, const struct gs_prof_node *nd,
+                           const uint32_t *chain, uint32_t depth)
+{
+    FILE *out = ctx;
+
+    for (uint32_t i = depth; i-- > 0;) {
+        put_label(p, p->nodes[chain[i]].frame, out);
+        if (i)
+            fputc(';', out);
+    }
+    fprintf(out, " %llu\n", (unsigned long long)nd->self);
+}
+
+int gs_stackprof_write_collapsed(const struct gs_stackprof *p, FILE *out)
+{
+    int rc = each_leaf(p, collapsed_leaf, out);
+
+    if (rc != GS_OK)
+        return rc;
     return ferror(out) ? GS_EIO : GS_OK;
+}
+
+struct speedscope_walk {
+    json_t *samples, *weights;
+    double interval_s, total;
+};
+
+static void speedscope_leaf(void *ctx, const struct gs_stackprof *p,
+                            const struct gs_prof_node *nd, const uint32_t *chain, uint32_t depth)
+{
+    struct speedscope_walk *w = ctx;
+    json_t *s = json_array();
+
+    for (uint32_t i = depth; i-- > 0;)
+        json_array_append_new(s, json_integer(p->nodes[chain[i]].frame));
+    json_array_append_new(w->samples, s);
+    json_array_append_new(w->weights, json_real((double)nd->self * w->interval_s));
+    w->total += (double)nd->self * w->interval_s;
 }
 
 int gs_stackprof_write_speedscope(const struct gs_stackprof *p, const char *name,
@@ -263,12 +304,10 @@ int gs_stackprof_write_speedscope(const struct gs_stackprof *p, const char *name
     json_t *root = json_object(), *frames = json_array(), *samples = json_array(),
            *weights = json_array(), *prof = json_object(), *profiles = json_array(),
            *shared = json_object();
-    uint32_t *stack = malloc(p->nnodes * sizeof *stack);
-    uint32_t n = 0;
-    double total = 0;
+    struct speedscope_walk w = {0};
     int rc = GS_OK;
 
-    if (!root || !frames || !samples || !weights || !prof || !profiles || !shared || !stack) {
+    if (!root || !frames || !samples || !weights || !prof || !profiles || !shared) {
         rc = gs_err_set(err, GS_ENOMEM, "stacks: out of memory");
         goto out;
     }
@@ -279,27 +318,12 @@ int gs_stackprof_write_speedscope(const struct gs_stackprof *p, const char *name
             json_object_set_new(f, "file", json_string(p->labels[i].file));
         json_array_append_new(frames, f);
     }
-    if (p->nodes[0].child != GS_PROF_NONE)
-        stack[n++] = p->nodes[0].child;
-    while (n) {
-        uint32_t id = stack[--n];
-        const struct gs_prof_node *nd = &p->nodes[id];
-        if (nd->sibling != GS_PROF_NONE)
-            stack[n++] = nd->sibling;
-        if (nd->child != GS_PROF_NONE)
-            stack[n++] = nd->child;
-        if (nd->self) {
-            uint32_t chain[1024], depth = 0;
-            json_t *s = json_array();
-            for (uint32_t c = id; c != 0 && c != GS_PROF_NONE && depth < 1024;
-                 c = p->nodes[c].parent)
-                chain[depth++] = c;
-            for (uint32_t i = depth; i-- > 0;)
-                json_array_append_new(s, json_integer(p->nodes[chain[i]].frame));
-            json_array_append_new(samples, s);
-            json_array_append_new(weights, json_real((double)nd->self * interval_s));
-            total += (double)nd->self * interval_s;
-        }
+    w.samples = samples;
+    w.weights = weights;
+    w.interval_s = interval_s;
+    if (each_leaf(p, speedscope_leaf, &w) != GS_OK) {
+        rc = gs_err_set(err, GS_ENOMEM, "stacks: out of memory");
+        goto out;
     }
     json_object_set_new(shared, "frames", frames);
     frames = NULL;
@@ -307,7 +331,7 @@ int gs_stackprof_write_speedscope(const struct gs_stackprof *p, const char *name
     json_object_set_new(prof, "name", json_string(name));
     json_object_set_new(prof, "unit", json_string("seconds"));
     json_object_set_new(prof, "startValue", json_real(0));
-    json_object_set_new(prof, "endValue", json_real(total));
+    json_object_set_new(prof, "endValue", json_real(w.total));
     json_object_set_new(prof, "samples", samples);
     json_object_set_new(prof, "weights", weights);
     samples = weights = NULL;
@@ -331,6 +355,5 @@ out:
     json_decref(prof);
     json_decref(profiles);
     json_decref(shared);
-    free(stack);
     return rc;
 }

@@ -76,6 +76,7 @@ struct gs_auth {
     unsigned n_users;
     char cert_file[AUTH_PATH_LEN];
     char key_file[AUTH_PATH_LEN];
+    int tls_min, tls_max; /* tls_server_config's min/max_version: 10..13; 0: not given */
     struct auth_cache *cache;
 };
 
@@ -343,9 +344,9 @@ static int ykey_is(const yaml_node_t *k, const char *name)
 
 static int parse_tls(struct yctx *y, const yaml_node_t *m)
 {
-    static const char *const ignored[] = {"min_version", "max_version", "cipher_suites",
-                                          "curve_preferences", "prefer_server_cipher_suites",
-                                          "client_allowed_sans", NULL};
+    static const char *const ignored[] = {"cipher_suites", "curve_preferences",
+                                          "prefer_server_cipher_suites", "client_allowed_sans",
+                                          NULL};
     yaml_node_pair_t *p;
     int rc;
 
@@ -371,6 +372,16 @@ static int parse_tls(struct yctx *y, const yaml_node_t *m)
                 return rc;
             continue;
         }
+        if (ykey_is(k, "min_version") || ykey_is(k, "max_version")) {
+            int *dst = ykey_is(k, "min_version") ? &y->au->tls_min : &y->au->tls_max;
+            size_t vl = 0;
+            vs = yscalar(v, &vl);
+            if (!vs || vl != 5 || memcmp(vs, "TLS1", 4) != 0 || vs[4] < '0' || vs[4] > '3')
+                return ywhere_err(y, v, "expected TLS10, TLS11, TLS12 or TLS13",
+                                  ykey_is(k, "min_version") ? "min_version" : "max_version");
+            *dst = 10 + (vs[4] - '0');
+            continue;
+        }
         if (ykey_is(k, "client_auth_type")) {
             size_t vl = 0;
             vs = yscalar(v, &vl);
@@ -390,6 +401,8 @@ static int parse_tls(struct yctx *y, const yaml_node_t *m)
     }
     if (!y->au->cert_file[0] != !y->au->key_file[0])
         return ywhere_err(y, m, "cert_file and key_file go together", "tls_server_config");
+    if (y->au->tls_min && y->au->tls_max && y->au->tls_min > y->au->tls_max)
+        return ywhere_err(y, m, "min_version is above max_version", "tls_server_config");
     return GS_OK;
 }
 
@@ -663,6 +676,14 @@ const char *gs_auth_tls_cert_file(const struct gs_auth *au)
 const char *gs_auth_tls_key_file(const struct gs_auth *au)
 {
     return au ? au->key_file : "";
+}
+
+void gs_auth_tls_versions(const struct gs_auth *au, int *min, int *max)
+{
+    *min = au && au->tls_min ? au->tls_min : 12;
+    *max = au && au->tls_max ? au->tls_max : 13;
+    if (*max < *min) /* only max_version given, below the default minimum */
+        *min = *max;
 }
 
 const char *gs_auth_challenge(const struct gs_auth *au)

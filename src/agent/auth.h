@@ -60,6 +60,10 @@ unsigned gs_auth_user_count(const struct gs_auth *au);
 const char *gs_auth_tls_cert_file(const struct gs_auth *au);
 const char *gs_auth_tls_key_file(const struct gs_auth *au);
 
+/* The TLS versions to offer, 10 (TLS 1.0) .. 13 (TLS 1.3): the web config's
+ * min_version/max_version, else 12 and 13 (docs/security.md, "TLS"). */
+void gs_auth_tls_versions(const struct gs_auth *au, int *min, int *max);
+
 /* The WWW-Authenticate value for a 401: `Bearer realm="gpuscope"`, or Basic when only
  * basic-auth users are configured. */
 const char *gs_auth_challenge(const struct gs_auth *au);

@@ -458,14 +458,12 @@ static const struct route *route_find(const char *url)
     return gs_web_find(url) ? &web_route : NULL;
 }
 
-/* Every request of both daemons. The order of the checks is the API's (docs/api.md): rate
- * limit, path length, credentials, then the route's rules, then its answer. */
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+/* One request, once its head is in. The order of the checks is the API's (docs/api.md):
+ * rate limit, path length, credentials, then the route's rules, then its answer. */
+static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *c,
+                                     const char *url, const char *method,
+                                     size_t *upload_data_size)
 {
-    struct gs_agent *a = cls;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     struct arg_check ac = {.allowed = no_args};
@@ -476,10 +474,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     double rate, burst;
     char msg[160];
 
-    (void)version;
-    (void)upload_data;
-    (void)con_cls;
-    gs_reaper_head_done(a->reaper, c);
     pthread_mutex_lock(&a->lock);
     rate = a->cfg.http_rate;
     burst = a->cfg.http_burst;
@@ -528,16 +522,47 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return route->serve(&rq);
 }
 
+/* Every request of both daemons. libmicrohttpd calls this once the head is in and again
+ * once the (empty) body is: an answer queued at the first call is "early", and
+ * libmicrohttpd then closes the connection after it (Connection: close). So a request
+ * without a body is answered at the second call and its connection kept alive (a scrape
+ * reuses it, over TLS too); one announcing a body is answered at once and closed, since
+ * its body is never read. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    static int head_seen; /* *con_cls's marker: the first call is past */
+    struct gs_agent *a = cls;
+
+    (void)version;
+    (void)upload_data;
+    if (!*con_cls) {
+        const char *cl =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        gs_reaper_head_done(a->reaper, c);
+        if (!MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                         MHD_HTTP_HEADER_TRANSFER_ENCODING) &&
+            (!cl || strcmp(cl, "0") == 0)) {
+            *con_cls = &head_seen;
+            return MHD_YES;
+        }
+        *con_cls = &head_seen;
+    }
+    return serve_request(a, c, url, method, upload_data_size);
+}
+
 /* ---- the daemons ---- */
 
 /* Starts libmicrohttpd on a->http_addr, or on listen_fd (>= 0: a quiesced daemon's socket, a
  * TLS reload), with the PEM pair when cert is not NULL. MHD_USE_ITC: MHD_quiesce_daemon
  * needs it. */
 static struct MHD_Daemon *http_daemon(struct gs_agent *a, int listen_fd, const char *cert,
-                                      const char *key)
+                                      const char *key, const char *prio)
 {
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC;
-    struct MHD_OptionItem opt[4];
+    struct MHD_OptionItem opt[5];
     unsigned n = 0;
     const struct sockaddr *sa = (const struct sockaddr *)&a->http_addr;
 
@@ -551,6 +576,7 @@ static struct MHD_Daemon *http_daemon(struct gs_agent *a, int listen_fd, const c
         flags |= MHD_USE_TLS;
         opt[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cert};
         opt[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key};
+        opt[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)prio};
     }
     opt[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     errno = 0;
@@ -580,7 +606,8 @@ int gs_agent_http_start(struct gs_agent *a, struct gs_err *err)
         gs_listen_free_pem(cert, key);
         return rc;
     }
-    a->mhd = http_daemon(a, a->http_fd, cert, key);
+    gs_listen_tls_priorities(a->auth, a->tls_prio, sizeof a->tls_prio);
+    a->mhd = http_daemon(a, a->http_fd, cert, key, a->tls_prio);
     if (!a->mhd) {
         if (a->http_fd >= 0)
             close(a->http_fd);
@@ -591,8 +618,9 @@ int gs_agent_http_start(struct gs_agent *a, struct gs_err *err)
     }
     a->tls_cert_pem = cert;
     a->tls_key_pem = key;
-    gs_log(GS_LOG_INFO, "http: listening on %s (%s; %u token(s), %u basic-auth user(s)%s)",
-           a->cfg.listen, cert ? "https" : "http", gs_auth_token_count(a->auth),
+    gs_log(GS_LOG_INFO, "http: listening on %s (%s%s%s; %u token(s), %u basic-auth user(s)%s)",
+           a->cfg.listen, cert ? "https " : "http", cert ? "with " : "", cert ? a->tls_prio : "",
+           gs_auth_token_count(a->auth),
            gs_auth_user_count(a->auth), gs_auth_required(a->auth) ? "" : ": open to all");
     return GS_OK;
 }
@@ -604,7 +632,7 @@ int gs_agent_http_start(struct gs_agent *a, struct gs_err *err)
 void gs_agent_http_reload(struct gs_agent *a, struct gs_agent_config *c)
 {
     struct gs_auth *au = NULL, *old;
-    char *cert = NULL, *key = NULL;
+    char *cert = NULL, *key = NULL, prio[sizeof a->tls_prio];
     struct gs_err e;
     int changed;
 
@@ -621,26 +649,30 @@ void gs_agent_http_reload(struct gs_agent *a, struct gs_agent_config *c)
         c->insecure = a->cfg.insecure;
         return;
     }
+    gs_listen_tls_priorities(au, prio, sizeof prio);
     changed = a->mhd && (!cert != !a->tls_cert_pem ||
                          (cert && (strcmp(cert, a->tls_cert_pem) != 0 ||
-                                   strcmp(key, a->tls_key_pem) != 0)));
+                                   strcmp(key, a->tls_key_pem) != 0 ||
+                                   strcmp(prio, a->tls_prio) != 0)));
     if (changed) {
         char *old_cert = NULL, *old_key = NULL;
         MHD_socket fd = MHD_quiesce_daemon(a->mhd);
-        struct MHD_Daemon *d = fd == MHD_INVALID_SOCKET ? NULL : http_daemon(a, fd, cert, key);
+        struct MHD_Daemon *d =
+            fd == MHD_INVALID_SOCKET ? NULL : http_daemon(a, fd, cert, key, prio);
         if (!d) {
             gs_log(GS_LOG_ERROR, "reload: http: cannot restart with the new TLS pair; %s",
                    fd == MHD_INVALID_SOCKET ? "still serving the old one"
                                             : "restarting with the old one");
             if (fd != MHD_INVALID_SOCKET &&
-                !(d = http_daemon(a, fd, a->tls_cert_pem, a->tls_key_pem)))
+                !(d = http_daemon(a, fd, a->tls_cert_pem, a->tls_key_pem, a->tls_prio)))
                 gs_log(GS_LOG_ERROR, "reload: http: cannot restart at all; not serving HTTP");
             gs_listen_free_pem(cert, key);
             cert = a->tls_cert_pem;
             key = a->tls_key_pem;
         } else {
             gs_log(GS_LOG_INFO, "reload: http: %s, daemon restarted on %s",
-                   cert ? "new TLS certificate and key" : "TLS off", a->cfg.listen);
+                   cert ? "new TLS certificate, key or versions" : "TLS off", a->cfg.listen);
+            memcpy(a->tls_prio, prio, sizeof prio);
             old_cert = a->tls_cert_pem; /* freed once the old daemon has stopped */
             old_key = a->tls_key_pem;
         }

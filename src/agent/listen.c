@@ -94,6 +94,17 @@ fail:
     return err ? (err->rc ? err->rc : GS_EINVAL) : GS_EINVAL;
 }
 
+void gs_listen_tls_priorities(const struct gs_auth *au, char *buf, size_t size)
+{
+    int min, max;
+    size_t n;
+
+    gs_auth_tls_versions(au, &min, &max);
+    n = (size_t)snprintf(buf, size, "NORMAL:-VERS-ALL");
+    for (int v = max; v >= min && n < size; v--)
+        n += (size_t)snprintf(buf + n, size - n, ":+VERS-TLS1.%d", v - 10);
+}
+
 void gs_listen_free_pem(char *cert, char *key)
 {
     free(cert);

@@ -198,6 +198,50 @@ static void make_bcrypt(const char *pass, char *out, size_t len)
     free(cd);
 }
 
+/* min_version/max_version are honoured (issue 18): TLS 1.2 and 1.3 by default, the web
+ * config's range otherwise, bad values and an inverted range refused. */
+static void test_web_config_tls_versions(void **state)
+{
+    static const char *const bad[] = {
+        "tls_server_config:\n  min_version: TLS14\n",
+        "tls_server_config:\n  min_version: tls12\n",
+        "tls_server_config:\n  max_version: 1.2\n",
+        "tls_server_config:\n  min_version: TLS13\n  max_version: TLS12\n",
+    };
+    const char *y13 = "tls_server_config:\n  min_version: TLS13\n";
+    const char *y11 = "tls_server_config:\n  min_version: TLS11\n  max_version: TLS12\n";
+    struct gs_auth *au = NULL;
+    struct gs_err e;
+    int mn, mx;
+
+    (void)state;
+    gs_auth_tls_versions(NULL, &mn, &mx);
+    assert_int_equal(mn, 12);
+    assert_int_equal(mx, 13);
+    gs_err_clear(&e);
+    assert_int_equal(gs_auth_from_text(&au, NULL, NULL, 0, "web.yml", y13, strlen(y13), "", &e),
+                     GS_OK);
+    gs_auth_tls_versions(au, &mn, &mx);
+    assert_int_equal(mn, 13);
+    assert_int_equal(mx, 13);
+    gs_auth_unref(au);
+    assert_int_equal(gs_auth_from_text(&au, NULL, NULL, 0, "web.yml", y11, strlen(y11), "", &e),
+                     GS_OK);
+    gs_auth_tls_versions(au, &mn, &mx);
+    assert_int_equal(mn, 11);
+    assert_int_equal(mx, 12);
+    gs_auth_unref(au);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        au = NULL;
+        gs_err_clear(&e);
+        assert_int_not_equal(gs_auth_from_text(&au, NULL, NULL, 0, "web.yml", bad[i],
+                                               strlen(bad[i]), "", &e),
+                             GS_OK);
+        assert_non_null(strstr(e.msg, "web.yml:"));
+        assert_null(au);
+    }
+}
+
 static void test_web_config_basic(void **state)
 {
     char hash[64], yaml[512];
@@ -328,6 +372,7 @@ int main(void)
         cmocka_unit_test(test_tokens_errors),
         cmocka_unit_test(test_open_files_and_uid),
         cmocka_unit_test(test_web_config_basic),
+        cmocka_unit_test(test_web_config_tls_versions),
         cmocka_unit_test(test_web_config_errors),
         cmocka_unit_test(test_new_token),
     };

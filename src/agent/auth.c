@@ -23,7 +23,9 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "agent/log.h"
@@ -591,15 +593,43 @@ int gs_auth_from_text(struct gs_auth **out, const char *tokens_name, const char 
     return GS_OK;
 }
 
-/* Reads a whole small file (NUL-terminated; *len without the NUL). */
+int gs_auth_check_secret(int fd, const char *path, struct gs_err *err)
+{
+    struct stat st;
+
+    if (fstat(fd, &st) != 0)
+        return gs_err_set(err, GS_EIO, "%s: cannot stat: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return gs_err_set(err, GS_EINVAL, "%s: not a regular file", path);
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return gs_err_set(err, GS_EPERM,
+                          "%s: writable by %s (mode %04o): anyone who can write it can give "
+                          "themselves access; chmod go-w it", path,
+                          (st.st_mode & S_IWOTH) ? "everyone" : "its group",
+                          (unsigned)(st.st_mode & 07777));
+    if (st.st_uid != 0 && st.st_uid != geteuid() && st.st_uid != getuid())
+        return gs_err_set(err, GS_EPERM,
+                          "%s: owned by uid %u, neither root nor the agent's uid %u; chown it",
+                          path, (unsigned)st.st_uid, (unsigned)geteuid());
+    return GS_OK;
+}
+
+/* Reads a whole small credential file (NUL-terminated; *len without the NUL), checked with
+ * gs_auth_check_secret on the opened file (a symlink's target, as Kubernetes mounts
+ * Secrets). */
 static int read_small(const char *path, char **text, size_t *len, struct gs_err *err)
 {
     FILE *f = fopen(path, "re");
     char *buf;
     size_t n;
+    int rc;
 
     if (!f)
         return gs_err_set(err, GS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    if ((rc = gs_auth_check_secret(fileno(f), path, err)) != GS_OK) {
+        fclose(f);
+        return rc;
+    }
     buf = malloc(AUTH_FILE_MAX + 1);
     if (!buf) {
         fclose(f);

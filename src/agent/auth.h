@@ -48,6 +48,12 @@ int gs_auth_from_text(struct gs_auth **out, const char *tokens_name, const char 
                       size_t tokens_len, const char *web_name, const char *web,
                       size_t web_len, const char *base_dir, struct gs_err *err);
 
+/* The rule for a credential file (tokens file, web config, TLS key; docs/security.md
+ * "CREDENTIAL FILES"), on the opened file fd (so a symlink's target): a regular file, not
+ * writable by group or others, owned by root or the agent's (real or effective) uid.
+ * GS_EPERM naming path and the fault. */
+int gs_auth_check_secret(int fd, const char *path, struct gs_err *err);
+
 void gs_auth_ref(struct gs_auth *au);
 void gs_auth_unref(struct gs_auth *au); /* frees on the last; NULL is fine */
 

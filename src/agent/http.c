@@ -625,6 +625,29 @@ int gs_agent_http_start(struct gs_agent *a, struct gs_err *err)
     return GS_OK;
 }
 
+/* Whether a reload would turn credentials off by accident: the running auth has some, the
+ * new one none while the config still names a tokens file or web config (an empty or
+ * emptied file). Removing both keys from the config is the explicit way (logged at
+ * warning). 1 with e set when refused. */
+static int credentials_dropped(struct gs_agent *a, const struct gs_agent_config *c,
+                               const struct gs_auth *au, struct gs_err *e)
+{
+    if (!gs_auth_required(a->auth) || gs_auth_required(au))
+        return 0;
+    if (!c->tokens_file[0] && !c->web_config_file[0]) {
+        gs_log(GS_LOG_WARN, "reload: tokens_file and web_config_file removed from the config: "
+                            "HTTP credentials are OFF, anyone who reaches %s sees data",
+               c->listen);
+        return 0;
+    }
+    gs_err_set(e, GS_EPERM,
+               "%s%s%s name no credential: refusing to turn credentials off (remove "
+               "tokens_file and web_config_file from the config to do that)",
+               c->tokens_file, c->tokens_file[0] && c->web_config_file[0] ? " and " : "",
+               c->web_config_file);
+    return 1;
+}
+
 /* SIGHUP, HTTP's part: new credentials and, when the PEM pair changed, a new daemon on the
  * same listening socket (MHD_quiesce_daemon hands it over; connections on the old daemon are
  * closed). Anything wrong (unreadable file, bad pair, a change that would break the exposure
@@ -634,13 +657,16 @@ void gs_agent_http_reload(struct gs_agent *a, struct gs_agent_config *c)
     struct gs_auth *au = NULL, *old;
     char *cert = NULL, *key = NULL, prio[sizeof a->tls_prio];
     struct gs_err e;
-    int changed;
+    int changed, dropped = 0;
 
     gs_err_clear(&e);
     if (gs_auth_open(&au, c->tokens_file, c->web_config_file, &e) != GS_OK ||
         gs_listen_load_tls(c, au, &cert, &key, &e) != GS_OK ||
-        gs_listen_check_exposure(c, &a->http_addr, cert != NULL, au, &e) != GS_OK) {
-        gs_log(GS_LOG_ERROR, "reload: %s; keeping the running credentials and TLS", e.msg);
+        gs_listen_check_exposure(c, &a->http_addr, cert != NULL, au, &e) != GS_OK ||
+        (dropped = credentials_dropped(a, c, au, &e)) != 0) {
+        gs_log(dropped ? GS_LOG_WARN : GS_LOG_ERROR,
+               "reload: %s; keeping the running credentials and TLS", e.msg);
+        gs_listen_free_pem(cert, key);
         gs_auth_unref(au);
         memcpy(c->tokens_file, a->cfg.tokens_file, sizeof c->tokens_file);
         memcpy(c->web_config_file, a->cfg.web_config_file, sizeof c->web_config_file);

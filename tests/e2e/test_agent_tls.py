@@ -178,11 +178,84 @@ def tls_versions():
     t.eq(a.stop(), 0, "agent stops cleanly")
 
 
+def write(path, text, mode):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+
+
+def refused_at_start(args, needle, what):
+    a = Agent(args)
+    rc = a.p.wait(timeout=10) if not a.up else None
+    if a.up:  # it listens: not refused
+        a.stop()
+    log = a.logtext() if not a.log.closed else ""
+    t.ok(rc not in (None, 0) and needle in log, "%s: the agent refuses to start" % what,
+         detail=(rc, log[-400:]))
+
+
+def credential_files():
+    tok_a, line_a = new_token("admin")
+    tok_b, line_b = new_token("admin", "mallory")
+    tokens = os.path.join(TMP, "tokens")
+    # -- at start: world- or group-writable, or owned by another user --
+    write(tokens, line_a + "\n", 0o666)
+    refused_at_start(["--tokens-file", tokens], "writable by everyone", "tokens file 0666")
+    write(tokens, line_a + "\n", 0o620)
+    refused_at_start(["--tokens-file", tokens], "writable by its group", "tokens file 0620")
+    if os.geteuid() == 0:
+        write(tokens, line_a + "\n", 0o600)
+        os.chown(tokens, 65534, 65534)
+        refused_at_start(["--tokens-file", tokens], "owned by uid 65534",
+                         "tokens file owned by nobody")
+        os.chown(tokens, 0, 0)
+    else:
+        t.skip("tokens file owned by another user", "needs root to chown")
+    web = os.path.join(TMP, "web-open.yml")
+    write(web, "basic_auth_users: {}\n", 0o666)
+    refused_at_start(["--web-config-file", web], "writable by everyone", "web config 0666")
+    crt, key = make_cert("cred")
+    os.chmod(key, 0o646)
+    refused_at_start(["--tls-cert-file", crt, "--tls-key-file", key], "writable by everyone",
+                     "TLS key 0646")
+    os.chmod(key, 0o600)
+
+    # -- a symlink (as Kubernetes mounts Secrets) to a good file is fine --
+    write(tokens, line_a + "\n", 0o600)
+    link = os.path.join(TMP, "tokens-link")
+    os.symlink(tokens, link)
+    a = Agent(["--tokens-file", link])
+    t.ok(a.up, "a tokens file reached through a symlink (target 0600, ours) is accepted",
+         detail=a.logtext()[-300:])
+    t.eq(get(a.port, "Bearer " + tok_a), 200, "its admin token works")
+
+    # -- on SIGHUP: made world-writable with a new admin token appended: refused --
+    write(tokens, line_a + "\n" + line_b + "\n", 0o666)
+    a.p.send_signal(signal.SIGHUP)
+    t.ok(wait_log(a, "writable by everyone (mode 0666)") and
+         wait_log(a, "keeping the running credentials"),
+         "reload of a world-writable tokens file is refused", detail=a.logtext()[-400:])
+    t.eq(get(a.port, "Bearer " + tok_b), 401, "the appended token does not work")
+    t.eq(get(a.port, "Bearer " + tok_a), 200, "the running token still works")
+
+    # -- on SIGHUP: the tokens file emptied: refused at warning, credentials stay on --
+    write(tokens, "# nothing\n", 0o600)
+    a.p.send_signal(signal.SIGHUP)
+    t.ok(wait_log(a, "refusing to turn credentials off") and
+         any("warn" in ln for ln in a.logtext().splitlines() if "turn credentials off" in ln),
+         "a reload dropping every credential is refused, logged at warning",
+         detail=a.logtext()[-400:])
+    t.eq(get(a.port), 401, "no credential still gets 401")
+    t.eq(get(a.port, "Bearer " + tok_a), 200, "the running token still works after it")
+    t.eq(a.stop(), 0, "agent stops cleanly")
+
+
 def main():
     if not os.path.exists(BIN) or not shutil.which("openssl"):
         t.skip("agent tls", "needs the gpuscope binary and openssl")
         return t.done()
     tls_versions()
+    credential_files()
     return t.done()
 
 

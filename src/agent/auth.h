@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 
 #include "agent/viewer.h"
 
@@ -32,7 +33,11 @@ struct gs_auth;
 
 #define GS_AUTH_TOKEN_LEN 43     /* base64url of 32 bytes, no padding */
 #define GS_AUTH_BCRYPT_TTL_S 60  /* a successful basic-auth check is remembered this long */
-#define GS_AUTH_BCRYPT_PER_S 4   /* uncached bcrypt checks per second, all clients together */
+#define GS_AUTH_BCRYPT_PER_S 8   /* uncached bcrypt checks per second, all clients together */
+#define GS_AUTH_FAIL_SRC_PER_S 1  /* failed basic-auth checks per second from one source */
+#define GS_AUTH_FAIL_USER_PER_S 2 /* failed basic-auth checks per second for one user name */
+#define GS_AUTH_FAIL_BURST 4      /* failures at once from one source */
+#define GS_AUTH_FAIL_USER_BURST 8 /* failures at once for one user name (> one source's) */
 
 /* Reads the tokens file and the web config (either path may be NULL or "": not used).
  * No file at all: *out is an auth that lets everyone in as a viewer. Errors GS_EIO (cannot
@@ -79,6 +84,13 @@ const char *gs_auth_challenge(const struct gs_auth *au);
  * and user. Else GS_ROLE_NONE. Always fills *out (via = TCP); returns out->role. */
 enum gs_role gs_auth_check(const struct gs_auth *au, const char *authorization,
                            struct gs_viewer *out);
+
+/* gs_auth_check from the source src (NULL: unknown, one shared budget): a basic-auth check
+ * missing the cache needs the global bcrypt budget (GS_AUTH_BCRYPT_PER_S) and the failure
+ * budgets of src (an IPv4 address or IPv6 /64) and of the user name; a failure is charged to
+ * both, a success to neither, so one attacker cannot lock others out (docs/security.md). */
+enum gs_role gs_auth_check_from(const struct gs_auth *au, const char *authorization,
+                                const struct sockaddr *src, struct gs_viewer *out);
 
 /* gs_auth_check on the connection's Authorization header (au NULL: as no credential). A
  * unix-socket peer is a viewer without credentials, via GS_VIA_UNIX (policy.c knows it by

@@ -555,6 +555,37 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 /* ---- the daemons ---- */
 
+static int hex_val(char ch)
+{
+    return ch >= '0' && ch <= '9'   ? ch - '0'
+           : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+           : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                    : -1;
+}
+
+/* libmicrohttpd's unescaper for the path and the query arguments: %HH decoded, except %00,
+ * left as the three characters: a NUL would cut "/api/v1/runs/1%00x" or "gpu=0%00x" short
+ * and let what follows it pass unseen; kept, it fails the strict parsing instead. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    char *w = s;
+
+    (void)cls;
+    (void)c;
+    for (const char *r = s; *r;) {
+        int hi, lo;
+        if (r[0] == '%' && (hi = hex_val(r[1])) >= 0 && (lo = hex_val(r[2])) >= 0 &&
+            (hi | lo) != 0) {
+            *w++ = (char)(hi << 4 | lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
 /* Starts libmicrohttpd on a->http_addr, or on listen_fd (>= 0: a quiesced daemon's socket, a
  * TLS reload), with the PEM pair when cert is not NULL. MHD_USE_ITC: MHD_quiesce_daemon
  * needs it. */
@@ -587,7 +618,7 @@ static struct MHD_Daemon *http_daemon(struct gs_agent *a, int listen_fd, const c
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY,
                             MHD_OPTION_NOTIFY_CONNECTION, gs_reaper_on_connection, a->reaper,
                             MHD_OPTION_NOTIFY_COMPLETED, gs_reaper_on_completed, a->reaper,
-                            MHD_OPTION_END);
+                            MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
 }
 
 int gs_agent_http_start(struct gs_agent *a, struct gs_err *err)
@@ -786,7 +817,8 @@ void gs_agent_http_start_unix(struct gs_agent *a)
         MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_MAX,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)HTTP_MEMORY, MHD_OPTION_NOTIFY_CONNECTION, gs_reaper_on_connection, a->reaper,
-        MHD_OPTION_NOTIFY_COMPLETED, gs_reaper_on_completed, a->reaper, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, gs_reaper_on_completed, a->reaper,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
     if (!a->mhd_unix) {
         gs_log(GS_LOG_ERROR, "http_socket: libmicrohttpd cannot serve %s", path);
         close(fd);

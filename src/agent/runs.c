@@ -57,6 +57,11 @@
 /* DDP: a rank's hello joins a live run of the same uid and name whose first hello came at
  * most this long before (docs/agent.md, RUNS). */
 #define DDP_JOIN_S 60.0
+/* Step records dated before 2000-01-01 or more than this before their run began (its first
+ * record, normally the hello) are refused: a clock at 0, or a sender making up history. */
+#define STEP_T_MIN 946684800.0
+#define STEP_BEFORE_RUN_S 60.0
+
 /* Connections (ranks) one run holds at once; more ranks of a job become runs of their own. */
 #define RUN_MAX_CONNS 64
 
@@ -87,6 +92,7 @@ struct run {
     char name[GS_RECORD_STR];
     uint64_t steps; /* step records received */
     uint64_t dropped; /* of those, not stored in the history (the report's records_dropped) */
+    uint64_t refused_time; /* step records refused for their timestamps (not in steps) */
     struct gs_agg *agg;
     json_t *headline; /* cached list figures of a live run */
     double headline_t;
@@ -415,6 +421,24 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
                 run->conns[k] = conn;
             }
         pthread_mutex_unlock(&r->lock);
+    }
+    if (rec->type == GS_REC_STEP && (rec->u.step.t_begin < STEP_T_MIN ||
+                                     rec->u.step.t_begin < run->start_s - STEP_BEFORE_RUN_S)) {
+        uint64_t n;
+        count(r, &r->st.steps_dropped);
+        pthread_mutex_lock(&run->mu);
+        n = ++run->refused_time;
+        pthread_mutex_unlock(&run->mu);
+        if (n == 1) /* once per run */
+            gs_log(GS_LOG_WARN,
+                   "runs: run %lld (pid %ld uid %lu): step %llu refused: t0 %.3f is %s; "
+                   "further such steps of this run are dropped without a word",
+                   (long long)run->id, (long)peer->pid, (unsigned long)peer->uid,
+                   (unsigned long long)rec->u.step.step, rec->u.step.t_begin,
+                   rec->u.step.t_begin < STEP_T_MIN ? "before 2000-01-01"
+                                                    : "before the run began (its hello)");
+        run_unref(r, run);
+        return;
     }
     pthread_mutex_lock(&run->mu);
     switch (rec->type) {
@@ -900,7 +924,7 @@ static unsigned http_report(struct gs_runs *r, int64_t id, const struct gs_runs_
 
     if (run && !who_sees(who, run->uid)) {
         run_unref(r, run);
-        return reply_error(404, body, len, "no such run");
+        return reply_error(404, body, len, "no run %lld", (long long)id);
     }
     if (run) {
         struct gs_report_meta meta = {.hostname = r->hostname, .exit_code = -1, .source = "agent"};
@@ -925,7 +949,7 @@ static unsigned http_report(struct gs_runs *r, int64_t id, const struct gs_runs_
         return reply_error(404, body, len, "no run %lld", (long long)id);
     if (!who_sees(who, s.uid)) {
         json_decref(s.report);
-        return reply_error(404, body, len, "no such run");
+        return reply_error(404, body, len, "no run %lld", (long long)id);
     }
     if (!s.report)
         return reply_error(404, body, len,
@@ -955,7 +979,7 @@ static unsigned http_steps(struct gs_runs *r, int64_t id, long long from, long l
     if (run)
         run_unref(r, run);
     if (exists && !visible)
-        return reply_error(404, body, len, "no such run");
+        return reply_error(404, body, len, "no run %lld", (long long)id);
     if (!r->history_path[0])
         return exists ? reply_error(404, body, len, "history is off: steps are not kept")
                       : reply_error(404, body, len, "no run %lld", (long long)id);
@@ -978,8 +1002,7 @@ static unsigned http_steps(struct gs_runs *r, int64_t id, long long from, long l
     pthread_mutex_unlock(&r->db_lock);
     if (!exists || !visible) {
         json_decref(list);
-        return exists ? reply_error(404, body, len, "no such run")
-                      : reply_error(404, body, len, "no run %lld", (long long)id);
+        return reply_error(404, body, len, "no run %lld", (long long)id);
     }
     doc = json_pack("{s:I, s:I, s:I, s:I, s:o, s:o}", "id", (json_int_t)id, "total",
                     (json_int_t)total, "from", (json_int_t)from, "limit", (json_int_t)limit, "next",

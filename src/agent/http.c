@@ -10,6 +10,7 @@
  */
 #include "agent/agent_int.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <stdbool.h>
@@ -458,6 +459,24 @@ static const struct route *route_find(const char *url)
     return gs_web_find(url) ? &web_route : NULL;
 }
 
+/* The rate limiter's key of a local client: its uid (a unix-socket peer's, or a loopback TCP
+ * peer's that the reaper looked up at accept) as an address of its own, as
+ * gs_policy_unix_rate_addr makes it, so one local user cannot spend another's budget by
+ * binding other 127.0.0.0/8 addresses. False: key by address. */
+static bool uid_rate_addr(struct MHD_Connection *c, struct sockaddr_in6 *out)
+{
+    uint32_t uid;
+
+    if (!gs_reaper_conn_uid(c, &uid) || uid == 0) /* root's TCP clients: by address */
+        return gs_policy_unix_rate_addr(c, out);
+    memset(out, 0, sizeof *out);
+    out->sin6_family = AF_INET6;
+    out->sin6_addr.s6_addr[0] = 0x01; /* 100::/64, RFC 6666 */
+    uid = htonl(uid);
+    memcpy(&out->sin6_addr.s6_addr[12], &uid, 4);
+    return true;
+}
+
 /* One request, once its head is in. The order of the checks is the API's (docs/api.md):
  * rate limit, path length, credentials, then the route's rules, then its answer. */
 static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *c,
@@ -479,9 +498,9 @@ static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *
     burst = a->cfg.http_burst;
     pthread_mutex_unlock(&a->lock);
     if (!gs_ratelimit_take(a->rl,
-                           gs_policy_unix_rate_addr(c, &unix_key) ? (struct sockaddr *)&unix_key
-                           : ci                                   ? ci->client_addr
-                                                                  : NULL,
+                           uid_rate_addr(c, &unix_key) ? (struct sockaddr *)&unix_key
+                           : ci                        ? ci->client_addr
+                                                       : NULL,
                            rate, burst, gs_clock_mono_ns()))
         return send_json_error(c, MHD_HTTP_TOO_MANY_REQUESTS, "rate limit: too many requests");
     if (strlen(url) > HTTP_PATH_MAX)
@@ -637,6 +656,7 @@ int gs_agent_http_start(struct gs_agent *a, struct gs_err *err)
         gs_listen_free_pem(cert, key);
         return rc;
     }
+    gs_reaper_set_uid_limit(a->reaper, a->cfg.http_conn_per_uid, gs_policy_peer_uid);
     gs_listen_tls_priorities(a->auth, a->tls_prio, sizeof a->tls_prio);
     a->mhd = http_daemon(a, a->http_fd, cert, key, a->tls_prio);
     if (!a->mhd) {
@@ -690,6 +710,7 @@ void gs_agent_http_reload(struct gs_agent *a, struct gs_agent_config *c)
     struct gs_err e;
     int changed, dropped = 0;
 
+    gs_reaper_set_uid_limit(a->reaper, c->http_conn_per_uid, gs_policy_peer_uid);
     gs_err_clear(&e);
     if (gs_auth_open(&au, c->tokens_file, c->web_config_file, &e) != GS_OK ||
         gs_listen_load_tls(c, au, &cert, &key, &e) != GS_OK ||

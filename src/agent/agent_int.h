@@ -84,6 +84,7 @@ struct gs_agent {
     struct gs_ratelimit *rl;           /* every daemon's (ratelimit.h: its own lock) */
     struct gs_reaper *reaper;          /* every daemon's connections (reaper.h: its own lock) */
     struct gs_recorder *rec;           /* NULL when history = off */
+    struct gs_worker *history_q;       /* /api/v1/history's worker (http.c); NULL: history off */
     struct gs_runs *runs;      /* the step-record socket (runs.h); NULL when socket = off */
     struct gs_policy *policy;  /* the visibility policy (policy.h) */
     struct MHD_Daemon *mhd_unix; /* http_socket for local viewers; NULL when off */

@@ -1,8 +1,11 @@
 /*
  * The agent's HTTP side (agent_int.h, docs/api.md): two libmicrohttpd daemons, TCP (HTTP or
- * HTTPS) on the listen address and the unix socket for local viewers, each with its internal
- * polling thread, both calling on_request. A request is rate-limited (ratelimit.c), its
- * viewer identified (auth.c) and resolved to a uid (policy.c), then routed by the table below:
+ * HTTPS) on the listen address and the unix socket for local viewers, each with a thread per
+ * connection (bounded by the connection limits), all calling on_request: a slow history
+ * query holds its own connection's thread and the store's lock, never a /metrics scrape,
+ * which reads the current publication without taking the store. A request is rate-limited
+ * (ratelimit.c), its viewer identified (auth.c) and resolved to a uid (policy.c), then routed
+ * by the table below:
  * each route names its path, its query arguments, whether a metrics-only credential may ask,
  * and what an admin and a filtered viewer get. Pre-rendered bodies come from the current
  * publication with a reference the response drops (pub.c); everything else is made per
@@ -17,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -31,6 +36,7 @@
 #include "agent/recorder.h"
 #include "agent/runs.h"
 #include "agent/web.h"
+#include "agent/worker.h"
 #include "core/clock.h"
 #include "core/snapjson.h"
 
@@ -39,6 +45,9 @@
 #define HTTP_CONN_PER_IP 32     /* connections at once from one address */
 #define HTTP_IDLE_S 10          /* libmicrohttpd's inactivity timeout */
 #define HTTP_MEMORY (32 * 1024) /* per connection: request line + headers must fit */
+#define HTTP_STACK (512 * 1024) /* per connection thread (SQLite and jansson fit in it) */
+#define HTTP_HISTORY_QUEUE 16   /* history queries waiting for the history worker */
+#define GS_EAGAIN_HISTORY (-1000) /* a job the worker never took (queue full, stopping) */
 #define HTTP_PATH_MAX 256       /* bytes of path; more: 414 */
 #define HTTP_QUERY_MAX 1024     /* bytes of query arguments, names and values; more: 414 */
 
@@ -152,40 +161,119 @@ static enum MHD_Result send_unauthorized(struct MHD_Connection *c, const char *c
                    MHD_HTTP_HEADER_WWW_AUTHENTICATE, challenge);
 }
 
-/* /api/v1/history (docs/api.md): parameters checked by history_api.c, the query run on the
- * store under its mutex, the JSON built per request (it depends on the parameters). */
-static enum MHD_Result send_history(struct MHD_Connection *c, struct gs_agent *a)
-{
+/* ---- the history worker ----
+ * /api/v1/history runs on one worker thread of its own at nice 10 (worker.h, a bounded queue
+ * of HTTP_HISTORY_QUEUE jobs; a full queue answers 503): the connection's thread hands it the
+ * job and waits, so heavy queries neither run on the thread of a /metrics scrape nor take
+ * the CPU from one (the scrape's thread keeps nice 0). */
+
+struct history_job {
+    struct gs_agent *a;
     struct gs_history_req q;
     struct gs_history_doc d;
-    enum gs_store_source src = GS_STORE_RAW;
+    enum gs_store_source src;
     struct gs_err e;
+    int rc;
+    bool done;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+static void history_job_finish(struct history_job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    j->done = true;
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+static int64_t history_run(void *ctx, void *items, unsigned n, bool stopping)
+{
+    static _Thread_local bool niced;
+    struct history_job **jobs = items;
+
+    (void)ctx;
+    (void)stopping;
+    if (!niced) {
+        niced = true;
+        if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) != 0)
+            gs_log(GS_LOG_DEBUG, "http: history worker: setpriority: %s", strerror(errno));
+    }
+    for (unsigned i = 0; i < n; i++) {
+        struct history_job *j = jobs[i];
+        gs_err_clear(&j->e);
+        gs_history_doc_begin(&j->d);
+        j->rc = gs_recorder_query(j->a->rec, j->q.gpu, j->q.metric, j->q.from, j->q.to,
+                                  j->q.step, gs_history_doc_point, &j->d, &j->src, &j->e);
+        if (j->rc >= 0)
+            gs_history_doc_end(&j->d, &j->q, j->src);
+        history_job_finish(j);
+    }
+    return INT64_MAX;
+}
+
+static void history_drop(void *ctx, void *item)
+{
+    struct history_job *j = *(struct history_job **)item;
+
+    (void)ctx;
+    j->rc = GS_EAGAIN_HISTORY;
+    history_job_finish(j);
+}
+
+static const struct gs_worker_ops history_ops = {
+    .name = "history queries",
+    .item_size = sizeof(struct history_job *),
+    .cap = HTTP_HISTORY_QUEUE,
+    .run = history_run,
+    .drop = history_drop,
+};
+
+/* /api/v1/history (docs/api.md): parameters checked by history_api.c, the query run by the
+ * history worker on the store, the JSON built per request (it depends on the parameters). */
+static enum MHD_Result send_history(struct MHD_Connection *c, struct gs_agent *a)
+{
+    struct history_job j = {.a = a, .src = GS_STORE_RAW};
     char msg[2048];
     int rc;
 
     if (!a->rec)
         return send_json_error(c, MHD_HTTP_NOT_FOUND, "history is off (history = off)");
 #define ARG(name) MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name)
-    if (gs_history_req_parse(&q, ARG("gpu"), ARG("metric"), ARG("from"), ARG("to"), ARG("step"),
-                             gs_clock_real_s(), msg, sizeof msg) != GS_OK)
+    if (gs_history_req_parse(&j.q, ARG("gpu"), ARG("metric"), ARG("from"), ARG("to"),
+                             ARG("step"), gs_clock_real_s(), msg, sizeof msg) != GS_OK)
         return send_json_error(c, MHD_HTTP_BAD_REQUEST, msg);
 #undef ARG
-    gs_err_clear(&e);
-    gs_history_doc_begin(&d);
-    rc = gs_recorder_query(a->rec, q.gpu, q.metric, q.from, q.to, q.step, gs_history_doc_point,
-                           &d, &src, &e);
+    pthread_mutex_init(&j.mu, NULL);
+    pthread_cond_init(&j.cv, NULL);
+    struct history_job *jp = &j;
+    if (!a->history_q || !gs_worker_offer(a->history_q, &jp)) {
+        j.rc = GS_EAGAIN_HISTORY;
+    } else {
+        pthread_mutex_lock(&j.mu);
+        while (!j.done)
+            pthread_cond_wait(&j.cv, &j.mu);
+        pthread_mutex_unlock(&j.mu);
+    }
+    pthread_cond_destroy(&j.cv);
+    pthread_mutex_destroy(&j.mu);
+    rc = j.rc;
+    if (rc == GS_EAGAIN_HISTORY) {
+        free(j.d.data);
+        return send_json_error(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+                               "history busy: too many queries waiting; retry");
+    }
     if (rc < 0) {
-        free(d.data);
-        gs_log(GS_LOG_WARN, "http: /api/v1/history: %s", e.msg);
+        free(j.d.data);
+        gs_log(GS_LOG_WARN, "http: /api/v1/history: %s", j.e.msg);
         return send_json_error(c, rc == GS_EINVAL || rc == GS_ENOTFOUND
                                       ? MHD_HTTP_BAD_REQUEST
                                       : MHD_HTTP_SERVICE_UNAVAILABLE,
-                               e.msg[0] ? e.msg : gs_strerror(rc));
+                               j.e.msg[0] ? j.e.msg : gs_strerror(rc));
     }
-    gs_history_doc_end(&d, &q, src);
-    if (!d.data)
+    if (!j.d.data)
         return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-    return send_owned(c, MHD_HTTP_OK, d.data, d.len, "application/json");
+    return send_owned(c, MHD_HTTP_OK, j.d.data, j.d.len, "application/json");
 }
 
 /* /api/v1/runs[/<id>[/steps]] (docs/api.md): answered by runs.c, a JSON body per request,
@@ -611,7 +699,8 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 static struct MHD_Daemon *http_daemon(struct gs_agent *a, int listen_fd, const char *cert,
                                       const char *key, const char *prio)
 {
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                     MHD_USE_AUTO | MHD_USE_ITC;
     struct MHD_OptionItem opt[5];
     unsigned n = 0;
     const struct sockaddr *sa = (const struct sockaddr *)&a->http_addr;
@@ -635,6 +724,7 @@ static struct MHD_Daemon *http_daemon(struct gs_agent *a, int listen_fd, const c
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_CONN_PER_IP,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY,
+                            MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTP_STACK,
                             MHD_OPTION_NOTIFY_CONNECTION, gs_reaper_on_connection, a->reaper,
                             MHD_OPTION_NOTIFY_COMPLETED, gs_reaper_on_completed, a->reaper,
                             MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
@@ -655,6 +745,14 @@ int gs_agent_http_start(struct gs_agent *a, struct gs_err *err)
     if (rc != GS_OK) {
         gs_listen_free_pem(cert, key);
         return rc;
+    }
+    if (a->rec && !a->history_q &&
+        (gs_worker_new(&a->history_q, &history_ops, NULL, err) != GS_OK ||
+         gs_worker_start(a->history_q, INT64_MAX, err) != GS_OK)) {
+        gs_worker_close(a->history_q);
+        a->history_q = NULL;
+        gs_listen_free_pem(cert, key);
+        return err && err->rc ? err->rc : GS_ENOMEM;
     }
     gs_reaper_set_uid_limit(a->reaper, a->cfg.http_conn_per_uid, gs_policy_peer_uid);
     gs_listen_tls_priorities(a->auth, a->tls_prio, sizeof a->tls_prio);
@@ -834,7 +932,8 @@ void gs_agent_http_start_unix(struct gs_agent *a)
         return;
     }
     a->mhd_unix = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL, on_request, a,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO, 0, NULL,
+        NULL, on_request, a, MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTP_STACK,
         MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_MAX,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)HTTP_MEMORY, MHD_OPTION_NOTIFY_CONNECTION, gs_reaper_on_connection, a->reaper,
@@ -862,6 +961,8 @@ void gs_agent_http_stop(struct gs_agent *a)
     }
     a->mhd = NULL;
     a->mhd_unix = NULL;
+    gs_worker_close(a->history_q); /* after the daemons: no connection waits on it now */
+    a->history_q = NULL;
     gs_listen_free_pem(a->tls_cert_pem, a->tls_key_pem);
     a->tls_cert_pem = a->tls_key_pem = NULL;
     gs_auth_unref(a->auth);

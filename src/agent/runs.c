@@ -885,6 +885,7 @@ struct stored_run {
     int exists, has_end;
     int64_t uid;
     json_t *report;
+    char fault[GS_ERR_MSG_LEN]; /* the store's error when the read failed ("": none) */
 };
 
 static int stored_row(void *ctx, const struct gs_store_run_row *row)
@@ -912,8 +913,10 @@ static void stored_get(struct gs_runs *r, int64_t id, struct stored_run *out)
         return;
     gs_err_clear(&err);
     rc = gs_store_run_get(db, &sel, id, stored_row, out, &err);
-    if (rc != GS_OK && rc != GS_ENOTFOUND)
+    if (rc != GS_OK && rc != GS_ENOTFOUND) {
         db_warn(&err);
+        snprintf(out->fault, sizeof out->fault, "%s", err.msg[0] ? err.msg : gs_strerror(rc));
+    }
 }
 
 static unsigned http_report(struct gs_runs *r, int64_t id, const struct gs_runs_who *who,
@@ -945,6 +948,10 @@ static unsigned http_report(struct gs_runs *r, int64_t id, const struct gs_runs_
     pthread_mutex_lock(&r->db_lock);
     stored_get(r, id, &s);
     pthread_mutex_unlock(&r->db_lock);
+    if (s.fault[0]) { /* a damaged page is not "no such run" */
+        json_decref(s.report);
+        return reply_error(503, body, len, "history.db could not be read: %s", s.fault);
+    }
     if (!s.exists)
         return reply_error(404, body, len, "no run %lld", (long long)id);
     if (!who_sees(who, s.uid)) {
@@ -996,10 +1003,16 @@ static unsigned http_steps(struct gs_runs *r, int64_t id, long long from, long l
 
         gs_err_clear(&err);
         if (gs_store_run_step_count(db, id, &total, &err) != GS_OK ||
-            gs_store_run_steps(db, id, from, limit, page_step, list, &err) != GS_OK)
+            gs_store_run_steps(db, id, from, limit, page_step, list, &err) != GS_OK) {
             db_warn(&err);
+            snprintf(s.fault, sizeof s.fault, "%s", err.msg[0] ? err.msg : "read error");
+        }
     }
     pthread_mutex_unlock(&r->db_lock);
+    if (s.fault[0]) {
+        json_decref(list);
+        return reply_error(503, body, len, "history.db could not be read: %s", s.fault);
+    }
     if (!exists || !visible) {
         json_decref(list);
         return reply_error(404, body, len, "no run %lld", (long long)id);

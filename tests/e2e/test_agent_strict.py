@@ -3,11 +3,13 @@ decimal numbers only (`gpu=0x1`, `+0`, a space, `%00`, `1e3` are 400s, a path wi
 404 instead of being cut short); a step record dated 1970 or an hour before its run's hello is
 refused (logged once with the reason) while the run's good steps are kept; another user's run
 answers exactly as a run that does not exist (ids cannot be probed through the unix socket,
-asked as uid 65534 when root).
+asked as uid 65534 when root); once history.db's pages are garbled under the running agent,
+a run read answers 503 with the reason (not "no run N"), and the next start refuses the file.
 """
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -144,8 +146,29 @@ def main():
              "another uid's list neither shows nor counts the run", detail=b1[:300])
     else:
         t.skip("another uid's view", "needs root")
-    t.eq(stop_proc(p), 0, "agent stops cleanly")
+    # -- a read that meets damaged pages is a 503 with the reason, not "no run N" --
+    db = os.path.join(TMP, "data", "history.db")
+    con = sqlite3.connect(db)  # the pages into the main file, so that garbling them counts
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    con.close()
+    size = os.path.getsize(db)
+    with open(db, "r+b") as f:  # every page but the first (the header) garbled
+        for off in range(4096, size, 4096):
+            f.seek(off)
+            f.write(b"\xa5" * 4096)
+    code, body = get_text(base + "/api/v1/runs/%d" % rid)
+    t.ok(code == 503 and "could not be read" in body,
+         "a run on damaged pages: 503 with the reason (not 404)", detail=(code, body[:300]))
+    p.kill()
+    p.wait()
     log.close()
+    code = subprocess.run([BIN, "agent", "--data-dir", os.path.join(TMP, "data"), "--listen",
+                           "127.0.0.1:1", "--socket", "off", "--http-socket", "off"],
+                          env=sim_env("h100x8-training.json"), capture_output=True, text=True,
+                          timeout=60)
+    t.ok(code.returncode != 0 and ("is damaged" in code.stderr or "malformed" in code.stderr),
+         "the next start refuses the damaged history.db with a clear error",
+         detail=(code.returncode, code.stderr[-400:]))
     return t.done()
 
 

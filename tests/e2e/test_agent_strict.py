@@ -4,7 +4,8 @@ decimal numbers only (`gpu=0x1`, `+0`, a space, `%00`, `1e3` are 400s, a path wi
 refused (logged once with the reason) while the run's good steps are kept; another user's run
 answers exactly as a run that does not exist (ids cannot be probed through the unix socket,
 asked as uid 65534 when root); once history.db's pages are garbled under the running agent,
-a run read answers 503 with the reason (not "no run N"), and the next start refuses the file.
+a run read answers 503 with the reason (not "no run N"), and the next start refuses the file;
+a data_dir through a symbolic link owned by another user is refused.
 """
 import json
 import os
@@ -18,7 +19,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import BIN, get_text, send_records, sim_env, start_agent, stop_proc, \
+from gsenv import BIN, get_text, send_records, sim_env, start_agent, \
     wait_until  # noqa: E402
 
 t = Tap()
@@ -146,6 +147,24 @@ def main():
              "another uid's list neither shows nor counts the run", detail=b1[:300])
     else:
         t.skip("another uid's view", "needs root")
+    # -- a symbolic link another user owns, in the middle of data_dir, is not followed --
+    if os.geteuid() == 0:
+        target = os.path.join(TMP, "elsewhere")
+        os.mkdir(target)
+        link = os.path.join(TMP, "evil")
+        os.symlink(target, link)
+        os.lchown(link, 65534, 65534)
+        r = subprocess.run([BIN, "agent", "--data-dir", os.path.join(link, "sub", "data"),
+                            "--listen", "127.0.0.1:1", "--socket", "off", "--http-socket", "off"],
+                           env=sim_env("h100x8-training.json"), capture_output=True, text=True,
+                           timeout=60)
+        t.ok(r.returncode != 0 and "symbolic link owned by uid 65534" in r.stderr and
+             not os.path.exists(os.path.join(target, "sub")),
+             "data_dir through another user's symlink: refused, nothing made behind it",
+             detail=(r.returncode, r.stderr[-300:]))
+    else:
+        t.skip("data_dir symlink owned by another user", "needs root")
+
     # -- a read that meets damaged pages is a 503 with the reason, not "no run N" --
     db = os.path.join(TMP, "data", "history.db")
     con = sqlite3.connect(db)  # the pages into the main file, so that garbling them counts

@@ -72,6 +72,10 @@ static const struct key keys[] = {
      "HTTP requests/s allowed per client IP (429 beyond); 0: no limit", 0},
     {"http_burst", KEY_UINT, offsetof(struct gs_agent_config, http_burst), 1, 1000000, NULL,
      "100", "HTTP requests a client IP may send at once before http_rate applies", 0},
+    {"runs_per_uid", KEY_UINT, offsetof(struct gs_agent_config, runs_per_uid), 1,
+     64, NULL, "16",
+     "training runs one uid other than root may have going on at once (of 64); restart to "
+     "change", 0},
     {"http_conn_per_uid", KEY_UINT, offsetof(struct gs_agent_config, http_conn_per_uid), 1,
      65536, NULL, "32",
      "HTTP connections one local uid (unix socket or loopback TCP) may hold at once", 0},
@@ -759,6 +763,7 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
             history_names[c->process_metrics ? 1 : 0], c->process_metrics_max, c->http_rate,
             c->http_burst);
     fprintf(out, "http_conn_per_uid = %u\n", c->http_conn_per_uid);
+    fprintf(out, "runs_per_uid = %u\n", c->runs_per_uid);
     /* An empty value cannot be read back ("missing value"): written as a comment. */
     write_str(out, "influx_url", c->push.influx_url);
     fprintf(out, "influx_version = %s\n", influx_version_names[c->push.influx_version ? 1 : 0]);

@@ -104,6 +104,9 @@ struct gs_runs {
     struct gs_runs_stats st;
     int64_t next_mem_id; /* ids when history is off */
     int full_logged;
+    unsigned runs_per_uid; /* constant (gs_runs_opts) */
+    uid_t uid_logged[GS_RUNS_MAX_LIVE]; /* uids whose per-uid refusal was logged */
+    unsigned n_uid_logged;
 
     struct gs_receiver *rx;
     struct gs_recorder *rec;
@@ -241,7 +244,28 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
     struct gs_err err;
     unsigned slot = GS_RUNS_MAX_LIVE;
 
+    unsigned held = 0;
+
     pthread_mutex_lock(&r->lock);
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE; i++)
+        held += r->live[i] && r->live[i]->uid == peer->uid;
+    if (r->runs_per_uid && peer->uid != 0 && held >= r->runs_per_uid) {
+        /* One user cannot take every run slot (issue 18): refused, logged once per uid. */
+        int log = 1;
+        for (unsigned i = 0; i < r->n_uid_logged; i++)
+            log &= r->uid_logged[i] != peer->uid;
+        if (log && r->n_uid_logged < GS_RUNS_MAX_LIVE)
+            r->uid_logged[r->n_uid_logged++] = peer->uid;
+        r->st.runs_refused++;
+        r->st.runs_refused_uid++;
+        pthread_mutex_unlock(&r->lock);
+        free(run);
+        if (log)
+            gs_log(GS_LOG_WARN, "runs: uid %lu has %u runs going on (runs_per_uid); records of "
+                                "its new ones are dropped (logged once)",
+                   (unsigned long)peer->uid, held);
+        return NULL;
+    }
     for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && slot == GS_RUNS_MAX_LIVE; i++)
         if (!r->live[i])
             slot = i;
@@ -1227,6 +1251,7 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     pthread_mutex_init(&r->lock, NULL);
     pthread_mutex_init(&r->db_lock, NULL);
     r->rec = o->rec;
+    r->runs_per_uid = o->runs_per_uid;
     snprintf(r->hostname, sizeof r->hostname, "%s", o->hostname ? o->hostname : "");
     if (o->rec && o->history_path)
         snprintf(r->history_path, sizeof r->history_path, "%s", o->history_path);

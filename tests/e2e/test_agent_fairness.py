@@ -5,8 +5,11 @@ addresses (more than the daemons' 256 slots each), and gsfair_b's requests on bo
 all answered, each within 2 s (the time after which `gpuscope` falls back to NVML); the
 refusals are logged once for gsfair_a and gsfair_a keeps at most http_conn_per_uid
 connections. Also: gsfair_a's requests from many source addresses share one rate-limit
-bucket (its uid), so they meet 429 while gsfair_b is not limited.
+bucket (its uid), so they meet 429 while gsfair_b is not limited. On the step socket,
+gsfair_a holding 70 connections with a hello each gets runs_per_uid runs (not all 64 slots)
+and gsfair_b's 200-step run is taken with every step kept.
 """
+import json
 import os
 import subprocess
 import sys
@@ -16,13 +19,15 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import BIN, TempUsers, sim_env, start_agent, stop_proc  # noqa: E402
+from gsenv import BIN, TempUsers, get_text, sim_env, start_agent, stop_proc, \
+    wait_until  # noqa: E402
 
 t = Tap()
 USERS = ["gsfair_a", "gsfair_b"]
 TMP = tempfile.mkdtemp(prefix="gs-agent-fair.")
 os.chmod(TMP, 0o755)
 HSOCK = os.path.join(TMP, "http.sock")
+SSOCK = os.path.join(TMP, "steps.sock")
 
 # Run as a user: "hold UNIX PORT N" opens N unix + N TCP connections and holds them until
 # stdin closes, printing how many connected; "ask UNIX PORT N" makes N requests on each door
@@ -86,6 +91,30 @@ elif mode == "ask":
             except OSError:
                 code = 0
             print("%s %d %.3f" % (door, code, time.monotonic() - t0), flush=True)
+elif mode == "runs":  # N step-socket connections, each with a hello, held
+    import json
+    held = []
+    for i in range(n):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.connect(unix)
+        s.send(json.dumps({"v": 1, "type": "hello", "run": "hog%d" % i, "pid": 1, "rank": 0,
+                           "world_size": 1}).encode())
+        held.append(s)
+    print("held %d" % len(held), flush=True)
+    sys.stdin.read()
+elif mode == "run":  # one run of N steps, then its end
+    import json
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(unix)
+    s.send(json.dumps({"v": 1, "type": "hello", "run": "fair", "pid": 1, "rank": 0,
+                       "world_size": 1}).encode())
+    now = time.time()
+    for k in range(n):
+        s.send(json.dumps({"v": 1, "type": "step", "step": k, "t0": now + k * 0.01,
+                           "t1": now + k * 0.01 + 0.005, "rank": 0}).encode())
+    s.send(json.dumps({"v": 1, "type": "end", "train_runtime": 2.0}).encode())
+    s.close()
+    print("sent", flush=True)
 else:  # burst
     for i in range(n):
         try:
@@ -160,6 +189,39 @@ def main():
         rows = [ln.split() for ln in asker.communicate(timeout=60)[0].split("\n") if ln.strip()]
         t.ok(len(rows) == 6 and all(r[1] == "200" for r in rows),
              "gsfair_b right after: not limited", detail=rows)
+        t.eq(stop_proc(p), 0, "agent stops cleanly")
+
+        # -- the step socket: gsfair_a holding 70 runs leaves gsfair_b its run, every step --
+        p, base, up = start_agent(["--data-dir", os.path.join(TMP, "data2"), "--history", "on",
+                                   "--socket", SSOCK, "--http-socket", "off",
+                                   "--runs-per-uid", "4"],
+                                  sim_env("h100x8-training.json"),
+                                  stdout=subprocess.DEVNULL, stderr=log)
+        t.ok(up, "agent with the step socket starts")
+        hog = as_user(USERS[0], "runs", SSOCK, 0, 70)
+        t.eq(hog.stdout.readline().strip(), "held 70", "gsfair_a holds 70 runs' connections")
+        time.sleep(0.5)
+        r = as_user(USERS[1], "run", SSOCK, 0, 200)
+        t.eq(r.communicate(timeout=60)[0].strip(), "sent", "gsfair_b sends a 200-step run")
+        got = {}
+
+        def b_run():
+            code, body = get_text(base + "/api/v1/runs")
+            runs = json.loads(body).get("runs", []) if code == 200 else []
+            got["runs"] = runs
+            mine = [x for x in runs if x.get("name") == "fair"]
+            if not mine:
+                return False
+            code, body = get_text(base + "/api/v1/runs/%d/steps?limit=1000" % mine[0]["id"])
+            got["steps"] = json.loads(body).get("total") if code == 200 else None
+            return got["steps"] == 200
+
+        t.ok(wait_until(b_run, 15), "gsfair_b's run is there with all 200 steps kept",
+             detail=(got.get("steps"), len(got.get("runs", []))))
+        hogs = [x for x in got.get("runs", []) if str(x.get("name", "")).startswith("hog")]
+        t.eq(len(hogs), 4, "gsfair_a got runs_per_uid (4) runs, not 64")
+        hog.stdin.close()
+        hog.wait(timeout=10)
         t.eq(stop_proc(p), 0, "agent stops cleanly")
     finally:
         if p is not None:

@@ -82,9 +82,11 @@ struct gs_agent {
     struct sockaddr_storage http_addr; /* the listen address, parsed */
     struct gs_auth *auth;              /* under lock; each request holds a reference */
     char *tls_cert_pem, *tls_key_pem;  /* the running daemon's pair (main thread); NULL: http */
+    char tls_prio[96];                 /* its GnuTLS priorities (listen.h, GS_LISTEN_PRIO_LEN) */
     struct gs_ratelimit *rl;           /* every daemon's (ratelimit.h: its own lock) */
     struct gs_reaper *reaper;          /* every daemon's connections (reaper.h: its own lock) */
     struct gs_recorder *rec;           /* NULL when history = off */
+    struct gs_worker *history_q;       /* /api/v1/history's worker (http.c); NULL: history off */
     struct gs_runs *runs;      /* the step-record socket (runs.h); NULL when socket = off */
     char runs_off[320];        /* why runs is NULL, as /api/v1/runs's 404 says it */
     struct gs_policy *policy;  /* the visibility policy (policy.h) */

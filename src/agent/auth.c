@@ -9,6 +9,7 @@
  */
 #include "agent/auth.h"
 
+#include <arpa/inet.h>
 #include <crypt.h>
 #include <errno.h>
 #include <gnutls/crypto.h>
@@ -23,7 +24,9 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "agent/log.h"
@@ -37,6 +40,7 @@
 #define AUTH_USER_LEN 64
 #define AUTH_HEADER_MAX 1024 /* bytes of an Authorization value we look at */
 #define CACHE_SLOTS 16
+#define FAIL_SLOTS 64 /* failure buckets kept per kind (source, user name) */
 
 struct token_entry {
     unsigned char hash[32];
@@ -59,6 +63,13 @@ struct cache_slot {
     int64_t expires_ns;    /* 0: empty */
 };
 
+/* A token bucket of failed basic-auth checks for one source or one user name. */
+struct fail_bucket {
+    char key[AUTH_USER_LEN]; /* "" : free */
+    double left;
+    int64_t t_ns;
+};
+
 /* The mutable part, apart so that a const struct gs_auth may still update it. */
 struct auth_cache {
     pthread_mutex_t lock;
@@ -66,6 +77,7 @@ struct auth_cache {
     unsigned next;
     double budget; /* uncached bcrypt checks left (token bucket) */
     int64_t budget_t_ns;
+    struct fail_bucket by_src[FAIL_SLOTS], by_user[FAIL_SLOTS];
 };
 
 struct gs_auth {
@@ -76,6 +88,7 @@ struct gs_auth {
     unsigned n_users;
     char cert_file[AUTH_PATH_LEN];
     char key_file[AUTH_PATH_LEN];
+    int tls_min, tls_max; /* tls_server_config's min/max_version: 10..13; 0: not given */
     struct auth_cache *cache;
 };
 
@@ -343,9 +356,9 @@ static int ykey_is(const yaml_node_t *k, const char *name)
 
 static int parse_tls(struct yctx *y, const yaml_node_t *m)
 {
-    static const char *const ignored[] = {"min_version", "max_version", "cipher_suites",
-                                          "curve_preferences", "prefer_server_cipher_suites",
-                                          "client_allowed_sans", NULL};
+    static const char *const ignored[] = {"cipher_suites", "curve_preferences",
+                                          "prefer_server_cipher_suites", "client_allowed_sans",
+                                          NULL};
     yaml_node_pair_t *p;
     int rc;
 
@@ -371,6 +384,16 @@ static int parse_tls(struct yctx *y, const yaml_node_t *m)
                 return rc;
             continue;
         }
+        if (ykey_is(k, "min_version") || ykey_is(k, "max_version")) {
+            int *dst = ykey_is(k, "min_version") ? &y->au->tls_min : &y->au->tls_max;
+            size_t vl = 0;
+            vs = yscalar(v, &vl);
+            if (!vs || vl != 5 || memcmp(vs, "TLS1", 4) != 0 || vs[4] < '0' || vs[4] > '3')
+                return ywhere_err(y, v, "expected TLS10, TLS11, TLS12 or TLS13",
+                                  ykey_is(k, "min_version") ? "min_version" : "max_version");
+            *dst = 10 + (vs[4] - '0');
+            continue;
+        }
         if (ykey_is(k, "client_auth_type")) {
             size_t vl = 0;
             vs = yscalar(v, &vl);
@@ -390,6 +413,8 @@ static int parse_tls(struct yctx *y, const yaml_node_t *m)
     }
     if (!y->au->cert_file[0] != !y->au->key_file[0])
         return ywhere_err(y, m, "cert_file and key_file go together", "tls_server_config");
+    if (y->au->tls_min && y->au->tls_max && y->au->tls_min > y->au->tls_max)
+        return ywhere_err(y, m, "min_version is above max_version", "tls_server_config");
     return GS_OK;
 }
 
@@ -578,15 +603,43 @@ int gs_auth_from_text(struct gs_auth **out, const char *tokens_name, const char 
     return GS_OK;
 }
 
-/* Reads a whole small file (NUL-terminated; *len without the NUL). */
+int gs_auth_check_secret(int fd, const char *path, struct gs_err *err)
+{
+    struct stat st;
+
+    if (fstat(fd, &st) != 0)
+        return gs_err_set(err, GS_EIO, "%s: cannot stat: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return gs_err_set(err, GS_EINVAL, "%s: not a regular file", path);
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return gs_err_set(err, GS_EPERM,
+                          "%s: writable by %s (mode %04o): anyone who can write it can give "
+                          "themselves access; chmod go-w it", path,
+                          (st.st_mode & S_IWOTH) ? "everyone" : "its group",
+                          (unsigned)(st.st_mode & 07777));
+    if (st.st_uid != 0 && st.st_uid != geteuid() && st.st_uid != getuid())
+        return gs_err_set(err, GS_EPERM,
+                          "%s: owned by uid %u, neither root nor the agent's uid %u; chown it",
+                          path, (unsigned)st.st_uid, (unsigned)geteuid());
+    return GS_OK;
+}
+
+/* Reads a whole small credential file (NUL-terminated; *len without the NUL), checked with
+ * gs_auth_check_secret on the opened file (a symlink's target, as Kubernetes mounts
+ * Secrets). */
 static int read_small(const char *path, char **text, size_t *len, struct gs_err *err)
 {
     FILE *f = fopen(path, "re");
     char *buf;
     size_t n;
+    int rc;
 
     if (!f)
         return gs_err_set(err, GS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    if ((rc = gs_auth_check_secret(fileno(f), path, err)) != GS_OK) {
+        fclose(f);
+        return rc;
+    }
     buf = malloc(AUTH_FILE_MAX + 1);
     if (!buf) {
         fclose(f);
@@ -663,6 +716,14 @@ const char *gs_auth_tls_cert_file(const struct gs_auth *au)
 const char *gs_auth_tls_key_file(const struct gs_auth *au)
 {
     return au ? au->key_file : "";
+}
+
+void gs_auth_tls_versions(const struct gs_auth *au, int *min, int *max)
+{
+    *min = au && au->tls_min ? au->tls_min : 12;
+    *max = au && au->tls_max ? au->tls_max : 13;
+    if (*max < *min) /* only max_version given, below the default minimum */
+        *min = *max;
 }
 
 const char *gs_auth_challenge(const struct gs_auth *au)
@@ -752,6 +813,58 @@ static int budget_take(struct auth_cache *c, int64_t now)
     return 1;
 }
 
+/* key's failure bucket in tab (rate per second, burst at most), refilled to now; a new one
+ * takes a free slot or the fullest (the one with the oldest failures). Under the cache lock. */
+static struct fail_bucket *fail_find(struct fail_bucket *tab, const char *key, double rate,
+                                     double burst, int64_t now)
+{
+    struct fail_bucket *b = NULL, *spare = NULL;
+    double most = -1;
+
+    for (unsigned i = 0; i < FAIL_SLOTS && !b; i++) {
+        struct fail_bucket *x = &tab[i];
+        if (x->key[0] && strcmp(x->key, key) == 0) {
+            b = x;
+            break;
+        }
+        if (x->key[0]) { /* refilled, to compare */
+            x->left += (double)(now - x->t_ns) / 1e9 * rate;
+            x->left = x->left > burst ? burst : x->left;
+            x->t_ns = now;
+        }
+        if (!x->key[0] || x->left > most) {
+            most = x->key[0] ? x->left : burst + 1;
+            spare = x;
+        }
+    }
+    if (!b) {
+        b = spare;
+        snprintf(b->key, sizeof b->key, "%s", key);
+        b->left = burst;
+        b->t_ns = now;
+    }
+    b->left += (double)(now - b->t_ns) / 1e9 * rate;
+    b->left = b->left > burst ? burst : b->left;
+    b->t_ns = now;
+    return b;
+}
+
+/* The budget key of a source: an IPv4 address, an IPv6 /64, "unix", or "-" (none known). */
+static void src_key(const struct sockaddr *sa, char *out, size_t n)
+{
+    snprintf(out, n, "-");
+    if (sa && sa->sa_family == AF_INET) {
+        const struct sockaddr_in *s = (const struct sockaddr_in *)(const void *)sa;
+        inet_ntop(AF_INET, &s->sin_addr, out, (socklen_t)n);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        struct sockaddr_in6 s = *(const struct sockaddr_in6 *)(const void *)sa;
+        memset(s.sin6_addr.s6_addr + 8, 0, 8);
+        inet_ntop(AF_INET6, &s.sin6_addr, out, (socklen_t)n);
+    } else if (sa && sa->sa_family == AF_UNIX) {
+        snprintf(out, n, "unix");
+    }
+}
+
 static int bcrypt_ok(const char *pass, const char *hash)
 {
     struct crypt_data *cd = calloc(1, sizeof *cd);
@@ -769,9 +882,16 @@ static int bcrypt_ok(const char *pass, const char *hash)
     return ok;
 }
 
+/* A basic-auth check: the cache first; else a bcrypt check when the global budget (CPU) and
+ * the failure budgets of the source and of the user name allow it. A failure is charged to
+ * both, so one attacker drains its own source's budget (and, spread over sources, the name's)
+ * but not another source's login. */
 static enum gs_role check_basic(const struct gs_auth *au, const char *header, const char *b64,
-                                size_t len, struct gs_viewer *out)
+                                size_t len, const struct sockaddr *src, struct gs_viewer *out)
 {
+    struct fail_bucket *fs, *fu;
+    char skey[INET6_ADDRSTRLEN + 8];
+    int ok;
     struct auth_cache *c = au->cache;
     unsigned char key[32];
     char plain[512];
@@ -807,10 +927,24 @@ static enum gs_role check_basic(const struct gs_auth *au, const char *header, co
             u = &au->users[i];
             found = (int)i;
         }
+    src_key(src, skey, sizeof skey);
     pthread_mutex_lock(&c->lock);
-    allowed = u && budget_take(c, now);
+    fs = fail_find(c->by_src, skey, GS_AUTH_FAIL_SRC_PER_S, GS_AUTH_FAIL_BURST, now);
+    fu = fail_find(c->by_user, plain, GS_AUTH_FAIL_USER_PER_S, GS_AUTH_FAIL_USER_BURST,
+                   now);
+    allowed = fs->left >= 1 && fu->left >= 1 && (!u || budget_take(c, now));
     pthread_mutex_unlock(&c->lock);
-    if (!allowed || !bcrypt_ok(colon + 1, u->hash)) {
+    ok = allowed && u && bcrypt_ok(colon + 1, u->hash);
+    if (!ok) {
+        if (allowed) { /* a failure that was checked (or an unknown name): charged */
+            pthread_mutex_lock(&c->lock);
+            fs = fail_find(c->by_src, skey, GS_AUTH_FAIL_SRC_PER_S, GS_AUTH_FAIL_BURST, now);
+            fu = fail_find(c->by_user, plain, GS_AUTH_FAIL_USER_PER_S,
+                           GS_AUTH_FAIL_USER_BURST, now);
+            fs->left -= 1;
+            fu->left -= 1;
+            pthread_mutex_unlock(&c->lock);
+        }
         memset(plain, 0, sizeof plain);
         return GS_ROLE_NONE;
     }
@@ -827,6 +961,12 @@ static enum gs_role check_basic(const struct gs_auth *au, const char *header, co
 
 enum gs_role gs_auth_check(const struct gs_auth *au, const char *authorization,
                            struct gs_viewer *out)
+{
+    return gs_auth_check_from(au, authorization, NULL, out);
+}
+
+enum gs_role gs_auth_check_from(const struct gs_auth *au, const char *authorization,
+                                const struct sockaddr *src, struct gs_viewer *out)
 {
     size_t len = 0;
     const char *v;
@@ -858,7 +998,7 @@ enum gs_role gs_auth_check(const struct gs_auth *au, const char *authorization,
         len = strlen(v);
         while (len && v[len - 1] == ' ')
             len--;
-        return check_basic(au, authorization, v, len, out);
+        return check_basic(au, authorization, v, len, src, out);
     }
     return GS_ROLE_NONE;
 }
@@ -878,7 +1018,7 @@ int gs_auth_identify(const struct gs_auth *au, struct MHD_Connection *c, struct 
     h = gs_auth_required(au) ? MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                            MHD_HTTP_HEADER_AUTHORIZATION)
                              : NULL;
-    return (int)gs_auth_check(au, h, out);
+    return (int)gs_auth_check_from(au, h, ci ? ci->client_addr : NULL, out);
 }
 
 /* ---- new tokens ---- */

@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 
 #include "agent/viewer.h"
 
@@ -32,7 +33,11 @@ struct gs_auth;
 
 #define GS_AUTH_TOKEN_LEN 43     /* base64url of 32 bytes, no padding */
 #define GS_AUTH_BCRYPT_TTL_S 60  /* a successful basic-auth check is remembered this long */
-#define GS_AUTH_BCRYPT_PER_S 4   /* uncached bcrypt checks per second, all clients together */
+#define GS_AUTH_BCRYPT_PER_S 8   /* uncached bcrypt checks per second, all clients together */
+#define GS_AUTH_FAIL_SRC_PER_S 1  /* failed basic-auth checks per second from one source */
+#define GS_AUTH_FAIL_USER_PER_S 2 /* failed basic-auth checks per second for one user name */
+#define GS_AUTH_FAIL_BURST 4      /* failures at once from one source */
+#define GS_AUTH_FAIL_USER_BURST 8 /* failures at once for one user name (> one source's) */
 
 /* Reads the tokens file and the web config (either path may be NULL or "": not used).
  * No file at all: *out is an auth that lets everyone in as a viewer. Errors GS_EIO (cannot
@@ -48,6 +53,12 @@ int gs_auth_from_text(struct gs_auth **out, const char *tokens_name, const char 
                       size_t tokens_len, const char *web_name, const char *web,
                       size_t web_len, const char *base_dir, struct gs_err *err);
 
+/* The rule for a credential file (tokens file, web config, TLS key; docs/security.md
+ * "CREDENTIAL FILES"), on the opened file fd (so a symlink's target): a regular file, not
+ * writable by group or others, owned by root or the agent's (real or effective) uid.
+ * GS_EPERM naming path and the fault. */
+int gs_auth_check_secret(int fd, const char *path, struct gs_err *err);
+
 void gs_auth_ref(struct gs_auth *au);
 void gs_auth_unref(struct gs_auth *au); /* frees on the last; NULL is fine */
 
@@ -60,6 +71,10 @@ unsigned gs_auth_user_count(const struct gs_auth *au);
 const char *gs_auth_tls_cert_file(const struct gs_auth *au);
 const char *gs_auth_tls_key_file(const struct gs_auth *au);
 
+/* The TLS versions to offer, 10 (TLS 1.0) .. 13 (TLS 1.3): the web config's
+ * min_version/max_version, else 12 and 13 (docs/security.md, "TLS"). */
+void gs_auth_tls_versions(const struct gs_auth *au, int *min, int *max);
+
 /* The WWW-Authenticate value for a 401: `Bearer realm="gpuscope"`, or Basic when only
  * basic-auth users are configured. */
 const char *gs_auth_challenge(const struct gs_auth *au);
@@ -69,6 +84,13 @@ const char *gs_auth_challenge(const struct gs_auth *au);
  * and user. Else GS_ROLE_NONE. Always fills *out (via = TCP); returns out->role. */
 enum gs_role gs_auth_check(const struct gs_auth *au, const char *authorization,
                            struct gs_viewer *out);
+
+/* gs_auth_check from the source src (NULL: unknown, one shared budget): a basic-auth check
+ * missing the cache needs the global bcrypt budget (GS_AUTH_BCRYPT_PER_S) and the failure
+ * budgets of src (an IPv4 address or IPv6 /64) and of the user name; a failure is charged to
+ * both, a success to neither, so one attacker cannot lock others out (docs/security.md). */
+enum gs_role gs_auth_check_from(const struct gs_auth *au, const char *authorization,
+                                const struct sockaddr *src, struct gs_viewer *out);
 
 /* gs_auth_check on the connection's Authorization header (au NULL: as no credential). A
  * unix-socket peer is a viewer without credentials, via GS_VIA_UNIX (policy.c knows it by

@@ -74,6 +74,13 @@ static const struct key keys[] = {
      "HTTP requests/s allowed per client IP (429 beyond); 0: no limit", 0},
     {"http_burst", KEY_UINT, offsetof(struct gs_agent_config, http_burst), 1, 1000000, NULL,
      "100", "HTTP requests a client IP may send at once before http_rate applies", 0},
+    {"runs_per_uid", KEY_UINT, offsetof(struct gs_agent_config, runs_per_uid), 1,
+     64, NULL, "16",
+     "training runs one uid other than root may have going on at once (of 64); restart to "
+     "change", 0},
+    {"http_conn_per_uid", KEY_UINT, offsetof(struct gs_agent_config, http_conn_per_uid), 1,
+     65536, NULL, "32",
+     "HTTP connections one local uid (unix socket or loopback TCP) may hold at once", 0},
     {"influx_url", KEY_STR, offsetof(struct gs_agent_config, push.influx_url), 0, sizeof(((struct gs_agent_config *)0)->push.influx_url), NULL, "",
      "InfluxDB base URL (http://HOST:8086); empty: no InfluxDB push", 0},
     {"influx_version", KEY_ENUM, offsetof(struct gs_agent_config, push.influx_version), 0, 0, influx_version_names, "1",
@@ -758,6 +765,8 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
             "process_metrics = %s\nprocess_metrics_max = %u\nhttp_rate = %g\nhttp_burst = %u\n",
             history_names[c->process_metrics ? 1 : 0], c->process_metrics_max, c->http_rate,
             c->http_burst);
+    fprintf(out, "http_conn_per_uid = %u\n", c->http_conn_per_uid);
+    fprintf(out, "runs_per_uid = %u\n", c->runs_per_uid);
     /* An empty value cannot be read back ("missing value"): written as a comment. */
     write_str(out, "influx_url", c->push.influx_url);
     fprintf(out, "influx_version = %s\n", influx_version_names[c->push.influx_version ? 1 : 0]);

@@ -64,6 +64,8 @@ struct gs_agent_config {
     unsigned process_metrics_max;   /* at most this many per-process series per scrape */
     double http_rate;               /* requests/s per client IP (token bucket); 0: no limit */
     unsigned http_burst;            /* the bucket's size */
+    unsigned http_conn_per_uid;     /* HTTP connections one local uid may hold (reaper.h) */
+    unsigned runs_per_uid;          /* live training runs one uid may have (runs.h) */
     struct gs_push_config push;     /* push sinks; restart to change */
     struct gs_alert_rules alerts;   /* keys alerts, alert_webhook; [alert NAME] sections */
     char socket[GS_SOCKET_LEN];     /* step-record socket (src/agent/runs.h); "off": none */

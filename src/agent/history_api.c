@@ -30,13 +30,19 @@ static int param_error(char *msg, size_t len, const char *fmt, ...)
     return GS_EINVAL;
 }
 
-/* A finite decimal number, nothing else. */
+/* A plain decimal number: digits, then at most one '.' and digits; no sign, exponent, hex,
+ * spaces or anything else (strtod would take "0x1", "+0", " 1", "1e3"). */
 static int parse_num(const char *s, double *out)
 {
     char *end;
     double v;
+    size_t n;
 
     if (!s || !*s)
+        return GS_EINVAL;
+    n = strspn(s, "0123456789");
+    if (n == 0 || n > 20 || (s[n] && (s[n] != '.' || !s[n + 1] ||
+                                      strspn(s + n + 1, "0123456789") != strlen(s + n + 1))))
         return GS_EINVAL;
     errno = 0;
     v = strtod(s, &end);
@@ -98,7 +104,8 @@ int gs_history_req_parse(struct gs_history_req *q, const char *gpu, const char *
     memset(q, 0, sizeof *q);
     if (!gpu || !*gpu)
         return param_error(msg, len, "gpu: missing (a GPU index 0..%d)", GS_STORE_MAX_GPU);
-    if (parse_num(gpu, &v) != GS_OK || v != floor(v) || v < 0 || v > GS_STORE_MAX_GPU)
+    if (strspn(gpu, "0123456789") != strlen(gpu) || parse_num(gpu, &v) != GS_OK ||
+        v > GS_STORE_MAX_GPU)
         return param_error(msg, len, "gpu: '%.64s' is not an integer 0..%d", gpu, GS_STORE_MAX_GPU);
     q->gpu = (unsigned)v;
     if (parse_metric(q, metric, msg, len) != GS_OK)

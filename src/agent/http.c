@@ -1,8 +1,11 @@
 /*
  * The agent's HTTP side (agent_int.h, docs/api.md): two libmicrohttpd daemons, TCP (HTTP or
- * HTTPS) on the listen address and the unix socket for local viewers, each with its internal
- * polling thread, both calling on_request. A request is rate-limited (ratelimit.c), its
- * viewer identified (auth.c) and resolved to a uid (policy.c), then routed by the table below:
+ * HTTPS) on the listen address and the unix socket for local viewers, each with a thread per
+ * connection (bounded by the connection limits), all calling on_request: a slow history
+ * query holds its own connection's thread and the store's lock, never a /metrics scrape,
+ * which reads the current publication without taking the store. A request is rate-limited
+ * (ratelimit.c), its viewer identified (auth.c) and resolved to a uid (policy.c), then routed
+ * by the table below:
  * each route names its path, its query arguments, whether a metrics-only credential may ask,
  * and what an admin and a filtered viewer get. Pre-rendered bodies come from the current
  * publication with a reference the response drops (pub.c); everything else is made per
@@ -10,13 +13,16 @@
  */
 #include "agent/agent_int.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -31,6 +37,7 @@
 #include "agent/recorder.h"
 #include "agent/runs.h"
 #include "agent/web.h"
+#include "agent/worker.h"
 #include "core/clock.h"
 #include "core/snapjson.h"
 
@@ -39,6 +46,9 @@
 #define HTTP_CONN_PER_IP 32     /* connections at once from one address */
 #define HTTP_IDLE_S 10          /* libmicrohttpd's inactivity timeout */
 #define HTTP_MEMORY (32 * 1024) /* per connection: request line + headers must fit */
+#define HTTP_STACK (512 * 1024) /* per connection thread (SQLite and jansson fit in it) */
+#define HTTP_HISTORY_QUEUE 16   /* history queries waiting for the history worker */
+#define GS_EAGAIN_HISTORY (-1000) /* a job the worker never took (queue full, stopping) */
 #define HTTP_PATH_MAX 256       /* bytes of path; more: 414 */
 #define HTTP_QUERY_MAX 1024     /* bytes of query arguments, names and values; more: 414 */
 
@@ -188,40 +198,119 @@ static enum MHD_Result send_unauthorized(struct MHD_Connection *c, const char *c
                    MHD_HTTP_HEADER_WWW_AUTHENTICATE, challenge);
 }
 
-/* /api/v1/history (docs/api.md): parameters checked by history_api.c, the query run on the
- * store under its mutex, the JSON built per request (it depends on the parameters). */
-static enum MHD_Result send_history(struct MHD_Connection *c, struct gs_agent *a)
-{
+/* ---- the history worker ----
+ * /api/v1/history runs on one worker thread of its own at nice 10 (worker.h, a bounded queue
+ * of HTTP_HISTORY_QUEUE jobs; a full queue answers 503): the connection's thread hands it the
+ * job and waits, so heavy queries neither run on the thread of a /metrics scrape nor take
+ * the CPU from one (the scrape's thread keeps nice 0). */
+
+struct history_job {
+    struct gs_agent *a;
     struct gs_history_req q;
     struct gs_history_doc d;
-    enum gs_store_source src = GS_STORE_RAW;
+    enum gs_store_source src;
     struct gs_err e;
+    int rc;
+    bool done;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+static void history_job_finish(struct history_job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    j->done = true;
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+static int64_t history_run(void *ctx, void *items, unsigned n, bool stopping)
+{
+    static _Thread_local bool niced;
+    struct history_job **jobs = items;
+
+    (void)ctx;
+    (void)stopping;
+    if (!niced) {
+        niced = true;
+        if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) != 0)
+            gs_log(GS_LOG_DEBUG, "http: history worker: setpriority: %s", strerror(errno));
+    }
+    for (unsigned i = 0; i < n; i++) {
+        struct history_job *j = jobs[i];
+        gs_err_clear(&j->e);
+        gs_history_doc_begin(&j->d);
+        j->rc = gs_recorder_query(j->a->rec, j->q.gpu, j->q.metric, j->q.from, j->q.to,
+                                  j->q.step, gs_history_doc_point, &j->d, &j->src, &j->e);
+        if (j->rc >= 0)
+            gs_history_doc_end(&j->d, &j->q, j->src);
+        history_job_finish(j);
+    }
+    return INT64_MAX;
+}
+
+static void history_drop(void *ctx, void *item)
+{
+    struct history_job *j = *(struct history_job **)item;
+
+    (void)ctx;
+    j->rc = GS_EAGAIN_HISTORY;
+    history_job_finish(j);
+}
+
+static const struct gs_worker_ops history_ops = {
+    .name = "history queries",
+    .item_size = sizeof(struct history_job *),
+    .cap = HTTP_HISTORY_QUEUE,
+    .run = history_run,
+    .drop = history_drop,
+};
+
+/* /api/v1/history (docs/api.md): parameters checked by history_api.c, the query run by the
+ * history worker on the store, the JSON built per request (it depends on the parameters). */
+static enum MHD_Result send_history(struct MHD_Connection *c, struct gs_agent *a)
+{
+    struct history_job j = {.a = a, .src = GS_STORE_RAW};
     char msg[2048];
     int rc;
 
     if (!a->rec)
         return send_json_error(c, MHD_HTTP_NOT_FOUND, "history is off (history = off)");
 #define ARG(name) MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name)
-    if (gs_history_req_parse(&q, ARG("gpu"), ARG("metric"), ARG("from"), ARG("to"), ARG("step"),
-                             gs_clock_real_s(), msg, sizeof msg) != GS_OK)
+    if (gs_history_req_parse(&j.q, ARG("gpu"), ARG("metric"), ARG("from"), ARG("to"),
+                             ARG("step"), gs_clock_real_s(), msg, sizeof msg) != GS_OK)
         return send_json_error(c, MHD_HTTP_BAD_REQUEST, msg);
 #undef ARG
-    gs_err_clear(&e);
-    gs_history_doc_begin(&d);
-    rc = gs_recorder_query(a->rec, q.gpu, q.metric, q.from, q.to, q.step, gs_history_doc_point,
-                           &d, &src, &e);
+    pthread_mutex_init(&j.mu, NULL);
+    pthread_cond_init(&j.cv, NULL);
+    struct history_job *jp = &j;
+    if (!a->history_q || !gs_worker_offer(a->history_q, &jp)) {
+        j.rc = GS_EAGAIN_HISTORY;
+    } else {
+        pthread_mutex_lock(&j.mu);
+        while (!j.done)
+            pthread_cond_wait(&j.cv, &j.mu);
+        pthread_mutex_unlock(&j.mu);
+    }
+    pthread_cond_destroy(&j.cv);
+    pthread_mutex_destroy(&j.mu);
+    rc = j.rc;
+    if (rc == GS_EAGAIN_HISTORY) {
+        free(j.d.data);
+        return send_json_error(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+                               "history busy: too many queries waiting; retry");
+    }
     if (rc < 0) {
-        free(d.data);
-        gs_log(GS_LOG_WARN, "http: /api/v1/history: %s", e.msg);
+        free(j.d.data);
+        gs_log(GS_LOG_WARN, "http: /api/v1/history: %s", j.e.msg);
         return send_json_error(c, rc == GS_EINVAL || rc == GS_ENOTFOUND
                                       ? MHD_HTTP_BAD_REQUEST
                                       : MHD_HTTP_SERVICE_UNAVAILABLE,
-                               e.msg[0] ? e.msg : gs_strerror(rc));
+                               j.e.msg[0] ? j.e.msg : gs_strerror(rc));
     }
-    gs_history_doc_end(&d, &q, src);
-    if (!d.data)
+    if (!j.d.data)
         return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-    return send_owned(c, MHD_HTTP_OK, d.data, d.len, "application/json");
+    return send_owned(c, MHD_HTTP_OK, j.d.data, j.d.len, "application/json");
 }
 
 /* /api/v1/runs[/<id>[/steps]] (docs/api.md): answered by runs.c, a JSON body per request,
@@ -498,14 +587,30 @@ static const struct route *route_find(const char *url)
     return gs_web_find(url) ? &web_route : NULL;
 }
 
-/* Every request of both daemons. The order of the checks is the API's (docs/api.md): rate
- * limit, path length, credentials, then the route's rules, then its answer. */
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+/* The rate limiter's key of a local client: its uid (a unix-socket peer's, or a loopback TCP
+ * peer's that the reaper looked up at accept) as an address of its own, as
+ * gs_policy_unix_rate_addr makes it, so one local user cannot spend another's budget by
+ * binding other 127.0.0.0/8 addresses. False: key by address. */
+static bool uid_rate_addr(struct MHD_Connection *c, struct sockaddr_in6 *out)
 {
-    struct gs_agent *a = cls;
+    uint32_t uid;
+
+    if (!gs_reaper_conn_uid(c, &uid) || uid == 0) /* root's TCP clients: by address */
+        return gs_policy_unix_rate_addr(c, out);
+    memset(out, 0, sizeof *out);
+    out->sin6_family = AF_INET6;
+    out->sin6_addr.s6_addr[0] = 0x01; /* 100::/64, RFC 6666 */
+    uid = htonl(uid);
+    memcpy(&out->sin6_addr.s6_addr[12], &uid, 4);
+    return true;
+}
+
+/* One request, once its head is in. The order of the checks is the API's (docs/api.md):
+ * rate limit, path length, credentials, then the route's rules, then its answer. */
+static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *c,
+                                     const char *url, const char *method,
+                                     size_t *upload_data_size)
+{
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     struct arg_check ac = {.allowed = no_args};
@@ -516,18 +621,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     double rate, burst;
     char msg[160];
 
-    (void)version;
-    (void)upload_data;
-    (void)con_cls;
-    gs_reaper_head_done(a->reaper, c);
     pthread_mutex_lock(&a->lock);
     rate = a->cfg.http_rate;
     burst = a->cfg.http_burst;
     pthread_mutex_unlock(&a->lock);
     if (!gs_ratelimit_take(a->rl,
-                           gs_policy_unix_rate_addr(c, &unix_key) ? (struct sockaddr *)&unix_key
-                           : ci                                   ? ci->client_addr
-                                                                  : NULL,
+                           uid_rate_addr(c, &unix_key) ? (struct sockaddr *)&unix_key
+                           : ci                        ? ci->client_addr
+                                                       : NULL,
                            rate, burst, gs_clock_mono_ns()))
         return send_json_error(c, MHD_HTTP_TOO_MANY_REQUESTS, "rate limit: too many requests");
     if (strlen(url) > HTTP_PATH_MAX)
@@ -568,16 +669,79 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return route->serve(&rq);
 }
 
+/* Every request of both daemons. libmicrohttpd calls this once the head is in and again
+ * once the (empty) body is: an answer queued at the first call is "early", and
+ * libmicrohttpd then closes the connection after it (Connection: close). So a request
+ * without a body is answered at the second call and its connection kept alive (a scrape
+ * reuses it, over TLS too); one announcing a body is answered at once and closed, since
+ * its body is never read. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    static int head_seen; /* *con_cls's marker: the first call is past */
+    struct gs_agent *a = cls;
+
+    (void)version;
+    (void)upload_data;
+    if (!*con_cls) {
+        const char *cl =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        gs_reaper_head_done(a->reaper, c);
+        if (!MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                         MHD_HTTP_HEADER_TRANSFER_ENCODING) &&
+            (!cl || strcmp(cl, "0") == 0)) {
+            *con_cls = &head_seen;
+            return MHD_YES;
+        }
+        *con_cls = &head_seen;
+    }
+    return serve_request(a, c, url, method, upload_data_size);
+}
+
 /* ---- the daemons ---- */
+
+static int hex_val(char ch)
+{
+    return ch >= '0' && ch <= '9'   ? ch - '0'
+           : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+           : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                    : -1;
+}
+
+/* libmicrohttpd's unescaper for the path and the query arguments: %HH decoded, except %00,
+ * left as the three characters: a NUL would cut "/api/v1/runs/1%00x" or "gpu=0%00x" short
+ * and let what follows it pass unseen; kept, it fails the strict parsing instead. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    char *w = s;
+
+    (void)cls;
+    (void)c;
+    for (const char *r = s; *r;) {
+        int hi, lo;
+        if (r[0] == '%' && (hi = hex_val(r[1])) >= 0 && (lo = hex_val(r[2])) >= 0 &&
+            (hi | lo) != 0) {
+            *w++ = (char)(hi << 4 | lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
 
 /* Starts libmicrohttpd on a->http_addr, or on listen_fd (>= 0: a quiesced daemon's socket, a
  * TLS reload), with the PEM pair when cert is not NULL. MHD_USE_ITC: MHD_quiesce_daemon
  * needs it. */
 static struct MHD_Daemon *http_daemon(struct gs_agent *a, int listen_fd, const char *cert,
-                                      const char *key)
+                                      const char *key, const char *prio)
 {
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC;
-    struct MHD_OptionItem opt[4];
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                     MHD_USE_AUTO | MHD_USE_ITC;
+    struct MHD_OptionItem opt[5];
     unsigned n = 0;
     const struct sockaddr *sa = (const struct sockaddr *)&a->http_addr;
 
@@ -591,6 +755,7 @@ static struct MHD_Daemon *http_daemon(struct gs_agent *a, int listen_fd, const c
         flags |= MHD_USE_TLS;
         opt[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cert};
         opt[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key};
+        opt[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)prio};
     }
     opt[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     errno = 0;
@@ -599,9 +764,10 @@ static struct MHD_Daemon *http_daemon(struct gs_agent *a, int listen_fd, const c
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_CONN_PER_IP,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY,
+                            MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTP_STACK,
                             MHD_OPTION_NOTIFY_CONNECTION, gs_reaper_on_connection, a->reaper,
                             MHD_OPTION_NOTIFY_COMPLETED, gs_reaper_on_completed, a->reaper,
-                            MHD_OPTION_END);
+                            MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
 }
 
 int gs_agent_http_start(struct gs_agent *a, struct gs_err *err)
@@ -620,7 +786,17 @@ int gs_agent_http_start(struct gs_agent *a, struct gs_err *err)
         gs_listen_free_pem(cert, key);
         return rc;
     }
-    a->mhd = http_daemon(a, a->http_fd, cert, key);
+    if (a->rec && !a->history_q &&
+        (gs_worker_new(&a->history_q, &history_ops, NULL, err) != GS_OK ||
+         gs_worker_start(a->history_q, INT64_MAX, err) != GS_OK)) {
+        gs_worker_close(a->history_q);
+        a->history_q = NULL;
+        gs_listen_free_pem(cert, key);
+        return err && err->rc ? err->rc : GS_ENOMEM;
+    }
+    gs_reaper_set_uid_limit(a->reaper, a->cfg.http_conn_per_uid, gs_policy_peer_uid);
+    gs_listen_tls_priorities(a->auth, a->tls_prio, sizeof a->tls_prio);
+    a->mhd = http_daemon(a, a->http_fd, cert, key, a->tls_prio);
     if (!a->mhd) {
         if (a->http_fd >= 0)
             close(a->http_fd);
@@ -631,10 +807,34 @@ int gs_agent_http_start(struct gs_agent *a, struct gs_err *err)
     }
     a->tls_cert_pem = cert;
     a->tls_key_pem = key;
-    gs_log(GS_LOG_INFO, "http: listening on %s (%s; %u token(s), %u basic-auth user(s)%s)",
-           a->cfg.listen, cert ? "https" : "http", gs_auth_token_count(a->auth),
+    gs_log(GS_LOG_INFO, "http: listening on %s (%s%s%s; %u token(s), %u basic-auth user(s)%s)",
+           a->cfg.listen, cert ? "https " : "http", cert ? "with " : "", cert ? a->tls_prio : "",
+           gs_auth_token_count(a->auth),
            gs_auth_user_count(a->auth), gs_auth_required(a->auth) ? "" : ": open to all");
     return GS_OK;
+}
+
+/* Whether a reload would turn credentials off by accident: the running auth has some, the
+ * new one none while the config still names a tokens file or web config (an empty or
+ * emptied file). Removing both keys from the config is the explicit way (logged at
+ * warning). 1 with e set when refused. */
+static int credentials_dropped(struct gs_agent *a, const struct gs_agent_config *c,
+                               const struct gs_auth *au, struct gs_err *e)
+{
+    if (!gs_auth_required(a->auth) || gs_auth_required(au))
+        return 0;
+    if (!c->tokens_file[0] && !c->web_config_file[0]) {
+        gs_log(GS_LOG_WARN, "reload: tokens_file and web_config_file removed from the config: "
+                            "HTTP credentials are OFF, anyone who reaches %s sees data",
+               c->listen);
+        return 0;
+    }
+    gs_err_set(e, GS_EPERM,
+               "%s%s%s name no credential: refusing to turn credentials off (remove "
+               "tokens_file and web_config_file from the config to do that)",
+               c->tokens_file, c->tokens_file[0] && c->web_config_file[0] ? " and " : "",
+               c->web_config_file);
+    return 1;
 }
 
 /* SIGHUP, HTTP's part: new credentials and, when the PEM pair changed, a new daemon on the
@@ -644,15 +844,19 @@ int gs_agent_http_start(struct gs_agent *a, struct gs_err *err)
 void gs_agent_http_reload(struct gs_agent *a, struct gs_agent_config *c)
 {
     struct gs_auth *au = NULL, *old;
-    char *cert = NULL, *key = NULL;
+    char *cert = NULL, *key = NULL, prio[sizeof a->tls_prio];
     struct gs_err e;
-    int changed;
+    int changed, dropped = 0;
 
+    gs_reaper_set_uid_limit(a->reaper, c->http_conn_per_uid, gs_policy_peer_uid);
     gs_err_clear(&e);
     if (gs_auth_open(&au, c->tokens_file, c->web_config_file, &e) != GS_OK ||
         gs_listen_load_tls(c, au, &cert, &key, &e) != GS_OK ||
-        gs_listen_check_exposure(c, &a->http_addr, cert != NULL, au, &e) != GS_OK) {
-        gs_log(GS_LOG_ERROR, "reload: %s; keeping the running credentials and TLS", e.msg);
+        gs_listen_check_exposure(c, &a->http_addr, cert != NULL, au, &e) != GS_OK ||
+        (dropped = credentials_dropped(a, c, au, &e)) != 0) {
+        gs_log(dropped ? GS_LOG_WARN : GS_LOG_ERROR,
+               "reload: %s; keeping the running credentials and TLS", e.msg);
+        gs_listen_free_pem(cert, key);
         gs_auth_unref(au);
         memcpy(c->tokens_file, a->cfg.tokens_file, sizeof c->tokens_file);
         memcpy(c->web_config_file, a->cfg.web_config_file, sizeof c->web_config_file);
@@ -661,26 +865,30 @@ void gs_agent_http_reload(struct gs_agent *a, struct gs_agent_config *c)
         c->insecure = a->cfg.insecure;
         return;
     }
+    gs_listen_tls_priorities(au, prio, sizeof prio);
     changed = a->mhd && (!cert != !a->tls_cert_pem ||
                          (cert && (strcmp(cert, a->tls_cert_pem) != 0 ||
-                                   strcmp(key, a->tls_key_pem) != 0)));
+                                   strcmp(key, a->tls_key_pem) != 0 ||
+                                   strcmp(prio, a->tls_prio) != 0)));
     if (changed) {
         char *old_cert = NULL, *old_key = NULL;
         MHD_socket fd = MHD_quiesce_daemon(a->mhd);
-        struct MHD_Daemon *d = fd == MHD_INVALID_SOCKET ? NULL : http_daemon(a, fd, cert, key);
+        struct MHD_Daemon *d =
+            fd == MHD_INVALID_SOCKET ? NULL : http_daemon(a, fd, cert, key, prio);
         if (!d) {
             gs_log(GS_LOG_ERROR, "reload: http: cannot restart with the new TLS pair; %s",
                    fd == MHD_INVALID_SOCKET ? "still serving the old one"
                                             : "restarting with the old one");
             if (fd != MHD_INVALID_SOCKET &&
-                !(d = http_daemon(a, fd, a->tls_cert_pem, a->tls_key_pem)))
+                !(d = http_daemon(a, fd, a->tls_cert_pem, a->tls_key_pem, a->tls_prio)))
                 gs_log(GS_LOG_ERROR, "reload: http: cannot restart at all; not serving HTTP");
             gs_listen_free_pem(cert, key);
             cert = a->tls_cert_pem;
             key = a->tls_key_pem;
         } else {
             gs_log(GS_LOG_INFO, "reload: http: %s, daemon restarted on %s",
-                   cert ? "new TLS certificate and key" : "TLS off", a->cfg.listen);
+                   cert ? "new TLS certificate, key or versions" : "TLS off", a->cfg.listen);
+            memcpy(a->tls_prio, prio, sizeof prio);
             old_cert = a->tls_cert_pem; /* freed once the old daemon has stopped */
             old_key = a->tls_key_pem;
         }
@@ -764,11 +972,13 @@ void gs_agent_http_start_unix(struct gs_agent *a)
         return;
     }
     a->mhd_unix = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL, on_request, a,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO, 0, NULL,
+        NULL, on_request, a, MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTP_STACK,
         MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_MAX,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)HTTP_MEMORY, MHD_OPTION_NOTIFY_CONNECTION, gs_reaper_on_connection, a->reaper,
-        MHD_OPTION_NOTIFY_COMPLETED, gs_reaper_on_completed, a->reaper, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, gs_reaper_on_completed, a->reaper,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
     if (!a->mhd_unix) {
         gs_log(GS_LOG_ERROR, "http_socket: libmicrohttpd cannot serve %s", path);
         close(fd);
@@ -791,6 +1001,8 @@ void gs_agent_http_stop(struct gs_agent *a)
     }
     a->mhd = NULL;
     a->mhd_unix = NULL;
+    gs_worker_close(a->history_q); /* after the daemons: no connection waits on it now */
+    a->history_q = NULL;
     gs_listen_free_pem(a->tls_cert_pem, a->tls_key_pem);
     a->tls_cert_pem = a->tls_key_pem = NULL;
     gs_auth_unref(a->auth);

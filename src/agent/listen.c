@@ -17,15 +17,23 @@
 
 #define PEM_MAX (1u << 20)
 
-/* A PEM file read whole, NUL-terminated; NULL with err set on failure. */
-static char *read_pem(const char *path, struct gs_err *err)
+/* A PEM file read whole, NUL-terminated; NULL with err set on failure. secret: the private
+ * key, which must pass gs_auth_check_secret. */
+static char *read_pem(const char *path, int secret, struct gs_err *err)
 {
     FILE *f = fopen(path, "re");
     char *buf = NULL;
     size_t n;
+    struct gs_err e;
 
     if (!f) {
         gs_err_set(err, GS_EIO, "tls: %s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    gs_err_clear(&e);
+    if (secret && gs_auth_check_secret(fileno(f), path, &e) != GS_OK) {
+        gs_err_set(err, e.rc, "tls: %s", e.msg);
+        fclose(f);
         return NULL;
     }
     if ((buf = malloc(PEM_MAX + 1)) == NULL) {
@@ -68,7 +76,7 @@ int gs_listen_load_tls(const struct gs_agent_config *c, const struct gs_auth *au
         return GS_OK;
     if (!MHD_is_feature_supported(MHD_FEATURE_TLS))
         return gs_err_set(err, GS_EINVAL, "tls: this libmicrohttpd has no TLS support");
-    if (!(*cert = read_pem(cf, err)) || !(*key = read_pem(kf, err)))
+    if (!(*cert = read_pem(cf, 0, err)) || !(*key = read_pem(kf, 1, err)))
         goto fail;
     if (gnutls_certificate_allocate_credentials(&cred) < 0) {
         gs_err_set(err, GS_ENOMEM, "tls: out of memory");
@@ -92,6 +100,17 @@ fail:
     free(*key);
     *cert = *key = NULL;
     return err ? (err->rc ? err->rc : GS_EINVAL) : GS_EINVAL;
+}
+
+void gs_listen_tls_priorities(const struct gs_auth *au, char *buf, size_t size)
+{
+    int min, max;
+    size_t n;
+
+    gs_auth_tls_versions(au, &min, &max);
+    n = (size_t)snprintf(buf, size, "NORMAL:-VERS-ALL");
+    for (int v = max; v >= min && n < size; v--)
+        n += (size_t)snprintf(buf + n, size - n, ":+VERS-TLS1.%d", v - 10);
 }
 
 void gs_listen_free_pem(char *cert, char *key)

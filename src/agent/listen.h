@@ -21,6 +21,12 @@ int gs_listen_parse(const char *listen, struct sockaddr_storage *ss, struct gs_e
 int gs_listen_check_exposure(const struct gs_agent_config *c, const struct sockaddr_storage *ss,
                              int tls, const struct gs_auth *au, struct gs_err *err);
 
+/* The GnuTLS priority string for the versions au allows (gs_auth_tls_versions): GnuTLS's
+ * NORMAL set with only those protocol versions, e.g. "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-
+ * TLS1.2" by default. size: 96 is enough. */
+#define GS_LISTEN_PRIO_LEN 96
+void gs_listen_tls_priorities(const struct gs_auth *au, char *buf, size_t size);
+
 /* The TLS pair c asks for (tls_cert_file + tls_key_file, or the web config's
  * tls_server_config), read (1 MiB at most each) and checked with GnuTLS (parses, key
  * matches). *cert and *key are NULL when none is asked for; free them with gs_listen_free_pem. */

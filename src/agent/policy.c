@@ -403,6 +403,28 @@ static int tcp_peer_uid(int fd, uid_t *uid)
     return 0;
 }
 
+bool gs_policy_peer_uid(int fd, uint32_t *uid)
+{
+    struct sockaddr_storage me;
+    socklen_t ml = sizeof me;
+    struct ucred cr;
+    socklen_t cl = sizeof cr;
+    uid_t u;
+
+    if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0)
+        return false;
+    if (me.ss_family == AF_UNIX) {
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0)
+            return false;
+        *uid = (uint32_t)cr.uid;
+        return true;
+    }
+    if (!tcp_peer_uid(fd, &u))
+        return false;
+    *uid = (uint32_t)u;
+    return true;
+}
+
 /* Whether the policy shows everything to everyone (all/all). */
 static bool policy_is_open(struct gs_policy *p)
 {

@@ -80,6 +80,10 @@ void gs_policy_resolve(struct gs_policy *p, struct MHD_Connection *c, struct gs_
  * users do not share one bucket. Returns whether c is on a unix socket and *out was filled. */
 bool gs_policy_unix_rate_addr(struct MHD_Connection *c, struct sockaddr_in6 *out);
 
+/* The local uid behind the connected socket fd: SO_PEERCRED on a unix socket, sock_diag (else
+ * /proc/net/tcp{,6}) for a loopback TCP peer. False for a remote peer or when unknown. */
+bool gs_policy_peer_uid(int fd, uint32_t *uid);
+
 /* Whether the viewer's responses must be filtered (GS_ROLE_VIEWER and a policy other than
  * all/all). */
 bool gs_policy_filters(struct gs_policy *p, const struct gs_viewer *v);

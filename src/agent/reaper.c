@@ -8,21 +8,33 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
+#include "agent/log.h"
 #include "core/clock.h"
 
 /* A connection whose request head has a deadline. */
 struct conn_track {
     int fd;
     int64_t deadline_ns; /* INT64_MAX while a request is being answered */
+    bool uid_known;
+    uint32_t uid; /* the local peer's (gs_reaper_set_uid_limit) */
     struct conn_track *prev, *next;
 };
 
+/* The uids whose refusal was logged (until they hold fewer again). */
+#define LOGGED_UIDS 64
+
 struct gs_reaper {
-    pthread_mutex_t lock; /* guards conns */
+    pthread_mutex_t lock; /* guards all below */
     struct conn_track *conns;
     int64_t head_ns;
+    unsigned per_uid; /* 0: no per-uid limit */
+    bool (*uid_of)(int fd, uint32_t *uid);
+    uint64_t uid_refused;
+    uint32_t logged[LOGGED_UIDS];
+    unsigned n_logged;
 };
 
 int gs_reaper_new(struct gs_reaper **out, int head_s, struct gs_err *err)
@@ -81,11 +93,83 @@ void gs_reaper_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     pthread_mutex_unlock(&r->lock);
 }
 
+/* Whether uid was logged; with add, records it (a full list forgets the oldest). */
+static bool logged_has(struct gs_reaper *r, uint32_t uid, bool add)
+{
+    for (unsigned i = 0; i < r->n_logged; i++)
+        if (r->logged[i] == uid)
+            return true;
+    if (add) {
+        if (r->n_logged == LOGGED_UIDS)
+            memmove(r->logged, r->logged + 1, sizeof r->logged[0] * --r->n_logged);
+        r->logged[r->n_logged++] = uid;
+    }
+    return false;
+}
+
+/* A new connection t of a known uid, under the lock: shut down at once when its uid already
+ * holds per_uid connections (root is not limited). */
+static void uid_admit(struct gs_reaper *r, struct conn_track *t)
+{
+    unsigned held = 0;
+
+    if (!r->per_uid || t->uid == 0)
+        return;
+    for (struct conn_track *x = r->conns; x; x = x->next)
+        held += x->uid_known && x->uid == t->uid && x->fd >= 0;
+    if (held < r->per_uid) {
+        if (held <= r->per_uid / 2) /* well under again: a new refusal is logged */
+            for (unsigned i = 0; i < r->n_logged; i++)
+                if (r->logged[i] == t->uid) {
+                    r->logged[i] = r->logged[--r->n_logged];
+                    break;
+                }
+        return;
+    }
+    shutdown(t->fd, SHUT_RDWR);
+    t->fd = -1;
+    r->uid_refused++;
+    if (!logged_has(r, t->uid, true))
+        gs_log(GS_LOG_WARN, "http: uid %lu holds %u connections (http_conn_per_uid): refusing "
+                            "more of its connections (logged once)",
+               (unsigned long)t->uid, held);
+}
+
+void gs_reaper_set_uid_limit(struct gs_reaper *r, unsigned per_uid,
+                             bool (*uid_of)(int fd, uint32_t *uid))
+{
+    pthread_mutex_lock(&r->lock);
+    r->per_uid = per_uid;
+    r->uid_of = uid_of;
+    pthread_mutex_unlock(&r->lock);
+}
+
+bool gs_reaper_conn_uid(struct MHD_Connection *c, uint32_t *uid)
+{
+    struct conn_track *t = track_of(c);
+
+    if (!t || !t->uid_known) /* set before MHD sees the connection's first byte */
+        return false;
+    *uid = t->uid;
+    return true;
+}
+
+uint64_t gs_reaper_uid_refused(struct gs_reaper *r)
+{
+    uint64_t n;
+
+    pthread_mutex_lock(&r->lock);
+    n = r->uid_refused;
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}
+
 void gs_reaper_on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                              enum MHD_ConnectionNotificationCode toe)
 {
     struct gs_reaper *r = cls;
     struct conn_track *t;
+    bool (*uid_of)(int fd, uint32_t *uid);
 
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci =
@@ -95,6 +179,12 @@ void gs_reaper_on_connection(void *cls, struct MHD_Connection *c, void **socket_
         t->fd = ci->connect_fd;
         t->deadline_ns = gs_clock_mono_ns() + r->head_ns;
         pthread_mutex_lock(&r->lock);
+        uid_of = r->uid_of;
+        pthread_mutex_unlock(&r->lock);
+        t->uid_known = uid_of && uid_of(t->fd, &t->uid); /* a syscall or two: unlocked */
+        pthread_mutex_lock(&r->lock);
+        if (t->uid_known)
+            uid_admit(r, t);
         t->next = r->conns;
         if (r->conns)
             r->conns->prev = t;

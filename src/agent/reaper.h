@@ -9,6 +9,7 @@
 #define GS_AGENT_REAPER_H
 
 #include <microhttpd.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "gpuscope/gs_err.h"
@@ -32,5 +33,17 @@ void gs_reaper_head_done(struct gs_reaper *r, struct MHD_Connection *c);
 /* Shuts down the connections past their deadline (MHD then sees the end of the stream and
  * closes them); returns how many. */
 unsigned gs_reaper_reap(struct gs_reaper *r, int64_t now_ns);
+
+/* Per-uid fairness (docs/api.md, "Limits"): uid_of names the local uid behind a new
+ * connection's socket (unix socket peer, loopback TCP peer; false: remote or unknown); a uid
+ * other than root already holding per_uid connections gets the new one shut down at once
+ * (counted, logged once per uid until it is back under). Until this is called nothing is
+ * counted per uid. SIGHUP may call it again with a new per_uid. */
+void gs_reaper_set_uid_limit(struct gs_reaper *r, unsigned per_uid,
+                             bool (*uid_of)(int fd, uint32_t *uid));
+/* The uid recorded for c's connection; false when none is known. */
+bool gs_reaper_conn_uid(struct MHD_Connection *c, uint32_t *uid);
+/* Connections refused by the per-uid limit since the start. */
+uint64_t gs_reaper_uid_refused(struct gs_reaper *r);
 
 #endif

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/log.h"
 #include "agent/worker.h"
@@ -80,11 +81,14 @@ static const struct gs_worker_ops writer_ops = {
     .drop = drop_queued,
 };
 
-/* mkdir -p with mode for every directory it makes. */
+/* mkdir -p with mode for every directory it makes. A symbolic link on the way must belong to
+ * root or to the agent's uid (issue 18): a link another user made would let them point the
+ * agent's files where they like. */
 static int make_dirs(const char *dir, mode_t mode, struct gs_err *err)
 {
     char path[PATH_MAX];
     size_t n = strlen(dir);
+    struct stat lst;
 
     if (n == 0 || n >= sizeof path)
         return gs_err_set(err, GS_EINVAL, "history: bad data dir '%s'", dir);
@@ -93,6 +97,12 @@ static int make_dirs(const char *dir, mode_t mode, struct gs_err *err)
         if (*p == '/' || *p == '\0') {
             char c = *p;
             *p = '\0';
+            if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && lst.st_uid != 0 &&
+                lst.st_uid != geteuid())
+                return gs_err_set(err, GS_EPERM,
+                                  "history: data dir %s: %s is a symbolic link owned by uid "
+                                  "%u (neither root nor the agent's): refusing to follow it",
+                                  dir, path, (unsigned)lst.st_uid);
             if (mkdir(path, mode) != 0 && errno != EEXIST)
                 return gs_err_set(err, errno == EACCES ? GS_EPERM : GS_EIO, "history: mkdir %s: %s",
                                   path, strerror(errno));

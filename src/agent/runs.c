@@ -57,6 +57,11 @@
 /* DDP: a rank's hello joins a live run of the same uid and name whose first hello came at
  * most this long before (docs/agent.md, RUNS). */
 #define DDP_JOIN_S 60.0
+/* Step records dated before 2000-01-01 or more than this before their run began (its first
+ * record, normally the hello) are refused: a clock at 0, or a sender making up history. */
+#define STEP_T_MIN 946684800.0
+#define STEP_BEFORE_RUN_S 60.0
+
 /* Connections (ranks) one run holds at once; more ranks of a job become runs of their own. */
 #define RUN_MAX_CONNS 64
 
@@ -87,6 +92,7 @@ struct run {
     char name[GS_RECORD_STR];
     uint64_t steps; /* step records received */
     uint64_t dropped; /* of those, not stored in the history (the report's records_dropped) */
+    uint64_t refused_time; /* step records refused for their timestamps (not in steps) */
     struct gs_agg *agg;
     json_t *headline; /* cached list figures of a live run */
     double headline_t;
@@ -98,6 +104,9 @@ struct gs_runs {
     struct gs_runs_stats st;
     int64_t next_mem_id; /* ids when history is off */
     int full_logged;
+    unsigned runs_per_uid; /* constant (gs_runs_opts) */
+    uid_t uid_logged[GS_RUNS_MAX_LIVE]; /* uids whose per-uid refusal was logged */
+    unsigned n_uid_logged;
 
     struct gs_receiver *rx;
     struct gs_recorder *rec;
@@ -235,7 +244,28 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
     struct gs_err err;
     unsigned slot = GS_RUNS_MAX_LIVE;
 
+    unsigned held = 0;
+
     pthread_mutex_lock(&r->lock);
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE; i++)
+        held += r->live[i] && r->live[i]->uid == peer->uid;
+    if (r->runs_per_uid && peer->uid != 0 && held >= r->runs_per_uid) {
+        /* One user cannot take every run slot (issue 18): refused, logged once per uid. */
+        int log = 1;
+        for (unsigned i = 0; i < r->n_uid_logged; i++)
+            log &= r->uid_logged[i] != peer->uid;
+        if (log && r->n_uid_logged < GS_RUNS_MAX_LIVE)
+            r->uid_logged[r->n_uid_logged++] = peer->uid;
+        r->st.runs_refused++;
+        r->st.runs_refused_uid++;
+        pthread_mutex_unlock(&r->lock);
+        free(run);
+        if (log)
+            gs_log(GS_LOG_WARN, "runs: uid %lu has %u runs going on (runs_per_uid); records of "
+                                "its new ones are dropped (logged once)",
+                   (unsigned long)peer->uid, held);
+        return NULL;
+    }
     for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && slot == GS_RUNS_MAX_LIVE; i++)
         if (!r->live[i])
             slot = i;
@@ -415,6 +445,24 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
                 run->conns[k] = conn;
             }
         pthread_mutex_unlock(&r->lock);
+    }
+    if (rec->type == GS_REC_STEP && (rec->u.step.t_begin < STEP_T_MIN ||
+                                     rec->u.step.t_begin < run->start_s - STEP_BEFORE_RUN_S)) {
+        uint64_t n;
+        count(r, &r->st.steps_dropped);
+        pthread_mutex_lock(&run->mu);
+        n = ++run->refused_time;
+        pthread_mutex_unlock(&run->mu);
+        if (n == 1) /* once per run */
+            gs_log(GS_LOG_WARN,
+                   "runs: run %lld (pid %ld uid %lu): step %llu refused: t0 %.3f is %s; "
+                   "further such steps of this run are dropped without a word",
+                   (long long)run->id, (long)peer->pid, (unsigned long)peer->uid,
+                   (unsigned long long)rec->u.step.step, rec->u.step.t_begin,
+                   rec->u.step.t_begin < STEP_T_MIN ? "before 2000-01-01"
+                                                    : "before the run began (its hello)");
+        run_unref(r, run);
+        return;
     }
     pthread_mutex_lock(&run->mu);
     switch (rec->type) {
@@ -863,6 +911,7 @@ struct stored_run {
     int exists, has_end;
     int64_t uid;
     json_t *report;
+    char fault[GS_ERR_MSG_LEN]; /* the store's error when the read failed ("": none) */
 };
 
 static int stored_row(void *ctx, const struct gs_store_run_row *row)
@@ -890,8 +939,10 @@ static void stored_get(struct gs_runs *r, int64_t id, struct stored_run *out)
         return;
     gs_err_clear(&err);
     rc = gs_store_run_get(db, &sel, id, stored_row, out, &err);
-    if (rc != GS_OK && rc != GS_ENOTFOUND)
+    if (rc != GS_OK && rc != GS_ENOTFOUND) {
         db_warn(&err);
+        snprintf(out->fault, sizeof out->fault, "%s", err.msg[0] ? err.msg : gs_strerror(rc));
+    }
 }
 
 static unsigned http_report(struct gs_runs *r, int64_t id, const struct gs_runs_who *who,
@@ -902,7 +953,7 @@ static unsigned http_report(struct gs_runs *r, int64_t id, const struct gs_runs_
 
     if (run && !who_sees(who, run->uid)) {
         run_unref(r, run);
-        return reply_error(404, body, len, "no such run");
+        return reply_error(404, body, len, "no run %lld", (long long)id);
     }
     if (run) {
         struct gs_report_meta meta = {.hostname = r->hostname, .exit_code = -1, .source = "agent"};
@@ -923,11 +974,15 @@ static unsigned http_report(struct gs_runs *r, int64_t id, const struct gs_runs_
     pthread_mutex_lock(&r->db_lock);
     stored_get(r, id, &s);
     pthread_mutex_unlock(&r->db_lock);
+    if (s.fault[0]) { /* a damaged page is not "no such run" */
+        json_decref(s.report);
+        return reply_error(503, body, len, "history.db could not be read: %s", s.fault);
+    }
     if (!s.exists)
         return reply_error(404, body, len, "no run %lld", (long long)id);
     if (!who_sees(who, s.uid)) {
         json_decref(s.report);
-        return reply_error(404, body, len, "no such run");
+        return reply_error(404, body, len, "no run %lld", (long long)id);
     }
     if (!s.report)
         return reply_error(404, body, len,
@@ -957,7 +1012,7 @@ static unsigned http_steps(struct gs_runs *r, int64_t id, long long from, long l
     if (run)
         run_unref(r, run);
     if (exists && !visible)
-        return reply_error(404, body, len, "no such run");
+        return reply_error(404, body, len, "no run %lld", (long long)id);
     if (!r->history_path[0])
         return exists ? reply_error(404, body, len, "history is off: steps are not kept")
                       : reply_error(404, body, len, "no run %lld", (long long)id);
@@ -974,14 +1029,19 @@ static unsigned http_steps(struct gs_runs *r, int64_t id, long long from, long l
 
         gs_err_clear(&err);
         if (gs_store_run_step_count(db, id, &total, &err) != GS_OK ||
-            gs_store_run_steps(db, id, from, limit, page_step, list, &err) != GS_OK)
+            gs_store_run_steps(db, id, from, limit, page_step, list, &err) != GS_OK) {
             db_warn(&err);
+            snprintf(s.fault, sizeof s.fault, "%s", err.msg[0] ? err.msg : "read error");
+        }
     }
     pthread_mutex_unlock(&r->db_lock);
+    if (s.fault[0]) {
+        json_decref(list);
+        return reply_error(503, body, len, "history.db could not be read: %s", s.fault);
+    }
     if (!exists || !visible) {
         json_decref(list);
-        return exists ? reply_error(404, body, len, "no such run")
-                      : reply_error(404, body, len, "no run %lld", (long long)id);
+        return reply_error(404, body, len, "no run %lld", (long long)id);
     }
     doc = json_pack("{s:I, s:I, s:I, s:I, s:o, s:o}", "id", (json_int_t)id, "total",
                     (json_int_t)total, "from", (json_int_t)from, "limit", (json_int_t)limit, "next",
@@ -1193,6 +1253,7 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     pthread_mutex_init(&r->lock, NULL);
     pthread_mutex_init(&r->db_lock, NULL);
     r->rec = o->rec;
+    r->runs_per_uid = o->runs_per_uid;
     snprintf(r->hostname, sizeof r->hostname, "%s", o->hostname ? o->hostname : "");
     if (o->rec && o->history_path)
         snprintf(r->history_path, sizeof r->history_path, "%s", o->history_path);

@@ -45,12 +45,14 @@ struct gs_runs_opts {
     struct gs_recorder *rec;  /* NULL (history off): runs are kept while they go on only */
     const char *history_path; /* DATA_DIR/history.db, read for ended runs; NULL with rec */
     const char *hostname;     /* for the reports; may be NULL */
+    unsigned runs_per_uid;    /* live runs one uid other than root may hold; 0: no limit */
 };
 
 struct gs_runs_stats {
     uint64_t runs_started, runs_ended, runs_refused; /* refused: GS_RUNS_MAX_LIVE reached */
     uint64_t records, rejected, snapshots_skipped, store_errors;
     uint64_t steps_dropped; /* step records not kept: no run (table full) or not stored */
+    uint64_t runs_refused_uid; /* of runs_refused: the uid held runs_per_uid already */
     unsigned live;
 };
 

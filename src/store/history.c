@@ -475,6 +475,30 @@ static int store_load_state(struct gs_store *st, struct gs_err *err)
     return rc == SQLITE_OK ? GS_OK : store_fail(st, err, "load state");
 }
 
+int gs_store_check(struct gs_store *st, struct gs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    char what[160] = "";
+    int rc = sqlite3_prepare_v2(st->db, "PRAGMA quick_check(1)", -1, &s, NULL);
+
+    if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(s, 0);
+        snprintf(what, sizeof what, "%s", t ? (const char *)t : "?");
+        rc = strcmp(what, "ok") == 0 ? SQLITE_OK : SQLITE_CORRUPT;
+    } else if (rc == SQLITE_OK || rc == SQLITE_DONE) {
+        rc = SQLITE_CORRUPT;
+    } else {
+        snprintf(what, sizeof what, "%s", sqlite3_errmsg(st->db));
+    }
+    sqlite3_finalize(s);
+    if (rc == SQLITE_OK)
+        return GS_OK;
+    return gs_err_set(err, GS_EIO,
+                      "history: %s is damaged (SQLite quick_check: %s); move it aside (the "
+                      "agent then starts a new one) or repair it with sqlite3 .recover",
+                      st->path, what[0] ? what : sqlite3_errstr(rc));
+}
+
 static int store_open_db(struct gs_store *st, struct gs_err *err)
 {
     int version = 0, rc;
@@ -500,6 +524,8 @@ static int store_open_db(struct gs_store *st, struct gs_err *err)
     sqlite3_extended_result_codes(st->db, 1);
     sqlite3_busy_timeout(st->db, (int)st->opts.busy_timeout_ms);
     rc = store_check_identity(st, &version, err);
+    if (rc == GS_OK && version > 0)
+        rc = gs_store_check(st, err); /* a damaged file is never written to */
     if (rc != GS_OK)
         return rc;
     /* WAL: readers (the sqlite3 shell, the HTTP side) never block the writer, and a killed

@@ -76,6 +76,11 @@ typedef int (*gs_store_point_fn)(void *ctx, const struct gs_store_point *p);
  * another application's database, or one written by a newer gpuscope is refused with
  * GS_EPARSE (GS_ENOTSUP for newer) and left untouched. opts may be NULL. On failure *out is
  * untouched and err says why. */
+/* SQLite's PRAGMA quick_check on the open file (gs_store_open runs it on an existing file,
+ * which is then refused when damaged): GS_OK, or GS_EIO naming the file, the first problem
+ * found and what to do. Takes O(file size); callers schedule it. */
+int gs_store_check(struct gs_store *st, struct gs_err *err);
+
 int gs_store_open(struct gs_store **out, const char *path, const struct gs_store_opts *opts,
                   struct gs_err *err);
 /* Flushes nothing: call gs_store_flush first to keep the buffer. NULL is allowed. */

@@ -157,6 +157,8 @@ def malformed(i, good):
 
 
 def tls_raw(port, ca, data, wait=2.0):
+    # Read until the agent closes: ask it to (answers are kept alive otherwise).
+    data = data.replace(b" HTTP/1.1\r\n", b" HTTP/1.1\r\nConnection: close\r\n", 1)
     ctx = ssl.create_default_context(cafile=ca)
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=wait) as raw:

@@ -49,6 +49,8 @@ def raw(port, data, src, wait=2.0):
     """Sends bytes on a fresh connection from src; returns what came back (b"" if closed)."""
     s = socket.socket()
     s.settimeout(wait)
+    # Read until the agent closes: ask it to (answers are kept alive otherwise).
+    data = data.replace(b" HTTP/1.1\r\n", b" HTTP/1.1\r\nConnection: close\r\n", 1)
     try:
         s.bind((src, 0))
         s.connect(("127.0.0.1", port))

@@ -353,11 +353,19 @@ static void test_history_req(void **state)
                      "metric: 'memory_total' is not kept in history");
     expect_req_error("0", "power_draw", "x", NULL, NULL, "from: 'x'");
     expect_req_error("0", "power_draw", "10", "10", NULL, "from: must be before to");
-    expect_req_error("0", "power_draw", NULL, "1e12", NULL, "to: 1e12 is out of range");
+    expect_req_error("0", "power_draw", NULL, "1000000000000", NULL,
+                     "to: 1000000000000 is out of range");
+    /* Plain decimals only (issue 18): no exponent, hex, sign or spaces. */
+    expect_req_error("0", "power_draw", NULL, "1e9", NULL, "to: '1e9'");
+    expect_req_error("0x1", "power_draw", NULL, NULL, NULL, "gpu: '0x1'");
+    expect_req_error("+0", "power_draw", NULL, NULL, NULL, "gpu: '+0'");
+    expect_req_error(" 0", "power_draw", NULL, NULL, NULL, "gpu: ' 0'");
+    expect_req_error("0", "power_draw", "+5", NULL, NULL, "from: '+5'");
+    expect_req_error("0", "power_draw", NULL, NULL, "0x10", "step: '0x10'");
     expect_req_error("0", "power_draw", NULL, "nan", NULL, "to: 'nan'");
     expect_req_error("0", "power_draw", NULL, NULL, "-5", "step: '-5'");
-    expect_req_error("0", "power_draw", "0", "1e6", "1", "step: 1 s over 1000000 s");
-    expect_req_error("0", "power_draw", "0", "1e11", NULL, "from: 86400 s over");
+    expect_req_error("0", "power_draw", "0", "1000000", "1", "step: 1 s over 1000000 s");
+    expect_req_error("0", "power_draw", "0", "100000000000", NULL, "from: 86400 s over");
 }
 
 static void test_history_doc(void **state)

@@ -4,6 +4,7 @@
  * exporter-toolkit web config (TLS files, bcrypt basic-auth users made here with crypt_rn and
  * a $2b$ setting), its errors, and --new-token's line admitting its token.
  */
+#include <arpa/inet.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -198,6 +199,118 @@ static void make_bcrypt(const char *pass, char *out, size_t len)
     free(cd);
 }
 
+/* min_version/max_version are honoured (issue 18): TLS 1.2 and 1.3 by default, the web
+ * config's range otherwise, bad values and an inverted range refused. */
+static void test_web_config_tls_versions(void **state)
+{
+    static const char *const bad[] = {
+        "tls_server_config:\n  min_version: TLS14\n",
+        "tls_server_config:\n  min_version: tls12\n",
+        "tls_server_config:\n  max_version: 1.2\n",
+        "tls_server_config:\n  min_version: TLS13\n  max_version: TLS12\n",
+    };
+    const char *y13 = "tls_server_config:\n  min_version: TLS13\n";
+    const char *y11 = "tls_server_config:\n  min_version: TLS11\n  max_version: TLS12\n";
+    struct gs_auth *au = NULL;
+    struct gs_err e;
+    int mn, mx;
+
+    (void)state;
+    gs_auth_tls_versions(NULL, &mn, &mx);
+    assert_int_equal(mn, 12);
+    assert_int_equal(mx, 13);
+    gs_err_clear(&e);
+    assert_int_equal(gs_auth_from_text(&au, NULL, NULL, 0, "web.yml", y13, strlen(y13), "", &e),
+                     GS_OK);
+    gs_auth_tls_versions(au, &mn, &mx);
+    assert_int_equal(mn, 13);
+    assert_int_equal(mx, 13);
+    gs_auth_unref(au);
+    assert_int_equal(gs_auth_from_text(&au, NULL, NULL, 0, "web.yml", y11, strlen(y11), "", &e),
+                     GS_OK);
+    gs_auth_tls_versions(au, &mn, &mx);
+    assert_int_equal(mn, 11);
+    assert_int_equal(mx, 12);
+    gs_auth_unref(au);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        au = NULL;
+        gs_err_clear(&e);
+        assert_int_not_equal(gs_auth_from_text(&au, NULL, NULL, 0, "web.yml", bad[i],
+                                               strlen(bad[i]), "", &e),
+                             GS_OK);
+        assert_non_null(strstr(e.msg, "web.yml:"));
+        assert_null(au);
+    }
+}
+
+static struct sockaddr_in from4(unsigned last)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(0x0a000000u | last); /* 10.0.0.last */
+    return sa;
+}
+
+static enum gs_role basic_from(const struct gs_auth *au, const char *user, const char *pass,
+                               unsigned src)
+{
+    char plain[128], hdr[256];
+    struct gs_viewer v;
+    struct sockaddr_in sa = from4(src);
+    static const char b64[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t n = (size_t)snprintf(plain, sizeof plain, "%s:%s", user, pass), o = 6;
+
+    memcpy(hdr, "Basic ", 6);
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned x = (unsigned)(unsigned char)plain[i] << 16 |
+                     (i + 1 < n ? (unsigned)(unsigned char)plain[i + 1] << 8 : 0) |
+                     (i + 2 < n ? (unsigned char)plain[i + 2] : 0);
+        hdr[o++] = b64[x >> 18 & 63];
+        hdr[o++] = b64[x >> 12 & 63];
+        hdr[o++] = i + 1 < n ? b64[x >> 6 & 63] : '=';
+        hdr[o++] = i + 2 < n ? b64[x & 63] : '=';
+    }
+    hdr[o] = '\0';
+    return gs_auth_check_from(au, hdr, (const struct sockaddr *)&sa, &v);
+}
+
+/* Failed basic-auth checks are budgeted per source and per user name (issue 18): one
+ * attacker's 40 wrong passwords at once leave other sources' first logins (cache misses)
+ * working; its own source is held back; wrong passwords for one name from many sources hold
+ * that name back. */
+static void test_basic_auth_budgets(void **state)
+{
+    char hash[64], yaml[1024];
+    struct gs_auth *au = NULL;
+    struct gs_err e;
+    unsigned ok = 0;
+
+    (void)state;
+    make_bcrypt("pw", hash, sizeof hash);
+    snprintf(yaml, sizeof yaml,
+             "basic_auth_users:\n  alice: %s\n  bob: %s\n  carol: %s\n  dave: %s\n"
+             "  erin: %s\n",
+             hash, hash, hash, hash, hash);
+    gs_err_clear(&e);
+    assert_int_equal(gs_auth_from_text(&au, NULL, NULL, 0, "web.yml", yaml, strlen(yaml), "",
+                                       &e),
+                     GS_OK);
+    for (int i = 0; i < 40; i++)
+        assert_int_equal(basic_from(au, "alice", "guess", 1), GS_ROLE_NONE);
+    ok += basic_from(au, "alice", "pw", 2) == GS_ROLE_VIEWER;
+    ok += basic_from(au, "bob", "pw", 3) == GS_ROLE_VIEWER;
+    ok += basic_from(au, "carol", "pw", 4) == GS_ROLE_VIEWER;
+    ok += basic_from(au, "dave", "pw", 5) == GS_ROLE_VIEWER;
+    assert_int_equal(ok, 4);
+    /* The attacker's own source is out of failures: even a right password waits. */
+    assert_int_equal(basic_from(au, "erin", "pw", 1), GS_ROLE_NONE);
+    /* One name guessed from many sources: the name's budget (burst 8) runs out. */
+    for (unsigned s = 10; s < 18; s++)
+        assert_int_equal(basic_from(au, "erin", "guess", s), GS_ROLE_NONE);
+    assert_int_equal(basic_from(au, "erin", "pw", 30), GS_ROLE_NONE);
+    gs_auth_unref(au);
+}
+
 static void test_web_config_basic(void **state)
 {
     char hash[64], yaml[512];
@@ -328,6 +441,8 @@ int main(void)
         cmocka_unit_test(test_tokens_errors),
         cmocka_unit_test(test_open_files_and_uid),
         cmocka_unit_test(test_web_config_basic),
+        cmocka_unit_test(test_web_config_tls_versions),
+        cmocka_unit_test(test_basic_auth_budgets),
         cmocka_unit_test(test_web_config_errors),
         cmocka_unit_test(test_new_token),
     };

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -158,6 +159,45 @@ static void flush_ok(struct gs_store *st)
     struct gs_err e = {0};
     if (gs_store_flush(st, &e) != GS_OK)
         fail_msg("flush: %s", e.msg);
+}
+
+/* A file with damaged pages in the middle but an intact header (issue 18) is refused at open
+ * with a clear error and left as it is; an intact one passes gs_store_check. */
+static void damaged_file_refused(void **state)
+{
+    struct tmp *t = *state;
+    struct gs_store *st = NULL;
+    struct gs_err e = {0};
+    struct stat sb;
+    unsigned char junk[4096];
+    FILE *f;
+
+    assert_int_equal(gs_store_open(&st, t->db, NULL, &e), GS_OK);
+    for (unsigned b = 0; b < 20; b++) {
+        append_range(st, 8, 1700000000.0, b * 300, b * 300 + 300);
+        flush_ok(st);
+    }
+    assert_int_equal(gs_store_check(st, &e), GS_OK);
+    gs_store_close(st);
+    st = NULL;
+    assert_int_equal(sql_int(t->db, "PRAGMA wal_checkpoint(TRUNCATE)"), 0);
+    assert_int_equal(stat(t->db, &sb), 0);
+    assert_true(sb.st_size > 64 * 4096);
+    /* Pages 10..40 (of 4 KiB) overwritten with garbage; the 100-byte header untouched. */
+    memset(junk, 0xa5, sizeof junk);
+    f = fopen(t->db, "r+b");
+    assert_non_null(f);
+    for (long pg = 10; pg < 40; pg++) {
+        assert_int_equal(fseek(f, pg * 4096, SEEK_SET), 0);
+        assert_int_equal(fwrite(junk, 1, sizeof junk, f), sizeof junk);
+    }
+    fclose(f);
+    gs_err_clear(&e);
+    assert_int_not_equal(gs_store_open(&st, t->db, NULL, &e), GS_OK);
+    assert_null(st);
+    if (!strstr(e.msg, "is damaged (SQLite quick_check"))
+        fail_msg("got '%s'", e.msg);
+    assert_int_equal(stat(t->db, &sb), 0); /* left where it was, for the operator */
 }
 
 static void create_reopen_schema_version(void **state)
@@ -628,6 +668,7 @@ int main(void)
                                         teardown_tmp),
         cmocka_unit_test_setup_teardown(kill9_loses_only_unflushed, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(processes_stored, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(damaged_file_refused, setup_tmp, teardown_tmp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,7 +25,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import get_text as get, reap, sim_env, start_agent, wait_until  # noqa: E402
+from gsenv import BIN, get_text as get, reap, sim_env, start_agent, wait_until  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RULES = os.path.join(ROOT, "deploy", "prometheus", "training-job-rules.yml")
@@ -83,7 +83,12 @@ def value(body, name, **labels):
 
 try:
     pa, base_a, sock_a = agent("node-a", "h100x8-training.json")
-    pb, base_b, sock_b = agent("node-b", "thermal-powercap.json", 500)
+    # node B's clock: scenario time 500 s (HW thermal slowdown 480-545 s, power capped), moved
+    # on by the test so that the throttle counters advance during the run
+    clock = os.path.join(tmp, "clock")
+    with open(clock, "w") as f:
+        f.write("500")
+    pb, base_b, sock_b = agent("node-b", "thermal-powercap.json", "file:" + clock)
     t.ok(pa.poll() is None and pb.poll() is None, "two agents on loopback, separate sockets")
 
     # Ranks 0, 1 on node A (GPUs 0 and 1), ranks 2, 3 on node B (its one GPU); rank 3 slow.
@@ -97,15 +102,23 @@ try:
                  "pid": os.getpid(), "devices": [dev]})
         ranks.append(s)
     now = time.time()
+    devs = [0, 1, 0, 0]
     for n in range(1, 41):
         for rank, s in enumerate(ranks):
             total = 450.0 if rank == 3 else 200.0
             comm = 20.0 if rank == 3 else 140.0  # the fast ranks wait for the slow one
             send(s, {"v": 1, "type": "step", "step": n, "t0": now - 0.2, "t1": now, "rank": rank,
-                     "device": 0, "samples": 8,
+                     "device": devs[rank], "samples": 8,
                      "ms": {"data": 50.0, "forward": 80.0, "backward": 40.0,
                             "optimizer_step": 10.0, "communication": comm,
                             "total_step": total}})
+
+    for at in ("503", "506", "510"):
+        time.sleep(0.6)  # a few sampling cycles (0.25 s) at each time
+        with open(clock + ".tmp", "w") as f:
+            f.write(at)
+        os.rename(clock + ".tmp", clock)
+    time.sleep(0.6)
 
     def scraped():
         _, ba = get(base_a + "/metrics")
@@ -245,6 +258,55 @@ try:
     t.ok(gone, "the ranks' series are gone once their connections closed")
     ba, _ = scraped()
     t.ok(re.search(r"^gpuscope_run_ranks 0$", ba, re.M) is not None, "gpuscope_run_ranks 0")
+
+    # The job report across nodes: each agent's stored report of its run, as a run directory
+    # (what `gpuscope run --out DIR` writes on each node), then `gpuscope compare --job`.
+    dirs = []
+    for name, base in (("node-a", base_a), ("node-b", base_b)):
+        ok = wait_until(lambda: get(base + "/api/v1/runs/1")[0] == 200 and
+                        json.loads(get(base + "/api/v1/runs/1")[1]).get("run", {}).get("end_time")
+                        is not None, timeout=10)
+        d = os.path.join(tmp, "report-" + name)
+        os.makedirs(d)
+        with open(os.path.join(d, "metrics_report.json"), "w") as f:
+            f.write(get(base + "/api/v1/runs/1")[1])
+        dirs.append(d)
+    rep_b = json.load(open(os.path.join(dirs[1], "metrics_report.json")))
+    t.eq([rep_b["run"].get("job"), rep_b["run"].get("node"), rep_b.get("ranks")],
+         [JOB, "node-b", 2], "node B's report: run.job, run.node, its 2 ranks")
+    r = subprocess.run([BIN, "compare", "--job", "--json"] + dirs, capture_output=True, text=True)
+    try:
+        jd = json.loads(r.stdout)
+    except ValueError:
+        jd = {}
+    st = jd.get("straggler") or {}
+    gpu = st.get("gpu") or {}
+    t.ok(r.returncode == 0 and jd.get("job") == JOB and
+         [n["node"] for n in jd.get("nodes", [])] == ["node-a", "node-b"] and
+         [(x["rank"], x["node"], x["gpu"]) for x in jd.get("ranks", [])] ==
+         [(0, "node-a", 0), (1, "node-a", 1), (2, "node-b", 0), (3, "node-b", 0)],
+         "compare --job --json: one job, 2 nodes, ranks 0..3 in order with their node and GPU",
+         r.stderr + r.stdout[:2000])
+    t.eq([st.get("rank"), st.get("node"), st.get("step_p50_ms"), st.get("ratio_to_median")],
+         [3, "node-b", 500.0, 2.0], "the straggler: rank 3 on node-b, 500 ms = 2x the median")
+    reasons = sorted((gpu.get("throttle_reasons") or {}).keys())
+    t.ok(gpu.get("gpu") == 0 and gpu.get("name") == "NVIDIA L40S" and
+         (gpu.get("throttled_seconds_total") or 0) > 0 and "hw_thermal" in " ".join(reasons) and
+         st.get("cause") == "gpu_throttled",
+         "its evidence: GPU 0 (L40S) throttled, thermal reasons, cause gpu_throttled",
+         json.dumps(gpu))
+    node_a = (jd.get("nodes") or [{}])[0]
+    t.ok(all(not g.get("throttle_reasons") for g in node_a.get("gpus", [])),
+         "node A's GPUs: no throttle reason", json.dumps(node_a.get("gpus"))[:1500])
+    r = subprocess.run([BIN, "compare", "--job"] + dirs, capture_output=True, text=True,
+                       env=dict(os.environ, NO_COLOR="1"))
+    t.ok(r.returncode == 0 and "job %s: 4 rank(s) on 2 node(s)" % JOB in r.stdout and
+         re.search(r"straggler: rank 3 on node-b \(GPU 0, NVIDIA L40S\): median step 500\.0 ms, "
+                   r"2\.00x", r.stdout) and "hw_thermal" in r.stdout and
+         "its GPU is held down" in r.stdout, "compare --job: the text names the straggler, its "
+         "GPU and its throttle reasons", r.stdout + r.stderr)
+    r = subprocess.run([BIN, "compare", "--job", "--html"] + dirs, capture_output=True, text=True)
+    t.ok(r.returncode == 2 and "not --html" in r.stderr, "compare --job --html: a clear refusal")
 finally:
     reap(procs)
     shutil.rmtree(tmp, ignore_errors=True)

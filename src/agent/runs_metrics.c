@@ -27,6 +27,7 @@ struct slot {
     char job[GS_RECORD_STR], node[GS_RECORD_JOB];
     uint64_t count, last_step;
     double sum_s, last_s, last_t;
+    double busy_sum_s; /* wall time less the communication waited for */
     double phase_s[GS_PH_ALL]; /* totals; GS_PH_STEP unused (the wall time is sum_s) */
     int phase_seen[GS_PH_ALL];
     /* ring of the last steps: wall seconds, data seconds, communication seconds */
@@ -143,6 +144,7 @@ void gs_runm_step(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const cha
         s->last_step = r->step;
         s->last_s = wall_ms / 1e3;
         s->sum_s += s->last_s;
+        s->busy_sum_s += fmax(0.0, wall_ms - comm_ms) / 1e3;
         s->last_t = r->t_end;
         for (int p = 0; p < GS_PH_ALL; p++) {
             double v = gs_step_ms(r, p);
@@ -285,6 +287,29 @@ void gs_runm_render(struct gs_runm *m, struct gs_mbuf *b)
         labels(b, "gpuscope_run_step_seconds_sum", s);
         out(b, "} %.9g\n", s->sum_s);
         labels(b, "gpuscope_run_step_seconds_count", s);
+        out(b, "} %llu\n", (unsigned long long)s->count);
+    }
+    header(b, "gpuscope_run_step_busy_seconds",
+           "A step's wall time less the communication the rank waited for (its compute and "
+           "data time: in synchronous training every rank's step lasts as long, the straggler "
+           "is the one that waits least); quantiles over its last 128 steps.",
+           "summary");
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        const struct slot *s = &m->slots[i];
+        if (!s->used)
+            continue;
+        if (s->n) {
+            for (unsigned k = 0; k < s->n; k++)
+                sorted[k] = fmax(0.0, s->wall[k] - s->comm[k]);
+            qsort(sorted, s->n, sizeof sorted[0], cmp_double);
+            for (unsigned q = 0; q < sizeof quantiles / sizeof quantiles[0]; q++) {
+                labels(b, "gpuscope_run_step_busy_seconds", s);
+                out(b, ",quantile=\"%g\"} %.9g\n", quantiles[q], quantile(sorted, s->n, quantiles[q]));
+            }
+        }
+        labels(b, "gpuscope_run_step_busy_seconds_sum", s);
+        out(b, "} %.9g\n", s->busy_sum_s);
+        labels(b, "gpuscope_run_step_busy_seconds_count", s);
         out(b, "} %llu\n", (unsigned long long)s->count);
     }
     header(b, "gpuscope_run_phase_seconds_total",

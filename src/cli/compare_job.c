@@ -73,21 +73,22 @@ void gs_cli_job_text(struct gs_tbuf *b, const json_t *doc)
                        fmt(e, sizeof e, "%.1f s", num(json_object_get(row, "throttled_seconds"))),
                        json_string_value(json_object_get(row, "origin")));
     }
-    gs_tbuf_printf(b, "\n%5s %-16s %4s %6s %10s %10s %8s %10s %10s\n", "rank", "node", "gpu",
-                   "steps", "p50 ms", "p95 ms", "x med", "data ms", "comm ms");
+    gs_tbuf_printf(b, "\n%5s %-16s %4s %6s %10s %10s %10s %8s %10s %10s\n", "rank", "node",
+                   "gpu", "steps", "p50 ms", "p95 ms", "busy ms", "x med", "data ms", "comm ms");
     json_array_foreach(ranks, i, row) {
         double ratio = num(json_object_get(row, "ratio_to_median"));
         int slow = json_is_object(s) && json_equal(json_object_get(s, "rank"), json_object_get(row, "rank")) &&
                    json_equal(json_object_get(s, "node"), json_object_get(row, "node"));
-        gs_tbuf_printf(b, "%5lld %-16s %4s %6lld %10s %10s ",
+        gs_tbuf_printf(b, "%5lld %-16s %4s %6lld %10s %10s %10s ",
                        (long long)json_integer_value(json_object_get(row, "rank")),
                        json_string_value(json_object_get(row, "node")),
                        json_is_integer(json_object_get(row, "gpu"))
-                           ? fmt(g, sizeof g, "%.0f", num(json_object_get(row, "gpu")))
+                           ? fmt(rl, sizeof rl, "%.0f", num(json_object_get(row, "gpu")))
                            : "-",
                        (long long)json_integer_value(json_object_get(row, "steps")),
                        fmt(a, sizeof a, "%.1f", num(json_object_get(row, "step_p50_ms"))),
-                       fmt(c, sizeof c, "%.1f", num(json_object_get(row, "step_p95_ms"))));
+                       fmt(c, sizeof c, "%.1f", num(json_object_get(row, "step_p95_ms"))),
+                       fmt(g, sizeof g, "%.1f", num(json_object_get(row, "busy_ms"))));
         fmt(d, sizeof d, "%.2fx", ratio);
         /* the ratio cell, coloured when it is the straggler's */
         gs_tbuf_spaces(b, strlen(d) < 8 ? 8 - strlen(d) : 0);
@@ -101,7 +102,7 @@ void gs_cli_job_text(struct gs_tbuf *b, const json_t *doc)
     }
     gs_tbuf_puts(b, "\n");
     if (!json_is_object(s)) {
-        gs_tbuf_printf(b, "straggler: none (no rank's median step above %.1fx the job's)\n",
+        gs_tbuf_printf(b, "straggler: none (no rank's busy time above %.1fx the job's median)\n",
                        num(json_object_get(doc, "straggler_ratio")));
         return;
     }
@@ -114,10 +115,11 @@ void gs_cli_job_text(struct gs_tbuf *b, const json_t *doc)
         gs_tbuf_printf(b, " (GPU %lld, %s)", (long long)json_integer_value(json_object_get(gpu, "gpu")),
                        json_is_string(json_object_get(gpu, "name"))
                            ? json_string_value(json_object_get(gpu, "name")) : "?");
-    gs_tbuf_printf(b, ": median step %s, %.2fx the job's median %s\n",
-                   fmt(a, sizeof a, "%.1f ms", num(json_object_get(s, "step_p50_ms"))),
+    gs_tbuf_printf(b, ": busy %s of its median step %s, %.2fx the job's median busy time %s\n",
+                   fmt(a, sizeof a, "%.1f ms", num(json_object_get(s, "busy_ms"))),
+                   fmt(d, sizeof d, "%.1f ms", num(json_object_get(s, "step_p50_ms"))),
                    num(json_object_get(s, "ratio_to_median")),
-                   fmt(c, sizeof c, "%.1f ms", num(json_object_get(doc, "median_step_p50_ms"))));
+                   fmt(c, sizeof c, "%.1f ms", num(json_object_get(doc, "median_busy_ms"))));
     if (json_is_object(gpu)) {
         const char *k;
         json_t *v;

@@ -168,6 +168,10 @@ json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
             json_object_set(row, "step_p95_ms", json_object_get(r, "step_p95_ms"));
             json_object_set_new(row, "data_ms", jnum(num(json_object_get(mean, "data"))));
             json_object_set_new(row, "communication_ms", jnum(comm_ms(mean)));
+            /* busy: the step less the communication waited for (the straggler computes
+             * longest; in synchronous training every rank's step lasts as long) */
+            double busy = isfinite(comm_ms(mean)) ? fmax(0.0, p50 - comm_ms(mean)) : p50;
+            json_object_set_new(row, "busy_ms", jnum(busy));
             json_object_set(row, "samples_per_second", json_object_get(r, "samples_per_second"));
             json_array_append_new(ranks, row);
             json_array_append(nranks, json_object_get(r, "rank"));
@@ -185,7 +189,7 @@ json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
                 comms = c;
                 cap = nc;
             }
-            p50s[nr] = p50;
+            p50s[nr] = busy;
             datas[nr] = num(json_object_get(mean, "data"));
             comms[nr] = comm_ms(mean);
             nr++;
@@ -223,7 +227,7 @@ json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
             if (isfinite(p50s[i]))
                 t[a++] = p50s[i];
         }
-        job_median = median(t, a);
+        job_median = median(t, a); /* of the ranks' busy times */
         for (size_t i = 0; i < nr; i++)
             if (isfinite(datas[i]))
                 t[nr + b++] = datas[i];
@@ -251,7 +255,19 @@ json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
                                                    : json_null());
     json_object_set_new(doc, "jobs_seen", jobs);
     jobs = NULL;
-    json_object_set_new(doc, "median_step_p50_ms", jnum(job_median));
+    {
+        double *t = malloc((nr ? nr : 1) * sizeof *t);
+        size_t a = 0;
+        json_t *rw;
+        if (!t)
+            goto oom;
+        json_array_foreach(ranks, k, rw)
+            if (isfinite(num(json_object_get(rw, "step_p50_ms"))))
+                t[a++] = num(json_object_get(rw, "step_p50_ms"));
+        json_object_set_new(doc, "median_step_p50_ms", jnum(median(t, a)));
+        free(t);
+    }
+    json_object_set_new(doc, "median_busy_ms", jnum(job_median));
     json_object_set_new(doc, "median_data_ms", jnum(data_median));
     json_object_set_new(doc, "median_communication_ms", jnum(comm_median));
     json_object_set_new(doc, "straggler_ratio", json_real(GS_JOB_STRAGGLER_RATIO));
@@ -265,6 +281,7 @@ json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
         json_object_set(s, "rank", json_object_get(worst, "rank"));
         json_object_set(s, "node", json_object_get(worst, "node"));
         json_object_set(s, "step_p50_ms", json_object_get(worst, "step_p50_ms"));
+        json_object_set(s, "busy_ms", json_object_get(worst, "busy_ms"));
         json_object_set_new(s, "ratio_to_median", json_real(worst_ratio));
         json_object_set(s, "data_ms", json_object_get(worst, "data_ms"));
         json_object_set(s, "communication_ms", json_object_get(worst, "communication_ms"));

@@ -15,13 +15,13 @@
 
 #include "report/rundata.h"
 
-/* A rank is the job's straggler when its median step time exceeds the job's median (over the
- * ranks' medians) by more than this factor - the threshold of the Prometheus rule
+/* A rank is the job's straggler when its busy time (median step less the communication it
+ * waited for) exceeds the job's median busy time by more than this factor - the rule
  * TrainingStragglerRank (deploy/prometheus/training-job-rules.yml). */
 #define GS_JOB_STRAGGLER_RATIO 1.2
 
 /* The job document of runs[0..n) (n >= 1): {"job", "jobs_seen", "nodes", "ranks",
- * "median_step_p50_ms", "straggler"} (docs/compare.md, JOB); NULL on allocation failure. */
+ * "median_step_p50_ms", "median_busy_ms", "straggler"} (docs/compare.md, JOB); NULL on allocation failure. */
 json_t *gs_job_doc(const struct gs_rundata *runs, size_t n);
 
 #endif

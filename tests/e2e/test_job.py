@@ -4,9 +4,10 @@ Two agents stand for two nodes (their own ports, data dirs and step sockets; nod
 sim/scenarios/h100x8-training.json, node B on sim/scenarios/thermal-powercap.json). Four sender processes speak
 the step-record protocol as the Python package does (SOCK_SEQPACKET, hello then steps): one
 job id, global ranks 0..3, world size 4, two ranks per node with GPUSCOPE_NODE-style node
-names, rank 3 (on node B) twice as slow. Checked on each agent's /metrics: the
-gpuscope_run_* families carry train_job, rank, node and gpu; the slow rank's median step time
-is the one sent; the series count stays within GS_RUNM_SERIES_PER_RANK per rank; `promtool
+names, rank 3 (on node B) computing twice as long while the
+others wait for it in communication (synchronous training: every step lasts as long). Checked on each agent's /metrics: the
+gpuscope_run_* families carry train_job, rank, node and gpu; the slow rank's median step and busy times
+are the ones sent; the series count stays within GS_RUNM_SERIES_PER_RANK per rank; `promtool
 check metrics` is clean; the rules of deploy/prometheus/training-job-rules.yml, evaluated by
 `promtool test rules` on the two scrapes (with its `for:` shortened), name rank 3 on node B as
 the straggler and fire no stall; once the ranks close their connections the series are gone
@@ -30,7 +31,7 @@ from gsenv import BIN, get_text as get, reap, sim_env, start_agent, wait_until  
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RULES = os.path.join(ROOT, "deploy", "prometheus", "training-job-rules.yml")
 DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "training-job.json")
-SERIES_PER_RANK = 19  # GS_RUNM_SERIES_PER_RANK (src/agent/runs_metrics.h)
+SERIES_PER_RANK = 25  # GS_RUNM_SERIES_PER_RANK (src/agent/runs_metrics.h)
 
 t = Tap()
 procs = []
@@ -105,8 +106,10 @@ try:
     devs = [0, 1, 0, 0]
     for n in range(1, 41):
         for rank, s in enumerate(ranks):
-            total = 450.0 if rank == 3 else 200.0
-            comm = 20.0 if rank == 3 else 140.0  # the fast ranks wait for the slow one
+            # synchronous training: every rank's step lasts as long; the fast ranks wait for
+            # rank 3 in the all-reduce (communication), rank 3 computes twice as long
+            total = 450.0
+            comm = 20.0 if rank == 3 else 260.0
             send(s, {"v": 1, "type": "step", "step": n, "t0": now - 0.2, "t1": now, "rank": rank,
                      "device": devs[rank], "samples": 8,
                      "ms": {"data": 50.0, "forward": 80.0, "backward": 40.0,
@@ -133,11 +136,14 @@ try:
     t.eq(value(bb, "gpuscope_run_step_seconds", train_job=JOB, rank="3", node="node-b",
                 quantile="0.5"), 0.5, "rank 3's median step time on node B (data + total_step)")
     t.eq(value(ba, "gpuscope_run_step_seconds", train_job=JOB, rank="0", node="node-a",
-                quantile="0.95"), 0.25, "rank 0's p95 on node A")
+                quantile="0.95"), 0.5, "rank 0's p95 on node A")
+    t.eq([value(bb, "gpuscope_run_step_busy_seconds", rank="3", quantile="0.5"),
+          value(ba, "gpuscope_run_step_busy_seconds", rank="0", quantile="0.5")], [0.48, 0.24],
+         "busy time (step less communication waited for): rank 3 480 ms, rank 0 240 ms")
     t.eq(value(bb, "gpuscope_run_step_seconds_count", rank="2"), 40.0, "summary _count")
     t.eq(value(ba, "gpuscope_run_phase_seconds_total", rank="1", phase="forward"), 3.2,
           "phase seconds: 40 x 80 ms forward")
-    t.eq(value(ba, "gpuscope_run_data_ratio", rank="0"), 0.2, "data ratio 50/250")
+    t.eq(value(ba, "gpuscope_run_data_ratio", rank="0"), 0.1, "data ratio 50/500")
     t.eq(round(value(bb, "gpuscope_run_communication_ratio", rank="3"), 6), round(20 / 500, 6),
           "communication ratio 20/500")
     t.ok(value(bb, "gpuscope_run_last_step_timestamp_seconds", rank="3") == round(now, 6) or
@@ -173,7 +179,8 @@ try:
         series = []
         for inst, body in (("node-a:9400", ba), ("node-b:9400", bb)):
             for ln in body.splitlines():
-                m = re.match(r'^(gpuscope_run_(?:step_seconds|last_step_timestamp_seconds|'
+                m = re.match(r'^(gpuscope_run_(?:step_seconds|step_busy_seconds|'
+                             r'last_step_timestamp_seconds|'
                              r'rank_info)|gpuscope_gpu_throttle|gpuscope_gpu_clock_hertz)'
                              r'\{([^}]*)\} (\S+)$', ln)
                 if not m:
@@ -194,8 +201,8 @@ try:
                                    "node": "node-b", "gpu": "0", "quantile": "0.5",
                                    "instance": "node-b:9400", "job": "gpuscope"},
                     "exp_annotations": {
-                        "summary": "Job %s: rank 3 on node-b (GPU 0) steps 2.00x slower than "
-                                   "the job's median" % JOB,
+                        "summary": "Job %s: rank 3 on node-b (GPU 0) computes 2.00x longer per "
+                                   "step than the job's median rank" % JOB,
                         "description": None}}]},
                 {"eval_time": "8m", "alertname": "TrainingJobStalled", "exp_alerts": []},
             ],
@@ -224,9 +231,9 @@ try:
                                 for r, node, gpu, v in ((0, "node-a", 0, 0), (1, "node-a", 1, 0),
                                                         (2, "node-b", 0, 4), (3, "node-b", 0, 4))
                                 ]}, {
-                "expr": "topk(1, train_job_rank:gpuscope_run_step_seconds:ratio_to_median)",
+                "expr": "topk(1, train_job_rank:gpuscope_run_step_busy_seconds:ratio_to_median)",
                 "eval_time": "1m",
-                "exp_samples": [{"labels": 'train_job_rank:gpuscope_run_step_seconds:'
+                "exp_samples": [{"labels": 'train_job_rank:gpuscope_run_step_busy_seconds:'
                                            'ratio_to_median{train_job="%s",rank="3",'
                                            'node="node-b",gpu="0",quantile="0.5",'
                                            'instance="node-b:9400",job="gpuscope"}' % JOB,
@@ -287,8 +294,9 @@ try:
          [(0, "node-a", 0), (1, "node-a", 1), (2, "node-b", 0), (3, "node-b", 0)],
          "compare --job --json: one job, 2 nodes, ranks 0..3 in order with their node and GPU",
          r.stderr + r.stdout[:2000])
-    t.eq([st.get("rank"), st.get("node"), st.get("step_p50_ms"), st.get("ratio_to_median")],
-         [3, "node-b", 500.0, 2.0], "the straggler: rank 3 on node-b, 500 ms = 2x the median")
+    t.eq([st.get("rank"), st.get("node"), st.get("step_p50_ms"), st.get("busy_ms"),
+          st.get("ratio_to_median")], [3, "node-b", 500.0, 480.0, 2.0],
+         "the straggler: rank 3 on node-b, busy 480 of 500 ms = 2x the median rank's 240")
     reasons = sorted((gpu.get("throttle_reasons") or {}).keys())
     t.ok(gpu.get("gpu") == 0 and gpu.get("name") == "NVIDIA L40S" and
          (gpu.get("throttled_seconds_total") or 0) > 0 and "hw_thermal" in " ".join(reasons) and
@@ -301,8 +309,8 @@ try:
     r = subprocess.run([BIN, "compare", "--job"] + dirs, capture_output=True, text=True,
                        env=dict(os.environ, NO_COLOR="1"))
     t.ok(r.returncode == 0 and "job %s: 4 rank(s) on 2 node(s)" % JOB in r.stdout and
-         re.search(r"straggler: rank 3 on node-b \(GPU 0, NVIDIA L40S\): median step 500\.0 ms, "
-                   r"2\.00x", r.stdout) and "hw_thermal" in r.stdout and
+         re.search(r"straggler: rank 3 on node-b \(GPU 0, NVIDIA L40S\): busy 480\.0 ms of its "
+                   r"median step 500\.0 ms, 2\.00x", r.stdout) and "hw_thermal" in r.stdout and
          "its GPU is held down" in r.stdout, "compare --job: the text names the straggler, its "
          "GPU and its throttle reasons", r.stdout + r.stderr)
     r = subprocess.run([BIN, "compare", "--job", "--html"] + dirs, capture_output=True, text=True)

@@ -1,7 +1,7 @@
 /*
  * Unit tests of the per-rank series of live runs (src/agent/runs_metrics.c): labels from the
  * hello (job, node, rank) with the run's name and the agent's host name as fallbacks, the gpu
- * label once attributed; the step-time summary's quantiles over the last 128 steps and its
+ * label once attributed; the step-time and busy-time summaries' quantiles over the last 128 steps and its
  * _sum/_count over all; phase counters and ratios; a dropped connection's and a finished
  * run's series gone; the bound (256 ranks, the rest counted, never shown in part); label values
  * escaped.
@@ -100,6 +100,10 @@ static void labels_summary_and_staleness(void **state)
                                  "node=\"node-\\\"7\\\"\",gpu=\"6\",quantile=\"0.5\"}") == 0.136);
     assert_true(line_value(text, "gpuscope_run_step_seconds{train_job=\"slurm-42\",rank=\"5\","
                                  "node=\"node-\\\"7\\\"\",gpu=\"6\",quantile=\"0.99\"}") == 0.199);
+    /* busy = wall - communication (half of each step here): 68 ms */
+    assert_true(fabs(line_value(text, "gpuscope_run_step_busy_seconds{train_job=\"slurm-42\","
+                                      "rank=\"5\",node=\"node-\\\"7\\\"\",gpu=\"6\",quantile=\"0.5\"}") -
+                     0.068) < 1e-12);
     assert_true(fabs(line_value(text, "gpuscope_run_step_seconds_sum{train_job=\"slurm-42\","
                                       "rank=\"5\",node=\"node-\\\"7\\\"\",gpu=\"6\"}") -
                      20.1) < 1e-9); /* 1 + ... + 200 ms */

@@ -103,7 +103,7 @@ try:
         d = os.path.join(tmp, name)
         os.makedirs(d)
         sock = os.path.join(d, "steps.sock")
-        env = sim_env(scenario, time=at)
+        env = sim_env(scenario, time=at, RUNTIME_DIRECTORY=d)  # its own agent.sock
         log = open(os.path.join(d, "agent.log"), "w")
         p, base, _ = start_agent(["--data-dir", os.path.join(d, "data"), "--interval", "0.5",
                                   "--socket", sock], env, procs, stdout=log,

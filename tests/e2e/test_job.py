@@ -10,7 +10,8 @@ gpuscope_run_* families carry train_job, rank, node and gpu; the slow rank's med
 are the ones sent; the series count stays within GS_RUNM_SERIES_PER_RANK per rank; `promtool
 check metrics` is clean; the rules of deploy/prometheus/training-job-rules.yml, evaluated by
 `promtool test rules` on the two scrapes (with its `for:` shortened), name rank 3 on node B as
-the straggler and fire no stall; once the ranks close their connections the series are gone
+the straggler and fire no stall (and fire TrainingJobStalled on the same series with no step
+for 5 min); once the ranks close their connections the series are gone
 (the runs ended, nothing left at its last value).
 """
 import json
@@ -246,13 +247,28 @@ try:
                          re.S).group(1).replace("{{ $labels.node }}", "node-b")
         test["tests"][0]["alert_rule_test"][0]["exp_alerts"][0]["exp_annotations"][
             "description"] = desc
+        # The same job stalled: no rank's last-step time moves (all at t = 0). 10 x the
+        # slowest p95 (0.5 s) is 5 s, the floor 120 s: past 2 min and held 1 min, it fires.
+        stalled = [dict(x, values="0x20") if "timestamp" in x["series"] else x for x in series]
+        sdesc = re.search(r'alert: TrainingJobStalled.*?description: "(.*?)"\n', text,
+                          re.S).group(1)
+        test["tests"].append({
+            "interval": "1m", "input_series": stalled,
+            "alert_rule_test": [
+                {"eval_time": "2m", "alertname": "TrainingJobStalled", "exp_alerts": []},
+                {"eval_time": "5m", "alertname": "TrainingJobStalled", "exp_alerts": [{
+                    "exp_labels": {"severity": "critical", "train_job": JOB},
+                    "exp_annotations": {
+                        "summary": "Job %s: no rank has finished a step for 5m 0s" % JOB,
+                        "description": sdesc}}]}]})
         tpath = os.path.join(tmp, "rules-test.yml")
         with open(tpath, "w") as f:
             json.dump(test, f)  # JSON is YAML
         r = subprocess.run([promtool, "test", "rules", tpath], capture_output=True, text=True)
         t.ok(r.returncode == 0, "promtool test rules: rank 3 on node-b is the straggler (2x "
              "the job's median), no stall; the dashboard's PromQL shows rank 3 at 2x and its GPU's "
-             "four slowdown reasons", r.stdout + r.stderr)
+             "four slowdown reasons; the same job with no step for 5 min: TrainingJobStalled",
+             r.stdout + r.stderr)
     else:
         for _ in range(3):
             t.skip("promtool checks", "promtool not installed")

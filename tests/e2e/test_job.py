@@ -9,7 +9,7 @@ others wait for it in communication (synchronous training: every step lasts as l
 gpuscope_run_* families carry train_job, rank, node and gpu; the slow rank's median step and busy times
 are the ones sent; the series count stays within GS_RUNM_SERIES_PER_RANK per rank; `promtool
 check metrics` is clean; the rules of deploy/prometheus/training-job-rules.yml, evaluated by
-`promtool test rules` on the two scrapes (with its `for:` shortened), name rank 3 on node B as
+`promtool test rules` on the two scrapes (held 8 min, past the 5 min `for:`), name rank 3 on node B as
 the straggler and fire no stall (and fire TrainingJobStalled on the same series with no step
 for 5 min); once the ranks close their connections the series are gone
 (the runs ended, nothing left at its last value).

@@ -84,6 +84,9 @@ struct gs_step_rec {
  *   "nvml": "auto" | "off"  (auto: sample NVML in-process when no receiver is connected),
  *   "sample_interval_s": number (default 0.5), "rank", "world_size", "local_rank": ints,
  *   "framework": "hf" | "torch", "logging_steps": int, "devices": [CUDA indices in use],
+ *   "job": the multi-node job id every rank shares, "node": the sender's node name (strings
+ *          of up to 128 printable bytes; $GPUSCOPE_JOB wins over "job", $GPUSCOPE_NODE fills
+ *          an absent "node": docs/run.md, JOBS),
  *   "facts": {the run's settings: scalar entries, src/run/record.h; a set that breaks those
  *             rules is left out with a note (gs_run_notes), the run still opens}.
  * With a receiver, records are encoded and sent by a sender thread (bounded queue, never

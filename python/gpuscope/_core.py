@@ -147,6 +147,11 @@ class Profiler:
             self.run_name = run_name
         if run_name:
             self._config["run_name"] = run_name
+        job = _job_key(os.environ, run_name, self.world_size)
+        if job:  # one id for the ranks of a job on every node (docs/run.md, JOBS)
+            self._config["job"] = job
+        if os.environ.get("GPUSCOPE_NODE"):
+            self._config["node"] = os.environ["GPUSCOPE_NODE"][:128]
         if socket:
             self._config["socket"] = socket
         self._native_enabled = native
@@ -521,6 +526,19 @@ def _job_id(env):
         if v and v != "none":
             return "%s-%s" % (key.split("_")[0].lower(), v)
     return None
+
+
+def _job_key(env, run_name, world_size):
+    """The id the ranks of one job share on every node, or None: `gpuscope run --job`
+    (GPUSCOPE_JOB, applied by the native core too), the launcher's or scheduler's job id, the
+    run name (HF/accelerate) of a distributed run, else its rendezvous MASTER_ADDR:MASTER_PORT."""
+    job = env.get("GPUSCOPE_JOB") or _job_id(env)
+    if not job and world_size > 1:
+        if run_name:
+            job = run_name
+        elif env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
+            job = "master-%s:%s" % (env["MASTER_ADDR"], env["MASTER_PORT"])
+    return job[:128] if job else None
 
 
 def _dist_identity(rank, world_size, local_rank):

@@ -161,6 +161,8 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
     p->mflags = mflags;
     if (gs_metrics_render(&p->prom, p->up ? p->snap : NULL, &self, mflags) != GS_OK)
         gs_log(GS_LOG_ERROR, "metrics: render failed (out of memory)");
+    if (a->runs)
+        gs_runs_render_prom(a->runs, &p->prom); /* per-rank series of live runs */
     if (a->push) {
         struct gs_push_stats ps = gs_push_stats(a->push); /* a short lock, no I/O */
         gs_push_render_self(&p->prom, &ps);

@@ -39,6 +39,7 @@
 
 #include "agent/log.h"
 #include "agent/recorder.h"
+#include "agent/runs_metrics.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
@@ -111,6 +112,7 @@ struct gs_runs {
     struct gs_receiver *rx;
     struct gs_recorder *rec;
     char hostname[256];
+    struct gs_runm *m; /* the per-rank series of /metrics (runs_metrics.h) */
 
     pthread_mutex_t db_lock; /* the HTTP thread's read connection */
     struct gs_store *db; /* a reader of history.db (store/runs.h) */
@@ -365,6 +367,7 @@ static void run_finish(struct gs_runs *r, struct run *run, const char *why)
     pthread_mutex_unlock(&r->lock);
     if (!found)
         return;
+    gs_runm_drop(r->m, run->id, 0);
     pthread_mutex_lock(&run->mu);
     meta.run_name = run->name[0] ? run->name : NULL;
     report = gs_agg_report(run->agg, &meta);
@@ -402,6 +405,7 @@ static void run_detach(struct gs_runs *r, struct run *run, uint64_t conn_id, con
         }
     left = run->n_conns;
     pthread_mutex_unlock(&r->lock);
+    gs_runm_drop(r->m, run->id, conn_id);
     if (left == 0)
         run_finish(r, run, why);
 }
@@ -419,6 +423,7 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
     if (!run && (run = run_join(r, peer, rec)) != NULL) {
         /* another rank of a DDP job: its steps only (the agg keeps the first hello) */
         if (rec->type == GS_REC_HELLO) {
+            gs_runm_hello(r->m, run->id, peer->conn_id, run->name, &rec->u.hello);
             run_unref(r, run);
             return;
         }
@@ -472,8 +477,10 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
             gs_agg_hello(run->agg, &rec->u.hello, peer->pid, peer->uid);
         if (!run->name[0])
             snprintf(run->name, sizeof run->name, "%s", rec->u.hello.run);
+        gs_runm_hello(r->m, run->id, peer->conn_id, run->name, &rec->u.hello);
         break;
     case GS_REC_STEP:
+        gs_runm_step(r->m, run->id, peer->conn_id, run->name, &rec->u.step);
         run->steps++;
         if (run->steps <= GS_RUNS_MAX_AGG_STEPS)
             gs_agg_step(run->agg, &rec->u.step);
@@ -530,7 +537,7 @@ static int snap_rows(struct gs_runs *r, unsigned n_gpus)
 
     if (n_gpus <= r->in_run_cap)
         return 1;
-    p = realloc(r->in_run, (size_t)GS_RUNS_MAX_LIVE * n_gpus);
+    p = realloc(r->in_run, (size_t)(GS_RUNS_MAX_LIVE + 1) * n_gpus); /* + a scratch row */
     if (!p)
         return 0;
     r->in_run = p;
@@ -584,7 +591,15 @@ void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap)
                                   .n_devices = rc->n_devices,
                                   .cvd_known = rc->cvd_known,
                                   .cvd = rc->cvd};
-            gs_attrib_mark(&a, tree_ok ? &r->tree : NULL, snap, row);
+            unsigned char *one = r->in_run + (size_t)GS_RUNS_MAX_LIVE * ng;
+            memset(one, 0, ng);
+            gs_attrib_mark(&a, tree_ok ? &r->tree : NULL, snap, one);
+            for (unsigned g = 0; g < ng; g++)
+                row[g] |= one[g];
+            /* the rank's gpu label: the first GPU attributed to its connection */
+            const unsigned char *hit = memchr(one, 1, ng);
+            if (hit)
+                gs_runm_gpu(r->m, runs[k]->id, rc->conn_id, (int)snap->gpus[hit - one].index);
         }
         pthread_mutex_unlock(&r->lock);
         any[k] = memchr(row, 1, ng) != NULL;
@@ -1248,8 +1263,10 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     rc = make_parent(o->socket_path, err);
     if (rc != GS_OK)
         return rc;
-    if (!(r = calloc(1, sizeof *r)))
+    if (!(r = calloc(1, sizeof *r)) || !(r->m = gs_runm_new(o->hostname))) {
+        free(r);
         return gs_err_set(err, GS_ENOMEM, "runs: out of memory");
+    }
     pthread_mutex_init(&r->lock, NULL);
     pthread_mutex_init(&r->db_lock, NULL);
     r->rec = o->rec;
@@ -1267,6 +1284,12 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     }
     *out = r;
     return GS_OK;
+}
+
+void gs_runs_render_prom(struct gs_runs *r, struct gs_mbuf *b)
+{
+    if (r)
+        gs_runm_render(r->m, b);
 }
 
 struct gs_runs_stats gs_runs_stats(struct gs_runs *r)
@@ -1288,6 +1311,7 @@ void gs_runs_close(struct gs_runs *r)
         if (r->live[i])
             run_finish(r, r->live[i], "agent stopping");
     gs_store_close(r->db);
+    gs_runm_free(r->m);
     free(r->in_run);
     gs_attrib_tree_free(&r->tree);
     pthread_mutex_destroy(&r->lock);

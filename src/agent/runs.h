@@ -56,6 +56,11 @@ struct gs_runs_stats {
     unsigned live;
 };
 
+struct gs_mbuf;
+/* Appends the per-rank series of the live runs (gpuscope_run_*, runs_metrics.h) to b. Called
+ * by the sampling thread once per cycle; waits only for the series' own short lock. */
+void gs_runs_render_prom(struct gs_runs *r, struct gs_mbuf *b);
+
 /* Makes the socket's directory, starts the receiver. GS_EIO (with err) when the socket cannot
  * be bound (another agent listening, no permission). */
 int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_err *err);

@@ -15,7 +15,9 @@
 #include "cli/cli.h"
 #include "cli/term.h"
 #include "gpuscope/gs_err.h"
+#include "cli/compare_job.h"
 #include "report/compare.h"
+#include "report/job.h"
 #include "report/page.h"
 #include "report/rundata.h"
 
@@ -24,7 +26,7 @@
 struct compare_opts {
     const char *runs[MAX_RUNS];
     size_t n;
-    int json, html, help;
+    int json, html, help, job;
     const char *out;
     enum gs_color_mode color;
 };
@@ -32,6 +34,7 @@ struct compare_opts {
 static void compare_usage(FILE *out)
 {
     fputs("usage: gpuscope compare [--json | --html [-o FILE]] A B [C ...]\n"
+          "       gpuscope compare --job [--json] NODE1 [NODE2 ...]\n"
           "\n"
           "Compares training runs: every headline field and step phase of each run with its\n"
           "change against A (absolute and in %), the settings (facts) that differ, and the\n"
@@ -41,6 +44,8 @@ static void compare_usage(FILE *out)
           "a run the local agent kept.\n"
           "\n"
           "options:\n"
+          "  --job              the runs are the nodes of one multi-node job: one job\n"
+          "                     report (per node, per rank, the straggler and its GPU)\n"
           "  --json             the comparison document (docs/compare.md) on stdout\n"
           "  --html             the comparison as a self-contained HTML page\n"
           "  -o, --output FILE  where --html writes (default: stdout)\n"
@@ -59,6 +64,8 @@ static int parse(int argc, char **argv, struct compare_opts *o)
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             o->help = 1;
+        } else if (strcmp(a, "--job") == 0) {
+            o->job = 1;
         } else if (strcmp(a, "--json") == 0) {
             o->json = 1;
         } else if (strcmp(a, "--html") == 0) {
@@ -93,7 +100,11 @@ static int parse(int argc, char **argv, struct compare_opts *o)
         fprintf(stderr, "gpuscope compare: -o goes with --html\n");
         return -1;
     }
-    if (o->n < 2) {
+    if (o->job && o->html) {
+        fprintf(stderr, "gpuscope compare: --job has text and --json output, not --html\n");
+        return -1;
+    }
+    if (o->n < (o->job ? 1 : 2)) {
         fprintf(stderr, "gpuscope compare: needs two runs or more (see --help)\n");
         return -1;
     }
@@ -352,7 +363,7 @@ int gs_cli_compare(int argc, char **argv)
             goto out;
         }
     }
-    json_t *doc = gs_compare_doc(rd, o.n);
+    json_t *doc = o.job ? gs_job_doc(rd, o.n) : gs_compare_doc(rd, o.n);
     if (!doc) {
         fprintf(stderr, "gpuscope compare: out of memory\n");
         status = 3;
@@ -382,7 +393,10 @@ int gs_cli_compare(int argc, char **argv)
     } else {
         struct gs_tbuf b;
         gs_tbuf_init(&b, gs_term_use_color(o.color, STDOUT_FILENO));
-        render_text(&b, doc);
+        if (o.job)
+            gs_cli_job_text(&b, doc);
+        else
+            render_text(&b, doc);
         if (gs_tbuf_status(&b) != GS_OK || fputs(gs_tbuf_str(&b), stdout) < 0 ||
             fflush(stdout) != 0)
             status = 3;

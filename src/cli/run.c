@@ -70,6 +70,7 @@ struct run_opts {
     double hang_factor; /* --hang-after: multiple of the p95 step time, 0 = no watchdog */
     double hang_min_s;  /* --hang-min */
     const char *name;   /* --name */
+    const char *job;    /* --job: the job id every rank shares (docs/run.md, JOBS) */
     const char *tags[RUN_MAX_TAGS]; /* --tag K=V */
     unsigned n_tags;
     int no_agent;       /* --no-agent: the node's agent does not get the records */
@@ -128,6 +129,8 @@ static void run_usage(FILE *out)
           "  --name NAME     the run's name (default: the HF run_name, else the script and\n"
           "                  the start time); also in the agent's run list\n"
           "  --tag K=V       a tag on the run (report run.tags), up to 16\n"
+          "  --job ID        the multi-node job this run is part of (default: torchrun's\n"
+          "                  run id, SLURM_JOB_ID, ..., MASTER_ADDR:MASTER_PORT)\n"
           "  --no-agent      do not send the run to the node's agent as well\n"
           "  -h, --help      this help\n"
           "\n"
@@ -236,6 +239,15 @@ static int run_parse(struct run_opts *o, int argc, char **argv)
             o->profile = v;
         } else if (strcmp(a, "--no-agent") == 0) {
             o->no_agent = 1;
+        } else if (strcmp(a, "--job") == 0 || strncmp(a, "--job=", 6) == 0) {
+            const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : i + 1 < argc ? argv[++i] : NULL;
+            if (run_check_label("--job", v, 1) != 0)
+                return -1;
+            if (strlen(v) > 128) {
+                fprintf(stderr, "gpuscope run: --job: longer than 128 bytes\n");
+                return -1;
+            }
+            o->job = v;
         } else if (strcmp(a, "--name") == 0 || strncmp(a, "--name=", 7) == 0 ||
                    strcmp(a, "--tag") == 0 || strncmp(a, "--tag=", 6) == 0) {
             int is_name = strncmp(a, "--name", 6) == 0;
@@ -857,7 +869,8 @@ static int run_child_names(struct run_ctx *c, const struct run_opts *o)
     char user_sock[PATH_MAX];
     const char *agent = getenv("GPUSCOPE_AGENT_SOCKET"), *xdg = getenv("XDG_RUNTIME_DIR");
 
-    if ((o->name && setenv("GPUSCOPE_RUN_NAME", o->name, 1) != 0) ||
+    if ((o->job && setenv("GPUSCOPE_JOB", o->job, 1) != 0) ||
+        (o->name && setenv("GPUSCOPE_RUN_NAME", o->name, 1) != 0) ||
         setenv("GPUSCOPE_RUN_DEFAULT_NAME", c->default_name, 1) != 0)
         return -1;
     unsetenv("GPUSCOPE_RUN_AGENT_SOCKET");

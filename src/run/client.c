@@ -201,6 +201,8 @@ static int parse_config(struct gs_run *run, const char *config_json, struct gs_e
     if (cfg_str(cfg, "run_name", h->run, sizeof h->run, err) ||
         cfg_str(cfg, "output_dir", h->output_dir, sizeof h->output_dir, err) ||
         cfg_str(cfg, "framework", h->framework, sizeof h->framework, err) ||
+        cfg_str(cfg, "job", h->job, sizeof h->job, err) ||
+        cfg_str(cfg, "node", h->node, sizeof h->node, err) ||
         cfg_str(cfg, "socket", run->socket_path, sizeof run->socket_path, err) ||
         cfg_str(cfg, "nvml", nvml, sizeof nvml, err) ||
         cfg_int(cfg, "rank", 0, 65535, &h->rank, err) ||
@@ -216,6 +218,13 @@ static int parse_config(struct gs_run *run, const char *config_json, struct gs_e
         snprintf(h->run, sizeof h->run, "%s", forced);
     else if (!h->run[0] && fallback && *fallback)
         snprintf(h->run, sizeof h->run, "%s", fallback);
+    /* gpuscope run --job wins over the package's job id; $GPUSCOPE_NODE names the node when
+     * the config does not (docs/run.md, JOBS) */
+    const char *job = getenv("GPUSCOPE_JOB"), *node = getenv("GPUSCOPE_NODE");
+    if (job && *job)
+        snprintf(h->job, sizeof h->job, "%s", job);
+    if (!h->node[0] && node && *node)
+        snprintf(h->node, sizeof h->node, "%s", node);
     if (strcmp(nvml, "auto") != 0 && strcmp(nvml, "off") != 0) {
         gs_err_set(err, GS_EINVAL, "config: nvml: expected \"auto\" or \"off\"");
         goto out;

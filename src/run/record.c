@@ -355,10 +355,19 @@ static int parse_hello(json_t *root, struct gs_record_hello *h, char *err, size_
     if (get_str(root, "run", ctx, h->run, sizeof h->run, err, errlen) < 0 ||
         get_str(root, "framework", ctx, h->framework, sizeof h->framework, err, errlen) < 0 ||
         get_str(root, "output_dir", ctx, h->output_dir, sizeof h->output_dir, err, errlen) < 0 ||
+        get_str(root, "job", ctx, h->job, sizeof h->job, err, errlen) < 0 ||
+        get_str(root, "node", ctx, h->node, sizeof h->node, err, errlen) < 0 ||
         get_small(root, "rank", ctx, &h->rank, err, errlen) < 0 ||
         get_small(root, "world_size", ctx, &h->world_size, err, errlen) < 0 ||
         get_small(root, "local_rank", ctx, &h->local_rank, err, errlen) < 0)
         return -1;
+    /* printable only: label values on /metrics, and a bounded encoded size */
+    for (const char *p = h->job; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return fail(err, errlen, "hello.job: control character at byte %d", (int)(p - h->job));
+    for (const char *p = h->node; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return fail(err, errlen, "hello.node: control character at byte %d", (int)(p - h->node));
     rc = get_int(root, "pid", ctx, 0, INT64_C(1) << 32, &v, err, errlen);
     if (rc < 0)
         return -1;
@@ -645,7 +654,8 @@ static int encode_hello(json_t *o, const struct gs_record_hello *h)
 {
     json_t *devs;
     int rc = set_str(o, "run", h->run) | set_str(o, "framework", h->framework) |
-             set_str(o, "output_dir", h->output_dir);
+             set_str(o, "output_dir", h->output_dir) | set_str(o, "job", h->job) |
+             set_str(o, "node", h->node);
 
     if (h->pid >= 0)
         rc |= set_int(o, "pid", h->pid);
@@ -775,6 +785,7 @@ bool gs_record_equal(const struct gs_record *a, const struct gs_record *b)
         const struct gs_record_hello *x = &a->u.hello, *y = &b->u.hello;
         return strcmp(x->run, y->run) == 0 && strcmp(x->framework, y->framework) == 0 &&
                strcmp(x->output_dir, y->output_dir) == 0 && x->pid == y->pid &&
+               strcmp(x->job, y->job) == 0 && strcmp(x->node, y->node) == 0 &&
                x->rank == y->rank && x->world_size == y->world_size &&
                x->local_rank == y->local_rank && x->logging_steps == y->logging_steps &&
                x->n_devices == y->n_devices &&

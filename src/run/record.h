@@ -50,6 +50,7 @@
 #define GS_RECORD_VERSION 1
 #define GS_RECORD_MAX 8192
 #define GS_RECORD_STR 256
+#define GS_RECORD_JOB 129 /* hello "job" and "node": 128 bytes + NUL */
 #define GS_RECORD_MAX_DEVICES 64
 
 #define GS_RECORD_MAX_FACTS 32
@@ -100,6 +101,10 @@ struct gs_record_hello {
     uint32_t n_devices;
     int32_t devices[GS_RECORD_MAX_DEVICES];
     struct gs_record_facts facts;   /* n = 0: none sent */
+    /* A multi-node job (docs/run.md, JOBS): the id every rank of the job shares and the
+     * sender's node name; "" = absent (optional keys, wire version 1). */
+    char job[GS_RECORD_JOB];
+    char node[GS_RECORD_JOB];
 };
 
 struct gs_record_end {

@@ -377,6 +377,8 @@ static json_t *run_object(const struct gs_agg *a, const struct gs_report_meta *m
     json_object_set_new(o, "framework", jstr(a->have_hello ? h->framework : NULL));
     json_object_set_new(o, "world_size", a->have_hello && h->world_size >= 0
                                              ? json_integer(h->world_size) : json_null());
+    json_object_set_new(o, "job", jstr(a->have_hello && h->job[0] ? h->job : NULL));
+    json_object_set_new(o, "node", jstr(a->have_hello && h->node[0] ? h->node : NULL));
     json_object_set_new(o, "logging_steps", a->have_hello && h->logging_steps >= 0
                                                 ? json_integer(h->logging_steps) : json_null());
     json_object_set_new(o, "pid", a->have_hello && a->peer_pid > 0 ? json_integer(a->peer_pid)

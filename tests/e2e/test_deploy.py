@@ -207,4 +207,47 @@ if analyze:
         shutil.rmtree(tmp, ignore_errors=True)
 else:
     t.skip("systemd-analyze verify gpuscope-agent.service", "systemd-analyze not installed")
+# deploy/prometheus/training-job-rules.yml and deploy/grafana/training-job.json (issue 16): the
+# rules pass promtool, every panel expression parses, and every gpuscope_* name they use is a
+# family the agent serves (gpuscope_gpu_*) or a per-rank family docs/metrics.md documents
+# (gpuscope_run_*: served while a run goes on; tests/e2e/test_job.py evaluates them on agents).
+JOB_RULES = os.path.join(DEPLOY, "prometheus", "training-job-rules.yml")
+jdash = json.load(open(os.path.join(DEPLOY, "grafana", "training-job.json")))
+jexprs = [tg["expr"] for p in jdash["panels"] for tg in p.get("targets", [])]
+jtext = open(JOB_RULES).read() + " ".join(jexprs)
+# (names of recording rules, level:metric:operation, and "gpuscope_run_*" in comments aside)
+jnames = set(re.findall(r"(?<![:\w])(gpuscope_[a-z_]*[a-z])(?![\w:*])", jtext))
+t.eq(sorted(n for n in jnames if n not in families and "`%s`" % n not in doc), [],
+     "training job: every gpuscope_* name in its rules and dashboard is served or documented")
+t.ok(jdash.get("uid") == "gpuscope-training-job" and len(jexprs) >= 12 and
+     all("$job" in e for e in jexprs) and
+     len({p["id"] for p in jdash["panels"]}) == len(jdash["panels"]) and
+     all(p["gridPos"]["x"] + p["gridPos"]["w"] <= 24 for p in jdash["panels"]),
+     "training job dashboard: uid, %d expressions each filtered by $job, unique ids, grid"
+     % len(jexprs))
+jtitles = " | ".join(p["title"] for p in jdash["panels"]).lower()
+for want in ("ranks side by side", "step time per rank", "phase split per node", "throttle",
+             "sm clock", "power", "pcie"):
+    t.ok(want in jtitles, "training job dashboard: a panel for " + want, detail=jtitles)
+if promtool:
+    r = run([promtool, "check", "rules", JOB_RULES])
+    t.ok(r.returncode == 0 and "SUCCESS: 5 rules found" in r.stdout,
+         "promtool check rules deploy/prometheus/training-job-rules.yml", detail=r.stdout + r.stderr)
+    tmp = tempfile.mkdtemp(prefix="gs-grafana-job.")
+    try:
+        rules_path = os.path.join(tmp, "panels.yml")
+        with open(rules_path, "w") as f:
+            f.write("groups:\n  - name: job_panels\n    rules:\n")
+            for i, e in enumerate(jexprs):
+                e = e.replace("$__rate_interval", "1m").replace("$job", "a|b")
+                f.write("      - record: gs_job_panel_%d\n        expr: %s\n" % (i, json.dumps(e)))
+        r = run([promtool, "check", "rules", rules_path])
+        t.ok(r.returncode == 0 and ("SUCCESS: %d rules found" % len(jexprs)) in r.stdout,
+             "training job dashboard: promtool parses all %d panel expressions" % len(jexprs),
+             detail=r.stdout + r.stderr)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+else:
+    t.skip("promtool check rules deploy/prometheus/training-job-rules.yml", "promtool not installed")
+    t.skip("training job dashboard: promtool parses the panel expressions", "promtool not installed")
 sys.exit(t.done())

@@ -350,8 +350,11 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # ---- 2 gloo ranks under DDP ----
     ar = os.path.join(tmp, "allreduce.json")
-    p, _, rep, _ = gsrun(tmp, "ddp", write(tmp, "ddp.py", DDP), "40", ar, str(free_port()))
+    ddp_port = str(free_port())
+    p, _, rep, _ = gsrun(tmp, "ddp", write(tmp, "ddp.py", DDP), "40", ar, ddp_port)
     t.ok(p.returncode == 0, "DDP: 2 gloo ranks ran", detail=p.stderr[-1500:])
+    t.eq((rep.get("run") or {}).get("job"), "master-127.0.0.1:" + ddp_port,
+         "DDP: the job id from MASTER_ADDR:MASTER_PORT in run.job (docs/run.md, JOBS)")
     try:
         mine = [json.load(open("%s.%d" % (ar, r))) for r in (0, 1)]
     except (OSError, ValueError):

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "report/compare.h"
+#include "report/job.h"
 #include "report/page.h"
 #include "report/rundata.h"
 
@@ -245,12 +246,76 @@ static void test_steps_file(void **state)
     free(text);
 }
 
+/* The job document (report/job.c): nodes from run.node / run.hostname / the label, ranks in
+ * rank order with their GPU, the median over ranks (even count: mean of the middle two), the
+ * straggler only above 1.2x and with its GPU's reasons, mixed job ids noted, a report without
+ * ranks or GPUs. */
+static void test_job_doc(void **state)
+{
+    struct gs_rundata rd[3];
+    (void)state;
+
+    load(&rd[0], "a", "{\"run\": {\"job\": \"j1\", \"node\": \"n1\"}, \"steps\": 10,"
+                      "\"per_rank\": [{\"rank\": 1, \"device\": 1, \"steps\": 10, \"step_p50_ms\": 100,"
+                      "\"mean_ms\": {\"data\": 5, \"communication\": 30}},"
+                      "{\"rank\": 0, \"device\": 0, \"steps\": 10, \"step_p50_ms\": 110,"
+                      "\"mean_ms\": {\"data\": 5, \"communication\": 30, \"communication_exposed\": 3}}],"
+                      "\"gpus\": [{\"index\": 0, \"name\": \"G0\"}, {\"index\": 1, \"name\": \"G1\","
+                      "\"throttled_seconds\": {\"sw_power_cap\": 0}, \"throttled_seconds_total\": 0}]}");
+    load(&rd[1], "b", "{\"run\": {\"job\": \"j1\", \"hostname\": \"h2\"}, \"steps\": 10,"
+                      "\"per_rank\": [{\"rank\": 2, \"device\": 0, \"steps\": 10, \"step_p50_ms\": 300,"
+                      "\"mean_ms\": {\"data\": 200}}],"
+                      "\"gpus\": [{\"index\": 3, \"name\": \"only\"}]}");
+    json_t *doc = gs_job_doc(rd, 2);
+    assert_non_null(doc);
+    assert_string_equal(json_string_value(json_object_get(doc, "job")), "j1");
+    /* ranks' p50s 100, 110, 300: median 110 */
+    assert_true(json_real_value(json_object_get(doc, "median_step_p50_ms")) == 110.0);
+    json_t *ranks = json_object_get(doc, "ranks");
+    assert_int_equal(json_array_size(ranks), 3);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(ranks, i), "rank")), i);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(ranks, 1), "gpu")), 1);
+    /* the only GPU of node h2 is rank 2's, whatever its index */
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(ranks, 2), "gpu")), 3);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(ranks, 2), "node")), "h2");
+    /* exposed communication when measured */
+    assert_true(json_real_value(json_object_get(json_array_get(ranks, 0), "communication_ms")) == 3.0);
+    json_t *st = json_object_get(doc, "straggler");
+    assert_true(json_is_object(st));
+    assert_int_equal(json_integer_value(json_object_get(st, "rank")), 2);
+    assert_string_equal(json_string_value(json_object_get(st, "cause")), "data_loading");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(st, "gpu"), "name")), "only");
+    /* node n1: GPU 1's reason at 0 s is not listed */
+    json_t *n1 = json_array_get(json_object_get(doc, "nodes"), 0);
+    assert_string_equal(json_string_value(json_object_get(n1, "node")), "n1");
+    assert_int_equal(json_object_size(json_object_get(
+                         json_array_get(json_object_get(n1, "gpus"), 1), "throttle_reasons")), 0);
+    json_decref(doc);
+    gs_rundata_free(&rd[1]);
+
+    /* within 1.2x: no straggler; two job ids: job null, both seen; a run without ranks */
+    load(&rd[1], "c", "{\"run\": {\"job\": \"j2\"}, \"per_rank\": [{\"rank\": 2, \"step_p50_ms\": 120}]}");
+    load(&rd[2], "empty", "{}");
+    doc = gs_job_doc(rd, 3);
+    assert_non_null(doc);
+    assert_true(json_is_null(json_object_get(doc, "straggler")));
+    assert_true(json_is_null(json_object_get(doc, "job")));
+    assert_int_equal(json_array_size(json_object_get(doc, "jobs_seen")), 2);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(doc, "nodes"), 2), "node")), "empty");
+    json_decref(doc);
+    for (int i = 0; i < 3; i++)
+        gs_rundata_free(&rd[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compare_fields),
         cmocka_unit_test(test_page_escapes),
         cmocka_unit_test(test_steps_file),
+        cmocka_unit_test(test_job_doc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -139,8 +139,11 @@ static void hello_and_end_parse(void **state)
 
     assert_int_equal(parse("{\"v\":1,\"type\":\"hello\",\"run\":\"qwen-sft\",\"pid\":123,"
                            "\"rank\":0,\"world_size\":2,\"local_rank\":0,\"framework\":\"hf\","
-                           "\"devices\":[0,1],\"logging_steps\":10,\"output_dir\":\"/o\"}",
+                           "\"devices\":[0,1],\"logging_steps\":10,\"output_dir\":\"/o\","
+                           "\"job\":\"torchelastic-1234\",\"node\":\"node-7\"}",
                            &r, err), 0);
+    assert_string_equal(r.u.hello.job, "torchelastic-1234");
+    assert_string_equal(r.u.hello.node, "node-7");
     assert_string_equal(r.u.hello.run, "qwen-sft");
     assert_string_equal(r.u.hello.framework, "hf");
     assert_string_equal(r.u.hello.output_dir, "/o");
@@ -218,6 +221,8 @@ static void invalid_records_name_the_field(void **state)
     snprintf(name, sizeof name, "{\"v\":1,\"type\":\"hello\",\"run\":\"%0256d\"}", 0);
     refused(name, "hello.run: longer than 255");
     refused("{\"v\":1,\"type\":\"hello\",\"world_size\":65536}", "hello.world_size:");
+    refused("{\"v\":1,\"type\":\"hello\",\"job\":\"a\\nb\"}", "hello.job: control character at byte 1");
+    refused("{\"v\":1,\"type\":\"hello\",\"node\":7}", "hello.node: not a string");
     refused("{\"v\":1,\"type\":\"hello\",\"devices\":{}}", "hello.devices: not an array");
     refused("{\"v\":1,\"type\":\"hello\",\"devices\":[0,\"1\"]}",
             "hello.devices[1]: not an integer");
@@ -459,6 +464,8 @@ static void facts_round_trip_at_the_limits(void **state)
     memset(r.u.hello.run, '\x01', GS_RECORD_STR - 1);           /* \u0001: 6 bytes each */
     memset(r.u.hello.output_dir, '\x01', GS_RECORD_STR - 1);
     memset(r.u.hello.framework, '\x01', sizeof r.u.hello.framework - 1);
+    memset(r.u.hello.job, '"', GS_RECORD_JOB - 1); /* printable only: \" is the longest */
+    memset(r.u.hello.node, '\\', GS_RECORD_JOB - 1);
     r.u.hello.n_devices = GS_RECORD_MAX_DEVICES;
     for (int i = 0; i < GS_RECORD_MAX_DEVICES; i++)
         r.u.hello.devices[i] = 65535;

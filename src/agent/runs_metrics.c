@@ -1,0 +1,387 @@
+/*
+ * runs_metrics.c - per-rank step series of live runs for /metrics (contract in
+ * runs_metrics.h). Each slot keeps O(1) state per step: running sums of the step's wall time
+ * and phases, and a ring of the last GS_RUNM_WINDOW wall times and data/communication shares
+ * for the quantiles and ratios, which are computed at render time (a sort of at most
+ * GS_RUNM_WINDOW values per rank and cycle).
+ */
+#include "agent/runs_metrics.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/metrics.h"
+#include "gpuscope/gs_run.h"
+#include "run/record.h"
+
+struct slot {
+    int used;
+    int64_t run_id;
+    uint64_t conn_id;
+    int32_t rank, world_size;
+    int gpu; /* NVML index, -1 unknown */
+    char job[GS_RECORD_STR], node[GS_RECORD_JOB];
+    uint64_t count, last_step;
+    double sum_s, last_s, last_t;
+    double busy_sum_s; /* wall time less the communication waited for */
+    double phase_s[GS_PH_ALL]; /* totals; GS_PH_STEP unused (the wall time is sum_s) */
+    int phase_seen[GS_PH_ALL];
+    /* ring of the last steps: wall seconds, data seconds, communication seconds */
+    unsigned head, n;
+    double wall[GS_RUNM_WINDOW], data[GS_RUNM_WINDOW], comm[GS_RUNM_WINDOW];
+};
+
+struct gs_runm {
+    pthread_mutex_t mu;
+    char hostname[GS_RECORD_JOB];
+    uint64_t dropped; /* ranks that found no slot */
+    struct slot slots[GS_RUNM_MAX_RANKS];
+};
+
+struct gs_runm *gs_runm_new(const char *hostname)
+{
+    struct gs_runm *m = calloc(1, sizeof *m);
+
+    if (!m)
+        return NULL;
+    pthread_mutex_init(&m->mu, NULL);
+    snprintf(m->hostname, sizeof m->hostname, "%s", hostname ? hostname : "");
+    return m;
+}
+
+void gs_runm_free(struct gs_runm *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+/* The connection's slot, made when absent (NULL: none free, counted). Under mu. */
+static struct slot *slot_get(struct gs_runm *m, int64_t run_id, uint64_t conn_id,
+                             const char *run_name)
+{
+    struct slot *free_slot = NULL;
+
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        struct slot *s = &m->slots[i];
+        if (s->used && s->run_id == run_id && s->conn_id == conn_id)
+            return s;
+        if (!s->used && !free_slot)
+            free_slot = s;
+    }
+    if (!free_slot) {
+        m->dropped++;
+        return NULL;
+    }
+    memset(free_slot, 0, sizeof *free_slot);
+    free_slot->used = 1;
+    free_slot->run_id = run_id;
+    free_slot->conn_id = conn_id;
+    free_slot->rank = free_slot->world_size = -1;
+    free_slot->gpu = -1;
+    free_slot->last_t = NAN;
+    if (run_name && run_name[0])
+        snprintf(free_slot->job, sizeof free_slot->job, "%s", run_name);
+    else
+        snprintf(free_slot->job, sizeof free_slot->job, "run-%lld", (long long)run_id);
+    snprintf(free_slot->node, sizeof free_slot->node, "%s", m->hostname);
+    return free_slot;
+}
+
+void gs_runm_hello(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const char *run_name,
+                   const struct gs_record_hello *h)
+{
+    struct slot *s;
+
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    s = slot_get(m, run_id, conn_id, run_name);
+    if (s) {
+        if (h->job[0])
+            snprintf(s->job, sizeof s->job, "%s", h->job);
+        if (h->node[0])
+            snprintf(s->node, sizeof s->node, "%s", h->node);
+        if (h->rank >= 0)
+            s->rank = h->rank;
+        if (h->world_size >= 0)
+            s->world_size = h->world_size;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+static double ms_or_zero(const struct gs_step_rec *r, int p)
+{
+    double v = gs_step_ms(r, p);
+    return isfinite(v) && v > 0 ? v : 0.0;
+}
+
+void gs_runm_step(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const char *run_name,
+                  const struct gs_step_rec *r)
+{
+    struct slot *s;
+    double wall_ms, comm_ms;
+
+    if (!m)
+        return;
+    /* the step's wall time: data + total_step (docs/report.md), else its clock span */
+    wall_ms = ms_or_zero(r, GS_PH_DATA) + ms_or_zero(r, GS_PH_STEP);
+    if (!(wall_ms > 0) && r->t_end > r->t_begin)
+        wall_ms = (r->t_end - r->t_begin) * 1e3;
+    /* communication the step waited for when measured, else all of it */
+    comm_ms = isfinite(gs_step_ms(r, GS_PH_COMM_EXPOSED)) ? ms_or_zero(r, GS_PH_COMM_EXPOSED)
+                                                          : ms_or_zero(r, GS_PH_COMM);
+    pthread_mutex_lock(&m->mu);
+    s = slot_get(m, run_id, conn_id, run_name);
+    if (s) {
+        s->rank = r->rank;
+        s->count++;
+        s->last_step = r->step;
+        s->last_s = wall_ms / 1e3;
+        s->sum_s += s->last_s;
+        s->busy_sum_s += fmax(0.0, wall_ms - comm_ms) / 1e3;
+        s->last_t = r->t_end;
+        for (int p = 0; p < GS_PH_ALL; p++) {
+            double v = gs_step_ms(r, p);
+            if (p == GS_PH_STEP || !isfinite(v))
+                continue;
+            s->phase_s[p] += v > 0 ? v / 1e3 : 0.0;
+            s->phase_seen[p] = 1;
+        }
+        s->wall[s->head] = wall_ms / 1e3;
+        s->data[s->head] = ms_or_zero(r, GS_PH_DATA) / 1e3;
+        s->comm[s->head] = comm_ms / 1e3;
+        s->head = (s->head + 1) % GS_RUNM_WINDOW;
+        if (s->n < GS_RUNM_WINDOW)
+            s->n++;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+void gs_runm_gpu(struct gs_runm *m, int64_t run_id, uint64_t conn_id, int gpu_index)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        struct slot *s = &m->slots[i];
+        if (s->used && s->run_id == run_id && s->conn_id == conn_id)
+            s->gpu = gpu_index;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+void gs_runm_drop(struct gs_runm *m, int64_t run_id, uint64_t conn_id)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        struct slot *s = &m->slots[i];
+        if (s->used && s->run_id == run_id && (conn_id == 0 || s->conn_id == conn_id))
+            s->used = 0;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* ---- rendering ---- */
+
+static void __attribute__((format(printf, 2, 3))) out(struct gs_mbuf *b, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->failed = 1;
+        return;
+    }
+    gs_mbuf_put(b, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+static void header(struct gs_mbuf *b, const char *name, const char *help, const char *type)
+{
+    out(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* name{job="..",rank="..",node="..",gpu=".."[,extra] */
+static void labels(struct gs_mbuf *b, const char *name, const struct slot *s)
+{
+    out(b, "%s{train_job=\"", name);
+    gs_metrics_escape(b, s->job);
+    out(b, "\",rank=\"%d\",node=\"", (int)s->rank);
+    gs_metrics_escape(b, s->node);
+    if (s->gpu >= 0)
+        out(b, "\",gpu=\"%d\"", s->gpu);
+    else
+        out(b, "\",gpu=\"\"");
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q quantile of sorted v[0..n-1] (nearest rank). */
+static double quantile(const double *v, unsigned n, double q)
+{
+    unsigned k = (unsigned)ceil(q * n);
+    return v[k == 0 ? 0 : k - 1];
+}
+
+static const double quantiles[] = {0.5, 0.9, 0.95, 0.99};
+
+void gs_runm_render(struct gs_runm *m, struct gs_mbuf *b)
+{
+    unsigned n = 0;
+    double sorted[GS_RUNM_WINDOW];
+
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++)
+        n += m->slots[i].used;
+    header(b, "gpuscope_run_ranks", "Rank connections of live runs with gpuscope_run_* series.",
+           "gauge");
+    out(b, "gpuscope_run_ranks %u\n", n);
+    header(b, "gpuscope_run_ranks_dropped_total",
+           "Rank connections left without gpuscope_run_* series (more than 256 at once).",
+           "counter");
+    out(b, "gpuscope_run_ranks_dropped_total %llu\n", (unsigned long long)m->dropped);
+    if (n == 0)
+        goto done;
+    header(b, "gpuscope_run_rank_info",
+           "A rank of a live training run; world_size is its hello's. Always 1.", "gauge");
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        const struct slot *s = &m->slots[i];
+        if (!s->used)
+            continue;
+        labels(b, "gpuscope_run_rank_info", s);
+        out(b, ",run=\"%lld\",world_size=\"%d\"} 1\n", (long long)s->run_id, (int)s->world_size);
+    }
+    header(b, "gpuscope_run_step_seconds",
+           "Wall time of a training step (data wait included); quantiles over the rank's last "
+           "128 steps.",
+           "summary");
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        const struct slot *s = &m->slots[i];
+        if (!s->used)
+            continue;
+        if (s->n) {
+            memcpy(sorted, s->wall, s->n * sizeof sorted[0]);
+            qsort(sorted, s->n, sizeof sorted[0], cmp_double);
+            for (unsigned q = 0; q < sizeof quantiles / sizeof quantiles[0]; q++) {
+                labels(b, "gpuscope_run_step_seconds", s);
+                out(b, ",quantile=\"%g\"} %.9g\n", quantiles[q], quantile(sorted, s->n, quantiles[q]));
+            }
+        }
+        labels(b, "gpuscope_run_step_seconds_sum", s);
+        out(b, "} %.9g\n", s->sum_s);
+        labels(b, "gpuscope_run_step_seconds_count", s);
+        out(b, "} %llu\n", (unsigned long long)s->count);
+    }
+    header(b, "gpuscope_run_step_busy_seconds",
+           "A step's wall time less the communication the rank waited for (its compute and "
+           "data time: in synchronous training every rank's step lasts as long, the straggler "
+           "is the one that waits least); quantiles over its last 128 steps.",
+           "summary");
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        const struct slot *s = &m->slots[i];
+        if (!s->used)
+            continue;
+        if (s->n) {
+            for (unsigned k = 0; k < s->n; k++)
+                sorted[k] = fmax(0.0, s->wall[k] - s->comm[k]);
+            qsort(sorted, s->n, sizeof sorted[0], cmp_double);
+            for (unsigned q = 0; q < sizeof quantiles / sizeof quantiles[0]; q++) {
+                labels(b, "gpuscope_run_step_busy_seconds", s);
+                out(b, ",quantile=\"%g\"} %.9g\n", quantiles[q], quantile(sorted, s->n, quantiles[q]));
+            }
+        }
+        labels(b, "gpuscope_run_step_busy_seconds_sum", s);
+        out(b, "} %.9g\n", s->busy_sum_s);
+        labels(b, "gpuscope_run_step_busy_seconds_count", s);
+        out(b, "} %llu\n", (unsigned long long)s->count);
+    }
+    header(b, "gpuscope_run_phase_seconds_total",
+           "Seconds a rank's steps spent in each phase (docs/report.md, PHASES).", "counter");
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        const struct slot *s = &m->slots[i];
+        if (!s->used)
+            continue;
+        for (int p = 0; p < GS_PH_ALL; p++) {
+            if (p == GS_PH_STEP || !s->phase_seen[p])
+                continue;
+            labels(b, "gpuscope_run_phase_seconds_total", s);
+            out(b, ",phase=\"%s\"} %.9g\n", gs_phase_name(p), s->phase_s[p]);
+        }
+    }
+    header(b, "gpuscope_run_data_ratio",
+           "Share of the rank's wall time spent waiting for data, over its last 128 steps.",
+           "gauge");
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        const struct slot *s = &m->slots[i];
+        double w = 0, d = 0;
+        if (!s->used || !s->n)
+            continue;
+        for (unsigned k = 0; k < s->n; k++)
+            w += s->wall[k], d += s->data[k];
+        if (w > 0) {
+            labels(b, "gpuscope_run_data_ratio", s);
+            out(b, "} %.6g\n", d / w);
+        }
+    }
+    header(b, "gpuscope_run_communication_ratio",
+           "Share of the rank's wall time spent waiting on communication (exposed when "
+           "measured), over its last 128 steps.",
+           "gauge");
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        const struct slot *s = &m->slots[i];
+        double w = 0, c = 0;
+        if (!s->used || !s->n)
+            continue;
+        for (unsigned k = 0; k < s->n; k++)
+            w += s->wall[k], c += s->comm[k];
+        if (w > 0) {
+            labels(b, "gpuscope_run_communication_ratio", s);
+            out(b, "} %.6g\n", c / w);
+        }
+    }
+    header(b, "gpuscope_run_steps_completed",
+           "The rank's global step number after its last step (HF state.global_step).", "gauge");
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        const struct slot *s = &m->slots[i];
+        if (!s->used || !s->count)
+            continue;
+        labels(b, "gpuscope_run_steps_completed", s);
+        out(b, "} %llu\n", (unsigned long long)s->last_step);
+    }
+    header(b, "gpuscope_run_last_step_seconds", "Wall time of the rank's last step.", "gauge");
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        const struct slot *s = &m->slots[i];
+        if (!s->used || !s->count)
+            continue;
+        labels(b, "gpuscope_run_last_step_seconds", s);
+        out(b, "} %.9g\n", s->last_s);
+    }
+    header(b, "gpuscope_run_last_step_timestamp_seconds",
+           "Unix time the rank's last step ended.", "gauge");
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        const struct slot *s = &m->slots[i];
+        if (!s->used || !s->count || !isfinite(s->last_t))
+            continue;
+        labels(b, "gpuscope_run_last_step_timestamp_seconds", s);
+        out(b, "} %.6f\n", s->last_t);
+    }
+done:
+    pthread_mutex_unlock(&m->mu);
+}

@@ -1,0 +1,48 @@
+/*
+ * runs_metrics.h - the per-rank step series of live training runs on /metrics
+ * (gpuscope_run_*, docs/metrics.md, TRAINING RUNS): one slot per rank connection of a live
+ * run, fed from the step-record socket's thread (runs.c) and rendered by the sampling thread
+ * into each cycle's /metrics text (pub.c). A slot goes when its connection ends or its run
+ * finishes, so its series go stale in Prometheus instead of staying at their last value.
+ *
+ * Bounded: at most GS_RUNM_MAX_RANKS slots over all live runs (each one renders
+ * GS_RUNM_SERIES_PER_RANK series); a rank that finds no free slot has no series and is counted
+ * in gpuscope_run_ranks_dropped_total. Step-time quantiles are over the rank's last
+ * GS_RUNM_WINDOW steps; the summary's _sum and _count over all its steps.
+ *
+ * Thread-safe: one mutex, held for O(1) per record and for one render.
+ */
+#ifndef GS_AGENT_RUNS_METRICS_H
+#define GS_AGENT_RUNS_METRICS_H
+
+#include <stdint.h>
+
+struct gs_mbuf;
+struct gs_record_hello;
+struct gs_step_rec;
+
+#define GS_RUNM_MAX_RANKS 256
+#define GS_RUNM_WINDOW 128
+#define GS_RUNM_SERIES_PER_RANK 25 /* info, 2 summaries (4 quantiles, sum, count), 7 phases, 5 gauges */
+
+struct gs_runm;
+
+/* hostname: the node label of ranks whose hello names no node. NULL when out of memory. */
+struct gs_runm *gs_runm_new(const char *hostname);
+void gs_runm_free(struct gs_runm *m);
+
+/* A rank connection's hello (its job, node, rank and world size): makes its slot. run_name
+ * is the job label when the hello has no job. */
+void gs_runm_hello(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const char *run_name,
+                   const struct gs_record_hello *h);
+/* One step of that connection (a slot is made when no hello came). */
+void gs_runm_step(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const char *run_name,
+                  const struct gs_step_rec *s);
+/* The NVML index of the connection's GPU (the gpu label), from the sampling thread. */
+void gs_runm_gpu(struct gs_runm *m, int64_t run_id, uint64_t conn_id, int gpu_index);
+/* The connection ended (conn_id), or the whole run (conn_id 0): their series go. */
+void gs_runm_drop(struct gs_runm *m, int64_t run_id, uint64_t conn_id);
+/* Appends the gpuscope_run_* families. */
+void gs_runm_render(struct gs_runm *m, struct gs_mbuf *b);
+
+#endif

@@ -1,0 +1,183 @@
+/*
+ * Unit tests of the per-rank series of live runs (src/agent/runs_metrics.c): labels from the
+ * hello (job, node, rank) with the run's name and the agent's host name as fallbacks, the gpu
+ * label once attributed; the step-time and busy-time summaries' quantiles over the last 128 steps and its
+ * _sum/_count over all; phase counters and ratios; a dropped connection's and a finished
+ * run's series gone; the bound (256 ranks, the rest counted, never shown in part); label values
+ * escaped.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/metrics.h"
+#include "agent/runs_metrics.h"
+#include "run/record.h"
+
+static char *render(struct gs_runm *m)
+{
+    struct gs_mbuf b = {0};
+    char *s;
+
+    gs_runm_render(m, &b);
+    assert_false(b.failed);
+    s = strndup(b.data ? b.data : "", b.len);
+    gs_mbuf_free(&b);
+    return s;
+}
+
+/* The value of the line that starts with prefix (exactly up to the value), or NAN. */
+static double line_value(const char *text, const char *prefix)
+{
+    size_t n = strlen(prefix);
+
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, prefix, n) == 0 && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+    return NAN;
+}
+
+static unsigned count_series(const char *text)
+{
+    unsigned n = 0;
+
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, "gpuscope_run_", 13) == 0 && strncmp(p, "gpuscope_run_ranks", 18) != 0)
+            n++;
+    return n;
+}
+
+static struct gs_step_rec step(uint64_t n, int32_t rank, double wall_ms)
+{
+    struct gs_step_rec s;
+
+    memset(&s, 0, sizeof s);
+    s.version = GS_STEP_REC_VERSION;
+    s.step = n;
+    s.rank = rank;
+    s.t_begin = 1000.0 + (double)n;
+    s.t_end = s.t_begin + wall_ms / 1e3;
+    for (int p = 0; p < GS_PH_ALL; p++)
+        gs_step_ms_set(&s, p, NAN);
+    gs_step_ms_set(&s, GS_PH_DATA, wall_ms / 4);
+    gs_step_ms_set(&s, GS_PH_FORWARD, wall_ms / 4);
+    gs_step_ms_set(&s, GS_PH_COMM, wall_ms / 2);
+    gs_step_ms_set(&s, GS_PH_STEP, wall_ms * 3 / 4);
+    return s;
+}
+
+static void labels_summary_and_staleness(void **state)
+{
+    struct gs_runm *m = gs_runm_new("host-1");
+    struct gs_record_hello h;
+    char *text;
+    (void)state;
+
+    memset(&h, 0, sizeof h);
+    h.rank = 5;
+    h.world_size = 8;
+    snprintf(h.job, sizeof h.job, "slurm-42");
+    snprintf(h.node, sizeof h.node, "node-\"7\"");
+    gs_runm_hello(m, 3, 100, "llama", &h);
+    for (uint64_t n = 1; n <= 200; n++) {
+        struct gs_step_rec s = step(n, 5, (double)n);
+        gs_runm_step(m, 3, 100, "llama", &s);
+    }
+    /* a connection without a hello: the run's name and the agent's host name */
+    struct gs_step_rec s2 = step(1, 0, 10.0);
+    gs_runm_step(m, 4, 200, "", &s2);
+    gs_runm_gpu(m, 3, 100, 6);
+    text = render(m);
+    /* last 128 of 1..200 ms: 73..200; nearest rank p50 = the 64th = 136 ms */
+    assert_true(line_value(text, "gpuscope_run_step_seconds{train_job=\"slurm-42\",rank=\"5\","
+                                 "node=\"node-\\\"7\\\"\",gpu=\"6\",quantile=\"0.5\"}") == 0.136);
+    assert_true(line_value(text, "gpuscope_run_step_seconds{train_job=\"slurm-42\",rank=\"5\","
+                                 "node=\"node-\\\"7\\\"\",gpu=\"6\",quantile=\"0.99\"}") == 0.199);
+    /* busy = wall - communication (half of each step here): 68 ms */
+    assert_true(fabs(line_value(text, "gpuscope_run_step_busy_seconds{train_job=\"slurm-42\","
+                                      "rank=\"5\",node=\"node-\\\"7\\\"\",gpu=\"6\",quantile=\"0.5\"}") -
+                     0.068) < 1e-12);
+    assert_true(fabs(line_value(text, "gpuscope_run_step_seconds_sum{train_job=\"slurm-42\","
+                                      "rank=\"5\",node=\"node-\\\"7\\\"\",gpu=\"6\"}") -
+                     20.1) < 1e-9); /* 1 + ... + 200 ms */
+    assert_true(line_value(text, "gpuscope_run_step_seconds_count{train_job=\"slurm-42\","
+                                 "rank=\"5\",node=\"node-\\\"7\\\"\",gpu=\"6\"}") == 200);
+    assert_true(fabs(line_value(text, "gpuscope_run_data_ratio{train_job=\"slurm-42\",rank=\"5\","
+                                      "node=\"node-\\\"7\\\"\",gpu=\"6\"}") - 0.25) < 1e-9);
+    assert_true(fabs(line_value(text, "gpuscope_run_communication_ratio{train_job=\"slurm-42\","
+                                      "rank=\"5\",node=\"node-\\\"7\\\"\",gpu=\"6\"}") - 0.5) < 1e-9);
+    assert_true(line_value(text, "gpuscope_run_steps_completed{train_job=\"slurm-42\",rank=\"5\","
+                                 "node=\"node-\\\"7\\\"\",gpu=\"6\"}") == 200);
+    assert_non_null(strstr(text, "gpuscope_run_rank_info{train_job=\"slurm-42\",rank=\"5\","
+                                 "node=\"node-\\\"7\\\"\",gpu=\"6\",run=\"3\",world_size=\"8\"} 1\n"));
+    assert_non_null(strstr(text, "gpuscope_run_phase_seconds_total{train_job=\"slurm-42\","
+                                 "rank=\"5\",node=\"node-\\\"7\\\"\",gpu=\"6\",phase=\"forward\"}"));
+    assert_null(strstr(text, "phase=\"total_step\"")); /* the wall time is the summary's */
+    assert_null(strstr(text, "phase=\"backward\"")); /* never measured: no series */
+    assert_non_null(strstr(text, "gpuscope_run_rank_info{train_job=\"run-4\",rank=\"0\","
+                                 "node=\"host-1\",gpu=\"\",run=\"4\",world_size=\"-1\"} 1\n"));
+    assert_true(line_value(text, "gpuscope_run_ranks") == 2);
+    free(text);
+    /* the connection ends: its series go; then the other run ends */
+    gs_runm_drop(m, 3, 100);
+    text = render(m);
+    assert_null(strstr(text, "slurm-42"));
+    assert_non_null(strstr(text, "run-4"));
+    free(text);
+    gs_runm_drop(m, 4, 0);
+    text = render(m);
+    assert_int_equal(count_series(text), 0);
+    assert_true(line_value(text, "gpuscope_run_ranks") == 0);
+    assert_null(strstr(text, "# TYPE gpuscope_run_step_seconds")); /* no empty families */
+    free(text);
+    gs_runm_free(m);
+}
+
+static void series_are_bounded(void **state)
+{
+    struct gs_runm *m = gs_runm_new("h");
+    char *text;
+    (void)state;
+
+    for (unsigned c = 0; c < GS_RUNM_MAX_RANKS + 44; c++) {
+        struct gs_step_rec s = step(1, (int32_t)c, 100.0);
+        gs_step_ms_set(&s, GS_PH_BACKWARD, 1.0);
+        gs_step_ms_set(&s, GS_PH_OPTIMIZER, 1.0);
+        gs_step_ms_set(&s, GS_PH_COMM_EXPOSED, 1.0);
+        gs_step_ms_set(&s, GS_PH_OTHER, 1.0);
+        gs_runm_step(m, 1 + c / 64, 1000 + c, "big", &s);
+        gs_runm_step(m, 1 + c / 64, 1000 + c, "big", &s); /* a second step: no new slot */
+        gs_runm_gpu(m, 1 + c / 64, 1000 + c, 0);
+    }
+    text = render(m);
+    assert_true(line_value(text, "gpuscope_run_ranks") == GS_RUNM_MAX_RANKS);
+    assert_true(line_value(text, "gpuscope_run_ranks_dropped_total") == 44 * 2);
+    /* every kept rank whole: all its series, at the documented bound */
+    assert_int_equal(count_series(text), GS_RUNM_MAX_RANKS * GS_RUNM_SERIES_PER_RANK);
+    free(text);
+    /* a run ends: its slots serve new ranks */
+    gs_runm_drop(m, 1, 0);
+    struct gs_step_rec s = step(1, 9999, 10.0);
+    gs_runm_step(m, 99, 1, "new", &s);
+    text = render(m);
+    assert_non_null(strstr(text, "rank=\"9999\""));
+    assert_true(line_value(text, "gpuscope_run_ranks") == GS_RUNM_MAX_RANKS - 64 + 1);
+    free(text);
+    gs_runm_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(labels_summary_and_staleness),
+        cmocka_unit_test(series_are_bounded),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -8,6 +8,7 @@
 #include "agent/runs_metrics.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -225,6 +226,27 @@ static void labels(struct gs_mbuf *b, const char *name, const struct slot *s)
         out(b, "\",gpu=\"\"");
 }
 
+/* One gauge per rank: the share of its window's wall time that the slot's per-step array at
+ * offset `part` (data or comm seconds) makes up; ranks without wall time are left out. */
+static void window_ratio(struct gs_mbuf *b, const struct gs_runm *m, const char *name,
+                         const char *help, size_t part)
+{
+    header(b, name, help, "gauge");
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        const struct slot *s = &m->slots[i];
+        const double *v = (const double *)((const char *)s + part);
+        double w = 0, x = 0;
+        if (!s->used || !s->n)
+            continue;
+        for (unsigned k = 0; k < s->n; k++)
+            w += s->wall[k], x += v[k];
+        if (w > 0) {
+            labels(b, name, s);
+            out(b, "} %.6g\n", x / w);
+        }
+    }
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -325,37 +347,13 @@ void gs_runm_render(struct gs_runm *m, struct gs_mbuf *b)
             out(b, ",phase=\"%s\"} %.9g\n", gs_phase_name(p), s->phase_s[p]);
         }
     }
-    header(b, "gpuscope_run_data_ratio",
-           "Share of the rank's wall time spent waiting for data, over its last 128 steps.",
-           "gauge");
-    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
-        const struct slot *s = &m->slots[i];
-        double w = 0, d = 0;
-        if (!s->used || !s->n)
-            continue;
-        for (unsigned k = 0; k < s->n; k++)
-            w += s->wall[k], d += s->data[k];
-        if (w > 0) {
-            labels(b, "gpuscope_run_data_ratio", s);
-            out(b, "} %.6g\n", d / w);
-        }
-    }
-    header(b, "gpuscope_run_communication_ratio",
-           "Share of the rank's wall time spent waiting on communication (exposed when "
-           "measured), over its last 128 steps.",
-           "gauge");
-    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
-        const struct slot *s = &m->slots[i];
-        double w = 0, c = 0;
-        if (!s->used || !s->n)
-            continue;
-        for (unsigned k = 0; k < s->n; k++)
-            w += s->wall[k], c += s->comm[k];
-        if (w > 0) {
-            labels(b, "gpuscope_run_communication_ratio", s);
-            out(b, "} %.6g\n", c / w);
-        }
-    }
+    window_ratio(b, m, "gpuscope_run_data_ratio",
+                 "Share of the rank's wall time spent waiting for data, over its last 128 steps.",
+                 offsetof(struct slot, data));
+    window_ratio(b, m, "gpuscope_run_communication_ratio",
+                 "Share of the rank's wall time spent waiting on communication (exposed when "
+                 "measured), over its last 128 steps.",
+                 offsetof(struct slot, comm));
     header(b, "gpuscope_run_steps_completed",
            "The rank's global step number after its last step (HF state.global_step).", "gauge");
     for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {

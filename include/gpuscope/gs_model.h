@@ -349,6 +349,18 @@ static inline void gs_gpu_set(struct gs_gpu *g, enum gs_metric m, double v)
     g->st[m] = GS_ST_OK;
 }
 
+/* A bit-mask reading (throttle reasons) as an integer: 0 when absent or when the stored number
+ * is not a mask (negative, fractional garbage, NaN or >= 2^64, e.g. from a hostile snapshot
+ * document); converting such a double to uint64_t directly is undefined behaviour. */
+static inline uint64_t gs_gpu_mask(const struct gs_gpu *g, enum gs_metric m)
+{
+    double v = g->v[m];
+
+    if (g->st[m] != GS_ST_OK || !(v >= 0.0 && v < 18446744073709551616.0))
+        return 0;
+    return (uint64_t)v;
+}
+
 static inline int gs_gpu_has_text(const struct gs_gpu *g, enum gs_text t)
 {
     return g->tst[t] == GS_ST_OK;

@@ -353,7 +353,7 @@ static int gpu_value(const struct gs_alerts *a, const struct gs_snapshot *s, uns
     case GS_AD_THROTTLE:
         if (!gs_gpu_has(g, GS_M_THROTTLE_ACTIVE))
             return 0;
-        *v = ((uint64_t)g->v[GS_M_THROTTLE_ACTIVE] & THROTTLE_MASK) ? 1 : 0;
+        *v = (gs_gpu_mask(g, GS_M_THROTTLE_ACTIVE) & THROTTLE_MASK) ? 1 : 0;
         return 1;
     case GS_AD_SPINNING: {
         double lim = gs_gpu_power_limit(g);

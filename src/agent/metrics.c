@@ -338,9 +338,9 @@ static void render_throttle(struct gs_mbuf *b, const struct gs_snapshot *s)
         uint64_t active, supported = ~0ULL;
         if (!gs_gpu_has(g, GS_M_THROTTLE_ACTIVE))
             continue;
-        active = (uint64_t)g->v[GS_M_THROTTLE_ACTIVE];
+        active = gs_gpu_mask(g, GS_M_THROTTLE_ACTIVE);
         if (gs_gpu_has(g, GS_M_THROTTLE_SUPPORTED))
-            supported = (uint64_t)g->v[GS_M_THROTTLE_SUPPORTED];
+            supported = gs_gpu_mask(g, GS_M_THROTTLE_SUPPORTED);
         for (size_t r = 0; r < sizeof throttle_reasons / sizeof throttle_reasons[0]; r++) {
             if (!(supported & throttle_reasons[r].bit))
                 continue;

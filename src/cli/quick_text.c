@@ -226,7 +226,7 @@ static uint64_t throttle_mask(const struct gs_gpu *g)
 {
     if (g->lost || !gs_gpu_has(g, GS_M_THROTTLE_ACTIVE))
         return 0;
-    return (uint64_t)g->v[GS_M_THROTTLE_ACTIVE] & ~GS_THR_GPU_IDLE;
+    return gs_gpu_mask(g, GS_M_THROTTLE_ACTIVE) & ~GS_THR_GPU_IDLE;
 }
 
 static void cell_throttle(struct gs_tbuf *b, uint64_t mask)

@@ -110,7 +110,7 @@ static int badges(int y, int x, const struct gs_gpu *g)
     if (spinning(g))
         x = put(y, x, A_BOLD | A_REVERSE | col(C_MAGENTA), "SPINNING") + 1;
     if (gs_gpu_has(g, GS_M_THROTTLE_ACTIVE)) {
-        uint64_t m = (uint64_t)g->v[GS_M_THROTTLE_ACTIVE] & named;
+        uint64_t m = gs_gpu_mask(g, GS_M_THROTTLE_ACTIVE) & named;
         for (uint64_t bit = 1; bit && bit <= m; bit <<= 1)
             if (m & bit) {
                 const char *n = gs_throttle_name(bit);

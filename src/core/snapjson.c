@@ -141,7 +141,7 @@ static json_t *throttle_names(struct jb *jb, const struct gs_gpu *g)
 
     if (!gs_gpu_has(g, GS_M_THROTTLE_ACTIVE))
         return json_null();
-    mask = (uint64_t)g->v[GS_M_THROTTLE_ACTIVE];
+    mask = gs_gpu_mask(g, GS_M_THROTTLE_ACTIVE);
     arr = json_array();
     for (unsigned bit = 0; arr && bit < 64; bit++) {
         const char *name;

@@ -347,7 +347,7 @@ static void fold_throttle(struct gs_agg_gpu *x, const struct gs_gpu *g, double t
     }
     x->mask_seen = 1;
     x->mask_prev_ok = 1;
-    x->mask_prev = (uint64_t)g->v[GS_M_THROTTLE_ACTIVE];
+    x->mask_prev = gs_gpu_mask(g, GS_M_THROTTLE_ACTIVE);
     x->mask_prev_t = t;
 }
 

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <grp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -309,6 +310,54 @@ static void test_many_connections(void **state)
         close(fds[i]);
 }
 
+/* The other-uid clients run in a fresh exec of this binary (main's "--as-nobody" mode), which
+ * becomes uid 65534 itself: a forked child of this multi-threaded process (the receiver's
+ * thread runs) only execs, since anything more there may meet a lock another thread held at
+ * the fork (a rare hang under AddressSanitizer). */
+static pid_t spawn_as_nobody(const char *mode, const char *path)
+{
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        execl("/proc/self/exe", "test_run_receiver", "--as-nobody", mode, path, (char *)NULL);
+        _exit(13);
+    }
+    return pid;
+}
+
+/* The child's side: "refused" sends an end record and expects the receiver to close the
+ * connection; "hello" sends one hello record. Exit status 0 when it went as expected. */
+static int as_nobody(const char *mode, const char *path)
+{
+    static const char hello[] = "{\"v\":1,\"type\":\"hello\",\"pid\":1,\"run\":\"x\"}";
+    static const char end[] = "{\"v\":1,\"type\":\"end\"}";
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd;
+    int refused = strcmp(mode, "refused") == 0;
+    const char *msg = refused ? end : hello;
+    size_t len = strlen(msg);
+    char c;
+
+    alarm(20); /* never a hang: the parent sees a signal instead */
+    if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+        return 10;
+    fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    if (fd < 0 || strlen(path) >= sizeof sa.sun_path)
+        return 14;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+        return 11;
+    if (send(fd, msg, len, MSG_NOSIGNAL) != (ssize_t)len)
+        return refused ? 0 : 12; /* refused: a reset before the send is as good */
+    if (!refused) {
+        close(fd);
+        return 0;
+    }
+    /* the receiver closes us: end of stream, or a reset */
+    return recv(fd, &c, 1, 0) <= 0 ? 0 : 12;
+}
+
 static void test_other_uid_refused(void **state)
 {
     struct fx *f = *state;
@@ -323,23 +372,7 @@ static void test_other_uid_refused(void **state)
     /* Let nobody reach the socket at all, so the uid check itself is what refuses. */
     assert_int_equal(chmod(f->dir, 0755), 0);
     assert_int_equal(chmod(f->path, 0777), 0);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        int fd;
-        char c;
-
-        if (setgid(65534) != 0 || setuid(65534) != 0)
-            _exit(10);
-        fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
-        set_sun(&sa, f->path);
-        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
-            _exit(11);
-        send(fd, "{\"v\":1,\"type\":\"end\"}", 20, MSG_NOSIGNAL);
-        /* the receiver closes us: end of stream, or a reset */
-        _exit(recv(fd, &c, 1, 0) <= 0 ? 0 : 12);
-    }
+    pid = spawn_as_nobody("refused", f->path);
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
@@ -361,7 +394,6 @@ static void test_any_uid_accepted(void **state)
     struct gs_receiver_cb cb = {.on_record = on_record, .on_reject = on_reject, .ctx = &f->seen};
     struct gs_receiver_stats st;
     char err[256], path[160];
-    static const char hello[] = "{\"v\":1,\"type\":\"hello\",\"pid\":1,\"run\":\"x\"}";
     pid_t pid;
     int status;
 
@@ -373,23 +405,7 @@ static void test_any_uid_accepted(void **state)
     assert_int_equal(
         start_rx(&r2, path, 0666, GS_RECEIVER_ANY_UID, &cb, err), 0);
     assert_int_equal(chmod(f->dir, 0755), 0);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        int fd;
-
-        if (setgid(65534) != 0 || setuid(65534) != 0)
-            _exit(10);
-        fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
-        set_sun(&sa, path);
-        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
-            _exit(11);
-        if (send(fd, hello, sizeof hello - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof hello - 1))
-            _exit(12);
-        close(fd);
-        _exit(0);
-    }
+    pid = spawn_as_nobody("hello", path);
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
@@ -447,7 +463,7 @@ static void test_start_rules(void **state)
     gs_receiver_stop(NULL);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_good_records_carry_peer, setup, teardown),
@@ -459,5 +475,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_start_rules, setup, teardown),
     };
     signal(SIGPIPE, SIG_IGN);
+    if (argc == 4 && strcmp(argv[1], "--as-nobody") == 0)
+        return as_nobody(argv[2], argv[3]);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,13 +21,14 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define NODE_SLOT GS_ALERTS_GPUS_MAX /* the state slot of a node rule */
+#define GS_STALLED_MAX 256         /* NVML indexes of stalled training ranks kept */
 #define THROTTLE_MASK                                                                      \
     (GS_THR_SW_POWER_CAP | GS_THR_HW_SLOWDOWN | GS_THR_SW_THERMAL | GS_THR_HW_THERMAL |    \
      GS_THR_HW_POWER_BRAKE)
 
 static const char *const derived_names[] = {
     "temperature_slowdown_margin", "memory_used_ratio", "utilization_gpu_idle_with_memory",
-    "throttle", "gpu_lost", "xid_new", "utilization_spread", "spinning", "pcie_downshift",
+    "throttle", "gpu_lost", "xid_new", "utilization_spread", "spinning", "pcie_downshift", "training_hang",
 };
 static const char *const op_names[] = {">", ">=", "<", "<=", "==", "!="};
 static const char *const sev_names[] = {"info", "warning", "critical"};
@@ -45,6 +46,7 @@ static const struct gs_alert_rule default_rules[] = {
     {"imbalance", GS_AD_UTIL_SPREAD, GS_ALERT_GT, 0.5, 300, GS_ALERT_WARNING, 1, 0.10},
     {"spinning", GS_AD_SPINNING, GS_ALERT_GT, 0.5, 120, GS_ALERT_WARNING, 1, 0.25},
     {"pcie_downshift", GS_AD_PCIE_DOWNSHIFT, GS_ALERT_GT, 0.5, 60, GS_ALERT_WARNING, 1, 0.25},
+    {"training_hang", GS_AD_TRAINING_HANG, GS_ALERT_GT, 0.5, 30, GS_ALERT_CRITICAL, 1, 0.25},
 };
 #define N_DEFAULT (sizeof default_rules / sizeof default_rules[0])
 
@@ -212,6 +214,8 @@ struct gs_alerts {
     unsigned res_head, res_n; /* a ring: the oldest at res_head */
     gs_alert_notify_fn notify;
     void *notify_ctx;
+    int stalled_known; /* gs_alerts_set_stalled was called */
+    unsigned char stalled[GS_STALLED_MAX];
 };
 
 int gs_alerts_new(struct gs_alerts **out, const struct gs_alert_rules *rs, struct gs_err *err)
@@ -228,6 +232,13 @@ int gs_alerts_new(struct gs_alerts **out, const struct gs_alert_rules *rs, struc
 void gs_alerts_free(struct gs_alerts *a)
 {
     free(a);
+}
+
+void gs_alerts_set_stalled(struct gs_alerts *a, const unsigned char *stalled, unsigned n)
+{
+    memset(a->stalled, 0, sizeof a->stalled);
+    memcpy(a->stalled, stalled, n < GS_STALLED_MAX ? n : GS_STALLED_MAX);
+    a->stalled_known = 1;
 }
 
 void gs_alerts_set_notify(struct gs_alerts *a, gs_alert_notify_fn fn, void *ctx)
@@ -360,6 +371,17 @@ static int gpu_value(const struct gs_alerts *a, const struct gs_snapshot *s, uns
         if (!gs_gpu_has(g, GS_M_UTIL_GPU) || !gs_gpu_has(g, GS_M_POWER_DRAW) || lim <= 0)
             return 0;
         *v = gs_spinning(g->v[GS_M_UTIL_GPU], g->v[GS_M_POWER_DRAW], lim);
+        return 1;
+    }
+    case GS_AD_TRAINING_HANG: {
+        double lim = gs_gpu_power_limit(g);
+        int idle, spin;
+        if (!a->stalled_known || !gs_gpu_has(g, GS_M_UTIL_GPU))
+            return 0;
+        idle = g->v[GS_M_UTIL_GPU] <= 0.05;
+        spin = gs_gpu_has(g, GS_M_POWER_DRAW) && lim > 0 &&
+               gs_spinning(g->v[GS_M_UTIL_GPU], g->v[GS_M_POWER_DRAW], lim);
+        *v = g->index < GS_STALLED_MAX && a->stalled[g->index] && (idle || spin) ? 1 : 0;
         return 1;
     }
     case GS_AD_PCIE_DOWNSHIFT:

@@ -50,6 +50,10 @@ enum gs_alert_derived {
                             * enforced limit (busy-waiting kernels), else 0 */
     GS_AD_PCIE_DOWNSHIFT,  /* 1 while the link runs below its max gen or width under load
                             * (utilization_gpu >= 0.5), else 0: at idle it is power saving */
+    GS_AD_TRAINING_HANG,   /* 1 while a training rank on the GPU sent no step for hang_after x
+                            * its p95 step time (at least hang_min) and the GPU is idle
+                            * (utilization_gpu <= 0.05) or spinning, else 0; absent without a
+                            * step socket (runs.h, gs_alerts_set_stalled) */
     GS_AD__END,
 };
 
@@ -73,6 +77,8 @@ struct gs_alert_rules {
     char webhook[GS_ALERT_URL_LEN];  /* key alert_webhook; "": none */
     unsigned n;
     struct gs_alert_rule r[GS_ALERT_RULES_MAX];
+    double hang_after; /* key training_hang_after: multiple of a rank's p95 step time */
+    double hang_min_s; /* key training_hang_min: and at least this long without a step */
 };
 
 /* The default rules (enabled, webhook untouched). */
@@ -117,6 +123,10 @@ struct gs_alert_event {
 };
 typedef void (*gs_alert_notify_fn)(void *ctx, const struct gs_alert_event *ev);
 void gs_alerts_set_notify(struct gs_alerts *a, gs_alert_notify_fn fn, void *ctx);
+
+/* The stalled training ranks' GPUs for the next gs_alerts_eval (stalled[NVML index], n
+ * entries; gs_runs_stalled); until the first call training_hang is absent. */
+void gs_alerts_set_stalled(struct gs_alerts *a, const unsigned char *stalled, unsigned n);
 
 /* Evaluates every enabled rule on snap taken at now (unix seconds). snap NULL (driver down):
  * nothing changes. */

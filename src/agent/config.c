@@ -106,6 +106,11 @@ static const struct key keys[] = {
     {"alert_webhook", KEY_STR, offsetof(struct gs_agent_config, alerts.webhook), 0,
      sizeof(((struct gs_agent_config *)0)->alerts.webhook), NULL, "",
      "URL that receives Alertmanager-style JSON on each firing/resolved alert; empty: none", 0},
+    {"training_hang_after", KEY_DOUBLE, offsetof(struct gs_agent_config, alerts.hang_after), 1,
+     1000, NULL, "10",
+     "training_hang alert: a rank sent no step for this many times its p95 step time ...", 0},
+    {"training_hang_min", KEY_DURATION, offsetof(struct gs_agent_config, alerts.hang_min_s), 1,
+     DAY_S, NULL, "60s", "... and for at least this long (s, m, h suffixes)", 0},
     {"socket", KEY_STR, offsetof(struct gs_agent_config, socket), 0,
      sizeof(((struct gs_agent_config *)0)->socket), NULL, NULL,
      "step-record socket for training runs (docs/agent.md), absolute path or off; default "
@@ -781,6 +786,8 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
     write_str(out, "pushgateway_job", c->push.pushgateway_job);
     fprintf(out, "alerts = %s\n", history_names[c->alerts.enabled ? 1 : 0]);
     write_str(out, "alert_webhook", c->alerts.webhook);
+    fprintf(out, "training_hang_after = %.17g\ntraining_hang_min = %.17gs\n", c->alerts.hang_after,
+            c->alerts.hang_min_s);
     write_str(out, "socket", c->socket);
     fprintf(out, "process_visibility = %s\ngpu_visibility = %s\n",
             procvis_names[c->process_visibility < 3 ? c->process_visibility : 0],

@@ -1318,3 +1318,10 @@ void gs_runs_close(struct gs_runs *r)
     pthread_mutex_destroy(&r->db_lock);
     free(r);
 }
+
+unsigned gs_runs_stalled(struct gs_runs *r, double now, double factor, double min_s,
+                         unsigned char *stalled, unsigned n)
+{
+    memset(stalled, 0, n);
+    return r ? gs_runm_stalled(r->m, now, factor, min_s, stalled, n) : 0;
+}

@@ -90,6 +90,12 @@ unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, con
 
 struct gs_runs_stats gs_runs_stats(struct gs_runs *r);
 
+/* The GPUs (stalled[NVML index], n entries, zeroed first) of live ranks that sent no step for
+ * max(min_s, factor x their p95 step time) up to now (gs_runm_stalled): what the agent's
+ * training_hang alert combines with the GPU's own state. Returns the stalled ranks. */
+unsigned gs_runs_stalled(struct gs_runs *r, double now, double factor, double min_s,
+                         unsigned char *stalled, unsigned n);
+
 /* Stops the receiver: every live run ends as if its connection closed (report computed and
  * stored). NULL is allowed. */
 void gs_runs_close(struct gs_runs *r);

@@ -176,8 +176,15 @@ void gs_agent_cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
         /* A SIGHUP may have changed the rules: what they drop resolves now. */
         gs_alerts_configure(a->alerts, &cfg->alerts, p->up ? p->snap : NULL,
                             p->up ? p->snap->t_real : gs_clock_real_s());
-        if (cfg->alerts.enabled && p->up)
+        if (cfg->alerts.enabled && p->up) {
+            if (a->runs) { /* training_hang: the ranks that stopped stepping, by GPU */
+                unsigned char stalled[256];
+                gs_runs_stalled(a->runs, p->snap->t_real, cfg->alerts.hang_after,
+                                cfg->alerts.hang_min_s, stalled, sizeof stalled);
+                gs_alerts_set_stalled(a->alerts, stalled, sizeof stalled);
+            }
             gs_alerts_eval(a->alerts, p->snap, p->snap->t_real);
+        }
     }
     gs_pub_render(a, p, cfg);
     gs_pub_publish(a, p);

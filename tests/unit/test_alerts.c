@@ -47,6 +47,8 @@ static void fx_open(struct fx *f, unsigned n_gpus)
     memset(f, 0, sizeof *f);
     assert_int_equal(gs_snapshot_new(&f->s, n_gpus, 4, &e), GS_OK);
     f->s->n_gpus = n_gpus;
+    for (unsigned i = 0; i < n_gpus; i++)
+        f->s->gpus[i].index = i;
     gs_alert_rules_defaults(&f->rs);
     f->rs.enabled = 1;
     assert_int_equal(gs_alerts_new(&f->a, &f->rs, &e), GS_OK);
@@ -329,6 +331,10 @@ static void drive(struct fx *f, const char *rule, double x)
         gs_gpu_set(g, GS_M_POWER_ENFORCED_LIMIT, 700);
         gs_gpu_set(g, GS_M_POWER_DRAW, coin(x) ? 90 : 450);
         gs_gpu_set(g, GS_M_UTIL_GPU, 1.0);
+    } else if (strcmp(rule, "training_hang") == 0) {
+        unsigned char stalled[2] = {(unsigned char)coin(x), 0};
+        gs_gpu_set(g, GS_M_UTIL_GPU, 0.0);
+        gs_alerts_set_stalled(f->a, stalled, 2);
     } else if (strcmp(rule, "pcie_downshift") == 0) {
         gs_gpu_set(g, GS_M_UTIL_GPU, 0.9);
         gs_gpu_set(g, GS_M_PCIE_GEN_MAX, 4);
@@ -347,7 +353,8 @@ static void test_defaults_hold_up_under_noise(void **state)
     for (unsigned ri = 0; ri < rs.n; ri++) {
         const struct gs_alert_rule *r = &rs.r[ri];
         int boolean = strcmp(r->name, "throttling") == 0 || strcmp(r->name, "spinning") == 0 ||
-                      strcmp(r->name, "pcie_downshift") == 0;
+                      strcmp(r->name, "pcie_downshift") == 0 ||
+                      strcmp(r->name, "training_hang") == 0;
         double w = (r->for_s > 10 ? r->for_s : 10) + 10, sgn, d, fire, clear, amp;
         unsigned crossings = 0;
         int last_above = -1;
@@ -403,6 +410,48 @@ static void test_lost_and_xid_once(void **state)
     }
     assert_int_equal(f.events_firing, 2);
     assert_int_equal(f.events_resolved, 2);
+    fx_close(&f);
+}
+
+/* training_hang: a stalled rank's GPU fires only while idle or spinning (a long evaluation
+ * keeps it busy at full power: no hang), never before the runs module said anything, and
+ * resolves when its rank steps again. */
+static void test_training_hang(void **state)
+{
+    struct fx f;
+    unsigned char none[2] = {0, 0}, gpu1[2] = {0, 1};
+
+    (void)state;
+    fx_open(&f, 2);
+    f.only = "training_hang";
+    for (unsigned i = 0; i < 2; i++) {
+        gs_gpu_set(&f.s->gpus[i], GS_M_UTIL_GPU, 0.0);
+        gs_gpu_set(&f.s->gpus[i], GS_M_POWER_ENFORCED_LIMIT, 700);
+        gs_gpu_set(&f.s->gpus[i], GS_M_POWER_DRAW, 80);
+    }
+    for (double t = 0; t < 100; t++) /* no step socket: absent */
+        gs_alerts_eval(f.a, f.s, t);
+    assert_int_equal(f.events_firing, 0);
+    gs_gpu_set(&f.s->gpus[1], GS_M_UTIL_GPU, 0.97);
+    gs_gpu_set(&f.s->gpus[1], GS_M_POWER_DRAW, 600); /* busy for real */
+    for (double t = 100; t < 200; t++) {
+        gs_alerts_set_stalled(f.a, gpu1, 2);
+        gs_alerts_eval(f.a, f.s, t);
+    }
+    assert_int_equal(f.events_firing, 0);
+    gs_gpu_set(&f.s->gpus[1], GS_M_POWER_DRAW, 90); /* spinning: a stuck collective */
+    for (double t = 200; t < 300; t++) {
+        gs_alerts_set_stalled(f.a, gpu1, 2);
+        gs_alerts_eval(f.a, f.s, t);
+    }
+    assert_int_equal(f.events_firing, 1);
+    assert_string_equal(state_of(&f, "training_hang", 1, 300), "firing");
+    assert_string_equal(state_of(&f, "training_hang", 0, 300), "inactive");
+    for (double t = 300; t < 400; t++) {
+        gs_alerts_set_stalled(f.a, none, 2);
+        gs_alerts_eval(f.a, f.s, t);
+    }
+    assert_int_equal(f.events_resolved, 1);
     fx_close(&f);
 }
 
@@ -561,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_lost),
         cmocka_unit_test(test_defaults_hold_up_under_noise),
         cmocka_unit_test(test_lost_and_xid_once),
+        cmocka_unit_test(test_training_hang),
         cmocka_unit_test(test_custom_rule_and_reconfigure),
         cmocka_unit_test(test_reconfigure_resolves),
         cmocka_unit_test(test_config_sections),

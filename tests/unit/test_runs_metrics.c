@@ -19,6 +19,7 @@
 
 #include "agent/metrics.h"
 #include "agent/runs_metrics.h"
+#include "core/clock.h"
 #include "run/record.h"
 
 static char *render(struct gs_runm *m)
@@ -173,11 +174,65 @@ static void series_are_bounded(void **state)
     gs_runm_free(m);
 }
 
+/* A rank is stalled once no step came for max(min_s, factor x p95 step-to-step interval): not
+ * before 5 steps, not while steps come, its GPU marked, an unknown GPU counted but marking
+ * nothing. */
+static void stalled_ranks(void **state)
+{
+    struct gs_runm *m = gs_runm_new("node1");
+    unsigned char st[8];
+    double now;
+
+    (void)state;
+    assert_non_null(m);
+    for (uint64_t i = 1; i <= 4; i++) {
+        struct gs_step_rec s = step(i, 0, 200.0);
+        s.t_begin = 1000.0 + 0.25 * (double)i;
+        s.t_end = s.t_begin + 0.2;
+        gs_runm_step(m, 1, 10, "r", &s);
+    }
+    gs_runm_gpu(m, 1, 10, 3);
+    now = gs_clock_real_s();
+    memset(st, 0, sizeof st);
+    assert_int_equal(gs_runm_stalled(m, now + 1000, 10, 60, st, 8), 0); /* 4 steps: too few */
+    for (uint64_t i = 5; i <= 40; i++) {
+        struct gs_step_rec s = step(i, 0, i == 40 ? 9000.0 : 200.0); /* one outlier */
+        s.t_begin = 1000.0 + 0.25 * (double)i; /* a step every 0.25 s */
+        s.t_end = s.t_begin + (i == 40 ? 9.0 : 0.2);
+        gs_runm_step(m, 1, 10, "r", &s);
+    }
+    {
+        struct gs_step_rec s = step(1, 1, 200.0); /* rank 1, GPU unknown */
+        for (int k = 0; k < 5; k++)
+            gs_runm_step(m, 1, 11, "r", &s);
+    }
+    now = gs_clock_real_s();
+    assert_int_equal(gs_runm_stalled(m, now + 30, 10, 60, st, 8), 0); /* under min_s */
+    assert_int_equal(st[3], 0);
+    /* rank 0: the p95 step-to-step interval is 0.25 s (the outlier is above it), factor 10
+     * gives 2.5 s; rank 1's records share one end time: its wall times' 0.2 s, 2 s */
+    assert_int_equal(gs_runm_stalled(m, now + 1.5, 10, 1, st, 8), 0);
+    assert_int_equal(gs_runm_stalled(m, now + 2.2, 10, 1, st, 8), 1);
+    assert_int_equal(st[3], 0);
+    assert_int_equal(gs_runm_stalled(m, now + 3.0, 10, 1, st, 8), 2);
+    assert_int_equal(st[3], 1);
+    for (int i = 0; i < 8; i++)
+        if (i != 3)
+            assert_int_equal(st[i], 0);
+    /* a dropped connection is no stalled rank */
+    gs_runm_drop(m, 1, 0);
+    memset(st, 0, sizeof st);
+    assert_int_equal(gs_runm_stalled(m, now + 1000, 10, 1, st, 8), 0);
+    assert_int_equal(st[3], 0);
+    gs_runm_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(labels_summary_and_staleness),
         cmocka_unit_test(series_are_bounded),
+        cmocka_unit_test(stalled_ranks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

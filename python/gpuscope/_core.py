@@ -232,6 +232,9 @@ class Profiler:
         self._capture = _profile.from_env(self.rank, self.cuda)
         if self._capture:
             self._capture.boundary(0)
+        if os.environ.get("GPUSCOPE_RUN_DIR"):  # the hang watchdog's flight recorder dumps
+            from . import _flight
+            _flight.start(os.environ["GPUSCOPE_RUN_DIR"], self.rank)
         return self
 
     def log(self, values, step=None):

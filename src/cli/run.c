@@ -1075,6 +1075,10 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
         /* the package samples itself when nothing may read it from outside (stacks.py) */
         snprintf(hz, sizeof hz, "%g", o->stacks_hz);
         setenv("GPUSCOPE_STACKS_HZ", hz, 1);
+        /* The NCCL flight recorder the watchdog dumps (python/gpuscope/_flight.py): on with
+         * PyTorch's recommended size unless the user chose one (0 keeps it off). */
+        if (o->hang_factor > 0)
+            setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000", 0);
     }
     pid = run_spawn(o->cmd, &fwd);
     if (pid < 0) {

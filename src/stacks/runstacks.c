@@ -395,6 +395,35 @@ static int gpus_stuck(const struct gs_runstacks *rs, double now, char *what, siz
     return 1;
 }
 
+/* Asks every rank's package for its NCCL flight recorder (python/gpuscope/_flight.py): the
+ * hang's number in DIR/hang.request, written whole (rename), which each rank's watcher thread
+ * answers within a second in DIR/hang-N-nccl/. */
+static void hang_request(struct gs_runstacks *rs)
+{
+    char path[4096], tmp[4200];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/hang.request", rs->dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    f = fopen(tmp, "w");
+    if (f) {
+        int bad = fprintf(f, "%u\n", rs->hangs) < 0;
+        bad |= fclose(f) != 0;
+        if (bad || rename(tmp, path) != 0) {
+            unlink(tmp);
+            f = NULL;
+        }
+    }
+    if (!f) {
+        fprintf(stderr, "gpuscope run: %s: %s (no NCCL flight recorder dump)\n", path,
+                strerror(errno));
+        return;
+    }
+    fprintf(stderr, "gpuscope run:   NCCL flight recorder of each rank: %s/hang-%u-nccl/ "
+                    "(torchfrtrace --prefix nccl_trace_rank_ %s/hang-%u-nccl)\n",
+            rs->dir, rs->hangs, rs->dir, rs->hangs);
+}
+
 static void hang_dump(struct gs_runstacks *rs, double stalled_s, double p95, const char *gpu_what)
 {
     char path[4096];
@@ -430,6 +459,7 @@ static void hang_dump(struct gs_runstacks *rs, double stalled_s, double p95, con
     }
     if (f)
         fclose(f);
+    hang_request(rs);
 }
 
 static void watchdog(struct gs_runstacks *rs, double mono)

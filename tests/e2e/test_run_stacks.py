@@ -146,6 +146,31 @@ t.ok(p.returncode == 0 and "stuck_collective" in text and "futex" in text,
 t.ok("waits in Event.wait" in p.stderr or "waits in Condition.wait" in p.stderr,
      "hang: stderr says where rank 0 waits", p.stderr[-1500:])
 t.eq((rep.get("stacks") or {}).get("hangs"), 1, "hang: counted once in the report")
+# The package answers the watchdog with its NCCL flight recorder (python/gpuscope/_flight.py);
+# Debian's torch 1.13 has none, so the rank says why in a .unavailable file.
+fr = os.path.join(out, "hang-1-nccl")
+names = sorted(os.listdir(fr)) if os.path.isdir(fr) else []
+why = open(os.path.join(fr, names[0])).read() if names else ""
+t.ok(len(names) == 1 and names[0].startswith("nccl_trace_rank_0") and
+     (names[0] == "nccl_trace_rank_0" or "flight recorder" in why),
+     "hang: rank 0 answered the flight recorder request in hang-1-nccl/", (names, why))
+t.ok("NCCL flight recorder of each rank: " + fr in p.stderr,
+     "hang: stderr says where the flight recorder dumps go", p.stderr[-800:])
+
+
+def child_env(extra):
+    env = dict(os.environ, GPUSCOPE_NVML_LIBRARY=SIM, NVML_SIM_SCENARIO=scenario(0))
+    env.pop("TORCH_NCCL_TRACE_BUFFER_SIZE", None)
+    env.update(extra)
+    q = subprocess.run([BIN, "run", "--out", os.path.join(TMP, "env%d" % len(extra)), "--",
+                        "/bin/sh", "-c", "echo NCCL=${TORCH_NCCL_TRACE_BUFFER_SIZE-unset}"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    return q.stdout.strip()
+
+
+t.eq(child_env({}), "NCCL=2000", "the watchdog turns the flight recorder on (2000 entries)")
+t.eq(child_env({"TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}), "NCCL=0",
+     "a user's TORCH_NCCL_TRACE_BUFFER_SIZE is kept")
 
 subprocess.run(["rm", "-rf", TMP])
 sys.exit(t.done())

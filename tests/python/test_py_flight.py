@@ -1,0 +1,101 @@
+"""python/gpuscope/_flight.py, the package's side of the hang watchdog's NCCL flight recorder
+request, with real PyTorch (Debian's 1.13, CPU: it has no flight recorder): the reason file a
+torch without it gets; with torch's dump function standing in (what torch >= 2.3 has), the
+pickled bytes written whole as nccl_trace_rank_<rank> under the global rank of a real gloo
+process group; a dump that raises says why; the watcher thread answers a new request within
+its poll, ignores one older than itself and starts once per process."""
+import os
+import pickle
+import socket
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pyhelp import Tap  # noqa: E402
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from gpuscope import _flight  # noqa: E402
+
+t = Tap()
+tmp = tempfile.mkdtemp(prefix="gs-flight.")
+c10d = torch._C._distributed_c10d
+had = hasattr(c10d, "_dump_nccl_trace")
+
+
+def listing(n):
+    d = os.path.join(tmp, "hang-%d-nccl" % n)
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def wait_for(n, timeout=4.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and not listing(n):
+        time.sleep(0.05)
+    return listing(n)
+
+
+# ---- no flight recorder in this torch ----
+if not had:
+    path = _flight.dump(tmp, 1, 0)
+    text = open(path).read()
+    t.ok(path.endswith("hang-1-nccl/nccl_trace_rank_0.unavailable") and
+         "has no NCCL flight recorder" in text and torch.__version__ in text,
+         "a torch without the recorder: a .unavailable file says so", (path, text))
+else:
+    t.ok(True, "this torch has a flight recorder (the .unavailable case needs one without)")
+
+# ---- a real gloo group gives the rank; torch's dump function stands in ----
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+port = s.getsockname()[1]
+s.close()
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=0, world_size=1)
+want = pickle.dumps({"version": "2.5", "entries": [{"profiling_name": "nccl:all_reduce"}]})
+c10d._dump_nccl_trace = lambda *a, **k: want
+os.environ["RANK"] = "7"  # the process group's rank wins over $RANK
+path = _flight.dump(tmp, 2, 3)
+t.ok(path.endswith("hang-2-nccl/nccl_trace_rank_0") and open(path, "rb").read() == want and
+     listing(2) == ["nccl_trace_rank_0"],
+     "the dump's bytes as nccl_trace_rank_<process group rank>, nothing else left", listing(2))
+dist.destroy_process_group()
+path = _flight.dump(tmp, 3, 3)
+t.ok(path.endswith("nccl_trace_rank_7"), "no process group: $RANK", path)
+del os.environ["RANK"]
+t.ok(_flight.dump(tmp, 4, 3).endswith("nccl_trace_rank_3"), "no $RANK either: the tracker's")
+
+
+def boom(*a, **k):
+    raise RuntimeError("ProcessGroupNCCL is not initialized")
+
+
+c10d._dump_nccl_trace = boom
+path = _flight.dump(tmp, 5, 0)
+t.ok(path.endswith(".unavailable") and "RuntimeError: ProcessGroupNCCL is not initialized" in
+     open(path).read(), "a dump that raises: the reason, and no exception in training", path)
+c10d._dump_nccl_trace = lambda *a, **k: b""
+t.ok("returned nothing" in open(_flight.dump(tmp, 6, 0)).read(), "an empty dump: said so")
+
+# ---- the watcher thread ----
+c10d._dump_nccl_trace = lambda *a, **k: want
+with open(os.path.join(tmp, "hang.request"), "w") as f:
+    f.write("10\n")  # older than the watcher: not for this process
+stop = _flight.start(tmp, 0)
+t.ok(stop is not None and _flight.start(tmp, 0) is None, "one watcher per process")
+time.sleep(2.5 * _flight.POLL_S)
+t.eq(listing(10), [], "a request older than the watcher is not answered")
+with open(os.path.join(tmp, "hang.request.tmp"), "w") as f:
+    f.write("11\n")
+os.replace(os.path.join(tmp, "hang.request.tmp"), os.path.join(tmp, "hang.request"))
+t0 = time.monotonic()
+got = wait_for(11)
+t.ok(got == ["nccl_trace_rank_0"] and time.monotonic() - t0 < 3 * _flight.POLL_S,
+     "a new request is answered within its poll (%.1f s)" % (time.monotonic() - t0), got)
+stop.set()
+if not had:
+    del c10d._dump_nccl_trace
+
+os.system("rm -rf " + tmp)
+sys.exit(t.done())

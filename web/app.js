@@ -9,7 +9,7 @@ import {
   customRange, fmtDuration, fmtPair, fmtPercent, gpuColor, hiddenRows, hiddenText, historyUrl,
   processRows,
   runRows, runSummary, runsNote, sparkPoints, tableRows, toSeries, tokenBucket, trimToCommon,
-  visibilityNote,
+  visibilityNote, compareReports, grafanaJobUrl, runRanks,
 } from './format.js';
 
 const uPlot = globalThis.uPlot;
@@ -35,6 +35,9 @@ const state = {
   runsAt: 0, // performance.now() of the last /api/v1/runs request
   runSelected: null, // id of the run whose report is shown
   runReport: null,
+  grafanaUrl: null, // the agent's grafana_url (the job link), from /api/v1/runs
+  compare: [], // the ids of the runs ticked for comparison, oldest first (at most 2)
+  compareReports: null, // their reports, once both are loaded
   snapshot: null,
   lastT: null,
   intervalS: 1, // the shortest of the last gaps between two snapshots: the agent's interval
@@ -488,13 +491,18 @@ function renderAlerts(doc) {
 function renderRuns(res) {
   const now = Date.now() / 1000;
   state.runs = res.status === 200 ? runRows(res.doc, now) : [];
+  state.grafanaUrl = res.status === 200 ? res.doc?.grafana_url ?? null : null;
   $('runs').hidden = !state.runs.length;
   $('runs').tBodies[0].replaceChildren(...state.runs.map((r) => {
     const b = el('button', {type: 'button', 'data-run': String(r.id), text: r.name,
       'aria-expanded': String(r.id === state.runSelected)});
     b.addEventListener('click', () => selectRun(r.id === state.runSelected ? null : r.id));
+    const tick = el('input', {type: 'checkbox', 'data-compare': String(r.id),
+      'aria-label': `compare ${r.name}`});
+    tick.checked = state.compare.includes(r.id);
+    tick.addEventListener('change', () => toggleCompare(r.id, tick.checked));
     return el('tr', {'data-run': String(r.id), class: r.id === state.runSelected ? 'sel' : ''},
-      el('td', {}, b), el('td', {text: r.user}), el('td', {text: r.state}),
+      el('td', {}, tick), el('td', {}, b), el('td', {text: r.user}), el('td', {text: r.state}),
       el('td', {text: fmtClock(r.start)}), el('td', {class: 'num', text: fmtDuration(r.duration)}),
       el('td', {class: 'num', text: r.steps == null ? '—' : String(r.steps)}),
       el('td', {text: r.ratios}), el('td', {text: r.findings.join(', ') || '—'}));
@@ -504,6 +512,9 @@ function renderRuns(res) {
   $('runs-note').textContent = note;
   if (state.runSelected != null && !state.runs.some((r) => r.id === state.runSelected))
     selectRun(null);
+  const before = state.compare.length;
+  state.compare = state.compare.filter((id) => state.runs.some((r) => r.id === id));
+  if (state.compare.length !== before) loadCompare();
 }
 
 async function loadRuns() {
@@ -559,6 +570,7 @@ function renderRunDetail(error) {
   if (s.gpus.length)
     kids.push(el('h4', {text: 'GPUs'}), miniTable(['GPU', 'name', 'util avg', 'util max',
       'memory peak', 'energy', 'throttled'], s.gpus, 'run-gpus'));
+  runJob(kids, state.runReport);
   kids.push(el('h4', {text: 'Findings'}));
   if (!s.findings.length)
     kids.push(el('p', {class: 'empty', text: 'No findings: no rule fired on this report.'}));
@@ -570,6 +582,82 @@ function renderRunDetail(error) {
   // the whole run (GPU charts over the run, every step, curves) as one page: on the node
   kids.push(el('p', {class: 'empty', 'data-report-hint': '', text: 'Charts of the whole run: ' +
     `gpuscope report ${state.runSelected} (an HTML file; docs/report-html.md)`}));
+  box.replaceChildren(...kids);
+}
+
+// The run's job and its ranks on this node (docs/dashboard.md, RUNS): the per-rank table and
+// the straggler with two ranks or more, the job id with a link to the Grafana job dashboard
+// when the agent has grafana_url.
+function runJob(kids, rep) {
+  const job = rep?.run?.job;
+  const ranks = runRanks(rep);
+  if (job) {
+    const url = grafanaJobUrl(state.grafanaUrl, job);
+    kids.push(el('p', {class: 'job', 'data-job': job}, `Job ${job}`, url ? ' · ' : null,
+      url ? el('a', {href: url, target: '_blank', rel: 'noopener noreferrer',
+        text: 'all its ranks in Grafana'}) : null));
+  }
+  if (ranks.rows.length < 2) return;
+  kids.push(el('h4', {text: 'Ranks on this node'}), miniTable(['rank', 'GPU', 'steps',
+    'step p50 ms', 'p95 ms', 'data ms', 'comm ms', 'samples/s'], ranks.rows, 'run-ranks'));
+  if (ranks.slowest) kids.push(el('p', {class: 'slowest', text: ranks.slowest}));
+}
+
+// ---- comparing two runs ----
+
+function toggleCompare(id, on) {
+  state.compare = state.compare.filter((x) => x !== id);
+  if (on) state.compare.push(id);
+  if (state.compare.length > 2) state.compare.shift(); // the two picked last
+  for (const b of document.querySelectorAll('input[data-compare]'))
+    b.checked = state.compare.includes(Number(b.dataset.compare));
+  loadCompare();
+}
+
+async function loadCompare() {
+  const ids = [...state.compare];
+  state.compareReports = null;
+  renderCompare(null);
+  if (ids.length !== 2) return;
+  const res = await Promise.all(ids.map((id) =>
+    fetchJson(`/api/v1/runs/${encodeURIComponent(id)}`)));
+  if (ids.join() !== state.compare.join()) return; // the ticks changed meanwhile
+  const bad = res.find((r) => r.status !== 200);
+  if (bad) return renderCompare(bad.doc?.error ?? `HTTP ${bad.status}`);
+  state.compareReports = res.map((r) => r.doc);
+  renderCompare(null);
+}
+
+function renderCompare(error) {
+  const box = $('run-compare');
+  box.hidden = state.compare.length === 0;
+  if (box.hidden) return box.replaceChildren();
+  const name = (id) => state.runs.find((r) => r.id === id)?.name ?? `run ${id}`;
+  const [a, b] = state.compare;
+  if (state.compare.length < 2)
+    return box.replaceChildren(el('p', {class: 'empty',
+      text: `Tick a second run to compare it with ${name(a)}.`}));
+  const title = el('h3', {text: `A ${name(a)} · B ${name(b)}`});
+  if (error) return box.replaceChildren(title, el('p', {class: 'empty', text: error}));
+  if (!state.compareReports) return box.replaceChildren(title, el('p', {class: 'empty',
+    text: 'Loading both reports…'}));
+  const c = compareReports(...state.compareReports);
+  const table = (head, rows) => el('div', {class: 'table-wrap'}, el('table', {class: 'compare'},
+    el('thead', {}, el('tr', {}, ...head.map((h) => el('th', {scope: 'col', text: h})))),
+    el('tbody', {}, ...rows.map((r) => el('tr', {}, el('td', {text: r[0]}),
+      ...r.slice(1, 5).map((v, i) => el('td', {class: i >= 2 && r[5] ? `num ${r[5]}` : 'num',
+        text: v})))))));
+  const kids = [title, table(['field', 'A', 'B', 'change', 'change %'], c.fields)];
+  if (c.phases.length)
+    kids.push(table(['phase (mean ms)', 'A', 'B', 'change', 'change %'], c.phases));
+  kids.push(el('h4', {text: 'Settings that differ'}), c.facts.length
+    ? el('ul', {class: 'facts'}, ...c.facts.map(([k, x, y]) =>
+      el('li', {text: `${k}  ${x} → ${y}`})))
+    : el('p', {class: 'empty', text: 'The same settings (facts) in both runs.'}));
+  kids.push(el('h4', {text: 'Findings'}), c.findings.length
+    ? el('ul', {class: 'facts'}, ...c.findings.map(([id, x, y, v]) =>
+      el('li', {'data-finding': id, text: `${id}  A: ${x}  B: ${y}  ${v}`})))
+    : el('p', {class: 'empty', text: 'No findings in either run.'}));
   box.replaceChildren(...kids);
 }
 

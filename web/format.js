@@ -418,3 +418,95 @@ export function runSummary(rep) {
     title: f.title ?? f.id, advice: Array.isArray(f.advice) ? f.advice : []}));
   return {headline, phases, gpus, findings};
 }
+
+// A run report's per-rank table (docs/report.md, PER RANK) for the run detail: rows [rank,
+// GPU, steps, step p50, p95, data, communication (mean ms), samples/s] and, with two ranks or
+// more, a line naming the slowest rank (the straggler) against the fastest.
+export function runRanks(rep) {
+  const rows = (rep?.per_rank ?? []).map((r) => [String(r.rank ?? NA),
+    isNum(r.device) ? String(r.device) : NA, isNum(r.steps) ? String(r.steps) : NA,
+    ms(r.step_p50_ms), ms(r.step_p95_ms), ms(r.mean_ms?.data), ms(r.mean_ms?.communication),
+    isNum(r.samples_per_second) ? r.samples_per_second.toFixed(1) : NA]);
+  const s = rep?.slowest_rank;
+  const slowest = s && isNum(s.step_p50_ms) ? `Slowest: rank ${s.rank} (step p50 ` +
+    `${ms(s.step_p50_ms)} ms against the fastest rank's ${ms(s.fastest_step_p50_ms)} ms` +
+    `${isNum(s.slower_by_ratio) ? `, ${(s.slower_by_ratio * 100).toFixed(0)} % slower` : ''})` +
+    `${isNum(s.device) ? ` on GPU ${s.device}` : ''}.` : null;
+  return {rows, slowest};
+}
+
+// The link from a run's job to the Grafana job dashboard (deploy/grafana/training-job.json,
+// uid gpuscope-training-job, variable job = the train_job label), or null: only an http(s)
+// base URL makes a link, so a configured value can never run script.
+export function grafanaJobUrl(base, job) {
+  if (typeof base !== 'string' || typeof job !== 'string' || !job) return null;
+  let u;
+  try {
+    u = new URL(base);
+  } catch {
+    return null;
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') return null;
+  u.pathname = `${u.pathname.replace(/\/+$/, '')}/d/gpuscope-training-job`;
+  u.search = new URLSearchParams({'var-job': job}).toString();
+  return u.toString();
+}
+
+// `gpuscope compare`'s fields (docs/compare.md): [report key, format, good direction:
+// -1 down is better, +1 up, 0 neither].
+const COMPARE_FIELDS = [
+  ['train_runtime', (v) => `${v.toFixed(2)} s`, -1],
+  ['train_samples_per_second', (v) => `${v.toFixed(3)} /s`, 1],
+  ['train_steps_per_second', (v) => `${v.toFixed(3)} /s`, 1],
+  ['gpu_peak_memory_allocated_gb', (v) => `${v.toFixed(2)} GiB`, 0],
+  ['gpu_avg_utilization_percent', (v) => `${v.toFixed(1)} %`, 1],
+  ['gpu_max_utilization_percent', (v) => `${v.toFixed(1)} %`, 0],
+  ['data_loading_time_ratio', (v) => v.toFixed(3), -1],
+  ['communication_time_ratio', (v) => v.toFixed(3), -1],
+  ['other_time_ratio', (v) => v.toFixed(3), -1],
+  ['gpu_busy_estimate_percent', (v) => `${v.toFixed(1)} %`, 1],
+  ['steps', (v) => String(v), 0],
+  ['ranks', (v) => String(v), 0],
+  ['energy_joules', (v) => `${Math.round(v)} J`, -1],
+];
+
+function changeCells(a, b, fmt, good) {
+  if (!isNum(a) || !isNum(b)) return ['', '', ''];
+  const d = b - a;
+  const sign = d > 0 ? '+' : d < 0 ? '-' : '+';
+  const pct = a !== 0 ? `${sign}${Math.abs(d / Math.abs(a) * 100).toFixed(1)} %` : '';
+  const cls = !good || d === 0 ? '' : Math.sign(d) === good ? 'better' : 'worse';
+  return [`${sign}${fmt(Math.abs(d))}`, pct, cls];
+}
+
+const factText = (v) => (v === undefined ? '-' : v === null ? 'null' : String(v));
+
+// Two run reports side by side, as `gpuscope compare A B` prints them: fields and phases
+// ([label, A, B, change, change %, class better|worse|'']; null on one side: no change), the
+// settings that differ ([key, A, B] from the reports' facts) and the findings ([id, A's
+// severity, B's, verdict]: went away, appeared, in both).
+export function compareReports(a, b) {
+  const fields = [];
+  for (const [key, fmt, good] of COMPARE_FIELDS) {
+    const x = a?.[key], y = b?.[key];
+    if (!isNum(x) && !isNum(y)) continue;
+    fields.push([key, isNum(x) ? fmt(x) : NA, isNum(y) ? fmt(y) : NA,
+      ...changeCells(x, y, fmt, good)]);
+  }
+  const phases = PHASES.filter((p) => isNum(a?.phases?.[p]?.mean_ms) ||
+    isNum(b?.phases?.[p]?.mean_ms)).map((p) => {
+    const x = a?.phases?.[p]?.mean_ms, y = b?.phases?.[p]?.mean_ms;
+    const f = (v) => `${v.toFixed(2)} ms`;
+    return [p, isNum(x) ? f(x) : NA, isNum(y) ? f(y) : NA, ...changeCells(x, y, f, -1)];
+  });
+  const fa = a?.facts ?? {}, fb = b?.facts ?? {};
+  const facts = [...new Set([...Object.keys(fa), ...Object.keys(fb)])].sort()
+    .filter((k) => JSON.stringify(fa[k]) !== JSON.stringify(fb[k]))
+    .map((k) => [k, factText(fa[k]), factText(fb[k])]);
+  const sev = (rep) => new Map((rep?.findings ?? []).map((f) => [f.id, f.severity ?? 'info']));
+  const sa = sev(a), sb = sev(b);
+  const findings = [...new Set([...sa.keys(), ...sb.keys()])].map((id) => [id,
+    sa.get(id) ?? '-', sb.get(id) ?? '-',
+    sa.has(id) && sb.has(id) ? 'in both' : sa.has(id) ? 'went away' : 'appeared']);
+  return {fields, phases, facts, findings};
+}

@@ -238,7 +238,8 @@ static void start_runs(struct gs_agent *a)
 {
     char host[256] = "", db[GS_DATA_DIR_LEN + 16];
     struct gs_runs_opts o = {.socket_path = a->cfg.socket, .rec = a->rec, .hostname = host,
-                             .runs_per_uid = a->cfg.runs_per_uid};
+                             .runs_per_uid = a->cfg.runs_per_uid,
+                             .grafana_url = a->cfg.grafana_url};
     struct gs_err e;
 
     if (!a->cfg.socket[0] || strcmp(a->cfg.socket, "off") == 0) {

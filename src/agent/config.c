@@ -106,6 +106,10 @@ static const struct key keys[] = {
     {"alert_webhook", KEY_STR, offsetof(struct gs_agent_config, alerts.webhook), 0,
      sizeof(((struct gs_agent_config *)0)->alerts.webhook), NULL, "",
      "URL that receives Alertmanager-style JSON on each firing/resolved alert; empty: none", 0},
+    {"grafana_url", KEY_STR, offsetof(struct gs_agent_config, grafana_url), 0,
+     sizeof(((struct gs_agent_config *)0)->grafana_url), NULL, "",
+     "Grafana base URL (https://grafana.example:3000): the dashboard links a run's job to "
+     "deploy/grafana/training-job.json there; empty: no link", RESTART},
     {"training_hang_after", KEY_DOUBLE, offsetof(struct gs_agent_config, alerts.hang_after), 1,
      1000, NULL, "10",
      "training_hang alert: a rank sent no step for this many times its p95 step time ...", 0},
@@ -786,6 +790,7 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
     write_str(out, "pushgateway_job", c->push.pushgateway_job);
     fprintf(out, "alerts = %s\n", history_names[c->alerts.enabled ? 1 : 0]);
     write_str(out, "alert_webhook", c->alerts.webhook);
+    write_str(out, "grafana_url", c->grafana_url);
     fprintf(out, "training_hang_after = %.17g\ntraining_hang_min = %.17gs\n", c->alerts.hang_after,
             c->alerts.hang_min_s);
     write_str(out, "socket", c->socket);

@@ -73,6 +73,7 @@ struct gs_agent_config {
     int process_visibility;         /* enum gs_proc_visibility: all | own | none */
     int gpu_visibility;             /* enum gs_gpu_visibility: all | used */
     char admin_group[64];           /* members see everything; "": root and the agent's user */
+    char grafana_url[256];          /* Grafana base URL the dashboard links jobs to; "": none */
     char http_socket[GS_SOCKET_LEN]; /* HTTP on a unix socket for local viewers; "off": none */
     /* HTTP viewers' credentials and TLS (src/agent/auth.h, docs/security.md); SIGHUP re-reads. */
     char tokens_file[GS_DATA_DIR_LEN];     /* "sha256:<hex> ROLE [USER]" lines; "": none */

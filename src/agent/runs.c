@@ -112,6 +112,7 @@ struct gs_runs {
     struct gs_receiver *rx;
     struct gs_recorder *rec;
     char hostname[256];
+    char grafana_url[256]; /* gs_runs_opts; "": none */
     struct gs_runm *m; /* the per-rank series of /metrics (runs_metrics.h) */
 
     pthread_mutex_t db_lock; /* the HTTP thread's read connection */
@@ -900,6 +901,8 @@ static unsigned http_list(struct gs_runs *r, long long from, long long limit,
                     "limit", (json_int_t)limit, "runs", list);
     if (doc && who && !who->all)
         json_object_set_new(doc, "hidden", json_integer(hidden));
+    if (doc && r->grafana_url[0])
+        json_object_set_new(doc, "grafana_url", json_string(r->grafana_url));
     return reply(doc, doc ? 200 : 500, body, len);
 }
 
@@ -1272,6 +1275,7 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     r->rec = o->rec;
     r->runs_per_uid = o->runs_per_uid;
     snprintf(r->hostname, sizeof r->hostname, "%s", o->hostname ? o->hostname : "");
+    snprintf(r->grafana_url, sizeof r->grafana_url, "%s", o->grafana_url ? o->grafana_url : "");
     if (o->rec && o->history_path)
         snprintf(r->history_path, sizeof r->history_path, "%s", o->history_path);
     cb.ctx = r;

@@ -46,6 +46,7 @@ struct gs_runs_opts {
     const char *history_path; /* DATA_DIR/history.db, read for ended runs; NULL with rec */
     const char *hostname;     /* for the reports; may be NULL */
     unsigned runs_per_uid;    /* live runs one uid other than root may hold; 0: no limit */
+    const char *grafana_url;  /* "grafana_url" of the list (the dashboard's job link); NULL */
 };
 
 struct gs_runs_stats {

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -70,6 +71,33 @@ def send_run(path, name, n_steps=10):
         yield {"v": 1, "type": "end", "train_runtime": 2.0, "train_samples": 80,
                "train_steps": n_steps}
     send_records(path, records(), gap_s=0.05)
+
+
+def send_ddp(path, name, job, n_steps=10):
+    """A 2-rank run of job `job` (two connections at once, one run: docs/agent.md, RUNS): rank 1
+    steps 60 % slower (the straggler), data only 10 ms, a setting (fact) the first run lacks."""
+    socks = []
+    for rank in (0, 1):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.connect(path)
+        s.send(json.dumps({"v": 1, "type": "hello", "run": name, "pid": os.getpid(),
+                           "rank": rank, "world_size": 2, "framework": "torch",
+                           "devices": [rank], "job": job,
+                           "facts": {"dataloader_num_workers": 8}}).encode())
+        socks.append(s)
+    for n in range(1, n_steps + 1):
+        for rank, s in enumerate(socks):
+            fwd = 80.0 * (1.6 if rank else 1.0)
+            now = time.time()
+            s.send(json.dumps({"v": 1, "type": "step", "step": n, "t0": now - 0.15, "t1": now,
+                               "rank": rank, "device": rank, "samples": 8, "cuda_events": True,
+                               "ms": {"data": 10.0, "forward": fwd, "backward": 40.0,
+                                      "optimizer_step": 10.0,
+                                      "total_step": fwd + 70.0}}).encode())
+        time.sleep(0.05)
+    for s in socks:
+        s.send(json.dumps({"v": 1, "type": "end", "train_runtime": 2.0}).encode())
+        s.close()
 
 
 def wait_run_ended(base, name, timeout=10.0):
@@ -172,7 +200,7 @@ def browser(main_port, thermal_base, main_base, nodriver_base):
     t.ok(saw_tap and rc == 0, "the browser script exits 0", detail=rc)
 
 
-MAIN_CONF = "flush_interval = 1\n"
+MAIN_CONF = "flush_interval = 1\ngrafana_url = https://grafana.test:3000/\n"
 SOCK_MAIN = os.path.join(tmp, "steps-main.sock")
 MAIN_ARGS = ["--interval", "0.5", "--socket", SOCK_MAIN]
 try:
@@ -205,6 +233,10 @@ try:
                  "data_loading" in r.get("findings", []),
                  "a 10-step run sent to the step socket is listed, ended, with data_loading",
                  detail=r)
+            send_ddp(SOCK_MAIN, "web-e2e-ddp", "llm-job")
+            r = wait_run_ended(main_base, "web-e2e-ddp")
+            t.ok(r is not None and r.get("steps") == 20,
+                 "a 2-rank run of job llm-job is listed, ended, 20 steps", detail=r)
             time.sleep(4)  # several flushed seconds of history before the page asks for it
             browser(main_port, th_base, main_base, nd_base)
 finally:

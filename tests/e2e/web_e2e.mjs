@@ -340,9 +340,9 @@ async function run(ctx) {
   const listed = await waitFor(page, () => [...document.querySelectorAll('#runs tbody tr')]
     .some((tr) => tr.textContent.includes('web-e2e')));
   const runRow = await page.$$eval('#runs tbody tr', (rs) => rs.map((r) =>
-    [...r.cells].map((c) => c.textContent)).find((c) => c[0] === 'web-e2e') ?? null);
-  ok(listed && apiRun && runRow && runRow[2] === 'ended' && runRow[5] === '10' &&
-    runRow[6].startsWith('data 25.0 % · comm N/A') && runRow[7].includes('data_loading'),
+    [...r.cells].map((c) => c.textContent)).find((c) => c[1] === 'web-e2e') ?? null);
+  ok(listed && apiRun && runRow && runRow[3] === 'ended' && runRow[6] === '10' &&
+    runRow[7].startsWith('data 25.0 % · comm N/A') && runRow[8].includes('data_loading'),
   'Runs lists the run sent to the socket: ended, 10 steps, data 25 %, finding data_loading',
   {runRow, apiRun});
   ok(await page.$eval('#runs-note', (e) => e.hidden), 'no empty-state note while runs exist');
@@ -380,6 +380,49 @@ async function run(ctx) {
   {phases: detail.phases, api: rep.phases});
 
   await page.locator('#run-detail').screenshot({path: path.join(ARTIFACTS, 'web-run.png')});
+
+  // -- a 2-rank run: the ranks on this node, the straggler, the job's Grafana link --
+  const ddp = runs.runs.find((r) => r.name === 'web-e2e-ddp') ??
+    (await getJson(URL_MAIN + '/api/v1/runs')).runs.find((r) => r.name === 'web-e2e-ddp');
+  await page.click(`#runs button[data-run="${ddp?.id}"]`);
+  const ranksShown = await waitFor(page, () =>
+    document.querySelectorAll('#run-detail table.run-ranks tbody tr').length === 2,
+  undefined, 8000);
+  const ranks = await page.evaluate(() => ({
+    rows: [...document.querySelectorAll('#run-detail table.run-ranks tbody tr')].map((r) =>
+      [...r.cells].map((c) => c.textContent)),
+    slowest: document.querySelector('#run-detail .slowest')?.textContent ?? '',
+    job: document.querySelector('#run-detail [data-job]')?.dataset.job,
+    link: document.querySelector('#run-detail [data-job] a')?.href,
+  }));
+  ok(ranksShown && ranks.rows.map((r) => r[0]).join() === '0,1' &&
+    ranks.rows.every((r) => r[2] === '10') && ranks.slowest.startsWith('Slowest: rank 1'),
+  'a 2-rank run shows both ranks (10 steps each) and names rank 1 the slowest', ranks);
+  ok(ranks.job === 'llm-job' &&
+    ranks.link === 'https://grafana.test:3000/d/gpuscope-training-job?var-job=llm-job',
+  'the run\'s job links to the Grafana job dashboard (grafana_url)', ranks);
+
+  // -- two runs compared --
+  await page.check(`#runs input[data-compare="${apiRun?.id}"]`);
+  const half = await waitFor(page, () => (document.querySelector('#run-compare')
+    ?.textContent ?? '').includes('Tick a second run'), undefined, 4000);
+  await page.check(`#runs input[data-compare="${ddp?.id}"]`);
+  const compared = await waitFor(page, () =>
+    !!document.querySelector('#run-compare li[data-finding="data_loading"]'), undefined, 8000);
+  const cmp = await page.evaluate(() => ({
+    data: [...document.querySelectorAll('#run-compare table.compare tbody tr')].map((r) =>
+      [...r.cells].map((c) => [c.textContent, c.className])).find((c) =>
+      c[0][0] === 'data_loading_time_ratio'),
+    finding: document.querySelector('#run-compare li[data-finding="data_loading"]')
+      ?.textContent ?? '',
+    facts: document.querySelector('#run-compare ul.facts')?.textContent ?? '',
+  }));
+  ok(half && compared && cmp.data && cmp.data[1][0] === '0.250' &&
+    cmp.data[3][1].includes('better') &&
+    cmp.finding.includes('went away') && cmp.facts.includes('dataloader_num_workers  - → 8'),
+  'ticking two runs compares them: data ratio down (better), data_loading went away, ' +
+    'num_workers - → 8', cmp);
+  await page.locator('#run-compare').screenshot({path: path.join(ARTIFACTS, 'web-compare.png')});
 
   // -- a filtered viewer (fixture documents from the agent's own answers) --
   await visibility(ctx);

@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
 import {
-  CHARTS, NA, PALETTE, RANGES, alertText, appendPoint, badges, fmtBytes, fmtBytesPair,
+  CHARTS, NA, PALETTE, RANGES, alertText, appendPoint, badges, compareReports, fmtBytes,
+  fmtBytesPair, grafanaJobUrl, runRanks,
   fmtCelsius, fmtPair,
   fmtDuration, fmtMHz, fmtPercent, fmtRate, fmtWatts, gpuColor, hiddenRows, hiddenText,
   customRange, historyUrl, isFiltered, processRows, runRows, runSummary, runsNote, sortRows,
@@ -337,4 +338,64 @@ test('runSummary: headline, phases with counts, GPUs, findings with advice', () 
   const empty = runSummary({run: {state: 'interrupted', interrupted: true}});
   assert.equal(Object.fromEntries(empty.headline).State, 'interrupted (interrupted)');
   assert.deepEqual([empty.phases, empty.gpus, empty.findings], [[], [], []]);
+});
+
+test('per-rank rows and the straggler line', () => {
+  const rep = {per_rank: [
+    {rank: 0, device: 0, steps: 50, step_p50_ms: 100, step_p95_ms: 120,
+      mean_ms: {data: 10, communication: 20}, samples_per_second: 80},
+    {rank: 1, device: 1, steps: 50, step_p50_ms: 150.5, step_p95_ms: 170,
+      mean_ms: {data: 10, communication: null}, samples_per_second: null}],
+  slowest_rank: {rank: 1, step_p50_ms: 150.5, fastest_step_p50_ms: 100, slower_by_ratio: 0.505,
+    device: 1}};
+  const r = runRanks(rep);
+  assert.deepEqual(r.rows[0], ['0', '0', '50', '100.00', '120.00', '10.00', '20.00', '80.0']);
+  assert.deepEqual(r.rows[1].slice(6), [NA, NA]);
+  assert.equal(r.slowest, 'Slowest: rank 1 (step p50 150.50 ms against the fastest rank\'s ' +
+    '100.00 ms, 51 % slower) on GPU 1.');
+  assert.equal(runRanks({per_rank: [rep.per_rank[0]], slowest_rank: null}).slowest, null);
+  assert.deepEqual(runRanks(null).rows, []);
+});
+
+test('the Grafana job link only from an http(s) base', () => {
+  assert.equal(grafanaJobUrl('https://g.example:3000/', 'llama 7b/run#1'),
+    'https://g.example:3000/d/gpuscope-training-job?var-job=llama+7b%2Frun%231');
+  assert.equal(grafanaJobUrl('http://g/grafana', 'j'),
+    'http://g/grafana/d/gpuscope-training-job?var-job=j');
+  assert.equal(grafanaJobUrl('javascript:alert(1)', 'j'), null);
+  assert.equal(grafanaJobUrl('not a url', 'j'), null);
+  assert.equal(grafanaJobUrl('https://g', ''), null);
+  assert.equal(grafanaJobUrl(undefined, 'j'), null);
+});
+
+test('two reports compared as gpuscope compare does', () => {
+  const a = {train_runtime: 3636.36, train_samples_per_second: 2.2, gpu_avg_utilization_percent:
+    61.8, data_loading_time_ratio: 0.08, communication_time_ratio: null, steps: 100,
+    phases: {data: {mean_ms: 290.91}, forward: {mean_ms: 50}},
+    facts: {dataloader_num_workers: 0, bf16: false, model: 'gpt2'},
+    findings: [{id: 'data_loading', severity: 'warning'}, {id: 'low_utilization',
+      severity: 'warning'}]};
+  const b = {train_runtime: 2551.02, train_samples_per_second: 3.136, gpu_avg_utilization_percent:
+    86.5, data_loading_time_ratio: 0.03, communication_time_ratio: null, steps: 100,
+    phases: {data: {mean_ms: 76.53}, forward: {mean_ms: 50}},
+    facts: {dataloader_num_workers: 8, bf16: true, model: 'gpt2'},
+    findings: [{id: 'low_utilization', severity: 'warning'}, {id: 'healthy', severity: 'info'}]};
+  const c = compareReports(a, b);
+  const row = (k) => c.fields.find((f) => f[0] === k);
+  assert.deepEqual(row('train_runtime'), ['train_runtime', '3636.36 s', '2551.02 s',
+    '-1085.34 s', '-29.8 %', 'better']);
+  assert.deepEqual(row('train_samples_per_second').slice(3), ['+0.936 /s', '+42.5 %', 'better']);
+  assert.deepEqual(row('gpu_avg_utilization_percent').slice(3), ['+24.7 %', '+40.0 %', 'better']);
+  assert.deepEqual(row('data_loading_time_ratio').slice(3), ['-0.050', '-62.5 %', 'better']);
+  assert.equal(row('communication_time_ratio'), undefined); // null in both: no row
+  assert.deepEqual(row('steps').slice(3), ['+0', '+0.0 %', '']);
+  assert.deepEqual(c.phases[0], ['data', '290.91 ms', '76.53 ms', '-214.38 ms', '-73.7 %',
+    'better']);
+  assert.deepEqual(c.facts, [['bf16', 'false', 'true'], ['dataloader_num_workers', '0', '8']]);
+  assert.deepEqual(c.findings, [['data_loading', 'warning', '-', 'went away'],
+    ['low_utilization', 'warning', 'warning', 'in both'], ['healthy', '-', 'info', 'appeared']]);
+  const worse = compareReports(b, a);
+  assert.equal(worse.fields.find((f) => f[0] === 'train_runtime')[5], 'worse');
+  assert.deepEqual(compareReports({train_runtime: 5}, {}).fields[0],
+    ['train_runtime', '5.00 s', NA, '', '', '']);
 });

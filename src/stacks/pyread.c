@@ -134,6 +134,8 @@ static int locations_line(const uint8_t *t, size_t len, int first, int64_t addrq
         } else {
             i += 1;
         }
+        if (delta > INT32_MAX || delta < -(int64_t)INT32_MAX)
+            return 0; /* no real table moves a line this far: garbage, no line */
         line += delta;
         end = addr + ((b & 7) + 1) * 2;
         if (addrq < end)

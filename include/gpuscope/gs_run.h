@@ -107,6 +107,10 @@ GS_API const char *gs_run_notes(const struct gs_run *run);
  * numbers only). Queued for the sender like a step (dropped when 64 wait); without a
  * receiver nothing keeps it. 0, or -1 with a message in err for a record the format refuses. */
 GS_API int gs_run_log(struct gs_run *run, const char *json, char *err, size_t errlen);
+/* A profiler window the node's agent asked for (`gpuscope trace capture --run ID`, a control
+ * message over the record connection: src/run/control.h): its number of steps, once per
+ * request; 0 when none is waiting. Never blocks (the sender thread reads the connection). */
+GS_API int gs_run_control(struct gs_run *run);
 /* Ends the run: end_json carries {"train_runtime": s, "train_samples": n, "train_steps": n,
  * "train_loss": x} as the framework measured them (any may be absent). Writes
  * <output_dir>/metrics_report.json when output_dir was given (atomically: temp file +

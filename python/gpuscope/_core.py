@@ -229,7 +229,8 @@ class Profiler:
         if self._mark_ns is None:
             self._mark_ns = _perf_ns()
         _current[0] = self
-        self._capture = _profile.from_env(self.rank, self.cuda)
+        self._capture = _profile.from_env(
+            self.rank, self.cuda, poll=self.native.control if self.native else None)
         if self._capture:
             self._capture.boundary(0)
         if os.environ.get("GPUSCOPE_RUN_DIR"):  # the hang watchdog's flight recorder dumps

@@ -113,6 +113,9 @@ def _bind(lib):
     lib.gs_run_close.restype = None
     lib.gs_free.argtypes = [c.c_void_p]
     lib.gs_free.restype = None
+    if hasattr(lib, "gs_run_control"):  # the agent's profiler-window requests
+        lib.gs_run_control.argtypes = [c.c_void_p]
+        lib.gs_run_control.restype = c.c_int
     if hasattr(lib, "gs_run_log"):  # the "log" record (training curves)
         lib.gs_run_log.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p, c.c_size_t]
         lib.gs_run_log.restype = c.c_int
@@ -190,6 +193,13 @@ class NativeRun:
             warn_once(f"gs_run_log: {err.value.decode(errors='replace')}")
             return False
         return True
+
+    def control(self):
+        """Steps of a profiler window the node's agent asked for (`gpuscope trace capture
+        --run ID`), once per request; 0 when none waits or the library predates it."""
+        if self._run is None or not hasattr(self._lib, "gs_run_control"):
+            return 0
+        return int(self._lib.gs_run_control(self._run))
 
     def finish(self, end):
         """Ends the run; returns the report as a dict (written to output_dir when given) or

@@ -6,7 +6,9 @@ GPUSCOPE_PROFILE (set by `gpuscope run --profile STEPS`, or by hand) says which 
 Under `gpuscope run` a running job can also be asked for a window from outside:
 `gpuscope trace capture --dir DIR --steps N` writes DIR/profile.request ("ID N"), which every
 rank looks for at a step boundary at most every 0.5 s (one stat) and answers once with the
-next N steps.
+next N steps. A run the node's agent keeps is asked the same way by `gpuscope trace capture
+--run ID --steps N`: the agent sends the request over the rank's record connection
+(src/run/control.h) and the native run hands it over (NativeRun.control, looked at as often).
 One trace per window and rank goes to $GPUSCOPE_PROFILE_DIR (default $GPUSCOPE_RUN_DIR/profile,
 else ./gpuscope-profile) as rank<R>-step<S>.json, in torch's Chrome-trace format: Kineto's on a
 torch built with it (CPU and CUDA activities when CUDA is in use), the older CPU-only array on a
@@ -52,7 +54,7 @@ def parse(spec):
 class Capture:
     """One rank's profiler windows; boundary(k) at every step boundary."""
 
-    def __init__(self, spec, out_dir, rank=0, cuda=False, request=None):
+    def __init__(self, spec, out_dir, rank=0, cuda=False, request=None, poll=None):
         if spec:
             start, n, period = parse(spec)
             if start + n - 1 < 2:
@@ -61,6 +63,7 @@ class Capture:
             start, n, period = None, 1, 0  # windows on request only
         self.start, self.n, self.period = start, max(n, 1), period
         self.request = request  # `gpuscope trace capture` writes it: "ID STEPS"
+        self.poll = poll  # the agent's requests (NativeRun.control): steps or 0
         self.request_seen = None
         self.request_mtime = None
         self.request_next = 0.0
@@ -87,6 +90,15 @@ class Capture:
         if now < self.request_next:
             return 0  # looked less than REQUEST_POLL_S ago: a step costs one clock read
         self.request_next = now + REQUEST_POLL_S
+        if self.poll is not None:
+            try:
+                n = self.poll()
+            except Exception:
+                n = 0
+            if n:
+                return min(max(int(n), 1), 1000)
+        if not self.request:
+            return 0
         try:
             mtime = os.stat(self.request).st_mtime_ns
             if mtime == self.request_mtime:
@@ -150,7 +162,7 @@ class Capture:
             # a window may open at the very boundary where the previous one closed
             if self.prof is None and self._is_start(done + 2):
                 self._open(done + 2)
-            elif self.prof is None and self.request:
+            elif self.prof is None and (self.request or self.poll):
                 n = self._requested()
                 if n:
                     self._open(done + 2, n)
@@ -173,20 +185,22 @@ class Capture:
         self._close()
 
 
-def from_env(rank=0, cuda=False, env=None):
+def from_env(rank=0, cuda=False, env=None, poll=None):
     """The Capture GPUSCOPE_PROFILE asks for; under `gpuscope run` (GPUSCOPE_RUN_DIR) also one
-    that answers `gpuscope trace capture` requests (DIR/profile.request); else None."""
+    that answers `gpuscope trace capture --dir` requests (DIR/profile.request); with poll
+    (the native run's control(): the node's agent's `gpuscope trace capture --run` requests)
+    one that answers those; else None."""
     env = os.environ if env is None else env
     spec = env.get("GPUSCOPE_PROFILE")
     run_dir = env.get("GPUSCOPE_RUN_DIR")
-    if not spec and not run_dir:
+    if not spec and not run_dir and poll is None:
         return None
     out = env.get("GPUSCOPE_PROFILE_DIR")
     if not out:
         out = os.path.join(run_dir, "profile") if run_dir else os.path.abspath("gpuscope-profile")
     request = os.path.join(run_dir, "profile.request") if run_dir else None
     try:
-        return Capture(spec, out, rank=rank, cuda=cuda, request=request)
+        return Capture(spec, out, rank=rank, cuda=cuda, request=request, poll=poll)
     except ValueError as e:
         _log.warning("gpuscope: %s; no profiler window", e)
         return None

@@ -536,6 +536,25 @@ static enum MHD_Result h_runs(const struct request *rq)
     return send_runs(rq->c, rq->a, rq->url, NULL);
 }
 
+/* POST /api/v1/runs/ID/capture: a profiler window of a live run (runs.h, gs_runs_capture),
+ * asked by an admin or the run's owner. */
+static enum MHD_Result h_runs_capture(const struct request *rq)
+{
+    char *body = NULL;
+    size_t len = 0;
+    unsigned code;
+
+    if (!rq->a->runs)
+        return send_json_error(rq->c, MHD_HTTP_NOT_FOUND,
+                               rq->a->runs_off[0] ? rq->a->runs_off
+                                                  : "runs are off on this agent");
+    code = gs_runs_capture(rq->a->runs, rq->url,
+                           MHD_lookup_connection_value(rq->c, MHD_GET_ARGUMENT_KIND, "steps"),
+                           rq->v.role == GS_ROLE_ADMIN,
+                           rq->v.uid_known ? (int64_t)rq->v.uid : -1, &body, &len);
+    return send_owned(rq->c, code, body, len, "application/json");
+}
+
 static enum MHD_Result h_runs_f(const struct request *rq)
 {
     return send_runs_filtered(rq->c, rq->a, &rq->v, rq->peer_pid, rq->url);
@@ -552,6 +571,7 @@ static enum MHD_Result h_web(const struct request *rq)
 static const char *const no_args[] = {NULL};
 static const char *const history_args[] = {"gpu", "metric", "from", "to", "step", NULL};
 static const char *const runs_args[] = {"from", "limit", NULL};
+static const char *const capture_args[] = {"steps", NULL};
 
 struct route {
     const char *path;
@@ -560,20 +580,28 @@ struct route {
     unsigned flags;
     handler_fn serve;          /* an admin's (and an unfiltered policy's) answer */
     handler_fn serve_filtered; /* a viewer the policy filters; NULL: the same as serve */
+    /* POST (no body, with X-Requested-By: a browser page cannot send it cross-site without
+     * a preflight the agent never answers) and its arguments; NULL: GET and HEAD only */
+    handler_fn post;
+    const char *const *post_args;
 };
 
 static const struct route routes[] = {
-    {"/metrics", false, no_args, ROUTE_METRICS_ROLE, h_metrics, h_metrics_f},
-    {"/healthz", false, no_args, ROUTE_METRICS_ROLE, h_health, NULL},
-    {"/api/v1/snapshot", false, no_args, ROUTE_STRICT_ARGS, h_snapshot, h_snapshot_f},
-    {"/api/v1/history", false, history_args, ROUTE_STRICT_ARGS, h_history, h_history_f},
-    {"/api/v1/processes", false, no_args, ROUTE_STRICT_ARGS, h_processes, h_processes_f},
-    {"/api/v1/alerts", false, no_args, ROUTE_STRICT_ARGS, h_alerts, h_alerts_f},
-    {"/api/v1/runs", true, runs_args, ROUTE_STRICT_ARGS, h_runs, h_runs_f},
+    {"/metrics", false, no_args, ROUTE_METRICS_ROLE, h_metrics, h_metrics_f, NULL, NULL},
+    {"/healthz", false, no_args, ROUTE_METRICS_ROLE, h_health, NULL, NULL, NULL},
+    {"/api/v1/snapshot", false, no_args, ROUTE_STRICT_ARGS, h_snapshot, h_snapshot_f,
+     NULL, NULL},
+    {"/api/v1/history", false, history_args, ROUTE_STRICT_ARGS, h_history, h_history_f,
+     NULL, NULL},
+    {"/api/v1/processes", false, no_args, ROUTE_STRICT_ARGS, h_processes, h_processes_f,
+     NULL, NULL},
+    {"/api/v1/alerts", false, no_args, ROUTE_STRICT_ARGS, h_alerts, h_alerts_f, NULL, NULL},
+    {"/api/v1/runs", true, runs_args, ROUTE_STRICT_ARGS, h_runs, h_runs_f, h_runs_capture,
+     capture_args},
 };
 
 /* "/" and /assets/... (web.c), after the table. */
-static const struct route web_route = {NULL, false, no_args, 0, h_web, NULL};
+static const struct route web_route = {NULL, false, no_args, 0, h_web, NULL, NULL, NULL};
 
 /* The route of url, or NULL: not found. */
 static const struct route *route_find(const char *url)
@@ -616,6 +644,7 @@ static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *
     struct arg_check ac = {.allowed = no_args};
     struct request rq = {.c = c, .a = a, .url = url};
     const struct route *route;
+    bool post;
     const char *te, *cl, *challenge;
     struct sockaddr_in6 unix_key; /* a unix-socket client's rate-limit key: its uid */
     double rate, burst;
@@ -643,27 +672,36 @@ static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *
     if (rq.v.role == GS_ROLE_METRICS && !(route && (route->flags & ROUTE_METRICS_ROLE)))
         return send_json_error(c, MHD_HTTP_FORBIDDEN,
                                "forbidden: this credential reaches /metrics and /healthz only");
+    post = route && route->post && strcmp(method, MHD_HTTP_METHOD_POST) == 0;
     if (route)
-        ac.allowed = route->args;
+        ac.allowed = post ? route->post_args : route->args;
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, arg_iter, &ac);
     if (ac.bytes > HTTP_QUERY_MAX)
         return send_json_error(c, MHD_HTTP_URI_TOO_LONG, "query too long");
     if (!route)
         return send_static(c, MHD_HTTP_NOT_FOUND, "not found\n");
-    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+    if (!post && strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
+        strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return respond(c, MHD_HTTP_METHOD_NOT_ALLOWED, TYPE_TEXT, "method not allowed\n",
                        strlen("method not allowed\n"), NULL, NULL, MHD_HTTP_HEADER_ALLOW,
-                       "GET, HEAD");
+                       route->post ? "GET, HEAD, POST" : "GET, HEAD");
     te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
     cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (te || (cl && strcmp(cl, "0") != 0) || *upload_data_size)
-        return send_json_error(c, MHD_HTTP_BAD_REQUEST, "a GET request has no body");
+        return send_json_error(c, MHD_HTTP_BAD_REQUEST, post ? "this POST request has no body"
+                                                            : "a GET request has no body");
     if (ac.unknown && (route->flags & ROUTE_STRICT_ARGS)) {
         snprintf(msg, sizeof msg, "%.64s: unknown parameter", ac.unknown);
         return send_json_error(c, MHD_HTTP_BAD_REQUEST, msg);
     }
     /* A non-admin viewer gets copies filtered by the visibility policy, an admin the
      * pre-rendered bodies. */
+    if (post) {
+        if (!MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Requested-By"))
+            return send_json_error(c, MHD_HTTP_FORBIDDEN,
+                                   "forbidden: a POST needs the header X-Requested-By");
+        return route->post(&rq);
+    }
     if (route->serve_filtered && gs_policy_filters(a->policy, &rq.v))
         return route->serve_filtered(&rq);
     return route->serve(&rq);

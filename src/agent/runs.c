@@ -40,6 +40,7 @@
 #include "agent/log.h"
 #include "agent/recorder.h"
 #include "agent/runs_metrics.h"
+#include "run/control.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
@@ -1328,4 +1329,58 @@ unsigned gs_runs_stalled(struct gs_runs *r, double now, double factor, double mi
 {
     memset(stalled, 0, n);
     return r ? gs_runm_stalled(r->m, now, factor, min_s, stalled, n) : 0;
+}
+
+unsigned gs_runs_capture(struct gs_runs *r, const char *path, const char *steps_arg, int admin,
+                         int64_t uid, char **body, size_t *len)
+{
+    static const char prefix[] = "/api/v1/runs/", suffix[] = "/capture";
+    struct gs_control c = {0};
+    uint64_t conns[RUN_MAX_CONNS];
+    unsigned n = 0, sent = 0;
+    struct run *run = NULL;
+    char msg[GS_CONTROL_MAX], idbuf[24];
+    long long id, steps;
+    size_t plen = strlen(path), idlen;
+    int mlen;
+
+    idlen = plen > sizeof prefix - 1 + sizeof suffix - 1 ? plen - (sizeof prefix - 1) -
+                                                                 (sizeof suffix - 1)
+                                                           : 0;
+    if (strncmp(path, prefix, sizeof prefix - 1) != 0 || idlen == 0 || idlen >= sizeof idbuf ||
+        strcmp(path + plen - (sizeof suffix - 1), suffix) != 0)
+        return reply_error(404, body, len, "not found: POST /api/v1/runs/ID/capture");
+    memcpy(idbuf, path + sizeof prefix - 1, idlen);
+    idbuf[idlen] = '\0';
+    if (parse_uint(idbuf, 1, INT64_MAX, 0, &id) != 0)
+        return reply_error(404, body, len, "no live run %.24s", idbuf);
+    if (parse_uint(steps_arg, 1, GS_CONTROL_MAX_STEPS, 5, &steps) != 0)
+        return reply_error(400, body, len, "steps: want 1..%d", GS_CONTROL_MAX_STEPS);
+    c.steps = (int32_t)steps;
+    pthread_mutex_lock(&r->lock);
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && !run; i++)
+        if (r->live[i] && r->live[i]->id == id)
+            run = r->live[i];
+    /* another user's run answers as a missing one (docs/api.md): its id says nothing */
+    if (run && (admin || (uid >= 0 && (int64_t)run->uid == uid))) {
+        n = run->n_conns;
+        for (unsigned k = 0; k < n; k++)
+            conns[k] = run->conns[k].conn_id;
+    } else {
+        run = NULL;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (!run)
+        return reply_error(404, body, len, "no live run %lld", id);
+    /* the request's id: unique per agent and time, so that each rank answers it once */
+    c.id = (int64_t)(real_s() * 1e6);
+    mlen = gs_control_encode(&c, msg, sizeof msg);
+    for (unsigned k = 0; mlen > 0 && k < n; k++)
+        sent += gs_receiver_send(r->rx, conns[k], msg, (size_t)mlen) == 0;
+    gs_log(GS_LOG_INFO, "runs: run %lld: profiler window of %d step(s) asked of %u of %u "
+                        "rank(s)", id, (int)steps, sent, n);
+    return reply(json_pack("{s:I, s:I, s:i, s:i, s:i}", "run", (json_int_t)id, "request",
+                           (json_int_t)c.id, "steps", (int)steps, "ranks", (int)n, "sent",
+                           (int)sent),
+                 sent ? 202 : 503, body, len);
 }

@@ -91,6 +91,15 @@ unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, con
 
 struct gs_runs_stats gs_runs_stats(struct gs_runs *r);
 
+/* POST /api/v1/runs/ID/capture?steps=N (path and the steps argument, NULL: 5; docs/api.md):
+ * asks every rank of live run ID for a profiler window of its next `steps` steps (a control message over its step-record
+ * connection, run/control.h; the Python package opens the window). Only an admin, or the
+ * run's owner (uid >= 0), may ask: another user's run is 404 like a missing or ended one.
+ * 202 with {"run","request","steps","ranks","sent"}; 503 when no rank could be reached; 400
+ * for steps outside 1..1000. *body as gs_runs_http's. */
+unsigned gs_runs_capture(struct gs_runs *r, const char *path, const char *steps_arg, int admin,
+                         int64_t uid, char **body, size_t *len);
+
 /* The GPUs (stalled[NVML index], n entries, zeroed first) of live ranks that sent no step for
  * max(min_s, factor x their p95 step time) up to now (gs_runm_stalled): what the agent's
  * training_hang alert combines with the GPU's own state. Returns the stalled ranks. */

@@ -59,17 +59,36 @@ static int wait_fd(int fd, short ev, int timeout_ms)
 int gs_agent_client_get(const char *sock, const char *path, int timeout_ms, char **body,
                         size_t *body_len, struct gs_err *err)
 {
+    int status = 0, rc = gs_agent_client_request(sock, "GET", path, timeout_ms, &status, body,
+                                                 body_len, err);
+
+    if (rc == GS_OK && status != 200) {
+        free(*body);
+        *body = NULL;
+        return gs_err_set(err, GS_EIO, "agent: %s: %s answered %d", sock, path, status);
+    }
+    return rc;
+}
+
+int gs_agent_client_request(const char *sock, const char *method, const char *path,
+                            int timeout_ms, int *status_out, char **body, size_t *body_len,
+                            struct gs_err *err)
+{
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    char req[512], *buf = NULL, *hdr_end;
+    char req[600], *buf = NULL, *hdr_end;
     size_t len = 0, cap = 0, off = 0, n;
     int fd, status = 0;
+    int post = strcmp(method, "POST") == 0;
 
     *body = NULL;
     if (strlen(sock) >= sizeof sun.sun_path)
         return gs_err_set(err, GS_EIO, "agent: socket path too long");
     memcpy(sun.sun_path, sock, strlen(sock));
+    /* a POST says who sends it (the agent refuses one without: docs/api.md) */
     n = (size_t)snprintf(req, sizeof req,
-                         "GET %s HTTP/1.0\r\nHost: localhost\r\nConnection: close\r\n\r\n", path);
+                         "%s %s HTTP/1.0\r\nHost: localhost\r\nConnection: close\r\n%s\r\n",
+                         post ? "POST" : "GET", path,
+                         post ? "X-Requested-By: gpuscope\r\nContent-Length: 0\r\n" : "");
     if (n >= sizeof req)
         return gs_err_set(err, GS_EIO, "agent: path too long");
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -120,10 +139,7 @@ int gs_agent_client_get(const char *sock, const char *path, int timeout_ms, char
         free(buf);
         return gs_err_set(err, GS_EIO, "agent: %s: not an HTTP answer", sock);
     }
-    if (status != 200) {
-        free(buf);
-        return gs_err_set(err, GS_EIO, "agent: %s: %s answered %d", sock, path, status);
-    }
+    *status_out = status;
     hdr_end += 4;
     *body_len = len - (size_t)(hdr_end - buf);
     memmove(buf, hdr_end, *body_len + 1);

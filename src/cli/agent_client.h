@@ -29,6 +29,13 @@ int gs_agent_client_socket(char *out, size_t len);
 int gs_agent_client_get(const char *sock, const char *path, int timeout_ms, char **body,
                         size_t *body_len, struct gs_err *err);
 
+/* method ("GET" or "POST", the latter without a body) path over sock: GS_OK with the
+ * answer's status in *status and its body (malloc'ed, NUL-terminated) whatever the status;
+ * GS_EIO when no agent answers (the message says why). */
+int gs_agent_client_request(const char *sock, const char *method, const char *path,
+                            int timeout_ms, int *status, char **body, size_t *body_len,
+                            struct gs_err *err);
+
 /* Fetches /api/v1/snapshot from sock and decodes it (gs_snapjson_decode, hidden_as_procs as
  * there). GS_EIO when no agent answers. */
 int gs_agent_client_snapshot(const char *sock, int hidden_as_procs, struct gs_snapshot **out,

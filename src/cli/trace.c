@@ -14,6 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "cli/agent_client.h"
 #include "cli/cli.h"
 #include "cli/term.h"
 #include "diag/diag.h"
@@ -557,18 +560,70 @@ done:
     return rc;
 }
 
+/* `gpuscope trace capture --run ID`: the node's agent asks the run's ranks over their record
+ * connections (POST /api/v1/runs/ID/capture, docs/api.md); only the run's owner or an admin
+ * may. */
+static int capture_run(const char *id, long steps)
+{
+    char sock[256], path[160], *body = NULL;
+    size_t len = 0;
+    struct gs_err e;
+    json_t *doc;
+    int status = 0;
+
+    gs_err_clear(&e);
+    if (strspn(id, "0123456789") != strlen(id) || !id[0] || strlen(id) > 18) {
+        fprintf(stderr, "gpuscope trace capture: --run wants a run id (gpuscope runs, "
+                        "/api/v1/runs), not '%s'\n",
+                id);
+        return GS_EXIT_USAGE;
+    }
+    if (!gs_agent_client_socket(sock, sizeof sock)) {
+        fprintf(stderr, "gpuscope trace capture: no agent socket to ask (GPUSCOPE_HTTP_SOCKET "
+                        "is off, no /run/gpuscope/agent.sock, no XDG_RUNTIME_DIR)\n");
+        return gs_rc_exit_code(GS_ENOTFOUND);
+    }
+    snprintf(path, sizeof path, "/api/v1/runs/%s/capture?steps=%ld", id, steps);
+    if (gs_agent_client_request(sock, "POST", path, GS_AGENT_CLIENT_TIMEOUT_MS, &status, &body,
+                                &len, &e) != GS_OK) {
+        fprintf(stderr, "gpuscope trace capture: %s\n", e.msg);
+        return gs_rc_exit_code(GS_EIO);
+    }
+    doc = json_loadb(body, len, 0, NULL);
+    free(body);
+    if (status != 202) {
+        const char *why = json_string_value(json_object_get(doc, "error"));
+        fprintf(stderr, "gpuscope trace capture: run %s: %s (HTTP %d)\n", id,
+                why ? why : "refused", status);
+        json_decref(doc);
+        return gs_rc_exit_code(status == 404 ? GS_ENOTFOUND
+                               : status == 400 ? GS_EINVAL
+                               : status == 403 ? GS_EPERM
+                                               : GS_EIO);
+    }
+    printf("asked run %s for a profiler window of %ld step(s): %lld of %lld rank(s) reached; "
+           "each writes its trace to its profile directory ($GPUSCOPE_PROFILE_DIR, else "
+           "./gpuscope-profile where it runs)\n",
+           id, steps, (long long)json_integer_value(json_object_get(doc, "sent")),
+           (long long)json_integer_value(json_object_get(doc, "ranks")));
+    json_decref(doc);
+    return 0;
+}
+
 /* `gpuscope trace capture --dir DIR [--steps N]`: asks the job that `gpuscope run --out DIR`
  * runs for a profiler window of its next N steps (python/gpuscope/_profile.py polls
- * DIR/profile.request at step boundaries). Only who may write DIR can ask. */
+ * DIR/profile.request at step boundaries). Only who may write DIR can ask. With --run ID,
+ * a run the node's agent keeps (capture_run). */
 static int capture(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"dir", required_argument, NULL, 'd'},
+        {"run", required_argument, NULL, 'r'},
         {"steps", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *dir = NULL;
+    const char *dir = NULL, *run = NULL;
     long steps = 5;
     char path[4096], tmp[4200], probe[4200];
     struct timespec now;
@@ -583,6 +638,9 @@ static int capture(int argc, char **argv)
         case 'd':
             dir = optarg;
             break;
+        case 'r':
+            run = optarg;
+            break;
         case 's':
             steps = strtol(optarg, &end, 10);
             if (*end || steps < 1 || steps > 1000) {
@@ -592,19 +650,25 @@ static int capture(int argc, char **argv)
             }
             break;
         case 'h':
-            printf("usage: gpuscope trace capture --dir DIR [--steps N]\n\n"
+            printf("usage: gpuscope trace capture --dir DIR [--steps N]\n"
+                   "       gpuscope trace capture --run ID [--steps N]\n\n"
                    "Asks the job running under `gpuscope run --out DIR` for a torch.profiler\n"
-                   "window of its next N steps (default 5), on every rank; the traces go to\n"
-                   "DIR/profile/ and into the run's report at its end (docs/trace.md).\n");
+                   "window of its next N steps (default 5, at most 1000), on every rank; the\n"
+                   "traces go to DIR/profile/ and into the run's report at its end.\n"
+                   "--run ID asks a run the node's agent keeps (its id in the dashboard or\n"
+                   "/api/v1/runs) through the agent: only its owner or an admin may; each rank\n"
+                   "writes to $GPUSCOPE_PROFILE_DIR, else ./gpuscope-profile (docs/trace.md).\n");
             return 0;
         default:
             return GS_EXIT_USAGE;
         }
     }
-    if (!dir || optind != argc) {
-        fprintf(stderr, "usage: gpuscope trace capture --dir DIR [--steps N]\n");
+    if ((!dir == !run) || optind != argc) {
+        fprintf(stderr, "usage: gpuscope trace capture --dir DIR | --run ID [--steps N]\n");
         return GS_EXIT_USAGE;
     }
+    if (run)
+        return capture_run(run, steps);
     snprintf(probe, sizeof probe, "%s/steps.jsonl", dir);
     if (access(probe, F_OK) != 0) {
         fprintf(stderr, "gpuscope trace capture: %s is not a gpuscope run directory (no "
@@ -632,7 +696,7 @@ int gs_cli_trace(int argc, char **argv)
         fprintf(argc < 2 ? stderr : stdout,
                 "usage: gpuscope trace analyze [OPTIONS] FILE|DIR...\n"
                 "       gpuscope trace diff [OPTIONS] A B\n"
-                "       gpuscope trace capture --dir RUN_DIR [--steps N]\n"
+                "       gpuscope trace capture --dir RUN_DIR | --run ID [--steps N]\n"
                 "(gpuscope trace analyze --help for both)\n");
         return argc < 2 ? GS_EXIT_USAGE : 0;
     }

@@ -40,6 +40,7 @@
 #include "gpuscope/gs_sampler.h"
 #include "run/agg.h"
 #include "run/attrib.h"
+#include "run/control.h"
 #include "run/record.h"
 #include "run/usamp.h"
 
@@ -71,6 +72,9 @@ struct gs_run {
     struct gs_record_log logs[LOG_CAP];
     unsigned log_head, log_count;
     uint64_t logs_dropped;
+    /* the newest control request from a receiver (gs_run_control), under mu */
+    int64_t ctl_id, ctl_taken;
+    int32_t ctl_steps;
 
     /* sampler */
     bool sampler_on;
@@ -346,6 +350,45 @@ static void send_agent(struct gs_run *run, const struct gs_record *rec)
     }
 }
 
+/* Reads the control messages waiting on fd (never blocks; sender thread only) and keeps the
+ * newest capture request for gs_run_control. A message that does not parse is skipped. */
+static void read_control(struct gs_run *run, int fd)
+{
+    char buf[GS_CONTROL_MAX + 1];
+
+    for (int k = 0; fd >= 0 && k < 8; k++) {
+        struct gs_control c;
+        struct gs_err e;
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
+
+        if (n <= 0)
+            return; /* nothing waiting (EAGAIN), or the receiver is gone: the sends see it */
+        if ((size_t)n > sizeof buf || gs_control_parse(buf, (size_t)n, &c, &e) != GS_OK)
+            continue;
+        pthread_mutex_lock(&run->mu);
+        if (c.id != run->ctl_id && c.id != run->ctl_taken) {
+            run->ctl_id = c.id;
+            run->ctl_steps = c.steps;
+        }
+        pthread_mutex_unlock(&run->mu);
+    }
+}
+
+GS_API int gs_run_control(struct gs_run *run)
+{
+    int steps = 0;
+
+    if (!run)
+        return 0;
+    pthread_mutex_lock(&run->mu);
+    if (run->ctl_id && run->ctl_id != run->ctl_taken) {
+        run->ctl_taken = run->ctl_id;
+        steps = run->ctl_steps;
+    }
+    pthread_mutex_unlock(&run->mu);
+    return steps;
+}
+
 static void *sender_main(void *arg)
 {
     struct gs_run *run = arg;
@@ -365,6 +408,8 @@ static void *sender_main(void *arg)
             if (!broken && send_record(run->fd, &rec) != 0)
                 broken = true; /* receiver gone or stalled: later records are dropped */
             send_agent(run, &rec);
+            /* the agent's requests come back on its connection, one read a step */
+            read_control(run, run->agent_fd >= 0 ? run->agent_fd : run->fd);
             pthread_mutex_lock(&run->mu);
             if (broken)
                 run->dropped++;

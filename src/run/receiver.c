@@ -46,7 +46,9 @@ struct gs_receiver {
     uint64_t next_conn_id;
     unsigned n_conn;
     struct rx_conn conn[GS_RECEIVER_MAX_CONN];
-    pthread_mutex_t lock; /* guards stats only */
+    /* Guards stats, and the connection table's changes (made on the receiver's thread only,
+     * which reads it without the lock) against gs_receiver_send on other threads. */
+    pthread_mutex_t lock;
     struct gs_receiver_stats stats;
     char buf[GS_RECORD_MAX + 1];
     struct gs_record rec;
@@ -71,8 +73,10 @@ static void rx_drop(struct gs_receiver *r, unsigned i)
 {
     struct gs_peer peer = r->conn[i].peer;
 
+    pthread_mutex_lock(&r->lock);
     close(r->conn[i].fd);
     r->conn[i] = r->conn[--r->n_conn];
+    pthread_mutex_unlock(&r->lock);
     if (r->cb.on_close)
         r->cb.on_close(r->cb.ctx, &peer);
 }
@@ -109,10 +113,12 @@ static void rx_accept(struct gs_receiver *r)
         rx_reject(r, &peer, "too many connections");
         return;
     }
+    pthread_mutex_lock(&r->lock);
     r->conn[r->n_conn].fd = fd;
     r->conn[r->n_conn].bad_in_row = 0;
     r->conn[r->n_conn].peer = peer;
     r->n_conn++;
+    pthread_mutex_unlock(&r->lock);
     rx_count(r, &r->stats.connections);
 }
 
@@ -307,4 +313,21 @@ void gs_receiver_stop(struct gs_receiver *r)
         unlink(r->path);
     pthread_mutex_destroy(&r->lock);
     free(r);
+}
+
+int gs_receiver_send(struct gs_receiver *r, uint64_t conn_id, const void *msg, size_t len)
+{
+    int rc = -1;
+
+    if (!r)
+        return -1;
+    pthread_mutex_lock(&r->lock);
+    for (unsigned i = 0; i < r->n_conn; i++)
+        if (r->conn[i].peer.conn_id == conn_id) {
+            ssize_t n = send(r->conn[i].fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+            rc = n == (ssize_t)len ? 0 : -1;
+            break;
+        }
+    pthread_mutex_unlock(&r->lock);
+    return rc;
 }

@@ -53,6 +53,10 @@ int gs_receiver_start(struct gs_receiver **out, const char *path, mode_t mode,
 int gs_receiver_start_flags(struct gs_receiver **out, const char *path, mode_t mode, unsigned flags,
                             const struct gs_receiver_cb *cb, struct gs_err *err);
 void gs_receiver_stats(const struct gs_receiver *r, struct gs_receiver_stats *out);
+/* Sends one message back to the sender of connection conn_id (a control message,
+ * run/control.h), from any thread, never waiting: 0 when sent, -1 when there is no such
+ * connection any more or its buffer is full. */
+int gs_receiver_send(struct gs_receiver *r, uint64_t conn_id, const void *msg, size_t len);
 /* Stops the thread, closes every connection, unlinks the path. NULL allowed. */
 void gs_receiver_stop(struct gs_receiver *r);
 

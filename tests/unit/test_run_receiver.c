@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "gpuscope/gs_err.h"
+#include "run/control.h"
 #include "run/receiver.h"
 
 #define MAXREC 64
@@ -219,6 +220,39 @@ static void test_good_records_carry_peer(void **state)
     pthread_mutex_lock(&f->seen.lock);
     assert_int_equal(f->seen.closes, 1);
     pthread_mutex_unlock(&f->seen.lock);
+}
+
+/* A control message back to a sender (run/control.h): gs_receiver_send reaches the
+ * connection its conn_id names, the sender reads it and it parses; a gone connection is -1. */
+static void test_send_back(void **state)
+{
+    struct fx *f = *state;
+    struct gs_control c = {.id = 42, .steps = 3}, got;
+    struct gs_err e;
+    char msg[GS_CONTROL_MAX], buf[GS_CONTROL_MAX];
+    uint64_t conn;
+    int fd = client(f->path), n = gs_control_encode(&c, msg, sizeof msg);
+    ssize_t r;
+
+    send_str(fd, "{\"v\":1,\"type\":\"hello\",\"run\":\"r\",\"pid\":1}");
+    wait_for(f->r, 1, 0);
+    pthread_mutex_lock(&f->seen.lock);
+    conn = f->seen.peer[0].conn_id;
+    pthread_mutex_unlock(&f->seen.lock);
+    assert_true(n > 0);
+    assert_int_equal(gs_receiver_send(f->r, conn + 1000, msg, (size_t)n), -1);
+    assert_int_equal(gs_receiver_send(f->r, conn, msg, (size_t)n), 0);
+    r = recv(fd, buf, sizeof buf, 0);
+    assert_int_equal(r, n);
+    assert_int_equal(gs_control_parse(buf, (size_t)r, &got, &e), GS_OK);
+    assert_true(got.id == 42 && got.steps == 3);
+    assert_int_equal(gs_control_parse("{\"v\":1,\"type\":\"capture\",\"id\":1}", 31, &got, &e),
+                     GS_EPARSE);
+    assert_non_null(strstr(e.msg, "steps: missing"));
+    close(fd);
+    for (int i = 0; i < 3000 && gs_receiver_send(f->r, conn, msg, (size_t)n) == 0; i++)
+        usleep(1000); /* until the receiver has seen the close */
+    assert_int_equal(gs_receiver_send(f->r, conn, msg, (size_t)n), -1);
 }
 
 static void test_bad_records_rejected(void **state)
@@ -467,6 +501,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_good_records_carry_peer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_send_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_records_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_in_a_row_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_connections, setup, teardown),

@@ -81,6 +81,22 @@ static const struct key keys[] = {
     {"http_conn_per_uid", KEY_UINT, offsetof(struct gs_agent_config, http_conn_per_uid), 1,
      65536, NULL, "32",
      "HTTP connections one local uid (unix socket or loopback TCP) may hold at once", 0},
+    {"steps_conn_per_uid", KEY_UINT, offsetof(struct gs_agent_config, steps_conn_per_uid), 1,
+     256, NULL, "32",
+     "step-socket connections one uid other than root may hold at once (of 256); restart to "
+     "change", RESTART},
+    {"steps_rate_per_uid", KEY_DOUBLE, offsetof(struct gs_agent_config, steps_rate_per_uid), 0,
+     1e7, NULL, "10000",
+     "step-socket records/s one uid other than root may send (token bucket; more are "
+     "dropped, counted); 0: no limit; restart to change", RESTART},
+    {"steps_burst_per_uid", KEY_UINT, offsetof(struct gs_agent_config, steps_burst_per_uid), 1,
+     10000000, NULL, "20000",
+     "step-socket records one uid may send at once before steps_rate_per_uid applies; restart "
+     "to change", RESTART},
+    {"steps_per_run", KEY_UINT, offsetof(struct gs_agent_config, steps_per_run), 0, 4000000000.0,
+     NULL, "500000",
+     "step records kept in the history per run, also of a run that never ends (the lowest "
+     "step numbers pruned first); 0: no cap", 0},
     {"influx_url", KEY_STR, offsetof(struct gs_agent_config, push.influx_url), 0, sizeof(((struct gs_agent_config *)0)->push.influx_url), NULL, "",
      "InfluxDB base URL (http://HOST:8086); empty: no InfluxDB push", 0},
     {"influx_version", KEY_ENUM, offsetof(struct gs_agent_config, push.influx_version), 0, 0, influx_version_names, "1",
@@ -767,6 +783,10 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
             c->http_burst);
     fprintf(out, "http_conn_per_uid = %u\n", c->http_conn_per_uid);
     fprintf(out, "runs_per_uid = %u\n", c->runs_per_uid);
+    fprintf(out, "steps_conn_per_uid = %u\nsteps_rate_per_uid = %g\nsteps_burst_per_uid = %u\n"
+                 "steps_per_run = %u\n",
+            c->steps_conn_per_uid, c->steps_rate_per_uid, c->steps_burst_per_uid,
+            c->steps_per_run);
     /* An empty value cannot be read back ("missing value"): written as a comment. */
     write_str(out, "influx_url", c->push.influx_url);
     fprintf(out, "influx_version = %s\n", influx_version_names[c->push.influx_version ? 1 : 0]);

@@ -50,6 +50,7 @@ struct gs_recorder {
     pthread_mutex_t qlock; /* policy, pub */
     double flush_interval_s, raw_s, rollup_s;
     double runs_s; /* ended runs and their steps kept this long */
+    unsigned steps_per_run; /* step rows kept per run (0: no cap) */
     struct gs_recorder_stats pub; /* the writer's last copy of the store stats */
     struct gs_worker *worker;     /* the queue and the writer thread */
 
@@ -168,6 +169,13 @@ void gs_recorder_set_runs_retention(struct gs_recorder *r, double runs_s)
 {
     pthread_mutex_lock(&r->qlock);
     r->runs_s = runs_s;
+    pthread_mutex_unlock(&r->qlock);
+}
+
+void gs_recorder_set_steps_per_run(struct gs_recorder *r, unsigned steps_per_run)
+{
+    pthread_mutex_lock(&r->qlock);
+    r->steps_per_run = steps_per_run;
     pthread_mutex_unlock(&r->qlock);
 }
 
@@ -300,7 +308,8 @@ static int flush_once(struct gs_recorder *r)
 }
 
 /* Prunes in batches, releasing the store lock between them so a query can slip in. */
-static void prune(struct gs_recorder *r, double raw_s, double rollup_s, double runs_s)
+static void prune(struct gs_recorder *r, double raw_s, double rollup_s, double runs_s,
+                  unsigned steps_per_run)
 {
     for (int i = 0; i < PRUNE_BATCHES; i++) {
         unsigned deleted = 0, run_rows = 0;
@@ -314,6 +323,12 @@ static void prune(struct gs_recorder *r, double raw_s, double rollup_s, double r
         if (rc == GS_OK && deleted < PRUNE_ROWS) {
             rc = gs_store_prune_runs(r->st, gs_clock_real_s(), runs_s, PRUNE_ROWS - deleted, &run_rows,
                                      &err);
+            deleted += run_rows;
+        }
+        /* And the steps of runs going on past the retention or the per-run cap. */
+        if (rc == GS_OK && deleted < PRUNE_ROWS) {
+            rc = gs_store_prune_live(r->st, gs_clock_real_s(), runs_s, steps_per_run,
+                                     PRUNE_ROWS - deleted, &run_rows, &err);
             deleted += run_rows;
         }
         pthread_mutex_unlock(&r->store_lock);
@@ -339,11 +354,13 @@ static int64_t writer_run(void *ctx, void *items, unsigned n, bool stopping)
     struct gs_recorder *r = ctx;
     const struct queued *batch = items;
     double raw_s, rollup_s, runs_s, interval_s;
+    unsigned steps_per_run;
 
     pthread_mutex_lock(&r->qlock);
     raw_s = r->raw_s;
     rollup_s = r->rollup_s;
     runs_s = r->runs_s;
+    steps_per_run = r->steps_per_run;
     interval_s = r->flush_interval_s;
     pthread_mutex_unlock(&r->qlock);
     for (unsigned i = 0; i < n; i++)
@@ -355,7 +372,7 @@ static int64_t writer_run(void *ctx, void *items, unsigned n, bool stopping)
     }
     if (stopping || gs_clock_mono_s() >= r->next_flush) {
         if (flush_once(r) && !stopping)
-            prune(r, raw_s, rollup_s, runs_s);
+            prune(r, raw_s, rollup_s, runs_s, steps_per_run);
         r->next_flush = gs_clock_mono_s() + interval_s;
     } else if (r->next_flush > gs_clock_mono_s() + interval_s) {
         r->next_flush = gs_clock_mono_s() + interval_s; /* a reload shortened the period */

@@ -38,12 +38,14 @@
 #include <jansson.h>
 
 #include "agent/log.h"
+#include "agent/ratelimit.h"
 #include "agent/recorder.h"
 #include "agent/runs_metrics.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
 #include "backend/procfs.h"
+#include "core/clock.h"
 #include "run/agg.h"
 #include "run/attrib.h"
 #include "run/receiver.h"
@@ -106,8 +108,15 @@ struct gs_runs {
     int64_t next_mem_id; /* ids when history is off */
     int full_logged;
     unsigned runs_per_uid; /* constant (gs_runs_opts) */
-    uid_t uid_logged[GS_RUNS_MAX_LIVE]; /* uids whose per-uid refusal was logged */
-    unsigned n_uid_logged;
+    unsigned conn_per_uid;              /* constant: the receiver's (for the log) */
+    double rate_per_uid, burst_per_uid; /* constant */
+    struct gs_ratelimit *rl; /* per-uid record buckets (the receiver thread's calls) */
+    /* (uid, reason) pairs whose refusal was logged; a full list forgets the oldest */
+    struct {
+        uid_t uid;
+        int why;
+    } logged[256];
+    unsigned n_logged;
 
     struct gs_receiver *rx;
     struct gs_recorder *rec;
@@ -137,6 +146,36 @@ static void count(struct gs_runs *r, uint64_t *field)
     pthread_mutex_lock(&r->lock);
     (*field)++;
     pthread_mutex_unlock(&r->lock);
+}
+
+const char *gs_runs_refusal_name(enum gs_runs_refusal why)
+{
+    static const char *const names[GS_RUNS_REF_N] = {
+        "uid_connections", "connections", "uid_rate", "runs_per_uid",
+        "runs", "run_buffer_share", "buffer", "step_time"};
+
+    return (unsigned)why < GS_RUNS_REF_N ? names[why] : "other";
+}
+
+/* Counts a refusal of why for uid; returns 1 when it is the first of this (uid, why) pair,
+ * which the caller logs (with what it knows), 0 when it was logged already. */
+static int refuse(struct gs_runs *r, uid_t uid, enum gs_runs_refusal why)
+{
+    int first = 1;
+
+    pthread_mutex_lock(&r->lock);
+    r->st.refused[why]++;
+    for (unsigned i = 0; i < r->n_logged && first; i++)
+        first = !(r->logged[i].uid == uid && r->logged[i].why == (int)why);
+    if (first) {
+        if (r->n_logged == sizeof r->logged / sizeof r->logged[0])
+            memmove(r->logged, r->logged + 1, sizeof r->logged[0] * --r->n_logged);
+        r->logged[r->n_logged].uid = uid;
+        r->logged[r->n_logged].why = (int)why;
+        r->n_logged++;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return first;
 }
 
 /* ---- run life ---- */
@@ -253,16 +292,11 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
         held += r->live[i] && r->live[i]->uid == peer->uid;
     if (r->runs_per_uid && peer->uid != 0 && held >= r->runs_per_uid) {
         /* One user cannot take every run slot (issue 18): refused, logged once per uid. */
-        int log = 1;
-        for (unsigned i = 0; i < r->n_uid_logged; i++)
-            log &= r->uid_logged[i] != peer->uid;
-        if (log && r->n_uid_logged < GS_RUNS_MAX_LIVE)
-            r->uid_logged[r->n_uid_logged++] = peer->uid;
         r->st.runs_refused++;
         r->st.runs_refused_uid++;
         pthread_mutex_unlock(&r->lock);
         free(run);
-        if (log)
+        if (refuse(r, peer->uid, GS_RUNS_REF_RUNS_PER_UID))
             gs_log(GS_LOG_WARN, "runs: uid %lu has %u runs going on (runs_per_uid); records of "
                                 "its new ones are dropped (logged once)",
                    (unsigned long)peer->uid, held);
@@ -277,6 +311,7 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
         r->full_logged = 1;
         pthread_mutex_unlock(&r->lock);
         free(run);
+        refuse(r, peer->uid, GS_RUNS_REF_RUNS_FULL); /* logged once until a slot frees */
         if (log)
             gs_log(GS_LOG_WARN, "runs: %d runs going on; records of new ones are dropped",
                    GS_RUNS_MAX_LIVE);
@@ -420,6 +455,28 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
     struct gs_err err;
 
     count(r, &r->st.records);
+    /* Records per second per uid (issue 18): a flooding user loses its own records, counted
+     * against its run; an end record always passes (it frees the run's slot). */
+    if (rec->type != GS_REC_END && peer->uid != 0 &&
+        !gs_ratelimit_take_uid(r->rl, (uint32_t)peer->uid, r->rate_per_uid, r->burst_per_uid,
+                               gs_clock_mono_ns())) {
+        if (refuse(r, peer->uid, GS_RUNS_REF_UID_RATE))
+            gs_log(GS_LOG_WARN,
+                   "runs: uid %lu sends more than %g records/s (steps_rate_per_uid, burst %g): "
+                   "the excess is dropped (logged once)",
+                   (unsigned long)peer->uid, r->rate_per_uid, r->burst_per_uid);
+        if (rec->type == GS_REC_STEP) {
+            count(r, &r->st.steps_dropped);
+            if (run) {
+                pthread_mutex_lock(&run->mu);
+                gs_agg_set_records_dropped(run->agg, ++run->dropped);
+                pthread_mutex_unlock(&run->mu);
+            }
+        }
+        if (run)
+            run_unref(r, run);
+        return;
+    }
     if (!run && (run = run_join(r, peer, rec)) != NULL) {
         /* another rank of a DDP job: its steps only (the agg keeps the first hello) */
         if (rec->type == GS_REC_HELLO) {
@@ -455,6 +512,7 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
                                      rec->u.step.t_begin < run->start_s - STEP_BEFORE_RUN_S)) {
         uint64_t n;
         count(r, &r->st.steps_dropped);
+        refuse(r, peer->uid, GS_RUNS_REF_STEP_TIME); /* logged once per run below */
         pthread_mutex_lock(&run->mu);
         n = ++run->refused_time;
         pthread_mutex_unlock(&run->mu);
@@ -493,10 +551,22 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
     }
     pthread_mutex_unlock(&run->mu);
     if (rec->type == GS_REC_STEP && r->rec && run->id > 0) {
+        int rc;
+
         gs_err_clear(&err);
-        if (gs_recorder_run_step(r->rec, run->id, &rec->u.step, peer->pid, peer->uid, &err) !=
-            GS_OK) {
+        rc = gs_recorder_run_step(r->rec, run->id, &rec->u.step, peer->pid, peer->uid, &err);
+        if (rc == GS_EPERM || rc == GS_ENOMEM) {
+            /* The run's share of the flush buffer (store/history.h), or the buffer full:
+             * this run's record is lost, nobody else's. */
+            enum gs_runs_refusal why =
+                rc == GS_EPERM ? GS_RUNS_REF_RUN_SHARE : GS_RUNS_REF_BUFFER_FULL;
+            if (refuse(r, peer->uid, why))
+                gs_log(GS_LOG_WARN, "runs: run %lld (uid %lu): %s (logged once per uid)",
+                       (long long)run->id, (unsigned long)peer->uid, err.msg);
+        } else if (rc != GS_OK) {
             count(r, &r->st.store_errors);
+        }
+        if (rc != GS_OK) {
             count(r, &r->st.steps_dropped);
             pthread_mutex_lock(&run->mu);
             gs_agg_set_records_dropped(run->agg, ++run->dropped);
@@ -517,6 +587,23 @@ static void on_close(void *ctx, const struct gs_peer *peer)
         return;
     run_detach(r, run, peer->conn_id, "connection closed");
     run_unref(r, run);
+}
+
+static void on_refuse(void *ctx, const struct gs_peer *peer, int why)
+{
+    struct gs_runs *r = ctx;
+
+    if (why == GS_RECEIVER_UID_CONN) {
+        if (refuse(r, peer->uid, GS_RUNS_REF_UID_CONN))
+            gs_log(GS_LOG_WARN,
+                   "runs: uid %lu holds %u step-socket connections (steps_conn_per_uid): its "
+                   "next ones are closed (logged once)",
+                   (unsigned long)peer->uid, r->conn_per_uid);
+    } else if (refuse(r, peer->uid, GS_RUNS_REF_CONN_FULL)) {
+        gs_log(GS_LOG_WARN, "runs: %d step-socket connections open: uid %lu's next one closed "
+                            "(logged once per uid)",
+               GS_RECEIVER_MAX_CONN, (unsigned long)peer->uid);
+    }
 }
 
 static void on_reject(void *ctx, const struct gs_peer *peer, const char *why)
@@ -1253,7 +1340,8 @@ static int make_parent(const char *path, struct gs_err *err)
 int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_err *err)
 {
     struct gs_receiver_cb cb = {
-        .on_record = on_record, .on_close = on_close, .on_reject = on_reject};
+        .on_record = on_record, .on_close = on_close, .on_reject = on_reject,
+        .on_refuse = on_refuse};
     struct gs_runs *r;
     int rc;
 
@@ -1263,7 +1351,10 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     rc = make_parent(o->socket_path, err);
     if (rc != GS_OK)
         return rc;
-    if (!(r = calloc(1, sizeof *r)) || !(r->m = gs_runm_new(o->hostname))) {
+    if (!(r = calloc(1, sizeof *r)) || !(r->m = gs_runm_new(o->hostname)) ||
+        gs_ratelimit_new(&r->rl, err) != GS_OK) {
+        if (r)
+            gs_runm_free(r->m);
         free(r);
         return gs_err_set(err, GS_ENOMEM, "runs: out of memory");
     }
@@ -1271,13 +1362,17 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     pthread_mutex_init(&r->db_lock, NULL);
     r->rec = o->rec;
     r->runs_per_uid = o->runs_per_uid;
+    r->conn_per_uid = o->conn_per_uid;
+    r->rate_per_uid = o->rate_per_uid;
+    r->burst_per_uid = o->burst_per_uid >= 1 ? o->burst_per_uid : 1;
     snprintf(r->hostname, sizeof r->hostname, "%s", o->hostname ? o->hostname : "");
     if (o->rec && o->history_path)
         snprintf(r->history_path, sizeof r->history_path, "%s", o->history_path);
     cb.ctx = r;
     if (r->history_path[0])
         rebuild_interrupted(r);
-    rc = gs_receiver_start_flags(&r->rx, o->socket_path, 0666, GS_RECEIVER_ANY_UID, &cb, err);
+    rc = gs_receiver_start_limited(&r->rx, o->socket_path, 0666, GS_RECEIVER_ANY_UID,
+                                   o->conn_per_uid, &cb, err);
     if (rc != GS_OK) {
         gs_runs_close(r);
         return rc;
@@ -1312,6 +1407,7 @@ void gs_runs_close(struct gs_runs *r)
             run_finish(r, r->live[i], "agent stopping");
     gs_store_close(r->db);
     gs_runm_free(r->m);
+    gs_ratelimit_free(r->rl);
     free(r->in_run);
     gs_attrib_tree_free(&r->tree);
     pthread_mutex_destroy(&r->lock);

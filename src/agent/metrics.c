@@ -625,3 +625,16 @@ int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
     }
     return b->failed ? GS_ENOMEM : GS_OK;
 }
+
+void gs_metrics_render_refused(struct gs_mbuf *b, const struct gs_refused_row *rows, unsigned n)
+{
+    if (n == 0)
+        return;
+    header(b, "gpuscope_refused_total",
+           "Connections, requests and records the agent refused, by door (http, unix, steps) "
+           "and reason (docs/metrics.md); each (uid, reason) is also logged once.",
+           "counter");
+    for (unsigned i = 0; i < n; i++)
+        printf_(b, "gpuscope_refused_total{door=\"%s\",reason=\"%s\"} %llu\n", rows[i].door,
+                rows[i].reason, (unsigned long long)rows[i].n);
+}

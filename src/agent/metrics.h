@@ -83,6 +83,18 @@ enum gs_metrics_flags {
 int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
                       const struct gs_metrics_self *self, unsigned flags);
 
+/* One series of gpuscope_refused_total (issue 18): what a door refused and why, both bounded
+ * names (docs/metrics.md). */
+struct gs_refused_row {
+    const char *door;   /* "http" (TCP), "unix" (the HTTP unix socket), "steps" */
+    const char *reason; /* "uid_connections", "rate", "uid_rate", "runs_per_uid", ... */
+    uint64_t n;
+};
+
+/* Appends the gpuscope_refused_total family with the n rows (zeros too: the series are there
+ * from the start). */
+void gs_metrics_render_refused(struct gs_mbuf *b, const struct gs_refused_row *rows, unsigned n);
+
 /* Appends s as a label value, escaped. */
 void gs_metrics_escape(struct gs_mbuf *b, const char *s);
 

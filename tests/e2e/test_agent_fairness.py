@@ -14,6 +14,7 @@ drops its excess, each run's share of the flush buffer bounds its runs) leaves g
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -177,6 +178,26 @@ else:  # burst
 '''
 
 
+def refused(base):
+    """gpuscope_refused_total by (door, reason) from /metrics, and the exposition."""
+    code, body = get_text(base + "/metrics")
+    out = {}
+    for ln in body.splitlines() if code == 200 else []:
+        if ln.startswith("gpuscope_refused_total{"):
+            labels, value = ln[len("gpuscope_refused_total{"):].split("} ")
+            kv = dict(x.split("=") for x in labels.split(","))
+            out[(kv["door"].strip('"'), kv["reason"].strip('"'))] = float(value)
+    return out, body
+
+
+def promtool_ok(body):
+    if not shutil.which("promtool"):
+        return None
+    r = subprocess.run(["promtool", "check", "metrics"], input=body.encode(),
+                       capture_output=True)
+    return r.returncode == 0, (r.stdout + r.stderr).decode()[-400:]
+
+
 def as_user(user, *args, **kw):
     return subprocess.Popen([sys.executable, "-c", AS_USER, user] + [str(a) for a in args],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, **kw)
@@ -227,6 +248,20 @@ def main():
                                    text=True).stdout)
         t.ok(text.count("uid %d holds 8 connections" % uid_a) == 1,
              "the refusals are logged once for gsfair_a", detail=text[-600:])
+        ref = {}
+
+        def metrics_say(fn):  # /metrics is rendered once per sampling cycle
+            def probe():
+                ref.update(refused(base)[0])
+                return fn(ref)
+            return wait_until(probe, 25)
+
+        metrics_say(lambda m: m.get(("unix", "uid_connections"), 0) >= 50 and
+                    m.get(("http", "uid_connections"), 0) >= 200)
+        t.ok(ref.get(("unix", "uid_connections"), 0) >= 50 and
+             ref.get(("http", "uid_connections"), 0) >= 200,
+             "gpuscope_refused_total counts them by door (unix, http), reason uid_connections",
+             detail={k: v for k, v in ref.items() if v})
 
         # -- the rate limit counts gsfair_a's requests from 150 addresses as one client --
         burst = as_user(USERS[0], "burst", HSOCK, port, 150)
@@ -238,6 +273,14 @@ def main():
         rows = [ln.split() for ln in asker.communicate(timeout=60)[0].split("\n") if ln.strip()]
         t.ok(len(rows) == 6 and all(r[1] == "200" for r in rows),
              "gsfair_b right after: not limited", detail=rows)
+        metrics_say(lambda m: m.get(("http", "rate"), 0) >= codes.count(429))
+        t.ok(ref.get(("http", "rate"), 0) >= codes.count(429) > 0,
+             "gpuscope_refused_total{door=\"http\",reason=\"rate\"} counts the 429s",
+             detail=(ref.get(("http", "rate")), codes.count(429)))
+        log.flush()
+        text = open(log.name).read()
+        t.eq(text.count("uid %d sends more than http_rate" % uid_a), 1,
+             "the 429s are logged once for gsfair_a's uid")
         t.eq(stop_proc(p), 0, "agent stops cleanly")
 
         # -- the step socket: gsfair_a holding 70 runs leaves gsfair_b its run, every step --
@@ -303,6 +346,19 @@ def main():
              detail=(got.get("steps"), len(got.get("runs", []))))
         floods = [x for x in got.get("runs", []) if str(x.get("name", "")).startswith("flood")]
         t.ok(0 < len(floods) <= 8, "gsfair_a's flood is 8 runs at most", detail=len(floods))
+        ref, body = refused(base)
+        t.eq(ref.get(("steps", "uid_connections")), 32.0,
+             "gpuscope_refused_total{door=\"steps\",reason=\"uid_connections\"}: 32 of 40")
+        t.ok(ref.get(("steps", "uid_rate"), 0) > 10000,
+             "gpuscope_refused_total{door=\"steps\",reason=\"uid_rate\"} counts the flood's "
+             "excess", detail={k: v for k, v in ref.items() if v})
+        t.ok(len(ref) == 7 + 8, "one series per door and reason, zeros too", detail=sorted(ref))
+        pt = promtool_ok(body)
+        if pt is None:
+            t.skip("promtool check metrics with the refusals", "promtool not installed")
+        else:
+            t.ok(pt[0], "promtool check metrics: clean with gpuscope_refused_total",
+                 detail=pt[1])
         flood.stdin.close()
         flood.wait(timeout=20)
         log.flush()

@@ -169,6 +169,7 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
                                c.retention_rollup_s);
         gs_recorder_set_runs_retention(a->rec, c.retention_runs_s);
         gs_recorder_set_steps_per_run(a->rec, c.steps_per_run);
+        gs_recorder_set_check_interval(a->rec, c.integrity_check_s);
     }
     gs_log(GS_LOG_INFO, "reload: interval %gs, metrics_compat %s, log_level %s", c.interval_s,
            c.metrics_compat == GS_COMPAT_DCGM3  ? "dcgm3"
@@ -225,6 +226,7 @@ static int start_history(struct gs_agent *a, struct gs_err *err)
                            c->retention_rollup_s);
     gs_recorder_set_runs_retention(a->rec, c->retention_runs_s);
     gs_recorder_set_steps_per_run(a->rec, c->steps_per_run);
+    gs_recorder_set_check_interval(a->rec, c->integrity_check_s);
     rc = gs_recorder_start(a->rec, err);
     if (rc != GS_OK)
         return rc;

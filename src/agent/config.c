@@ -66,6 +66,10 @@ static const struct key keys[] = {
     {"retention_runs", KEY_DURATION, offsetof(struct gs_agent_config, retention_runs_s), 60,
      3650 * DAY_S, NULL, "30d",
      "how long ended training runs and their steps are kept (s, m, h, d suffixes)", 0},
+    {"integrity_check_interval", KEY_DURATION,
+     offsetof(struct gs_agent_config, integrity_check_s), 0, 3650 * DAY_S, NULL, "6h",
+     "how often history.db is checked for damage (SQLite quick_check; 0: never; s, m, h, d "
+     "suffixes)", 0},
     {"process_metrics", KEY_ENUM, offsetof(struct gs_agent_config, process_metrics), 0, 0,
      history_names, "off", "on | off: per-process series on /metrics (docs/metrics.md)", 0},
     {"process_metrics_max", KEY_UINT, offsetof(struct gs_agent_config, process_metrics_max), 1,
@@ -783,6 +787,7 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
             c->http_burst);
     fprintf(out, "http_conn_per_uid = %u\n", c->http_conn_per_uid);
     fprintf(out, "runs_per_uid = %u\n", c->runs_per_uid);
+    fprintf(out, "integrity_check_interval = %.17gs\n", c->integrity_check_s);
     fprintf(out, "steps_conn_per_uid = %u\nsteps_rate_per_uid = %g\nsteps_burst_per_uid = %u\n"
                  "steps_per_run = %u\n",
             c->steps_conn_per_uid, c->steps_rate_per_uid, c->steps_burst_per_uid,

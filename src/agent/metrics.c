@@ -514,6 +514,14 @@ static void render_history_self(struct gs_mbuf *b, const struct gs_metrics_self 
         printf_(b, "gpuscope_history_flush_duration_max_seconds %.9g\n",
                 self->history_flush_max_s);
     }
+    header(b, "gpuscope_history_integrity_ok",
+           "0 once a scheduled check (integrity_check_interval) found history.db damaged: "
+           "writes stopped, reads answer 503; else 1.", "gauge");
+    printf_(b, "gpuscope_history_integrity_ok %d\n", self->history_integrity_ok ? 1 : 0);
+    header(b, "gpuscope_history_integrity_checks_total",
+           "Scheduled integrity checks of history.db run.", "counter");
+    printf_(b, "gpuscope_history_integrity_checks_total %llu\n",
+            (unsigned long long)self->history_integrity_checks);
 }
 
 static void render_runs_self(struct gs_mbuf *b, const struct gs_metrics_self *self)

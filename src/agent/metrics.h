@@ -58,6 +58,8 @@ struct gs_metrics_self {
     uint64_t history_dropped;
     double history_flush_last_s; /* < 0: no flush yet */
     double history_flush_max_s;
+    int history_integrity_ok;          /* 0: the scheduled check found history.db damaged */
+    uint64_t history_integrity_checks; /* scheduled checks run */
     /* Training runs on the step-record socket (runs.h); gpuscope_runs_* only when runs. */
     int runs;
     unsigned runs_active;

@@ -168,6 +168,8 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         self.history_dropped = rs.dropped;
         self.history_flush_last_s = rs.last_flush_s;
         self.history_flush_max_s = rs.max_flush_s;
+        self.history_integrity_ok = rs.integrity_ok;
+        self.history_integrity_checks = rs.integrity_checks;
     }
     if (a->runs) {
         struct gs_runs_stats ru = gs_runs_stats(a->runs); /* a short lock */

@@ -958,6 +958,17 @@ static unsigned http_list(struct gs_runs *r, long long from, long long limit,
             json_array_append_new(list, live_item(r, runs[i]));
     }
     /* The history's rows but the live ones, filtered and paged by the store. */
+    {
+        struct gs_err err;
+
+        gs_err_clear(&err);
+        if (gs_recorder_damaged(r->rec, &err) != GS_OK) {
+            for (unsigned i = 0; i < n; i++)
+                run_unref(r, runs[i]);
+            json_decref(list);
+            return reply_error(503, body, len, "history.db could not be read: %s", err.msg);
+        }
+    }
     pthread_mutex_lock(&r->db_lock);
     if ((db = db_get(r)) != NULL) {
         struct gs_store_runs_sel sel = {.source = "agent",
@@ -1037,6 +1048,11 @@ static void stored_get(struct gs_runs *r, int64_t id, struct stored_run *out)
 
     memset(out, 0, sizeof *out);
     out->uid = -1;
+    gs_err_clear(&err);
+    if (gs_recorder_damaged(r->rec, &err) != GS_OK) { /* the scheduled check's finding */
+        snprintf(out->fault, sizeof out->fault, "%s", err.msg);
+        return;
+    }
     if ((db = db_get(r)) == NULL)
         return;
     gs_err_clear(&err);
@@ -1126,11 +1142,13 @@ static unsigned http_steps(struct gs_runs *r, int64_t id, long long from, long l
         exists = s.exists;
         visible = s.exists && who_sees(who, s.uid);
     }
-    if (visible && (db = db_get(r)) != NULL) {
+    if (visible && !s.fault[0] && (db = db_get(r)) != NULL) {
         struct gs_err err;
 
         gs_err_clear(&err);
-        if (gs_store_run_step_count(db, id, &total, &err) != GS_OK ||
+        if (gs_recorder_damaged(r->rec, &err) != GS_OK)
+            snprintf(s.fault, sizeof s.fault, "%s", err.msg);
+        else if (gs_store_run_step_count(db, id, &total, &err) != GS_OK ||
             gs_store_run_steps(db, id, from, limit, page_step, list, &err) != GS_OK) {
             db_warn(&err);
             snprintf(s.fault, sizeof s.fault, "%s", err.msg[0] ? err.msg : "read error");

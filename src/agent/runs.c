@@ -60,10 +60,6 @@
 /* DDP: a rank's hello joins a live run of the same uid and name whose first hello came at
  * most this long before (docs/agent.md, RUNS). */
 #define DDP_JOIN_S 60.0
-/* Step records dated before 2000-01-01 or more than this before their run began (its first
- * record, normally the hello) are refused: a clock at 0, or a sender making up history. */
-#define STEP_T_MIN 946684800.0
-#define STEP_BEFORE_RUN_S 60.0
 
 /* Connections (ranks) one run holds at once; more ranks of a job become runs of their own. */
 #define RUN_MAX_CONNS 64
@@ -508,8 +504,12 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
             }
         pthread_mutex_unlock(&r->lock);
     }
-    if (rec->type == GS_REC_STEP && (rec->u.step.t_begin < STEP_T_MIN ||
-                                     rec->u.step.t_begin < run->start_s - STEP_BEFORE_RUN_S)) {
+    /* Steps dated before 2000 or before their run began (its first record, normally the
+     * hello): the rule of run/record.h, shared with `gpuscope run`. */
+    const char *bad_time = rec->type == GS_REC_STEP
+                               ? gs_record_step_time_refusal(&rec->u.step, run->start_s)
+                               : NULL;
+    if (bad_time) {
         uint64_t n;
         count(r, &r->st.steps_dropped);
         refuse(r, peer->uid, GS_RUNS_REF_STEP_TIME); /* logged once per run below */
@@ -521,9 +521,7 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
                    "runs: run %lld (pid %ld uid %lu): step %llu refused: t0 %.3f is %s; "
                    "further such steps of this run are dropped without a word",
                    (long long)run->id, (long)peer->pid, (unsigned long)peer->uid,
-                   (unsigned long long)rec->u.step.step, rec->u.step.t_begin,
-                   rec->u.step.t_begin < STEP_T_MIN ? "before 2000-01-01"
-                                                    : "before the run began (its hello)");
+                   (unsigned long long)rec->u.step.step, rec->u.step.t_begin, bad_time);
         run_unref(r, run);
         return;
     }

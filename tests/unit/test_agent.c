@@ -625,8 +625,8 @@ static void test_render_refused(void **state)
     assert_non_null(
         strstr(b.data, "\ngpuscope_refused_total{door=\"http\",reason=\"uid_connections\"} 3\n"));
     assert_non_null(strstr(b.data, "\ngpuscope_refused_total{door=\"unix\",reason=\"rate\"} 0\n"));
-    assert_non_null(
-        strstr(b.data, "\ngpuscope_refused_total{door=\"steps\",reason=\"uid_rate\"} 123456789012\n"));
+    assert_non_null(strstr(b.data, "\ngpuscope_refused_total{door=\"steps\",reason=\"uid_rate\"} "
+                                   "123456789012\n"));
     gs_mbuf_free(&b);
     gs_config_defaults(&c);
     assert_int_equal(c.steps_conn_per_uid, 32);

@@ -4,10 +4,10 @@
  * v2 with its samples kept, steps flushed without any snapshot, the step buffer's cap, and
  * the retention of runs: ended runs pruned with their steps in bounded batches, a run going
  * on (no end_time) or a recent one never; the per-run share of the step buffer and the
- * retention and step cap of runs that never end (issue 18). The read side (store/runs.h) through a read-only
- * reader: the list filtered by owner (report uid, else the first step's sender) and paged
- * after the filter, live ids skipped, one run, the unended runs, steps back as records with
- * their unknowns, and a reader refusing writes.
+ * retention and step cap of runs that never end (issue 18). The read side (store/runs.h)
+ * through a read-only reader: the list filtered by owner (report uid, else the first step's
+ * sender) and paged after the filter, live ids skipped, one run, the unended runs, steps back
+ * as records with their unknowns, and a reader refusing writes.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -101,6 +101,10 @@ static const struct key keys[] = {
      NULL, "500000",
      "step records kept in the history per run, also of a run that never ends (the lowest "
      "step numbers pruned first); 0: no cap", 0},
+    {"steps_per_uid", KEY_UINT, offsetof(struct gs_agent_config, steps_per_uid), 0, 4000000000.0,
+     NULL, "2000000",
+     "step records one uid's live runs keep in the history together (its biggest run pruned "
+     "first); 0: no cap", 0},
     {"influx_url", KEY_STR, offsetof(struct gs_agent_config, push.influx_url), 0, sizeof(((struct gs_agent_config *)0)->push.influx_url), NULL, "",
      "InfluxDB base URL (http://HOST:8086); empty: no InfluxDB push", 0},
     {"influx_version", KEY_ENUM, offsetof(struct gs_agent_config, push.influx_version), 0, 0, influx_version_names, "1",
@@ -789,9 +793,9 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
     fprintf(out, "runs_per_uid = %u\n", c->runs_per_uid);
     fprintf(out, "integrity_check_interval = %.17gs\n", c->integrity_check_s);
     fprintf(out, "steps_conn_per_uid = %u\nsteps_rate_per_uid = %g\nsteps_burst_per_uid = %u\n"
-                 "steps_per_run = %u\n",
+                 "steps_per_run = %u\nsteps_per_uid = %u\n",
             c->steps_conn_per_uid, c->steps_rate_per_uid, c->steps_burst_per_uid,
-            c->steps_per_run);
+            c->steps_per_run, c->steps_per_uid);
     /* An empty value cannot be read back ("missing value"): written as a comment. */
     write_str(out, "influx_url", c->push.influx_url);
     fprintf(out, "influx_version = %s\n", influx_version_names[c->push.influx_version ? 1 : 0]);

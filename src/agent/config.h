@@ -70,6 +70,7 @@ struct gs_agent_config {
     double steps_rate_per_uid;      /* step-socket records/s per uid (token bucket); 0: none */
     unsigned steps_burst_per_uid;   /* its bucket's size */
     unsigned steps_per_run;         /* step rows kept per run, live ones too; 0: no cap */
+    unsigned steps_per_uid;         /* step rows of one uid's live runs together; 0: no cap */
     double integrity_check_s;       /* history.db's scheduled quick_check period; 0: never */
     struct gs_push_config push;     /* push sinks; restart to change */
     struct gs_alert_rules alerts;   /* keys alerts, alert_webhook; [alert NAME] sections */

@@ -53,6 +53,7 @@ struct gs_recorder {
     double check_s; /* the scheduled integrity check's period (0: none) */
     double runs_s; /* ended runs and their steps kept this long */
     unsigned steps_per_run; /* step rows kept per run (0: no cap) */
+    unsigned steps_per_uid; /* step rows of one uid's live runs together (0: no cap) */
     struct gs_recorder_stats pub; /* the writer's last copy of the store stats */
     struct gs_worker *worker;     /* the queue and the writer thread */
 
@@ -182,10 +183,12 @@ void gs_recorder_set_runs_retention(struct gs_recorder *r, double runs_s)
     pthread_mutex_unlock(&r->qlock);
 }
 
-void gs_recorder_set_steps_per_run(struct gs_recorder *r, unsigned steps_per_run)
+void gs_recorder_set_steps_per_run(struct gs_recorder *r, unsigned steps_per_run,
+                                   unsigned steps_per_uid)
 {
     pthread_mutex_lock(&r->qlock);
     r->steps_per_run = steps_per_run;
+    r->steps_per_uid = steps_per_uid;
     pthread_mutex_unlock(&r->qlock);
 }
 
@@ -349,7 +352,7 @@ static int flush_once(struct gs_recorder *r)
 
 /* Prunes in batches, releasing the store lock between them so a query can slip in. */
 static void prune(struct gs_recorder *r, double raw_s, double rollup_s, double runs_s,
-                  unsigned steps_per_run)
+                  unsigned steps_per_run, unsigned steps_per_uid)
 {
     for (int i = 0; i < PRUNE_BATCHES; i++) {
         unsigned deleted = 0, run_rows = 0;
@@ -368,7 +371,7 @@ static void prune(struct gs_recorder *r, double raw_s, double rollup_s, double r
         /* And the steps of runs going on past the retention or the per-run cap. */
         if (rc == GS_OK && deleted < PRUNE_ROWS) {
             rc = gs_store_prune_live(r->st, gs_clock_real_s(), runs_s, steps_per_run,
-                                     PRUNE_ROWS - deleted, &run_rows, &err);
+                                     steps_per_uid, PRUNE_ROWS - deleted, &run_rows, &err);
             deleted += run_rows;
         }
         pthread_mutex_unlock(&r->store_lock);
@@ -432,7 +435,7 @@ static int64_t writer_run(void *ctx, void *items, unsigned n, bool stopping)
     struct gs_recorder *r = ctx;
     const struct queued *batch = items;
     double raw_s, rollup_s, runs_s, interval_s, check_s;
-    unsigned steps_per_run;
+    unsigned steps_per_run, steps_per_uid;
     int damaged;
 
     pthread_mutex_lock(&r->qlock);
@@ -440,6 +443,7 @@ static int64_t writer_run(void *ctx, void *items, unsigned n, bool stopping)
     rollup_s = r->rollup_s;
     runs_s = r->runs_s;
     steps_per_run = r->steps_per_run;
+    steps_per_uid = r->steps_per_uid;
     interval_s = r->flush_interval_s;
     check_s = r->check_s;
     damaged = r->damaged;
@@ -463,7 +467,7 @@ static int64_t writer_run(void *ctx, void *items, unsigned n, bool stopping)
         r->next_flush = gs_clock_mono_s() + interval_s; /* nothing written to a damaged file */
     } else if (stopping || gs_clock_mono_s() >= r->next_flush) {
         if (flush_once(r) && !stopping)
-            prune(r, raw_s, rollup_s, runs_s, steps_per_run);
+            prune(r, raw_s, rollup_s, runs_s, steps_per_run, steps_per_uid);
         r->next_flush = gs_clock_mono_s() + interval_s;
     } else if (r->next_flush > gs_clock_mono_s() + interval_s) {
         r->next_flush = gs_clock_mono_s() + interval_s; /* a reload shortened the period */

@@ -54,10 +54,11 @@ void gs_recorder_set_policy(struct gs_recorder *r, double flush_interval_s, doub
  * Applied from the writer's next prune. */
 void gs_recorder_set_runs_retention(struct gs_recorder *r, double runs_s);
 
-/* Step rows kept per run, also of a run that never ends (0: no cap; store/history.h
- * gs_store_prune_live, which also applies the runs' retention to live runs' steps). Applied
- * from the writer's next prune. */
-void gs_recorder_set_steps_per_run(struct gs_recorder *r, unsigned steps_per_run);
+/* Step rows kept per run, also of a run that never ends, and of one uid's live runs together
+ * (0: no cap; store/history.h gs_store_prune_live, which also applies the runs' retention to
+ * live runs' steps). Applied from the writer's next prune. */
+void gs_recorder_set_steps_per_run(struct gs_recorder *r, unsigned steps_per_run,
+                                   unsigned steps_per_uid);
 
 /* The period of the scheduled integrity check of history.db (SQLite's quick_check, on the
  * writer thread through a connection of its own; 0: none); default 6 h. A damaged file stops

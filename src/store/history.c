@@ -100,6 +100,7 @@ struct store_live {
     int64_t id;
     unsigned buffered; /* its steps in the buffer now */
     uint64_t kept;     /* its step rows committed and not pruned */
+    int64_t uid;       /* its first step's sender (SO_PEERCRED); -1: none yet */
 };
 
 struct gs_store {
@@ -1178,9 +1179,62 @@ static int live_delete(struct gs_store *st, const char *sel, int64_t run_id, dou
     return rc;
 }
 
+/* Deletes up to *budget of the lowest-step rows of live run lv, counting them in *n. */
+static int live_trim(struct gs_store *st, struct store_live *lv, uint64_t want, unsigned *budget,
+                     unsigned *n)
+{
+    unsigned got = 0;
+    int rc = live_delete(st, "SELECT id FROM step WHERE run = ?1 ORDER BY step LIMIT ?3", lv->id,
+                         0, want < *budget ? (unsigned)want : *budget, &got);
+
+    lv->kept -= got < lv->kept ? got : lv->kept;
+    *n += got;
+    *budget -= got;
+    return rc;
+}
+
+/* A uid's live runs past steps_per_uid together: the biggest of them loses its lowest steps
+ * until the uid is back at the cap (or the budget is spent). */
+static int live_trim_uids(struct gs_store *st, uint64_t steps_per_uid, unsigned *budget,
+                          unsigned *n)
+{
+    int rc = SQLITE_OK;
+
+    for (unsigned i = 0; i < st->n_live && rc == SQLITE_OK && *budget > 0; i++) {
+        int64_t uid = st->live[i].uid;
+        uint64_t total = 0;
+        int first = 1;
+
+        for (unsigned j = 0; j < st->n_live; j++) {
+            if (st->live[j].uid != uid)
+                continue;
+            first &= j >= i; /* this uid's first entry: it is summed once */
+            total += st->live[j].kept;
+        }
+        if (uid < 0 || !first)
+            continue;
+        while (total > steps_per_uid && *budget > 0 && rc == SQLITE_OK) {
+            struct store_live *big = NULL;
+            uint64_t before;
+
+            for (unsigned j = 0; j < st->n_live; j++)
+                if (st->live[j].uid == uid && (!big || st->live[j].kept > big->kept))
+                    big = &st->live[j];
+            if (!big || big->kept == 0)
+                break;
+            before = big->kept;
+            rc = live_trim(st, big, total - steps_per_uid, budget, n);
+            if (big->kept == before)
+                break; /* its rows are gone already (counted too high): nothing to do */
+            total -= before - big->kept;
+        }
+    }
+    return rc;
+}
+
 int gs_store_prune_live(struct gs_store *st, double now, double runs_retention_s,
-                        uint64_t steps_per_run, unsigned max_rows, unsigned *deleted,
-                        struct gs_err *err)
+                        uint64_t steps_per_run, uint64_t steps_per_uid, unsigned max_rows,
+                        unsigned *deleted, struct gs_err *err)
 {
     unsigned n = 0;
     int rc = SQLITE_OK;
@@ -1193,7 +1247,7 @@ int gs_store_prune_live(struct gs_store *st, double now, double runs_retention_s
         return gs_err_set(err, GS_EINVAL, "history: prune needs a store and a time");
     if (!max_rows)
         max_rows = 5000;
-    if (st->n_live == 0 || (!(runs_retention_s > 0) && !steps_per_run))
+    if (st->n_live == 0 || (!(runs_retention_s > 0) && !steps_per_run && !steps_per_uid))
         return GS_OK;
     if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
         return store_fail(st, err, "prune live runs");
@@ -1203,16 +1257,8 @@ int gs_store_prune_live(struct gs_store *st, double now, double runs_retention_s
 
         /* Beyond the step cap: the lowest step numbers go first (the index's order; a sender
          * numbering its steps oddly only changes which of its own rows go). */
-        if (steps_per_run && lv->kept > steps_per_run) {
-            uint64_t over = lv->kept - steps_per_run;
-            rc = live_delete(st,
-                             "SELECT id FROM step WHERE run = ?1"
-                             " ORDER BY step LIMIT ?3",
-                             lv->id, 0, over < budget ? (unsigned)over : budget, &got);
-            lv->kept -= got < lv->kept ? got : lv->kept;
-            n += got;
-            budget -= got;
-        }
+        if (steps_per_run && lv->kept > steps_per_run)
+            rc = live_trim(st, lv, lv->kept - steps_per_run, &budget, &n);
         /* Older than the retention: of its first STORE_LIVE_PROBE rows in step order, those
          * that ended before now - runs_retention_s (bounded work whatever the run's size). */
         if (rc == SQLITE_OK && runs_retention_s > 0 && budget > 0) {
@@ -1224,6 +1270,10 @@ int gs_store_prune_live(struct gs_store *st, double now, double runs_retention_s
             lv->kept -= got < lv->kept ? got : lv->kept;
             n += got;
         }
+    }
+    if (rc == SQLITE_OK && steps_per_uid && n < max_rows) {
+        unsigned budget = max_rows - n;
+        rc = live_trim_uids(st, steps_per_uid, &budget, &n);
     }
     return prune_end(st, rc, n, deleted, "prune live runs", err);
 }
@@ -1342,7 +1392,7 @@ int gs_store_run_begin(struct gs_store *st, const struct gs_store_run *run, int6
         st->live = p;
         st->cap_live = cap;
     }
-    st->live[st->n_live++] = (struct store_live){.id = *run_id};
+    st->live[st->n_live++] = (struct store_live){.id = *run_id, .uid = -1};
     return GS_OK;
 }
 
@@ -1400,8 +1450,11 @@ int gs_store_run_step(struct gs_store *st, int64_t run_id, const struct gs_step_
         st->cap_steps = cap;
     }
     r = &st->steps[st->n_steps++];
-    if (lv)
+    if (lv) {
         lv->buffered++;
+        if (lv->uid < 0)
+            lv->uid = peer_uid;
+    }
     r->run = run_id;
     r->peer_pid = peer_pid;
     r->peer_uid = peer_uid;

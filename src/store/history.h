@@ -169,12 +169,15 @@ unsigned gs_store_run_share(unsigned live_runs);
 /* Retention of runs that never end (issue 18): for each run begun on this store and not ended,
  * deletes its step rows beyond steps_per_run (0: no cap; the lowest step numbers first) and
  * those that ended before now - runs_retention_s (0: kept; checked among its 1,000 lowest
- * step numbers per call, so a call costs the same whatever the run's size). The run row
- * stays. At most max_rows rows per call (0: 5000); *deleted (may be NULL) gets the count, added
- * to pruned_rows. Call again while *deleted == max_rows. */
+ * step numbers per call, so a call costs the same whatever the run's size); then, for each
+ * uid (its first step's peer_uid) whose such runs keep more than steps_per_uid rows together
+ * (0: no cap), the lowest steps of its biggest run until it is back at the cap. The run rows
+ * stay. The counts are the store's own (no count(*) query). At most max_rows rows per call
+ * (0: 5000); *deleted (may be NULL) gets the count, added to pruned_rows. Call again while
+ * *deleted == max_rows. */
 int gs_store_prune_live(struct gs_store *st, double now, double runs_retention_s,
-                        uint64_t steps_per_run, unsigned max_rows, unsigned *deleted,
-                        struct gs_err *err);
+                        uint64_t steps_per_run, uint64_t steps_per_uid, unsigned max_rows,
+                        unsigned *deleted, struct gs_err *err);
 
 #ifdef GS_TEST_BUILD
 /* Test builds only: runs SQL on the store's connection (to shrink max_page_count, say). */

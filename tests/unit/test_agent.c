@@ -633,6 +633,7 @@ static void test_render_refused(void **state)
     assert_true(c.steps_rate_per_uid == 10000);
     assert_int_equal(c.steps_burst_per_uid, 20000);
     assert_int_equal(c.steps_per_run, 500000);
+    assert_int_equal(c.steps_per_uid, 2000000);
     gs_err_clear(&err);
     assert_int_equal(gs_config_set(&c, "steps_conn_per_uid", "0", "t", &err), GS_EINVAL);
     assert_int_equal(gs_config_set(&c, "steps_rate_per_uid", "0", "t", &err), GS_OK);

@@ -320,11 +320,11 @@ static void test_prune_live(void **state)
     assert_int_equal(gs_store_flush(st, &err), GS_OK);
     assert_int_equal(gs_store_run_end(st, ended, now - 39 * day, -1, "{}", &err), GS_OK);
     /* neither a retention nor a cap: nothing */
-    assert_int_equal(gs_store_prune_live(st, now, 0, 0, 0, &n, &err), GS_OK);
+    assert_int_equal(gs_store_prune_live(st, now, 0, 0, 0, 0, &n, &err), GS_OK);
     assert_int_equal(n, 0);
     /* 30 days: the 300 old steps go, 128 a call */
     do {
-        assert_int_equal(gs_store_prune_live(st, now, 30 * day, 0, 128, &n, &err), GS_OK);
+        assert_int_equal(gs_store_prune_live(st, now, 30 * day, 0, 0, 128, &n, &err), GS_OK);
         total += n;
         calls++;
     } while (n == 128 && calls < 10);
@@ -336,7 +336,7 @@ static void test_prune_live(void **state)
     /* the ended run is not this function's (gs_store_prune_runs keeps it 30 days) */
     assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 2", NULL), 50);
     /* a cap of 120 steps: the 80 lowest step numbers go */
-    assert_int_equal(gs_store_prune_live(st, now, 30 * day, 120, 0, &n, &err), GS_OK);
+    assert_int_equal(gs_store_prune_live(st, now, 30 * day, 120, 0, 0, &n, &err), GS_OK);
     assert_int_equal(n, 80);
     assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 120);
     assert_int_equal(sql_num(f->path, "SELECT min(step) FROM step WHERE run = 1", NULL), 380);
@@ -348,15 +348,67 @@ static void test_prune_live(void **state)
         assert_int_equal(gs_store_run_step(st, live, &r, 1, 1000, &err), GS_OK);
     }
     assert_int_equal(gs_store_flush(st, &err), GS_OK);
-    assert_int_equal(gs_store_prune_live(st, now, 30 * day, 120, 0, &n, &err), GS_OK);
+    assert_int_equal(gs_store_prune_live(st, now, 30 * day, 120, 0, 0, &n, &err), GS_OK);
     assert_int_equal(n, 30);
     assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 120);
     assert_int_equal(sql_num(f->path, "SELECT max(step) FROM step WHERE run = 1", NULL), 529);
     /* once it ends it is gs_store_prune_runs's */
     assert_int_equal(gs_store_run_end(st, live, now, -1, "{}", &err), GS_OK);
-    assert_int_equal(gs_store_prune_live(st, now + 100 * day, 1, 1, 0, &n, &err), GS_OK);
+    assert_int_equal(gs_store_prune_live(st, now + 100 * day, 1, 1, 1, 0, &n, &err), GS_OK);
     assert_int_equal(n, 0);
-    assert_int_equal(gs_store_prune_live(NULL, now, 30 * day, 0, 0, &n, &err), GS_EINVAL);
+    assert_int_equal(gs_store_prune_live(NULL, now, 30 * day, 0, 0, 0, &n, &err), GS_EINVAL);
+    gs_store_close(st);
+}
+
+/* The kept steps of one uid's live runs together (issue 18): uid 1000's two runs (300 and 100
+ * rows) past a 250-row cap lose 150 of the bigger's lowest steps; uid 1001's run under it and
+ * an ended run of uid 1000 are untouched. */
+static void test_prune_uid(void **state)
+{
+    struct fx *f = *state;
+    struct gs_store *st = NULL;
+    const double now = 1764430000.0;
+    struct gs_store_run run = {.source = "agent", .start_time = now - 100};
+    struct gs_step_rec r;
+    struct gs_err err;
+    int64_t a1 = 0, a2 = 0, b = 0, done = 0;
+    unsigned n = 99;
+
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &a1, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &a2, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &b, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &done, &err), GS_OK);
+    fill_step(&r, 0);
+    r.t_begin = now - 10;
+    r.t_end = now - 9;
+    for (unsigned i = 0; i < 300; i++) {
+        r.step = i;
+        assert_int_equal(gs_store_run_step(st, a1, &r, 1, 1000, &err), GS_OK);
+        if (i < 100)
+            assert_int_equal(gs_store_run_step(st, a2, &r, 1, 1000, &err), GS_OK);
+        if (i < 200)
+            assert_int_equal(gs_store_run_step(st, b, &r, 2, 1001, &err), GS_OK);
+        if (i < 50)
+            assert_int_equal(gs_store_run_step(st, done, &r, 3, 1000, &err), GS_OK);
+    }
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    assert_int_equal(gs_store_run_end(st, done, now - 1, -1, "{}", &err), GS_OK);
+    assert_int_equal(gs_store_prune_live(st, now, 30 * 86400.0, 0, 250, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 150);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 150);
+    assert_int_equal(sql_num(f->path, "SELECT min(step) FROM step WHERE run = 1", NULL), 150);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 2", NULL), 100);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 3", NULL), 200);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 4", NULL), 50);
+    /* at the cap now: nothing more; a tighter one takes from the bigger first (150 vs 100) */
+    assert_int_equal(gs_store_prune_live(st, now, 30 * 86400.0, 0, 250, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(gs_store_prune_live(st, now, 30 * 86400.0, 0, 200, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 50);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 100);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 2", NULL), 100);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 3", NULL), 200);
     gs_store_close(st);
 }
 
@@ -593,6 +645,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_prune_runs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_step_share, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prune_live, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prune_uid, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_side, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

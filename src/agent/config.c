@@ -87,16 +87,15 @@ static const struct key keys[] = {
      "HTTP connections one local uid (unix socket or loopback TCP) may hold at once", 0},
     {"steps_conn_per_uid", KEY_UINT, offsetof(struct gs_agent_config, steps_conn_per_uid), 1,
      256, NULL, "32",
-     "step-socket connections one uid other than root may hold at once (of 256); restart to "
-     "change", RESTART},
+     "step-socket connections one uid other than root may hold at once (of 256)", RESTART},
     {"steps_rate_per_uid", KEY_DOUBLE, offsetof(struct gs_agent_config, steps_rate_per_uid), 0,
      1e7, NULL, "10000",
      "step-socket records/s one uid other than root may send (token bucket; more are "
-     "dropped, counted); 0: no limit; restart to change", RESTART},
+     "dropped, counted); 0: no limit", RESTART},
     {"steps_burst_per_uid", KEY_UINT, offsetof(struct gs_agent_config, steps_burst_per_uid), 1,
      10000000, NULL, "20000",
-     "step-socket records one uid may send at once before steps_rate_per_uid applies; restart "
-     "to change", RESTART},
+     "step-socket records one uid may send at once before steps_rate_per_uid applies",
+     RESTART},
     {"steps_per_run", KEY_UINT, offsetof(struct gs_agent_config, steps_per_run), 0, 4000000000.0,
      NULL, "500000",
      "step records kept in the history per run, also of a run that never ends (the lowest "

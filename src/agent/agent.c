@@ -168,6 +168,8 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
         gs_recorder_set_policy(a->rec, c.flush_interval_s, c.retention_raw_s,
                                c.retention_rollup_s);
         gs_recorder_set_runs_retention(a->rec, c.retention_runs_s);
+        gs_recorder_set_steps_per_run(a->rec, c.steps_per_run, c.steps_per_uid);
+        gs_recorder_set_check_interval(a->rec, c.integrity_check_s);
     }
     gs_log(GS_LOG_INFO, "reload: interval %gs, metrics_compat %s, log_level %s", c.interval_s,
            c.metrics_compat == GS_COMPAT_DCGM3  ? "dcgm3"
@@ -223,6 +225,8 @@ static int start_history(struct gs_agent *a, struct gs_err *err)
     gs_recorder_set_policy(a->rec, c->flush_interval_s, c->retention_raw_s,
                            c->retention_rollup_s);
     gs_recorder_set_runs_retention(a->rec, c->retention_runs_s);
+    gs_recorder_set_steps_per_run(a->rec, c->steps_per_run, c->steps_per_uid);
+    gs_recorder_set_check_interval(a->rec, c->integrity_check_s);
     rc = gs_recorder_start(a->rec, err);
     if (rc != GS_OK)
         return rc;
@@ -239,7 +243,10 @@ static void start_runs(struct gs_agent *a)
     char host[256] = "", db[GS_DATA_DIR_LEN + 16];
     struct gs_runs_opts o = {.socket_path = a->cfg.socket, .rec = a->rec, .hostname = host,
                              .runs_per_uid = a->cfg.runs_per_uid,
-                             .grafana_url = a->cfg.grafana_url};
+                             .grafana_url = a->cfg.grafana_url,
+                             .conn_per_uid = a->cfg.steps_conn_per_uid,
+                             .rate_per_uid = a->cfg.steps_rate_per_uid,
+                             .burst_per_uid = a->cfg.steps_burst_per_uid};
     struct gs_err e;
 
     if (!a->cfg.socket[0] || strcmp(a->cfg.socket, "off") == 0) {

@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -54,6 +55,10 @@ struct gs_pub {
     struct gs_metrics_self self; /* what /metrics was rendered with: for viewers' copies */
     unsigned mflags;
 };
+
+/* What the HTTP doors refuse besides per-uid connections (reaper.h): gpuscope_refused_total's
+ * reasons "rate" (http_rate, 429) and "history_busy" (the history worker's queue full, 503). */
+enum gs_http_refusal { GS_HTTP_REF_RATE = 0, GS_HTTP_REF_HISTORY_BUSY, GS_HTTP_REF_N };
 
 struct gs_agent {
     pthread_mutex_t lock; /* guards cfg, stop, current, spare, n_spare and every refs */
@@ -102,6 +107,8 @@ struct gs_agent {
     int push_swap, webhook_swap;
     int data_dir_from_caller; /* gs_agent_run_opts.data_dir overrides the configured one */
     int http_fd;              /* the TCP port bound before a drop (privdrop.h); -1: none */
+    /* HTTP refusals for gpuscope_refused_total (http.c), [0] TCP, [1] the unix socket. */
+    _Atomic uint64_t refused_http[2][GS_HTTP_REF_N];
 };
 
 /* ---- pub.c ---- */

@@ -92,6 +92,14 @@ struct gs_auth {
     struct auth_cache *cache;
 };
 
+/* Basic-auth checks refused by a budget since the start (every gs_auth: reloads too). */
+static atomic_uint_least64_t budget_refused;
+
+uint64_t gs_auth_budget_refused(void)
+{
+    return atomic_load(&budget_refused);
+}
+
 /* ---- small pieces ---- */
 
 int gs_auth_equal(const unsigned char *a, const unsigned char *b, size_t n)
@@ -934,6 +942,8 @@ static enum gs_role check_basic(const struct gs_auth *au, const char *header, co
                    now);
     allowed = fs->left >= 1 && fu->left >= 1 && (!u || budget_take(c, now));
     pthread_mutex_unlock(&c->lock);
+    if (!allowed)
+        atomic_fetch_add(&budget_refused, 1);
     ok = allowed && u && bcrypt_ok(colon + 1, u->hash);
     if (!ok) {
         if (allowed) { /* a failure that was checked (or an unknown name): charged */

@@ -21,6 +21,7 @@
 #define GS_AGENT_AUTH_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
@@ -99,6 +100,10 @@ int gs_auth_identify(const struct gs_auth *au, struct MHD_Connection *c, struct 
 
 /* "admin", "viewer", "metrics" <-> the role; gs_auth_role_parse returns GS_ROLE_NONE for
  * another name. */
+/* Basic-auth attempts refused unchecked by the failure or bcrypt budgets since the start
+ * (gpuscope_refused_total{reason="auth_budget"}). */
+uint64_t gs_auth_budget_refused(void);
+
 const char *gs_auth_role_name(enum gs_role role);
 enum gs_role gs_auth_role_parse(const char *name);
 

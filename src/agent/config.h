@@ -66,6 +66,12 @@ struct gs_agent_config {
     unsigned http_burst;            /* the bucket's size */
     unsigned http_conn_per_uid;     /* HTTP connections one local uid may hold (reaper.h) */
     unsigned runs_per_uid;          /* live training runs one uid may have (runs.h) */
+    unsigned steps_conn_per_uid;    /* step-socket connections one uid may hold (runs.h) */
+    double steps_rate_per_uid;      /* step-socket records/s per uid (token bucket); 0: none */
+    unsigned steps_burst_per_uid;   /* its bucket's size */
+    unsigned steps_per_run;         /* step rows kept per run, live ones too; 0: no cap */
+    unsigned steps_per_uid;         /* step rows of one uid's live runs together; 0: no cap */
+    double integrity_check_s;       /* history.db's scheduled quick_check period; 0: never */
     struct gs_push_config push;     /* push sinks; restart to change */
     struct gs_alert_rules alerts;   /* keys alerts, alert_webhook; [alert NAME] sections */
     char socket[GS_SOCKET_LEN];     /* step-record socket (src/agent/runs.h); "off": none */

@@ -266,6 +266,18 @@ static const struct gs_worker_ops history_ops = {
     .drop = history_drop,
 };
 
+/* The door of c for gpuscope_refused_total: 1 the HTTP unix socket, 0 TCP. */
+static int conn_door(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+
+    return ci && getsockname(ci->connect_fd, (struct sockaddr *)&ss, &len) == 0 &&
+           ss.ss_family == AF_UNIX;
+}
+
 /* /api/v1/history (docs/api.md): parameters checked by history_api.c, the query run by the
  * history worker on the store, the JSON built per request (it depends on the parameters). */
 static enum MHD_Result send_history(struct MHD_Connection *c, struct gs_agent *a)
@@ -297,6 +309,7 @@ static enum MHD_Result send_history(struct MHD_Connection *c, struct gs_agent *a
     rc = j.rc;
     if (rc == GS_EAGAIN_HISTORY) {
         free(j.d.data);
+        atomic_fetch_add(&a->refused_http[conn_door(c)][GS_HTTP_REF_HISTORY_BUSY], 1);
         return send_json_error(c, MHD_HTTP_SERVICE_UNAVAILABLE,
                                "history busy: too many queries waiting; retry");
     }
@@ -633,6 +646,51 @@ static bool uid_rate_addr(struct MHD_Connection *c, struct sockaddr_in6 *out)
     return true;
 }
 
+/* The rate keys (a uid mapped into 100::/64, or an address) whose 429 was logged; a full list
+ * forgets the oldest. */
+static pthread_mutex_t rate_logged_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char rate_logged[64][16];
+static unsigned n_rate_logged;
+
+/* Counts a 429 of c (keyed by sa) and logs it the first time for its key. */
+static void rate_refused(struct gs_agent *a, struct MHD_Connection *c, const struct sockaddr *sa,
+                         double rate, double burst)
+{
+    unsigned char key[16] = {0};
+    char who[INET6_ADDRSTRLEN + 16] = "a client";
+    int door = conn_door(c), first = 1;
+
+    atomic_fetch_add(&a->refused_http[door][GS_HTTP_REF_RATE], 1);
+    if (sa && sa->sa_family == AF_INET6) {
+        const struct in6_addr *x = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        memcpy(key, x, 16);
+        if (x->s6_addr[0] == 0x01 && !x->s6_addr[1]) { /* a local uid (uid_rate_addr) */
+            uint32_t uid;
+            memcpy(&uid, &x->s6_addr[12], 4);
+            snprintf(who, sizeof who, "uid %lu", (unsigned long)ntohl(uid));
+        } else {
+            inet_ntop(AF_INET6, x, who, sizeof who);
+        }
+    } else if (sa && sa->sa_family == AF_INET) {
+        memcpy(key, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, who,
+                  sizeof who);
+    }
+    pthread_mutex_lock(&rate_logged_lock);
+    for (unsigned i = 0; i < n_rate_logged && first; i++)
+        first = memcmp(rate_logged[i], key, 16) != 0;
+    if (first) {
+        if (n_rate_logged == 64)
+            memmove(rate_logged, rate_logged + 1, sizeof rate_logged[0] * --n_rate_logged);
+        memcpy(rate_logged[n_rate_logged++], key, 16);
+    }
+    pthread_mutex_unlock(&rate_logged_lock);
+    if (first)
+        gs_log(GS_LOG_WARN,
+               "http: %s sends more than http_rate (%g/s, burst %g): answered 429 (logged once)",
+               who, rate, burst);
+}
+
 /* One request, once its head is in. The order of the checks is the API's (docs/api.md):
  * rate limit, path length, credentials, then the route's rules, then its answer. */
 static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *c,
@@ -647,6 +705,7 @@ static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *
     bool post;
     const char *te, *cl, *challenge;
     struct sockaddr_in6 unix_key; /* a unix-socket client's rate-limit key: its uid */
+    const struct sockaddr *rate_key;
     double rate, burst;
     char msg[160];
 
@@ -654,12 +713,13 @@ static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *
     rate = a->cfg.http_rate;
     burst = a->cfg.http_burst;
     pthread_mutex_unlock(&a->lock);
-    if (!gs_ratelimit_take(a->rl,
-                           uid_rate_addr(c, &unix_key) ? (struct sockaddr *)&unix_key
-                           : ci                        ? ci->client_addr
-                                                       : NULL,
-                           rate, burst, gs_clock_mono_ns()))
+    rate_key = uid_rate_addr(c, &unix_key) ? (struct sockaddr *)&unix_key
+               : ci                        ? ci->client_addr
+                                           : NULL;
+    if (!gs_ratelimit_take(a->rl, rate_key, rate, burst, gs_clock_mono_ns())) {
+        rate_refused(a, c, rate_key, rate, burst);
         return send_json_error(c, MHD_HTTP_TOO_MANY_REQUESTS, "rate limit: too many requests");
+    }
     if (strlen(url) > HTTP_PATH_MAX)
         return send_json_error(c, MHD_HTTP_URI_TOO_LONG, "path too long");
     viewer_identify(a, c, &rq.v, &challenge); /* after the rate limit: bcrypt is costly */

@@ -514,6 +514,14 @@ static void render_history_self(struct gs_mbuf *b, const struct gs_metrics_self 
         printf_(b, "gpuscope_history_flush_duration_max_seconds %.9g\n",
                 self->history_flush_max_s);
     }
+    header(b, "gpuscope_history_integrity_ok",
+           "0 once a scheduled check (integrity_check_interval) found history.db damaged: "
+           "writes stopped, reads answer 503; else 1.", "gauge");
+    printf_(b, "gpuscope_history_integrity_ok %d\n", self->history_integrity_ok ? 1 : 0);
+    header(b, "gpuscope_history_integrity_checks_total",
+           "Scheduled integrity checks of history.db run.", "counter");
+    printf_(b, "gpuscope_history_integrity_checks_total %llu\n",
+            (unsigned long long)self->history_integrity_checks);
 }
 
 static void render_runs_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
@@ -624,4 +632,17 @@ int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
             render_processes(b, snap, self->process_series_max);
     }
     return b->failed ? GS_ENOMEM : GS_OK;
+}
+
+void gs_metrics_render_refused(struct gs_mbuf *b, const struct gs_refused_row *rows, unsigned n)
+{
+    if (n == 0)
+        return;
+    header(b, "gpuscope_refused_total",
+           "Connections, requests and records the agent refused, by door (http, unix, steps) "
+           "and reason (docs/metrics.md); each (uid, reason) is also logged once.",
+           "counter");
+    for (unsigned i = 0; i < n; i++)
+        printf_(b, "gpuscope_refused_total{door=\"%s\",reason=\"%s\"} %llu\n", rows[i].door,
+                rows[i].reason, (unsigned long long)rows[i].n);
 }

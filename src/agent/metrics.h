@@ -58,6 +58,8 @@ struct gs_metrics_self {
     uint64_t history_dropped;
     double history_flush_last_s; /* < 0: no flush yet */
     double history_flush_max_s;
+    int history_integrity_ok;          /* 0: the scheduled check found history.db damaged */
+    uint64_t history_integrity_checks; /* scheduled checks run */
     /* Training runs on the step-record socket (runs.h); gpuscope_runs_* only when runs. */
     int runs;
     unsigned runs_active;
@@ -82,6 +84,18 @@ enum gs_metrics_flags {
  * self to b. Returns GS_OK or GS_ENOMEM (b->failed). */
 int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
                       const struct gs_metrics_self *self, unsigned flags);
+
+/* One series of gpuscope_refused_total (issue 18): what a door refused and why, both bounded
+ * names (docs/metrics.md). */
+struct gs_refused_row {
+    const char *door;   /* "http" (TCP), "unix" (the HTTP unix socket), "steps" */
+    const char *reason; /* "uid_connections", "rate", "uid_rate", "runs_per_uid", ... */
+    uint64_t n;
+};
+
+/* Appends the gpuscope_refused_total family with the n rows (zeros too: the series are there
+ * from the start). */
+void gs_metrics_render_refused(struct gs_mbuf *b, const struct gs_refused_row *rows, unsigned n);
 
 /* Appends s as a label value, escaped. */
 void gs_metrics_escape(struct gs_mbuf *b, const char *s);

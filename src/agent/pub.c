@@ -15,8 +15,10 @@
 #include <string.h>
 
 #include "agent/alerts.h"
+#include "agent/auth.h"
 #include "agent/log.h"
 #include "agent/push.h"
+#include "agent/reaper.h"
 #include "agent/recorder.h"
 #include "agent/runs.h"
 #include "agent/webhook.h"
@@ -113,6 +115,33 @@ void gs_pub_ref(struct gs_pub *p)
     pthread_mutex_unlock(&p->agent->lock);
 }
 
+/* gpuscope_refused_total (issue 18): every door's refusals with a bounded reason, the
+ * step socket's when it is open. */
+static void render_refused(struct gs_agent *a, struct gs_mbuf *b)
+{
+    struct gs_refused_row rows[7 + GS_RUNS_REF_N];
+    uint64_t uid_all = a->reaper ? gs_reaper_uid_refused(a->reaper) : 0;
+    uint64_t uid_unix = a->reaper ? gs_reaper_uid_refused_unix(a->reaper) : 0;
+    unsigned n = 0;
+
+    for (int door = 0; door < 2; door++) {
+        const char *name = door ? "unix" : "http";
+        rows[n++] = (struct gs_refused_row){name, "uid_connections",
+                                            door ? uid_unix : uid_all - uid_unix};
+        rows[n++] = (struct gs_refused_row){
+            name, "rate", atomic_load(&a->refused_http[door][GS_HTTP_REF_RATE])};
+        rows[n++] = (struct gs_refused_row){
+            name, "history_busy", atomic_load(&a->refused_http[door][GS_HTTP_REF_HISTORY_BUSY])};
+    }
+    rows[n++] = (struct gs_refused_row){"http", "auth_budget", gs_auth_budget_refused()};
+    if (a->runs) {
+        struct gs_runs_stats ru = gs_runs_stats(a->runs); /* a short lock */
+        for (int k = 0; k < GS_RUNS_REF_N; k++)
+            rows[n++] = (struct gs_refused_row){"steps", gs_runs_refusal_name(k), ru.refused[k]};
+    }
+    gs_metrics_render_refused(b, rows, n);
+}
+
 void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_config *cfg)
 {
     struct gs_metrics_self self = {
@@ -139,6 +168,8 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         self.history_dropped = rs.dropped;
         self.history_flush_last_s = rs.last_flush_s;
         self.history_flush_max_s = rs.max_flush_s;
+        self.history_integrity_ok = rs.integrity_ok;
+        self.history_integrity_checks = rs.integrity_checks;
     }
     if (a->runs) {
         struct gs_runs_stats ru = gs_runs_stats(a->runs); /* a short lock */
@@ -163,6 +194,7 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         gs_log(GS_LOG_ERROR, "metrics: render failed (out of memory)");
     if (a->runs)
         gs_runs_render_prom(a->runs, &p->prom); /* per-rank series of live runs */
+    render_refused(a, &p->prom);
     if (a->push) {
         struct gs_push_stats ps = gs_push_stats(a->push); /* a short lock, no I/O */
         gs_push_render_self(&p->prom, &ps);

@@ -83,16 +83,12 @@ static struct rl_slot *find_slot(struct gs_ratelimit *rl, const unsigned char ke
     return oldest;
 }
 
-bool gs_ratelimit_take(struct gs_ratelimit *rl, const struct sockaddr *sa, double rate,
-                       double burst, int64_t now_ns)
+static bool take_key(struct gs_ratelimit *rl, const unsigned char key[16], double rate,
+                     double burst, int64_t now_ns)
 {
-    unsigned char key[16];
     struct rl_slot *s;
     bool ok;
 
-    if (rate <= 0 || !sa)
-        return true;
-    addr_key(sa, key);
     pthread_mutex_lock(&rl->lock);
     s = find_slot(rl, key, burst, now_ns);
     if (now_ns > s->t_ns) /* two daemons' clocks read in either order: never backwards */
@@ -103,4 +99,27 @@ bool gs_ratelimit_take(struct gs_ratelimit *rl, const struct sockaddr *sa, doubl
         s->tokens -= 1;
     pthread_mutex_unlock(&rl->lock);
     return ok;
+}
+
+bool gs_ratelimit_take(struct gs_ratelimit *rl, const struct sockaddr *sa, double rate,
+                       double burst, int64_t now_ns)
+{
+    unsigned char key[16];
+
+    if (rate <= 0 || !sa)
+        return true;
+    addr_key(sa, key);
+    return take_key(rl, key, rate, burst, now_ns);
+}
+
+bool gs_ratelimit_take_uid(struct gs_ratelimit *rl, uint32_t uid, double rate, double burst,
+                           int64_t now_ns)
+{
+    /* ff00::/8 with "uid" and the uid: no address family of addr_key makes this key */
+    unsigned char key[16] = {0xff, 0, 'u', 'i', 'd'};
+
+    if (rate <= 0)
+        return true;
+    memcpy(key + 12, &uid, 4);
+    return take_key(rl, key, rate, burst, now_ns);
 }

@@ -27,4 +27,9 @@ void gs_ratelimit_free(struct gs_ratelimit *rl);
 bool gs_ratelimit_take(struct gs_ratelimit *rl, const struct sockaddr *sa, double rate,
                        double burst, int64_t now_ns);
 
+/* The same bucket logic keyed by a local uid (the step socket's records per second per uid,
+ * runs.h); a table used for uids and addresses keeps them apart. */
+bool gs_ratelimit_take_uid(struct gs_ratelimit *rl, uint32_t uid, double rate, double burst,
+                           int64_t now_ns);
+
 #endif

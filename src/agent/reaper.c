@@ -33,6 +33,7 @@ struct gs_reaper {
     unsigned per_uid; /* 0: no per-uid limit */
     bool (*uid_of)(int fd, uint32_t *uid);
     uint64_t uid_refused;
+    uint64_t uid_refused_unix; /* of uid_refused: on the HTTP unix socket */
     uint32_t logged[LOGGED_UIDS];
     unsigned n_logged;
 };
@@ -126,6 +127,12 @@ static void uid_admit(struct gs_reaper *r, struct conn_track *t)
                 }
         return;
     }
+    {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        if (getsockname(t->fd, (struct sockaddr *)&ss, &len) == 0 && ss.ss_family == AF_UNIX)
+            r->uid_refused_unix++;
+    }
     shutdown(t->fd, SHUT_RDWR);
     t->fd = -1;
     r->uid_refused++;
@@ -160,6 +167,16 @@ uint64_t gs_reaper_uid_refused(struct gs_reaper *r)
 
     pthread_mutex_lock(&r->lock);
     n = r->uid_refused;
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}
+
+uint64_t gs_reaper_uid_refused_unix(struct gs_reaper *r)
+{
+    uint64_t n;
+
+    pthread_mutex_lock(&r->lock);
+    n = r->uid_refused_unix;
     pthread_mutex_unlock(&r->lock);
     return n;
 }

@@ -45,5 +45,7 @@ void gs_reaper_set_uid_limit(struct gs_reaper *r, unsigned per_uid,
 bool gs_reaper_conn_uid(struct MHD_Connection *c, uint32_t *uid);
 /* Connections refused by the per-uid limit since the start. */
 uint64_t gs_reaper_uid_refused(struct gs_reaper *r);
+/* Of those, the ones on a unix socket (the rest came over TCP). */
+uint64_t gs_reaper_uid_refused_unix(struct gs_reaper *r);
 
 #endif

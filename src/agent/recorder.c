@@ -29,6 +29,7 @@
 
 #include "agent/log.h"
 #include "agent/worker.h"
+#include "store/runs.h"
 #include "core/clock.h"
 #include "gpuscope/gs_err.h"
 
@@ -49,7 +50,10 @@ struct queued {
 struct gs_recorder {
     pthread_mutex_t qlock; /* policy, pub */
     double flush_interval_s, raw_s, rollup_s;
+    double check_s; /* the scheduled integrity check's period (0: none) */
     double runs_s; /* ended runs and their steps kept this long */
+    unsigned steps_per_run; /* step rows kept per run (0: no cap) */
+    unsigned steps_per_uid; /* step rows of one uid's live runs together (0: no cap) */
     struct gs_recorder_stats pub; /* the writer's last copy of the store stats */
     struct gs_worker *worker;     /* the queue and the writer thread */
 
@@ -57,6 +61,11 @@ struct gs_recorder {
     struct gs_store *st;
 
     int started;
+    char path[PATH_MAX]; /* history.db, for the integrity check's own connection */
+    /* Under qlock: the scheduled check found the file damaged (writes stop, reads 503). */
+    int damaged;
+    char damage[GS_ERR_MSG_LEN];
+    double next_check; /* the writer's own (CLOCK_MONOTONIC s); 0: not yet set */
     double next_flush; /* the writer's own (CLOCK_MONOTONIC s) */
     int failing;       /* the writer's own: inside a failure episode */
     int prune_failed;  /* the writer's own: a prune failure was logged */
@@ -133,7 +142,10 @@ int gs_recorder_open(struct gs_recorder **out, const char *data_dir, struct gs_e
         return gs_err_set(err, GS_ENOMEM, "history: out of memory");
     r->flush_interval_s = 5;
     r->runs_s = 30 * 86400.0;
+    r->check_s = 6 * 3600.0;
     r->pub.last_flush_s = -1;
+    r->pub.integrity_ok = 1; /* gs_store_open checked it */
+    snprintf(r->path, sizeof r->path, "%s", path);
     rc = gs_worker_new(&r->worker, &writer_ops, r, err);
     if (rc != GS_OK) {
         free(r);
@@ -171,6 +183,35 @@ void gs_recorder_set_runs_retention(struct gs_recorder *r, double runs_s)
     pthread_mutex_unlock(&r->qlock);
 }
 
+void gs_recorder_set_steps_per_run(struct gs_recorder *r, unsigned steps_per_run,
+                                   unsigned steps_per_uid)
+{
+    pthread_mutex_lock(&r->qlock);
+    r->steps_per_run = steps_per_run;
+    r->steps_per_uid = steps_per_uid;
+    pthread_mutex_unlock(&r->qlock);
+}
+
+void gs_recorder_set_check_interval(struct gs_recorder *r, double check_s)
+{
+    pthread_mutex_lock(&r->qlock);
+    r->check_s = check_s;
+    pthread_mutex_unlock(&r->qlock);
+}
+
+int gs_recorder_damaged(struct gs_recorder *r, struct gs_err *err)
+{
+    int rc = GS_OK;
+
+    if (!r)
+        return GS_OK;
+    pthread_mutex_lock(&r->qlock);
+    if (r->damaged)
+        rc = gs_err_set(err, GS_EIO, "%s", r->damage);
+    pthread_mutex_unlock(&r->qlock);
+    return rc;
+}
+
 int gs_recorder_offer(struct gs_recorder *r, const struct gs_snapshot *snap,
                       gs_recorder_release_fn release, void *cls)
 {
@@ -196,6 +237,8 @@ int gs_recorder_query(struct gs_recorder *r, unsigned gpu, enum gs_metric metric
 {
     int rc;
 
+    if ((rc = gs_recorder_damaged(r, err)) != GS_OK)
+        return rc;
     pthread_mutex_lock(&r->store_lock);
     rc = gs_store_query(r->st, gpu, metric, from, to, step, fn, ctx, source, err);
     pthread_mutex_unlock(&r->store_lock);
@@ -207,6 +250,8 @@ int gs_recorder_run_begin(struct gs_recorder *r, const struct gs_store_run *run,
 {
     int rc;
 
+    if ((rc = gs_recorder_damaged(r, err)) != GS_OK)
+        return rc;
     pthread_mutex_lock(&r->store_lock);
     rc = gs_store_run_begin(r->st, run, run_id, err);
     pthread_mutex_unlock(&r->store_lock);
@@ -218,6 +263,8 @@ int gs_recorder_run_step(struct gs_recorder *r, int64_t run_id, const struct gs_
 {
     int rc;
 
+    if ((rc = gs_recorder_damaged(r, err)) != GS_OK)
+        return rc;
     pthread_mutex_lock(&r->store_lock);
     rc = gs_store_run_step(r->st, run_id, rec, peer_pid, peer_uid, err);
     pthread_mutex_unlock(&r->store_lock);
@@ -229,6 +276,8 @@ int gs_recorder_run_end(struct gs_recorder *r, int64_t run_id, double end_time,
 {
     int rc;
 
+    if ((rc = gs_recorder_damaged(r, err)) != GS_OK)
+        return rc;
     pthread_mutex_lock(&r->store_lock);
     rc = gs_store_run_end(r->st, run_id, end_time, -1, report_json, err);
     pthread_mutex_unlock(&r->store_lock);
@@ -259,10 +308,12 @@ static void append_one(struct gs_recorder *r, const struct queued *e)
     struct gs_err err;
 
     gs_err_clear(&err);
-    pthread_mutex_lock(&r->store_lock);
-    if (gs_store_append(r->st, e->snap, &err) != GS_OK)
-        gs_log(GS_LOG_DEBUG, "history: snapshot not kept: %s", err.msg);
-    pthread_mutex_unlock(&r->store_lock);
+    if (gs_recorder_damaged(r, &err) == GS_OK) { /* a damaged file is not written to */
+        pthread_mutex_lock(&r->store_lock);
+        if (gs_store_append(r->st, e->snap, &err) != GS_OK)
+            gs_log(GS_LOG_DEBUG, "history: snapshot not kept: %s", err.msg);
+        pthread_mutex_unlock(&r->store_lock);
+    }
     if (e->release)
         e->release(e->cls);
 }
@@ -300,7 +351,8 @@ static int flush_once(struct gs_recorder *r)
 }
 
 /* Prunes in batches, releasing the store lock between them so a query can slip in. */
-static void prune(struct gs_recorder *r, double raw_s, double rollup_s, double runs_s)
+static void prune(struct gs_recorder *r, double raw_s, double rollup_s, double runs_s,
+                  unsigned steps_per_run, unsigned steps_per_uid)
 {
     for (int i = 0; i < PRUNE_BATCHES; i++) {
         unsigned deleted = 0, run_rows = 0;
@@ -314,6 +366,12 @@ static void prune(struct gs_recorder *r, double raw_s, double rollup_s, double r
         if (rc == GS_OK && deleted < PRUNE_ROWS) {
             rc = gs_store_prune_runs(r->st, gs_clock_real_s(), runs_s, PRUNE_ROWS - deleted, &run_rows,
                                      &err);
+            deleted += run_rows;
+        }
+        /* And the steps of runs going on past the retention or the per-run cap. */
+        if (rc == GS_OK && deleted < PRUNE_ROWS) {
+            rc = gs_store_prune_live(r->st, gs_clock_real_s(), runs_s, steps_per_run,
+                                     steps_per_uid, PRUNE_ROWS - deleted, &run_rows, &err);
             deleted += run_rows;
         }
         pthread_mutex_unlock(&r->store_lock);
@@ -332,19 +390,63 @@ static void prune(struct gs_recorder *r, double raw_s, double rollup_s, double r
     }
 }
 
+/* The scheduled integrity check (issue 18): PRAGMA quick_check through a connection of its
+ * own (a WAL reader: the store lock is not held, so steps and queries go on meanwhile). A
+ * damaged file stops the writes and makes reads answer 503 with the reason until a restart
+ * (which refuses the file: gs_store_open). */
+static void check_once(struct gs_recorder *r)
+{
+    struct gs_store *rd = NULL;
+    struct gs_err err;
+    double t0 = gs_clock_mono_s();
+    int rc, damaged;
+
+    gs_err_clear(&err);
+    rc = gs_store_open_read(&rd, r->path, &err);
+    if (rc == GS_OK)
+        rc = gs_store_check(rd, &err);
+    gs_store_close(rd);
+    /* gs_store_check's answer, or SQLite's own word for a page it could not read */
+    damaged = rc != GS_OK && (strstr(err.msg, "is damaged") || strstr(err.msg, "malformed"));
+    pthread_mutex_lock(&r->qlock);
+    r->pub.integrity_checks++;
+    r->pub.integrity_last_s = gs_clock_mono_s() - t0;
+    if (damaged) {
+        r->pub.integrity_ok = 0;
+        r->damaged = 1;
+        if (strstr(err.msg, "is damaged"))
+            snprintf(r->damage, sizeof r->damage, "%s", err.msg);
+        else /* SQLite could not even read its schema: the same finding, said the same way */
+            snprintf(r->damage, sizeof r->damage, "history: %.200s is damaged (%.200s)",
+                     r->path, err.msg);
+    }
+    pthread_mutex_unlock(&r->qlock);
+    if (damaged)
+        gs_log(GS_LOG_ERROR, "%s; history writes stopped, history and stored runs answer 503",
+               r->damage);
+    else if (rc != GS_OK) /* could not open it for the check (an I/O error): tried again */
+        gs_log(GS_LOG_WARN, "history: integrity check could not run: %s", err.msg);
+}
+
 /* The writer's body (worker.h): appends what was queued, flushes every flush_interval (and
- * at stop), prunes after each flush. */
+ * at stop), prunes after each flush, checks the file every check_s. */
 static int64_t writer_run(void *ctx, void *items, unsigned n, bool stopping)
 {
     struct gs_recorder *r = ctx;
     const struct queued *batch = items;
-    double raw_s, rollup_s, runs_s, interval_s;
+    double raw_s, rollup_s, runs_s, interval_s, check_s;
+    unsigned steps_per_run, steps_per_uid;
+    int damaged;
 
     pthread_mutex_lock(&r->qlock);
     raw_s = r->raw_s;
     rollup_s = r->rollup_s;
     runs_s = r->runs_s;
+    steps_per_run = r->steps_per_run;
+    steps_per_uid = r->steps_per_uid;
     interval_s = r->flush_interval_s;
+    check_s = r->check_s;
+    damaged = r->damaged;
     pthread_mutex_unlock(&r->qlock);
     for (unsigned i = 0; i < n; i++)
         append_one(r, &batch[i]);
@@ -353,9 +455,19 @@ static int64_t writer_run(void *ctx, void *items, unsigned n, bool stopping)
         publish_stats(r);
         pthread_mutex_unlock(&r->store_lock);
     }
-    if (stopping || gs_clock_mono_s() >= r->next_flush) {
+    if (check_s > 0 && !stopping && !damaged) {
+        if (r->next_check == 0 || r->next_check > gs_clock_mono_s() + check_s)
+            r->next_check = gs_clock_mono_s() + check_s; /* the first, or a reload shortened it */
+        else if (gs_clock_mono_s() >= r->next_check) {
+            check_once(r);
+            r->next_check = gs_clock_mono_s() + check_s;
+        }
+    }
+    if (damaged) {
+        r->next_flush = gs_clock_mono_s() + interval_s; /* nothing written to a damaged file */
+    } else if (stopping || gs_clock_mono_s() >= r->next_flush) {
         if (flush_once(r) && !stopping)
-            prune(r, raw_s, rollup_s, runs_s);
+            prune(r, raw_s, rollup_s, runs_s, steps_per_run, steps_per_uid);
         r->next_flush = gs_clock_mono_s() + interval_s;
     } else if (r->next_flush > gs_clock_mono_s() + interval_s) {
         r->next_flush = gs_clock_mono_s() + interval_s; /* a reload shortened the period */

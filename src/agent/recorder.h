@@ -34,6 +34,9 @@ struct gs_recorder_stats {
     double last_flush_s; /* < 0: none yet */
     double max_flush_s;
     unsigned buffered; /* snapshots waiting in the store's buffer */
+    int integrity_ok;          /* 0 once the scheduled check found history.db damaged */
+    uint64_t integrity_checks; /* scheduled checks run */
+    double integrity_last_s;   /* the last one's duration */
 };
 
 /* Releases the reference gs_recorder_offer took over (called on the writer thread). */
@@ -50,6 +53,21 @@ void gs_recorder_set_policy(struct gs_recorder *r, double flush_interval_s, doub
 /* How long ended runs and their steps are kept (seconds; 0: for ever); default 30 days.
  * Applied from the writer's next prune. */
 void gs_recorder_set_runs_retention(struct gs_recorder *r, double runs_s);
+
+/* Step rows kept per run, also of a run that never ends, and of one uid's live runs together
+ * (0: no cap; store/history.h gs_store_prune_live, which also applies the runs' retention to
+ * live runs' steps). Applied from the writer's next prune. */
+void gs_recorder_set_steps_per_run(struct gs_recorder *r, unsigned steps_per_run,
+                                   unsigned steps_per_uid);
+
+/* The period of the scheduled integrity check of history.db (SQLite's quick_check, on the
+ * writer thread through a connection of its own; 0: none); default 6 h. A damaged file stops
+ * every write and makes gs_recorder_query, the run calls and gs_recorder_damaged fail with
+ * GS_EIO and the reason (the HTTP answers are 503). */
+void gs_recorder_set_check_interval(struct gs_recorder *r, double check_s);
+
+/* GS_OK, or GS_EIO with the reason once the scheduled check found the file damaged. NULL: OK. */
+int gs_recorder_damaged(struct gs_recorder *r, struct gs_err *err);
 
 /* Starts the writer thread. */
 int gs_recorder_start(struct gs_recorder *r, struct gs_err *err);

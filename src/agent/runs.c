@@ -38,6 +38,7 @@
 #include <jansson.h>
 
 #include "agent/log.h"
+#include "agent/ratelimit.h"
 #include "agent/recorder.h"
 #include "agent/runs_metrics.h"
 #include "run/control.h"
@@ -45,6 +46,7 @@
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
 #include "backend/procfs.h"
+#include "core/clock.h"
 #include "run/agg.h"
 #include "run/attrib.h"
 #include "run/receiver.h"
@@ -59,10 +61,6 @@
 /* DDP: a rank's hello joins a live run of the same uid and name whose first hello came at
  * most this long before (docs/agent.md, RUNS). */
 #define DDP_JOIN_S 60.0
-/* Step records dated before 2000-01-01 or more than this before their run began (its first
- * record, normally the hello) are refused: a clock at 0, or a sender making up history. */
-#define STEP_T_MIN 946684800.0
-#define STEP_BEFORE_RUN_S 60.0
 
 /* Connections (ranks) one run holds at once; more ranks of a job become runs of their own. */
 #define RUN_MAX_CONNS 64
@@ -107,8 +105,15 @@ struct gs_runs {
     int64_t next_mem_id; /* ids when history is off */
     int full_logged;
     unsigned runs_per_uid; /* constant (gs_runs_opts) */
-    uid_t uid_logged[GS_RUNS_MAX_LIVE]; /* uids whose per-uid refusal was logged */
-    unsigned n_uid_logged;
+    unsigned conn_per_uid;              /* constant: the receiver's (for the log) */
+    double rate_per_uid, burst_per_uid; /* constant */
+    struct gs_ratelimit *rl; /* per-uid record buckets (the receiver thread's calls) */
+    /* (uid, reason) pairs whose refusal was logged; a full list forgets the oldest */
+    struct {
+        uid_t uid;
+        int why;
+    } logged[256];
+    unsigned n_logged;
 
     struct gs_receiver *rx;
     struct gs_recorder *rec;
@@ -139,6 +144,36 @@ static void count(struct gs_runs *r, uint64_t *field)
     pthread_mutex_lock(&r->lock);
     (*field)++;
     pthread_mutex_unlock(&r->lock);
+}
+
+const char *gs_runs_refusal_name(enum gs_runs_refusal why)
+{
+    static const char *const names[GS_RUNS_REF_N] = {
+        "uid_connections", "connections", "uid_rate", "runs_per_uid",
+        "runs", "run_buffer_share", "buffer", "step_time"};
+
+    return (unsigned)why < GS_RUNS_REF_N ? names[why] : "other";
+}
+
+/* Counts a refusal of why for uid; returns 1 when it is the first of this (uid, why) pair,
+ * which the caller logs (with what it knows), 0 when it was logged already. */
+static int refuse(struct gs_runs *r, uid_t uid, enum gs_runs_refusal why)
+{
+    int first = 1;
+
+    pthread_mutex_lock(&r->lock);
+    r->st.refused[why]++;
+    for (unsigned i = 0; i < r->n_logged && first; i++)
+        first = !(r->logged[i].uid == uid && r->logged[i].why == (int)why);
+    if (first) {
+        if (r->n_logged == sizeof r->logged / sizeof r->logged[0])
+            memmove(r->logged, r->logged + 1, sizeof r->logged[0] * --r->n_logged);
+        r->logged[r->n_logged].uid = uid;
+        r->logged[r->n_logged].why = (int)why;
+        r->n_logged++;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return first;
 }
 
 /* ---- run life ---- */
@@ -255,16 +290,11 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
         held += r->live[i] && r->live[i]->uid == peer->uid;
     if (r->runs_per_uid && peer->uid != 0 && held >= r->runs_per_uid) {
         /* One user cannot take every run slot (issue 18): refused, logged once per uid. */
-        int log = 1;
-        for (unsigned i = 0; i < r->n_uid_logged; i++)
-            log &= r->uid_logged[i] != peer->uid;
-        if (log && r->n_uid_logged < GS_RUNS_MAX_LIVE)
-            r->uid_logged[r->n_uid_logged++] = peer->uid;
         r->st.runs_refused++;
         r->st.runs_refused_uid++;
         pthread_mutex_unlock(&r->lock);
         free(run);
-        if (log)
+        if (refuse(r, peer->uid, GS_RUNS_REF_RUNS_PER_UID))
             gs_log(GS_LOG_WARN, "runs: uid %lu has %u runs going on (runs_per_uid); records of "
                                 "its new ones are dropped (logged once)",
                    (unsigned long)peer->uid, held);
@@ -279,6 +309,7 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
         r->full_logged = 1;
         pthread_mutex_unlock(&r->lock);
         free(run);
+        refuse(r, peer->uid, GS_RUNS_REF_RUNS_FULL); /* logged once until a slot frees */
         if (log)
             gs_log(GS_LOG_WARN, "runs: %d runs going on; records of new ones are dropped",
                    GS_RUNS_MAX_LIVE);
@@ -422,6 +453,28 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
     struct gs_err err;
 
     count(r, &r->st.records);
+    /* Records per second per uid (issue 18): a flooding user loses its own records, counted
+     * against its run; an end record always passes (it frees the run's slot). */
+    if (rec->type != GS_REC_END && peer->uid != 0 &&
+        !gs_ratelimit_take_uid(r->rl, (uint32_t)peer->uid, r->rate_per_uid, r->burst_per_uid,
+                               gs_clock_mono_ns())) {
+        if (refuse(r, peer->uid, GS_RUNS_REF_UID_RATE))
+            gs_log(GS_LOG_WARN,
+                   "runs: uid %lu sends more than %g records/s (steps_rate_per_uid, burst %g): "
+                   "the excess is dropped (logged once)",
+                   (unsigned long)peer->uid, r->rate_per_uid, r->burst_per_uid);
+        if (rec->type == GS_REC_STEP) {
+            count(r, &r->st.steps_dropped);
+            if (run) {
+                pthread_mutex_lock(&run->mu);
+                gs_agg_set_records_dropped(run->agg, ++run->dropped);
+                pthread_mutex_unlock(&run->mu);
+            }
+        }
+        if (run)
+            run_unref(r, run);
+        return;
+    }
     if (!run && (run = run_join(r, peer, rec)) != NULL) {
         /* another rank of a DDP job: its steps only (the agg keeps the first hello) */
         if (rec->type == GS_REC_HELLO) {
@@ -453,10 +506,15 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
             }
         pthread_mutex_unlock(&r->lock);
     }
-    if (rec->type == GS_REC_STEP && (rec->u.step.t_begin < STEP_T_MIN ||
-                                     rec->u.step.t_begin < run->start_s - STEP_BEFORE_RUN_S)) {
+    /* Steps dated before 2000 or before their run began (its first record, normally the
+     * hello): the rule of run/record.h, shared with `gpuscope run`. */
+    const char *bad_time = rec->type == GS_REC_STEP
+                               ? gs_record_step_time_refusal(&rec->u.step, run->start_s)
+                               : NULL;
+    if (bad_time) {
         uint64_t n;
         count(r, &r->st.steps_dropped);
+        refuse(r, peer->uid, GS_RUNS_REF_STEP_TIME); /* logged once per run below */
         pthread_mutex_lock(&run->mu);
         n = ++run->refused_time;
         pthread_mutex_unlock(&run->mu);
@@ -465,9 +523,7 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
                    "runs: run %lld (pid %ld uid %lu): step %llu refused: t0 %.3f is %s; "
                    "further such steps of this run are dropped without a word",
                    (long long)run->id, (long)peer->pid, (unsigned long)peer->uid,
-                   (unsigned long long)rec->u.step.step, rec->u.step.t_begin,
-                   rec->u.step.t_begin < STEP_T_MIN ? "before 2000-01-01"
-                                                    : "before the run began (its hello)");
+                   (unsigned long long)rec->u.step.step, rec->u.step.t_begin, bad_time);
         run_unref(r, run);
         return;
     }
@@ -495,10 +551,22 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
     }
     pthread_mutex_unlock(&run->mu);
     if (rec->type == GS_REC_STEP && r->rec && run->id > 0) {
+        int rc;
+
         gs_err_clear(&err);
-        if (gs_recorder_run_step(r->rec, run->id, &rec->u.step, peer->pid, peer->uid, &err) !=
-            GS_OK) {
+        rc = gs_recorder_run_step(r->rec, run->id, &rec->u.step, peer->pid, peer->uid, &err);
+        if (rc == GS_EPERM || rc == GS_ENOMEM) {
+            /* The run's share of the flush buffer (store/history.h), or the buffer full:
+             * this run's record is lost, nobody else's. */
+            enum gs_runs_refusal why =
+                rc == GS_EPERM ? GS_RUNS_REF_RUN_SHARE : GS_RUNS_REF_BUFFER_FULL;
+            if (refuse(r, peer->uid, why))
+                gs_log(GS_LOG_WARN, "runs: run %lld (uid %lu): %s (logged once per uid)",
+                       (long long)run->id, (unsigned long)peer->uid, err.msg);
+        } else if (rc != GS_OK) {
             count(r, &r->st.store_errors);
+        }
+        if (rc != GS_OK) {
             count(r, &r->st.steps_dropped);
             pthread_mutex_lock(&run->mu);
             gs_agg_set_records_dropped(run->agg, ++run->dropped);
@@ -519,6 +587,23 @@ static void on_close(void *ctx, const struct gs_peer *peer)
         return;
     run_detach(r, run, peer->conn_id, "connection closed");
     run_unref(r, run);
+}
+
+static void on_refuse(void *ctx, const struct gs_peer *peer, int why)
+{
+    struct gs_runs *r = ctx;
+
+    if (why == GS_RECEIVER_UID_CONN) {
+        if (refuse(r, peer->uid, GS_RUNS_REF_UID_CONN))
+            gs_log(GS_LOG_WARN,
+                   "runs: uid %lu holds %u step-socket connections (steps_conn_per_uid): its "
+                   "next ones are closed (logged once)",
+                   (unsigned long)peer->uid, r->conn_per_uid);
+    } else if (refuse(r, peer->uid, GS_RUNS_REF_CONN_FULL)) {
+        gs_log(GS_LOG_WARN, "runs: %d step-socket connections open: uid %lu's next one closed "
+                            "(logged once per uid)",
+               GS_RECEIVER_MAX_CONN, (unsigned long)peer->uid);
+    }
 }
 
 static void on_reject(void *ctx, const struct gs_peer *peer, const char *why)
@@ -873,6 +958,17 @@ static unsigned http_list(struct gs_runs *r, long long from, long long limit,
             json_array_append_new(list, live_item(r, runs[i]));
     }
     /* The history's rows but the live ones, filtered and paged by the store. */
+    {
+        struct gs_err err;
+
+        gs_err_clear(&err);
+        if (gs_recorder_damaged(r->rec, &err) != GS_OK) {
+            for (unsigned i = 0; i < n; i++)
+                run_unref(r, runs[i]);
+            json_decref(list);
+            return reply_error(503, body, len, "history.db could not be read: %s", err.msg);
+        }
+    }
     pthread_mutex_lock(&r->db_lock);
     if ((db = db_get(r)) != NULL) {
         struct gs_store_runs_sel sel = {.source = "agent",
@@ -954,6 +1050,11 @@ static void stored_get(struct gs_runs *r, int64_t id, struct stored_run *out)
 
     memset(out, 0, sizeof *out);
     out->uid = -1;
+    gs_err_clear(&err);
+    if (gs_recorder_damaged(r->rec, &err) != GS_OK) { /* the scheduled check's finding */
+        snprintf(out->fault, sizeof out->fault, "%s", err.msg);
+        return;
+    }
     if ((db = db_get(r)) == NULL)
         return;
     gs_err_clear(&err);
@@ -1043,11 +1144,13 @@ static unsigned http_steps(struct gs_runs *r, int64_t id, long long from, long l
         exists = s.exists;
         visible = s.exists && who_sees(who, s.uid);
     }
-    if (visible && (db = db_get(r)) != NULL) {
+    if (visible && !s.fault[0] && (db = db_get(r)) != NULL) {
         struct gs_err err;
 
         gs_err_clear(&err);
-        if (gs_store_run_step_count(db, id, &total, &err) != GS_OK ||
+        if (gs_recorder_damaged(r->rec, &err) != GS_OK)
+            snprintf(s.fault, sizeof s.fault, "%s", err.msg);
+        else if (gs_store_run_step_count(db, id, &total, &err) != GS_OK ||
             gs_store_run_steps(db, id, from, limit, page_step, list, &err) != GS_OK) {
             db_warn(&err);
             snprintf(s.fault, sizeof s.fault, "%s", err.msg[0] ? err.msg : "read error");
@@ -1257,7 +1360,8 @@ static int make_parent(const char *path, struct gs_err *err)
 int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_err *err)
 {
     struct gs_receiver_cb cb = {
-        .on_record = on_record, .on_close = on_close, .on_reject = on_reject};
+        .on_record = on_record, .on_close = on_close, .on_reject = on_reject,
+        .on_refuse = on_refuse};
     struct gs_runs *r;
     int rc;
 
@@ -1267,7 +1371,10 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     rc = make_parent(o->socket_path, err);
     if (rc != GS_OK)
         return rc;
-    if (!(r = calloc(1, sizeof *r)) || !(r->m = gs_runm_new(o->hostname))) {
+    if (!(r = calloc(1, sizeof *r)) || !(r->m = gs_runm_new(o->hostname)) ||
+        gs_ratelimit_new(&r->rl, err) != GS_OK) {
+        if (r)
+            gs_runm_free(r->m);
         free(r);
         return gs_err_set(err, GS_ENOMEM, "runs: out of memory");
     }
@@ -1275,6 +1382,9 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     pthread_mutex_init(&r->db_lock, NULL);
     r->rec = o->rec;
     r->runs_per_uid = o->runs_per_uid;
+    r->conn_per_uid = o->conn_per_uid;
+    r->rate_per_uid = o->rate_per_uid;
+    r->burst_per_uid = o->burst_per_uid >= 1 ? o->burst_per_uid : 1;
     snprintf(r->hostname, sizeof r->hostname, "%s", o->hostname ? o->hostname : "");
     snprintf(r->grafana_url, sizeof r->grafana_url, "%s", o->grafana_url ? o->grafana_url : "");
     if (o->rec && o->history_path)
@@ -1282,7 +1392,8 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     cb.ctx = r;
     if (r->history_path[0])
         rebuild_interrupted(r);
-    rc = gs_receiver_start_flags(&r->rx, o->socket_path, 0666, GS_RECEIVER_ANY_UID, &cb, err);
+    rc = gs_receiver_start_limited(&r->rx, o->socket_path, 0666, GS_RECEIVER_ANY_UID,
+                                   o->conn_per_uid, &cb, err);
     if (rc != GS_OK) {
         gs_runs_close(r);
         return rc;
@@ -1317,6 +1428,7 @@ void gs_runs_close(struct gs_runs *r)
             run_finish(r, r->live[i], "agent stopping");
     gs_store_close(r->db);
     gs_runm_free(r->m);
+    gs_ratelimit_free(r->rl);
     free(r->in_run);
     gs_attrib_tree_free(&r->tree);
     pthread_mutex_destroy(&r->lock);

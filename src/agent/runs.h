@@ -47,7 +47,27 @@ struct gs_runs_opts {
     const char *hostname;     /* for the reports; may be NULL */
     unsigned runs_per_uid;    /* live runs one uid other than root may hold; 0: no limit */
     const char *grafana_url;  /* "grafana_url" of the list (the dashboard's job link); NULL */
+    /* Per-uid quotas of the socket (issue 18), for every uid but root; 0: no limit. */
+    unsigned conn_per_uid;    /* connections held at once (more closed at accept) */
+    double rate_per_uid;      /* records per second (token bucket; end records never count) */
+    double burst_per_uid;     /* the bucket's size */
 };
+
+/* Why the socket refused something (a connection, a run, a record), each counted in
+ * gs_runs_stats.refused and logged once per uid: gpuscope_refused_total{door="steps",reason}
+ * on /metrics, with gs_runs_refusal_name as the reason. */
+enum gs_runs_refusal {
+    GS_RUNS_REF_UID_CONN = 0,  /* "uid_connections": conn_per_uid reached */
+    GS_RUNS_REF_CONN_FULL,     /* "connections": the receiver's 256 */
+    GS_RUNS_REF_UID_RATE,      /* "uid_rate": rate_per_uid (a record dropped) */
+    GS_RUNS_REF_RUNS_PER_UID,  /* "runs_per_uid": a run refused */
+    GS_RUNS_REF_RUNS_FULL,     /* "runs": GS_RUNS_MAX_LIVE going on */
+    GS_RUNS_REF_RUN_SHARE,     /* "run_buffer_share": the run's share of the flush buffer */
+    GS_RUNS_REF_BUFFER_FULL,   /* "buffer": the flush buffer full */
+    GS_RUNS_REF_STEP_TIME,     /* "step_time": dated before 2000 or before its run's hello */
+    GS_RUNS_REF_N
+};
+const char *gs_runs_refusal_name(enum gs_runs_refusal why);
 
 struct gs_runs_stats {
     uint64_t runs_started, runs_ended, runs_refused; /* refused: GS_RUNS_MAX_LIVE reached */
@@ -55,6 +75,7 @@ struct gs_runs_stats {
     uint64_t steps_dropped; /* step records not kept: no run (table full) or not stored */
     uint64_t runs_refused_uid; /* of runs_refused: the uid held runs_per_uid already */
     unsigned live;
+    uint64_t refused[GS_RUNS_REF_N]; /* by enum gs_runs_refusal */
 };
 
 struct gs_mbuf;

@@ -86,6 +86,9 @@ struct run_ctx {
     unsigned char cuda_dev[GS_RECORD_MAX_DEVICES];
     unsigned closed_conns;
     char last_reject[200];
+    /* step records refused by their time (run/record.h's rule) and the first one's reason */
+    unsigned refused_time;
+    char refused_why[200];
     const struct run_opts *opts;
     char default_name[300]; /* script and start time: the name of an unnamed run */
     /* sampler thread */
@@ -456,9 +459,23 @@ static void on_record(void *vctx, const struct gs_peer *peer, const struct gs_re
 {
     struct run_ctx *c = vctx;
     char buf[GS_RECORD_MAX + 64];
-    int n = gs_record_encode(rec, buf, sizeof buf);
+    const char *bad_time;
+    int n;
 
     pthread_mutex_lock(&c->mu);
+    /* Steps dated before 2000 or before the run (CMD's start) are refused, as the agent does:
+     * counted, the first one's reason said when the run ends; not in steps.jsonl nor the
+     * report. */
+    if (rec->type == GS_REC_STEP &&
+        (bad_time = gs_record_step_time_refusal(&rec->u.step, c->start_real)) != NULL) {
+        if (c->refused_time++ == 0)
+            snprintf(c->refused_why, sizeof c->refused_why, "pid %ld: step %llu: t0 %.3f is %s",
+                     (long)peer->pid, (unsigned long long)rec->u.step.step, rec->u.step.t_begin,
+                     bad_time);
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    n = gs_record_encode(rec, buf, sizeof buf);
     switch (rec->type) {
     case GS_REC_HELLO:
         gs_agg_hello(c->agg, &rec->u.hello, peer->pid, peer->uid);
@@ -1063,7 +1080,9 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
         code = RUN_EXIT_FAIL;
         goto unblock;
     }
+    pthread_mutex_lock(&c.mu); /* the receiver thread reads it (on_record) */
     c.start_real = real_s();
+    pthread_mutex_unlock(&c.mu);
     if (o->stacks_hz > 0) {
         char hz[32];
         struct gs_runstacks_cfg scfg = {.hz = o->stacks_hz, .hang_factor = o->hang_factor,
@@ -1111,6 +1130,9 @@ unblock:
                 "gpuscope run: %llu record(s) rejected, %llu connection(s) closed for "
                 "bad records (last: %s)\n",
                 (unsigned long long)st.rejected, (unsigned long long)st.closed_bad, c.last_reject);
+    if (c.refused_time)
+        fprintf(stderr, "gpuscope run: %u step record(s) refused for their time (first: %s)\n",
+                c.refused_time, c.refused_why);
     if (c.store && gs_store_flush(c.store, &gerr) != GS_OK)
         fprintf(stderr, "gpuscope run: samples.db: %s\n", gerr.msg);
     if (c.store && gs_store_stats(c.store).steps_dropped)

@@ -8,7 +8,8 @@
  * SOCK_SEQPACKET message is read with MSG_TRUNC so that an oversized message is seen at its real
  * length and refused instead of being parsed cut. A connection that sends GS_RECEIVER_MAX_BAD bad
  * messages in a row is closed; one good record resets its count. Messages of one connection are
- * drained at most RECV_BURST at a time so a flooding sender cannot starve the others.
+ * drained at most RECV_BURST at a time so a flooding sender cannot starve the others, and a uid
+ * other than root may hold at most conn_per_uid connections (issue 18).
  */
 #include "run/receiver.h"
 
@@ -41,6 +42,7 @@ struct gs_receiver {
     int thread_started;
     uid_t owner;
     unsigned flags; /* GS_RECEIVER_* */
+    unsigned conn_per_uid; /* 0: no per-uid limit */
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     struct gs_receiver_cb cb;
     uint64_t next_conn_id;
@@ -110,8 +112,22 @@ static void rx_accept(struct gs_receiver *r)
     }
     if (r->n_conn >= GS_RECEIVER_MAX_CONN) {
         close(fd);
-        rx_reject(r, &peer, "too many connections");
+        rx_count(r, &r->stats.refused_full);
+        if (r->cb.on_refuse)
+            r->cb.on_refuse(r->cb.ctx, &peer, GS_RECEIVER_FULL);
         return;
+    }
+    if (r->conn_per_uid && cred.uid != 0) {
+        unsigned held = 0;
+        for (unsigned i = 0; i < r->n_conn; i++)
+            held += r->conn[i].peer.uid == cred.uid;
+        if (held >= r->conn_per_uid) {
+            close(fd);
+            rx_count(r, &r->stats.refused_uid);
+            if (r->cb.on_refuse)
+                r->cb.on_refuse(r->cb.ctx, &peer, GS_RECEIVER_UID_CONN);
+            return;
+        }
     }
     pthread_mutex_lock(&r->lock);
     r->conn[r->n_conn].fd = fd;
@@ -229,6 +245,13 @@ int gs_receiver_start(struct gs_receiver **out, const char *path, mode_t mode,
 int gs_receiver_start_flags(struct gs_receiver **out, const char *path, mode_t mode, unsigned flags,
                             const struct gs_receiver_cb *cb, struct gs_err *err)
 {
+    return gs_receiver_start_limited(out, path, mode, flags, 0, cb, err);
+}
+
+int gs_receiver_start_limited(struct gs_receiver **out, const char *path, mode_t mode,
+                              unsigned flags, unsigned conn_per_uid,
+                              const struct gs_receiver_cb *cb, struct gs_err *err)
+{
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     struct gs_receiver *r;
     int rc = GS_EIO;
@@ -250,6 +273,7 @@ int gs_receiver_start_flags(struct gs_receiver **out, const char *path, mode_t m
     r->cb = *cb;
     r->owner = geteuid();
     r->flags = flags;
+    r->conn_per_uid = conn_per_uid;
     pthread_mutex_init(&r->lock, NULL);
     strcpy(sa.sun_path, path);
     strcpy(r->path, path);

@@ -3,8 +3,8 @@
  * training processes, learns each sender's pid/uid/gid with SO_PEERCRED and hands every valid
  * record (src/run/record.h) to callbacks. Invalid records are counted and answered by
  * nothing; a connection that sends GS_RECEIVER_MAX_BAD bad records in a row is closed. Limits:
- * GS_RECEIVER_MAX_CONN connections, GS_RECORD_MAX bytes a message (longer: truncated, counted
- * as bad). Used by `gpuscope run` and by the agent.
+ * GS_RECEIVER_MAX_CONN connections (and optionally a number per uid), GS_RECORD_MAX bytes a
+ * message (longer: truncated, counted as bad). Used by `gpuscope run` and by the agent.
  */
 #ifndef GS_RUN_RECEIVER_H
 #define GS_RUN_RECEIVER_H
@@ -31,10 +31,19 @@ struct gs_receiver_cb {
     void (*on_close)(void *ctx, const struct gs_peer *peer); /* may be NULL */
     /* A rejected message; why is the parser's reason. May be NULL. */
     void (*on_reject)(void *ctx, const struct gs_peer *peer, const char *why);
+    /* A connection closed at accept by a limit (enum gs_receiver_refusal); may be NULL. */
+    void (*on_refuse)(void *ctx, const struct gs_peer *peer, int why);
+};
+
+/* Why a connection was refused at accept (on_refuse). */
+enum gs_receiver_refusal {
+    GS_RECEIVER_FULL = 0,    /* GS_RECEIVER_MAX_CONN connections open */
+    GS_RECEIVER_UID_CONN = 1, /* its uid holds conn_per_uid connections already */
 };
 
 struct gs_receiver_stats {
     uint64_t connections, records, rejected, closed_bad;
+    uint64_t refused_full, refused_uid; /* connections closed at accept by a limit */
 };
 
 struct gs_err;
@@ -52,6 +61,11 @@ int gs_receiver_start(struct gs_receiver **out, const char *path, mode_t mode,
 #define GS_RECEIVER_ANY_UID 0x1u
 int gs_receiver_start_flags(struct gs_receiver **out, const char *path, mode_t mode, unsigned flags,
                             const struct gs_receiver_cb *cb, struct gs_err *err);
+/* gs_receiver_start_flags with a per-uid limit (issue 18): a uid other than root holding
+ * conn_per_uid connections gets its next ones closed at accept (0: no limit). */
+int gs_receiver_start_limited(struct gs_receiver **out, const char *path, mode_t mode,
+                              unsigned flags, unsigned conn_per_uid,
+                              const struct gs_receiver_cb *cb, struct gs_err *err);
 void gs_receiver_stats(const struct gs_receiver *r, struct gs_receiver_stats *out);
 /* Sends one message back to the sender of connection conn_id (a control message,
  * run/control.h), from any thread, never waiting: 0 when sent, -1 when there is no such

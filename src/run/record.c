@@ -742,6 +742,15 @@ static int encode_log(json_t *o, const struct gs_record_log *l)
     return rc | json_object_set_new(o, "values", vals);
 }
 
+const char *gs_record_step_time_refusal(const struct gs_step_rec *step, double run_start_s)
+{
+    if (!(step->t_begin >= GS_RECORD_T_MIN)) /* NaN too: the parser never lets one through */
+        return "before 2000-01-01";
+    if (run_start_s > 0 && step->t_begin < run_start_s - GS_RECORD_BEFORE_RUN_S)
+        return "before the run began (its hello)";
+    return NULL;
+}
+
 int gs_record_encode(const struct gs_record *rec, char *buf, size_t size)
 {
     static const char *const types[] = {NULL, "hello", "step", "end", "log"};

@@ -147,6 +147,16 @@ struct gs_record {
 struct gs_err;
 int gs_record_parse(const char *buf, size_t len, struct gs_record *out, struct gs_err *err);
 
+/* The time rule of step records, one for the agent's socket and `gpuscope run`'s receiver
+ * (issue 18): a step whose t0 is before 2000-01-01 (a clock at 0) or more than
+ * GS_RECORD_BEFORE_RUN_S before its run began (a sender making up history) is refused. Returns
+ * NULL when step may be kept in a run that began at run_start_s (unix seconds; <= 0: unknown,
+ * only the first rule applies), else the reason: "before 2000-01-01" or "before the run began
+ * (its hello)". */
+#define GS_RECORD_T_MIN 946684800.0
+#define GS_RECORD_BEFORE_RUN_S 60.0
+const char *gs_record_step_time_refusal(const struct gs_step_rec *step, double run_start_s);
+
 /* Encodes rec as one message into buf (NUL-terminated). Returns the length without the NUL,
  * or -1 if it does not fit. Absent values are left out. */
 int gs_record_encode(const struct gs_record *rec, char *buf, size_t size);

@@ -49,6 +49,8 @@ _Static_assert(STORE_NCOLS <= 32, "store_gpu_row.present is a 32-bit mask");
 #define STORE_SQL_MAX 8192
 /* Step records buffered between flushes (a few hundred in steady state); more are dropped. */
 #define STORE_STEP_CAP 20000u
+/* Rows of a live run looked at per retention probe (its lowest step numbers first). */
+#define STORE_LIVE_PROBE 1000u
 
 struct store_gpu_row {
     unsigned gpu;
@@ -92,6 +94,15 @@ struct store_step_row {
     struct gs_step_rec rec;
 };
 
+/* A run begun on this store and not ended yet (issue 18): its share of the step buffer and
+ * how many of its step rows are in the file, so neither needs a query. */
+struct store_live {
+    int64_t id;
+    unsigned buffered; /* its steps in the buffer now */
+    uint64_t kept;     /* its step rows committed and not pruned */
+    int64_t uid;       /* its first step's sender (SO_PEERCRED); -1: none yet */
+};
+
 struct gs_store {
     sqlite3 *db;
     char path[512];
@@ -109,6 +120,8 @@ struct gs_store {
     struct store_step_row *steps;
     unsigned n_steps, cap_steps;
     int read_only; /* gs_store_open_read: no statements, no buffer, no writes */
+    struct store_live *live; /* runs begun here, not ended */
+    unsigned n_live, cap_live;
 };
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -644,6 +657,7 @@ void gs_store_close(struct gs_store *st)
     sqlite3_finalize(st->end_run);
     sqlite3_finalize(st->ins_step);
     free(st->steps);
+    free(st->live);
     sqlite3_close(st->db); /* NULL is a no-op; checkpoints the WAL when we are the last */
     if (st->ring) {
         for (unsigned i = 0; i < st->opts.buffer_cap; i++) {
@@ -955,6 +969,10 @@ int gs_store_flush(struct gs_store *st, struct gs_err *err)
     }
     for (unsigned i = 0; i < st->n_ident; i++)
         st->ident[i].seen = 0;
+    for (unsigned i = 0; i < st->n_live; i++) { /* their buffered steps are rows now */
+        st->live[i].kept += st->live[i].buffered;
+        st->live[i].buffered = 0;
+    }
     st->stats.steps_written += st->n_steps;
     st->n_steps = 0;
     st->stats.snapshots_written += st->count;
@@ -1139,6 +1157,127 @@ int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s
     return prune_end(st, rc, n, deleted, "prune runs", err);
 }
 
+/* Deletes the step rows of run_id chosen by sel (a SELECT of ids with ?1 = run, ?2 = cut,
+ * ?3 = limit); their count into *n. */
+static int live_delete(struct gs_store *st, const char *sel, int64_t run_id, double cut,
+                       unsigned limit, unsigned *n)
+{
+    char sql[512];
+    sqlite3_stmt *s = NULL;
+    int rc;
+
+    snprintf(sql, sizeof sql, "DELETE FROM step WHERE id IN (%s)", sel);
+    rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(s, 1, run_id);
+        sqlite3_bind_double(s, 2, cut);
+        sqlite3_bind_int(s, 3, (int)limit);
+        rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(st->db);
+        *n = rc == SQLITE_OK ? (unsigned)sqlite3_changes(st->db) : 0;
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* Deletes up to *budget of the lowest-step rows of live run lv, counting them in *n. */
+static int live_trim(struct gs_store *st, struct store_live *lv, uint64_t want, unsigned *budget,
+                     unsigned *n)
+{
+    unsigned got = 0;
+    int rc = live_delete(st, "SELECT id FROM step WHERE run = ?1 ORDER BY step LIMIT ?3", lv->id,
+                         0, want < *budget ? (unsigned)want : *budget, &got);
+
+    lv->kept -= got < lv->kept ? got : lv->kept;
+    *n += got;
+    *budget -= got;
+    return rc;
+}
+
+/* A uid's live runs past steps_per_uid together: the biggest of them loses its lowest steps
+ * until the uid is back at the cap (or the budget is spent). */
+static int live_trim_uids(struct gs_store *st, uint64_t steps_per_uid, unsigned *budget,
+                          unsigned *n)
+{
+    int rc = SQLITE_OK;
+
+    for (unsigned i = 0; i < st->n_live && rc == SQLITE_OK && *budget > 0; i++) {
+        int64_t uid = st->live[i].uid;
+        uint64_t total = 0;
+        int first = 1;
+
+        for (unsigned j = 0; j < st->n_live; j++) {
+            if (st->live[j].uid != uid)
+                continue;
+            first &= j >= i; /* this uid's first entry: it is summed once */
+            total += st->live[j].kept;
+        }
+        if (uid < 0 || !first)
+            continue;
+        while (total > steps_per_uid && *budget > 0 && rc == SQLITE_OK) {
+            struct store_live *big = NULL;
+            uint64_t before;
+
+            for (unsigned j = 0; j < st->n_live; j++)
+                if (st->live[j].uid == uid && (!big || st->live[j].kept > big->kept))
+                    big = &st->live[j];
+            if (!big || big->kept == 0)
+                break;
+            before = big->kept;
+            rc = live_trim(st, big, total - steps_per_uid, budget, n);
+            if (big->kept == before)
+                break; /* its rows are gone already (counted too high): nothing to do */
+            total -= before - big->kept;
+        }
+    }
+    return rc;
+}
+
+int gs_store_prune_live(struct gs_store *st, double now, double runs_retention_s,
+                        uint64_t steps_per_run, uint64_t steps_per_uid, unsigned max_rows,
+                        unsigned *deleted, struct gs_err *err)
+{
+    unsigned n = 0;
+    int rc = SQLITE_OK;
+
+    if (deleted)
+        *deleted = 0;
+    if (store_writable(st, err, "prune") != GS_OK)
+        return GS_EINVAL;
+    if (!(now > 0 && now <= 1e11))
+        return gs_err_set(err, GS_EINVAL, "history: prune needs a store and a time");
+    if (!max_rows)
+        max_rows = 5000;
+    if (st->n_live == 0 || (!(runs_retention_s > 0) && !steps_per_run && !steps_per_uid))
+        return GS_OK;
+    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        return store_fail(st, err, "prune live runs");
+    for (unsigned i = 0; i < st->n_live && rc == SQLITE_OK && n < max_rows; i++) {
+        struct store_live *lv = &st->live[i];
+        unsigned got = 0, budget = max_rows - n;
+
+        /* Beyond the step cap: the lowest step numbers go first (the index's order; a sender
+         * numbering its steps oddly only changes which of its own rows go). */
+        if (steps_per_run && lv->kept > steps_per_run)
+            rc = live_trim(st, lv, lv->kept - steps_per_run, &budget, &n);
+        /* Older than the retention: of its first STORE_LIVE_PROBE rows in step order, those
+         * that ended before now - runs_retention_s (bounded work whatever the run's size). */
+        if (rc == SQLITE_OK && runs_retention_s > 0 && budget > 0) {
+            unsigned probe = budget < STORE_LIVE_PROBE ? budget : STORE_LIVE_PROBE;
+            rc = live_delete(st,
+                             "SELECT id FROM (SELECT id, COALESCE(t_end, t_begin) AS t FROM step"
+                             " WHERE run = ?1 ORDER BY step LIMIT ?3) WHERE t < ?2",
+                             lv->id, now - runs_retention_s, probe, &got);
+            lv->kept -= got < lv->kept ? got : lv->kept;
+            n += got;
+        }
+    }
+    if (rc == SQLITE_OK && steps_per_uid && n < max_rows) {
+        unsigned budget = max_rows - n;
+        rc = live_trim_uids(st, steps_per_uid, &budget, &n);
+    }
+    return prune_end(st, rc, n, deleted, "prune live runs", err);
+}
+
 /* ---- query ------------------------------------------------------------------------------ */
 
 int gs_store_query(struct gs_store *st, unsigned gpu, enum gs_metric metric, double from,
@@ -1245,13 +1384,37 @@ int gs_store_run_begin(struct gs_store *st, const struct gs_store_run *run, int6
     if (store_step(st->ins_run) != SQLITE_OK)
         return store_fail(st, err, "insert run");
     *run_id = sqlite3_last_insert_rowid(st->db);
+    if (st->n_live == st->cap_live) {
+        unsigned cap = st->cap_live ? st->cap_live * 2 : 8;
+        struct store_live *p = realloc(st->live, (size_t)cap * sizeof *p);
+        if (!p) /* the run is there; it just goes without a share or a step cap */
+            return GS_OK;
+        st->live = p;
+        st->cap_live = cap;
+    }
+    st->live[st->n_live++] = (struct store_live){.id = *run_id, .uid = -1};
     return GS_OK;
+}
+
+/* The live-run entry of run_id, or NULL (not begun here, or ended). */
+static struct store_live *live_of(struct gs_store *st, int64_t run_id)
+{
+    for (unsigned i = 0; i < st->n_live; i++)
+        if (st->live[i].id == run_id)
+            return &st->live[i];
+    return NULL;
+}
+
+unsigned gs_store_run_share(unsigned live_runs)
+{
+    return STORE_STEP_CAP / (live_runs + 1);
 }
 
 int gs_store_run_step(struct gs_store *st, int64_t run_id, const struct gs_step_rec *rec,
                       int64_t peer_pid, int64_t peer_uid, struct gs_err *err)
 {
     struct store_step_row *r;
+    struct store_live *lv;
 
     if (store_writable(st, err, "run_step") != GS_OK)
         return GS_EINVAL;
@@ -1261,6 +1424,16 @@ int gs_store_run_step(struct gs_store *st, int64_t run_id, const struct gs_step_
         st->stats.steps_dropped++;
         return gs_err_set(err, GS_ENOMEM, "history: %u step records waiting; record dropped",
                           st->n_steps);
+    }
+    lv = live_of(st, run_id);
+    if (lv && lv->buffered >= gs_store_run_share(st->n_live)) {
+        /* One flooding run cannot take the buffer from the others (issue 18). */
+        st->stats.steps_dropped++;
+        st->stats.steps_dropped_share++;
+        return gs_err_set(err, GS_EPERM,
+                          "history: run %lld has %u step records waiting, its share of the "
+                          "buffer with %u runs going on; record dropped",
+                          (long long)run_id, lv->buffered, st->n_live);
     }
     if (st->n_steps == st->cap_steps) {
         unsigned cap = st->cap_steps ? st->cap_steps * 2 : 64;
@@ -1277,6 +1450,11 @@ int gs_store_run_step(struct gs_store *st, int64_t run_id, const struct gs_step_
         st->cap_steps = cap;
     }
     r = &st->steps[st->n_steps++];
+    if (lv) {
+        lv->buffered++;
+        if (lv->uid < 0)
+            lv->uid = peer_uid;
+    }
     r->run = run_id;
     r->peer_pid = peer_pid;
     r->peer_uid = peer_uid;
@@ -1298,5 +1476,10 @@ int gs_store_run_end(struct gs_store *st, int64_t run_id, double end_time, int e
         return store_fail(st, err, "update run");
     if (sqlite3_changes(st->db) != 1)
         return gs_err_set(err, GS_ENOTFOUND, "history: no run %lld", (long long)run_id);
+    for (unsigned i = 0; i < st->n_live; i++) /* ended: no share any more, pruned as ended */
+        if (st->live[i].id == run_id) {
+            st->live[i] = st->live[--st->n_live];
+            break;
+        }
     return GS_OK;
 }

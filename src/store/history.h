@@ -56,6 +56,7 @@ struct gs_store_stats {
     uint64_t steps_written;        /* step records of runs committed */
     uint64_t steps_dropped;        /* step records refused: buffer full or no memory */
     unsigned steps_buffered;       /* step records waiting for the next flush */
+    uint64_t steps_dropped_share;  /* of steps_dropped: the run had its share of the buffer */
 };
 
 /* One point of a query: a raw sample (n == 1, min == avg == max) or a bucket of `step`
@@ -141,7 +142,11 @@ int gs_store_run_begin(struct gs_store *st, const struct gs_store_run *run, int6
                        struct gs_err *err);
 /* Buffers one step record of run_id with its sender (SO_PEERCRED pid/uid). GS_ENOMEM when
  * 20,000 records are already waiting for a flush (the record is dropped and counted in
- * steps_dropped). NaN phase times, 0 samples and 0 bytes are stored as NULL. */
+ * steps_dropped). A run begun on this store and not ended has a share of that buffer,
+ * gs_store_run_share(runs going on): GS_EPERM when it has that many waiting (dropped, counted
+ * in steps_dropped and steps_dropped_share), so one flooding run never makes another lose
+ * records, and a run that starts next always finds room. NaN phase times, 0 samples and 0
+ * bytes are stored as NULL. */
 int gs_store_run_step(struct gs_store *st, int64_t run_id, const struct gs_step_rec *rec,
                       int64_t peer_pid, int64_t peer_uid, struct gs_err *err);
 /* Records the end of a run (committed immediately): end_time (<= 0: NULL), exit_code (< 0:
@@ -156,6 +161,23 @@ int gs_store_run_end(struct gs_store *st, int64_t run_id, double end_time, int e
  * deleted. A zero retention keeps every run. */
 int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s,
                         unsigned max_rows, unsigned *deleted, struct gs_err *err);
+
+/* The step records one run may have waiting for a flush while live_runs runs begun on the
+ * store go on: 20,000 / (live_runs + 1), so what the live runs hold leaves room for one more. */
+unsigned gs_store_run_share(unsigned live_runs);
+
+/* Retention of runs that never end (issue 18): for each run begun on this store and not ended,
+ * deletes its step rows beyond steps_per_run (0: no cap; the lowest step numbers first) and
+ * those that ended before now - runs_retention_s (0: kept; checked among its 1,000 lowest
+ * step numbers per call, so a call costs the same whatever the run's size); then, for each
+ * uid (its first step's peer_uid) whose such runs keep more than steps_per_uid rows together
+ * (0: no cap), the lowest steps of its biggest run until it is back at the cap. The run rows
+ * stay. The counts are the store's own (no count(*) query). At most max_rows rows per call
+ * (0: 5000); *deleted (may be NULL) gets the count, added to pruned_rows. Call again while
+ * *deleted == max_rows. */
+int gs_store_prune_live(struct gs_store *st, double now, double runs_retention_s,
+                        uint64_t steps_per_run, uint64_t steps_per_uid, unsigned max_rows,
+                        unsigned *deleted, struct gs_err *err);
 
 #ifdef GS_TEST_BUILD
 /* Test builds only: runs SQL on the store's connection (to shrink max_page_count, say). */

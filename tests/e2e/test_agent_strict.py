@@ -4,7 +4,9 @@ decimal numbers only (`gpu=0x1`, `+0`, a space, `%00`, `1e3` are 400s, a path wi
 refused (logged once with the reason) while the run's good steps are kept; another user's run
 answers exactly as a run that does not exist (ids cannot be probed through the unix socket,
 asked as uid 65534 when root); once history.db's pages are garbled under the running agent,
-a run read answers 503 with the reason (not "no run N"), and the next start refuses the file;
+a run read answers 503 with the reason (not "no run N"), the scheduled integrity check finds
+it (gpuscope_history_integrity_ok 0, history and the run list 503, logged once), and the next
+start refuses the file;
 a data_dir through a symbolic link owned by another user is refused.
 """
 import json
@@ -61,7 +63,7 @@ def main():
         return t.done()
     log = open(os.path.join(TMP, "agent.log"), "w+")
     p, base, up = start_agent(["--data-dir", os.path.join(TMP, "data"), "--socket", SOCK,
-                               "--http-socket", HSOCK],
+                               "--http-socket", HSOCK, "--integrity-check-interval", "1s"],
                               sim_env("h100x8-training.json"), stdout=subprocess.DEVNULL,
                               stderr=log)
     t.ok(up, "agent starts")
@@ -178,6 +180,23 @@ def main():
     code, body = get_text(base + "/api/v1/runs/%d" % rid)
     t.ok(code == 503 and "could not be read" in body,
          "a run on damaged pages: 503 with the reason (not 404)", detail=(code, body[:300]))
+
+    # -- the scheduled integrity check (every 1 s here) finds it: writes stop, reads 503 --
+    def integrity():
+        code, body = get_text(base + "/metrics")
+        return code == 200 and "\ngpuscope_history_integrity_ok 0\n" in body
+
+    t.ok(wait_until(integrity, 20), "gpuscope_history_integrity_ok 0 after the scheduled check")
+    code, body = get_text(base + "/api/v1/history?gpu=0&metric=utilization_gpu")
+    t.ok(code == 503 and "is damaged" in body, "history then answers 503 with the reason",
+         detail=(code, body[:300]))
+    code, body = get_text(base + "/api/v1/runs")
+    t.ok(code == 503 and "is damaged" in body, "the run list too", detail=(code, body[:300]))
+    log.flush()
+    text = open(log.name).read()
+    t.eq(text.count("history writes stopped"), 1, "the damage is logged once")
+    code, body = get_text(base + "/healthz")
+    t.eq(code, 200, "the agent goes on serving live data")
     p.kill()
     p.wait()
     log.close()

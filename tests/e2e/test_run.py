@@ -70,7 +70,7 @@ def conn():
 def send(s, o):
     s.send(json.dumps(o).encode() if not isinstance(o, bytes) else o)
 def steps(s, first, n):
-    base = time.time() - 100
+    base = time.time()  # steps before the run (less 60 s) are refused
     for i in range(first, first + n):
         t0 = base + i * 0.1
         send(s, {"v": 1, "type": "step", "step": i, "t0": t0, "t1": t0 + 0.09, "rank": 0,
@@ -380,17 +380,28 @@ pr = subprocess.Popen([BIN, "run", "--no-auto", "--out", out, "--", PY, CHILD_PA
                       stderr=subprocess.PIPE, text=True)
 wait_file(os.path.join(mk, "ready"))
 sockpath = json.load(open(os.path.join(mk, "env.json")))["GPUSCOPE_RUN_SOCKET"]
-send_records(sockpath, [{"v": 1, "type": "step", "step": 999, "t0": 1.0, "t1": 1.5, "pid": 1,
-                         "ms": {"total_step": 500.0}}])
+now = time.time()
+send_records(sockpath, [{"v": 1, "type": "step", "step": 999, "t0": now, "t1": now + 0.5,
+                         "pid": 1, "ms": {"total_step": 500.0}},
+                        # dated 1970, and before the run began: refused (run/record.h's rule)
+                        {"v": 1, "type": "step", "step": 998, "t0": 1.0, "t1": 1.5, "pid": 1},
+                        {"v": 1, "type": "step", "step": 997, "t0": now - 3600,
+                         "t1": now - 3599, "pid": 1}])
 time.sleep(0.2)
 open(os.path.join(mk, "other-done"), "w").close()
-pr.communicate(timeout=30)
+_, other_err = pr.communicate(timeout=30)
 lines = load_steps(out) if os.path.exists(os.path.join(out, "steps.jsonl")) else []
 mine = [ln for ln in lines if ln.get("step") == 999]
 t.eq(len(mine), 1, "other process: its record arrived")
 t.eq(mine[0].get("peer_pid") if mine else None, os.getpid(), "other process: attributed to its pid")
 t.ok(all(ln.get("peer_pid") != os.getpid() for ln in lines if ln.get("step") != 999),
      "other process: the child's records keep the child's pid")
+t.eq([ln.get("step") for ln in lines if ln.get("step") in (997, 998)], [],
+     "steps dated 1970 or an hour before the run: not kept")
+t.ok("2 step record(s) refused for their time (first: pid %d: step 998: t0 1.000 is before "
+     "2000-01-01)" % os.getpid() in other_err, "and said with the reason", detail=other_err[-600:])
+rep = load_report(out) if os.path.exists(os.path.join(out, "metrics_report.json")) else {}
+t.eq(rep.get("steps"), 21, "the report counts the child's 20 and step 999, not them")
 
 # ---- 7. no GPU: the child still runs, step data reported ----
 out, mk = fresh()

@@ -607,6 +607,39 @@ static void test_render_processes(void **state)
     gs_mbuf_free(&b);
     gs_snapshot_free(s);
 }
+/* gpuscope_refused_total (issue 18): one HELP/TYPE, a line per row, zeros kept, nothing for
+ * no rows; and the step-socket quota keys' defaults and bounds. */
+static void test_render_refused(void **state)
+{
+    static const struct gs_refused_row rows[] = {
+        {"http", "uid_connections", 3}, {"unix", "rate", 0}, {"steps", "uid_rate", 123456789012}};
+    struct gs_agent_config c;
+    struct gs_mbuf b = {0};
+    struct gs_err err;
+
+    (void)state;
+    gs_metrics_render_refused(&b, rows, 0);
+    assert_true(b.data == NULL || b.len == 0);
+    gs_metrics_render_refused(&b, rows, 3);
+    assert_non_null(strstr(b.data, "# TYPE gpuscope_refused_total counter\n"));
+    assert_non_null(
+        strstr(b.data, "\ngpuscope_refused_total{door=\"http\",reason=\"uid_connections\"} 3\n"));
+    assert_non_null(strstr(b.data, "\ngpuscope_refused_total{door=\"unix\",reason=\"rate\"} 0\n"));
+    assert_non_null(strstr(b.data, "\ngpuscope_refused_total{door=\"steps\",reason=\"uid_rate\"} "
+                                   "123456789012\n"));
+    gs_mbuf_free(&b);
+    gs_config_defaults(&c);
+    assert_int_equal(c.steps_conn_per_uid, 32);
+    assert_true(c.steps_rate_per_uid == 10000);
+    assert_int_equal(c.steps_burst_per_uid, 20000);
+    assert_int_equal(c.steps_per_run, 500000);
+    assert_int_equal(c.steps_per_uid, 2000000);
+    gs_err_clear(&err);
+    assert_int_equal(gs_config_set(&c, "steps_conn_per_uid", "0", "t", &err), GS_EINVAL);
+    assert_int_equal(gs_config_set(&c, "steps_rate_per_uid", "0", "t", &err), GS_OK);
+    assert_int_equal(gs_config_set(&c, "steps_per_run", "0", "t", &err), GS_OK);
+    assert_int_equal(gs_config_set(&c, "steps_per_run", "0x10", "t", &err), GS_EINVAL);
+}
 
 int main(void)
 {
@@ -621,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_history_req),   cmocka_unit_test(test_history_doc),
         cmocka_unit_test(test_render_history_self),
         cmocka_unit_test(test_render_processes),
+        cmocka_unit_test(test_render_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

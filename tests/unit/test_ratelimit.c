@@ -70,6 +70,39 @@ static void test_bucket(void **state)
     gs_ratelimit_free(NULL);
 }
 
+/* The step socket's per-uid buckets (runs.c): one per uid, apart from every address's, the
+ * same refill; 10,000/s with a 20,000 burst lets a 200-step run through whole right after a
+ * flood of another uid, and holds a 100,000/s flood to the rate. */
+static void test_uid_buckets(void **state)
+{
+    struct gs_ratelimit *rl;
+    struct sockaddr_in6 z;
+    unsigned ok = 0;
+
+    (void)state;
+    assert_int_equal(gs_ratelimit_new(&rl, NULL), GS_OK);
+    for (int i = 0; i < 7; i++)
+        ok += gs_ratelimit_take_uid(rl, 1000, 10, 5, SEC);
+    assert_int_equal(ok, 5);
+    assert_true(gs_ratelimit_take_uid(rl, 1001, 10, 5, SEC)); /* another uid */
+    memset(&z, 0, sizeof z); /* an address key, even all-zero, is not a uid's */
+    z.sin6_family = AF_INET6;
+    assert_int_equal(takes(rl, &z, 8, SEC), 5);
+    assert_false(gs_ratelimit_take_uid(rl, 1000, 10, 5, SEC));
+    assert_true(gs_ratelimit_take_uid(rl, 1000, 10, 5, SEC + SEC / 10)); /* 0.1 s: one */
+    assert_true(gs_ratelimit_take_uid(rl, 1000, 0, 5, SEC)); /* rate 0: off */
+    /* uid 2000 floods 100,000 records in one second at 10,000/s, burst 20,000 */
+    ok = 0;
+    for (unsigned i = 0; i < 100000; i++)
+        ok += gs_ratelimit_take_uid(rl, 2000, 10000, 20000, 10 * SEC + (int64_t)i * (SEC / 100000));
+    assert_true(ok >= 29990 && ok <= 30000);
+    ok = 0; /* uid 2001's 200 steps at the same moment: all of them */
+    for (unsigned i = 0; i < 200; i++)
+        ok += gs_ratelimit_take_uid(rl, 2001, 10000, 20000, 11 * SEC);
+    assert_int_equal(ok, 200);
+    gs_ratelimit_free(rl);
+}
+
 static void test_eviction(void **state)
 {
     struct gs_ratelimit *rl;
@@ -138,6 +171,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bucket),
+        cmocka_unit_test(test_uid_buckets),
         cmocka_unit_test(test_eviction),
         cmocka_unit_test(test_threads),
     };

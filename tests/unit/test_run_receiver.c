@@ -13,7 +13,9 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -348,16 +350,45 @@ static void test_many_connections(void **state)
  * becomes uid 65534 itself: a forked child of this multi-threaded process (the receiver's
  * thread runs) only execs, since anything more there may meet a lock another thread held at
  * the fork (a rare hang under AddressSanitizer). */
-static pid_t spawn_as_nobody(const char *mode, const char *path)
+static pid_t spawn_as_nobody_in(const char *mode, const char *path, int stdin_fd)
 {
     pid_t pid = fork();
 
     assert_true(pid >= 0);
     if (pid == 0) {
+        if (stdin_fd >= 0 && dup2(stdin_fd, 0) < 0)
+            _exit(15);
         execl("/proc/self/exe", "test_run_receiver", "--as-nobody", mode, path, (char *)NULL);
         _exit(13);
     }
     return pid;
+}
+
+static pid_t spawn_as_nobody(const char *mode, const char *path)
+{
+    return spawn_as_nobody_in(mode, path, -1);
+}
+
+/* "hold5": five connections 20 ms apart, then how many of them the receiver left open (its
+ * exit status), once stdin is closed (the parent has counted). */
+static int hold5(const struct sockaddr_un *sa)
+{
+    int fd[5], open_n = 0;
+    char c;
+
+    for (int i = 0; i < 5; i++) {
+        fd[i] = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+        if (connect(fd[i], (const struct sockaddr *)sa, sizeof *sa) != 0)
+            return 11;
+        usleep(20000); /* accepted in order */
+    }
+    usleep(100000);
+    for (int i = 0; i < 5; i++) { /* a closed one reads as end of stream */
+        struct pollfd p = {.fd = fd[i], .events = POLLIN};
+        open_n += !(poll(&p, 1, 0) == 1 && recv(fd[i], &c, 1, MSG_DONTWAIT) <= 0);
+    }
+    (void)!read(0, &c, 1); /* held until the parent has counted */
+    return open_n;
 }
 
 /* The child's side: "refused" sends an end record and expects the receiver to close the
@@ -380,6 +411,10 @@ static int as_nobody(const char *mode, const char *path)
     if (fd < 0 || strlen(path) >= sizeof sa.sun_path)
         return 14;
     memcpy(sa.sun_path, path, strlen(path) + 1);
+    if (strcmp(mode, "hold5") == 0) {
+        close(fd);
+        return hold5(&sa);
+    }
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
         return 11;
     if (send(fd, msg, len, MSG_NOSIGNAL) != (ssize_t)len)
@@ -456,6 +491,74 @@ static void test_any_uid_accepted(void **state)
     gs_receiver_stop(r2);
 }
 
+static void on_refuse(void *ctx, const struct gs_peer *peer, int why)
+{
+    struct seen *s = ctx;
+
+    pthread_mutex_lock(&s->lock);
+    if (why == GS_RECEIVER_UID_CONN && peer->uid == 65534)
+        s->rejects += 1000; /* apart from on_reject's */
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* A per-uid connection limit (issue 18): uid 65534 holding 3 connections gets its 4th and 5th
+ * closed at accept (counted, on_refuse told); root is not limited. */
+static void test_conn_per_uid(void **state)
+{
+    struct fx *f = *state;
+    struct gs_receiver *r2 = NULL;
+    struct gs_receiver_cb cb = {
+        .on_record = on_record, .on_reject = on_reject, .on_refuse = on_refuse, .ctx = &f->seen};
+    struct gs_receiver_stats st;
+    struct gs_err e;
+    char path[160];
+    int fds[5], pipefd[2];
+    pid_t pid;
+    int status;
+
+    if (geteuid() != 0) {
+        skip(); /* only root can become another uid */
+        return;
+    }
+    snprintf(path, sizeof path, "%s/quota.sock", f->dir);
+    gs_err_clear(&e);
+    assert_int_equal(gs_receiver_start_limited(&r2, path, 0666, GS_RECEIVER_ANY_UID, 3, &cb, &e),
+                     GS_OK);
+    assert_int_equal(chmod(f->dir, 0755), 0);
+    assert_int_equal(pipe2(pipefd, O_CLOEXEC), 0);
+    pid = spawn_as_nobody_in("hold5", path, pipefd[0]); /* dup2 clears CLOEXEC on its stdin */
+    close(pipefd[0]);
+    for (int i = 0; i < 200; i++) {
+        gs_receiver_stats(r2, &st);
+        if (st.refused_uid >= 2)
+            break;
+        usleep(5000);
+    }
+    gs_receiver_stats(r2, &st);
+    assert_int_equal(st.refused_uid, 2);
+    assert_int_equal(st.connections, 3);
+    for (int i = 0; i < 5; i++) /* root: five more, none refused */
+        fds[i] = client(path);
+    for (int i = 0; i < 200; i++) {
+        gs_receiver_stats(r2, &st);
+        if (st.connections >= 8)
+            break;
+        usleep(5000);
+    }
+    assert_int_equal(st.connections, 8);
+    assert_int_equal(st.refused_uid, 2);
+    close(pipefd[1]);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 3); /* three of its five stayed open */
+    pthread_mutex_lock(&f->seen.lock);
+    assert_int_equal(f->seen.rejects / 1000, 2);
+    pthread_mutex_unlock(&f->seen.lock);
+    for (int i = 0; i < 5; i++)
+        close(fds[i]);
+    gs_receiver_stop(r2);
+}
+
 static void test_start_rules(void **state)
 {
     struct fx *f = *state;
@@ -506,6 +609,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_bad_in_a_row_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_connections, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_uid_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conn_per_uid, setup, teardown),
         cmocka_unit_test_setup_teardown(test_any_uid_accepted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_rules, setup, teardown),
     };

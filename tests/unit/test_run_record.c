@@ -548,6 +548,31 @@ static void log_records(void **state)
     round_trip(&r);
 }
 
+/* The step time rule shared by the agent and `gpuscope run` (issue 18). */
+static void step_time_rule(void **state)
+{
+    struct gs_step_rec st;
+    const double start = 1764430000.0;
+
+    (void)state;
+    memset(&st, 0, sizeof st);
+    st.t_begin = start + 1;
+    assert_null(gs_record_step_time_refusal(&st, start));
+    st.t_begin = start - 59.9; /* a clock a little behind: kept */
+    assert_null(gs_record_step_time_refusal(&st, start));
+    st.t_begin = start - 60.1;
+    assert_string_equal(gs_record_step_time_refusal(&st, start),
+                        "before the run began (its hello)");
+    assert_null(gs_record_step_time_refusal(&st, 0)); /* start unknown: only the 2000 rule */
+    st.t_begin = 1.0;
+    assert_string_equal(gs_record_step_time_refusal(&st, 0), "before 2000-01-01");
+    assert_string_equal(gs_record_step_time_refusal(&st, start), "before 2000-01-01");
+    st.t_begin = 946684800.0; /* 2000-01-01T00:00:00Z itself is fine */
+    assert_null(gs_record_step_time_refusal(&st, 0));
+    st.t_begin = NAN;
+    assert_non_null(gs_record_step_time_refusal(&st, start));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -563,6 +588,7 @@ int main(void)
         cmocka_unit_test(facts_round_trip_at_the_limits),
         cmocka_unit_test(outcome_and_v2_phases),
         cmocka_unit_test(log_records),
+        cmocka_unit_test(step_time_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

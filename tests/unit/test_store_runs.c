@@ -3,10 +3,11 @@
  * step rows as `gpuscope run` writes them, absent values stored as NULL, a v1 file migrated to
  * v2 with its samples kept, steps flushed without any snapshot, the step buffer's cap, and
  * the retention of runs: ended runs pruned with their steps in bounded batches, a run going
- * on (no end_time) or a recent one never. The read side (store/runs.h) through a read-only
- * reader: the list filtered by owner (report uid, else the first step's sender) and paged
- * after the filter, live ids skipped, one run, the unended runs, steps back as records with
- * their unknowns, and a reader refusing writes.
+ * on (no end_time) or a recent one never; the per-run share of the step buffer and the
+ * retention and step cap of runs that never end (issue 18). The read side (store/runs.h)
+ * through a read-only reader: the list filtered by owner (report uid, else the first step's
+ * sender) and paged after the filter, live ids skipped, one run, the unended runs, steps back
+ * as records with their unknowns, and a reader refusing writes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -214,6 +215,8 @@ static void test_step_cap(void **state)
 
     assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
     assert_int_equal(gs_store_run_begin(st, &run, &id, &err), GS_OK);
+    /* ended: no share of its own any more, only the buffer's cap */
+    assert_int_equal(gs_store_run_end(st, id, 0, -1, NULL, &err), GS_OK);
     fill_step(&r, 0);
     for (unsigned i = 0; i < 20005; i++) {
         r.step = i;
@@ -226,6 +229,186 @@ static void test_step_cap(void **state)
     assert_int_equal(sql_num(f->path, "SELECT max(step) FROM step", NULL), 19999);
     /* the buffer is empty again */
     assert_int_equal(gs_store_run_step(st, id, &r, 1, 0, &err), GS_OK);
+    gs_store_close(st);
+}
+
+/* The per-run share of the step buffer (issue 18): a flooding run gets 20,000 / (runs + 1)
+ * waiting records, the next one's records all fit, the share shrinks as runs start and grows
+ * back as they end, and a flush gives every run its share again. */
+static void test_step_share(void **state)
+{
+    struct fx *f = *state;
+    struct gs_store *st = NULL;
+    struct gs_store_run run = {.source = "agent"};
+    struct gs_step_rec r;
+    struct gs_err err;
+    int64_t a = 0, b = 0, c = 0;
+    unsigned ok = 0, perm = 0;
+
+    assert_int_equal(gs_store_run_share(0), 20000);
+    assert_int_equal(gs_store_run_share(1), 10000);
+    assert_int_equal(gs_store_run_share(63), 312);
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &a, &err), GS_OK);
+    fill_step(&r, 0);
+    for (unsigned i = 0; i < 30000; i++) { /* A floods alone: half the buffer */
+        r.step = i;
+        int rc = gs_store_run_step(st, a, &r, 1, 1000, &err);
+        ok += rc == GS_OK;
+        perm += rc == GS_EPERM;
+    }
+    assert_int_equal(ok, 10000);
+    assert_int_equal(perm, 20000);
+    assert_int_equal(gs_store_stats(st).steps_dropped_share, 20000);
+    /* B starts: its 200 steps all fit although A flooded first */
+    assert_int_equal(gs_store_run_begin(st, &run, &b, &err), GS_OK);
+    for (unsigned i = 0; i < 200; i++) {
+        r.step = i;
+        assert_int_equal(gs_store_run_step(st, b, &r, 2, 1001, &err), GS_OK);
+    }
+    /* A is over the new share (20000 / 3) and gets nothing more until a flush */
+    assert_int_equal(gs_store_run_step(st, a, &r, 1, 1000, &err), GS_EPERM);
+    assert_non_null(strstr(err.msg, "share"));
+    /* C too: with 3 runs its share is 5000 and the buffer has 9800 free */
+    assert_int_equal(gs_store_run_begin(st, &run, &c, &err), GS_OK);
+    ok = 0;
+    for (unsigned i = 0; i < 6000; i++) {
+        r.step = i;
+        ok += gs_store_run_step(st, c, &r, 3, 1002, &err) == GS_OK;
+    }
+    assert_int_equal(ok, 5000);
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 2", NULL), 200);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 10000);
+    /* after the flush A has its share again; B and C ended: A's share is 10000 again */
+    assert_int_equal(gs_store_run_end(st, b, 0, -1, NULL, &err), GS_OK);
+    assert_int_equal(gs_store_run_end(st, c, 0, -1, NULL, &err), GS_OK);
+    ok = 0;
+    for (unsigned i = 0; i < 12000; i++)
+        ok += gs_store_run_step(st, a, &r, 1, 1000, &err) == GS_OK;
+    assert_int_equal(ok, 10000);
+    gs_store_close(st);
+}
+
+/* Retention of a run that never ends (issue 18): its steps older than the retention and those
+ * beyond the per-run step cap go, lowest step numbers first and in bounded batches; the run
+ * row and its recent steps stay; an ended run is left to gs_store_prune_runs. */
+static void test_prune_live(void **state)
+{
+    struct fx *f = *state;
+    struct gs_store *st = NULL;
+    const double now = 1764430000.0, day = 86400.0;
+    struct gs_store_run run = {.source = "agent", .start_time = now - 41 * day};
+    struct gs_step_rec r;
+    struct gs_err err;
+    int64_t live = 0, ended = 0;
+    unsigned n = 99, total = 0, calls = 0;
+
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &live, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &ended, &err), GS_OK);
+    fill_step(&r, 0);
+    /* the live run: 300 steps 40 days old, then 200 of the last hour */
+    for (unsigned i = 0; i < 500; i++) {
+        r.step = i;
+        r.t_begin = i < 300 ? now - 40 * day + i : now - 3600 + i;
+        r.t_end = r.t_begin + 0.5;
+        assert_int_equal(gs_store_run_step(st, live, &r, 1, 1000, &err), GS_OK);
+        if (i < 50)
+            assert_int_equal(gs_store_run_step(st, ended, &r, 2, 1000, &err), GS_OK);
+    }
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    assert_int_equal(gs_store_run_end(st, ended, now - 39 * day, -1, "{}", &err), GS_OK);
+    /* neither a retention nor a cap: nothing */
+    assert_int_equal(gs_store_prune_live(st, now, 0, 0, 0, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 0);
+    /* 30 days: the 300 old steps go, 128 a call */
+    do {
+        assert_int_equal(gs_store_prune_live(st, now, 30 * day, 0, 0, 128, &n, &err), GS_OK);
+        total += n;
+        calls++;
+    } while (n == 128 && calls < 10);
+    assert_int_equal(total, 300);
+    assert_int_equal(calls, 3);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 200);
+    assert_int_equal(sql_num(f->path, "SELECT min(step) FROM step WHERE run = 1", NULL), 300);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run WHERE id = 1", NULL), 1);
+    /* the ended run is not this function's (gs_store_prune_runs keeps it 30 days) */
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 2", NULL), 50);
+    /* a cap of 120 steps: the 80 lowest step numbers go */
+    assert_int_equal(gs_store_prune_live(st, now, 30 * day, 120, 0, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 80);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 120);
+    assert_int_equal(sql_num(f->path, "SELECT min(step) FROM step WHERE run = 1", NULL), 380);
+    /* more steps past the cap: the count is kept without a query, so the next prune knows */
+    for (unsigned i = 500; i < 530; i++) {
+        r.step = i;
+        r.t_begin = now - 60 + (i - 500);
+        r.t_end = r.t_begin + 0.5;
+        assert_int_equal(gs_store_run_step(st, live, &r, 1, 1000, &err), GS_OK);
+    }
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    assert_int_equal(gs_store_prune_live(st, now, 30 * day, 120, 0, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 30);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 120);
+    assert_int_equal(sql_num(f->path, "SELECT max(step) FROM step WHERE run = 1", NULL), 529);
+    /* once it ends it is gs_store_prune_runs's */
+    assert_int_equal(gs_store_run_end(st, live, now, -1, "{}", &err), GS_OK);
+    assert_int_equal(gs_store_prune_live(st, now + 100 * day, 1, 1, 1, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(gs_store_prune_live(NULL, now, 30 * day, 0, 0, 0, &n, &err), GS_EINVAL);
+    gs_store_close(st);
+}
+
+/* The kept steps of one uid's live runs together (issue 18): uid 1000's two runs (300 and 100
+ * rows) past a 250-row cap lose 150 of the bigger's lowest steps; uid 1001's run under it and
+ * an ended run of uid 1000 are untouched. */
+static void test_prune_uid(void **state)
+{
+    struct fx *f = *state;
+    struct gs_store *st = NULL;
+    const double now = 1764430000.0;
+    struct gs_store_run run = {.source = "agent", .start_time = now - 100};
+    struct gs_step_rec r;
+    struct gs_err err;
+    int64_t a1 = 0, a2 = 0, b = 0, done = 0;
+    unsigned n = 99;
+
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &a1, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &a2, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &b, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &done, &err), GS_OK);
+    fill_step(&r, 0);
+    r.t_begin = now - 10;
+    r.t_end = now - 9;
+    for (unsigned i = 0; i < 300; i++) {
+        r.step = i;
+        assert_int_equal(gs_store_run_step(st, a1, &r, 1, 1000, &err), GS_OK);
+        if (i < 100)
+            assert_int_equal(gs_store_run_step(st, a2, &r, 1, 1000, &err), GS_OK);
+        if (i < 200)
+            assert_int_equal(gs_store_run_step(st, b, &r, 2, 1001, &err), GS_OK);
+        if (i < 50)
+            assert_int_equal(gs_store_run_step(st, done, &r, 3, 1000, &err), GS_OK);
+    }
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    assert_int_equal(gs_store_run_end(st, done, now - 1, -1, "{}", &err), GS_OK);
+    assert_int_equal(gs_store_prune_live(st, now, 30 * 86400.0, 0, 250, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 150);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 150);
+    assert_int_equal(sql_num(f->path, "SELECT min(step) FROM step WHERE run = 1", NULL), 150);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 2", NULL), 100);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 3", NULL), 200);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 4", NULL), 50);
+    /* at the cap now: nothing more; a tighter one takes from the bigger first (150 vs 100) */
+    assert_int_equal(gs_store_prune_live(st, now, 30 * 86400.0, 0, 250, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(gs_store_prune_live(st, now, 30 * 86400.0, 0, 200, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 50);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 100);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 2", NULL), 100);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 3", NULL), 200);
     gs_store_close(st);
 }
 
@@ -460,6 +643,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_migrate_v1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_step_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prune_runs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_step_share, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prune_live, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prune_uid, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_side, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1436,7 +1436,7 @@ static int parse_nvlink(struct parse *ps, const struct jobj *gob, struct gs_sim_
         json_array_foreach(arr, i, v) {
             struct jobj eo;
             unsigned long long l, n;
-            char epath[320];
+            char epath[sizeof path + 24];
             snprintf(epath, sizeof epath, "%s[%zu]", path, i);
             if (!json_is_object(v))
                 return perr(ps, v, arr, epath, "expected an object");

@@ -242,8 +242,9 @@ static const struct fam dcgm[] = {
      GS_M_REMAP_FAILURE, 1, NULL, NULL},
 };
 
-/* NVLink, native names: the per-GPU sums (GS_M_NVLINK_*); each link's state is
- * gpuscope_gpu_nvlink_link_active (render_nvlink_links). Absent on a GPU without NVLink. */
+/* NVLink, native names: the per-GPU sums (GS_M_NVLINK_*), absent on a GPU without NVLink.
+ * Not one series per link: 18 links x 8 GPUs would grow an HGX node's body by half (which link
+ * is down, and its counters, are in /api/v1/snapshot's nvlinks[]). */
 static const struct fam nvlink_native[] = {
     {"gpuscope_gpu_nvlink_links", "NVLink links the driver reports on this GPU.", "gauge",
      GS_M_NVLINK_LINKS, 1, NULL, NULL},
@@ -420,27 +421,6 @@ static void render_info(struct gs_mbuf *b, const struct gs_snapshot *s)
         native_labels(b, s, &s->gpus[gi]);
         puts_(b, "}");
         value(b, s->gpus[gi].lost ? 0 : 1);
-    }
-}
-
-/* One series per NVLink link the driver reports: 1 while active, 0 when down. */
-static void render_nvlink_links(struct gs_mbuf *b, const struct gs_snapshot *s)
-{
-    int any = 0;
-
-    for (unsigned gi = 0; gi < s->n_gpus; gi++) {
-        const struct gs_gpu *g = &s->gpus[gi];
-        if (g->lost || !gs_gpu_has(g, GS_M_NVLINK_LINKS_ACTIVE))
-            continue;
-        for (unsigned l = 0; l < g->n_nvlink && l < GS_NVLINK_MAX; l++) {
-            if (!any++)
-                header(b, "gpuscope_gpu_nvlink_link_active",
-                       "1 while this NVLink link is active, 0 when it is down.", "gauge");
-            puts_(b, "gpuscope_gpu_nvlink_link_active{");
-            native_labels(b, s, g);
-            printf_(b, ",link=\"%u\"}", l);
-            value(b, g->nvlink[l].active ? 1 : 0);
-        }
     }
 }
 
@@ -698,7 +678,6 @@ int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
         render_throttle(b, snap);
         render_table(b, snap, nvlink_native, sizeof nvlink_native / sizeof nvlink_native[0],
                      native_labels);
-        render_nvlink_links(b, snap);
         if (flags & GS_METRICS_DCGM) {
             dcgm_old_hostname = (flags & GS_METRICS_DCGM_HOSTNAME) != 0;
             render_table(b, snap, dcgm, sizeof dcgm / sizeof dcgm[0], dcgm_labels);

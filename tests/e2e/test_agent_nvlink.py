@@ -20,7 +20,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import BIN, clean_up_at_exit, http_get, sim_env, start_agent, stop_agent  # noqa: E402
+from gsenv import BIN, SRC, clean_up_at_exit, http_get, sim_env, start_agent, stop_agent  # noqa: E402
 
 t = Tap()
 procs = []
@@ -150,6 +150,50 @@ def main():
              "RTX 4090 (PCIe, %s): no NVLink series, no nvlinks" % (args or ["native"])[0],
              detail=nv[:3])
         stop_agent(p)
+
+    # deploy/prometheus-rules.yml's NVLink rules, on series named as the agent names them
+    if shutil.which("promtool"):
+        lbl = 'gpu="5",uuid="GPU-x",hostname="n1"'
+        test = {
+            "rule_files": [os.path.join(SRC, "deploy", "prometheus-rules.yml")],
+            "evaluation_interval": "15s",
+            "tests": [{
+                "interval": "15s",
+                "input_series": [
+                    {"series": "gpuscope_gpu_nvlink_links{%s}" % lbl, "values": "18x20"},
+                    {"series": "gpuscope_gpu_nvlink_links_active{%s}" % lbl,
+                     "values": "18x4 17x16"},
+                    {"series": 'gpuscope_gpu_nvlink_errors_total{%s,type="recovery"}' % lbl,
+                     "values": "0x8 1x12"},
+                    {"series": 'gpuscope_gpu_nvlink_errors_total{%s,type="replay"}' % lbl,
+                     "values": "0+50x20"},
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "30s", "alertname": "GPUNVLinkDown", "exp_alerts": []},
+                    {"eval_time": "3m", "alertname": "GPUNVLinkDown", "exp_alerts": [{
+                        "exp_labels": {"gpu": "5", "uuid": "GPU-x", "hostname": "n1",
+                                       "severity": "warning"},
+                        "exp_annotations": {"summary": "GPU 5 on n1: only 17 NVLink links "
+                                                       "active"}}]},
+                    {"eval_time": "1m", "alertname": "GPUNVLinkRecoveries", "exp_alerts": []},
+                    {"eval_time": "3m", "alertname": "GPUNVLinkRecoveries", "exp_alerts": [{
+                        "exp_labels": {"gpu": "5", "uuid": "GPU-x", "hostname": "n1",
+                                       "type": "recovery", "severity": "warning"},
+                        "exp_annotations": {"summary": "GPU 5 on n1: NVLink link recoveries "
+                                                       "in the last 10 min"}}]},
+                ],
+            }],
+        }
+        d = tempfile.mkdtemp(prefix="gs-nvlink-rules.")
+        dirs.append(d)
+        path = os.path.join(d, "nvlink-test.yml")
+        with open(path, "w") as f:
+            json.dump(test, f)  # JSON is YAML
+        r = subprocess.run(["promtool", "test", "rules", path], capture_output=True, text=True)
+        t.ok(r.returncode == 0, "promtool test rules: GPUNVLinkDown after a link is down 1 min, "
+             "GPUNVLinkRecoveries on a recovery (not on replays)", detail=r.stdout + r.stderr)
+    else:
+        t.skip("promtool test rules (NVLink)", "promtool not installed")
 
     # gpuscope -a
     out = subprocess.run([BIN, "-a"], env=sim_env("h100x8-training.json"), capture_output=True,

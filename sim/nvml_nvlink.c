@@ -7,7 +7,8 @@
  * NVLink (a PCIe card) answers NOT_SUPPORTED and a link number past its last link
  * INVALID_ARGUMENT. The throughput counters are the exact integral of the scenario's
  * nvlink_tx_kib_s / nvlink_rx_kib_s patterns (per active link) over virtual time, so they are
- * monotonic and move with the workload; an inactive link moves nothing.
+ * monotonic and move with the workload; an inactive link moves nothing. Events nvlink_down /
+ * nvlink_up take a link down and bring it back at a virtual time.
  */
 #include <math.h>
 #include <stdio.h>
@@ -25,15 +26,49 @@ nvmlReturn_t gs_sim_nvlink_check(const struct gs_sim_call *c, unsigned link)
     return NVML_SUCCESS;
 }
 
+/* Whether a nvlink_down / nvlink_up event at or before t concerns this link. */
+static bool link_event(const struct gs_sim_event *e, unsigned gpu, unsigned link)
+{
+    return (e->kind == GS_SIM_EV_NVLINK_DOWN || e->kind == GS_SIM_EV_NVLINK_UP) &&
+           e->gpu == gpu && e->data == link;
+}
+
+bool gs_sim_nvlink_active(const struct gs_sim_call *c, unsigned link)
+{
+    bool on;
+
+    if (link >= c->g->nvlink.n_links)
+        return false;
+    on = c->g->nvlink.active[link];
+    for (unsigned i = 0; i < c->sc->n_events && c->sc->events[i].at_s <= c->t; i++)
+        if (link_event(&c->sc->events[i], c->gpu, link))
+            on = c->sc->events[i].kind == GS_SIM_EV_NVLINK_UP;
+    return on;
+}
+
+/* The integral of the link's pattern over the times in [0, t] it was active. */
 double gs_sim_nvlink_kib(const struct gs_sim_call *c, unsigned link, bool rx, bool raw)
 {
     const struct gs_sim_nvlink *nl = &c->g->nvlink;
-    enum gs_sim_metric m = rx ? GS_SIM_M_NVLINK_RX : GS_SIM_M_NVLINK_TX;
-    double kib;
+    const struct gs_sim_pattern *p = &c->g->metric[rx ? GS_SIM_M_NVLINK_RX : GS_SIM_M_NVLINK_TX];
+    double kib = 0, from = 0;
+    bool on;
 
-    if (link >= nl->n_links || !nl->active[link] || c->t <= 0)
+    if (link >= nl->n_links || c->t <= 0)
         return 0;
-    kib = gs_sim_pattern_integral(&c->g->metric[m], c->t);
+    on = nl->active[link];
+    for (unsigned i = 0; i < c->sc->n_events && c->sc->events[i].at_s <= c->t; i++) {
+        const struct gs_sim_event *e = &c->sc->events[i];
+        if (!link_event(e, c->gpu, link))
+            continue;
+        if (on && e->kind == GS_SIM_EV_NVLINK_DOWN)
+            kib += gs_sim_pattern_integral(p, e->at_s) - gs_sim_pattern_integral(p, from);
+        if (!on && e->kind == GS_SIM_EV_NVLINK_UP)
+            from = e->at_s;
+        on = e->kind == GS_SIM_EV_NVLINK_UP;
+    }
+    if (on)
+        kib += gs_sim_pattern_integral(p, c->t) - gs_sim_pattern_integral(p, from);
     if (!(kib > 0))
         return 0;
     return raw ? kib * (1 + nl->raw_overhead) : kib;
@@ -51,7 +86,7 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, un
         return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
     rc = gs_sim_nvlink_check(&c, link);
     if (rc == NVML_SUCCESS)
-        *isActive = c.g->nvlink.active[link] ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+        *isActive = gs_sim_nvlink_active(&c, link) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     return gs_sim_leave(rc);
 }
 

@@ -499,12 +499,12 @@ static int nvlink_field(const struct gs_sim_call *c, nvmlFieldValue_t *v, nvmlRe
     if (id == NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON) {
         bool all = true;
         for (unsigned l = 0; l < nl->n_links; l++)
-            all = all && nl->active[l];
+            all = all && gs_sim_nvlink_active(c, l);
         *rc = set_ui(v, all ? nl->speed_mbps : 0); /* 0: the links do not share one speed */
         return 0;
     }
     if (id < NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX) { /* a per-link speed */
-        *rc = link < nl->n_links ? set_ui(v, nl->active[link] ? nl->speed_mbps : 0)
+        *rc = link < nl->n_links ? set_ui(v, gs_sim_nvlink_active(c, link) ? nl->speed_mbps : 0)
                                  : NVML_ERROR_NOT_SUPPORTED;
         return 0;
     }

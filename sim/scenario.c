@@ -213,6 +213,8 @@ static const struct name_val event_names[] = {
     {"ecc_error", GS_SIM_EV_ECC_ERROR},
     {"process_start", GS_SIM_EV_PROCESS_START},
     {"process_exit", GS_SIM_EV_PROCESS_EXIT},
+    {"nvlink_down", GS_SIM_EV_NVLINK_DOWN},
+    {"nvlink_up", GS_SIM_EV_NVLINK_UP},
     {NULL, 0},
 };
 
@@ -1922,7 +1924,8 @@ static int parse_event(struct parse *ps, const json_t *v, const json_t *where, u
 {
     static const char *const keys[] = {"at_s",    "type",    "gpu",         "xid",
                                        "reasons", "mig",     "error",       "location",
-                                       "count",   "process", "description", NULL};
+                                       "count",   "process", "description", "link",
+                                       NULL};
     struct gs_sim_scenario *sc = ps->sc;
     struct jobj ob, mob;
     char path[64];
@@ -2023,6 +2026,17 @@ static int parse_event(struct parse *ps, const json_t *v, const json_t *where, u
         e->count = 1;
         if (get_uint(ps, &ob, "count", 1, 1ull << 40, &e->count, &present) != 0)
             return -1;
+        break;
+    }
+    case GS_SIM_EV_NVLINK_DOWN:
+    case GS_SIM_EV_NVLINK_UP: {
+        unsigned n = sc->gpus[e->gpu].nvlink.n_links;
+        if (n == 0)
+            return perr(ps, v, where, path, "gpu %u has no \"nvlink\" links", e->gpu);
+        if (get_uint(ps, &ob, "link", 0, n - 1, &e->data, &present) != 0)
+            return -1;
+        if (!present)
+            return perr(ps, v, where, path, "missing \"link\"");
         break;
     }
     default:

@@ -264,13 +264,15 @@ enum gs_sim_event_kind {
     GS_SIM_EV_ECC_ERROR,
     GS_SIM_EV_PROCESS_START, /* folded into the process's start_s at parse time */
     GS_SIM_EV_PROCESS_EXIT,  /* folded into exit_s */
+    GS_SIM_EV_NVLINK_DOWN,   /* NVLink link `data` goes inactive */
+    GS_SIM_EV_NVLINK_UP,     /* and trains again */
 };
 
 struct gs_sim_event {
     double at_s;
     enum gs_sim_event_kind kind;
     unsigned gpu;
-    unsigned long long data; /* Xid number, or the reason mask of THROTTLE_* */
+    unsigned long long data; /* Xid number, the reason mask of THROTTLE_*, an NVLINK_* link */
     int gi, ci;              /* MIG attribution of an Xid; -1 none */
     unsigned ecc_type;       /* NVML_MEMORY_ERROR_TYPE_* */
     unsigned ecc_location;   /* nvmlMemoryLocation_t */

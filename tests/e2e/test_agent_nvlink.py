@@ -138,6 +138,36 @@ def main():
          "dcgm-exporter's labels on it", detail=lbl)
     stop_agent(p)
 
+    # a link going down at run time (a nvlink_down event at virtual 20 s, the clock in a file)
+    d = tempfile.mkdtemp(prefix="gs-nvlink-down.")
+    dirs.append(d)
+    with open(os.path.join(SRC, "sim", "scenarios", "h100x8-training.json")) as f:
+        sc = json.load(f)
+    sc["events"] = sc.get("events", []) + [
+        {"at_s": 20, "type": "nvlink_down", "gpu": 2, "link": 9}]
+    scen, clock = os.path.join(d, "down.json"), os.path.join(d, "t")
+    with open(scen, "w") as f:
+        json.dump(sc, f)
+    with open(clock, "w") as f:
+        f.write("10\n")
+    data = tempfile.mkdtemp(prefix="gs-nvlink-test.")
+    dirs.append(data)
+    p, base, up = start_agent(["--data-dir", data, "--interval", "0.5"],
+                              sim_env(scen, "file:" + clock), procs)
+    time.sleep(1.2)
+    before = pick(samples(http_get(base + "/metrics")[2])[0], "gpuscope_gpu_nvlink_links_active")
+    with open(clock, "w") as f:
+        f.write("30\n")
+    time.sleep(1.5)
+    s, _ = samples(http_get(base + "/metrics")[2])
+    after = pick(s, "gpuscope_gpu_nvlink_links_active")
+    snap = json.loads(http_get(base + "/api/v1/snapshot")[2])
+    t.ok(before.get("2") == 18 and after.get("2") == 17 and after.get("1") == 18 and
+         not snap["gpus"][2]["nvlinks"][9]["active"] and snap["gpus"][2]["nvlinks"][8]["active"],
+         "a link that goes down at run time: links_active 18 -> 17 on its GPU, nvlinks[9] "
+         "inactive in the snapshot", detail=(before, after))
+    stop_agent(p)
+
     # a PCIe card: nothing NVLink
     for args in ([], ["--metrics-compat=dcgm"]):
         p, base, up = agent("rtx4090-idle-desktop.json", args)

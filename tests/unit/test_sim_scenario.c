@@ -1415,6 +1415,36 @@ static void nvlink_links_and_fields(void **state)
     assert_int_equal(fv[8].nvmlReturn, NVML_ERROR_INVALID_ARGUMENT);
     assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
 
+    /* link 1 down from 5 s to 8 s: inactive meanwhile, its counter stands still */
+    use_one_gpu("\"nvlink\": {\"links\": 2, \"speed_mbps\": 25781}, "
+                "\"metrics\": {\"nvlink_tx_kib_s\": 1000}",
+                "\"events\": [{\"at_s\": 5, \"type\": \"nvlink_down\", \"gpu\": 0, \"link\": 1}, "
+                "{\"at_s\": 8, \"type\": \"nvlink_up\", \"gpu\": 0, \"link\": 1}]",
+                NULL);
+    use_time_file(6);
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    d = dev(0);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkState(d, 1, &st), NVML_SUCCESS);
+    assert_int_equal(st, NVML_FEATURE_DISABLED);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkState(d, 0, &st), NVML_SUCCESS);
+    assert_int_equal(st, NVML_FEATURE_ENABLED);
+    set_time(10);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkState(d, 1, &st), NVML_SUCCESS);
+    assert_int_equal(st, NVML_FEATURE_ENABLED);
+    memset(fv, 0, sizeof fv);
+    fv[0].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+    fv[0].scopeId = 1; /* active 0..5 and 8..10 */
+    fv[1].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+    fv[1].scopeId = GS_NVML_SCOPE_ALL_LINKS;
+    assert_int_equal(nv.nvmlDeviceGetFieldValues(d, 2, fv), NVML_SUCCESS);
+    assert_true(fv[0].value.ullVal == 7000);
+    assert_true(fv[1].value.ullVal == 17000);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+    unsetenv("NVML_SIM_TIME");
+    use_one_gpu(NULL, "\"events\": [{\"at_s\": 5, \"type\": \"nvlink_down\", \"gpu\": 0, "
+                      "\"link\": 0}]", "10");
+    assert_int_not_equal(nv.nvmlInit_v2(), NVML_SUCCESS); /* no links to take down */
+
     use_one_gpu(NULL, NULL, "10"); /* a PCIe card */
     assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
     assert_int_equal(nv.nvmlDeviceGetNvLinkState(dev(0), 0, &st), NVML_ERROR_NOT_SUPPORTED);

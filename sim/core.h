@@ -120,6 +120,13 @@ unsigned long long gs_sim_proc_mem(const struct gs_sim_proc *p, unsigned idx, do
 /* A process's utilization pattern averaged over [t0, t1]. */
 double gs_sim_proc_util(const struct gs_sim_proc *p, unsigned idx, int which, double t0, double t1);
 
+/* NVLink of the call's GPU (nvml_nvlink.c): whether link exists (NOT_SUPPORTED without NVLink,
+ * INVALID_ARGUMENT past the last link), and the KiB the link moved by c->t (0 when inactive). */
+nvmlReturn_t gs_sim_nvlink_check(const struct gs_sim_call *c, unsigned link);
+double gs_sim_nvlink_kib(const struct gs_sim_call *c, unsigned link, bool rx, bool raw);
+/* Whether link is active at c->t: the scenario's state, then its nvlink_down / nvlink_up events. */
+bool gs_sim_nvlink_active(const struct gs_sim_call *c, unsigned link);
+
 /* A non-negative double rounded to an unsigned 64-bit count, saturating (NaN gives 0). */
 unsigned long long gs_sim_u64(double v);
 

@@ -468,13 +468,72 @@ static nvmlReturn_t ecc_total_field(const struct gs_sim_call *c, nvmlFieldValue_
     return set_ull(v, n);
 }
 
+/* NVLink fields (§6): the link count, speeds (per link for links 0..11, and common to all), and
+ * the data and raw throughput counters of one link (scopeId) or of all (scopeId UINT_MAX), KiB.
+ * Returns -1 for a field that is not NVLink's. */
+static int nvlink_field(const struct gs_sim_call *c, nvmlFieldValue_t *v, nvmlReturn_t *rc)
+{
+    const struct gs_sim_nvlink *nl = &c->g->nvlink;
+    unsigned id = v->fieldId, link;
+    bool rx, raw;
+    double kib = 0;
+
+    if (id >= NVML_FI_DEV_NVLINK_SPEED_MBPS_L0 && id <= NVML_FI_DEV_NVLINK_SPEED_MBPS_L5)
+        link = id - NVML_FI_DEV_NVLINK_SPEED_MBPS_L0;
+    else if (id >= NVML_FI_DEV_NVLINK_SPEED_MBPS_L6 && id <= NVML_FI_DEV_NVLINK_SPEED_MBPS_L11)
+        link = 6 + id - NVML_FI_DEV_NVLINK_SPEED_MBPS_L6;
+    else if (id == NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON || id == NVML_FI_DEV_NVLINK_LINK_COUNT ||
+             (id >= NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX &&
+              id <= NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX))
+        link = 0;
+    else
+        return -1;
+    if (nl->n_links == 0) {
+        *rc = NVML_ERROR_NOT_SUPPORTED;
+        return 0;
+    }
+    if (id == NVML_FI_DEV_NVLINK_LINK_COUNT) {
+        *rc = set_ui(v, nl->n_links);
+        return 0;
+    }
+    if (id == NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON) {
+        bool all = true;
+        for (unsigned l = 0; l < nl->n_links; l++)
+            all = all && gs_sim_nvlink_active(c, l);
+        *rc = set_ui(v, all ? nl->speed_mbps : 0); /* 0: the links do not share one speed */
+        return 0;
+    }
+    if (id < NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX) { /* a per-link speed */
+        *rc = link < nl->n_links ? set_ui(v, gs_sim_nvlink_active(c, link) ? nl->speed_mbps : 0)
+                                 : NVML_ERROR_NOT_SUPPORTED;
+        return 0;
+    }
+    rx = id == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX || id == NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX;
+    raw = id >= NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX;
+    if (v->scopeId == GS_NVML_SCOPE_ALL_LINKS) {
+        for (unsigned l = 0; l < nl->n_links; l++)
+            kib += floor(gs_sim_nvlink_kib(c, l, rx, raw));
+    } else if (v->scopeId < nl->n_links) {
+        kib = floor(gs_sim_nvlink_kib(c, v->scopeId, rx, raw));
+    } else {
+        *rc = NVML_ERROR_INVALID_ARGUMENT;
+        return 0;
+    }
+    *rc = set_ull(v, gs_sim_u64(kib));
+    return 0;
+}
+
 static nvmlReturn_t one_field(const struct gs_sim_call *c, nvmlFieldValue_t *v)
 {
     const struct gs_sim_gpu *g = c->g;
     bool mig = gs_sim_mig_on(c->sc, c->gpu, c->t);
 
+    nvmlReturn_t nrc = NVML_SUCCESS;
+
     if (field_forced_off(g, v->fieldId))
         return NVML_ERROR_NOT_SUPPORTED;
+    if (nvlink_field(c, v, &nrc) == 0)
+        return nrc;
     switch (v->fieldId) {
     case NVML_FI_DEV_ECC_CURRENT:
     case NVML_FI_DEV_ECC_PENDING:

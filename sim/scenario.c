@@ -71,6 +71,8 @@ static const struct gs_sim_metric_info metric_info[GS_SIM_M__COUNT] = {
     [GS_SIM_M_JPG] = {"jpg_util_pct", 0, 100},
     [GS_SIM_M_OFA] = {"ofa_util_pct", 0, 100},
     [GS_SIM_M_TEMP_MARGIN] = {"temp_margin_c", -200, 200},
+    [GS_SIM_M_NVLINK_TX] = {"nvlink_tx_kib_s", 0, 1e9},
+    [GS_SIM_M_NVLINK_RX] = {"nvlink_rx_kib_s", 0, 1e9},
 };
 
 const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m)
@@ -211,6 +213,8 @@ static const struct name_val event_names[] = {
     {"ecc_error", GS_SIM_EV_ECC_ERROR},
     {"process_start", GS_SIM_EV_PROCESS_START},
     {"process_exit", GS_SIM_EV_PROCESS_EXIT},
+    {"nvlink_down", GS_SIM_EV_NVLINK_DOWN},
+    {"nvlink_up", GS_SIM_EV_NVLINK_UP},
     {NULL, 0},
 };
 
@@ -1372,6 +1376,90 @@ static int parse_clocks_pcie(struct parse *ps, const struct jobj *gob, struct gs
     return 0;
 }
 
+/* "nvlink": {"links": 18, "speed_mbps": 26562, "inactive": [3], "remote_bus_ids": [...],
+ * "errors": [{"link": 7, "replay": 12, ...}], "raw_overhead": 0.06}. Remote bus ids repeat
+ * over the links when fewer are given (4 NVSwitches for 18 links). */
+static int parse_nvlink(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
+{
+    static const char *const keys[] = {"links", "speed_mbps", "inactive", "remote_bus_ids",
+                                       "errors", "raw_overhead", NULL};
+    static const char *const ekeys[] = {"link", "replay", "recovery", "crc_flit", "crc_data",
+                                        NULL};
+    struct gs_sim_nvlink *nl = &g->nvlink;
+    const json_t *arr, *where, *v;
+    struct jobj ob;
+    bool present;
+    char path[300];
+    size_t i;
+
+    memset(nl, 0, sizeof *nl);
+    if (get_child(ps, gob, "nvlink", &ob, &present) != 0)
+        return -1;
+    if (!present)
+        return 0;
+    nl->raw_overhead = 0.06;
+    if (check_keys(ps, &ob, keys) != 0 ||
+        get_u32(ps, &ob, "links", 0, GS_SIM_NVLINK_MAX, &nl->n_links) != 0 ||
+        get_u32(ps, &ob, "speed_mbps", 0, 1000000, &nl->speed_mbps) != 0 ||
+        get_num(ps, &ob, "raw_overhead", 0, 10, &nl->raw_overhead, &present) != 0)
+        return -1;
+    for (unsigned l = 0; l < nl->n_links; l++)
+        nl->active[l] = true;
+    if ((arr = jget(&ob, "inactive", &where)) != NULL) {
+        path_join(path, sizeof path, ob.path, "inactive");
+        if (!json_is_array(arr))
+            return perr(ps, arr, where, path, "expected an array of link numbers");
+        json_array_foreach(arr, i, v) {
+            unsigned long long l;
+            if (to_uint(ps, v, arr, path, 0, nl->n_links ? nl->n_links - 1 : 0, &l) != 0)
+                return -1;
+            nl->active[l] = false;
+        }
+    }
+    if ((arr = jget(&ob, "remote_bus_ids", &where)) != NULL) {
+        size_t n;
+        path_join(path, sizeof path, ob.path, "remote_bus_ids");
+        if (!json_is_array(arr) || (n = json_array_size(arr)) == 0 || n > GS_SIM_NVLINK_MAX)
+            return perr(ps, arr, where, path, "expected 1 to %u bus id strings",
+                        GS_SIM_NVLINK_MAX);
+        for (unsigned l = 0; l < nl->n_links; l++) {
+            const json_t *s = json_array_get(arr, l % n);
+            if (!json_is_string(s) || json_string_length(s) >= sizeof nl->remote[l] ||
+                json_string_length(s) == 0)
+                return perr(ps, s, arr, path, "expected a bus id such as \"00000000:05:00.0\"");
+            snprintf(nl->remote[l], sizeof nl->remote[l], "%s", json_string_value(s));
+        }
+    }
+    if ((arr = jget(&ob, "errors", &where)) != NULL) {
+        path_join(path, sizeof path, ob.path, "errors");
+        if (!json_is_array(arr) || json_array_size(arr) > GS_SIM_NVLINK_MAX)
+            return perr(ps, arr, where, path, "expected an array of at most %u objects",
+                        GS_SIM_NVLINK_MAX);
+        json_array_foreach(arr, i, v) {
+            struct jobj eo;
+            unsigned long long l, n;
+            char epath[sizeof path + 24];
+            snprintf(epath, sizeof epath, "%s[%zu]", path, i);
+            if (!json_is_object(v))
+                return perr(ps, v, arr, epath, "expected an object");
+            jobj_one(&eo, v, epath);
+            if (check_keys(ps, &eo, ekeys) != 0 ||
+                get_uint(ps, &eo, "link", 0, nl->n_links ? nl->n_links - 1 : 0, &l, &present) !=
+                    0)
+                return -1;
+            if (!present)
+                return perr(ps, v, arr, epath, "missing \"link\"");
+            for (unsigned e = 0; e < GS_SIM_NVLINK_ERRORS; e++) {
+                if (get_uint(ps, &eo, ekeys[e + 1], 0, 1ull << 48, &n, &present) != 0)
+                    return -1;
+                if (present)
+                    nl->errors[l][e] = n;
+            }
+        }
+    }
+    return 0;
+}
+
 static int parse_mig_instance(struct parse *ps, const json_t *v, const json_t *where,
                               const char *path, struct gs_sim_gpu *g, size_t pos)
 {
@@ -1561,6 +1649,7 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
                                        "encoder_sampling_period_us",
                                        "pcie_throughput_delay_ms",
                                        "mig",
+                                       "nvlink",
                                        "errors",
                                        "not_supported",
                                        "metrics",
@@ -1650,7 +1739,8 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
         g->bar1_total_bytes = 256ull << 20;
     if (parse_thresholds(ps, &ob, g) != 0 || parse_power(ps, &ob, g) != 0 ||
         parse_clocks_pcie(ps, &ob, g) != 0 || parse_health(ps, &ob, g) != 0 ||
-        parse_inforom(ps, &ob, g) != 0 || parse_modes(ps, &ob, g) != 0)
+        parse_inforom(ps, &ob, g) != 0 || parse_modes(ps, &ob, g) != 0 ||
+        parse_nvlink(ps, &ob, g) != 0)
         return -1;
     g->persistence = false;
     g->compute_mode = NVML_COMPUTEMODE_DEFAULT;
@@ -1834,7 +1924,8 @@ static int parse_event(struct parse *ps, const json_t *v, const json_t *where, u
 {
     static const char *const keys[] = {"at_s",    "type",    "gpu",         "xid",
                                        "reasons", "mig",     "error",       "location",
-                                       "count",   "process", "description", NULL};
+                                       "count",   "process", "description", "link",
+                                       NULL};
     struct gs_sim_scenario *sc = ps->sc;
     struct jobj ob, mob;
     char path[64];
@@ -1935,6 +2026,17 @@ static int parse_event(struct parse *ps, const json_t *v, const json_t *where, u
         e->count = 1;
         if (get_uint(ps, &ob, "count", 1, 1ull << 40, &e->count, &present) != 0)
             return -1;
+        break;
+    }
+    case GS_SIM_EV_NVLINK_DOWN:
+    case GS_SIM_EV_NVLINK_UP: {
+        unsigned n = sc->gpus[e->gpu].nvlink.n_links;
+        if (n == 0)
+            return perr(ps, v, where, path, "gpu %u has no \"nvlink\" links", e->gpu);
+        if (get_uint(ps, &ob, "link", 0, n - 1, &e->data, &present) != 0)
+            return -1;
+        if (!present)
+            return perr(ps, v, where, path, "missing \"link\"");
         break;
     }
     default:

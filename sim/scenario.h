@@ -77,6 +77,8 @@ enum gs_sim_metric {
     GS_SIM_M_JPG,           /* %: nvmlDeviceGetJpgUtilization */
     GS_SIM_M_OFA,           /* %: nvmlDeviceGetOfaUtilization */
     GS_SIM_M_TEMP_MARGIN,   /* degrees C to slowdown: nvmlDeviceGetMarginTemperature */
+    GS_SIM_M_NVLINK_TX,     /* KiB/s per active link: fields 138 (data) and 140 (raw) */
+    GS_SIM_M_NVLINK_RX,     /* KiB/s per active link: fields 139 and 141 */
     GS_SIM_M__COUNT
 };
 
@@ -204,7 +206,10 @@ const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m);
     X(nvmlDeviceGetAccountingBufferSize)                                                           \
     X(nvmlDeviceGetGspFirmwareMode)                                                                \
     X(nvmlDeviceGetPciInfoExt)                                                                     \
-    X(nvmlDeviceGetMarginTemperature)
+    X(nvmlDeviceGetMarginTemperature)                                                              \
+    X(nvmlDeviceGetNvLinkState)                                                                    \
+    X(nvmlDeviceGetNvLinkErrorCounter)                                                             \
+    X(nvmlDeviceGetNvLinkRemotePciInfo_v2)
 /* clang-format on */
 
 enum gs_sim_fn {
@@ -259,17 +264,32 @@ enum gs_sim_event_kind {
     GS_SIM_EV_ECC_ERROR,
     GS_SIM_EV_PROCESS_START, /* folded into the process's start_s at parse time */
     GS_SIM_EV_PROCESS_EXIT,  /* folded into exit_s */
+    GS_SIM_EV_NVLINK_DOWN,   /* NVLink link `data` goes inactive */
+    GS_SIM_EV_NVLINK_UP,     /* and trains again */
 };
 
 struct gs_sim_event {
     double at_s;
     enum gs_sim_event_kind kind;
     unsigned gpu;
-    unsigned long long data; /* Xid number, or the reason mask of THROTTLE_* */
+    unsigned long long data; /* Xid number, the reason mask of THROTTLE_*, an NVLINK_* link */
     int gi, ci;              /* MIG attribution of an Xid; -1 none */
     unsigned ecc_type;       /* NVML_MEMORY_ERROR_TYPE_* */
     unsigned ecc_location;   /* nvmlMemoryLocation_t */
     unsigned long long count;
+};
+
+/* NVLink of a GPU ("nvlink" in the file): links 0..n_links-1 answer nvmlDeviceGetNvLinkState
+ * (a GPU with none answers NOT_SUPPORTED, as a PCIe card does). */
+#define GS_SIM_NVLINK_MAX 36u /* NVML_NVLINK_MAX_LINKS of the 13.3 header */
+#define GS_SIM_NVLINK_ERRORS 4u /* replay, recovery, CRC flit, CRC data (NVML's order) */
+struct gs_sim_nvlink {
+    unsigned n_links;
+    unsigned speed_mbps;                    /* per link and direction; 0 while inactive */
+    bool active[GS_SIM_NVLINK_MAX];         /* default: every link */
+    char remote[GS_SIM_NVLINK_MAX][32];     /* far-end bus ids; "" = NOT_SUPPORTED */
+    unsigned long long errors[GS_SIM_NVLINK_MAX][GS_SIM_NVLINK_ERRORS];
+    double raw_overhead;                    /* raw counters = data * (1 + this) */
 };
 
 /* Memory locations of nvmlDeviceGetMemoryErrorCounter: L1 0 .. SRAM 7. */
@@ -364,6 +384,7 @@ struct gs_sim_gpu {
     unsigned accounting_buffer;
     bool has_gsp;
     bool gsp_enabled, gsp_default;
+    struct gs_sim_nvlink nvlink;
 };
 
 struct gs_sim_arena;

@@ -11,6 +11,7 @@ import {
   runRows, runSummary, runsNote, sparkPoints, tableRows, toSeries, tokenBucket, trimToCommon,
   visibilityNote, compareReports, grafanaJobUrl, runRanks,
 } from './format.js';
+import {nvlinkText} from './format.js';
 
 const uPlot = globalThis.uPlot;
 const SPARK_N = 120;
@@ -77,6 +78,12 @@ function banner(text) {
 
 // ---- cards ----
 
+// Whether the snapshot's GPU g (buildCards gets index and name only) has NVLink links.
+function hasNvlink(g) {
+  const full = (state.snapshot?.gpus ?? []).find((x) => x.index === g.index);
+  return nvlinkText(full ?? g) != null;
+}
+
 function buildCards(gpus) {
   const root = $('cards');
   root.replaceChildren();
@@ -103,7 +110,9 @@ function buildCards(gpus) {
       ...row('Memory', 'mem', 'memory used / total'), ...row('Temp', 'temp', 'GPU temperature'),
       ...row('Power', 'power', 'power draw / enforced limit'),
       ...row('Clocks', 'clocks', 'SM clock / memory clock'),
-      ...row('PCIe', 'pcie', 'PCIe link generation and width'));
+      ...row('PCIe', 'pcie', 'PCIe link generation and width'),
+      ...(hasNvlink(g) ? row('NVLink', 'nvlink',
+        'NVLink links active / present, data throughput, data-link errors') : []));
     const svgNS = 'http://www.w3.org/2000/svg';
     const svg = document.createElementNS(svgNS, 'svg');
     svg.setAttribute('class', 'spark');
@@ -140,6 +149,13 @@ function updateCard(g) {
   r.clocks.textContent = fmtPair(g.clock_sm, g.clock_memory, 1e-6, 'MHz');
   r.pcie.textContent = g.pcie_link_gen_current == null ? 'N/A'
     : `Gen${g.pcie_link_gen_current} x${g.pcie_link_width_current ?? '?'}`;
+  if (r.nvlink) {
+    const nl = nvlinkText(g);
+    r.nvlink.textContent = nl ? nl.text : 'N/A';
+    r.nvlink.title = nl ? nl.title : '';
+    r.nvlink.classList.add('nvlink');
+    r.nvlink.classList.toggle('warn', !!nl && (nl.down || nl.errors > 0));
+  }
   const list = badges(g);
   r.badges.replaceChildren(...list.map((b) => el('span', {class: `badge ${b.kind}`,
     text: b.text})));

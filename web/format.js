@@ -510,3 +510,26 @@ export function compareReports(a, b) {
     sa.has(id) && sb.has(id) ? 'in both' : sa.has(id) ? 'went away' : 'appeared']);
   return {fields, phases, facts, findings};
 }
+
+// The GPU card's NVLink row, short enough for a card: "18/18 · 73.4 GiB/s" (links up / links,
+// then TX + RX data throughput), then "· 163 err" when the links counted data-link errors; the
+// title says it in full. null for a GPU without NVLink (a PCIe card): its card has no NVLink
+// row. down: a link is not active.
+export function nvlinkText(g) {
+  if (!isNum(g?.nvlink_links) || g.nvlink_links <= 0) return null;
+  const up = isNum(g.nvlink_links_active) ? g.nvlink_links_active : NA;
+  const rate = isNum(g.nvlink_tx) && isNum(g.nvlink_rx);
+  const keys = [['replay', 'nvlink_replay_errors'], ['recovery', 'nvlink_recovery_errors'],
+    ['CRC flit', 'nvlink_crc_flit_errors'], ['CRC data', 'nvlink_crc_data_errors']];
+  const errs = keys.filter(([, k]) => isNum(g[k]));
+  const n = errs.reduce((a, [, k]) => a + g[k], 0);
+  let text = `${up}/${g.nvlink_links}`;
+  if (rate) text += ` · ${fmtRate(g.nvlink_tx + g.nvlink_rx)}`;
+  if (n > 0) text += ` · ${n} err`;
+  let title = `NVLink: ${up} of ${g.nvlink_links} links active`;
+  if (isNum(g.nvlink_link_speed)) title += `, ${fmtRate(g.nvlink_link_speed)} each way per link`;
+  if (rate) title += `; tx ${fmtRate(g.nvlink_tx)}, rx ${fmtRate(g.nvlink_rx)}`;
+  if (errs.length) title += `; errors: ${errs.map(([l, k]) => `${l} ${g[k]}`).join(', ')}`;
+  return {text, title, down: isNum(g.nvlink_links_active) && g.nvlink_links_active < g.nvlink_links,
+    errors: n};
+}

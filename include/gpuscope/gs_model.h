@@ -149,7 +149,21 @@ enum gs_status {
     X(GS_M_PCI_BASE_CLASS, "pci_base_class", "")                                            \
     X(GS_M_PCI_SUB_CLASS, "pci_sub_class", "")                                              \
     /* degrees left before slowdown (nvmlDeviceGetMarginTemperature), negative past it */   \
-    X(GS_M_TEMP_MARGIN, "temperature_margin", "celsius")
+    X(GS_M_TEMP_MARGIN, "temperature_margin", "celsius")                                    \
+    /* NVLink, summed over the GPU's links (each link: gs_gpu.nvlink[]): links the driver     \
+     * reports and those active, their common speed per direction, data throughput (a rate    \
+     * from two counter readings, and the counters), and the data-link error counters */      \
+    X(GS_M_NVLINK_LINKS, "nvlink_links", "")                                                \
+    X(GS_M_NVLINK_LINKS_ACTIVE, "nvlink_links_active", "")                                  \
+    X(GS_M_NVLINK_SPEED, "nvlink_link_speed", "bytes_per_second")                           \
+    X(GS_M_NVLINK_TX, "nvlink_tx", "bytes_per_second")                                      \
+    X(GS_M_NVLINK_RX, "nvlink_rx", "bytes_per_second")                                      \
+    X(GS_M_NVLINK_TX_BYTES, "nvlink_tx_bytes", "bytes")                                     \
+    X(GS_M_NVLINK_RX_BYTES, "nvlink_rx_bytes", "bytes")                                     \
+    X(GS_M_NVLINK_REPLAY, "nvlink_replay_errors", "")                                       \
+    X(GS_M_NVLINK_RECOVERY, "nvlink_recovery_errors", "")                                   \
+    X(GS_M_NVLINK_CRC_FLIT, "nvlink_crc_flit_errors", "")                                   \
+    X(GS_M_NVLINK_CRC_DATA, "nvlink_crc_data_errors", "")
 
 #define GS_METRIC_ENUM_(e, n, u) e,
 enum gs_metric { GS_METRICS(GS_METRIC_ENUM_) GS_M__COUNT };
@@ -187,6 +201,31 @@ enum gs_text {
  * NVML's location numbering: L1 0, L2 1, DRAM/device memory 2, register file 3, texture 4,
  * texture shared 5, CBU 6, SRAM 7. */
 #define GS_ECC_LOCATIONS 8
+
+/* NVLink: at most this many links per GPU (NVML_NVLINK_MAX_LINKS of the 13.3 header, 610+). */
+#define GS_NVLINK_MAX 36
+/* Data-link error counters of a link (nvmlDeviceGetNvLinkErrorCounter), in NVML's order. */
+enum gs_nvlink_err {
+    GS_NVL_ERR_REPLAY,
+    GS_NVL_ERR_RECOVERY,
+    GS_NVL_ERR_CRC_FLIT,
+    GS_NVL_ERR_CRC_DATA,
+    GS_NVL_ERR__COUNT,
+};
+
+/* One NVLink of a GPU. Each reading has its status; a link the driver reports is listed even
+ * when inactive (active 0). */
+struct gs_nvlink {
+    uint8_t active;    /* 1 active, 0 inactive (nvmlDeviceGetNvLinkState) */
+    uint8_t speed_st;  /* status of speed_bps */
+    uint8_t tput_st;   /* status of tx_bytes / rx_bytes */
+    uint8_t remote_st; /* status of remote_bus_id */
+    uint8_t err_st[GS_NVL_ERR__COUNT];
+    double speed_bps;           /* per direction, bytes/s (NVML's MBps * 1e6) */
+    uint64_t tx_bytes, rx_bytes; /* data payload counters (NVML's KiB * 1024) */
+    uint64_t err[GS_NVL_ERR__COUNT];
+    char remote_bus_id[32]; /* PCI bus id of the far end (a GPU, an NVSwitch, a CPU bridge) */
+};
 
 struct gs_mig {
     unsigned index; /* MIG slot on the parent, for nvmlDeviceGetMigDeviceHandleByIndex */
@@ -234,6 +273,10 @@ struct gs_gpu {
     uint8_t hidden_st, hidden_mem_st;
     unsigned hidden_count;
     uint64_t hidden_mem_bytes;
+    /* NVLink links of this GPU, 0 on a GPU without NVLink (PCIe cards): link i is nvlink[i].
+     * The per-GPU sums are the GS_M_NVLINK_* metrics. */
+    unsigned n_nvlink;
+    struct gs_nvlink nvlink[GS_NVLINK_MAX];
 };
 
 enum gs_proc_type { GS_PROC_COMPUTE = 1, GS_PROC_GRAPHICS = 2, GS_PROC_MPS = 4 };

@@ -242,6 +242,45 @@ static const struct fam dcgm[] = {
      GS_M_REMAP_FAILURE, 1, NULL, NULL},
 };
 
+/* NVLink, native names: the per-GPU sums (GS_M_NVLINK_*), absent on a GPU without NVLink.
+ * Not one series per link: 18 links x 8 GPUs would grow an HGX node's body by half (which link
+ * is down, and its counters, are in /api/v1/snapshot's nvlinks[]). */
+static const struct fam nvlink_native[] = {
+    {"gpuscope_gpu_nvlink_links", "NVLink links the driver reports on this GPU.", "gauge",
+     GS_M_NVLINK_LINKS, 1, NULL, NULL},
+    {"gpuscope_gpu_nvlink_links_active", "NVLink links that are active (trained).", "gauge",
+     GS_M_NVLINK_LINKS_ACTIVE, 1, NULL, NULL},
+    {"gpuscope_gpu_nvlink_link_speed_bytes_per_second",
+     "Speed of one NVLink link per direction (the links' common speed).", "gauge",
+     GS_M_NVLINK_SPEED, 1, NULL, NULL},
+    {"gpuscope_gpu_nvlink_bytes_total",
+     "NVLink data payload moved over all links since the driver was loaded.", "counter",
+     GS_M_NVLINK_TX_BYTES, 1, "direction", "tx"},
+    {"gpuscope_gpu_nvlink_bytes_total", NULL, NULL, GS_M_NVLINK_RX_BYTES, 1, "direction", "rx"},
+    {"gpuscope_gpu_nvlink_throughput_bytes_per_second",
+     "NVLink data throughput over all links since the previous cycle.", "gauge", GS_M_NVLINK_TX,
+     1, "direction", "tx"},
+    {"gpuscope_gpu_nvlink_throughput_bytes_per_second", NULL, NULL, GS_M_NVLINK_RX, 1,
+     "direction", "rx"},
+    {"gpuscope_gpu_nvlink_errors_total",
+     "NVLink data-link errors summed over the links (replays, recoveries, CRC errors).",
+     "counter", GS_M_NVLINK_REPLAY, 1, "type", "replay"},
+    {"gpuscope_gpu_nvlink_errors_total", NULL, NULL, GS_M_NVLINK_RECOVERY, 1, "type",
+     "recovery"},
+    {"gpuscope_gpu_nvlink_errors_total", NULL, NULL, GS_M_NVLINK_CRC_FLIT, 1, "type",
+     "crc_flit"},
+    {"gpuscope_gpu_nvlink_errors_total", NULL, NULL, GS_M_NVLINK_CRC_DATA, 1, "type",
+     "crc_data"},
+};
+
+/* dcgm-exporter's NVLink default counter. It declares it a counter (etc/default-counters.csv);
+ * DCGM fills field 449 with the bandwidth of all links, TX + RX, in MB/s (docs/metrics.md). */
+static const struct fam nvlink_dcgm[] = {
+    {"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+     "Total number of NVLink bandwidth counters for all lanes (TX + RX, in MB/s).", "counter",
+     GS_M_NVLINK_TX, 1e-6, NULL, NULL},
+};
+
 static const char *text_or_empty(const struct gs_gpu *g, enum gs_text t)
 {
     return gs_gpu_has_text(g, t) ? g->text[t] : "";
@@ -382,6 +421,27 @@ static void render_info(struct gs_mbuf *b, const struct gs_snapshot *s)
         native_labels(b, s, &s->gpus[gi]);
         puts_(b, "}");
         value(b, s->gpus[gi].lost ? 0 : 1);
+    }
+}
+
+/* DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL: TX + RX of the last cycle, whole MB/s as DCGM's integer
+ * field; only when both directions have a rate. */
+static void render_nvlink_dcgm(struct gs_mbuf *b, const struct gs_snapshot *s)
+{
+    const struct fam *f = &nvlink_dcgm[0];
+    int any = 0;
+
+    for (unsigned gi = 0; gi < s->n_gpus; gi++) {
+        const struct gs_gpu *g = &s->gpus[gi];
+        if (!gs_gpu_has(g, GS_M_NVLINK_TX) || !gs_gpu_has(g, GS_M_NVLINK_RX))
+            continue;
+        if (!any++)
+            header(b, f->name, f->help, f->type);
+        puts_(b, f->name);
+        puts_(b, "{");
+        dcgm_labels(b, s, g);
+        puts_(b, "}");
+        value(b, floor((g->v[GS_M_NVLINK_TX] + g->v[GS_M_NVLINK_RX]) * f->scale));
     }
 }
 
@@ -624,9 +684,12 @@ int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
         render_info(b, snap);
         render_table(b, snap, native, sizeof native / sizeof native[0], native_labels);
         render_throttle(b, snap);
+        render_table(b, snap, nvlink_native, sizeof nvlink_native / sizeof nvlink_native[0],
+                     native_labels);
         if (flags & GS_METRICS_DCGM) {
             dcgm_old_hostname = (flags & GS_METRICS_DCGM_HOSTNAME) != 0;
             render_table(b, snap, dcgm, sizeof dcgm / sizeof dcgm[0], dcgm_labels);
+            render_nvlink_dcgm(b, snap);
         }
         if (flags & GS_METRICS_PROCESS)
             render_processes(b, snap, self->process_series_max);

@@ -65,6 +65,20 @@ static void carry_forward(const struct gs_snapshot *prev, struct gs_snapshot *cu
             g->n_mig = pg->n_mig;
             memcpy(g->mig, pg->mig, sizeof g->mig);
         }
+        /* NVLink error counters are health readings too (the links' state is read every cycle) */
+        if (!(want & GS_WANT_HEALTH) && g->n_nvlink == pg->n_nvlink) {
+            for (int m = GS_M_NVLINK_REPLAY; m <= GS_M_NVLINK_CRC_DATA; m++)
+                if (g->st[m] == GS_ST_NA) {
+                    g->st[m] = pg->st[m];
+                    g->v[m] = pg->v[m];
+                }
+            for (unsigned l = 0; l < g->n_nvlink && l < GS_NVLINK_MAX; l++)
+                for (int e = 0; e < GS_NVL_ERR__COUNT; e++)
+                    if (g->nvlink[l].err_st[e] == GS_ST_NA) {
+                        g->nvlink[l].err_st[e] = pg->nvlink[l].err_st[e];
+                        g->nvlink[l].err[e] = pg->nvlink[l].err[e];
+                    }
+        }
     }
 }
 

@@ -38,6 +38,7 @@
 #define NVML_PROC_CAP_MAX 65536u    /* process entries per list: beyond this is a broken driver */
 #define NVML_GPM_MIN_NS 100000000LL /* GPM samples closer than 100 ms give no metrics */
 #define NVML_GPM_WAIT_NS 110000000L /* what GS_WANT_GPM_WAIT sleeps */
+#define NVML_NVLINK_WAIT_NS 20000000L /* between the two NVLink counter readings of a first cycle */
 #define NVML_PUTIL_KEEP_NS 5000000000LL /* keep a process's last utilization this long */
 #define NVML_EVENTS_PER_CYCLE 256
 #define NVML_SAMPLES_MAX 1024u /* utilization samples per call: the driver's ring holds ~120 */
@@ -93,6 +94,9 @@ typedef nvmlReturn_t (*fn_gpm_get)(nvmlDevice_t, nvmlGpmSample_t);
 typedef nvmlReturn_t (*fn_gpm_metrics)(nvmlGpmMetricsGet_t *);
 typedef nvmlReturn_t (*fn_d_samples)(nvmlDevice_t, nvmlSamplingType_t, unsigned long long,
                                      nvmlValueType_t *, unsigned int *, nvmlSample_t *);
+typedef nvmlReturn_t (*fn_d_nvl_err)(nvmlDevice_t, unsigned int, nvmlNvLinkErrorCounter_t,
+                                     unsigned long long *);
+typedef nvmlReturn_t (*fn_d_nvl_pci)(nvmlDevice_t, unsigned int, nvmlPciInfo_t *);
 typedef void (*fn_any)(void); /* looked up only to learn whether the library exports it */
 
 /* X(member, type, names...): names newest first. Process lists: index 0 = _v3, 1 = _v2,
@@ -194,7 +198,10 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(accounting_mode, fn_d_u, "nvmlDeviceGetAccountingMode")                                      \
     X(accounting_buffer, fn_d_u, "nvmlDeviceGetAccountingBufferSize")                              \
     X(gsp_mode, fn_d_u2, "nvmlDeviceGetGspFirmwareMode")                                          \
-    X(samples, fn_d_samples, "nvmlDeviceGetSamples")
+    X(samples, fn_d_samples, "nvmlDeviceGetSamples")                                               \
+    X(nvlink_state, fn_d_arg_u, "nvmlDeviceGetNvLinkState")                                        \
+    X(nvlink_errors, fn_d_nvl_err, "nvmlDeviceGetNvLinkErrorCounter")                              \
+    X(nvlink_remote_pci, fn_d_nvl_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2")
 
 #define NVML_MEMBER_(f, t, ...) t f;
 struct nvml_fns {
@@ -245,6 +252,17 @@ struct nvml_dev {
     unsigned long long putil_ts; /* largest sample timestamp seen, passed back to NVML */
     struct util_rec *urec;
     unsigned n_urec, cap_urec;
+    /* NVLink: links found by the probe (nvl 0 not probed, 1 links, -1 none), their speed and
+     * far end (read at the probe), and the previous data counters for the rate */
+    int nvl;
+    unsigned nvl_n;
+    uint8_t nvl_speed_st;
+    double nvl_speed_bps;
+    struct gs_nvlink nvl_static[GS_NVLINK_MAX];
+    int nvl_have;
+    unsigned long long nvl_prev[2]; /* tx, rx bytes */
+    long long nvl_prev_us;          /* the driver's timestamp of that reading, 0 if none */
+    int64_t nvl_prev_ns;            /* CLOCK_MONOTONIC of that reading */
 };
 
 struct gs_backend {
@@ -1220,6 +1238,310 @@ static void read_gpm(struct rd *c)
     }
 }
 
+/* ---- NVLink ----------------------------------------------------------------------------- */
+
+static const enum gs_metric nvl_metrics[] = {
+    GS_M_NVLINK_LINKS,    GS_M_NVLINK_LINKS_ACTIVE, GS_M_NVLINK_SPEED,    GS_M_NVLINK_TX,
+    GS_M_NVLINK_RX,       GS_M_NVLINK_TX_BYTES,     GS_M_NVLINK_RX_BYTES, GS_M_NVLINK_REPLAY,
+    GS_M_NVLINK_RECOVERY, GS_M_NVLINK_CRC_FLIT,     GS_M_NVLINK_CRC_DATA,
+};
+
+/* The speed field of link l (NVML has per-link ids for links 0..11 only), 0 past them. */
+GS_TESTABLE unsigned gs_nvml_nvlink_speed_field(unsigned l)
+{
+    if (l <= 5)
+        return NVML_FI_DEV_NVLINK_SPEED_MBPS_L0 + l;
+    if (l <= 11)
+        return NVML_FI_DEV_NVLINK_SPEED_MBPS_L6 + (l - 6);
+    return 0;
+}
+
+/* One field's value as an unsigned count, or -1 when it failed (status in *st). */
+static int nvl_field_u64(struct rd *c, const nvmlFieldValue_t *fv, uint8_t *st,
+                         unsigned long long *out)
+{
+    double v;
+    nvmlReturn_t r = fv->nvmlReturn;
+
+    if (r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_FOUND)
+        r = NVML_ERROR_NOT_SUPPORTED; /* an id or a scope this driver does not know */
+    if (!ok(c, st, r))
+        return -1;
+    if (gs_nvml_field_double(fv, &v) != GS_OK || !(v >= 0 && v < 18446744073709551616.0)) {
+        *st = GS_ST_NA;
+        return -1;
+    }
+    *out = (unsigned long long)v;
+    return 0;
+}
+
+/* Finds the GPU's links: nvmlDeviceGetNvLinkState for link 0, 1, ... until the driver refuses
+ * one (INVALID_ARGUMENT past the last link; NOT_SUPPORTED on a GPU without NVLink, e.g. a PCIe
+ * card), then reads what does not change while the links stay trained: each link's speed
+ * (fields 84..89, 132..137, and 90 for all) and the PCI bus id of its far end. Once, and again
+ * on GS_WANT_STATIC. */
+static void nvl_probe(struct rd *c)
+{
+    const struct nvml_fns *f = &c->b->fn;
+    struct nvml_dev *d = c->d;
+    nvmlFieldValue_t fv[1 + 12];
+    unsigned n = 0, nf = 0;
+
+    d->nvl = -1;
+    d->nvl_n = 0;
+    d->nvl_speed_st = GS_ST_NA;
+    memset(d->nvl_static, 0, sizeof d->nvl_static);
+    if (c->lost || !f->nvlink_state)
+        return;
+    for (unsigned l = 0; l < GS_NVLINK_MAX; l++) {
+        unsigned int st = 0;
+        nvmlReturn_t r = f->nvlink_state(c->h, l, &st);
+        if (r == NVML_ERROR_GPU_IS_LOST) {
+            c->lost = 1;
+            d->nvl = 0; /* probe again when it is back */
+            return;
+        }
+        if (r != NVML_SUCCESS)
+            break;
+        n = l + 1;
+    }
+    if (n == 0)
+        return;
+    d->nvl = 1;
+    d->nvl_n = n;
+    if (f->field_values) {
+        memset(fv, 0, sizeof fv);
+        fv[nf++].fieldId = NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON;
+        for (unsigned l = 0; l < n && gs_nvml_nvlink_speed_field(l); l++)
+            fv[nf++].fieldId = gs_nvml_nvlink_speed_field(l);
+        if (ok(c, &d->nvl_speed_st, f->field_values(c->h, (int)nf, fv))) {
+            unsigned long long mbps;
+            if (nvl_field_u64(c, &fv[0], &d->nvl_speed_st, &mbps) == 0 && mbps > 0) {
+                d->nvl_speed_bps = (double)mbps * 1e6;
+                d->nvl_speed_st = GS_ST_OK;
+            } else if (d->nvl_speed_st == GS_ST_OK) {
+                d->nvl_speed_st = GS_ST_NA; /* 0: links down or speeds differ */
+            }
+            for (unsigned k = 1; k < nf; k++) {
+                struct gs_nvlink *lk = &d->nvl_static[k - 1];
+                if (nvl_field_u64(c, &fv[k], &lk->speed_st, &mbps) == 0) {
+                    lk->speed_bps = (double)mbps * 1e6;
+                    lk->speed_st = GS_ST_OK;
+                }
+            }
+        }
+        /* links past 11 have no field of their own: the common speed is theirs */
+        for (unsigned l = nf - 1; l < n && d->nvl_speed_st == GS_ST_OK; l++) {
+            d->nvl_static[l].speed_bps = d->nvl_speed_bps;
+            d->nvl_static[l].speed_st = GS_ST_OK;
+        }
+    }
+    for (unsigned l = 0; l < n && f->nvlink_remote_pci && !c->lost; l++) {
+        struct gs_nvlink *lk = &d->nvl_static[l];
+        nvmlPciInfo_t pci;
+        memset(&pci, 0, sizeof pci); /* the 68-byte struct of _v3 (§3) */
+        if (!ok(c, &lk->remote_st, f->nvlink_remote_pci(c->h, l, &pci)))
+            continue;
+        if (pci.busId[0])
+            snprintf(lk->remote_bus_id, sizeof lk->remote_bus_id, "%.*s",
+                     (int)sizeof pci.busId, pci.busId);
+        else
+            snprintf(lk->remote_bus_id, sizeof lk->remote_bus_id, "%08X:%02X:%02X.0",
+                     pci.domain, pci.bus, pci.device);
+        lk->remote_st = GS_ST_OK;
+    }
+}
+
+/* The data counters (fields 138/139, KiB) of every link and of all links (scopeId UINT_MAX), in
+ * one call; the rate is the change of the total since the previous reading over the driver's
+ * own timestamps (our clock when the driver gives none). Returns 0 when the totals were read. */
+static int nvl_counters(struct rd *c, struct gs_gpu *g, unsigned long long tot[2],
+                        long long *ts_us)
+{
+    const struct nvml_fns *f = &c->b->fn;
+    struct nvml_dev *d = c->d;
+    nvmlFieldValue_t fv[2 * GS_NVLINK_MAX + 2];
+    unsigned n = d->nvl_n, nf = 0;
+    uint8_t st = GS_ST_NA;
+    int have_sum = 1;
+
+    if (!f->field_values)
+        return -1;
+    memset(fv, 0, sizeof fv);
+    for (unsigned k = 0; k < 2; k++) {
+        unsigned id = k ? NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX : NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+        fv[nf].fieldId = id;
+        fv[nf++].scopeId = GS_NVML_SCOPE_ALL_LINKS;
+        for (unsigned l = 0; l < n; l++) {
+            fv[nf].fieldId = id;
+            fv[nf++].scopeId = l;
+        }
+    }
+    if (!ok(c, &st, f->field_values(c->h, (int)nf, fv))) {
+        for (size_t i = 0; i < COUNT_OF(nvl_metrics); i++)
+            if (nvl_metrics[i] == GS_M_NVLINK_TX_BYTES || nvl_metrics[i] == GS_M_NVLINK_RX_BYTES)
+                g->st[nvl_metrics[i]] = st;
+        return -1;
+    }
+    *ts_us = fv[0].timestamp;
+    for (unsigned k = 0; k < 2; k++) {
+        const nvmlFieldValue_t *base = &fv[k * (n + 1)];
+        unsigned long long sum = 0, v;
+        int all = 1;
+        for (unsigned l = 0; l < n; l++) {
+            struct gs_nvlink *lk = &g->nvlink[l];
+            uint8_t lst = GS_ST_NA;
+            if (nvl_field_u64(c, &base[1 + l], &lst, &v) != 0) {
+                lk->tput_st = lst;
+                all = 0;
+                continue;
+            }
+            if (k == 0)
+                lk->tx_bytes = v * 1024;
+            else
+                lk->rx_bytes = v * 1024;
+            lk->tput_st = (k == 0 || lk->tput_st == GS_ST_OK) ? GS_ST_OK : lk->tput_st;
+            sum += v;
+        }
+        st = GS_ST_NA;
+        if (nvl_field_u64(c, &base[0], &st, &v) == 0)
+            tot[k] = v * 1024;
+        else if (all)
+            tot[k] = sum * 1024; /* a driver without the all-links scope: the links' sum */
+        else
+            have_sum = 0;
+        if (have_sum)
+            gs_gpu_set(g, k ? GS_M_NVLINK_RX_BYTES : GS_M_NVLINK_TX_BYTES, (double)tot[k]);
+        else
+            g->st[k ? GS_M_NVLINK_RX_BYTES : GS_M_NVLINK_TX_BYTES] = st;
+    }
+    return have_sum ? 0 : -1;
+}
+
+/* The rate from two readings of the totals: absent on the first, after a counter went back
+ * (reset, wrap) or when no time passed between them. */
+static void nvl_rate(struct nvml_dev *d, struct gs_gpu *g, const unsigned long long tot[2],
+                     long long ts_us, int64_t now)
+{
+    double dt = 0;
+
+    if (d->nvl_have) {
+        if (ts_us > 0 && d->nvl_prev_us > 0)
+            dt = (double)(ts_us - d->nvl_prev_us) * 1e-6;
+        else if (ts_us <= 0)
+            dt = (double)(now - d->nvl_prev_ns) * 1e-9;
+    }
+    if (dt > 0 && tot[0] >= d->nvl_prev[0] && tot[1] >= d->nvl_prev[1]) {
+        gs_gpu_set(g, GS_M_NVLINK_TX, (double)(tot[0] - d->nvl_prev[0]) / dt);
+        gs_gpu_set(g, GS_M_NVLINK_RX, (double)(tot[1] - d->nvl_prev[1]) / dt);
+    }
+    /* keep the older reading when no time passed, so the next interval is not lost */
+    if (!d->nvl_have || dt > 0 || tot[0] < d->nvl_prev[0] || tot[1] < d->nvl_prev[1]) {
+        d->nvl_prev[0] = tot[0];
+        d->nvl_prev[1] = tot[1];
+        d->nvl_prev_us = ts_us;
+        d->nvl_prev_ns = now;
+        d->nvl_have = 1;
+    }
+}
+
+/* Each link's error counters (nvmlDeviceGetNvLinkErrorCounter) and their sums (health). */
+static void nvl_errors(struct rd *c, struct gs_gpu *g)
+{
+    static const enum gs_metric sums[GS_NVL_ERR__COUNT] = {
+        GS_M_NVLINK_REPLAY, GS_M_NVLINK_RECOVERY, GS_M_NVLINK_CRC_FLIT, GS_M_NVLINK_CRC_DATA};
+    static const unsigned counters[GS_NVL_ERR__COUNT] = {
+        NVML_NVLINK_ERROR_DL_REPLAY, NVML_NVLINK_ERROR_DL_RECOVERY, NVML_NVLINK_ERROR_DL_CRC_FLIT,
+        NVML_NVLINK_ERROR_DL_CRC_DATA};
+    fn_d_nvl_err fn = c->b->fn.nvlink_errors;
+
+    if (!fn)
+        return;
+    for (unsigned e = 0; e < GS_NVL_ERR__COUNT && !c->lost; e++) {
+        unsigned long long sum = 0;
+        unsigned got = 0;
+        uint8_t st = GS_ST_NA;
+        for (unsigned l = 0; l < c->d->nvl_n && !c->lost; l++) {
+            struct gs_nvlink *lk = &g->nvlink[l];
+            unsigned long long v = 0;
+            if (!ok(c, &lk->err_st[e], fn(c->h, l, counters[e], &v))) {
+                st = lk->err_st[e] != GS_ST_NA ? lk->err_st[e] : st;
+                continue;
+            }
+            lk->err[e] = v;
+            lk->err_st[e] = GS_ST_OK;
+            sum += v;
+            got++;
+        }
+        if (got)
+            gs_gpu_set(g, sums[e], (double)sum);
+        else
+            g->st[sums[e]] = st;
+    }
+}
+
+/* Links, their state, data counters and rate every cycle (one state call per link and one
+ * field-value call); error counters with GS_WANT_HEALTH. */
+static void read_nvlink(struct rd *c, unsigned want)
+{
+    struct nvml_dev *d = c->d;
+    struct gs_gpu *g = c->g;
+    unsigned long long tot[2] = {0, 0};
+    long long ts_us = 0;
+    unsigned active = 0;
+
+    if (c->lost || !need_any(c, nvl_metrics, COUNT_OF(nvl_metrics)))
+        return;
+    if (d->nvl == 0 || (want & GS_WANT_STATIC))
+        nvl_probe(c);
+    if (c->lost || d->nvl <= 0)
+        return;
+    g->n_nvlink = d->nvl_n;
+    memcpy(g->nvlink, d->nvl_static, d->nvl_n * sizeof g->nvlink[0]);
+    gs_gpu_set(g, GS_M_NVLINK_LINKS, d->nvl_n);
+    if (d->nvl_speed_st == GS_ST_OK)
+        gs_gpu_set(g, GS_M_NVLINK_SPEED, d->nvl_speed_bps);
+    else
+        g->st[GS_M_NVLINK_SPEED] = d->nvl_speed_st;
+    for (unsigned l = 0; l < d->nvl_n && !c->lost; l++) {
+        unsigned int st = 0;
+        if (ok(c, &g->st[GS_M_NVLINK_LINKS_ACTIVE], c->b->fn.nvlink_state(c->h, l, &st)) &&
+            st == NVML_FEATURE_ENABLED) {
+            g->nvlink[l].active = 1;
+            active++;
+        }
+    }
+    if (c->lost)
+        return;
+    gs_gpu_set(g, GS_M_NVLINK_LINKS_ACTIVE, active);
+    if (nvl_counters(c, g, tot, &ts_us) == 0)
+        nvl_rate(d, g, tot, ts_us, mono_ns());
+    if (want & GS_WANT_HEALTH)
+        nvl_errors(c, g);
+}
+
+/* GS_WANT_PCIE_TPUT at a GPU's first cycle: one counter reading now, so that this cycle has a
+ * rate (begin then waits 20 ms once for all GPUs, like NVML's own PCIe window). */
+static int nvl_prime(struct gs_backend *b, struct nvml_dev *d)
+{
+    struct gs_gpu *g = calloc(1, sizeof *g);
+    struct rd c = {b, d, d->h, g, 0, NVML_SUCCESS, 0};
+    unsigned long long tot[2] = {0, 0};
+    long long ts_us = 0;
+    int primed = 0;
+
+    if (!g)
+        return 0;
+    if (d->nvl == 0)
+        nvl_probe(&c);
+    if (!c.lost && d->nvl > 0 && !d->nvl_have && nvl_counters(&c, g, tot, &ts_us) == 0) {
+        nvl_rate(d, g, tot, ts_us, mono_ns());
+        primed = 1;
+    }
+    free(g);
+    return primed;
+}
+
 /* ---- events ----------------------------------------------------------------------------- */
 
 static void events_register(struct gs_backend *b)
@@ -1498,6 +1820,17 @@ static int nvml_begin(struct gs_backend *b, unsigned want, struct gs_err *err)
                 ;
         }
     }
+    if (want & GS_WANT_PCIE_TPUT) {
+        primed = 0;
+        for (unsigned i = 0; i < b->n; i++)
+            if (b->dev[i].h && !b->dev[i].nvl_have && b->dev[i].nvl >= 0)
+                primed |= nvl_prime(b, &b->dev[i]);
+        if (primed) { /* NVLink counters need two readings for a rate: one wait for all */
+            struct timespec ts = {0, NVML_NVLINK_WAIT_NS};
+            while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+                ;
+        }
+    }
     return GS_OK;
 }
 
@@ -1524,6 +1857,7 @@ static void mark_lost(struct gs_gpu *g)
         }
     memset(g->ecc_loc_st, 0, sizeof g->ecc_loc_st);
     g->n_mig = 0;
+    g->n_nvlink = 0;
     g->lost = 1;
 }
 
@@ -1562,6 +1896,7 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
     c.g = g;
     copy_metrics(g, &d->cache, slow_metrics, COUNT_OF(slow_metrics));
     read_basic(&c);
+    read_nvlink(&c, want);
     c.masked = 0; /* what the want bits ask for is read in full */
     if (want & GS_WANT_PCIE_TPUT)
         read_pcie_tput(&c);

@@ -25,6 +25,8 @@ int gs_nvml_init_rc(nvmlReturn_t r);
 unsigned gs_nvml_proc_stride(int found, int has_conf_compute, int has_detail_list);
 /* The value of a field-value entry as a double; GS_OK or GS_ENOTSUP for an unknown type. */
 int gs_nvml_field_double(const nvmlFieldValue_t *fv, double *out);
+/* The NVLink speed field id of link l (84..89, 132..137), 0 for links past 11. */
+unsigned gs_nvml_nvlink_speed_field(unsigned l);
 #endif
 
 #endif

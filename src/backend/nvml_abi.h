@@ -447,6 +447,30 @@ struct gs_nvml_pci_info_legacy {
     unsigned int reserved[4];
 };
 
+/* ---- NVLink (§6): link state, speed, throughput and error counters ---------------------- */
+/* nvmlDeviceGetNvLinkErrorCounter's counter (nvmlNvLinkErrorCounter_t of the header). */
+typedef unsigned int nvmlNvLinkErrorCounter_t;
+enum {
+    NVML_NVLINK_ERROR_DL_REPLAY = 0,   /* data link transmit replays */
+    NVML_NVLINK_ERROR_DL_RECOVERY = 1, /* data link transmit recoveries */
+    NVML_NVLINK_ERROR_DL_CRC_FLIT = 2, /* receive flow-control digit CRC errors */
+    NVML_NVLINK_ERROR_DL_CRC_DATA = 3, /* receive data CRC errors */
+};
+/* NVML_NVLINK_MAX_LINKS grew by header: 4, 6, 12, 18, 36 (610 / 13.3). We size for the largest
+ * and still stop at the first link the driver refuses (INVALID_ARGUMENT / NOT_SUPPORTED). */
+#define GS_NVML_NVLINK_MAX_LINKS 36
+#define GS_NVML_SCOPE_ALL_LINKS 0xFFFFFFFFu /* scopeId of a throughput field: the sum of links */
+enum {
+    NVML_FI_DEV_NVLINK_SPEED_MBPS_L0 = 84, /* L0..L5 = 84..89, MBps */
+    NVML_FI_DEV_NVLINK_SPEED_MBPS_L5 = 89,
+    NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON = 90,
+    NVML_FI_DEV_NVLINK_LINK_COUNT = 91,
+    NVML_FI_DEV_NVLINK_SPEED_MBPS_L6 = 132, /* L6..L11 = 132..137 */
+    NVML_FI_DEV_NVLINK_SPEED_MBPS_L11 = 137,
+    NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX = 140, /* KiB, data + protocol overhead */
+    NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX = 141,
+};
+
 /* ---- layout pins: a wrong size here crashes a real driver ------------------------------- */
 static_assert(sizeof(nvmlReturn_t) == 4, "nvmlReturn_t is a 4-byte enum");
 static_assert(sizeof(nvmlDevice_t) == 8, "handles are pointers");

@@ -647,6 +647,74 @@ static void mig_lines(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_
     }
 }
 
+/* -a, right under a GPU with NVLink, its "|" under the GPU line's first one:
+ *  " ├─ NVLink              | 18/18 links up, 26.6 GB/s each | tx  39.4 GB/s rx  39.1 GB/s"
+ * then " | errors 0" once the error counters were read. Links down are red, data-link errors
+ * (replays, recoveries, CRC) yellow. last: no further line under this GPU. */
+static void nvlink_line(struct gs_tbuf *out, const struct gs_gpu *g, size_t label_w, int last)
+{
+    static const enum gs_metric errs[] = {GS_M_NVLINK_REPLAY, GS_M_NVLINK_RECOVERY,
+                                          GS_M_NVLINK_CRC_FLIT, GS_M_NVLINK_CRC_DATA};
+    size_t start = out->len, w;
+    double sum = 0;
+    int have_err = 0;
+    char a[32], b[32];
+
+    if (g->lost || g->n_nvlink == 0 || !gs_gpu_has(g, GS_M_NVLINK_LINKS))
+        return;
+    gs_tbuf_puts(out, !last ? " \xe2\x94\x9c\xe2\x94\x80 " : " \xe2\x94\x94\xe2\x94\x80 ");
+    gs_tbuf_puts(out, "NVLink");
+    w = out->rc == GS_OK ? gs_term_width(out->data + start, out->len - start) : 0;
+    if (label_w > w)
+        gs_tbuf_spaces(out, label_w - w);
+    gs_tbuf_puts(out, " | ");
+    if (gs_gpu_has(g, GS_M_NVLINK_LINKS_ACTIVE)) {
+        long up = lround(g->v[GS_M_NVLINK_LINKS_ACTIVE]), n = lround(g->v[GS_M_NVLINK_LINKS]);
+        snprintf(a, sizeof a, "%2ld/%-2ld", up, n);
+        gs_tbuf_color(out, up < n ? GS_SGR_BOLD_RED : GS_SGR_RESET, a);
+        gs_tbuf_puts(out, " links up");
+    } else {
+        gs_tbuf_printf(out, "%2ld links", lround(g->v[GS_M_NVLINK_LINKS]));
+        gs_tbuf_color(out, GS_SGR_GRAY, " N/A");
+    }
+    if (gs_gpu_has(g, GS_M_NVLINK_SPEED)) {
+        fmt_rate(a, sizeof a, g->v[GS_M_NVLINK_SPEED]);
+        gs_tbuf_printf(out, ", %s each", a);
+    }
+    gs_tbuf_puts(out, " | ");
+    if (gs_gpu_has(g, GS_M_NVLINK_TX) && gs_gpu_has(g, GS_M_NVLINK_RX)) {
+        fmt_rate(a, sizeof a, g->v[GS_M_NVLINK_TX]);
+        fmt_rate(b, sizeof b, g->v[GS_M_NVLINK_RX]);
+        gs_tbuf_printf(out, "tx %10s rx %10s", a, b);
+    } else {
+        gs_tbuf_puts(out, "tx ");
+        gs_tbuf_color(out, GS_SGR_GRAY, "       N/A");
+        gs_tbuf_puts(out, " rx ");
+        gs_tbuf_color(out, GS_SGR_GRAY, "       N/A");
+    }
+    for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++)
+        if (gs_gpu_has(g, errs[i])) {
+            have_err = 1;
+            sum += g->v[errs[i]];
+        }
+    if (have_err) {
+        gs_tbuf_puts(out, " | errors ");
+        if (sum == 0) {
+            gs_tbuf_puts(out, "0");
+        } else {
+            double crc = (gs_gpu_has(g, GS_M_NVLINK_CRC_FLIT) ? g->v[GS_M_NVLINK_CRC_FLIT] : 0) +
+                         (gs_gpu_has(g, GS_M_NVLINK_CRC_DATA) ? g->v[GS_M_NVLINK_CRC_DATA] : 0);
+            gs_tbuf_sgr(out, GS_SGR_YELLOW);
+            gs_tbuf_printf(out, "replay %.0f, recovery %.0f, CRC %.0f",
+                           gs_gpu_has(g, GS_M_NVLINK_REPLAY) ? g->v[GS_M_NVLINK_REPLAY] : 0,
+                           gs_gpu_has(g, GS_M_NVLINK_RECOVERY) ? g->v[GS_M_NVLINK_RECOVERY] : 0,
+                           crc);
+            gs_tbuf_sgr(out, GS_SGR_RESET);
+        }
+    }
+    gs_tbuf_puts(out, "\n");
+}
+
 /* What the visibility policy withheld on g (an agent's snapshot for a non-admin viewer):
  * " [2 processes of other users, 60.4G]", never a made-up process line. */
 static void put_hidden(struct gs_tbuf *out, const struct gs_gpu *g)
@@ -702,9 +770,14 @@ static void gpu_line(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_t
         put_procs(out, tmp, list, n, o->show, col + 2, cols);
         put_hidden(out, &s->gpus[gi]);
         gs_tbuf_puts(out, "\n");
+        if (o->show & GS_QS_CLOCKS)
+            nvlink_line(out, &s->gpus[gi], wd->w[C_ID] + 1 + wd->w[C_NAME],
+                        !((o->show & GS_QS_FULL_CMD) && n) && !s->gpus[gi].n_mig);
         if (o->show & GS_QS_FULL_CMD)
             put_full_cmds(out, list, n, o->show, " ", cols);
     }
+    if ((o->show & GS_QS_CLOCKS) && o->no_procs)
+        nvlink_line(out, &s->gpus[gi], wd->w[C_ID] + 1 + wd->w[C_NAME], !s->gpus[gi].n_mig);
     mig_lines(out, tmp, s, gi, o, wd, cols, list);
 }
 
@@ -733,6 +806,15 @@ void gs_quick_text_need(const struct gs_quick_opts *o, unsigned char *m, unsigne
         {GS_QS_CLOCKS, GS_M_PCIE_WIDTH},
         {GS_QS_CLOCKS, GS_M_PCIE_TX},
         {GS_QS_CLOCKS, GS_M_PCIE_RX},
+        {GS_QS_CLOCKS, GS_M_NVLINK_LINKS},
+        {GS_QS_CLOCKS, GS_M_NVLINK_LINKS_ACTIVE},
+        {GS_QS_CLOCKS, GS_M_NVLINK_SPEED},
+        {GS_QS_CLOCKS, GS_M_NVLINK_TX},
+        {GS_QS_CLOCKS, GS_M_NVLINK_RX},
+        {GS_QS_CLOCKS, GS_M_NVLINK_REPLAY},
+        {GS_QS_CLOCKS, GS_M_NVLINK_RECOVERY},
+        {GS_QS_CLOCKS, GS_M_NVLINK_CRC_FLIT},
+        {GS_QS_CLOCKS, GS_M_NVLINK_CRC_DATA},
     };
     static const enum gs_text texts[] = {GS_T_NAME, GS_T_UUID, GS_T_PCI_BUS_ID, GS_T_SERIAL};
 

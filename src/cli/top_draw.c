@@ -183,6 +183,27 @@ static void fmt_rate(char *out, size_t len, const struct gs_gpu *g, enum gs_metr
     snprintf(out, len, "%s/s", b);
 }
 
+/* Line 2's NVLink part, after PCIe, on a GPU with links: " NVL 18/18 tx 11GB/s rx 11GB/s",
+ * the link count red when one is down. Left out whole when the line has no room for it. */
+static void nvlink_meter(int y, int x, const struct gs_gpu *g)
+{
+    char a[32], b[32], tail[80];
+    int n;
+
+    if (g->n_nvlink == 0 || !gs_gpu_has(g, GS_M_NVLINK_LINKS) ||
+        !gs_gpu_has(g, GS_M_NVLINK_LINKS_ACTIVE))
+        return;
+    fmt_rate(a, sizeof a, g, GS_M_NVLINK_TX);
+    fmt_rate(b, sizeof b, g, GS_M_NVLINK_RX);
+    n = snprintf(tail, sizeof tail, " tx %s rx %s", a, b);
+    if (x + 4 + 6 + n > COLS)
+        return;
+    x = put(y, x, A_BOLD | col(C_CYAN), " NVL ");
+    x = put(y, x, g->v[GS_M_NVLINK_LINKS_ACTIVE] < g->v[GS_M_NVLINK_LINKS] ? A_BOLD | col(C_RED) : 0,
+            "%.0f/%.0f", g->v[GS_M_NVLINK_LINKS_ACTIVE], g->v[GS_M_NVLINK_LINKS]);
+    put(y, x, 0, "%s", tail);
+}
+
 /* One GPU's block; returns the lines used. */
 static int gpu_block(int y, int maxy, const struct top_srcframe *s, unsigned gi)
 {
@@ -256,7 +277,8 @@ static int gpu_block(int y, int maxy, const struct top_srcframe *s, unsigned gi)
         x = put(y + used, x, A_BOLD | col(C_CYAN), "PCIe");
         if (gs_gpu_has(g, GS_M_PCIE_GEN) && gs_gpu_has(g, GS_M_PCIE_WIDTH))
             x = put(y + used, x, 0, "%.0fx%.0f", g->v[GS_M_PCIE_GEN], g->v[GS_M_PCIE_WIDTH]);
-        put(y + used, x, 0, " tx %s rx %s", a, b);
+        x = put(y + used, x, 0, " tx %s rx %s", a, b);
+        nvlink_meter(y + used, x, g);
     } else {
         put(y + used, 3, col(C_RED), "last Xid %s; processes on it are gone or hung",
             gs_gpu_has(g, GS_M_XID_LAST) ? (snprintf(t, sizeof t, "%.0f", g->v[GS_M_XID_LAST]), t)

@@ -287,6 +287,86 @@ static const char *const text_keys[GS_T__COUNT] = {
     [GS_T_INFOROM_PWR] = "inforom_power",
 };
 
+/* NVLink error counter keys, in enum gs_nvlink_err order (both directions). */
+static const char *const nvlink_err_keys[GS_NVL_ERR__COUNT] = {"replay_errors", "recovery_errors",
+                                                               "crc_flit_errors",
+                                                               "crc_data_errors"};
+
+/* One link: {"link", "active", "speed", "tx_bytes", "rx_bytes", "remote_pci_bus_id", errors...},
+ * null for what was not read. */
+static json_t *nvlink_json(struct jb *jb, const struct gs_nvlink *l, unsigned i)
+{
+    json_t *o = json_object();
+    int tput = l->tput_st == GS_ST_OK;
+
+    if (!o)
+        return NULL;
+    put(jb, o, "link", json_integer(i));
+    put(jb, o, "active", json_boolean(l->active));
+    put(jb, o, "speed", l->speed_st == GS_ST_OK ? number(l->speed_bps, "bytes_per_second")
+                                                : json_null());
+    put(jb, o, "tx_bytes", tput ? json_integer((json_int_t)l->tx_bytes) : json_null());
+    put(jb, o, "rx_bytes", tput ? json_integer((json_int_t)l->rx_bytes) : json_null());
+    put(jb, o, "remote_pci_bus_id", str_or_null(l->remote_st == GS_ST_OK, l->remote_bus_id));
+    for (int e = 0; e < GS_NVL_ERR__COUNT; e++)
+        put(jb, o, nvlink_err_keys[e],
+            l->err_st[e] == GS_ST_OK ? json_integer((json_int_t)l->err[e]) : json_null());
+    return o;
+}
+
+static json_t *nvlinks_json(struct jb *jb, const struct gs_gpu *g)
+{
+    json_t *arr = json_array();
+
+    for (unsigned i = 0; arr && i < g->n_nvlink && i < GS_NVLINK_MAX; i++)
+        append(jb, arr, nvlink_json(jb, &g->nvlink[i], i));
+    return arr;
+}
+
+/* A counter of the document back: a non-negative integer below 2^63, else absent. */
+static int u64_of(const json_t *v, uint64_t *out)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return 0;
+    *out = (uint64_t)json_integer_value(v);
+    return 1;
+}
+
+static void copy_str(char *dst, size_t len, const json_t *v);
+
+static void nvlinks_from_json(struct gs_gpu *g, const json_t *arr)
+{
+    const json_t *o;
+    size_t i;
+
+    json_array_foreach(arr, i, o) {
+        struct gs_nvlink *l;
+        const json_t *v;
+        if (g->n_nvlink >= GS_NVLINK_MAX || !json_is_object(o))
+            break;
+        l = &g->nvlink[g->n_nvlink++];
+        l->active = json_is_true(json_object_get(o, "active"));
+        v = json_object_get(o, "speed");
+        if (json_is_number(v) && isfinite(json_number_value(v))) {
+            l->speed_bps = json_number_value(v);
+            l->speed_st = GS_ST_OK;
+        }
+        if (u64_of(json_object_get(o, "tx_bytes"), &l->tx_bytes) &&
+            u64_of(json_object_get(o, "rx_bytes"), &l->rx_bytes))
+            l->tput_st = GS_ST_OK;
+        else
+            l->tx_bytes = l->rx_bytes = 0;
+        v = json_object_get(o, "remote_pci_bus_id");
+        if (json_is_string(v)) {
+            copy_str(l->remote_bus_id, sizeof l->remote_bus_id, v);
+            l->remote_st = GS_ST_OK;
+        }
+        for (int e = 0; e < GS_NVL_ERR__COUNT; e++)
+            if (u64_of(json_object_get(o, nvlink_err_keys[e]), &l->err[e]))
+                l->err_st[e] = GS_ST_OK;
+    }
+}
+
 /* {"count": N, "gpu_memory": bytes or null}: what a filter withheld of g's processes. */
 static json_t *hidden_json(const struct gs_gpu *g)
 {
@@ -327,6 +407,7 @@ static json_t *gpu_json(struct jb *jb, const struct gs_snapshot *s, unsigned gi,
     for (unsigned m = 0; m < g->n_mig && m < GS_MIG_MAX; m++)
         append(jb, migs, mig_json(jb, &g->mig[m]));
     put(jb, obj, "mig_devices", migs);
+    put(jb, obj, "nvlinks", nvlinks_json(jb, g));
     if (!o->no_procs) {
         json_t *procs = json_array();
         for (unsigned i = 0; procs && i < s->n_procs; i++)
@@ -498,6 +579,7 @@ static void gpu_from_json(struct gs_gpu *g, const json_t *o)
             g->hidden_mem_bytes = (uint64_t)json_integer_value(mem);
         }
     }
+    nvlinks_from_json(g, json_object_get(o, "nvlinks"));
     json_array_foreach(migs, i, m) {
         struct gs_mig *d;
         const json_t *total = json_object_get(m, "memory_total");

@@ -186,6 +186,15 @@ async function run(ctx) {
   }
   ok(bad.length === 0, 'cards show memory, power, temperature, utilization, clocks, PCIe ' +
     'as the API gives them', bad);
+  // NVLink: every H100 card has the row, links up of the snapshot's; GPU 5's counted errors
+  const nvl = cards.map((c) => c.values.NVLink ?? null);
+  const nvlOk = cards.every((c) => {
+    const g = snap.gpus.find((x) => x.index === c.gpu);
+    return g.nvlink_links === 18 && (c.values.NVLink ?? '').startsWith(
+      `${g.nvlink_links_active}/${g.nvlink_links}`);
+  });
+  ok(nvlOk && /163 err/.test(nvl[5] ?? ''), 'H100 cards: an NVLink row (links up / links, ' +
+    'throughput), GPU 5 with its data-link errors', nvl);
 
   // -- charts: the points drawn are /api/v1/history's --
   const histReady = await waitFor(page, () => {
@@ -530,6 +539,9 @@ async function run(ctx) {
     .test(runsText) && await tp.$eval('#runs', (e) => e.hidden),
   'no runs: the Runs section says how runs appear', runsText);
   ok(terr.length === 0, 'no other console errors on the thermal page', terr);
+  const tdts = await tp.$$eval('.card dt', (l) => l.map((e) => e.textContent));
+  ok(tdts.length > 0 && !tdts.includes('NVLink'), 'an L40S (PCIe, no NVLink): no NVLink row',
+    tdts);
   const grown = await waitFor(tp, () =>
     globalThis.__gpuscope.charts.get('temperature').data[0].length >= 4, undefined, 10000);
   const tempCol = await tp.evaluate(() => globalThis.__gpuscope.charts.get('temperature').data[1]);

@@ -977,6 +977,90 @@ static void process_utilization_kept(void **state)
 /* nvmlDeviceGetSamples through the backend: a 0.4 s square wave (25 % at 100, else 20) read
  * at 100 ms samples gives the known values; a second call returns only newer samples; a short
  * array continues where it stopped; no symbol, or "not supported", is GS_ENOTSUP. */
+/* NVLink on the HGX scenario (18 links per GPU to NVSwitches): links, speed, far ends, the
+ * data counters and the rate between two readings a virtual second apart, the error counters
+ * at health cadence; a PCIe card has no links at all. */
+static void nvlink_links(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu g, g2;
+    struct gs_err e;
+    /* the square step of h100x8-training: 610000 KiB/s per link for 1.32 s, 9100000 for 0.18 s;
+     * [10, 11] holds 0.82 s of the first and 0.18 s of the second */
+    const double want_tx = 18 * (610000 * 0.82 + 9100000 * 0.18) * 1024;
+
+    (void)state;
+    assert_int_equal(gs_nvml_nvlink_speed_field(0), NVML_FI_DEV_NVLINK_SPEED_MBPS_L0);
+    assert_int_equal(gs_nvml_nvlink_speed_field(5), 89);
+    assert_int_equal(gs_nvml_nvlink_speed_field(6), 132);
+    assert_int_equal(gs_nvml_nvlink_speed_field(11), 137);
+    assert_int_equal(gs_nvml_nvlink_speed_field(12), 0);
+    NEED_SIM();
+    clock_new(&f->clk, 10);
+    assert_int_equal(sim_open(&f->b, sim_lib(), "h100x8-training.json", f->clk.env, &e), GS_OK);
+    sample_ok(f->b, 0, &g, 0);
+    assert_int_equal(g.n_nvlink, 18);
+    assert_true(g.v[GS_M_NVLINK_LINKS] == 18 && g.v[GS_M_NVLINK_LINKS_ACTIVE] == 18);
+    assert_true(g.v[GS_M_NVLINK_SPEED] == 26562e6);
+    assert_true(g.nvlink[17].speed_st == GS_ST_OK && g.nvlink[17].speed_bps == 26562e6);
+    assert_true(g.nvlink[0].active && g.nvlink[0].remote_st == GS_ST_OK);
+    assert_string_equal(g.nvlink[0].remote_bus_id, "00000000:05:00.0");
+    assert_string_equal(g.nvlink[5].remote_bus_id, "00000000:06:00.0");
+    assert_true(gs_gpu_has(&g, GS_M_NVLINK_TX_BYTES) && g.v[GS_M_NVLINK_TX_BYTES] > 0);
+    assert_int_equal(g.st[GS_M_NVLINK_TX], GS_ST_NA); /* one reading: no rate yet */
+    assert_int_equal(g.st[GS_M_NVLINK_REPLAY], GS_ST_NA); /* errors: health cadence */
+    sample_ok(f->b, 0, &g2, 0); /* no virtual time passed: still no rate */
+    assert_int_equal(g2.st[GS_M_NVLINK_TX], GS_ST_NA);
+    clock_set(&f->clk, 11);
+    sample_ok(f->b, 0, &g2, GS_WANT_HEALTH);
+    assert_true(gs_gpu_has(&g2, GS_M_NVLINK_TX) && gs_gpu_has(&g2, GS_M_NVLINK_RX));
+    assert_close(g2.v[GS_M_NVLINK_TX], g2.v[GS_M_NVLINK_TX_BYTES] - g.v[GS_M_NVLINK_TX_BYTES],
+                 1);
+    assert_close(g2.v[GS_M_NVLINK_TX], want_tx, want_tx * 1e-4);
+    assert_true(g2.v[GS_M_NVLINK_RX] > 0 && g2.v[GS_M_NVLINK_RX] < g2.v[GS_M_NVLINK_TX]);
+    {
+        uint64_t sum = 0;
+        for (unsigned l = 0; l < g2.n_nvlink; l++)
+            sum += g2.nvlink[l].tx_bytes;
+        assert_true((double)sum == g2.v[GS_M_NVLINK_TX_BYTES]);
+    }
+    assert_true(gs_gpu_has(&g2, GS_M_NVLINK_REPLAY) && g2.v[GS_M_NVLINK_REPLAY] == 0);
+    /* GPU 5: link 7 has replays and CRC errors */
+    sample_ok(f->b, 5, &g, GS_WANT_HEALTH);
+    assert_true(g.nvlink[7].err_st[GS_NVL_ERR_REPLAY] == GS_ST_OK);
+    assert_true(g.nvlink[7].err[GS_NVL_ERR_REPLAY] == 41 && g.nvlink[7].err[GS_NVL_ERR_CRC_FLIT] == 118);
+    assert_true(g.v[GS_M_NVLINK_REPLAY] == 41 && g.v[GS_M_NVLINK_RECOVERY] == 1);
+    assert_true(g.v[GS_M_NVLINK_CRC_FLIT] == 118 && g.v[GS_M_NVLINK_CRC_DATA] == 3);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+    /* a PCIe card: nvmlDeviceGetNvLinkState says NOT_SUPPORTED, nothing NVLink is present */
+    assert_int_equal(sim_open(&f->b, sim_lib(), "rtx4090-idle-desktop.json", "30", &e), GS_OK);
+    assert_int_equal(gs_backend_nvml.begin(f->b, GS_WANT_ALL, &e), GS_OK);
+    sample_ok(f->b, 0, &g, GS_WANT_ALL);
+    assert_int_equal(g.n_nvlink, 0);
+    for (int m = GS_M_NVLINK_LINKS; m <= GS_M_NVLINK_CRC_DATA; m++)
+        assert_int_equal(g.st[m], GS_ST_NA);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
+/* GS_WANT_PCIE_TPUT on a first cycle: begin takes one counter reading, so the cycle has a rate. */
+static void nvlink_first_cycle_rate(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu g;
+    struct gs_err e;
+
+    NEED_SIM();
+    assert_int_equal(sim_open(&f->b, sim_lib(), "h100x8-training.json", NULL, &e), GS_OK);
+    assert_int_equal(gs_backend_nvml.begin(f->b, GS_WANT_PCIE_TPUT, &e), GS_OK);
+    sample_ok(f->b, 3, &g, GS_WANT_PCIE_TPUT);
+    assert_true(gs_gpu_has(&g, GS_M_NVLINK_TX) && g.v[GS_M_NVLINK_TX] > 0);
+    assert_true(g.v[GS_M_NVLINK_TX] < 18 * 26562e6); /* below the links' capacity */
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
 static void utilization_samples(void **state)
 {
     struct fx *f = *state;
@@ -1070,6 +1154,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(xid_events, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(process_utilization_kept, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(utilization_samples, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(nvlink_links, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(nvlink_first_cycle_rate, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -407,6 +407,18 @@ static void test_snapshot_json_round_trip(void **state)
     s->gpus[0].mig[0].mem_total_bytes = 10;
     s->gpus[0].mig[0].mem_used_bytes = 4;
     s->gpus[0].mig[0].mem_free_bytes = 6;
+    s->gpus[0].n_nvlink = 2; /* link 0 read in full, link 1 inactive and unread */
+    s->gpus[0].nvlink[0].active = 1;
+    s->gpus[0].nvlink[0].speed_st = GS_ST_OK;
+    s->gpus[0].nvlink[0].speed_bps = 26562e6;
+    s->gpus[0].nvlink[0].tput_st = GS_ST_OK;
+    s->gpus[0].nvlink[0].tx_bytes = 1ULL << 40;
+    s->gpus[0].nvlink[0].rx_bytes = 5;
+    s->gpus[0].nvlink[0].remote_st = GS_ST_OK;
+    snprintf(s->gpus[0].nvlink[0].remote_bus_id, 32, "00000000:05:00.0");
+    s->gpus[0].nvlink[0].err_st[GS_NVL_ERR_CRC_FLIT] = GS_ST_OK;
+    s->gpus[0].nvlink[0].err[GS_NVL_ERR_CRC_FLIT] = 3;
+    gs_gpu_set(&s->gpus[0], GS_M_NVLINK_TX, 1.5e9);
     snprintf(s->sys.hostname, sizeof s->sys.hostname, "node7");
     snprintf(s->sys.driver_version, sizeof s->sys.driver_version, "590.48.01");
     s->sys.driver_st = GS_ST_OK;
@@ -418,6 +430,16 @@ static void test_snapshot_json_round_trip(void **state)
     assert_int_equal(back->n_procs, 3);
     assert_int_equal(back->gpus[1].st[GS_M_POWER_DRAW], GS_ST_NOPERM);
     assert_int_equal(back->procs[2].job_kind, GS_JOB_SLURM);
+    assert_int_equal(back->gpus[0].n_nvlink, 2);
+    assert_true(back->gpus[0].nvlink[0].active && back->gpus[0].nvlink[0].tx_bytes == 1ULL << 40);
+    assert_true(back->gpus[0].nvlink[0].speed_bps == 26562e6);
+    assert_string_equal(back->gpus[0].nvlink[0].remote_bus_id, "00000000:05:00.0");
+    assert_true(back->gpus[0].nvlink[0].err[GS_NVL_ERR_CRC_FLIT] == 3);
+    assert_int_equal(back->gpus[0].nvlink[0].err_st[GS_NVL_ERR_REPLAY], GS_ST_NA);
+    assert_int_equal(back->gpus[0].nvlink[1].tput_st, GS_ST_NA);
+    assert_false(back->gpus[0].nvlink[1].active);
+    assert_int_equal(back->gpus[1].n_nvlink, 0);
+    assert_true(back->gpus[0].v[GS_M_NVLINK_TX] == 1.5e9);
     doc2 = snap_doc(back);
     t1 = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
     t2 = json_dumps(doc2, JSON_COMPACT | JSON_SORT_KEYS);

@@ -445,6 +445,52 @@ static void text_show_all(void **state)
     gs_snapshot_free(s);
 }
 
+/* -a: an NVLink line under a GPU with links, its "|" under the GPU line's first; a link down
+ * and counted errors are said; a GPU without NVLink (GPU 1) gets no line; no -a, no line. */
+static void text_nvlink_line(void **state)
+{
+    struct gs_snapshot *s = two_gpus();
+    struct gs_quick_opts o = opts_of("--no-header -a --no-processes");
+    struct gs_quick_opts plain = opts_of("--no-header --no-processes");
+    struct gs_gpu *g = &s->gpus[0];
+    char *t;
+    (void)state;
+
+    g->n_nvlink = 18;
+    gs_gpu_set(g, GS_M_NVLINK_LINKS, 18);
+    gs_gpu_set(g, GS_M_NVLINK_LINKS_ACTIVE, 17);
+    gs_gpu_set(g, GS_M_NVLINK_SPEED, 26562e6);
+    gs_gpu_set(g, GS_M_NVLINK_TX, 39.4e9);
+    gs_gpu_set(g, GS_M_NVLINK_RX, 350e6);
+    gs_gpu_set(g, GS_M_NVLINK_REPLAY, 41);
+    gs_gpu_set(g, GS_M_NVLINK_RECOVERY, 1);
+    gs_gpu_set(g, GS_M_NVLINK_CRC_FLIT, 118);
+    gs_gpu_set(g, GS_M_NVLINK_CRC_DATA, 3);
+    t = render(s, &o, 0, 0);
+    assert_int_equal(count_lines(t), 3);
+    assert_non_null(strstr(line_of(t, 1), "NVLink"));
+    assert_non_null(strstr(line_of(t, 1), "| 17/18 links up, 26.6 GB/s each | tx  39.4 GB/s rx "
+                                          "  350 MB/s | errors replay 41, recovery 1, CRC 121"));
+    assert_int_equal(column_of(line_of(t, 1), "|", 0), column_of(line_of(t, 0), "|", 0));
+    assert_null(strstr(line_of(t, 2), "NVLink"));
+    free(t);
+    /* no rate yet, errors all 0 */
+    g->st[GS_M_NVLINK_TX] = g->st[GS_M_NVLINK_RX] = GS_ST_NA;
+    gs_gpu_set(g, GS_M_NVLINK_LINKS_ACTIVE, 18);
+    gs_gpu_set(g, GS_M_NVLINK_REPLAY, 0);
+    gs_gpu_set(g, GS_M_NVLINK_RECOVERY, 0);
+    gs_gpu_set(g, GS_M_NVLINK_CRC_FLIT, 0);
+    gs_gpu_set(g, GS_M_NVLINK_CRC_DATA, 0);
+    t = render(s, &o, 0, 0);
+    assert_non_null(strstr(line_of(t, 1), "| 18/18 links up, 26.6 GB/s each | tx        N/A rx "
+                                          "       N/A | errors 0"));
+    free(t);
+    t = render(s, &plain, 0, 0);
+    assert_null(strstr(t, "NVLink"));
+    free(t);
+    gs_snapshot_free(s);
+}
+
 static void text_mig_devices(void **state)
 {
     struct gs_snapshot *s = two_gpus();
@@ -881,6 +927,7 @@ int main(void)
         cmocka_unit_test(text_no_processes),
         cmocka_unit_test(text_process_parts),
         cmocka_unit_test(text_show_all),
+        cmocka_unit_test(text_nvlink_line),
         cmocka_unit_test(text_mig_devices),
         cmocka_unit_test(text_hostile_process_name),
         cmocka_unit_test(text_id_filter),

@@ -115,7 +115,11 @@
     X(nvmlReturn_t, nvmlDeviceGetAccountingBufferSize, (nvmlDevice_t, unsigned *))                 \
     X(nvmlReturn_t, nvmlDeviceGetGspFirmwareMode, (nvmlDevice_t, unsigned *, unsigned *))          \
     X(nvmlReturn_t, nvmlDeviceGetPciInfoExt, (nvmlDevice_t, nvmlPciInfoExt_v1_t *))                \
-    X(nvmlReturn_t, nvmlDeviceGetMarginTemperature, (nvmlDevice_t, nvmlMarginTemperature_t *))
+    X(nvmlReturn_t, nvmlDeviceGetMarginTemperature, (nvmlDevice_t, nvmlMarginTemperature_t *))    \
+    X(nvmlReturn_t, nvmlDeviceGetNvLinkState, (nvmlDevice_t, unsigned int, nvmlEnableState_t *))   \
+    X(nvmlReturn_t, nvmlDeviceGetNvLinkErrorCounter,                                               \
+      (nvmlDevice_t, unsigned int, nvmlNvLinkErrorCounter_t, unsigned long long *))                \
+    X(nvmlReturn_t, nvmlDeviceGetNvLinkRemotePciInfo_v2, (nvmlDevice_t, unsigned int, nvmlPciInfo_t *))
 
 #define SIM_DECL(ret, name, args) ret(*name) args;
 static struct {
@@ -1329,6 +1333,132 @@ static void pci_info_ext(void **state)
 
 /* nvmlDeviceGetMarginTemperature: version 1 exactly, the temp_margin_c pattern at the call's
  * instant (negative allowed), NOT_SUPPORTED without it. */
+/* "nvlink": bad values are located; links answer state, error counters, far ends and the
+ * NVLink field values like a driver; a GPU without it answers NOT_SUPPORTED. */
+static void nvlink_links_and_fields(void **state)
+{
+    static const char bad_link[] =
+        "{\"gpus\": [{\"name\": \"G\", \"uuid\": \"GPU-1\", \"memory\": {\"total_mib\": 1}, \"pci\": {\"bus\": 1, \"device_id\": \"0x2330\"},\n"
+        "\"nvlink\": {\"links\": 4, \"inactive\": [4]}}]}";
+    static const char bad_key[] =
+        "{\"gpus\": [{\"name\": \"G\", \"uuid\": \"GPU-1\", \"memory\": {\"total_mib\": 1}, \"pci\": {\"bus\": 1, \"device_id\": \"0x2330\"},\n"
+        "\"nvlink\": {\"links\": 4, \"errors\": [{\"link\": 1, \"crc\": 2}]}}]}";
+    struct gs_sim_scenario *sc = NULL;
+    nvmlFieldValue_t fv[9];
+    nvmlEnableState_t st = 9;
+    unsigned long long n = 0;
+    nvmlPciInfo_t pci;
+    char err[512];
+    nvmlDevice_t d;
+
+    (void)state;
+    assert_int_equal(gs_sim_scenario_parse(bad_link, strlen(bad_link), "n.json", &sc, err,
+                                           sizeof err), -1);
+    assert_non_null(strstr(err, "n.json:2:"));
+    assert_non_null(strstr(err, "gpus[0].nvlink.inactive: 4 is out of range [0, 3]"));
+    assert_int_equal(gs_sim_scenario_parse(bad_key, strlen(bad_key), "n.json", &sc, err,
+                                           sizeof err), -1);
+    assert_non_null(strstr(err, "unknown key \"crc\""));
+
+    use_one_gpu("\"nvlink\": {\"links\": 4, \"speed_mbps\": 25781, \"inactive\": [2], "
+                "\"errors\": [{\"link\": 1, \"replay\": 5, \"crc_data\": 2}], "
+                "\"remote_bus_ids\": [\"00000000:05:00.0\", \"00000000:06:00.0\"]}, "
+                "\"metrics\": {\"nvlink_tx_kib_s\": 1000, \"nvlink_rx_kib_s\": 500}",
+                NULL, "10");
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    d = dev(0);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkState(d, 0, &st), NVML_SUCCESS);
+    assert_int_equal(st, NVML_FEATURE_ENABLED);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkState(d, 2, &st), NVML_SUCCESS);
+    assert_int_equal(st, NVML_FEATURE_DISABLED);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkState(d, 4, &st), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkState(d, 0, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkErrorCounter(d, 1, NVML_NVLINK_ERROR_DL_REPLAY, &n),
+                     NVML_SUCCESS);
+    assert_true(n == 5);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkErrorCounter(d, 1, NVML_NVLINK_ERROR_DL_CRC_DATA, &n),
+                     NVML_SUCCESS);
+    assert_true(n == 2);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkErrorCounter(d, 0, NVML_NVLINK_ERROR_DL_CRC_FLIT, &n),
+                     NVML_SUCCESS);
+    assert_true(n == 0);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkErrorCounter(d, 0, 4, &n), NVML_ERROR_NOT_SUPPORTED);
+    memset(&pci, 0, sizeof pci);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkRemotePciInfo_v2(d, 3, &pci), NVML_SUCCESS);
+    assert_string_equal(pci.busId, "00000000:06:00.0");
+    assert_int_equal(pci.bus, 6);
+    memset(fv, 0, sizeof fv);
+    fv[0].fieldId = NVML_FI_DEV_NVLINK_LINK_COUNT;
+    fv[1].fieldId = NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON; /* link 2 is down: no common speed */
+    fv[2].fieldId = NVML_FI_DEV_NVLINK_SPEED_MBPS_L0;
+    fv[3].fieldId = NVML_FI_DEV_NVLINK_SPEED_MBPS_L0 + 2;
+    fv[4].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX; /* link 0: 10 s x 1000 KiB/s */
+    fv[5].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+    fv[5].scopeId = GS_NVML_SCOPE_ALL_LINKS; /* three active links */
+    fv[6].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX;
+    fv[6].scopeId = 2; /* inactive: moved nothing */
+    fv[7].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX;
+    fv[8].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+    fv[8].scopeId = 9;
+    assert_int_equal(nv.nvmlDeviceGetFieldValues(d, 9, fv), NVML_SUCCESS);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(fv[i].nvmlReturn, NVML_SUCCESS);
+    assert_int_equal(fv[0].value.uiVal, 4);
+    assert_int_equal(fv[1].value.uiVal, 0);
+    assert_int_equal(fv[2].value.uiVal, 25781);
+    assert_int_equal(fv[3].value.uiVal, 0);
+    assert_int_equal(fv[4].valueType, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG);
+    assert_true(fv[4].value.ullVal == 10000);
+    assert_true(fv[5].value.ullVal == 30000);
+    assert_true(fv[6].value.ullVal == 0);
+    assert_true(fv[7].value.ullVal == 10600); /* data + 6 % protocol overhead */
+    assert_int_equal(fv[8].nvmlReturn, NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+
+    /* link 1 down from 5 s to 8 s: inactive meanwhile, its counter stands still */
+    use_one_gpu("\"nvlink\": {\"links\": 2, \"speed_mbps\": 25781}, "
+                "\"metrics\": {\"nvlink_tx_kib_s\": 1000}",
+                "\"events\": [{\"at_s\": 5, \"type\": \"nvlink_down\", \"gpu\": 0, \"link\": 1}, "
+                "{\"at_s\": 8, \"type\": \"nvlink_up\", \"gpu\": 0, \"link\": 1}]",
+                NULL);
+    use_time_file(6);
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    d = dev(0);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkState(d, 1, &st), NVML_SUCCESS);
+    assert_int_equal(st, NVML_FEATURE_DISABLED);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkState(d, 0, &st), NVML_SUCCESS);
+    assert_int_equal(st, NVML_FEATURE_ENABLED);
+    set_time(10);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkState(d, 1, &st), NVML_SUCCESS);
+    assert_int_equal(st, NVML_FEATURE_ENABLED);
+    memset(fv, 0, sizeof fv);
+    fv[0].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+    fv[0].scopeId = 1; /* active 0..5 and 8..10 */
+    fv[1].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+    fv[1].scopeId = GS_NVML_SCOPE_ALL_LINKS;
+    assert_int_equal(nv.nvmlDeviceGetFieldValues(d, 2, fv), NVML_SUCCESS);
+    assert_true(fv[0].value.ullVal == 7000);
+    assert_true(fv[1].value.ullVal == 17000);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+    unsetenv("NVML_SIM_TIME");
+    use_one_gpu(NULL, "\"events\": [{\"at_s\": 5, \"type\": \"nvlink_down\", \"gpu\": 0, "
+                      "\"link\": 0}]", "10");
+    assert_int_not_equal(nv.nvmlInit_v2(), NVML_SUCCESS); /* no links to take down */
+
+    use_one_gpu(NULL, NULL, "10"); /* a PCIe card */
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkState(dev(0), 0, &st), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceGetNvLinkRemotePciInfo_v2(dev(0), 0, &pci),
+                     NVML_ERROR_NOT_SUPPORTED);
+    memset(fv, 0, sizeof fv);
+    fv[0].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+    fv[0].scopeId = GS_NVML_SCOPE_ALL_LINKS;
+    fv[1].fieldId = NVML_FI_DEV_NVLINK_LINK_COUNT;
+    assert_int_equal(nv.nvmlDeviceGetFieldValues(dev(0), 2, fv), NVML_SUCCESS);
+    assert_int_equal(fv[0].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(fv[1].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+}
+
 static void margin_temperature(void **state)
 {
     nvmlMarginTemperature_t m;
@@ -1537,6 +1667,7 @@ int main(void)
         cmocka_unit_test_teardown(board_modes, test_teardown),
         cmocka_unit_test_teardown(pci_info_ext, test_teardown),
         cmocka_unit_test_teardown(margin_temperature, test_teardown),
+        cmocka_unit_test_teardown(nvlink_links_and_fields, test_teardown),
         cmocka_unit_test_teardown(calls_from_several_threads, test_teardown),
         cmocka_unit_test_teardown(minimal_library_exports_only_the_old_core, test_teardown),
     };

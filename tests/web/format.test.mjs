@@ -399,3 +399,21 @@ test('two reports compared as gpuscope compare does', () => {
   assert.deepEqual(compareReports({train_runtime: 5}, {}).fields[0],
     ['train_runtime', '5.00 s', NA, '', '', '']);
 });
+
+test('NVLink card row: links up, throughput, errors; nothing for a PCIe card', async () => {
+  const {nvlinkText} = await import('../../web/format.js');
+  assert.equal(nvlinkText({nvlink_links: null}), null);
+  assert.equal(nvlinkText({}), null);
+  const h = nvlinkText({nvlink_links: 18, nvlink_links_active: 18, nvlink_tx: 11811160064,
+    nvlink_rx: 1073741824, nvlink_link_speed: 26562000000, nvlink_replay_errors: 0,
+    nvlink_crc_flit_errors: 0});
+  assert.equal(h.text, '18/18 · 12.0 GiB/s');
+  assert.equal(h.title, 'NVLink: 18 of 18 links active, 24.7 GiB/s each way per link; ' +
+    'tx 11.0 GiB/s, rx 1.0 GiB/s; errors: replay 0, CRC flit 0');
+  assert.equal(h.down, false);
+  const d = nvlinkText({nvlink_links: 18, nvlink_links_active: 17, nvlink_replay_errors: 41,
+    nvlink_recovery_errors: 1, nvlink_crc_flit_errors: 118, nvlink_crc_data_errors: 3});
+  assert.equal(d.text, '17/18 · 163 err');
+  assert.equal(d.down, true);
+  assert.equal(d.errors, 163);
+});

@@ -91,6 +91,7 @@ typedef nvmlReturn_t (*fn_gpm_alloc)(nvmlGpmSample_t *);
 typedef nvmlReturn_t (*fn_gpm_free)(nvmlGpmSample_t);
 typedef nvmlReturn_t (*fn_gpm_get)(nvmlDevice_t, nvmlGpmSample_t);
 typedef nvmlReturn_t (*fn_gpm_metrics)(nvmlGpmMetricsGet_t *);
+typedef nvmlReturn_t (*fn_gpm_mig_get)(nvmlDevice_t, unsigned int, nvmlGpmSample_t);
 typedef nvmlReturn_t (*fn_d_samples)(nvmlDevice_t, nvmlSamplingType_t, unsigned long long,
                                      nvmlValueType_t *, unsigned int *, nvmlSample_t *);
 typedef void (*fn_any)(void); /* looked up only to learn whether the library exports it */
@@ -183,6 +184,7 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(gpm_free, fn_gpm_free, "nvmlGpmSampleFree")                                                  \
     X(gpm_get, fn_gpm_get, "nvmlGpmSampleGet")                                                     \
     X(gpm_metrics, fn_gpm_metrics, "nvmlGpmMetricsGet")                                           \
+    X(gpm_mig_get, fn_gpm_mig_get, "nvmlGpmMigSampleGet")                                        \
     X(encoder_stats, fn_d_u3, "nvmlDeviceGetEncoderStats")                                         \
     X(jpg_util, fn_d_u2, "nvmlDeviceGetJpgUtilization")                                            \
     X(ofa_util, fn_d_u2, "nvmlDeviceGetOfaUtilization")                                            \
@@ -227,6 +229,14 @@ struct util_rec {
     unsigned sm, mem, enc, dec;
 };
 
+/* The GPM sample pair of one GPU instance, used in turn as the GPU's own pair is. */
+struct mig_gpm {
+    unsigned gi;
+    nvmlGpmSample_t s[2];
+    int prev, have, seen;
+    int64_t t_ns;
+};
+
 struct nvml_dev {
     nvmlDevice_t h; /* NULL until nvmlDeviceGetHandleByIndex succeeds */
     nvmlReturn_t h_rc;
@@ -245,6 +255,9 @@ struct nvml_dev {
     unsigned long long putil_ts; /* largest sample timestamp seen, passed back to NVML */
     struct util_rec *urec;
     unsigned n_urec, cap_urec;
+    /* GPM per GPU instance (nvmlGpmMigSampleGet): a pair of samples per instance id */
+    struct mig_gpm mgpm[GS_MIG_MAX];
+    unsigned n_mgpm;
 };
 
 struct gs_backend {
@@ -1220,6 +1233,133 @@ static void read_gpm(struct rd *c)
     }
 }
 
+/* ---- GPM per MIG GPU instance ------------------------------------------------------------ */
+
+static void mig_gpm_drop(struct gs_backend *b, struct mig_gpm *p)
+{
+    for (int k = 0; k < 2; k++)
+        if (p->s[k])
+            b->fn.gpm_free(p->s[k]);
+    memset(p, 0, sizeof *p);
+}
+
+/* The sample pair of instance gi, made on first sight; NULL when no room or no memory. */
+static struct mig_gpm *mig_gpm_slot(struct gs_backend *b, struct nvml_dev *d, unsigned gi)
+{
+    struct mig_gpm *p;
+
+    for (unsigned i = 0; i < d->n_mgpm; i++)
+        if (d->mgpm[i].gi == gi)
+            return &d->mgpm[i];
+    if (d->n_mgpm >= GS_MIG_MAX)
+        return NULL;
+    p = &d->mgpm[d->n_mgpm];
+    memset(p, 0, sizeof *p);
+    p->gi = gi;
+    if (b->fn.gpm_alloc(&p->s[0]) != NVML_SUCCESS || b->fn.gpm_alloc(&p->s[1]) != NVML_SUCCESS) {
+        if (p->s[0])
+            b->fn.gpm_free(p->s[0]);
+        memset(p, 0, sizeof *p);
+        return NULL;
+    }
+    d->n_mgpm++;
+    return p;
+}
+
+/* One instance's GPM figures into m (absent on the first sample of a pair). */
+static void mig_gpm_read(struct rd *c, struct mig_gpm *p, struct gs_mig *m)
+{
+    static const unsigned ids[GS_MIG_GPM__COUNT] = {
+        [GS_MIG_GPM_SM_ACTIVE] = NVML_GPM_METRIC_SM_UTIL,
+        [GS_MIG_GPM_SM_OCCUPANCY] = NVML_GPM_METRIC_SM_OCCUPANCY,
+        [GS_MIG_GPM_TENSOR_ACTIVE] = NVML_GPM_METRIC_ANY_TENSOR_UTIL,
+        [GS_MIG_GPM_DRAM_ACTIVE] = NVML_GPM_METRIC_DRAM_BW_UTIL,
+        [GS_MIG_GPM_GR_ACTIVE] = NVML_GPM_METRIC_GRAPHICS_UTIL,
+    };
+    struct gs_backend *b = c->b;
+    nvmlGpmMetricsGet_t *q = b->gpm_req;
+    nvmlGpmSample_t cur;
+    int64_t now = mono_ns();
+    nvmlReturn_t r;
+
+    if (!p->have) {
+        if (ok(c, NULL, b->fn.gpm_mig_get(c->h, p->gi, p->s[0]))) {
+            p->prev = 0;
+            p->have = 1;
+            p->t_ns = now;
+        }
+        return;
+    }
+    if (now - p->t_ns < NVML_GPM_MIN_NS)
+        return;
+    cur = p->s[p->prev ^ 1];
+    r = b->fn.gpm_mig_get(c->h, p->gi, cur);
+    if (!ok(c, &m->gpm_st[0], r)) {
+        for (int k = 1; k < GS_MIG_GPM__COUNT; k++)
+            m->gpm_st[k] = m->gpm_st[0];
+        return;
+    }
+    memset(q, 0, offsetof(nvmlGpmMetricsGet_t, metrics) + COUNT_OF(ids) * sizeof q->metrics[0]);
+    q->version = NVML_GPM_METRICS_GET_VERSION;
+    q->numMetrics = COUNT_OF(ids);
+    q->sample1 = p->s[p->prev];
+    q->sample2 = cur;
+    for (size_t k = 0; k < COUNT_OF(ids); k++)
+        q->metrics[k].metricId = ids[k];
+    r = b->fn.gpm_metrics(q);
+    p->prev ^= 1;
+    p->t_ns = now;
+    for (size_t k = 0; k < COUNT_OF(ids); k++) {
+        nvmlReturn_t mr = r == NVML_SUCCESS ? q->metrics[k].nvmlReturn : r;
+        if (mr == NVML_SUCCESS) {
+            m->gpm_st[k] = GS_ST_OK;
+            m->gpm[k] = q->metrics[k].value / 100.0;
+        } else {
+            m->gpm_st[k] = gs_nvml_status(mr);
+        }
+    }
+}
+
+/* GPM of every GPU instance of a GPU in MIG mode (GS_WANT_GPM with GS_WANT_MIG): the
+ * parent's handle and the instance id; compute instances of one GPU instance share it. */
+static void read_mig_gpm(struct rd *c)
+{
+    struct gs_backend *b = c->b;
+    struct nvml_dev *d = c->d;
+    struct gs_gpu *g = c->g;
+
+    if (c->lost || !b->fn.gpm_mig_get || !gs_gpu_mig_on(g) || g->n_mig == 0 ||
+        !gpm_ready(b, d, &c->lost))
+        return;
+    for (unsigned i = 0; i < d->n_mgpm; i++)
+        d->mgpm[i].seen = 0;
+    for (unsigned i = 0; i < g->n_mig && !c->lost; i++) {
+        struct gs_mig *m = &g->mig[i];
+        struct mig_gpm *p;
+        unsigned j;
+
+        for (j = 0; j < i && g->mig[j].gi_id != m->gi_id; j++)
+            ;
+        if (j < i) { /* a second compute instance of a GPU instance read already */
+            memcpy(m->gpm_st, g->mig[j].gpm_st, sizeof m->gpm_st);
+            memcpy(m->gpm, g->mig[j].gpm, sizeof m->gpm);
+            continue;
+        }
+        if (m->gi_id == NVML_MIG_ID_NONE || !(p = mig_gpm_slot(b, d, m->gi_id)))
+            continue;
+        p->seen = 1;
+        mig_gpm_read(c, p, m);
+    }
+    for (unsigned i = 0; i < d->n_mgpm;) /* instances gone (MIG reconfigured): free them */
+        if (!d->mgpm[i].seen) {
+            mig_gpm_drop(b, &d->mgpm[i]);
+            d->mgpm[i] = d->mgpm[--d->n_mgpm];
+            memset(&d->mgpm[d->n_mgpm], 0, sizeof d->mgpm[0]);
+        } else {
+            i++;
+        }
+}
+
 /* ---- events ----------------------------------------------------------------------------- */
 
 static void events_register(struct gs_backend *b)
@@ -1285,6 +1425,8 @@ static void nvml_close(struct gs_backend *b)
         for (int k = 0; k < 2; k++)
             if (d->gpm_s[k] && b->fn.gpm_free)
                 b->fn.gpm_free(d->gpm_s[k]);
+        for (unsigned k = 0; k < d->n_mgpm; k++)
+            mig_gpm_drop(b, &d->mgpm[k]);
         free(d->urec);
     }
     if (b->ev_state > 0)
@@ -1571,6 +1713,8 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
         read_mig(&c);
     if (want & GS_WANT_GPM)
         read_gpm(&c);
+    if ((want & GS_WANT_GPM) && (want & GS_WANT_MIG))
+        read_mig_gpm(&c);
     if (c.lost) {
         mark_lost(g);
         /* the Xid event the GPU fell off with (79) was drained in begin: keep it */

@@ -841,6 +841,42 @@ static void mig_devices(void **state)
     f->b = NULL;
 }
 
+/* GPM per GPU instance (nvmlGpmMigSampleGet on the parent): absent on the first sample of a
+ * pair, then each instance's own figures (the 3g.40gb's graphics activity is ~99 %, the
+ * whole GPU's ~64 %). */
+static void mig_gpm(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu *g;
+    struct gs_err e;
+    const unsigned want = GS_WANT_MIG | GS_WANT_GPM;
+
+    NEED_SIM();
+    assert_int_equal(sim_open(&f->b, sim_lib(), "h100-mig.json", "60", &e), GS_OK);
+    assert_int_equal(gs_snapshot_new(&f->snap, 1, 1, NULL), GS_OK);
+    g = &f->snap->gpus[0];
+    sample_ok(f->b, 0, g, want);
+    assert_int_equal(g->n_mig, 4);
+    assert_int_equal(g->mig[0].gpm_st[GS_MIG_GPM_GR_ACTIVE], GS_ST_NA);
+    usleep(120000);
+    sample_ok(f->b, 0, g, want);
+    assert_int_equal(g->mig[0].gpm_st[GS_MIG_GPM_GR_ACTIVE], GS_ST_OK);
+    assert_true(g->mig[0].gpm[GS_MIG_GPM_GR_ACTIVE] > 0.96 &&
+                g->mig[0].gpm[GS_MIG_GPM_GR_ACTIVE] <= 1.0);
+    assert_true(g->mig[0].gpm[GS_MIG_GPM_SM_ACTIVE] > 0.9);
+    assert_int_equal(g->mig[2].gpm_st[GS_MIG_GPM_TENSOR_ACTIVE], GS_ST_OK);
+    assert_true(gs_gpu_has(g, GS_M_GPM_GR_ACTIVE));
+    assert_true(g->v[GS_M_GPM_GR_ACTIVE] > 0.55 && g->v[GS_M_GPM_GR_ACTIVE] < 0.7);
+    /* GPM without MIG asked: no instance figures */
+    usleep(120000);
+    sample_ok(f->b, 0, g, GS_WANT_GPM);
+    assert_int_equal(g->n_mig, 0);
+    gs_snapshot_free(f->snap);
+    f->snap = NULL;
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
 static void gpm_two_samples(void **state)
 {
     struct fx *f = *state;
@@ -1070,6 +1106,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(xid_events, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(process_utilization_kept, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(utilization_samples, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(mig_gpm, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

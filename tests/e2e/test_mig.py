@@ -6,7 +6,8 @@ total under the GPU's memory column, the instance's processes), the GPU's utiliz
 and the --json document's mig_devices (profile, pids by gi_id/ci_id, utilization absent for
 "mig_mode"). The agent: /api/v1/snapshot carries the same; /metrics has the native
 gpuscope_mig_* series equal to the snapshot, per-instance GPM once two MIG cycles passed, and
-`promtool check metrics` is clean; with --metrics-compat=dcgm (and dcgm3) the GPU is rendered
+`promtool check metrics` is clean; MIG devices are read every cycle (a ramping instance's
+memory moves between scrapes 0.6 s apart); with --metrics-compat=dcgm (and dcgm3) the GPU is rendered
 per GPU instance with dcgm-exporter's GPU_I_PROFILE / GPU_I_ID labels (hostname or Hostname),
 DCGM_FI_DEV_FB_USED in whole MiB of the instance, DCGM_FI_PROF_GR_ENGINE_ACTIVE of the
 instance, and no whole-GPU series or GPU_UTIL.
@@ -159,6 +160,26 @@ def agent(quick_doc):
              detail=out)
     else:
         t.skip("promtool check metrics (native, MIG)", "promtool not installed")
+    clean_up([p], [], stop=stop_proc)
+
+    # the clock running: the 2g.20gb's process ramps its memory over 20 s; MIG devices are read
+    # every cycle on a GPU in MIG mode (not every 10th), so 0.6 s apart (3 cycles) they differ
+    p, base, up = start_agent(["--data-dir", os.path.join(tmp, "live"), "--history", "off",
+                               "--socket", "off", "--interval", "0.2"],
+                              sim_env("h100-mig.json", GPUSCOPE_HTTP_SOCKET="off"), procs)
+
+    def gi3():
+        return [v for n, l, v in samples(metrics(base))
+                if n == "gpuscope_mig_memory_used_bytes" and l["gpu_instance"] == "3"]
+    if up:
+        a = gi3()
+        time.sleep(0.6)
+        b = gi3()
+        t.ok(len(a) == 1 and len(b) == 1 and b[0] > a[0],
+             "MIG device memory follows every cycle (the 2g.20gb's ramp, 0.6 s apart)",
+             detail=(a, b))
+    else:
+        t.ok(False, "agent on h100-mig, clock running, serves")
     clean_up([p], [], stop=stop_proc)
 
     for mode, host in (("dcgm", "hostname"), ("dcgm3", "Hostname")):

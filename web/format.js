@@ -428,6 +428,13 @@ function migProfile(m) {
   return n >= 0 ? m.name.slice(n + 4) : null;
 }
 
+// " · slices 4–7" (" · slice 0") of a GPU instance's placement in the GPU's memory slices; ''
+// when it was not read (NVML answers it to root only).
+function migSlices(p) {
+  if (!p || !isNum(p.start) || !isNum(p.size) || p.size < 1) return '';
+  return p.size === 1 ? ` · slice ${p.start}` : ` · slices ${p.start}–${p.start + p.size - 1}`;
+}
+
 // A GPU's MIG devices (snapshot document: mig_devices, processes) as the cards under its
 // card: title "MIG 3g.40gb", the instance ids, memory used / total and the fraction for the
 // bar, graphics activity (GPM) when the agent read it, and the instance's processes (matched
@@ -448,7 +455,8 @@ export function migCards(g) {
       key: `${m.gi_id}/${m.ci_id}`,
       title: `MIG ${profile ?? NA}`,
       profile,
-      ids: `GI ${m.gi_id ?? NA} · CI ${m.ci_id ?? NA}${isNum(m.sm_count) ? ` · ${m.sm_count} SMs` : ''}`,
+      ids: `GI ${m.gi_id ?? NA} · CI ${m.ci_id ?? NA}${isNum(m.sm_count) ? ` · ${m.sm_count} SMs` : ''}` +
+        migSlices(m.placement),
       uuid: m.uuid ?? null,
       mem: fmtBytesPair(used, total),
       ratio: used != null && total != null && total > 0 ? Math.min(1, used / total) : null,

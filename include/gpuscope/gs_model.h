@@ -218,6 +218,10 @@ struct gs_mig {
      * per enum gs_mig_gpm. Compute instances of one GPU instance share its figures. */
     uint8_t gpm_st[GS_MIG_GPM__COUNT];
     double gpm[GS_MIG_GPM__COUNT];
+    /* The GPU instance's memory-slice placement (first slice, slices) and NVML profile id
+     * (nvmlDeviceGetGpuInstanceById + nvmlGpuInstanceGetInfo: root only, GS_ST_NOPERM else). */
+    uint8_t place_st;
+    unsigned place_start, place_size, profile_id;
 };
 
 /* One GPU-utilization sample from the driver's own ring: the mean utilization over the

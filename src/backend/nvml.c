@@ -92,6 +92,8 @@ typedef nvmlReturn_t (*fn_gpm_free)(nvmlGpmSample_t);
 typedef nvmlReturn_t (*fn_gpm_get)(nvmlDevice_t, nvmlGpmSample_t);
 typedef nvmlReturn_t (*fn_gpm_metrics)(nvmlGpmMetricsGet_t *);
 typedef nvmlReturn_t (*fn_gpm_mig_get)(nvmlDevice_t, unsigned int, nvmlGpmSample_t);
+typedef nvmlReturn_t (*fn_gi_by_id)(nvmlDevice_t, unsigned int, nvmlGpuInstance_t *);
+typedef nvmlReturn_t (*fn_gi_info)(nvmlGpuInstance_t, nvmlGpuInstanceInfo_t *);
 typedef nvmlReturn_t (*fn_d_samples)(nvmlDevice_t, nvmlSamplingType_t, unsigned long long,
                                      nvmlValueType_t *, unsigned int *, nvmlSample_t *);
 typedef void (*fn_any)(void); /* looked up only to learn whether the library exports it */
@@ -185,6 +187,8 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(gpm_get, fn_gpm_get, "nvmlGpmSampleGet")                                                     \
     X(gpm_metrics, fn_gpm_metrics, "nvmlGpmMetricsGet")                                           \
     X(gpm_mig_get, fn_gpm_mig_get, "nvmlGpmMigSampleGet")                                        \
+    X(gi_by_id, fn_gi_by_id, "nvmlDeviceGetGpuInstanceById")                                       \
+    X(gi_info, fn_gi_info, "nvmlGpuInstanceGetInfo")                                               \
     X(encoder_stats, fn_d_u3, "nvmlDeviceGetEncoderStats")                                         \
     X(jpg_util, fn_d_u2, "nvmlDeviceGetJpgUtilization")                                            \
     X(ofa_util, fn_d_u2, "nvmlDeviceGetOfaUtilization")                                            \
@@ -229,6 +233,13 @@ struct util_rec {
     unsigned sm, mem, enc, dec;
 };
 
+/* A GPU instance's placement as read once: st (enum gs_status) and the figures. */
+struct mig_place {
+    char uuid[GS_STR_LEN];
+    uint8_t st;
+    unsigned start, size, profile_id;
+};
+
 /* The GPM sample pair of one GPU instance, used in turn as the GPU's own pair is. */
 struct mig_gpm {
     unsigned gi;
@@ -258,6 +269,9 @@ struct nvml_dev {
     /* GPM per GPU instance (nvmlGpmMigSampleGet): a pair of samples per instance id */
     struct mig_gpm mgpm[GS_MIG_MAX];
     unsigned n_mgpm;
+    /* placements read (immutable while the instance lives: keyed by its MIG device UUID) */
+    struct mig_place place[GS_MIG_MAX];
+    unsigned n_place;
 };
 
 struct gs_backend {
@@ -1035,6 +1049,48 @@ static void read_health(struct rd *c)
         gs_gpu_set(c->g, GS_M_XID_LAST, (double)c->d->xid_last);
 }
 
+/* The placement of m's GPU instance: from the cache when its MIG device was seen before, else
+ * read through the parent's handle (a privileged call) and kept unless it failed oddly. */
+static void read_mig_place(struct rd *c, struct gs_mig *m)
+{
+    const struct nvml_fns *f = &c->b->fn;
+    struct nvml_dev *d = c->d;
+    nvmlGpuInstance_t gi = NULL;
+    nvmlGpuInstanceInfo_t info;
+    struct mig_place *p;
+    nvmlReturn_t r;
+
+    for (unsigned i = 0; i < d->n_place; i++)
+        if (strcmp(d->place[i].uuid, m->uuid) == 0) {
+            p = &d->place[i];
+            goto done;
+        }
+    memset(&info, 0, sizeof info);
+    r = f->gi_by_id(c->h, m->gi_id, &gi);
+    if (r == NVML_SUCCESS)
+        r = f->gi_info(gi, &info);
+    if (!ok(c, &m->place_st, r)) {
+        if (m->place_st == GS_ST_ERROR || !m->uuid[0]) /* try again next time */
+            return;
+    } else {
+        m->place_st = GS_ST_OK;
+    }
+    if (d->n_place == GS_MIG_MAX) /* instances reconfigured: start the cache over */
+        d->n_place = 0;
+    p = &d->place[d->n_place++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->uuid, sizeof p->uuid, "%s", m->uuid);
+    p->st = m->place_st;
+    p->start = info.placement.start;
+    p->size = info.placement.size;
+    p->profile_id = info.profileId;
+done:
+    m->place_st = p->st;
+    m->place_start = p->start;
+    m->place_size = p->size;
+    m->profile_id = p->profile_id;
+}
+
 static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct gs_mig *m)
 {
     const struct nvml_fns *f = &c->b->fn;
@@ -1090,6 +1146,8 @@ static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct
             m->jpg_count = a.sharedJpegCount;
         }
     }
+    if (!c->lost && f->gi_by_id && f->gi_info && m->gi_id != NVML_MIG_ID_NONE)
+        read_mig_place(c, m);
 }
 
 static void read_mig(struct rd *c)

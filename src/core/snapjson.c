@@ -218,8 +218,16 @@ static void mig_more_json(struct jb *jb, json_t *o, const struct gs_mig *m)
         put(jb, o, gs_metric_name(gs_mig_gpm_metric((enum gs_mig_gpm)k)),
             m->gpm_st[k] == GS_ST_OK && isfinite(m->gpm[k]) ? json_real(m->gpm[k])
                                                            : json_null());
+    put(jb, o, "placement",
+        m->place_st == GS_ST_OK
+            ? json_pack("{s:I, s:I}", "start", (json_int_t)m->place_start, "size",
+                        (json_int_t)m->place_size)
+            : json_null());
+    put(jb, o, "profile_id", m->place_st == GS_ST_OK ? json_integer(m->profile_id) : json_null());
     if (unavail)
         put(jb, unavail, "utilization_gpu", json_string("mig_mode"));
+    if (unavail && status_name(m->place_st))
+        put(jb, unavail, "placement", json_string(status_name(m->place_st)));
     put(jb, o, "unavailable", unavail);
 }
 
@@ -517,6 +525,14 @@ static void mig_more_from_json(struct gs_mig *d, const json_t *m)
         d->dec_count = (unsigned)json_integer_value(json_object_get(m, "decoder_count"));
         d->jpg_count = (unsigned)json_integer_value(json_object_get(m, "jpeg_count"));
         d->ofa_count = (unsigned)json_integer_value(json_object_get(m, "ofa_count"));
+    }
+    if (json_is_object(v = json_object_get(m, "placement"))) {
+        d->place_st = GS_ST_OK;
+        d->place_start = (unsigned)json_integer_value(json_object_get(v, "start"));
+        d->place_size = (unsigned)json_integer_value(json_object_get(v, "size"));
+        d->profile_id = (unsigned)json_integer_value(json_object_get(m, "profile_id"));
+    } else {
+        d->place_st = status_of(json_object_get(m, "unavailable"), "placement");
     }
     for (int k = 0; k < GS_MIG_GPM__COUNT; k++) {
         v = json_object_get(m, gs_metric_name(gs_mig_gpm_metric((enum gs_mig_gpm)k)));

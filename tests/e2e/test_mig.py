@@ -3,8 +3,8 @@ and two 1g.10gb instances, five processes; NVML_SIM_TIME frozen at 30 s).
 
 The quick check: one line per MIG device under its GPU (profile, instance ids, memory used /
 total under the GPU's memory column, the instance's processes), the GPU's utilization "MIG",
-and the --json document's mig_devices (profile, pids by gi_id/ci_id, utilization absent for
-"mig_mode"). The agent: /api/v1/snapshot carries the same; /metrics has the native
+and the --json document's mig_devices (profile, pids by gi_id/ci_id, placement and profile id,
+utilization absent for "mig_mode"; unprivileged: placement absent for "no_permission"). The agent: /api/v1/snapshot carries the same; /metrics has the native
 gpuscope_mig_* series equal to the snapshot, per-instance GPM once two MIG cycles passed, and
 `promtool check metrics` is clean; MIG devices are read every cycle (a ramping instance's
 memory moves between scrapes 0.6 s apart); with --metrics-compat=dcgm (and dcgm3) the GPU is rendered
@@ -24,7 +24,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import BIN, clean_up, http_get, sim_env, start_agent, stop_proc  # noqa: E402
+from gsenv import BIN, SCENARIOS, clean_up, http_get, sim_env, start_agent, stop_proc  # noqa: E402
 
 MIB = 1048576
 t = Tap()
@@ -74,6 +74,10 @@ def check_doc(doc, where):
          and all(m["utilization_gpu"] is None and
                  m["unavailable"].get("utilization_gpu") == "mig_mode" for m in migs),
          "%s: utilization null with the reason mig_mode, GPU and instances" % where)
+    t.eq([(m["placement"], m["profile_id"]) for m in migs],
+         [({"start": 4, "size": 4}, 9), ({"start": 2, "size": 2}, 14),
+          ({"start": 0, "size": 1}, 19), ({"start": 1, "size": 1}, 19)],
+         "%s: each GPU instance's placement (memory slices) and profile id" % where)
     t.ok(migs[0]["memory_total"] == 40448 * MIB and migs[0]["memory_used"] == 11091 * MIB and
          migs[0]["sm_count"] == 60 and migs[0]["uuid"].startswith("MIG-4d1f7a2c"),
          "%s: the 3g.40gb's memory, SMs and UUID as the scenario gives them" % where,
@@ -109,6 +113,20 @@ def quick():
                    r.stdout) is not None,
          "quick check -a: SM count, graphics activity N/A without GPM (one shot)",
          detail=r.stdout)
+    # nvmlDeviceGetGpuInstanceById is root only: an unprivileged caller gets no placement, and
+    # the document says why
+    sc = json.load(open(os.path.join(SCENARIOS, "h100-mig.json")))
+    sc["privileged"] = False
+    path = os.path.join(tmp, "h100-mig-user.json")
+    with open(path, "w") as f:
+        json.dump(sc, f)
+    r = subprocess.run([BIN, "--json"], env=sim_env(path, "30", GPUSCOPE_HTTP_SOCKET="off"),
+                       capture_output=True, text=True, timeout=20)
+    um = json.loads(r.stdout)["gpus"][0]["mig_devices"] if r.returncode == 0 else []
+    t.ok(len(um) == 4 and all(m["placement"] is None and m["profile_id"] is None and
+                              m["unavailable"].get("placement") == "no_permission" for m in um),
+         "unprivileged: placement null, unavailable placement no_permission",
+         detail=r.stdout[-2000:])
     return doc
 
 

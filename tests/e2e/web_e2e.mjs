@@ -556,8 +556,9 @@ async function mig(ctx) {
   ok(shown && cards.map((c) => c.key).join() === want.join(),
     'MIG: one card per MIG device under GPU 0\'s card, in the snapshot\'s order',
     {keys: cards.map((c) => c.key), want});
-  ok(/^MIG 3g\.40gb/.test(cards[0]?.head ?? '') && /GI 2 · CI 0 · 60 SMs/.test(cards[0]?.head),
-    'MIG: a card names its profile, instance ids and SM count', cards[0]?.head);
+  ok(/^MIG 3g\.40gb/.test(cards[0]?.head ?? '') &&
+    /GI 2 · CI 0 · 60 SMs · slices 4–7/.test(cards[0]?.head),
+  'MIG: a card names its profile, instance ids, SM count and memory slices', cards[0]?.head);
   const m0 = devs[0] ?? {};
   const gib = (b) => (b / 1024 ** 3).toFixed(1);
   ok(cards[0]?.mem === `Memory ${gib(m0.memory_used)} / ${gib(m0.memory_total)} GiB` &&

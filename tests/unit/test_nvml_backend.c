@@ -824,6 +824,18 @@ static void mig_devices(void **state)
     assert_true(g->mig[0].mem_used_bytes == 11091ULL * 1048576);
     assert_int_equal(g->mig[3].gi_id, 10);
     assert_non_null(strstr(g->mig[3].name, "1g.10gb"));
+    /* the GPU instance's placement (a privileged caller, as the scenario's default) */
+    assert_int_equal(g->mig[0].place_st, GS_ST_OK);
+    assert_int_equal(g->mig[0].place_start, 4);
+    assert_int_equal(g->mig[0].place_size, 4);
+    assert_int_equal(g->mig[0].profile_id, 9);
+    assert_int_equal(g->mig[3].place_start, 1);
+    assert_int_equal(g->mig[3].place_size, 1);
+    /* read once per MIG device: the second cycle answers from the cache, the same */
+    sample_ok(f->b, 0, g, GS_WANT_MIG);
+    assert_int_equal(g->mig[1].place_st, GS_ST_OK);
+    assert_int_equal(g->mig[1].place_start, 2);
+    assert_int_equal(g->mig[1].profile_id, 14);
     /* without GS_WANT_MIG no devices are listed */
     sample_ok(f->b, 0, g, 0);
     assert_int_equal(g->n_mig, 0);

@@ -488,6 +488,11 @@ static void test_snapshot_json_mig(void **state)
     g->mig[0].gpm_st[GS_MIG_GPM_GR_ACTIVE] = GS_ST_OK;
     g->mig[0].gpm[GS_MIG_GPM_GR_ACTIVE] = 0.99;
     g->mig[0].gpm_st[GS_MIG_GPM_SM_ACTIVE] = GS_ST_NOPERM; /* absent: null, not 0 */
+    g->mig[0].place_st = GS_ST_OK;
+    g->mig[0].place_start = 4;
+    g->mig[0].place_size = 4;
+    g->mig[0].profile_id = 9;
+    g->mig[1].place_st = GS_ST_NOPERM; /* nvmlDeviceGetGpuInstanceById is root only */
     s->procs[0].gi_id = 2; /* alice's on 3g.40gb, bob's on 1g.10gb */
     s->procs[0].ci_id = 0;
     s->procs[1].gi_id = 9;
@@ -515,6 +520,15 @@ static void test_snapshot_json_mig(void **state)
     assert_string_equal(json_string_value(json_object_get(json_object_get(m0, "unavailable"),
                                                           "utilization_gpu")),
                         "mig_mode");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(m0, "placement"), "start")),
+                     4);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(m0, "placement"), "size")),
+                     4);
+    assert_int_equal(json_integer_value(json_object_get(m0, "profile_id")), 9);
+    assert_true(json_is_null(json_object_get(m1, "placement")));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(m1, "unavailable"),
+                                                          "placement")),
+                        "no_permission");
     assert_int_equal(json_array_size(json_object_get(m0, "processes")), 1);
     assert_int_equal(json_integer_value(json_array_get(json_object_get(m0, "processes"), 0)), 100);
     assert_int_equal(json_integer_value(json_array_get(json_object_get(m1, "processes"), 0)), 200);
@@ -525,6 +539,9 @@ static void test_snapshot_json_mig(void **state)
     assert_int_equal(back->gpus[0].mig[0].gpm_st[GS_MIG_GPM_GR_ACTIVE], GS_ST_OK);
     assert_int_equal(back->gpus[0].mig[0].sm_count, 60);
     assert_int_equal(back->gpus[0].mig[0].ce_count, 3);
+    assert_int_equal(back->gpus[0].mig[0].place_st, GS_ST_OK);
+    assert_int_equal(back->gpus[0].mig[0].place_start, 4);
+    assert_int_equal(back->gpus[0].mig[1].place_st, GS_ST_NOPERM);
     assert_string_equal(gs_mig_profile(&back->gpus[0].mig[1]), "1g.10gb");
     assert_int_equal(back->procs[1].gi_id, 9);
     doc2 = snap_doc(back);

@@ -346,7 +346,7 @@ test('MIG devices become cards with their processes; the chart note names MIG GP
     mig_devices: [
       {gi_id: 2, ci_id: 0, uuid: 'MIG-a', name: 'NVIDIA H100 80GB HBM3 MIG 3g.40gb',
         profile: '3g.40gb', memory_used: 11629756416, memory_total: 42412802048,
-        sm_count: 60, graphics_active: 0.99},
+        sm_count: 60, graphics_active: 0.99, placement: {start: 4, size: 4}},
       {gi_id: 10, ci_id: 0, name: 'NVIDIA H100 80GB HBM3 MIG 1g.10gb', memory_used: null,
         memory_total: 10468982784},
     ],
@@ -358,7 +358,9 @@ test('MIG devices become cards with their processes; the chart note names MIG GP
   const c = migCards(g);
   assert.equal(c.length, 2);
   assert.equal(c[0].title, 'MIG 3g.40gb');
-  assert.equal(c[0].ids, 'GI 2 · CI 0 · 60 SMs');
+  assert.equal(c[0].ids, 'GI 2 · CI 0 · 60 SMs · slices 4–7');
+  assert.equal(migCards({...g, mig_devices: [{...g.mig_devices[1], placement: {start: 1, size: 1}}]})[0]
+    .ids, 'GI 10 · CI 0 · slice 1');
   assert.equal(c[0].mem, '10.8 / 39.5 GiB');
   assert.ok(Math.abs(c[0].ratio - 11629756416 / 42412802048) < 1e-12);
   assert.equal(c[0].gr, 0.99);

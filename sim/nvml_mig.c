@@ -154,6 +154,72 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t devi
     return instance_id(GS_SIM_FN_nvmlDeviceGetComputeInstanceId, true, device, id);
 }
 
+/* GPU instance handles: one byte per (GPU, MIG slot), the address is the handle; nothing is
+ * read through it, so a handle the sim did not hand out resolves to nothing. */
+static unsigned char gi_handles[GS_SIM_MAX_GPUS][GS_SIM_MAX_MIG];
+
+static bool gi_resolve(nvmlGpuInstance_t h, unsigned *gpu, unsigned *slot)
+{
+    uintptr_t a = (uintptr_t)(void *)h, a0 = (uintptr_t)(void *)gi_handles;
+
+    if (a < a0 || a >= a0 + sizeof gi_handles)
+        return false;
+    *gpu = (unsigned)((a - a0) / GS_SIM_MAX_MIG);
+    *slot = (unsigned)((a - a0) % GS_SIM_MAX_MIG);
+    return true;
+}
+
+/* As NVML: MIG mode on, a privileged caller, the instance by its id. */
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
+                                                             nvmlGpuInstance_t *gpuInstance)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetGpuInstanceById, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!gpuInstance)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!c.g->mig_capable || !gs_sim_mig_on(c.sc, c.gpu, c.t))
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    if (!c.sc->privileged)
+        return gs_sim_leave(NVML_ERROR_NO_PERMISSION);
+    for (unsigned s = 0; s < GS_SIM_MAX_MIG; s++)
+        if (c.g->mig[s].present && c.g->mig[s].gi == id) {
+            *gpuInstance = (nvmlGpuInstance_t)(void *)&gi_handles[c.gpu][s];
+            return gs_sim_leave(NVML_SUCCESS);
+        }
+    return gs_sim_leave(NVML_ERROR_NOT_FOUND);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance,
+                                                       nvmlGpuInstanceInfo_t *info)
+{
+    struct gs_sim_call c;
+    const struct gs_sim_mig *m;
+    unsigned gpu, slot;
+    nvmlReturn_t rc = gs_sim_enter_system(GS_SIM_FN_nvmlGpuInstanceGetInfo, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!info || !gi_resolve(gpuInstance, &gpu, &slot) || gpu >= c.sc->n_gpus)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (gs_sim_lost(c.sc, gpu, c.t))
+        return gs_sim_leave(NVML_ERROR_GPU_IS_LOST);
+    m = &c.sc->gpus[gpu].mig[slot];
+    if (!m->present || !gs_sim_mig_on(c.sc, gpu, c.t)) /* the instance went with MIG mode */
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!m->has_placement)
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    memset(info, 0, sizeof *info);
+    info->device = gs_sim_gpu_handle(gpu);
+    info->id = m->gi;
+    info->profileId = m->profile_id;
+    info->placement.start = m->place_start;
+    info->placement.size = m->place_size;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
 /* ---- GPM ---------------------------------------------------------------------------------- */
 
 struct gpm_metric {

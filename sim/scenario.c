@@ -1480,8 +1480,11 @@ static int parse_mig_instance(struct parse *ps, const json_t *v, const json_t *w
                                        "ofa_count",
                                        "jpg_count",
                                        "metrics",
+                                       "placement",
+                                       "profile_id",
                                        NULL};
-    struct jobj ob, mob;
+    static const char *const place_keys[] = {"start", "size", NULL};
+    struct jobj ob, mob, pob;
     struct gs_sim_mig *m;
     unsigned slot = (unsigned)pos;
     bool present;
@@ -1532,6 +1535,21 @@ static int parse_mig_instance(struct parse *ps, const json_t *v, const json_t *w
         return -1;
     if (present && parse_metrics(ps, &mob, m->metric, m->metric_given) != 0)
         return -1;
+    if (get_child(ps, &ob, "placement", &pob, &m->has_placement) != 0 ||
+        get_u32(ps, &ob, "profile_id", 0, 1000, &m->profile_id) != 0)
+        return -1;
+    if (m->has_placement) {
+        m->place_size = 1;
+        if (check_keys(ps, &pob, place_keys) != 0 ||
+            get_u32(ps, &pob, "start", 0, 7, &m->place_start) != 0 ||
+            get_u32(ps, &pob, "size", 1, 8, &m->place_size) != 0)
+            return -1;
+        if (!jget(&pob, "start", NULL))
+            return perr(ps, v, where, path, "placement: missing \"start\" (memory slice)");
+        if (m->place_start + m->place_size > 8)
+            return perr(ps, v, where, path, "placement: slices %u..%u past the 8th",
+                        m->place_start, m->place_start + m->place_size - 1);
+    }
     for (unsigned m2 = 0; m2 < GS_SIM_M__COUNT; m2++)
         if (!m->metric_given[m2])
             m->metric[m2] = gs_sim_pattern_const(0);

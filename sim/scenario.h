@@ -188,6 +188,8 @@ const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m);
     X(nvmlDeviceIsMigDeviceHandle)                                                                 \
     X(nvmlDeviceGetGpuInstanceId)                                                                  \
     X(nvmlDeviceGetComputeInstanceId)                                                              \
+    X(nvmlDeviceGetGpuInstanceById)                                                                \
+    X(nvmlGpuInstanceGetInfo)                                                                      \
     X(nvmlGpmQueryDeviceSupport)                                                                   \
     X(nvmlGpmSampleAlloc)                                                                          \
     X(nvmlGpmSampleFree)                                                                           \
@@ -307,6 +309,10 @@ struct gs_sim_mig {
     unsigned ce_count, enc_count, dec_count, ofa_count, jpg_count; /* shared engines */
     struct gs_sim_pattern metric[GS_SIM_M__COUNT];
     bool metric_given[GS_SIM_M__COUNT];
+    /* the GPU instance's memory-slice placement and profile id (nvmlGpuInstanceGetInfo);
+     * without "placement" that call answers NOT_SUPPORTED */
+    bool has_placement;
+    unsigned place_start, place_size, profile_id;
 };
 
 struct gs_sim_gpu {

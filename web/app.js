@@ -12,6 +12,7 @@ import {
   visibilityNote, compareReports, grafanaJobUrl, runRanks,
 } from './format.js';
 import {nvlinkText} from './format.js';
+import {migCards, migUtilNote} from './format.js';
 
 const uPlot = globalThis.uPlot;
 const SPARK_N = 120;
@@ -733,6 +734,59 @@ function onSnapshot(doc) {
     }
   }
   for (const g of doc.gpus ?? []) updateCard(g);
+  for (const g of doc.gpus ?? []) updateMig(g);
+  updateMigNote(doc);
+}
+
+// ---- MIG devices: cards under their GPU's card, a note on the utilization chart ----
+
+function migCard(m) {
+  const fill = el('span');
+  fill.style.width = `${Math.round((m.ratio ?? 0) * 100)}%`;
+  const pct = String(Math.round((m.ratio ?? 0) * 100));
+  const bar = el('div', {class: 'meter', role: 'meter', 'aria-label': `${m.title} memory`,
+    'aria-valuemin': '0', 'aria-valuemax': '100', 'aria-valuenow': pct}, fill);
+  const procs = m.procs.length ? m.procs.map((p) => el('li', {text: p.text}))
+    : [el('li', {class: 'empty', text: 'no processes'})];
+  return el('div', {class: 'mig', role: 'listitem', 'data-mig': m.key, title: m.uuid ?? ''},
+    el('div', {class: 'mig-head'}, el('strong', {text: m.title}),
+      el('span', {class: 'mig-ids', text: m.ids})),
+    el('div', {class: 'mig-mem', text: `Memory ${m.mem}`}), bar,
+    m.gr != null ? el('div', {class: 'mig-gr', text: `Graphics active ${fmtPercent(m.gr)}`})
+      : null,
+    el('ul', {class: 'mig-procs'}, ...procs));
+}
+
+function updateMig(g) {
+  const r = state.cards.get(g.index);
+  if (!r) return;
+  const list = migCards(g);
+  if (!r.migs) {
+    r.migs = el('div', {class: 'migs', role: 'list', 'aria-label': `GPU ${g.index} MIG instances`});
+    r.card.append(r.migs);
+  }
+  r.migs.hidden = !list.length;
+  r.card.classList.toggle('has-mig', list.length > 0);
+  if (typeof g.utilization_gpu !== 'number' && g.unavailable?.utilization_gpu === 'mig_mode') {
+    r.util.textContent = 'N/A (MIG mode)';
+    r.util.title = 'NVML reports no utilization for a GPU in MIG mode';
+  } else {
+    r.util.title = '';
+  }
+  r.migs.replaceChildren(...list.map(migCard));
+}
+
+function updateMigNote(doc) {
+  const c = state.charts.get('utilization');
+  if (!c) return;
+  let note = c.el.querySelector('.chart-note');
+  const text = migUtilNote(doc);
+  if (!note) {
+    note = el('p', {class: 'chart-note', role: 'note'});
+    c.el.insertBefore(note, c.el.children[1] ?? null);
+  }
+  note.hidden = !text;
+  note.textContent = text;
 }
 
 async function pollOnce() {

@@ -533,3 +533,61 @@ export function nvlinkText(g) {
   return {text, title, down: isNum(g.nvlink_links_active) && g.nvlink_links_active < g.nvlink_links,
     errors: n};
 }
+
+// ---- MIG devices ----
+
+// The profile of a MIG device entry: its "profile", else what follows "MIG " in its name.
+function migProfile(m) {
+  if (typeof m.profile === 'string' && m.profile) return m.profile;
+  const n = typeof m.name === 'string' ? m.name.lastIndexOf('MIG ') : -1;
+  return n >= 0 ? m.name.slice(n + 4) : null;
+}
+
+// " · slices 4–7" (" · slice 0") of a GPU instance's placement in the GPU's memory slices; ''
+// when it was not read (NVML answers it to root only).
+function migSlices(p) {
+  if (!p || !isNum(p.start) || !isNum(p.size) || p.size < 1) return '';
+  return p.size === 1 ? ` · slice ${p.start}` : ` · slices ${p.start}–${p.start + p.size - 1}`;
+}
+
+// A GPU's MIG devices (snapshot document: mig_devices, processes) as the cards under its
+// card: title "MIG 3g.40gb", the instance ids, memory used / total and the fraction for the
+// bar, graphics activity (GPM) when the agent read it, and the instance's processes (matched
+// by gi_id and ci_id), largest first. [] for a GPU without MIG devices or a lost one.
+export function migCards(g) {
+  if (!g || g.lost || !Array.isArray(g.mig_devices)) return [];
+  const procs = Array.isArray(g.processes) ? g.processes : [];
+  return g.mig_devices.map((m) => {
+    const used = isNum(m.memory_used) ? m.memory_used : null;
+    const total = isNum(m.memory_total) ? m.memory_total : null;
+    const profile = migProfile(m);
+    const list = procs.filter((p) => p.gi_id === m.gi_id && p.ci_id === m.ci_id)
+      .sort((a, b) => (b.gpu_memory ?? -1) - (a.gpu_memory ?? -1) || a.pid - b.pid)
+      .map((p) => ({pid: p.pid, mem: isNum(p.gpu_memory) ? p.gpu_memory : null,
+        text: `${p.name ?? p.command ?? 'process'} ${p.pid}${p.user ? ` (${p.user})` : ''} · ` +
+          `${fmtBytes(p.gpu_memory)}`}));
+    return {
+      key: `${m.gi_id}/${m.ci_id}`,
+      title: `MIG ${profile ?? NA}`,
+      profile,
+      ids: `GI ${m.gi_id ?? NA} · CI ${m.ci_id ?? NA}${isNum(m.sm_count) ? ` · ${m.sm_count} SMs` : ''}` +
+        migSlices(m.placement),
+      uuid: m.uuid ?? null,
+      mem: fmtBytesPair(used, total),
+      ratio: used != null && total != null && total > 0 ? Math.min(1, used / total) : null,
+      gr: isNum(m.graphics_active) ? m.graphics_active : null,
+      procs: list,
+    };
+  });
+}
+
+// What the utilization chart says of GPUs in MIG mode (the snapshot says utilization_gpu is
+// unavailable for "mig_mode"), '' when there are none.
+export function migUtilNote(doc) {
+  const gs = (doc?.gpus ?? []).filter((g) => !isNum(g.utilization_gpu) &&
+    g.unavailable?.utilization_gpu === 'mig_mode');
+  if (!gs.length) return '';
+  return `${gs.map((g) => `GPU ${g.index}`).join(', ')}: utilization not available in MIG ` +
+    'mode (NVML reports none for a GPU split into instances); the MIG cards show each ' +
+    'instance\'s memory and graphics activity.';
+}

@@ -227,6 +227,16 @@ struct gs_nvlink {
     char remote_bus_id[32]; /* PCI bus id of the far end (a GPU, an NVSwitch, a CPU bridge) */
 };
 
+/* The GPM figures a MIG device carries (gs_mig.gpm), in the order of the GPU's GS_M_GPM_*. */
+enum gs_mig_gpm {
+    GS_MIG_GPM_SM_ACTIVE,
+    GS_MIG_GPM_SM_OCCUPANCY,
+    GS_MIG_GPM_TENSOR_ACTIVE,
+    GS_MIG_GPM_DRAM_ACTIVE,
+    GS_MIG_GPM_GR_ACTIVE,
+    GS_MIG_GPM__COUNT,
+};
+
 struct gs_mig {
     unsigned index; /* MIG slot on the parent, for nvmlDeviceGetMigDeviceHandleByIndex */
     unsigned gi_id;
@@ -242,6 +252,15 @@ struct gs_mig {
     uint64_t bar1_used_bytes;
     uint8_t attr_st; /* SM and shared engine counts (nvmlDeviceGetAttributes_v2) */
     unsigned sm_count, ce_count, enc_count, dec_count, ofa_count, jpg_count;
+    /* GPM of this GPU instance (nvmlGpmMigSampleGet on the parent, GS_WANT_GPM with
+     * GS_WANT_MIG), over the interval since the previous sample: one status and one 0..1 ratio
+     * per enum gs_mig_gpm. Compute instances of one GPU instance share its figures. */
+    uint8_t gpm_st[GS_MIG_GPM__COUNT];
+    double gpm[GS_MIG_GPM__COUNT];
+    /* The GPU instance's memory-slice placement (first slice, slices) and NVML profile id
+     * (nvmlDeviceGetGpuInstanceById + nvmlGpuInstanceGetInfo: root only, GS_ST_NOPERM else). */
+    uint8_t place_st;
+    unsigned place_start, place_size, profile_id;
 };
 
 /* One GPU-utilization sample from the driver's own ring: the mean utilization over the
@@ -435,5 +454,16 @@ static inline double gs_gpu_power_limit(const struct gs_gpu *g)
 
 /* Human names of throttle bits: "power cap", "HW thermal", ...; NULL for an unknown bit. */
 const char *gs_throttle_name(uint64_t bit);
+
+/* The MIG profile of a MIG device ("1g.10gb", "3g.40gb+me"): what follows "MIG " in the name
+ * NVML gives a MIG handle ("NVIDIA H100 80GB HBM3 MIG 1g.10gb"); "" when the name has none. */
+const char *gs_mig_profile(const struct gs_mig *m);
+/* The metric of the GPU that a gs_mig_gpm figure mirrors (GS_M_GPM_*): its name and unit. */
+enum gs_metric gs_mig_gpm_metric(enum gs_mig_gpm k);
+/* Whether the GPU is in MIG mode (mig_mode_current read and enabled). */
+static inline int gs_gpu_mig_on(const struct gs_gpu *g)
+{
+    return gs_gpu_has(g, GS_M_MIG_MODE) && g->v[GS_M_MIG_MODE] == 1;
+}
 
 #endif

@@ -350,6 +350,207 @@ static void render_table(struct gs_mbuf *b, const struct gs_snapshot *s, const s
     }
 }
 
+/* ---- MIG devices ---- */
+
+/* The MIG device that stands for GPU instance m->gi_id: the first of its compute instances
+ * (they share the instance's memory and GPM figures). */
+static int mig_first_of_gi(const struct gs_gpu *g, unsigned k)
+{
+    for (unsigned j = 0; j < k; j++)
+        if (g->mig[j].gi_id == g->mig[k].gi_id)
+            return 0;
+    return 1;
+}
+
+/* A GPU whose series dcgm-exporter renders per GPU instance: MIG mode on, instances listed. */
+static int mig_split(const struct gs_gpu *g)
+{
+    return gs_gpu_mig_on(g) && g->n_mig > 0 && !g->lost;
+}
+
+/* dcgm-exporter's labels of a GPU-instance series: the GPU's, with GPU_I_PROFILE and GPU_I_ID
+ * (the NVML GPU instance id) before the hostname, as its template orders them. */
+static void dcgm_mig_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const struct gs_gpu *g,
+                            const struct gs_mig *m)
+{
+    printf_(b, "gpu=\"%u\",UUID=\"", g->index);
+    gs_metrics_escape(b, text_or_empty(g, GS_T_UUID));
+    puts_(b, "\",pci_bus_id=\"");
+    gs_metrics_escape(b, text_or_empty(g, GS_T_PCI_BUS_ID));
+    if (gs_gpu_has(g, GS_M_MINOR))
+        printf_(b, "\",device=\"nvidia%.0f", g->v[GS_M_MINOR]);
+    else
+        printf_(b, "\",device=\"nvidia%u", g->index);
+    puts_(b, "\",modelName=\"");
+    gs_metrics_escape(b, text_or_empty(g, GS_T_NAME));
+    puts_(b, "\",GPU_I_PROFILE=\"");
+    gs_metrics_escape(b, gs_mig_profile(m));
+    printf_(b, "\",GPU_I_ID=\"%u", m->gi_id);
+    puts_(b, dcgm_old_hostname ? "\",Hostname=\"" : "\",hostname=\"");
+    gs_metrics_escape(b, s->sys.hostname);
+    puts_(b, "\",DCGM_FI_DRIVER_VERSION=\"");
+    gs_metrics_escape(b, s->sys.driver_st == GS_ST_OK ? s->sys.driver_version : "");
+    puts_(b, "\"");
+}
+
+/* What a GPU-instance series of metric gm reads, as dcgm-exporter reports one: the instance's
+ * own framebuffer and profiling (GPM) figures; no utilization (NVML has none in MIG mode) nor
+ * reserved memory; every other field is the parent GPU's (clocks, temperatures, power, ...). */
+static int mig_value(const struct gs_gpu *g, const struct gs_mig *m, enum gs_metric gm, double *v)
+{
+    for (int k = 0; k < GS_MIG_GPM__COUNT; k++)
+        if (gs_mig_gpm_metric((enum gs_mig_gpm)k) == gm) {
+            *v = m->gpm[k];
+            return m->gpm_st[k] == GS_ST_OK;
+        }
+    switch (gm) {
+    case GS_M_MEM_USED: *v = (double)m->mem_used_bytes; return m->mem_st == GS_ST_OK;
+    case GS_M_MEM_FREE: *v = (double)m->mem_free_bytes; return m->mem_st == GS_ST_OK;
+    case GS_M_MEM_TOTAL: *v = (double)m->mem_total_bytes; return m->mem_st == GS_ST_OK;
+    case GS_M_MEM_RESERVED:
+    case GS_M_UTIL_GPU:
+    case GS_M_UTIL_MEM:
+    case GS_M_UTIL_ENC:
+    case GS_M_UTIL_DEC: return 0;
+    default: *v = g->v[gm]; return gs_gpu_has(g, gm);
+    }
+}
+
+static void dcgm_line(struct gs_mbuf *b, const struct fam *f, double v)
+{
+    /* Framebuffer figures are whole MiB in dcgm-exporter, as NVML's MiB are. */
+    value(b, f->scale == MIB_SCALE ? floor(v * MIB_SCALE) : v * f->scale);
+}
+
+/* The dcgm-exporter table: a GPU in MIG mode as one series per GPU instance (GPU_I_PROFILE,
+ * GPU_I_ID), as dcgm-exporter's default "flex" device mode does; other GPUs as render_table. */
+static void render_dcgm(struct gs_mbuf *b, const struct gs_snapshot *s)
+{
+    const size_t n = sizeof dcgm / sizeof dcgm[0];
+    const struct fam *t = dcgm;
+
+    for (size_t i = 0, j; i < n; i = j) {
+        int any = 0;
+        for (j = i + 1; j < n && strcmp(t[j].name, t[i].name) == 0; j++)
+            ;
+        for (unsigned gi = 0; gi < s->n_gpus; gi++) {
+            const struct gs_gpu *g = &s->gpus[gi];
+            unsigned nm = mig_split(g) ? (g->n_mig < GS_MIG_MAX ? g->n_mig : GS_MIG_MAX) : 0;
+            for (size_t r = i; r < j; r++) {
+                for (unsigned k = 0; k < (nm ? nm : 1); k++) {
+                    double v = g->v[t[r].m];
+                    if (nm ? !mig_first_of_gi(g, k) || !mig_value(g, &g->mig[k], t[r].m, &v)
+                           : !gs_gpu_has(g, t[r].m))
+                        continue;
+                    if (!any++)
+                        header(b, t[i].name, t[i].help, t[i].type);
+                    puts_(b, t[r].name);
+                    puts_(b, "{");
+                    if (nm)
+                        dcgm_mig_labels(b, s, g, &g->mig[k]);
+                    else
+                        dcgm_labels(b, s, g);
+                    if (t[r].lk)
+                        printf_(b, ",%s=\"%s\"", t[r].lk, t[r].lv);
+                    puts_(b, "}");
+                    dcgm_line(b, &t[r], v);
+                }
+            }
+        }
+    }
+}
+
+/* Native per-MIG-device families: the GPU's labels with gpu_instance, compute_instance and
+ * profile. */
+static void mig_native_labels(struct gs_mbuf *b, const struct gs_snapshot *s,
+                              const struct gs_gpu *g, const struct gs_mig *m)
+{
+    native_labels(b, s, g);
+    printf_(b, ",gpu_instance=\"%u\",compute_instance=\"%u\",profile=\"", m->gi_id, m->ci_id);
+    gs_metrics_escape(b, gs_mig_profile(m));
+    puts_(b, "\"");
+}
+
+/* the families, the GPM ones last (MF_GPM + enum gs_mig_gpm) */
+enum mfam { MF_INFO, MF_MEM_TOTAL, MF_MEM_USED, MF_MEM_FREE, MF_PROCS, MF_GPM };
+#define MF_N (MF_GPM + GS_MIG_GPM__COUNT)
+
+static const struct {
+    const char *name, *help;
+} mfams[MF_N] = {
+    [MF_INFO] = {"gpuscope_mig_info",
+                 "A MIG device (GPU instance, compute instance) of a GPU in MIG mode; always 1."},
+    [MF_MEM_TOTAL] = {"gpuscope_mig_memory_total_bytes", "Device memory of the MIG device."},
+    [MF_MEM_USED] = {"gpuscope_mig_memory_used_bytes", "Device memory in use on the MIG device."},
+    [MF_MEM_FREE] = {"gpuscope_mig_memory_free_bytes", "Device memory free on the MIG device."},
+    [MF_PROCS] = {"gpuscope_mig_processes",
+                  "Processes on the MIG device (as this viewer may see them)."},
+    [MF_GPM + GS_MIG_GPM_SM_ACTIVE] = {"gpuscope_mig_sm_active_ratio",
+                                       "Fraction of time the instance's SMs had work (GPM)."},
+    [MF_GPM + GS_MIG_GPM_SM_OCCUPANCY] = {"gpuscope_mig_sm_occupancy_ratio",
+                                          "Warps resident over the maximum (GPM, instance)."},
+    [MF_GPM + GS_MIG_GPM_TENSOR_ACTIVE] = {"gpuscope_mig_tensor_active_ratio",
+                                           "Fraction of time tensor pipes were active (GPM, "
+                                           "instance)."},
+    [MF_GPM + GS_MIG_GPM_DRAM_ACTIVE] = {"gpuscope_mig_dram_active_ratio",
+                                         "DRAM bandwidth utilization (GPM, instance)."},
+    [MF_GPM + GS_MIG_GPM_GR_ACTIVE] = {"gpuscope_mig_graphics_active_ratio",
+                                       "Fraction of time the instance's graphics or compute "
+                                       "engine was active (GPM)."},
+};
+
+static int mig_native_value(const struct gs_snapshot *s, unsigned gi, const struct gs_mig *m,
+                            unsigned f, double *v)
+{
+    unsigned n = 0;
+
+    switch (f) {
+    case MF_INFO: *v = 1; return 1;
+    case MF_MEM_TOTAL: *v = (double)m->mem_total_bytes; return m->mem_st == GS_ST_OK;
+    case MF_MEM_USED: *v = (double)m->mem_used_bytes; return m->mem_st == GS_ST_OK;
+    case MF_MEM_FREE: *v = (double)m->mem_free_bytes; return m->mem_st == GS_ST_OK;
+    case MF_PROCS:
+        for (unsigned i = 0; i < s->n_procs; i++)
+            n += s->procs[i].gpu == gi && s->procs[i].gi_id == m->gi_id &&
+                 s->procs[i].ci_id == m->ci_id;
+        *v = n;
+        return 1;
+    default:
+        if (f < MF_GPM || f >= MF_N)
+            return 0;
+        *v = m->gpm[f - MF_GPM];
+        return m->gpm_st[f - MF_GPM] == GS_ST_OK;
+    }
+}
+
+static void render_mig_native(struct gs_mbuf *b, const struct gs_snapshot *s)
+{
+    for (unsigned f = 0; f < MF_N; f++) {
+        int any = 0;
+        for (unsigned gi = 0; gi < s->n_gpus; gi++) {
+            const struct gs_gpu *g = &s->gpus[gi];
+            for (unsigned k = 0; mig_split(g) && k < g->n_mig && k < GS_MIG_MAX; k++) {
+                const struct gs_mig *m = &g->mig[k];
+                double v;
+                if (!mig_native_value(s, gi, m, f, &v))
+                    continue;
+                if (!any++)
+                    header(b, mfams[f].name, mfams[f].help, "gauge");
+                puts_(b, mfams[f].name);
+                puts_(b, "{");
+                mig_native_labels(b, s, g, m);
+                if (f == MF_INFO) {
+                    puts_(b, ",mig_uuid=\"");
+                    gs_metrics_escape(b, m->uuid);
+                    puts_(b, "\"");
+                }
+                puts_(b, "}");
+                value(b, v);
+            }
+        }
+    }
+}
+
 /* nvidia-smi's names of the clock-event ("throttle") reasons. */
 static const struct {
     uint64_t bit;
@@ -686,9 +887,10 @@ int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
         render_throttle(b, snap);
         render_table(b, snap, nvlink_native, sizeof nvlink_native / sizeof nvlink_native[0],
                      native_labels);
+        render_mig_native(b, snap);
         if (flags & GS_METRICS_DCGM) {
             dcgm_old_hostname = (flags & GS_METRICS_DCGM_HOSTNAME) != 0;
-            render_table(b, snap, dcgm, sizeof dcgm / sizeof dcgm[0], dcgm_labels);
+            render_dcgm(b, snap);
             render_nvlink_dcgm(b, snap);
         }
         if (flags & GS_METRICS_PROCESS)

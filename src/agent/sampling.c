@@ -120,6 +120,16 @@ static int ensure_sampler(struct gs_agent *a, int64_t now)
     return 1;
 }
 
+/* Whether a GPU of the previous cycle was in MIG mode with MIG devices: then MIG devices are
+ * read every cycle, their memory and GPM being the only per-instance figures there are. */
+static int any_mig(const struct gs_pub *prev)
+{
+    for (unsigned i = 0; prev && prev->up && prev->snap && i < prev->snap->n_gpus; i++)
+        if (gs_gpu_mig_on(&prev->snap->gpus[i]) && prev->snap->gpus[i].n_mig > 0)
+            return 1;
+    return 0;
+}
+
 static int sample_into(struct gs_agent *a, struct gs_pub *p, const struct gs_pub *prev,
                        int64_t now)
 {
@@ -129,6 +139,8 @@ static int sample_into(struct gs_agent *a, struct gs_pub *p, const struct gs_pub
     int64_t t0;
 
     gs_err_clear(&e);
+    if (any_mig(prev))
+        want |= GS_WANT_MIG;
     if (p->snap && p->snap->n_gpus != n) {
         gs_snapshot_free(p->snap);
         p->snap = NULL;

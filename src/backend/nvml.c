@@ -92,6 +92,9 @@ typedef nvmlReturn_t (*fn_gpm_alloc)(nvmlGpmSample_t *);
 typedef nvmlReturn_t (*fn_gpm_free)(nvmlGpmSample_t);
 typedef nvmlReturn_t (*fn_gpm_get)(nvmlDevice_t, nvmlGpmSample_t);
 typedef nvmlReturn_t (*fn_gpm_metrics)(nvmlGpmMetricsGet_t *);
+typedef nvmlReturn_t (*fn_gpm_mig_get)(nvmlDevice_t, unsigned int, nvmlGpmSample_t);
+typedef nvmlReturn_t (*fn_gi_by_id)(nvmlDevice_t, unsigned int, nvmlGpuInstance_t *);
+typedef nvmlReturn_t (*fn_gi_info)(nvmlGpuInstance_t, nvmlGpuInstanceInfo_t *);
 typedef nvmlReturn_t (*fn_d_samples)(nvmlDevice_t, nvmlSamplingType_t, unsigned long long,
                                      nvmlValueType_t *, unsigned int *, nvmlSample_t *);
 typedef nvmlReturn_t (*fn_d_nvl_err)(nvmlDevice_t, unsigned int, nvmlNvLinkErrorCounter_t,
@@ -187,6 +190,9 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(gpm_free, fn_gpm_free, "nvmlGpmSampleFree")                                                  \
     X(gpm_get, fn_gpm_get, "nvmlGpmSampleGet")                                                     \
     X(gpm_metrics, fn_gpm_metrics, "nvmlGpmMetricsGet")                                           \
+    X(gpm_mig_get, fn_gpm_mig_get, "nvmlGpmMigSampleGet")                                        \
+    X(gi_by_id, fn_gi_by_id, "nvmlDeviceGetGpuInstanceById")                                       \
+    X(gi_info, fn_gi_info, "nvmlGpuInstanceGetInfo")                                               \
     X(encoder_stats, fn_d_u3, "nvmlDeviceGetEncoderStats")                                         \
     X(jpg_util, fn_d_u2, "nvmlDeviceGetJpgUtilization")                                            \
     X(ofa_util, fn_d_u2, "nvmlDeviceGetOfaUtilization")                                            \
@@ -234,6 +240,21 @@ struct util_rec {
     unsigned sm, mem, enc, dec;
 };
 
+/* A GPU instance's placement as read once: st (enum gs_status) and the figures. */
+struct mig_place {
+    char uuid[GS_STR_LEN];
+    uint8_t st;
+    unsigned start, size, profile_id;
+};
+
+/* The GPM sample pair of one GPU instance, used in turn as the GPU's own pair is. */
+struct mig_gpm {
+    unsigned gi;
+    nvmlGpmSample_t s[2];
+    int prev, have, seen;
+    int64_t t_ns;
+};
+
 struct nvml_dev {
     nvmlDevice_t h; /* NULL until nvmlDeviceGetHandleByIndex succeeds */
     nvmlReturn_t h_rc;
@@ -263,6 +284,12 @@ struct nvml_dev {
     unsigned long long nvl_prev[2]; /* tx, rx bytes */
     long long nvl_prev_us;          /* the driver's timestamp of that reading, 0 if none */
     int64_t nvl_prev_ns;            /* CLOCK_MONOTONIC of that reading */
+    /* GPM per GPU instance (nvmlGpmMigSampleGet): a pair of samples per instance id */
+    struct mig_gpm mgpm[GS_MIG_MAX];
+    unsigned n_mgpm;
+    /* placements read (immutable while the instance lives: keyed by its MIG device UUID) */
+    struct mig_place place[GS_MIG_MAX];
+    unsigned n_place;
 };
 
 struct gs_backend {
@@ -1040,6 +1067,48 @@ static void read_health(struct rd *c)
         gs_gpu_set(c->g, GS_M_XID_LAST, (double)c->d->xid_last);
 }
 
+/* The placement of m's GPU instance: from the cache when its MIG device was seen before, else
+ * read through the parent's handle (a privileged call) and kept unless it failed oddly. */
+static void read_mig_place(struct rd *c, struct gs_mig *m)
+{
+    const struct nvml_fns *f = &c->b->fn;
+    struct nvml_dev *d = c->d;
+    nvmlGpuInstance_t gi = NULL;
+    nvmlGpuInstanceInfo_t info;
+    struct mig_place *p;
+    nvmlReturn_t r;
+
+    for (unsigned i = 0; i < d->n_place; i++)
+        if (strcmp(d->place[i].uuid, m->uuid) == 0) {
+            p = &d->place[i];
+            goto done;
+        }
+    memset(&info, 0, sizeof info);
+    r = f->gi_by_id(c->h, m->gi_id, &gi);
+    if (r == NVML_SUCCESS)
+        r = f->gi_info(gi, &info);
+    if (!ok(c, &m->place_st, r)) {
+        if (m->place_st == GS_ST_ERROR || !m->uuid[0]) /* try again next time */
+            return;
+    } else {
+        m->place_st = GS_ST_OK;
+    }
+    if (d->n_place == GS_MIG_MAX) /* instances reconfigured: start the cache over */
+        d->n_place = 0;
+    p = &d->place[d->n_place++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->uuid, sizeof p->uuid, "%s", m->uuid);
+    p->st = m->place_st;
+    p->start = info.placement.start;
+    p->size = info.placement.size;
+    p->profile_id = info.profileId;
+done:
+    m->place_st = p->st;
+    m->place_start = p->start;
+    m->place_size = p->size;
+    m->profile_id = p->profile_id;
+}
+
 static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct gs_mig *m)
 {
     const struct nvml_fns *f = &c->b->fn;
@@ -1095,6 +1164,8 @@ static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct
             m->jpg_count = a.sharedJpegCount;
         }
     }
+    if (!c->lost && f->gi_by_id && f->gi_info && m->gi_id != NVML_MIG_ID_NONE)
+        read_mig_place(c, m);
 }
 
 static void read_mig(struct rd *c)
@@ -1542,6 +1613,133 @@ static int nvl_prime(struct gs_backend *b, struct nvml_dev *d)
     return primed;
 }
 
+/* ---- GPM per MIG GPU instance ------------------------------------------------------------ */
+
+static void mig_gpm_drop(struct gs_backend *b, struct mig_gpm *p)
+{
+    for (int k = 0; k < 2; k++)
+        if (p->s[k])
+            b->fn.gpm_free(p->s[k]);
+    memset(p, 0, sizeof *p);
+}
+
+/* The sample pair of instance gi, made on first sight; NULL when no room or no memory. */
+static struct mig_gpm *mig_gpm_slot(struct gs_backend *b, struct nvml_dev *d, unsigned gi)
+{
+    struct mig_gpm *p;
+
+    for (unsigned i = 0; i < d->n_mgpm; i++)
+        if (d->mgpm[i].gi == gi)
+            return &d->mgpm[i];
+    if (d->n_mgpm >= GS_MIG_MAX)
+        return NULL;
+    p = &d->mgpm[d->n_mgpm];
+    memset(p, 0, sizeof *p);
+    p->gi = gi;
+    if (b->fn.gpm_alloc(&p->s[0]) != NVML_SUCCESS || b->fn.gpm_alloc(&p->s[1]) != NVML_SUCCESS) {
+        if (p->s[0])
+            b->fn.gpm_free(p->s[0]);
+        memset(p, 0, sizeof *p);
+        return NULL;
+    }
+    d->n_mgpm++;
+    return p;
+}
+
+/* One instance's GPM figures into m (absent on the first sample of a pair). */
+static void mig_gpm_read(struct rd *c, struct mig_gpm *p, struct gs_mig *m)
+{
+    static const unsigned ids[GS_MIG_GPM__COUNT] = {
+        [GS_MIG_GPM_SM_ACTIVE] = NVML_GPM_METRIC_SM_UTIL,
+        [GS_MIG_GPM_SM_OCCUPANCY] = NVML_GPM_METRIC_SM_OCCUPANCY,
+        [GS_MIG_GPM_TENSOR_ACTIVE] = NVML_GPM_METRIC_ANY_TENSOR_UTIL,
+        [GS_MIG_GPM_DRAM_ACTIVE] = NVML_GPM_METRIC_DRAM_BW_UTIL,
+        [GS_MIG_GPM_GR_ACTIVE] = NVML_GPM_METRIC_GRAPHICS_UTIL,
+    };
+    struct gs_backend *b = c->b;
+    nvmlGpmMetricsGet_t *q = b->gpm_req;
+    nvmlGpmSample_t cur;
+    int64_t now = mono_ns();
+    nvmlReturn_t r;
+
+    if (!p->have) {
+        if (ok(c, NULL, b->fn.gpm_mig_get(c->h, p->gi, p->s[0]))) {
+            p->prev = 0;
+            p->have = 1;
+            p->t_ns = now;
+        }
+        return;
+    }
+    if (now - p->t_ns < NVML_GPM_MIN_NS)
+        return;
+    cur = p->s[p->prev ^ 1];
+    r = b->fn.gpm_mig_get(c->h, p->gi, cur);
+    if (!ok(c, &m->gpm_st[0], r)) {
+        for (int k = 1; k < GS_MIG_GPM__COUNT; k++)
+            m->gpm_st[k] = m->gpm_st[0];
+        return;
+    }
+    memset(q, 0, offsetof(nvmlGpmMetricsGet_t, metrics) + COUNT_OF(ids) * sizeof q->metrics[0]);
+    q->version = NVML_GPM_METRICS_GET_VERSION;
+    q->numMetrics = COUNT_OF(ids);
+    q->sample1 = p->s[p->prev];
+    q->sample2 = cur;
+    for (size_t k = 0; k < COUNT_OF(ids); k++)
+        q->metrics[k].metricId = ids[k];
+    r = b->fn.gpm_metrics(q);
+    p->prev ^= 1;
+    p->t_ns = now;
+    for (size_t k = 0; k < COUNT_OF(ids); k++) {
+        nvmlReturn_t mr = r == NVML_SUCCESS ? q->metrics[k].nvmlReturn : r;
+        if (mr == NVML_SUCCESS) {
+            m->gpm_st[k] = GS_ST_OK;
+            m->gpm[k] = q->metrics[k].value / 100.0;
+        } else {
+            m->gpm_st[k] = gs_nvml_status(mr);
+        }
+    }
+}
+
+/* GPM of every GPU instance of a GPU in MIG mode (GS_WANT_GPM with GS_WANT_MIG): the
+ * parent's handle and the instance id; compute instances of one GPU instance share it. */
+static void read_mig_gpm(struct rd *c)
+{
+    struct gs_backend *b = c->b;
+    struct nvml_dev *d = c->d;
+    struct gs_gpu *g = c->g;
+
+    if (c->lost || !b->fn.gpm_mig_get || !gs_gpu_mig_on(g) || g->n_mig == 0 ||
+        !gpm_ready(b, d, &c->lost))
+        return;
+    for (unsigned i = 0; i < d->n_mgpm; i++)
+        d->mgpm[i].seen = 0;
+    for (unsigned i = 0; i < g->n_mig && !c->lost; i++) {
+        struct gs_mig *m = &g->mig[i];
+        struct mig_gpm *p;
+        unsigned j;
+
+        for (j = 0; j < i && g->mig[j].gi_id != m->gi_id; j++)
+            ;
+        if (j < i) { /* a second compute instance of a GPU instance read already */
+            memcpy(m->gpm_st, g->mig[j].gpm_st, sizeof m->gpm_st);
+            memcpy(m->gpm, g->mig[j].gpm, sizeof m->gpm);
+            continue;
+        }
+        if (m->gi_id == NVML_MIG_ID_NONE || !(p = mig_gpm_slot(b, d, m->gi_id)))
+            continue;
+        p->seen = 1;
+        mig_gpm_read(c, p, m);
+    }
+    for (unsigned i = 0; i < d->n_mgpm;) /* instances gone (MIG reconfigured): free them */
+        if (!d->mgpm[i].seen) {
+            mig_gpm_drop(b, &d->mgpm[i]);
+            d->mgpm[i] = d->mgpm[--d->n_mgpm];
+            memset(&d->mgpm[d->n_mgpm], 0, sizeof d->mgpm[0]);
+        } else {
+            i++;
+        }
+}
+
 /* ---- events ----------------------------------------------------------------------------- */
 
 static void events_register(struct gs_backend *b)
@@ -1607,6 +1805,8 @@ static void nvml_close(struct gs_backend *b)
         for (int k = 0; k < 2; k++)
             if (d->gpm_s[k] && b->fn.gpm_free)
                 b->fn.gpm_free(d->gpm_s[k]);
+        for (unsigned k = 0; k < d->n_mgpm; k++)
+            mig_gpm_drop(b, &d->mgpm[k]);
         free(d->urec);
     }
     if (b->ev_state > 0)
@@ -1906,6 +2106,8 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
         read_mig(&c);
     if (want & GS_WANT_GPM)
         read_gpm(&c);
+    if ((want & GS_WANT_GPM) && (want & GS_WANT_MIG))
+        read_mig_gpm(&c);
     if (c.lost) {
         mark_lost(g);
         /* the Xid event the GPU fell off with (79) was drained in begin: keep it */

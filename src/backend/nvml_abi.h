@@ -57,6 +57,7 @@ enum {
 typedef struct nvmlDevice_st *nvmlDevice_t;
 typedef struct nvmlGpmSample_st *nvmlGpmSample_t;
 typedef struct nvmlEventSet_st *nvmlEventSet_t;
+typedef struct nvmlGpuInstance_st *nvmlGpuInstance_t;
 
 /* ---- enums (all 4 bytes; declared as unsigned int) -------------------------------------- */
 typedef unsigned int nvmlEnableState_t; /* NVML_FEATURE_DISABLED 0, ENABLED 1 */
@@ -275,6 +276,19 @@ typedef struct {
     unsigned int computeInstanceSliceCount;
     unsigned long long memorySizeMB;
 } nvmlDeviceAttributes_t;
+
+/* nvmlGpuInstanceGetInfo: a GPU instance's memory-slice placement and profile id. */
+typedef struct {
+    unsigned int start; /* first memory slice */
+    unsigned int size;  /* slices occupied */
+} nvmlGpuInstancePlacement_t;
+
+typedef struct {
+    nvmlDevice_t device; /* the parent GPU */
+    unsigned int id;
+    unsigned int profileId;
+    nvmlGpuInstancePlacement_t placement;
+} nvmlGpuInstanceInfo_t;
 
 typedef union {
     double dVal;

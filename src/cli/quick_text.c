@@ -126,7 +126,10 @@ static void cell_sensors(struct gs_tbuf *b, const struct gs_gpu *g, unsigned sho
         put_pct(b, g, GS_M_FAN, 30, GS_SGR_CYAN, GS_SGR_BOLD_CYAN);
     }
     gs_tbuf_puts(b, ", ");
-    put_pct(b, g, GS_M_UTIL_GPU, 30, GS_SGR_GREEN, GS_SGR_BOLD_GREEN);
+    if (gs_gpu_mig_on(g) && !gs_gpu_has(g, GS_M_UTIL_GPU))
+        gs_tbuf_color(b, GS_SGR_GRAY, "  MIG"); /* NVML has no utilization in MIG mode */
+    else
+        put_pct(b, g, GS_M_UTIL_GPU, 30, GS_SGR_GREEN, GS_SGR_BOLD_GREEN);
     if (show & GS_QS_CODEC) {
         gs_tbuf_puts(b, " (");
         gs_tbuf_color(b, GS_SGR_BOLD, "E:");
@@ -615,6 +618,26 @@ static struct widths measure(struct gs_tbuf *tmp, const struct row *rows,
     return wd;
 }
 
+/* -a on a MIG line: the instance's SM count and its graphics engine activity (GPM, when the
+ * snapshot has it: an agent's), "%3u SMs, gr %3ld %"; MIG_EXTRA_W columns. */
+#define MIG_EXTRA_W 17
+static void mig_extra(struct gs_tbuf *b, const struct gs_mig *m)
+{
+    if (m->attr_st == GS_ST_OK && m->sm_count < 1000)
+        gs_tbuf_printf(b, "%3u SMs", m->sm_count);
+    else
+        put_na(b, 7);
+    gs_tbuf_puts(b, ", gr ");
+    if (m->gpm_st[GS_MIG_GPM_GR_ACTIVE] == GS_ST_OK) {
+        long v = pct(m->gpm[GS_MIG_GPM_GR_ACTIVE]);
+        gs_tbuf_sgr(b, v < 30 ? GS_SGR_GREEN : GS_SGR_BOLD_GREEN);
+        gs_tbuf_printf(b, "%3ld %%", v);
+        gs_tbuf_sgr(b, GS_SGR_RESET);
+    } else {
+        put_na(b, 5);
+    }
+}
+
 static void mig_lines(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_snapshot *s,
                       unsigned gi, const struct gs_quick_opts *o, const struct widths *wd,
                       unsigned cols, const struct gs_proc **list)
@@ -634,13 +657,19 @@ static void mig_lines(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_
         gs_tbuf_puts(out, " | ");
         cell_mem(out, mig->mem_st == GS_ST_OK, (double)mig->mem_used_bytes,
                  mig->mem_st == GS_ST_OK, (double)mig->mem_total_bytes);
+        if (o->show & GS_QS_CLOCKS) {
+            gs_tbuf_puts(out, " | ");
+            mig_extra(out, mig);
+        }
         if (o->no_procs) {
             gs_tbuf_puts(out, "\n");
             continue;
         }
         gs_tbuf_puts(out, " |");
         n = collect_procs(s, gi, (int)m, list);
-        put_procs(out, tmp, list, n, o->show, label_w + 3 + wd->w[C_MEM] + 2, cols);
+        put_procs(out, tmp, list, n, o->show,
+                  label_w + 3 + wd->w[C_MEM] + 2 + (o->show & GS_QS_CLOCKS ? 3 + MIG_EXTRA_W : 0),
+                  cols);
         gs_tbuf_puts(out, "\n");
         if (o->show & GS_QS_FULL_CMD)
             put_full_cmds(out, list, n, o->show, "     ", cols);

@@ -306,7 +306,13 @@ static int gpu_block(int y, int maxy, const struct top_srcframe *s, unsigned gi)
         } else {
             snprintf(t, sizeof t, "N/A");
         }
-        meter(y + used, x, W - x > 40 ? 40 : W - x, "MEM", r, t, 0);
+        x = meter(y + used, x, W - x > 40 ? 40 : W - x, "MEM", r, t, 0);
+        /* the instance's graphics engine activity (GPM MIG samples), when read and room */
+        if (mg->gpm_st[GS_MIG_GPM_GR_ACTIVE] == GS_ST_OK && W - x >= 16) {
+            snprintf(t, sizeof t, "%.0f%%", mg->gpm[GS_MIG_GPM_GR_ACTIVE] * 100);
+            meter(y + used, x + 1, W - x - 1 > 24 ? 24 : W - x - 1, "GR",
+                  mg->gpm[GS_MIG_GPM_GR_ACTIVE], t, 0);
+        }
         used++;
     }
     return used;

@@ -146,3 +146,27 @@ const char *gs_throttle_name(uint64_t bit)
     }
     return NULL;
 }
+
+const char *gs_mig_profile(const struct gs_mig *m)
+{
+    const char *p = NULL;
+
+    /* the last " MIG " (a model name could hold the word), then the profile up to a space */
+    for (const char *q = strstr(m->name, " MIG "); q; q = strstr(q + 1, " MIG "))
+        p = q + 5;
+    if (!p && strncmp(m->name, "MIG ", 4) == 0)
+        p = m->name + 4;
+    return p ? p : "";
+}
+
+enum gs_metric gs_mig_gpm_metric(enum gs_mig_gpm k)
+{
+    static const enum gs_metric m[GS_MIG_GPM__COUNT] = {
+        [GS_MIG_GPM_SM_ACTIVE] = GS_M_GPM_SM_ACTIVE,
+        [GS_MIG_GPM_SM_OCCUPANCY] = GS_M_GPM_SM_OCCUPANCY,
+        [GS_MIG_GPM_TENSOR_ACTIVE] = GS_M_GPM_TENSOR_ACTIVE,
+        [GS_MIG_GPM_DRAM_ACTIVE] = GS_M_GPM_DRAM_ACTIVE,
+        [GS_MIG_GPM_GR_ACTIVE] = GS_M_GPM_GR_ACTIVE,
+    };
+    return (unsigned)k < GS_MIG_GPM__COUNT ? m[k] : GS_M_GPM_SM_ACTIVE;
+}

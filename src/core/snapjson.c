@@ -196,6 +196,41 @@ static json_t *ecc_by_location(struct jb *jb, const struct gs_gpu *g)
     return obj;
 }
 
+/* A MIG device's profile, BAR1 share, engine counts, GPM figures and why it has no
+ * utilization (NVML reports none per MIG device, nor for a GPU in MIG mode). */
+static void mig_more_json(struct jb *jb, json_t *o, const struct gs_mig *m)
+{
+    const char *prof = gs_mig_profile(m);
+    int b1 = m->bar1_st == GS_ST_OK, at = m->attr_st == GS_ST_OK;
+    json_t *unavail = json_object();
+
+    put(jb, o, "profile", str_or_null(prof[0] != '\0', prof));
+    put(jb, o, "bar1_total", b1 ? json_integer((json_int_t)m->bar1_total_bytes) : json_null());
+    put(jb, o, "bar1_used", b1 ? json_integer((json_int_t)m->bar1_used_bytes) : json_null());
+    put(jb, o, "sm_count", at ? json_integer(m->sm_count) : json_null());
+    put(jb, o, "copy_engine_count", at ? json_integer(m->ce_count) : json_null());
+    put(jb, o, "encoder_count", at ? json_integer(m->enc_count) : json_null());
+    put(jb, o, "decoder_count", at ? json_integer(m->dec_count) : json_null());
+    put(jb, o, "jpeg_count", at ? json_integer(m->jpg_count) : json_null());
+    put(jb, o, "ofa_count", at ? json_integer(m->ofa_count) : json_null());
+    put(jb, o, "utilization_gpu", json_null());
+    for (int k = 0; k < GS_MIG_GPM__COUNT; k++)
+        put(jb, o, gs_metric_name(gs_mig_gpm_metric((enum gs_mig_gpm)k)),
+            m->gpm_st[k] == GS_ST_OK && isfinite(m->gpm[k]) ? json_real(m->gpm[k])
+                                                           : json_null());
+    put(jb, o, "placement",
+        m->place_st == GS_ST_OK
+            ? json_pack("{s:I, s:I}", "start", (json_int_t)m->place_start, "size",
+                        (json_int_t)m->place_size)
+            : json_null());
+    put(jb, o, "profile_id", m->place_st == GS_ST_OK ? json_integer(m->profile_id) : json_null());
+    if (unavail)
+        put(jb, unavail, "utilization_gpu", json_string("mig_mode"));
+    if (unavail && status_name(m->place_st))
+        put(jb, unavail, "placement", json_string(status_name(m->place_st)));
+    put(jb, o, "unavailable", unavail);
+}
+
 static json_t *mig_json(struct jb *jb, const struct gs_mig *m)
 {
     json_t *o = json_object();
@@ -211,7 +246,22 @@ static json_t *mig_json(struct jb *jb, const struct gs_mig *m)
     put(jb, o, "memory_total", ok ? json_integer((json_int_t)m->mem_total_bytes) : json_null());
     put(jb, o, "memory_used", ok ? json_integer((json_int_t)m->mem_used_bytes) : json_null());
     put(jb, o, "memory_free", ok ? json_integer((json_int_t)m->mem_free_bytes) : json_null());
+    mig_more_json(jb, o, m);
     return o;
+}
+
+/* The processes of MIG device m on GPU gi (their gi_id and ci_id), as a list of pids. */
+static json_t *mig_pids(struct jb *jb, const struct gs_snapshot *s, unsigned gi,
+                        const struct gs_mig *m)
+{
+    json_t *arr = json_array();
+
+    for (unsigned i = 0; arr && i < s->n_procs; i++) {
+        const struct gs_proc *p = &s->procs[i];
+        if (p->gpu == gi && p->gi_id == m->gi_id && p->ci_id == m->ci_id)
+            append(jb, arr, json_integer(p->pid));
+    }
+    return arr;
 }
 
 static const char *job_runtime(unsigned kind)
@@ -401,11 +451,17 @@ static json_t *gpu_json(struct jb *jb, const struct gs_snapshot *s, unsigned gi,
         if (why)
             put(jb, unavail, name, json_string(why));
     }
+    /* In MIG mode NVML has no utilization of the whole GPU: say so rather than leave a gap. */
+    for (int m = GS_M_UTIL_GPU; gs_gpu_mig_on(g) && m <= GS_M_UTIL_MEM; m++)
+        if (g->st[m] == GS_ST_NA)
+            put(jb, unavail, gs_metric_name((enum gs_metric)m), json_string("mig_mode"));
     put(jb, obj, "clocks_event_reasons", throttle_names(jb, g));
     put(jb, obj, "ecc_errors_by_location", ecc_by_location(jb, g));
     put(jb, obj, "unavailable", unavail);
     for (unsigned m = 0; m < g->n_mig && m < GS_MIG_MAX; m++)
         append(jb, migs, mig_json(jb, &g->mig[m]));
+    for (unsigned m = 0; !o->no_procs && m < g->n_mig && m < GS_MIG_MAX; m++)
+        put(jb, json_array_get(migs, m), "processes", mig_pids(jb, s, gi, &g->mig[m]));
     put(jb, obj, "mig_devices", migs);
     put(jb, obj, "nvlinks", nvlinks_json(jb, g));
     if (!o->no_procs) {
@@ -527,7 +583,45 @@ static uint8_t status_of(const json_t *unavail, const char *name)
         return GS_ST_NOPERM;
     if (strcmp(why, "gpu_lost") == 0)
         return GS_ST_LOST;
+    if (strcmp(why, "mig_mode") == 0) /* absent: MIG mode, said again when encoded */
+        return GS_ST_NA;
     return GS_ST_ERROR;
+}
+
+/* What mig_more_json wrote (the profile comes back with the name). */
+static void mig_more_from_json(struct gs_mig *d, const json_t *m)
+{
+    const json_t *v;
+
+    if (json_is_integer(v = json_object_get(m, "bar1_total"))) {
+        d->bar1_st = GS_ST_OK;
+        d->bar1_total_bytes = (uint64_t)json_integer_value(v);
+        d->bar1_used_bytes = (uint64_t)json_integer_value(json_object_get(m, "bar1_used"));
+    }
+    if (json_is_integer(v = json_object_get(m, "sm_count"))) {
+        d->attr_st = GS_ST_OK;
+        d->sm_count = (unsigned)json_integer_value(v);
+        d->ce_count = (unsigned)json_integer_value(json_object_get(m, "copy_engine_count"));
+        d->enc_count = (unsigned)json_integer_value(json_object_get(m, "encoder_count"));
+        d->dec_count = (unsigned)json_integer_value(json_object_get(m, "decoder_count"));
+        d->jpg_count = (unsigned)json_integer_value(json_object_get(m, "jpeg_count"));
+        d->ofa_count = (unsigned)json_integer_value(json_object_get(m, "ofa_count"));
+    }
+    if (json_is_object(v = json_object_get(m, "placement"))) {
+        d->place_st = GS_ST_OK;
+        d->place_start = (unsigned)json_integer_value(json_object_get(v, "start"));
+        d->place_size = (unsigned)json_integer_value(json_object_get(v, "size"));
+        d->profile_id = (unsigned)json_integer_value(json_object_get(m, "profile_id"));
+    } else {
+        d->place_st = status_of(json_object_get(m, "unavailable"), "placement");
+    }
+    for (int k = 0; k < GS_MIG_GPM__COUNT; k++) {
+        v = json_object_get(m, gs_metric_name(gs_mig_gpm_metric((enum gs_mig_gpm)k)));
+        if (json_is_number(v)) {
+            d->gpm_st[k] = GS_ST_OK;
+            d->gpm[k] = json_number_value(v);
+        }
+    }
 }
 
 static void gpu_from_json(struct gs_gpu *g, const json_t *o)
@@ -597,6 +691,7 @@ static void gpu_from_json(struct gs_gpu *g, const json_t *o)
             d->mem_used_bytes = (uint64_t)json_integer_value(json_object_get(m, "memory_used"));
             d->mem_free_bytes = (uint64_t)json_integer_value(json_object_get(m, "memory_free"));
         }
+        mig_more_from_json(d, m);
     }
 }
 

@@ -99,6 +99,8 @@ def check_gpu_line_against_json(line, g, where):
     ok &= t.ok(sens.startswith(want_temp), "%s: temperature %s" % (where, want_temp),
                detail=line)
     want_util = "N/A" if util is None else "%d %%" % round(util * 100)
+    if util is None and (g.get("unavailable") or {}).get("utilization_gpu") == "mig_mode":
+        want_util = "MIG"  # NVML has no utilization in MIG mode: the JSON says why, text MIG
     ok &= t.ok(re.search(r",\s+%s" % re.escape(want_util), sens) is not None,
                "%s: utilization %s" % (where, want_util), detail=line)
     used, total = g["memory_used"], g["memory_total"]

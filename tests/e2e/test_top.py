@@ -284,6 +284,19 @@ t.ok(s is not None and len(re.findall(r"MIG \dg\.\d+gb", s)) >= 3, "h100-mig: MI
      detail=term.screen())
 t.ok(s is not None and re.search(r"^ 0:2 ", s, re.M), "processes name their GPU instance (0:2)", detail=s)
 term.close()
+# through an agent (which reads GPM per GPU instance): each instance's GR beside its memory
+mig_sock = os.path.join(tmp, "mig-agent.sock")
+menv = sim_env("h100-mig.json")
+magent, _, mup = start_agent(["--data-dir", os.path.join(tmp, "mig-data"), "--history", "off",
+                              "--socket", "off", "--interval", "0.2", "--http-socket", mig_sock],
+                             menv, procs)
+term = Term(["--no-save"], dict(menv, GPUSCOPE_HTTP_SOCKET=mig_sock), w=100)
+s = term.wait(r"3g\.40gb .*MEM\[.*\] GR\[.*\d+%\]", timeout=15)
+t.ok(mup and s is not None, "h100-mig through the agent: each instance's GR (GPM) beside its memory",
+     detail=term.screen())
+term.close()
+magent.terminate()
+magent.wait(timeout=10)
 
 # ---- the agent: source, history, training runs; --host ----
 data = os.path.join(tmp, "data")

@@ -2,10 +2,11 @@
 
 Starts two agents on nvml-sim: the bundled 8-GPU scenario (h100x8-training, history on with a
 1 s flush so the charts have history within seconds) and thermal-powercap frozen at t=600 s (the
-L40S power- and thermally-capped; the throttling rule's for-duration cut to 1 s), and one
-whose NVML library does not exist (the driver-missing banner). A training run ("web-e2e", 10
-steps whose data phase is a quarter of each step, so the report finds data_loading) is sent to
-the main agent's step-record socket the way the Python package does. Then runs
+L40S power- and thermally-capped; the throttling rule's for-duration cut to 1 s), one
+whose NVML library does not exist (the driver-missing banner), and h100-mig (the MIG cards).
+A training run ("web-e2e", 10 steps whose data phase is a quarter of each step, so the report
+finds data_loading) is sent to the main agent's step-record socket the way the Python package
+does. Then runs
 tests/e2e/web_e2e.mjs, which drives Debian's chromium with playwright-core and prints TAP; its
 results are passed on here. When the script asks ("# RESTART main") the main agent is stopped,
 and once the page has noticed ("# STOPPED-SEEN"), started again on the same port and data dir.
@@ -218,6 +219,12 @@ try:
                           extra_env={"GPUSCOPE_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"},
                           args=["--socket", "off"])
     t.ok(nd_base is not None, "agent without a driver serves")
+    p_mig, mig_base = start("mig", "h100-mig.json", "history = off\n", free_port(),
+                            args=["--interval", "0.5", "--socket",
+                                  os.path.join(tmp, "steps-mig.sock")])
+    t.ok(mig_base is not None, "agent on h100-mig (MIG cards) serves")
+    if mig_base:
+        os.environ["GS_MIG_URL"] = mig_base  # web_e2e.mjs's MIG section
     if main_base and th_base and nd_base:
         check_http(main_base)
         missing = [what for what, ok in (("node", NODE), ("chromium", os.access(CHROMIUM, os.X_OK)),

@@ -4,6 +4,7 @@
 //   node web_e2e.mjs   with GS_URL (agent on h100x8-training, history on, flush 1 s),
 //                      GS_THERMAL_URL (agent on thermal-powercap at t=600, throttling for 1 s),
 //                      GS_NODRIVER_URL (agent whose NVML library is missing),
+//                      GS_MIG_URL (agent on h100-mig: the MIG cards),
 //                      GS_ARTIFACTS (screenshots go there), GS_CHROMIUM (default /usr/bin/chromium),
 //                      GS_WEB_DIR (where node_modules/playwright-core is; default ../../web)
 //
@@ -32,6 +33,7 @@ const {chromium} = createRequire(path.join(WEB, 'package.json'))('playwright-cor
 const URL_MAIN = process.env.GS_URL;
 const URL_THERMAL = process.env.GS_THERMAL_URL;
 const URL_NODRIVER = process.env.GS_NODRIVER_URL;
+const URL_MIG = process.env.GS_MIG_URL; // an agent on h100-mig (optional)
 const ARTIFACTS = process.env.GS_ARTIFACTS ?? path.resolve('artifacts');
 const CHROMIUM = process.env.GS_CHROMIUM ?? '/usr/bin/chromium';
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
@@ -577,6 +579,77 @@ async function run(ctx) {
   ok(said && /NVIDIA driver is not available: .*libnvidia-ml/.test(bannerText) &&
     status === 'driver missing', 'driver missing: a banner with the agent\'s reason',
   {bannerText, status});
+  if (URL_MIG) await mig(ctx);
+}
+
+// MIG (GS_MIG_URL: an agent on h100-mig, one H100 split into four instances): a card per MIG
+// device under the GPU's card with its profile, memory bar and processes; the GPU's
+// utilization reads "N/A (MIG mode)" and the utilization chart says why it has no line. At
+// 390 px (nothing wider than the screen) and 1600 px, screenshots in tests/e2e/artifacts/.
+async function mig(ctx) {
+  const mp = await ctx.newPage();
+  const merr = [];
+  mp.on('console', (m) => {
+    if (m.type() !== 'error') return;
+    if (!(/status of 404/.test(m.text()) && m.location().url.includes('/api/v1/history')))
+      merr.push(`${m.text()} (${m.location().url})`); // history = off: one 404 probe
+  });
+  mp.on('pageerror', (e) => merr.push(e.message));
+  await mp.setViewportSize({width: 390, height: 844});
+  await mp.goto(URL_MIG + '/', {waitUntil: 'load'});
+  const shown = await waitFor(mp, () =>
+    document.querySelectorAll('.card[data-gpu="0"] .mig').length === 4, undefined, 15000);
+  const snap = await getJson(URL_MIG + '/api/v1/snapshot');
+  const cards = await mp.$$eval('.card[data-gpu="0"] .mig', (ms) => ms.map((m) => ({
+    key: m.dataset.mig, head: m.querySelector('.mig-head').textContent,
+    mem: m.querySelector('.mig-mem').textContent,
+    bar: Number(m.querySelector('.meter').getAttribute('aria-valuenow')),
+    procs: [...m.querySelectorAll('.mig-procs li')].map((li) => li.textContent),
+    right: m.getBoundingClientRect().right, top: m.getBoundingClientRect().top})));
+  const devs = snap.gpus?.[0]?.mig_devices ?? [];
+  const want = devs.map((m) => `${m.gi_id}/${m.ci_id}`);
+  ok(shown && cards.map((c) => c.key).join() === want.join(),
+    'MIG: one card per MIG device under GPU 0\'s card, in the snapshot\'s order',
+    {keys: cards.map((c) => c.key), want});
+  ok(/^MIG 3g\.40gb/.test(cards[0]?.head ?? '') &&
+    /GI 2 · CI 0 · 60 SMs · slices 4–7/.test(cards[0]?.head),
+  'MIG: a card names its profile, instance ids, SM count and memory slices', cards[0]?.head);
+  const m0 = devs[0] ?? {};
+  const gib = (b) => (b / 1024 ** 3).toFixed(1);
+  ok(cards[0]?.mem === `Memory ${gib(m0.memory_used)} / ${gib(m0.memory_total)} GiB` &&
+    cards[0].bar === Math.round((m0.memory_used / m0.memory_total) * 100),
+  'MIG: memory used / total of the instance, and its bar', {card: cards[0], m0});
+  const pids = (i) => (snap.gpus[0].processes ?? []).filter((p) =>
+    p.gi_id === devs[i].gi_id && p.ci_id === devs[i].ci_id).map((p) => p.pid).sort();
+  const shownPids = (i) => (cards[i]?.procs ?? []).map((t) => Number((t.match(/ (\d+)/) ?? [])[1]))
+    .filter((x) => x > 0).sort();
+  ok(cards.length === 4 && [0, 1, 2, 3].every((i) =>
+    shownPids(i).join() === pids(i).join()) && /^gpu_burn 21198 /.test(cards[0].procs[0]) &&
+    cards[3].procs.join() === 'no processes',
+  'MIG: each card lists its instance\'s processes (gi_id/ci_id), largest first',
+  cards.map((c) => c.procs));
+  const util = await mp.$eval('.card[data-gpu="0"] dd', (e) => e.textContent);
+  ok(util === 'N/A (MIG mode)', 'MIG: the GPU card\'s utilization says MIG mode', util);
+  const chartNote = await mp.$eval('#chart-utilization', (e) => {
+    const n = e.querySelector('.chart-note');
+    return n && !n.hidden ? n.textContent : '';
+  });
+  ok(/^GPU 0: utilization not available in MIG mode/.test(chartNote),
+    'MIG: the utilization chart says utilization is not available in MIG mode', chartNote);
+  const wide = await mp.evaluate(() => document.documentElement.scrollWidth);
+  ok(wide <= 390 && cards.every((c) => c.right <= 390.5),
+    '390 px: the MIG cards fit the screen', {wide, rights: cards.map((c) => c.right)});
+  await mp.screenshot({path: path.join(ARTIFACTS, 'web-mig-390.png'), fullPage: true});
+  await mp.setViewportSize({width: 1600, height: 1000});
+  await sleep(300);
+  const tops = await mp.$$eval('.card[data-gpu="0"] .mig', (ms) =>
+    ms.map((m) => Math.round(m.getBoundingClientRect().top)));
+  ok(new Set(tops).size === 1, '1600 px: the four MIG cards share one row', tops);
+  await mp.screenshot({path: path.join(ARTIFACTS, 'web-mig-1600.png'), fullPage: true});
+  ok(fs.statSync(path.join(ARTIFACTS, 'web-mig-390.png'), {throwIfNoEntry: false})?.size > 10000,
+    'MIG screenshots at 390 and 1600 px saved to tests/e2e/artifacts/');
+  ok(merr.length === 0, 'no console errors on the MIG page', merr);
+  await mp.close();
 }
 
 // The page as a non-admin viewer sees it: the agent's answers rewritten the way

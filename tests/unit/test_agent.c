@@ -641,6 +641,92 @@ static void test_render_refused(void **state)
     assert_int_equal(gs_config_set(&c, "steps_per_run", "0x10", "t", &err), GS_EINVAL);
 }
 
+/* A GPU in MIG mode with two GPU instances (the second with two compute instances): native
+ * gpuscope_mig_* series per MIG device; in dcgm mode one series per GPU instance with
+ * GPU_I_PROFILE and GPU_I_ID before the hostname (Hostname on request), the instance's
+ * framebuffer and GPM figures, the parent's clocks, and no whole-GPU series. */
+static void test_render_mig(void **state)
+{
+    struct gs_snapshot *s = one_gpu();
+    struct gs_gpu *g = &s->gpus[0];
+    struct gs_mbuf b = {0};
+    const char *ml = "{gpu=\"0\",uuid=\"GPU-abc\",hostname=\"node\\\"1\\\\\\n\",gpu_instance=\"9\","
+                     "compute_instance=\"0\",profile=\"1g.10gb\"}";
+    const char *dl = "{gpu=\"0\",UUID=\"GPU-abc\",pci_bus_id=\"00000000:18:00.0\","
+                     "device=\"nvidia3\",modelName=\"NVIDIA H100\",GPU_I_PROFILE=\"1g.10gb\","
+                     "GPU_I_ID=\"9\",hostname=\"node\\\"1\\\\\\n\",DCGM_FI_DRIVER_VERSION=\"\"}";
+    char want[512];
+    const char *p;
+    int n;
+
+    (void)state;
+    g->st[GS_M_UTIL_GPU] = GS_ST_NA;
+    gs_gpu_set(g, GS_M_MIG_MODE, 1);
+    g->n_mig = 3;
+    for (unsigned i = 0; i < 3; i++) {
+        struct gs_mig *m = &g->mig[i];
+        m->index = i;
+        m->gi_id = i ? 9 : 2;
+        m->ci_id = i == 2 ? 1 : 0;
+        snprintf(m->name, sizeof m->name, "NVIDIA H100 MIG %s", i ? "1g.10gb" : "3g.40gb");
+        snprintf(m->uuid, sizeof m->uuid, "MIG-%u", i);
+        m->mem_st = GS_ST_OK;
+        m->mem_total_bytes = 10240 * 1048576.0;
+        m->mem_used_bytes = (i + 1) * 1048576ULL + 5;
+        m->mem_free_bytes = m->mem_total_bytes - m->mem_used_bytes;
+    }
+    g->mig[1].gpm_st[GS_MIG_GPM_GR_ACTIVE] = GS_ST_OK;
+    g->mig[1].gpm[GS_MIG_GPM_GR_ACTIVE] = 0.25;
+    s->n_procs = 1;
+    memset(&s->procs[0], 0, sizeof s->procs[0]);
+    s->procs[0].pid = 7;
+    s->procs[0].gi_id = 9;
+    s->procs[0].ci_id = 0;
+
+    assert_int_equal(gs_metrics_render(&b, s, &up_self, 0), GS_OK);
+    snprintf(want, sizeof want, "\ngpuscope_mig_memory_used_bytes%s 2097157\n", ml);
+    assert_non_null(strstr(b.data, want));
+    snprintf(want, sizeof want, "\ngpuscope_mig_graphics_active_ratio%s 0.25\n", ml);
+    assert_non_null(strstr(b.data, want));
+    snprintf(want, sizeof want, "\ngpuscope_mig_processes%s 1\n", ml);
+    assert_non_null(strstr(b.data, want));
+    assert_non_null(strstr(b.data, "compute_instance=\"1\",profile=\"1g.10gb\",mig_uuid=\"MIG-2\"} 1\n"));
+    assert_null(strstr(b.data, "gpuscope_mig_sm_active_ratio")); /* absent: no family */
+    assert_null(strstr(b.data, "GPU_I_"));
+    gs_mbuf_reset(&b);
+
+    assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
+    snprintf(want, sizeof want, "\nDCGM_FI_DEV_FB_USED%s 2\n", dl); /* whole MiB */
+    assert_non_null(strstr(b.data, want));
+    snprintf(want, sizeof want, "\nDCGM_FI_PROF_GR_ENGINE_ACTIVE%s 0.25\n", dl);
+    assert_non_null(strstr(b.data, want));
+    snprintf(want, sizeof want, "\nDCGM_FI_DEV_SM_CLOCK%s 1980\n", dl); /* the parent's */
+    assert_non_null(strstr(b.data, want));
+    assert_non_null(strstr(b.data, "GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"2\",hostname="));
+    /* one series per GPU instance: GPU instance 9's second compute instance adds none */
+    for (n = 0, p = b.data; (p = strstr(p, "\nDCGM_FI_DEV_FB_USED{")); p++)
+        n++;
+    assert_int_equal(n, 2);
+    /* in MIG mode dcgm-exporter has no whole-GPU series, and no utilization */
+    assert_null(strstr(b.data, "modelName=\"NVIDIA H100\",hostname="));
+    assert_null(strstr(b.data, "DCGM_FI_DEV_GPU_UTIL"));
+    assert_null(strstr(b.data, "DCGM_FI_DEV_FB_RESERVED"));
+    gs_mbuf_reset(&b);
+    assert_int_equal(
+        gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM | GS_METRICS_DCGM_HOSTNAME), GS_OK);
+    assert_non_null(strstr(b.data, "GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"9\",Hostname=\"node"));
+    assert_null(strstr(b.data, "GPU_I_ID=\"9\",hostname="));
+    gs_mbuf_reset(&b);
+    /* MIG mode off: the devices listed are not rendered, the GPU is whole again */
+    gs_gpu_set(g, GS_M_MIG_MODE, 0);
+    assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
+    assert_null(strstr(b.data, "GPU_I_"));
+    assert_null(strstr(b.data, "gpuscope_mig_"));
+    assert_non_null(strstr(b.data, "modelName=\"NVIDIA H100\",hostname="));
+    gs_mbuf_free(&b);
+    gs_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -655,6 +741,7 @@ int main(void)
         cmocka_unit_test(test_render_history_self),
         cmocka_unit_test(test_render_processes),
         cmocka_unit_test(test_render_refused),
+        cmocka_unit_test(test_render_mig),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

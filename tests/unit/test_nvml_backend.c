@@ -824,6 +824,18 @@ static void mig_devices(void **state)
     assert_true(g->mig[0].mem_used_bytes == 11091ULL * 1048576);
     assert_int_equal(g->mig[3].gi_id, 10);
     assert_non_null(strstr(g->mig[3].name, "1g.10gb"));
+    /* the GPU instance's placement (a privileged caller, as the scenario's default) */
+    assert_int_equal(g->mig[0].place_st, GS_ST_OK);
+    assert_int_equal(g->mig[0].place_start, 4);
+    assert_int_equal(g->mig[0].place_size, 4);
+    assert_int_equal(g->mig[0].profile_id, 9);
+    assert_int_equal(g->mig[3].place_start, 1);
+    assert_int_equal(g->mig[3].place_size, 1);
+    /* read once per MIG device: the second cycle answers from the cache, the same */
+    sample_ok(f->b, 0, g, GS_WANT_MIG);
+    assert_int_equal(g->mig[1].place_st, GS_ST_OK);
+    assert_int_equal(g->mig[1].place_start, 2);
+    assert_int_equal(g->mig[1].profile_id, 14);
     /* without GS_WANT_MIG no devices are listed */
     sample_ok(f->b, 0, g, 0);
     assert_int_equal(g->n_mig, 0);
@@ -835,6 +847,42 @@ static void mig_devices(void **state)
     assert_int_equal(f->snap->procs[0].gi_id, 2);
     assert_int_equal(f->snap->procs[0].ci_id, 0);
     assert_true(f->snap->procs[0].gpu_mem_bytes == 2296ULL * 1048576);
+    gs_snapshot_free(f->snap);
+    f->snap = NULL;
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
+/* GPM per GPU instance (nvmlGpmMigSampleGet on the parent): absent on the first sample of a
+ * pair, then each instance's own figures (the 3g.40gb's graphics activity is ~99 %, the
+ * whole GPU's ~64 %). */
+static void mig_gpm(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu *g;
+    struct gs_err e;
+    const unsigned want = GS_WANT_MIG | GS_WANT_GPM;
+
+    NEED_SIM();
+    assert_int_equal(sim_open(&f->b, sim_lib(), "h100-mig.json", "60", &e), GS_OK);
+    assert_int_equal(gs_snapshot_new(&f->snap, 1, 1, NULL), GS_OK);
+    g = &f->snap->gpus[0];
+    sample_ok(f->b, 0, g, want);
+    assert_int_equal(g->n_mig, 4);
+    assert_int_equal(g->mig[0].gpm_st[GS_MIG_GPM_GR_ACTIVE], GS_ST_NA);
+    usleep(120000);
+    sample_ok(f->b, 0, g, want);
+    assert_int_equal(g->mig[0].gpm_st[GS_MIG_GPM_GR_ACTIVE], GS_ST_OK);
+    assert_true(g->mig[0].gpm[GS_MIG_GPM_GR_ACTIVE] > 0.96 &&
+                g->mig[0].gpm[GS_MIG_GPM_GR_ACTIVE] <= 1.0);
+    assert_true(g->mig[0].gpm[GS_MIG_GPM_SM_ACTIVE] > 0.9);
+    assert_int_equal(g->mig[2].gpm_st[GS_MIG_GPM_TENSOR_ACTIVE], GS_ST_OK);
+    assert_true(gs_gpu_has(g, GS_M_GPM_GR_ACTIVE));
+    assert_true(g->v[GS_M_GPM_GR_ACTIVE] > 0.55 && g->v[GS_M_GPM_GR_ACTIVE] < 0.7);
+    /* GPM without MIG asked: no instance figures */
+    usleep(120000);
+    sample_ok(f->b, 0, g, GS_WANT_GPM);
+    assert_int_equal(g->n_mig, 0);
     gs_snapshot_free(f->snap);
     f->snap = NULL;
     gs_backend_nvml.close(f->b);
@@ -1156,6 +1204,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(utilization_samples, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(nvlink_links, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(nvlink_first_cycle_rate, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(mig_gpm, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -475,6 +475,127 @@ static void test_snapshot_json_round_trip(void **state)
     gs_snapshot_free(s);
 }
 
+/* MIG devices in the snapshot document: profile, BAR1, engines, per-instance GPM, the pids of
+ * the instance's processes, and utilization absent "mig_mode" on the GPU and every instance;
+ * decode(encode(s)) encodes to the same text. A viewer who may not see a process does not
+ * find its pid in the instance's list either. */
+static void test_snapshot_json_mig(void **state)
+{
+    struct gs_snapshot *s = make_snap(), *back = NULL;
+    struct gs_gpu *g = &s->gpus[0];
+    json_t *doc, *doc2, *m0, *m1;
+    char *t1, *t2;
+
+    (void)state;
+    g->st[GS_M_UTIL_GPU] = GS_ST_NA; /* what NVML answers in MIG mode */
+    gs_gpu_set(g, GS_M_MIG_MODE, 1);
+    g->n_mig = 2;
+    for (unsigned i = 0; i < 2; i++) {
+        struct gs_mig *m = &g->mig[i];
+        m->index = i;
+        m->gi_id = i ? 9 : 2;
+        m->ci_id = 0;
+        snprintf(m->uuid, sizeof m->uuid, "MIG-%u", i);
+        snprintf(m->name, sizeof m->name, "NVIDIA H100 80GB HBM3 MIG %s", i ? "1g.10gb" : "3g.40gb");
+        m->mem_st = GS_ST_OK;
+        m->mem_total_bytes = i ? 10468982784ULL : 42412802048ULL;
+        m->mem_used_bytes = 1000 * (i + 1);
+        m->mem_free_bytes = m->mem_total_bytes - m->mem_used_bytes;
+    }
+    g->mig[0].bar1_st = GS_ST_OK;
+    g->mig[0].bar1_total_bytes = 25940721664ULL;
+    g->mig[0].attr_st = GS_ST_OK;
+    g->mig[0].sm_count = 60;
+    g->mig[0].ce_count = 3;
+    g->mig[0].gpm_st[GS_MIG_GPM_GR_ACTIVE] = GS_ST_OK;
+    g->mig[0].gpm[GS_MIG_GPM_GR_ACTIVE] = 0.99;
+    g->mig[0].gpm_st[GS_MIG_GPM_SM_ACTIVE] = GS_ST_NOPERM; /* absent: null, not 0 */
+    g->mig[0].place_st = GS_ST_OK;
+    g->mig[0].place_start = 4;
+    g->mig[0].place_size = 4;
+    g->mig[0].profile_id = 9;
+    g->mig[1].place_st = GS_ST_NOPERM; /* nvmlDeviceGetGpuInstanceById is root only */
+    s->procs[0].gi_id = 2; /* alice's on 3g.40gb, bob's on 1g.10gb */
+    s->procs[0].ci_id = 0;
+    s->procs[1].gi_id = 9;
+    s->procs[1].ci_id = 0;
+    doc = snap_doc(s);
+    {
+        json_t *jg = json_array_get(json_object_get(doc, "gpus"), 0);
+        m0 = json_array_get(json_object_get(jg, "mig_devices"), 0);
+        m1 = json_array_get(json_object_get(jg, "mig_devices"), 1);
+        assert_string_equal(
+            json_string_value(json_object_get(json_object_get(jg, "unavailable"),
+                                              "utilization_gpu")),
+            "mig_mode");
+        assert_true(json_is_null(json_object_get(jg, "utilization_gpu")));
+    }
+    assert_string_equal(json_string_value(json_object_get(m0, "profile")), "3g.40gb");
+    assert_string_equal(json_string_value(json_object_get(m1, "profile")), "1g.10gb");
+    assert_int_equal(json_integer_value(json_object_get(m0, "gi_id")), 2);
+    assert_int_equal(json_integer_value(json_object_get(m0, "sm_count")), 60);
+    assert_true(json_is_null(json_object_get(m1, "sm_count")));
+    assert_int_equal(json_integer_value(json_object_get(m0, "bar1_total")), 25940721664LL);
+    assert_true(json_real_value(json_object_get(m0, "graphics_active")) == 0.99);
+    assert_true(json_is_null(json_object_get(m0, "sm_active")));
+    assert_true(json_is_null(json_object_get(m0, "utilization_gpu")));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(m0, "unavailable"),
+                                                          "utilization_gpu")),
+                        "mig_mode");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(m0, "placement"), "start")),
+                     4);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(m0, "placement"), "size")),
+                     4);
+    assert_int_equal(json_integer_value(json_object_get(m0, "profile_id")), 9);
+    assert_true(json_is_null(json_object_get(m1, "placement")));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(m1, "unavailable"),
+                                                          "placement")),
+                        "no_permission");
+    assert_int_equal(json_array_size(json_object_get(m0, "processes")), 1);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(m0, "processes"), 0)), 100);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(m1, "processes"), 0)), 200);
+
+    assert_int_equal(gs_snapjson_decode(doc, 0, &back, NULL), GS_OK);
+    assert_int_equal(back->gpus[0].n_mig, 2);
+    assert_int_equal(back->gpus[0].st[GS_M_UTIL_GPU], GS_ST_NA); /* "mig_mode" is absent */
+    assert_int_equal(back->gpus[0].mig[0].gpm_st[GS_MIG_GPM_GR_ACTIVE], GS_ST_OK);
+    assert_int_equal(back->gpus[0].mig[0].sm_count, 60);
+    assert_int_equal(back->gpus[0].mig[0].ce_count, 3);
+    assert_int_equal(back->gpus[0].mig[0].place_st, GS_ST_OK);
+    assert_int_equal(back->gpus[0].mig[0].place_start, 4);
+    assert_int_equal(back->gpus[0].mig[1].place_st, GS_ST_NOPERM);
+    assert_string_equal(gs_mig_profile(&back->gpus[0].mig[1]), "1g.10gb");
+    assert_int_equal(back->procs[1].gi_id, 9);
+    doc2 = snap_doc(back);
+    t1 = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+    t2 = json_dumps(doc2, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_string_equal(t1, t2);
+    free(t1);
+    free(t2);
+    json_decref(doc2);
+    gs_snapshot_free(back);
+    json_decref(doc);
+
+    {
+        struct gs_policy_settings set = {.process_visibility = GS_PROCVIS_OWN};
+        struct gs_viewer a = viewer(UID_A, GS_ROLE_VIEWER);
+        struct gs_policy_view v;
+        json_t *jg;
+        gs_policy_view_build(&v, &set, &a, s, NULL, 0);
+        doc = filtered_doc(&v, s);
+        jg = json_array_get(json_object_get(doc, "gpus"), 0);
+        m1 = json_array_get(json_object_get(jg, "mig_devices"), 1);
+        assert_int_equal(json_array_size(json_object_get(m1, "processes")), 0); /* bob's */
+        json_decref(doc);
+    }
+    /* a profile is what follows the last " MIG "; a name without one has none */
+    snprintf(g->mig[0].name, sizeof g->mig[0].name, "NVIDIA A30");
+    assert_string_equal(gs_mig_profile(&g->mig[0]), "");
+    snprintf(g->mig[0].name, sizeof g->mig[0].name, "NVIDIA A100-SXM4-40GB MIG 1g.5gb+me");
+    assert_string_equal(gs_mig_profile(&g->mig[0]), "1g.5gb+me");
+    gs_snapshot_free(s);
+}
+
 static void test_runs_docs(void **state)
 {
     struct gs_policy_settings set = {.process_visibility = GS_PROCVIS_OWN};
@@ -520,6 +641,7 @@ int main(void)
         cmocka_unit_test(test_proc_net_uid),
         cmocka_unit_test(test_devices_list),
         cmocka_unit_test(test_snapshot_json_round_trip),
+        cmocka_unit_test(test_snapshot_json_mig),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

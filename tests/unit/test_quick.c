@@ -527,6 +527,45 @@ static void text_mig_devices(void **state)
     gs_snapshot_free(s);
 }
 
+/* A GPU in MIG mode: utilization "MIG" (NVML has none), not N/A; with -a each MIG line adds
+ * the instance's SM count and graphics activity (N/A when absent), columns still aligned. */
+static void text_mig_mode_all(void **state)
+{
+    struct gs_snapshot *s = two_gpus();
+    struct gs_quick_opts o = opts_of("--no-header");
+    struct gs_gpu *g = &s->gpus[1];
+    char *t;
+    (void)state;
+
+    set_text(g, GS_T_NAME, "NVIDIA H100 80GB HBM3");
+    g->st[GS_M_UTIL_GPU] = GS_ST_NA;
+    gs_gpu_set(g, GS_M_MIG_MODE, 1);
+    g->n_mig = 2;
+    for (unsigned m = 0; m < 2; m++) {
+        g->mig[m].index = m;
+        g->mig[m].gi_id = m ? 9 : 2;
+        snprintf(g->mig[m].name, sizeof g->mig[m].name, "NVIDIA H100 80GB HBM3 MIG %s",
+                 m ? "1g.10gb" : "3g.40gb");
+        g->mig[m].mem_st = GS_ST_OK;
+        g->mig[m].mem_total_bytes = (uint64_t)(9984 * MIB);
+    }
+    g->mig[0].attr_st = GS_ST_OK;
+    g->mig[0].sm_count = 60;
+    g->mig[0].gpm_st[GS_MIG_GPM_GR_ACTIVE] = GS_ST_OK;
+    g->mig[0].gpm[GS_MIG_GPM_GR_ACTIVE] = 0.99;
+    t = render(s, &o, 0, 0);
+    assert_non_null(strstr(line_of(t, 1), ",   MIG |"));
+    assert_null(strstr(line_of(t, 0), "MIG")); /* the other GPU is whole */
+    free(t);
+    o = opts_of("--no-header -a");
+    t = render(s, &o, 0, 0);
+    assert_non_null(strstr(t, "3g.40gb  (gi 2, ci 0)"));
+    assert_non_null(strstr(t, "|     0 /  9984 MB |  60 SMs, gr  99 % |"));
+    assert_non_null(strstr(t, "|     0 /  9984 MB |     N/A, gr   N/A |"));
+    free(t);
+    gs_snapshot_free(s);
+}
+
 static void text_hostile_process_name(void **state)
 {
     struct gs_snapshot *s = two_gpus();
@@ -929,6 +968,7 @@ int main(void)
         cmocka_unit_test(text_show_all),
         cmocka_unit_test(text_nvlink_line),
         cmocka_unit_test(text_mig_devices),
+        cmocka_unit_test(text_mig_mode_all),
         cmocka_unit_test(text_hostile_process_name),
         cmocka_unit_test(text_id_filter),
         cmocka_unit_test(fmt_mem_units),

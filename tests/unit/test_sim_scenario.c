@@ -119,7 +119,9 @@
     X(nvmlReturn_t, nvmlDeviceGetNvLinkState, (nvmlDevice_t, unsigned int, nvmlEnableState_t *))   \
     X(nvmlReturn_t, nvmlDeviceGetNvLinkErrorCounter,                                               \
       (nvmlDevice_t, unsigned int, nvmlNvLinkErrorCounter_t, unsigned long long *))                \
-    X(nvmlReturn_t, nvmlDeviceGetNvLinkRemotePciInfo_v2, (nvmlDevice_t, unsigned int, nvmlPciInfo_t *))
+    X(nvmlReturn_t, nvmlDeviceGetNvLinkRemotePciInfo_v2, (nvmlDevice_t, unsigned int, nvmlPciInfo_t *)) \
+    X(nvmlReturn_t, nvmlDeviceGetGpuInstanceById, (nvmlDevice_t, unsigned, nvmlGpuInstance_t *))  \
+    X(nvmlReturn_t, nvmlGpuInstanceGetInfo, (nvmlGpuInstance_t, nvmlGpuInstanceInfo_t *))
 
 #define SIM_DECL(ret, name, args) ret(*name) args;
 static struct {
@@ -1139,6 +1141,52 @@ static void mig_devices_have_their_own_handles(void **state)
     assert_int_equal(nv.nvmlDeviceGetPowerUsage(mig[0], &id), NVML_ERROR_NOT_SUPPORTED);
 }
 
+/* nvmlDeviceGetGpuInstanceById + nvmlGpuInstanceGetInfo: the scenario's placement and profile
+ * id to a privileged caller, NO_PERMISSION otherwise; bad handles and ids are refused; a
+ * placement past the 8th memory slice is a parse error with its place. */
+static void gpu_instance_info(void **state)
+{
+    static const char past[] =
+        "{\"gpus\": [{\"name\": \"G\", \"uuid\": \"GPU-g\", \"memory\": {\"total_mib\": 1000},"
+        "\"architecture\": \"hopper\", \"pci\": {\"bus\": 1, \"device_id\": \"0x2330\"},"
+        "\"mig\": {\"mode\": \"enabled\", \"instances\": [{\"gi\": 1, \"profile\": \"3g.40gb\","
+        "\"uuid\": \"MIG-x\", \"memory_total_mib\": 900, \"placement\": {\"start\": 6, "
+        "\"size\": 4}}]}}]}";
+    struct gs_sim_scenario *sc = NULL;
+    nvmlDevice_t gpu;
+    nvmlGpuInstance_t gi = NULL;
+    nvmlGpuInstanceInfo_t info;
+    char err[512];
+
+    (void)state;
+    use_bundled("h100-mig.json", "100");
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    gpu = dev(0);
+    assert_int_equal(nv.nvmlDeviceGetGpuInstanceById(gpu, 3, &gi), NVML_SUCCESS);
+    memset(&info, 0, sizeof info);
+    assert_int_equal(nv.nvmlGpuInstanceGetInfo(gi, &info), NVML_SUCCESS);
+    assert_ptr_equal(info.device, gpu);
+    assert_int_equal(info.id, 3);
+    assert_int_equal(info.profileId, 14);
+    assert_int_equal(info.placement.start, 2);
+    assert_int_equal(info.placement.size, 2);
+    assert_int_equal(nv.nvmlDeviceGetGpuInstanceById(gpu, 5, &gi), NVML_ERROR_NOT_FOUND);
+    assert_int_equal(nv.nvmlGpuInstanceGetInfo((nvmlGpuInstance_t)(void *)&info, &info),
+                     NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+    use_one_gpu("\"mig\": {\"mode\": \"enabled\", \"instances\": [{\"gi\": 1, \"profile\": "
+                "\"7g.80gb\", \"uuid\": \"MIG-x\", \"memory_total_mib\": 900, "
+                "\"placement\": {\"start\": 0, \"size\": 8}}]}",
+                "\"privileged\": false", NULL);
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetGpuInstanceById(dev(0), 1, &gi), NVML_ERROR_NO_PERMISSION);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+    assert_int_equal(gs_sim_scenario_parse(past, strlen(past), "p.json", &sc, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "placement: slices 6..9 past the 8th"));
+    assert_non_null(strstr(err, "p.json:1:"));
+}
+
 static void mig_enable_event_makes_instances_appear(void **state)
 {
     nvmlDevice_t gpu, mig;
@@ -1661,6 +1709,7 @@ int main(void)
         cmocka_unit_test_teardown(idle_gpu_reports_the_idle_reason, test_teardown),
         cmocka_unit_test_teardown(mig_devices_have_their_own_handles, test_teardown),
         cmocka_unit_test_teardown(mig_enable_event_makes_instances_appear, test_teardown),
+        cmocka_unit_test_teardown(gpu_instance_info, test_teardown),
         cmocka_unit_test_teardown(gpm_versions_and_metrics, test_teardown),
         cmocka_unit_test_teardown(video_engines, test_teardown),
         cmocka_unit_test_teardown(inforom_versions, test_teardown),

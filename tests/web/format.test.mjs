@@ -417,3 +417,41 @@ test('NVLink card row: links up, throughput, errors; nothing for a PCIe card', a
   assert.equal(d.down, true);
   assert.equal(d.errors, 163);
 });
+
+test('MIG devices become cards with their processes; the chart note names MIG GPUs', async () => {
+  const {migCards, migUtilNote} = await import('../../web/format.js');
+  const g = {index: 0, lost: false, utilization_gpu: null,
+    unavailable: {utilization_gpu: 'mig_mode'},
+    mig_devices: [
+      {gi_id: 2, ci_id: 0, uuid: 'MIG-a', name: 'NVIDIA H100 80GB HBM3 MIG 3g.40gb',
+        profile: '3g.40gb', memory_used: 11629756416, memory_total: 42412802048,
+        sm_count: 60, graphics_active: 0.99, placement: {start: 4, size: 4}},
+      {gi_id: 10, ci_id: 0, name: 'NVIDIA H100 80GB HBM3 MIG 1g.10gb', memory_used: null,
+        memory_total: 10468982784},
+    ],
+    processes: [
+      {pid: 21180, gi_id: 2, ci_id: 0, name: 'memhog', gpu_memory: 2407530496},
+      {pid: 21198, gi_id: 2, ci_id: 0, name: 'gpu_burn', user: 'root', gpu_memory: 7847542784},
+      {pid: 99, gi_id: 9, ci_id: 0, name: 'other', gpu_memory: 1},
+    ]};
+  const c = migCards(g);
+  assert.equal(c.length, 2);
+  assert.equal(c[0].title, 'MIG 3g.40gb');
+  assert.equal(c[0].ids, 'GI 2 · CI 0 · 60 SMs · slices 4–7');
+  assert.equal(migCards({...g, mig_devices: [{...g.mig_devices[1], placement: {start: 1, size: 1}}]})[0]
+    .ids, 'GI 10 · CI 0 · slice 1');
+  assert.equal(c[0].mem, '10.8 / 39.5 GiB');
+  assert.ok(Math.abs(c[0].ratio - 11629756416 / 42412802048) < 1e-12);
+  assert.equal(c[0].gr, 0.99);
+  assert.deepEqual(c[0].procs.map((p) => p.pid), [21198, 21180]); // largest first
+  assert.equal(c[0].procs[0].text, 'gpu_burn 21198 (root) · 7.3 GiB');
+  assert.equal(c[1].title, 'MIG 1g.10gb'); // profile from the name
+  assert.equal(c[1].mem, `${NA} / 9.8 GiB`);
+  assert.equal(c[1].ratio, null); // no bar from an absent reading
+  assert.deepEqual(c[1].procs, []);
+  assert.deepEqual(migCards({...g, lost: true}), []);
+  assert.deepEqual(migCards({index: 1}), []);
+  assert.match(migUtilNote({gpus: [g, {index: 1, utilization_gpu: 0.5}]}),
+    /^GPU 0: utilization not available in MIG mode/);
+  assert.equal(migUtilNote({gpus: [{index: 1, utilization_gpu: null}]}), '');
+});

@@ -451,32 +451,84 @@ static void proc_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const st
     puts_(b, "\"}");
 }
 
-/* Processes are taken in snapshot order while their series fit in max; the first one that
- * does not fit ends the list (its series and all later ones are counted as dropped). */
-static void render_processes(struct gs_mbuf *b, const struct gs_snapshot *s, unsigned max)
+/* Orders process indices by GPU memory, largest first (an unknown size last), then by GPU and
+ * pid, so that the same snapshot always keeps the same processes. */
+static _Thread_local const struct gs_snapshot *proc_order_snap; /* qsort has no context */
+
+static int proc_order(const void *a, const void *b)
 {
-    unsigned n_take = 0;
-    uint64_t used = 0, dropped = 0;
+    const struct gs_proc *p = &proc_order_snap->procs[*(const unsigned *)a];
+    const struct gs_proc *q = &proc_order_snap->procs[*(const unsigned *)b];
+    uint64_t pm = p->mem_st == GS_ST_OK ? p->gpu_mem_bytes + 1 : 0;
+    uint64_t qm = q->mem_st == GS_ST_OK ? q->gpu_mem_bytes + 1 : 0;
+
+    if (pm != qm)
+        return pm > qm ? -1 : 1;
+    if (p->gpu != q->gpu)
+        return p->gpu < q->gpu ? -1 : 1;
+    return p->pid < q->pid ? -1 : p->pid > q->pid;
+}
+
+int gs_metrics_process_select(const struct gs_snapshot *s, unsigned max, unsigned char *keep,
+                              struct gs_metrics_proc_cut *cut)
+{
+    unsigned *order = NULL, n = 0;
+    uint64_t used = 0;
+    int full = 0;
     double v;
 
+    memset(cut, 0, sizeof *cut);
+    if (s->n_procs == 0)
+        return GS_OK;
+    if (!(order = malloc(s->n_procs * sizeof *order)))
+        return GS_ENOMEM;
     for (unsigned i = 0; i < s->n_procs; i++) {
-        unsigned k = 0;
-        if (s->procs[i].gpu >= s->n_gpus)
-            continue;
+        keep[i] = 0;
+        if (s->procs[i].gpu < s->n_gpus)
+            order[n++] = i;
+    }
+    proc_order_snap = s;
+    qsort(order, n, sizeof *order, proc_order);
+    for (unsigned k = 0; k < n; k++) {
+        const struct gs_proc *p = &s->procs[order[k]];
+        unsigned series = 0;
         for (int f = 0; f < PF__COUNT; f++)
-            k += (unsigned)proc_value(&s->procs[i], (enum pfam)f, &v);
-        if (dropped == 0 && used + k <= max) {
-            used += k;
-            n_take = i + 1;
+            series += (unsigned)proc_value(p, (enum pfam)f, &v);
+        if (series == 0)
+            continue; /* nothing to show, nothing left out */
+        if (!full && used + series <= max) {
+            used += series;
+            keep[order[k]] = 1;
+            cut->kept_procs++;
+            cut->kept_series += series;
         } else {
-            dropped += k;
+            full = 1; /* the rest are smaller: none of them passes a larger one */
+            cut->dropped_procs++;
+            cut->dropped_series += series;
         }
+    }
+    free(order);
+    return GS_OK;
+}
+
+/* The processes holding the most GPU memory are kept, whole, while their series fit in max;
+ * the rest are left out whole and counted (gs_metrics_process_select). */
+static void render_processes(struct gs_mbuf *b, const struct gs_snapshot *s, unsigned max)
+{
+    struct gs_metrics_proc_cut cut;
+    unsigned char *keep = s->n_procs ? malloc(s->n_procs) : NULL;
+    double v;
+
+    if ((s->n_procs && !keep) || gs_metrics_process_select(s, max, keep, &cut) != GS_OK) {
+        free(keep);
+        b->failed = 1;
+        return;
     }
     for (int f = 0; f < PF__COUNT; f++) {
         int any = 0;
-        for (unsigned i = 0; i < n_take; i++) {
+        for (unsigned i = 0; i < s->n_procs; i++) {
             const struct gs_proc *p = &s->procs[i];
-            if (p->gpu >= s->n_gpus || !proc_value(p, (enum pfam)f, &v))
+            if (!keep[i] || !proc_value(p, (enum pfam)f, &v))
                 continue;
             if (!any++)
                 header(b, pfams[f].name, pfams[f].help, pfams[f].type);
@@ -486,9 +538,14 @@ static void render_processes(struct gs_mbuf *b, const struct gs_snapshot *s, uns
             value(b, v);
         }
     }
+    free(keep);
     header(b, "gpuscope_process_series_dropped",
            "Per-process series left out of this exposition by process_metrics_max.", "gauge");
-    printf_(b, "gpuscope_process_series_dropped %llu\n", (unsigned long long)dropped);
+    printf_(b, "gpuscope_process_series_dropped %llu\n", (unsigned long long)cut.dropped_series);
+    header(b, "gpuscope_processes_dropped",
+           "Processes whose series were left out of this exposition by process_metrics_max "
+           "(those holding the least GPU memory).", "gauge");
+    printf_(b, "gpuscope_processes_dropped %u\n", cut.dropped_procs);
 }
 
 static void render_history_self(struct gs_mbuf *b, const struct gs_metrics_self *self)

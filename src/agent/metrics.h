@@ -65,9 +65,9 @@ struct gs_metrics_self {
     uint64_t runs_records;       /* step-socket records accepted */
     uint64_t runs_rejected;      /* records refused by validation */
     uint64_t runs_steps_dropped; /* step records received but not kept */
-    /* Per-process series (GS_METRICS_PROCESS): at most this many lines; the processes whose
-     * series would pass it are left out whole and counted in
-     * gpuscope_process_series_dropped. */
+    /* Per-process series (GS_METRICS_PROCESS): at most this many lines, of the processes
+     * holding the most GPU memory (gs_metrics_process_select); the others are left out whole
+     * and counted in gpuscope_process_series_dropped and gpuscope_processes_dropped. */
     unsigned process_series_max;
 };
 
@@ -82,6 +82,19 @@ enum gs_metrics_flags {
  * self to b. Returns GS_OK or GS_ENOMEM (b->failed). */
 int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
                       const struct gs_metrics_self *self, unsigned flags);
+
+/* What the per-process cap keeps of a snapshot (GS_METRICS_PROCESS). */
+struct gs_metrics_proc_cut {
+    unsigned kept_procs, dropped_procs;
+    uint64_t kept_series, dropped_series;
+};
+
+/* Chooses the process entries of s whose series /metrics shows under a cap of max series:
+ * by GPU memory, largest first (an unknown size last; ties by GPU, then pid), each process
+ * whole, until the next one does not fit; every later one is left out. keep[i] (s->n_procs
+ * bytes) is set to 1 for a kept entry, 0 else. GS_OK or GS_ENOMEM. */
+int gs_metrics_process_select(const struct gs_snapshot *s, unsigned max, unsigned char *keep,
+                              struct gs_metrics_proc_cut *cut);
 
 /* Appends s as a label value, escaped. */
 void gs_metrics_escape(struct gs_mbuf *b, const char *s);

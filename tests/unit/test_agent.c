@@ -608,6 +608,73 @@ static void test_render_processes(void **state)
     gs_snapshot_free(s);
 }
 
+/* The cap over many processes: 300 processes on one GPU with distinct memory sizes (and one
+ * of unknown size), a cap of 256 series of one family each: the 256 largest are kept, the
+ * unknown-size one and the 43 smallest are left out and counted, and the same snapshot in
+ * another order keeps the same processes. */
+static void test_render_processes_cap_by_memory(void **state)
+{
+    struct gs_snapshot *s = one_gpu();
+    struct gs_metrics_self self = up_self;
+    struct gs_metrics_proc_cut cut;
+    unsigned char keep[300];
+    struct gs_mbuf b = {0};
+    char needle[64];
+
+    (void)state;
+    assert_int_equal(gs_snapshot_reserve_procs(s, 300, NULL), GS_OK);
+    s->n_procs = 300;
+    memset(s->procs, 0, 300 * sizeof *s->procs);
+    for (unsigned i = 0; i < 300; i++) {
+        s->procs[i].pid = 1000 + i;
+        s->procs[i].mem_st = GS_ST_OK;
+        /* sizes interleaved so that snapshot order is not size order */
+        s->procs[i].gpu_mem_bytes = (uint64_t)((i * 7919u) % 300u + 1) << 20;
+    }
+    s->procs[0].mem_st = GS_ST_NA; /* size unknown: ranks last */
+    s->procs[0].host_st = GS_ST_OK; /* its one series: RSS */
+    self.process_series_max = 256;
+    assert_int_equal(gs_metrics_process_select(s, 256, keep, &cut), GS_OK);
+    assert_int_equal(cut.kept_procs, 256);
+    assert_int_equal(cut.kept_series, 256);
+    assert_int_equal(cut.dropped_procs, 44);
+    assert_int_equal(cut.dropped_series, 44);
+    assert_int_equal(keep[0], 0);
+    for (unsigned i = 1; i < 300; i++) /* the 256 largest of sizes 1..300 MiB (0's is lost) */
+        assert_int_equal(keep[i], s->procs[i].gpu_mem_bytes > (44ull << 20) ? 1 : 0);
+    assert_int_equal(gs_metrics_render(&b, s, &self, GS_METRICS_PROCESS), GS_OK);
+    assert_non_null(strstr(b.data, "\ngpuscope_process_series_dropped 44\n"));
+    assert_non_null(strstr(b.data, "\ngpuscope_processes_dropped 44\n"));
+    snprintf(needle, sizeof needle, ",pid=\"%u\"", 1000u);
+    assert_null(strstr(b.data, needle));
+    for (unsigned i = 1; i < 300; i++) {
+        snprintf(needle, sizeof needle, ",pid=\"%u\"", 1000 + i);
+        assert_int_equal(strstr(b.data, needle) != NULL, keep[i]);
+    }
+    {
+        unsigned lines = 0;
+        for (const char *p = b.data; (p = strstr(p, "\ngpuscope_process_gpu_memory_bytes{")); p++)
+            lines++;
+        assert_int_equal(lines, 256);
+    }
+    /* reversed snapshot order: the same pids are kept */
+    for (unsigned i = 0; i < 150; i++) {
+        struct gs_proc t = s->procs[i];
+        s->procs[i] = s->procs[299 - i];
+        s->procs[299 - i] = t;
+    }
+    assert_int_equal(gs_metrics_process_select(s, 256, keep, &cut), GS_OK);
+    for (unsigned i = 0; i < 300; i++)
+        assert_int_equal(keep[i], s->procs[i].mem_st == GS_ST_OK &&
+                                      s->procs[i].gpu_mem_bytes > (44ull << 20));
+    /* a cap below the largest process's series keeps none and counts all */
+    s->procs[0].host_st = GS_ST_OK; /* 2 series (memory and RSS) */
+    assert_int_equal(gs_metrics_process_select(s, 1, keep, &cut), GS_OK);
+    assert_true(cut.kept_procs <= 1 && cut.kept_procs + cut.dropped_procs == 300);
+    gs_mbuf_free(&b);
+    gs_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -621,6 +688,7 @@ int main(void)
         cmocka_unit_test(test_history_req),   cmocka_unit_test(test_history_doc),
         cmocka_unit_test(test_render_history_self),
         cmocka_unit_test(test_render_processes),
+        cmocka_unit_test(test_render_processes_cap_by_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

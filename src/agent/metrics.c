@@ -256,6 +256,109 @@ static void native_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const 
     puts_(b, "\"");
 }
 
+/* ---- Kubernetes pods: dcgm-exporter's pod, namespace and container labels ---- */
+
+static void proc_escape(struct gs_mbuf *b, const char *s);
+
+/* The pod of each GPU of the render going on in this thread (gs_metrics_gpu_pod; pod NULL
+ * where none); dcgm_labels adds its labels. */
+struct gpu_pod {
+    const struct gs_proc *pod;
+    int one_container;
+};
+static _Thread_local const struct gpu_pod *render_pods;
+static _Thread_local unsigned render_n_pods;
+
+const struct gs_proc *gs_metrics_gpu_pod(const struct gs_snapshot *s, unsigned gi,
+                                         int *one_container)
+{
+    const struct gs_proc *pod = NULL;
+    int same_ctr = 1;
+
+    for (unsigned i = 0; i < s->n_procs; i++) {
+        const struct gs_proc *p = &s->procs[i];
+        if (p->gpu != gi || p->host_st != GS_ST_OK)
+            continue; /* a process procfs could not read says nothing either way */
+        if (!p->pod_uid[0] || !p->pod_name[0])
+            return NULL; /* not in a pod, or in one the node does not name */
+        if (!pod) {
+            pod = p;
+            continue;
+        }
+        if (strcmp(p->pod_uid, pod->pod_uid) != 0)
+            return NULL;
+        if (strcmp(p->pod_container, pod->pod_container) != 0)
+            same_ctr = 0;
+    }
+    if (one_container)
+        *one_container = pod && same_ctr && pod->pod_container[0];
+    return pod;
+}
+
+static void pod_labels(struct gs_mbuf *b, const struct gs_proc *pod, int one_container)
+{
+    puts_(b, ",pod=\"");
+    proc_escape(b, pod->pod_name);
+    puts_(b, "\",namespace=\"");
+    proc_escape(b, pod->pod_namespace);
+    puts_(b, "\",container=\"");
+    proc_escape(b, one_container ? pod->pod_container : "");
+    puts_(b, "\"");
+}
+
+/* Computes render_pods for s (NULL when no GPU has a pod or memory is short: no labels). */
+static struct gpu_pod *pods_begin(const struct gs_snapshot *s)
+{
+    struct gpu_pod *pods = NULL;
+    int any = 0;
+
+    render_pods = NULL;
+    render_n_pods = 0;
+    if (!s->n_gpus || !(pods = calloc(s->n_gpus, sizeof *pods)))
+        return NULL;
+    for (unsigned gi = 0; gi < s->n_gpus; gi++)
+        any |= (pods[gi].pod = gs_metrics_gpu_pod(s, gi, &pods[gi].one_container)) != NULL;
+    if (!any) {
+        free(pods);
+        return NULL;
+    }
+    render_pods = pods;
+    render_n_pods = s->n_gpus;
+    return pods;
+}
+
+static void pods_end(struct gpu_pod *pods)
+{
+    render_pods = NULL;
+    render_n_pods = 0;
+    free(pods);
+}
+
+/* gpuscope_gpu_pod_info: the native spelling of the same facts, one line per GPU whose
+ * processes are one pod's (join on gpu, uuid). */
+static void render_pod_info(struct gs_mbuf *b, const struct gs_snapshot *s)
+{
+    int any = 0;
+
+    for (unsigned gi = 0; gi < s->n_gpus; gi++) {
+        int one;
+        const struct gs_proc *pod = gs_metrics_gpu_pod(s, gi, &one);
+        if (!pod)
+            continue;
+        if (!any++)
+            header(b, "gpuscope_gpu_pod_info",
+                   "The Kubernetes pod whose processes use this GPU (all of them); always 1.",
+                   "gauge");
+        puts_(b, "gpuscope_gpu_pod_info{");
+        native_labels(b, s, &s->gpus[gi]);
+        puts_(b, ",pod_uid=\"");
+        proc_escape(b, pod->pod_uid);
+        puts_(b, "\"");
+        pod_labels(b, pod, one);
+        puts_(b, "} 1\n");
+    }
+}
+
 /* GS_METRICS_DCGM_HOSTNAME of the render going on in this thread (the label callback has no
  * flags argument; HTTP threads render filtered copies at the same time, hence per thread). */
 static _Thread_local int dcgm_old_hostname;
@@ -278,6 +381,8 @@ static void dcgm_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const st
     puts_(b, "\",DCGM_FI_DRIVER_VERSION=\"");
     gs_metrics_escape(b, s->sys.driver_st == GS_ST_OK ? s->sys.driver_version : "");
     puts_(b, "\"");
+    if (render_pods && (size_t)(g - s->gpus) < render_n_pods && render_pods[g - s->gpus].pod)
+        pod_labels(b, render_pods[g - s->gpus].pod, render_pods[g - s->gpus].one_container);
 }
 
 typedef void (*labels_fn)(struct gs_mbuf *, const struct gs_snapshot *, const struct gs_gpu *);
@@ -673,9 +778,12 @@ int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
         render_info(b, snap);
         render_table(b, snap, native, sizeof native / sizeof native[0], native_labels);
         render_throttle(b, snap);
+        render_pod_info(b, snap);
         if (flags & GS_METRICS_DCGM) {
+            struct gpu_pod *pods = pods_begin(snap);
             dcgm_old_hostname = (flags & GS_METRICS_DCGM_HOSTNAME) != 0;
             render_table(b, snap, dcgm, sizeof dcgm / sizeof dcgm[0], dcgm_labels);
+            pods_end(pods);
         }
         if (flags & GS_METRICS_PROCESS)
             render_processes(b, snap, self->process_series_max);

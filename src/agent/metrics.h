@@ -96,6 +96,13 @@ struct gs_metrics_proc_cut {
 int gs_metrics_process_select(const struct gs_snapshot *s, unsigned max, unsigned char *keep,
                               struct gs_metrics_proc_cut *cut);
 
+/* The process whose Kubernetes names label GPU gi (index into s->gpus) with dcgm-exporter's
+ * pod, namespace and container: when every process of the GPU whose host details were read
+ * runs in one pod (one pod_uid) that the node names (pod_name set). NULL else.
+ * *one_container (may be NULL): 1 when they are also all in one named container. */
+const struct gs_proc *gs_metrics_gpu_pod(const struct gs_snapshot *s, unsigned gi,
+                                         int *one_container);
+
 /* Appends s as a label value, escaped. */
 void gs_metrics_escape(struct gs_mbuf *b, const char *s);
 

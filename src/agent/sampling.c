@@ -84,7 +84,7 @@ static void go_down(struct gs_agent *a, const struct gs_err *e, int64_t now)
 }
 
 /* Opens the sampler when the backoff allows; returns whether one is open. */
-static int ensure_sampler(struct gs_agent *a, int64_t now)
+static int ensure_sampler(struct gs_agent *a, const struct gs_agent_config *cfg, int64_t now)
 {
     struct gs_sampler_opts so = {.library = NULL};
     struct gs_err e;
@@ -94,6 +94,7 @@ static int ensure_sampler(struct gs_agent *a, int64_t now)
     if (now < a->retry_at)
         return 0;
     gs_err_clear(&e);
+    so.k8s_pods_dir = strcmp(cfg->kubernetes_pods_dir, "off") == 0 ? "" : cfg->kubernetes_pods_dir;
     if (gs_sampler_open(&a->sampler, &so, &e) != GS_OK) {
         go_down(a, &e, now);
         return 0;
@@ -167,7 +168,7 @@ void gs_agent_cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
         return;
     }
     a->cycles++;
-    p->up = ensure_sampler(a, now) && sample_into(a, p, prev, now);
+    p->up = ensure_sampler(a, cfg, now) && sample_into(a, p, prev, now);
     if (!p->up) /* every cycle without a reading counts, the ones in the retry backoff too */
         a->sample_errors++;
     if (!p->up)

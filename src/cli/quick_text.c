@@ -278,7 +278,14 @@ static void put_jobs(struct gs_tbuf *b, const struct gs_proc *p)
         gs_tbuf_printf(b, " %s:", job_kind_name(p->job_kind));
         put_safe(b, id, 0);
     }
-    if (p->pod_uid[0]) {
+    if (p->pod_name[0]) { /* the node names the pod (src/backend/k8s.h) */
+        gs_tbuf_puts(b, " pod:");
+        if (p->pod_namespace[0]) {
+            put_safe(b, p->pod_namespace, 0);
+            gs_tbuf_puts(b, "/");
+        }
+        put_safe(b, p->pod_name, 0);
+    } else if (p->pod_uid[0]) {
         char id[9];
         memcpy(id, p->pod_uid, sizeof id - 1);
         id[sizeof id - 1] = '\0';

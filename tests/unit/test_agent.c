@@ -675,6 +675,83 @@ static void test_render_processes_cap_by_memory(void **state)
     gs_snapshot_free(s);
 }
 
+/* dcgm-exporter's pod, namespace and container labels: on every dcgm series of a GPU whose
+ * processes run in one pod the node names, with gpuscope_gpu_pod_info beside the native
+ * series; none when a process of the GPU is outside the pod or in another. */
+static void set_pod(struct gs_proc *p, unsigned pid, const char *uid, const char *ctr)
+{
+    memset(p, 0, sizeof *p);
+    p->pid = pid;
+    p->host_st = GS_ST_OK;
+    p->mem_st = GS_ST_OK;
+    p->gpu_mem_bytes = 1 << 20;
+    if (uid) {
+        strcpy(p->pod_uid, uid);
+        strcpy(p->pod_name, "trainer-7d9f8c6b5-x2kqp");
+        strcpy(p->pod_namespace, "ml-team");
+        strcpy(p->pod_container, ctr);
+    }
+}
+
+static void test_render_pod_labels(void **state)
+{
+    static const char uid[] = "8a0f8f3c-64a4-4d6b-9c1e-2f7b7c0e4d11";
+    static const char want[] = ",pod=\"trainer-7d9f8c6b5-x2kqp\",namespace=\"ml-team\","
+                               "container=\"pytorch\"}";
+    struct gs_snapshot *s = one_gpu();
+    struct gs_mbuf b = {0};
+    int one = -1;
+    const char *l;
+
+    (void)state;
+    s->n_procs = 3;
+    set_pod(&s->procs[0], 10, uid, "pytorch");
+    set_pod(&s->procs[1], 11, uid, "pytorch");
+    set_pod(&s->procs[2], 12, NULL, ""); /* host details unread: says nothing */
+    s->procs[2].host_st = GS_ST_NA;
+    assert_non_null(gs_metrics_gpu_pod(s, 0, &one));
+    assert_int_equal(one, 1);
+    assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
+    /* every dcgm line of the GPU carries them */
+    for (l = strstr(b.data, "\nDCGM_FI_"); l; l = strstr(l + 1, "\nDCGM_FI_")) {
+        const char *end = strchr(l + 1, '\n');
+        const char *hit = strstr(l, want);
+        assert_true(hit && hit < end);
+    }
+    assert_non_null(strstr(b.data, "\nDCGM_FI_DEV_GPU_UTIL{"));
+    assert_non_null(strstr(b.data, "\ngpuscope_gpu_pod_info{gpu=\"0\",uuid=\"GPU-abc\","));
+    assert_non_null(strstr(b.data, ",pod_uid=\"8a0f8f3c-64a4-4d6b-9c1e-2f7b7c0e4d11\""));
+    /* the native GPU series stay as they are (the pod is on the info series) */
+    l = strstr(b.data, "\ngpuscope_gpu_utilization_ratio{");
+    assert_non_null(l);
+    assert_true(strstr(l, ",pod=") == NULL || strstr(l, ",pod=") > strchr(l + 1, '\n'));
+
+    /* two containers of the pod: pod and namespace, container empty */
+    strcpy(s->procs[1].pod_container, "sidecar");
+    gs_mbuf_reset(&b);
+    assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
+    assert_non_null(strstr(b.data, ",pod=\"trainer-7d9f8c6b5-x2kqp\",namespace=\"ml-team\","
+                                   "container=\"\"}"));
+
+    /* a process of the GPU outside any pod: no pod labels */
+    set_pod(&s->procs[2], 12, NULL, "");
+    assert_null(gs_metrics_gpu_pod(s, 0, NULL));
+    gs_mbuf_reset(&b);
+    assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
+    assert_null(strstr(b.data, ",pod=\""));
+    assert_null(strstr(b.data, "gpuscope_gpu_pod_info"));
+
+    /* two pods: none either */
+    set_pod(&s->procs[2], 12, "0d3b7e52-91f3-4c39-a7d1-6c2d2e8f5b20", "pytorch");
+    assert_null(gs_metrics_gpu_pod(s, 0, NULL));
+    /* a pod the node does not name (no /var/log/pods entry): none */
+    set_pod(&s->procs[2], 12, uid, "pytorch");
+    s->procs[0].pod_name[0] = '\0';
+    assert_null(gs_metrics_gpu_pod(s, 0, NULL));
+    gs_mbuf_free(&b);
+    gs_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -689,6 +766,7 @@ int main(void)
         cmocka_unit_test(test_render_history_self),
         cmocka_unit_test(test_render_processes),
         cmocka_unit_test(test_render_processes_cap_by_memory),
+        cmocka_unit_test(test_render_pod_labels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

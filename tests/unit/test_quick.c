@@ -418,6 +418,13 @@ static void text_process_parts(void **state)
     assert_non_null(
         strstr(t, "torchrun/777(carol 512M docker:3f2a1b9c4d5e pod:1a2b3c4d slurm:4242)"));
     free(t);
+    /* the node names the pod (/var/log/pods): namespace/name instead of the UID */
+    snprintf(p->pod_name, sizeof p->pod_name, "trainer-0");
+    snprintf(p->pod_namespace, sizeof p->pod_namespace, "ml-team");
+    t = render(s, &o, 0, 0);
+    assert_non_null(strstr(t, "docker:3f2a1b9c4d5e pod:ml-team/trainer-0 slurm:4242)"));
+    free(t);
+    p->pod_name[0] = p->pod_namespace[0] = '\0';
     o = opts_of("--no-header -f");
     t = render(s, &o, 0, 0);
     assert_non_null(strstr(t, "\n \xe2\x94\x94\xe2\x94\x80   12345 (  98%,   2.1G) alice: "

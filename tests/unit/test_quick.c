@@ -874,6 +874,59 @@ static void tbuf_sticky_and_plain(void **state)
     gs_tbuf_free(&b);
 }
 
+/* -a at 80 columns: the narrow layout, no line wider than the terminal, every reading still
+ * there (shorter), the clocks and throttle reasons on a line below, and the header saying
+ * the view is abbreviated; wide enough, the normal layout and no note. In colour too (the
+ * escapes take no columns). */
+static void narrow_layout_at_80_columns(void **state)
+{
+    struct gs_snapshot *s = two_gpus();
+    struct gs_quick_opts o = opts_of("-a");
+    char *t;
+
+    (void)state;
+    s->sys.simulated = 1;
+    snprintf(s->sys.sim_info, sizeof s->sys.sim_info, "nvml-sim");
+    gs_gpu_set(&s->gpus[1], GS_M_THROTTLE_ACTIVE, (double)GS_THR_HW_THERMAL);
+    add_proc(s, 1, 777, "torchrun", "carol", 512 * MIB);
+    for (int color = 0; color < 2; color++) {
+        t = render(s, &o, 80, color);
+        for (int k = 0; k < count_lines(t); k++) {
+            const char *l = line_of(t, k);
+            assert_true(gs_term_width(l, strlen(l)) <= 80);
+        }
+        if (!color) {
+            assert_non_null(strstr(t, "(abbreviated for 80 columns; the full view needs "));
+            assert_non_null(strstr(t, "SIMULATED (nvml-sim): not real GPUs")); /* not cut */
+            assert_non_null(strstr(t, "[0] H100 80GB HBM3 |"));
+            assert_non_null(strstr(t, "| 45\xc2\xb0" "C F 30%  82% E  0 D  7  512/ 700W |"));
+            assert_non_null(strstr(t, "  31.4G/79.6G |")); /* memory used/total */
+            assert_non_null(strstr(t, "\n     P0 1980/2619 MHz  Gen5 x16\n"));
+            assert_non_null(strstr(t, "MHz  Gen5 x16  \xe2\x9a\xa0 HW thermal")); /* GPU 1 */
+            assert_non_null(strstr(t, "python/12345(alice 30.1G)"));
+            assert_non_null(strstr(t, "torchrun/777(carol 512M)"));
+            assert_non_null(strstr(t, "alice: python train.py --lr 1e-4")); /* -f */
+        }
+        free(t);
+    }
+    t = render(s, &o, 200, 0); /* wide enough: the normal layout */
+    assert_null(strstr(t, "abbreviated"));
+    assert_non_null(strstr(t, "32120 / 81559 MB"));
+    free(t);
+    t = render(s, &o, 0, 0); /* a pipe without $COLUMNS: no limit */
+    assert_null(strstr(t, "abbreviated"));
+    free(t);
+    /* without -a the line fits in 80: normal, only the header goes on two lines */
+    o = opts_of("");
+    t = render(s, &o, 80, 0);
+    assert_null(strstr(t, "abbreviated"));
+    assert_non_null(strstr(t, "node1  2025-01-14 10:22:03  driver 590.48.01  CUDA 13.1\n"
+                              "SIMULATED (nvml-sim): not real GPUs\n"));
+    assert_non_null(strstr(t, "32120 / 81559 MB"));
+    free(t);
+    gs_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -900,6 +953,7 @@ int main(void)
         cmocka_unit_test(usage_lists_every_option),
         cmocka_unit_test(watch_ticks_stay_on_grid),
         cmocka_unit_test(term_width_and_clip),
+        cmocka_unit_test(narrow_layout_at_80_columns),
         cmocka_unit_test(term_redraw_in_place),
         cmocka_unit_test(term_color_decision),
         cmocka_unit_test(tbuf_sticky_and_plain),

@@ -960,7 +960,7 @@ static void put_hidden_narrow(struct gs_tbuf *out, struct gs_tbuf *tmp, const st
         line--;
     w = out->rc == GS_OK ? gs_term_width(out->data + line, out->len - line) : 0;
     if (cols && w + gs_term_width(tmp->data, tmp->len) > cols) {
-        gs_tbuf_puts(out, "\n   ");
+        gs_tbuf_puts(out, "\n    "); /* its " [" then starts under the processes */
     }
     gs_tbuf_put(out, gs_tbuf_str(tmp), tmp->len);
 }
@@ -990,9 +990,19 @@ static void header_fit(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs
             gs_tbuf_sgr(out, GS_SGR_RESET);
         }
         if (s->sys.source[0]) {
+            /* the rest of the line, else a line of its own; a long path ends in "…" */
+            size_t line = out->len, used;
+            while (line > 0 && out->data && out->data[line - 1] != '\n')
+                line--;
+            used = out->rc == GS_OK ? gs_term_width(out->data + line, out->len - line) : 0;
+            if (used && used + 6 + 16 > cols) {
+                gs_tbuf_puts(out, "\n");
+                used = 0;
+            }
             gs_tbuf_sgr(out, GS_SGR_GRAY);
-            gs_tbuf_puts(out, s->sys.simulated ? "  via " : "via ");
-            put_safe(out, s->sys.source, cols > 30 ? cols - 30 : 0);
+            gs_tbuf_puts(out, used ? "  via " : "via ");
+            used += used ? 6 : 4;
+            put_safe(out, s->sys.source, cols > used + 1 ? cols - used : 1);
             gs_tbuf_sgr(out, GS_SGR_RESET);
         }
         if (s->sys.simulated || s->sys.source[0])

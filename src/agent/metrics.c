@@ -275,6 +275,10 @@ const struct gs_proc *gs_metrics_gpu_pod(const struct gs_snapshot *s, unsigned g
     const struct gs_proc *pod = NULL;
     int same_ctr = 1;
 
+    if (one_container)
+        *one_container = 0;
+    if (gi < s->n_gpus && s->gpus[gi].hidden_st == GS_ST_OK && s->gpus[gi].hidden_count > 0)
+        return NULL; /* a viewer's filtered copy: what it may not see could be another pod's */
     for (unsigned i = 0; i < s->n_procs; i++) {
         const struct gs_proc *p = &s->procs[i];
         if (p->gpu != gi || p->host_st != GS_ST_OK)

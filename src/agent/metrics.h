@@ -98,7 +98,8 @@ int gs_metrics_process_select(const struct gs_snapshot *s, unsigned max, unsigne
 
 /* The process whose Kubernetes names label GPU gi (index into s->gpus) with dcgm-exporter's
  * pod, namespace and container: when every process of the GPU whose host details were read
- * runs in one pod (one pod_uid) that the node names (pod_name set). NULL else.
+ * runs in one pod (one pod_uid) that the node names (pod_name set), and none of its
+ * processes was withheld from the viewer (gs_gpu.hidden_count). NULL else.
  * *one_container (may be NULL): 1 when they are also all in one named container. */
 const struct gs_proc *gs_metrics_gpu_pod(const struct gs_snapshot *s, unsigned gi,
                                          int *one_container);

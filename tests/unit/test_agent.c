@@ -711,6 +711,12 @@ static void test_render_pod_labels(void **state)
     s->procs[2].host_st = GS_ST_NA;
     assert_non_null(gs_metrics_gpu_pod(s, 0, &one));
     assert_int_equal(one, 1);
+    /* a viewer's copy that withheld a process of the GPU: not known to be one pod */
+    s->gpus[0].hidden_st = GS_ST_OK;
+    s->gpus[0].hidden_count = 1;
+    assert_null(gs_metrics_gpu_pod(s, 0, &one));
+    s->gpus[0].hidden_st = GS_ST_NA;
+    s->gpus[0].hidden_count = 0;
     assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
     /* every dcgm line of the GPU carries them */
     for (l = strstr(b.data, "\nDCGM_FI_"); l; l = strstr(l + 1, "\nDCGM_FI_")) {

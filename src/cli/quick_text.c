@@ -740,7 +740,7 @@ static void gpu_line(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_t
  * When a GPU line of the layout above would be wider than the terminal (gpuscope -a at 80
  * columns), the same readings are written shorter instead of being cut at the edge:
  *
- *   [0] H100 80GB HBM3 |  40°C F N/A  83% E  0 D  0  590/ 700W |  60.4G/79.6G |
+ *   [0] H100 80GB HBM3 | 40°C F N/A  83% E  0 D  0  590/ 700W |  60.4G/79.6G |
  *        python3/48211(60.4G)
  *        P0 1980/2619 MHz  Gen5 x16  tx 30 MB/s rx 1.7 GB/s
  *
@@ -770,7 +770,7 @@ static const char *short_gpu_name(const char *name)
     return name;
 }
 
-/* "%3ld%" without the space, or N/A. */
+/* "%3ld%" (sign) or "%3ld" without put_pct's space, or N/A. */
 static void put_pct_narrow(struct gs_tbuf *b, const struct gs_gpu *g, enum gs_metric m,
                            long threshold, enum gs_sgr lo, enum gs_sgr hi, int sign)
 {

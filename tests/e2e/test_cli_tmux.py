@@ -6,7 +6,8 @@ For each view and size:
 - no GPU goes missing silently: every GPU of the 8-GPU scenario is on the screen, or the
   screen says that more follows (the watch view's "... N more lines", top's "GPUs 1-4 of 8");
 - no column is cut: no line ends in the clip marker '>', every GPU line shown carries its
-  memory figure, and at 80 columns the watch view says it is abbreviated;
+  memory figure (and every MIG line on the MIG scenario), and the watch view says when it
+  is abbreviated;
 - -f (part of -a) adds no made-up pid-0 line;
 - through an agent, as a user who may not see the (simulated) processes of others, the watch
   view renders them as "N processes of other users, X" on their GPU's line and top shows no
@@ -167,6 +168,18 @@ def direct(env):
     s = term.screen() if s else term.screen()
     check_watch(s, 80, 24, "watch")
     t.ok("abbreviated" not in s, "watch 80x24 without -a: nothing to abbreviate", detail=s)
+    term.close()
+
+    # MIG instances in the narrow layout: their memory under the GPU's, nothing cut
+    mig_env = dict(env, NVML_SIM_SCENARIO=env["NVML_SIM_SCENARIO"].replace(
+        "h100x8-training.json", "h100-mig.json"))
+    term = Term([BIN, "-i", "1", "-a"], mig_env, 80, 24)
+    s = term.wait(r"MIG \dg\.\d+gb")
+    s = term.screen()
+    check_watch(s, 80, 24, "watch -a MIG", n_gpus=1)
+    migs = [ln for ln in s.splitlines() if re.search(r"MIG \dg\.\d+gb", ln)]
+    t.ok(migs and all(WATCH_MEM.search(ln) for ln in migs),
+         "watch -a MIG 80x24: every MIG line carries its memory", detail=s)
     term.close()
 
     # ---- gpuscope top, NVML direct ----

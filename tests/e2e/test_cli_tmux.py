@@ -92,11 +92,17 @@ WATCH_MEM = re.compile(r"\d+(?:\.\d)?[MG]/\d+(?:\.\d)?G|\d+ / \d+ MB")
 
 def check_watch(screen, w, h, what, n_gpus=8):
     shown = [int(m.group(1)) for m in WATCH_GPU.finditer(screen)]
-    more = re.search(r"^\.\.\. \d+ more lines?: the terminal is too short", screen, re.M)
+    more = re.search(r"^\.\.\. \d+ more lines?(?:, GPUs? (\d+)(?:-(\d+))?)?: "
+                     r"the terminal is too short", screen, re.M)
     t.ok(shown and (sorted(shown) == list(range(n_gpus)) or
                     (more and shown == list(range(len(shown))))),
          "%s %dx%d: every GPU listed, or the screen says more follow" % (what, w, h),
          detail=screen)
+    if more and sorted(shown) != list(range(n_gpus)):
+        named = (list(range(int(more.group(1)), int(more.group(2) or more.group(1)) + 1))
+                 if more.group(1) else [])
+        t.eq(named, list(range(len(shown), n_gpus)),
+             "%s %dx%d: the note names the GPUs that did not fit" % (what, w, h))
     t.ok(not cut_lines(screen), "%s %dx%d: no line cut at the edge" % (what, w, h),
          detail=cut_lines(screen) or screen)
     gpu_lines = [m.group(2) for m in WATCH_GPU.finditer(screen)]

@@ -815,7 +815,7 @@ static void term_width_and_clip(void **state)
 static void term_redraw_in_place(void **state)
 {
     struct gs_tbuf b;
-    const char *frame = "header\nabcdefghij\nxy\n";
+    const char *frame = "header\nabcdefghij\nxy\n", *frame2;
     (void)state;
 
     gs_tbuf_init(&b, 0);
@@ -831,6 +831,22 @@ static void term_redraw_in_place(void **state)
                                          "header\x1b[K\n"
                                          "... 2 more lines: the terminal is too short\x1b[K\n"
                                          "\x1b[J");
+    gs_tbuf_reset(&b);
+    frame2 = "hdr\n[0] a\n x\n\x1b[36m[1]\x1b[0m b\n y\n[2] c\n";
+    gs_term_redraw(&b, frame2, strlen(frame2), 0, 3);
+    assert_string_equal(gs_tbuf_str(&b), "\x1b[H" /* the GPUs left out are named */
+                                         "hdr\x1b[K\n"
+                                         "... 5 more lines, GPUs 0-2: the terminal is too short"
+                                         "\x1b[K\n"
+                                         "\x1b[J");
+    gs_tbuf_reset(&b);
+    frame2 = "hdr\n[0] a\n[3] b\n[1] c\n";
+    gs_term_redraw(&b, frame2, strlen(frame2), 0, 3);
+    assert_non_null(strstr(gs_tbuf_str(&b), "... 3 more lines, 3 GPUs: "));
+    gs_tbuf_reset(&b);
+    frame2 = "hdr\n[0] a\n x\n    [1 process of other users, 1G]\n[7] b\n";
+    gs_term_redraw(&b, frame2, strlen(frame2), 0, 4); /* an indented "[1 ..." is no GPU */
+    assert_non_null(strstr(gs_tbuf_str(&b), "... 3 more lines, GPU 7: "));
     gs_tbuf_reset(&b);
     gs_term_redraw(&b, frame, strlen(frame), 0, 4); /* everything fits: no note */
     assert_string_equal(gs_tbuf_str(&b), "\x1b[H"

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/alerts.h"
 #include "agent/log.h"
@@ -95,6 +96,12 @@ static int ensure_sampler(struct gs_agent *a, const struct gs_agent_config *cfg,
         return 0;
     gs_err_clear(&e);
     so.k8s_pods_dir = strcmp(cfg->kubernetes_pods_dir, "off") == 0 ? "" : cfg->kubernetes_pods_dir;
+    /* A node without Kubernetes has no /var/log/pods: only a directory named on purpose that
+     * cannot be read is worth a word (pod labels stay off until it can). */
+    if (so.k8s_pods_dir[0] && strcmp(so.k8s_pods_dir, "/var/log/pods") != 0 &&
+        access(so.k8s_pods_dir, R_OK | X_OK) != 0)
+        gs_log(GS_LOG_WARN, "kubernetes_pods_dir %s: %s; no pod names until it can be read",
+               so.k8s_pods_dir, strerror(errno));
     if (gs_sampler_open(&a->sampler, &so, &e) != GS_OK) {
         go_down(a, &e, now);
         return 0;

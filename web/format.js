@@ -197,6 +197,7 @@ export function processRows(doc, now) {
     pid: p.pid,
     user: p.user ?? null,
     container: p.slurm_job != null ? `slurm ${p.slurm_job}`
+      : p.pod?.name ? `pod ${p.pod.namespace ? `${p.pod.namespace}/` : ''}${p.pod.name}`
       : p.pod_uid ? `pod ${String(p.pod_uid).slice(0, 8)}`
         : p.container ? `${p.container.runtime} ${String(p.container.id).slice(0, 12)}` : null,
     gpu_memory: p.gpu_memory ?? null,

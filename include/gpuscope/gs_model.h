@@ -342,6 +342,11 @@ struct gs_proc {
      * nvml_name_st is GS_ST_NA when it was not asked for or not answered. */
     uint8_t nvml_name_st;
     char nvml_name[GS_PROC_CMD_LEN];
+    /* The Kubernetes names of pod_uid's pod, from the node's kubelet log directories
+     * (src/backend/k8s.h): "" when not known (no pod, or nothing on the node names it). */
+    char pod_name[254];
+    char pod_namespace[64];
+    char pod_container[64]; /* the container's name in its pod, "" when not known */
 };
 
 struct gs_system {

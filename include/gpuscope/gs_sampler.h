@@ -50,6 +50,9 @@ struct gs_sampler_opts {
      * (health, MIG, GPM, PCIe throughput, processes) is read in full. Both NULL: all. */
     const unsigned char *need_metrics;
     const unsigned char *need_texts;
+    /* The Kubernetes pod log directories (src/backend/k8s.h) that name the pods of processes:
+     * NULL: /var/log/pods; "": do not look. */
+    const char *k8s_pods_dir;
 };
 
 /* Loads the library, initialises it once and caches every device handle. Errors:

@@ -175,6 +175,11 @@ static const struct key keys[] = {
      sizeof(((struct gs_agent_config *)0)->user), NULL, "",
      "started as root: become this user once the TCP port is bound (docs/security.md); "
      "empty: stay as started", RESTART},
+    {"kubernetes_pods_dir", KEY_STR, offsetof(struct gs_agent_config, kubernetes_pods_dir), 0,
+     sizeof(((struct gs_agent_config *)0)->kubernetes_pods_dir), NULL, "/var/log/pods",
+     "the kubelet's pod log directories (<namespace>_<pod>_<uid>/<container>/), which name the "
+     "pod, namespace and container of a process whose cgroup is a pod's (docs/metrics.md); "
+     "off: do not look", RESTART},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -833,6 +838,7 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
     write_str(out, "tls_key_file", c->tls_key_file);
     fprintf(out, "insecure = %s\n", history_names[c->insecure ? 1 : 0]);
     write_str(out, "user", c->user);
+    write_str(out, "kubernetes_pods_dir", c->kubernetes_pods_dir);
     for (unsigned i = 0; i < c->alerts.n; i++) {
         const struct gs_alert_rule *r = &c->alerts.r[i];
         fprintf(out, "\n[alert %s]\nmetric = %s\nop = %s\nthreshold = %.17g\nfor = %.17gs\n"

@@ -88,6 +88,7 @@ struct gs_agent_config {
     char tls_key_file[GS_DATA_DIR_LEN];    /* PEM private key */
     int insecure;                          /* 1: allow a non-loopback listen without TLS+auth */
     char user[64]; /* started as root: become this user after binding (privdrop.h); "": stay */
+    char kubernetes_pods_dir[GS_DATA_DIR_LEN]; /* kubelet pod log dirs (k8s.h); "off": none */
 };
 
 /* Fills every key with its default; data_dir's comes from gs_config_default_data_dir with

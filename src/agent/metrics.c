@@ -295,6 +295,113 @@ static void native_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const 
     puts_(b, "\"");
 }
 
+/* ---- Kubernetes pods: dcgm-exporter's pod, namespace and container labels ---- */
+
+static void proc_escape(struct gs_mbuf *b, const char *s);
+
+/* The pod of each GPU of the render going on in this thread (gs_metrics_gpu_pod; pod NULL
+ * where none); dcgm_labels adds its labels. */
+struct gpu_pod {
+    const struct gs_proc *pod;
+    int one_container;
+};
+static _Thread_local const struct gpu_pod *render_pods;
+static _Thread_local unsigned render_n_pods;
+
+const struct gs_proc *gs_metrics_gpu_pod(const struct gs_snapshot *s, unsigned gi,
+                                         int *one_container)
+{
+    const struct gs_proc *pod = NULL;
+    int same_ctr = 1;
+
+    if (one_container)
+        *one_container = 0;
+    if (gi < s->n_gpus && s->gpus[gi].hidden_st == GS_ST_OK && s->gpus[gi].hidden_count > 0)
+        return NULL; /* a viewer's filtered copy: what it may not see could be another pod's */
+    for (unsigned i = 0; i < s->n_procs; i++) {
+        const struct gs_proc *p = &s->procs[i];
+        if (p->gpu != gi || p->host_st != GS_ST_OK)
+            continue; /* a process procfs could not read says nothing either way */
+        if (!p->pod_uid[0] || !p->pod_name[0])
+            return NULL; /* not in a pod, or in one the node does not name */
+        if (!pod) {
+            pod = p;
+            continue;
+        }
+        if (strcmp(p->pod_uid, pod->pod_uid) != 0)
+            return NULL;
+        if (strcmp(p->pod_container, pod->pod_container) != 0)
+            same_ctr = 0;
+    }
+    if (one_container)
+        *one_container = pod && same_ctr && pod->pod_container[0];
+    return pod;
+}
+
+static void pod_labels(struct gs_mbuf *b, const struct gs_proc *pod, int one_container)
+{
+    puts_(b, ",pod=\"");
+    proc_escape(b, pod->pod_name);
+    puts_(b, "\",namespace=\"");
+    proc_escape(b, pod->pod_namespace);
+    puts_(b, "\",container=\"");
+    proc_escape(b, one_container ? pod->pod_container : "");
+    puts_(b, "\"");
+}
+
+/* Computes render_pods for s (NULL when no GPU has a pod or memory is short: no labels). */
+static struct gpu_pod *pods_begin(const struct gs_snapshot *s)
+{
+    struct gpu_pod *pods = NULL;
+    int any = 0;
+
+    render_pods = NULL;
+    render_n_pods = 0;
+    if (!s->n_gpus || !(pods = calloc(s->n_gpus, sizeof *pods)))
+        return NULL;
+    for (unsigned gi = 0; gi < s->n_gpus; gi++)
+        any |= (pods[gi].pod = gs_metrics_gpu_pod(s, gi, &pods[gi].one_container)) != NULL;
+    if (!any) {
+        free(pods);
+        return NULL;
+    }
+    render_pods = pods;
+    render_n_pods = s->n_gpus;
+    return pods;
+}
+
+static void pods_end(struct gpu_pod *pods)
+{
+    render_pods = NULL;
+    render_n_pods = 0;
+    free(pods);
+}
+
+/* gpuscope_gpu_pod_info: the native spelling of the same facts, one line per GPU whose
+ * processes are one pod's (join on gpu, uuid). */
+static void render_pod_info(struct gs_mbuf *b, const struct gs_snapshot *s)
+{
+    int any = 0;
+
+    for (unsigned gi = 0; gi < s->n_gpus; gi++) {
+        int one;
+        const struct gs_proc *pod = gs_metrics_gpu_pod(s, gi, &one);
+        if (!pod)
+            continue;
+        if (!any++)
+            header(b, "gpuscope_gpu_pod_info",
+                   "The Kubernetes pod whose processes use this GPU (all of them); always 1.",
+                   "gauge");
+        puts_(b, "gpuscope_gpu_pod_info{");
+        native_labels(b, s, &s->gpus[gi]);
+        puts_(b, ",pod_uid=\"");
+        proc_escape(b, pod->pod_uid);
+        puts_(b, "\"");
+        pod_labels(b, pod, one);
+        puts_(b, "} 1\n");
+    }
+}
+
 /* GS_METRICS_DCGM_HOSTNAME of the render going on in this thread (the label callback has no
  * flags argument; HTTP threads render filtered copies at the same time, hence per thread). */
 static _Thread_local int dcgm_old_hostname;
@@ -317,6 +424,8 @@ static void dcgm_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const st
     puts_(b, "\",DCGM_FI_DRIVER_VERSION=\"");
     gs_metrics_escape(b, s->sys.driver_st == GS_ST_OK ? s->sys.driver_version : "");
     puts_(b, "\"");
+    if (render_pods && (size_t)(g - s->gpus) < render_n_pods && render_pods[g - s->gpus].pod)
+        pod_labels(b, render_pods[g - s->gpus].pod, render_pods[g - s->gpus].one_container);
 }
 
 typedef void (*labels_fn)(struct gs_mbuf *, const struct gs_snapshot *, const struct gs_gpu *);
@@ -391,6 +500,9 @@ static void dcgm_mig_labels(struct gs_mbuf *b, const struct gs_snapshot *s, cons
     puts_(b, "\",DCGM_FI_DRIVER_VERSION=\"");
     gs_metrics_escape(b, s->sys.driver_st == GS_ST_OK ? s->sys.driver_version : "");
     puts_(b, "\"");
+    /* the GPU's pod, when all its processes are one pod's (per GPU, not per instance) */
+    if (render_pods && (size_t)(g - s->gpus) < render_n_pods && render_pods[g - s->gpus].pod)
+        pod_labels(b, render_pods[g - s->gpus].pod, render_pods[g - s->gpus].one_container);
 }
 
 /* What a GPU-instance series of metric gm reads, as dcgm-exporter reports one: the instance's
@@ -712,32 +824,84 @@ static void proc_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const st
     puts_(b, "\"}");
 }
 
-/* Processes are taken in snapshot order while their series fit in max; the first one that
- * does not fit ends the list (its series and all later ones are counted as dropped). */
-static void render_processes(struct gs_mbuf *b, const struct gs_snapshot *s, unsigned max)
+/* Orders process indices by GPU memory, largest first (an unknown size last), then by GPU and
+ * pid, so that the same snapshot always keeps the same processes. */
+static _Thread_local const struct gs_snapshot *proc_order_snap; /* qsort has no context */
+
+static int proc_order(const void *a, const void *b)
 {
-    unsigned n_take = 0;
-    uint64_t used = 0, dropped = 0;
+    const struct gs_proc *p = &proc_order_snap->procs[*(const unsigned *)a];
+    const struct gs_proc *q = &proc_order_snap->procs[*(const unsigned *)b];
+    uint64_t pm = p->mem_st == GS_ST_OK ? p->gpu_mem_bytes + 1 : 0;
+    uint64_t qm = q->mem_st == GS_ST_OK ? q->gpu_mem_bytes + 1 : 0;
+
+    if (pm != qm)
+        return pm > qm ? -1 : 1;
+    if (p->gpu != q->gpu)
+        return p->gpu < q->gpu ? -1 : 1;
+    return p->pid < q->pid ? -1 : p->pid > q->pid;
+}
+
+int gs_metrics_process_select(const struct gs_snapshot *s, unsigned max, unsigned char *keep,
+                              struct gs_metrics_proc_cut *cut)
+{
+    unsigned *order = NULL, n = 0;
+    uint64_t used = 0;
+    int full = 0;
     double v;
 
+    memset(cut, 0, sizeof *cut);
+    if (s->n_procs == 0)
+        return GS_OK;
+    if (!(order = malloc(s->n_procs * sizeof *order)))
+        return GS_ENOMEM;
     for (unsigned i = 0; i < s->n_procs; i++) {
-        unsigned k = 0;
-        if (s->procs[i].gpu >= s->n_gpus)
-            continue;
+        keep[i] = 0;
+        if (s->procs[i].gpu < s->n_gpus)
+            order[n++] = i;
+    }
+    proc_order_snap = s;
+    qsort(order, n, sizeof *order, proc_order);
+    for (unsigned k = 0; k < n; k++) {
+        const struct gs_proc *p = &s->procs[order[k]];
+        unsigned series = 0;
         for (int f = 0; f < PF__COUNT; f++)
-            k += (unsigned)proc_value(&s->procs[i], (enum pfam)f, &v);
-        if (dropped == 0 && used + k <= max) {
-            used += k;
-            n_take = i + 1;
+            series += (unsigned)proc_value(p, (enum pfam)f, &v);
+        if (series == 0)
+            continue; /* nothing to show, nothing left out */
+        if (!full && used + series <= max) {
+            used += series;
+            keep[order[k]] = 1;
+            cut->kept_procs++;
+            cut->kept_series += series;
         } else {
-            dropped += k;
+            full = 1; /* the rest are smaller: none of them passes a larger one */
+            cut->dropped_procs++;
+            cut->dropped_series += series;
         }
+    }
+    free(order);
+    return GS_OK;
+}
+
+/* The processes holding the most GPU memory are kept, whole, while their series fit in max;
+ * the rest are left out whole and counted (gs_metrics_process_select). */
+static void render_processes(struct gs_mbuf *b, const struct gs_snapshot *s, unsigned max)
+{
+    struct gs_metrics_proc_cut cut;
+    unsigned char *keep = s->n_procs ? malloc(s->n_procs) : NULL;
+    double v;
+
+    if ((s->n_procs && !keep) || gs_metrics_process_select(s, max, keep, &cut) != GS_OK) {
+        free(keep);
+        b->failed = 1;
+        return;
     }
     for (int f = 0; f < PF__COUNT; f++) {
         int any = 0;
-        for (unsigned i = 0; i < n_take; i++) {
+        for (unsigned i = 0; i < s->n_procs; i++) {
             const struct gs_proc *p = &s->procs[i];
-            if (p->gpu >= s->n_gpus || !proc_value(p, (enum pfam)f, &v))
+            if (!keep[i] || !proc_value(p, (enum pfam)f, &v))
                 continue;
             if (!any++)
                 header(b, pfams[f].name, pfams[f].help, pfams[f].type);
@@ -747,9 +911,14 @@ static void render_processes(struct gs_mbuf *b, const struct gs_snapshot *s, uns
             value(b, v);
         }
     }
+    free(keep);
     header(b, "gpuscope_process_series_dropped",
            "Per-process series left out of this exposition by process_metrics_max.", "gauge");
-    printf_(b, "gpuscope_process_series_dropped %llu\n", (unsigned long long)dropped);
+    printf_(b, "gpuscope_process_series_dropped %llu\n", (unsigned long long)cut.dropped_series);
+    header(b, "gpuscope_processes_dropped",
+           "Processes whose series were left out of this exposition by process_metrics_max "
+           "(those holding the least GPU memory).", "gauge");
+    printf_(b, "gpuscope_processes_dropped %u\n", cut.dropped_procs);
 }
 
 static void render_history_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
@@ -888,10 +1057,13 @@ int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
         render_table(b, snap, nvlink_native, sizeof nvlink_native / sizeof nvlink_native[0],
                      native_labels);
         render_mig_native(b, snap);
+        render_pod_info(b, snap);
         if (flags & GS_METRICS_DCGM) {
+            struct gpu_pod *pods = pods_begin(snap);
             dcgm_old_hostname = (flags & GS_METRICS_DCGM_HOSTNAME) != 0;
             render_dcgm(b, snap);
             render_nvlink_dcgm(b, snap);
+            pods_end(pods);
         }
         if (flags & GS_METRICS_PROCESS)
             render_processes(b, snap, self->process_series_max);

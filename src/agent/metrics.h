@@ -67,9 +67,9 @@ struct gs_metrics_self {
     uint64_t runs_records;       /* step-socket records accepted */
     uint64_t runs_rejected;      /* records refused by validation */
     uint64_t runs_steps_dropped; /* step records received but not kept */
-    /* Per-process series (GS_METRICS_PROCESS): at most this many lines; the processes whose
-     * series would pass it are left out whole and counted in
-     * gpuscope_process_series_dropped. */
+    /* Per-process series (GS_METRICS_PROCESS): at most this many lines, of the processes
+     * holding the most GPU memory (gs_metrics_process_select); the others are left out whole
+     * and counted in gpuscope_process_series_dropped and gpuscope_processes_dropped. */
     unsigned process_series_max;
 };
 
@@ -96,6 +96,27 @@ struct gs_refused_row {
 /* Appends the gpuscope_refused_total family with the n rows (zeros too: the series are there
  * from the start). */
 void gs_metrics_render_refused(struct gs_mbuf *b, const struct gs_refused_row *rows, unsigned n);
+
+/* What the per-process cap keeps of a snapshot (GS_METRICS_PROCESS). */
+struct gs_metrics_proc_cut {
+    unsigned kept_procs, dropped_procs;
+    uint64_t kept_series, dropped_series;
+};
+
+/* Chooses the process entries of s whose series /metrics shows under a cap of max series:
+ * by GPU memory, largest first (an unknown size last; ties by GPU, then pid), each process
+ * whole, until the next one does not fit; every later one is left out. keep[i] (s->n_procs
+ * bytes) is set to 1 for a kept entry, 0 else. GS_OK or GS_ENOMEM. */
+int gs_metrics_process_select(const struct gs_snapshot *s, unsigned max, unsigned char *keep,
+                              struct gs_metrics_proc_cut *cut);
+
+/* The process whose Kubernetes names label GPU gi (index into s->gpus) with dcgm-exporter's
+ * pod, namespace and container: when every process of the GPU whose host details were read
+ * runs in one pod (one pod_uid) that the node names (pod_name set), and none of its
+ * processes was withheld from the viewer (gs_gpu.hidden_count). NULL else.
+ * *one_container (may be NULL): 1 when they are also all in one named container. */
+const struct gs_proc *gs_metrics_gpu_pod(const struct gs_snapshot *s, unsigned gi,
+                                         int *one_container);
 
 /* Appends s as a label value, escaped. */
 void gs_metrics_escape(struct gs_mbuf *b, const char *s);

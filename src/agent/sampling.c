@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/alerts.h"
 #include "agent/log.h"
@@ -98,7 +99,7 @@ static void go_down(struct gs_agent *a, const struct gs_err *e, int64_t now)
 }
 
 /* Opens the sampler when the backoff allows; returns whether one is open. */
-static int ensure_sampler(struct gs_agent *a, int64_t now)
+static int ensure_sampler(struct gs_agent *a, const struct gs_agent_config *cfg, int64_t now)
 {
     struct gs_sampler_opts so = {.library = NULL};
     struct gs_err e;
@@ -108,6 +109,13 @@ static int ensure_sampler(struct gs_agent *a, int64_t now)
     if (now < a->retry_at)
         return 0;
     gs_err_clear(&e);
+    so.k8s_pods_dir = strcmp(cfg->kubernetes_pods_dir, "off") == 0 ? "" : cfg->kubernetes_pods_dir;
+    /* A node without Kubernetes has no /var/log/pods: only a directory named on purpose that
+     * cannot be read is worth a word (pod labels stay off until it can). */
+    if (so.k8s_pods_dir[0] && strcmp(so.k8s_pods_dir, "/var/log/pods") != 0 &&
+        access(so.k8s_pods_dir, R_OK | X_OK) != 0)
+        gs_log(GS_LOG_WARN, "kubernetes_pods_dir %s: %s; no pod names until it can be read",
+               so.k8s_pods_dir, strerror(errno));
     if (gs_sampler_open(&a->sampler, &so, &e) != GS_OK) {
         go_down(a, &e, now);
         return 0;
@@ -193,7 +201,7 @@ void gs_agent_cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
         return;
     }
     a->cycles++;
-    p->up = ensure_sampler(a, now) && sample_into(a, p, prev, now);
+    p->up = ensure_sampler(a, cfg, now) && sample_into(a, p, prev, now);
     if (!p->up) /* every cycle without a reading counts, the ones in the retry backoff too */
         a->sample_errors++;
     if (!p->up)

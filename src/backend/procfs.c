@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/k8s.h"
 #include "gpuscope/gs_err.h"
 
 #define PF_ROOT_MAX 200
@@ -386,6 +387,7 @@ struct gs_procfs {
     struct pf_user *users;
     unsigned n_users, cap_users;
     unsigned n_fds; /* stat descriptors kept open in seen[] */
+    char pods_dir[PATH_MAX - 64]; /* Kubernetes pod log directories (k8s.h); "": off */
 };
 
 /* Opens root/pid/name (pid 0: root/name) read-only; -1 with errno set on failure. */
@@ -490,6 +492,7 @@ int gs_procfs_open(struct gs_procfs **out, const char *root, struct gs_err *err)
     if (!pf)
         return gs_err_set(err, GS_ENOMEM, "procfs: out of memory");
     strcpy(pf->root, root);
+    strcpy(pf->pods_dir, GS_K8S_PODS_DIR);
     pf->hz = sysconf(_SC_CLK_TCK);
     if (pf->hz <= 0)
         pf->hz = 100;
@@ -661,6 +664,33 @@ static void pf_static_copy(struct gs_proc *dst, const struct gs_proc *src)
     memcpy(dst->container_id, src->container_id, sizeof dst->container_id);
     memcpy(dst->pod_uid, src->pod_uid, sizeof dst->pod_uid);
     memcpy(dst->slurm_job, src->slurm_job, sizeof dst->slurm_job);
+    memcpy(dst->pod_name, src->pod_name, sizeof dst->pod_name);
+    memcpy(dst->pod_namespace, src->pod_namespace, sizeof dst->pod_namespace);
+    memcpy(dst->pod_container, src->pod_container, sizeof dst->pod_container);
+}
+
+void gs_procfs_set_pods_dir(struct gs_procfs *pf, const char *dir)
+{
+    if (!dir)
+        dir = GS_K8S_PODS_DIR;
+    if (strlen(dir) >= sizeof pf->pods_dir)
+        dir = "";
+    strcpy(pf->pods_dir, dir);
+}
+
+/* The Kubernetes names of p's pod (p->pod_uid from its cgroup), read with the other details
+ * that do not change while a process lives. */
+static void pf_pod_names(const struct gs_procfs *pf, struct gs_proc *p)
+{
+    struct gs_k8s_names k;
+
+    p->pod_name[0] = p->pod_namespace[0] = p->pod_container[0] = '\0';
+    if (!p->pod_uid[0] || !pf->pods_dir[0] ||
+        gs_k8s_lookup(pf->pods_dir, p->pod_uid, p->container_id, &k) != GS_OK)
+        return;
+    snprintf(p->pod_name, sizeof p->pod_name, "%s", k.pod);
+    snprintf(p->pod_namespace, sizeof p->pod_namespace, "%s", k.ns);
+    snprintf(p->pod_container, sizeof p->pod_container, "%s", k.container);
 }
 
 int gs_procfs_fill(struct gs_procfs *pf, unsigned pid, int64_t now_ns, struct gs_proc *p)
@@ -712,6 +742,7 @@ int gs_procfs_fill(struct gs_procfs *pf, unsigned pid, int64_t now_ns, struct gs
     memcpy(p->container_id, job.container_id, sizeof p->container_id);
     memcpy(p->pod_uid, job.pod_uid, sizeof p->pod_uid);
     memcpy(p->slurm_job, job.slurm_job, sizeof p->slurm_job);
+    pf_pod_names(pf, p);
     if (seen) {
         pf_static_copy(&seen->cache, p);
         seen->static_ok = 1;

@@ -73,10 +73,16 @@ void gs_procfs_parse_cgroup(const char *text, size_t len, struct gs_procfs_job *
  * /proc/stat only makes start times absent. Errors: GS_ENOMEM, GS_EINVAL (root too long). */
 int gs_procfs_open(struct gs_procfs **out, const char *root, struct gs_err *err);
 
+/* Where the Kubernetes pod log directories are (k8s.h: pod, namespace and container names of
+ * a process whose cgroup names a pod): NULL restores the default (/var/log/pods), "" turns
+ * the lookup off. Longer than PATH_MAX - 64: off. */
+void gs_procfs_set_pods_dir(struct gs_procfs *pf, const char *dir);
+
 /* Starts a cycle; pids not filled between begin and end are forgotten at end. */
 void gs_procfs_begin(struct gs_procfs *pf);
 
-/* Fills the host fields of p (name, cmdline, user, uid, cpu, rss, start time, job) for pid,
+/* Fills the host fields of p (name, cmdline, user, uid, cpu, rss, start time, job, and the
+ * pod's Kubernetes names when the pods directory names its pod UID) for pid,
  * measured at now_ns (CLOCK_MONOTONIC). The CPU ratio needs a previous fill of the same pid
  * (same start time) in an earlier cycle; filling a pid twice in one cycle gives the same
  * ratio. Returns GS_OK, or GS_ENOTFOUND when the process is gone (p untouched). */

@@ -281,7 +281,14 @@ static void put_jobs(struct gs_tbuf *b, const struct gs_proc *p)
         gs_tbuf_printf(b, " %s:", job_kind_name(p->job_kind));
         put_safe(b, id, 0);
     }
-    if (p->pod_uid[0]) {
+    if (p->pod_name[0]) { /* the node names the pod (src/backend/k8s.h) */
+        gs_tbuf_puts(b, " pod:");
+        if (p->pod_namespace[0]) {
+            put_safe(b, p->pod_namespace, 0);
+            gs_tbuf_puts(b, "/");
+        }
+        put_safe(b, p->pod_name, 0);
+    } else if (p->pod_uid[0]) {
         char id[9];
         memcpy(id, p->pod_uid, sizeof id - 1);
         id[sizeof id - 1] = '\0';
@@ -586,7 +593,16 @@ static void mig_label(struct gs_tbuf *b, const struct gs_gpu *g, unsigned m, uns
 struct widths {
     size_t w[C__COUNT];
     size_t mig_label; /* widest MIG label */
+    int compact; /* the narrow layout (build_cells_narrow): C_CLK is a line of its own */
 };
+
+/* The narrow layout (below gpu_line). */
+#define GS_QUICK_NARROW_NAME_MAX 18
+static void cell_mem_narrow(struct gs_tbuf *b, int has_used, double used, int has_total,
+                            double total);
+static void put_below(struct gs_tbuf *out, const struct gs_tbuf *scratch, const struct span *sp);
+static void put_hidden_narrow(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_gpu *g,
+                              unsigned cols);
 
 static struct widths measure(struct gs_tbuf *tmp, const struct row *rows,
                              const struct gs_snapshot *s, const struct gs_quick_opts *o)
@@ -655,9 +671,13 @@ static void mig_lines(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_
         if (label_w > w)
             gs_tbuf_spaces(out, label_w - w);
         gs_tbuf_puts(out, " | ");
-        cell_mem(out, mig->mem_st == GS_ST_OK, (double)mig->mem_used_bytes,
-                 mig->mem_st == GS_ST_OK, (double)mig->mem_total_bytes);
-        if (o->show & GS_QS_CLOCKS) {
+        if (wd->compact)
+            cell_mem_narrow(out, mig->mem_st == GS_ST_OK, (double)mig->mem_used_bytes,
+                            mig->mem_st == GS_ST_OK, (double)mig->mem_total_bytes);
+        else
+            cell_mem(out, mig->mem_st == GS_ST_OK, (double)mig->mem_used_bytes,
+                     mig->mem_st == GS_ST_OK, (double)mig->mem_total_bytes);
+        if ((o->show & GS_QS_CLOCKS) && !wd->compact) {
             gs_tbuf_puts(out, " | ");
             mig_extra(out, mig);
         }
@@ -680,7 +700,8 @@ static void mig_lines(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_
  *  " ├─ NVLink              | 18/18 links up, 26.6 GB/s each | tx  39.4 GB/s rx  39.1 GB/s"
  * then " | errors 0" once the error counters were read. Links down are red, data-link errors
  * (replays, recoveries, CRC) yellow. last: no further line under this GPU. */
-static void nvlink_line(struct gs_tbuf *out, const struct gs_gpu *g, size_t label_w, int last)
+static void nvlink_line(struct gs_tbuf *out, const struct gs_gpu *g, size_t label_w, int last,
+                        int compact)
 {
     static const enum gs_metric errs[] = {GS_M_NVLINK_REPLAY, GS_M_NVLINK_RECOVERY,
                                           GS_M_NVLINK_CRC_FLIT, GS_M_NVLINK_CRC_DATA};
@@ -706,7 +727,7 @@ static void nvlink_line(struct gs_tbuf *out, const struct gs_gpu *g, size_t labe
         gs_tbuf_printf(out, "%2ld links", lround(g->v[GS_M_NVLINK_LINKS]));
         gs_tbuf_color(out, GS_SGR_GRAY, " N/A");
     }
-    if (gs_gpu_has(g, GS_M_NVLINK_SPEED)) {
+    if (gs_gpu_has(g, GS_M_NVLINK_SPEED) && !compact) {
         fmt_rate(a, sizeof a, g->v[GS_M_NVLINK_SPEED]);
         gs_tbuf_printf(out, ", %s each", a);
     }
@@ -714,7 +735,12 @@ static void nvlink_line(struct gs_tbuf *out, const struct gs_gpu *g, size_t labe
     if (gs_gpu_has(g, GS_M_NVLINK_TX) && gs_gpu_has(g, GS_M_NVLINK_RX)) {
         fmt_rate(a, sizeof a, g->v[GS_M_NVLINK_TX]);
         fmt_rate(b, sizeof b, g->v[GS_M_NVLINK_RX]);
-        gs_tbuf_printf(out, "tx %10s rx %10s", a, b);
+        gs_tbuf_printf(out, compact ? "tx %s rx %s" : "tx %10s rx %10s", a, b);
+    } else if (compact) {
+        gs_tbuf_puts(out, "tx ");
+        gs_tbuf_color(out, GS_SGR_GRAY, "N/A");
+        gs_tbuf_puts(out, " rx ");
+        gs_tbuf_color(out, GS_SGR_GRAY, "N/A");
     } else {
         gs_tbuf_puts(out, "tx ");
         gs_tbuf_color(out, GS_SGR_GRAY, "       N/A");
@@ -726,7 +752,16 @@ static void nvlink_line(struct gs_tbuf *out, const struct gs_gpu *g, size_t labe
             have_err = 1;
             sum += g->v[errs[i]];
         }
-    if (have_err) {
+    if (have_err && compact) { /* the narrow layout: the sum only (the full view names them) */
+        gs_tbuf_puts(out, " | err ");
+        if (sum == 0) {
+            gs_tbuf_puts(out, "0");
+        } else {
+            gs_tbuf_sgr(out, GS_SGR_YELLOW);
+            gs_tbuf_printf(out, "%.0f", sum);
+            gs_tbuf_sgr(out, GS_SGR_RESET);
+        }
+    } else if (have_err) {
         gs_tbuf_puts(out, " | errors ");
         if (sum == 0) {
             gs_tbuf_puts(out, "0");
@@ -786,28 +821,325 @@ static void gpu_line(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_t
     gs_tbuf_puts(out, " | ");
     put_cell(out, scratch, &r->c[C_MEM], wd->w[C_MEM]);
     col = wd->w[C_ID] + 1 + wd->w[C_NAME] + 2 + wd->w[C_SENS] + 3 + wd->w[C_MEM];
-    if (o->show & GS_QS_CLOCKS) {
+    if ((o->show & GS_QS_CLOCKS) && !wd->compact) {
         gs_tbuf_puts(out, " | ");
         put_cell(out, scratch, &r->c[C_CLK], o->no_procs ? 0 : wd->w[C_CLK]);
         col += 3 + wd->w[C_CLK];
     }
     if (o->no_procs) {
         gs_tbuf_puts(out, "\n");
+        if (wd->compact)
+            put_below(out, scratch, &r->c[C_CLK]);
     } else {
         gs_tbuf_puts(out, " |");
         n = collect_procs(s, gi, -1, list);
         put_procs(out, tmp, list, n, o->show, col + 2, cols);
-        put_hidden(out, &s->gpus[gi]);
+        if (wd->compact)
+            put_hidden_narrow(out, tmp, &s->gpus[gi], cols);
+        else
+            put_hidden(out, &s->gpus[gi]);
         gs_tbuf_puts(out, "\n");
+        if (wd->compact)
+            put_below(out, scratch, &r->c[C_CLK]);
         if (o->show & GS_QS_CLOCKS)
             nvlink_line(out, &s->gpus[gi], wd->w[C_ID] + 1 + wd->w[C_NAME],
-                        !((o->show & GS_QS_FULL_CMD) && n) && !s->gpus[gi].n_mig);
+                        !((o->show & GS_QS_FULL_CMD) && n) && !s->gpus[gi].n_mig, wd->compact);
         if (o->show & GS_QS_FULL_CMD)
             put_full_cmds(out, list, n, o->show, " ", cols);
     }
     if ((o->show & GS_QS_CLOCKS) && o->no_procs)
-        nvlink_line(out, &s->gpus[gi], wd->w[C_ID] + 1 + wd->w[C_NAME], !s->gpus[gi].n_mig);
+        nvlink_line(out, &s->gpus[gi], wd->w[C_ID] + 1 + wd->w[C_NAME], !s->gpus[gi].n_mig,
+                    wd->compact);
     mig_lines(out, tmp, s, gi, o, wd, cols, list);
+}
+
+/* ---- the narrow layout ----
+ *
+ * When a GPU line of the layout above would be wider than the terminal (gpuscope -a at 80
+ * columns), the same readings are written shorter instead of being cut at the edge:
+ *
+ *   [0] H100 80GB HBM3 | 40°C F N/A  83% E  0 D  0  590/ 700W |  60.4G/79.6G |
+ *        python3/48211(60.4G)
+ *        P0 1980/2619 MHz  Gen5 x16  tx 30 MB/s rx 1.7 GB/s
+ *
+ * the name without "NVIDIA " and "GeForce ", fan, codec and power figures without their
+ * separators, memory as used/total with a unit (as process sizes are written), and the
+ * clocks, PCIe link and throttle reasons on a line of their own below. The header says that
+ * the view is abbreviated and how wide the full one is. */
+
+/* The width of the widest GPU line of the normal layout up to its process column. */
+static size_t line_width(const struct widths *wd, const struct gs_quick_opts *o)
+{
+    size_t w = wd->w[C_ID] + 1 + wd->w[C_NAME] + 2 + wd->w[C_SENS] + 3 + wd->w[C_MEM];
+
+    if (o->show & GS_QS_CLOCKS)
+        w += 3 + wd->w[C_CLK];
+    return w + (o->no_procs ? 0 : 2);
+}
+
+/* The GPU's name without the vendor words every GPU of a node shares. */
+static const char *short_gpu_name(const char *name)
+{
+    static const char *const drop[] = {"NVIDIA ", "GeForce "};
+
+    for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
+        if (strncmp(name, drop[i], strlen(drop[i])) == 0 && name[strlen(drop[i])])
+            name += strlen(drop[i]);
+    return name;
+}
+
+/* "%3ld%" (sign) or "%3ld" without put_pct's space, or N/A. */
+static void put_pct_narrow(struct gs_tbuf *b, const struct gs_gpu *g, enum gs_metric m,
+                           long threshold, enum gs_sgr lo, enum gs_sgr hi, int sign)
+{
+    long v;
+
+    if (!gs_gpu_has(g, m)) {
+        put_na(b, 4);
+        return;
+    }
+    v = pct(g->v[m]);
+    gs_tbuf_sgr(b, v < threshold ? lo : hi);
+    gs_tbuf_printf(b, sign ? "%3ld%%" : "%3ld", v);
+    gs_tbuf_sgr(b, GS_SGR_RESET);
+}
+
+/* " 40°C F 30%  83% E  0 D  0  590/ 700W": the readings cell_sensors writes, shorter; the
+ * throttle reasons go below (cell_below_narrow). */
+static void cell_sensors_narrow(struct gs_tbuf *b, const struct gs_gpu *g, unsigned show)
+{
+    if (gs_gpu_has(g, GS_M_TEMP_GPU)) {
+        long t = lround(g->v[GS_M_TEMP_GPU]);
+        gs_tbuf_sgr(b, t < 50 ? GS_SGR_RED : GS_SGR_BOLD_RED);
+        gs_tbuf_printf(b, "%3ld\xc2\xb0"
+                          "C",
+                       t);
+        gs_tbuf_sgr(b, GS_SGR_RESET);
+    } else {
+        put_na(b, 5);
+    }
+    if (show & GS_QS_FAN) {
+        gs_tbuf_puts(b, " F");
+        put_pct_narrow(b, g, GS_M_FAN, 30, GS_SGR_CYAN, GS_SGR_BOLD_CYAN, 1);
+    }
+    gs_tbuf_puts(b, " ");
+    put_pct_narrow(b, g, GS_M_UTIL_GPU, 30, GS_SGR_GREEN, GS_SGR_BOLD_GREEN, 1);
+    if (show & GS_QS_CODEC) {
+        gs_tbuf_color(b, GS_SGR_BOLD, " E");
+        put_pct_narrow(b, g, GS_M_UTIL_ENC, 50, GS_SGR_GREEN, GS_SGR_BOLD_GREEN, 0);
+        gs_tbuf_color(b, GS_SGR_BOLD, " D");
+        put_pct_narrow(b, g, GS_M_UTIL_DEC, 50, GS_SGR_GREEN, GS_SGR_BOLD_GREEN, 0);
+    }
+    if (show & GS_QS_POWER) {
+        enum gs_metric lim =
+            gs_gpu_has(g, GS_M_POWER_ENFORCED_LIMIT) ? GS_M_POWER_ENFORCED_LIMIT : GS_M_POWER_LIMIT;
+        int has_lim = gs_gpu_has(g, lim);
+
+        gs_tbuf_puts(b, " ");
+        if (gs_gpu_has(g, GS_M_POWER_DRAW)) {
+            double d = g->v[GS_M_POWER_DRAW];
+            int hot = has_lim && g->v[lim] > 0 && d / g->v[lim] >= 0.4;
+            gs_tbuf_sgr(b, hot ? GS_SGR_BOLD_MAGENTA : GS_SGR_MAGENTA);
+            gs_tbuf_printf(b, "%4ld", lround(d));
+            gs_tbuf_sgr(b, GS_SGR_RESET);
+        } else {
+            put_na(b, 4);
+        }
+        gs_tbuf_puts(b, "/");
+        if (has_lim) {
+            gs_tbuf_sgr(b, GS_SGR_MAGENTA);
+            gs_tbuf_printf(b, "%4ld", lround(g->v[lim]));
+            gs_tbuf_sgr(b, GS_SGR_RESET);
+        } else {
+            put_na(b, 4);
+        }
+        gs_tbuf_puts(b, "W");
+    }
+}
+
+/* " 60.4G/79.6G": used and total with a unit, as process sizes are written. */
+static void cell_mem_narrow(struct gs_tbuf *b, int has_used, double used, int has_total,
+                            double total)
+{
+    char u[32], t[32];
+
+    if (has_used) {
+        gs_quick_fmt_mem(u, sizeof u, used);
+        gs_tbuf_sgr(b, GS_SGR_BOLD_YELLOW);
+        gs_tbuf_printf(b, "%6s", u);
+        gs_tbuf_sgr(b, GS_SGR_RESET);
+    } else {
+        put_na(b, 6);
+    }
+    gs_tbuf_puts(b, "/");
+    if (has_total) {
+        gs_quick_fmt_mem(t, sizeof t, total);
+        gs_tbuf_sgr(b, GS_SGR_YELLOW);
+        gs_tbuf_printf(b, "%-5s", t);
+        gs_tbuf_sgr(b, GS_SGR_RESET);
+    } else {
+        gs_tbuf_color(b, GS_SGR_GRAY, "N/A  ");
+    }
+}
+
+/* The line below a GPU: "P0 1980/2619 MHz  Gen5 x16  tx 30 MB/s rx 1.7 GB/s  ⚠ ...". */
+static void cell_below_narrow(struct gs_tbuf *b, const struct gs_gpu *g, unsigned show)
+{
+    int any = 0;
+
+    if (show & GS_QS_CLOCKS) {
+        if (gs_gpu_has(g, GS_M_PSTATE) && g->v[GS_M_PSTATE] >= 0 && g->v[GS_M_PSTATE] <= 15)
+            gs_tbuf_printf(b, "P%ld", lround(g->v[GS_M_PSTATE]));
+        else
+            gs_tbuf_color(b, GS_SGR_GRAY, "P?");
+        gs_tbuf_puts(b, " ");
+        put_mhz(b, g, GS_M_CLOCK_SM);
+        gs_tbuf_puts(b, "/");
+        put_mhz(b, g, GS_M_CLOCK_MEM);
+        gs_tbuf_puts(b, " MHz");
+        if (gs_gpu_has(g, GS_M_PCIE_GEN) && gs_gpu_has(g, GS_M_PCIE_WIDTH))
+            gs_tbuf_printf(b, "  Gen%ld x%ld", lround(g->v[GS_M_PCIE_GEN]),
+                           lround(g->v[GS_M_PCIE_WIDTH]));
+        if (gs_gpu_has(g, GS_M_PCIE_TX) && gs_gpu_has(g, GS_M_PCIE_RX)) {
+            char tx[32], rx[32];
+            fmt_rate(tx, sizeof tx, g->v[GS_M_PCIE_TX]);
+            fmt_rate(rx, sizeof rx, g->v[GS_M_PCIE_RX]);
+            gs_tbuf_printf(b, "  tx %s rx %s", tx, rx);
+        }
+        any = 1;
+    }
+    if (throttle_mask(g)) {
+        if (any)
+            gs_tbuf_puts(b, "  ");
+        cell_throttle(b, throttle_mask(g));
+    }
+}
+
+/* build_cells in the narrow layout; C_CLK holds the line below (empty: none). */
+static void build_cells_narrow(struct gs_tbuf *scratch, struct row *rows,
+                               const struct gs_snapshot *s, const struct gs_quick_opts *o)
+{
+    for (unsigned i = 0; i < s->n_gpus; i++) {
+        const struct gs_gpu *g = &s->gpus[i];
+        struct row *r = &rows[i];
+        size_t off;
+
+        if (!gs_quick_selected(o, g))
+            continue;
+        r->lost = g->lost;
+        off = scratch->len;
+        gs_tbuf_sgr(scratch, GS_SGR_CYAN);
+        gs_tbuf_printf(scratch, "[%u]", g->index);
+        gs_tbuf_sgr(scratch, GS_SGR_RESET);
+        r->c[C_ID] = end_span(scratch, off);
+        off = scratch->len;
+        gs_tbuf_sgr(scratch, GS_SGR_BLUE);
+        put_safe(scratch,
+                 gs_gpu_has_text(g, GS_T_NAME) ? short_gpu_name(g->text[GS_T_NAME]) : "N/A",
+                 GS_QUICK_NARROW_NAME_MAX);
+        gs_tbuf_sgr(scratch, GS_SGR_RESET);
+        r->c[C_NAME] = end_span(scratch, off);
+        if (g->lost)
+            continue;
+        off = scratch->len;
+        cell_sensors_narrow(scratch, g, o->show);
+        r->c[C_SENS] = end_span(scratch, off);
+        off = scratch->len;
+        cell_mem_narrow(scratch, gs_gpu_has(g, GS_M_MEM_USED), g->v[GS_M_MEM_USED],
+                        gs_gpu_has(g, GS_M_MEM_TOTAL), g->v[GS_M_MEM_TOTAL]);
+        r->c[C_MEM] = end_span(scratch, off);
+        off = scratch->len;
+        cell_below_narrow(scratch, g, o->show);
+        r->c[C_CLK] = end_span(scratch, off);
+    }
+}
+
+/* The line below a GPU (C_CLK of the narrow layout), indented under the name. */
+static void put_below(struct gs_tbuf *out, const struct gs_tbuf *scratch, const struct span *sp)
+{
+    if (!sp->len)
+        return;
+    gs_tbuf_spaces(out, 5); /* under the processes put_procs wraps to column 5 */
+    put_cell(out, scratch, sp, 0);
+    gs_tbuf_puts(out, "\n");
+}
+
+/* put_hidden, on a line of its own when it would cross the edge. */
+static void put_hidden_narrow(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_gpu *g,
+                              unsigned cols)
+{
+    size_t line = out->len, w;
+
+    gs_tbuf_reset(tmp);
+    put_hidden(tmp, g);
+    if (!tmp->len)
+        return;
+    while (line > 0 && out->data && out->data[line - 1] != '\n')
+        line--;
+    w = out->rc == GS_OK ? gs_term_width(out->data + line, out->len - line) : 0;
+    if (cols && w + gs_term_width(tmp->data, tmp->len) > cols) {
+        gs_tbuf_puts(out, "\n    "); /* its " [" then starts under the processes */
+    }
+    gs_tbuf_put(out, gs_tbuf_str(tmp), tmp->len);
+}
+
+/* The header, on two lines when it does not fit on one: host, time, driver and CUDA; then
+ * the SIMULATED warning and the agent it came from. */
+static void header_fit(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_snapshot *s,
+                       unsigned cols)
+{
+    struct gs_snapshot one = *s; /* header() reads sys and t_real only */
+    size_t w;
+
+    gs_tbuf_reset(tmp);
+    header(tmp, s);
+    w = tmp->rc == GS_OK ? gs_term_width(tmp->data, tmp->len ? tmp->len - 1 : 0) : 0;
+    if (!cols || w <= cols) {
+        gs_tbuf_put(out, gs_tbuf_str(tmp), tmp->len);
+    } else {
+        one.sys.source[0] = '\0';
+        one.sys.simulated = 0;
+        header(out, &one);
+        if (s->sys.simulated) {
+            gs_tbuf_sgr(out, GS_SGR_BOLD_RED);
+            gs_tbuf_puts(out, "SIMULATED (");
+            put_safe(out, s->sys.sim_info[0] ? s->sys.sim_info : "nvml-sim", 32);
+            gs_tbuf_puts(out, "): not real GPUs");
+            gs_tbuf_sgr(out, GS_SGR_RESET);
+        }
+        if (s->sys.source[0]) {
+            /* the rest of the line, else a line of its own; a long path ends in "…" */
+            size_t line = out->len, used;
+            while (line > 0 && out->data && out->data[line - 1] != '\n')
+                line--;
+            used = out->rc == GS_OK ? gs_term_width(out->data + line, out->len - line) : 0;
+            if (used && used + 6 + 16 > cols) {
+                gs_tbuf_puts(out, "\n");
+                used = 0;
+            }
+            gs_tbuf_sgr(out, GS_SGR_GRAY);
+            gs_tbuf_puts(out, used ? "  via " : "via ");
+            used += used ? 6 : 4;
+            put_safe(out, s->sys.source, cols > used + 1 ? cols - used : 1);
+            gs_tbuf_sgr(out, GS_SGR_RESET);
+        }
+        if (s->sys.simulated || s->sys.source[0])
+            gs_tbuf_puts(out, "\n");
+    }
+}
+
+/* header_fit, then the note that the view is abbreviated:
+ * "(abbreviated for 80 columns; the full view needs 164)". */
+static void header_narrow(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_snapshot *s,
+                          unsigned cols, size_t full)
+{
+    char note[96];
+
+    header_fit(out, tmp, s, cols);
+    snprintf(note, sizeof note, "(abbreviated for %u columns; the full view needs %zu)", cols,
+             full);
+    gs_tbuf_color(out, GS_SGR_GRAY, note);
+    gs_tbuf_puts(out, "\n");
 }
 
 void gs_quick_text_need(const struct gs_quick_opts *o, unsigned char *m, unsigned char *t)
@@ -870,10 +1202,21 @@ int gs_quick_render(struct gs_tbuf *out, const struct gs_snapshot *s,
     }
     gs_tbuf_init(&scratch, out->color);
     gs_tbuf_init(&tmp, out->color);
-    if (!o->no_header)
-        header(out, s);
     build_cells(&scratch, rows, s, o);
     wd = measure(&tmp, rows, s, o);
+    if (cols && line_width(&wd, o) > cols) {
+        /* Too wide for the terminal: the narrow layout rather than lines cut at the edge. */
+        size_t full = line_width(&wd, o);
+        gs_tbuf_reset(&scratch);
+        memset(rows, 0, (s->n_gpus ? s->n_gpus : 1) * sizeof *rows);
+        build_cells_narrow(&scratch, rows, s, o);
+        wd = measure(&tmp, rows, s, o);
+        wd.compact = 1;
+        if (!o->no_header)
+            header_narrow(out, &tmp, s, cols, full);
+    } else if (!o->no_header) {
+        header_fit(out, &tmp, s, cols);
+    }
     for (unsigned i = 0; i < s->n_gpus; i++)
         if (gs_quick_selected(o, &s->gpus[i]))
             gpu_line(out, &tmp, &scratch, s, i, &rows[i], o, &wd, cols, list);

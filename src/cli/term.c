@@ -279,6 +279,57 @@ size_t gs_term_clip(const char *s, size_t n, size_t cols)
 
 /* ---- watch-mode redraw ---- */
 
+/* The GPU index a quick-check line starts with ("[5] NVIDIA ...", colour escapes first), or
+ * -1 when it does not start with one. */
+static long gpu_line_index(const char *s, size_t n)
+{
+    size_t i = 0;
+    long v = 0;
+
+    while (i + 1 < n && s[i] == '\x1b' && s[i + 1] == '[') { /* SGR: ESC [ ... m */
+        i += 2;
+        while (i < n && s[i] != 'm')
+            i++;
+        i++;
+    }
+    if (i >= n || s[i] != '[' || i + 1 >= n || s[i + 1] < '0' || s[i + 1] > '9')
+        return -1;
+    for (i++; i < n && s[i] >= '0' && s[i] <= '9' && v < 1000000; i++)
+        v = v * 10 + (s[i] - '0');
+    return i < n && s[i] == ']' ? v : -1;
+}
+
+/* ", GPUs 5-7" / ", GPU 5" / ", 3 GPUs": the GPU lines among frame[pos, n), "" when none. */
+static void gpus_left(const char *frame, size_t pos, size_t n, char *out, size_t cap)
+{
+    long first = -1, last = -1;
+    unsigned count = 0;
+    int runs = 1;
+
+    while (pos < n) {
+        const char *nl = memchr(frame + pos, '\n', n - pos);
+        size_t len = nl ? (size_t)(nl - (frame + pos)) : n - pos;
+        long g = gpu_line_index(frame + pos, len);
+        if (g >= 0) {
+            if (count && g != last + 1)
+                runs = 0;
+            if (!count)
+                first = g;
+            last = g;
+            count++;
+        }
+        pos += len + (nl ? 1 : 0);
+    }
+    if (!count)
+        out[0] = '\0';
+    else if (count == 1)
+        snprintf(out, cap, ", GPU %ld", first);
+    else if (runs)
+        snprintf(out, cap, ", GPUs %ld-%ld", first, last);
+    else
+        snprintf(out, cap, ", %u GPUs", count);
+}
+
 void gs_term_redraw(struct gs_tbuf *out, const char *frame, size_t n, unsigned cols,
                     unsigned rows)
 {
@@ -298,9 +349,11 @@ void gs_term_redraw(struct gs_tbuf *out, const char *frame, size_t n, unsigned c
             break;
         if (rows && total > rows - 1 && line + 2 >= rows) {
             /* never drop GPUs silently: the last row says how many lines did not fit */
-            char note[96];
-            int k = snprintf(note, sizeof note, "... %u more line%s: the terminal is too short",
-                             total - line, total - line == 1 ? "" : "s");
+            char note[128], gpus[48];
+            int k;
+            gpus_left(frame, pos, n, gpus, sizeof gpus);
+            k = snprintf(note, sizeof note, "... %u more line%s%s: the terminal is too short",
+                         total - line, total - line == 1 ? "" : "s", gpus);
             size_t nk = k < 0 ? 0 : (size_t)k < sizeof note ? (size_t)k : sizeof note - 1;
             gs_tbuf_put(out, note, cols ? gs_term_clip(note, nk, cols) : nk);
             gs_tbuf_puts(out, GS_TERM_CLEAR_EOL "\n");

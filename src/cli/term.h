@@ -105,7 +105,8 @@ size_t gs_term_clip(const char *s, size_t n, size_t cols);
  * shorter than the terminal, at most rows-1 lines (0: all), then clear-below. Colour state is
  * reset at the end of each clipped line. Nothing is dropped silently: a clipped line ends in
  * '>' in its last column, and when the frame has more lines than fit, the last row says
- * "... N more lines: the terminal is too short". Appends to out. */
+ * "... N more lines: the terminal is too short", naming the GPUs whose lines ("[5] ...")
+ * are among them: "... 13 more lines, GPUs 5-7: the terminal is too short". Appends to out. */
 void gs_term_redraw(struct gs_tbuf *out, const char *frame, size_t n, unsigned cols,
                     unsigned rows);
 

@@ -63,7 +63,9 @@ void top_job_label(const struct gs_proc *p, char *out, size_t len)
     static const char *const kinds[] = {"", "docker", "containerd", "cri-o", "podman", "slurm",
                                         "container"};
 
-    if (p->pod_uid[0])
+    if (p->pod_name[0] && p->pod_namespace[0])
+        snprintf(out, len, "pod:%s/%s", p->pod_namespace, p->pod_name);
+    else if (p->pod_uid[0])
         snprintf(out, len, "pod:%.8s", p->pod_uid);
     else if (p->slurm_job[0])
         snprintf(out, len, "slurm:%s", p->slurm_job);

@@ -90,6 +90,8 @@ int gs_sampler_open(struct gs_sampler **out, const struct gs_sampler_opts *opts,
     s->prev_us = (uint64_t)(clock_ns(CLOCK_REALTIME) / 1000);
     s->host_proc = !(opts && opts->proc_root && opts->proc_root[0]);
     rc = gs_procfs_open(&s->pf, opts ? opts->proc_root : NULL, err);
+    if (rc == GS_OK && opts && opts->k8s_pods_dir)
+        gs_procfs_set_pods_dir(s->pf, opts->k8s_pods_dir);
     if (rc != GS_OK)
         goto fail;
     *out = s;
@@ -122,6 +124,9 @@ static void copy_host(struct gs_proc *dst, const struct gs_proc *src)
     memcpy(dst->slurm_job, src->slurm_job, sizeof dst->slurm_job);
     dst->nvml_name_st = src->nvml_name_st;
     memcpy(dst->nvml_name, src->nvml_name, sizeof dst->nvml_name);
+    memcpy(dst->pod_name, src->pod_name, sizeof dst->pod_name);
+    memcpy(dst->pod_namespace, src->pod_namespace, sizeof dst->pod_namespace);
+    memcpy(dst->pod_container, src->pod_container, sizeof dst->pod_container);
 }
 
 /* The backend's own name for a pid (nvmlSystemGetProcessName: argv[0] as started, which is

@@ -288,6 +288,16 @@ static json_t *proc_types(struct jb *jb, unsigned type)
     return arr;
 }
 
+/* {"name", "namespace", "container"}: the Kubernetes names of p's pod, or null. */
+static json_t *pod_names_json(const struct gs_proc *p)
+{
+    if (!p->pod_name[0])
+        return json_null();
+    return json_pack("{s:o, s:o, s:o}", "name", str_or_null(1, p->pod_name), "namespace",
+                     str_or_null(p->pod_namespace[0] != '\0', p->pod_namespace), "container",
+                     str_or_null(p->pod_container[0] != '\0', p->pod_container));
+}
+
 static json_t *proc_json(struct jb *jb, const struct gs_proc *p)
 {
     json_t *o = json_object();
@@ -322,6 +332,7 @@ static json_t *proc_json(struct jb *jb, const struct gs_proc *p)
     put(jb, o, "container", ctr);
     put(jb, o, "pod_uid", str_or_null(p->pod_uid[0] != '\0', p->pod_uid));
     put(jb, o, "slurm_job", str_or_null(p->slurm_job[0] != '\0', p->slurm_job));
+    put(jb, o, "pod", pod_names_json(p));
     return o;
 }
 
@@ -711,6 +722,16 @@ static unsigned job_kind(const char *runtime)
     return GS_JOB_CONTAINER;
 }
 
+/* The "pod" object of a process entry (pod_names_json), when it is one with a name. */
+static void pod_names_from_json(struct gs_proc *p, const json_t *pod)
+{
+    if (!json_is_object(pod) || !json_is_string(json_object_get(pod, "name")))
+        return;
+    copy_str(p->pod_name, sizeof p->pod_name, json_object_get(pod, "name"));
+    copy_str(p->pod_namespace, sizeof p->pod_namespace, json_object_get(pod, "namespace"));
+    copy_str(p->pod_container, sizeof p->pod_container, json_object_get(pod, "container"));
+}
+
 static void proc_from_json(struct gs_proc *p, const json_t *o, unsigned gpu)
 {
     const json_t *types = json_object_get(o, "type"), *t, *v;
@@ -766,6 +787,7 @@ static void proc_from_json(struct gs_proc *p, const json_t *o, unsigned gpu)
     }
     copy_str(p->pod_uid, sizeof p->pod_uid, json_object_get(o, "pod_uid"));
     copy_str(p->slurm_job, sizeof p->slurm_job, json_object_get(o, "slurm_job"));
+    pod_names_from_json(p, json_object_get(o, "pod"));
     if (!p->container_id[0] && p->slurm_job[0])
         p->job_kind = GS_JOB_SLURM;
 }

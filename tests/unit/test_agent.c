@@ -727,6 +727,156 @@ static void test_render_mig(void **state)
     gs_snapshot_free(s);
 }
 
+/* The cap over many processes: 300 processes on one GPU with distinct memory sizes (and one
+ * of unknown size), a cap of 256 series of one family each: the 256 largest are kept, the
+ * unknown-size one and the 43 smallest are left out and counted, and the same snapshot in
+ * another order keeps the same processes. */
+static void test_render_processes_cap_by_memory(void **state)
+{
+    struct gs_snapshot *s = one_gpu();
+    struct gs_metrics_self self = up_self;
+    struct gs_metrics_proc_cut cut;
+    unsigned char keep[300];
+    struct gs_mbuf b = {0};
+    char needle[64];
+
+    (void)state;
+    assert_int_equal(gs_snapshot_reserve_procs(s, 300, NULL), GS_OK);
+    s->n_procs = 300;
+    memset(s->procs, 0, 300 * sizeof *s->procs);
+    for (unsigned i = 0; i < 300; i++) {
+        s->procs[i].pid = 1000 + i;
+        s->procs[i].mem_st = GS_ST_OK;
+        /* sizes interleaved so that snapshot order is not size order */
+        s->procs[i].gpu_mem_bytes = (uint64_t)((i * 7919u) % 300u + 1) << 20;
+    }
+    s->procs[0].mem_st = GS_ST_NA; /* size unknown: ranks last */
+    s->procs[0].host_st = GS_ST_OK; /* its one series: RSS */
+    self.process_series_max = 256;
+    assert_int_equal(gs_metrics_process_select(s, 256, keep, &cut), GS_OK);
+    assert_int_equal(cut.kept_procs, 256);
+    assert_int_equal(cut.kept_series, 256);
+    assert_int_equal(cut.dropped_procs, 44);
+    assert_int_equal(cut.dropped_series, 44);
+    assert_int_equal(keep[0], 0);
+    for (unsigned i = 1; i < 300; i++) /* the 256 largest of sizes 1..300 MiB (0's is lost) */
+        assert_int_equal(keep[i], s->procs[i].gpu_mem_bytes > (44ull << 20) ? 1 : 0);
+    assert_int_equal(gs_metrics_render(&b, s, &self, GS_METRICS_PROCESS), GS_OK);
+    assert_non_null(strstr(b.data, "\ngpuscope_process_series_dropped 44\n"));
+    assert_non_null(strstr(b.data, "\ngpuscope_processes_dropped 44\n"));
+    snprintf(needle, sizeof needle, ",pid=\"%u\"", 1000u);
+    assert_null(strstr(b.data, needle));
+    for (unsigned i = 1; i < 300; i++) {
+        snprintf(needle, sizeof needle, ",pid=\"%u\"", 1000 + i);
+        assert_int_equal(strstr(b.data, needle) != NULL, keep[i]);
+    }
+    {
+        unsigned lines = 0;
+        for (const char *p = b.data; (p = strstr(p, "\ngpuscope_process_gpu_memory_bytes{")); p++)
+            lines++;
+        assert_int_equal(lines, 256);
+    }
+    /* reversed snapshot order: the same pids are kept */
+    for (unsigned i = 0; i < 150; i++) {
+        struct gs_proc t = s->procs[i];
+        s->procs[i] = s->procs[299 - i];
+        s->procs[299 - i] = t;
+    }
+    assert_int_equal(gs_metrics_process_select(s, 256, keep, &cut), GS_OK);
+    for (unsigned i = 0; i < 300; i++)
+        assert_int_equal(keep[i], s->procs[i].mem_st == GS_ST_OK &&
+                                      s->procs[i].gpu_mem_bytes > (44ull << 20));
+    /* a cap below the largest process's series keeps none and counts all */
+    s->procs[0].host_st = GS_ST_OK; /* 2 series (memory and RSS) */
+    assert_int_equal(gs_metrics_process_select(s, 1, keep, &cut), GS_OK);
+    assert_true(cut.kept_procs <= 1 && cut.kept_procs + cut.dropped_procs == 300);
+    gs_mbuf_free(&b);
+    gs_snapshot_free(s);
+}
+
+/* dcgm-exporter's pod, namespace and container labels: on every dcgm series of a GPU whose
+ * processes run in one pod the node names, with gpuscope_gpu_pod_info beside the native
+ * series; none when a process of the GPU is outside the pod or in another. */
+static void set_pod(struct gs_proc *p, unsigned pid, const char *uid, const char *ctr)
+{
+    memset(p, 0, sizeof *p);
+    p->pid = pid;
+    p->host_st = GS_ST_OK;
+    p->mem_st = GS_ST_OK;
+    p->gpu_mem_bytes = 1 << 20;
+    if (uid) {
+        strcpy(p->pod_uid, uid);
+        strcpy(p->pod_name, "trainer-7d9f8c6b5-x2kqp");
+        strcpy(p->pod_namespace, "ml-team");
+        strcpy(p->pod_container, ctr);
+    }
+}
+
+static void test_render_pod_labels(void **state)
+{
+    static const char uid[] = "8a0f8f3c-64a4-4d6b-9c1e-2f7b7c0e4d11";
+    static const char want[] = ",pod=\"trainer-7d9f8c6b5-x2kqp\",namespace=\"ml-team\","
+                               "container=\"pytorch\"}";
+    struct gs_snapshot *s = one_gpu();
+    struct gs_mbuf b = {0};
+    int one = -1;
+    const char *l;
+
+    (void)state;
+    s->n_procs = 3;
+    set_pod(&s->procs[0], 10, uid, "pytorch");
+    set_pod(&s->procs[1], 11, uid, "pytorch");
+    set_pod(&s->procs[2], 12, NULL, ""); /* host details unread: says nothing */
+    s->procs[2].host_st = GS_ST_NA;
+    assert_non_null(gs_metrics_gpu_pod(s, 0, &one));
+    assert_int_equal(one, 1);
+    /* a viewer's copy that withheld a process of the GPU: not known to be one pod */
+    s->gpus[0].hidden_st = GS_ST_OK;
+    s->gpus[0].hidden_count = 1;
+    assert_null(gs_metrics_gpu_pod(s, 0, &one));
+    s->gpus[0].hidden_st = GS_ST_NA;
+    s->gpus[0].hidden_count = 0;
+    assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
+    /* every dcgm line of the GPU carries them */
+    for (l = strstr(b.data, "\nDCGM_FI_"); l; l = strstr(l + 1, "\nDCGM_FI_")) {
+        const char *end = strchr(l + 1, '\n');
+        const char *hit = strstr(l, want);
+        assert_true(hit && hit < end);
+    }
+    assert_non_null(strstr(b.data, "\nDCGM_FI_DEV_GPU_UTIL{"));
+    assert_non_null(strstr(b.data, "\ngpuscope_gpu_pod_info{gpu=\"0\",uuid=\"GPU-abc\","));
+    assert_non_null(strstr(b.data, ",pod_uid=\"8a0f8f3c-64a4-4d6b-9c1e-2f7b7c0e4d11\""));
+    /* the native GPU series stay as they are (the pod is on the info series) */
+    l = strstr(b.data, "\ngpuscope_gpu_utilization_ratio{");
+    assert_non_null(l);
+    assert_true(strstr(l, ",pod=") == NULL || strstr(l, ",pod=") > strchr(l + 1, '\n'));
+
+    /* two containers of the pod: pod and namespace, container empty */
+    strcpy(s->procs[1].pod_container, "sidecar");
+    gs_mbuf_reset(&b);
+    assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
+    assert_non_null(strstr(b.data, ",pod=\"trainer-7d9f8c6b5-x2kqp\",namespace=\"ml-team\","
+                                   "container=\"\"}"));
+
+    /* a process of the GPU outside any pod: no pod labels */
+    set_pod(&s->procs[2], 12, NULL, "");
+    assert_null(gs_metrics_gpu_pod(s, 0, NULL));
+    gs_mbuf_reset(&b);
+    assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
+    assert_null(strstr(b.data, ",pod=\""));
+    assert_null(strstr(b.data, "gpuscope_gpu_pod_info"));
+
+    /* two pods: none either */
+    set_pod(&s->procs[2], 12, "0d3b7e52-91f3-4c39-a7d1-6c2d2e8f5b20", "pytorch");
+    assert_null(gs_metrics_gpu_pod(s, 0, NULL));
+    /* a pod the node does not name (no /var/log/pods entry): none */
+    set_pod(&s->procs[2], 12, uid, "pytorch");
+    s->procs[0].pod_name[0] = '\0';
+    assert_null(gs_metrics_gpu_pod(s, 0, NULL));
+    gs_mbuf_free(&b);
+    gs_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -742,6 +892,8 @@ int main(void)
         cmocka_unit_test(test_render_processes),
         cmocka_unit_test(test_render_refused),
         cmocka_unit_test(test_render_mig),
+        cmocka_unit_test(test_render_processes_cap_by_memory),
+        cmocka_unit_test(test_render_pod_labels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

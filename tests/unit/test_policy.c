@@ -389,6 +389,10 @@ static void test_snapshot_json_round_trip(void **state)
     s->procs[0].cpu_ratio = 1.25;
     s->procs[0].job_kind = GS_JOB_DOCKER;
     snprintf(s->procs[0].container_id, sizeof s->procs[0].container_id, "abc123");
+    snprintf(s->procs[0].pod_uid, sizeof s->procs[0].pod_uid, "8a0f8f3c-64a4-4d6b-9c1e-2f7b7c0e4d11");
+    snprintf(s->procs[0].pod_name, sizeof s->procs[0].pod_name, "trainer-0");
+    snprintf(s->procs[0].pod_namespace, sizeof s->procs[0].pod_namespace, "ml-team");
+    snprintf(s->procs[0].pod_container, sizeof s->procs[0].pod_container, "pytorch");
     s->procs[1].host_st = GS_ST_NA; /* host details unknown: null in JSON */
     s->procs[2].job_kind = GS_JOB_SLURM;
     snprintf(s->procs[2].slurm_job, sizeof s->procs[2].slurm_job, "4242");
@@ -440,6 +444,10 @@ static void test_snapshot_json_round_trip(void **state)
     assert_false(back->gpus[0].nvlink[1].active);
     assert_int_equal(back->gpus[1].n_nvlink, 0);
     assert_true(back->gpus[0].v[GS_M_NVLINK_TX] == 1.5e9);
+    assert_string_equal(back->procs[0].pod_name, "trainer-0"); /* the "pod" object */
+    assert_string_equal(back->procs[0].pod_namespace, "ml-team");
+    assert_string_equal(back->procs[0].pod_container, "pytorch");
+    assert_string_equal(back->procs[1].pod_name, "");
     doc2 = snap_doc(back);
     t1 = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
     t2 = json_dumps(doc2, JSON_COMPACT | JSON_SORT_KEYS);

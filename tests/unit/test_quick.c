@@ -418,6 +418,13 @@ static void text_process_parts(void **state)
     assert_non_null(
         strstr(t, "torchrun/777(carol 512M docker:3f2a1b9c4d5e pod:1a2b3c4d slurm:4242)"));
     free(t);
+    /* the node names the pod (/var/log/pods): namespace/name instead of the UID */
+    snprintf(p->pod_name, sizeof p->pod_name, "trainer-0");
+    snprintf(p->pod_namespace, sizeof p->pod_namespace, "ml-team");
+    t = render(s, &o, 0, 0);
+    assert_non_null(strstr(t, "docker:3f2a1b9c4d5e pod:ml-team/trainer-0 slurm:4242)"));
+    free(t);
+    p->pod_name[0] = p->pod_namespace[0] = '\0';
     o = opts_of("--no-header -f");
     t = render(s, &o, 0, 0);
     assert_non_null(strstr(t, "\n \xe2\x94\x94\xe2\x94\x80   12345 (  98%,   2.1G) alice: "
@@ -893,7 +900,7 @@ static void term_width_and_clip(void **state)
 static void term_redraw_in_place(void **state)
 {
     struct gs_tbuf b;
-    const char *frame = "header\nabcdefghij\nxy\n";
+    const char *frame = "header\nabcdefghij\nxy\n", *frame2;
     (void)state;
 
     gs_tbuf_init(&b, 0);
@@ -909,6 +916,22 @@ static void term_redraw_in_place(void **state)
                                          "header\x1b[K\n"
                                          "... 2 more lines: the terminal is too short\x1b[K\n"
                                          "\x1b[J");
+    gs_tbuf_reset(&b);
+    frame2 = "hdr\n[0] a\n x\n\x1b[36m[1]\x1b[0m b\n y\n[2] c\n";
+    gs_term_redraw(&b, frame2, strlen(frame2), 0, 3);
+    assert_string_equal(gs_tbuf_str(&b), "\x1b[H" /* the GPUs left out are named */
+                                         "hdr\x1b[K\n"
+                                         "... 5 more lines, GPUs 0-2: the terminal is too short"
+                                         "\x1b[K\n"
+                                         "\x1b[J");
+    gs_tbuf_reset(&b);
+    frame2 = "hdr\n[0] a\n[3] b\n[1] c\n";
+    gs_term_redraw(&b, frame2, strlen(frame2), 0, 3);
+    assert_non_null(strstr(gs_tbuf_str(&b), "... 3 more lines, 3 GPUs: "));
+    gs_tbuf_reset(&b);
+    frame2 = "hdr\n[0] a\n x\n    [1 process of other users, 1G]\n[7] b\n";
+    gs_term_redraw(&b, frame2, strlen(frame2), 0, 4); /* an indented "[1 ..." is no GPU */
+    assert_non_null(strstr(gs_tbuf_str(&b), "... 3 more lines, GPU 7: "));
     gs_tbuf_reset(&b);
     gs_term_redraw(&b, frame, strlen(frame), 0, 4); /* everything fits: no note */
     assert_string_equal(gs_tbuf_str(&b), "\x1b[H"
@@ -952,6 +975,59 @@ static void tbuf_sticky_and_plain(void **state)
     gs_tbuf_free(&b);
 }
 
+/* -a at 80 columns: the narrow layout, no line wider than the terminal, every reading still
+ * there (shorter), the clocks and throttle reasons on a line below, and the header saying
+ * the view is abbreviated; wide enough, the normal layout and no note. In colour too (the
+ * escapes take no columns). */
+static void narrow_layout_at_80_columns(void **state)
+{
+    struct gs_snapshot *s = two_gpus();
+    struct gs_quick_opts o = opts_of("-a");
+    char *t;
+
+    (void)state;
+    s->sys.simulated = 1;
+    snprintf(s->sys.sim_info, sizeof s->sys.sim_info, "nvml-sim");
+    gs_gpu_set(&s->gpus[1], GS_M_THROTTLE_ACTIVE, (double)GS_THR_HW_THERMAL);
+    add_proc(s, 1, 777, "torchrun", "carol", 512 * MIB);
+    for (int color = 0; color < 2; color++) {
+        t = render(s, &o, 80, color);
+        for (int k = 0; k < count_lines(t); k++) {
+            const char *l = line_of(t, k);
+            assert_true(gs_term_width(l, strlen(l)) <= 80);
+        }
+        if (!color) {
+            assert_non_null(strstr(t, "(abbreviated for 80 columns; the full view needs "));
+            assert_non_null(strstr(t, "SIMULATED (nvml-sim): not real GPUs")); /* not cut */
+            assert_non_null(strstr(t, "[0] H100 80GB HBM3 |"));
+            assert_non_null(strstr(t, "| 45\xc2\xb0" "C F 30%  82% E  0 D  7  512/ 700W |"));
+            assert_non_null(strstr(t, "  31.4G/79.6G |")); /* memory used/total */
+            assert_non_null(strstr(t, "\n     P0 1980/2619 MHz  Gen5 x16\n"));
+            assert_non_null(strstr(t, "MHz  Gen5 x16  \xe2\x9a\xa0 HW thermal")); /* GPU 1 */
+            assert_non_null(strstr(t, "python/12345(alice 30.1G)"));
+            assert_non_null(strstr(t, "torchrun/777(carol 512M)"));
+            assert_non_null(strstr(t, "alice: python train.py --lr 1e-4")); /* -f */
+        }
+        free(t);
+    }
+    t = render(s, &o, 200, 0); /* wide enough: the normal layout */
+    assert_null(strstr(t, "abbreviated"));
+    assert_non_null(strstr(t, "32120 / 81559 MB"));
+    free(t);
+    t = render(s, &o, 0, 0); /* a pipe without $COLUMNS: no limit */
+    assert_null(strstr(t, "abbreviated"));
+    free(t);
+    /* without -a the line fits in 80: normal, only the header goes on two lines */
+    o = opts_of("");
+    t = render(s, &o, 80, 0);
+    assert_null(strstr(t, "abbreviated"));
+    assert_non_null(strstr(t, "node1  2025-01-14 10:22:03  driver 590.48.01  CUDA 13.1\n"
+                              "SIMULATED (nvml-sim): not real GPUs\n"));
+    assert_non_null(strstr(t, "32120 / 81559 MB"));
+    free(t);
+    gs_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -980,6 +1056,7 @@ int main(void)
         cmocka_unit_test(usage_lists_every_option),
         cmocka_unit_test(watch_ticks_stay_on_grid),
         cmocka_unit_test(term_width_and_clip),
+        cmocka_unit_test(narrow_layout_at_80_columns),
         cmocka_unit_test(term_redraw_in_place),
         cmocka_unit_test(term_color_decision),
         cmocka_unit_test(tbuf_sticky_and_plain),

@@ -198,6 +198,10 @@ static void test_labels(void **state)
     snprintf(p.pod_uid, sizeof p.pod_uid, "0f1e2d3c-aaaa-bbbb");
     top_job_label(&p, b, sizeof b);
     assert_string_equal(b, "pod:0f1e2d3c");
+    snprintf(p.pod_name, sizeof p.pod_name, "trainer-0");
+    snprintf(p.pod_namespace, sizeof p.pod_namespace, "ml-team");
+    top_job_label(&p, b, sizeof b);
+    assert_string_equal(b, "pod:ml-team/trainer-0");
     memset(&p, 0, sizeof p);
     p.job_kind = GS_JOB_DOCKER;
     snprintf(p.container_id, sizeof p.container_id, "0123456789abcdef0123");

@@ -134,6 +134,10 @@ test('processRows shapes the API entries', () => {
   assert.equal(rows[1].container, 'containerd 3f2a01234567');
   assert.equal(rows[2].container, 'pod 7c1d2222');
   assert.equal(rows[1].running, null);
+  // the node names the pod (/var/log/pods): namespace/name rather than the UID
+  const named = processRows({processes: [{...procs.processes[2],
+    pod: {name: 'trainer-0', namespace: 'ml-team', container: 'pytorch'}}]}, 1000);
+  assert.equal(named[0].container, 'pod ml-team/trainer-0');
   assert.deepEqual(processRows(null, 0), []);
 });
 

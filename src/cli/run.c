@@ -862,6 +862,27 @@ static void run_default_name(char *out, size_t len, char **cmd)
     snprintf(out, len, "%.200s %s", what, when);
 }
 
+/* --tag K=V ... as $GPUSCOPE_RUN_TAGS (a JSON object), which CMD's package puts in its hello
+ * (record.h "tags"), so that the node's agent keeps them too; they replace the caller's. */
+static int run_tags_env(const struct run_opts *o)
+{
+    json_t *tags = json_object();
+    char *text;
+    int rc;
+
+    for (unsigned i = 0; tags && i < o->n_tags; i++) {
+        const char *eq = strchr(o->tags[i], '=');
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - o->tags[i]), o->tags[i]);
+        json_object_set_new(tags, key, json_string(eq + 1));
+    }
+    text = tags ? json_dumps(tags, JSON_COMPACT) : NULL;
+    json_decref(tags);
+    rc = text ? setenv("GPUSCOPE_RUN_TAGS", text, 1) : -1;
+    free(text);
+    return rc;
+}
+
 /* The names CMD's package puts in its hello, and the node's agent socket it also sends to. */
 static int run_child_names(struct run_ctx *c, const struct run_opts *o)
 {
@@ -872,6 +893,8 @@ static int run_child_names(struct run_ctx *c, const struct run_opts *o)
     if ((o->job && setenv("GPUSCOPE_JOB", o->job, 1) != 0) ||
         (o->name && setenv("GPUSCOPE_RUN_NAME", o->name, 1) != 0) ||
         setenv("GPUSCOPE_RUN_DEFAULT_NAME", c->default_name, 1) != 0)
+        return -1;
+    if (o->n_tags && run_tags_env(o) != 0)
         return -1;
     unsetenv("GPUSCOPE_RUN_AGENT_SOCKET");
     if (o->no_agent)

@@ -418,3 +418,33 @@ export function runSummary(rep) {
     title: f.title ?? f.id, advice: Array.isArray(f.advice) ? f.advice : []}));
   return {headline, phases, gpus, findings};
 }
+
+// ---- training curves (/api/v1/runs/ID/logs) ----
+
+// The logged records of a run (the logs pages' "logs": {step, t, rank, values}) as chart
+// columns: x = step when every record has one (else its time, unix s: time = true), then one
+// column per key of `keys` that some record has, null where a record lacks it; records in
+// x order (a stable sort: the agent keeps arrival order). Records without any of the keys
+// are left out.
+export function logSeries(logs, keys = ['loss', 'learning_rate']) {
+  const recs = (Array.isArray(logs) ? logs : []).filter((r) => r && typeof r.values === 'object' &&
+    r.values !== null && keys.some((k) => isNum(r.values[k])));
+  const byStep = recs.length > 0 && recs.every((r) => isNum(r.step));
+  const xOf = (r) => (byStep ? r.step : r.t);
+  const rows = recs.filter((r) => isNum(xOf(r))).map((r, i) => ({r, i}))
+    .sort((a, b) => xOf(a.r) - xOf(b.r) || a.i - b.i).map((x) => x.r);
+  const present = keys.filter((k) => rows.some((r) => isNum(r.values[k])));
+  return {
+    time: !byStep,
+    x: rows.map(xOf),
+    series: present.map((k) => ({key: k, values: rows.map((r) => (isNum(r.values[k]) ?
+      r.values[k] : null))})),
+  };
+}
+
+// A run's tags ({"team": "nlp"}) as one line, "team=nlp · try=3"; '' when none.
+export function tagsText(tags) {
+  if (!tags || typeof tags !== 'object') return '';
+  return Object.entries(tags).filter(([, v]) => typeof v === 'string')
+    .map(([k, v]) => `${k}=${v}`).join(' · ');
+}

@@ -604,8 +604,8 @@ async function runCurves(box, id, rep) {
   const colors = themeColors();
   const axis = {stroke: colors.fg, grid: {stroke: colors.line, width: 1},
     ticks: {stroke: colors.line}};
-  const sci = (v) => (v == null ? '—' : v === 0 ? '0' : Math.abs(v) >= 1e-2 && Math.abs(v) < 1e4 ?
-    String(+v.toPrecision(4)) : v.toExponential(2));
+  const sci = (v) => (v == null ? '—' : v === 0 ? '0' :
+    Math.abs(v) >= 1e-2 && Math.abs(v) < 1e4 ? String(+v.toPrecision(4)) : v.toExponential(2));
   const names = {loss: 'loss', learning_rate: 'learning rate'};
   const wrap = el('div', {class: 'chart run-curves', 'data-points': String(s.x.length)},
     el('h4', {text: `Training curves (${s.x.length} logged record` +
@@ -631,7 +631,8 @@ async function runCurves(box, id, rep) {
   if (typeof ResizeObserver === 'function') {
     const ro = new ResizeObserver(() => {
       if (!wrap.isConnected) return ro.disconnect();
-      if (wrap.clientWidth > 0) u.setSize({width: Math.max(200, wrap.clientWidth - 10), height: 190});
+      if (wrap.clientWidth > 0)
+        u.setSize({width: Math.max(200, wrap.clientWidth - 10), height: 190});
     });
     ro.observe(wrap);
   }

@@ -87,8 +87,9 @@ struct gs_runs_who {
 /* Answers GET path (which starts with "/api/v1/runs") with its query arguments from and limit
  * (NULL: absent) for who (NULL: every run). The list counts and pages only who's runs (and
  * says how many others it left out in "hidden" when who filters); another uid's run, its
- * steps and its logged values (/api/v1/runs/ID/logs) are 404. Returns the HTTP status and a JSON body (malloc'ed, *body_len bytes) in
- * *body, an {"error": "..."} object for 400/404/503; *body is NULL only when out of memory. */
+ * steps and its logged values (/api/v1/runs/ID/logs) are 404. Returns the HTTP status and a
+ * JSON body (malloc'ed, *body_len bytes) in *body, an {"error": "..."} object for
+ * 400/404/503; *body is NULL only when out of memory. */
 unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, const char *limit,
                       const struct gs_runs_who *who, char **body, size_t *body_len);
 

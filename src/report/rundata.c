@@ -2,8 +2,9 @@
  * rundata.c - gathers one training run for the HTML report and the comparison: the report
  * document, the step records (steps.jsonl or the agent's /api/v1/runs/ID/steps), the device
  * samples of the run's GPUs over the run (samples.db, opened read-only, or the agent's
- * /api/v1/history) and logged values (steps.jsonl or /api/v1/runs/ID/logs). Everything is turned into small columnar JSON arrays
- * with times relative to the run's start; long runs are cut to bucket means (rundata.h).
+ * /api/v1/history) and logged values (steps.jsonl or /api/v1/runs/ID/logs). Everything is
+ * turned into small columnar JSON arrays with times relative to the run's start; long runs
+ * are cut to bucket means (rundata.h).
  *
  * The run directory is outside input: every line of steps.jsonl is checked and an error
  * names the file and line; samples.db must carry the history's application_id and is never

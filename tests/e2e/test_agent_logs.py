@@ -167,7 +167,8 @@ try:
              all(abs(g["values"][k] - v) <= 1e-12 * max(1.0, abs(v))
                  for k, v in w["values"].items())
              for g, w in zip(logs, want)) and len(logs) == 20,
-         "the 20 records in order with step, t (15 digits), rank and values as sent", detail=logs[:2])
+         "the 20 records in order with step, t (15 digits), rank and values as sent",
+         detail=logs[:2])
     code, p1 = get_json("%s/api/v1/runs/%s/logs?from=0&limit=8" % (base, rid))
     code2, p2 = get_json("%s/api/v1/runs/%s/logs?from=16&limit=8" % (base, rid))
     t.eq((code, len(p1.get("logs", [])), p1.get("next"), p1["logs"][0]["step"] if code == 200
@@ -206,7 +207,8 @@ try:
              "another uid's run's logs are 404 ...")
         t.eq((c_miss, (d_miss or {}).get("error")), (404, "no run 999999"),
              "... exactly as a run that does not exist")
-        t.eq((c_root, (d_root or {}).get("total")), (200, 20), "root (over the unix socket) sees them")
+        t.eq((c_root, (d_root or {}).get("total")), (200, 20),
+             "root (over the unix socket) sees them")
         b.stop()
     else:
         for what in ("own", "other", "missing", "root"):

@@ -392,14 +392,16 @@ async function run(ctx) {
       tags: document.querySelector('#run-detail .run-tags')?.textContent ?? ''};
   });
   const wantLogs = apiLogs.logs ?? [];
-  const close = (a, b) => typeof a === 'number' && Math.abs(a - b) <= 1e-12 * Math.max(1, Math.abs(b));
+  const close = (a, b) => typeof a === 'number' &&
+    Math.abs(a - b) <= 1e-12 * Math.max(1, Math.abs(b));
   ok(drawn && apiLogs.total === 20 && curves.points === '20' && curves.data.length === 3 &&
     JSON.stringify(curves.labels) === JSON.stringify(['step', 'loss', 'learning rate']) &&
     curves.data[0].length === 20 && wantLogs.every((r, i) => curves.data[0][i] === r.step &&
       close(curves.data[1][i], r.values.loss) && close(curves.data[2][i], r.values.learning_rate)),
   'the run\'s loss / learning-rate chart has the 20 logged points of /api/v1/runs/ID/logs',
   {apiTotal: apiLogs.total, curves: {...curves, data: curves.data.map((c) => c.slice(0, 3))}});
-  ok(curves.tags === 'tags: team=web · try=2', 'the run detail shows the run\'s tags', curves.tags);
+  ok(curves.tags === 'tags: team=web · try=2', 'the run detail shows the run\'s tags',
+    curves.tags);
 
   await page.locator('#run-detail').screenshot({path: path.join(ARTIFACTS, 'web-run.png')});
 

@@ -425,10 +425,14 @@ export function runSummary(rep) {
 // columns: x = step when every record has one (else its time, unix s: time = true), then one
 // column per key of `keys` that some record has, null where a record lacks it; records in
 // x order (a stable sort: the agent keeps arrival order). Records without any of the keys
-// are left out.
+// are left out, and so are those of other ranks than the lowest that logged (every rank of a
+// DDP job may log the same values: the HF Trainer calls on_log on each).
 export function logSeries(logs, keys = ['loss', 'learning_rate']) {
-  const recs = (Array.isArray(logs) ? logs : []).filter((r) => r && typeof r.values === 'object' &&
+  const some = (Array.isArray(logs) ? logs : []).filter((r) => r && typeof r.values === 'object' &&
     r.values !== null && keys.some((k) => isNum(r.values[k])));
+  const low = some.reduce((m, r) => (isNum(r.rank) && (m === null || r.rank < m) ? r.rank : m),
+    null);
+  const recs = some.filter((r) => !isNum(r.rank) || r.rank === low);
   const byStep = recs.length > 0 && recs.every((r) => isNum(r.step));
   const xOf = (r) => (byStep ? r.step : r.t);
   const rows = recs.filter((r) => isNum(xOf(r))).map((r, i) => ({r, i}))

@@ -360,6 +360,11 @@ test('logSeries: steps as x in order, loss and learning rate columns, gaps null'
     ['learning_rate']);
   assert.deepEqual(logSeries(null), {time: true, x: [], series: []});
   assert.deepEqual(logSeries([{step: 1, values: {loss: NaN}}]).x, []);
+  // two ranks logging the same steps: the lowest rank's records only
+  const ddp = logSeries([{step: 1, rank: 1, values: {loss: 9}},
+    {step: 1, rank: 0, values: {loss: 3}}, {step: 2, rank: 1, values: {loss: 8}},
+    {step: 2, rank: 0, values: {loss: 2}}]);
+  assert.deepEqual([ddp.x, ddp.series[0].values], [[1, 2], [3, 2]]);
 });
 
 test('tagsText: key=value pairs in order; none is empty', () => {

@@ -1326,6 +1326,7 @@ struct unended {
         int64_t id;
         double start;
         char name[GS_RECORD_STR];
+        char tags[GS_RECORD_TAGS_BYTES + 1]; /* the run row's (schema v3); "": none */
     } todo[64];
     unsigned n;
 };
@@ -1339,6 +1340,7 @@ static int unended_row(void *ctx, const struct gs_store_run_row *row)
     u->todo[u->n].id = row->id;
     u->todo[u->n].start = row->start_time;
     snprintf(u->todo[u->n].name, sizeof u->todo[u->n].name, "%s", row->name);
+    snprintf(u->todo[u->n].tags, sizeof u->todo[u->n].tags, "%s", row->tags ? row->tags : "");
     u->n++;
     return 0;
 }
@@ -1388,6 +1390,8 @@ static void rebuild_interrupted(struct gs_runs *r)
                 json_object_set_new(ro, "pid", json_integer(f.pid));
             json_object_set_new(ro, "steps_received", json_integer(steps));
             json_object_set_new(ro, "interrupted", json_true());
+            if (u.todo[i].tags[0]) /* the hello's tags, kept in the run row */
+                json_object_set_new(ro, "tags", stored_tags(u.todo[i].tags));
             text = json_dumps(rep, JSON_COMPACT | JSON_REAL_PRECISION(15));
         }
         json_decref(rep);

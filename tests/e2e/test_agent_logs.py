@@ -10,7 +10,8 @@ run_log with the run's tags in run.tags; another uid (65534, over the agent's HT
 socket) gets 404 for the run's logs exactly as for a run that does not exist, while its own
 run's logs are 200; bad paths and arguments are 404/400; a run that sends more than
 GS_RUNS_MAX_LOG_POINTS (100,000) values keeps 100,000 and reports the rest as dropped, in the
-logs page and in its stored report (run.log_points_dropped).
+logs page and in its stored report (run.log_points_dropped); after a kill -9 mid-run and a
+restart, the interrupted run keeps its tags (list and rebuilt report) and its logged records.
 """
 import json
 import os
@@ -242,6 +243,25 @@ try:
          "the stored report says how many were dropped")
     a.stop()
     c.stop()
+
+    # ---- kill -9 during a run: after the restart its logs and tags are still there ----
+    d = Sender()
+    d.send([hello("killed", {"k": "v"})] + [step(n) for n in range(1, 3)] +
+           [log(i) for i in range(5)])
+    kid = (wait_until(lambda: run_named(base, "killed"), 5) or {}).get("id")
+    wait_until(lambda: get_json("%s/api/v1/runs/%s/logs" % (base, kid))[1].get("total") == 5, 5)
+    agent.kill()
+    agent.wait(timeout=10)
+    d.p.kill()
+    agent, base, up = start_agent(["--config", CONF],
+                                  sim_env(os.path.join(tmp, "scenario.json")), procs,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    k = wait_until(lambda: run_named(base, "killed"), 5) or {}
+    code, rep = get_json("%s/api/v1/runs/%s" % (base, kid))
+    code2, d2 = get_json("%s/api/v1/runs/%s/logs" % (base, kid))
+    t.eq((k.get("state"), k.get("tags"), code, rep.get("run", {}).get("tags"), code2,
+          d2.get("total")), ("interrupted", {"k": "v"}, 200, {"k": "v"}, 200, 5),
+         "kill -9 mid-run: the interrupted run keeps its tags (list, rebuilt report) and logs")
 finally:
     reap(procs)
     shutil.rmtree(tmp, ignore_errors=True)

@@ -478,6 +478,14 @@ with tempfile.TemporaryDirectory() as tmp:
         t.ok(nrep.get("run", {}).get("name") == "named run <1>" and
              nrep["run"].get("tags") == {"team": "ml", "try": "3"},
              "run --name/--tag: the report's run.name and run.tags", detail=p.stderr[-600:])
+        try:
+            db = sqlite3.connect("file:%s?mode=ro" % os.path.join(named, "samples.db"), uri=True)
+            srow = db.execute("SELECT tags FROM run").fetchone()
+            db.close()
+        except sqlite3.Error as e:
+            srow = (str(e),)
+        t.ok(srow and srow[0] and json.loads(srow[0]) == {"team": "ml", "try": "3"},
+             "run --tag: samples.db's run row has the tags (schema v3)", detail=str(srow))
         arun = None
         for _ in range(100):
             doc = json.loads(urllib.request.urlopen(base + "/api/v1/runs", timeout=5).read())

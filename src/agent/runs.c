@@ -257,6 +257,9 @@ static char *run_tags(struct run *run, const struct gs_record *rec)
  * GS_RUNS_MAX_LOG_POINTS points a run; beyond, or when the store refuses it, its points are
  * counted in the run's logs_dropped (the logs page's "dropped") and the agent's stats. Not
  * kept when history is off. */
+_Static_assert(GS_RECORD_FACT_KEY == GS_STORE_LOG_KEY && GS_RECORD_MAX_LOG <= GS_STORE_LOG_MAX_KEYS,
+               "a log record's keys fit the store's");
+
 static void run_keep_log(struct gs_runs *r, struct run *run, const struct gs_record_log *l)
 {
     struct gs_store_log sl = {.step = l->step, .t = l->t, .rank = l->rank};

@@ -578,6 +578,9 @@ function renderRunDetail(error) {
 // ---- a run's training curves and tags ----
 
 const CURVE_PAGES = 20; // 20,000 logged records at most (1000 a page)
+// The records fetched for the run shown: a running run's refresh asks only for newer ones
+// (the agent appends records in arrival order; `from` indexes them).
+const curvesCache = {id: null, logs: []};
 
 // Under the run's report (renderRunDetail): its tags, and its training curves from
 // /api/v1/runs/ID/logs (loss on the left axis, learning rate on the right, over the steps)
@@ -588,8 +591,9 @@ async function runCurves(box, id, rep) {
   const gen = (box.curvesGen = (box.curvesGen ?? 0) + 1);
   const tags = tagsText(rep?.run?.tags);
   if (tags) box.querySelector('h3')?.after(el('p', {class: 'run-tags', text: `tags: ${tags}`}));
-  const logs = [];
-  for (let from = 0, page = 0; from != null && page < CURVE_PAGES; page++) {
+  const logs = curvesCache.id === id ? [...curvesCache.logs] : [];
+  for (let from = logs.length, page = 0; from != null && page < CURVE_PAGES &&
+    logs.length < CURVE_PAGES * 1000; page++) {
     const r = await fetchJson(`/api/v1/runs/${encodeURIComponent(id)}/logs?from=${from}` +
       '&limit=1000');
     if (r.status !== 200 || !Array.isArray(r.doc?.logs)) break;
@@ -597,6 +601,8 @@ async function runCurves(box, id, rep) {
     from = r.doc.next ?? null;
   }
   if (gen !== box.curvesGen || id !== state.runSelected || !box.isConnected) return;
+  curvesCache.id = id;
+  curvesCache.logs = logs;
   box.curvesPlot?.destroy();
   box.curvesPlot = null;
   const s = logSeries(logs);

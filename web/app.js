@@ -13,6 +13,7 @@ import {
 } from './format.js';
 import {nvlinkText} from './format.js';
 import {migCards, migUtilNote} from './format.js';
+import {logSeries, tagsText} from './format.js';
 
 const uPlot = globalThis.uPlot;
 const SPARK_N = 120;
@@ -600,6 +601,76 @@ function renderRunDetail(error) {
   kids.push(el('p', {class: 'empty', 'data-report-hint': '', text: 'Charts of the whole run: ' +
     `gpuscope report ${state.runSelected} (an HTML file; docs/report-html.md)`}));
   box.replaceChildren(...kids);
+  runCurves(box, state.runSelected, state.runReport);
+}
+
+// ---- a run's training curves and tags ----
+
+const CURVE_PAGES = 20; // 20,000 logged records at most (1000 a page)
+// The records fetched for the run shown: a running run's refresh asks only for newer ones
+// (the agent appends records in arrival order; `from` indexes them).
+const curvesCache = {id: null, logs: []};
+
+// Under the run's report (renderRunDetail): its tags, and its training curves from
+// /api/v1/runs/ID/logs (loss on the left axis, learning rate on the right, over the steps)
+// when it logged any; an agent without the endpoint or with history off draws nothing. The
+// chart box carries data-points (records drawn) and, as .gsPlot, its uPlot (for tests). A
+// newer render (a running run's refresh) supersedes this one.
+async function runCurves(box, id, rep) {
+  const gen = (box.curvesGen = (box.curvesGen ?? 0) + 1);
+  const tags = tagsText(rep?.run?.tags);
+  if (tags) box.querySelector('h3')?.after(el('p', {class: 'run-tags', text: `tags: ${tags}`}));
+  const logs = curvesCache.id === id ? [...curvesCache.logs] : [];
+  for (let from = logs.length, page = 0; from != null && page < CURVE_PAGES &&
+    logs.length < CURVE_PAGES * 1000; page++) {
+    const r = await fetchJson(`/api/v1/runs/${encodeURIComponent(id)}/logs?from=${from}` +
+      '&limit=1000');
+    if (r.status !== 200 || !Array.isArray(r.doc?.logs)) break;
+    logs.push(...r.doc.logs);
+    from = r.doc.next ?? null;
+  }
+  if (gen !== box.curvesGen || id !== state.runSelected || !box.isConnected) return;
+  curvesCache.id = id;
+  curvesCache.logs = logs;
+  box.curvesPlot?.destroy();
+  box.curvesPlot = null;
+  const s = logSeries(logs);
+  if (!s.x.length || !s.series.length) return;
+  const colors = themeColors();
+  const axis = {stroke: colors.fg, grid: {stroke: colors.line, width: 1},
+    ticks: {stroke: colors.line}};
+  const sci = (v) => (v == null ? '—' : v === 0 ? '0' :
+    Math.abs(v) >= 1e-2 && Math.abs(v) < 1e4 ? String(+v.toPrecision(4)) : v.toExponential(2));
+  const names = {loss: 'loss', learning_rate: 'learning rate'};
+  const wrap = el('div', {class: 'chart run-curves', 'data-points': String(s.x.length)},
+    el('h4', {text: `Training curves (${s.x.length} logged record` +
+      `${s.x.length === 1 ? '' : 's'}${s.time ? ', over time' : ', over steps'})`}));
+  box.append(wrap);
+  const series = s.series.map((c, i) => ({label: names[c.key] ?? c.key, scale: c.key,
+    stroke: gpuColor(i), width: 1.5, spanGaps: true, value: (u, v) => sci(v),
+    points: {show: s.x.length <= 60}}));
+  const axes = [{...axis, ...(s.time ? {} : {values: (u, vals) => vals.map((v) => String(v))})},
+    ...s.series.map((c, i) => ({...axis, scale: c.key, side: i ? 1 : 3, size: 70,
+      grid: i ? {show: false} : axis.grid, values: (u, vals) => vals.map(sci)}))];
+  const u = new uPlot({
+    width: Math.max(200, wrap.clientWidth - 10), height: 190,
+    scales: {x: {time: s.time}},
+    legend: {live: true},
+    series: [{label: s.time ? 'time' : 'step',
+      value: (u2, v) => (v == null ? '—' : s.time ? fmtClock(v) : String(v))}, ...series],
+    axes,
+  }, [s.x, ...s.series.map((c) => c.values)], wrap);
+  wrap.gsPlot = u;
+  box.curvesPlot = u;
+  // follows the page's width, like the GPU charts
+  if (typeof ResizeObserver === 'function') {
+    const ro = new ResizeObserver(() => {
+      if (!wrap.isConnected) return ro.disconnect();
+      if (wrap.clientWidth > 0)
+        u.setSize({width: Math.max(200, wrap.clientWidth - 10), height: 190});
+    });
+    ro.observe(wrap);
+  }
 }
 
 // The run's job and its ranks on this node (docs/dashboard.md, RUNS): the per-rank table and

@@ -592,3 +592,37 @@ export function migUtilNote(doc) {
     'mode (NVML reports none for a GPU split into instances); the MIG cards show each ' +
     'instance\'s memory and graphics activity.';
 }
+
+// ---- training curves (/api/v1/runs/ID/logs) ----
+
+// The logged records of a run (the logs pages' "logs": {step, t, rank, values}) as chart
+// columns: x = step when every record has one (else its time, unix s: time = true), then one
+// column per key of `keys` that some record has, null where a record lacks it; records in
+// x order (a stable sort: the agent keeps arrival order). Records without any of the keys
+// are left out, and so are those of other ranks than the lowest that logged (every rank of a
+// DDP job may log the same values: the HF Trainer calls on_log on each).
+export function logSeries(logs, keys = ['loss', 'learning_rate']) {
+  const some = (Array.isArray(logs) ? logs : []).filter((r) => r && typeof r.values === 'object' &&
+    r.values !== null && keys.some((k) => isNum(r.values[k])));
+  const low = some.reduce((m, r) => (isNum(r.rank) && (m === null || r.rank < m) ? r.rank : m),
+    null);
+  const recs = some.filter((r) => !isNum(r.rank) || r.rank === low);
+  const byStep = recs.length > 0 && recs.every((r) => isNum(r.step));
+  const xOf = (r) => (byStep ? r.step : r.t);
+  const rows = recs.filter((r) => isNum(xOf(r))).map((r, i) => ({r, i}))
+    .sort((a, b) => xOf(a.r) - xOf(b.r) || a.i - b.i).map((x) => x.r);
+  const present = keys.filter((k) => rows.some((r) => isNum(r.values[k])));
+  return {
+    time: !byStep,
+    x: rows.map(xOf),
+    series: present.map((k) => ({key: k, values: rows.map((r) => (isNum(r.values[k]) ?
+      r.values[k] : null))})),
+  };
+}
+
+// A run's tags ({"team": "nlp"}) as one line, "team=nlp · try=3"; '' when none.
+export function tagsText(tags) {
+  if (!tags || typeof tags !== 'object') return '';
+  return Object.entries(tags).filter(([, v]) => typeof v === 'string')
+    .map(([k, v]) => `${k}=${v}`).join(' · ');
+}

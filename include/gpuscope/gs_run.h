@@ -88,7 +88,9 @@ struct gs_step_rec {
  *          of up to 128 printable bytes; $GPUSCOPE_JOB wins over "job", $GPUSCOPE_NODE fills
  *          an absent "node": docs/run.md, JOBS),
  *   "facts": {the run's settings: scalar entries, src/run/record.h; a set that breaks those
- *             rules is left out with a note (gs_run_notes), the run still opens}.
+ *             rules is left out with a note (gs_run_notes), the run still opens},
+ *   "tags": {the run's tags: string entries, src/run/record.h; $GPUSCOPE_RUN_TAGS, a JSON
+ *            object set by gpuscope run --tag, wins; a bad set is left out with a note}.
  * With a receiver, records are encoded and sent by a sender thread (bounded queue, never
  * blocks the caller; dropped records are counted). Without one and with nvml auto, a sampler
  * thread samples the run's GPUs. Neither thread ever calls into Python.

@@ -123,7 +123,8 @@ class Profiler:
 
     def __init__(self, output_dir=None, logging_steps=10, run_name=None, framework="torch",
                  device=None, rank=None, world_size=None, local_rank=None, socket=None,
-                 nvml="auto", sample_interval_s=0.5, log=None, native=True, facts=None):
+                 nvml="auto", sample_interval_s=0.5, log=None, native=True, facts=None,
+                 tags=None):
         self.output_dir = output_dir
         self.logging_steps = max(1, int(logging_steps or 10))
         self.framework = framework
@@ -154,6 +155,8 @@ class Profiler:
             self._config["node"] = os.environ["GPUSCOPE_NODE"][:128]
         if socket:
             self._config["socket"] = socket
+        if tags:  # the run's tags ({"team": "nlp"}); $GPUSCOPE_RUN_TAGS (gpuscope run --tag) wins
+            self._config["tags"] = {str(k): str(v) for k, v in dict(tags).items()}
         self._native_enabled = native
         # The run's settings for the diagnosis (gpuscope._facts); the callback and instrument()
         # add the loader's, the arguments' and the model's before start(), which adds the

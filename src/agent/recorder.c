@@ -284,6 +284,17 @@ int gs_recorder_run_end(struct gs_recorder *r, int64_t run_id, double end_time,
     return rc;
 }
 
+int gs_recorder_run_log(struct gs_recorder *r, int64_t run_id, const struct gs_store_log *rec,
+                        struct gs_err *err)
+{
+    int rc;
+
+    pthread_mutex_lock(&r->store_lock);
+    rc = gs_store_run_log(r->st, run_id, rec, err);
+    pthread_mutex_unlock(&r->store_lock);
+    return rc;
+}
+
 /* ---- the writer thread ---- */
 
 /* Copies the store's stats where offer/stats can read them without the store lock. Called

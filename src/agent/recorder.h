@@ -96,6 +96,11 @@ int gs_recorder_run_step(struct gs_recorder *r, int64_t run_id, const struct gs_
 int gs_recorder_run_end(struct gs_recorder *r, int64_t run_id, double end_time,
                         const char *report_json, struct gs_err *err);
 
+/* gs_store_run_log (schema v3: a run's logged values, buffered like a step) under the
+ * store's mutex, for the runs module on the receiver thread. */
+int gs_recorder_run_log(struct gs_recorder *r, int64_t run_id, const struct gs_store_log *rec,
+                        struct gs_err *err);
+
 /* Stops the writer after it has appended every queued snapshot and flushed (one last try),
  * then closes the store. NULL is allowed. */
 void gs_recorder_close(struct gs_recorder *r);

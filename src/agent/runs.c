@@ -96,6 +96,11 @@ struct run {
     struct gs_agg *agg;
     json_t *headline; /* cached list figures of a live run */
     double headline_t;
+    /* Schema v3: the first hello's tags (an object, constant once set), and the run's logged
+     * values: records kept (their seq), points kept and points dropped (beyond
+     * GS_RUNS_MAX_LOG_POINTS or not stored), under mu. */
+    json_t *tags;
+    uint64_t log_records, log_points, logs_dropped;
 };
 
 struct gs_runs {
@@ -212,6 +217,7 @@ static void run_unref(struct gs_runs *r, struct run *run)
         return;
     gs_agg_free(run->agg);
     json_decref(run->headline);
+    json_decref(run->tags);
     pthread_mutex_destroy(&run->mu);
     free(run);
 }
@@ -272,6 +278,68 @@ static struct run *run_join(struct gs_runs *r, const struct gs_peer *peer,
         gs_log(GS_LOG_INFO, "runs: pid %ld (rank %d) joins run %lld '%s'", (long)peer->pid,
                (int)h->rank, (long long)run->id, run->name);
     return run;
+}
+
+/* A new run's tags from its first record when it is a hello (record.h "tags"): run->tags, and
+ * their text for the history's run row (malloc'ed; NULL: none). */
+static char *run_tags(struct run *run, const struct gs_record *rec)
+{
+    if (rec->type != GS_REC_HELLO || rec->u.hello.tags.n == 0)
+        return NULL;
+    run->tags = gs_record_tags_json(&rec->u.hello.tags);
+    return run->tags ? json_dumps(run->tags, JSON_COMPACT) : NULL;
+}
+
+/* A logged record of run (schema v3): into the history with the run's next seq, at most
+ * GS_RUNS_MAX_LOG_POINTS points a run; beyond, or when the store refuses it, its points are
+ * counted in the run's logs_dropped (the logs page's "dropped") and the agent's stats. Not
+ * kept when history is off. */
+_Static_assert(GS_RECORD_FACT_KEY == GS_STORE_LOG_KEY && GS_RECORD_MAX_LOG <= GS_STORE_LOG_MAX_KEYS,
+               "a log record's keys fit the store's");
+
+static void run_keep_log(struct gs_runs *r, struct run *run, const struct gs_record_log *l)
+{
+    struct gs_store_log sl = {.step = l->step, .t = l->t, .rank = l->rank};
+    struct gs_err err;
+    int over, first_over = 0;
+
+    if (!r->rec || run->id <= 0 || l->n == 0 || l->n > GS_STORE_LOG_MAX_KEYS)
+        return;
+    pthread_mutex_lock(&run->mu);
+    over = run->log_points + l->n > GS_RUNS_MAX_LOG_POINTS;
+    if (over) {
+        first_over = run->logs_dropped == 0;
+        run->logs_dropped += l->n;
+    } else {
+        sl.seq = (int64_t)run->log_records++;
+        run->log_points += l->n;
+    }
+    pthread_mutex_unlock(&run->mu);
+    if (over) {
+        pthread_mutex_lock(&r->lock);
+        r->st.logs_dropped += l->n;
+        pthread_mutex_unlock(&r->lock);
+        if (first_over)
+            gs_log(GS_LOG_WARN, "runs: run %lld: %d logged values kept; later ones are dropped "
+                                "(counted)", (long long)run->id, GS_RUNS_MAX_LOG_POINTS);
+        return;
+    }
+    sl.n = l->n;
+    for (unsigned i = 0; i < l->n; i++) {
+        memcpy(sl.key[i], l->key[i], GS_STORE_LOG_KEY);
+        sl.key[i][GS_STORE_LOG_KEY - 1] = '\0';
+        sl.value[i] = l->val[i];
+    }
+    gs_err_clear(&err);
+    if (gs_recorder_run_log(r->rec, run->id, &sl, &err) != GS_OK) {
+        pthread_mutex_lock(&run->mu);
+        run->logs_dropped += l->n;
+        pthread_mutex_unlock(&run->mu);
+        pthread_mutex_lock(&r->lock);
+        r->st.logs_dropped += l->n;
+        r->st.store_errors++;
+        pthread_mutex_unlock(&r->lock);
+    }
 }
 
 /* Makes the run of a connection's first record; NULL when the table is full or out of
@@ -336,12 +404,14 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
         snprintf(run->name, sizeof run->name, "%s", rec->u.hello.run);
         run->world_size = rec->u.hello.world_size;
     }
+    char *tags_text = run_tags(run, rec);
     gs_err_clear(&err);
     if (r->rec) {
         struct gs_store_run sr = {.name = run->name[0] ? run->name : NULL,
                                   .source = "agent",
                                   .hostname = r->hostname[0] ? r->hostname : NULL,
-                                  .start_time = run->start_s};
+                                  .start_time = run->start_s,
+                                  .tags = tags_text};
         if (gs_recorder_run_begin(r->rec, &sr, &run->id, &err) != GS_OK) {
             gs_log(GS_LOG_WARN, "runs: history: %s; run of pid %ld kept in memory only", err.msg,
                    (long)run->pid);
@@ -349,6 +419,7 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
             run->id = 0;
         }
     }
+    free(tags_text);
     pthread_mutex_lock(&r->lock);
     if (run->id <= 0)
         run->id = --r->next_mem_id; /* negative: never a history row */
@@ -373,6 +444,20 @@ static void fill_peer(json_t *report, const struct run *run)
         json_object_set_new(ro, "uid", json_integer((json_int_t)run->uid));
     if (!json_is_integer(json_object_get(ro, "pid")))
         json_object_set_new(ro, "pid", json_integer((json_int_t)run->pid));
+}
+
+/* An ended run's logged points that were not kept, in its report's "run" object when there
+ * were any ("log_points_dropped", docs/api.md); the logs page reads it back. */
+static void run_report_logs(json_t *report, struct run *run)
+{
+    uint64_t dropped;
+
+    pthread_mutex_lock(&run->mu);
+    dropped = run->logs_dropped;
+    pthread_mutex_unlock(&run->mu);
+    if (dropped && json_is_object(json_object_get(report, "run")))
+        json_object_set_new(json_object_get(report, "run"), "log_points_dropped",
+                            json_integer((json_int_t)dropped));
 }
 
 /* Removes run from the table (the caller holds a reference), stores its report, drops the
@@ -410,6 +495,7 @@ static void run_finish(struct gs_runs *r, struct run *run, const char *why)
     if (json_is_object(json_object_get(report, "run")))
         json_object_set_new(json_object_get(report, "run"), "steps_received",
                             json_integer((json_int_t)run->steps));
+    run_report_logs(report, run);
     if (report)
         text = json_dumps(report, JSON_COMPACT | JSON_REAL_PRECISION(15));
     json_decref(report);
@@ -546,7 +632,7 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
     case GS_REC_END:
         gs_agg_end(run->agg, &rec->u.end);
         break;
-    case GS_REC_LOG: /* not kept by the agent (yet): history.db has no table for it */
+    case GS_REC_LOG: /* kept in the history below (run_keep_log) */
         break;
     }
     pthread_mutex_unlock(&run->mu);
@@ -573,6 +659,8 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
             pthread_mutex_unlock(&run->mu);
         }
     }
+    if (rec->type == GS_REC_LOG)
+        run_keep_log(r, run, &rec->u.log);
     if (rec->type == GS_REC_END)
         run_detach(r, run, peer->conn_id, "end record");
     run_unref(r, run);
@@ -897,9 +985,22 @@ static json_t *live_item(struct gs_runs *r, struct run *run)
     if (it && run->headline)
         json_object_update(it, run->headline);
     pthread_mutex_unlock(&run->mu);
+    if (it) /* constant once the run is in the table */
+        json_object_set_new(it, "tags", run->tags ? json_incref(run->tags) : json_object());
     return it;
 }
 
+
+/* A stored run's tags (the run row's JSON text, schema v3) as an object; {} when none. */
+static json_t *stored_tags(const char *text)
+{
+    json_t *t = text ? json_loads(text, 0, NULL) : NULL;
+
+    if (json_is_object(t))
+        return t;
+    json_decref(t);
+    return json_object();
+}
 
 /* A stored run's list entry (a gs_store_run_fn appending to the array ctx). */
 static int list_row(void *ctx, const struct gs_store_run_row *row)
@@ -915,6 +1016,8 @@ static int list_row(void *ctx, const struct gs_store_run_row *row)
     if (it && rep)
         headline(it, rep);
     json_decref(rep);
+    if (it)
+        json_object_set_new(it, "tags", stored_tags(row->tags));
     json_array_append_new(ctx, it);
     return 0;
 }
@@ -1174,6 +1277,90 @@ static unsigned http_steps(struct gs_runs *r, int64_t id, long long from, long l
     return reply(doc, doc ? 200 : 500, body, len);
 }
 
+/* One logged record as the logs page shows it (docs/api.md): the wire record's shape. */
+static int page_log(void *ctx, const struct gs_store_log *rec)
+{
+    json_t *o = json_object(), *vals = json_object();
+
+    json_object_set_new(o, "step", isnan(rec->step) ? json_null()
+                                   : rec->step == floor(rec->step) && fabs(rec->step) < 9e15
+                                       ? json_integer((json_int_t)rec->step)
+                                       : json_real(rec->step));
+    json_object_set_new(o, "t", num_or_null(rec->t));
+    json_object_set_new(o, "rank", rec->rank >= 0 ? json_integer(rec->rank) : json_null());
+    for (unsigned i = 0; i < rec->n; i++)
+        json_object_set_new(vals, rec->key[i], json_real(rec->value[i]));
+    json_object_set_new(o, "values", vals);
+    json_array_append_new(ctx, o);
+    return 0;
+}
+
+/* GET /api/v1/runs/ID/logs: the run's logged records from the history, paged like its steps
+ * (from, limit count records), with the same visibility as the run. "dropped": the points
+ * not kept (a live run's count, an ended run's from its report; 0 when none). */
+static unsigned http_logs(struct gs_runs *r, int64_t id, long long from, long long limit,
+                          const struct gs_runs_who *who, char **body, size_t *len)
+{
+    struct run *run = run_find(r, 0, id);
+    struct stored_run s = {.uid = -1};
+    json_t *list, *doc;
+    int64_t total = 0, points = 0;
+    uint64_t dropped = 0;
+    int exists = run != NULL, visible = run && who_sees(who, run->uid);
+    struct gs_store *db;
+
+    if (run) {
+        pthread_mutex_lock(&run->mu);
+        dropped = run->logs_dropped;
+        pthread_mutex_unlock(&run->mu);
+        run_unref(r, run);
+    }
+    if (exists && !visible)
+        return reply_error(404, body, len, "no run %lld", (long long)id);
+    if (!r->history_path[0])
+        return exists ? reply_error(404, body, len, "history is off: logged values are not kept")
+                      : reply_error(404, body, len, "no run %lld", (long long)id);
+    list = json_array();
+    pthread_mutex_lock(&r->db_lock);
+    if (!exists) {
+        stored_get(r, id, &s);
+        exists = s.exists;
+        visible = s.exists && who_sees(who, s.uid);
+        json_t *d = json_object_get(json_object_get(s.report, "run"), "log_points_dropped");
+        dropped = json_is_integer(d) && json_integer_value(d) > 0
+                      ? (uint64_t)json_integer_value(d) : 0;
+        json_decref(s.report);
+    }
+    if (visible && (db = db_get(r)) != NULL) {
+        struct gs_err err;
+
+        gs_err_clear(&err);
+        if (gs_store_run_log_count(db, id, &total, &points, &err) != GS_OK ||
+            gs_store_run_logs(db, id, from, limit, page_log, list, &err) != GS_OK) {
+            db_warn(&err);
+            snprintf(s.fault, sizeof s.fault, "%s", err.msg[0] ? err.msg : "read error");
+        }
+    }
+    pthread_mutex_unlock(&r->db_lock);
+    if (s.fault[0]) {
+        json_decref(list);
+        return reply_error(503, body, len, "history.db could not be read: %s", s.fault);
+    }
+    if (!exists || !visible) {
+        json_decref(list);
+        return reply_error(404, body, len, "no run %lld", (long long)id);
+    }
+    doc = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "id", (json_int_t)id, "total",
+                    (json_int_t)total, "points", (json_int_t)points, "dropped",
+                    (json_int_t)dropped, "from", (json_int_t)from, "limit", (json_int_t)limit,
+                    "next",
+                    from + (long long)json_array_size(list) < total
+                        ? json_integer(from + (json_int_t)json_array_size(list))
+                        : json_null(),
+                    "logs", list);
+    return reply(doc, doc ? 200 : 500, body, len);
+}
+
 unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, const char *limit,
                       const struct gs_runs_who *who, char **body, size_t *body_len)
 {
@@ -1195,9 +1382,12 @@ unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, con
     rest++;
     idlen = strcspn(rest, "/");
     if (rest[idlen] == '/') {
-        if (strcmp(rest + idlen, "/steps") != 0)
+        if (strcmp(rest + idlen, "/logs") == 0)
+            steps = 2; /* the logged values, paged like the steps */
+        else if (strcmp(rest + idlen, "/steps") != 0)
             return reply_error(404, body, body_len, "not found");
-        steps = 1;
+        else
+            steps = 1;
     }
     if (idlen == 0 || idlen >= sizeof idtext || strspn(rest, "0123456789") != idlen ||
         rest[0] == '0')
@@ -1208,6 +1398,8 @@ unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, con
         return reply_error(404, body, body_len, "no run '%s'", idtext);
     if (!steps && (from || limit))
         return reply_error(400, body, body_len, "from, limit: only for the list and steps");
+    if (steps == 2)
+        return http_logs(r, id, vfrom, vlimit, who, body, body_len);
     return steps ? http_steps(r, id, vfrom, vlimit, who, body, body_len)
                  : http_report(r, id, who, body, body_len);
 }
@@ -1244,6 +1436,7 @@ struct unended {
         int64_t id;
         double start;
         char name[GS_RECORD_STR];
+        char tags[GS_RECORD_TAGS_BYTES + 1]; /* the run row's (schema v3); "": none */
     } todo[64];
     unsigned n;
 };
@@ -1257,6 +1450,7 @@ static int unended_row(void *ctx, const struct gs_store_run_row *row)
     u->todo[u->n].id = row->id;
     u->todo[u->n].start = row->start_time;
     snprintf(u->todo[u->n].name, sizeof u->todo[u->n].name, "%s", row->name);
+    snprintf(u->todo[u->n].tags, sizeof u->todo[u->n].tags, "%s", row->tags ? row->tags : "");
     u->n++;
     return 0;
 }
@@ -1306,6 +1500,8 @@ static void rebuild_interrupted(struct gs_runs *r)
                 json_object_set_new(ro, "pid", json_integer(f.pid));
             json_object_set_new(ro, "steps_received", json_integer(steps));
             json_object_set_new(ro, "interrupted", json_true());
+            if (u.todo[i].tags[0]) /* the hello's tags, kept in the run row */
+                json_object_set_new(ro, "tags", stored_tags(u.todo[i].tags));
             text = json_dumps(rep, JSON_COMPACT | JSON_REAL_PRECISION(15));
         }
         json_decref(rep);

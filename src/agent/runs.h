@@ -3,7 +3,7 @@
  * package sends its step records (src/run/record.h) to the agent's socket; this module owns
  * that socket (a node-wide receiver, src/run/receiver.h, that accepts every local uid),
  * aggregates each run (src/run/agg.h) with the agent's snapshots of the run's GPUs (the ranks'
- * pids, their descendants and the devices their hellos announce: src/run/attrib.h), keeps runs and steps in the history (schema v2, through the recorder) and answers
+ * pids, their descendants and the devices their hellos announce: src/run/attrib.h), keeps runs, steps and logged values in the history (schema v3, through the recorder) and answers
  * /api/v1/runs (docs/api.md).
  *
  * A run is one connection's records from its first record (normally the hello) to its end
@@ -39,6 +39,10 @@ struct gs_runs;
 /* Step records a live run aggregates (40 bytes each, plus ~180 KB a run: at most ~270 MB for
  * 64 runs); later ones are still stored in the history and counted in steps_received. */
 #define GS_RUNS_MAX_AGG_STEPS 100000
+/* Logged values (loss, learning rate: "log" records) the history keeps of one run: one point
+ * per value (56 bytes of history.db each, bench_store_logs: 5.6 MB a run at the bound); later
+ * ones are dropped and counted. */
+#define GS_RUNS_MAX_LOG_POINTS 100000
 
 struct gs_runs_opts {
     const char *socket_path;  /* bound with mode 0666; its directory is made 0755 */
@@ -76,6 +80,7 @@ struct gs_runs_stats {
     uint64_t runs_refused_uid; /* of runs_refused: the uid held runs_per_uid already */
     unsigned live;
     uint64_t refused[GS_RUNS_REF_N]; /* by enum gs_runs_refusal */
+    uint64_t logs_dropped; /* logged points not kept: over GS_RUNS_MAX_LOG_POINTS or not stored */
 };
 
 struct gs_mbuf;
@@ -104,9 +109,10 @@ struct gs_runs_who {
 
 /* Answers GET path (which starts with "/api/v1/runs") with its query arguments from and limit
  * (NULL: absent) for who (NULL: every run). The list counts and pages only who's runs (and
- * says how many others it left out in "hidden" when who filters); another uid's run and its
- * steps are 404. Returns the HTTP status and a JSON body (malloc'ed, *body_len bytes) in
- * *body, an {"error": "..."} object for 400/404/503; *body is NULL only when out of memory. */
+ * says how many others it left out in "hidden" when who filters); another uid's run, its
+ * steps and its logged values (/api/v1/runs/ID/logs) are 404. Returns the HTTP status and a
+ * JSON body (malloc'ed, *body_len bytes) in *body, an {"error": "..."} object for
+ * 400/404/503; *body is NULL only when out of memory. */
 unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, const char *limit,
                       const struct gs_runs_who *who, char **body, size_t *body_len);
 

@@ -131,7 +131,8 @@ static void run_usage(FILE *out)
           "                  (every:P:N) into DIR/profile, analysed into the report\n"
           "  --name NAME     the run's name (default: the HF run_name, else the script and\n"
           "                  the start time); also in the agent's run list\n"
-          "  --tag K=V       a tag on the run (report run.tags), up to 16\n"
+          "  --tag K=V       a tag on the run (report run.tags, the agent's run list),\n"
+          "                  up to 16\n"
           "  --job ID        the multi-node job this run is part of (default: torchrun's\n"
           "                  run id, SLURM_JOB_ID, ..., MASTER_ADDR:MASTER_PORT)\n"
           "  --no-agent      do not send the run to the node's agent as well\n"
@@ -812,20 +813,50 @@ static double real_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* The run's row in samples.db (schema v2); a failure only costs that row. */
+/* The run's tags as JSON text (malloc'ed; NULL: none): --tag K=V ..., else a valid
+ * $GPUSCOPE_RUN_TAGS of the caller's (what CMD's package then sends). */
+static char *run_tags_text(const struct run_opts *o)
+{
+    const char *env = getenv("GPUSCOPE_RUN_TAGS");
+    json_t *tags;
+    char *text;
+
+    if (!o || !o->n_tags) {
+        struct gs_record_tags t;
+        struct gs_err err;
+        json_t *j = env && *env ? json_loads(env, JSON_REJECT_DUPLICATES, NULL) : NULL;
+        int ok = j && gs_record_tags_parse(j, "", &t, &err) == GS_OK && t.n > 0;
+        json_decref(j);
+        return ok ? strdup(env) : NULL;
+    }
+    tags = json_object();
+    for (unsigned i = 0; tags && i < o->n_tags; i++) {
+        const char *eq = strchr(o->tags[i], '=');
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - o->tags[i]), o->tags[i]);
+        json_object_set_new(tags, key, json_string(eq + 1));
+    }
+    text = tags ? json_dumps(tags, JSON_COMPACT) : NULL;
+    json_decref(tags);
+    return text;
+}
+
+/* The run's row in samples.db (schema v3, with its tags); a failure only costs that row. */
 static void run_store_begin(struct run_ctx *c, char **cmd)
 {
     char host[256] = "";
-    char *command = run_quote(cmd);
+    char *command = run_quote(cmd), *tags = run_tags_text(c->opts);
     struct gs_store_run run = {
         .name = c->opts && c->opts->name ? c->opts->name : c->default_name,
-        .source = "gpuscope-run", .command = command, .hostname = host, .start_time = real_s()};
+        .source = "gpuscope-run", .command = command, .hostname = host, .start_time = real_s(),
+        .tags = tags};
     struct gs_err err;
 
     gethostname(host, sizeof host - 1);
     if (gs_store_run_begin(c->store, &run, &c->run_id, &err) != GS_OK)
         fprintf(stderr, "gpuscope run: samples.db: %s\n", err.msg);
     free(command);
+    free(tags);
 }
 
 /* run.name: --name, else the sender's (HF run_name), else script and start time; run.tags
@@ -879,6 +910,17 @@ static void run_default_name(char *out, size_t len, char **cmd)
     snprintf(out, len, "%.200s %s", what, when);
 }
 
+/* --tag K=V ... as $GPUSCOPE_RUN_TAGS (a JSON object), which CMD's package puts in its hello
+ * (record.h "tags"), so that the node's agent keeps them too; they replace the caller's. */
+static int run_tags_env(const struct run_opts *o)
+{
+    char *text = run_tags_text(o);
+    int rc = text ? setenv("GPUSCOPE_RUN_TAGS", text, 1) : -1;
+
+    free(text);
+    return rc;
+}
+
 /* The names CMD's package puts in its hello, and the node's agent socket it also sends to. */
 static int run_child_names(struct run_ctx *c, const struct run_opts *o)
 {
@@ -889,6 +931,8 @@ static int run_child_names(struct run_ctx *c, const struct run_opts *o)
     if ((o->job && setenv("GPUSCOPE_JOB", o->job, 1) != 0) ||
         (o->name && setenv("GPUSCOPE_RUN_NAME", o->name, 1) != 0) ||
         setenv("GPUSCOPE_RUN_DEFAULT_NAME", c->default_name, 1) != 0)
+        return -1;
+    if (o->n_tags && run_tags_env(o) != 0)
         return -1;
     unsetenv("GPUSCOPE_RUN_AGENT_SOCKET");
     if (o->no_agent)

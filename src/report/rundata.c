@@ -2,8 +2,9 @@
  * rundata.c - gathers one training run for the HTML report and the comparison: the report
  * document, the step records (steps.jsonl or the agent's /api/v1/runs/ID/steps), the device
  * samples of the run's GPUs over the run (samples.db, opened read-only, or the agent's
- * /api/v1/history) and logged values. Everything is turned into small columnar JSON arrays
- * with times relative to the run's start; long runs are cut to bucket means (rundata.h).
+ * /api/v1/history) and logged values (steps.jsonl or /api/v1/runs/ID/logs). Everything is
+ * turned into small columnar JSON arrays with times relative to the run's start; long runs
+ * are cut to bucket means (rundata.h).
  *
  * The run directory is outside input: every line of steps.jsonl is checked and an error
  * names the file and line; samples.db must carry the history's application_id and is never
@@ -799,6 +800,43 @@ static const struct {
     {"temperature_gpu", 1.0},
 };
 
+/* The run's logged values from /api/v1/runs/ID/logs (records of the wire's "log" shape, 1000
+ * a page) into rd->logs, as a run directory's steps.jsonl gives them. An agent without them
+ * (history off, or older than the endpoint) leaves the page without curves. */
+static int agent_logs(const char *sock, const char *id, struct gs_rundata *rd,
+                      struct gs_err *err)
+{
+    struct logs l = {0};
+    char path[256];
+    long from = 0;
+    int rc = GS_OK;
+
+    while (from >= 0 && rc == GS_OK) {
+        json_t *page = NULL, *arr;
+        const json_t *r;
+        size_t i;
+        struct gs_err ig = {0};
+
+        snprintf(path, sizeof path, "/api/v1/runs/%s/logs?from=%ld&limit=1000", id, from);
+        if (agent_json(sock, path, &page, &ig) != GS_OK)
+            break;
+        arr = json_object_get(page, "logs");
+        json_array_foreach(arr, i, r) {
+            if (json_is_object(r) && logs_add(&l, r) < 0) {
+                rc = gs_err_set(err, GS_ENOMEM, "run %s: out of memory", id);
+                break;
+            }
+        }
+        const json_t *next = json_object_get(page, "next");
+        from = json_is_integer(next) && json_array_size(arr) ? (long)json_integer_value(next) : -1;
+        json_decref(page);
+    }
+    if (rc == GS_OK && l.n)
+        rd->logs = logs_json(&l, rd->t_base);
+    logs_free(&l);
+    return rc;
+}
+
 static int load_agent(const char *id, unsigned flags, struct gs_rundata *rd, struct gs_err *err)
 {
     char sock[512], path[256];
@@ -860,6 +898,8 @@ static int load_agent(const char *id, unsigned flags, struct gs_rundata *rd, str
     if (s.n)
         rd->steps = steps_json(&s, rd->t_base);
     free(s.v);
+    if ((rc = agent_logs(sock, id, rd, err)) != GS_OK)
+        return rc;
 
     /* device samples of the run's GPUs over the run */
     double t0, t1;

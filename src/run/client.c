@@ -181,6 +181,36 @@ static void cfg_facts(struct gs_run *run, json_t *cfg, struct gs_record_hello *h
     }
 }
 
+/* The run's tags: $GPUSCOPE_RUN_TAGS (a JSON object of strings; gpuscope run --tag sets it),
+ * else the config's "tags". Advisory like the facts: a bad set is left out with a note. */
+static void cfg_tags(struct gs_run *run, json_t *cfg, struct gs_record_hello *h)
+{
+    const char *env = getenv("GPUSCOPE_RUN_TAGS");
+    json_t *obj = NULL;
+    json_error_t jerr;
+    struct gs_err why;
+
+    gs_err_clear(&why);
+    if (env && *env) {
+        obj = json_loads(env, JSON_REJECT_DUPLICATES, &jerr);
+        if (!obj) {
+            note(run, "GPUSCOPE_RUN_TAGS: not JSON (%s); tags left out", jerr.text);
+            return;
+        }
+        if (gs_record_tags_parse(obj, "GPUSCOPE_RUN_TAGS: ", &h->tags, &why) != GS_OK) {
+            note(run, "%s; tags left out", why.msg);
+            memset(&h->tags, 0, sizeof h->tags);
+        }
+        json_decref(obj);
+        return;
+    }
+    if (gs_record_tags_parse(json_object_get(cfg, "tags"), "config: ", &h->tags, &why) !=
+        GS_OK) {
+        note(run, "%s; tags left out", why.msg);
+        memset(&h->tags, 0, sizeof h->tags);
+    }
+}
+
 static int parse_config(struct gs_run *run, const char *config_json, struct gs_err *err)
 {
     struct gs_record_hello *h = &run->hello;
@@ -235,6 +265,7 @@ static int parse_config(struct gs_run *run, const char *config_json, struct gs_e
     }
     run->nvml_off = strcmp(nvml, "off") == 0;
     cfg_facts(run, cfg, h);
+    cfg_tags(run, cfg, h);
     iv = json_object_get(cfg, "sample_interval_s");
     if (iv && !json_is_null(iv)) {
         if (!json_is_number(iv) || json_number_value(iv) < 0.01 || json_number_value(iv) > 3600) {

@@ -342,6 +342,88 @@ static int facts_equal(const struct gs_record_facts *a, const struct gs_record_f
     return 1;
 }
 
+/* ---- tags ---- */
+
+static int tags_parse(const json_t *obj, const char *ctx, struct gs_record_tags *out, char *err,
+                      size_t errlen)
+{
+    const char *key;
+    json_t *v;
+
+    memset(out, 0, sizeof *out);
+    if (!ctx)
+        ctx = "";
+    if (!obj || json_is_null(obj))
+        return 0;
+    if (!json_is_object(obj))
+        return fail(err, errlen, "%stags: not an object", ctx);
+    json_object_foreach((json_t *)obj, key, v) {
+        const char *s;
+        size_t n;
+        if (json_is_null(v))
+            continue;
+        if (!fact_key_ok(key))
+            return fail(err, errlen, "%stags: key \"%.48s\" not 1-48 of [A-Za-z0-9_.-]", ctx,
+                        key);
+        if (!json_is_string(v))
+            return fail(err, errlen, "%stags.%s: not a string", ctx, key);
+        if (out->n >= GS_RECORD_MAX_TAGS)
+            return fail(err, errlen, "%stags: more than %d entries", ctx, GS_RECORD_MAX_TAGS);
+        s = json_string_value(v);
+        n = json_string_length(v);
+        if (n >= GS_RECORD_FACT_STR)
+            return fail(err, errlen, "%stags.%s: longer than %d bytes", ctx, key,
+                        GS_RECORD_FACT_STR - 1);
+        if (strlen(s) != n || !fact_str_ok(s, n))
+            return fail(err, errlen, "%stags.%s: contains a control character", ctx, key);
+        memcpy(out->key[out->n], key, strlen(key) + 1);
+        memcpy(out->val[out->n], s, n + 1);
+        out->n++;
+    }
+    /* bounded as encoded, so that a hello with facts and tags always fits a message */
+    json_t *back = gs_record_tags_json(out);
+    size_t len = back ? json_dumpb(back, NULL, 0, JSON_COMPACT) : 0;
+    json_decref(back);
+    if (!back)
+        return fail(err, errlen, "%stags: out of memory", ctx);
+    if (len > GS_RECORD_TAGS_BYTES)
+        return fail(err, errlen, "%stags: %zu bytes encoded, more than %d", ctx, len,
+                    GS_RECORD_TAGS_BYTES);
+    return 0;
+}
+
+int gs_record_tags_parse(const json_t *obj, const char *ctx, struct gs_record_tags *out,
+                         struct gs_err *err)
+{
+    char msg[GS_ERR_MSG_LEN];
+
+    if (tags_parse(obj, ctx, out, msg, sizeof msg) == 0)
+        return GS_OK;
+    return gs_err_set(err, GS_EPARSE, "%s", msg);
+}
+
+json_t *gs_record_tags_json(const struct gs_record_tags *t)
+{
+    json_t *o = json_object();
+
+    for (uint32_t i = 0; o && i < t->n && i < GS_RECORD_MAX_TAGS; i++)
+        if (json_object_set_new(o, t->key[i], json_string(t->val[i])) != 0) {
+            json_decref(o);
+            return NULL;
+        }
+    return o;
+}
+
+static int tags_equal(const struct gs_record_tags *a, const struct gs_record_tags *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (uint32_t i = 0; i < a->n && i < GS_RECORD_MAX_TAGS; i++)
+        if (strcmp(a->key[i], b->key[i]) != 0 || strcmp(a->val[i], b->val[i]) != 0)
+            return 0;
+    return 1;
+}
+
 static int parse_hello(json_t *root, struct gs_record_hello *h, char *err, size_t errlen)
 {
     const char *ctx = "hello.";
@@ -379,6 +461,8 @@ static int parse_hello(json_t *root, struct gs_record_hello *h, char *err, size_
     if (rc == 1)
         h->logging_steps = (int32_t)v;
     if (facts_parse(json_object_get(root, "facts"), ctx, &h->facts, err, errlen) < 0)
+        return -1;
+    if (tags_parse(json_object_get(root, "tags"), ctx, &h->tags, err, errlen) < 0)
         return -1;
     devs = json_object_get(root, "devices");
     if (!devs || json_is_null(devs))
@@ -681,6 +765,12 @@ static int encode_hello(json_t *o, const struct gs_record_hello *h)
         json_t *facts = gs_record_facts_json(&h->facts);
         rc |= facts ? json_object_set_new(o, "facts", facts) : -1;
     }
+    if (h->tags.n > GS_RECORD_MAX_TAGS)
+        return -1;
+    if (h->tags.n) {
+        json_t *tags = gs_record_tags_json(&h->tags);
+        rc |= tags ? json_object_set_new(o, "tags", tags) : -1;
+    }
     return rc;
 }
 
@@ -799,7 +889,7 @@ bool gs_record_equal(const struct gs_record *a, const struct gs_record *b)
                x->local_rank == y->local_rank && x->logging_steps == y->logging_steps &&
                x->n_devices == y->n_devices &&
                memcmp(x->devices, y->devices, x->n_devices * sizeof x->devices[0]) == 0 &&
-               facts_equal(&x->facts, &y->facts);
+               facts_equal(&x->facts, &y->facts) && tags_equal(&x->tags, &y->tags);
     }
     if (a->type == GS_REC_STEP) {
         const struct gs_step_rec *x = &a->u.step, *y = &b->u.step;

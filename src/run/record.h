@@ -37,6 +37,11 @@
  * true/false, integers in [-2^53, 2^53], finite numbers, or strings of at most 128 bytes
  * without control characters; null means absent (left out); arrays and objects are refused;
  * encoded back it takes at most GS_RECORD_FACTS_BYTES, so a hello always fits a message.
+ * A hello's optional "tags" ({"team":"nlp","ablation":"no-warmup"}: `gpuscope run --tag`,
+ * $GPUSCOPE_RUN_TAGS; added after the first version, an older receiver ignores it) is an
+ * object of at most GS_RECORD_MAX_TAGS entries, keys as facts' keys, values strings of at most
+ * 128 bytes without control characters (null: left out; anything else is refused), at most
+ * GS_RECORD_TAGS_BYTES encoded.
  */
 #ifndef GS_RUN_RECORD_H
 #define GS_RUN_RECORD_H
@@ -91,6 +96,16 @@ struct gs_record_facts {
     struct gs_fact f[GS_RECORD_MAX_FACTS];
 };
 
+#define GS_RECORD_MAX_TAGS 16
+#define GS_RECORD_TAGS_BYTES 2048 /* the encoded "tags" object, at most */
+
+/* A hello's tags, in the sender's order. */
+struct gs_record_tags {
+    uint32_t n;
+    char key[GS_RECORD_MAX_TAGS][GS_RECORD_FACT_KEY];
+    char val[GS_RECORD_MAX_TAGS][GS_RECORD_FACT_STR];
+};
+
 struct gs_record_hello {
     char run[GS_RECORD_STR];        /* "" = unnamed */
     char framework[32];             /* "hf", "torch", "" */
@@ -105,6 +120,7 @@ struct gs_record_hello {
      * sender's node name; "" = absent (optional keys, wire version 1). */
     char job[GS_RECORD_JOB];
     char node[GS_RECORD_JOB];
+    struct gs_record_tags tags; /* n = 0: none sent */
 };
 
 struct gs_record_end {
@@ -172,6 +188,15 @@ int gs_record_facts_parse(const struct json_t *obj, const char *ctx, struct gs_r
  * GS_OK, or GS_EPARSE with err. */
 int gs_record_outcome_parse(const struct json_t *obj, const char *ctx,
                             struct gs_record_facts *out, struct gs_err *err);
+
+/* Validates a "tags" object (the rules above; errors name "<ctx>tags.<key>") into out: GS_OK,
+ * or GS_EPARSE with err. obj NULL or JSON null: no tags. Used by the parser, the package's
+ * $GPUSCOPE_RUN_TAGS and gpuscope run --tag. */
+int gs_record_tags_parse(const struct json_t *obj, const char *ctx, struct gs_record_tags *out,
+                         struct gs_err *err);
+
+/* The tags as a new JSON object of strings (keys in order), NULL on allocation failure. */
+struct json_t *gs_record_tags_json(const struct gs_record_tags *t);
 
 /* The facts as a new JSON object (keys in order), NULL on allocation failure. */
 struct json_t *gs_record_facts_json(const struct gs_record_facts *f);

@@ -399,6 +399,8 @@ static json_t *run_object(const struct gs_agg *a, const struct gs_report_meta *m
                         a->records_dropped_known ? json_integer((json_int_t)a->records_dropped)
                                                  : json_null());
     json_object_set_new(o, "train_loss", jnum(a->end.train_loss));
+    if (a->have_hello && h->tags.n) /* the hello's (gpuscope run --tag, $GPUSCOPE_RUN_TAGS) */
+        json_object_set_new(o, "tags", gs_record_tags_json(&h->tags));
     return o;
 }
 

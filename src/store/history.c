@@ -51,6 +51,8 @@ _Static_assert(STORE_NCOLS <= 32, "store_gpu_row.present is a 32-bit mask");
 #define STORE_STEP_CAP 20000u
 /* Rows of a live run looked at per retention probe (its lowest step numbers first). */
 #define STORE_LIVE_PROBE 1000u
+/* Logged points (schema v3) buffered between flushes; more are dropped. */
+#define STORE_LOG_CAP 20000u
 
 struct store_gpu_row {
     unsigned gpu;
@@ -103,6 +105,14 @@ struct store_live {
     int64_t uid;       /* its first step's sender (SO_PEERCRED); -1: none yet */
 };
 
+/* One buffered logged point of a run (schema v3): one entry of a "log" record. */
+struct store_log_row {
+    int64_t run, seq;
+    double step, t, value;
+    int32_t rank;
+    char key[GS_STORE_LOG_KEY];
+};
+
 struct gs_store {
     sqlite3 *db;
     char path[512];
@@ -122,6 +132,9 @@ struct gs_store {
     int read_only; /* gs_store_open_read: no statements, no buffer, no writes */
     struct store_live *live; /* runs begun here, not ended */
     unsigned n_live, cap_live;
+    sqlite3_stmt *ins_log; /* schema v3: logged points */
+    struct store_log_row *logs;
+    unsigned n_logs, cap_logs;
 };
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -290,12 +303,28 @@ static int store_schema_v2(char *sql, size_t cap)
     return bad ? -1 : 0;
 }
 
+/* v3: a run's tags (a JSON object, NULL: none) and its logged values (loss, learning rate:
+ * the "log" records of src/run/record.h), one row per point; the points of one record share
+ * its seq (its number in the run), by which the read side groups and pages them. */
+static int store_schema_v3(char *sql, size_t cap)
+{
+    size_t n = 0;
+
+    return sql_cat(sql, cap, &n,
+                   "ALTER TABLE run ADD COLUMN tags TEXT;"
+                   "CREATE TABLE run_log(id INTEGER PRIMARY KEY, run INTEGER NOT NULL,"
+                   " seq INTEGER NOT NULL, step REAL, t REAL, rank INTEGER, key TEXT NOT NULL,"
+                   " value REAL NOT NULL);"
+                   "CREATE INDEX run_log_by_run ON run_log(run, seq);") ? -1 : 0;
+}
+
 /* Migrations, one per schema version: index v brings a file from v-1 to v. */
 typedef int (*store_migration_fn)(char *sql, size_t cap);
 static const store_migration_fn store_migrations[GS_STORE_SCHEMA_VERSION + 1] = {
     NULL,
     store_schema_v1,
     store_schema_v2,
+    store_schema_v3,
 };
 
 static int store_pragma_int(struct gs_store *st, const char *sql, int *out)
@@ -442,12 +471,17 @@ static int store_prepare_all(struct gs_store *st, struct gs_err *err)
                            &st->set_meta, err);
     if (rc == GS_OK)
         rc = store_prepare(st,
-                           "INSERT INTO run(name,source,command,hostname,start_time)"
-                           " VALUES(?,?,?,?,?)",
+                           "INSERT INTO run(name,source,command,hostname,start_time,tags)"
+                           " VALUES(?,?,?,?,?,?)",
                            &st->ins_run, err);
     if (rc == GS_OK)
         rc = store_prepare(st, "UPDATE run SET end_time=?2, exit_code=?3, report=?4 WHERE id=?1",
                            &st->end_run, err);
+    if (rc == GS_OK)
+        rc = store_prepare(st,
+                           "INSERT INTO run_log(run,seq,step,t,rank,key,value)"
+                           " VALUES(?,?,?,?,?,?,?)",
+                           &st->ins_log, err);
     if (rc != GS_OK)
         return rc;
     n = 0;
@@ -656,8 +690,10 @@ void gs_store_close(struct gs_store *st)
     sqlite3_finalize(st->ins_run);
     sqlite3_finalize(st->end_run);
     sqlite3_finalize(st->ins_step);
+    sqlite3_finalize(st->ins_log);
     free(st->steps);
     free(st->live);
+    free(st->logs);
     sqlite3_close(st->db); /* NULL is a no-op; checkpoints the WAL when we are the last */
     if (st->ring) {
         for (unsigned i = 0; i < st->opts.buffer_cap; i++) {
@@ -924,6 +960,29 @@ static int store_write_step(struct gs_store *st, const struct store_step_row *r)
     return store_step(q) == SQLITE_OK ? 0 : -1;
 }
 
+/* The buffered logged points (schema v3); unknown step, time and rank are NULL. */
+static int store_write_logs(struct gs_store *st, uint64_t *rows)
+{
+    sqlite3_stmt *q = st->ins_log;
+
+    for (unsigned k = 0; k < st->n_logs; k++) {
+        const struct store_log_row *r = &st->logs[k];
+
+        sqlite3_bind_int64(q, 1, r->run);
+        sqlite3_bind_int64(q, 2, r->seq);
+        bind_num_or_null(q, 3, r->step, 1);
+        bind_num_or_null(q, 4, r->t, 1);
+        if (r->rank >= 0)
+            sqlite3_bind_int(q, 5, r->rank);
+        sqlite3_bind_text(q, 6, r->key, -1, SQLITE_STATIC);
+        sqlite3_bind_double(q, 7, r->value);
+        if (store_step(q) != SQLITE_OK)
+            return -1;
+        (*rows)++;
+    }
+    return 0;
+}
+
 int gs_store_flush(struct gs_store *st, struct gs_err *err)
 {
     double t0 = mono_s(), dt;
@@ -933,7 +992,7 @@ int gs_store_flush(struct gs_store *st, struct gs_err *err)
 
     if (store_writable(st, err, "flush") != GS_OK)
         return GS_EINVAL;
-    if (st->count == 0 && st->n_steps == 0)
+    if (st->count == 0 && st->n_steps == 0 && st->n_logs == 0)
         return GS_OK;
     if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
         failed = 1;
@@ -941,6 +1000,8 @@ int gs_store_flush(struct gs_store *st, struct gs_err *err)
         failed = store_write_step(st, &st->steps[k]) != 0;
         rows++;
     }
+    if (!failed)
+        failed = store_write_logs(st, &rows) != 0;
     for (unsigned k = 0; k < st->count && !failed; k++) {
         const struct store_entry *e = &st->ring[(st->head + k) % st->opts.buffer_cap];
         if (e->n_gpus) {
@@ -975,6 +1036,8 @@ int gs_store_flush(struct gs_store *st, struct gs_err *err)
     }
     st->stats.steps_written += st->n_steps;
     st->n_steps = 0;
+    st->stats.logs_written += st->n_logs;
+    st->n_logs = 0;
     st->stats.snapshots_written += st->count;
     /* Empty again: restart at slot 0 rather than walking on, so that in steady state only
      * the first flush_interval/interval slots ever get their row arrays allocated; the rest
@@ -1073,7 +1136,35 @@ int gs_store_prune(struct gs_store *st, double now, double raw_retention_s,
     return prune_end(st, rc, n, deleted, "prune", err);
 }
 
-/* Deletes up to limit step rows of run_id, then the run row once it has no steps left. */
+/* Deletes up to *limit logged points of run_id (schema v3), adds them to *deleted and takes
+ * them off *limit. */
+static int store_prune_run_logs(struct gs_store *st, int64_t run_id, unsigned *limit,
+                                unsigned *deleted)
+{
+    sqlite3_stmt *s = NULL;
+    unsigned n = 0;
+    int rc;
+
+    rc = sqlite3_prepare_v2(st->db,
+                            "DELETE FROM run_log WHERE id IN"
+                            " (SELECT id FROM run_log WHERE run = ?1 LIMIT ?2)",
+                            -1, &s, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(s, 1, run_id);
+        sqlite3_bind_int(s, 2, (int)*limit);
+        rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(st->db);
+        n = (unsigned)sqlite3_changes(st->db);
+    }
+    sqlite3_finalize(s);
+    if (rc == SQLITE_OK) {
+        *deleted += n;
+        *limit -= n;
+    }
+    return rc;
+}
+
+/* Deletes up to limit step rows of run_id (after its logged points), then the run row once
+ * it has none left. */
 static int store_prune_one_run(struct gs_store *st, int64_t run_id, unsigned limit,
                                unsigned *deleted, int *run_gone)
 {
@@ -1082,6 +1173,8 @@ static int store_prune_one_run(struct gs_store *st, int64_t run_id, unsigned lim
     int rc;
 
     *run_gone = 0;
+    if ((rc = store_prune_run_logs(st, run_id, &limit, deleted)) != SQLITE_OK || limit == 0)
+        return rc;
     rc = sqlite3_prepare_v2(st->db,
                             "DELETE FROM step WHERE id IN"
                             " (SELECT id FROM step WHERE run = ?1 LIMIT ?2)",
@@ -1363,6 +1456,7 @@ struct gs_store_stats gs_store_stats(const struct gs_store *st)
         s = st->stats;
         s.buffered = st->count;
         s.steps_buffered = st->n_steps;
+        s.logs_buffered = st->n_logs;
     }
     return s;
 }
@@ -1381,6 +1475,7 @@ int gs_store_run_begin(struct gs_store *st, const struct gs_store_run *run, int6
     bind_text_or_null(st->ins_run, 3, run->command);
     bind_text_or_null(st->ins_run, 4, run->hostname);
     bind_num_or_null(st->ins_run, 5, run->start_time, run->start_time > 0);
+    bind_text_or_null(st->ins_run, 6, run->tags);
     if (store_step(st->ins_run) != SQLITE_OK)
         return store_fail(st, err, "insert run");
     *run_id = sqlite3_last_insert_rowid(st->db);
@@ -1481,5 +1576,52 @@ int gs_store_run_end(struct gs_store *st, int64_t run_id, double end_time, int e
             st->live[i] = st->live[--st->n_live];
             break;
         }
+    return GS_OK;
+}
+
+int gs_store_run_log(struct gs_store *st, int64_t run_id, const struct gs_store_log *rec,
+                     struct gs_err *err)
+{
+    if (store_writable(st, err, "run_log") != GS_OK)
+        return GS_EINVAL;
+    if (!rec || rec->n == 0 || rec->n > GS_STORE_LOG_MAX_KEYS)
+        return gs_err_set(err, GS_EINVAL, "history: run_log: 1..%d values expected",
+                          GS_STORE_LOG_MAX_KEYS);
+    for (unsigned i = 0; i < rec->n; i++)
+        if (!rec->key[i][0] || memchr(rec->key[i], 0, GS_STORE_LOG_KEY) == NULL ||
+            !isfinite(rec->value[i]))
+            return gs_err_set(err, GS_EINVAL, "history: run_log: value %u: bad key or value", i);
+    if (st->n_logs + rec->n > STORE_LOG_CAP) {
+        st->stats.logs_dropped += rec->n;
+        return gs_err_set(err, GS_ENOMEM, "history: %u logged points waiting; record dropped",
+                          st->n_logs);
+    }
+    if (st->n_logs + rec->n > st->cap_logs) {
+        unsigned cap = st->cap_logs ? st->cap_logs : 64;
+        void *p;
+
+        while (cap < st->n_logs + rec->n)
+            cap *= 2;
+        if (cap > STORE_LOG_CAP)
+            cap = STORE_LOG_CAP;
+        p = realloc(st->logs, (size_t)cap * sizeof *st->logs);
+        if (!p) {
+            st->stats.logs_dropped += rec->n;
+            return gs_err_set(err, GS_ENOMEM, "history: out of memory");
+        }
+        st->logs = p;
+        st->cap_logs = cap;
+    }
+    for (unsigned i = 0; i < rec->n; i++) {
+        struct store_log_row *r = &st->logs[st->n_logs++];
+
+        r->run = run_id;
+        r->seq = rec->seq;
+        r->step = rec->step;
+        r->t = rec->t;
+        r->rank = rec->rank;
+        r->value = rec->value[i];
+        memcpy(r->key, rec->key[i], GS_STORE_LOG_KEY);
+    }
     return GS_OK;
 }

@@ -30,7 +30,7 @@ struct gs_store;
 /* PRAGMA application_id of a gpuscope history database ("GPUh"), and the schema version
  * (PRAGMA user_version) this build writes. A file with another application_id is refused. */
 #define GS_STORE_APP_ID 0x47505568
-#define GS_STORE_SCHEMA_VERSION 2
+#define GS_STORE_SCHEMA_VERSION 3
 
 /* Highest GPU index kept (the row key packs the index in 8 bits). */
 #define GS_STORE_MAX_GPU 255
@@ -57,6 +57,9 @@ struct gs_store_stats {
     uint64_t steps_dropped;        /* step records refused: buffer full or no memory */
     unsigned steps_buffered;       /* step records waiting for the next flush */
     uint64_t steps_dropped_share;  /* of steps_dropped: the run had its share of the buffer */
+    uint64_t logs_written;         /* logged points of runs committed (schema v3) */
+    uint64_t logs_dropped;         /* logged points refused: buffer full or no memory */
+    unsigned logs_buffered;        /* logged points waiting for the next flush */
 };
 
 /* One point of a query: a raw sample (n == 1, min == avg == max) or a bucket of `step`
@@ -135,6 +138,7 @@ struct gs_store_run {
     const char *command;  /* shell-quoted argv, NULL: unknown */
     const char *hostname;
     double start_time;    /* unix seconds; <= 0: unknown */
+    const char *tags;     /* schema v3: the run's tags as a JSON object's text; NULL: none */
 };
 
 /* Inserts a run (committed immediately) and returns its id. */
@@ -153,6 +157,33 @@ int gs_store_run_step(struct gs_store *st, int64_t run_id, const struct gs_step_
  * NULL) and the report text (NULL: none). GS_ENOTFOUND for an unknown run id. */
 int gs_store_run_end(struct gs_store *st, int64_t run_id, double end_time, int exit_code,
                      const char *report_json, struct gs_err *err);
+/* ---- Logged values (schema v3): loss, learning rate, ... of a run ----
+ *
+ * One "log" record of a run (src/run/record.h): up to GS_STORE_LOG_MAX_KEYS values at a step,
+ * stored as one row per value in `run_log`; the values of one record share its seq (its
+ * number in the run, given by the caller), by which they are read back together. */
+#define GS_STORE_LOG_MAX_KEYS 32
+#define GS_STORE_LOG_KEY 49 /* 48 bytes + NUL */
+
+struct gs_store_log {
+    int64_t seq;  /* the record's number in its run: 0, 1, ... */
+    double step;  /* NaN: absent */
+    double t;     /* unix seconds; NaN: absent */
+    int32_t rank; /* -1: absent */
+    unsigned n;   /* 1..GS_STORE_LOG_MAX_KEYS */
+    char key[GS_STORE_LOG_MAX_KEYS][GS_STORE_LOG_KEY];
+    double value[GS_STORE_LOG_MAX_KEYS]; /* finite */
+};
+
+/* Buffers the values of one logged record of run_id, committed by the next gs_store_flush
+ * with the steps. GS_EINVAL for n outside 1..GS_STORE_LOG_MAX_KEYS, an empty or unterminated
+ * key or a value that is not finite; GS_ENOMEM when 20,000 points are already waiting (the
+ * record is dropped and its points counted in logs_dropped). A bound per run is the caller's
+ * (the agent keeps at most GS_RUNS_MAX_LOG_POINTS a run, runs.h). gs_store_prune_runs deletes
+ * a run's points with it (before its steps; they count in its max_rows). */
+int gs_store_run_log(struct gs_store *st, int64_t run_id, const struct gs_store_log *rec,
+                     struct gs_err *err);
+
 /* Deletes ended runs (end_time set) whose end_time is older than now - runs_retention_s, with
  * their step rows, oldest run first: at most max_rows rows per call (0: 5000; a run row
  * counts as one, and goes only after its last step), so no call stalls a flush; *deleted (may

@@ -34,7 +34,7 @@
     " (SELECT count(*) FROM step WHERE step.run = run.id))"
 #define RUN_COLS                                                                               \
     "SELECT id, name, start_time, end_time, report, " RUN_OWNER_UID ", " RUN_OWNER_PID         \
-    ", " RUN_STEPS " FROM run"
+    ", " RUN_STEPS ", tags FROM run"
 
 #define SQL_MAX 8192
 
@@ -134,6 +134,9 @@ static int each_run(struct gs_store *st, sqlite3_stmt *s, gs_store_run_fn fn, vo
             .uid = col_id(s, 5),
             .pid = col_id(s, 6),
             .steps = sqlite3_column_int64(s, 7),
+            .tags = sqlite3_column_type(s, 8) == SQLITE_TEXT
+                        ? (const char *)sqlite3_column_text(s, 8)
+                        : NULL,
         };
         (*rows)++;
         stop = fn(ctx, &r);
@@ -322,6 +325,92 @@ int gs_store_run_steps(struct gs_store *st, int64_t id, int64_t from, int64_t li
     }
     if (!stop && rc != SQLITE_DONE)
         stop = gs_store_sql_fail(st, err, "read steps");
+    sqlite3_finalize(s);
+    return stop;
+}
+
+/* ---- logged values (schema v3) ---- */
+
+int gs_store_run_log_count(struct gs_store *st, int64_t id, int64_t *records, int64_t *points,
+                           struct gs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = GS_OK;
+
+    if (!st || !records)
+        return gs_err_set(err, GS_EINVAL, "history: run_log_count: missing argument");
+    *records = 0;
+    if (points)
+        *points = 0;
+    if (sqlite3_prepare_v2(gs_store_conn(st),
+                           "SELECT count(DISTINCT seq), count(*) FROM run_log WHERE run = ?", -1,
+                           &s, NULL) != SQLITE_OK) {
+        sqlite3_finalize(s);
+        return gs_store_sql_fail(st, err, "count logged values");
+    }
+    sqlite3_bind_int64(s, 1, id);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        *records = sqlite3_column_int64(s, 0);
+        if (points)
+            *points = sqlite3_column_int64(s, 1);
+    } else {
+        rc = gs_store_sql_fail(st, err, "count logged values");
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+int gs_store_run_logs(struct gs_store *st, int64_t id, int64_t from, int64_t limit,
+                      gs_store_log_fn fn, void *ctx, struct gs_err *err)
+{
+    struct gs_store_log rec;
+    sqlite3_stmt *s = NULL;
+    int rc = SQLITE_DONE, stop = 0, have = 0;
+
+    if (!st || !fn || from < 0)
+        return gs_err_set(err, GS_EINVAL, "history: run_logs: bad argument");
+    /* the records (distinct seq) of the page, then their points in the order stored */
+    if (sqlite3_prepare_v2(gs_store_conn(st),
+                           "SELECT seq, step, t, rank, key, value FROM run_log"
+                           " WHERE run = ?1 AND seq IN (SELECT DISTINCT seq FROM run_log"
+                           " WHERE run = ?1 ORDER BY seq LIMIT ?2 OFFSET ?3)"
+                           " ORDER BY seq, id",
+                           -1, &s, NULL) != SQLITE_OK) {
+        sqlite3_finalize(s);
+        return gs_store_sql_fail(st, err, "read logged values");
+    }
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, limit < 0 ? -1 : limit);
+    sqlite3_bind_int64(s, 3, from);
+    while (!stop && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        int64_t seq = sqlite3_column_int64(s, 0);
+        const unsigned char *key = sqlite3_column_text(s, 4);
+
+        if (have && seq != rec.seq) {
+            stop = fn(ctx, &rec);
+            have = 0;
+            if (stop)
+                break;
+        }
+        if (!have) {
+            memset(&rec, 0, sizeof rec);
+            rec.seq = seq;
+            rec.step = col_num(s, 1);
+            rec.t = col_num(s, 2);
+            rec.rank = sqlite3_column_type(s, 3) == SQLITE_INTEGER ? sqlite3_column_int(s, 3)
+                                                                    : -1;
+            have = 1;
+        }
+        if (rec.n < GS_STORE_LOG_MAX_KEYS && key) {
+            snprintf(rec.key[rec.n], sizeof rec.key[rec.n], "%s", (const char *)key);
+            rec.value[rec.n] = col_num(s, 5);
+            rec.n++;
+        }
+    }
+    if (!stop && have && (rc == SQLITE_DONE || rc == SQLITE_ROW))
+        stop = fn(ctx, &rec);
+    if (!stop && rc != SQLITE_DONE && rc != SQLITE_ROW)
+        stop = gs_store_sql_fail(st, err, "read logged values");
     sqlite3_finalize(s);
     return stop;
 }

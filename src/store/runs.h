@@ -1,5 +1,5 @@
 /*
- * runs.h - reading the training runs of a history file (schema v2, docs/history.md): the
+ * runs.h - reading the training runs of a history file (schema v3, docs/history.md): the
  * run list with its paging and owner filter, one run, a run's step records, and the runs
  * left without an end. The writes (gs_store_run_begin/_step/_end, gs_store_prune_runs) are
  * in store/history.h; this is their read side, so no caller needs to know the tables.
@@ -41,6 +41,7 @@ struct gs_store_run_row {
     const char *report;   /* the stored report text; NULL: none */
     int64_t uid, pid;     /* the owner (above); -1: unknown */
     int64_t steps;        /* the report's run.steps_received, else the stored step rows */
+    const char *tags;     /* schema v3: the run's tags (a JSON object's text); NULL: none */
 };
 typedef int (*gs_store_run_fn)(void *ctx, const struct gs_store_run_row *row);
 
@@ -77,5 +78,16 @@ int gs_store_run_step_count(struct gs_store *st, int64_t id, int64_t *n, struct 
 /* Run id's steps in the order they were stored, skipping `from`, at most limit (< 0: all). */
 int gs_store_run_steps(struct gs_store *st, int64_t id, int64_t from, int64_t limit,
                        gs_store_step_fn fn, void *ctx, struct gs_err *err);
+
+/* Logged values (schema v3, store/history.h): how many records and points run id has (0 for
+ * an unknown run; points may be NULL), and its records in seq order (each with its values in
+ * the order stored), skipping `from` records, at most limit (< 0: all), one fn call each;
+ * fn's non-zero return stops the read and is returned. */
+struct gs_store_log;
+typedef int (*gs_store_log_fn)(void *ctx, const struct gs_store_log *rec);
+int gs_store_run_log_count(struct gs_store *st, int64_t id, int64_t *records, int64_t *points,
+                           struct gs_err *err);
+int gs_store_run_logs(struct gs_store *st, int64_t id, int64_t from, int64_t limit,
+                      gs_store_log_fn fn, void *ctx, struct gs_err *err);
 
 #endif

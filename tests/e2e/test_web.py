@@ -5,8 +5,8 @@ Starts two agents on nvml-sim: the bundled 8-GPU scenario (h100x8-training, hist
 L40S power- and thermally-capped; the throttling rule's for-duration cut to 1 s), one
 whose NVML library does not exist (the driver-missing banner), and h100-mig (the MIG cards).
 A training run ("web-e2e", 10 steps whose data phase is a quarter of each step, so the report
-finds data_loading) is sent to the main agent's step-record socket the way the Python package
-does. Then runs
+finds data_loading; 20 log records of loss and learning rate, two tags) is sent to the main
+agent's step-record socket the way the Python package does. Then runs
 tests/e2e/web_e2e.mjs, which drives Debian's chromium with playwright-core and prints TAP; its
 results are passed on here. When the script asks ("# RESTART main") the main agent is stopped,
 and once the page has noticed ("# STOPPED-SEEN"), started again on the same port and data dir.
@@ -64,11 +64,17 @@ def send_run(path, name, n_steps=10):
 
     def records():
         yield {"v": 1, "type": "hello", "run": name, "pid": os.getpid(), "rank": 0,
-               "world_size": 1, "framework": "torch", "devices": [0]}
+               "world_size": 1, "framework": "torch", "devices": [0],
+               "tags": {"team": "web", "try": "2"}}
         for n in range(1, n_steps + 1):
             now = time.time()
             yield {"v": 1, "type": "step", "step": n, "t0": now - 0.15, "t1": now, "rank": 0,
                    "device": 0, "samples": 8, "cuda_events": True, "ms": ms}
+            for k in range(2):  # 20 log records (the run detail's training curves)
+                i = 2 * (n - 1) + k
+                yield {"v": 1, "type": "log", "step": 5 * (i + 1), "t": now, "rank": 0,
+                       "values": {"loss": 2.5 - 0.1 * i, "learning_rate": 1e-4 * (i + 1),
+                                  "epoch": i / 20.0}}
         yield {"v": 1, "type": "end", "train_runtime": 2.0, "train_samples": 80,
                "train_steps": n_steps}
     send_records(path, records(), gap_s=0.05)

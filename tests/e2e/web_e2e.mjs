@@ -9,7 +9,8 @@
 //                      GS_WEB_DIR (where node_modules/playwright-core is; default ../../web)
 //
 // Runs: test_web.py sent a finished 10-step run "web-e2e" (data phase a quarter of each step)
-// to the main agent's step socket before this script starts.
+// with 20 log records (loss, learning rate) and two tags to the main agent's step socket
+// before this script starts.
 //
 // Visibility: the browser's uid cannot change, so a second page on the main agent gets the
 // filtered documents a non-admin viewer would (docs/api.md "Visibility"), made by rewriting
@@ -389,6 +390,29 @@ async function run(ctx) {
     dataRow[1] === rep.phases.data.mean_ms.toFixed(2) && detail.expanded === 'web-e2e',
   'the report\'s phase table matches /api/v1/runs/ID (forward 80 ms x 10)',
   {phases: detail.phases, api: rep.phases});
+
+  // -- the run's training curves (its 20 log records) and tags --
+  const apiLogs = await getJson(`${URL_MAIN}/api/v1/runs/${apiRun?.id}/logs`);
+  const drawn = await waitFor(page, () => !!document.querySelector('#run-detail .run-curves')
+    ?.gsPlot, undefined, 8000);
+  const curves = await page.evaluate(() => {
+    const box = document.querySelector('#run-detail .run-curves');
+    const u = box?.gsPlot;
+    return {points: box?.dataset.points, labels: u ? u.series.map((x) => x.label) : [],
+      data: u ? u.data.map((col) => Array.from(col)) : [],
+      tags: document.querySelector('#run-detail .run-tags')?.textContent ?? ''};
+  });
+  const wantLogs = apiLogs.logs ?? [];
+  const close = (a, b) => typeof a === 'number' &&
+    Math.abs(a - b) <= 1e-12 * Math.max(1, Math.abs(b));
+  ok(drawn && apiLogs.total === 20 && curves.points === '20' && curves.data.length === 3 &&
+    JSON.stringify(curves.labels) === JSON.stringify(['step', 'loss', 'learning rate']) &&
+    curves.data[0].length === 20 && wantLogs.every((r, i) => curves.data[0][i] === r.step &&
+      close(curves.data[1][i], r.values.loss) && close(curves.data[2][i], r.values.learning_rate)),
+  'the run\'s loss / learning-rate chart has the 20 logged points of /api/v1/runs/ID/logs',
+  {apiTotal: apiLogs.total, curves: {...curves, data: curves.data.map((c) => c.slice(0, 3))}});
+  ok(curves.tags === 'tags: team=web · try=2', 'the run detail shows the run\'s tags',
+    curves.tags);
 
   await page.locator('#run-detail').screenshot({path: path.join(ARTIFACTS, 'web-run.png')});
 

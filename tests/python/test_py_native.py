@@ -243,4 +243,26 @@ prof = _core.Profiler(world_size=1, rank=0, local_rank=0, native=False, log=lamb
 t.eq(prof._config.get("run_name"), None, "a single-process profiler gets no invented name")
 del os.environ["TORCHELASTIC_RUN_ID"]
 
+# Tags: Profiler(tags=...) / gpuscope.init(tags=...) reach the hello; $GPUSCOPE_RUN_TAGS wins.
+with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "tags.sock")
+    srv = listener(path)
+    os.environ["GPUSCOPE_RUN_SOCKET"] = path
+    hellos = []
+    for env in (None, '{"try":"3"}'):
+        if env:
+            os.environ["GPUSCOPE_RUN_TAGS"] = env
+        prof = _core.Profiler(tags={"team": "nlp", "n": 2}, nvml="off", log=lambda s: None)
+        prof.start()
+        conn, _ = srv.accept()
+        prof.native.finish({})
+        prof.native.close()
+        msgs = drain(conn)
+        conn.close()
+        hellos.append(msgs[0].get("tags") if msgs else None)
+    os.environ.pop("GPUSCOPE_RUN_TAGS", None)
+    os.environ.pop("GPUSCOPE_RUN_SOCKET")
+    t.eq(hellos, [{"team": "nlp", "n": "2"}, {"try": "3"}],
+         "Profiler(tags=...) reaches the hello as strings; $GPUSCOPE_RUN_TAGS wins over it")
+
 sys.exit(t.done())

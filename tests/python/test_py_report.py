@@ -11,7 +11,9 @@ Two runs of an unmodified PyTorch loop (Debian's torch, CPU) under `gpuscope run
                 tests/e2e/artifacts/
   compare       text, --json and --html: the data loading ratio's change is the two reports'
                 difference, data_loading went away, NCCL_DEBUG (a fact) - -> INFO differs
-  agent run id  `gpuscope report ID` of a run sent to an agent's step socket
+  agent run id  `gpuscope report ID` of a run sent to an agent's step socket, its logged
+                values drawn as curves; `gpuscope run --tag` and gpuscope.log() reaching
+                the agent (tags in its run list, /api/v1/runs/ID/logs)
   curves        gpuscope.log() in a plain loop: log records in steps.jsonl, loss and learning
                 rate drawn with every logged point
   --serve, --open, bad input (missing run, a broken steps.jsonl line, a foreign samples.db)
@@ -426,6 +428,9 @@ with tempfile.TemporaryDirectory() as tmp:
                 now = time.time()
                 yield {"v": 1, "type": "step", "step": n, "t0": now - 0.18, "t1": now,
                        "rank": 0, "device": 0, "samples": 8, "ms": ms}
+                if n % 2 == 0:  # the agent keeps log records too (history schema v3)
+                    yield {"v": 1, "type": "log", "step": n, "t": now, "rank": 0,
+                           "values": {"loss": 3.0 / n, "learning_rate": 1e-3 * n}}
             yield {"v": 1, "type": "end", "train_steps": 12}
         send_records(sock, records(), gap_s=0.2)
         rid = None
@@ -450,6 +455,13 @@ with tempfile.TemporaryDirectory() as tmp:
              detail=p.stderr + str(adoc)[:300])
         t.ok(adoc.get("gpus") and adoc["gpus"][0]["index"] == 0 and adoc["gpus"][0]["n"] > 0,
              "report ID: GPU 0's samples from the agent's history", detail=str(adoc.get("gpus"))[:300])
+        alogs = adoc.get("logs") or {}
+        t.ok(alogs.get("n") == 6 and alogs.get("step") == [2, 4, 6, 8, 10, 12] and
+             all(abs(a - 3.0 / n) < 1e-6 for a, n in
+                 zip(alogs.get("values", {}).get("loss", []), range(2, 13, 2))) and
+             len(alogs.get("values", {}).get("learning_rate", [])) == 6,
+             "report ID: the agent run's 6 logged losses and learning rates (its curves)",
+             detail=str(alogs)[:300])
         p = gs("report", "-o", os.path.join(tmp, "agent.html"), str(rid), env=henv)
         page = open(os.path.join(tmp, "agent.html"), encoding="utf-8").read() if p.returncode == 0 else ""
         t.ok("agent-run \\u003cx>" in page and "agent-run <x>" not in page,
@@ -458,13 +470,22 @@ with tempfile.TemporaryDirectory() as tmp:
         named = os.path.join(tmp, "named")
         p = subprocess.run([BIN, "run", "--out", named, "--name", "named run <1>", "--tag",
                             "team=ml", "--tag", "try=3", "--", PYTHON, script,
-                            json.dumps({"sleep": 0.0, "batch": 8, "hidden": 64, "steps": 30})],
+                            json.dumps({"sleep": 0.0, "batch": 8, "hidden": 64, "steps": 30,
+                                        "log": True})],
                            env=dict(env, GPUSCOPE_AGENT_SOCKET=sock), capture_output=True,
                            text=True, timeout=240)
         nrep = report_of(named) if p.returncode == 0 else {}
         t.ok(nrep.get("run", {}).get("name") == "named run <1>" and
              nrep["run"].get("tags") == {"team": "ml", "try": "3"},
              "run --name/--tag: the report's run.name and run.tags", detail=p.stderr[-600:])
+        try:
+            db = sqlite3.connect("file:%s?mode=ro" % os.path.join(named, "samples.db"), uri=True)
+            srow = db.execute("SELECT tags FROM run").fetchone()
+            db.close()
+        except sqlite3.Error as e:
+            srow = (str(e),)
+        t.ok(srow and srow[0] and json.loads(srow[0]) == {"team": "ml", "try": "3"},
+             "run --tag: samples.db's run row has the tags (schema v3)", detail=str(srow))
         arun = None
         for _ in range(100):
             doc = json.loads(urllib.request.urlopen(base + "/api/v1/runs", timeout=5).read())
@@ -476,6 +497,21 @@ with tempfile.TemporaryDirectory() as tmp:
         t.ok(arun is not None and arun["steps"] == 30,
              "run --name: the run is in the agent's run list with its name and its 30 steps",
              detail=str(arun))
+        t.ok(arun is not None and arun.get("tags") == {"team": "ml", "try": "3"},
+             "run --tag: the agent's run list shows the run's tags (hello \"tags\")",
+             detail=str(arun))
+        # its gpuscope.log() records reached the agent as they reached steps.jsonl
+        with open(os.path.join(named, "steps.jsonl")) as f:
+            nlogs = [json.loads(x) for x in f if '"type":"log"' in x]
+        time.sleep(1.5)  # the next flush
+        alog = json.loads(urllib.request.urlopen(
+            "%s/api/v1/runs/%s/logs" % (base, (arun or {}).get("id")), timeout=5).read()) \
+            if arun else {}
+        t.ok(len(nlogs) == 8 and alog.get("total") == 8 and
+             all(abs(a["values"]["loss"] - b["values"]["loss"]) <= 1e-12 and
+                 a["step"] == b["step"] for a, b in zip(alog.get("logs", []), nlogs)),
+             "run: the agent keeps the run's 8 gpuscope.log() records (/api/v1/runs/ID/logs)",
+             detail=str(alog)[:300])
         p = subprocess.run([BIN, "run", "--out", os.path.join(tmp, "unlisted"), "--no-agent",
                             "--name", "unlisted", "--", PYTHON, script,
                             json.dumps({"sleep": 0.0, "batch": 8, "hidden": 64, "steps": 5})],

@@ -267,6 +267,57 @@ static void test_facts_in_process(void **state)
     gs_run_close(run);
 }
 
+/* Tags: $GPUSCOPE_RUN_TAGS (gpuscope run --tag) wins over the config's "tags"; either reaches
+ * the hello and so the report's run.tags; a bad set is left out with a note. */
+static void test_tags(void **state)
+{
+    char err[256] = "";
+    struct gs_run *run;
+    json_t *rep, *tags;
+    struct gs_step_rec r = mkrec(1, 1.0);
+
+    (void)state;
+    setenv("GPUSCOPE_AGENT_SOCKET", "/nonexistent/agent.sock", 1);
+    unsetenv("GPUSCOPE_RUN_SOCKET");
+    unsetenv("GPUSCOPE_RUN_TAGS");
+    run = gs_run_open("{\"nvml\": \"off\", \"tags\": {\"team\": \"nlp\"}}", err, sizeof err);
+    assert_non_null(run);
+    assert_int_equal(gs_run_step(run, &r), 0);
+    rep = finish_json(run, NULL);
+    tags = json_object_get(json_object_get(rep, "run"), "tags");
+    assert_string_equal(json_string_value(json_object_get(tags, "team")), "nlp");
+    json_decref(rep);
+    gs_run_close(run);
+
+    setenv("GPUSCOPE_RUN_TAGS", "{\"try\":\"3\",\"ablation\":\"no-warmup\"}", 1);
+    run = gs_run_open("{\"nvml\": \"off\", \"tags\": {\"team\": \"nlp\"}}", err, sizeof err);
+    assert_non_null(run);
+    assert_int_equal(gs_run_step(run, &r), 0);
+    rep = finish_json(run, NULL);
+    tags = json_object_get(json_object_get(rep, "run"), "tags");
+    assert_int_equal(json_object_size(tags), 2); /* the environment's, not the config's */
+    assert_string_equal(json_string_value(json_object_get(tags, "try")), "3");
+    assert_null(json_object_get(tags, "team"));
+    json_decref(rep);
+    gs_run_close(run);
+
+    setenv("GPUSCOPE_RUN_TAGS", "{\"n\": 1}", 1);
+    run = gs_run_open("{\"nvml\": \"off\"}", err, sizeof err);
+    assert_non_null(run);
+    assert_non_null(strstr(gs_run_notes(run), "GPUSCOPE_RUN_TAGS: tags.n: not a string"));
+    assert_int_equal(gs_run_step(run, &r), 0);
+    rep = finish_json(run, NULL);
+    assert_null(json_object_get(json_object_get(rep, "run"), "tags"));
+    json_decref(rep);
+    gs_run_close(run);
+    setenv("GPUSCOPE_RUN_TAGS", "not json", 1);
+    run = gs_run_open("{\"nvml\": \"off\"}", err, sizeof err);
+    assert_non_null(run);
+    assert_non_null(strstr(gs_run_notes(run), "GPUSCOPE_RUN_TAGS: not JSON"));
+    gs_run_close(run);
+    unsetenv("GPUSCOPE_RUN_TAGS");
+}
+
 /* What gs_run_open cannot do without failing comes back as notes; the library writes nothing
  * to the training process's stderr (fd 2 is a file here during the opens). */
 static void test_notes_not_stderr(void **state)
@@ -541,6 +592,7 @@ int main(void)
         cmocka_unit_test(test_in_process_report),
         cmocka_unit_test(test_receiver_path),
         cmocka_unit_test(test_facts_in_process),
+        cmocka_unit_test(test_tags),
         cmocka_unit_test(test_stuck_receiver_never_blocks),
         cmocka_unit_test(test_sampler_on_sim),
         cmocka_unit_test(test_sampler_subsecond),

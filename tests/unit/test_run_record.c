@@ -573,6 +573,70 @@ static void step_time_rule(void **state)
     assert_non_null(gs_record_step_time_refusal(&st, start));
 }
 
+/* A hello's tags (gpuscope run --tag, $GPUSCOPE_RUN_TAGS): kept in order, null absent, the
+ * rules enforced with errors naming the tag, round trip, and the encoded bound. */
+static void hello_tags(void **state)
+{
+    struct gs_record r;
+    char err[256] = "", buf[GS_RECORD_MAX + 256], val[140];
+    (void)state;
+
+    assert_int_equal(parse("{\"v\":1,\"type\":\"hello\",\"run\":\"sft\",\"tags\":"
+                           "{\"team\":\"nlp\",\"gone\":null,\"ablation\":\"no \\\"warmup\\\"\"}}",
+                           &r, err),
+                     0);
+    assert_int_equal(r.u.hello.tags.n, 2);
+    assert_string_equal(r.u.hello.tags.key[0], "team");
+    assert_string_equal(r.u.hello.tags.val[0], "nlp");
+    assert_string_equal(r.u.hello.tags.key[1], "ablation");
+    assert_string_equal(r.u.hello.tags.val[1], "no \"warmup\"");
+    round_trip(&r);
+    assert_int_equal(parse("{\"v\":1,\"type\":\"hello\"}", &r, err), 0);
+    assert_int_equal(r.u.hello.tags.n, 0);
+    refused("{\"v\":1,\"type\":\"hello\",\"tags\":[1]}", "hello.tags: not an object");
+    refused("{\"v\":1,\"type\":\"hello\",\"tags\":{\"n\":1}}", "hello.tags.n: not a string");
+    refused("{\"v\":1,\"type\":\"hello\",\"tags\":{\"bad key\":\"x\"}}",
+            "hello.tags: key \"bad key\"");
+    refused("{\"v\":1,\"type\":\"hello\",\"tags\":{\"k\":\"a\\u0001\"}}",
+            "hello.tags.k: contains a control character");
+    memset(val, 'v', 129);
+    val[129] = '\0';
+    snprintf(buf, sizeof buf, "{\"v\":1,\"type\":\"hello\",\"tags\":{\"k\":\"%s\"}}", val);
+    refused(buf, "hello.tags.k: longer than 128 bytes");
+    /* 17 tags: more than 16 */
+    {
+        size_t o = (size_t)snprintf(buf, sizeof buf, "{\"v\":1,\"type\":\"hello\",\"tags\":{");
+        for (int i = 0; i < 17; i++)
+            o += (size_t)snprintf(buf + o, sizeof buf - o, "%s\"k%d\":\"v\"", i ? "," : "", i);
+        snprintf(buf + o, sizeof buf - o, "}}");
+        refused(buf, "hello.tags: more than 16 entries");
+    }
+    /* 16 tags of 48-byte keys and 128-byte values of quotes: over the encoded bound */
+    {
+        size_t o = (size_t)snprintf(buf, sizeof buf, "{\"v\":1,\"type\":\"hello\",\"tags\":{");
+        char q[300] = "";
+        for (int j = 0; j < 128; j++)
+            strcat(q, "\\\"");
+        for (int i = 0; i < 16; i++)
+            o += (size_t)snprintf(buf + o, sizeof buf - o, "%s\"k%046d\":\"%s\"", i ? "," : "", i,
+                                  q);
+        snprintf(buf + o, sizeof buf - o, "}}");
+        refused(buf, "bytes encoded, more than 2048");
+    }
+    /* the same helper the package and gpuscope run use */
+    {
+        json_t *o = json_pack("{s:s}", "x", "y");
+        struct gs_record_tags t;
+        struct gs_err e;
+        assert_int_equal(gs_record_tags_parse(o, "GPUSCOPE_RUN_TAGS: ", &t, &e), GS_OK);
+        assert_int_equal(t.n, 1);
+        json_object_set_new(o, "z", json_integer(1));
+        assert_int_equal(gs_record_tags_parse(o, "GPUSCOPE_RUN_TAGS: ", &t, &e), GS_EPARSE);
+        assert_non_null(strstr(e.msg, "GPUSCOPE_RUN_TAGS: tags.z: not a string"));
+        json_decref(o);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -589,6 +653,7 @@ int main(void)
         cmocka_unit_test(outcome_and_v2_phases),
         cmocka_unit_test(log_records),
         cmocka_unit_test(step_time_rule),
+        cmocka_unit_test(hello_tags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

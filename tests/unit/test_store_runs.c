@@ -7,7 +7,10 @@
  * retention and step cap of runs that never end (issue 18). The read side (store/runs.h)
  * through a read-only reader: the list filtered by owner (report uid, else the first step's
  * sender) and paged after the filter, live ids skipped, one run, the unended runs, steps back
- * as records with their unknowns, and a reader refusing writes.
+ * as records with their unknowns, and a reader refusing writes. Schema v3: logged values
+ * (loss, learning rate) buffered, flushed, read back grouped by record and paged, the buffer's
+ * cap, pruned with their run; a run's tags; a v2 file (runs, steps) migrated to v3 with its
+ * rows kept.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -127,7 +130,7 @@ static void test_run_and_steps(void **state)
     assert_int_equal(gs_store_stats(st).steps_written, 2);
     assert_int_equal(gs_store_stats(st).steps_buffered, 0);
     assert_int_equal(sql_num(f->path, "PRAGMA user_version", NULL), GS_STORE_SCHEMA_VERSION);
-    assert_int_equal(GS_STORE_SCHEMA_VERSION, 2);
+    assert_int_equal(GS_STORE_SCHEMA_VERSION, 3);
     assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 2);
     assert_int_equal(sql_num(f->path, "SELECT peer_pid FROM step WHERE step = 1", NULL), 4242);
     assert_int_equal(sql_num(f->path, "SELECT device FROM step WHERE step = 1", NULL), 3);
@@ -180,15 +183,16 @@ static void test_migrate_v1(void **state)
     gs_store_close(st);
     gs_snapshot_free(snap);
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db, "DROP TABLE step; DROP TABLE run; PRAGMA user_version = 1",
+    assert_int_equal(sqlite3_exec(db, "DROP TABLE run_log; DROP TABLE step; DROP TABLE run;"
+                                  " PRAGMA user_version = 1",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
     assert_int_equal(
         sql_num(f->path, "SELECT count(*) FROM sqlite_schema WHERE name = 'run'", NULL), 0);
-    /* reopening migrates 1 -> 2 and keeps the sample */
+    /* reopening migrates 1 -> 2 -> 3 and keeps the sample */
     assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
-    assert_int_equal(sql_num(f->path, "PRAGMA user_version", NULL), 2);
+    assert_int_equal(sql_num(f->path, "PRAGMA user_version", NULL), GS_STORE_SCHEMA_VERSION);
     assert_true(fabs(sql_num(f->path, "SELECT utilization_gpu FROM samples", NULL) - 0.75) < 1e-12);
     assert_int_equal(gs_store_run_begin(st, &run, &id, &err), GS_OK);
     fill_step(&r, 9);
@@ -636,6 +640,242 @@ static void test_read_side(void **state)
     gs_store_close(st);
 }
 
+/* ---- schema v3: logged values and tags ---- */
+
+static void fill_log(struct gs_store_log *l, int64_t seq, double loss, double lr)
+{
+    memset(l, 0, sizeof *l);
+    l->seq = seq;
+    l->step = 10.0 * (double)(seq + 1);
+    l->t = 1764430000.0 + (double)seq;
+    l->rank = 0;
+    l->n = 2;
+    snprintf(l->key[0], sizeof l->key[0], "loss");
+    snprintf(l->key[1], sizeof l->key[1], "learning_rate");
+    l->value[0] = loss;
+    l->value[1] = lr;
+}
+
+struct logs_back {
+    struct gs_store_log v[32];
+    unsigned n;
+    unsigned stop_after; /* 0: never */
+};
+
+static int collect_logs(void *ctx, const struct gs_store_log *rec)
+{
+    struct logs_back *b = ctx;
+
+    if (b->n < 32)
+        b->v[b->n] = *rec;
+    b->n++;
+    return b->stop_after && b->n >= b->stop_after ? 7 : 0;
+}
+
+static void test_logs(void **state)
+{
+    struct fx *f = *state;
+    struct gs_store *st = NULL, *rd = NULL;
+    struct gs_store_run run = {.name = "sft", .source = "agent", .start_time = 1764430000.0,
+                               .tags = "{\"team\":\"nlp\",\"lr\":\"2e-5\"}"};
+    struct gs_store_log l;
+    struct logs_back back = {0};
+    struct gs_err err;
+    int64_t id = 0, other = 0, recs = 0, pts = 0;
+    int isnull = 0;
+
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &id, &err), GS_OK);
+    run.tags = NULL;
+    assert_int_equal(gs_store_run_begin(st, &run, &other, &err), GS_OK);
+    for (int i = 0; i < 20; i++) {
+        fill_log(&l, i, 2.0 - 0.05 * i, 1e-4 * (i + 1));
+        assert_int_equal(gs_store_run_log(st, id, &l, &err), GS_OK);
+    }
+    fill_log(&l, 0, 9.0, 9.0);
+    l.n = 1;
+    l.step = NAN; /* absent: NULL */
+    l.rank = -1;
+    assert_int_equal(gs_store_run_log(st, other, &l, &err), GS_OK);
+    /* bad records are refused, nothing buffered */
+    l.n = 0;
+    assert_int_equal(gs_store_run_log(st, id, &l, &err), GS_EINVAL);
+    l.n = 1;
+    l.value[0] = NAN;
+    assert_int_equal(gs_store_run_log(st, id, &l, &err), GS_EINVAL);
+    l.value[0] = 1;
+    l.key[0][0] = 0;
+    assert_int_equal(gs_store_run_log(st, id, &l, &err), GS_EINVAL);
+    memset(l.key[0], 'k', sizeof l.key[0]); /* no NUL */
+    assert_int_equal(gs_store_run_log(st, id, &l, &err), GS_EINVAL);
+    assert_int_equal(gs_store_stats(st).logs_buffered, 41);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run_log", NULL), 0);
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    assert_int_equal(gs_store_stats(st).logs_written, 41);
+    assert_int_equal(gs_store_stats(st).logs_buffered, 0);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run_log WHERE run = 1", NULL), 40);
+    sql_num(f->path, "SELECT step FROM run_log WHERE run = 2", &isnull);
+    assert_true(isnull);
+    sql_num(f->path, "SELECT rank FROM run_log WHERE run = 2", &isnull);
+    assert_true(isnull);
+    assert_int_equal(
+        sql_num(f->path, "SELECT json_extract(tags, '$.team') = 'nlp' FROM run WHERE id = 1",
+                NULL),
+        1);
+    sql_num(f->path, "SELECT tags FROM run WHERE id = 2", &isnull);
+    assert_true(isnull);
+
+    /* the read side: counts, records grouped with their values, pages, a stop */
+    assert_int_equal(gs_store_open_read(&rd, f->path, &err), GS_OK);
+    assert_int_equal(gs_store_run_log_count(rd, id, &recs, &pts, &err), GS_OK);
+    assert_int_equal(recs, 20);
+    assert_int_equal(pts, 40);
+    assert_int_equal(gs_store_run_log_count(rd, 999, &recs, NULL, &err), GS_OK);
+    assert_int_equal(recs, 0);
+    assert_int_equal(gs_store_run_logs(rd, id, 0, -1, collect_logs, &back, &err), GS_OK);
+    assert_int_equal(back.n, 20);
+    for (unsigned i = 0; i < 20; i++) {
+        assert_int_equal(back.v[i].seq, i);
+        assert_int_equal(back.v[i].n, 2);
+        assert_string_equal(back.v[i].key[0], "loss");
+        assert_string_equal(back.v[i].key[1], "learning_rate");
+        assert_true(fabs(back.v[i].value[0] - (2.0 - 0.05 * i)) < 1e-12);
+        assert_true(fabs(back.v[i].value[1] - 1e-4 * (i + 1)) < 1e-15);
+        assert_true(back.v[i].step == 10.0 * (i + 1));
+        assert_int_equal(back.v[i].rank, 0);
+    }
+    memset(&back, 0, sizeof back);
+    assert_int_equal(gs_store_run_logs(rd, id, 18, 5, collect_logs, &back, &err), GS_OK);
+    assert_int_equal(back.n, 2);
+    assert_int_equal(back.v[0].seq, 18);
+    memset(&back, 0, sizeof back);
+    assert_int_equal(gs_store_run_logs(rd, id, 5, 3, collect_logs, &back, &err), GS_OK);
+    assert_int_equal(back.n, 3);
+    assert_int_equal(back.v[2].seq, 7);
+    memset(&back, 0, sizeof back);
+    back.stop_after = 2;
+    assert_int_equal(gs_store_run_logs(rd, id, 0, -1, collect_logs, &back, &err), 7);
+    assert_int_equal(back.n, 2);
+    memset(&back, 0, sizeof back);
+    assert_int_equal(gs_store_run_logs(rd, other, 0, 10, collect_logs, &back, &err), GS_OK);
+    assert_int_equal(back.n, 1);
+    assert_true(isnan(back.v[0].step));
+    assert_int_equal(back.v[0].rank, -1);
+    assert_int_equal(gs_store_run_log(rd, id, &back.v[0], &err), GS_EINVAL); /* a reader */
+    gs_store_close(rd);
+
+    /* retention: the ended run goes with its points, 15 rows a call; the other stays */
+    assert_int_equal(gs_store_run_end(st, id, 1764430100.0, -1, "{}", &err), GS_OK);
+    {
+        unsigned n = 0, total = 0, calls = 0;
+        do {
+            assert_int_equal(gs_store_prune_runs(st, 1764430100.0 + 86400 * 40, 86400 * 30, 15,
+                                                 &n, &err),
+                             GS_OK);
+            total += n;
+            calls++;
+            if (calls == 1) /* points first, and the run row stays */
+                assert_int_equal(
+                    sql_num(f->path, "SELECT count(*) FROM run WHERE id = 1", NULL), 1);
+        } while (n == 15 && calls < 10);
+        assert_int_equal(total, 41); /* 40 points + the run row */
+        assert_int_equal(calls, 3);
+    }
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run_log WHERE run = 1", NULL), 0);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run WHERE id = 1", NULL), 0);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run_log WHERE run = 2", NULL), 1);
+    gs_store_close(st);
+}
+
+static void test_log_cap(void **state)
+{
+    struct fx *f = *state;
+    struct gs_store *st = NULL;
+    struct gs_store_run run = {.source = "agent"};
+    struct gs_store_log l;
+    struct gs_err err;
+    int64_t id = 0;
+    unsigned ok = 0;
+
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &id, &err), GS_OK);
+    /* 2 points a record: 10,000 records fill the 20,000 points; 3 more are dropped whole */
+    for (int i = 0; i < 10003; i++) {
+        fill_log(&l, i, 1.0, 1e-4);
+        ok += gs_store_run_log(st, id, &l, &err) == GS_OK;
+    }
+    assert_int_equal(ok, 10000);
+    assert_int_equal(gs_store_stats(st).logs_dropped, 6);
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    assert_int_equal(gs_store_stats(st).logs_written, 20000);
+    assert_int_equal(sql_num(f->path, "SELECT max(seq) FROM run_log", NULL), 9999);
+    assert_int_equal(gs_store_run_log(st, id, &l, &err), GS_OK); /* room again */
+    gs_store_close(st);
+}
+
+/* A v2 file (a run with a step) as the previous gpuscope wrote it: reopening migrates it to
+ * v3, keeps its rows, and the run takes logged points and tags after. */
+static void test_migrate_v2(void **state)
+{
+    struct fx *f = *state;
+    struct gs_store *st = NULL;
+    struct gs_store_run run = {.name = "old", .source = "agent", .start_time = 1764430000.0};
+    struct gs_step_rec r;
+    struct gs_store_log l;
+    struct gs_err err;
+    int64_t id = 0, id2 = 0;
+    sqlite3 *db;
+
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &id, &err), GS_OK);
+    fill_step(&r, 5);
+    assert_int_equal(gs_store_run_step(st, id, &r, 1, 1000, &err), GS_OK);
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    gs_store_close(st);
+    /* back to v2's shape exactly: no run_log table, no tags column */
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "DROP TABLE run_log; ALTER TABLE run DROP COLUMN tags;"
+                                  " PRAGMA user_version = 2",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(
+        sql_num(f->path, "SELECT count(*) FROM sqlite_schema WHERE name = 'run_log'", NULL), 0);
+    assert_int_equal(
+        sql_num(f->path, "SELECT count(*) FROM pragma_table_info('run') WHERE name = 'tags'",
+                NULL),
+        0);
+    /* a v3 reader refuses the v2 file until its writer migrated it */
+    {
+        struct gs_store *rd = NULL;
+        assert_int_equal(gs_store_open_read(&rd, f->path, &err), GS_ENOTSUP);
+    }
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(sql_num(f->path, "PRAGMA user_version", NULL), 3);
+    assert_int_equal(sql_num(f->path, "SELECT step FROM step WHERE run = 1", NULL), 5);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run", NULL), 1);
+    fill_log(&l, 0, 1.5, 3e-5);
+    assert_int_equal(gs_store_run_log(st, id, &l, &err), GS_OK);
+    run.tags = "{\"a\":\"b\"}";
+    assert_int_equal(gs_store_run_begin(st, &run, &id2, &err), GS_OK);
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run_log WHERE run = 1", NULL), 2);
+    assert_int_equal(
+        sql_num(f->path, "SELECT json_extract(tags, '$.a') = 'b' FROM run WHERE id = 2", NULL),
+        1);
+    assert_int_equal(sql_num(f->path,
+                             "SELECT count(*) FROM pragma_integrity_check"
+                             " WHERE integrity_check != 'ok'",
+                             NULL),
+                     0);
+    gs_store_close(st);
+    /* reopening a v3 file migrates nothing */
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run_log", NULL), 2);
+    gs_store_close(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -647,6 +887,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_prune_live, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prune_uid, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_side, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_logs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_log_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrate_v2, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

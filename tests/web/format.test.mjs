@@ -11,6 +11,7 @@ import {
   sparkPoints,
   tableRows, toSeries, tokenBucket, trimToCommon, visibilityNote,
 } from '../../web/format.js';
+import {logSeries, tagsText} from '../../web/format.js';
 
 test('bytes use binary units with one decimal', () => {
   assert.equal(fmtBytes(0), '0 B');
@@ -458,4 +459,38 @@ test('MIG devices become cards with their processes; the chart note names MIG GP
   assert.match(migUtilNote({gpus: [g, {index: 1, utilization_gpu: 0.5}]}),
     /^GPU 0: utilization not available in MIG mode/);
   assert.equal(migUtilNote({gpus: [{index: 1, utilization_gpu: null}]}), '');
+});
+
+test('logSeries: steps as x in order, loss and learning rate columns, gaps null', () => {
+  const logs = [
+    {step: 20, t: 2, rank: 0, values: {loss: 1.5, learning_rate: 2e-5}},
+    {step: 10, t: 1, rank: 0, values: {loss: 2.0, learning_rate: 1e-5, epoch: 0.1}},
+    {step: 30, t: 3, rank: 0, values: {grad_norm: 0.7}}, // none of the keys: left out
+    {step: 30, t: 3, rank: 0, values: {loss: 1.2}},
+  ];
+  const s = logSeries(logs);
+  assert.equal(s.time, false);
+  assert.deepEqual(s.x, [10, 20, 30]);
+  assert.deepEqual(s.series, [{key: 'loss', values: [2.0, 1.5, 1.2]},
+    {key: 'learning_rate', values: [1e-5, 2e-5, null]}]);
+  // a record without a step: time on x
+  const t = logSeries([{step: null, t: 5, values: {loss: 1}}, {step: 1, t: 4, values: {loss: 2}}]);
+  assert.deepEqual([t.time, t.x, t.series[0].values], [true, [4, 5], [2, 1]]);
+  // only the keys present; nothing at all
+  assert.deepEqual(logSeries([{step: 1, values: {learning_rate: 3}}]).series.map((x) => x.key),
+    ['learning_rate']);
+  assert.deepEqual(logSeries(null), {time: true, x: [], series: []});
+  assert.deepEqual(logSeries([{step: 1, values: {loss: NaN}}]).x, []);
+  // two ranks logging the same steps: the lowest rank's records only
+  const ddp = logSeries([{step: 1, rank: 1, values: {loss: 9}},
+    {step: 1, rank: 0, values: {loss: 3}}, {step: 2, rank: 1, values: {loss: 8}},
+    {step: 2, rank: 0, values: {loss: 2}}]);
+  assert.deepEqual([ddp.x, ddp.series[0].values], [[1, 2], [3, 2]]);
+});
+
+test('tagsText: key=value pairs in order; none is empty', () => {
+  assert.equal(tagsText({team: 'nlp', try: '3'}), 'team=nlp · try=3');
+  assert.equal(tagsText({}), '');
+  assert.equal(tagsText(null), '');
+  assert.equal(tagsText({n: 1}), '');
 });

@@ -406,7 +406,10 @@ static void render_pod_info(struct gs_mbuf *b, const struct gs_snapshot *s)
  * flags argument; HTTP threads render filtered copies at the same time, hence per thread). */
 static _Thread_local int dcgm_old_hostname;
 
-static void dcgm_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const struct gs_gpu *g)
+/* dcgm-exporter's labels of GPU g, in its template's order; with m (a MIG device of g: a
+ * GPU-instance series) its GPU_I_PROFILE and GPU_I_ID after modelName. */
+static void dcgm_gpu_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const struct gs_gpu *g,
+                            const struct gs_mig *m)
 {
     printf_(b, "gpu=\"%u\",UUID=\"", g->index);
     gs_metrics_escape(b, text_or_empty(g, GS_T_UUID));
@@ -418,14 +421,25 @@ static void dcgm_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const st
         printf_(b, "\",device=\"nvidia%u", g->index);
     puts_(b, "\",modelName=\"");
     gs_metrics_escape(b, text_or_empty(g, GS_T_NAME));
+    if (m) {
+        puts_(b, "\",GPU_I_PROFILE=\"");
+        gs_metrics_escape(b, gs_mig_profile(m));
+        printf_(b, "\",GPU_I_ID=\"%u", m->gi_id);
+    }
     /* dcgm-exporter 4.x spells it hostname (upstream #655); the 3.x Hostname on request */
     puts_(b, dcgm_old_hostname ? "\",Hostname=\"" : "\",hostname=\"");
     gs_metrics_escape(b, s->sys.hostname);
     puts_(b, "\",DCGM_FI_DRIVER_VERSION=\"");
     gs_metrics_escape(b, s->sys.driver_st == GS_ST_OK ? s->sys.driver_version : "");
     puts_(b, "\"");
+    /* the GPU's pod, when all its processes are one pod's (per GPU, not per instance) */
     if (render_pods && (size_t)(g - s->gpus) < render_n_pods && render_pods[g - s->gpus].pod)
         pod_labels(b, render_pods[g - s->gpus].pod, render_pods[g - s->gpus].one_container);
+}
+
+static void dcgm_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const struct gs_gpu *g)
+{
+    dcgm_gpu_labels(b, s, g, NULL);
 }
 
 typedef void (*labels_fn)(struct gs_mbuf *, const struct gs_snapshot *, const struct gs_gpu *);
@@ -475,34 +489,6 @@ static int mig_first_of_gi(const struct gs_gpu *g, unsigned k)
 static int mig_split(const struct gs_gpu *g)
 {
     return gs_gpu_mig_on(g) && g->n_mig > 0 && !g->lost;
-}
-
-/* dcgm-exporter's labels of a GPU-instance series: the GPU's, with GPU_I_PROFILE and GPU_I_ID
- * (the NVML GPU instance id) before the hostname, as its template orders them. */
-static void dcgm_mig_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const struct gs_gpu *g,
-                            const struct gs_mig *m)
-{
-    printf_(b, "gpu=\"%u\",UUID=\"", g->index);
-    gs_metrics_escape(b, text_or_empty(g, GS_T_UUID));
-    puts_(b, "\",pci_bus_id=\"");
-    gs_metrics_escape(b, text_or_empty(g, GS_T_PCI_BUS_ID));
-    if (gs_gpu_has(g, GS_M_MINOR))
-        printf_(b, "\",device=\"nvidia%.0f", g->v[GS_M_MINOR]);
-    else
-        printf_(b, "\",device=\"nvidia%u", g->index);
-    puts_(b, "\",modelName=\"");
-    gs_metrics_escape(b, text_or_empty(g, GS_T_NAME));
-    puts_(b, "\",GPU_I_PROFILE=\"");
-    gs_metrics_escape(b, gs_mig_profile(m));
-    printf_(b, "\",GPU_I_ID=\"%u", m->gi_id);
-    puts_(b, dcgm_old_hostname ? "\",Hostname=\"" : "\",hostname=\"");
-    gs_metrics_escape(b, s->sys.hostname);
-    puts_(b, "\",DCGM_FI_DRIVER_VERSION=\"");
-    gs_metrics_escape(b, s->sys.driver_st == GS_ST_OK ? s->sys.driver_version : "");
-    puts_(b, "\"");
-    /* the GPU's pod, when all its processes are one pod's (per GPU, not per instance) */
-    if (render_pods && (size_t)(g - s->gpus) < render_n_pods && render_pods[g - s->gpus].pod)
-        pod_labels(b, render_pods[g - s->gpus].pod, render_pods[g - s->gpus].one_container);
 }
 
 /* What a GPU-instance series of metric gm reads, as dcgm-exporter reports one: the instance's
@@ -559,7 +545,7 @@ static void render_dcgm(struct gs_mbuf *b, const struct gs_snapshot *s)
                     puts_(b, t[r].name);
                     puts_(b, "{");
                     if (nm)
-                        dcgm_mig_labels(b, s, g, &g->mig[k]);
+                        dcgm_gpu_labels(b, s, g, &g->mig[k]);
                     else
                         dcgm_labels(b, s, g);
                     if (t[r].lk)

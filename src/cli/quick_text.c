@@ -107,6 +107,36 @@ static void put_pct(struct gs_tbuf *b, const struct gs_gpu *g, enum gs_metric m,
     gs_tbuf_sgr(b, GS_SGR_RESET);
 }
 
+/* Power draw / limit ("lead 590 / 700 W" in the normal layout, " 590/ 700W" in the narrow
+ * one), the draw bold from 40 % of the limit. */
+static void put_power(struct gs_tbuf *b, const struct gs_gpu *g, const char *lead,
+                      const char *sep, const char *unit)
+{
+    enum gs_metric lim =
+        gs_gpu_has(g, GS_M_POWER_ENFORCED_LIMIT) ? GS_M_POWER_ENFORCED_LIMIT : GS_M_POWER_LIMIT;
+    int has_lim = gs_gpu_has(g, lim);
+
+    gs_tbuf_puts(b, lead);
+    if (gs_gpu_has(g, GS_M_POWER_DRAW)) {
+        double d = g->v[GS_M_POWER_DRAW];
+        int hot = has_lim && g->v[lim] > 0 && d / g->v[lim] >= 0.4;
+        gs_tbuf_sgr(b, hot ? GS_SGR_BOLD_MAGENTA : GS_SGR_MAGENTA);
+        gs_tbuf_printf(b, "%4ld", lround(d));
+        gs_tbuf_sgr(b, GS_SGR_RESET);
+    } else {
+        put_na(b, 4);
+    }
+    gs_tbuf_puts(b, sep);
+    if (has_lim) {
+        gs_tbuf_sgr(b, GS_SGR_MAGENTA);
+        gs_tbuf_printf(b, "%4ld", lround(g->v[lim]));
+        gs_tbuf_sgr(b, GS_SGR_RESET);
+    } else {
+        put_na(b, 4);
+    }
+    gs_tbuf_puts(b, unit);
+}
+
 /* ---- cells ---- */
 
 static void cell_sensors(struct gs_tbuf *b, const struct gs_gpu *g, unsigned show)
@@ -141,31 +171,8 @@ static void cell_sensors(struct gs_tbuf *b, const struct gs_gpu *g, unsigned sho
         put_pct(b, g, GS_M_UTIL_DEC, 50, GS_SGR_GREEN, GS_SGR_BOLD_GREEN);
         gs_tbuf_puts(b, ")");
     }
-    if (show & GS_QS_POWER) {
-        enum gs_metric lim =
-            gs_gpu_has(g, GS_M_POWER_ENFORCED_LIMIT) ? GS_M_POWER_ENFORCED_LIMIT : GS_M_POWER_LIMIT;
-        int has_lim = gs_gpu_has(g, lim);
-
-        gs_tbuf_puts(b, ", ");
-        if (gs_gpu_has(g, GS_M_POWER_DRAW)) {
-            double d = g->v[GS_M_POWER_DRAW];
-            int hot = has_lim && g->v[lim] > 0 && d / g->v[lim] >= 0.4;
-            gs_tbuf_sgr(b, hot ? GS_SGR_BOLD_MAGENTA : GS_SGR_MAGENTA);
-            gs_tbuf_printf(b, "%4ld", lround(d));
-            gs_tbuf_sgr(b, GS_SGR_RESET);
-        } else {
-            put_na(b, 4);
-        }
-        gs_tbuf_puts(b, " / ");
-        if (has_lim) {
-            gs_tbuf_sgr(b, GS_SGR_MAGENTA);
-            gs_tbuf_printf(b, "%4ld", lround(g->v[lim]));
-            gs_tbuf_sgr(b, GS_SGR_RESET);
-        } else {
-            put_na(b, 4);
-        }
-        gs_tbuf_puts(b, " W");
-    }
+    if (show & GS_QS_POWER)
+        put_power(b, g, ", ", " / ", " W");
 }
 
 static void put_mib(struct gs_tbuf *b, int has, double bytes, enum gs_sgr c)
@@ -930,31 +937,8 @@ static void cell_sensors_narrow(struct gs_tbuf *b, const struct gs_gpu *g, unsig
         gs_tbuf_color(b, GS_SGR_BOLD, " D");
         put_pct_narrow(b, g, GS_M_UTIL_DEC, 50, GS_SGR_GREEN, GS_SGR_BOLD_GREEN, 0);
     }
-    if (show & GS_QS_POWER) {
-        enum gs_metric lim =
-            gs_gpu_has(g, GS_M_POWER_ENFORCED_LIMIT) ? GS_M_POWER_ENFORCED_LIMIT : GS_M_POWER_LIMIT;
-        int has_lim = gs_gpu_has(g, lim);
-
-        gs_tbuf_puts(b, " ");
-        if (gs_gpu_has(g, GS_M_POWER_DRAW)) {
-            double d = g->v[GS_M_POWER_DRAW];
-            int hot = has_lim && g->v[lim] > 0 && d / g->v[lim] >= 0.4;
-            gs_tbuf_sgr(b, hot ? GS_SGR_BOLD_MAGENTA : GS_SGR_MAGENTA);
-            gs_tbuf_printf(b, "%4ld", lround(d));
-            gs_tbuf_sgr(b, GS_SGR_RESET);
-        } else {
-            put_na(b, 4);
-        }
-        gs_tbuf_puts(b, "/");
-        if (has_lim) {
-            gs_tbuf_sgr(b, GS_SGR_MAGENTA);
-            gs_tbuf_printf(b, "%4ld", lround(g->v[lim]));
-            gs_tbuf_sgr(b, GS_SGR_RESET);
-        } else {
-            put_na(b, 4);
-        }
-        gs_tbuf_puts(b, "W");
-    }
+    if (show & GS_QS_POWER)
+        put_power(b, g, " ", "/", "W");
 }
 
 /* " 60.4G/79.6G": used and total with a unit, as process sizes are written. */

@@ -523,7 +523,8 @@ function renderRuns(res) {
       el('td', {}, tick), el('td', {}, b), el('td', {text: r.user}), el('td', {text: r.state}),
       el('td', {text: fmtClock(r.start)}), el('td', {class: 'num', text: fmtDuration(r.duration)}),
       el('td', {class: 'num', text: r.steps == null ? '—' : String(r.steps)}),
-      el('td', {text: r.ratios}), el('td', {text: r.findings.join(', ') || '—'}));
+      el('td', {text: r.ratios}), el('td', {text: r.findings.join(', ') || '—'}),
+      el('td', {class: 'run-tags-cell', text: r.tags || '—'}));
   }));
   const note = runsNote(res.doc, res.status);
   $('runs-note').hidden = !note;

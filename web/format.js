@@ -363,6 +363,7 @@ export function runRows(doc, now) {
         `${fmtRatio(r.communication_time_ratio)} · GPU ${fmtPct(r.gpu_avg_utilization_percent ??
           r.gpu_busy_estimate_percent)}`,
       findings: r.findings ?? [],
+      tags: tagsText(r.tags),
     };
   });
 }

@@ -961,6 +961,12 @@ static void render_runs_self(struct gs_mbuf *b, const struct gs_metrics_self *se
            "counter");
     printf_(b, "gpuscope_runs_steps_dropped_total %llu\n",
             (unsigned long long)self->runs_steps_dropped);
+    header(b, "gpuscope_runs_log_points_dropped_total",
+           "Logged values (loss, learning rate) of runs not kept (past 100000 a run, or the "
+           "history's buffer full or failing).",
+           "counter");
+    printf_(b, "gpuscope_runs_log_points_dropped_total %llu\n",
+            (unsigned long long)self->runs_logs_dropped);
 }
 
 const char *gs_metrics_down_reason(int rc)

@@ -67,6 +67,7 @@ struct gs_metrics_self {
     uint64_t runs_records;       /* step-socket records accepted */
     uint64_t runs_rejected;      /* records refused by validation */
     uint64_t runs_steps_dropped; /* step records received but not kept */
+    uint64_t runs_logs_dropped;  /* logged values of runs not kept (runs.h logs_dropped) */
     /* Per-process series (GS_METRICS_PROCESS): at most this many lines, of the processes
      * holding the most GPU memory (gs_metrics_process_select); the others are left out whole
      * and counted in gpuscope_process_series_dropped and gpuscope_processes_dropped. */

@@ -179,6 +179,7 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         self.runs_records = ru.records;
         self.runs_rejected = ru.rejected;
         self.runs_steps_dropped = ru.steps_dropped;
+        self.runs_logs_dropped = ru.logs_dropped;
     }
     gs_mbuf_reset(&p->prom);
     if (cfg->metrics_compat == GS_COMPAT_DCGM || cfg->metrics_compat == GS_COMPAT_DCGM3)

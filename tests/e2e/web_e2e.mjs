@@ -354,8 +354,10 @@ async function run(ctx) {
   const runRow = await page.$$eval('#runs tbody tr', (rs) => rs.map((r) =>
     [...r.cells].map((c) => c.textContent)).find((c) => c[1] === 'web-e2e') ?? null);
   ok(listed && apiRun && runRow && runRow[3] === 'ended' && runRow[6] === '10' &&
-    runRow[7].startsWith('data 25.0 % · comm N/A') && runRow[8].includes('data_loading'),
-  'Runs lists the run sent to the socket: ended, 10 steps, data 25 %, finding data_loading',
+    runRow[7].startsWith('data 25.0 % · comm N/A') && runRow[8].includes('data_loading') &&
+    runRow[9] === 'team=web · try=2',
+  'Runs lists the run sent to the socket: ended, 10 steps, data 25 %, finding data_loading, ' +
+    'its tags',
   {runRow, apiRun});
   ok(await page.$eval('#runs-note', (e) => e.hidden), 'no empty-state note while runs exist');
   const marks = await waitFor(page, () =>

@@ -278,7 +278,7 @@ const runsDoc = {total: 2, from: 0, limit: 100, hidden: 1, runs: [
   {id: 7, name: 'qwen-sft', uid: 1000, user: 'ana', pid: 48211, start: 1000, end: null,
     steps: 120, state: 'running', gpu_avg_utilization_percent: 68.4,
     data_loading_time_ratio: 0.21, communication_time_ratio: 0.01,
-    gpu_busy_estimate_percent: 72.5, findings: ['data_loading']},
+    gpu_busy_estimate_percent: 72.5, findings: ['data_loading'], tags: {team: 'nlp', try: '3'}},
   {id: 6, name: '', uid: 0, user: null, start: 500, end: 512.4, steps: 3,
     state: 'interrupted', gpu_avg_utilization_percent: null, data_loading_time_ratio: 0.04,
     communication_time_ratio: null, gpu_busy_estimate_percent: 33, findings: []},
@@ -293,6 +293,8 @@ test('runRows: name, user, duration (live while running), ratios, findings', () 
   assert.equal(r[0].ratios, 'data 21.0 % · comm 1.0 % · GPU 68 %');
   assert.equal(r[1].ratios, 'data 4.0 % · comm N/A · GPU 33 %');
   assert.deepEqual(r[0].findings, ['data_loading']);
+  assert.equal(r[0].tags, 'team=nlp · try=3');
+  assert.equal(r[1].tags, '');
   assert.deepEqual(runRows(null, 0), []);
 });
 

@@ -1222,58 +1222,119 @@ static int page_step(void *ctx, const struct gs_store_step_row *row)
     return 0;
 }
 
-static unsigned http_steps(struct gs_runs *r, int64_t id, long long from, long long limit,
-                           const struct gs_runs_who *who, char **body, size_t *len)
+/* A paged answer about run id (its steps, its logged values): page_begin finds the run (live,
+ * else stored) and whether who sees it, and leaves the history's reader to the caller under
+ * db_lock (pg->db: NULL when there is nothing to read); page_end unlocks and answers 503 when
+ * the store failed or is damaged, 404 for a run that is not there or not who's. */
+struct page {
+    struct stored_run s;
+    struct gs_store *db;
+    int exists, visible;
+    uint64_t logs_dropped; /* the run's logged values not kept (a live run's, a stored one's) */
+};
+
+/* Returns 0 with db_lock held, or the HTTP status of an answer already made in *body. */
+static unsigned page_begin(struct gs_runs *r, int64_t id, const struct gs_runs_who *who,
+                           const char *off, struct page *pg, char **body, size_t *len)
 {
     struct run *run = run_find(r, 0, id);
-    struct stored_run s = {.uid = -1};
-    json_t *list, *doc;
-    int64_t total = 0;
-    int exists = run != NULL, visible = run && who_sees(who, run->uid);
-    struct gs_store *db;
 
-    if (run)
+    memset(pg, 0, sizeof *pg);
+    pg->s.uid = -1;
+    pg->exists = run != NULL;
+    pg->visible = run && who_sees(who, run->uid);
+    if (run) {
+        pthread_mutex_lock(&run->mu);
+        pg->logs_dropped = run->logs_dropped;
+        pthread_mutex_unlock(&run->mu);
         run_unref(r, run);
-    if (exists && !visible)
+    }
+    if (pg->exists && !pg->visible)
         return reply_error(404, body, len, "no run %lld", (long long)id);
     if (!r->history_path[0])
-        return exists ? reply_error(404, body, len, "history is off: steps are not kept")
-                      : reply_error(404, body, len, "no run %lld", (long long)id);
-    list = json_array();
+        return pg->exists ? reply_error(404, body, len, "%s", off)
+                          : reply_error(404, body, len, "no run %lld", (long long)id);
     pthread_mutex_lock(&r->db_lock);
-    if (!exists) {
-        stored_get(r, id, &s);
-        json_decref(s.report);
-        exists = s.exists;
-        visible = s.exists && who_sees(who, s.uid);
+    if (!pg->exists) {
+        const json_t *d;
+        stored_get(r, id, &pg->s);
+        pg->exists = pg->s.exists;
+        pg->visible = pg->s.exists && who_sees(who, pg->s.uid);
+        d = json_object_get(json_object_get(pg->s.report, "run"), "log_points_dropped");
+        pg->logs_dropped = json_is_integer(d) && json_integer_value(d) > 0
+                               ? (uint64_t)json_integer_value(d)
+                               : 0;
+        json_decref(pg->s.report);
+        pg->s.report = NULL;
     }
-    if (visible && !s.fault[0] && (db = db_get(r)) != NULL) {
+    if (pg->visible && !pg->s.fault[0] && (pg->db = db_get(r)) != NULL) {
         struct gs_err err;
 
         gs_err_clear(&err);
-        if (gs_recorder_damaged(r->rec, &err) != GS_OK)
-            snprintf(s.fault, sizeof s.fault, "%s", err.msg);
-        else if (gs_store_run_step_count(db, id, &total, &err) != GS_OK ||
-            gs_store_run_steps(db, id, from, limit, page_step, list, &err) != GS_OK) {
-            db_warn(&err);
-            snprintf(s.fault, sizeof s.fault, "%s", err.msg[0] ? err.msg : "read error");
+        if (gs_recorder_damaged(r->rec, &err) != GS_OK) {
+            snprintf(pg->s.fault, sizeof pg->s.fault, "%s", err.msg);
+            pg->db = NULL;
         }
     }
+    return 0;
+}
+
+/* The caller's read failed: err says why (logged, and the answer is a 503). */
+static void page_fault(struct page *pg, const struct gs_err *err)
+{
+    db_warn(err);
+    snprintf(pg->s.fault, sizeof pg->s.fault, "%s", err->msg[0] ? err->msg : "read error");
+}
+
+/* Unlocks db_lock; 0 when the page (list) is to be answered, else the status of the error
+ * answer made in *body (list freed). */
+static unsigned page_end(struct gs_runs *r, int64_t id, struct page *pg, json_t *list,
+                         char **body, size_t *len)
+{
     pthread_mutex_unlock(&r->db_lock);
-    if (s.fault[0]) {
+    if (pg->s.fault[0]) {
         json_decref(list);
-        return reply_error(503, body, len, "history.db could not be read: %s", s.fault);
+        return reply_error(503, body, len, "history.db could not be read: %s", pg->s.fault);
     }
-    if (!exists || !visible) {
+    if (!pg->exists || !pg->visible) {
         json_decref(list);
         return reply_error(404, body, len, "no run %lld", (long long)id);
     }
+    return 0;
+}
+
+/* "next": the from of the next page, null on the last. */
+static json_t *page_next(long long from, const json_t *list, int64_t total)
+{
+    return from + (long long)json_array_size(list) < total
+               ? json_integer(from + (json_int_t)json_array_size(list))
+               : json_null();
+}
+
+static unsigned http_steps(struct gs_runs *r, int64_t id, long long from, long long limit,
+                           const struct gs_runs_who *who, char **body, size_t *len)
+{
+    struct page pg;
+    json_t *list, *doc;
+    int64_t total = 0;
+    unsigned code;
+
+    if ((code = page_begin(r, id, who, "history is off: steps are not kept", &pg, body, len)))
+        return code;
+    list = json_array();
+    if (pg.db) {
+        struct gs_err err;
+
+        gs_err_clear(&err);
+        if (gs_store_run_step_count(pg.db, id, &total, &err) != GS_OK ||
+            gs_store_run_steps(pg.db, id, from, limit, page_step, list, &err) != GS_OK)
+            page_fault(&pg, &err);
+    }
+    if ((code = page_end(r, id, &pg, list, body, len)))
+        return code;
     doc = json_pack("{s:I, s:I, s:I, s:I, s:o, s:o}", "id", (json_int_t)id, "total",
                     (json_int_t)total, "from", (json_int_t)from, "limit", (json_int_t)limit, "next",
-                    from + (long long)json_array_size(list) < total
-                        ? json_integer(from + (json_int_t)json_array_size(list))
-                        : json_null(),
-                    "steps", list);
+                    page_next(from, list, total), "steps", list);
     return reply(doc, doc ? 200 : 500, body, len);
 }
 
@@ -1301,63 +1362,29 @@ static int page_log(void *ctx, const struct gs_store_log *rec)
 static unsigned http_logs(struct gs_runs *r, int64_t id, long long from, long long limit,
                           const struct gs_runs_who *who, char **body, size_t *len)
 {
-    struct run *run = run_find(r, 0, id);
-    struct stored_run s = {.uid = -1};
+    struct page pg;
     json_t *list, *doc;
     int64_t total = 0, points = 0;
-    uint64_t dropped = 0;
-    int exists = run != NULL, visible = run && who_sees(who, run->uid);
-    struct gs_store *db;
+    unsigned code;
 
-    if (run) {
-        pthread_mutex_lock(&run->mu);
-        dropped = run->logs_dropped;
-        pthread_mutex_unlock(&run->mu);
-        run_unref(r, run);
-    }
-    if (exists && !visible)
-        return reply_error(404, body, len, "no run %lld", (long long)id);
-    if (!r->history_path[0])
-        return exists ? reply_error(404, body, len, "history is off: logged values are not kept")
-                      : reply_error(404, body, len, "no run %lld", (long long)id);
+    if ((code = page_begin(r, id, who, "history is off: logged values are not kept", &pg, body,
+                           len)))
+        return code;
     list = json_array();
-    pthread_mutex_lock(&r->db_lock);
-    if (!exists) {
-        stored_get(r, id, &s);
-        exists = s.exists;
-        visible = s.exists && who_sees(who, s.uid);
-        json_t *d = json_object_get(json_object_get(s.report, "run"), "log_points_dropped");
-        dropped = json_is_integer(d) && json_integer_value(d) > 0
-                      ? (uint64_t)json_integer_value(d) : 0;
-        json_decref(s.report);
-    }
-    if (visible && (db = db_get(r)) != NULL) {
+    if (pg.db) {
         struct gs_err err;
 
         gs_err_clear(&err);
-        if (gs_store_run_log_count(db, id, &total, &points, &err) != GS_OK ||
-            gs_store_run_logs(db, id, from, limit, page_log, list, &err) != GS_OK) {
-            db_warn(&err);
-            snprintf(s.fault, sizeof s.fault, "%s", err.msg[0] ? err.msg : "read error");
-        }
+        if (gs_store_run_log_count(pg.db, id, &total, &points, &err) != GS_OK ||
+            gs_store_run_logs(pg.db, id, from, limit, page_log, list, &err) != GS_OK)
+            page_fault(&pg, &err);
     }
-    pthread_mutex_unlock(&r->db_lock);
-    if (s.fault[0]) {
-        json_decref(list);
-        return reply_error(503, body, len, "history.db could not be read: %s", s.fault);
-    }
-    if (!exists || !visible) {
-        json_decref(list);
-        return reply_error(404, body, len, "no run %lld", (long long)id);
-    }
+    if ((code = page_end(r, id, &pg, list, body, len)))
+        return code;
     doc = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "id", (json_int_t)id, "total",
                     (json_int_t)total, "points", (json_int_t)points, "dropped",
-                    (json_int_t)dropped, "from", (json_int_t)from, "limit", (json_int_t)limit,
-                    "next",
-                    from + (long long)json_array_size(list) < total
-                        ? json_integer(from + (json_int_t)json_array_size(list))
-                        : json_null(),
-                    "logs", list);
+                    (json_int_t)pg.logs_dropped, "from", (json_int_t)from, "limit",
+                    (json_int_t)limit, "next", page_next(from, list, total), "logs", list);
     return reply(doc, doc ? 200 : 500, body, len);
 }
 

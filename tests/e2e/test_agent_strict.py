@@ -192,6 +192,10 @@ def main():
          detail=(code, body[:300]))
     code, body = get_text(base + "/api/v1/runs")
     t.ok(code == 503 and "is damaged" in body, "the run list too", detail=(code, body[:300]))
+    for page in ("steps", "logs"):
+        code, body = get_text(base + "/api/v1/runs/%d/%s" % (rid, page))
+        t.ok(code == 503 and ("is damaged" in body or "could not be read" in body),
+             "a run's %s too" % page, detail=(code, body[:300]))
     log.flush()
     text = open(log.name).read()
     t.eq(text.count("history writes stopped"), 1, "the damage is logged once")

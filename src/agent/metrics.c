@@ -307,9 +307,12 @@ struct gpu_pod {
 };
 static _Thread_local const struct gpu_pod *render_pods;
 static _Thread_local unsigned render_n_pods;
+static _Thread_local int render_pods_on; /* between pods_begin and pods_end */
 
-const struct gs_proc *gs_metrics_gpu_pod(const struct gs_snapshot *s, unsigned gi,
-                                         int *one_container)
+/* gs_metrics_gpu_pod for the processes of GPU gi, or with m only those of m's GPU instance
+ * (dcgm-exporter maps a pod to the MIG device it was given). */
+static const struct gs_proc *procs_pod(const struct gs_snapshot *s, unsigned gi,
+                                       const struct gs_mig *m, int *one_container)
 {
     const struct gs_proc *pod = NULL;
     int same_ctr = 1;
@@ -320,7 +323,7 @@ const struct gs_proc *gs_metrics_gpu_pod(const struct gs_snapshot *s, unsigned g
         return NULL; /* a viewer's filtered copy: what it may not see could be another pod's */
     for (unsigned i = 0; i < s->n_procs; i++) {
         const struct gs_proc *p = &s->procs[i];
-        if (p->gpu != gi || p->host_st != GS_ST_OK)
+        if (p->gpu != gi || (m && p->gi_id != m->gi_id) || p->host_st != GS_ST_OK)
             continue; /* a process procfs could not read says nothing either way */
         if (!p->pod_uid[0] || !p->pod_name[0])
             return NULL; /* not in a pod, or in one the node does not name */
@@ -336,6 +339,12 @@ const struct gs_proc *gs_metrics_gpu_pod(const struct gs_snapshot *s, unsigned g
     if (one_container)
         *one_container = pod && same_ctr && pod->pod_container[0];
     return pod;
+}
+
+const struct gs_proc *gs_metrics_gpu_pod(const struct gs_snapshot *s, unsigned gi,
+                                         int *one_container)
+{
+    return procs_pod(s, gi, NULL, one_container);
 }
 
 static void pod_labels(struct gs_mbuf *b, const struct gs_proc *pod, int one_container)
@@ -357,6 +366,7 @@ static struct gpu_pod *pods_begin(const struct gs_snapshot *s)
 
     render_pods = NULL;
     render_n_pods = 0;
+    render_pods_on = 1;
     if (!s->n_gpus || !(pods = calloc(s->n_gpus, sizeof *pods)))
         return NULL;
     for (unsigned gi = 0; gi < s->n_gpus; gi++)
@@ -374,6 +384,7 @@ static void pods_end(struct gpu_pod *pods)
 {
     render_pods = NULL;
     render_n_pods = 0;
+    render_pods_on = 0;
     free(pods);
 }
 
@@ -432,9 +443,16 @@ static void dcgm_gpu_labels(struct gs_mbuf *b, const struct gs_snapshot *s, cons
     puts_(b, "\",DCGM_FI_DRIVER_VERSION=\"");
     gs_metrics_escape(b, s->sys.driver_st == GS_ST_OK ? s->sys.driver_version : "");
     puts_(b, "\"");
-    /* the GPU's pod, when all its processes are one pod's (per GPU, not per instance) */
-    if (render_pods && (size_t)(g - s->gpus) < render_n_pods && render_pods[g - s->gpus].pod)
+    /* the pod whose processes are all of the GPU's (or of the GPU instance's, with m) */
+    if (m && render_pods_on) {
+        int one;
+        const struct gs_proc *pod = procs_pod(s, (unsigned)(g - s->gpus), m, &one);
+        if (pod)
+            pod_labels(b, pod, one);
+    } else if (render_pods && (size_t)(g - s->gpus) < render_n_pods &&
+               render_pods[g - s->gpus].pod) {
         pod_labels(b, render_pods[g - s->gpus].pod, render_pods[g - s->gpus].one_container);
+    }
 }
 
 static void dcgm_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const struct gs_gpu *g)

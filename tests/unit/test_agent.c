@@ -877,6 +877,60 @@ static void test_render_pod_labels(void **state)
     gs_snapshot_free(s);
 }
 
+/* Whether needle is in the line that starts at l and ends at e. */
+static int in_line(const char *l, const char *e, const char *needle)
+{
+    const char *hit = strstr(l, needle);
+    return hit && hit < e;
+}
+
+/* MIG and Kubernetes: two pods on two GPU instances of one GPU (what a MIG cluster does) get
+ * their own pod labels on their instance's dcgm series; the GPU as a whole has none. */
+static void test_render_mig_pods(void **state)
+{
+    struct gs_snapshot *s = one_gpu();
+    struct gs_gpu *g = &s->gpus[0];
+    struct gs_mbuf b = {0};
+    const char *l2, *l9, *e2, *e9;
+
+    (void)state;
+    g->st[GS_M_UTIL_GPU] = GS_ST_NA;
+    gs_gpu_set(g, GS_M_MIG_MODE, 1);
+    g->n_mig = 2;
+    for (unsigned i = 0; i < 2; i++) {
+        struct gs_mig *m = &g->mig[i];
+        memset(m, 0, sizeof *m);
+        m->index = i;
+        m->gi_id = i ? 9 : 2;
+        snprintf(m->name, sizeof m->name, "NVIDIA H100 MIG 3g.40gb");
+        m->mem_st = GS_ST_OK;
+        m->mem_total_bytes = 40960 * 1048576ULL;
+        m->mem_used_bytes = 1048576ULL;
+    }
+    s->n_procs = 2;
+    set_pod(&s->procs[0], 10, "8a0f8f3c-64a4-4d6b-9c1e-2f7b7c0e4d11", "pytorch");
+    set_pod(&s->procs[1], 11, "0d3b7e52-91f3-4c39-a7d1-6c2d2e8f5b20", "infer");
+    strcpy(s->procs[1].pod_name, "server-0");
+    s->procs[0].gi_id = 2;
+    s->procs[1].gi_id = 9;
+    assert_null(gs_metrics_gpu_pod(s, 0, NULL)); /* two pods on the GPU */
+    assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
+    l2 = strstr(b.data, "\nDCGM_FI_DEV_FB_USED{");
+    assert_non_null(l2);
+    l9 = strstr(l2 + 1, "\nDCGM_FI_DEV_FB_USED{");
+    assert_non_null(l9);
+    e2 = strchr(l2 + 1, '\n');
+    e9 = strchr(l9 + 1, '\n');
+    assert_true(in_line(l2, e2, "GPU_I_ID=\"2\""));
+    assert_true(in_line(l2, e2, ",pod=\"trainer-7d9f8c6b5-x2kqp\",namespace=\"ml-team\","
+                                "container=\"pytorch\"}"));
+    assert_true(in_line(l9, e9, "GPU_I_ID=\"9\""));
+    assert_true(in_line(l9, e9, ",pod=\"server-0\",namespace=\"ml-team\",container=\"infer\"}"));
+    assert_null(strstr(b.data, "gpuscope_gpu_pod_info"));
+    gs_mbuf_free(&b);
+    gs_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -894,6 +948,7 @@ int main(void)
         cmocka_unit_test(test_render_mig),
         cmocka_unit_test(test_render_processes_cap_by_memory),
         cmocka_unit_test(test_render_pod_labels),
+        cmocka_unit_test(test_render_mig_pods),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

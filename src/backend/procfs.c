@@ -258,11 +258,22 @@ static int scoped_id(const char *c, size_t n, const char *prefix, struct gs_proc
     return take_id(c, n, job, kind);
 }
 
-/* A pod UID: 36 characters of hex and '-' (or '_' in systemd slice names), 8-4-4-4-12. */
+/* A pod UID: 36 characters of hex and '-' (or '_' in systemd slice names), 8-4-4-4-12; or a
+ * static pod's (a manifest file's, the kubelet's hash of it): 32 hex digits. */
 static int take_pod_uid(const char *s, size_t n, struct gs_procfs_job *job)
 {
     char uid[37];
 
+    if (n == 32) {
+        for (size_t i = 0; i < 32; i++)
+            if (!is_hex(s[i]))
+                return 0;
+        if (!job->pod_uid[0]) {
+            memcpy(job->pod_uid, s, 32);
+            job->pod_uid[32] = '\0';
+        }
+        return 1;
+    }
     if (n != 36)
         return 0;
     for (size_t i = 0; i < 36; i++) {

@@ -108,6 +108,15 @@ static void cgroup_k8s_cgroupfs_v1(void **state)
 
     j = cg("4:pids:/kubepods/besteffort/pod" POD_DASH "/" ID64 "\n");
     assert_string_equal(j.pod_uid, POD_DASH);
+
+    /* a static pod (a manifest in /etc/kubernetes/manifests): its UID is 32 hex digits */
+    j = cg("0::/kubepods/burstable/pod6b0e1f3a2c4d5e6f708192a3b4c5d6e7/" ID64 "\n");
+    assert_string_equal(j.pod_uid, "6b0e1f3a2c4d5e6f708192a3b4c5d6e7");
+    j = cg("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+           "6b0e1f3a2c4d5e6f708192a3b4c5d6e7.slice/cri-containerd-" ID64 ".scope\n");
+    assert_string_equal(j.pod_uid, "6b0e1f3a2c4d5e6f708192a3b4c5d6e7");
+    j = cg("0::/kubepods/burstable/pod6b0e1f3a2c4d5e6f708192a3b4c5d6eZ/" ID64 "\n");
+    assert_string_equal(j.pod_uid, ""); /* not hex */
 }
 
 static void cgroup_k8s_dockershim_systemd(void **state)

@@ -750,15 +750,22 @@ static void render_nvlink_dcgm(struct gs_mbuf *b, const struct gs_snapshot *s)
 
     for (unsigned gi = 0; gi < s->n_gpus; gi++) {
         const struct gs_gpu *g = &s->gpus[gi];
+        /* a GPU in MIG mode: one series per GPU instance with the GPU's value, as for the
+         * other device-wide fields (render_dcgm) */
+        unsigned nm = mig_split(g) ? (g->n_mig < GS_MIG_MAX ? g->n_mig : GS_MIG_MAX) : 0;
         if (!gs_gpu_has(g, GS_M_NVLINK_TX) || !gs_gpu_has(g, GS_M_NVLINK_RX))
             continue;
-        if (!any++)
-            header(b, f->name, f->help, f->type);
-        puts_(b, f->name);
-        puts_(b, "{");
-        dcgm_labels(b, s, g);
-        puts_(b, "}");
-        value(b, floor((g->v[GS_M_NVLINK_TX] + g->v[GS_M_NVLINK_RX]) * f->scale));
+        for (unsigned k = 0; k < (nm ? nm : 1); k++) {
+            if (nm && !mig_first_of_gi(g, k))
+                continue;
+            if (!any++)
+                header(b, f->name, f->help, f->type);
+            puts_(b, f->name);
+            puts_(b, "{");
+            dcgm_gpu_labels(b, s, g, nm ? &g->mig[k] : NULL);
+            puts_(b, "}");
+            value(b, floor((g->v[GS_M_NVLINK_TX] + g->v[GS_M_NVLINK_RX]) * f->scale));
+        }
     }
 }
 

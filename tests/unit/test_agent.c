@@ -712,6 +712,17 @@ static void test_render_mig(void **state)
     assert_null(strstr(b.data, "DCGM_FI_DEV_GPU_UTIL"));
     assert_null(strstr(b.data, "DCGM_FI_DEV_FB_RESERVED"));
     gs_mbuf_reset(&b);
+    /* NVLink's device-wide figure follows the same rule: one series per GPU instance */
+    gs_gpu_set(g, GS_M_NVLINK_TX, 3e9);
+    gs_gpu_set(g, GS_M_NVLINK_RX, 1e9);
+    assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
+    snprintf(want, sizeof want, "\nDCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL%s 4000\n", dl);
+    assert_non_null(strstr(b.data, want));
+    for (n = 0, p = b.data; (p = strstr(p, "\nDCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL{")); p++)
+        n++;
+    assert_int_equal(n, 2);
+    g->st[GS_M_NVLINK_TX] = g->st[GS_M_NVLINK_RX] = GS_ST_NA;
+    gs_mbuf_reset(&b);
     assert_int_equal(
         gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM | GS_METRICS_DCGM_HOSTNAME), GS_OK);
     assert_non_null(strstr(b.data, "GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"9\",Hostname=\"node"));

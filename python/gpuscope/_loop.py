@@ -203,27 +203,33 @@ def _batch_size(batch):
 def _wrap_next(orig):
     @functools.wraps(orig)
     def __next__(self):
-        if S.top is not None or not S.enabled or S.finished:
+        st = S
+        if st.top is not None or not st.enabled or st.finished:
             return orig(self)
-        p = S.prof or _begin()
+        p = st.prof or _begin()
         if p is None:
             return orig(self)
         # data is host time whatever the device: timed here, no phase bookkeeping
-        S.top = PH_DATA
+        st.top = PH_DATA
         t0 = _perf_ns()
         try:
             batch = orig(self)
         finally:
-            S.top = None
+            st.top = None
             if p._in_step:
                 p._acc[PH_DATA] += (_perf_ns() - t0) / 1e6
                 p._seen[PH_DATA] = True
-        S.counts["data"] += 1
+        st.counts["data"] += 1
         # the batch's leading dimension; a tuple / list of tensors without recursion
         try:
             first = batch[0] if type(batch) in (tuple, list) and batch else batch
-            S.samples += (first.shape[0] if type(first) is _Tensor and first.dim()
-                          else _hooks_batch_size(batch))
+            if type(first) is _Tensor:
+                try:
+                    st.samples += first.size(0)
+                except IndexError:  # 0-d
+                    st.samples += _hooks_batch_size(batch)
+            else:
+                st.samples += _hooks_batch_size(batch)
         except Exception:
             pass
         return batch

@@ -18,7 +18,8 @@ receiver, no NVML (nvml "off"): the in-process aggregate is fed.
 With --zero-code, the zero-code loop tracker (gpuscope._loop, what `gpuscope run` installs
 without any import in the script) instead: the same DataLoader loop in chunks of --steps,
 alternately with the tracker installed and uninstalled (nvml off, log lines discarded),
---rounds pairs.
+--rounds pairs; with --versus also the explicit gpuscope.step() + 3 phases on the same
+DataLoader loop, interleaved in the same rounds (tracker uninstalled meanwhile).
 Then micro-costs: one phase mark (enter + exit of gpuscope.phase inside an open step), one
 ctypes gs_run_step call, one step record from Python (StepRec filled + gs_run_step).
 """
@@ -181,11 +182,37 @@ def zero_code(a):
                 k += 1
         return (perf() - t0) / k / 1000
 
+    ex = None
+    if a.versus:  # the explicit API on the same loop, tracker uninstalled (step_aside: no-op)
+        gpuscope.init(nvml="off", log=lambda s: None)
+        step, phase = gpuscope.step, gpuscope.phase
+        f, b, o = phase("forward"), phase("backward"), phase("optimizer_step")
+
+        def chunk_explicit(n):
+            t0, k = perf(), 0
+            while k < n:
+                for x, y in loader:
+                    with step(samples=8):
+                        with f:
+                            loss = torch.nn.functional.mse_loss(model(x), y)
+                        with b:
+                            loss.backward()
+                        with o:
+                            opt.step()
+                    opt.zero_grad(set_to_none=True)
+                    k += 1
+            return (perf() - t0) / k / 1000
+        chunk_explicit(200)
+        ex = []
     chunk(200)
     on, off = [], []
+    orders = (("off", "on", "explicit"), ("on", "explicit", "off"), ("explicit", "off", "on"))
     for r in range(a.rounds):
-        for kind in (("off", "on") if r % 2 == 0 else ("on", "off")):
-            if kind == "on":
+        kinds = orders[r % 3] if a.versus else (("off", "on") if r % 2 == 0 else ("on", "off"))
+        for kind in kinds:
+            if kind == "explicit":
+                ex.append(chunk_explicit(a.steps))
+            elif kind == "on":
                 _loop.install(torch)
                 chunk(64)  # the forward hooks settle on the root again
                 on.append(chunk(a.steps))
@@ -201,6 +228,15 @@ def zero_code(a):
           f"us/step; overhead median {statistics.median(d):.2f} us/step (quartiles "
           f"{q[0]:.2f} .. {q[2]:.2f}), {100 * statistics.median(d) / statistics.median(off):.1f} %; "
           f"{_loop.S.prof.steps_done if _loop.S.prof else 0} steps recorded")
+    if ex:
+        de = [x - y for x, y in zip(ex, off)]
+        qe = statistics.quantiles(de) if len(de) >= 2 else [de[0]] * 3
+        dd = [x - y for x, y in zip(on, ex)]
+        print(f"explicit gpuscope.step() + 3 phases, same loop, interleaved: "
+              f"{statistics.median(ex):.2f} us/step; overhead median "
+              f"{statistics.median(de):.2f} us/step (quartiles {qe[0]:.2f} .. {qe[2]:.2f}); "
+              f"tracker minus explicit, median of rounds {statistics.median(dd):.2f} us/step")
+        gpuscope.finish()
     if a.all:
         print("    rounds (us):", " ".join(f"{x:.1f}" for x in d))
     return 0
@@ -279,6 +315,9 @@ def main():
     ap.add_argument("--all", action="store_true", help="print every round's overheads")
     ap.add_argument("--zero-code", action="store_true",
                     help="the zero-code loop tracker against the bare loop (child processes)")
+    ap.add_argument("--versus", action="store_true",
+                    help="with --zero-code: also the explicit gpuscope.step() + phases on the "
+                    "same loop, interleaved (the same chunks, the same process)")
     a = ap.parse_args()
     SIZE.update(hidden=a.hidden, batch=a.batch)
     if a.zero_code:

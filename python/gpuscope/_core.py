@@ -277,12 +277,15 @@ class Profiler:
 
     # ---- steps ----
 
-    def step_begin(self):
+    def step_begin(self, now=None):
+        """now: the host clock (perf_counter_ns) when the caller already read it (the loop
+        tracker's boundary: the previous step's end is this one's begin)."""
         if self._in_step:
             self.step_end()
         if not self._started:
             self.start()
-        now = _perf_ns()
+        if now is None:
+            now = _perf_ns()
         if self._data_ms == self._data_ms:
             self._acc[PH_DATA] = self._data_ms
             self._seen[PH_DATA] = True
@@ -301,13 +304,18 @@ class Profiler:
         if self._nvtx:
             self._nvtx.begin(PH_STEP, "step %d" % (self.steps_done + 1))
 
-    def step_end(self, samples=0, step=None):
+    def step_end(self, samples=0, step=None, now=None):
         if not self._in_step:
             return
-        for ph in (PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_COMM):
-            if self._open[ph] is not None:
-                self.phase_end(ph)
-        now = _perf_ns()
+        op = self._open
+        if op[PH_FORWARD] is not None or op[PH_BACKWARD] is not None or \
+                op[PH_OPTIMIZER] is not None or op[PH_COMM] is not None:
+            for ph in (PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_COMM):
+                if op[ph] is not None:
+                    self.phase_end(ph)
+            now = None  # phase_end read the clock after the caller
+        if now is None:
+            now = _perf_ns()
         self._in_step = False
         self._mark_ns = now
         if self._nvtx:
@@ -328,8 +336,9 @@ class Profiler:
         self.last_end = t_end
         self.steps_done += 1
         self.samples_done += samples
-        if self._capture:
-            self._capture.boundary(self.steps_done)
+        cap = self._capture
+        if cap is not None and (self.steps_done >= cap.wake_step or now >= cap.wake_ns):
+            cap.boundary(self.steps_done)  # else it has nothing to do (_profile.Capture)
         if not self.cuda:
             self._complete(self.step_no, 0, self._t0, t_end, ms, samples, NO_MEM)
             return

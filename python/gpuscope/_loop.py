@@ -152,23 +152,34 @@ def _close_top(p):
 
 
 def boundary():
-    """An optimizer step has ended: the step ends here and the next one begins."""
+    """An optimizer step has ended: the step ends here and the next one begins (one clock
+    read: the open phase's end, the step's end and the next step's begin)."""
     st = S
     p = st.prof
     if p is None:
         return
-    if st.top is not None:
-        _close_top(p)
+    ph = st.top
+    if ph is not None:
+        st.top = None
+        if p.cuda:
+            p.phase_end(ph)
+            now = _perf_ns()
+        else:  # _close_top, inline
+            now = _perf_ns()
+            p._acc[ph] += (now - st.t_top) / 1e6
+            p._seen[ph] = True
+    else:
+        now = _perf_ns()
     st.fdepth = 0
     p._exposed = st.exposed_ms if p._seen[PH_COMM] else NAN  # Profiler.set_exposed, inline
-    p.step_end(samples=st.samples)
+    p.step_end(st.samples, None, now)
     st.samples = 0
     st.exposed_ms = 0.0
     if st.global_fwd is not None or (st.step_bwd and not st.step_fwd):
         _adapt_forward_hooks()
     else:
         st.step_fwd = st.step_bwd = 0
-    p.step_begin()
+    p.step_begin(now)
 
 
 def _exposed(ms):
@@ -192,27 +203,33 @@ def _batch_size(batch):
 def _wrap_next(orig):
     @functools.wraps(orig)
     def __next__(self):
-        if S.top is not None or not S.enabled or S.finished:
+        st = S
+        if st.top is not None or not st.enabled or st.finished:
             return orig(self)
-        p = S.prof or _begin()
+        p = st.prof or _begin()
         if p is None:
             return orig(self)
         # data is host time whatever the device: timed here, no phase bookkeeping
-        S.top = PH_DATA
+        st.top = PH_DATA
         t0 = _perf_ns()
         try:
             batch = orig(self)
         finally:
-            S.top = None
+            st.top = None
             if p._in_step:
                 p._acc[PH_DATA] += (_perf_ns() - t0) / 1e6
                 p._seen[PH_DATA] = True
-        S.counts["data"] += 1
+        st.counts["data"] += 1
         # the batch's leading dimension; a tuple / list of tensors without recursion
         try:
             first = batch[0] if type(batch) in (tuple, list) and batch else batch
-            S.samples += (first.shape[0] if type(first) is _Tensor and first.dim()
-                          else _hooks_batch_size(batch))
+            if type(first) is _Tensor:
+                try:
+                    st.samples += first.size(0)
+                except IndexError:  # 0-d
+                    st.samples += _hooks_batch_size(batch)
+            else:
+                st.samples += _hooks_batch_size(batch)
         except Exception:
             pass
         return batch
@@ -324,11 +341,17 @@ def _wrap_backward(orig):
         try:
             return orig(*args, **kwargs)
         finally:
-            if S.top == PH_BACKWARD:
-                _close_top(p)
-            S.counts["backward"] += 1
-            S.step_bwd += 1
-            if S.comm:
+            st = S
+            if st.top == PH_BACKWARD:  # _close_top, inline
+                st.top = None
+                if p.cuda:
+                    p.phase_end(PH_BACKWARD)
+                else:
+                    p._acc[PH_BACKWARD] += (_perf_ns() - t0) / 1e6
+                    p._seen[PH_BACKWARD] = True
+            st.counts["backward"] += 1
+            st.step_bwd += 1
+            if st.comm:
                 _ddp_exposed(p, t0, _perf_ns())
     backward.__gpuscope__ = orig
     return backward
@@ -371,7 +394,8 @@ def _opt_enter():
 
 
 def _opt_exit(p):
-    S.opt_depth = max(0, S.opt_depth - 1)
+    if S.opt_depth > 0:
+        S.opt_depth -= 1
     if p is None:
         return
     S.counts["optimizer_step"] += 1
@@ -385,11 +409,31 @@ def _wrap_step(orig, counts=None):
     def step(*args, **kwargs):
         if counts is not None and args and not counts(args[0]):
             return orig(*args, **kwargs)
-        p = _opt_enter()
+        st = S
+        p = st.prof
+        if p is None or p.cuda or st.opt_depth or not st.enabled or st.finished:
+            p = _opt_enter()
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                _opt_exit(p)
+        # the common case (host timing, a running profiler, outermost): _opt_enter and
+        # _opt_exit inline, one clock read for the previous phase's end and this one's begin
+        st.opt_depth = 1
+        now = _perf_ns()
+        ph = st.top
+        if ph is not None:
+            p._acc[ph] += (now - st.t_top) / 1e6
+            p._seen[ph] = True
+        st.top = PH_OPTIMIZER
+        st.t_top = now
         try:
             return orig(*args, **kwargs)
         finally:
-            _opt_exit(p)
+            if st.opt_depth > 0:
+                st.opt_depth -= 1
+            st.counts["optimizer_step"] += 1
+            boundary()
     step.__gpuscope__ = orig
     return step
 

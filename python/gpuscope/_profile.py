@@ -28,6 +28,8 @@ import time
 
 _log = logging.getLogger("gpuscope")
 REQUEST_POLL_S = 0.5  # how often a rank looks for a `gpuscope trace capture` request
+_POLL_NS = int(REQUEST_POLL_S * 1e9)
+NEVER = float("inf")
 
 
 def parse(spec):
@@ -75,6 +77,11 @@ class Capture:
         self.files = []
         self.off = False
         self.discard = False  # the run ends inside a window: torch's stop() must not save
+        # When boundary() has something to do (the Profiler skips the call before): at the
+        # boundary with wake_step steps done, or once time.perf_counter_ns() >= wake_ns
+        self.wake_step = 0
+        self.wake_ns = 0
+        self._rearm(-1)
 
     def _is_start(self, s):
         if self.start is None:
@@ -86,10 +93,10 @@ class Capture:
     def _requested(self):
         """Steps of a new `gpuscope trace capture` request, else 0. Each rank answers each
         request once (the file stays for the other ranks; its ID tells requests apart)."""
-        now = time.monotonic()
+        now = time.perf_counter_ns()
         if now < self.request_next:
             return 0  # looked less than REQUEST_POLL_S ago: a step costs one clock read
-        self.request_next = now + REQUEST_POLL_S
+        self.request_next = now + _POLL_NS
         if self.poll is not None:
             try:
                 n = self.poll()
@@ -170,6 +177,26 @@ class Capture:
             _log.warning("gpuscope: profiler window off: %s", e)
             self.off = True
             self._close()
+        self._rearm(done)
+
+    def _rearm(self, done):
+        """wake_step, wake_ns after the boundary with done steps: every boundary while a
+        window is open, else the next one where a window may start (_is_start) or the next
+        look for a request."""
+        if self.off:
+            self.wake_step = self.wake_ns = NEVER
+            return
+        if self.prof is not None:
+            self.wake_step = 0
+            return
+        if self.start is None:
+            self.wake_step = NEVER
+        elif self.period:  # the first s > done + 2 with s >= period, s % period == 0
+            p = self.period
+            self.wake_step = max(p, ((done + 2) // p + 1) * p) - 2
+        else:
+            self.wake_step = self.start - 2 if self.start - 2 > done else NEVER
+        self.wake_ns = self.request_next if (self.request or self.poll) else NEVER
 
     def _close(self):
         prof, self.prof, self.window = self.prof, None, None

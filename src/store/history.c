@@ -1102,23 +1102,34 @@ static int prune_end(struct gs_store *st, int rc, unsigned n, unsigned *deleted,
     return GS_OK;
 }
 
-int gs_store_prune(struct gs_store *st, double now, double raw_retention_s,
-                   double rollup_retention_s, unsigned max_rows, unsigned *deleted,
-                   struct gs_err *err)
+/* The prune calls' start: clears *deleted, checks the store and the time, makes a max_rows of
+ * 0 the default 5000, then, when there is work, begins the write transaction (what names the
+ * call in the error if it cannot). GS_OK with no transaction open when there is no work. */
+static int prune_begin(struct gs_store *st, double now, unsigned *max_rows, unsigned *deleted,
+                       int work, const char *what, struct gs_err *err)
 {
-    unsigned n = 0;
-    int rc = SQLITE_OK;
-
     if (deleted)
         *deleted = 0;
     if (store_writable(st, err, "prune") != GS_OK)
         return GS_EINVAL;
     if (!(now > 0 && now <= 1e11))
         return gs_err_set(err, GS_EINVAL, "history: prune needs a store and a time");
-    if (!max_rows)
-        max_rows = 5000;
-    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-        return store_fail(st, err, "prune");
+    if (!*max_rows)
+        *max_rows = 5000;
+    if (work && sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        return store_fail(st, err, what);
+    return GS_OK;
+}
+
+int gs_store_prune(struct gs_store *st, double now, double raw_retention_s,
+                   double rollup_retention_s, unsigned max_rows, unsigned *deleted,
+                   struct gs_err *err)
+{
+    unsigned n = 0;
+    int rc = prune_begin(st, now, &max_rows, deleted, 1, "prune", err);
+
+    if (rc != GS_OK)
+        return rc;
     if (raw_retention_s > 0) {
         int64_t cut = llround((now - raw_retention_s) * 1000.0);
         if (cut > 0) {
@@ -1209,20 +1220,11 @@ int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s
                         unsigned max_rows, unsigned *deleted, struct gs_err *err)
 {
     unsigned n = 0;
-    int rc = SQLITE_OK;
+    int work = runs_retention_s > 0;
+    int rc = prune_begin(st, now, &max_rows, deleted, work, "prune runs", err);
 
-    if (deleted)
-        *deleted = 0;
-    if (store_writable(st, err, "prune") != GS_OK)
-        return GS_EINVAL;
-    if (!(now > 0 && now <= 1e11))
-        return gs_err_set(err, GS_EINVAL, "history: prune needs a store and a time");
-    if (!max_rows)
-        max_rows = 5000;
-    if (!(runs_retention_s > 0))
-        return GS_OK;
-    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-        return store_fail(st, err, "prune runs");
+    if (rc != GS_OK || !work)
+        return rc;
     while (rc == SQLITE_OK && n < max_rows) {
         sqlite3_stmt *s = NULL;
         int64_t id = 0;
@@ -1330,20 +1332,12 @@ int gs_store_prune_live(struct gs_store *st, double now, double runs_retention_s
                         unsigned *deleted, struct gs_err *err)
 {
     unsigned n = 0;
-    int rc = SQLITE_OK;
+    /* (a NULL st fails in prune_begin, whatever work says) */
+    int work = st && st->n_live > 0 && (runs_retention_s > 0 || steps_per_run || steps_per_uid);
+    int rc = prune_begin(st, now, &max_rows, deleted, work, "prune live runs", err);
 
-    if (deleted)
-        *deleted = 0;
-    if (store_writable(st, err, "prune") != GS_OK)
-        return GS_EINVAL;
-    if (!(now > 0 && now <= 1e11))
-        return gs_err_set(err, GS_EINVAL, "history: prune needs a store and a time");
-    if (!max_rows)
-        max_rows = 5000;
-    if (st->n_live == 0 || (!(runs_retention_s > 0) && !steps_per_run && !steps_per_uid))
-        return GS_OK;
-    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-        return store_fail(st, err, "prune live runs");
+    if (rc != GS_OK || !work)
+        return rc;
     for (unsigned i = 0; i < st->n_live && rc == SQLITE_OK && n < max_rows; i++) {
         struct store_live *lv = &st->live[i];
         unsigned got = 0, budget = max_rows - n;

@@ -204,6 +204,17 @@ static void put_mhz(struct gs_tbuf *b, const struct gs_gpu *g, enum gs_metric m)
         put_na(b, 4);
 }
 
+/* "  tx 1.2 GB/s rx 350 MB/s" when both PCIe rates are known (cell_clocks, cell_below_narrow). */
+static void put_pcie_rates(struct gs_tbuf *b, const struct gs_gpu *g)
+{
+    if (gs_gpu_has(g, GS_M_PCIE_TX) && gs_gpu_has(g, GS_M_PCIE_RX)) {
+        char tx[32], rx[32];
+        fmt_rate(tx, sizeof tx, g->v[GS_M_PCIE_TX]);
+        fmt_rate(rx, sizeof rx, g->v[GS_M_PCIE_RX]);
+        gs_tbuf_printf(b, "  tx %s rx %s", tx, rx);
+    }
+}
+
 /* -a: "P0  1980 / 2619 MHz  Gen5 x16  tx 1.2 GB/s rx 350 MB/s" (SM and memory clocks). */
 static void cell_clocks(struct gs_tbuf *b, const struct gs_gpu *g)
 {
@@ -223,12 +234,7 @@ static void cell_clocks(struct gs_tbuf *b, const struct gs_gpu *g)
         gs_tbuf_puts(b, "PCIe ");
         gs_tbuf_color(b, GS_SGR_GRAY, "N/A");
     }
-    if (gs_gpu_has(g, GS_M_PCIE_TX) && gs_gpu_has(g, GS_M_PCIE_RX)) {
-        char tx[32], rx[32];
-        fmt_rate(tx, sizeof tx, g->v[GS_M_PCIE_TX]);
-        fmt_rate(rx, sizeof rx, g->v[GS_M_PCIE_RX]);
-        gs_tbuf_printf(b, "  tx %s rx %s", tx, rx);
-    }
+    put_pcie_rates(b, g);
 }
 
 #define THR_HW (GS_THR_HW_SLOWDOWN | GS_THR_HW_THERMAL | GS_THR_HW_POWER_BRAKE)
@@ -942,12 +948,7 @@ static void cell_below_narrow(struct gs_tbuf *b, const struct gs_gpu *g, unsigne
         if (gs_gpu_has(g, GS_M_PCIE_GEN) && gs_gpu_has(g, GS_M_PCIE_WIDTH))
             gs_tbuf_printf(b, "  Gen%ld x%ld", lround(g->v[GS_M_PCIE_GEN]),
                            lround(g->v[GS_M_PCIE_WIDTH]));
-        if (gs_gpu_has(g, GS_M_PCIE_TX) && gs_gpu_has(g, GS_M_PCIE_RX)) {
-            char tx[32], rx[32];
-            fmt_rate(tx, sizeof tx, g->v[GS_M_PCIE_TX]);
-            fmt_rate(rx, sizeof rx, g->v[GS_M_PCIE_RX]);
-            gs_tbuf_printf(b, "  tx %s rx %s", tx, rx);
-        }
+        put_pcie_rates(b, g);
         any = 1;
     }
     if (throttle_mask(g)) {

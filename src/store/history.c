@@ -1147,26 +1147,35 @@ int gs_store_prune(struct gs_store *st, double now, double raw_retention_s,
     return prune_end(st, rc, n, deleted, "prune", err);
 }
 
+/* Runs sql, a DELETE of at most ?2 rows of run ?1; *n: the rows it deleted. */
+static int store_delete_of_run(struct gs_store *st, const char *sql, int64_t run_id,
+                               unsigned limit, unsigned *n)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
+
+    *n = 0;
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(s, 1, run_id);
+        sqlite3_bind_int(s, 2, (int)limit);
+        rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(st->db);
+        *n = rc == SQLITE_OK ? (unsigned)sqlite3_changes(st->db) : 0;
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
 /* Deletes up to *limit logged points of run_id (schema v3), adds them to *deleted and takes
  * them off *limit. */
 static int store_prune_run_logs(struct gs_store *st, int64_t run_id, unsigned *limit,
                                 unsigned *deleted)
 {
-    sqlite3_stmt *s = NULL;
     unsigned n = 0;
-    int rc;
+    int rc = store_delete_of_run(st,
+                                 "DELETE FROM run_log WHERE id IN"
+                                 " (SELECT id FROM run_log WHERE run = ?1 LIMIT ?2)",
+                                 run_id, *limit, &n);
 
-    rc = sqlite3_prepare_v2(st->db,
-                            "DELETE FROM run_log WHERE id IN"
-                            " (SELECT id FROM run_log WHERE run = ?1 LIMIT ?2)",
-                            -1, &s, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(s, 1, run_id);
-        sqlite3_bind_int(s, 2, (int)*limit);
-        rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(st->db);
-        n = (unsigned)sqlite3_changes(st->db);
-    }
-    sqlite3_finalize(s);
     if (rc == SQLITE_OK) {
         *deleted += n;
         *limit -= n;
@@ -1186,18 +1195,10 @@ static int store_prune_one_run(struct gs_store *st, int64_t run_id, unsigned lim
     *run_gone = 0;
     if ((rc = store_prune_run_logs(st, run_id, &limit, deleted)) != SQLITE_OK || limit == 0)
         return rc;
-    rc = sqlite3_prepare_v2(st->db,
-                            "DELETE FROM step WHERE id IN"
-                            " (SELECT id FROM step WHERE run = ?1 LIMIT ?2)",
-                            -1, &s, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(s, 1, run_id);
-        sqlite3_bind_int(s, 2, (int)limit);
-        rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(st->db);
-        n = (unsigned)sqlite3_changes(st->db);
-    }
-    sqlite3_finalize(s);
-    s = NULL;
+    rc = store_delete_of_run(st,
+                             "DELETE FROM step WHERE id IN"
+                             " (SELECT id FROM step WHERE run = ?1 LIMIT ?2)",
+                             run_id, limit, &n);
     if (rc != SQLITE_OK)
         return rc;
     *deleted += n;

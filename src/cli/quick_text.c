@@ -141,9 +141,10 @@ static void put_power(struct gs_tbuf *b, const struct gs_gpu *g, const char *lea
 
 /* ---- cells ---- */
 
-static void cell_sensors(struct gs_tbuf *b, const struct gs_gpu *g, unsigned show)
+/* The GPU temperature, "%3ld°C" (red, bold from 50 °C), or N/A as wide. */
+static void put_temp(struct gs_tbuf *b, const struct gs_gpu *g)
 {
-    if (gs_gpu_has(g, GS_M_TEMP_GPU)) { /* "%3ld°C", as wide as "  N/A" */
+    if (gs_gpu_has(g, GS_M_TEMP_GPU)) {
         long t = lround(g->v[GS_M_TEMP_GPU]);
         gs_tbuf_sgr(b, t < 50 ? GS_SGR_RED : GS_SGR_BOLD_RED);
         gs_tbuf_printf(b, "%3ld\xc2\xb0"
@@ -153,6 +154,11 @@ static void cell_sensors(struct gs_tbuf *b, const struct gs_gpu *g, unsigned sho
     } else {
         put_na(b, 5);
     }
+}
+
+static void cell_sensors(struct gs_tbuf *b, const struct gs_gpu *g, unsigned show)
+{
+    put_temp(b, g);
     if (show & GS_QS_FAN) {
         gs_tbuf_puts(b, ", fan ");
         put_pct(b, g, GS_M_FAN, 30, GS_SGR_CYAN, GS_SGR_BOLD_CYAN);
@@ -879,16 +885,7 @@ static void put_pct_narrow(struct gs_tbuf *b, const struct gs_gpu *g, enum gs_me
  * throttle reasons go below (cell_below_narrow). */
 static void cell_sensors_narrow(struct gs_tbuf *b, const struct gs_gpu *g, unsigned show)
 {
-    if (gs_gpu_has(g, GS_M_TEMP_GPU)) {
-        long t = lround(g->v[GS_M_TEMP_GPU]);
-        gs_tbuf_sgr(b, t < 50 ? GS_SGR_RED : GS_SGR_BOLD_RED);
-        gs_tbuf_printf(b, "%3ld\xc2\xb0"
-                          "C",
-                       t);
-        gs_tbuf_sgr(b, GS_SGR_RESET);
-    } else {
-        put_na(b, 5);
-    }
+    put_temp(b, g);
     if (show & GS_QS_FAN) {
         gs_tbuf_puts(b, " F");
         put_pct_narrow(b, g, GS_M_FAN, 30, GS_SGR_CYAN, GS_SGR_BOLD_CYAN, 1);

@@ -6,7 +6,9 @@
  *   [0] NVIDIA H100 80GB HBM3 | 45°C,  82 % | 32120 / 81559 MB | python/12345(alice 30.1G)
  *
  * Every GPU line is cut into cells (index and name, readings with any throttling, memory,
- * clocks, processes); each cell is padded to the widest across GPUs so columns line up. Colours follow
+ * clocks, processes); each cell is padded to the widest across GPUs so columns line up. When
+ * that is wider than the terminal, the same cells are built in a narrow layout (shorter
+ * readings, clocks and throttling on a line below) rather than cut at the edge. Colours follow
  * gpustat: temperature red below 50 °C and bold red from 50, utilization green below 30 % and
  * bold green from 30, memory yellow, power magenta (bold from 40 % of the limit). Absent
  * readings print a grey N/A, never 0. Text that comes from outside (names, command lines) is
@@ -139,9 +141,10 @@ static void put_power(struct gs_tbuf *b, const struct gs_gpu *g, const char *lea
 
 /* ---- cells ---- */
 
-static void cell_sensors(struct gs_tbuf *b, const struct gs_gpu *g, unsigned show)
+/* The GPU temperature, "%3ld°C" (red, bold from 50 °C), or N/A as wide. */
+static void put_temp(struct gs_tbuf *b, const struct gs_gpu *g)
 {
-    if (gs_gpu_has(g, GS_M_TEMP_GPU)) { /* "%3ld°C", as wide as "  N/A" */
+    if (gs_gpu_has(g, GS_M_TEMP_GPU)) {
         long t = lround(g->v[GS_M_TEMP_GPU]);
         gs_tbuf_sgr(b, t < 50 ? GS_SGR_RED : GS_SGR_BOLD_RED);
         gs_tbuf_printf(b, "%3ld\xc2\xb0"
@@ -151,6 +154,11 @@ static void cell_sensors(struct gs_tbuf *b, const struct gs_gpu *g, unsigned sho
     } else {
         put_na(b, 5);
     }
+}
+
+static void cell_sensors(struct gs_tbuf *b, const struct gs_gpu *g, unsigned show)
+{
+    put_temp(b, g);
     if (show & GS_QS_FAN) {
         gs_tbuf_puts(b, ", fan ");
         put_pct(b, g, GS_M_FAN, 30, GS_SGR_CYAN, GS_SGR_BOLD_CYAN);
@@ -202,6 +210,17 @@ static void put_mhz(struct gs_tbuf *b, const struct gs_gpu *g, enum gs_metric m)
         put_na(b, 4);
 }
 
+/* "  tx 1.2 GB/s rx 350 MB/s" when both PCIe rates are known (cell_clocks, cell_below_narrow). */
+static void put_pcie_rates(struct gs_tbuf *b, const struct gs_gpu *g)
+{
+    if (gs_gpu_has(g, GS_M_PCIE_TX) && gs_gpu_has(g, GS_M_PCIE_RX)) {
+        char tx[32], rx[32];
+        fmt_rate(tx, sizeof tx, g->v[GS_M_PCIE_TX]);
+        fmt_rate(rx, sizeof rx, g->v[GS_M_PCIE_RX]);
+        gs_tbuf_printf(b, "  tx %s rx %s", tx, rx);
+    }
+}
+
 /* -a: "P0  1980 / 2619 MHz  Gen5 x16  tx 1.2 GB/s rx 350 MB/s" (SM and memory clocks). */
 static void cell_clocks(struct gs_tbuf *b, const struct gs_gpu *g)
 {
@@ -221,12 +240,7 @@ static void cell_clocks(struct gs_tbuf *b, const struct gs_gpu *g)
         gs_tbuf_puts(b, "PCIe ");
         gs_tbuf_color(b, GS_SGR_GRAY, "N/A");
     }
-    if (gs_gpu_has(g, GS_M_PCIE_TX) && gs_gpu_has(g, GS_M_PCIE_RX)) {
-        char tx[32], rx[32];
-        fmt_rate(tx, sizeof tx, g->v[GS_M_PCIE_TX]);
-        fmt_rate(rx, sizeof rx, g->v[GS_M_PCIE_RX]);
-        gs_tbuf_printf(b, "  tx %s rx %s", tx, rx);
-    }
+    put_pcie_rates(b, g);
 }
 
 #define THR_HW (GS_THR_HW_SLOWDOWN | GS_THR_HW_THERMAL | GS_THR_HW_POWER_BRAKE)
@@ -514,50 +528,6 @@ static struct span end_span(const struct gs_tbuf *b, size_t off)
     return sp;
 }
 
-/* Renders every cell of every selected GPU into scratch and records the spans. */
-static void build_cells(struct gs_tbuf *scratch, struct row *rows, const struct gs_snapshot *s,
-                        const struct gs_quick_opts *o)
-{
-    for (unsigned i = 0; i < s->n_gpus; i++) {
-        const struct gs_gpu *g = &s->gpus[i];
-        struct row *r = &rows[i];
-        size_t off;
-
-        if (!gs_quick_selected(o, g))
-            continue;
-        r->lost = g->lost;
-        off = scratch->len;
-        gs_tbuf_sgr(scratch, GS_SGR_CYAN);
-        gs_tbuf_printf(scratch, "[%u]", g->index);
-        gs_tbuf_sgr(scratch, GS_SGR_RESET);
-        r->c[C_ID] = end_span(scratch, off);
-        off = scratch->len;
-        gs_tbuf_sgr(scratch, GS_SGR_BLUE);
-        put_safe(scratch, gs_gpu_has_text(g, GS_T_NAME) ? g->text[GS_T_NAME] : "N/A",
-                 GS_QUICK_NAME_MAX);
-        gs_tbuf_sgr(scratch, GS_SGR_RESET);
-        r->c[C_NAME] = end_span(scratch, off);
-        if (g->lost)
-            continue;
-        off = scratch->len;
-        cell_sensors(scratch, g, o->show);
-        /* Throttling sits by the readings it explains: "| 71°C, 100 % ⚠ HW thermal |". */
-        if (throttle_mask(g)) {
-            gs_tbuf_puts(scratch, " ");
-            cell_throttle(scratch, throttle_mask(g));
-        }
-        r->c[C_SENS] = end_span(scratch, off);
-        off = scratch->len;
-        cell_mem(scratch, gs_gpu_has(g, GS_M_MEM_USED), g->v[GS_M_MEM_USED],
-                 gs_gpu_has(g, GS_M_MEM_TOTAL), g->v[GS_M_MEM_TOTAL]);
-        r->c[C_MEM] = end_span(scratch, off);
-        off = scratch->len;
-        if (o->show & GS_QS_CLOCKS)
-            cell_clocks(scratch, g);
-        r->c[C_CLK] = end_span(scratch, off);
-    }
-}
-
 static void put_cell(struct gs_tbuf *out, const struct gs_tbuf *scratch, const struct span *sp,
                      size_t width)
 {
@@ -600,7 +570,7 @@ static void mig_label(struct gs_tbuf *b, const struct gs_gpu *g, unsigned m, uns
 struct widths {
     size_t w[C__COUNT];
     size_t mig_label; /* widest MIG label */
-    int compact; /* the narrow layout (build_cells_narrow): C_CLK is a line of its own */
+    int compact; /* the narrow layout (build_cells(..., 1)): C_CLK is a line of its own */
 };
 
 /* The narrow layout (below gpu_line). */
@@ -915,16 +885,7 @@ static void put_pct_narrow(struct gs_tbuf *b, const struct gs_gpu *g, enum gs_me
  * throttle reasons go below (cell_below_narrow). */
 static void cell_sensors_narrow(struct gs_tbuf *b, const struct gs_gpu *g, unsigned show)
 {
-    if (gs_gpu_has(g, GS_M_TEMP_GPU)) {
-        long t = lround(g->v[GS_M_TEMP_GPU]);
-        gs_tbuf_sgr(b, t < 50 ? GS_SGR_RED : GS_SGR_BOLD_RED);
-        gs_tbuf_printf(b, "%3ld\xc2\xb0"
-                          "C",
-                       t);
-        gs_tbuf_sgr(b, GS_SGR_RESET);
-    } else {
-        put_na(b, 5);
-    }
+    put_temp(b, g);
     if (show & GS_QS_FAN) {
         gs_tbuf_puts(b, " F");
         put_pct_narrow(b, g, GS_M_FAN, 30, GS_SGR_CYAN, GS_SGR_BOLD_CYAN, 1);
@@ -984,12 +945,7 @@ static void cell_below_narrow(struct gs_tbuf *b, const struct gs_gpu *g, unsigne
         if (gs_gpu_has(g, GS_M_PCIE_GEN) && gs_gpu_has(g, GS_M_PCIE_WIDTH))
             gs_tbuf_printf(b, "  Gen%ld x%ld", lround(g->v[GS_M_PCIE_GEN]),
                            lround(g->v[GS_M_PCIE_WIDTH]));
-        if (gs_gpu_has(g, GS_M_PCIE_TX) && gs_gpu_has(g, GS_M_PCIE_RX)) {
-            char tx[32], rx[32];
-            fmt_rate(tx, sizeof tx, g->v[GS_M_PCIE_TX]);
-            fmt_rate(rx, sizeof rx, g->v[GS_M_PCIE_RX]);
-            gs_tbuf_printf(b, "  tx %s rx %s", tx, rx);
-        }
+        put_pcie_rates(b, g);
         any = 1;
     }
     if (throttle_mask(g)) {
@@ -999,13 +955,15 @@ static void cell_below_narrow(struct gs_tbuf *b, const struct gs_gpu *g, unsigne
     }
 }
 
-/* build_cells in the narrow layout; C_CLK holds the line below (empty: none). */
-static void build_cells_narrow(struct gs_tbuf *scratch, struct row *rows,
-                               const struct gs_snapshot *s, const struct gs_quick_opts *o)
+/* Renders every cell of every selected GPU into scratch and records the spans; narrow: the
+ * narrow layout's cells, where C_CLK holds the line below (empty: none). */
+static void build_cells(struct gs_tbuf *scratch, struct row *rows, const struct gs_snapshot *s,
+                        const struct gs_quick_opts *o, int narrow)
 {
     for (unsigned i = 0; i < s->n_gpus; i++) {
         const struct gs_gpu *g = &s->gpus[i];
         struct row *r = &rows[i];
+        const char *name;
         size_t off;
 
         if (!gs_quick_selected(o, g))
@@ -1017,23 +975,36 @@ static void build_cells_narrow(struct gs_tbuf *scratch, struct row *rows,
         gs_tbuf_sgr(scratch, GS_SGR_RESET);
         r->c[C_ID] = end_span(scratch, off);
         off = scratch->len;
+        name = gs_gpu_has_text(g, GS_T_NAME) ? g->text[GS_T_NAME] : NULL;
         gs_tbuf_sgr(scratch, GS_SGR_BLUE);
-        put_safe(scratch,
-                 gs_gpu_has_text(g, GS_T_NAME) ? short_gpu_name(g->text[GS_T_NAME]) : "N/A",
-                 GS_QUICK_NARROW_NAME_MAX);
+        put_safe(scratch, !name ? "N/A" : narrow ? short_gpu_name(name) : name,
+                 narrow ? GS_QUICK_NARROW_NAME_MAX : GS_QUICK_NAME_MAX);
         gs_tbuf_sgr(scratch, GS_SGR_RESET);
         r->c[C_NAME] = end_span(scratch, off);
         if (g->lost)
             continue;
         off = scratch->len;
-        cell_sensors_narrow(scratch, g, o->show);
+        if (narrow) {
+            cell_sensors_narrow(scratch, g, o->show);
+        } else {
+            cell_sensors(scratch, g, o->show);
+            /* Throttling sits by the readings it explains: "| 71°C, 100 % ⚠ HW thermal |". */
+            if (throttle_mask(g)) {
+                gs_tbuf_puts(scratch, " ");
+                cell_throttle(scratch, throttle_mask(g));
+            }
+        }
         r->c[C_SENS] = end_span(scratch, off);
         off = scratch->len;
-        cell_mem_narrow(scratch, gs_gpu_has(g, GS_M_MEM_USED), g->v[GS_M_MEM_USED],
-                        gs_gpu_has(g, GS_M_MEM_TOTAL), g->v[GS_M_MEM_TOTAL]);
+        (narrow ? cell_mem_narrow : cell_mem)(scratch, gs_gpu_has(g, GS_M_MEM_USED),
+                                              g->v[GS_M_MEM_USED], gs_gpu_has(g, GS_M_MEM_TOTAL),
+                                              g->v[GS_M_MEM_TOTAL]);
         r->c[C_MEM] = end_span(scratch, off);
         off = scratch->len;
-        cell_below_narrow(scratch, g, o->show);
+        if (narrow)
+            cell_below_narrow(scratch, g, o->show);
+        else if (o->show & GS_QS_CLOCKS)
+            cell_clocks(scratch, g);
         r->c[C_CLK] = end_span(scratch, off);
     }
 }
@@ -1186,14 +1157,14 @@ int gs_quick_render(struct gs_tbuf *out, const struct gs_snapshot *s,
     }
     gs_tbuf_init(&scratch, out->color);
     gs_tbuf_init(&tmp, out->color);
-    build_cells(&scratch, rows, s, o);
+    build_cells(&scratch, rows, s, o, 0);
     wd = measure(&tmp, rows, s, o);
     if (cols && line_width(&wd, o) > cols) {
         /* Too wide for the terminal: the narrow layout rather than lines cut at the edge. */
         size_t full = line_width(&wd, o);
         gs_tbuf_reset(&scratch);
         memset(rows, 0, (s->n_gpus ? s->n_gpus : 1) * sizeof *rows);
-        build_cells_narrow(&scratch, rows, s, o);
+        build_cells(&scratch, rows, s, o, 1);
         wd = measure(&tmp, rows, s, o);
         wd.compact = 1;
         if (!o->no_header)

@@ -188,6 +188,69 @@ static int fact_str_ok(const char *s, size_t n)
     return 1;
 }
 
+/* The facts and tags objects share their rules; what ("facts", "tags") names the object in
+ * the errors ("<ctx><what>.<key>: ..."). */
+
+typedef int (*kv_put_fn)(void *out, const char *key, json_t *v, const char *ctx, char *err,
+                         size_t errlen);
+
+/* Walks the object: absent or null is empty (0), anything but an object fails (-1); null
+ * values count as absent, keys are 1-48 of [A-Za-z0-9_.-], and put takes each other entry
+ * (1: walked, -1: an entry failed). */
+static int kv_walk(const json_t *obj, const char *what, const char *ctx, kv_put_fn put,
+                   void *out, char *err, size_t errlen)
+{
+    const char *key;
+    json_t *v;
+
+    if (!obj || json_is_null(obj))
+        return 0;
+    if (!json_is_object(obj))
+        return fail(err, errlen, "%s%s: not an object", ctx, what);
+    /* jansson's objects are not const-iterable; reading does not change them */
+    json_object_foreach((json_t *)obj, key, v) {
+        if (json_is_null(v))
+            continue;
+        if (!fact_key_ok(key))
+            return fail(err, errlen, "%s%s: key \"%.48s\" not 1-48 of [A-Za-z0-9_.-]", ctx,
+                        what, key);
+        if (put(out, key, v, ctx, err, errlen) < 0)
+            return -1;
+    }
+    return 1;
+}
+
+/* A string value: shorter than GS_RECORD_FACT_STR, without control characters. */
+static int kv_string(const json_t *v, const char *what, const char *ctx, const char *key,
+                     char *err, size_t errlen)
+{
+    const char *s = json_string_value(v);
+    size_t n = json_string_length(v);
+
+    if (n >= GS_RECORD_FACT_STR)
+        return fail(err, errlen, "%s%s.%s: longer than %d bytes", ctx, what, key,
+                    GS_RECORD_FACT_STR - 1);
+    if (strlen(s) != n || !fact_str_ok(s, n))
+        return fail(err, errlen, "%s%s.%s: contains a control character", ctx, what, key);
+    return 0;
+}
+
+/* Bounds the object's size as it would be encoded (back: its JSON, NULL when out of memory;
+ * released here), so that a hello always re-encodes into a message. */
+static int kv_encoded(json_t *back, const char *what, const char *ctx, size_t max, char *err,
+                      size_t errlen)
+{
+    size_t n;
+
+    if (!back)
+        return fail(err, errlen, "%s%s: out of memory", ctx, what);
+    n = json_dumpb(back, NULL, 0, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(back);
+    if (n > max)
+        return fail(err, errlen, "%s%s: %zu bytes encoded, more than %zu", ctx, what, n, max);
+    return 0;
+}
+
 static int fact_value(json_t *v, struct gs_fact *f, const char *ctx, const char *key, char *err,
                       size_t errlen)
 {
@@ -206,61 +269,44 @@ static int fact_value(json_t *v, struct gs_fact *f, const char *ctx, const char 
         f->type = GS_FACT_REAL;
         f->v.d = json_real_value(v);
     } else if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        size_t n = json_string_length(v);
-        if (n >= GS_RECORD_FACT_STR)
-            return fail(err, errlen, "%sfacts.%s: longer than %d bytes", ctx, key,
-                        GS_RECORD_FACT_STR - 1);
-        if (strlen(s) != n || !fact_str_ok(s, n))
-            return fail(err, errlen, "%sfacts.%s: contains a control character", ctx, key);
+        if (kv_string(v, "facts", ctx, key, err, errlen) < 0)
+            return -1;
         f->type = GS_FACT_STR;
-        memcpy(f->v.s, s, n + 1);
+        memcpy(f->v.s, json_string_value(v), json_string_length(v) + 1);
     } else {
         return fail(err, errlen, "%sfacts.%s: not a scalar", ctx, key);
     }
     return 0;
 }
 
+static int fact_put(void *out, const char *key, json_t *v, const char *ctx, char *err,
+                    size_t errlen)
+{
+    struct gs_record_facts *fs = out;
+    struct gs_fact *f;
+
+    if (fs->n >= GS_RECORD_MAX_FACTS)
+        return fail(err, errlen, "%sfacts: more than %d entries", ctx, GS_RECORD_MAX_FACTS);
+    f = &fs->f[fs->n];
+    memcpy(f->key, key, strlen(key) + 1);
+    if (fact_value(v, f, ctx, key, err, errlen) < 0)
+        return -1;
+    fs->n++;
+    return 0;
+}
+
 static int facts_parse(const json_t *obj, const char *ctx, struct gs_record_facts *out, char *err,
                        size_t errlen)
 {
-    const char *key;
-    json_t *v, *back;
-    size_t n;
+    int rc;
 
     memset(out, 0, sizeof *out);
     if (!ctx)
         ctx = "";
-    if (!obj || json_is_null(obj))
-        return 0;
-    if (!json_is_object(obj))
-        return fail(err, errlen, "%sfacts: not an object", ctx);
-    /* jansson's objects are not const-iterable; reading does not change them */
-    json_object_foreach((json_t *)obj, key, v) {
-        struct gs_fact *f;
-        if (json_is_null(v))
-            continue;
-        if (!fact_key_ok(key))
-            return fail(err, errlen, "%sfacts: key \"%.48s\" not 1-48 of [A-Za-z0-9_.-]", ctx,
-                        key);
-        if (out->n >= GS_RECORD_MAX_FACTS)
-            return fail(err, errlen, "%sfacts: more than %d entries", ctx, GS_RECORD_MAX_FACTS);
-        f = &out->f[out->n];
-        memcpy(f->key, key, strlen(key) + 1);
-        if (fact_value(v, f, ctx, key, err, errlen) < 0)
-            return -1;
-        out->n++;
-    }
-    /* Bound the size as we would encode it, so that a hello always re-encodes into a message. */
-    back = gs_record_facts_json(out);
-    if (!back)
-        return fail(err, errlen, "%sfacts: out of memory", ctx);
-    n = json_dumpb(back, NULL, 0, JSON_COMPACT | JSON_REAL_PRECISION(17));
-    json_decref(back);
-    if (n > GS_RECORD_FACTS_BYTES)
-        return fail(err, errlen, "%sfacts: %zu bytes encoded, more than %d", ctx, n,
-                    GS_RECORD_FACTS_BYTES);
-    return 0;
+    if ((rc = kv_walk(obj, "facts", ctx, fact_put, out, err, errlen)) <= 0)
+        return rc;
+    return kv_encoded(gs_record_facts_json(out), "facts", ctx, GS_RECORD_FACTS_BYTES, err,
+                      errlen);
 }
 
 static int outcome_parse(const json_t *obj, const char *ctx, struct gs_record_facts *out,
@@ -344,52 +390,35 @@ static int facts_equal(const struct gs_record_facts *a, const struct gs_record_f
 
 /* ---- tags ---- */
 
+static int tag_put(void *out, const char *key, json_t *v, const char *ctx, char *err,
+                   size_t errlen)
+{
+    struct gs_record_tags *ts = out;
+
+    if (!json_is_string(v))
+        return fail(err, errlen, "%stags.%s: not a string", ctx, key);
+    if (ts->n >= GS_RECORD_MAX_TAGS)
+        return fail(err, errlen, "%stags: more than %d entries", ctx, GS_RECORD_MAX_TAGS);
+    if (kv_string(v, "tags", ctx, key, err, errlen) < 0)
+        return -1;
+    memcpy(ts->key[ts->n], key, strlen(key) + 1);
+    memcpy(ts->val[ts->n], json_string_value(v), json_string_length(v) + 1);
+    ts->n++;
+    return 0;
+}
+
 static int tags_parse(const json_t *obj, const char *ctx, struct gs_record_tags *out, char *err,
                       size_t errlen)
 {
-    const char *key;
-    json_t *v;
+    int rc;
 
     memset(out, 0, sizeof *out);
     if (!ctx)
         ctx = "";
-    if (!obj || json_is_null(obj))
-        return 0;
-    if (!json_is_object(obj))
-        return fail(err, errlen, "%stags: not an object", ctx);
-    json_object_foreach((json_t *)obj, key, v) {
-        const char *s;
-        size_t n;
-        if (json_is_null(v))
-            continue;
-        if (!fact_key_ok(key))
-            return fail(err, errlen, "%stags: key \"%.48s\" not 1-48 of [A-Za-z0-9_.-]", ctx,
-                        key);
-        if (!json_is_string(v))
-            return fail(err, errlen, "%stags.%s: not a string", ctx, key);
-        if (out->n >= GS_RECORD_MAX_TAGS)
-            return fail(err, errlen, "%stags: more than %d entries", ctx, GS_RECORD_MAX_TAGS);
-        s = json_string_value(v);
-        n = json_string_length(v);
-        if (n >= GS_RECORD_FACT_STR)
-            return fail(err, errlen, "%stags.%s: longer than %d bytes", ctx, key,
-                        GS_RECORD_FACT_STR - 1);
-        if (strlen(s) != n || !fact_str_ok(s, n))
-            return fail(err, errlen, "%stags.%s: contains a control character", ctx, key);
-        memcpy(out->key[out->n], key, strlen(key) + 1);
-        memcpy(out->val[out->n], s, n + 1);
-        out->n++;
-    }
+    if ((rc = kv_walk(obj, "tags", ctx, tag_put, out, err, errlen)) <= 0)
+        return rc;
     /* bounded as encoded, so that a hello with facts and tags always fits a message */
-    json_t *back = gs_record_tags_json(out);
-    size_t len = back ? json_dumpb(back, NULL, 0, JSON_COMPACT) : 0;
-    json_decref(back);
-    if (!back)
-        return fail(err, errlen, "%stags: out of memory", ctx);
-    if (len > GS_RECORD_TAGS_BYTES)
-        return fail(err, errlen, "%stags: %zu bytes encoded, more than %d", ctx, len,
-                    GS_RECORD_TAGS_BYTES);
-    return 0;
+    return kv_encoded(gs_record_tags_json(out), "tags", ctx, GS_RECORD_TAGS_BYTES, err, errlen);
 }
 
 int gs_record_tags_parse(const json_t *obj, const char *ctx, struct gs_record_tags *out,

@@ -1102,23 +1102,34 @@ static int prune_end(struct gs_store *st, int rc, unsigned n, unsigned *deleted,
     return GS_OK;
 }
 
-int gs_store_prune(struct gs_store *st, double now, double raw_retention_s,
-                   double rollup_retention_s, unsigned max_rows, unsigned *deleted,
-                   struct gs_err *err)
+/* The prune calls' start: clears *deleted, checks the store and the time, makes a max_rows of
+ * 0 the default 5000, then, when there is work, begins the write transaction (what names the
+ * call in the error if it cannot). GS_OK with no transaction open when there is no work. */
+static int prune_begin(struct gs_store *st, double now, unsigned *max_rows, unsigned *deleted,
+                       int work, const char *what, struct gs_err *err)
 {
-    unsigned n = 0;
-    int rc = SQLITE_OK;
-
     if (deleted)
         *deleted = 0;
     if (store_writable(st, err, "prune") != GS_OK)
         return GS_EINVAL;
     if (!(now > 0 && now <= 1e11))
         return gs_err_set(err, GS_EINVAL, "history: prune needs a store and a time");
-    if (!max_rows)
-        max_rows = 5000;
-    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-        return store_fail(st, err, "prune");
+    if (!*max_rows)
+        *max_rows = 5000;
+    if (work && sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        return store_fail(st, err, what);
+    return GS_OK;
+}
+
+int gs_store_prune(struct gs_store *st, double now, double raw_retention_s,
+                   double rollup_retention_s, unsigned max_rows, unsigned *deleted,
+                   struct gs_err *err)
+{
+    unsigned n = 0;
+    int rc = prune_begin(st, now, &max_rows, deleted, 1, "prune", err);
+
+    if (rc != GS_OK)
+        return rc;
     if (raw_retention_s > 0) {
         int64_t cut = llround((now - raw_retention_s) * 1000.0);
         if (cut > 0) {
@@ -1136,26 +1147,35 @@ int gs_store_prune(struct gs_store *st, double now, double raw_retention_s,
     return prune_end(st, rc, n, deleted, "prune", err);
 }
 
+/* Runs sql, a DELETE of at most ?2 rows of run ?1; *n: the rows it deleted. */
+static int store_delete_of_run(struct gs_store *st, const char *sql, int64_t run_id,
+                               unsigned limit, unsigned *n)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
+
+    *n = 0;
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(s, 1, run_id);
+        sqlite3_bind_int(s, 2, (int)limit);
+        rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(st->db);
+        *n = rc == SQLITE_OK ? (unsigned)sqlite3_changes(st->db) : 0;
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
 /* Deletes up to *limit logged points of run_id (schema v3), adds them to *deleted and takes
  * them off *limit. */
 static int store_prune_run_logs(struct gs_store *st, int64_t run_id, unsigned *limit,
                                 unsigned *deleted)
 {
-    sqlite3_stmt *s = NULL;
     unsigned n = 0;
-    int rc;
+    int rc = store_delete_of_run(st,
+                                 "DELETE FROM run_log WHERE id IN"
+                                 " (SELECT id FROM run_log WHERE run = ?1 LIMIT ?2)",
+                                 run_id, *limit, &n);
 
-    rc = sqlite3_prepare_v2(st->db,
-                            "DELETE FROM run_log WHERE id IN"
-                            " (SELECT id FROM run_log WHERE run = ?1 LIMIT ?2)",
-                            -1, &s, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(s, 1, run_id);
-        sqlite3_bind_int(s, 2, (int)*limit);
-        rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(st->db);
-        n = (unsigned)sqlite3_changes(st->db);
-    }
-    sqlite3_finalize(s);
     if (rc == SQLITE_OK) {
         *deleted += n;
         *limit -= n;
@@ -1175,18 +1195,10 @@ static int store_prune_one_run(struct gs_store *st, int64_t run_id, unsigned lim
     *run_gone = 0;
     if ((rc = store_prune_run_logs(st, run_id, &limit, deleted)) != SQLITE_OK || limit == 0)
         return rc;
-    rc = sqlite3_prepare_v2(st->db,
-                            "DELETE FROM step WHERE id IN"
-                            " (SELECT id FROM step WHERE run = ?1 LIMIT ?2)",
-                            -1, &s, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(s, 1, run_id);
-        sqlite3_bind_int(s, 2, (int)limit);
-        rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(st->db);
-        n = (unsigned)sqlite3_changes(st->db);
-    }
-    sqlite3_finalize(s);
-    s = NULL;
+    rc = store_delete_of_run(st,
+                             "DELETE FROM step WHERE id IN"
+                             " (SELECT id FROM step WHERE run = ?1 LIMIT ?2)",
+                             run_id, limit, &n);
     if (rc != SQLITE_OK)
         return rc;
     *deleted += n;
@@ -1209,20 +1221,11 @@ int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s
                         unsigned max_rows, unsigned *deleted, struct gs_err *err)
 {
     unsigned n = 0;
-    int rc = SQLITE_OK;
+    int work = runs_retention_s > 0;
+    int rc = prune_begin(st, now, &max_rows, deleted, work, "prune runs", err);
 
-    if (deleted)
-        *deleted = 0;
-    if (store_writable(st, err, "prune") != GS_OK)
-        return GS_EINVAL;
-    if (!(now > 0 && now <= 1e11))
-        return gs_err_set(err, GS_EINVAL, "history: prune needs a store and a time");
-    if (!max_rows)
-        max_rows = 5000;
-    if (!(runs_retention_s > 0))
-        return GS_OK;
-    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-        return store_fail(st, err, "prune runs");
+    if (rc != GS_OK || !work)
+        return rc;
     while (rc == SQLITE_OK && n < max_rows) {
         sqlite3_stmt *s = NULL;
         int64_t id = 0;
@@ -1330,20 +1333,12 @@ int gs_store_prune_live(struct gs_store *st, double now, double runs_retention_s
                         unsigned *deleted, struct gs_err *err)
 {
     unsigned n = 0;
-    int rc = SQLITE_OK;
+    /* (a NULL st fails in prune_begin, whatever work says) */
+    int work = st && st->n_live > 0 && (runs_retention_s > 0 || steps_per_run || steps_per_uid);
+    int rc = prune_begin(st, now, &max_rows, deleted, work, "prune live runs", err);
 
-    if (deleted)
-        *deleted = 0;
-    if (store_writable(st, err, "prune") != GS_OK)
-        return GS_EINVAL;
-    if (!(now > 0 && now <= 1e11))
-        return gs_err_set(err, GS_EINVAL, "history: prune needs a store and a time");
-    if (!max_rows)
-        max_rows = 5000;
-    if (st->n_live == 0 || (!(runs_retention_s > 0) && !steps_per_run && !steps_per_uid))
-        return GS_OK;
-    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-        return store_fail(st, err, "prune live runs");
+    if (rc != GS_OK || !work)
+        return rc;
     for (unsigned i = 0; i < st->n_live && rc == SQLITE_OK && n < max_rows; i++) {
         struct store_live *lv = &st->live[i];
         unsigned got = 0, budget = max_rows - n;

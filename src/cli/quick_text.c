@@ -891,7 +891,10 @@ static void cell_sensors_narrow(struct gs_tbuf *b, const struct gs_gpu *g, unsig
         put_pct_narrow(b, g, GS_M_FAN, 30, GS_SGR_CYAN, GS_SGR_BOLD_CYAN, 1);
     }
     gs_tbuf_puts(b, " ");
-    put_pct_narrow(b, g, GS_M_UTIL_GPU, 30, GS_SGR_GREEN, GS_SGR_BOLD_GREEN, 1);
+    if (gs_gpu_mig_on(g) && !gs_gpu_has(g, GS_M_UTIL_GPU))
+        gs_tbuf_color(b, GS_SGR_GRAY, " MIG"); /* as the normal layout: none in MIG mode */
+    else
+        put_pct_narrow(b, g, GS_M_UTIL_GPU, 30, GS_SGR_GREEN, GS_SGR_BOLD_GREEN, 1);
     if (show & GS_QS_CODEC) {
         gs_tbuf_color(b, GS_SGR_BOLD, " E");
         put_pct_narrow(b, g, GS_M_UTIL_ENC, 50, GS_SGR_GREEN, GS_SGR_BOLD_GREEN, 0);

@@ -116,8 +116,10 @@ static void fuzz_cgroup(const char *text, size_t len)
     n = strlen(job.container_id);
     CHECK((job.kind == GS_JOB_NONE) == (n == 0));
     CHECK(n == 0 || (n >= 12 && n <= 64 && all_of(job.container_id, hex_char)));
+    /* a pod UID is a UUID with dashes, or a static pod's 32 hex digits */
     n = strlen(job.pod_uid);
-    CHECK(n == 0 || (n == 36 && all_of(job.pod_uid, uid_char)));
+    CHECK(n == 0 || (n == 36 && all_of(job.pod_uid, uid_char)) ||
+          (n == 32 && all_of(job.pod_uid, hex_char)));
     CHECK(all_of(job.slurm_job, digit_char));
 }
 

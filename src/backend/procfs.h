@@ -55,7 +55,8 @@ int gs_procfs_parse_btime(const char *text, size_t len, long long *btime);
 struct gs_procfs_job {
     uint8_t kind;                     /* enum gs_job_kind of container_id */
     char container_id[GS_JOB_ID_LEN]; /* Docker/containerd/CRI-O/Podman id, "" if none */
-    char pod_uid[40];                 /* Kubernetes pod UID with dashes, "" if none */
+    /* Kubernetes pod UID with dashes (a static pod's: 32 hex digits), "" if none */
+    char pod_uid[40];
     char slurm_job[24];               /* Slurm job id, "" if none */
 };
 

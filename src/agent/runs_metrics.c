@@ -309,6 +309,26 @@ unsigned gs_runm_stalled(struct gs_runm *m, double now, double factor, double mi
     return ranks;
 }
 
+/* One rank's summary lines of family name: the quantiles of v[0..s->n-1] (sorted here), _sum
+ * and _count over all its steps. */
+static void summary_rows(struct gs_mbuf *b, const char *name, const struct slot *s, double *v,
+                         double sum)
+{
+    char fam[80];
+
+    qsort(v, s->n, sizeof v[0], cmp_double);
+    for (unsigned q = 0; s->n && q < sizeof quantiles / sizeof quantiles[0]; q++) {
+        labels(b, name, s);
+        out(b, ",quantile=\"%g\"} %.9g\n", quantiles[q], quantile(v, s->n, quantiles[q]));
+    }
+    snprintf(fam, sizeof fam, "%s_sum", name);
+    labels(b, fam, s);
+    out(b, "} %.9g\n", sum);
+    snprintf(fam, sizeof fam, "%s_count", name);
+    labels(b, fam, s);
+    out(b, "} %llu\n", (unsigned long long)s->count);
+}
+
 void gs_runm_render(struct gs_runm *m, struct gs_mbuf *b)
 {
     unsigned n = 0;
@@ -345,18 +365,8 @@ void gs_runm_render(struct gs_runm *m, struct gs_mbuf *b)
         const struct slot *s = &m->slots[i];
         if (!s->used)
             continue;
-        if (s->n) {
-            memcpy(sorted, s->wall, s->n * sizeof sorted[0]);
-            qsort(sorted, s->n, sizeof sorted[0], cmp_double);
-            for (unsigned q = 0; q < sizeof quantiles / sizeof quantiles[0]; q++) {
-                labels(b, "gpuscope_run_step_seconds", s);
-                out(b, ",quantile=\"%g\"} %.9g\n", quantiles[q], quantile(sorted, s->n, quantiles[q]));
-            }
-        }
-        labels(b, "gpuscope_run_step_seconds_sum", s);
-        out(b, "} %.9g\n", s->sum_s);
-        labels(b, "gpuscope_run_step_seconds_count", s);
-        out(b, "} %llu\n", (unsigned long long)s->count);
+        memcpy(sorted, s->wall, s->n * sizeof sorted[0]);
+        summary_rows(b, "gpuscope_run_step_seconds", s, sorted, s->sum_s);
     }
     header(b, "gpuscope_run_step_busy_seconds",
            "A step's wall time less the communication the rank waited for (its compute and "
@@ -367,19 +377,9 @@ void gs_runm_render(struct gs_runm *m, struct gs_mbuf *b)
         const struct slot *s = &m->slots[i];
         if (!s->used)
             continue;
-        if (s->n) {
-            for (unsigned k = 0; k < s->n; k++)
-                sorted[k] = fmax(0.0, s->wall[k] - s->comm[k]);
-            qsort(sorted, s->n, sizeof sorted[0], cmp_double);
-            for (unsigned q = 0; q < sizeof quantiles / sizeof quantiles[0]; q++) {
-                labels(b, "gpuscope_run_step_busy_seconds", s);
-                out(b, ",quantile=\"%g\"} %.9g\n", quantiles[q], quantile(sorted, s->n, quantiles[q]));
-            }
-        }
-        labels(b, "gpuscope_run_step_busy_seconds_sum", s);
-        out(b, "} %.9g\n", s->busy_sum_s);
-        labels(b, "gpuscope_run_step_busy_seconds_count", s);
-        out(b, "} %llu\n", (unsigned long long)s->count);
+        for (unsigned k = 0; k < s->n; k++)
+            sorted[k] = fmax(0.0, s->wall[k] - s->comm[k]);
+        summary_rows(b, "gpuscope_run_step_busy_seconds", s, sorted, s->busy_sum_s);
     }
     header(b, "gpuscope_run_phase_seconds_total",
            "Seconds a rank's steps spent in each phase (docs/report.md, PHASES).", "counter");

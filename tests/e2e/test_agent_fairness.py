@@ -228,7 +228,9 @@ def main():
         hog = as_user(USERS[0], "hold", HSOCK, port, 300)
         got = hog.stdout.readline().split()
         alive = hog.stdout.readline().split()
-        t.ok(got and got[0] == "connected" and int(got[1]) >= 400,
+        # a setup check: under load some of the 600 connects are refused before accept
+        # (libmicrohttpd's own limit); 300 held are already ~10x http_conn_per_uid
+        t.ok(got and got[0] == "connected" and int(got[1]) >= 300,
              "gsfair_a opened hundreds of connections on both doors", detail=got)
         t.ok(alive and alive[0] == "alive" and int(alive[1]) <= 2 * 8,
              "the agent keeps at most http_conn_per_uid (8) of them, both doors together", detail=alive)

@@ -80,8 +80,11 @@ static struct gs_snapshot *snapshot(unsigned n_procs)
 static void bench_render(unsigned n_procs, int renders)
 {
     struct gs_snapshot *s = snapshot(n_procs);
-    struct gs_metrics_self self = {.up = 1, .version = "bench", .interval_s = 1,
-                                   .sample_seconds = 0.001, .process_series_max = 256};
+    struct gs_metrics_self self = {.up = 1,
+                                   .version = "bench",
+                                   .interval_s = 1,
+                                   .sample_seconds = 0.001,
+                                   .process_series_max = 256};
     struct gs_mbuf b = {0};
     long long *t = calloc((size_t)renders, sizeof *t);
 
@@ -112,8 +115,8 @@ static void bench_lookup(unsigned n_pods)
     if (!mkdtemp(root))
         exit(1);
     for (unsigned i = 0; i < n_pods; i++) {
-        snprintf(path, sizeof path, "%s/ns%u_pod-%u_%08x-64a4-4d6b-9c1e-2f7b7c0e4d11", root,
-                 i % 7, i, i);
+        snprintf(path, sizeof path, "%s/ns%u_pod-%u_%08x-64a4-4d6b-9c1e-2f7b7c0e4d11", root, i % 7,
+                 i, i);
         mkdir(path, 0755);
         strcat(path, "/main");
         mkdir(path, 0755);

@@ -66,8 +66,8 @@ int main(int argc, char **argv)
     }
     qsort(rt, (size_t)renders, sizeof *rt, cmp_ll);
     printf("ranks %u, window %u: %.0f ns per step record; render median %.2f ms (min %.2f), "
-           "%zu bytes\n", GS_RUNM_MAX_RANKS, GS_RUNM_WINDOW, per_step, rt[renders / 2] / 1e6,
-           rt[0] / 1e6, bytes);
+           "%zu bytes\n",
+           GS_RUNM_MAX_RANKS, GS_RUNM_WINDOW, per_step, rt[renders / 2] / 1e6, rt[0] / 1e6, bytes);
     free(rt);
     gs_runm_free(m);
     return 0;

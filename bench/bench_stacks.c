@@ -58,8 +58,8 @@ int main(int argc, char **argv)
     qsort(t, (size_t)n, sizeof *t, cmp);
     printf("reads=%d threads=%u frames_per_sample=%.1f syscalls_per_sample=%.1f "
            "median_us=%.1f p95_us=%.1f p99_us=%.1f\n",
-           n, s->nthreads, (double)frames / n, (double)(gs_pyread_reads(r) - reads0) / n,
-           t[n / 2], t[(int)(n * 0.95)], t[(int)(n * 0.99)]);
+           n, s->nthreads, (double)frames / n, (double)(gs_pyread_reads(r) - reads0) / n, t[n / 2],
+           t[(int)(n * 0.95)], t[(int)(n * 0.99)]);
     gs_pyread_close(r);
     free(t);
     free(s);

@@ -90,7 +90,7 @@ int main(int argc, char **argv)
         l.value[0] = 2.5 * exp(-i / 8000.0) + (rand() % 1000) / 1e4; /* loss */
         l.value[1] = 2e-5 * fmin(1.0, i / 500.0);                    /* warmup */
         l.value[2] = 0.5 + (rand() % 10000) / 1e4;                   /* grad norm */
-        l.value[3] = i / (double)records * 3;                         /* epoch */
+        l.value[3] = i / (double)records * 3;                        /* epoch */
         if (gs_store_run_log(st, id, &l, &err) != GS_OK) {
             fprintf(stderr, "bench_store_logs: %s\n", err.msg);
             return 1;
@@ -135,8 +135,7 @@ int main(int argc, char **argv)
     printf("run_log on disk          %.1f bytes per value (%lld bytes for the run's bound)\n",
            (double)(after - before) / POINTS, after - before);
     printf("read back (1000 a page)  %lld values in %.1f ms\n", back, read_s * 1e3);
-    printf("retention delete         %.1f ms in %u calls of <= 5000 rows\n", prune_s * 1e3,
-           calls);
+    printf("retention delete         %.1f ms in %u calls of <= 5000 rows\n", prune_s * 1e3, calls);
     unlink(path);
     return back == POINTS ? 0 : 1;
 }

@@ -34,8 +34,8 @@ static int name_chars(const char *s, size_t cap, int dots, int hex_upper)
         return 0;
     for (; *s; s++) {
         char c = *s;
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-              (dots && c == '.') || (hex_upper && c >= 'A' && c <= 'F')))
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || (dots && c == '.') ||
+              (hex_upper && c >= 'A' && c <= 'F')))
             return 0;
     }
     return 1;

@@ -26,8 +26,8 @@ static struct gs_snapshot *snap_once(void)
 
     if (!s && gs_snapshot_new(&s, 4, 1, NULL) == GS_OK) {
         for (unsigned g = 0; g < 4; g++)
-            snprintf(s->gpus[g].text[GS_T_UUID], GS_STR_LEN,
-                     "GPU-%08x-1111-2222-3333-444444444444", 0xaaaa0000u + g);
+            snprintf(s->gpus[g].text[GS_T_UUID], GS_STR_LEN, "GPU-%08x-1111-2222-3333-444444444444",
+                     0xaaaa0000u + g);
         s->gpus[3].n_mig = 2;
         snprintf(s->gpus[3].mig[0].uuid, GS_STR_LEN, "MIG-11111111-2222-3333-4444-555555555555");
         snprintf(s->gpus[3].mig[1].uuid, GS_STR_LEN, "MIG-11111112-2222-3333-4444-555555555555");

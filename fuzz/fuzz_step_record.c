@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "run/agg.h"
 #include "gpuscope/gs_err.h"
+#include "run/agg.h"
 #include "run/record.h"
 
 static void aggregate(const struct gs_record *r)

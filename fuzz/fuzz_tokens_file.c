@@ -30,8 +30,7 @@ static struct gs_auth *fixed;
 
 static void check_viewer(enum gs_role r, const struct gs_viewer *v)
 {
-    CHECK(r == GS_ROLE_NONE || r == GS_ROLE_METRICS || r == GS_ROLE_VIEWER ||
-          r == GS_ROLE_ADMIN);
+    CHECK(r == GS_ROLE_NONE || r == GS_ROLE_METRICS || r == GS_ROLE_VIEWER || r == GS_ROLE_ADMIN);
     CHECK(v->role == r);
     CHECK(memchr(v->user, '\0', sizeof v->user) != NULL);
 }

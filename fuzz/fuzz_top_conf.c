@@ -25,7 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, data, size);
     text[size] = '\0';
     top_prefs_parse(&p, "top.conf", text, warn, sizeof warn);
-    if (p.graph >= TOP_G__N || p.sort >= TOP_C__N || !(p.interval_s >= 0.1 && p.interval_s <= 3600) ||
+    if (p.graph >= TOP_G__N || p.sort >= TOP_C__N ||
+        !(p.interval_s >= 0.1 && p.interval_s <= 3600) ||
         (p.tree | p.reverse | p.mouse | p.runs_panel) > 1)
         abort();
     if (warn[0] && strncmp(warn, "top.conf:", 9) != 0)

@@ -41,8 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(!cert[0] || cert[0] == '/');
     CHECK(gs_auth_required(au) == (gs_auth_user_count(au) > 0));
     /* "\x01:x" is no user name the parser accepts: never a bcrypt, always NONE. */
-    CHECK(gs_auth_check(au, "Basic ATp4", &v) == (gs_auth_required(au) ? GS_ROLE_NONE
-                                                                       : GS_ROLE_VIEWER));
+    CHECK(gs_auth_check(au, "Basic ATp4", &v) ==
+          (gs_auth_required(au) ? GS_ROLE_NONE : GS_ROLE_VIEWER));
     gs_auth_unref(au);
     return 0;
 }

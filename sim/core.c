@@ -10,8 +10,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <string.h>
+#include <time.h>
 
 struct gs_sim_state gs_sim = {.lock = PTHREAD_MUTEX_INITIALIZER};
 

@@ -228,8 +228,7 @@ static nvmlReturn_t inforom_str(enum gs_sim_fn fn, nvmlDevice_t device, unsigned
     return gs_sim_leave(gs_sim_copy_str(version, length, c.g->inforom[which]));
 }
 
-GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device,
-                                                                 char *version,
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device, char *version,
                                                                  unsigned int length)
 {
     return inforom_str(GS_SIM_FN_nvmlDeviceGetInforomImageVersion, device, 0, version, length);
@@ -244,8 +243,7 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetInforomVersion(nvmlDevice_t device,
         nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetInforomVersion, device, 0, &c);
         return rc != NVML_SUCCESS ? rc : gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
     }
-    return inforom_str(GS_SIM_FN_nvmlDeviceGetInforomVersion, device, 1 + object, version,
-                       length);
+    return inforom_str(GS_SIM_FN_nvmlDeviceGetInforomVersion, device, 1 + object, version, length);
 }
 
 GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t device)
@@ -283,7 +281,7 @@ static nvmlReturn_t board_uint(enum gs_sim_fn fn, nvmlDevice_t device, unsigned 
 }
 
 #define BOARD_UINT(fn, has, val, is_bool)                                                          \
-    board_uint(GS_SIM_FN_##fn, device, out, offsetof(struct gs_sim_gpu, has),                    \
+    board_uint(GS_SIM_FN_##fn, device, out, offsetof(struct gs_sim_gpu, has),                      \
                offsetof(struct gs_sim_gpu, val), is_bool)
 
 GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device,

@@ -29,8 +29,8 @@ nvmlReturn_t gs_sim_nvlink_check(const struct gs_sim_call *c, unsigned link)
 /* Whether a nvlink_down / nvlink_up event at or before t concerns this link. */
 static bool link_event(const struct gs_sim_event *e, unsigned gpu, unsigned link)
 {
-    return (e->kind == GS_SIM_EV_NVLINK_DOWN || e->kind == GS_SIM_EV_NVLINK_UP) &&
-           e->gpu == gpu && e->data == link;
+    return (e->kind == GS_SIM_EV_NVLINK_DOWN || e->kind == GS_SIM_EV_NVLINK_UP) && e->gpu == gpu &&
+           e->data == link;
 }
 
 bool gs_sim_nvlink_active(const struct gs_sim_call *c, unsigned link)
@@ -106,8 +106,7 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t dev
     if (rc != NVML_SUCCESS)
         return gs_sim_leave(rc);
     if (counter >= GS_SIM_NVLINK_ERRORS) /* ECC_DATA (4) and later: not on this board */
-        return gs_sim_leave(counter == 4 ? NVML_ERROR_NOT_SUPPORTED
-                                         : NVML_ERROR_INVALID_ARGUMENT);
+        return gs_sim_leave(counter == 4 ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT);
     *counterValue = c.g->nvlink.errors[link][counter];
     return gs_sim_leave(NVML_SUCCESS);
 }
@@ -138,7 +137,7 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t
     pci->bus = bus;
     pci->device = dev;
     snprintf(pci->busId, sizeof pci->busId, "%s", id);
-    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.%X", dom & 0xFFFF, bus,
-             dev, fn);
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.%X", dom & 0xFFFF, bus, dev,
+             fn);
     return gs_sim_leave(NVML_SUCCESS);
 }

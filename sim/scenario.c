@@ -1381,10 +1381,9 @@ static int parse_clocks_pcie(struct parse *ps, const struct jobj *gob, struct gs
  * over the links when fewer are given (4 NVSwitches for 18 links). */
 static int parse_nvlink(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
 {
-    static const char *const keys[] = {"links", "speed_mbps", "inactive", "remote_bus_ids",
+    static const char *const keys[] = {"links",  "speed_mbps",   "inactive", "remote_bus_ids",
                                        "errors", "raw_overhead", NULL};
-    static const char *const ekeys[] = {"link", "replay", "recovery", "crc_flit", "crc_data",
-                                        NULL};
+    static const char *const ekeys[] = {"link", "replay", "recovery", "crc_flit", "crc_data", NULL};
     struct gs_sim_nvlink *nl = &g->nvlink;
     const json_t *arr, *where, *v;
     struct jobj ob;
@@ -1409,7 +1408,8 @@ static int parse_nvlink(struct parse *ps, const struct jobj *gob, struct gs_sim_
         path_join(path, sizeof path, ob.path, "inactive");
         if (!json_is_array(arr))
             return perr(ps, arr, where, path, "expected an array of link numbers");
-        json_array_foreach(arr, i, v) {
+        json_array_foreach(arr, i, v)
+        {
             unsigned long long l;
             if (to_uint(ps, v, arr, path, 0, nl->n_links ? nl->n_links - 1 : 0, &l) != 0)
                 return -1;
@@ -1420,8 +1420,7 @@ static int parse_nvlink(struct parse *ps, const struct jobj *gob, struct gs_sim_
         size_t n;
         path_join(path, sizeof path, ob.path, "remote_bus_ids");
         if (!json_is_array(arr) || (n = json_array_size(arr)) == 0 || n > GS_SIM_NVLINK_MAX)
-            return perr(ps, arr, where, path, "expected 1 to %u bus id strings",
-                        GS_SIM_NVLINK_MAX);
+            return perr(ps, arr, where, path, "expected 1 to %u bus id strings", GS_SIM_NVLINK_MAX);
         for (unsigned l = 0; l < nl->n_links; l++) {
             const json_t *s = json_array_get(arr, l % n);
             if (!json_is_string(s) || json_string_length(s) >= sizeof nl->remote[l] ||
@@ -1435,7 +1434,8 @@ static int parse_nvlink(struct parse *ps, const struct jobj *gob, struct gs_sim_
         if (!json_is_array(arr) || json_array_size(arr) > GS_SIM_NVLINK_MAX)
             return perr(ps, arr, where, path, "expected an array of at most %u objects",
                         GS_SIM_NVLINK_MAX);
-        json_array_foreach(arr, i, v) {
+        json_array_foreach(arr, i, v)
+        {
             struct jobj eo;
             unsigned long long l, n;
             char epath[sizeof path + 24];
@@ -1444,8 +1444,7 @@ static int parse_nvlink(struct parse *ps, const struct jobj *gob, struct gs_sim_
                 return perr(ps, v, arr, epath, "expected an object");
             jobj_one(&eo, v, epath);
             if (check_keys(ps, &eo, ekeys) != 0 ||
-                get_uint(ps, &eo, "link", 0, nl->n_links ? nl->n_links - 1 : 0, &l, &present) !=
-                    0)
+                get_uint(ps, &eo, "link", 0, nl->n_links ? nl->n_links - 1 : 0, &l, &present) != 0)
                 return -1;
             if (!present)
                 return perr(ps, v, arr, epath, "missing \"link\"");
@@ -1547,8 +1546,8 @@ static int parse_mig_instance(struct parse *ps, const json_t *v, const json_t *w
         if (!jget(&pob, "start", NULL))
             return perr(ps, v, where, path, "placement: missing \"start\" (memory slice)");
         if (m->place_start + m->place_size > 8)
-            return perr(ps, v, where, path, "placement: slices %u..%u past the 8th",
-                        m->place_start, m->place_start + m->place_size - 1);
+            return perr(ps, v, where, path, "placement: slices %u..%u past the 8th", m->place_start,
+                        m->place_start + m->place_size - 1);
     }
     for (unsigned m2 = 0; m2 < GS_SIM_M__COUNT; m2++)
         if (!m->metric_given[m2])
@@ -1940,10 +1939,9 @@ static int find_proc(const struct gs_sim_scenario *sc, const char *id)
 static int parse_event(struct parse *ps, const json_t *v, const json_t *where, unsigned idx,
                        struct gs_sim_event *e)
 {
-    static const char *const keys[] = {"at_s",    "type",    "gpu",         "xid",
-                                       "reasons", "mig",     "error",       "location",
-                                       "count",   "process", "description", "link",
-                                       NULL};
+    static const char *const keys[] = {"at_s",        "type",  "gpu",      "xid",   "reasons",
+                                       "mig",         "error", "location", "count", "process",
+                                       "description", "link",  NULL};
     struct gs_sim_scenario *sc = ps->sc;
     struct jobj ob, mob;
     char path[64];

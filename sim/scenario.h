@@ -283,15 +283,15 @@ struct gs_sim_event {
 
 /* NVLink of a GPU ("nvlink" in the file): links 0..n_links-1 answer nvmlDeviceGetNvLinkState
  * (a GPU with none answers NOT_SUPPORTED, as a PCIe card does). */
-#define GS_SIM_NVLINK_MAX 36u /* NVML_NVLINK_MAX_LINKS of the 13.3 header */
+#define GS_SIM_NVLINK_MAX 36u   /* NVML_NVLINK_MAX_LINKS of the 13.3 header */
 #define GS_SIM_NVLINK_ERRORS 4u /* replay, recovery, CRC flit, CRC data (NVML's order) */
 struct gs_sim_nvlink {
     unsigned n_links;
-    unsigned speed_mbps;                    /* per link and direction; 0 while inactive */
-    bool active[GS_SIM_NVLINK_MAX];         /* default: every link */
-    char remote[GS_SIM_NVLINK_MAX][32];     /* far-end bus ids; "" = NOT_SUPPORTED */
+    unsigned speed_mbps;                /* per link and direction; 0 while inactive */
+    bool active[GS_SIM_NVLINK_MAX];     /* default: every link */
+    char remote[GS_SIM_NVLINK_MAX][32]; /* far-end bus ids; "" = NOT_SUPPORTED */
     unsigned long long errors[GS_SIM_NVLINK_MAX][GS_SIM_NVLINK_ERRORS];
-    double raw_overhead;                    /* raw counters = data * (1 + this) */
+    double raw_overhead; /* raw counters = data * (1 + this) */
 };
 
 /* Memory locations of nvmlDeviceGetMemoryErrorCounter: L1 0 .. SRAM 7. */
@@ -324,7 +324,7 @@ struct gs_sim_gpu {
     unsigned pci_domain, pci_bus, pci_device;
     unsigned pci_device_id; /* device << 16 | 0x10DE */
     unsigned pci_subsys_id;
-    char bus_id[32]; /* "%08X:%02X:%02X.0" */
+    char bus_id[32];    /* "%08X:%02X:%02X.0" */
     bool has_pci_class; /* false: nvmlDeviceGetPciInfoExt answers NOT_SUPPORTED */
     unsigned pci_base_class, pci_sub_class;
     unsigned minor;

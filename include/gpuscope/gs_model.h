@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GS_STR_LEN 96   /* names, UUIDs, versions; NVML's largest buffers are 96 */
-#define GS_MIG_MAX 8    /* MIG devices per GPU (7 on A100/H100) */
+#define GS_STR_LEN 96 /* names, UUIDs, versions; NVML's largest buffers are 96 */
+#define GS_MIG_MAX 8  /* MIG devices per GPU (7 on A100/H100) */
 #define GS_PROC_NAME_LEN 64
 #define GS_PROC_CMD_LEN 512
 #define GS_PROC_USER_LEN 33
@@ -35,134 +35,134 @@ enum gs_status {
 };
 
 /* X(ENUM, "name", "unit"): name is used in JSON, history and (prefixed) Prometheus. */
-#define GS_METRICS(X)                                                                        \
-    /* identity-like numbers */                                                             \
-    X(GS_M_MINOR, "minor_number", "")                                                       \
-    X(GS_M_ARCH, "architecture", "")                                                        \
-    X(GS_M_BRAND, "brand", "")                                                              \
-    X(GS_M_PCI_DOMAIN, "pci_domain", "")                                                    \
-    X(GS_M_PCI_BUS, "pci_bus", "")                                                          \
-    X(GS_M_PCI_DEVICE, "pci_device", "")                                                    \
-    X(GS_M_PCI_DEVICE_ID, "pci_device_id", "")                                              \
-    X(GS_M_PCI_SUBSYS_ID, "pci_sub_device_id", "")                                          \
-    X(GS_M_CC_MAJOR, "compute_cap_major", "")                                               \
-    X(GS_M_CC_MINOR, "compute_cap_minor", "")                                               \
-    /* utilization (ratios) */                                                              \
-    X(GS_M_UTIL_GPU, "utilization_gpu", "ratio")                                            \
-    X(GS_M_UTIL_MEM, "utilization_memory", "ratio")                                         \
-    X(GS_M_UTIL_ENC, "utilization_encoder", "ratio")                                        \
-    X(GS_M_UTIL_DEC, "utilization_decoder", "ratio")                                        \
-    /* memory */                                                                            \
-    X(GS_M_MEM_TOTAL, "memory_total", "bytes")                                              \
-    X(GS_M_MEM_USED, "memory_used", "bytes")                                                \
-    X(GS_M_MEM_FREE, "memory_free", "bytes")                                                \
-    X(GS_M_MEM_RESERVED, "memory_reserved", "bytes")                                        \
-    X(GS_M_BAR1_TOTAL, "bar1_total", "bytes")                                               \
-    X(GS_M_BAR1_USED, "bar1_used", "bytes")                                                 \
-    X(GS_M_BAR1_FREE, "bar1_free", "bytes")                                                 \
-    /* thermal and fan */                                                                   \
-    X(GS_M_TEMP_GPU, "temperature_gpu", "celsius")                                          \
-    X(GS_M_TEMP_MEM, "temperature_memory", "celsius")                                       \
-    X(GS_M_TEMP_SLOWDOWN, "temperature_slowdown", "celsius")                                \
-    X(GS_M_TEMP_SHUTDOWN, "temperature_shutdown", "celsius")                                \
-    X(GS_M_TEMP_GPU_MAX, "temperature_gpu_max", "celsius")                                  \
-    X(GS_M_TEMP_MEM_MAX, "temperature_memory_max", "celsius")                               \
-    X(GS_M_FAN, "fan_speed", "ratio")                                                       \
-    /* power and energy */                                                                  \
-    X(GS_M_POWER_DRAW, "power_draw", "watts")                                               \
-    X(GS_M_POWER_AVERAGE, "power_draw_average", "watts")                                    \
-    X(GS_M_POWER_INSTANT, "power_draw_instant", "watts")                                    \
-    X(GS_M_POWER_LIMIT, "power_limit", "watts")                                             \
-    X(GS_M_POWER_ENFORCED_LIMIT, "power_enforced_limit", "watts")                           \
-    X(GS_M_POWER_DEFAULT_LIMIT, "power_default_limit", "watts")                             \
-    X(GS_M_POWER_MIN_LIMIT, "power_min_limit", "watts")                                     \
-    X(GS_M_POWER_MAX_LIMIT, "power_max_limit", "watts")                                     \
-    X(GS_M_ENERGY, "energy", "joules")                                                      \
-    /* clocks */                                                                            \
-    X(GS_M_CLOCK_GR, "clock_graphics", "hertz")                                             \
-    X(GS_M_CLOCK_SM, "clock_sm", "hertz")                                                   \
-    X(GS_M_CLOCK_MEM, "clock_memory", "hertz")                                              \
-    X(GS_M_CLOCK_VIDEO, "clock_video", "hertz")                                             \
-    X(GS_M_CLOCK_MAX_GR, "clock_max_graphics", "hertz")                                     \
-    X(GS_M_CLOCK_MAX_SM, "clock_max_sm", "hertz")                                           \
-    X(GS_M_CLOCK_MAX_MEM, "clock_max_memory", "hertz")                                      \
-    X(GS_M_CLOCK_MAX_VIDEO, "clock_max_video", "hertz")                                     \
-    X(GS_M_PSTATE, "pstate", "")                                                            \
-    X(GS_M_THROTTLE_ACTIVE, "clocks_event_reasons_active", "mask")                          \
-    X(GS_M_THROTTLE_SUPPORTED, "clocks_event_reasons_supported", "mask")                    \
-    X(GS_M_THROTTLE_NS_SW_POWER, "clocks_event_sw_power_cap", "seconds")                    \
-    X(GS_M_THROTTLE_NS_SYNC_BOOST, "clocks_event_sync_boost", "seconds")                    \
-    X(GS_M_THROTTLE_NS_SW_THERMAL, "clocks_event_sw_thermal_slowdown", "seconds")           \
-    X(GS_M_THROTTLE_NS_HW_THERMAL, "clocks_event_hw_thermal_slowdown", "seconds")           \
-    X(GS_M_THROTTLE_NS_HW_POWER_BRAKE, "clocks_event_hw_power_brake_slowdown", "seconds")   \
-    /* PCIe */                                                                              \
-    X(GS_M_PCIE_GEN, "pcie_link_gen_current", "")                                           \
-    X(GS_M_PCIE_GEN_MAX, "pcie_link_gen_max", "")                                           \
-    X(GS_M_PCIE_GEN_GPU_MAX, "pcie_link_gen_gpumax", "")                                    \
-    X(GS_M_PCIE_WIDTH, "pcie_link_width_current", "")                                       \
-    X(GS_M_PCIE_WIDTH_MAX, "pcie_link_width_max", "")                                       \
-    X(GS_M_PCIE_TX, "pcie_tx", "bytes_per_second")                                          \
-    X(GS_M_PCIE_RX, "pcie_rx", "bytes_per_second")                                          \
-    X(GS_M_PCIE_REPLAY, "pcie_replay_counter", "")                                          \
-    /* health */                                                                            \
-    X(GS_M_ECC_MODE, "ecc_mode_current", "")                                                \
-    X(GS_M_ECC_MODE_PENDING, "ecc_mode_pending", "")                                        \
-    X(GS_M_ECC_CORR_VOL, "ecc_errors_corrected_volatile", "")                               \
-    X(GS_M_ECC_UNCORR_VOL, "ecc_errors_uncorrected_volatile", "")                           \
-    X(GS_M_ECC_CORR_AGG, "ecc_errors_corrected_aggregate", "")                              \
-    X(GS_M_ECC_UNCORR_AGG, "ecc_errors_uncorrected_aggregate", "")                          \
-    X(GS_M_RETIRED_SBE, "retired_pages_single_bit", "")                                     \
-    X(GS_M_RETIRED_DBE, "retired_pages_double_bit", "")                                     \
-    X(GS_M_RETIRED_PENDING, "retired_pages_pending", "")                                    \
-    X(GS_M_REMAP_CORR, "remapped_rows_correctable", "")                                     \
-    X(GS_M_REMAP_UNCORR, "remapped_rows_uncorrectable", "")                                 \
-    X(GS_M_REMAP_PENDING, "remapped_rows_pending", "")                                      \
-    X(GS_M_REMAP_FAILURE, "remapped_rows_failure", "")                                      \
-    X(GS_M_XID_LAST, "xid_last", "")                                                        \
-    /* modes */                                                                             \
-    X(GS_M_PERSISTENCE, "persistence_mode", "")                                             \
-    X(GS_M_COMPUTE_MODE, "compute_mode", "")                                                \
-    X(GS_M_MIG_MODE, "mig_mode_current", "")                                                \
-    X(GS_M_MIG_MODE_PENDING, "mig_mode_pending", "")                                        \
-    /* GPM (Hopper+), over the interval since the previous GPM sample */                    \
-    X(GS_M_GPM_SM_ACTIVE, "sm_active", "ratio")                                             \
-    X(GS_M_GPM_SM_OCCUPANCY, "sm_occupancy", "ratio")                                       \
-    X(GS_M_GPM_TENSOR_ACTIVE, "tensor_active", "ratio")                                     \
-    X(GS_M_GPM_DRAM_ACTIVE, "dram_bandwidth_utilization", "ratio")                         \
-    X(GS_M_GPM_GR_ACTIVE, "graphics_active", "ratio")                                       \
-    /* video engines: encoder sessions (nvmlDeviceGetEncoderStats), JPEG and OFA engines */ \
-    X(GS_M_ENC_SESSIONS, "encoder_sessions", "")                                            \
-    X(GS_M_ENC_FPS, "encoder_average_fps", "fps")                                           \
-    X(GS_M_ENC_LATENCY, "encoder_average_latency", "seconds")                               \
-    X(GS_M_UTIL_JPEG, "utilization_jpeg", "ratio")                                          \
-    X(GS_M_UTIL_OFA, "utilization_ofa", "ratio")                                            \
-    /* 1 when the inforom checksums verify, 0 when the driver finds it corrupted */           \
-    X(GS_M_INFOROM_VALID, "inforom_valid", "")                                              \
-    /* display and accounting (0/1, and the accounting ring size), GSP firmware (0/1) */      \
-    X(GS_M_DISPLAY_ATTACHED, "display_attached", "")                                        \
-    X(GS_M_DISPLAY_ACTIVE, "display_active", "")                                            \
-    X(GS_M_ACCOUNTING, "accounting_mode", "")                                               \
-    X(GS_M_ACCOUNTING_BUFFER, "accounting_buffer_size", "")                                 \
-    X(GS_M_GSP_MODE, "gsp_mode_current", "")                                                \
-    X(GS_M_GSP_MODE_DEFAULT, "gsp_mode_default", "")                                        \
-    /* PCI class codes (nvmlDeviceGetPciInfoExt): 0x3 display; sub 0x0 VGA, 0x2 3D */       \
-    X(GS_M_PCI_BASE_CLASS, "pci_base_class", "")                                            \
-    X(GS_M_PCI_SUB_CLASS, "pci_sub_class", "")                                              \
-    /* degrees left before slowdown (nvmlDeviceGetMarginTemperature), negative past it */   \
-    X(GS_M_TEMP_MARGIN, "temperature_margin", "celsius")                                    \
-    /* NVLink, summed over the GPU's links (each link: gs_gpu.nvlink[]): links the driver     \
-     * reports and those active, their common speed per direction, data throughput (a rate    \
-     * from two counter readings, and the counters), and the data-link error counters */      \
-    X(GS_M_NVLINK_LINKS, "nvlink_links", "")                                                \
-    X(GS_M_NVLINK_LINKS_ACTIVE, "nvlink_links_active", "")                                  \
-    X(GS_M_NVLINK_SPEED, "nvlink_link_speed", "bytes_per_second")                           \
-    X(GS_M_NVLINK_TX, "nvlink_tx", "bytes_per_second")                                      \
-    X(GS_M_NVLINK_RX, "nvlink_rx", "bytes_per_second")                                      \
-    X(GS_M_NVLINK_TX_BYTES, "nvlink_tx_bytes", "bytes")                                     \
-    X(GS_M_NVLINK_RX_BYTES, "nvlink_rx_bytes", "bytes")                                     \
-    X(GS_M_NVLINK_REPLAY, "nvlink_replay_errors", "")                                       \
-    X(GS_M_NVLINK_RECOVERY, "nvlink_recovery_errors", "")                                   \
-    X(GS_M_NVLINK_CRC_FLIT, "nvlink_crc_flit_errors", "")                                   \
+#define GS_METRICS(X)                                                                              \
+    /* identity-like numbers */                                                                    \
+    X(GS_M_MINOR, "minor_number", "")                                                              \
+    X(GS_M_ARCH, "architecture", "")                                                               \
+    X(GS_M_BRAND, "brand", "")                                                                     \
+    X(GS_M_PCI_DOMAIN, "pci_domain", "")                                                           \
+    X(GS_M_PCI_BUS, "pci_bus", "")                                                                 \
+    X(GS_M_PCI_DEVICE, "pci_device", "")                                                           \
+    X(GS_M_PCI_DEVICE_ID, "pci_device_id", "")                                                     \
+    X(GS_M_PCI_SUBSYS_ID, "pci_sub_device_id", "")                                                 \
+    X(GS_M_CC_MAJOR, "compute_cap_major", "")                                                      \
+    X(GS_M_CC_MINOR, "compute_cap_minor", "")                                                      \
+    /* utilization (ratios) */                                                                     \
+    X(GS_M_UTIL_GPU, "utilization_gpu", "ratio")                                                   \
+    X(GS_M_UTIL_MEM, "utilization_memory", "ratio")                                                \
+    X(GS_M_UTIL_ENC, "utilization_encoder", "ratio")                                               \
+    X(GS_M_UTIL_DEC, "utilization_decoder", "ratio")                                               \
+    /* memory */                                                                                   \
+    X(GS_M_MEM_TOTAL, "memory_total", "bytes")                                                     \
+    X(GS_M_MEM_USED, "memory_used", "bytes")                                                       \
+    X(GS_M_MEM_FREE, "memory_free", "bytes")                                                       \
+    X(GS_M_MEM_RESERVED, "memory_reserved", "bytes")                                               \
+    X(GS_M_BAR1_TOTAL, "bar1_total", "bytes")                                                      \
+    X(GS_M_BAR1_USED, "bar1_used", "bytes")                                                        \
+    X(GS_M_BAR1_FREE, "bar1_free", "bytes")                                                        \
+    /* thermal and fan */                                                                          \
+    X(GS_M_TEMP_GPU, "temperature_gpu", "celsius")                                                 \
+    X(GS_M_TEMP_MEM, "temperature_memory", "celsius")                                              \
+    X(GS_M_TEMP_SLOWDOWN, "temperature_slowdown", "celsius")                                       \
+    X(GS_M_TEMP_SHUTDOWN, "temperature_shutdown", "celsius")                                       \
+    X(GS_M_TEMP_GPU_MAX, "temperature_gpu_max", "celsius")                                         \
+    X(GS_M_TEMP_MEM_MAX, "temperature_memory_max", "celsius")                                      \
+    X(GS_M_FAN, "fan_speed", "ratio")                                                              \
+    /* power and energy */                                                                         \
+    X(GS_M_POWER_DRAW, "power_draw", "watts")                                                      \
+    X(GS_M_POWER_AVERAGE, "power_draw_average", "watts")                                           \
+    X(GS_M_POWER_INSTANT, "power_draw_instant", "watts")                                           \
+    X(GS_M_POWER_LIMIT, "power_limit", "watts")                                                    \
+    X(GS_M_POWER_ENFORCED_LIMIT, "power_enforced_limit", "watts")                                  \
+    X(GS_M_POWER_DEFAULT_LIMIT, "power_default_limit", "watts")                                    \
+    X(GS_M_POWER_MIN_LIMIT, "power_min_limit", "watts")                                            \
+    X(GS_M_POWER_MAX_LIMIT, "power_max_limit", "watts")                                            \
+    X(GS_M_ENERGY, "energy", "joules")                                                             \
+    /* clocks */                                                                                   \
+    X(GS_M_CLOCK_GR, "clock_graphics", "hertz")                                                    \
+    X(GS_M_CLOCK_SM, "clock_sm", "hertz")                                                          \
+    X(GS_M_CLOCK_MEM, "clock_memory", "hertz")                                                     \
+    X(GS_M_CLOCK_VIDEO, "clock_video", "hertz")                                                    \
+    X(GS_M_CLOCK_MAX_GR, "clock_max_graphics", "hertz")                                            \
+    X(GS_M_CLOCK_MAX_SM, "clock_max_sm", "hertz")                                                  \
+    X(GS_M_CLOCK_MAX_MEM, "clock_max_memory", "hertz")                                             \
+    X(GS_M_CLOCK_MAX_VIDEO, "clock_max_video", "hertz")                                            \
+    X(GS_M_PSTATE, "pstate", "")                                                                   \
+    X(GS_M_THROTTLE_ACTIVE, "clocks_event_reasons_active", "mask")                                 \
+    X(GS_M_THROTTLE_SUPPORTED, "clocks_event_reasons_supported", "mask")                           \
+    X(GS_M_THROTTLE_NS_SW_POWER, "clocks_event_sw_power_cap", "seconds")                           \
+    X(GS_M_THROTTLE_NS_SYNC_BOOST, "clocks_event_sync_boost", "seconds")                           \
+    X(GS_M_THROTTLE_NS_SW_THERMAL, "clocks_event_sw_thermal_slowdown", "seconds")                  \
+    X(GS_M_THROTTLE_NS_HW_THERMAL, "clocks_event_hw_thermal_slowdown", "seconds")                  \
+    X(GS_M_THROTTLE_NS_HW_POWER_BRAKE, "clocks_event_hw_power_brake_slowdown", "seconds")          \
+    /* PCIe */                                                                                     \
+    X(GS_M_PCIE_GEN, "pcie_link_gen_current", "")                                                  \
+    X(GS_M_PCIE_GEN_MAX, "pcie_link_gen_max", "")                                                  \
+    X(GS_M_PCIE_GEN_GPU_MAX, "pcie_link_gen_gpumax", "")                                           \
+    X(GS_M_PCIE_WIDTH, "pcie_link_width_current", "")                                              \
+    X(GS_M_PCIE_WIDTH_MAX, "pcie_link_width_max", "")                                              \
+    X(GS_M_PCIE_TX, "pcie_tx", "bytes_per_second")                                                 \
+    X(GS_M_PCIE_RX, "pcie_rx", "bytes_per_second")                                                 \
+    X(GS_M_PCIE_REPLAY, "pcie_replay_counter", "")                                                 \
+    /* health */                                                                                   \
+    X(GS_M_ECC_MODE, "ecc_mode_current", "")                                                       \
+    X(GS_M_ECC_MODE_PENDING, "ecc_mode_pending", "")                                               \
+    X(GS_M_ECC_CORR_VOL, "ecc_errors_corrected_volatile", "")                                      \
+    X(GS_M_ECC_UNCORR_VOL, "ecc_errors_uncorrected_volatile", "")                                  \
+    X(GS_M_ECC_CORR_AGG, "ecc_errors_corrected_aggregate", "")                                     \
+    X(GS_M_ECC_UNCORR_AGG, "ecc_errors_uncorrected_aggregate", "")                                 \
+    X(GS_M_RETIRED_SBE, "retired_pages_single_bit", "")                                            \
+    X(GS_M_RETIRED_DBE, "retired_pages_double_bit", "")                                            \
+    X(GS_M_RETIRED_PENDING, "retired_pages_pending", "")                                           \
+    X(GS_M_REMAP_CORR, "remapped_rows_correctable", "")                                            \
+    X(GS_M_REMAP_UNCORR, "remapped_rows_uncorrectable", "")                                        \
+    X(GS_M_REMAP_PENDING, "remapped_rows_pending", "")                                             \
+    X(GS_M_REMAP_FAILURE, "remapped_rows_failure", "")                                             \
+    X(GS_M_XID_LAST, "xid_last", "")                                                               \
+    /* modes */                                                                                    \
+    X(GS_M_PERSISTENCE, "persistence_mode", "")                                                    \
+    X(GS_M_COMPUTE_MODE, "compute_mode", "")                                                       \
+    X(GS_M_MIG_MODE, "mig_mode_current", "")                                                       \
+    X(GS_M_MIG_MODE_PENDING, "mig_mode_pending", "")                                               \
+    /* GPM (Hopper+), over the interval since the previous GPM sample */                           \
+    X(GS_M_GPM_SM_ACTIVE, "sm_active", "ratio")                                                    \
+    X(GS_M_GPM_SM_OCCUPANCY, "sm_occupancy", "ratio")                                              \
+    X(GS_M_GPM_TENSOR_ACTIVE, "tensor_active", "ratio")                                            \
+    X(GS_M_GPM_DRAM_ACTIVE, "dram_bandwidth_utilization", "ratio")                                 \
+    X(GS_M_GPM_GR_ACTIVE, "graphics_active", "ratio")                                              \
+    /* video engines: encoder sessions (nvmlDeviceGetEncoderStats), JPEG and OFA engines */        \
+    X(GS_M_ENC_SESSIONS, "encoder_sessions", "")                                                   \
+    X(GS_M_ENC_FPS, "encoder_average_fps", "fps")                                                  \
+    X(GS_M_ENC_LATENCY, "encoder_average_latency", "seconds")                                      \
+    X(GS_M_UTIL_JPEG, "utilization_jpeg", "ratio")                                                 \
+    X(GS_M_UTIL_OFA, "utilization_ofa", "ratio")                                                   \
+    /* 1 when the inforom checksums verify, 0 when the driver finds it corrupted */                \
+    X(GS_M_INFOROM_VALID, "inforom_valid", "")                                                     \
+    /* display and accounting (0/1, and the accounting ring size), GSP firmware (0/1) */           \
+    X(GS_M_DISPLAY_ATTACHED, "display_attached", "")                                               \
+    X(GS_M_DISPLAY_ACTIVE, "display_active", "")                                                   \
+    X(GS_M_ACCOUNTING, "accounting_mode", "")                                                      \
+    X(GS_M_ACCOUNTING_BUFFER, "accounting_buffer_size", "")                                        \
+    X(GS_M_GSP_MODE, "gsp_mode_current", "")                                                       \
+    X(GS_M_GSP_MODE_DEFAULT, "gsp_mode_default", "")                                               \
+    /* PCI class codes (nvmlDeviceGetPciInfoExt): 0x3 display; sub 0x0 VGA, 0x2 3D */              \
+    X(GS_M_PCI_BASE_CLASS, "pci_base_class", "")                                                   \
+    X(GS_M_PCI_SUB_CLASS, "pci_sub_class", "")                                                     \
+    /* degrees left before slowdown (nvmlDeviceGetMarginTemperature), negative past it */          \
+    X(GS_M_TEMP_MARGIN, "temperature_margin", "celsius")                                           \
+    /* NVLink, summed over the GPU's links (each link: gs_gpu.nvlink[]): links the driver          \
+     * reports and those active, their common speed per direction, data throughput (a rate         \
+     * from two counter readings, and the counters), and the data-link error counters */           \
+    X(GS_M_NVLINK_LINKS, "nvlink_links", "")                                                       \
+    X(GS_M_NVLINK_LINKS_ACTIVE, "nvlink_links_active", "")                                         \
+    X(GS_M_NVLINK_SPEED, "nvlink_link_speed", "bytes_per_second")                                  \
+    X(GS_M_NVLINK_TX, "nvlink_tx", "bytes_per_second")                                             \
+    X(GS_M_NVLINK_RX, "nvlink_rx", "bytes_per_second")                                             \
+    X(GS_M_NVLINK_TX_BYTES, "nvlink_tx_bytes", "bytes")                                            \
+    X(GS_M_NVLINK_RX_BYTES, "nvlink_rx_bytes", "bytes")                                            \
+    X(GS_M_NVLINK_REPLAY, "nvlink_replay_errors", "")                                              \
+    X(GS_M_NVLINK_RECOVERY, "nvlink_recovery_errors", "")                                          \
+    X(GS_M_NVLINK_CRC_FLIT, "nvlink_crc_flit_errors", "")                                          \
     X(GS_M_NVLINK_CRC_DATA, "nvlink_crc_data_errors", "")
 
 #define GS_METRIC_ENUM_(e, n, u) e,
@@ -221,7 +221,7 @@ struct gs_nvlink {
     uint8_t tput_st;   /* status of tx_bytes / rx_bytes */
     uint8_t remote_st; /* status of remote_bus_id */
     uint8_t err_st[GS_NVL_ERR__COUNT];
-    double speed_bps;           /* per direction, bytes/s (NVML's MBps * 1e6) */
+    double speed_bps;            /* per direction, bytes/s (NVML's MBps * 1e6) */
     uint64_t tx_bytes, rx_bytes; /* data payload counters (NVML's KiB * 1024) */
     uint64_t err[GS_NVL_ERR__COUNT];
     char remote_bus_id[32]; /* PCI bus id of the far end (a GPU, an NVSwitch, a CPU bridge) */
@@ -271,8 +271,8 @@ struct gs_util_sample {
 };
 
 struct gs_gpu {
-    unsigned index;     /* NVML index */
-    int lost;           /* the GPU fell off the bus; readings below are stale or absent */
+    unsigned index; /* NVML index */
+    int lost;       /* the GPU fell off the bus; readings below are stale or absent */
     uint8_t tst[GS_T__COUNT];
     char text[GS_T__COUNT][GS_STR_LEN];
     uint8_t st[GS_M__COUNT]; /* enum gs_status per metric */
@@ -313,8 +313,8 @@ enum gs_job_kind {
 
 struct gs_proc {
     unsigned pid;
-    unsigned gpu;  /* index into gs_snapshot.gpus */
-    unsigned type; /* GS_PROC_* bits: a process may be in several lists */
+    unsigned gpu;          /* index into gs_snapshot.gpus */
+    unsigned type;         /* GS_PROC_* bits: a process may be in several lists */
     unsigned gi_id, ci_id; /* MIG instance, 0xFFFFFFFF when MIG is off */
     uint8_t mem_st;        /* status of gpu_mem_bytes */
     uint64_t gpu_mem_bytes;
@@ -332,8 +332,8 @@ struct gs_proc {
     uint8_t cpu_st;   /* CPU ratio needs two reads; absent on the first sight of a pid */
     double cpu_ratio; /* CPU time / wall time since the previous sample; 1.0 = one core */
     uint64_t rss_bytes;
-    double start_time; /* unix seconds */
-    uint8_t job_kind;  /* enum gs_job_kind of container_id */
+    double start_time;                /* unix seconds */
+    uint8_t job_kind;                 /* enum gs_job_kind of container_id */
     char container_id[GS_JOB_ID_LEN]; /* Docker/containerd/CRI-O/Podman container id */
     char pod_uid[40];                 /* Kubernetes pod UID, "" if none */
     char slurm_job[24];               /* Slurm job id, "" if none */
@@ -369,8 +369,8 @@ struct gs_system {
 
 struct gs_snapshot {
     struct gs_system sys;
-    double t_real;       /* unix seconds when the cycle started */
-    int64_t t_mono_ns;   /* CLOCK_MONOTONIC when the cycle started */
+    double t_real;     /* unix seconds when the cycle started */
+    int64_t t_mono_ns; /* CLOCK_MONOTONIC when the cycle started */
     unsigned n_gpus;
     struct gs_gpu *gpus;
     unsigned n_procs;

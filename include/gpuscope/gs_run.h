@@ -47,7 +47,8 @@ enum { GS_PH_COMM_EXPOSED = GS_PH_N, GS_PH_OTHER, GS_PH_ALL };
 GS_API const char *gs_phase_name(int phase);
 
 enum gs_step_flags {
-    GS_STEP_CUDA_EVENTS = 1u << 0, /* forward/backward/optimizer from CUDA events, else host clocks */
+    GS_STEP_CUDA_EVENTS =
+        1u << 0, /* forward/backward/optimizer from CUDA events, else host clocks */
 };
 
 /* One training step. Layout is part of the ctypes ABI (python/gpuscope/_native.py mirrors
@@ -55,21 +56,21 @@ enum gs_step_flags {
  * mem_total (gs_run_step reads only that much of a version-1 record). */
 #define GS_STEP_REC_VERSION 2
 struct gs_step_rec {
-    uint32_t version;        /* GS_STEP_REC_VERSION */
-    uint32_t flags;          /* enum gs_step_flags */
-    uint64_t step;           /* global step number after this step (HF state.global_step) */
-    double t_begin;          /* CLOCK_REALTIME seconds at step begin */
-    double t_end;            /* CLOCK_REALTIME seconds at step end */
-    double ms[GS_PH_N];      /* per phase, milliseconds; NaN = not measured */
-    uint64_t samples;        /* samples processed in this step; 0 = unknown */
-    int32_t rank;            /* torch.distributed rank, 0 when not distributed */
-    int32_t device;          /* CUDA device index of this rank, -1 = CPU */
+    uint32_t version;   /* GS_STEP_REC_VERSION */
+    uint32_t flags;     /* enum gs_step_flags */
+    uint64_t step;      /* global step number after this step (HF state.global_step) */
+    double t_begin;     /* CLOCK_REALTIME seconds at step begin */
+    double t_end;       /* CLOCK_REALTIME seconds at step end */
+    double ms[GS_PH_N]; /* per phase, milliseconds; NaN = not measured */
+    uint64_t samples;   /* samples processed in this step; 0 = unknown */
+    int32_t rank;       /* torch.distributed rank, 0 when not distributed */
+    int32_t device;     /* CUDA device index of this rank, -1 = CPU */
     /* torch.cuda memory of this rank's device, bytes; 0 = unknown */
     uint64_t mem_allocated;
     uint64_t mem_reserved;
     uint64_t mem_peak_allocated; /* since the previous record */
     uint64_t mem_peak_reserved;
-    uint64_t mem_total;          /* device total (torch.cuda.mem_get_info) */
+    uint64_t mem_total; /* device total (torch.cuda.mem_get_info) */
     /* version 2 */
     double ms_x[GS_PH_ALL - GS_PH_N]; /* GS_PH_COMM_EXPOSED, GS_PH_OTHER; NaN = not measured */
 };

@@ -42,7 +42,7 @@ enum gs_want {
 };
 
 struct gs_sampler_opts {
-    const char *library; /* NULL: $GPUSCOPE_NVML_LIBRARY, else "libnvidia-ml.so.1" */
+    const char *library;   /* NULL: $GPUSCOPE_NVML_LIBRARY, else "libnvidia-ml.so.1" */
     const char *proc_root; /* NULL: "/proc"; tests point it at a /proc-like tree */
     /* Pay for what you ask: when either is set, the identity, slow and basic readings of a
      * GPU are asked of the driver only for the metrics (GS_M__COUNT flags) and texts

@@ -57,8 +57,7 @@ static void reap_slow(struct gs_agent *a)
     unsigned n = gs_reaper_reap(a->reaper, gs_clock_mono_ns());
 
     if (n)
-        gs_log(GS_LOG_DEBUG, "http: closed %u connection(s) slower than %d s", n,
-               HTTP_REQUEST_S);
+        gs_log(GS_LOG_DEBUG, "http: closed %u connection(s) slower than %d s", n, HTTP_REQUEST_S);
 }
 
 /* ---- signals and the life cycle ---- */
@@ -154,7 +153,7 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
         gs_log(GS_LOG_ERROR, "reload: %s; keeping the running configuration", e.msg);
         return;
     }
-    reload_sinks(a, &c); /* a->cfg is the main thread's to write: read without the lock */
+    reload_sinks(a, &c);         /* a->cfg is the main thread's to write: read without the lock */
     gs_agent_http_reload(a, &c); /* credentials and TLS pair; the listen address stays */
     pthread_mutex_lock(&a->lock);
     gs_config_keep_restart_keys(&c, &a->cfg, a->data_dir_from_caller ? "data_dir" : NULL);
@@ -165,8 +164,7 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
     pthread_mutex_unlock(&a->lock);
     gs_log_set_level((enum gs_log_level)c.log_level);
     if (a->rec) {
-        gs_recorder_set_policy(a->rec, c.flush_interval_s, c.retention_raw_s,
-                               c.retention_rollup_s);
+        gs_recorder_set_policy(a->rec, c.flush_interval_s, c.retention_raw_s, c.retention_rollup_s);
         gs_recorder_set_runs_retention(a->rec, c.retention_runs_s);
         gs_recorder_set_steps_per_run(a->rec, c.steps_per_run, c.steps_per_uid);
         gs_recorder_set_check_interval(a->rec, c.integrity_check_s);
@@ -190,8 +188,7 @@ static int init_agent(struct gs_agent *a, const struct gs_agent_config *cfg, str
     a->last_sample_s = -1;
     if (pthread_mutex_init(&a->lock, NULL) != 0)
         return gs_err_set(err, GS_ENOMEM, "agent: pthread_mutex_init failed");
-    if (pthread_condattr_init(&ca) != 0 ||
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+    if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
         pthread_cond_init(&a->wake, &ca) != 0) {
         pthread_mutex_destroy(&a->lock);
         return gs_err_set(err, GS_ENOMEM, "agent: pthread_cond_init failed");
@@ -222,8 +219,7 @@ static int start_history(struct gs_agent *a, struct gs_err *err)
     rc = gs_recorder_open(&a->rec, c->data_dir, err);
     if (rc != GS_OK)
         return rc;
-    gs_recorder_set_policy(a->rec, c->flush_interval_s, c->retention_raw_s,
-                           c->retention_rollup_s);
+    gs_recorder_set_policy(a->rec, c->flush_interval_s, c->retention_raw_s, c->retention_rollup_s);
     gs_recorder_set_runs_retention(a->rec, c->retention_runs_s);
     gs_recorder_set_steps_per_run(a->rec, c->steps_per_run, c->steps_per_uid);
     gs_recorder_set_check_interval(a->rec, c->integrity_check_s);
@@ -241,7 +237,9 @@ static int start_history(struct gs_agent *a, struct gs_err *err)
 static void start_runs(struct gs_agent *a)
 {
     char host[256] = "", db[GS_DATA_DIR_LEN + 16];
-    struct gs_runs_opts o = {.socket_path = a->cfg.socket, .rec = a->rec, .hostname = host,
+    struct gs_runs_opts o = {.socket_path = a->cfg.socket,
+                             .rec = a->rec,
+                             .hostname = host,
                              .runs_per_uid = a->cfg.runs_per_uid,
                              .grafana_url = a->cfg.grafana_url,
                              .conn_per_uid = a->cfg.steps_conn_per_uid,

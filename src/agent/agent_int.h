@@ -81,7 +81,7 @@ struct gs_agent {
     int down_logged;
     char reason[GS_ERR_MSG_LEN];
     char hostname[256]; /* gethostname at start: the hostname label of the self series */
-    int reason_rc; /* the enum gs_rc of reason (gpuscope_down_reason's bounded label) */
+    int reason_rc;      /* the enum gs_rc of reason (gpuscope_down_reason's bounded label) */
 
     struct MHD_Daemon *mhd;
     struct sockaddr_storage http_addr; /* the listen address, parsed */
@@ -92,13 +92,13 @@ struct gs_agent {
     struct gs_reaper *reaper;          /* every daemon's connections (reaper.h: its own lock) */
     struct gs_recorder *rec;           /* NULL when history = off */
     struct gs_worker *history_q;       /* /api/v1/history's worker (http.c); NULL: history off */
-    struct gs_runs *runs;      /* the step-record socket (runs.h); NULL when socket = off */
-    char runs_off[320];        /* why runs is NULL, as /api/v1/runs's 404 says it */
-    struct gs_policy *policy;  /* the visibility policy (policy.h) */
-    struct MHD_Daemon *mhd_unix; /* http_socket for local viewers; NULL when off */
-    struct gs_push *push;        /* NULL when no push sink is configured */
-    struct gs_webhook *webhook;  /* NULL without alert_webhook (webhook.h) */
-    struct gs_alerts *alerts;    /* the sampling thread's own (alerts.h) */
+    struct gs_runs *runs;              /* the step-record socket (runs.h); NULL when socket = off */
+    char runs_off[320];                /* why runs is NULL, as /api/v1/runs's 404 says it */
+    struct gs_policy *policy;          /* the visibility policy (policy.h) */
+    struct MHD_Daemon *mhd_unix;       /* http_socket for local viewers; NULL when off */
+    struct gs_push *push;              /* NULL when no push sink is configured */
+    struct gs_webhook *webhook;        /* NULL without alert_webhook (webhook.h) */
+    struct gs_alerts *alerts;          /* the sampling thread's own (alerts.h) */
     /* SIGHUP's new sinks (agent.c opens them; NULL new: removed), swapped in by the sampling
      * thread at its next cycle; the ones replaced wait in *_old for the main thread, since
      * closing joins a sender that may be inside a 5 s request. Under lock. */

@@ -21,14 +21,22 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define NODE_SLOT GS_ALERTS_GPUS_MAX /* the state slot of a node rule */
-#define GS_STALLED_MAX 256         /* NVML indexes of stalled training ranks kept */
-#define THROTTLE_MASK                                                                      \
-    (GS_THR_SW_POWER_CAP | GS_THR_HW_SLOWDOWN | GS_THR_SW_THERMAL | GS_THR_HW_THERMAL |    \
+#define GS_STALLED_MAX 256           /* NVML indexes of stalled training ranks kept */
+#define THROTTLE_MASK                                                                              \
+    (GS_THR_SW_POWER_CAP | GS_THR_HW_SLOWDOWN | GS_THR_SW_THERMAL | GS_THR_HW_THERMAL |            \
      GS_THR_HW_POWER_BRAKE)
 
 static const char *const derived_names[] = {
-    "temperature_slowdown_margin", "memory_used_ratio", "utilization_gpu_idle_with_memory",
-    "throttle", "gpu_lost", "xid_new", "utilization_spread", "spinning", "pcie_downshift", "training_hang",
+    "temperature_slowdown_margin",
+    "memory_used_ratio",
+    "utilization_gpu_idle_with_memory",
+    "throttle",
+    "gpu_lost",
+    "xid_new",
+    "utilization_spread",
+    "spinning",
+    "pcie_downshift",
+    "training_hang",
 };
 static const char *const op_names[] = {">", ">=", "<", "<=", "==", "!="};
 static const char *const sev_names[] = {"info", "warning", "critical"};
@@ -67,7 +75,10 @@ int gs_alert_metric_by_name(const char *name)
     return gs_metric_by_name(name);
 }
 
-const char *gs_alert_op_name(int op) { return op >= 0 && op <= GS_ALERT_NE ? op_names[op] : "?"; }
+const char *gs_alert_op_name(int op)
+{
+    return op >= 0 && op <= GS_ALERT_NE ? op_names[op] : "?";
+}
 const char *gs_alert_severity_name(int s)
 {
     return s >= 0 && s < GS_ALERT__SEVS ? sev_names[s] : "?";
@@ -109,8 +120,9 @@ int gs_alert_rule_set(struct gs_alert_rules *rs, const char *rule, const char *k
     int i;
 
     snprintf(prefix, sizeof prefix, "%s: %.64s", where, key);
-    if (!rule[0] || strlen(rule) >= GS_ALERT_NAME_LEN || strspn(rule,
-        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") != strlen(rule))
+    if (!rule[0] || strlen(rule) >= GS_ALERT_NAME_LEN ||
+        strspn(rule, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+            strlen(rule))
         return gs_err_set(err, GS_EINVAL, "%s: bad alert name '%.64s' (letters, digits, _-.)",
                           prefix, rule);
     if (!r) {
@@ -130,8 +142,8 @@ int gs_alert_rule_set(struct gs_alert_rules *rs, const char *rule, const char *k
         r->metric = i;
     } else if (strcmp(key, "op") == 0) {
         if ((i = pick(op_names, 6, value)) < 0)
-            return gs_err_set(err, GS_EINVAL, "%s: '%.64s' is not one of > >= < <= == !=",
-                              prefix, value);
+            return gs_err_set(err, GS_EINVAL, "%s: '%.64s' is not one of > >= < <= == !=", prefix,
+                              value);
         r->op = i;
     } else if (strcmp(key, "threshold") == 0) {
         double v;
@@ -142,8 +154,8 @@ int gs_alert_rule_set(struct gs_alert_rules *rs, const char *rule, const char *k
         double v;
         if (gs_config_parse_duration(value, &v) != GS_OK)
             return gs_err_set(err, GS_EINVAL,
-                              "%s: '%.64s' is not a duration (a number with s, m, h or d)",
-                              prefix, value);
+                              "%s: '%.64s' is not a duration (a number with s, m, h or d)", prefix,
+                              value);
         r->for_s = v;
     } else if (strcmp(key, "hysteresis") == 0) {
         double v;
@@ -248,9 +260,8 @@ void gs_alerts_set_notify(struct gs_alerts *a, gs_alert_notify_fn fn, void *ctx)
 }
 
 /* Defined with the state machine below. */
-static void end_slot(struct gs_alerts *a, const struct gs_alert_rule *r, int gpu,
-                     struct slot *sl, const struct gs_snapshot *s, double value, double now,
-                     const char *why);
+static void end_slot(struct gs_alerts *a, const struct gs_alert_rule *r, int gpu, struct slot *sl,
+                     const struct gs_snapshot *s, double value, double now, const char *why);
 
 /* Ends every firing (resolved, with why) and pending state of rule ri. */
 static void end_rule(struct gs_alerts *a, unsigned ri, const struct gs_snapshot *s, double now,
@@ -288,10 +299,10 @@ void gs_alerts_configure(struct gs_alerts *a, const struct gs_alert_rules *rs,
             memcpy(kept[ni], a->slots[ri], sizeof kept[ni]);
         else
             end_rule(a, ri, s, now,
-                     !nr                   ? " (rule removed)"
-                     : !rs->enabled        ? " (alerts off)"
-                     : !nr->enabled        ? " (rule disabled)"
-                                           : " (rule changed)");
+                     !nr            ? " (rule removed)"
+                     : !rs->enabled ? " (alerts off)"
+                     : !nr->enabled ? " (rule disabled)"
+                                    : " (rule changed)");
     }
     a->rs = *rs;
     if (kept)
@@ -314,8 +325,8 @@ static void track_xid(struct gs_alerts *a, const struct gs_gpu *g, unsigned i, d
 }
 
 /* The value a per-GPU rule compares; 0 when absent. */
-static int gpu_value(const struct gs_alerts *a, const struct gs_snapshot *s, unsigned i,
-                     int metric, double now, double *v)
+static int gpu_value(const struct gs_alerts *a, const struct gs_snapshot *s, unsigned i, int metric,
+                     double now, double *v)
 {
     const struct gs_gpu *g = &s->gpus[i];
 
@@ -326,9 +337,8 @@ static int gpu_value(const struct gs_alerts *a, const struct gs_snapshot *s, uns
     if (metric == GS_AD_XID_NEW) { /* kept for a lost GPU: Xid 79 is how it got lost */
         if (i >= GS_ALERTS_GPUS_MAX || !a->xid_seen[i])
             return 0;
-        *v = a->xid_changed[i] > 0 && now - a->xid_changed[i] < GS_ALERT_XID_HOLD_S
-                 ? a->xid_last[i]
-                 : 0;
+        *v = a->xid_changed[i] > 0 && now - a->xid_changed[i] < GS_ALERT_XID_HOLD_S ? a->xid_last[i]
+                                                                                    : 0;
         return 1;
     }
     if (g->lost)
@@ -426,12 +436,18 @@ static int node_value(const struct gs_snapshot *s, int metric, double *v)
 static int compare(int op, double v, double t)
 {
     switch (op) {
-    case GS_ALERT_GT: return v > t;
-    case GS_ALERT_GE: return v >= t;
-    case GS_ALERT_LT: return v < t;
-    case GS_ALERT_LE: return v <= t;
-    case GS_ALERT_EQ: return v == t;
-    default: return v != t;
+    case GS_ALERT_GT:
+        return v > t;
+    case GS_ALERT_GE:
+        return v >= t;
+    case GS_ALERT_LT:
+        return v < t;
+    case GS_ALERT_LE:
+        return v <= t;
+    case GS_ALERT_EQ:
+        return v == t;
+    default:
+        return v != t;
     }
 }
 
@@ -444,8 +460,7 @@ static void gpu_label(char *buf, size_t len, int gpu)
 }
 
 static void emit(struct gs_alerts *a, const struct gs_alert_rule *r, int gpu,
-                 const struct gs_snapshot *s, int state, double value, double since,
-                 double ended)
+                 const struct gs_snapshot *s, int state, double value, double since, double ended)
 {
     struct gs_alert_event ev = {r, gpu, "", state, value, since, ended};
 
@@ -537,9 +552,8 @@ static void step(struct gs_alerts *a, unsigned ri, int gpu, const struct gs_snap
 
 /* Ends one state: a pending one silently goes back to inactive, a firing one resolves
  * (logged with why, kept in the resolved ring, notified) with value. */
-static void end_slot(struct gs_alerts *a, const struct gs_alert_rule *r, int gpu,
-                     struct slot *sl, const struct gs_snapshot *s, double value, double now,
-                     const char *why)
+static void end_slot(struct gs_alerts *a, const struct gs_alert_rule *r, int gpu, struct slot *sl,
+                     const struct gs_snapshot *s, double value, double now, const char *why)
 {
     char who[16];
 
@@ -645,8 +659,8 @@ char *gs_alerts_json(const struct gs_alerts *a, double now)
         json_t *o;
         if (now - e->ended > GS_ALERTS_RESOLVED_KEEP_S)
             continue;
-        o = entry(e->rule, gs_alert_metric_name(e->metric), e->gpu, e->value, e->op,
-                  e->threshold, e->severity, GS_ALERT_RESOLVED, e->since);
+        o = entry(e->rule, gs_alert_metric_name(e->metric), e->gpu, e->value, e->op, e->threshold,
+                  e->severity, GS_ALERT_RESOLVED, e->since);
         if (o)
             json_object_set_new(o, "resolved_at", json_real(e->ended));
         json_array_append_new(list, o);

@@ -27,11 +27,11 @@ struct gs_mbuf;
 #define GS_ALERT_NAME_LEN 48
 #define GS_ALERT_RULES_MAX 32
 #define GS_ALERT_URL_LEN 256
-#define GS_ALERTS_GPUS_MAX 64           /* GPUs tracked per rule; more are ignored */
-#define GS_ALERTS_RESOLVED_MAX 100      /* recently resolved alerts kept ... */
-#define GS_ALERTS_RESOLVED_KEEP_S 3600  /* ... for at most this long */
-#define GS_ALERT_XID_HOLD_S 300         /* xid_new stays set this long after a change */
-#define GS_ALERT_WINDOW_BUCKETS 16      /* a rule's for-window, in this many time buckets */
+#define GS_ALERTS_GPUS_MAX 64          /* GPUs tracked per rule; more are ignored */
+#define GS_ALERTS_RESOLVED_MAX 100     /* recently resolved alerts kept ... */
+#define GS_ALERTS_RESOLVED_KEEP_S 3600 /* ... for at most this long */
+#define GS_ALERT_XID_HOLD_S 300        /* xid_new stays set this long after a change */
+#define GS_ALERT_WINDOW_BUCKETS 16     /* a rule's for-window, in this many time buckets */
 
 enum gs_alert_op { GS_ALERT_GT, GS_ALERT_GE, GS_ALERT_LT, GS_ALERT_LE, GS_ALERT_EQ, GS_ALERT_NE };
 enum gs_alert_severity { GS_ALERT_INFO, GS_ALERT_WARNING, GS_ALERT_CRITICAL, GS_ALERT__SEVS };
@@ -40,20 +40,20 @@ enum gs_alert_state { GS_ALERT_INACTIVE, GS_ALERT_PENDING, GS_ALERT_FIRING, GS_A
 /* Derived values, numbered after the model's metrics (enum gs_metric). */
 enum gs_alert_derived {
     GS_AD_SLOWDOWN_MARGIN = GS_M__COUNT, /* temperature_slowdown - temperature_gpu, celsius */
-    GS_AD_MEM_USED_RATIO,  /* memory_used / memory_total */
-    GS_AD_IDLE_UTIL,       /* utilization_gpu while a process holds > 1 GiB, else absent */
-    GS_AD_THROTTLE,        /* 1 while a power or thermal clock event reason is active, else 0 */
-    GS_AD_LOST,            /* 1 when the GPU fell off the bus, else 0 */
-    GS_AD_XID_NEW,         /* the new Xid for GS_ALERT_XID_HOLD_S after xid_last changed, else 0 */
-    GS_AD_UTIL_SPREAD,     /* node: max - min utilization_gpu over the GPUs (2 or more) */
-    GS_AD_SPINNING,        /* 1 while utilization_gpu >= 0.95 at power_draw <= 0.25 of the
-                            * enforced limit (busy-waiting kernels), else 0 */
-    GS_AD_PCIE_DOWNSHIFT,  /* 1 while the link runs below its max gen or width under load
-                            * (utilization_gpu >= 0.5), else 0: at idle it is power saving */
-    GS_AD_TRAINING_HANG,   /* 1 while a training rank on the GPU sent no step for hang_after x
-                            * its p95 step time (at least hang_min) and the GPU is idle
-                            * (utilization_gpu <= 0.05) or spinning, else 0; absent without a
-                            * step socket (runs.h, gs_alerts_set_stalled) */
+    GS_AD_MEM_USED_RATIO,                /* memory_used / memory_total */
+    GS_AD_IDLE_UTIL,      /* utilization_gpu while a process holds > 1 GiB, else absent */
+    GS_AD_THROTTLE,       /* 1 while a power or thermal clock event reason is active, else 0 */
+    GS_AD_LOST,           /* 1 when the GPU fell off the bus, else 0 */
+    GS_AD_XID_NEW,        /* the new Xid for GS_ALERT_XID_HOLD_S after xid_last changed, else 0 */
+    GS_AD_UTIL_SPREAD,    /* node: max - min utilization_gpu over the GPUs (2 or more) */
+    GS_AD_SPINNING,       /* 1 while utilization_gpu >= 0.95 at power_draw <= 0.25 of the
+                           * enforced limit (busy-waiting kernels), else 0 */
+    GS_AD_PCIE_DOWNSHIFT, /* 1 while the link runs below its max gen or width under load
+                           * (utilization_gpu >= 0.5), else 0: at idle it is power saving */
+    GS_AD_TRAINING_HANG,  /* 1 while a training rank on the GPU sent no step for hang_after x
+                           * its p95 step time (at least hang_min) and the GPU is idle
+                           * (utilization_gpu <= 0.05) or spinning, else 0; absent without a
+                           * step socket (runs.h, gs_alerts_set_stalled) */
     GS_AD__END,
 };
 
@@ -73,8 +73,8 @@ struct gs_alert_rule {
 
 /* The alert part of the agent's configuration (config.h embeds it). */
 struct gs_alert_rules {
-    int enabled;                     /* key alerts = on | off */
-    char webhook[GS_ALERT_URL_LEN];  /* key alert_webhook; "": none */
+    int enabled;                    /* key alerts = on | off */
+    char webhook[GS_ALERT_URL_LEN]; /* key alert_webhook; "": none */
     unsigned n;
     struct gs_alert_rule r[GS_ALERT_RULES_MAX];
     double hang_after; /* key training_hang_after: multiple of a rank's p95 step time */
@@ -93,7 +93,7 @@ int gs_alert_rule_set(struct gs_alert_rules *rs, const char *rule, const char *k
 int gs_alert_rule_check(const struct gs_alert_rules *rs, const char *rule, const char *where,
                         struct gs_err *err);
 
-const char *gs_alert_metric_name(int metric); /* "temperature_gpu", "throttle", ... */
+const char *gs_alert_metric_name(int metric);  /* "temperature_gpu", "throttle", ... */
 int gs_alert_metric_by_name(const char *name); /* -1 if unknown */
 const char *gs_alert_op_name(int op);
 const char *gs_alert_severity_name(int sev);
@@ -114,12 +114,12 @@ void gs_alerts_configure(struct gs_alerts *a, const struct gs_alert_rules *rs,
 /* One transition to firing or resolved, for a notifier (the webhook). */
 struct gs_alert_event {
     const struct gs_alert_rule *rule;
-    int gpu;        /* -1 for a node rule */
+    int gpu; /* -1 for a node rule */
     const char *gpu_uuid;
-    int state;      /* GS_ALERT_FIRING or GS_ALERT_RESOLVED */
+    int state; /* GS_ALERT_FIRING or GS_ALERT_RESOLVED */
     double value;
-    double since;   /* unix time it started firing */
-    double ended;   /* unix time it resolved; 0 while firing */
+    double since; /* unix time it started firing */
+    double ended; /* unix time it resolved; 0 while firing */
 };
 typedef void (*gs_alert_notify_fn)(void *ctx, const struct gs_alert_event *ev);
 void gs_alerts_set_notify(struct gs_alerts *a, gs_alert_notify_fn fn, void *ctx);

@@ -144,10 +144,14 @@ static int hexval(char c)
 const char *gs_auth_role_name(enum gs_role role)
 {
     switch (role) {
-    case GS_ROLE_ADMIN: return "admin";
-    case GS_ROLE_VIEWER: return "viewer";
-    case GS_ROLE_METRICS: return "metrics";
-    default: return "none";
+    case GS_ROLE_ADMIN:
+        return "admin";
+    case GS_ROLE_VIEWER:
+        return "viewer";
+    case GS_ROLE_METRICS:
+        return "metrics";
+    default:
+        return "none";
     }
 }
 
@@ -217,8 +221,7 @@ static int token_line(struct gs_auth *au, const char *where, const char *s, cons
         return GS_OK;
     we = word_end(w, e);
     if (we - w != 7 + 64 || memcmp(w, "sha256:", 7) != 0)
-        return gs_err_set(err, GS_EINVAL, "%s: expected sha256:<64 hex digits> ROLE [USER]",
-                          where);
+        return gs_err_set(err, GS_EINVAL, "%s: expected sha256:<64 hex digits> ROLE [USER]", where);
     for (int i = 0; i < 32; i++) {
         int hi = hexval(w[7 + 2 * i]), lo = hexval(w[8 + 2 * i]);
         if (hi < 0 || lo < 0)
@@ -406,8 +409,10 @@ static int parse_tls(struct yctx *y, const yaml_node_t *m)
             size_t vl = 0;
             vs = yscalar(v, &vl);
             if (!vs || (vl && !(vl == 12 && memcmp(vs, "NoClientCert", 12) == 0)))
-                return ywhere_err(y, v, "only NoClientCert is supported (client certificates "
-                                        "are not checked by gpuscope)", "client_auth_type");
+                return ywhere_err(y, v,
+                                  "only NoClientCert is supported (client certificates "
+                                  "are not checked by gpuscope)",
+                                  "client_auth_type");
             continue;
         }
         if (ykey_is(k, "client_ca_file"))
@@ -433,8 +438,8 @@ static int bcrypt_hash_ok(const char *h, size_t n)
     int cost;
 
     if (!h || n != 60 || h[0] != '$' || h[1] != '2' ||
-        (h[2] != 'a' && h[2] != 'b' && h[2] != 'y') || h[3] != '$' || h[4] < '0' ||
-        h[4] > '9' || h[5] < '0' || h[5] > '9' || h[6] != '$')
+        (h[2] != 'a' && h[2] != 'b' && h[2] != 'y') || h[3] != '$' || h[4] < '0' || h[4] > '9' ||
+        h[5] < '0' || h[5] > '9' || h[6] != '$')
         return 0;
     cost = (h[4] - '0') * 10 + (h[5] - '0');
     if (cost < 4 || cost > 16)
@@ -457,14 +462,17 @@ static int parse_users(struct yctx *y, const yaml_node_t *m)
         size_t kl = 0, vl = 0;
         const char *ks = yscalar(k, &kl), *vs = yscalar(v, &vl);
         if (!ks || !user_name_ok(ks, kl))
-            return ywhere_err(y, k ? k : m, "bad user name (letters, digits, ._-@, at most 63 "
-                                            "bytes)", "basic_auth_users");
+            return ywhere_err(y, k ? k : m,
+                              "bad user name (letters, digits, ._-@, at most 63 "
+                              "bytes)",
+                              "basic_auth_users");
         if (!bcrypt_hash_ok(vs, vl))
-            return ywhere_err(y, v ? v : k, "expected a bcrypt hash ($2y$10$..., 60 characters, "
-                                            "cost 4..16)", "basic_auth_users");
+            return ywhere_err(y, v ? v : k,
+                              "expected a bcrypt hash ($2y$10$..., 60 characters, "
+                              "cost 4..16)",
+                              "basic_auth_users");
         for (unsigned i = 0; i < y->au->n_users; i++)
-            if (strlen(y->au->users[i].name) == kl &&
-                memcmp(y->au->users[i].name, ks, kl) == 0)
+            if (strlen(y->au->users[i].name) == kl && memcmp(y->au->users[i].name, ks, kl) == 0)
                 return ywhere_err(y, k, "user listed twice", "basic_auth_users");
         if (y->au->n_users >= AUTH_USERS_MAX)
             return ywhere_err(y, k, "too many users", "basic_auth_users");
@@ -504,8 +512,9 @@ static int parse_web_root(struct yctx *y, const yaml_node_t *root)
         else if (ykey_is(k, "basic_auth_users"))
             rc = parse_users(y, v);
         else if (ykey_is(k, "http_server_config")) {
-            gs_log(GS_LOG_WARN, "%.256s:%lu: http_server_config is ignored (gpuscope sets its "
-                                "own headers; HTTP/2 is not served)",
+            gs_log(GS_LOG_WARN,
+                   "%.256s:%lu: http_server_config is ignored (gpuscope sets its "
+                   "own headers; HTTP/2 is not served)",
                    y->name, (unsigned long)k->start_mark.line + 1);
             rc = GS_OK;
         } else {
@@ -591,8 +600,8 @@ void gs_auth_unref(struct gs_auth *au)
 }
 
 int gs_auth_from_text(struct gs_auth **out, const char *tokens_name, const char *tokens,
-                      size_t tokens_len, const char *web_name, const char *web,
-                      size_t web_len, const char *base_dir, struct gs_err *err)
+                      size_t tokens_len, const char *web_name, const char *web, size_t web_len,
+                      const char *base_dir, struct gs_err *err)
 {
     struct gs_auth *au = auth_new();
     int rc = GS_OK;
@@ -622,8 +631,8 @@ int gs_auth_check_secret(int fd, const char *path, struct gs_err *err)
     if (st.st_mode & (S_IWGRP | S_IWOTH))
         return gs_err_set(err, GS_EPERM,
                           "%s: writable by %s (mode %04o): anyone who can write it can give "
-                          "themselves access; chmod go-w it", path,
-                          (st.st_mode & S_IWOTH) ? "everyone" : "its group",
+                          "themselves access; chmod go-w it",
+                          path, (st.st_mode & S_IWOTH) ? "everyone" : "its group",
                           (unsigned)(st.st_mode & 07777));
     if (st.st_uid != 0 && st.st_uid != geteuid() && st.st_uid != getuid())
         return gs_err_set(err, GS_EPERM,
@@ -655,8 +664,8 @@ static int read_small(const char *path, char **text, size_t *len, struct gs_err 
     }
     n = fread(buf, 1, AUTH_FILE_MAX + 1, f);
     if (ferror(f) || n > AUTH_FILE_MAX) {
-        int rc = gs_err_set(err, GS_EIO, "%s: %s", path,
-                            ferror(f) ? "read error" : "larger than 1 MiB");
+        int rc =
+            gs_err_set(err, GS_EIO, "%s: %s", path, ferror(f) ? "read error" : "larger than 1 MiB");
         fclose(f);
         free(buf);
         return rc;
@@ -687,8 +696,8 @@ int gs_auth_open(struct gs_auth **out, const char *tokens_file, const char *web_
             snprintf(dir, sizeof dir, "/");
     }
     if (rc == GS_OK)
-        rc = gs_auth_from_text(&au, tokens_file, tok, tok_len, web_config_file, web, web_len,
-                               dir, err);
+        rc = gs_auth_from_text(&au, tokens_file, tok, tok_len, web_config_file, web, web_len, dir,
+                               err);
     free(tok);
     free(web);
     if (rc != GS_OK)
@@ -882,8 +891,8 @@ static int bcrypt_ok(const char *pass, const char *hash)
         return 0;
     if (crypt_rn(pass, hash, cd, (int)sizeof *cd) != NULL) {
         size_t n = strlen(cd->output);
-        ok = n == strlen(hash) && gs_auth_equal((const unsigned char *)cd->output,
-                                                (const unsigned char *)hash, n);
+        ok = n == strlen(hash) &&
+             gs_auth_equal((const unsigned char *)cd->output, (const unsigned char *)hash, n);
     }
     memset(cd, 0, sizeof *cd); /* the password passed through it */
     free(cd);
@@ -938,8 +947,7 @@ static enum gs_role check_basic(const struct gs_auth *au, const char *header, co
     src_key(src, skey, sizeof skey);
     pthread_mutex_lock(&c->lock);
     fs = fail_find(c->by_src, skey, GS_AUTH_FAIL_SRC_PER_S, GS_AUTH_FAIL_BURST, now);
-    fu = fail_find(c->by_user, plain, GS_AUTH_FAIL_USER_PER_S, GS_AUTH_FAIL_USER_BURST,
-                   now);
+    fu = fail_find(c->by_user, plain, GS_AUTH_FAIL_USER_PER_S, GS_AUTH_FAIL_USER_BURST, now);
     allowed = fs->left >= 1 && fu->left >= 1 && (!u || budget_take(c, now));
     pthread_mutex_unlock(&c->lock);
     if (!allowed)
@@ -949,8 +957,8 @@ static enum gs_role check_basic(const struct gs_auth *au, const char *header, co
         if (allowed) { /* a failure that was checked (or an unknown name): charged */
             pthread_mutex_lock(&c->lock);
             fs = fail_find(c->by_src, skey, GS_AUTH_FAIL_SRC_PER_S, GS_AUTH_FAIL_BURST, now);
-            fu = fail_find(c->by_user, plain, GS_AUTH_FAIL_USER_PER_S,
-                           GS_AUTH_FAIL_USER_BURST, now);
+            fu =
+                fail_find(c->by_user, plain, GS_AUTH_FAIL_USER_PER_S, GS_AUTH_FAIL_USER_BURST, now);
             fs->left -= 1;
             fu->left -= 1;
             pthread_mutex_unlock(&c->lock);
@@ -1025,19 +1033,18 @@ int gs_auth_identify(const struct gs_auth *au, struct MHD_Connection *c, struct 
         out->via = GS_VIA_UNIX;
         return GS_ROLE_VIEWER;
     }
-    h = gs_auth_required(au) ? MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                           MHD_HTTP_HEADER_AUTHORIZATION)
-                             : NULL;
+    h = gs_auth_required(au)
+            ? MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)
+            : NULL;
     return (int)gs_auth_check_from(au, h, ci ? ci->client_addr : NULL, out);
 }
 
 /* ---- new tokens ---- */
 
-int gs_auth_new_token(enum gs_role role, const char *user, char *token, char *line,
-                      size_t line_len, struct gs_err *err)
+int gs_auth_new_token(enum gs_role role, const char *user, char *token, char *line, size_t line_len,
+                      struct gs_err *err)
 {
-    static const char b64url[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     unsigned char raw[33] = {0}; /* 32 random bytes and a zero byte to finish the last group */
     char hex[65];
     size_t o = 0;

@@ -21,8 +21,8 @@
 #define GS_AGENT_AUTH_H
 
 #include <stdbool.h>
-#include <stdint.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 #include "agent/viewer.h"
@@ -32,9 +32,9 @@ struct MHD_Connection;
 
 struct gs_auth;
 
-#define GS_AUTH_TOKEN_LEN 43     /* base64url of 32 bytes, no padding */
-#define GS_AUTH_BCRYPT_TTL_S 60  /* a successful basic-auth check is remembered this long */
-#define GS_AUTH_BCRYPT_PER_S 8   /* uncached bcrypt checks per second, all clients together */
+#define GS_AUTH_TOKEN_LEN 43      /* base64url of 32 bytes, no padding */
+#define GS_AUTH_BCRYPT_TTL_S 60   /* a successful basic-auth check is remembered this long */
+#define GS_AUTH_BCRYPT_PER_S 8    /* uncached bcrypt checks per second, all clients together */
 #define GS_AUTH_FAIL_SRC_PER_S 1  /* failed basic-auth checks per second from one source */
 #define GS_AUTH_FAIL_USER_PER_S 2 /* failed basic-auth checks per second for one user name */
 #define GS_AUTH_FAIL_BURST 4      /* failures at once from one source */
@@ -51,8 +51,8 @@ int gs_auth_open(struct gs_auth **out, const char *tokens_file, const char *web_
  * targets drive. Either text may be NULL. base_dir resolves the web config's relative
  * cert_file/key_file ("" or NULL: as given). */
 int gs_auth_from_text(struct gs_auth **out, const char *tokens_name, const char *tokens,
-                      size_t tokens_len, const char *web_name, const char *web,
-                      size_t web_len, const char *base_dir, struct gs_err *err);
+                      size_t tokens_len, const char *web_name, const char *web, size_t web_len,
+                      const char *base_dir, struct gs_err *err);
 
 /* The rule for a credential file (tokens file, web config, TLS key; docs/security.md
  * "CREDENTIAL FILES"), on the opened file fd (so a symlink's target): a regular file, not
@@ -110,8 +110,8 @@ enum gs_role gs_auth_role_parse(const char *name);
 /* Makes a new random token (token: GS_AUTH_TOKEN_LEN + 1 bytes) and the tokens-file line
  * that admits it for role and user (user may be NULL or ""). GS_EINVAL for a bad role or
  * user name (letters, digits, ._-@, at most 63 bytes), GS_EIO when no randomness. */
-int gs_auth_new_token(enum gs_role role, const char *user, char *token, char *line,
-                      size_t line_len, struct gs_err *err);
+int gs_auth_new_token(enum gs_role role, const char *user, char *token, char *line, size_t line_len,
+                      struct gs_err *err);
 
 /* The SHA-256 of a text as 64 lowercase hex digits (hex: 65 bytes). */
 void gs_auth_sha256_hex(const char *text, size_t len, char *hex);

@@ -17,8 +17,17 @@
 #include "agent/log.h"
 #include "gpuscope/gs_err.h"
 
-enum key_type { KEY_DOUBLE, KEY_ENUM, KEY_LISTEN, KEY_LOGLEVEL, KEY_DURATION, KEY_PATH,
-                KEY_UINT, KEY_STR, KEY_USER };
+enum key_type {
+    KEY_DOUBLE,
+    KEY_ENUM,
+    KEY_LISTEN,
+    KEY_LOGLEVEL,
+    KEY_DURATION,
+    KEY_PATH,
+    KEY_UINT,
+    KEY_STR,
+    KEY_USER
+};
 
 struct key {
     const char *name;
@@ -43,22 +52,23 @@ static const char *const gpuvis_names[] = {"all", "used", NULL};
 #define DAY_S 86400.0
 
 static const struct key keys[] = {
-    {"listen", KEY_LISTEN, offsetof(struct gs_agent_config, listen), 0, 0, NULL,
-     "127.0.0.1:9400", "HOST:PORT of the HTTP server ([V6]:PORT for IPv6)", RESTART},
+    {"listen", KEY_LISTEN, offsetof(struct gs_agent_config, listen), 0, 0, NULL, "127.0.0.1:9400",
+     "HOST:PORT of the HTTP server ([V6]:PORT for IPv6)", RESTART},
     {"interval", KEY_DOUBLE, offsetof(struct gs_agent_config, interval_s), 0.1, 60, NULL, "1",
      "sampling period in seconds", 0},
     {"metrics_compat", KEY_ENUM, offsetof(struct gs_agent_config, metrics_compat), 0, 0,
      compat_names, "none",
      "none | dcgm | dcgm3: also emit dcgm-exporter names on /metrics (dcgm: 4.x labels, "
-     "hostname; dcgm3: 3.x's Hostname)", 0},
+     "hostname; dcgm3: 3.x's Hostname)",
+     0},
     {"log_level", KEY_LOGLEVEL, offsetof(struct gs_agent_config, log_level), 0, 0, NULL, "info",
      "error | warn | info | debug", 0},
     {"data_dir", KEY_PATH, offsetof(struct gs_agent_config, data_dir), 0, 0, NULL, NULL,
      "directory of history.db, made 0750 if missing", RESTART},
     {"history", KEY_ENUM, offsetof(struct gs_agent_config, history), 0, 0, history_names, "on",
      "on | off: keep a history in DATA_DIR/history.db", RESTART},
-    {"flush_interval", KEY_DOUBLE, offsetof(struct gs_agent_config, flush_interval_s), 1, 300,
-     NULL, "5", "seconds between history writes", 0},
+    {"flush_interval", KEY_DOUBLE, offsetof(struct gs_agent_config, flush_interval_s), 1, 300, NULL,
+     "5", "seconds between history writes", 0},
     {"retention_raw", KEY_DURATION, offsetof(struct gs_agent_config, retention_raw_s), 60,
      3650 * DAY_S, NULL, "24h", "how long raw samples are kept (s, m, h, d suffixes)", 0},
     {"retention_rollup", KEY_DURATION, offsetof(struct gs_agent_config, retention_rollup_s), 60,
@@ -66,63 +76,73 @@ static const struct key keys[] = {
     {"retention_runs", KEY_DURATION, offsetof(struct gs_agent_config, retention_runs_s), 60,
      3650 * DAY_S, NULL, "30d",
      "how long ended training runs and their steps are kept (s, m, h, d suffixes)", 0},
-    {"integrity_check_interval", KEY_DURATION,
-     offsetof(struct gs_agent_config, integrity_check_s), 0, 3650 * DAY_S, NULL, "6h",
+    {"integrity_check_interval", KEY_DURATION, offsetof(struct gs_agent_config, integrity_check_s),
+     0, 3650 * DAY_S, NULL, "6h",
      "how often history.db is checked for damage (SQLite quick_check; 0: never; s, m, h, d "
-     "suffixes)", 0},
+     "suffixes)",
+     0},
     {"process_metrics", KEY_ENUM, offsetof(struct gs_agent_config, process_metrics), 0, 0,
      history_names, "off", "on | off: per-process series on /metrics (docs/metrics.md)", 0},
     {"process_metrics_max", KEY_UINT, offsetof(struct gs_agent_config, process_metrics_max), 1,
      100000, NULL, "256", "cap on per-process series per scrape; the rest are counted", 0},
     {"http_rate", KEY_DOUBLE, offsetof(struct gs_agent_config, http_rate), 0, 100000, NULL, "50",
      "HTTP requests/s allowed per client IP (429 beyond); 0: no limit", 0},
-    {"http_burst", KEY_UINT, offsetof(struct gs_agent_config, http_burst), 1, 1000000, NULL,
-     "100", "HTTP requests a client IP may send at once before http_rate applies", 0},
-    {"runs_per_uid", KEY_UINT, offsetof(struct gs_agent_config, runs_per_uid), 1,
-     64, NULL, "16",
+    {"http_burst", KEY_UINT, offsetof(struct gs_agent_config, http_burst), 1, 1000000, NULL, "100",
+     "HTTP requests a client IP may send at once before http_rate applies", 0},
+    {"runs_per_uid", KEY_UINT, offsetof(struct gs_agent_config, runs_per_uid), 1, 64, NULL, "16",
      "training runs one uid other than root may have going on at once (of 64); restart to "
-     "change", 0},
-    {"http_conn_per_uid", KEY_UINT, offsetof(struct gs_agent_config, http_conn_per_uid), 1,
-     65536, NULL, "32",
-     "HTTP connections one local uid (unix socket or loopback TCP) may hold at once", 0},
-    {"steps_conn_per_uid", KEY_UINT, offsetof(struct gs_agent_config, steps_conn_per_uid), 1,
-     256, NULL, "32",
-     "step-socket connections one uid other than root may hold at once (of 256)", RESTART},
-    {"steps_rate_per_uid", KEY_DOUBLE, offsetof(struct gs_agent_config, steps_rate_per_uid), 0,
-     1e7, NULL, "10000",
+     "change",
+     0},
+    {"http_conn_per_uid", KEY_UINT, offsetof(struct gs_agent_config, http_conn_per_uid), 1, 65536,
+     NULL, "32", "HTTP connections one local uid (unix socket or loopback TCP) may hold at once",
+     0},
+    {"steps_conn_per_uid", KEY_UINT, offsetof(struct gs_agent_config, steps_conn_per_uid), 1, 256,
+     NULL, "32", "step-socket connections one uid other than root may hold at once (of 256)",
+     RESTART},
+    {"steps_rate_per_uid", KEY_DOUBLE, offsetof(struct gs_agent_config, steps_rate_per_uid), 0, 1e7,
+     NULL, "10000",
      "step-socket records/s one uid other than root may send (token bucket; more are "
-     "dropped, counted); 0: no limit", RESTART},
+     "dropped, counted); 0: no limit",
+     RESTART},
     {"steps_burst_per_uid", KEY_UINT, offsetof(struct gs_agent_config, steps_burst_per_uid), 1,
      10000000, NULL, "20000",
-     "step-socket records one uid may send at once before steps_rate_per_uid applies",
-     RESTART},
+     "step-socket records one uid may send at once before steps_rate_per_uid applies", RESTART},
     {"steps_per_run", KEY_UINT, offsetof(struct gs_agent_config, steps_per_run), 0, 4000000000.0,
      NULL, "500000",
      "step records kept in the history per run, also of a run that never ends (the lowest "
-     "step numbers pruned first); 0: no cap", 0},
+     "step numbers pruned first); 0: no cap",
+     0},
     {"steps_per_uid", KEY_UINT, offsetof(struct gs_agent_config, steps_per_uid), 0, 4000000000.0,
      NULL, "2000000",
      "step records one uid's live runs keep in the history together (its biggest run pruned "
-     "first); 0: no cap", 0},
-    {"influx_url", KEY_STR, offsetof(struct gs_agent_config, push.influx_url), 0, sizeof(((struct gs_agent_config *)0)->push.influx_url), NULL, "",
+     "first); 0: no cap",
+     0},
+    {"influx_url", KEY_STR, offsetof(struct gs_agent_config, push.influx_url), 0,
+     sizeof(((struct gs_agent_config *)0)->push.influx_url), NULL, "",
      "InfluxDB base URL (http://HOST:8086); empty: no InfluxDB push", 0},
-    {"influx_version", KEY_ENUM, offsetof(struct gs_agent_config, push.influx_version), 0, 0, influx_version_names, "1",
-     "1 | 2: /write?db= or /api/v2/write with a token", 0},
-    {"influx_db", KEY_STR, offsetof(struct gs_agent_config, push.influx_db), 0, sizeof(((struct gs_agent_config *)0)->push.influx_db), NULL, "", "InfluxDB 1.x database", 0},
-    {"influx_org", KEY_STR, offsetof(struct gs_agent_config, push.influx_org), 0, sizeof(((struct gs_agent_config *)0)->push.influx_org), NULL, "", "InfluxDB 2.x organisation", 0},
-    {"influx_bucket", KEY_STR, offsetof(struct gs_agent_config, push.influx_bucket), 0, sizeof(((struct gs_agent_config *)0)->push.influx_bucket), NULL, "",
-     "InfluxDB 2.x bucket", 0},
-    {"influx_token_file", KEY_STR, offsetof(struct gs_agent_config, push.influx_token_file), 0, sizeof(((struct gs_agent_config *)0)->push.influx_token_file), NULL, "",
+    {"influx_version", KEY_ENUM, offsetof(struct gs_agent_config, push.influx_version), 0, 0,
+     influx_version_names, "1", "1 | 2: /write?db= or /api/v2/write with a token", 0},
+    {"influx_db", KEY_STR, offsetof(struct gs_agent_config, push.influx_db), 0,
+     sizeof(((struct gs_agent_config *)0)->push.influx_db), NULL, "", "InfluxDB 1.x database", 0},
+    {"influx_org", KEY_STR, offsetof(struct gs_agent_config, push.influx_org), 0,
+     sizeof(((struct gs_agent_config *)0)->push.influx_org), NULL, "", "InfluxDB 2.x organisation",
+     0},
+    {"influx_bucket", KEY_STR, offsetof(struct gs_agent_config, push.influx_bucket), 0,
+     sizeof(((struct gs_agent_config *)0)->push.influx_bucket), NULL, "", "InfluxDB 2.x bucket", 0},
+    {"influx_token_file", KEY_STR, offsetof(struct gs_agent_config, push.influx_token_file), 0,
+     sizeof(((struct gs_agent_config *)0)->push.influx_token_file), NULL, "",
      "file holding the InfluxDB 2.x token (never put the token on the command line)", 0},
-    {"influx_gzip", KEY_ENUM, offsetof(struct gs_agent_config, push.influx_gzip), 0, 0, history_names, "off",
-     "on | off: gzip the InfluxDB body", 0},
-    {"push_interval", KEY_DOUBLE, offsetof(struct gs_agent_config, push.interval_s), 1, 3600, NULL, "10",
-     "seconds between pushes (InfluxDB batch, Pushgateway)", 0},
-    {"push_buffer", KEY_UINT, offsetof(struct gs_agent_config, push.buffer_batches), 1, 4096,
-     NULL, "64", "InfluxDB batches kept while the target is down; the oldest dropped first", 0},
-    {"pushgateway_url", KEY_STR, offsetof(struct gs_agent_config, push.pushgateway_url), 0, sizeof(((struct gs_agent_config *)0)->push.pushgateway_url), NULL, "",
+    {"influx_gzip", KEY_ENUM, offsetof(struct gs_agent_config, push.influx_gzip), 0, 0,
+     history_names, "off", "on | off: gzip the InfluxDB body", 0},
+    {"push_interval", KEY_DOUBLE, offsetof(struct gs_agent_config, push.interval_s), 1, 3600, NULL,
+     "10", "seconds between pushes (InfluxDB batch, Pushgateway)", 0},
+    {"push_buffer", KEY_UINT, offsetof(struct gs_agent_config, push.buffer_batches), 1, 4096, NULL,
+     "64", "InfluxDB batches kept while the target is down; the oldest dropped first", 0},
+    {"pushgateway_url", KEY_STR, offsetof(struct gs_agent_config, push.pushgateway_url), 0,
+     sizeof(((struct gs_agent_config *)0)->push.pushgateway_url), NULL, "",
      "Prometheus Pushgateway base URL (http://HOST:9091); empty: off", 0},
-    {"pushgateway_job", KEY_STR, offsetof(struct gs_agent_config, push.pushgateway_job), 0, sizeof(((struct gs_agent_config *)0)->push.pushgateway_job), NULL, "gpuscope",
+    {"pushgateway_job", KEY_STR, offsetof(struct gs_agent_config, push.pushgateway_job), 0,
+     sizeof(((struct gs_agent_config *)0)->push.pushgateway_job), NULL, "gpuscope",
      "Pushgateway grouping key job (instance is the host name)", 0},
     {"alerts", KEY_ENUM, offsetof(struct gs_agent_config, alerts.enabled), 0, 0, history_names,
      "on", "on | off: evaluate the alert rules ([alert NAME] sections, docs/agent.md)", 0},
@@ -132,7 +152,8 @@ static const struct key keys[] = {
     {"grafana_url", KEY_STR, offsetof(struct gs_agent_config, grafana_url), 0,
      sizeof(((struct gs_agent_config *)0)->grafana_url), NULL, "",
      "Grafana base URL (https://grafana.example:3000): the dashboard links a run's job to "
-     "deploy/grafana/training-job.json there; empty: no link", RESTART},
+     "deploy/grafana/training-job.json there; empty: no link",
+     RESTART},
     {"training_hang_after", KEY_DOUBLE, offsetof(struct gs_agent_config, alerts.hang_after), 1,
      1000, NULL, "10",
      "training_hang alert: a rank sent no step for this many times its p95 step time ...", 0},
@@ -142,10 +163,12 @@ static const struct key keys[] = {
      sizeof(((struct gs_agent_config *)0)->socket), NULL, NULL,
      "step-record socket for training runs (docs/agent.md), absolute path or off; default "
      "$GPUSCOPE_AGENT_SOCKET, $RUNTIME_DIRECTORY/steps.sock, /run/gpuscope/steps.sock (root), "
-     "$XDG_RUNTIME_DIR/gpuscope/steps.sock", RESTART},
+     "$XDG_RUNTIME_DIR/gpuscope/steps.sock",
+     RESTART},
     {"process_visibility", KEY_ENUM, offsetof(struct gs_agent_config, process_visibility), 0, 0,
      procvis_names, "own",
-     "all | own | none: what non-admin viewers see of other users' processes (docs/security.md)", 0},
+     "all | own | none: what non-admin viewers see of other users' processes (docs/security.md)",
+     0},
     {"gpu_visibility", KEY_ENUM, offsetof(struct gs_agent_config, gpu_visibility), 0, 0,
      gpuvis_names, "all", "all | used: used shows a non-admin viewer only the GPUs it uses", 0},
     {"admin_group", KEY_STR, offsetof(struct gs_agent_config, admin_group), 0,
@@ -155,11 +178,13 @@ static const struct key keys[] = {
      sizeof(((struct gs_agent_config *)0)->http_socket), NULL, NULL,
      "HTTP unix socket for local viewers (mode 0666), absolute path or off; default "
      "$RUNTIME_DIRECTORY/agent.sock, /run/gpuscope/agent.sock (root), "
-     "$XDG_RUNTIME_DIR/gpuscope/agent.sock", RESTART},
+     "$XDG_RUNTIME_DIR/gpuscope/agent.sock",
+     RESTART},
     {"tokens_file", KEY_STR, offsetof(struct gs_agent_config, tokens_file), 0,
      sizeof(((struct gs_agent_config *)0)->tokens_file), NULL, "",
      "HTTP bearer tokens, lines 'sha256:<hex> admin|viewer|metrics [user]' (docs/security.md; "
-     "gpuscope agent --new-token ROLE [USER]); empty: none", 0},
+     "gpuscope agent --new-token ROLE [USER]); empty: none",
+     0},
     {"web_config_file", KEY_STR, offsetof(struct gs_agent_config, web_config_file), 0,
      sizeof(((struct gs_agent_config *)0)->web_config_file), NULL, "",
      "Prometheus exporter-toolkit web config (YAML: tls_server_config, basic_auth_users)", 0},
@@ -168,18 +193,21 @@ static const struct key keys[] = {
      "PEM certificate for HTTPS (with tls_key_file); SIGHUP reloads the pair", 0},
     {"tls_key_file", KEY_STR, offsetof(struct gs_agent_config, tls_key_file), 0,
      sizeof(((struct gs_agent_config *)0)->tls_key_file), NULL, "", "PEM private key for HTTPS", 0},
-    {"insecure", KEY_ENUM, offsetof(struct gs_agent_config, insecure), 0, 0, history_names,
-     "off", "on | off (--insecure alone: on): allow a non-loopback listen without TLS and "
-     "tokens or basic auth", 0},
+    {"insecure", KEY_ENUM, offsetof(struct gs_agent_config, insecure), 0, 0, history_names, "off",
+     "on | off (--insecure alone: on): allow a non-loopback listen without TLS and "
+     "tokens or basic auth",
+     0},
     {"user", KEY_USER, offsetof(struct gs_agent_config, user), 0,
      sizeof(((struct gs_agent_config *)0)->user), NULL, "",
      "started as root: become this user once the TCP port is bound (docs/security.md); "
-     "empty: stay as started", RESTART},
+     "empty: stay as started",
+     RESTART},
     {"kubernetes_pods_dir", KEY_STR, offsetof(struct gs_agent_config, kubernetes_pods_dir), 0,
      sizeof(((struct gs_agent_config *)0)->kubernetes_pods_dir), NULL, "/var/log/pods",
      "the kubelet's pod log directories (<namespace>_<pod>_<uid>/<container>/), which name the "
      "pod, namespace and container of a process whose cgroup is a pod's (docs/metrics.md); "
-     "off: do not look", RESTART},
+     "off: do not look",
+     RESTART},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -240,8 +268,8 @@ static int set_listen(char *dst, const char *value, const char *why_prefix, stru
     return GS_OK;
 }
 
-int gs_config_set(struct gs_agent_config *c, const char *key, const char *value,
-                  const char *where, struct gs_err *err)
+int gs_config_set(struct gs_agent_config *c, const char *key, const char *value, const char *where,
+                  struct gs_err *err)
 {
     const struct key *k = find_key(key, strlen(key));
     char prefix[GS_ERR_MSG_LEN / 2];
@@ -292,26 +320,23 @@ int gs_config_set(struct gs_agent_config *c, const char *key, const char *value,
         double v;
         if (gs_config_parse_duration(value, &v) != GS_OK)
             return gs_err_set(err, GS_EINVAL,
-                              "%s: '%.64s' is not a duration (a number with s, m, h or d)",
-                              prefix, value);
-        if (v < k->min || v > k->max)
-            return gs_err_set(err, GS_EINVAL, "%s: %.64s is out of range 1m..3650d", prefix,
+                              "%s: '%.64s' is not a duration (a number with s, m, h or d)", prefix,
                               value);
+        if (v < k->min || v > k->max)
+            return gs_err_set(err, GS_EINVAL, "%s: %.64s is out of range 1m..3650d", prefix, value);
         memcpy(p, &v, sizeof v);
         return GS_OK;
     }
     case KEY_STR: /* k->max: the field's size */
         if (strlen(value) >= (size_t)k->max)
-            return gs_err_set(err, GS_EINVAL, "%s: longer than %d bytes", prefix,
-                              (int)k->max - 1);
+            return gs_err_set(err, GS_EINVAL, "%s: longer than %d bytes", prefix, (int)k->max - 1);
         strcpy(p, value);
         return GS_OK;
     case KEY_USER: { /* resolved here so that a typo names its FILE:LINE */
         struct passwd pw, *res = NULL;
         char buf[4096];
         if (strlen(value) >= (size_t)k->max)
-            return gs_err_set(err, GS_EINVAL, "%s: longer than %d bytes", prefix,
-                              (int)k->max - 1);
+            return gs_err_set(err, GS_EINVAL, "%s: longer than %d bytes", prefix, (int)k->max - 1);
         if (value[0] && (getpwnam_r(value, &pw, buf, sizeof buf, &res) != 0 || !res))
             return gs_err_set(err, GS_EINVAL, "%s: no such user '%.64s'", prefix, value);
         strcpy(p, value);
@@ -328,8 +353,8 @@ int gs_config_set(struct gs_agent_config *c, const char *key, const char *value,
     case KEY_LOGLEVEL: {
         int lv = gs_log_parse(value);
         if (lv < 0)
-            return gs_err_set(err, GS_EINVAL,
-                              "%s: '%.64s' is not one of error, warn, info, debug", prefix, value);
+            return gs_err_set(err, GS_EINVAL, "%s: '%.64s' is not one of error, warn, info, debug",
+                              prefix, value);
         memcpy(p, &lv, sizeof lv);
         return GS_OK;
     }
@@ -367,12 +392,26 @@ int gs_config_parse_duration(const char *text, double *seconds)
     if (errno || end != text + strspn(text, "0123456789.") || !isfinite(v))
         return GS_EINVAL;
     switch (*end) {
-    case '\0': break;
-    case 's': unit = 1; end++; break;
-    case 'm': unit = 60; end++; break;
-    case 'h': unit = 3600; end++; break;
-    case 'd': unit = DAY_S; end++; break;
-    default: return GS_EINVAL;
+    case '\0':
+        break;
+    case 's':
+        unit = 1;
+        end++;
+        break;
+    case 'm':
+        unit = 60;
+        end++;
+        break;
+    case 'h':
+        unit = 3600;
+        end++;
+        break;
+    case 'd':
+        unit = DAY_S;
+        end++;
+        break;
+    default:
+        return GS_EINVAL;
     }
     if (*end || !isfinite(v * unit))
         return GS_EINVAL;
@@ -479,8 +518,8 @@ static const char *trim_end(const char *s, const char *end)
 }
 
 /* One line of an INI text: [s, e) without its newline. */
-static int parse_line(struct gs_agent_config *c, const char *name, unsigned lineno,
-                      const char *s, const char *e, struct gs_err *err)
+static int parse_line(struct gs_agent_config *c, const char *name, unsigned lineno, const char *s,
+                      const char *e, struct gs_err *err)
 {
     char where[300], key[64], value[GS_LISTEN_LEN * 2];
     const char *eq, *ks, *ke, *vs, *ve;
@@ -525,9 +564,9 @@ static int parse_line(struct gs_agent_config *c, const char *name, unsigned line
 /* `[alert NAME]` sections (alerts.h): the header switches section (sec holds NAME, "" for
  * [agent]); inside one, `key = value` lines go to gs_alert_rule_set. *handled is 0 when the
  * line is parse_line's. */
-static int alert_line(struct gs_agent_config *c, const char *name, unsigned lineno,
-                      const char *s, const char *e, char *sec, unsigned *sec_line,
-                      int *handled, struct gs_err *err)
+static int alert_line(struct gs_agent_config *c, const char *name, unsigned lineno, const char *s,
+                      const char *e, char *sec, unsigned *sec_line, int *handled,
+                      struct gs_err *err)
 {
     char where[300], key[64], value[GS_ALERT_URL_LEN];
     const char *eq, *ke, *vs;
@@ -548,9 +587,8 @@ static int alert_line(struct gs_agent_config *c, const char *name, unsigned line
             if (ne == ns || ne - ns >= GS_ALERT_NAME_LEN ||
                 strspn(ns, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") <
                     (size_t)(ne - ns))
-                return gs_err_set(err, GS_EINVAL,
-                                  "%s: %.*s: bad alert name (letters, digits, _-.)", where,
-                                  (int)(e - s > 64 ? 64 : e - s), s);
+                return gs_err_set(err, GS_EINVAL, "%s: %.*s: bad alert name (letters, digits, _-.)",
+                                  where, (int)(e - s > 64 ? 64 : e - s), s);
             memcpy(sec, ns, (size_t)(ne - ns));
             sec[ne - ns] = '\0';
             *sec_line = lineno;
@@ -628,8 +666,8 @@ int gs_config_load_file(struct gs_agent_config *c, const char *path, struct gs_e
     }
     n = fread(buf, 1, CONFIG_MAX_BYTES + 1, f);
     if (ferror(f) || n > CONFIG_MAX_BYTES) {
-        rc = gs_err_set(err, GS_EIO, "%s: %s", path,
-                        ferror(f) ? "read error" : "larger than 1 MiB");
+        rc =
+            gs_err_set(err, GS_EIO, "%s: %s", path, ferror(f) ? "read error" : "larger than 1 MiB");
     } else if (memchr(buf, '\0', n)) {
         rc = gs_err_set(err, GS_EINVAL, "%s: contains a NUL byte", path);
     } else {
@@ -688,8 +726,7 @@ static void flag_to_key(const char *name, size_t len, char *key, size_t key_len)
     key[i] = '\0';
 }
 
-static int scan_arg(void *ctx, const char *name, size_t len, const char *value,
-                    struct gs_err *err)
+static int scan_arg(void *ctx, const char *name, size_t len, const char *value, struct gs_err *err)
 {
     struct gs_agent_args *a = ctx;
     char key[64];
@@ -719,8 +756,7 @@ int gs_config_parse_args(struct gs_agent_args *a, int argc, char **argv, struct 
     return walk_args(argc, argv, scan_arg, a, err);
 }
 
-static int apply_arg(void *ctx, const char *name, size_t len, const char *value,
-                     struct gs_err *err)
+static int apply_arg(void *ctx, const char *name, size_t len, const char *value, struct gs_err *err)
 {
     char key[64], where[80];
 
@@ -745,8 +781,8 @@ int gs_config_apply_args(struct gs_agent_config *c, int argc, char **argv, struc
     return walk_args(argc, argv, apply_arg, c, err);
 }
 
-int gs_config_build(struct gs_agent_config *c, const struct gs_agent_args *a, int argc,
-                    char **argv, struct gs_err *err)
+int gs_config_build(struct gs_agent_config *c, const struct gs_agent_args *a, int argc, char **argv,
+                    struct gs_err *err)
 {
     int rc;
 
@@ -769,7 +805,7 @@ void gs_config_usage(FILE *out)
         flag[j] = '\0';
         fprintf(out, "  --%-16s %s%s (default %s", flag, keys[i].help,
                 keys[i].restart ? "; restart to change" : "",
-                keys[i].def                 ? keys[i].def
+                keys[i].def                ? keys[i].def
                 : keys[i].type == KEY_PATH ? "$STATE_DIRECTORY under systemd, /var/lib/gpuscope "
                                              "for root, else $XDG_STATE_HOME/gpuscope or "
                                              "~/.local/state/gpuscope"
@@ -794,10 +830,11 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
             c->listen, c->interval_s,
             compat_names[c->metrics_compat <= GS_COMPAT_DCGM3 ? c->metrics_compat : 0],
             gs_log_level_name((enum gs_log_level)c->log_level));
-    fprintf(out, "data_dir = \"%s\"\nhistory = %s\nflush_interval = %g\nretention_raw = %.17gs\n"
-                 "retention_rollup = %.17gs\nretention_runs = %.17gs\n",
-            c->data_dir, history_names[c->history ? 1 : 0], c->flush_interval_s,
-            c->retention_raw_s, c->retention_rollup_s, c->retention_runs_s);
+    fprintf(out,
+            "data_dir = \"%s\"\nhistory = %s\nflush_interval = %g\nretention_raw = %.17gs\n"
+            "retention_rollup = %.17gs\nretention_runs = %.17gs\n",
+            c->data_dir, history_names[c->history ? 1 : 0], c->flush_interval_s, c->retention_raw_s,
+            c->retention_rollup_s, c->retention_runs_s);
     fprintf(out,
             "process_metrics = %s\nprocess_metrics_max = %u\nhttp_rate = %g\nhttp_burst = %u\n",
             history_names[c->process_metrics ? 1 : 0], c->process_metrics_max, c->http_rate,
@@ -805,10 +842,11 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
     fprintf(out, "http_conn_per_uid = %u\n", c->http_conn_per_uid);
     fprintf(out, "runs_per_uid = %u\n", c->runs_per_uid);
     fprintf(out, "integrity_check_interval = %.17gs\n", c->integrity_check_s);
-    fprintf(out, "steps_conn_per_uid = %u\nsteps_rate_per_uid = %g\nsteps_burst_per_uid = %u\n"
-                 "steps_per_run = %u\nsteps_per_uid = %u\n",
-            c->steps_conn_per_uid, c->steps_rate_per_uid, c->steps_burst_per_uid,
-            c->steps_per_run, c->steps_per_uid);
+    fprintf(out,
+            "steps_conn_per_uid = %u\nsteps_rate_per_uid = %g\nsteps_burst_per_uid = %u\n"
+            "steps_per_run = %u\nsteps_per_uid = %u\n",
+            c->steps_conn_per_uid, c->steps_rate_per_uid, c->steps_burst_per_uid, c->steps_per_run,
+            c->steps_per_uid);
     /* An empty value cannot be read back ("missing value"): written as a comment. */
     write_str(out, "influx_url", c->push.influx_url);
     fprintf(out, "influx_version = %s\n", influx_version_names[c->push.influx_version ? 1 : 0]);
@@ -817,8 +855,7 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
     write_str(out, "influx_bucket", c->push.influx_bucket);
     write_str(out, "influx_token_file", c->push.influx_token_file);
     fprintf(out, "influx_gzip = %s\npush_interval = %g\npush_buffer = %u\n",
-            history_names[c->push.influx_gzip ? 1 : 0], c->push.interval_s,
-            c->push.buffer_batches);
+            history_names[c->push.influx_gzip ? 1 : 0], c->push.interval_s, c->push.buffer_batches);
     write_str(out, "pushgateway_url", c->push.pushgateway_url);
     write_str(out, "pushgateway_job", c->push.pushgateway_job);
     fprintf(out, "alerts = %s\n", history_names[c->alerts.enabled ? 1 : 0]);
@@ -841,8 +878,9 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
     write_str(out, "kubernetes_pods_dir", c->kubernetes_pods_dir);
     for (unsigned i = 0; i < c->alerts.n; i++) {
         const struct gs_alert_rule *r = &c->alerts.r[i];
-        fprintf(out, "\n[alert %s]\nmetric = %s\nop = %s\nthreshold = %.17g\nfor = %.17gs\n"
-                     "hysteresis = %.17g\nseverity = %s\nenabled = %s\n",
+        fprintf(out,
+                "\n[alert %s]\nmetric = %s\nop = %s\nthreshold = %.17g\nfor = %.17gs\n"
+                "hysteresis = %.17g\nseverity = %s\nenabled = %s\n",
                 r->name, gs_alert_metric_name(r->metric), gs_alert_op_name(r->op), r->threshold,
                 r->for_s, r->hysteresis, gs_alert_severity_name(r->severity),
                 r->enabled ? "on" : "off");
@@ -871,8 +909,8 @@ void gs_config_keep_restart_keys(struct gs_agent_config *c, const struct gs_agen
         }
         /* Text keys: the same field of the same struct, so the running value fits. */
         if (warn && strcmp(now, run) != 0)
-            gs_log(GS_LOG_WARN, "reload: %s '%s' -> '%s' needs a restart; still '%s'", k->name,
-                   run, now, run);
+            gs_log(GS_LOG_WARN, "reload: %s '%s' -> '%s' needs a restart; still '%s'", k->name, run,
+                   now, run);
         memmove(now, run, strlen(run) + 1);
     }
 }

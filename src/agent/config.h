@@ -17,8 +17,8 @@
 struct gs_err;
 
 enum gs_metrics_compat {
-    GS_COMPAT_NONE = 0, /* native gpuscope_* names only */
-    GS_COMPAT_DCGM = 1, /* also dcgm-exporter's DCGM_FI_* names and labels (4.x: hostname) */
+    GS_COMPAT_NONE = 0,  /* native gpuscope_* names only */
+    GS_COMPAT_DCGM = 1,  /* also dcgm-exporter's DCGM_FI_* names and labels (4.x: hostname) */
     GS_COMPAT_DCGM3 = 2, /* the same with dcgm-exporter 3.x's Hostname label */
 };
 
@@ -50,10 +50,10 @@ struct gs_push_config {
 };
 
 struct gs_agent_config {
-    char listen[GS_LISTEN_LEN]; /* "127.0.0.1:9400", "[::1]:9400", "0.0.0.0:9400" */
-    double interval_s;          /* sampling period, 0.1..60 */
-    int metrics_compat;         /* enum gs_metrics_compat */
-    int log_level;              /* enum gs_log_level */
+    char listen[GS_LISTEN_LEN];     /* "127.0.0.1:9400", "[::1]:9400", "0.0.0.0:9400" */
+    double interval_s;              /* sampling period, 0.1..60 */
+    int metrics_compat;             /* enum gs_metrics_compat */
+    int log_level;                  /* enum gs_log_level */
     char data_dir[GS_DATA_DIR_LEN]; /* history.db lives here; restart to change */
     int history;                    /* enum gs_history_mode; restart to change */
     double flush_interval_s;        /* history flush period, 1..300 */
@@ -76,10 +76,10 @@ struct gs_agent_config {
     struct gs_alert_rules alerts;   /* keys alerts, alert_webhook; [alert NAME] sections */
     char socket[GS_SOCKET_LEN];     /* step-record socket (src/agent/runs.h); "off": none */
     /* The visibility policy (src/agent/policy.h, docs/security.md). */
-    int process_visibility;         /* enum gs_proc_visibility: all | own | none */
-    int gpu_visibility;             /* enum gs_gpu_visibility: all | used */
-    char admin_group[64];           /* members see everything; "": root and the agent's user */
-    char grafana_url[256];          /* Grafana base URL the dashboard links jobs to; "": none */
+    int process_visibility;          /* enum gs_proc_visibility: all | own | none */
+    int gpu_visibility;              /* enum gs_gpu_visibility: all | used */
+    char admin_group[64];            /* members see everything; "": root and the agent's user */
+    char grafana_url[256];           /* Grafana base URL the dashboard links jobs to; "": none */
     char http_socket[GS_SOCKET_LEN]; /* HTTP on a unix socket for local viewers; "off": none */
     /* HTTP viewers' credentials and TLS (src/agent/auth.h, docs/security.md); SIGHUP re-reads. */
     char tokens_file[GS_DATA_DIR_LEN];     /* "sha256:<hex> ROLE [USER]" lines; "": none */
@@ -129,8 +129,8 @@ int gs_config_parse_duration(const char *text, double *seconds);
 
 /* Sets one key from its text. where prefixes the message ("agent.conf:12" or "--interval");
  * errors: GS_EINVAL "WHERE: KEY: why" (unknown key, bad value, out of bounds). */
-int gs_config_set(struct gs_agent_config *c, const char *key, const char *value,
-                  const char *where, struct gs_err *err);
+int gs_config_set(struct gs_agent_config *c, const char *key, const char *value, const char *where,
+                  struct gs_err *err);
 
 /* Applies an INI text (name is the file name for messages). Stops at the first error. */
 int gs_config_parse_text(struct gs_agent_config *c, const char *name, const char *text,
@@ -143,7 +143,7 @@ int gs_config_load_file(struct gs_agent_config *c, const char *path, struct gs_e
 struct gs_agent_args {
     const char *config_path; /* --config FILE, NULL if none */
     int help;
-    int check;               /* --check-config: validate, print the result, exit */
+    int check; /* --check-config: validate, print the result, exit */
 };
 
 /* Scans argv for --config/--help/--check-config and validates the rest without applying
@@ -154,8 +154,8 @@ int gs_config_parse_args(struct gs_agent_args *a, int argc, char **argv, struct 
 int gs_config_apply_args(struct gs_agent_config *c, int argc, char **argv, struct gs_err *err);
 
 /* defaults -> file (if any) -> flags: what the agent does at start and on SIGHUP. */
-int gs_config_build(struct gs_agent_config *c, const struct gs_agent_args *a, int argc,
-                    char **argv, struct gs_err *err);
+int gs_config_build(struct gs_agent_config *c, const struct gs_agent_args *a, int argc, char **argv,
+                    struct gs_err *err);
 
 /* Writes the key table (flags, bounds, defaults) for --help. */
 void gs_config_usage(FILE *out);

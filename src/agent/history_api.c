@@ -41,8 +41,9 @@ static int parse_num(const char *s, double *out)
     if (!s || !*s)
         return GS_EINVAL;
     n = strspn(s, "0123456789");
-    if (n == 0 || n > 20 || (s[n] && (s[n] != '.' || !s[n + 1] ||
-                                      strspn(s + n + 1, "0123456789") != strlen(s + n + 1))))
+    if (n == 0 || n > 20 ||
+        (s[n] &&
+         (s[n] != '.' || !s[n + 1] || strspn(s + n + 1, "0123456789") != strlen(s + n + 1))))
         return GS_EINVAL;
     errno = 0;
     v = strtod(s, &end);

@@ -42,15 +42,15 @@
 #include "core/snapjson.h"
 
 /* HTTP hardening (docs/api.md, "Limits"). */
-#define HTTP_CONN_MAX 256       /* connections at once */
-#define HTTP_CONN_PER_IP 32     /* connections at once from one address */
-#define HTTP_IDLE_S 10          /* libmicrohttpd's inactivity timeout */
-#define HTTP_MEMORY (32 * 1024) /* per connection: request line + headers must fit */
-#define HTTP_STACK (512 * 1024) /* per connection thread (SQLite and jansson fit in it) */
-#define HTTP_HISTORY_QUEUE 16   /* history queries waiting for the history worker */
+#define HTTP_CONN_MAX 256         /* connections at once */
+#define HTTP_CONN_PER_IP 32       /* connections at once from one address */
+#define HTTP_IDLE_S 10            /* libmicrohttpd's inactivity timeout */
+#define HTTP_MEMORY (32 * 1024)   /* per connection: request line + headers must fit */
+#define HTTP_STACK (512 * 1024)   /* per connection thread (SQLite and jansson fit in it) */
+#define HTTP_HISTORY_QUEUE 16     /* history queries waiting for the history worker */
 #define GS_EAGAIN_HISTORY (-1000) /* a job the worker never took (queue full, stopping) */
-#define HTTP_PATH_MAX 256       /* bytes of path; more: 414 */
-#define HTTP_QUERY_MAX 1024     /* bytes of query arguments, names and values; more: 414 */
+#define HTTP_PATH_MAX 256         /* bytes of path; more: 414 */
+#define HTTP_QUERY_MAX 1024       /* bytes of query arguments, names and values; more: 414 */
 
 #define TYPE_JSON "application/json"
 #define TYPE_TEXT "text/plain"
@@ -81,8 +81,7 @@ static enum MHD_Result respond(struct MHD_Connection *c, unsigned code, const ch
                                const char *hname, const char *hvalue)
 {
     struct MHD_Response *r =
-        done ? MHD_create_response_from_buffer_with_free_callback_cls(len, (void *)body, done,
-                                                                      cls)
+        done ? MHD_create_response_from_buffer_with_free_callback_cls(len, (void *)body, done, cls)
              : MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_PERSISTENT);
     enum MHD_Result ret;
 
@@ -123,8 +122,8 @@ static enum MHD_Result send_json_error(struct MHD_Connection *c, unsigned code, 
 }
 
 /* Queues a body made for this request (malloc'ed; NULL: out of memory, a 500). */
-static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned code, char *body,
-                                  size_t len, const char *type)
+static enum MHD_Result send_owned(struct MHD_Connection *c, unsigned code, char *body, size_t len,
+                                  const char *type)
 {
     if (!body)
         return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
@@ -240,8 +239,8 @@ static int64_t history_run(void *ctx, void *items, unsigned n, bool stopping)
         struct history_job *j = jobs[i];
         gs_err_clear(&j->e);
         gs_history_doc_begin(&j->d);
-        j->rc = gs_recorder_query(j->a->rec, j->q.gpu, j->q.metric, j->q.from, j->q.to,
-                                  j->q.step, gs_history_doc_point, &j->d, &j->src, &j->e);
+        j->rc = gs_recorder_query(j->a->rec, j->q.gpu, j->q.metric, j->q.from, j->q.to, j->q.step,
+                                  gs_history_doc_point, &j->d, &j->src, &j->e);
         if (j->rc >= 0)
             gs_history_doc_end(&j->d, &j->q, j->src);
         history_job_finish(j);
@@ -289,8 +288,8 @@ static enum MHD_Result send_history(struct MHD_Connection *c, struct gs_agent *a
     if (!a->rec)
         return send_json_error(c, MHD_HTTP_NOT_FOUND, "history is off (history = off)");
 #define ARG(name) MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name)
-    if (gs_history_req_parse(&j.q, ARG("gpu"), ARG("metric"), ARG("from"), ARG("to"),
-                             ARG("step"), gs_clock_real_s(), msg, sizeof msg) != GS_OK)
+    if (gs_history_req_parse(&j.q, ARG("gpu"), ARG("metric"), ARG("from"), ARG("to"), ARG("step"),
+                             gs_clock_real_s(), msg, sizeof msg) != GS_OK)
         return send_json_error(c, MHD_HTTP_BAD_REQUEST, msg);
 #undef ARG
     pthread_mutex_init(&j.mu, NULL);
@@ -316,9 +315,9 @@ static enum MHD_Result send_history(struct MHD_Connection *c, struct gs_agent *a
     if (rc < 0) {
         free(j.d.data);
         gs_log(GS_LOG_WARN, "http: /api/v1/history: %s", j.e.msg);
-        return send_json_error(c, rc == GS_EINVAL || rc == GS_ENOTFOUND
-                                      ? MHD_HTTP_BAD_REQUEST
-                                      : MHD_HTTP_SERVICE_UNAVAILABLE,
+        return send_json_error(c,
+                               rc == GS_EINVAL || rc == GS_ENOTFOUND ? MHD_HTTP_BAD_REQUEST
+                                                                     : MHD_HTTP_SERVICE_UNAVAILABLE,
                                j.e.msg[0] ? j.e.msg : gs_strerror(rc));
     }
     if (!j.d.data)
@@ -338,10 +337,9 @@ static enum MHD_Result send_runs(struct MHD_Connection *c, struct gs_agent *a, c
     if (!a->runs)
         return send_json_error(c, MHD_HTTP_NOT_FOUND,
                                a->runs_off[0] ? a->runs_off : "runs are off on this agent");
-    code = gs_runs_http(a->runs, url,
-                        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from"),
-                        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit"), who,
-                        &body, &len);
+    code = gs_runs_http(a->runs, url, MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from"),
+                        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit"), who, &body,
+                        &len);
     return send_owned(c, code, body, len, "application/json");
 }
 
@@ -559,12 +557,10 @@ static enum MHD_Result h_runs_capture(const struct request *rq)
 
     if (!rq->a->runs)
         return send_json_error(rq->c, MHD_HTTP_NOT_FOUND,
-                               rq->a->runs_off[0] ? rq->a->runs_off
-                                                  : "runs are off on this agent");
-    code = gs_runs_capture(rq->a->runs, rq->url,
-                           MHD_lookup_connection_value(rq->c, MHD_GET_ARGUMENT_KIND, "steps"),
-                           rq->v.role == GS_ROLE_ADMIN,
-                           rq->v.uid_known ? (int64_t)rq->v.uid : -1, &body, &len);
+                               rq->a->runs_off[0] ? rq->a->runs_off : "runs are off on this agent");
+    code = gs_runs_capture(
+        rq->a->runs, rq->url, MHD_lookup_connection_value(rq->c, MHD_GET_ARGUMENT_KIND, "steps"),
+        rq->v.role == GS_ROLE_ADMIN, rq->v.uid_known ? (int64_t)rq->v.uid : -1, &body, &len);
     return send_owned(rq->c, code, body, len, "application/json");
 }
 
@@ -602,12 +598,10 @@ struct route {
 static const struct route routes[] = {
     {"/metrics", false, no_args, ROUTE_METRICS_ROLE, h_metrics, h_metrics_f, NULL, NULL},
     {"/healthz", false, no_args, ROUTE_METRICS_ROLE, h_health, NULL, NULL, NULL},
-    {"/api/v1/snapshot", false, no_args, ROUTE_STRICT_ARGS, h_snapshot, h_snapshot_f,
-     NULL, NULL},
-    {"/api/v1/history", false, history_args, ROUTE_STRICT_ARGS, h_history, h_history_f,
-     NULL, NULL},
-    {"/api/v1/processes", false, no_args, ROUTE_STRICT_ARGS, h_processes, h_processes_f,
-     NULL, NULL},
+    {"/api/v1/snapshot", false, no_args, ROUTE_STRICT_ARGS, h_snapshot, h_snapshot_f, NULL, NULL},
+    {"/api/v1/history", false, history_args, ROUTE_STRICT_ARGS, h_history, h_history_f, NULL, NULL},
+    {"/api/v1/processes", false, no_args, ROUTE_STRICT_ARGS, h_processes, h_processes_f, NULL,
+     NULL},
     {"/api/v1/alerts", false, no_args, ROUTE_STRICT_ARGS, h_alerts, h_alerts_f, NULL, NULL},
     {"/api/v1/runs", true, runs_args, ROUTE_STRICT_ARGS, h_runs, h_runs_f, h_runs_capture,
      capture_args},
@@ -693,9 +687,8 @@ static void rate_refused(struct gs_agent *a, struct MHD_Connection *c, const str
 
 /* One request, once its head is in. The order of the checks is the API's (docs/api.md):
  * rate limit, path length, credentials, then the route's rules, then its answer. */
-static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *c,
-                                     const char *url, const char *method,
-                                     size_t *upload_data_size)
+static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *c, const char *url,
+                                     const char *method, size_t *upload_data_size)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -748,8 +741,9 @@ static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *
     te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
     cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (te || (cl && strcmp(cl, "0") != 0) || *upload_data_size)
-        return send_json_error(c, MHD_HTTP_BAD_REQUEST, post ? "this POST request has no body"
-                                                            : "a GET request has no body");
+        return send_json_error(c, MHD_HTTP_BAD_REQUEST,
+                               post ? "this POST request has no body"
+                                    : "a GET request has no body");
     if (ac.unknown && (route->flags & ROUTE_STRICT_ARGS)) {
         snprintf(msg, sizeof msg, "%.64s: unknown parameter", ac.unknown);
         return send_json_error(c, MHD_HTTP_BAD_REQUEST, msg);
@@ -774,9 +768,8 @@ static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *
  * reuses it, over TLS too); one announcing a body is answered at once and closed, since
  * its body is never read. */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     static int head_seen; /* *con_cls's marker: the first call is past */
     struct gs_agent *a = cls;
@@ -787,8 +780,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         const char *cl =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         gs_reaper_head_done(a->reaper, c);
-        if (!MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                         MHD_HTTP_HEADER_TRANSFER_ENCODING) &&
+        if (!MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) &&
             (!cl || strcmp(cl, "0") == 0)) {
             *con_cls = &head_seen;
             return MHD_YES;
@@ -857,15 +849,14 @@ static struct MHD_Daemon *http_daemon(struct gs_agent *a, int listen_fd, const c
     }
     opt[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     errno = 0;
-    return MHD_start_daemon(flags, 0, NULL, NULL, on_request, a, MHD_OPTION_ARRAY, opt,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_MAX,
-                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_CONN_PER_IP,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY,
-                            MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTP_STACK,
-                            MHD_OPTION_NOTIFY_CONNECTION, gs_reaper_on_connection, a->reaper,
-                            MHD_OPTION_NOTIFY_COMPLETED, gs_reaper_on_completed, a->reaper,
-                            MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
+    return MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, a, MHD_OPTION_ARRAY, opt, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)HTTP_CONN_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_CONN_PER_IP,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)HTTP_MEMORY, MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTP_STACK,
+        MHD_OPTION_NOTIFY_CONNECTION, gs_reaper_on_connection, a->reaper,
+        MHD_OPTION_NOTIFY_COMPLETED, gs_reaper_on_completed, a->reaper,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
 }
 
 int gs_agent_http_start(struct gs_agent *a, struct gs_err *err)
@@ -907,8 +898,8 @@ int gs_agent_http_start(struct gs_agent *a, struct gs_err *err)
     a->tls_key_pem = key;
     gs_log(GS_LOG_INFO, "http: listening on %s (%s%s%s; %u token(s), %u basic-auth user(s)%s)",
            a->cfg.listen, cert ? "https " : "http", cert ? "with " : "", cert ? a->tls_prio : "",
-           gs_auth_token_count(a->auth),
-           gs_auth_user_count(a->auth), gs_auth_required(a->auth) ? "" : ": open to all");
+           gs_auth_token_count(a->auth), gs_auth_user_count(a->auth),
+           gs_auth_required(a->auth) ? "" : ": open to all");
     return GS_OK;
 }
 
@@ -922,8 +913,9 @@ static int credentials_dropped(struct gs_agent *a, const struct gs_agent_config 
     if (!gs_auth_required(a->auth) || gs_auth_required(au))
         return 0;
     if (!c->tokens_file[0] && !c->web_config_file[0]) {
-        gs_log(GS_LOG_WARN, "reload: tokens_file and web_config_file removed from the config: "
-                            "HTTP credentials are OFF, anyone who reaches %s sees data",
+        gs_log(GS_LOG_WARN,
+               "reload: tokens_file and web_config_file removed from the config: "
+               "HTTP credentials are OFF, anyone who reaches %s sees data",
                c->listen);
         return 0;
     }
@@ -964,10 +956,10 @@ void gs_agent_http_reload(struct gs_agent *a, struct gs_agent_config *c)
         return;
     }
     gs_listen_tls_priorities(au, prio, sizeof prio);
-    changed = a->mhd && (!cert != !a->tls_cert_pem ||
-                         (cert && (strcmp(cert, a->tls_cert_pem) != 0 ||
-                                   strcmp(key, a->tls_key_pem) != 0 ||
-                                   strcmp(prio, a->tls_prio) != 0)));
+    changed =
+        a->mhd && (!cert != !a->tls_cert_pem ||
+                   (cert && (strcmp(cert, a->tls_cert_pem) != 0 ||
+                             strcmp(key, a->tls_key_pem) != 0 || strcmp(prio, a->tls_prio) != 0)));
     if (changed) {
         char *old_cert = NULL, *old_key = NULL;
         MHD_socket fd = MHD_quiesce_daemon(a->mhd);
@@ -1031,8 +1023,8 @@ void gs_agent_http_start_unix(struct gs_agent *a)
     memset(&sun, 0, sizeof sun);
     sun.sun_family = AF_UNIX;
     if (path[0] != '/' || strlen(path) >= sizeof sun.sun_path) {
-        gs_log(GS_LOG_ERROR, "http_socket: '%s' is not an absolute path of at most %zu bytes",
-               path, sizeof sun.sun_path - 1);
+        gs_log(GS_LOG_ERROR, "http_socket: '%s' is not an absolute path of at most %zu bytes", path,
+               sizeof sun.sun_path - 1);
         return;
     }
     memcpy(sun.sun_path, path, strlen(path));

@@ -38,8 +38,7 @@ static char *read_pem(const char *path, int secret, struct gs_err *err)
     }
     if ((buf = malloc(PEM_MAX + 1)) == NULL) {
         gs_err_set(err, GS_ENOMEM, "tls: %s: out of memory", path);
-    } else if ((n = fread(buf, 1, PEM_MAX + 1, f)) > PEM_MAX || ferror(f) ||
-               memchr(buf, '\0', n)) {
+    } else if ((n = fread(buf, 1, PEM_MAX + 1, f)) > PEM_MAX || ferror(f) || memchr(buf, '\0', n)) {
         gs_err_set(err, GS_EIO, "tls: %s: %s", path,
                    n > PEM_MAX ? "larger than 1 MiB" : "unreadable or not PEM text");
         free(buf);
@@ -67,8 +66,9 @@ int gs_listen_load_tls(const struct gs_agent_config *c, const struct gs_auth *au
         return gs_err_set(err, GS_EINVAL, "tls: tls_cert_file and tls_key_file go together");
     if (gs_auth_tls_cert_file(au)[0]) {
         if (cf[0])
-            return gs_err_set(err, GS_EINVAL, "tls: set the pair in tls_cert_file/tls_key_file "
-                                              "or in web_config_file, not both");
+            return gs_err_set(err, GS_EINVAL,
+                              "tls: set the pair in tls_cert_file/tls_key_file "
+                              "or in web_config_file, not both");
         cf = gs_auth_tls_cert_file(au);
         kf = gs_auth_tls_key_file(au);
     }
@@ -153,8 +153,7 @@ int gs_listen_check_exposure(const struct gs_agent_config *c, const struct socka
                           !tls && !gs_auth_required(au) ? " and " : "",
                           gs_auth_required(au) ? "" : "tokens_file or basic_auth_users");
     gs_log(GS_LOG_WARN, "http: INSECURE: %s is reachable from the network %s%s%s (--insecure)",
-           c->listen, tls ? "" : "in clear text",
-           !tls && !gs_auth_required(au) ? " and " : "",
+           c->listen, tls ? "" : "in clear text", !tls && !gs_auth_required(au) ? " and " : "",
            gs_auth_required(au) ? "" : "without credentials: anyone who reaches it sees data");
     return GS_OK;
 }

@@ -116,10 +116,10 @@ static const struct fam native[] = {
      "gauge", GS_M_UTIL_GPU, 1, NULL, NULL},
     {"gpuscope_gpu_memory_utilization_ratio", "Fraction of time device memory was read or written.",
      "gauge", GS_M_UTIL_MEM, 1, NULL, NULL},
-    {"gpuscope_gpu_encoder_utilization_ratio", "Video encoder utilization.", "gauge",
-     GS_M_UTIL_ENC, 1, NULL, NULL},
-    {"gpuscope_gpu_decoder_utilization_ratio", "Video decoder utilization.", "gauge",
-     GS_M_UTIL_DEC, 1, NULL, NULL},
+    {"gpuscope_gpu_encoder_utilization_ratio", "Video encoder utilization.", "gauge", GS_M_UTIL_ENC,
+     1, NULL, NULL},
+    {"gpuscope_gpu_decoder_utilization_ratio", "Video decoder utilization.", "gauge", GS_M_UTIL_DEC,
+     1, NULL, NULL},
     {"gpuscope_gpu_memory_total_bytes", "Device memory total.", "gauge", GS_M_MEM_TOTAL, 1, NULL,
      NULL},
     {"gpuscope_gpu_memory_used_bytes", "Device memory in use.", "gauge", GS_M_MEM_USED, 1, NULL,
@@ -128,24 +128,24 @@ static const struct fam native[] = {
      NULL},
     {"gpuscope_gpu_memory_reserved_bytes", "Device memory reserved by the driver.", "gauge",
      GS_M_MEM_RESERVED, 1, NULL, NULL},
-    {"gpuscope_gpu_temperature_celsius", "GPU core temperature.", "gauge", GS_M_TEMP_GPU, 1,
-     NULL, NULL},
-    {"gpuscope_gpu_memory_temperature_celsius", "HBM/memory temperature.", "gauge",
-     GS_M_TEMP_MEM, 1, NULL, NULL},
+    {"gpuscope_gpu_temperature_celsius", "GPU core temperature.", "gauge", GS_M_TEMP_GPU, 1, NULL,
+     NULL},
+    {"gpuscope_gpu_memory_temperature_celsius", "HBM/memory temperature.", "gauge", GS_M_TEMP_MEM,
+     1, NULL, NULL},
     {"gpuscope_gpu_slowdown_temperature_celsius", "Temperature at which the GPU slows down.",
      "gauge", GS_M_TEMP_SLOWDOWN, 1, NULL, NULL},
     {"gpuscope_gpu_shutdown_temperature_celsius", "Temperature at which the GPU shuts down.",
      "gauge", GS_M_TEMP_SHUTDOWN, 1, NULL, NULL},
     {"gpuscope_gpu_temperature_margin_celsius",
-     "Degrees left before the GPU slows down (NVML margin temperature; negative past it).",
-     "gauge", GS_M_TEMP_MARGIN, 1, NULL, NULL},
+     "Degrees left before the GPU slows down (NVML margin temperature; negative past it).", "gauge",
+     GS_M_TEMP_MARGIN, 1, NULL, NULL},
     {"gpuscope_gpu_fan_speed_ratio", "Intended fan speed (may exceed 1).", "gauge", GS_M_FAN, 1,
      NULL, NULL},
     {"gpuscope_gpu_power_watts", "Power draw.", "gauge", GS_M_POWER_DRAW, 1, NULL, NULL},
-    {"gpuscope_gpu_power_limit_watts", "Enforced power limit.", "gauge",
-     GS_M_POWER_ENFORCED_LIMIT, 1, NULL, NULL},
-    {"gpuscope_gpu_energy_joules_total", "Energy consumed since the driver was loaded.",
-     "counter", GS_M_ENERGY, 1, NULL, NULL},
+    {"gpuscope_gpu_power_limit_watts", "Enforced power limit.", "gauge", GS_M_POWER_ENFORCED_LIMIT,
+     1, NULL, NULL},
+    {"gpuscope_gpu_energy_joules_total", "Energy consumed since the driver was loaded.", "counter",
+     GS_M_ENERGY, 1, NULL, NULL},
     {"gpuscope_gpu_clock_hertz", "Current clock frequency.", "gauge", GS_M_CLOCK_GR, 1, "clock",
      "graphics"},
     {"gpuscope_gpu_clock_hertz", NULL, NULL, GS_M_CLOCK_SM, 1, "clock", "sm"},
@@ -156,8 +156,8 @@ static const struct fam native[] = {
     {"gpuscope_gpu_max_clock_hertz", NULL, NULL, GS_M_CLOCK_MAX_SM, 1, "clock", "sm"},
     {"gpuscope_gpu_max_clock_hertz", NULL, NULL, GS_M_CLOCK_MAX_MEM, 1, "clock", "memory"},
     {"gpuscope_gpu_max_clock_hertz", NULL, NULL, GS_M_CLOCK_MAX_VIDEO, 1, "clock", "video"},
-    {"gpuscope_gpu_performance_state", "P-state (0 fastest, 15 slowest).", "gauge", GS_M_PSTATE,
-     1, NULL, NULL},
+    {"gpuscope_gpu_performance_state", "P-state (0 fastest, 15 slowest).", "gauge", GS_M_PSTATE, 1,
+     NULL, NULL},
     {"gpuscope_gpu_pcie_throughput_bytes_per_second",
      "PCIe throughput over NVML's 20 ms window (a rate, sampled every 5th cycle).", "gauge",
      GS_M_PCIE_TX, 1, "direction", "tx"},
@@ -165,8 +165,8 @@ static const struct fam native[] = {
      "rx"},
     {"gpuscope_gpu_pcie_link_generation", "Current PCIe link generation.", "gauge", GS_M_PCIE_GEN,
      1, NULL, NULL},
-    {"gpuscope_gpu_pcie_link_width", "Current PCIe link width (lanes).", "gauge",
-     GS_M_PCIE_WIDTH, 1, NULL, NULL},
+    {"gpuscope_gpu_pcie_link_width", "Current PCIe link width (lanes).", "gauge", GS_M_PCIE_WIDTH,
+     1, NULL, NULL},
     {"gpuscope_gpu_pcie_replays_total", "PCIe replay counter.", "counter", GS_M_PCIE_REPLAY, 1,
      NULL, NULL},
     {"gpuscope_gpu_ecc_errors_total", "ECC errors since the driver was loaded (volatile).",
@@ -187,8 +187,7 @@ static const struct fam native[] = {
      GS_M_GPM_GR_ACTIVE, 1, NULL, NULL},
     {"gpuscope_gpu_remapped_rows_total", "Memory rows remapped (row remapping, A100 and newer).",
      "counter", GS_M_REMAP_CORR, 1, "type", "correctable"},
-    {"gpuscope_gpu_remapped_rows_total", NULL, NULL, GS_M_REMAP_UNCORR, 1, "type",
-     "uncorrectable"},
+    {"gpuscope_gpu_remapped_rows_total", NULL, NULL, GS_M_REMAP_UNCORR, 1, "type", "uncorrectable"},
     {"gpuscope_gpu_row_remap_failure", "1 when a row remapping failed (the GPU needs service).",
      "gauge", GS_M_REMAP_FAILURE, 1, NULL, NULL},
 };
@@ -196,29 +195,35 @@ static const struct fam native[] = {
 /* dcgm-exporter's names, units and labels (gpu, UUID, pci_bus_id, device, modelName,
  * Hostname), so dashboards written for it (Grafana 12239) work unchanged. */
 static const struct fam dcgm[] = {
-    {"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", "gauge", GS_M_CLOCK_SM, 1e-6, NULL, NULL},
-    {"DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", "gauge", GS_M_CLOCK_MEM, 1e-6, NULL, NULL},
-    {"DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).", "gauge", GS_M_TEMP_MEM, 1, NULL, NULL},
+    {"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", "gauge", GS_M_CLOCK_SM, 1e-6, NULL,
+     NULL},
+    {"DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", "gauge", GS_M_CLOCK_MEM, 1e-6,
+     NULL, NULL},
+    {"DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).", "gauge", GS_M_TEMP_MEM, 1, NULL,
+     NULL},
     {"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "gauge", GS_M_TEMP_GPU, 1, NULL, NULL},
     {"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "gauge", GS_M_POWER_DRAW, 1, NULL, NULL},
-    {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-     "Total energy consumption since boot (in mJ).", "counter", GS_M_ENERGY, 1e3, NULL, NULL},
+    {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).",
+     "counter", GS_M_ENERGY, 1e3, NULL, NULL},
     {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.", "counter",
      GS_M_PCIE_REPLAY, 1, NULL, NULL},
     {"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "gauge", GS_M_UTIL_GPU, 100, NULL, NULL},
-    {"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", "gauge", GS_M_UTIL_MEM, 100, NULL, NULL},
-    {"DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).", "gauge", GS_M_UTIL_ENC, 100, NULL, NULL},
-    {"DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %).", "gauge", GS_M_UTIL_DEC, 100, NULL, NULL},
-    {"DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", "gauge",
-     GS_M_XID_LAST, 1, NULL, NULL},
+    {"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", "gauge", GS_M_UTIL_MEM, 100, NULL,
+     NULL},
+    {"DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).", "gauge", GS_M_UTIL_ENC, 100, NULL,
+     NULL},
+    {"DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %).", "gauge", GS_M_UTIL_DEC, 100, NULL,
+     NULL},
+    {"DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", "gauge", GS_M_XID_LAST,
+     1, NULL, NULL},
     {"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "gauge", GS_M_MEM_FREE,
      1.0 / 1048576, NULL, NULL},
     {"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "gauge", GS_M_MEM_USED,
      1.0 / 1048576, NULL, NULL},
-    {"DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", "gauge",
-     GS_M_MEM_RESERVED, 1.0 / 1048576, NULL, NULL},
-    {"DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned.",
-     "gauge", GS_M_GPM_SM_ACTIVE, 1, NULL, NULL},
+    {"DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", "gauge", GS_M_MEM_RESERVED,
+     1.0 / 1048576, NULL, NULL},
+    {"DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned.", "gauge",
+     GS_M_GPM_SM_ACTIVE, 1, NULL, NULL},
     {"DCGM_FI_PROF_SM_OCCUPANCY", "The ratio of warps resident to the maximum.", "gauge",
      GS_M_GPM_SM_OCCUPANCY, 1, NULL, NULL},
     {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor pipe is active.", "gauge",
@@ -227,17 +232,18 @@ static const struct fam dcgm[] = {
      GS_M_GPM_DRAM_ACTIVE, 1, NULL, NULL},
     {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.", "gauge",
      GS_M_GPM_GR_ACTIVE, 1, NULL, NULL},
-    {"DCGM_FI_PROF_PCIE_TX_BYTES", "The rate of data transmitted over the PCIe bus - including "
-     "both protocol headers and data payloads - in bytes per second.", "gauge", GS_M_PCIE_TX, 1,
-     NULL, NULL},
-    {"DCGM_FI_PROF_PCIE_RX_BYTES", "The rate of data received over the PCIe bus - including "
-     "both protocol headers and data payloads - in bytes per second.", "gauge", GS_M_PCIE_RX, 1,
-     NULL, NULL},
+    {"DCGM_FI_PROF_PCIE_TX_BYTES",
+     "The rate of data transmitted over the PCIe bus - including "
+     "both protocol headers and data payloads - in bytes per second.",
+     "gauge", GS_M_PCIE_TX, 1, NULL, NULL},
+    {"DCGM_FI_PROF_PCIE_RX_BYTES",
+     "The rate of data received over the PCIe bus - including "
+     "both protocol headers and data payloads - in bytes per second.",
+     "gauge", GS_M_PCIE_RX, 1, NULL, NULL},
     {"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for correctable errors",
      "counter", GS_M_REMAP_CORR, 1, NULL, NULL},
-    {"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-     "Number of remapped rows for uncorrectable errors", "counter", GS_M_REMAP_UNCORR, 1, NULL,
-     NULL},
+    {"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for uncorrectable errors",
+     "counter", GS_M_REMAP_UNCORR, 1, NULL, NULL},
     {"DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed", "gauge",
      GS_M_REMAP_FAILURE, 1, NULL, NULL},
 };
@@ -258,19 +264,16 @@ static const struct fam nvlink_native[] = {
      GS_M_NVLINK_TX_BYTES, 1, "direction", "tx"},
     {"gpuscope_gpu_nvlink_bytes_total", NULL, NULL, GS_M_NVLINK_RX_BYTES, 1, "direction", "rx"},
     {"gpuscope_gpu_nvlink_throughput_bytes_per_second",
-     "NVLink data throughput over all links since the previous cycle.", "gauge", GS_M_NVLINK_TX,
-     1, "direction", "tx"},
-    {"gpuscope_gpu_nvlink_throughput_bytes_per_second", NULL, NULL, GS_M_NVLINK_RX, 1,
-     "direction", "rx"},
+     "NVLink data throughput over all links since the previous cycle.", "gauge", GS_M_NVLINK_TX, 1,
+     "direction", "tx"},
+    {"gpuscope_gpu_nvlink_throughput_bytes_per_second", NULL, NULL, GS_M_NVLINK_RX, 1, "direction",
+     "rx"},
     {"gpuscope_gpu_nvlink_errors_total",
-     "NVLink data-link errors summed over the links (replays, recoveries, CRC errors).",
-     "counter", GS_M_NVLINK_REPLAY, 1, "type", "replay"},
-    {"gpuscope_gpu_nvlink_errors_total", NULL, NULL, GS_M_NVLINK_RECOVERY, 1, "type",
-     "recovery"},
-    {"gpuscope_gpu_nvlink_errors_total", NULL, NULL, GS_M_NVLINK_CRC_FLIT, 1, "type",
-     "crc_flit"},
-    {"gpuscope_gpu_nvlink_errors_total", NULL, NULL, GS_M_NVLINK_CRC_DATA, 1, "type",
-     "crc_data"},
+     "NVLink data-link errors summed over the links (replays, recoveries, CRC errors).", "counter",
+     GS_M_NVLINK_REPLAY, 1, "type", "replay"},
+    {"gpuscope_gpu_nvlink_errors_total", NULL, NULL, GS_M_NVLINK_RECOVERY, 1, "type", "recovery"},
+    {"gpuscope_gpu_nvlink_errors_total", NULL, NULL, GS_M_NVLINK_CRC_FLIT, 1, "type", "crc_flit"},
+    {"gpuscope_gpu_nvlink_errors_total", NULL, NULL, GS_M_NVLINK_CRC_DATA, 1, "type", "crc_data"},
 };
 
 /* dcgm-exporter's NVLink default counter. It declares it a counter (etc/default-counters.csv);
@@ -520,15 +523,24 @@ static int mig_value(const struct gs_gpu *g, const struct gs_mig *m, enum gs_met
             return m->gpm_st[k] == GS_ST_OK;
         }
     switch (gm) {
-    case GS_M_MEM_USED: *v = (double)m->mem_used_bytes; return m->mem_st == GS_ST_OK;
-    case GS_M_MEM_FREE: *v = (double)m->mem_free_bytes; return m->mem_st == GS_ST_OK;
-    case GS_M_MEM_TOTAL: *v = (double)m->mem_total_bytes; return m->mem_st == GS_ST_OK;
+    case GS_M_MEM_USED:
+        *v = (double)m->mem_used_bytes;
+        return m->mem_st == GS_ST_OK;
+    case GS_M_MEM_FREE:
+        *v = (double)m->mem_free_bytes;
+        return m->mem_st == GS_ST_OK;
+    case GS_M_MEM_TOTAL:
+        *v = (double)m->mem_total_bytes;
+        return m->mem_st == GS_ST_OK;
     case GS_M_MEM_RESERVED:
     case GS_M_UTIL_GPU:
     case GS_M_UTIL_MEM:
     case GS_M_UTIL_ENC:
-    case GS_M_UTIL_DEC: return 0;
-    default: *v = g->v[gm]; return gs_gpu_has(g, gm);
+    case GS_M_UTIL_DEC:
+        return 0;
+    default:
+        *v = g->v[gm];
+        return gs_gpu_has(g, gm);
     }
 }
 
@@ -621,10 +633,18 @@ static int mig_native_value(const struct gs_snapshot *s, unsigned gi, const stru
     unsigned n = 0;
 
     switch (f) {
-    case MF_INFO: *v = 1; return 1;
-    case MF_MEM_TOTAL: *v = (double)m->mem_total_bytes; return m->mem_st == GS_ST_OK;
-    case MF_MEM_USED: *v = (double)m->mem_used_bytes; return m->mem_st == GS_ST_OK;
-    case MF_MEM_FREE: *v = (double)m->mem_free_bytes; return m->mem_st == GS_ST_OK;
+    case MF_INFO:
+        *v = 1;
+        return 1;
+    case MF_MEM_TOTAL:
+        *v = (double)m->mem_total_bytes;
+        return m->mem_st == GS_ST_OK;
+    case MF_MEM_USED:
+        *v = (double)m->mem_used_bytes;
+        return m->mem_st == GS_ST_OK;
+    case MF_MEM_FREE:
+        *v = (double)m->mem_free_bytes;
+        return m->mem_st == GS_ST_OK;
     case MF_PROCS:
         for (unsigned i = 0; i < s->n_procs; i++)
             n += s->procs[i].gpu == gi && s->procs[i].gi_id == m->gi_id &&
@@ -796,8 +816,7 @@ static const struct {
                "gauge"},
     [PF_CPU] = {"gpuscope_process_cpu_ratio",
                 "CPU time over wall time since the previous cycle (1 = one core).", "gauge"},
-    [PF_RSS] = {"gpuscope_process_resident_memory_bytes", "Host resident memory (RSS).",
-                "gauge"},
+    [PF_RSS] = {"gpuscope_process_resident_memory_bytes", "Host resident memory (RSS).", "gauge"},
     [PF_START] = {"gpuscope_process_start_time_seconds", "Process start time, unix seconds.",
                   "gauge"},
 };
@@ -808,12 +827,23 @@ static int proc_value(const struct gs_proc *p, enum pfam f, double *v)
     int host = p->host_st == GS_ST_OK;
 
     switch (f) {
-    case PF_MEM: *v = (double)p->gpu_mem_bytes; return p->mem_st == GS_ST_OK;
-    case PF_SM: *v = p->sm_util; return p->util_st == GS_ST_OK;
-    case PF_CPU: *v = p->cpu_ratio; return p->cpu_st == GS_ST_OK;
-    case PF_RSS: *v = (double)p->rss_bytes; return host;
-    case PF_START: *v = p->start_time; return host && p->start_time > 0;
-    default: return 0;
+    case PF_MEM:
+        *v = (double)p->gpu_mem_bytes;
+        return p->mem_st == GS_ST_OK;
+    case PF_SM:
+        *v = p->sm_util;
+        return p->util_st == GS_ST_OK;
+    case PF_CPU:
+        *v = p->cpu_ratio;
+        return p->cpu_st == GS_ST_OK;
+    case PF_RSS:
+        *v = (double)p->rss_bytes;
+        return host;
+    case PF_START:
+        *v = p->start_time;
+        return host && p->start_time > 0;
+    default:
+        return 0;
     }
 }
 
@@ -928,7 +958,8 @@ static void render_processes(struct gs_mbuf *b, const struct gs_snapshot *s, uns
     printf_(b, "gpuscope_process_series_dropped %llu\n", (unsigned long long)cut.dropped_series);
     header(b, "gpuscope_processes_dropped",
            "Processes whose series were left out of this exposition by process_metrics_max "
-           "(those holding the least GPU memory).", "gauge");
+           "(those holding the least GPU memory).",
+           "gauge");
     printf_(b, "gpuscope_processes_dropped %u\n", cut.dropped_procs);
 }
 
@@ -952,12 +983,12 @@ static void render_history_self(struct gs_mbuf *b, const struct gs_metrics_self 
         printf_(b, "gpuscope_history_flush_duration_seconds %.9g\n", self->history_flush_last_s);
         header(b, "gpuscope_history_flush_duration_max_seconds",
                "Longest successful history flush since the agent started.", "gauge");
-        printf_(b, "gpuscope_history_flush_duration_max_seconds %.9g\n",
-                self->history_flush_max_s);
+        printf_(b, "gpuscope_history_flush_duration_max_seconds %.9g\n", self->history_flush_max_s);
     }
     header(b, "gpuscope_history_integrity_ok",
            "0 once a scheduled check (integrity_check_interval) found history.db damaged: "
-           "writes stopped, reads answer 503; else 1.", "gauge");
+           "writes stopped, reads answer 503; else 1.",
+           "gauge");
     printf_(b, "gpuscope_history_integrity_ok %d\n", self->history_integrity_ok ? 1 : 0);
     header(b, "gpuscope_history_integrity_checks_total",
            "Scheduled integrity checks of history.db run.", "counter");

@@ -40,12 +40,12 @@ const char *gs_metrics_down_reason(int rc);
 
 /* What the agent knows about itself, rendered as gpuscope_* self metrics. */
 struct gs_metrics_self {
-    int up;              /* 1: the last cycle sampled the driver */
-    const char *reason;  /* why up is 0 (the log's text, not a label); NULL or "" when up */
-    int reason_rc;       /* its enum gs_rc: gpuscope_down_reason{reason=<bounded name>} */
+    int up;               /* 1: the last cycle sampled the driver */
+    const char *reason;   /* why up is 0 (the log's text, not a label); NULL or "" when up */
+    int reason_rc;        /* its enum gs_rc: gpuscope_down_reason{reason=<bounded name>} */
     const char *hostname; /* the node's: the hostname label of gpuscope_up, _down_reason,
                            * _info (the series a dashboard needs while the driver is down) */
-    const char *version; /* gpuscope_build_info{version=...} */
+    const char *version;  /* gpuscope_build_info{version=...} */
     double interval_s;
     double sample_seconds; /* duration of the last gs_sampler_sample; < 0: none yet */
     uint64_t cycles;
@@ -75,8 +75,8 @@ struct gs_metrics_self {
 };
 
 enum gs_metrics_flags {
-    GS_METRICS_DCGM = 1u << 0, /* add the dcgm-exporter families */
-    GS_METRICS_PROCESS = 1u << 1, /* add the gpuscope_process_* families */
+    GS_METRICS_DCGM = 1u << 0,          /* add the dcgm-exporter families */
+    GS_METRICS_PROCESS = 1u << 1,       /* add the gpuscope_process_* families */
     GS_METRICS_DCGM_HOSTNAME = 1u << 2, /* dcgm families: dcgm-exporter 3.x's Hostname label,
                                          * not 4.x's hostname */
 };

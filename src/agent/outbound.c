@@ -25,19 +25,28 @@ struct sym {
     size_t offset; /* of the function pointer in the api struct */
 };
 
-#define CURL_SYM(f, m) {"curl_" #f, offsetof(struct gs_curl_api, m)}
+#define CURL_SYM(f, m)                                                                             \
+    {                                                                                              \
+        "curl_" #f, offsetof(struct gs_curl_api, m)                                                \
+    }
 static const struct sym curl_syms[] = {
-    CURL_SYM(global_init, global_init),       CURL_SYM(easy_init, easy_init),
-    CURL_SYM(easy_cleanup, easy_cleanup),     CURL_SYM(easy_reset, easy_reset),
-    CURL_SYM(easy_setopt, easy_setopt),       CURL_SYM(easy_perform, easy_perform),
-    CURL_SYM(easy_getinfo, easy_getinfo),     CURL_SYM(easy_strerror, easy_strerror),
-    CURL_SYM(easy_escape, easy_escape),       CURL_SYM(free, free_fn),
-    CURL_SYM(slist_append, slist_append),     CURL_SYM(slist_free_all, slist_free_all),
+    CURL_SYM(global_init, global_init),   CURL_SYM(easy_init, easy_init),
+    CURL_SYM(easy_cleanup, easy_cleanup), CURL_SYM(easy_reset, easy_reset),
+    CURL_SYM(easy_setopt, easy_setopt),   CURL_SYM(easy_perform, easy_perform),
+    CURL_SYM(easy_getinfo, easy_getinfo), CURL_SYM(easy_strerror, easy_strerror),
+    CURL_SYM(easy_escape, easy_escape),   CURL_SYM(free, free_fn),
+    CURL_SYM(slist_append, slist_append), CURL_SYM(slist_free_all, slist_free_all),
 };
 
-#define Z_SYM(f) {#f, offsetof(struct gs_zlib_api, f)}
+#define Z_SYM(f)                                                                                   \
+    {                                                                                              \
+#f, offsetof(struct gs_zlib_api, f)                                                        \
+    }
 static const struct sym zlib_syms[] = {
-    Z_SYM(deflateInit2_), Z_SYM(deflate), Z_SYM(deflateEnd), Z_SYM(deflateBound),
+    Z_SYM(deflateInit2_),
+    Z_SYM(deflate),
+    Z_SYM(deflateEnd),
+    Z_SYM(deflateBound),
 };
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -62,8 +71,8 @@ static int load_lib(const char *env, const char *name, const char *what, const c
     for (size_t i = 0; i < n; i++) {
         void *f = dlsym(h, syms[i].name);
         if (!f) {
-            gs_err_set(err, GS_EIO, "%s: %s has no %s: install the Debian package %s", what,
-                       path, syms[i].name, package);
+            gs_err_set(err, GS_EIO, "%s: %s has no %s: install the Debian package %s", what, path,
+                       syms[i].name, package);
             dlclose(h);
             return GS_EIO;
         }

@@ -18,11 +18,11 @@
 #include "agent/policy.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <grp.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
-#include <errno.h>
-#include <grp.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -62,8 +62,7 @@ struct gs_policy {
     uid_t self_uid;
 };
 
-int gs_policy_new(struct gs_policy **out, const struct gs_policy_settings *s,
-                  struct gs_err *err)
+int gs_policy_new(struct gs_policy **out, const struct gs_policy_settings *s, struct gs_err *err)
 {
     struct gs_policy *p = calloc(1, sizeof *p);
 
@@ -540,9 +539,8 @@ void gs_policy_view_build(struct gs_policy_view *view, const struct gs_policy_se
                           const unsigned char *cgroup_minors, size_t n_minors)
 {
     memset(view, 0, sizeof *view);
-    view->filtered = v->role == GS_ROLE_VIEWER &&
-                     !(s->process_visibility == GS_PROCVIS_ALL &&
-                       s->gpu_visibility == GS_GPUVIS_ALL);
+    view->filtered = v->role == GS_ROLE_VIEWER && !(s->process_visibility == GS_PROCVIS_ALL &&
+                                                    s->gpu_visibility == GS_GPUVIS_ALL);
     view->uid_known = v->uid_known;
     view->uid = v->uid;
     view->process_visibility = s->process_visibility;
@@ -696,8 +694,7 @@ void gs_policy_filter_alerts_doc(const struct gs_policy_view *view, json_t *doc)
 void gs_policy_runs_owner(const struct gs_policy_view *view, int *all, int64_t *uid)
 {
     *all = !view->filtered || view->process_visibility == GS_PROCVIS_ALL;
-    *uid = view->process_visibility == GS_PROCVIS_OWN && view->uid_known ? (int64_t)view->uid
-                                                                         : -1;
+    *uid = view->process_visibility == GS_PROCVIS_OWN && view->uid_known ? (int64_t)view->uid : -1;
 }
 
 /* Whether a run owned by uid (a JSON integer or null) is shown. */

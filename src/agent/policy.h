@@ -4,12 +4,12 @@
  *
  * Two halves. gs_policy_resolve learns a request's uid (SO_PEERCRED on the unix socket; the
  * owner of a loopback TCP peer's socket, from sock_diag, else /proc/net/tcp{,6}; getpwnam for
- * a token's user) and turns root, the agent's own user and members of admin_group into GS_ROLE_ADMIN. The filter
- * functions are pure: gs_policy_view_build decides, from one snapshot, which GPUs a viewer
- * sees and whether other users' processes are hidden; the gs_policy_filter_* functions apply
- * that to a snapshot (for /metrics), to the snapshot and processes documents, to the alerts
- * document and to one GPU index (history). Admin viewers never reach them: the agent serves
- * its pre-rendered bodies to those.
+ * a token's user) and turns root, the agent's own user and members of admin_group into
+ * GS_ROLE_ADMIN. The filter functions are pure: gs_policy_view_build decides, from one snapshot,
+ * which GPUs a viewer sees and whether other users' processes are hidden; the gs_policy_filter_*
+ * functions apply that to a snapshot (for /metrics), to the snapshot and processes documents, to
+ * the alerts document and to one GPU index (history). Admin viewers never reach them: the agent
+ * serves its pre-rendered bodies to those.
  *
  * Threads: a struct gs_policy may be used by several HTTP threads at once (its settings and
  * its identity cache sit behind one mutex); a struct gs_policy_view is the caller's own.
@@ -18,9 +18,9 @@
 #define GS_AGENT_POLICY_H
 
 #include <jansson.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
-#include <netinet/in.h>
 #include <sys/types.h>
 
 #include "agent/viewer.h"
@@ -30,8 +30,8 @@ struct gs_err;
 struct MHD_Connection;
 
 enum gs_proc_visibility {
-    GS_PROCVIS_ALL = 0, /* every process in full */
-    GS_PROCVIS_OWN = 1, /* own processes in full; others counted, memory summed per GPU */
+    GS_PROCVIS_ALL = 0,  /* every process in full */
+    GS_PROCVIS_OWN = 1,  /* own processes in full; others counted, memory summed per GPU */
     GS_PROCVIS_NONE = 2, /* counts and sums only */
 };
 
@@ -44,14 +44,14 @@ enum gs_gpu_visibility {
 #define GS_POLICY_GPU_MAX 256 /* NVML indices at or above this are never shown to viewers */
 
 struct gs_policy_settings {
-    int process_visibility; /* enum gs_proc_visibility */
-    int gpu_visibility;     /* enum gs_gpu_visibility */
+    int process_visibility;                /* enum gs_proc_visibility */
+    int gpu_visibility;                    /* enum gs_gpu_visibility */
     char admin_group[GS_POLICY_GROUP_LEN]; /* "" : root and the agent's user only */
 };
 
 /* What one non-admin viewer sees of one snapshot. */
 struct gs_policy_view {
-    bool filtered;        /* false: everything (admin, or policy all/all) */
+    bool filtered; /* false: everything (admin, or policy all/all) */
     bool uid_known;
     uid_t uid;
     int process_visibility;
@@ -60,16 +60,15 @@ struct gs_policy_view {
 
 struct gs_policy;
 
-int gs_policy_new(struct gs_policy **out, const struct gs_policy_settings *s,
-                  struct gs_err *err);
+int gs_policy_new(struct gs_policy **out, const struct gs_policy_settings *s, struct gs_err *err);
 /* SIGHUP: new settings; the identity cache is emptied (admin_group may have changed). */
 void gs_policy_set(struct gs_policy *p, const struct gs_policy_settings *s);
 void gs_policy_free(struct gs_policy *p);
 
 /* Completes v for the request on c: via (from the connection's socket family); uid from
  * SO_PEERCRED (unix socket), from sock_diag (else /proc/net/tcp{,6}) for a loopback TCP peer
- * when no token named a user, or from getpwnam of v->user; the user name from the uid. A viewer whose
- * uid is 0, the agent's effective uid, or a member of admin_group becomes GS_ROLE_ADMIN.
+ * when no token named a user, or from getpwnam of v->user; the user name from the uid. A viewer
+ * whose uid is 0, the agent's effective uid, or a member of admin_group becomes GS_ROLE_ADMIN.
  * Roles NONE and METRICS are left alone. peer_pid (may be NULL) gets the unix peer's pid, or
  * 0. Lookups are cached per uid for a minute. */
 void gs_policy_resolve(struct gs_policy *p, struct MHD_Connection *c, struct gs_viewer *v,

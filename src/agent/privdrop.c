@@ -218,8 +218,10 @@ void gs_privdrop_socket_dir(const struct gs_privdrop *p, const char *sock_path)
     if (st.st_uid == p->uid)
         return;
     if (!made && !(strcmp(dir, DEFAULT_RUN_DIR) == 0 && st.st_uid == 0)) {
-        gs_log(GS_LOG_WARN, "user: %s is not %s's: its socket %s can only be bound if %s may "
-               "write there", dir, p->user, sock_path, p->user);
+        gs_log(GS_LOG_WARN,
+               "user: %s is not %s's: its socket %s can only be bound if %s may "
+               "write there",
+               dir, p->user, sock_path, p->user);
         return;
     }
     if (chown(dir, p->uid, p->gid) != 0 || chmod(dir, 0755) != 0)
@@ -230,8 +232,8 @@ int gs_privdrop_listen_tcp(const struct sockaddr_storage *ss, const char *text, 
                            struct gs_err *err)
 {
     int one = 1, s;
-    socklen_t len = ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                              : sizeof(struct sockaddr_in);
+    socklen_t len =
+        ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 
     s = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0)
@@ -258,11 +260,9 @@ int gs_privdrop_apply(const struct gs_privdrop *p, struct gs_err *err)
     if (initgroups(p->user, p->gid) != 0)
         return gs_err_set(err, GS_EPERM, "user: initgroups(%s): %s", p->user, strerror(errno));
     if (setgid(p->gid) != 0)
-        return gs_err_set(err, GS_EPERM, "user: setgid(%u): %s", (unsigned)p->gid,
-                          strerror(errno));
+        return gs_err_set(err, GS_EPERM, "user: setgid(%u): %s", (unsigned)p->gid, strerror(errno));
     if (setuid(p->uid) != 0)
-        return gs_err_set(err, GS_EPERM, "user: setuid(%u): %s", (unsigned)p->uid,
-                          strerror(errno));
+        return gs_err_set(err, GS_EPERM, "user: setuid(%u): %s", (unsigned)p->uid, strerror(errno));
     if (getresuid(&r, &e, &s) != 0 || r != p->uid || e != p->uid || s != p->uid ||
         getresgid(&gr, &ge, &gsv) != 0 || gr != p->gid || ge != p->gid || gsv != p->gid)
         return gs_err_set(err, GS_EPERM, "user: ids not all %u/%u after the drop", (unsigned)p->uid,

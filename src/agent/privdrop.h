@@ -18,10 +18,10 @@
 struct gs_err;
 
 struct gs_privdrop {
-    char user[64];   /* the `user` key; "" when none */
-    uid_t uid;       /* the user's, or the effective uid when not dropping */
+    char user[64]; /* the `user` key; "" when none */
+    uid_t uid;     /* the user's, or the effective uid when not dropping */
     gid_t gid;
-    int active;      /* 1: started as root with `user` set: gs_privdrop_apply drops */
+    int active; /* 1: started as root with `user` set: gs_privdrop_apply drops */
 };
 
 /* Resolves user (NULL or "": stay as started). Not root and not already that user:

@@ -126,10 +126,10 @@ static void render_refused(struct gs_agent *a, struct gs_mbuf *b)
 
     for (int door = 0; door < 2; door++) {
         const char *name = door ? "unix" : "http";
-        rows[n++] = (struct gs_refused_row){name, "uid_connections",
-                                            door ? uid_unix : uid_all - uid_unix};
-        rows[n++] = (struct gs_refused_row){
-            name, "rate", atomic_load(&a->refused_http[door][GS_HTTP_REF_RATE])};
+        rows[n++] =
+            (struct gs_refused_row){name, "uid_connections", door ? uid_unix : uid_all - uid_unix};
+        rows[n++] = (struct gs_refused_row){name, "rate",
+                                            atomic_load(&a->refused_http[door][GS_HTTP_REF_RATE])};
         rows[n++] = (struct gs_refused_row){
             name, "history_busy", atomic_load(&a->refused_http[door][GS_HTTP_REF_HISTORY_BUSY])};
     }

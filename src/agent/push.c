@@ -164,11 +164,10 @@ char *gs_push_influx_write_url(const struct gs_push_config *c)
         out = malloc(n);
         if (out) {
             if (c->influx_version == GS_INFLUX_V2)
-                snprintf(out, n, "%.*s/api/v2/write?org=%s&bucket=%s&precision=ns",
-                         (int)base_len, c->influx_url, a, bkt);
+                snprintf(out, n, "%.*s/api/v2/write?org=%s&bucket=%s&precision=ns", (int)base_len,
+                         c->influx_url, a, bkt);
             else
-                snprintf(out, n, "%.*s/write?db=%s&precision=ns", (int)base_len, c->influx_url,
-                         a);
+                snprintf(out, n, "%.*s/write?db=%s&precision=ns", (int)base_len, c->influx_url, a);
         }
     }
     cu->free_fn(a);
@@ -210,8 +209,7 @@ void gs_push_render_self(struct gs_mbuf *b, const struct gs_push_stats *s)
             if (!s->sink[k].enabled)
                 continue;
             memcpy(&v, (const char *)&s->sink[k] + fam[f].off, sizeof v);
-            put_fmt(b, "%s{sink=\"%s\"} %llu\n", fam[f].name, sink_names[k],
-                    (unsigned long long)v);
+            put_fmt(b, "%s{sink=\"%s\"} %llu\n", fam[f].name, sink_names[k], (unsigned long long)v);
         }
     }
     put_fmt(b,
@@ -236,7 +234,6 @@ struct batch {
     size_t len;
 };
 
-
 struct gs_push {
     pthread_mutex_t lock; /* pub */
     struct gs_push_stats pub;
@@ -249,7 +246,7 @@ struct gs_push {
     char *influx_url;
     char *pgw_url;
     CURL *curl;
-    struct gs_mbuf cur; /* the InfluxDB batch being filled */
+    struct gs_mbuf cur;    /* the InfluxDB batch being filled */
     struct batch *pending; /* a ring of cap batches */
     unsigned cap;
     unsigned p_head, p_n;
@@ -456,8 +453,7 @@ static void seal_batch(struct gs_push *p)
     b.data = p->cur.data;
     b.len = p->cur.len;
     memset(&p->cur, 0, sizeof p->cur);
-    while (p->p_n > 0 &&
-           (p->p_n >= p->cap || p->p_bytes + b.len > GS_PUSH_PENDING_BYTES)) {
+    while (p->p_n > 0 && (p->p_n >= p->cap || p->p_bytes + b.len > GS_PUSH_PENDING_BYTES)) {
         struct batch *old = &p->pending[p->p_head];
         p->p_bytes -= old->len;
         free(old->data);
@@ -524,8 +520,8 @@ static void settle(struct gs_push *p, int sink, int ok, const char *why)
         gs_log(GS_LOG_WARN, "push: %s failed: %s; retrying with backoff, buffering",
                sink_names[sink], why);
     } else {
-        gs_log(GS_LOG_DEBUG, "push: %s still failing: %s (next try in %gs)", sink_names[sink],
-               why, s->delay_s);
+        gs_log(GS_LOG_DEBUG, "push: %s still failing: %s (next try in %gs)", sink_names[sink], why,
+               s->delay_s);
     }
 }
 
@@ -550,8 +546,8 @@ static void send_due(struct gs_push *p, int force)
         }
     }
     if (p->pgw_dirty && (force || now >= p->st[GS_PUSH_PUSHGATEWAY].retry_at)) {
-        int ok = request(p, GS_PUSH_PUSHGATEWAY, p->pgw_url, p->pgw.data, p->pgw.len, why,
-                         sizeof why);
+        int ok =
+            request(p, GS_PUSH_PUSHGATEWAY, p->pgw_url, p->pgw.data, p->pgw.len, why, sizeof why);
         settle(p, GS_PUSH_PUSHGATEWAY, ok, why);
         if (ok)
             p->pgw_dirty = 0;

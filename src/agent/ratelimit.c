@@ -61,8 +61,8 @@ static void addr_key(const struct sockaddr *sa, unsigned char key[16])
 }
 
 /* The slot of key, or the one it takes (fresh, with a full bucket). Under rl->lock. */
-static struct rl_slot *find_slot(struct gs_ratelimit *rl, const unsigned char key[16],
-                                 double burst, int64_t now_ns)
+static struct rl_slot *find_slot(struct gs_ratelimit *rl, const unsigned char key[16], double burst,
+                                 int64_t now_ns)
 {
     uint32_t h = 2166136261u;
     struct rl_slot *oldest = NULL;

@@ -137,8 +137,9 @@ static void uid_admit(struct gs_reaper *r, struct conn_track *t)
     t->fd = -1;
     r->uid_refused++;
     if (!logged_has(r, t->uid, true))
-        gs_log(GS_LOG_WARN, "http: uid %lu holds %u connections (http_conn_per_uid): refusing "
-                            "more of its connections (logged once)",
+        gs_log(GS_LOG_WARN,
+               "http: uid %lu holds %u connections (http_conn_per_uid): refusing "
+               "more of its connections (logged once)",
                (unsigned long)t->uid, held);
 }
 

@@ -29,9 +29,9 @@
 
 #include "agent/log.h"
 #include "agent/worker.h"
-#include "store/runs.h"
 #include "core/clock.h"
 #include "gpuscope/gs_err.h"
+#include "store/runs.h"
 
 /* Snapshot references between the sampler and the writer. The writer drains the queue on
  * every offer, so a handful covers a writer stalled for a few cycles by a slow disk; beyond
@@ -50,10 +50,10 @@ struct queued {
 struct gs_recorder {
     pthread_mutex_t qlock; /* policy, pub */
     double flush_interval_s, raw_s, rollup_s;
-    double check_s; /* the scheduled integrity check's period (0: none) */
-    double runs_s; /* ended runs and their steps kept this long */
-    unsigned steps_per_run; /* step rows kept per run (0: no cap) */
-    unsigned steps_per_uid; /* step rows of one uid's live runs together (0: no cap) */
+    double check_s;               /* the scheduled integrity check's period (0: none) */
+    double runs_s;                /* ended runs and their steps kept this long */
+    unsigned steps_per_run;       /* step rows kept per run (0: no cap) */
+    unsigned steps_per_uid;       /* step rows of one uid's live runs together (0: no cap) */
     struct gs_recorder_stats pub; /* the writer's last copy of the store stats */
     struct gs_worker *worker;     /* the queue and the writer thread */
 
@@ -375,14 +375,14 @@ static void prune(struct gs_recorder *r, double raw_s, double rollup_s, double r
         rc = gs_store_prune(r->st, gs_clock_real_s(), raw_s, rollup_s, PRUNE_ROWS, &deleted, &err);
         /* Then ended runs and their steps, in what is left of the batch. */
         if (rc == GS_OK && deleted < PRUNE_ROWS) {
-            rc = gs_store_prune_runs(r->st, gs_clock_real_s(), runs_s, PRUNE_ROWS - deleted, &run_rows,
-                                     &err);
+            rc = gs_store_prune_runs(r->st, gs_clock_real_s(), runs_s, PRUNE_ROWS - deleted,
+                                     &run_rows, &err);
             deleted += run_rows;
         }
         /* And the steps of runs going on past the retention or the per-run cap. */
         if (rc == GS_OK && deleted < PRUNE_ROWS) {
-            rc = gs_store_prune_live(r->st, gs_clock_real_s(), runs_s, steps_per_run,
-                                     steps_per_uid, PRUNE_ROWS - deleted, &run_rows, &err);
+            rc = gs_store_prune_live(r->st, gs_clock_real_s(), runs_s, steps_per_run, steps_per_uid,
+                                     PRUNE_ROWS - deleted, &run_rows, &err);
             deleted += run_rows;
         }
         pthread_mutex_unlock(&r->store_lock);
@@ -428,8 +428,8 @@ static void check_once(struct gs_recorder *r)
         if (strstr(err.msg, "is damaged"))
             snprintf(r->damage, sizeof r->damage, "%s", err.msg);
         else /* SQLite could not even read its schema: the same finding, said the same way */
-            snprintf(r->damage, sizeof r->damage, "history: %.200s is damaged (%.200s)",
-                     r->path, err.msg);
+            snprintf(r->damage, sizeof r->damage, "history: %.200s is damaged (%.200s)", r->path,
+                     err.msg);
     }
     pthread_mutex_unlock(&r->qlock);
     if (damaged)

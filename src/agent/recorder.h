@@ -33,7 +33,7 @@ struct gs_recorder_stats {
     uint64_t flushes;
     double last_flush_s; /* < 0: none yet */
     double max_flush_s;
-    unsigned buffered; /* snapshots waiting in the store's buffer */
+    unsigned buffered;         /* snapshots waiting in the store's buffer */
     int integrity_ok;          /* 0 once the scheduled check found history.db damaged */
     uint64_t integrity_checks; /* scheduled checks run */
     double integrity_last_s;   /* the last one's duration */

@@ -41,14 +41,14 @@
 #include "agent/ratelimit.h"
 #include "agent/recorder.h"
 #include "agent/runs_metrics.h"
-#include "run/control.h"
+#include "backend/procfs.h"
+#include "core/clock.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
-#include "backend/procfs.h"
-#include "core/clock.h"
 #include "run/agg.h"
 #include "run/attrib.h"
+#include "run/control.h"
 #include "run/receiver.h"
 #include "run/usamp.h"
 #include "store/history.h"
@@ -84,14 +84,14 @@ struct run {
     struct rank_conn conns[RUN_MAX_CONNS];
     unsigned n_conns;
     unsigned n_ranks_seen; /* connections ever attached (the ranks of a DDP job) */
-    int64_t id;         /* history row id (or a counter when history is off); constant */
-    pid_t pid;          /* the first connection's SO_PEERCRED pid; constant */
-    uid_t uid;          /* its uid; every rank has the same */
-    int32_t world_size; /* the first hello's, > 1 when other ranks may join; constant */
-    double start_s;     /* constant */
+    int64_t id;            /* history row id (or a counter when history is off); constant */
+    pid_t pid;             /* the first connection's SO_PEERCRED pid; constant */
+    uid_t uid;             /* its uid; every rank has the same */
+    int32_t world_size;    /* the first hello's, > 1 when other ranks may join; constant */
+    double start_s;        /* constant */
     char name[GS_RECORD_STR];
-    uint64_t steps; /* step records received */
-    uint64_t dropped; /* of those, not stored in the history (the report's records_dropped) */
+    uint64_t steps;        /* step records received */
+    uint64_t dropped;      /* of those, not stored in the history (the report's records_dropped) */
     uint64_t refused_time; /* step records refused for their timestamps (not in steps) */
     struct gs_agg *agg;
     json_t *headline; /* cached list figures of a live run */
@@ -109,10 +109,10 @@ struct gs_runs {
     struct gs_runs_stats st;
     int64_t next_mem_id; /* ids when history is off */
     int full_logged;
-    unsigned runs_per_uid; /* constant (gs_runs_opts) */
+    unsigned runs_per_uid;              /* constant (gs_runs_opts) */
     unsigned conn_per_uid;              /* constant: the receiver's (for the log) */
     double rate_per_uid, burst_per_uid; /* constant */
-    struct gs_ratelimit *rl; /* per-uid record buckets (the receiver thread's calls) */
+    struct gs_ratelimit *rl;            /* per-uid record buckets (the receiver thread's calls) */
     /* (uid, reason) pairs whose refusal was logged; a full list forgets the oldest */
     struct {
         uid_t uid;
@@ -124,10 +124,10 @@ struct gs_runs {
     struct gs_recorder *rec;
     char hostname[256];
     char grafana_url[256]; /* gs_runs_opts; "": none */
-    struct gs_runm *m; /* the per-rank series of /metrics (runs_metrics.h) */
+    struct gs_runm *m;     /* the per-rank series of /metrics (runs_metrics.h) */
 
     pthread_mutex_t db_lock; /* the HTTP thread's read connection */
-    struct gs_store *db; /* a reader of history.db (store/runs.h) */
+    struct gs_store *db;     /* a reader of history.db (store/runs.h) */
     char history_path[PATH_MAX];
 
     /* the sampling thread's own: per live run (table order) the GPUs it uses */
@@ -154,8 +154,8 @@ static void count(struct gs_runs *r, uint64_t *field)
 const char *gs_runs_refusal_name(enum gs_runs_refusal why)
 {
     static const char *const names[GS_RUNS_REF_N] = {
-        "uid_connections", "connections", "uid_rate", "runs_per_uid",
-        "runs", "run_buffer_share", "buffer", "step_time"};
+        "uid_connections",  "connections", "uid_rate", "runs_per_uid", "runs",
+        "run_buffer_share", "buffer",      "step_time"};
 
     return (unsigned)why < GS_RUNS_REF_N ? names[why] : "other";
 }
@@ -320,8 +320,10 @@ static void run_keep_log(struct gs_runs *r, struct run *run, const struct gs_rec
         r->st.logs_dropped += l->n;
         pthread_mutex_unlock(&r->lock);
         if (first_over)
-            gs_log(GS_LOG_WARN, "runs: run %lld: %d logged values kept; later ones are dropped "
-                                "(counted)", (long long)run->id, GS_RUNS_MAX_LOG_POINTS);
+            gs_log(GS_LOG_WARN,
+                   "runs: run %lld: %d logged values kept; later ones are dropped "
+                   "(counted)",
+                   (long long)run->id, GS_RUNS_MAX_LOG_POINTS);
         return;
     }
     sl.n = l->n;
@@ -363,8 +365,9 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
         pthread_mutex_unlock(&r->lock);
         free(run);
         if (refuse(r, peer->uid, GS_RUNS_REF_RUNS_PER_UID))
-            gs_log(GS_LOG_WARN, "runs: uid %lu has %u runs going on (runs_per_uid); records of "
-                                "its new ones are dropped (logged once)",
+            gs_log(GS_LOG_WARN,
+                   "runs: uid %lu has %u runs going on (runs_per_uid); records of "
+                   "its new ones are dropped (logged once)",
                    (unsigned long)peer->uid, held);
         return NULL;
     }
@@ -594,9 +597,8 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
     }
     /* Steps dated before 2000 or before their run began (its first record, normally the
      * hello): the rule of run/record.h, shared with `gpuscope run`. */
-    const char *bad_time = rec->type == GS_REC_STEP
-                               ? gs_record_step_time_refusal(&rec->u.step, run->start_s)
-                               : NULL;
+    const char *bad_time =
+        rec->type == GS_REC_STEP ? gs_record_step_time_refusal(&rec->u.step, run->start_s) : NULL;
     if (bad_time) {
         uint64_t n;
         count(r, &r->st.steps_dropped);
@@ -688,8 +690,9 @@ static void on_refuse(void *ctx, const struct gs_peer *peer, int why)
                    "next ones are closed (logged once)",
                    (unsigned long)peer->uid, r->conn_per_uid);
     } else if (refuse(r, peer->uid, GS_RUNS_REF_CONN_FULL)) {
-        gs_log(GS_LOG_WARN, "runs: %d step-socket connections open: uid %lu's next one closed "
-                            "(logged once per uid)",
+        gs_log(GS_LOG_WARN,
+               "runs: %d step-socket connections open: uid %lu's next one closed "
+               "(logged once per uid)",
                GS_RECEIVER_MAX_CONN, (unsigned long)peer->uid);
     }
 }
@@ -990,7 +993,6 @@ static json_t *live_item(struct gs_runs *r, struct run *run)
     return it;
 }
 
-
 /* A stored run's tags (the run row's JSON text, schema v3) as an object; {} when none. */
 static json_t *stored_tags(const char *text)
 {
@@ -1006,12 +1008,12 @@ static json_t *stored_tags(const char *text)
 static int list_row(void *ctx, const struct gs_store_run_row *row)
 {
     json_t *rep = row->report ? json_loads(row->report, 0, NULL) : NULL;
-    json_t *it = json_pack("{s:I, s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:s}", "id",
-                           (json_int_t)row->id, "name", row->name, "uid", id_or_null(row->uid),
-                           "user", user_of(row->uid), "pid", id_or_null(row->pid), "start",
-                           num_or_null(row->start_time), "end", num_or_null(row->end_time),
-                           "steps", (json_int_t)row->steps, "state",
-                           stored_state(!isnan(row->end_time), rep));
+    json_t *it =
+        json_pack("{s:I, s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:s}", "id", (json_int_t)row->id,
+                  "name", row->name, "uid", id_or_null(row->uid), "user", user_of(row->uid), "pid",
+                  id_or_null(row->pid), "start", num_or_null(row->start_time), "end",
+                  num_or_null(row->end_time), "steps", (json_int_t)row->steps, "state",
+                  stored_state(!isnan(row->end_time), rep));
 
     if (it && rep)
         headline(it, rep);
@@ -1087,8 +1089,8 @@ static unsigned http_list(struct gs_runs *r, long long from, long long limit,
         gs_err_clear(&err);
         if (gs_store_runs_count(db, &sel, &shown, &err) != GS_OK ||
             (sel.owner_only && gs_store_runs_count(db, &every, &all, &err) != GS_OK) ||
-            gs_store_runs_list(db, &sel, skip, limit - (long long)json_array_size(list),
-                               list_row, list, &err) != GS_OK)
+            gs_store_runs_list(db, &sel, skip, limit - (long long)json_array_size(list), list_row,
+                               list, &err) != GS_OK)
             db_warn(&err);
         total += shown;
         if (sel.owner_only && all > shown)
@@ -1122,7 +1124,6 @@ static void annotate(json_t *rep, int64_t id, const char *state, uint64_t steps_
     if (steps_received)
         json_object_set_new(ro, "steps_received", json_integer((json_int_t)steps_received));
 }
-
 
 /* What a read of one stored run found (a gs_store_run_fn). */
 struct stored_run {
@@ -1261,9 +1262,8 @@ static unsigned page_begin(struct gs_runs *r, int64_t id, const struct gs_runs_w
         pg->exists = pg->s.exists;
         pg->visible = pg->s.exists && who_sees(who, pg->s.uid);
         d = json_object_get(json_object_get(pg->s.report, "run"), "log_points_dropped");
-        pg->logs_dropped = json_is_integer(d) && json_integer_value(d) > 0
-                               ? (uint64_t)json_integer_value(d)
-                               : 0;
+        pg->logs_dropped =
+            json_is_integer(d) && json_integer_value(d) > 0 ? (uint64_t)json_integer_value(d) : 0;
         json_decref(pg->s.report);
         pg->s.report = NULL;
     }
@@ -1288,8 +1288,8 @@ static void page_fault(struct page *pg, const struct gs_err *err)
 
 /* Unlocks db_lock; 0 when the page (list) is to be answered, else the status of the error
  * answer made in *body (list freed). */
-static unsigned page_end(struct gs_runs *r, int64_t id, struct page *pg, json_t *list,
-                         char **body, size_t *len)
+static unsigned page_end(struct gs_runs *r, int64_t id, struct page *pg, json_t *list, char **body,
+                         size_t *len)
 {
     pthread_mutex_unlock(&r->db_lock);
     if (pg->s.fault[0]) {
@@ -1343,10 +1343,11 @@ static int page_log(void *ctx, const struct gs_store_log *rec)
 {
     json_t *o = json_object(), *vals = json_object();
 
-    json_object_set_new(o, "step", isnan(rec->step) ? json_null()
-                                   : rec->step == floor(rec->step) && fabs(rec->step) < 9e15
-                                       ? json_integer((json_int_t)rec->step)
-                                       : json_real(rec->step));
+    json_object_set_new(o, "step",
+                        isnan(rec->step) ? json_null()
+                        : rec->step == floor(rec->step) && fabs(rec->step) < 9e15
+                            ? json_integer((json_int_t)rec->step)
+                            : json_real(rec->step));
     json_object_set_new(o, "t", num_or_null(rec->t));
     json_object_set_new(o, "rank", rec->rank >= 0 ? json_integer(rec->rank) : json_null());
     for (unsigned i = 0; i < rec->n; i++)
@@ -1367,8 +1368,8 @@ static unsigned http_logs(struct gs_runs *r, int64_t id, long long from, long lo
     int64_t total = 0, points = 0;
     unsigned code;
 
-    if ((code = page_begin(r, id, who, "history is off: logged values are not kept", &pg, body,
-                           len)))
+    if ((code =
+             page_begin(r, id, who, "history is off: logged values are not kept", &pg, body, len)))
         return code;
     list = json_array();
     if (pg.db) {
@@ -1430,7 +1431,6 @@ unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, con
     return steps ? http_steps(r, id, vfrom, vlimit, who, body, body_len)
                  : http_report(r, id, who, body, body_len);
 }
-
 
 /* ---- interrupted runs ---- */
 
@@ -1582,9 +1582,10 @@ static int make_parent(const char *path, struct gs_err *err)
 
 int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_err *err)
 {
-    struct gs_receiver_cb cb = {
-        .on_record = on_record, .on_close = on_close, .on_reject = on_reject,
-        .on_refuse = on_refuse};
+    struct gs_receiver_cb cb = {.on_record = on_record,
+                                .on_close = on_close,
+                                .on_reject = on_reject,
+                                .on_refuse = on_refuse};
     struct gs_runs *r;
     int rc;
 
@@ -1679,9 +1680,9 @@ unsigned gs_runs_capture(struct gs_runs *r, const char *path, const char *steps_
     size_t plen = strlen(path), idlen;
     int mlen;
 
-    idlen = plen > sizeof prefix - 1 + sizeof suffix - 1 ? plen - (sizeof prefix - 1) -
-                                                                 (sizeof suffix - 1)
-                                                           : 0;
+    idlen = plen > sizeof prefix - 1 + sizeof suffix - 1
+                ? plen - (sizeof prefix - 1) - (sizeof suffix - 1)
+                : 0;
     if (strncmp(path, prefix, sizeof prefix - 1) != 0 || idlen == 0 || idlen >= sizeof idbuf ||
         strcmp(path + plen - (sizeof suffix - 1), suffix) != 0)
         return reply_error(404, body, len, "not found: POST /api/v1/runs/ID/capture");
@@ -1712,8 +1713,10 @@ unsigned gs_runs_capture(struct gs_runs *r, const char *path, const char *steps_
     mlen = gs_control_encode(&c, msg, sizeof msg);
     for (unsigned k = 0; mlen > 0 && k < n; k++)
         sent += gs_receiver_send(r->rx, conns[k], msg, (size_t)mlen) == 0;
-    gs_log(GS_LOG_INFO, "runs: run %lld: profiler window of %d step(s) asked of %u of %u "
-                        "rank(s)", id, (int)steps, sent, n);
+    gs_log(GS_LOG_INFO,
+           "runs: run %lld: profiler window of %d step(s) asked of %u of %u "
+           "rank(s)",
+           id, (int)steps, sent, n);
     return reply(json_pack("{s:I, s:I, s:i, s:i, s:i}", "run", (json_int_t)id, "request",
                            (json_int_t)c.id, "steps", (int)steps, "ranks", (int)n, "sent",
                            (int)sent),

@@ -3,8 +3,9 @@
  * package sends its step records (src/run/record.h) to the agent's socket; this module owns
  * that socket (a node-wide receiver, src/run/receiver.h, that accepts every local uid),
  * aggregates each run (src/run/agg.h) with the agent's snapshots of the run's GPUs (the ranks'
- * pids, their descendants and the devices their hellos announce: src/run/attrib.h), keeps runs, steps and logged values in the history (schema v3, through the recorder) and answers
- * /api/v1/runs (docs/api.md).
+ * pids, their descendants and the devices their hellos announce: src/run/attrib.h), keeps runs,
+ * steps and logged values in the history (schema v3, through the recorder) and answers /api/v1/runs
+ * (docs/api.md).
  *
  * A run is one connection's records from its first record (normally the hello) to its end
  * record or the connection's close, whichever comes first; a record after an end starts the
@@ -52,23 +53,23 @@ struct gs_runs_opts {
     unsigned runs_per_uid;    /* live runs one uid other than root may hold; 0: no limit */
     const char *grafana_url;  /* "grafana_url" of the list (the dashboard's job link); NULL */
     /* Per-uid quotas of the socket (issue 18), for every uid but root; 0: no limit. */
-    unsigned conn_per_uid;    /* connections held at once (more closed at accept) */
-    double rate_per_uid;      /* records per second (token bucket; end records never count) */
-    double burst_per_uid;     /* the bucket's size */
+    unsigned conn_per_uid; /* connections held at once (more closed at accept) */
+    double rate_per_uid;   /* records per second (token bucket; end records never count) */
+    double burst_per_uid;  /* the bucket's size */
 };
 
 /* Why the socket refused something (a connection, a run, a record), each counted in
  * gs_runs_stats.refused and logged once per uid: gpuscope_refused_total{door="steps",reason}
  * on /metrics, with gs_runs_refusal_name as the reason. */
 enum gs_runs_refusal {
-    GS_RUNS_REF_UID_CONN = 0,  /* "uid_connections": conn_per_uid reached */
-    GS_RUNS_REF_CONN_FULL,     /* "connections": the receiver's 256 */
-    GS_RUNS_REF_UID_RATE,      /* "uid_rate": rate_per_uid (a record dropped) */
-    GS_RUNS_REF_RUNS_PER_UID,  /* "runs_per_uid": a run refused */
-    GS_RUNS_REF_RUNS_FULL,     /* "runs": GS_RUNS_MAX_LIVE going on */
-    GS_RUNS_REF_RUN_SHARE,     /* "run_buffer_share": the run's share of the flush buffer */
-    GS_RUNS_REF_BUFFER_FULL,   /* "buffer": the flush buffer full */
-    GS_RUNS_REF_STEP_TIME,     /* "step_time": dated before 2000 or before its run's hello */
+    GS_RUNS_REF_UID_CONN = 0, /* "uid_connections": conn_per_uid reached */
+    GS_RUNS_REF_CONN_FULL,    /* "connections": the receiver's 256 */
+    GS_RUNS_REF_UID_RATE,     /* "uid_rate": rate_per_uid (a record dropped) */
+    GS_RUNS_REF_RUNS_PER_UID, /* "runs_per_uid": a run refused */
+    GS_RUNS_REF_RUNS_FULL,    /* "runs": GS_RUNS_MAX_LIVE going on */
+    GS_RUNS_REF_RUN_SHARE,    /* "run_buffer_share": the run's share of the flush buffer */
+    GS_RUNS_REF_BUFFER_FULL,  /* "buffer": the flush buffer full */
+    GS_RUNS_REF_STEP_TIME,    /* "step_time": dated before 2000 or before its run's hello */
     GS_RUNS_REF_N
 };
 const char *gs_runs_refusal_name(enum gs_runs_refusal why);
@@ -76,7 +77,7 @@ const char *gs_runs_refusal_name(enum gs_runs_refusal why);
 struct gs_runs_stats {
     uint64_t runs_started, runs_ended, runs_refused; /* refused: GS_RUNS_MAX_LIVE reached */
     uint64_t records, rejected, snapshots_skipped, store_errors;
-    uint64_t steps_dropped; /* step records not kept: no run (table full) or not stored */
+    uint64_t steps_dropped;    /* step records not kept: no run (table full) or not stored */
     uint64_t runs_refused_uid; /* of runs_refused: the uid held runs_per_uid already */
     unsigned live;
     uint64_t refused[GS_RUNS_REF_N]; /* by enum gs_runs_refusal */
@@ -119,10 +120,10 @@ unsigned gs_runs_http(struct gs_runs *r, const char *path, const char *from, con
 struct gs_runs_stats gs_runs_stats(struct gs_runs *r);
 
 /* POST /api/v1/runs/ID/capture?steps=N (path and the steps argument, NULL: 5; docs/api.md):
- * asks every rank of live run ID for a profiler window of its next `steps` steps (a control message over its step-record
- * connection, run/control.h; the Python package opens the window). Only an admin, or the
- * run's owner (uid >= 0), may ask: another user's run is 404 like a missing or ended one.
- * 202 with {"run","request","steps","ranks","sent"}; 503 when no rank could be reached; 400
+ * asks every rank of live run ID for a profiler window of its next `steps` steps (a control message
+ * over its step-record connection, run/control.h; the Python package opens the window). Only an
+ * admin, or the run's owner (uid >= 0), may ask: another user's run is 404 like a missing or ended
+ * one. 202 with {"run","request","steps","ranks","sent"}; 503 when no rank could be reached; 400
  * for steps outside 1..1000. *body as gs_runs_http's. */
 unsigned gs_runs_capture(struct gs_runs *r, const char *path, const char *steps_arg, int admin,
                          int64_t uid, char **body, size_t *len);

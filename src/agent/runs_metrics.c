@@ -8,9 +8,9 @@
 #include "agent/runs_metrics.h"
 
 #include <math.h>
-#include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +33,7 @@ struct slot {
     /* ring of the last step-to-step intervals (t_end to t_end), for the stall check */
     unsigned gap_head, gap_n;
     double gap[GS_RUNM_WINDOW];
-    double busy_sum_s; /* wall time less the communication waited for */
+    double busy_sum_s;         /* wall time less the communication waited for */
     double phase_s[GS_PH_ALL]; /* totals; GS_PH_STEP unused (the wall time is sum_s) */
     int phase_seen[GS_PH_ALL];
     /* ring of the last steps: wall seconds, data seconds, communication seconds */
@@ -418,8 +418,8 @@ void gs_runm_render(struct gs_runm *m, struct gs_mbuf *b)
         labels(b, "gpuscope_run_last_step_seconds", s);
         out(b, "} %.9g\n", s->last_s);
     }
-    header(b, "gpuscope_run_last_step_timestamp_seconds",
-           "Unix time the rank's last step ended.", "gauge");
+    header(b, "gpuscope_run_last_step_timestamp_seconds", "Unix time the rank's last step ended.",
+           "gauge");
     for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
         const struct slot *s = &m->slots[i];
         if (!s->used || !s->count || !isfinite(s->last_t))

@@ -138,8 +138,7 @@ static int any_mig(const struct gs_pub *prev)
     return 0;
 }
 
-static int sample_into(struct gs_agent *a, struct gs_pub *p, const struct gs_pub *prev,
-                       int64_t now)
+static int sample_into(struct gs_agent *a, struct gs_pub *p, const struct gs_pub *prev, int64_t now)
 {
     unsigned n = gs_sampler_gpu_count(a->sampler);
     unsigned want = gs_agent_want(a->n_since_open) | gs_runs_want(a->runs);

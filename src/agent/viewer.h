@@ -17,10 +17,10 @@
 struct MHD_Connection;
 
 enum gs_role {
-    GS_ROLE_NONE = 0,  /* not authenticated: 401 */
-    GS_ROLE_METRICS,   /* /metrics and /healthz only */
-    GS_ROLE_VIEWER,    /* everything, filtered by the visibility policy for uid */
-    GS_ROLE_ADMIN,     /* everything, unfiltered */
+    GS_ROLE_NONE = 0, /* not authenticated: 401 */
+    GS_ROLE_METRICS,  /* /metrics and /healthz only */
+    GS_ROLE_VIEWER,   /* everything, filtered by the visibility policy for uid */
+    GS_ROLE_ADMIN,    /* everything, unfiltered */
 };
 
 enum gs_via { GS_VIA_TCP = 0, GS_VIA_UNIX };
@@ -28,10 +28,10 @@ enum gs_via { GS_VIA_TCP = 0, GS_VIA_UNIX };
 struct gs_viewer {
     enum gs_role role;
     enum gs_via via;
-    bool uid_known;    /* uid below is real: SO_PEERCRED, a token mapped to a user, or a
-                        * loopback TCP peer found in /proc/net/tcp{,6} */
+    bool uid_known; /* uid below is real: SO_PEERCRED, a token mapped to a user, or a
+                     * loopback TCP peer found in /proc/net/tcp{,6} */
     uid_t uid;
-    char user[64];     /* "" when unknown */
+    char user[64]; /* "" when unknown */
 };
 
 #endif

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <strings.h>
 
-#define WEB_CSP                                                                               \
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "              \
+#define WEB_CSP                                                                                    \
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "                    \
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 
 const struct gs_web_asset *gs_web_find(const char *url)
@@ -36,8 +36,7 @@ static int web_q_positive(const char *p, const char *end)
         if (end - p >= 2 && (p[0] == 'q' || p[0] == 'Q') && p[1] == '=') {
             char num[16];
             size_t n = 0;
-            for (p += 2; p < end && n < sizeof num - 1 && !isspace((unsigned char)*p) &&
-                         *p != ';';
+            for (p += 2; p < end && n < sizeof num - 1 && !isspace((unsigned char)*p) && *p != ';';
                  p++)
                 num[n++] = *p;
             num[n] = '\0';
@@ -86,10 +85,10 @@ static int web_etag_matches(const char *inm, const char *etag)
 
 int gs_web_send(struct MHD_Connection *c, const struct gs_web_asset *asset)
 {
-    const char *ae = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_ACCEPT_ENCODING);
-    const char *inm = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                  MHD_HTTP_HEADER_IF_NONE_MATCH);
+    const char *ae =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+    const char *inm =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
     int not_modified = web_etag_matches(inm, asset->etag);
     int gz = !not_modified && gs_web_accepts_gzip(ae);
     struct MHD_Response *r;

@@ -23,12 +23,11 @@
 #include <time.h>
 
 #include "agent/log.h"
-#include "agent/outbound.h"
 #include "agent/metrics.h"
+#include "agent/outbound.h"
 #include "agent/worker.h"
 #include "core/clock.h"
 #include "gpuscope/gs_err.h"
-
 
 struct transition {
     uint64_t seq;

@@ -19,10 +19,10 @@
 struct gs_worker;
 
 struct gs_worker_ops {
-    const char *name;  /* for error messages ("history", "push", ...) */
-    size_t item_size;  /* bytes per item; 0 with cap 0: a thread with wake-ups only */
-    unsigned cap;      /* items the queue holds */
-    bool drop_oldest;  /* a full queue drops its oldest item for the new one (else refuses) */
+    const char *name; /* for error messages ("history", "push", ...) */
+    size_t item_size; /* bytes per item; 0 with cap 0: a thread with wake-ups only */
+    unsigned cap;     /* items the queue holds */
+    bool drop_oldest; /* a full queue drops its oldest item for the new one (else refuses) */
     /* The worker thread's body, called with the items taken (n may be 0: a deadline or a
      * wake-up), without the worker's lock. stopping: the last call. Returns the next
      * CLOCK_MONOTONIC deadline in ns (INT64_MAX: none; at or before now: at once). */

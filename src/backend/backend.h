@@ -93,8 +93,7 @@ struct gs_backend_ops {
      * new. GS_ENOTSUP: the call is missing or the device keeps no samples (MIG). Also
      * GS_ELOST, GS_EPERM, GS_ENODRIVER, GS_ENVML, GS_ENOMEM. May be NULL. */
     int (*util_samples)(struct gs_backend *b, unsigned dev, uint64_t *last_ts_us,
-                        struct gs_util_sample *out, unsigned cap, unsigned *n,
-                        struct gs_err *err);
+                        struct gs_util_sample *out, unsigned cap, unsigned *n, struct gs_err *err);
 };
 
 /* The NVML backend (nvml.c). */

@@ -193,8 +193,7 @@ int gs_k8s_lookup(const char *pods_dir, const char *pod_uid, const char *contain
     while ((e = readdir(d)) != NULL) {
         size_t n = strlen(e->d_name), ul = strlen(pod_uid);
         /* cheap test first: the name ends in _<uid> */
-        if (n <= ul + 1 || e->d_name[n - ul - 1] != '_' ||
-            strcmp(e->d_name + n - ul, pod_uid) != 0)
+        if (n <= ul + 1 || e->d_name[n - ul - 1] != '_' || strcmp(e->d_name + n - ul, pod_uid) != 0)
             continue;
         if (gs_k8s_parse_pod_dir(e->d_name, n, &pod) != GS_OK || strcmp(pod.uid, pod_uid) != 0)
             continue;

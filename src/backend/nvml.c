@@ -38,7 +38,9 @@
 #define NVML_PROC_CAP_MAX 65536u    /* process entries per list: beyond this is a broken driver */
 #define NVML_GPM_MIN_NS 100000000LL /* GPM samples closer than 100 ms give no metrics */
 #define NVML_GPM_WAIT_NS 110000000L /* what GS_WANT_GPM_WAIT sleeps */
-#define NVML_NVLINK_WAIT_NS 20000000L /* between the two NVLink counter readings of a first cycle */
+#define NVML_NVLINK_WAIT_NS                                                                        \
+    20000000L /* between the two NVLink counter readings of a first cycle                          \
+               */
 #define NVML_PUTIL_KEEP_NS 5000000000LL /* keep a process's last utilization this long */
 #define NVML_EVENTS_PER_CYCLE 256
 #define NVML_SAMPLES_MAX 1024u /* utilization samples per call: the driver's ring holds ~120 */
@@ -189,8 +191,8 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(gpm_alloc, fn_gpm_alloc, "nvmlGpmSampleAlloc")                                               \
     X(gpm_free, fn_gpm_free, "nvmlGpmSampleFree")                                                  \
     X(gpm_get, fn_gpm_get, "nvmlGpmSampleGet")                                                     \
-    X(gpm_metrics, fn_gpm_metrics, "nvmlGpmMetricsGet")                                           \
-    X(gpm_mig_get, fn_gpm_mig_get, "nvmlGpmMigSampleGet")                                        \
+    X(gpm_metrics, fn_gpm_metrics, "nvmlGpmMetricsGet")                                            \
+    X(gpm_mig_get, fn_gpm_mig_get, "nvmlGpmMigSampleGet")                                          \
     X(gi_by_id, fn_gi_by_id, "nvmlDeviceGetGpuInstanceById")                                       \
     X(gi_info, fn_gi_info, "nvmlGpuInstanceGetInfo")                                               \
     X(encoder_stats, fn_d_u3, "nvmlDeviceGetEncoderStats")                                         \
@@ -203,7 +205,7 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(display_active, fn_d_u, "nvmlDeviceGetDisplayActive")                                        \
     X(accounting_mode, fn_d_u, "nvmlDeviceGetAccountingMode")                                      \
     X(accounting_buffer, fn_d_u, "nvmlDeviceGetAccountingBufferSize")                              \
-    X(gsp_mode, fn_d_u2, "nvmlDeviceGetGspFirmwareMode")                                          \
+    X(gsp_mode, fn_d_u2, "nvmlDeviceGetGspFirmwareMode")                                           \
     X(samples, fn_d_samples, "nvmlDeviceGetSamples")                                               \
     X(nvlink_state, fn_d_arg_u, "nvmlDeviceGetNvLinkState")                                        \
     X(nvlink_errors, fn_d_nvl_err, "nvmlDeviceGetNvLinkErrorCounter")                              \
@@ -329,12 +331,12 @@ static const enum gs_metric ident_metrics[] = {
 
 /* Slow-changing fields: read at the first cycle and on GS_WANT_STATIC, repeated otherwise. */
 static const enum gs_metric slow_metrics[] = {
-    GS_M_POWER_LIMIT,    GS_M_POWER_DEFAULT_LIMIT, GS_M_POWER_MIN_LIMIT, GS_M_POWER_MAX_LIMIT,
-    GS_M_CLOCK_MAX_GR,   GS_M_CLOCK_MAX_SM,        GS_M_CLOCK_MAX_MEM,   GS_M_CLOCK_MAX_VIDEO,
-    GS_M_TEMP_SHUTDOWN,  GS_M_TEMP_SLOWDOWN,       GS_M_TEMP_GPU_MAX,    GS_M_TEMP_MEM_MAX,
-    GS_M_ECC_MODE,       GS_M_ECC_MODE_PENDING,    GS_M_PCIE_GEN_MAX,    GS_M_PCIE_GEN_GPU_MAX,
-    GS_M_PCIE_WIDTH_MAX, GS_M_THROTTLE_SUPPORTED,  GS_M_PERSISTENCE,     GS_M_COMPUTE_MODE,
-    GS_M_MIG_MODE,       GS_M_MIG_MODE_PENDING,    GS_M_INFOROM_VALID,   GS_M_DISPLAY_ATTACHED,
+    GS_M_POWER_LIMIT,    GS_M_POWER_DEFAULT_LIMIT, GS_M_POWER_MIN_LIMIT,   GS_M_POWER_MAX_LIMIT,
+    GS_M_CLOCK_MAX_GR,   GS_M_CLOCK_MAX_SM,        GS_M_CLOCK_MAX_MEM,     GS_M_CLOCK_MAX_VIDEO,
+    GS_M_TEMP_SHUTDOWN,  GS_M_TEMP_SLOWDOWN,       GS_M_TEMP_GPU_MAX,      GS_M_TEMP_MEM_MAX,
+    GS_M_ECC_MODE,       GS_M_ECC_MODE_PENDING,    GS_M_PCIE_GEN_MAX,      GS_M_PCIE_GEN_GPU_MAX,
+    GS_M_PCIE_WIDTH_MAX, GS_M_THROTTLE_SUPPORTED,  GS_M_PERSISTENCE,       GS_M_COMPUTE_MODE,
+    GS_M_MIG_MODE,       GS_M_MIG_MODE_PENDING,    GS_M_INFOROM_VALID,     GS_M_DISPLAY_ATTACHED,
     GS_M_DISPLAY_ACTIVE, GS_M_ACCOUNTING,          GS_M_ACCOUNTING_BUFFER,
 };
 
@@ -637,8 +639,7 @@ static void rd_pci(struct rd *c)
     nvmlPciInfo_t pci;
     struct gs_gpu *g = c->g;
 
-    if (c->lost || !c->b->fn.pci ||
-        (!need_any(c, ms, COUNT_OF(ms)) && !need_t(c, GS_T_PCI_BUS_ID)))
+    if (c->lost || !c->b->fn.pci || (!need_any(c, ms, COUNT_OF(ms)) && !need_t(c, GS_T_PCI_BUS_ID)))
         return;
     memset(&pci, 0, sizeof pci); /* 68 bytes whichever symbol we call (§3) */
     if (!ok_n(c, c->b->fn.pci(c->h, &pci), ms, COUNT_OF(ms))) {
@@ -940,9 +941,11 @@ static void rd_video_engines(struct rd *c)
         gs_gpu_set(c->g, GS_M_ENC_FPS, fps);
         gs_gpu_set(c->g, GS_M_ENC_LATENCY, lat_us * 1e-6);
     }
-    if (!c->lost && f->jpg_util && need_m(c, GS_M_UTIL_JPEG) && ok(c, &c->g->st[GS_M_UTIL_JPEG], f->jpg_util(c->h, &n, &period)))
+    if (!c->lost && f->jpg_util && need_m(c, GS_M_UTIL_JPEG) &&
+        ok(c, &c->g->st[GS_M_UTIL_JPEG], f->jpg_util(c->h, &n, &period)))
         gs_gpu_set(c->g, GS_M_UTIL_JPEG, n / 100.0);
-    if (!c->lost && f->ofa_util && need_m(c, GS_M_UTIL_OFA) && ok(c, &c->g->st[GS_M_UTIL_OFA], f->ofa_util(c->h, &n, &period)))
+    if (!c->lost && f->ofa_util && need_m(c, GS_M_UTIL_OFA) &&
+        ok(c, &c->g->st[GS_M_UTIL_OFA], f->ofa_util(c->h, &n, &period)))
         gs_gpu_set(c->g, GS_M_UTIL_OFA, n / 100.0);
 }
 
@@ -960,9 +963,11 @@ static void read_basic(struct rd *c)
             gs_gpu_set(c->g, GS_M_UTIL_MEM, u.memory / 100.0);
         }
     }
-    if (!c->lost && f->encoder && need_m(c, GS_M_UTIL_ENC) && ok(c, &c->g->st[GS_M_UTIL_ENC], f->encoder(c->h, &v, &period)))
+    if (!c->lost && f->encoder && need_m(c, GS_M_UTIL_ENC) &&
+        ok(c, &c->g->st[GS_M_UTIL_ENC], f->encoder(c->h, &v, &period)))
         gs_gpu_set(c->g, GS_M_UTIL_ENC, v / 100.0);
-    if (!c->lost && f->decoder && need_m(c, GS_M_UTIL_DEC) && ok(c, &c->g->st[GS_M_UTIL_DEC], f->decoder(c->h, &v, &period)))
+    if (!c->lost && f->decoder && need_m(c, GS_M_UTIL_DEC) &&
+        ok(c, &c->g->st[GS_M_UTIL_DEC], f->decoder(c->h, &v, &period)))
         gs_gpu_set(c->g, GS_M_UTIL_DEC, v / 100.0);
     rd_video_engines(c);
     rd_memory(c);
@@ -1414,11 +1419,11 @@ static void nvl_probe(struct rd *c)
         if (!ok(c, &lk->remote_st, f->nvlink_remote_pci(c->h, l, &pci)))
             continue;
         if (pci.busId[0])
-            snprintf(lk->remote_bus_id, sizeof lk->remote_bus_id, "%.*s",
-                     (int)sizeof pci.busId, pci.busId);
+            snprintf(lk->remote_bus_id, sizeof lk->remote_bus_id, "%.*s", (int)sizeof pci.busId,
+                     pci.busId);
         else
-            snprintf(lk->remote_bus_id, sizeof lk->remote_bus_id, "%08X:%02X:%02X.0",
-                     pci.domain, pci.bus, pci.device);
+            snprintf(lk->remote_bus_id, sizeof lk->remote_bus_id, "%08X:%02X:%02X.0", pci.domain,
+                     pci.bus, pci.device);
         lk->remote_st = GS_ST_OK;
     }
 }
@@ -1426,8 +1431,7 @@ static void nvl_probe(struct rd *c)
 /* The data counters (fields 138/139, KiB) of every link and of all links (scopeId UINT_MAX), in
  * one call; the rate is the change of the total since the previous reading over the driver's
  * own timestamps (our clock when the driver gives none). Returns 0 when the totals were read. */
-static int nvl_counters(struct rd *c, struct gs_gpu *g, unsigned long long tot[2],
-                        long long *ts_us)
+static int nvl_counters(struct rd *c, struct gs_gpu *g, unsigned long long tot[2], long long *ts_us)
 {
     const struct nvml_fns *f = &c->b->fn;
     struct nvml_dev *d = c->d;
@@ -1440,7 +1444,8 @@ static int nvl_counters(struct rd *c, struct gs_gpu *g, unsigned long long tot[2
         return -1;
     memset(fv, 0, sizeof fv);
     for (unsigned k = 0; k < 2; k++) {
-        unsigned id = k ? NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX : NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+        unsigned id =
+            k ? NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX : NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
         fv[nf].fieldId = id;
         fv[nf++].scopeId = GS_NVML_SCOPE_ALL_LINKS;
         for (unsigned l = 0; l < n; l++) {

@@ -395,10 +395,10 @@ typedef struct {
 } nvmlGpmMetricsGet_t;
 
 /* ---- further declarations used by nvml-sim (sim/), same sources ------------------------ */
-#define NVML_INIT_FLAG_FORCE_INIT 0x4u       /* 590+ */
-#define nvmlEventMigConfigChange 0x100ULL    /* NVIDIA's name has no "Type" (§8) */
+#define NVML_INIT_FLAG_FORCE_INIT 0x4u    /* 590+ */
+#define nvmlEventMigConfigChange 0x100ULL /* NVIDIA's name has no "Type" (§8) */
 
-typedef unsigned int nvmlMemoryLocation_t;   /* nvmlDeviceGetMemoryErrorCounter (§8) */
+typedef unsigned int nvmlMemoryLocation_t; /* nvmlDeviceGetMemoryErrorCounter (§8) */
 enum {
     NVML_MEMORY_LOCATION_L1_CACHE = 0,
     NVML_MEMORY_LOCATION_L2_CACHE = 1,

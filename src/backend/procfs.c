@@ -397,7 +397,7 @@ struct gs_procfs {
     unsigned n_seen, cap_seen;
     struct pf_user *users;
     unsigned n_users, cap_users;
-    unsigned n_fds; /* stat descriptors kept open in seen[] */
+    unsigned n_fds;               /* stat descriptors kept open in seen[] */
     char pods_dir[PATH_MAX - 64]; /* Kubernetes pod log directories (k8s.h); "": off */
 };
 
@@ -872,7 +872,7 @@ int gs_procfs_read_env(const char *root, unsigned pid, const char *name, char *o
         return GS_EIO;
     /* environ is at most the exec's argument space; 4 MiB bounds a hostile one. */
     if (!(env = read_small(path, 4u << 20, &len)))
-        return errno == EACCES || errno == EPERM ? GS_EPERM
+        return errno == EACCES || errno == EPERM   ? GS_EPERM
                : errno == ENOENT || errno == ESRCH ? GS_ENOTFOUND
                                                    : GS_EIO;
     for (size_t i = 0; i < len;) {

@@ -57,7 +57,7 @@ struct gs_procfs_job {
     char container_id[GS_JOB_ID_LEN]; /* Docker/containerd/CRI-O/Podman id, "" if none */
     /* Kubernetes pod UID with dashes (a static pod's: 32 hex digits), "" if none */
     char pod_uid[40];
-    char slurm_job[24];               /* Slurm job id, "" if none */
+    char slurm_job[24]; /* Slurm job id, "" if none */
 };
 
 /* Parses the text of /proc/PID/cgroup (v1 "N:controllers:/path" lines and the v2 "0::/path"

@@ -59,8 +59,8 @@ static int wait_fd(int fd, short ev, int timeout_ms)
 int gs_agent_client_get(const char *sock, const char *path, int timeout_ms, char **body,
                         size_t *body_len, struct gs_err *err)
 {
-    int status = 0, rc = gs_agent_client_request(sock, "GET", path, timeout_ms, &status, body,
-                                                 body_len, err);
+    int status = 0,
+        rc = gs_agent_client_request(sock, "GET", path, timeout_ms, &status, body, body_len, err);
 
     if (rc == GS_OK && status != 200) {
         free(*body);
@@ -70,9 +70,8 @@ int gs_agent_client_get(const char *sock, const char *path, int timeout_ms, char
     return rc;
 }
 
-int gs_agent_client_request(const char *sock, const char *method, const char *path,
-                            int timeout_ms, int *status_out, char **body, size_t *body_len,
-                            struct gs_err *err)
+int gs_agent_client_request(const char *sock, const char *method, const char *path, int timeout_ms,
+                            int *status_out, char **body, size_t *body_len, struct gs_err *err)
 {
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
     char req[600], *buf = NULL, *hdr_end;
@@ -149,13 +148,12 @@ timeout:
     close(fd);
     free(buf);
     return gs_err_set(err, GS_EIO, "agent: %s: no answer within %d ms", sock, timeout_ms);
-io:
-    {
-        int e = errno;
-        close(fd);
-        free(buf);
-        return gs_err_set(err, GS_EIO, "agent: %s: %s", sock, strerror(e));
-    }
+io : {
+    int e = errno;
+    close(fd);
+    free(buf);
+    return gs_err_set(err, GS_EIO, "agent: %s: %s", sock, strerror(e));
+}
 nomem:
     close(fd);
     free(buf);
@@ -169,8 +167,8 @@ int gs_agent_client_snapshot(const char *sock, int hidden_as_procs, struct gs_sn
     size_t len = 0;
     json_t *doc;
     json_error_t je;
-    int rc = gs_agent_client_get(sock, "/api/v1/snapshot", GS_AGENT_CLIENT_TIMEOUT_MS, &body,
-                                 &len, err);
+    int rc =
+        gs_agent_client_get(sock, "/api/v1/snapshot", GS_AGENT_CLIENT_TIMEOUT_MS, &body, &len, err);
 
     if (rc != GS_OK)
         return rc;
@@ -181,6 +179,6 @@ int gs_agent_client_snapshot(const char *sock, int hidden_as_procs, struct gs_sn
     rc = gs_snapjson_decode(doc, hidden_as_procs != 0, out, err);
     json_decref(doc);
     if (rc == GS_OK) /* every view that shows it says which agent it read */
-        snprintf((*out)->sys.source, sizeof (*out)->sys.source, "agent:%.100s", sock);
+        snprintf((*out)->sys.source, sizeof(*out)->sys.source, "agent:%.100s", sock);
     return rc;
 }

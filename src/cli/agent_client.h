@@ -32,9 +32,8 @@ int gs_agent_client_get(const char *sock, const char *path, int timeout_ms, char
 /* method ("GET" or "POST", the latter without a body) path over sock: GS_OK with the
  * answer's status in *status and its body (malloc'ed, NUL-terminated) whatever the status;
  * GS_EIO when no agent answers (the message says why). */
-int gs_agent_client_request(const char *sock, const char *method, const char *path,
-                            int timeout_ms, int *status, char **body, size_t *body_len,
-                            struct gs_err *err);
+int gs_agent_client_request(const char *sock, const char *method, const char *path, int timeout_ms,
+                            int *status, char **body, size_t *body_len, struct gs_err *err);
 
 /* Fetches /api/v1/snapshot from sock and decodes it (gs_snapjson_decode, hidden_as_procs as
  * there). GS_EIO when no agent answers. */

@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/compare_job.h"
 #include "cli/term.h"
 #include "gpuscope/gs_err.h"
-#include "cli/compare_job.h"
 #include "report/compare.h"
 #include "report/job.h"
 #include "report/page.h"
@@ -188,13 +188,15 @@ static void table(struct gs_tbuf *b, const char *title, const json_t *rows, size
 
     if (!json_array_size(rows))
         return;
-    json_array_foreach(rows, i, r) {
+    json_array_foreach(rows, i, r)
+    {
         size_t l = strlen(json_string_value(json_object_get(r, "field")));
         namew = l > namew ? l : namew;
     }
     /* widths of the value, change and % columns */
     size_t wv = 1, wc = 6, wp = 8;
-    json_array_foreach(rows, i, r) {
+    json_array_foreach(rows, i, r)
+    {
         const char *f = json_string_value(json_object_get(r, "field"));
         const char *uf = phases ? "x_ms" : f;
         for (size_t k = 0; k < nruns; k++) {
@@ -227,7 +229,8 @@ static void table(struct gs_tbuf *b, const char *title, const json_t *rows, size
     }
     gs_tbuf_sgr(b, GS_SGR_RESET);
     gs_tbuf_puts(b, "\n");
-    json_array_foreach(rows, i, r) {
+    json_array_foreach(rows, i, r)
+    {
         const char *f = json_string_value(json_object_get(r, "field"));
         const char *uf = phases ? "x_ms" : f;
         cell(b, f, namew, 0, GS_SGR_NONE);
@@ -264,7 +267,8 @@ static void render_text(struct gs_tbuf *b, const json_t *doc)
     size_t n = json_array_size(runs), i;
     char v[256];
 
-    json_array_foreach(runs, i, r) {
+    json_array_foreach(runs, i, r)
+    {
         gs_tbuf_sgr(b, GS_SGR_BOLD);
         gs_tbuf_printf(b, "%c", (char)('A' + i));
         gs_tbuf_sgr(b, GS_SGR_RESET);
@@ -287,11 +291,13 @@ static void render_text(struct gs_tbuf *b, const json_t *doc)
     } else {
         size_t kw = 0;
         gs_tbuf_puts(b, "\n");
-        json_array_foreach(facts, i, f) {
+        json_array_foreach(facts, i, f)
+        {
             size_t l = strlen(json_string_value(json_object_get(f, "key")));
             kw = l > kw ? l : kw;
         }
-        json_array_foreach(facts, i, f) {
+        json_array_foreach(facts, i, f)
+        {
             gs_tbuf_puts(b, "  ");
             cell(b, json_string_value(json_object_get(f, "key")), kw, 0, GS_SGR_NONE);
             gs_tbuf_puts(b, "  ");
@@ -316,11 +322,13 @@ static void render_text(struct gs_tbuf *b, const json_t *doc)
     }
     gs_tbuf_puts(b, "\n");
     size_t iw = 0;
-    json_array_foreach(fs, i, f) {
+    json_array_foreach(fs, i, f)
+    {
         size_t l = strlen(json_string_value(json_object_get(f, "id")));
         iw = l > iw ? l : iw;
     }
-    json_array_foreach(fs, i, f) {
+    json_array_foreach(fs, i, f)
+    {
         const char *ch = json_string_value(json_object_get(f, "change"));
         enum gs_sgr col = strcmp(ch, "went away") == 0  ? GS_SGR_GREEN
                           : strcmp(ch, "appeared") == 0 ? GS_SGR_RED

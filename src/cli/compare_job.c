@@ -32,8 +32,10 @@ static void ranks_list(char *buf, size_t n, const json_t *ranks)
     json_t *r;
 
     buf[0] = 0;
-    json_array_foreach(ranks, i, r) {
-        int w = snprintf(buf + len, n - len, "%s%lld", i ? "," : "", (long long)json_integer_value(r));
+    json_array_foreach(ranks, i, r)
+    {
+        int w =
+            snprintf(buf + len, n - len, "%s%lld", i ? "," : "", (long long)json_integer_value(r));
         if (w < 0 || (size_t)w >= n - len)
             break;
         len += (size_t)w;
@@ -62,22 +64,26 @@ void gs_cli_job_text(struct gs_tbuf *b, const json_t *doc)
     }
     gs_tbuf_printf(b, "\n%-16s %-12s %6s %10s %8s %8s %11s  %s\n", "node", "ranks", "steps",
                    "step p50", "data", "comm", "throttled", "origin");
-    json_array_foreach(nodes, i, row) {
+    json_array_foreach(nodes, i, row)
+    {
         ranks_list(rl, sizeof rl, json_object_get(row, "ranks"));
-        gs_tbuf_printf(b, "%-16s %-12s %6lld %10s %8s %8s %11s  %s\n",
-                       json_string_value(json_object_get(row, "node")), rl,
-                       (long long)json_integer_value(json_object_get(row, "steps")),
-                       fmt(a, sizeof a, "%.1f ms", num(json_object_get(row, "step_p50_ms"))),
-                       fmt(c, sizeof c, "%.3f", num(json_object_get(row, "data_loading_time_ratio"))),
-                       fmt(d, sizeof d, "%.3f", num(json_object_get(row, "communication_time_ratio"))),
-                       fmt(e, sizeof e, "%.1f s", num(json_object_get(row, "throttled_seconds"))),
-                       json_string_value(json_object_get(row, "origin")));
+        gs_tbuf_printf(
+            b, "%-16s %-12s %6lld %10s %8s %8s %11s  %s\n",
+            json_string_value(json_object_get(row, "node")), rl,
+            (long long)json_integer_value(json_object_get(row, "steps")),
+            fmt(a, sizeof a, "%.1f ms", num(json_object_get(row, "step_p50_ms"))),
+            fmt(c, sizeof c, "%.3f", num(json_object_get(row, "data_loading_time_ratio"))),
+            fmt(d, sizeof d, "%.3f", num(json_object_get(row, "communication_time_ratio"))),
+            fmt(e, sizeof e, "%.1f s", num(json_object_get(row, "throttled_seconds"))),
+            json_string_value(json_object_get(row, "origin")));
     }
-    gs_tbuf_printf(b, "\n%5s %-16s %4s %6s %10s %10s %10s %8s %10s %10s\n", "rank", "node",
-                   "gpu", "steps", "p50 ms", "p95 ms", "busy ms", "x med", "data ms", "comm ms");
-    json_array_foreach(ranks, i, row) {
+    gs_tbuf_printf(b, "\n%5s %-16s %4s %6s %10s %10s %10s %8s %10s %10s\n", "rank", "node", "gpu",
+                   "steps", "p50 ms", "p95 ms", "busy ms", "x med", "data ms", "comm ms");
+    json_array_foreach(ranks, i, row)
+    {
         double ratio = num(json_object_get(row, "ratio_to_median"));
-        int slow = json_is_object(s) && json_equal(json_object_get(s, "rank"), json_object_get(row, "rank")) &&
+        int slow = json_is_object(s) &&
+                   json_equal(json_object_get(s, "rank"), json_object_get(row, "rank")) &&
                    json_equal(json_object_get(s, "node"), json_object_get(row, "node"));
         gs_tbuf_printf(b, "%5lld %-16s %4s %6lld %10s %10s %10s ",
                        (long long)json_integer_value(json_object_get(row, "rank")),
@@ -108,13 +114,16 @@ void gs_cli_job_text(struct gs_tbuf *b, const json_t *doc)
     }
     const json_t *gpu = json_object_get(s, "gpu");
     gs_tbuf_sgr(b, GS_SGR_BOLD);
-    gs_tbuf_printf(b, "straggler: rank %lld on %s", (long long)json_integer_value(json_object_get(s, "rank")),
+    gs_tbuf_printf(b, "straggler: rank %lld on %s",
+                   (long long)json_integer_value(json_object_get(s, "rank")),
                    json_string_value(json_object_get(s, "node")));
     gs_tbuf_sgr(b, GS_SGR_RESET);
     if (json_is_object(gpu))
-        gs_tbuf_printf(b, " (GPU %lld, %s)", (long long)json_integer_value(json_object_get(gpu, "gpu")),
+        gs_tbuf_printf(b, " (GPU %lld, %s)",
+                       (long long)json_integer_value(json_object_get(gpu, "gpu")),
                        json_is_string(json_object_get(gpu, "name"))
-                           ? json_string_value(json_object_get(gpu, "name")) : "?");
+                           ? json_string_value(json_object_get(gpu, "name"))
+                           : "?");
     gs_tbuf_printf(b, ": busy %s of its median step %s, %.2fx the job's median busy time %s\n",
                    fmt(a, sizeof a, "%.1f ms", num(json_object_get(s, "busy_ms"))),
                    fmt(d, sizeof d, "%.1f ms", num(json_object_get(s, "step_p50_ms"))),
@@ -123,11 +132,13 @@ void gs_cli_job_text(struct gs_tbuf *b, const json_t *doc)
     if (json_is_object(gpu)) {
         const char *k;
         json_t *v;
-        gs_tbuf_printf(b, "  its GPU: throttled %s",
-                       fmt(a, sizeof a, "%.1f s", num(json_object_get(gpu, "throttled_seconds_total"))));
+        gs_tbuf_printf(
+            b, "  its GPU: throttled %s",
+            fmt(a, sizeof a, "%.1f s", num(json_object_get(gpu, "throttled_seconds_total"))));
         if (json_object_size(json_object_get(gpu, "throttle_reasons"))) {
             const char *sep = " (";
-            json_object_foreach(json_object_get(gpu, "throttle_reasons"), k, v) {
+            json_object_foreach(json_object_get(gpu, "throttle_reasons"), k, v)
+            {
                 gs_tbuf_printf(b, "%s%s %.1f s", sep, k, num(v));
                 sep = ", ";
             }
@@ -138,11 +149,12 @@ void gs_cli_job_text(struct gs_tbuf *b, const json_t *doc)
                        fmt(d, sizeof d, "%.0f MHz", num(json_object_get(gpu, "clock_sm_max_mhz"))),
                        fmt(e, sizeof e, "%.0f C", num(json_object_get(gpu, "temperature_max_c"))));
     }
-    gs_tbuf_printf(b, "  data %s (job median %s), communication %s (job median %s)\n",
-                   fmt(a, sizeof a, "%.1f ms", num(json_object_get(s, "data_ms"))),
-                   fmt(c, sizeof c, "%.1f ms", num(json_object_get(doc, "median_data_ms"))),
-                   fmt(d, sizeof d, "%.1f ms", num(json_object_get(s, "communication_ms"))),
-                   fmt(e, sizeof e, "%.1f ms", num(json_object_get(doc, "median_communication_ms"))));
+    gs_tbuf_printf(
+        b, "  data %s (job median %s), communication %s (job median %s)\n",
+        fmt(a, sizeof a, "%.1f ms", num(json_object_get(s, "data_ms"))),
+        fmt(c, sizeof c, "%.1f ms", num(json_object_get(doc, "median_data_ms"))),
+        fmt(d, sizeof d, "%.1f ms", num(json_object_get(s, "communication_ms"))),
+        fmt(e, sizeof e, "%.1f ms", num(json_object_get(doc, "median_communication_ms"))));
     const char *cause = json_string_value(json_object_get(s, "cause"));
     gs_tbuf_printf(b, "  likely cause: %s\n",
                    cause && strcmp(cause, "gpu_throttled") == 0

@@ -192,8 +192,8 @@ static int flag_given(const struct demo_args *d, const char *flag)
 /* The step-record socket and the local-viewer socket inside the private directory, never the
  * node's /run/gpuscope/ or $XDG_RUNTIME_DIR/gpuscope/: a demo must not be taken for the node's
  * agent by `gpuscope`, `gpuscope query` or a training process. */
-static int private_sockets(const struct demo_args *d, struct gs_agent_config *cfg,
-                           const char *data, struct gs_err *err)
+static int private_sockets(const struct demo_args *d, struct gs_agent_config *cfg, const char *data,
+                           struct gs_err *err)
 {
     static const struct {
         const char *flag, *name;

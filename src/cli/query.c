@@ -203,8 +203,7 @@ static int start(struct run *r, struct gs_err *err)
     int rc;
 
     /* The local agent when it answers, as `gpuscope` does (quick.c, docs/security.md). */
-    if (!r->opts.no_agent &&
-        (!getenv("GPUSCOPE_NVML_LIBRARY") || getenv("GPUSCOPE_HTTP_SOCKET")) &&
+    if (!r->opts.no_agent && (!getenv("GPUSCOPE_NVML_LIBRARY") || getenv("GPUSCOPE_HTTP_SOCKET")) &&
         gs_agent_client_socket(r->agent_sock, sizeof r->agent_sock)) {
         struct gs_err ae;
         gs_err_clear(&ae);
@@ -281,8 +280,8 @@ int gs_cli_query(int argc, char **argv)
 
     /* the table, -L, -q, --version, dmon, pmon, topo: smi.c */
     if (gs_smi_wants(argc, argv))
-        return gs_smi_main(argc, argv, strcmp(argv[0], "nvidia-smi") == 0 ? "nvidia-smi"
-                                                                            : "gpuscope query");
+        return gs_smi_main(argc, argv,
+                           strcmp(argv[0], "nvidia-smi") == 0 ? "nvidia-smi" : "gpuscope query");
     rc = gs_query_parse(argc, argv, &r.opts, &err);
     if (rc != GS_OK) {
         fprintf(stderr, "%s\n", err.msg);

@@ -51,7 +51,7 @@ enum qf_kind {
     QK_PID,     /* process rows */
     QK_PNAME,
     QK_PMEM,
-    QK_VALID,   /* valid / invalid */
+    QK_VALID, /* valid / invalid */
 };
 
 enum qf_absent { QA_BRACKET = 0, QA_BARE = 1 };
@@ -179,8 +179,8 @@ static const struct gs_qfield gpu_fields[] = {
     ROW("accounting.mode", NULL, "", QK_ENABLED, GS_M_ACCOUNTING, 0, W_S,
         "Whether per-process accounting statistics are kept: \"Enabled\" or \"Disabled\"."),
     ROW("accounting.buffer_size", NULL, "", QK_INT, GS_M_ACCOUNTING_BUFFER, 0, W_S,
-         "How many processes the accounting ring buffer remembers before the oldest entry is\n"
-         "overwritten."),
+        "How many processes the accounting ring buffer remembers before the oldest entry is\n"
+        "overwritten."),
     SECT("driver_model", "Windows driver model (TCC, WDDM, MCDM). Linux has none: \"N/A\"."),
     NONE("driver_model.current", NULL, "", "Driver model in use."),
     NONE("driver_model.pending", NULL, "", "Driver model after the next reboot."),

@@ -84,7 +84,7 @@ struct quick_run {
     int wake[2];    /* self-pipe */
     int have_frame; /* frame holds a rendered snapshot (for SIGWINCH redraws) */
     int sigs_installed;
-    int abandoned; /* a write was cut short by a stop signal: write nothing more */
+    int abandoned;     /* a write was cut short by a stop signal: write nothing more */
     int64_t static_ns; /* when limits, maxima and modes were last read (CLOCK_MONOTONIC) */
     int use_agent;     /* snapshots come from the local agent's socket (agent_client.h) */
     char agent_sock[108];
@@ -214,8 +214,8 @@ static int render_error(struct quick_run *r, const struct gs_err *serr, struct g
 {
     gs_tbuf_reset(&r->frame);
     if (r->o->json) {
-        json_t *doc = json_pack("{s:s, s:i}", "error", serr->msg, "code",
-                                gs_rc_exit_code(serr->rc));
+        json_t *doc =
+            json_pack("{s:s, s:i}", "error", serr->msg, "code", gs_rc_exit_code(serr->rc));
         char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
         int rc;
         json_decref(doc);
@@ -332,7 +332,8 @@ static int watch_loop(struct quick_run *r, struct gs_err *err)
     if (quick_cursor_hidden) {
         /* Even after an abandoned frame: a terminal left without a cursor is worse. */
         if (gs_term_write(STDOUT_FILENO, GS_TERM_SHOW_CURSOR, sizeof GS_TERM_SHOW_CURSOR - 1,
-                          &quick_stop) != 0 && rc == GS_OK && !quick_stop)
+                          &quick_stop) != 0 &&
+            rc == GS_OK && !quick_stop)
             rc = gs_err_set(err, GS_EIO, "stdout: %s", strerror(errno));
         quick_cursor_hidden = 0;
     }

@@ -65,7 +65,6 @@ struct gs_quick_opts {
     struct gs_quick_id ids[GS_QUICK_IDS_MAX];
 };
 
-
 /* quick_opts.c */
 
 /* Parses argv[1..argc) into o (zeroed first). Returns GS_OK, or GS_EUSAGE with a one-line
@@ -89,8 +88,8 @@ int gs_quick_check_ids(const struct gs_quick_opts *o, const struct gs_snapshot *
  * selected GPU (plus MIG and full-command lines), each ending in '\n'. cols is the terminal
  * width used to wrap long process lists and clip command lines (0: never wrap); colour comes
  * from out->color. Returns gs_tbuf_status(out). */
-int gs_quick_render(struct gs_tbuf *out, const struct gs_snapshot *s,
-                    const struct gs_quick_opts *o, unsigned cols);
+int gs_quick_render(struct gs_tbuf *out, const struct gs_snapshot *s, const struct gs_quick_opts *o,
+                    unsigned cols);
 
 /* Sets m[metric] / t[text] (GS_M__COUNT / GS_T__COUNT flags) for every GPU reading the text
  * view (gs_quick_render) prints with o's columns (o->show), and the texts --id matches on:

@@ -14,8 +14,7 @@ static bool selected(const void *ctx, const struct gs_gpu *g)
 int gs_quick_json(json_t **out, const struct gs_snapshot *s, const struct gs_quick_opts *o,
                   struct gs_err *err)
 {
-    struct gs_snapjson_opts so = {.no_procs = o->no_procs != 0, .gpu_selected = selected,
-                                  .ctx = o};
+    struct gs_snapjson_opts so = {.no_procs = o->no_procs != 0, .gpu_selected = selected, .ctx = o};
 
     return gs_snapjson_encode(out, s, &so, err);
 }

@@ -221,8 +221,7 @@ static int parse_one_id(struct gs_quick_id *id, const char *tok, size_t len, con
         return GS_OK;
     }
     return gs_err_set(err, GS_EUSAGE,
-                      "gpuscope: --id: '%s' is not a GPU index, UUID (GPU-...) or PCI bus id",
-                      buf);
+                      "gpuscope: --id: '%s' is not a GPU index, UUID (GPU-...) or PCI bus id", buf);
 }
 
 static int parse_ids(struct gs_quick_opts *o, const char *list, struct gs_err *err)
@@ -251,31 +250,64 @@ static int apply_option(struct gs_quick_opts *o, const struct quick_option *q, c
                         struct gs_err *err)
 {
     switch (q->id) {
-    case QO_INTERVAL: return parse_interval(o, v, err);
-    case QO_JSON: o->json = 1; break;
-    case QO_COLOR: o->color = GS_COLOR_ALWAYS; break;
-    case QO_NO_COLOR: o->color = GS_COLOR_NEVER; break;
-    case QO_ALL: o->show |= GS_QS_ALL; break;
-    case QO_CMD: o->show |= GS_QS_CMD; break;
-    case QO_USER: o->show |= GS_QS_USER; break;
-    case QO_PID: o->show |= GS_QS_PID; break;
-    case QO_POWER: o->show |= GS_QS_POWER; break;
-    case QO_FAN: o->show |= GS_QS_FAN; break;
-    case QO_CODEC: o->show |= GS_QS_CODEC; break;
-    case QO_FULL_CMD: o->show |= GS_QS_FULL_CMD; break;
-    case QO_CONTAINER: o->show |= GS_QS_CONTAINER; break;
-    case QO_ID: return parse_ids(o, v, err);
-    case QO_NO_HEADER: o->no_header = 1; break;
-    case QO_NO_PROCS: o->no_procs = 1; break;
-    case QO_NO_AGENT: o->no_agent = 1; break;
-    case QO_HELP: o->help = 1; break;
+    case QO_INTERVAL:
+        return parse_interval(o, v, err);
+    case QO_JSON:
+        o->json = 1;
+        break;
+    case QO_COLOR:
+        o->color = GS_COLOR_ALWAYS;
+        break;
+    case QO_NO_COLOR:
+        o->color = GS_COLOR_NEVER;
+        break;
+    case QO_ALL:
+        o->show |= GS_QS_ALL;
+        break;
+    case QO_CMD:
+        o->show |= GS_QS_CMD;
+        break;
+    case QO_USER:
+        o->show |= GS_QS_USER;
+        break;
+    case QO_PID:
+        o->show |= GS_QS_PID;
+        break;
+    case QO_POWER:
+        o->show |= GS_QS_POWER;
+        break;
+    case QO_FAN:
+        o->show |= GS_QS_FAN;
+        break;
+    case QO_CODEC:
+        o->show |= GS_QS_CODEC;
+        break;
+    case QO_FULL_CMD:
+        o->show |= GS_QS_FULL_CMD;
+        break;
+    case QO_CONTAINER:
+        o->show |= GS_QS_CONTAINER;
+        break;
+    case QO_ID:
+        return parse_ids(o, v, err);
+    case QO_NO_HEADER:
+        o->no_header = 1;
+        break;
+    case QO_NO_PROCS:
+        o->no_procs = 1;
+        break;
+    case QO_NO_AGENT:
+        o->no_agent = 1;
+        break;
+    case QO_HELP:
+        o->help = 1;
+        break;
     }
     return GS_OK;
 }
 
 /* "--name", "--name=value", "--name value". *i advances past a consumed value. */
-static int parse_long(struct gs_quick_opts *o, int argc, char **argv, int *i,
-                      struct gs_err *err)
+static int parse_long(struct gs_quick_opts *o, int argc, char **argv, int *i, struct gs_err *err)
 {
     const char *a = argv[*i] + 2;
     const char *eq = strchr(a, '=');
@@ -289,8 +321,8 @@ static int parse_long(struct gs_quick_opts *o, int argc, char **argv, int *i,
         return gs_err_set(err, GS_EUSAGE, "gpuscope: --%s takes no value", q->long_name);
     if (!eq && q->arg == QA_REQUIRED) {
         if (*i + 1 >= argc)
-            return gs_err_set(err, GS_EUSAGE, "gpuscope: --%s needs a value (%s)",
-                              q->long_name, q->arg_name);
+            return gs_err_set(err, GS_EUSAGE, "gpuscope: --%s needs a value (%s)", q->long_name,
+                              q->arg_name);
         v = argv[++*i];
     } else if (!eq && q->arg == QA_OPT_NUMBER && *i + 1 < argc && is_number(argv[*i + 1])) {
         v = argv[++*i];
@@ -299,8 +331,7 @@ static int parse_long(struct gs_quick_opts *o, int argc, char **argv, int *i,
 }
 
 /* "-cup", "-i2", "-i 2", "--id" never has a short form. */
-static int parse_short(struct gs_quick_opts *o, int argc, char **argv, int *i,
-                       struct gs_err *err)
+static int parse_short(struct gs_quick_opts *o, int argc, char **argv, int *i, struct gs_err *err)
 {
     const char *a = argv[*i];
 
@@ -369,7 +400,8 @@ static int bus_matches(const struct gs_quick_id *id, const struct gs_gpu *g)
 static int id_matches(const struct gs_quick_id *id, const struct gs_gpu *g)
 {
     switch (id->kind) {
-    case GS_QID_INDEX: return g->index == id->index;
+    case GS_QID_INDEX:
+        return g->index == id->index;
     case GS_QID_UUID:
         if (gs_gpu_has_text(g, GS_T_UUID) && strcasecmp(g->text[GS_T_UUID], id->uuid) == 0)
             return 1;
@@ -377,7 +409,8 @@ static int id_matches(const struct gs_quick_id *id, const struct gs_gpu *g)
             if (strcasecmp(g->mig[m].uuid, id->uuid) == 0)
                 return 1;
         return 0;
-    case GS_QID_BUS: return bus_matches(id, g);
+    case GS_QID_BUS:
+        return bus_matches(id, g);
     }
     return 0;
 }

@@ -111,8 +111,8 @@ static void put_pct(struct gs_tbuf *b, const struct gs_gpu *g, enum gs_metric m,
 
 /* Power draw / limit ("lead 590 / 700 W" in the normal layout, " 590/ 700W" in the narrow
  * one), the draw bold from 40 % of the limit. */
-static void put_power(struct gs_tbuf *b, const struct gs_gpu *g, const char *lead,
-                      const char *sep, const char *unit)
+static void put_power(struct gs_tbuf *b, const struct gs_gpu *g, const char *lead, const char *sep,
+                      const char *unit)
 {
     enum gs_metric lim =
         gs_gpu_has(g, GS_M_POWER_ENFORCED_LIMIT) ? GS_M_POWER_ENFORCED_LIMIT : GS_M_POWER_LIMIT;
@@ -147,8 +147,9 @@ static void put_temp(struct gs_tbuf *b, const struct gs_gpu *g)
     if (gs_gpu_has(g, GS_M_TEMP_GPU)) {
         long t = lround(g->v[GS_M_TEMP_GPU]);
         gs_tbuf_sgr(b, t < 50 ? GS_SGR_RED : GS_SGR_BOLD_RED);
-        gs_tbuf_printf(b, "%3ld\xc2\xb0"
-                          "C",
+        gs_tbuf_printf(b,
+                       "%3ld\xc2\xb0"
+                       "C",
                        t);
         gs_tbuf_sgr(b, GS_SGR_RESET);
     } else {
@@ -283,11 +284,16 @@ static void cell_throttle(struct gs_tbuf *b, uint64_t mask)
 static const char *job_kind_name(unsigned kind)
 {
     switch (kind) {
-    case GS_JOB_DOCKER: return "docker";
-    case GS_JOB_CONTAINERD: return "containerd";
-    case GS_JOB_CRIO: return "cri-o";
-    case GS_JOB_PODMAN: return "podman";
-    case GS_JOB_SLURM: return "slurm";
+    case GS_JOB_DOCKER:
+        return "docker";
+    case GS_JOB_CONTAINERD:
+        return "containerd";
+    case GS_JOB_CRIO:
+        return "cri-o";
+    case GS_JOB_PODMAN:
+        return "podman";
+    case GS_JOB_SLURM:
+        return "slurm";
     }
     return "container";
 }
@@ -388,8 +394,7 @@ static int proc_mig(const struct gs_gpu *g, const struct gs_proc *p)
     if (p->gi_id == NO_INSTANCE)
         return -1;
     for (unsigned m = 0; m < g->n_mig && m < GS_MIG_MAX; m++)
-        if (g->mig[m].gi_id == p->gi_id &&
-            (g->mig[m].ci_id == p->ci_id || p->ci_id == NO_INSTANCE))
+        if (g->mig[m].gi_id == p->gi_id && (g->mig[m].ci_id == p->ci_id || p->ci_id == NO_INSTANCE))
             return (int)m;
     return -1;
 }
@@ -444,8 +449,8 @@ static void put_full_cmds(struct gs_tbuf *out, const struct gs_proc **list, unsi
         size_t start = out->len, w;
         char rss[32];
 
-        gs_tbuf_printf(out, "%s%s %7u (", lead, i + 1 == n ? "\xe2\x94\x94\xe2\x94\x80"
-                                                           : "\xe2\x94\x9c\xe2\x94\x80",
+        gs_tbuf_printf(out, "%s%s %7u (", lead,
+                       i + 1 == n ? "\xe2\x94\x94\xe2\x94\x80" : "\xe2\x94\x9c\xe2\x94\x80",
                        p->pid);
         if (p->cpu_st == GS_ST_OK) {
             gs_tbuf_sgr(out, GS_SGR_GREEN);
@@ -570,7 +575,7 @@ static void mig_label(struct gs_tbuf *b, const struct gs_gpu *g, unsigned m, uns
 struct widths {
     size_t w[C__COUNT];
     size_t mig_label; /* widest MIG label */
-    int compact; /* the narrow layout (build_cells(..., 1)): C_CLK is a line of its own */
+    int compact;      /* the narrow layout (build_cells(..., 1)): C_CLK is a line of its own */
 };
 
 /* The narrow layout (below gpu_line). */
@@ -980,7 +985,10 @@ static void build_cells(struct gs_tbuf *scratch, struct row *rows, const struct 
         off = scratch->len;
         name = gs_gpu_has_text(g, GS_T_NAME) ? g->text[GS_T_NAME] : NULL;
         gs_tbuf_sgr(scratch, GS_SGR_BLUE);
-        put_safe(scratch, !name ? "N/A" : narrow ? short_gpu_name(name) : name,
+        put_safe(scratch,
+                 !name    ? "N/A"
+                 : narrow ? short_gpu_name(name)
+                          : name,
                  narrow ? GS_QUICK_NARROW_NAME_MAX : GS_QUICK_NAME_MAX);
         gs_tbuf_sgr(scratch, GS_SGR_RESET);
         r->c[C_NAME] = end_span(scratch, off);
@@ -1144,8 +1152,8 @@ void gs_quick_text_need(const struct gs_quick_opts *o, unsigned char *m, unsigne
         t[texts[i]] = 1;
 }
 
-int gs_quick_render(struct gs_tbuf *out, const struct gs_snapshot *s,
-                    const struct gs_quick_opts *o, unsigned cols)
+int gs_quick_render(struct gs_tbuf *out, const struct gs_snapshot *s, const struct gs_quick_opts *o,
+                    unsigned cols)
 {
     struct gs_tbuf scratch, tmp;
     struct row *rows = calloc(s->n_gpus ? s->n_gpus : 1, sizeof *rows);

@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include <arpa/inet.h>
-#include <netinet/in.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
 
 #include "cli/cli.h"
 #include "gpuscope/gs_err.h"
@@ -27,11 +27,11 @@
 
 struct report_opts {
     const char *run;
-    const char *out;  /* -o FILE; "-" stdout */
-    int open;         /* --open: print the file's URL */
-    int serve;        /* --serve: serve on loopback */
-    unsigned port;    /* --port (0: any free one) */
-    int data;         /* --data: the data document (JSON) instead of the page */
+    const char *out; /* -o FILE; "-" stdout */
+    int open;        /* --open: print the file's URL */
+    int serve;       /* --serve: serve on loopback */
+    unsigned port;   /* --port (0: any free one) */
+    int data;        /* --data: the data document (JSON) instead of the page */
     int help;
 };
 
@@ -108,8 +108,10 @@ static int parse(int argc, char **argv, struct report_opts *o)
         } else if (!o->run) {
             o->run = a;
         } else {
-            fprintf(stderr, "gpuscope report: one RUN at a time ('%s' too); "
-                            "gpuscope compare takes several\n", a);
+            fprintf(stderr,
+                    "gpuscope report: one RUN at a time ('%s' too); "
+                    "gpuscope compare takes several\n",
+                    a);
             return -1;
         }
     }
@@ -267,8 +269,8 @@ int gs_cli_report(int argc, char **argv)
         } else if (stat(rd.origin, &sb) == 0 && S_ISREG(sb.st_mode)) {
             /* a report file: report.html next to it */
             const char *slash = strrchr(rd.origin, '/');
-            snprintf(path, sizeof path, "%.*sreport.%s",
-                     slash ? (int)(slash - rd.origin + 1) : 0, rd.origin, ext);
+            snprintf(path, sizeof path, "%.*sreport.%s", slash ? (int)(slash - rd.origin + 1) : 0,
+                     rd.origin, ext);
         } else {
             snprintf(path, sizeof path, "%s/report.%s", rd.origin, ext);
         }

@@ -38,6 +38,7 @@
 #include "cli/cli.h"
 #include "cli/run_profile.h"
 #include "cli/term.h"
+#include "diag/diag.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
@@ -46,7 +47,6 @@
 #include "run/receiver.h"
 #include "run/record.h"
 #include "run/usamp.h"
-#include "diag/diag.h"
 #include "stacks/runstacks.h"
 #include "store/history.h"
 
@@ -65,15 +65,15 @@ struct run_opts {
     int auto_inject;
     int help;
     const char *profile; /* --profile STEPS (run_profile.h) */
-    char **cmd; /* NULL-terminated */
-    double stacks_hz;   /* --stacks: rank main-thread samples per second, 0 = off */
-    double hang_factor; /* --hang-after: multiple of the p95 step time, 0 = no watchdog */
-    double hang_min_s;  /* --hang-min */
-    const char *name;   /* --name */
-    const char *job;    /* --job: the job id every rank shares (docs/run.md, JOBS) */
+    char **cmd;          /* NULL-terminated */
+    double stacks_hz;    /* --stacks: rank main-thread samples per second, 0 = off */
+    double hang_factor;  /* --hang-after: multiple of the p95 step time, 0 = no watchdog */
+    double hang_min_s;   /* --hang-min */
+    const char *name;    /* --name */
+    const char *job;     /* --job: the job id every rank shares (docs/run.md, JOBS) */
     const char *tags[RUN_MAX_TAGS]; /* --tag K=V */
     unsigned n_tags;
-    int no_agent;       /* --no-agent: the node's agent does not get the records */
+    int no_agent; /* --no-agent: the node's agent does not get the records */
 };
 
 struct run_ctx {
@@ -235,8 +235,9 @@ static int run_parse(struct run_opts *o, int argc, char **argv)
             const char *v = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
 
             if (!v || gs_run_profile_check(v) != 0) {
-                fprintf(stderr, "gpuscope run: --profile: '%s' is not A:B (1 <= A < B, B >= 3) "
-                                "or every:P:N (1 <= N < P)\n",
+                fprintf(stderr,
+                        "gpuscope run: --profile: '%s' is not A:B (1 <= A < B, B >= 3) "
+                        "or every:P:N (1 <= N < P)\n",
                         v ? v : "");
                 return -1;
             }
@@ -417,9 +418,8 @@ static int run_profile_env(const char *dir, const char *spec)
     if (!realpath(dir, absdir))
         snprintf(absdir, sizeof absdir, "%s", dir);
     snprintf(pdir, sizeof pdir, "%s/profile", absdir);
-    return setenv("GPUSCOPE_PROFILE", spec, 1) != 0 || setenv("GPUSCOPE_PROFILE_DIR", pdir, 1)
-               ? -1
-               : 0;
+    return setenv("GPUSCOPE_PROFILE", spec, 1) != 0 || setenv("GPUSCOPE_PROFILE_DIR", pdir, 1) ? -1
+                                                                                               : 0;
 }
 
 /* Environment CMD inherits: the socket, the output dir and (auto) PYTHONPATH. */
@@ -547,8 +547,12 @@ static void run_mark_gpus(struct run_ctx *c, struct gs_attrib_tree *tree, const 
 {
     int32_t devices[GS_RECORD_MAX_DEVICES];
     pid_t root = c->child;
-    struct gs_attrib a = {.pids = &root, .n_pids = 1, .descendants = 1, .devices = devices,
-                          .cvd_known = 1, .cvd = cvd};
+    struct gs_attrib a = {.pids = &root,
+                          .n_pids = 1,
+                          .descendants = 1,
+                          .devices = devices,
+                          .cvd_known = 1,
+                          .cvd = cvd};
 
     pthread_mutex_lock(&c->mu);
     for (int d = 0; d < GS_RECORD_MAX_DEVICES; d++)
@@ -611,7 +615,8 @@ static void *run_sampler_thread(void *arg)
                 if (in_run[g] && gs_gpu_has(gp, GS_M_UTIL_GPU))
                     gs_runstacks_gpu(c->rs, snap->t_real, gp->index, gp->v[GS_M_UTIL_GPU],
                                      gs_gpu_has(gp, GS_M_POWER_DRAW) ? gp->v[GS_M_POWER_DRAW] : -1,
-                                     gs_gpu_has(gp, GS_M_POWER_LIMIT) ? gp->v[GS_M_POWER_LIMIT] : -1);
+                                     gs_gpu_has(gp, GS_M_POWER_LIMIT) ? gp->v[GS_M_POWER_LIMIT]
+                                                                      : -1);
             }
             pthread_mutex_lock(&c->store_mu);
             gs_store_append(c->store, snap, NULL);
@@ -846,10 +851,12 @@ static void run_store_begin(struct run_ctx *c, char **cmd)
 {
     char host[256] = "";
     char *command = run_quote(cmd), *tags = run_tags_text(c->opts);
-    struct gs_store_run run = {
-        .name = c->opts && c->opts->name ? c->opts->name : c->default_name,
-        .source = "gpuscope-run", .command = command, .hostname = host, .start_time = real_s(),
-        .tags = tags};
+    struct gs_store_run run = {.name = c->opts && c->opts->name ? c->opts->name : c->default_name,
+                               .source = "gpuscope-run",
+                               .command = command,
+                               .hostname = host,
+                               .start_time = real_s(),
+                               .tags = tags};
     struct gs_err err;
 
     gethostname(host, sizeof host - 1);
@@ -1129,8 +1136,10 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     pthread_mutex_unlock(&c.mu);
     if (o->stacks_hz > 0) {
         char hz[32];
-        struct gs_runstacks_cfg scfg = {.hz = o->stacks_hz, .hang_factor = o->hang_factor,
-                                        .hang_min_s = o->hang_min_s, .dir = dir};
+        struct gs_runstacks_cfg scfg = {.hz = o->stacks_hz,
+                                        .hang_factor = o->hang_factor,
+                                        .hang_min_s = o->hang_min_s,
+                                        .dir = dir};
         pthread_mutex_lock(&c.mu);
         if (gs_runstacks_start(&scfg, &c.rs, &gerr) != GS_OK)
             fprintf(stderr, "gpuscope run: --stacks: %s\n", gerr.msg);

@@ -32,8 +32,7 @@ int gs_run_profile_check(const char *spec)
     const char *p;
 
     if (strncmp(spec, "every:", 6) == 0) {
-        if (parse_long(spec + 6, &a, &p) != 0 || *p != ':' || parse_long(p + 1, &b, &p) != 0 ||
-            *p)
+        if (parse_long(spec + 6, &a, &p) != 0 || *p != ':' || parse_long(p + 1, &b, &p) != 0 || *p)
             return -1;
         return a >= 2 && b >= 1 && b < a ? 0 : -1;
     }
@@ -116,8 +115,7 @@ json_t *gs_run_profile_analyze(const char *run_dir, const char *spec, FILE *msg)
         return NULL;
     }
     out = json_pack("{s:s, s:s, s:I, s:o}", "steps", spec ? spec : "on request", "dir", dir,
-                    "windows",
-                    (json_int_t)windows, "files", files ? files : json_array());
+                    "windows", (json_int_t)windows, "files", files ? files : json_array());
     if (!out) {
         json_decref(doc);
         return NULL;

@@ -55,8 +55,7 @@ int gs_smi_wants(int argc, char **argv)
 
         if (starts(w, "--query-gpu") || starts(w, "--query-compute-apps") ||
             starts(w, "--format") || starts(w, "--help-query-gpu") ||
-            starts(w, "--help-query-compute-apps") || strcmp(w, "-h") == 0 ||
-            starts(w, "--help"))
+            starts(w, "--help-query-compute-apps") || strcmp(w, "-h") == 0 || starts(w, "--help"))
             return 0;
     }
     return 1;
@@ -206,9 +205,8 @@ static int parse(int argc, char **argv, struct smi_opts *o, const char *prog)
                 return usage_error(prog, "ERROR: Option %s has an invalid value.", w);
             o->loop_ms = n;
         } else if (is_opt(w, "-l", "--loop", &eq)) {
-            v = eq ? eq + 1 : (i + 1 < argc && isdigit((unsigned char)argv[i + 1][0])
-                                   ? argv[++i]
-                                   : NULL);
+            v = eq ? eq + 1
+                   : (i + 1 < argc && isdigit((unsigned char)argv[i + 1][0]) ? argv[++i] : NULL);
             n = v ? gs_query_positive(v, GS_QUERY_LOOP_MAX_MS / 1000)
                   : GS_QUERY_DEFAULT_LOOP_MS / 1000;
             if (n < 0)

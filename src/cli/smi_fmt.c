@@ -71,4 +71,3 @@ int gs_smi_parse_sections(const char *spec, unsigned *mask, char *bad, size_t n)
         p += len + 1;
     }
 }
-

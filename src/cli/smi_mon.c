@@ -182,7 +182,8 @@ static int run(const struct mon_opts *o, unsigned want, const char *select, prin
         rc = rows(out, snap, sel, select);
         if (fflush(out) != 0)
             rc = GS_EIO;
-        if (rc != GS_OK || (o->count && k >= o->count) || gs_smi_wait_until(&stop, start + k * period))
+        if (rc != GS_OK || (o->count && k >= o->count) ||
+            gs_smi_wait_until(&stop, start + k * period))
             break;
         rc = gs_sampler_sample(sampler, snap, want, &err);
     }
@@ -208,10 +209,10 @@ struct dcol {
 };
 
 static const struct dcol dcols[] = {
-    {'p', "pwr", "W"},     {'p', "gtemp", "C"},   {'p', "mtemp", "C"},   {'u', "sm", "%"},
-    {'u', "mem", "%"},     {'u', "enc", "%"},     {'u', "dec", "%"},     {'u', "jpg", "%"},
-    {'u', "ofa", "%"},     {'c', "mclk", "MHz"},  {'c', "pclk", "MHz"},  {'v', "pviol", "%"},
-    {'v', "tviol", "bool"}, {'m', "fb", "MB"},    {'m', "bar1", "MB"},   {'m', "ccpm", "MB"},
+    {'p', "pwr", "W"},      {'p', "gtemp", "C"},    {'p', "mtemp", "C"},  {'u', "sm", "%"},
+    {'u', "mem", "%"},      {'u', "enc", "%"},      {'u', "dec", "%"},    {'u', "jpg", "%"},
+    {'u', "ofa", "%"},      {'c', "mclk", "MHz"},   {'c', "pclk", "MHz"}, {'v', "pviol", "%"},
+    {'v', "tviol", "bool"}, {'m', "fb", "MB"},      {'m', "bar1", "MB"},  {'m', "ccpm", "MB"},
     {'e', "sbecc", "errs"}, {'e', "dbecc", "errs"}, {'e', "pci", "errs"}, {'t', "rxpci", "MB/s"},
     {'t', "txpci", "MB/s"},
 };
@@ -243,7 +244,7 @@ static void cell(char *buf, size_t n, int ok, long long v)
 static void dmon_value(const struct gs_gpu *g, size_t col, char *b, size_t n)
 {
     int mig = g->st[GS_M_MIG_MODE] == GS_ST_OK && g->v[GS_M_MIG_MODE] != 0;
-    const enum gs_metric util[] = {GS_M_UTIL_GPU, GS_M_UTIL_MEM, GS_M_UTIL_ENC,
+    const enum gs_metric util[] = {GS_M_UTIL_GPU, GS_M_UTIL_MEM,  GS_M_UTIL_ENC,
                                    GS_M_UTIL_DEC, GS_M_UTIL_JPEG, GS_M_UTIL_OFA};
     enum gs_metric m;
 
@@ -274,7 +275,8 @@ static void dmon_value(const struct gs_gpu *g, size_t col, char *b, size_t n)
         cell(b, n, HAS(GS_M_CLOCK_GR), llround(g->v[GS_M_CLOCK_GR] / 1e6));
         return;
     case 13:
-        cell(b, n, HAS(GS_M_MEM_USED), (long long)gs_smi_mib((uint64_t)llround(g->v[GS_M_MEM_USED])));
+        cell(b, n, HAS(GS_M_MEM_USED),
+             (long long)gs_smi_mib((uint64_t)llround(g->v[GS_M_MEM_USED])));
         return;
     case 14:
         cell(b, n, HAS(GS_M_BAR1_USED),
@@ -387,9 +389,9 @@ static void pmon_line(FILE *out, unsigned gpu, const struct gs_proc *p, const ch
     if (p) {
         snprintf(pid, sizeof pid, "%u", p->pid);
         type = (p->type & GS_PROC_COMPUTE) && (p->type & GS_PROC_GRAPHICS) ? "C+G"
-               : (p->type & GS_PROC_MPS)                                    ? "M"
-               : (p->type & GS_PROC_COMPUTE)                                ? "C"
-                                                                            : "G";
+               : (p->type & GS_PROC_MPS)                                   ? "M"
+               : (p->type & GS_PROC_COMPUTE)                               ? "C"
+                                                                           : "G";
         command(p, name, sizeof name);
     } else {
         snprintf(pid, sizeof pid, DASH);

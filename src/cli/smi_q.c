@@ -53,16 +53,16 @@ enum fn {
 /* When a row is printed. */
 enum when {
     W_ALL = 0,
-    W_TEXT = 1u << 0,      /* text only */
-    W_XML = 1u << 1,       /* XML only */
-    W_TLIMIT = 1u << 2,    /* the GPU reports a temperature margin (T.Limit) */
-    W_NOTLIMIT = 1u << 3,  /* it does not */
-    W_SPLIT = 1u << 4,     /* Ampere and later: SRAM parity / SEC-DED split and its sources */
-    W_NOSPLIT = 1u << 5,   /* before Ampere */
-    W_595 = 1u << 6,       /* drivers 595 and later */
-    W_REMAP = 1u << 7,     /* remapped rows are reported (and MIG is off) */
-    W_NOREMAP = 1u << 8,   /* they are not: one "Remapped Rows : N/A" row */
-    W_NO0X = 1u << 9,      /* XML value without its "0x" */
+    W_TEXT = 1u << 0,     /* text only */
+    W_XML = 1u << 1,      /* XML only */
+    W_TLIMIT = 1u << 2,   /* the GPU reports a temperature margin (T.Limit) */
+    W_NOTLIMIT = 1u << 3, /* it does not */
+    W_SPLIT = 1u << 4,    /* Ampere and later: SRAM parity / SEC-DED split and its sources */
+    W_NOSPLIT = 1u << 5,  /* before Ampere */
+    W_595 = 1u << 6,      /* drivers 595 and later */
+    W_REMAP = 1u << 7,    /* remapped rows are reported (and MIG is off) */
+    W_NOREMAP = 1u << 8,  /* they are not: one "Remapped Rows : N/A" row */
+    W_NO0X = 1u << 9,     /* XML value without its "0x" */
 };
 
 struct row {
@@ -70,11 +70,11 @@ struct row {
     unsigned char kind;
     unsigned char arg; /* K_M: enum fmt; K_FN: enum fn */
     unsigned short when;
-    unsigned sect;     /* -d section of a depth-1 row */
+    unsigned sect; /* -d section of a depth-1 row */
     const char *label;
     const char *tag;
-    const char *src;   /* K_QF: field name */
-    int metric;        /* K_M */
+    const char *src; /* K_QF: field name */
+    int metric;      /* K_M */
     unsigned long long bit;
     const char *suffix; /* after an answered value */
 };
@@ -106,14 +106,15 @@ struct row {
 
 #define ECC_SET(w, kind, ctr)                                                                      \
     Q(3, w, 0, "SRAM Correctable", "sram_correctable", "ecc.errors.corrected." ctr ".sram"),       \
-        Q(3, W_NOSPLIT | w, 0, "SRAM Uncorrectable", "sram_uncorrectable",                        \
+        Q(3, W_NOSPLIT | w, 0, "SRAM Uncorrectable", "sram_uncorrectable",                         \
           "ecc.errors.uncorrected." ctr ".sram"),                                                  \
         Q(3, W_SPLIT | w, 0, "SRAM Uncorrectable Parity", "sram_uncorrectable_parity",             \
           "ecc.errors.uncorrected." ctr ".sram.parity"),                                           \
         Q(3, W_SPLIT | w, 0, "SRAM Uncorrectable SEC-DED", "sram_uncorrectable_secded",            \
           "ecc.errors.uncorrected." ctr ".sram.secded"),                                           \
         Q(3, w, 0, "DRAM Correctable", "dram_correctable", "ecc.errors.corrected." ctr ".dram"),   \
-        Q(3, w, 0, "DRAM Uncorrectable", "dram_uncorrectable", "ecc.errors.uncorrected." ctr ".dram")
+        Q(3, w, 0, "DRAM Uncorrectable", "dram_uncorrectable",                                     \
+          "ecc.errors.uncorrected." ctr ".dram")
 
 #define POWER5(d, w, pre)                                                                          \
     N(d, w, 0, "Average Power Draw", "average_power_draw"),                                        \
@@ -121,7 +122,8 @@ struct row {
         N(d, w, 0, "Current Power Limit", "current_power_limit"),                                  \
         N(d, w, 0, "Requested Power Limit", "requested_power_limit"),                              \
         N(d, w, 0, "Default Power Limit", "default_power_limit"),                                  \
-        N(d, w, 0, "Min Power Limit", "min_power_limit"), N(d, w, 0, "Max Power Limit", "max_power_limit")
+        N(d, w, 0, "Min Power Limit", "min_power_limit"),                                          \
+        N(d, w, 0, "Max Power Limit", "max_power_limit")
 
 static const struct row rows[] = {
     Q(1, 0, 0, "Product Name", "product_name", "name"),
@@ -219,13 +221,11 @@ static const struct row rows[] = {
       GS_THR_APP_CLOCKS),
     B(2, 0, 0, "SW Power Cap", "clocks_event_reason_sw_power_cap", GS_THR_SW_POWER_CAP),
     B(2, 0, 0, "HW Slowdown", "clocks_event_reason_hw_slowdown", GS_THR_HW_SLOWDOWN),
-    B(3, 0, 0, "HW Thermal Slowdown", "clocks_event_reason_hw_thermal_slowdown",
-      GS_THR_HW_THERMAL),
+    B(3, 0, 0, "HW Thermal Slowdown", "clocks_event_reason_hw_thermal_slowdown", GS_THR_HW_THERMAL),
     B(3, 0, 0, "HW Power Brake Slowdown", "clocks_event_reason_hw_power_brake_slowdown",
       GS_THR_HW_POWER_BRAKE),
     B(2, 0, 0, "Sync Boost", "clocks_event_reason_sync_boost", GS_THR_SYNC_BOOST),
-    B(2, 0, 0, "SW Thermal Slowdown", "clocks_event_reason_sw_thermal_slowdown",
-      GS_THR_SW_THERMAL),
+    B(2, 0, 0, "SW Thermal Slowdown", "clocks_event_reason_sw_thermal_slowdown", GS_THR_SW_THERMAL),
     B(2, 0, 0, "Display Clock Setting", "clocks_event_reason_display_clocks_setting",
       GS_THR_DISPLAY_CLOCK),
     G(1, 0, D_PERF, "Clocks Event Reasons Counters", "clocks_event_reasons_counters"),
@@ -282,7 +282,8 @@ static const struct row rows[] = {
     ECC_SET(0, "aggregate", "aggregate"),
     Q(3, W_SPLIT, 0, "SRAM Threshold Exceeded", "sram_threshold_exceeded",
       "ecc.errors.uncorrected.aggregate.sram.thresholdExceeded"),
-    G(2, W_SPLIT, 0, "Aggregate Uncorrectable SRAM Sources", "aggregate_uncorrectable_sram_sources"),
+    G(2, W_SPLIT, 0, "Aggregate Uncorrectable SRAM Sources",
+      "aggregate_uncorrectable_sram_sources"),
     Q(3, W_SPLIT, 0, "SRAM L2", "sram_l2", "ecc.errors.uncorrected.aggregate.sram.l2"),
     Q(3, W_SPLIT, 0, "SRAM SM", "sram_sm", "ecc.errors.uncorrected.aggregate.sram.sm"),
     Q(3, W_SPLIT, 0, "SRAM Microcontroller", "sram_microcontroller",
@@ -335,8 +336,8 @@ static const struct row rows[] = {
     N(2, 0, 0, "GPU Target Temperature", "gpu_target_temperature"),
     QS(2, 0, 0, "Memory Current Temp", "memory_temp", "temperature.memory", " C"),
     N(2, W_TLIMIT, 0, "Memory Max Operating T.Limit Temp", "gpu_temp_max_mem_tlimit_threshold"),
-    {2, K_M, MF_INT, W_NOTLIMIT, 0, "Memory Max Operating Temp", "gpu_temp_max_mem_threshold",
-     NULL, GS_M_TEMP_MEM_MAX, 0, " C"},
+    {2, K_M, MF_INT, W_NOTLIMIT, 0, "Memory Max Operating Temp", "gpu_temp_max_mem_threshold", NULL,
+     GS_M_TEMP_MEM_MAX, 0, " C"},
     G(1, W_XML, D_TEMP, NULL, "supported_gpu_target_temp"),
     N(2, W_XML, 0, NULL, "gpu_target_temp_min"),
     N(2, W_XML, 0, NULL, "gpu_target_temp_max"),
@@ -514,8 +515,7 @@ static void qf_value(const struct q *q, const char *field, char *buf, size_t n, 
     *answered = strcmp(buf, NA) != 0;
 }
 
-static void metric_value(const struct q *q, const struct row *r, char *buf, size_t n,
-                         int *answered)
+static void metric_value(const struct q *q, const struct row *r, char *buf, size_t n, int *answered)
 {
     const struct gs_gpu *g = q->g;
     double v = g->v[r->metric];
@@ -553,10 +553,23 @@ static void metric_value(const struct q *q, const struct row *r, char *buf, size
 static const char *brand_name(long b)
 {
     static const char *const names[] = {
-        "Unknown",       "Quadro",     "Tesla",       "NVS",
-        "Grid",          "GeForce",    "Titan",       "NVIDIA Virtual Applications",
-        "NVIDIA Virtual PC", "NVIDIA Virtual Compute Server", "NVIDIA RTX Virtual Workstation",
-        "NVIDIA Cloud Gaming", "Quadro RTX", "NVIDIA RTX", "NVIDIA", "GeForce", "Titan RTX",
+        "Unknown",
+        "Quadro",
+        "Tesla",
+        "NVS",
+        "Grid",
+        "GeForce",
+        "Titan",
+        "NVIDIA Virtual Applications",
+        "NVIDIA Virtual PC",
+        "NVIDIA Virtual Compute Server",
+        "NVIDIA RTX Virtual Workstation",
+        "NVIDIA Cloud Gaming",
+        "Quadro RTX",
+        "NVIDIA RTX",
+        "NVIDIA",
+        "GeForce",
+        "Titan RTX",
     };
 
     return b >= 0 && b < (long)(sizeof names / sizeof names[0]) ? names[b] : NA;
@@ -733,9 +746,9 @@ static void procs_block(struct q *q, unsigned xd)
         const struct gs_proc *p = list[i];
         char b[GS_PROC_CMD_LEN];
         const char *type = (p->type & GS_PROC_COMPUTE) && (p->type & GS_PROC_GRAPHICS) ? "C+G"
-                           : (p->type & GS_PROC_MPS)                                    ? "M"
-                           : (p->type & GS_PROC_COMPUTE)                                ? "C"
-                                                                                        : "G";
+                           : (p->type & GS_PROC_MPS)                                   ? "M"
+                           : (p->type & GS_PROC_COMPUTE)                               ? "C"
+                                                                                       : "G";
         unsigned x = xd + 2;
 
         if (q->xml) {
@@ -814,11 +827,11 @@ static void fn_value(const struct q *q, const struct row *r, char *v, size_t n)
     const struct gs_gpu *g = q->g;
 
     if (r->arg == F_BRAND)
-        snprintf(v, n, "%s", g->st[GS_M_BRAND] == GS_ST_OK ? brand_name(lround(g->v[GS_M_BRAND]))
-                                                           : NA);
+        snprintf(v, n, "%s",
+                 g->st[GS_M_BRAND] == GS_ST_OK ? brand_name(lround(g->v[GS_M_BRAND])) : NA);
     else
-        snprintf(v, n, "%s", g->st[GS_M_ARCH] == GS_ST_OK ? arch_name(lround(g->v[GS_M_ARCH]))
-                                                          : NA);
+        snprintf(v, n, "%s",
+                 g->st[GS_M_ARCH] == GS_ST_OK ? arch_name(lround(g->v[GS_M_ARCH])) : NA);
 }
 
 static void gpu_body(struct q *q, unsigned sections)
@@ -892,8 +905,7 @@ int gs_smi_q(FILE *out, const struct gs_snapshot *s, const unsigned char *sel, u
 
     gs_smi_ctime(s->t_real, when, sizeof when);
     if (y->cuda_st == GS_ST_OK)
-        snprintf(cuda, sizeof cuda, "%d.%d", y->cuda_version / 1000,
-                 (y->cuda_version % 1000) / 10);
+        snprintf(cuda, sizeof cuda, "%d.%d", y->cuda_version / 1000, (y->cuda_version % 1000) / 10);
     else
         snprintf(cuda, sizeof cuda, NA);
     snprintf(count, sizeof count, "%u", y->gpu_count ? y->gpu_count : s->n_gpus);

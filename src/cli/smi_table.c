@@ -14,9 +14,15 @@
 
 #include "gpuscope/gs_err.h"
 
-#define RULE_GPU "+-----------------------------------------+------------------------+----------------------+\n"
-#define RULE_ALL "+-----------------------------------------------------------------------------------------+\n"
-#define RULE_MIG "+------------------+----------------------------------+-----------+-----------------------+\n"
+#define RULE_GPU                                                                                   \
+    "+-----------------------------------------+------------------------+----------------------+"  \
+    "\n"
+#define RULE_ALL                                                                                   \
+    "+-----------------------------------------------------------------------------------------+"  \
+    "\n"
+#define RULE_MIG                                                                                   \
+    "+------------------+----------------------------------+-----------+-----------------------+"  \
+    "\n"
 #define NA "N/A"
 #define NO_MIG 0xFFFFFFFFu
 
@@ -70,9 +76,13 @@ static void gpu_rows(FILE *out, const struct gs_snapshot *s, const struct gs_gpu
     (void)s;
     cut_name(gs_gpu_has_text(g, GS_T_NAME) ? g->text[GS_T_NAME] : NA, name, sizeof name);
     snprintf(persist, sizeof persist, "%s",
-             !has(g, GS_M_PERSISTENCE) ? NA : lv(g, GS_M_PERSISTENCE) ? "On" : "Off");
+             !has(g, GS_M_PERSISTENCE) ? NA
+             : lv(g, GS_M_PERSISTENCE) ? "On"
+                                       : "Off");
     snprintf(disp, sizeof disp, "%s",
-             !has(g, GS_M_DISPLAY_ACTIVE) ? NA : lv(g, GS_M_DISPLAY_ACTIVE) ? "On" : "Off");
+             !has(g, GS_M_DISPLAY_ACTIVE) ? NA
+             : lv(g, GS_M_DISPLAY_ACTIVE) ? "On"
+                                          : "Off");
     /* In MIG mode the error counters belong to the instances: the column shows the ECC mode. */
     if (has(g, GS_M_ECC_MODE) && lv(g, GS_M_ECC_MODE) == 0)
         snprintf(ecc, sizeof ecc, "Off");
@@ -86,8 +96,8 @@ static void gpu_rows(FILE *out, const struct gs_snapshot *s, const struct gs_gpu
         /* nvidia-smi marks a GPU that fell off the bus with ERR! in its cells */
         fprintf(out, "|%4u  %-27s    %-4s|   %-16s%4s |%21s |\n", g->index, name, "ERR!", bus,
                 "ERR!", "ERR!");
-        fprintf(out, "|%4s%6s%6s%16s / %5s |%11s / %9s |%8s%13s |\n", "ERR!", "ERR!",
-                "ERR!", "ERR!", "ERR!", "ERR!", "ERR!", "ERR!", "ERR!");
+        fprintf(out, "|%4s%6s%6s%16s / %5s |%11s / %9s |%8s%13s |\n", "ERR!", "ERR!", "ERR!",
+                "ERR!", "ERR!", "ERR!", "ERR!", "ERR!", "ERR!");
         fprintf(out, "|%41s|%24s|%21s |\n", "", "", "ERR!");
         return;
     }
@@ -113,11 +123,12 @@ static void gpu_rows(FILE *out, const struct gs_snapshot *s, const struct gs_gpu
         snprintf(util, sizeof util, NA);
     else
         snprintf(util, sizeof util, "%ld%%", lround(g->v[GS_M_UTIL_GPU] * 100.0));
-    fprintf(out, "|%4s%6s%6s%16s / %5s |%11s / %9s |%8s%13s |\n", fan, temp, perf, pwr,
-            cap, used, total, util, compute_mode(g));
-    fprintf(out, "|%41s|%24s|%21s |\n", "", "", !has(g, GS_M_MIG_MODE) ? NA
-                                                : lv(g, GS_M_MIG_MODE) ? "Enabled"
-                                                                       : "Disabled");
+    fprintf(out, "|%4s%6s%6s%16s / %5s |%11s / %9s |%8s%13s |\n", fan, temp, perf, pwr, cap, used,
+            total, util, compute_mode(g));
+    fprintf(out, "|%41s|%24s|%21s |\n", "", "",
+            !has(g, GS_M_MIG_MODE) ? NA
+            : lv(g, GS_M_MIG_MODE) ? "Enabled"
+                                   : "Disabled");
 }
 
 static void mig_rows(FILE *out, const struct gs_gpu *g)
@@ -125,7 +136,7 @@ static void mig_rows(FILE *out, const struct gs_gpu *g)
     for (unsigned k = 0; k < g->n_mig; k++) {
         const struct gs_mig *m = &g->mig[k];
         char used[24], total[24], b1u[24], b1t[24], n[6][16];
-        const unsigned cnt[6] = {m->sm_count, m->ce_count, m->enc_count,
+        const unsigned cnt[6] = {m->sm_count,  m->ce_count,  m->enc_count,
                                  m->dec_count, m->ofa_count, m->jpg_count};
 
         if (m->mem_st == GS_ST_OK) {
@@ -146,8 +157,7 @@ static void mig_rows(FILE *out, const struct gs_gpu *g)
             snprintf(n[i], sizeof n[i], m->attr_st == GS_ST_OK ? "%u" : NA, cnt[i]);
         /* the instance's volatile uncorrected ECC count is not in the model */
         fprintf(out, "|%3u%5u%4u%4u  |%19s / %8s    | %-3s%6s |%3s%4s%5s%5s%5s |\n", g->index,
-                m->gi_id, m->ci_id, m->index, used, total, n[0], NA, n[1], n[2], n[3], n[4],
-                n[5]);
+                m->gi_id, m->ci_id, m->index, used, total, n[0], NA, n[1], n[2], n[3], n[4], n[5]);
         fprintf(out, "|                  |%19s / %8s    |           |                       |\n",
                 b1u, b1t);
         fputs(RULE_MIG, out);
@@ -211,9 +221,9 @@ static void proc_rows(FILE *out, const struct gs_snapshot *s, const unsigned cha
         const struct gs_proc *p = list[i];
         char gi[16], ci[16], name[48], mem[24];
         const char *type = (p->type & GS_PROC_COMPUTE) && (p->type & GS_PROC_GRAPHICS) ? "C+G"
-                           : (p->type & GS_PROC_MPS)                                    ? "M"
-                           : (p->type & GS_PROC_COMPUTE)                                ? "C"
-                                                                                        : "G";
+                           : (p->type & GS_PROC_MPS)                                   ? "M"
+                           : (p->type & GS_PROC_COMPUTE)                               ? "C"
+                                                                                       : "G";
 
         id_cell(p->gi_id, gi, sizeof gi);
         id_cell(p->ci_id, ci, sizeof ci);
@@ -236,8 +246,7 @@ int gs_smi_table(FILE *out, const struct gs_snapshot *s, const unsigned char *se
     fprintf(out, "%s       \n", when);
     fputs(RULE_ALL, out);
     if (y->cuda_st == GS_ST_OK)
-        snprintf(cuda, sizeof cuda, "%d.%d", y->cuda_version / 1000,
-                 (y->cuda_version % 1000) / 10);
+        snprintf(cuda, sizeof cuda, "%d.%d", y->cuda_version / 1000, (y->cuda_version % 1000) / 10);
     else
         snprintf(cuda, sizeof cuda, NA);
     fprintf(out, "| NVIDIA-SMI %-23sDriver Version: %-15sCUDA Version: %-9s|\n",

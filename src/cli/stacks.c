@@ -164,8 +164,10 @@ static int parse_stacks(int argc, char **argv, struct stacks_opts *o)
             else if (strcmp(val, "svg") == 0 || strcmp(val, "flamegraph") == 0)
                 o->format = FMT_SVG;
             else {
-                fprintf(stderr, "gpuscope stacks: --format: '%s' is not collapsed, "
-                                "speedscope or svg\n", val);
+                fprintf(stderr,
+                        "gpuscope stacks: --format: '%s' is not collapsed, "
+                        "speedscope or svg\n",
+                        val);
                 return -1;
             }
         } else if (strncmp(a, "--rate", 6) == 0) {
@@ -175,8 +177,7 @@ static int parse_stacks(int argc, char **argv, struct stacks_opts *o)
                 return -1;
             }
         } else if (parse_double(val, 0.01, 1e7, &o->duration_s) != 0) {
-            fprintf(stderr, "gpuscope stacks: --duration: '%s' is not a number of seconds\n",
-                    val);
+            fprintf(stderr, "gpuscope stacks: --duration: '%s' is not a number of seconds\n", val);
             return -1;
         }
     }
@@ -428,9 +429,11 @@ int gs_cli_stacks(int argc, char **argv)
     if (rc == GS_OK && o.mode == MODE_RECORD) {
         rc = write_record(&L, &o, &err);
         if (rc == GS_OK && strcmp(o.out, "-") != 0)
-            fprintf(stderr, "gpuscope stacks: wrote %s (%llu samples of %llu reads, %.1f us "
-                            "per read)\n", o.out, (unsigned long long)L.prof->samples,
-                    (unsigned long long)L.ok, L.ticks ? L.read_s / (double)L.ticks * 1e6 : 0.0);
+            fprintf(stderr,
+                    "gpuscope stacks: wrote %s (%llu samples of %llu reads, %.1f us "
+                    "per read)\n",
+                    o.out, (unsigned long long)L.prof->samples, (unsigned long long)L.ok,
+                    L.ticks ? L.read_s / (double)L.ticks * 1e6 : 0.0);
     }
 out:
     if (rc != GS_OK)

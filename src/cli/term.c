@@ -330,8 +330,7 @@ static void gpus_left(const char *frame, size_t pos, size_t n, char *out, size_t
         snprintf(out, cap, ", %u GPUs", count);
 }
 
-void gs_term_redraw(struct gs_tbuf *out, const char *frame, size_t n, unsigned cols,
-                    unsigned rows)
+void gs_term_redraw(struct gs_tbuf *out, const char *frame, size_t n, unsigned cols, unsigned rows)
 {
     size_t pos = 0;
     unsigned line = 0, total = 0;

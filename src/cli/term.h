@@ -107,8 +107,7 @@ size_t gs_term_clip(const char *s, size_t n, size_t cols);
  * '>' in its last column, and when the frame has more lines than fit, the last row says
  * "... N more lines: the terminal is too short", naming the GPUs whose lines ("[5] ...")
  * are among them: "... 13 more lines, GPUs 5-7: the terminal is too short". Appends to out. */
-void gs_term_redraw(struct gs_tbuf *out, const char *frame, size_t n, unsigned cols,
-                    unsigned rows);
+void gs_term_redraw(struct gs_tbuf *out, const char *frame, size_t n, unsigned cols, unsigned rows);
 
 /* Writes all of p[0..n) to fd, retrying on short writes and on EINTR — unless *stop is set
  * by then (stop may be NULL), so that a signal can end a write blocked on a full pipe. Returns

@@ -14,8 +14,8 @@
 #include <curses.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <locale.h>
 #include <langinfo.h>
+#include <locale.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -48,32 +48,34 @@ static void on_stop(int sig)
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: gpuscope top [OPTIONS]\n"
-            "\n"
-            "Full-screen live view of the GPUs, their processes and the node's training runs.\n"
-            "\n"
-            "options:\n"
-            "  -d, --interval S       refresh every S seconds (0.1..3600; default 1, or top.conf)\n"
-            "      --source SRC       auto (the local agent when it answers, else NVML), agent, nvml\n"
-            "  -H, --host HOST[:PORT] an agent over HTTP(S) (http://, https:// or host:port); repeat\n"
-            "                         for several nodes in one view (default port 9400)\n"
-            "      --token-file FILE  Bearer token for --host (first line of FILE); or $GPUSCOPE_TOKEN\n"
-            "      --cacert FILE      CA certificates for https:// hosts\n"
-            "      --insecure-tls     do not check https:// hosts' certificates\n"
-            "  -g, --graph G          utilization, memory or power\n"
-            "  -s, --sort COL         gpu, pid, user, job, gpu_memory, sm, cpu, host_memory, time,\n"
-            "                         command\n"
-            "  -f, --filter TEXT      show only processes matching TEXT\n"
-            "  -t, --tree             tree view\n"
-            "      --runs             start with the training panel\n"
-            "      --mouse, --no-mouse\n"
-            "      --color, --no-color  (default: colour on a terminal that has it, unless NO_COLOR)\n"
-            "      --no-save          do not write preferences on exit\n"
-            "  -h, --help             this help\n"
-            "\n"
-            "Preferences: $XDG_CONFIG_HOME/gpuscope/top.conf (~/.config/gpuscope/top.conf).\n"
-            "Keys: h or F1 inside top; docs/top.md.\n");
+    fprintf(
+        out,
+        "usage: gpuscope top [OPTIONS]\n"
+        "\n"
+        "Full-screen live view of the GPUs, their processes and the node's training runs.\n"
+        "\n"
+        "options:\n"
+        "  -d, --interval S       refresh every S seconds (0.1..3600; default 1, or top.conf)\n"
+        "      --source SRC       auto (the local agent when it answers, else NVML), agent, nvml\n"
+        "  -H, --host HOST[:PORT] an agent over HTTP(S) (http://, https:// or host:port); repeat\n"
+        "                         for several nodes in one view (default port 9400)\n"
+        "      --token-file FILE  Bearer token for --host (first line of FILE); or "
+        "$GPUSCOPE_TOKEN\n"
+        "      --cacert FILE      CA certificates for https:// hosts\n"
+        "      --insecure-tls     do not check https:// hosts' certificates\n"
+        "  -g, --graph G          utilization, memory or power\n"
+        "  -s, --sort COL         gpu, pid, user, job, gpu_memory, sm, cpu, host_memory, time,\n"
+        "                         command\n"
+        "  -f, --filter TEXT      show only processes matching TEXT\n"
+        "  -t, --tree             tree view\n"
+        "      --runs             start with the training panel\n"
+        "      --mouse, --no-mouse\n"
+        "      --color, --no-color  (default: colour on a terminal that has it, unless NO_COLOR)\n"
+        "      --no-save          do not write preferences on exit\n"
+        "  -h, --help             this help\n"
+        "\n"
+        "Preferences: $XDG_CONFIG_HOME/gpuscope/top.conf (~/.config/gpuscope/top.conf).\n"
+        "Keys: h or F1 inside top; docs/top.md.\n");
 }
 
 struct opts {
@@ -130,15 +132,15 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         snprintf(name, sizeof name, "%.*s", (int)(nl < sizeof name ? nl : sizeof name - 1), a);
         if (eq && a[1] == '-')
             v = eq + 1;
-#define NEEDV()                                                                          \
-    do {                                                                                 \
-        if (!v) {                                                                        \
-            if (i + 1 >= argc) {                                                         \
-                fprintf(stderr, "gpuscope top: %s needs a value\n", name);               \
-                return -1;                                                               \
-            }                                                                            \
-            v = argv[++i];                                                               \
-        }                                                                                \
+#define NEEDV()                                                                                    \
+    do {                                                                                           \
+        if (!v) {                                                                                  \
+            if (i + 1 >= argc) {                                                                   \
+                fprintf(stderr, "gpuscope top: %s needs a value\n", name);                         \
+                return -1;                                                                         \
+            }                                                                                      \
+            v = argv[++i];                                                                         \
+        }                                                                                          \
     } while (0)
         if (!strcmp(name, "-h") || !strcmp(name, "--help")) {
             o->help = 1;
@@ -491,7 +493,8 @@ static int on_key(struct top_ui *u, int ch, struct top_worker *w)
         } else if (ch == KEY_NPAGE) {
             u->detail_top += (unsigned)LINES / 2;
         } else if (ch == KEY_PPAGE) {
-            u->detail_top = u->detail_top > (unsigned)LINES / 2 ? u->detail_top - (unsigned)LINES / 2 : 0;
+            u->detail_top =
+                u->detail_top > (unsigned)LINES / 2 ? u->detail_top - (unsigned)LINES / 2 : 0;
         } else if (ch == 's') {
             for (size_t i = 0; i < u->n_rows; i++)
                 if (u->rows[i].src == u->detail_src && u->rows[i].pid == u->detail_pid)
@@ -511,9 +514,10 @@ static int on_key(struct top_ui *u, int ch, struct top_worker *w)
         break;
     case 'g':
         u->prefs.graph = (u->prefs.graph + 1) % TOP_G__N;
-        set_msg(u, 0, "graph: %s", u->prefs.graph == TOP_G_UTIL ? "utilization"
-                                   : u->prefs.graph == TOP_G_MEM ? "memory used"
-                                                                 : "power vs. limit");
+        set_msg(u, 0, "graph: %s",
+                u->prefs.graph == TOP_G_UTIL  ? "utilization"
+                : u->prefs.graph == TOP_G_MEM ? "memory used"
+                                              : "power vs. limit");
         break;
     case ']':
         if (u->gpu_top + 1 < u->n_gpus_total)
@@ -597,7 +601,10 @@ static int on_key(struct top_ui *u, int ch, struct top_worker *w)
         break;
     case 'm':
         u->prefs.mouse = !u->prefs.mouse;
-        mousemask(u->prefs.mouse ? BUTTON1_CLICKED | BUTTON1_PRESSED | BUTTON4_PRESSED | BUTTON5_PRESSED : 0, NULL);
+        mousemask(u->prefs.mouse
+                      ? BUTTON1_CLICKED | BUTTON1_PRESSED | BUTTON4_PRESSED | BUTTON5_PRESSED
+                      : 0,
+                  NULL);
         set_msg(u, 0, "mouse %s", u->prefs.mouse ? "on" : "off");
         break;
     case '+':

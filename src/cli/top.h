@@ -111,9 +111,9 @@ extern const char *const top_col_names[TOP_C__N]; /* "gpu", "pid", ... (top.conf
 struct top_row {
     unsigned src, proc; /* frame->src[src].snap->procs[proc] */
     unsigned pid;
-    int ppid;           /* -1 unknown */
-    unsigned depth;     /* tree depth */
-    char prefix[32];    /* tree drawing before the command */
+    int ppid;        /* -1 unknown */
+    unsigned depth;  /* tree depth */
+    char prefix[32]; /* tree drawing before the command */
     char job[GS_JOB_ID_LEN + 8];
     char gpu[24];
     int tagged;
@@ -165,7 +165,6 @@ struct top_prefs {
 void top_prefs_parse(struct top_prefs *p, const char *path, const char *text, char *warn,
                      size_t wlen);
 int top_prefs_format(const struct top_prefs *p, char *out, size_t len);
-
 
 /* ---- the screen's state (top.c keeps it, top_draw.c draws it) ---- */
 

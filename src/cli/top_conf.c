@@ -11,8 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
-const char *const top_col_names[TOP_C__N] = {"gpu", "pid",  "user", "job",  "gpu_memory",
-                                             "sm",  "cpu",  "host_memory", "time", "command"};
+const char *const top_col_names[TOP_C__N] = {"gpu", "pid", "user",        "job",  "gpu_memory",
+                                             "sm",  "cpu", "host_memory", "time", "command"};
 
 /* ---- preferences ---- */
 
@@ -72,7 +72,8 @@ void top_prefs_parse(struct top_prefs *p, const char *path, const char *text, ch
                 if (i < TOP_G__N)
                     p->graph = i;
                 else
-                    snprintf(bad, sizeof bad, "graph: '%.40s' is not utilization, memory or power", v);
+                    snprintf(bad, sizeof bad, "graph: '%.40s' is not utilization, memory or power",
+                             v);
             } else if (!strcmp(k, "sort")) {
                 int i;
                 for (i = 0; i < TOP_C__N && strcmp(v, top_col_names[i]); i++)

@@ -199,7 +199,8 @@ static void nvlink_meter(int y, int x, const struct gs_gpu *g)
     if (x + 4 + 6 + n > COLS)
         return;
     x = put(y, x, A_BOLD | col(C_CYAN), " NVL ");
-    x = put(y, x, g->v[GS_M_NVLINK_LINKS_ACTIVE] < g->v[GS_M_NVLINK_LINKS] ? A_BOLD | col(C_RED) : 0,
+    x = put(y, x,
+            g->v[GS_M_NVLINK_LINKS_ACTIVE] < g->v[GS_M_NVLINK_LINKS] ? A_BOLD | col(C_RED) : 0,
             "%.0f/%.0f", g->v[GS_M_NVLINK_LINKS_ACTIVE], g->v[GS_M_NVLINK_LINKS]);
     put(y, x, 0, "%s", tail);
 }
@@ -216,9 +217,10 @@ static int gpu_block(int y, int maxy, const struct top_srcframe *s, unsigned gi)
         return 0;
     /* line 1: index, name, utilization and memory meters */
     x = put(y, 0, A_BOLD | (g->lost ? col(C_RED) : 0), "%2u ", g->index);
-    x = put(y, x, g->lost ? col(C_RED) : 0, "%-21.21s", gs_gpu_has_text(g, GS_T_NAME)
-                                                          ? g->text[GS_T_NAME] + (strncmp(g->text[GS_T_NAME], "NVIDIA ", 7) ? 0 : 7)
-                                                          : "?");
+    x = put(y, x, g->lost ? col(C_RED) : 0, "%-21.21s",
+            gs_gpu_has_text(g, GS_T_NAME)
+                ? g->text[GS_T_NAME] + (strncmp(g->text[GS_T_NAME], "NVIDIA ", 7) ? 0 : 7)
+                : "?");
     half = (W - x - 1) / 2;
     if (g->lost) {
         put(y, x + 1, A_BOLD | col(C_RED), "fell off the bus; its readings are gone");
@@ -226,7 +228,8 @@ static int gpu_block(int y, int maxy, const struct top_srcframe *s, unsigned gi)
         double r = gs_gpu_has(g, GS_M_UTIL_GPU) ? g->v[GS_M_UTIL_GPU] : -1;
         snprintf(t, sizeof t, r >= 0 ? "%.0f%%" : "N/A", r * 100);
         meter(y, x + 1, half - 1, "UTL", r, t, 0);
-        if (gs_gpu_has(g, GS_M_MEM_USED) && gs_gpu_has(g, GS_M_MEM_TOTAL) && g->v[GS_M_MEM_TOTAL] > 0) {
+        if (gs_gpu_has(g, GS_M_MEM_USED) && gs_gpu_has(g, GS_M_MEM_TOTAL) &&
+            g->v[GS_M_MEM_TOTAL] > 0) {
             top_fmt_bytes(a, sizeof a, g->v[GS_M_MEM_USED]);
             top_fmt_bytes(b, sizeof b, g->v[GS_M_MEM_TOTAL]);
             snprintf(t, sizeof t, "%s/%s", a, b);
@@ -260,7 +263,7 @@ static int gpu_block(int y, int maxy, const struct top_srcframe *s, unsigned gi)
             x = put(y + used, x, col(level_pair(g->v[GS_M_TEMP_GPU] / slow)), "%.0fC ",
                     g->v[GS_M_TEMP_GPU]);
         } else {
-            x = put(y + used, x, A_BOLD | col(C_CYAN), "TMP ") ;
+            x = put(y + used, x, A_BOLD | col(C_CYAN), "TMP ");
             x = put(y + used, x, 0, "N/A ");
         }
         x = put(y + used, x, A_BOLD | col(C_CYAN), "CLK ");
@@ -325,7 +328,7 @@ static int block_height(const struct gs_gpu *g)
 
 /* ---- the process table ---- */
 
-static const char *const col_title[TOP_C__N] = {"GPU", "PID", "USER", "JOB", "GMEM",
+static const char *const col_title[TOP_C__N] = {"GPU", "PID",  "USER", "JOB",  "GMEM",
                                                 "SM%", "CPU%", "HMEM", "TIME", "COMMAND"};
 
 static void proc_table(int y0, int h)
@@ -382,8 +385,9 @@ static void proc_table(int y0, int h)
     U->proc_y0 = y0 + 1;
     U->proc_rows = rows;
     if (!U->n_rows) {
-        put(y0 + 1, 1, A_DIM, U->filter[0] ? "no process matches the filter (/ to change it)"
-                                          : "no processes on the GPUs");
+        put(y0 + 1, 1, A_DIM,
+            U->filter[0] ? "no process matches the filter (/ to change it)"
+                         : "no processes on the GPUs");
         return;
     }
     for (int i = 0; i < rows && U->proc_top + (size_t)i < U->n_rows; i++) {
@@ -426,12 +430,16 @@ static void proc_table(int y0, int h)
         else
             x = put(y, 1, base, "%-*.*s %7u ", gw, gw, r->gpu, p->pid);
         x = put(y, x, base | (sel ? 0 : col(C_GREEN)), "%-8.8s ",
-                p->user[0] ? p->user : p->pid ? "?" : "");
+                p->user[0] ? p->user
+                : p->pid   ? "?"
+                           : "");
         x = put(y, x, base | (sel ? 0 : col(C_BLUE)), "%-12.12s ", r->job);
         x = put(y, x, base, "%6s %4s %5s %6s %8s ", gm, sm, cpu, hm, tm);
         x = put(y, x, base | col(C_CYAN), "%s", r->prefix);
         put(y, x, base | (p->pid == 0 ? A_DIM : 0), "%s",
-            p->cmdline[0] ? p->cmdline : p->name[0] ? p->name : "?");
+            p->cmdline[0] ? p->cmdline
+            : p->name[0]  ? p->name
+                          : "?");
     }
 }
 
@@ -473,8 +481,9 @@ static void runs_panel(int y0, int h)
 
     attron(head());
     mvhline(y, 0, ' ', COLS);
-    put(y, 1, A_REVERSE | A_BOLD | col(C_HEAD), "TRAINING RUNS  %-4s %-10s %-8s %-11s %6s %6s %5s %5s  FINDINGS",
-        "ID", "USER", "STATE", "NAME", "STEPS", "RUN", "DATA", "COMM");
+    put(y, 1, A_REVERSE | A_BOLD | col(C_HEAD),
+        "TRAINING RUNS  %-4s %-10s %-8s %-11s %6s %6s %5s %5s  FINDINGS", "ID", "USER", "STATE",
+        "NAME", "STEPS", "RUN", "DATA", "COMM");
     attroff(head());
     y++;
     for (unsigned si = 0; si < f->n_src; si++) {
@@ -501,7 +510,8 @@ static void runs_panel(int y0, int h)
                     json_array_size(json_object_get(s->runs, "runs")) - i);
                 break;
             }
-            snprintf(key, sizeof key, "%lld", (long long)json_integer_value(json_object_get(r, "id")));
+            snprintf(key, sizeof key, "%lld",
+                     (long long)json_integer_value(json_object_get(r, "id")));
             if (is_sel) {
                 sel_rep = s->reports ? json_object_get(s->reports, key) : NULL;
                 sel_run = r;
@@ -515,9 +525,11 @@ static void runs_panel(int y0, int h)
             json_array_foreach(fa, j, fi)
             {
                 size_t l = strlen(fnd);
-                snprintf(fnd + l, sizeof fnd - l, "%s%s", l ? "," : "", json_string_value(fi) ? json_string_value(fi) : "?");
+                snprintf(fnd + l, sizeof fnd - l, "%s%s", l ? "," : "",
+                         json_string_value(fi) ? json_string_value(fi) : "?");
             }
-            put(y, 0, is_sel ? A_REVERSE : 0, "%s%-14.14s %-4s %-10.10s %-8.8s %-11.11s %6lld %6s %5s %5s  %s",
+            put(y, 0, is_sel ? A_REVERSE : 0,
+                "%s%-14.14s %-4s %-10.10s %-8.8s %-11.11s %6lld %6s %5s %5s  %s",
                 is_sel ? ">" : " ", f->n_src > 1 ? s->name : "", key, jstr(r, "user", "?"),
                 jstr(r, "state", "?"), jstr(r, "name", ""),
                 (long long)json_integer_value(json_object_get(r, "steps")), rt, dr, cr, fnd);
@@ -526,19 +538,24 @@ static void runs_panel(int y0, int h)
         }
     }
     if (!any_agent) {
-        put(y++, 1, 0, "Training runs come from the agent (/api/v1/runs); this view reads NVML directly.");
-        put(y++, 1, A_DIM, "Start `gpuscope agent` and send steps to it (docs/agent.md, RUNS), or use --host.");
+        put(y++, 1, 0,
+            "Training runs come from the agent (/api/v1/runs); this view reads NVML directly.");
+        put(y++, 1, A_DIM,
+            "Start `gpuscope agent` and send steps to it (docs/agent.md, RUNS), or use --host.");
         return;
     }
     if (idx == 0) {
-        put(y++, 1, A_DIM, "no training runs yet: `gpuscope run -- CMD`, or the Python package with the agent's socket");
+        put(y++, 1, A_DIM,
+            "no training runs yet: `gpuscope run -- CMD`, or the Python package with the agent's "
+            "socket");
         return;
     }
     if (U->run_sel >= idx)
         U->run_sel = idx - 1;
     if (!sel_rep || y >= maxy) {
         if (sel_run && y < maxy)
-            put(y, 1, A_DIM, "(the report of run %lld is read while it runs, and for the newest run)",
+            put(y, 1, A_DIM,
+                "(the report of run %lld is read while it runs, and for the newest run)",
                 (long long)json_integer_value(json_object_get(sel_run, "id")));
         return;
     }
@@ -547,8 +564,8 @@ static void runs_panel(int y0, int h)
         const json_t *ph = json_object_get(sel_rep, "phases");
         const json_t *st = json_object_get(ph, "total_step");
         double p50, p95, v, sum = 0;
-        static const char *const names[] = {"data", "forward", "backward", "optimizer_step",
-                                            "communication", "other"};
+        static const char *const names[] = {"data",           "forward",       "backward",
+                                            "optimizer_step", "communication", "other"};
         static const char letters[] = "DFBOCX";
         double ms[6];
         int x, bw;
@@ -633,7 +650,9 @@ static void runs_panel(int y0, int h)
             json_array_foreach(fa, i, fi)
             {
                 const char *sev = jstr(fi, "severity", "info");
-                int pair = !strcmp(sev, "critical") ? C_RED : !strcmp(sev, "warning") ? C_YELLOW : C_GREEN;
+                int pair = !strcmp(sev, "critical")  ? C_RED
+                           : !strcmp(sev, "warning") ? C_YELLOW
+                                                     : C_GREEN;
                 if (y >= maxy)
                     break;
                 x = put(y, 1, A_BOLD | col(pair), "%-8s ", sev);
@@ -678,8 +697,8 @@ static void help_screen(void)
     for (size_t i = 0; i < n; i++)
         put((int)i, 0, i == 0 || i == n - 1 ? A_BOLD : 0, "%s", help_lines[i]);
     if ((size_t)LINES < n) /* a short terminal: say so rather than cut silently */
-        put(LINES - 1, 0, A_BOLD | A_REVERSE, " %zu more lines: enlarge the terminal (docs/top.md KEYS) ",
-            n - (size_t)LINES + 1);
+        put(LINES - 1, 0, A_BOLD | A_REVERSE,
+            " %zu more lines: enlarge the terminal (docs/top.md KEYS) ", n - (size_t)LINES + 1);
 }
 
 static void detail_screen(void)
@@ -690,8 +709,8 @@ static void detail_screen(void)
 
     attron(head());
     mvhline(0, 0, ' ', COLS);
-    put(0, 1, A_REVERSE | A_BOLD | col(C_HEAD), "process %u  (Esc back, s Python stack, Up/Down scroll)",
-        U->detail_pid);
+    put(0, 1, A_REVERSE | A_BOLD | col(C_HEAD),
+        "process %u  (Esc back, s Python stack, Up/Down scroll)", U->detail_pid);
     attroff(head());
     while (*p) {
         const char *e = strchr(p, '\n');
@@ -732,25 +751,23 @@ static void header(void)
     x = put(0, 0, A_REVERSE | A_BOLD | col(C_HEAD), " gpuscope top ");
     if (f->n_src == 1) {
         const struct top_srcframe *s = &f->src[0];
-        x = put(0, x, head(), "%s  source: %s",
-                s->snap ? s->snap->sys.hostname : s->name, s->where);
+        x = put(0, x, head(), "%s  source: %s", s->snap ? s->snap->sys.hostname : s->name,
+                s->where);
     } else {
         unsigned ok = 0;
         for (unsigned i = 0; i < f->n_src; i++)
             ok += !f->src[i].err[0];
-        x = put(0, x, head(), "%u hosts (%u answering)  source: agents over HTTP",
-                f->n_src, ok);
+        x = put(0, x, head(), "%u hosts (%u answering)  source: agents over HTTP", f->n_src, ok);
     }
-    put(0, COLS - 20 > x ? COLS - 20 : x + 1, head(), "%s  %gs", tb,
-        U->prefs.interval_s);
+    put(0, COLS - 20 > x ? COLS - 20 : x + 1, head(), "%s  %gs", tb, U->prefs.interval_s);
 }
 
 static void footer(void)
 {
     static const char *const keys[][2] = {
-        {"h", "Help"}, {"q", "Quit"}, {"/", "Filter"}, {"<>", "Sort"}, {"t", "Tree"},
-        {"k", "Kill"}, {"Enter", "Detail"}, {"g", "Graph"}, {"r", "Runs"}, {"[]", "GPUs"},
-        {"spc", "Tag"},
+        {"h", "Help"}, {"q", "Quit"},  {"/", "Filter"},     {"<>", "Sort"},
+        {"t", "Tree"}, {"k", "Kill"},  {"Enter", "Detail"}, {"g", "Graph"},
+        {"r", "Runs"}, {"[]", "GPUs"}, {"spc", "Tag"},
     };
     int x = 0, y = LINES - 1;
 
@@ -775,13 +792,14 @@ static void message_line(void)
         put(y, 8, 0, "%s_   (Enter keeps it, Esc clears)", U->filter);
         break;
     case TOP_MODE_SIGNAL:
-        put(y, 0, A_BOLD | col(C_YELLOW), "signal %u process%s: 1 TERM  2 KILL  3 INT  (Esc cancels)",
-            U->n_targets, U->n_targets == 1 ? "" : "es");
+        put(y, 0, A_BOLD | col(C_YELLOW),
+            "signal %u process%s: 1 TERM  2 KILL  3 INT  (Esc cancels)", U->n_targets,
+            U->n_targets == 1 ? "" : "es");
         break;
     case TOP_MODE_CONFIRM:
         if (U->n_targets == 1)
-            put(y, 0, A_BOLD | col(C_RED), "send SIG%s to pid %u (%s)? y/N", sig,
-                U->targets[0].pid, U->targets[0].what);
+            put(y, 0, A_BOLD | col(C_RED), "send SIG%s to pid %u (%s)? y/N", sig, U->targets[0].pid,
+                U->targets[0].what);
         else
             put(y, 0, A_BOLD | col(C_RED), "send SIG%s to %u processes (pid %u, ...)? y/N", sig,
                 U->n_targets, U->targets[0].pid);
@@ -843,7 +861,8 @@ void top_draw(struct top_ui *u)
                     /* the whole message, wrapped over up to three lines */
                     char m[600];
                     size_t off = 0, len;
-                    snprintf(m, sizeof m, "%s%s", s->err, s->snap ? " (showing its last answer)" : "");
+                    snprintf(m, sizeof m, "%s%s", s->err,
+                             s->snap ? " (showing its last answer)" : "");
                     len = strlen(m);
                     for (int l = 0; l < 3 && off < len && y < gmax; l++, y++) {
                         int w = COLS - x > 8 ? COLS - x : 8;
@@ -872,7 +891,8 @@ void top_draw(struct top_ui *u)
         if (scroll) {
             put(y, 0, A_BOLD | A_REVERSE | col(C_YELLOW), " GPUs %u-%u of %u ", first_shown + 1,
                 first_shown + shown, total);
-            put(y, 22, A_BOLD, "] next  [ previous%s", first_shown + shown < total ? "  (more below)" : "");
+            put(y, 22, A_BOLD, "] next  [ previous%s",
+                first_shown + shown < total ? "  (more below)" : "");
             y++;
         }
     }

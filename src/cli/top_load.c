@@ -49,8 +49,8 @@ int gs_cli_top(int argc, char **argv)
     if (!h)
         h = dlopen(GS_TOP_MODULE, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        fprintf(stderr, "gpuscope top: cannot load the full-screen view (%s): %s\n",
-                GS_TOP_MODULE, dlerror());
+        fprintf(stderr, "gpuscope top: cannot load the full-screen view (%s): %s\n", GS_TOP_MODULE,
+                dlerror());
         return 1;
     }
     *(void **)&entry = dlsym(h, "gs_top_main");

@@ -60,8 +60,8 @@ void top_fmt_duration(char *out, size_t len, double s)
 
 void top_job_label(const struct gs_proc *p, char *out, size_t len)
 {
-    static const char *const kinds[] = {"", "docker", "containerd", "cri-o", "podman", "slurm",
-                                        "container"};
+    static const char *const kinds[] = {"",       "docker", "containerd", "cri-o",
+                                        "podman", "slurm",  "container"};
 
     if (p->pod_name[0] && p->pod_namespace[0])
         snprintf(out, len, "pod:%s/%s", p->pod_namespace, p->pod_name);
@@ -184,17 +184,20 @@ static int cmp_rows(const struct top_row *ra, const struct top_row *rb)
                     b->mem_st == GS_ST_OK ? (double)b->gpu_mem_bytes : -1);
         break;
     case TOP_C_SM:
-        c = cmp_num(a->util_st == GS_ST_OK ? a->sm_util : -1, b->util_st == GS_ST_OK ? b->sm_util : -1);
+        c = cmp_num(a->util_st == GS_ST_OK ? a->sm_util : -1,
+                    b->util_st == GS_ST_OK ? b->sm_util : -1);
         break;
     case TOP_C_CPU:
-        c = cmp_num(a->cpu_st == GS_ST_OK ? a->cpu_ratio : -1, b->cpu_st == GS_ST_OK ? b->cpu_ratio : -1);
+        c = cmp_num(a->cpu_st == GS_ST_OK ? a->cpu_ratio : -1,
+                    b->cpu_st == GS_ST_OK ? b->cpu_ratio : -1);
         break;
     case TOP_C_HMEM:
         c = cmp_num(a->host_st == GS_ST_OK ? (double)a->rss_bytes : -1,
                     b->host_st == GS_ST_OK ? (double)b->rss_bytes : -1);
         break;
     case TOP_C_TIME: /* running time: an earlier start is longer */
-        c = cmp_num(b->start_time > 0 ? b->start_time : 1e18, a->start_time > 0 ? a->start_time : 1e18);
+        c = cmp_num(b->start_time > 0 ? b->start_time : 1e18,
+                    a->start_time > 0 ? a->start_time : 1e18);
         break;
     case TOP_C_CMD:
         c = strcmp(a->cmdline[0] ? a->cmdline : a->name, b->cmdline[0] ? b->cmdline : b->name);
@@ -209,8 +212,8 @@ static int cmp_rows(const struct top_row *ra, const struct top_row *rb)
         c = -c;
     if (c == 0)
         c = cmp_num(ra->src, rb->src) ? cmp_num(ra->src, rb->src)
-            : a->pid != b->pid       ? cmp_num(a->pid, b->pid)
-                                     : cmp_num(a->gpu, b->gpu);
+            : a->pid != b->pid        ? cmp_num(a->pid, b->pid)
+                                      : cmp_num(a->gpu, b->gpu);
     return c;
 }
 
@@ -324,7 +327,8 @@ size_t top_rows_build(const struct top_frame *f, const struct top_filter_sort *f
                 snprintf(r.gpu, sizeof r.gpu, "%.12s/%u", f->src[si].name,
                          p->gpu < s->n_gpus ? s->gpus[p->gpu].index : p->gpu);
             else
-                snprintf(r.gpu, sizeof r.gpu, "%u", p->gpu < s->n_gpus ? s->gpus[p->gpu].index : p->gpu);
+                snprintf(r.gpu, sizeof r.gpu, "%u",
+                         p->gpu < s->n_gpus ? s->gpus[p->gpu].index : p->gpu);
             if (p->gi_id != 0xFFFFFFFFu && p->gi_id != 0)
                 snprintf(r.gpu + strlen(r.gpu), sizeof r.gpu - strlen(r.gpu), ":%u", p->gi_id);
             if (!matches(p, &r, fs->filter))
@@ -393,8 +397,8 @@ char *top_proc_detail(const struct top_srcframe *s, const struct gs_proc *p, int
 
     if (!f)
         return NULL;
-    fprintf(f, "pid %u on %s, GPU %u%s%s\n", p->pid, s->name, g ? g->index : p->gpu,
-            g ? " " : "", g ? g->text[GS_T_NAME] : "");
+    fprintf(f, "pid %u on %s, GPU %u%s%s\n", p->pid, s->name, g ? g->index : p->gpu, g ? " " : "",
+            g ? g->text[GS_T_NAME] : "");
     if (p->host_st == GS_ST_OK)
         fprintf(f, "user %s (uid %u)\n", p->user[0] ? p->user : "?", (unsigned)p->uid);
     if (p->mem_st == GS_ST_OK) {
@@ -416,8 +420,9 @@ char *top_proc_detail(const struct top_srcframe *s, const struct gs_proc *p, int
         fprintf(f, "job %s%s%s%s%s\n", b1, p->pod_uid[0] ? " pod " : "", p->pod_uid,
                 p->container_id[0] ? " container " : "", p->container_id);
     if (!s->local || p->pid == 0 || p->host_st != GS_ST_OK) {
-        fprintf(f, "\ncommand: %s\n(details from /proc are read only for processes in this "
-                   "machine's pid namespace)\n",
+        fprintf(f,
+                "\ncommand: %s\n(details from /proc are read only for processes in this "
+                "machine's pid namespace)\n",
                 p->cmdline[0] ? p->cmdline : p->name);
         fclose(f);
         return out;

@@ -102,11 +102,11 @@ static int curl_load(struct gs_err *err)
         C.h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!C.h)
         return gs_err_set(err, GS_ENOLIB, "--host needs libcurl (libcurl.so.4): %s", dlerror());
-#define SYM(f, n)                                                                        \
-    do {                                                                                 \
-        *(void **)&C.f = dlsym(C.h, n);                                                  \
-        if (!C.f)                                                                        \
-            return gs_err_set(err, GS_ENOLIB, "libcurl.so.4 lacks %s", n);               \
+#define SYM(f, n)                                                                                  \
+    do {                                                                                           \
+        *(void **)&C.f = dlsym(C.h, n);                                                            \
+        if (!C.f)                                                                                  \
+            return gs_err_set(err, GS_ENOLIB, "libcurl.so.4 lacks %s", n);                         \
     } while (0)
     SYM(global_init, "curl_global_init");
     SYM(global_cleanup, "curl_global_cleanup");
@@ -261,8 +261,9 @@ static void hist_prefill(struct src *s, double interval_s)
                     continue;
                 scale = 1.0 / g->v[GS_M_MEM_TOTAL];
             }
-            snprintf(path, sizeof path, "/api/v1/history?gpu=%u&metric=%s&from=%.0f&to=%.0f&step=%.0f",
-                     g->index, metric[k], from, to, step);
+            snprintf(path, sizeof path,
+                     "/api/v1/history?gpu=%u&metric=%s&from=%.0f&to=%.0f&step=%.0f", g->index,
+                     metric[k], from, to, step);
             if (src_get_json(s, path, &doc, &e) != GS_OK)
                 return; /* history off or not allowed: live points only */
             pts = json_object_get(doc, "points");
@@ -515,8 +516,7 @@ static void *worker_main(void *arg)
 
 /* ---- opening ---- */
 
-static int open_http(struct src *s, const char *host, const struct top_cfg *cfg,
-                     struct gs_err *err)
+static int open_http(struct src *s, const char *host, const struct top_cfg *cfg, struct gs_err *err)
 {
     size_t n;
 
@@ -628,8 +628,9 @@ int top_worker_start(struct top_worker **out, const struct top_cfg *cfg, double 
                     memset(s, 0, sizeof *s); /* no agent answers: NVML below */
             }
         } else if (cfg->source == TOP_SOURCE_AGENT) {
-            rc = gs_err_set(err, GS_EIO, "agent: no socket to try (GPUSCOPE_HTTP_SOCKET, "
-                                         "/run/gpuscope/agent.sock, $XDG_RUNTIME_DIR)");
+            rc = gs_err_set(err, GS_EIO,
+                            "agent: no socket to try (GPUSCOPE_HTTP_SOCKET, "
+                            "/run/gpuscope/agent.sock, $XDG_RUNTIME_DIR)");
         }
         if (rc == GS_OK && s->kind != TOP_SRC_AGENT) {
             rc = open_nvml(s, err);

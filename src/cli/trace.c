@@ -83,8 +83,8 @@ static int add_path(const char *path, char **files, size_t *n)
     while ((e = readdir(d)) != NULL) {
         char *p;
 
-        if (e->d_name[0] == '.' || !(has_suffix(e->d_name, ".json") ||
-                                     has_suffix(e->d_name, ".json.gz")))
+        if (e->d_name[0] == '.' ||
+            !(has_suffix(e->d_name, ".json") || has_suffix(e->d_name, ".json.gz")))
             continue;
         if (*n >= TRACE_MAX_FILES)
             break;
@@ -141,8 +141,7 @@ static int analyze(int argc, char **argv)
         case 't':
             o.top_kernels = (int)strtol(optarg, &end, 10);
             if (*end || o.top_kernels < 1 || o.top_kernels > 1000) {
-                fprintf(stderr, "gpuscope trace: --top wants a number 1..1000, not '%s'\n",
-                        optarg);
+                fprintf(stderr, "gpuscope trace: --top wants a number 1..1000, not '%s'\n", optarg);
                 rc = GS_EXIT_USAGE;
                 goto out;
             }
@@ -246,7 +245,8 @@ static int analyze(int argc, char **argv)
         if (advice) {
             printf("\n%sfindings:%s%s\n", color ? "\x1b[1m" : "", color ? "\x1b[0m" : "",
                    json_array_size(json_object_get(doc, "findings")) ? "" : " none");
-            json_array_foreach(json_object_get(doc, "findings"), i, f) {
+            json_array_foreach(json_object_get(doc, "findings"), i, f)
+            {
                 printf("  [%s] %s: %s\n", json_string_value(json_object_get(f, "severity")),
                        json_string_value(json_object_get(f, "id")),
                        json_string_value(json_object_get(f, "title")));
@@ -311,7 +311,8 @@ static json_t *side_summary(const json_t *doc)
 
     for (size_t k = 0; k < 4; k++)
         json_object_set_new(tmp, keys[k], json_integer(0));
-    json_array_foreach(json_object_get(doc, "ranks"), i, r) {
+    json_array_foreach(json_object_get(doc, "ranks"), i, r)
+    {
         const json_t *t = json_object_get(r, "temporal");
 
         json_array_append(files, json_object_get(r, "file"));
@@ -338,10 +339,9 @@ static long long type_sum(const json_t *totals, const char *type)
     json_t *v;
     long long sum = 0;
 
-    json_object_foreach((json_t *)totals, name, v) if (strcmp(json_string_value(json_object_get(
-                                                                   v, "type")),
-                                                               type) == 0) sum +=
-        json_integer_value(json_object_get(v, "sum_us"));
+    json_object_foreach((json_t *)totals, name,
+                        v) if (strcmp(json_string_value(json_object_get(v, "type")), type) == 0)
+        sum += json_integer_value(json_object_get(v, "sum_us"));
     (void)name;
     return sum;
 }
@@ -367,7 +367,8 @@ static void print_delta_table(const json_t *rows, const char *first)
         w = strlen(json_string_value(json_object_get(r, "what")));
     printf("%-*s  %12s  %12s  %12s  %9s\n", (int)w, first, "A (us)", "B (us)", "change (us)",
            "change");
-    json_array_foreach(rows, i, r) {
+    json_array_foreach(rows, i, r)
+    {
         const json_t *p = json_object_get(r, "delta_pct");
 
         if (json_is_number(p))
@@ -391,7 +392,8 @@ static int diff(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     static const char *types[] = {"COMPUTATION", "COMMUNICATION", "MEMORY"};
-    static const char *tkeys[][2] = {{"idle", "idle_us"}, {"compute", "compute_us"},
+    static const char *tkeys[][2] = {{"idle", "idle_us"},
+                                     {"compute", "compute_us"},
                                      {"non-compute", "non_compute_us"},
                                      {"kernel span", "kernel_span_us"}};
     struct gs_trace **ta = calloc(TRACE_MAX_FILES, sizeof *ta);
@@ -464,27 +466,31 @@ static int diff(int argc, char **argv)
         for (size_t k = 0; k < 4; k++)
             json_array_append_new(
                 trows, delta_row(tkeys[k][0],
-                                 json_integer_value(json_object_get(json_object_get(sa, "temporal"),
-                                                                    tkeys[k][1])),
+                                 json_integer_value(
+                                     json_object_get(json_object_get(sa, "temporal"), tkeys[k][1])),
                                  json_integer_value(json_object_get(json_object_get(sb, "temporal"),
                                                                     tkeys[k][1]))));
         for (size_t k = 0; k < 3; k++)
-            json_array_append_new(krows,
-                                  delta_row(types[k], type_sum(ka, types[k]), type_sum(kb, types[k])));
-        json_object_foreach(ka, name, v) {
+            json_array_append_new(
+                krows, delta_row(types[k], type_sum(ka, types[k]), type_sum(kb, types[k])));
+        json_object_foreach(ka, name, v)
+        {
             json_t *w = json_object_get(kb, name);
             long long a = json_integer_value(json_object_get(v, "sum_us"));
             long long b = w ? json_integer_value(json_object_get(w, "sum_us")) : 0;
             json_t *row = delta_row(name, a, b);
 
             json_object_set(row, "type", json_object_get(v, "type"));
-            json_object_set_new(row, "a_count", json_integer(json_integer_value(json_object_get(v, "count"))));
-            json_object_set_new(row, "b_count",
-                                json_integer(w ? json_integer_value(json_object_get(w, "count")) : 0));
+            json_object_set_new(row, "a_count",
+                                json_integer(json_integer_value(json_object_get(v, "count"))));
+            json_object_set_new(
+                row, "b_count",
+                json_integer(w ? json_integer_value(json_object_get(w, "count")) : 0));
             json_object_set_new(row, "status", json_string(w ? "changed" : "vanished"));
             json_array_append_new(kernels, row);
         }
-        json_object_foreach(kb, name, v) {
+        json_object_foreach(kb, name, v)
+        {
             json_t *row;
 
             if (json_object_get(ka, name))
@@ -492,7 +498,8 @@ static int diff(int argc, char **argv)
             row = delta_row(name, 0, json_integer_value(json_object_get(v, "sum_us")));
             json_object_set(row, "type", json_object_get(v, "type"));
             json_object_set_new(row, "a_count", json_integer(0));
-            json_object_set_new(row, "b_count", json_integer(json_integer_value(json_object_get(v, "count"))));
+            json_object_set_new(row, "b_count",
+                                json_integer(json_integer_value(json_object_get(v, "count"))));
             json_object_set_new(row, "status", json_string("appeared"));
             json_array_append_new(kernels, row);
         }
@@ -515,8 +522,9 @@ static int diff(int argc, char **argv)
         json_object_set_new(out, "temporal", trows);
         json_object_set_new(out, "kernel_types", krows);
         json_object_set_new(out, "kernels", kernels);
-        json_object_set_new(out, "kernels_compared",
-                            json_integer((json_int_t)(json_object_size(ka) + json_object_size(kb))));
+        json_object_set_new(
+            out, "kernels_compared",
+            json_integer((json_int_t)(json_object_size(ka) + json_object_size(kb))));
     }
     if (json) {
         json_dumpf(out, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
@@ -525,15 +533,16 @@ static int diff(int argc, char **argv)
         size_t i;
         json_t *r;
 
-        printf("A: %s (%ld trace%s)\nB: %s (%ld trace%s)\n\n", argv[optind], na,
-               na == 1 ? "" : "s", argv[optind + 1], nb, nb == 1 ? "" : "s");
+        printf("A: %s (%ld trace%s)\nB: %s (%ld trace%s)\n\n", argv[optind], na, na == 1 ? "" : "s",
+               argv[optind + 1], nb, nb == 1 ? "" : "s");
         print_delta_table(json_object_get(out, "temporal"), "temporal (all ranks)");
         printf("\n");
         print_delta_table(json_object_get(out, "kernel_types"), "kernel time by type (sum)");
         printf("\nkernels whose time changed most:\n");
         printf("%-60s  %-13s  %10s  %10s  %11s\n", "kernel", "type", "A (us)", "B (us)",
                "change (us)");
-        json_array_foreach(json_object_get(out, "kernels"), i, r) {
+        json_array_foreach(json_object_get(out, "kernels"), i, r)
+        {
             const char *nm = json_string_value(json_object_get(r, "what"));
             const char *stt = json_string_value(json_object_get(r, "status"));
 
@@ -573,8 +582,9 @@ static int capture_run(const char *id, long steps)
 
     gs_err_clear(&e);
     if (strspn(id, "0123456789") != strlen(id) || !id[0] || strlen(id) > 18) {
-        fprintf(stderr, "gpuscope trace capture: --run wants a run id (gpuscope runs, "
-                        "/api/v1/runs), not '%s'\n",
+        fprintf(stderr,
+                "gpuscope trace capture: --run wants a run id (gpuscope runs, "
+                "/api/v1/runs), not '%s'\n",
                 id);
         return GS_EXIT_USAGE;
     }
@@ -593,10 +603,10 @@ static int capture_run(const char *id, long steps)
     free(body);
     if (status != 202) {
         const char *why = json_string_value(json_object_get(doc, "error"));
-        fprintf(stderr, "gpuscope trace capture: run %s: %s (HTTP %d)\n", id,
-                why ? why : "refused", status);
+        fprintf(stderr, "gpuscope trace capture: run %s: %s (HTTP %d)\n", id, why ? why : "refused",
+                status);
         json_decref(doc);
-        return gs_rc_exit_code(status == 404 ? GS_ENOTFOUND
+        return gs_rc_exit_code(status == 404   ? GS_ENOTFOUND
                                : status == 400 ? GS_EINVAL
                                : status == 403 ? GS_EPERM
                                                : GS_EIO);
@@ -671,8 +681,9 @@ static int capture(int argc, char **argv)
         return capture_run(run, steps);
     snprintf(probe, sizeof probe, "%s/steps.jsonl", dir);
     if (access(probe, F_OK) != 0) {
-        fprintf(stderr, "gpuscope trace capture: %s is not a gpuscope run directory (no "
-                        "steps.jsonl)\n",
+        fprintf(stderr,
+                "gpuscope trace capture: %s is not a gpuscope run directory (no "
+                "steps.jsonl)\n",
                 dir);
         return gs_rc_exit_code(GS_ENOTFOUND);
     }

@@ -29,21 +29,36 @@ void gs_err_clear(struct gs_err *err)
 const char *gs_strerror(int rc)
 {
     switch (rc) {
-    case GS_OK: return "success";
-    case GS_ENOMEM: return "out of memory";
-    case GS_EINVAL: return "invalid argument";
-    case GS_ENOLIB: return "NVML library not found";
-    case GS_ENODRIVER: return "NVIDIA driver not loaded";
-    case GS_EMISMATCH: return "driver/library version mismatch";
-    case GS_ENOGPU: return "no GPU found";
-    case GS_ELOST: return "GPU is lost";
-    case GS_ENOTSUP: return "not supported";
-    case GS_EPERM: return "insufficient permissions";
-    case GS_EIO: return "I/O error";
-    case GS_ENOTFOUND: return "not found";
-    case GS_EPARSE: return "parse error";
-    case GS_ENVML: return "NVML error";
-    case GS_EUSAGE: return "bad usage";
+    case GS_OK:
+        return "success";
+    case GS_ENOMEM:
+        return "out of memory";
+    case GS_EINVAL:
+        return "invalid argument";
+    case GS_ENOLIB:
+        return "NVML library not found";
+    case GS_ENODRIVER:
+        return "NVIDIA driver not loaded";
+    case GS_EMISMATCH:
+        return "driver/library version mismatch";
+    case GS_ENOGPU:
+        return "no GPU found";
+    case GS_ELOST:
+        return "GPU is lost";
+    case GS_ENOTSUP:
+        return "not supported";
+    case GS_EPERM:
+        return "insufficient permissions";
+    case GS_EIO:
+        return "I/O error";
+    case GS_ENOTFOUND:
+        return "not found";
+    case GS_EPARSE:
+        return "parse error";
+    case GS_ENVML:
+        return "NVML error";
+    case GS_EUSAGE:
+        return "bad usage";
     }
     return "unknown error";
 }
@@ -51,18 +66,27 @@ const char *gs_strerror(int rc)
 int gs_rc_exit_code(int rc)
 {
     switch (rc) {
-    case GS_OK: return 0;
+    case GS_OK:
+        return 0;
     case GS_EINVAL:
     case GS_EUSAGE:
-    case GS_EPARSE: return 2;
-    case GS_ENOTSUP: return 3;
-    case GS_EPERM: return 4;
+    case GS_EPARSE:
+        return 2;
+    case GS_ENOTSUP:
+        return 3;
+    case GS_EPERM:
+        return 4;
     case GS_ENOGPU:
-    case GS_ENOTFOUND: return 6;
-    case GS_ENODRIVER: return 9;
-    case GS_ENOLIB: return 12;
-    case GS_ELOST: return 15;
-    case GS_EMISMATCH: return 18;
+    case GS_ENOTFOUND:
+        return 6;
+    case GS_ENODRIVER:
+        return 9;
+    case GS_ENOLIB:
+        return 12;
+    case GS_ELOST:
+        return 15;
+    case GS_EMISMATCH:
+        return 18;
     }
     return 255;
 }

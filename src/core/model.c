@@ -134,15 +134,24 @@ void gs_snapshot_free(struct gs_snapshot *s)
 const char *gs_throttle_name(uint64_t bit)
 {
     switch (bit) {
-    case GS_THR_GPU_IDLE: return "idle";
-    case GS_THR_APP_CLOCKS: return "app clocks";
-    case GS_THR_SW_POWER_CAP: return "power cap";
-    case GS_THR_HW_SLOWDOWN: return "HW slowdown";
-    case GS_THR_SYNC_BOOST: return "sync boost";
-    case GS_THR_SW_THERMAL: return "SW thermal";
-    case GS_THR_HW_THERMAL: return "HW thermal";
-    case GS_THR_HW_POWER_BRAKE: return "power brake";
-    case GS_THR_DISPLAY_CLOCK: return "display clock";
+    case GS_THR_GPU_IDLE:
+        return "idle";
+    case GS_THR_APP_CLOCKS:
+        return "app clocks";
+    case GS_THR_SW_POWER_CAP:
+        return "power cap";
+    case GS_THR_HW_SLOWDOWN:
+        return "HW slowdown";
+    case GS_THR_SYNC_BOOST:
+        return "sync boost";
+    case GS_THR_SW_THERMAL:
+        return "SW thermal";
+    case GS_THR_HW_THERMAL:
+        return "HW thermal";
+    case GS_THR_HW_POWER_BRAKE:
+        return "power brake";
+    case GS_THR_DISPLAY_CLOCK:
+        return "display clock";
     }
     return NULL;
 }

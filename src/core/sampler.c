@@ -62,8 +62,7 @@ static int64_t clock_ns(clockid_t id)
 
 int gs_sampler_open(struct gs_sampler **out, const struct gs_sampler_opts *opts, struct gs_err *err)
 {
-    struct gs_backend_opts bopts = {opts ? opts->library : NULL,
-                                    opts ? opts->need_metrics : NULL,
+    struct gs_backend_opts bopts = {opts ? opts->library : NULL, opts ? opts->need_metrics : NULL,
                                     opts ? opts->need_texts : NULL};
     struct gs_sampler *s = calloc(1, sizeof *s);
     int rc = GS_ENOLIB;
@@ -239,8 +238,8 @@ static void usamp_gpu(struct gs_sampler *s, struct gs_snapshot *snap, unsigned i
     do {
         if (gs_snapshot_reserve_usamp(snap, snap->n_usamp + USAMP_BATCH, NULL) != GS_OK)
             break;
-        rc = s->ops->util_samples(s->b, i, &u->last_us, snap->usamp + snap->n_usamp,
-                                  USAMP_BATCH, &got, NULL);
+        rc = s->ops->util_samples(s->b, i, &u->last_us, snap->usamp + snap->n_usamp, USAMP_BATCH,
+                                  &got, NULL);
         if (rc != GS_OK) {
             /* Absent for good (old driver, MIG) or gone; other errors: next cycle. */
             u->off = rc == GS_ENOTSUP || rc == GS_ELOST;

@@ -108,9 +108,12 @@ static json_t *number(double v, const char *unit)
 static const char *status_name(unsigned st)
 {
     switch (st) {
-    case GS_ST_NOPERM: return "no_permission";
-    case GS_ST_ERROR: return "error";
-    case GS_ST_LOST: return "gpu_lost";
+    case GS_ST_NOPERM:
+        return "no_permission";
+    case GS_ST_ERROR:
+        return "error";
+    case GS_ST_LOST:
+        return "gpu_lost";
     }
     return NULL;
 }
@@ -181,8 +184,7 @@ static json_t *ecc_by_location(struct jb *jb, const struct gs_gpu *g)
                 if (!locs)
                     locs = json_object();
                 if (locs)
-                    put(jb, locs, ecc_keys[l],
-                        json_integer((json_int_t)g->ecc_loc[t][c][l]));
+                    put(jb, locs, ecc_keys[l], json_integer((json_int_t)g->ecc_loc[t][c][l]));
             }
             if (locs) {
                 put(jb, obj, kinds[t][c], locs);
@@ -216,13 +218,11 @@ static void mig_more_json(struct jb *jb, json_t *o, const struct gs_mig *m)
     put(jb, o, "utilization_gpu", json_null());
     for (int k = 0; k < GS_MIG_GPM__COUNT; k++)
         put(jb, o, gs_metric_name(gs_mig_gpm_metric((enum gs_mig_gpm)k)),
-            m->gpm_st[k] == GS_ST_OK && isfinite(m->gpm[k]) ? json_real(m->gpm[k])
-                                                           : json_null());
+            m->gpm_st[k] == GS_ST_OK && isfinite(m->gpm[k]) ? json_real(m->gpm[k]) : json_null());
     put(jb, o, "placement",
-        m->place_st == GS_ST_OK
-            ? json_pack("{s:I, s:I}", "start", (json_int_t)m->place_start, "size",
-                        (json_int_t)m->place_size)
-            : json_null());
+        m->place_st == GS_ST_OK ? json_pack("{s:I, s:I}", "start", (json_int_t)m->place_start,
+                                            "size", (json_int_t)m->place_size)
+                                : json_null());
     put(jb, o, "profile_id", m->place_st == GS_ST_OK ? json_integer(m->profile_id) : json_null());
     if (unavail)
         put(jb, unavail, "utilization_gpu", json_string("mig_mode"));
@@ -267,10 +267,14 @@ static json_t *mig_pids(struct jb *jb, const struct gs_snapshot *s, unsigned gi,
 static const char *job_runtime(unsigned kind)
 {
     switch (kind) {
-    case GS_JOB_DOCKER: return "docker";
-    case GS_JOB_CONTAINERD: return "containerd";
-    case GS_JOB_CRIO: return "cri-o";
-    case GS_JOB_PODMAN: return "podman";
+    case GS_JOB_DOCKER:
+        return "docker";
+    case GS_JOB_CONTAINERD:
+        return "containerd";
+    case GS_JOB_CRIO:
+        return "cri-o";
+    case GS_JOB_PODMAN:
+        return "podman";
     }
     return NULL;
 }
@@ -349,9 +353,8 @@ static const char *const text_keys[GS_T__COUNT] = {
 };
 
 /* NVLink error counter keys, in enum gs_nvlink_err order (both directions). */
-static const char *const nvlink_err_keys[GS_NVL_ERR__COUNT] = {"replay_errors", "recovery_errors",
-                                                               "crc_flit_errors",
-                                                               "crc_data_errors"};
+static const char *const nvlink_err_keys[GS_NVL_ERR__COUNT] = {
+    "replay_errors", "recovery_errors", "crc_flit_errors", "crc_data_errors"};
 
 /* One link: {"link", "active", "speed", "tx_bytes", "rx_bytes", "remote_pci_bus_id", errors...},
  * null for what was not read. */
@@ -364,8 +367,8 @@ static json_t *nvlink_json(struct jb *jb, const struct gs_nvlink *l, unsigned i)
         return NULL;
     put(jb, o, "link", json_integer(i));
     put(jb, o, "active", json_boolean(l->active));
-    put(jb, o, "speed", l->speed_st == GS_ST_OK ? number(l->speed_bps, "bytes_per_second")
-                                                : json_null());
+    put(jb, o, "speed",
+        l->speed_st == GS_ST_OK ? number(l->speed_bps, "bytes_per_second") : json_null());
     put(jb, o, "tx_bytes", tput ? json_integer((json_int_t)l->tx_bytes) : json_null());
     put(jb, o, "rx_bytes", tput ? json_integer((json_int_t)l->rx_bytes) : json_null());
     put(jb, o, "remote_pci_bus_id", str_or_null(l->remote_st == GS_ST_OK, l->remote_bus_id));
@@ -400,7 +403,8 @@ static void nvlinks_from_json(struct gs_gpu *g, const json_t *arr)
     const json_t *o;
     size_t i;
 
-    json_array_foreach(arr, i, o) {
+    json_array_foreach(arr, i, o)
+    {
         struct gs_nvlink *l;
         const json_t *v;
         if (g->n_nvlink >= GS_NVLINK_MAX || !json_is_object(o))
@@ -450,8 +454,7 @@ static json_t *gpu_json(struct jb *jb, const struct gs_snapshot *s, unsigned gi,
     }
     put(jb, obj, "index", json_integer(g->index));
     for (int t = 0; t < GS_T__COUNT; t++)
-        put(jb, obj, text_keys[t],
-            str_or_null(gs_gpu_has_text(g, (enum gs_text)t), g->text[t]));
+        put(jb, obj, text_keys[t], str_or_null(gs_gpu_has_text(g, (enum gs_text)t), g->text[t]));
     put(jb, obj, "lost", json_boolean(g->lost));
     for (int m = 0; m < GS_M__COUNT; m++) {
         const char *name = gs_metric_name((enum gs_metric)m);
@@ -487,8 +490,8 @@ static json_t *gpu_json(struct jb *jb, const struct gs_snapshot *s, unsigned gi,
     return obj;
 }
 
-int gs_snapjson_encode(json_t **out, const struct gs_snapshot *s,
-                       const struct gs_snapjson_opts *o, struct gs_err *err)
+int gs_snapjson_encode(json_t **out, const struct gs_snapshot *s, const struct gs_snapjson_opts *o,
+                       struct gs_err *err)
 {
     static const struct gs_snapjson_opts none;
     struct jb jb = {0};
@@ -506,9 +509,9 @@ int gs_snapjson_encode(json_t **out, const struct gs_snapshot *s,
     put(&jb, doc, "driver_version", str_or_null(sys->driver_st == GS_ST_OK, sys->driver_version));
     put(&jb, doc, "nvml_version", str_or_null(sys->nvml_st == GS_ST_OK, sys->nvml_version));
     put(&jb, doc, "cuda_version",
-        sys->cuda_st == GS_ST_OK ? json_sprintf("%d.%d", sys->cuda_version / 1000,
-                                                (sys->cuda_version % 1000) / 10)
-                                 : json_null());
+        sys->cuda_st == GS_ST_OK
+            ? json_sprintf("%d.%d", sys->cuda_version / 1000, (sys->cuda_version % 1000) / 10)
+            : json_null());
     put(&jb, doc, "simulated", json_boolean(sys->simulated));
     put(&jb, doc, "source", json_string(sys->source[0] ? sys->source : "nvml"));
     if (sys->simulated)
@@ -685,7 +688,8 @@ static void gpu_from_json(struct gs_gpu *g, const json_t *o)
         }
     }
     nvlinks_from_json(g, json_object_get(o, "nvlinks"));
-    json_array_foreach(migs, i, m) {
+    json_array_foreach(migs, i, m)
+    {
         struct gs_mig *d;
         const json_t *total = json_object_get(m, "memory_total");
         if (g->n_mig >= GS_MIG_MAX)
@@ -741,7 +745,8 @@ static void proc_from_json(struct gs_proc *p, const json_t *o, unsigned gpu)
     memset(p, 0, sizeof *p);
     p->pid = (unsigned)json_integer_value(json_object_get(o, "pid"));
     p->gpu = gpu;
-    json_array_foreach(types, i, t) {
+    json_array_foreach(types, i, t)
+    {
         const char *s = json_string_value(t);
         if (!s)
             continue;
@@ -806,7 +811,8 @@ int gs_snapjson_decode(const json_t *doc, bool hidden_as_procs, struct gs_snapsh
     if (json_array_size(gpus) > DECODE_GPUS_MAX)
         return gs_err_set(err, GS_EPARSE, "agent: the snapshot has %zu gpus, more than %u",
                           json_array_size(gpus), DECODE_GPUS_MAX);
-    json_array_foreach(gpus, i, g) {
+    json_array_foreach(gpus, i, g)
+    {
         size_t n = json_array_size(json_object_get(g, "processes"));
         if (n > DECODE_PROCS_MAX || n_procs + n + 1 > DECODE_PROCS_MAX)
             return gs_err_set(err, GS_EPARSE, "agent: the snapshot has more than %u processes",
@@ -844,12 +850,12 @@ int gs_snapjson_decode(const json_t *doc, bool hidden_as_procs, struct gs_snapsh
     if (!(s->t_real > 0 && s->t_real < 1e11)) /* unix seconds; anything else: unknown */
         s->t_real = 0;
     s->sys.gpu_count = s->n_gpus;
-    json_array_foreach(gpus, i, g) {
+    json_array_foreach(gpus, i, g)
+    {
         const json_t *procs = json_object_get(g, "processes"), *pr;
         const json_t *h = json_object_get(g, "hidden_processes");
         gpu_from_json(&s->gpus[i], g);
-        json_array_foreach(procs, j, pr)
-            proc_from_json(&s->procs[s->n_procs++], pr, (unsigned)i);
+        json_array_foreach(procs, j, pr) proc_from_json(&s->procs[s->n_procs++], pr, (unsigned)i);
         if (hidden_as_procs && json_integer_value(json_object_get(h, "count")) > 0) {
             struct gs_proc *p = &s->procs[s->n_procs++];
             memset(p, 0, sizeof *p);
@@ -867,4 +873,3 @@ int gs_snapjson_decode(const json_t *doc, bool hidden_as_procs, struct gs_snapsh
     *out = s;
     return GS_OK;
 }
-

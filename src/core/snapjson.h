@@ -32,8 +32,8 @@ struct gs_snapjson_opts {
 
 /* The snapshot document of s (o may be NULL). On success *out is a new reference the caller
  * json_decref()s; GS_ENOMEM otherwise. */
-int gs_snapjson_encode(json_t **out, const struct gs_snapshot *s,
-                       const struct gs_snapjson_opts *o, struct gs_err *err);
+int gs_snapjson_encode(json_t **out, const struct gs_snapshot *s, const struct gs_snapjson_opts *o,
+                       struct gs_err *err);
 
 /* The /api/v1/processes document of s (docs/api.md): host and time as in the snapshot
  * document, then every process of every GPU in one list, each entry led by its GPU's "gpu"

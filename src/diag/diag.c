@@ -17,26 +17,26 @@
 #include <stdio.h>
 #include <string.h>
 
-#define GS_DIAG_DATA_RATIO_WARN 0.15     /* data_loading: warning above */
-#define GS_DIAG_DATA_RATIO_CRIT 0.30     /* data_loading: critical above */
-#define GS_DIAG_COMM_RATIO_WARN 0.05     /* communication: warning above */
-#define GS_DIAG_LOW_UTIL_PCT 30.0        /* low_utilization: avg below ... */
-#define GS_DIAG_LOW_UTIL_MIN_RUN_S 60.0  /* ... over a run at least this long */
-#define GS_DIAG_MEM_FULL_FRAC 0.90       /* memory_fragmentation: peak/total at least */
-#define GS_DIAG_MEM_FULL_UTIL_PCT 50.0   /* ... while avg utilization below */
-#define GS_DIAG_FRAG_GAP_MIN_GB 1.0      /* or allocator reserved-allocated gap at least */
-#define GS_DIAG_FRAG_GAP_FRAC 0.40       /* ... and at least this fraction of reserved */
-#define GS_DIAG_IMBAL_UTIL_PTS 30.0      /* imbalance: max-min avg utilization above */
-#define GS_DIAG_IMBAL_MEM_FRAC 0.40      /* or (max-min)/max memory peak above */
-#define GS_DIAG_THROTTLE_MIN_S 0.0       /* throttling: thermal/power seconds above */
-#define GS_DIAG_HEALTHY_UTIL_PCT 85.0    /* healthy: utilization within ... */
-#define GS_DIAG_HEALTHY_UTIL_TOL 5.0     /* ... +- this, */
-#define GS_DIAG_HEALTHY_DATA_RATIO 0.05  /* data ratio below, */
-#define GS_DIAG_HEALTHY_COMM_RATIO 0.03  /* communication ratio below */
-#define GS_DIAG_FEW_CORES 2              /* data_loading: at most this many cores is "few" */
-#define GS_DIAG_PREFETCH_MIN 2           /* data_loading: prefetch_factor advised range ... */
-#define GS_DIAG_PREFETCH_MAX 4           /* ... up to this */
-#define GS_DIAG_ATTN_UTIL_PCT 70.0       /* attention_implementation: avg utilization below */
+#define GS_DIAG_DATA_RATIO_WARN 0.15    /* data_loading: warning above */
+#define GS_DIAG_DATA_RATIO_CRIT 0.30    /* data_loading: critical above */
+#define GS_DIAG_COMM_RATIO_WARN 0.05    /* communication: warning above */
+#define GS_DIAG_LOW_UTIL_PCT 30.0       /* low_utilization: avg below ... */
+#define GS_DIAG_LOW_UTIL_MIN_RUN_S 60.0 /* ... over a run at least this long */
+#define GS_DIAG_MEM_FULL_FRAC 0.90      /* memory_fragmentation: peak/total at least */
+#define GS_DIAG_MEM_FULL_UTIL_PCT 50.0  /* ... while avg utilization below */
+#define GS_DIAG_FRAG_GAP_MIN_GB 1.0     /* or allocator reserved-allocated gap at least */
+#define GS_DIAG_FRAG_GAP_FRAC 0.40      /* ... and at least this fraction of reserved */
+#define GS_DIAG_IMBAL_UTIL_PTS 30.0     /* imbalance: max-min avg utilization above */
+#define GS_DIAG_IMBAL_MEM_FRAC 0.40     /* or (max-min)/max memory peak above */
+#define GS_DIAG_THROTTLE_MIN_S 0.0      /* throttling: thermal/power seconds above */
+#define GS_DIAG_HEALTHY_UTIL_PCT 85.0   /* healthy: utilization within ... */
+#define GS_DIAG_HEALTHY_UTIL_TOL 5.0    /* ... +- this, */
+#define GS_DIAG_HEALTHY_DATA_RATIO 0.05 /* data ratio below, */
+#define GS_DIAG_HEALTHY_COMM_RATIO 0.03 /* communication ratio below */
+#define GS_DIAG_FEW_CORES 2             /* data_loading: at most this many cores is "few" */
+#define GS_DIAG_PREFETCH_MIN 2          /* data_loading: prefetch_factor advised range ... */
+#define GS_DIAG_PREFETCH_MAX 4          /* ... up to this */
+#define GS_DIAG_ATTN_UTIL_PCT 70.0      /* attention_implementation: avg utilization below */
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -52,7 +52,7 @@ struct diag_facts {
     const char *gpu_name;    /* cuda_device_name, else the first GPU of the report */
     const char *ib_disable, *p2p_disable; /* NCCL_IB_DISABLE / NCCL_P2P_DISABLE as set */
     const char *nccl_version;
-    int known;               /* the report has facts: an absent NCCL_* variable was not set */
+    int known; /* the report has facts: an absent NCCL_* variable was not set */
 };
 
 /* The framework the advice is spelled for (report run.framework). */
@@ -172,8 +172,8 @@ static void diag_read_outcome(const json_t *rep, struct diag_in *in)
     in->sig = isnan(v) ? 0 : (long)v;
     in->sig_name = fact_str(oc, "signal_name");
     in->seen_any = json_object_size(json_object_get(oc, "seen")) > 0;
-    in->fw = diag_framework(json_string_value(json_object_get(json_object_get(rep, "run"),
-                                                              "framework")));
+    in->fw = diag_framework(
+        json_string_value(json_object_get(json_object_get(rep, "run"), "framework")));
     in->backend = fact_str(fx, "dist_backend");
     in->cuda = (src && strcmp(src, "cuda_events") == 0) || fact_str(fx, "cuda_device_name") ||
                json_array_size(json_object_get(rep, "gpus")) > 0;
@@ -251,7 +251,8 @@ static json_t *all_gpus(const struct diag_in *in)
     size_t i;
     const json_t *g;
 
-    json_array_foreach(in->gpus, i, g) {
+    json_array_foreach(in->gpus, i, g)
+    {
         json_array_append_new(arr, json_integer((json_int_t)num(g, "index")));
     }
     return arr;
@@ -274,9 +275,9 @@ static const char *spell(const struct diag_in *in, const struct spelling *sp)
 static const struct spelling SP_WORKERS = {"dataloader_num_workers=%ld (TrainingArguments)",
                                            "--dataloader_num_workers %ld",
                                            "DataLoader(num_workers=%ld)"};
-static const struct spelling SP_PREFETCH = {
-    "dataloader_prefetch_factor=%d (TrainingArguments)", "--dataloader_prefetch_factor %d",
-    "DataLoader(prefetch_factor=%d)"};
+static const struct spelling SP_PREFETCH = {"dataloader_prefetch_factor=%d (TrainingArguments)",
+                                            "--dataloader_prefetch_factor %d",
+                                            "DataLoader(prefetch_factor=%d)"};
 static const struct spelling SP_PIN = {"dataloader_pin_memory=True (TrainingArguments)",
                                        "--dataloader_pin_memory true",
                                        "DataLoader(pin_memory=True)"};
@@ -295,19 +296,25 @@ static void workers_advice(json_t *f, const struct diag_in *in)
     if (n > 0 && w >= 0)
         snprintf(now + strlen(now), sizeof now - strlen(now), " of %ld CPU core(s): ", n);
     if (w >= want && w > 0) {
-        advise(f, "%sif more workers do not lower data_loading_time_ratio, make each sample "
-                  "cheaper (pre-process) or give the run more cores", now);
+        advise(f,
+               "%sif more workers do not lower data_loading_time_ratio, make each sample "
+               "cheaper (pre-process) or give the run more cores",
+               now);
         return;
     }
     if (w > 0 && w >= n / 2)
         return;
     snprintf(opt, sizeof opt, spell(in, &SP_WORKERS), want);
     if (n > 0)
-        advise(f, "%sload batches in worker processes: %s, then compare "
-                  "data_loading_time_ratio", now, opt);
+        advise(f,
+               "%sload batches in worker processes: %s, then compare "
+               "data_loading_time_ratio",
+               now, opt);
     else
-        advise(f, "%sload batches in worker processes: %s (about half the CPU cores), then "
-                  "compare data_loading_time_ratio", now, opt);
+        advise(f,
+               "%sload batches in worker processes: %s (about half the CPU cores), then "
+               "compare data_loading_time_ratio",
+               now, opt);
 }
 
 /* prefetch_factor only applies with worker processes, pin_memory only with a CUDA device. */
@@ -340,15 +347,17 @@ static json_t *rule_data_loading(const struct diag_in *in)
     evidence(f, "threshold", json_real(GS_DIAG_DATA_RATIO_WARN));
     evidence(f, "cpu_cores", in->ncpu > 0 ? json_integer(in->ncpu) : json_null());
     evidence(f, "num_workers", in->fx.workers >= 0 ? json_integer(in->fx.workers) : json_null());
-    evidence(f, "pin_memory", in->fx.pin_memory >= 0 ? json_boolean(in->fx.pin_memory)
-                                                      : json_null());
-    evidence(f, "prefetch_factor", in->fx.prefetch >= 0 ? json_integer(in->fx.prefetch)
-                                                         : json_null());
+    evidence(f, "pin_memory",
+             in->fx.pin_memory >= 0 ? json_boolean(in->fx.pin_memory) : json_null());
+    evidence(f, "prefetch_factor",
+             in->fx.prefetch >= 0 ? json_integer(in->fx.prefetch) : json_null());
     evidence(f, "gpus", all_gpus(in));
     workers_advice(f, in);
     prefetch_pin_advice(f, in);
-    advise(f, "Pre-process the dataset once (tokenize / augment ahead%s) instead of in every "
-              "step", in->fw == FW_HF || in->fw == FW_SWIFT ? ", e.g. datasets.map" : "");
+    advise(f,
+           "Pre-process the dataset once (tokenize / augment ahead%s) instead of in every "
+           "step",
+           in->fw == FW_HF || in->fw == FW_SWIFT ? ", e.g. datasets.map" : "");
     return f;
 }
 
@@ -366,19 +375,23 @@ static json_t *rule_communication(const struct diag_in *in)
     evidence(f, "gpus", all_gpus(in));
     evidence(f, "ddp_find_unused_parameters",
              in->fx.find_unused >= 0 ? json_boolean(in->fx.find_unused) : json_null());
-    evidence(f, "nccl_version", in->fx.nccl_version ? json_string(in->fx.nccl_version)
-                                                    : json_null());
+    evidence(f, "nccl_version",
+             in->fx.nccl_version ? json_string(in->fx.nccl_version) : json_null());
     evidence(f, "backend", in->backend ? json_string(in->backend) : json_null());
     if (in->backend && strcmp(in->backend, "nccl") == 0) {
         if (in->fx.ib_disable)
-            advise(f, "NCCL_IB_DISABLE=%s is set: it forces NCCL off InfiniBand onto sockets; "
-                      "unset it unless InfiniBand is broken", in->fx.ib_disable);
+            advise(f,
+                   "NCCL_IB_DISABLE=%s is set: it forces NCCL off InfiniBand onto sockets; "
+                   "unset it unless InfiniBand is broken",
+                   in->fx.ib_disable);
         if (in->fx.p2p_disable)
-            advise(f, "NCCL_P2P_DISABLE=%s is set: it stops direct GPU-to-GPU copies (NVLink / "
-                      "PCIe P2P); unset it unless P2P is broken", in->fx.p2p_disable);
-        advise(f, "NCCL_DEBUG=INFO shows the transport NCCL uses%s%s%s", in->fx.nccl_version
-               ? " (this run: NCCL " : "", in->fx.nccl_version ? in->fx.nccl_version : "",
-               in->fx.nccl_version ? ")" : "");
+            advise(f,
+                   "NCCL_P2P_DISABLE=%s is set: it stops direct GPU-to-GPU copies (NVLink / "
+                   "PCIe P2P); unset it unless P2P is broken",
+                   in->fx.p2p_disable);
+        advise(f, "NCCL_DEBUG=INFO shows the transport NCCL uses%s%s%s",
+               in->fx.nccl_version ? " (this run: NCCL " : "",
+               in->fx.nccl_version ? in->fx.nccl_version : "", in->fx.nccl_version ? ")" : "");
     } else if (in->backend && strcmp(in->backend, "gloo") == 0 && in->cuda) {
         advise(f, "the process group uses gloo on a CUDA run: init_process_group(\"nccl\") "
                   "runs the collectives on the GPUs");
@@ -422,7 +435,8 @@ static json_t *idle_gpus(const struct diag_in *in, double *idle_s, size_t *n_per
 
     *idle_s = 0;
     *n_periods = 0;
-    json_array_foreach(in->gpus, i, g) {
+    json_array_foreach(in->gpus, i, g)
+    {
         const json_t *periods = json_object_get(g, "idle_periods");
         if (!json_array_size(periods))
             continue;
@@ -430,7 +444,8 @@ static json_t *idle_gpus(const struct diag_in *in, double *idle_s, size_t *n_per
         json_object_set_new(e, "index", json_integer((json_int_t)num(g, "index")));
         json_object_set_new(e, "idle_periods", json_deep_copy(periods));
         json_array_append_new(arr, e);
-        json_array_foreach(periods, j, p) {
+        json_array_foreach(periods, j, p)
+        {
             double s = num(p, "seconds");
             *idle_s += isnan(s) ? 0 : s;
             (*n_periods)++;
@@ -451,8 +466,8 @@ static json_t *rule_low_utilization(const struct diag_in *in)
         return NULL;
     }
     if (low)
-        f = finding(in, "low_utilization", "warning",
-                    "GPU utilization averages %.0f%% over %.0f s", in->util_avg, in->runtime);
+        f = finding(in, "low_utilization", "warning", "GPU utilization averages %.0f%% over %.0f s",
+                    in->util_avg, in->runtime);
     else
         f = finding(in, "low_utilization", "warning",
                     "GPU sat idle %zu time(s), %.0f s in all, while holding memory", n_idle,
@@ -470,8 +485,9 @@ static json_t *rule_low_utilization(const struct diag_in *in)
         advise(f, "On an Ampere or newer GPU: %s", spell(in, &SP_FAST));
     advise(f, "Give each step more work: raise %s while memory allows", spell(in, &SP_BATCH));
     if (n_idle)
-        advise(f, "Idle periods with memory held point at evaluation, checkpoint saving or a "
-                  "rank waiting for others: compare their times with %s",
+        advise(f,
+               "Idle periods with memory held point at evaluation, checkpoint saving or a "
+               "rank waiting for others: compare their times with %s",
                spell(in, &(struct spelling){"eval_steps / save_steps (TrainingArguments)",
                                             "--eval_steps / --save_steps",
                                             "the loop's evaluation and checkpoint intervals"}));
@@ -485,7 +501,8 @@ static double mem_full_frac(const struct diag_in *in, json_t *gpus_out)
     size_t i;
     const json_t *g;
 
-    json_array_foreach(in->gpus, i, g) {
+    json_array_foreach(in->gpus, i, g)
+    {
         double peak = num(g, "memory_peak_bytes"), total = num(g, "memory_total_bytes");
         if (!(total > 0) || isnan(peak))
             continue;
@@ -542,7 +559,8 @@ static json_t *rule_imbalance(const struct diag_in *in)
     int by_util, by_mem;
     json_t *f, *per = json_array();
 
-    json_array_foreach(in->gpus, i, g) {
+    json_array_foreach(in->gpus, i, g)
+    {
         double u = num(g, "utilization_avg_percent"), m = num(g, "memory_peak_bytes");
         json_t *e = json_object();
         json_object_set_new(e, "index", json_integer((json_int_t)num(g, "index")));
@@ -573,8 +591,8 @@ static json_t *rule_imbalance(const struct diag_in *in)
         f = finding(in, "imbalance", "warning", "GPU memory peaks of this run differ by %.0f%%",
                     100.0 * (mmax - mmin) / mmax);
     evidence(f, "utilization_spread_points", nu >= 2 ? json_real(umax - umin) : json_null());
-    evidence(f, "memory_spread_fraction", nm >= 2 && mmax > 0 ? json_real((mmax - mmin) / mmax)
-                                                              : json_null());
+    evidence(f, "memory_spread_fraction",
+             nm >= 2 && mmax > 0 ? json_real((mmax - mmin) / mmax) : json_null());
     evidence(f, "per_gpu", per);
     evidence(f, "gpus", all_gpus(in));
     if (in->fw == FW_HF || in->fw == FW_SWIFT)
@@ -586,13 +604,13 @@ static json_t *rule_imbalance(const struct diag_in *in)
            : in->fw == FW_ACCELERATE
                ? "accelerate launch --use_fsdp (or a DeepSpeed ZeRO-3 plugin)"
                : spell(in, &(struct spelling){
-                             "a DeepSpeed ZeRO-3 config (TrainingArguments deepspeed=...) or "
-                             "fsdp=\"full_shard\" (TrainingArguments)",
-                             "--deepspeed zero3",
-                             "torch.distributed.fsdp.FullyShardedDataParallel"}));
+                               "a DeepSpeed ZeRO-3 config (TrainingArguments deepspeed=...) or "
+                               "fsdp=\"full_shard\" (TrainingArguments)",
+                               "--deepspeed zero3",
+                               "torch.distributed.fsdp.FullyShardedDataParallel"}));
     advise(f, "Give every rank equal work: the same batch size per rank%s",
-           in->fw == FW_HF ? ", group_by_length=True (TrainingArguments) for variable-length "
-                             "samples"
+           in->fw == FW_HF      ? ", group_by_length=True (TrainingArguments) for variable-length "
+                                  "samples"
            : in->fw == FW_SWIFT ? ", --group_by_length true for variable-length samples"
                                 : ", batches of similar length for variable-length samples");
     return f;
@@ -600,8 +618,8 @@ static json_t *rule_imbalance(const struct diag_in *in)
 
 static json_t *rule_throttling(const struct diag_in *in)
 {
-    static const char *const reasons[] = {"sw_power_cap", "hw_slowdown", "sw_thermal",
-                                          "hw_thermal", "hw_power_brake"};
+    static const char *const reasons[] = {"sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal",
+                                          "hw_power_brake"};
     json_t *per = json_array(), *gpus = json_array(), *f;
     double worst = 0, total = 0, gpu_tot = 0, worst_tot = -1;
     long worst_gpu = -1, worst_tot_gpu = -1;
@@ -609,7 +627,8 @@ static json_t *rule_throttling(const struct diag_in *in)
     size_t i;
     const json_t *g;
 
-    json_array_foreach(in->gpus, i, g) {
+    json_array_foreach(in->gpus, i, g)
+    {
         const json_t *thr = json_object_get(g, "throttled_seconds");
         json_t *e = NULL;
         for (size_t r = 0; r < sizeof reasons / sizeof reasons[0]; r++) {
@@ -686,8 +705,9 @@ static const struct spelling SP_BATCH = {"per_device_train_batch_size (TrainingA
 
 /* GPUs of Ampere or newer (compute capability >= 8.0): FlashAttention-2 and bf16 run there. */
 static const char *const ampere_plus[] = {
-    "A100", "A800", "A10", "A16", "A30", "A40", "A2", "RTX A", "H100", "H200", "H800", "H20",
-    "GH200", "L40", "L4", "L20", "RTX 30", "RTX 40", "RTX 50", "Ada", "B100", "B200", "GB200",
+    "A100",   "A800",   "A10",    "A16", "A30",   "A40",  "A2",    "RTX A",
+    "H100",   "H200",   "H800",   "H20", "GH200", "L40",  "L4",    "L20",
+    "RTX 30", "RTX 40", "RTX 50", "Ada", "B100",  "B200", "GB200",
 };
 
 /* 1: Ampere or newer, 0: an older GPU, -1: no name known. */
@@ -742,9 +762,8 @@ static json_t *rule_precision(const struct diag_in *in)
     evidence(f, "fp16", in->fx.fp16 >= 0 ? json_boolean(in->fx.fp16) : json_null());
     evidence(f, "gpu_name", json_string(in->fx.gpu_name));
     evidence(f, "gpus", all_gpus(in));
-    advise(f, "%s%s: train in bfloat16: %s", dt ? "parameters are " : "bf16 is False",
-           dt ? dt : "",
-           in->fw == FW_DEEPSPEED ? "\"bf16\": {\"enabled\": true} in the DeepSpeed config"
+    advise(f, "%s%s: train in bfloat16: %s", dt ? "parameters are " : "bf16 is False", dt ? dt : "",
+           in->fw == FW_DEEPSPEED    ? "\"bf16\": {\"enabled\": true} in the DeepSpeed config"
            : in->fw == FW_ACCELERATE ? "Accelerator(mixed_precision=\"bf16\") (accelerate launch "
                                        "--mixed_precision bf16)"
                                      : spell(in, &SP_BF16));
@@ -757,14 +776,16 @@ static json_t *rule_healthy(const struct diag_in *in)
     json_t *f;
 
     /* a run that failed, was killed or never stepped is never the reference */
-    if (in->steps == 0 || (in->status && strcmp(in->status, "completed") != 0 &&
-                           strcmp(in->status, "unknown") != 0))
+    if (in->steps == 0 ||
+        (in->status && strcmp(in->status, "completed") != 0 && strcmp(in->status, "unknown") != 0))
         return NULL;
     if (!(fabs(in->util_avg - GS_DIAG_HEALTHY_UTIL_PCT) <= GS_DIAG_HEALTHY_UTIL_TOL) ||
         !(in->data < GS_DIAG_HEALTHY_DATA_RATIO) || !comm_ok)
         return NULL;
-    f = finding(in, "healthy", "info", "Pipeline looks healthy: %.0f%% GPU utilization, data "
-                "loading %.1f%% of each step", in->util_avg, 100.0 * in->data);
+    f = finding(in, "healthy", "info",
+                "Pipeline looks healthy: %.0f%% GPU utilization, data "
+                "loading %.1f%% of each step",
+                in->util_avg, 100.0 * in->data);
     evidence(f, "gpu_avg_utilization_percent", json_real(in->util_avg));
     evidence(f, "data_loading_time_ratio", json_real(in->data));
     evidence(f, "communication_time_ratio", jnum(in->comm));
@@ -777,9 +798,9 @@ static json_t *rule_healthy(const struct diag_in *in)
  * the exception's last line and why there are no steps. */
 static json_t *rule_outcome(const struct diag_in *in)
 {
-    int bad = in->status && (strcmp(in->status, "failed") == 0 ||
-                             strcmp(in->status, "killed") == 0 ||
-                             strcmp(in->status, "interrupted") == 0);
+    int bad =
+        in->status && (strcmp(in->status, "failed") == 0 || strcmp(in->status, "killed") == 0 ||
+                       strcmp(in->status, "interrupted") == 0);
     char how[96];
     json_t *f;
 
@@ -789,8 +810,8 @@ static json_t *rule_outcome(const struct diag_in *in)
     if (!bad) {
         f = finding(in, "no_steps", "warning", "No training step was measured: %s",
                     in->why_no_steps ? in->why_no_steps : "no step record arrived");
-        evidence(f, "zero_steps_reason", in->why_no_steps ? json_string(in->why_no_steps)
-                                                          : json_null());
+        evidence(f, "zero_steps_reason",
+                 in->why_no_steps ? json_string(in->why_no_steps) : json_null());
         advise(f, "gpuscope run times any PyTorch loop by default (a step ends at each "
                   "optimizer step); keep --auto and make sure the command runs under the "
                   "Python that imports torch");
@@ -803,15 +824,17 @@ static json_t *rule_outcome(const struct diag_in *in)
     else
         snprintf(how, sizeof how, "raised an exception");
     f = finding(in, "run_failed", strcmp(in->status, "failed") == 0 ? "critical" : "warning",
-                "The command %s after %ld step(s)%s%s", how, in->steps,
-                in->exception ? ": " : "", in->exception ? in->exception : "");
+                "The command %s after %ld step(s)%s%s", how, in->steps, in->exception ? ": " : "",
+                in->exception ? in->exception : "");
     evidence(f, "status", json_string(in->status));
     evidence(f, "exit_code", in->exit_code >= 0 ? json_integer(in->exit_code) : json_null());
     evidence(f, "signal", in->sig > 0 ? json_integer(in->sig) : json_null());
     evidence(f, "exception", in->exception ? json_string(in->exception) : json_null());
     evidence(f, "steps_completed", json_integer(in->steps));
-    advise(f, "The figures cover only the %ld step(s) before the end; fix the failure and "
-              "run again before tuning on them", in->steps);
+    advise(f,
+           "The figures cover only the %ld step(s) before the end; fix the failure and "
+           "run again before tuning on them",
+           in->steps);
     return f;
 }
 

@@ -88,11 +88,13 @@ static const json_t *top_kernel(const json_t *rank, const char *type, const char
     const json_t *best = NULL, *k;
     size_t i;
 
-    json_array_foreach(json_object_get(rank, "top_kernels"), i, k) {
+    json_array_foreach(json_object_get(rank, "top_kernels"), i, k)
+    {
         const char *t = json_string_value(json_object_get(k, "type"));
         const char *n = json_string_value(json_object_get(k, "name"));
 
-        if (!t || !n || strcmp(t, type) != 0 || strcmp(n, "others") == 0 || (sub && !strstr(n, sub)))
+        if (!t || !n || strcmp(t, type) != 0 || strcmp(n, "others") == 0 ||
+            (sub && !strstr(n, sub)))
             continue;
         if (!best || pnum(k, "sum_us") > pnum(best, "sum_us"))
             best = k;
@@ -121,11 +123,13 @@ static json_t *rule_htod(const json_t *rep, const json_t *ranks)
     size_t i, j;
     json_t *f;
 
-    json_array_foreach(ranks, i, r) {
+    json_array_foreach(ranks, i, r)
+    {
         const json_t *t = json_object_get(r, "temporal");
         double busy = pnum(t, "kernel_span_us") - pnum(t, "idle_us");
 
-        json_array_foreach(json_object_get(r, "memcpy"), j, m) {
+        json_array_foreach(json_object_get(r, "memcpy"), j, m)
+        {
             const char *kind = json_string_value(json_object_get(m, "kind"));
             double frac = busy > 0 ? pnum(m, "time_us") / busy : NAN;
 
@@ -144,9 +148,10 @@ static json_t *rule_htod(const json_t *rep, const json_t *ranks)
     pev(f, "htod_time_us", json_real(pnum(wm, "time_us")));
     pev(f, "htod_count", json_real(pnum(wm, "count")));
     pev(f, "htod_bytes", json_real(pnum(wm, "bytes")));
-    pev(f, "htod_bandwidth_gbps", json_is_number(json_object_get(wm, "bandwidth_gbps"))
-                                      ? json_real(pnum(wm, "bandwidth_gbps"))
-                                      : json_null());
+    pev(f, "htod_bandwidth_gbps",
+        json_is_number(json_object_get(wm, "bandwidth_gbps"))
+            ? json_real(pnum(wm, "bandwidth_gbps"))
+            : json_null());
     pev(f, "busy_fraction", json_real(wfrac));
     pev(f, "threshold", json_real(PROF_HTOD_BUSY_FRAC));
     {
@@ -154,10 +159,10 @@ static json_t *rule_htod(const json_t *rep, const json_t *ranks)
 
         pev(f, "kernel", kernel_ev(pageable ? pageable : top_kernel(worst, "MEMORY", "HtoD")));
         if (pageable)
-            padvise(f, "\"%s\" (%.0f us): the copies come from pageable memory; use pinned memory: "
-                       "DataLoader(pin_memory=True)%s",
-                    json_string_value(json_object_get(pageable, "name")),
-                    pnum(pageable, "sum_us"),
+            padvise(f,
+                    "\"%s\" (%.0f us): the copies come from pageable memory; use pinned memory: "
+                    "DataLoader(pin_memory=True)%s",
+                    json_string_value(json_object_get(pageable, "name")), pnum(pageable, "sum_us"),
                     fact_is(rep, "loader_pin_memory", 0) || fact_is(rep, "dataloader_pin_memory", 0)
                         ? " (this run: pin_memory=False)"
                         : "");
@@ -173,21 +178,21 @@ static json_t *rule_htod(const json_t *rep, const json_t *ranks)
 
 /* Idle by cause on the rank's busiest stream (the most activities): the one the step's work
  * runs on; side streams idle between their few kernels whatever the host does. */
-static void idle_causes(const json_t *r, double *host, double *kern, double *total,
-                        double *stream)
+static void idle_causes(const json_t *r, double *host, double *kern, double *total, double *stream)
 {
     const json_t *s;
     size_t i;
     double best = -1, most = -1;
 
-    json_array_foreach(json_object_get(r, "idle_by_stream"), i, s)
-        if (pnum(s, "activities") > most) {
-            most = pnum(s, "activities");
-            best = pnum(s, "stream");
-        }
+    json_array_foreach(json_object_get(r, "idle_by_stream"), i, s) if (pnum(s, "activities") > most)
+    {
+        most = pnum(s, "activities");
+        best = pnum(s, "stream");
+    }
     *host = *kern = *total = 0;
     *stream = best;
-    json_array_foreach(json_object_get(r, "idle_by_stream"), i, s) {
+    json_array_foreach(json_object_get(r, "idle_by_stream"), i, s)
+    {
         const char *c = json_string_value(json_object_get(s, "cause"));
         double v = pnum(s, "idle_us");
 
@@ -208,7 +213,8 @@ static json_t *rule_host_wait(const json_t *rep, const json_t *ranks)
     size_t i;
     json_t *f;
 
-    json_array_foreach(ranks, i, r) {
+    json_array_foreach(ranks, i, r)
+    {
         double idle = pnum(json_object_get(r, "temporal"), "idle_pct"), host, kern, total, st;
 
         idle_causes(r, &host, &kern, &total, &st);
@@ -234,10 +240,11 @@ static json_t *rule_host_wait(const json_t *rep, const json_t *ranks)
     pev(f, "host_wait_fraction", json_real(whost / wtotal));
     pev(f, "launch_delay", json_deep_copy(json_object_get(worst, "launch_delay")));
     pev(f, "cpu_op", json_deep_copy(json_array_get(json_object_get(worst, "cpu_ops"), 0)));
-    padvise(f, "The CPU side starves the GPU: %.0f%% of stream %.0f's idle time is host wait. "
-               "Look at the data loader first (more DataLoader num_workers, pin_memory, "
-               "prefetch_factor) and at Python work between steps (logging, .item() / .cpu() "
-               "synchronisations, metrics)",
+    padvise(f,
+            "The CPU side starves the GPU: %.0f%% of stream %.0f's idle time is host wait. "
+            "Look at the data loader first (more DataLoader num_workers, pin_memory, "
+            "prefetch_factor) and at Python work between steps (logging, .item() / .cpu() "
+            "synchronisations, metrics)",
             100.0 * whost / wtotal, wstream);
     padvise(f, "When the step itself is Python-bound (many small ops): torch.compile(model), "
                "or CUDA graphs (torch.cuda.graphs, torch.compile(mode=\"reduce-overhead\"))");
@@ -251,7 +258,8 @@ static json_t *rule_launch_bound(const json_t *rep, const json_t *ranks)
     size_t i;
     json_t *f;
 
-    json_array_foreach(ranks, i, r) {
+    json_array_foreach(ranks, i, r)
+    {
         const json_t *sk = json_object_get(r, "small_kernels");
         double idle = pnum(json_object_get(r, "temporal"), "idle_pct"), host, kern, total, st;
         double tiny = pnum(sk, "under_10us") / pnum(sk, "computation_kernels");
@@ -291,7 +299,8 @@ static json_t *rule_attention(const json_t *rep, const json_t *ranks)
     json_t *f;
     const char *attn;
 
-    json_array_foreach(ranks, i, r) {
+    json_array_foreach(ranks, i, r)
+    {
         const json_t *a = json_object_get(r, "attention");
         double comp = pnum(json_object_get(r, "temporal"), "compute_us");
         double frac = comp > 0 ? pnum(a, "softmax_us") / comp : NAN;
@@ -314,10 +323,12 @@ static json_t *rule_attention(const json_t *rep, const json_t *ranks)
     pev(f, "softmax_kernel",
         json_deep_copy(json_object_get(json_object_get(worst, "attention"), "softmax_top")));
     pev(f, "attn_implementation", attn ? json_string(attn) : json_null());
-    padvise(f, "Enable FlashAttention: load the model with attn_implementation="
-               "\"flash_attention_2\"%s%s%s, or call torch.nn.functional.scaled_dot_product_attention; "
-               "it needs fp16/bf16 and an Ampere or newer GPU",
-            attn ? " (this run: \"" : "", attn ? attn : "", attn ? "\")" : "");
+    padvise(
+        f,
+        "Enable FlashAttention: load the model with attn_implementation="
+        "\"flash_attention_2\"%s%s%s, or call torch.nn.functional.scaled_dot_product_attention; "
+        "it needs fp16/bf16 and an Ampere or newer GPU",
+        attn ? " (this run: \"" : "", attn ? attn : "", attn ? "\")" : "");
     return f;
 }
 
@@ -328,7 +339,8 @@ static json_t *rule_exposed_comm(const json_t *rep, const json_t *ranks)
     size_t i;
     json_t *f;
 
-    json_array_foreach(ranks, i, r) {
+    json_array_foreach(ranks, i, r)
+    {
         double comm = pnum(r, "communication_us"), ov = pnum(r, "comm_comp_overlap_pct");
         double span = pnum(json_object_get(r, "temporal"), "kernel_span_us");
         double exposed = comm * (1.0 - (isfinite(ov) ? ov : 0) / 100.0);
@@ -354,11 +366,11 @@ static json_t *rule_exposed_comm(const json_t *rep, const json_t *ranks)
     {
         const json_t *k = top_kernel(worst, "COMMUNICATION", NULL);
 
-        padvise(f, "Overlap the collectives with backward: DDP gradient buckets "
-                   "(DistributedDataParallel(bucket_cap_mb=...), gradient_as_bucket_view=True, "
-                   "static_graph=True), FSDP backward_prefetch; the largest is \"%s\" (%.0f us)",
-                k ? json_string_value(json_object_get(k, "name")) : "?",
-                k ? pnum(k, "sum_us") : 0);
+        padvise(f,
+                "Overlap the collectives with backward: DDP gradient buckets "
+                "(DistributedDataParallel(bucket_cap_mb=...), gradient_as_bucket_view=True, "
+                "static_graph=True), FSDP backward_prefetch; the largest is \"%s\" (%.0f us)",
+                k ? json_string_value(json_object_get(k, "name")) : "?", k ? pnum(k, "sum_us") : 0);
     }
     if (fact_is(rep, "ddp_find_unused_parameters", 1))
         padvise(f, "ddp_find_unused_parameters is True: set it False when every parameter gets a "
@@ -369,11 +381,12 @@ static json_t *rule_exposed_comm(const json_t *rep, const json_t *ranks)
     {
         const json_t *job = json_object_get(json_object_get(rep, "profile"), "job"), *s;
 
-        json_array_foreach(json_object_get(job, "stragglers"), i, s)
-            if (json_is_true(json_object_get(s, "straggler")))
-                padvise(f, "Rank %.0f computes %.0f%% more than the median rank: the others wait "
-                           "for it in the collectives; balance its work",
-                        pnum(s, "rank"), pnum(s, "compute_vs_median_pct"));
+        json_array_foreach(json_object_get(job, "stragglers"), i,
+                           s) if (json_is_true(json_object_get(s, "straggler")))
+            padvise(f,
+                    "Rank %.0f computes %.0f%% more than the median rank: the others wait "
+                    "for it in the collectives; balance its work",
+                    pnum(s, "rank"), pnum(s, "compute_vs_median_pct"));
     }
     return f;
 }

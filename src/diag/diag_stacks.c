@@ -62,7 +62,8 @@ static const json_t *busiest_idle(const json_t *st)
     const json_t *best = NULL, *g;
     size_t i;
 
-    json_array_foreach(json_object_get(st, "gpu_idle"), i, g) {
+    json_array_foreach(json_object_get(st, "gpu_idle"), i, g)
+    {
         json_int_t n = json_integer_value(json_object_get(g, "samples"));
         if (n >= 20 && (!best || n > json_integer_value(json_object_get(best, "samples"))))
             best = g;
@@ -77,7 +78,8 @@ static void top_text(const json_t *top, char *out, size_t cap)
     size_t i, n = 0;
 
     out[0] = '\0';
-    json_array_foreach(top, i, e) {
+    json_array_foreach(top, i, e)
+    {
         if (i >= 2)
             break;
         n += (size_t)snprintf(out + n, n < cap ? cap - n : 0, "%s%s %.0f %%", i ? ", " : "",
@@ -90,7 +92,7 @@ static void top_text(const json_t *top, char *out, size_t cap)
 
 static int is_sync_line(const char *src, const char *fn, const char *file)
 {
-    static const char *const pats[] = {".item()", ".cpu()", ".numpy()", ".tolist()",
+    static const char *const pats[] = {".item()",      ".cpu()",       ".numpy()",  ".tolist()",
                                        "synchronize(", ".to(\"cpu\")", ".to('cpu')"};
     if (strcmp(fn, "synchronize") == 0 && strstr(file, "torch/cuda/"))
         return 1;
@@ -121,12 +123,13 @@ static json_t *rule_data(const json_t *st)
                         "Stacks confirm data loading: while GPU %lld was idle (%.0f %% of the "
                         "run) the main thread was in the DataLoader %.0f %% of the time (%s)",
                         json_integer_value(json_object_get(g, "gpu")),
-                        100 * json_number_value(json_object_get(g, "idle_fraction")),
-                        100 * share, top);
+                        100 * json_number_value(json_object_get(g, "idle_fraction")), 100 * share,
+                        top);
     else
         f = new_finding("stacks_data_loading", "warning",
                         "Stacks confirm data loading: in the data phase the main thread was in "
-                        "the DataLoader %.0f %% of the time (%s)", 100 * share, top);
+                        "the DataLoader %.0f %% of the time (%s)",
+                        100 * share, top);
     ev(f, "share", json_real(share));
     ev(f, "top", json_deep_copy(json_object_get(src, "top")));
     advice(f, "Raise the DataLoader's num_workers and set persistent_workers=True, "
@@ -147,7 +150,8 @@ static json_t *rule_sync(const json_t *st)
     if (json_integer_value(json_object_get(g ? g : st, "samples")) < 20)
         return NULL;
     where = json_array();
-    json_array_foreach(lines, i, e) {
+    json_array_foreach(lines, i, e)
+    {
         const char *src = json_string_value(json_object_get(e, "source"));
         const char *fn = json_string_value(json_object_get(e, "function"));
         const char *file = json_string_value(json_object_get(e, "file"));
@@ -201,7 +205,8 @@ static double print_share(const json_t *st)
     double s = 0;
     size_t i;
 
-    json_array_foreach(json_object_get(st, "lines"), i, e) {
+    json_array_foreach(json_object_get(st, "lines"), i, e)
+    {
         const char *src = json_string_value(json_object_get(e, "source"));
         if (src && strncmp(src, "print(", 6) == 0)
             s += json_number_value(json_object_get(e, "share"));

@@ -31,9 +31,9 @@ const struct gs_compare_field gs_compare_fields[] = {
 };
 const size_t gs_compare_n_fields = sizeof gs_compare_fields / sizeof gs_compare_fields[0];
 
-static const char *const PHASES[] = {"data", "forward", "backward", "optimizer_step",
-                                     "communication", "communication_exposed", "other",
-                                     "total_step"};
+static const char *const PHASES[] = {"data",           "forward",       "backward",
+                                     "optimizer_step", "communication", "communication_exposed",
+                                     "other",          "total_step"};
 
 static double num(const json_t *v)
 {
@@ -97,8 +97,8 @@ static json_t *phases(const struct gs_rundata *runs, size_t n, double *vals)
         int any = 0;
         json_t *p50 = json_array(), *p95 = json_array();
         for (size_t i = 0; i < n; i++) {
-            const json_t *ph = json_object_get(json_object_get(runs[i].report, "phases"),
-                                               PHASES[p]);
+            const json_t *ph =
+                json_object_get(json_object_get(runs[i].report, "phases"), PHASES[p]);
             vals[i] = num(json_object_get(ph, "mean_ms"));
             any |= isfinite(vals[i]);
             json_array_append(p50, json_object_get(ph, "p50_ms") ? json_object_get(ph, "p50_ms")
@@ -130,11 +130,12 @@ static json_t *facts(const struct gs_rundata *runs, size_t n)
     json_t *v;
     size_t order = 0;
     for (size_t i = 0; i < n; i++)
-        json_object_foreach(json_object_get(runs[i].report, "facts"), k, v)
-            if (!json_object_get(keys, k))
-                json_object_set_new(keys, k, json_integer((json_int_t)order++));
+        json_object_foreach(json_object_get(runs[i].report, "facts"), k,
+                            v) if (!json_object_get(keys, k))
+            json_object_set_new(keys, k, json_integer((json_int_t)order++));
     /* jansson keeps insertion order (2.8+): iterate in first-seen order */
-    json_object_foreach(keys, k, v) {
+    json_object_foreach(keys, k, v)
+    {
         json_t *vals = json_array();
         int differ = 0;
         const json_t *first = json_object_get(json_object_get(runs[0].report, "facts"), k);
@@ -161,7 +162,8 @@ static const json_t *finding(const json_t *report, const char *id)
 {
     size_t i;
     const json_t *f;
-    json_array_foreach(json_object_get(report, "findings"), i, f) {
+    json_array_foreach(json_object_get(report, "findings"), i, f)
+    {
         const char *x = json_string_value(json_object_get(f, "id"));
         if (x && strcmp(x, id) == 0)
             return f;
@@ -178,7 +180,8 @@ static json_t *findings(const struct gs_rundata *runs, size_t n)
     for (size_t i = 0; i < n; i++) {
         size_t j;
         const json_t *f;
-        json_array_foreach(json_object_get(runs[i].report, "findings"), j, f) {
+        json_array_foreach(json_object_get(runs[i].report, "findings"), j, f)
+        {
             const char *id = json_string_value(json_object_get(f, "id"));
             if (!id || json_object_get(seen, id))
                 continue;
@@ -200,7 +203,7 @@ static json_t *findings(const struct gs_rundata *runs, size_t n)
                 last |= r == n - 1;
                 title = json_string_value(json_object_get(g, "title"));
             }
-            const char *change = count == n ? "in every run"
+            const char *change = count == n       ? "in every run"
                                  : first && !last ? "went away"
                                  : !first && last ? "appeared"
                                                   : "in some runs";
@@ -231,15 +234,18 @@ json_t *gs_compare_doc(const struct gs_rundata *runs, size_t n)
         json_t *o = json_object();
         json_object_set_new(o, "label", json_string(runs[i].label ? runs[i].label : "?"));
         json_object_set_new(o, "origin", json_string(runs[i].origin ? runs[i].origin : "?"));
-        json_object_set_new(o, "name", json_deep_copy(json_object_get(run, "name")
-                                                          ? json_object_get(run, "name")
-                                                          : json_null()));
-        json_object_set_new(o, "source", json_deep_copy(json_object_get(run, "source")
-                                                            ? json_object_get(run, "source")
-                                                            : json_null()));
-        json_object_set_new(o, "start_time", json_deep_copy(json_object_get(run, "start_time")
-                                                                ? json_object_get(run, "start_time")
-                                                                : json_null()));
+        json_object_set_new(o, "name",
+                            json_deep_copy(json_object_get(run, "name")
+                                               ? json_object_get(run, "name")
+                                               : json_null()));
+        json_object_set_new(o, "source",
+                            json_deep_copy(json_object_get(run, "source")
+                                               ? json_object_get(run, "source")
+                                               : json_null()));
+        json_object_set_new(o, "start_time",
+                            json_deep_copy(json_object_get(run, "start_time")
+                                               ? json_object_get(run, "start_time")
+                                               : json_null()));
         json_array_append_new(rs, o);
     }
     json_object_set_new(doc, "runs", rs);

@@ -86,10 +86,9 @@ static json_t *rank_gpu(const struct gs_rundata *rd, const json_t *rank)
 
     if (!json_is_array(gpus))
         return NULL;
-    json_array_foreach(gpus, i, g)
-        if (json_is_integer(json_object_get(rank, "device")) &&
-            json_integer_value(json_object_get(g, "index")) == dev)
-            return g;
+    json_array_foreach(gpus, i,
+                       g) if (json_is_integer(json_object_get(rank, "device")) &&
+                              json_integer_value(json_object_get(g, "index")) == dev) return g;
     return json_array_size(gpus) == 1 ? json_array_get(gpus, 0) : NULL;
 }
 
@@ -110,14 +109,13 @@ static json_t *gpu_evidence(const json_t *g)
     json_object_set(o, "gpu", json_object_get(g, "index"));
     json_object_set(o, "name", json_object_get(g, "name"));
     json_object_set(o, "throttled_seconds_total", json_object_get(g, "throttled_seconds_total"));
-    json_object_foreach(json_object_get(g, "throttled_seconds"), k, v)
-        if (num(v) > 0)
-            json_object_set(reasons, k, v);
+    json_object_foreach(json_object_get(g, "throttled_seconds"), k, v) if (num(v) > 0)
+        json_object_set(reasons, k, v);
     json_object_set_new(o, "throttle_reasons", reasons);
-    static const char *const keep[] = {"clock_sm_avg_mhz", "clock_sm_min_mhz", "clock_sm_max_mhz",
-                                       "temperature_max_c", "utilization_avg_percent",
-                                       "pcie_link_gen_min", "pcie_link_gen_max",
-                                       "pcie_link_width_min", "pcie_link_width_max"};
+    static const char *const keep[] = {
+        "clock_sm_avg_mhz",  "clock_sm_min_mhz",        "clock_sm_max_mhz",
+        "temperature_max_c", "utilization_avg_percent", "pcie_link_gen_min",
+        "pcie_link_gen_max", "pcie_link_width_min",     "pcie_link_width_max"};
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
         json_t *x = json_object_get(g, keep[i]);
         json_object_set(o, keep[i], x ? x : json_null());
@@ -127,8 +125,7 @@ static json_t *gpu_evidence(const json_t *g)
 
 json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
 {
-    json_t *doc = json_object(), *nodes = json_array(), *ranks = json_array(),
-           *jobs = json_array();
+    json_t *doc = json_object(), *nodes = json_array(), *ranks = json_array(), *jobs = json_array();
     double *p50s = NULL, *datas = NULL, *comms = NULL, job_median, data_median, comm_median;
     size_t nr = 0, cap = 0;
 
@@ -147,12 +144,12 @@ json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
         if (job) {
             int seen = 0;
             json_t *j;
-            json_array_foreach(jobs, k, j)
-                seen |= strcmp(json_string_value(j), job) == 0;
+            json_array_foreach(jobs, k, j) seen |= strcmp(json_string_value(j), job) == 0;
             if (!seen)
                 json_array_append_new(jobs, json_string(job));
         }
-        json_array_foreach(per, k, r) {
+        json_array_foreach(per, k, r)
+        {
             double p50 = num(json_object_get(r, "step_p50_ms"));
             json_t *row = json_object(), *gpu = rank_gpu(&runs[i], r);
             const json_t *mean = json_object_get(r, "mean_ms");
@@ -196,7 +193,8 @@ json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
             if (isfinite(p50) && nn < sizeof np50 / sizeof np50[0])
                 np50[nn++] = p50;
         }
-        json_array_foreach(json_object_get(rep, "gpus"), k, g) {
+        json_array_foreach(json_object_get(rep, "gpus"), k, g)
+        {
             if (isfinite(num(json_object_get(g, "throttled_seconds_total")))) {
                 thr += num(json_object_get(g, "throttled_seconds_total"));
                 thr_known = 1;
@@ -242,7 +240,8 @@ json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
     json_t *row, *worst = NULL;
     double worst_ratio = 0;
     size_t k;
-    json_array_foreach(ranks, k, row) {
+    json_array_foreach(ranks, k, row)
+    {
         double ratio = job_median > 0 ? p50s[k] / job_median : NAN;
         json_object_set_new(row, "ratio_to_median", jnum(ratio));
         if (isfinite(ratio) && ratio > worst_ratio) {
@@ -261,9 +260,8 @@ json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
         json_t *rw;
         if (!t)
             goto oom;
-        json_array_foreach(ranks, k, rw)
-            if (isfinite(num(json_object_get(rw, "step_p50_ms"))))
-                t[a++] = num(json_object_get(rw, "step_p50_ms"));
+        json_array_foreach(ranks, k, rw) if (isfinite(num(json_object_get(rw, "step_p50_ms"))))
+            t[a++] = num(json_object_get(rw, "step_p50_ms"));
         json_object_set_new(doc, "median_step_p50_ms", jnum(median(t, a)));
         free(t);
     }
@@ -275,9 +273,9 @@ json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
         json_t *s = json_object();
         size_t run = (size_t)json_integer_value(json_object_get(worst, "run"));
         json_t *g = NULL, *per = json_object_get(runs[run].report, "per_rank"), *r;
-        json_array_foreach(per, k, r)
-            if (json_equal(json_object_get(r, "rank"), json_object_get(worst, "rank")))
-                g = rank_gpu(&runs[run], r);
+        json_array_foreach(
+            per, k, r) if (json_equal(json_object_get(r, "rank"), json_object_get(worst, "rank")))
+            g = rank_gpu(&runs[run], r);
         json_object_set(s, "rank", json_object_get(worst, "rank"));
         json_object_set(s, "node", json_object_get(worst, "node"));
         json_object_set(s, "step_p50_ms", json_object_get(worst, "step_p50_ms"));
@@ -290,9 +288,9 @@ json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
          * slower compute (it waits least on the collectives: the others wait for it) */
         double dw = num(json_object_get(worst, "data_ms"));
         const char *cause =
-            g && num(json_object_get(g, "throttled_seconds_total")) > 0 ? "gpu_throttled"
+            g && num(json_object_get(g, "throttled_seconds_total")) > 0         ? "gpu_throttled"
             : isfinite(dw) && isfinite(data_median) && dw > 2 * data_median + 1 ? "data_loading"
-                                                                               : "slower_compute";
+                                                                                : "slower_compute";
         json_object_set_new(s, "cause", json_string(cause));
         json_object_set_new(doc, "straggler", s);
     } else {

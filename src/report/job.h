@@ -21,7 +21,8 @@
 #define GS_JOB_STRAGGLER_RATIO 1.2
 
 /* The job document of runs[0..n) (n >= 1): {"job", "jobs_seen", "nodes", "ranks",
- * "median_step_p50_ms", "median_busy_ms", "straggler"} (docs/compare.md, JOB); NULL on allocation failure. */
+ * "median_step_p50_ms", "median_busy_ms", "straggler"} (docs/compare.md, JOB); NULL on allocation
+ * failure. */
 json_t *gs_job_doc(const struct gs_rundata *runs, size_t n);
 
 #endif

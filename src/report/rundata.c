@@ -29,9 +29,9 @@
 #define AGENT_TIMEOUT_MS 5000
 
 /* The phases a step record may carry (src/run/record.h "ms"), in the page's order. */
-static const char *const PHASES[] = {"data", "forward", "backward", "optimizer_step",
-                                     "communication", "communication_exposed", "other",
-                                     "total_step"};
+static const char *const PHASES[] = {"data",           "forward",       "backward",
+                                     "optimizer_step", "communication", "communication_exposed",
+                                     "other",          "total_step"};
 #define N_PHASES (sizeof PHASES / sizeof PHASES[0])
 
 /* One step record as the page needs it; NaN = absent. */
@@ -126,16 +126,16 @@ static int cmp_step(const void *a, const void *b)
 }
 
 /* Mean of the finite values of a column over v[lo..hi). */
-#define BUCKET_MEAN(v, lo, hi, field, out)                                                 \
-    do {                                                                                   \
-        double sum_ = 0;                                                                   \
-        size_t m_ = 0;                                                                     \
-        for (size_t i_ = (lo); i_ < (hi); i_++)                                            \
-            if (isfinite((v)[i_].field)) {                                                 \
-                sum_ += (v)[i_].field;                                                     \
-                m_++;                                                                      \
-            }                                                                              \
-        (out) = m_ ? sum_ / (double)m_ : NAN;                                              \
+#define BUCKET_MEAN(v, lo, hi, field, out)                                                         \
+    do {                                                                                           \
+        double sum_ = 0;                                                                           \
+        size_t m_ = 0;                                                                             \
+        for (size_t i_ = (lo); i_ < (hi); i_++)                                                    \
+            if (isfinite((v)[i_].field)) {                                                         \
+                sum_ += (v)[i_].field;                                                             \
+                m_++;                                                                              \
+            }                                                                                      \
+        (out) = m_ ? sum_ / (double)m_ : NAN;                                                      \
     } while (0)
 
 /* The steps as columns, at most GS_RUNDATA_MAX_STEPS rows: consecutive steps of one rank are
@@ -280,7 +280,8 @@ static int logs_add(struct logs *l, const json_t *r)
     l->t[i] = jnum(r, "t");
     for (unsigned j = 0; j < l->nkeys; j++)
         l->val[j][i] = NAN;
-    json_object_foreach((json_t *)vals, k, v) {
+    json_object_foreach((json_t *)vals, k, v)
+    {
         if (!json_is_number(v))
             continue;
         int c = logs_key(l, k);
@@ -384,8 +385,7 @@ static int read_steps_file(const char *path, struct steps *s, struct logs *l, st
             struct step x;
             step_from_record(r, &x);
             if (!isfinite(x.t0) || !isfinite(x.t1)) {
-                rc = gs_err_set(err, GS_EPARSE, "%s:%zu: step record without t0/t1", path,
-                                lineno);
+                rc = gs_err_set(err, GS_EPARSE, "%s:%zu: step record without t0/t1", path, lineno);
                 json_decref(r);
                 break;
             }
@@ -440,7 +440,8 @@ static int run_has_gpu(const json_t *report, int index, const char **name)
 {
     size_t i;
     const json_t *g;
-    json_array_foreach(json_object_get(report, "gpus"), i, g) {
+    json_array_foreach(json_object_get(report, "gpus"), i, g)
+    {
         const json_t *ix = json_object_get(g, "index");
         if (json_is_integer(ix) && json_integer_value(ix) == index) {
             if (name)
@@ -545,8 +546,8 @@ static int uri_of(const char *path, char *out, size_t len)
 }
 
 /* The samples of the run's GPUs over the run from a history file, read-only. */
-static int read_samples_db(const char *path, const json_t *report, struct gpu_series **g,
-                           size_t *n, struct gs_err *err)
+static int read_samples_db(const char *path, const json_t *report, struct gpu_series **g, size_t *n,
+                           struct gs_err *err)
 {
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
@@ -573,8 +574,8 @@ static int read_samples_db(const char *path, const json_t *report, struct gpu_se
     sqlite3_busy_timeout(db, 2000);
     if (sqlite3_prepare_v2(db, "PRAGMA application_id", -1, &st, NULL) != SQLITE_OK ||
         sqlite3_step(st) != SQLITE_ROW) {
-        rc = gs_err_set(err, GS_EPARSE, "%s: not an SQLite database (%s)", path,
-                        sqlite3_errmsg(db));
+        rc =
+            gs_err_set(err, GS_EPARSE, "%s: not an SQLite database (%s)", path, sqlite3_errmsg(db));
         goto out;
     }
     app = sqlite3_column_int(st, 0);
@@ -661,12 +662,11 @@ static int parse_report(struct gs_rundata *rd, const char *where, struct gs_err 
     if (!rd->report)
         return gs_err_set(err, GS_EPARSE, "%s:%d: not JSON: %s", where, je.line, je.text);
     if (!json_is_object(rd->report) || !json_is_string(json_object_get(rd->report, "schema")))
-        return gs_err_set(err, GS_EPARSE, "%s: not a gpuscope run report (no \"schema\")",
-                          where);
+        return gs_err_set(err, GS_EPARSE, "%s: not a gpuscope run report (no \"schema\")", where);
     const char *schema = json_string_value(json_object_get(rd->report, "schema"));
     if (schema[0] != '1' || (schema[1] != '.' && schema[1] != 0))
-        return gs_err_set(err, GS_EPARSE, "%s: report schema %s; this gpuscope reads 1.x",
-                          where, schema);
+        return gs_err_set(err, GS_EPARSE, "%s: report schema %s; this gpuscope reads 1.x", where,
+                          schema);
     double from, to;
     rd->t_base = run_range(rd->report, &from, &to) ? from : 0;
     return GS_OK;
@@ -735,14 +735,15 @@ static int load_dir(const char *dir, unsigned flags, struct gs_rundata *rd, stru
         if (rc == GS_ENOTFOUND)
             return gs_err_set(err, GS_ENOTFOUND,
                               "%s: no metrics_report.json (not a run directory of gpuscope run,"
-                              " or the run has not ended)", dir);
+                              " or the run has not ended)",
+                              dir);
         return rc;
     }
     if ((rc = parse_report(rd, path, err)) != GS_OK)
         return rc;
     rd->origin = xstrdup(dir);
-    const char *name = json_string_value(json_object_get(json_object_get(rd->report, "run"),
-                                                         "name"));
+    const char *name =
+        json_string_value(json_object_get(json_object_get(rd->report, "run"), "name"));
     if (name && *name) {
         rd->label = strdup(name);
     } else {
@@ -803,8 +804,7 @@ static const struct {
 /* The run's logged values from /api/v1/runs/ID/logs (records of the wire's "log" shape, 1000
  * a page) into rd->logs, as a run directory's steps.jsonl gives them. An agent without them
  * (history off, or older than the endpoint) leaves the page without curves. */
-static int agent_logs(const char *sock, const char *id, struct gs_rundata *rd,
-                      struct gs_err *err)
+static int agent_logs(const char *sock, const char *id, struct gs_rundata *rd, struct gs_err *err)
 {
     struct logs l = {0};
     char path[256];
@@ -821,7 +821,8 @@ static int agent_logs(const char *sock, const char *id, struct gs_rundata *rd,
         if (agent_json(sock, path, &page, &ig) != GS_OK)
             break;
         arr = json_object_get(page, "logs");
-        json_array_foreach(arr, i, r) {
+        json_array_foreach(arr, i, r)
+        {
             if (json_is_object(r) && logs_add(&l, r) < 0) {
                 rc = gs_err_set(err, GS_ENOMEM, "run %s: out of memory", id);
                 break;
@@ -847,7 +848,8 @@ static int load_agent(const char *id, unsigned flags, struct gs_rundata *rd, str
     if (!gs_agent_client_socket(sock, sizeof sock))
         return gs_err_set(err, GS_ENOTFOUND,
                           "%s: no such run directory, and no local agent socket to ask for run "
-                          "%s (GPUSCOPE_HTTP_SOCKET)", id, id);
+                          "%s (GPUSCOPE_HTTP_SOCKET)",
+                          id, id);
     snprintf(path, sizeof path, "/api/v1/runs/%s", id);
     if ((rc = gs_agent_client_get(sock, path, AGENT_TIMEOUT_MS, &body, &len, err)) != GS_OK) {
         char msg[GS_ERR_MSG_LEN];
@@ -859,8 +861,8 @@ static int load_agent(const char *id, unsigned flags, struct gs_rundata *rd, str
     if ((rc = parse_report(rd, path, err)) != GS_OK)
         return rc;
     rd->origin = strdup(path);
-    const char *name = json_string_value(json_object_get(json_object_get(rd->report, "run"),
-                                                         "name"));
+    const char *name =
+        json_string_value(json_object_get(json_object_get(rd->report, "run"), "name"));
     rd->label = strdup(name && *name ? name : path + 6);
     if (flags & GS_RUNDATA_REPORT_ONLY)
         return GS_OK;
@@ -880,7 +882,8 @@ static int load_agent(const char *id, unsigned flags, struct gs_rundata *rd, str
             break;
         }
         arr = json_object_get(page, "steps");
-        json_array_foreach(arr, i, r) {
+        json_array_foreach(arr, i, r)
+        {
             struct step x;
             step_from_agent(r, &x);
             if (isfinite(x.t0) && isfinite(x.t1) && steps_push(&s, &x) < 0) {
@@ -908,7 +911,8 @@ static int load_agent(const char *id, unsigned flags, struct gs_rundata *rd, str
     if (run_range(rd->report, &t0, &t1)) {
         size_t i;
         const json_t *gj;
-        json_array_foreach(json_object_get(rd->report, "gpus"), i, gj) {
+        json_array_foreach(json_object_get(rd->report, "gpus"), i, gj)
+        {
             const json_t *ix = json_object_get(gj, "index");
             if (!json_is_integer(ix))
                 continue;
@@ -925,7 +929,8 @@ static int load_agent(const char *id, unsigned flags, struct gs_rundata *rd, str
                     continue; /* history off or the range pruned: no series */
                 size_t k;
                 const json_t *pt;
-                json_array_foreach(json_object_get(doc, "points"), k, pt) {
+                json_array_foreach(json_object_get(doc, "points"), k, pt)
+                {
                     double t = json_number_value(json_array_get(pt, 0));
                     double v = json_number_value(json_array_get(pt, 2)) * AGENT_METRICS[m].scale;
                     /* points of the four metrics share bucket times: merge by time */
@@ -937,8 +942,7 @@ static int load_agent(const char *id, unsigned flags, struct gs_rundata *rd, str
                         if (series_push(gs, &x) < 0)
                             break;
                     }
-                    double *f[] = {&gs->v[q].util, &gs->v[q].mem, &gs->v[q].power,
-                                   &gs->v[q].temp};
+                    double *f[] = {&gs->v[q].util, &gs->v[q].mem, &gs->v[q].power, &gs->v[q].temp};
                     *f[m] = v;
                 }
                 json_decref(doc);
@@ -996,8 +1000,8 @@ int gs_rundata_load(const char *what, unsigned flags, struct gs_rundata *out, st
             if (rc == GS_OK)
                 rc = parse_report(out, what, err);
             if (rc == GS_OK) {
-                const char *name = json_string_value(
-                    json_object_get(json_object_get(out->report, "run"), "name"));
+                const char *name =
+                    json_string_value(json_object_get(json_object_get(out->report, "run"), "name"));
                 out->origin = strdup(what);
                 out->label = strdup(name && *name ? name : what);
                 out->gpus = json_array();

@@ -56,8 +56,7 @@ void gs_agg_set_records_dropped(struct gs_agg *a, uint64_t n)
     a->records_dropped_known = 1;
 }
 
-void gs_agg_hello(struct gs_agg *a, const struct gs_record_hello *h, pid_t peer_pid,
-                  uid_t peer_uid)
+void gs_agg_hello(struct gs_agg *a, const struct gs_record_hello *h, pid_t peer_pid, uid_t peer_uid)
 {
     if (!a || !h)
         return;
@@ -284,8 +283,7 @@ static void fold_memory(struct gs_agg_gpu *x, const struct gs_gpu *g)
 
 static int power_reading(const struct gs_gpu *g, double *w)
 {
-    static const enum gs_metric order[] = {GS_M_POWER_AVERAGE, GS_M_POWER_DRAW,
-                                           GS_M_POWER_INSTANT};
+    static const enum gs_metric order[] = {GS_M_POWER_AVERAGE, GS_M_POWER_DRAW, GS_M_POWER_INSTANT};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         if (gs_gpu_has(g, order[i])) {
             *w = g->v[order[i]];
@@ -364,7 +362,8 @@ static void fold_health(struct gs_agg_gpu *x, const struct gs_gpu *g)
         x->pcie_gen_min = x->pcie_width_min = NAN;
         x->pcie_gen_max = x->pcie_width_max = NAN;
     }
-    if (gs_gpu_has(g, GS_M_TEMP_GPU) && (isnan(x->temp_max_c) || g->v[GS_M_TEMP_GPU] > x->temp_max_c))
+    if (gs_gpu_has(g, GS_M_TEMP_GPU) &&
+        (isnan(x->temp_max_c) || g->v[GS_M_TEMP_GPU] > x->temp_max_c))
         x->temp_max_c = g->v[GS_M_TEMP_GPU];
     if (gs_gpu_has(g, GS_M_CLOCK_SM)) {
         x->clock_sum_hz += g->v[GS_M_CLOCK_SM];

@@ -26,7 +26,8 @@ struct gs_agg *gs_agg_new(void);
 void gs_agg_free(struct gs_agg *a);
 
 /* Records. Steps are kept (phase times as float, ~40 bytes a step) so percentiles are exact. */
-void gs_agg_hello(struct gs_agg *a, const struct gs_record_hello *h, pid_t peer_pid, uid_t peer_uid);
+void gs_agg_hello(struct gs_agg *a, const struct gs_record_hello *h, pid_t peer_pid,
+                  uid_t peer_uid);
 int gs_agg_step(struct gs_agg *a, const struct gs_step_rec *s);
 void gs_agg_end(struct gs_agg *a, const struct gs_record_end *e);
 
@@ -57,7 +58,7 @@ void gs_agg_set_records_dropped(struct gs_agg *a, uint64_t n);
 /* Extra facts for the report's "run" object (any may be NULL / 0). */
 struct gs_report_meta {
     const char *run_name;
-    const char *command;   /* shell-quoted argv of the child, gpuscope run only */
+    const char *command; /* shell-quoted argv of the child, gpuscope run only */
     const char *hostname;
     int exit_code;         /* -1 = unknown / still running */
     const char *source;    /* "in-process" | "gpuscope-run" | "agent" */

@@ -49,10 +49,10 @@ struct gs_agg_rank {
     int32_t rank, device;
     size_t n, cap;
     struct gs_agg_step *steps;
-    uint64_t samples;  /* sum of known per-step samples */
-    size_t n_samples;  /* steps whose samples were known */
+    uint64_t samples;                                  /* sum of known per-step samples */
+    size_t n_samples;                                  /* steps whose samples were known */
     uint64_t peak_allocated, peak_reserved, mem_total; /* bytes, 0 = unknown */
-    unsigned cuda_events; /* steps timed by CUDA events */
+    unsigned cuda_events;                              /* steps timed by CUDA events */
 };
 
 struct gs_agg_idle {
@@ -71,8 +71,8 @@ struct gs_agg_gpu {
     double mem_peak_bytes, mem_total_bytes;
     int energy_first_ok;
     double energy_first_j, energy_last_j; /* counter readings */
-    uint64_t power_n; /* power readings seen */
-    double energy_int_j; /* power integrated (left rectangles) */
+    uint64_t power_n;                     /* power readings seen */
+    double energy_int_j;                  /* power integrated (left rectangles) */
     int power_prev_ok;
     double power_prev_w, power_prev_t;
     /* throttling: counters first/last (seconds), mask integration */
@@ -91,12 +91,12 @@ struct gs_agg_gpu {
     /* utilization from the driver's sample ring (gs_agg_util_samples): once us_n > 0 these
      * replace util_* in the report and idle periods follow the samples, not the snapshots */
     uint64_t us_n;
-    uint64_t us_last_us;          /* newest sample fed, driver µs */
-    double us_first_v;            /* the first sample, weighted when its period is known */
-    double us_wsum, us_w_s;       /* sum of value x seconds, sum of seconds */
+    uint64_t us_last_us;    /* newest sample fed, driver µs */
+    double us_first_v;      /* the first sample, weighted when its period is known */
+    double us_wsum, us_w_s; /* sum of value x seconds, sum of seconds */
     double us_max;
-    double us_gap_s;              /* sum of the (capped) gaps between samples */
-    int holds_mem;                /* the last snapshot's answer, for idle samples */
+    double us_gap_s; /* sum of the (capped) gaps between samples */
+    int holds_mem;   /* the last snapshot's answer, for idle samples */
     /* idle periods */
     int idle_open;
     double idle_from, idle_last;
@@ -114,7 +114,7 @@ struct gs_agg {
     unsigned n_ranks;
     struct gs_agg_rank *ranks; /* GS_AGG_MAX_RANKS slots, allocated on first step */
     size_t n_steps;
-    uint64_t dropped; /* steps refused: caps reached or allocation failure */
+    uint64_t dropped;          /* steps refused: caps reached or allocation failure */
     int records_dropped_known; /* gs_agg_set_records_dropped was called */
     uint64_t records_dropped;  /* the producer's: records lost on their way (agg.h) */
     /* end */

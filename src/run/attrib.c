@@ -72,8 +72,8 @@ static int gpu_by_uuid(const struct gs_snapshot *snap, const char *id, size_t le
         int hit = 0;
 
         if (!mig)
-            hit = strlen(gpu->text[GS_T_UUID]) >= len &&
-                  strncmp(gpu->text[GS_T_UUID], id, len) == 0;
+            hit =
+                strlen(gpu->text[GS_T_UUID]) >= len && strncmp(gpu->text[GS_T_UUID], id, len) == 0;
         for (unsigned k = 0; mig && k < gpu->n_mig && k < GS_MIG_MAX && !hit; k++)
             hit = strlen(gpu->mig[k].uuid) >= len && strncmp(gpu->mig[k].uuid, id, len) == 0;
         if (hit) {

@@ -33,11 +33,11 @@ struct gs_snapshot;
 struct gs_attrib {
     const pid_t *pids; /* the run's processes: the command, the ranks (SO_PEERCRED), getpid() */
     unsigned n_pids;
-    int descendants;   /* 1: their descendants too (needs a tree) */
+    int descendants;        /* 1: their descendants too (needs a tree) */
     const int32_t *devices; /* CUDA indices announced (hello "devices"); < 0 ignored */
     unsigned n_devices;
-    int cvd_known;     /* 0: the process's CUDA_VISIBLE_DEVICES is unknown: devices unused */
-    const char *cvd;   /* its value; NULL or "": unset */
+    int cvd_known;   /* 0: the process's CUDA_VISIBLE_DEVICES is unknown: devices unused */
+    const char *cvd; /* its value; NULL or "": unset */
 };
 
 /* The ancestry of a snapshot's processes (their order). Zero-initialise; gs_attrib_tree_free

@@ -44,14 +44,14 @@
 #include "run/record.h"
 #include "run/usamp.h"
 
-#define RING_CAP 4096            /* steps queued for the sender; a step is ~150 bytes */
-#define LOG_CAP 64               /* log records queued for the sender (~1.9 KB each) */
-#define SEND_TIMEOUT_S 1         /* a stalled receiver costs the sender thread at most this */
+#define RING_CAP 4096    /* steps queued for the sender; a step is ~150 bytes */
+#define LOG_CAP 64       /* log records queued for the sender (~1.9 KB each) */
+#define SEND_TIMEOUT_S 1 /* a stalled receiver costs the sender thread at most this */
 #define DEFAULT_AGENT_SOCKET "/run/gpuscope/steps.sock"
 
 struct gs_run {
     pthread_mutex_t mu;
-    pthread_cond_t cv;     /* ring not empty, or stop (CLOCK_MONOTONIC) */
+    pthread_cond_t cv; /* ring not empty, or stop (CLOCK_MONOTONIC) */
     struct gs_agg *agg;
     struct gs_record_hello hello;
     char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -82,7 +82,7 @@ struct gs_run {
     struct gs_sampler *smp;
     struct gs_snapshot *snap;
     unsigned char *in_run;
-    char cvd[1024];         /* CUDA_VISIBLE_DEVICES at open (run/attrib.h) */
+    char cvd[1024];             /* CUDA_VISIBLE_DEVICES at open (run/attrib.h) */
     struct gs_attrib_tree tree; /* the sampler thread's */
 
     bool stop;
@@ -126,7 +126,8 @@ static int cfg_str(json_t *cfg, const char *key, char *dst, size_t size, struct 
         return 0;
     if (!json_is_string(v) || json_string_length(v) >= size ||
         strlen(json_string_value(v)) != json_string_length(v)) {
-        return gs_err_set(err, GS_EINVAL, "config: %s: expected a string shorter than %zu bytes", key, size);
+        return gs_err_set(err, GS_EINVAL, "config: %s: expected a string shorter than %zu bytes",
+                          key, size);
     }
     memcpy(dst, json_string_value(v), json_string_length(v) + 1);
     return 0;
@@ -140,7 +141,8 @@ static int cfg_int(json_t *cfg, const char *key, int32_t lo, int32_t hi, int32_t
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
-        return gs_err_set(err, GS_EINVAL, "config: %s: expected an integer in [%d, %d]", key, (int)lo, (int)hi);
+        return gs_err_set(err, GS_EINVAL, "config: %s: expected an integer in [%d, %d]", key,
+                          (int)lo, (int)hi);
     }
     *dst = (int32_t)json_integer_value(v);
     return 0;
@@ -154,12 +156,15 @@ static int cfg_devices(json_t *cfg, struct gs_record_hello *h, struct gs_err *er
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_array(v) || json_array_size(v) > GS_RECORD_MAX_DEVICES) {
-        return gs_err_set(err, GS_EINVAL, "config: devices: expected an array of at most %d indices",
-                GS_RECORD_MAX_DEVICES);
+        return gs_err_set(err, GS_EINVAL,
+                          "config: devices: expected an array of at most %d indices",
+                          GS_RECORD_MAX_DEVICES);
     }
-    json_array_foreach(v, i, d) {
+    json_array_foreach(v, i, d)
+    {
         if (!json_is_integer(d) || json_integer_value(d) < 0 || json_integer_value(d) > 65535) {
-            return gs_err_set(err, GS_EINVAL, "config: devices[%zu]: expected an index in [0, 65535]", i);
+            return gs_err_set(err, GS_EINVAL,
+                              "config: devices[%zu]: expected an index in [0, 65535]", i);
         }
         h->devices[h->n_devices++] = (int32_t)json_integer_value(d);
     }
@@ -204,8 +209,7 @@ static void cfg_tags(struct gs_run *run, json_t *cfg, struct gs_record_hello *h)
         json_decref(obj);
         return;
     }
-    if (gs_record_tags_parse(json_object_get(cfg, "tags"), "config: ", &h->tags, &why) !=
-        GS_OK) {
+    if (gs_record_tags_parse(json_object_get(cfg, "tags"), "config: ", &h->tags, &why) != GS_OK) {
         note(run, "%s; tags left out", why.msg);
         memset(&h->tags, 0, sizeof h->tags);
     }
@@ -247,7 +251,8 @@ static int parse_config(struct gs_run *run, const char *config_json, struct gs_e
         goto out;
     /* gpuscope run --name wins over the config's run_name; its default (script and start
      * time) only fills an unnamed run (docs/run.md, RUN NAMES) */
-    const char *forced = getenv("GPUSCOPE_RUN_NAME"), *fallback = getenv("GPUSCOPE_RUN_DEFAULT_NAME");
+    const char *forced = getenv("GPUSCOPE_RUN_NAME"),
+               *fallback = getenv("GPUSCOPE_RUN_DEFAULT_NAME");
     if (forced && *forced)
         snprintf(h->run, sizeof h->run, "%s", forced);
     else if (!h->run[0] && fallback && *fallback)
@@ -269,7 +274,8 @@ static int parse_config(struct gs_run *run, const char *config_json, struct gs_e
     iv = json_object_get(cfg, "sample_interval_s");
     if (iv && !json_is_null(iv)) {
         if (!json_is_number(iv) || json_number_value(iv) < 0.01 || json_number_value(iv) > 3600) {
-            gs_err_set(err, GS_EINVAL, "config: sample_interval_s: expected a number in [0.01, 3600]");
+            gs_err_set(err, GS_EINVAL,
+                       "config: sample_interval_s: expected a number in [0.01, 3600]");
             goto out;
         }
         run->interval_s = json_number_value(iv);
@@ -728,8 +734,7 @@ static int parse_end(struct gs_run *run, const char *end_json, struct gs_record_
     e->train_steps = end_num(o, "train_steps");
     e->train_loss = end_num(o, "train_loss");
     /* advisory, like facts: a bad outcome is left out, the report is still written */
-    if (gs_record_outcome_parse(json_object_get(o, "outcome"), "end.", &e->outcome, &oe) !=
-        GS_OK) {
+    if (gs_record_outcome_parse(json_object_get(o, "outcome"), "end.", &e->outcome, &oe) != GS_OK) {
         note(run, "%s; outcome left out", oe.msg);
         memset(&e->outcome, 0, sizeof e->outcome);
     }

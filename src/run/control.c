@@ -30,7 +30,8 @@ int gs_control_parse(const char *buf, size_t len, struct gs_control *out, struct
         json_decref(o);
         return gs_err_set(err, GS_EPARSE, "control: not an object");
     }
-    json_object_foreach(o, key, v) {
+    json_object_foreach(o, key, v)
+    {
         if (strcmp(key, "v") == 0) {
             if (!json_is_integer(v) || json_integer_value(v) != GS_CONTROL_VERSION) {
                 rc = gs_err_set(err, GS_EPARSE, "control: v: want %d", GS_CONTROL_VERSION);
@@ -53,8 +54,7 @@ int gs_control_parse(const char *buf, size_t len, struct gs_control *out, struct
         } else if (strcmp(key, "steps") == 0) {
             if (!json_is_integer(v) || json_integer_value(v) < 1 ||
                 json_integer_value(v) > GS_CONTROL_MAX_STEPS) {
-                rc = gs_err_set(err, GS_EPARSE, "capture: steps: want 1..%d",
-                                GS_CONTROL_MAX_STEPS);
+                rc = gs_err_set(err, GS_EPARSE, "capture: steps: want 1..%d", GS_CONTROL_MAX_STEPS);
                 break;
             }
             out->steps = (int32_t)json_integer_value(v);

@@ -22,7 +22,7 @@ struct gs_err;
 #define GS_CONTROL_MAX_STEPS 1000
 
 struct gs_control {
-    int64_t id;   /* > 0 */
+    int64_t id;    /* > 0 */
     int32_t steps; /* 1 .. GS_CONTROL_MAX_STEPS */
 };
 

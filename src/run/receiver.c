@@ -41,7 +41,7 @@ struct gs_receiver {
     pthread_t thread;
     int thread_started;
     uid_t owner;
-    unsigned flags; /* GS_RECEIVER_* */
+    unsigned flags;        /* GS_RECEIVER_* */
     unsigned conn_per_uid; /* 0: no per-uid limit */
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     struct gs_receiver_cb cb;
@@ -261,8 +261,8 @@ int gs_receiver_start_limited(struct gs_receiver **out, const char *path, mode_t
     }
     if (strlen(path) >= sizeof sa.sun_path) {
         return gs_err_set(err, GS_EINVAL,
-                          "receiver: socket path too long (%zu bytes, limit %zu): %s",
-                          strlen(path), sizeof sa.sun_path - 1, path);
+                          "receiver: socket path too long (%zu bytes, limit %zu): %s", strlen(path),
+                          sizeof sa.sun_path - 1, path);
     }
     r = calloc(1, sizeof *r);
     if (!r) {

@@ -37,7 +37,7 @@ struct gs_receiver_cb {
 
 /* Why a connection was refused at accept (on_refuse). */
 enum gs_receiver_refusal {
-    GS_RECEIVER_FULL = 0,    /* GS_RECEIVER_MAX_CONN connections open */
+    GS_RECEIVER_FULL = 0,     /* GS_RECEIVER_MAX_CONN connections open */
     GS_RECEIVER_UID_CONN = 1, /* its uid holds conn_per_uid connections already */
 };
 

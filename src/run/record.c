@@ -32,8 +32,14 @@
 #define RECORD_SMALL_MAX 65535
 
 static const char *const phase_names[GS_PH_ALL] = {
-    "data",          "forward",    "backward", "optimizer_step", "communication", "total_step",
-    "communication_exposed", "other",
+    "data",
+    "forward",
+    "backward",
+    "optimizer_step",
+    "communication",
+    "total_step",
+    "communication_exposed",
+    "other",
 };
 
 const char *gs_phase_name(int phase)
@@ -139,8 +145,8 @@ static int get_u53(json_t *obj, const char *key, const char *ctx, uint64_t *out,
     return rc;
 }
 
-static int get_str(json_t *obj, const char *key, const char *ctx, char *out, size_t size,
-                   char *err, size_t errlen)
+static int get_str(json_t *obj, const char *key, const char *ctx, char *out, size_t size, char *err,
+                   size_t errlen)
 {
     json_t *v = json_object_get(obj, key);
     const char *s;
@@ -197,8 +203,8 @@ typedef int (*kv_put_fn)(void *out, const char *key, json_t *v, const char *ctx,
 /* Walks the object: absent or null is empty (0), anything but an object fails (-1); null
  * values count as absent, keys are 1-48 of [A-Za-z0-9_.-], and put takes each other entry
  * (1: walked, -1: an entry failed). */
-static int kv_walk(const json_t *obj, const char *what, const char *ctx, kv_put_fn put,
-                   void *out, char *err, size_t errlen)
+static int kv_walk(const json_t *obj, const char *what, const char *ctx, kv_put_fn put, void *out,
+                   char *err, size_t errlen)
 {
     const char *key;
     json_t *v;
@@ -208,12 +214,13 @@ static int kv_walk(const json_t *obj, const char *what, const char *ctx, kv_put_
     if (!json_is_object(obj))
         return fail(err, errlen, "%s%s: not an object", ctx, what);
     /* jansson's objects are not const-iterable; reading does not change them */
-    json_object_foreach((json_t *)obj, key, v) {
+    json_object_foreach((json_t *)obj, key, v)
+    {
         if (json_is_null(v))
             continue;
         if (!fact_key_ok(key))
-            return fail(err, errlen, "%s%s: key \"%.48s\" not 1-48 of [A-Za-z0-9_.-]", ctx,
-                        what, key);
+            return fail(err, errlen, "%s%s: key \"%.48s\" not 1-48 of [A-Za-z0-9_.-]", ctx, what,
+                        key);
         if (put(out, key, v, ctx, err, errlen) < 0)
             return -1;
     }
@@ -221,8 +228,8 @@ static int kv_walk(const json_t *obj, const char *what, const char *ctx, kv_put_
 }
 
 /* A string value: shorter than GS_RECORD_FACT_STR, without control characters. */
-static int kv_string(const json_t *v, const char *what, const char *ctx, const char *key,
-                     char *err, size_t errlen)
+static int kv_string(const json_t *v, const char *what, const char *ctx, const char *key, char *err,
+                     size_t errlen)
 {
     const char *s = json_string_value(v);
     size_t n = json_string_length(v);
@@ -305,12 +312,11 @@ static int facts_parse(const json_t *obj, const char *ctx, struct gs_record_fact
         ctx = "";
     if ((rc = kv_walk(obj, "facts", ctx, fact_put, out, err, errlen)) <= 0)
         return rc;
-    return kv_encoded(gs_record_facts_json(out), "facts", ctx, GS_RECORD_FACTS_BYTES, err,
-                      errlen);
+    return kv_encoded(gs_record_facts_json(out), "facts", ctx, GS_RECORD_FACTS_BYTES, err, errlen);
 }
 
-static int outcome_parse(const json_t *obj, const char *ctx, struct gs_record_facts *out,
-                         char *err, size_t errlen)
+static int outcome_parse(const json_t *obj, const char *ctx, struct gs_record_facts *out, char *err,
+                         size_t errlen)
 {
     char sub[64];
 
@@ -323,7 +329,10 @@ static int outcome_parse(const json_t *obj, const char *ctx, struct gs_record_fa
         snprintf(why, sizeof why, "%s", err ? err : "");
         /* "facts.key: ..." -> "end.outcome.key: ..." */
         if (err && strncmp(why, "facts", 5) == 0)
-            snprintf(err, errlen, "%s%s%s", why[5] == '.' ? sub : ctx ? ctx : "",
+            snprintf(err, errlen, "%s%s%s",
+                     why[5] == '.' ? sub
+                     : ctx         ? ctx
+                                   : "",
                      why[5] == '.' ? "" : "outcome", why[5] == '.' ? why + 6 : why + 5);
         return -1;
     }
@@ -339,11 +348,11 @@ json_t *gs_record_facts_json(const struct gs_record_facts *f)
         return NULL;
     for (uint32_t i = 0; f && i < f->n && i < GS_RECORD_MAX_FACTS; i++) {
         const struct gs_fact *x = &f->f[i];
-        json_t *v = x->type == GS_FACT_BOOL ? json_boolean(x->v.b)
-                    : x->type == GS_FACT_INT ? json_integer((json_int_t)x->v.i)
+        json_t *v = x->type == GS_FACT_BOOL   ? json_boolean(x->v.b)
+                    : x->type == GS_FACT_INT  ? json_integer((json_int_t)x->v.i)
                     : x->type == GS_FACT_REAL ? json_real(x->v.d)
-                    : x->type == GS_FACT_STR ? json_string(x->v.s)
-                                             : json_null();
+                    : x->type == GS_FACT_STR  ? json_string(x->v.s)
+                                              : json_null();
         rc |= json_object_set_new(o, x->key, v);
     }
     if (rc) {
@@ -390,8 +399,7 @@ static int facts_equal(const struct gs_record_facts *a, const struct gs_record_f
 
 /* ---- tags ---- */
 
-static int tag_put(void *out, const char *key, json_t *v, const char *ctx, char *err,
-                   size_t errlen)
+static int tag_put(void *out, const char *key, json_t *v, const char *ctx, char *err, size_t errlen)
 {
     struct gs_record_tags *ts = out;
 
@@ -478,7 +486,8 @@ static int parse_hello(json_t *root, struct gs_record_hello *h, char *err, size_
             return fail(err, errlen, "hello.job: control character at byte %d", (int)(p - h->job));
     for (const char *p = h->node; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            return fail(err, errlen, "hello.node: control character at byte %d", (int)(p - h->node));
+            return fail(err, errlen, "hello.node: control character at byte %d",
+                        (int)(p - h->node));
     rc = get_int(root, "pid", ctx, 0, INT64_C(1) << 32, &v, err, errlen);
     if (rc < 0)
         return -1;
@@ -572,8 +581,7 @@ static int parse_step(json_t *root, struct gs_step_rec *s, char *err, size_t err
             return fail(err, errlen, "step.ms: not an object");
         for (int p = 0; p < GS_PH_ALL; p++) {
             double v = NAN;
-            if (get_double(ms, phase_names[p], "step.ms.", 0, RECORD_MS_MAX, &v, err, errlen) <
-                0)
+            if (get_double(ms, phase_names[p], "step.ms.", 0, RECORD_MS_MAX, &v, err, errlen) < 0)
                 return -1;
             gs_step_ms_set(s, p, v);
         }
@@ -587,10 +595,9 @@ static int parse_end(json_t *root, struct gs_record_end *e, char *err, size_t er
 
     e->train_runtime = e->train_samples = e->train_steps = e->train_loss = NAN;
     if (get_double(root, "train_runtime", ctx, 0, 1e10, &e->train_runtime, err, errlen) < 0 ||
-        get_double(root, "train_samples", ctx, 0, RECORD_INT_MAX, &e->train_samples, err,
-                   errlen) < 0 ||
-        get_double(root, "train_steps", ctx, 0, RECORD_INT_MAX, &e->train_steps, err, errlen) <
+        get_double(root, "train_samples", ctx, 0, RECORD_INT_MAX, &e->train_samples, err, errlen) <
             0 ||
+        get_double(root, "train_steps", ctx, 0, RECORD_INT_MAX, &e->train_steps, err, errlen) < 0 ||
         get_double(root, "train_loss", ctx, -1e300, 1e300, &e->train_loss, err, errlen) < 0)
         return -1;
     return outcome_parse(json_object_get(root, "outcome"), ctx, &e->outcome, err, errlen);
@@ -628,12 +635,15 @@ static int parse_log(json_t *root, struct gs_record_log *l, char *err, size_t er
     if (json_object_size(vals) == 0)
         return fail(err, errlen, "log.values: empty");
     if (json_object_size(vals) > GS_RECORD_MAX_LOG)
-        return fail(err, errlen, "log.values: %zu entries, more than %d",
-                    json_object_size(vals), GS_RECORD_MAX_LOG);
-    json_object_foreach(vals, k, v) {
+        return fail(err, errlen, "log.values: %zu entries, more than %d", json_object_size(vals),
+                    GS_RECORD_MAX_LOG);
+    json_object_foreach(vals, k, v)
+    {
         if (!log_key_ok(k))
-            return fail(err, errlen, "log.values: key '%.60s' is not 1..48 bytes of "
-                                     "[A-Za-z0-9_.-/]", k);
+            return fail(err, errlen,
+                        "log.values: key '%.60s' is not 1..48 bytes of "
+                        "[A-Za-z0-9_.-/]",
+                        k);
         if (!json_is_number(v))
             return fail(err, errlen, "log.values.%s: not a number", k);
         double d = json_number_value(v);
@@ -913,10 +923,9 @@ bool gs_record_equal(const struct gs_record *a, const struct gs_record *b)
         const struct gs_record_hello *x = &a->u.hello, *y = &b->u.hello;
         return strcmp(x->run, y->run) == 0 && strcmp(x->framework, y->framework) == 0 &&
                strcmp(x->output_dir, y->output_dir) == 0 && x->pid == y->pid &&
-               strcmp(x->job, y->job) == 0 && strcmp(x->node, y->node) == 0 &&
-               x->rank == y->rank && x->world_size == y->world_size &&
-               x->local_rank == y->local_rank && x->logging_steps == y->logging_steps &&
-               x->n_devices == y->n_devices &&
+               strcmp(x->job, y->job) == 0 && strcmp(x->node, y->node) == 0 && x->rank == y->rank &&
+               x->world_size == y->world_size && x->local_rank == y->local_rank &&
+               x->logging_steps == y->logging_steps && x->n_devices == y->n_devices &&
                memcmp(x->devices, y->devices, x->n_devices * sizeof x->devices[0]) == 0 &&
                facts_equal(&x->facts, &y->facts) && tags_equal(&x->tags, &y->tags);
     }

@@ -59,8 +59,8 @@
 #define GS_RECORD_MAX_DEVICES 64
 
 #define GS_RECORD_MAX_FACTS 32
-#define GS_RECORD_FACT_KEY 49     /* 48 bytes + NUL */
-#define GS_RECORD_FACT_STR 129    /* 128 bytes + NUL */
+#define GS_RECORD_FACT_KEY 49      /* 48 bytes + NUL */
+#define GS_RECORD_FACT_STR 129     /* 128 bytes + NUL */
 #define GS_RECORD_FACTS_BYTES 3072 /* the encoded "facts" object, at most */
 
 enum gs_record_type { GS_REC_HELLO = 1, GS_REC_STEP, GS_REC_END, GS_REC_LOG };
@@ -69,9 +69,9 @@ enum gs_record_type { GS_REC_HELLO = 1, GS_REC_STEP, GS_REC_END, GS_REC_LOG };
 
 /* A logged record: loss, learning rate, ... at a step. */
 struct gs_record_log {
-    double step;   /* NaN = absent */
-    double t;      /* unix s; NaN = absent */
-    int32_t rank;  /* -1 = absent */
+    double step;  /* NaN = absent */
+    double t;     /* unix s; NaN = absent */
+    int32_t rank; /* -1 = absent */
     uint32_t n;
     char key[GS_RECORD_MAX_LOG][GS_RECORD_FACT_KEY];
     double val[GS_RECORD_MAX_LOG];
@@ -107,15 +107,15 @@ struct gs_record_tags {
 };
 
 struct gs_record_hello {
-    char run[GS_RECORD_STR];        /* "" = unnamed */
-    char framework[32];             /* "hf", "torch", "" */
-    char output_dir[GS_RECORD_STR]; /* "" = none */
-    int64_t pid;                    /* claimed; -1 = absent */
+    char run[GS_RECORD_STR];              /* "" = unnamed */
+    char framework[32];                   /* "hf", "torch", "" */
+    char output_dir[GS_RECORD_STR];       /* "" = none */
+    int64_t pid;                          /* claimed; -1 = absent */
     int32_t rank, world_size, local_rank; /* -1 = absent */
-    int32_t logging_steps;          /* -1 = absent */
+    int32_t logging_steps;                /* -1 = absent */
     uint32_t n_devices;
     int32_t devices[GS_RECORD_MAX_DEVICES];
-    struct gs_record_facts facts;   /* n = 0: none sent */
+    struct gs_record_facts facts; /* n = 0: none sent */
     /* A multi-node job (docs/run.md, JOBS): the id every rank of the job shares and the
      * sender's node name; "" = absent (optional keys, wire version 1). */
     char job[GS_RECORD_JOB];
@@ -186,8 +186,8 @@ int gs_record_facts_parse(const struct json_t *obj, const char *ctx, struct gs_r
 
 /* The end record's "outcome" object: the facts rules, errors naming "<ctx>outcome.<key>":
  * GS_OK, or GS_EPARSE with err. */
-int gs_record_outcome_parse(const struct json_t *obj, const char *ctx,
-                            struct gs_record_facts *out, struct gs_err *err);
+int gs_record_outcome_parse(const struct json_t *obj, const char *ctx, struct gs_record_facts *out,
+                            struct gs_err *err);
 
 /* Validates a "tags" object (the rules above; errors name "<ctx>tags.<key>") into out: GS_OK,
  * or GS_EPARSE with err. obj NULL or JSON null: no tags. Used by the parser, the package's

@@ -28,7 +28,7 @@
 struct step_sums {
     double data_ms, comm_ms, denom_ms; /* over steps with total_step measured */
     int data_seen, comm_seen;
-    double comm_total_ms;              /* communication, hidden or not */
+    double comm_total_ms;               /* communication, hidden or not */
     double exposed_ms, exposed_comm_ms; /* steps with communication_exposed: it, their comm */
     int exposed_seen;
     double other_ms;
@@ -263,14 +263,14 @@ static json_t *gpu_object(const struct gs_agg_gpu *g, double *energy_sum, int *e
     if (thr_gpu_any && g->mask_seen && g->thr_any_s > thr_gpu)
         thr_gpu = g->thr_any_s;
     json_object_set_new(o, "throttled_seconds", thr);
-    json_object_set_new(o, "throttled_seconds_total", thr_gpu_any ? json_real(thr_gpu) : json_null());
+    json_object_set_new(o, "throttled_seconds_total",
+                        thr_gpu_any ? json_real(thr_gpu) : json_null());
     json_object_set_new(o, "temperature_max_c", jnum(g->samples ? g->temp_max_c : NAN));
     json_object_set_new(o, "clock_sm_avg_mhz",
                         g->clock_n ? json_real(g->clock_sum_hz / (double)g->clock_n / 1e6)
                                    : json_null());
     json_object_set_new(o, "clock_sm_min_mhz", jnum(g->samples ? g->clock_min_hz / 1e6 : NAN));
-    json_object_set_new(o, "clock_sm_max_mhz",
-                        jnum(g->samples ? g->clock_max_hw_hz / 1e6 : NAN));
+    json_object_set_new(o, "clock_sm_max_mhz", jnum(g->samples ? g->clock_max_hw_hz / 1e6 : NAN));
     json_object_set_new(o, "pcie_link_gen_min", jnum(g->samples ? g->pcie_gen_min : NAN));
     json_object_set_new(o, "pcie_link_gen_max", jnum(g->samples ? g->pcie_gen_max : NAN));
     json_object_set_new(o, "pcie_link_width_min", jnum(g->samples ? g->pcie_width_min : NAN));
@@ -367,25 +367,30 @@ static json_t *run_object(const struct gs_agg *a, const struct gs_report_meta *m
     const struct gs_record_hello *h = &a->hello;
     double sf = a->n_snapshots ? a->snap_first_t : NAN, sl = a->n_snapshots ? a->snap_last_t : NAN;
 
-    json_object_set_new(o, "name", jstr(m && m->run_name ? m->run_name
-                                        : a->have_hello ? h->run : NULL));
+    json_object_set_new(o, "name",
+                        jstr(m && m->run_name ? m->run_name
+                             : a->have_hello  ? h->run
+                                              : NULL));
     json_object_set_new(o, "source", jstr(m ? m->source : NULL));
     json_object_set_new(o, "command", jstr(m ? m->command : NULL));
     json_object_set_new(o, "hostname", jstr(m ? m->hostname : NULL));
     json_object_set_new(o, "exit_code",
                         m && m->exit_code >= 0 ? json_integer(m->exit_code) : json_null());
     json_object_set_new(o, "framework", jstr(a->have_hello ? h->framework : NULL));
-    json_object_set_new(o, "world_size", a->have_hello && h->world_size >= 0
-                                             ? json_integer(h->world_size) : json_null());
+    json_object_set_new(o, "world_size",
+                        a->have_hello && h->world_size >= 0 ? json_integer(h->world_size)
+                                                            : json_null());
     json_object_set_new(o, "job", jstr(a->have_hello && h->job[0] ? h->job : NULL));
     json_object_set_new(o, "node", jstr(a->have_hello && h->node[0] ? h->node : NULL));
-    json_object_set_new(o, "logging_steps", a->have_hello && h->logging_steps >= 0
-                                                ? json_integer(h->logging_steps) : json_null());
-    json_object_set_new(o, "pid", a->have_hello && a->peer_pid > 0 ? json_integer(a->peer_pid)
-                                  : a->have_hello && h->pid >= 0 ? json_integer(h->pid)
-                                                                 : json_null());
-    json_object_set_new(o, "uid", a->have_hello && a->peer_pid > 0 ? json_integer(a->peer_uid)
-                                                                   : json_null());
+    json_object_set_new(o, "logging_steps",
+                        a->have_hello && h->logging_steps >= 0 ? json_integer(h->logging_steps)
+                                                               : json_null());
+    json_object_set_new(o, "pid",
+                        a->have_hello && a->peer_pid > 0 ? json_integer(a->peer_pid)
+                        : a->have_hello && h->pid >= 0   ? json_integer(h->pid)
+                                                         : json_null());
+    json_object_set_new(o, "uid",
+                        a->have_hello && a->peer_pid > 0 ? json_integer(a->peer_uid) : json_null());
     json_object_set_new(o, "start_time", jnum(min_nan(s->t_first, sf)));
     json_object_set_new(o, "end_time", jnum(max_nan(s->t_last, sl)));
     json_object_set_new(o, "steps_from", jnum(s->t_first));
@@ -419,13 +424,11 @@ static void throughput(const struct gs_agg *a, const struct step_sums *s, json_t
     if (isnan(steps) && s->max_rank_steps)
         steps = (double)s->max_rank_steps;
     json_object_set_new(rep, "train_runtime", jnum(rt));
-    json_object_set_new(rep, "train_samples_per_second",
-                        rt > 0 ? jnum(samples / rt) : json_null());
+    json_object_set_new(rep, "train_samples_per_second", rt > 0 ? jnum(samples / rt) : json_null());
     json_object_set_new(rep, "train_steps_per_second", rt > 0 ? jnum(steps / rt) : json_null());
 }
 
-static void utilization(const struct devsum *d, const struct step_sums *s, double busy,
-                        json_t *rep)
+static void utilization(const struct devsum *d, const struct step_sums *s, double busy, json_t *rep)
 {
     if (!isnan(d->util_avg)) {
         json_object_set_new(rep, "gpu_avg_utilization_percent", json_real(d->util_avg));
@@ -458,7 +461,8 @@ static const json_t *gpu_entry(const json_t *gpus, long idx)
     size_t i;
     const json_t *g;
 
-    json_array_foreach(gpus, i, g) {
+    json_array_foreach(gpus, i, g)
+    {
         if (json_is_integer(json_object_get(g, "index")) &&
             json_integer_value(json_object_get(g, "index")) == idx)
             return g;
@@ -471,7 +475,7 @@ static const json_t *gpu_entry(const json_t *gpus, long idx)
  * GPU's figures (the GPU whose NVML index is the rank's CUDA device). */
 static json_t *per_rank(const struct gs_agg *a, float *buf, const json_t *gpus, json_t *rep)
 {
-    static const int cols[] = {GS_PH_DATA, GS_PH_FORWARD, GS_PH_BACKWARD, GS_PH_OPTIMIZER,
+    static const int cols[] = {GS_PH_DATA, GS_PH_FORWARD,      GS_PH_BACKWARD, GS_PH_OPTIMIZER,
                                GS_PH_COMM, GS_PH_COMM_EXPOSED, GS_PH_OTHER};
     json_t *arr = json_array();
     double worst = NAN, best = NAN;
@@ -511,8 +515,8 @@ static json_t *per_rank(const struct gs_agg *a, float *buf, const json_t *gpus, 
                                 m ? json_real(round_ms(sum / (double)m)) : json_null());
         }
         json_object_set_new(o, "mean_ms", ph);
-        json_object_set_new(o, "samples", rk->n_samples ? json_integer((json_int_t)rk->samples)
-                                                        : json_null());
+        json_object_set_new(o, "samples",
+                            rk->n_samples ? json_integer((json_int_t)rk->samples) : json_null());
         json_object_set_new(o, "samples_per_second",
                             rk->n_samples && t1 > t0 ? json_real((double)rk->samples / (t1 - t0))
                                                      : json_null());
@@ -531,8 +535,8 @@ static json_t *per_rank(const struct gs_agg *a, float *buf, const json_t *gpus, 
         json_object_set_new(o, "rank", json_integer(rk->rank));
         json_object_set_new(o, "step_p50_ms", json_real(round_ms(worst)));
         json_object_set_new(o, "fastest_step_p50_ms", json_real(round_ms(best)));
-        json_object_set_new(o, "slower_by_ratio", best > 0 ? json_real(worst / best - 1.0)
-                                                           : json_null());
+        json_object_set_new(o, "slower_by_ratio",
+                            best > 0 ? json_real(worst / best - 1.0) : json_null());
         json_object_set_new(o, "device", rk->device >= 0 ? json_integer(rk->device) : json_null());
         json_object_set_new(o, "gpu", g ? json_deep_copy(g) : json_null());
         json_object_set_new(rep, "slowest_rank", o);
@@ -570,8 +574,8 @@ static long outcome_count(const struct gs_agg *a, const char *key)
 /* Why a run has no steps, from what the sender saw (its outcome) and what the receiver saw. */
 static void zero_steps_reason(const struct gs_agg *a, char *out, size_t size)
 {
-    const struct gs_fact *ti = a->have_outcome ? gs_record_fact_get(&a->outcome, "torch_imported")
-                                               : NULL;
+    const struct gs_fact *ti =
+        a->have_outcome ? gs_record_fact_get(&a->outcome, "torch_imported") : NULL;
     char gpu[96];
     size_t n;
 
@@ -580,9 +584,11 @@ static void zero_steps_reason(const struct gs_agg *a, char *out, size_t size)
     else
         snprintf(gpu, sizeof gpu, "; no process of the command appeared on a GPU");
     if (!a->have_hello && !a->have_outcome) {
-        snprintf(out, size, "no step record came from the command: gpuscope never started in "
+        snprintf(out, size,
+                 "no step record came from the command: gpuscope never started in "
                  "it (not a Python program, --no-auto, or a process that never ran a training "
-                 "loop)%s", gpu);
+                 "loop)%s",
+                 gpu);
         return;
     }
     if (ti && ti->type == GS_FACT_BOOL && !ti->v.b) {
@@ -590,7 +596,8 @@ static void zero_steps_reason(const struct gs_agg *a, char *out, size_t size)
         return;
     }
     if (outcome_count(a, "seen_optimizer_step") == 0) {
-        n = (size_t)snprintf(out, size, "torch ran but no optimizer step was seen (the step "
+        n = (size_t)snprintf(out, size,
+                             "torch ran but no optimizer step was seen (the step "
                              "boundary)");
         if (n < size) {
             static const char *const keys[] = {"seen_data", "seen_forward", "seen_backward"};
@@ -650,14 +657,37 @@ static json_t *outcome_object(const struct gs_agg *a, const struct gs_report_met
 
 /* Report keys in reading order: the brief's eight fields first. */
 static const char *const report_order[] = {
-    "schema", "train_runtime", "train_samples_per_second", "train_steps_per_second",
-    "gpu_peak_memory_allocated_gb", "gpu_avg_utilization_percent", "gpu_max_utilization_percent",
-    "data_loading_time_ratio", "communication_time_ratio", "gpu_utilization_source",
-    "gpu_peak_memory_source", "gpu_busy_estimate_percent", "step_busy_estimate_percent",
-    "step_busy_estimate_source", "other_time_ratio", "communication_total_seconds",
-    "communication_hidden_ratio", "steps", "ranks", "energy_joules", "throttled_seconds",
-    "outcome", "phases", "per_rank", "slowest_rank", "gpus", "allocator", "run", "facts",
-    "profile", "findings",
+    "schema",
+    "train_runtime",
+    "train_samples_per_second",
+    "train_steps_per_second",
+    "gpu_peak_memory_allocated_gb",
+    "gpu_avg_utilization_percent",
+    "gpu_max_utilization_percent",
+    "data_loading_time_ratio",
+    "communication_time_ratio",
+    "gpu_utilization_source",
+    "gpu_peak_memory_source",
+    "gpu_busy_estimate_percent",
+    "step_busy_estimate_percent",
+    "step_busy_estimate_source",
+    "other_time_ratio",
+    "communication_total_seconds",
+    "communication_hidden_ratio",
+    "steps",
+    "ranks",
+    "energy_joules",
+    "throttled_seconds",
+    "outcome",
+    "phases",
+    "per_rank",
+    "slowest_rank",
+    "gpus",
+    "allocator",
+    "run",
+    "facts",
+    "profile",
+    "findings",
 };
 
 static json_t *ordered(json_t *rep)
@@ -671,7 +701,8 @@ static json_t *ordered(json_t *rep)
     for (size_t i = 0; i < sizeof report_order / sizeof report_order[0]; i++)
         if ((v = json_object_get(rep, report_order[i])))
             json_object_set(o, report_order[i], v);
-    json_object_foreach(rep, key, v) {
+    json_object_foreach(rep, key, v)
+    {
         if (!json_object_get(o, key))
             json_object_set(o, key, v);
     }
@@ -705,21 +736,20 @@ json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
     json_object_set_new(rep, "gpu_peak_memory_allocated_gb",
                         jnum((isnan(peak_alloc) ? d.mem_peak_bytes : peak_alloc) / GIB));
     json_object_set_new(rep, "gpu_peak_memory_source",
-                        !isnan(peak_alloc) ? json_string("allocator")
+                        !isnan(peak_alloc)         ? json_string("allocator")
                         : !isnan(d.mem_peak_bytes) ? json_string("nvml")
                                                    : json_null());
     utilization(&d, &s, busy, rep);
-    json_object_set_new(rep, "data_loading_time_ratio", jnum(ratio(s.data_ms, s.denom_ms,
-                                                                   s.data_seen)));
-    json_object_set_new(rep, "communication_time_ratio", jnum(ratio(s.comm_ms, s.denom_ms,
-                                                                    s.comm_seen)));
+    json_object_set_new(rep, "data_loading_time_ratio",
+                        jnum(ratio(s.data_ms, s.denom_ms, s.data_seen)));
+    json_object_set_new(rep, "communication_time_ratio",
+                        jnum(ratio(s.comm_ms, s.denom_ms, s.comm_seen)));
     json_object_set_new(rep, "gpu_busy_estimate_percent", jnum(s.cuda_events ? busy : NAN));
     json_object_set_new(rep, "step_busy_estimate_percent", jnum(busy));
     json_object_set_new(rep, "step_busy_estimate_source",
                         isnan(busy) ? json_null()
                                     : json_string(s.cuda_events ? "cuda_events" : "host_timing"));
-    json_object_set_new(rep, "other_time_ratio", jnum(ratio(s.other_ms, s.denom_ms,
-                                                            s.other_seen)));
+    json_object_set_new(rep, "other_time_ratio", jnum(ratio(s.other_ms, s.denom_ms, s.other_seen)));
     json_object_set_new(rep, "communication_total_seconds",
                         s.comm_seen ? json_real(s.comm_total_ms / 1000.0) : json_null());
     json_object_set_new(rep, "communication_hidden_ratio",
@@ -886,7 +916,8 @@ static void print_facts(FILE *out, const json_t *facts)
     if (!json_object_size(facts))
         return;
     fprintf(out, "  %-28s ", "settings (facts)");
-    json_object_foreach((json_t *)facts, key, v) {
+    json_object_foreach((json_t *)facts, key, v)
+    {
         fprintf(out, "%s%s=", first ? "" : ", ", key);
         first = 0;
         if (json_is_string(v))
@@ -933,9 +964,10 @@ static void print_ranks(FILE *out, const json_t *rep, const struct paint *c)
     if (json_array_size(ranks) < 2)
         return;
     fprintf(out, "  %s%-5s %7s %10s %10s %9s %9s %9s %9s %9s %9s%s\n", c->bold, "rank", "steps",
-            "step p50", "step p95", "data", "forward", "backward", "optim", "comm exp",
-            "other", c->off);
-    json_array_foreach(ranks, i, r) {
+            "step p50", "step p95", "data", "forward", "backward", "optim", "comm exp", "other",
+            c->off);
+    json_array_foreach(ranks, i, r)
+    {
         const json_t *m = json_object_get(r, "mean_ms");
         fprintf(out, "  %-5.0f %7.0f %10s %10s %9s %9s %9s %9s %9s %9s\n", jget(r, "rank"),
                 jget(r, "steps"), fmtnum(b[0], 32, "%.2f", jget(r, "step_p50_ms")),
@@ -954,9 +986,10 @@ static void print_ranks(FILE *out, const json_t *rep, const struct paint *c)
                 jget(sl, "rank"), jget(sl, "step_p50_ms"),
                 fmtnum(b[0], 32, "%.0f %%", 100.0 * jget(sl, "slower_by_ratio")));
         if (json_is_object(g))
-            fprintf(out, "; its GPU %.0f: util avg %s %%, throttled %s s, max %s C, SM clock "
-                    "avg %s of %s MHz, PCIe gen %s x%s", jget(g, "index"),
-                    fmtnum(b[1], 32, "%.1f", jget(g, "utilization_avg_percent")),
+            fprintf(out,
+                    "; its GPU %.0f: util avg %s %%, throttled %s s, max %s C, SM clock "
+                    "avg %s of %s MHz, PCIe gen %s x%s",
+                    jget(g, "index"), fmtnum(b[1], 32, "%.1f", jget(g, "utilization_avg_percent")),
                     fmtnum(b[2], 32, "%.1f", jget(g, "throttled_seconds_total")),
                     fmtnum(b[3], 32, "%.0f", jget(g, "temperature_max_c")),
                     fmtnum(b[4], 32, "%.0f", jget(g, "clock_sm_avg_mhz")),
@@ -1024,10 +1057,11 @@ static void print_gpus(FILE *out, const json_t *rep, const struct paint *c)
         return;
     fprintf(out, "  %s%-4s %-24s %8s %8s %11s %10s %10s %5s%s\n", c->bold, "gpu", "name",
             "util avg", "util max", "mem peak", "energy J", "throttle s", "idle", c->off);
-    json_array_foreach(gpus, i, g) {
+    json_array_foreach(gpus, i, g)
+    {
         const json_t *name = json_object_get(g, "name");
-        fprintf(out, "  %-4.0f %-24.24s %7s%% %7s%% %7s GiB %10s %10s %5zu%s\n",
-                jget(g, "index"), json_is_string(name) ? json_string_value(name) : "?",
+        fprintf(out, "  %-4.0f %-24.24s %7s%% %7s%% %7s GiB %10s %10s %5zu%s\n", jget(g, "index"),
+                json_is_string(name) ? json_string_value(name) : "?",
                 fmtnum(b[0], 32, "%.1f", jget(g, "utilization_avg_percent")),
                 fmtnum(b[1], 32, "%.1f", jget(g, "utilization_max_percent")),
                 fmtnum(b[2], 32, "%.2f", jget(g, "memory_peak_gb")),
@@ -1049,15 +1083,17 @@ static void print_profile(FILE *out, const json_t *rep, const struct paint *c)
     fprintf(out, "%sprofile%s (steps %s, %s)\n", c->bold, c->off, jtext(p, "steps", "?"),
             json_is_string(json_object_get(p, "note")) ? jtext(p, "note", "")
                                                        : jtext(p, "dir", ""));
-    json_array_foreach(json_object_get(p, "ranks"), i, r) {
+    json_array_foreach(json_object_get(p, "ranks"), i, r)
+    {
         const json_t *t = json_object_get(r, "temporal");
 
         if (!t) {
             fprintf(out, "  rank %.0f: %s\n", jget(r, "rank"), jtext(r, "note", "no GPU activity"));
             continue;
         }
-        fprintf(out, "  rank %.0f: GPU idle %.1f %%, compute %.1f %%, non-compute %.1f %% of %.0f us"
-                     " kernel span\n",
+        fprintf(out,
+                "  rank %.0f: GPU idle %.1f %%, compute %.1f %%, non-compute %.1f %% of %.0f us"
+                " kernel span\n",
                 jget(r, "rank"), jget(t, "idle_pct"), jget(t, "compute_pct"),
                 jget(t, "non_compute_pct"), jget(t, "kernel_span_us"));
     }
@@ -1074,13 +1110,15 @@ static void print_findings(FILE *out, const json_t *rep, const struct paint *c)
         return;
     }
     fprintf(out, "%sfindings:%s\n", c->bold, c->off);
-    json_array_foreach(fs, i, f) {
+    json_array_foreach(fs, i, f)
+    {
         const char *sev = jtext(f, "severity", NULL);
-        const char *col = !sev ? "" : strcmp(sev, "critical") == 0 ? c->crit
-                                  : strcmp(sev, "warning") == 0    ? c->warn
-                                                                   : c->info;
-        fprintf(out, "  %s[%s]%s %s: %s\n", col, sev ? sev : "?", c->off,
-                jtext(f, "id", "?"), jtext(f, "title", ""));
+        const char *col = !sev                           ? ""
+                          : strcmp(sev, "critical") == 0 ? c->crit
+                          : strcmp(sev, "warning") == 0  ? c->warn
+                                                         : c->info;
+        fprintf(out, "  %s[%s]%s %s: %s\n", col, sev ? sev : "?", c->off, jtext(f, "id", "?"),
+                jtext(f, "title", ""));
         json_array_foreach(json_object_get(f, "advice"), j, adv)
             fprintf(out, "      - %s\n", json_is_string(adv) ? json_string_value(adv) : "");
     }
@@ -1096,20 +1134,23 @@ static void print_stacks(FILE *out, const json_t *rep, const struct paint *c)
     if (!json_is_object(st) || !json_array_size(json_object_get(st, "top")))
         return;
     fprintf(out, "  %-28s", "main thread (stacks)");
-    json_array_foreach(json_object_get(st, "top"), i, e) {
+    json_array_foreach(json_object_get(st, "top"), i, e)
+    {
         if (i >= 3)
             break;
         fprintf(out, "%s%s %.0f %%", i ? ", " : "", jtext(e, "function", "?"),
                 100 * jget(e, "own"));
     }
     fprintf(out, "%s\n", c->off);
-    json_array_foreach(json_object_get(st, "gpu_idle"), i, g) {
+    json_array_foreach(json_object_get(st, "gpu_idle"), i, g)
+    {
         if (jget(g, "samples") < 1)
             continue;
         fprintf(out, "  %-28s", "");
         fprintf(out, "while GPU %.0f was idle (%.0f %% of the run): ", jget(g, "gpu"),
                 100 * jget(g, "idle_fraction"));
-        json_array_foreach(json_object_get(g, "top"), j, e) {
+        json_array_foreach(json_object_get(g, "top"), j, e)
+        {
             if (j >= 2)
                 break;
             fprintf(out, "%s%s %.0f %%", j ? ", " : "", jtext(e, "function", "?"),

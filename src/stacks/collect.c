@@ -34,8 +34,7 @@ uint32_t gs_collect_label(struct gs_collect *c, uint32_t f)
     return id;
 }
 
-int gs_collect_add(struct gs_collect *c, const struct gs_pythread *th, const char *root,
-                   uint64_t w)
+int gs_collect_add(struct gs_collect *c, const struct gs_pythread *th, const char *root, uint64_t w)
 {
     uint32_t ids[GS_PY_MAX_DEPTH + 1];
     unsigned n = 0;

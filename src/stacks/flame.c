@@ -22,10 +22,18 @@ static void put_xml(FILE *out, const char *s, size_t max)
     size_t n = 0;
     for (; *s && n < max; s++, n++) {
         switch (*s) {
-        case '<': fputs("&lt;", out); break;
-        case '>': fputs("&gt;", out); break;
-        case '&': fputs("&amp;", out); break;
-        case '"': fputs("&quot;", out); break;
+        case '<':
+            fputs("&lt;", out);
+            break;
+        case '>':
+            fputs("&gt;", out);
+            break;
+        case '&':
+            fputs("&amp;", out);
+            break;
+        case '"':
+            fputs("&quot;", out);
+            break;
         default:
             if ((unsigned char)*s >= 0x20 || *s == '\t')
                 fputc(*s, out);
@@ -108,8 +116,9 @@ int gs_flame_write_svg(const struct gs_stackprof *p, const char *title, FILE *ou
             }
             fprintf(out, ": %llu samples, %.2f%%</title>", (unsigned long long)nd->total,
                     100.0 * (double)nd->total / total);
-            fprintf(out, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
-                         "fill=\"rgb(%u,%u,%u)\"/>",
+            fprintf(out,
+                    "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
+                    "fill=\"rgb(%u,%u,%u)\"/>",
                     it.x, y, w, ROW - 1, 205 + h % 50, 80 + (h >> 8) % 130, 40 + (h >> 16) % 50);
             if (chars >= 3) {
                 fprintf(out, "<text x=\"%.2f\" y=\"%d\">", it.x + 3, y + ROW - 4);

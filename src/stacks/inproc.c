@@ -142,8 +142,8 @@ GS_API int gs_stacks_self_write(struct gs_stacks_self *s, const char *path, cons
     if (strcmp(format, "svg") == 0)
         rc = gs_flame_write_svg(s->prof, "gpuscope: in-process stacks", f, &e);
     else if (strcmp(format, "speedscope") == 0)
-        rc = gs_stackprof_write_speedscope(s->prof, "gpuscope: in-process stacks", 1.0 / s->hz,
-                                           f, &e);
+        rc = gs_stackprof_write_speedscope(s->prof, "gpuscope: in-process stacks", 1.0 / s->hz, f,
+                                           &e);
     else
         rc = gs_stackprof_write_collapsed(s->prof, f);
     pthread_mutex_unlock(&s->mu);

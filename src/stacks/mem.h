@@ -23,7 +23,7 @@ struct gs_mem {
     const uint8_t *image; /* image reader: bytes of [image_base, image_base + image_len) */
     size_t image_len;
     uint64_t image_base;
-    uint64_t reads;       /* read calls made (for benchmarks) */
+    uint64_t reads; /* read calls made (for benchmarks) */
 };
 
 /* A reader of process pid's memory through process_vm_readv. */

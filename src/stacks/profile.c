@@ -29,8 +29,8 @@ struct gs_stackprof *gs_stackprof_new(void)
         gs_stackprof_free(p);
         return NULL;
     }
-    p->nodes[0] = (struct gs_prof_node){GS_PROF_NONE, GS_PROF_NONE, GS_PROF_NONE, GS_PROF_NONE,
-                                        0, 0};
+    p->nodes[0] =
+        (struct gs_prof_node){GS_PROF_NONE, GS_PROF_NONE, GS_PROF_NONE, GS_PROF_NONE, 0, 0};
     p->nnodes = 1;
     return p;
 }
@@ -184,8 +184,7 @@ static int cmp_ids(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-unsigned gs_stackprof_top(const struct gs_stackprof *p, uint32_t *ids, unsigned cap,
-                          int by_total)
+unsigned gs_stackprof_top(const struct gs_stackprof *p, uint32_t *ids, unsigned cap, int by_total)
 {
     uint32_t *all;
     unsigned n = 0;
@@ -285,8 +284,8 @@ struct speedscope_walk {
     double interval_s, total;
 };
 
-static void speedscope_leaf(void *ctx, const struct gs_stackprof *p,
-                            const struct gs_prof_node *nd, const uint32_t *chain, uint32_t depth)
+static void speedscope_leaf(void *ctx, const struct gs_stackprof *p, const struct gs_prof_node *nd,
+                            const uint32_t *chain, uint32_t depth)
 {
     struct speedscope_walk *w = ctx;
     json_t *s = json_array();
@@ -298,8 +297,8 @@ static void speedscope_leaf(void *ctx, const struct gs_stackprof *p,
     w->total += (double)nd->self * w->interval_s;
 }
 
-int gs_stackprof_write_speedscope(const struct gs_stackprof *p, const char *name,
-                                  double interval_s, FILE *out, struct gs_err *err)
+int gs_stackprof_write_speedscope(const struct gs_stackprof *p, const char *name, double interval_s,
+                                  FILE *out, struct gs_err *err)
 {
     json_t *root = json_object(), *frames = json_array(), *samples = json_array(),
            *weights = json_array(), *prof = json_object(), *profiles = json_array(),

@@ -26,7 +26,7 @@ struct gs_prof_label {
 };
 
 struct gs_prof_node {
-    uint32_t frame;  /* label id; GS_PROF_NONE for the root */
+    uint32_t frame;                  /* label id; GS_PROF_NONE for the root */
     uint32_t parent, child, sibling; /* node ids; GS_PROF_NONE */
     uint64_t self, total;
 };
@@ -34,7 +34,7 @@ struct gs_prof_node {
 struct gs_stackprof {
     struct gs_prof_label *labels;
     uint32_t nlabels;
-    uint32_t *lhash; /* 2 * GS_PROF_MAX_FRAMES slots, 0 empty else id + 1 */
+    uint32_t *lhash;            /* 2 * GS_PROF_MAX_FRAMES slots, 0 empty else id + 1 */
     struct gs_prof_node *nodes; /* nodes[0] is the root */
     uint32_t nnodes, cap_nodes;
     uint64_t *own, *tot; /* per label */
@@ -60,8 +60,7 @@ int gs_stackprof_add_leaf(struct gs_stackprof *p, const uint32_t *frames, unsign
                           uint32_t *leaf);
 
 /* Label ids sorted by own count (then total), most first; at most cap; returns how many. */
-unsigned gs_stackprof_top(const struct gs_stackprof *p, uint32_t *ids, unsigned cap,
-                          int by_total);
+unsigned gs_stackprof_top(const struct gs_stackprof *p, uint32_t *ids, unsigned cap, int by_total);
 
 /* "a;b;c N" lines, one per distinct stack with own samples. Labels print as
  * "name (file)". */
@@ -69,7 +68,7 @@ int gs_stackprof_write_collapsed(const struct gs_stackprof *p, FILE *out);
 
 /* speedscope's file format (https://www.speedscope.app/file-format-schema.json): one sampled
  * profile, weights in seconds (each sample counts interval_s). */
-int gs_stackprof_write_speedscope(const struct gs_stackprof *p, const char *name,
-                                  double interval_s, FILE *out, struct gs_err *err);
+int gs_stackprof_write_speedscope(const struct gs_stackprof *p, const char *name, double interval_s,
+                                  FILE *out, struct gs_err *err);
 
 #endif

@@ -28,9 +28,8 @@ struct candidate {
     int is_lib;
 };
 
-int gs_pyfind_elf_symbols(const char *path, const char *const *names, size_t n,
-                          uint64_t *values, int *elf_type, uint64_t *first_vaddr,
-                          struct gs_err *err)
+int gs_pyfind_elf_symbols(const char *path, const char *const *names, size_t n, uint64_t *values,
+                          int *elf_type, uint64_t *first_vaddr, struct gs_err *err)
 {
     int fd, rc = GS_OK;
     Elf *e = NULL;
@@ -46,10 +45,8 @@ int gs_pyfind_elf_symbols(const char *path, const char *const *names, size_t n,
         return gs_err_set(err, errno == EACCES ? GS_EPERM : GS_EIO, "stacks: %s: %s", path,
                           strerror(errno));
     e = elf_begin(fd, ELF_C_READ, NULL);
-    if (!e || elf_kind(e) != ELF_K_ELF || !gelf_getehdr(e, &eh) ||
-        elf_getphdrnum(e, &nph) != 0) {
-        rc = gs_err_set(err, GS_EPARSE, "stacks: %s: not an ELF file (%s)", path,
-                        elf_errmsg(-1));
+    if (!e || elf_kind(e) != ELF_K_ELF || !gelf_getehdr(e, &eh) || elf_getphdrnum(e, &nph) != 0) {
+        rc = gs_err_set(err, GS_EPARSE, "stacks: %s: not an ELF file (%s)", path, elf_errmsg(-1));
         goto out;
     }
     *elf_type = eh.e_type;
@@ -78,8 +75,7 @@ int gs_pyfind_elf_symbols(const char *path, const char *const *names, size_t n,
         for (size_t i = 0; i < count; i++) {
             GElf_Sym sym;
             const char *nm;
-            if (!gelf_getsym(d, (int)i, &sym) || sym.st_value == 0 ||
-                sym.st_shndx == SHN_UNDEF)
+            if (!gelf_getsym(d, (int)i, &sym) || sym.st_value == 0 || sym.st_shndx == SHN_UNDEF)
                 continue;
             nm = elf_strptr(e, sh.sh_link, sym.st_name);
             if (!nm)
@@ -124,23 +120,30 @@ void gs_pyfind_perm_hint(pid_t pid, char *buf, size_t cap)
     }
     snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
     if (access(path, R_OK) != 0 && errno == EACCES && scope <= 0)
-        snprintf(buf, cap, "/proc/%d is hidden or not ours (another user, or /proc mounted "
-                 "with hidepid); run as the process's user or as root", (int)pid);
+        snprintf(buf, cap,
+                 "/proc/%d is hidden or not ours (another user, or /proc mounted "
+                 "with hidepid); run as the process's user or as root",
+                 (int)pid);
     else if (scope == 3)
-        snprintf(buf, cap, "kernel.yama.ptrace_scope=3 forbids reading other processes; "
+        snprintf(buf, cap,
+                 "kernel.yama.ptrace_scope=3 forbids reading other processes; "
                  "use the in-process sampler (gpuscope run, or gpuscope.stacks.start())");
     else if (scope == 2 && !has_cap_sys_ptrace())
-        snprintf(buf, cap, "kernel.yama.ptrace_scope=2 needs CAP_SYS_PTRACE (sudo; in a "
+        snprintf(buf, cap,
+                 "kernel.yama.ptrace_scope=2 needs CAP_SYS_PTRACE (sudo; in a "
                  "container: --cap-add SYS_PTRACE), or run the target under gpuscope run");
     else if (scope == 1 && !has_cap_sys_ptrace())
-        snprintf(buf, cap, "kernel.yama.ptrace_scope=1 lets only an ancestor read a process: "
+        snprintf(buf, cap,
+                 "kernel.yama.ptrace_scope=1 lets only an ancestor read a process: "
                  "run the target under gpuscope run, use sudo (CAP_SYS_PTRACE), or set "
                  "ptrace_scope=0");
     else if (!has_cap_sys_ptrace())
-        snprintf(buf, cap, "the process belongs to another user or is not dumpable; use sudo "
+        snprintf(buf, cap,
+                 "the process belongs to another user or is not dumpable; use sudo "
                  "(CAP_SYS_PTRACE)");
     else
-        snprintf(buf, cap, "refused although we hold CAP_SYS_PTRACE: a seccomp profile or "
+        snprintf(buf, cap,
+                 "refused although we hold CAP_SYS_PTRACE: a seccomp profile or "
                  "LSM blocks process_vm_readv (containers: --cap-add SYS_PTRACE, "
                  "--security-opt seccomp=unconfined)");
 }
@@ -254,8 +257,8 @@ static int try_candidate(pid_t pid, const struct candidate *c, struct gs_pyread 
     if (rc == GS_EPERM) {
         char hint[300];
         gs_pyfind_perm_hint(pid, hint, sizeof hint);
-        return gs_err_set(err, GS_EPERM, "stacks: cannot read process %d's memory: %s",
-                          (int)pid, hint);
+        return gs_err_set(err, GS_EPERM, "stacks: cannot read process %d's memory: %s", (int)pid,
+                          hint);
     }
     return rc;
 }

@@ -16,9 +16,8 @@ struct gs_err;
 /* Values of the named symbols in the ELF file at path (from .symtab and .dynsym; values[i]
  * stays 0 when names[i] is absent), its type (ET_EXEC / ET_DYN) and the virtual address of
  * the segment that maps file offset 0. GS_EIO / GS_EPARSE with the file named. */
-int gs_pyfind_elf_symbols(const char *path, const char *const *names, size_t n,
-                          uint64_t *values, int *elf_type, uint64_t *first_vaddr,
-                          struct gs_err *err);
+int gs_pyfind_elf_symbols(const char *path, const char *const *names, size_t n, uint64_t *values,
+                          int *elf_type, uint64_t *first_vaddr, struct gs_err *err);
 
 /* One line on why reading pid's memory is refused: Yama's ptrace_scope, CAP_SYS_PTRACE,
  * another user, containers. Always NUL-terminates buf. */

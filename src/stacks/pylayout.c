@@ -27,54 +27,146 @@
 static const struct gs_py_layout table[] = {
     {
         /* 3.8 and 3.9: tstate->frame is the innermost PyFrameObject; co_lnotab. */
-        .version = 0x03080000, .frames = GS_PYF_FRAMEOBJ, .lines = GS_PYL_LNOTAB,
-        .rt_interp_head = 32, .is_next = 0, .is_threads_head = 8,
-        .ts_next = 8, .ts_interp = 16, .ts_frame = 24, .ts_thread_id = 176, .ts_native_tid = 0,
-        .fr_size = 112, .fr_back = 24, .fr_code = 32, .fr_lasti = 104,
-        .co_size = 128, .co_filename = 104, .co_name = 112, .co_qualname = 0,
-        .co_linetable = 120, .co_firstlineno = 40, .co_code = 0, OBJ, UNI_38,
+        .version = 0x03080000,
+        .frames = GS_PYF_FRAMEOBJ,
+        .lines = GS_PYL_LNOTAB,
+        .rt_interp_head = 32,
+        .is_next = 0,
+        .is_threads_head = 8,
+        .ts_next = 8,
+        .ts_interp = 16,
+        .ts_frame = 24,
+        .ts_thread_id = 176,
+        .ts_native_tid = 0,
+        .fr_size = 112,
+        .fr_back = 24,
+        .fr_code = 32,
+        .fr_lasti = 104,
+        .co_size = 128,
+        .co_filename = 104,
+        .co_name = 112,
+        .co_qualname = 0,
+        .co_linetable = 120,
+        .co_firstlineno = 40,
+        .co_code = 0,
+        OBJ,
+        UNI_38,
     },
     {
-        .version = 0x03090000, .frames = GS_PYF_FRAMEOBJ, .lines = GS_PYL_LNOTAB,
-        .rt_interp_head = 32, .is_next = 0, .is_threads_head = 8,
-        .ts_next = 8, .ts_interp = 16, .ts_frame = 24, .ts_thread_id = 176, .ts_native_tid = 0,
-        .fr_size = 112, .fr_back = 24, .fr_code = 32, .fr_lasti = 104,
-        .co_size = 128, .co_filename = 104, .co_name = 112, .co_qualname = 0,
-        .co_linetable = 120, .co_firstlineno = 40, .co_code = 0, OBJ, UNI_38,
+        .version = 0x03090000,
+        .frames = GS_PYF_FRAMEOBJ,
+        .lines = GS_PYL_LNOTAB,
+        .rt_interp_head = 32,
+        .is_next = 0,
+        .is_threads_head = 8,
+        .ts_next = 8,
+        .ts_interp = 16,
+        .ts_frame = 24,
+        .ts_thread_id = 176,
+        .ts_native_tid = 0,
+        .fr_size = 112,
+        .fr_back = 24,
+        .fr_code = 32,
+        .fr_lasti = 104,
+        .co_size = 128,
+        .co_filename = 104,
+        .co_name = 112,
+        .co_qualname = 0,
+        .co_linetable = 120,
+        .co_firstlineno = 40,
+        .co_code = 0,
+        OBJ,
+        UNI_38,
     },
     {
         /* 3.10: f_stacktop became int f_stackdepth (f_lasti moves up 8), f_lasti counts
          * code units, co_lnotab became co_linetable (same slot). */
-        .version = 0x030a0000, .frames = GS_PYF_FRAMEOBJ, .lines = GS_PYL_LINETABLE,
-        .rt_interp_head = 32, .is_next = 0, .is_threads_head = 8,
-        .ts_next = 8, .ts_interp = 16, .ts_frame = 24, .ts_thread_id = 176, .ts_native_tid = 0,
-        .fr_size = 104, .fr_back = 24, .fr_code = 32, .fr_lasti = 96,
-        .co_size = 128, .co_filename = 104, .co_name = 112, .co_qualname = 0,
-        .co_linetable = 120, .co_firstlineno = 40, .co_code = 0, OBJ, UNI_38,
+        .version = 0x030a0000,
+        .frames = GS_PYF_FRAMEOBJ,
+        .lines = GS_PYL_LINETABLE,
+        .rt_interp_head = 32,
+        .is_next = 0,
+        .is_threads_head = 8,
+        .ts_next = 8,
+        .ts_interp = 16,
+        .ts_frame = 24,
+        .ts_thread_id = 176,
+        .ts_native_tid = 0,
+        .fr_size = 104,
+        .fr_back = 24,
+        .fr_code = 32,
+        .fr_lasti = 96,
+        .co_size = 128,
+        .co_filename = 104,
+        .co_name = 112,
+        .co_qualname = 0,
+        .co_linetable = 120,
+        .co_firstlineno = 40,
+        .co_code = 0,
+        OBJ,
+        UNI_38,
     },
     {
         /* 3.11: _PyRuntimeState gained _initialized, PyInterpreterState a threads struct;
          * frames are _PyInterpreterFrame reached through tstate->cframe->current_frame;
          * prev_instr points into co_code_adaptive. */
-        .version = 0x030b0000, .frames = GS_PYF_CFRAME, .lines = GS_PYL_LOCATIONS,
-        .rt_interp_head = 40, .is_next = 0, .is_threads_head = 16,
-        .ts_next = 8, .ts_interp = 16, .ts_frame = 56, .ts_thread_id = 152, .ts_native_tid = 160,
+        .version = 0x030b0000,
+        .frames = GS_PYF_CFRAME,
+        .lines = GS_PYL_LOCATIONS,
+        .rt_interp_head = 40,
+        .is_next = 0,
+        .is_threads_head = 16,
+        .ts_next = 8,
+        .ts_interp = 16,
+        .ts_frame = 56,
+        .ts_thread_id = 152,
+        .ts_native_tid = 160,
         .cf_current_frame = 8,
-        .fr_size = 72, .fr_back = 48, .fr_code = 32, .fr_lasti = 56, .fr_owner = 69,
-        .co_size = 144, .co_filename = 112, .co_name = 120, .co_qualname = 128,
-        .co_linetable = 136, .co_firstlineno = 72, .co_code = 184, OBJ, UNI_38,
+        .fr_size = 72,
+        .fr_back = 48,
+        .fr_code = 32,
+        .fr_lasti = 56,
+        .fr_owner = 69,
+        .co_size = 144,
+        .co_filename = 112,
+        .co_name = 120,
+        .co_qualname = 128,
+        .co_linetable = 136,
+        .co_firstlineno = 72,
+        .co_code = 184,
+        OBJ,
+        UNI_38,
     },
     {
         /* 3.12: f_code first in the frame, C-stack shim frames (owner 3), no
          * _PyCFrame.use_tracing, PyInterpreterState grew id/monitoring fields. */
-        .version = 0x030c0000, .frames = GS_PYF_CFRAME, .lines = GS_PYL_LOCATIONS,
-        .rt_interp_head = 48, .is_next = 0, .is_threads_head = 72,
-        .ts_next = 8, .ts_interp = 16, .ts_frame = 56, .ts_thread_id = 136, .ts_native_tid = 144,
+        .version = 0x030c0000,
+        .frames = GS_PYF_CFRAME,
+        .lines = GS_PYL_LOCATIONS,
+        .rt_interp_head = 48,
+        .is_next = 0,
+        .is_threads_head = 72,
+        .ts_next = 8,
+        .ts_interp = 16,
+        .ts_frame = 56,
+        .ts_thread_id = 136,
+        .ts_native_tid = 144,
         .cf_current_frame = 0,
-        .fr_size = 72, .fr_back = 8, .fr_code = 0, .fr_lasti = 56, .fr_owner = 70,
+        .fr_size = 72,
+        .fr_back = 8,
+        .fr_code = 0,
+        .fr_lasti = 56,
+        .fr_owner = 70,
         .fr_owner_cstack = 3,
-        .co_size = 144, .co_filename = 112, .co_name = 120, .co_qualname = 128,
-        .co_linetable = 136, .co_firstlineno = 68, .co_code = 192, OBJ, UNI_312,
+        .co_size = 144,
+        .co_filename = 112,
+        .co_name = 120,
+        .co_qualname = 128,
+        .co_linetable = 136,
+        .co_firstlineno = 68,
+        .co_code = 192,
+        OBJ,
+        UNI_312,
     },
 };
 
@@ -111,11 +203,11 @@ static const struct dbg_index dbg_indices[] = {
      * interpreters_head}; interpreter_state (13 fields); thread_state (9); interpreter_frame
      * (6); code_object (10); pyobject (2); type_object (4); tuple, list, dict (3 each);
      * float (2); long (3); bytes (3); unicode (4). */
-    {13, 3, 5, 6, 8, 9, 19, 21, 22, 23, 24, 25, 28, 29, 30, 31, 33,
+    {13, 3,  5,  6,  8,  9,  19, 21, 22, 23, 24, 25, 28, 29, 30, 31, 33,
      34, 35, 36, 37, 38, 39, 43, 45, 64, 65, 66, 67, 68, 69, 70, 71},
     /* 3.14: interpreter_state gained threads_main, interpreter_frame stackpointer, and a
      * set_object block sits between list and dict. */
-    {14, 3, 5, 6, 8, 9, 20, 22, 23, 24, 25, 26, 29, 30, 31, 32, 34,
+    {14, 3,  5,  6,  8,  9,  20, 22, 23, 24, 25, 26, 29, 30, 31, 32, 34,
      36, 37, 38, 39, 40, 41, 45, 47, 70, 71, 72, 73, 74, 75, 76, 77},
 };
 
@@ -147,7 +239,8 @@ int gs_pylayout_from_debug(const void *buf, size_t len, struct gs_py_layout *out
     if (!ix)
         return gs_err_set(err, GS_ENOTSUP,
                           "stacks: python 3.%u: _Py_DebugOffsets layout not known to this "
-                          "gpuscope (3.13 and 3.14 are)", minor);
+                          "gpuscope (3.13 and 3.14 are)",
+                          minor);
     if (f[2] != 0)
         return gs_err_set(err, GS_ENOTSUP,
                           "stacks: python 3.%u free-threaded build: frames not supported", minor);
@@ -200,16 +293,15 @@ int gs_pylayout_from_debug(const void *buf, size_t len, struct gs_py_layout *out
         !off_in(f[ix->co_name], f[ix->co_size], 8) ||
         !off_in(f[ix->co_qualname], f[ix->co_size], 8) ||
         !off_in(f[ix->co_linetable], f[ix->co_size], 8) ||
-        !off_in(f[ix->co_first], f[ix->co_size], 4) ||
-        !off_in(f[ix->co_code], f[ix->co_size], 0) ||
+        !off_in(f[ix->co_first], f[ix->co_size], 4) || !off_in(f[ix->co_code], f[ix->co_size], 0) ||
         !off_in(f[ix->by_obsize], f[ix->by_size], 8) ||
-        !off_in(f[ix->by_sval], f[ix->by_size], 0) ||
-        !off_in(f[ix->un_state], f[ix->un_size], 4) ||
+        !off_in(f[ix->by_sval], f[ix->by_size], 0) || !off_in(f[ix->un_state], f[ix->un_size], 4) ||
         !off_in(f[ix->un_length], f[ix->un_size], 8) || f[ix->un_ascii] > f[ix->un_size] ||
         f[ix->ob_type] != 8)
         return gs_err_set(err, GS_EPARSE,
                           "stacks: python 3.%u _Py_DebugOffsets: an offset lies outside its "
-                          "struct", minor);
+                          "struct",
+                          minor);
     out->fr_size = (uint32_t)(f[ix->fr_size] > 128 ? 128 : f[ix->fr_size]);
     out->co_size = out->co_linetable + 8;
     if (out->co_filename + 8 > out->co_size || out->co_name + 8 > out->co_size ||

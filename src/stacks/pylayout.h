@@ -30,7 +30,7 @@ enum gs_py_lines {
 };
 
 struct gs_py_layout {
-    unsigned version;  /* PY_VERSION_HEX, e.g. 0x030b02f0 */
+    unsigned version; /* PY_VERSION_HEX, e.g. 0x030b02f0 */
     enum gs_py_frames frames;
     enum gs_py_lines lines;
     /* _PyRuntimeState */
@@ -41,12 +41,12 @@ struct gs_py_layout {
     uint32_t ts_next, ts_interp, ts_frame, ts_thread_id, ts_native_tid; /* native: 0 = none */
     uint32_t cf_current_frame; /* _PyCFrame.current_frame (GS_PYF_CFRAME) */
     /* frame */
-    uint32_t fr_size;     /* bytes to read per frame */
+    uint32_t fr_size;                              /* bytes to read per frame */
     uint32_t fr_back, fr_code, fr_lasti, fr_owner; /* owner: 0 = none */
-    int fr_code_tagged;   /* f_executable is a _PyStackRef: clear the low tag bits */
+    int fr_code_tagged;       /* f_executable is a _PyStackRef: clear the low tag bits */
     unsigned fr_owner_cstack; /* owner values >= this are C-stack shims to skip; 0 = none */
     /* PyCodeObject */
-    uint32_t co_size;     /* bytes to read per code object header */
+    uint32_t co_size; /* bytes to read per code object header */
     uint32_t co_filename, co_name, co_qualname, co_linetable, co_firstlineno, co_code;
     /* co_code: 3.11+ offset of co_code_adaptive in the object; 3.8-3.10 none (0) */
     /* PyObject / PyBytesObject / unicode */

@@ -13,12 +13,12 @@
 
 #include "gpuscope/gs_err.h"
 
-#define CODE_CACHE 4096       /* code objects remembered (direct-mapped by address) */
-#define MAX_LINETABLE 65536   /* bytes of a line table we copy at most */
-#define MAX_NAME 512          /* bytes of a name or file name we keep (UTF-8) */
+#define CODE_CACHE 4096     /* code objects remembered (direct-mapped by address) */
+#define MAX_LINETABLE 65536 /* bytes of a line table we copy at most */
+#define MAX_NAME 512        /* bytes of a name or file name we keep (UTF-8) */
 #define MAX_INTERPS 16
-#define FUNCS_FIRST 256 /* the function table starts this big and doubles up to the max */
-#define FRAME_BLOCK 4096      /* bytes read below a frame: its callers usually live there */
+#define FUNCS_FIRST 256  /* the function table starts this big and doubles up to the max */
+#define FRAME_BLOCK 4096 /* bytes read below a frame: its callers usually live there */
 
 struct code_ent {
     uint64_t addr, filename, name, linetable; /* the object and what it pointed at */
@@ -233,8 +233,9 @@ static int read_str(struct gs_pyread *r, uint64_t addr, char *out, size_t cap)
     if (gs_mem_read(&r->mem, data, raw, (size_t)n * kind) != GS_OK)
         return GS_EIO;
     for (uint64_t i = 0; i < n && o + 5 < cap; i++) {
-        uint32_t c = kind == 1 ? raw[i] : kind == 2 ? (uint32_t)raw[2 * i] | raw[2 * i + 1] << 8
-                                                    : rd32(raw, (uint32_t)(4 * i));
+        uint32_t c = kind == 1   ? raw[i]
+                     : kind == 2 ? (uint32_t)raw[2 * i] | raw[2 * i + 1] << 8
+                                 : rd32(raw, (uint32_t)(4 * i));
         if (c == 0)
             c = '?';
         o += put_utf8(out + o, c);
@@ -536,7 +537,8 @@ int gs_pyread_sample(struct gs_pyread *r, pid_t only_tid, struct gs_pysample *ou
                 if (ni == 0 && nt == 0 && out->nthreads == 0)
                     return gs_err_set(err, GS_EPARSE,
                                       "stacks: thread state 0x%llx does not point back at its "
-                                      "interpreter", (unsigned long long)t);
+                                      "interpreter",
+                                      (unsigned long long)t);
                 break; /* a thread state freed under us: the rest of the list is stale */
             }
             next = rd64(ts, L->ts_next);

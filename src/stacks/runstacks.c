@@ -40,8 +40,8 @@
 struct rank {
     pid_t pid;
     int rank;
-    int hello;    /* said hello (a real rank); else CMD itself */
-    int dropped;  /* no longer sampled: gone, or CMD once real ranks appeared */
+    int hello;   /* said hello (a real rank); else CMD itself */
+    int dropped; /* no longer sampled: gone, or CMD once real ranks appeared */
     struct gs_pyread *r;
     struct gs_collect *col;
     double next_try;
@@ -239,22 +239,21 @@ void gs_runstacks_end(struct gs_runstacks *rs)
     pthread_mutex_unlock(&rs->mu);
 }
 
-void gs_runstacks_gpu(struct gs_runstacks *rs, double t, unsigned gpu, double util,
-                      double power_w, double power_limit_w)
+void gs_runstacks_gpu(struct gs_runstacks *rs, double t, unsigned gpu, double util, double power_w,
+                      double power_limit_w)
 {
     if (!rs || !isfinite(util))
         return;
     pthread_mutex_lock(&rs->mu);
     if (rs->ngpu < MAX_GPU_READINGS)
-        rs->gpu[rs->ngpu++] = (struct reading){t, (float)util, (float)power_w,
-                                               (float)power_limit_w, (uint16_t)gpu};
+        rs->gpu[rs->ngpu++] =
+            (struct reading){t, (float)util, (float)power_w, (float)power_limit_w, (uint16_t)gpu};
     pthread_mutex_unlock(&rs->mu);
 }
 
 /* ---- sampling ---- */
 
-static void keep_sample(struct gs_runstacks *rs, double t, uint32_t leaf, int32_t line,
-                        unsigned ri)
+static void keep_sample(struct gs_runstacks *rs, double t, uint32_t leaf, int32_t line, unsigned ri)
 {
     if (rs->seen++ % rs->stride != 0)
         return;
@@ -388,10 +387,11 @@ static int gpus_stuck(const struct gs_runstacks *rs, double now, char *what, siz
     }
     if (busy && !idle && !spin)
         return 0;
-    snprintf(what, cap, "%s", spin ? "GPUs spinning (utilization ~100 % at low power: a stuck "
-                                     "collective?)"
-                         : idle ? "GPUs idle"
-                                : "no GPU readings");
+    snprintf(what, cap, "%s",
+             spin   ? "GPUs spinning (utilization ~100 % at low power: a stuck "
+                      "collective?)"
+             : idle ? "GPUs idle"
+                    : "no GPU readings");
     return 1;
 }
 
@@ -419,8 +419,9 @@ static void hang_request(struct gs_runstacks *rs)
                 strerror(errno));
         return;
     }
-    fprintf(stderr, "gpuscope run:   NCCL flight recorder of each rank: %s/hang-%u-nccl/ "
-                    "(torchfrtrace --prefix nccl_trace_rank_ %s/hang-%u-nccl)\n",
+    fprintf(stderr,
+            "gpuscope run:   NCCL flight recorder of each rank: %s/hang-%u-nccl/ "
+            "(torchfrtrace --prefix nccl_trace_rank_ %s/hang-%u-nccl)\n",
             rs->dir, rs->hangs, rs->dir, rs->hangs);
 }
 
@@ -453,8 +454,8 @@ static void hang_dump(struct gs_runstacks *rs, double stalled_s, double p95, con
             const struct gs_pyfunc *fn = gs_pyread_func(k->r, main_th->frames[0].func);
             gs_taskstate_read(k->pid, k->pid, &ts);
             fprintf(stderr, "gpuscope run:   rank %d (pid %d) waits in %s (%s:%d), %s\n", k->rank,
-                    (int)k->pid, fn ? fn->name : "?", fn ? fn->file : "?",
-                    main_th->frames[0].line, ts.what);
+                    (int)k->pid, fn ? fn->name : "?", fn ? fn->file : "?", main_th->frames[0].line,
+                    ts.what);
         }
     }
     if (f)
@@ -736,8 +737,8 @@ static int cmp_step(const void *a, const void *b)
     return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
-static const char *const phase_names[] = {"data", "forward", "backward", "optimizer_step",
-                                          "other", "outside_steps"};
+static const char *const phase_names[] = {"data",           "forward", "backward",
+                                          "optimizer_step", "other",   "outside_steps"};
 
 static unsigned phase_of(const struct gs_runstacks *rs, int rank, double t)
 {
@@ -782,8 +783,7 @@ static int cmp_reading(const void *a, const void *b)
 
 /* The reading of GPU readings[lo..hi) that covers t (the first at or after it, within 5 s);
  * NULL when none. */
-static const struct reading *reading_at(const struct reading *r, uint32_t lo, uint32_t hi,
-                                        double t)
+static const struct reading *reading_at(const struct reading *r, uint32_t lo, uint32_t hi, double t)
 {
     const uint32_t end = hi;
 
@@ -882,8 +882,8 @@ static void write_outputs(struct gs_runstacks *rs, json_t *sec)
 
     snprintf(path, sizeof path, "%s/stacks.svg", rs->dir);
     f = fopen(path, "w");
-    if (f && gs_flame_write_svg(rs->prof, "gpuscope run: main threads of the ranks", f, NULL) ==
-                 GS_OK)
+    if (f &&
+        gs_flame_write_svg(rs->prof, "gpuscope run: main threads of the ranks", f, NULL) == GS_OK)
         json_object_set_new(sec, "flamegraph", json_string("stacks.svg"));
     if (f)
         fclose(f);

@@ -44,8 +44,8 @@ void gs_runstacks_step(struct gs_runstacks *rs, const struct gs_step_rec *s);
 void gs_runstacks_end(struct gs_runstacks *rs);
 /* One GPU reading of a run GPU at realtime t: utilization ratio, power and its limit in watts
  * (negative: unknown). */
-void gs_runstacks_gpu(struct gs_runstacks *rs, double t, unsigned gpu, double util,
-                      double power_w, double power_limit_w);
+void gs_runstacks_gpu(struct gs_runstacks *rs, double t, unsigned gpu, double util, double power_w,
+                      double power_limit_w);
 /* Stops and joins the sampler thread; safe to call twice. */
 void gs_runstacks_stop(struct gs_runstacks *rs);
 /* Adds "stacks" to report (and stack-based findings to its "findings"), writes stacks.svg and

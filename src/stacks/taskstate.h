@@ -25,7 +25,6 @@ int gs_taskstate_read(pid_t pid, pid_t tid, struct gs_taskstate *st);
 char gs_taskstate_letter(pid_t pid, pid_t tid);
 
 /* The summary for a state letter, syscall number and wchan (exposed for tests). */
-void gs_taskstate_describe(char state, long syscall_nr, const char *wchan, char *out,
-                           size_t cap);
+void gs_taskstate_describe(char state, long syscall_nr, const char *wchan, char *out, size_t cap);
 
 #endif

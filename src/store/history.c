@@ -31,14 +31,12 @@
  * Static or slow identity numbers live in the `gpu` table instead. Appending a metric here
  * needs a migration that adds its columns. The order is the column order; never reorder. */
 static const enum gs_metric store_cols[] = {
-    GS_M_UTIL_GPU,          GS_M_UTIL_MEM,        GS_M_UTIL_ENC,
-    GS_M_UTIL_DEC,          GS_M_MEM_USED,        GS_M_TEMP_GPU,
-    GS_M_TEMP_MEM,          GS_M_FAN,             GS_M_POWER_DRAW,
-    GS_M_ENERGY,            GS_M_CLOCK_GR,        GS_M_CLOCK_SM,
-    GS_M_CLOCK_MEM,         GS_M_PSTATE,          GS_M_THROTTLE_ACTIVE,
-    GS_M_PCIE_TX,           GS_M_PCIE_RX,         GS_M_PCIE_REPLAY,
-    GS_M_ECC_CORR_VOL,      GS_M_ECC_UNCORR_VOL,  GS_M_XID_LAST,
-    GS_M_GPM_SM_ACTIVE,     GS_M_GPM_SM_OCCUPANCY, GS_M_GPM_TENSOR_ACTIVE,
+    GS_M_UTIL_GPU,        GS_M_UTIL_MEM,      GS_M_UTIL_ENC,         GS_M_UTIL_DEC,
+    GS_M_MEM_USED,        GS_M_TEMP_GPU,      GS_M_TEMP_MEM,         GS_M_FAN,
+    GS_M_POWER_DRAW,      GS_M_ENERGY,        GS_M_CLOCK_GR,         GS_M_CLOCK_SM,
+    GS_M_CLOCK_MEM,       GS_M_PSTATE,        GS_M_THROTTLE_ACTIVE,  GS_M_PCIE_TX,
+    GS_M_PCIE_RX,         GS_M_PCIE_REPLAY,   GS_M_ECC_CORR_VOL,     GS_M_ECC_UNCORR_VOL,
+    GS_M_XID_LAST,        GS_M_GPM_SM_ACTIVE, GS_M_GPM_SM_OCCUPANCY, GS_M_GPM_TENSOR_ACTIVE,
     GS_M_GPM_DRAM_ACTIVE,
 };
 #define STORE_NCOLS (sizeof store_cols / sizeof store_cols[0])
@@ -122,14 +120,14 @@ struct gs_store {
     unsigned head, count; /* oldest entry, number buffered */
     struct store_ident *ident;
     unsigned n_ident;
-    int64_t last_proc_ms;  /* time of the last buffered process sample; -1: none */
+    int64_t last_proc_ms;   /* time of the last buffered process sample; -1: none */
     int64_t rollup_done_ms; /* minutes before this are rolled up; -1: none yet */
-    int64_t max_t_ms;      /* newest sample written; -1: none */
+    int64_t max_t_ms;       /* newest sample written; -1: none */
     struct gs_store_stats stats;
     sqlite3_stmt *ins_run, *end_run, *ins_step;
     struct store_step_row *steps;
     unsigned n_steps, cap_steps;
-    int read_only; /* gs_store_open_read: no statements, no buffer, no writes */
+    int read_only;           /* gs_store_open_read: no statements, no buffer, no writes */
     struct store_live *live; /* runs begun here, not ended */
     unsigned n_live, cap_live;
     sqlite3_stmt *ins_log; /* schema v3: logged points */
@@ -252,8 +250,8 @@ static int store_schema_v1(char *sql, size_t cap)
     bad |= sql_cat(sql, cap, &n, ");CREATE TABLE rollup(id INTEGER PRIMARY KEY, n INTEGER");
     for (unsigned c = 0; c < STORE_NCOLS; c++) {
         const char *m = gs_metric_name(store_cols[c]);
-        bad |= sql_cat(sql, cap, &n, ", %s_min REAL, %s_avg REAL, %s_max REAL, %s_n INTEGER",
-                       m, m, m, m);
+        bad |= sql_cat(sql, cap, &n, ", %s_min REAL, %s_avg REAL, %s_max REAL, %s_n INTEGER", m, m,
+                       m, m);
     }
     bad |= sql_cat(sql, cap, &n, ");");
     for (unsigned c = 0; c < STORE_NCOLS; c++)
@@ -274,9 +272,9 @@ static int store_schema_v1(char *sql, size_t cap)
 
 /* Step columns of `step`, in enum gs_phase order (gs_run.h; not gs_phase_name: the fuzz
  * targets link this file without src/run). */
-static const char *const store_phase_cols[] = {"data_ms", "forward_ms", "backward_ms",
-                                               "optimizer_step_ms", "communication_ms",
-                                               "total_step_ms"};
+static const char *const store_phase_cols[] = {"data_ms",          "forward_ms",
+                                               "backward_ms",      "optimizer_step_ms",
+                                               "communication_ms", "total_step_ms"};
 _Static_assert(sizeof store_phase_cols / sizeof store_phase_cols[0] == GS_PH_N,
                "one step column per phase");
 
@@ -315,7 +313,9 @@ static int store_schema_v3(char *sql, size_t cap)
                    "CREATE TABLE run_log(id INTEGER PRIMARY KEY, run INTEGER NOT NULL,"
                    " seq INTEGER NOT NULL, step REAL, t REAL, rank INTEGER, key TEXT NOT NULL,"
                    " value REAL NOT NULL);"
-                   "CREATE INDEX run_log_by_run ON run_log(run, seq);") ? -1 : 0;
+                   "CREATE INDEX run_log_by_run ON run_log(run, seq);")
+               ? -1
+               : 0;
 }
 
 /* Migrations, one per schema version: index v brings a file from v-1 to v. */
@@ -467,8 +467,8 @@ static int store_prepare_all(struct gs_store *st, struct gs_err *err)
                            " last_seen=excluded.last_seen",
                            &st->up_gpu, err);
     if (rc == GS_OK)
-        rc = store_prepare(st, "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)",
-                           &st->set_meta, err);
+        rc = store_prepare(st, "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)", &st->set_meta,
+                           err);
     if (rc == GS_OK)
         rc = store_prepare(st,
                            "INSERT INTO run(name,source,command,hostname,start_time,tags)"
@@ -667,8 +667,8 @@ int gs_store_open_read(struct gs_store **out, const char *path, struct gs_err *e
     sqlite3_busy_timeout(st->db, (int)st->opts.busy_timeout_ms);
     rc = store_check_identity(st, &version, err);
     if (rc == GS_OK && version != GS_STORE_SCHEMA_VERSION)
-        rc = gs_err_set(err, GS_ENOTSUP, "%s: history schema v%d, this reader needs v%d",
-                        st->path, version, GS_STORE_SCHEMA_VERSION);
+        rc = gs_err_set(err, GS_ENOTSUP, "%s: history schema v%d, this reader needs v%d", st->path,
+                        version, GS_STORE_SCHEMA_VERSION);
     if (rc != GS_OK)
         goto fail;
     *out = st;
@@ -775,8 +775,7 @@ int gs_store_append(struct gs_store *st, const struct gs_snapshot *snap, struct 
     if (!snap)
         return gs_err_set(err, GS_EINVAL, "history: append without snapshot");
     if (!(snap->t_real > 0) || snap->t_real > 1e11)
-        return gs_err_set(err, GS_EINVAL, "history: snapshot has no valid time (%g)",
-                          snap->t_real);
+        return gs_err_set(err, GS_EINVAL, "history: snapshot has no valid time (%g)", snap->t_real);
     t_ms = llround(snap->t_real * 1000.0);
     if (st->count == st->opts.buffer_cap) {
         /* Full (writes failing for a while): the oldest snapshot goes, counted. */
@@ -1059,8 +1058,8 @@ int gs_store_flush(struct gs_store *st, struct gs_err *err)
 
 /* ---- prune ------------------------------------------------------------------------------ */
 
-static int store_delete_below(struct gs_store *st, const char *table, int64_t key,
-                              unsigned limit, unsigned *deleted)
+static int store_delete_below(struct gs_store *st, const char *table, int64_t key, unsigned limit,
+                              unsigned *deleted)
 {
     char sql[160];
     sqlite3_stmt *s = NULL;
@@ -1148,8 +1147,8 @@ int gs_store_prune(struct gs_store *st, double now, double raw_retention_s,
 }
 
 /* Runs sql, a DELETE of at most ?2 rows of run ?1; *n: the rows it deleted. */
-static int store_delete_of_run(struct gs_store *st, const char *sql, int64_t run_id,
-                               unsigned limit, unsigned *n)
+static int store_delete_of_run(struct gs_store *st, const char *sql, int64_t run_id, unsigned limit,
+                               unsigned *n)
 {
     sqlite3_stmt *s = NULL;
     int rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
@@ -1217,8 +1216,8 @@ static int store_prune_one_run(struct gs_store *st, int64_t run_id, unsigned lim
     return rc;
 }
 
-int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s,
-                        unsigned max_rows, unsigned *deleted, struct gs_err *err)
+int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s, unsigned max_rows,
+                        unsigned *deleted, struct gs_err *err)
 {
     unsigned n = 0;
     int work = runs_retention_s > 0;
@@ -1280,8 +1279,8 @@ static int live_trim(struct gs_store *st, struct store_live *lv, uint64_t want, 
                      unsigned *n)
 {
     unsigned got = 0;
-    int rc = live_delete(st, "SELECT id FROM step WHERE run = ?1 ORDER BY step LIMIT ?3", lv->id,
-                         0, want < *budget ? (unsigned)want : *budget, &got);
+    int rc = live_delete(st, "SELECT id FROM step WHERE run = ?1 ORDER BY step LIMIT ?3", lv->id, 0,
+                         want < *budget ? (unsigned)want : *budget, &got);
 
     lv->kept -= got < lv->kept ? got : lv->kept;
     *n += got;
@@ -1368,9 +1367,9 @@ int gs_store_prune_live(struct gs_store *st, double now, double runs_retention_s
 
 /* ---- query ------------------------------------------------------------------------------ */
 
-int gs_store_query(struct gs_store *st, unsigned gpu, enum gs_metric metric, double from,
-                   double to, double step, gs_store_point_fn fn, void *ctx,
-                   enum gs_store_source *source, struct gs_err *err)
+int gs_store_query(struct gs_store *st, unsigned gpu, enum gs_metric metric, double from, double to,
+                   double step, gs_store_point_fn fn, void *ctx, enum gs_store_source *source,
+                   struct gs_err *err)
 {
     char sql[512];
     const char *m;

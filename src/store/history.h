@@ -43,23 +43,23 @@ struct gs_store_opts {
 };
 
 struct gs_store_stats {
-    uint64_t rows_written;     /* sample + process + rollup rows committed */
+    uint64_t rows_written; /* sample + process + rollup rows committed */
     uint64_t snapshots_written;
-    uint64_t flushes;          /* successful flushes */
-    uint64_t write_errors;     /* failed flushes (rolled back, buffer kept) */
-    uint64_t dropped;          /* snapshots dropped from a full buffer, never written */
+    uint64_t flushes;      /* successful flushes */
+    uint64_t write_errors; /* failed flushes (rolled back, buffer kept) */
+    uint64_t dropped;      /* snapshots dropped from a full buffer, never written */
     uint64_t pruned_rows;
     unsigned consecutive_failures; /* failed flushes since the last success */
     unsigned buffered;             /* snapshots waiting for the next flush */
     double last_flush_s;           /* wall time of the last successful flush */
     double max_flush_s;
-    uint64_t steps_written;        /* step records of runs committed */
-    uint64_t steps_dropped;        /* step records refused: buffer full or no memory */
-    unsigned steps_buffered;       /* step records waiting for the next flush */
-    uint64_t steps_dropped_share;  /* of steps_dropped: the run had its share of the buffer */
-    uint64_t logs_written;         /* logged points of runs committed (schema v3) */
-    uint64_t logs_dropped;         /* logged points refused: buffer full or no memory */
-    unsigned logs_buffered;        /* logged points waiting for the next flush */
+    uint64_t steps_written;       /* step records of runs committed */
+    uint64_t steps_dropped;       /* step records refused: buffer full or no memory */
+    unsigned steps_buffered;      /* step records waiting for the next flush */
+    uint64_t steps_dropped_share; /* of steps_dropped: the run had its share of the buffer */
+    uint64_t logs_written;        /* logged points of runs committed (schema v3) */
+    uint64_t logs_dropped;        /* logged points refused: buffer full or no memory */
+    unsigned logs_buffered;       /* logged points waiting for the next flush */
 };
 
 /* One point of a query: a raw sample (n == 1, min == avg == max) or a bucket of `step`
@@ -115,9 +115,9 @@ int gs_store_prune(struct gs_store *st, double now, double raw_retention_s,
  * GS_ENOTFOUND for a metric the history does not keep (gs_store_keeps), GS_EINVAL for
  * gpu > GS_STORE_MAX_GPU, from >= to, from < 0, to > 1e11 or |step| > 1e10. Returns what fn
  * returned when it stopped the query. Only flushed data is seen. */
-int gs_store_query(struct gs_store *st, unsigned gpu, enum gs_metric metric, double from,
-                   double to, double step, gs_store_point_fn fn, void *ctx,
-                   enum gs_store_source *source, struct gs_err *err);
+int gs_store_query(struct gs_store *st, unsigned gpu, enum gs_metric metric, double from, double to,
+                   double step, gs_store_point_fn fn, void *ctx, enum gs_store_source *source,
+                   struct gs_err *err);
 
 /* Whether the history keeps metric m (the columns of the sample table). */
 int gs_store_keeps(enum gs_metric m);
@@ -133,12 +133,12 @@ struct gs_store_stats gs_store_stats(const struct gs_store *st);
 struct gs_step_rec;
 
 struct gs_store_run {
-    const char *name;     /* NULL: unnamed */
-    const char *source;   /* "gpuscope-run", "agent" */
-    const char *command;  /* shell-quoted argv, NULL: unknown */
+    const char *name;    /* NULL: unnamed */
+    const char *source;  /* "gpuscope-run", "agent" */
+    const char *command; /* shell-quoted argv, NULL: unknown */
     const char *hostname;
-    double start_time;    /* unix seconds; <= 0: unknown */
-    const char *tags;     /* schema v3: the run's tags as a JSON object's text; NULL: none */
+    double start_time; /* unix seconds; <= 0: unknown */
+    const char *tags;  /* schema v3: the run's tags as a JSON object's text; NULL: none */
 };
 
 /* Inserts a run (committed immediately) and returns its id. */
@@ -190,8 +190,8 @@ int gs_store_run_log(struct gs_store *st, int64_t run_id, const struct gs_store_
  * be NULL) gets the count and it is added to pruned_rows. Call again while *deleted ==
  * max_rows. A run without end_time (going on, or interrupted and not yet rebuilt) is never
  * deleted. A zero retention keeps every run. */
-int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s,
-                        unsigned max_rows, unsigned *deleted, struct gs_err *err);
+int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s, unsigned max_rows,
+                        unsigned *deleted, struct gs_err *err);
 
 /* The step records one run may have waiting for a flush while live_runs runs begun on the
  * store go on: 20,000 / (live_runs + 1), so what the live runs hold leaves room for one more. */

@@ -18,22 +18,23 @@
 
 /* A run's owner and pid: its report's (the agent writes SO_PEERCRED's there), else those of
  * the sender of its first stored step (a nested CASE: json_type is never evaluated on text
- * that is not JSON, which would be an SQL error). Its step count: the report's steps_received (every
- * record received, also those not aggregated), else its step rows. */
-#define RUN_REPORT_INT(key)                                                                    \
-    "CASE WHEN json_valid(report) THEN CASE WHEN json_type(report, '$.run." key "')"          \
+ * that is not JSON, which would be an SQL error). Its step count: the report's steps_received
+ * (every record received, also those not aggregated), else its step rows. */
+#define RUN_REPORT_INT(key)                                                                        \
+    "CASE WHEN json_valid(report) THEN CASE WHEN json_type(report, '$.run." key "')"               \
     " = 'integer' THEN json_extract(report, '$.run." key "') END END"
-#define RUN_OWNER_UID                                                                          \
-    "COALESCE(" RUN_REPORT_INT("uid") ", (SELECT peer_uid FROM step WHERE step.run = run.id"   \
+#define RUN_OWNER_UID                                                                              \
+    "COALESCE(" RUN_REPORT_INT("uid") ", (SELECT peer_uid FROM step WHERE step.run = run.id"       \
                                       " LIMIT 1))"
-#define RUN_OWNER_PID                                                                          \
-    "COALESCE(" RUN_REPORT_INT("pid") ", (SELECT peer_pid FROM step WHERE step.run = run.id"   \
+#define RUN_OWNER_PID                                                                              \
+    "COALESCE(" RUN_REPORT_INT("pid") ", (SELECT peer_pid FROM step WHERE step.run = run.id"       \
                                       " LIMIT 1))"
-#define RUN_STEPS                                                                              \
-    "COALESCE(" RUN_REPORT_INT("steps_received") ","                                          \
-    " (SELECT count(*) FROM step WHERE step.run = run.id))"
-#define RUN_COLS                                                                               \
-    "SELECT id, name, start_time, end_time, report, " RUN_OWNER_UID ", " RUN_OWNER_PID         \
+#define RUN_STEPS                                                                                  \
+    "COALESCE(" RUN_REPORT_INT(                                                                    \
+        "steps_received") ","                                                                      \
+                          " (SELECT count(*) FROM step WHERE step.run = run.id))"
+#define RUN_COLS                                                                                   \
+    "SELECT id, name, start_time, end_time, report, " RUN_OWNER_UID ", " RUN_OWNER_PID             \
     ", " RUN_STEPS ", tags FROM run"
 
 #define SQL_MAX 8192
@@ -397,8 +398,7 @@ int gs_store_run_logs(struct gs_store *st, int64_t id, int64_t from, int64_t lim
             rec.seq = seq;
             rec.step = col_num(s, 1);
             rec.t = col_num(s, 2);
-            rec.rank = sqlite3_column_type(s, 3) == SQLITE_INTEGER ? sqlite3_column_int(s, 3)
-                                                                    : -1;
+            rec.rank = sqlite3_column_type(s, 3) == SQLITE_INTEGER ? sqlite3_column_int(s, 3) : -1;
             have = 1;
         }
         if (rec.n < GS_STORE_LOG_MAX_KEYS && key) {

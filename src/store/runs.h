@@ -24,24 +24,24 @@ struct gs_store;
 
 /* Which runs a read sees. */
 struct gs_store_runs_sel {
-    const char *source;       /* only runs of this source ("agent"); NULL: any */
-    int owner_only;           /* 1: only runs whose owner is uid (uid < 0: none at all) */
+    const char *source; /* only runs of this source ("agent"); NULL: any */
+    int owner_only;     /* 1: only runs whose owner is uid (uid < 0: none at all) */
     int64_t uid;
-    const int64_t *skip_ids;  /* left out (the agent lists its live runs from memory) */
-    unsigned n_skip;          /* at most GS_STORE_RUNS_SKIP_MAX */
+    const int64_t *skip_ids; /* left out (the agent lists its live runs from memory) */
+    unsigned n_skip;         /* at most GS_STORE_RUNS_SKIP_MAX */
 };
 #define GS_STORE_RUNS_SKIP_MAX 256
 
 /* One run row as read; strings live until the callback returns. */
 struct gs_store_run_row {
     int64_t id;
-    const char *name;     /* "" when unnamed */
-    double start_time;    /* unix seconds; NaN: unknown */
-    double end_time;      /* NaN: no end (going on, or the writer stopped during it) */
-    const char *report;   /* the stored report text; NULL: none */
-    int64_t uid, pid;     /* the owner (above); -1: unknown */
-    int64_t steps;        /* the report's run.steps_received, else the stored step rows */
-    const char *tags;     /* schema v3: the run's tags (a JSON object's text); NULL: none */
+    const char *name;   /* "" when unnamed */
+    double start_time;  /* unix seconds; NaN: unknown */
+    double end_time;    /* NaN: no end (going on, or the writer stopped during it) */
+    const char *report; /* the stored report text; NULL: none */
+    int64_t uid, pid;   /* the owner (above); -1: unknown */
+    int64_t steps;      /* the report's run.steps_received, else the stored step rows */
+    const char *tags;   /* schema v3: the run's tags (a JSON object's text); NULL: none */
 };
 typedef int (*gs_store_run_fn)(void *ctx, const struct gs_store_run_row *row);
 

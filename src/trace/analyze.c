@@ -25,7 +25,7 @@ struct ctx {
     struct gs_trace_gpu *a; /* t->gpu: rounded, sorted by start; keep marks the window */
     size_t n;               /* all activities */
     size_t n_kept;
-    struct rstep *st;       /* steps sorted by ts */
+    struct rstep *st; /* steps sorted by ts */
     size_t n_st;
 };
 
@@ -394,8 +394,7 @@ static json_t *krow(const char *type, const char *name, uint64_t count, uint64_t
  * cumulative total are lumped as "others", and HTA regroups every row over the per-name totals:
  * a name on its own then shows its total as mean, min and max, and "others" the mean, min,
  * max and stddev of the lumped names' totals. count is always the number of activities. */
-static void top_kernels(const struct ctx *c, struct kagg *k, size_t nk, unsigned kind,
-                        json_t *arr)
+static void top_kernels(const struct ctx *c, struct kagg *k, size_t nk, unsigned kind, json_t *arr)
 {
     size_t n = 0, top = (size_t)(c->o->top_kernels > 0 ? c->o->top_kernels : 10);
     struct kagg *v;
@@ -416,8 +415,8 @@ static void top_kernels(const struct ctx *c, struct kagg *k, size_t nk, unsigned
     if (n <= top) {
         for (size_t i = 0; i < n; i++)
             json_array_append_new(
-                arr, krow(kind_name(kind), gs_trace_name(c->t, v[i].name), v[i].count, 1,
-                          v[i].sum, v[i].mean, v[i].max, v[i].min,
+                arr, krow(kind_name(kind), gs_trace_name(c->t, v[i].name), v[i].count, 1, v[i].sum,
+                          v[i].mean, v[i].max, v[i].min,
                           v[i].count > 1 ? sqrt(v[i].m2 / (double)(v[i].count - 1)) : 0));
     } else {
         /* pandas quantile (linear) of the cumulative sums */
@@ -450,14 +449,14 @@ static void top_kernels(const struct ctx *c, struct kagg *k, size_t nk, unsigned
                 om2 += d * ((double)v[i].sum - omean);
                 continue;
             }
-            json_array_append_new(
-                arr, krow(kind_name(kind), gs_trace_name(c->t, v[i].name), v[i].count, 1,
-                          v[i].sum, (double)v[i].sum, v[i].sum, v[i].sum, 0));
+            json_array_append_new(arr,
+                                  krow(kind_name(kind), gs_trace_name(c->t, v[i].name), v[i].count,
+                                       1, v[i].sum, (double)v[i].sum, v[i].sum, v[i].sum, 0));
         }
         if (onames)
-            json_array_append_new(arr, krow(kind_name(kind), "others", ocount, onames, osum,
-                                            omean, omax, omin,
-                                            onames > 1 ? sqrt(om2 / (double)(onames - 1)) : 0));
+            json_array_append_new(arr,
+                                  krow(kind_name(kind), "others", ocount, onames, osum, omean, omax,
+                                       omin, onames > 1 ? sqrt(om2 / (double)(onames - 1)) : 0));
         free(cs);
     }
     free(v);
@@ -534,9 +533,8 @@ static json_t *kernels_json(const struct ctx *c)
     top_kernels(c, k, nn, GS_TRACE_COMM, top);
     top_kernels(c, k, nn, GS_TRACE_MEM, top);
     free(k);
-    small = json_pack("{s:I, s:I, s:I}", "computation_kernels", (json_int_t)n_comp,
-                      "under_10us", (json_int_t)n_small, "under_10us_sum_us",
-                      (json_int_t)small_us);
+    small = json_pack("{s:I, s:I, s:I}", "computation_kernels", (json_int_t)n_comp, "under_10us",
+                      (json_int_t)n_small, "under_10us_sum_us", (json_int_t)small_us);
     return json_pack("{s:o, s:o, s:{s:f, s:f, s:f, s:s?}}", "top_kernels", top, "small_kernels",
                      small, "attention", "flash_us", flash, "mem_efficient_us", memeff,
                      "softmax_us", softmax, "softmax_top",
@@ -613,12 +611,11 @@ static json_t *idle_by_stream(const struct ctx *c)
         for (int k = 0; k < 3; k++)
             if (s[i].have[k])
                 json_array_append_new(
-                    arr, json_pack("{s:I, s:s, s:I, s:o, s:I}", "stream", (json_int_t)s[i].stream,
-                                   "cause", causes[k], "idle_us", (json_int_t)s[i].sum[k],
-                                   "ratio",
-                                   total ? json_real((double)s[i].sum[k] / (double)total)
-                                         : json_null(),
-                                   "activities", (json_int_t)s[i].n));
+                    arr,
+                    json_pack("{s:I, s:s, s:I, s:o, s:I}", "stream", (json_int_t)s[i].stream,
+                              "cause", causes[k], "idle_us", (json_int_t)s[i].sum[k], "ratio",
+                              total ? json_real((double)s[i].sum[k] / (double)total) : json_null(),
+                              "activities", (json_int_t)s[i].n));
     }
     free(s);
     return arr;
@@ -677,7 +674,7 @@ static json_t *steps_json(const struct ctx *c)
 
 static json_t *memcpy_json(const struct ctx *c, int64_t span)
 {
-    static const char *names[GS_TRACE_MEM_N] = {"HtoD", "DtoH", "DtoD", "HtoH",
+    static const char *names[GS_TRACE_MEM_N] = {"HtoD", "DtoH",   "DtoD", "HtoH",
                                                 "PtoP", "Memset", "other"};
     uint64_t count[GS_TRACE_MEM_N] = {0};
     int64_t time[GS_TRACE_MEM_N] = {0}, bytes[GS_TRACE_MEM_N] = {0};
@@ -732,8 +729,8 @@ static json_t *launch_json(const struct ctx *c)
     qsort(d, n, sizeof *d, cmp_i64);
     o = json_pack("{s:I, s:f, s:I, s:I, s:I, s:I}", "count", (json_int_t)n, "mean_us",
                   sum / (double)n, "p50_us", (json_int_t)d[(n - 1) / 2], "p95_us",
-                  (json_int_t)d[(size_t)ceil(0.95 * (double)n) - 1], "max_us",
-                  (json_int_t)d[n - 1], "min_us", (json_int_t)d[0]);
+                  (json_int_t)d[(size_t)ceil(0.95 * (double)n) - 1], "max_us", (json_int_t)d[n - 1],
+                  "min_us", (json_int_t)d[0]);
     free(d);
     return o;
 }
@@ -774,10 +771,10 @@ static json_t *rank_json(struct ctx *c, int64_t state[8], int64_t *comp_out, int
                          int64_t *idle_out, int64_t *span_out)
 {
     const struct gs_trace *t = c->t;
-    json_t *r = json_pack("{s:I, s:s, s:s, s:I, s:I, s:I}", "rank", (json_int_t)t->rank, "file",
-                          t->path, "format", t->legacy ? "legacy" : "kineto", "events",
-                          (json_int_t)t->n_events, "gpu_activities", (json_int_t)c->n_kept,
-                          "profiler_steps", (json_int_t)c->n_st);
+    json_t *r =
+        json_pack("{s:I, s:s, s:s, s:I, s:I, s:I}", "rank", (json_int_t)t->rank, "file", t->path,
+                  "format", t->legacy ? "legacy" : "kineto", "events", (json_int_t)t->n_events,
+                  "gpu_activities", (json_int_t)c->n_kept, "profiler_steps", (json_int_t)c->n_st);
     int64_t first = 0, last = 0, busy, comp, comm, span, idle;
     json_t *types, *k;
     char nm[96];
@@ -788,11 +785,12 @@ static json_t *rank_json(struct ctx *c, int64_t state[8], int64_t *comp_out, int
     json_object_set_new(r, "cpu_ops", cpuops_json(t));
     json_object_set_new(r, "steps", steps_json(c));
     if (!c->n_kept) {
-        json_object_set_new(r, "note", json_string(t->legacy ? "no GPU activity: a CPU-only "
-                                                               "trace (the legacy format); CPU "
-                                                               "op figures only"
-                                                             : "no GPU activity in the trace; "
-                                                               "CPU op figures only"));
+        json_object_set_new(r, "note",
+                            json_string(t->legacy ? "no GPU activity: a CPU-only "
+                                                    "trace (the legacy format); CPU "
+                                                    "op figures only"
+                                                  : "no GPU activity in the trace; "
+                                                    "CPU op figures only"));
         *comp_out = *comm_out = *idle_out = *span_out = 0;
         return r;
     }
@@ -803,11 +801,10 @@ static json_t *rank_json(struct ctx *c, int64_t state[8], int64_t *comp_out, int
     idle = span - busy;
     json_object_set_new(
         r, "temporal",
-        json_pack("{s:I, s:I, s:I, s:I, s:o, s:o, s:o}", "idle_us", (json_int_t)idle,
-                  "compute_us", (json_int_t)comp, "non_compute_us",
-                  (json_int_t)(span - comp - idle), "kernel_span_us", (json_int_t)span,
-                  "idle_pct", pct((double)idle, (double)span), "compute_pct",
-                  pct((double)comp, (double)span), "non_compute_pct",
+        json_pack("{s:I, s:I, s:I, s:I, s:o, s:o, s:o}", "idle_us", (json_int_t)idle, "compute_us",
+                  (json_int_t)comp, "non_compute_us", (json_int_t)(span - comp - idle),
+                  "kernel_span_us", (json_int_t)span, "idle_pct", pct((double)idle, (double)span),
+                  "compute_pct", pct((double)comp, (double)span), "non_compute_pct",
                   pct((double)(span - comp - idle), (double)span)));
     overlap_states(c, state);
     types = json_array();
@@ -859,8 +856,8 @@ static int cmp_dbl(const void *x, const void *y)
 /* A job analysed one rank at a time: each rank's document and the sums the job's tables need,
  * so that a caller can free a rank's trace before it loads the next. */
 struct jrank {
-    long long rank;      /* -1 until gs_trace_job_done numbers it */
-    size_t order;        /* add order: the tie-break of the rank sort */
+    long long rank; /* -1 until gs_trace_job_done numbers it */
+    size_t order;   /* add order: the tie-break of the rank sort */
     json_t *doc;
     int64_t comp, comm, idle, span;
 };
@@ -938,8 +935,7 @@ static int cmp_jrank(const void *x, const void *y)
 
 json_t *gs_trace_job_done(struct gs_trace_job *j)
 {
-    json_t *doc = json_object(), *arr = json_array(), *types = json_array(),
-           *strag = json_array();
+    json_t *doc = json_object(), *arr = json_array(), *types = json_array(), *strag = json_array();
     int64_t tot = 0;
     double median = 0;
     size_t n = j->n;
@@ -1001,16 +997,15 @@ json_t *gs_trace_job_done(struct gs_trace_job *j)
         json_array_append_new(
             strag, json_pack("{s:I, s:I, s:I, s:I, s:I, s:o, s:b}", "rank", (json_int_t)r->rank,
                              "compute_us", (json_int_t)r->comp, "communication_us",
-                             (json_int_t)r->comm, "idle_us", (json_int_t)r->idle,
-                             "kernel_span_us", (json_int_t)r->span, "compute_vs_median_pct",
-                             median > 0 ? json_real(100.0 * (cp - median) / median)
-                                        : json_null(),
+                             (json_int_t)r->comm, "idle_us", (json_int_t)r->idle, "kernel_span_us",
+                             (json_int_t)r->span, "compute_vs_median_pct",
+                             median > 0 ? json_real(100.0 * (cp - median) / median) : json_null(),
                              "straggler", n > 1 && median > 0 && cp > 1.1 * median));
     }
     json_object_set_new(doc, "ranks", arr);
     json_object_set_new(doc, "job",
-                        json_pack("{s:I, s:o, s:o}", "ranks", (json_int_t)n, "kernel_types",
-                                  types, "stragglers", strag));
+                        json_pack("{s:I, s:o, s:o}", "ranks", (json_int_t)n, "kernel_types", types,
+                                  "stragglers", strag));
     return doc;
 }
 
@@ -1063,8 +1058,8 @@ json_t *gs_trace_kernel_totals(struct gs_trace *const *ranks, size_t n,
                 if (!row || json_object_set_new(out, nm, row) != 0)
                     continue;
             }
-            json_object_set_new(row, "count",
-                                json_integer(json_integer_value(json_object_get(row, "count")) + 1));
+            json_object_set_new(
+                row, "count", json_integer(json_integer_value(json_object_get(row, "count")) + 1));
             json_object_set_new(row, "sum_us",
                                 json_integer(json_integer_value(json_object_get(row, "sum_us")) +
                                              (a->end - a->ts)));

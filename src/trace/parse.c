@@ -29,11 +29,11 @@
 struct gs_trace_names {
     char *arena;
     size_t len, cap;
-    size_t *off;       /* offset of name id */
+    size_t *off; /* offset of name id */
     uint32_t n, cap_off;
-    uint32_t *slot;    /* id + 1, 0 = empty */
-    uint32_t n_slot;   /* power of two */
-    uint32_t *cpuop;   /* name id -> cpuop index + 1 */
+    uint32_t *slot;  /* id + 1, 0 = empty */
+    uint32_t n_slot; /* power of two */
+    uint32_t *cpuop; /* name id -> cpuop index + 1 */
 };
 
 _Static_assert(sizeof(struct gs_trace_gpu) == 40, "the GPU record is 40 bytes (docs/trace.md)");
@@ -42,8 +42,19 @@ _Static_assert(sizeof(struct gs_trace_launch) == 12, "the launch record is 12 by
 enum role { R_TOP, R_EVENTS, R_EVENT, R_ARGS, R_DINFO, R_SKIP };
 
 enum key {
-    K_NONE, K_TRACE_EVENTS, K_DINFO, K_RANK, K_NAME, K_PH, K_CAT, K_TS, K_DUR, K_ARGS,
-    K_STREAM, K_CORR, K_BYTES,
+    K_NONE,
+    K_TRACE_EVENTS,
+    K_DINFO,
+    K_RANK,
+    K_NAME,
+    K_PH,
+    K_CAT,
+    K_TS,
+    K_DUR,
+    K_ARGS,
+    K_STREAM,
+    K_CORR,
+    K_BYTES,
 };
 
 enum cat { C_NONE, C_TRACE, C_CPU_OP, C_SYNC, C_OTHER };
@@ -320,11 +331,12 @@ static long long step_number(const char *s, size_t n)
 static int never_launches(const char *nm, size_t nl)
 {
     static const char *const prefix[] = {
-        "cudaEventQuery", "cudaEventRecord", "cudaPeekAtLastError", "cudaGetLastError",
-        "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo", "cudaOccupancy",
-        "cudaDeviceGetAttribute", "cudaGetDevice", "cudaSetDevice", "cudaStreamGetPriority",
-        "cudaDeviceGetStreamPriorityRange", "cudaDriverGetVersion", "cudaRuntimeGetVersion",
-        "cudaFuncSetAttribute", "cudaFuncGetAttributes", "cudaPointerGetAttributes",
+        "cudaEventQuery",        "cudaEventRecord",          "cudaPeekAtLastError",
+        "cudaGetLastError",      "cudaStreamIsCapturing",    "cudaStreamGetCaptureInfo",
+        "cudaOccupancy",         "cudaDeviceGetAttribute",   "cudaGetDevice",
+        "cudaSetDevice",         "cudaStreamGetPriority",    "cudaDeviceGetStreamPriorityRange",
+        "cudaDriverGetVersion",  "cudaRuntimeGetVersion",    "cudaFuncSetAttribute",
+        "cudaFuncGetAttributes", "cudaPointerGetAttributes",
     };
 
     if (nl < 4 || memcmp(nm, "cuda", 4) != 0)
@@ -341,7 +353,7 @@ static int never_launches(const char *nm, size_t nl)
 static uint32_t corr32(const struct ev *e)
 {
     return e->have_corr && e->corr >= 0 && e->corr < GS_TRACE_NO_CORR ? (uint32_t)e->corr
-                                                                     : GS_TRACE_NO_CORR;
+                                                                      : GS_TRACE_NO_CORR;
 }
 
 /* Notes a stream's first appearance; 0 on success. */
@@ -503,8 +515,10 @@ static int cb_string(void *ctx, const unsigned char *s, size_t n)
         e->name_len = n;
     } else if (k == K_CAT) {
 #define IS(lit) (n == sizeof(lit) - 1 && memcmp(s, lit, n) == 0)
-        e->cat = IS("Trace") ? C_TRACE : IS("cpu_op") ? C_CPU_OP : IS("cuda_sync") ? C_SYNC
-                                                                                 : C_OTHER;
+        e->cat = IS("Trace")       ? C_TRACE
+                 : IS("cpu_op")    ? C_CPU_OP
+                 : IS("cuda_sync") ? C_SYNC
+                                   : C_OTHER;
 #undef IS
     }
     return 1;
@@ -690,8 +704,8 @@ void gs_trace_free(struct gs_trace *t)
 }
 
 /* Feeds one chunk; on error fills err with label:offset. */
-static int feed(yajl_handle h, struct parser *p, const unsigned char *buf, size_t n,
-                uint64_t base, const char *label)
+static int feed(yajl_handle h, struct parser *p, const unsigned char *buf, size_t n, uint64_t base,
+                const char *label)
 {
     yajl_status st = n ? yajl_parse(h, buf, n) : yajl_complete_parse(h);
 
@@ -716,8 +730,7 @@ static int feed(yajl_handle h, struct parser *p, const unsigned char *buf, size_
         while (l && (msg[l - 1] == '\n' || msg[l - 1] == ' '))
             msg[--l] = '\0';
         return gs_err_set(p->err, GS_EPARSE, "%s:%llu: invalid JSON: %s", label,
-                          (unsigned long long)(base + (n ? yajl_get_bytes_consumed(h) : 0)),
-                          msg);
+                          (unsigned long long)(base + (n ? yajl_get_bytes_consumed(h) : 0)), msg);
     }
 }
 
@@ -792,8 +805,7 @@ static void *reader_main(void *arg)
 }
 
 /* The next chunk (and gives back the previous one); n as struct chunk. */
-static long src_next(struct source *s, const unsigned char **buf, int *taken, char *rerr,
-                     size_t rl)
+static long src_next(struct source *s, const unsigned char **buf, int *taken, char *rerr, size_t rl)
 {
     long n;
 
@@ -819,8 +831,7 @@ static long src_next(struct source *s, const unsigned char **buf, int *taken, ch
     return n;
 }
 
-static int load(struct source *src, const char *label, struct gs_trace **out,
-                struct gs_err *err)
+static int load(struct source *src, const char *label, struct gs_trace **out, struct gs_err *err)
 {
     struct parser p;
     yajl_handle h = NULL;
@@ -843,8 +854,7 @@ static int load(struct source *src, const char *label, struct gs_trace **out,
         long n = src_next(src, &buf, &taken, rerr, sizeof rerr);
 
         if (n < 0) {
-            rc = gs_err_set(err, GS_EPARSE, "%s:%llu: %s", label, (unsigned long long)base,
-                            rerr);
+            rc = gs_err_set(err, GS_EPARSE, "%s:%llu: %s", label, (unsigned long long)base, rerr);
             goto done;
         }
         if (n == 0)

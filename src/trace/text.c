@@ -168,9 +168,8 @@ static void print_rank(FILE *out, const json_t *r, int color)
         heading(out, color, "temporal breakdown (over the kernel span)");
         tab_start(3, h, rt);
         {
-            static const char *rows[][2] = {{"idle", "idle"},
-                                            {"compute", "compute"},
-                                            {"non-compute", "non_compute"}};
+            static const char *rows[][2] = {
+                {"idle", "idle"}, {"compute", "compute"}, {"non-compute", "non_compute"}};
             char k1[40], k2[40];
 
             for (int j = 0; j < 3; j++) {
@@ -198,8 +197,8 @@ static void print_rank(FILE *out, const json_t *r, int color)
     }
     a = json_object_get(r, "top_kernels");
     if (json_array_size(a)) {
-        static const char *h[] = {"type", "kernel", "count", "sum (us)", "mean (us)",
-                                  "max (us)", "min (us)", "stddev"};
+        static const char *h[] = {"type",      "kernel",   "count",    "sum (us)",
+                                  "mean (us)", "max (us)", "min (us)", "stddev"};
         static const int rt[] = {0, 0, 1, 1, 1, 1, 1, 1};
 
         heading(out, color, "top kernels by total time");
@@ -272,8 +271,8 @@ static void print_rank(FILE *out, const json_t *r, int color)
                 I(a, "p95_us"), I(a, "max_us"));
     a = json_object_get(r, "steps");
     if (json_array_size(a)) {
-        static const char *h[] = {"step", "cpu (us)", "gpu acts", "span (us)", "busy (us)",
-                                  "compute", "comm", "memory"};
+        static const char *h[] = {"step",      "cpu (us)", "gpu acts", "span (us)",
+                                  "busy (us)", "compute",  "comm",     "memory"};
         static const int rt[] = {1, 1, 1, 1, 1, 1, 1, 1};
 
         heading(out, color, "profiler steps");
@@ -330,12 +329,11 @@ void gs_trace_print(FILE *out, const json_t *doc, int color)
     size_t i;
     json_t *r;
 
-    json_array_foreach(ranks, i, r)
-        print_rank(out, r, color);
+    json_array_foreach(ranks, i, r) print_rank(out, r, color);
     if (json_array_size(ranks) > 1) {
         const json_t *s = json_object_get(job, "stragglers");
-        static const char *h[] = {"rank", "compute (us)", "vs median", "comm (us)", "idle (us)",
-                                  "span (us)", ""};
+        static const char *h[] = {"rank",      "compute (us)", "vs median", "comm (us)",
+                                  "idle (us)", "span (us)",    ""};
         static const int rt[] = {1, 1, 1, 1, 1, 1, 0};
 
         heading(out, color, "job: kernel time by type, all ranks");

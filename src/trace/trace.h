@@ -55,12 +55,12 @@ struct gs_trace_gpu {
         int64_t end;
     };
     int64_t bytes;
-    uint32_t corr;     /* GS_TRACE_NO_CORR when none */
-    uint32_t stream;   /* as written (-1, "no stream", is never stored) */
-    uint32_t name;     /* index into the rank's name table */
-    uint8_t kind;      /* enum gs_trace_kind */
-    uint8_t memdir;    /* enum gs_trace_memdir, for GS_TRACE_MEM */
-    uint8_t keep;      /* per analysis: inside the traced window */
+    uint32_t corr;   /* GS_TRACE_NO_CORR when none */
+    uint32_t stream; /* as written (-1, "no stream", is never stored) */
+    uint32_t name;   /* index into the rank's name table */
+    uint8_t kind;    /* enum gs_trace_kind */
+    uint8_t memdir;  /* enum gs_trace_memdir, for GS_TRACE_MEM */
+    uint8_t keep;    /* per analysis: inside the traced window */
 };
 
 /* A host event that carries a correlation id (cudaLaunchKernel, cudaMemcpyAsync, ...): 12
@@ -87,13 +87,13 @@ struct gs_trace_names; /* interned strings */
 /* One rank's trace as kept in memory. */
 struct gs_trace {
     char *path;
-    long long rank;          /* distributedInfo.rank, else from the file name, else -1 */
-    int rank_from_file;      /* 1: rank came from distributedInfo */
-    int legacy;              /* top-level array: the pre-Kineto CPU-only format */
-    int float_ts;            /* some ts is fractional or missing: HTA's ns rounding applies */
-    int rounded;             /* gpu[] holds rounded times, sorted (gs_trace_analyze) */
-    uint64_t n_events;       /* every traceEvents entry */
-    double min_ts;           /* earliest ts of a kept event */
+    long long rank;     /* distributedInfo.rank, else from the file name, else -1 */
+    int rank_from_file; /* 1: rank came from distributedInfo */
+    int legacy;         /* top-level array: the pre-Kineto CPU-only format */
+    int float_ts;       /* some ts is fractional or missing: HTA's ns rounding applies */
+    int rounded;        /* gpu[] holds rounded times, sorted (gs_trace_analyze) */
+    uint64_t n_events;  /* every traceEvents entry */
+    double min_ts;      /* earliest ts of a kept event */
     struct gs_trace_gpu *gpu;
     size_t n_gpu, cap_gpu;
     struct gs_trace_launch *launch;
@@ -103,7 +103,7 @@ struct gs_trace {
     struct gs_trace_cpuop *cpuop;
     size_t n_cpuop, cap_cpuop;
     struct gs_trace_names *names;
-    uint32_t *streams;       /* streams in order of first appearance */
+    uint32_t *streams; /* streams in order of first appearance */
     size_t n_streams, cap_streams;
 };
 
@@ -121,10 +121,10 @@ void gs_trace_free(struct gs_trace *t);
 const char *gs_trace_name(const struct gs_trace *t, uint32_t id);
 
 struct gs_trace_opts {
-    int top_kernels;               /* HTA num_kernels, default 10 */
-    double duration_ratio;         /* HTA duration_ratio, default 0.8 */
-    double kernel_wait_us;         /* HTA consecutive_kernel_delay, default 30 */
-    int include_last_step;         /* keep kernels launched in the last ProfilerStep */
+    int top_kernels;       /* HTA num_kernels, default 10 */
+    double duration_ratio; /* HTA duration_ratio, default 0.8 */
+    double kernel_wait_us; /* HTA consecutive_kernel_delay, default 30 */
+    int include_last_step; /* keep kernels launched in the last ProfilerStep */
 };
 
 void gs_trace_opts_default(struct gs_trace_opts *o);

@@ -27,10 +27,10 @@
 #define GS_ABI_E(grp, key, name, rel, val) {grp, key, name, rel, (unsigned long long)(val)},
 
 /* sizeof and alignof; the key uses our spelling, To / Tt name the type on each side. */
-#define GS_ABI_TYPE2(grp, key, To, Tt)                                                         \
-    GS_ABI_E(grp, "sizeof(" key ")", GS_ABI_PICK(GS_ABI_S(To), GS_ABI_S(Tt)), GS_ABI_EQ,      \
-             sizeof(GS_ABI_PICK(To, Tt)))                                                      \
-    GS_ABI_E(grp, "alignof(" key ")", GS_ABI_PICK(GS_ABI_S(To), GS_ABI_S(Tt)), GS_ABI_EQ,     \
+#define GS_ABI_TYPE2(grp, key, To, Tt)                                                             \
+    GS_ABI_E(grp, "sizeof(" key ")", GS_ABI_PICK(GS_ABI_S(To), GS_ABI_S(Tt)), GS_ABI_EQ,           \
+             sizeof(GS_ABI_PICK(To, Tt)))                                                          \
+    GS_ABI_E(grp, "alignof(" key ")", GS_ABI_PICK(GS_ABI_S(To), GS_ABI_S(Tt)), GS_ABI_EQ,          \
              _Alignof(GS_ABI_PICK(To, Tt)))
 #define GS_ABI_TYPE(grp, T) GS_ABI_TYPE2(grp, #T, T, T)
 
@@ -38,23 +38,24 @@
 #define GS_ABI_STRUCT(T) GS_ABI_TYPE2(#T, #T, T, T)
 
 /* Offset and size of one member (nested members allowed: metricInfo.unit). */
-#define GS_ABI_FIELD2(key, To, Tt, f)                                                          \
-    GS_ABI_E(key, key "." #f, GS_ABI_PICK(GS_ABI_S(To), GS_ABI_S(Tt)) "." #f, GS_ABI_EQ,     \
-             offsetof(GS_ABI_PICK(To, Tt), f))                                                 \
-    GS_ABI_E(key, "sizeof(" key "." #f ")", GS_ABI_PICK(GS_ABI_S(To), GS_ABI_S(Tt)) "." #f,   \
+#define GS_ABI_FIELD2(key, To, Tt, f)                                                              \
+    GS_ABI_E(key, key "." #f, GS_ABI_PICK(GS_ABI_S(To), GS_ABI_S(Tt)) "." #f, GS_ABI_EQ,           \
+             offsetof(GS_ABI_PICK(To, Tt), f))                                                     \
+    GS_ABI_E(key, "sizeof(" key "." #f ")", GS_ABI_PICK(GS_ABI_S(To), GS_ABI_S(Tt)) "." #f,        \
              GS_ABI_EQ, sizeof(((GS_ABI_PICK(To, Tt) *)0)->f))
 #define GS_ABI_FIELD(T, f) GS_ABI_FIELD2(#T, T, T, f)
 
 /* Constants. CONST2 for a value NVIDIA spells differently (old names). */
 #define GS_ABI_CONST(grp, N) GS_ABI_E(grp, #N, #N, GS_ABI_EQ, N)
-#define GS_ABI_CONST2(grp, key, No, Nt)                                                        \
+#define GS_ABI_CONST2(grp, key, No, Nt)                                                            \
     GS_ABI_E(grp, key, GS_ABI_PICK(#No, #Nt), GS_ABI_EQ, GS_ABI_PICK(No, Nt))
-#define GS_ABI_ATLEAST(grp, key, o, t) GS_ABI_E(grp, key, GS_ABI_PICK(#o, #t), GS_ABI_GE, GS_ABI_PICK(o, t))
+#define GS_ABI_ATLEAST(grp, key, o, t)                                                             \
+    GS_ABI_E(grp, key, GS_ABI_PICK(#o, #t), GS_ABI_GE, GS_ABI_PICK(o, t))
 #define GS_ABI_OURS_ONLY(grp, N) GS_ABI_IF_OURS(GS_ABI_E(grp, #N, #N, GS_ABI_OURS_ONLY, N))
 
 /* A prototype we call through dlsym: 1 on both sides when nvml.h declares fn exactly so. */
 #define GS_ABI_PROTO(ret, fn, params) GS_ABI_PROTO_K(#fn #params, ret, fn, params)
-#define GS_ABI_PROTO_K(key, ret, fn, params)                                                   \
+#define GS_ABI_PROTO_K(key, ret, fn, params)                                                       \
     GS_ABI_E("prototypes", key, #fn, GS_ABI_EQ, GS_ABI_PROTO_OK(ret, fn, params))
 
 /* ---- scalar and handle types ---------------------------------------------------------- */
@@ -287,8 +288,7 @@ GS_ABI_E("nvmlGpmMetricsGet_t", "sizeof(nvmlGpmMetricsGet_t.metrics[0])", NULL, 
          sizeof(((nvmlGpmMetricsGet_t *)0)->metrics[0]))
 GS_ABI_ATLEAST("nvmlGpmMetricsGet_t", "GS_NVML_GPM_METRIC_MAX", GS_NVML_GPM_METRIC_MAX,
                NVML_GPM_METRIC_MAX)
-GS_ABI_E("nvmlGpmMetricsGet_t", "nvmlGpmMetricsGet_t: bytes after metrics[]", NULL,
-         GS_ABI_EQ,
+GS_ABI_E("nvmlGpmMetricsGet_t", "nvmlGpmMetricsGet_t: bytes after metrics[]", NULL, GS_ABI_EQ,
          sizeof(nvmlGpmMetricsGet_t) - offsetof(nvmlGpmMetricsGet_t, metrics) -
              sizeof(((nvmlGpmMetricsGet_t *)0)->metrics))
 
@@ -446,8 +446,8 @@ GS_ABI_OURS_ONLY("flags and buffer sizes", NVML_MIG_ID_NONE)
 #if GS_ABI_SIDE_OURS || GS_HAVE_nvmlClocksEventReasonGpuIdle
 #define GS_ABI_REASON(name) GS_ABI_CONST("clock event reasons", nvmlClocksEventReason##name)
 #else
-#define GS_ABI_REASON(name)                                                                    \
-    GS_ABI_CONST2("clock event reasons", "nvmlClocksEventReason" #name,                       \
+#define GS_ABI_REASON(name)                                                                        \
+    GS_ABI_CONST2("clock event reasons", "nvmlClocksEventReason" #name,                            \
                   nvmlClocksEventReason##name, nvmlClocksThrottleReason##name)
 #endif
 GS_ABI_REASON(GpuIdle)
@@ -597,31 +597,38 @@ GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetDisplayMode, (nvmlDevice_t, nvmlEnableSt
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetDisplayActive, (nvmlDevice_t, nvmlEnableState_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetAccountingMode, (nvmlDevice_t, nvmlEnableState_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetAccountingBufferSize, (nvmlDevice_t, unsigned int *))
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetGspFirmwareMode, (nvmlDevice_t, unsigned int *, unsigned int *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetGspFirmwareMode,
+             (nvmlDevice_t, unsigned int *, unsigned int *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetUtilizationRates, (nvmlDevice_t, nvmlUtilization_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMemoryInfo, (nvmlDevice_t, nvmlMemory_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2, (nvmlDevice_t, nvmlMemory_v2_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetBAR1MemoryInfo, (nvmlDevice_t, nvmlBAR1Memory_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetAttributes_v2, (nvmlDevice_t, nvmlDeviceAttributes_t *))
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetEncoderUtilization, (nvmlDevice_t, unsigned int *, unsigned int *))
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetDecoderUtilization, (nvmlDevice_t, unsigned int *, unsigned int *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetEncoderUtilization,
+             (nvmlDevice_t, unsigned int *, unsigned int *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetDecoderUtilization,
+             (nvmlDevice_t, unsigned int *, unsigned int *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetEncoderStats,
              (nvmlDevice_t, unsigned int *, unsigned int *, unsigned int *))
 #if GS_ABI_OPT(nvmlDeviceGetJpgUtilization)
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetJpgUtilization, (nvmlDevice_t, unsigned int *, unsigned int *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetJpgUtilization,
+             (nvmlDevice_t, unsigned int *, unsigned int *))
 #endif
 #if GS_ABI_OPT(nvmlDeviceGetOfaUtilization)
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetOfaUtilization, (nvmlDevice_t, unsigned int *, unsigned int *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetOfaUtilization,
+             (nvmlDevice_t, unsigned int *, unsigned int *))
 #endif
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetSamples,
              (nvmlDevice_t, nvmlSamplingType_t, unsigned long long, nvmlValueType_t *,
               unsigned int *, nvmlSample_t *))
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetTemperature, (nvmlDevice_t, nvmlTemperatureSensors_t, unsigned int *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetTemperature,
+             (nvmlDevice_t, nvmlTemperatureSensors_t, unsigned int *))
 #if GS_ABI_OPT(nvmlTemperature_t)
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetTemperatureV, (nvmlDevice_t, nvmlTemperature_t *))
 #endif
 #if GS_ABI_OPT(nvmlDeviceGetMarginTemperature)
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMarginTemperature, (nvmlDevice_t, nvmlMarginTemperature_t *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMarginTemperature,
+             (nvmlDevice_t, nvmlMarginTemperature_t *))
 #endif
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetTemperatureThreshold,
              (nvmlDevice_t, nvmlTemperatureThresholds_t, unsigned int *))
@@ -634,17 +641,22 @@ GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetPowerManagementLimit, (nvmlDevice_t, uns
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetPowerManagementLimitConstraints,
              (nvmlDevice_t, unsigned int *, unsigned int *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetPowerManagementDefaultLimit, (nvmlDevice_t, unsigned int *))
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetTotalEnergyConsumption, (nvmlDevice_t, unsigned long long *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetTotalEnergyConsumption,
+             (nvmlDevice_t, unsigned long long *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetClockInfo, (nvmlDevice_t, nvmlClockType_t, unsigned int *))
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMaxClockInfo, (nvmlDevice_t, nvmlClockType_t, unsigned int *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMaxClockInfo,
+             (nvmlDevice_t, nvmlClockType_t, unsigned int *))
 #if GS_ABI_OPT(nvmlDeviceGetCurrentClocksEventReasons)
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetCurrentClocksEventReasons, (nvmlDevice_t, unsigned long long *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetCurrentClocksEventReasons,
+             (nvmlDevice_t, unsigned long long *))
 #endif
 #if GS_ABI_OPT(nvmlDeviceGetSupportedClocksEventReasons)
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetSupportedClocksEventReasons, (nvmlDevice_t, unsigned long long *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetSupportedClocksEventReasons,
+             (nvmlDevice_t, unsigned long long *))
 #endif
 #if GS_ABI_OPT(nvmlDeviceGetCurrentClocksThrottleReasons)
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetCurrentClocksThrottleReasons, (nvmlDevice_t, unsigned long long *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetCurrentClocksThrottleReasons,
+             (nvmlDevice_t, unsigned long long *))
 #endif
 #if GS_ABI_OPT(nvmlDeviceGetSupportedClocksThrottleReasons)
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetSupportedClocksThrottleReasons,
@@ -658,12 +670,15 @@ GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMaxPcieLinkGeneration, (nvmlDevice_t, un
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetGpuMaxPcieLinkGeneration, (nvmlDevice_t, unsigned int *))
 #endif
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMaxPcieLinkWidth, (nvmlDevice_t, unsigned int *))
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetPcieThroughput, (nvmlDevice_t, nvmlPcieUtilCounter_t, unsigned int *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetPcieThroughput,
+             (nvmlDevice_t, nvmlPcieUtilCounter_t, unsigned int *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetPcieReplayCounter, (nvmlDevice_t, unsigned int *))
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetNvLinkState, (nvmlDevice_t, unsigned int, nvmlEnableState_t *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetNvLinkState,
+             (nvmlDevice_t, unsigned int, nvmlEnableState_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetNvLinkErrorCounter,
              (nvmlDevice_t, unsigned int, nvmlNvLinkErrorCounter_t, unsigned long long *))
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetNvLinkRemotePciInfo_v2, (nvmlDevice_t, unsigned int, nvmlPciInfo_t *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetNvLinkRemotePciInfo_v2,
+             (nvmlDevice_t, unsigned int, nvmlPciInfo_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetFieldValues, (nvmlDevice_t, int, nvmlFieldValue_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses,
              (nvmlDevice_t, unsigned int *, nvmlProcessInfo_v1_t *))
@@ -680,15 +695,18 @@ GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMPSComputeRunningProcesses_v2,
              (nvmlDevice_t, unsigned int *, nvmlProcessInfo_v2_t *))
 #endif
 /* _v3 takes the header's nvmlProcessInfo_t, i.e. GS_ABI_PROC_V3 on our side (see above). */
-GS_ABI_PROTO_K("nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *)",
-               nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v3,
-               (nvmlDevice_t, unsigned int *, GS_ABI_PICK(GS_ABI_PROC_V3, nvmlProcessInfo_t) *))
-GS_ABI_PROTO_K("nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *)",
-               nvmlReturn_t, nvmlDeviceGetGraphicsRunningProcesses_v3,
-               (nvmlDevice_t, unsigned int *, GS_ABI_PICK(GS_ABI_PROC_V3, nvmlProcessInfo_t) *))
-GS_ABI_PROTO_K("nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *)",
-               nvmlReturn_t, nvmlDeviceGetMPSComputeRunningProcesses_v3,
-               (nvmlDevice_t, unsigned int *, GS_ABI_PICK(GS_ABI_PROC_V3, nvmlProcessInfo_t) *))
+GS_ABI_PROTO_K(
+    "nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *)",
+    nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v3,
+    (nvmlDevice_t, unsigned int *, GS_ABI_PICK(GS_ABI_PROC_V3, nvmlProcessInfo_t) *))
+GS_ABI_PROTO_K(
+    "nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *)",
+    nvmlReturn_t, nvmlDeviceGetGraphicsRunningProcesses_v3,
+    (nvmlDevice_t, unsigned int *, GS_ABI_PICK(GS_ABI_PROC_V3, nvmlProcessInfo_t) *))
+GS_ABI_PROTO_K(
+    "nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *)",
+    nvmlReturn_t, nvmlDeviceGetMPSComputeRunningProcesses_v3,
+    (nvmlDevice_t, unsigned int *, GS_ABI_PICK(GS_ABI_PROC_V3, nvmlProcessInfo_t) *))
 #if GS_ABI_OPT(nvmlDeviceGetRunningProcessDetailList)
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetRunningProcessDetailList,
              (nvmlDevice_t, nvmlProcessDetailList_t *))
@@ -701,7 +719,8 @@ GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetProcessUtilization,
              (nvmlDevice_t, nvmlProcessUtilizationSample_t *, unsigned int *, unsigned long long))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetComputeMode, (nvmlDevice_t, nvmlComputeMode_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetPersistenceMode, (nvmlDevice_t, nvmlEnableState_t *))
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetEccMode, (nvmlDevice_t, nvmlEnableState_t *, nvmlEnableState_t *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetEccMode,
+             (nvmlDevice_t, nvmlEnableState_t *, nvmlEnableState_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetTotalEccErrors,
              (nvmlDevice_t, nvmlMemoryErrorType_t, nvmlEccCounterType_t, unsigned long long *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMemoryErrorCounter,
@@ -709,22 +728,27 @@ GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMemoryErrorCounter,
               unsigned long long *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetRetiredPages,
              (nvmlDevice_t, nvmlPageRetirementCause_t, unsigned int *, unsigned long long *))
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetRetiredPagesPendingStatus, (nvmlDevice_t, nvmlEnableState_t *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetRetiredPagesPendingStatus,
+             (nvmlDevice_t, nvmlEnableState_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetRemappedRows,
              (nvmlDevice_t, unsigned int *, unsigned int *, unsigned int *, unsigned int *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlEventSetCreate, (nvmlEventSet_t *))
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceRegisterEvents, (nvmlDevice_t, unsigned long long, nvmlEventSet_t))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceRegisterEvents,
+             (nvmlDevice_t, unsigned long long, nvmlEventSet_t))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetSupportedEventTypes, (nvmlDevice_t, unsigned long long *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlEventSetWait_v2, (nvmlEventSet_t, nvmlEventData_t *, unsigned int))
 GS_ABI_PROTO(nvmlReturn_t, nvmlEventSetFree, (nvmlEventSet_t))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMigMode, (nvmlDevice_t, unsigned int *, unsigned int *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMaxMigDeviceCount, (nvmlDevice_t, unsigned int *))
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMigDeviceHandleByIndex, (nvmlDevice_t, unsigned int, nvmlDevice_t *))
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetDeviceHandleFromMigDeviceHandle, (nvmlDevice_t, nvmlDevice_t *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMigDeviceHandleByIndex,
+             (nvmlDevice_t, unsigned int, nvmlDevice_t *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetDeviceHandleFromMigDeviceHandle,
+             (nvmlDevice_t, nvmlDevice_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceIsMigDeviceHandle, (nvmlDevice_t, unsigned int *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetGpuInstanceId, (nvmlDevice_t, unsigned int *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetComputeInstanceId, (nvmlDevice_t, unsigned int *))
-GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetGpuInstanceById, (nvmlDevice_t, unsigned int, nvmlGpuInstance_t *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetGpuInstanceById,
+             (nvmlDevice_t, unsigned int, nvmlGpuInstance_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlGpuInstanceGetInfo, (nvmlGpuInstance_t, nvmlGpuInstanceInfo_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlGpmQueryDeviceSupport, (nvmlDevice_t, nvmlGpmSupport_t *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlGpmSampleAlloc, (nvmlGpmSample_t *))

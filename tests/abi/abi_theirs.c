@@ -17,7 +17,7 @@
 #define GS_ABI_PICK(ours, theirs) theirs
 #define GS_ABI_IF_OURS(x)
 /* 1 when nvml.h declares fn with exactly this prototype (compatible function types). */
-#define GS_ABI_PROTO_OK(ret, fn, params) _Generic(&fn, ret(*) params: 1, default: 0)
+#define GS_ABI_PROTO_OK(ret, fn, params) _Generic(&fn, ret(*) params : 1, default : 0)
 
 const struct gs_abi_entry gs_abi_theirs[] = {
 #include "abi_list.h"

@@ -10,9 +10,9 @@
  *   # nvmlPciInfo_t.busId: ours 36, nvml.h 36
  *
  * Items the installed nvml.h is too old to declare are shown as "not in this nvml.h"; a family
- * with nothing comparable is listed in a comment instead of running as a test. A last test ("coverage") reads nvml_abi.h itself and
- * fails for any name or struct member it declares that abi_list.h does not compare, so a new
- * declaration cannot slip in unchecked.
+ * with nothing comparable is listed in a comment instead of running as a test. A last test
+ * ("coverage") reads nvml_abi.h itself and fails for any name or struct member it declares that
+ * abi_list.h does not compare, so a new declaration cannot slip in unchecked.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -411,7 +411,8 @@ static int check_structs(const struct tokens *t)
         snprintf(key, sizeof key, "sizeof(%s)", tname);
         if (!ours_has_key(key)) {
             printf("# nvml_abi.h: struct %s is not compared (add GS_ABI_STRUCT to "
-                   "tests/abi/abi_list.h)\n", tname);
+                   "tests/abi/abi_list.h)\n",
+                   tname);
             missing++;
         }
         for (int k = 0; k < m.n; k++) {
@@ -419,7 +420,8 @@ static int check_structs(const struct tokens *t)
             snprintf(key, sizeof key, "%s.%s", tname, m.name[k]);
             if (!ours_has_key(key)) {
                 printf("# nvml_abi.h: member %s is not compared (add GS_ABI_FIELD to "
-                       "tests/abi/abi_list.h)\n", key);
+                       "tests/abi/abi_list.h)\n",
+                       key);
                 missing++;
             }
         }
@@ -503,8 +505,8 @@ int main(void)
             printf("# %s: not in this nvml.h (%d items not compared)\n", groups[g], absent);
             continue;
         }
-        tests[n++] = (struct CMUnitTest){.name = groups[g], .test_func = test_group,
-                                         .initial_state = (void *)groups[g]};
+        tests[n++] = (struct CMUnitTest){
+            .name = groups[g], .test_func = test_group, .initial_state = (void *)groups[g]};
     }
     tests[n++] = (struct CMUnitTest){.name = "both tables list the same keys",
                                      .test_func = test_tables_agree};

@@ -4,11 +4,11 @@
  * line, label escaping, both naming modes, self metrics while the driver is missing, history
  * self metrics) and /api/v1/history's parameters and JSON.
  */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,8 +170,13 @@ static void test_restart_keys(void **state)
 
 static void test_flags(void **state)
 {
-    char *argv[] = {"agent", "--interval", "5", "--metrics-compat=dcgm", "--log_level=warn",
-                    "--listen=0.0.0.0:9401", NULL};
+    char *argv[] = {"agent",
+                    "--interval",
+                    "5",
+                    "--metrics-compat=dcgm",
+                    "--log_level=warn",
+                    "--listen=0.0.0.0:9401",
+                    NULL};
     char *bad[] = {"agent", "--interval=0", NULL};
     char *unknown[] = {"agent", "--frobnicate=1", NULL};
     char *missing[] = {"agent", "--config", NULL};
@@ -197,8 +202,8 @@ static void test_flags(void **state)
 
 static void test_duration(void **state)
 {
-    static const char *const bad[] = {"", "h", "-1h", "+1h", " 1h", "1h ", "1hh", "1w", "1 h",
-                                      "1e3", "1e999", "nan", "inf", "0x10", ".5h", "24H"};
+    static const char *const bad[] = {"",    "h",   "-1h",   "+1h", " 1h", "1h ",  "1hh", "1w",
+                                      "1 h", "1e3", "1e999", "nan", "inf", "0x10", ".5h", "24H"};
     double v = -1;
 
     (void)state;
@@ -301,8 +306,8 @@ static void test_history_flags(void **state)
 
 /* ---- /api/v1/history ---- */
 
-static void expect_req_error(const char *gpu, const char *metric, const char *from,
-                             const char *to, const char *step, const char *prefix)
+static void expect_req_error(const char *gpu, const char *metric, const char *from, const char *to,
+                             const char *step, const char *prefix)
 {
     struct gs_history_req q;
     char msg[2048];
@@ -320,19 +325,19 @@ static void test_history_req(void **state)
     char msg[2048];
 
     (void)state;
-    assert_int_equal(gs_history_req_parse(&q, "3", "power_draw", NULL, NULL, NULL, 1e9 + 0.7,
-                                          msg, sizeof msg),
-                     GS_OK);
+    assert_int_equal(
+        gs_history_req_parse(&q, "3", "power_draw", NULL, NULL, NULL, 1e9 + 0.7, msg, sizeof msg),
+        GS_OK);
     assert_int_equal(q.gpu, 3);
     assert_int_equal(q.metric, GS_M_POWER_DRAW);
     assert_true(q.to == 1e9 && q.from == 1e9 - 900 && q.step == 1);
-    assert_int_equal(gs_history_req_parse(&q, "0", "memory_used", "100", "86500", "0", 1e9, msg,
-                                          sizeof msg),
-                     GS_OK);
+    assert_int_equal(
+        gs_history_req_parse(&q, "0", "memory_used", "100", "86500", "0", 1e9, msg, sizeof msg),
+        GS_OK);
     assert_true(q.from == 100 && q.to == 86500 && q.step == 0);
-    assert_int_equal(gs_history_req_parse(&q, "0", "memory_used", "0", "86400", NULL, 1e9, msg,
-                                          sizeof msg),
-                     GS_OK);
+    assert_int_equal(
+        gs_history_req_parse(&q, "0", "memory_used", "0", "86400", NULL, 1e9, msg, sizeof msg),
+        GS_OK);
     assert_true(q.step == 300); /* a day: 288 points */
     assert_true(gs_history_default_step(900) == 1);
     assert_true(gs_history_default_step(3600) == 5);
@@ -347,8 +352,9 @@ static void test_history_req(void **state)
     expect_req_error("256", "power_draw", NULL, NULL, NULL, "gpu: '256'");
     expect_req_error("-1", "power_draw", NULL, NULL, NULL, "gpu: '-1'");
     expect_req_error("0", NULL, NULL, NULL, NULL, "metric: missing");
-    expect_req_error("0", "watts", NULL, NULL, NULL, "metric: 'watts' is not a metric; history "
-                                                     "keeps: utilization_gpu, ");
+    expect_req_error("0", "watts", NULL, NULL, NULL,
+                     "metric: 'watts' is not a metric; history "
+                     "keeps: utilization_gpu, ");
     expect_req_error("0", "memory_total", NULL, NULL, NULL,
                      "metric: 'memory_total' is not kept in history");
     expect_req_error("0", "power_draw", "x", NULL, NULL, "from: 'x'");
@@ -370,8 +376,8 @@ static void test_history_req(void **state)
 
 static void test_history_doc(void **state)
 {
-    struct gs_history_req q = {.gpu = 2, .metric = GS_M_UTIL_GPU, .from = 100, .to = 200,
-                               .step = 0};
+    struct gs_history_req q = {
+        .gpu = 2, .metric = GS_M_UTIL_GPU, .from = 100, .to = 200, .step = 0};
     struct gs_store_point p1 = {.t = 150.123, .min = 0.5, .avg = 0.5, .max = 0.5, .n = 1};
     struct gs_store_point p2 = {.t = 151.123, .min = 0.25, .avg = 0.375, .max = 0.5, .n = 2};
     struct gs_history_doc d;
@@ -437,8 +443,8 @@ static struct gs_snapshot *one_gpu(void)
     return s;
 }
 
-static const struct gs_metrics_self up_self = {.up = 1, .version = "9.9", .interval_s = 1,
-                                               .sample_seconds = 0.001, .cycles = 3};
+static const struct gs_metrics_self up_self = {
+    .up = 1, .version = "9.9", .interval_s = 1, .sample_seconds = 0.001, .cycles = 3};
 
 static void test_render_native(void **state)
 {
@@ -486,14 +492,14 @@ static void test_render_dcgm(void **state)
                                    "DCGM_FI_DRIVER_VERSION=\""));
     gs_mbuf_free(&b);
     memset(&b, 0, sizeof b); /* 3.x's spelling on request */
-    assert_int_equal(
-        gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM | GS_METRICS_DCGM_HOSTNAME), GS_OK);
+    assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM | GS_METRICS_DCGM_HOSTNAME),
+                     GS_OK);
     assert_non_null(strstr(b.data, "modelName=\"NVIDIA H100\",Hostname=\"node\\\"1\\\\\\n\","));
     assert_null(strstr(b.data, ",hostname=\"node\\\"1\\\\\\n\",DCGM"));
-    assert_non_null(strstr(b.data, "} 92\n"));         /* GPU_UTIL in percent */
-    assert_non_null(strstr(b.data, "} 1980\n"));       /* SM clock in MHz */
-    assert_non_null(strstr(b.data, "} 1234500\n"));    /* energy in mJ */
-    assert_null(strstr(b.data, "DCGM_FI_DEV_GPU_TEMP")); /* absent */
+    assert_non_null(strstr(b.data, "} 92\n"));                          /* GPU_UTIL in percent */
+    assert_non_null(strstr(b.data, "} 1980\n"));                        /* SM clock in MHz */
+    assert_non_null(strstr(b.data, "} 1234500\n"));                     /* energy in mJ */
+    assert_null(strstr(b.data, "DCGM_FI_DEV_GPU_TEMP"));                /* absent */
     assert_non_null(strstr(b.data, "gpuscope_gpu_memory_used_bytes{")); /* native still there */
     gs_mbuf_free(&b);
     gs_snapshot_free(s);
@@ -501,9 +507,12 @@ static void test_render_dcgm(void **state)
 
 static void test_render_down(void **state)
 {
-    struct gs_metrics_self self = {.up = 0, .reason = "nvml: nvmlInit_v2: Driver \"Not\" Loaded",
-                                   .reason_rc = GS_ENODRIVER, .hostname = "n1",
-                                   .version = "1", .interval_s = 1,
+    struct gs_metrics_self self = {.up = 0,
+                                   .reason = "nvml: nvmlInit_v2: Driver \"Not\" Loaded",
+                                   .reason_rc = GS_ENODRIVER,
+                                   .hostname = "n1",
+                                   .version = "1",
+                                   .interval_s = 1,
                                    .sample_seconds = -1};
     struct gs_mbuf b = {0};
 
@@ -690,7 +699,8 @@ static void test_render_mig(void **state)
     assert_non_null(strstr(b.data, want));
     snprintf(want, sizeof want, "\ngpuscope_mig_processes%s 1\n", ml);
     assert_non_null(strstr(b.data, want));
-    assert_non_null(strstr(b.data, "compute_instance=\"1\",profile=\"1g.10gb\",mig_uuid=\"MIG-2\"} 1\n"));
+    assert_non_null(
+        strstr(b.data, "compute_instance=\"1\",profile=\"1g.10gb\",mig_uuid=\"MIG-2\"} 1\n"));
     assert_null(strstr(b.data, "gpuscope_mig_sm_active_ratio")); /* absent: no family */
     assert_null(strstr(b.data, "GPU_I_"));
     gs_mbuf_reset(&b);
@@ -723,8 +733,8 @@ static void test_render_mig(void **state)
     assert_int_equal(n, 2);
     g->st[GS_M_NVLINK_TX] = g->st[GS_M_NVLINK_RX] = GS_ST_NA;
     gs_mbuf_reset(&b);
-    assert_int_equal(
-        gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM | GS_METRICS_DCGM_HOSTNAME), GS_OK);
+    assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM | GS_METRICS_DCGM_HOSTNAME),
+                     GS_OK);
     assert_non_null(strstr(b.data, "GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"9\",Hostname=\"node"));
     assert_null(strstr(b.data, "GPU_I_ID=\"9\",hostname="));
     gs_mbuf_reset(&b);
@@ -761,7 +771,7 @@ static void test_render_processes_cap_by_memory(void **state)
         /* sizes interleaved so that snapshot order is not size order */
         s->procs[i].gpu_mem_bytes = (uint64_t)((i * 7919u) % 300u + 1) << 20;
     }
-    s->procs[0].mem_st = GS_ST_NA; /* size unknown: ranks last */
+    s->procs[0].mem_st = GS_ST_NA;  /* size unknown: ranks last */
     s->procs[0].host_st = GS_ST_OK; /* its one series: RSS */
     self.process_series_max = 256;
     assert_int_equal(gs_metrics_process_select(s, 256, keep, &cut), GS_OK);
@@ -933,8 +943,9 @@ static void test_render_mig_pods(void **state)
     e2 = strchr(l2 + 1, '\n');
     e9 = strchr(l9 + 1, '\n');
     assert_true(in_line(l2, e2, "GPU_I_ID=\"2\""));
-    assert_true(in_line(l2, e2, ",pod=\"trainer-7d9f8c6b5-x2kqp\",namespace=\"ml-team\","
-                                "container=\"pytorch\"}"));
+    assert_true(in_line(l2, e2,
+                        ",pod=\"trainer-7d9f8c6b5-x2kqp\",namespace=\"ml-team\","
+                        "container=\"pytorch\"}"));
     assert_true(in_line(l9, e9, "GPU_I_ID=\"9\""));
     assert_true(in_line(l9, e9, ",pod=\"server-0\",namespace=\"ml-team\",container=\"infer\"}"));
     assert_null(strstr(b.data, "gpuscope_gpu_pod_info"));
@@ -945,14 +956,22 @@ static void test_render_mig_pods(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),      cmocka_unit_test(test_ini_ok),
-        cmocka_unit_test(test_ini_errors), cmocka_unit_test(test_user_key),    cmocka_unit_test(test_file),
-        cmocka_unit_test(test_flags),         cmocka_unit_test(test_render_native),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_ini_ok),
+        cmocka_unit_test(test_ini_errors),
+        cmocka_unit_test(test_user_key),
+        cmocka_unit_test(test_file),
+        cmocka_unit_test(test_flags),
+        cmocka_unit_test(test_render_native),
         cmocka_unit_test(test_restart_keys),
-        cmocka_unit_test(test_render_dcgm),   cmocka_unit_test(test_render_down),
-        cmocka_unit_test(test_lost_gpu),      cmocka_unit_test(test_duration),
-        cmocka_unit_test(test_history_keys),  cmocka_unit_test(test_history_flags),
-        cmocka_unit_test(test_history_req),   cmocka_unit_test(test_history_doc),
+        cmocka_unit_test(test_render_dcgm),
+        cmocka_unit_test(test_render_down),
+        cmocka_unit_test(test_lost_gpu),
+        cmocka_unit_test(test_duration),
+        cmocka_unit_test(test_history_keys),
+        cmocka_unit_test(test_history_flags),
+        cmocka_unit_test(test_history_req),
+        cmocka_unit_test(test_history_doc),
         cmocka_unit_test(test_render_history_self),
         cmocka_unit_test(test_render_processes),
         cmocka_unit_test(test_render_refused),

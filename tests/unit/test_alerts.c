@@ -4,12 +4,12 @@
  * never fires, the node imbalance rule, Xid changes, a lost GPU, the JSON and /metrics
  * renderings, and the [alert NAME] configuration sections with their errors.
  */
+#include <cmocka.h>
+#include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,7 +75,8 @@ static const char *state_of(struct fx *f, const char *rule, int gpu, double now)
     assert_non_null(doc);
     strcpy(out, "inactive");
     list = json_object_get(doc, "alerts");
-    json_array_foreach(list, i, it) {
+    json_array_foreach(list, i, it)
+    {
         json_t *g = json_object_get(it, "gpu");
         int ig = json_is_null(g) ? -1 : (int)json_integer_value(g);
         if (strcmp(json_string_value(json_object_get(it, "rule")), rule) == 0 && ig == gpu) {
@@ -506,7 +507,7 @@ static void test_reconfigure_resolves(void **state)
     assert_int_equal(gs_alert_rule_set(&f.rs, "b", "threshold", "60", "x", &e), GS_OK);
     gs_alerts_configure(f.a, &f.rs, f.s, 11);
     assert_int_equal(f.events_resolved, 1);
-    assert_string_equal(state_of(&f, "a", 0, 11), "firing");  /* unchanged: kept */
+    assert_string_equal(state_of(&f, "a", 0, 11), "firing");   /* unchanged: kept */
     assert_string_equal(state_of(&f, "b", 0, 11), "resolved"); /* changed: resolved */
     gs_alerts_configure(f.a, &f.rs, f.s, 12); /* the same set again: nothing happens */
     assert_int_equal(f.events_resolved, 1);

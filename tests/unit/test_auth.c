@@ -5,11 +5,11 @@
  * a $2b$ setting), its errors, and --new-token's line admitting its token.
  */
 #include <arpa/inet.h>
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #include <crypt.h>
 #include <stdio.h>
@@ -125,8 +125,8 @@ static void expect_error(const char *text, const char *want)
     struct gs_auth *au = from_tokens(text, &e);
 
     if (au || !strstr(e.msg, want))
-        fail_msg("tokens %s: got '%s', want '%s'", au ? "accepted" : "refused",
-                 au ? "" : e.msg, want);
+        fail_msg("tokens %s: got '%s', want '%s'", au ? "accepted" : "refused", au ? "" : e.msg,
+                 want);
     assert_int_equal(e.rc, GS_EINVAL);
 }
 
@@ -235,9 +235,9 @@ static void test_web_config_tls_versions(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         au = NULL;
         gs_err_clear(&e);
-        assert_int_not_equal(gs_auth_from_text(&au, NULL, NULL, 0, "web.yml", bad[i],
-                                               strlen(bad[i]), "", &e),
-                             GS_OK);
+        assert_int_not_equal(
+            gs_auth_from_text(&au, NULL, NULL, 0, "web.yml", bad[i], strlen(bad[i]), "", &e),
+            GS_OK);
         assert_non_null(strstr(e.msg, "web.yml:"));
         assert_null(au);
     }
@@ -256,8 +256,7 @@ static enum gs_role basic_from(const struct gs_auth *au, const char *user, const
     char plain[128], hdr[256];
     struct gs_viewer v;
     struct sockaddr_in sa = from4(src);
-    static const char b64[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     size_t n = (size_t)snprintf(plain, sizeof plain, "%s:%s", user, pass), o = 6;
 
     memcpy(hdr, "Basic ", 6);
@@ -292,8 +291,7 @@ static void test_basic_auth_budgets(void **state)
              "  erin: %s\n",
              hash, hash, hash, hash, hash);
     gs_err_clear(&e);
-    assert_int_equal(gs_auth_from_text(&au, NULL, NULL, 0, "web.yml", yaml, strlen(yaml), "",
-                                       &e),
+    assert_int_equal(gs_auth_from_text(&au, NULL, NULL, 0, "web.yml", yaml, strlen(yaml), "", &e),
                      GS_OK);
     for (int i = 0; i < 40; i++)
         assert_int_equal(basic_from(au, "alice", "guess", 1), GS_ROLE_NONE);
@@ -326,9 +324,9 @@ static void test_web_config_basic(void **state)
              "basic_auth_users:\n  alice: '%s'\n  bob: %s\n",
              hash, hash);
     gs_err_clear(&e);
-    assert_int_equal(gs_auth_from_text(&au, NULL, NULL, 0, "web.yml", yaml, strlen(yaml),
-                                       "/etc/gpuscope", &e),
-                     GS_OK);
+    assert_int_equal(
+        gs_auth_from_text(&au, NULL, NULL, 0, "web.yml", yaml, strlen(yaml), "/etc/gpuscope", &e),
+        GS_OK);
     assert_string_equal(gs_auth_tls_cert_file(au), "/etc/gpuscope/tls/server.crt");
     assert_string_equal(gs_auth_tls_key_file(au), "/etc/k.pem");
     assert_int_equal(gs_auth_user_count(au), 2);
@@ -354,8 +352,7 @@ static void expect_web_error(const char *yaml, const char *want)
     struct gs_err e;
 
     gs_err_clear(&e);
-    if (gs_auth_from_text(&au, NULL, NULL, 0, "web.yml", yaml, strlen(yaml), NULL, &e) ==
-            GS_OK ||
+    if (gs_auth_from_text(&au, NULL, NULL, 0, "web.yml", yaml, strlen(yaml), NULL, &e) == GS_OK ||
         !strstr(e.msg, want))
         fail_msg("web config: got '%s', want '%s'", e.msg, want);
 }
@@ -367,8 +364,7 @@ static void test_web_config_errors(void **state)
 
     (void)state;
     expect_web_error("tls_server_config:\n  cert_file: a\n", "web.yml:2:");
-    expect_web_error("tls_server_config:\n  cert_file: a\n",
-                     "cert_file and key_file go together");
+    expect_web_error("tls_server_config:\n  cert_file: a\n", "cert_file and key_file go together");
     expect_web_error("\nbasic_auth_users:\n  alice: notahash\n",
                      "web.yml:3: basic_auth_users: expected a bcrypt hash");
     expect_web_error("basic_auth_users:\n  'a b': "
@@ -392,8 +388,7 @@ static void test_web_config_errors(void **state)
     assert_string_equal(gs_auth_tls_cert_file(au), "");
     gs_auth_unref(au);
     assert_int_equal(gs_auth_from_text(&au, NULL, NULL, 0, "web.yml",
-                                       "basic_auth_users:\ntls_server_config: ~\n", 39, NULL,
-                                       &e),
+                                       "basic_auth_users:\ntls_server_config: ~\n", 39, NULL, &e),
                      GS_OK);
     gs_auth_unref(au);
 }
@@ -407,8 +402,7 @@ static void test_new_token(void **state)
 
     (void)state;
     gs_err_clear(&e);
-    assert_int_equal(gs_auth_new_token(GS_ROLE_METRICS, "prometheus", tok, line, sizeof line,
-                                       &e),
+    assert_int_equal(gs_auth_new_token(GS_ROLE_METRICS, "prometheus", tok, line, sizeof line, &e),
                      GS_OK);
     assert_int_equal(strlen(tok), GS_AUTH_TOKEN_LEN);
     assert_int_equal(
@@ -424,8 +418,7 @@ static void test_new_token(void **state)
     gs_auth_unref(au);
     assert_int_equal(gs_auth_new_token(GS_ROLE_ADMIN, NULL, tok2, line, sizeof line, &e), GS_OK);
     assert_string_not_equal(tok, tok2);
-    assert_int_equal(gs_auth_new_token(GS_ROLE_NONE, NULL, tok2, line, sizeof line, &e),
-                     GS_EINVAL);
+    assert_int_equal(gs_auth_new_token(GS_ROLE_NONE, NULL, tok2, line, sizeof line, &e), GS_EINVAL);
     assert_int_equal(gs_auth_new_token(GS_ROLE_ADMIN, "a b", tok2, line, sizeof line, &e),
                      GS_EINVAL);
     assert_int_equal(gs_auth_role_parse("metrics"), GS_ROLE_METRICS);
@@ -435,16 +428,11 @@ static void test_new_token(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sha256_and_equal),
-        cmocka_unit_test(test_tokens_roles),
-        cmocka_unit_test(test_no_auth_is_viewer),
-        cmocka_unit_test(test_tokens_errors),
-        cmocka_unit_test(test_open_files_and_uid),
-        cmocka_unit_test(test_web_config_basic),
-        cmocka_unit_test(test_web_config_tls_versions),
-        cmocka_unit_test(test_basic_auth_budgets),
-        cmocka_unit_test(test_web_config_errors),
-        cmocka_unit_test(test_new_token),
+        cmocka_unit_test(test_sha256_and_equal),        cmocka_unit_test(test_tokens_roles),
+        cmocka_unit_test(test_no_auth_is_viewer),       cmocka_unit_test(test_tokens_errors),
+        cmocka_unit_test(test_open_files_and_uid),      cmocka_unit_test(test_web_config_basic),
+        cmocka_unit_test(test_web_config_tls_versions), cmocka_unit_test(test_basic_auth_budgets),
+        cmocka_unit_test(test_web_config_errors),       cmocka_unit_test(test_new_token),
     };
     gs_log_set_level(GS_LOG_ERROR); /* the ignored-key warnings are expected */
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,12 +2,12 @@
  * Unit tests for the diagnosis rules (src/diag/diag.c): each rule on both sides of its
  * threshold, over report objects built by hand, with the evidence and advice checked.
  */
+#include <cmocka.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <math.h>
 #include <string.h>
 
 #include "diag/diag.h"
@@ -20,8 +20,8 @@ static json_t *base(void)
     return json_pack("{s:f, s:f, s:f, s:f, s:i, s:s, s:{s:f, s:f}, s:[], s:{s:n, s:n, s:n}}",
                      "data_loading_time_ratio", 0.10, "communication_time_ratio", 0.01,
                      "gpu_avg_utilization_percent", 60.0, "train_runtime", 100.0, "ranks", 1,
-                     "gpu_utilization_source", "nvml", "run", "start_time", 10.0, "end_time",
-                     110.0, "gpus", "allocator", "peak_reserved_gb", "fragmentation_gap_gb",
+                     "gpu_utilization_source", "nvml", "run", "start_time", 10.0, "end_time", 110.0,
+                     "gpus", "allocator", "peak_reserved_gb", "fragmentation_gap_gb",
                      "memory_total_gb");
 }
 
@@ -32,11 +32,11 @@ static void set(json_t *r, const char *key, double v)
 
 static json_t *gpu(int index, double util, double mem_peak, double mem_total)
 {
-    return json_pack("{s:i, s:o, s:o, s:o, s:{}, s:[]}", "index", index,
-                     "utilization_avg_percent", isnan(util) ? json_null() : json_real(util),
-                     "memory_peak_bytes", isnan(mem_peak) ? json_null() : json_real(mem_peak),
-                     "memory_total_bytes", isnan(mem_total) ? json_null() : json_real(mem_total),
-                     "throttled_seconds", "idle_periods");
+    return json_pack("{s:i, s:o, s:o, s:o, s:{}, s:[]}", "index", index, "utilization_avg_percent",
+                     isnan(util) ? json_null() : json_real(util), "memory_peak_bytes",
+                     isnan(mem_peak) ? json_null() : json_real(mem_peak), "memory_total_bytes",
+                     isnan(mem_total) ? json_null() : json_real(mem_total), "throttled_seconds",
+                     "idle_periods");
 }
 
 /* The finding with this id in the findings of r (kept alive in *all), or NULL. */
@@ -48,7 +48,8 @@ static json_t *find(const json_t *r, long ncpu, const char *id, json_t **all)
     json_decref(*all);
     *all = gs_diag_findings(r, ncpu);
     assert_non_null(*all);
-    json_array_foreach(*all, i, f) {
+    json_array_foreach(*all, i, f)
+    {
         if (strcmp(json_string_value(json_object_get(f, "id")), id) == 0)
             return f;
     }
@@ -70,7 +71,8 @@ static int advice_has(const json_t *f, const char *text)
     size_t i;
     json_t *a;
 
-    json_array_foreach(json_object_get(f, "advice"), i, a) {
+    json_array_foreach(json_object_get(f, "advice"), i, a)
+    {
         if (strstr(json_string_value(a), text))
             return 1;
     }
@@ -105,7 +107,7 @@ static void data_loading(void **state)
     assert_true(ev(f, "from") == 10.0 && ev(f, "to") == 110.0);
     assert_true(advice_has(f, "DataLoader(num_workers=8)"));
     assert_false(advice_has(f, "prefetch_factor")); /* workers unknown: not advised */
-    assert_false(advice_has(f, "pin_memory")); /* no CUDA in the base report */
+    assert_false(advice_has(f, "pin_memory"));      /* no CUDA in the base report */
     set(r, "data_loading_time_ratio", 0.30);
     assert_string_equal(severity(find(r, 16, "data_loading", &all)), "warning");
     set(r, "data_loading_time_ratio", 0.31);
@@ -129,7 +131,7 @@ static void communication(void **state)
     f = find(r, 8, "communication", &all);
     assert_non_null(f);
     assert_true(ev(f, "communication_time_ratio") == 0.051);
-    assert_false(advice_has(f, "NCCL")); /* backend unknown */
+    assert_false(advice_has(f, "NCCL"));        /* backend unknown */
     assert_false(advice_has(f, "find_unused")); /* unknown: no claim */
     json_decref(all);
     json_decref(r);
@@ -163,9 +165,10 @@ static void low_utilization(void **state)
     f = find(r, 8, "low_utilization", &all);
     assert_non_null(f);
     assert_true(ev(f, "idle_seconds") == 25.0);
-    assert_int_equal(json_integer_value(json_object_get(
-                         json_array_get(json_object_get(json_object_get(f, "evidence"), "idle"),
-                                        0), "index")), 3);
+    assert_int_equal(
+        json_integer_value(json_object_get(
+            json_array_get(json_object_get(json_object_get(f, "evidence"), "idle"), 0), "index")),
+        3);
     json_decref(all);
     json_decref(r);
 }
@@ -182,7 +185,8 @@ static void memory_fragmentation(void **state)
     assert_non_null(f);
     assert_true(ev(f, "memory_peak_fraction") == 0.9);
     assert_int_equal(json_integer_value(json_array_get(
-                         json_object_get(json_object_get(f, "evidence"), "gpus"), 0)), 1);
+                         json_object_get(json_object_get(f, "evidence"), "gpus"), 0)),
+                     1);
     assert_false(advice_has(f, "--flash_attn"));
     assert_false(advice_has(f, "--use_cache")); /* no such ms-swift flag */
     assert_true(advice_has(f, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
@@ -253,7 +257,8 @@ static void throttling(void **state)
     assert_non_null(f);
     assert_true(ev(f, "throttled_seconds") == 0.5);
     assert_int_equal(json_integer_value(json_array_get(
-                         json_object_get(json_object_get(f, "evidence"), "gpus"), 0)), 2);
+                         json_object_get(json_object_get(f, "evidence"), "gpus"), 0)),
+                     2);
     assert_non_null(strstr(json_string_value(json_object_get(f, "title")), "GPU 2"));
     assert_true(advice_has(f, "cooling"));
     assert_false(advice_has(f, "power limit"));
@@ -318,8 +323,8 @@ static void data_loading_names_settings(void **state)
     set(r, "data_loading_time_ratio", 0.5);
     /* the loader's own num_workers wins over the Trainer argument; a CPU run (no GPU in the
      * report, no CUDA fact): pin_memory is never advised there */
-    facts(r, json_pack("{s:i, s:i, s:b, s:i}", "dataloader_num_workers", 4,
-                       "loader_num_workers", 0, "loader_pin_memory", 0, "cpu_count", 16));
+    facts(r, json_pack("{s:i, s:i, s:b, s:i}", "dataloader_num_workers", 4, "loader_num_workers", 0,
+                       "loader_pin_memory", 0, "cpu_count", 16));
     json_object_set_new(r, "gpus", json_array());
     f = find(r, 0, "data_loading", &all);
     assert_non_null(f);
@@ -365,16 +370,16 @@ static void communication_names_settings(void **state)
     (void)state;
 
     set(r, "communication_time_ratio", 0.2);
-    facts(r, json_pack("{s:b, s:s, s:s}", "ddp_find_unused_parameters", 0, "nccl_version",
-                       "2.21.5", "dist_backend", "nccl"));
+    facts(r, json_pack("{s:b, s:s, s:s}", "ddp_find_unused_parameters", 0, "nccl_version", "2.21.5",
+                       "dist_backend", "nccl"));
     f = find(r, 8, "communication", &all);
     assert_non_null(f);
     assert_false(advice_has(f, "ddp_find_unused_parameters"));
     assert_false(advice_has(f, "NCCL_IB_DISABLE"));
     assert_false(advice_has(f, "NCCL_P2P_DISABLE"));
     assert_true(advice_has(f, "(this run: NCCL 2.21.5)"));
-    facts(r, json_pack("{s:b, s:s, s:s, s:s}", "ddp_find_unused_parameters", 1,
-                       "NCCL_IB_DISABLE", "1", "NCCL_P2P_DISABLE", "1", "dist_backend", "nccl"));
+    facts(r, json_pack("{s:b, s:s, s:s, s:s}", "ddp_find_unused_parameters", 1, "NCCL_IB_DISABLE",
+                       "1", "NCCL_P2P_DISABLE", "1", "dist_backend", "nccl"));
     f = find(r, 8, "communication", &all);
     assert_true(advice_has(f, "ddp_find_unused_parameters is True: "
                               "DistributedDataParallel(find_unused_parameters=False)"));
@@ -408,8 +413,8 @@ static void attention_implementation(void **state)
     set(r, "gpu_avg_utilization_percent", 69.9);
     assert_non_null(find(r, 8, "attention_implementation", &all));
     /* already flash: silent, and low_utilization stops advising it */
-    facts(r, json_pack("{s:s, s:s}", "attn_implementation", "flash_attention_2",
-                       "cuda_device_name", "NVIDIA H100 80GB HBM3"));
+    facts(r, json_pack("{s:s, s:s}", "attn_implementation", "flash_attention_2", "cuda_device_name",
+                       "NVIDIA H100 80GB HBM3"));
     assert_null(find(r, 8, "attention_implementation", &all));
     set(r, "gpu_avg_utilization_percent", 20.0);
     f = find(r, 8, "low_utilization", &all);
@@ -458,8 +463,8 @@ static void precision(void **state)
     json_t *r = base(), *all = NULL, *f;
     (void)state;
 
-    facts(r, json_pack("{s:s, s:b, s:s}", "param_dtype", "float32", "bf16", 0,
-                       "cuda_device_name", "NVIDIA A100-SXM4-40GB"));
+    facts(r, json_pack("{s:s, s:b, s:s}", "param_dtype", "float32", "bf16", 0, "cuda_device_name",
+                       "NVIDIA A100-SXM4-40GB"));
     f = find(r, 8, "precision", &all);
     assert_non_null(f);
     assert_string_equal(severity(f), "info");
@@ -467,14 +472,13 @@ static void precision(void **state)
     assert_true(advice_has(f, "torch.autocast")); /* a plain loop's spelling */
     assert_false(advice_has(f, "--bf16"));
     /* bf16 on, fp16 on, bf16 params, an older GPU, no GPU: silent */
-    facts(r, json_pack("{s:s, s:b, s:s}", "param_dtype", "float32", "bf16", 1,
-                       "cuda_device_name", "NVIDIA A100"));
-    assert_null(find(r, 8, "precision", &all));
-    facts(r, json_pack("{s:s, s:b, s:s}", "param_dtype", "float32", "fp16", 1,
-                       "cuda_device_name", "NVIDIA A100"));
-    assert_null(find(r, 8, "precision", &all));
-    facts(r, json_pack("{s:s, s:s}", "param_dtype", "bfloat16", "cuda_device_name",
+    facts(r, json_pack("{s:s, s:b, s:s}", "param_dtype", "float32", "bf16", 1, "cuda_device_name",
                        "NVIDIA A100"));
+    assert_null(find(r, 8, "precision", &all));
+    facts(r, json_pack("{s:s, s:b, s:s}", "param_dtype", "float32", "fp16", 1, "cuda_device_name",
+                       "NVIDIA A100"));
+    assert_null(find(r, 8, "precision", &all));
+    facts(r, json_pack("{s:s, s:s}", "param_dtype", "bfloat16", "cuda_device_name", "NVIDIA A100"));
     assert_null(find(r, 8, "precision", &all));
     facts(r, json_pack("{s:s, s:s}", "param_dtype", "float32", "cuda_device_name", "Tesla T4"));
     assert_null(find(r, 8, "precision", &all));

@@ -9,12 +9,12 @@
  * worker-count claim, no flag that does not exist (--use_cache, --flash_attn, --bf16 for
  * ms-swift), no GPU finding on a CPU run, never "healthy" for a failed run.
  */
+#include <cmocka.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,10 +39,10 @@ static json_t *cell(int fw, int cuda, int nccl, const struct loader *ld, int fai
                           "train_runtime", 100.0, "ranks", 2, "steps", 50, "run", "start_time",
                           10.0, "end_time", 110.0, "framework", frameworks[fw], "allocator",
                           "peak_reserved_gb", "fragmentation_gap_gb", "memory_total_gb");
-    json_t *fx = json_pack("{s:i, s:i, s:b, s:s, s:s, s:s, s:b}", "loader_num_workers",
-                           ld->workers, "cpu_count", 16, "loader_pin_memory", ld->pin,
-                           "dist_backend", nccl ? "nccl" : "gloo", "attn_implementation", "sdpa",
-                           "param_dtype", "float32", "ddp_find_unused_parameters", 1);
+    json_t *fx = json_pack("{s:i, s:i, s:b, s:s, s:s, s:s, s:b}", "loader_num_workers", ld->workers,
+                           "cpu_count", 16, "loader_pin_memory", ld->pin, "dist_backend",
+                           nccl ? "nccl" : "gloo", "attn_implementation", "sdpa", "param_dtype",
+                           "float32", "ddp_find_unused_parameters", 1);
 
     if (ld->prefetch >= 0)
         json_object_set_new(fx, "loader_prefetch_factor", json_integer(ld->prefetch));
@@ -52,16 +52,14 @@ static json_t *cell(int fw, int cuda, int nccl, const struct loader *ld, int fai
         json_object_set_new(fx, "cuda_device_name", json_string("NVIDIA A100-SXM4-80GB"));
         json_object_set_new(r, "gpu_avg_utilization_percent", json_real(20.0));
         json_object_set_new(r, "gpu_utilization_source", json_string("nvml"));
-        json_object_set_new(r, "gpus", json_pack("[{s:i, s:f, s:f, s:f, s:{}, s:[]}, "
-                                                 "{s:i, s:f, s:f, s:f, s:{}, s:[]}]", "index",
-                                                 0, "utilization_avg_percent", 20.0,
-                                                 "memory_peak_bytes", 78.0 * GIB,
-                                                 "memory_total_bytes", 80.0 * GIB,
-                                                 "throttled_seconds", "idle_periods", "index",
-                                                 1, "utilization_avg_percent", 60.0,
-                                                 "memory_peak_bytes", 30.0 * GIB,
-                                                 "memory_total_bytes", 80.0 * GIB,
-                                                 "throttled_seconds", "idle_periods"));
+        json_object_set_new(
+            r, "gpus",
+            json_pack("[{s:i, s:f, s:f, s:f, s:{}, s:[]}, "
+                      "{s:i, s:f, s:f, s:f, s:{}, s:[]}]",
+                      "index", 0, "utilization_avg_percent", 20.0, "memory_peak_bytes", 78.0 * GIB,
+                      "memory_total_bytes", 80.0 * GIB, "throttled_seconds", "idle_periods",
+                      "index", 1, "utilization_avg_percent", 60.0, "memory_peak_bytes", 30.0 * GIB,
+                      "memory_total_bytes", 80.0 * GIB, "throttled_seconds", "idle_periods"));
     } else {
         json_object_set_new(r, "gpu_avg_utilization_percent", json_null());
         json_object_set_new(r, "gpus", json_array());
@@ -72,8 +70,7 @@ static json_t *cell(int fw, int cuda, int nccl, const struct loader *ld, int fai
                         json_pack("{s:s, s:i, s:i, s:s?, s:{s:b}}", "status",
                                   failed ? "failed" : "completed", "exit_code", failed ? 1 : 0,
                                   "steps_completed", 50, "exception",
-                                  failed ? "ValueError: boom" : NULL, "seen", "torch_imported",
-                                  1));
+                                  failed ? "ValueError: boom" : NULL, "seen", "torch_imported", 1));
     return r;
 }
 
@@ -82,7 +79,8 @@ static int has_id(const json_t *fs, const char *id)
     size_t i;
     const json_t *f;
 
-    json_array_foreach(fs, i, f) {
+    json_array_foreach(fs, i, f)
+    {
         if (strcmp(json_string_value(json_object_get(f, "id")), id) == 0)
             return 1;
     }
@@ -96,8 +94,10 @@ static void all_advice(const json_t *fs, char *out, size_t size)
     const json_t *f, *a;
 
     out[0] = '\0';
-    json_array_foreach(fs, i, f) {
-        json_array_foreach(json_object_get(f, "advice"), j, a) {
+    json_array_foreach(fs, i, f)
+    {
+        json_array_foreach(json_object_get(f, "advice"), j, a)
+        {
             int w = snprintf(out + n, size - n, "%s | ", json_string_value(a));
             if (w > 0 && (size_t)w < size - n)
                 n += (size_t)w;
@@ -113,8 +113,8 @@ static void expect(int cond, const char *what, int fw, int cuda, int nccl, int l
     checks++;
     if (!cond) {
         fprintf(stderr, "cell %s/%s/%s/loader%d/%s: %s\n  advice: %s\n", frameworks[fw],
-                cuda ? "cuda" : "cpu", nccl ? "nccl" : "gloo", l,
-                failed ? "failed" : "completed", what, adv);
+                cuda ? "cuda" : "cpu", nccl ? "nccl" : "gloo", l, failed ? "failed" : "completed",
+                what, adv);
         fail();
     }
 }
@@ -173,8 +173,7 @@ static void matrix(void **state)
                         /* the GPU rules need a GPU */
                         E(cuda || (!has_id(fs, "low_utilization") &&
                                    !has_id(fs, "attention_implementation") &&
-                                   !has_id(fs, "precision") &&
-                                   !has_id(fs, "memory_fragmentation")),
+                                   !has_id(fs, "precision") && !has_id(fs, "memory_fragmentation")),
                           "no GPU finding on a CPU run");
                         E(!cuda || (has_id(fs, "attention_implementation") &&
                                     has_id(fs, "precision") && has_id(fs, "imbalance")),
@@ -189,8 +188,8 @@ static void matrix(void **state)
                           "accelerate: mixed_precision");
                         E(!has_id(fs, "healthy"), "never healthy here");
                         E(failed == has_id(fs, "run_failed"), "run_failed iff the run failed");
-                        E(!failed || strcmp(json_string_value(json_object_get(
-                                                json_array_get(fs, 0), "id")),
+                        E(!failed || strcmp(json_string_value(
+                                                json_object_get(json_array_get(fs, 0), "id")),
                                             "run_failed") == 0,
                           "run_failed comes first");
 #undef E
@@ -207,8 +206,8 @@ static void failed_never_healthy(void **state)
     json_t *r = json_pack("{s:f, s:f, s:f, s:f, s:i, s:i, s:{s:f, s:f}, s:[], s:{s:s, s:i, "
                           "s:i}}",
                           "data_loading_time_ratio", 0.01, "communication_time_ratio", 0.0,
-                          "gpu_avg_utilization_percent", 85.0, "train_runtime", 100.0, "ranks",
-                          1, "steps", 30, "run", "start_time", 10.0, "end_time", 110.0, "gpus",
+                          "gpu_avg_utilization_percent", 85.0, "train_runtime", 100.0, "ranks", 1,
+                          "steps", 30, "run", "start_time", 10.0, "end_time", 110.0, "gpus",
                           "outcome", "status", "failed", "exit_code", 1, "steps_completed", 30);
     json_t *fs = gs_diag_findings(r, 8);
     (void)state;

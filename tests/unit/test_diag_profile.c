@@ -4,11 +4,11 @@
  * src/trace (skipped when that folder is absent), and small hand-made traces on each side of
  * the launch-bound and attention thresholds. Each finding must quote its kernel and numbers.
  */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -55,8 +55,8 @@ static const json_t *find(const json_t *fs, const char *id)
     size_t i;
     const json_t *f;
 
-    json_array_foreach(fs, i, f) if (strcmp(json_string_value(json_object_get(f, "id")), id) == 0)
-        return f;
+    json_array_foreach(fs, i, f) if (strcmp(json_string_value(json_object_get(f, "id")), id) ==
+                                     0) return f;
     return NULL;
 }
 
@@ -75,8 +75,8 @@ static int advice_has(const json_t *f, const char *s)
     size_t i;
     const json_t *a;
 
-    json_array_foreach(json_object_get(f, "advice"), i, a) if (strstr(json_string_value(a), s))
-        return 1;
+    json_array_foreach(json_object_get(f, "advice"), i,
+                       a) if (strstr(json_string_value(a), s)) return 1;
     return 0;
 }
 
@@ -90,9 +90,9 @@ static void test_alexnet(void **state)
     assert_non_null(h);
     assert_non_null(w);
     /* 55503 us of HtoD against 66327 us of busy GPU */
-    assert_float_equal(json_real_value(json_object_get(json_object_get(h, "evidence"),
-                                                       "htod_time_us")),
-                       55503, 0.5);
+    assert_float_equal(
+        json_real_value(json_object_get(json_object_get(h, "evidence"), "htod_time_us")), 55503,
+        0.5);
     assert_true(advice_has(h, "Memcpy HtoD (Pageable -> Device)"));
     assert_true(advice_has(h, "pin_memory=False"));
     assert_true(advice_has(h, "non_blocking=True"));
@@ -189,10 +189,10 @@ static void test_attention(void **state)
     (void)state;
     fs = findings_of_text(kernels("softmax_warp_forward", 50, 40, 1));
     assert_non_null(find(fs, "profile_attention"));
-    assert_string_equal(json_string_value(json_object_get(
-                            json_object_get(find(fs, "profile_attention"), "evidence"),
-                            "softmax_kernel")),
-                        "softmax_warp_forward");
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_object_get(find(fs, "profile_attention"), "evidence"), "softmax_kernel")),
+        "softmax_warp_forward");
     json_decref(fs);
     fs = findings_of_text(kernels("flash_fwd_kernel", 50, 40, 1));
     assert_null(find(fs, "profile_attention"));
@@ -210,10 +210,8 @@ static int have_ref(void)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_alexnet),
-        cmocka_unit_test(test_two_ranks),
-        cmocka_unit_test(test_nccl_inference),
-        cmocka_unit_test(test_launch_bound),
+        cmocka_unit_test(test_alexnet),        cmocka_unit_test(test_two_ranks),
+        cmocka_unit_test(test_nccl_inference), cmocka_unit_test(test_launch_bound),
         cmocka_unit_test(test_attention),
     };
 

@@ -49,26 +49,26 @@ static void pod_dir_names(void **state)
     assert_int_equal(parse_pod("default_llm.serve-0_" UID2, &p), GS_OK);
     assert_string_equal(p.pod, "llm.serve-0");
     /* a static pod's UID is the 32-digit hash of its manifest */
-    assert_int_equal(parse_pod("kube-system_kube-apiserver-node1_0f1e2d3c4b5a69788796a5b4c3d2e1f0",
-                               &p), GS_OK);
+    assert_int_equal(
+        parse_pod("kube-system_kube-apiserver-node1_0f1e2d3c4b5a69788796a5b4c3d2e1f0", &p), GS_OK);
     assert_string_equal(p.uid, "0f1e2d3c4b5a69788796a5b4c3d2e1f0");
 
     static const char *const bad[] = {
-        "",                                 /* empty */
-        "default_pod",                      /* two fields */
-        "default_pod_" UID1 "_x",           /* four fields */
-        "Default_pod_" UID1,                /* upper case namespace */
-        "default_Pod_" UID1,                /* upper case pod */
-        "default__" UID1,                   /* empty pod */
-        "_pod_" UID1,                       /* empty namespace */
-        "default_pod_",                     /* empty uid */
-        "default_pod_" UID1 "zz",           /* uid not hex */
-        "-default_pod_" UID1,               /* starts with '-' */
-        "default_pod-_" UID1,               /* ends with '-' */
-        "def.ault_pod_" UID1,               /* dot in a namespace */
-        "default_po d_" UID1,               /* space */
-        "default_pod\n_" UID1,              /* newline (would break a label) */
-        "default_pod\"x_" UID1,             /* quote */
+        "",                       /* empty */
+        "default_pod",            /* two fields */
+        "default_pod_" UID1 "_x", /* four fields */
+        "Default_pod_" UID1,      /* upper case namespace */
+        "default_Pod_" UID1,      /* upper case pod */
+        "default__" UID1,         /* empty pod */
+        "_pod_" UID1,             /* empty namespace */
+        "default_pod_",           /* empty uid */
+        "default_pod_" UID1 "zz", /* uid not hex */
+        "-default_pod_" UID1,     /* starts with '-' */
+        "default_pod-_" UID1,     /* ends with '-' */
+        "def.ault_pod_" UID1,     /* dot in a namespace */
+        "default_po d_" UID1,     /* space */
+        "default_pod\n_" UID1,    /* newline (would break a label) */
+        "default_pod\"x_" UID1,   /* quote */
         "0123456789012345678901234567890123456789012345678901234567890123_p_" UID1, /* 64 */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -76,8 +76,9 @@ static void pod_dir_names(void **state)
         assert_string_equal(p.pod, "");
     }
     /* a 63-character namespace is the longest allowed */
-    assert_int_equal(parse_pod("012345678901234567890123456789012345678901234567890123456789012_p_"
-                               UID1, &p), GS_OK);
+    assert_int_equal(
+        parse_pod("012345678901234567890123456789012345678901234567890123456789012_p_" UID1, &p),
+        GS_OK);
     /* the length is honoured: a name cut before its uid ends */
     assert_int_equal(gs_k8s_parse_pod_dir("a_b_" UID1, 4 + 8, &p), GS_OK);
     assert_string_equal(p.uid, "8a0f8f3c");
@@ -99,15 +100,15 @@ static void container_log_names(void **state)
     assert_string_equal(c.container, "vllm-server");
 
     static const char *const bad[] = {
-        "trainer_ml-team_pytorch-" CID1,          /* no .log */
-        "trainer_ml-team_pytorch-" CID1 ".txt",   /* not .log */
-        "trainer_ml-team_pytorch" CID1 ".log",    /* no '-' before the id */
-        "trainer_ml-team_pytorch-abc.log",        /* id too short */
-        "trainer_ml-team_pytorch-" CID1 "0.log",  /* id too long */
-        "trainer_ml-team_pytorch-" CID1 "x.log",  /* id not hex... */
-        "trainer_ml-team_-" CID1 ".log",          /* empty container */
-        "trainer_ml.team_pytorch-" CID1 ".log",   /* dot in a namespace */
-        "trainer_ml-team_py_torch-" CID1 ".log",  /* four fields */
+        "trainer_ml-team_pytorch-" CID1,         /* no .log */
+        "trainer_ml-team_pytorch-" CID1 ".txt",  /* not .log */
+        "trainer_ml-team_pytorch" CID1 ".log",   /* no '-' before the id */
+        "trainer_ml-team_pytorch-abc.log",       /* id too short */
+        "trainer_ml-team_pytorch-" CID1 "0.log", /* id too long */
+        "trainer_ml-team_pytorch-" CID1 "x.log", /* id not hex... */
+        "trainer_ml-team_-" CID1 ".log",         /* empty container */
+        "trainer_ml.team_pytorch-" CID1 ".log",  /* dot in a namespace */
+        "trainer_ml-team_py_torch-" CID1 ".log", /* four fields */
         ".log",
         "",
     };
@@ -118,8 +119,8 @@ static void container_log_names(void **state)
 /* ---- a temporary /var/log --------------------------------------------------------------- */
 
 struct tree {
-    char root[256];  /* the fake /var/log (and /proc under it) */
-    char pods[300];  /* root/pods */
+    char root[256]; /* the fake /var/log (and /proc under it) */
+    char pods[300]; /* root/pods */
 };
 
 static void mkdirs(const char *fmt, const char *a, const char *b)
@@ -221,8 +222,9 @@ static void fake_pid(struct tree *t, unsigned pid, const char *cgroup)
     snprintf(dir, sizeof dir, "%s/proc/%u", t->root, pid);
     mkdirs("%s%s", dir, "");
     snprintf(path, sizeof path, "%s/stat", dir);
-    snprintf(stat, sizeof stat, "%u (python3) S 1 %u %u 0 -1 0 0 0 0 0 10 0 0 0 20 0 1 0 500 1000 25 0\n",
-             pid, pid, pid);
+    snprintf(stat, sizeof stat,
+             "%u (python3) S 1 %u %u 0 -1 0 0 0 0 0 10 0 0 0 20 0 1 0 500 1000 25 0\n", pid, pid,
+             pid);
     put_file(path, stat);
     snprintf(path, sizeof path, "%s/cmdline", dir);
     put_file(path, "python3");
@@ -240,12 +242,14 @@ static void procfs_names_pods(void **state)
     char proc[300], path[400];
 
     /* cgroup v1, cgroupfs driver (containerd): /kubepods/<qos>/pod<uid>/<id> */
-    fake_pid(t, 100, "12:memory:/kubepods/burstable/pod" UID2 "/" CID2 "\n"
-                     "11:devices:/kubepods/burstable/pod" UID2 "/" CID2 "\n"
-                     "1:name=systemd:/kubepods/burstable/pod" UID2 "/" CID2 "\n");
+    fake_pid(t, 100,
+             "12:memory:/kubepods/burstable/pod" UID2 "/" CID2 "\n"
+             "11:devices:/kubepods/burstable/pod" UID2 "/" CID2 "\n"
+             "1:name=systemd:/kubepods/burstable/pod" UID2 "/" CID2 "\n");
     /* cgroup v2, systemd driver: '_' for '-' in the slice's UID */
-    fake_pid(t, 101, "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" UID1_UND
-                     ".slice/cri-containerd-" CID1 ".scope\n");
+    fake_pid(t, 101,
+             "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" UID1_UND
+             ".slice/cri-containerd-" CID1 ".scope\n");
     /* no pod */
     fake_pid(t, 102, "0::/user.slice/user-1000.slice/session-3.scope\n");
     snprintf(proc, sizeof proc, "%s/proc", t->root);
@@ -294,15 +298,17 @@ static void cgroup_shapes(void **state)
     } cases[] = {
         /* v2, systemd driver, containerd */
         {"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID1_UND
-         ".slice/cri-containerd-" CID1 ".scope\n", UID1, CID1},
-        /* v2 seen from inside the agent's own cgroup namespace: relative to its root */
-        {"0::/../../kubepods-burstable-pod" UID1_UND ".slice/cri-containerd-" CID1 ".scope\n",
+         ".slice/cri-containerd-" CID1 ".scope\n",
          UID1, CID1},
+        /* v2 seen from inside the agent's own cgroup namespace: relative to its root */
+        {"0::/../../kubepods-burstable-pod" UID1_UND ".slice/cri-containerd-" CID1 ".scope\n", UID1,
+         CID1},
         /* v2, systemd driver, CRI-O, guaranteed QoS (no QoS slice) */
         {"0::/kubepods.slice/kubepods-pod" UID1_UND ".slice/crio-" CID2 ".scope\n", UID1, CID2},
         /* v1 hybrid, systemd driver, dockershim */
         {"12:pids:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" UID2
-         ".slice/docker-" CID2 ".scope\n0::/\n", UID2, CID2},
+         ".slice/docker-" CID2 ".scope\n0::/\n",
+         UID2, CID2},
         /* v1, cgroupfs driver, containerd: a bare id under pod<uid> */
         {"4:memory:/kubepods/besteffort/pod" UID2 "/" CID1 "\n", UID2, CID1},
         /* v2, cgroupfs driver */

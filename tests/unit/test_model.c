@@ -1,11 +1,11 @@
 /*
  * Unit tests for the data model: metric metadata and snapshot allocation.
  */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 #include <string.h>
 
 #include "gpuscope/gs_err.h"

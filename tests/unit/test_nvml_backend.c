@@ -540,7 +540,8 @@ static void board_fields(void **state)
     gs_backend_nvml.close(f->b);
     f->b = NULL;
 
-    inline_scenario(path, sizeof path, "\"inforom\": {\"image\": \"G001.0000.02.04\", \"valid\": false}");
+    inline_scenario(path, sizeof path,
+                    "\"inforom\": {\"image\": \"G001.0000.02.04\", \"valid\": false}");
     assert_int_equal(sim_open(&f->b, sim_lib(), path, "10", &e), GS_OK);
     sample_ok(f->b, 0, &g, 0);
     assert_string_equal(g.text[GS_T_INFOROM_IMAGE], "G001.0000.02.04");
@@ -1055,15 +1056,14 @@ static void nvlink_links(void **state)
     assert_string_equal(g.nvlink[0].remote_bus_id, "00000000:05:00.0");
     assert_string_equal(g.nvlink[5].remote_bus_id, "00000000:06:00.0");
     assert_true(gs_gpu_has(&g, GS_M_NVLINK_TX_BYTES) && g.v[GS_M_NVLINK_TX_BYTES] > 0);
-    assert_int_equal(g.st[GS_M_NVLINK_TX], GS_ST_NA); /* one reading: no rate yet */
+    assert_int_equal(g.st[GS_M_NVLINK_TX], GS_ST_NA);     /* one reading: no rate yet */
     assert_int_equal(g.st[GS_M_NVLINK_REPLAY], GS_ST_NA); /* errors: health cadence */
     sample_ok(f->b, 0, &g2, 0); /* no virtual time passed: still no rate */
     assert_int_equal(g2.st[GS_M_NVLINK_TX], GS_ST_NA);
     clock_set(&f->clk, 11);
     sample_ok(f->b, 0, &g2, GS_WANT_HEALTH);
     assert_true(gs_gpu_has(&g2, GS_M_NVLINK_TX) && gs_gpu_has(&g2, GS_M_NVLINK_RX));
-    assert_close(g2.v[GS_M_NVLINK_TX], g2.v[GS_M_NVLINK_TX_BYTES] - g.v[GS_M_NVLINK_TX_BYTES],
-                 1);
+    assert_close(g2.v[GS_M_NVLINK_TX], g2.v[GS_M_NVLINK_TX_BYTES] - g.v[GS_M_NVLINK_TX_BYTES], 1);
     assert_close(g2.v[GS_M_NVLINK_TX], want_tx, want_tx * 1e-4);
     assert_true(g2.v[GS_M_NVLINK_RX] > 0 && g2.v[GS_M_NVLINK_RX] < g2.v[GS_M_NVLINK_TX]);
     {
@@ -1076,7 +1076,8 @@ static void nvlink_links(void **state)
     /* GPU 5: link 7 has replays and CRC errors */
     sample_ok(f->b, 5, &g, GS_WANT_HEALTH);
     assert_true(g.nvlink[7].err_st[GS_NVL_ERR_REPLAY] == GS_ST_OK);
-    assert_true(g.nvlink[7].err[GS_NVL_ERR_REPLAY] == 41 && g.nvlink[7].err[GS_NVL_ERR_CRC_FLIT] == 118);
+    assert_true(g.nvlink[7].err[GS_NVL_ERR_REPLAY] == 41 &&
+                g.nvlink[7].err[GS_NVL_ERR_CRC_FLIT] == 118);
     assert_true(g.v[GS_M_NVLINK_REPLAY] == 41 && g.v[GS_M_NVLINK_RECOVERY] == 1);
     assert_true(g.v[GS_M_NVLINK_CRC_FLIT] == 118 && g.v[GS_M_NVLINK_CRC_DATA] == 3);
     gs_backend_nvml.close(f->b);

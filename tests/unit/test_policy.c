@@ -7,6 +7,7 @@
  * hand-built snapshot: GPU 0 runs a process of uid 1001 and one of uid 1002, GPU 1 one of
  * uid 1002 only, GPU 2 nothing.
  */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cmocka.h>
 
 #include "agent/policy.h"
 #include "core/snapjson.h"
@@ -270,17 +270,16 @@ static void test_processes_doc(void **state)
     list = json_object_get(pd, "processes");
     assert_int_equal(json_array_size(list), 1);
     assert_int_equal(json_integer_value(json_object_get(json_array_get(list, 0), "gpu")), 0);
-    assert_string_equal(
-        json_string_value(json_object_get(json_array_get(list, 0), "gpu_uuid")), "GPU-0");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "gpu_uuid")),
+                        "GPU-0");
     assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "user")),
                         "alice");
     hidden = json_object_get(pd, "hidden_processes");
     assert_int_equal(json_array_size(hidden), 2); /* GPUs 0 and 1; GPU 2 hides nothing */
     assert_int_equal(json_integer_value(json_object_get(json_array_get(hidden, 1), "gpu")), 1);
-    assert_int_equal(json_integer_value(json_object_get(json_array_get(hidden, 1), "count")),
-                     1);
-    assert_int_equal(
-        json_integer_value(json_object_get(json_array_get(hidden, 1), "gpu_memory")), 4000);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(hidden, 1), "count")), 1);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(hidden, 1), "gpu_memory")),
+                     4000);
     assert_true(json_is_real(json_object_get(pd, "query_time_unix")));
     json_decref(pd);
     gs_snapshot_free(s);
@@ -389,7 +388,8 @@ static void test_snapshot_json_round_trip(void **state)
     s->procs[0].cpu_ratio = 1.25;
     s->procs[0].job_kind = GS_JOB_DOCKER;
     snprintf(s->procs[0].container_id, sizeof s->procs[0].container_id, "abc123");
-    snprintf(s->procs[0].pod_uid, sizeof s->procs[0].pod_uid, "8a0f8f3c-64a4-4d6b-9c1e-2f7b7c0e4d11");
+    snprintf(s->procs[0].pod_uid, sizeof s->procs[0].pod_uid,
+             "8a0f8f3c-64a4-4d6b-9c1e-2f7b7c0e4d11");
     snprintf(s->procs[0].pod_name, sizeof s->procs[0].pod_name, "trainer-0");
     snprintf(s->procs[0].pod_namespace, sizeof s->procs[0].pod_namespace, "ml-team");
     snprintf(s->procs[0].pod_container, sizeof s->procs[0].pod_container, "pytorch");
@@ -504,7 +504,8 @@ static void test_snapshot_json_mig(void **state)
         m->gi_id = i ? 9 : 2;
         m->ci_id = 0;
         snprintf(m->uuid, sizeof m->uuid, "MIG-%u", i);
-        snprintf(m->name, sizeof m->name, "NVIDIA H100 80GB HBM3 MIG %s", i ? "1g.10gb" : "3g.40gb");
+        snprintf(m->name, sizeof m->name, "NVIDIA H100 80GB HBM3 MIG %s",
+                 i ? "1g.10gb" : "3g.40gb");
         m->mem_st = GS_ST_OK;
         m->mem_total_bytes = i ? 10468982784ULL : 42412802048ULL;
         m->mem_used_bytes = 1000 * (i + 1);
@@ -523,7 +524,7 @@ static void test_snapshot_json_mig(void **state)
     g->mig[0].place_size = 4;
     g->mig[0].profile_id = 9;
     g->mig[1].place_st = GS_ST_NOPERM; /* nvmlDeviceGetGpuInstanceById is root only */
-    s->procs[0].gi_id = 2; /* alice's on 3g.40gb, bob's on 1g.10gb */
+    s->procs[0].gi_id = 2;             /* alice's on 3g.40gb, bob's on 1g.10gb */
     s->procs[0].ci_id = 0;
     s->procs[1].gi_id = 9;
     s->procs[1].ci_id = 0;
@@ -532,10 +533,9 @@ static void test_snapshot_json_mig(void **state)
         json_t *jg = json_array_get(json_object_get(doc, "gpus"), 0);
         m0 = json_array_get(json_object_get(jg, "mig_devices"), 0);
         m1 = json_array_get(json_object_get(jg, "mig_devices"), 1);
-        assert_string_equal(
-            json_string_value(json_object_get(json_object_get(jg, "unavailable"),
-                                              "utilization_gpu")),
-            "mig_mode");
+        assert_string_equal(json_string_value(json_object_get(json_object_get(jg, "unavailable"),
+                                                              "utilization_gpu")),
+                            "mig_mode");
         assert_true(json_is_null(json_object_get(jg, "utilization_gpu")));
     }
     assert_string_equal(json_string_value(json_object_get(m0, "profile")), "3g.40gb");
@@ -547,18 +547,18 @@ static void test_snapshot_json_mig(void **state)
     assert_true(json_real_value(json_object_get(m0, "graphics_active")) == 0.99);
     assert_true(json_is_null(json_object_get(m0, "sm_active")));
     assert_true(json_is_null(json_object_get(m0, "utilization_gpu")));
-    assert_string_equal(json_string_value(json_object_get(json_object_get(m0, "unavailable"),
-                                                          "utilization_gpu")),
-                        "mig_mode");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(m0, "unavailable"), "utilization_gpu")),
+        "mig_mode");
     assert_int_equal(json_integer_value(json_object_get(json_object_get(m0, "placement"), "start")),
                      4);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(m0, "placement"), "size")),
                      4);
     assert_int_equal(json_integer_value(json_object_get(m0, "profile_id")), 9);
     assert_true(json_is_null(json_object_get(m1, "placement")));
-    assert_string_equal(json_string_value(json_object_get(json_object_get(m1, "unavailable"),
-                                                          "placement")),
-                        "no_permission");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(m1, "unavailable"), "placement")),
+        "no_permission");
     assert_int_equal(json_array_size(json_object_get(m0, "processes")), 1);
     assert_int_equal(json_integer_value(json_array_get(json_object_get(m0, "processes"), 0)), 100);
     assert_int_equal(json_integer_value(json_array_get(json_object_get(m1, "processes"), 0)), 200);
@@ -620,9 +620,9 @@ static void test_runs_docs(void **state)
     gs_policy_view_build(&v, &set, &a, NULL, NULL, 0);
     gs_policy_filter_runs_doc(&v, list);
     assert_int_equal(json_array_size(json_object_get(list, "runs")), 1);
-    assert_int_equal(json_integer_value(json_object_get(
-                         json_array_get(json_object_get(list, "runs"), 0), "id")),
-                     1);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_array_get(json_object_get(list, "runs"), 0), "id")),
+        1);
     assert_int_equal(json_integer_value(json_object_get(list, "hidden")), 2);
     assert_true(gs_policy_run_visible(&v, mine));
     assert_false(gs_policy_run_visible(&v, theirs));

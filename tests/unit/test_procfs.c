@@ -590,7 +590,6 @@ static void reader_real_self(void **state)
     gs_procfs_close(pf);
 }
 
-
 static unsigned open_fd_count(void)
 {
     unsigned n = 0;

@@ -4,14 +4,14 @@
  * the push configuration keys, the self metrics, and a pusher against a port nobody listens
  * on (failures counted, every reference given back at close).
  */
+#include <arpa/inet.h>
+#include <cmocka.h>
+#include <math.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <arpa/inet.h>
-#include <math.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,9 +87,8 @@ static void test_escaping_and_time(void **state)
     s->gpus[0].st[GS_M_UTIL_GPU] = GS_ST_NA;
     s->gpus[0].st[GS_M_MEM_USED] = GS_ST_NA;
     assert_int_equal(gs_push_render_influx(&b, s), GS_OK);
-    assert_string_equal(b.data,
-                        "gpuscope_gpu,gpu=0,hostname=a\\\\b\\ c,uuid=GPU-aaaa energy=1e+20 "
-                        "1234000000001\n");
+    assert_string_equal(b.data, "gpuscope_gpu,gpu=0,hostname=a\\\\b\\ c,uuid=GPU-aaaa energy=1e+20 "
+                                "1234000000001\n");
     gs_mbuf_free(&b);
     gs_snapshot_free(s);
 }
@@ -211,9 +210,9 @@ static void test_pusher_down(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_line_protocol),   cmocka_unit_test(test_absent_and_nonfinite),
+        cmocka_unit_test(test_line_protocol),     cmocka_unit_test(test_absent_and_nonfinite),
         cmocka_unit_test(test_escaping_and_time), cmocka_unit_test(test_urls_and_config),
-        cmocka_unit_test(test_self_metrics),    cmocka_unit_test(test_pusher_down),
+        cmocka_unit_test(test_self_metrics),      cmocka_unit_test(test_pusher_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,19 +3,19 @@
  * renderer and the JSON document on hand-built snapshots, and the terminal helpers (colour
  * decision, display width, clipping, in-place redraw).
  */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cli/quick.h"
-#include "core/clock.h"
 #include "cli/term.h"
+#include "core/clock.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 
@@ -58,8 +58,8 @@ static void h100(struct gs_gpu *g, unsigned index, double temp, double util, dou
     gs_gpu_set(g, GS_M_THROTTLE_ACTIVE, (double)GS_THR_GPU_IDLE);
 }
 
-static struct gs_proc *add_proc(struct gs_snapshot *s, unsigned gpu, unsigned pid,
-                                const char *name, const char *user, double mem_bytes)
+static struct gs_proc *add_proc(struct gs_snapshot *s, unsigned gpu, unsigned pid, const char *name,
+                                const char *user, double mem_bytes)
 {
     struct gs_proc *p;
 
@@ -197,9 +197,8 @@ static void text_normal(void **state)
     assert_string_equal(line_of(t, 0), "node1  2025-01-14 10:22:03  driver 590.48.01  CUDA 13.1");
     assert_string_equal(line_of(t, 1), "[0] NVIDIA H100 80GB HBM3 | 45\xc2\xb0"
                                        "C,  82 % | 32120 / 81559 MB | python/12345(alice 30.1G)");
-    assert_string_equal(line_of(t, 2),
-                        "[1] NVIDIA H100 80GB HBM3 | 38\xc2\xb0"
-                        "C,   5 % |     0 / 81559 MB |");
+    assert_string_equal(line_of(t, 2), "[1] NVIDIA H100 80GB HBM3 | 38\xc2\xb0"
+                                       "C,   5 % |     0 / 81559 MB |");
     assert_int_equal(count_lines(t), 3);
     assert_null(strchr(t, '\x1b'));
     free(t);
@@ -225,8 +224,9 @@ static void text_absent_is_na(void **state)
     assert_non_null(strstr(line_of(t, 0), "driver N/A"));
     assert_string_equal(line_of(t, 2), "[1] NVIDIA H100 80GB HBM3 |  N/A, fan   N/A,   N/A "
                                        "(E:   N/A  D:   7 %),  N/A /  700 W |   N/A / 81559 MB |");
-    assert_non_null(strstr(line_of(t, 1), "45\xc2\xb0"
-                                          "C, fan  30 %,  82 % (E:   0 %  D:   7 %),  512 /  700 W"));
+    assert_non_null(strstr(line_of(t, 1),
+                           "45\xc2\xb0"
+                           "C, fan  30 %,  82 % (E:   0 %  D:   7 %),  512 /  700 W"));
     free(t);
     gs_snapshot_free(s);
 }
@@ -689,9 +689,8 @@ static void json_shape(void **state)
     /* every metric of the model has a key */
     for (int m = 0; m < GS_M__COUNT; m++)
         assert_non_null(json_object_get(g0, gs_metric_name((enum gs_metric)m)));
-    assert_string_equal(json_string_value(json_array_get(json_object_get(g0,
-                                                             "clocks_event_reasons"), 0)),
-                        "idle");
+    assert_string_equal(
+        json_string_value(json_array_get(json_object_get(g0, "clocks_event_reasons"), 0)), "idle");
     /* absent → null, never 0; a failure names its reason */
     assert_true(json_is_null(json_object_get(g1, "temperature_gpu")));
     assert_true(json_is_null(json_object_get(g1, "power_draw")));
@@ -751,11 +750,9 @@ static void json_bad_utf8_survives(void **state)
 
     snprintf(s->procs[0].cmdline, sizeof s->procs[0].cmdline, "caf\xe9 \xc3\xa9t\xc3\xa9");
     doc = to_json(s, &o);
-    p = json_array_get(json_object_get(json_array_get(json_object_get(doc, "gpus"), 0),
-                                       "processes"),
-                       0);
-    assert_string_equal(json_string_value(json_object_get(p, "command")),
-                        "caf? \xc3\xa9t\xc3\xa9");
+    p = json_array_get(
+        json_object_get(json_array_get(json_object_get(doc, "gpus"), 0), "processes"), 0);
+    assert_string_equal(json_string_value(json_object_get(p, "command")), "caf? \xc3\xa9t\xc3\xa9");
     json_decref(doc);
     gs_snapshot_free(s);
 }
@@ -850,10 +847,10 @@ static void usage_lists_every_option(void **state)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    static const char *const want[] = {"--interval", "--json", "--color", "--no-color",
-                                       "--show-all", "--show-cmd", "--show-user", "--show-pid",
-                                       "--show-power", "--show-fan", "--show-codec",
-                                       "--show-container", "--id", "--help", "--version"};
+    static const char *const want[] = {
+        "--interval",   "--json",           "--color",    "--no-color",   "--show-all",
+        "--show-cmd",   "--show-user",      "--show-pid", "--show-power", "--show-fan",
+        "--show-codec", "--show-container", "--id",       "--help",       "--version"};
     (void)state;
 
     assert_non_null(f);
@@ -1000,7 +997,8 @@ static void narrow_layout_at_80_columns(void **state)
             assert_non_null(strstr(t, "(abbreviated for 80 columns; the full view needs "));
             assert_non_null(strstr(t, "SIMULATED (nvml-sim): not real GPUs")); /* not cut */
             assert_non_null(strstr(t, "[0] H100 80GB HBM3 |"));
-            assert_non_null(strstr(t, "| 45\xc2\xb0" "C F 30%  82% E  0 D  7  512/ 700W |"));
+            assert_non_null(strstr(t, "| 45\xc2\xb0"
+                                      "C F 30%  82% E  0 D  7  512/ 700W |"));
             assert_non_null(strstr(t, "  31.4G/79.6G |")); /* memory used/total */
             assert_non_null(strstr(t, "\n     P0 1980/2619 MHz  Gen5 x16\n"));
             assert_non_null(strstr(t, "MHz  Gen5 x16  \xe2\x9a\xa0 HW thermal")); /* GPU 1 */

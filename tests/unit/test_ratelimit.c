@@ -6,11 +6,11 @@
  * one table and one address never get more than burst + rate * t between them (under
  * ThreadSanitizer, build-tsan, a missing lock is also a report).
  */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -51,10 +51,10 @@ static void test_bucket(void **state)
 
     (void)state;
     assert_int_equal(gs_ratelimit_new(&rl, NULL), GS_OK);
-    assert_int_equal(takes(rl, &a, 8, SEC), 5); /* the burst */
-    assert_int_equal(takes(rl, &a2, 1, SEC), 0); /* another port: the same client */
-    assert_int_equal(takes(rl, &b, 8, SEC), 5);  /* another address: its own bucket */
-    assert_int_equal(takes(rl, &a, 8, SEC + SEC / 2), 5); /* 0.5 s at 10/s: 5 tokens */
+    assert_int_equal(takes(rl, &a, 8, SEC), 5);                /* the burst */
+    assert_int_equal(takes(rl, &a2, 1, SEC), 0);               /* another port: the same client */
+    assert_int_equal(takes(rl, &b, 8, SEC), 5);                /* another address: its own bucket */
+    assert_int_equal(takes(rl, &a, 8, SEC + SEC / 2), 5);      /* 0.5 s at 10/s: 5 tokens */
     assert_int_equal(takes(rl, &a, 2, SEC + SEC / 10 * 6), 1); /* 0.1 s more: one */
     assert_int_equal(takes(rl, &a, 1, SEC), 0); /* a clock read before the last: no refill */
     assert_int_equal(takes(rl, &a, 2, SEC + SEC / 10 * 7), 1); /* and none taken back */
@@ -90,7 +90,7 @@ static void test_uid_buckets(void **state)
     assert_int_equal(takes(rl, &z, 8, SEC), 5);
     assert_false(gs_ratelimit_take_uid(rl, 1000, 10, 5, SEC));
     assert_true(gs_ratelimit_take_uid(rl, 1000, 10, 5, SEC + SEC / 10)); /* 0.1 s: one */
-    assert_true(gs_ratelimit_take_uid(rl, 1000, 0, 5, SEC)); /* rate 0: off */
+    assert_true(gs_ratelimit_take_uid(rl, 1000, 0, 5, SEC));             /* rate 0: off */
     /* uid 2000 floods 100,000 records in one second at 10,000/s, burst 20,000 */
     ok = 0;
     for (unsigned i = 0; i < 100000; i++)

@@ -4,12 +4,12 @@
  * differ, findings that appear or go away), the page's escaping of the data document, and
  * steps.jsonl reading (bucket means past the cap, a broken line named file:line).
  */
+#include <cmocka.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,9 +35,8 @@ static const json_t *row(const json_t *rows, const char *field)
 {
     size_t i;
     const json_t *r;
-    json_array_foreach(rows, i, r)
-        if (strcmp(json_string_value(json_object_get(r, "field")), field) == 0)
-            return r;
+    json_array_foreach(rows, i, r) if (strcmp(json_string_value(json_object_get(r, "field")),
+                                              field) == 0) return r;
     return NULL;
 }
 
@@ -102,13 +101,14 @@ static void test_compare_fields(void **state)
     assert_int_equal(json_array_size(facts), 3);
     assert_string_equal(json_string_value(json_object_get(json_array_get(facts, 0), "key")),
                         "dataloader_num_workers");
-    assert_int_equal(json_integer_value(json_array_get(
-                         json_object_get(json_array_get(facts, 0), "values"), 1)), 8);
+    assert_int_equal(
+        json_integer_value(json_array_get(json_object_get(json_array_get(facts, 0), "values"), 1)),
+        8);
     /* findings */
     const json_t *fs = json_object_get(doc, "findings");
     assert_int_equal(json_array_size(fs), 3);
-    const char *want[][2] = {{"data_loading", "went away"}, {"precision", "in every run"},
-                             {"healthy", "appeared"}};
+    const char *want[][2] = {
+        {"data_loading", "went away"}, {"precision", "in every run"}, {"healthy", "appeared"}};
     for (size_t i = 0; i < 3; i++) {
         assert_string_equal(json_string_value(json_object_get(json_array_get(fs, i), "id")),
                             want[i][0]);
@@ -125,8 +125,8 @@ static void test_compare_fields(void **state)
     assert_true(fabs(json_real_value(json_object_get(c, "change")) + 20) < 1e-9);
     facts = json_object_get(doc, "facts");
     assert_int_equal(json_array_size(facts), 4); /* cpu_count: absent in the third */
-    assert_true(json_is_null(json_array_get(json_object_get(json_array_get(facts, 3), "values"),
-                                            2)));
+    assert_true(
+        json_is_null(json_array_get(json_object_get(json_array_get(facts, 3), "values"), 2)));
     json_decref(doc);
     for (int i = 0; i < 3; i++)
         gs_rundata_free(&rd[i]);
@@ -222,7 +222,8 @@ static void test_steps_file(void **state)
     assert_int_equal(json_integer_value(json_object_get(lg, "n")), 10);
     assert_true(json_number_value(json_array_get(json_object_get(lg, "step"), 0)) == 1);
     assert_true(fabs(json_number_value(json_array_get(
-                         json_object_get(json_object_get(lg, "values"), "loss"), 0)) - 9.5) < 1e-9);
+                         json_object_get(json_object_get(lg, "values"), "loss"), 0)) -
+                     9.5) < 1e-9);
     assert_string_equal(rd.gpus_note, "no samples.db: no device samples");
     unlink(path);
     free(path);
@@ -255,17 +256,19 @@ static void test_job_doc(void **state)
     struct gs_rundata rd[3];
     (void)state;
 
-    load(&rd[0], "a", "{\"run\": {\"job\": \"j1\", \"node\": \"n1\"}, \"steps\": 10,"
-                      "\"per_rank\": [{\"rank\": 1, \"device\": 1, \"steps\": 10, \"step_p50_ms\": 100,"
-                      "\"mean_ms\": {\"data\": 5, \"communication\": 30}},"
-                      "{\"rank\": 0, \"device\": 0, \"steps\": 10, \"step_p50_ms\": 110,"
-                      "\"mean_ms\": {\"data\": 5, \"communication\": 30, \"communication_exposed\": 3}}],"
-                      "\"gpus\": [{\"index\": 0, \"name\": \"G0\"}, {\"index\": 1, \"name\": \"G1\","
-                      "\"throttled_seconds\": {\"sw_power_cap\": 0}, \"throttled_seconds_total\": 0}]}");
-    load(&rd[1], "b", "{\"run\": {\"job\": \"j1\", \"hostname\": \"h2\"}, \"steps\": 10,"
-                      "\"per_rank\": [{\"rank\": 2, \"device\": 0, \"steps\": 10, \"step_p50_ms\": 300,"
-                      "\"mean_ms\": {\"data\": 200}}],"
-                      "\"gpus\": [{\"index\": 3, \"name\": \"only\"}]}");
+    load(&rd[0], "a",
+         "{\"run\": {\"job\": \"j1\", \"node\": \"n1\"}, \"steps\": 10,"
+         "\"per_rank\": [{\"rank\": 1, \"device\": 1, \"steps\": 10, \"step_p50_ms\": 100,"
+         "\"mean_ms\": {\"data\": 5, \"communication\": 30}},"
+         "{\"rank\": 0, \"device\": 0, \"steps\": 10, \"step_p50_ms\": 110,"
+         "\"mean_ms\": {\"data\": 5, \"communication\": 30, \"communication_exposed\": 3}}],"
+         "\"gpus\": [{\"index\": 0, \"name\": \"G0\"}, {\"index\": 1, \"name\": \"G1\","
+         "\"throttled_seconds\": {\"sw_power_cap\": 0}, \"throttled_seconds_total\": 0}]}");
+    load(&rd[1], "b",
+         "{\"run\": {\"job\": \"j1\", \"hostname\": \"h2\"}, \"steps\": 10,"
+         "\"per_rank\": [{\"rank\": 2, \"device\": 0, \"steps\": 10, \"step_p50_ms\": 300,"
+         "\"mean_ms\": {\"data\": 200}}],"
+         "\"gpus\": [{\"index\": 3, \"name\": \"only\"}]}");
     json_t *doc = gs_job_doc(rd, 2);
     assert_non_null(doc);
     assert_string_equal(json_string_value(json_object_get(doc, "job")), "j1");
@@ -280,22 +283,26 @@ static void test_job_doc(void **state)
     assert_int_equal(json_integer_value(json_object_get(json_array_get(ranks, 2), "gpu")), 3);
     assert_string_equal(json_string_value(json_object_get(json_array_get(ranks, 2), "node")), "h2");
     /* exposed communication when measured */
-    assert_true(json_real_value(json_object_get(json_array_get(ranks, 0), "communication_ms")) == 3.0);
+    assert_true(json_real_value(json_object_get(json_array_get(ranks, 0), "communication_ms")) ==
+                3.0);
     json_t *st = json_object_get(doc, "straggler");
     assert_true(json_is_object(st));
     assert_int_equal(json_integer_value(json_object_get(st, "rank")), 2);
     assert_string_equal(json_string_value(json_object_get(st, "cause")), "data_loading");
-    assert_string_equal(json_string_value(json_object_get(json_object_get(st, "gpu"), "name")), "only");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(st, "gpu"), "name")),
+                        "only");
     /* node n1: GPU 1's reason at 0 s is not listed */
     json_t *n1 = json_array_get(json_object_get(doc, "nodes"), 0);
     assert_string_equal(json_string_value(json_object_get(n1, "node")), "n1");
     assert_int_equal(json_object_size(json_object_get(
-                         json_array_get(json_object_get(n1, "gpus"), 1), "throttle_reasons")), 0);
+                         json_array_get(json_object_get(n1, "gpus"), 1), "throttle_reasons")),
+                     0);
     json_decref(doc);
     gs_rundata_free(&rd[1]);
 
     /* within 1.2x: no straggler; two job ids: job null, both seen; a run without ranks */
-    load(&rd[1], "c", "{\"run\": {\"job\": \"j2\"}, \"per_rank\": [{\"rank\": 2, \"step_p50_ms\": 120}]}");
+    load(&rd[1], "c",
+         "{\"run\": {\"job\": \"j2\"}, \"per_rank\": [{\"rank\": 2, \"step_p50_ms\": 120}]}");
     load(&rd[2], "empty", "{}");
     doc = gs_job_doc(rd, 3);
     assert_non_null(doc);
@@ -303,7 +310,8 @@ static void test_job_doc(void **state)
     assert_true(json_is_null(json_object_get(doc, "job")));
     assert_int_equal(json_array_size(json_object_get(doc, "jobs_seen")), 2);
     assert_string_equal(json_string_value(json_object_get(
-                            json_array_get(json_object_get(doc, "nodes"), 2), "node")), "empty");
+                            json_array_get(json_object_get(doc, "nodes"), 2), "node")),
+                        "empty");
     json_decref(doc);
     for (int i = 0; i < 3; i++)
         gs_rundata_free(&rd[i]);

@@ -5,13 +5,13 @@
  * (run.records_dropped until the producer sets it, then its count, 0 included);
  * the report is written atomically and the summary prints it.
  */
+#include <cmocka.h>
+#include <dirent.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <dirent.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,7 +118,7 @@ static void step_series_ratios_and_percentiles(void **state)
     ph = json_object_get(json_object_get(r, "phases"), "data");
     assert_int_equal((int)num(ph, "count"), 3);
     near(num(ph, "mean_ms"), 33.3333); /* 100/3, reported to 0.1 us */
-    near(num(ph, "p50_ms"), 30); /* ceil(1.5) = 2nd of 20,30,50 */
+    near(num(ph, "p50_ms"), 30);       /* ceil(1.5) = 2nd of 20,30,50 */
     near(num(ph, "p95_ms"), 50);
     /* allocator: peak allocated 4 GiB, reserved 6 GiB */
     near(num(r, "gpu_peak_memory_allocated_gb"), 4.0);
@@ -129,9 +129,9 @@ static void step_series_ratios_and_percentiles(void **state)
     is_null(r, "energy_joules");
     /* 0.25 > 0.15: the data-loading finding, and comm at exactly 0.05 is not above */
     assert_int_equal(json_array_size(json_object_get(r, "findings")), 1);
-    assert_string_equal(json_string_value(json_object_get(
-                            json_array_get(json_object_get(r, "findings"), 0), "id")),
-                        "data_loading");
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(json_object_get(r, "findings"), 0), "id")),
+        "data_loading");
     json_decref(r);
     gs_agg_free(a);
 }
@@ -139,8 +139,8 @@ static void step_series_ratios_and_percentiles(void **state)
 static void end_record_sets_throughput(void **state)
 {
     struct gs_agg *a = series();
-    struct gs_record_end e = {.train_runtime = 10, .train_samples = 100, .train_steps = 4,
-                              .train_loss = 0.5};
+    struct gs_record_end e = {
+        .train_runtime = 10, .train_samples = 100, .train_steps = 4, .train_loss = 0.5};
     json_t *r;
     (void)state;
 
@@ -204,8 +204,8 @@ static void ranks_counted(void **state)
     r = gs_agg_report(a, NULL);
     assert_int_equal((int)num(r, "ranks"), 2);
     assert_int_equal((int)num(r, "steps"), 3);
-    assert_int_equal((int)num(json_object_get(json_object_get(r, "phases"), "total_step"),
-                              "count"), 5);
+    assert_int_equal((int)num(json_object_get(json_object_get(r, "phases"), "total_step"), "count"),
+                     5);
     near(num(r, "data_loading_time_ratio"), 0.1);
     json_decref(r);
     gs_agg_free(a);
@@ -326,9 +326,9 @@ static void idle_periods(void **state)
     near(num(json_array_get(idle, 0), "seconds"), 11);
     near(num(json_array_get(idle, 1), "from"), 30);
     near(num(json_array_get(idle, 1), "seconds"), 11);
-    assert_string_equal(json_string_value(json_object_get(
-                            json_array_get(json_object_get(r, "findings"), 0), "id")),
-                        "low_utilization");
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(json_object_get(r, "findings"), 0), "id")),
+        "low_utilization");
     json_decref(r);
     gs_agg_free(a);
 
@@ -610,9 +610,9 @@ static void facts_in_report(void **state)
     memset(&h, 0, sizeof h);
     h.pid = h.rank = h.world_size = h.local_rank = h.logging_steps = -1;
     {
-        json_t *in = json_pack("{s:i, s:b, s:s, s:i, s:f}", "loader_num_workers", 0,
-                               "loader_pin_memory", 0, "attn_implementation", "sdpa",
-                               "cpu_count", 12, "lr", 0.25);
+        json_t *in =
+            json_pack("{s:i, s:b, s:s, s:i, s:f}", "loader_num_workers", 0, "loader_pin_memory", 0,
+                      "attn_implementation", "sdpa", "cpu_count", 12, "lr", 0.25);
         struct gs_err e;
         assert_int_equal(gs_record_facts_parse(in, "", &h.facts, &e), 0);
         json_decref(in);
@@ -626,15 +626,16 @@ static void facts_in_report(void **state)
     assert_string_equal(json_string_value(json_object_get(fx, "attn_implementation")), "sdpa");
     assert_true(json_real_value(json_object_get(fx, "lr")) == 0.25);
     /* the diagnosis read them */
-    json_array_foreach(json_object_get(r, "findings"), i, f) {
+    json_array_foreach(json_object_get(r, "findings"), i, f)
+    {
         json_t *adv;
         size_t j;
         if (strcmp(json_string_value(json_object_get(f, "id")), "data_loading") != 0)
             continue;
-        json_array_foreach(json_object_get(f, "advice"), j, adv)
-            if (strstr(json_string_value(adv), "num_workers is 0 of 12 CPU core(s)") &&
-                strstr(json_string_value(adv), "DataLoader(num_workers=6)"))
-                named = 1;
+        json_array_foreach(
+            json_object_get(f, "advice"), j,
+            adv) if (strstr(json_string_value(adv), "num_workers is 0 of 12 CPU core(s)") &&
+                     strstr(json_string_value(adv), "DataLoader(num_workers=6)")) named = 1;
     }
     assert_true(named);
     m = open_memstream(&text, &len);
@@ -710,13 +711,14 @@ static void slowest_rank_and_throttle_union(void **state)
     {
         const json_t *f, *thr = NULL;
         size_t i;
-        json_array_foreach(json_object_get(r, "findings"), i, f) {
+        json_array_foreach(json_object_get(r, "findings"), i, f)
+        {
             if (strcmp(json_string_value(json_object_get(f, "id")), "throttling") == 0)
                 thr = f;
         }
         assert_non_null(thr);
-        assert_non_null(strstr(json_string_value(json_object_get(thr, "title")),
-                               "GPU 1 throttled 4 s"));
+        assert_non_null(
+            strstr(json_string_value(json_object_get(thr, "title")), "GPU 1 throttled 4 s"));
     }
     json_decref(r);
     gs_snapshot_free(s);

@@ -48,8 +48,8 @@ static double now_mono(void)
 
 static struct gs_step_rec mkrec(uint64_t step, double fwd_ms)
 {
-    struct gs_step_rec r = {.version = GS_STEP_REC_VERSION, .step = step, .samples = 4,
-                            .device = -1};
+    struct gs_step_rec r = {
+        .version = GS_STEP_REC_VERSION, .step = step, .samples = 4, .device = -1};
 
     r.t_begin = 1700000000.0 + (double)step;
     r.t_end = r.t_begin + 0.01;
@@ -107,8 +107,10 @@ static void test_in_process_report(void **state)
     setenv("GPUSCOPE_AGENT_SOCKET", "/nonexistent/agent.sock", 1);
     unsetenv("GPUSCOPE_RUN_SOCKET");
     assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "{\"output_dir\": \"%s\", \"nvml\": \"off\", "
-                                "\"run_name\": \"unit\"}", dir);
+    snprintf(path, sizeof path,
+             "{\"output_dir\": \"%s\", \"nvml\": \"off\", "
+             "\"run_name\": \"unit\"}",
+             dir);
     run = gs_run_open(path, err, sizeof err);
     assert_non_null(run);
     for (int i = 0; i < 4; i++) {
@@ -119,11 +121,11 @@ static void test_in_process_report(void **state)
     assert_int_equal(json_integer_value(json_object_get(rep, "steps")), 4);
     /* no receiver: nothing to drop, and that is known */
     assert_true(json_is_integer(json_object_get(json_object_get(rep, "run"), "records_dropped")));
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(rep, "run"),
-                                                        "records_dropped")), 0);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(rep, "run"), "records_dropped")), 0);
     assert_true(fabs(json_real_value(json_object_get(
-                    json_object_get(json_object_get(rep, "phases"), "forward"), "mean_ms")) -
-                5.0) < 1e-6);
+                         json_object_get(json_object_get(rep, "phases"), "forward"), "mean_ms")) -
+                     5.0) < 1e-6);
     assert_true(fabs(json_number_value(json_object_get(rep, "train_samples_per_second")) - 4.0) <
                 1e-9);
     assert_true(fabs(json_number_value(json_object_get(rep, "data_loading_time_ratio")) -
@@ -195,7 +197,8 @@ static void test_receiver_path(void **state)
     }
     setenv("GPUSCOPE_RUN_SOCKET", sock, 1);
     run = gs_run_open("{\"run_name\": \"rx\", \"nvml\": \"auto\", \"facts\": "
-                      "{\"loader_num_workers\": 3, \"bf16\": true}}", err, sizeof err);
+                      "{\"loader_num_workers\": 3, \"bf16\": true}}",
+                      err, sizeof err);
     unsetenv("GPUSCOPE_RUN_SOCKET");
     assert_non_null(run);
     for (int i = 1; i <= 5; i++) {
@@ -246,19 +249,20 @@ static void test_facts_in_process(void **state)
     setenv("GPUSCOPE_AGENT_SOCKET", "/nonexistent/agent.sock", 1);
     unsetenv("GPUSCOPE_RUN_SOCKET");
     run = gs_run_open("{\"nvml\": \"off\", \"facts\": {\"param_dtype\": \"float32\", "
-                      "\"cpu_count\": 4}}", err, sizeof err);
+                      "\"cpu_count\": 4}}",
+                      err, sizeof err);
     assert_non_null(run);
     assert_int_equal(gs_run_step(run, &r), 0);
     rep = finish_json(run, NULL);
-    assert_string_equal(json_string_value(json_object_get(json_object_get(rep, "facts"),
-                                                          "param_dtype")), "float32");
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(rep, "facts"),
-                                                        "cpu_count")), 4);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(rep, "facts"), "param_dtype")),
+        "float32");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(rep, "facts"), "cpu_count")), 4);
     json_decref(rep);
     gs_run_close(run);
 
-    run = gs_run_open("{\"nvml\": \"off\", \"facts\": {\"nested\": {\"x\": 1}}}", err,
-                      sizeof err);
+    run = gs_run_open("{\"nvml\": \"off\", \"facts\": {\"nested\": {\"x\": 1}}}", err, sizeof err);
     assert_non_null(run);
     assert_int_equal(gs_run_step(run, &r), 0);
     rep = finish_json(run, NULL);
@@ -387,8 +391,8 @@ static void test_stuck_receiver_never_blocks(void **state)
     assert_int_equal(json_integer_value(json_object_get(rep, "steps")), 10000);
     /* The ring holds 4096 and the socket a little: most of the 10000 never left. */
     {
-        json_int_t d = json_integer_value(
-            json_object_get(json_object_get(rep, "run"), "records_dropped"));
+        json_int_t d =
+            json_integer_value(json_object_get(json_object_get(rep, "run"), "records_dropped"));
         assert_true(d >= 5000 && d <= 10000);
     }
     json_decref(rep);
@@ -425,8 +429,9 @@ static void test_sampler_on_sim(void **state)
     gpus = json_object_get(rep, "gpus");
     assert_int_equal(json_array_size(gpus), 1);
     assert_int_equal(json_integer_value(json_object_get(json_array_get(gpus, 0), "index")), 1);
-    assert_true(fabs(json_number_value(json_object_get(json_array_get(gpus, 0),
-                                                       "utilization_avg_percent")) - 73.0) < 1e-6);
+    assert_true(fabs(json_number_value(
+                         json_object_get(json_array_get(gpus, 0), "utilization_avg_percent")) -
+                     73.0) < 1e-6);
     assert_true(json_integer_value(json_object_get(json_array_get(gpus, 0), "samples")) >= 3);
     json_decref(rep);
     gs_run_close(run);
@@ -479,8 +484,8 @@ static void test_sampler_subsecond(void **state)
     assert_true(json_number_value(json_object_get(g, "utilization_max_percent")) == 100.0);
     assert_true(fabs(json_number_value(json_object_get(g, "utilization_avg_percent")) - 40.0) <
                 8.0);
-    assert_true(fabs(json_number_value(json_object_get(g, "utilization_sample_period_ms")) -
-                     100.0) < 1.0);
+    assert_true(
+        fabs(json_number_value(json_object_get(g, "utilization_sample_period_ms")) - 100.0) < 1.0);
     assert_true(json_integer_value(json_object_get(g, "samples")) >= 3); /* snapshots too */
     json_decref(rep);
     gs_run_close(run);
@@ -548,8 +553,9 @@ static void test_sampler_uuid_cvd(void **state)
     assert_int_equal(json_array_size(gpus), 2);
     assert_int_equal(json_integer_value(json_object_get(json_array_get(gpus, 0), "index")), 1);
     assert_int_equal(json_integer_value(json_object_get(json_array_get(gpus, 1), "index")), 2);
-    assert_true(fabs(json_number_value(json_object_get(json_array_get(gpus, 1),
-                                                       "utilization_avg_percent")) - 33.0) < 1e-6);
+    assert_true(fabs(json_number_value(
+                         json_object_get(json_array_get(gpus, 1), "utilization_avg_percent")) -
+                     33.0) < 1e-6);
     json_decref(rep);
     gs_run_close(run);
     unsetenv("NVML_SIM_SCENARIO");

@@ -50,7 +50,6 @@ struct fx {
     struct gs_receiver *r;
 };
 
-
 /* gs_receiver_start(_flags) as 0 / -1 with the message in err (256 bytes). */
 static int start_rx(struct gs_receiver **out, const char *path, mode_t mode, unsigned flags,
                     const struct gs_receiver_cb *cb, char *err)
@@ -471,8 +470,7 @@ static void test_any_uid_accepted(void **state)
         return;
     }
     snprintf(path, sizeof path, "%s/any.sock", f->dir);
-    assert_int_equal(
-        start_rx(&r2, path, 0666, GS_RECEIVER_ANY_UID, &cb, err), 0);
+    assert_int_equal(start_rx(&r2, path, 0666, GS_RECEIVER_ANY_UID, &cb, err), 0);
     assert_int_equal(chmod(f->dir, 0755), 0);
     pid = spawn_as_nobody("hello", path);
     assert_int_equal(waitpid(pid, &status, 0), pid);

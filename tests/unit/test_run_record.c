@@ -3,12 +3,12 @@
  * exact values, absent fields stay unknown, every validation rule refuses and names the field,
  * and encode -> parse round-trips.
  */
+#include <cmocka.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -107,7 +107,9 @@ static void absent_stays_unknown(void **state)
     (void)state;
 
     assert_int_equal(parse("{\"v\":1,\"type\":\"step\",\"step\":0,\"t0\":5,\"t1\":5,"
-                           "\"ms\":{\"forward\":null}}", &r, err), 0);
+                           "\"ms\":{\"forward\":null}}",
+                           &r, err),
+                     0);
     for (int p = 0; p < GS_PH_N; p++)
         assert_true(isnan(r.u.step.ms[p]));
     assert_int_equal(r.u.step.rank, 0);
@@ -141,7 +143,8 @@ static void hello_and_end_parse(void **state)
                            "\"rank\":0,\"world_size\":2,\"local_rank\":0,\"framework\":\"hf\","
                            "\"devices\":[0,1],\"logging_steps\":10,\"output_dir\":\"/o\","
                            "\"job\":\"torchelastic-1234\",\"node\":\"node-7\"}",
-                           &r, err), 0);
+                           &r, err),
+                     0);
     assert_string_equal(r.u.hello.job, "torchelastic-1234");
     assert_string_equal(r.u.hello.node, "node-7");
     assert_string_equal(r.u.hello.run, "qwen-sft");
@@ -155,7 +158,8 @@ static void hello_and_end_parse(void **state)
 
     assert_int_equal(parse("{\"v\":1,\"type\":\"end\",\"train_runtime\":3624.5,"
                            "\"train_samples\":10296,\"train_steps\":997,\"train_loss\":-1.23}",
-                           &r, err), 0);
+                           &r, err),
+                     0);
     assert_true(r.u.end.train_runtime == 3624.5);
     assert_true(r.u.end.train_samples == 10296);
     assert_true(r.u.end.train_steps == 997);
@@ -192,7 +196,8 @@ static void invalid_records_name_the_field(void **state)
     refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"ms\":{\"data\":-0.5}}",
             "step.ms.data: -0.5 out of range");
     refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,"
-            "\"ms\":{\"total_step\":10000001}}", "step.ms.total_step:");
+            "\"ms\":{\"total_step\":10000001}}",
+            "step.ms.total_step:");
     refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"ms\":[1]}",
             "step.ms: not an object");
     refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"ms\":{\"data\":1e999}}",
@@ -207,8 +212,9 @@ static void invalid_records_name_the_field(void **state)
             "step.cuda_events: not a boolean");
     refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"mem\":{\"total\":1.5}}",
             "step.mem.total: not an integer");
-    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"mem\":{\"peak_reserved\":-4}}",
-            "step.mem.peak_reserved:");
+    refused(
+        "{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"mem\":{\"peak_reserved\":-4}}",
+        "step.mem.peak_reserved:");
     refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"mem\":5}",
             "step.mem: not an object");
     refused("{\"v\":1,\"type\":\"end\",\"train_runtime\":-1}", "end.train_runtime:");
@@ -221,7 +227,8 @@ static void invalid_records_name_the_field(void **state)
     snprintf(name, sizeof name, "{\"v\":1,\"type\":\"hello\",\"run\":\"%0256d\"}", 0);
     refused(name, "hello.run: longer than 255");
     refused("{\"v\":1,\"type\":\"hello\",\"world_size\":65536}", "hello.world_size:");
-    refused("{\"v\":1,\"type\":\"hello\",\"job\":\"a\\nb\"}", "hello.job: control character at byte 1");
+    refused("{\"v\":1,\"type\":\"hello\",\"job\":\"a\\nb\"}",
+            "hello.job: control character at byte 1");
     refused("{\"v\":1,\"type\":\"hello\",\"node\":7}", "hello.node: not a string");
     refused("{\"v\":1,\"type\":\"hello\",\"devices\":{}}", "hello.devices: not an array");
     refused("{\"v\":1,\"type\":\"hello\",\"devices\":[0,\"1\"]}",
@@ -292,10 +299,14 @@ static void encode_round_trips(void **state)
     round_trip(&r);
 
     assert_int_equal(parse("{\"v\":1,\"type\":\"hello\",\"run\":\"r \\\"q\\\" \\u00e9\",\"pid\":1,"
-                           "\"rank\":-1,\"devices\":[-1,65535],\"logging_steps\":0}", &r, err), 0);
+                           "\"rank\":-1,\"devices\":[-1,65535],\"logging_steps\":0}",
+                           &r, err),
+                     0);
     round_trip(&r);
     assert_int_equal(parse("{\"v\":1,\"type\":\"end\",\"train_loss\":1e-300,"
-                           "\"train_runtime\":0.1}", &r, err), 0);
+                           "\"train_runtime\":0.1}",
+                           &r, err),
+                     0);
     round_trip(&r);
     assert_int_equal(gs_record_encode(&r, small, sizeof small), -1);
     r.type = (enum gs_record_type)9;
@@ -331,8 +342,7 @@ static void outcome_and_v2_phases(void **state)
     assert_true(f && f->type == GS_FACT_INT && f->v.i == 0);
     round_trip(&r);
     refused("{\"v\":1,\"type\":\"end\",\"outcome\":[1]}", "end.outcome: not an object");
-    refused("{\"v\":1,\"type\":\"end\",\"outcome\":{\"x\":[1]}}",
-            "end.outcome.x: not a scalar");
+    refused("{\"v\":1,\"type\":\"end\",\"outcome\":{\"x\":[1]}}", "end.outcome.x: not a scalar");
     assert_int_equal(parse("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,"
                            "\"ms\":{\"total_step\":10,\"communication_exposed\":1.5,"
                            "\"other\":2.5}}",
@@ -368,7 +378,8 @@ static void facts_parse_in_order(void **state)
     assert_int_equal(hello_facts("\"loader_num_workers\":0,\"bf16\":true,\"lr\":0.5,"
                                  "\"attn_implementation\":\"sdpa\",\"gone\":null,"
                                  "\"NCCL_IB_DISABLE\":\"1\",\"big\":-9007199254740992",
-                                 &r, err), 0);
+                                 &r, err),
+                     0);
     assert_int_equal(r.u.hello.facts.n, 6); /* null is absent */
     assert_string_equal(r.u.hello.facts.f[0].key, "loader_num_workers");
     assert_int_equal(r.u.hello.facts.f[0].type, GS_FACT_INT);
@@ -461,7 +472,7 @@ static void facts_round_trip_at_the_limits(void **state)
     r.u.hello.pid = INT64_C(1) << 32;
     r.u.hello.rank = r.u.hello.world_size = r.u.hello.local_rank = 65535;
     r.u.hello.logging_steps = INT32_MAX;
-    memset(r.u.hello.run, '\x01', GS_RECORD_STR - 1);           /* \u0001: 6 bytes each */
+    memset(r.u.hello.run, '\x01', GS_RECORD_STR - 1); /* \u0001: 6 bytes each */
     memset(r.u.hello.output_dir, '\x01', GS_RECORD_STR - 1);
     memset(r.u.hello.framework, '\x01', sizeof r.u.hello.framework - 1);
     memset(r.u.hello.job, '"', GS_RECORD_JOB - 1); /* printable only: \" is the longest */
@@ -510,7 +521,9 @@ static void log_records(void **state)
 
     assert_int_equal(parse("{\"v\":1,\"type\":\"log\",\"step\":100,\"t\":1764430000.5,\"rank\":2,"
                            "\"values\":{\"loss\":1.25,\"learning_rate\":2e-05,"
-                           "\"train/grad_norm\":0.5}}", &r, err), 0);
+                           "\"train/grad_norm\":0.5}}",
+                           &r, err),
+                     0);
     assert_int_equal(r.type, GS_REC_LOG);
     assert_true(r.u.log.step == 100 && r.u.log.t == 1764430000.5 && r.u.log.rank == 2);
     assert_int_equal(r.u.log.n, 3);

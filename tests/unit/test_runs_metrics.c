@@ -1,16 +1,16 @@
 /*
  * Unit tests of the per-rank series of live runs (src/agent/runs_metrics.c): labels from the
  * hello (job, node, rank) with the run's name and the agent's host name as fallbacks, the gpu
- * label once attributed; the step-time and busy-time summaries' quantiles over the last 128 steps and its
- * _sum/_count over all; phase counters and ratios; a dropped connection's and a finished
+ * label once attributed; the step-time and busy-time summaries' quantiles over the last 128 steps
+ * and its _sum/_count over all; phase counters and ratios; a dropped connection's and a finished
  * run's series gone; the bound (256 ranks, the rest counted, never shown in part); label values
  * escaped.
  */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -102,26 +102,31 @@ static void labels_summary_and_staleness(void **state)
     assert_true(line_value(text, "gpuscope_run_step_seconds{train_job=\"slurm-42\",rank=\"5\","
                                  "node=\"node-\\\"7\\\"\",gpu=\"6\",quantile=\"0.99\"}") == 0.199);
     /* busy = wall - communication (half of each step here): 68 ms */
-    assert_true(fabs(line_value(text, "gpuscope_run_step_busy_seconds{train_job=\"slurm-42\","
-                                      "rank=\"5\",node=\"node-\\\"7\\\"\",gpu=\"6\",quantile=\"0.5\"}") -
-                     0.068) < 1e-12);
+    assert_true(
+        fabs(line_value(text, "gpuscope_run_step_busy_seconds{train_job=\"slurm-42\","
+                              "rank=\"5\",node=\"node-\\\"7\\\"\",gpu=\"6\",quantile=\"0.5\"}") -
+             0.068) < 1e-12);
     assert_true(fabs(line_value(text, "gpuscope_run_step_seconds_sum{train_job=\"slurm-42\","
                                       "rank=\"5\",node=\"node-\\\"7\\\"\",gpu=\"6\"}") -
                      20.1) < 1e-9); /* 1 + ... + 200 ms */
     assert_true(line_value(text, "gpuscope_run_step_seconds_count{train_job=\"slurm-42\","
                                  "rank=\"5\",node=\"node-\\\"7\\\"\",gpu=\"6\"}") == 200);
     assert_true(fabs(line_value(text, "gpuscope_run_data_ratio{train_job=\"slurm-42\",rank=\"5\","
-                                      "node=\"node-\\\"7\\\"\",gpu=\"6\"}") - 0.25) < 1e-9);
+                                      "node=\"node-\\\"7\\\"\",gpu=\"6\"}") -
+                     0.25) < 1e-9);
     assert_true(fabs(line_value(text, "gpuscope_run_communication_ratio{train_job=\"slurm-42\","
-                                      "rank=\"5\",node=\"node-\\\"7\\\"\",gpu=\"6\"}") - 0.5) < 1e-9);
+                                      "rank=\"5\",node=\"node-\\\"7\\\"\",gpu=\"6\"}") -
+                     0.5) < 1e-9);
     assert_true(line_value(text, "gpuscope_run_steps_completed{train_job=\"slurm-42\",rank=\"5\","
                                  "node=\"node-\\\"7\\\"\",gpu=\"6\"}") == 200);
-    assert_non_null(strstr(text, "gpuscope_run_rank_info{train_job=\"slurm-42\",rank=\"5\","
-                                 "node=\"node-\\\"7\\\"\",gpu=\"6\",run=\"3\",world_size=\"8\"} 1\n"));
-    assert_non_null(strstr(text, "gpuscope_run_phase_seconds_total{train_job=\"slurm-42\","
-                                 "rank=\"5\",node=\"node-\\\"7\\\"\",gpu=\"6\",phase=\"forward\"}"));
+    assert_non_null(strstr(text,
+                           "gpuscope_run_rank_info{train_job=\"slurm-42\",rank=\"5\","
+                           "node=\"node-\\\"7\\\"\",gpu=\"6\",run=\"3\",world_size=\"8\"} 1\n"));
+    assert_non_null(strstr(text,
+                           "gpuscope_run_phase_seconds_total{train_job=\"slurm-42\","
+                           "rank=\"5\",node=\"node-\\\"7\\\"\",gpu=\"6\",phase=\"forward\"}"));
     assert_null(strstr(text, "phase=\"total_step\"")); /* the wall time is the summary's */
-    assert_null(strstr(text, "phase=\"backward\"")); /* never measured: no series */
+    assert_null(strstr(text, "phase=\"backward\""));   /* never measured: no series */
     assert_non_null(strstr(text, "gpuscope_run_rank_info{train_job=\"run-4\",rank=\"0\","
                                  "node=\"host-1\",gpu=\"\",run=\"4\",world_size=\"-1\"} 1\n"));
     assert_true(line_value(text, "gpuscope_run_ranks") == 2);
@@ -197,7 +202,7 @@ static void stalled_ranks(void **state)
     assert_int_equal(gs_runm_stalled(m, now + 1000, 10, 60, st, 8), 0); /* 4 steps: too few */
     for (uint64_t i = 5; i <= 40; i++) {
         struct gs_step_rec s = step(i, 0, i == 40 ? 9000.0 : 200.0); /* one outlier */
-        s.t_begin = 1000.0 + 0.25 * (double)i; /* a step every 0.25 s */
+        s.t_begin = 1000.0 + 0.25 * (double)i;                       /* a step every 0.25 s */
         s.t_end = s.t_begin + (i == 40 ? 9.0 : 0.2);
         gs_runm_step(m, 1, 10, "r", &s);
     }

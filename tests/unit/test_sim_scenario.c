@@ -104,10 +104,11 @@
     X(nvmlReturn_t, nvmlGpmSampleGet, (nvmlDevice_t, nvmlGpmSample_t))                             \
     X(nvmlReturn_t, nvmlGpmMetricsGet, (nvmlGpmMetricsGet_t *))                                    \
     X(nvmlReturn_t, nvmlDeviceGetEncoderStats, (nvmlDevice_t, unsigned *, unsigned *, unsigned *)) \
-    X(nvmlReturn_t, nvmlDeviceGetJpgUtilization, (nvmlDevice_t, unsigned *, unsigned *))          \
-    X(nvmlReturn_t, nvmlDeviceGetOfaUtilization, (nvmlDevice_t, unsigned *, unsigned *))          \
+    X(nvmlReturn_t, nvmlDeviceGetJpgUtilization, (nvmlDevice_t, unsigned *, unsigned *))           \
+    X(nvmlReturn_t, nvmlDeviceGetOfaUtilization, (nvmlDevice_t, unsigned *, unsigned *))           \
     X(nvmlReturn_t, nvmlDeviceGetInforomImageVersion, (nvmlDevice_t, char *, unsigned))            \
-    X(nvmlReturn_t, nvmlDeviceGetInforomVersion, (nvmlDevice_t, nvmlInforomObject_t, char *, unsigned)) \
+    X(nvmlReturn_t, nvmlDeviceGetInforomVersion,                                                   \
+      (nvmlDevice_t, nvmlInforomObject_t, char *, unsigned))                                       \
     X(nvmlReturn_t, nvmlDeviceValidateInforom, (nvmlDevice_t))                                     \
     X(nvmlReturn_t, nvmlDeviceGetDisplayMode, (nvmlDevice_t, nvmlEnableState_t *))                 \
     X(nvmlReturn_t, nvmlDeviceGetDisplayActive, (nvmlDevice_t, nvmlEnableState_t *))               \
@@ -115,12 +116,13 @@
     X(nvmlReturn_t, nvmlDeviceGetAccountingBufferSize, (nvmlDevice_t, unsigned *))                 \
     X(nvmlReturn_t, nvmlDeviceGetGspFirmwareMode, (nvmlDevice_t, unsigned *, unsigned *))          \
     X(nvmlReturn_t, nvmlDeviceGetPciInfoExt, (nvmlDevice_t, nvmlPciInfoExt_v1_t *))                \
-    X(nvmlReturn_t, nvmlDeviceGetMarginTemperature, (nvmlDevice_t, nvmlMarginTemperature_t *))    \
+    X(nvmlReturn_t, nvmlDeviceGetMarginTemperature, (nvmlDevice_t, nvmlMarginTemperature_t *))     \
     X(nvmlReturn_t, nvmlDeviceGetNvLinkState, (nvmlDevice_t, unsigned int, nvmlEnableState_t *))   \
     X(nvmlReturn_t, nvmlDeviceGetNvLinkErrorCounter,                                               \
       (nvmlDevice_t, unsigned int, nvmlNvLinkErrorCounter_t, unsigned long long *))                \
-    X(nvmlReturn_t, nvmlDeviceGetNvLinkRemotePciInfo_v2, (nvmlDevice_t, unsigned int, nvmlPciInfo_t *)) \
-    X(nvmlReturn_t, nvmlDeviceGetGpuInstanceById, (nvmlDevice_t, unsigned, nvmlGpuInstance_t *))  \
+    X(nvmlReturn_t, nvmlDeviceGetNvLinkRemotePciInfo_v2,                                           \
+      (nvmlDevice_t, unsigned int, nvmlPciInfo_t *))                                               \
+    X(nvmlReturn_t, nvmlDeviceGetGpuInstanceById, (nvmlDevice_t, unsigned, nvmlGpuInstance_t *))   \
     X(nvmlReturn_t, nvmlGpuInstanceGetInfo, (nvmlGpuInstance_t, nvmlGpuInstanceInfo_t *))
 
 #define SIM_DECL(ret, name, args) ret(*name) args;
@@ -1181,8 +1183,7 @@ static void gpu_instance_info(void **state)
     assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
     assert_int_equal(nv.nvmlDeviceGetGpuInstanceById(dev(0), 1, &gi), NVML_ERROR_NO_PERMISSION);
     assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
-    assert_int_equal(gs_sim_scenario_parse(past, strlen(past), "p.json", &sc, err, sizeof err),
-                     -1);
+    assert_int_equal(gs_sim_scenario_parse(past, strlen(past), "p.json", &sc, err, sizeof err), -1);
     assert_non_null(strstr(err, "placement: slices 6..9 past the 8th"));
     assert_non_null(strstr(err, "p.json:1:"));
 }
@@ -1386,10 +1387,12 @@ static void pci_info_ext(void **state)
 static void nvlink_links_and_fields(void **state)
 {
     static const char bad_link[] =
-        "{\"gpus\": [{\"name\": \"G\", \"uuid\": \"GPU-1\", \"memory\": {\"total_mib\": 1}, \"pci\": {\"bus\": 1, \"device_id\": \"0x2330\"},\n"
+        "{\"gpus\": [{\"name\": \"G\", \"uuid\": \"GPU-1\", \"memory\": {\"total_mib\": 1}, "
+        "\"pci\": {\"bus\": 1, \"device_id\": \"0x2330\"},\n"
         "\"nvlink\": {\"links\": 4, \"inactive\": [4]}}]}";
     static const char bad_key[] =
-        "{\"gpus\": [{\"name\": \"G\", \"uuid\": \"GPU-1\", \"memory\": {\"total_mib\": 1}, \"pci\": {\"bus\": 1, \"device_id\": \"0x2330\"},\n"
+        "{\"gpus\": [{\"name\": \"G\", \"uuid\": \"GPU-1\", \"memory\": {\"total_mib\": 1}, "
+        "\"pci\": {\"bus\": 1, \"device_id\": \"0x2330\"},\n"
         "\"nvlink\": {\"links\": 4, \"errors\": [{\"link\": 1, \"crc\": 2}]}}]}";
     struct gs_sim_scenario *sc = NULL;
     nvmlFieldValue_t fv[9];
@@ -1400,12 +1403,12 @@ static void nvlink_links_and_fields(void **state)
     nvmlDevice_t d;
 
     (void)state;
-    assert_int_equal(gs_sim_scenario_parse(bad_link, strlen(bad_link), "n.json", &sc, err,
-                                           sizeof err), -1);
+    assert_int_equal(
+        gs_sim_scenario_parse(bad_link, strlen(bad_link), "n.json", &sc, err, sizeof err), -1);
     assert_non_null(strstr(err, "n.json:2:"));
     assert_non_null(strstr(err, "gpus[0].nvlink.inactive: 4 is out of range [0, 3]"));
-    assert_int_equal(gs_sim_scenario_parse(bad_key, strlen(bad_key), "n.json", &sc, err,
-                                           sizeof err), -1);
+    assert_int_equal(
+        gs_sim_scenario_parse(bad_key, strlen(bad_key), "n.json", &sc, err, sizeof err), -1);
     assert_non_null(strstr(err, "unknown key \"crc\""));
 
     use_one_gpu("\"nvlink\": {\"links\": 4, \"speed_mbps\": 25781, \"inactive\": [2], "
@@ -1489,8 +1492,10 @@ static void nvlink_links_and_fields(void **state)
     assert_true(fv[1].value.ullVal == 17000);
     assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
     unsetenv("NVML_SIM_TIME");
-    use_one_gpu(NULL, "\"events\": [{\"at_s\": 5, \"type\": \"nvlink_down\", \"gpu\": 0, "
-                      "\"link\": 0}]", "10");
+    use_one_gpu(NULL,
+                "\"events\": [{\"at_s\": 5, \"type\": \"nvlink_down\", \"gpu\": 0, "
+                "\"link\": 0}]",
+                "10");
     assert_int_not_equal(nv.nvmlInit_v2(), NVML_SUCCESS); /* no links to take down */
 
     use_one_gpu(NULL, NULL, "10"); /* a PCIe card */

@@ -74,7 +74,8 @@ static struct gs_snapshot *fixture(void)
         m->index = k;
         m->gi_id = k ? 13 : 1;
         m->ci_id = 0;
-        snprintf(m->name, sizeof m->name, "NVIDIA H100 80GB HBM3 MIG %s", k ? "1g.10gb" : "7g.80gb");
+        snprintf(m->name, sizeof m->name, "NVIDIA H100 80GB HBM3 MIG %s",
+                 k ? "1g.10gb" : "7g.80gb");
         snprintf(m->uuid, sizeof m->uuid, "MIG-%u", k);
         m->mem_st = GS_ST_OK;
         m->mem_total_bytes = (k ? 9984ull : 81104ull) << 20;
@@ -167,8 +168,9 @@ static void table_geometry(void **state)
     /* MIG: the ECC column shows the mode, GPU-Util N/A, the MIG box the instances */
     assert_non_null(strstr(out, "|                   On |"));
     assert_non_null(strstr(out, "| MIG devices:"));
-    assert_non_null(strstr(out, "|  1   13   0   1  |              13MiB /  9984MiB    | 16    N/A |"
-                                "  1 "));
+    assert_non_null(strstr(out,
+                           "|  1   13   0   1  |              13MiB /  9984MiB    | 16    N/A |"
+                           "  1 "));
     /* processes by GPU then pid; a long path keeps its end */
     assert_true(strstr(out, "  2999 ") < strstr(out, "  3000 "));
     assert_non_null(strstr(out, "|    0   N/A  N/A            2999      G   /usr/bin/python3"));
@@ -186,13 +188,13 @@ static void list(void **state)
 
     (void)state;
     CAPTURE(out, gs_smi_list(f_, s, NULL));
-    assert_string_equal(out,
-                        "GPU 0: NVIDIA RTX 6000 Ada Generation & <more> (UUID: "
-                        "GPU-00000000-0000-0000-0000-000000000000)\n"
-                        "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-0000-0000-000000000001)\n"
-                        "  MIG 7g.80gb     Device  0: (UUID: MIG-0)\n"
-                        "  MIG 1g.10gb     Device  1: (UUID: MIG-1)\n"
-                        "GPU 2: NVIDIA A100 80GB PCIe (UUID: GPU-00000000-0000-0000-0000-000000000002)\n");
+    assert_string_equal(
+        out, "GPU 0: NVIDIA RTX 6000 Ada Generation & <more> (UUID: "
+             "GPU-00000000-0000-0000-0000-000000000000)\n"
+             "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-0000-0000-000000000001)\n"
+             "  MIG 7g.80gb     Device  0: (UUID: MIG-0)\n"
+             "  MIG 1g.10gb     Device  1: (UUID: MIG-1)\n"
+             "GPU 2: NVIDIA A100 80GB PCIe (UUID: GPU-00000000-0000-0000-0000-000000000002)\n");
     free(out);
     gs_snapshot_free(s);
 }
@@ -209,7 +211,8 @@ static void q_sections(void **state)
     assert_non_null(strstr(out, "Attached GPUs                                          : 3\n"));
     assert_non_null(strstr(out, "    FB Memory Usage\n        Total                                "
                                 "          : 49140 MiB\n"));
-    assert_non_null(strstr(out, "        Used                                           : 1235 MiB"));
+    assert_non_null(
+        strstr(out, "        Used                                           : 1235 MiB"));
     assert_non_null(strstr(out, "    Processes\n"));
     assert_null(strstr(out, "Temperature"));
     assert_null(strstr(out, "Product Name"));
@@ -234,8 +237,7 @@ static void xml_balanced(const char *doc)
         snprintf(line, sizeof line, "%.*s", (int)n, p);
         while (*l == '\t')
             l++;
-        if (strncmp(l, "<?xml", 5) == 0 || strncmp(l, "<!DOCTYPE", 9) == 0 || !*l ||
-            l[0] != '<') {
+        if (strncmp(l, "<?xml", 5) == 0 || strncmp(l, "<!DOCTYPE", 9) == 0 || !*l || l[0] != '<') {
             /* declaration, blank line or text ("None") */
         } else if (l[1] == '/') {
             assert_true(depth > 0);
@@ -270,8 +272,10 @@ static void xml(void **state)
 
     (void)state;
     CAPTURE(out, gs_smi_q(f_, s, NULL, 0, 1));
-    assert_true(strncmp(out, "<?xml version=\"1.0\" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM "
-                             "\"nvsmi_device_v12.dtd\">\n<nvidia_smi_log>\n", 95) == 0);
+    assert_true(strncmp(out,
+                        "<?xml version=\"1.0\" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM "
+                        "\"nvsmi_device_v12.dtd\">\n<nvidia_smi_log>\n",
+                        95) == 0);
     assert_non_null(strstr(out, "<product_name>NVIDIA RTX 6000 Ada Generation &amp; &lt;more&gt;"
                                 "</product_name>"));
     assert_non_null(strstr(out, "\t<gpu id=\"00000000:02:00.0\">\n"));
@@ -289,9 +293,8 @@ static void xml(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(sections),       cmocka_unit_test(mib), cmocka_unit_test(table_geometry),
-        cmocka_unit_test(list),           cmocka_unit_test(q_sections),
-        cmocka_unit_test(xml),
+        cmocka_unit_test(sections), cmocka_unit_test(mib),        cmocka_unit_test(table_geometry),
+        cmocka_unit_test(list),     cmocka_unit_test(q_sections), cmocka_unit_test(xml),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,11 +4,11 @@
  * formats, _Py_DebugOffsets parsing, the stack profile and its writers, thread-state summaries.
  * The live-process side is tests/e2e/test_stacks.py.
  */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +72,7 @@ static void test_walk_every_layout(void **state)
         assert_int_equal(gs_pyread_sample(r, 0, &s, &err), GS_OK);
         assert_int_equal(s.threads[0].frames[0].func, f0);
         /* no string re-reads; + 2 for the check that the innermost frame did not change */
-    assert_true(gs_pyread_reads(r) - reads <= 7 + 2 * PYIMG_FRAMES);
+        assert_true(gs_pyread_reads(r) - reads <= 7 + 2 * PYIMG_FRAMES);
         /* only_tid: another tid keeps nothing on 3.11+ */
         assert_int_equal(gs_pyread_sample(r, PYIMG_TID + 1, &s, &err), GS_OK);
         assert_int_equal(s.nthreads, L.ts_native_tid ? 0u : 1u);
@@ -159,9 +159,20 @@ static void test_addr2line(void **state)
      *  C code 15 (no location), 1 unit                  -> 0   for 6..7
      *  D code 14 (long): +3, end line 0, cols 1, 2; 4 units -> 104 for 8..15
      *  E code 13 (no columns): -2, 1 unit               -> 102 for 16..17 */
-    static const uint8_t loc[] = {0x80 | 10 << 3 | 1, 5, 9,     0x80 | 11 << 3 | 0, 1, 2,
-                                  0x80 | 15 << 3 | 0, 0x80 | 14 << 3 | 3, 6, 0, 1, 2,
-                                  0x80 | 13 << 3 | 0, 5};
+    static const uint8_t loc[] = {0x80 | 10 << 3 | 1,
+                                  5,
+                                  9,
+                                  0x80 | 11 << 3 | 0,
+                                  1,
+                                  2,
+                                  0x80 | 15 << 3 | 0,
+                                  0x80 | 14 << 3 | 3,
+                                  6,
+                                  0,
+                                  1,
+                                  2,
+                                  0x80 | 13 << 3 | 0,
+                                  5};
     /* 3.10: (8 bytes, +0) (4 bytes, no line) (0 bytes, +5) (6 bytes, +1) */
     static const uint8_t lt310[] = {8, 0, 4, 0x80, 0, 5, 6, 1};
     /* 3.8 lnotab: line +2 at byte 6, +3 at byte 10 */
@@ -205,19 +216,19 @@ static void debug_block(uint64_t *f, unsigned version)
     f[5] = 40;     /* interpreters_head */
     f[6] = 90000;  /* interp size */
     f[8] = 0;
-    f[9] = 7000;   /* threads_head */
-    f[19] = 4000;  /* tstate size */
+    f[9] = 7000;  /* threads_head */
+    f[19] = 4000; /* tstate size */
     f[21] = 8;
     f[22] = 16;
-    f[23] = 72;    /* current_frame */
+    f[23] = 72; /* current_frame */
     f[24] = 152;
     f[25] = 160;
-    f[28] = 80;    /* frame size */
+    f[28] = 80; /* frame size */
     f[29] = 8;
     f[30] = 0;
     f[31] = 56;
     f[33] = 70;
-    f[34] = 200;   /* code size */
+    f[34] = 200; /* code size */
     f[35] = 112;
     f[36] = 120;
     f[37] = 128;

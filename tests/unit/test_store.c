@@ -4,17 +4,17 @@
  * write failures (a tiny max_page_count makes SQLITE_FULL) and a SIGKILLed writer. Every test
  * ends with PRAGMA integrity_check on a separate connection.
  */
+#include <cmocka.h>
+#include <math.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <math.h>
-#include <signal.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -136,8 +136,7 @@ static void query(struct gs_store *st, unsigned gpu, enum gs_metric m, double fr
         fail_msg("query: %s", e.msg);
 }
 
-static void append_range(struct gs_store *st, unsigned n_gpus, double t, unsigned from,
-                         unsigned to)
+static void append_range(struct gs_store *st, unsigned n_gpus, double t, unsigned from, unsigned to)
 {
     struct gs_snapshot *s = make_snap(n_gpus, t);
     for (unsigned k = from; k < to; k++) {
@@ -291,8 +290,10 @@ static void foreign_db_refused(void **state)
     unlink(t->db);
 
     char v[128];
-    snprintf(v, sizeof v, "PRAGMA application_id = %d; PRAGMA user_version = 99;"
-                          "CREATE TABLE x(y);", GS_STORE_APP_ID);
+    snprintf(v, sizeof v,
+             "PRAGMA application_id = %d; PRAGMA user_version = 99;"
+             "CREATE TABLE x(y);",
+             GS_STORE_APP_ID);
     make_db(t->db, v);
     assert_refused(t->db, GS_ENOTSUP, "newer than this gpuscope");
     unlink(t->db);
@@ -354,7 +355,8 @@ static void round_trip_and_absent(void **state)
     query(st, 0, GS_M_GPM_SM_ACTIVE, MIN0, MIN0 + 100, 0, p, NULL);
     assert_int_equal(p->n, 20);
     assert_int_equal(sql_int(t->db, "SELECT count(*) FROM samples WHERE gpu = 1 AND"
-                                    " sm_active IS NULL AND fan_speed IS NULL"), 20);
+                                    " sm_active IS NULL AND fan_speed IS NULL"),
+                     20);
     assert_int_equal(sql_int(t->db, "SELECT count(*) FROM sample WHERE sm_active = 0"), 0);
     /* bucketed raw query: 5 s buckets of 5 samples */
     query(st, 0, GS_M_TEMP_GPU, MIN0, MIN0 + 20, 5, p, &src);
@@ -364,13 +366,13 @@ static void round_trip_and_absent(void **state)
     assert_int_equal(p->p[0].n, 5);
     /* not kept, bad arguments */
     struct gs_err e = {0};
-    assert_int_equal(gs_store_query(st, 0, GS_M_PCI_BUS, MIN0, MIN0 + 1, 0, collect, p, NULL,
-                                    &e), GS_ENOTFOUND);
+    assert_int_equal(gs_store_query(st, 0, GS_M_PCI_BUS, MIN0, MIN0 + 1, 0, collect, p, NULL, &e),
+                     GS_ENOTFOUND);
     assert_non_null(strstr(e.msg, "pci_bus"));
     assert_false(gs_store_keeps(GS_M_PCI_BUS));
     assert_true(gs_store_keeps(GS_M_POWER_DRAW));
-    assert_int_equal(gs_store_query(st, 0, GS_M_POWER_DRAW, MIN0 + 1, MIN0, 0, collect, p,
-                                    NULL, &e), GS_EINVAL);
+    assert_int_equal(
+        gs_store_query(st, 0, GS_M_POWER_DRAW, MIN0 + 1, MIN0, 0, collect, p, NULL, &e), GS_EINVAL);
     struct gs_snapshot *bad = make_snap(1, 0.0);
     assert_int_equal(gs_store_append(st, bad, &e), GS_EINVAL);
     gs_snapshot_free(bad);
@@ -412,7 +414,8 @@ static void rollups_min_avg_max(void **state)
     query(st, 1, GS_M_GPM_SM_ACTIVE, MIN0, MIN0 + 3600, 0, p, NULL);
     assert_int_equal(p->n, 0);
     assert_int_equal(sql_int(t->db, "SELECT count(*) FROM rollups WHERE gpu = 1 AND"
-                                    " sm_active_min IS NULL AND sm_active_n = 0"), 2);
+                                    " sm_active_min IS NULL AND sm_active_n = 0"),
+                     2);
     /* a 2-minute step merges the two minutes */
     query(st, 0, GS_M_TEMP_GPU, MIN0, MIN0 + 3600, 120, p, NULL);
     assert_int_equal(p->n, 1);
@@ -425,13 +428,11 @@ static void rollups_min_avg_max(void **state)
     append_range(st, 2, MIN0, 180, 181);
     flush_ok(st);
     assert_int_equal(sql_int(t->db, "SELECT count(*) FROM rollup"), 6);
-    assert_int_equal(sql_int(t->db, "SELECT n FROM rollups WHERE time = 1700000160 AND gpu=0"),
-                     30);
+    assert_int_equal(sql_int(t->db, "SELECT n FROM rollups WHERE time = 1700000160 AND gpu=0"), 30);
     /* a late sample re-rolls its minute */
     append_range(st, 2, MIN0 + 0.5, 0, 1);
     flush_ok(st);
-    assert_int_equal(sql_int(t->db, "SELECT n FROM rollups WHERE time = 1700000040 AND gpu=0"),
-                     61);
+    assert_int_equal(sql_int(t->db, "SELECT n FROM rollups WHERE time = 1700000040 AND gpu=0"), 61);
     gs_store_close(st);
     assert_integrity(t->db);
     free(p);
@@ -627,9 +628,13 @@ static void processes_stored(void **state)
         s->t_real = MIN0 + k;
         s->n_procs = 2;
         memset(s->procs, 0, 2 * sizeof *s->procs);
-        s->procs[0] = (struct gs_proc){.pid = 100, .gpu = 0, .mem_st = GS_ST_OK,
-                                       .gpu_mem_bytes = 123456789, .util_st = GS_ST_OK,
-                                       .sm_util = 0.25, .host_st = GS_ST_OK,
+        s->procs[0] = (struct gs_proc){.pid = 100,
+                                       .gpu = 0,
+                                       .mem_st = GS_ST_OK,
+                                       .gpu_mem_bytes = 123456789,
+                                       .util_st = GS_ST_OK,
+                                       .sm_util = 0.25,
+                                       .host_st = GS_ST_OK,
                                        .job_kind = GS_JOB_SLURM};
         strcpy(s->procs[0].user, "alice");
         strcpy(s->procs[0].name, "python3");
@@ -649,7 +654,8 @@ static void processes_stored(void **state)
                                     " user IS NULL"),
                      3);
     assert_int_equal(sql_int(t->db, "SELECT count(*) FROM gpu WHERE idx = 3 AND"
-                                    " uuid = 'GPU-0000-1'"), 1);
+                                    " uuid = 'GPU-0000-1'"),
+                     1);
     gs_snapshot_free(s);
     gs_store_close(st);
     assert_integrity(t->db);

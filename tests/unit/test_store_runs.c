@@ -183,7 +183,8 @@ static void test_migrate_v1(void **state)
     gs_store_close(st);
     gs_snapshot_free(snap);
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db, "DROP TABLE run_log; DROP TABLE step; DROP TABLE run;"
+    assert_int_equal(sqlite3_exec(db,
+                                  "DROP TABLE run_log; DROP TABLE step; DROP TABLE run;"
                                   " PRAGMA user_version = 1",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
@@ -461,8 +462,7 @@ static void test_prune_runs(void **state)
         total += n;
         calls++;
         if (calls == 1) { /* the run row stays while it has steps */
-            assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL),
-                             3);
+            assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 3);
             assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run WHERE id = 1", NULL), 1);
         }
     } while (n == 4 && calls < 10);
@@ -555,9 +555,8 @@ static void test_read_side(void **state)
     assert_int_equal(gs_store_run_end(st, id[0], 200, -1, "{\"run\":{\"steps_received\":9}}", &err),
                      GS_OK);
     assert_int_equal(gs_store_run_end(st, id[1], 200, -1, "not json", &err), GS_OK);
-    assert_int_equal(gs_store_run_end(st, id[2], 200, -1, "{\"run\":{\"uid\":1000,\"pid\":5}}",
-                                      &err),
-                     GS_OK);
+    assert_int_equal(
+        gs_store_run_end(st, id[2], 200, -1, "{\"run\":{\"uid\":1000,\"pid\":5}}", &err), GS_OK);
     assert_int_equal(gs_store_run_end(st, id[3], 200, -1, NULL, &err), GS_OK);
 
     assert_int_equal(gs_store_open_read(&rd, f->path, &err), GS_OK);
@@ -587,7 +586,7 @@ static void test_read_side(void **state)
     assert_int_equal(o.n, 4);
     assert_string_equal(o.v[0], "b3");
     assert_int_equal(o.uid[0], 2000);
-    assert_int_equal(o.steps[0], 1); /* no report: its step rows */
+    assert_int_equal(o.steps[0], 1);  /* no report: its step rows */
     assert_int_equal(o.uid[2], 2000); /* b2: "not json", the step's sender */
     sel.source = "gpuscope-run";
     assert_int_equal(gs_store_runs_count(rd, &sel, &n, &err), GS_OK);
@@ -676,7 +675,9 @@ static void test_logs(void **state)
 {
     struct fx *f = *state;
     struct gs_store *st = NULL, *rd = NULL;
-    struct gs_store_run run = {.name = "sft", .source = "agent", .start_time = 1764430000.0,
+    struct gs_store_run run = {.name = "sft",
+                               .source = "agent",
+                               .start_time = 1764430000.0,
                                .tags = "{\"team\":\"nlp\",\"lr\":\"2e-5\"}"};
     struct gs_store_log l;
     struct logs_back back = {0};
@@ -719,8 +720,7 @@ static void test_logs(void **state)
     sql_num(f->path, "SELECT rank FROM run_log WHERE run = 2", &isnull);
     assert_true(isnull);
     assert_int_equal(
-        sql_num(f->path, "SELECT json_extract(tags, '$.team') = 'nlp' FROM run WHERE id = 1",
-                NULL),
+        sql_num(f->path, "SELECT json_extract(tags, '$.team') = 'nlp' FROM run WHERE id = 1", NULL),
         1);
     sql_num(f->path, "SELECT tags FROM run WHERE id = 2", &isnull);
     assert_true(isnull);
@@ -769,14 +769,14 @@ static void test_logs(void **state)
     {
         unsigned n = 0, total = 0, calls = 0;
         do {
-            assert_int_equal(gs_store_prune_runs(st, 1764430100.0 + 86400 * 40, 86400 * 30, 15,
-                                                 &n, &err),
-                             GS_OK);
+            assert_int_equal(
+                gs_store_prune_runs(st, 1764430100.0 + 86400 * 40, 86400 * 30, 15, &n, &err),
+                GS_OK);
             total += n;
             calls++;
             if (calls == 1) /* points first, and the run row stays */
-                assert_int_equal(
-                    sql_num(f->path, "SELECT count(*) FROM run WHERE id = 1", NULL), 1);
+                assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run WHERE id = 1", NULL),
+                                 1);
         } while (n == 15 && calls < 10);
         assert_int_equal(total, 41); /* 40 points + the run row */
         assert_int_equal(calls, 3);
@@ -843,8 +843,7 @@ static void test_migrate_v2(void **state)
     assert_int_equal(
         sql_num(f->path, "SELECT count(*) FROM sqlite_schema WHERE name = 'run_log'", NULL), 0);
     assert_int_equal(
-        sql_num(f->path, "SELECT count(*) FROM pragma_table_info('run') WHERE name = 'tags'",
-                NULL),
+        sql_num(f->path, "SELECT count(*) FROM pragma_table_info('run') WHERE name = 'tags'", NULL),
         0);
     /* a v3 reader refuses the v2 file until its writer migrated it */
     {
@@ -862,8 +861,7 @@ static void test_migrate_v2(void **state)
     assert_int_equal(gs_store_flush(st, &err), GS_OK);
     assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run_log WHERE run = 1", NULL), 2);
     assert_int_equal(
-        sql_num(f->path, "SELECT json_extract(tags, '$.a') = 'b' FROM run WHERE id = 2", NULL),
-        1);
+        sql_num(f->path, "SELECT json_extract(tags, '$.a') = 'b' FROM run WHERE id = 2", NULL), 1);
     assert_int_equal(sql_num(f->path,
                              "SELECT count(*) FROM pragma_integrity_check"
                              " WHERE integrity_check != 'ok'",

@@ -4,12 +4,12 @@
  * test and a forked child), who may be signalled, job labels, figures, and top.conf parsing
  * (errors named file:line) with a format/parse round trip.
  */
+#include <cmocka.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +19,8 @@
 #include "cli/top.h"
 #include "gpuscope/gs_err.h"
 
-static struct gs_proc *add_proc(struct gs_snapshot *s, unsigned pid, unsigned gpu,
-                                uint64_t mem, const char *user, const char *cmd)
+static struct gs_proc *add_proc(struct gs_snapshot *s, unsigned pid, unsigned gpu, uint64_t mem,
+                                const char *user, const char *cmd)
 {
     struct gs_err e = {0};
     struct gs_proc *p;
@@ -245,8 +245,8 @@ static void test_prefs(void **state)
     assert_string_equal(warn, "");
     assert_memory_equal(&p, &q, sizeof p);
     /* errors: the first one named by file and line, the rest applied */
-    top_prefs_parse(&p, "/h/top.conf", "graph = memory\nbogus = 1\ninterval = 0\nsort = nope\n", warn,
-                    sizeof warn);
+    top_prefs_parse(&p, "/h/top.conf", "graph = memory\nbogus = 1\ninterval = 0\nsort = nope\n",
+                    warn, sizeof warn);
     assert_string_equal(warn, "/h/top.conf:2: unknown key 'bogus' (ignored)");
     assert_int_equal(p.graph, TOP_G_MEM);
     assert_true(p.interval_s == 2.5);

@@ -4,11 +4,11 @@
  * of fractional times, the last-step filter, idle causes, "others" lumping, the legacy format
  * and the reader's errors with their offsets.
  */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -57,18 +57,18 @@ static long long type_sum(json_t *types, const char *name)
 }
 
 #define K(name, ts, dur, stream, corr)                                                             \
-    "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"" name "\",\"ts\":" #ts ",\"dur\":" #dur         \
+    "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"" name "\",\"ts\":" #ts ",\"dur\":" #dur          \
     ",\"args\":{\"stream\":" #stream ",\"correlation\":" #corr "}}"
 #define L(ts, corr)                                                                                \
-    "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"ts\":" #ts           \
+    "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"ts\":" #ts             \
     ",\"dur\":1,\"args\":{\"correlation\":" #corr "}}"
 
 /* comp [0,10) [10,20) touch -> one interval; comm [15,30); mem [25,40). */
 static void test_temporal_and_overlap(void **state)
 {
-    const char *j = "{\"traceEvents\":[" K("gemm", 0, 10, 7, 1) "," K("gemm", 10, 10, 7, 2) ","
-        K("ncclKernel_AllReduce", 15, 15, 9, 3) "," K("Memcpy HtoD (Pinned -> Device)", 25, 15, 8, 4)
-        "," K("gemm", 50, 10, 7, 5) "]}";
+    const char *j = "{\"traceEvents\":[" K("gemm", 0, 10, 7, 1) "," K("gemm", 10, 10, 7, 2) "," K(
+        "ncclKernel_AllReduce", 15, 15, 9, 3) "," K("Memcpy HtoD (Pinned -> Device)", 25, 15, 8,
+                                                    4) "," K("gemm", 50, 10, 7, 5) "]}";
     struct gs_trace *t = load(j);
     json_t *doc = analyze1(t, NULL), *r = rank0(doc), *tmp = json_object_get(r, "temporal");
 
@@ -89,8 +89,8 @@ static void test_temporal_and_overlap(void **state)
         assert_int_equal(type_sum(ty, "MEMORY"), 10);
     }
     /* comm union 15, overlapped by comp 5 */
-    assert_float_equal(json_real_value(json_object_get(r, "comm_comp_overlap_pct")),
-                       100.0 * 5 / 15, 1e-9);
+    assert_float_equal(json_real_value(json_object_get(r, "comm_comp_overlap_pct")), 100.0 * 5 / 15,
+                       1e-9);
     json_decref(doc);
     gs_trace_free(t);
 }
@@ -113,13 +113,15 @@ static void test_rounding(void **state)
 /* Three steps: kernels launched in the last one are left out unless asked. */
 static void test_last_step_and_idle(void **state)
 {
-    const char *j = "{\"traceEvents\":["
-        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"ts\":0,\"dur\":100},"
-        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#2\",\"ts\":100,\"dur\":100},"
-        L(1, 1) "," K("k", 10, 10, 7, 1) ","  /* first: other, empty */
-        L(2, 2) "," K("k", 25, 10, 7, 2) ","  /* gap 5 < 30, launched before 20: kernel wait */
-        L(50, 3) "," K("k", 60, 10, 7, 3) "," /* launched at 50 > 35: host wait 25 */
-        L(3, 4) "," K("k", 200, 10, 7, 4) "," /* gap 130, launched early: other */
+    const char *j =
+        "{\"traceEvents\":["
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"ts\":0,\"dur\":"
+        "100},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#2\",\"ts\":100,\"dur\":"
+        "100}," L(1, 1) "," K("k", 10, 10, 7, 1) "," /* first: other, empty */
+        L(2, 2) "," K("k", 25, 10, 7, 2) ","      /* gap 5 < 30, launched before 20: kernel wait */
+        L(50, 3) "," K("k", 60, 10, 7, 3) ","     /* launched at 50 > 35: host wait 25 */
+        L(3, 4) "," K("k", 200, 10, 7, 4) ","     /* gap 130, launched early: other */
         L(150, 5) "," K("k", 300, 10, 7, 5) "]}"; /* launched in the last step */
     struct gs_trace *t = load(j);
     struct gs_trace_opts o;
@@ -134,8 +136,9 @@ static void test_last_step_and_idle(void **state)
     {
         const char *c = json_string_value(json_object_get(v, "cause"));
 
-        got[strcmp(c, "host_wait") == 0 ? 0 : strcmp(c, "kernel_wait") == 0 ? 1 : 2] =
-            geti(v, "idle_us");
+        got[strcmp(c, "host_wait") == 0     ? 0
+            : strcmp(c, "kernel_wait") == 0 ? 1
+                                            : 2] = geti(v, "idle_us");
     }
     assert_int_equal(got[0], 25);
     assert_int_equal(got[1], 5);
@@ -170,8 +173,8 @@ static void test_others(void **state)
     t = load(j);
     doc = analyze1(t, NULL);
     top = json_object_get(rank0(doc), "top_kernels");
-    json_array_foreach(top, i, v) if (strcmp(json_string_value(json_object_get(v, "name")),
-                                             "others") == 0)
+    json_array_foreach(top, i,
+                       v) if (strcmp(json_string_value(json_object_get(v, "name")), "others") == 0)
     {
         others = 1;
         /* cumsum quantile 0.8 of 12 totals lumps k09.. as well: at least k10, k11 */

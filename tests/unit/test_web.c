@@ -4,13 +4,13 @@
  * the same bytes, and Accept-Encoding is read the way RFC 9110 says (q=0 refuses, "*" counts,
  * case and spaces do not matter).
  */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cmocka.h>
 #include <zlib.h>
 
 #include "agent/web.h"

@@ -4,11 +4,11 @@
  * items, a wake-up does at once, close runs one last time with stopping and joins, and a worker
  * that never started hands its queue to drop. Run under ThreadSanitizer too (build-tsan).
  */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #include <pthread.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /*
- * libFuzzer target for the text `gpuscope query` takes from its user (src/cli/query_opts.c,
- * src/cli/query_fields.c): the command line (gs_query_parse, with the --format= parser behind
+ * libFuzzer target for the text `gpuscope query` takes from its user (src/cli/smi/query_opts.c,
+ * src/cli/smi/query_fields.c): the command line (gs_query_parse, with the --format= parser behind
  * it), the --query-gpu= / --query-compute-apps= field lists (gs_qf_parse) and the -i/--id list
  * (gs_query_select). What the parse yields is then used as query.c uses it: the header and a
  * row per GPU (or per process) are written to /dev/null from a fixed four-GPU snapshot, so the
@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/query_fields.h"
-#include "cli/query_opts.h"
+#include "cli/smi/query_fields.h"
+#include "cli/smi/query_opts.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the quick check's command line (src/cli/quick_opts.c): gs_quick_parse
+ * libFuzzer target for the quick check's command line (src/cli/quick/quick_opts.c): gs_quick_parse
  * with its short-option clusters, "--name=value" / "--name value" forms, the --interval number
  * and the --id list (indexes, UUIDs, PCI bus ids, parsed at option time). A successful parse is
  * checked against what quick.c relies on, then its --id filter is matched against a fixed
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/quick.h"
+#include "cli/quick/quick.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 

@@ -1,8 +1,8 @@
 /*
  * libFuzzer target for a run directory's steps.jsonl as `gpuscope report` reads it
- * (src/report/rundata.c): any bytes as the file, with a fixed report; every line must be
+ * (src/runview/rundata.c): any bytes as the file, with a fixed report; every line must be
  * accepted or refused with a message naming the file and line, never a crash or a UBSan
- * report, and what is accepted must make a data document (src/report/page.c) that is valid
+ * report, and what is accepted must make a data document (src/runview/page.c) that is valid
  * JSON with no '<' in it (the page embeds it in a script element).
  *
  * Input: steps.jsonl's bytes; seeds are in fuzz/corpus/run_dir/. Build and run: make fuzz.
@@ -16,8 +16,8 @@
 #include <jansson.h>
 
 #include "fuzz_util.h"
-#include "report/page.h"
-#include "report/rundata.h"
+#include "runview/page.h"
+#include "runview/rundata.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

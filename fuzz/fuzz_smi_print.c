@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for nvidia-smi's printers (src/cli/smi_table.c, smi_q.c, smi_fmt.c): the
+ * libFuzzer target for nvidia-smi's printers (src/cli/smi/smi_table.c, smi_q.c, smi_fmt.c): the
  * default table, -L, -q and -q -x of a snapshot whose strings (GPU and MIG names, UUIDs, bus
  * ids, process names: text a driver, a scenario or a process's argv hands us) and readings come
  * from the input, written to /dev/null; and the -q -d section list parser.
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/smi.h"
+#include "cli/smi/smi.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for `gpuscope top`'s preferences file (src/cli/top_conf.c): any bytes as
+ * libFuzzer target for `gpuscope top`'s preferences file (src/top/top_conf.c): any bytes as
  * top.conf text. Whatever the input, the preferences stay in range (a graph, a column, an
  * interval in 0.1..3600 s, booleans 0/1), the warning is a NUL-terminated "PATH:LINE: ..."
  * line, and formatting the result parses back to the same preferences without a warning.
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/top.h"
+#include "top/top.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -30,7 +30,7 @@ PKGS="$PKGS libelf-dev"
 # libyajl-dev: the streaming JSON parser of `gpuscope trace` (src/trace/parse.c; zlib1g-dev
 # above reads the .json.gz traces).
 PKGS="$PKGS libyajl-dev"
-# libncurses-dev: `gpuscope top`'s screen (src/cli/top*.c); tmux: its end-to-end tests drive it
+# libncurses-dev: `gpuscope top`'s screen (src/top/); tmux: its end-to-end tests drive it
 # in a real terminal (tests/e2e/test_top.py).
 PKGS="$PKGS libncurses-dev tmux"
 # web/node_modules: uPlot (embedded into the binary at build time) and playwright-core (the

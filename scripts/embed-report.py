@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Turns the run report's page (web/report/) into a C file: the HTML template that
-`gpuscope report` and `gpuscope compare --html` fill with one run's data (src/report/page.c).
+`gpuscope report` and `gpuscope compare --html` fill with one run's data (src/runview/page.c).
 
     embed-report.py OUT.c DEPFILE SRCDIR
 

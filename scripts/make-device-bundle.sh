@@ -85,7 +85,7 @@ if [ -f "$pysrc/libgpuscope.so" ] && [ -f "$pysrc/__init__.py" ]; then
         *':$ORIGIN/../../../lib:'*) echo "bundled the Python package (libgpuscope.so RUNPATH $runpath)" ;;
         *) echo "make-device-bundle: warning: libgpuscope.so has no RUNPATH \$ORIGIN/../../../lib" \
                "(built before python/gpuscope/meson.build set build_rpath?); it will load the" \
-               "target's own libjansson/libsqlite3" >&2 ;;
+               "target's own libjansson" >&2 ;;
     esac
 else
     echo "make-device-bundle: warning: no Python package at $pysrc (gpuscope run will time" \

@@ -51,4 +51,8 @@ const char *gs_strerror(int rc);
  * 15 GPU lost, 18 version mismatch, 255 other. */
 int gs_rc_exit_code(int rc);
 
+/* Exit statuses of every command besides gs_rc_exit_code's NVML-like ones. */
+#define GS_EXIT_OK 0
+#define GS_EXIT_USAGE 2
+
 #endif

@@ -363,7 +363,7 @@ struct gs_system {
     uint8_t simulated;
     char sim_info[GS_STR_LEN];
     /* Where a front end got the snapshot: "" when this process opened NVML itself (the JSON
-     * says "nvml"), "agent:SOCKET" when a local agent sent it (src/cli/agent_client.c). */
+     * says "nvml"), "agent:SOCKET" when a local agent sent it (src/client/agent_client.c). */
     char source[128];
 };
 

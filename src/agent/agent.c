@@ -37,7 +37,7 @@
 #include "agent/recorder.h"
 #include "agent/runs.h"
 #include "agent/webhook.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "gpuscope/gs_sampler.h"
 
 #define HTTP_REQUEST_S 10 /* a request's head must be complete within this (slow clients) */

@@ -30,7 +30,7 @@
 #include <yaml.h>
 
 #include "agent/log.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "gpuscope/gs_err.h"
 
 #define AUTH_FILE_MAX (1u << 20) /* bytes of a tokens file or web config */

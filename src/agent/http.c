@@ -38,7 +38,7 @@
 #include "agent/runs.h"
 #include "agent/web.h"
 #include "agent/worker.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "core/snapjson.h"
 
 /* HTTP hardening (docs/api.md, "Limits"). */

@@ -22,7 +22,7 @@
 #include "agent/recorder.h"
 #include "agent/runs.h"
 #include "agent/webhook.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "core/snapjson.h"
 
 #define SPARE_MAX 4 /* publications kept for reuse; more in flight are freed on release */

@@ -23,7 +23,7 @@
 #include "agent/log.h"
 #include "agent/outbound.h"
 #include "agent/worker.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "gpuscope/gs_err.h"
 
 #define QUEUE_CAP 8

@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 
 #include "agent/log.h"
-#include "core/clock.h"
+#include "base/clock.h"
 
 /* A connection whose request head has a deadline. */
 struct conn_track {

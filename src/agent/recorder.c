@@ -29,7 +29,7 @@
 
 #include "agent/log.h"
 #include "agent/worker.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "gpuscope/gs_err.h"
 #include "store/runs.h"
 

@@ -42,7 +42,7 @@
 #include "agent/recorder.h"
 #include "agent/runs_metrics.h"
 #include "backend/procfs.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "agent/metrics.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "gpuscope/gs_run.h"
 #include "run/record.h"
 

@@ -22,7 +22,7 @@
 #include "agent/runs.h"
 #include "agent/schedule.h"
 #include "agent/webhook.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "gpuscope/gs_sampler.h"
 
 #define BACKOFF_MIN_S 1.0

@@ -26,7 +26,7 @@
 #include "agent/metrics.h"
 #include "agent/outbound.h"
 #include "agent/worker.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "gpuscope/gs_err.h"
 
 struct transition {

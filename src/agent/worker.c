@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/clock.h"
+#include "base/clock.h"
 
 struct gs_worker {
     const struct gs_worker_ops *ops;

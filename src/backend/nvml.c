@@ -29,7 +29,7 @@
 
 #include "backend/backend.h"
 #include "backend/nvml_abi.h"
-#include "core/testable.h"
+#include "base/testable.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 

@@ -2,7 +2,7 @@
  * The tick arithmetic of every periodic loop (clock.h): the sampling thread, watch mode, the
  * run sampler. Pure, so tests/unit/test_schedule.c checks it without a clock.
  */
-#include "core/clock.h"
+#include "base/clock.h"
 
 int64_t gs_clock_next_tick(int64_t prev, int64_t now, int64_t step, uint64_t *missed)
 {

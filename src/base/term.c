@@ -4,7 +4,7 @@
  * flicker-free in-place redraw of watch mode (home, overwrite each line, clear the rest of the
  * line, clear below; one write per frame).
  */
-#include "cli/term.h"
+#include "base/term.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -25,17 +25,16 @@ int gs_cli_stacks(int argc, char **argv);
 /* `gpuscope trace analyze ...`: PyTorch profiler trace analysis (trace.c, src/trace/). */
 int gs_cli_trace(int argc, char **argv);
 
-/* `gpuscope report RUN`: a run as a self-contained HTML page (report.c, src/report/). */
+/* `gpuscope report RUN`: a run as a self-contained HTML page (report.c, src/runview/). */
 int gs_cli_report(int argc, char **argv);
 
-/* `gpuscope compare A B ...`: runs side by side (compare.c, src/report/compare.c). */
+/* `gpuscope compare A B ...`: runs side by side (compare.c, src/runview/compare.c). */
 int gs_cli_compare(int argc, char **argv);
 
-/* `gpuscope top`: the full-screen view (top_load.c loads gpuscope-top.so, top*.c). */
+/* `gpuscope top`: the full-screen view (top_load.c loads gpuscope-top.so, src/top/). */
 int gs_cli_top(int argc, char **argv);
 
-/* Exit statuses shared by all subcommands besides gs_rc_exit_code's NVML-like ones. */
-#define GS_EXIT_OK 0
-#define GS_EXIT_USAGE 2
+/* Exit statuses: GS_EXIT_OK, GS_EXIT_USAGE (gpuscope/gs_err.h). */
+#include "gpuscope/gs_err.h"
 
 #endif

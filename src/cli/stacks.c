@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/term.h"
+#include "base/term.h"
 #include "gpuscope/gs_err.h"
 #include "stacks/collect.h"
 #include "stacks/flame.h"

@@ -3,7 +3,7 @@
  * HTTP/1.0 GET over it, and the snapshot document turned back into a struct gs_snapshot by
  * the snapshot codec (core/snapjson.h).
  */
-#include "cli/agent_client.h"
+#include "client/agent_client.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,6 +1,6 @@
 /*
  * attrib.h - which GPUs of a snapshot belong to a training run: one rule for `gpuscope run`
- * (src/cli/run.c), the in-process core (src/run/client.c) and the agent (src/agent/runs.c).
+ * (src/cli/run/run.c), the in-process core (src/run/client.c) and the agent (src/agent/runs.c).
  *
  * A GPU is the run's when
  *  - a process of the run, or a descendant of one, is in its process lists (NVML's compute,

@@ -770,7 +770,7 @@ json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
     json_object_set_new(rep, "outcome", outcome_object(a, meta, &s));
     facts = a->have_hello ? gs_record_facts_json(&a->hello.facts) : json_object();
     json_object_set_new(rep, "facts", facts ? facts : json_object());
-    if (meta && meta->profile) /* gpuscope run --profile: src/cli/run_profile.c */
+    if (meta && meta->profile) /* gpuscope run --profile: src/cli/run/run_profile.c */
         json_object_set(rep, "profile", (json_t *)meta->profile);
     findings = gs_diag_findings(rep, sysconf(_SC_NPROCESSORS_ONLN));
     json_object_set_new(rep, "findings", findings ? findings : json_array());

@@ -4,7 +4,7 @@
  * (null when either is null or the first is 0), better = whether the change goes the field's
  * good way (null for fields with no good direction, or no change).
  */
-#include "report/compare.h"
+#include "runview/compare.h"
 
 #include <math.h>
 #include <stdlib.h>

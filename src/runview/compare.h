@@ -12,7 +12,7 @@
 
 #include <jansson.h>
 
-#include "report/rundata.h"
+#include "runview/rundata.h"
 
 /* Directions: whether a larger value is better (1), worse (-1) or neither (0). */
 struct gs_compare_field {

@@ -4,7 +4,7 @@
  * else the run's label. A rank's GPU is the node's GPUS entry whose NVML index is the rank's
  * CUDA device (as the report's slowest_rank assumes), or the node's only GPU.
  */
-#include "report/job.h"
+#include "runview/job.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "report/rundata.h"
+#include "runview/rundata.h"
 
 /* A rank is the job's straggler when its busy time (median step less the communication it
  * waited for) exceeds the job's median busy time by more than this factor - the rule

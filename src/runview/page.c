@@ -8,7 +8,7 @@
  * embedded as it was read (it is already valid JSON, checked by rundata.c), so its numbers
  * keep their digits; the series are written with 7 significant digits.
  */
-#include "report/page.h"
+#include "runview/page.h"
 
 #include <stdio.h>
 #include <stdlib.h>

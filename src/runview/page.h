@@ -11,7 +11,7 @@
 #include <jansson.h>
 
 #include "gpuscope/gs_err.h"
-#include "report/rundata.h"
+#include "runview/rundata.h"
 
 /* The data document of one run (kind "report") as JSON text (for --json-data and tests). */
 int gs_report_page_data(const struct gs_rundata *rd, char **out, size_t *len, struct gs_err *err);

@@ -10,7 +10,7 @@
  * names the file and line; samples.db must carry the history's application_id and is never
  * written (SQLITE_OPEN_READONLY, no symlink followed).
  */
-#include "report/rundata.h"
+#include "runview/rundata.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -23,7 +23,7 @@
 
 #include <sqlite3.h>
 
-#include "cli/agent_client.h"
+#include "client/agent_client.h"
 
 #define HISTORY_APP_ID 0x47505568 /* "GPUh", src/store/history.c */
 #define AGENT_TIMEOUT_MS 5000

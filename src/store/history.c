@@ -23,7 +23,7 @@
 
 #include <sqlite3.h>
 
-#include "core/testable.h"
+#include "base/testable.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_run.h"
 

@@ -21,7 +21,7 @@
 
 #include <stdint.h>
 
-#include "core/testable.h"
+#include "base/testable.h"
 #include "gpuscope/gs_model.h"
 
 struct gs_err;

@@ -25,10 +25,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
-#include "cli/term.h"
-#include "cli/top.h"
+#include "base/term.h"
 #include "gpuscope/gs_err.h"
+#include "top/top.h"
 
 static volatile sig_atomic_t g_stop;
 static int g_wake_w = -1;

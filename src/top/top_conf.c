@@ -3,7 +3,7 @@
  * lines parsed over defaults, the first bad line named as PATH:LINE, and the file's text
  * written back when top quits. No I/O here: fuzz/fuzz_top_conf.c feeds it any bytes.
  */
-#include "cli/top.h"
+#include "top/top.h"
 
 #include <ctype.h>
 #include <stdio.h>

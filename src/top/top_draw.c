@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/top.h"
+#include "top/top.h"
 
 enum { C_GREEN = 1, C_YELLOW, C_RED, C_CYAN, C_MAGENTA, C_BLUE, C_HEAD };
 

@@ -4,7 +4,7 @@
  * from /proc/PID/stat, for processes on this machine), who may signal whom, the detail
  * screen's text (/proc/PID/cmdline, cgroup, environ, and the Python stack through src/stacks).
  */
-#include "cli/top.h"
+#include "top/top.h"
 
 #include <errno.h>
 #include <fcntl.h>

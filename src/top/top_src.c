@@ -12,7 +12,7 @@
  * of everything the screen needs, so the key loop never waits on NVML, a socket or the
  * network (PCIe throughput alone blocks ~40 ms per GPU in the driver).
  */
-#include "cli/top.h"
+#include "top/top.h"
 
 #include <curl/curl.h>
 #include <dlfcn.h>
@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/agent_client.h"
+#include "client/agent_client.h"
 #include "core/snapjson.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"

@@ -1,5 +1,5 @@
 """The product binary carries no test-only code: the helpers that exist for the test build of
-the library (#ifdef GS_TEST_BUILD, src/core/testable.h), such as gs_store_test_exec, are absent
+the library (#ifdef GS_TEST_BUILD, src/base/testable.h), such as gs_store_test_exec, are absent
 from the symbol tables (nm) of `gpuscope` and `gpuscope-full`, while a product function
 (gs_sampler_open; gs_store_open in gpuscope-full, which holds the store) is there, so the check
 reads real tables. Needs binutils' nm; else one TAP skip line.

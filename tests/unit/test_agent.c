@@ -4,7 +4,6 @@
  * line, label escaping, both naming modes, self metrics while the driver is missing, history
  * self metrics) and /api/v1/history's parameters and JSON.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "agent/config.h"
 #include "agent/history_api.h"

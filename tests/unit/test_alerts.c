@@ -4,7 +4,6 @@
  * never fires, the node imbalance rule, Xid changes, a lost GPU, the JSON and /metrics
  * renderings, and the [alert NAME] configuration sections with their errors.
  */
-#include <cmocka.h>
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +11,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "agent/alerts.h"
 #include "agent/config.h"

@@ -5,11 +5,12 @@
  * a $2b$ setting), its errors, and --new-token's line admitting its token.
  */
 #include <arpa/inet.h>
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <crypt.h>
 #include <stdio.h>

@@ -2,13 +2,14 @@
  * Unit tests for the diagnosis rules (src/diag/diag.c): each rule on both sides of its
  * threshold, over report objects built by hand, with the evidence and advice checked.
  */
-#include <cmocka.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "diag/diag.h"
 

@@ -9,7 +9,6 @@
  * worker-count claim, no flag that does not exist (--use_cache, --flash_attn, --bf16 for
  * ms-swift), no GPU finding on a CPU run, never "healthy" for a failed run.
  */
-#include <cmocka.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +16,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "diag/diag.h"
 

@@ -4,7 +4,6 @@
  * src/trace (skipped when that folder is absent), and small hand-made traces on each side of
  * the launch-bound and attention thresholds. Each finding must quote its kernel and numbers.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "diag/diag.h"
 #include "trace/trace.h"

@@ -1,12 +1,13 @@
 /*
  * Unit tests for the data model: metric metadata and snapshot allocation.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"

@@ -5,7 +5,6 @@
  * on (failures counted, every reference given back at close).
  */
 #include <arpa/inet.h>
-#include <cmocka.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <setjmp.h>
@@ -17,6 +16,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "agent/config.h"
 #include "agent/metrics.h"

@@ -10,15 +10,17 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
 /* clang-format on */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "cli/query_fields.h"
-#include "cli/query_opts.h"
+#include "cli/smi/query_fields.h"
+#include "cli/smi/query_opts.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"

@@ -3,7 +3,6 @@
  * renderer and the JSON document on hand-built snapshots, and the terminal helpers (colour
  * decision, display width, clipping, in-place redraw).
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,9 +12,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/quick.h"
-#include "cli/term.h"
-#include "core/clock.h"
+#include <cmocka.h>
+
+#include "cli/quick/quick.h"
+#include "base/term.h"
+#include "base/clock.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 

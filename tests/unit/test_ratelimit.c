@@ -6,11 +6,12 @@
  * one table and one address never get more than burst + rate * t between them (under
  * ThreadSanitizer, build-tsan, a missing lock is also a report).
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,10 +1,9 @@
 /*
- * Unit tests for the run report page and the comparison (src/report/): the comparison
+ * Unit tests for the run report page and the comparison (src/runview/): the comparison
  * document over hand-made reports (changes, change %, directions, null handling, facts that
  * differ, findings that appear or go away), the page's escaping of the data document, and
  * steps.jsonl reading (bucket means past the cap, a broken line named file:line).
  */
-#include <cmocka.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,10 +14,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "report/compare.h"
-#include "report/job.h"
-#include "report/page.h"
-#include "report/rundata.h"
+#include <cmocka.h>
+
+#include "runview/compare.h"
+#include "runview/job.h"
+#include "runview/page.h"
+#include "runview/rundata.h"
 
 static void load(struct gs_rundata *rd, const char *label, const char *text)
 {

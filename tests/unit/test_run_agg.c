@@ -5,7 +5,6 @@
  * (run.records_dropped until the producer sets it, then its count, 0 included);
  * the report is written atomically and the summary prints it.
  */
-#include <cmocka.h>
 #include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
@@ -17,6 +16,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"

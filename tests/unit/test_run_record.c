@@ -3,7 +3,6 @@
  * exact values, absent fields stay unknown, every validation rule refuses and names the field,
  * and encode -> parse round-trips.
  */
-#include <cmocka.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +10,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include <jansson.h>
 

@@ -6,11 +6,12 @@
  * run's series gone; the bound (256 ranks, the rest counted, never shown in part); label values
  * escaped.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +20,7 @@
 
 #include "agent/metrics.h"
 #include "agent/runs_metrics.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "run/record.h"
 
 static char *render(struct gs_runm *m)

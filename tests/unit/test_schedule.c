@@ -1,16 +1,17 @@
 /*
- * Unit tests of the tick math (src/core/clock.c) and the agent's cadence (src/agent/schedule.c):
+ * Unit tests of the tick math (src/base/clock.c) and the agent's cadence (src/agent/schedule.c):
  * boundaries that never stack up after an overrun, the count of skipped boundaries, large monotonic
  * clock values, and which readings each cycle number asks for.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cmocka.h>
+
 #include "agent/schedule.h"
-#include "core/clock.h"
+#include "base/clock.h"
 #include "gpuscope/gs_sampler.h"
 
 #define MS 1000000LL

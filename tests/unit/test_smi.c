@@ -1,5 +1,5 @@
 /*
- * Unit tests for nvidia-smi's printers (src/cli/smi_table.c, smi_q.c, smi_fmt.c) on snapshots
+ * Unit tests for nvidia-smi's printers (src/cli/smi/smi_table.c, smi_q.c, smi_fmt.c) on snapshots
  * built by hand: the -d section parser, MiB rounding, the table's fixed 91-column geometry with
  * long names, MIG devices, processes and a lost GPU, name cutting, -L's MIG lines, -q section
  * selection, and the XML's escaping and element balance. The byte-for-byte comparison with
@@ -11,13 +11,15 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
 /* clang-format on */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/smi.h"
+#include "cli/smi/smi.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 

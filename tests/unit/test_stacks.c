@@ -4,7 +4,6 @@
  * formats, _Py_DebugOffsets parsing, the stack profile and its writers, thread-state summaries.
  * The live-process side is tests/e2e/test_stacks.py.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+
+#include <cmocka.h>
 
 #include <jansson.h>
 

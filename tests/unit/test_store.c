@@ -4,7 +4,6 @@
  * write failures (a tiny max_page_count makes SQLITE_FULL) and a SIGKILLed writer. Every test
  * ends with PRAGMA integrity_check on a separate connection.
  */
-#include <cmocka.h>
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -17,6 +16,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include <sqlite3.h>
 

@@ -1,10 +1,9 @@
 /*
- * Unit tests of `gpuscope top`'s process table and preferences (src/cli/top_proc.c): sort by
+ * Unit tests of `gpuscope top`'s process table and preferences (src/top/top_proc.c): sort by
  * columns and inverted, filter, host-qualified GPU labels, the tree over real processes (this
  * test and a forked child), who may be signalled, job labels, figures, and top.conf parsing
  * (errors named file:line) with a format/parse round trip.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -16,7 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli/top.h"
+#include <cmocka.h>
+
+#include "top/top.h"
 #include "gpuscope/gs_err.h"
 
 static struct gs_proc *add_proc(struct gs_snapshot *s, unsigned pid, unsigned gpu, uint64_t mem,

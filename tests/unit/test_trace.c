@@ -4,13 +4,14 @@
  * of fractional times, the last-step filter, idle causes, "others" lumping, the legacy format
  * and the reader's errors with their offsets.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "trace/trace.h"
 

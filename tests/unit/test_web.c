@@ -4,7 +4,6 @@
  * the same bytes, and Accept-Encoding is read the way RFC 9110 says (q=0 refuses, "*" counts,
  * case and spaces do not matter).
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+
+#include <cmocka.h>
 
 #include "agent/web.h"
 

@@ -4,18 +4,19 @@
  * items, a wake-up does at once, close runs one last time with stopping and joins, and a worker
  * that never started hands its queue to drop. Run under ThreadSanitizer too (build-tsan).
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "agent/worker.h"
-#include "core/clock.h"
+#include "base/clock.h"
 
 struct log {
     pthread_mutex_t lock;

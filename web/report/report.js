@@ -1,5 +1,5 @@
 // The run report page (gpuscope report, gpuscope compare --html): reads the JSON document in
-// <script id="gs-data"> (src/report/page.c writes it; docs/report-html.md describes it) and
+// <script id="gs-data"> (src/runview/page.c writes it; docs/report-html.md describes it) and
 // draws it with uPlot. Everything is built with DOM calls and textContent: run names, commands
 // and findings come from the run and are never parsed as HTML. Nothing is fetched.
 //

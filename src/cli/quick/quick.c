@@ -8,7 +8,7 @@
  * between the check and the wait is never lost). A second signal while the first is being
  * handled — say NVML hangs in a call — restores the cursor from the handler and exits at once.
  */
-#include "cli/quick.h"
+#include "cli/quick/quick.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,10 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/agent_client.h"
+#include "client/agent_client.h"
 #include "cli/cli.h"
-#include "cli/term.h"
-#include "core/clock.h"
+#include "base/term.h"
+#include "base/clock.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
 

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cli/term.h"
+#include "base/term.h"
 #include "gpuscope/gs_model.h"
 
 struct gs_err;

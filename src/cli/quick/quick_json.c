@@ -2,7 +2,7 @@
  * `gpuscope --json`: the snapshot document of core/snapjson.c (docs/gpuscope.md, JSON SCHEMA)
  * with the command line's choices, the GPUs --id selects and --no-processes.
  */
-#include "cli/quick.h"
+#include "cli/quick/quick.h"
 
 #include "core/snapjson.h"
 

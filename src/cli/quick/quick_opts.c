@@ -4,7 +4,7 @@
  * --id filter (GPU indexes, UUIDs or PCI bus ids), parsed at option time so a typo is a usage
  * error and matched against each snapshot. Pure: no I/O besides gs_quick_usage's FILE.
  */
-#include "cli/quick.h"
+#include "cli/quick/quick.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -14,7 +14,7 @@
  * readings print a grey N/A, never 0. Text that comes from outside (names, command lines) is
  * stripped of control characters so a process cannot drive the terminal.
  */
-#include "cli/quick.h"
+#include "cli/quick/quick.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -36,8 +36,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/run_profile.h"
-#include "cli/term.h"
+#include "cli/run/run_profile.h"
+#include "base/term.h"
 #include "diag/diag.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"

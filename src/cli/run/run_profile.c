@@ -3,7 +3,7 @@
  * the package wrote (python/gpuscope/_profile.py, DIR/profile/rank<R>-step<S>.json) analysed
  * by src/trace into the report's "profile" section (docs/trace.md, docs/report.md).
  */
-#include "cli/run_profile.h"
+#include "cli/run/run_profile.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * A, the change in %), the settings that differ (num_workers 0 -> 8, bf16 off -> on), and the
  * findings that appeared or went away. Text (aligned; colour on a terminal unless NO_COLOR),
  * --json (the comparison document, docs/compare.md) or --html (the report page's compare
- * view). The document is built by src/report/compare.c; this file only renders the text.
+ * view). The document is built by src/runview/compare.c; this file only renders the text.
  */
 #include <math.h>
 #include <stdio.h>
@@ -13,13 +13,13 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/compare_job.h"
-#include "cli/term.h"
+#include "cli/runview/compare_job.h"
+#include "base/term.h"
 #include "gpuscope/gs_err.h"
-#include "report/compare.h"
-#include "report/job.h"
-#include "report/page.h"
-#include "report/rundata.h"
+#include "runview/compare.h"
+#include "runview/job.h"
+#include "runview/page.h"
+#include "runview/rundata.h"
 
 #define MAX_RUNS 26 /* named A..Z */
 

@@ -1,6 +1,6 @@
 /*
  * compare_job.c - `gpuscope compare --job DIR...`: the text of the job document
- * (src/report/job.c): one line for the job, a table of its nodes, a table of its ranks (each
+ * (src/runview/job.c): one line for the job, a table of its nodes, a table of its ranks (each
  * one's median step over the job's median), and the straggler with its GPU's evidence. The
  * --json output is the document itself (docs/compare.md, JOB).
  */
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/compare_job.h"
-#include "cli/term.h"
+#include "cli/runview/compare_job.h"
+#include "base/term.h"
 
 static double num(const json_t *v)
 {

@@ -1,6 +1,6 @@
 /*
  * compare_job.h - the text of `gpuscope compare --job` (compare_job.c): the job document of
- * src/report/job.h as tables of nodes and ranks and the straggler's evidence.
+ * src/runview/job.h as tables of nodes and ranks and the straggler's evidence.
  */
 #ifndef GS_CLI_COMPARE_JOB_H
 #define GS_CLI_COMPARE_JOB_H

@@ -22,8 +22,8 @@
 
 #include "cli/cli.h"
 #include "gpuscope/gs_err.h"
-#include "report/page.h"
-#include "report/rundata.h"
+#include "runview/page.h"
+#include "runview/rundata.h"
 
 struct report_opts {
     const char *run;

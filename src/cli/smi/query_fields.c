@@ -11,7 +11,7 @@
  * two decimals, masks as 0x%016llX, " unit" after numbers unless nounits, "[N/A]" for absent
  * values except the bare "N/A" of temperature.memory and fabric.*.
  */
-#include "cli/query_fields.h"
+#include "cli/smi/query_fields.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -6,7 +6,7 @@
  * missing."), with "gpuscope query -h" as the place to look for help. Everything here is pure:
  * query.c prints the messages and picks the exit code.
  */
-#include "cli/query_opts.h"
+#include "cli/smi/query_opts.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cli/query_fields.h"
+#include "cli/smi/query_fields.h"
 #include "gpuscope/gs_err.h"
 
 #define HELP_HINT "Please run 'gpuscope query -h' for help."

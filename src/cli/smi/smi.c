@@ -10,7 +10,7 @@
  * sigtimedwait, as query.c does); each -q -x iteration is one whole document, so a reader that
  * splits the stream on the <nvidia_smi_log> lines (netdata) sees one document per sample.
  */
-#include "cli/smi.h"
+#include "cli/smi/smi.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -20,8 +20,8 @@
 #include <strings.h>
 #include <time.h>
 
-#include "cli/query_opts.h"
-#include "core/clock.h"
+#include "cli/smi/query_opts.h"
+#include "base/clock.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
 

@@ -3,7 +3,7 @@
  * MiB rounding and the -q -d section names. No sampler, no output: the printers and their fuzz
  * target (fuzz/fuzz_smi_print.c) link this file alone.
  */
-#include "cli/smi.h"
+#include "cli/smi/smi.h"
 
 #include <stdio.h>
 #include <string.h>

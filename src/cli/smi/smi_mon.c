@@ -7,7 +7,7 @@
  * after -c samples or at SIGINT/SIGTERM (blocked and collected with sigtimedwait, no handler),
  * and print "-" for a value the model does not have this cycle, as nvidia-smi does.
  */
-#include "cli/smi.h"
+#include "cli/smi/smi.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -17,8 +17,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/query_opts.h"
-#include "core/clock.h"
+#include "cli/smi/query_opts.h"
+#include "base/clock.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
 

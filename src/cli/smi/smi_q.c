@@ -15,13 +15,13 @@
  * gpu_power_readings/power_draw (v12 drivers before 550 put the draw there) and the
  * power_readings section of drivers before 530, which netdata 1.37's collector reads.
  */
-#include "cli/smi.h"
+#include "cli/smi/smi.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/query_fields.h"
+#include "cli/smi/query_fields.h"
 #include "gpuscope/gs_err.h"
 
 #define NA "N/A"

@@ -6,7 +6,7 @@
  * Every cell comes from the snapshot. What the model does not carry (per-MIG BAR1 usage, SM and
  * engine counts of a MIG device) prints "N/A", as nvidia-smi does when NVML cannot answer.
  */
-#include "cli/smi.h"
+#include "cli/smi/smi.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -50,7 +50,8 @@ struct gs_pub {
     char *procs_json;
     size_t procs_json_len;
     char reason[GS_ERR_MSG_LEN]; /* why the agent was down at this cycle ("" when up) */
-    char *alerts_json;           /* /api/v1/alerts body (jansson's malloc) */
+    struct gs_alert_list alerts; /* the alerts of this cycle (filtered viewers' documents) */
+    char *alerts_json;           /* /api/v1/alerts body, every alert (jansson's malloc) */
     size_t alerts_json_len;
     struct gs_metrics_self self; /* what /metrics was rendered with: for viewers' copies */
     unsigned mflags;

@@ -622,54 +622,102 @@ unsigned gs_alerts_firing(const struct gs_alerts *a, int severity)
     return n;
 }
 
-static json_t *entry(const char *rule, const char *metric, int gpu, double value, int op,
-                     double threshold, int severity, int state, double since)
+int gs_alerts_list(const struct gs_alerts *a, double now, struct gs_alert_list *out)
 {
-    json_t *o = json_pack("{s:s, s:s, s:f, s:s, s:f, s:s, s:s, s:f}", "rule", rule, "metric",
-                          metric, "value", value, "op", gs_alert_op_name(op), "threshold",
-                          threshold, "severity", gs_alert_severity_name(severity), "state",
-                          gs_alert_state_name(state), "since", since);
+    unsigned cap = a->res_n, n = 0;
 
-    if (o)
-        json_object_set_new(o, "gpu", gpu < 0 ? json_null() : json_integer(gpu));
-    return o;
-}
-
-char *gs_alerts_json(const struct gs_alerts *a, double now)
-{
-    json_t *list = json_array(), *doc;
-    char *out;
-
-    if (!list)
-        return NULL;
+    memset(out, 0, sizeof *out);
+    out->enabled = a->rs.enabled;
+    for (unsigned ri = 0; ri < a->rs.n; ri++)
+        for (unsigned i = 0; i <= GS_ALERTS_GPUS_MAX; i++)
+            cap += a->slots[ri][i].state != GS_ALERT_INACTIVE;
+    if (!cap)
+        return GS_OK;
+    out->item = calloc(cap, sizeof *out->item);
+    if (!out->item)
+        return GS_ENOMEM;
     for (unsigned ri = 0; ri < a->rs.n; ri++) {
         const struct gs_alert_rule *r = &a->rs.r[ri];
         for (unsigned i = 0; i <= GS_ALERTS_GPUS_MAX; i++) {
             const struct slot *sl = &a->slots[ri][i];
+            struct gs_alert_item *it = &out->item[n];
             if (sl->state == GS_ALERT_INACTIVE)
                 continue;
-            json_array_append_new(list, entry(r->name, gs_alert_metric_name(r->metric),
-                                              i == NODE_SLOT ? -1 : (int)i, sl->value, r->op,
-                                              r->threshold, r->severity, sl->state, sl->since));
+            snprintf(it->rule, sizeof it->rule, "%s", r->name);
+            it->metric = r->metric;
+            it->op = r->op;
+            it->severity = r->severity;
+            it->state = sl->state;
+            it->gpu = i == NODE_SLOT ? -1 : (int)i;
+            it->value = sl->value;
+            it->threshold = r->threshold;
+            it->since = sl->since;
+            n++;
         }
     }
     /* the newest resolved first */
     for (unsigned k = a->res_n; k-- > 0;) {
         const struct resolved *e = &a->res[(a->res_head + k) % GS_ALERTS_RESOLVED_MAX];
-        json_t *o;
+        struct gs_alert_item *it = &out->item[n];
         if (now - e->ended > GS_ALERTS_RESOLVED_KEEP_S)
             continue;
-        o = entry(e->rule, gs_alert_metric_name(e->metric), e->gpu, e->value, e->op, e->threshold,
-                  e->severity, GS_ALERT_RESOLVED, e->since);
-        if (o)
-            json_object_set_new(o, "resolved_at", json_real(e->ended));
-        json_array_append_new(list, o);
+        snprintf(it->rule, sizeof it->rule, "%s", e->rule);
+        it->metric = e->metric;
+        it->op = e->op;
+        it->severity = e->severity;
+        it->state = GS_ALERT_RESOLVED;
+        it->gpu = e->gpu;
+        it->value = e->value;
+        it->threshold = e->threshold;
+        it->since = e->since;
+        it->resolved_at = e->ended;
+        n++;
     }
-    doc = json_pack("{s:b, s:o}", "enabled", a->rs.enabled, "alerts", list);
+    out->n = n;
+    return GS_OK;
+}
+
+void gs_alert_list_free(struct gs_alert_list *l)
+{
+    free(l->item);
+    memset(l, 0, sizeof *l);
+}
+
+static json_t *item_json(const struct gs_alert_item *it)
+{
+    json_t *o = json_pack("{s:s, s:s, s:f, s:s, s:f, s:s, s:s, s:f}", "rule", it->rule, "metric",
+                          gs_alert_metric_name(it->metric), "value", it->value, "op",
+                          gs_alert_op_name(it->op), "threshold", it->threshold, "severity",
+                          gs_alert_severity_name(it->severity), "state",
+                          gs_alert_state_name(it->state), "since", it->since);
+
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "gpu", it->gpu < 0 ? json_null() : json_integer(it->gpu));
+    if (it->state == GS_ALERT_RESOLVED)
+        json_object_set_new(o, "resolved_at", json_real(it->resolved_at));
+    return o;
+}
+
+char *gs_alert_list_json(const struct gs_alert_list *l, gs_alert_shown_fn shown, void *ctx,
+                         size_t *len)
+{
+    json_t *list = json_array(), *doc;
+    char *out;
+
+    *len = 0;
+    if (!list)
+        return NULL;
+    for (unsigned k = 0; k < l->n; k++)
+        if (!shown || shown(ctx, l->item[k].gpu))
+            json_array_append_new(list, item_json(&l->item[k]));
+    doc = json_pack("{s:b, s:o}", "enabled", l->enabled, "alerts", list);
     if (!doc)
         return NULL;
     out = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15));
     json_decref(doc);
+    if (out)
+        *len = strlen(out);
     return out;
 }
 

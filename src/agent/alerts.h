@@ -135,9 +135,36 @@ void gs_alerts_eval(struct gs_alerts *a, const struct gs_snapshot *snap, double 
 /* Alerts now firing with this severity. */
 unsigned gs_alerts_firing(const struct gs_alerts *a, int severity);
 
-/* The /api/v1/alerts document (docs/api.md), malloc'd, NUL-terminated; NULL when out of
- * memory. */
-char *gs_alerts_json(const struct gs_alerts *a, double now);
+/* One alert as /api/v1/alerts lists it (docs/api.md): a copy of its state that outlives the
+ * rules (a SIGHUP may remove the rule) and the evaluator (the sampling thread owns that). */
+struct gs_alert_item {
+    char rule[GS_ALERT_NAME_LEN];
+    int metric, op, severity, state; /* state: pending, firing or resolved */
+    int gpu;                         /* -1: the node */
+    double value, threshold, since;
+    double resolved_at; /* GS_ALERT_RESOLVED only */
+};
+
+/* The alerts at one moment, in the document's order (active ones by rule and GPU, then the
+ * newest resolved first); a publication keeps one per cycle. */
+struct gs_alert_list {
+    int enabled;
+    unsigned n;
+    struct gs_alert_item *item; /* malloc'd, n entries */
+};
+
+/* Copies the current alerts (taken at now, unix seconds) into *out; GS_ENOMEM when out of memory
+ * (*out then empty). gs_alert_list_free releases it (a zeroed list is empty). */
+int gs_alerts_list(const struct gs_alerts *a, double now, struct gs_alert_list *out);
+void gs_alert_list_free(struct gs_alert_list *l);
+
+/* Whether a viewer sees an item on this GPU (-1: the node); NULL shows every item. */
+typedef int (*gs_alert_shown_fn)(void *ctx, int gpu);
+
+/* The /api/v1/alerts document of the items shown, malloc'd, NUL-terminated, *len its length;
+ * NULL when out of memory. */
+char *gs_alert_list_json(const struct gs_alert_list *l, gs_alert_shown_fn shown, void *ctx,
+                         size_t *len);
 
 /* Appends gpuscope_alerts_firing{hostname,severity} to a /metrics body (hostname: the node's,
  * the label the dashboards filter on). */

@@ -367,11 +367,9 @@ static enum MHD_Result send_filtered(struct MHD_Connection *c, struct gs_agent *
     }
     gs_policy_view(a->policy, &view, v, peer_pid, p->snap);
     if (which == GS_PUB_ALERTS) {
-        out = p->alerts_json ? json_loadb(p->alerts_json, p->alerts_json_len, 0, NULL) : NULL;
-        if (out)
-            gs_policy_filter_alerts_doc(&view, out);
+        body = p->alerts_json ? gs_alert_list_json(&p->alerts, gs_policy_alert_shown, &view, &len)
+                              : NULL;
         gs_pub_release(p);
-        body = gs_pub_dump(out, &len);
         return send_owned(c, MHD_HTTP_OK, body, len, TYPE_JSON);
     }
     f = gs_policy_filter_snapshot(&view, p->snap);

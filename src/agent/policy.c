@@ -673,22 +673,11 @@ struct gs_snapshot *gs_policy_filter_snapshot(const struct gs_policy_view *view,
     return out;
 }
 
-void gs_policy_filter_alerts_doc(const struct gs_policy_view *view, json_t *doc)
+int gs_policy_alert_shown(void *vview, int gpu)
 {
-    json_t *list = json_object_get(doc, "alerts");
-    size_t i = 0;
+    const struct gs_policy_view *view = vview;
 
-    if (!view->filtered || !json_is_array(list))
-        return;
-    while (i < json_array_size(list)) {
-        json_t *gpu = json_object_get(json_array_get(list, i), "gpu");
-        if (json_is_integer(gpu) &&
-            (json_integer_value(gpu) < 0 ||
-             !gs_policy_gpu_visible(view, (unsigned)json_integer_value(gpu))))
-            json_array_remove(list, i);
-        else
-            i++;
-    }
+    return !view->filtered || gpu < 0 || gs_policy_gpu_visible(view, (unsigned)gpu);
 }
 
 void gs_policy_runs_owner(const struct gs_policy_view *view, int *all, int64_t *uid)

@@ -111,9 +111,9 @@ bool gs_policy_gpu_visible(const struct gs_policy_view *view, unsigned gpu);
 struct gs_snapshot *gs_policy_filter_snapshot(const struct gs_policy_view *view,
                                               const struct gs_snapshot *snap);
 
-/* Filters an /api/v1/alerts document in place: entries whose "gpu" is hidden leave
- * "alerts" (node-level entries, gpu null, stay). */
-void gs_policy_filter_alerts_doc(const struct gs_policy_view *view, json_t *doc);
+/* Whether the view (a struct gs_policy_view *) shows an alert on this GPU: node-level alerts
+ * (gpu -1) are shown; a GPU's only if the GPU is (alerts.h, gs_alert_shown_fn). */
+int gs_policy_alert_shown(void *view, int gpu);
 
 /* Whose runs the view shows: *all = 1 for an unfiltered view and `all`; else only runs of
  * *uid: the viewer's uid for `own` (when known), -1 (none) for `none`. /api/v1/runs filters

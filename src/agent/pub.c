@@ -36,6 +36,7 @@ void gs_pub_free(struct gs_pub *p)
     free(p->json);
     free(p->procs_json);
     free(p->alerts_json);
+    gs_alert_list_free(&p->alerts);
     pthread_mutex_destroy(&p->json_lock);
     free(p);
 }
@@ -206,11 +207,14 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
     }
     free(p->alerts_json);
     p->alerts_json = NULL;
+    p->alerts_json_len = 0;
+    gs_alert_list_free(&p->alerts);
     if (a->alerts) {
         gs_alerts_render_prom(&p->prom, a->alerts, a->hostname);
-        p->alerts_json = gs_alerts_json(a->alerts, p->up ? p->snap->t_real : gs_clock_real_s());
+        if (gs_alerts_list(a->alerts, p->up ? p->snap->t_real : gs_clock_real_s(), &p->alerts) ==
+            GS_OK)
+            p->alerts_json = gs_alert_list_json(&p->alerts, NULL, NULL, &p->alerts_json_len);
     }
-    p->alerts_json_len = p->alerts_json ? strlen(p->alerts_json) : 0;
     /* Not yet published: no request can see p, so no lock is needed here. */
     free(p->json);
     p->json = NULL;

@@ -66,10 +66,14 @@ static void fx_close(struct fx *f)
 static const char *state_of(struct fx *f, const char *rule, int gpu, double now)
 {
     static char out[32];
-    char *text = gs_alerts_json(f->a, now);
+    struct gs_alert_list l;
     json_t *doc, *list, *it;
-    size_t i;
+    size_t i, len;
+    char *text;
 
+    assert_int_equal(gs_alerts_list(f->a, now, &l), GS_OK);
+    text = gs_alert_list_json(&l, NULL, NULL, &len);
+    gs_alert_list_free(&l);
     assert_non_null(text);
     doc = json_loads(text, 0, NULL);
     free(text);

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "agent/alerts.h"
 #include "agent/policy.h"
 #include "core/snapjson.h"
 #include "gpuscope/gs_err.h"
@@ -286,27 +287,47 @@ static void test_processes_doc(void **state)
     gs_snapshot_free(s);
 }
 
+/* The alerts document of a filtered viewer: the items on GPUs it sees and the node-level ones
+ * (src/agent/alerts.h gs_alert_list_json with gs_policy_alert_shown). */
 static void test_alerts_doc(void **state)
 {
     struct gs_snapshot *s = make_snap();
     struct gs_policy_settings set = {.process_visibility = GS_PROCVIS_OWN,
                                      .gpu_visibility = GS_GPUVIS_USED};
     struct gs_viewer a = viewer(UID_A, GS_ROLE_VIEWER);
+    struct gs_alert_item items[] = {
+        {.rule = "hot", .gpu = 1, .state = GS_ALERT_FIRING},
+        {.rule = "hot", .gpu = 0, .state = GS_ALERT_FIRING},
+        {.rule = "node", .gpu = -1, .state = GS_ALERT_PENDING},
+        {.rule = "x", .gpu = 2, .state = GS_ALERT_RESOLVED, .resolved_at = 5},
+    };
+    struct gs_alert_list l = {.enabled = 1, .n = 4, .item = items};
     struct gs_policy_view v;
-    json_t *doc = json_loads("{\"enabled\":true,\"alerts\":[{\"rule\":\"hot\",\"gpu\":1},"
-                             "{\"rule\":\"hot\",\"gpu\":0},{\"rule\":\"node\",\"gpu\":null},"
-                             "{\"rule\":\"x\",\"gpu\":2}]}",
-                             0, NULL);
-    json_t *list;
+    json_t *doc, *list;
+    char *text;
+    size_t len;
 
     (void)state;
-    assert_non_null(doc);
     gs_policy_view_build(&v, &set, &a, s, NULL, 0);
-    gs_policy_filter_alerts_doc(&v, doc);
+    text = gs_alert_list_json(&l, gs_policy_alert_shown, &v, &len);
+    assert_non_null(text);
+    assert_int_equal(len, strlen(text));
+    doc = json_loads(text, 0, NULL);
+    free(text);
+    assert_non_null(doc);
     list = json_object_get(doc, "alerts");
     assert_int_equal(json_array_size(list), 2);
     assert_int_equal(json_integer_value(json_object_get(json_array_get(list, 0), "gpu")), 0);
     assert_true(json_is_null(json_object_get(json_array_get(list, 1), "gpu")));
+    json_decref(doc);
+    /* an admin's (unfiltered) view shows all four, the resolved one with its resolved_at */
+    text = gs_alert_list_json(&l, NULL, NULL, &len);
+    doc = json_loads(text, 0, NULL);
+    free(text);
+    list = json_object_get(doc, "alerts");
+    assert_int_equal(json_array_size(list), 4);
+    assert_true(json_is_real(json_object_get(json_array_get(list, 3), "resolved_at")));
+    assert_null(json_object_get(json_array_get(list, 0), "resolved_at"));
     json_decref(doc);
     gs_snapshot_free(s);
 }

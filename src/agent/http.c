@@ -35,6 +35,7 @@
 #include "agent/ratelimit.h"
 #include "agent/reaper.h"
 #include "agent/recorder.h"
+#include "agent/route.h"
 #include "agent/runs.h"
 #include "agent/web.h"
 #include "agent/worker.h"
@@ -49,8 +50,6 @@
 #define HTTP_STACK (512 * 1024)   /* per connection thread (SQLite and jansson fit in it) */
 #define HTTP_HISTORY_QUEUE 16     /* history queries waiting for the history worker */
 #define GS_EAGAIN_HISTORY (-1000) /* a job the worker never took (queue full, stopping) */
-#define HTTP_PATH_MAX 256         /* bytes of path; more: 414 */
-#define HTTP_QUERY_MAX 1024       /* bytes of query arguments, names and values; more: 414 */
 
 #define TYPE_JSON "application/json"
 #define TYPE_TEXT "text/plain"
@@ -572,53 +571,20 @@ static enum MHD_Result h_web(const struct request *rq)
     return (enum MHD_Result)gs_web_send(rq->c, gs_web_find(rq->url));
 }
 
-#define ROUTE_METRICS_ROLE 1u /* a metrics-only credential may ask */
-#define ROUTE_STRICT_ARGS 2u  /* a query name not in args is a 400 */
-
-static const char *const no_args[] = {NULL};
-static const char *const history_args[] = {"gpu", "metric", "from", "to", "step", NULL};
-static const char *const runs_args[] = {"from", "limit", NULL};
-static const char *const capture_args[] = {"steps", NULL};
-
-struct route {
-    const char *path;
-    bool subpaths; /* also path + "/..." */
-    const char *const *args;
-    unsigned flags;
-    handler_fn serve;          /* an admin's (and an unfiltered policy's) answer */
-    handler_fn serve_filtered; /* a viewer the policy filters; NULL: the same as serve */
-    /* POST (no body, with X-Requested-By: a browser page cannot send it cross-site without
-     * a preflight the agent never answers) and its arguments; NULL: GET and HEAD only */
-    handler_fn post;
-    const char *const *post_args;
+/* The handlers of each route (route.h): an admin's (and an unfiltered policy's) answer, a
+ * filtered viewer's (routes the table marks filtered), the POST action (routes that take one). */
+static const struct {
+    handler_fn serve, serve_filtered, post;
+} handlers[GS_ROUTE__N] = {
+    [GS_ROUTE_METRICS] = {h_metrics, h_metrics_f, NULL},
+    [GS_ROUTE_HEALTHZ] = {h_health, NULL, NULL},
+    [GS_ROUTE_SNAPSHOT] = {h_snapshot, h_snapshot_f, NULL},
+    [GS_ROUTE_HISTORY] = {h_history, h_history_f, NULL},
+    [GS_ROUTE_PROCESSES] = {h_processes, h_processes_f, NULL},
+    [GS_ROUTE_ALERTS] = {h_alerts, h_alerts_f, NULL},
+    [GS_ROUTE_RUNS] = {h_runs, h_runs_f, h_runs_capture},
+    [GS_ROUTE_WEB] = {h_web, NULL, NULL},
 };
-
-static const struct route routes[] = {
-    {"/metrics", false, no_args, ROUTE_METRICS_ROLE, h_metrics, h_metrics_f, NULL, NULL},
-    {"/healthz", false, no_args, ROUTE_METRICS_ROLE, h_health, NULL, NULL, NULL},
-    {"/api/v1/snapshot", false, no_args, ROUTE_STRICT_ARGS, h_snapshot, h_snapshot_f, NULL, NULL},
-    {"/api/v1/history", false, history_args, ROUTE_STRICT_ARGS, h_history, h_history_f, NULL, NULL},
-    {"/api/v1/processes", false, no_args, ROUTE_STRICT_ARGS, h_processes, h_processes_f, NULL,
-     NULL},
-    {"/api/v1/alerts", false, no_args, ROUTE_STRICT_ARGS, h_alerts, h_alerts_f, NULL, NULL},
-    {"/api/v1/runs", true, runs_args, ROUTE_STRICT_ARGS, h_runs, h_runs_f, h_runs_capture,
-     capture_args},
-};
-
-/* "/" and /assets/... (web.c), after the table. */
-static const struct route web_route = {NULL, false, no_args, 0, h_web, NULL, NULL, NULL};
-
-/* The route of url, or NULL: not found. */
-static const struct route *route_find(const char *url)
-{
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        size_t n = strlen(routes[i].path);
-        if (strncmp(url, routes[i].path, n) == 0 &&
-            (url[n] == '\0' || (routes[i].subpaths && url[n] == '/')))
-            return &routes[i];
-    }
-    return gs_web_find(url) ? &web_route : NULL;
-}
 
 /* The rate limiter's key of a local client: its uid (a unix-socket peer's, or a loopback TCP
  * peer's that the reaper looked up at accept) as an address of its own, as
@@ -690,10 +656,10 @@ static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    struct arg_check ac = {.allowed = no_args};
+    struct arg_check ac = {0};
     struct request rq = {.c = c, .a = a, .url = url};
-    const struct route *route;
-    bool post;
+    struct gs_route_ask ask = {.method = method};
+    const struct gs_route *route;
     const char *te, *cl, *challenge;
     struct sockaddr_in6 unix_key; /* a unix-socket client's rate-limit key: its uid */
     const struct sockaddr *rate_key;
@@ -711,7 +677,7 @@ static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *
         rate_refused(a, c, rate_key, rate, burst);
         return send_json_error(c, MHD_HTTP_TOO_MANY_REQUESTS, "rate limit: too many requests");
     }
-    if (strlen(url) > HTTP_PATH_MAX)
+    if (strlen(url) > GS_ROUTE_PATH_MAX)
         return send_json_error(c, MHD_HTTP_URI_TOO_LONG, "path too long");
     viewer_identify(a, c, &rq.v, &challenge); /* after the rate limit: bcrypt is costly */
     /* The uid behind it (policy.h): SO_PEERCRED on the unix socket, whose viewers need no
@@ -719,44 +685,50 @@ static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *
     gs_policy_resolve(a->policy, c, &rq.v, &rq.peer_pid);
     if (rq.v.role == GS_ROLE_NONE)
         return send_unauthorized(c, challenge);
-    route = route_find(url);
-    if (rq.v.role == GS_ROLE_METRICS && !(route && (route->flags & ROUTE_METRICS_ROLE)))
-        return send_json_error(c, MHD_HTTP_FORBIDDEN,
-                               "forbidden: this credential reaches /metrics and /healthz only");
-    post = route && route->post && strcmp(method, MHD_HTTP_METHOD_POST) == 0;
-    if (route)
-        ac.allowed = post ? route->post_args : route->args;
+    route = gs_route_find(url);
+    ac.allowed = gs_route_args(route, method);
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, arg_iter, &ac);
-    if (ac.bytes > HTTP_QUERY_MAX)
-        return send_json_error(c, MHD_HTTP_URI_TOO_LONG, "query too long");
-    if (!route)
-        return send_static(c, MHD_HTTP_NOT_FOUND, "not found\n");
-    if (!post && strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
-        strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
-        return respond(c, MHD_HTTP_METHOD_NOT_ALLOWED, TYPE_TEXT, "method not allowed\n",
-                       strlen("method not allowed\n"), NULL, NULL, MHD_HTTP_HEADER_ALLOW,
-                       route->post ? "GET, HEAD, POST" : "GET, HEAD");
     te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
     cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (te || (cl && strcmp(cl, "0") != 0) || *upload_data_size)
-        return send_json_error(c, MHD_HTTP_BAD_REQUEST,
-                               post ? "this POST request has no body"
-                                    : "a GET request has no body");
-    if (ac.unknown && (route->flags & ROUTE_STRICT_ARGS)) {
-        snprintf(msg, sizeof msg, "%.64s: unknown parameter", ac.unknown);
-        return send_json_error(c, MHD_HTTP_BAD_REQUEST, msg);
-    }
+    ask.metrics_only = rq.v.role == GS_ROLE_METRICS;
+    ask.filtered = gs_policy_filters(a->policy, &rq.v);
+    ask.body = te || (cl && strcmp(cl, "0") != 0) || *upload_data_size;
+    ask.requested_by = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Requested-By") != NULL;
+    ask.unknown = ac.unknown;
+    ask.query_bytes = ac.bytes;
     /* A non-admin viewer gets copies filtered by the visibility policy, an admin the
      * pre-rendered bodies. */
-    if (post) {
-        if (!MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Requested-By"))
-            return send_json_error(c, MHD_HTTP_FORBIDDEN,
-                                   "forbidden: a POST needs the header X-Requested-By");
-        return route->post(&rq);
+    switch (gs_route_decide(route, &ask)) {
+    case GS_ROUTE_SERVE:
+        return handlers[route->id].serve(&rq);
+    case GS_ROUTE_SERVE_FILTERED:
+        return handlers[route->id].serve_filtered(&rq);
+    case GS_ROUTE_DO_POST:
+        return handlers[route->id].post(&rq);
+    case GS_ROUTE_FORBIDDEN_ROLE:
+        return send_json_error(c, MHD_HTTP_FORBIDDEN,
+                               "forbidden: this credential reaches /metrics and /healthz only");
+    case GS_ROUTE_QUERY_LONG:
+        return send_json_error(c, MHD_HTTP_URI_TOO_LONG, "query too long");
+    case GS_ROUTE_NOT_FOUND:
+        return send_static(c, MHD_HTTP_NOT_FOUND, "not found\n");
+    case GS_ROUTE_METHOD:
+        return respond(c, MHD_HTTP_METHOD_NOT_ALLOWED, TYPE_TEXT, "method not allowed\n",
+                       strlen("method not allowed\n"), NULL, NULL, MHD_HTTP_HEADER_ALLOW,
+                       gs_route_allow(route));
+    case GS_ROUTE_BODY:
+        return send_json_error(c, MHD_HTTP_BAD_REQUEST,
+                               route->post && strcmp(method, MHD_HTTP_METHOD_POST) == 0
+                                   ? "this POST request has no body"
+                                   : "a GET request has no body");
+    case GS_ROUTE_UNKNOWN_ARG:
+        snprintf(msg, sizeof msg, "%.64s: unknown parameter", ac.unknown);
+        return send_json_error(c, MHD_HTTP_BAD_REQUEST, msg);
+    case GS_ROUTE_NO_REQUESTED_BY:
+        return send_json_error(c, MHD_HTTP_FORBIDDEN,
+                               "forbidden: a POST needs the header X-Requested-By");
     }
-    if (route->serve_filtered && gs_policy_filters(a->policy, &rq.v))
-        return route->serve_filtered(&rq);
-    return route->serve(&rq);
+    return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "routing");
 }
 
 /* Every request of both daemons. libmicrohttpd calls this once the head is in and again

@@ -123,126 +123,214 @@ static json_t *gpu_evidence(const json_t *g)
     return o;
 }
 
+/* Each rank's figures, in the order of the job's rank rows: busy (the step less the
+ * communication waited for), data and communication waited for, in ms (NaN: unknown). */
+struct rank_figs {
+    double *busy, *data, *comm;
+    size_t n, cap;
+};
+
+static int figs_add(struct rank_figs *f, double busy, double data, double comm)
+{
+    if (f->n == f->cap) {
+        size_t nc = f->cap ? f->cap * 2 : 64;
+        double *a = realloc(f->busy, nc * sizeof *a), *b, *c;
+        if (!a)
+            return -1;
+        f->busy = a;
+        b = realloc(f->data, nc * sizeof *b);
+        if (!b)
+            return -1;
+        f->data = b;
+        c = realloc(f->comm, nc * sizeof *c);
+        if (!c)
+            return -1;
+        f->comm = c;
+        f->cap = nc;
+    }
+    f->busy[f->n] = busy;
+    f->data[f->n] = data;
+    f->comm[f->n] = comm;
+    f->n++;
+    return 0;
+}
+
+static void figs_free(struct rank_figs *f)
+{
+    free(f->busy);
+    free(f->data);
+    free(f->comm);
+}
+
+/* The median of the finite values of v[0..n) (v is left as it was). */
+static double finite_median(const double *v, size_t n)
+{
+    double *t = malloc((n ? n : 1) * sizeof *t), m;
+    size_t k = 0;
+
+    if (!t)
+        return NAN;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(v[i]))
+            t[k++] = v[i];
+    m = median(t, k);
+    free(t);
+    return m;
+}
+
+/* A rank's row of the job document (rank, node, run, device, gpu, steps, step and busy times,
+ * data and communication waited for, samples/s); *busy its busy time. NULL when out of memory. */
+static json_t *rank_row(const struct gs_rundata *rd, size_t run, const json_t *r, double *busy)
+{
+    double p50 = num(json_object_get(r, "step_p50_ms"));
+    json_t *row = json_object(), *gpu = rank_gpu(rd, r);
+    const json_t *mean = json_object_get(r, "mean_ms");
+
+    if (!row)
+        return NULL;
+    json_object_set(row, "rank", json_object_get(r, "rank"));
+    json_object_set_new(row, "node", json_string(node_name(rd)));
+    json_object_set_new(row, "run", json_integer((json_int_t)run));
+    json_object_set(row, "device", json_object_get(r, "device"));
+    json_object_set(row, "gpu", gpu ? json_object_get(gpu, "index") : json_null());
+    json_object_set(row, "steps", json_object_get(r, "steps"));
+    json_object_set_new(row, "step_p50_ms", jnum(p50));
+    json_object_set(row, "step_p95_ms", json_object_get(r, "step_p95_ms"));
+    json_object_set_new(row, "data_ms", jnum(num(json_object_get(mean, "data"))));
+    json_object_set_new(row, "communication_ms", jnum(comm_ms(mean)));
+    /* busy: the step less the communication waited for (the straggler computes longest; in
+     * synchronous training every rank's step lasts as long) */
+    *busy = isfinite(comm_ms(mean)) ? fmax(0.0, p50 - comm_ms(mean)) : p50;
+    json_object_set_new(row, "busy_ms", jnum(*busy));
+    json_object_set(row, "samples_per_second", json_object_get(r, "samples_per_second"));
+    return row;
+}
+
+/* Adds job to jobs unless it is there. */
+static void add_job(json_t *jobs, const char *job)
+{
+    size_t k;
+    json_t *j;
+
+    if (!job)
+        return;
+    json_array_foreach(jobs, k, j) if (strcmp(json_string_value(j), job) == 0) return;
+    json_array_append_new(jobs, json_string(job));
+}
+
+/* One node's entry (a report), its ranks' rows appended to ranks and their figures to f. NULL
+ * when out of memory. */
+static json_t *node_doc(const struct gs_rundata *rd, size_t run, json_t *ranks, struct rank_figs *f)
+{
+    const json_t *rep = rd->report, *per = json_object_get(rep, "per_rank"), *r;
+    const char *job = json_string_value(json_object_get(json_object_get(rep, "run"), "job"));
+    json_t *node = json_object(), *nranks = json_array(), *ngpus = json_array(), *g;
+    double thr = 0, np50[1024];
+    size_t k, nn = 0;
+    int thr_known = 0;
+
+    if (!node || !nranks || !ngpus)
+        goto oom;
+    json_array_foreach(per, k, r)
+    {
+        double busy, p50 = num(json_object_get(r, "step_p50_ms"));
+        const json_t *mean = json_object_get(r, "mean_ms");
+        json_t *row = rank_row(rd, run, r, &busy);
+        if (!row || figs_add(f, busy, num(json_object_get(mean, "data")), comm_ms(mean)) < 0) {
+            json_decref(row);
+            goto oom;
+        }
+        json_array_append_new(ranks, row);
+        json_array_append(nranks, json_object_get(r, "rank"));
+        if (isfinite(p50) && nn < sizeof np50 / sizeof np50[0])
+            np50[nn++] = p50;
+    }
+    json_array_foreach(json_object_get(rep, "gpus"), k, g)
+    {
+        if (isfinite(num(json_object_get(g, "throttled_seconds_total")))) {
+            thr += num(json_object_get(g, "throttled_seconds_total"));
+            thr_known = 1;
+        }
+        json_array_append_new(ngpus, gpu_evidence(g));
+    }
+    json_object_set_new(node, "node", json_string(node_name(rd)));
+    json_object_set_new(node, "origin", json_string(rd->origin ? rd->origin : ""));
+    json_object_set_new(node, "job", job ? json_string(job) : json_null());
+    json_object_set_new(node, "ranks", sorted_by_rank(nranks));
+    json_object_set(node, "steps", json_object_get(rep, "steps"));
+    json_object_set_new(node, "step_p50_ms", jnum(median(np50, nn)));
+    json_object_set(node, "data_loading_time_ratio",
+                    json_object_get(rep, "data_loading_time_ratio"));
+    json_object_set(node, "communication_time_ratio",
+                    json_object_get(rep, "communication_time_ratio"));
+    json_object_set_new(node, "throttled_seconds", thr_known ? json_real(thr) : json_null());
+    json_object_set_new(node, "gpus", ngpus);
+    return node;
+oom:
+    json_decref(node);
+    json_decref(nranks);
+    json_decref(ngpus);
+    return NULL;
+}
+
+/* The straggler's entry: the rank row worst (ratio to the median busy time), its GPU's
+ * evidence and the likeliest cause. */
+static json_t *straggler_doc(const struct gs_rundata *runs, const json_t *worst, double ratio,
+                             double data_median)
+{
+    json_t *s = json_object();
+    size_t k, run = (size_t)json_integer_value(json_object_get(worst, "run"));
+    json_t *g = NULL, *per = json_object_get(runs[run].report, "per_rank"), *r;
+    double dw = num(json_object_get(worst, "data_ms"));
+    const char *cause;
+
+    if (!s)
+        return NULL;
+    json_array_foreach(
+        per, k, r) if (json_equal(json_object_get(r, "rank"), json_object_get(worst, "rank"))) g =
+        rank_gpu(&runs[run], r);
+    json_object_set(s, "rank", json_object_get(worst, "rank"));
+    json_object_set(s, "node", json_object_get(worst, "node"));
+    json_object_set(s, "step_p50_ms", json_object_get(worst, "step_p50_ms"));
+    json_object_set(s, "busy_ms", json_object_get(worst, "busy_ms"));
+    json_object_set_new(s, "ratio_to_median", json_real(ratio));
+    json_object_set(s, "data_ms", json_object_get(worst, "data_ms"));
+    json_object_set(s, "communication_ms", json_object_get(worst, "communication_ms"));
+    json_object_set_new(s, "gpu", g ? gpu_evidence(g) : json_null());
+    /* the likeliest cause, from the evidence: its GPU held down, waiting for data, or slower
+     * compute (it waits least on the collectives: the others wait for it) */
+    cause = g && num(json_object_get(g, "throttled_seconds_total")) > 0         ? "gpu_throttled"
+            : isfinite(dw) && isfinite(data_median) && dw > 2 * data_median + 1 ? "data_loading"
+                                                                                : "slower_compute";
+    json_object_set_new(s, "cause", json_string(cause));
+    return s;
+}
+
 json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
 {
     json_t *doc = json_object(), *nodes = json_array(), *ranks = json_array(), *jobs = json_array();
-    double *p50s = NULL, *datas = NULL, *comms = NULL, job_median, data_median, comm_median;
-    size_t nr = 0, cap = 0;
+    json_t *row, *worst = NULL, *s = NULL;
+    struct rank_figs f = {0};
+    double busy_median, data_median, worst_ratio = 0, *p50 = NULL;
+    size_t k;
 
     if (!doc || !nodes || !ranks || !jobs)
         goto oom;
     for (size_t i = 0; i < n; i++) {
-        const json_t *rep = runs[i].report, *per = json_object_get(rep, "per_rank"), *r;
-        const char *job = json_string_value(json_object_get(json_object_get(rep, "run"), "job"));
-        json_t *node = json_object(), *nranks = json_array(), *ngpus = json_array(), *g;
-        double thr = 0, np50[1024];
-        size_t k, nn = 0;
-        int thr_known = 0;
-
-        if (!node || !nranks || !ngpus)
+        json_t *node = node_doc(&runs[i], i, ranks, &f);
+        if (!node)
             goto oom;
-        if (job) {
-            int seen = 0;
-            json_t *j;
-            json_array_foreach(jobs, k, j) seen |= strcmp(json_string_value(j), job) == 0;
-            if (!seen)
-                json_array_append_new(jobs, json_string(job));
-        }
-        json_array_foreach(per, k, r)
-        {
-            double p50 = num(json_object_get(r, "step_p50_ms"));
-            json_t *row = json_object(), *gpu = rank_gpu(&runs[i], r);
-            const json_t *mean = json_object_get(r, "mean_ms");
-            if (!row)
-                goto oom;
-            json_object_set(row, "rank", json_object_get(r, "rank"));
-            json_object_set_new(row, "node", json_string(node_name(&runs[i])));
-            json_object_set_new(row, "run", json_integer((json_int_t)i));
-            json_object_set(row, "device", json_object_get(r, "device"));
-            json_object_set(row, "gpu", gpu ? json_object_get(gpu, "index") : json_null());
-            json_object_set(row, "steps", json_object_get(r, "steps"));
-            json_object_set_new(row, "step_p50_ms", jnum(p50));
-            json_object_set(row, "step_p95_ms", json_object_get(r, "step_p95_ms"));
-            json_object_set_new(row, "data_ms", jnum(num(json_object_get(mean, "data"))));
-            json_object_set_new(row, "communication_ms", jnum(comm_ms(mean)));
-            /* busy: the step less the communication waited for (the straggler computes
-             * longest; in synchronous training every rank's step lasts as long) */
-            double busy = isfinite(comm_ms(mean)) ? fmax(0.0, p50 - comm_ms(mean)) : p50;
-            json_object_set_new(row, "busy_ms", jnum(busy));
-            json_object_set(row, "samples_per_second", json_object_get(r, "samples_per_second"));
-            json_array_append_new(ranks, row);
-            json_array_append(nranks, json_object_get(r, "rank"));
-            if (nr == cap) {
-                size_t nc = cap ? cap * 2 : 64;
-                double *a = realloc(p50s, nc * sizeof *a), *b, *c;
-                if (a)
-                    p50s = a;
-                b = a ? realloc(datas, nc * sizeof *b) : NULL;
-                if (b)
-                    datas = b;
-                c = b ? realloc(comms, nc * sizeof *c) : NULL;
-                if (!c)
-                    goto oom;
-                comms = c;
-                cap = nc;
-            }
-            p50s[nr] = busy;
-            datas[nr] = num(json_object_get(mean, "data"));
-            comms[nr] = comm_ms(mean);
-            nr++;
-            if (isfinite(p50) && nn < sizeof np50 / sizeof np50[0])
-                np50[nn++] = p50;
-        }
-        json_array_foreach(json_object_get(rep, "gpus"), k, g)
-        {
-            if (isfinite(num(json_object_get(g, "throttled_seconds_total")))) {
-                thr += num(json_object_get(g, "throttled_seconds_total"));
-                thr_known = 1;
-            }
-            json_array_append_new(ngpus, gpu_evidence(g));
-        }
-        json_object_set_new(node, "node", json_string(node_name(&runs[i])));
-        json_object_set_new(node, "origin", json_string(runs[i].origin ? runs[i].origin : ""));
-        json_object_set_new(node, "job", job ? json_string(job) : json_null());
-        json_object_set_new(node, "ranks", sorted_by_rank(nranks));
-        json_object_set(node, "steps", json_object_get(rep, "steps"));
-        json_object_set_new(node, "step_p50_ms", jnum(median(np50, nn)));
-        json_object_set(node, "data_loading_time_ratio",
-                        json_object_get(rep, "data_loading_time_ratio"));
-        json_object_set(node, "communication_time_ratio",
-                        json_object_get(rep, "communication_time_ratio"));
-        json_object_set_new(node, "throttled_seconds", thr_known ? json_real(thr) : json_null());
-        json_object_set_new(node, "gpus", ngpus);
+        add_job(jobs,
+                json_string_value(json_object_get(json_object_get(runs[i].report, "run"), "job")));
         json_array_append_new(nodes, node);
     }
     /* the job's medians: over the ranks with a figure */
-    {
-        double *t = malloc((nr ? nr : 1) * 3 * sizeof *t);
-        size_t a = 0, b = 0, c = 0;
-        if (!t)
-            goto oom;
-        for (size_t i = 0; i < nr; i++) {
-            if (isfinite(p50s[i]))
-                t[a++] = p50s[i];
-        }
-        job_median = median(t, a); /* of the ranks' busy times */
-        for (size_t i = 0; i < nr; i++)
-            if (isfinite(datas[i]))
-                t[nr + b++] = datas[i];
-        data_median = median(t + nr, b);
-        for (size_t i = 0; i < nr; i++)
-            if (isfinite(comms[i]))
-                t[2 * nr + c++] = comms[i];
-        comm_median = median(t + 2 * nr, c);
-        free(t);
-    }
+    busy_median = finite_median(f.busy, f.n);
+    data_median = finite_median(f.data, f.n);
     /* each rank over the median; the straggler: the highest ratio above the threshold */
-    json_t *row, *worst = NULL;
-    double worst_ratio = 0;
-    size_t k;
     json_array_foreach(ranks, k, row)
     {
-        double ratio = job_median > 0 ? p50s[k] / job_median : NAN;
+        double ratio = busy_median > 0 ? f.busy[k] / busy_median : NAN;
         json_object_set_new(row, "ratio_to_median", jnum(ratio));
         if (isfinite(ratio) && ratio > worst_ratio) {
             worst_ratio = ratio;
@@ -254,61 +342,29 @@ json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
                                                    : json_null());
     json_object_set_new(doc, "jobs_seen", jobs);
     jobs = NULL;
-    {
-        double *t = malloc((nr ? nr : 1) * sizeof *t);
-        size_t a = 0;
-        json_t *rw;
-        if (!t)
-            goto oom;
-        json_array_foreach(ranks, k, rw) if (isfinite(num(json_object_get(rw, "step_p50_ms"))))
-            t[a++] = num(json_object_get(rw, "step_p50_ms"));
-        json_object_set_new(doc, "median_step_p50_ms", jnum(median(t, a)));
-        free(t);
-    }
-    json_object_set_new(doc, "median_busy_ms", jnum(job_median));
+    p50 = malloc((f.n ? f.n : 1) * sizeof *p50);
+    if (!p50)
+        goto oom;
+    json_array_foreach(ranks, k, row) p50[k] = num(json_object_get(row, "step_p50_ms"));
+    json_object_set_new(doc, "median_step_p50_ms", jnum(finite_median(p50, f.n)));
+    json_object_set_new(doc, "median_busy_ms", jnum(busy_median));
     json_object_set_new(doc, "median_data_ms", jnum(data_median));
-    json_object_set_new(doc, "median_communication_ms", jnum(comm_median));
+    json_object_set_new(doc, "median_communication_ms", jnum(finite_median(f.comm, f.n)));
     json_object_set_new(doc, "straggler_ratio", json_real(GS_JOB_STRAGGLER_RATIO));
-    if (worst && nr >= 2 && worst_ratio > GS_JOB_STRAGGLER_RATIO) {
-        json_t *s = json_object();
-        size_t run = (size_t)json_integer_value(json_object_get(worst, "run"));
-        json_t *g = NULL, *per = json_object_get(runs[run].report, "per_rank"), *r;
-        json_array_foreach(
-            per, k, r) if (json_equal(json_object_get(r, "rank"), json_object_get(worst, "rank")))
-            g = rank_gpu(&runs[run], r);
-        json_object_set(s, "rank", json_object_get(worst, "rank"));
-        json_object_set(s, "node", json_object_get(worst, "node"));
-        json_object_set(s, "step_p50_ms", json_object_get(worst, "step_p50_ms"));
-        json_object_set(s, "busy_ms", json_object_get(worst, "busy_ms"));
-        json_object_set_new(s, "ratio_to_median", json_real(worst_ratio));
-        json_object_set(s, "data_ms", json_object_get(worst, "data_ms"));
-        json_object_set(s, "communication_ms", json_object_get(worst, "communication_ms"));
-        json_object_set_new(s, "gpu", g ? gpu_evidence(g) : json_null());
-        /* the likeliest cause, from the evidence: its GPU held down, waiting for data, or
-         * slower compute (it waits least on the collectives: the others wait for it) */
-        double dw = num(json_object_get(worst, "data_ms"));
-        const char *cause =
-            g && num(json_object_get(g, "throttled_seconds_total")) > 0         ? "gpu_throttled"
-            : isfinite(dw) && isfinite(data_median) && dw > 2 * data_median + 1 ? "data_loading"
-                                                                                : "slower_compute";
-        json_object_set_new(s, "cause", json_string(cause));
-        json_object_set_new(doc, "straggler", s);
-    } else {
-        json_object_set_new(doc, "straggler", json_null());
-    }
+    if (worst && f.n >= 2 && worst_ratio > GS_JOB_STRAGGLER_RATIO)
+        s = straggler_doc(runs, worst, worst_ratio, data_median);
+    json_object_set_new(doc, "straggler", s ? s : json_null());
     json_object_set_new(doc, "nodes", nodes);
     json_object_set_new(doc, "ranks", sorted_by_rank(ranks));
-    free(p50s);
-    free(datas);
-    free(comms);
+    figs_free(&f);
+    free(p50);
     return doc;
 oom:
     json_decref(doc);
     json_decref(nodes);
     json_decref(ranks);
     json_decref(jobs);
-    free(p50s);
-    free(datas);
-    free(comms);
+    figs_free(&f);
+    free(p50);
     return NULL;
 }

@@ -429,79 +429,213 @@ static void open_detail(struct top_ui *u, int stack)
     u->mode = TOP_MODE_DETAIL;
 }
 
-/* Handles one key; returns 1 to quit. */
-static int on_key(struct top_ui *u, int ch, struct top_worker *w)
+/* A key in the filter prompt ('/'): edit the filter, Enter keeps it, Esc clears it. */
+static void key_filter(struct top_ui *u, int ch)
+{
+    size_t n = strlen(u->filter);
+    if (ch == 27) {
+        u->filter[0] = '\0';
+        u->mode = TOP_MODE_MAIN;
+    } else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
+        u->mode = TOP_MODE_MAIN;
+    } else if (ch == KEY_BACKSPACE || ch == 127 || ch == 8) {
+        if (n)
+            u->filter[n - 1] = '\0';
+    } else if (ch >= 32 && ch < 127 && n + 1 < sizeof u->filter) {
+        u->filter[n] = (char)ch;
+        u->filter[n + 1] = '\0';
+    }
+    u->sel = 0;
+    rebuild(u);
+}
+
+/* A key at the signal prompt ('k'): which signal, then a confirmation. */
+static void key_signal(struct top_ui *u, int ch)
+{
+    u->mode = TOP_MODE_CONFIRM;
+    if (ch == '1' || ch == 't' || ch == 'T') {
+        u->sig = SIGTERM;
+        u->sig_name = "TERM";
+    } else if (ch == '2' || ch == 'k' || ch == 'K') {
+        u->sig = SIGKILL;
+        u->sig_name = "KILL";
+    } else if (ch == '3' || ch == 'i' || ch == 'I') {
+        u->sig = SIGINT;
+        u->sig_name = "INT";
+    } else {
+        u->mode = TOP_MODE_MAIN;
+        set_msg(u, 0, "no signal sent");
+    }
+}
+
+/* A key on the detail screen: scroll, 's' the Python stack, anything else back. */
+static void key_detail(struct top_ui *u, int ch)
+{
+    if (ch == 27 || ch == 'q' || ch == '\n' || ch == '\r' || ch == KEY_ENTER || ch == KEY_LEFT) {
+        u->mode = TOP_MODE_MAIN;
+    } else if (ch == KEY_DOWN) {
+        u->detail_top++;
+    } else if (ch == KEY_UP && u->detail_top) {
+        u->detail_top--;
+    } else if (ch == KEY_NPAGE) {
+        u->detail_top += (unsigned)LINES / 2;
+    } else if (ch == KEY_PPAGE) {
+        u->detail_top =
+            u->detail_top > (unsigned)LINES / 2 ? u->detail_top - (unsigned)LINES / 2 : 0;
+    } else if (ch == 's') {
+        for (size_t i = 0; i < u->n_rows; i++)
+            if (u->rows[i].src == u->detail_src && u->rows[i].pid == u->detail_pid)
+                u->sel = i;
+        open_detail(u, 1);
+    }
+}
+
+/* Cursor keys and the mouse wheel: the selected process (or run, in the runs panel). */
+static int key_move(struct top_ui *u, int ch)
 {
     size_t page = u->proc_rows > 1 ? (size_t)u->proc_rows - 1 : 1;
 
-    if (u->mode == TOP_MODE_HELP) {
+    switch (ch) {
+    case KEY_DOWN:
+        if (u->prefs.runs_panel)
+            u->run_sel++;
+        else if (u->sel + 1 < u->n_rows)
+            u->sel++;
+        return 1;
+    case KEY_UP:
+        if (u->prefs.runs_panel) {
+            if (u->run_sel)
+                u->run_sel--;
+        } else if (u->sel) {
+            u->sel--;
+        }
+        return 1;
+    case KEY_NPAGE:
+        u->sel = u->sel + page < u->n_rows ? u->sel + page : (u->n_rows ? u->n_rows - 1 : 0);
+        return 1;
+    case KEY_PPAGE:
+        u->sel = u->sel > page ? u->sel - page : 0;
+        return 1;
+    case KEY_HOME:
+        u->sel = 0;
+        return 1;
+    case KEY_END:
+        u->sel = u->n_rows ? u->n_rows - 1 : 0;
+        return 1;
+    case KEY_MOUSE: {
+        MEVENT ev;
+        if (getmouse(&ev) == OK) {
+            if (ev.bstate & BUTTON4_PRESSED) {
+                if (u->sel)
+                    u->sel--;
+            } else if (ev.bstate & BUTTON5_PRESSED) {
+                if (u->sel + 1 < u->n_rows)
+                    u->sel++;
+            } else if (ev.y >= u->proc_y0 && ev.y < u->proc_y0 + u->proc_rows &&
+                       !u->prefs.runs_panel) {
+                size_t i = u->proc_top + (size_t)(ev.y - u->proc_y0);
+                if (i < u->n_rows)
+                    u->sel = i;
+            }
+        }
+        return 1;
+    }
+    }
+    return 0;
+}
+
+/* '+' / '-': the next refresh interval up or down the steps. */
+static void key_interval(struct top_ui *u, int ch, struct top_worker *w)
+{
+    static const double steps[] = {0.25, 0.5, 1, 2, 5, 10, 30, 60};
+    size_t i = 0, n = sizeof steps / sizeof steps[0];
+
+    while (i + 1 < n && steps[i] < u->prefs.interval_s - 1e-9)
+        i++;
+    if (ch == '+' && i + 1 < n && steps[i] <= u->prefs.interval_s + 1e-9)
+        i++;
+    else if (ch == '-' && i > 0)
+        i--;
+    u->prefs.interval_s = steps[i];
+    top_worker_set_interval(w, u->prefs.interval_s);
+    set_msg(u, 0, "refresh every %g s", u->prefs.interval_s);
+}
+
+/* Handles one key; returns 1 to quit. */
+/* The view's settings: graph, sort column and order, tree, runs panel, mouse. */
+static int key_view(struct top_ui *u, int ch)
+{
+    switch (ch) {
+    case 'g':
+        u->prefs.graph = (u->prefs.graph + 1) % TOP_G__N;
+        set_msg(u, 0, "graph: %s",
+                u->prefs.graph == TOP_G_UTIL  ? "utilization"
+                : u->prefs.graph == TOP_G_MEM ? "memory used"
+                                              : "power vs. limit");
+        return 1;
+    case '<':
+    case ',':
+        u->prefs.sort = (u->prefs.sort + TOP_C__N - 1) % TOP_C__N;
+        rebuild(u);
+        set_msg(u, 0, "sort: %s", top_col_names[u->prefs.sort]);
+        return 1;
+    case '>':
+    case '.':
+        u->prefs.sort = (u->prefs.sort + 1) % TOP_C__N;
+        rebuild(u);
+        set_msg(u, 0, "sort: %s", top_col_names[u->prefs.sort]);
+        return 1;
+    case 'i':
+    case 'I':
+        u->prefs.reverse = !u->prefs.reverse;
+        rebuild(u);
+        return 1;
+    case 't':
+        u->prefs.tree = !u->prefs.tree;
+        rebuild(u);
+        return 1;
+    case 'r':
+        u->prefs.runs_panel = !u->prefs.runs_panel;
+        return 1;
+    case 'm':
+        u->prefs.mouse = !u->prefs.mouse;
+        mousemask(u->prefs.mouse
+                      ? BUTTON1_CLICKED | BUTTON1_PRESSED | BUTTON4_PRESSED | BUTTON5_PRESSED
+                      : 0,
+                  NULL);
+        set_msg(u, 0, "mouse %s", u->prefs.mouse ? "on" : "off");
+        return 1;
+    }
+    return 0;
+}
+
+static int on_key(struct top_ui *u, int ch, struct top_worker *w)
+{
+    switch (u->mode) {
+    case TOP_MODE_HELP:
         u->mode = TOP_MODE_MAIN;
         return 0;
-    }
-    if (u->mode == TOP_MODE_FILTER) {
-        size_t n = strlen(u->filter);
-        if (ch == 27) {
-            u->filter[0] = '\0';
-            u->mode = TOP_MODE_MAIN;
-        } else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
-            u->mode = TOP_MODE_MAIN;
-        } else if (ch == KEY_BACKSPACE || ch == 127 || ch == 8) {
-            if (n)
-                u->filter[n - 1] = '\0';
-        } else if (ch >= 32 && ch < 127 && n + 1 < sizeof u->filter) {
-            u->filter[n] = (char)ch;
-            u->filter[n + 1] = '\0';
-        }
-        u->sel = 0;
-        rebuild(u);
+    case TOP_MODE_FILTER:
+        key_filter(u, ch);
         return 0;
-    }
-    if (u->mode == TOP_MODE_SIGNAL) {
-        u->mode = TOP_MODE_CONFIRM;
-        if (ch == '1' || ch == 't' || ch == 'T') {
-            u->sig = SIGTERM;
-            u->sig_name = "TERM";
-        } else if (ch == '2' || ch == 'k' || ch == 'K') {
-            u->sig = SIGKILL;
-            u->sig_name = "KILL";
-        } else if (ch == '3' || ch == 'i' || ch == 'I') {
-            u->sig = SIGINT;
-            u->sig_name = "INT";
-        } else {
-            u->mode = TOP_MODE_MAIN;
-            set_msg(u, 0, "no signal sent");
-        }
+    case TOP_MODE_SIGNAL:
+        key_signal(u, ch);
         return 0;
-    }
-    if (u->mode == TOP_MODE_CONFIRM) {
+    case TOP_MODE_CONFIRM:
         u->mode = TOP_MODE_MAIN;
         if (ch == 'y' || ch == 'Y')
             send_signal(u);
         else
             set_msg(u, 0, "no signal sent");
         return 0;
-    }
-    if (u->mode == TOP_MODE_DETAIL) {
-        if (ch == 27 || ch == 'q' || ch == '\n' || ch == '\r' || ch == KEY_ENTER ||
-            ch == KEY_LEFT) {
-            u->mode = TOP_MODE_MAIN;
-        } else if (ch == KEY_DOWN) {
-            u->detail_top++;
-        } else if (ch == KEY_UP && u->detail_top) {
-            u->detail_top--;
-        } else if (ch == KEY_NPAGE) {
-            u->detail_top += (unsigned)LINES / 2;
-        } else if (ch == KEY_PPAGE) {
-            u->detail_top =
-                u->detail_top > (unsigned)LINES / 2 ? u->detail_top - (unsigned)LINES / 2 : 0;
-        } else if (ch == 's') {
-            for (size_t i = 0; i < u->n_rows; i++)
-                if (u->rows[i].src == u->detail_src && u->rows[i].pid == u->detail_pid)
-                    u->sel = i;
-            open_detail(u, 1);
-        }
+    case TOP_MODE_DETAIL:
+        key_detail(u, ch);
         return 0;
+    default:
+        break;
     }
+    if (key_move(u, ch) || key_view(u, ch))
+        return 0;
     switch (ch) {
     case 'q':
     case KEY_F(10):
@@ -511,13 +645,6 @@ static int on_key(struct top_ui *u, int ch, struct top_worker *w)
     case KEY_F(1):
         u->mode = TOP_MODE_HELP;
         break;
-    case 'g':
-        u->prefs.graph = (u->prefs.graph + 1) % TOP_G__N;
-        set_msg(u, 0, "graph: %s",
-                u->prefs.graph == TOP_G_UTIL  ? "utilization"
-                : u->prefs.graph == TOP_G_MEM ? "memory used"
-                                              : "power vs. limit");
-        break;
     case ']':
         if (u->gpu_top + 1 < u->n_gpus_total)
             u->gpu_top++;
@@ -526,55 +653,8 @@ static int on_key(struct top_ui *u, int ch, struct top_worker *w)
         if (u->gpu_top)
             u->gpu_top--;
         break;
-    case KEY_DOWN:
-        if (u->prefs.runs_panel)
-            u->run_sel++;
-        else if (u->sel + 1 < u->n_rows)
-            u->sel++;
-        break;
-    case KEY_UP:
-        if (u->prefs.runs_panel) {
-            if (u->run_sel)
-                u->run_sel--;
-        } else if (u->sel) {
-            u->sel--;
-        }
-        break;
-    case KEY_NPAGE:
-        u->sel = u->sel + page < u->n_rows ? u->sel + page : (u->n_rows ? u->n_rows - 1 : 0);
-        break;
-    case KEY_PPAGE:
-        u->sel = u->sel > page ? u->sel - page : 0;
-        break;
-    case KEY_HOME:
-        u->sel = 0;
-        break;
-    case KEY_END:
-        u->sel = u->n_rows ? u->n_rows - 1 : 0;
-        break;
-    case '<':
-    case ',':
-        u->prefs.sort = (u->prefs.sort + TOP_C__N - 1) % TOP_C__N;
-        rebuild(u);
-        set_msg(u, 0, "sort: %s", top_col_names[u->prefs.sort]);
-        break;
-    case '>':
-    case '.':
-        u->prefs.sort = (u->prefs.sort + 1) % TOP_C__N;
-        rebuild(u);
-        set_msg(u, 0, "sort: %s", top_col_names[u->prefs.sort]);
-        break;
-    case 'i':
-    case 'I':
-        u->prefs.reverse = !u->prefs.reverse;
-        rebuild(u);
-        break;
     case '/':
         u->mode = TOP_MODE_FILTER;
-        break;
-    case 't':
-        u->prefs.tree = !u->prefs.tree;
-        rebuild(u);
         break;
     case ' ':
         if (u->sel < u->n_rows) {
@@ -595,53 +675,13 @@ static int on_key(struct top_ui *u, int ch, struct top_worker *w)
     case KEY_ENTER:
         open_detail(u, 0);
         break;
-    case 'r':
-        u->prefs.runs_panel = !u->prefs.runs_panel;
-        break;
-    case 'm':
-        u->prefs.mouse = !u->prefs.mouse;
-        mousemask(u->prefs.mouse
-                      ? BUTTON1_CLICKED | BUTTON1_PRESSED | BUTTON4_PRESSED | BUTTON5_PRESSED
-                      : 0,
-                  NULL);
-        set_msg(u, 0, "mouse %s", u->prefs.mouse ? "on" : "off");
-        break;
     case '+':
-    case '-': {
-        static const double steps[] = {0.25, 0.5, 1, 2, 5, 10, 30, 60};
-        size_t i = 0, n = sizeof steps / sizeof steps[0];
-        while (i + 1 < n && steps[i] < u->prefs.interval_s - 1e-9)
-            i++;
-        if (ch == '+' && i + 1 < n && steps[i] <= u->prefs.interval_s + 1e-9)
-            i++;
-        else if (ch == '-' && i > 0)
-            i--;
-        u->prefs.interval_s = steps[i];
-        top_worker_set_interval(w, u->prefs.interval_s);
-        set_msg(u, 0, "refresh every %g s", u->prefs.interval_s);
+    case '-':
+        key_interval(u, ch, w);
         break;
-    }
     case 12: /* Ctrl-L */
         clearok(curscr, TRUE);
         break;
-    case KEY_MOUSE: {
-        MEVENT ev;
-        if (getmouse(&ev) == OK) {
-            if (ev.bstate & BUTTON4_PRESSED) {
-                if (u->sel)
-                    u->sel--;
-            } else if (ev.bstate & BUTTON5_PRESSED) {
-                if (u->sel + 1 < u->n_rows)
-                    u->sel++;
-            } else if (ev.y >= u->proc_y0 && ev.y < u->proc_y0 + u->proc_rows &&
-                       !u->prefs.runs_panel) {
-                size_t i = u->proc_top + (size_t)(ev.y - u->proc_y0);
-                if (i < u->n_rows)
-                    u->sel = i;
-            }
-        }
-        break;
-    }
     default:
         break;
     }

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/runview/compare_job.h"
 #include "base/term.h"
+#include "cli/runview/compare_job.h"
 
 static double num(const json_t *v)
 {
@@ -42,26 +42,13 @@ static void ranks_list(char *buf, size_t n, const json_t *ranks)
     }
 }
 
-void gs_cli_job_text(struct gs_tbuf *b, const json_t *doc)
+/* The nodes' table: ranks, steps, median step, data and communication ratios, throttling. */
+static void nodes_table(struct gs_tbuf *b, const json_t *nodes)
 {
-    const json_t *nodes = json_object_get(doc, "nodes"), *ranks = json_object_get(doc, "ranks");
-    const json_t *s = json_object_get(doc, "straggler"), *row;
-    const char *job = json_string_value(json_object_get(doc, "job"));
-    char a[64], c[64], d[64], e[64], f[64], g[64], rl[128];
+    char a[64], c[64], d[64], e[64], rl[128];
+    const json_t *row;
     size_t i;
 
-    gs_tbuf_sgr(b, GS_SGR_BOLD);
-    gs_tbuf_printf(b, "job %s", job ? job : "(no common job id)");
-    gs_tbuf_sgr(b, GS_SGR_RESET);
-    gs_tbuf_printf(b, ": %zu rank(s) on %zu node(s), median step %s\n", json_array_size(ranks),
-                   json_array_size(nodes),
-                   fmt(a, sizeof a, "%.1f ms", num(json_object_get(doc, "median_step_p50_ms"))));
-    if (json_array_size(json_object_get(doc, "jobs_seen")) > 1) {
-        gs_tbuf_puts(b, "note: the runs name different jobs:");
-        json_array_foreach(json_object_get(doc, "jobs_seen"), i, row)
-            gs_tbuf_printf(b, " %s", json_string_value(row));
-        gs_tbuf_puts(b, "\n");
-    }
     gs_tbuf_printf(b, "\n%-16s %-12s %6s %10s %8s %8s %11s  %s\n", "node", "ranks", "steps",
                    "step p50", "data", "comm", "throttled", "origin");
     json_array_foreach(nodes, i, row)
@@ -77,6 +64,15 @@ void gs_cli_job_text(struct gs_tbuf *b, const json_t *doc)
             fmt(e, sizeof e, "%.1f s", num(json_object_get(row, "throttled_seconds"))),
             json_string_value(json_object_get(row, "origin")));
     }
+}
+
+/* The ranks' table, the straggler's ratio cell in red. */
+static void ranks_table(struct gs_tbuf *b, const json_t *ranks, const json_t *s)
+{
+    char a[64], c[64], d[64], e[64], f[64], g[64], rl[128];
+    const json_t *row;
+    size_t i;
+
     gs_tbuf_printf(b, "\n%5s %-16s %4s %6s %10s %10s %10s %8s %10s %10s\n", "rank", "node", "gpu",
                    "steps", "p50 ms", "p95 ms", "busy ms", "x med", "data ms", "comm ms");
     json_array_foreach(ranks, i, row)
@@ -106,12 +102,12 @@ void gs_cli_job_text(struct gs_tbuf *b, const json_t *doc)
                        fmt(e, sizeof e, "%.1f", num(json_object_get(row, "data_ms"))),
                        fmt(f, sizeof f, "%.1f", num(json_object_get(row, "communication_ms"))));
     }
-    gs_tbuf_puts(b, "\n");
-    if (!json_is_object(s)) {
-        gs_tbuf_printf(b, "straggler: none (no rank's busy time above %.1fx the job's median)\n",
-                       num(json_object_get(doc, "straggler_ratio")));
-        return;
-    }
+}
+
+/* The straggler s of doc: where, how much slower, its GPU's evidence and the likely cause. */
+static void straggler_text(struct gs_tbuf *b, const json_t *doc, const json_t *s)
+{
+    char a[64], c[64], d[64], e[64];
     const json_t *gpu = json_object_get(s, "gpu");
     gs_tbuf_sgr(b, GS_SGR_BOLD);
     gs_tbuf_printf(b, "straggler: rank %lld on %s",
@@ -162,4 +158,35 @@ void gs_cli_job_text(struct gs_tbuf *b, const json_t *doc)
                    : cause && strcmp(cause, "data_loading") == 0
                        ? "it waits for data longer than the other ranks: its input pipeline"
                        : "slower compute on this rank (the others wait for it in communication)");
+}
+
+void gs_cli_job_text(struct gs_tbuf *b, const json_t *doc)
+{
+    const json_t *nodes = json_object_get(doc, "nodes"), *ranks = json_object_get(doc, "ranks");
+    const json_t *s = json_object_get(doc, "straggler"), *row;
+    const char *job = json_string_value(json_object_get(doc, "job"));
+    char a[64];
+    size_t i;
+
+    gs_tbuf_sgr(b, GS_SGR_BOLD);
+    gs_tbuf_printf(b, "job %s", job ? job : "(no common job id)");
+    gs_tbuf_sgr(b, GS_SGR_RESET);
+    gs_tbuf_printf(b, ": %zu rank(s) on %zu node(s), median step %s\n", json_array_size(ranks),
+                   json_array_size(nodes),
+                   fmt(a, sizeof a, "%.1f ms", num(json_object_get(doc, "median_step_p50_ms"))));
+    if (json_array_size(json_object_get(doc, "jobs_seen")) > 1) {
+        gs_tbuf_puts(b, "note: the runs name different jobs:");
+        json_array_foreach(json_object_get(doc, "jobs_seen"), i, row)
+            gs_tbuf_printf(b, " %s", json_string_value(row));
+        gs_tbuf_puts(b, "\n");
+    }
+    nodes_table(b, nodes);
+    ranks_table(b, ranks, s);
+    gs_tbuf_puts(b, "\n");
+    if (!json_is_object(s)) {
+        gs_tbuf_printf(b, "straggler: none (no rank's busy time above %.1fx the job's median)\n",
+                       num(json_object_get(doc, "straggler_ratio")));
+        return;
+    }
+    straggler_text(b, doc, s);
 }

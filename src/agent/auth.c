@@ -53,7 +53,7 @@ int gs_auth_equal(const unsigned char *a, const unsigned char *b, size_t n)
     return d == 0;
 }
 
-void auth_sha256(const void *text, size_t len, unsigned char out[32])
+void gs_auth_sha256(const void *text, size_t len, unsigned char out[32])
 {
     if (gnutls_hash_fast(GNUTLS_DIG_SHA256, text, len, out) != 0)
         memset(out, 0, 32); /* cannot happen with SHA-256; an all-zero hash matches nothing */
@@ -64,7 +64,7 @@ void gs_auth_sha256_hex(const char *text, size_t len, char *hex)
     static const char digits[] = "0123456789abcdef";
     unsigned char h[32];
 
-    auth_sha256(text, len, h);
+    gs_auth_sha256(text, len, h);
     for (int i = 0; i < 32; i++) {
         hex[2 * i] = digits[h[i] >> 4];
         hex[2 * i + 1] = digits[h[i] & 15];
@@ -72,7 +72,7 @@ void gs_auth_sha256_hex(const char *text, size_t len, char *hex)
     hex[64] = '\0';
 }
 
-int auth_hexval(char c)
+int gs_auth_hexval(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -108,7 +108,7 @@ enum gs_role gs_auth_role_parse(const char *name)
     return GS_ROLE_NONE;
 }
 
-int auth_user_name_ok(const char *s, size_t n)
+int gs_auth_user_name_ok(const char *s, size_t n)
 {
     if (n == 0 || n >= AUTH_USER_LEN)
         return 0;
@@ -191,9 +191,10 @@ int gs_auth_from_text(struct gs_auth **out, const char *tokens_name, const char 
     if (!au)
         return gs_err_set(err, GS_ENOMEM, "auth: out of memory");
     if (tokens)
-        rc = auth_parse_tokens(au, tokens_name ? tokens_name : "tokens", tokens, tokens_len, err);
+        rc =
+            gs_auth_parse_tokens(au, tokens_name ? tokens_name : "tokens", tokens, tokens_len, err);
     if (rc == GS_OK && web)
-        rc = auth_parse_web(au, web_name ? web_name : "web config", web, web_len, base_dir, err);
+        rc = gs_auth_parse_web(au, web_name ? web_name : "web config", web, web_len, base_dir, err);
     if (rc != GS_OK) {
         auth_free(au);
         return rc;
@@ -354,7 +355,7 @@ static enum gs_role check_bearer(const struct gs_auth *au, const char *tok, size
 
     if (len == 0)
         return GS_ROLE_NONE;
-    auth_sha256(tok, len, h);
+    gs_auth_sha256(tok, len, h);
     /* Every entry is compared; the match is selected without a data-dependent branch on
      * the comparison's timing (the entry count is public). */
     for (unsigned i = 0; i < au->n_tokens; i++) {
@@ -500,7 +501,7 @@ static enum gs_role check_basic(const struct gs_auth *au, const char *header, co
     char *colon;
     int found = -1, allowed;
 
-    auth_sha256(header, strlen(header), key);
+    gs_auth_sha256(header, strlen(header), key);
     pthread_mutex_lock(&c->lock);
     for (unsigned i = 0; i < CACHE_SLOTS; i++)
         if (c->slot[i].expires_ns > now && gs_auth_equal(c->slot[i].key, key, 32))
@@ -633,7 +634,7 @@ int gs_auth_new_token(enum gs_role role, const char *user, char *token, char *li
 
     if (role == GS_ROLE_NONE)
         return gs_err_set(err, GS_EINVAL, "new token: role must be admin, viewer or metrics");
-    if (user && user[0] && !auth_user_name_ok(user, strlen(user)))
+    if (user && user[0] && !gs_auth_user_name_ok(user, strlen(user)))
         return gs_err_set(err, GS_EINVAL,
                           "new token: bad user name (letters, digits, ._-@, at most %d bytes)",
                           AUTH_USER_LEN - 1);

@@ -60,7 +60,7 @@ static int token_line(struct gs_auth *au, const char *where, const char *s, cons
     if (we - w != 7 + 64 || memcmp(w, "sha256:", 7) != 0)
         return gs_err_set(err, GS_EINVAL, "%s: expected sha256:<64 hex digits> ROLE [USER]", where);
     for (int i = 0; i < 32; i++) {
-        int hi = auth_hexval(w[7 + 2 * i]), lo = auth_hexval(w[8 + 2 * i]);
+        int hi = gs_auth_hexval(w[7 + 2 * i]), lo = gs_auth_hexval(w[8 + 2 * i]);
         if (hi < 0 || lo < 0)
             return gs_err_set(err, GS_EINVAL, "%s: sha256: not a hex digit", where);
         t.hash[i] = (unsigned char)(hi << 4 | lo);
@@ -80,7 +80,7 @@ static int token_line(struct gs_auth *au, const char *where, const char *s, cons
         if (*w == '#') {
             we = e; /* a trailing comment */
         } else {
-            if (!auth_user_name_ok(w, (size_t)(we - w)))
+            if (!gs_auth_user_name_ok(w, (size_t)(we - w)))
                 return gs_err_set(err, GS_EINVAL,
                                   "%s: bad user name (letters, digits, ._-@, at most %d bytes)",
                                   where, AUTH_USER_LEN - 1);
@@ -106,8 +106,8 @@ static int token_line(struct gs_auth *au, const char *where, const char *s, cons
     return GS_OK;
 }
 
-int auth_parse_tokens(struct gs_auth *au, const char *name, const char *text, size_t len,
-                      struct gs_err *err)
+int gs_auth_parse_tokens(struct gs_auth *au, const char *name, const char *text, size_t len,
+                         struct gs_err *err)
 {
     const char *s = text, *end = text + len;
     unsigned lineno = 1;
@@ -298,7 +298,7 @@ static int parse_users(struct yctx *y, const yaml_node_t *m)
         struct basic_user *u;
         size_t kl = 0, vl = 0;
         const char *ks = yscalar(k, &kl), *vs = yscalar(v, &vl);
-        if (!ks || !auth_user_name_ok(ks, kl))
+        if (!ks || !gs_auth_user_name_ok(ks, kl))
             return ywhere_err(y, k ? k : m,
                               "bad user name (letters, digits, ._-@, at most 63 "
                               "bytes)",
@@ -365,8 +365,8 @@ static int parse_web_root(struct yctx *y, const yaml_node_t *root)
     return GS_OK;
 }
 
-int auth_parse_web(struct gs_auth *au, const char *name, const char *text, size_t len,
-                   const char *base_dir, struct gs_err *err)
+int gs_auth_parse_web(struct gs_auth *au, const char *name, const char *text, size_t len,
+                      const char *base_dir, struct gs_err *err)
 {
     yaml_parser_t parser;
     yaml_document_t doc;

@@ -73,12 +73,12 @@ struct gs_auth {
     struct auth_cache *cache;
 };
 
-void auth_sha256(const void *text, size_t len, unsigned char out[32]);
-int auth_hexval(char c);
-int auth_user_name_ok(const char *s, size_t n);
-int auth_parse_tokens(struct gs_auth *au, const char *name, const char *text, size_t len,
-                      struct gs_err *err);
-int auth_parse_web(struct gs_auth *au, const char *name, const char *text, size_t len,
-                   const char *base_dir, struct gs_err *err);
+void gs_auth_sha256(const void *text, size_t len, unsigned char out[32]);
+int gs_auth_hexval(char c);
+int gs_auth_user_name_ok(const char *s, size_t n);
+int gs_auth_parse_tokens(struct gs_auth *au, const char *name, const char *text, size_t len,
+                         struct gs_err *err);
+int gs_auth_parse_web(struct gs_auth *au, const char *name, const char *text, size_t len,
+                      const char *base_dir, struct gs_err *err);
 
 #endif

@@ -60,7 +60,7 @@ static const char *sym_name(const struct gs_backend *b, enum nvml_sym_id id)
 }
 
 /* NVML's own text when the library has nvmlErrorString, ours otherwise. */
-const char *nvml_errstr(const struct gs_backend *b, nvmlReturn_t r)
+const char *gs_nvml_errstr(const struct gs_backend *b, nvmlReturn_t r)
 {
     const char *s = b && b->fn.error_string ? b->fn.error_string(r) : NULL;
     if (s && *s)
@@ -134,7 +134,7 @@ GS_TESTABLE int gs_nvml_init_rc(nvmlReturn_t r)
 }
 
 /* Codes after which nothing on any GPU can work until NVML is re-initialised. */
-int nvml_driver_gone(nvmlReturn_t r)
+int gs_nvml_driver_gone(nvmlReturn_t r)
 {
     return r == NVML_ERROR_UNINITIALIZED || r == NVML_ERROR_DRIVER_NOT_LOADED ||
            r == NVML_ERROR_LIB_RM_VERSION_MISMATCH;
@@ -183,7 +183,7 @@ int gs_nvml_field_double(const nvmlFieldValue_t *fv, double *out)
     return GS_OK;
 }
 
-void nvml_copy_text(char *dst, const char *src, size_t src_cap)
+void gs_nvml_copy_text(char *dst, const char *src, size_t src_cap)
 {
     size_t n = strnlen(src, src_cap);
     if (n >= GS_STR_LEN)
@@ -294,7 +294,7 @@ static void nvml_close(struct gs_backend *b)
             if (d->gpm_s[k] && b->fn.gpm_free)
                 b->fn.gpm_free(d->gpm_s[k]);
         for (unsigned k = 0; k < d->n_mgpm; k++)
-            nvml_mig_gpm_drop(b, &d->mgpm[k]);
+            gs_nvml_mig_gpm_drop(b, &d->mgpm[k]);
         free(d->urec);
     }
     if (b->ev_state > 0)
@@ -329,7 +329,7 @@ static void read_simulated(struct gs_backend *b)
     b->sys.simulated = 1;
     if (f(buf, sizeof buf) != NVML_SUCCESS || !buf[0])
         snprintf(buf, sizeof buf, "nvml-sim");
-    nvml_copy_text(b->sys.sim_info, buf, sizeof buf);
+    gs_nvml_copy_text(b->sys.sim_info, buf, sizeof buf);
     p = dlsym(b->lib, "nvmlSimProcessIsHost");
     if (p)
         memcpy(&b->sim_is_host, &p, sizeof p);
@@ -337,7 +337,7 @@ static void read_simulated(struct gs_backend *b)
 
 /* Whether a simulated pid has no process of this host behind it (see nvmlSimProcessIsHost):
  * always 0 with a driver's library; 1 with a sim that cannot tell. */
-int nvml_sim_only_pid(const struct gs_backend *b, unsigned pid)
+int gs_nvml_sim_only_pid(const struct gs_backend *b, unsigned pid)
 {
     sim_host_fn f;
     unsigned int host = 0;
@@ -359,12 +359,12 @@ static void read_system(struct gs_backend *b)
 
     memset(buf, 0, sizeof buf);
     if (b->fn.driver_version && b->fn.driver_version(buf, sizeof buf) == NVML_SUCCESS) {
-        nvml_copy_text(b->sys.driver_version, buf, sizeof buf);
+        gs_nvml_copy_text(b->sys.driver_version, buf, sizeof buf);
         b->sys.driver_st = GS_ST_OK;
     }
     memset(buf, 0, sizeof buf);
     if (b->fn.nvml_version && b->fn.nvml_version(buf, sizeof buf) == NVML_SUCCESS) {
-        nvml_copy_text(b->sys.nvml_version, buf, sizeof buf);
+        gs_nvml_copy_text(b->sys.nvml_version, buf, sizeof buf);
         b->sys.nvml_st = GS_ST_OK;
     }
     if (b->fn.cuda_version && b->fn.cuda_version(&cuda) == NVML_SUCCESS) {
@@ -389,7 +389,7 @@ static void dev_attach(struct gs_backend *b, unsigned i)
     if (d->ident_done)
         return;
     c.h = d->h;
-    nvml_read_identity(&c);
+    gs_nvml_read_identity(&c);
     d->ident_done = !c.lost;
 }
 
@@ -430,7 +430,7 @@ static int nvml_open(struct gs_backend **out, const struct gs_backend_opts *opts
     r = b->fn.init();
     if (r != NVML_SUCCESS) {
         rc = gs_err_set(err, gs_nvml_init_rc(r), "nvml: %s: %s", sym_name(b, SYM_init),
-                        nvml_errstr(b, r));
+                        gs_nvml_errstr(b, r));
         goto fail;
     }
     b->inited = 1;
@@ -441,7 +441,7 @@ static int nvml_open(struct gs_backend **out, const struct gs_backend_opts *opts
     r = b->fn.count(&n);
     if (r != NVML_SUCCESS) {
         rc = gs_err_set(err, gs_nvml_init_rc(r), "nvml: %s: %s", sym_name(b, SYM_count),
-                        nvml_errstr(b, r));
+                        gs_nvml_errstr(b, r));
         goto fail;
     }
     if (n == 0) {
@@ -497,7 +497,7 @@ static int nvml_begin(struct gs_backend *b, unsigned want, struct gs_err *err)
         for (unsigned i = 0; i < b->n; i++) {
             struct nvml_dev *d = &b->dev[i];
             int lost = 0;
-            if (!d->h || d->gpm_have || !nvml_gpm_ready(b, d, &lost))
+            if (!d->h || d->gpm_have || !gs_nvml_gpm_ready(b, d, &lost))
                 continue;
             if (nvml_gpm_first(b, d) == NVML_SUCCESS)
                 primed = 1;
@@ -512,7 +512,7 @@ static int nvml_begin(struct gs_backend *b, unsigned want, struct gs_err *err)
         primed = 0;
         for (unsigned i = 0; i < b->n; i++)
             if (b->dev[i].h && !b->dev[i].nvl_have && b->dev[i].nvl >= 0)
-                primed |= nvml_nvl_prime(b, &b->dev[i]);
+                primed |= gs_nvml_nvl_prime(b, &b->dev[i]);
         if (primed) { /* NVLink counters need two readings for a rate: one wait for all */
             struct timespec ts = {0, NVML_NVLINK_WAIT_NS};
             while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
@@ -573,29 +573,29 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
         for (int m = 0; m < GS_M__COUNT; m++)
             g->st[m] = gs_nvml_status(d->h_rc);
         return gs_err_set(err, gs_nvml_init_rc(d->h_rc), "nvml: %s(%u): %s",
-                          sym_name(b, SYM_handle), dev, nvml_errstr(b, d->h_rc));
+                          sym_name(b, SYM_handle), dev, gs_nvml_errstr(b, d->h_rc));
     }
 
     c = (struct rd){b, d, d->h, &d->cache, 0, NVML_SUCCESS, 1};
     if ((want & GS_WANT_STATIC) || !d->slow_done) {
-        nvml_read_slow(&c);
+        gs_nvml_read_slow(&c);
         d->slow_done = !c.lost;
     }
     c.g = g;
     copy_metrics(g, &d->cache, slow_metrics, COUNT_OF(slow_metrics));
-    nvml_read_basic(&c);
-    nvml_read_nvlink(&c, want);
+    gs_nvml_read_basic(&c);
+    gs_nvml_read_nvlink(&c, want);
     c.masked = 0; /* what the want bits ask for is read in full */
     if (want & GS_WANT_PCIE_TPUT)
-        nvml_read_pcie_tput(&c);
+        gs_nvml_read_pcie_tput(&c);
     if (want & GS_WANT_HEALTH)
-        nvml_read_health(&c);
+        gs_nvml_read_health(&c);
     if (want & GS_WANT_MIG)
-        nvml_read_mig(&c);
+        gs_nvml_read_mig(&c);
     if (want & GS_WANT_GPM)
-        nvml_read_gpm(&c);
+        gs_nvml_read_gpm(&c);
     if ((want & GS_WANT_GPM) && (want & GS_WANT_MIG))
-        nvml_read_mig_gpm(&c);
+        gs_nvml_read_mig_gpm(&c);
     if (c.lost) {
         mark_lost(g);
         /* the Xid event the GPU fell off with (79) was drained in begin: keep it */
@@ -608,7 +608,7 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
     if (c.fatal != NVML_SUCCESS && !basic_any_ok(g))
         return gs_err_set(
             err, c.fatal == NVML_ERROR_LIB_RM_VERSION_MISMATCH ? GS_EMISMATCH : GS_ENODRIVER,
-            "nvml: gpu %u: %s", dev, nvml_errstr(b, c.fatal));
+            "nvml: gpu %u: %s", dev, gs_nvml_errstr(b, c.fatal));
     return GS_OK;
 }
 
@@ -622,8 +622,8 @@ const struct gs_backend_ops gs_backend_nvml = {
     .system = nvml_system,
     .begin = nvml_begin,
     .sample = nvml_sample,
-    .processes = nvml_processes,
-    .process_name = nvml_process_name,
+    .processes = gs_nvml_processes,
+    .process_name = gs_nvml_process_name,
     .close = nvml_close,
-    .util_samples = nvml_util_samples,
+    .util_samples = gs_nvml_util_samples,
 };

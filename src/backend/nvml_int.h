@@ -321,37 +321,37 @@ struct rd {
 /* nvml.c */
 uint8_t gs_nvml_status(nvmlReturn_t r);
 int gs_nvml_field_double(const nvmlFieldValue_t *fv, double *out);
-void nvml_copy_text(char *dst, const char *src, size_t src_cap);
-int nvml_driver_gone(nvmlReturn_t r);
-const char *nvml_errstr(const struct gs_backend *b, nvmlReturn_t r);
-int nvml_sim_only_pid(const struct gs_backend *b, unsigned pid);
+void gs_nvml_copy_text(char *dst, const char *src, size_t src_cap);
+int gs_nvml_driver_gone(nvmlReturn_t r);
+const char *gs_nvml_errstr(const struct gs_backend *b, nvmlReturn_t r);
+int gs_nvml_sim_only_pid(const struct gs_backend *b, unsigned pid);
 
 /* nvml_read.c */
-int nvml_need_any(const struct rd *c, const enum gs_metric *ms, size_t n);
-int nvml_need_m(const struct rd *c, enum gs_metric m);
-int nvml_need_t(const struct rd *c, enum gs_text t);
-int nvml_ok(struct rd *c, uint8_t *st, nvmlReturn_t r);
-void nvml_read_basic(struct rd *c);
-void nvml_read_health(struct rd *c);
-void nvml_read_identity(struct rd *c);
-void nvml_read_mig(struct rd *c);
-void nvml_read_pcie_tput(struct rd *c);
-void nvml_read_slow(struct rd *c);
+int gs_nvml_need_any(const struct rd *c, const enum gs_metric *ms, size_t n);
+int gs_nvml_need_m(const struct rd *c, enum gs_metric m);
+int gs_nvml_need_t(const struct rd *c, enum gs_text t);
+int gs_nvml_ok(struct rd *c, uint8_t *st, nvmlReturn_t r);
+void gs_nvml_read_basic(struct rd *c);
+void gs_nvml_read_health(struct rd *c);
+void gs_nvml_read_identity(struct rd *c);
+void gs_nvml_read_mig(struct rd *c);
+void gs_nvml_read_pcie_tput(struct rd *c);
+void gs_nvml_read_slow(struct rd *c);
 
 /* nvml_link.c */
 nvmlReturn_t nvml_gpm_first(struct gs_backend *b, struct nvml_dev *d);
-int nvml_gpm_ready(struct gs_backend *b, struct nvml_dev *d, int *lost);
-void nvml_mig_gpm_drop(struct gs_backend *b, struct mig_gpm *p);
-int nvml_nvl_prime(struct gs_backend *b, struct nvml_dev *d);
-void nvml_read_gpm(struct rd *c);
-void nvml_read_mig_gpm(struct rd *c);
-void nvml_read_nvlink(struct rd *c, unsigned want);
+int gs_nvml_gpm_ready(struct gs_backend *b, struct nvml_dev *d, int *lost);
+void gs_nvml_mig_gpm_drop(struct gs_backend *b, struct mig_gpm *p);
+int gs_nvml_nvl_prime(struct gs_backend *b, struct nvml_dev *d);
+void gs_nvml_read_gpm(struct rd *c);
+void gs_nvml_read_mig_gpm(struct rd *c);
+void gs_nvml_read_nvlink(struct rd *c, unsigned want);
 
 /* nvml_proc.c */
-int nvml_process_name(struct gs_backend *b, unsigned pid, char *buf, size_t len);
-int nvml_processes(struct gs_backend *b, unsigned dev, struct gs_snapshot *s, unsigned want,
-                   struct gs_err *err);
-int nvml_util_samples(struct gs_backend *b, unsigned dev, uint64_t *last_ts_us,
-                      struct gs_util_sample *out, unsigned cap, unsigned *n, struct gs_err *err);
+int gs_nvml_process_name(struct gs_backend *b, unsigned pid, char *buf, size_t len);
+int gs_nvml_processes(struct gs_backend *b, unsigned dev, struct gs_snapshot *s, unsigned want,
+                      struct gs_err *err);
+int gs_nvml_util_samples(struct gs_backend *b, unsigned dev, uint64_t *last_ts_us,
+                         struct gs_util_sample *out, unsigned cap, unsigned *n, struct gs_err *err);
 
 #endif

@@ -13,7 +13,7 @@
 /* ---- GPM -------------------------------------------------------------------------------- */
 
 /* Learns once whether the GPU does GPM and allocates its two samples. */
-int nvml_gpm_ready(struct gs_backend *b, struct nvml_dev *d, int *lost)
+int gs_nvml_gpm_ready(struct gs_backend *b, struct nvml_dev *d, int *lost)
 {
     const struct nvml_fns *f = &b->fn;
     nvmlGpmSupport_t sup;
@@ -69,7 +69,7 @@ nvmlReturn_t nvml_gpm_first(struct gs_backend *b, struct nvml_dev *d)
     return r;
 }
 
-void nvml_read_gpm(struct rd *c)
+void gs_nvml_read_gpm(struct rd *c)
 {
     static const struct {
         unsigned id;
@@ -88,10 +88,10 @@ void nvml_read_gpm(struct rd *c)
     int64_t now;
     nvmlReturn_t r;
 
-    if (c->lost || !nvml_gpm_ready(b, d, &c->lost))
+    if (c->lost || !gs_nvml_gpm_ready(b, d, &c->lost))
         return;
     if (!d->gpm_have) { /* the first of a pair: metrics come from the next cycle on */
-        nvml_ok(c, NULL, nvml_gpm_first(b, d));
+        gs_nvml_ok(c, NULL, nvml_gpm_first(b, d));
         return;
     }
     now = gs_clock_mono_ns();
@@ -99,7 +99,7 @@ void nvml_read_gpm(struct rd *c)
         return; /* too close to the previous sample: absent, keep the older one */
     cur = d->gpm_s[d->gpm_prev ^ 1];
     r = b->fn.gpm_get(c->h, cur);
-    if (!nvml_ok(c, &c->g->st[GS_M_GPM_SM_ACTIVE], r))
+    if (!gs_nvml_ok(c, &c->g->st[GS_M_GPM_SM_ACTIVE], r))
         return;
     q = b->gpm_req;
     memset(q, 0, offsetof(nvmlGpmMetricsGet_t, metrics) + COUNT_OF(metrics) * sizeof q->metrics[0]);
@@ -113,7 +113,7 @@ void nvml_read_gpm(struct rd *c)
     /* The new sample is the start of the next interval whatever MetricsGet said. */
     d->gpm_prev ^= 1;
     d->gpm_t_ns = now;
-    if (!nvml_ok(c, &c->g->st[GS_M_GPM_SM_ACTIVE], r)) {
+    if (!gs_nvml_ok(c, &c->g->st[GS_M_GPM_SM_ACTIVE], r)) {
         for (size_t i = 1; i < COUNT_OF(metrics); i++)
             c->g->st[metrics[i].m] = c->g->st[GS_M_GPM_SM_ACTIVE];
         return;
@@ -153,7 +153,7 @@ static int nvl_field_u64(struct rd *c, const nvmlFieldValue_t *fv, uint8_t *st,
 
     if (r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_FOUND)
         r = NVML_ERROR_NOT_SUPPORTED; /* an id or a scope this driver does not know */
-    if (!nvml_ok(c, st, r))
+    if (!gs_nvml_ok(c, st, r))
         return -1;
     if (gs_nvml_field_double(fv, &v) != GS_OK || !(v >= 0 && v < 18446744073709551616.0)) {
         *st = GS_ST_NA;
@@ -202,7 +202,7 @@ static void nvl_probe(struct rd *c)
         fv[nf++].fieldId = NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON;
         for (unsigned l = 0; l < n && gs_nvml_nvlink_speed_field(l); l++)
             fv[nf++].fieldId = gs_nvml_nvlink_speed_field(l);
-        if (nvml_ok(c, &d->nvl_speed_st, f->field_values(c->h, (int)nf, fv))) {
+        if (gs_nvml_ok(c, &d->nvl_speed_st, f->field_values(c->h, (int)nf, fv))) {
             unsigned long long mbps;
             if (nvl_field_u64(c, &fv[0], &d->nvl_speed_st, &mbps) == 0 && mbps > 0) {
                 d->nvl_speed_bps = (double)mbps * 1e6;
@@ -228,7 +228,7 @@ static void nvl_probe(struct rd *c)
         struct gs_nvlink *lk = &d->nvl_static[l];
         nvmlPciInfo_t pci;
         memset(&pci, 0, sizeof pci); /* the 68-byte struct of _v3 (§3) */
-        if (!nvml_ok(c, &lk->remote_st, f->nvlink_remote_pci(c->h, l, &pci)))
+        if (!gs_nvml_ok(c, &lk->remote_st, f->nvlink_remote_pci(c->h, l, &pci)))
             continue;
         if (pci.busId[0])
             snprintf(lk->remote_bus_id, sizeof lk->remote_bus_id, "%.*s", (int)sizeof pci.busId,
@@ -265,7 +265,7 @@ static int nvl_counters(struct rd *c, struct gs_gpu *g, unsigned long long tot[2
             fv[nf++].scopeId = l;
         }
     }
-    if (!nvml_ok(c, &st, f->field_values(c->h, (int)nf, fv))) {
+    if (!gs_nvml_ok(c, &st, f->field_values(c->h, (int)nf, fv))) {
         for (size_t i = 0; i < COUNT_OF(nvl_metrics); i++)
             if (nvl_metrics[i] == GS_M_NVLINK_TX_BYTES || nvl_metrics[i] == GS_M_NVLINK_RX_BYTES)
                 g->st[nvl_metrics[i]] = st;
@@ -352,7 +352,7 @@ static void nvl_errors(struct rd *c, struct gs_gpu *g)
         for (unsigned l = 0; l < c->d->nvl_n && !c->lost; l++) {
             struct gs_nvlink *lk = &g->nvlink[l];
             unsigned long long v = 0;
-            if (!nvml_ok(c, &lk->err_st[e], fn(c->h, l, counters[e], &v))) {
+            if (!gs_nvml_ok(c, &lk->err_st[e], fn(c->h, l, counters[e], &v))) {
                 st = lk->err_st[e] != GS_ST_NA ? lk->err_st[e] : st;
                 continue;
             }
@@ -370,7 +370,7 @@ static void nvl_errors(struct rd *c, struct gs_gpu *g)
 
 /* Links, their state, data counters and rate every cycle (one state call per link and one
  * field-value call); error counters with GS_WANT_HEALTH. */
-void nvml_read_nvlink(struct rd *c, unsigned want)
+void gs_nvml_read_nvlink(struct rd *c, unsigned want)
 {
     struct nvml_dev *d = c->d;
     struct gs_gpu *g = c->g;
@@ -378,7 +378,7 @@ void nvml_read_nvlink(struct rd *c, unsigned want)
     long long ts_us = 0;
     unsigned active = 0;
 
-    if (c->lost || !nvml_need_any(c, nvl_metrics, COUNT_OF(nvl_metrics)))
+    if (c->lost || !gs_nvml_need_any(c, nvl_metrics, COUNT_OF(nvl_metrics)))
         return;
     if (d->nvl == 0 || (want & GS_WANT_STATIC))
         nvl_probe(c);
@@ -393,7 +393,7 @@ void nvml_read_nvlink(struct rd *c, unsigned want)
         g->st[GS_M_NVLINK_SPEED] = d->nvl_speed_st;
     for (unsigned l = 0; l < d->nvl_n && !c->lost; l++) {
         unsigned int st = 0;
-        if (nvml_ok(c, &g->st[GS_M_NVLINK_LINKS_ACTIVE], c->b->fn.nvlink_state(c->h, l, &st)) &&
+        if (gs_nvml_ok(c, &g->st[GS_M_NVLINK_LINKS_ACTIVE], c->b->fn.nvlink_state(c->h, l, &st)) &&
             st == NVML_FEATURE_ENABLED) {
             g->nvlink[l].active = 1;
             active++;
@@ -410,7 +410,7 @@ void nvml_read_nvlink(struct rd *c, unsigned want)
 
 /* GS_WANT_PCIE_TPUT at a GPU's first cycle: one counter reading now, so that this cycle has a
  * rate (begin then waits 20 ms once for all GPUs, like NVML's own PCIe window). */
-int nvml_nvl_prime(struct gs_backend *b, struct nvml_dev *d)
+int gs_nvml_nvl_prime(struct gs_backend *b, struct nvml_dev *d)
 {
     struct gs_gpu *g = calloc(1, sizeof *g);
     struct rd c = {b, d, d->h, g, 0, NVML_SUCCESS, 0};
@@ -432,7 +432,7 @@ int nvml_nvl_prime(struct gs_backend *b, struct nvml_dev *d)
 
 /* ---- GPM per MIG GPU instance ------------------------------------------------------------ */
 
-void nvml_mig_gpm_drop(struct gs_backend *b, struct mig_gpm *p)
+void gs_nvml_mig_gpm_drop(struct gs_backend *b, struct mig_gpm *p)
 {
     for (int k = 0; k < 2; k++)
         if (p->s[k])
@@ -480,7 +480,7 @@ static void mig_gpm_read(struct rd *c, struct mig_gpm *p, struct gs_mig *m)
     nvmlReturn_t r;
 
     if (!p->have) {
-        if (nvml_ok(c, NULL, b->fn.gpm_mig_get(c->h, p->gi, p->s[0]))) {
+        if (gs_nvml_ok(c, NULL, b->fn.gpm_mig_get(c->h, p->gi, p->s[0]))) {
             p->prev = 0;
             p->have = 1;
             p->t_ns = now;
@@ -491,7 +491,7 @@ static void mig_gpm_read(struct rd *c, struct mig_gpm *p, struct gs_mig *m)
         return;
     cur = p->s[p->prev ^ 1];
     r = b->fn.gpm_mig_get(c->h, p->gi, cur);
-    if (!nvml_ok(c, &m->gpm_st[0], r)) {
+    if (!gs_nvml_ok(c, &m->gpm_st[0], r)) {
         for (int k = 1; k < GS_MIG_GPM__COUNT; k++)
             m->gpm_st[k] = m->gpm_st[0];
         return;
@@ -519,14 +519,14 @@ static void mig_gpm_read(struct rd *c, struct mig_gpm *p, struct gs_mig *m)
 
 /* GPM of every GPU instance of a GPU in MIG mode (GS_WANT_GPM with GS_WANT_MIG): the
  * parent's handle and the instance id; compute instances of one GPU instance share it. */
-void nvml_read_mig_gpm(struct rd *c)
+void gs_nvml_read_mig_gpm(struct rd *c)
 {
     struct gs_backend *b = c->b;
     struct nvml_dev *d = c->d;
     struct gs_gpu *g = c->g;
 
     if (c->lost || !b->fn.gpm_mig_get || !gs_gpu_mig_on(g) || g->n_mig == 0 ||
-        !nvml_gpm_ready(b, d, &c->lost))
+        !gs_nvml_gpm_ready(b, d, &c->lost))
         return;
     for (unsigned i = 0; i < d->n_mgpm; i++)
         d->mgpm[i].seen = 0;
@@ -549,7 +549,7 @@ void nvml_read_mig_gpm(struct rd *c)
     }
     for (unsigned i = 0; i < d->n_mgpm;) /* instances gone (MIG reconfigured): free them */
         if (!d->mgpm[i].seen) {
-            nvml_mig_gpm_drop(b, &d->mgpm[i]);
+            gs_nvml_mig_gpm_drop(b, &d->mgpm[i]);
             d->mgpm[i] = d->mgpm[--d->n_mgpm];
             memset(&d->mgpm[d->n_mgpm], 0, sizeof d->mgpm[0]);
         } else {

@@ -87,7 +87,7 @@ static int merge_list(struct gs_backend *b, unsigned dev, unsigned first, struct
         if (!p)
             return GS_ENOMEM;
         p->type |= type;
-        p->sim_only = (uint8_t)nvml_sim_only_pid(b, pid);
+        p->sim_only = (uint8_t)gs_nvml_sim_only_pid(b, pid);
         if (p->gi_id == NVML_MIG_ID_NONE) {
             p->gi_id = gi;
             p->ci_id = ci;
@@ -211,8 +211,8 @@ static void fill_proc_util(struct gs_backend *b, struct nvml_dev *d, struct gs_s
     }
 }
 
-int nvml_processes(struct gs_backend *b, unsigned dev, struct gs_snapshot *s, unsigned want,
-                   struct gs_err *err)
+int gs_nvml_processes(struct gs_backend *b, unsigned dev, struct gs_snapshot *s, unsigned want,
+                      struct gs_err *err)
 {
     const fn_d_procs fns[3] = {b->fn.procs_compute, b->fn.procs_graphics, b->fn.procs_mps};
     static const unsigned types[3] = {GS_PROC_COMPUTE, GS_PROC_GRAPHICS, GS_PROC_MPS};
@@ -245,7 +245,7 @@ int nvml_processes(struct gs_backend *b, unsigned dev, struct gs_snapshot *s, un
     return GS_OK;
 }
 
-int nvml_process_name(struct gs_backend *b, unsigned pid, char *buf, size_t len)
+int gs_nvml_process_name(struct gs_backend *b, unsigned pid, char *buf, size_t len)
 {
     nvmlReturn_t r;
     if (!b->fn.process_name || len == 0)
@@ -303,13 +303,13 @@ static int samples_rc(struct gs_backend *b, unsigned dev, nvmlReturn_t r, struct
 
     if (r == NVML_ERROR_GPU_IS_LOST)
         rc = GS_ELOST;
-    else if (nvml_driver_gone(r))
+    else if (gs_nvml_driver_gone(r))
         rc = GS_ENODRIVER;
     else if (gs_nvml_status(r) == GS_ST_NA)
         rc = GS_ENOTSUP;
     else if (r == NVML_ERROR_NO_PERMISSION)
         rc = GS_EPERM;
-    return gs_err_set(err, rc, "nvml: nvmlDeviceGetSamples(gpu %u): %s", dev, nvml_errstr(b, r));
+    return gs_err_set(err, rc, "nvml: nvmlDeviceGetSamples(gpu %u): %s", dev, gs_nvml_errstr(b, r));
 }
 
 /* One call into the ring with our scratch buffer; a driver that answers INSUFFICIENT_SIZE
@@ -339,8 +339,8 @@ static nvmlReturn_t samples_fetch(struct gs_backend *b, nvmlDevice_t h, unsigned
     return r;
 }
 
-int nvml_util_samples(struct gs_backend *b, unsigned dev, uint64_t *last_ts_us,
-                      struct gs_util_sample *out, unsigned cap, unsigned *n, struct gs_err *err)
+int gs_nvml_util_samples(struct gs_backend *b, unsigned dev, uint64_t *last_ts_us,
+                         struct gs_util_sample *out, unsigned cap, unsigned *n, struct gs_err *err)
 {
     nvmlValueType_t vt = NVML_VALUE_TYPE_UNSIGNED_INT;
     unsigned got = 0;

@@ -11,32 +11,32 @@
 #include <time.h>
 
 /* Whether metric m (text t) is to be asked of the driver in this read. */
-int nvml_need_m(const struct rd *c, enum gs_metric m)
+int gs_nvml_need_m(const struct rd *c, enum gs_metric m)
 {
     return !c->masked || c->b->need_all || c->b->need_m[m];
 }
 
-int nvml_need_t(const struct rd *c, enum gs_text t)
+int gs_nvml_need_t(const struct rd *c, enum gs_text t)
 {
     return !c->masked || c->b->need_all || c->b->need_t[t];
 }
 
-int nvml_need_any(const struct rd *c, const enum gs_metric *ms, size_t n)
+int gs_nvml_need_any(const struct rd *c, const enum gs_metric *ms, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (nvml_need_m(c, ms[i]))
+        if (gs_nvml_need_m(c, ms[i]))
             return 1;
     return 0;
 }
 
 /* True on success; otherwise records the outcome in *st (when not NULL). */
-int nvml_ok(struct rd *c, uint8_t *st, nvmlReturn_t r)
+int gs_nvml_ok(struct rd *c, uint8_t *st, nvmlReturn_t r)
 {
     if (r == NVML_SUCCESS)
         return 1;
     if (r == NVML_ERROR_GPU_IS_LOST)
         c->lost = 1;
-    else if (nvml_driver_gone(r) && c->fatal == NVML_SUCCESS)
+    else if (gs_nvml_driver_gone(r) && c->fatal == NVML_SUCCESS)
         c->fatal = r;
     if (st)
         *st = gs_nvml_status(r);
@@ -46,7 +46,7 @@ int nvml_ok(struct rd *c, uint8_t *st, nvmlReturn_t r)
 /* Same, for a call that fills several metrics. */
 static int ok_n(struct rd *c, nvmlReturn_t r, const enum gs_metric *ms, size_t n)
 {
-    if (nvml_ok(c, &c->g->st[ms[0]], r))
+    if (gs_nvml_ok(c, &c->g->st[ms[0]], r))
         return 1;
     for (size_t i = 1; i < n; i++)
         c->g->st[ms[i]] = c->g->st[ms[0]];
@@ -56,27 +56,27 @@ static int ok_n(struct rd *c, nvmlReturn_t r, const enum gs_metric *ms, size_t n
 static void rd_uint(struct rd *c, enum gs_metric m, fn_d_u fn, double scale)
 {
     unsigned int v = 0;
-    if (c->lost || !fn || !nvml_need_m(c, m))
+    if (c->lost || !fn || !gs_nvml_need_m(c, m))
         return;
-    if (nvml_ok(c, &c->g->st[m], fn(c->h, &v)))
+    if (gs_nvml_ok(c, &c->g->st[m], fn(c->h, &v)))
         gs_gpu_set(c->g, m, v * scale);
 }
 
 static void rd_uint_arg(struct rd *c, enum gs_metric m, fn_d_arg_u fn, unsigned arg, double scale)
 {
     unsigned int v = 0;
-    if (c->lost || !fn || !nvml_need_m(c, m))
+    if (c->lost || !fn || !gs_nvml_need_m(c, m))
         return;
-    if (nvml_ok(c, &c->g->st[m], fn(c->h, arg, &v)))
+    if (gs_nvml_ok(c, &c->g->st[m], fn(c->h, arg, &v)))
         gs_gpu_set(c->g, m, v * scale);
 }
 
 static void rd_ull(struct rd *c, enum gs_metric m, fn_d_ull fn, double scale)
 {
     unsigned long long v = 0;
-    if (c->lost || !fn || !nvml_need_m(c, m))
+    if (c->lost || !fn || !gs_nvml_need_m(c, m))
         return;
-    if (nvml_ok(c, &c->g->st[m], fn(c->h, &v)))
+    if (gs_nvml_ok(c, &c->g->st[m], fn(c->h, &v)))
         gs_gpu_set(c->g, m, (double)v * scale);
 }
 
@@ -84,7 +84,7 @@ static void rd_uint2(struct rd *c, enum gs_metric m1, enum gs_metric m2, fn_d_u2
 {
     unsigned int a = 0, b = 0;
     enum gs_metric ms[2] = {m1, m2};
-    if (c->lost || !fn || !nvml_need_any(c, ms, 2))
+    if (c->lost || !fn || !gs_nvml_need_any(c, ms, 2))
         return;
     if (ok_n(c, fn(c->h, &a, &b), ms, 2)) {
         gs_gpu_set(c->g, m1, a * scale);
@@ -95,11 +95,11 @@ static void rd_uint2(struct rd *c, enum gs_metric m1, enum gs_metric m2, fn_d_u2
 static void rd_text(struct rd *c, enum gs_text t, fn_d_str fn)
 {
     char buf[GS_STR_LEN];
-    if (c->lost || !fn || !nvml_need_t(c, t))
+    if (c->lost || !fn || !gs_nvml_need_t(c, t))
         return;
     memset(buf, 0, sizeof buf);
-    if (nvml_ok(c, &c->g->tst[t], fn(c->h, buf, sizeof buf))) {
-        nvml_copy_text(c->g->text[t], buf, sizeof buf);
+    if (gs_nvml_ok(c, &c->g->tst[t], fn(c->h, buf, sizeof buf))) {
+        gs_nvml_copy_text(c->g->text[t], buf, sizeof buf);
         c->g->tst[t] = GS_ST_OK;
     }
 }
@@ -112,7 +112,7 @@ static void rd_pci(struct rd *c)
     struct gs_gpu *g = c->g;
 
     if (c->lost || !c->b->fn.pci ||
-        (!nvml_need_any(c, ms, COUNT_OF(ms)) && !nvml_need_t(c, GS_T_PCI_BUS_ID)))
+        (!gs_nvml_need_any(c, ms, COUNT_OF(ms)) && !gs_nvml_need_t(c, GS_T_PCI_BUS_ID)))
         return;
     memset(&pci, 0, sizeof pci); /* 68 bytes whichever symbol we call (§3) */
     if (!ok_n(c, c->b->fn.pci(c->h, &pci), ms, COUNT_OF(ms))) {
@@ -127,7 +127,7 @@ static void rd_pci(struct rd *c)
     /* Only _v3 has the 32-byte busId at offset 36; the old layouts hold a 16-byte legacy id at
      * offset 0. Rebuild nvidia-smi's "00000000:00:09.0" form when we lack the long one. */
     if (c->b->found[SYM_pci] == 0 && pci.busId[0])
-        nvml_copy_text(g->text[GS_T_PCI_BUS_ID], pci.busId, sizeof pci.busId);
+        gs_nvml_copy_text(g->text[GS_T_PCI_BUS_ID], pci.busId, sizeof pci.busId);
     else
         snprintf(g->text[GS_T_PCI_BUS_ID], GS_STR_LEN, "%08X:%02X:%02X.0", pci.domain, pci.bus,
                  pci.device);
@@ -141,7 +141,7 @@ static void rd_pci_class(struct rd *c)
     static const enum gs_metric ms[] = {GS_M_PCI_BASE_CLASS, GS_M_PCI_SUB_CLASS};
     nvmlPciInfoExt_v1_t pci;
 
-    if (c->lost || !c->b->fn.pci_ext || !nvml_need_any(c, ms, COUNT_OF(ms)))
+    if (c->lost || !c->b->fn.pci_ext || !gs_nvml_need_any(c, ms, COUNT_OF(ms)))
         return;
     memset(&pci, 0, sizeof pci);
     pci.version = nvmlPciInfoExt_v1;
@@ -164,20 +164,20 @@ static void rd_inforom(struct rd *c)
         enum gs_text t = (enum gs_text)(GS_T_INFOROM_IMAGE + i);
         nvmlReturn_t r;
 
-        if ((i == 0 ? !f->inforom_image : !f->inforom_version) || !nvml_need_t(c, t))
+        if ((i == 0 ? !f->inforom_image : !f->inforom_version) || !gs_nvml_need_t(c, t))
             continue;
         memset(buf, 0, sizeof buf);
         /* one byte of the buffer stays NUL whatever the driver writes */
         r = i == 0 ? f->inforom_image(c->h, buf, sizeof buf - 1)
                    : f->inforom_version(c->h, objs[i - 1], buf, sizeof buf - 1);
-        if (nvml_ok(c, &g->tst[t], r)) {
+        if (gs_nvml_ok(c, &g->tst[t], r)) {
             memcpy(g->text[t], buf, sizeof buf);
             g->tst[t] = GS_ST_OK;
         }
     }
 }
 
-void nvml_read_identity(struct rd *c)
+void gs_nvml_read_identity(struct rd *c)
 {
     const struct nvml_fns *f = &c->b->fn;
     int major = 0, minor = 0;
@@ -202,7 +202,7 @@ void nvml_read_identity(struct rd *c)
         if (gs_gpu_has(c->g, m))
             c->g->v[m] = c->g->v[m] != 0;
     }
-    if (!c->lost && f->cuda_cc && nvml_need_any(c, cc, 2) &&
+    if (!c->lost && f->cuda_cc && gs_nvml_need_any(c, cc, 2) &&
         ok_n(c, f->cuda_cc(c->h, &major, &minor), cc, 2)) {
         gs_gpu_set(c->g, GS_M_CC_MAJOR, major);
         gs_gpu_set(c->g, GS_M_CC_MINOR, minor);
@@ -215,16 +215,16 @@ static void rd_inforom_valid(struct rd *c)
 {
     nvmlReturn_t r;
 
-    if (c->lost || !c->b->fn.inforom_validate || !nvml_need_m(c, GS_M_INFOROM_VALID))
+    if (c->lost || !c->b->fn.inforom_validate || !gs_nvml_need_m(c, GS_M_INFOROM_VALID))
         return;
     r = c->b->fn.inforom_validate(c->h);
     if (r == NVML_ERROR_CORRUPTED_INFOROM)
         gs_gpu_set(c->g, GS_M_INFOROM_VALID, 0);
-    else if (nvml_ok(c, &c->g->st[GS_M_INFOROM_VALID], r))
+    else if (gs_nvml_ok(c, &c->g->st[GS_M_INFOROM_VALID], r))
         gs_gpu_set(c->g, GS_M_INFOROM_VALID, 1);
 }
 
-void nvml_read_slow(struct rd *c)
+void gs_nvml_read_slow(struct rd *c)
 {
     const struct nvml_fns *f = &c->b->fn;
 
@@ -295,7 +295,7 @@ static void rd_memory(struct rd *c)
     unsigned long long v[4];
     int has_reserved = 0;
 
-    if (c->lost || (!c->b->fn.memory_v2 && !c->b->fn.memory) || !nvml_need_any(c, ms, 4))
+    if (c->lost || (!c->b->fn.memory_v2 && !c->b->fn.memory) || !gs_nvml_need_any(c, ms, 4))
         return;
     if (!ok_n(c, mem_info(c->b, c->h, v, &has_reserved), ms, 4))
         return;
@@ -312,7 +312,7 @@ static void rd_temperature(struct rd *c)
 {
     const struct nvml_fns *f = &c->b->fn;
 
-    if (c->lost || !nvml_need_m(c, GS_M_TEMP_GPU))
+    if (c->lost || !gs_nvml_need_m(c, GS_M_TEMP_GPU))
         return;
     if (f->temperature_v) {
         nvmlTemperature_t t;
@@ -326,7 +326,7 @@ static void rd_temperature(struct rd *c)
             return;
         }
         if (gs_nvml_status(r) != GS_ST_NA || !f->temperature) {
-            nvml_ok(c, &c->g->st[GS_M_TEMP_GPU], r);
+            gs_nvml_ok(c, &c->g->st[GS_M_TEMP_GPU], r);
             return;
         }
     }
@@ -339,11 +339,11 @@ static void rd_temp_margin(struct rd *c)
 {
     nvmlMarginTemperature_t m;
 
-    if (c->lost || !c->b->fn.temp_margin || !nvml_need_m(c, GS_M_TEMP_MARGIN))
+    if (c->lost || !c->b->fn.temp_margin || !gs_nvml_need_m(c, GS_M_TEMP_MARGIN))
         return;
     memset(&m, 0, sizeof m);
     m.version = nvmlMarginTemperature_v1;
-    if (nvml_ok(c, &c->g->st[GS_M_TEMP_MARGIN], c->b->fn.temp_margin(c->h, &m)))
+    if (gs_nvml_ok(c, &c->g->st[GS_M_TEMP_MARGIN], c->b->fn.temp_margin(c->h, &m)))
         gs_gpu_set(c->g, GS_M_TEMP_MARGIN, m.marginTemperature);
 }
 
@@ -378,7 +378,7 @@ static void rd_fields(struct rd *c)
         fv[i].scopeId = 0; /* the GPU itself, not the module (power fields) */
         ms[i] = fields[i].m;
     }
-    if (!nvml_need_any(c, ms, COUNT_OF(fields)))
+    if (!gs_nvml_need_any(c, ms, COUNT_OF(fields)))
         return;
     r = c->b->fn.field_values(c->h, (int)COUNT_OF(fields), fv);
     if (!ok_n(c, r, ms, COUNT_OF(fields)))
@@ -391,7 +391,7 @@ static void rd_fields(struct rd *c)
          * some drivers: that is "absent" too. */
         if (r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_FOUND)
             r = NVML_ERROR_NOT_SUPPORTED;
-        if (!nvml_ok(c, st, r))
+        if (!gs_nvml_ok(c, st, r))
             continue;
         if (gs_nvml_field_double(&fv[i], &v) == GS_OK)
             gs_gpu_set(c->g, fields[i].m, v * fields[i].scale);
@@ -408,43 +408,43 @@ static void rd_video_engines(struct rd *c)
     const struct nvml_fns *f = &c->b->fn;
     unsigned int n = 0, fps = 0, lat_us = 0, period = 0;
 
-    if (!c->lost && f->encoder_stats && nvml_need_any(c, enc_ms, COUNT_OF(enc_ms)) &&
+    if (!c->lost && f->encoder_stats && gs_nvml_need_any(c, enc_ms, COUNT_OF(enc_ms)) &&
         ok_n(c, f->encoder_stats(c->h, &n, &fps, &lat_us), enc_ms, COUNT_OF(enc_ms))) {
         gs_gpu_set(c->g, GS_M_ENC_SESSIONS, n);
         gs_gpu_set(c->g, GS_M_ENC_FPS, fps);
         gs_gpu_set(c->g, GS_M_ENC_LATENCY, lat_us * 1e-6);
     }
-    if (!c->lost && f->jpg_util && nvml_need_m(c, GS_M_UTIL_JPEG) &&
-        nvml_ok(c, &c->g->st[GS_M_UTIL_JPEG], f->jpg_util(c->h, &n, &period)))
+    if (!c->lost && f->jpg_util && gs_nvml_need_m(c, GS_M_UTIL_JPEG) &&
+        gs_nvml_ok(c, &c->g->st[GS_M_UTIL_JPEG], f->jpg_util(c->h, &n, &period)))
         gs_gpu_set(c->g, GS_M_UTIL_JPEG, n / 100.0);
-    if (!c->lost && f->ofa_util && nvml_need_m(c, GS_M_UTIL_OFA) &&
-        nvml_ok(c, &c->g->st[GS_M_UTIL_OFA], f->ofa_util(c->h, &n, &period)))
+    if (!c->lost && f->ofa_util && gs_nvml_need_m(c, GS_M_UTIL_OFA) &&
+        gs_nvml_ok(c, &c->g->st[GS_M_UTIL_OFA], f->ofa_util(c->h, &n, &period)))
         gs_gpu_set(c->g, GS_M_UTIL_OFA, n / 100.0);
 }
 
-void nvml_read_basic(struct rd *c)
+void gs_nvml_read_basic(struct rd *c)
 {
     const struct nvml_fns *f = &c->b->fn;
     static const enum gs_metric util_ms[] = {GS_M_UTIL_GPU, GS_M_UTIL_MEM};
     static const enum gs_metric bar1_ms[] = {GS_M_BAR1_TOTAL, GS_M_BAR1_USED, GS_M_BAR1_FREE};
     unsigned int v = 0, period = 0;
 
-    if (!c->lost && f->utilization && nvml_need_any(c, util_ms, 2)) {
+    if (!c->lost && f->utilization && gs_nvml_need_any(c, util_ms, 2)) {
         nvmlUtilization_t u = {0, 0};
         if (ok_n(c, f->utilization(c->h, &u), util_ms, 2)) {
             gs_gpu_set(c->g, GS_M_UTIL_GPU, u.gpu / 100.0);
             gs_gpu_set(c->g, GS_M_UTIL_MEM, u.memory / 100.0);
         }
     }
-    if (!c->lost && f->encoder && nvml_need_m(c, GS_M_UTIL_ENC) &&
-        nvml_ok(c, &c->g->st[GS_M_UTIL_ENC], f->encoder(c->h, &v, &period)))
+    if (!c->lost && f->encoder && gs_nvml_need_m(c, GS_M_UTIL_ENC) &&
+        gs_nvml_ok(c, &c->g->st[GS_M_UTIL_ENC], f->encoder(c->h, &v, &period)))
         gs_gpu_set(c->g, GS_M_UTIL_ENC, v / 100.0);
-    if (!c->lost && f->decoder && nvml_need_m(c, GS_M_UTIL_DEC) &&
-        nvml_ok(c, &c->g->st[GS_M_UTIL_DEC], f->decoder(c->h, &v, &period)))
+    if (!c->lost && f->decoder && gs_nvml_need_m(c, GS_M_UTIL_DEC) &&
+        gs_nvml_ok(c, &c->g->st[GS_M_UTIL_DEC], f->decoder(c->h, &v, &period)))
         gs_gpu_set(c->g, GS_M_UTIL_DEC, v / 100.0);
     rd_video_engines(c);
     rd_memory(c);
-    if (!c->lost && f->bar1 && nvml_need_any(c, bar1_ms, 3)) {
+    if (!c->lost && f->bar1 && gs_nvml_need_any(c, bar1_ms, 3)) {
         nvmlBAR1Memory_t m;
         memset(&m, 0, sizeof m);
         if (ok_n(c, f->bar1(c->h, &m), bar1_ms, 3)) {
@@ -475,7 +475,7 @@ void nvml_read_basic(struct rd *c)
 
 /* NVML says KB/s; whether K is 1000 or 1024 is not documented (§6). We take 1024 (the
  * binary reading) and say so in docs/backend.md; this is the one place to change it. */
-void nvml_read_pcie_tput(struct rd *c)
+void gs_nvml_read_pcie_tput(struct rd *c)
 {
     rd_uint_arg(c, GS_M_PCIE_TX, c->b->fn.pcie_tput, NVML_PCIE_UTIL_TX_BYTES, 1024);
     rd_uint_arg(c, GS_M_PCIE_RX, c->b->fn.pcie_tput, NVML_PCIE_UTIL_RX_BYTES, 1024);
@@ -497,14 +497,14 @@ static void read_ecc(struct rd *c)
             unsigned long long v = 0;
             if (c->lost)
                 return;
-            if (f->ecc_total && nvml_ok(c, &g->st[totals[t][k]], f->ecc_total(c->h, t, k, &v)))
+            if (f->ecc_total && gs_nvml_ok(c, &g->st[totals[t][k]], f->ecc_total(c->h, t, k, &v)))
                 gs_gpu_set(g, totals[t][k], (double)v);
             for (unsigned loc = 0; f->ecc_loc && loc < GS_ECC_LOCATIONS && !c->lost; loc++) {
                 nvmlReturn_t r;
                 if (c->d->ecc_loc_skip[t][k][loc])
                     continue;
                 r = f->ecc_loc(c->h, t, k, loc, &v);
-                if (nvml_ok(c, &g->ecc_loc_st[t][k][loc], r)) {
+                if (gs_nvml_ok(c, &g->ecc_loc_st[t][k][loc], r)) {
                     g->ecc_loc[t][k][loc] = v;
                     g->ecc_loc_st[t][k][loc] = GS_ST_OK;
                 } else if (gs_nvml_status(r) == GS_ST_NA) {
@@ -514,7 +514,7 @@ static void read_ecc(struct rd *c)
         }
 }
 
-void nvml_read_health(struct rd *c)
+void gs_nvml_read_health(struct rd *c)
 {
     const struct nvml_fns *f = &c->b->fn;
     static const enum gs_metric remap_ms[] = {GS_M_REMAP_CORR, GS_M_REMAP_UNCORR,
@@ -528,7 +528,7 @@ void nvml_read_health(struct rd *c)
         /* With room for 0 addresses the driver answers INSUFFICIENT_SIZE and the count. */
         if (r == NVML_ERROR_INSUFFICIENT_SIZE)
             r = NVML_SUCCESS;
-        if (nvml_ok(c, &c->g->st[m], r))
+        if (gs_nvml_ok(c, &c->g->st[m], r))
             gs_gpu_set(c->g, m, n);
     }
     rd_uint(c, GS_M_RETIRED_PENDING, f->retired_pending, 1);
@@ -565,7 +565,7 @@ static void read_mig_place(struct rd *c, struct gs_mig *m)
     r = f->gi_by_id(c->h, m->gi_id, &gi);
     if (r == NVML_SUCCESS)
         r = f->gi_info(gi, &info);
-    if (!nvml_ok(c, &m->place_st, r)) {
+    if (!gs_nvml_ok(c, &m->place_st, r)) {
         if (m->place_st == GS_ST_ERROR || !m->uuid[0]) /* try again next time */
             return;
     } else {
@@ -600,19 +600,19 @@ static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct
     m->index = slot;
     m->gi_id = m->ci_id = NVML_MIG_ID_NONE;
     memset(buf, 0, sizeof buf);
-    if (f->name && nvml_ok(c, NULL, f->name(mh, buf, sizeof buf)))
-        nvml_copy_text(m->name, buf, sizeof buf);
+    if (f->name && gs_nvml_ok(c, NULL, f->name(mh, buf, sizeof buf)))
+        gs_nvml_copy_text(m->name, buf, sizeof buf);
     memset(buf, 0, sizeof buf);
-    if (!c->lost && f->uuid && nvml_ok(c, NULL, f->uuid(mh, buf, sizeof buf)))
-        nvml_copy_text(m->uuid, buf, sizeof buf);
-    if (!c->lost && f->gi_id && nvml_ok(c, NULL, f->gi_id(mh, &id)))
+    if (!c->lost && f->uuid && gs_nvml_ok(c, NULL, f->uuid(mh, buf, sizeof buf)))
+        gs_nvml_copy_text(m->uuid, buf, sizeof buf);
+    if (!c->lost && f->gi_id && gs_nvml_ok(c, NULL, f->gi_id(mh, &id)))
         m->gi_id = id;
-    if (!c->lost && f->ci_id && nvml_ok(c, NULL, f->ci_id(mh, &id)))
+    if (!c->lost && f->ci_id && gs_nvml_ok(c, NULL, f->ci_id(mh, &id)))
         m->ci_id = id;
     if (c->lost)
         return;
     r = mem_info(c->b, mh, v, &has_reserved);
-    if (nvml_ok(c, &m->mem_st, r)) {
+    if (gs_nvml_ok(c, &m->mem_st, r)) {
         m->mem_st = GS_ST_OK;
         m->mem_total_bytes = v[0];
         m->mem_used_bytes = v[1];
@@ -622,7 +622,7 @@ static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct
         nvmlBAR1Memory_t b1;
 
         memset(&b1, 0, sizeof b1);
-        if (nvml_ok(c, &m->bar1_st, f->bar1(mh, &b1))) {
+        if (gs_nvml_ok(c, &m->bar1_st, f->bar1(mh, &b1))) {
             m->bar1_st = GS_ST_OK;
             m->bar1_total_bytes = b1.bar1Total;
             m->bar1_used_bytes = b1.bar1Used;
@@ -632,7 +632,7 @@ static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct
         nvmlDeviceAttributes_t a;
 
         memset(&a, 0, sizeof a);
-        if (nvml_ok(c, &m->attr_st, f->attributes(mh, &a))) {
+        if (gs_nvml_ok(c, &m->attr_st, f->attributes(mh, &a))) {
             m->attr_st = GS_ST_OK;
             m->sm_count = a.multiprocessorCount;
             m->ce_count = a.sharedCopyEngineCount;
@@ -646,7 +646,7 @@ static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct
         read_mig_place(c, m);
 }
 
-void nvml_read_mig(struct rd *c)
+void gs_nvml_read_mig(struct rd *c)
 {
     const struct nvml_fns *f = &c->b->fn;
     unsigned int max = 0;
@@ -656,14 +656,14 @@ void nvml_read_mig(struct rd *c)
     if (c->lost || !gs_gpu_has(c->g, GS_M_MIG_MODE) ||
         c->g->v[GS_M_MIG_MODE] != NVML_DEVICE_MIG_ENABLE || !f->mig_max || !f->mig_handle)
         return;
-    if (!nvml_ok(c, NULL, f->mig_max(c->h, &max)))
+    if (!gs_nvml_ok(c, NULL, f->mig_max(c->h, &max)))
         return;
     for (unsigned i = 0; i < max && c->g->n_mig < GS_MIG_MAX && !c->lost; i++) {
         nvmlDevice_t mh = NULL;
         nvmlReturn_t r = f->mig_handle(c->h, i, &mh);
         if (r == NVML_ERROR_NOT_FOUND) /* an empty slot */
             continue;
-        if (!nvml_ok(c, NULL, r) || !mh)
+        if (!gs_nvml_ok(c, NULL, r) || !mh)
             continue;
         read_mig_device(c, mh, i, &c->g->mig[c->g->n_mig]);
         if (!c->lost)

@@ -345,8 +345,9 @@ static void shutdown_agent(struct gs_agent *a)
 }
 
 /* The `user` key (privdrop.h): checks the data dir (always); started as root with a user,
- * also prepares the data and socket directories for it, binds the TCP port and drops root. */
-static int drop_privileges(struct gs_agent *a, struct gs_err *err)
+ * also prepares the data and socket directories for it, binds the TCP port and drops root;
+ * then a SIGHUP's defaults stay those of the start (args: the reload's). */
+static int drop_privileges(struct gs_agent *a, struct gs_agent_args *args, struct gs_err *err)
 {
     struct gs_privdrop pd;
     int rc = gs_privdrop_plan(&pd, a->cfg.user, err);
@@ -362,8 +363,10 @@ static int drop_privileges(struct gs_agent *a, struct gs_err *err)
         rc = gs_privdrop_listen_tcp(&a->http_addr, a->cfg.listen, &a->http_fd, err);
     if (rc == GS_OK)
         rc = gs_privdrop_apply(&pd, err);
-    if (rc == GS_OK)
-        gs_config_pin_euid(0); /* SIGHUP: the defaults of the start, not the user's */
+    if (rc == GS_OK) { /* SIGHUP: the defaults of the start (root's), not the user's */
+        args->pin_euid = 1;
+        args->euid = 0;
+    }
     return rc;
 }
 
@@ -371,6 +374,7 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
                  char **argv, const struct gs_agent_run_opts *opts, struct gs_err *err)
 {
     struct gs_agent a;
+    struct gs_agent_args rargs = *args; /* what a SIGHUP rebuilds the configuration from */
     sigset_t set, old;
     int rc;
 
@@ -397,7 +401,7 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
         rc = gs_policy_new(&a.policy, &ps, err);
     }
     if (rc == GS_OK)
-        rc = drop_privileges(&a, err); /* before the history, NVML and the unix sockets */
+        rc = drop_privileges(&a, &rargs, err); /* before the history, NVML and the unix sockets */
     if (rc == GS_OK)
         rc = start_history(&a, err);
     if (rc == GS_OK)
@@ -431,7 +435,7 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
                 continue;
             }
             if (sig == SIGHUP) {
-                reload(&a, args, argc, argv);
+                reload(&a, &rargs, argc, argv);
             } else if (sig == SIGINT || sig == SIGTERM) {
                 gs_log(GS_LOG_INFO, "agent: %s, shutting down",
                        sig == SIGINT ? "SIGINT" : "SIGTERM");

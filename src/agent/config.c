@@ -469,38 +469,34 @@ void gs_config_default_http_socket(char *out, size_t len, const char *systemd_ru
         snprintf(out, len, "off");
 }
 
-/* The euid the computed defaults are for; -1: the current one (gs_config_pin_euid). */
-static long defaults_euid = -1;
-
-void gs_config_pin_euid(unsigned euid)
-{
-    defaults_euid = euid;
-}
-
-static unsigned default_euid(void)
-{
-    return defaults_euid >= 0 ? (unsigned)defaults_euid : (unsigned)geteuid();
-}
-
-void gs_config_defaults(struct gs_agent_config *c)
+static void defaults(struct gs_agent_config *c, unsigned euid)
 {
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < N_KEYS; i++)
         if (keys[i].def)
             (void)gs_config_set(c, keys[i].name, keys[i].def, "default", NULL);
     gs_alert_rules_defaults(&c->alerts);
-    gs_config_default_data_dir(c->data_dir, sizeof c->data_dir, getenv("STATE_DIRECTORY"),
-                               default_euid(), getenv("XDG_STATE_HOME"), getenv("HOME"));
+    gs_config_default_data_dir(c->data_dir, sizeof c->data_dir, getenv("STATE_DIRECTORY"), euid,
+                               getenv("XDG_STATE_HOME"), getenv("HOME"));
     /* $GPUSCOPE_AGENT_SOCKET names the socket for both sides (src/run/client.c reads it). */
     if (getenv("GPUSCOPE_AGENT_SOCKET") && getenv("GPUSCOPE_AGENT_SOCKET")[0] == '/' &&
         strlen(getenv("GPUSCOPE_AGENT_SOCKET")) < sizeof c->socket)
         snprintf(c->socket, sizeof c->socket, "%s", getenv("GPUSCOPE_AGENT_SOCKET"));
     else
-        gs_config_default_socket(c->socket, sizeof c->socket, getenv("RUNTIME_DIRECTORY"),
-                                 default_euid(), getenv("XDG_RUNTIME_DIR"));
+        gs_config_default_socket(c->socket, sizeof c->socket, getenv("RUNTIME_DIRECTORY"), euid,
+                                 getenv("XDG_RUNTIME_DIR"));
     gs_config_default_http_socket(c->http_socket, sizeof c->http_socket,
-                                  getenv("RUNTIME_DIRECTORY"), default_euid(),
-                                  getenv("XDG_RUNTIME_DIR"));
+                                  getenv("RUNTIME_DIRECTORY"), euid, getenv("XDG_RUNTIME_DIR"));
+}
+
+void gs_config_defaults(struct gs_agent_config *c)
+{
+    defaults(c, (unsigned)geteuid());
+}
+
+void gs_config_defaults_for(struct gs_agent_config *c, unsigned euid)
+{
+    defaults(c, euid);
 }
 
 static const char *skip_blank(const char *s, const char *end)
@@ -786,7 +782,7 @@ int gs_config_build(struct gs_agent_config *c, const struct gs_agent_args *a, in
 {
     int rc;
 
-    gs_config_defaults(c);
+    defaults(c, a->pin_euid ? a->euid : (unsigned)geteuid());
     if (a->config_path && (rc = gs_config_load_file(c, a->config_path, err)) != GS_OK)
         return rc;
     return gs_config_apply_args(c, argc, argv, err);

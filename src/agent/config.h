@@ -95,10 +95,10 @@ struct gs_agent_config {
  * $STATE_DIRECTORY, the effective uid, $XDG_STATE_HOME and $HOME. */
 void gs_config_defaults(struct gs_agent_config *c);
 
-/* From now on gs_config_defaults computes the euid-dependent defaults (data_dir, socket,
- * http_socket) for euid instead of the current one: after dropping root (privdrop.h) a
- * SIGHUP's defaults stay those of the start. */
-void gs_config_pin_euid(unsigned euid);
+/* The same with the euid-dependent defaults (data_dir, socket, http_socket) computed for euid
+ * instead of the current one: after dropping root (privdrop.h) a SIGHUP's defaults stay those
+ * of the start. */
+void gs_config_defaults_for(struct gs_agent_config *c, unsigned euid);
 
 /* Writes the default data directory into out: systemd_state ($STATE_DIRECTORY, set by a unit's
  * StateDirectory=; its first path) when absolute, else /var/lib/gpuscope for root (euid 0),
@@ -144,6 +144,10 @@ struct gs_agent_args {
     const char *config_path; /* --config FILE, NULL if none */
     int help;
     int check; /* --check-config: validate, print the result, exit */
+    /* gs_config_build's defaults are for this euid (gs_config_defaults_for) when pin_euid is
+     * set, for the current one otherwise */
+    int pin_euid;
+    unsigned euid;
 };
 
 /* Scans argv for --config/--help/--check-config and validates the rest without applying

@@ -188,8 +188,13 @@ static int init_agent(struct gs_agent *a, const struct gs_agent_config *cfg, str
     a->last_sample_s = -1;
     if (pthread_mutex_init(&a->lock, NULL) != 0)
         return gs_err_set(err, GS_ENOMEM, "agent: pthread_mutex_init failed");
+    if (pthread_mutex_init(&a->rate_logged_lock, NULL) != 0) {
+        pthread_mutex_destroy(&a->lock);
+        return gs_err_set(err, GS_ENOMEM, "agent: pthread_mutex_init failed");
+    }
     if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
         pthread_cond_init(&a->wake, &ca) != 0) {
+        pthread_mutex_destroy(&a->rate_logged_lock);
         pthread_mutex_destroy(&a->lock);
         return gs_err_set(err, GS_ENOMEM, "agent: pthread_cond_init failed");
     }
@@ -200,6 +205,7 @@ static int init_agent(struct gs_agent *a, const struct gs_agent_config *cfg, str
     if (rc != GS_OK) {
         gs_ratelimit_free(a->rl);
         pthread_cond_destroy(&a->wake);
+        pthread_mutex_destroy(&a->rate_logged_lock);
         pthread_mutex_destroy(&a->lock);
     }
     return rc;
@@ -341,6 +347,7 @@ static void shutdown_agent(struct gs_agent *a)
     gs_ratelimit_free(a->rl);
     gs_reaper_free(a->reaper);
     pthread_cond_destroy(&a->wake);
+    pthread_mutex_destroy(&a->rate_logged_lock);
     pthread_mutex_destroy(&a->lock);
 }
 

@@ -110,6 +110,11 @@ struct gs_agent {
     int http_fd;              /* the TCP port bound before a drop (privdrop.h); -1: none */
     /* HTTP refusals for gpuscope_refused_total (http.c), [0] TCP, [1] the unix socket. */
     _Atomic uint64_t refused_http[2][GS_HTTP_REF_N];
+    /* The rate keys (a uid mapped into 100::/64, or an address) whose 429 http.c logged; a
+     * full list forgets the oldest. */
+    pthread_mutex_t rate_logged_lock;
+    unsigned char rate_logged[64][16];
+    unsigned n_rate_logged;
 };
 
 /* ---- pub.c ---- */

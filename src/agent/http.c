@@ -604,12 +604,6 @@ static bool uid_rate_addr(struct MHD_Connection *c, struct sockaddr_in6 *out)
     return true;
 }
 
-/* The rate keys (a uid mapped into 100::/64, or an address) whose 429 was logged; a full list
- * forgets the oldest. */
-static pthread_mutex_t rate_logged_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned char rate_logged[64][16];
-static unsigned n_rate_logged;
-
 /* Counts a 429 of c (keyed by sa) and logs it the first time for its key. */
 static void rate_refused(struct gs_agent *a, struct MHD_Connection *c, const struct sockaddr *sa,
                          double rate, double burst)
@@ -634,15 +628,16 @@ static void rate_refused(struct gs_agent *a, struct MHD_Connection *c, const str
         inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, who,
                   sizeof who);
     }
-    pthread_mutex_lock(&rate_logged_lock);
-    for (unsigned i = 0; i < n_rate_logged && first; i++)
-        first = memcmp(rate_logged[i], key, 16) != 0;
+    pthread_mutex_lock(&a->rate_logged_lock);
+    for (unsigned i = 0; i < a->n_rate_logged && first; i++)
+        first = memcmp(a->rate_logged[i], key, 16) != 0;
     if (first) {
-        if (n_rate_logged == 64)
-            memmove(rate_logged, rate_logged + 1, sizeof rate_logged[0] * --n_rate_logged);
-        memcpy(rate_logged[n_rate_logged++], key, 16);
+        if (a->n_rate_logged == 64)
+            memmove(a->rate_logged, a->rate_logged + 1,
+                    sizeof a->rate_logged[0] * --a->n_rate_logged);
+        memcpy(a->rate_logged[a->n_rate_logged++], key, 16);
     }
-    pthread_mutex_unlock(&rate_logged_lock);
+    pthread_mutex_unlock(&a->rate_logged_lock);
     if (first)
         gs_log(GS_LOG_WARN,
                "http: %s sends more than http_rate (%g/s, burst %g): answered 429 (logged once)",

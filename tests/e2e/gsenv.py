@@ -300,9 +300,9 @@ def _signal_all(sig):
     return alive
 
 
-def kill_started(grace=2.0):
+def kill_started(grace=2.0, reap=True):
     """Stops every process this test started (see above): SIGTERM, then SIGKILL to what is left
-    after grace seconds; the leaders are reaped."""
+    after grace seconds; with reap, waits for the leaders."""
     if not _marks:
         return
     if _signal_all(signal.SIGTERM):
@@ -310,7 +310,7 @@ def kill_started(grace=2.0):
         while time.monotonic() < end and _signal_all(0):
             time.sleep(0.02)
         _signal_all(signal.SIGKILL)
-    for p in _groups:
+    for p in _groups if reap else ():
         try:
             p.wait(timeout=1)
         except subprocess.TimeoutExpired:
@@ -352,7 +352,7 @@ class GroupPopen(_OriginalPopen):
 
 
 def _on_signal(signum, frame):
-    kill_started(grace=0.3)  # meson SIGKILLs the test 0.5 s after its SIGTERM
+    kill_started(grace=0.3, reap=False)  # meson SIGKILLs the test 0.5 s after its SIGTERM
     sys.exit(128 + signum)
 
 

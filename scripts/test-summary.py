@@ -5,11 +5,17 @@ Usage: test-summary.py BUILD_DIR [BUILD_DIR...]
 Each meson test speaks TAP (cmocka via CMOCKA_MESSAGE_OUTPUT=TAP, Python via tests/e2e/tap.py);
 meson keeps each test's stdout in meson-logs/testlog.json. A test program that crashed or
 timed out before printing its plan counts as one failure, so a crash is never silent.
+Then one more check, "no process left by the tests": every process the tests started carries
+GPUSCOPE_TEST_RUN=<its build directory> (tests/meson.build, tests/e2e/gsenv.py); any such
+process still running is a failure, listed with its pid and command line, and then killed.
 Exits 1 when anything failed or nothing ran.
 """
 import json
+import os
 import re
+import signal
 import sys
+import time
 
 OK = re.compile(r"^ok\b")
 NOT_OK = re.compile(r"^not ok\b")
@@ -64,6 +70,56 @@ def count(build_dir):
     return passed, failed, skipped, failures
 
 
+def left_by_tests(build_dirs):
+    """[(pid, command line)] of the processes whose environment has GPUSCOPE_TEST_RUN naming one
+    of build_dirs."""
+    runs = {os.path.realpath(d).encode() for d in build_dirs}
+    left = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue  # gone, or not ours to read
+        for entry in env:
+            if entry.startswith(b"GPUSCOPE_TEST_RUN=") and \
+                    os.path.realpath(entry.split(b"=", 1)[1]) in runs:
+                left.append((int(pid), cmd or "[zombie]"))
+                break
+    return left
+
+
+def kill_left(left, grace=2.0):
+    """SIGTERM to each process of left, SIGKILL to those still there after grace seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid, _ in left:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        end = time.monotonic() + grace
+        while sig == signal.SIGTERM and time.monotonic() < end and \
+                any(os.path.exists(f"/proc/{pid}") for pid, _ in left):
+            time.sleep(0.05)
+
+
+def check_left(build_dirs):
+    """The closing TAP check: (passed, failed)."""
+    left = left_by_tests(build_dirs)
+    if not left:
+        print("ok - no process left by the tests")
+        return 1, 0
+    print(f"not ok - no process left by the tests: {len(left)} left (killed now)")
+    for pid, cmd in left:
+        print(f"#   {pid} {cmd[:200]}")
+    kill_left(left)
+    return 0, 1
+
+
 def main():
     total_p = total_f = total_s = 0
     for d in sys.argv[1:]:
@@ -72,6 +128,8 @@ def main():
         for row in failures:
             print(f"  FAILED {row}")
         total_p, total_f, total_s = total_p + p, total_f + f, total_s + s
+    p, f = check_left([d for d in sys.argv[1:] if not d.endswith(".tap")])
+    total_p, total_f = total_p + p, total_f + f
     line = f"{total_p} passed, {total_f} failed"
     if total_s:
         line += f", {total_s} skipped"

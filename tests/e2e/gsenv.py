@@ -147,10 +147,9 @@ def clean_up(procs, dirs=(), users=None, stop=None):
 
 
 def clean_up_at_exit(procs, dirs=(), users=None):
-    """clean_up when the test exits, also on meson's timeout (its SIGTERM exits 1, so atexit
-    still runs)."""
+    """clean_up when the test exits, also on meson's timeout (its SIGTERM exits through
+    _on_signal below, so atexit still runs)."""
     atexit.register(clean_up, procs, dirs, users)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
 
 def wait_healthy(base, p=None, tries=100, interval=0.05, get=None):
@@ -244,3 +243,126 @@ class TempUsers:
             quiet("userdel", u)
         for g in self.groups:
             quiet("groupdel", g)
+
+
+# ---- Process hygiene: every process a test starts dies with the test --------------------------
+# The first process of a test run that imports this module (the test itself; its children see
+# GPUSCOPE_TEST_OWNER and leave this alone) makes every subprocess.Popen (so also subprocess.run,
+# check_output, call) start its child in a new session, i.e. its own process group, with
+# GPUSCOPE_TEST_RUN and GPUSCOPE_TEST_OWNER in its environment. Popen.kill() kills the whole
+# group, so subprocess.run's timeout takes the grandchildren too (a 2-rank job under `gpuscope
+# run` left its ranks spinning when only `gpuscope run` was killed). At exit, and on SIGTERM
+# (meson's timeout: it SIGKILLs the test's own group 0.5 s later) or SIGINT to the test, every
+# group started is sent SIGTERM, then SIGKILL after a short grace, and so is any process that
+# left its group but still carries this test's GPUSCOPE_TEST_OWNER. GPUSCOPE_TEST_RUN (set by
+# meson to the build directory, else set here) lets scripts/test-summary.py find what is left
+# after the whole run.
+TEST_RUN_VAR = "GPUSCOPE_TEST_RUN"
+TEST_OWNER_VAR = "GPUSCOPE_TEST_OWNER"
+_OriginalPopen = subprocess.Popen
+_groups = []  # the GroupPopen of every process group this test started
+
+
+def _proc_env_has(pid, entry):
+    """Whether /proc/pid/environ holds entry (bytes "NAME=value")."""
+    try:
+        with open("/proc/%s/environ" % pid, "rb") as f:
+            return entry in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _owned_pids():
+    """The pids of the processes other than this one that carry this test's owner mark."""
+    entry = ("%s=%s" % (TEST_OWNER_VAR, _marks[TEST_OWNER_VAR])).encode()
+    me = os.getpid()
+    return [int(d) for d in os.listdir("/proc")
+            if d.isdigit() and int(d) != me and _proc_env_has(d, entry)]
+
+
+def _signal_all(sig):
+    """Sends sig to every group this test started and to every process carrying its owner mark;
+    returns whether any of them was still there."""
+    alive = False
+    for p in _groups:
+        p.poll()  # reaps an exited leader, so a group of one zombie counts as gone
+        try:
+            os.killpg(p.pid, sig)
+            alive = True
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid in _owned_pids():
+        try:
+            os.kill(pid, sig)
+            alive = True
+        except (ProcessLookupError, PermissionError):
+            pass
+    return alive
+
+
+def kill_started(grace=2.0, reap=True):
+    """Stops every process this test started (see above): SIGTERM, then SIGKILL to what is left
+    after grace seconds; with reap, waits for the leaders."""
+    if not _marks:
+        return
+    if _signal_all(signal.SIGTERM):
+        end = time.monotonic() + grace
+        while time.monotonic() < end and _signal_all(0):
+            time.sleep(0.02)
+        _signal_all(signal.SIGKILL)
+    for p in _groups if reap else ():
+        try:
+            p.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def exit_now(rc):
+    """Leaves at once with status rc, without the interpreter's teardown (torch 1.13 can abort
+    in its C++ teardown at exit) and without atexit: stdout and stderr flushed, what this test
+    started stopped first."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    kill_started()
+    os._exit(rc)
+
+
+class GroupPopen(_OriginalPopen):
+    """subprocess.Popen whose child leads a new session (unless start_new_session or
+    process_group is given) with this test run's marks in its environment; kill() kills its
+    process group."""
+
+    def __init__(self, args, *rest, **kw):
+        if "start_new_session" not in kw and kw.get("process_group") is None:
+            kw["start_new_session"] = True
+        env = kw.get("env")
+        kw["env"] = dict(os.environ if env is None else env, **_marks)
+        super().__init__(args, *rest, **kw)
+        self._gs_group = bool(kw.get("start_new_session")) or kw.get("process_group") == 0
+        if self._gs_group:
+            _groups.append(self)
+
+    def kill(self):
+        if not self._gs_group:
+            return super().kill()
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _on_signal(signum, frame):
+    kill_started(grace=0.3, reap=False)  # meson SIGKILLs the test 0.5 s after its SIGTERM
+    sys.exit(128 + signum)
+
+
+_marks = {}  # this test's TEST_RUN_VAR and TEST_OWNER_VAR; empty in the test's children
+if TEST_OWNER_VAR not in os.environ:
+    _marks = {TEST_RUN_VAR: os.environ.get(TEST_RUN_VAR) or os.path.realpath(BUILD),
+              TEST_OWNER_VAR: "%d.%d" % (os.getpid(), time.time_ns())}
+    os.environ.update(_marks)
+    subprocess.Popen = GroupPopen
+    atexit.register(kill_started)
+    for _sig in (signal.SIGTERM, signal.SIGINT):
+        if signal.getsignal(_sig) in (signal.SIG_DFL, signal.default_int_handler):
+            signal.signal(_sig, _on_signal)

@@ -7,8 +7,13 @@
 
 Prints 'ok N - desc' / 'not ok N - desc' as each check runs and the plan '1..N' at the end;
 done() returns the exit status (1 if anything failed).
+
+Importing it also makes every process the test starts die with the test (gsenv's process
+hygiene), so no test can start processes without it.
 """
 import sys
+
+import gsenv  # noqa: F401
 
 
 class Tap:

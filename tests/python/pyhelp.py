@@ -1,5 +1,8 @@
 """Shared pieces of the Python package tests: paths, a small model, slow and fast datasets,
-a subprocess environment with the package on PYTHONPATH.
+a subprocess environment with the package on PYTHONPATH, and exit_now (gsenv's): every test
+here imports torch and ends with pyhelp.exit_now(t.done()), leaving without torch 1.13's C++
+teardown (it aborted once at exit after every check had passed) and with what it started
+stopped.
 
 PYTHONPATH=<build>/python is set by tests/python/meson.build; the paths below also work
 when a test is run by hand from the source tree with GPUSCOPE_BUILD_ROOT set.
@@ -12,7 +15,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 from tap import Tap  # noqa: E402,F401
-from gsenv import BUILD, SIM, SRC  # noqa: E402,F401
+from gsenv import BUILD, SIM, SRC, exit_now  # noqa: E402,F401
 
 PYROOT = os.path.join(BUILD, "python")
 # A package already on the path (PYTHONPATH from meson, or from `gpuscope run` in a child whose

@@ -82,7 +82,7 @@ NEVER_STEPS = textwrap.dedent("""
 NO_TORCH = "print('no torch here')\n"
 
 DDP = textwrap.dedent("""
-    import json, os, sys, time, torch
+    import datetime, gc, json, os, sys, time, torch
     import torch.distributed as dist
     import torch.multiprocessing as mp
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -91,7 +91,9 @@ DDP = textwrap.dedent("""
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                           WORLD_SIZE=str(world))
         torch.set_num_threads(1)
-        dist.init_process_group("gloo", rank=rank, world_size=world)
+        # a rank that never joins fails the other in 2 min, not gloo's default 30
+        dist.init_process_group("gloo", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=120))
         model = DDP(torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(),
                                         torch.nn.Linear(512, 1)))
         # independent: the script's own comm hook times every bucket's all-reduce, launch to
@@ -114,6 +116,8 @@ DDP = textwrap.dedent("""
         json.dump({"hook_ms": sum(mine) * 1000, "buckets": len(mine)},
                   open("%s.%d" % (out, rank), "w"))
         dist.barrier()  # both ranks done with every collective before the teardown
+        del model, opt  # torch 1.13: no DDP object left when the group goes
+        gc.collect()
         dist.destroy_process_group()
 
     if __name__ == "__main__":
@@ -121,7 +125,7 @@ DDP = textwrap.dedent("""
 """)
 
 HF_DDP = textwrap.dedent("""
-    import json, os, sys, torch
+    import gc, json, os, sys, torch
     import torch.distributed as dist
     sys.path.insert(0, {tests!r})
     from pyhelp import Net, SlowDataset
@@ -135,6 +139,9 @@ HF_DDP = textwrap.dedent("""
     tr = Trainer(model=Net(), args=args, dataloader=dl)
     tr.train()
     print(json.dumps({{"ddp": type(tr.model_wrapped).__name__, "steps": tr.measured["steps"]}}))
+    del tr  # torch 1.13: no DDP object left when the group goes
+    gc.collect()
+    dist.destroy_process_group()
 """).format(tests=HERE)
 
 # The callback added in code, no gpuscope run (no loop tracker): it still times the DDP
@@ -431,4 +438,4 @@ with tempfile.TemporaryDirectory() as tmp:
                    timeout=120)
     t.eq(report(out).get("steps"), 0, "--no-auto: the loop is not instrumented")
 
-t.done()
+pyhelp.exit_now(t.done())

@@ -165,4 +165,4 @@ try:
     t.ok(p.returncode == 6 and "no live run" in p.stderr, "an ended run: 404, exit 6", p.stderr)
 finally:
     clean_up(procs, [tmp])
-sys.exit(t.done())
+pyhelp.exit_now(t.done())

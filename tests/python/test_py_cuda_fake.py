@@ -180,4 +180,4 @@ with tempfile.TemporaryDirectory() as out:
          "tracker: CUDA event log lines", detail=lines[:3])
     _loop.uninstall()
 
-sys.exit(t.done())
+pyhelp.exit_now(t.done())

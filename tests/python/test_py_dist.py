@@ -85,7 +85,4 @@ del ins, model
 gc.collect()
 dist.destroy_process_group()
 shutil.rmtree(tmp, ignore_errors=True)
-rc = t.done()
-sys.stdout.flush()
-sys.stderr.flush()
-os._exit(rc)
+pyhelp.exit_now(t.done())

@@ -13,6 +13,7 @@ import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pyhelp  # noqa: E402
 from pyhelp import Tap  # noqa: E402
 
 import torch  # noqa: E402
@@ -98,4 +99,4 @@ if not had:
     del c10d._dump_nccl_trace
 
 os.system("rm -rf " + tmp)
-sys.exit(t.done())
+pyhelp.exit_now(t.done())

@@ -41,7 +41,7 @@ RULES = os.path.join(SRC, "deploy", "prometheus", "training-job-rules.yml")
 DASHBOARD = os.path.join(SRC, "deploy", "grafana", "training-job.json")
 
 NODE = textwrap.dedent("""
-    import os, sys, time, torch
+    import datetime, gc, os, sys, time, torch
     import torch.distributed as dist
     import torch.multiprocessing as mp
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -60,7 +60,9 @@ NODE = textwrap.dedent("""
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                           WORLD_SIZE="4", LOCAL_RANK=str(local))
         torch.set_num_threads(1)
-        dist.init_process_group("gloo", rank=rank, world_size=4)
+        # a rank that never joins fails the others in 2 min, not gloo's default 30
+        dist.init_process_group("gloo", rank=rank, world_size=4,
+                                timeout=datetime.timedelta(seconds=120))
         model = DDP(Net(0.06 if rank == 3 else 0.0))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         ds = torch.utils.data.TensorDataset(torch.randn(steps * 4, 32), torch.randn(steps * 4, 1))
@@ -68,6 +70,8 @@ NODE = textwrap.dedent("""
             torch.nn.functional.mse_loss(model(x), y).backward()
             opt.step(); opt.zero_grad()
         dist.barrier()
+        del model, opt  # torch 1.13: no DDP object left when the group goes
+        gc.collect()
         dist.destroy_process_group()
 
     if __name__ == "__main__":
@@ -219,4 +223,4 @@ try:
 finally:
     reap(procs)
     shutil.rmtree(tmp, ignore_errors=True)
-sys.exit(t.done())
+pyhelp.exit_now(t.done())

@@ -265,4 +265,4 @@ with tempfile.TemporaryDirectory() as tmp:
     t.eq(hellos, [{"team": "nlp", "n": "2"}, {"try": "3"}],
          "Profiler(tags=...) reaches the hello as strings; $GPUSCOPE_RUN_TAGS wins over it")
 
-sys.exit(t.done())
+pyhelp.exit_now(t.done())

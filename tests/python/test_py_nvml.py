@@ -100,4 +100,4 @@ del os.environ["CUDA_VISIBLE_DEVICES"]
 rep = short_run({"nvml": "off", "devices": [1]})
 t.eq(rep.get("gpus"), [], "nvml off: no sampling")
 
-sys.exit(t.done())
+pyhelp.exit_now(t.done())

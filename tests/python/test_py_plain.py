@@ -262,4 +262,4 @@ except ValueError as e:
     t.ok("forward" in str(e), "unknown phase name raises ValueError naming the valid ones")
 t.eq(gpuscope.finish(), None, "finish() a second time returns None")
 
-sys.exit(t.done())
+pyhelp.exit_now(t.done())

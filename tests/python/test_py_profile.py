@@ -191,4 +191,4 @@ with tempfile.TemporaryDirectory() as tmp:
     t.ok(p.returncode == 2 and "--profile" in p.stderr, "a bad --profile value: usage error",
          detail="%d %s" % (p.returncode, p.stderr))
 
-sys.exit(t.done())
+pyhelp.exit_now(t.done())

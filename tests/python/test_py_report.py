@@ -559,4 +559,4 @@ with tempfile.TemporaryDirectory() as tmp:
     p = gs("compare", slow)
     t.ok(p.returncode == 2 and "two runs" in p.stderr, "compare: one run is a usage error")
 
-t.done()
+pyhelp.exit_now(t.done())

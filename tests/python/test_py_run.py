@@ -145,4 +145,4 @@ with tempfile.TemporaryDirectory() as tmp:
     t.ok(abs(g.get("utilization_avg_percent", -1) - 40.0) < 1e-6 and g.get("index") == 0,
          "--no-auto: device figures for the child's GPU still reported")
 
-t.done()
+pyhelp.exit_now(t.done())

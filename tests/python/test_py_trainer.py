@@ -243,4 +243,4 @@ with tempfile.TemporaryDirectory() as tmp:
     t.eq((res or {}).get("auto"), 0, "GPUSCOPE_AUTO=0: no callback injected")
     t.eq((res or {}).get("shadow"), "yes", "GPUSCOPE_AUTO=0: the shadowed sitecustomize ran")
 
-sys.exit(t.done())
+pyhelp.exit_now(t.done())

@@ -32,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -135,14 +134,6 @@ struct gs_runs {
     unsigned in_run_cap;        /* GPUs per row */
     struct gs_attrib_tree tree; /* the ancestry of a snapshot's GPU processes */
 };
-
-static double real_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void count(struct gs_runs *r, uint64_t *field)
 {
@@ -253,7 +244,7 @@ static struct run *run_join(struct gs_runs *r, const struct gs_peer *peer,
 {
     const struct gs_record_hello *h = &rec->u.hello;
     struct run *run = NULL;
-    double now = real_s();
+    double now = gs_clock_real_s();
     struct rank_conn conn = {.conn_id = peer->conn_id, .pid = peer->pid};
 
     if (rec->type != GS_REC_HELLO || !h->run[0] || h->world_size <= 1)
@@ -402,7 +393,7 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
     run->n_ranks_seen = 1;
     run->pid = peer->pid;
     run->uid = peer->uid;
-    run->start_s = real_s();
+    run->start_s = gs_clock_real_s();
     if (rec->type == GS_REC_HELLO) {
         snprintf(run->name, sizeof run->name, "%s", rec->u.hello.run);
         run->world_size = rec->u.hello.world_size;
@@ -504,7 +495,7 @@ static void run_finish(struct gs_runs *r, struct run *run, const char *why)
     json_decref(report);
     gs_err_clear(&err);
     if (r->rec && run->id > 0 &&
-        gs_recorder_run_end(r->rec, run->id, real_s(), text, &err) != GS_OK) {
+        gs_recorder_run_end(r->rec, run->id, gs_clock_real_s(), text, &err) != GS_OK) {
         gs_log(GS_LOG_WARN, "runs: history: run %lld: %s", (long long)run->id, err.msg);
         count(r, &r->st.store_errors);
     }
@@ -966,7 +957,7 @@ static json_t *step_object(const struct gs_store_step_row *row)
 static json_t *live_item(struct gs_runs *r, struct run *run)
 {
     json_t *it;
-    double now = real_s();
+    double now = gs_clock_real_s();
 
     pthread_mutex_lock(&run->mu);
     if (!run->headline || now - run->headline_t > HEADLINE_TTL_S) {
@@ -1511,7 +1502,7 @@ static void rebuild_interrupted(struct gs_runs *r)
         char *text = NULL;
         long long steps = -1;
 
-        f.last_end = u.todo[i].start > 0 ? u.todo[i].start : real_s();
+        f.last_end = u.todo[i].start > 0 ? u.todo[i].start : gs_clock_real_s();
         gs_err_clear(&err);
         if (f.agg && gs_store_run_steps(db, u.todo[i].id, 0, -1, refeed_step, &f, &err) == GS_OK)
             steps = f.n;
@@ -1709,7 +1700,7 @@ unsigned gs_runs_capture(struct gs_runs *r, const char *path, const char *steps_
     if (!run)
         return reply_error(404, body, len, "no live run %lld", id);
     /* the request's id: unique per agent and time, so that each rank answers it once */
-    c.id = (int64_t)(real_s() * 1e6);
+    c.id = (int64_t)(gs_clock_real_s() * 1e6);
     mlen = gs_control_encode(&c, msg, sizeof msg);
     for (unsigned k = 0; mlen > 0 && k < n; k++)
         sent += gs_receiver_send(r->rx, conns[k], msg, (size_t)mlen) == 0;

@@ -5,10 +5,12 @@
  * runs_int.h.
  *
  * Live runs sit in a fixed table of GS_RUNS_MAX_LIVE pointers under `lock`, which is held for
- * a few instructions only. Each run has its own mutex `mu` around its aggregate and counters:
- * the receiver thread takes it per record, the HTTP thread while it computes a live report
+ * a few instructions only. Each run's records go through its session (run/session.h, the
+ * same dispatch as `gpuscope run`'s: the aggregate, the time rule, the counters), whose lock
+ * the receiver thread takes per record, the HTTP thread while it computes a live report
  * (milliseconds for a long run), and the sampling thread only with trylock, so a report in
- * progress costs that run one snapshot (counted) and never delays a sampling cycle. A run is
+ * progress costs that run one snapshot (counted) and never delays a sampling cycle; the
+ * session's sink here is the history (through the recorder) and the /metrics series. A run is
  * reference counted (the table holds one, each HTTP request in flight one): the receiver
  * thread removes an ending run from the table, computes its report and stores it; the last
  * reference frees it.
@@ -48,7 +50,7 @@
 #include "run/agg.h"
 #include "run/attrib.h"
 #include "run/receiver.h"
-#include "run/usamp.h"
+#include "run/session.h"
 #include "store/history.h"
 #include "store/runs.h"
 
@@ -127,7 +129,7 @@ void gs_runs_run_unref(struct gs_runs *r, struct run *run)
     pthread_mutex_unlock(&r->lock);
     if (!last)
         return;
-    gs_agg_free(run->agg);
+    gs_session_free(run->session);
     json_decref(run->headline);
     json_decref(run->tags);
     pthread_mutex_destroy(&run->mu);
@@ -167,6 +169,7 @@ static struct run *run_join(struct gs_runs *r, const struct gs_peer *peer,
     struct run *run = NULL;
     double now = gs_clock_real_s();
     struct rank_conn conn = {.conn_id = peer->conn_id, .pid = peer->pid};
+    char name[GS_RECORD_STR];
 
     if (rec->type != GS_REC_HELLO || !h->run[0] || h->world_size <= 1)
         return NULL;
@@ -174,21 +177,24 @@ static struct run *run_join(struct gs_runs *r, const struct gs_peer *peer,
     pthread_mutex_lock(&r->lock);
     for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && !run; i++) {
         struct run *c = r->live[i];
-        if (c && c->uid == peer->uid && c->world_size > 1 && c->n_conns > 0 &&
-            c->n_conns < RUN_MAX_CONNS && strcmp(c->name, h->run) == 0 &&
-            now - c->start_s <= DDP_JOIN_S && now >= c->start_s - 1.0)
+        if (!c || c->uid != peer->uid || c->world_size <= 1 || c->n_conns == 0 ||
+            c->n_conns >= RUN_MAX_CONNS || now - c->start_s > DDP_JOIN_S || now < c->start_s - 1.0)
+            continue;
+        gs_session_name(c->session, name, sizeof name);
+        if (strcmp(name, h->run) == 0)
             run = c;
     }
     if (run) {
         run->conns[run->n_conns] = conn;
         run->n_conns++;
-        run->n_ranks_seen++;
         run->refs++;
     }
     pthread_mutex_unlock(&r->lock);
-    if (run)
+    if (run) {
+        gs_session_add_rank(run->session); /* its report keeps the first rank's hello */
         gs_log(GS_LOG_INFO, "runs: pid %ld (rank %d) joins run %lld '%s'", (long)peer->pid,
-               (int)h->rank, (long long)run->id, run->name);
+               (int)h->rank, (long long)run->id, name);
+    }
     return run;
 }
 
@@ -202,58 +208,113 @@ static char *run_tags(struct run *run, const struct gs_record *rec)
     return run->tags ? json_dumps(run->tags, JSON_COMPACT) : NULL;
 }
 
-/* A logged record of run (schema v3): into the history with the run's next seq, at most
- * GS_RUNS_MAX_LOG_POINTS points a run; beyond, or when the store refuses it, its points are
- * counted in the run's logs_dropped (the logs page's "dropped") and the agent's stats. Not
- * kept when history is off. */
+/* ---- the sink of a run's session (run/session.h), on the receiver thread ---- */
+
+/* A record the run kept: the per-rank series of /metrics (runs_metrics.h). */
+static void sink_kept(void *ctx, const struct gs_peer *peer, const struct gs_record *rec)
+{
+    struct run *run = ctx;
+    char name[GS_RECORD_STR];
+
+    if (rec->type != GS_REC_HELLO && rec->type != GS_REC_STEP)
+        return;
+    gs_session_name(run->session, name, sizeof name);
+    if (rec->type == GS_REC_HELLO)
+        gs_runm_hello(run->owner->m, run->id, peer->conn_id, name, &rec->u.hello);
+    else
+        gs_runm_step(run->owner->m, run->id, peer->conn_id, name, &rec->u.step);
+}
+
+/* A step into the history (through the recorder); not stored when history is off. */
+static int sink_store_step(void *ctx, const struct gs_peer *peer, const struct gs_step_rec *step)
+{
+    struct run *run = ctx;
+    struct gs_runs *r = run->owner;
+    struct gs_err err;
+    int rc;
+
+    if (!r->rec || run->id <= 0)
+        return GS_OK;
+    gs_err_clear(&err);
+    rc = gs_recorder_run_step(r->rec, run->id, step, peer->pid, peer->uid, &err);
+    if (rc == GS_EPERM || rc == GS_ENOMEM) {
+        /* The run's share of the flush buffer (store/history.h), or the buffer full: this
+         * run's record is lost, nobody else's. */
+        enum gs_runs_refusal why = rc == GS_EPERM ? GS_RUNS_REF_RUN_SHARE : GS_RUNS_REF_BUFFER_FULL;
+        if (refuse(r, peer->uid, why))
+            gs_log(GS_LOG_WARN, "runs: run %lld (uid %lu): %s (logged once per uid)",
+                   (long long)run->id, (unsigned long)peer->uid, err.msg);
+    } else if (rc != GS_OK) {
+        count(r, &r->st.store_errors);
+    }
+    if (rc != GS_OK)
+        count(r, &r->st.steps_dropped); /* and the session counts it in the run's report */
+    return rc;
+}
+
+/* A logged record of run (schema v3): into the history with the run's seq; not kept when
+ * history is off. The session keeps at most GS_RUNS_MAX_LOG_POINTS points a run; those
+ * beyond (sink_refused) or refused by the store are counted in the run's log_points_dropped
+ * (the logs page's "dropped") and the agent's stats. */
 _Static_assert(GS_RECORD_FACT_KEY == GS_STORE_LOG_KEY && GS_RECORD_MAX_LOG <= GS_STORE_LOG_MAX_KEYS,
                "a log record's keys fit the store's");
 
-static void run_keep_log(struct gs_runs *r, struct run *run, const struct gs_record_log *l)
+static int sink_store_log(void *ctx, const struct gs_peer *peer, const struct gs_record_log *l,
+                          int64_t seq)
 {
-    struct gs_store_log sl = {.step = l->step, .t = l->t, .rank = l->rank};
+    struct run *run = ctx;
+    struct gs_runs *r = run->owner;
+    struct gs_store_log sl = {.seq = seq, .step = l->step, .t = l->t, .rank = l->rank, .n = l->n};
     struct gs_err err;
-    int over, first_over = 0;
 
-    if (!r->rec || run->id <= 0 || l->n == 0 || l->n > GS_STORE_LOG_MAX_KEYS)
-        return;
-    pthread_mutex_lock(&run->mu);
-    over = run->log_points + l->n > GS_RUNS_MAX_LOG_POINTS;
-    if (over) {
-        first_over = run->logs_dropped == 0;
-        run->logs_dropped += l->n;
-    } else {
-        sl.seq = (int64_t)run->log_records++;
-        run->log_points += l->n;
-    }
-    pthread_mutex_unlock(&run->mu);
-    if (over) {
-        pthread_mutex_lock(&r->lock);
-        r->st.logs_dropped += l->n;
-        pthread_mutex_unlock(&r->lock);
-        if (first_over)
-            gs_log(GS_LOG_WARN,
-                   "runs: run %lld: %d logged values kept; later ones are dropped "
-                   "(counted)",
-                   (long long)run->id, GS_RUNS_MAX_LOG_POINTS);
-        return;
-    }
-    sl.n = l->n;
+    (void)peer;
+    if (!r->rec || run->id <= 0)
+        return GS_OK;
     for (unsigned i = 0; i < l->n; i++) {
         memcpy(sl.key[i], l->key[i], GS_STORE_LOG_KEY);
         sl.key[i][GS_STORE_LOG_KEY - 1] = '\0';
         sl.value[i] = l->val[i];
     }
     gs_err_clear(&err);
-    if (gs_recorder_run_log(r->rec, run->id, &sl, &err) != GS_OK) {
-        pthread_mutex_lock(&run->mu);
-        run->logs_dropped += l->n;
-        pthread_mutex_unlock(&run->mu);
-        pthread_mutex_lock(&r->lock);
-        r->st.logs_dropped += l->n;
-        r->st.store_errors++;
-        pthread_mutex_unlock(&r->lock);
+    if (gs_recorder_run_log(r->rec, run->id, &sl, &err) == GS_OK)
+        return GS_OK;
+    pthread_mutex_lock(&r->lock);
+    r->st.logs_dropped += l->n;
+    r->st.store_errors++;
+    pthread_mutex_unlock(&r->lock);
+    return GS_EIO;
+}
+
+/* A step dated before 2000 or before its run began (its first record, normally the hello: the
+ * rule of run/record.h, shared with `gpuscope run`), or a log record beyond the run's
+ * GS_RUNS_MAX_LOG_POINTS: counted, logged once per run. */
+static void sink_refused(void *ctx, const struct gs_peer *peer, const struct gs_record *rec,
+                         enum gs_session_refusal what, const char *why, uint64_t nth)
+{
+    struct run *run = ctx;
+    struct gs_runs *r = run->owner;
+
+    if (what == GS_SESSION_STEP_TIME) {
+        count(r, &r->st.steps_dropped);
+        refuse(r, peer->uid, GS_RUNS_REF_STEP_TIME); /* logged once per run below */
+        if (nth == 1)
+            gs_log(GS_LOG_WARN,
+                   "runs: run %lld (pid %ld uid %lu): step %llu refused: t0 %.3f is %s; "
+                   "further such steps of this run are dropped without a word",
+                   (long long)run->id, (long)peer->pid, (unsigned long)peer->uid,
+                   (unsigned long long)rec->u.step.step, rec->u.step.t_begin, why);
+        return;
     }
+    if (!r->rec || run->id <= 0) /* history off: logged values are not kept anyway */
+        return;
+    pthread_mutex_lock(&r->lock);
+    r->st.logs_dropped += rec->u.log.n;
+    pthread_mutex_unlock(&r->lock);
+    if (nth == 1)
+        gs_log(GS_LOG_WARN,
+               "runs: run %lld: %d logged values kept; later ones are dropped "
+               "(counted)",
+               (long long)run->id, GS_RUNS_MAX_LOG_POINTS);
 }
 
 /* Makes the run of a connection's first record; NULL when the table is full or out of
@@ -262,9 +323,18 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
                              const struct gs_record *rec)
 {
     struct run *run = calloc(1, sizeof *run);
+    struct gs_session_opts so = {.max_agg_steps = GS_RUNS_MAX_AGG_STEPS,
+                                 .max_log_points = GS_RUNS_MAX_LOG_POINTS,
+                                 .first_rank_hello = 1,
+                                 .drops_known = 1};
+    struct gs_session_sink sink = {.ctx = run,
+                                   .kept = sink_kept,
+                                   .store_step = sink_store_step,
+                                   .store_log = sink_store_log,
+                                   .refused = sink_refused};
+    const char *name = rec->type == GS_REC_HELLO ? rec->u.hello.run : "";
     struct gs_err err;
     unsigned slot = GS_RUNS_MAX_LIVE;
-
     unsigned held = 0;
 
     pthread_mutex_lock(&r->lock);
@@ -299,30 +369,28 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
         return NULL;
     }
     pthread_mutex_unlock(&r->lock);
-    if (!(run->agg = gs_agg_new())) {
+    /* steps are refused against the run's start: its first record (normally the hello) */
+    run->start_s = so.start_s = gs_clock_real_s();
+    if (gs_session_new(&run->session, &so, &sink, NULL) != GS_OK) {
         free(run);
         count(r, &r->st.runs_refused);
         return NULL;
     }
-    gs_agg_set_records_dropped(run->agg, 0); /* known: none lost yet */
     pthread_mutex_init(&run->mu, NULL);
+    run->owner = r;
     run->refs = 1;
     run->conns[0].conn_id = peer->conn_id;
     run->conns[0].pid = peer->pid;
     conn_devices(&run->conns[0], peer, rec);
     run->n_conns = 1;
-    run->n_ranks_seen = 1;
     run->pid = peer->pid;
     run->uid = peer->uid;
-    run->start_s = gs_clock_real_s();
-    if (rec->type == GS_REC_HELLO) {
-        snprintf(run->name, sizeof run->name, "%s", rec->u.hello.run);
+    if (rec->type == GS_REC_HELLO)
         run->world_size = rec->u.hello.world_size;
-    }
     char *tags_text = run_tags(run, rec);
     gs_err_clear(&err);
     if (r->rec) {
-        struct gs_store_run sr = {.name = run->name[0] ? run->name : NULL,
+        struct gs_store_run sr = {.name = name[0] ? name : NULL,
                                   .source = "agent",
                                   .hostname = r->hostname[0] ? r->hostname : NULL,
                                   .start_time = run->start_s,
@@ -342,8 +410,8 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
     r->st.runs_started++;
     r->st.live++;
     pthread_mutex_unlock(&r->lock);
-    gs_log(GS_LOG_INFO, "runs: run %lld '%s' started (pid %ld, uid %lu)", (long long)run->id,
-           run->name, (long)run->pid, (unsigned long)run->uid);
+    gs_log(GS_LOG_INFO, "runs: run %lld '%s' started (pid %ld, uid %lu)", (long long)run->id, name,
+           (long)run->pid, (unsigned long)run->uid);
     return run;
 }
 
@@ -363,13 +431,8 @@ void gs_runs_fill_peer(json_t *report, const struct run *run)
 
 /* An ended run's logged points that were not kept, in its report's "run" object when there
  * were any ("log_points_dropped", docs/api.md); the logs page reads it back. */
-static void run_report_logs(json_t *report, struct run *run)
+static void run_report_logs(json_t *report, uint64_t dropped)
 {
-    uint64_t dropped;
-
-    pthread_mutex_lock(&run->mu);
-    dropped = run->logs_dropped;
-    pthread_mutex_unlock(&run->mu);
     if (dropped && json_is_object(json_object_get(report, "run")))
         json_object_set_new(json_object_get(report, "run"), "log_points_dropped",
                             json_integer((json_int_t)dropped));
@@ -380,9 +443,10 @@ static void run_report_logs(json_t *report, struct run *run)
 static void run_finish(struct gs_runs *r, struct run *run, const char *why)
 {
     struct gs_report_meta meta = {.hostname = r->hostname, .exit_code = -1, .source = "agent"};
+    struct gs_session_stats st;
     struct gs_err err;
     json_t *report;
-    char *text = NULL;
+    char *text = NULL, name[GS_RECORD_STR];
     int found = 0;
 
     pthread_mutex_lock(&r->lock);
@@ -401,16 +465,16 @@ static void run_finish(struct gs_runs *r, struct run *run, const char *why)
     if (!found)
         return;
     gs_runm_drop(r->m, run->id, 0);
-    pthread_mutex_lock(&run->mu);
-    meta.run_name = run->name[0] ? run->name : NULL;
-    report = gs_agg_report(run->agg, &meta);
-    pthread_mutex_unlock(&run->mu);
+    gs_session_name(run->session, name, sizeof name);
+    meta.run_name = name[0] ? name : NULL;
+    report = gs_session_report(run->session, &meta);
+    st = gs_session_stats(run->session);
     gs_runs_fill_peer(report, run);
     /* Every step received, also those beyond GS_RUNS_MAX_AGG_STEPS: the list's count. */
     if (json_is_object(json_object_get(report, "run")))
         json_object_set_new(json_object_get(report, "run"), "steps_received",
-                            json_integer((json_int_t)run->steps));
-    run_report_logs(report, run);
+                            json_integer((json_int_t)st.steps));
+    run_report_logs(report, st.log_points_dropped);
     if (report)
         text = json_dumps(report, JSON_COMPACT | JSON_REAL_PRECISION(15));
     json_decref(report);
@@ -422,7 +486,7 @@ static void run_finish(struct gs_runs *r, struct run *run, const char *why)
     }
     free(text);
     gs_log(GS_LOG_INFO, "runs: run %lld ended (%s), %llu step record(s)", (long long)run->id, why,
-           (unsigned long long)run->steps);
+           (unsigned long long)st.steps);
     gs_runs_run_unref(r, run); /* the table's */
 }
 
@@ -451,7 +515,6 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
     struct gs_runs *r = ctx;
     struct run *run = gs_runs_run_find(r, peer->conn_id, 0);
     int late = run != NULL; /* a record of a connection that has its run */
-    struct gs_err err;
 
     count(r, &r->st.records);
     /* Records per second per uid (issue 18): a flooding user loses its own records, counted
@@ -466,20 +529,19 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
                    (unsigned long)peer->uid, r->rate_per_uid, r->burst_per_uid);
         if (rec->type == GS_REC_STEP) {
             count(r, &r->st.steps_dropped);
-            if (run) {
-                pthread_mutex_lock(&run->mu);
-                gs_agg_set_records_dropped(run->agg, ++run->dropped);
-                pthread_mutex_unlock(&run->mu);
-            }
+            if (run)
+                gs_session_drop_step(run->session);
         }
         if (run)
             gs_runs_run_unref(r, run);
         return;
     }
     if (!run && (run = run_join(r, peer, rec)) != NULL) {
-        /* another rank of a DDP job: its steps only (the agg keeps the first hello) */
+        /* another rank of a DDP job: its steps only (the report keeps the first hello) */
         if (rec->type == GS_REC_HELLO) {
-            gs_runm_hello(r->m, run->id, peer->conn_id, run->name, &rec->u.hello);
+            char name[GS_RECORD_STR];
+            gs_session_name(run->session, name, sizeof name);
+            gs_runm_hello(r->m, run->id, peer->conn_id, name, &rec->u.hello);
             gs_runs_run_unref(r, run);
             return;
         }
@@ -507,74 +569,8 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
             }
         pthread_mutex_unlock(&r->lock);
     }
-    /* Steps dated before 2000 or before their run began (its first record, normally the
-     * hello): the rule of run/record.h, shared with `gpuscope run`. */
-    const char *bad_time =
-        rec->type == GS_REC_STEP ? gs_record_step_time_refusal(&rec->u.step, run->start_s) : NULL;
-    if (bad_time) {
-        uint64_t n;
-        count(r, &r->st.steps_dropped);
-        refuse(r, peer->uid, GS_RUNS_REF_STEP_TIME); /* logged once per run below */
-        pthread_mutex_lock(&run->mu);
-        n = ++run->refused_time;
-        pthread_mutex_unlock(&run->mu);
-        if (n == 1) /* once per run */
-            gs_log(GS_LOG_WARN,
-                   "runs: run %lld (pid %ld uid %lu): step %llu refused: t0 %.3f is %s; "
-                   "further such steps of this run are dropped without a word",
-                   (long long)run->id, (long)peer->pid, (unsigned long)peer->uid,
-                   (unsigned long long)rec->u.step.step, rec->u.step.t_begin, bad_time);
-        gs_runs_run_unref(r, run);
-        return;
-    }
-    pthread_mutex_lock(&run->mu);
-    switch (rec->type) {
-    case GS_REC_HELLO:
-        /* a hello on a connection that has one (or a late one): the first one counts */
-        if (run->n_ranks_seen == 1)
-            gs_agg_hello(run->agg, &rec->u.hello, peer->pid, peer->uid);
-        if (!run->name[0])
-            snprintf(run->name, sizeof run->name, "%s", rec->u.hello.run);
-        gs_runm_hello(r->m, run->id, peer->conn_id, run->name, &rec->u.hello);
-        break;
-    case GS_REC_STEP:
-        gs_runm_step(r->m, run->id, peer->conn_id, run->name, &rec->u.step);
-        run->steps++;
-        if (run->steps <= GS_RUNS_MAX_AGG_STEPS)
-            gs_agg_step(run->agg, &rec->u.step);
-        break;
-    case GS_REC_END:
-        gs_agg_end(run->agg, &rec->u.end);
-        break;
-    case GS_REC_LOG: /* kept in the history below (run_keep_log) */
-        break;
-    }
-    pthread_mutex_unlock(&run->mu);
-    if (rec->type == GS_REC_STEP && r->rec && run->id > 0) {
-        int rc;
-
-        gs_err_clear(&err);
-        rc = gs_recorder_run_step(r->rec, run->id, &rec->u.step, peer->pid, peer->uid, &err);
-        if (rc == GS_EPERM || rc == GS_ENOMEM) {
-            /* The run's share of the flush buffer (store/history.h), or the buffer full:
-             * this run's record is lost, nobody else's. */
-            enum gs_runs_refusal why =
-                rc == GS_EPERM ? GS_RUNS_REF_RUN_SHARE : GS_RUNS_REF_BUFFER_FULL;
-            if (refuse(r, peer->uid, why))
-                gs_log(GS_LOG_WARN, "runs: run %lld (uid %lu): %s (logged once per uid)",
-                       (long long)run->id, (unsigned long)peer->uid, err.msg);
-        } else if (rc != GS_OK) {
-            count(r, &r->st.store_errors);
-        }
-        if (rc != GS_OK) {
-            count(r, &r->st.steps_dropped);
-            pthread_mutex_lock(&run->mu);
-            gs_agg_set_records_dropped(run->agg, ++run->dropped);
-            pthread_mutex_unlock(&run->mu);
-        }
-    }
-    if (rec->type == GS_REC_LOG)
-        run_keep_log(r, run, &rec->u.log);
+    /* the aggregate, the time rule, the history and the series: run/session.h and the sink */
+    gs_session_record(run->session, peer, rec);
     if (rec->type == GS_REC_END)
         run_detach(r, run, peer->conn_id, "end record");
     gs_runs_run_unref(r, run);
@@ -699,15 +695,8 @@ void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap)
     for (unsigned k = 0; k < n; k++) {
         struct run *run = runs[k];
 
-        if (any[k]) {
-            if (pthread_mutex_trylock(&run->mu) == 0) {
-                gs_agg_snapshot(run->agg, snap, r->in_run + (size_t)k * ng, snap->t_real);
-                gs_usamp_feed(run->agg, snap, r->in_run + (size_t)k * ng);
-                pthread_mutex_unlock(&run->mu);
-            } else {
-                count(r, &r->st.snapshots_skipped);
-            }
-        }
+        if (any[k] && !gs_session_snapshot(run->session, snap, r->in_run + (size_t)k * ng, 0))
+            count(r, &r->st.snapshots_skipped);
         gs_runs_run_unref(r, run);
     }
 }

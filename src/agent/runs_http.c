@@ -202,12 +202,15 @@ static json_t *live_item(struct gs_runs *r, struct run *run)
 {
     json_t *it;
     double now = gs_clock_real_s();
+    char name[GS_RECORD_STR];
+    uint64_t steps = gs_session_stats(run->session).steps;
 
+    gs_session_name(run->session, name, sizeof name);
     pthread_mutex_lock(&run->mu);
     if (!run->headline || now - run->headline_t > HEADLINE_TTL_S) {
         struct gs_report_meta meta = {
-            .run_name = run->name, .hostname = r->hostname, .exit_code = -1, .source = "agent"};
-        json_t *rep = gs_agg_report(run->agg, &meta);
+            .run_name = name, .hostname = r->hostname, .exit_code = -1, .source = "agent"};
+        json_t *rep = gs_session_report(run->session, &meta);
         if (rep) {
             json_decref(run->headline);
             run->headline = json_object();
@@ -217,9 +220,9 @@ static json_t *live_item(struct gs_runs *r, struct run *run)
         }
     }
     it = json_pack("{s:I, s:s, s:I, s:o, s:I, s:f, s:n, s:I, s:s}", "id", (json_int_t)run->id,
-                   "name", run->name, "uid", (json_int_t)run->uid, "user", user_of(run->uid), "pid",
-                   (json_int_t)run->pid, "start", run->start_s, "end", "steps",
-                   (json_int_t)run->steps, "state", "running");
+                   "name", name, "uid", (json_int_t)run->uid, "user", user_of(run->uid), "pid",
+                   (json_int_t)run->pid, "start", run->start_s, "end", "steps", (json_int_t)steps,
+                   "state", "running");
     if (it && run->headline)
         json_object_update(it, run->headline);
     pthread_mutex_unlock(&run->mu);
@@ -418,12 +421,12 @@ static unsigned http_report(struct gs_runs *r, int64_t id, const struct gs_runs_
         struct gs_report_meta meta = {.hostname = r->hostname, .exit_code = -1, .source = "agent"};
         json_t *rep;
         uint64_t steps;
-        pthread_mutex_lock(&run->mu);
-        meta.run_name = run->name[0] ? run->name : NULL;
-        rep = gs_agg_report(run->agg, &meta);
+        char name[GS_RECORD_STR];
+        gs_session_name(run->session, name, sizeof name);
+        meta.run_name = name[0] ? name : NULL;
+        rep = gs_session_report(run->session, &meta);
         gs_runs_fill_peer(rep, run);
-        steps = run->steps;
-        pthread_mutex_unlock(&run->mu);
+        steps = gs_session_stats(run->session).steps;
         gs_runs_run_unref(r, run);
         if (!rep)
             return reply_error(500, body, len, "out of memory");
@@ -480,9 +483,7 @@ static unsigned page_begin(struct gs_runs *r, int64_t id, const struct gs_runs_w
     pg->exists = run != NULL;
     pg->visible = run && who_sees(who, run->uid);
     if (run) {
-        pthread_mutex_lock(&run->mu);
-        pg->logs_dropped = run->logs_dropped;
-        pthread_mutex_unlock(&run->mu);
+        pg->logs_dropped = gs_session_stats(run->session).log_points_dropped;
         gs_runs_run_unref(r, run);
     }
     if (pg->exists && !pg->visible)

@@ -17,6 +17,7 @@
 #include "run/agg.h"
 #include "run/attrib.h"
 #include "run/record.h"
+#include "run/session.h"
 
 struct gs_err;
 struct gs_ratelimit;
@@ -39,30 +40,26 @@ struct rank_conn {
 };
 
 struct run {
-    pthread_mutex_t mu; /* everything below but refs, conns and n_conns */
+    pthread_mutex_t mu; /* the headline cache */
     int refs;           /* under gs_runs.lock */
     /* The connections feeding this run, under gs_runs.lock; only the receiver thread changes
      * them. The run ends when the last one ends. */
     struct rank_conn conns[RUN_MAX_CONNS];
     unsigned n_conns;
-    unsigned n_ranks_seen; /* connections ever attached (the ranks of a DDP job) */
-    int64_t id;            /* history row id (or a counter when history is off); constant */
-    pid_t pid;             /* the first connection's SO_PEERCRED pid; constant */
-    uid_t uid;             /* its uid; every rank has the same */
-    int32_t world_size;    /* the first hello's, > 1 when other ranks may join; constant */
-    double start_s;        /* constant */
-    char name[GS_RECORD_STR];
-    uint64_t steps;        /* step records received */
-    uint64_t dropped;      /* of those, not stored in the history (the report's records_dropped) */
-    uint64_t refused_time; /* step records refused for their timestamps (not in steps) */
-    struct gs_agg *agg;
+    int64_t id;         /* history row id (or a counter when history is off); constant */
+    pid_t pid;          /* the first connection's SO_PEERCRED pid; constant */
+    uid_t uid;          /* its uid; every rank has the same */
+    int32_t world_size; /* the first hello's, > 1 when other ranks may join; constant */
+    double start_s;     /* constant */
+    /* The run's records (run/session.h): its aggregate, name, counters (steps received,
+     * dropped, refused for their time; logged values kept and dropped) and their lock. The
+     * sink's context is the run; its ranks are the DDP job's connections ever attached. */
+    struct gs_session *session;
+    struct gs_runs *owner;
     json_t *headline; /* cached list figures of a live run */
     double headline_t;
-    /* Schema v3: the first hello's tags (an object, constant once set), and the run's logged
-     * values: records kept (their seq), points kept and points dropped (beyond
-     * GS_RUNS_MAX_LOG_POINTS or not stored), under mu. */
+    /* Schema v3: the first hello's tags (an object, constant once set). */
     json_t *tags;
-    uint64_t log_records, log_points, logs_dropped;
 };
 
 struct gs_runs {

@@ -29,6 +29,7 @@
 #ifndef GS_RUN_SESSION_H
 #define GS_RUN_SESSION_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <jansson.h>

@@ -15,9 +15,11 @@
  * DIR/samples.db also holds the run itself (table `run`) and its step records (`step`),
  * schema v2 of docs/history.md.
  *
- * Threads: main (fork, signals, waitpid), the receiver's, and the sampler's. One mutex
- * (struct run_ctx.mu) guards the aggregate, steps.jsonl and the hello devices; another
- * (store_mu) the history store, which the receiver feeds steps and the sampler snapshots.
+ * Threads: main (fork, signals, waitpid), the receiver's, and the sampler's. The records go
+ * through the run's session (src/run/session.h: the aggregate, the time rule, the counters,
+ * under its own lock), whose sink here is steps.jsonl and samples.db. One mutex
+ * (struct run_ctx.mu) guards steps.jsonl and the hello devices; another (store_mu) the history
+ * store, which the receiver feeds steps and the sampler snapshots.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -35,9 +37,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
+#include "base/term.h"
 #include "cli/cli.h"
 #include "cli/run/run_profile.h"
-#include "base/term.h"
 #include "diag/diag.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
@@ -46,7 +49,7 @@
 #include "run/attrib.h"
 #include "run/receiver.h"
 #include "run/record.h"
-#include "run/usamp.h"
+#include "run/session.h"
 #include "stacks/runstacks.h"
 #include "store/history.h"
 
@@ -78,7 +81,7 @@ struct run_opts {
 
 struct run_ctx {
     pthread_mutex_t mu;
-    struct gs_agg *agg;
+    struct gs_session *session; /* the aggregate and the records' counters, own lock */
     FILE *steps;
     unsigned steps_lines;
     int steps_failed;
@@ -86,8 +89,7 @@ struct run_ctx {
     unsigned char cuda_dev[GS_RECORD_MAX_DEVICES];
     unsigned closed_conns;
     char last_reject[200];
-    /* step records refused by their time (run/record.h's rule) and the first one's reason */
-    unsigned refused_time;
+    /* the first step record refused for its time (run/record.h's rule): why */
     char refused_why[200];
     const struct run_opts *opts;
     char default_name[300]; /* script and start time: the name of an unnamed run */
@@ -97,11 +99,9 @@ struct run_ctx {
     struct gs_store *store;
     int64_t run_id;
     double interval_s;
-    double start_real; /* CLOCK_REALTIME seconds just before CMD started */
     pid_t child;
     int stop;
     pthread_cond_t cv;
-    uint64_t samples;
     struct gs_runstacks *rs; /* --stacks sampler and hang watchdog; NULL when off */
 };
 
@@ -456,47 +456,32 @@ static int run_child_env(const char *sock, const char *dir, int auto_inject)
 
 /* ---- records ---- */
 
-static void on_record(void *vctx, const struct gs_peer *peer, const struct gs_record *rec)
+/* A record the session kept (session.h sink): the stacks sampler's ranks and steps, the
+ * hello's devices, and the record as decoded (so only validated fields) in steps.jsonl with
+ * who sent it. */
+static void run_kept(void *vctx, const struct gs_peer *peer, const struct gs_record *rec)
 {
     struct run_ctx *c = vctx;
     char buf[GS_RECORD_MAX + 64];
-    const char *bad_time;
-    int n;
+    int n = gs_record_encode(rec, buf, sizeof buf);
 
     pthread_mutex_lock(&c->mu);
-    /* Steps dated before 2000 or before the run (CMD's start) are refused, as the agent does:
-     * counted, the first one's reason said when the run ends; not in steps.jsonl nor the
-     * report. */
-    if (rec->type == GS_REC_STEP &&
-        (bad_time = gs_record_step_time_refusal(&rec->u.step, c->start_real)) != NULL) {
-        if (c->refused_time++ == 0)
-            snprintf(c->refused_why, sizeof c->refused_why, "pid %ld: step %llu: t0 %.3f is %s",
-                     (long)peer->pid, (unsigned long long)rec->u.step.step, rec->u.step.t_begin,
-                     bad_time);
-        pthread_mutex_unlock(&c->mu);
-        return;
-    }
-    n = gs_record_encode(rec, buf, sizeof buf);
     switch (rec->type) {
     case GS_REC_HELLO:
-        gs_agg_hello(c->agg, &rec->u.hello, peer->pid, peer->uid);
         gs_runstacks_add_rank(c->rs, peer->pid, rec->u.hello.rank >= 0 ? rec->u.hello.rank : 0);
         for (uint32_t i = 0; i < rec->u.hello.n_devices && i < GS_RECORD_MAX_DEVICES; i++)
             if (rec->u.hello.devices[i] >= 0 && rec->u.hello.devices[i] < GS_RECORD_MAX_DEVICES)
                 c->cuda_dev[rec->u.hello.devices[i]] = 1;
         break;
     case GS_REC_STEP:
-        gs_agg_step(c->agg, &rec->u.step);
         gs_runstacks_step(c->rs, &rec->u.step);
         break;
     case GS_REC_END:
-        gs_agg_end(c->agg, &rec->u.end);
         gs_runstacks_end(c->rs);
         break;
     case GS_REC_LOG: /* kept in steps.jsonl below (the report page's training curves) */
         break;
     }
-    /* The record as decoded (so only validated fields), plus who sent it. */
     if (c->steps && n > 1 && buf[0] == '{') {
         int ok = fprintf(c->steps, "{\"peer_pid\":%ld,\"peer_uid\":%lu,\"conn\":%llu,%s\n",
                          (long)peer->pid, (unsigned long)peer->uid,
@@ -508,15 +493,47 @@ static void on_record(void *vctx, const struct gs_peer *peer, const struct gs_re
             fprintf(stderr, "gpuscope run: writing steps.jsonl: %s\n", strerror(errno));
     }
     pthread_mutex_unlock(&c->mu);
-    if (rec->type == GS_REC_STEP && c->store) {
-        pthread_mutex_lock(&c->store_mu);
-        gs_store_run_step(c->store, c->run_id, &rec->u.step, peer->pid, peer->uid, NULL);
-        /* The sampler flushes every RUN_FLUSH_S; without one (no GPU), or faster than the
-         * store's buffer holds, the steps are flushed from here. */
-        if (gs_store_stats(c->store).steps_buffered >= RUN_STEP_FLUSH)
-            gs_store_flush(c->store, NULL);
-        pthread_mutex_unlock(&c->store_mu);
-    }
+}
+
+/* A kept step into samples.db. Never counted dropped: the store counts what it could not
+ * keep (said at the end) and steps.jsonl has every step. */
+static int run_store_step(void *vctx, const struct gs_peer *peer, const struct gs_step_rec *step)
+{
+    struct run_ctx *c = vctx;
+
+    if (!c->store)
+        return GS_OK;
+    pthread_mutex_lock(&c->store_mu);
+    gs_store_run_step(c->store, c->run_id, step, peer->pid, peer->uid, NULL);
+    /* The sampler flushes every RUN_FLUSH_S; without one (no GPU), or faster than the
+     * store's buffer holds, the steps are flushed from here. */
+    if (gs_store_stats(c->store).steps_buffered >= RUN_STEP_FLUSH)
+        gs_store_flush(c->store, NULL);
+    pthread_mutex_unlock(&c->store_mu);
+    return GS_OK;
+}
+
+/* Steps dated before 2000 or before the run (CMD's start) are refused, as the agent does:
+ * counted by the session, the first one's reason said when the run ends; not in steps.jsonl
+ * nor the report. */
+static void run_refused(void *vctx, const struct gs_peer *peer, const struct gs_record *rec,
+                        enum gs_session_refusal what, const char *why, uint64_t nth)
+{
+    struct run_ctx *c = vctx;
+
+    if (what != GS_SESSION_STEP_TIME || nth != 1)
+        return;
+    pthread_mutex_lock(&c->mu);
+    snprintf(c->refused_why, sizeof c->refused_why, "pid %ld: step %llu: t0 %.3f is %s",
+             (long)peer->pid, (unsigned long long)rec->u.step.step, rec->u.step.t_begin, why);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void on_record(void *vctx, const struct gs_peer *peer, const struct gs_record *rec)
+{
+    struct run_ctx *c = vctx;
+
+    gs_session_record(c->session, peer, rec);
 }
 
 static void on_reject(void *vctx, const struct gs_peer *peer, const char *why)
@@ -564,14 +581,6 @@ static void run_mark_gpus(struct run_ctx *c, struct gs_attrib_tree *tree, const 
     gs_attrib_mark(&a, tree, snap, in_run);
 }
 
-static double mono_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void *run_sampler_thread(void *arg)
 {
     struct run_ctx *c = arg;
@@ -583,7 +592,7 @@ static void *run_sampler_thread(void *arg)
     char cvd[1024];
     unsigned want;
     struct gs_err err;
-    double next = mono_s(), last_flush = next;
+    double next = gs_clock_mono_s(), last_flush = next;
     int failing = 0;
 
     if (!in_run || gs_snapshot_new(&snap, n, 64, &err) != GS_OK) {
@@ -603,13 +612,9 @@ static void *run_sampler_thread(void *arg)
         if (gs_sampler_sample(c->sampler, snap, want, &err) == GS_OK) {
             failing = 0;
             run_mark_gpus(c, &tree, cvd, snap, in_run);
-            pthread_mutex_lock(&c->mu);
-            gs_agg_snapshot(c->agg, snap, in_run, snap->t_real);
             /* and what the driver sampled (~6 a second) on the run's GPUs since the previous
              * cycle (the sampler's open at first) */
-            gs_usamp_feed(c->agg, snap, in_run);
-            c->samples++;
-            pthread_mutex_unlock(&c->mu);
+            gs_session_snapshot(c->session, snap, in_run, 1);
             for (unsigned g = 0; c->rs && g < snap->n_gpus; g++) {
                 const struct gs_gpu *gp = &snap->gpus[g];
                 if (in_run[g] && gs_gpu_has(gp, GS_M_UTIL_GPU))
@@ -624,7 +629,7 @@ static void *run_sampler_thread(void *arg)
         } else if (!failing++) {
             fprintf(stderr, "gpuscope run: GPU sample failed: %s\n", err.msg);
         }
-        now = mono_s();
+        now = gs_clock_mono_s();
         if (now - last_flush >= RUN_FLUSH_S) {
             pthread_mutex_lock(&c->store_mu);
             gs_store_flush(c->store, NULL);
@@ -810,14 +815,6 @@ static char *run_quote(char **argv)
     return s;
 }
 
-static double real_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* The run's tags as JSON text (malloc'ed; NULL: none): --tag K=V ..., else a valid
  * $GPUSCOPE_RUN_TAGS of the caller's (what CMD's package then sends). */
 static char *run_tags_text(const struct run_opts *o)
@@ -855,7 +852,7 @@ static void run_store_begin(struct run_ctx *c, char **cmd)
                                .source = "gpuscope-run",
                                .command = command,
                                .hostname = host,
-                               .start_time = real_s(),
+                               .start_time = gs_clock_real_s(),
                                .tags = tags};
     struct gs_err err;
 
@@ -973,9 +970,7 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
     int rc = 0;
 
     gethostname(host, sizeof host - 1);
-    pthread_mutex_lock(&c->mu);
-    report = gs_agg_report(c->agg, &meta);
-    pthread_mutex_unlock(&c->mu);
+    report = gs_session_report(c->session, &meta);
     if (report)
         run_name_report(c, report);
     if (report && c->rs) {
@@ -985,7 +980,8 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
     free(command);
     if (report && c->store && c->run_id > 0) {
         text = json_dumps(report, JSON_COMPACT);
-        if (gs_store_run_end(c->store, c->run_id, real_s(), exit_code, text, &gerr) != GS_OK)
+        if (gs_store_run_end(c->store, c->run_id, gs_clock_real_s(), exit_code, text, &gerr) !=
+            GS_OK)
             fprintf(stderr, "gpuscope run: samples.db: %s\n", gerr.msg);
         free(text);
     }
@@ -1057,7 +1053,7 @@ static void run_open_sampler(struct run_ctx *c, pid_t child, pthread_t *th, int 
  * records CMD sent just before it exited are still queued on the socket. */
 static void run_drain(struct run_ctx *c, struct gs_receiver *rx)
 {
-    double until = mono_s() + RUN_DRAIN_S;
+    double until = gs_clock_mono_s() + RUN_DRAIN_S;
 
     for (;;) {
         struct gs_receiver_stats st;
@@ -1067,7 +1063,7 @@ static void run_drain(struct run_ctx *c, struct gs_receiver *rx)
         pthread_mutex_lock(&c->mu);
         closed = c->closed_conns;
         pthread_mutex_unlock(&c->mu);
-        if (closed >= st.connections || mono_s() >= until)
+        if (closed >= st.connections || gs_clock_mono_s() >= until)
             return;
         usleep(10000);
     }
@@ -1079,6 +1075,10 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     struct gs_receiver *rx = NULL;
     struct gs_receiver_cb cb = {
         .ctx = &c, .on_record = on_record, .on_close = on_close, .on_reject = on_reject};
+    /* the run's start is set just before CMD starts (gs_session_set_start) */
+    struct gs_session_sink sink = {
+        .ctx = &c, .kept = run_kept, .store_step = run_store_step, .refused = run_refused};
+    struct gs_session_stats sst;
     struct gs_receiver_stats st;
     char sockdir[96], sock[128], path[PATH_MAX];
     pthread_t sth;
@@ -1096,11 +1096,11 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     pthread_cond_init(&c.cv, &ca);
     pthread_condattr_destroy(&ca);
     c.interval_s = o->interval_s;
-    c.agg = gs_agg_new();
+    gs_session_new(&c.session, NULL, &sink, NULL);
     snprintf(path, sizeof path, "%s/steps.jsonl", dir);
     c.steps = fopen(path, "wxe");
-    if (!c.agg || !c.steps) {
-        fprintf(stderr, "gpuscope run: %s: %s\n", path, c.agg ? strerror(errno) : "no memory");
+    if (!c.session || !c.steps) {
+        fprintf(stderr, "gpuscope run: %s: %s\n", path, c.session ? strerror(errno) : "no memory");
         code = RUN_EXIT_FAIL;
         goto out;
     }
@@ -1131,9 +1131,7 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
         code = RUN_EXIT_FAIL;
         goto unblock;
     }
-    pthread_mutex_lock(&c.mu); /* the receiver thread reads it (on_record) */
-    c.start_real = real_s();
-    pthread_mutex_unlock(&c.mu);
+    gs_session_set_start(c.session, gs_clock_real_s()); /* just before CMD starts */
     if (o->stacks_hz > 0) {
         char hz[32];
         struct gs_runstacks_cfg scfg = {.hz = o->stacks_hz,
@@ -1183,9 +1181,10 @@ unblock:
                 "gpuscope run: %llu record(s) rejected, %llu connection(s) closed for "
                 "bad records (last: %s)\n",
                 (unsigned long long)st.rejected, (unsigned long long)st.closed_bad, c.last_reject);
-    if (c.refused_time)
-        fprintf(stderr, "gpuscope run: %u step record(s) refused for their time (first: %s)\n",
-                c.refused_time, c.refused_why);
+    sst = gs_session_stats(c.session);
+    if (sst.steps_refused)
+        fprintf(stderr, "gpuscope run: %llu step record(s) refused for their time (first: %s)\n",
+                (unsigned long long)sst.steps_refused, c.refused_why);
     if (c.store && gs_store_flush(c.store, &gerr) != GS_OK)
         fprintf(stderr, "gpuscope run: samples.db: %s\n", gerr.msg);
     if (c.store && gs_store_stats(c.store).steps_dropped)
@@ -1211,7 +1210,7 @@ out:
     gs_store_close(c.store);
     if (c.steps)
         fclose(c.steps);
-    gs_agg_free(c.agg);
+    gs_session_free(c.session);
     pthread_cond_destroy(&c.cv);
     pthread_mutex_destroy(&c.mu);
     pthread_mutex_destroy(&c.store_mu);

@@ -368,12 +368,16 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
                    GS_RUNS_MAX_LIVE);
         return NULL;
     }
+    r->beginning++;
     pthread_mutex_unlock(&r->lock);
     /* steps are refused against the run's start: its first record (normally the hello) */
     run->start_s = so.start_s = gs_clock_real_s();
     if (gs_session_new(&run->session, &so, &sink, NULL) != GS_OK) {
         free(run);
-        count(r, &r->st.runs_refused);
+        pthread_mutex_lock(&r->lock);
+        r->beginning--;
+        r->st.runs_refused++;
+        pthread_mutex_unlock(&r->lock);
         return NULL;
     }
     pthread_mutex_init(&run->mu, NULL);
@@ -407,6 +411,8 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
     if (run->id <= 0)
         run->id = --r->next_mem_id; /* negative: never a history row */
     r->live[slot] = run;
+    r->beginning--;
+    r->begun++;
     r->st.runs_started++;
     r->st.live++;
     pthread_mutex_unlock(&r->lock);

@@ -264,9 +264,12 @@ static int list_row(void *ctx, const struct gs_store_run_row *row)
 
 /* The list: running runs first, newest first, then the history's, newest first; only the
  * runs who may see are counted and paged (the others are "hidden" when who filters). */
-static unsigned http_list(struct gs_runs *r, long long from, long long limit,
-                          const struct gs_runs_who *who, char **body, size_t *len)
+/* One try of the run list; *again set when a run began meanwhile (its history row may have been
+ * read without its table entry: the caller tries again). */
+static unsigned list_once(struct gs_runs *r, long long from, long long limit,
+                          const struct gs_runs_who *who, char **body, size_t *len, int *again)
 {
+    uint64_t begun;
     struct run *runs[GS_RUNS_MAX_LIVE];
     int64_t ids[GS_RUNS_MAX_LIVE];
     unsigned n = 0;
@@ -280,6 +283,8 @@ static unsigned http_list(struct gs_runs *r, long long from, long long limit,
             r->live[i]->refs++;
             runs[n++] = r->live[i];
         }
+    begun = r->begun;
+    *again = r->beginning > 0;
     pthread_mutex_unlock(&r->lock);
     for (unsigned i = 0; i < n; i++)
         for (unsigned j = i + 1; j < n; j++)
@@ -337,6 +342,9 @@ static unsigned http_list(struct gs_runs *r, long long from, long long limit,
     pthread_mutex_unlock(&r->db_lock);
     for (unsigned i = 0; i < n; i++)
         gs_runs_run_unref(r, runs[i]);
+    pthread_mutex_lock(&r->lock);
+    *again |= r->begun != begun || r->beginning > 0;
+    pthread_mutex_unlock(&r->lock);
     doc = json_pack("{s:I, s:I, s:I, s:o}", "total", (json_int_t)total, "from", (json_int_t)from,
                     "limit", (json_int_t)limit, "runs", list);
     if (doc && who && !who->all)
@@ -344,6 +352,21 @@ static unsigned http_list(struct gs_runs *r, long long from, long long limit,
     if (doc && r->grafana_url[0])
         json_object_set_new(doc, "grafana_url", json_string(r->grafana_url));
     return reply(doc, doc ? 200 : 500, body, len);
+}
+
+static unsigned http_list(struct gs_runs *r, long long from, long long limit,
+                          const struct gs_runs_who *who, char **body, size_t *len)
+{
+    for (int tries = 1;; tries++) {
+        int again = 0;
+        unsigned code = list_once(r, from, limit, who, body, len, &again);
+        if (!again || tries == 5)
+            return code;
+        free(*body);
+        *body = NULL;
+        *len = 0;
+        usleep(2000); /* a history row's write: well under a millisecond */
+    }
 }
 
 /* Adds the agent's view of the run (id, state, user) to a report's "run" object. */

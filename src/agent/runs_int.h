@@ -67,6 +67,11 @@ struct gs_runs {
     struct run *live[GS_RUNS_MAX_LIVE];
     struct gs_runs_stats st;
     int64_t next_mem_id; /* ids when history is off */
+    /* run_begin calls between their slot and their table entry (their history row is being
+     * written), and how many have finished: the run list reads the table, then the history,
+     * and starts again when a run began in between (else its row would read "interrupted") */
+    unsigned beginning;
+    uint64_t begun;
     int full_logged;
     unsigned runs_per_uid;              /* constant (gs_runs_opts) */
     unsigned conn_per_uid;              /* constant: the receiver's (for the log) */

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gpuscope/gs_run.h"
 #include "top/top.h"
 
 enum { C_GREEN = 1, C_YELLOW, C_RED, C_CYAN, C_MAGENTA, C_BLUE, C_HEAD };
@@ -564,8 +565,12 @@ static void runs_panel(int y0, int h)
         const json_t *ph = json_object_get(sel_rep, "phases");
         const json_t *st = json_object_get(ph, "total_step");
         double p50, p95, v, sum = 0;
-        static const char *const names[] = {"data",           "forward",       "backward",
-                                            "optimizer_step", "communication", "other"};
+#define PHASE_NAME_(e, name, wall) name,
+        static const char *const phase_names[GS_PH_ALL] = {GS_PHASES(PHASE_NAME_)};
+#undef PHASE_NAME_
+        /* the bar's phases (gs_run.h GS_PHASES) and their letters */
+        static const int phase[] = {GS_PH_DATA,      GS_PH_FORWARD, GS_PH_BACKWARD,
+                                    GS_PH_OPTIMIZER, GS_PH_COMM,    GS_PH_OTHER};
         static const char letters[] = "DFBOCX";
         double ms[6];
         int x, bw;
@@ -591,10 +596,10 @@ static void runs_panel(int y0, int h)
         /* the phase split as one bar of letters, then the legend */
         for (int i = 0; i < 6; i++) {
             ms[i] = 0;
-            jnum(json_object_get(ph, names[i]), "mean_ms", &ms[i]);
+            jnum(json_object_get(ph, phase_names[phase[i]]), "mean_ms", &ms[i]);
             if (ms[i] < 0 || isnan(ms[i]))
                 ms[i] = 0;
-            if (i != 4) /* communication may overlap backward: not in the sum */
+            if (phase[i] != GS_PH_COMM) /* may overlap backward: not in the sum */
                 sum += ms[i];
         }
         x = put(y, 1, A_BOLD, "phases ");
@@ -604,7 +609,7 @@ static void runs_panel(int y0, int h)
             int drawn = 0;
             for (int i = 0; i < 6; i++) {
                 int n;
-                if (i == 4)
+                if (phase[i] == GS_PH_COMM)
                     continue;
                 n = (int)lround(ms[i] / sum * bw);
                 for (int k = 0; k < n && drawn < bw; k++, drawn++)
@@ -613,7 +618,7 @@ static void runs_panel(int y0, int h)
             x += drawn + 1;
             for (int i = 0; i < 6 && x < COLS - 12; i++)
                 if (ms[i] > 0)
-                    x = put(y, x, 0, " %c %s %.0fms", letters[i], names[i] + 0, ms[i]);
+                    x = put(y, x, 0, " %c %s %.0fms", letters[i], phase_names[phase[i]], ms[i]);
         } else {
             put(y, x, A_DIM, "no phase times yet");
         }

@@ -14,7 +14,6 @@
  *                        print() line
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -102,10 +101,9 @@ static json_t *rule_data(const json_t *st)
                             100 * share, top);
     gs_diag_evidence(f, "share", json_real(share));
     gs_diag_evidence(f, "top", json_deep_copy(json_object_get(src, "top")));
-    gs_diag_advise(f, "%s",
-                   "Raise the DataLoader's num_workers and set persistent_workers=True, "
-                   "pin_memory=True and a prefetch_factor of 2-4");
-    gs_diag_advise(f, "%s",
+    gs_diag_advise(f, "Raise the DataLoader's num_workers and set persistent_workers=True, "
+                      "pin_memory=True and a prefetch_factor of 2-4");
+    gs_diag_advise(f,
                    "Move per-sample decoding and augmentation off the training process (workers, "
                    "GPU transforms, pre-processed shards)");
     return f;
@@ -148,10 +146,9 @@ static json_t *rule_sync(const json_t *st)
                         json_integer_value(json_object_get(first, "line")));
     gs_diag_evidence(f, "share", json_real(share));
     gs_diag_evidence(f, "lines", where);
-    gs_diag_advise(f, "%s",
-                   "Keep metrics on the GPU and call .item()/.cpu() every N steps (e.g. at "
-                   "logging_steps), not every step");
-    gs_diag_advise(f, "%s",
+    gs_diag_advise(f, "Keep metrics on the GPU and call .item()/.cpu() every N steps (e.g. at "
+                      "logging_steps), not every step");
+    gs_diag_advise(f,
                    "Drop explicit torch.cuda.synchronize() from the training loop; time with CUDA "
                    "events instead");
     return f;
@@ -213,7 +210,7 @@ void gs_diag_stacks_findings(const json_t *report, json_t *findings)
         gs_diag_advise(
             f, "%s",
             "Log every N steps (logging_steps), not every step; aggregate on the GPU first");
-        gs_diag_advise(f, "%s",
+        gs_diag_advise(f,
                        "Send metrics from a background thread (wandb/tensorboard do; print() and "
                        "logging handlers to slow files do not)");
         json_array_append_new(findings, f);

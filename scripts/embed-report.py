@@ -2,10 +2,12 @@
 """Turns the run report's page (web/report/) into a C file: the HTML template that
 `gpuscope report` and `gpuscope compare --html` fill with one run's data (src/runview/page.c).
 
-    embed-report.py OUT.c DEPFILE SRCDIR
+    embed-report.py OUT.c DEPFILE SRCDIR TABLES.js
 
-Reads web/report/report.html, report.css and report.js, and uPlot's minified build from
-SRCDIR/web/node_modules/uplot/dist (as scripts/embed-web.py does for the dashboard). The page
+Reads web/report/report.html, report.css and report.js, uPlot's minified build from
+SRCDIR/web/node_modules/uplot/dist (as scripts/embed-web.py does for the dashboard) and
+TABLES.js, the script of the C tables the build generates (src/runview/tables_gen.c: it
+defines GS_TABLES, which report.js reads). The page
 is self-contained: uPlot, the page's script and its style are inlined, and a
 Content-Security-Policy <meta> allows exactly those (their SHA-256 hashes) and nothing else:
 no network, no other script, no inline event handlers. The template is cut at the marker
@@ -38,9 +40,9 @@ def sha256_b64(text):
 
 
 def main():
-    if len(sys.argv) != 4:
-        sys.exit("usage: embed-report.py OUT.c DEPFILE SRCDIR")
-    out_c, depfile, src = sys.argv[1:]
+    if len(sys.argv) != 5:
+        sys.exit("usage: embed-report.py OUT.c DEPFILE SRCDIR TABLES.js")
+    out_c, depfile, src, tables = sys.argv[1:]
     page = os.path.join(src, "web", "report")
     dist = os.path.join(src, "web", "node_modules", "uplot", "dist")
     paths = {
@@ -49,6 +51,7 @@ def main():
         "js": os.path.join(page, "report.js"),
         "uplot_js": os.path.join(dist, "uPlot.iife.min.js"),
         "uplot_css": os.path.join(dist, "uPlot.min.css"),
+        "tables": tables,
     }
     text = {}
     for k, p in paths.items():
@@ -58,12 +61,12 @@ def main():
             return 1
         with open(p, encoding="utf-8") as f:
             text[k] = f.read()
-    for k in ("uplot_js", "js"):
+    for k in ("uplot_js", "tables", "js"):
         if "</script" in text[k].lower():
             sys.stderr.write("embed-report: %s contains </script\n" % paths[k])
             return 1
     style = text["uplot_css"] + "\n" + text["css"]
-    scripts = [text["uplot_js"], text["js"]]
+    scripts = [text["uplot_js"], text["tables"], text["js"]]
     csp = ("default-src 'none'; script-src %s; style-src %s; img-src data:; "
            "base-uri 'none'; form-action 'none'"
            % (" ".join(sha256_b64(s) for s in scripts), sha256_b64(style)))

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Turns the dashboard's static files into a C file the agent serves (src/agent/web.c).
 
-    embed-web.py OUT.c DEPFILE SRCDIR
+    embed-web.py OUT.c DEPFILE SRCDIR TABLES.js
 
 Reads web/index.html, web/*.js, web/*.css and web/favicon.svg from SRCDIR/web, plus uPlot's
 minified build from SRCDIR/web/node_modules/uplot/dist (installed by `npm ci --prefix web`,
-which `make deps` runs). Writes OUT.c: one struct gs_web_asset per file (URL path, content type,
+which `make deps` runs), and TABLES.js, the module of the C tables the build generates
+(src/runview/tables_gen.c), served as /assets/tables.js. Writes OUT.c: one struct gs_web_asset per file (URL path, content type,
 the bytes, a gzip copy made at level 9 with a fixed mtime so builds are reproducible, and an
 ETag from a hash of the bytes) and DEPFILE for ninja, so an edit to any file rebuilds. Exits 1
 with a message naming `make deps` when uPlot is missing.
@@ -35,9 +36,9 @@ def c_bytes(name, data):
 
 
 def main():
-    if len(sys.argv) != 4:
-        sys.exit("usage: embed-web.py OUT.c DEPFILE SRCDIR")
-    out_c, depfile, src = sys.argv[1:]
+    if len(sys.argv) != 5:
+        sys.exit("usage: embed-web.py OUT.c DEPFILE SRCDIR TABLES.js")
+    out_c, depfile, src, tables = sys.argv[1:]
     web = os.path.join(src, "web")
     dist = os.path.join(web, "node_modules", "uplot", "dist")
     missing = [f for f in UPLOT if not os.path.isfile(os.path.join(dist, f))]
@@ -54,6 +55,7 @@ def main():
         files.append((url, os.path.join(web, name)))
     for name in UPLOT:
         files.append(("/assets/" + name, os.path.join(dist, name)))
+    files.append(("/assets/tables.js", tables))
     if not any(u == "/" for u, _ in files):
         sys.stderr.write("embed-web: web/index.html missing\n")
         return 1

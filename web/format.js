@@ -1,5 +1,8 @@
 // Formatting and data shaping for the dashboard: pure functions, no DOM, no fetch, so that
 // tests/web/format.test.mjs runs them under node's test runner. app.js does the rest.
+// tables.js is generated at build time from the C tables (src/runview/tables_gen.c).
+
+import {GS_TABLES} from './tables.js';
 
 const GIB = 1024 ** 3;
 
@@ -384,7 +387,8 @@ export function runsNote(doc, status) {
   return other.trim();
 }
 
-const PHASES = ['data', 'forward', 'backward', 'optimizer_step', 'communication', 'total_step'];
+// The version-1 phases of a step record, from the C table (gs_run.h GS_PHASES).
+const PHASES = GS_TABLES.phases.filter((p) => p.version === 1).map((p) => p.name);
 const ms = (v) => (isNum(v) ? v.toFixed(2) : NA);
 
 // A run report (docs/report.md) to what the run's detail shows: headline figures [label,
@@ -454,23 +458,12 @@ export function grafanaJobUrl(base, job) {
   return u.toString();
 }
 
-// `gpuscope compare`'s fields (docs/compare.md): [report key, format, good direction:
-// -1 down is better, +1 up, 0 neither].
-const COMPARE_FIELDS = [
-  ['train_runtime', (v) => `${v.toFixed(2)} s`, -1],
-  ['train_samples_per_second', (v) => `${v.toFixed(3)} /s`, 1],
-  ['train_steps_per_second', (v) => `${v.toFixed(3)} /s`, 1],
-  ['gpu_peak_memory_allocated_gb', (v) => `${v.toFixed(2)} GiB`, 0],
-  ['gpu_avg_utilization_percent', (v) => `${v.toFixed(1)} %`, 1],
-  ['gpu_max_utilization_percent', (v) => `${v.toFixed(1)} %`, 0],
-  ['data_loading_time_ratio', (v) => v.toFixed(3), -1],
-  ['communication_time_ratio', (v) => v.toFixed(3), -1],
-  ['other_time_ratio', (v) => v.toFixed(3), -1],
-  ['gpu_busy_estimate_percent', (v) => `${v.toFixed(1)} %`, 1],
-  ['steps', (v) => String(v), 0],
-  ['ranks', (v) => String(v), 0],
-  ['energy_joules', (v) => `${Math.round(v)} J`, -1],
-];
+// `gpuscope compare`'s fields (docs/compare.md), from the C table (src/runview/
+// compare_fields.h): [report key, format, good direction: -1 down is better, +1 up, 0 neither].
+const fieldFormat = (unit, digits) => (v) => (digits < 0 ? String(v)
+  : unit ? `${v.toFixed(digits)} ${unit}` : v.toFixed(digits));
+const COMPARE_FIELDS = GS_TABLES.compare_fields.map((f) => [f.name,
+  fieldFormat(f.unit, f.digits), f.larger_is_better]);
 
 function changeCells(a, b, fmt, good) {
   if (!isNum(a) || !isNum(b)) return ['', '', ''];

@@ -21,29 +21,41 @@
 #define GS_API
 #endif
 
-/* Phases of one training step, in report order. GS_PH_DATA is the wait for the next batch:
- * the gap between the previous step's end and this step's begin (or an explicit "data"
- * phase). GS_PH_STEP is the whole step from begin to end (data not included). GS_PH_COMM is
- * time inside torch.distributed collectives / DDP comm hooks; it may overlap backward. */
-enum gs_phase {
-    GS_PH_DATA = 0,
-    GS_PH_FORWARD,
-    GS_PH_BACKWARD,
-    GS_PH_OPTIMIZER,
-    GS_PH_COMM,
-    GS_PH_STEP,
-    GS_PH_N
-};
+/* Phases of one training step, in report order: X(ENUM, "wire name", wall), the one list of
+ * them (the dashboard and the report page get it at build time: src/runview/tables_gen.c).
+ * GS_PH_DATA is the wait for the next batch: the gap between the previous step's end and this
+ * step's begin (or an explicit "data" phase). GS_PH_STEP is the whole step from begin to end
+ * (data not included). GS_PH_COMM is time inside torch.distributed collectives / DDP comm
+ * hooks; it may overlap backward. The phases after GS_PH_STEP came with record version 2 and
+ * are kept in ms_x[] after the version-1 fields so that the version-1 layout is unchanged.
+ * GS_PH_COMM_EXPOSED is the communication the step waited for (not hidden behind compute;
+ * taken out of the phase it ran in). GS_PH_OTHER is the rest of the step's wall time. wall = 1
+ * marks the parts of the wall time: data + forward + backward + optimizer +
+ * communication_exposed + other = data + total_step. A sender may leave other out: the
+ * aggregate derives it (docs/report.md). */
+#define GS_PHASES(X)                                                                               \
+    X(GS_PH_DATA, "data", 1)                                                                       \
+    X(GS_PH_FORWARD, "forward", 1)                                                                 \
+    X(GS_PH_BACKWARD, "backward", 1)                                                               \
+    X(GS_PH_OPTIMIZER, "optimizer_step", 1)                                                        \
+    X(GS_PH_COMM, "communication", 0)                                                              \
+    X(GS_PH_STEP, "total_step", 0)                                                                 \
+    X(GS_PH_COMM_EXPOSED, "communication_exposed", 1)                                              \
+    X(GS_PH_OTHER, "other", 1)
 
-/* Phases of record version 2, kept in ms_x[] after the version-1 fields so that the version-1
- * layout is unchanged. GS_PH_COMM_EXPOSED is the communication the step waited for (not hidden
- * behind compute; taken out of the phase it ran in). GS_PH_OTHER is the rest of the step's
- * wall time: data + forward + backward + optimizer + communication_exposed + other = data +
- * total_step. A sender may leave other out: the aggregate derives it (docs/report.md). */
-enum { GS_PH_COMM_EXPOSED = GS_PH_N, GS_PH_OTHER, GS_PH_ALL };
+/* The version-1 phases, GS_PH_DATA..GS_PH_STEP, are ms[]; the rest (below GS_PH_ALL) ms_x[]. */
+#define GS_PHASE_ENUM_(e, name, wall) e,
+enum gs_phase { GS_PHASES(GS_PHASE_ENUM_) GS_PH_ALL, GS_PH_N = GS_PH_COMM_EXPOSED };
+#undef GS_PHASE_ENUM_
 
-/* Wire / report names: "data", "forward", "backward", "optimizer_step", "communication",
- * "total_step", "communication_exposed", "other" (any phase below GS_PH_ALL). */
+/* The k-th phase (k < GS_PH_ALL) in page order: report order with total_step last, as the
+ * run page's columns and `gpuscope compare`'s rows list them. */
+static inline int gs_phase_page_order(int k)
+{
+    return k < GS_PH_STEP ? k : k + 1 < GS_PH_ALL ? k + 1 : GS_PH_STEP;
+}
+
+/* Wire / report names (any phase below GS_PH_ALL; NULL otherwise). */
 GS_API const char *gs_phase_name(int phase);
 
 enum gs_step_flags {

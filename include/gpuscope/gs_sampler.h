@@ -72,18 +72,6 @@ int gs_sampler_sample(struct gs_sampler *s, struct gs_snapshot *snap, unsigned w
 
 /* struct gs_util_sample (one sample of the driver's utilization ring) is in gs_model.h. */
 
-/* Reads the utilization samples of GPU gpu newer than *last_ts_us (0: all the driver keeps)
- * into out, at most cap, oldest first; *n says how many and *last_ts_us advances to the
- * newest one read, so passing it back next time continues without gaps or repeats. With
- * *n == cap more may wait: call again. Returns GS_OK (also when nothing is new: *n = 0),
- * GS_ENOTSUP when the driver lacks nvmlDeviceGetSamples or the GPU keeps no samples (MIG, old
- * GPUs): the feature is unavailable, not broken. Otherwise GS_ELOST, GS_EPERM, GS_ENODRIVER,
- * GS_ENVML, GS_ENOGPU (no such GPU), GS_EINVAL. Allocates only when cap exceeds every earlier
- * cap. Same thread rules as gs_sampler_sample. */
-int gs_sampler_util_samples(struct gs_sampler *s, unsigned gpu, uint64_t *last_ts_us,
-                            struct gs_util_sample *out, unsigned cap, unsigned *n,
-                            struct gs_err *err);
-
 /* Shuts NVML down and unloads the library; NULL is allowed. */
 void gs_sampler_close(struct gs_sampler *s);
 

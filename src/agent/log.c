@@ -16,11 +16,6 @@ void gs_log_set_level(enum gs_log_level level)
     atomic_store(&gs_log_level_now, (int)level);
 }
 
-enum gs_log_level gs_log_get_level(void)
-{
-    return (enum gs_log_level)atomic_load(&gs_log_level_now);
-}
-
 const char *gs_log_level_name(enum gs_log_level level)
 {
     switch (level) {

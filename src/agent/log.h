@@ -19,7 +19,6 @@ enum gs_log_level {
 
 /* Lines above this level are dropped (default GS_LOG_INFO). */
 void gs_log_set_level(enum gs_log_level level);
-enum gs_log_level gs_log_get_level(void);
 
 void gs_log(enum gs_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

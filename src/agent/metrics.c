@@ -302,15 +302,19 @@ static void native_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const 
 
 static void proc_escape(struct gs_mbuf *b, const char *s);
 
-/* The pod of each GPU of the render going on in this thread (gs_metrics_gpu_pod; pod NULL
- * where none); dcgm_labels adds its labels. */
+/* The pod of a GPU (gs_metrics_gpu_pod; pod NULL where none). */
 struct gpu_pod {
     const struct gs_proc *pod;
     int one_container;
 };
-static _Thread_local const struct gpu_pod *render_pods;
-static _Thread_local unsigned render_n_pods;
-static _Thread_local int render_pods_on; /* between pods_begin and pods_end */
+
+/* What the dcgm-exporter families of one render share, passed down to their labels: the pod
+ * of each GPU (pods_begin; NULL when none has one) and GS_METRICS_DCGM_HOSTNAME. */
+struct dcgm_render {
+    const struct gpu_pod *pods;
+    unsigned n_pods;
+    int old_hostname;
+};
 
 /* gs_metrics_gpu_pod for the processes of GPU gi, or with m only those of m's GPU instance
  * (dcgm-exporter maps a pod to the MIG device it was given). */
@@ -361,15 +365,15 @@ static void pod_labels(struct gs_mbuf *b, const struct gs_proc *pod, int one_con
     puts_(b, "\"");
 }
 
-/* Computes render_pods for s (NULL when no GPU has a pod or memory is short: no labels). */
-static struct gpu_pod *pods_begin(const struct gs_snapshot *s)
+/* Computes dr's pods for s (NULL when no GPU has a pod or memory is short: no labels);
+ * returns them for pods_end. */
+static struct gpu_pod *pods_begin(const struct gs_snapshot *s, struct dcgm_render *dr)
 {
     struct gpu_pod *pods = NULL;
     int any = 0;
 
-    render_pods = NULL;
-    render_n_pods = 0;
-    render_pods_on = 1;
+    dr->pods = NULL;
+    dr->n_pods = 0;
     if (!s->n_gpus || !(pods = calloc(s->n_gpus, sizeof *pods)))
         return NULL;
     for (unsigned gi = 0; gi < s->n_gpus; gi++)
@@ -378,16 +382,15 @@ static struct gpu_pod *pods_begin(const struct gs_snapshot *s)
         free(pods);
         return NULL;
     }
-    render_pods = pods;
-    render_n_pods = s->n_gpus;
+    dr->pods = pods;
+    dr->n_pods = s->n_gpus;
     return pods;
 }
 
-static void pods_end(struct gpu_pod *pods)
+static void pods_end(struct dcgm_render *dr, struct gpu_pod *pods)
 {
-    render_pods = NULL;
-    render_n_pods = 0;
-    render_pods_on = 0;
+    dr->pods = NULL;
+    dr->n_pods = 0;
     free(pods);
 }
 
@@ -416,14 +419,10 @@ static void render_pod_info(struct gs_mbuf *b, const struct gs_snapshot *s)
     }
 }
 
-/* GS_METRICS_DCGM_HOSTNAME of the render going on in this thread (the label callback has no
- * flags argument; HTTP threads render filtered copies at the same time, hence per thread). */
-static _Thread_local int dcgm_old_hostname;
-
 /* dcgm-exporter's labels of GPU g, in its template's order; with m (a MIG device of g: a
  * GPU-instance series) its GPU_I_PROFILE and GPU_I_ID after modelName. */
 static void dcgm_gpu_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const struct gs_gpu *g,
-                            const struct gs_mig *m)
+                            const struct gs_mig *m, const struct dcgm_render *dr)
 {
     printf_(b, "gpu=\"%u\",UUID=\"", g->index);
     gs_metrics_escape(b, text_or_empty(g, GS_T_UUID));
@@ -441,26 +440,20 @@ static void dcgm_gpu_labels(struct gs_mbuf *b, const struct gs_snapshot *s, cons
         printf_(b, "\",GPU_I_ID=\"%u", m->gi_id);
     }
     /* dcgm-exporter 4.x spells it hostname (upstream #655); the 3.x Hostname on request */
-    puts_(b, dcgm_old_hostname ? "\",Hostname=\"" : "\",hostname=\"");
+    puts_(b, dr->old_hostname ? "\",Hostname=\"" : "\",hostname=\"");
     gs_metrics_escape(b, s->sys.hostname);
     puts_(b, "\",DCGM_FI_DRIVER_VERSION=\"");
     gs_metrics_escape(b, s->sys.driver_st == GS_ST_OK ? s->sys.driver_version : "");
     puts_(b, "\"");
     /* the pod whose processes are all of the GPU's (or of the GPU instance's, with m) */
-    if (m && render_pods_on) {
+    if (m) {
         int one;
         const struct gs_proc *pod = procs_pod(s, (unsigned)(g - s->gpus), m, &one);
         if (pod)
             pod_labels(b, pod, one);
-    } else if (render_pods && (size_t)(g - s->gpus) < render_n_pods &&
-               render_pods[g - s->gpus].pod) {
-        pod_labels(b, render_pods[g - s->gpus].pod, render_pods[g - s->gpus].one_container);
+    } else if (dr->pods && (size_t)(g - s->gpus) < dr->n_pods && dr->pods[g - s->gpus].pod) {
+        pod_labels(b, dr->pods[g - s->gpus].pod, dr->pods[g - s->gpus].one_container);
     }
-}
-
-static void dcgm_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const struct gs_gpu *g)
-{
-    dcgm_gpu_labels(b, s, g, NULL);
 }
 
 typedef void (*labels_fn)(struct gs_mbuf *, const struct gs_snapshot *, const struct gs_gpu *);
@@ -552,7 +545,8 @@ static void dcgm_line(struct gs_mbuf *b, const struct fam *f, double v)
 
 /* The dcgm-exporter table: a GPU in MIG mode as one series per GPU instance (GPU_I_PROFILE,
  * GPU_I_ID), as dcgm-exporter's default "flex" device mode does; other GPUs as render_table. */
-static void render_dcgm(struct gs_mbuf *b, const struct gs_snapshot *s)
+static void render_dcgm(struct gs_mbuf *b, const struct gs_snapshot *s,
+                        const struct dcgm_render *dr)
 {
     const size_t n = sizeof dcgm / sizeof dcgm[0];
     const struct fam *t = dcgm;
@@ -574,10 +568,7 @@ static void render_dcgm(struct gs_mbuf *b, const struct gs_snapshot *s)
                         header(b, t[i].name, t[i].help, t[i].type);
                     puts_(b, t[r].name);
                     puts_(b, "{");
-                    if (nm)
-                        dcgm_gpu_labels(b, s, g, &g->mig[k]);
-                    else
-                        dcgm_labels(b, s, g);
+                    dcgm_gpu_labels(b, s, g, nm ? &g->mig[k] : NULL, dr);
                     if (t[r].lk)
                         printf_(b, ",%s=\"%s\"", t[r].lk, t[r].lv);
                     puts_(b, "}");
@@ -763,7 +754,8 @@ static void render_info(struct gs_mbuf *b, const struct gs_snapshot *s)
 
 /* DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL: TX + RX of the last cycle, whole MB/s as DCGM's integer
  * field; only when both directions have a rate. */
-static void render_nvlink_dcgm(struct gs_mbuf *b, const struct gs_snapshot *s)
+static void render_nvlink_dcgm(struct gs_mbuf *b, const struct gs_snapshot *s,
+                               const struct dcgm_render *dr)
 {
     const struct fam *f = &nvlink_dcgm[0];
     int any = 0;
@@ -782,7 +774,7 @@ static void render_nvlink_dcgm(struct gs_mbuf *b, const struct gs_snapshot *s)
                 header(b, f->name, f->help, f->type);
             puts_(b, f->name);
             puts_(b, "{");
-            dcgm_gpu_labels(b, s, g, nm ? &g->mig[k] : NULL);
+            dcgm_gpu_labels(b, s, g, nm ? &g->mig[k] : NULL, dr);
             puts_(b, "}");
             value(b, floor((g->v[GS_M_NVLINK_TX] + g->v[GS_M_NVLINK_RX]) * f->scale));
         }
@@ -867,12 +859,11 @@ static void proc_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const st
 
 /* Orders process indices by GPU memory, largest first (an unknown size last), then by GPU and
  * pid, so that the same snapshot always keeps the same processes. */
-static _Thread_local const struct gs_snapshot *proc_order_snap; /* qsort has no context */
-
-static int proc_order(const void *a, const void *b)
+static int proc_order(const void *a, const void *b, void *snap)
 {
-    const struct gs_proc *p = &proc_order_snap->procs[*(const unsigned *)a];
-    const struct gs_proc *q = &proc_order_snap->procs[*(const unsigned *)b];
+    const struct gs_snapshot *s = snap;
+    const struct gs_proc *p = &s->procs[*(const unsigned *)a];
+    const struct gs_proc *q = &s->procs[*(const unsigned *)b];
     uint64_t pm = p->mem_st == GS_ST_OK ? p->gpu_mem_bytes + 1 : 0;
     uint64_t qm = q->mem_st == GS_ST_OK ? q->gpu_mem_bytes + 1 : 0;
 
@@ -901,8 +892,7 @@ int gs_metrics_process_select(const struct gs_snapshot *s, unsigned max, unsigne
         if (s->procs[i].gpu < s->n_gpus)
             order[n++] = i;
     }
-    proc_order_snap = s;
-    qsort(order, n, sizeof *order, proc_order);
+    qsort_r(order, n, sizeof *order, proc_order, (void *)s);
     for (unsigned k = 0; k < n; k++) {
         const struct gs_proc *p = &s->procs[order[k]];
         unsigned series = 0;
@@ -1107,11 +1097,11 @@ int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
         render_mig_native(b, snap);
         render_pod_info(b, snap);
         if (flags & GS_METRICS_DCGM) {
-            struct gpu_pod *pods = pods_begin(snap);
-            dcgm_old_hostname = (flags & GS_METRICS_DCGM_HOSTNAME) != 0;
-            render_dcgm(b, snap);
-            render_nvlink_dcgm(b, snap);
-            pods_end(pods);
+            struct dcgm_render dr = {.old_hostname = (flags & GS_METRICS_DCGM_HOSTNAME) != 0};
+            struct gpu_pod *pods = pods_begin(snap, &dr);
+            render_dcgm(b, snap, &dr);
+            render_nvlink_dcgm(b, snap, &dr);
+            pods_end(&dr, pods);
         }
         if (flags & GS_METRICS_PROCESS)
             render_processes(b, snap, self->process_series_max);

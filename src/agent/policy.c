@@ -685,37 +685,3 @@ void gs_policy_runs_owner(const struct gs_policy_view *view, int *all, int64_t *
     *all = !view->filtered || view->process_visibility == GS_PROCVIS_ALL;
     *uid = view->process_visibility == GS_PROCVIS_OWN && view->uid_known ? (int64_t)view->uid : -1;
 }
-
-/* Whether a run owned by uid (a JSON integer or null) is shown. */
-static bool run_uid_shown(const struct gs_policy_view *view, const json_t *uid)
-{
-    int all;
-    int64_t own;
-
-    gs_policy_runs_owner(view, &all, &own);
-    return all || (own >= 0 && json_is_integer(uid) && json_integer_value(uid) == own);
-}
-
-void gs_policy_filter_runs_doc(const struct gs_policy_view *view, json_t *doc)
-{
-    json_t *list = json_object_get(doc, "runs");
-    json_int_t hidden = 0;
-    size_t i = 0;
-
-    if (!view->filtered || !json_is_array(list))
-        return;
-    while (i < json_array_size(list)) {
-        if (run_uid_shown(view, json_object_get(json_array_get(list, i), "uid"))) {
-            i++;
-            continue;
-        }
-        json_array_remove(list, i);
-        hidden++;
-    }
-    json_object_set_new(doc, "hidden", json_integer(hidden));
-}
-
-bool gs_policy_run_visible(const struct gs_policy_view *view, const json_t *report)
-{
-    return run_uid_shown(view, json_object_get(json_object_get(report, "run"), "uid"));
-}

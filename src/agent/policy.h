@@ -117,17 +117,8 @@ int gs_policy_alert_shown(void *view, int gpu);
 
 /* Whose runs the view shows: *all = 1 for an unfiltered view and `all`; else only runs of
  * *uid: the viewer's uid for `own` (when known), -1 (none) for `none`. /api/v1/runs filters
- * and pages by it in the history's SQL (runs.h, struct gs_runs_who); the two document
- * filters below apply the same rule to documents. */
+ * and pages by it in the history's SQL (runs.h, struct gs_runs_who). */
 void gs_policy_runs_owner(const struct gs_policy_view *view, int *all, int64_t *uid);
-
-/* Filters an /api/v1/runs list document in place: with `own`, runs of other uids leave
- * "runs"; with `none`, every run does; "hidden" counts them. */
-void gs_policy_filter_runs_doc(const struct gs_policy_view *view, json_t *doc);
-
-/* Whether a run report (/api/v1/runs/ID: "run": {"uid": ...}) may be shown: always for an
- * unfiltered view and `all`, the viewer's own runs for `own`, none for `none`. */
-bool gs_policy_run_visible(const struct gs_policy_view *view, const json_t *report);
 
 /* Parses a cgroup v1 devices.list text ("c 195:0 rwm" lines): sets minors[m] = 1 for each
  * nvidia GPU device (major 195, minor below 255; 255 is nvidiactl) it allows. "a" entries

@@ -16,11 +16,12 @@
 
 #include <jansson.h>
 
-#include "client/agent_client.h"
-#include "cli/cli.h"
 #include "base/term.h"
+#include "cli/cli.h"
+#include "client/agent_client.h"
 #include "diag/diag.h"
 #include "gpuscope/gs_err.h"
+#include "trace/diff.h"
 #include "trace/trace.h"
 
 #define TRACE_MAX_FILES 4096
@@ -302,61 +303,6 @@ static long load_set(const char *arg, struct gs_trace **tr, size_t cap)
     return (long)nt;
 }
 
-/* Job sums of one side: temporal figures added over ranks, kernel types. */
-static json_t *side_summary(const json_t *doc)
-{
-    static const char *keys[] = {"idle_us", "compute_us", "non_compute_us", "kernel_span_us"};
-    json_t *tmp = json_object(), *files = json_array(), *r;
-    size_t i;
-
-    for (size_t k = 0; k < 4; k++)
-        json_object_set_new(tmp, keys[k], json_integer(0));
-    json_array_foreach(json_object_get(doc, "ranks"), i, r)
-    {
-        const json_t *t = json_object_get(r, "temporal");
-
-        json_array_append(files, json_object_get(r, "file"));
-        for (size_t k = 0; k < 4 && t; k++)
-            json_object_set_new(tmp, keys[k],
-                                json_integer(json_integer_value(json_object_get(tmp, keys[k])) +
-                                             json_integer_value(json_object_get(t, keys[k]))));
-    }
-    return json_pack("{s:o, s:o, s:O}", "files", files, "temporal", tmp, "kernel_types",
-                     json_object_get(json_object_get(doc, "job"), "kernel_types"));
-}
-
-static json_t *delta_row(const char *label, long long a, long long b)
-{
-    return json_pack("{s:s, s:I, s:I, s:I, s:o}", "what", label, "a_us", (json_int_t)a, "b_us",
-                     (json_int_t)b, "delta_us", (json_int_t)(b - a), "delta_pct",
-                     a ? json_real(100.0 * (double)(b - a) / (double)a) : json_null());
-}
-
-/* Total kernel time of one type (durations added, overlaps counted in each kernel). */
-static long long type_sum(const json_t *totals, const char *type)
-{
-    const char *name;
-    json_t *v;
-    long long sum = 0;
-
-    json_object_foreach((json_t *)totals, name,
-                        v) if (strcmp(json_string_value(json_object_get(v, "type")), type) == 0)
-        sum += json_integer_value(json_object_get(v, "sum_us"));
-    (void)name;
-    return sum;
-}
-
-static int cmp_absdelta(const void *x, const void *y)
-{
-    const json_t *a = *(json_t *const *)x, *b = *(json_t *const *)y;
-    long long da = json_integer_value(json_object_get(a, "delta_us"));
-    long long db = json_integer_value(json_object_get(b, "delta_us"));
-
-    da = da < 0 ? -da : da;
-    db = db < 0 ? -db : db;
-    return da < db ? 1 : da > db ? -1 : 0;
-}
-
 static void print_delta_table(const json_t *rows, const char *first)
 {
     size_t i, w = strlen(first);
@@ -391,16 +337,11 @@ static int diff(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    static const char *types[] = {"COMPUTATION", "COMMUNICATION", "MEMORY"};
-    static const char *tkeys[][2] = {{"idle", "idle_us"},
-                                     {"compute", "compute_us"},
-                                     {"non-compute", "non_compute_us"},
-                                     {"kernel span", "kernel_span_us"}};
     struct gs_trace **ta = calloc(TRACE_MAX_FILES, sizeof *ta);
     struct gs_trace **tb = calloc(TRACE_MAX_FILES, sizeof *tb);
     long na = -1, nb = -1;
     int json = 0, top = 15, opt, rc = 0;
-    json_t *da = NULL, *db = NULL, *ka = NULL, *kb = NULL, *out = NULL;
+    json_t *out = NULL;
 
     if (!ta || !tb) {
         rc = 1;
@@ -445,86 +386,11 @@ static int diff(int argc, char **argv)
         rc = 2;
         goto done;
     }
-    da = gs_trace_analyze(ta, (size_t)na, NULL);
-    db = gs_trace_analyze(tb, (size_t)nb, NULL);
-    ka = gs_trace_kernel_totals(ta, (size_t)na, NULL);
-    kb = gs_trace_kernel_totals(tb, (size_t)nb, NULL);
-    out = json_object();
-    if (!da || !db || !ka || !kb || !out) {
+    out = gs_trace_diff(ta, (size_t)na, tb, (size_t)nb, top);
+    if (!out) {
         fprintf(stderr, "gpuscope trace diff: out of memory\n");
         rc = 1;
         goto done;
-    }
-    {
-        json_t *sa = side_summary(da), *sb = side_summary(db), *trows = json_array();
-        json_t *krows = json_array(), *kernels = json_array();
-        const char *name;
-        json_t *v;
-        size_t n, i;
-        json_t **sorted;
-
-        for (size_t k = 0; k < 4; k++)
-            json_array_append_new(
-                trows, delta_row(tkeys[k][0],
-                                 json_integer_value(
-                                     json_object_get(json_object_get(sa, "temporal"), tkeys[k][1])),
-                                 json_integer_value(json_object_get(json_object_get(sb, "temporal"),
-                                                                    tkeys[k][1]))));
-        for (size_t k = 0; k < 3; k++)
-            json_array_append_new(
-                krows, delta_row(types[k], type_sum(ka, types[k]), type_sum(kb, types[k])));
-        json_object_foreach(ka, name, v)
-        {
-            json_t *w = json_object_get(kb, name);
-            long long a = json_integer_value(json_object_get(v, "sum_us"));
-            long long b = w ? json_integer_value(json_object_get(w, "sum_us")) : 0;
-            json_t *row = delta_row(name, a, b);
-
-            json_object_set(row, "type", json_object_get(v, "type"));
-            json_object_set_new(row, "a_count",
-                                json_integer(json_integer_value(json_object_get(v, "count"))));
-            json_object_set_new(
-                row, "b_count",
-                json_integer(w ? json_integer_value(json_object_get(w, "count")) : 0));
-            json_object_set_new(row, "status", json_string(w ? "changed" : "vanished"));
-            json_array_append_new(kernels, row);
-        }
-        json_object_foreach(kb, name, v)
-        {
-            json_t *row;
-
-            if (json_object_get(ka, name))
-                continue;
-            row = delta_row(name, 0, json_integer_value(json_object_get(v, "sum_us")));
-            json_object_set(row, "type", json_object_get(v, "type"));
-            json_object_set_new(row, "a_count", json_integer(0));
-            json_object_set_new(row, "b_count",
-                                json_integer(json_integer_value(json_object_get(v, "count"))));
-            json_object_set_new(row, "status", json_string("appeared"));
-            json_array_append_new(kernels, row);
-        }
-        n = json_array_size(kernels);
-        sorted = malloc((n + 1) * sizeof *sorted);
-        if (sorted) {
-            json_t *keep = json_array();
-
-            for (i = 0; i < n; i++)
-                sorted[i] = json_array_get(kernels, i);
-            qsort(sorted, n, sizeof *sorted, cmp_absdelta);
-            for (i = 0; i < n && (int)i < top; i++)
-                json_array_append(keep, sorted[i]);
-            free(sorted);
-            json_decref(kernels);
-            kernels = keep;
-        }
-        json_object_set_new(out, "a", sa);
-        json_object_set_new(out, "b", sb);
-        json_object_set_new(out, "temporal", trows);
-        json_object_set_new(out, "kernel_types", krows);
-        json_object_set_new(out, "kernels", kernels);
-        json_object_set_new(
-            out, "kernels_compared",
-            json_integer((json_int_t)(json_object_size(ka) + json_object_size(kb))));
     }
     if (json) {
         json_dumpf(out, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
@@ -555,10 +421,6 @@ static int diff(int argc, char **argv)
         }
     }
 done:
-    json_decref(da);
-    json_decref(db);
-    json_decref(ka);
-    json_decref(kb);
     json_decref(out);
     for (long i = 0; i < na; i++)
         gs_trace_free(ta[i]);

@@ -317,22 +317,6 @@ int gs_sampler_sample(struct gs_sampler *s, struct gs_snapshot *snap, unsigned w
     return GS_OK;
 }
 
-int gs_sampler_util_samples(struct gs_sampler *s, unsigned gpu, uint64_t *last_ts_us,
-                            struct gs_util_sample *out, unsigned cap, unsigned *n,
-                            struct gs_err *err)
-{
-    if (n)
-        *n = 0;
-    if (!s || !last_ts_us || !n || (!out && cap))
-        return gs_err_set(err, GS_EINVAL, "sampler: util_samples: missing argument");
-    if (gpu >= s->n_gpus)
-        return gs_err_set(err, GS_ENOGPU, "sampler: no GPU %u (have %u)", gpu, s->n_gpus);
-    if (!s->ops->util_samples)
-        return gs_err_set(err, GS_ENOTSUP, "sampler: backend %s keeps no utilization samples",
-                          s->ops->name);
-    return s->ops->util_samples(s->b, gpu, last_ts_us, out, cap, n, err);
-}
-
 void gs_sampler_close(struct gs_sampler *s)
 {
     if (!s)

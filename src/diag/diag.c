@@ -207,41 +207,61 @@ static json_t *jnum(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
-/* A finding with an empty evidence object (time range filled) and an empty advice list. */
-static json_t *finding(const struct diag_in *in, const char *id, const char *severity,
-                       const char *fmt, ...)
+json_t *gs_diag_vfinding(const char *id, const char *severity, const char *fmt, va_list ap)
 {
-    json_t *f = json_object(), *ev = json_object();
-    char title[256];
-    va_list ap;
+    json_t *f = json_object();
 
-    va_start(ap, fmt);
-    vsnprintf(title, sizeof title, fmt, ap);
-    va_end(ap);
+    if (!f)
+        return NULL;
     json_object_set_new(f, "id", json_string(id));
     json_object_set_new(f, "severity", json_string(severity));
-    json_object_set_new(f, "title", json_string(title));
-    json_object_set_new(ev, "from", jnum(in->from));
-    json_object_set_new(ev, "to", jnum(in->to));
-    json_object_set_new(f, "evidence", ev);
+    json_object_set_new(f, "title", json_vsprintf(fmt, ap));
+    json_object_set_new(f, "evidence", json_object());
     json_object_set_new(f, "advice", json_array());
     return f;
 }
 
-static void evidence(json_t *f, const char *key, json_t *v)
+json_t *gs_diag_finding(const char *id, const char *severity, const char *fmt, ...)
+{
+    json_t *f;
+    va_list ap;
+
+    va_start(ap, fmt);
+    f = gs_diag_vfinding(id, severity, fmt, ap);
+    va_end(ap);
+    return f;
+}
+
+void gs_diag_evidence(json_t *f, const char *key, json_t *v)
 {
     json_object_set_new(json_object_get(f, "evidence"), key, v);
 }
 
-static void advise(json_t *f, const char *fmt, ...)
+void gs_diag_advise(json_t *f, const char *fmt, ...)
 {
-    char line[512];
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    json_array_append_new(json_object_get(f, "advice"), json_vsprintf(fmt, ap));
     va_end(ap);
-    json_array_append_new(json_object_get(f, "advice"), json_string(line));
+}
+
+/* A finding of the run's time range (evidence "from", "to"). */
+static json_t *finding(const struct diag_in *in, const char *id, const char *severity,
+                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static json_t *finding(const struct diag_in *in, const char *id, const char *severity,
+                       const char *fmt, ...)
+{
+    json_t *f;
+    va_list ap;
+
+    va_start(ap, fmt);
+    f = gs_diag_vfinding(id, severity, fmt, ap);
+    va_end(ap);
+    gs_diag_evidence(f, "from", jnum(in->from));
+    gs_diag_evidence(f, "to", jnum(in->to));
+    return f;
 }
 
 /* Indices of every GPU in the report (the run's GPUs). */
@@ -296,25 +316,25 @@ static void workers_advice(json_t *f, const struct diag_in *in)
     if (n > 0 && w >= 0)
         snprintf(now + strlen(now), sizeof now - strlen(now), " of %ld CPU core(s): ", n);
     if (w >= want && w > 0) {
-        advise(f,
-               "%sif more workers do not lower data_loading_time_ratio, make each sample "
-               "cheaper (pre-process) or give the run more cores",
-               now);
+        gs_diag_advise(f,
+                       "%sif more workers do not lower data_loading_time_ratio, make each sample "
+                       "cheaper (pre-process) or give the run more cores",
+                       now);
         return;
     }
     if (w > 0 && w >= n / 2)
         return;
     snprintf(opt, sizeof opt, spell(in, &SP_WORKERS), want);
     if (n > 0)
-        advise(f,
-               "%sload batches in worker processes: %s, then compare "
-               "data_loading_time_ratio",
-               now, opt);
+        gs_diag_advise(f,
+                       "%sload batches in worker processes: %s, then compare "
+                       "data_loading_time_ratio",
+                       now, opt);
     else
-        advise(f,
-               "%sload batches in worker processes: %s (about half the CPU cores), then "
-               "compare data_loading_time_ratio",
-               now, opt);
+        gs_diag_advise(f,
+                       "%sload batches in worker processes: %s (about half the CPU cores), then "
+                       "compare data_loading_time_ratio",
+                       now, opt);
 }
 
 /* prefetch_factor only applies with worker processes, pin_memory only with a CUDA device. */
@@ -326,13 +346,14 @@ static void prefetch_pin_advice(json_t *f, const struct diag_in *in)
     if (in->fx.workers > 0 && !(p >= GS_DIAG_PREFETCH_MIN && p <= GS_DIAG_PREFETCH_MAX)) {
         snprintf(opt, sizeof opt, spell(in, &SP_PREFETCH), GS_DIAG_PREFETCH_MAX);
         if (p >= 0)
-            advise(f, "prefetch_factor is %ld: %s keeps more batches ready per worker", p, opt);
+            gs_diag_advise(f, "prefetch_factor is %ld: %s keeps more batches ready per worker", p,
+                           opt);
         else
-            advise(f, "%s keeps more batches ready per worker", opt);
+            gs_diag_advise(f, "%s keeps more batches ready per worker", opt);
     }
     if (in->cuda && in->fx.pin_memory != 1)
-        advise(f, "%s%s for faster host-to-device copies",
-               in->fx.pin_memory == 0 ? "pin_memory is False: " : "", spell(in, &SP_PIN));
+        gs_diag_advise(f, "%s%s for faster host-to-device copies",
+                       in->fx.pin_memory == 0 ? "pin_memory is False: " : "", spell(in, &SP_PIN));
 }
 
 static json_t *rule_data_loading(const struct diag_in *in)
@@ -343,21 +364,22 @@ static json_t *rule_data_loading(const struct diag_in *in)
         return NULL;
     f = finding(in, "data_loading", in->data > GS_DIAG_DATA_RATIO_CRIT ? "critical" : "warning",
                 "Data loading is %.0f%% of each step", 100.0 * in->data);
-    evidence(f, "data_loading_time_ratio", json_real(in->data));
-    evidence(f, "threshold", json_real(GS_DIAG_DATA_RATIO_WARN));
-    evidence(f, "cpu_cores", in->ncpu > 0 ? json_integer(in->ncpu) : json_null());
-    evidence(f, "num_workers", in->fx.workers >= 0 ? json_integer(in->fx.workers) : json_null());
-    evidence(f, "pin_memory",
-             in->fx.pin_memory >= 0 ? json_boolean(in->fx.pin_memory) : json_null());
-    evidence(f, "prefetch_factor",
-             in->fx.prefetch >= 0 ? json_integer(in->fx.prefetch) : json_null());
-    evidence(f, "gpus", all_gpus(in));
+    gs_diag_evidence(f, "data_loading_time_ratio", json_real(in->data));
+    gs_diag_evidence(f, "threshold", json_real(GS_DIAG_DATA_RATIO_WARN));
+    gs_diag_evidence(f, "cpu_cores", in->ncpu > 0 ? json_integer(in->ncpu) : json_null());
+    gs_diag_evidence(f, "num_workers",
+                     in->fx.workers >= 0 ? json_integer(in->fx.workers) : json_null());
+    gs_diag_evidence(f, "pin_memory",
+                     in->fx.pin_memory >= 0 ? json_boolean(in->fx.pin_memory) : json_null());
+    gs_diag_evidence(f, "prefetch_factor",
+                     in->fx.prefetch >= 0 ? json_integer(in->fx.prefetch) : json_null());
+    gs_diag_evidence(f, "gpus", all_gpus(in));
     workers_advice(f, in);
     prefetch_pin_advice(f, in);
-    advise(f,
-           "Pre-process the dataset once (tokenize / augment ahead%s) instead of in every "
-           "step",
-           in->fw == FW_HF || in->fw == FW_SWIFT ? ", e.g. datasets.map" : "");
+    gs_diag_advise(f,
+                   "Pre-process the dataset once (tokenize / augment ahead%s) instead of in every "
+                   "step",
+                   in->fw == FW_HF || in->fw == FW_SWIFT ? ", e.g. datasets.map" : "");
     return f;
 }
 
@@ -369,52 +391,57 @@ static json_t *rule_communication(const struct diag_in *in)
         return NULL;
     f = finding(in, "communication", "warning", "Communication is %.0f%% of each step",
                 100.0 * in->comm);
-    evidence(f, "communication_time_ratio", json_real(in->comm));
-    evidence(f, "threshold", json_real(GS_DIAG_COMM_RATIO_WARN));
-    evidence(f, "ranks", json_integer(in->ranks));
-    evidence(f, "gpus", all_gpus(in));
-    evidence(f, "ddp_find_unused_parameters",
-             in->fx.find_unused >= 0 ? json_boolean(in->fx.find_unused) : json_null());
-    evidence(f, "nccl_version",
-             in->fx.nccl_version ? json_string(in->fx.nccl_version) : json_null());
-    evidence(f, "backend", in->backend ? json_string(in->backend) : json_null());
+    gs_diag_evidence(f, "communication_time_ratio", json_real(in->comm));
+    gs_diag_evidence(f, "threshold", json_real(GS_DIAG_COMM_RATIO_WARN));
+    gs_diag_evidence(f, "ranks", json_integer(in->ranks));
+    gs_diag_evidence(f, "gpus", all_gpus(in));
+    gs_diag_evidence(f, "ddp_find_unused_parameters",
+                     in->fx.find_unused >= 0 ? json_boolean(in->fx.find_unused) : json_null());
+    gs_diag_evidence(f, "nccl_version",
+                     in->fx.nccl_version ? json_string(in->fx.nccl_version) : json_null());
+    gs_diag_evidence(f, "backend", in->backend ? json_string(in->backend) : json_null());
     if (in->backend && strcmp(in->backend, "nccl") == 0) {
         if (in->fx.ib_disable)
-            advise(f,
-                   "NCCL_IB_DISABLE=%s is set: it forces NCCL off InfiniBand onto sockets; "
-                   "unset it unless InfiniBand is broken",
-                   in->fx.ib_disable);
+            gs_diag_advise(f,
+                           "NCCL_IB_DISABLE=%s is set: it forces NCCL off InfiniBand onto sockets; "
+                           "unset it unless InfiniBand is broken",
+                           in->fx.ib_disable);
         if (in->fx.p2p_disable)
-            advise(f,
-                   "NCCL_P2P_DISABLE=%s is set: it stops direct GPU-to-GPU copies (NVLink / "
-                   "PCIe P2P); unset it unless P2P is broken",
-                   in->fx.p2p_disable);
-        advise(f, "NCCL_DEBUG=INFO shows the transport NCCL uses%s%s%s",
-               in->fx.nccl_version ? " (this run: NCCL " : "",
-               in->fx.nccl_version ? in->fx.nccl_version : "", in->fx.nccl_version ? ")" : "");
+            gs_diag_advise(
+                f,
+                "NCCL_P2P_DISABLE=%s is set: it stops direct GPU-to-GPU copies (NVLink / "
+                "PCIe P2P); unset it unless P2P is broken",
+                in->fx.p2p_disable);
+        gs_diag_advise(f, "NCCL_DEBUG=INFO shows the transport NCCL uses%s%s%s",
+                       in->fx.nccl_version ? " (this run: NCCL " : "",
+                       in->fx.nccl_version ? in->fx.nccl_version : "",
+                       in->fx.nccl_version ? ")" : "");
     } else if (in->backend && strcmp(in->backend, "gloo") == 0 && in->cuda) {
-        advise(f, "the process group uses gloo on a CUDA run: init_process_group(\"nccl\") "
-                  "runs the collectives on the GPUs");
+        gs_diag_advise(f, "the process group uses gloo on a CUDA run: init_process_group(\"nccl\") "
+                          "runs the collectives on the GPUs");
     }
     if (in->fx.find_unused == 1)
-        advise(f, "ddp_find_unused_parameters is True: %s when every parameter gets a gradient",
-               spell(in, &(struct spelling){"set ddp_find_unused_parameters=False "
-                                            "(TrainingArguments)",
-                                            "pass --ddp_find_unused_parameters false",
-                                            "DistributedDataParallel(find_unused_parameters="
-                                            "False)"}));
+        gs_diag_advise(
+            f, "ddp_find_unused_parameters is True: %s when every parameter gets a gradient",
+            spell(in, &(struct spelling){"set ddp_find_unused_parameters=False "
+                                         "(TrainingArguments)",
+                                         "pass --ddp_find_unused_parameters false",
+                                         "DistributedDataParallel(find_unused_parameters="
+                                         "False)"}));
     if (in->fw == FW_DEEPSPEED)
-        advise(f, "Overlap reduction with backward: \"overlap_comm\": true and a larger "
-                  "\"reduce_bucket_size\" in the DeepSpeed config; more gradient accumulation "
-                  "steps communicate less often");
+        gs_diag_advise(f,
+                       "Overlap reduction with backward: \"overlap_comm\": true and a larger "
+                       "\"reduce_bucket_size\" in the DeepSpeed config; more gradient accumulation "
+                       "steps communicate less often");
     else
-        advise(f, "Communicate less often or overlap more: %s",
-               spell(in, &(struct spelling){
-                             "ddp_bucket_cap_mb (e.g. 100) and gradient_accumulation_steps "
-                             "(TrainingArguments)",
-                             "--ddp_bucket_cap_mb 100 and --gradient_accumulation_steps",
-                             "DistributedDataParallel(bucket_cap_mb=100), and model.no_sync() "
-                             "on gradient-accumulation micro-steps"}));
+        gs_diag_advise(
+            f, "Communicate less often or overlap more: %s",
+            spell(in, &(struct spelling){
+                          "ddp_bucket_cap_mb (e.g. 100) and gradient_accumulation_steps "
+                          "(TrainingArguments)",
+                          "--ddp_bucket_cap_mb 100 and --gradient_accumulation_steps",
+                          "DistributedDataParallel(bucket_cap_mb=100), and model.no_sync() "
+                          "on gradient-accumulation micro-steps"}));
     return f;
 }
 
@@ -472,25 +499,29 @@ static json_t *rule_low_utilization(const struct diag_in *in)
         f = finding(in, "low_utilization", "warning",
                     "GPU sat idle %zu time(s), %.0f s in all, while holding memory", n_idle,
                     idle_s);
-    evidence(f, "gpu_avg_utilization_percent", jnum(in->util_avg));
-    evidence(f, "gpu_utilization_source", in->util_src ? json_string(in->util_src) : json_null());
-    evidence(f, "train_runtime", jnum(in->runtime));
-    evidence(f, "threshold_percent", json_real(GS_DIAG_LOW_UTIL_PCT));
-    evidence(f, "idle_seconds", json_real(idle_s));
-    evidence(f, "idle", idle);
-    evidence(f, "gpus", all_gpus(in));
-    advise(f, "Check data_loading_time_ratio and communication_time_ratio first: a GPU waiting "
-              "for input or for its peers shows there");
+    gs_diag_evidence(f, "gpu_avg_utilization_percent", jnum(in->util_avg));
+    gs_diag_evidence(f, "gpu_utilization_source",
+                     in->util_src ? json_string(in->util_src) : json_null());
+    gs_diag_evidence(f, "train_runtime", jnum(in->runtime));
+    gs_diag_evidence(f, "threshold_percent", json_real(GS_DIAG_LOW_UTIL_PCT));
+    gs_diag_evidence(f, "idle_seconds", json_real(idle_s));
+    gs_diag_evidence(f, "idle", idle);
+    gs_diag_evidence(f, "gpus", all_gpus(in));
+    gs_diag_advise(
+        f, "Check data_loading_time_ratio and communication_time_ratio first: a GPU waiting "
+           "for input or for its peers shows there");
     if (!flash_on(in) && gpu_is_ampere_plus(in->fx.gpu_name) != 0)
-        advise(f, "On an Ampere or newer GPU: %s", spell(in, &SP_FAST));
-    advise(f, "Give each step more work: raise %s while memory allows", spell(in, &SP_BATCH));
+        gs_diag_advise(f, "On an Ampere or newer GPU: %s", spell(in, &SP_FAST));
+    gs_diag_advise(f, "Give each step more work: raise %s while memory allows",
+                   spell(in, &SP_BATCH));
     if (n_idle)
-        advise(f,
-               "Idle periods with memory held point at evaluation, checkpoint saving or a "
-               "rank waiting for others: compare their times with %s",
-               spell(in, &(struct spelling){"eval_steps / save_steps (TrainingArguments)",
-                                            "--eval_steps / --save_steps",
-                                            "the loop's evaluation and checkpoint intervals"}));
+        gs_diag_advise(
+            f,
+            "Idle periods with memory held point at evaluation, checkpoint saving or a "
+            "rank waiting for others: compare their times with %s",
+            spell(in, &(struct spelling){"eval_steps / save_steps (TrainingArguments)",
+                                         "--eval_steps / --save_steps",
+                                         "the loop's evaluation and checkpoint intervals"}));
     return f;
 }
 
@@ -538,15 +569,15 @@ static json_t *rule_memory_fragmentation(const struct diag_in *in)
     else
         f = finding(in, "memory_fragmentation", "warning",
                     "Allocator holds %.1f GiB reserved but unallocated at peak", in->gap_gb);
-    evidence(f, "memory_peak_fraction", jnum(full));
-    evidence(f, "gpu_avg_utilization_percent", jnum(in->util_avg));
-    evidence(f, "peak_reserved_gb", jnum(in->peak_reserved_gb));
-    evidence(f, "fragmentation_gap_gb", jnum(in->gap_gb));
-    evidence(f, "gpus", json_array_size(gpus) ? gpus : (json_decref(gpus), all_gpus(in)));
+    gs_diag_evidence(f, "memory_peak_fraction", jnum(full));
+    gs_diag_evidence(f, "gpu_avg_utilization_percent", jnum(in->util_avg));
+    gs_diag_evidence(f, "peak_reserved_gb", jnum(in->peak_reserved_gb));
+    gs_diag_evidence(f, "fragmentation_gap_gb", jnum(in->gap_gb));
+    gs_diag_evidence(f, "gpus", json_array_size(gpus) ? gpus : (json_decref(gpus), all_gpus(in)));
     if (!flash_on(in) && in->fx.attn)
-        advise(f, "Cut attention memory on long sequences: %s", spell(in, &SP_FLASH));
-    advise(f, "Let the allocator grow segments instead of splitting them: "
-              "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+        gs_diag_advise(f, "Cut attention memory on long sequences: %s", spell(in, &SP_FLASH));
+    gs_diag_advise(f, "Let the allocator grow segments instead of splitting them: "
+                      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
     return f;
 }
 
@@ -590,29 +621,32 @@ static json_t *rule_imbalance(const struct diag_in *in)
     else
         f = finding(in, "imbalance", "warning", "GPU memory peaks of this run differ by %.0f%%",
                     100.0 * (mmax - mmin) / mmax);
-    evidence(f, "utilization_spread_points", nu >= 2 ? json_real(umax - umin) : json_null());
-    evidence(f, "memory_spread_fraction",
-             nm >= 2 && mmax > 0 ? json_real((mmax - mmin) / mmax) : json_null());
-    evidence(f, "per_gpu", per);
-    evidence(f, "gpus", all_gpus(in));
+    gs_diag_evidence(f, "utilization_spread_points",
+                     nu >= 2 ? json_real(umax - umin) : json_null());
+    gs_diag_evidence(f, "memory_spread_fraction",
+                     nm >= 2 && mmax > 0 ? json_real((mmax - mmin) / mmax) : json_null());
+    gs_diag_evidence(f, "per_gpu", per);
+    gs_diag_evidence(f, "gpus", all_gpus(in));
     if (in->fw == FW_HF || in->fw == FW_SWIFT)
-        advise(f, "Spread model layers evenly: from_pretrained(device_map=\"auto\") (or "
-                  "max_memory per GPU) for model-parallel loading");
-    advise(f, "Shard parameters, gradients and optimizer state across GPUs: %s",
-           in->fw == FW_DEEPSPEED ? "ZeRO stage 3 (\"zero_optimization\": {\"stage\": 3} in the "
-                                    "DeepSpeed config)"
-           : in->fw == FW_ACCELERATE
-               ? "accelerate launch --use_fsdp (or a DeepSpeed ZeRO-3 plugin)"
-               : spell(in, &(struct spelling){
-                               "a DeepSpeed ZeRO-3 config (TrainingArguments deepspeed=...) or "
-                               "fsdp=\"full_shard\" (TrainingArguments)",
-                               "--deepspeed zero3",
-                               "torch.distributed.fsdp.FullyShardedDataParallel"}));
-    advise(f, "Give every rank equal work: the same batch size per rank%s",
-           in->fw == FW_HF      ? ", group_by_length=True (TrainingArguments) for variable-length "
-                                  "samples"
-           : in->fw == FW_SWIFT ? ", --group_by_length true for variable-length samples"
-                                : ", batches of similar length for variable-length samples");
+        gs_diag_advise(f, "Spread model layers evenly: from_pretrained(device_map=\"auto\") (or "
+                          "max_memory per GPU) for model-parallel loading");
+    gs_diag_advise(
+        f, "Shard parameters, gradients and optimizer state across GPUs: %s",
+        in->fw == FW_DEEPSPEED ? "ZeRO stage 3 (\"zero_optimization\": {\"stage\": 3} in the "
+                                 "DeepSpeed config)"
+        : in->fw == FW_ACCELERATE
+            ? "accelerate launch --use_fsdp (or a DeepSpeed ZeRO-3 plugin)"
+            : spell(in,
+                    &(struct spelling){
+                        "a DeepSpeed ZeRO-3 config (TrainingArguments deepspeed=...) or "
+                        "fsdp=\"full_shard\" (TrainingArguments)",
+                        "--deepspeed zero3", "torch.distributed.fsdp.FullyShardedDataParallel"}));
+    gs_diag_advise(
+        f, "Give every rank equal work: the same batch size per rank%s",
+        in->fw == FW_HF      ? ", group_by_length=True (TrainingArguments) for variable-length "
+                               "samples"
+        : in->fw == FW_SWIFT ? ", --group_by_length true for variable-length samples"
+                             : ", batches of similar length for variable-length samples");
     return f;
 }
 
@@ -675,15 +709,16 @@ static json_t *rule_throttling(const struct diag_in *in)
     }
     f = finding(in, "throttling", "warning", "GPU %ld throttled %.0f s during the run (%zu GPU(s))",
                 worst_gpu, worst, json_array_size(gpus));
-    evidence(f, "throttled_seconds", json_real(total));
-    evidence(f, "per_gpu", per);
-    evidence(f, "gpus", gpus);
+    gs_diag_evidence(f, "throttled_seconds", json_real(total));
+    gs_diag_evidence(f, "per_gpu", per);
+    gs_diag_evidence(f, "gpus", gpus);
     if (thermal)
-        advise(f, "Thermal slowdown: check cooling, airflow and fan speed "
-                  "(nvidia-smi -q -d TEMPERATURE,PERFORMANCE)");
+        gs_diag_advise(f, "Thermal slowdown: check cooling, airflow and fan speed "
+                          "(nvidia-smi -q -d TEMPERATURE,PERFORMANCE)");
     if (power)
-        advise(f, "Power cap reached: check the power limit (nvidia-smi -q -d POWER); raise it "
-                  "with nvidia-smi -pl where the supply allows, or expect lower clocks");
+        gs_diag_advise(
+            f, "Power cap reached: check the power limit (nvidia-smi -q -d POWER); raise it "
+               "with nvidia-smi -pl where the supply allows, or expect lower clocks");
     return f;
 }
 
@@ -736,14 +771,15 @@ static json_t *rule_attention(const struct diag_in *in)
     f = finding(in, "attention_implementation", "warning",
                 "FlashAttention-2 is not in effect (attention \"%s\") while %s", attn,
                 low ? "GPU utilization is low" : "GPU memory is nearly full");
-    evidence(f, "attn_implementation", json_string(attn));
-    evidence(f, "gpu_name", in->fx.gpu_name ? json_string(in->fx.gpu_name) : json_null());
-    evidence(f, "gpu_avg_utilization_percent", jnum(in->util_avg));
-    evidence(f, "threshold_percent", json_real(GS_DIAG_ATTN_UTIL_PCT));
-    evidence(f, "memory_peak_fraction", jnum(full));
-    evidence(f, "gpus", all_gpus(in));
-    advise(f, "attn_implementation is \"%s\": %s%s", attn, spell(in, &SP_FLASH),
-           gpu < 0 ? "; it needs an Ampere or newer GPU (A100, H100, L40, RTX 30xx/40xx)" : "");
+    gs_diag_evidence(f, "attn_implementation", json_string(attn));
+    gs_diag_evidence(f, "gpu_name", in->fx.gpu_name ? json_string(in->fx.gpu_name) : json_null());
+    gs_diag_evidence(f, "gpu_avg_utilization_percent", jnum(in->util_avg));
+    gs_diag_evidence(f, "threshold_percent", json_real(GS_DIAG_ATTN_UTIL_PCT));
+    gs_diag_evidence(f, "memory_peak_fraction", jnum(full));
+    gs_diag_evidence(f, "gpus", all_gpus(in));
+    gs_diag_advise(f, "attn_implementation is \"%s\": %s%s", attn, spell(in, &SP_FLASH),
+                   gpu < 0 ? "; it needs an Ampere or newer GPU (A100, H100, L40, RTX 30xx/40xx)"
+                           : "");
     return f;
 }
 
@@ -757,16 +793,17 @@ static json_t *rule_precision(const struct diag_in *in)
         return NULL;
     f = finding(in, "precision", "info", "Training in float32 on %s, which runs bfloat16",
                 in->fx.gpu_name);
-    evidence(f, "param_dtype", dt ? json_string(dt) : json_null());
-    evidence(f, "bf16", in->fx.bf16 >= 0 ? json_boolean(in->fx.bf16) : json_null());
-    evidence(f, "fp16", in->fx.fp16 >= 0 ? json_boolean(in->fx.fp16) : json_null());
-    evidence(f, "gpu_name", json_string(in->fx.gpu_name));
-    evidence(f, "gpus", all_gpus(in));
-    advise(f, "%s%s: train in bfloat16: %s", dt ? "parameters are " : "bf16 is False", dt ? dt : "",
-           in->fw == FW_DEEPSPEED    ? "\"bf16\": {\"enabled\": true} in the DeepSpeed config"
-           : in->fw == FW_ACCELERATE ? "Accelerator(mixed_precision=\"bf16\") (accelerate launch "
-                                       "--mixed_precision bf16)"
-                                     : spell(in, &SP_BF16));
+    gs_diag_evidence(f, "param_dtype", dt ? json_string(dt) : json_null());
+    gs_diag_evidence(f, "bf16", in->fx.bf16 >= 0 ? json_boolean(in->fx.bf16) : json_null());
+    gs_diag_evidence(f, "fp16", in->fx.fp16 >= 0 ? json_boolean(in->fx.fp16) : json_null());
+    gs_diag_evidence(f, "gpu_name", json_string(in->fx.gpu_name));
+    gs_diag_evidence(f, "gpus", all_gpus(in));
+    gs_diag_advise(
+        f, "%s%s: train in bfloat16: %s", dt ? "parameters are " : "bf16 is False", dt ? dt : "",
+        in->fw == FW_DEEPSPEED    ? "\"bf16\": {\"enabled\": true} in the DeepSpeed config"
+        : in->fw == FW_ACCELERATE ? "Accelerator(mixed_precision=\"bf16\") (accelerate launch "
+                                    "--mixed_precision bf16)"
+                                  : spell(in, &SP_BF16));
     return f;
 }
 
@@ -786,11 +823,11 @@ static json_t *rule_healthy(const struct diag_in *in)
                 "Pipeline looks healthy: %.0f%% GPU utilization, data "
                 "loading %.1f%% of each step",
                 in->util_avg, 100.0 * in->data);
-    evidence(f, "gpu_avg_utilization_percent", json_real(in->util_avg));
-    evidence(f, "data_loading_time_ratio", json_real(in->data));
-    evidence(f, "communication_time_ratio", jnum(in->comm));
-    evidence(f, "gpus", all_gpus(in));
-    advise(f, "Nothing to change; keep this configuration as the reference for later runs");
+    gs_diag_evidence(f, "gpu_avg_utilization_percent", json_real(in->util_avg));
+    gs_diag_evidence(f, "data_loading_time_ratio", json_real(in->data));
+    gs_diag_evidence(f, "communication_time_ratio", jnum(in->comm));
+    gs_diag_evidence(f, "gpus", all_gpus(in));
+    gs_diag_advise(f, "Nothing to change; keep this configuration as the reference for later runs");
     return f;
 }
 
@@ -810,11 +847,11 @@ static json_t *rule_outcome(const struct diag_in *in)
     if (!bad) {
         f = finding(in, "no_steps", "warning", "No training step was measured: %s",
                     in->why_no_steps ? in->why_no_steps : "no step record arrived");
-        evidence(f, "zero_steps_reason",
-                 in->why_no_steps ? json_string(in->why_no_steps) : json_null());
-        advise(f, "gpuscope run times any PyTorch loop by default (a step ends at each "
-                  "optimizer step); keep --auto and make sure the command runs under the "
-                  "Python that imports torch");
+        gs_diag_evidence(f, "zero_steps_reason",
+                         in->why_no_steps ? json_string(in->why_no_steps) : json_null());
+        gs_diag_advise(f, "gpuscope run times any PyTorch loop by default (a step ends at each "
+                          "optimizer step); keep --auto and make sure the command runs under the "
+                          "Python that imports torch");
         return f;
     }
     if (in->sig > 0)
@@ -826,15 +863,16 @@ static json_t *rule_outcome(const struct diag_in *in)
     f = finding(in, "run_failed", strcmp(in->status, "failed") == 0 ? "critical" : "warning",
                 "The command %s after %ld step(s)%s%s", how, in->steps, in->exception ? ": " : "",
                 in->exception ? in->exception : "");
-    evidence(f, "status", json_string(in->status));
-    evidence(f, "exit_code", in->exit_code >= 0 ? json_integer(in->exit_code) : json_null());
-    evidence(f, "signal", in->sig > 0 ? json_integer(in->sig) : json_null());
-    evidence(f, "exception", in->exception ? json_string(in->exception) : json_null());
-    evidence(f, "steps_completed", json_integer(in->steps));
-    advise(f,
-           "The figures cover only the %ld step(s) before the end; fix the failure and "
-           "run again before tuning on them",
-           in->steps);
+    gs_diag_evidence(f, "status", json_string(in->status));
+    gs_diag_evidence(f, "exit_code",
+                     in->exit_code >= 0 ? json_integer(in->exit_code) : json_null());
+    gs_diag_evidence(f, "signal", in->sig > 0 ? json_integer(in->sig) : json_null());
+    gs_diag_evidence(f, "exception", in->exception ? json_string(in->exception) : json_null());
+    gs_diag_evidence(f, "steps_completed", json_integer(in->steps));
+    gs_diag_advise(f,
+                   "The figures cover only the %ld step(s) before the end; fix the failure and "
+                   "run again before tuning on them",
+                   in->steps);
     return f;
 }
 

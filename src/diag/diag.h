@@ -18,7 +18,21 @@
 #ifndef GS_DIAG_H
 #define GS_DIAG_H
 
+#include <stdarg.h>
+
 #include <jansson.h>
+
+/* The one finding builder of the rules (diag.c, diag_stacks.c, diag_profile.c): a new
+ * {"id", "severity", "title": the printf of fmt, "evidence": {}, "advice": []}; NULL on
+ * allocation failure (and the other calls accept NULL). */
+json_t *gs_diag_finding(const char *id, const char *severity, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+json_t *gs_diag_vfinding(const char *id, const char *severity, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+/* Sets evidence[key] = v, taking v. */
+void gs_diag_evidence(json_t *f, const char *key, json_t *v);
+/* Appends the printf of fmt to the finding's advice. */
+void gs_diag_advise(json_t *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Returns a new JSON array of findings (possibly empty) for report; never NULL except on
  * allocation failure. ncpu: CPU cores of the machine for advice (0 = unknown). */

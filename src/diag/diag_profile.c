@@ -39,6 +39,8 @@ static double pnum(const json_t *o, const char *key)
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
+/* A finding of the profiled rank: evidence "from", "to" (the run's), "rank", "profile_steps"
+ * and "trace" (the rank's trace file, null when unknown). */
 static json_t *pfinding(const json_t *rep, const char *id, const char *sev, const json_t *rank,
                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
@@ -46,40 +48,21 @@ static json_t *pfinding(const json_t *rep, const char *id, const char *sev, cons
                         const char *fmt, ...)
 {
     const json_t *run = json_object_get(rep, "run"), *prof = json_object_get(rep, "profile");
-    char title[300];
-    va_list ap;
+    const json_t *steps = json_object_get(prof, "steps"), *file = json_object_get(rank, "file");
     double from = pnum(run, "start_time"), to = pnum(run, "end_time");
-
-    va_start(ap, fmt);
-    vsnprintf(title, sizeof title, fmt, ap);
-    va_end(ap);
-    return json_pack("{s:s, s:s, s:s, s:{s:o, s:o, s:I, s:o, s:O?}, s:[]}", "id", id, "severity",
-                     sev, "title", title, "evidence", "from",
-                     isfinite(from) ? json_real(from) : json_null(), "to",
-                     isfinite(to) ? json_real(to) : json_null(), "rank",
-                     (json_int_t)pnum(rank, "rank"), "profile_steps",
-                     json_is_string(json_object_get(prof, "steps"))
-                         ? json_string(json_string_value(json_object_get(prof, "steps")))
-                         : json_null(),
-                     "trace", json_object_get(rank, "file"), "advice");
-}
-
-static void pev(json_t *f, const char *key, json_t *v)
-{
-    json_object_set_new(json_object_get(f, "evidence"), key, v);
-}
-
-static void padvise(json_t *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void padvise(json_t *f, const char *fmt, ...)
-{
-    char line[600];
+    json_t *f;
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    f = gs_diag_vfinding(id, sev, fmt, ap);
     va_end(ap);
-    json_array_append_new(json_object_get(f, "advice"), json_string(line));
+    gs_diag_evidence(f, "from", isfinite(from) ? json_real(from) : json_null());
+    gs_diag_evidence(f, "to", isfinite(to) ? json_real(to) : json_null());
+    gs_diag_evidence(f, "rank", json_integer((json_int_t)pnum(rank, "rank")));
+    gs_diag_evidence(f, "profile_steps",
+                     json_is_string(steps) ? json_string(json_string_value(steps)) : json_null());
+    gs_diag_evidence(f, "trace", file ? json_incref((json_t *)file) : json_null());
+    return f;
 }
 
 /* The biggest top-kernel row of a type whose name contains sub (NULL: any). */
@@ -145,34 +128,37 @@ static json_t *rule_htod(const json_t *rep, const json_t *ranks)
     f = pfinding(rep, "profile_htod", "warning", worst,
                  "Host-to-device copies take %.0f%% of the GPU's busy time (rank %.0f)",
                  100.0 * wfrac, pnum(worst, "rank"));
-    pev(f, "htod_time_us", json_real(pnum(wm, "time_us")));
-    pev(f, "htod_count", json_real(pnum(wm, "count")));
-    pev(f, "htod_bytes", json_real(pnum(wm, "bytes")));
-    pev(f, "htod_bandwidth_gbps",
-        json_is_number(json_object_get(wm, "bandwidth_gbps"))
-            ? json_real(pnum(wm, "bandwidth_gbps"))
-            : json_null());
-    pev(f, "busy_fraction", json_real(wfrac));
-    pev(f, "threshold", json_real(PROF_HTOD_BUSY_FRAC));
+    gs_diag_evidence(f, "htod_time_us", json_real(pnum(wm, "time_us")));
+    gs_diag_evidence(f, "htod_count", json_real(pnum(wm, "count")));
+    gs_diag_evidence(f, "htod_bytes", json_real(pnum(wm, "bytes")));
+    gs_diag_evidence(f, "htod_bandwidth_gbps",
+                     json_is_number(json_object_get(wm, "bandwidth_gbps"))
+                         ? json_real(pnum(wm, "bandwidth_gbps"))
+                         : json_null());
+    gs_diag_evidence(f, "busy_fraction", json_real(wfrac));
+    gs_diag_evidence(f, "threshold", json_real(PROF_HTOD_BUSY_FRAC));
     {
         const json_t *pageable = top_kernel(worst, "MEMORY", "HtoD (Pageable");
 
-        pev(f, "kernel", kernel_ev(pageable ? pageable : top_kernel(worst, "MEMORY", "HtoD")));
+        gs_diag_evidence(f, "kernel",
+                         kernel_ev(pageable ? pageable : top_kernel(worst, "MEMORY", "HtoD")));
         if (pageable)
-            padvise(f,
-                    "\"%s\" (%.0f us): the copies come from pageable memory; use pinned memory: "
-                    "DataLoader(pin_memory=True)%s",
-                    json_string_value(json_object_get(pageable, "name")), pnum(pageable, "sum_us"),
-                    fact_is(rep, "loader_pin_memory", 0) || fact_is(rep, "dataloader_pin_memory", 0)
-                        ? " (this run: pin_memory=False)"
-                        : "");
+            gs_diag_advise(
+                f,
+                "\"%s\" (%.0f us): the copies come from pageable memory; use pinned memory: "
+                "DataLoader(pin_memory=True)%s",
+                json_string_value(json_object_get(pageable, "name")), pnum(pageable, "sum_us"),
+                fact_is(rep, "loader_pin_memory", 0) || fact_is(rep, "dataloader_pin_memory", 0)
+                    ? " (this run: pin_memory=False)"
+                    : "");
         else
-            padvise(f, "Use pinned memory for the batches: DataLoader(pin_memory=True)");
+            gs_diag_advise(f, "Use pinned memory for the batches: DataLoader(pin_memory=True)");
     }
-    padvise(f, "Copy asynchronously so the copy overlaps compute: tensor.to(device, "
-               "non_blocking=True) from pinned memory");
-    padvise(f, "Move less: keep data on the GPU between steps, send compact dtypes (uint8 images, "
-               "int32 token ids) and convert on the GPU");
+    gs_diag_advise(f, "Copy asynchronously so the copy overlaps compute: tensor.to(device, "
+                      "non_blocking=True) from pinned memory");
+    gs_diag_advise(
+        f, "Move less: keep data on the GPU between steps, send compact dtypes (uint8 images, "
+           "int32 token ids) and convert on the GPU");
     return f;
 }
 
@@ -233,21 +219,23 @@ static json_t *rule_host_wait(const json_t *rep, const json_t *ranks)
                  "The GPU is idle %.0f%% of the kernel span, mostly waiting for the CPU to queue "
                  "work (rank %.0f)",
                  widle, pnum(worst, "rank"));
-    pev(f, "idle_pct", json_real(widle));
-    pev(f, "stream", json_real(wstream));
-    pev(f, "host_wait_us", json_real(whost));
-    pev(f, "stream_idle_us", json_real(wtotal));
-    pev(f, "host_wait_fraction", json_real(whost / wtotal));
-    pev(f, "launch_delay", json_deep_copy(json_object_get(worst, "launch_delay")));
-    pev(f, "cpu_op", json_deep_copy(json_array_get(json_object_get(worst, "cpu_ops"), 0)));
-    padvise(f,
-            "The CPU side starves the GPU: %.0f%% of stream %.0f's idle time is host wait. "
-            "Look at the data loader first (more DataLoader num_workers, pin_memory, "
-            "prefetch_factor) and at Python work between steps (logging, .item() / .cpu() "
-            "synchronisations, metrics)",
-            100.0 * whost / wtotal, wstream);
-    padvise(f, "When the step itself is Python-bound (many small ops): torch.compile(model), "
-               "or CUDA graphs (torch.cuda.graphs, torch.compile(mode=\"reduce-overhead\"))");
+    gs_diag_evidence(f, "idle_pct", json_real(widle));
+    gs_diag_evidence(f, "stream", json_real(wstream));
+    gs_diag_evidence(f, "host_wait_us", json_real(whost));
+    gs_diag_evidence(f, "stream_idle_us", json_real(wtotal));
+    gs_diag_evidence(f, "host_wait_fraction", json_real(whost / wtotal));
+    gs_diag_evidence(f, "launch_delay", json_deep_copy(json_object_get(worst, "launch_delay")));
+    gs_diag_evidence(f, "cpu_op",
+                     json_deep_copy(json_array_get(json_object_get(worst, "cpu_ops"), 0)));
+    gs_diag_advise(f,
+                   "The CPU side starves the GPU: %.0f%% of stream %.0f's idle time is host wait. "
+                   "Look at the data loader first (more DataLoader num_workers, pin_memory, "
+                   "prefetch_factor) and at Python work between steps (logging, .item() / .cpu() "
+                   "synchronisations, metrics)",
+                   100.0 * whost / wtotal, wstream);
+    gs_diag_advise(f,
+                   "When the step itself is Python-bound (many small ops): torch.compile(model), "
+                   "or CUDA graphs (torch.cuda.graphs, torch.compile(mode=\"reduce-overhead\"))");
     return f;
 }
 
@@ -279,15 +267,16 @@ static json_t *rule_launch_bound(const json_t *rep, const json_t *ranks)
                  "Launch-bound: %.0f%% of the kernels are under 10 us and %.0f%% of the idle time "
                  "is the gap between back-to-back kernels (rank %.0f)",
                  100.0 * wtiny, 100.0 * wkern / wtotal, pnum(worst, "rank"));
-    pev(f, "small_kernels", json_deep_copy(json_object_get(worst, "small_kernels")));
-    pev(f, "kernel_wait_us", json_real(wkern));
-    pev(f, "stream_idle_us", json_real(wtotal));
-    pev(f, "kernel", kernel_ev(top_kernel(worst, "COMPUTATION", NULL)));
-    padvise(f, "Capture the step in a CUDA graph (torch.cuda.CUDAGraph / torch.cuda.graphs, or "
-               "torch.compile(model, mode=\"reduce-overhead\")) so its kernels launch as one");
-    padvise(f, "Fuse the small kernels: torch.compile(model); fused optimizers "
-               "(torch.optim.AdamW(fused=True) or foreach=True)");
-    padvise(f, "Give each kernel more work: a larger batch size per GPU");
+    gs_diag_evidence(f, "small_kernels", json_deep_copy(json_object_get(worst, "small_kernels")));
+    gs_diag_evidence(f, "kernel_wait_us", json_real(wkern));
+    gs_diag_evidence(f, "stream_idle_us", json_real(wtotal));
+    gs_diag_evidence(f, "kernel", kernel_ev(top_kernel(worst, "COMPUTATION", NULL)));
+    gs_diag_advise(f,
+                   "Capture the step in a CUDA graph (torch.cuda.CUDAGraph / torch.cuda.graphs, or "
+                   "torch.compile(model, mode=\"reduce-overhead\")) so its kernels launch as one");
+    gs_diag_advise(f, "Fuse the small kernels: torch.compile(model); fused optimizers "
+                      "(torch.optim.AdamW(fused=True) or foreach=True)");
+    gs_diag_advise(f, "Give each kernel more work: a larger batch size per GPU");
     return f;
 }
 
@@ -318,12 +307,14 @@ static json_t *rule_attention(const json_t *rep, const json_t *ranks)
                  "Attention runs as separate softmax and matmul kernels, not FlashAttention: "
                  "softmax alone is %.0f%% of computation (rank %.0f)",
                  100.0 * wfrac, pnum(worst, "rank"));
-    pev(f, "softmax_us", json_real(pnum(json_object_get(worst, "attention"), "softmax_us")));
-    pev(f, "softmax_fraction", json_real(wfrac));
-    pev(f, "softmax_kernel",
+    gs_diag_evidence(f, "softmax_us",
+                     json_real(pnum(json_object_get(worst, "attention"), "softmax_us")));
+    gs_diag_evidence(f, "softmax_fraction", json_real(wfrac));
+    gs_diag_evidence(
+        f, "softmax_kernel",
         json_deep_copy(json_object_get(json_object_get(worst, "attention"), "softmax_top")));
-    pev(f, "attn_implementation", attn ? json_string(attn) : json_null());
-    padvise(
+    gs_diag_evidence(f, "attn_implementation", attn ? json_string(attn) : json_null());
+    gs_diag_advise(
         f,
         "Enable FlashAttention: load the model with attn_implementation="
         "\"flash_attention_2\"%s%s%s, or call torch.nn.functional.scaled_dot_product_attention; "
@@ -358,35 +349,38 @@ static json_t *rule_exposed_comm(const json_t *rep, const json_t *ranks)
                  "NCCL communication not hidden under computation: %.0f%% of the kernel span "
                  "(rank %.0f, %.1f%% of it overlapped)",
                  100.0 * wfrac, pnum(worst, "rank"), pnum(worst, "comm_comp_overlap_pct"));
-    pev(f, "communication_us", json_real(pnum(worst, "communication_us")));
-    pev(f, "exposed_us", json_real(wexp));
-    pev(f, "exposed_fraction", json_real(wfrac));
-    pev(f, "comm_comp_overlap_pct", json_real(pnum(worst, "comm_comp_overlap_pct")));
-    pev(f, "kernel", kernel_ev(top_kernel(worst, "COMMUNICATION", NULL)));
+    gs_diag_evidence(f, "communication_us", json_real(pnum(worst, "communication_us")));
+    gs_diag_evidence(f, "exposed_us", json_real(wexp));
+    gs_diag_evidence(f, "exposed_fraction", json_real(wfrac));
+    gs_diag_evidence(f, "comm_comp_overlap_pct", json_real(pnum(worst, "comm_comp_overlap_pct")));
+    gs_diag_evidence(f, "kernel", kernel_ev(top_kernel(worst, "COMMUNICATION", NULL)));
     {
         const json_t *k = top_kernel(worst, "COMMUNICATION", NULL);
 
-        padvise(f,
-                "Overlap the collectives with backward: DDP gradient buckets "
-                "(DistributedDataParallel(bucket_cap_mb=...), gradient_as_bucket_view=True, "
-                "static_graph=True), FSDP backward_prefetch; the largest is \"%s\" (%.0f us)",
-                k ? json_string_value(json_object_get(k, "name")) : "?", k ? pnum(k, "sum_us") : 0);
+        gs_diag_advise(
+            f,
+            "Overlap the collectives with backward: DDP gradient buckets "
+            "(DistributedDataParallel(bucket_cap_mb=...), gradient_as_bucket_view=True, "
+            "static_graph=True), FSDP backward_prefetch; the largest is \"%s\" (%.0f us)",
+            k ? json_string_value(json_object_get(k, "name")) : "?", k ? pnum(k, "sum_us") : 0);
     }
     if (fact_is(rep, "ddp_find_unused_parameters", 1))
-        padvise(f, "ddp_find_unused_parameters is True: set it False when every parameter gets a "
-                   "gradient (it delays the first bucket)");
-    padvise(f, "Communicate less often: gradient accumulation (DDP no_sync() on all but the last "
-               "micro-batch); check the transport with NCCL_DEBUG=INFO (NVLink / InfiniBand, not "
-               "sockets)");
+        gs_diag_advise(
+            f, "ddp_find_unused_parameters is True: set it False when every parameter gets a "
+               "gradient (it delays the first bucket)");
+    gs_diag_advise(
+        f, "Communicate less often: gradient accumulation (DDP no_sync() on all but the last "
+           "micro-batch); check the transport with NCCL_DEBUG=INFO (NVLink / InfiniBand, not "
+           "sockets)");
     {
         const json_t *job = json_object_get(json_object_get(rep, "profile"), "job"), *s;
 
         json_array_foreach(json_object_get(job, "stragglers"), i,
                            s) if (json_is_true(json_object_get(s, "straggler")))
-            padvise(f,
-                    "Rank %.0f computes %.0f%% more than the median rank: the others wait "
-                    "for it in the collectives; balance its work",
-                    pnum(s, "rank"), pnum(s, "compute_vs_median_pct"));
+            gs_diag_advise(f,
+                           "Rank %.0f computes %.0f%% more than the median rank: the others wait "
+                           "for it in the collectives; balance its work",
+                           pnum(s, "rank"), pnum(s, "compute_vs_median_pct"));
     }
     return f;
 }

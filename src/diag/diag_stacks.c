@@ -14,7 +14,6 @@
  *                        print() line
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,36 +23,6 @@ static double group(const json_t *o, const char *key)
 {
     const json_t *g = json_object_get(json_object_get(o, "groups"), key);
     return json_is_number(g) ? json_number_value(g) : 0;
-}
-
-static json_t *new_finding(const char *id, const char *severity, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static json_t *new_finding(const char *id, const char *severity, const char *fmt, ...)
-{
-    char title[512];
-    va_list ap;
-    json_t *f = json_object();
-
-    va_start(ap, fmt);
-    vsnprintf(title, sizeof title, fmt, ap);
-    va_end(ap);
-    json_object_set_new(f, "id", json_string(id));
-    json_object_set_new(f, "severity", json_string(severity));
-    json_object_set_new(f, "title", json_string(title));
-    json_object_set_new(f, "evidence", json_object());
-    json_object_set_new(f, "advice", json_array());
-    return f;
-}
-
-static void advice(json_t *f, const char *s)
-{
-    json_array_append_new(json_object_get(f, "advice"), json_string(s));
-}
-
-static void ev(json_t *f, const char *key, json_t *v)
-{
-    json_object_set_new(json_object_get(f, "evidence"), key, v);
 }
 
 /* The idle-GPU entry with the most samples, or NULL. */
@@ -119,23 +88,24 @@ static json_t *rule_data(const json_t *st)
         return NULL;
     top_text(json_object_get(src, "top"), top, sizeof top);
     if (g)
-        f = new_finding("stacks_data_loading", "warning",
-                        "Stacks confirm data loading: while GPU %lld was idle (%.0f %% of the "
-                        "run) the main thread was in the DataLoader %.0f %% of the time (%s)",
-                        json_integer_value(json_object_get(g, "gpu")),
-                        100 * json_number_value(json_object_get(g, "idle_fraction")), 100 * share,
-                        top);
+        f = gs_diag_finding("stacks_data_loading", "warning",
+                            "Stacks confirm data loading: while GPU %lld was idle (%.0f %% of the "
+                            "run) the main thread was in the DataLoader %.0f %% of the time (%s)",
+                            json_integer_value(json_object_get(g, "gpu")),
+                            100 * json_number_value(json_object_get(g, "idle_fraction")),
+                            100 * share, top);
     else
-        f = new_finding("stacks_data_loading", "warning",
-                        "Stacks confirm data loading: in the data phase the main thread was in "
-                        "the DataLoader %.0f %% of the time (%s)",
-                        100 * share, top);
-    ev(f, "share", json_real(share));
-    ev(f, "top", json_deep_copy(json_object_get(src, "top")));
-    advice(f, "Raise the DataLoader's num_workers and set persistent_workers=True, "
-              "pin_memory=True and a prefetch_factor of 2-4");
-    advice(f, "Move per-sample decoding and augmentation off the training process (workers, "
-              "GPU transforms, pre-processed shards)");
+        f = gs_diag_finding("stacks_data_loading", "warning",
+                            "Stacks confirm data loading: in the data phase the main thread was in "
+                            "the DataLoader %.0f %% of the time (%s)",
+                            100 * share, top);
+    gs_diag_evidence(f, "share", json_real(share));
+    gs_diag_evidence(f, "top", json_deep_copy(json_object_get(src, "top")));
+    gs_diag_advise(f, "Raise the DataLoader's num_workers and set persistent_workers=True, "
+                      "pin_memory=True and a prefetch_factor of 2-4");
+    gs_diag_advise(f,
+                   "Move per-sample decoding and augmentation off the training process (workers, "
+                   "GPU transforms, pre-processed shards)");
     return f;
 }
 
@@ -166,20 +136,21 @@ static json_t *rule_sync(const json_t *st)
         json_decref(where);
         return NULL;
     }
-    f = new_finding("host_sync", "warning",
-                    "Host syncs: %.0f %% of the main thread's samples%s wait at `%s` (%s:%lld)",
-                    100 * share, g ? " while the GPU was idle" : "",
-                    json_string_value(json_object_get(first, "source"))
-                        ? json_string_value(json_object_get(first, "source"))
-                        : json_string_value(json_object_get(first, "function")),
-                    json_string_value(json_object_get(first, "file")),
-                    json_integer_value(json_object_get(first, "line")));
-    ev(f, "share", json_real(share));
-    ev(f, "lines", where);
-    advice(f, "Keep metrics on the GPU and call .item()/.cpu() every N steps (e.g. at "
-              "logging_steps), not every step");
-    advice(f, "Drop explicit torch.cuda.synchronize() from the training loop; time with CUDA "
-              "events instead");
+    f = gs_diag_finding("host_sync", "warning",
+                        "Host syncs: %.0f %% of the main thread's samples%s wait at `%s` (%s:%lld)",
+                        100 * share, g ? " while the GPU was idle" : "",
+                        json_string_value(json_object_get(first, "source"))
+                            ? json_string_value(json_object_get(first, "source"))
+                            : json_string_value(json_object_get(first, "function")),
+                        json_string_value(json_object_get(first, "file")),
+                        json_integer_value(json_object_get(first, "line")));
+    gs_diag_evidence(f, "share", json_real(share));
+    gs_diag_evidence(f, "lines", where);
+    gs_diag_advise(f, "Keep metrics on the GPU and call .item()/.cpu() every N steps (e.g. at "
+                      "logging_steps), not every step");
+    gs_diag_advise(f,
+                   "Drop explicit torch.cuda.synchronize() from the training loop; time with CUDA "
+                   "events instead");
     return f;
 }
 
@@ -191,11 +162,11 @@ static json_t *rule_share(const json_t *st, const char *key, const char *id, con
 
     if (json_integer_value(json_object_get(st, "samples")) < 20 || share < 0.10)
         return NULL;
-    f = new_finding(id, share >= 0.25 ? "warning" : "info",
-                    "%s: %.0f %% of the main thread's samples", what, 100 * share);
-    ev(f, "share", json_real(share));
-    advice(f, adv1);
-    advice(f, adv2);
+    f = gs_diag_finding(id, share >= 0.25 ? "warning" : "info",
+                        "%s: %.0f %% of the main thread's samples", what, 100 * share);
+    gs_diag_evidence(f, "share", json_real(share));
+    gs_diag_advise(f, "%s", adv1);
+    gs_diag_advise(f, "%s", adv2);
     return f;
 }
 
@@ -233,12 +204,15 @@ void gs_diag_stacks_findings(const json_t *report, json_t *findings)
     if (group(st, "logging") + print_share(st) >= 0.10 &&
         json_integer_value(json_object_get(st, "samples")) >= 20) {
         double share = group(st, "logging") + print_share(st);
-        f = new_finding("logging", share >= 0.25 ? "warning" : "info",
-                        "Logging: %.0f %% of the main thread's samples", 100 * share);
-        ev(f, "share", json_real(share));
-        advice(f, "Log every N steps (logging_steps), not every step; aggregate on the GPU first");
-        advice(f, "Send metrics from a background thread (wandb/tensorboard do; print() and "
-                  "logging handlers to slow files do not)");
+        f = gs_diag_finding("logging", share >= 0.25 ? "warning" : "info",
+                            "Logging: %.0f %% of the main thread's samples", 100 * share);
+        gs_diag_evidence(f, "share", json_real(share));
+        gs_diag_advise(
+            f, "%s",
+            "Log every N steps (logging_steps), not every step; aggregate on the GPU first");
+        gs_diag_advise(f,
+                       "Send metrics from a background thread (wandb/tensorboard do; print() and "
+                       "logging handlers to slow files do not)");
         json_array_append_new(findings, f);
     }
 }

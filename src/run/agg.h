@@ -38,7 +38,7 @@ void gs_agg_end(struct gs_agg *a, const struct gs_record_end *e);
 void gs_agg_snapshot(struct gs_agg *a, const struct gs_snapshot *snap, const unsigned char *in_run,
                      double t);
 
-/* The driver's own utilization samples of GPU gpu_index (gs_gpu.index; gs_sampler_util_samples),
+/* The driver's own utilization samples of GPU gpu_index (gs_gpu.index; gs_snapshot_util_samples),
  * oldest first, each the mean over the period that ends at its timestamp. Once a GPU has had
  * one, its utilization avg/max (weighted by each sample's period) and its idle periods come
  * from the samples alone and the snapshots' utilization is no longer counted for it, so

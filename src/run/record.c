@@ -31,16 +31,9 @@
 #define RECORD_SMALL_MIN (-1)
 #define RECORD_SMALL_MAX 65535
 
-static const char *const phase_names[GS_PH_ALL] = {
-    "data",
-    "forward",
-    "backward",
-    "optimizer_step",
-    "communication",
-    "total_step",
-    "communication_exposed",
-    "other",
-};
+#define PHASE_NAME_(e, name, wall) name,
+static const char *const phase_names[GS_PH_ALL] = {GS_PHASES(PHASE_NAME_)};
+#undef PHASE_NAME_
 
 const char *gs_phase_name(int phase)
 {

@@ -957,6 +957,9 @@ static void print_outcome(FILE *out, const json_t *oc)
 /* One row per rank (step wall p50/p95, phase means) and the slowest rank, for 2+ ranks. */
 static void print_ranks(FILE *out, const json_t *rep, const struct paint *c)
 {
+#define PHASE_WALL_(e, name, is_wall) is_wall,
+    static const int wall[GS_PH_ALL] = {GS_PHASES(PHASE_WALL_)};
+#undef PHASE_WALL_
     const json_t *ranks = json_object_get(rep, "per_rank"), *r, *sl;
     size_t i;
     char b[8][32];
@@ -969,15 +972,13 @@ static void print_ranks(FILE *out, const json_t *rep, const struct paint *c)
     json_array_foreach(ranks, i, r)
     {
         const json_t *m = json_object_get(r, "mean_ms");
-        fprintf(out, "  %-5.0f %7.0f %10s %10s %9s %9s %9s %9s %9s %9s\n", jget(r, "rank"),
-                jget(r, "steps"), fmtnum(b[0], 32, "%.2f", jget(r, "step_p50_ms")),
-                fmtnum(b[1], 32, "%.2f", jget(r, "step_p95_ms")),
-                fmtnum(b[2], 32, "%.2f", jget(m, "data")),
-                fmtnum(b[3], 32, "%.2f", jget(m, "forward")),
-                fmtnum(b[4], 32, "%.2f", jget(m, "backward")),
-                fmtnum(b[5], 32, "%.2f", jget(m, "optimizer_step")),
-                fmtnum(b[6], 32, "%.2f", jget(m, "communication_exposed")),
-                fmtnum(b[7], 32, "%.2f", jget(m, "other")));
+        fprintf(out, "  %-5.0f %7.0f %10s %10s", jget(r, "rank"), jget(r, "steps"),
+                fmtnum(b[0], 32, "%.2f", jget(r, "step_p50_ms")),
+                fmtnum(b[1], 32, "%.2f", jget(r, "step_p95_ms")));
+        for (int p = 0; p < GS_PH_ALL; p++) /* the parts of the wall time, as the header */
+            if (wall[p])
+                fprintf(out, " %9s", fmtnum(b[2], 32, "%.2f", jget(m, gs_phase_name(p))));
+        fputc('\n', out);
     }
     sl = json_object_get(rep, "slowest_rank");
     if (json_is_object(sl)) {

@@ -10,30 +10,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-const struct gs_compare_field gs_compare_fields[] = {
-    /* document 000's eight headline fields, always listed */
-    {"train_runtime", -1, 1},
-    {"train_samples_per_second", 1, 1},
-    {"train_steps_per_second", 1, 1},
-    {"gpu_peak_memory_allocated_gb", 0, 1},
-    {"gpu_avg_utilization_percent", 1, 1},
-    {"gpu_max_utilization_percent", 0, 1},
-    {"data_loading_time_ratio", -1, 1},
-    {"communication_time_ratio", -1, 1},
-    /* more of the report, listed when a run has them */
-    {"other_time_ratio", -1, 0},
-    {"gpu_busy_estimate_percent", 1, 0},
-    {"step_busy_estimate_percent", 1, 0},
-    {"steps", 0, 0},
-    {"ranks", 0, 0},
-    {"energy_joules", -1, 0},
-    {"throttled_seconds", -1, 0},
-};
+#include "gpuscope/gs_run.h"
+
+#define COMPARE_FIELD_(name, dir, always, unit, digits) {name, dir, always},
+const struct gs_compare_field gs_compare_fields[] = {GS_COMPARE_FIELDS(COMPARE_FIELD_)};
+#undef COMPARE_FIELD_
 const size_t gs_compare_n_fields = sizeof gs_compare_fields / sizeof gs_compare_fields[0];
 
-static const char *const PHASES[] = {"data",           "forward",       "backward",
-                                     "optimizer_step", "communication", "communication_exposed",
-                                     "other",          "total_step"};
+/* The phases a step record may carry (gs_run.h GS_PHASES); page_phase(k) is the k-th in the
+ * page's order. */
+#define PHASE_NAME_(e, name, wall) name,
+static const char *const PHASE_NAMES[GS_PH_ALL] = {GS_PHASES(PHASE_NAME_)};
+#undef PHASE_NAME_
+#define N_PHASES ((size_t)GS_PH_ALL)
+
+static const char *page_phase(size_t k)
+{
+    return PHASE_NAMES[gs_phase_page_order((int)k)];
+}
 
 static double num(const json_t *v)
 {
@@ -93,12 +87,12 @@ static json_t *fields(const struct gs_rundata *runs, size_t n, double *vals)
 static json_t *phases(const struct gs_rundata *runs, size_t n, double *vals)
 {
     json_t *arr = json_array();
-    for (size_t p = 0; p < sizeof PHASES / sizeof PHASES[0]; p++) {
+    for (size_t p = 0; p < N_PHASES; p++) {
         int any = 0;
         json_t *p50 = json_array(), *p95 = json_array();
         for (size_t i = 0; i < n; i++) {
             const json_t *ph =
-                json_object_get(json_object_get(runs[i].report, "phases"), PHASES[p]);
+                json_object_get(json_object_get(runs[i].report, "phases"), page_phase(p));
             vals[i] = num(json_object_get(ph, "mean_ms"));
             any |= isfinite(vals[i]);
             json_array_append(p50, json_object_get(ph, "p50_ms") ? json_object_get(ph, "p50_ms")
@@ -108,7 +102,7 @@ static json_t *phases(const struct gs_rundata *runs, size_t n, double *vals)
         }
         if (any) {
             char name[64];
-            snprintf(name, sizeof name, "%s", PHASES[p]);
+            snprintf(name, sizeof name, "%s", page_phase(p));
             json_t *r = row(name, vals, n, -1);
             json_object_set_new(r, "stat", json_string("mean_ms"));
             json_object_set_new(r, "p50_ms", p50);

@@ -12,9 +12,11 @@
 
 #include <jansson.h>
 
+#include "runview/compare_fields.h"
 #include "runview/rundata.h"
 
-/* Directions: whether a larger value is better (1), worse (-1) or neither (0). */
+/* One row of GS_COMPARE_FIELDS (compare_fields.h). Directions: whether a larger value is
+ * better (1), worse (-1) or neither (0). */
 struct gs_compare_field {
     const char *name;
     int larger_is_better;

@@ -24,15 +24,23 @@
 #include <sqlite3.h>
 
 #include "client/agent_client.h"
+#include "gpuscope/gs_run.h"
 
 #define HISTORY_APP_ID 0x47505568 /* "GPUh", src/store/history.c */
 #define AGENT_TIMEOUT_MS 5000
 
 /* The phases a step record may carry (src/run/record.h "ms"), in the page's order. */
-static const char *const PHASES[] = {"data",           "forward",       "backward",
-                                     "optimizer_step", "communication", "communication_exposed",
-                                     "other",          "total_step"};
-#define N_PHASES (sizeof PHASES / sizeof PHASES[0])
+/* The phases a step record may carry (gs_run.h GS_PHASES); page_phase(k) is the k-th in the
+ * page's order. */
+#define PHASE_NAME_(e, name, wall) name,
+static const char *const PHASE_NAMES[GS_PH_ALL] = {GS_PHASES(PHASE_NAME_)};
+#undef PHASE_NAME_
+#define N_PHASES ((size_t)GS_PH_ALL)
+
+static const char *page_phase(size_t k)
+{
+    return PHASE_NAMES[gs_phase_page_order((int)k)];
+}
 
 /* One step record as the page needs it; NaN = absent. */
 struct step {
@@ -153,7 +161,7 @@ static json_t *steps_json(struct steps *s, double base)
     for (size_t c = 0; c < 5; c++)
         json_object_set_new(o, head[c], cols[c] = json_array());
     for (size_t p = 0; p < N_PHASES; p++)
-        json_object_set_new(o, PHASES[p], cols[5 + p] = json_array());
+        json_object_set_new(o, page_phase(p), cols[5 + p] = json_array());
     for (size_t i = 0; i < s->n;) {
         size_t j = i + 1;
         while (j < s->n && j - i < per && s->v[j].rank == s->v[i].rank)
@@ -206,7 +214,7 @@ static void step_from_record(const json_t *r, struct step *x)
     x->samples = jnum(r, "samples");
     x->rank = json_is_integer(rank) ? (int)json_integer_value(rank) : 0;
     for (size_t p = 0; p < N_PHASES; p++)
-        x->ms[p] = jnum(ms, PHASES[p]);
+        x->ms[p] = jnum(ms, page_phase(p));
 }
 
 /* A row of the agent's /api/v1/runs/ID/steps ("data_ms", "t_begin", ...). */
@@ -220,7 +228,7 @@ static void step_from_agent(const json_t *r, struct step *x)
     x->samples = jnum(r, "samples");
     x->rank = json_is_integer(rank) ? (int)json_integer_value(rank) : 0;
     for (size_t p = 0; p < N_PHASES; p++) {
-        snprintf(key, sizeof key, "%s_ms", PHASES[p]);
+        snprintf(key, sizeof key, "%s_ms", page_phase(p));
         x->ms[p] = jnum(r, key);
     }
 }

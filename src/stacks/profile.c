@@ -166,21 +166,24 @@ int gs_stackprof_add_leaf(struct gs_stackprof *p, const uint32_t *frames, unsign
     return GS_OK;
 }
 
-static const struct gs_stackprof *sort_p;
-static int sort_by_total;
+/* The order of gs_stackprof_top: by the key (total or own samples), then by the other, then
+ * by id; the profile and the key come through qsort_r's context. */
+struct top_order {
+    const struct gs_stackprof *p;
+    int by_total;
+};
 
-static int cmp_ids(const void *a, const void *b)
+static int cmp_ids(const void *a, const void *b, void *ctx)
 {
+    const struct top_order *o = ctx;
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    uint64_t kx = sort_by_total ? sort_p->tot[x] : sort_p->own[x];
-    uint64_t ky = sort_by_total ? sort_p->tot[y] : sort_p->own[y];
-    uint64_t sx = sort_by_total ? sort_p->own[x] : sort_p->tot[x];
-    uint64_t sy = sort_by_total ? sort_p->own[y] : sort_p->tot[y];
+    const uint64_t *key = o->by_total ? o->p->tot : o->p->own;
+    const uint64_t *second = o->by_total ? o->p->own : o->p->tot;
 
-    if (kx != ky)
-        return kx > ky ? -1 : 1;
-    if (sx != sy)
-        return sx > sy ? -1 : 1;
+    if (key[x] != key[y])
+        return key[x] > key[y] ? -1 : 1;
+    if (second[x] != second[y])
+        return second[x] > second[y] ? -1 : 1;
     return x < y ? -1 : x > y;
 }
 
@@ -197,10 +200,7 @@ unsigned gs_stackprof_top(const struct gs_stackprof *p, uint32_t *ids, unsigned 
     for (uint32_t i = 0; i < p->nlabels; i++)
         if (p->tot[i])
             all[n++] = i;
-    /* single-threaded callers only (the CLI and report writers) */
-    sort_p = p;
-    sort_by_total = by_total;
-    qsort(all, n, sizeof *all, cmp_ids);
+    qsort_r(all, n, sizeof *all, cmp_ids, &(struct top_order){p, by_total});
     if (n > cap)
         n = cap;
     memcpy(ids, all, n * sizeof *ids);

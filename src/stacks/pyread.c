@@ -720,11 +720,6 @@ const struct gs_pyfunc *gs_pyread_func(const struct gs_pyread *r, uint32_t f)
     return f < r->nfuncs ? &r->funcs[f] : NULL;
 }
 
-unsigned gs_pyread_nfuncs(const struct gs_pyread *r)
-{
-    return r->nfuncs;
-}
-
 unsigned gs_pyread_version(const struct gs_pyread *r)
 {
     return r->L.version;

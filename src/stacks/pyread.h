@@ -99,7 +99,6 @@ int gs_pyread_sample(struct gs_pyread *r, pid_t only_tid, struct gs_pysample *ou
 
 /* The function with id f (from a frame of a sample of r); NULL for an unknown id. */
 const struct gs_pyfunc *gs_pyread_func(const struct gs_pyread *r, uint32_t f);
-unsigned gs_pyread_nfuncs(const struct gs_pyread *r);
 
 unsigned gs_pyread_version(const struct gs_pyread *r);
 /* Memory reads made so far (benchmarks). */

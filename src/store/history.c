@@ -270,13 +270,11 @@ static int store_schema_v1(char *sql, size_t cap)
     return bad ? -1 : 0;
 }
 
-/* Step columns of `step`, in enum gs_phase order (gs_run.h; not gs_phase_name: the fuzz
- * targets link this file without src/run). */
-static const char *const store_phase_cols[] = {"data_ms",          "forward_ms",
-                                               "backward_ms",      "optimizer_step_ms",
-                                               "communication_ms", "total_step_ms"};
-_Static_assert(sizeof store_phase_cols / sizeof store_phase_cols[0] == GS_PH_N,
-               "one step column per phase");
+/* Step columns of `step`: the version-1 phases (gs_run.h GS_PHASES) with "_ms" (not
+ * gs_phase_name: the fuzz targets link this file without src/run). */
+#define STORE_PHASE_COL_(e, name, wall) name "_ms",
+static const char *const store_phase_cols[GS_PH_ALL] = {GS_PHASES(STORE_PHASE_COL_)};
+#undef STORE_PHASE_COL_
 
 /* v2: training runs (`gpuscope run`, later the agent) and their step records. */
 static int store_schema_v2(char *sql, size_t cap)

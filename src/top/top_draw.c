@@ -16,15 +16,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "gpuscope/gs_run.h"
 #include "top/top.h"
 
 enum { C_GREEN = 1, C_YELLOW, C_RED, C_CYAN, C_MAGENTA, C_BLUE, C_HEAD };
 
-static struct top_ui *U;
-
-static attr_t col(int pair)
+static attr_t col(struct top_ui *ui, int pair)
 {
-    return U->color ? COLOR_PAIR(pair) : 0;
+    return ui->color ? COLOR_PAIR(pair) : 0;
 }
 
 /* Writes text at (y, x) clipped to the screen's width; returns the column after it. */
@@ -54,9 +53,9 @@ static int put(int y, int x, attr_t a, const char *fmt, ...)
 }
 
 /* Header bars: the colour pair, or reverse video without colour. */
-static attr_t head(void)
+static attr_t head(struct top_ui *ui)
 {
-    return U->color ? COLOR_PAIR(C_HEAD) : A_REVERSE;
+    return ui->color ? COLOR_PAIR(C_HEAD) : A_REVERSE;
 }
 
 static int level_pair(double r)
@@ -65,11 +64,12 @@ static int level_pair(double r)
 }
 
 /* A meter: LABEL[|||||    text] in w columns; r < 0 draws an empty one with text "N/A". */
-static int meter(int y, int x, int w, const char *label, double r, const char *text, int pair)
+static int meter(struct top_ui *ui, int y, int x, int w, const char *label, double r,
+                 const char *text, int pair)
 {
     int inner, fill, tl;
 
-    x = put(y, x, A_BOLD | col(C_CYAN), "%s", label);
+    x = put(y, x, A_BOLD | col(ui, C_CYAN), "%s", label);
     inner = w - (int)strlen(label) - 2;
     if (inner < 4)
         return x;
@@ -79,9 +79,9 @@ static int meter(int y, int x, int w, const char *label, double r, const char *t
     for (int i = 0; i < inner; i++) {
         int in_text = i >= inner - tl;
         char ch = in_text ? text[i - (inner - tl)] : (i < fill ? '|' : ' ');
-        attr_t a = i < fill ? col(pair ? pair : level_pair(r)) : 0;
+        attr_t a = i < fill ? col(ui, pair ? pair : level_pair(r)) : 0;
         if (in_text)
-            a = i < fill && !U->color ? A_BOLD : A_BOLD | (r < 0 ? col(0) : 0);
+            a = i < fill && !ui->color ? A_BOLD : A_BOLD | (r < 0 ? col(ui, 0) : 0);
         if (y < LINES && x < COLS) {
             attron(a);
             mvaddch(y, x, (chtype)(unsigned char)ch);
@@ -100,36 +100,37 @@ static int spinning(const struct gs_gpu *g)
 }
 
 /* The badges of g, each drawn from x on line y; returns the column after them. */
-static int badges(int y, int x, const struct gs_gpu *g)
+static int badges(struct top_ui *ui, int y, int x, const struct gs_gpu *g)
 {
     static const uint64_t named = GS_THR_SW_POWER_CAP | GS_THR_HW_SLOWDOWN | GS_THR_SYNC_BOOST |
                                   GS_THR_SW_THERMAL | GS_THR_HW_THERMAL | GS_THR_HW_POWER_BRAKE;
 
     if (g->lost)
-        return put(y, x, A_BOLD | A_REVERSE | col(C_RED), "LOST") + 1;
+        return put(y, x, A_BOLD | A_REVERSE | col(ui, C_RED), "LOST") + 1;
     if (spinning(g))
-        x = put(y, x, A_BOLD | A_REVERSE | col(C_MAGENTA), "SPINNING") + 1;
+        x = put(y, x, A_BOLD | A_REVERSE | col(ui, C_MAGENTA), "SPINNING") + 1;
     if (gs_gpu_has(g, GS_M_THROTTLE_ACTIVE)) {
         uint64_t m = gs_gpu_mask(g, GS_M_THROTTLE_ACTIVE) & named;
         for (uint64_t bit = 1; bit && bit <= m; bit <<= 1)
             if (m & bit) {
                 const char *n = gs_throttle_name(bit);
-                x = put(y, x, A_BOLD | A_REVERSE | col(C_YELLOW), "%s", n ? n : "throttle") + 1;
+                x = put(y, x, A_BOLD | A_REVERSE | col(ui, C_YELLOW), "%s", n ? n : "throttle") + 1;
             }
     }
     if (gs_gpu_has(g, GS_M_ECC_UNCORR_VOL) && g->v[GS_M_ECC_UNCORR_VOL] > 0)
-        x = put(y, x, A_BOLD | A_REVERSE | col(C_RED), "ECC %.0f", g->v[GS_M_ECC_UNCORR_VOL]) + 1;
+        x = put(y, x, A_BOLD | A_REVERSE | col(ui, C_RED), "ECC %.0f", g->v[GS_M_ECC_UNCORR_VOL]) +
+            1;
     if (gs_gpu_has(g, GS_M_REMAP_PENDING) && g->v[GS_M_REMAP_PENDING] > 0)
-        x = put(y, x, A_BOLD | A_REVERSE | col(C_RED), "ROW REMAP") + 1;
+        x = put(y, x, A_BOLD | A_REVERSE | col(ui, C_RED), "ROW REMAP") + 1;
     if (gs_gpu_has(g, GS_M_XID_LAST) && g->v[GS_M_XID_LAST] > 0)
-        x = put(y, x, A_BOLD | A_REVERSE | col(C_RED), "XID %.0f", g->v[GS_M_XID_LAST]) + 1;
+        x = put(y, x, A_BOLD | A_REVERSE | col(ui, C_RED), "XID %.0f", g->v[GS_M_XID_LAST]) + 1;
     return x;
 }
 
 static const char *const graph_label[TOP_G__N] = {"util", "mem ", "pwr "};
 
-static void graph(int y, int x, int w, const struct top_hist *h, enum top_graph k,
-                  const struct gs_gpu *g)
+static void graph(struct top_ui *ui, int y, int x, int w, const struct top_hist *h,
+                  enum top_graph k, const struct gs_gpu *g)
 {
     static const char *const utf[8] = {"\u2581", "\u2582", "\u2583", "\u2584",
                                        "\u2585", "\u2586", "\u2587", "\u2588"};
@@ -137,7 +138,7 @@ static void graph(int y, int x, int w, const struct top_hist *h, enum top_graph 
     double top = 1.0;
     unsigned start;
 
-    x = put(y, x, col(C_CYAN), "%s ", graph_label[k]);
+    x = put(y, x, col(ui, C_CYAN), "%s ", graph_label[k]);
     w -= 5;
     if (w < 4 || y >= LINES)
         return;
@@ -162,12 +163,12 @@ static void graph(int y, int x, int w, const struct top_hist *h, enum top_graph 
         }
         lvl = (int)lround(v / top * 7);
         lvl = lvl < 0 ? 0 : lvl > 7 ? 7 : lvl;
-        attron(col(level_pair(v / top)));
-        if (U->utf8)
+        attron(col(ui, level_pair(v / top)));
+        if (ui->utf8)
             mvaddstr(y, x, utf[lvl]);
         else
             mvaddch(y, x, (chtype)ascii[lvl]);
-        attroff(col(level_pair(v / top)));
+        attroff(col(ui, level_pair(v / top)));
     }
 }
 
@@ -185,7 +186,7 @@ static void fmt_rate(char *out, size_t len, const struct gs_gpu *g, enum gs_metr
 
 /* Line 2's NVLink part, after PCIe, on a GPU with links: " NVL 18/18 tx 11GB/s rx 11GB/s",
  * the link count red when one is down. Left out whole when the line has no room for it. */
-static void nvlink_meter(int y, int x, const struct gs_gpu *g)
+static void nvlink_meter(struct top_ui *ui, int y, int x, const struct gs_gpu *g)
 {
     char a[32], b[32], tail[80];
     int n;
@@ -198,15 +199,15 @@ static void nvlink_meter(int y, int x, const struct gs_gpu *g)
     n = snprintf(tail, sizeof tail, " tx %s rx %s", a, b);
     if (x + 4 + 6 + n > COLS)
         return;
-    x = put(y, x, A_BOLD | col(C_CYAN), " NVL ");
+    x = put(y, x, A_BOLD | col(ui, C_CYAN), " NVL ");
     x = put(y, x,
-            g->v[GS_M_NVLINK_LINKS_ACTIVE] < g->v[GS_M_NVLINK_LINKS] ? A_BOLD | col(C_RED) : 0,
+            g->v[GS_M_NVLINK_LINKS_ACTIVE] < g->v[GS_M_NVLINK_LINKS] ? A_BOLD | col(ui, C_RED) : 0,
             "%.0f/%.0f", g->v[GS_M_NVLINK_LINKS_ACTIVE], g->v[GS_M_NVLINK_LINKS]);
     put(y, x, 0, "%s", tail);
 }
 
 /* One GPU's block; returns the lines used. */
-static int gpu_block(int y, int maxy, const struct top_srcframe *s, unsigned gi)
+static int gpu_block(struct top_ui *ui, int y, int maxy, const struct top_srcframe *s, unsigned gi)
 {
     const struct gs_gpu *g = &s->snap->gpus[gi];
     const struct top_hist *h = &s->hist[gi * TOP_G__N];
@@ -216,18 +217,18 @@ static int gpu_block(int y, int maxy, const struct top_srcframe *s, unsigned gi)
     if (y >= maxy)
         return 0;
     /* line 1: index, name, utilization and memory meters */
-    x = put(y, 0, A_BOLD | (g->lost ? col(C_RED) : 0), "%2u ", g->index);
-    x = put(y, x, g->lost ? col(C_RED) : 0, "%-21.21s",
+    x = put(y, 0, A_BOLD | (g->lost ? col(ui, C_RED) : 0), "%2u ", g->index);
+    x = put(y, x, g->lost ? col(ui, C_RED) : 0, "%-21.21s",
             gs_gpu_has_text(g, GS_T_NAME)
                 ? g->text[GS_T_NAME] + (strncmp(g->text[GS_T_NAME], "NVIDIA ", 7) ? 0 : 7)
                 : "?");
     half = (W - x - 1) / 2;
     if (g->lost) {
-        put(y, x + 1, A_BOLD | col(C_RED), "fell off the bus; its readings are gone");
+        put(y, x + 1, A_BOLD | col(ui, C_RED), "fell off the bus; its readings are gone");
     } else {
         double r = gs_gpu_has(g, GS_M_UTIL_GPU) ? g->v[GS_M_UTIL_GPU] : -1;
         snprintf(t, sizeof t, r >= 0 ? "%.0f%%" : "N/A", r * 100);
-        meter(y, x + 1, half - 1, "UTL", r, t, 0);
+        meter(ui, y, x + 1, half - 1, "UTL", r, t, 0);
         if (gs_gpu_has(g, GS_M_MEM_USED) && gs_gpu_has(g, GS_M_MEM_TOTAL) &&
             g->v[GS_M_MEM_TOTAL] > 0) {
             top_fmt_bytes(a, sizeof a, g->v[GS_M_MEM_USED]);
@@ -238,7 +239,7 @@ static int gpu_block(int y, int maxy, const struct top_srcframe *s, unsigned gi)
             snprintf(t, sizeof t, "N/A");
             r = -1;
         }
-        meter(y, x + half + 1, W - x - half - 1, "MEM", r, t, 0);
+        meter(ui, y, x + half + 1, W - x - half - 1, "MEM", r, t, 0);
     }
     used++;
     if (y + used >= maxy)
@@ -256,17 +257,17 @@ static int gpu_block(int y, int maxy, const struct top_srcframe *s, unsigned gi)
         } else {
             snprintf(t, sizeof t, "N/A");
         }
-        x = meter(y + used, 3, 24, "PWR", r, t, 0) + 1;
+        x = meter(ui, y + used, 3, 24, "PWR", r, t, 0) + 1;
         if (gs_gpu_has(g, GS_M_TEMP_GPU)) {
             double slow = gs_gpu_has(g, GS_M_TEMP_SLOWDOWN) ? g->v[GS_M_TEMP_SLOWDOWN] : 90;
-            x = put(y + used, x, A_BOLD | col(C_CYAN), "TMP ");
-            x = put(y + used, x, col(level_pair(g->v[GS_M_TEMP_GPU] / slow)), "%.0fC ",
+            x = put(y + used, x, A_BOLD | col(ui, C_CYAN), "TMP ");
+            x = put(y + used, x, col(ui, level_pair(g->v[GS_M_TEMP_GPU] / slow)), "%.0fC ",
                     g->v[GS_M_TEMP_GPU]);
         } else {
-            x = put(y + used, x, A_BOLD | col(C_CYAN), "TMP ");
+            x = put(y + used, x, A_BOLD | col(ui, C_CYAN), "TMP ");
             x = put(y + used, x, 0, "N/A ");
         }
-        x = put(y + used, x, A_BOLD | col(C_CYAN), "CLK ");
+        x = put(y + used, x, A_BOLD | col(ui, C_CYAN), "CLK ");
         if (gs_gpu_has(g, GS_M_CLOCK_SM))
             x = put(y + used, x, 0, "%.0f", g->v[GS_M_CLOCK_SM] / 1e6);
         else
@@ -277,13 +278,13 @@ static int gpu_block(int y, int maxy, const struct top_srcframe *s, unsigned gi)
             x = put(y + used, x, 0, "MHz ");
         fmt_rate(a, sizeof a, g, GS_M_PCIE_TX);
         fmt_rate(b, sizeof b, g, GS_M_PCIE_RX);
-        x = put(y + used, x, A_BOLD | col(C_CYAN), "PCIe");
+        x = put(y + used, x, A_BOLD | col(ui, C_CYAN), "PCIe");
         if (gs_gpu_has(g, GS_M_PCIE_GEN) && gs_gpu_has(g, GS_M_PCIE_WIDTH))
             x = put(y + used, x, 0, "%.0fx%.0f", g->v[GS_M_PCIE_GEN], g->v[GS_M_PCIE_WIDTH]);
         x = put(y + used, x, 0, " tx %s rx %s", a, b);
-        nvlink_meter(y + used, x, g);
+        nvlink_meter(ui, y + used, x, g);
     } else {
-        put(y + used, 3, col(C_RED), "last Xid %s; processes on it are gone or hung",
+        put(y + used, 3, col(ui, C_RED), "last Xid %s; processes on it are gone or hung",
             gs_gpu_has(g, GS_M_XID_LAST) ? (snprintf(t, sizeof t, "%.0f", g->v[GS_M_XID_LAST]), t)
                                          : "unknown");
     }
@@ -291,16 +292,16 @@ static int gpu_block(int y, int maxy, const struct top_srcframe *s, unsigned gi)
     if (y + used >= maxy)
         return used;
     /* line 3: badges, then the graph */
-    x = badges(y + used, 3, g);
-    graph(y + used, x, W - x, &h[U->prefs.graph], U->prefs.graph, g);
+    x = badges(ui, y + used, 3, g);
+    graph(ui, y + used, x, W - x, &h[ui->prefs.graph], ui->prefs.graph, g);
     used++;
     /* MIG instances */
     for (unsigned m = 0; m < g->n_mig && y + used < maxy; m++) {
         const struct gs_mig *mg = &g->mig[m];
         double r = -1;
         const char *prof = strstr(mg->name, "MIG ");
-        x = put(y + used, 3, col(C_BLUE), "%s MIG %-12.12s GI %-2u CI %-2u ",
-                U->utf8 ? "\u2514" : "`", prof ? prof + 4 : mg->name, mg->gi_id, mg->ci_id);
+        x = put(y + used, 3, col(ui, C_BLUE), "%s MIG %-12.12s GI %-2u CI %-2u ",
+                ui->utf8 ? "\u2514" : "`", prof ? prof + 4 : mg->name, mg->gi_id, mg->ci_id);
         if (mg->mem_st == GS_ST_OK && mg->mem_total_bytes) {
             top_fmt_bytes(a, sizeof a, (double)mg->mem_used_bytes);
             top_fmt_bytes(b, sizeof b, (double)mg->mem_total_bytes);
@@ -309,11 +310,11 @@ static int gpu_block(int y, int maxy, const struct top_srcframe *s, unsigned gi)
         } else {
             snprintf(t, sizeof t, "N/A");
         }
-        x = meter(y + used, x, W - x > 40 ? 40 : W - x, "MEM", r, t, 0);
+        x = meter(ui, y + used, x, W - x > 40 ? 40 : W - x, "MEM", r, t, 0);
         /* the instance's graphics engine activity (GPM MIG samples), when read and room */
         if (mg->gpm_st[GS_MIG_GPM_GR_ACTIVE] == GS_ST_OK && W - x >= 16) {
             snprintf(t, sizeof t, "%.0f%%", mg->gpm[GS_MIG_GPM_GR_ACTIVE] * 100);
-            meter(y + used, x + 1, W - x - 1 > 24 ? 24 : W - x - 1, "GR",
+            meter(ui, y + used, x + 1, W - x - 1 > 24 ? 24 : W - x - 1, "GR",
                   mg->gpm[GS_MIG_GPM_GR_ACTIVE], t, 0);
         }
         used++;
@@ -331,9 +332,9 @@ static int block_height(const struct gs_gpu *g)
 static const char *const col_title[TOP_C__N] = {"GPU", "PID",  "USER", "JOB",  "GMEM",
                                                 "SM%", "CPU%", "HMEM", "TIME", "COMMAND"};
 
-static void proc_table(int y0, int h)
+static void proc_table(struct top_ui *ui, int y0, int h)
 {
-    const struct top_frame *f = U->f;
+    const struct top_frame *f = ui->f;
     int gw = f->n_src > 1 ? 14 : 4;
     static const int w[TOP_C__N] = {0, 7, 8, 12, 6, 4, 5, 6, 8, 0};
     int x = 1, rows = h - 1;
@@ -341,60 +342,61 @@ static void proc_table(int y0, int h)
     if (h < 2)
         return;
     /* header, the sort column marked */
-    attron(head());
+    attron(head(ui));
     mvhline(y0, 0, ' ', COLS);
-    attroff(head());
+    attroff(head(ui));
     for (int c = 0; c < TOP_C__N; c++) {
         int cw = c == TOP_C_GPU ? gw : w[c];
         char t[32];
-        int is = (int)U->prefs.sort == c;
+        int is = (int)ui->prefs.sort == c;
         snprintf(t, sizeof t, "%s%s", col_title[c],
-                 is ? (U->prefs.reverse ? (c >= TOP_C_GMEM && c <= TOP_C_TIME ? "^" : "v")
-                                        : (c >= TOP_C_GMEM && c <= TOP_C_TIME ? "v" : "^"))
+                 is ? (ui->prefs.reverse ? (c >= TOP_C_GMEM && c <= TOP_C_TIME ? "^" : "v")
+                                         : (c >= TOP_C_GMEM && c <= TOP_C_TIME ? "v" : "^"))
                     : "");
         if (c == TOP_C_CMD || c == TOP_C_USER || c == TOP_C_JOB || c == TOP_C_GPU)
-            put(y0, x, A_REVERSE | A_BOLD | col(C_HEAD) | (is ? A_UNDERLINE : 0), "%-*s", cw, t);
+            put(y0, x, A_REVERSE | A_BOLD | col(ui, C_HEAD) | (is ? A_UNDERLINE : 0), "%-*s", cw,
+                t);
         else
-            put(y0, x, A_REVERSE | A_BOLD | col(C_HEAD) | (is ? A_UNDERLINE : 0), "%*s", cw, t);
+            put(y0, x, A_REVERSE | A_BOLD | col(ui, C_HEAD) | (is ? A_UNDERLINE : 0), "%*s", cw, t);
         x += cw + 1;
     }
-    if (U->sel >= U->n_rows)
-        U->sel = U->n_rows ? U->n_rows - 1 : 0;
-    if (U->sel < U->proc_top)
-        U->proc_top = U->sel;
-    if (U->sel >= U->proc_top + (size_t)rows)
-        U->proc_top = U->sel - (size_t)rows + 1;
-    if (U->proc_top + (size_t)rows > U->n_rows)
-        U->proc_top = U->n_rows > (size_t)rows ? U->n_rows - (size_t)rows : 0;
+    if (ui->sel >= ui->n_rows)
+        ui->sel = ui->n_rows ? ui->n_rows - 1 : 0;
+    if (ui->sel < ui->proc_top)
+        ui->proc_top = ui->sel;
+    if (ui->sel >= ui->proc_top + (size_t)rows)
+        ui->proc_top = ui->sel - (size_t)rows + 1;
+    if (ui->proc_top + (size_t)rows > ui->n_rows)
+        ui->proc_top = ui->n_rows > (size_t)rows ? ui->n_rows - (size_t)rows : 0;
     /* processes past the table's end are counted on its last line, never hidden silently */
-    if (U->n_rows > (size_t)rows && rows >= 2) {
+    if (ui->n_rows > (size_t)rows && rows >= 2) {
         size_t last;
         rows--;
-        if (U->sel >= U->proc_top + (size_t)rows)
-            U->proc_top = U->sel - (size_t)rows + 1;
-        if (U->proc_top + (size_t)rows > U->n_rows)
-            U->proc_top = U->n_rows - (size_t)rows;
-        last = U->proc_top + (size_t)rows;
-        put(y0 + 1 + rows, 1, A_BOLD | col(C_YELLOW), "processes %zu-%zu of %zu%s%s%s  PgUp/PgDn",
-            U->proc_top + 1, last, U->n_rows, U->filter[0] ? " matching '" : "", U->filter,
-            U->filter[0] ? "'" : "");
-    } else if (U->filter[0] && rows >= 2 && U->n_rows < (size_t)rows) {
-        put(y0 + U->n_rows + 1 + (U->n_rows ? 0 : 1), 1, A_DIM, "%zu process%s matching '%s'",
-            U->n_rows, U->n_rows == 1 ? "" : "es", U->filter);
+        if (ui->sel >= ui->proc_top + (size_t)rows)
+            ui->proc_top = ui->sel - (size_t)rows + 1;
+        if (ui->proc_top + (size_t)rows > ui->n_rows)
+            ui->proc_top = ui->n_rows - (size_t)rows;
+        last = ui->proc_top + (size_t)rows;
+        put(y0 + 1 + rows, 1, A_BOLD | col(ui, C_YELLOW),
+            "processes %zu-%zu of %zu%s%s%s  PgUp/PgDn", ui->proc_top + 1, last, ui->n_rows,
+            ui->filter[0] ? " matching '" : "", ui->filter, ui->filter[0] ? "'" : "");
+    } else if (ui->filter[0] && rows >= 2 && ui->n_rows < (size_t)rows) {
+        put(y0 + ui->n_rows + 1 + (ui->n_rows ? 0 : 1), 1, A_DIM, "%zu process%s matching '%s'",
+            ui->n_rows, ui->n_rows == 1 ? "" : "es", ui->filter);
     }
-    U->proc_y0 = y0 + 1;
-    U->proc_rows = rows;
-    if (!U->n_rows) {
+    ui->proc_y0 = y0 + 1;
+    ui->proc_rows = rows;
+    if (!ui->n_rows) {
         put(y0 + 1, 1, A_DIM,
-            U->filter[0] ? "no process matches the filter (/ to change it)"
-                         : "no processes on the GPUs");
+            ui->filter[0] ? "no process matches the filter (/ to change it)"
+                          : "no processes on the GPUs");
         return;
     }
-    for (int i = 0; i < rows && U->proc_top + (size_t)i < U->n_rows; i++) {
-        const struct top_row *r = &U->rows[U->proc_top + (size_t)i];
+    for (int i = 0; i < rows && ui->proc_top + (size_t)i < ui->n_rows; i++) {
+        const struct top_row *r = &ui->rows[ui->proc_top + (size_t)i];
         const struct top_srcframe *s = &f->src[r->src];
         const struct gs_proc *p = &s->snap->procs[r->proc];
-        int y = y0 + 1 + i, sel = U->proc_top + (size_t)i == U->sel;
+        int y = y0 + 1 + i, sel = ui->proc_top + (size_t)i == ui->sel;
         attr_t base = sel ? A_REVERSE : 0;
         char gm[16], hm[16], tm[16], sm[8], cpu[8];
         double now = f->t;
@@ -403,8 +405,8 @@ static void proc_table(int y0, int h)
             mvhline(y, 0, ' ', COLS);
             attroff(A_REVERSE);
         }
-        if (top_is_tagged(U, r->src, r->pid))
-            put(y, 0, base | A_BOLD | col(C_YELLOW), "*");
+        if (top_is_tagged(ui, r->src, r->pid))
+            put(y, 0, base | A_BOLD | col(ui, C_YELLOW), "*");
         if (p->mem_st == GS_ST_OK)
             top_fmt_bytes(gm, sizeof gm, (double)p->gpu_mem_bytes);
         else
@@ -429,13 +431,13 @@ static void proc_table(int y0, int h)
             x = put(y, 1, base, "%-*.*s %7s ", gw, gw, r->gpu, "-");
         else
             x = put(y, 1, base, "%-*.*s %7u ", gw, gw, r->gpu, p->pid);
-        x = put(y, x, base | (sel ? 0 : col(C_GREEN)), "%-8.8s ",
+        x = put(y, x, base | (sel ? 0 : col(ui, C_GREEN)), "%-8.8s ",
                 p->user[0] ? p->user
                 : p->pid   ? "?"
                            : "");
-        x = put(y, x, base | (sel ? 0 : col(C_BLUE)), "%-12.12s ", r->job);
+        x = put(y, x, base | (sel ? 0 : col(ui, C_BLUE)), "%-12.12s ", r->job);
         x = put(y, x, base, "%6s %4s %5s %6s %8s ", gm, sm, cpu, hm, tm);
-        x = put(y, x, base | col(C_CYAN), "%s", r->prefix);
+        x = put(y, x, base | col(ui, C_CYAN), "%s", r->prefix);
         put(y, x, base | (p->pid == 0 ? A_DIM : 0), "%s",
             p->cmdline[0] ? p->cmdline
             : p->name[0]  ? p->name
@@ -471,20 +473,20 @@ static void fmt_ratio(char *out, size_t len, const json_t *o, const char *k)
         snprintf(out, len, "-");
 }
 
-static void runs_panel(int y0, int h)
+static void runs_panel(struct top_ui *ui, int y0, int h)
 {
-    const struct top_frame *f = U->f;
+    const struct top_frame *f = ui->f;
     int y = y0, maxy = y0 + h, any_agent = 0;
     unsigned idx = 0;
     const json_t *sel_rep = NULL;
     const json_t *sel_run = NULL;
 
-    attron(head());
+    attron(head(ui));
     mvhline(y, 0, ' ', COLS);
-    put(y, 1, A_REVERSE | A_BOLD | col(C_HEAD),
+    put(y, 1, A_REVERSE | A_BOLD | col(ui, C_HEAD),
         "TRAINING RUNS  %-4s %-10s %-8s %-11s %6s %6s %5s %5s  FINDINGS", "ID", "USER", "STATE",
         "NAME", "STEPS", "RUN", "DATA", "COMM");
-    attroff(head());
+    attroff(head(ui));
     y++;
     for (unsigned si = 0; si < f->n_src; si++) {
         const struct top_srcframe *s = &f->src[si];
@@ -504,9 +506,10 @@ static void runs_panel(int y0, int h)
             double v;
             const json_t *fa = json_object_get(r, "findings"), *fi;
             size_t j;
-            int is_sel = idx == U->run_sel;
+            int is_sel = idx == ui->run_sel;
             if (y >= maxy - 1) {
-                put(y++, 1, A_BOLD | col(C_YELLOW), "+%zu more runs (a taller terminal shows them)",
+                put(y++, 1, A_BOLD | col(ui, C_YELLOW),
+                    "+%zu more runs (a taller terminal shows them)",
                     json_array_size(json_object_get(s->runs, "runs")) - i);
                 break;
             }
@@ -550,8 +553,8 @@ static void runs_panel(int y0, int h)
             "socket");
         return;
     }
-    if (U->run_sel >= idx)
-        U->run_sel = idx - 1;
+    if (ui->run_sel >= idx)
+        ui->run_sel = idx - 1;
     if (!sel_rep || y >= maxy) {
         if (sel_run && y < maxy)
             put(y, 1, A_DIM,
@@ -564,8 +567,12 @@ static void runs_panel(int y0, int h)
         const json_t *ph = json_object_get(sel_rep, "phases");
         const json_t *st = json_object_get(ph, "total_step");
         double p50, p95, v, sum = 0;
-        static const char *const names[] = {"data",           "forward",       "backward",
-                                            "optimizer_step", "communication", "other"};
+#define PHASE_NAME_(e, name, wall) name,
+        static const char *const phase_names[GS_PH_ALL] = {GS_PHASES(PHASE_NAME_)};
+#undef PHASE_NAME_
+        /* the bar's phases (gs_run.h GS_PHASES) and their letters */
+        static const int phase[] = {GS_PH_DATA,      GS_PH_FORWARD, GS_PH_BACKWARD,
+                                    GS_PH_OPTIMIZER, GS_PH_COMM,    GS_PH_OTHER};
         static const char letters[] = "DFBOCX";
         double ms[6];
         int x, bw;
@@ -591,10 +598,10 @@ static void runs_panel(int y0, int h)
         /* the phase split as one bar of letters, then the legend */
         for (int i = 0; i < 6; i++) {
             ms[i] = 0;
-            jnum(json_object_get(ph, names[i]), "mean_ms", &ms[i]);
+            jnum(json_object_get(ph, phase_names[phase[i]]), "mean_ms", &ms[i]);
             if (ms[i] < 0 || isnan(ms[i]))
                 ms[i] = 0;
-            if (i != 4) /* communication may overlap backward: not in the sum */
+            if (phase[i] != GS_PH_COMM) /* may overlap backward: not in the sum */
                 sum += ms[i];
         }
         x = put(y, 1, A_BOLD, "phases ");
@@ -604,16 +611,16 @@ static void runs_panel(int y0, int h)
             int drawn = 0;
             for (int i = 0; i < 6; i++) {
                 int n;
-                if (i == 4)
+                if (phase[i] == GS_PH_COMM)
                     continue;
                 n = (int)lround(ms[i] / sum * bw);
                 for (int k = 0; k < n && drawn < bw; k++, drawn++)
-                    put(y, x + drawn, A_REVERSE | col(pairs[i]), "%c", letters[i]);
+                    put(y, x + drawn, A_REVERSE | col(ui, pairs[i]), "%c", letters[i]);
             }
             x += drawn + 1;
             for (int i = 0; i < 6 && x < COLS - 12; i++)
                 if (ms[i] > 0)
-                    x = put(y, x, 0, " %c %s %.0fms", letters[i], names[i] + 0, ms[i]);
+                    x = put(y, x, 0, " %c %s %.0fms", letters[i], phase_names[phase[i]], ms[i]);
         } else {
             put(y, x, A_DIM, "no phase times yet");
         }
@@ -638,7 +645,7 @@ static void runs_panel(int y0, int h)
                             (long long)json_integer_value(json_object_get(rk, "rank")), a, b);
                 }
                 if (json_is_object(slow) && jnum(slow, "slower_by_ratio", &v))
-                    put(y, x, col(v > 0.1 ? C_RED : 0), "slowest r%lld +%.0f%%",
+                    put(y, x, col(ui, v > 0.1 ? C_RED : 0), "slowest r%lld +%.0f%%",
                         (long long)json_integer_value(json_object_get(slow, "rank")), v * 100);
                 y++;
             }
@@ -655,7 +662,7 @@ static void runs_panel(int y0, int h)
                                                      : C_GREEN;
                 if (y >= maxy)
                     break;
-                x = put(y, 1, A_BOLD | col(pair), "%-8s ", sev);
+                x = put(y, 1, A_BOLD | col(ui, pair), "%-8s ", sev);
                 put(y, x, 0, "%s", jstr(fi, "title", jstr(fi, "id", "?")));
                 y++;
             }
@@ -673,7 +680,7 @@ static const char *const help_lines[] = {
     " < >  i             sort by the previous / next column; invert the order",
     " /                  filter: pid, user, job, GPU or command text; Esc clears",
     " t                  tree view (children under their parents)",
-    " space  U           tag / untag a process; untag all",
+    " space  ui           tag / untag a process; untag all",
     " k  F9              signal the tagged (or the selected) processes:",
     "                    1 TERM, 2 KILL, 3 INT, then y to confirm",
     " Enter              details: command line, CUDA_VISIBLE_DEVICES, cgroup;",
@@ -701,17 +708,17 @@ static void help_screen(void)
             " %zu more lines: enlarge the terminal (docs/top.md KEYS) ", n - (size_t)LINES + 1);
 }
 
-static void detail_screen(void)
+static void detail_screen(struct top_ui *ui)
 {
-    const char *p = U->detail ? U->detail : "(no process selected)";
+    const char *p = ui->detail ? ui->detail : "(no process selected)";
     unsigned line = 0;
     int y = 1;
 
-    attron(head());
+    attron(head(ui));
     mvhline(0, 0, ' ', COLS);
-    put(0, 1, A_REVERSE | A_BOLD | col(C_HEAD),
-        "process %u  (Esc back, s Python stack, Up/Down scroll)", U->detail_pid);
-    attroff(head());
+    put(0, 1, A_REVERSE | A_BOLD | col(ui, C_HEAD),
+        "process %u  (Esc back, s Python stack, Up/Down scroll)", ui->detail_pid);
+    attroff(head(ui));
     while (*p) {
         const char *e = strchr(p, '\n');
         if (y >= LINES - 1) { /* what does not fit is announced, not cut silently */
@@ -719,7 +726,7 @@ static void detail_screen(void)
             return;
         }
         size_t n = e ? (size_t)(e - p) : strlen(p);
-        if (line >= U->detail_top) {
+        if (line >= ui->detail_top) {
             /* wrap long lines (a command line) */
             size_t off = 0;
             do {
@@ -735,9 +742,9 @@ static void detail_screen(void)
 
 /* ---- the frame ---- */
 
-static void header(void)
+static void header(struct top_ui *ui)
 {
-    const struct top_frame *f = U->f;
+    const struct top_frame *f = ui->f;
     char tb[32];
     time_t t = (time_t)f->t;
     struct tm tm;
@@ -745,24 +752,24 @@ static void header(void)
 
     localtime_r(&t, &tm);
     strftime(tb, sizeof tb, "%H:%M:%S", &tm);
-    attron(head());
+    attron(head(ui));
     mvhline(0, 0, ' ', COLS);
-    attroff(head());
-    x = put(0, 0, A_REVERSE | A_BOLD | col(C_HEAD), " gpuscope top ");
+    attroff(head(ui));
+    x = put(0, 0, A_REVERSE | A_BOLD | col(ui, C_HEAD), " gpuscope top ");
     if (f->n_src == 1) {
         const struct top_srcframe *s = &f->src[0];
-        x = put(0, x, head(), "%s  source: %s", s->snap ? s->snap->sys.hostname : s->name,
+        x = put(0, x, head(ui), "%s  source: %s", s->snap ? s->snap->sys.hostname : s->name,
                 s->where);
     } else {
         unsigned ok = 0;
         for (unsigned i = 0; i < f->n_src; i++)
             ok += !f->src[i].err[0];
-        x = put(0, x, head(), "%u hosts (%u answering)  source: agents over HTTP", f->n_src, ok);
+        x = put(0, x, head(ui), "%u hosts (%u answering)  source: agents over HTTP", f->n_src, ok);
     }
-    put(0, COLS - 20 > x ? COLS - 20 : x + 1, head(), "%s  %gs", tb, U->prefs.interval_s);
+    put(0, COLS - 20 > x ? COLS - 20 : x + 1, head(ui), "%s  %gs", tb, ui->prefs.interval_s);
 }
 
-static void footer(void)
+static void footer(struct top_ui *ui)
 {
     static const char *const keys[][2] = {
         {"h", "Help"}, {"q", "Quit"},  {"/", "Filter"},     {"<>", "Sort"},
@@ -774,63 +781,62 @@ static void footer(void)
     move(y, 0);
     clrtoeol();
     for (size_t i = 0; i < sizeof keys / sizeof keys[0] && x < COLS; i++) {
-        x = put(y, x, A_BOLD | col(C_CYAN), "%s", keys[i][0]);
+        x = put(y, x, A_BOLD | col(ui, C_CYAN), "%s", keys[i][0]);
         x = put(y, x, 0, " %s ", keys[i][1]);
     }
 }
 
-static void message_line(void)
+static void message_line(struct top_ui *ui)
 {
     int y = LINES - 2;
-    const char *sig = U->sig_name ? U->sig_name : "TERM";
+    const char *sig = ui->sig_name ? ui->sig_name : "TERM";
 
     move(y, 0);
     clrtoeol();
-    switch (U->mode) {
+    switch (ui->mode) {
     case TOP_MODE_FILTER:
         put(y, 0, A_BOLD, "filter: ");
-        put(y, 8, 0, "%s_   (Enter keeps it, Esc clears)", U->filter);
+        put(y, 8, 0, "%s_   (Enter keeps it, Esc clears)", ui->filter);
         break;
     case TOP_MODE_SIGNAL:
-        put(y, 0, A_BOLD | col(C_YELLOW),
-            "signal %u process%s: 1 TERM  2 KILL  3 INT  (Esc cancels)", U->n_targets,
-            U->n_targets == 1 ? "" : "es");
+        put(y, 0, A_BOLD | col(ui, C_YELLOW),
+            "signal %u process%s: 1 TERM  2 KILL  3 INT  (Esc cancels)", ui->n_targets,
+            ui->n_targets == 1 ? "" : "es");
         break;
     case TOP_MODE_CONFIRM:
-        if (U->n_targets == 1)
-            put(y, 0, A_BOLD | col(C_RED), "send SIG%s to pid %u (%s)? y/N", sig, U->targets[0].pid,
-                U->targets[0].what);
+        if (ui->n_targets == 1)
+            put(y, 0, A_BOLD | col(ui, C_RED), "send SIG%s to pid %u (%s)? y/N", sig,
+                ui->targets[0].pid, ui->targets[0].what);
         else
-            put(y, 0, A_BOLD | col(C_RED), "send SIG%s to %u processes (pid %u, ...)? y/N", sig,
-                U->n_targets, U->targets[0].pid);
+            put(y, 0, A_BOLD | col(ui, C_RED), "send SIG%s to %u processes (pid %u, ...)? y/N", sig,
+                ui->n_targets, ui->targets[0].pid);
         break;
     default:
-        if (U->msg[0])
-            put(y, 0, U->msg_err ? A_BOLD | col(C_RED) : col(C_GREEN), "%s", U->msg);
+        if (ui->msg[0])
+            put(y, 0, ui->msg_err ? A_BOLD | col(ui, C_RED) : col(ui, C_GREEN), "%s", ui->msg);
         break;
     }
 }
 
-void top_draw(struct top_ui *u)
+void top_draw(struct top_ui *ui)
 {
-    const struct top_frame *f = u->f;
+    const struct top_frame *f = ui->f;
     int H = LINES, avail, lower_min, y, need = 0;
     unsigned total = 0, shown = 0, first_shown = 0, k = 0;
 
-    U = u;
     erase();
-    if (u->mode == TOP_MODE_HELP) {
+    if (ui->mode == TOP_MODE_HELP) {
         help_screen();
         refresh();
         return;
     }
-    if (u->mode == TOP_MODE_DETAIL) {
-        footer();
-        detail_screen();
+    if (ui->mode == TOP_MODE_DETAIL) {
+        footer(ui);
+        detail_screen(ui);
         refresh();
         return;
     }
-    header();
+    header(ui);
     avail = H - 3;
     lower_min = avail >= 14 ? 7 : avail / 2;
     for (unsigned si = 0; si < f->n_src; si++) {
@@ -842,11 +848,11 @@ void top_draw(struct top_ui *u)
         for (unsigned gi = 0; gi < s->snap->n_gpus; gi++, total++)
             need += block_height(&s->snap->gpus[gi]);
     }
-    u->n_gpus_total = total;
+    ui->n_gpus_total = total;
     if (need <= avail - lower_min)
-        u->gpu_top = 0;
-    if (u->gpu_top >= total)
-        u->gpu_top = total ? total - 1 : 0;
+        ui->gpu_top = 0;
+    if (ui->gpu_top >= total)
+        ui->gpu_top = total ? total - 1 : 0;
     {
         int scroll = need > avail - lower_min;
         int gmax = 1 + avail - lower_min - (scroll ? 1 : 0);
@@ -855,8 +861,8 @@ void top_draw(struct top_ui *u)
             const struct top_srcframe *s = &f->src[si];
             unsigned ng = s->snap ? s->snap->n_gpus : 0;
             if ((f->n_src > 1 || s->err[0] || !s->snap) && y < gmax &&
-                (k + ng > u->gpu_top || !ng)) {
-                int x = put(y, 0, A_BOLD | col(C_BLUE), "-- %s ", s->name);
+                (k + ng > ui->gpu_top || !ng)) {
+                int x = put(y, 0, A_BOLD | col(ui, C_BLUE), "-- %s ", s->name);
                 if (s->err[0]) {
                     /* the whole message, wrapped over up to three lines */
                     char m[600];
@@ -866,7 +872,7 @@ void top_draw(struct top_ui *u)
                     len = strlen(m);
                     for (int l = 0; l < 3 && off < len && y < gmax; l++, y++) {
                         int w = COLS - x > 8 ? COLS - x : 8;
-                        put(y, x, A_BOLD | col(C_RED), "%.*s", w, m + off);
+                        put(y, x, A_BOLD | col(ui, C_RED), "%.*s", w, m + off);
                         off += (size_t)w < len - off ? (size_t)w : len - off;
                         x = 3;
                     }
@@ -877,31 +883,31 @@ void top_draw(struct top_ui *u)
             }
             for (unsigned gi = 0; gi < ng; gi++, k++) {
                 int hgt;
-                if (k < u->gpu_top)
+                if (k < ui->gpu_top)
                     continue;
                 hgt = block_height(&s->snap->gpus[gi]);
                 if (y + hgt > gmax && shown > 0)
                     continue;
                 if (!shown)
                     first_shown = k;
-                y += gpu_block(y, gmax, s, gi);
+                y += gpu_block(ui, y, gmax, s, gi);
                 shown++;
             }
         }
         if (scroll) {
-            put(y, 0, A_BOLD | A_REVERSE | col(C_YELLOW), " GPUs %u-%u of %u ", first_shown + 1,
+            put(y, 0, A_BOLD | A_REVERSE | col(ui, C_YELLOW), " GPUs %u-%u of %u ", first_shown + 1,
                 first_shown + shown, total);
             put(y, 22, A_BOLD, "] next  [ previous%s",
                 first_shown + shown < total ? "  (more below)" : "");
             y++;
         }
     }
-    if (u->prefs.runs_panel)
-        runs_panel(y, H - 2 - y);
+    if (ui->prefs.runs_panel)
+        runs_panel(ui, y, H - 2 - y);
     else
-        proc_table(y, H - 2 - y);
-    message_line();
-    footer();
+        proc_table(ui, y, H - 2 - y);
+    message_line(ui);
+    footer(ui);
     refresh();
 }
 

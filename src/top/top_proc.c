@@ -148,8 +148,11 @@ int top_may_signal(const struct top_srcframe *s, const struct gs_proc *p, char *
 
 /* ---- rows ---- */
 
-static const struct top_frame *sort_frame;
-static const struct top_filter_sort *sort_fs;
+/* What the rows are sorted by: their frame and the user's sort (qsort_r's context). */
+struct row_order {
+    const struct top_frame *f;
+    const struct top_filter_sort *fs;
+};
 
 static const struct gs_proc *row_proc(const struct top_frame *f, const struct top_row *r)
 {
@@ -161,12 +164,13 @@ static int cmp_num(double a, double b)
     return a < b ? -1 : a > b ? 1 : 0;
 }
 
-static int cmp_rows(const struct top_row *ra, const struct top_row *rb)
+static int cmp_rows(const struct top_row *ra, const struct top_row *rb, const struct row_order *o)
 {
-    const struct gs_proc *a = row_proc(sort_frame, ra), *b = row_proc(sort_frame, rb);
+    const struct top_filter_sort *fs = o->fs;
+    const struct gs_proc *a = row_proc(o->f, ra), *b = row_proc(o->f, rb);
     int c = 0;
 
-    switch (sort_fs->sort) {
+    switch (fs->sort) {
     case TOP_C_GPU:
         c = ra->src != rb->src ? cmp_num(ra->src, rb->src) : cmp_num(a->gpu, b->gpu);
         break;
@@ -206,9 +210,9 @@ static int cmp_rows(const struct top_row *ra, const struct top_row *rb)
         break;
     }
     /* numbers sort largest first by default (what a user looks for), text A to Z */
-    if (sort_fs->sort >= TOP_C_GMEM && sort_fs->sort <= TOP_C_TIME)
+    if (fs->sort >= TOP_C_GMEM && fs->sort <= TOP_C_TIME)
         c = -c;
-    if (sort_fs->reverse)
+    if (fs->reverse)
         c = -c;
     if (c == 0)
         c = cmp_num(ra->src, rb->src) ? cmp_num(ra->src, rb->src)
@@ -217,9 +221,9 @@ static int cmp_rows(const struct top_row *ra, const struct top_row *rb)
     return c;
 }
 
-static int qcmp(const void *x, const void *y)
+static int qcmp(const void *x, const void *y, void *order)
 {
-    return cmp_rows(x, y);
+    return cmp_rows(x, y, order);
 }
 
 static int matches(const struct gs_proc *p, const struct top_row *r, const char *f)
@@ -338,9 +342,7 @@ size_t top_rows_build(const struct top_frame *f, const struct top_filter_sort *f
             (*rows)[n++] = r;
         }
     }
-    sort_frame = f;
-    sort_fs = fs;
-    qsort(*rows, n, sizeof **rows, qcmp);
+    qsort_r(*rows, n, sizeof **rows, qcmp, &(struct row_order){f, fs});
     if (fs->tree && n > 1) {
         struct top_row *out = malloc(n * sizeof *out);
         if (out) {

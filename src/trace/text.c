@@ -7,6 +7,7 @@
 #include "trace/trace.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TXT_NAME_MAX 70
@@ -21,34 +22,35 @@ struct table {
     int nrow;
     int more; /* rows left out */
 };
+/* gs_trace_print allocates one table and passes it down: each table of the text is filled
+ * (tab_start, tab_row, cell) and printed (tab_print) in turn. */
 
-static struct table tab;
-
-static void tab_start(int ncol, const char *const *head, const int *right)
+static void tab_start(struct table *tb, int ncol, const char *const *head, const int *right)
 {
-    memset(&tab, 0, sizeof tab);
-    tab.ncol = ncol;
+    memset(tb, 0, sizeof *tb);
+    tb->ncol = ncol;
     for (int i = 0; i < ncol; i++) {
-        tab.head[i] = head[i];
-        tab.right[i] = right[i];
+        tb->head[i] = head[i];
+        tb->right[i] = right[i];
     }
 }
 
-static char *tab_row(void)
+static char *tab_row(struct table *tb)
 {
-    if (tab.nrow >= TXT_MAX_ROWS) {
-        tab.more++;
+    if (tb->nrow >= TXT_MAX_ROWS) {
+        tb->more++;
         return NULL;
     }
-    return (char *)tab.cell[tab.nrow++];
+    return (char *)tb->cell[tb->nrow++];
 }
 
-static void cell(int row, int col, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void cell(struct table *tb, int row, int col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
-static void cell(int row, int col, const char *fmt, ...)
+static void cell(struct table *tb, int row, int col, const char *fmt, ...)
 {
     va_list ap;
-    char *c = tab.cell[row][col];
+    char *c = tb->cell[row][col];
 
     va_start(ap, fmt);
     vsnprintf(c, TXT_NAME_MAX + 4, fmt, ap);
@@ -57,26 +59,26 @@ static void cell(int row, int col, const char *fmt, ...)
         strcpy(c + TXT_NAME_MAX - 3, "...");
 }
 
-static void tab_print(FILE *out)
+static void tab_print(struct table *tb, FILE *out)
 {
     size_t w[TXT_MAX_COLS] = {0};
 
-    for (int c = 0; c < tab.ncol; c++) {
-        w[c] = strlen(tab.head[c]);
-        for (int r = 0; r < tab.nrow; r++)
-            if (strlen(tab.cell[r][c]) > w[c])
-                w[c] = strlen(tab.cell[r][c]);
+    for (int c = 0; c < tb->ncol; c++) {
+        w[c] = strlen(tb->head[c]);
+        for (int r = 0; r < tb->nrow; r++)
+            if (strlen(tb->cell[r][c]) > w[c])
+                w[c] = strlen(tb->cell[r][c]);
     }
-    for (int r = -1; r < tab.nrow; r++) {
-        for (int c = 0; c < tab.ncol; c++) {
-            const char *s = r < 0 ? tab.head[c] : tab.cell[r][c];
-            int last = c + 1 == tab.ncol;
+    for (int r = -1; r < tb->nrow; r++) {
+        for (int c = 0; c < tb->ncol; c++) {
+            const char *s = r < 0 ? tb->head[c] : tb->cell[r][c];
+            int last = c + 1 == tb->ncol;
 
             int empty_tail = 1;
 
-            for (int k = c + 1; k < tab.ncol && empty_tail; k++)
-                empty_tail = !(r < 0 ? tab.head[k] : tab.cell[r][k])[0];
-            if (tab.right[c])
+            for (int k = c + 1; k < tb->ncol && empty_tail; k++)
+                empty_tail = !(r < 0 ? tb->head[k] : tb->cell[r][k])[0];
+            if (tb->right[c])
                 fprintf(out, "%*s", (int)w[c], s);
             else if (last || empty_tail)
                 fprintf(out, "%s", s);
@@ -88,8 +90,8 @@ static void tab_print(FILE *out)
         }
         fputc('\n', out);
     }
-    if (tab.more)
-        fprintf(out, "(%d more rows: see --json)\n", tab.more);
+    if (tb->more)
+        fprintf(out, "(%d more rows: see --json)\n", tb->more);
 }
 
 static void heading(FILE *out, int color, const char *fmt, ...)
@@ -123,34 +125,34 @@ static const char *S(const json_t *o, const char *k)
 }
 
 /* A number or "n/a" for null. */
-static void num(int row, int col, const json_t *v, const char *fmt)
+static void num(struct table *tb, int row, int col, const json_t *v, const char *fmt)
 {
     if (json_is_number(v))
-        cell(row, col, fmt, json_number_value(v));
+        cell(tb, row, col, fmt, json_number_value(v));
     else
-        cell(row, col, "n/a");
+        cell(tb, row, col, "n/a");
 }
 
-static void print_types(FILE *out, const json_t *types)
+static void print_types(struct table *tb, FILE *out, const json_t *types)
 {
     static const char *h[] = {"kernel type", "time (us)", "%"};
     static const int rt[] = {0, 1, 1};
     size_t i;
     json_t *v;
 
-    tab_start(3, h, rt);
+    tab_start(tb, 3, h, rt);
     json_array_foreach(types, i, v)
     {
-        if (!tab_row())
+        if (!tab_row(tb))
             continue;
-        cell(tab.nrow - 1, 0, "%s", S(v, "type"));
-        cell(tab.nrow - 1, 1, "%lld", I(v, "sum_us"));
-        num(tab.nrow - 1, 2, json_object_get(v, "pct"), "%.1f");
+        cell(tb, tb->nrow - 1, 0, "%s", S(v, "type"));
+        cell(tb, tb->nrow - 1, 1, "%lld", I(v, "sum_us"));
+        num(tb, tb->nrow - 1, 2, json_object_get(v, "pct"), "%.1f");
     }
-    tab_print(out);
+    tab_print(tb, out);
 }
 
-static void print_rank(FILE *out, const json_t *r, int color)
+static void print_rank(struct table *tb, FILE *out, const json_t *r, int color)
 {
     const json_t *t = json_object_get(r, "temporal"), *a;
     size_t i;
@@ -166,28 +168,28 @@ static void print_rank(FILE *out, const json_t *r, int color)
         static const int rt[] = {0, 1, 1};
 
         heading(out, color, "temporal breakdown (over the kernel span)");
-        tab_start(3, h, rt);
+        tab_start(tb, 3, h, rt);
         {
             static const char *rows[][2] = {
                 {"idle", "idle"}, {"compute", "compute"}, {"non-compute", "non_compute"}};
             char k1[40], k2[40];
 
             for (int j = 0; j < 3; j++) {
-                tab_row();
+                tab_row(tb);
                 snprintf(k1, sizeof k1, "%s_us", rows[j][1]);
                 snprintf(k2, sizeof k2, "%s_pct", rows[j][1]);
-                cell(j, 0, "%s", rows[j][0]);
-                cell(j, 1, "%lld", I(t, k1));
-                num(j, 2, json_object_get(t, k2), "%.2f");
+                cell(tb, j, 0, "%s", rows[j][0]);
+                cell(tb, j, 1, "%lld", I(t, k1));
+                num(tb, j, 2, json_object_get(t, k2), "%.2f");
             }
-            tab_row();
-            cell(3, 0, "kernel span");
-            cell(3, 1, "%lld", I(t, "kernel_span_us"));
-            cell(3, 2, "100.00");
+            tab_row(tb);
+            cell(tb, 3, 0, "kernel span");
+            cell(tb, 3, 1, "%lld", I(t, "kernel_span_us"));
+            cell(tb, 3, 2, "100.00");
         }
-        tab_print(out);
+        tab_print(tb, out);
         heading(out, color, "kernel time by type (overlaps counted once, in their own row)");
-        print_types(out, json_object_get(r, "kernel_types"));
+        print_types(tb, out, json_object_get(r, "kernel_types"));
         a = json_object_get(r, "comm_comp_overlap_pct");
         if (json_is_number(a))
             fprintf(out, "communication overlapped by computation: %.2f %% of %lld us\n",
@@ -202,27 +204,27 @@ static void print_rank(FILE *out, const json_t *r, int color)
         static const int rt[] = {0, 0, 1, 1, 1, 1, 1, 1};
 
         heading(out, color, "top kernels by total time");
-        tab_start(8, h, rt);
+        tab_start(tb, 8, h, rt);
         json_array_foreach(a, i, v)
         {
             int row;
 
-            if (!tab_row())
+            if (!tab_row(tb))
                 continue;
-            row = tab.nrow - 1;
-            cell(row, 0, "%s", S(v, "type"));
+            row = tb->nrow - 1;
+            cell(tb, row, 0, "%s", S(v, "type"));
             if (I(v, "kernels") > 1)
-                cell(row, 1, "others (%lld kernels)", I(v, "kernels"));
+                cell(tb, row, 1, "others (%lld kernels)", I(v, "kernels"));
             else
-                cell(row, 1, "%s", S(v, "name"));
-            cell(row, 2, "%lld", I(v, "count"));
-            cell(row, 3, "%lld", I(v, "sum_us"));
-            num(row, 4, json_object_get(v, "mean_us"), "%.1f");
-            cell(row, 5, "%lld", I(v, "max_us"));
-            cell(row, 6, "%lld", I(v, "min_us"));
-            num(row, 7, json_object_get(v, "stddev_us"), "%.1f");
+                cell(tb, row, 1, "%s", S(v, "name"));
+            cell(tb, row, 2, "%lld", I(v, "count"));
+            cell(tb, row, 3, "%lld", I(v, "sum_us"));
+            num(tb, row, 4, json_object_get(v, "mean_us"), "%.1f");
+            cell(tb, row, 5, "%lld", I(v, "max_us"));
+            cell(tb, row, 6, "%lld", I(v, "min_us"));
+            num(tb, row, 7, json_object_get(v, "stddev_us"), "%.1f");
         }
-        tab_print(out);
+        tab_print(tb, out);
     }
     a = json_object_get(r, "idle_by_stream");
     if (json_array_size(a)) {
@@ -230,17 +232,17 @@ static void print_rank(FILE *out, const json_t *r, int color)
         static const int rt[] = {1, 0, 1, 1};
 
         heading(out, color, "idle time by stream and cause");
-        tab_start(4, h, rt);
+        tab_start(tb, 4, h, rt);
         json_array_foreach(a, i, v)
         {
-            if (!tab_row())
+            if (!tab_row(tb))
                 continue;
-            cell(tab.nrow - 1, 0, "%lld", I(v, "stream"));
-            cell(tab.nrow - 1, 1, "%s", S(v, "cause"));
-            cell(tab.nrow - 1, 2, "%lld", I(v, "idle_us"));
-            num(tab.nrow - 1, 3, json_object_get(v, "ratio"), "%.2f");
+            cell(tb, tb->nrow - 1, 0, "%lld", I(v, "stream"));
+            cell(tb, tb->nrow - 1, 1, "%s", S(v, "cause"));
+            cell(tb, tb->nrow - 1, 2, "%lld", I(v, "idle_us"));
+            num(tb, tb->nrow - 1, 3, json_object_get(v, "ratio"), "%.2f");
         }
-        tab_print(out);
+        tab_print(tb, out);
     }
     a = json_object_get(r, "memcpy");
     if (json_array_size(a)) {
@@ -248,19 +250,19 @@ static void print_rank(FILE *out, const json_t *r, int color)
         static const int rt[] = {0, 1, 1, 1, 1, 1};
 
         heading(out, color, "memory copies and sets");
-        tab_start(6, h, rt);
+        tab_start(tb, 6, h, rt);
         json_array_foreach(a, i, v)
         {
-            if (!tab_row())
+            if (!tab_row(tb))
                 continue;
-            cell(tab.nrow - 1, 0, "%s", S(v, "kind"));
-            cell(tab.nrow - 1, 1, "%lld", I(v, "count"));
-            cell(tab.nrow - 1, 2, "%lld", I(v, "time_us"));
-            cell(tab.nrow - 1, 3, "%lld", I(v, "bytes"));
-            num(tab.nrow - 1, 4, json_object_get(v, "bandwidth_gbps"), "%.2f");
-            num(tab.nrow - 1, 5, json_object_get(v, "span_pct"), "%.2f");
+            cell(tb, tb->nrow - 1, 0, "%s", S(v, "kind"));
+            cell(tb, tb->nrow - 1, 1, "%lld", I(v, "count"));
+            cell(tb, tb->nrow - 1, 2, "%lld", I(v, "time_us"));
+            cell(tb, tb->nrow - 1, 3, "%lld", I(v, "bytes"));
+            num(tb, tb->nrow - 1, 4, json_object_get(v, "bandwidth_gbps"), "%.2f");
+            num(tb, tb->nrow - 1, 5, json_object_get(v, "span_pct"), "%.2f");
         }
-        tab_print(out);
+        tab_print(tb, out);
     }
     a = json_object_get(r, "launch_delay");
     if (json_is_object(a))
@@ -276,29 +278,29 @@ static void print_rank(FILE *out, const json_t *r, int color)
         static const int rt[] = {1, 1, 1, 1, 1, 1, 1, 1};
 
         heading(out, color, "profiler steps");
-        tab_start(8, h, rt);
+        tab_start(tb, 8, h, rt);
         json_array_foreach(a, i, v)
         {
             int row;
 
-            if (!tab_row())
+            if (!tab_row(tb))
                 continue;
-            row = tab.nrow - 1;
-            cell(row, 0, "%lld", I(v, "step"));
-            cell(row, 1, "%lld", I(v, "cpu_us"));
-            cell(row, 2, "%lld", I(v, "gpu_activities"));
+            row = tb->nrow - 1;
+            cell(tb, row, 0, "%lld", I(v, "step"));
+            cell(tb, row, 1, "%lld", I(v, "cpu_us"));
+            cell(tb, row, 2, "%lld", I(v, "gpu_activities"));
             if (json_object_get(v, "kernel_span_us")) {
-                cell(row, 3, "%lld", I(v, "kernel_span_us"));
-                cell(row, 4, "%lld", I(v, "busy_us"));
-                cell(row, 5, "%lld", I(v, "computation_us"));
-                cell(row, 6, "%lld", I(v, "communication_us"));
-                cell(row, 7, "%lld", I(v, "memory_us"));
+                cell(tb, row, 3, "%lld", I(v, "kernel_span_us"));
+                cell(tb, row, 4, "%lld", I(v, "busy_us"));
+                cell(tb, row, 5, "%lld", I(v, "computation_us"));
+                cell(tb, row, 6, "%lld", I(v, "communication_us"));
+                cell(tb, row, 7, "%lld", I(v, "memory_us"));
             } else {
                 for (int c = 3; c < 8; c++)
-                    cell(row, c, "-");
+                    cell(tb, row, c, "-");
             }
         }
-        tab_print(out);
+        tab_print(tb, out);
     }
     a = json_object_get(r, "cpu_ops");
     if (json_array_size(a)) {
@@ -306,30 +308,35 @@ static void print_rank(FILE *out, const json_t *r, int color)
         static const int rt[] = {0, 1, 1, 1, 1};
 
         heading(out, color, "top CPU ops by inclusive time");
-        tab_start(5, h, rt);
+        tab_start(tb, 5, h, rt);
         json_array_foreach(a, i, v)
         {
-            if (!tab_row() || i >= 10)
+            if (!tab_row(tb) || i >= 10)
                 continue;
-            cell(tab.nrow - 1, 0, "%s", S(v, "name"));
-            cell(tab.nrow - 1, 1, "%lld", I(v, "count"));
-            num(tab.nrow - 1, 2, json_object_get(v, "sum_us"), "%.0f");
-            num(tab.nrow - 1, 3, json_object_get(v, "mean_us"), "%.1f");
-            num(tab.nrow - 1, 4, json_object_get(v, "max_us"), "%.0f");
+            cell(tb, tb->nrow - 1, 0, "%s", S(v, "name"));
+            cell(tb, tb->nrow - 1, 1, "%lld", I(v, "count"));
+            num(tb, tb->nrow - 1, 2, json_object_get(v, "sum_us"), "%.0f");
+            num(tb, tb->nrow - 1, 3, json_object_get(v, "mean_us"), "%.1f");
+            num(tb, tb->nrow - 1, 4, json_object_get(v, "max_us"), "%.0f");
         }
-        if (tab.nrow > 10)
-            tab.nrow = 10;
-        tab_print(out);
+        if (tb->nrow > 10)
+            tb->nrow = 10;
+        tab_print(tb, out);
     }
 }
 
 void gs_trace_print(FILE *out, const json_t *doc, int color)
 {
     const json_t *ranks = json_object_get(doc, "ranks"), *job = json_object_get(doc, "job");
+    struct table *tb = malloc(sizeof *tb); /* ~170 KB: not on the stack */
     size_t i;
     json_t *r;
 
-    json_array_foreach(ranks, i, r) print_rank(out, r, color);
+    if (!tb) {
+        fprintf(out, "(out of memory)\n");
+        return;
+    }
+    json_array_foreach(ranks, i, r) print_rank(tb, out, r, color);
     if (json_array_size(ranks) > 1) {
         const json_t *s = json_object_get(job, "stragglers");
         static const char *h[] = {"rank",      "compute (us)", "vs median", "comm (us)",
@@ -337,24 +344,26 @@ void gs_trace_print(FILE *out, const json_t *doc, int color)
         static const int rt[] = {1, 1, 1, 1, 1, 1, 0};
 
         heading(out, color, "job: kernel time by type, all ranks");
-        print_types(out, json_object_get(job, "kernel_types"));
+        print_types(tb, out, json_object_get(job, "kernel_types"));
         heading(out, color, "job: ranks side by side (straggler: compute > 1.1 x median)");
-        tab_start(7, h, rt);
+        tab_start(tb, 7, h, rt);
         json_array_foreach(s, i, r)
         {
             int row;
 
-            if (!tab_row())
+            if (!tab_row(tb))
                 continue;
-            row = tab.nrow - 1;
-            cell(row, 0, "%lld", I(r, "rank"));
-            cell(row, 1, "%lld", I(r, "compute_us"));
-            num(row, 2, json_object_get(r, "compute_vs_median_pct"), "%+.1f%%");
-            cell(row, 3, "%lld", I(r, "communication_us"));
-            cell(row, 4, "%lld", I(r, "idle_us"));
-            cell(row, 5, "%lld", I(r, "kernel_span_us"));
-            cell(row, 6, "%s", json_is_true(json_object_get(r, "straggler")) ? "straggler" : "");
+            row = tb->nrow - 1;
+            cell(tb, row, 0, "%lld", I(r, "rank"));
+            cell(tb, row, 1, "%lld", I(r, "compute_us"));
+            num(tb, row, 2, json_object_get(r, "compute_vs_median_pct"), "%+.1f%%");
+            cell(tb, row, 3, "%lld", I(r, "communication_us"));
+            cell(tb, row, 4, "%lld", I(r, "idle_us"));
+            cell(tb, row, 5, "%lld", I(r, "kernel_span_us"));
+            cell(tb, row, 6, "%s",
+                 json_is_true(json_object_get(r, "straggler")) ? "straggler" : "");
         }
-        tab_print(out);
+        tab_print(tb, out);
     }
+    free(tb);
 }

@@ -626,38 +626,6 @@ static void test_snapshot_json_mig(void **state)
     gs_snapshot_free(s);
 }
 
-static void test_runs_docs(void **state)
-{
-    struct gs_policy_settings set = {.process_visibility = GS_PROCVIS_OWN};
-    struct gs_viewer a = viewer(UID_A, GS_ROLE_VIEWER), adm = viewer(UID_B, GS_ROLE_ADMIN);
-    struct gs_policy_view v;
-    json_t *list = json_loads("{\"total\":3,\"runs\":[{\"id\":1,\"uid\":1001},"
-                              "{\"id\":2,\"uid\":1002},{\"id\":3,\"uid\":null}]}",
-                              0, NULL);
-    json_t *mine = json_loads("{\"run\":{\"id\":1,\"uid\":1001}}", 0, NULL);
-    json_t *theirs = json_loads("{\"run\":{\"id\":2,\"uid\":1002}}", 0, NULL);
-
-    (void)state;
-    assert_non_null(list);
-    gs_policy_view_build(&v, &set, &a, NULL, NULL, 0);
-    gs_policy_filter_runs_doc(&v, list);
-    assert_int_equal(json_array_size(json_object_get(list, "runs")), 1);
-    assert_int_equal(
-        json_integer_value(json_object_get(json_array_get(json_object_get(list, "runs"), 0), "id")),
-        1);
-    assert_int_equal(json_integer_value(json_object_get(list, "hidden")), 2);
-    assert_true(gs_policy_run_visible(&v, mine));
-    assert_false(gs_policy_run_visible(&v, theirs));
-    set.process_visibility = GS_PROCVIS_NONE;
-    gs_policy_view_build(&v, &set, &a, NULL, NULL, 0);
-    assert_false(gs_policy_run_visible(&v, mine));
-    gs_policy_view_build(&v, &set, &adm, NULL, NULL, 0);
-    assert_true(gs_policy_run_visible(&v, theirs));
-    json_decref(list);
-    json_decref(mine);
-    json_decref(theirs);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -667,7 +635,6 @@ int main(void)
         cmocka_unit_test(test_filter_snapshot_doc_used_none),
         cmocka_unit_test(test_processes_doc),
         cmocka_unit_test(test_alerts_doc),
-        cmocka_unit_test(test_runs_docs),
         cmocka_unit_test(test_proc_net_uid),
         cmocka_unit_test(test_devices_list),
         cmocka_unit_test(test_snapshot_json_round_trip),

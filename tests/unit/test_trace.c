@@ -2,7 +2,8 @@
  * Unit tests for the trace reader and analysis (src/trace/): small hand-made traces whose
  * figures can be worked out on paper — unions that touch, the overlap sweep, HTA's rounding
  * of fractional times, the last-step filter, idle causes, "others" lumping, the legacy format
- * and the reader's errors with their offsets.
+ * and the reader's errors with their offsets; the diff of two trace sets (diff.c) and the
+ * profile window of gpuscope run (window.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,10 +11,14 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "trace/diff.h"
 #include "trace/trace.h"
+#include "trace/window.h"
 
 static struct gs_trace *load(const char *json)
 {
@@ -231,6 +236,137 @@ static void test_errors(void **state)
     }
 }
 
+/* trace diff: A gemm 10 us + an NCCL kernel 15 us; B gemm 20 us + a new kernel 5 us. */
+static void test_diff(void **state)
+{
+    struct gs_trace *a = load("{\"traceEvents\":[" K("gemm", 0, 10, 7, 1) "," K(
+        "ncclKernel_AllReduce", 15, 15, 9, 2) "]}");
+    struct gs_trace *b =
+        load("{\"traceEvents\":[" K("gemm", 0, 20, 7, 1) "," K("fresh", 30, 5, 7, 2) "]}");
+    json_t *d = gs_trace_diff(&a, 1, &b, 1, 2), *rows, *r;
+
+    (void)state;
+    assert_non_null(d);
+    /* temporal: idle, compute, non-compute, kernel span */
+    rows = json_object_get(d, "temporal");
+    assert_int_equal(json_array_size(rows), 4);
+    r = json_array_get(rows, 1);
+    assert_string_equal(json_string_value(json_object_get(r, "what")), "compute");
+    assert_int_equal(geti(r, "a_us"), 10);
+    assert_int_equal(geti(r, "b_us"), 25);
+    assert_int_equal(geti(r, "delta_us"), 15);
+    assert_float_equal(json_real_value(json_object_get(r, "delta_pct")), 150.0, 1e-9);
+    /* kernel time by type */
+    r = json_array_get(json_object_get(d, "kernel_types"), 1);
+    assert_string_equal(json_string_value(json_object_get(r, "what")), "COMMUNICATION");
+    assert_int_equal(geti(r, "a_us"), 15);
+    assert_int_equal(geti(r, "b_us"), 0);
+    /* kernels, largest change first, top 2 of 3 */
+    rows = json_object_get(d, "kernels");
+    assert_int_equal(json_array_size(rows), 2);
+    r = json_array_get(rows, 0);
+    assert_string_equal(json_string_value(json_object_get(r, "what")), "ncclKernel_AllReduce");
+    assert_string_equal(json_string_value(json_object_get(r, "status")), "vanished");
+    assert_int_equal(geti(r, "delta_us"), -15);
+    r = json_array_get(rows, 1);
+    assert_string_equal(json_string_value(json_object_get(r, "what")), "gemm");
+    assert_string_equal(json_string_value(json_object_get(r, "status")), "changed");
+    assert_int_equal(geti(r, "a_count"), 1);
+    assert_int_equal(geti(r, "b_count"), 1);
+    assert_int_equal(geti(d, "kernels_compared"), 4);
+    assert_int_equal(json_array_size(json_object_get(json_object_get(d, "a"), "files")), 1);
+    json_decref(d);
+    d = gs_trace_diff(&a, 1, &b, 1, 10);
+    r = json_array_get(json_object_get(d, "kernels"), 2);
+    assert_string_equal(json_string_value(json_object_get(r, "what")), "fresh");
+    assert_string_equal(json_string_value(json_object_get(r, "status")), "appeared");
+    assert_true(json_is_null(json_object_get(r, "delta_pct")));
+    json_decref(d);
+    gs_trace_free(a);
+    gs_trace_free(b);
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The --profile spec, and the profile section of a run directory's last window. */
+static void test_window(void **state)
+{
+    char dir[] = "/tmp/gs_test_window_XXXXXX", prof[64];
+    const char *j = "{\"traceEvents\":[" K("gemm", 0, 10, 7, 1) "]}";
+    json_t *sec;
+
+    (void)state;
+    assert_int_equal(gs_trace_window_check("5:8"), 0);
+    assert_int_equal(gs_trace_window_check("1:3"), 0);
+    assert_int_equal(gs_trace_window_check("every:10:2"), 0);
+    assert_int_equal(gs_trace_window_check("0:3"), -1);
+    assert_int_equal(gs_trace_window_check("3:2"), -1);
+    assert_int_equal(gs_trace_window_check("1:2"), -1);
+    assert_int_equal(gs_trace_window_check("every:2:2"), -1);
+    assert_int_equal(gs_trace_window_check("every:1:0"), -1);
+    assert_int_equal(gs_trace_window_check("5:8x"), -1);
+    assert_int_equal(gs_trace_window_check("x"), -1);
+
+    assert_non_null(mkdtemp(dir));
+    /* no profile/ and no --profile: no section; with --profile: a note */
+    assert_null(gs_trace_window_analyze(dir, NULL, stderr));
+    sec = gs_trace_window_analyze(dir, "5:8", stderr);
+    assert_non_null(sec);
+    assert_string_equal(json_string_value(json_object_get(sec, "steps")), "5:8");
+    assert_int_equal(geti(sec, "windows"), 0);
+    assert_non_null(json_object_get(sec, "note"));
+    json_decref(sec);
+
+    snprintf(prof, sizeof prof, "%s/profile", dir);
+    assert_int_equal(mkdir(prof, 0700), 0);
+    write_file(prof, "rank0-step2.json", j);
+    write_file(prof, "rank0-step5.json", j);
+    write_file(prof, "rank1-step5.json", j);
+    write_file(prof, "notes.txt", "not a trace");
+    /* on request (no spec): the last window, every rank of it */
+    sec = gs_trace_window_analyze(dir, NULL, stderr);
+    assert_non_null(sec);
+    assert_string_equal(json_string_value(json_object_get(sec, "steps")), "on request");
+    assert_int_equal(geti(sec, "windows"), 2);
+    assert_int_equal(geti(sec, "window_first_step"), 5);
+    assert_int_equal(json_array_size(json_object_get(sec, "files")), 2);
+    assert_int_equal(json_array_size(json_object_get(sec, "ranks")), 2);
+    assert_null(json_object_get(sec, "note"));
+    json_decref(sec);
+
+    /* an unreadable trace of the last window is left out, with a note when none is left */
+    write_file(prof, "rank0-step9.json", "{\"traceEvents\":[");
+    sec = gs_trace_window_analyze(dir, "5:8", stderr);
+    assert_int_equal(geti(sec, "window_first_step"), 9);
+    assert_int_equal(json_array_size(json_object_get(sec, "files")), 0);
+    assert_string_equal(json_string_value(json_object_get(sec, "note")),
+                        "no readable trace in the last window");
+    json_decref(sec);
+
+    {
+        const char *names[] = {"rank0-step2.json", "rank0-step5.json", "rank1-step5.json",
+                               "rank0-step9.json", "notes.txt"};
+        char path[512];
+
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            snprintf(path, sizeof path, "%s/%s", prof, names[i]);
+            unlink(path);
+        }
+        rmdir(prof);
+        rmdir(dir);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -240,6 +376,8 @@ int main(void)
         cmocka_unit_test(test_others),
         cmocka_unit_test(test_legacy),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_diff),
+        cmocka_unit_test(test_window),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -188,7 +188,9 @@
     ['data_loading_time_ratio', 'data loading time ratio'],
     ['communication_time_ratio', 'communication time ratio'],
   ];
-  const STACK = ['data', 'forward', 'backward', 'optimizer_step', 'communication_exposed', 'other'];
+  // the parts of a step's wall time, from the C table (gs_run.h GS_PHASES; GS_TABLES is the
+  // script scripts/embed-report.py inlines before this one)
+  const STACK = GS_TABLES.phases.filter((p) => p.wall).map((p) => p.name);
 
   function renderHeadline(rep) {
     const s = section('Headline', 'headline');

@@ -40,7 +40,6 @@
 #include "base/clock.h"
 #include "base/term.h"
 #include "cli/cli.h"
-#include "cli/run/run_profile.h"
 #include "diag/diag.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
@@ -52,6 +51,7 @@
 #include "run/session.h"
 #include "stacks/runstacks.h"
 #include "store/history.h"
+#include "trace/window.h"
 
 #define RUN_EXIT_FAIL 125     /* gpuscope run itself failed; CMD did not run */
 #define RUN_EXIT_NOEXEC 126   /* CMD found but not executable */
@@ -67,7 +67,7 @@ struct run_opts {
     double interval_s;
     int auto_inject;
     int help;
-    const char *profile; /* --profile STEPS (run_profile.h) */
+    const char *profile; /* --profile STEPS (trace/window.h) */
     char **cmd;          /* NULL-terminated */
     double stacks_hz;    /* --stacks: rank main-thread samples per second, 0 = off */
     double hang_factor;  /* --hang-after: multiple of the p95 step time, 0 = no watchdog */
@@ -234,7 +234,7 @@ static int run_parse(struct run_opts *o, int argc, char **argv)
         } else if (strcmp(a, "--profile") == 0 || strncmp(a, "--profile=", 10) == 0) {
             const char *v = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
 
-            if (!v || gs_run_profile_check(v) != 0) {
+            if (!v || gs_trace_window_check(v) != 0) {
                 fprintf(stderr,
                         "gpuscope run: --profile: '%s' is not A:B (1 <= A < B, B >= 3) "
                         "or every:P:N (1 <= N < P)\n",
@@ -1195,7 +1195,7 @@ unblock:
     if (g_interrupted)
         fprintf(stderr, "gpuscope run: interrupted; writing the report of what ran\n");
     {
-        json_t *prof = gs_run_profile_analyze(dir, o->profile, stderr);
+        json_t *prof = gs_trace_window_analyze(dir, o->profile, stderr);
 
         run_write_report(&c, dir, o->cmd, code, term_signal, prof);
         json_decref(prof);

@@ -1,9 +1,9 @@
 /*
- * run_profile.c - `gpuscope run --profile STEPS`: the window spec, and at the end the traces
+ * window.c - `gpuscope run --profile STEPS`: the window spec, and at the end the traces
  * the package wrote (python/gpuscope/_profile.py, DIR/profile/rank<R>-step<S>.json) analysed
  * by src/trace into the report's "profile" section (docs/trace.md, docs/report.md).
  */
-#include "cli/run/run_profile.h"
+#include "trace/window.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -26,7 +26,7 @@ static int parse_long(const char *s, long *out, const char **end)
     return 0;
 }
 
-int gs_run_profile_check(const char *spec)
+int gs_trace_window_check(const char *spec)
 {
     long a, b;
     const char *p;
@@ -54,7 +54,7 @@ static long window_of(const char *name)
     return strtol(s + 5, NULL, 10);
 }
 
-json_t *gs_run_profile_analyze(const char *run_dir, const char *spec, FILE *msg)
+json_t *gs_trace_window_analyze(const char *run_dir, const char *spec, FILE *msg)
 {
     char dir[4096];
     DIR *d;

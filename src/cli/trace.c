@@ -16,9 +16,9 @@
 
 #include <jansson.h>
 
-#include "client/agent_client.h"
-#include "cli/cli.h"
 #include "base/term.h"
+#include "cli/cli.h"
+#include "client/agent_client.h"
 #include "diag/diag.h"
 #include "gpuscope/gs_err.h"
 #include "trace/trace.h"

@@ -35,9 +35,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/term.h"
 #include "cli/cli.h"
 #include "cli/run/run_profile.h"
-#include "base/term.h"
 #include "diag/diag.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/runview/compare_job.h"
 #include "base/term.h"
+#include "cli/runview/compare_job.h"
 
 static double num(const json_t *v)
 {

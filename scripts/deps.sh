@@ -30,6 +30,9 @@ PKGS="$PKGS libelf-dev"
 # libyajl-dev: the streaming JSON parser of `gpuscope trace` (src/trace/parse.c; zlib1g-dev
 # above reads the .json.gz traces).
 PKGS="$PKGS libyajl-dev"
+# clang-format: the format check (tests/meson.build 'format', scripts/check-format.py; the tree
+# is formatted by clang-format 14, Debian bookworm's).
+PKGS="$PKGS clang-format"
 # libncurses-dev: `gpuscope top`'s screen (src/top/); tmux: its end-to-end tests drive it
 # in a real terminal (tests/e2e/test_top.py).
 PKGS="$PKGS libncurses-dev tmux"

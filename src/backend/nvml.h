@@ -4,7 +4,7 @@
  *
  * The declarations appear only when GS_TESTABLE is defined before this header is read, which
  * is the case in test builds (-DGS_TESTABLE= on the command line) and not in product builds,
- * where nvml.c includes this header first and core/testable.h afterwards.
+ * where nvml.c includes this header first and base/testable.h afterwards.
  */
 #ifndef GS_NVML_H
 #define GS_NVML_H

@@ -8,6 +8,7 @@
  */
 #include "backend/procfs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -841,22 +842,75 @@ static int proc_path(char *out, size_t cap, const char *root, unsigned pid, cons
     return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
+long gs_procfs_read_text(const char *root, unsigned pid, unsigned tid, const char *name, char *buf,
+                         size_t cap)
+{
+    char path[PF_ROOT_MAX + 96];
+    ssize_t n;
+    int fd, e, len;
+
+    buf[0] = '\0';
+    if (!root)
+        root = "/proc";
+    len = tid ? snprintf(path, sizeof path, "%s/%u/task/%u/%s", root, pid, tid, name)
+              : snprintf(path, sizeof path, "%s/%u/%s", root, pid, name);
+    if (len <= 0 || (size_t)len >= sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return -1;
+    n = pf_read_fd(fd, buf, cap);
+    e = errno;
+    close(fd);
+    errno = e;
+    return (long)n;
+}
+
+int gs_procfs_read_stat(const char *root, unsigned pid, unsigned tid, struct gs_procfs_stat *st)
+{
+    char buf[1024];
+    long n = gs_procfs_read_text(root, pid, tid, "stat", buf, sizeof buf);
+
+    if (n <= 0)
+        return GS_ENOTFOUND;
+    return gs_procfs_parse_stat(buf, (size_t)n, st) == GS_OK ? GS_OK : GS_EPARSE;
+}
+
 int gs_procfs_read_ppid(const char *root, unsigned pid, unsigned *ppid)
 {
-    char path[PF_ROOT_MAX + 64], buf[1024];
     struct gs_procfs_stat st;
-    int fd;
-    ssize_t n;
+    int rc = gs_procfs_read_stat(root, pid, 0, &st);
 
-    if (proc_path(path, sizeof path, root, pid, "stat") != 0 ||
-        (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return GS_ENOTFOUND;
-    n = pf_read_fd(fd, buf, sizeof buf);
-    close(fd);
-    if (n <= 0 || gs_procfs_parse_stat(buf, (size_t)n, &st) != GS_OK || st.ppid > UINT_MAX)
-        return n <= 0 ? GS_ENOTFOUND : GS_EPARSE;
-    *ppid = (unsigned)st.ppid;
-    return GS_OK;
+    if (rc == GS_OK && st.ppid > UINT_MAX)
+        rc = GS_EPARSE;
+    if (rc == GS_OK)
+        *ppid = (unsigned)st.ppid;
+    return rc;
+}
+
+unsigned gs_procfs_children(const char *root, unsigned parent, unsigned *pids, unsigned cap)
+{
+    DIR *d = opendir(root ? root : "/proc");
+    struct dirent *e;
+    unsigned n = 0;
+
+    if (!d)
+        return 0;
+    while (n < cap && (e = readdir(d)) != NULL) {
+        struct gs_procfs_stat st;
+        char *end;
+        unsigned long pid;
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        pid = strtoul(e->d_name, &end, 10);
+        if (*end || pid > UINT_MAX)
+            continue;
+        if (gs_procfs_read_stat(root, (unsigned)pid, 0, &st) == GS_OK && st.ppid == parent)
+            pids[n++] = (unsigned)pid;
+    }
+    closedir(d);
+    return n;
 }
 
 int gs_procfs_read_env(const char *root, unsigned pid, const char *name, char *out, size_t cap)

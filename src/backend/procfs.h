@@ -99,8 +99,24 @@ void gs_procfs_close(struct gs_procfs *pf);
  *
  * root is the /proc to read (NULL: "/proc"), so tests point these at a fake tree. */
 
+/* Reads up to cap-1 bytes of root/PID/name, or with tid > 0 of the thread's
+ * root/PID/task/TID/name, into buf and NUL-terminates (cap > 0). Returns the byte count, or -1
+ * with errno set when the file cannot be opened or read (a process gone: ENOENT or ESRCH). */
+long gs_procfs_read_text(const char *root, unsigned pid, unsigned tid, const char *name, char *buf,
+                         size_t cap);
+
+/* The stat fields of pid (root/PID/stat) or with tid > 0 of its thread tid
+ * (root/PID/task/TID/stat), through gs_procfs_parse_stat. GS_OK, GS_ENOTFOUND (gone or
+ * unreadable), GS_EPARSE. */
+int gs_procfs_read_stat(const char *root, unsigned pid, unsigned tid, struct gs_procfs_stat *st);
+
 /* The parent pid of pid, from root/PID/stat. GS_OK, GS_ENOTFOUND (gone), GS_EPARSE. */
 int gs_procfs_read_ppid(const char *root, unsigned pid, unsigned *ppid);
+
+/* The processes whose parent is parent, by a scan of root (every PID/stat): their pids into
+ * pids (at most cap, in directory order). Returns how many were stored; 0 when root cannot
+ * be listed. */
+unsigned gs_procfs_children(const char *root, unsigned parent, unsigned *pids, unsigned cap);
 
 /* The value of environment variable name in root/PID/environ (the environment pid was
  * started with: a later setenv inside the process is not seen) into out (cap bytes, always

@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
 #include "base/term.h"
+#include "cli/cli.h"
 #include "gpuscope/gs_err.h"
 #include "stacks/collect.h"
 #include "stacks/flame.h"

@@ -7,8 +7,8 @@
  * are cut to bucket means (rundata.h).
  *
  * The run directory is outside input: every line of steps.jsonl is checked and an error
- * names the file and line; samples.db must carry the history's application_id and is never
- * written (SQLITE_OPEN_READONLY, no symlink followed).
+ * names the file and line; samples.db is read through src/store/samples.c (the history's
+ * application_id checked, read-only, no symlink followed, never written).
  */
 #include "runview/rundata.h"
 
@@ -21,12 +21,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <sqlite3.h>
-
 #include "client/agent_client.h"
 #include "gpuscope/gs_run.h"
+#include "store/samples.h"
 
-#define HISTORY_APP_ID 0x47505568 /* "GPUh", src/store/history.c */
 #define AGENT_TIMEOUT_MS 5000
 
 /* The phases a step record may carry (src/run/record.h "ms"), in the page's order. */
@@ -530,105 +528,47 @@ static void series_free(struct gpu_series *g, size_t n)
     free(g);
 }
 
-static double col_double(sqlite3_stmt *st, int c, double scale)
-{
-    return sqlite3_column_type(st, c) == SQLITE_NULL ? NAN : sqlite3_column_double(st, c) * scale;
-}
+/* What a read of samples.db fills: the series of the run's GPUs. */
+struct samples_ctx {
+    const char *path;
+    const json_t *report;
+    struct gpu_series **g;
+    size_t *n;
+    struct gs_err *err;
+};
 
-/* "file:PATH?immutable=1" with PATH percent-encoded where a URI needs it. */
-static int uri_of(const char *path, char *out, size_t len)
+static int sample_row(void *ctx, const struct gs_store_sample_row *row)
 {
-    size_t o = 0;
-    if (len < 32)
+    struct samples_ctx *c = ctx;
+    int gpu = (int)row->gpu;
+    struct gpu_series *gs;
+
+    if (!run_has_gpu(c->report, gpu, NULL))
         return 0;
-    o += (size_t)snprintf(out, len, "file:");
-    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
-        if (o + 4 >= len)
-            return 0;
-        if (*p == '?' || *p == '#' || *p == '%' || *p < 0x21 || *p >= 0x7f)
-            o += (size_t)snprintf(out + o, len - o, "%%%02X", *p);
-        else
-            out[o++] = (char)*p;
-    }
-    return snprintf(out + o, len - o, "?immutable=1") < (int)(len - o);
+    struct sample x = {
+        .t = row->t,
+        .util = row->util_ratio * 100.0,
+        .mem = row->mem_used_bytes * (1.0 / 1073741824.0),
+        .power = row->power_w,
+        .temp = row->temp_c,
+    };
+    gs = series_for(c->g, c->n, gpu);
+    if (!gs || series_push(gs, &x) < 0)
+        return gs_err_set(c->err, GS_ENOMEM, "%s: out of memory", c->path);
+    return 0;
 }
 
-/* The samples of the run's GPUs over the run from a history file, read-only. */
+/* The samples of the run's GPUs over the run (and a second either side) from a history file,
+ * read-only (store/samples.h). */
 static int read_samples_db(const char *path, const json_t *report, struct gpu_series **g, size_t *n,
                            struct gs_err *err)
 {
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
+    struct samples_ctx c = {path, report, g, n, err};
     double from, to;
-    int rc = GS_OK, app = 0;
 
     if (!run_range(report, &from, &to))
         return GS_OK;
-    /* A history that was closed cleanly has no -wal file: everything is in the main file,
-     * and "immutable" reads it without making a -shm file in the run directory. Otherwise
-     * (a run going on, or one killed) a plain read-only open sees the WAL too. */
-    char wal[4200], uri[13000];
-    int immutable = snprintf(wal, sizeof wal, "%s-wal", path) < (int)sizeof wal &&
-                    access(wal, F_OK) != 0 && errno == ENOENT;
-    if (immutable && !uri_of(path, uri, sizeof uri))
-        immutable = 0;
-    if (sqlite3_open_v2(immutable ? uri : path, &db,
-                        SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW |
-                            (immutable ? SQLITE_OPEN_URI : 0),
-                        NULL) != SQLITE_OK) {
-        rc = gs_err_set(err, GS_EIO, "%s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
-        goto out;
-    }
-    sqlite3_busy_timeout(db, 2000);
-    if (sqlite3_prepare_v2(db, "PRAGMA application_id", -1, &st, NULL) != SQLITE_OK ||
-        sqlite3_step(st) != SQLITE_ROW) {
-        rc =
-            gs_err_set(err, GS_EPARSE, "%s: not an SQLite database (%s)", path, sqlite3_errmsg(db));
-        goto out;
-    }
-    app = sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
-    st = NULL;
-    if (app != HISTORY_APP_ID) {
-        rc = gs_err_set(err, GS_EPARSE,
-                        "%s: not a gpuscope history database (application_id 0x%08x)", path,
-                        (unsigned)app);
-        goto out;
-    }
-    /* the key is t_ms * 256 + gpu (docs/history.md): a time range is a rowid range */
-    if (sqlite3_prepare_v2(db,
-                           "SELECT id / 256, id % 256, utilization_gpu, memory_used, power_draw,"
-                           " temperature_gpu FROM sample WHERE id >= ?1 AND id < ?2 ORDER BY id",
-                           -1, &st, NULL) != SQLITE_OK) {
-        rc = gs_err_set(err, GS_EPARSE, "%s: %s", path, sqlite3_errmsg(db));
-        goto out;
-    }
-    sqlite3_bind_int64(st, 1, (sqlite3_int64)floor((from - 1.0) * 1000.0) * 256);
-    sqlite3_bind_int64(st, 2, ((sqlite3_int64)ceil((to + 1.0) * 1000.0) + 1) * 256);
-    int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        int gpu = sqlite3_column_int(st, 1);
-        if (!run_has_gpu(report, gpu, NULL))
-            continue;
-        struct sample x = {
-            .t = (double)sqlite3_column_int64(st, 0) / 1000.0,
-            .util = col_double(st, 2, 100.0),
-            .mem = col_double(st, 3, 1.0 / 1073741824.0),
-            .power = col_double(st, 4, 1.0),
-            .temp = col_double(st, 5, 1.0),
-        };
-        struct gpu_series *gs = series_for(g, n, gpu);
-        if (!gs || series_push(gs, &x) < 0) {
-            rc = gs_err_set(err, GS_ENOMEM, "%s: out of memory", path);
-            goto out;
-        }
-    }
-    if (s != SQLITE_DONE)
-        rc = gs_err_set(err, GS_EIO, "%s: %s", path, sqlite3_errmsg(db));
-out:
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return rc;
+    return gs_store_samples_read(path, from - 1.0, to + 1.0, sample_row, &c, err);
 }
 
 /* ---- files ---- */

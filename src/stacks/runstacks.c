@@ -11,7 +11,6 @@
 
 #include "gpuscope/gs_model.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -22,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/procfs.h"
 #include "gpuscope/gs_err.h"
 #include "stacks/collect.h"
 #include "stacks/flame.h"
@@ -270,29 +270,10 @@ static void keep_sample(struct gs_runstacks *rs, double t, uint32_t leaf, int32_
  * says hello. */
 static void add_children(struct gs_runstacks *rs, pid_t parent)
 {
-    char path[64], line[512];
-    DIR *d = opendir("/proc");
-    struct dirent *e;
+    unsigned kids[MAX_RANKS], n = gs_procfs_children(NULL, (unsigned)parent, kids, MAX_RANKS);
 
-    if (!d)
-        return;
-    while ((e = readdir(d)) != NULL) {
-        FILE *f;
-        char *rp;
-        long ppid;
-        char st;
-        if (e->d_name[0] < '1' || e->d_name[0] > '9')
-            continue;
-        snprintf(path, sizeof path, "/proc/%.20s/stat", e->d_name);
-        f = fopen(path, "re");
-        if (!f)
-            continue;
-        if (fgets(line, sizeof line, f) && (rp = strrchr(line, ')')) != NULL &&
-            sscanf(rp + 1, " %c %ld", &st, &ppid) == 2 && ppid == parent)
-            rank_add(rs, (pid_t)atol(e->d_name));
-        fclose(f);
-    }
-    closedir(d);
+    for (unsigned i = 0; i < n; i++)
+        rank_add(rs, (pid_t)kids[i]);
 }
 
 static void sample_rank(struct gs_runstacks *rs, unsigned ri, double mono)

@@ -1,6 +1,7 @@
 /*
- * Reading a thread's OS state from /proc (taskstate.h). The syscall file needs the same
- * access as reading memory; without it the state letter and wchan still say a good deal.
+ * Reading a thread's OS state from /proc (taskstate.h), through src/backend/procfs.c (its
+ * stat parser and file reader). The syscall file needs the same access as reading memory;
+ * without it the state letter and wchan still say a good deal.
  */
 #include "stacks/taskstate.h"
 
@@ -8,19 +9,15 @@
 #include <string.h>
 #include <sys/syscall.h>
 
+#include "backend/procfs.h"
 #include "gpuscope/gs_err.h"
 
-static int read_small(const char *path, char *buf, size_t cap)
+/* Reads the thread's file name (at most cap-1 bytes) into buf up to its first newline; -1 when
+ * it cannot be read. */
+static int read_small(pid_t pid, pid_t tid, const char *name, char *buf, size_t cap)
 {
-    FILE *f = fopen(path, "r");
-    size_t n;
-
-    buf[0] = '\0';
-    if (!f)
+    if (gs_procfs_read_text(NULL, (unsigned)pid, (unsigned)tid, name, buf, cap) < 0)
         return -1;
-    n = fread(buf, 1, cap - 1, f);
-    fclose(f);
-    buf[n] = '\0';
     buf[strcspn(buf, "\n")] = '\0';
     return 0;
 }
@@ -127,33 +124,26 @@ void gs_taskstate_describe(char state, long nr, const char *wchan, char *out, si
 
 int gs_taskstate_read(pid_t pid, pid_t tid, struct gs_taskstate *st)
 {
-    char path[96], buf[1024];
-    const char *p;
+    char buf[1024];
+    struct gs_procfs_stat ps;
+    int rc;
 
     memset(st, 0, sizeof *st);
     st->state = '?';
     st->syscall_nr = -1;
-    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    if (read_small(path, buf, sizeof buf) != 0)
+    rc = gs_procfs_read_stat(NULL, (unsigned)pid, (unsigned)tid, &ps);
+    if (rc == GS_ENOTFOUND)
         return GS_ENOTFOUND;
-    /* "tid (comm) S ...": comm may hold spaces and parentheses; the last ')' ends it */
-    p = strrchr(buf, ')');
-    if (p && p[1] == ' ' && p[2]) {
-        const char *lp = strchr(buf, '(');
-        size_t n = lp && lp < p ? (size_t)(p - lp - 1) : 0;
-        if (n >= sizeof st->comm)
-            n = sizeof st->comm - 1;
-        if (lp)
-            memcpy(st->comm, lp + 1, n);
+    if (rc == GS_OK) { /* else unparsable: the state stays unknown */
+        size_t n = strnlen(ps.comm, sizeof st->comm - 1);
+        memcpy(st->comm, ps.comm, n);
         st->comm[n] = '\0';
-        st->state = p[2];
+        st->state = ps.state;
     }
-    snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
-    if (read_small(path, buf, sizeof buf) == 0 && buf[0] != 'r' && buf[0] != '\0')
+    if (read_small(pid, tid, "syscall", buf, sizeof buf) == 0 && buf[0] != 'r' && buf[0] != '\0')
         if (sscanf(buf, "%ld", &st->syscall_nr) != 1)
             st->syscall_nr = -1;
-    snprintf(path, sizeof path, "/proc/%d/task/%d/wchan", (int)pid, (int)tid);
-    if (read_small(path, buf, sizeof st->wchan) == 0 && strcmp(buf, "0") != 0)
+    if (read_small(pid, tid, "wchan", buf, sizeof st->wchan) == 0 && strcmp(buf, "0") != 0)
         memcpy(st->wchan, buf, strlen(buf) + 1);
     gs_taskstate_describe(st->state, st->syscall_nr, st->wchan, st->what, sizeof st->what);
     st->idle = st->state != 'R' && st->state != 'D';
@@ -162,12 +152,7 @@ int gs_taskstate_read(pid_t pid, pid_t tid, struct gs_taskstate *st)
 
 char gs_taskstate_letter(pid_t pid, pid_t tid)
 {
-    char path[96], buf[512];
-    const char *p;
+    struct gs_procfs_stat ps;
 
-    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    if (read_small(path, buf, sizeof buf) != 0)
-        return '?';
-    p = strrchr(buf, ')');
-    return p && p[1] == ' ' && p[2] ? p[2] : '?';
+    return gs_procfs_read_stat(NULL, (unsigned)pid, (unsigned)tid, &ps) == GS_OK ? ps.state : '?';
 }

@@ -2,18 +2,19 @@
  * `gpuscope top`'s process table and preferences, without ncurses (top.h): the rows of a
  * frame (one per process and GPU), the filter, the sort by any column, the tree (parents
  * from /proc/PID/stat, for processes on this machine), who may signal whom, the detail
- * screen's text (/proc/PID/cmdline, cgroup, environ, and the Python stack through src/stacks).
+ * screen's text (/proc/PID/cmdline, cgroup, environ, read through src/backend/procfs.c, and
+ * the Python stack through src/stacks).
  */
 #include "top/top.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/procfs.h"
 #include "gpuscope/gs_err.h"
 #include "stacks/collect.h"
 #include "stacks/pyread.h"
@@ -78,48 +79,18 @@ void top_job_label(const struct gs_proc *p, char *out, size_t len)
         out[0] = '\0';
 }
 
-/* Reads /proc/PID/stat and returns field `field` (1-based, after the command's parentheses
- * counting from field 3 = state) as a number; 0 when unreadable. */
-static unsigned long long stat_field(pid_t pid, int field)
-{
-    char path[64], buf[1024], *p;
-    int fd;
-    ssize_t n;
-
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    p = strrchr(buf, ')');
-    if (!p)
-        return 0;
-    p++;
-    for (int f = 3; f <= field; f++) {
-        while (*p == ' ')
-            p++;
-        if (f == field)
-            return strtoull(p, NULL, 10);
-        while (*p && *p != ' ')
-            p++;
-    }
-    return 0;
-}
-
 unsigned long long top_proc_starttime(pid_t pid)
 {
-    return stat_field(pid, 22);
+    struct gs_procfs_stat st;
+
+    return gs_procfs_read_stat(NULL, (unsigned)pid, 0, &st) == GS_OK ? st.starttime : 0;
 }
 
 int top_proc_ppid(pid_t pid)
 {
-    unsigned long long v = stat_field(pid, 4);
+    struct gs_procfs_stat st;
 
-    return v ? (int)v : -1;
+    return gs_procfs_read_stat(NULL, (unsigned)pid, 0, &st) == GS_OK && st.ppid ? (int)st.ppid : -1;
 }
 
 int top_may_signal(const struct top_srcframe *s, const struct gs_proc *p, char *why, size_t len)
@@ -356,31 +327,25 @@ size_t top_rows_build(const struct top_frame *f, const struct top_filter_sort *f
 
 /* ---- the detail screen ---- */
 
-static char *read_file(const char *path, size_t max, size_t *len)
+/* The file name of process pid (at most max bytes), malloc'ed and NUL-terminated; NULL with
+ * errno set when it cannot be read. */
+static char *read_file(unsigned pid, const char *name, size_t max, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    char *buf;
-    size_t n = 0;
+    char *buf = malloc(max + 1);
+    long n;
+    int e;
 
     *len = 0;
-    if (fd < 0)
+    if (!buf)
         return NULL;
-    buf = malloc(max + 1);
-    if (!buf) {
-        close(fd);
+    n = gs_procfs_read_text(NULL, pid, 0, name, buf, max + 1);
+    if (n < 0) {
+        e = errno;
+        free(buf);
+        errno = e;
         return NULL;
     }
-    while (n < max) {
-        ssize_t r = read(fd, buf + n, max - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-    }
-    close(fd);
-    buf[n] = '\0';
-    *len = n;
+    *len = (size_t)n;
     return buf;
 }
 
@@ -391,7 +356,7 @@ static int is_python(const struct gs_proc *p)
 
 char *top_proc_detail(const struct top_srcframe *s, const struct gs_proc *p, int stack)
 {
-    char *out = NULL, path[64], b1[32], b2[32];
+    char *out = NULL, b1[32], b2[32];
     size_t olen = 0, n;
     FILE *f = open_memstream(&out, &olen);
     char *buf;
@@ -429,8 +394,7 @@ char *top_proc_detail(const struct top_srcframe *s, const struct gs_proc *p, int
         fclose(f);
         return out;
     }
-    snprintf(path, sizeof path, "/proc/%u/cmdline", p->pid);
-    buf = read_file(path, 65536, &n);
+    buf = read_file(p->pid, "cmdline", 65536, &n);
     fprintf(f, "\ncommand line:\n  ");
     if (buf && n) {
         for (size_t i = 0; i + 1 < n; i++)
@@ -442,8 +406,7 @@ char *top_proc_detail(const struct top_srcframe *s, const struct gs_proc *p, int
                 p->cmdline[0] ? p->cmdline : p->name, p->pid);
     }
     free(buf);
-    snprintf(path, sizeof path, "/proc/%u/environ", p->pid);
-    buf = read_file(path, 1 << 20, &n);
+    buf = read_file(p->pid, "environ", 1 << 20, &n);
     if (buf) {
         const char *v = NULL;
         for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
@@ -475,8 +438,7 @@ char *top_proc_detail(const struct top_srcframe *s, const struct gs_proc *p, int
             free(smp);
         }
     }
-    snprintf(path, sizeof path, "/proc/%u/cgroup", p->pid);
-    buf = read_file(path, 8192, &n);
+    buf = read_file(p->pid, "cgroup", 8192, &n);
     fprintf(f, "\ncgroup:\n");
     if (buf && n) {
         char *line, *save = NULL;

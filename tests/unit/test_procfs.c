@@ -434,6 +434,65 @@ static int fake_teardown(void **state)
     return 0;
 }
 
+/* The one-off reads: a process's and a thread's stat through the one parser, a file's text,
+ * the children of a pid. */
+static void oneoff_reads(void **state)
+{
+    struct fake *fk = *state;
+    struct gs_procfs_stat st;
+    char dir[400], buf[64];
+    unsigned kids[4], ppid = 0;
+    static const char child[] =
+        "300 (kid (x)) R 200 1 1 0 -1 0 0 0 0 0 7 0 0 0 20 0 1 0 55 1000 25 0\n";
+    static const char thread[] =
+        "201 (a thread) D 1 200 200 0 -1 0 0 0 0 0 3 4 0 0 20 0 2 0 40 1000 25 0\n";
+
+    fake_proc(fk, 200, "parent", 10, 40);
+    snprintf(dir, sizeof dir, "%s/300", fk->root);
+    mkdir(dir, 0755);
+    write_file(dir, "stat", child, sizeof child - 1);
+    snprintf(dir, sizeof dir, "%s/400", fk->root);
+    mkdir(dir, 0755);
+    write_file(dir, "stat", "400 garbage", 11);
+    snprintf(dir, sizeof dir, "%s/200/task", fk->root);
+    mkdir(dir, 0755);
+    snprintf(dir, sizeof dir, "%s/200/task/201", fk->root);
+    mkdir(dir, 0755);
+    write_file(dir, "stat", thread, sizeof thread - 1);
+    write_file(dir, "wchan", "futex_wait_queue", 16);
+
+    assert_int_equal(gs_procfs_read_stat(fk->root, 300, 0, &st), GS_OK);
+    assert_string_equal(st.comm, "kid (x)");
+    assert_int_equal(st.state, 'R');
+    assert_int_equal(st.ppid, 200);
+    assert_int_equal(st.starttime, 55);
+    assert_int_equal(gs_procfs_read_stat(fk->root, 200, 201, &st), GS_OK);
+    assert_string_equal(st.comm, "a thread");
+    assert_int_equal(st.state, 'D');
+    assert_int_equal(st.utime + st.stime, 7);
+    assert_int_equal(gs_procfs_read_stat(fk->root, 999, 0, &st), GS_ENOTFOUND);
+    assert_int_equal(gs_procfs_read_stat(fk->root, 200, 999, &st), GS_ENOTFOUND);
+    assert_int_equal(gs_procfs_read_stat(fk->root, 400, 0, &st), GS_EPARSE);
+    assert_int_equal(gs_procfs_read_ppid(fk->root, 300, &ppid), GS_OK);
+    assert_int_equal(ppid, 200);
+
+    assert_int_equal(gs_procfs_read_text(fk->root, 200, 201, "wchan", buf, sizeof buf), 16);
+    assert_string_equal(buf, "futex_wait_queue");
+    assert_int_equal(gs_procfs_read_text(fk->root, 200, 201, "wchan", buf, 6), 5);
+    assert_string_equal(buf, "futex");
+    assert_int_equal(gs_procfs_read_text(fk->root, 999, 0, "stat", buf, sizeof buf), -1);
+    assert_string_equal(buf, "");
+
+    assert_int_equal(gs_procfs_children(fk->root, 200, kids, 4), 1);
+    assert_int_equal(kids[0], 300);
+    assert_int_equal(gs_procfs_children(fk->root, 1, kids, 4), 1);
+    assert_int_equal(kids[0], 200);
+    assert_int_equal(gs_procfs_children(fk->root, 1, kids, 0), 0);
+    assert_int_equal(gs_procfs_children(fk->root, 777, kids, 4), 0);
+    snprintf(dir, sizeof dir, "%s/nothing", fk->root);
+    assert_int_equal(gs_procfs_children(dir, 1, kids, 4), 0);
+}
+
 static void reader_fake_tree(void **state)
 {
     struct fake *fk = *state;
@@ -658,6 +717,7 @@ int main(void)
         cmocka_unit_test(stat_malformed),
         cmocka_unit_test(status_and_btime),
         cmocka_unit_test_setup_teardown(reader_fake_tree, fake_setup, fake_teardown),
+        cmocka_unit_test_setup_teardown(oneoff_reads, fake_setup, fake_teardown),
         cmocka_unit_test(reader_kept_stat_descriptor),
         cmocka_unit_test_setup_teardown(reader_vanished_pid, fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(reader_missing_files, fake_setup, fake_teardown),

@@ -14,9 +14,9 @@
 
 #include <cmocka.h>
 
-#include "cli/quick/quick.h"
-#include "base/term.h"
 #include "base/clock.h"
+#include "base/term.h"
+#include "cli/quick/quick.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 

@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "top/top.h"
 #include "gpuscope/gs_err.h"
+#include "top/top.h"
 
 static struct gs_proc *add_proc(struct gs_snapshot *s, unsigned pid, unsigned gpu, uint64_t mem,
                                 const char *user, const char *cmd)

@@ -20,10 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/agent_client.h"
-#include "cli/cli.h"
-#include "base/term.h"
 #include "base/clock.h"
+#include "base/term.h"
+#include "cli/cli.h"
+#include "client/agent_client.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
 

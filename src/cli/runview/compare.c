@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/term.h"
 #include "cli/cli.h"
 #include "cli/runview/compare_job.h"
-#include "base/term.h"
 #include "gpuscope/gs_err.h"
 #include "runview/compare.h"
 #include "runview/job.h"

@@ -23,11 +23,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "client/agent_client.h"
+#include "base/clock.h"
 #include "cli/smi/query_fields.h"
 #include "cli/smi/query_opts.h"
 #include "cli/smi/smi.h"
-#include "base/clock.h"
+#include "client/agent_client.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"

@@ -20,8 +20,8 @@
 #include <strings.h>
 #include <time.h>
 
-#include "cli/smi/query_opts.h"
 #include "base/clock.h"
+#include "cli/smi/query_opts.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
 

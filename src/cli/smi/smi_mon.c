@@ -17,8 +17,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/smi/query_opts.h"
 #include "base/clock.h"
+#include "cli/smi/query_opts.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
 

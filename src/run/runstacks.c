@@ -7,7 +7,7 @@
  * even thinning of the whole run); the flame graph's profile counts every sample. Steps and GPU
  * readings past their caps are counted, not kept.
  */
-#include "stacks/runstacks.h"
+#include "run/runstacks.h"
 
 #include "gpuscope/gs_model.h"
 

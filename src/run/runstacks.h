@@ -13,8 +13,8 @@
  * privilege. Threads: the callbacks (add_rank, step, gpu) may come from any thread; one
  * mutex inside guards the state.
  */
-#ifndef GS_STACKS_RUNSTACKS_H
-#define GS_STACKS_RUNSTACKS_H
+#ifndef GS_RUN_RUNSTACKS_H
+#define GS_RUN_RUNSTACKS_H
 
 #include <jansson.h>
 #include <sys/types.h>

@@ -35,9 +35,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/term.h"
 #include "cli/cli.h"
 #include "cli/run/run_profile.h"
-#include "base/term.h"
 #include "diag/diag.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
@@ -46,8 +46,8 @@
 #include "run/attrib.h"
 #include "run/receiver.h"
 #include "run/record.h"
+#include "run/runstacks.h"
 #include "run/usamp.h"
-#include "stacks/runstacks.h"
 #include "store/history.h"
 
 #define RUN_EXIT_FAIL 125     /* gpuscope run itself failed; CMD did not run */

@@ -16,6 +16,7 @@
 
 #include "agent/log.h"
 #include "gpuscope/gs_err.h"
+#include "run/hang.h"
 
 enum key_type {
     KEY_DOUBLE,
@@ -154,11 +155,13 @@ static const struct key keys[] = {
      "Grafana base URL (https://grafana.example:3000): the dashboard links a run's job to "
      "deploy/grafana/training-job.json there; empty: no link",
      RESTART},
+    /* the hang rule of src/run/hang.h, with gpuscope run's defaults (--hang-after, --hang-min) */
     {"training_hang_after", KEY_DOUBLE, offsetof(struct gs_agent_config, alerts.hang_after), 1,
-     1000, NULL, "10",
+     1000, NULL, GS_HANG_STR(GS_HANG_FACTOR),
      "training_hang alert: a rank sent no step for this many times its p95 step time ...", 0},
     {"training_hang_min", KEY_DURATION, offsetof(struct gs_agent_config, alerts.hang_min_s), 1,
-     DAY_S, NULL, "60s", "... and for at least this long (s, m, h suffixes)", 0},
+     DAY_S, NULL, GS_HANG_STR(GS_HANG_MIN_S) "s",
+     "... and for at least this long (s, m, h suffixes)", 0},
     {"socket", KEY_STR, offsetof(struct gs_agent_config, socket), 0,
      sizeof(((struct gs_agent_config *)0)->socket), NULL, NULL,
      "step-record socket for training runs (docs/agent.md), absolute path or off; default "

@@ -18,6 +18,7 @@
 #include "agent/metrics.h"
 #include "base/clock.h"
 #include "gpuscope/gs_run.h"
+#include "run/hang.h"
 #include "run/record.h"
 
 struct slot {
@@ -29,10 +30,7 @@ struct slot {
     char job[GS_RECORD_STR], node[GS_RECORD_JOB];
     uint64_t count, last_step;
     double sum_s, last_s, last_t;
-    double last_rx; /* unix seconds the agent received its last step */
-    /* ring of the last step-to-step intervals (t_end to t_end), for the stall check */
-    unsigned gap_head, gap_n;
-    double gap[GS_RUNM_WINDOW];
+    struct gs_hang hang;       /* the stall check (run/hang.h), on the agent's clock at receipt */
     double busy_sum_s;         /* wall time less the communication waited for */
     double phase_s[GS_PH_ALL]; /* totals; GS_PH_STEP unused (the wall time is sum_s) */
     int phase_seen[GS_PH_ALL];
@@ -136,9 +134,7 @@ void gs_runm_step(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const cha
     if (!m)
         return;
     /* the step's wall time: data + total_step (docs/report.md), else its clock span */
-    wall_ms = ms_or_zero(r, GS_PH_DATA) + ms_or_zero(r, GS_PH_STEP);
-    if (!(wall_ms > 0) && r->t_end > r->t_begin)
-        wall_ms = (r->t_end - r->t_begin) * 1e3;
+    wall_ms = gs_hang_wall_s(r) * 1e3;
     /* communication the step waited for when measured, else all of it */
     comm_ms = isfinite(gs_step_ms(r, GS_PH_COMM_EXPOSED)) ? ms_or_zero(r, GS_PH_COMM_EXPOSED)
                                                           : ms_or_zero(r, GS_PH_COMM);
@@ -151,14 +147,7 @@ void gs_runm_step(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const cha
         s->last_s = wall_ms / 1e3;
         s->sum_s += s->last_s;
         s->busy_sum_s += fmax(0.0, wall_ms - comm_ms) / 1e3;
-        if (isfinite(s->last_t) && r->t_end > s->last_t) {
-            s->gap[s->gap_head] = r->t_end - s->last_t;
-            s->gap_head = (s->gap_head + 1) % GS_RUNM_WINDOW;
-            if (s->gap_n < GS_RUNM_WINDOW)
-                s->gap_n++;
-        }
-        s->last_t = r->t_end;
-        s->last_rx = gs_clock_real_s();
+        gs_hang_step(&s->hang, &s->last_t, r, gs_clock_real_s()); /* sets last_t */
         for (int p = 0; p < GS_PH_ALL; p++) {
             double v = gs_step_ms(r, p);
             if (p == GS_PH_STEP || !isfinite(v))
@@ -274,19 +263,6 @@ static double quantile(const double *v, unsigned n, double q)
 
 static const double quantiles[] = {0.5, 0.9, 0.95, 0.99};
 
-/* The p95 of the slot's last step-to-step intervals (what `gpuscope run`'s watchdog uses:
- * logging and checkpoints between steps included), or of its wall times when the records
- * carry no end times (nearest rank). Under mu. */
-static double interval_p95(const struct slot *s)
-{
-    double v[GS_RUNM_WINDOW];
-    unsigned n = s->gap_n >= GS_RUNM_STALL_MIN_STEPS - 1 ? s->gap_n : s->n;
-
-    memcpy(v, n == s->gap_n ? s->gap : s->wall, n * sizeof v[0]);
-    qsort(v, n, sizeof v[0], cmp_double);
-    return quantile(v, n, 0.95);
-}
-
 unsigned gs_runm_stalled(struct gs_runm *m, double now, double factor, double min_s,
                          unsigned char *stalled, unsigned n)
 {
@@ -297,9 +273,7 @@ unsigned gs_runm_stalled(struct gs_runm *m, double now, double factor, double mi
     pthread_mutex_lock(&m->mu);
     for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
         const struct slot *s = &m->slots[i];
-        if (!s->used || s->count < GS_RUNM_STALL_MIN_STEPS || s->n == 0)
-            continue;
-        if (now - s->last_rx < fmax(min_s, factor * interval_p95(s)))
+        if (!s->used || !gs_hang_stalled(&s->hang, factor, min_s, now))
             continue;
         ranks++;
         if (s->gpu >= 0 && (unsigned)s->gpu < n)

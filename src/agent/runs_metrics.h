@@ -43,13 +43,13 @@ void gs_runm_step(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const cha
 void gs_runm_gpu(struct gs_runm *m, int64_t run_id, uint64_t conn_id, int gpu_index);
 /* The connection ended (conn_id), or the whole run (conn_id 0): their series go. */
 void gs_runm_drop(struct gs_runm *m, int64_t run_id, uint64_t conn_id);
-/* A rank is stalled once it has sent at least GS_RUNM_STALL_MIN_STEPS steps and the agent has
- * received none for max(min_s, factor x the p95 of its last step-to-step intervals, from the
- * records' end times; of their wall times when those are missing) up to now
- * (unix seconds, the agent's clock at receipt). Sets stalled[gpu] = 1 for the NVML index gpu
- * (< n) of every stalled rank whose GPU is known, leaves the others as they are; returns how
- * many ranks are stalled (those on unknown GPUs included). */
-#define GS_RUNM_STALL_MIN_STEPS 5
+/* A rank is stalled by the hang rule of src/run/hang.h, the one of `gpuscope run`'s watchdog:
+ * after GS_HANG_MIN_STEPS steps, the agent has received none for max(min_s, factor x the p95
+ * of its last step-to-step intervals, from the records' end times; of their wall times when
+ * those are missing) up to now (unix seconds, the agent's clock at receipt). Sets
+ * stalled[gpu] = 1 for the NVML index gpu (< n) of every stalled rank whose GPU is known,
+ * leaves the others as they are; returns how many ranks are stalled (those on unknown GPUs
+ * included). */
 unsigned gs_runm_stalled(struct gs_runm *m, double now, double factor, double min_s,
                          unsigned char *stalled, unsigned n);
 /* Appends the gpuscope_run_* families. */

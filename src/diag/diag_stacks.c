@@ -1,6 +1,6 @@
 /*
  * Diagnosis rules over a report's "stacks" section (gpuscope run --stacks,
- * src/stacks/runstacks.c): what the ranks' main threads were doing, in particular while the
+ * src/run/runstacks.c): what the ranks' main threads were doing, in particular while the
  * GPUs were idle. Like the rest of src/diag, a pure function of the report.
  *
  *   stacks_data_loading  the DataLoader (torch/utils/data, *_next_data) holds >= 30 % of the

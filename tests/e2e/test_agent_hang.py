@@ -7,7 +7,15 @@ nothing while their connections stay open. The agent runs with training_hang_aft
 training_hang_min = 1s and the rule's for cut to 0 s. Checked: /api/v1/alerts shows
 training_hang firing (critical) on GPU 0 only, a busy GPU's stalled rank is no hang; /metrics
 counts it in gpuscope_alerts_firing{severity="critical"}; the rank stepping again resolves it;
-`training_hang_after = 0.5` is refused with the key's line. Everything started is stopped.
+`training_hang_after = 0.5` is refused with the key's line.
+
+One rule (src/run/hang.h): a job under `gpuscope run --hang-after 2 --hang-min 1` (a Python
+loop of 64 steps 10 ms apart through the package, then no step for 4 s, its GPU idle) whose
+watchdog calls it hung (hang-1-stacks.txt, the report's stacks.hangs) is a stalled rank to an
+agent with the same settings: its training_hang fires on the rank's GPU during the stall. The
+rank's pid is on GPU 0 of the agent's scenario, so the job waits for the agent before its first
+step and then sends its records to it too (GPUSCOPE_RUN_AGENT_SOCKET, as gpuscope run sets it
+when an agent is there). Everything started is stopped.
 """
 import json
 import os
@@ -19,7 +27,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import BIN, clean_up, get_json, get_text as get, sim_env, start_agent, \
+from gsenv import BIN, SIM, clean_up, get_json, get_text as get, sim_env, start_agent, \
     wait_until  # noqa: E402
 
 t = Tap()
@@ -78,6 +86,38 @@ class Sender:
         self.p.stdin.write("steps %d\n" % n)
         self.p.stdin.flush()
         return self.p.stdout.readline().strip() == "done"
+
+
+# CMD of the gpuscope run check: writes its pid, waits for the go file (the agent is up), then
+# 64 steps (two batches of the package's 32) and a 4 s stall with its connections open.
+JOB = r'''
+import os, sys, time
+pidfile, gofile, agent = sys.argv[1:4]
+with open(pidfile + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(pidfile + ".tmp", pidfile)
+t0 = time.time()
+while not os.path.exists(gofile):
+    if time.time() - t0 > 30:
+        sys.exit(3)
+    time.sleep(0.02)
+os.environ["GPUSCOPE_RUN_AGENT_SOCKET"] = agent
+import gpuscope
+gpuscope.init(rank=0, world_size=1, local_rank=0, run_name="watched-job")
+for _ in range(64):
+    with gpuscope.step():
+        time.sleep(0.01)
+time.sleep(4)
+gpuscope.finish()
+'''
+
+
+def one_gpu(pid_env):
+    """GPU 0 idle (0 % at 60 W) with the process whose pid is in pid_env."""
+    return {"scenario_version": 1, "templates": SCENARIO["templates"],
+            "gpus": [SCENARIO["gpus"][0]],
+            "processes": [{"id": "job", "pid": {"env": pid_env}, "gpu": 0,
+                           "used_memory_mib": 20000}]}
 
 
 def hang_alerts(base):
@@ -141,6 +181,51 @@ try:
                        env=dict(os.environ, NO_COLOR="1"))
     t.ok(r.returncode != 0 and "bad.conf:2" in r.stderr and "training_hang_after" in r.stderr,
          "training_hang_after below 1 is refused with file:line", (r.returncode, r.stderr))
+
+    # ---- the watchdog of gpuscope run and the agent: one rule, the same settings ----
+    job_scen, agent_scen = os.path.join(tmp, "job.json"), os.path.join(tmp, "agent-job.json")
+    with open(job_scen, "w") as f:
+        json.dump(one_gpu("GPUSCOPE_RUN_CHILD_PID"), f)
+    with open(agent_scen, "w") as f:
+        json.dump(one_gpu("SIM_JOB_PID"), f)
+    pidfile, gofile = os.path.join(tmp, "job.pid"), os.path.join(tmp, "job.go")
+    sock2, out = os.path.join(tmp, "steps2.sock"), os.path.join(tmp, "run")
+    run_err = open(os.path.join(tmp, "run.err"), "w+")
+    run = subprocess.Popen([BIN, "run", "--no-agent", "--out", out, "--interval", "0.2",
+                            "--hang-after", "2", "--hang-min", "1", "--", sys.executable,
+                            "-c", JOB, pidfile, gofile, sock2],
+                           env=dict(os.environ, GPUSCOPE_NVML_LIBRARY=SIM,
+                                    NVML_SIM_SCENARIO=job_scen, NO_COLOR="1"),
+                           stdout=subprocess.DEVNULL, stderr=run_err)
+    procs.append(run)
+    t.ok(wait_until(lambda: os.path.exists(pidfile), 20), "gpuscope run started the job")
+    with open(pidfile) as f:
+        job_pid = f.read().strip()
+    p2, base2, _ = start_agent(["--config", conf, "--data-dir", os.path.join(tmp, "data2"),
+                                "--history", "off", "--interval", "0.25", "--socket", sock2],
+                               sim_env(agent_scen, SIM_JOB_PID=job_pid), procs)
+    t.ok(wait_until(lambda: os.path.exists(sock2), 5), "the second agent's step socket is there")
+    open(gofile, "w").close()
+    hit = wait_until(lambda: [a for a in hang_alerts(base2) if a.get("state") == "firing"], 15)
+    t.ok(hit and hit[0].get("gpu") == 0,
+         "the stalled job's training_hang fires on its GPU 0 (training_hang_after = 2, "
+         "training_hang_min = 1s)", hang_alerts(base2))
+    try:
+        run.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pass
+    run_err.seek(0)
+    err = run_err.read()
+    run_err.close()
+    try:
+        with open(os.path.join(out, "metrics_report.json")) as f:
+            hangs = (json.load(f).get("stacks") or {}).get("hangs")
+    except (OSError, ValueError):
+        hangs = None
+    t.ok(run.returncode == 0 and hangs == 1 and
+         os.path.exists(os.path.join(out, "hang-1-stacks.txt")),
+         "gpuscope run's watchdog called the same job hung once (--hang-after 2 --hang-min 1)",
+         (run.returncode, hangs, err[-1500:]))
 finally:
     clean_up(procs, [tmp])
 t.done()

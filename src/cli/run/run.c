@@ -46,10 +46,11 @@
 #include "gpuscope/gs_sampler.h"
 #include "run/agg.h"
 #include "run/attrib.h"
+#include "run/hang.h"
 #include "run/receiver.h"
 #include "run/record.h"
+#include "run/runstacks.h"
 #include "run/session.h"
-#include "stacks/runstacks.h"
 #include "store/history.h"
 #include "trace/window.h"
 
@@ -190,8 +191,8 @@ static int run_parse(struct run_opts *o, int argc, char **argv)
     o->interval_s = 0.5;
     o->auto_inject = 1;
     o->stacks_hz = 20;
-    o->hang_factor = 10;
-    o->hang_min_s = 60;
+    o->hang_factor = GS_HANG_FACTOR; /* the agent's training_hang defaults too (run/hang.h) */
+    o->hang_min_s = GS_HANG_MIN_S;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;

@@ -7,7 +7,7 @@
  * even thinning of the whole run); the flame graph's profile counts every sample. Steps and GPU
  * readings past their caps are counted, not kept.
  */
-#include "stacks/runstacks.h"
+#include "run/runstacks.h"
 
 #include "gpuscope/gs_model.h"
 
@@ -22,7 +22,9 @@
 #include <unistd.h>
 
 #include "backend/procfs.h"
+#include "base/clock.h"
 #include "gpuscope/gs_err.h"
+#include "run/hang.h"
 #include "stacks/collect.h"
 #include "stacks/flame.h"
 #include "stacks/profile.h"
@@ -33,7 +35,6 @@
 #define MAX_SAMPLES (1u << 20)
 #define MAX_STEPS (1u << 19)
 #define MAX_GPU_READINGS (1u << 20)
-#define INTERVALS 1024 /* recent step-to-step intervals the watchdog's p95 uses */
 #define IDLE_UTIL 0.05
 #define TOP_N 10
 
@@ -88,30 +89,12 @@ struct gs_runstacks {
     uint64_t steps_over;
     struct reading *gpu;
     uint32_t ngpu;
-    /* watchdog */
-    double intervals[INTERVALS];
-    unsigned nint, int_pos;
-    double last_step_real; /* any rank */
-    uint64_t steps_total;
-    int hang_active;
+    /* watchdog: the run's steps, any rank's, through the hang rule (run/hang.h) */
+    struct gs_hang hang;
     int ended; /* an end record came: no more hang checks */
     unsigned hangs;
     double last_check;
 };
-
-static double real_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 double gs_runstacks_parse_rate(const char *s)
 {
@@ -187,7 +170,7 @@ void gs_runstacks_add_rank(struct gs_runstacks *rs, pid_t pid, int rank)
 void gs_runstacks_step(struct gs_runstacks *rs, const struct gs_step_rec *s)
 {
     struct step st;
-    double cur;
+    double cur, *last_end = NULL; /* the step's rank's, when it said hello */
     const double *ms = s->ms;
 
     if (!rs || !isfinite(s->t_begin) || !isfinite(s->t_end) || s->t_end < s->t_begin)
@@ -212,21 +195,12 @@ void gs_runstacks_step(struct gs_runstacks *rs, const struct gs_step_rec *s)
         rs->steps[rs->nsteps++] = st;
     else
         rs->steps_over++;
-    for (unsigned i = 0; i < rs->nranks; i++) {
-        struct rank *k = &rs->ranks[i];
-        if (k->hello && k->rank == s->rank) {
-            if (isfinite(k->last_end) && s->t_end > k->last_end) {
-                rs->intervals[rs->int_pos] = s->t_end - k->last_end;
-                rs->int_pos = (rs->int_pos + 1) % INTERVALS;
-                if (rs->nint < INTERVALS)
-                    rs->nint++;
-            }
-            k->last_end = s->t_end;
+    for (unsigned i = 0; i < rs->nranks; i++)
+        if (rs->ranks[i].hello && rs->ranks[i].rank == s->rank) {
+            last_end = &rs->ranks[i].last_end;
+            break;
         }
-    }
-    rs->last_step_real = real_now();
-    rs->steps_total++;
-    rs->hang_active = 0;
+    gs_hang_step(&rs->hang, last_end, s, gs_clock_real_s());
     pthread_mutex_unlock(&rs->mu);
 }
 
@@ -339,18 +313,12 @@ static void sample_rank(struct gs_runstacks *rs, unsigned ri, double mono)
         }
         if (gs_stackprof_add_leaf(rs->prof, ids, n, 1, &leaf) == GS_OK) {
             k->samples++;
-            keep_sample(rs, real_now(), leaf, th->nframes ? th->frames[0].line : 0, ri);
+            keep_sample(rs, gs_clock_real_s(), leaf, th->nframes ? th->frames[0].line : 0, ri);
         }
     }
 }
 
 /* ---- the watchdog ---- */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* The GPUs' state over the last few seconds: 1 idle or spinning or no readings, 0 busy. */
 static int gpus_stuck(const struct gs_runstacks *rs, double now, char *what, size_t cap)
@@ -446,13 +414,13 @@ static void hang_dump(struct gs_runstacks *rs, double stalled_s, double p95, con
 
 static void watchdog(struct gs_runstacks *rs, double mono)
 {
-    double p95, now = real_now(), sorted[INTERVALS], limit;
+    double now = gs_clock_real_s();
     char what[128];
 
     if (rs->cfg.hang_factor <= 0 || mono - rs->last_check < 1.0)
         return;
     rs->last_check = mono;
-    if (rs->hang_active || rs->ended || rs->steps_total < 5 || rs->nint < 3)
+    if (rs->ended || !gs_hang_new_stall(&rs->hang, rs->cfg.hang_factor, rs->cfg.hang_min_s, now))
         return;
     {
         /* a run whose ranks have all exited is ending, not hanging */
@@ -464,32 +432,26 @@ static void watchdog(struct gs_runstacks *rs, double mono)
         if (!alive)
             return;
     }
-    memcpy(sorted, rs->intervals, rs->nint * sizeof *sorted);
-    qsort(sorted, rs->nint, sizeof *sorted, cmp_double);
-    p95 = sorted[(size_t)(0.95 * (rs->nint - 1))];
-    limit = rs->cfg.hang_factor * p95;
-    if (limit < rs->cfg.hang_min_s)
-        limit = rs->cfg.hang_min_s;
-    if (now - rs->last_step_real < limit || !gpus_stuck(rs, now, what, sizeof what))
+    if (!gpus_stuck(rs, now, what, sizeof what))
         return;
-    rs->hang_active = 1; /* once per stall: a new step re-arms it */
-    hang_dump(rs, now - rs->last_step_real, p95, what);
+    gs_hang_mark(&rs->hang); /* once per stall: a new step re-arms it */
+    hang_dump(rs, now - rs->hang.last_rx_s, gs_hang_p95(&rs->hang), what);
 }
 
 static void *sampler_main(void *arg)
 {
     struct gs_runstacks *rs = arg;
-    double period = 1.0 / rs->cfg.hz, next = mono_now();
+    double period = 1.0 / rs->cfg.hz, next = gs_clock_mono_s();
 
     pthread_mutex_lock(&rs->mu);
     while (!rs->stop) {
-        double mono = mono_now();
+        double mono = gs_clock_mono_s();
         struct timespec until;
         for (unsigned i = 0; i < rs->nranks; i++)
             sample_rank(rs, i, mono);
         watchdog(rs, mono);
         next += period;
-        mono = mono_now();
+        mono = gs_clock_mono_s();
         if (next < mono)
             next = mono;
         until.tv_sec = (time_t)next;
@@ -517,7 +479,6 @@ int gs_runstacks_start(const struct gs_runstacks_cfg *cfg, struct gs_runstacks *
     rs->steps = malloc(MAX_STEPS * sizeof *rs->steps);
     rs->gpu = malloc(MAX_GPU_READINGS * sizeof *rs->gpu);
     rs->stride = 1;
-    rs->last_step_real = real_now();
     pthread_mutex_init(&rs->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -4,17 +4,18 @@
  * does) at a low rate, keeps each sample's time, rank and stack, and at the end joins them
  * with the run's step phases and the times its GPUs were idle into the report's "stacks"
  * section, writes stacks.svg and stacks.txt (collapsed) into the run directory, and adds
- * stack-based findings. The same thread is the hang watchdog: no step for hang_factor times
- * the p95 step time (at least hang_min_s) while the GPUs are idle, spinning (utilization near
- * 100 % at low power) or unknown, and it dumps every rank's threads into
- * DIR/hang-N-stacks.txt and says on stderr which rank waits where.
+ * stack-based findings. The same thread is the hang watchdog: the run is stalled by the hang
+ * rule of src/run/hang.h (no step from any rank for hang_factor times the p95 step-to-step
+ * interval, at least hang_min_s; the agent's training_hang asks the same rule per rank) while
+ * the GPUs are idle, spinning (utilization near 100 % at low power) or unknown, and it dumps
+ * every rank's threads into DIR/hang-N-stacks.txt and says on stderr which rank waits where.
  *
  * gpuscope run is the ranks' ancestor, so Yama's ptrace_scope=1 lets it read them without
  * privilege. Threads: the callbacks (add_rank, step, gpu) may come from any thread; one
  * mutex inside guards the state.
  */
-#ifndef GS_STACKS_RUNSTACKS_H
-#define GS_STACKS_RUNSTACKS_H
+#ifndef GS_RUN_RUNSTACKS_H
+#define GS_RUN_RUNSTACKS_H
 
 #include <jansson.h>
 #include <sys/types.h>

@@ -29,6 +29,7 @@
 
 #include "backend/backend.h"
 #include "backend/nvml_abi.h"
+#include "base/clock.h"
 #include "base/testable.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
@@ -343,13 +344,6 @@ static const enum gs_metric slow_metrics[] = {
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- small helpers ---------------------------------------------------------------------- */
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 static const char *sym_name(const struct gs_backend *b, enum nvml_sym_id id)
 {
@@ -1247,7 +1241,7 @@ static int gpm_ready(struct gs_backend *b, struct nvml_dev *d, int *lost)
 /* Takes the first sample of a pair. */
 static nvmlReturn_t gpm_first(struct gs_backend *b, struct nvml_dev *d)
 {
-    int64_t t = mono_ns();
+    int64_t t = gs_clock_mono_ns();
     nvmlReturn_t r = b->fn.gpm_get(d->h, d->gpm_s[0]);
     if (r == NVML_SUCCESS) {
         d->gpm_prev = 0;
@@ -1282,7 +1276,7 @@ static void read_gpm(struct rd *c)
         ok(c, NULL, gpm_first(b, d));
         return;
     }
-    now = mono_ns();
+    now = gs_clock_mono_ns();
     if (now - d->gpm_t_ns < NVML_GPM_MIN_NS)
         return; /* too close to the previous sample: absent, keep the older one */
     cur = d->gpm_s[d->gpm_prev ^ 1];
@@ -1591,7 +1585,7 @@ static void read_nvlink(struct rd *c, unsigned want)
         return;
     gs_gpu_set(g, GS_M_NVLINK_LINKS_ACTIVE, active);
     if (nvl_counters(c, g, tot, &ts_us) == 0)
-        nvl_rate(d, g, tot, ts_us, mono_ns());
+        nvl_rate(d, g, tot, ts_us, gs_clock_mono_ns());
     if (want & GS_WANT_HEALTH)
         nvl_errors(c, g);
 }
@@ -1611,7 +1605,7 @@ static int nvl_prime(struct gs_backend *b, struct nvml_dev *d)
     if (d->nvl == 0)
         nvl_probe(&c);
     if (!c.lost && d->nvl > 0 && !d->nvl_have && nvl_counters(&c, g, tot, &ts_us) == 0) {
-        nvl_rate(d, g, tot, ts_us, mono_ns());
+        nvl_rate(d, g, tot, ts_us, gs_clock_mono_ns());
         primed = 1;
     }
     free(g);
@@ -1664,7 +1658,7 @@ static void mig_gpm_read(struct rd *c, struct mig_gpm *p, struct gs_mig *m)
     struct gs_backend *b = c->b;
     nvmlGpmMetricsGet_t *q = b->gpm_req;
     nvmlGpmSample_t cur;
-    int64_t now = mono_ns();
+    int64_t now = gs_clock_mono_ns();
     nvmlReturn_t r;
 
     if (!p->have) {
@@ -2310,7 +2304,7 @@ fail:
 static void fill_proc_util(struct gs_backend *b, struct nvml_dev *d, struct gs_snapshot *s,
                            unsigned first, int *lost)
 {
-    int64_t now = mono_ns();
+    int64_t now = gs_clock_mono_ns();
     uint8_t st = putil_update(b, d, now, lost);
 
     for (unsigned i = first; i < s->n_procs; i++) {

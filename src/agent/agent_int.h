@@ -39,7 +39,7 @@ struct gs_pub {
     struct gs_pub *next_spare;
     int up;
     struct gs_snapshot *snap; /* valid when up */
-    struct gs_mbuf prom;      /* /metrics body */
+    struct gs_buf prom;       /* /metrics body */
     /* /api/v1/snapshot and /api/v1/processes bodies (jansson's malloc): rendered by the first
      * request that asks for them (gs_pub_body), not every cycle: most agents are only scraped
      * for /metrics, and the JSON is most of a cycle's instructions. */

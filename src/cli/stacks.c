@@ -290,11 +290,11 @@ static void render_top(struct loop *L, const struct stacks_opts *o, double elaps
     if (n == 0)
         gs_tbuf_puts(&b, "  (no samples of running Python code yet)\n");
     if (tty) {
-        gs_term_redraw(&frame, gs_tbuf_str(&b), b.len, cols, rows);
-        gs_term_write(1, gs_tbuf_str(&frame), frame.len, &g_stop);
+        gs_term_redraw(&frame, gs_tbuf_str(&b), b.text.len, cols, rows);
+        gs_term_write(1, gs_tbuf_str(&frame), frame.text.len, &g_stop);
     } else {
         gs_tbuf_puts(&b, "\n");
-        gs_term_write(1, gs_tbuf_str(&b), b.len, &g_stop);
+        gs_term_write(1, gs_tbuf_str(&b), b.text.len, &g_stop);
     }
     gs_tbuf_free(&b);
     gs_tbuf_free(&frame);

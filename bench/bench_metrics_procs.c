@@ -85,12 +85,12 @@ static void bench_render(unsigned n_procs, int renders)
                                    .interval_s = 1,
                                    .sample_seconds = 0.001,
                                    .process_series_max = 256};
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
     long long *t = calloc((size_t)renders, sizeof *t);
 
     for (int i = 0; i < renders + 3; i++) {
         long long t0 = mono_ns();
-        gs_mbuf_reset(&b);
+        gs_buf_reset(&b);
         if (gs_metrics_render(&b, s, &self, GS_METRICS_DCGM | GS_METRICS_PROCESS) != GS_OK)
             exit(1);
         if (i >= 3)
@@ -100,7 +100,7 @@ static void bench_render(unsigned n_procs, int renders)
     printf("render  procs %5u  median %8.1f us  min %8.1f us  body %7zu bytes\n", n_procs,
            (double)t[renders / 2] / 1e3, (double)t[0] / 1e3, b.len);
     free(t);
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
     gs_snapshot_free(s);
 }
 

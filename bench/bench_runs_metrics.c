@@ -57,12 +57,12 @@ int main(int argc, char **argv)
         }
     double per_step = (double)(mono_ns() - t0) / n;
     for (int i = 0; i < renders; i++) {
-        struct gs_mbuf b = {0};
+        struct gs_buf b = {0};
         t0 = mono_ns();
         gs_runm_render(m, &b);
         rt[i] = mono_ns() - t0;
         bytes = b.len;
-        gs_mbuf_free(&b);
+        gs_buf_free(&b);
     }
     qsort(rt, (size_t)renders, sizeof *rt, cmp_ll);
     printf("ranks %u, window %u: %.0f ns per step record; render median %.2f ms (min %.2f), "

@@ -17,6 +17,7 @@
  */
 #include "agent/agent_int.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@
 #include "agent/runs.h"
 #include "agent/webhook.h"
 #include "base/clock.h"
+#include "base/ticker.h"
 #include "gpuscope/gs_sampler.h"
 
 #define HTTP_REQUEST_S 10 /* a request's head must be complete within this (slow clients) */
@@ -160,8 +162,9 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
     a->cfg = c;
     policy_settings(&c, &ps);
     gs_policy_set(a->policy, &ps);
-    pthread_cond_signal(&a->wake);
     pthread_mutex_unlock(&a->lock);
+    /* A new interval from the boundary after the one waited for (ticker.h). */
+    gs_ticker_set_period(a->ticker, (int64_t)llround(c.interval_s * 1e9));
     gs_log_set_level((enum gs_log_level)c.log_level);
     if (a->rec) {
         gs_recorder_set_policy(a->rec, c.flush_interval_s, c.retention_raw_s, c.retention_rollup_s);
@@ -178,7 +181,6 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
 
 static int init_agent(struct gs_agent *a, const struct gs_agent_config *cfg, struct gs_err *err)
 {
-    pthread_condattr_t ca;
     int rc;
 
     memset(a, 0, sizeof *a);
@@ -192,19 +194,11 @@ static int init_agent(struct gs_agent *a, const struct gs_agent_config *cfg, str
         pthread_mutex_destroy(&a->lock);
         return gs_err_set(err, GS_ENOMEM, "agent: pthread_mutex_init failed");
     }
-    if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
-        pthread_cond_init(&a->wake, &ca) != 0) {
-        pthread_mutex_destroy(&a->rate_logged_lock);
-        pthread_mutex_destroy(&a->lock);
-        return gs_err_set(err, GS_ENOMEM, "agent: pthread_cond_init failed");
-    }
-    pthread_condattr_destroy(&ca);
     rc = gs_ratelimit_new(&a->rl, err);
     if (rc == GS_OK)
         rc = gs_reaper_new(&a->reaper, HTTP_REQUEST_S, err);
     if (rc != GS_OK) {
         gs_ratelimit_free(a->rl);
-        pthread_cond_destroy(&a->wake);
         pthread_mutex_destroy(&a->rate_logged_lock);
         pthread_mutex_destroy(&a->lock);
     }
@@ -314,12 +308,8 @@ static void shutdown_agent(struct gs_agent *a)
 {
     struct gs_pub *p;
 
-    pthread_mutex_lock(&a->lock);
-    a->stop = 1;
-    pthread_cond_signal(&a->wake);
-    pthread_mutex_unlock(&a->lock);
-    if (a->thread_started)
-        pthread_join(a->thread, NULL);
+    gs_ticker_stop(a->ticker); /* a cycle under way finishes first */
+    a->ticker = NULL;
     gs_agent_http_stop(a); /* every response's reference comes back */
     /* After the sampler (no more offers) and HTTP (no more queries): appends what is queued,
      * flushes, and gives the queued references back before the publications are freed. */
@@ -346,7 +336,6 @@ static void shutdown_agent(struct gs_agent *a)
     a->alerts = NULL;
     gs_ratelimit_free(a->rl);
     gs_reaper_free(a->reaper);
-    pthread_cond_destroy(&a->wake);
     pthread_mutex_destroy(&a->rate_logged_lock);
     pthread_mutex_destroy(&a->lock);
 }
@@ -424,10 +413,11 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
             gs_agent_http_start_unix(&a);
     }
     if (rc == GS_OK) {
-        if (pthread_create(&a.thread, NULL, gs_agent_sampling_thread, &a) != 0)
+        /* The first cycle ran above: the thread's first tick is one interval on. */
+        int64_t step = (int64_t)llround(a.cfg.interval_s * 1e9);
+        if (gs_ticker_start(&a.ticker, step, gs_clock_mono_ns() + step, gs_agent_sampling_tick,
+                            &a) != 0)
             rc = gs_err_set(err, GS_ENOMEM, "agent: cannot start the sampling thread");
-        else
-            a.thread_started = 1;
     }
     if (rc == GS_OK) {
         gs_log(GS_LOG_INFO, "agent: started, interval %gs", cfg->interval_s);

@@ -27,6 +27,7 @@
 #include "gpuscope/gs_model.h"
 
 struct gs_agent;
+struct gs_ticker;
 struct MHD_Daemon;
 
 /* What a publication serves: /metrics, /api/v1/snapshot, /api/v1/processes, /api/v1/alerts. */
@@ -39,7 +40,7 @@ struct gs_pub {
     struct gs_pub *next_spare;
     int up;
     struct gs_snapshot *snap; /* valid when up */
-    struct gs_mbuf prom;      /* /metrics body */
+    struct gs_buf prom;       /* /metrics body */
     /* /api/v1/snapshot and /api/v1/processes bodies (jansson's malloc): rendered by the first
      * request that asks for them (gs_pub_body), not every cycle: most agents are only scraped
      * for /metrics, and the JSON is most of a cycle's instructions. */
@@ -62,17 +63,14 @@ struct gs_pub {
 enum gs_http_refusal { GS_HTTP_REF_RATE = 0, GS_HTTP_REF_HISTORY_BUSY, GS_HTTP_REF_N };
 
 struct gs_agent {
-    pthread_mutex_t lock; /* guards cfg, stop, current, spare, n_spare and every refs */
-    pthread_cond_t wake;  /* CLOCK_MONOTONIC */
+    pthread_mutex_t lock; /* guards cfg, current, spare, n_spare and every refs */
     struct gs_agent_config cfg;
-    int stop;
     struct gs_pub *current;
     struct gs_pub *spare;
     unsigned n_spare;
 
-    /* The sampling thread's own. */
-    pthread_t thread;
-    int thread_started;
+    /* The sampling thread (a ticker on cfg.interval) and its own state. */
+    struct gs_ticker *ticker;
     struct gs_sampler *sampler;
     uint64_t n_since_open; /* cycles since the sampler opened: the cadence counter */
     uint64_t cycles, overruns, sample_errors;
@@ -150,8 +148,9 @@ char *gs_pub_dump(json_t *doc, size_t *len);
  * snapshot to the recorder, the runs and the pusher. The sampling thread's (and, once before
  * it starts, the main thread's). */
 void gs_agent_cycle(struct gs_agent *a, const struct gs_agent_config *cfg);
-/* The sampling thread: gs_agent_cycle on every tick of cfg.interval until a->stop. */
-void *gs_agent_sampling_thread(void *arg);
+/* The sampling thread's tick (base/ticker.h, arg the agent): counts an overrun when ticks
+ * were skipped, then runs gs_agent_cycle with the current configuration. */
+void gs_agent_sampling_tick(void *arg, uint64_t missed);
 
 /* ---- http.c ---- */
 

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -721,50 +720,13 @@ char *gs_alert_list_json(const struct gs_alert_list *l, gs_alert_shown_fn shown,
     return out;
 }
 
-static void put(struct gs_mbuf *b, const char *fmt, ...)
+void gs_alerts_render_prom(struct gs_buf *b, const struct gs_alerts *a, const char *hostname)
 {
-    va_list ap;
-    int n;
-
-    if (b->failed)
-        return;
-    for (;;) {
-        size_t room = b->cap - b->len;
-        va_start(ap, fmt);
-        n = vsnprintf(b->data ? b->data + b->len : NULL, b->data ? room : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = 1;
-            return;
-        }
-        if (b->data && (size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + (size_t)n + 1)
-            cap *= 2;
-        if (cap > GS_MBUF_MAX) {
-            b->failed = 1;
-            return;
-        }
-        char *d = realloc(b->data, cap);
-        if (!d) {
-            b->failed = 1;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-}
-
-void gs_alerts_render_prom(struct gs_mbuf *b, const struct gs_alerts *a, const char *hostname)
-{
-    put(b, "# HELP gpuscope_alerts_firing Alerts now firing, per severity.\n"
-           "# TYPE gpuscope_alerts_firing gauge\n");
+    gs_buf_printf(b, "# HELP gpuscope_alerts_firing Alerts now firing, per severity.\n"
+                     "# TYPE gpuscope_alerts_firing gauge\n");
     for (int s = 0; s < GS_ALERT__SEVS; s++) {
-        put(b, "gpuscope_alerts_firing{hostname=\"");
+        gs_buf_printf(b, "gpuscope_alerts_firing{hostname=\"");
         gs_metrics_escape(b, hostname ? hostname : "");
-        put(b, "\",severity=\"%s\"} %u\n", sev_names[s], gs_alerts_firing(a, s));
+        gs_buf_printf(b, "\",severity=\"%s\"} %u\n", sev_names[s], gs_alerts_firing(a, s));
     }
 }

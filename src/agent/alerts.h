@@ -22,7 +22,7 @@
 #include "gpuscope/gs_model.h"
 
 struct gs_err;
-struct gs_mbuf;
+struct gs_buf;
 
 #define GS_ALERT_NAME_LEN 48
 #define GS_ALERT_RULES_MAX 32
@@ -168,6 +168,6 @@ char *gs_alert_list_json(const struct gs_alert_list *l, gs_alert_shown_fn shown,
 
 /* Appends gpuscope_alerts_firing{hostname,severity} to a /metrics body (hostname: the node's,
  * the label the dashboards filter on). */
-void gs_alerts_render_prom(struct gs_mbuf *b, const struct gs_alerts *a, const char *hostname);
+void gs_alerts_render_prom(struct gs_buf *b, const struct gs_alerts *a, const char *hostname);
 
 #endif

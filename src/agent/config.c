@@ -7,7 +7,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <math.h>
 #include <pwd.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent/log.h"
+#include "base/parse.h"
 #include "gpuscope/gs_err.h"
 #include "run/hang.h"
 
@@ -369,57 +369,12 @@ int gs_config_set(struct gs_agent_config *c, const char *key, const char *value,
 
 int gs_config_parse_number(const char *text, double *v)
 {
-    char *end;
-    double x;
-
-    if (!text)
-        return GS_EINVAL;
-    errno = 0;
-    x = strtod(text, &end);
-    if (errno || end == text || *end || !isfinite(x))
-        return GS_EINVAL;
-    *v = x;
-    return GS_OK;
+    return gs_parse_double(text, v) == 0 ? GS_OK : GS_EINVAL;
 }
 
 int gs_config_parse_duration(const char *text, double *seconds)
 {
-    char *end;
-    double v, unit = 1;
-
-    /* Plain decimals only: strtod alone would take " 5", "+5", "0x10", "1e3", "inf". */
-    if (!text || !(*text >= '0' && *text <= '9'))
-        return GS_EINVAL;
-    errno = 0;
-    v = strtod(text, &end);
-    if (errno || end != text + strspn(text, "0123456789.") || !isfinite(v))
-        return GS_EINVAL;
-    switch (*end) {
-    case '\0':
-        break;
-    case 's':
-        unit = 1;
-        end++;
-        break;
-    case 'm':
-        unit = 60;
-        end++;
-        break;
-    case 'h':
-        unit = 3600;
-        end++;
-        break;
-    case 'd':
-        unit = DAY_S;
-        end++;
-        break;
-    default:
-        return GS_EINVAL;
-    }
-    if (*end || !isfinite(v * unit))
-        return GS_EINVAL;
-    *seconds = v * unit;
-    return GS_OK;
+    return gs_parse_duration(text, seconds) == 0 ? GS_OK : GS_EINVAL;
 }
 
 void gs_config_default_data_dir(char *out, size_t len, const char *systemd_state, unsigned euid,

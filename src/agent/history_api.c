@@ -141,49 +141,10 @@ double gs_history_effective_step(double step, enum gs_store_source source)
     return ceil(step / 60) * 60;
 }
 
-static void doc_cat(struct gs_history_doc *d, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void doc_cat(struct gs_history_doc *d, const char *fmt, ...)
-{
-    va_list ap;
-    int w;
-
-    if (d->failed)
-        return;
-    for (;;) {
-        size_t room = d->cap - d->len;
-        va_start(ap, fmt);
-        w = vsnprintf(d->data ? d->data + d->len : NULL, d->data ? room : 0, fmt, ap);
-        va_end(ap);
-        if (w < 0) {
-            d->failed = 1;
-            return;
-        }
-        if (d->data && (size_t)w < room) {
-            d->len += (size_t)w;
-            return;
-        }
-        {
-            size_t cap = d->cap ? d->cap * 2 : 4096;
-            char *p;
-            while (cap < d->len + (size_t)w + 1)
-                cap *= 2;
-            if (cap > DOC_MAX || !(p = realloc(d->data, cap))) {
-                free(d->data); /* the old buffer is no use half-written */
-                d->data = NULL;
-                d->failed = 1;
-                return;
-            }
-            d->data = p;
-            d->cap = cap;
-        }
-    }
-}
-
 void gs_history_doc_begin(struct gs_history_doc *d)
 {
     memset(d, 0, sizeof *d);
+    gs_buf_init(&d->text, DOC_MAX);
 }
 
 int gs_history_doc_point(void *doc, const struct gs_store_point *p)
@@ -194,9 +155,10 @@ int gs_history_doc_point(void *doc, const struct gs_store_point *p)
         d->truncated = 1;
         return 1;
     }
-    doc_cat(d, "%s[%.15g,%.15g,%.15g,%.15g]", d->points ? "," : "", p->t, p->min, p->avg, p->max);
+    gs_buf_printf(&d->text, "%s[%.15g,%.15g,%.15g,%.15g]", d->points ? "," : "", p->t, p->min,
+                  p->avg, p->max);
     d->points++;
-    return d->failed ? 1 : 0;
+    return gs_buf_status(&d->text) != GS_BUF_OK ? 1 : 0;
 }
 
 void gs_history_doc_end(struct gs_history_doc *d, const struct gs_history_req *q,
@@ -204,25 +166,24 @@ void gs_history_doc_end(struct gs_history_doc *d, const struct gs_history_req *q
 {
     struct gs_history_doc out;
 
-    memset(&out, 0, sizeof out);
+    gs_history_doc_begin(&out);
     out.points = d->points;
     out.truncated = d->truncated;
-    out.failed = d->failed;
+    gs_buf_fail(&out.text, gs_buf_status(&d->text));
     /* Metric names and units are fixed identifiers: nothing to escape. */
-    doc_cat(&out,
-            "{\"gpu\":%u,\"metric\":\"%s\",\"unit\":\"%s\",\"source\":\"%s\",\"from\":%.15g,"
-            "\"to\":%.15g,\"step\":%.15g,\"truncated\":%s,\"points\":[",
-            q->gpu, gs_metric_name(q->metric), gs_metric_unit(q->metric),
-            source == GS_STORE_ROLLUP ? "rollup" : "raw", q->from, q->to,
-            gs_history_effective_step(q->step, source), d->truncated ? "true" : "false");
-    if (d->len)
-        doc_cat(&out, "%.*s", (int)d->len, d->data);
-    doc_cat(&out, "]}\n");
-    free(d->data);
-    if (out.failed) {
-        free(out.data);
-        out.data = NULL;
-        out.len = 0;
+    gs_buf_printf(&out.text,
+                  "{\"gpu\":%u,\"metric\":\"%s\",\"unit\":\"%s\",\"source\":\"%s\",\"from\":%.15g,"
+                  "\"to\":%.15g,\"step\":%.15g,\"truncated\":%s,\"points\":[",
+                  q->gpu, gs_metric_name(q->metric), gs_metric_unit(q->metric),
+                  source == GS_STORE_ROLLUP ? "rollup" : "raw", q->from, q->to,
+                  gs_history_effective_step(q->step, source), d->truncated ? "true" : "false");
+    gs_buf_put(&out.text, d->text.data, d->text.len);
+    gs_buf_puts(&out.text, "]}\n");
+    gs_buf_free(&d->text);
+    if (gs_buf_status(&out.text) != GS_BUF_OK) { /* no use half-written: empty, status kept */
+        int status = gs_buf_status(&out.text);
+        gs_buf_free(&out.text);
+        gs_buf_fail(&out.text, status);
     }
     *d = out;
 }

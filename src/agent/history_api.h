@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "base/buf.h"
 #include "gpuscope/gs_model.h"
 #include "store/history.h"
 
@@ -37,19 +38,19 @@ int gs_history_req_parse(struct gs_history_req *q, const char *gpu, const char *
  * 21600 and 86400 seconds that keeps the range within GS_HISTORY_TARGET_POINTS points. */
 double gs_history_default_step(double range_s);
 
-/* A JSON answer under construction; data is malloc'd (NULL after a failure). */
+/* A JSON answer under construction, in a buffer capped at 4 MiB (its status not GS_BUF_OK:
+ * out of memory or past the cap). */
 struct gs_history_doc {
-    char *data;
-    size_t len, cap;
+    struct gs_buf text;
     unsigned points;
-    int failed;    /* out of memory */
     int truncated; /* GS_HISTORY_MAX_POINTS reached */
 };
 
 /* Opens the document ({"gpu":...,"points":[), adds one point per call (the store's
  * gs_store_point_fn: returns 1 to stop at GS_HISTORY_MAX_POINTS or when out of memory), and
- * closes it with the source the store reported and the effective step. After end, data is the
- * whole document (the caller frees it), or NULL with failed set. */
+ * closes it with the source the store reported and the effective step. After end, text is the
+ * whole document (the caller frees it with gs_buf_free or takes it), or empty with its status
+ * set. */
 void gs_history_doc_begin(struct gs_history_doc *d);
 int gs_history_doc_point(void *doc, const struct gs_store_point *p);
 void gs_history_doc_end(struct gs_history_doc *d, const struct gs_history_req *q,

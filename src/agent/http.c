@@ -281,7 +281,8 @@ static int conn_door(struct MHD_Connection *c)
 static enum MHD_Result send_history(struct MHD_Connection *c, struct gs_agent *a)
 {
     struct history_job j = {.a = a, .src = GS_STORE_RAW};
-    char msg[2048];
+    char msg[2048], *body;
+    size_t len;
     int rc;
 
     if (!a->rec)
@@ -306,22 +307,23 @@ static enum MHD_Result send_history(struct MHD_Connection *c, struct gs_agent *a
     pthread_mutex_destroy(&j.mu);
     rc = j.rc;
     if (rc == GS_EAGAIN_HISTORY) {
-        free(j.d.data);
+        gs_buf_free(&j.d.text);
         atomic_fetch_add(&a->refused_http[conn_door(c)][GS_HTTP_REF_HISTORY_BUSY], 1);
         return send_json_error(c, MHD_HTTP_SERVICE_UNAVAILABLE,
                                "history busy: too many queries waiting; retry");
     }
     if (rc < 0) {
-        free(j.d.data);
+        gs_buf_free(&j.d.text);
         gs_log(GS_LOG_WARN, "http: /api/v1/history: %s", j.e.msg);
         return send_json_error(c,
                                rc == GS_EINVAL || rc == GS_ENOTFOUND ? MHD_HTTP_BAD_REQUEST
                                                                      : MHD_HTTP_SERVICE_UNAVAILABLE,
                                j.e.msg[0] ? j.e.msg : gs_strerror(rc));
     }
-    if (!j.d.data)
+    if (!j.d.text.data)
         return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-    return send_owned(c, MHD_HTTP_OK, j.d.data, j.d.len, "application/json");
+    body = gs_buf_take(&j.d.text, &len);
+    return send_owned(c, MHD_HTTP_OK, body, len, "application/json");
 }
 
 /* /api/v1/runs[/<id>[/steps]] (docs/api.md): answered by runs.c, a JSON body per request,
@@ -373,9 +375,9 @@ static enum MHD_Result send_filtered(struct MHD_Connection *c, struct gs_agent *
     }
     f = gs_policy_filter_snapshot(&view, p->snap);
     if (which == GS_PUB_METRICS) {
-        struct gs_mbuf b = {0};
+        struct gs_buf b = {0};
         if (!f || gs_metrics_render(&b, f, &p->self, p->mflags) != GS_OK)
-            gs_mbuf_free(&b);
+            gs_buf_free(&b);
         gs_snapshot_free(f);
         gs_pub_release(p);
         if (!b.data)

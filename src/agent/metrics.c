@@ -7,95 +7,34 @@
 #include "agent/metrics.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpuscope/gs_err.h"
 
-void gs_mbuf_reset(struct gs_mbuf *b)
-{
-    b->len = 0;
-    b->failed = 0;
-    if (b->data)
-        b->data[0] = '\0';
-}
-
-void gs_mbuf_free(struct gs_mbuf *b)
-{
-    free(b->data);
-    memset(b, 0, sizeof *b);
-}
-
-static void put(struct gs_mbuf *b, const char *s, size_t n)
-{
-    if (b->failed)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        char *p;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        if (cap > GS_MBUF_MAX || !(p = realloc(b->data, cap))) {
-            b->failed = 1;
-            return;
-        }
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-void gs_mbuf_put(struct gs_mbuf *b, const char *s, size_t n)
-{
-    put(b, s, n);
-}
-
-static void puts_(struct gs_mbuf *b, const char *s)
-{
-    put(b, s, strlen(s));
-}
-
-static void __attribute__((format(printf, 2, 3))) printf_(struct gs_mbuf *b, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        b->failed = 1;
-    else
-        put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-void gs_metrics_escape(struct gs_mbuf *b, const char *s)
+void gs_metrics_escape(struct gs_buf *b, const char *s)
 {
     for (const char *p = s; *p; p++) {
         const char *run = p;
         while (*p && *p != '\\' && *p != '"' && *p != '\n')
             p++;
-        put(b, run, (size_t)(p - run));
+        gs_buf_put(b, run, (size_t)(p - run));
         if (!*p)
             break;
-        puts_(b, *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : "\\n");
+        gs_buf_puts(b, *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : "\\n");
     }
 }
 
 /* A value: 15 significant digits print integers up to 1e15 exactly and 0.92 as 0.92. */
-static void value(struct gs_mbuf *b, double v)
+static void value(struct gs_buf *b, double v)
 {
-    printf_(b, " %.15g\n", v);
+    gs_buf_printf(b, " %.15g\n", v);
 }
 
-static void header(struct gs_mbuf *b, const char *name, const char *help, const char *type)
+static void header(struct gs_buf *b, const char *name, const char *help, const char *type)
 {
-    printf_(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    gs_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 #define MIB_SCALE (1.0 / 1048576)
@@ -289,18 +228,18 @@ static const char *text_or_empty(const struct gs_gpu *g, enum gs_text t)
     return gs_gpu_has_text(g, t) ? g->text[t] : "";
 }
 
-static void native_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const struct gs_gpu *g)
+static void native_labels(struct gs_buf *b, const struct gs_snapshot *s, const struct gs_gpu *g)
 {
-    printf_(b, "gpu=\"%u\",uuid=\"", g->index);
+    gs_buf_printf(b, "gpu=\"%u\",uuid=\"", g->index);
     gs_metrics_escape(b, text_or_empty(g, GS_T_UUID));
-    puts_(b, "\",hostname=\"");
+    gs_buf_puts(b, "\",hostname=\"");
     gs_metrics_escape(b, s->sys.hostname);
-    puts_(b, "\"");
+    gs_buf_puts(b, "\"");
 }
 
 /* ---- Kubernetes pods: dcgm-exporter's pod, namespace and container labels ---- */
 
-static void proc_escape(struct gs_mbuf *b, const char *s);
+static void proc_escape(struct gs_buf *b, const char *s);
 
 /* The pod of a GPU (gs_metrics_gpu_pod; pod NULL where none). */
 struct gpu_pod {
@@ -354,15 +293,15 @@ const struct gs_proc *gs_metrics_gpu_pod(const struct gs_snapshot *s, unsigned g
     return procs_pod(s, gi, NULL, one_container);
 }
 
-static void pod_labels(struct gs_mbuf *b, const struct gs_proc *pod, int one_container)
+static void pod_labels(struct gs_buf *b, const struct gs_proc *pod, int one_container)
 {
-    puts_(b, ",pod=\"");
+    gs_buf_puts(b, ",pod=\"");
     proc_escape(b, pod->pod_name);
-    puts_(b, "\",namespace=\"");
+    gs_buf_puts(b, "\",namespace=\"");
     proc_escape(b, pod->pod_namespace);
-    puts_(b, "\",container=\"");
+    gs_buf_puts(b, "\",container=\"");
     proc_escape(b, one_container ? pod->pod_container : "");
-    puts_(b, "\"");
+    gs_buf_puts(b, "\"");
 }
 
 /* Computes dr's pods for s (NULL when no GPU has a pod or memory is short: no labels);
@@ -396,7 +335,7 @@ static void pods_end(struct dcgm_render *dr, struct gpu_pod *pods)
 
 /* gpuscope_gpu_pod_info: the native spelling of the same facts, one line per GPU whose
  * processes are one pod's (join on gpu, uuid). */
-static void render_pod_info(struct gs_mbuf *b, const struct gs_snapshot *s)
+static void render_pod_info(struct gs_buf *b, const struct gs_snapshot *s)
 {
     int any = 0;
 
@@ -409,42 +348,42 @@ static void render_pod_info(struct gs_mbuf *b, const struct gs_snapshot *s)
             header(b, "gpuscope_gpu_pod_info",
                    "The Kubernetes pod whose processes use this GPU (all of them); always 1.",
                    "gauge");
-        puts_(b, "gpuscope_gpu_pod_info{");
+        gs_buf_puts(b, "gpuscope_gpu_pod_info{");
         native_labels(b, s, &s->gpus[gi]);
-        puts_(b, ",pod_uid=\"");
+        gs_buf_puts(b, ",pod_uid=\"");
         proc_escape(b, pod->pod_uid);
-        puts_(b, "\"");
+        gs_buf_puts(b, "\"");
         pod_labels(b, pod, one);
-        puts_(b, "} 1\n");
+        gs_buf_puts(b, "} 1\n");
     }
 }
 
 /* dcgm-exporter's labels of GPU g, in its template's order; with m (a MIG device of g: a
  * GPU-instance series) its GPU_I_PROFILE and GPU_I_ID after modelName. */
-static void dcgm_gpu_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const struct gs_gpu *g,
+static void dcgm_gpu_labels(struct gs_buf *b, const struct gs_snapshot *s, const struct gs_gpu *g,
                             const struct gs_mig *m, const struct dcgm_render *dr)
 {
-    printf_(b, "gpu=\"%u\",UUID=\"", g->index);
+    gs_buf_printf(b, "gpu=\"%u\",UUID=\"", g->index);
     gs_metrics_escape(b, text_or_empty(g, GS_T_UUID));
-    puts_(b, "\",pci_bus_id=\"");
+    gs_buf_puts(b, "\",pci_bus_id=\"");
     gs_metrics_escape(b, text_or_empty(g, GS_T_PCI_BUS_ID));
     if (gs_gpu_has(g, GS_M_MINOR))
-        printf_(b, "\",device=\"nvidia%.0f", g->v[GS_M_MINOR]);
+        gs_buf_printf(b, "\",device=\"nvidia%.0f", g->v[GS_M_MINOR]);
     else
-        printf_(b, "\",device=\"nvidia%u", g->index);
-    puts_(b, "\",modelName=\"");
+        gs_buf_printf(b, "\",device=\"nvidia%u", g->index);
+    gs_buf_puts(b, "\",modelName=\"");
     gs_metrics_escape(b, text_or_empty(g, GS_T_NAME));
     if (m) {
-        puts_(b, "\",GPU_I_PROFILE=\"");
+        gs_buf_puts(b, "\",GPU_I_PROFILE=\"");
         gs_metrics_escape(b, gs_mig_profile(m));
-        printf_(b, "\",GPU_I_ID=\"%u", m->gi_id);
+        gs_buf_printf(b, "\",GPU_I_ID=\"%u", m->gi_id);
     }
     /* dcgm-exporter 4.x spells it hostname (upstream #655); the 3.x Hostname on request */
-    puts_(b, dr->old_hostname ? "\",Hostname=\"" : "\",hostname=\"");
+    gs_buf_puts(b, dr->old_hostname ? "\",Hostname=\"" : "\",hostname=\"");
     gs_metrics_escape(b, s->sys.hostname);
-    puts_(b, "\",DCGM_FI_DRIVER_VERSION=\"");
+    gs_buf_puts(b, "\",DCGM_FI_DRIVER_VERSION=\"");
     gs_metrics_escape(b, s->sys.driver_st == GS_ST_OK ? s->sys.driver_version : "");
-    puts_(b, "\"");
+    gs_buf_puts(b, "\"");
     /* the pod whose processes are all of the GPU's (or of the GPU instance's, with m) */
     if (m) {
         int one;
@@ -456,10 +395,10 @@ static void dcgm_gpu_labels(struct gs_mbuf *b, const struct gs_snapshot *s, cons
     }
 }
 
-typedef void (*labels_fn)(struct gs_mbuf *, const struct gs_snapshot *, const struct gs_gpu *);
+typedef void (*labels_fn)(struct gs_buf *, const struct gs_snapshot *, const struct gs_gpu *);
 
 /* Renders the families of a table; rows [i, j) share a name. */
-static void render_table(struct gs_mbuf *b, const struct gs_snapshot *s, const struct fam *t,
+static void render_table(struct gs_buf *b, const struct gs_snapshot *s, const struct fam *t,
                          size_t n, labels_fn labels)
 {
     for (size_t i = 0, j; i < n; i = j) {
@@ -473,12 +412,12 @@ static void render_table(struct gs_mbuf *b, const struct gs_snapshot *s, const s
                     continue;
                 if (!any++)
                     header(b, t[i].name, t[i].help, t[i].type);
-                puts_(b, t[r].name);
-                puts_(b, "{");
+                gs_buf_puts(b, t[r].name);
+                gs_buf_puts(b, "{");
                 labels(b, s, g);
                 if (t[r].lk)
-                    printf_(b, ",%s=\"%s\"", t[r].lk, t[r].lv);
-                puts_(b, "}");
+                    gs_buf_printf(b, ",%s=\"%s\"", t[r].lk, t[r].lv);
+                gs_buf_puts(b, "}");
                 /* Framebuffer figures are whole MiB in dcgm-exporter, as NVML's MiB are. */
                 value(b, t[r].scale == MIB_SCALE ? floor(g->v[t[r].m] * MIB_SCALE)
                                                  : g->v[t[r].m] * t[r].scale);
@@ -537,7 +476,7 @@ static int mig_value(const struct gs_gpu *g, const struct gs_mig *m, enum gs_met
     }
 }
 
-static void dcgm_line(struct gs_mbuf *b, const struct fam *f, double v)
+static void dcgm_line(struct gs_buf *b, const struct fam *f, double v)
 {
     /* Framebuffer figures are whole MiB in dcgm-exporter, as NVML's MiB are. */
     value(b, f->scale == MIB_SCALE ? floor(v * MIB_SCALE) : v * f->scale);
@@ -545,8 +484,7 @@ static void dcgm_line(struct gs_mbuf *b, const struct fam *f, double v)
 
 /* The dcgm-exporter table: a GPU in MIG mode as one series per GPU instance (GPU_I_PROFILE,
  * GPU_I_ID), as dcgm-exporter's default "flex" device mode does; other GPUs as render_table. */
-static void render_dcgm(struct gs_mbuf *b, const struct gs_snapshot *s,
-                        const struct dcgm_render *dr)
+static void render_dcgm(struct gs_buf *b, const struct gs_snapshot *s, const struct dcgm_render *dr)
 {
     const size_t n = sizeof dcgm / sizeof dcgm[0];
     const struct fam *t = dcgm;
@@ -566,12 +504,12 @@ static void render_dcgm(struct gs_mbuf *b, const struct gs_snapshot *s,
                         continue;
                     if (!any++)
                         header(b, t[i].name, t[i].help, t[i].type);
-                    puts_(b, t[r].name);
-                    puts_(b, "{");
+                    gs_buf_puts(b, t[r].name);
+                    gs_buf_puts(b, "{");
                     dcgm_gpu_labels(b, s, g, nm ? &g->mig[k] : NULL, dr);
                     if (t[r].lk)
-                        printf_(b, ",%s=\"%s\"", t[r].lk, t[r].lv);
-                    puts_(b, "}");
+                        gs_buf_printf(b, ",%s=\"%s\"", t[r].lk, t[r].lv);
+                    gs_buf_puts(b, "}");
                     dcgm_line(b, &t[r], v);
                 }
             }
@@ -581,13 +519,13 @@ static void render_dcgm(struct gs_mbuf *b, const struct gs_snapshot *s,
 
 /* Native per-MIG-device families: the GPU's labels with gpu_instance, compute_instance and
  * profile. */
-static void mig_native_labels(struct gs_mbuf *b, const struct gs_snapshot *s,
-                              const struct gs_gpu *g, const struct gs_mig *m)
+static void mig_native_labels(struct gs_buf *b, const struct gs_snapshot *s, const struct gs_gpu *g,
+                              const struct gs_mig *m)
 {
     native_labels(b, s, g);
-    printf_(b, ",gpu_instance=\"%u\",compute_instance=\"%u\",profile=\"", m->gi_id, m->ci_id);
+    gs_buf_printf(b, ",gpu_instance=\"%u\",compute_instance=\"%u\",profile=\"", m->gi_id, m->ci_id);
     gs_metrics_escape(b, gs_mig_profile(m));
-    puts_(b, "\"");
+    gs_buf_puts(b, "\"");
 }
 
 /* the families, the GPM ones last (MF_GPM + enum gs_mig_gpm) */
@@ -650,7 +588,7 @@ static int mig_native_value(const struct gs_snapshot *s, unsigned gi, const stru
     }
 }
 
-static void render_mig_native(struct gs_mbuf *b, const struct gs_snapshot *s)
+static void render_mig_native(struct gs_buf *b, const struct gs_snapshot *s)
 {
     for (unsigned f = 0; f < MF_N; f++) {
         int any = 0;
@@ -663,15 +601,15 @@ static void render_mig_native(struct gs_mbuf *b, const struct gs_snapshot *s)
                     continue;
                 if (!any++)
                     header(b, mfams[f].name, mfams[f].help, "gauge");
-                puts_(b, mfams[f].name);
-                puts_(b, "{");
+                gs_buf_puts(b, mfams[f].name);
+                gs_buf_puts(b, "{");
                 mig_native_labels(b, s, g, m);
                 if (f == MF_INFO) {
-                    puts_(b, ",mig_uuid=\"");
+                    gs_buf_puts(b, ",mig_uuid=\"");
                     gs_metrics_escape(b, m->uuid);
-                    puts_(b, "\"");
+                    gs_buf_puts(b, "\"");
                 }
-                puts_(b, "}");
+                gs_buf_puts(b, "}");
                 value(b, v);
             }
         }
@@ -696,7 +634,7 @@ static const struct {
 
 /* One line per reason the GPU supports (every known reason when the supported mask is absent):
  * 1 while it holds the clocks down, else 0. */
-static void render_throttle(struct gs_mbuf *b, const struct gs_snapshot *s)
+static void render_throttle(struct gs_buf *b, const struct gs_snapshot *s)
 {
     int any = 0;
 
@@ -714,47 +652,47 @@ static void render_throttle(struct gs_mbuf *b, const struct gs_snapshot *s)
             if (!any++)
                 header(b, "gpuscope_gpu_throttle",
                        "1 while this clock-event reason holds the clocks down.", "gauge");
-            puts_(b, "gpuscope_gpu_throttle{");
+            gs_buf_puts(b, "gpuscope_gpu_throttle{");
             native_labels(b, s, g);
-            printf_(b, ",reason=\"%s\"}", throttle_reasons[r].name);
+            gs_buf_printf(b, ",reason=\"%s\"}", throttle_reasons[r].name);
             value(b, (active & throttle_reasons[r].bit) ? 1 : 0);
         }
     }
 }
 
-static void render_info(struct gs_mbuf *b, const struct gs_snapshot *s)
+static void render_info(struct gs_buf *b, const struct gs_snapshot *s)
 {
     if (s->n_gpus == 0)
         return;
     header(b, "gpuscope_gpu_info", "Static identity of a GPU; the value is always 1.", "gauge");
     for (unsigned gi = 0; gi < s->n_gpus; gi++) {
         const struct gs_gpu *g = &s->gpus[gi];
-        puts_(b, "gpuscope_gpu_info{");
+        gs_buf_puts(b, "gpuscope_gpu_info{");
         native_labels(b, s, g);
-        puts_(b, ",name=\"");
+        gs_buf_puts(b, ",name=\"");
         gs_metrics_escape(b, text_or_empty(g, GS_T_NAME));
-        puts_(b, "\",pci_bus_id=\"");
+        gs_buf_puts(b, "\",pci_bus_id=\"");
         gs_metrics_escape(b, text_or_empty(g, GS_T_PCI_BUS_ID));
-        puts_(b, "\",serial=\"");
+        gs_buf_puts(b, "\",serial=\"");
         gs_metrics_escape(b, text_or_empty(g, GS_T_SERIAL));
-        puts_(b, "\",vbios=\"");
+        gs_buf_puts(b, "\",vbios=\"");
         gs_metrics_escape(b, text_or_empty(g, GS_T_VBIOS));
-        puts_(b, "\",driver_version=\"");
+        gs_buf_puts(b, "\",driver_version=\"");
         gs_metrics_escape(b, s->sys.driver_st == GS_ST_OK ? s->sys.driver_version : "");
-        puts_(b, "\"} 1\n");
+        gs_buf_puts(b, "\"} 1\n");
     }
     header(b, "gpuscope_gpu_up", "1 while the GPU answers, 0 once it fell off the bus.", "gauge");
     for (unsigned gi = 0; gi < s->n_gpus; gi++) {
-        puts_(b, "gpuscope_gpu_up{");
+        gs_buf_puts(b, "gpuscope_gpu_up{");
         native_labels(b, s, &s->gpus[gi]);
-        puts_(b, "}");
+        gs_buf_puts(b, "}");
         value(b, s->gpus[gi].lost ? 0 : 1);
     }
 }
 
 /* DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL: TX + RX of the last cycle, whole MB/s as DCGM's integer
  * field; only when both directions have a rate. */
-static void render_nvlink_dcgm(struct gs_mbuf *b, const struct gs_snapshot *s,
+static void render_nvlink_dcgm(struct gs_buf *b, const struct gs_snapshot *s,
                                const struct dcgm_render *dr)
 {
     const struct fam *f = &nvlink_dcgm[0];
@@ -772,10 +710,10 @@ static void render_nvlink_dcgm(struct gs_mbuf *b, const struct gs_snapshot *s,
                 continue;
             if (!any++)
                 header(b, f->name, f->help, f->type);
-            puts_(b, f->name);
-            puts_(b, "{");
+            gs_buf_puts(b, f->name);
+            gs_buf_puts(b, "{");
             dcgm_gpu_labels(b, s, g, nm ? &g->mig[k] : NULL, dr);
-            puts_(b, "}");
+            gs_buf_puts(b, "}");
             value(b, floor((g->v[GS_M_NVLINK_TX] + g->v[GS_M_NVLINK_RX]) * f->scale));
         }
     }
@@ -785,7 +723,7 @@ static void render_nvlink_dcgm(struct gs_mbuf *b, const struct gs_snapshot *s,
 
 /* A process string as a label value: escaped, and bytes outside printable ASCII become '?'
  * (a command name may hold any bytes; the exposition must be UTF-8). */
-static void proc_escape(struct gs_mbuf *b, const char *s)
+static void proc_escape(struct gs_buf *b, const char *s)
 {
     char tmp[GS_PROC_CMD_LEN];
     size_t i;
@@ -839,22 +777,22 @@ static int proc_value(const struct gs_proc *p, enum pfam f, double *v)
     }
 }
 
-static void proc_labels(struct gs_mbuf *b, const struct gs_snapshot *s, const struct gs_proc *p)
+static void proc_labels(struct gs_buf *b, const struct gs_snapshot *s, const struct gs_proc *p)
 {
     const struct gs_gpu *g = &s->gpus[p->gpu];
 
     native_labels(b, s, g);
-    printf_(b, ",pid=\"%u\",user=\"", p->pid);
+    gs_buf_printf(b, ",pid=\"%u\",user=\"", p->pid);
     proc_escape(b, p->host_st == GS_ST_OK ? p->user : "");
-    puts_(b, "\",name=\"");
+    gs_buf_puts(b, "\",name=\"");
     proc_escape(b, p->name);
-    puts_(b, "\",container=\"");
+    gs_buf_puts(b, "\",container=\"");
     proc_escape(b, p->container_id);
-    puts_(b, "\",pod_uid=\"");
+    gs_buf_puts(b, "\",pod_uid=\"");
     proc_escape(b, p->pod_uid);
-    puts_(b, "\",slurm_job=\"");
+    gs_buf_puts(b, "\",slurm_job=\"");
     proc_escape(b, p->slurm_job);
-    puts_(b, "\"}");
+    gs_buf_puts(b, "\"}");
 }
 
 /* Orders process indices by GPU memory, largest first (an unknown size last), then by GPU and
@@ -917,7 +855,7 @@ int gs_metrics_process_select(const struct gs_snapshot *s, unsigned max, unsigne
 
 /* The processes holding the most GPU memory are kept, whole, while their series fit in max;
  * the rest are left out whole and counted (gs_metrics_process_select). */
-static void render_processes(struct gs_mbuf *b, const struct gs_snapshot *s, unsigned max)
+static void render_processes(struct gs_buf *b, const struct gs_snapshot *s, unsigned max)
 {
     struct gs_metrics_proc_cut cut;
     unsigned char *keep = s->n_procs ? malloc(s->n_procs) : NULL;
@@ -925,7 +863,7 @@ static void render_processes(struct gs_mbuf *b, const struct gs_snapshot *s, uns
 
     if ((s->n_procs && !keep) || gs_metrics_process_select(s, max, keep, &cut) != GS_OK) {
         free(keep);
-        b->failed = 1;
+        gs_buf_fail(b, GS_BUF_ENOMEM);
         return;
     }
     for (int f = 0; f < PF__COUNT; f++) {
@@ -936,8 +874,8 @@ static void render_processes(struct gs_mbuf *b, const struct gs_snapshot *s, uns
                 continue;
             if (!any++)
                 header(b, pfams[f].name, pfams[f].help, pfams[f].type);
-            puts_(b, pfams[f].name);
-            puts_(b, "{");
+            gs_buf_puts(b, pfams[f].name);
+            gs_buf_puts(b, "{");
             proc_labels(b, s, p);
             value(b, v);
         }
@@ -945,74 +883,77 @@ static void render_processes(struct gs_mbuf *b, const struct gs_snapshot *s, uns
     free(keep);
     header(b, "gpuscope_process_series_dropped",
            "Per-process series left out of this exposition by process_metrics_max.", "gauge");
-    printf_(b, "gpuscope_process_series_dropped %llu\n", (unsigned long long)cut.dropped_series);
+    gs_buf_printf(b, "gpuscope_process_series_dropped %llu\n",
+                  (unsigned long long)cut.dropped_series);
     header(b, "gpuscope_processes_dropped",
            "Processes whose series were left out of this exposition by process_metrics_max "
            "(those holding the least GPU memory).",
            "gauge");
-    printf_(b, "gpuscope_processes_dropped %u\n", cut.dropped_procs);
+    gs_buf_printf(b, "gpuscope_processes_dropped %u\n", cut.dropped_procs);
 }
 
-static void render_history_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
+static void render_history_self(struct gs_buf *b, const struct gs_metrics_self *self)
 {
     header(b, "gpuscope_history_rows_written_total",
            "Rows committed to history.db (samples, processes, rollups).", "counter");
-    printf_(b, "gpuscope_history_rows_written_total %llu\n",
-            (unsigned long long)self->history_rows);
+    gs_buf_printf(b, "gpuscope_history_rows_written_total %llu\n",
+                  (unsigned long long)self->history_rows);
     header(b, "gpuscope_history_write_errors_total",
            "History flushes that failed (rolled back, retried at the next flush).", "counter");
-    printf_(b, "gpuscope_history_write_errors_total %llu\n",
-            (unsigned long long)self->history_write_errors);
+    gs_buf_printf(b, "gpuscope_history_write_errors_total %llu\n",
+                  (unsigned long long)self->history_write_errors);
     header(b, "gpuscope_history_snapshots_dropped_total",
            "Snapshots never written to history (writer queue or store buffer full).", "counter");
-    printf_(b, "gpuscope_history_snapshots_dropped_total %llu\n",
-            (unsigned long long)self->history_dropped);
+    gs_buf_printf(b, "gpuscope_history_snapshots_dropped_total %llu\n",
+                  (unsigned long long)self->history_dropped);
     if (self->history_flush_last_s >= 0) {
         header(b, "gpuscope_history_flush_duration_seconds",
                "Duration of the last successful history flush.", "gauge");
-        printf_(b, "gpuscope_history_flush_duration_seconds %.9g\n", self->history_flush_last_s);
+        gs_buf_printf(b, "gpuscope_history_flush_duration_seconds %.9g\n",
+                      self->history_flush_last_s);
         header(b, "gpuscope_history_flush_duration_max_seconds",
                "Longest successful history flush since the agent started.", "gauge");
-        printf_(b, "gpuscope_history_flush_duration_max_seconds %.9g\n", self->history_flush_max_s);
+        gs_buf_printf(b, "gpuscope_history_flush_duration_max_seconds %.9g\n",
+                      self->history_flush_max_s);
     }
     header(b, "gpuscope_history_integrity_ok",
            "0 once a scheduled check (integrity_check_interval) found history.db damaged: "
            "writes stopped, reads answer 503; else 1.",
            "gauge");
-    printf_(b, "gpuscope_history_integrity_ok %d\n", self->history_integrity_ok ? 1 : 0);
+    gs_buf_printf(b, "gpuscope_history_integrity_ok %d\n", self->history_integrity_ok ? 1 : 0);
     header(b, "gpuscope_history_integrity_checks_total",
            "Scheduled integrity checks of history.db run.", "counter");
-    printf_(b, "gpuscope_history_integrity_checks_total %llu\n",
-            (unsigned long long)self->history_integrity_checks);
+    gs_buf_printf(b, "gpuscope_history_integrity_checks_total %llu\n",
+                  (unsigned long long)self->history_integrity_checks);
 }
 
-static void render_runs_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
+static void render_runs_self(struct gs_buf *b, const struct gs_metrics_self *self)
 {
     header(b, "gpuscope_runs_active", "Training runs going on (step-record socket).", "gauge");
-    printf_(b, "gpuscope_runs_active %u\n", self->runs_active);
+    gs_buf_printf(b, "gpuscope_runs_active %u\n", self->runs_active);
     header(b, "gpuscope_runs_started_total", "Training runs started since the agent started.",
            "counter");
-    printf_(b, "gpuscope_runs_started_total %llu\n", (unsigned long long)self->runs_started);
+    gs_buf_printf(b, "gpuscope_runs_started_total %llu\n", (unsigned long long)self->runs_started);
     header(b, "gpuscope_runs_records_received_total",
            "Valid records (hello, step, end) received on the step-record socket.", "counter");
-    printf_(b, "gpuscope_runs_records_received_total %llu\n",
-            (unsigned long long)self->runs_records);
+    gs_buf_printf(b, "gpuscope_runs_records_received_total %llu\n",
+                  (unsigned long long)self->runs_records);
     header(b, "gpuscope_runs_records_rejected_total",
            "Records refused on the step-record socket (malformed, wrong version, too big).",
            "counter");
-    printf_(b, "gpuscope_runs_records_rejected_total %llu\n",
-            (unsigned long long)self->runs_rejected);
+    gs_buf_printf(b, "gpuscope_runs_records_rejected_total %llu\n",
+                  (unsigned long long)self->runs_rejected);
     header(b, "gpuscope_runs_steps_dropped_total",
            "Step records received but not kept (too many runs, history buffer full or failing).",
            "counter");
-    printf_(b, "gpuscope_runs_steps_dropped_total %llu\n",
-            (unsigned long long)self->runs_steps_dropped);
+    gs_buf_printf(b, "gpuscope_runs_steps_dropped_total %llu\n",
+                  (unsigned long long)self->runs_steps_dropped);
     header(b, "gpuscope_runs_log_points_dropped_total",
            "Logged values (loss, learning rate) of runs not kept (past 100000 a run, or the "
            "history's buffer full or failing).",
            "counter");
-    printf_(b, "gpuscope_runs_log_points_dropped_total %llu\n",
-            (unsigned long long)self->runs_logs_dropped);
+    gs_buf_printf(b, "gpuscope_runs_log_points_dropped_total %llu\n",
+                  (unsigned long long)self->runs_logs_dropped);
 }
 
 const char *gs_metrics_down_reason(int rc)
@@ -1035,49 +976,50 @@ const char *gs_metrics_down_reason(int rc)
     }
 }
 
-static void render_self(struct gs_mbuf *b, const struct gs_metrics_self *self)
+static void render_self(struct gs_buf *b, const struct gs_metrics_self *self)
 {
     /* One series whatever the state: the why is a bounded label on its own family (the
      * text, a dlerror path maybe, is in the log and /api/v1/snapshot's 503). */
     header(b, "gpuscope_up", "1 when the last cycle could read the NVIDIA driver.", "gauge");
-    puts_(b, "gpuscope_up{hostname=\"");
+    gs_buf_puts(b, "gpuscope_up{hostname=\"");
     gs_metrics_escape(b, self->hostname ? self->hostname : "");
-    printf_(b, "\"} %d\n", self->up ? 1 : 0);
+    gs_buf_printf(b, "\"} %d\n", self->up ? 1 : 0);
     if (!self->up) {
         header(b, "gpuscope_down_reason",
                "Why the driver cannot be read (present while gpuscope_up is 0); always 1.",
                "gauge");
-        puts_(b, "gpuscope_down_reason{hostname=\"");
+        gs_buf_puts(b, "gpuscope_down_reason{hostname=\"");
         gs_metrics_escape(b, self->hostname ? self->hostname : "");
-        printf_(b, "\",reason=\"%s\"} 1\n", gs_metrics_down_reason(self->reason_rc));
+        gs_buf_printf(b, "\",reason=\"%s\"} 1\n", gs_metrics_down_reason(self->reason_rc));
     }
     header(b, "gpuscope_build_info", "Build of the agent; the value is always 1.", "gauge");
-    puts_(b, "gpuscope_build_info{version=\"");
+    gs_buf_puts(b, "gpuscope_build_info{version=\"");
     gs_metrics_escape(b, self->version ? self->version : "");
-    printf_(b, "\",schema=\"%d\"} 1\n", GS_METRICS_SCHEMA_VERSION);
+    gs_buf_printf(b, "\",schema=\"%d\"} 1\n", GS_METRICS_SCHEMA_VERSION);
     header(b, "gpuscope_sample_interval_seconds", "Configured sampling period.", "gauge");
-    printf_(b, "gpuscope_sample_interval_seconds %.15g\n", self->interval_s);
+    gs_buf_printf(b, "gpuscope_sample_interval_seconds %.15g\n", self->interval_s);
     if (self->sample_seconds >= 0) {
         header(b, "gpuscope_sample_duration_seconds", "Duration of the last sampling cycle.",
                "gauge");
-        printf_(b, "gpuscope_sample_duration_seconds %.9g\n", self->sample_seconds);
+        gs_buf_printf(b, "gpuscope_sample_duration_seconds %.9g\n", self->sample_seconds);
     }
     header(b, "gpuscope_cycles_total", "Sampling cycles run.", "counter");
-    printf_(b, "gpuscope_cycles_total %llu\n", (unsigned long long)self->cycles);
+    gs_buf_printf(b, "gpuscope_cycles_total %llu\n", (unsigned long long)self->cycles);
     header(b, "gpuscope_cycles_overrun_total",
            "Cycles that ran past the next period boundary (the missed ticks are skipped).",
            "counter");
-    printf_(b, "gpuscope_cycles_overrun_total %llu\n", (unsigned long long)self->overruns);
+    gs_buf_printf(b, "gpuscope_cycles_overrun_total %llu\n", (unsigned long long)self->overruns);
     header(b, "gpuscope_sample_errors_total",
            "Cycles in which no GPU could be read (the driver down or failing).", "counter");
-    printf_(b, "gpuscope_sample_errors_total %llu\n", (unsigned long long)self->sample_errors);
+    gs_buf_printf(b, "gpuscope_sample_errors_total %llu\n",
+                  (unsigned long long)self->sample_errors);
     if (self->history)
         render_history_self(b, self);
     if (self->runs)
         render_runs_self(b, self);
 }
 
-int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
+int gs_metrics_render(struct gs_buf *b, const struct gs_snapshot *snap,
                       const struct gs_metrics_self *self, unsigned flags)
 {
     render_self(b, self);
@@ -1085,9 +1027,9 @@ int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
            "What the agent reads; simulated=\"1\": the NVML library is nvml-sim, no GPU is "
            "real. The value is always 1.",
            "gauge");
-    puts_(b, "gpuscope_info{hostname=\"");
+    gs_buf_puts(b, "gpuscope_info{hostname=\"");
     gs_metrics_escape(b, self->hostname ? self->hostname : "");
-    printf_(b, "\",simulated=\"%d\"} 1\n", snap && snap->sys.simulated ? 1 : 0);
+    gs_buf_printf(b, "\",simulated=\"%d\"} 1\n", snap && snap->sys.simulated ? 1 : 0);
     if (snap) {
         render_info(b, snap);
         render_table(b, snap, native, sizeof native / sizeof native[0], native_labels);
@@ -1106,10 +1048,10 @@ int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
         if (flags & GS_METRICS_PROCESS)
             render_processes(b, snap, self->process_series_max);
     }
-    return b->failed ? GS_ENOMEM : GS_OK;
+    return gs_buf_status(b) != GS_BUF_OK ? GS_ENOMEM : GS_OK;
 }
 
-void gs_metrics_render_refused(struct gs_mbuf *b, const struct gs_refused_row *rows, unsigned n)
+void gs_metrics_render_refused(struct gs_buf *b, const struct gs_refused_row *rows, unsigned n)
 {
     if (n == 0)
         return;
@@ -1118,6 +1060,6 @@ void gs_metrics_render_refused(struct gs_mbuf *b, const struct gs_refused_row *r
            "and reason (docs/metrics.md); each (uid, reason) is also logged once.",
            "counter");
     for (unsigned i = 0; i < n; i++)
-        printf_(b, "gpuscope_refused_total{door=\"%s\",reason=\"%s\"} %llu\n", rows[i].door,
-                rows[i].reason, (unsigned long long)rows[i].n);
+        gs_buf_printf(b, "gpuscope_refused_total{door=\"%s\",reason=\"%s\"} %llu\n", rows[i].door,
+                      rows[i].reason, (unsigned long long)rows[i].n);
 }

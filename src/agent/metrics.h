@@ -14,25 +14,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
 #include "gpuscope/gs_model.h"
 
 #define GS_METRICS_SCHEMA_VERSION 1
 
-/* Bytes of text a render may produce; a render that would pass it fails with GS_ENOMEM rather
- * than grow without end (8 GPUs with everything present render about 30 KiB). */
-#define GS_MBUF_MAX (16u << 20)
-
-/* A growable text buffer. Grows by doubling; failed stays set after an allocation failure or
- * passing GS_MBUF_MAX, and later appends do nothing. */
-struct gs_mbuf {
-    char *data;
-    size_t len, cap;
-    int failed;
-};
-
-void gs_mbuf_reset(struct gs_mbuf *b); /* len = 0, failed = 0; keeps the memory */
-void gs_mbuf_free(struct gs_mbuf *b);
-void gs_mbuf_put(struct gs_mbuf *b, const char *s, size_t n); /* appends n bytes of s */
+/* The renderers append to a base/buf.h buffer (a zero-filled struct gs_buf): a render that
+ * would pass its cap (GS_BUF_MAX_DEFAULT, 16 MiB) fails with GS_ENOMEM rather than grow without
+ * end (8 GPUs with everything present render about 30 KiB). */
 
 /* The bounded name of why the driver cannot be read, from an enum gs_rc: no_library,
  * no_driver, version_mismatch, no_gpu, no_permission, nvml_error, error (anything else). */
@@ -82,8 +71,8 @@ enum gs_metrics_flags {
 };
 
 /* Appends the exposition of snap (NULL: no GPU families, e.g. while the driver is missing) and
- * self to b. Returns GS_OK or GS_ENOMEM (b->failed). */
-int gs_metrics_render(struct gs_mbuf *b, const struct gs_snapshot *snap,
+ * self to b. Returns GS_OK or GS_ENOMEM (gs_buf_status(b) not GS_BUF_OK). */
+int gs_metrics_render(struct gs_buf *b, const struct gs_snapshot *snap,
                       const struct gs_metrics_self *self, unsigned flags);
 
 /* One series of gpuscope_refused_total (issue 18): what a door refused and why, both bounded
@@ -96,7 +85,7 @@ struct gs_refused_row {
 
 /* Appends the gpuscope_refused_total family with the n rows (zeros too: the series are there
  * from the start). */
-void gs_metrics_render_refused(struct gs_mbuf *b, const struct gs_refused_row *rows, unsigned n);
+void gs_metrics_render_refused(struct gs_buf *b, const struct gs_refused_row *rows, unsigned n);
 
 /* What the per-process cap keeps of a snapshot (GS_METRICS_PROCESS). */
 struct gs_metrics_proc_cut {
@@ -120,6 +109,6 @@ const struct gs_proc *gs_metrics_gpu_pod(const struct gs_snapshot *s, unsigned g
                                          int *one_container);
 
 /* Appends s as a label value, escaped. */
-void gs_metrics_escape(struct gs_mbuf *b, const char *s);
+void gs_metrics_escape(struct gs_buf *b, const char *s);
 
 #endif

@@ -32,7 +32,7 @@ void gs_pub_free(struct gs_pub *p)
     if (!p)
         return;
     gs_snapshot_free(p->snap);
-    gs_mbuf_free(&p->prom);
+    gs_buf_free(&p->prom);
     free(p->json);
     free(p->procs_json);
     free(p->alerts_json);
@@ -118,7 +118,7 @@ void gs_pub_ref(struct gs_pub *p)
 
 /* gpuscope_refused_total (issue 18): every door's refusals with a bounded reason, the
  * step socket's when it is open. */
-static void render_refused(struct gs_agent *a, struct gs_mbuf *b)
+static void render_refused(struct gs_agent *a, struct gs_buf *b)
 {
     struct gs_refused_row rows[7 + GS_RUNS_REF_N];
     uint64_t uid_all = a->reaper ? gs_reaper_uid_refused(a->reaper) : 0;
@@ -182,7 +182,7 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         self.runs_steps_dropped = ru.steps_dropped;
         self.runs_logs_dropped = ru.logs_dropped;
     }
-    gs_mbuf_reset(&p->prom);
+    gs_buf_reset(&p->prom);
     if (cfg->metrics_compat == GS_COMPAT_DCGM || cfg->metrics_compat == GS_COMPAT_DCGM3)
         mflags |= GS_METRICS_DCGM;
     if (cfg->metrics_compat == GS_COMPAT_DCGM3)

@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,71 +30,32 @@
 
 static const char *const sink_names[GS_PUSH__SINKS] = {"influxdb", "pushgateway"};
 
-/* ---- text buffer appends (gs_mbuf from metrics.h, same growth and cap) ---- */
-
-static void put(struct gs_mbuf *b, const char *s, size_t n)
-{
-    if (b->failed)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        char *d;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        if (cap > GS_MBUF_MAX || !(d = realloc(b->data, cap))) {
-            b->failed = 1;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-static void __attribute__((format(printf, 2, 3))) put_fmt(struct gs_mbuf *b, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof tmp) {
-        b->failed = 1;
-        return;
-    }
-    put(b, tmp, (size_t)n);
-}
-
 /* Line protocol escaping: tag keys, tag values and field keys escape comma, equals sign and
  * space; a backslash is doubled so a value ending in one cannot escape what follows. Newlines
  * cannot be escaped at all and become spaces (escaped). */
-static void put_escaped(struct gs_mbuf *b, const char *s)
+static void put_escaped(struct gs_buf *b, const char *s)
 {
     for (; *s; s++) {
         char c = *s;
         if (c == '\n' || c == '\r')
             c = ' ';
         if (c == ',' || c == '=' || c == ' ' || c == '\\')
-            put(b, "\\", 1);
-        put(b, &c, 1);
+            gs_buf_put(b, "\\", 1);
+        gs_buf_put(b, &c, 1);
     }
 }
 
-static void put_tag(struct gs_mbuf *b, const char *key, const char *value)
+static void put_tag(struct gs_buf *b, const char *key, const char *value)
 {
     if (!value || !value[0])
         return; /* line protocol has no empty tag values */
-    put(b, ",", 1);
-    put(b, key, strlen(key));
-    put(b, "=", 1);
+    gs_buf_put(b, ",", 1);
+    gs_buf_put(b, key, strlen(key));
+    gs_buf_put(b, "=", 1);
     put_escaped(b, value);
 }
 
-int gs_push_render_influx(struct gs_mbuf *b, const struct gs_snapshot *snap)
+int gs_push_render_influx(struct gs_buf *b, const struct gs_snapshot *snap)
 {
     /* Whole seconds and the rounded fraction apart: t_real * 1e9 alone loses the last bits. */
     double whole = floor(snap->t_real);
@@ -108,7 +68,7 @@ int gs_push_render_influx(struct gs_mbuf *b, const struct gs_snapshot *snap)
         unsigned fields = 0;
 
         snprintf(idx, sizeof idx, "%u", g->index);
-        put(b, "gpuscope_gpu", 12);
+        gs_buf_put(b, "gpuscope_gpu", 12);
         /* Tags in key order, as InfluxDB prefers. */
         put_tag(b, "gpu", idx);
         put_tag(b, "hostname", snap->sys.hostname);
@@ -116,22 +76,22 @@ int gs_push_render_influx(struct gs_mbuf *b, const struct gs_snapshot *snap)
         for (int m = 0; m < GS_M__COUNT; m++) {
             if (!gs_gpu_has(g, (enum gs_metric)m) || !isfinite(g->v[m]))
                 continue;
-            put(b, fields ? "," : " ", 1);
+            gs_buf_put(b, fields ? "," : " ", 1);
             put_escaped(b, gs_metric_name((enum gs_metric)m));
-            put_fmt(b, "=%.17g", g->v[m]);
+            gs_buf_printf(b, "=%.17g", g->v[m]);
             fields++;
         }
         if (!fields) {
-            if (!b->failed) {
+            if (gs_buf_status(b) == GS_BUF_OK) {
                 b->len = line_start;
                 if (b->data)
                     b->data[b->len] = '\0';
             }
             continue;
         }
-        put_fmt(b, " %lld\n", t_ns);
+        gs_buf_printf(b, " %lld\n", t_ns);
     }
-    return b->failed ? GS_ENOMEM : GS_OK;
+    return gs_buf_status(b) != GS_BUF_OK ? GS_ENOMEM : GS_OK;
 }
 
 /* ---- URLs ---- */
@@ -181,7 +141,7 @@ int gs_push_enabled(const struct gs_push_config *c)
     return c->influx_url[0] || c->pushgateway_url[0];
 }
 
-void gs_push_render_self(struct gs_mbuf *b, const struct gs_push_stats *s)
+void gs_push_render_self(struct gs_buf *b, const struct gs_push_stats *s)
 {
     static const struct {
         const char *name, *help;
@@ -203,20 +163,22 @@ void gs_push_render_self(struct gs_mbuf *b, const struct gs_push_stats *s)
     if (!any)
         return;
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
-        put_fmt(b, "# HELP %s %s\n# TYPE %s counter\n", fam[f].name, fam[f].help, fam[f].name);
+        gs_buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n", fam[f].name, fam[f].help,
+                      fam[f].name);
         for (int k = 0; k < GS_PUSH__SINKS; k++) {
             uint64_t v;
             if (!s->sink[k].enabled)
                 continue;
             memcpy(&v, (const char *)&s->sink[k] + fam[f].off, sizeof v);
-            put_fmt(b, "%s{sink=\"%s\"} %llu\n", fam[f].name, sink_names[k], (unsigned long long)v);
+            gs_buf_printf(b, "%s{sink=\"%s\"} %llu\n", fam[f].name, sink_names[k],
+                          (unsigned long long)v);
         }
     }
-    put_fmt(b,
-            "# HELP gpuscope_push_snapshots_dropped_total Snapshots the pusher was too far "
-            "behind to take.\n# TYPE gpuscope_push_snapshots_dropped_total counter\n"
-            "gpuscope_push_snapshots_dropped_total %llu\n",
-            (unsigned long long)s->queue_dropped);
+    gs_buf_printf(b,
+                  "# HELP gpuscope_push_snapshots_dropped_total Snapshots the pusher was too far "
+                  "behind to take.\n# TYPE gpuscope_push_snapshots_dropped_total counter\n"
+                  "gpuscope_push_snapshots_dropped_total %llu\n",
+                  (unsigned long long)s->queue_dropped);
 }
 
 /* ---- the pusher ---- */
@@ -246,14 +208,14 @@ struct gs_push {
     char *influx_url;
     char *pgw_url;
     CURL *curl;
-    struct gs_mbuf cur;    /* the InfluxDB batch being filled */
+    struct gs_buf cur;     /* the InfluxDB batch being filled */
     struct batch *pending; /* a ring of cap batches */
     unsigned cap;
     unsigned p_head, p_n;
     size_t p_bytes;
-    struct gs_mbuf pgw; /* the newest /metrics text, unsent */
-    int pgw_dirty;      /* pgw holds a body not yet accepted */
-    int pgw_unsent;     /* ... and a push tick passed without sending it */
+    struct gs_buf pgw; /* the newest /metrics text, unsent */
+    int pgw_dirty;     /* pgw holds a body not yet accepted */
+    int pgw_unsent;    /* ... and a push tick passed without sending it */
     struct gs_backoff st[GS_PUSH__SINKS];
     int started;
 };
@@ -333,8 +295,8 @@ static void push_free(struct gs_push *p)
     free(p->pgw_url);
     if (p->curl)
         gs_curl()->easy_cleanup(p->curl);
-    gs_mbuf_free(&p->cur);
-    gs_mbuf_free(&p->pgw);
+    gs_buf_free(&p->cur);
+    gs_buf_free(&p->pgw);
     for (; p->p_n > 0; p->p_n--, p->p_head = (p->p_head + 1) % p->cap)
         free(p->pending[p->p_head].data);
     free(p->pending);
@@ -427,16 +389,16 @@ static void take(struct gs_push *p, const struct queued *e)
 {
     if (p->cfg.influx_url[0] && gs_push_render_influx(&p->cur, e->snap) != GS_OK) {
         gs_log(GS_LOG_WARN, "push: influxdb batch too large or out of memory; batch dropped");
-        gs_mbuf_reset(&p->cur);
+        gs_buf_reset(&p->cur);
         count(p, GS_PUSH_INFLUX, 0, 0, 1);
     }
     if (p->cfg.pushgateway_url[0] && e->prom) {
         if (p->pgw_unsent && p->pgw_dirty)
             count(p, GS_PUSH_PUSHGATEWAY, 0, 0, 1);
         p->pgw_unsent = 0;
-        gs_mbuf_reset(&p->pgw);
-        put(&p->pgw, e->prom, e->prom_len);
-        p->pgw_dirty = !p->pgw.failed;
+        gs_buf_reset(&p->pgw);
+        gs_buf_put(&p->pgw, e->prom, e->prom_len);
+        p->pgw_dirty = gs_buf_status(&p->pgw) == GS_BUF_OK;
     }
     if (e->release)
         e->release(e->cls);

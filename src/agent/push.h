@@ -49,15 +49,15 @@ struct gs_push_stats {
  * hostname, uuid (an empty tag is left out) and one float field per present, finite metric
  * (named as in gs_model.h); a GPU with no such metric has no line. The timestamp is
  * snap->t_real in nanoseconds. Tag values and field keys are escaped (`,`, `=`, space and
- * `\`). Returns GS_OK or GS_ENOMEM (b->failed). */
-int gs_push_render_influx(struct gs_mbuf *b, const struct gs_snapshot *snap);
+ * `\`). Returns GS_OK or GS_ENOMEM (gs_buf_status(b) not GS_BUF_OK). */
+int gs_push_render_influx(struct gs_buf *b, const struct gs_snapshot *snap);
 
 /* The InfluxDB write URL for c (v1 /write?db=..., v2 /api/v2/write?org=&bucket=), with
  * precision=ns; NULL when out of memory. The caller frees it. */
 char *gs_push_influx_write_url(const struct gs_push_config *c);
 
 /* Appends the gpuscope_push_* self metric families of s to b (nothing when no sink). */
-void gs_push_render_self(struct gs_mbuf *b, const struct gs_push_stats *s);
+void gs_push_render_self(struct gs_buf *b, const struct gs_push_stats *s);
 
 /* Returns 1 when c names at least one sink. */
 int gs_push_enabled(const struct gs_push_config *c);

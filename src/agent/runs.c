@@ -781,7 +781,7 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     return GS_OK;
 }
 
-void gs_runs_render_prom(struct gs_runs *r, struct gs_mbuf *b)
+void gs_runs_render_prom(struct gs_runs *r, struct gs_buf *b)
 {
     if (r)
         gs_runm_render(r->m, b);

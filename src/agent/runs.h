@@ -84,10 +84,10 @@ struct gs_runs_stats {
     uint64_t logs_dropped; /* logged points not kept: over GS_RUNS_MAX_LOG_POINTS or not stored */
 };
 
-struct gs_mbuf;
+struct gs_buf;
 /* Appends the per-rank series of the live runs (gpuscope_run_*, runs_metrics.h) to b. Called
  * by the sampling thread once per cycle; waits only for the series' own short lock. */
-void gs_runs_render_prom(struct gs_runs *r, struct gs_mbuf *b);
+void gs_runs_render_prom(struct gs_runs *r, struct gs_buf *b);
 
 /* Makes the socket's directory, starts the receiver. GS_EIO (with err) when the socket cannot
  * be bound (another agent listening, no permission). */

@@ -193,29 +193,22 @@ void gs_runm_drop(struct gs_runm *m, int64_t run_id, uint64_t conn_id)
 
 /* ---- rendering ---- */
 
-static void __attribute__((format(printf, 2, 3))) out(struct gs_mbuf *b, const char *fmt, ...)
+static void __attribute__((format(printf, 2, 3))) out(struct gs_buf *b, const char *fmt, ...)
 {
-    char buf[512];
     va_list ap;
-    int n;
 
     va_start(ap, fmt);
-    n = vsnprintf(buf, sizeof buf, fmt, ap);
+    gs_buf_vprintf(b, fmt, ap);
     va_end(ap);
-    if (n < 0) {
-        b->failed = 1;
-        return;
-    }
-    gs_mbuf_put(b, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
-static void header(struct gs_mbuf *b, const char *name, const char *help, const char *type)
+static void header(struct gs_buf *b, const char *name, const char *help, const char *type)
 {
     out(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 /* name{job="..",rank="..",node="..",gpu=".."[,extra] */
-static void labels(struct gs_mbuf *b, const char *name, const struct slot *s)
+static void labels(struct gs_buf *b, const char *name, const struct slot *s)
 {
     out(b, "%s{train_job=\"", name);
     gs_metrics_escape(b, s->job);
@@ -229,7 +222,7 @@ static void labels(struct gs_mbuf *b, const char *name, const struct slot *s)
 
 /* One gauge per rank: the share of its window's wall time that the slot's per-step array at
  * offset `part` (data or comm seconds) makes up; ranks without wall time are left out. */
-static void window_ratio(struct gs_mbuf *b, const struct gs_runm *m, const char *name,
+static void window_ratio(struct gs_buf *b, const struct gs_runm *m, const char *name,
                          const char *help, size_t part)
 {
     header(b, name, help, "gauge");
@@ -285,7 +278,7 @@ unsigned gs_runm_stalled(struct gs_runm *m, double now, double factor, double mi
 
 /* One rank's summary lines of family name: the quantiles of v[0..s->n-1] (sorted here), _sum
  * and _count over all its steps. */
-static void summary_rows(struct gs_mbuf *b, const char *name, const struct slot *s, double *v,
+static void summary_rows(struct gs_buf *b, const char *name, const struct slot *s, double *v,
                          double sum)
 {
     char fam[80];
@@ -303,7 +296,7 @@ static void summary_rows(struct gs_mbuf *b, const char *name, const struct slot 
     out(b, "} %llu\n", (unsigned long long)s->count);
 }
 
-void gs_runm_render(struct gs_runm *m, struct gs_mbuf *b)
+void gs_runm_render(struct gs_runm *m, struct gs_buf *b)
 {
     unsigned n = 0;
     double sorted[GS_RUNM_WINDOW];

@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-struct gs_mbuf;
+struct gs_buf;
 struct gs_record_hello;
 struct gs_step_rec;
 
@@ -53,6 +53,6 @@ void gs_runm_drop(struct gs_runm *m, int64_t run_id, uint64_t conn_id);
 unsigned gs_runm_stalled(struct gs_runm *m, double now, double factor, double min_s,
                          unsigned char *stalled, unsigned n);
 /* Appends the gpuscope_run_* families. */
-void gs_runm_render(struct gs_runm *m, struct gs_mbuf *b);
+void gs_runm_render(struct gs_runm *m, struct gs_buf *b);
 
 #endif

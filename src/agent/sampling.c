@@ -3,8 +3,9 @@
  * publication, samples into its snapshot (fields on a slower cadence carried forward), runs
  * the alert rules, renders and publishes it (pub.c), then hands one more reference each to the
  * history writer (recorder.c) and the pusher (push.c) through their bounded queues, and the
- * snapshot to the runs (runs.c): none of them is ever waited for. It sleeps until the next
- * CLOCK_MONOTONIC boundary; a cycle that overruns skips the missed boundaries and is counted.
+ * snapshot to the runs (runs.c): none of them is ever waited for. Its thread is a ticker
+ * (base/ticker.h) on CLOCK_MONOTONIC boundaries; a cycle that overruns skips the missed
+ * boundaries and is counted.
  * While the driver is missing it publishes "up 0, reason" and retries with a doubling backoff
  * (1 s .. 30 s).
  */
@@ -237,37 +238,18 @@ void gs_agent_cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
     }
 }
 
-void *gs_agent_sampling_thread(void *arg)
+void gs_agent_sampling_tick(void *arg, uint64_t missed)
 {
     struct gs_agent *a = arg;
-    int64_t next = gs_clock_mono_ns();
+    struct gs_agent_config cfg;
 
-    pthread_mutex_lock(&a->lock);
-    while (!a->stop) {
-        struct gs_agent_config cfg = a->cfg;
-        int64_t step = (int64_t)llround(cfg.interval_s * 1e9);
-        uint64_t missed;
-        struct timespec ts;
-
-        pthread_mutex_unlock(&a->lock);
-        next = gs_clock_next_tick(next, gs_clock_mono_ns(), step, &missed);
-        if (missed) {
-            a->overruns++;
-            gs_log(GS_LOG_DEBUG, "sampler: cycle overran, %llu tick(s) skipped",
-                   (unsigned long long)missed);
-        }
-        ts = gs_clock_timespec(next);
-        pthread_mutex_lock(&a->lock);
-        while (!a->stop && gs_clock_mono_ns() < next)
-            if (pthread_cond_timedwait(&a->wake, &a->lock, &ts) == ETIMEDOUT)
-                break;
-        if (a->stop)
-            break;
-        cfg = a->cfg;
-        pthread_mutex_unlock(&a->lock);
-        gs_agent_cycle(a, &cfg);
-        pthread_mutex_lock(&a->lock);
+    if (missed) {
+        a->overruns++;
+        gs_log(GS_LOG_DEBUG, "sampler: cycle overran, %llu tick(s) skipped",
+               (unsigned long long)missed);
     }
+    pthread_mutex_lock(&a->lock);
+    cfg = a->cfg;
     pthread_mutex_unlock(&a->lock);
-    return NULL;
+    gs_agent_cycle(a, &cfg);
 }

@@ -153,11 +153,10 @@ struct gs_webhook_stats gs_webhook_stats(struct gs_webhook *w)
     return s;
 }
 
-void gs_webhook_render_self(struct gs_mbuf *b, const struct gs_webhook_stats *s)
+void gs_webhook_render_self(struct gs_buf *b, const struct gs_webhook_stats *s)
 {
-    char tmp[1024];
-    int n = snprintf(
-        tmp, sizeof tmp,
+    gs_buf_printf(
+        b,
         "# HELP gpuscope_alert_webhook_sent_total Alert transitions the webhook accepted.\n"
         "# TYPE gpuscope_alert_webhook_sent_total counter\n"
         "gpuscope_alert_webhook_sent_total %llu\n"
@@ -170,12 +169,6 @@ void gs_webhook_render_self(struct gs_mbuf *b, const struct gs_webhook_stats *s)
         "# TYPE gpuscope_alert_webhook_dropped_total counter\n"
         "gpuscope_alert_webhook_dropped_total %llu\n",
         (unsigned long long)s->sent, (unsigned long long)s->failed, (unsigned long long)s->dropped);
-
-    if (n < 0 || (size_t)n >= sizeof tmp) {
-        b->failed = 1;
-        return;
-    }
-    gs_mbuf_put(b, tmp, (size_t)n);
 }
 
 /* RFC 3339 UTC with milliseconds. */

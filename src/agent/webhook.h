@@ -21,7 +21,7 @@
 #include "agent/alerts.h"
 
 struct gs_err;
-struct gs_mbuf;
+struct gs_buf;
 struct gs_webhook;
 
 #define GS_WEBHOOK_QUEUE_MAX 256 /* transitions waiting to be sent */
@@ -44,7 +44,7 @@ void gs_webhook_notify(void *ctx, const struct gs_alert_event *ev);
 struct gs_webhook_stats gs_webhook_stats(struct gs_webhook *w);
 
 /* Appends the gpuscope_alert_webhook_* self metric families of s to b. */
-void gs_webhook_render_self(struct gs_mbuf *b, const struct gs_webhook_stats *s);
+void gs_webhook_render_self(struct gs_buf *b, const struct gs_webhook_stats *s);
 
 /* Stops the sender after one last try (bounded by the request timeout) to send what is
  * queued, then frees everything. NULL is allowed. */

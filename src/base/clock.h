@@ -29,6 +29,15 @@ static inline double gs_clock_mono_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* CLOCK_REALTIME, ns since the epoch. */
+static inline int64_t gs_clock_real_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * GS_NS_PER_S + ts.tv_nsec;
+}
+
 /* CLOCK_REALTIME, unix seconds. */
 static inline double gs_clock_real_s(void)
 {

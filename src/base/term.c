@@ -63,99 +63,51 @@ unsigned gs_term_rows(int fd)
 
 void gs_tbuf_init(struct gs_tbuf *b, int color)
 {
-    memset(b, 0, sizeof *b);
+    gs_buf_init(&b->text, GS_TBUF_MAX);
     b->color = color;
 }
 
 void gs_tbuf_free(struct gs_tbuf *b)
 {
-    if (!b)
-        return;
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
+    if (b)
+        gs_buf_free(&b->text);
 }
 
 void gs_tbuf_reset(struct gs_tbuf *b)
 {
-    b->len = 0;
-    b->rc = GS_OK;
-    if (b->data)
-        b->data[0] = '\0';
+    gs_buf_reset(&b->text);
 }
 
 int gs_tbuf_status(const struct gs_tbuf *b)
 {
-    return b->rc;
+    switch (gs_buf_status(&b->text)) {
+    case GS_BUF_OK:
+        return GS_OK;
+    case GS_BUF_EFMT:
+        return GS_EINVAL;
+    default:
+        return GS_ENOMEM;
+    }
 }
 
 const char *gs_tbuf_str(const struct gs_tbuf *b)
 {
-    return b->data ? b->data : "";
-}
-
-/* Makes room for n more bytes plus the NUL. On failure the old data stays valid. */
-static int tbuf_grow(struct gs_tbuf *b, size_t n)
-{
-    size_t need, cap;
-    char *p;
-
-    if (b->rc != GS_OK)
-        return -1;
-    if (n > GS_TBUF_MAX - b->len - 1) {
-        b->rc = GS_ENOMEM;
-        return -1;
-    }
-    need = b->len + n + 1;
-    if (need <= b->cap)
-        return 0;
-    cap = b->cap ? b->cap : 256;
-    while (cap < need)
-        cap *= 2;
-    if (cap > GS_TBUF_MAX)
-        cap = GS_TBUF_MAX;
-    p = realloc(b->data, cap);
-    if (!p) {
-        b->rc = GS_ENOMEM;
-        return -1;
-    }
-    b->data = p;
-    b->cap = cap;
-    return 0;
+    return gs_buf_str(&b->text);
 }
 
 void gs_tbuf_put(struct gs_tbuf *b, const char *s, size_t n)
 {
-    if (tbuf_grow(b, n) != 0)
-        return;
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
+    gs_buf_put(&b->text, s, n);
 }
 
 void gs_tbuf_puts(struct gs_tbuf *b, const char *s)
 {
-    gs_tbuf_put(b, s, strlen(s));
+    gs_buf_puts(&b->text, s);
 }
 
 void gs_tbuf_vprintf(struct gs_tbuf *b, const char *fmt, va_list ap)
 {
-    va_list ap2;
-    int n;
-
-    if (b->rc != GS_OK)
-        return;
-    va_copy(ap2, ap);
-    n = vsnprintf(NULL, 0, fmt, ap2);
-    va_end(ap2);
-    if (n < 0) {
-        b->rc = GS_EINVAL;
-        return;
-    }
-    if (tbuf_grow(b, (size_t)n) != 0)
-        return;
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    b->len += (size_t)n;
+    gs_buf_vprintf(&b->text, fmt, ap);
 }
 
 void gs_tbuf_printf(struct gs_tbuf *b, const char *fmt, ...)
@@ -163,17 +115,13 @@ void gs_tbuf_printf(struct gs_tbuf *b, const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    gs_tbuf_vprintf(b, fmt, ap);
+    gs_buf_vprintf(&b->text, fmt, ap);
     va_end(ap);
 }
 
 void gs_tbuf_spaces(struct gs_tbuf *b, size_t n)
 {
-    if (tbuf_grow(b, n) != 0)
-        return;
-    memset(b->data + b->len, ' ', n);
-    b->len += n;
-    b->data[b->len] = '\0';
+    gs_buf_fill(&b->text, ' ', n);
 }
 
 /* Plain 16-colour SGR: what every terminal and watch(1) --color understand. */

@@ -14,6 +14,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 
+#include "base/buf.h"
+
 enum gs_color_mode {
     GS_COLOR_AUTO = 0, /* colour when the stream is a terminal and NO_COLOR is unset */
     GS_COLOR_ALWAYS,   /* --color: even into a pipe (for `watch --color`) */
@@ -50,18 +52,15 @@ enum gs_sgr {
     GS_SGR__COUNT,
 };
 
-/* A growing text buffer. Errors are sticky (as curl's dynbuf): after a failed append every
- * later append is a no-op and gs_tbuf_status returns GS_ENOMEM, so a renderer checks once at
- * the end. The buffer never grows past GS_TBUF_MAX; data is always NUL-terminated once
- * anything was appended. */
+/* A text buffer for the terminal: base/buf.h's (sticky errors, always NUL-terminated once
+ * anything was appended, never past GS_TBUF_MAX), plus whether to emit SGR colour codes. A
+ * renderer checks gs_tbuf_status once at the end: GS_OK, GS_ENOMEM (out of memory or past the
+ * cap) or GS_EINVAL (a format vsnprintf refused). */
 #define GS_TBUF_MAX (8u << 20)
 
 struct gs_tbuf {
-    char *data;
-    size_t len;
-    size_t cap;
+    struct gs_buf text;
     int color; /* emit SGR codes */
-    int rc;    /* GS_OK or the first failure */
 };
 
 void gs_tbuf_init(struct gs_tbuf *b, int color);

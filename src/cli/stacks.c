@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
+#include "base/parse.h"
 #include "base/term.h"
 #include "cli/cli.h"
 #include "gpuscope/gs_err.h"
@@ -88,19 +90,6 @@ static void stacks_usage(FILE *out)
           out);
 }
 
-static int parse_double(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    double v;
-
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static int parse_stacks(int argc, char **argv, struct stacks_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -171,12 +160,12 @@ static int parse_stacks(int argc, char **argv, struct stacks_opts *o)
                 return -1;
             }
         } else if (strncmp(a, "--rate", 6) == 0) {
-            if (parse_double(val, 1, 1000, &o->rate_hz) != 0) {
+            if (gs_parse_double_range(val, 1, 1000, &o->rate_hz) != 0) {
                 fprintf(stderr, "gpuscope stacks: --rate: '%s' is not a rate from 1 to 1000 Hz\n",
                         val);
                 return -1;
             }
-        } else if (parse_double(val, 0.01, 1e7, &o->duration_s) != 0) {
+        } else if (gs_parse_double_range(val, 0.01, 1e7, &o->duration_s) != 0) {
             fprintf(stderr, "gpuscope stacks: --duration: '%s' is not a number of seconds\n", val);
             return -1;
         }
@@ -203,18 +192,11 @@ static int parse_stacks(int argc, char **argv, struct stacks_opts *o)
     return 0;
 }
 
-static double now_s(void)
+/* Sleeps until deadline (CLOCK_MONOTONIC ns) unless a signal stops the run first. */
+static void sleep_until(int64_t deadline)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+    struct timespec ts = gs_clock_timespec(deadline);
 
-static void sleep_until(double t)
-{
-    struct timespec ts;
-    ts.tv_sec = (time_t)t;
-    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
     while (!g_stop && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
 }
@@ -234,10 +216,10 @@ struct loop {
 static void tick(struct loop *L, const struct stacks_opts *o)
 {
     struct gs_err err = {0};
-    double t0 = now_s();
+    double t0 = gs_clock_mono_s();
     int rc = gs_pyread_sample(L->r, 0, L->s, &err);
 
-    L->read_s += now_s() - t0;
+    L->read_s += gs_clock_mono_s() - t0;
     L->ticks++;
     if (rc == GS_ENOTFOUND || (rc != GS_OK && kill(o->pid, 0) != 0 && errno == ESRCH)) {
         L->gone = 1;
@@ -308,11 +290,11 @@ static void render_top(struct loop *L, const struct stacks_opts *o, double elaps
     if (n == 0)
         gs_tbuf_puts(&b, "  (no samples of running Python code yet)\n");
     if (tty) {
-        gs_term_redraw(&frame, gs_tbuf_str(&b), b.len, cols, rows);
-        gs_term_write(1, gs_tbuf_str(&frame), frame.len, &g_stop);
+        gs_term_redraw(&frame, gs_tbuf_str(&b), b.text.len, cols, rows);
+        gs_term_write(1, gs_tbuf_str(&frame), frame.text.len, &g_stop);
     } else {
         gs_tbuf_puts(&b, "\n");
-        gs_term_write(1, gs_tbuf_str(&b), b.len, &g_stop);
+        gs_term_write(1, gs_tbuf_str(&b), b.text.len, &g_stop);
     }
     gs_tbuf_free(&b);
     gs_tbuf_free(&frame);
@@ -343,7 +325,10 @@ static int write_record(struct loop *L, const struct stacks_opts *o, struct gs_e
 
 static int run_loop(struct loop *L, const struct stacks_opts *o, struct gs_err *err)
 {
-    double period = 1.0 / o->rate_hz, start = now_s(), next = start, last_draw = start;
+    /* On the main thread, not a ticker's: SIGINT must end the sleep at once (EINTR). */
+    const int64_t step = (int64_t)llround(1e9 / o->rate_hz);
+    int64_t next = gs_clock_mono_ns();
+    double start = gs_clock_mono_s(), last_draw = start;
     int tty = isatty(1), color = gs_term_use_color(o->color, 1);
 
     if (o->mode == MODE_TOP && tty)
@@ -352,7 +337,7 @@ static int run_loop(struct loop *L, const struct stacks_opts *o, struct gs_err *
     while (!g_stop && !L->gone) {
         double t;
         tick(L, o);
-        t = now_s();
+        t = gs_clock_mono_s();
         if (o->duration_s > 0 && t - start >= o->duration_s)
             break;
         if (L->ok == 0 && L->failed >= 20 && t - start > 2.0) {
@@ -364,13 +349,11 @@ static int run_loop(struct loop *L, const struct stacks_opts *o, struct gs_err *
             render_top(L, o, t - start, color, tty);
             last_draw = t;
         }
-        next += period;
-        if (next < t)
-            next = t; /* fell behind: do not burst to catch up */
+        next = gs_clock_next_tick(next, gs_clock_mono_ns(), step, NULL); /* no burst after a lag */
         sleep_until(next);
     }
     if (o->mode == MODE_TOP) {
-        render_top(L, o, now_s() - start, color, tty);
+        render_top(L, o, gs_clock_mono_s() - start, color, tty);
         if (tty)
             gs_term_write(1, GS_TERM_SHOW_CURSOR, strlen(GS_TERM_SHOW_CURSOR), NULL);
     }

@@ -25,6 +25,7 @@
 
 #include "backend/backend.h"
 #include "backend/procfs.h"
+#include "base/clock.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 
@@ -53,13 +54,6 @@ struct gs_sampler {
 #define USAMP_BATCH 64  /* samples per backend call */
 #define USAMP_ROUNDS 16 /* calls per GPU per cycle at most: a stalled cycle reads 1024 */
 
-static int64_t clock_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 int gs_sampler_open(struct gs_sampler **out, const struct gs_sampler_opts *opts, struct gs_err *err)
 {
     struct gs_backend_opts bopts = {opts ? opts->library : NULL, opts ? opts->need_metrics : NULL,
@@ -86,7 +80,7 @@ int gs_sampler_open(struct gs_sampler **out, const struct gs_sampler_opts *opts,
         rc = gs_err_set(err, GS_ENOMEM, "sampler: out of memory");
         goto fail;
     }
-    s->prev_us = (uint64_t)(clock_ns(CLOCK_REALTIME) / 1000);
+    s->prev_us = (uint64_t)(gs_clock_real_ns() / 1000);
     s->host_proc = !(opts && opts->proc_root && opts->proc_root[0]);
     rc = gs_procfs_open(&s->pf, opts ? opts->proc_root : NULL, err);
     if (rc == GS_OK && opts && opts->k8s_pods_dir)
@@ -178,7 +172,7 @@ static void name_from_nvml(struct gs_proc *p)
  * query four procfs reads per process. */
 static void fill_hosts(struct gs_sampler *s, struct gs_snapshot *snap, int host)
 {
-    int64_t now = clock_ns(CLOCK_MONOTONIC);
+    int64_t now = gs_clock_mono_ns();
 
     if (!host) {
         for (unsigned i = 0; i < snap->n_procs; i++) {
@@ -279,8 +273,8 @@ int gs_sampler_sample(struct gs_sampler *s, struct gs_snapshot *snap, unsigned w
         return gs_err_set(err, GS_EINVAL, "sampler: snapshot has room for %u GPUs, need %u",
                           snap->n_gpus, s->n_gpus);
     gs_snapshot_clear(snap);
-    real_ns = clock_ns(CLOCK_REALTIME);
-    snap->t_mono_ns = clock_ns(CLOCK_MONOTONIC);
+    real_ns = gs_clock_real_ns();
+    snap->t_mono_ns = gs_clock_mono_ns();
     snap->t_real = (double)real_ns / 1e9;
     if (gethostname(snap->sys.hostname, sizeof snap->sys.hostname - 1) != 0)
         snap->sys.hostname[0] = '\0';

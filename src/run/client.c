@@ -35,6 +35,8 @@
 
 #include <jansson.h>
 
+#include "base/clock.h"
+#include "base/ticker.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
@@ -77,8 +79,7 @@ struct gs_run {
     int32_t ctl_steps;
 
     /* sampler */
-    bool sampler_on;
-    pthread_t sampler_thr;
+    struct gs_ticker *sampler; /* NULL: not sampling */
     struct gs_sampler *smp;
     struct gs_snapshot *snap;
     unsigned char *in_run;
@@ -525,26 +526,10 @@ static void sample_once(struct gs_run *run)
     pthread_mutex_unlock(&run->mu);
 }
 
-static void *sampler_main(void *arg)
+static void sampler_tick(void *arg, uint64_t missed)
 {
-    struct gs_run *run = arg;
-    struct timespec next;
-
-    clock_gettime(CLOCK_MONOTONIC, &next);
-    pthread_mutex_lock(&run->mu);
-    while (!run->stop) {
-        pthread_mutex_unlock(&run->mu);
-        sample_once(run);
-        /* Ticks on monotonic boundaries, so a slow cycle does not shift later ones. */
-        next.tv_nsec += (long)(fmod(run->interval_s, 1.0) * 1e9);
-        next.tv_sec += (time_t)run->interval_s + next.tv_nsec / 1000000000L;
-        next.tv_nsec %= 1000000000L;
-        pthread_mutex_lock(&run->mu);
-        while (!run->stop && pthread_cond_timedwait(&run->cv, &run->mu, &next) != ETIMEDOUT)
-            ;
-    }
-    pthread_mutex_unlock(&run->mu);
-    return NULL;
+    (void)missed;
+    sample_once(arg);
 }
 
 static void start_sampler(struct gs_run *run)
@@ -563,9 +548,10 @@ static void start_sampler(struct gs_run *run)
     run->in_run = calloc(gs_sampler_gpu_count(run->smp) + 1, 1);
     if (!run->in_run)
         goto fail;
-    if (pthread_create(&run->sampler_thr, NULL, sampler_main, run) != 0)
+    /* Ticks on monotonic boundaries, so a slow cycle does not shift later ones. */
+    if (gs_ticker_start(&run->sampler, (int64_t)llround(run->interval_s * 1e9), gs_clock_mono_ns(),
+                        sampler_tick, run) != 0)
         goto fail;
-    run->sampler_on = true;
     return;
 fail:
     free(run->in_run);
@@ -745,14 +731,8 @@ static int parse_end(struct gs_run *run, const char *end_json, struct gs_record_
 /* Stops and joins the sampler thread. */
 static void stop_sampler(struct gs_run *run)
 {
-    if (!run->sampler_on)
-        return;
-    pthread_mutex_lock(&run->mu);
-    run->stop = true;
-    pthread_cond_broadcast(&run->cv);
-    pthread_mutex_unlock(&run->mu);
-    pthread_join(run->sampler_thr, NULL);
-    run->sampler_on = false;
+    gs_ticker_stop(run->sampler);
+    run->sampler = NULL;
 }
 
 /* Stops and joins the sender thread; it first sends what is queued (and a pending end). */

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
+
 extern const char gs_report_page_head[];
 extern const size_t gs_report_page_head_len;
 extern const char gs_report_page_tail[];
@@ -23,13 +25,6 @@ extern const size_t gs_report_page_tail_len;
 #ifndef GS_VERSION
 #define GS_VERSION "0.1.0"
 #endif
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* Appends s to f with every '<' as \u003c. */
 static void put_escaped(FILE *f, const char *s, size_t n)
@@ -114,7 +109,7 @@ static int report_doc(const struct gs_rundata *rd, int html, char **out, size_t 
     /* times of day keep their milliseconds: written by hand, not at 7 digits */
     snprintf(times, sizeof times, "%.3f", rd->t_base);
     char gen[64];
-    snprintf(gen, sizeof gen, "%.3f", now_s());
+    snprintf(gen, sizeof gen, "%.3f", gs_clock_real_s());
     const char *raw[] = {"t_base", times, "generated", gen, "report", rd->report_text};
     rc = emit(o, 7, raw, sizeof raw / sizeof raw[0], html, out, len, err);
     json_decref(o);
@@ -137,7 +132,7 @@ int gs_report_page_compare_html(const json_t *cmp, char **out, size_t *len, stru
     char gen[64];
     int rc;
     json_object_set_new(o, "compare", json_deep_copy(cmp));
-    snprintf(gen, sizeof gen, "%.3f", now_s());
+    snprintf(gen, sizeof gen, "%.3f", gs_clock_real_s());
     const char *raw[] = {"generated", gen};
     rc = emit(o, 15, raw, 2, 1, out, len, err);
     json_decref(o);

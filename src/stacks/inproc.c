@@ -11,9 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
+#include "base/ticker.h"
 #include "gpuscope/gs_err.h"
 #include "stacks/collect.h"
 #include "stacks/flame.h"
@@ -27,47 +28,25 @@ struct gs_stacks_self {
     struct gs_pysample *s;
     double hz;
     int main_only;
-    pthread_t th;
+    struct gs_ticker *ticker;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int stop;
     unsigned long long samples;
 };
 
-static void *self_main(void *arg)
+/* One sample: the read outside the lock (the writer only waits for the fold). */
+static void self_tick(void *arg, uint64_t missed)
 {
     struct gs_stacks_self *s = arg;
-    struct timespec next;
+    int rc = gs_pyread_sample(s->r, s->main_only ? getpid() : 0, s->s, NULL);
 
-    clock_gettime(CLOCK_MONOTONIC, &next);
+    (void)missed;
     pthread_mutex_lock(&s->mu);
-    while (!s->stop) {
-        long ns = (long)(1e9 / s->hz);
-        /* read outside the lock: the writer only waits for the fold */
-        pthread_mutex_unlock(&s->mu);
-        int rc = gs_pyread_sample(s->r, s->main_only ? getpid() : 0, s->s, NULL);
-        pthread_mutex_lock(&s->mu);
-        if (rc == GS_OK)
-            for (unsigned t = 0; t < s->s->nthreads; t++)
-                if (s->s->threads[t].nframes &&
-                    gs_collect_add(s->col, &s->s->threads[t], NULL, 1) == GS_OK)
-                    s->samples++;
-        next.tv_nsec += ns;
-        while (next.tv_nsec >= 1000000000L) {
-            next.tv_nsec -= 1000000000L;
-            next.tv_sec++;
-        }
-        while (!s->stop && pthread_cond_timedwait(&s->cv, &s->mu, &next) == 0)
-            ;
-        {
-            struct timespec now;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            if (now.tv_sec > next.tv_sec + 1)
-                next = now; /* fell far behind (suspended): do not burst */
-        }
-    }
+    if (rc == GS_OK)
+        for (unsigned t = 0; t < s->s->nthreads; t++)
+            if (s->s->threads[t].nframes &&
+                gs_collect_add(s->col, &s->s->threads[t], NULL, 1) == GS_OK)
+                s->samples++;
     pthread_mutex_unlock(&s->mu);
-    return NULL;
 }
 
 static void self_free(struct gs_stacks_self *s)
@@ -77,7 +56,6 @@ static void self_free(struct gs_stacks_self *s)
     free(s->col);
     free(s->s);
     pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
     free(s);
 }
 
@@ -86,7 +64,7 @@ GS_API struct gs_stacks_self *gs_stacks_self_start(double hz, int main_only, cha
 {
     struct gs_stacks_self *s = calloc(1, sizeof *s);
     struct gs_err e = {0};
-    pthread_condattr_t ca;
+    int rc;
 
     if (!s || !(hz >= 1 && hz <= 1000)) {
         snprintf(err, errlen, "%s", s ? "stacks: rate must be 1 to 1000 Hz" : "out of memory");
@@ -94,10 +72,6 @@ GS_API struct gs_stacks_self *gs_stacks_self_start(double hz, int main_only, cha
         return NULL;
     }
     pthread_mutex_init(&s->mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cv, &ca);
-    pthread_condattr_destroy(&ca);
     s->hz = hz;
     s->main_only = main_only;
     s->prof = gs_stackprof_new();
@@ -114,8 +88,9 @@ GS_API struct gs_stacks_self *gs_stacks_self_start(double hz, int main_only, cha
         return NULL;
     }
     gs_collect_init(s->col, s->prof, s->r);
-    if (pthread_create(&s->th, NULL, self_main, s) != 0) {
-        snprintf(err, errlen, "stacks: cannot start the sampler thread: %s", strerror(errno));
+    rc = gs_ticker_start(&s->ticker, (int64_t)(1e9 / hz), gs_clock_mono_ns(), self_tick, s);
+    if (rc != 0) {
+        snprintf(err, errlen, "stacks: cannot start the sampler thread: %s", strerror(rc));
         self_free(s);
         return NULL;
     }
@@ -172,10 +147,6 @@ GS_API void gs_stacks_self_stop(struct gs_stacks_self *s)
 {
     if (!s)
         return;
-    pthread_mutex_lock(&s->mu);
-    s->stop = 1;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->th, NULL);
+    gs_ticker_stop(s->ticker);
     self_free(s);
 }

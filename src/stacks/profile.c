@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "gpuscope/gs_err.h"
 
 #define LHASH (2 * GS_PROF_MAX_FRAMES)
@@ -53,20 +54,9 @@ void gs_stackprof_free(struct gs_stackprof *p)
     free(p);
 }
 
-static uint32_t hash2(const char *a, const char *b)
-{
-    uint32_t h = 2166136261u;
-    for (; *a; a++)
-        h = (h ^ (uint8_t)*a) * 16777619u;
-    h = (h ^ 0xff) * 16777619u;
-    for (; *b; b++)
-        h = (h ^ (uint8_t)*b) * 16777619u;
-    return h;
-}
-
 uint32_t gs_stackprof_label(struct gs_stackprof *p, const char *name, const char *file)
 {
-    uint32_t h = hash2(name, file ? file : "");
+    uint32_t h = gs_hash_fnv1a_pair(name, file ? file : "");
 
     if (!file)
         file = "";

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "gpuscope/gs_err.h"
 
 #define CODE_CACHE 4096     /* code objects remembered (direct-mapped by address) */
@@ -246,17 +247,6 @@ static int read_str(struct gs_pyread *r, uint64_t addr, char *out, size_t cap)
 
 /* ---- functions ---- */
 
-static uint32_t fnv(const char *a, const char *b)
-{
-    uint32_t h = 2166136261u;
-    for (; *a; a++)
-        h = (h ^ (uint8_t)*a) * 16777619u;
-    h = (h ^ 0xff) * 16777619u;
-    for (; *b; b++)
-        h = (h ^ (uint8_t)*b) * 16777619u;
-    return h;
-}
-
 /* The id of (name, file), added when new; 0 (the "[unknown]" function) when full. */
 /* Doubles the function table and rehashes; -1 when at the maximum or out of memory. */
 static int grow_funcs(struct gs_pyread *r)
@@ -275,7 +265,7 @@ static int grow_funcs(struct gs_pyread *r)
     if (!nh)
         return -1;
     for (unsigned i = 0; i < r->nfuncs; i++) {
-        uint32_t h = fnv(r->funcs[i].name, r->funcs[i].file);
+        uint32_t h = gs_hash_fnv1a_pair(r->funcs[i].name, r->funcs[i].file);
         for (uint32_t k = 0;; k++)
             if (!nh[(h + k) % (2 * ncap)]) {
                 nh[(h + k) % (2 * ncap)] = i + 1;
@@ -290,7 +280,7 @@ static int grow_funcs(struct gs_pyread *r)
 
 static uint32_t intern(struct gs_pyread *r, const char *name, const char *file, int first)
 {
-    uint32_t h = fnv(name, file);
+    uint32_t h = gs_hash_fnv1a_pair(name, file);
     uint32_t slots = 2 * r->cap_funcs;
 
     for (uint32_t k = 0; k < slots; k++) {

@@ -23,6 +23,7 @@
 
 #include <sqlite3.h>
 
+#include "base/clock.h"
 #include "base/testable.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_run.h"
@@ -136,13 +137,6 @@ struct gs_store {
 };
 
 /* ---- helpers ---------------------------------------------------------------------------- */
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static int store_col_of(enum gs_metric m)
 {
@@ -982,7 +976,7 @@ static int store_write_logs(struct gs_store *st, uint64_t *rows)
 
 int gs_store_flush(struct gs_store *st, struct gs_err *err)
 {
-    double t0 = mono_s(), dt;
+    double t0 = gs_clock_mono_s(), dt;
     uint64_t rows = 0;
     int64_t min_ms = INT64_MAX, max_ms = st ? st->max_t_ms : -1, done = -1;
     int failed = 0;
@@ -1044,7 +1038,7 @@ int gs_store_flush(struct gs_store *st, struct gs_err *err)
     st->max_t_ms = max_ms;
     if (min_ms != INT64_MAX)
         st->rollup_done_ms = done;
-    dt = mono_s() - t0;
+    dt = gs_clock_mono_s() - t0;
     st->stats.rows_written += rows;
     st->stats.flushes++;
     st->stats.consecutive_failures = 0;

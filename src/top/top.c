@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/parse.h"
 #include "base/term.h"
 #include "gpuscope/gs_err.h"
 #include "top/top.h"
@@ -89,10 +90,9 @@ struct opts {
 
 static int parse_interval(const char *v, double *out)
 {
-    char *end;
-    double d = strtod(v, &end);
+    double d;
 
-    if (end == v || *end || !(d >= 0.1 && d <= 3600)) {
+    if (gs_parse_double_range(v, 0.1, 3600, &d) != 0) {
         fprintf(stderr, "gpuscope top: --interval: '%s' is not seconds in 0.1..3600\n", v);
         return -1;
     }

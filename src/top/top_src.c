@@ -16,15 +16,15 @@
 
 #include <curl/curl.h>
 #include <dlfcn.h>
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
+#include "base/ticker.h"
 #include "client/agent_client.h"
 #include "core/snapjson.h"
 #include "gpuscope/gs_err.h"
@@ -53,10 +53,8 @@ struct src {
 };
 
 struct top_worker {
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int stop, started;
+    struct gs_ticker *ticker;
+    pthread_mutex_t mu; /* guards slot and interval_s */
     double interval_s;
     int wake_fd;
     unsigned seq;
@@ -65,14 +63,6 @@ struct top_worker {
     unsigned n_src;
     struct src src[TOP_MAX_SRC];
 };
-
-static double now_real(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* ---- libcurl, loaded only when --host is given ---- */
 
@@ -244,7 +234,7 @@ static void hist_prefill(struct src *s, double interval_s)
 {
     static const char *const metric[TOP_G__N] = {"utilization_gpu", "memory_used", "power_draw"};
     double step = interval_s < 1.0 ? 1.0 : floor(interval_s);
-    double to = floor(now_real() / step) * step, from = to - step * TOP_HIST;
+    double to = floor(gs_clock_real_s() / step) * step, from = to - step * TOP_HIST;
 
     for (unsigned gi = 0; gi < s->snap->n_gpus; gi++) {
         const struct gs_gpu *g = &s->snap->gpus[gi];
@@ -314,7 +304,7 @@ static int poll_snapshot(struct src *s, struct gs_err *err)
     if (s->kind == TOP_SRC_NVML) {
         unsigned want = GS_WANT_PROCS | GS_WANT_PROC_HOST | GS_WANT_PROC_UTIL | GS_WANT_MIG |
                         GS_WANT_HEALTH | GS_WANT_PCIE_TPUT;
-        double t = now_real();
+        double t = gs_clock_real_s();
         int rc;
         if (t - s->static_t >= STATIC_EVERY_S) {
             want |= GS_WANT_STATIC;
@@ -414,7 +404,7 @@ static void record_poll(struct src *s, double t, double interval_s)
 static void poll_src(struct src *s, double interval_s)
 {
     struct gs_err e = {0};
-    double t = now_real();
+    double t = gs_clock_real_s();
 
     if (poll_snapshot(s, &e) != GS_OK) {
         snprintf(s->err, sizeof s->err, "%s", e.msg[0] ? e.msg : "poll failed");
@@ -430,7 +420,7 @@ static struct top_frame *build_frame(struct top_worker *w)
     if (!f)
         return NULL;
     f->n_src = w->n_src;
-    f->t = now_real();
+    f->t = gs_clock_real_s();
     f->seq = ++w->seq;
     for (unsigned i = 0; i < w->n_src; i++) {
         const struct src *s = &w->src[i];
@@ -477,41 +467,20 @@ static void publish(struct top_worker *w)
     }
 }
 
-static void *worker_main(void *arg)
+/* One poll of every source and a frame, on the ticker's thread; a set_interval applies from
+ * the next boundary computed (ticker.h). */
+static void worker_tick(void *arg, uint64_t missed)
 {
     struct top_worker *w = arg;
-    struct timespec next;
+    double iv;
 
-    clock_gettime(CLOCK_MONOTONIC, &next);
+    (void)missed;
     pthread_mutex_lock(&w->mu);
-    while (!w->stop) {
-        double iv = w->interval_s;
-        long long ns = (long long)(iv * 1e9);
-        int rc = 0;
-        next.tv_sec += ns / 1000000000LL;
-        next.tv_nsec += ns % 1000000000LL;
-        if (next.tv_nsec >= 1000000000L) {
-            next.tv_sec++;
-            next.tv_nsec -= 1000000000L;
-        }
-        while (!w->stop && rc != ETIMEDOUT)
-            rc = pthread_cond_timedwait(&w->cv, &w->mu, &next);
-        if (w->stop)
-            break;
-        pthread_mutex_unlock(&w->mu);
-        {
-            struct timespec now;
-            for (unsigned i = 0; i < w->n_src; i++)
-                poll_src(&w->src[i], iv);
-            publish(w);
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            if (now.tv_sec > next.tv_sec + 1) /* fell behind (a slow host): no burst */
-                next = now;
-        }
-        pthread_mutex_lock(&w->mu);
-    }
+    iv = w->interval_s;
     pthread_mutex_unlock(&w->mu);
-    return NULL;
+    for (unsigned i = 0; i < w->n_src; i++)
+        poll_src(&w->src[i], iv);
+    publish(w);
 }
 
 /* ---- opening ---- */
@@ -592,7 +561,7 @@ int top_worker_start(struct top_worker **out, const struct top_cfg *cfg, double 
                      int wake_fd, struct gs_err *err)
 {
     struct top_worker *w = calloc(1, sizeof *w);
-    pthread_condattr_t ca;
+    int64_t step = (int64_t)llround(interval_s * 1e9);
     int rc = GS_OK;
 
     if (!w)
@@ -601,10 +570,6 @@ int top_worker_start(struct top_worker **out, const struct top_cfg *cfg, double 
     w->interval_s = interval_s;
     w->wake_fd = wake_fd;
     pthread_mutex_init(&w->mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cv, &ca);
-    pthread_condattr_destroy(&ca);
     if (cfg->n_hosts) {
         rc = curl_load(err);
         if (rc == GS_OK)
@@ -653,19 +618,18 @@ int top_worker_start(struct top_worker **out, const struct top_cfg *cfg, double 
     for (unsigned i = 0; i < w->n_src; i++) {
         struct src *s = &w->src[i];
         if (s->snap) /* the first poll (above) counts: history and runs now */
-            record_poll(s, now_real(), interval_s);
+            record_poll(s, gs_clock_real_s(), interval_s);
         else
             poll_src(s, interval_s);
     }
     publish(w);
-    if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
+    if (gs_ticker_start(&w->ticker, step, gs_clock_mono_ns() + step, worker_tick, w) != 0) {
         top_frame_free(w->slot);
         for (unsigned i = 0; i < w->n_src; i++)
             close_src(&w->src[i]);
         free(w);
         return gs_err_set(err, GS_ENOMEM, "pthread_create failed");
     }
-    w->started = 1;
     *out = w;
     return GS_OK;
 }
@@ -686,24 +650,19 @@ void top_worker_set_interval(struct top_worker *w, double interval_s)
     pthread_mutex_lock(&w->mu);
     w->interval_s = interval_s;
     pthread_mutex_unlock(&w->mu);
+    gs_ticker_set_period(w->ticker, (int64_t)llround(interval_s * 1e9));
 }
 
 void top_worker_stop(struct top_worker *w)
 {
     if (!w)
         return;
-    pthread_mutex_lock(&w->mu);
-    w->stop = 1;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    if (w->started)
-        pthread_join(w->th, NULL);
+    gs_ticker_stop(w->ticker);
     top_frame_free(w->slot);
     for (unsigned i = 0; i < w->n_src; i++)
         close_src(&w->src[i]);
     if (w->cfg->n_hosts && C.h)
         C.global_cleanup();
     pthread_mutex_destroy(&w->mu);
-    pthread_cond_destroy(&w->cv);
     free(w);
 }

@@ -19,6 +19,8 @@
 #include <yajl/yajl_parse.h>
 #include <zlib.h>
 
+#include "base/hash.h"
+
 #define TRACE_MAX_DEPTH 64
 #define TRACE_MAX_NAME (1u << 20) /* longer names are cut here */
 #define TRACE_CHUNK 65536
@@ -79,15 +81,6 @@ struct parser {
     char why[160]; /* a callback's reason for stopping */
 };
 
-static uint32_t name_hash(const char *s, size_t n)
-{
-    uint32_t h = 2166136261u;
-
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 16777619u;
-    return h;
-}
-
 static int names_grow_index(struct gs_trace_names *nm)
 {
     uint32_t ns = nm->n_slot ? nm->n_slot * 2 : 1024;
@@ -97,7 +90,7 @@ static int names_grow_index(struct gs_trace_names *nm)
         return -1;
     for (uint32_t i = 0; i < nm->n; i++) {
         const char *s = nm->arena + nm->off[i];
-        uint32_t h = name_hash(s, strlen(s)) & (ns - 1);
+        uint32_t h = gs_hash_fnv1a(s, strlen(s)) & (ns - 1);
 
         while (slot[h])
             h = (h + 1) & (ns - 1);
@@ -116,7 +109,7 @@ static int64_t names_intern(struct gs_trace_names *nm, const char *s, size_t n)
 
     if ((uint64_t)(nm->n + 1) * 2 > nm->n_slot && names_grow_index(nm) != 0)
         return -1;
-    h = name_hash(s, n) & (nm->n_slot - 1);
+    h = gs_hash_fnv1a(s, n) & (nm->n_slot - 1);
     while (nm->slot[h]) {
         const char *o = nm->arena + nm->off[nm->slot[h] - 1];
 

@@ -388,26 +388,28 @@ static void test_history_doc(void **state)
     (void)state;
     gs_history_doc_begin(&d);
     gs_history_doc_end(&d, &q, GS_STORE_RAW);
-    assert_string_equal(d.data, "{\"gpu\":2,\"metric\":\"utilization_gpu\",\"unit\":\"ratio\","
-                                "\"source\":\"raw\",\"from\":100,\"to\":200,\"step\":0,"
-                                "\"truncated\":false,\"points\":[]}\n");
-    free(d.data);
+    assert_string_equal(d.text.data, "{\"gpu\":2,\"metric\":\"utilization_gpu\",\"unit\":\"ratio\","
+                                     "\"source\":\"raw\",\"from\":100,\"to\":200,\"step\":0,"
+                                     "\"truncated\":false,\"points\":[]}\n");
+    gs_buf_free(&d.text);
     gs_history_doc_begin(&d);
     assert_int_equal(gs_history_doc_point(&d, &p1), 0);
     assert_int_equal(gs_history_doc_point(&d, &p2), 0);
     q.step = 90;
     gs_history_doc_end(&d, &q, GS_STORE_ROLLUP);
-    assert_non_null(strstr(d.data, "\"source\":\"rollup\",\"from\":100,\"to\":200,\"step\":120,"));
-    assert_non_null(strstr(d.data, "\"points\":[[150.123,0.5,0.5,0.5],[151.123,0.25,0.375,0.5]]}"));
+    assert_non_null(
+        strstr(d.text.data, "\"source\":\"rollup\",\"from\":100,\"to\":200,\"step\":120,"));
+    assert_non_null(
+        strstr(d.text.data, "\"points\":[[150.123,0.5,0.5,0.5],[151.123,0.25,0.375,0.5]]}"));
     assert_int_equal(d.points, 2);
-    free(d.data);
+    gs_buf_free(&d.text);
     gs_history_doc_begin(&d);
     for (unsigned i = 0; i < GS_HISTORY_MAX_POINTS; i++)
         assert_int_equal(gs_history_doc_point(&d, &p1), 0);
     assert_int_equal(gs_history_doc_point(&d, &p1), 1);
     gs_history_doc_end(&d, &q, GS_STORE_RAW);
-    assert_non_null(strstr(d.data, "\"truncated\":true"));
-    free(d.data);
+    assert_non_null(strstr(d.text.data, "\"truncated\":true"));
+    gs_buf_free(&d.text);
 
     err = gs_history_error_json("gpu: 'a\"b\\c\n'", &len);
     assert_string_equal(err, "{\"error\":\"gpu: 'a\\\"b\\\\c\\u000a'\"}\n");
@@ -450,7 +452,7 @@ static const struct gs_metrics_self up_self = {
 static void test_render_native(void **state)
 {
     struct gs_snapshot *s = one_gpu();
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
     const char *lbl = "{gpu=\"0\",uuid=\"GPU-abc\",hostname=\"node\\\"1\\\\\\n\"}";
     char want[256];
 
@@ -475,14 +477,14 @@ static void test_render_native(void **state)
     assert_non_null(strstr(b.data, "\ngpuscope_up{hostname=\"\"} 1\n"));
     assert_non_null(strstr(b.data, "\ngpuscope_cycles_total 3\n"));
     assert_non_null(strstr(b.data, "gpuscope_build_info{version=\"9.9\",schema=\"1\"} 1\n"));
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
     gs_snapshot_free(s);
 }
 
 static void test_render_dcgm(void **state)
 {
     struct gs_snapshot *s = one_gpu();
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
 
     (void)state;
     assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
@@ -491,7 +493,7 @@ static void test_render_dcgm(void **state)
                                    "pci_bus_id=\"00000000:18:00.0\",device=\"nvidia3\","
                                    "modelName=\"NVIDIA H100\",hostname=\"node\\\"1\\\\\\n\","
                                    "DCGM_FI_DRIVER_VERSION=\""));
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
     memset(&b, 0, sizeof b); /* 3.x's spelling on request */
     assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM | GS_METRICS_DCGM_HOSTNAME),
                      GS_OK);
@@ -502,7 +504,7 @@ static void test_render_dcgm(void **state)
     assert_non_null(strstr(b.data, "} 1234500\n"));                     /* energy in mJ */
     assert_null(strstr(b.data, "DCGM_FI_DEV_GPU_TEMP"));                /* absent */
     assert_non_null(strstr(b.data, "gpuscope_gpu_memory_used_bytes{")); /* native still there */
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
     gs_snapshot_free(s);
 }
 
@@ -515,7 +517,7 @@ static void test_render_down(void **state)
                                    .version = "1",
                                    .interval_s = 1,
                                    .sample_seconds = -1};
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
 
     (void)state;
     assert_int_equal(gs_metrics_render(&b, NULL, &self, GS_METRICS_DCGM), GS_OK);
@@ -529,13 +531,13 @@ static void test_render_down(void **state)
     assert_string_equal(gs_metrics_down_reason(12345), "error");
     assert_null(strstr(b.data, "gpuscope_gpu_"));
     assert_null(strstr(b.data, "sample_duration"));
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
 }
 
 static void test_lost_gpu(void **state)
 {
     struct gs_snapshot *s = one_gpu();
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
 
     (void)state;
     s->gpus[0].lost = 1;
@@ -546,19 +548,19 @@ static void test_lost_gpu(void **state)
     assert_non_null(strstr(b.data, "\ngpuscope_gpu_up{gpu=\"0\","));
     assert_non_null(strstr(b.data, "\"} 0\n"));
     assert_null(strstr(b.data, "memory_used_bytes"));
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
     gs_snapshot_free(s);
 }
 
 static void test_render_history_self(void **state)
 {
     struct gs_metrics_self self = up_self;
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
 
     (void)state;
     assert_int_equal(gs_metrics_render(&b, NULL, &self, 0), GS_OK);
     assert_null(strstr(b.data, "gpuscope_history_")); /* history off */
-    gs_mbuf_reset(&b);
+    gs_buf_reset(&b);
     self.history = 1;
     self.history_rows = 42;
     self.history_write_errors = 2;
@@ -569,13 +571,13 @@ static void test_render_history_self(void **state)
     assert_non_null(strstr(b.data, "\ngpuscope_history_write_errors_total 2\n"));
     assert_non_null(strstr(b.data, "\ngpuscope_history_snapshots_dropped_total 1\n"));
     assert_null(strstr(b.data, "flush_duration")); /* no flush yet */
-    gs_mbuf_reset(&b);
+    gs_buf_reset(&b);
     self.history_flush_last_s = 0.004;
     self.history_flush_max_s = 0.02;
     assert_int_equal(gs_metrics_render(&b, NULL, &self, 0), GS_OK);
     assert_non_null(strstr(b.data, "\ngpuscope_history_flush_duration_seconds 0.004\n"));
     assert_non_null(strstr(b.data, "\ngpuscope_history_flush_duration_max_seconds 0.02\n"));
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
 }
 
 /* Per-process series: labels, bytes outside printable ASCII, absent values, and the cap
@@ -584,7 +586,7 @@ static void test_render_processes(void **state)
 {
     struct gs_snapshot *s = one_gpu();
     struct gs_metrics_self self = up_self;
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
 
     (void)state;
     s->n_procs = 2;
@@ -602,19 +604,19 @@ static void test_render_processes(void **state)
     self.process_series_max = 100;
     assert_int_equal(gs_metrics_render(&b, s, &self, 0), GS_OK);
     assert_null(strstr(b.data, "gpuscope_process_")); /* off */
-    gs_mbuf_reset(&b);
+    gs_buf_reset(&b);
     assert_int_equal(gs_metrics_render(&b, s, &self, GS_METRICS_PROCESS), GS_OK);
     assert_non_null(strstr(b.data, ",pid=\"7\",user=\"alice\",name=\"tr??in\",container=\"\","
                                    "pod_uid=\"\",slurm_job=\"\"} 4096\n"));
     assert_non_null(strstr(b.data, "gpuscope_process_resident_memory_bytes{"));
     assert_null(strstr(b.data, "gpuscope_process_cpu_ratio")); /* absent everywhere */
     assert_non_null(strstr(b.data, "\ngpuscope_process_series_dropped 0\n"));
-    gs_mbuf_reset(&b);
+    gs_buf_reset(&b);
     self.process_series_max = 2; /* process 7 has 2 series, process 8 one more */
     assert_int_equal(gs_metrics_render(&b, s, &self, GS_METRICS_PROCESS), GS_OK);
     assert_null(strstr(b.data, "pid=\"8\""));
     assert_non_null(strstr(b.data, "\ngpuscope_process_series_dropped 1\n"));
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
     gs_snapshot_free(s);
 }
 /* gpuscope_refused_total (issue 18): one HELP/TYPE, a line per row, zeros kept, nothing for
@@ -624,7 +626,7 @@ static void test_render_refused(void **state)
     static const struct gs_refused_row rows[] = {
         {"http", "uid_connections", 3}, {"unix", "rate", 0}, {"steps", "uid_rate", 123456789012}};
     struct gs_agent_config c;
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
     struct gs_err err;
 
     (void)state;
@@ -637,7 +639,7 @@ static void test_render_refused(void **state)
     assert_non_null(strstr(b.data, "\ngpuscope_refused_total{door=\"unix\",reason=\"rate\"} 0\n"));
     assert_non_null(strstr(b.data, "\ngpuscope_refused_total{door=\"steps\",reason=\"uid_rate\"} "
                                    "123456789012\n"));
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
     gs_config_defaults(&c);
     assert_int_equal(c.steps_conn_per_uid, 32);
     assert_true(c.steps_rate_per_uid == 10000);
@@ -659,7 +661,7 @@ static void test_render_mig(void **state)
 {
     struct gs_snapshot *s = one_gpu();
     struct gs_gpu *g = &s->gpus[0];
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
     const char *ml = "{gpu=\"0\",uuid=\"GPU-abc\",hostname=\"node\\\"1\\\\\\n\",gpu_instance=\"9\","
                      "compute_instance=\"0\",profile=\"1g.10gb\"}";
     const char *dl = "{gpu=\"0\",UUID=\"GPU-abc\",pci_bus_id=\"00000000:18:00.0\","
@@ -704,7 +706,7 @@ static void test_render_mig(void **state)
         strstr(b.data, "compute_instance=\"1\",profile=\"1g.10gb\",mig_uuid=\"MIG-2\"} 1\n"));
     assert_null(strstr(b.data, "gpuscope_mig_sm_active_ratio")); /* absent: no family */
     assert_null(strstr(b.data, "GPU_I_"));
-    gs_mbuf_reset(&b);
+    gs_buf_reset(&b);
 
     assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
     snprintf(want, sizeof want, "\nDCGM_FI_DEV_FB_USED%s 2\n", dl); /* whole MiB */
@@ -722,7 +724,7 @@ static void test_render_mig(void **state)
     assert_null(strstr(b.data, "modelName=\"NVIDIA H100\",hostname="));
     assert_null(strstr(b.data, "DCGM_FI_DEV_GPU_UTIL"));
     assert_null(strstr(b.data, "DCGM_FI_DEV_FB_RESERVED"));
-    gs_mbuf_reset(&b);
+    gs_buf_reset(&b);
     /* NVLink's device-wide figure follows the same rule: one series per GPU instance */
     gs_gpu_set(g, GS_M_NVLINK_TX, 3e9);
     gs_gpu_set(g, GS_M_NVLINK_RX, 1e9);
@@ -733,19 +735,19 @@ static void test_render_mig(void **state)
         n++;
     assert_int_equal(n, 2);
     g->st[GS_M_NVLINK_TX] = g->st[GS_M_NVLINK_RX] = GS_ST_NA;
-    gs_mbuf_reset(&b);
+    gs_buf_reset(&b);
     assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM | GS_METRICS_DCGM_HOSTNAME),
                      GS_OK);
     assert_non_null(strstr(b.data, "GPU_I_PROFILE=\"1g.10gb\",GPU_I_ID=\"9\",Hostname=\"node"));
     assert_null(strstr(b.data, "GPU_I_ID=\"9\",hostname="));
-    gs_mbuf_reset(&b);
+    gs_buf_reset(&b);
     /* MIG mode off: the devices listed are not rendered, the GPU is whole again */
     gs_gpu_set(g, GS_M_MIG_MODE, 0);
     assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
     assert_null(strstr(b.data, "GPU_I_"));
     assert_null(strstr(b.data, "gpuscope_mig_"));
     assert_non_null(strstr(b.data, "modelName=\"NVIDIA H100\",hostname="));
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
     gs_snapshot_free(s);
 }
 
@@ -759,7 +761,7 @@ static void test_render_processes_cap_by_memory(void **state)
     struct gs_metrics_self self = up_self;
     struct gs_metrics_proc_cut cut;
     unsigned char keep[300];
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
     char needle[64];
 
     (void)state;
@@ -812,7 +814,7 @@ static void test_render_processes_cap_by_memory(void **state)
     s->procs[0].host_st = GS_ST_OK; /* 2 series (memory and RSS) */
     assert_int_equal(gs_metrics_process_select(s, 1, keep, &cut), GS_OK);
     assert_true(cut.kept_procs <= 1 && cut.kept_procs + cut.dropped_procs == 300);
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
     gs_snapshot_free(s);
 }
 
@@ -840,7 +842,7 @@ static void test_render_pod_labels(void **state)
     static const char want[] = ",pod=\"trainer-7d9f8c6b5-x2kqp\",namespace=\"ml-team\","
                                "container=\"pytorch\"}";
     struct gs_snapshot *s = one_gpu();
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
     int one = -1;
     const char *l;
 
@@ -875,7 +877,7 @@ static void test_render_pod_labels(void **state)
 
     /* two containers of the pod: pod and namespace, container empty */
     strcpy(s->procs[1].pod_container, "sidecar");
-    gs_mbuf_reset(&b);
+    gs_buf_reset(&b);
     assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
     assert_non_null(strstr(b.data, ",pod=\"trainer-7d9f8c6b5-x2kqp\",namespace=\"ml-team\","
                                    "container=\"\"}"));
@@ -883,7 +885,7 @@ static void test_render_pod_labels(void **state)
     /* a process of the GPU outside any pod: no pod labels */
     set_pod(&s->procs[2], 12, NULL, "");
     assert_null(gs_metrics_gpu_pod(s, 0, NULL));
-    gs_mbuf_reset(&b);
+    gs_buf_reset(&b);
     assert_int_equal(gs_metrics_render(&b, s, &up_self, GS_METRICS_DCGM), GS_OK);
     assert_null(strstr(b.data, ",pod=\""));
     assert_null(strstr(b.data, "gpuscope_gpu_pod_info"));
@@ -895,7 +897,7 @@ static void test_render_pod_labels(void **state)
     set_pod(&s->procs[2], 12, uid, "pytorch");
     s->procs[0].pod_name[0] = '\0';
     assert_null(gs_metrics_gpu_pod(s, 0, NULL));
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
     gs_snapshot_free(s);
 }
 
@@ -912,7 +914,7 @@ static void test_render_mig_pods(void **state)
 {
     struct gs_snapshot *s = one_gpu();
     struct gs_gpu *g = &s->gpus[0];
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
     const char *l2, *l9, *e2, *e9;
 
     (void)state;
@@ -950,7 +952,7 @@ static void test_render_mig_pods(void **state)
     assert_true(in_line(l9, e9, "GPU_I_ID=\"9\""));
     assert_true(in_line(l9, e9, ",pod=\"server-0\",namespace=\"ml-team\",container=\"infer\"}"));
     assert_null(strstr(b.data, "gpuscope_gpu_pod_info"));
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
     gs_snapshot_free(s);
 }
 

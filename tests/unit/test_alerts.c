@@ -273,7 +273,7 @@ static void test_xid(void **state)
 static void test_lost(void **state)
 {
     struct fx f;
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
 
     (void)state;
     fx_open(&f, 2);
@@ -291,7 +291,7 @@ static void test_lost(void **state)
         strstr(b.data, "gpuscope_alerts_firing{hostname=\"n1\",severity=\"critical\"} 1\n"));
     assert_non_null(
         strstr(b.data, "gpuscope_alerts_firing{hostname=\"n1\",severity=\"warning\"} 0\n"));
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
     fx_close(&f);
 }
 

@@ -44,7 +44,7 @@ static struct gs_snapshot *two_gpus(void)
 static void test_line_protocol(void **state)
 {
     struct gs_snapshot *s = two_gpus();
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
 
     (void)state;
     assert_int_equal(gs_push_render_influx(&b, s), GS_OK);
@@ -52,14 +52,14 @@ static void test_line_protocol(void **state)
     assert_string_equal(b.data, "gpuscope_gpu,gpu=0,hostname=node\\ 1\\,a\\=b,uuid=GPU-aaaa "
                                 "utilization_gpu=0.5,memory_used=1073741824 "
                                 "1700000000250000000\n");
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
     gs_snapshot_free(s);
 }
 
 static void test_absent_and_nonfinite(void **state)
 {
     struct gs_snapshot *s = two_gpus();
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
 
     (void)state;
     s->gpus[0].st[GS_M_MEM_USED] = GS_ST_NOPERM; /* present but unreadable: no field */
@@ -72,14 +72,14 @@ static void test_absent_and_nonfinite(void **state)
                                 "1700000000250000000\n"
                                 "gpuscope_gpu,gpu=1 temperature_gpu=41 1700000000250000000\n");
     assert_null(strstr(b.data, "power"));
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
     gs_snapshot_free(s);
 }
 
 static void test_escaping_and_time(void **state)
 {
     struct gs_snapshot *s = two_gpus();
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
 
     (void)state;
     snprintf(s->sys.hostname, sizeof s->sys.hostname, "a\\b\nc");
@@ -90,7 +90,7 @@ static void test_escaping_and_time(void **state)
     assert_int_equal(gs_push_render_influx(&b, s), GS_OK);
     assert_string_equal(b.data, "gpuscope_gpu,gpu=0,hostname=a\\\\b\\ c,uuid=GPU-aaaa energy=1e+20 "
                                 "1234000000001\n");
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
     gs_snapshot_free(s);
 }
 
@@ -139,7 +139,7 @@ static void test_urls_and_config(void **state)
 static void test_self_metrics(void **state)
 {
     struct gs_push_stats st = {0};
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
 
     (void)state;
     gs_push_render_self(&b, &st);
@@ -153,7 +153,7 @@ static void test_self_metrics(void **state)
     assert_non_null(strstr(b.data, "gpuscope_push_failed_total{sink=\"influxdb\"} 2\n"));
     assert_non_null(strstr(b.data, "gpuscope_push_dropped_total{sink=\"influxdb\"} 1\n"));
     assert_null(strstr(b.data, "sink=\"pushgateway\""));
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
 }
 
 static int released;

@@ -25,13 +25,13 @@
 
 static char *render(struct gs_runm *m)
 {
-    struct gs_mbuf b = {0};
+    struct gs_buf b = {0};
     char *s;
 
     gs_runm_render(m, &b);
-    assert_false(b.failed);
+    assert_int_equal(gs_buf_status(&b), GS_BUF_OK);
     s = strndup(b.data ? b.data : "", b.len);
-    gs_mbuf_free(&b);
+    gs_buf_free(&b);
     return s;
 }
 

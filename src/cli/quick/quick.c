@@ -195,17 +195,17 @@ static int emit_frame(struct quick_run *r, struct gs_err *err)
 {
     if (r->o->interval_s > 0 && r->tty) {
         gs_tbuf_reset(&r->screen);
-        gs_term_redraw(&r->screen, r->frame.data, r->frame.len, gs_term_cols(STDOUT_FILENO),
-                       gs_term_rows(STDOUT_FILENO));
+        gs_term_redraw(&r->screen, r->frame.text.data, r->frame.text.len,
+                       gs_term_cols(STDOUT_FILENO), gs_term_rows(STDOUT_FILENO));
         if (gs_tbuf_status(&r->screen) != GS_OK)
             return gs_err_set(err, GS_ENOMEM, "render: out of memory");
-        return out_write(r, r->screen.data, r->screen.len, err);
+        return out_write(r, r->screen.text.data, r->screen.text.len, err);
     }
     if (r->o->interval_s > 0) { /* into a pipe: frames one after another, a blank line apart */
-        int rc = out_write(r, r->frame.data, r->frame.len, err);
+        int rc = out_write(r, r->frame.text.data, r->frame.text.len, err);
         return rc == GS_OK ? out_write(r, "\n", 1, err) : rc;
     }
-    return out_write(r, r->frame.data, r->frame.len, err);
+    return out_write(r, r->frame.text.data, r->frame.text.len, err);
 }
 
 /* A sampling failure in the middle of watch mode is shown in the frame and the loop goes on:

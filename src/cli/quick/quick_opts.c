@@ -7,13 +7,12 @@
 #include "cli/quick/quick.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "base/parse.h"
 #include "gpuscope/gs_err.h"
 
 /* ---- the option table ---- */
@@ -124,30 +123,15 @@ static const struct quick_option *find_short(char c)
     return NULL;
 }
 
-/* Whether s is entirely a number, so an optional argument may take it. */
-static int is_number(const char *s)
-{
-    char *end;
-
-    if (!s || !*s)
-        return 0;
-    errno = 0;
-    (void)strtod(s, &end);
-    return *end == '\0';
-}
-
 static int parse_interval(struct gs_quick_opts *o, const char *v, struct gs_err *err)
 {
-    char *end;
     double d;
 
     if (!v) {
         o->interval_s = 1.0;
         return GS_OK;
     }
-    errno = 0;
-    d = strtod(v, &end);
-    if (end == v || *end != '\0' || errno == ERANGE || !isfinite(d))
+    if (gs_parse_double(v, &d) != 0)
         return gs_err_set(err, GS_EUSAGE, "gpuscope: --interval: '%s' is not a number of seconds",
                           v);
     if (d < GS_QUICK_INTERVAL_MIN || d > GS_QUICK_INTERVAL_MAX)
@@ -324,7 +308,8 @@ static int parse_long(struct gs_quick_opts *o, int argc, char **argv, int *i, st
             return gs_err_set(err, GS_EUSAGE, "gpuscope: --%s needs a value (%s)", q->long_name,
                               q->arg_name);
         v = argv[++*i];
-    } else if (!eq && q->arg == QA_OPT_NUMBER && *i + 1 < argc && is_number(argv[*i + 1])) {
+    } else if (!eq && q->arg == QA_OPT_NUMBER && *i + 1 < argc &&
+               gs_parse_is_number(argv[*i + 1])) {
         v = argv[++*i];
     }
     return apply_option(o, q, v, err);
@@ -345,7 +330,7 @@ static int parse_short(struct gs_quick_opts *o, int argc, char **argv, int *i, s
         if (q->arg != QA_NONE) {
             if (a[k + 1])
                 v = a + k + 1;
-            else if (*i + 1 < argc && (q->arg == QA_REQUIRED || is_number(argv[*i + 1])))
+            else if (*i + 1 < argc && (q->arg == QA_REQUIRED || gs_parse_is_number(argv[*i + 1])))
                 v = argv[++*i];
             else if (q->arg == QA_REQUIRED)
                 return gs_err_set(err, GS_EUSAGE, "gpuscope: -%c needs a value (%s)", a[k],

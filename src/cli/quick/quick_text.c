@@ -428,14 +428,14 @@ static void put_procs(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_
         size_t w;
         gs_tbuf_reset(tmp);
         put_proc(tmp, list[i], show);
-        w = gs_term_width(tmp->data, tmp->len);
+        w = gs_term_width(tmp->text.data, tmp->text.len);
         if (cols && x + 1 + w > cols && x > indent) {
             gs_tbuf_puts(out, "\n");
             gs_tbuf_spaces(out, indent);
             x = indent;
         }
         gs_tbuf_puts(out, " ");
-        gs_tbuf_put(out, gs_tbuf_str(tmp), tmp->len);
+        gs_tbuf_put(out, gs_tbuf_str(tmp), tmp->text.len);
         x += 1 + w;
     }
 }
@@ -446,7 +446,7 @@ static void put_full_cmds(struct gs_tbuf *out, const struct gs_proc **list, unsi
 {
     for (unsigned i = 0; i < n; i++) {
         const struct gs_proc *p = list[i];
-        size_t start = out->len, w;
+        size_t start = out->text.len, w;
         char rss[32];
 
         gs_tbuf_printf(out, "%s%s %7u (", lead,
@@ -475,7 +475,9 @@ static void put_full_cmds(struct gs_tbuf *out, const struct gs_proc **list, unsi
         if (show & GS_QS_CONTAINER)
             put_jobs(out, p);
         gs_tbuf_puts(out, ": ");
-        w = out->rc == GS_OK ? gs_term_width(out->data + start, out->len - start) : 0;
+        w = gs_tbuf_status(out) == GS_OK
+                ? gs_term_width(out->text.data + start, out->text.len - start)
+                : 0;
         gs_tbuf_sgr(out, GS_SGR_CYAN);
         put_safe(out, p->cmdline[0] ? p->cmdline : proc_name(p),
                  cols && cols > w + 8 ? cols - w : 0);
@@ -526,9 +528,9 @@ static struct span end_span(const struct gs_tbuf *b, size_t off)
 {
     struct span sp = {off, 0, 0};
 
-    if (b->rc == GS_OK) {
-        sp.len = b->len - off;
-        sp.w = gs_term_width(b->data + off, sp.len);
+    if (gs_tbuf_status(b) == GS_OK) {
+        sp.len = b->text.len - off;
+        sp.w = gs_term_width(b->text.data + off, sp.len);
     }
     return sp;
 }
@@ -605,7 +607,7 @@ static struct widths measure(struct gs_tbuf *tmp, const struct row *rows,
             size_t w;
             gs_tbuf_reset(tmp);
             mig_label(tmp, g, m, g->n_mig);
-            w = gs_term_width(gs_tbuf_str(tmp), tmp->len);
+            w = gs_term_width(gs_tbuf_str(tmp), tmp->text.len);
             if (w > wd.mig_label)
                 wd.mig_label = w;
         }
@@ -645,11 +647,13 @@ static void mig_lines(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_
 
     for (unsigned m = 0; m < g->n_mig && m < GS_MIG_MAX; m++) {
         const struct gs_mig *mig = &g->mig[m];
-        size_t start = out->len, w;
+        size_t start = out->text.len, w;
         unsigned n;
 
         mig_label(out, g, m, g->n_mig);
-        w = out->rc == GS_OK ? gs_term_width(out->data + start, out->len - start) : 0;
+        w = gs_tbuf_status(out) == GS_OK
+                ? gs_term_width(out->text.data + start, out->text.len - start)
+                : 0;
         if (label_w > w)
             gs_tbuf_spaces(out, label_w - w);
         gs_tbuf_puts(out, " | ");
@@ -687,7 +691,7 @@ static void nvlink_line(struct gs_tbuf *out, const struct gs_gpu *g, size_t labe
 {
     static const enum gs_metric errs[] = {GS_M_NVLINK_REPLAY, GS_M_NVLINK_RECOVERY,
                                           GS_M_NVLINK_CRC_FLIT, GS_M_NVLINK_CRC_DATA};
-    size_t start = out->len, w;
+    size_t start = out->text.len, w;
     double sum = 0;
     int have_err = 0;
     char a[32], b[32];
@@ -696,7 +700,8 @@ static void nvlink_line(struct gs_tbuf *out, const struct gs_gpu *g, size_t labe
         return;
     gs_tbuf_puts(out, !last ? " \xe2\x94\x9c\xe2\x94\x80 " : " \xe2\x94\x94\xe2\x94\x80 ");
     gs_tbuf_puts(out, "NVLink");
-    w = out->rc == GS_OK ? gs_term_width(out->data + start, out->len - start) : 0;
+    w = gs_tbuf_status(out) == GS_OK ? gs_term_width(out->text.data + start, out->text.len - start)
+                                     : 0;
     if (label_w > w)
         gs_tbuf_spaces(out, label_w - w);
     gs_tbuf_puts(out, " | ");
@@ -977,12 +982,12 @@ static void build_cells(struct gs_tbuf *scratch, struct row *rows, const struct 
         if (!gs_quick_selected(o, g))
             continue;
         r->lost = g->lost;
-        off = scratch->len;
+        off = scratch->text.len;
         gs_tbuf_sgr(scratch, GS_SGR_CYAN);
         gs_tbuf_printf(scratch, "[%u]", g->index);
         gs_tbuf_sgr(scratch, GS_SGR_RESET);
         r->c[C_ID] = end_span(scratch, off);
-        off = scratch->len;
+        off = scratch->text.len;
         name = gs_gpu_has_text(g, GS_T_NAME) ? g->text[GS_T_NAME] : NULL;
         gs_tbuf_sgr(scratch, GS_SGR_BLUE);
         put_safe(scratch,
@@ -994,7 +999,7 @@ static void build_cells(struct gs_tbuf *scratch, struct row *rows, const struct 
         r->c[C_NAME] = end_span(scratch, off);
         if (g->lost)
             continue;
-        off = scratch->len;
+        off = scratch->text.len;
         if (narrow) {
             cell_sensors_narrow(scratch, g, o->show);
         } else {
@@ -1006,12 +1011,12 @@ static void build_cells(struct gs_tbuf *scratch, struct row *rows, const struct 
             }
         }
         r->c[C_SENS] = end_span(scratch, off);
-        off = scratch->len;
+        off = scratch->text.len;
         (narrow ? cell_mem_narrow : cell_mem)(scratch, gs_gpu_has(g, GS_M_MEM_USED),
                                               g->v[GS_M_MEM_USED], gs_gpu_has(g, GS_M_MEM_TOTAL),
                                               g->v[GS_M_MEM_TOTAL]);
         r->c[C_MEM] = end_span(scratch, off);
-        off = scratch->len;
+        off = scratch->text.len;
         if (narrow)
             cell_below_narrow(scratch, g, o->show);
         else if (o->show & GS_QS_CLOCKS)
@@ -1034,19 +1039,20 @@ static void put_below(struct gs_tbuf *out, const struct gs_tbuf *scratch, const 
 static void put_hidden_narrow(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs_gpu *g,
                               unsigned cols)
 {
-    size_t line = out->len, w;
+    size_t line = out->text.len, w;
 
     gs_tbuf_reset(tmp);
     put_hidden(tmp, g);
-    if (!tmp->len)
+    if (!tmp->text.len)
         return;
-    while (line > 0 && out->data && out->data[line - 1] != '\n')
+    while (line > 0 && out->text.data && out->text.data[line - 1] != '\n')
         line--;
-    w = out->rc == GS_OK ? gs_term_width(out->data + line, out->len - line) : 0;
-    if (cols && w + gs_term_width(tmp->data, tmp->len) > cols) {
+    w = gs_tbuf_status(out) == GS_OK ? gs_term_width(out->text.data + line, out->text.len - line)
+                                     : 0;
+    if (cols && w + gs_term_width(tmp->text.data, tmp->text.len) > cols) {
         gs_tbuf_puts(out, "\n    "); /* its " [" then starts under the processes */
     }
-    gs_tbuf_put(out, gs_tbuf_str(tmp), tmp->len);
+    gs_tbuf_put(out, gs_tbuf_str(tmp), tmp->text.len);
 }
 
 /* The header, on two lines when it does not fit on one: host, time, driver and CUDA; then
@@ -1059,9 +1065,11 @@ static void header_fit(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs
 
     gs_tbuf_reset(tmp);
     header(tmp, s);
-    w = tmp->rc == GS_OK ? gs_term_width(tmp->data, tmp->len ? tmp->len - 1 : 0) : 0;
+    w = gs_tbuf_status(tmp) == GS_OK
+            ? gs_term_width(tmp->text.data, tmp->text.len ? tmp->text.len - 1 : 0)
+            : 0;
     if (!cols || w <= cols) {
-        gs_tbuf_put(out, gs_tbuf_str(tmp), tmp->len);
+        gs_tbuf_put(out, gs_tbuf_str(tmp), tmp->text.len);
     } else {
         one.sys.source[0] = '\0';
         one.sys.simulated = 0;
@@ -1075,10 +1083,12 @@ static void header_fit(struct gs_tbuf *out, struct gs_tbuf *tmp, const struct gs
         }
         if (s->sys.source[0]) {
             /* the rest of the line, else a line of its own; a long path ends in "…" */
-            size_t line = out->len, used;
-            while (line > 0 && out->data && out->data[line - 1] != '\n')
+            size_t line = out->text.len, used;
+            while (line > 0 && out->text.data && out->text.data[line - 1] != '\n')
                 line--;
-            used = out->rc == GS_OK ? gs_term_width(out->data + line, out->len - line) : 0;
+            used = gs_tbuf_status(out) == GS_OK
+                       ? gs_term_width(out->text.data + line, out->text.len - line)
+                       : 0;
             if (used && used + 6 + 16 > cols) {
                 gs_tbuf_puts(out, "\n");
                 used = 0;
@@ -1163,7 +1173,7 @@ int gs_quick_render(struct gs_tbuf *out, const struct gs_snapshot *s, const stru
     if (!rows || !list) {
         free(rows);
         free(list);
-        out->rc = GS_ENOMEM;
+        gs_buf_fail(&out->text, GS_BUF_ENOMEM);
         return GS_ENOMEM;
     }
     gs_tbuf_init(&scratch, out->color);
@@ -1186,8 +1196,8 @@ int gs_quick_render(struct gs_tbuf *out, const struct gs_snapshot *s, const stru
     for (unsigned i = 0; i < s->n_gpus; i++)
         if (gs_quick_selected(o, &s->gpus[i]))
             gpu_line(out, &tmp, &scratch, s, i, &rows[i], o, &wd, cols, list);
-    if (scratch.rc != GS_OK || tmp.rc != GS_OK)
-        out->rc = GS_ENOMEM;
+    if (gs_tbuf_status(&scratch) != GS_OK || gs_tbuf_status(&tmp) != GS_OK)
+        gs_buf_fail(&out->text, GS_BUF_ENOMEM);
     gs_tbuf_free(&scratch);
     gs_tbuf_free(&tmp);
     free(rows);

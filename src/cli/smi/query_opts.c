@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/parse.h"
 #include "cli/smi/query_fields.h"
 #include "gpuscope/gs_err.h"
 
@@ -89,22 +90,12 @@ static const struct opt *find_option(const char *word, const char **val)
     return NULL;
 }
 
-static int is_number(const char *s)
-{
-    if (!*s)
-        return 0;
-    for (; *s; s++)
-        if (!isdigit((unsigned char)*s))
-            return 0;
-    return 1;
-}
-
 long gs_query_positive(const char *s, long max)
 {
     char *end;
     long v;
 
-    if (!s || !is_number(s))
+    if (!s || !gs_parse_is_digits(s))
         return -1;
     errno = 0;
     v = strtol(s, &end, 10);
@@ -229,7 +220,7 @@ int gs_query_parse(int argc, char **argv, struct gs_query_opts *o, struct gs_err
                                   "ERROR: Option %s is missing its value. " HELP_HINT, word);
             val = argv[++i];
         }
-        if (opt->arg == ARG_OPT_NUM && !val && i + 1 < argc && is_number(argv[i + 1]))
+        if (opt->arg == ARG_OPT_NUM && !val && i + 1 < argc && gs_parse_is_digits(argv[i + 1]))
             val = argv[++i];
         rc = apply(o, opt, word, val, err);
         if (rc != GS_OK)
@@ -298,7 +289,7 @@ static int gpu_matches(const struct gs_gpu *g, const char *item)
 {
     struct pci_addr want, have;
 
-    if (is_number(item))
+    if (gs_parse_is_digits(item))
         return strtoul(item, NULL, 10) == g->index;
     if (strncasecmp(item, "GPU-", 4) == 0)
         return gs_gpu_has_text(g, GS_T_UUID) && strcasecmp(item, g->text[GS_T_UUID]) == 0;

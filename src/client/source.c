@@ -122,7 +122,6 @@ int gs_source_open(struct gs_source **out, const struct gs_source_opts *o, struc
     if (!s)
         return gs_err_set(err, GS_ENOMEM, "source: out of memory");
     s->o = o ? *o : auto_opts;
-    s->o.host = NULL; /* not kept: the caller's string */
     if (o && o->host) {
         s->kind = GS_SOURCE_KIND_HTTP;
         snprintf(s->host, sizeof s->host, "%s", o->host);
@@ -141,6 +140,10 @@ int gs_source_open(struct gs_source **out, const struct gs_source_opts *o, struc
         gs_source_close(s);
         return rc;
     }
+    /* what only open reads is the caller's: not kept */
+    s->o.sampler = NULL;
+    s->o.host = NULL;
+    s->o.http = NULL;
     *out = s;
     return GS_OK;
 }

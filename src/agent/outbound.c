@@ -1,10 +1,9 @@
 /*
  * One outbound HTTP request and the retry backoff, shared by the push sinks and the alert
- * webhook, and the loaders that dlopen libcurl and zlib for them (see outbound.h).
+ * webhook, and the loaders of libcurl and zlib for them (base/dl.h; see outbound.h).
  */
 #include "agent/outbound.h"
 
-#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -13,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/dl.h"
+
 #define CONNECT_TIMEOUT_MS 2000L
 #define REQUEST_TIMEOUT_MS 5000L
 #define BACKOFF_MIN_S 1.0
@@ -20,16 +21,8 @@
 
 /* ---- the loaders ---- */
 
-struct sym {
-    const char *name;
-    size_t offset; /* of the function pointer in the api struct */
-};
-
-#define CURL_SYM(f, m)                                                                             \
-    {                                                                                              \
-        "curl_" #f, offsetof(struct gs_curl_api, m)                                                \
-    }
-static const struct sym curl_syms[] = {
+#define CURL_SYM(f, m) GS_DL_SYM(struct gs_curl_api, m, "curl_" #f)
+static const struct gs_dl_sym curl_syms[] = {
     CURL_SYM(global_init, global_init),   CURL_SYM(easy_init, easy_init),
     CURL_SYM(easy_cleanup, easy_cleanup), CURL_SYM(easy_reset, easy_reset),
     CURL_SYM(easy_setopt, easy_setopt),   CURL_SYM(easy_perform, easy_perform),
@@ -37,59 +30,43 @@ static const struct sym curl_syms[] = {
     CURL_SYM(easy_escape, easy_escape),   CURL_SYM(free, free_fn),
     CURL_SYM(slist_append, slist_append), CURL_SYM(slist_free_all, slist_free_all),
 };
+static const char *const curl_names[] = {"libcurl.so.4", NULL};
 
-#define Z_SYM(f)                                                                                   \
-    {                                                                                              \
-#f, offsetof(struct gs_zlib_api, f)                                                        \
-    }
-static const struct sym zlib_syms[] = {
+#define Z_SYM(f) GS_DL_SYM(struct gs_zlib_api, f, #f)
+static const struct gs_dl_sym zlib_syms[] = {
     Z_SYM(deflateInit2_),
     Z_SYM(deflate),
     Z_SYM(deflateEnd),
     Z_SYM(deflateBound),
 };
+static const char *const zlib_names[] = {"libz.so.1", NULL};
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gs_curl_api curl_api;
 static struct gs_zlib_api zlib_api;
 static int curl_loaded, zlib_loaded; /* written under load_lock, then only read */
 
-/* dlopens name ($env when set) and fills api from syms; the handle is kept for the process's
- * life. On failure api is left partly filled but not marked loaded. */
-static int load_lib(const char *env, const char *name, const char *what, const char *package,
-                    const struct sym *syms, size_t n, void *api, struct gs_err *err)
+/* Loads lib into api (base/dl.h); the handle is kept for the process's life. The message
+ * names the library, what failed and the Debian package to install. */
+static int load_lib(const struct gs_dl_lib *lib, const char *what, const char *package, void *api,
+                    struct gs_err *err)
 {
-    const char *path = getenv(env);
-    void *h;
+    char why[400];
 
-    if (!path || !path[0])
-        path = name;
-    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return gs_err_set(err, GS_EIO, "%s: cannot load %s (%s): install the Debian package %s",
-                          what, path, dlerror(), package);
-    for (size_t i = 0; i < n; i++) {
-        void *f = dlsym(h, syms[i].name);
-        if (!f) {
-            gs_err_set(err, GS_EIO, "%s: %s has no %s: install the Debian package %s", what, path,
-                       syms[i].name, package);
-            dlclose(h);
-            return GS_EIO;
-        }
-        /* POSIX guarantees a function pointer round-trips through void *. */
-        memcpy((char *)api + syms[i].offset, &f, sizeof f);
-    }
+    if (!gs_dl_open(lib, api, why, sizeof why))
+        return gs_err_set(err, GS_EIO, "%s: %s: install the Debian package %s", what, why, package);
     return GS_OK;
 }
 
 int gs_curl_load(struct gs_err *err)
 {
+    static const struct gs_dl_lib lib = {"GPUSCOPE_CURL_LIBRARY", curl_names, curl_syms,
+                                         sizeof curl_syms / sizeof curl_syms[0]};
     int rc = GS_OK;
 
     pthread_mutex_lock(&load_lock);
     if (!curl_loaded) {
-        rc = load_lib("GPUSCOPE_CURL_LIBRARY", "libcurl.so.4", "libcurl", "libcurl4", curl_syms,
-                      sizeof curl_syms / sizeof curl_syms[0], &curl_api, err);
+        rc = load_lib(&lib, "libcurl", "libcurl4", &curl_api, err);
         /* curl_global_init is not thread-safe in every libcurl: once, under the lock. */
         if (rc == GS_OK && curl_api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
             rc = gs_err_set(err, GS_EIO, "libcurl: curl_global_init failed");
@@ -111,12 +88,13 @@ const struct gs_curl_api *gs_curl(void)
 
 int gs_zlib_load(struct gs_err *err)
 {
+    static const struct gs_dl_lib lib = {"GPUSCOPE_ZLIB_LIBRARY", zlib_names, zlib_syms,
+                                         sizeof zlib_syms / sizeof zlib_syms[0]};
     int rc = GS_OK;
 
     pthread_mutex_lock(&load_lock);
     if (!zlib_loaded) {
-        rc = load_lib("GPUSCOPE_ZLIB_LIBRARY", "libz.so.1", "zlib", "zlib1g", zlib_syms,
-                      sizeof zlib_syms / sizeof zlib_syms[0], &zlib_api, err);
+        rc = load_lib(&lib, "zlib", "zlib1g", &zlib_api, err);
         zlib_loaded = rc == GS_OK;
     }
     pthread_mutex_unlock(&load_lock);

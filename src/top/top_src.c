@@ -1,9 +1,9 @@
 /*
- * `gpuscope top`'s data sources and the worker thread that polls them (top.h). A source is
- * NVML itself (one sampler kept for the whole session), the local agent's unix socket (as
- * cli/agent_client.c finds it: the visibility policy applies there by SO_PEERCRED), or an
- * agent over HTTP or HTTPS (--host: libcurl, dlopen'd only then; a Bearer token as
- * docs/security.md describes).
+ * `gpuscope top`'s data sources and the worker thread that polls them (top.h). A source
+ * (client/source.h) is NVML itself (one sampler kept for the whole session), the local agent's
+ * unix socket (the visibility policy applies there by SO_PEERCRED), or an agent over HTTP or
+ * HTTPS (--host: client/http.h, libcurl loaded only then; a Bearer token as docs/security.md
+ * describes).
  * Agents also give history (/api/v1/history, fetched once so that the graphs are full from
  * the first frame) and training runs (/api/v1/runs and the report of each running one, every
  * two seconds).
@@ -14,8 +14,7 @@
  */
 #include "top/top.h"
 
-#include <curl/curl.h>
-#include <dlfcn.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -25,8 +24,8 @@
 
 #include "base/clock.h"
 #include "base/ticker.h"
-#include "client/agent_client.h"
-#include "core/snapjson.h"
+#include "client/http.h"
+#include "client/source.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
 
@@ -38,18 +37,13 @@
 struct src {
     enum top_src_kind kind;
     char name[128], where[160], err[512];
-    char url[256];  /* http(s)://host:port, no trailing slash */
-    char sock[108]; /* the agent's unix socket */
-    struct gs_sampler *sampler;
-    struct gs_snapshot *work; /* NVML: sampled into */
-    struct gs_snapshot *snap; /* the latest good snapshot (owned) */
+    struct gs_source *source;
+    struct gs_snapshot *snap; /* the latest good snapshot (a copy, owned) */
     struct top_hist *hist;
     unsigned hist_gpus;
     int hist_filled;
     json_t *runs, *reports;
     double runs_t, static_t, t_ok;
-    CURL *curl;
-    struct curl_slist *hdrs;
 };
 
 struct top_worker {
@@ -64,119 +58,14 @@ struct top_worker {
     struct src src[TOP_MAX_SRC];
 };
 
-/* ---- libcurl, loaded only when --host is given ---- */
-
-/* The handful of libcurl calls top makes, resolved by dlopen so that a local view maps none
- * of libcurl's TLS, Kerberos and LDAP libraries (about 3.5 MiB of RSS). */
-static struct {
-    void *h;
-    CURLcode (*global_init)(long);
-    void (*global_cleanup)(void);
-    CURL *(*easy_init)(void);
-    CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
-    CURLcode (*easy_perform)(CURL *);
-    CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
-    const char *(*easy_strerror)(CURLcode);
-    void (*easy_cleanup)(CURL *);
-    struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
-    void (*slist_free_all)(struct curl_slist *);
-} C;
-
-static int curl_load(struct gs_err *err)
-{
-    static const char *const names[] = {"libcurl.so.4", "libcurl-gnutls.so.4", "libcurl.so"};
-
-    if (C.h)
-        return GS_OK;
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !C.h; i++)
-        C.h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (!C.h)
-        return gs_err_set(err, GS_ENOLIB, "--host needs libcurl (libcurl.so.4): %s", dlerror());
-#define SYM(f, n)                                                                                  \
-    do {                                                                                           \
-        *(void **)&C.f = dlsym(C.h, n);                                                            \
-        if (!C.f)                                                                                  \
-            return gs_err_set(err, GS_ENOLIB, "libcurl.so.4 lacks %s", n);                         \
-    } while (0)
-    SYM(global_init, "curl_global_init");
-    SYM(global_cleanup, "curl_global_cleanup");
-    SYM(easy_init, "curl_easy_init");
-    SYM(easy_setopt, "curl_easy_setopt");
-    SYM(easy_perform, "curl_easy_perform");
-    SYM(easy_getinfo, "curl_easy_getinfo");
-    SYM(easy_strerror, "curl_easy_strerror");
-    SYM(easy_cleanup, "curl_easy_cleanup");
-    SYM(slist_append, "curl_slist_append");
-    SYM(slist_free_all, "curl_slist_free_all");
-#undef SYM
-    return GS_OK;
-}
-
-/* ---- HTTP ---- */
-
-struct membuf {
-    char *p;
-    size_t n, cap;
-};
-
-static size_t on_body(char *data, size_t sz, size_t nm, void *ud)
-{
-    struct membuf *b = ud;
-    size_t n = sz * nm;
-
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 65536;
-        char *np;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        if (cap > (64u << 20) || !(np = realloc(b->p, cap)))
-            return 0;
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, data, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-    return n;
-}
-
-static int http_get(struct src *s, const char *path, char **body, size_t *len, struct gs_err *err)
-{
-    char url[768];
-    struct membuf b = {0};
-    long code = 0;
-    CURLcode cc;
-
-    snprintf(url, sizeof url, "%s%s", s->url, path);
-    C.easy_setopt(s->curl, CURLOPT_URL, url);
-    C.easy_setopt(s->curl, CURLOPT_WRITEDATA, &b);
-    cc = C.easy_perform(s->curl);
-    if (cc != CURLE_OK) {
-        free(b.p);
-        return gs_err_set(err, GS_EIO, "%s", C.easy_strerror(cc));
-    }
-    C.easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &code);
-    if (code != 200) {
-        free(b.p);
-        return gs_err_set(err, GS_EIO, "%s answered %ld%s", path, code,
-                          code == 401 || code == 403 ? " (a token: --token-file or GPUSCOPE_TOKEN)"
-                                                     : "");
-    }
-    if (!b.p && !(b.p = calloc(1, 1)))
-        return gs_err_set(err, GS_ENOMEM, "out of memory");
-    *body = b.p;
-    *len = b.n;
-    return GS_OK;
-}
+/* ---- agents' API ---- */
 
 static int src_get_json(struct src *s, const char *path, json_t **out, struct gs_err *err)
 {
     char *body = NULL;
     size_t len = 0;
     json_error_t je;
-    int rc = s->kind == TOP_SRC_HTTP
-                 ? http_get(s, path, &body, &len, err)
-                 : gs_agent_client_get(s->sock, path, HTTP_TIMEOUT_MS, &body, &len, err);
+    int rc = gs_source_get(s->source, path, &body, &len, err);
 
     if (rc != GS_OK)
         return rc;
@@ -301,39 +190,32 @@ static struct gs_snapshot *snap_dup(const struct gs_snapshot *s)
 
 static int poll_snapshot(struct src *s, struct gs_err *err)
 {
+    struct gs_snapshot *snap;
+    unsigned want = 0; /* an agent reads what it reads */
+    double t = gs_clock_real_s();
+    int rc;
+
     if (s->kind == TOP_SRC_NVML) {
-        unsigned want = GS_WANT_PROCS | GS_WANT_PROC_HOST | GS_WANT_PROC_UTIL | GS_WANT_MIG |
-                        GS_WANT_HEALTH | GS_WANT_PCIE_TPUT;
-        double t = gs_clock_real_s();
-        int rc;
+        want = GS_WANT_PROCS | GS_WANT_PROC_HOST | GS_WANT_PROC_UTIL | GS_WANT_MIG |
+               GS_WANT_HEALTH | GS_WANT_PCIE_TPUT;
         if (t - s->static_t >= STATIC_EVERY_S) {
             want |= GS_WANT_STATIC;
             s->static_t = t;
         }
-        rc = gs_sampler_sample(s->sampler, s->work, want, err);
-        if (rc != GS_OK)
-            return rc;
-        if (!s->work->sys.hostname[0])
-            gethostname(s->work->sys.hostname, sizeof s->work->sys.hostname - 1);
-        if (s->work->t_real <= 0)
-            s->work->t_real = t;
-        gs_snapshot_free(s->snap);
-        s->snap = snap_dup(s->work);
-        return s->snap ? GS_OK : gs_err_set(err, GS_ENOMEM, "out of memory");
-    } else {
-        json_t *doc = NULL;
-        struct gs_snapshot *snap = NULL;
-        int rc = src_get_json(s, "/api/v1/snapshot", &doc, err);
-        if (rc != GS_OK)
-            return rc;
-        rc = gs_snapjson_decode(doc, true, &snap, err);
-        json_decref(doc);
-        if (rc != GS_OK)
-            return rc;
-        gs_snapshot_free(s->snap);
-        s->snap = snap;
-        return GS_OK;
     }
+    rc = gs_source_sample(s->source, want, err);
+    if (rc != GS_OK)
+        return rc;
+    snap = gs_source_snapshot(s->source);
+    if (s->kind == TOP_SRC_NVML) {
+        if (!snap->sys.hostname[0])
+            gethostname(snap->sys.hostname, sizeof snap->sys.hostname - 1);
+        if (snap->t_real <= 0)
+            snap->t_real = t;
+    }
+    gs_snapshot_free(s->snap);
+    s->snap = snap_dup(snap);
+    return s->snap ? GS_OK : gs_err_set(err, GS_ENOMEM, "out of memory");
 }
 
 static void poll_runs(struct src *s)
@@ -485,75 +367,47 @@ static void worker_tick(void *arg, uint64_t missed)
 
 /* ---- opening ---- */
 
-static int open_http(struct src *s, const char *host, const struct top_cfg *cfg, struct gs_err *err)
+/* Opens s with o (client/source.h) under name; the local NVML source takes its first sample
+ * (a missing driver is an error before the screen is taken: an agent answered already). */
+static int open_src(struct src *s, const struct gs_source_opts *o, const char *name,
+                    struct gs_err *err)
 {
-    size_t n;
+    int rc = gs_source_open(&s->source, o, err);
 
-    s->kind = TOP_SRC_HTTP;
-    char url[sizeof s->url];
-
-    snprintf(s->name, sizeof s->name, "%s", host);
-    if (strncmp(host, "http://", 7) == 0 || strncmp(host, "https://", 8) == 0)
-        snprintf(url, sizeof url, "%s", host);
-    else
-        snprintf(url, sizeof url, "http://%s", host);
-    n = strlen(url);
-    while (n > 0 && url[n - 1] == '/')
-        url[--n] = '\0';
-    memcpy(s->url, url, sizeof url);
-    snprintf(s->where, sizeof s->where, "agent %.150s", url);
-    s->curl = C.easy_init();
-    if (!s->curl)
-        return gs_err_set(err, GS_ENOMEM, "%s: curl_easy_init failed", host);
-    C.easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, on_body);
-    C.easy_setopt(s->curl, CURLOPT_TIMEOUT_MS, (long)HTTP_TIMEOUT_MS);
-    C.easy_setopt(s->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)HTTP_TIMEOUT_MS);
-    C.easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
-    C.easy_setopt(s->curl, CURLOPT_ACCEPT_ENCODING, "");
-    C.easy_setopt(s->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    C.easy_setopt(s->curl, CURLOPT_USERAGENT, "gpuscope-top");
-    if (cfg->cacert)
-        C.easy_setopt(s->curl, CURLOPT_CAINFO, cfg->cacert);
-    if (cfg->insecure_tls) {
-        C.easy_setopt(s->curl, CURLOPT_SSL_VERIFYPEER, 0L);
-        C.easy_setopt(s->curl, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
-    if (cfg->token) {
-        char h[600];
-        snprintf(h, sizeof h, "Authorization: Bearer %s", cfg->token);
-        s->hdrs = C.slist_append(NULL, h);
-        C.easy_setopt(s->curl, CURLOPT_HTTPHEADER, s->hdrs);
-    }
-    return GS_OK;
-}
-
-static int open_nvml(struct src *s, struct gs_err *err)
-{
-    int rc = gs_sampler_open(&s->sampler, NULL, err);
-
-    s->kind = TOP_SRC_NVML;
-    snprintf(s->name, sizeof s->name, "local");
     if (rc != GS_OK)
         return rc;
-    rc = gs_snapshot_new(&s->work, gs_sampler_gpu_count(s->sampler), 64, err);
-    if (rc != GS_OK)
+    snprintf(s->name, sizeof s->name, "%s", name);
+    switch (gs_source_kind(s->source)) {
+    case GS_SOURCE_KIND_NVML:
+        s->kind = TOP_SRC_NVML;
+        s->static_t = -1e18;
+        rc = poll_snapshot(s, err);
+        if (rc == GS_OK) {
+            char drv[GS_STR_LEN + 16] = "";
+            if (s->snap->sys.driver_st == GS_ST_OK)
+                snprintf(drv, sizeof drv, ", driver %s", s->snap->sys.driver_version);
+            snprintf(s->where, sizeof s->where, "NVML direct%s", drv);
+        }
         return rc;
-    s->static_t = -1e18;
+    case GS_SOURCE_KIND_AGENT:
+        s->kind = TOP_SRC_AGENT;
+        snprintf(s->where, sizeof s->where, "agent %s", gs_source_where(s->source));
+        return poll_snapshot(s, err); /* the answer gs_source_open got: no request */
+    case GS_SOURCE_KIND_HTTP:
+        s->kind = TOP_SRC_HTTP;
+        snprintf(s->where, sizeof s->where, "agent %.150s", gs_source_where(s->source));
+        return GS_OK; /* polled below: an unreachable host shows its error in the header */
+    }
     return GS_OK;
 }
 
 static void close_src(struct src *s)
 {
-    gs_sampler_close(s->sampler);
-    gs_snapshot_free(s->work);
+    gs_source_close(s->source);
     gs_snapshot_free(s->snap);
     free(s->hist);
     json_decref(s->runs);
     json_decref(s->reports);
-    if (s->curl)
-        C.easy_cleanup(s->curl);
-    if (s->hdrs)
-        C.slist_free_all(s->hdrs);
     memset(s, 0, sizeof *s);
 }
 
@@ -571,43 +425,23 @@ int top_worker_start(struct top_worker **out, const struct top_cfg *cfg, double 
     w->wake_fd = wake_fd;
     pthread_mutex_init(&w->mu, NULL);
     if (cfg->n_hosts) {
-        rc = curl_load(err);
-        if (rc == GS_OK)
-            C.global_init(CURL_GLOBAL_DEFAULT);
-        for (unsigned i = 0; i < cfg->n_hosts && rc == GS_OK; i++)
-            rc = open_http(&w->src[w->n_src++], cfg->hosts[i], cfg, err);
+        const struct gs_http_opts http = {.token = cfg->token,
+                                          .cacert = cfg->cacert,
+                                          .insecure_tls = cfg->insecure_tls,
+                                          .user_agent = "gpuscope-top",
+                                          .timeout_ms = HTTP_TIMEOUT_MS};
+        for (unsigned i = 0; i < cfg->n_hosts && rc == GS_OK; i++) {
+            const struct gs_source_opts o = {
+                .hidden_as_procs = true, .host = cfg->hosts[i], .http = &http};
+            rc = open_src(&w->src[w->n_src++], &o, cfg->hosts[i], err);
+        }
     } else {
-        struct src *s = &w->src[w->n_src++];
-        char sock[108];
-        int have_sock = gs_agent_client_socket(sock, sizeof sock);
-        if (cfg->source != TOP_SOURCE_NVML && have_sock) {
-            struct gs_err e = {0};
-            s->kind = TOP_SRC_AGENT;
-            snprintf(s->sock, sizeof s->sock, "%s", sock);
-            snprintf(s->name, sizeof s->name, "local");
-            snprintf(s->where, sizeof s->where, "agent %s", sock);
-            if (poll_snapshot(s, &e) != GS_OK) {
-                if (cfg->source == TOP_SOURCE_AGENT)
-                    rc = gs_err_set(err, GS_EIO, "%s", e.msg);
-                else
-                    memset(s, 0, sizeof *s); /* no agent answers: NVML below */
-            }
-        } else if (cfg->source == TOP_SOURCE_AGENT) {
-            rc = gs_err_set(err, GS_EIO,
-                            "agent: no socket to try (GPUSCOPE_HTTP_SOCKET, "
-                            "/run/gpuscope/agent.sock, $XDG_RUNTIME_DIR)");
-        }
-        if (rc == GS_OK && s->kind != TOP_SRC_AGENT) {
-            rc = open_nvml(s, err);
-            if (rc == GS_OK)
-                rc = poll_snapshot(s, err);
-            if (rc == GS_OK) {
-                char drv[GS_STR_LEN + 16] = "";
-                if (s->snap->sys.driver_st == GS_ST_OK)
-                    snprintf(drv, sizeof drv, ", driver %s", s->snap->sys.driver_version);
-                snprintf(s->where, sizeof s->where, "NVML direct%s", drv);
-            }
-        }
+        const struct gs_source_opts o = {.pick = cfg->source == TOP_SOURCE_AGENT  ? GS_SOURCE_AGENT
+                                                 : cfg->source == TOP_SOURCE_NVML ? GS_SOURCE_NVML
+                                                                                  : GS_SOURCE_AUTO,
+                                         .hidden_as_procs = true,
+                                         .max_procs = 64};
+        rc = open_src(&w->src[w->n_src++], &o, "local", err);
     }
     if (rc != GS_OK) {
         for (unsigned i = 0; i < w->n_src; i++)
@@ -661,8 +495,6 @@ void top_worker_stop(struct top_worker *w)
     top_frame_free(w->slot);
     for (unsigned i = 0; i < w->n_src; i++)
         close_src(&w->src[i]);
-    if (w->cfg->n_hosts && C.h)
-        C.global_cleanup();
     pthread_mutex_destroy(&w->mu);
     free(w);
 }

@@ -1,7 +1,8 @@
 /*
  * `gpuscope` with no subcommand: the quick check's run loop. Parse the options
- * (quick_opts.c), open one sampler, sample, render (quick_text.c or quick_json.c), and in watch
- * mode repeat on CLOCK_MONOTONIC boundaries, redrawing in place on a terminal.
+ * (quick_opts.c), open one source (client/source.h: the local agent or NVML), sample, render
+ * (quick_text.c or quick_json.c), and in watch mode repeat on CLOCK_MONOTONIC boundaries, redrawing
+ * in place on a terminal.
  *
  * Watch mode hides the cursor and shows it again on every way out: the normal end, SIGINT,
  * SIGTERM and SIGHUP (which only set a flag and wake the wait through a self-pipe, so a signal
@@ -23,7 +24,7 @@
 #include "base/clock.h"
 #include "base/term.h"
 #include "cli/cli.h"
-#include "client/agent_client.h"
+#include "client/source.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
 
@@ -75,10 +76,10 @@ static unsigned quick_want(const struct gs_quick_opts *o)
 
 struct quick_run {
     const struct gs_quick_opts *o;
-    struct gs_sampler *sampler;
-    struct gs_snapshot *snap;
-    struct gs_tbuf frame;  /* the rendered text of one snapshot */
-    struct gs_tbuf screen; /* frame turned into an in-place redraw */
+    struct gs_source *src;
+    struct gs_snapshot *snap; /* the source's, after each sample */
+    struct gs_tbuf frame;     /* the rendered text of one snapshot */
+    struct gs_tbuf screen;    /* frame turned into an in-place redraw */
     int color;
     int tty;        /* stdout is a terminal: redraw in place */
     int wake[2];    /* self-pipe */
@@ -86,8 +87,6 @@ struct quick_run {
     int sigs_installed;
     int abandoned;     /* a write was cut short by a stop signal: write nothing more */
     int64_t static_ns; /* when limits, maxima and modes were last read (CLOCK_MONOTONIC) */
-    int use_agent;     /* snapshots come from the local agent's socket (agent_client.h) */
-    char agent_sock[108];
     struct sigaction old[4];
 };
 
@@ -152,20 +151,6 @@ static void fill_host_and_time(struct gs_snapshot *snap)
     snap->sys.hostname[sizeof snap->sys.hostname - 1] = '\0';
     if (snap->t_real <= 0)
         snap->t_real = gs_clock_real_s();
-}
-
-/* One snapshot from the agent's socket in place of a sampling cycle. */
-static int agent_sample(struct quick_run *r, struct gs_err *err)
-{
-    struct gs_snapshot *s = NULL;
-    /* the text view shows what the policy withheld per GPU (quick_text.c), not as processes */
-    int rc = gs_agent_client_snapshot(r->agent_sock, 0, &s, err);
-
-    if (rc != GS_OK)
-        return rc;
-    gs_snapshot_free(r->snap);
-    r->snap = s;
-    return GS_OK;
 }
 
 static int emit_json(struct quick_run *r, struct gs_err *err)
@@ -248,10 +233,8 @@ static int one_cycle(struct quick_run *r, int first, struct gs_err *err)
         r->static_ns = now;
     }
     gs_err_clear(&serr);
-    if (r->use_agent)
-        rc = first ? GS_OK : agent_sample(r, &serr); /* quick_main fetched the first */
-    else
-        rc = gs_sampler_sample(r->sampler, r->snap, want, &serr);
+    rc = gs_source_sample(r->src, want, &serr);
+    r->snap = gs_source_snapshot(r->src); /* an agent's last good answer after a failure */
     if (rc != GS_OK) {
         if (first || r->o->interval_s <= 0) {
             *err = serr;
@@ -343,7 +326,18 @@ static int watch_loop(struct quick_run *r, struct gs_err *err)
 
 static int quick_main(const struct gs_quick_opts *o, struct gs_err *err)
 {
+    /* Pay for what you ask: the text view asks the driver for what it can show; the JSON
+     * document holds every reading. */
+    static unsigned char need_m[GS_M__COUNT], need_t[GS_T__COUNT];
     struct gs_sampler_opts sopts = {.library = NULL};
+    /* The local agent when it answers (no NVML start-up, and its visibility policy applies);
+     * an explicit $GPUSCOPE_NVML_LIBRARY asks for that library unless $GPUSCOPE_HTTP_SOCKET
+     * names a socket too (docs/security.md, LOCAL VIEWERS). The text view shows what the
+     * policy withheld per GPU (quick_text.c), not as processes. */
+    struct gs_source_opts src = {.pick = o->no_agent ? GS_SOURCE_NVML : GS_SOURCE_AUTO,
+                                 .nvml_env_picks_nvml = true,
+                                 .sampler = &sopts,
+                                 .max_procs = 64};
     struct quick_run r;
     int rc;
 
@@ -356,31 +350,15 @@ static int quick_main(const struct gs_quick_opts *o, struct gs_err *err)
     gs_tbuf_init(&r.screen, r.color);
     quick_stop = quick_winch = 0;
 
-    /* The local agent when it answers (no NVML start-up, and its visibility policy applies);
-     * an explicit $GPUSCOPE_NVML_LIBRARY asks for that library unless $GPUSCOPE_HTTP_SOCKET
-     * names a socket too (docs/security.md, LOCAL VIEWERS). */
-    if (!o->no_agent && (!getenv("GPUSCOPE_NVML_LIBRARY") || getenv("GPUSCOPE_HTTP_SOCKET")) &&
-        gs_agent_client_socket(r.agent_sock, sizeof r.agent_sock)) {
-        struct gs_err ae;
-        gs_err_clear(&ae);
-        r.use_agent = agent_sample(&r, &ae) == GS_OK;
+    if (!o->json) {
+        gs_quick_text_need(o, need_m, need_t);
+        sopts.need_metrics = need_m;
+        sopts.need_texts = need_t;
     }
-    if (!r.use_agent) {
-        /* Pay for what you ask: the text view asks the driver for what it can show; the
-         * JSON document holds every reading. */
-        static unsigned char need_m[GS_M__COUNT], need_t[GS_T__COUNT];
-        if (!o->json) {
-            gs_quick_text_need(o, need_m, need_t);
-            sopts.need_metrics = need_m;
-            sopts.need_texts = need_t;
-        }
-        rc = gs_sampler_open(&r.sampler, &sopts, err);
-        if (rc != GS_OK)
-            goto out;
-        rc = gs_snapshot_new(&r.snap, gs_sampler_gpu_count(r.sampler), 64, err);
-        if (rc != GS_OK)
-            goto out;
-    }
+    rc = gs_source_open(&r.src, &src, err);
+    if (rc != GS_OK)
+        goto out;
+    r.snap = gs_source_snapshot(r.src);
     if (o->interval_s > 0)
         rc = watch_loop(&r, err);
     else
@@ -388,8 +366,7 @@ static int quick_main(const struct gs_quick_opts *o, struct gs_err *err)
 out:
     gs_tbuf_free(&r.screen);
     gs_tbuf_free(&r.frame);
-    gs_snapshot_free(r.snap);
-    gs_sampler_close(r.sampler);
+    gs_source_close(r.src);
     return rc;
 }
 

@@ -3,12 +3,12 @@
  * --format=csv[,noheader][,nounits], -i, -f and the -l / -lms loops, so a script written for
  * `nvidia-smi --query-gpu=... --format=csv` gets the same bytes from this command.
  *
- * The flow is parse (query_opts.c) -> resolve the field list (query_fields.c) -> open one sampler
- * -> sample, print, and in loop mode sleep to the next CLOCK_MONOTONIC boundary. The sampler is
- * opened once and reused for every iteration (reopening re-initialises NVML, which is exactly the
- * per-refresh cost gpustat pays). SIGINT and SIGTERM end a loop cleanly after the current
- * iteration: they are blocked and collected with sigtimedwait while waiting for the next tick,
- * so no handler or global flag is needed.
+ * The flow is parse (query_opts.c) -> resolve the field list (query_fields.c) -> open one source
+ * (client/source.h: the local agent or NVML) -> sample, print, and in loop mode sleep to the next
+ * CLOCK_MONOTONIC boundary. The source is opened once and reused for every iteration (reopening
+ * re-initialises NVML, which is exactly the per-refresh cost gpustat pays). SIGINT and SIGTERM end
+ * a loop cleanly after the current iteration: they are blocked and collected with sigtimedwait
+ * while waiting for the next tick, so no handler or global flag is needed.
  *
  * Where nvidia-smi puts a message, we put ours: its data-level answers (`Field "x" is not a valid
  * field to query.`, `No devices were found`) go to stdout, where scripts capturing nvidia-smi's
@@ -27,7 +27,7 @@
 #include "cli/smi/query_fields.h"
 #include "cli/smi/query_opts.h"
 #include "cli/smi/smi.h"
-#include "client/agent_client.h"
+#include "client/source.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
@@ -39,12 +39,10 @@ struct run {
     struct gs_query_opts opts;
     struct gs_qf_sel sel;
     FILE *out;
-    struct gs_sampler *sampler;
-    struct gs_snapshot *snap;
+    struct gs_source *src;
+    struct gs_snapshot *snap; /* the source's, after each sample */
     unsigned char *gpu_sel;
     int header_done;
-    int use_agent; /* snapshots from the local agent's socket (agent_client.h) */
-    char agent_sock[108];
 };
 
 static void usage(FILE *out)
@@ -93,8 +91,7 @@ static void usage(FILE *out)
 
 static void run_close(struct run *r)
 {
-    gs_snapshot_free(r->snap);
-    gs_sampler_close(r->sampler);
+    gs_source_close(r->src);
     gs_qf_sel_free(&r->sel);
     free(r->gpu_sel);
     if (r->out && r->out != stdout)
@@ -128,28 +125,12 @@ static int emit(struct run *r)
     return GS_OK;
 }
 
-/* One snapshot from the agent's socket; the GPU list may not change under -i's selection. */
-static int agent_sample(struct run *r, struct gs_err *err)
-{
-    struct gs_snapshot *s = NULL;
-    int rc = gs_agent_client_snapshot(r->agent_sock, 0, &s, err);
-
-    if (rc != GS_OK)
-        return rc;
-    if (r->snap && s->n_gpus != r->snap->n_gpus) {
-        gs_snapshot_free(s);
-        return gs_err_set(err, GS_EIO, "agent: the GPUs it shows changed");
-    }
-    gs_snapshot_free(r->snap);
-    r->snap = s;
-    return GS_OK;
-}
-
 static int sample(struct run *r, struct gs_err *err)
 {
-    if (r->use_agent)
-        return agent_sample(r, err);
-    return gs_sampler_sample(r->sampler, r->snap, gs_qf_want(&r->sel), err);
+    int rc = gs_source_sample(r->src, gs_qf_want(&r->sel), err);
+
+    r->snap = gs_source_snapshot(r->src);
+    return rc;
 }
 
 static int loop(struct run *r, struct gs_err *err)
@@ -196,39 +177,29 @@ static int open_output(struct run *r, struct gs_err *err)
     return GS_OK;
 }
 
-/* Opens the sampler, takes the first sample and resolves -i against it. */
+/* Opens the source, takes the first sample and resolves -i against it. */
 static int start(struct run *r, struct gs_err *err)
 {
+    /* Pay for what you ask: the driver is asked only for what the fields print. */
+    static unsigned char need_m[GS_M__COUNT], need_t[GS_T__COUNT];
+    struct gs_sampler_opts so = {.need_metrics = need_m, .need_texts = need_t};
+    /* The local agent when it answers, as `gpuscope` does (quick.c, docs/security.md); the GPU
+     * list may not change under -i's selection. */
+    struct gs_source_opts src = {.pick = r->opts.no_agent ? GS_SOURCE_NVML : GS_SOURCE_AUTO,
+                                 .nvml_env_picks_nvml = true,
+                                 .fixed_gpus = true,
+                                 .sampler = &so,
+                                 .max_procs = 16};
     unsigned n;
     int rc;
 
-    /* The local agent when it answers, as `gpuscope` does (quick.c, docs/security.md). */
-    if (!r->opts.no_agent && (!getenv("GPUSCOPE_NVML_LIBRARY") || getenv("GPUSCOPE_HTTP_SOCKET")) &&
-        gs_agent_client_socket(r->agent_sock, sizeof r->agent_sock)) {
-        struct gs_err ae;
-        gs_err_clear(&ae);
-        r->use_agent = agent_sample(r, &ae) == GS_OK;
-    }
-    if (r->use_agent) {
-        n = r->snap->n_gpus;
-        if (n == 0)
-            return gs_err_set(err, GS_ENOGPU, NO_DEVICES);
-    } else {
-        /* Pay for what you ask: the driver is asked only for what the fields print. */
-        static unsigned char need_m[GS_M__COUNT], need_t[GS_T__COUNT];
-        struct gs_sampler_opts so = {.need_metrics = need_m, .need_texts = need_t};
-
-        gs_qf_need(&r->sel, need_m, need_t);
-        rc = gs_sampler_open(&r->sampler, &so, err);
-        if (rc != GS_OK)
-            return rc;
-        n = gs_sampler_gpu_count(r->sampler);
-        if (n == 0)
-            return gs_err_set(err, GS_ENOGPU, NO_DEVICES);
-        rc = gs_snapshot_new(&r->snap, n, 16, err);
-        if (rc != GS_OK)
-            return rc;
-    }
+    gs_qf_need(&r->sel, need_m, need_t);
+    rc = gs_source_open(&r->src, &src, err);
+    if (rc != GS_OK)
+        return rc;
+    n = gs_source_gpu_count(r->src);
+    if (n == 0)
+        return gs_err_set(err, GS_ENOGPU, NO_DEVICES);
     r->gpu_sel = calloc(n, 1);
     if (!r->gpu_sel)
         return gs_err_set(err, GS_ENOMEM, "query: out of memory");

@@ -22,6 +22,7 @@
 
 #include "base/clock.h"
 #include "cli/smi/query_opts.h"
+#include "client/source.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
 
@@ -109,25 +110,24 @@ static int usage_error(const char *prog, const char *fmt, const char *word)
     return gs_rc_exit_code(GS_EUSAGE);
 }
 
-int gs_smi_open(struct gs_sampler **sampler, struct gs_snapshot **snap, unsigned want)
+int gs_smi_open(struct gs_source **src, unsigned want)
 {
+    const struct gs_source_opts o = {.pick = GS_SOURCE_NVML, .max_procs = 16};
+    const struct gs_snapshot *snap;
     struct gs_err err = {0};
-    int rc = gs_sampler_open(sampler, NULL, &err);
-    unsigned n;
+    int rc = gs_source_open(src, &o, &err);
 
     if (rc != GS_OK)
         return gs_smi_fail(rc, err.msg);
-    n = gs_sampler_gpu_count(*sampler);
-    if (n == 0)
+    if (gs_source_gpu_count(*src) == 0)
         return gs_smi_fail(GS_ENOGPU, NULL);
-    rc = gs_snapshot_new(snap, n, 16, &err);
-    if (rc == GS_OK)
-        rc = gs_sampler_sample(*sampler, *snap, want, &err);
+    rc = gs_source_sample(*src, want, &err);
     if (rc != GS_OK)
         return gs_smi_fail(rc, err.msg);
-    if ((*snap)->sys.simulated) /* stdout keeps nvidia-smi's bytes */
+    snap = gs_source_snapshot(*src);
+    if (snap->sys.simulated) /* stdout keeps nvidia-smi's bytes */
         fprintf(stderr, "gpuscope query: note: simulated GPUs (%s), not real hardware\n",
-                (*snap)->sys.sim_info[0] ? (*snap)->sys.sim_info : "nvml-sim");
+                snap->sys.sim_info[0] ? snap->sys.sim_info : "nvml-sim");
     return 0;
 }
 
@@ -328,7 +328,7 @@ static int emit(FILE *out, const struct smi_opts *o, const struct gs_snapshot *s
 int gs_smi_main(int argc, char **argv, const char *prog)
 {
     struct smi_opts o;
-    struct gs_sampler *sampler = NULL;
+    struct gs_source *src = NULL;
     struct gs_snapshot *snap = NULL;
     unsigned char *sel = NULL;
     FILE *out = stdout;
@@ -352,9 +352,10 @@ int gs_smi_main(int argc, char **argv, const char *prog)
     sigaddset(&stop, SIGTERM);
     if (o.loop_ms > 0)
         sigprocmask(SIG_BLOCK, &stop, &old);
-    status = gs_smi_open(&sampler, &snap, want_of(&o));
+    status = gs_smi_open(&src, want_of(&o));
     if (status != 0)
         goto done;
+    snap = gs_source_snapshot(src);
     sel = calloc(snap->n_gpus, 1);
     if (!sel) {
         status = gs_smi_fail(GS_ENOMEM, "out of memory");
@@ -379,7 +380,8 @@ int gs_smi_main(int argc, char **argv, const char *prog)
         int64_t period = (int64_t)o.loop_ms * 1000000, start = gs_clock_mono_ns();
 
         while (rc == GS_OK && !gs_smi_wait_tick(&stop, start, period)) {
-            rc = gs_sampler_sample(sampler, snap, want_of(&o), &err);
+            rc = gs_source_sample(src, want_of(&o), &err);
+            snap = gs_source_snapshot(src);
             if (rc == GS_OK)
                 rc = emit(out, &o, snap, sel);
         }
@@ -394,7 +396,6 @@ done:
     if (out != stdout)
         fclose(out);
     free(sel);
-    gs_snapshot_free(snap);
-    gs_sampler_close(sampler);
+    gs_source_close(src);
     return status;
 }

@@ -61,10 +61,11 @@ int gs_smi_dmon(int argc, char **argv, const char *prog);
 int gs_smi_pmon(int argc, char **argv, const char *prog);
 int gs_smi_topo(int argc, char **argv, const char *prog);
 
-/* Opens the sampler and takes the first snapshot, printing nvidia-smi's message for a failure
- * (on stdout, as nvidia-smi does) and returning the exit status; 0 on success. */
-struct gs_sampler;
-int gs_smi_open(struct gs_sampler **sampler, struct gs_snapshot **snap, unsigned want);
+/* Opens NVML as the source (client/source.h: these modes never ask the agent) and takes the
+ * first snapshot (gs_source_snapshot), printing nvidia-smi's message for a failure (on stdout,
+ * as nvidia-smi does) and returning the exit status; 0 on success. */
+struct gs_source;
+int gs_smi_open(struct gs_source **src, unsigned want);
 /* The loops' wait (query, -l/-lms, dmon/pmon): sleeps until deadline (CLOCK_MONOTONIC ns) with
  * the signals in stop blocked by the caller and collected with sigtimedwait; 1 when one of them
  * arrived, 0 at the deadline (at once when it has passed). */

@@ -19,6 +19,7 @@
 
 #include "base/clock.h"
 #include "cli/smi/query_opts.h"
+#include "client/source.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_sampler.h"
 
@@ -143,7 +144,7 @@ typedef int (*print_fn)(FILE *out, const struct gs_snapshot *s, const unsigned c
 static int run(const struct mon_opts *o, unsigned want, const char *select, print_fn header,
                print_fn rows)
 {
-    struct gs_sampler *sampler = NULL;
+    struct gs_source *src = NULL;
     struct gs_snapshot *snap = NULL;
     unsigned char *sel = NULL;
     FILE *out = stdout;
@@ -157,9 +158,10 @@ static int run(const struct mon_opts *o, unsigned want, const char *select, prin
     sigaddset(&stop, SIGINT);
     sigaddset(&stop, SIGTERM);
     sigprocmask(SIG_BLOCK, &stop, &old);
-    status = gs_smi_open(&sampler, &snap, want);
+    status = gs_smi_open(&src, want);
     if (status != 0)
         goto done;
+    snap = gs_source_snapshot(src);
     sel = calloc(snap->n_gpus, 1);
     if (!sel) {
         status = gs_smi_fail(GS_ENOMEM, "out of memory");
@@ -185,7 +187,8 @@ static int run(const struct mon_opts *o, unsigned want, const char *select, prin
         if (rc != GS_OK || (o->count && k >= o->count) ||
             gs_smi_wait_until(&stop, start + k * period))
             break;
-        rc = gs_sampler_sample(sampler, snap, want, &err);
+        rc = gs_source_sample(src, want, &err);
+        snap = gs_source_snapshot(src);
     }
     if (rc == GS_EIO && !err.msg[0])
         gs_err_set(&err, GS_EIO, "cannot write %s: %s", o->file ? o->file : "output",
@@ -196,8 +199,7 @@ done:
     if (out != stdout)
         fclose(out);
     free(sel);
-    gs_snapshot_free(snap);
-    gs_sampler_close(sampler);
+    gs_source_close(src);
     return status;
 }
 

@@ -21,6 +21,8 @@
  * (struct run_ctx.mu) guards steps.jsonl and the hello devices; another (store_mu) the history
  * store, which the receiver feeds steps and the sampler snapshots.
  */
+#include "cli/run/run_int.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -53,407 +55,6 @@
 #include "run/session.h"
 #include "store/history.h"
 #include "trace/window.h"
-
-#define RUN_EXIT_FAIL 125     /* gpuscope run itself failed; CMD did not run */
-#define RUN_EXIT_NOEXEC 126   /* CMD found but not executable */
-#define RUN_EXIT_NOTFOUND 127 /* CMD not found */
-#define RUN_FLUSH_S 5.0       /* samples.db flush period */
-#define RUN_DRAIN_S 2.0       /* after CMD exits: wait for its connections to close */
-#define RUN_STEP_FLUSH 2000   /* step records buffered in samples.db's store at most */
-
-#define RUN_MAX_TAGS 16
-
-struct run_opts {
-    const char *out;
-    double interval_s;
-    int auto_inject;
-    int help;
-    const char *profile; /* --profile STEPS (trace/window.h) */
-    char **cmd;          /* NULL-terminated */
-    double stacks_hz;    /* --stacks: rank main-thread samples per second, 0 = off */
-    double hang_factor;  /* --hang-after: multiple of the p95 step time, 0 = no watchdog */
-    double hang_min_s;   /* --hang-min */
-    const char *name;    /* --name */
-    const char *job;     /* --job: the job id every rank shares (docs/run.md, JOBS) */
-    const char *tags[RUN_MAX_TAGS]; /* --tag K=V */
-    unsigned n_tags;
-    int no_agent; /* --no-agent: the node's agent does not get the records */
-};
-
-struct run_ctx {
-    pthread_mutex_t mu;
-    struct gs_session *session; /* the aggregate and the records' counters, own lock */
-    FILE *steps;
-    unsigned steps_lines;
-    int steps_failed;
-    /* CUDA device indices named by hello records */
-    unsigned char cuda_dev[GS_RECORD_MAX_DEVICES];
-    unsigned closed_conns;
-    char last_reject[200];
-    /* the first step record refused for its time (run/record.h's rule): why */
-    char refused_why[200];
-    const struct run_opts *opts;
-    char default_name[300]; /* script and start time: the name of an unnamed run */
-    /* sampler thread */
-    struct gs_sampler *sampler;
-    pthread_mutex_t store_mu;
-    struct gs_store *store;
-    int64_t run_id;
-    double interval_s;
-    pid_t child;
-    int stop;
-    pthread_cond_t cv;
-    struct gs_runstacks *rs; /* --stacks sampler and hang watchdog; NULL when off */
-};
-
-static volatile sig_atomic_t g_child_pid;
-static volatile sig_atomic_t g_interrupted;
-
-static void run_usage(FILE *out)
-{
-    fputs("usage: gpuscope run [--out DIR] [--interval S] [--no-auto] -- CMD [ARGS...]\n"
-          "\n"
-          "Runs CMD, receives its training step records, samples the GPUs its processes use,\n"
-          "and writes DIR/metrics_report.json, DIR/steps.jsonl and DIR/samples.db.\n"
-          "\n"
-          "options:\n"
-          "  --out DIR       output directory (default ./gpuscope-run-YYYYmmdd-HHMMSS);\n"
-          "                  created if missing; refused if it already holds a run's files\n"
-          "  --interval S    GPU sampling period in seconds, 0.1 to 60 (default 0.5)\n"
-          "  --no-auto       do not put the auto-instrumenting sitecustomize on PYTHONPATH\n"
-          "  --auto          put it there (the default)\n"
-          "  --stacks off|HZ sample the Python main thread of every rank at HZ (default 20):\n"
-          "                  the report's stacks section, DIR/stacks.svg (docs/stacks.md)\n"
-          "  --hang-after X  hang watchdog: no step for X times the p95 step time (default\n"
-          "                  10; 0 off) with GPUs idle or spinning dumps every rank's stacks\n"
-          "                  into DIR/hang-N-stacks.txt\n"
-          "  --hang-min S    ... and at least S seconds without a step (default 60)\n"
-          "  --profile STEPS torch.profiler traces of steps A..B-1 (A:B) or of N steps every P\n"
-          "                  (every:P:N) into DIR/profile, analysed into the report\n"
-          "  --name NAME     the run's name (default: the HF run_name, else the script and\n"
-          "                  the start time); also in the agent's run list\n"
-          "  --tag K=V       a tag on the run (report run.tags, the agent's run list),\n"
-          "                  up to 16\n"
-          "  --job ID        the multi-node job this run is part of (default: torchrun's\n"
-          "                  run id, SLURM_JOB_ID, ..., MASTER_ADDR:MASTER_PORT)\n"
-          "  --no-agent      do not send the run to the node's agent as well\n"
-          "  -h, --help      this help\n"
-          "\n"
-          "CMD sees GPUSCOPE_RUN_SOCKET (where to send step records) and GPUSCOPE_RUN_DIR.\n"
-          "Exit status: CMD's; 128+N if signal N killed it; 127 CMD not found; 126 CMD not\n"
-          "executable; 125 gpuscope run failed before CMD started; 2 bad usage.\n"
-          "See docs/run.md.\n",
-          out);
-}
-
-/* ---- options ---- */
-
-static int parse_interval(const char *s, double *out)
-{
-    char *end;
-    double v;
-
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < 0.1 || v > 60)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* A name: 1..255 bytes without control characters; a tag: K=V, K 1..48 bytes of
- * [A-Za-z0-9_.-], V up to 128 bytes without control characters. */
-static int run_check_label(const char *opt, const char *v, int is_name)
-{
-    const char *eq = v && !is_name ? strchr(v, '=') : NULL;
-    size_t n = v ? strlen(v) : 0;
-    int bad = !v || n == 0 || n > 255;
-    for (size_t i = 0; !bad && i < n; i++)
-        bad = (unsigned char)v[i] < 0x20 || v[i] == 0x7f;
-    if (!bad && !is_name) {
-        size_t k = eq ? (size_t)(eq - v) : 0;
-        bad = !eq || k == 0 || k > 48 || strlen(eq + 1) > 128;
-        for (size_t i = 0; !bad && i < k; i++)
-            bad = !isalnum((unsigned char)v[i]) && !strchr("_.-", v[i]);
-    }
-    if (bad)
-        fprintf(stderr, "gpuscope run: %s: '%s' is not %s\n", opt, v ? v : "",
-                is_name ? "a name of 1 to 255 printable bytes"
-                        : "KEY=VALUE (KEY 1..48 of [A-Za-z0-9_.-], VALUE up to 128 bytes)");
-    return bad ? -1 : 0;
-}
-
-static int run_parse(struct run_opts *o, int argc, char **argv)
-{
-    int i;
-
-    memset(o, 0, sizeof *o);
-    o->interval_s = 0.5;
-    o->auto_inject = 1;
-    o->stacks_hz = 20;
-    o->hang_factor = GS_HANG_FACTOR; /* the agent's training_hang defaults too (run/hang.h) */
-    o->hang_min_s = GS_HANG_MIN_S;
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = NULL;
-
-        if (strcmp(a, "--") == 0) {
-            i++;
-            break;
-        }
-        if (a[0] != '-')
-            break; /* CMD starts here */
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            o->help = 1;
-            return 0;
-        } else if (strcmp(a, "--no-auto") == 0) {
-            o->auto_inject = 0;
-        } else if (strcmp(a, "--auto") == 0) {
-            o->auto_inject = 1;
-        } else if (strcmp(a, "--stacks") == 0 || strncmp(a, "--stacks=", 9) == 0 ||
-                   strcmp(a, "--hang-after") == 0 || strncmp(a, "--hang-after=", 13) == 0 ||
-                   strcmp(a, "--hang-min") == 0 || strncmp(a, "--hang-min=", 11) == 0) {
-            const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : i + 1 < argc ? argv[++i] : NULL;
-            char *end = NULL;
-            double x = v ? strtod(v, &end) : -1;
-            if (strncmp(a, "--stacks", 8) == 0 && v)
-                x = gs_runstacks_parse_rate(v);
-            else if (!v || !end || *end || end == v || !isfinite(x) || x < 0 || x > 1e6)
-                x = -1;
-            if (x < 0) {
-                fprintf(stderr, "gpuscope run: %.12s: '%s' is not %s\n", a, v ? v : "",
-                        strncmp(a, "--stacks", 8) == 0 ? "off, on or a rate of 1 to 200 Hz"
-                                                       : "a non-negative number");
-                return -1;
-            }
-            if (strncmp(a, "--stacks", 8) == 0)
-                o->stacks_hz = x;
-            else if (strncmp(a, "--hang-after", 12) == 0)
-                o->hang_factor = x;
-            else
-                o->hang_min_s = x;
-        } else if (strcmp(a, "--profile") == 0 || strncmp(a, "--profile=", 10) == 0) {
-            const char *v = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
-
-            if (!v || gs_trace_window_check(v) != 0) {
-                fprintf(stderr,
-                        "gpuscope run: --profile: '%s' is not A:B (1 <= A < B, B >= 3) "
-                        "or every:P:N (1 <= N < P)\n",
-                        v ? v : "");
-                return -1;
-            }
-            o->profile = v;
-        } else if (strcmp(a, "--no-agent") == 0) {
-            o->no_agent = 1;
-        } else if (strcmp(a, "--job") == 0 || strncmp(a, "--job=", 6) == 0) {
-            const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : i + 1 < argc ? argv[++i] : NULL;
-            if (run_check_label("--job", v, 1) != 0)
-                return -1;
-            if (strlen(v) > 128) {
-                fprintf(stderr, "gpuscope run: --job: longer than 128 bytes\n");
-                return -1;
-            }
-            o->job = v;
-        } else if (strcmp(a, "--name") == 0 || strncmp(a, "--name=", 7) == 0 ||
-                   strcmp(a, "--tag") == 0 || strncmp(a, "--tag=", 6) == 0) {
-            int is_name = strncmp(a, "--name", 6) == 0;
-            const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : i + 1 < argc ? argv[++i] : NULL;
-            if (run_check_label(is_name ? "--name" : "--tag", v, is_name) != 0)
-                return -1;
-            if (is_name) {
-                o->name = v;
-            } else if (o->n_tags == RUN_MAX_TAGS) {
-                fprintf(stderr, "gpuscope run: --tag: at most %d tags\n", RUN_MAX_TAGS);
-                return -1;
-            } else {
-                o->tags[o->n_tags++] = v;
-            }
-        } else if (strcmp(a, "--out") == 0 || strcmp(a, "--interval") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "gpuscope run: %s: missing value\n", a);
-                return -1;
-            }
-            val = argv[++i];
-        } else if (strncmp(a, "--out=", 6) == 0 || strncmp(a, "--interval=", 11) == 0) {
-            val = strchr(a, '=') + 1;
-        } else {
-            fprintf(stderr, "gpuscope run: unknown option '%s'\n", a);
-            return -1;
-        }
-        if (val && strncmp(a, "--out", 5) == 0) {
-            if (!val[0]) {
-                fprintf(stderr, "gpuscope run: --out: empty directory name\n");
-                return -1;
-            }
-            o->out = val;
-        } else if (val && parse_interval(val, &o->interval_s) != 0) {
-            fprintf(stderr,
-                    "gpuscope run: --interval: '%s' is not a number of seconds in "
-                    "0.1..60\n",
-                    val);
-            return -1;
-        }
-    }
-    if (i >= argc) {
-        fprintf(stderr, "gpuscope run: no command given (gpuscope run [OPTIONS] -- CMD ...)\n");
-        return -1;
-    }
-    o->cmd = argv + i;
-    return 0;
-}
-
-/* ---- files ---- */
-
-static const char *const run_files[] = {"metrics_report.json", "steps.jsonl", "samples.db"};
-
-/* Creates DIR (and missing parents, 0755). An existing directory is accepted unless it
- * holds one of a run's files: a second run never mixes into or overwrites the first.
- * *created says whether DIR itself was made here. */
-static int run_make_outdir(const char *dir, int *created)
-{
-    char path[PATH_MAX];
-    struct stat st;
-    size_t n = strlen(dir);
-
-    *created = 0;
-    if (n >= sizeof path - 32) {
-        fprintf(stderr, "gpuscope run: %s: path too long\n", dir);
-        return -1;
-    }
-    if (stat(dir, &st) == 0) {
-        if (!S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "gpuscope run: %s exists and is not a directory\n", dir);
-            return -1;
-        }
-        for (size_t i = 0; i < sizeof run_files / sizeof run_files[0]; i++) {
-            snprintf(path, sizeof path, "%s/%s", dir, run_files[i]);
-            if (lstat(path, &st) == 0) {
-                fprintf(stderr,
-                        "gpuscope run: %s already holds a run (%s); choose another "
-                        "--out\n",
-                        dir, run_files[i]);
-                return -1;
-            }
-        }
-        return 0;
-    }
-    memcpy(path, dir, n + 1);
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-            fprintf(stderr, "gpuscope run: mkdir %s: %s\n", path, strerror(errno));
-            return -1;
-        }
-        *p = '/';
-    }
-    if (mkdir(path, 0755) != 0) {
-        fprintf(stderr, "gpuscope run: mkdir %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    *created = 1;
-    return 0;
-}
-
-/* Removes what a run that never started left in dir. */
-static void run_remove_outputs(const char *dir, int created)
-{
-    static const char *const extra[] = {"samples.db-wal", "samples.db-shm", "steps.jsonl",
-                                        "samples.db"};
-    char path[PATH_MAX];
-
-    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, extra[i]);
-        unlink(path);
-    }
-    if (created)
-        rmdir(dir);
-}
-
-/* ---- the Python package ---- */
-
-static int has_package(const char *pydir)
-{
-    char p[PATH_MAX];
-
-    if (snprintf(p, sizeof p, "%s/gpuscope/__init__.py", pydir) >= (int)sizeof p)
-        return 0;
-    return access(p, R_OK) == 0;
-}
-
-/* Finds the directory holding the gpuscope package: $GPUSCOPE_PYTHON_DIR, else
- * <exe dir>/python (a build tree), else GS_PYTHON_DIR (the install: <libdir>/gpuscope/python,
- * set by meson). */
-static int run_find_pydir(char *out, size_t len)
-{
-    const char *env = getenv("GPUSCOPE_PYTHON_DIR");
-    char exe[PATH_MAX];
-    ssize_t n;
-    char *slash;
-
-    if (env && env[0]) {
-        snprintf(out, len, "%s", env);
-        return has_package(out) ? 0 : -1;
-    }
-    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        return -1;
-    exe[n] = '\0';
-    slash = strrchr(exe, '/');
-    if (!slash)
-        return -1;
-    *slash = '\0';
-    if (snprintf(out, len, "%s/python", exe) < (int)len && has_package(out))
-        return 0;
-    if (snprintf(out, len, "%s", GS_PYTHON_DIR) >= (int)len)
-        return -1;
-    return has_package(out) ? 0 : -1;
-}
-
-/* --profile: the package's window (GPUSCOPE_PROFILE) and where its traces go. */
-static int run_profile_env(const char *dir, const char *spec)
-{
-    char absdir[PATH_MAX], pdir[PATH_MAX + 16];
-
-    if (!realpath(dir, absdir))
-        snprintf(absdir, sizeof absdir, "%s", dir);
-    snprintf(pdir, sizeof pdir, "%s/profile", absdir);
-    return setenv("GPUSCOPE_PROFILE", spec, 1) != 0 || setenv("GPUSCOPE_PROFILE_DIR", pdir, 1) ? -1
-                                                                                               : 0;
-}
-
-/* Environment CMD inherits: the socket, the output dir and (auto) PYTHONPATH. */
-static int run_child_env(const char *sock, const char *dir, int auto_inject)
-{
-    char pydir[PATH_MAX], pp[3 * PATH_MAX];
-    const char *old = getenv("PYTHONPATH");
-    char absdir[PATH_MAX];
-
-    if (!realpath(dir, absdir))
-        snprintf(absdir, sizeof absdir, "%s", dir);
-    char self[24];
-
-    /* GPUSCOPE_RUN_PID: CMD's parent, so that the auto sitecustomize knows the command's own
-     * process (it alone reports a Python that never imported torch) */
-    snprintf(self, sizeof self, "%ld", (long)getpid());
-    if (setenv("GPUSCOPE_RUN_SOCKET", sock, 1) != 0 || setenv("GPUSCOPE_RUN_DIR", absdir, 1) != 0 ||
-        setenv("GPUSCOPE_RUN_PID", self, 1) != 0)
-        return -1;
-    if (run_find_pydir(pydir, sizeof pydir) != 0) {
-        fprintf(stderr, "gpuscope run: the gpuscope Python package was not found (set "
-                        "GPUSCOPE_PYTHON_DIR); step timing only from a CMD that sends "
-                        "records itself\n");
-        return 0;
-    }
-    /* --no-auto still makes `import gpuscope` work; only the sitecustomize is left out. */
-    if (auto_inject)
-        snprintf(pp, sizeof pp, "%s/gpuscope/_auto:%s%s%s", pydir, pydir, old && *old ? ":" : "",
-                 old && *old ? old : "");
-    else
-        snprintf(pp, sizeof pp, "%s%s%s", pydir, old && *old ? ":" : "", old && *old ? old : "");
-    return setenv("PYTHONPATH", pp, 1);
-}
 
 /* ---- records ---- */
 
@@ -652,130 +253,6 @@ static void *run_sampler_thread(void *arg)
     free(in_run);
     gs_attrib_tree_free(&tree);
     return NULL;
-}
-
-/* ---- the child ---- */
-
-static void run_on_signal(int sig, siginfo_t *si, void *uc)
-{
-    pid_t child = (pid_t)g_child_pid;
-    int saved = errno; /* the interrupted code may be about to read errno */
-
-    (void)uc;
-    if (sig == SIGINT || sig == SIGQUIT) {
-        g_interrupted = 1;
-        /* A terminal's Ctrl-C already reached CMD, which shares our process group; only a
-         * kill() aimed at gpuscope run itself is passed on. */
-        if (si->si_code != SI_USER)
-            goto out;
-    }
-    if (child > 0)
-        kill(child, sig);
-out:
-    errno = saved;
-}
-
-static const int fwd_signals[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGINT, SIGQUIT};
-#define N_FWD (sizeof fwd_signals / sizeof fwd_signals[0])
-
-static void run_signals(sigset_t *set)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = run_on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigemptyset(set);
-    for (size_t i = 0; i < N_FWD; i++) {
-        sigaction(fwd_signals[i], &sa, NULL);
-        sigaddset(set, fwd_signals[i]);
-    }
-    signal(SIGPIPE, SIG_IGN);
-}
-
-/* Whether CMD can be found like a shell would (a name with '/' is taken as a path). */
-static int run_cmd_exists(const char *cmd)
-{
-    const char *path = getenv("PATH");
-    char buf[PATH_MAX];
-
-    if (strchr(cmd, '/'))
-        return access(cmd, F_OK) == 0;
-    if (!path)
-        path = "/usr/local/bin:/usr/bin:/bin";
-    for (const char *p = path;;) {
-        size_t len = strcspn(p, ":");
-
-        snprintf(buf, sizeof buf, "%.*s%s%s", (int)len, p, len ? "/" : "./", cmd);
-        if (access(buf, X_OK) == 0)
-            return 1;
-        p += len;
-        if (!*p)
-            return 0;
-        p++;
-    }
-}
-
-/* fork + exec; an exec failure comes back through a close-on-exec pipe. Returns the pid, or
- * -(exit status) when CMD could not start. */
-static pid_t run_spawn(char **cmd, const sigset_t *fwd)
-{
-    int pfd[2], e = 0;
-    pid_t pid;
-    ssize_t r;
-
-    if (pipe2(pfd, O_CLOEXEC) != 0)
-        return -RUN_EXIT_FAIL;
-    pid = fork();
-    if (pid < 0) {
-        close(pfd[0]);
-        close(pfd[1]);
-        return -RUN_EXIT_FAIL;
-    }
-    if (pid == 0) {
-        /* Only async-signal-safe calls between fork and exec: other threads exist. */
-        for (size_t i = 0; i < N_FWD; i++)
-            signal(fwd_signals[i], SIG_DFL);
-        signal(SIGPIPE, SIG_DFL);
-        sigprocmask(SIG_UNBLOCK, fwd, NULL);
-        execvp(cmd[0], cmd);
-        e = errno;
-        r = write(pfd[1], &e, sizeof e);
-        (void)r;
-        _exit(e == ENOENT ? RUN_EXIT_NOTFOUND : RUN_EXIT_NOEXEC);
-    }
-    close(pfd[1]);
-    do
-        r = read(pfd[0], &e, sizeof e);
-    while (r < 0 && errno == EINTR);
-    close(pfd[0]);
-    if (r == (ssize_t)sizeof e) {
-        waitpid(pid, NULL, 0);
-        fprintf(stderr, "gpuscope run: %s: %s\n", cmd[0],
-                e == ENOENT ? "command not found" : strerror(e));
-        return e == ENOENT ? -RUN_EXIT_NOTFOUND : -RUN_EXIT_NOEXEC;
-    }
-    return pid;
-}
-
-/* CMD's exit status as a shell gives it; *sig the signal that killed it (0: none), for the
- * report's outcome (128 + N alone cannot tell `exit 130` from SIGINT). */
-static int run_wait(pid_t pid, int *sig)
-{
-    int status;
-
-    *sig = 0;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return RUN_EXIT_FAIL;
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) {
-        *sig = WTERMSIG(status);
-        return 128 + WTERMSIG(status);
-    }
-    return RUN_EXIT_FAIL;
 }
 
 /* ---- report ---- */
@@ -1115,7 +592,7 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     run_default_name(c.default_name, sizeof c.default_name, o->cmd);
     run_store_begin(&c, o->cmd);
     /* Signals are blocked while the threads start so that only main ever handles them. */
-    run_signals(&fwd);
+    gs_runcli_signals(&fwd);
     pthread_sigmask(SIG_BLOCK, &fwd, &old);
     if (run_sockdir(sockdir, sizeof sockdir, sock, sizeof sock) != 0) {
         code = RUN_EXIT_FAIL;
@@ -1127,8 +604,8 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
         code = RUN_EXIT_FAIL;
         goto unblock;
     }
-    if (run_child_env(sock, dir, o->auto_inject) != 0 || run_child_names(&c, o) != 0 ||
-        (o->profile && run_profile_env(dir, o->profile) != 0)) {
+    if (gs_runcli_child_env(sock, dir, o->auto_inject) != 0 || run_child_names(&c, o) != 0 ||
+        (o->profile && gs_runcli_profile_env(dir, o->profile) != 0)) {
         code = RUN_EXIT_FAIL;
         goto unblock;
     }
@@ -1151,12 +628,12 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
         if (o->hang_factor > 0)
             setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000", 0);
     }
-    pid = run_spawn(o->cmd, &fwd);
+    pid = gs_runcli_spawn(o->cmd, &fwd);
     if (pid < 0) {
         code = -pid;
         goto unblock;
     }
-    g_child_pid = pid;
+    gs_runcli_child_set(pid);
     started = 1;
     gs_runstacks_set_child(c.rs, pid);
     run_open_sampler(&c, pid, &sth, &sampler_started);
@@ -1164,8 +641,8 @@ unblock:
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!started)
         goto out;
-    code = run_wait(pid, &term_signal);
-    g_child_pid = 0;
+    code = gs_runcli_wait(pid, &term_signal);
+    gs_runcli_child_set(0);
     run_drain(&c, rx);
     pthread_mutex_lock(&c.mu);
     c.stop = 1;
@@ -1193,7 +670,7 @@ unblock:
                 "gpuscope run: samples.db: %llu step record(s) not stored "
                 "(steps.jsonl has them all)\n",
                 (unsigned long long)gs_store_stats(c.store).steps_dropped);
-    if (g_interrupted)
+    if (gs_runcli_interrupted())
         fprintf(stderr, "gpuscope run: interrupted; writing the report of what ran\n");
     {
         json_t *prof = gs_trace_window_analyze(dir, o->profile, stderr);
@@ -1216,7 +693,7 @@ out:
     pthread_mutex_destroy(&c.mu);
     pthread_mutex_destroy(&c.store_mu);
     if (!started)
-        run_remove_outputs(dir, created); /* CMD never ran: leave nothing behind */
+        gs_runcli_remove_outputs(dir, created); /* CMD never ran: leave nothing behind */
     return code;
 }
 
@@ -1226,15 +703,15 @@ int gs_cli_run(int argc, char **argv)
     char defdir[64];
     int created;
 
-    if (run_parse(&o, argc, argv) != 0) {
+    if (gs_runcli_parse(&o, argc, argv) != 0) {
         fprintf(stderr, "Try 'gpuscope run --help'.\n");
         return GS_EXIT_USAGE;
     }
     if (o.help) {
-        run_usage(stdout);
+        gs_runcli_usage(stdout);
         return GS_EXIT_OK;
     }
-    if (!run_cmd_exists(o.cmd[0])) {
+    if (!gs_runcli_cmd_exists(o.cmd[0])) {
         fprintf(stderr, "gpuscope run: %s: command not found\n", o.cmd[0]);
         return RUN_EXIT_NOTFOUND;
     }
@@ -1242,7 +719,7 @@ int gs_cli_run(int argc, char **argv)
         default_outdir(defdir, sizeof defdir);
         o.out = defdir;
     }
-    if (run_make_outdir(o.out, &created) != 0)
+    if (gs_runcli_make_outdir(o.out, &created) != 0)
         return RUN_EXIT_FAIL;
     return run_session(&o, o.out, created);
 }

@@ -1,0 +1,86 @@
+/*
+ * run_int.h - what the files of `gpuscope run` share (src/cli/run/): its options (run_opts.c),
+ * the run's context, and the child and its files (run_child.c); run.c is the session.
+ */
+#ifndef GS_CLI_RUN_INT_H
+#define GS_CLI_RUN_INT_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "gpuscope/gs_model.h"
+#include "run/record.h"
+#include "run/runstacks.h"
+#include "run/session.h"
+#include "store/history.h"
+
+#define RUN_EXIT_FAIL 125     /* gpuscope run itself failed; CMD did not run */
+#define RUN_EXIT_NOEXEC 126   /* CMD found but not executable */
+#define RUN_EXIT_NOTFOUND 127 /* CMD not found */
+#define RUN_FLUSH_S 5.0       /* samples.db flush period */
+#define RUN_DRAIN_S 2.0       /* after CMD exits: wait for its connections to close */
+#define RUN_STEP_FLUSH 2000   /* step records buffered in samples.db's store at most */
+
+#define RUN_MAX_TAGS 16
+
+struct run_opts {
+    const char *out;
+    double interval_s;
+    int auto_inject;
+    int help;
+    const char *profile; /* --profile STEPS (trace/window.h) */
+    char **cmd;          /* NULL-terminated */
+    double stacks_hz;    /* --stacks: rank main-thread samples per second, 0 = off */
+    double hang_factor;  /* --hang-after: multiple of the p95 step time, 0 = no watchdog */
+    double hang_min_s;   /* --hang-min */
+    const char *name;    /* --name */
+    const char *job;     /* --job: the job id every rank shares (docs/run.md, JOBS) */
+    const char *tags[RUN_MAX_TAGS]; /* --tag K=V */
+    unsigned n_tags;
+    int no_agent; /* --no-agent: the node's agent does not get the records */
+};
+
+struct run_ctx {
+    pthread_mutex_t mu;
+    struct gs_session *session; /* the aggregate and the records' counters, own lock */
+    FILE *steps;
+    unsigned steps_lines;
+    int steps_failed;
+    /* CUDA device indices named by hello records */
+    unsigned char cuda_dev[GS_RECORD_MAX_DEVICES];
+    unsigned closed_conns;
+    char last_reject[200];
+    /* the first step record refused for its time (run/record.h's rule): why */
+    char refused_why[200];
+    const struct run_opts *opts;
+    char default_name[300]; /* script and start time: the name of an unnamed run */
+    /* sampler thread */
+    struct gs_sampler *sampler;
+    pthread_mutex_t store_mu;
+    struct gs_store *store;
+    int64_t run_id;
+    double interval_s;
+    pid_t child;
+    int stop;
+    pthread_cond_t cv;
+    struct gs_runstacks *rs; /* --stacks sampler and hang watchdog; NULL when off */
+};
+
+void gs_runcli_usage(FILE *out);
+int gs_runcli_parse(struct run_opts *o, int argc, char **argv);
+int gs_runcli_make_outdir(const char *dir, int *created);
+void gs_runcli_remove_outputs(const char *dir, int created);
+int gs_runcli_profile_env(const char *dir, const char *spec);
+int gs_runcli_child_env(const char *sock, const char *dir, int auto_inject);
+void gs_runcli_signals(sigset_t *set);
+int gs_runcli_cmd_exists(const char *cmd);
+pid_t gs_runcli_spawn(char **cmd, const sigset_t *fwd);
+int gs_runcli_wait(pid_t pid, int *sig);
+
+/* The child the forwarded signals go to (0: none); whether a Ctrl-C came. */
+void gs_runcli_child_set(pid_t pid);
+int gs_runcli_interrupted(void);
+
+#endif

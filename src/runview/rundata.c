@@ -30,14 +30,11 @@
 /* The phases a step record may carry (src/run/record.h "ms"), in the page's order. */
 /* The phases a step record may carry (gs_run.h GS_PHASES); page_phase(k) is the k-th in the
  * page's order. */
-#define PHASE_NAME_(e, name, wall) name,
-static const char *const PHASE_NAMES[GS_PH_ALL] = {GS_PHASES(PHASE_NAME_)};
-#undef PHASE_NAME_
 #define N_PHASES ((size_t)GS_PH_ALL)
 
 static const char *page_phase(size_t k)
 {
-    return PHASE_NAMES[gs_phase_page_order((int)k)];
+    return gs_phase_name(gs_phase_page_order((int)k));
 }
 
 /* One step record as the page needs it; NaN = absent. */

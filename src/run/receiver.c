@@ -315,6 +315,13 @@ void gs_receiver_stats(const struct gs_receiver *r, struct gs_receiver_stats *ou
     pthread_mutex_unlock(&w->lock);
 }
 
+int gs_receiver_backlog(const struct gs_receiver *r)
+{
+    struct pollfd p = {.fd = r->lfd, .events = POLLIN};
+
+    return poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+}
+
 void gs_receiver_stop(struct gs_receiver *r)
 {
     if (!r)

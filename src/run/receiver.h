@@ -67,6 +67,10 @@ int gs_receiver_start_limited(struct gs_receiver **out, const char *path, mode_t
                               unsigned flags, unsigned conn_per_uid,
                               const struct gs_receiver_cb *cb, struct gs_err *err);
 void gs_receiver_stats(const struct gs_receiver *r, struct gs_receiver_stats *out);
+
+/* Whether a connection waits to be accepted (a sender that connected, sent and exited before
+ * the receiver's thread got to it): a drain is not over while one does. */
+int gs_receiver_backlog(const struct gs_receiver *r);
 /* Sends one message back to the sender of connection conn_id (a control message,
  * run/control.h), from any thread, never waiting: 0 when sent, -1 when there is no such
  * connection any more or its buffer is full. */

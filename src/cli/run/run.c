@@ -30,6 +30,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -531,7 +532,8 @@ static void run_open_sampler(struct run_ctx *c, pid_t child, pthread_t *th, int 
  * records CMD sent just before it exited are still queued on the socket. */
 static void run_drain(struct run_ctx *c, struct gs_receiver *rx)
 {
-    double until = gs_clock_mono_s() + RUN_DRAIN_S;
+    double now = gs_clock_mono_s(), until = now + RUN_DRAIN_S, cap = now + RUN_DRAIN_MAX_S;
+    uint64_t records = UINT64_MAX;
 
     for (;;) {
         struct gs_receiver_stats st;
@@ -541,7 +543,14 @@ static void run_drain(struct run_ctx *c, struct gs_receiver *rx)
         pthread_mutex_lock(&c->mu);
         closed = c->closed_conns;
         pthread_mutex_unlock(&c->mu);
-        if (closed >= st.connections || gs_clock_mono_s() >= until)
+        if (closed >= st.connections && !gs_receiver_backlog(rx))
+            return;
+        now = gs_clock_mono_s();
+        if (st.records != records) { /* still reading: a loaded machine, not a silent sender */
+            records = st.records;
+            until = now + RUN_DRAIN_S;
+        }
+        if (now >= until || now >= cap)
             return;
         usleep(10000);
     }

@@ -20,7 +20,8 @@
 #define RUN_EXIT_NOEXEC 126   /* CMD found but not executable */
 #define RUN_EXIT_NOTFOUND 127 /* CMD not found */
 #define RUN_FLUSH_S 5.0       /* samples.db flush period */
-#define RUN_DRAIN_S 2.0       /* after CMD exits: wait for its connections to close */
+#define RUN_DRAIN_S 2.0       /* after CMD exits: wait for its connections to close ... */
+#define RUN_DRAIN_MAX_S 30.0  /* ... 2 s without a record, 30 s at most while records come */
 #define RUN_STEP_FLUSH 2000   /* step records buffered in samples.db's store at most */
 
 #define RUN_MAX_TAGS 16

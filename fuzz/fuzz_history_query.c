@@ -72,8 +72,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         gs_history_doc_begin(&d);
         gs_history_doc_point(&d, &p);
         gs_history_doc_end(&d, &q, q.step >= 60 ? GS_STORE_ROLLUP : GS_STORE_RAW);
-        CHECK(!d.data || (d.len == strlen(d.data) && d.data[d.len - 1] == '\n'));
-        free(d.data);
+        CHECK(!d.text.data ||
+              (d.text.len == strlen(d.text.data) && d.text.data[d.text.len - 1] == '\n'));
+        gs_buf_free(&d.text);
     } else {
         CHECK(memchr(msg, '\0', sizeof msg) != NULL);
         CHECK(strncmp(msg, "gpu: ", 5) == 0 || strncmp(msg, "metric: ", 8) == 0 ||

@@ -33,7 +33,8 @@ static void check_config(const struct gs_agent_config *c)
     CHECK(gs_config_split_listen(c->listen, host, sizeof host, &port) == GS_OK);
     CHECK(port >= 1 && port <= 65535);
     CHECK(isfinite(c->interval_s) && c->interval_s >= 0.1 && c->interval_s <= 60);
-    CHECK(c->metrics_compat == GS_COMPAT_NONE || c->metrics_compat == GS_COMPAT_DCGM);
+    CHECK(c->metrics_compat == GS_COMPAT_NONE || c->metrics_compat == GS_COMPAT_DCGM ||
+          c->metrics_compat == GS_COMPAT_DCGM3);
     CHECK(c->log_level == GS_LOG_ERROR || c->log_level == GS_LOG_WARN ||
           c->log_level == GS_LOG_INFO || c->log_level == GS_LOG_DEBUG);
     CHECK(memchr(c->data_dir, '\0', sizeof c->data_dir) != NULL && c->data_dir[0]);

@@ -769,9 +769,15 @@ async function visibility(ctx) {
   ok(/You see this node as a viewer, not an admin/.test(vis.note) &&
     /fewer GPUs than the node has/.test(vis.note) && !/\b8\b/.test(vis.note),
   'a note explains the policy and claims no GPU count', vis.note);
+  // (the table is redrawn every poll: a cell read while it is replaced has no computed style)
+  const aligned = await waitFor(vp, () => {
+    const tds = [...document.querySelectorAll('#procs tr.others td:first-child')];
+    return tds.length === 3 &&
+      tds.every((td) => td.className === 'num' && getComputedStyle(td).textAlign === 'right');
+  }, undefined, 3000);
   const align = await vp.$$eval('#procs tr.others td:first-child', (tds) =>
     tds.map((td) => `${td.className}/${getComputedStyle(td).textAlign}/${td.textContent}`));
-  ok(align.length === 3 && align.every((a) => a.startsWith('num/right/')),
+  ok(aligned && align.length === 3,
     'the hidden rows\' GPU index lines up with the real rows\'', align);
   ok(verr.length === 0, 'no console errors on the filtered page', verr);
   await vp.screenshot({path: path.join(ARTIFACTS, 'web-filtered.png'), fullPage: true});

@@ -1,7 +1,7 @@
 """`gpuscope run --profile STEPS` on Debian's torch 1.13 (CPU, no Kineto): the package drives
 torch.profiler for the window (python/gpuscope/_profile.py), writes one trace per window and
 rank into DIR/profile in torch's older CPU-only format, and `gpuscope run` analyses the last
-window into the report's "profile" section (src/cli/run/run_profile.c): steps labelled with the
+window into the report's "profile" section (src/trace/window.c): steps labelled with the
 training step numbers, CPU op figures, a note that there is no GPU activity. Also the window
 spec parser on both sides, every:P:N windows, a run that ends inside its window, and a bad
 --profile value.

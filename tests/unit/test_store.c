@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "tmpdir.h"
+
 #include <sqlite3.h>
 
 #include "gpuscope/gs_err.h"
@@ -27,33 +29,14 @@
 
 #define MIN0 1700000040.0 /* unix seconds on a minute boundary (28333334 minutes) */
 
-struct tmp {
-    char dir[64];
-    char db[128];
-};
-
 static int setup_tmp(void **state)
 {
-    struct tmp *t = calloc(1, sizeof *t);
-    if (!t)
-        return -1;
-    strcpy(t->dir, "/tmp/gs_store_XXXXXX");
-    if (!mkdtemp(t->dir))
-        return -1;
-    snprintf(t->db, sizeof t->db, "%s/history.db", t->dir);
-    *state = t;
-    return 0;
+    return tmp_setup(state, "/tmp/gs_store_XXXXXX", "history.db");
 }
 
 static int teardown_tmp(void **state)
 {
-    struct tmp *t = *state;
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", t->dir);
-    if (system(cmd) != 0)
-        return -1;
-    free(t);
-    return 0;
+    return tmp_teardown(state);
 }
 
 /* integrity_check and one integer query through an independent connection */

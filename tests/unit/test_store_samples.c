@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "tmpdir.h"
+
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "store/history.h"
@@ -24,33 +26,14 @@
 
 #define T0 1700000040.0 /* unix seconds */
 
-struct tmp {
-    char dir[64];
-    char db[128];
-};
-
 static int setup_tmp(void **state)
 {
-    struct tmp *t = calloc(1, sizeof *t);
-    if (!t)
-        return -1;
-    strcpy(t->dir, "/tmp/gs_samples_XXXXXX");
-    if (!mkdtemp(t->dir))
-        return -1;
-    snprintf(t->db, sizeof t->db, "%s/samples.db", t->dir);
-    *state = t;
-    return 0;
+    return tmp_setup(state, "/tmp/gs_samples_XXXXXX", "samples.db");
 }
 
 static int teardown_tmp(void **state)
 {
-    struct tmp *t = *state;
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", t->dir);
-    if (system(cmd) != 0)
-        return -1;
-    free(t);
-    return 0;
+    return tmp_teardown(state);
 }
 
 /* A history with 2 GPUs sampled every 0.5 s for 10 samples from T0; GPU 1 has no power

@@ -134,6 +134,11 @@ struct gs_store {
     sqlite3_stmt *ins_log; /* schema v3: logged points */
     struct store_log_row *logs;
     unsigned n_logs, cap_logs;
+    /* gs_store_prune_runs_uid: runs ended here so far, and the count and caps it last found
+     * every uid within (no work until either changes). */
+    uint64_t ended_runs, capped_at;
+    uint64_t capped_rows, capped_bytes;
+    int capped_known; /* 0 until a call found every uid within the caps */
 };
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -532,10 +537,13 @@ int gs_store_check(struct gs_store *st, struct gs_err *err)
     sqlite3_finalize(s);
     if (rc == SQLITE_OK)
         return GS_OK;
-    return gs_err_set(err, GS_EIO,
-                      "history: %s is damaged (SQLite quick_check: %s); move it aside (the "
-                      "agent then starts a new one) or repair it with sqlite3 .recover",
-                      st->path, what[0] ? what : sqlite3_errstr(rc));
+    /* Damage is the file's content (GS_EPARSE: the agent exits 2, docs/agent.md); another
+     * failure (I/O, a lock) may pass. */
+    return gs_err_set(
+        err, (rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB ? GS_EPARSE : GS_EIO,
+        "history: %s is damaged (SQLite quick_check: %s); move it aside (the "
+        "agent then starts a new one) or repair it with sqlite3 .recover",
+        st->path, what[0] ? what : sqlite3_errstr(rc));
 }
 
 static int store_open_db(struct gs_store *st, struct gs_err *err)
@@ -1244,6 +1252,126 @@ int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s
     return prune_end(st, rc, n, deleted, "prune runs", err);
 }
 
+/* An ended run's rows (itself, its steps, its logged points) and stored text bytes, as
+ * gs_store_prune_runs_uid counts them. */
+#define ENDED_ROWS                                                                                 \
+    "1 + (SELECT count(*) FROM step WHERE step.run = run.id)"                                      \
+    " + (SELECT count(*) FROM run_log WHERE run_log.run = run.id)"
+#define ENDED_BYTES                                                                                \
+    "COALESCE(length(CAST(report AS BLOB)), 0) + COALESCE(length(CAST(tags AS BLOB)), 0)"          \
+    " + COALESCE(length(CAST(name AS BLOB)), 0) + COALESCE(length(CAST(command AS BLOB)), 0)"      \
+    " + COALESCE(length(CAST(hostname AS BLOB)), 0)"
+#define CAP_IDS 256 /* runs of one uid chosen per query */
+
+/* The first uid whose ended runs are past a cap, with its totals; *found 0 when none. */
+static int cap_find_uid(struct gs_store *st, uint64_t rows_cap, uint64_t bytes_cap, int *found,
+                        int *uid_null, int64_t *uid, uint64_t *rows, uint64_t *bytes)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(st->db,
+                                "SELECT owner, sum(nrows), sum(nbytes) FROM (SELECT " RUN_OWNER_UID
+                                " AS owner, " ENDED_ROWS " AS nrows, " ENDED_BYTES
+                                " AS nbytes FROM run WHERE end_time IS NOT NULL)"
+                                " GROUP BY owner HAVING (?1 > 0 AND sum(nrows) > ?1)"
+                                " OR (?2 > 0 AND sum(nbytes) > ?2) LIMIT 1",
+                                -1, &s, NULL);
+
+    *found = 0;
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(s, 1, (sqlite3_int64)rows_cap);
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)bytes_cap);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+            *found = 1;
+            *uid_null = sqlite3_column_type(s, 0) == SQLITE_NULL;
+            *uid = sqlite3_column_int64(s, 0);
+            *rows = (uint64_t)sqlite3_column_int64(s, 1);
+            *bytes = (uint64_t)sqlite3_column_int64(s, 2);
+        }
+        rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* The ids of uid's oldest ended runs whose removal brings its totals within the caps (at most
+ * CAP_IDS of them) into ids; their count into *n_ids. */
+static int cap_pick_runs(struct gs_store *st, int uid_null, int64_t uid, uint64_t rows,
+                         uint64_t bytes, uint64_t rows_cap, uint64_t bytes_cap, int64_t *ids,
+                         unsigned *n_ids)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(st->db,
+                                "SELECT id, " ENDED_ROWS ", " ENDED_BYTES " FROM run"
+                                " WHERE end_time IS NOT NULL AND " RUN_OWNER_UID " IS ?1"
+                                " ORDER BY id LIMIT ?2",
+                                -1, &s, NULL);
+
+    *n_ids = 0;
+    if (rc != SQLITE_OK)
+        return rc;
+    if (uid_null)
+        sqlite3_bind_null(s, 1);
+    else
+        sqlite3_bind_int64(s, 1, uid);
+    sqlite3_bind_int(s, 2, CAP_IDS);
+    while ((rows_cap && rows > rows_cap) || (bytes_cap && bytes > bytes_cap)) {
+        uint64_t r, b;
+        if ((rc = sqlite3_step(s)) != SQLITE_ROW)
+            break;
+        ids[(*n_ids)++] = sqlite3_column_int64(s, 0);
+        r = (uint64_t)sqlite3_column_int64(s, 1);
+        b = (uint64_t)sqlite3_column_int64(s, 2);
+        rows -= r < rows ? r : rows;
+        bytes -= b < bytes ? b : bytes;
+    }
+    rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+    sqlite3_finalize(s);
+    return rc;
+}
+
+int gs_store_prune_runs_uid(struct gs_store *st, double now, uint64_t rows_per_uid,
+                            uint64_t bytes_per_uid, unsigned max_rows, unsigned *deleted,
+                            struct gs_err *err)
+{
+    unsigned n = 0;
+    int work = (rows_per_uid || bytes_per_uid) &&
+               (!st->capped_known || st->ended_runs != st->capped_at ||
+                st->capped_rows != rows_per_uid || st->capped_bytes != bytes_per_uid);
+    int rc = prune_begin(st, now, &max_rows, deleted, work, "prune runs per uid", err);
+    uint64_t ended = st->ended_runs;
+    int done = 0;
+
+    if (rc != GS_OK || !work)
+        return rc;
+    while (rc == SQLITE_OK && n < max_rows && !done) {
+        int64_t uid = 0, ids[CAP_IDS];
+        uint64_t rows = 0, bytes = 0;
+        int found = 0, uid_null = 0, gone = 1;
+        unsigned n_ids = 0;
+
+        rc = cap_find_uid(st, rows_per_uid, bytes_per_uid, &found, &uid_null, &uid, &rows, &bytes);
+        if (rc != SQLITE_OK || !found) {
+            done = rc == SQLITE_OK; /* every uid within the caps */
+            break;
+        }
+        rc =
+            cap_pick_runs(st, uid_null, uid, rows, bytes, rows_per_uid, bytes_per_uid, ids, &n_ids);
+        for (unsigned i = 0; i < n_ids && rc == SQLITE_OK && gone && n < max_rows; i++)
+            rc = store_prune_one_run(st, ids[i], max_rows - n, &n, &gone);
+        if (n_ids == 0)
+            break; /* nothing of it to delete (cannot happen: it has ended runs) */
+    }
+    rc = prune_end(st, rc, n, deleted, "prune runs per uid", err);
+    if (rc == GS_OK && done) {
+        st->capped_known = 1;
+        st->capped_at = ended;
+        st->capped_rows = rows_per_uid;
+        st->capped_bytes = bytes_per_uid;
+    }
+    return rc;
+}
+
 /* Deletes the step rows of run_id chosen by sel (a SELECT of ids with ?1 = run, ?2 = cut,
  * ?3 = limit); their count into *n. */
 static int live_delete(struct gs_store *st, const char *sel, int64_t run_id, double cut,
@@ -1557,6 +1685,7 @@ int gs_store_run_end(struct gs_store *st, int64_t run_id, double end_time, int e
         return store_fail(st, err, "update run");
     if (sqlite3_changes(st->db) != 1)
         return gs_err_set(err, GS_ENOTFOUND, "history: no run %lld", (long long)run_id);
+    st->ended_runs++;
     for (unsigned i = 0; i < st->n_live; i++) /* ended: no share any more, pruned as ended */
         if (st->live[i].id == run_id) {
             st->live[i] = st->live[--st->n_live];

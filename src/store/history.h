@@ -81,8 +81,9 @@ typedef int (*gs_store_point_fn)(void *ctx, const struct gs_store_point *p);
  * GS_EPARSE (GS_ENOTSUP for newer) and left untouched. opts may be NULL. On failure *out is
  * untouched and err says why. */
 /* SQLite's PRAGMA quick_check on the open file (gs_store_open runs it on an existing file,
- * which is then refused when damaged): GS_OK, or GS_EIO naming the file, the first problem
- * found and what to do. Takes O(file size); callers schedule it. */
+ * which is then refused when damaged): GS_OK, or GS_EPARSE (damaged pages; GS_EIO when the
+ * check itself could not read) naming the file, the first problem found and what to do. Takes
+ * O(file size); callers schedule it. */
 int gs_store_check(struct gs_store *st, struct gs_err *err);
 
 int gs_store_open(struct gs_store **out, const char *path, const struct gs_store_opts *opts,
@@ -192,6 +193,18 @@ int gs_store_run_log(struct gs_store *st, int64_t run_id, const struct gs_store_
  * deleted. A zero retention keeps every run. */
 int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s, unsigned max_rows,
                         unsigned *deleted, struct gs_err *err);
+
+/* Per-uid caps on ended runs (issue 24): for each uid (a run's owner: its report's uid, else
+ * its first step's sender) whose ended runs together hold more than rows_per_uid rows (a run
+ * row, its step rows and logged points; 0: no cap) or bytes_per_uid bytes of stored text
+ * (report, tags, name, command, hostname; 0: no cap), deletes that uid's oldest ended runs
+ * until it is within both. Runs without end_time are never deleted. At most max_rows rows per
+ * call (0: 5000); *deleted (may be NULL) gets the count, added to pruned_rows. Call again
+ * while *deleted == max_rows. Once a call finds every uid within the caps, the next ones do
+ * no query until a run ends on this store or the caps change. */
+int gs_store_prune_runs_uid(struct gs_store *st, double now, uint64_t rows_per_uid,
+                            uint64_t bytes_per_uid, unsigned max_rows, unsigned *deleted,
+                            struct gs_err *err);
 
 /* The step records one run may have waiting for a flush while live_runs runs begun on the
  * store go on: 20,000 / (live_runs + 1), so what the live runs hold leaves room for one more. */

@@ -16,16 +16,9 @@
 #include "store/history.h"
 #include "store/store_priv.h"
 
-/* A run's owner and pid: its report's (the agent writes SO_PEERCRED's there), else those of
- * the sender of its first stored step (a nested CASE: json_type is never evaluated on text
- * that is not JSON, which would be an SQL error). Its step count: the report's steps_received
+/* A run's owner (RUN_OWNER_UID, store_priv.h) and pid: its report's, else those of the sender
+ * of its first stored step. Its step count: the report's steps_received
  * (every record received, also those not aggregated), else its step rows. */
-#define RUN_REPORT_INT(key)                                                                        \
-    "CASE WHEN json_valid(report) THEN CASE WHEN json_type(report, '$.run." key "')"               \
-    " = 'integer' THEN json_extract(report, '$.run." key "') END END"
-#define RUN_OWNER_UID                                                                              \
-    "COALESCE(" RUN_REPORT_INT("uid") ", (SELECT peer_uid FROM step WHERE step.run = run.id"       \
-                                      " LIMIT 1))"
 #define RUN_OWNER_PID                                                                              \
     "COALESCE(" RUN_REPORT_INT("pid") ", (SELECT peer_pid FROM step WHERE step.run = run.id"       \
                                       " LIMIT 1))"

@@ -417,6 +417,66 @@ static void test_prune_uid(void **state)
     gs_store_close(st);
 }
 
+/* Per-uid caps on ended runs (issue 24): uid 1000 ends 10 runs of 9 steps (10 rows each), uid
+ * 1001 ends 2, and uid 1000 has a live run of 50 steps. A 45-row cap leaves uid 1000 its 4
+ * newest ended runs (40 rows), uid 1001 and the live run whole; with no run ended since, the
+ * next call does nothing; a bytes cap (the reports' text) then takes the oldest again, the
+ * owner read from the report's run.uid before the steps' sender. */
+static void test_prune_ended_uid(void **state)
+{
+    struct fx *f = *state;
+    struct gs_store *st = NULL;
+    const double now = 1764430000.0;
+    struct gs_store_run run = {.source = "agent", .start_time = now - 100};
+    struct gs_step_rec r;
+    struct gs_err err;
+    int64_t ids[12], live = 0;
+    unsigned n = 99;
+    char report[1100];
+
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &live, &err), GS_OK);
+    fill_step(&r, 0);
+    for (unsigned i = 0; i < 50; i++) {
+        r.step = i;
+        assert_int_equal(gs_store_run_step(st, live, &r, 1, 1000, &err), GS_OK);
+    }
+    for (unsigned k = 0; k < 12; k++) {
+        uint32_t uid = k < 10 ? 1000 : 1001;
+        assert_int_equal(gs_store_run_begin(st, &run, &ids[k], &err), GS_OK);
+        for (unsigned i = 0; i < 9; i++) {
+            r.step = i;
+            assert_int_equal(gs_store_run_step(st, ids[k], &r, 1, uid, &err), GS_OK);
+        }
+        assert_int_equal(gs_store_flush(st, &err), GS_OK);
+        /* 1,000 bytes of report text each; run.uid says the owner */
+        snprintf(report, sizeof report, "{\"run\":{\"uid\":%u},\"pad\":\"%0*d\"}", uid, 1000 - 29,
+                 0);
+        assert_int_equal(strlen(report), 1000);
+        assert_int_equal(gs_store_run_end(st, ids[k], now - 50 + k, 0, report, &err), GS_OK);
+    }
+    assert_int_equal(gs_store_prune_runs_uid(st, now, 45, 0, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 60); /* 6 runs of 10 rows */
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run WHERE end_time IS NOT NULL", NULL),
+                     6);
+    assert_int_equal(sql_num(f->path, "SELECT min(id) FROM run WHERE end_time IS NOT NULL", NULL),
+                     (double)ids[6]);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 50);
+    assert_int_equal(gs_store_prune_runs_uid(st, now, 45, 0, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 0);
+    /* 3,000 bytes: uid 1000 keeps its 3 newest (3,000 bytes, within), 1001 its 2 */
+    assert_int_equal(gs_store_prune_runs_uid(st, now, 45, 3000, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 10);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run WHERE end_time IS NOT NULL", NULL),
+                     5);
+    assert_int_equal(sql_num(f->path, "SELECT min(id) FROM run WHERE end_time IS NOT NULL", NULL),
+                     (double)ids[7]);
+    /* no cap: no work */
+    assert_int_equal(gs_store_prune_runs_uid(st, now, 0, 0, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 0);
+    gs_store_close(st);
+}
+
 /* Three runs: A ended 40 days ago (7 steps), B going on since 40 days ago (3 steps), C ended
  * an hour ago (2 steps). A 30-day retention removes A and its steps only, 4 rows a call. */
 static void test_prune_runs(void **state)
@@ -884,6 +944,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_step_share, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prune_live, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prune_uid, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prune_ended_uid, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_side, setup, teardown),
         cmocka_unit_test_setup_teardown(test_logs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_cap, setup, teardown),

@@ -258,7 +258,7 @@ class Profiler:
                 except (TypeError, ValueError, RuntimeError):
                     continue
             v = float(v)
-            if v == v and abs(v) <= 1e300 and len(vals) < 32:
+            if v == v and abs(v) != float("inf") and len(vals) < 32:
                 vals[k] = v
         if not vals:
             return False

@@ -3,6 +3,7 @@
  * exact values, absent fields stay unknown, every validation rule refuses and names the field,
  * and encode -> parse round-trips.
  */
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -535,6 +536,13 @@ static void log_records(void **state)
     /* step, t and rank are optional */
     assert_int_equal(parse("{\"v\":1,\"type\":\"log\",\"values\":{\"loss\":-3}}", &r, err), 0);
     assert_true(isnan(r.u.log.step) && isnan(r.u.log.t) && r.u.log.rank == -1);
+    round_trip(&r);
+    /* every finite double is a value (issue 24: ±1e308 was refused as "not finite") */
+    assert_int_equal(
+        parse("{\"v\":1,\"type\":\"log\",\"values\":{\"hi\":1e308,\"lo\":-1.7976931348623157e308}}",
+              &r, err),
+        0);
+    assert_true(r.u.log.n == 2 && r.u.log.val[0] == 1e308 && r.u.log.val[1] == -DBL_MAX);
     round_trip(&r);
     refused("{\"v\":1,\"type\":\"log\"}", "log.values: missing");
     refused("{\"v\":1,\"type\":\"log\",\"values\":{}}", "log.values: empty");

@@ -4,7 +4,8 @@
  * compared by their SHA-256 (GnuTLS) against every entry in constant time, so neither the
  * token nor which entry matched shows in the timing. bcrypt (libcrypt's crypt_rn) is slow by
  * design: a successful basic-auth check is remembered for GS_AUTH_BCRYPT_TTL_S keyed by the
- * SHA-256 of the whole header, and uncached checks share a small per-second budget so wrong
+ * SHA-256 of its source and decoded credentials (so blanks or base64 padding around the same
+ * credentials reuse it), and uncached checks share a small per-second budget so wrong
  * passwords cannot keep the HTTP thread busy.
  */
 #include "agent/auth.h"
@@ -482,12 +483,25 @@ static int bcrypt_ok(const char *pass, const char *hash)
     return ok;
 }
 
-/* A basic-auth check: the cache first; else a bcrypt check when the global budget (CPU) and
- * the failure budgets of the source and of the user name allow it. A failure is charged to
- * both, so one attacker drains its own source's budget (and, spread over sources, the name's)
- * but not another source's login. */
-static enum gs_role check_basic(const struct gs_auth *au, const char *header, const char *b64,
-                                size_t len, const struct sockaddr *src, struct gs_viewer *out)
+/* The cache key of credentials plain ("user:password", n bytes) from source skey. */
+static void cache_key(const char *skey, const char *plain, size_t n, unsigned char key[32])
+{
+    char buf[INET6_ADDRSTRLEN + 8 + 512];
+    size_t k = strlen(skey) + 1;
+
+    memcpy(buf, skey, k); /* with its NUL: no source and credentials make another's bytes */
+    memcpy(buf + k, plain, n);
+    gs_auth_sha256(buf, k + n, key);
+    memset(buf, 0, sizeof buf);
+}
+
+/* A basic-auth check: the cache (by source and credentials) first; else a bcrypt check when
+ * the global budget (CPU) and the failure budget of the source allow it, and, for a source
+ * that has failed lately, the user name's too. A failure is charged to both, so one attacker
+ * drains its own source's budget (and, spread over sources, the name's for those sources) but
+ * never a clean source's login: a lockout hits the attacking sources, not the user. */
+static enum gs_role check_basic(const struct gs_auth *au, const char *b64, size_t len,
+                                const struct sockaddr *src, struct gs_viewer *out)
 {
     struct fail_bucket *fs, *fu;
     char skey[INET6_ADDRSTRLEN + 8];
@@ -501,17 +515,6 @@ static enum gs_role check_basic(const struct gs_auth *au, const char *header, co
     char *colon;
     int found = -1, allowed;
 
-    gs_auth_sha256(header, strlen(header), key);
-    pthread_mutex_lock(&c->lock);
-    for (unsigned i = 0; i < CACHE_SLOTS; i++)
-        if (c->slot[i].expires_ns > now && gs_auth_equal(c->slot[i].key, key, 32))
-            found = (int)c->slot[i].user;
-    pthread_mutex_unlock(&c->lock);
-    if (found >= 0 && (unsigned)found < au->n_users) {
-        u = &au->users[found];
-        fill(out, GS_ROLE_VIEWER, u->name, u->uid_known, u->uid);
-        return GS_ROLE_VIEWER;
-    }
     n = b64_decode(b64, len, plain, sizeof plain - 1);
     if (n <= 0)
         return GS_ROLE_NONE;
@@ -521,17 +524,31 @@ static enum gs_role check_basic(const struct gs_auth *au, const char *header, co
         memset(plain, 0, sizeof plain);
         return GS_ROLE_NONE;
     }
+    src_key(src, skey, sizeof skey);
+    cache_key(skey, plain, (size_t)n, key);
+    pthread_mutex_lock(&c->lock);
+    for (unsigned i = 0; i < CACHE_SLOTS; i++)
+        if (c->slot[i].expires_ns > now && gs_auth_equal(c->slot[i].key, key, 32))
+            found = (int)c->slot[i].user;
+    pthread_mutex_unlock(&c->lock);
+    if (found >= 0 && (unsigned)found < au->n_users) {
+        memset(plain, 0, sizeof plain);
+        u = &au->users[found];
+        fill(out, GS_ROLE_VIEWER, u->name, u->uid_known, u->uid);
+        return GS_ROLE_VIEWER;
+    }
     *colon = '\0';
     for (unsigned i = 0; i < au->n_users; i++)
         if (strcmp(au->users[i].name, plain) == 0) {
             u = &au->users[i];
             found = (int)i;
         }
-    src_key(src, skey, sizeof skey);
     pthread_mutex_lock(&c->lock);
     fs = fail_find(c->by_src, skey, GS_AUTH_FAIL_SRC_PER_S, GS_AUTH_FAIL_BURST, now);
     fu = fail_find(c->by_user, plain, GS_AUTH_FAIL_USER_PER_S, GS_AUTH_FAIL_USER_BURST, now);
-    allowed = fs->left >= 1 && fu->left >= 1 && (!u || budget_take(c, now));
+    /* A clean source (no failure in its bucket) is not held to the name's budget. */
+    allowed = fs->left >= 1 && (fs->left >= GS_AUTH_FAIL_BURST || fu->left >= 1) &&
+              (!u || budget_take(c, now));
     pthread_mutex_unlock(&c->lock);
     if (!allowed)
         atomic_fetch_add(&budget_refused, 1);
@@ -599,7 +616,7 @@ enum gs_role gs_auth_check_from(const struct gs_auth *au, const char *authorizat
         len = strlen(v);
         while (len && v[len - 1] == ' ')
             len--;
-        return check_basic(au, authorization, v, len, src, out);
+        return check_basic(au, v, len, src, out);
     }
     return GS_ROLE_NONE;
 }

@@ -86,10 +86,11 @@ const char *gs_auth_challenge(const struct gs_auth *au);
 enum gs_role gs_auth_check(const struct gs_auth *au, const char *authorization,
                            struct gs_viewer *out);
 
-/* gs_auth_check from the source src (NULL: unknown, one shared budget): a basic-auth check
- * missing the cache needs the global bcrypt budget (GS_AUTH_BCRYPT_PER_S) and the failure
- * budgets of src (an IPv4 address or IPv6 /64) and of the user name; a failure is charged to
- * both, a success to neither, so one attacker cannot lock others out (docs/security.md). */
+/* gs_auth_check from the source src (NULL: unknown, one shared budget): the cache is keyed by
+ * src and the decoded credentials; a basic-auth check missing it needs the global bcrypt
+ * budget (GS_AUTH_BCRYPT_PER_S), the failure budget of src (an IPv4 address or IPv6 /64) and,
+ * when src has failed lately, the user name's; a failure is charged to both, a success to
+ * neither, so attackers lock out their own sources, never the user's (docs/security.md). */
 enum gs_role gs_auth_check_from(const struct gs_auth *au, const char *authorization,
                                 const struct sockaddr *src, struct gs_viewer *out);
 

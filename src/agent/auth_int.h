@@ -39,7 +39,7 @@ struct basic_user {
 };
 
 struct cache_slot {
-    unsigned char key[32]; /* SHA-256 of the Authorization value */
+    unsigned char key[32]; /* SHA-256 of the source and decoded credentials (auth.c) */
     unsigned user;         /* index into users */
     int64_t expires_ns;    /* 0: empty */
 };

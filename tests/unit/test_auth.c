@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/auth.h"
@@ -251,8 +252,9 @@ static struct sockaddr_in from4(unsigned last)
     return sa;
 }
 
-static enum gs_role basic_from(const struct gs_auth *au, const char *user, const char *pass,
-                               unsigned src)
+/* basic_from's header with blanks trailing blanks (a client's padding) on src. */
+static enum gs_role basic_from_pad(const struct gs_auth *au, const char *user, const char *pass,
+                                   unsigned src, unsigned blanks)
 {
     char plain[128], hdr[256];
     struct gs_viewer v;
@@ -270,8 +272,16 @@ static enum gs_role basic_from(const struct gs_auth *au, const char *user, const
         hdr[o++] = i + 1 < n ? b64[x >> 6 & 63] : '=';
         hdr[o++] = i + 2 < n ? b64[x & 63] : '=';
     }
+    while (blanks-- > 0 && o + 1 < sizeof hdr)
+        hdr[o++] = ' ';
     hdr[o] = '\0';
     return gs_auth_check_from(au, hdr, (const struct sockaddr *)&sa, &v);
+}
+
+static enum gs_role basic_from(const struct gs_auth *au, const char *user, const char *pass,
+                               unsigned src)
+{
+    return basic_from_pad(au, user, pass, src, 0);
 }
 
 /* Failed basic-auth checks are budgeted per source and per user name (issue 18): one
@@ -303,10 +313,44 @@ static void test_basic_auth_budgets(void **state)
     assert_int_equal(ok, 4);
     /* The attacker's own source is out of failures: even a right password waits. */
     assert_int_equal(basic_from(au, "erin", "pw", 1), GS_ROLE_NONE);
-    /* One name guessed from many sources: the name's budget (burst 8) runs out. */
+    /* One name guessed from many sources: the name's budget (burst 8) runs out for those
+     * sources, not for the user's own (issue 24: a lockout hits the attacking sources). */
     for (unsigned s = 10; s < 18; s++)
         assert_int_equal(basic_from(au, "erin", "guess", s), GS_ROLE_NONE);
-    assert_int_equal(basic_from(au, "erin", "pw", 30), GS_ROLE_NONE);
+    assert_int_equal(basic_from(au, "erin", "pw", 10), GS_ROLE_NONE);
+    nanosleep(&(struct timespec){0, 300000000}, NULL); /* the bcrypt budget (8/s) refills */
+    assert_int_equal(basic_from(au, "erin", "pw", 30), GS_ROLE_VIEWER);
+    gs_auth_unref(au);
+}
+
+/* Issue 24: four sources guessing one name as fast as they can (10 each per 0.3 s) leave
+ * that user's fresh logins from its own sources working (each a cache miss: a new source),
+ * and the cache is keyed by source and decoded credentials, so trailing blanks reuse it:
+ * 30 logins with 0..29 blanks within one bcrypt budget (8/s) all pass. */
+static void test_basic_auth_lockout_by_source(void **state)
+{
+    char hash[64], yaml[256];
+    struct gs_auth *au = NULL;
+    struct gs_err e;
+    unsigned ok = 0;
+
+    (void)state;
+    make_bcrypt("pw", hash, sizeof hash);
+    snprintf(yaml, sizeof yaml, "basic_auth_users:\n  bob: %s\n", hash);
+    gs_err_clear(&e);
+    assert_int_equal(gs_auth_from_text(&au, NULL, NULL, 0, "web.yml", yaml, strlen(yaml), "", &e),
+                     GS_OK);
+    for (unsigned round = 0; round < 6; round++) {
+        for (unsigned s = 1; s <= 4; s++)
+            for (int i = 0; i < 10; i++)
+                assert_int_equal(basic_from(au, "bob", "guess", s), GS_ROLE_NONE);
+        nanosleep(&(struct timespec){0, 300000000}, NULL); /* the bcrypt budget refills */
+        ok += basic_from(au, "bob", "pw", 100 + round) == GS_ROLE_VIEWER;
+    }
+    assert_int_equal(ok, 6);
+    assert_int_equal(basic_from(au, "bob", "pw", 1), GS_ROLE_NONE); /* an attacker's source */
+    for (unsigned blanks = 0; blanks < 30; blanks++)
+        assert_int_equal(basic_from_pad(au, "bob", "pw", 200, blanks), GS_ROLE_VIEWER);
     gs_auth_unref(au);
 }
 
@@ -429,11 +473,17 @@ static void test_new_token(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sha256_and_equal),        cmocka_unit_test(test_tokens_roles),
-        cmocka_unit_test(test_no_auth_is_viewer),       cmocka_unit_test(test_tokens_errors),
-        cmocka_unit_test(test_open_files_and_uid),      cmocka_unit_test(test_web_config_basic),
-        cmocka_unit_test(test_web_config_tls_versions), cmocka_unit_test(test_basic_auth_budgets),
-        cmocka_unit_test(test_web_config_errors),       cmocka_unit_test(test_new_token),
+        cmocka_unit_test(test_sha256_and_equal),
+        cmocka_unit_test(test_tokens_roles),
+        cmocka_unit_test(test_no_auth_is_viewer),
+        cmocka_unit_test(test_tokens_errors),
+        cmocka_unit_test(test_open_files_and_uid),
+        cmocka_unit_test(test_web_config_basic),
+        cmocka_unit_test(test_web_config_tls_versions),
+        cmocka_unit_test(test_basic_auth_budgets),
+        cmocka_unit_test(test_web_config_errors),
+        cmocka_unit_test(test_new_token),
+        cmocka_unit_test(test_basic_auth_lockout_by_source),
     };
     gs_log_set_level(GS_LOG_ERROR); /* the ignored-key warnings are expected */
     return cmocka_run_group_tests(tests, NULL, NULL);

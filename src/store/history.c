@@ -627,6 +627,14 @@ int gs_store_open(struct gs_store **out, const char *path, const struct gs_store
         goto fail;
     }
     rc = store_open_db(st, err);
+    if (rc == GS_EIO && st->db) { /* SQLite's "malformed" at open: the file is damaged */
+        int x = sqlite3_extended_errcode(st->db) & 0xff;
+        if (x == SQLITE_CORRUPT || x == SQLITE_NOTADB) {
+            rc = GS_EPARSE;
+            if (err)
+                err->rc = rc;
+        }
+    }
     if (rc != GS_OK)
         goto fail;
     *out = st;

@@ -77,8 +77,9 @@ typedef int (*gs_store_point_fn)(void *ctx, const struct gs_store_point *p);
 
 /* Opens or creates the database at path (symlinks refused). A new file gets the schema; an
  * existing gpuscope file is migrated to GS_STORE_SCHEMA_VERSION. A file that is not SQLite,
- * another application's database, or one written by a newer gpuscope is refused with
- * GS_EPARSE (GS_ENOTSUP for newer) and left untouched. opts may be NULL. On failure *out is
+ * another application's database, a damaged one (quick_check, or SQLite finding it malformed
+ * while opening), or one written by a newer gpuscope is refused with GS_EPARSE (GS_ENOTSUP for
+ * newer) and left untouched. opts may be NULL. On failure *out is
  * untouched and err says why. */
 /* SQLite's PRAGMA quick_check on the open file (gs_store_open runs it on an existing file,
  * which is then refused when damaged): GS_OK, or GS_EPARSE (damaged pages; GS_EIO when the

@@ -37,7 +37,7 @@ os.setgid(65534); os.setuid(65534)
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.settimeout(5)
 s.connect(sys.argv[1])
-s.sendall(("GET %s HTTP/1.0\r\nHost: x\r\n\r\n" % sys.argv[2]).encode())
+s.sendall(("GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n" % sys.argv[2]).encode())
 out = b""
 while True:
     c = s.recv(65536)
@@ -208,8 +208,8 @@ def main():
                            "127.0.0.1:1", "--socket", "off", "--http-socket", "off"],
                           env=sim_env("h100x8-training.json"), capture_output=True, text=True,
                           timeout=60)
-    t.ok(code.returncode != 0 and ("is damaged" in code.stderr or "malformed" in code.stderr),
-         "the next start refuses the damaged history.db with a clear error",
+    t.ok(code.returncode == 2 and ("is damaged" in code.stderr or "malformed" in code.stderr),
+         "the next start refuses the damaged history.db with a clear error, exit status 2",
          detail=(code.returncode, code.stderr[-400:]))
     return t.done()
 

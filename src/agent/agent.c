@@ -170,6 +170,8 @@ static void reload(struct gs_agent *a, const struct gs_agent_args *args, int arg
         gs_recorder_set_policy(a->rec, c.flush_interval_s, c.retention_raw_s, c.retention_rollup_s);
         gs_recorder_set_runs_retention(a->rec, c.retention_runs_s);
         gs_recorder_set_steps_per_run(a->rec, c.steps_per_run, c.steps_per_uid);
+        gs_recorder_set_ended_caps(a->rec, c.ended_rows_per_uid,
+                                   (uint64_t)c.ended_mib_per_uid << 20);
         gs_recorder_set_check_interval(a->rec, c.integrity_check_s);
     }
     gs_log(GS_LOG_INFO, "reload: interval %gs, metrics_compat %s, log_level %s", c.interval_s,
@@ -222,6 +224,7 @@ static int start_history(struct gs_agent *a, struct gs_err *err)
     gs_recorder_set_policy(a->rec, c->flush_interval_s, c->retention_raw_s, c->retention_rollup_s);
     gs_recorder_set_runs_retention(a->rec, c->retention_runs_s);
     gs_recorder_set_steps_per_run(a->rec, c->steps_per_run, c->steps_per_uid);
+    gs_recorder_set_ended_caps(a->rec, c->ended_rows_per_uid, (uint64_t)c->ended_mib_per_uid << 20);
     gs_recorder_set_check_interval(a->rec, c->integrity_check_s);
     rc = gs_recorder_start(a->rec, err);
     if (rc != GS_OK)

@@ -58,9 +58,15 @@ struct gs_pub {
     unsigned mflags;
 };
 
-/* What the HTTP doors refuse besides per-uid connections (reaper.h): gpuscope_refused_total's
- * reasons "rate" (http_rate, 429) and "history_busy" (the history worker's queue full, 503). */
-enum gs_http_refusal { GS_HTTP_REF_RATE = 0, GS_HTTP_REF_HISTORY_BUSY, GS_HTTP_REF_N };
+/* What the HTTP doors refuse besides connections (reaper.h): gpuscope_refused_total's
+ * reasons "rate" (http_rate, 429), "history_busy" (the history worker's queue full, 503) and
+ * "host" (a Host header not of this agent, 421: listen.h). */
+enum gs_http_refusal {
+    GS_HTTP_REF_RATE = 0,
+    GS_HTTP_REF_HISTORY_BUSY,
+    GS_HTTP_REF_HOST,
+    GS_HTTP_REF_N
+};
 
 struct gs_agent {
     pthread_mutex_t lock; /* guards cfg, current, spare, n_spare and every refs */
@@ -108,10 +114,10 @@ struct gs_agent {
     int http_fd;              /* the TCP port bound before a drop (privdrop.h); -1: none */
     /* HTTP refusals for gpuscope_refused_total (http.c), [0] TCP, [1] the unix socket. */
     _Atomic uint64_t refused_http[2][GS_HTTP_REF_N];
-    /* The rate keys (a uid mapped into 100::/64, or an address) whose 429 http.c logged; a
-     * full list forgets the oldest. */
+    /* The rate keys (a uid mapped into 100::/64, or an address) and reasons (the 17th byte,
+     * enum gs_http_refusal) whose refusal http.c logged; a full list forgets the oldest. */
     pthread_mutex_t rate_logged_lock;
-    unsigned char rate_logged[64][16];
+    unsigned char rate_logged[64][17];
     unsigned n_rate_logged;
 };
 

@@ -27,6 +27,7 @@ enum key_type {
     KEY_PATH,
     KEY_UINT,
     KEY_STR,
+    KEY_HOSTS,
     KEY_USER
 };
 
@@ -118,6 +119,16 @@ static const struct key keys[] = {
      "step records one uid's live runs keep in the history together (its biggest run pruned "
      "first); 0: no cap",
      0},
+    {"ended_rows_per_uid", KEY_UINT, offsetof(struct gs_agent_config, ended_rows_per_uid), 0,
+     4000000000.0, NULL, "1000000",
+     "rows (runs, steps, logged values) one uid's ended runs keep in the history together (its "
+     "oldest ended runs pruned first); 0: no cap",
+     0},
+    {"ended_mib_per_uid", KEY_UINT, offsetof(struct gs_agent_config, ended_mib_per_uid), 0, 1000000,
+     NULL, "64",
+     "MiB of stored text (reports, tags, names, commands) one uid's ended runs keep together "
+     "(its oldest ended runs pruned first); 0: no cap",
+     0},
     {"influx_url", KEY_STR, offsetof(struct gs_agent_config, push.influx_url), 0,
      sizeof(((struct gs_agent_config *)0)->push.influx_url), NULL, "",
      "InfluxDB base URL (http://HOST:8086); empty: no InfluxDB push", 0},
@@ -183,6 +194,11 @@ static const struct key keys[] = {
      "$RUNTIME_DIRECTORY/agent.sock, /run/gpuscope/agent.sock (root), "
      "$XDG_RUNTIME_DIR/gpuscope/agent.sock",
      RESTART},
+    {"allowed_hosts", KEY_HOSTS, offsetof(struct gs_agent_config, allowed_hosts), 0,
+     sizeof(((struct gs_agent_config *)0)->allowed_hosts), NULL, "",
+     "more Host header names the TCP door answers (comma-separated; besides localhost, "
+     "loopback and listen addresses and the hostname); * : any (docs/agent.md)",
+     0},
     {"tokens_file", KEY_STR, offsetof(struct gs_agent_config, tokens_file), 0,
      sizeof(((struct gs_agent_config *)0)->tokens_file), NULL, "",
      "HTTP bearer tokens, lines 'sha256:<hex> admin|viewer|metrics [user]' (docs/security.md; "
@@ -333,6 +349,16 @@ int gs_config_set(struct gs_agent_config *c, const char *key, const char *value,
     case KEY_STR: /* k->max: the field's size */
         if (strlen(value) >= (size_t)k->max)
             return gs_err_set(err, GS_EINVAL, "%s: longer than %d bytes", prefix, (int)k->max - 1);
+        strcpy(p, value);
+        return GS_OK;
+    case KEY_HOSTS: /* k->max: the field's size */
+        if (strlen(value) >= (size_t)k->max)
+            return gs_err_set(err, GS_EINVAL, "%s: longer than %d bytes", prefix, (int)k->max - 1);
+        if (!gs_config_hosts_valid(value))
+            return gs_err_set(err, GS_EINVAL,
+                              "%s: '%.64s' is not a comma-separated list of host names "
+                              "(letters, digits, '.', '-', '_', IP addresses, [IPv6]) or *",
+                              prefix, value);
         strcpy(p, value);
         return GS_OK;
     case KEY_USER: { /* resolved here so that a typo names its FILE:LINE */
@@ -770,6 +796,29 @@ void gs_config_usage(FILE *out)
     }
 }
 
+bool gs_config_hosts_valid(const char *list)
+{
+    const char *p = list;
+
+    while (*p) {
+        size_t n = strcspn(p, ", \t");
+        if (n == 1 && p[0] == '*') {
+            /* any */
+        } else {
+            for (size_t i = 0; i < n; i++) {
+                char ch = p[i];
+                if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                      (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_' ||
+                      ch == ':' || ch == '[' || ch == ']'))
+                    return false;
+            }
+        }
+        p += n;
+        p += strspn(p, ", \t");
+    }
+    return true;
+}
+
 static void write_str(FILE *out, const char *key, const char *value)
 {
     if (value[0])
@@ -801,6 +850,8 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
             "steps_per_run = %u\nsteps_per_uid = %u\n",
             c->steps_conn_per_uid, c->steps_rate_per_uid, c->steps_burst_per_uid, c->steps_per_run,
             c->steps_per_uid);
+    fprintf(out, "ended_rows_per_uid = %u\nended_mib_per_uid = %u\n", c->ended_rows_per_uid,
+            c->ended_mib_per_uid);
     /* An empty value cannot be read back ("missing value"): written as a comment. */
     write_str(out, "influx_url", c->push.influx_url);
     fprintf(out, "influx_version = %s\n", influx_version_names[c->push.influx_version ? 1 : 0]);
@@ -823,6 +874,7 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
             gpuvis_names[c->gpu_visibility ? 1 : 0]);
     write_str(out, "admin_group", c->admin_group);
     write_str(out, "http_socket", c->http_socket);
+    write_str(out, "allowed_hosts", c->allowed_hosts);
     write_str(out, "tokens_file", c->tokens_file);
     write_str(out, "web_config_file", c->web_config_file);
     write_str(out, "tls_cert_file", c->tls_cert_file);

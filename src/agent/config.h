@@ -10,6 +10,7 @@
 #ifndef GS_AGENT_CONFIG_H
 #define GS_AGENT_CONFIG_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "agent/alerts.h"
@@ -71,6 +72,8 @@ struct gs_agent_config {
     unsigned steps_burst_per_uid;   /* its bucket's size */
     unsigned steps_per_run;         /* step rows kept per run, live ones too; 0: no cap */
     unsigned steps_per_uid;         /* step rows of one uid's live runs together; 0: no cap */
+    unsigned ended_rows_per_uid;    /* rows of one uid's ended runs together; 0: no cap */
+    unsigned ended_mib_per_uid;     /* MiB of their stored text (reports...); 0: no cap */
     double integrity_check_s;       /* history.db's scheduled quick_check period; 0: never */
     struct gs_push_config push;     /* push sinks; restart to change */
     struct gs_alert_rules alerts;   /* keys alerts, alert_webhook; [alert NAME] sections */
@@ -81,6 +84,7 @@ struct gs_agent_config {
     char admin_group[64];            /* members see everything; "": root and the agent's user */
     char grafana_url[256];           /* Grafana base URL the dashboard links jobs to; "": none */
     char http_socket[GS_SOCKET_LEN]; /* HTTP on a unix socket for local viewers; "off": none */
+    char allowed_hosts[512];         /* more Host names for the TCP door (listen.h); "*": any */
     /* HTTP viewers' credentials and TLS (src/agent/auth.h, docs/security.md); SIGHUP re-reads. */
     char tokens_file[GS_DATA_DIR_LEN];     /* "sha256:<hex> ROLE [USER]" lines; "": none */
     char web_config_file[GS_DATA_DIR_LEN]; /* exporter-toolkit web.config.file; "": none */
@@ -173,6 +177,11 @@ void gs_config_keep_restart_keys(struct gs_agent_config *c, const struct gs_agen
 
 /* Writes the effective configuration as an INI text. */
 void gs_config_write(FILE *out, const struct gs_agent_config *c);
+
+/* Whether list is a valid allowed_hosts value: names, IP addresses and [IPv6] addresses
+ * (an optional :port is ignored when matching, listen.h), or *, separated by commas or blanks.
+ * "" is valid (no more names). */
+bool gs_config_hosts_valid(const char *list);
 
 /* Splits c->listen into host and port (1..65535). Brackets around an IPv6 host are removed.
  * GS_EINVAL when malformed. */

@@ -44,7 +44,6 @@
 
 /* HTTP hardening (docs/api.md, "Limits"). */
 #define HTTP_CONN_MAX 256         /* connections at once */
-#define HTTP_CONN_PER_IP 32       /* connections at once from one address */
 #define HTTP_IDLE_S 10            /* libmicrohttpd's inactivity timeout */
 #define HTTP_MEMORY (32 * 1024)   /* per connection: request line + headers must fit */
 #define HTTP_STACK (512 * 1024)   /* per connection thread (SQLite and jansson fit in it) */
@@ -606,15 +605,17 @@ static bool uid_rate_addr(struct MHD_Connection *c, struct sockaddr_in6 *out)
     return true;
 }
 
-/* Counts a 429 of c (keyed by sa) and logs it the first time for its key. */
-static void rate_refused(struct gs_agent *a, struct MHD_Connection *c, const struct sockaddr *sa,
-                         double rate, double burst)
+/* Counts a refusal of c (keyed by sa, a uid_rate_addr or client address) for reason and
+ * logs it, with why, the first time for its key and reason. */
+static void http_refused(struct gs_agent *a, struct MHD_Connection *c, const struct sockaddr *sa,
+                         enum gs_http_refusal reason, const char *why)
 {
-    unsigned char key[16] = {0};
+    unsigned char key[17] = {0};
     char who[INET6_ADDRSTRLEN + 16] = "a client";
-    int door = conn_door(c), first = 1;
+    int first = 1;
 
-    atomic_fetch_add(&a->refused_http[door][GS_HTTP_REF_RATE], 1);
+    atomic_fetch_add(&a->refused_http[conn_door(c)][reason], 1);
+    key[16] = (unsigned char)reason;
     if (sa && sa->sa_family == AF_INET6) {
         const struct in6_addr *x = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
         memcpy(key, x, 16);
@@ -632,24 +633,49 @@ static void rate_refused(struct gs_agent *a, struct MHD_Connection *c, const str
     }
     pthread_mutex_lock(&a->rate_logged_lock);
     for (unsigned i = 0; i < a->n_rate_logged && first; i++)
-        first = memcmp(a->rate_logged[i], key, 16) != 0;
+        first = memcmp(a->rate_logged[i], key, sizeof key) != 0;
     if (first) {
         if (a->n_rate_logged == 64)
             memmove(a->rate_logged, a->rate_logged + 1,
                     sizeof a->rate_logged[0] * --a->n_rate_logged);
-        memcpy(a->rate_logged[a->n_rate_logged++], key, 16);
+        memcpy(a->rate_logged[a->n_rate_logged++], key, sizeof key);
     }
     pthread_mutex_unlock(&a->rate_logged_lock);
     if (first)
-        gs_log(GS_LOG_WARN,
-               "http: %s sends more than http_rate (%g/s, burst %g): answered 429 (logged once)",
-               who, rate, burst);
+        gs_log(GS_LOG_WARN, "http: %s %s (logged once)", who, why);
+}
+
+/* Whether c's Host header names this agent (listen.h): always on the unix socket, which no
+ * browser reaches; on TCP a missing Host only from an HTTP/1.0 client (libmicrohttpd answers
+ * an HTTP/1.1 request without one 400 itself). */
+static bool host_ok(struct gs_agent *a, struct MHD_Connection *c, const char *version,
+                    const char **host)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct sockaddr_storage local;
+    socklen_t len = sizeof local;
+    char allowed[sizeof a->cfg.allowed_hosts];
+    bool have_local;
+
+    if (conn_door(c))
+        return true;
+    *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    if (!*host)
+        return version && strcmp(version, MHD_HTTP_VERSION_1_0) == 0;
+    have_local = ci && getsockname(ci->connect_fd, (struct sockaddr *)&local, &len) == 0;
+    pthread_mutex_lock(&a->lock);
+    memcpy(allowed, a->cfg.allowed_hosts, sizeof allowed);
+    pthread_mutex_unlock(&a->lock);
+    return gs_listen_host_allowed(*host, allowed, &a->http_addr,
+                                  have_local ? (const struct sockaddr *)&local : NULL, a->hostname);
 }
 
 /* One request, once its head is in. The order of the checks is the API's (docs/api.md):
- * rate limit, path length, credentials, then the route's rules, then its answer. */
+ * rate limit, Host, path length, credentials, then the route's rules, then its answer. */
 static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *c, const char *url,
-                                     const char *method, size_t *upload_data_size)
+                                     const char *method, const char *version,
+                                     size_t *upload_data_size)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -657,11 +683,11 @@ static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *
     struct request rq = {.c = c, .a = a, .url = url};
     struct gs_route_ask ask = {.method = method};
     const struct gs_route *route;
-    const char *te, *cl, *challenge;
+    const char *te, *cl, *challenge, *host = NULL;
     struct sockaddr_in6 unix_key; /* a unix-socket client's rate-limit key: its uid */
     const struct sockaddr *rate_key;
     double rate, burst;
-    char msg[160];
+    char msg[160], why[192];
 
     pthread_mutex_lock(&a->lock);
     rate = a->cfg.http_rate;
@@ -671,8 +697,23 @@ static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *
                : ci                        ? ci->client_addr
                                            : NULL;
     if (!gs_ratelimit_take(a->rl, rate_key, rate, burst, gs_clock_mono_ns())) {
-        rate_refused(a, c, rate_key, rate, burst);
+        snprintf(why, sizeof why, "sends more than http_rate (%g/s, burst %g): answered 429", rate,
+                 burst);
+        http_refused(a, c, rate_key, GS_HTTP_REF_RATE, why);
         return send_json_error(c, MHD_HTTP_TOO_MANY_REQUESTS, "rate limit: too many requests");
+    }
+    /* Before anything that returns data or changes state: a page of another site whose name
+     * now points here (DNS rebinding) is refused whatever its credentials. */
+    if (!host_ok(a, c, version, &host)) {
+        snprintf(why, sizeof why,
+                 "asked for Host '%.64s', not a name of this agent (allowed_hosts): answered 421",
+                 host ? host : "(none)");
+        http_refused(a, c, rate_key, GS_HTTP_REF_HOST, why);
+        snprintf(msg, sizeof msg,
+                 "misdirected request: Host '%.48s' is not a name of this agent "
+                 "(allowed_hosts, docs/agent.md)",
+                 host ? host : "(none)");
+        return send_json_error(c, MHD_HTTP_MISDIRECTED_REQUEST, msg);
     }
     if (strlen(url) > GS_ROUTE_PATH_MAX)
         return send_json_error(c, MHD_HTTP_URI_TOO_LONG, "path too long");
@@ -741,7 +782,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     static int head_seen; /* *con_cls's marker: the first call is past */
     struct gs_agent *a = cls;
 
-    (void)version;
     (void)upload_data;
     if (!*con_cls) {
         const char *cl =
@@ -754,7 +794,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         *con_cls = &head_seen;
     }
-    return serve_request(a, c, url, method, upload_data_size);
+    return serve_request(a, c, url, method, version, upload_data_size);
 }
 
 /* ---- the daemons ---- */
@@ -818,10 +858,9 @@ static struct MHD_Daemon *http_daemon(struct gs_agent *a, int listen_fd, const c
     errno = 0;
     return MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, a, MHD_OPTION_ARRAY, opt, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)HTTP_CONN_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_CONN_PER_IP,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)HTTP_MEMORY, MHD_OPTION_THREAD_STACK_SIZE, (size_t)HTTP_STACK,
-        MHD_OPTION_NOTIFY_CONNECTION, gs_reaper_on_connection, a->reaper,
+        (unsigned)HTTP_CONN_MAX, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY, MHD_OPTION_THREAD_STACK_SIZE,
+        (size_t)HTTP_STACK, MHD_OPTION_NOTIFY_CONNECTION, gs_reaper_on_connection, a->reaper,
         MHD_OPTION_NOTIFY_COMPLETED, gs_reaper_on_completed, a->reaper,
         MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
 }

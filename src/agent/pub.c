@@ -120,7 +120,7 @@ void gs_pub_ref(struct gs_pub *p)
  * step socket's when it is open. */
 static void render_refused(struct gs_agent *a, struct gs_buf *b)
 {
-    struct gs_refused_row rows[7 + GS_RUNS_REF_N];
+    struct gs_refused_row rows[10 + GS_RUNS_REF_N];
     uint64_t uid_all = a->reaper ? gs_reaper_uid_refused(a->reaper) : 0;
     uint64_t uid_unix = a->reaper ? gs_reaper_uid_refused_unix(a->reaper) : 0;
     unsigned n = 0;
@@ -134,6 +134,10 @@ static void render_refused(struct gs_agent *a, struct gs_buf *b)
         rows[n++] = (struct gs_refused_row){
             name, "history_busy", atomic_load(&a->refused_http[door][GS_HTTP_REF_HISTORY_BUSY])};
     }
+    rows[n++] =
+        (struct gs_refused_row){"http", "host", atomic_load(&a->refused_http[0][GS_HTTP_REF_HOST])};
+    rows[n++] = (struct gs_refused_row){"http", "address_connections",
+                                        a->reaper ? gs_reaper_addr_refused(a->reaper) : 0};
     rows[n++] = (struct gs_refused_row){"http", "auth_budget", gs_auth_budget_refused()};
     if (a->runs) {
         struct gs_runs_stats ru = gs_runs_stats(a->runs); /* a short lock */

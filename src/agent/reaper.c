@@ -6,6 +6,8 @@
  */
 #include "agent/reaper.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +21,15 @@ struct conn_track {
     int fd;
     int64_t deadline_ns; /* INT64_MAX while a request is being answered */
     bool uid_known;
-    uint32_t uid; /* the local peer's (gs_reaper_set_uid_limit) */
+    uint32_t uid;           /* the local peer's (gs_reaper_set_uid_limit) */
+    bool unix_door;         /* on the HTTP unix socket */
+    unsigned char addr[16]; /* the TCP peer's address (IPv4 in the first four), 0s on unix */
     struct conn_track *prev, *next;
 };
 
-/* The uids whose refusal was logged (until they hold fewer again). */
+/* The uids and addresses whose refusal was logged (a full list forgets the oldest). */
 #define LOGGED_UIDS 64
+#define LOGGED_ADDRS 64
 
 struct gs_reaper {
     pthread_mutex_t lock; /* guards all below */
@@ -34,8 +39,11 @@ struct gs_reaper {
     bool (*uid_of)(int fd, uint32_t *uid);
     uint64_t uid_refused;
     uint64_t uid_refused_unix; /* of uid_refused: on the HTTP unix socket */
+    uint64_t addr_refused;     /* by GS_REAPER_CONN_PER_ADDR (TCP only) */
     uint32_t logged[LOGGED_UIDS];
     unsigned n_logged;
+    unsigned char logged_addr[LOGGED_ADDRS][16];
+    unsigned n_logged_addr;
 };
 
 int gs_reaper_new(struct gs_reaper **out, int head_s, struct gs_err *err)
@@ -94,49 +102,78 @@ void gs_reaper_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     pthread_mutex_unlock(&r->lock);
 }
 
-/* Whether uid was logged; with add, records it (a full list forgets the oldest). */
-static bool logged_has(struct gs_reaper *r, uint32_t uid, bool add)
+/* Whether uid was logged; records it (a full list forgets the oldest). */
+static bool logged_has(struct gs_reaper *r, uint32_t uid)
 {
     for (unsigned i = 0; i < r->n_logged; i++)
         if (r->logged[i] == uid)
             return true;
-    if (add) {
-        if (r->n_logged == LOGGED_UIDS)
-            memmove(r->logged, r->logged + 1, sizeof r->logged[0] * --r->n_logged);
-        r->logged[r->n_logged++] = uid;
-    }
+    if (r->n_logged == LOGGED_UIDS)
+        memmove(r->logged, r->logged + 1, sizeof r->logged[0] * --r->n_logged);
+    r->logged[r->n_logged++] = uid;
     return false;
 }
 
-/* A new connection t of a known uid, under the lock: shut down at once when its uid already
- * holds per_uid connections (root is not limited). */
-static void uid_admit(struct gs_reaper *r, struct conn_track *t)
+/* Whether addr's refusal was logged; records it (a full list forgets the oldest). */
+static bool logged_addr_has(struct gs_reaper *r, const unsigned char addr[16])
+{
+    for (unsigned i = 0; i < r->n_logged_addr; i++)
+        if (memcmp(r->logged_addr[i], addr, 16) == 0)
+            return true;
+    if (r->n_logged_addr == LOGGED_ADDRS)
+        memmove(r->logged_addr, r->logged_addr + 1, sizeof r->logged_addr[0] * --r->n_logged_addr);
+    memcpy(r->logged_addr[r->n_logged_addr++], addr, 16);
+    return false;
+}
+
+/* Whether t counts against the per-address limit: a TCP connection whose peer has no known
+ * uid (remote) or is root's. A local user's loopback connection counts against its uid only,
+ * so no local user can fill 127.0.0.1's share for the others. */
+static bool by_address(const struct conn_track *t)
+{
+    return !t->unix_door && (!t->uid_known || t->uid == 0);
+}
+
+/* A new connection t, under the lock: shut down at once when its uid (other than root)
+ * already holds per_uid connections, or, counted by address, when its address holds
+ * GS_REAPER_CONN_PER_ADDR. Each refusal is counted and logged once per uid or address. */
+static void admit(struct gs_reaper *r, struct conn_track *t)
 {
     unsigned held = 0;
+    char who[INET6_ADDRSTRLEN];
 
-    if (!r->per_uid || t->uid == 0)
+    if (by_address(t)) {
+        for (struct conn_track *x = r->conns; x; x = x->next)
+            held += by_address(x) && x->fd >= 0 && x->uid_known == t->uid_known &&
+                    x->uid == t->uid && memcmp(x->addr, t->addr, 16) == 0;
+        if (held < GS_REAPER_CONN_PER_ADDR)
+            return;
+        shutdown(t->fd, SHUT_RDWR);
+        t->fd = -1;
+        r->addr_refused++;
+        if (logged_addr_has(r, t->addr))
+            return;
+        if (!memcmp(t->addr + 4, (const unsigned char[12]){0}, 12))
+            inet_ntop(AF_INET, t->addr, who, sizeof who);
+        else
+            inet_ntop(AF_INET6, t->addr, who, sizeof who);
+        gs_log(GS_LOG_WARN,
+               "http: %s%s holds %u connections: refusing more of its connections (logged once)",
+               who, t->uid_known ? " (root)" : "", held);
+        return;
+    }
+    if (!r->per_uid || !t->uid_known || t->uid == 0)
         return;
     for (struct conn_track *x = r->conns; x; x = x->next)
         held += x->uid_known && x->uid == t->uid && x->fd >= 0;
-    if (held < r->per_uid) {
-        if (held <= r->per_uid / 2) /* well under again: a new refusal is logged */
-            for (unsigned i = 0; i < r->n_logged; i++)
-                if (r->logged[i] == t->uid) {
-                    r->logged[i] = r->logged[--r->n_logged];
-                    break;
-                }
+    if (held < r->per_uid)
         return;
-    }
-    {
-        struct sockaddr_storage ss;
-        socklen_t len = sizeof ss;
-        if (getsockname(t->fd, (struct sockaddr *)&ss, &len) == 0 && ss.ss_family == AF_UNIX)
-            r->uid_refused_unix++;
-    }
+    if (t->unix_door)
+        r->uid_refused_unix++;
     shutdown(t->fd, SHUT_RDWR);
     t->fd = -1;
     r->uid_refused++;
-    if (!logged_has(r, t->uid, true))
+    if (!logged_has(r, t->uid))
         gs_log(GS_LOG_WARN,
                "http: uid %lu holds %u connections (http_conn_per_uid): refusing "
                "more of its connections (logged once)",
@@ -172,6 +209,16 @@ uint64_t gs_reaper_uid_refused(struct gs_reaper *r)
     return n;
 }
 
+uint64_t gs_reaper_addr_refused(struct gs_reaper *r)
+{
+    uint64_t n;
+
+    pthread_mutex_lock(&r->lock);
+    n = r->addr_refused;
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}
+
 uint64_t gs_reaper_uid_refused_unix(struct gs_reaper *r)
 {
     uint64_t n;
@@ -180,6 +227,30 @@ uint64_t gs_reaper_uid_refused_unix(struct gs_reaper *r)
     n = r->uid_refused_unix;
     pthread_mutex_unlock(&r->lock);
     return n;
+}
+
+/* t's door and, on TCP, its peer's address (an IPv4-mapped IPv6 peer as IPv4). */
+static void peer_of(struct conn_track *t)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+
+    if (getsockname(t->fd, (struct sockaddr *)&ss, &len) == 0 && ss.ss_family == AF_UNIX) {
+        t->unix_door = true;
+        return;
+    }
+    len = sizeof ss;
+    if (getpeername(t->fd, (struct sockaddr *)&ss, &len) != 0)
+        return; /* every unknown peer shares the all-zero address */
+    if (ss.ss_family == AF_INET) {
+        memcpy(t->addr, &((const struct sockaddr_in *)(const void *)&ss)->sin_addr, 4);
+    } else if (ss.ss_family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)(const void *)&ss)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a6))
+            memcpy(t->addr, a6->s6_addr + 12, 4);
+        else
+            memcpy(t->addr, a6->s6_addr, 16);
+    }
 }
 
 void gs_reaper_on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
@@ -196,13 +267,13 @@ void gs_reaper_on_connection(void *cls, struct MHD_Connection *c, void **socket_
             return;
         t->fd = ci->connect_fd;
         t->deadline_ns = gs_clock_mono_ns() + r->head_ns;
+        peer_of(t);
         pthread_mutex_lock(&r->lock);
         uid_of = r->uid_of;
         pthread_mutex_unlock(&r->lock);
         t->uid_known = uid_of && uid_of(t->fd, &t->uid); /* a syscall or two: unlocked */
         pthread_mutex_lock(&r->lock);
-        if (t->uid_known)
-            uid_admit(r, t);
+        admit(r, t);
         t->next = r->conns;
         if (r->conns)
             r->conns->prev = t;

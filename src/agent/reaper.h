@@ -34,11 +34,17 @@ void gs_reaper_head_done(struct gs_reaper *r, struct MHD_Connection *c);
  * closes them); returns how many. */
 unsigned gs_reaper_reap(struct gs_reaper *r, int64_t now_ns);
 
+/* TCP connections at once from one address (docs/api.md, "Limits"), counted only among the
+ * connections of that address without a known local uid, or root's: a local user's loopback
+ * connections count against its uid instead, so no local user can fill 127.0.0.1's share. */
+#define GS_REAPER_CONN_PER_ADDR 32
+
 /* Per-uid fairness (docs/api.md, "Limits"): uid_of names the local uid behind a new
  * connection's socket (unix socket peer, loopback TCP peer; false: remote or unknown); a uid
  * other than root already holding per_uid connections gets the new one shut down at once
- * (counted, logged once per uid until it is back under). Until this is called nothing is
- * counted per uid. SIGHUP may call it again with a new per_uid. */
+ * (counted, logged once per uid). The per-address limit above holds from the start; until
+ * this is called nothing is counted per uid (and every TCP peer by address). SIGHUP may call
+ * it again with a new per_uid. */
 void gs_reaper_set_uid_limit(struct gs_reaper *r, unsigned per_uid,
                              bool (*uid_of)(int fd, uint32_t *uid));
 /* The uid recorded for c's connection; false when none is known. */
@@ -47,5 +53,8 @@ bool gs_reaper_conn_uid(struct MHD_Connection *c, uint32_t *uid);
 uint64_t gs_reaper_uid_refused(struct gs_reaper *r);
 /* Of those, the ones on a unix socket (the rest came over TCP). */
 uint64_t gs_reaper_uid_refused_unix(struct gs_reaper *r);
+/* TCP connections refused by GS_REAPER_CONN_PER_ADDR since the start (logged once per
+ * address). */
+uint64_t gs_reaper_addr_refused(struct gs_reaper *r);
 
 #endif

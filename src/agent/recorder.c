@@ -54,6 +54,8 @@ struct gs_recorder {
     double runs_s;                /* ended runs and their steps kept this long */
     unsigned steps_per_run;       /* step rows kept per run (0: no cap) */
     unsigned steps_per_uid;       /* step rows of one uid's live runs together (0: no cap) */
+    uint64_t ended_rows_per_uid;  /* rows of one uid's ended runs together (0: no cap) */
+    uint64_t ended_bytes_per_uid; /* their stored text bytes (0: no cap) */
     struct gs_recorder_stats pub; /* the writer's last copy of the store stats */
     struct gs_worker *worker;     /* the queue and the writer thread */
 
@@ -189,6 +191,15 @@ void gs_recorder_set_steps_per_run(struct gs_recorder *r, unsigned steps_per_run
     pthread_mutex_lock(&r->qlock);
     r->steps_per_run = steps_per_run;
     r->steps_per_uid = steps_per_uid;
+    pthread_mutex_unlock(&r->qlock);
+}
+
+void gs_recorder_set_ended_caps(struct gs_recorder *r, uint64_t rows_per_uid,
+                                uint64_t bytes_per_uid)
+{
+    pthread_mutex_lock(&r->qlock);
+    r->ended_rows_per_uid = rows_per_uid;
+    r->ended_bytes_per_uid = bytes_per_uid;
     pthread_mutex_unlock(&r->qlock);
 }
 
@@ -363,7 +374,8 @@ static int flush_once(struct gs_recorder *r)
 
 /* Prunes in batches, releasing the store lock between them so a query can slip in. */
 static void prune(struct gs_recorder *r, double raw_s, double rollup_s, double runs_s,
-                  unsigned steps_per_run, unsigned steps_per_uid)
+                  unsigned steps_per_run, unsigned steps_per_uid, uint64_t ended_rows,
+                  uint64_t ended_bytes)
 {
     for (int i = 0; i < PRUNE_BATCHES; i++) {
         unsigned deleted = 0, run_rows = 0;
@@ -377,6 +389,12 @@ static void prune(struct gs_recorder *r, double raw_s, double rollup_s, double r
         if (rc == GS_OK && deleted < PRUNE_ROWS) {
             rc = gs_store_prune_runs(r->st, gs_clock_real_s(), runs_s, PRUNE_ROWS - deleted,
                                      &run_rows, &err);
+            deleted += run_rows;
+        }
+        /* Then each uid's oldest ended runs past the per-uid caps. */
+        if (rc == GS_OK && deleted < PRUNE_ROWS) {
+            rc = gs_store_prune_runs_uid(r->st, gs_clock_real_s(), ended_rows, ended_bytes,
+                                         PRUNE_ROWS - deleted, &run_rows, &err);
             deleted += run_rows;
         }
         /* And the steps of runs going on past the retention or the per-run cap. */
@@ -447,6 +465,7 @@ static int64_t writer_run(void *ctx, void *items, unsigned n, bool stopping)
     const struct queued *batch = items;
     double raw_s, rollup_s, runs_s, interval_s, check_s;
     unsigned steps_per_run, steps_per_uid;
+    uint64_t ended_rows, ended_bytes;
     int damaged;
 
     pthread_mutex_lock(&r->qlock);
@@ -455,6 +474,8 @@ static int64_t writer_run(void *ctx, void *items, unsigned n, bool stopping)
     runs_s = r->runs_s;
     steps_per_run = r->steps_per_run;
     steps_per_uid = r->steps_per_uid;
+    ended_rows = r->ended_rows_per_uid;
+    ended_bytes = r->ended_bytes_per_uid;
     interval_s = r->flush_interval_s;
     check_s = r->check_s;
     damaged = r->damaged;
@@ -478,7 +499,8 @@ static int64_t writer_run(void *ctx, void *items, unsigned n, bool stopping)
         r->next_flush = gs_clock_mono_s() + interval_s; /* nothing written to a damaged file */
     } else if (stopping || gs_clock_mono_s() >= r->next_flush) {
         if (flush_once(r) && !stopping)
-            prune(r, raw_s, rollup_s, runs_s, steps_per_run, steps_per_uid);
+            prune(r, raw_s, rollup_s, runs_s, steps_per_run, steps_per_uid, ended_rows,
+                  ended_bytes);
         r->next_flush = gs_clock_mono_s() + interval_s;
     } else if (r->next_flush > gs_clock_mono_s() + interval_s) {
         r->next_flush = gs_clock_mono_s() + interval_s; /* a reload shortened the period */

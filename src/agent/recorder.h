@@ -64,6 +64,10 @@ void gs_recorder_set_steps_per_run(struct gs_recorder *r, unsigned steps_per_run
  * writer thread through a connection of its own; 0: none); default 6 h. A damaged file stops
  * every write and makes gs_recorder_query, the run calls and gs_recorder_damaged fail with
  * GS_EIO and the reason (the HTTP answers are 503). */
+/* Per-uid caps on ended runs (gs_store_prune_runs_uid): rows and stored text bytes of one
+ * uid's ended runs together, its oldest pruned first after each flush; 0: no cap. */
+void gs_recorder_set_ended_caps(struct gs_recorder *r, uint64_t rows_per_uid,
+                                uint64_t bytes_per_uid);
 void gs_recorder_set_check_interval(struct gs_recorder *r, double check_s);
 
 /* GS_OK, or GS_EIO with the reason once the scheduled check found the file damaged. NULL: OK. */

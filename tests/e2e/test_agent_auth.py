@@ -132,27 +132,27 @@ def malformed(i, good):
         # random bytes, then the end of a head so the agent judges them at once
         return bytes(random.getrandbits(8) for _ in range(random.randint(1, 1500))) + b"\r\n\r\n"
     if kind == 1:
-        return b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"y" * 50000 + b"\r\n\r\n"
+        return b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"y" * 50000 + b"\r\n\r\n"
     if kind == 2:
         return b"GET /metrics HTTP/1.1\r\n" + b"".join(b"H%d: v\r\n" % k for k in range(3000)) + b"\r\n"
     if kind == 3:
-        return b"BREW /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+        return b"BREW /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n"
     if kind == 4:
-        return b"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + b"A" * 5000 + b"\r\n\r\n"
+        return b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " + b"A" * 5000 + b"\r\n\r\n"
     if kind == 5:
-        return b"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic %%%%%%\r\n\r\n"
+        return b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nAuthorization: Basic %%%%%%\r\n\r\n"
     if kind == 6:
-        return b"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic " + \
+        return b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nAuthorization: Basic " + \
             base64.b64encode(b"nocolon") + b"\r\n\r\n"
     if kind == 7:
-        return b"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + \
+        return b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " + \
             good[:-1].encode() + b"\r\n\r\n"
     if kind == 8:
-        return b"GET /metrics HTTP/1.1\r\nHost: x\r\nBad Header Without Colon\r\n\r\n"
+        return b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nBad Header Without Colon\r\n\r\n"
     if kind == 9:
-        return b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n"
+        return b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nContent-Length: -5\r\n\r\n"
     if kind == 10:
-        return b"GET " + b"/x" * 5000 + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+        return b"GET " + b"/x" * 5000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n"
     return b"\x00\xff\r\n\r\nGET / HTTP/7.7\r\n\r\n"
 
 
@@ -244,7 +244,7 @@ def main():
     other, _ = make_cert("other")
     rc, code = curl(a.port, "/metrics", other, "Bearer " + tok_m)
     t.ok(rc != 0, "curl with another CA refuses the certificate", detail=(rc, code))
-    t.ok(b"HTTP/1.1 200" not in plain_raw(a.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"),
+    t.ok(b"HTTP/1.1 200" not in plain_raw(a.port, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"),
          "plain HTTP on the TLS port gets no answer")
 
     # -- certificate reload on SIGHUP; a bad pair keeps the old one --
@@ -287,7 +287,7 @@ def main():
             raw = socket.create_connection(("127.0.0.1", a.port), timeout=30)
             s = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
             s.settimeout(30)
-            s.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            s.send(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n")
             for _ in range(30):
                 time.sleep(1)
                 s.send(b"X-Slow: z\r\n")

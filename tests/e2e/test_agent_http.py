@@ -87,24 +87,24 @@ def malformed(i, port):
     """The i-th malformed request, as raw bytes."""
     kind = i % 10
     if kind == 0:
-        return b"GET /%s HTTP/1.1\r\nHost: x\r\n\r\n" % (b"nope/" * random.randint(1, 20))
+        return b"GET /%s HTTP/1.1\r\nHost: localhost\r\n\r\n" % (b"nope/" * random.randint(1, 20))
     if kind == 1:
-        return b"GET /metrics?%s HTTP/1.1\r\nHost: x\r\n\r\n" % (b"a" * 40000)
+        return b"GET /metrics?%s HTTP/1.1\r\nHost: localhost\r\n\r\n" % (b"a" * 40000)
     if kind == 2:
-        return b"GET /api/v1/history?gpu=x&metric=%%ff%%00&step=-1 HTTP/1.1\r\nHost: x\r\n\r\n"
+        return b"GET /api/v1/history?gpu=x&metric=%%ff%%00&step=-1 HTTP/1.1\r\nHost: localhost\r\n\r\n"
     if kind == 3:
-        return b"GET /api/v1/snapshot?evil=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+        return b"GET /api/v1/snapshot?evil=1 HTTP/1.1\r\nHost: localhost\r\n\r\n"
     if kind == 4:
         return bytes(random.getrandbits(8) for _ in range(random.randint(1, 2000)))
     if kind == 5:
-        return b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+        return b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\nhello"
     if kind == 6:
-        return b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+        return b"POST /metrics HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabc"
     if kind == 7:
-        return b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + b"X-Junk: " + b"y" * 60000 + b"\r\n\r\n"
+        return b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n" + b"X-Junk: " + b"y" * 60000 + b"\r\n\r\n"
     if kind == 8:
         return b"GET /api/v1/history?" + b"&".join(b"p%d=1" % k for k in range(300)) + \
-            b" HTTP/1.1\r\nHost: x\r\n\r\n"
+            b" HTTP/1.1\r\nHost: localhost\r\n\r\n"
     return b"\x00\xff GARBAGE \r\n\r\n" + b"GET / HTTP/9.9\r\n\r\n"
 
 
@@ -171,7 +171,7 @@ def main():
         s.connect(("127.0.0.1", port))
         t0 = time.monotonic()
         try:
-            for b in b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"z" * 100:
+            for b in b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + b"z" * 100:
                 s.send(bytes([b]))
                 time.sleep(1)
                 if time.monotonic() - t0 > 30:

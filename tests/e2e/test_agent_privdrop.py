@@ -119,7 +119,7 @@ def http(port=None, unix=None, path="/metrics"):
             s.connect(unix)
         else:
             s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        s.sendall(("GET %s HTTP/1.0\r\nHost: x\r\n\r\n" % path).encode())
+        s.sendall(("GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n" % path).encode())
         data = recv_all(s, None)
         s.close()
         head, _, body = data.decode(errors="replace").partition("\r\n\r\n")

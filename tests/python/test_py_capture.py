@@ -58,7 +58,7 @@ def http_unix(method, path, headers=()):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(5)
     s.connect(HSOCK)
-    s.sendall(("%s %s HTTP/1.0\r\nHost: x\r\nContent-Length: 0\r\n%s\r\n" % (
+    s.sendall(("%s %s HTTP/1.0\r\nHost: localhost\r\nContent-Length: 0\r\n%s\r\n" % (
         method, path, "".join("%s: %s\r\n" % h for h in headers))).encode())
     data = b""
     while True:

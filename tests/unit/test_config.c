@@ -13,8 +13,12 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include "agent/config.h"
 #include "agent/history_api.h"
+#include "agent/listen.h"
 #include "agent/log.h"
 #include "agent/metrics.h"
 #include "gpuscope/gs_err.h"
@@ -303,16 +307,73 @@ static void test_history_flags(void **state)
                         "--retention-rollup: '1y' is not a duration (a number with s, m, h or d)");
 }
 
+/* The Host allow-list (issue 24): allowed_hosts parsed and checked, and which Host values the
+ * TCP door answers: localhost, loopback addresses, the listen address, the address the
+ * connection came in on (a Prometheus scraping by IP), the hostname, configured names, any
+ * port, case and a trailing dot; a rebinding name, a malformed value or none refused. */
+static void test_allowed_hosts(void **state)
+{
+    struct gs_agent_config c;
+    struct gs_err e;
+    struct sockaddr_storage ls, wild;
+    struct sockaddr_in local = {.sin_family = AF_INET};
+    const struct sockaddr *lp = (const struct sockaddr *)&local;
+    const char *names = "gpu1.example.com, [fd00::7]:9400 10.9.9.9";
+
+    (void)state;
+    gs_config_defaults(&c);
+    assert_string_equal(c.allowed_hosts, "");
+    assert_int_equal(
+        gs_config_parse_text(&c, "a.conf", "allowed_hosts = a.example, b-2.ex:80\n", &e), GS_OK);
+    assert_string_equal(c.allowed_hosts, "a.example, b-2.ex:80");
+    expect_error("allowed_hosts = evil/x\n",
+                 "agent.conf:1: allowed_hosts: 'evil/x' is not a comma-separated list of host "
+                 "names (letters, digits, '.', '-', '_', IP addresses, [IPv6]) or *");
+    assert_true(gs_config_hosts_valid("*"));
+    assert_false(gs_config_hosts_valid("a b@c"));
+
+    inet_pton(AF_INET, "10.1.2.3", &local.sin_addr);
+    assert_int_equal(gs_listen_parse("192.168.0.5:9400", &ls, &e), GS_OK);
+    assert_int_equal(gs_listen_parse("0.0.0.0:9400", &wild, &e), GS_OK);
+    for (unsigned i = 0; i < 11; i++) {
+        static const char *ok[] = {"localhost",   "LOCALHOST:9400",   "127.0.0.1:9400", "127.3.4.5",
+                                   "[::1]:9400",  "192.168.0.5:9400", "10.1.2.3:9400",  "node7",
+                                   "Node7.:9400", "gpu1.example.com", "[fd00::7]"};
+        if (!gs_listen_host_allowed(ok[i], names, &ls, lp, "node7"))
+            fail_msg("refused '%s'", ok[i]);
+    }
+    for (unsigned i = 0; i < 9; i++) {
+        static const char *bad[] = {"evil.example:9400",
+                                    "gpu1.example.com.evil",
+                                    "",
+                                    "[::1",
+                                    "::1",
+                                    "a b",
+                                    "127.0.0.1:x",
+                                    "10.1.2.4",
+                                    "[fd00::8]"};
+        if (gs_listen_host_allowed(bad[i], names, &ls, lp, "node7"))
+            fail_msg("allowed '%s'", bad[i]);
+    }
+    assert_false(gs_listen_host_allowed(NULL, names, &ls, lp, "node7"));
+    assert_true(gs_listen_host_allowed("10.9.9.9", names, &wild, NULL, NULL));
+    /* a wildcard listen address names nothing; without the local address an IP is refused */
+    assert_false(gs_listen_host_allowed("0.0.0.0", "", &wild, NULL, NULL));
+    assert_false(gs_listen_host_allowed("10.1.2.3", "", &wild, NULL, ""));
+    assert_true(gs_listen_host_allowed("anything.example", "x, *", &wild, NULL, NULL));
+}
+
 /* ---- /api/v1/history ---- */
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),     cmocka_unit_test(test_ini_ok),
-        cmocka_unit_test(test_ini_errors),   cmocka_unit_test(test_user_key),
-        cmocka_unit_test(test_file),         cmocka_unit_test(test_flags),
-        cmocka_unit_test(test_restart_keys), cmocka_unit_test(test_duration),
-        cmocka_unit_test(test_history_keys), cmocka_unit_test(test_history_flags),
+        cmocka_unit_test(test_defaults),      cmocka_unit_test(test_ini_ok),
+        cmocka_unit_test(test_ini_errors),    cmocka_unit_test(test_user_key),
+        cmocka_unit_test(test_file),          cmocka_unit_test(test_flags),
+        cmocka_unit_test(test_restart_keys),  cmocka_unit_test(test_duration),
+        cmocka_unit_test(test_history_keys),  cmocka_unit_test(test_history_flags),
+        cmocka_unit_test(test_allowed_hosts),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

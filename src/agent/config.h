@@ -84,7 +84,7 @@ struct gs_agent_config {
     char admin_group[64];            /* members see everything; "": root and the agent's user */
     char grafana_url[256];           /* Grafana base URL the dashboard links jobs to; "": none */
     char http_socket[GS_SOCKET_LEN]; /* HTTP on a unix socket for local viewers; "off": none */
-    char allowed_hosts[512];         /* more Host names for the TCP door (listen.h); "*": any */
+    char allowed_hosts[512];         /* more Host names for the TCP door (hosts.h); "*": any */
     /* HTTP viewers' credentials and TLS (src/agent/auth.h, docs/security.md); SIGHUP re-reads. */
     char tokens_file[GS_DATA_DIR_LEN];     /* "sha256:<hex> ROLE [USER]" lines; "": none */
     char web_config_file[GS_DATA_DIR_LEN]; /* exporter-toolkit web.config.file; "": none */
@@ -179,7 +179,7 @@ void gs_config_keep_restart_keys(struct gs_agent_config *c, const struct gs_agen
 void gs_config_write(FILE *out, const struct gs_agent_config *c);
 
 /* Whether list is a valid allowed_hosts value: names, IP addresses and [IPv6] addresses
- * (an optional :port is ignored when matching, listen.h), or *, separated by commas or blanks.
+ * (an optional :port is ignored when matching, hosts.h), or *, separated by commas or blanks.
  * "" is valid (no more names). */
 bool gs_config_hosts_valid(const char *list);
 

@@ -28,6 +28,7 @@
 
 #include "agent/auth.h"
 #include "agent/history_api.h"
+#include "agent/hosts.h"
 #include "agent/listen.h"
 #include "agent/log.h"
 #include "agent/outbound.h"
@@ -645,7 +646,7 @@ static void http_refused(struct gs_agent *a, struct MHD_Connection *c, const str
         gs_log(GS_LOG_WARN, "http: %s %s (logged once)", who, why);
 }
 
-/* Whether c's Host header names this agent (listen.h): always on the unix socket, which no
+/* Whether c's Host header names this agent (hosts.h): always on the unix socket, which no
  * browser reaches; on TCP a missing Host only from an HTTP/1.0 client (libmicrohttpd answers
  * an HTTP/1.1 request without one 400 itself). */
 static bool host_ok(struct gs_agent *a, struct MHD_Connection *c, const char *version,
@@ -667,8 +668,8 @@ static bool host_ok(struct gs_agent *a, struct MHD_Connection *c, const char *ve
     pthread_mutex_lock(&a->lock);
     memcpy(allowed, a->cfg.allowed_hosts, sizeof allowed);
     pthread_mutex_unlock(&a->lock);
-    return gs_listen_host_allowed(*host, allowed, &a->http_addr,
-                                  have_local ? (const struct sockaddr *)&local : NULL, a->hostname);
+    return gs_hosts_allowed(*host, allowed, &a->http_addr,
+                            have_local ? (const struct sockaddr *)&local : NULL, a->hostname);
 }
 
 /* One request, once its head is in. The order of the checks is the API's (docs/api.md):

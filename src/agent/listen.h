@@ -2,13 +2,11 @@
  * What the agent's TCP door listens with (docs/security.md): the listen address parsed, the
  * exposure rule (a non-loopback address needs TLS and credentials unless insecure = on), and
  * the TLS pair read and checked with GnuTLS before libmicrohttpd gets it. Used at start-up, on
- * SIGHUP and by the privilege drop, which binds the port first; and the Host names the door
- * answers (DNS rebinding, docs/agent.md "HOST NAMES").
+ * SIGHUP and by the privilege drop, which binds the port first.
  */
 #ifndef GS_AGENT_LISTEN_H
 #define GS_AGENT_LISTEN_H
 
-#include <stdbool.h>
 #include <sys/socket.h>
 
 #include "agent/auth.h"
@@ -34,16 +32,6 @@ void gs_listen_tls_priorities(const struct gs_auth *au, char *buf, size_t size);
  * matches). *cert and *key are NULL when none is asked for; free them with gs_listen_free_pem. */
 int gs_listen_load_tls(const struct gs_agent_config *c, const struct gs_auth *au, char **cert,
                        char **key, struct gs_err *err);
-
-/* Whether a request's Host header value host ("NAME", "NAME:PORT", "[V6]:PORT"; the port
- * ignored, a trailing dot and case too) names this agent: localhost, a loopback address, the
- * listen address ls (unless a wildcard), the local address local the connection came in on
- * (so a client by IP always gets through; NULL: none), the machine's hostname (NULL or "":
- * none), or one of allowed (the allowed_hosts key; "*" in it allows any). host NULL or
- * malformed: false. Pure: no lookup, no DNS. */
-bool gs_listen_host_allowed(const char *host, const char *allowed,
-                            const struct sockaddr_storage *ls, const struct sockaddr *local,
-                            const char *hostname);
 
 /* Frees a pair, the key's bytes zeroed first. NULLs are allowed. */
 void gs_listen_free_pem(char *cert, char *key);

@@ -18,6 +18,7 @@
 
 #include "agent/config.h"
 #include "agent/history_api.h"
+#include "agent/hosts.h"
 #include "agent/listen.h"
 #include "agent/log.h"
 #include "agent/metrics.h"
@@ -339,7 +340,7 @@ static void test_allowed_hosts(void **state)
         static const char *ok[] = {"localhost",   "LOCALHOST:9400",   "127.0.0.1:9400", "127.3.4.5",
                                    "[::1]:9400",  "192.168.0.5:9400", "10.1.2.3:9400",  "node7",
                                    "Node7.:9400", "gpu1.example.com", "[fd00::7]"};
-        if (!gs_listen_host_allowed(ok[i], names, &ls, lp, "node7"))
+        if (!gs_hosts_allowed(ok[i], names, &ls, lp, "node7"))
             fail_msg("refused '%s'", ok[i]);
     }
     for (unsigned i = 0; i < 9; i++) {
@@ -352,15 +353,15 @@ static void test_allowed_hosts(void **state)
                                     "127.0.0.1:x",
                                     "10.1.2.4",
                                     "[fd00::8]"};
-        if (gs_listen_host_allowed(bad[i], names, &ls, lp, "node7"))
+        if (gs_hosts_allowed(bad[i], names, &ls, lp, "node7"))
             fail_msg("allowed '%s'", bad[i]);
     }
-    assert_false(gs_listen_host_allowed(NULL, names, &ls, lp, "node7"));
-    assert_true(gs_listen_host_allowed("10.9.9.9", names, &wild, NULL, NULL));
+    assert_false(gs_hosts_allowed(NULL, names, &ls, lp, "node7"));
+    assert_true(gs_hosts_allowed("10.9.9.9", names, &wild, NULL, NULL));
     /* a wildcard listen address names nothing; without the local address an IP is refused */
-    assert_false(gs_listen_host_allowed("0.0.0.0", "", &wild, NULL, NULL));
-    assert_false(gs_listen_host_allowed("10.1.2.3", "", &wild, NULL, ""));
-    assert_true(gs_listen_host_allowed("anything.example", "x, *", &wild, NULL, NULL));
+    assert_false(gs_hosts_allowed("0.0.0.0", "", &wild, NULL, NULL));
+    assert_false(gs_hosts_allowed("10.1.2.3", "", &wild, NULL, ""));
+    assert_true(gs_hosts_allowed("anything.example", "x, *", &wild, NULL, NULL));
 }
 
 /* ---- /api/v1/history ---- */

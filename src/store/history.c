@@ -112,6 +112,13 @@ struct store_log_row {
     char key[GS_STORE_LOG_KEY];
 };
 
+/* One uid's ended runs together (gs_store_prune_runs_uid). */
+struct cap_uid {
+    int uid_null; /* the owner is unknown (no step, no report uid) */
+    int64_t uid;
+    uint64_t rows, bytes;
+};
+
 struct gs_store {
     sqlite3 *db;
     char path[512];
@@ -134,11 +141,15 @@ struct gs_store {
     sqlite3_stmt *ins_log; /* schema v3: logged points */
     struct store_log_row *logs;
     unsigned n_logs, cap_logs;
-    /* gs_store_prune_runs_uid: runs ended here so far, and the count and caps it last found
-     * every uid within (no work until either changes). */
-    uint64_t ended_runs, capped_at;
-    uint64_t capped_rows, capped_bytes;
-    int capped_known; /* 0 until a call found every uid within the caps */
+    /* gs_store_prune_runs_uid's per-uid totals of the ended runs (built by one scan, then kept
+     * up to date: runs ended since are added, deleted ones taken off), the runs ended since
+     * the last call, and the last run taken off (a run pruned over several calls once). */
+    struct cap_uid *cap_uids;
+    unsigned n_cap_uids, cap_uids_cap;
+    int cap_valid; /* 0: rebuild at the next call */
+    int64_t cap_ended[256];
+    unsigned n_cap_ended;
+    int64_t cap_sub_last;
 };
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -702,6 +713,7 @@ void gs_store_close(struct gs_store *st)
     free(st->steps);
     free(st->live);
     free(st->logs);
+    free(st->cap_uids);
     sqlite3_close(st->db); /* NULL is a no-op; checkpoints the WAL when we are the last */
     if (st->ring) {
         for (unsigned i = 0; i < st->opts.buffer_cap; i++) {
@@ -1190,8 +1202,10 @@ static int store_prune_run_logs(struct gs_store *st, int64_t run_id, unsigned *l
     return rc;
 }
 
+static int cap_forget_run(struct gs_store *st, int64_t run_id);
+
 /* Deletes up to limit step rows of run_id (after its logged points), then the run row once
- * it has none left. */
+ * it has none left; an ended run's totals leave gs_store_prune_runs_uid's first. */
 static int store_prune_one_run(struct gs_store *st, int64_t run_id, unsigned limit,
                                unsigned *deleted, int *run_gone)
 {
@@ -1200,6 +1214,8 @@ static int store_prune_one_run(struct gs_store *st, int64_t run_id, unsigned lim
     int rc;
 
     *run_gone = 0;
+    if ((rc = cap_forget_run(st, run_id)) != SQLITE_OK)
+        return rc;
     if ((rc = store_prune_run_logs(st, run_id, &limit, deleted)) != SQLITE_OK || limit == 0)
         return rc;
     rc = store_delete_of_run(st,
@@ -1257,11 +1273,17 @@ int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s
         if (rc == SQLITE_OK && !gone)
             break; /* budget spent inside this run's steps */
     }
+    if (rc != SQLITE_OK)
+        st->cap_valid = 0; /* rolled back: the per-uid totals are counted anew */
     return prune_end(st, rc, n, deleted, "prune runs", err);
 }
 
-/* An ended run's rows (itself, its steps, its logged points) and stored text bytes, as
- * gs_store_prune_runs_uid counts them. */
+/* An ended run's owner, rows (itself, its steps, its logged points) and stored text bytes, as
+ * gs_store_prune_runs_uid counts them. The owner is RUN_OWNER_UID's for the agent's runs (the
+ * report's uid is its steps' sender) with the step first: an index seek, no JSON parse. */
+#define ENDED_OWNER                                                                                \
+    "COALESCE((SELECT peer_uid FROM step WHERE step.run = run.id LIMIT 1), " RUN_REPORT_INT(       \
+        "uid") ")"
 #define ENDED_ROWS                                                                                 \
     "1 + (SELECT count(*) FROM step WHERE step.run = run.id)"                                      \
     " + (SELECT count(*) FROM run_log WHERE run_log.run = run.id)"
@@ -1271,57 +1293,135 @@ int gs_store_prune_runs(struct gs_store *st, double now, double runs_retention_s
     " + COALESCE(length(CAST(hostname AS BLOB)), 0)"
 #define CAP_IDS 256 /* runs of one uid chosen per query */
 
-/* The first uid whose ended runs are past a cap, with its totals; *found 0 when none. */
-static int cap_find_uid(struct gs_store *st, uint64_t rows_cap, uint64_t bytes_cap, int *found,
-                        int *uid_null, int64_t *uid, uint64_t *rows, uint64_t *bytes)
+/* Adds (sign 1) or takes off (-1) a run's rows and bytes to its owner's totals. */
+static int cap_add(struct gs_store *st, int uid_null, int64_t uid, uint64_t rows, uint64_t bytes,
+                   int sign)
+{
+    struct cap_uid *c = NULL;
+
+    for (unsigned i = 0; i < st->n_cap_uids && !c; i++)
+        if (st->cap_uids[i].uid_null == uid_null && (uid_null || st->cap_uids[i].uid == uid))
+            c = &st->cap_uids[i];
+    if (!c) {
+        if (sign < 0)
+            return 0;
+        if (st->n_cap_uids == st->cap_uids_cap) {
+            unsigned cap = st->cap_uids_cap ? st->cap_uids_cap * 2 : 16;
+            struct cap_uid *n = realloc(st->cap_uids, cap * sizeof *n);
+            if (!n)
+                return -1;
+            st->cap_uids = n;
+            st->cap_uids_cap = cap;
+        }
+        c = &st->cap_uids[st->n_cap_uids++];
+        *c = (struct cap_uid){.uid_null = uid_null, .uid = uid};
+    }
+    if (sign > 0) {
+        c->rows += rows;
+        c->bytes += bytes;
+    } else {
+        c->rows -= rows < c->rows ? rows : c->rows;
+        c->bytes -= bytes < c->bytes ? bytes : c->bytes;
+    }
+    return 0;
+}
+
+/* Runs sql (columns: owner, rows, bytes; ?1 bound to id when id > 0) and adds (sign 1) or
+ * takes off (-1) each row's totals. */
+static int cap_apply(struct gs_store *st, const char *sql, int64_t id, int sign)
 {
     sqlite3_stmt *s = NULL;
-    int rc = sqlite3_prepare_v2(st->db,
-                                "SELECT owner, sum(nrows), sum(nbytes) FROM (SELECT " RUN_OWNER_UID
-                                " AS owner, " ENDED_ROWS " AS nrows, " ENDED_BYTES
-                                " AS nbytes FROM run WHERE end_time IS NOT NULL)"
-                                " GROUP BY owner HAVING (?1 > 0 AND sum(nrows) > ?1)"
-                                " OR (?2 > 0 AND sum(nbytes) > ?2) LIMIT 1",
-                                -1, &s, NULL);
+    int rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
 
-    *found = 0;
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(s, 1, (sqlite3_int64)rows_cap);
-        sqlite3_bind_int64(s, 2, (sqlite3_int64)bytes_cap);
-        rc = sqlite3_step(s);
-        if (rc == SQLITE_ROW) {
-            *found = 1;
-            *uid_null = sqlite3_column_type(s, 0) == SQLITE_NULL;
-            *uid = sqlite3_column_int64(s, 0);
-            *rows = (uint64_t)sqlite3_column_int64(s, 1);
-            *bytes = (uint64_t)sqlite3_column_int64(s, 2);
-        }
-        rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
-    }
+    if (rc == SQLITE_OK && id > 0)
+        sqlite3_bind_int64(s, 1, id);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW)
+        rc = cap_add(st, sqlite3_column_type(s, 0) == SQLITE_NULL, sqlite3_column_int64(s, 0),
+                     (uint64_t)sqlite3_column_int64(s, 1), (uint64_t)sqlite3_column_int64(s, 2),
+                     sign) == 0
+                 ? SQLITE_OK
+                 : SQLITE_NOMEM;
+    rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
     sqlite3_finalize(s);
     return rc;
 }
 
-/* The ids of uid's oldest ended runs whose removal brings its totals within the caps (at most
- * CAP_IDS of them) into ids; their count into *n_ids. */
-static int cap_pick_runs(struct gs_store *st, int uid_null, int64_t uid, uint64_t rows,
-                         uint64_t bytes, uint64_t rows_cap, uint64_t bytes_cap, int64_t *ids,
-                         unsigned *n_ids)
+#define CAP_ONE                                                                                    \
+    "SELECT " ENDED_OWNER ", " ENDED_ROWS ", " ENDED_BYTES " FROM run WHERE id = ?1"               \
+    " AND end_time IS NOT NULL"
+
+/* The totals up to date: built by one scan of the ended runs when not valid (at the first
+ * call: seconds for 100,000 runs), else the runs ended since added. */
+static int cap_refresh(struct gs_store *st)
+{
+    int rc = SQLITE_OK;
+
+    if (!st->cap_valid) {
+        st->n_cap_uids = 0;
+        st->n_cap_ended = 0;
+        st->cap_sub_last = 0;
+        rc = cap_apply(st,
+                       "SELECT owner, sum(nrows), sum(nbytes) FROM (SELECT " ENDED_OWNER
+                       " AS owner, " ENDED_ROWS " AS nrows, " ENDED_BYTES
+                       " AS nbytes FROM run WHERE end_time IS NOT NULL) GROUP BY owner",
+                       0, 1);
+        st->cap_valid = rc == SQLITE_OK;
+        return rc;
+    }
+    for (unsigned i = 0; i < st->n_cap_ended && rc == SQLITE_OK; i++)
+        rc = cap_apply(st, CAP_ONE, st->cap_ended[i], 1);
+    st->n_cap_ended = 0;
+    if (rc != SQLITE_OK)
+        st->cap_valid = 0;
+    return rc;
+}
+
+/* Before a prune first touches ended run run_id: its totals taken off its owner's. */
+static int cap_forget_run(struct gs_store *st, int64_t run_id)
+{
+    int rc;
+
+    if (!st->cap_valid || run_id == st->cap_sub_last)
+        return SQLITE_OK;
+    if ((rc = cap_refresh(st)) == SQLITE_OK)
+        rc = cap_apply(st, CAP_ONE, run_id, -1);
+    st->cap_sub_last = run_id;
+    if (rc != SQLITE_OK)
+        st->cap_valid = 0;
+    return rc;
+}
+
+/* The first uid past a cap, or NULL. */
+static const struct cap_uid *cap_over(const struct gs_store *st, uint64_t rows_cap,
+                                      uint64_t bytes_cap)
+{
+    for (unsigned i = 0; i < st->n_cap_uids; i++)
+        if ((rows_cap && st->cap_uids[i].rows > rows_cap) ||
+            (bytes_cap && st->cap_uids[i].bytes > bytes_cap))
+            return &st->cap_uids[i];
+    return NULL;
+}
+
+/* The ids of c's oldest ended runs whose removal brings it within the caps (at most CAP_IDS of
+ * them) into ids; their count into *n_ids. */
+static int cap_pick_runs(struct gs_store *st, const struct cap_uid *c, uint64_t rows_cap,
+                         uint64_t bytes_cap, int64_t *ids, unsigned *n_ids)
 {
     sqlite3_stmt *s = NULL;
+    uint64_t rows = c->rows, bytes = c->bytes;
     int rc = sqlite3_prepare_v2(st->db,
                                 "SELECT id, " ENDED_ROWS ", " ENDED_BYTES " FROM run"
-                                " WHERE end_time IS NOT NULL AND " RUN_OWNER_UID " IS ?1"
+                                " WHERE end_time IS NOT NULL AND " ENDED_OWNER " IS ?1"
                                 " ORDER BY id LIMIT ?2",
                                 -1, &s, NULL);
 
     *n_ids = 0;
     if (rc != SQLITE_OK)
         return rc;
-    if (uid_null)
+    if (c->uid_null)
         sqlite3_bind_null(s, 1);
     else
-        sqlite3_bind_int64(s, 1, uid);
+        sqlite3_bind_int64(s, 1, c->uid);
     sqlite3_bind_int(s, 2, CAP_IDS);
     while ((rows_cap && rows > rows_cap) || (bytes_cap && bytes > bytes_cap)) {
         uint64_t r, b;
@@ -1343,41 +1443,39 @@ int gs_store_prune_runs_uid(struct gs_store *st, double now, uint64_t rows_per_u
                             struct gs_err *err)
 {
     unsigned n = 0;
-    int work = (rows_per_uid || bytes_per_uid) &&
-               (!st->capped_known || st->ended_runs != st->capped_at ||
-                st->capped_rows != rows_per_uid || st->capped_bytes != bytes_per_uid);
-    int rc = prune_begin(st, now, &max_rows, deleted, work, "prune runs per uid", err);
-    uint64_t ended = st->ended_runs;
-    int done = 0;
+    int rc, work = 0;
 
+    if (deleted)
+        *deleted = 0;
+    if (rows_per_uid || bytes_per_uid) {
+        if (store_writable(st, err, "prune") != GS_OK)
+            return GS_EINVAL;
+        if (cap_refresh(st) != SQLITE_OK)
+            return store_fail(st, err, "prune runs per uid");
+        work = cap_over(st, rows_per_uid, bytes_per_uid) != NULL;
+    }
+    rc = prune_begin(st, now, &max_rows, deleted, work, "prune runs per uid", err);
     if (rc != GS_OK || !work)
         return rc;
-    while (rc == SQLITE_OK && n < max_rows && !done) {
-        int64_t uid = 0, ids[CAP_IDS];
-        uint64_t rows = 0, bytes = 0;
-        int found = 0, uid_null = 0, gone = 1;
+    while (rc == SQLITE_OK && n < max_rows) {
+        const struct cap_uid *c = cap_over(st, rows_per_uid, bytes_per_uid);
+        int64_t ids[CAP_IDS];
         unsigned n_ids = 0;
+        int gone = 1;
 
-        rc = cap_find_uid(st, rows_per_uid, bytes_per_uid, &found, &uid_null, &uid, &rows, &bytes);
-        if (rc != SQLITE_OK || !found) {
-            done = rc == SQLITE_OK; /* every uid within the caps */
+        if (!c)
+            break;
+        rc = cap_pick_runs(st, c, rows_per_uid, bytes_per_uid, ids, &n_ids);
+        if (rc == SQLITE_OK && n_ids == 0) { /* the totals were wrong: counted anew next time */
+            st->cap_valid = 0;
             break;
         }
-        rc =
-            cap_pick_runs(st, uid_null, uid, rows, bytes, rows_per_uid, bytes_per_uid, ids, &n_ids);
         for (unsigned i = 0; i < n_ids && rc == SQLITE_OK && gone && n < max_rows; i++)
             rc = store_prune_one_run(st, ids[i], max_rows - n, &n, &gone);
-        if (n_ids == 0)
-            break; /* nothing of it to delete (cannot happen: it has ended runs) */
     }
-    rc = prune_end(st, rc, n, deleted, "prune runs per uid", err);
-    if (rc == GS_OK && done) {
-        st->capped_known = 1;
-        st->capped_at = ended;
-        st->capped_rows = rows_per_uid;
-        st->capped_bytes = bytes_per_uid;
-    }
-    return rc;
+    if (rc != SQLITE_OK)
+        st->cap_valid = 0; /* rolled back: the totals are counted anew */
+    return prune_end(st, rc, n, deleted, "prune runs per uid", err);
 }
 
 /* Deletes the step rows of run_id chosen by sel (a SELECT of ids with ?1 = run, ?2 = cut,
@@ -1693,7 +1791,12 @@ int gs_store_run_end(struct gs_store *st, int64_t run_id, double end_time, int e
         return store_fail(st, err, "update run");
     if (sqlite3_changes(st->db) != 1)
         return gs_err_set(err, GS_ENOTFOUND, "history: no run %lld", (long long)run_id);
-    st->ended_runs++;
+    if (st->cap_valid) { /* counted at the next cap call, once its last rows are flushed */
+        if (st->n_cap_ended < sizeof st->cap_ended / sizeof st->cap_ended[0])
+            st->cap_ended[st->n_cap_ended++] = run_id;
+        else
+            st->cap_valid = 0;
+    }
     for (unsigned i = 0; i < st->n_live; i++) /* ended: no share any more, pruned as ended */
         if (st->live[i].id == run_id) {
             st->live[i] = st->live[--st->n_live];

@@ -455,7 +455,8 @@ static void test_prune_ended_uid(void **state)
         assert_int_equal(strlen(report), 1000);
         assert_int_equal(gs_store_run_end(st, ids[k], now - 50 + k, 0, report, &err), GS_OK);
     }
-    assert_int_equal(gs_store_prune_runs_uid(st, now, 45, 0, 0, &n, &err), GS_OK);
+    if (gs_store_prune_runs_uid(st, now, 45, 0, 0, &n, &err) != GS_OK)
+        fail_msg("%s", err.msg);
     assert_int_equal(n, 60); /* 6 runs of 10 rows */
     assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run WHERE end_time IS NOT NULL", NULL),
                      6);
@@ -474,6 +475,28 @@ static void test_prune_ended_uid(void **state)
     /* no cap: no work */
     assert_int_equal(gs_store_prune_runs_uid(st, now, 0, 0, 0, &n, &err), GS_OK);
     assert_int_equal(n, 0);
+    /* kept up to date: 3 more runs of uid 1001 ended since (50 rows, 5,000 bytes) lose its 2
+     * oldest; the retention then deletes uid 1000's 3 (taken off its totals), so a 25-row cap
+     * finds uid 1001 alone past it */
+    for (unsigned k = 0; k < 3; k++) {
+        int64_t id;
+        assert_int_equal(gs_store_run_begin(st, &run, &id, &err), GS_OK);
+        for (unsigned i = 0; i < 9; i++) {
+            r.step = i;
+            assert_int_equal(gs_store_run_step(st, id, &r, 1, 1001, &err), GS_OK);
+        }
+        assert_int_equal(gs_store_flush(st, &err), GS_OK);
+        assert_int_equal(gs_store_run_end(st, id, now - 5, 0, report, &err), GS_OK);
+    }
+    assert_int_equal(gs_store_prune_runs_uid(st, now, 45, 3000, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 20);
+    assert_int_equal(gs_store_prune_runs(st, now, 30.0, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 30);
+    assert_int_equal(gs_store_prune_runs_uid(st, now, 25, 0, 0, &n, &err), GS_OK);
+    assert_int_equal(n, 10);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run WHERE end_time IS NOT NULL", NULL),
+                     2);
+    assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 50);
     gs_store_close(st);
 }
 

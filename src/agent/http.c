@@ -706,14 +706,19 @@ static enum MHD_Result serve_request(struct gs_agent *a, struct MHD_Connection *
     /* Before anything that returns data or changes state: a page of another site whose name
      * now points here (DNS rebinding) is refused whatever its credentials. */
     if (!host_ok(a, c, version, &host)) {
+        char shown[49]; /* the client's text, printable ASCII only, for the log and the body */
+        size_t k = 0;
+        for (const char *p = host ? host : "(none)"; *p && k + 1 < sizeof shown; p++)
+            shown[k++] = *p >= ' ' && *p <= '~' ? *p : '?';
+        shown[k] = '\0';
         snprintf(why, sizeof why,
-                 "asked for Host '%.64s', not a name of this agent (allowed_hosts): answered 421",
-                 host ? host : "(none)");
+                 "asked for Host '%s', not a name of this agent (allowed_hosts): answered 421",
+                 shown);
         http_refused(a, c, rate_key, GS_HTTP_REF_HOST, why);
         snprintf(msg, sizeof msg,
-                 "misdirected request: Host '%.48s' is not a name of this agent "
+                 "misdirected request: Host '%s' is not a name of this agent "
                  "(allowed_hosts, docs/agent.md)",
-                 host ? host : "(none)");
+                 shown);
         return send_json_error(c, MHD_HTTP_MISDIRECTED_REQUEST, msg);
     }
     if (strlen(url) > GS_ROUTE_PATH_MAX)

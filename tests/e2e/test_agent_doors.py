@@ -233,10 +233,13 @@ def hosts(log):
                  socket.gethostname(), "GPU.example", "dash.example"):
         code, body = ask(port, "/api/v1/snapshot", host)
         t.eq(code, 200, "Host %s: served" % host)
+    code, body = ask(port, "/metrics", "ev\x1b[2Jil.example")
+    t.ok(code == 421 and "ev?[2Jil.example" in body and "\x1b" not in body,
+         "a Host with a control character: 421, the character not echoed", detail=(code, body))
     got = {}
-    wait_until(lambda: got.update(refused(base)) or got.get(("http", "host"), 0) >= 3, 15)
-    t.eq(got.get(("http", "host")), 3.0,
-         "gpuscope_refused_total{door=\"http\",reason=\"host\"} counts the 3 refusals")
+    wait_until(lambda: got.update(refused(base)) or got.get(("http", "host"), 0) >= 4, 15)
+    t.eq(got.get(("http", "host")), 4.0,
+         "gpuscope_refused_total{door=\"http\",reason=\"host\"} counts the 4 refusals")
     t.eq(log_text(log).count("127.0.0.1 asked for Host 'evil.example"), 1,
          "the Host refusals are logged once for the address")
     t.eq(stop_proc(p), 0, "agent stops cleanly")

@@ -73,9 +73,20 @@ if promtool:
     r = run([promtool, "check", "rules", RULES])
     t.ok(r.returncode == 0, "promtool check rules deploy/prometheus-rules.yml",
          detail=r.stdout + r.stderr)
-    r = run([promtool, "check", "config", CONFIG])
+    # as installed: beside its rule files, the token and the CA file it names (docs/deploy.md)
+    ctmp = tempfile.mkdtemp(prefix="gs-promcfg.")
+    try:
+        shutil.copy(CONFIG, ctmp)
+        shutil.copy(RULES, ctmp)
+        shutil.copytree(os.path.join(DEPLOY, "prometheus"), os.path.join(ctmp, "prometheus"))
+        for name in ("gpuscope.token", "gpuscope-ca.pem"):
+            with open(os.path.join(ctmp, name), "w") as f:
+                f.write("x\n")
+        r = run([promtool, "check", "config", os.path.join(ctmp, "prometheus.yml")])
+    finally:
+        shutil.rmtree(ctmp, ignore_errors=True)
     t.ok(r.returncode == 0 and "prometheus-rules.yml" in r.stdout,
-         "promtool check config deploy/prometheus.yml (with its rule file)",
+         "promtool check config deploy/prometheus.yml (with its rule files, token and CA file)",
          detail=r.stdout + r.stderr)
 else:
     t.skip("promtool check rules deploy/prometheus-rules.yml", "promtool not installed")
@@ -227,11 +238,11 @@ t.ok(jdash.get("uid") == "gpuscope-training-job" and len(jexprs) >= 12 and
      % len(jexprs))
 jtitles = " | ".join(p["title"] for p in jdash["panels"]).lower()
 for want in ("ranks side by side", "step time per rank", "phase split per node", "throttle",
-             "sm clock", "power", "pcie"):
+             "sm clock", "power", "pcie", "throughput"):
     t.ok(want in jtitles, "training job dashboard: a panel for " + want, detail=jtitles)
 if promtool:
     r = run([promtool, "check", "rules", JOB_RULES])
-    t.ok(r.returncode == 0 and "SUCCESS: 5 rules found" in r.stdout,
+    t.ok(r.returncode == 0 and "SUCCESS: 6 rules found" in r.stdout,
          "promtool check rules deploy/prometheus/training-job-rules.yml", detail=r.stdout + r.stderr)
     tmp = tempfile.mkdtemp(prefix="gs-grafana-job.")
     try:

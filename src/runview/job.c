@@ -247,7 +247,7 @@ static json_t *node_doc(const struct gs_rundata *rd, size_t run, json_t *ranks, 
     const json_t *rep = rd->report, *per = json_object_get(rep, "per_rank"), *r;
     const char *job = json_string_value(json_object_get(json_object_get(rep, "run"), "job"));
     json_t *node = json_object(), *nranks = json_array(), *ngpus = json_array(), *g;
-    double thr = 0, np50[1024];
+    double thr = 0, np50[1024], sps = json_array_size(per) ? 0 : NAN;
     size_t k, nn = 0;
     int thr_known = 0;
 
@@ -264,6 +264,7 @@ static json_t *node_doc(const struct gs_rundata *rd, size_t run, json_t *ranks, 
         }
         json_array_append_new(ranks, row);
         json_array_append(nranks, json_object_get(r, "rank"));
+        sps += num(json_object_get(r, "samples_per_second")); /* NaN when one is unknown */
         if (isfinite(p50) && nn < sizeof np50 / sizeof np50[0])
             np50[nn++] = p50;
     }
@@ -286,10 +287,9 @@ static json_t *node_doc(const struct gs_rundata *rd, size_t run, json_t *ranks, 
     json_object_set(node, "communication_time_ratio",
                     json_object_get(rep, "communication_time_ratio"));
     json_object_set_new(node, "throttled_seconds", thr_known ? json_real(thr) : json_null());
-    json_object_set(node, "samples_per_second",
-                    json_is_number(json_object_get(rep, "train_samples_per_second"))
-                        ? json_object_get(rep, "train_samples_per_second")
-                        : json_null());
+    /* the node's throughput: its ranks' own samples/s summed (a framework's job-wide figure,
+     * HF's train_samples_per_second, would count the other nodes' samples too) */
+    json_object_set_new(node, "samples_per_second", jnum(sps));
     json_object_set_new(node, "gpus", ngpus);
     return node;
 oom:

@@ -310,14 +310,17 @@ static void test_job_doc(void **state)
     gs_rundata_free(&rd[1]);
 
     /* two ranks, one computing 1.12x the other (busy_p50_ms as a report gives it): no
-     * straggler; two job ids: job null, both seen; a run without ranks; samples/s summed */
+     * straggler; two job ids: job null, both seen; a run without ranks; the ranks' own samples/s
+     * summed (not the reports' job-wide figures, 99 each) */
     gs_rundata_free(&rd[0]);
     load(&rd[0], "a2",
-         "{\"run\": {\"job\": \"j1\"}, \"train_samples_per_second\": 10.5, \"per_rank\": "
-         "[{\"rank\": 0, \"step_p50_ms\": 130, \"busy_p50_ms\": 100, \"comm_wait_p50_ms\": 30}]}");
+         "{\"run\": {\"job\": \"j1\"}, \"train_samples_per_second\": 99, \"per_rank\": "
+         "[{\"rank\": 0, \"step_p50_ms\": 130, \"busy_p50_ms\": 100, \"comm_wait_p50_ms\": 30, "
+         "\"samples_per_second\": 10.5}]}");
     load(&rd[1], "c",
-         "{\"run\": {\"job\": \"j2\"}, \"train_samples_per_second\": 20, \"per_rank\": "
-         "[{\"rank\": 1, \"step_p50_ms\": 130, \"busy_p50_ms\": 112, \"comm_wait_p50_ms\": 18}]}");
+         "{\"run\": {\"job\": \"j2\"}, \"train_samples_per_second\": 99, \"per_rank\": "
+         "[{\"rank\": 1, \"step_p50_ms\": 130, \"busy_p50_ms\": 112, \"comm_wait_p50_ms\": 18, "
+         "\"samples_per_second\": 20}]}");
     load(&rd[2], "empty", "{}");
     doc = gs_job_doc(rd, 2);
     assert_non_null(doc);

@@ -29,6 +29,8 @@ struct slot {
     int gpu; /* NVML index, -1 unknown */
     char job[GS_RECORD_STR], node[GS_RECORD_JOB];
     uint64_t count, last_step;
+    uint64_t samples; /* samples of the steps that gave a count */
+    int samples_seen;
     double sum_s, last_s, last_t;
     struct gs_hang hang;       /* the stall check (run/hang.h), on the agent's clock at receipt */
     double busy_sum_s;         /* wall time less the communication waited for */
@@ -147,6 +149,10 @@ void gs_runm_step(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const cha
         s->last_s = wall_ms / 1e3;
         s->sum_s += s->last_s;
         s->busy_sum_s += fmax(0.0, wall_ms - comm_ms) / 1e3;
+        if (r->samples) {
+            s->samples += r->samples;
+            s->samples_seen = 1;
+        }
         gs_hang_step(&s->hang, &s->last_t, r, gs_clock_real_s()); /* sets last_t */
         for (int p = 0; p < GS_PH_ALL; p++) {
             double v = gs_step_ms(r, p);
@@ -376,6 +382,17 @@ void gs_runm_render(struct gs_runm *m, struct gs_buf *b)
             continue;
         labels(b, "gpuscope_run_steps_completed", s);
         out(b, "} %llu\n", (unsigned long long)s->last_step);
+    }
+    header(b, "gpuscope_run_samples_total",
+           "Samples the rank's steps processed (the job's throughput: the sum over its ranks of "
+           "the rate).",
+           "counter");
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        const struct slot *s = &m->slots[i];
+        if (!s->used || !s->samples_seen)
+            continue;
+        labels(b, "gpuscope_run_samples_total", s);
+        out(b, "} %llu\n", (unsigned long long)s->samples);
     }
     header(b, "gpuscope_run_last_step_seconds", "Wall time of the rank's last step.", "gauge");
     for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {

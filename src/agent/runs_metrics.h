@@ -24,7 +24,7 @@ struct gs_step_rec;
 #define GS_RUNM_MAX_RANKS 256
 #define GS_RUNM_WINDOW 128
 #define GS_RUNM_SERIES_PER_RANK                                                                    \
-    25 /* info, 2 summaries (4 quantiles, sum, count), 7 phases, 5 gauges */
+    26 /* info, 2 summaries (4 quantiles, sum, count), 7 phases, 5 gauges, samples */
 
 struct gs_runm;
 

@@ -52,7 +52,8 @@ struct diag_facts {
     const char *gpu_name;    /* cuda_device_name, else the first GPU of the report */
     const char *ib_disable, *p2p_disable; /* NCCL_IB_DISABLE / NCCL_P2P_DISABLE as set */
     const char *nccl_version;
-    int known; /* the report has facts: an absent NCCL_* variable was not set */
+    long accum; /* gradient_accumulation_steps (micro-steps per optimizer step), -1: unknown */
+    int known;  /* the report has facts: an absent NCCL_* variable was not set */
 };
 
 /* The framework the advice is spelled for (report run.framework). */
@@ -75,6 +76,7 @@ struct diag_in {
     double from, to;
     const json_t *gpus;
     double peak_reserved_gb, gap_gb, alloc_total_gb;
+    const json_t *slow; /* slowest_rank when it is a straggler (src/diag/straggler.c), or NULL */
 };
 
 static double num(const json_t *o, const char *key)
@@ -132,6 +134,7 @@ static void diag_read_facts(const json_t *rep, struct diag_in *in)
     f->ib_disable = fact_str(fx, "NCCL_IB_DISABLE");
     f->p2p_disable = fact_str(fx, "NCCL_P2P_DISABLE");
     f->nccl_version = fact_str(fx, "nccl_version");
+    f->accum = fact_int(fx, "gradient_accumulation_steps");
     f->known = json_object_size(fx) > 0;
     /* The training process's own CPU set beats the machine the report is read on. */
     if (cpus > 0)
@@ -192,6 +195,9 @@ static void diag_read(const json_t *rep, long ncpu, struct diag_in *in)
     in->runtime = num(rep, "train_runtime");
     in->util_src = json_string_value(json_object_get(rep, "gpu_utilization_source"));
     in->ranks = isnan(ranks) ? 0 : (long)ranks;
+    in->slow = json_object_get(rep, "slowest_rank");
+    if (!json_is_true(json_object_get(in->slow, "straggler")))
+        in->slow = NULL;
     in->from = num(run, "start_time");
     in->to = num(run, "end_time");
     in->gpus = json_object_get(rep, "gpus");
@@ -428,6 +434,16 @@ static json_t *rule_communication(const struct diag_in *in)
                                          "pass --ddp_find_unused_parameters false",
                                          "DistributedDataParallel(find_unused_parameters="
                                          "False)"}));
+    if (in->slow) {
+        /* the others wait for a straggler: bucket sizes would not change that */
+        gs_diag_evidence(f, "straggler_rank", json_incref(json_object_get(in->slow, "rank")));
+        gs_diag_advise(f,
+                       "Most of this is the other ranks waiting for rank %.0f, which computes "
+                       "%.0f %% longer per step (the straggler finding): make that rank as fast "
+                       "as the others before tuning communication",
+                       num(in->slow, "rank"), 100.0 * num(in->slow, "slower_by_ratio"));
+        return f;
+    }
     if (in->fw == FW_DEEPSPEED)
         gs_diag_advise(f,
                        "Overlap reduction with backward: \"overlap_comm\": true and a larger "
@@ -440,8 +456,10 @@ static json_t *rule_communication(const struct diag_in *in)
                           "ddp_bucket_cap_mb (e.g. 100) and gradient_accumulation_steps "
                           "(TrainingArguments)",
                           "--ddp_bucket_cap_mb 100 and --gradient_accumulation_steps",
-                          "DistributedDataParallel(bucket_cap_mb=100), and model.no_sync() "
-                          "on gradient-accumulation micro-steps"}));
+                          in->fx.accum > 1 ? "DistributedDataParallel(bucket_cap_mb=100), and "
+                                             "model.no_sync() on gradient-accumulation "
+                                             "micro-steps"
+                                           : "DistributedDataParallel(bucket_cap_mb=100)"}));
     return f;
 }
 
@@ -578,6 +596,46 @@ static json_t *rule_memory_fragmentation(const struct diag_in *in)
         gs_diag_advise(f, "Cut attention memory on long sequences: %s", spell(in, &SP_FLASH));
     gs_diag_advise(f, "Let the allocator grow segments instead of splitting them: "
                       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+    return f;
+}
+
+/* A straggler (slowest_rank.straggler, src/diag/straggler.c): the rank the others wait for. */
+static json_t *rule_straggler(const struct diag_in *in)
+{
+    const json_t *g;
+    json_t *f;
+    double wait;
+
+    if (!in->slow)
+        return NULL;
+    g = json_object_get(in->slow, "gpu");
+    wait = num(in->slow, "others_comm_wait_p50_ms");
+    f = finding(in, "straggler", "warning",
+                "Rank %.0f computes %.0f%% longer per step than the other ranks%s",
+                num(in->slow, "rank"), 100.0 * num(in->slow, "slower_by_ratio"),
+                isfinite(wait) ? "; they wait for it" : "");
+    gs_diag_evidence(f, "rank", json_incref(json_object_get(in->slow, "rank")));
+    gs_diag_evidence(f, "busy_p50_ms", json_incref(json_object_get(in->slow, "busy_p50_ms")));
+    gs_diag_evidence(f, "others_busy_p50_ms",
+                     json_incref(json_object_get(in->slow, "others_busy_p50_ms")));
+    gs_diag_evidence(f, "others_comm_wait_p50_ms", jnum(wait));
+    gs_diag_evidence(f, "threshold_ratio",
+                     json_incref(json_object_get(in->slow, "threshold_ratio")));
+    gs_diag_evidence(f, "gpu", json_is_object(g) ? json_deep_copy(g) : json_null());
+    if (json_is_object(g) && num(g, "throttled_seconds_total") > 0)
+        gs_diag_advise(f,
+                       "Its GPU %.0f was held down %.1f s (throttle reasons in the GPU table): "
+                       "check its cooling, power cap and clocks (nvidia-smi -q -d PERFORMANCE)",
+                       num(g, "index"), num(g, "throttled_seconds_total"));
+    else if (json_is_object(g))
+        gs_diag_advise(f,
+                       "Check its GPU %.0f: clocks, temperature and PCIe link against the other "
+                       "ranks' GPUs (gpuscope compare --job lists them side by side)",
+                       num(g, "index"));
+    gs_diag_advise(f, "Check its data shard: longer or larger samples on that rank (balance the "
+                      "shards, or batches of similar length)");
+    gs_diag_advise(f, "Check its host: other processes on its CPUs or GPU, fewer CPU cores, a "
+                      "slower disk or network for its data");
     return f;
 }
 
@@ -883,6 +941,7 @@ static const struct {
     {"run_failed", rule_outcome},
     {"data_loading", rule_data_loading},
     {"communication", rule_communication},
+    {"straggler", rule_straggler},
     {"low_utilization", rule_low_utilization},
     {"memory_fragmentation", rule_memory_fragmentation},
     {"imbalance", rule_imbalance},

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "diag/diag.h"
+#include "diag/straggler.h"
 #include "gpuscope/gs_err.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -470,22 +471,72 @@ static const json_t *gpu_entry(const json_t *gpus, long idx)
     return NULL;
 }
 
-/* "per_rank": one row per rank (steps, step wall p50/p95, mean of each phase, samples/s);
- * with two ranks or more, "slowest_rank" names the one with the highest median step and its
- * GPU's figures (the GPU whose NVML index is the rank's CUDA device). */
+/* The communication a step waited for: exposed when measured, else all of it (0: none). */
+static double step_wait(const struct gs_agg_step *k)
+{
+    double x = isnan(k->ms[GS_PH_COMM_EXPOSED]) ? k->ms[GS_PH_COMM] : k->ms[GS_PH_COMM_EXPOSED];
+    return isnan(x) || x < 0 ? 0 : x;
+}
+
+/* The median of buf[0..n) (sorted in place), NaN when n is 0. */
+static double median_of(float *buf, size_t n)
+{
+    if (!n)
+        return NAN;
+    qsort(buf, n, sizeof *buf, cmp_float);
+    return percentile(buf, n, 50);
+}
+
+/* "slowest_rank" (two ranks or more): the rank that computes longest by the straggler rule
+ * (src/diag/straggler.c), whether it is a straggler, its figures against the other ranks' and
+ * its GPU's (the GPU whose NVML index is the rank's CUDA device); null otherwise. */
+static json_t *slowest_rank(const struct gs_agg *a, const struct gs_straggler_rank *fig,
+                            const double *p50, const json_t *gpus)
+{
+    struct gs_straggler s;
+    const struct gs_agg_rank *rk;
+    const json_t *g;
+    json_t *o;
+
+    if (a->n_ranks < 2 || gs_straggler_find(fig, a->n_ranks, &s) < 0 || s.idx < 0)
+        return json_null();
+    rk = &a->ranks[s.idx];
+    g = rk->device >= 0 ? gpu_entry(gpus, rk->device) : NULL;
+    o = json_object();
+    json_object_set_new(o, "rank", json_integer(rk->rank));
+    json_object_set_new(o, "straggler", json_boolean(s.straggler));
+    json_object_set_new(o, "busy_p50_ms", json_real(round_ms(s.busy_ms)));
+    json_object_set_new(o, "others_busy_p50_ms", json_real(round_ms(s.others_ms)));
+    json_object_set_new(o, "slower_by_ratio",
+                        isfinite(s.ratio) ? json_real(s.ratio - 1.0) : json_null());
+    json_object_set_new(o, "comm_wait_p50_ms",
+                        isfinite(s.wait_ms) ? json_real(round_ms(s.wait_ms)) : json_null());
+    json_object_set_new(o, "others_comm_wait_p50_ms",
+                        isfinite(s.others_wait_ms) ? json_real(round_ms(s.others_wait_ms))
+                                                   : json_null());
+    json_object_set_new(o, "step_p50_ms",
+                        isfinite(p50[s.idx]) ? json_real(round_ms(p50[s.idx])) : json_null());
+    json_object_set_new(o, "threshold_ratio", json_real(GS_STRAGGLER_RATIO));
+    json_object_set_new(o, "device", rk->device >= 0 ? json_integer(rk->device) : json_null());
+    json_object_set_new(o, "gpu", g ? json_deep_copy(g) : json_null());
+    return o;
+}
+
+/* "per_rank": one row per rank (steps, step wall p50/p95, busy and communication-wait p50,
+ * mean of each phase, samples/s), and "slowest_rank" (see above). */
 static json_t *per_rank(const struct gs_agg *a, float *buf, const json_t *gpus, json_t *rep)
 {
     static const int cols[] = {GS_PH_DATA, GS_PH_FORWARD,      GS_PH_BACKWARD, GS_PH_OPTIMIZER,
                                GS_PH_COMM, GS_PH_COMM_EXPOSED, GS_PH_OTHER};
     json_t *arr = json_array();
-    double worst = NAN, best = NAN;
-    unsigned worst_i = 0;
+    struct gs_straggler_rank *fig = calloc(a->n_ranks ? a->n_ranks : 1, sizeof *fig);
+    double *p50s = calloc(a->n_ranks ? a->n_ranks : 1, sizeof *p50s);
 
     for (unsigned r = 0; r < a->n_ranks; r++) {
         const struct gs_agg_rank *rk = &a->ranks[r];
         json_t *o = json_object(), *ph = json_object();
         size_t n = 0;
-        double t0 = NAN, t1 = NAN, p50 = NAN;
+        double t0 = NAN, t1 = NAN, p50 = NAN, p95 = NAN, busy, wait;
         for (size_t i = 0; i < rk->n; i++) {
             const struct gs_agg_step *k = &rk->steps[i];
             if (!isnan(k->ms[GS_PH_STEP]))
@@ -494,15 +545,31 @@ static json_t *per_rank(const struct gs_agg *a, float *buf, const json_t *gpus, 
             t1 = isnan(t1) || k->t_end > t1 ? k->t_end : t1;
         }
         if (n) {
-            qsort(buf, n, sizeof *buf, cmp_float);
-            p50 = percentile(buf, n, 50);
+            p50 = median_of(buf, n);
+            p95 = percentile(buf, n, 95);
+        }
+        /* compute (busy) and communication waited for, medians over the same steps */
+        n = 0;
+        for (size_t i = 0; i < rk->n; i++)
+            if (!isnan(rk->steps[i].ms[GS_PH_STEP]))
+                buf[n++] = (float)fmax(0.0, step_wall(&rk->steps[i]) - step_wait(&rk->steps[i]));
+        busy = median_of(buf, n);
+        n = 0;
+        for (size_t i = 0; i < rk->n; i++)
+            if (!isnan(rk->steps[i].ms[GS_PH_STEP]))
+                buf[n++] = (float)step_wait(&rk->steps[i]);
+        wait = median_of(buf, n);
+        if (fig && p50s) {
+            fig[r] = (struct gs_straggler_rank){busy, wait};
+            p50s[r] = p50;
         }
         json_object_set_new(o, "rank", json_integer(rk->rank));
         json_object_set_new(o, "device", rk->device >= 0 ? json_integer(rk->device) : json_null());
         json_object_set_new(o, "steps", json_integer((json_int_t)rk->n));
         json_object_set_new(o, "step_p50_ms", n ? json_real(round_ms(p50)) : json_null());
-        json_object_set_new(o, "step_p95_ms",
-                            n ? json_real(round_ms(percentile(buf, n, 95))) : json_null());
+        json_object_set_new(o, "step_p95_ms", n ? json_real(round_ms(p95)) : json_null());
+        json_object_set_new(o, "busy_p50_ms", n ? json_real(round_ms(busy)) : json_null());
+        json_object_set_new(o, "comm_wait_p50_ms", n ? json_real(round_ms(wait)) : json_null());
         for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) {
             double sum = 0;
             size_t m = 0;
@@ -521,28 +588,11 @@ static json_t *per_rank(const struct gs_agg *a, float *buf, const json_t *gpus, 
                             rk->n_samples && t1 > t0 ? json_real((double)rk->samples / (t1 - t0))
                                                      : json_null());
         json_array_append_new(arr, o);
-        if (n && (isnan(worst) || p50 > worst)) {
-            worst = p50;
-            worst_i = r;
-        }
-        if (n && (isnan(best) || p50 < best))
-            best = p50;
     }
-    if (a->n_ranks >= 2 && !isnan(worst)) {
-        const struct gs_agg_rank *rk = &a->ranks[worst_i];
-        const json_t *g = rk->device >= 0 ? gpu_entry(gpus, rk->device) : NULL;
-        json_t *o = json_object();
-        json_object_set_new(o, "rank", json_integer(rk->rank));
-        json_object_set_new(o, "step_p50_ms", json_real(round_ms(worst)));
-        json_object_set_new(o, "fastest_step_p50_ms", json_real(round_ms(best)));
-        json_object_set_new(o, "slower_by_ratio",
-                            best > 0 ? json_real(worst / best - 1.0) : json_null());
-        json_object_set_new(o, "device", rk->device >= 0 ? json_integer(rk->device) : json_null());
-        json_object_set_new(o, "gpu", g ? json_deep_copy(g) : json_null());
-        json_object_set_new(rep, "slowest_rank", o);
-    } else {
-        json_object_set_new(rep, "slowest_rank", json_null());
-    }
+    json_object_set_new(rep, "slowest_rank",
+                        fig && p50s ? slowest_rank(a, fig, p50s, gpus) : json_null());
+    free(fig);
+    free(p50s);
     return arr;
 }
 
@@ -983,9 +1033,20 @@ static void print_ranks(FILE *out, const json_t *rep, const struct paint *c)
     sl = json_object_get(rep, "slowest_rank");
     if (json_is_object(sl)) {
         const json_t *g = json_object_get(sl, "gpu");
-        fprintf(out, "  slowest rank %.0f: step p50 %.2f ms, %s slower than the fastest",
-                jget(sl, "rank"), jget(sl, "step_p50_ms"),
-                fmtnum(b[0], 32, "%.0f %%", 100.0 * jget(sl, "slower_by_ratio")));
+        struct gs_straggler s = {.busy_ms = jget(sl, "busy_p50_ms"),
+                                 .others_ms = jget(sl, "others_busy_p50_ms"),
+                                 .ratio = 1.0 + jget(sl, "slower_by_ratio"),
+                                 .wait_ms = jget(sl, "comm_wait_p50_ms"),
+                                 .others_wait_ms = jget(sl, "others_comm_wait_p50_ms")};
+        char text[320];
+        int strag = json_is_true(json_object_get(sl, "straggler"));
+        gs_straggler_text(&s, (long)jget(sl, "rank"), text, sizeof text);
+        fprintf(out, "  %sslowest rank: %s%s", strag ? c->warn : "", text,
+                strag ? ": a straggler" : "");
+        if (!strag)
+            fprintf(out, " (under the straggler threshold of %.0f %%)",
+                    100.0 * (GS_STRAGGLER_RATIO - 1.0));
+        fputs(strag ? c->off : "", out);
         if (json_is_object(g))
             fprintf(out,
                     "; its GPU %.0f: util avg %s %%, throttled %s s, max %s C, SM clock "

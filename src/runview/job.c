@@ -6,6 +6,8 @@
  */
 #include "runview/job.h"
 
+#include "diag/straggler.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +180,26 @@ static double finite_median(const double *v, size_t n)
     return m;
 }
 
+/* A rank's busy time: the report's median over its steps (busy_p50_ms), else (a report of an
+ * older gpuscope) its median step less its mean communication waited for. */
+static double rank_busy(const json_t *r)
+{
+    double b = num(json_object_get(r, "busy_p50_ms")), p50 = num(json_object_get(r, "step_p50_ms"));
+    double c = comm_ms(json_object_get(r, "mean_ms"));
+
+    if (isfinite(b))
+        return b;
+    return isfinite(c) ? fmax(0.0, p50 - c) : p50;
+}
+
+/* The communication a rank waited for per step: the report's median (comm_wait_p50_ms), else
+ * its mean. */
+static double rank_wait(const json_t *r)
+{
+    double w = num(json_object_get(r, "comm_wait_p50_ms"));
+    return isfinite(w) ? w : comm_ms(json_object_get(r, "mean_ms"));
+}
+
 /* A rank's row of the job document (rank, node, run, device, gpu, steps, step and busy times,
  * data and communication waited for, samples/s); *busy its busy time. NULL when out of memory. */
 static json_t *rank_row(const struct gs_rundata *rd, size_t run, const json_t *r, double *busy)
@@ -197,10 +219,10 @@ static json_t *rank_row(const struct gs_rundata *rd, size_t run, const json_t *r
     json_object_set_new(row, "step_p50_ms", jnum(p50));
     json_object_set(row, "step_p95_ms", json_object_get(r, "step_p95_ms"));
     json_object_set_new(row, "data_ms", jnum(num(json_object_get(mean, "data"))));
-    json_object_set_new(row, "communication_ms", jnum(comm_ms(mean)));
+    json_object_set_new(row, "communication_ms", jnum(rank_wait(r)));
     /* busy: the step less the communication waited for (the straggler computes longest; in
      * synchronous training every rank's step lasts as long) */
-    *busy = isfinite(comm_ms(mean)) ? fmax(0.0, p50 - comm_ms(mean)) : p50;
+    *busy = rank_busy(r);
     json_object_set_new(row, "busy_ms", jnum(*busy));
     json_object_set(row, "samples_per_second", json_object_get(r, "samples_per_second"));
     return row;
@@ -225,7 +247,7 @@ static json_t *node_doc(const struct gs_rundata *rd, size_t run, json_t *ranks, 
     const json_t *rep = rd->report, *per = json_object_get(rep, "per_rank"), *r;
     const char *job = json_string_value(json_object_get(json_object_get(rep, "run"), "job"));
     json_t *node = json_object(), *nranks = json_array(), *ngpus = json_array(), *g;
-    double thr = 0, np50[1024];
+    double thr = 0, np50[1024], sps = json_array_size(per) ? 0 : NAN;
     size_t k, nn = 0;
     int thr_known = 0;
 
@@ -236,12 +258,13 @@ static json_t *node_doc(const struct gs_rundata *rd, size_t run, json_t *ranks, 
         double busy, p50 = num(json_object_get(r, "step_p50_ms"));
         const json_t *mean = json_object_get(r, "mean_ms");
         json_t *row = rank_row(rd, run, r, &busy);
-        if (!row || figs_add(f, busy, num(json_object_get(mean, "data")), comm_ms(mean)) < 0) {
+        if (!row || figs_add(f, busy, num(json_object_get(mean, "data")), rank_wait(r)) < 0) {
             json_decref(row);
             goto oom;
         }
         json_array_append_new(ranks, row);
         json_array_append(nranks, json_object_get(r, "rank"));
+        sps += num(json_object_get(r, "samples_per_second")); /* NaN when one is unknown */
         if (isfinite(p50) && nn < sizeof np50 / sizeof np50[0])
             np50[nn++] = p50;
     }
@@ -264,6 +287,9 @@ static json_t *node_doc(const struct gs_rundata *rd, size_t run, json_t *ranks, 
     json_object_set(node, "communication_time_ratio",
                     json_object_get(rep, "communication_time_ratio"));
     json_object_set_new(node, "throttled_seconds", thr_known ? json_real(thr) : json_null());
+    /* the node's throughput: its ranks' own samples/s summed (a framework's job-wide figure,
+     * HF's train_samples_per_second, would count the other nodes' samples too) */
+    json_object_set_new(node, "samples_per_second", jnum(sps));
     json_object_set_new(node, "gpus", ngpus);
     return node;
 oom:
@@ -273,10 +299,10 @@ oom:
     return NULL;
 }
 
-/* The straggler's entry: the rank row worst (ratio to the median busy time), its GPU's
- * evidence and the likeliest cause. */
-static json_t *straggler_doc(const struct gs_rundata *runs, const json_t *worst, double ratio,
-                             double data_median)
+/* The straggler's entry: the rank row worst, its figures against the other ranks' (st), its
+ * GPU's evidence and the likeliest cause. */
+static json_t *straggler_doc(const struct gs_rundata *runs, const json_t *worst,
+                             const struct gs_straggler *st, double data_median)
 {
     json_t *s = json_object();
     size_t k, run = (size_t)json_integer_value(json_object_get(worst, "run"));
@@ -293,9 +319,11 @@ static json_t *straggler_doc(const struct gs_rundata *runs, const json_t *worst,
     json_object_set(s, "node", json_object_get(worst, "node"));
     json_object_set(s, "step_p50_ms", json_object_get(worst, "step_p50_ms"));
     json_object_set(s, "busy_ms", json_object_get(worst, "busy_ms"));
-    json_object_set_new(s, "ratio_to_median", json_real(ratio));
+    json_object_set_new(s, "others_busy_ms", jnum(st->others_ms));
+    json_object_set_new(s, "ratio_to_others", jnum(st->ratio));
     json_object_set(s, "data_ms", json_object_get(worst, "data_ms"));
     json_object_set(s, "communication_ms", json_object_get(worst, "communication_ms"));
+    json_object_set_new(s, "others_communication_ms", jnum(st->others_wait_ms));
     json_object_set_new(s, "gpu", g ? gpu_evidence(g) : json_null());
     /* the likeliest cause, from the evidence: its GPU held down, waiting for data, or slower
      * compute (it waits least on the collectives: the others wait for it) */
@@ -309,9 +337,11 @@ static json_t *straggler_doc(const struct gs_rundata *runs, const json_t *worst,
 json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
 {
     json_t *doc = json_object(), *nodes = json_array(), *ranks = json_array(), *jobs = json_array();
-    json_t *row, *worst = NULL, *s = NULL;
+    json_t *row, *s = NULL;
     struct rank_figs f = {0};
-    double busy_median, data_median, worst_ratio = 0, *p50 = NULL;
+    struct gs_straggler_rank *sr = NULL;
+    struct gs_straggler st;
+    double busy_median, data_median, sps = 0, *p50 = NULL;
     size_t k;
 
     if (!doc || !nodes || !ranks || !jobs)
@@ -322,21 +352,30 @@ json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
             goto oom;
         add_job(jobs,
                 json_string_value(json_object_get(json_object_get(runs[i].report, "run"), "job")));
+        /* the job's throughput: every node counts its own ranks' samples */
+        sps = isfinite(sps) && json_is_number(json_object_get(node, "samples_per_second"))
+                  ? sps + num(json_object_get(node, "samples_per_second"))
+                  : NAN;
         json_array_append_new(nodes, node);
     }
     /* the job's medians: over the ranks with a figure */
     busy_median = finite_median(f.busy, f.n);
     data_median = finite_median(f.data, f.n);
-    /* each rank over the median; the straggler: the highest ratio above the threshold */
+    /* each rank over the median of the others; the straggler: src/diag/straggler.c's rule */
+    sr = malloc((f.n ? f.n : 1) * sizeof *sr);
+    if (!sr)
+        goto oom;
+    for (k = 0; k < f.n; k++)
+        sr[k] = (struct gs_straggler_rank){f.busy[k], f.comm[k]};
     json_array_foreach(ranks, k, row)
     {
-        double ratio = busy_median > 0 ? f.busy[k] / busy_median : NAN;
-        json_object_set_new(row, "ratio_to_median", jnum(ratio));
-        if (isfinite(ratio) && ratio > worst_ratio) {
-            worst_ratio = ratio;
-            worst = row;
-        }
+        double ratio;
+        if (gs_straggler_ratio(sr, f.n, k, &ratio) < 0)
+            goto oom;
+        json_object_set_new(row, "ratio_to_others", jnum(ratio));
     }
+    if (gs_straggler_find(sr, f.n, &st) < 0)
+        goto oom;
     json_object_set_new(doc, "job",
                         json_array_size(jobs) == 1 ? json_incref(json_array_get(jobs, 0))
                                                    : json_null());
@@ -350,14 +389,20 @@ json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
     json_object_set_new(doc, "median_busy_ms", jnum(busy_median));
     json_object_set_new(doc, "median_data_ms", jnum(data_median));
     json_object_set_new(doc, "median_communication_ms", jnum(finite_median(f.comm, f.n)));
-    json_object_set_new(doc, "straggler_ratio", json_real(GS_JOB_STRAGGLER_RATIO));
-    if (worst && f.n >= 2 && worst_ratio > GS_JOB_STRAGGLER_RATIO)
-        s = straggler_doc(runs, worst, worst_ratio, data_median);
+    json_object_set_new(doc, "straggler_ratio", json_real(GS_STRAGGLER_RATIO));
+    json_object_set_new(doc, "straggler_min_gap_ms", json_real(GS_STRAGGLER_MIN_GAP_MS));
+    json_object_set_new(doc, "samples_per_second", jnum(sps));
+    if (st.idx >= 0 && st.straggler) {
+        s = straggler_doc(runs, json_array_get(ranks, (size_t)st.idx), &st, data_median);
+        if (!s)
+            goto oom;
+    }
     json_object_set_new(doc, "straggler", s ? s : json_null());
     json_object_set_new(doc, "nodes", nodes);
     json_object_set_new(doc, "ranks", sorted_by_rank(ranks));
     figs_free(&f);
     free(p50);
+    free(sr);
     return doc;
 oom:
     json_decref(doc);
@@ -366,5 +411,6 @@ oom:
     json_decref(jobs);
     figs_free(&f);
     free(p50);
+    free(sr);
     return NULL;
 }

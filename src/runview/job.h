@@ -2,7 +2,8 @@
  * job.h - one multi-node training job from the reports of its nodes (`gpuscope compare --job`,
  * docs/compare.md, JOB): each node's `gpuscope run` directory (or agent run) holds the ranks
  * that ran there; the job document puts them together: a row per node, a row per rank with
- * its median step time over the job's median, and the straggler with its evidence (the
+ * its busy time over the other ranks' median, the job's throughput summed over its nodes, and
+ * the straggler (src/diag/straggler.h's rule) with its evidence (the
  * throttle reasons, clocks and temperature of its GPU, its data and communication times
  * against the job's). A pure function of the reports.
  */
@@ -15,14 +16,9 @@
 
 #include "runview/rundata.h"
 
-/* A rank is the job's straggler when its busy time (median step less the communication it
- * waited for) exceeds the job's median busy time by more than this factor - the rule
- * TrainingStragglerRank (deploy/prometheus/training-job-rules.yml). */
-#define GS_JOB_STRAGGLER_RATIO 1.2
-
 /* The job document of runs[0..n) (n >= 1): {"job", "jobs_seen", "nodes", "ranks",
- * "median_step_p50_ms", "median_busy_ms", "straggler"} (docs/compare.md, JOB); NULL on allocation
- * failure. */
+ * "median_step_p50_ms", "median_busy_ms", "samples_per_second", "straggler"} (docs/compare.md,
+ * JOB); NULL on allocation failure. */
 json_t *gs_job_doc(const struct gs_rundata *runs, size_t n);
 
 #endif

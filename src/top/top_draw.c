@@ -644,8 +644,10 @@ static void runs_panel(struct top_ui *ui, int y0, int h)
                     x = put(y, x, 0, "r%lld %.0f/%.0fms  ",
                             (long long)json_integer_value(json_object_get(rk, "rank")), a, b);
                 }
+                /* red when it is a straggler (docs/report.md, STRAGGLER) */
                 if (json_is_object(slow) && jnum(slow, "slower_by_ratio", &v))
-                    put(y, x, col(ui, v > 0.1 ? C_RED : 0), "slowest r%lld +%.0f%%",
+                    put(y, x, col(ui, json_is_true(json_object_get(slow, "straggler")) ? C_RED : 0),
+                        "slowest r%lld +%.0f%%",
                         (long long)json_integer_value(json_object_get(slow, "rank")), v * 100);
                 y++;
             }

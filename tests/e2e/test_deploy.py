@@ -73,9 +73,20 @@ if promtool:
     r = run([promtool, "check", "rules", RULES])
     t.ok(r.returncode == 0, "promtool check rules deploy/prometheus-rules.yml",
          detail=r.stdout + r.stderr)
-    r = run([promtool, "check", "config", CONFIG])
+    # as installed: beside its rule files, the token and the CA file it names (docs/deploy.md)
+    ctmp = tempfile.mkdtemp(prefix="gs-promcfg.")
+    try:
+        shutil.copy(CONFIG, ctmp)
+        shutil.copy(RULES, ctmp)
+        shutil.copytree(os.path.join(DEPLOY, "prometheus"), os.path.join(ctmp, "prometheus"))
+        for name in ("gpuscope.token", "gpuscope-ca.pem"):
+            with open(os.path.join(ctmp, name), "w") as f:
+                f.write("x\n")
+        r = run([promtool, "check", "config", os.path.join(ctmp, "prometheus.yml")])
+    finally:
+        shutil.rmtree(ctmp, ignore_errors=True)
     t.ok(r.returncode == 0 and "prometheus-rules.yml" in r.stdout,
-         "promtool check config deploy/prometheus.yml (with its rule file)",
+         "promtool check config deploy/prometheus.yml (with its rule files, token and CA file)",
          detail=r.stdout + r.stderr)
 else:
     t.skip("promtool check rules deploy/prometheus-rules.yml", "promtool not installed")
@@ -227,12 +238,56 @@ t.ok(jdash.get("uid") == "gpuscope-training-job" and len(jexprs) >= 12 and
      % len(jexprs))
 jtitles = " | ".join(p["title"] for p in jdash["panels"]).lower()
 for want in ("ranks side by side", "step time per rank", "phase split per node", "throttle",
-             "sm clock", "power", "pcie"):
+             "sm clock", "power", "pcie", "throughput"):
     t.ok(want in jtitles, "training job dashboard: a panel for " + want, detail=jtitles)
 if promtool:
     r = run([promtool, "check", "rules", JOB_RULES])
-    t.ok(r.returncode == 0 and "SUCCESS: 5 rules found" in r.stdout,
+    t.ok(r.returncode == 0 and "SUCCESS: 6 rules found" in r.stdout,
          "promtool check rules deploy/prometheus/training-job-rules.yml", detail=r.stdout + r.stderr)
+    # The straggler rule in PromQL (docs/report.md, STRAGGLER): leave-one-out, so with two ranks
+    # a rank 1.2x its peer is named (a median over both would read 1.09x); 1.1x is not; 1.5x of
+    # a 1 ms step is under the 1 ms floor; one rank alone is never a straggler.
+    def busy(job, rank, v):
+        return {"series": 'gpuscope_run_step_busy_seconds{train_job="%s",rank="%d",node="n%d",'
+                          'gpu="0",quantile="0.5",instance="n%d:9400",job="gpuscope"}'
+                          % (job, rank, rank, rank), "values": "%rx10" % v}
+    series = [busy("two", 0, 0.100), busy("two", 1, 0.120), busy("near", 0, 0.100),
+              busy("near", 1, 0.110), busy("tiny", 0, 0.001), busy("tiny", 1, 0.0015),
+              busy("one", 0, 0.5), busy("four", 0, 0.25), busy("four", 1, 0.25),
+              busy("four", 2, 0.25), busy("four", 3, 0.375)]
+    desc = re.search(r'alert: TrainingStragglerRank.*?description: "(.*?)"\n',
+                     open(JOB_RULES).read(), re.S).group(1)
+    ltmp = tempfile.mkdtemp(prefix="gs-rules-loo.")
+    try:
+        lpath = os.path.join(ltmp, "test.yml")
+        with open(lpath, "w") as f:
+            json.dump({"rule_files": [JOB_RULES], "evaluation_interval": "15s", "tests": [{
+                "interval": "15s", "input_series": series,
+                "promql_expr_test": [{
+                    "expr": "sum by (train_job, rank) (train_job_rank:gpuscope_run_step_busy_"
+                            "seconds:ratio_to_others{rank=~\"1|3\"} > 1.15)",
+                    "eval_time": "1m",
+                    "exp_samples": [{"labels": '{train_job="%s",rank="%s"}' % (j, r), "value": v}
+                                    for j, r, v in (("two", "1", 1.2), ("tiny", "1", 1.5),
+                                                    ("four", "3", 1.5))]}],
+                "alert_rule_test": [
+                    {"eval_time": "15s", "alertname": "TrainingStragglerRank", "exp_alerts": []},
+                    {"eval_time": "1m", "alertname": "TrainingStragglerRank", "exp_alerts": [
+                        {"exp_labels": {"severity": "warning", "train_job": j, "rank": r,
+                                        "node": "n" + r, "gpu": "0", "quantile": "0.5",
+                                        "instance": "n%s:9400" % r, "job": "gpuscope"},
+                         "exp_annotations": {
+                             "summary": "Job %s: rank %s on n%s (GPU 0) computes %s as long per "
+                                        "step as the job's other ranks" % (j, r, r, x),
+                             "description": desc.replace("{{ $labels.node }}", "n" + r)}}
+                        for j, r, x in (("two", "1", "1.20x"), ("four", "3", "1.50x"))]}]}]},
+                      f)
+        r = run([promtool, "test", "rules", lpath])
+    finally:
+        shutil.rmtree(ltmp, ignore_errors=True)
+    t.ok(r.returncode == 0, "training-job rules: leave-one-out; 2 ranks at 1.2x named after 30 s, "
+         "1.1x not, 1.5x of a 1 ms step not (1 ms floor), one rank never; 4 ranks at 1.5x named",
+         detail=r.stdout + r.stderr)
     tmp = tempfile.mkdtemp(prefix="gs-grafana-job.")
     try:
         rules_path = os.path.join(tmp, "panels.yml")

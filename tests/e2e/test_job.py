@@ -32,7 +32,7 @@ from gsenv import BIN, get_text as get, reap, sim_env, start_agent, wait_until  
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RULES = os.path.join(ROOT, "deploy", "prometheus", "training-job-rules.yml")
 DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "training-job.json")
-SERIES_PER_RANK = 25  # GS_RUNM_SERIES_PER_RANK (src/agent/runs_metrics.h)
+SERIES_PER_RANK = 26  # GS_RUNM_SERIES_PER_RANK (src/agent/runs_metrics.h)
 
 t = Tap()
 procs = []
@@ -202,8 +202,8 @@ try:
                                    "node": "node-b", "gpu": "0", "quantile": "0.5",
                                    "instance": "node-b:9400", "job": "gpuscope"},
                     "exp_annotations": {
-                        "summary": "Job %s: rank 3 on node-b (GPU 0) computes 2.00x longer per "
-                                   "step than the job's median rank" % JOB,
+                        "summary": "Job %s: rank 3 on node-b (GPU 0) computes 2.00x as long per "
+                                   "step as the job's other ranks" % JOB,
                         "description": None}}]},
                 {"eval_time": "8m", "alertname": "TrainingJobStalled", "exp_alerts": []},
             ],
@@ -232,10 +232,10 @@ try:
                                 for r, node, gpu, v in ((0, "node-a", 0, 0), (1, "node-a", 1, 0),
                                                         (2, "node-b", 0, 4), (3, "node-b", 0, 4))
                                 ]}, {
-                "expr": "topk(1, train_job_rank:gpuscope_run_step_busy_seconds:ratio_to_median)",
+                "expr": "topk(1, train_job_rank:gpuscope_run_step_busy_seconds:ratio_to_others)",
                 "eval_time": "1m",
                 "exp_samples": [{"labels": 'train_job_rank:gpuscope_run_step_busy_seconds:'
-                                           'ratio_to_median{train_job="%s",rank="3",'
+                                           'ratio_to_others{train_job="%s",rank="3",'
                                            'node="node-b",gpu="0",quantile="0.5",'
                                            'instance="node-b:9400",job="gpuscope"}' % JOB,
                                  "value": 2}]}],
@@ -266,7 +266,7 @@ try:
             json.dump(test, f)  # JSON is YAML
         r = subprocess.run([promtool, "test", "rules", tpath], capture_output=True, text=True)
         t.ok(r.returncode == 0, "promtool test rules: rank 3 on node-b is the straggler (2x "
-             "the job's median), no stall; the dashboard's PromQL shows rank 3 at 2x and its GPU's "
+             "the other ranks' median), no stall; the dashboard's PromQL shows rank 3 at 2x and its GPU's "
              "four slowdown reasons; the same job with no step for 5 min: TrainingJobStalled",
              r.stdout + r.stderr)
     else:
@@ -311,8 +311,14 @@ try:
          "compare --job --json: one job, 2 nodes, ranks 0..3 in order with their node and GPU",
          r.stderr + r.stdout[:2000])
     t.eq([st.get("rank"), st.get("node"), st.get("step_p50_ms"), st.get("busy_ms"),
-          st.get("ratio_to_median")], [3, "node-b", 500.0, 480.0, 2.0],
-         "the straggler: rank 3 on node-b, busy 480 of 500 ms = 2x the median rank's 240")
+          st.get("others_busy_ms"), st.get("ratio_to_others")],
+         [3, "node-b", 500.0, 480.0, 240.0, 2.0],
+         "the straggler: rank 3 on node-b, busy 480 of 500 ms = 2x the other ranks' 240")
+    sps = [n.get("samples_per_second") for n in jd.get("nodes", [])]
+    t.ok(len(sps) == 2 and all(isinstance(x, (int, float)) and x > 0 for x in sps) and
+         abs(jd.get("samples_per_second", 0) - sum(sps)) < 1e-6,
+         "compare --job: the job's samples/s is the sum of its nodes' %r" % sps,
+         json.dumps(jd.get("samples_per_second")))
     reasons = sorted((gpu.get("throttle_reasons") or {}).keys())
     t.ok(gpu.get("gpu") == 0 and gpu.get("name") == "NVIDIA L40S" and
          (gpu.get("throttled_seconds_total") or 0) > 0 and "hw_thermal" in " ".join(reasons) and
@@ -325,8 +331,9 @@ try:
     r = subprocess.run([BIN, "compare", "--job"] + dirs, capture_output=True, text=True,
                        env=dict(os.environ, NO_COLOR="1"))
     t.ok(r.returncode == 0 and "job %s: 4 rank(s) on 2 node(s)" % JOB in r.stdout and
-         re.search(r"straggler: rank 3 on node-b \(GPU 0, NVIDIA L40S\): busy 480\.0 ms of its "
-                   r"median step 500\.0 ms, 2\.00x", r.stdout) and "hw_thermal" in r.stdout and
+         re.search(r"straggler: rank 3 on node-b \(GPU 0, NVIDIA L40S\): computes 100 % longer "
+                   r"per step than the other ranks \(busy 480\.0 ms of its median step 500\.0 ms, "
+                   r"the others' median 240\.0 ms\)", r.stdout) and "hw_thermal" in r.stdout and
          "its GPU is held down" in r.stdout, "compare --job: the text names the straggler, its "
          "GPU and its throttle reasons", r.stdout + r.stderr)
     r = subprocess.run([BIN, "compare", "--job", "--html"] + dirs, capture_output=True, text=True)

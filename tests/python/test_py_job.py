@@ -8,7 +8,7 @@ starts a script that spawns two ranks (global ranks 0,1 and 2,3 of one world of 
 torch on CPU); rank 3 sleeps in its forward pass, so the other ranks wait for it in the
 all-reduce. The Python package finds the node's agent (GPUSCOPE_AGENT_SOCKET) and names its
 node (GPUSCOPE_NODE). A real Prometheus scrapes both agents every second and evaluates
-deploy/prometheus/training-job-rules.yml (a copy with `for:` shortened to 2 s). Checked: the
+deploy/prometheus/training-job-rules.yml (a copy with the straggler's `for:` shortened to 2 s). Checked: the
 PromQL of the dashboard's "ranks side by side" panel names rank 3 on node-b the slowest; the
 straggler alert fires for rank 3 on node-b; the series count per agent stays within its
 bound; each node's report carries run.job; `gpuscope compare --job` on the two run
@@ -36,7 +36,7 @@ t = Tap()
 procs = []
 tmp = tempfile.mkdtemp(prefix="gs-py-job.")
 JOB = "gloo-job-1"
-SERIES_PER_RANK = 25  # GS_RUNM_SERIES_PER_RANK
+SERIES_PER_RANK = 26  # GS_RUNM_SERIES_PER_RANK
 RULES = os.path.join(SRC, "deploy", "prometheus", "training-job-rules.yml")
 DASHBOARD = os.path.join(SRC, "deploy", "grafana", "training-job.json")
 
@@ -117,7 +117,7 @@ try:
 
     web = None
     if os.path.exists(prom):
-        rules = open(RULES).read().replace("for: 5m", "for: 2s")
+        rules = open(RULES).read().replace("for: 30s", "for: 2s")
         with open(os.path.join(tmp, "rules.yml"), "w") as f:
             f.write(rules)
         web = free_port()

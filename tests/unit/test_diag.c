@@ -395,6 +395,52 @@ static void communication_names_settings(void **state)
     json_decref(r);
 }
 
+/* A straggler (slowest_rank.straggler): its own finding with GPU, shard and host advice; the
+ * communication finding blames it, not buckets; no_sync() only with gradient accumulation. */
+static void straggler(void **state)
+{
+    json_t *r = base(), *all = NULL, *f, *g;
+    (void)state;
+
+    set(r, "communication_time_ratio", 0.3);
+    json_object_set_new(r, "ranks", json_integer(2));
+    f = find(r, 8, "communication", &all);
+    assert_true(advice_has(f, "bucket_cap_mb=100)"));
+    assert_false(advice_has(f, "no_sync"));
+    assert_null(find(r, 8, "straggler", &all));
+    facts(r, json_pack("{s:i}", "gradient_accumulation_steps", 4));
+    f = find(r, 8, "communication", &all);
+    assert_true(advice_has(f, "model.no_sync() on gradient-accumulation micro-steps"));
+    /* a rank computing longest but under the threshold: no straggler */
+    json_object_set_new(r, "slowest_rank",
+                        json_pack("{s:i, s:b, s:f, s:f, s:f, s:f}", "rank", 1, "straggler", 0,
+                                  "busy_p50_ms", 105.0, "others_busy_p50_ms", 100.0,
+                                  "slower_by_ratio", 0.05, "others_comm_wait_p50_ms", 5.0));
+    assert_null(find(r, 8, "straggler", &all));
+    g = gpu(1, 90, NAN, NAN);
+    json_object_set_new(g, "throttled_seconds_total", json_real(12.5));
+    json_object_set_new(r, "slowest_rank",
+                        json_pack("{s:i, s:b, s:f, s:f, s:f, s:f, s:f, s:o}", "rank", 1,
+                                  "straggler", 1, "busy_p50_ms", 148.0, "others_busy_p50_ms", 100.0,
+                                  "slower_by_ratio", 0.48, "others_comm_wait_p50_ms", 42.0,
+                                  "threshold_ratio", 1.15, "gpu", g));
+    f = find(r, 8, "straggler", &all);
+    assert_non_null(f);
+    assert_string_equal(severity(f), "warning");
+    assert_non_null(
+        strstr(json_string_value(json_object_get(f, "title")), "Rank 1 computes 48% longer"));
+    assert_true(ev(f, "others_comm_wait_p50_ms") == 42.0);
+    assert_true(advice_has(f, "Its GPU 1 was held down 12.5 s"));
+    assert_true(advice_has(f, "data shard"));
+    assert_true(advice_has(f, "host"));
+    f = find(r, 8, "communication", &all);
+    assert_true(advice_has(f, "waiting for rank 1, which computes 48 % longer"));
+    assert_false(advice_has(f, "bucket_cap_mb"));
+    assert_false(advice_has(f, "no_sync"));
+    json_decref(all);
+    json_decref(r);
+}
+
 static void attention_implementation(void **state)
 {
     json_t *r = base(), *all = NULL, *f;
@@ -509,6 +555,7 @@ int main(void)
         cmocka_unit_test(healthy),
         cmocka_unit_test(data_loading_names_settings),
         cmocka_unit_test(communication_names_settings),
+        cmocka_unit_test(straggler),
         cmocka_unit_test(attention_implementation),
         cmocka_unit_test(attention_when_memory_full),
         cmocka_unit_test(precision),

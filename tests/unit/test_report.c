@@ -250,7 +250,7 @@ static void test_steps_file(void **state)
 
 /* The job document (report/job.c): nodes from run.node / run.hostname / the label, ranks in
  * rank order with their GPU, the median over ranks (even count: mean of the middle two), the
- * straggler only above 1.2x and with its GPU's reasons, mixed job ids noted, a report without
+ * straggler by the leave-one-out rule with its GPU's reasons, mixed job ids noted, a report without
  * ranks or GPUs. */
 static void test_job_doc(void **state)
 {
@@ -289,6 +289,14 @@ static void test_job_doc(void **state)
     json_t *st = json_object_get(doc, "straggler");
     assert_true(json_is_object(st));
     assert_int_equal(json_integer_value(json_object_get(st, "rank")), 2);
+    /* leave-one-out: rank 2's busy 300 ms against the others' median (70 + 107) / 2 */
+    assert_true(fabs(json_real_value(json_object_get(st, "others_busy_ms")) - 88.5) < 1e-9);
+    assert_true(fabs(json_real_value(json_object_get(st, "ratio_to_others")) - 300 / 88.5) < 1e-9);
+    /* rank 1 (busy 70) against the median of 107 and 300 */
+    assert_true(fabs(json_real_value(json_object_get(json_array_get(ranks, 1), "ratio_to_others")) -
+                     70 / 203.5) < 1e-9);
+    /* a node without samples/s: the job's sum is unknown */
+    assert_true(json_is_null(json_object_get(doc, "samples_per_second")));
     assert_string_equal(json_string_value(json_object_get(st, "cause")), "data_loading");
     assert_string_equal(json_string_value(json_object_get(json_object_get(st, "gpu"), "name")),
                         "only");
@@ -301,13 +309,37 @@ static void test_job_doc(void **state)
     json_decref(doc);
     gs_rundata_free(&rd[1]);
 
-    /* within 1.2x: no straggler; two job ids: job null, both seen; a run without ranks */
+    /* two ranks, one computing 1.12x the other (busy_p50_ms as a report gives it): no
+     * straggler; two job ids: job null, both seen; a run without ranks; the ranks' own samples/s
+     * summed (not the reports' job-wide figures, 99 each) */
+    gs_rundata_free(&rd[0]);
+    load(&rd[0], "a2",
+         "{\"run\": {\"job\": \"j1\"}, \"train_samples_per_second\": 99, \"per_rank\": "
+         "[{\"rank\": 0, \"step_p50_ms\": 130, \"busy_p50_ms\": 100, \"comm_wait_p50_ms\": 30, "
+         "\"samples_per_second\": 10.5}]}");
     load(&rd[1], "c",
-         "{\"run\": {\"job\": \"j2\"}, \"per_rank\": [{\"rank\": 2, \"step_p50_ms\": 120}]}");
+         "{\"run\": {\"job\": \"j2\"}, \"train_samples_per_second\": 99, \"per_rank\": "
+         "[{\"rank\": 1, \"step_p50_ms\": 130, \"busy_p50_ms\": 112, \"comm_wait_p50_ms\": 18, "
+         "\"samples_per_second\": 20}]}");
     load(&rd[2], "empty", "{}");
-    doc = gs_job_doc(rd, 3);
+    doc = gs_job_doc(rd, 2);
     assert_non_null(doc);
     assert_true(json_is_null(json_object_get(doc, "straggler")));
+    assert_true(json_real_value(json_object_get(doc, "samples_per_second")) == 30.5);
+    assert_true(json_real_value(json_object_get(json_array_get(json_object_get(doc, "ranks"), 1),
+                                                "busy_ms")) == 112.0);
+    json_decref(doc);
+    /* 1.2x with two ranks: rank 1 is the straggler (a median over both would read 1.09x) */
+    gs_rundata_free(&rd[1]);
+    load(&rd[1], "c",
+         "{\"run\": {\"job\": \"j2\"}, \"per_rank\": [{\"rank\": 1, \"step_p50_ms\": 130, "
+         "\"busy_p50_ms\": 120, \"comm_wait_p50_ms\": 10}]}");
+    doc = gs_job_doc(rd, 3);
+    assert_non_null(doc);
+    st = json_object_get(doc, "straggler");
+    assert_int_equal(json_integer_value(json_object_get(st, "rank")), 1);
+    assert_true(fabs(json_real_value(json_object_get(st, "ratio_to_others")) - 1.2) < 1e-9);
+    assert_true(json_real_value(json_object_get(st, "others_communication_ms")) == 30.0);
     assert_true(json_is_null(json_object_get(doc, "job")));
     assert_int_equal(json_array_size(json_object_get(doc, "jobs_seen")), 2);
     assert_string_equal(json_string_value(json_object_get(

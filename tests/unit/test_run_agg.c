@@ -652,8 +652,9 @@ static void facts_in_report(void **state)
 
 /* run.records_dropped: null until set, then the last value set (0 is a figure, not null);
  * the aggregate's own dropped_records stays apart. */
-/* Two ranks: per_rank rows, the slowest rank named with its GPU's figures (temperature, SM
- * clock, PCIe link, throttling); throttle reasons that overlap in time count once. */
+/* Two ranks: per_rank rows, the slowest rank (the one computing longest) named with its GPU's
+ * figures (temperature, SM clock, PCIe link, throttling); throttle reasons that overlap in time
+ * count once. */
 static void slowest_rank_and_throttle_union(void **state)
 {
     struct gs_agg *a = gs_agg_new();
@@ -696,8 +697,15 @@ static void slowest_rank_and_throttle_union(void **state)
     assert_true(json_is_object(sl));
     assert_int_equal((int)num(sl, "rank"), 1);
     near(num(sl, "step_p50_ms"), 200);
-    near(num(sl, "fastest_step_p50_ms"), 100);
-    near(num(sl, "slower_by_ratio"), 1.0);
+    /* busy: the step less its 5 ms of communication (exposed not measured: all of it counts
+     * as waited for); rank 1 computes 195 ms against its peer's 95 */
+    near(num(sl, "busy_p50_ms"), 195);
+    near(num(sl, "others_busy_p50_ms"), 95);
+    near(num(sl, "slower_by_ratio"), 195.0 / 95.0 - 1.0);
+    near(num(sl, "others_comm_wait_p50_ms"), 5);
+    assert_true(json_is_true(json_object_get(sl, "straggler")));
+    near(num(json_array_get(per, 0), "busy_p50_ms"), 95);
+    near(num(json_array_get(per, 0), "comm_wait_p50_ms"), 5);
     g = json_object_get(sl, "gpu");
     assert_int_equal((int)num(g, "index"), 1);
     near(num(g, "temperature_max_c"), 84);

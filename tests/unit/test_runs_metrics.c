@@ -159,6 +159,7 @@ static void series_are_bounded(void **state)
         gs_step_ms_set(&s, GS_PH_OPTIMIZER, 1.0);
         gs_step_ms_set(&s, GS_PH_COMM_EXPOSED, 1.0);
         gs_step_ms_set(&s, GS_PH_OTHER, 1.0);
+        s.samples = 8;
         gs_runm_step(m, 1 + c / 64, 1000 + c, "big", &s);
         gs_runm_step(m, 1 + c / 64, 1000 + c, "big", &s); /* a second step: no new slot */
         gs_runm_gpu(m, 1 + c / 64, 1000 + c, 0);

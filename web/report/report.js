@@ -427,8 +427,10 @@
     s.appendChild(renderTable(pr));
     if (isObj(rep.slowest_rank)) {
       const r = rep.slowest_rank;
-      add(s, 'p', null, 'slowest rank: ' + r.rank + ', median step ' + fmtNum(r.step_p50_ms, 2) + ' ms against the fastest ' +
-        fmtNum(r.fastest_step_p50_ms, 2) + ' ms' + (isNum(r.slower_by_ratio) ? ' (' + fmtNum(r.slower_by_ratio * 100, 1) + ' % slower)' : ''));
+      add(s, 'p', null, (r.straggler ? 'straggler: rank ' : 'slowest rank (not a straggler): ') + r.rank +
+        ' computes ' + fmtNum(r.busy_p50_ms, 2) + ' ms per step against the other ranks\' ' +
+        fmtNum(r.others_busy_p50_ms, 2) + ' ms' + (isNum(r.slower_by_ratio) ? ' (' + fmtNum(r.slower_by_ratio * 100, 1) + ' % longer)' : '') +
+        (isNum(r.others_comm_wait_p50_ms) ? '; the others wait ' + fmtNum(r.others_comm_wait_p50_ms, 2) + ' ms/step in communication' : ''));
     }
   }
 

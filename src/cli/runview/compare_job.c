@@ -1,7 +1,7 @@
 /*
  * compare_job.c - `gpuscope compare --job DIR...`: the text of the job document
  * (src/runview/job.c): one line for the job, a table of its nodes, a table of its ranks (each
- * one's median step over the job's median), and the straggler with its GPU's evidence. The
+ * one's busy time over the other ranks' median), and the straggler with its GPU's evidence. The
  * --json output is the document itself (docs/compare.md, JOB).
  */
 #include <math.h>
@@ -45,20 +45,21 @@ static void ranks_list(char *buf, size_t n, const json_t *ranks)
 /* The nodes' table: ranks, steps, median step, data and communication ratios, throttling. */
 static void nodes_table(struct gs_tbuf *b, const json_t *nodes)
 {
-    char a[64], c[64], d[64], e[64], rl[128];
+    char a[64], c[64], d[64], e[64], f[64], rl[128];
     const json_t *row;
     size_t i;
 
-    gs_tbuf_printf(b, "\n%-16s %-12s %6s %10s %8s %8s %11s  %s\n", "node", "ranks", "steps",
-                   "step p50", "data", "comm", "throttled", "origin");
+    gs_tbuf_printf(b, "\n%-16s %-12s %6s %10s %10s %8s %8s %11s  %s\n", "node", "ranks", "steps",
+                   "step p50", "samples/s", "data", "comm", "throttled", "origin");
     json_array_foreach(nodes, i, row)
     {
         ranks_list(rl, sizeof rl, json_object_get(row, "ranks"));
         gs_tbuf_printf(
-            b, "%-16s %-12s %6lld %10s %8s %8s %11s  %s\n",
+            b, "%-16s %-12s %6lld %10s %10s %8s %8s %11s  %s\n",
             json_string_value(json_object_get(row, "node")), rl,
             (long long)json_integer_value(json_object_get(row, "steps")),
             fmt(a, sizeof a, "%.1f ms", num(json_object_get(row, "step_p50_ms"))),
+            fmt(f, sizeof f, "%.1f", num(json_object_get(row, "samples_per_second"))),
             fmt(c, sizeof c, "%.3f", num(json_object_get(row, "data_loading_time_ratio"))),
             fmt(d, sizeof d, "%.3f", num(json_object_get(row, "communication_time_ratio"))),
             fmt(e, sizeof e, "%.1f s", num(json_object_get(row, "throttled_seconds"))),
@@ -74,10 +75,10 @@ static void ranks_table(struct gs_tbuf *b, const json_t *ranks, const json_t *s)
     size_t i;
 
     gs_tbuf_printf(b, "\n%5s %-16s %4s %6s %10s %10s %10s %8s %10s %10s\n", "rank", "node", "gpu",
-                   "steps", "p50 ms", "p95 ms", "busy ms", "x med", "data ms", "comm ms");
+                   "steps", "p50 ms", "p95 ms", "busy ms", "x others", "data ms", "comm ms");
     json_array_foreach(ranks, i, row)
     {
-        double ratio = num(json_object_get(row, "ratio_to_median"));
+        double ratio = num(json_object_get(row, "ratio_to_others"));
         int slow = json_is_object(s) &&
                    json_equal(json_object_get(s, "rank"), json_object_get(row, "rank")) &&
                    json_equal(json_object_get(s, "node"), json_object_get(row, "node"));
@@ -120,11 +121,13 @@ static void straggler_text(struct gs_tbuf *b, const json_t *doc, const json_t *s
                        json_is_string(json_object_get(gpu, "name"))
                            ? json_string_value(json_object_get(gpu, "name"))
                            : "?");
-    gs_tbuf_printf(b, ": busy %s of its median step %s, %.2fx the job's median busy time %s\n",
+    gs_tbuf_printf(b,
+                   ": computes %.0f %% longer per step than the other ranks (busy %s of its "
+                   "median step %s, the others' median %s)\n",
+                   100.0 * (num(json_object_get(s, "ratio_to_others")) - 1.0),
                    fmt(a, sizeof a, "%.1f ms", num(json_object_get(s, "busy_ms"))),
                    fmt(d, sizeof d, "%.1f ms", num(json_object_get(s, "step_p50_ms"))),
-                   num(json_object_get(s, "ratio_to_median")),
-                   fmt(c, sizeof c, "%.1f ms", num(json_object_get(doc, "median_busy_ms"))));
+                   fmt(c, sizeof c, "%.1f ms", num(json_object_get(s, "others_busy_ms"))));
     if (json_is_object(gpu)) {
         const char *k;
         json_t *v;
@@ -145,12 +148,12 @@ static void straggler_text(struct gs_tbuf *b, const json_t *doc, const json_t *s
                        fmt(d, sizeof d, "%.0f MHz", num(json_object_get(gpu, "clock_sm_max_mhz"))),
                        fmt(e, sizeof e, "%.0f C", num(json_object_get(gpu, "temperature_max_c"))));
     }
-    gs_tbuf_printf(
-        b, "  data %s (job median %s), communication %s (job median %s)\n",
-        fmt(a, sizeof a, "%.1f ms", num(json_object_get(s, "data_ms"))),
-        fmt(c, sizeof c, "%.1f ms", num(json_object_get(doc, "median_data_ms"))),
-        fmt(d, sizeof d, "%.1f ms", num(json_object_get(s, "communication_ms"))),
-        fmt(e, sizeof e, "%.1f ms", num(json_object_get(doc, "median_communication_ms"))));
+    gs_tbuf_printf(b,
+                   "  data %s (job median %s); it waits %s/step in communication, the others %s\n",
+                   fmt(a, sizeof a, "%.1f ms", num(json_object_get(s, "data_ms"))),
+                   fmt(c, sizeof c, "%.1f ms", num(json_object_get(doc, "median_data_ms"))),
+                   fmt(d, sizeof d, "%.1f ms", num(json_object_get(s, "communication_ms"))),
+                   fmt(e, sizeof e, "%.1f ms", num(json_object_get(s, "others_communication_ms"))));
     const char *cause = json_string_value(json_object_get(s, "cause"));
     gs_tbuf_printf(b, "  likely cause: %s\n",
                    cause && strcmp(cause, "gpu_throttled") == 0
@@ -165,15 +168,17 @@ void gs_cli_job_text(struct gs_tbuf *b, const json_t *doc)
     const json_t *nodes = json_object_get(doc, "nodes"), *ranks = json_object_get(doc, "ranks");
     const json_t *s = json_object_get(doc, "straggler"), *row;
     const char *job = json_string_value(json_object_get(doc, "job"));
-    char a[64];
+    char a[64], c[64];
     size_t i;
 
     gs_tbuf_sgr(b, GS_SGR_BOLD);
     gs_tbuf_printf(b, "job %s", job ? job : "(no common job id)");
     gs_tbuf_sgr(b, GS_SGR_RESET);
-    gs_tbuf_printf(b, ": %zu rank(s) on %zu node(s), median step %s\n", json_array_size(ranks),
-                   json_array_size(nodes),
-                   fmt(a, sizeof a, "%.1f ms", num(json_object_get(doc, "median_step_p50_ms"))));
+    gs_tbuf_printf(
+        b, ": %zu rank(s) on %zu node(s), median step %s, %s over all nodes\n",
+        json_array_size(ranks), json_array_size(nodes),
+        fmt(a, sizeof a, "%.1f ms", num(json_object_get(doc, "median_step_p50_ms"))),
+        fmt(c, sizeof c, "%.1f samples/s", num(json_object_get(doc, "samples_per_second"))));
     if (json_array_size(json_object_get(doc, "jobs_seen")) > 1) {
         gs_tbuf_puts(b, "note: the runs name different jobs:");
         json_array_foreach(json_object_get(doc, "jobs_seen"), i, row)
@@ -184,8 +189,11 @@ void gs_cli_job_text(struct gs_tbuf *b, const json_t *doc)
     ranks_table(b, ranks, s);
     gs_tbuf_puts(b, "\n");
     if (!json_is_object(s)) {
-        gs_tbuf_printf(b, "straggler: none (no rank's busy time above %.1fx the job's median)\n",
-                       num(json_object_get(doc, "straggler_ratio")));
+        gs_tbuf_printf(b,
+                       "straggler: none (no rank computes more than %.2fx the other ranks' "
+                       "median and %.0f ms longer)\n",
+                       num(json_object_get(doc, "straggler_ratio")),
+                       num(json_object_get(doc, "straggler_min_gap_ms")));
         return;
     }
     straggler_text(b, doc, s);

@@ -193,6 +193,7 @@ class Profiler:
         self._batch = collections.deque()  # completed records for the sender thread
         self._flush_lock = threading.Lock()
         self._sender_stop = None
+        self._pid = None  # the process whose sender thread this profiler started
         self._event_pool = []
         self._finished = False
         self._started = False
@@ -260,6 +261,7 @@ class Profiler:
 
     def _start_sender(self):
         stop = threading.Event()
+        self._pid = os.getpid()
 
         def loop():
             while not stop.wait(FLUSH_S):
@@ -656,9 +658,11 @@ _exit_flush = {"installed": False, "prev": None}
 
 
 def _flush_current():
-    """Hands the current profiler's records over and waits for the native sender."""
+    """Hands the current profiler's records over and waits for the native sender. Not in a
+    forked child (a DataLoader worker that gets SIGTERM): the run, its lock and its threads
+    are the parent's."""
     p = _current[0]
-    if p is not None and not p._finished:
+    if p is not None and not p._finished and p._pid == os.getpid():
         try:
             p.flush(DRAIN_S)
         except Exception:  # a dying process: never raise from here
@@ -667,6 +671,10 @@ def _flush_current():
 
 def _on_sigterm(signum, frame):
     _flush_current()
+    _chain(signum, frame)
+
+
+def _chain(signum, frame):
     prev = _exit_flush["prev"]
     if callable(prev):
         return prev(signum, frame)
@@ -678,10 +686,53 @@ def _on_sigterm(signum, frame):
     return None
 
 
+def _watch_signals(sock):
+    """A Python handler runs only when the main thread returns to the interpreter; one stuck
+    in a C call (a collective's wait, a CUDA synchronize) would keep a SIGTERM pending forever
+    where the default action kills at once. Python's C-level handler also writes the signal's
+    number to the wakeup socket at once, so this thread flushes, and where the default action
+    was due (no handler before ours, ours still installed) takes it: the disposition reset in
+    libc (Python lets only the main thread set handlers) and the signal raised again."""
+    import ctypes
+    while True:
+        try:
+            data = sock.recv(64)
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+        if not data:
+            return
+        if signal.SIGTERM not in data:
+            continue
+        _flush_current()
+        prev = _exit_flush["prev"]
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm and \
+                (prev == signal.SIG_DFL or prev is None):
+            try:
+                ctypes.CDLL(None).signal(int(signal.SIGTERM), ctypes.c_void_p(0))  # SIG_DFL
+            except Exception:
+                continue  # the main thread's handler will do it when it runs
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _forget_wakeup():
+    pair = _exit_flush.pop("wakeup", None)
+    if pair is None:
+        return
+    try:
+        signal.set_wakeup_fd(-1)
+    except (ValueError, OSError):
+        pass
+    for sock in pair:
+        sock.close()
+
+
 def _install_exit_flush():
     """Once per process: flush at exit, and on SIGTERM before the handler that was there
     (only from the main thread, the one Python lets set handlers; a handler the script sets
-    later replaces ours, and the sender thread's FLUSH_S still bounds what is lost)."""
+    later replaces ours, and the sender thread's FLUSH_S still bounds what is lost). The
+    wakeup socket (_watch_signals) only when nobody else set one (asyncio does)."""
     if _exit_flush["installed"]:
         return
     _exit_flush["installed"] = True
@@ -696,6 +747,24 @@ def _install_exit_flush():
         _exit_flush["prev"] = prev
         signal.signal(signal.SIGTERM, _on_sigterm)
     except (ValueError, OSError, TypeError):
+        return
+    try:
+        import socket
+        r, w = socket.socketpair()
+        w.setblocking(False)
+        old = signal.set_wakeup_fd(w.fileno(), warn_on_full_buffer=False)
+        if old != -1:  # the script's: left as it was
+            signal.set_wakeup_fd(old)
+            r.close()
+            w.close()
+            return
+        _exit_flush["wakeup"] = (r, w)
+        # A forked child (a DataLoader worker) would write its own SIGTERM into our socket:
+        # it gets none (its Python handler still flushes nothing and chains, see _pid).
+        os.register_at_fork(after_in_child=_forget_wakeup)
+        threading.Thread(target=_watch_signals, args=(r,), name="gpuscope-signals",
+                         daemon=True).start()
+    except (ValueError, OSError):
         pass
 
 

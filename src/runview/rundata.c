@@ -373,12 +373,15 @@ static int read_steps_file(const char *path, struct steps *s, struct logs *l, st
     while ((len = getline(&line, &cap, f)) >= 0) {
         json_error_t je;
         json_t *r;
+        int cut = len > 0 && line[len - 1] != '\n'; /* the last line, without its end */
         lineno++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             len--;
         if (len == 0)
             continue;
         r = json_loadb(line, (size_t)len, JSON_REJECT_DUPLICATES, &je);
+        if (!r && cut)
+            break; /* cut by a killed gpuscope run or a full disk: the lines before count */
         if (!r || !json_is_object(r)) {
             rc = gs_err_set(err, GS_EPARSE, "%s:%zu: %s", path, lineno,
                             r ? "not a JSON object" : je.text);

@@ -5,8 +5,9 @@ scripts (none imports gpuscope) under `gpuscope run`, each counting its own opti
                                               (the package flushes on SIGTERM), 143 as a shell
   the same with the script's own SIGTERM      its handler still runs (exit 7), every step kept
   handler
-  hang, no signal                             the steps reach steps.jsonl while the main thread
-                                              sleeps (the package's sender thread, <= 0.25 s)
+  the main thread stuck in a C call           the steps reach steps.jsonl meanwhile (the
+                                              package's sender thread, <= 0.25 s); SIGTERM
+                                              still kills at once (143)
   SIGKILL of `gpuscope run` mid-run           steps.jsonl and samples.db hold the steps made
                                               until ~1 s before the kill, and `gpuscope report
                                               DIR` rebuilds the report and says it was
@@ -58,7 +59,13 @@ TRAIN = textwrap.dedent("""
         if cfg.get("sleep"):
             time.sleep(cfg["sleep"])
     print(json.dumps({"steps": n, "s": time.time() - t0}), flush=True)
-    if cfg.get("hang"):
+    if cfg.get("hang") == "c":  # stuck in a C call no signal ends: a mutex locked twice
+        import ctypes
+        libc, mu = ctypes.CDLL(None), ctypes.create_string_buffer(64)
+        libc.pthread_mutex_init(mu, None)
+        libc.pthread_mutex_lock(mu)
+        libc.pthread_mutex_lock(mu)
+    elif cfg.get("hang"):
         time.sleep(3600)
 """)
 
@@ -131,17 +138,23 @@ with tempfile.TemporaryDirectory() as tmp:
         if mark:
             t.ok(os.path.exists(mark), "own: the script's SIGTERM handler ran")
 
-    # ---- a hang, no signal: the sender thread delivers while the main thread sleeps ----
-    out = os.path.join(tmp, "hang")
-    proc = start(tmp, out, {"steps": 29, "hang": True})
+    # ---- the main thread stuck in a C call: SIGTERM still ends the process at once ----
+    out = os.path.join(tmp, "stuck")
+    proc = start(tmp, out, {"steps": 29, "hang": "c"})
     mine = first_line(proc)
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline and step_lines(out) < 29:
         time.sleep(0.05)
-    t.eq(step_lines(out), 29, "hang: the 29 steps reach steps.jsonl while the script sleeps")
+    t.eq(step_lines(out), 29, "stuck in C: the 29 steps reach steps.jsonl while the main "
+         "thread is stuck (the package's sender thread)")
+    time.sleep(0.3)  # surely in the C call
+    t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
-    finish(proc)
-    t.eq(report(out).get("steps"), 29, "hang: then SIGTERM: 29 steps in the report")
+    _, err = finish(proc, timeout=20)
+    t.ok(proc.returncode == 143 and time.monotonic() - t0 < 10,
+         "stuck in C: SIGTERM kills as the default action would (143 after %.1f s)"
+         % (time.monotonic() - t0), detail=f"got {proc.returncode}\n" + err[-800:])
+    t.eq(report(out).get("steps"), 29, "stuck in C: all 29 steps in the report")
 
     # ---- SIGKILL of gpuscope run mid-run, then gpuscope report DIR ----
     out = os.path.join(tmp, "kill")
@@ -194,6 +207,21 @@ with tempfile.TemporaryDirectory() as tmp:
          f"kill: the rebuilt report: interrupted, {rrep.get('steps')} steps (steps.jsonl "
          f"{jsonl})", detail=json.dumps(run)[:600])
 
+    with open(os.path.join(out, "steps.jsonl"), "a") as f:
+        f.write('{"peer_pid":1,"peer_uid":0,"conn":1,"v":1,"type":"st')  # a line cut short
+    p = subprocess.run([BIN, "report", out, "--data", "-o", os.path.join(tmp, "kill2.json")],
+                       capture_output=True, text=True, timeout=60)
+    try:
+        with open(os.path.join(tmp, "kill2.json")) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        doc = {}
+    run = (doc.get("report") or {}).get("run") or {}
+    t.ok(p.returncode == 0 and run.get("rebuilt_lines_skipped") == 1 and
+         (doc.get("report") or {}).get("steps") == jsonl,
+         "kill: a last line cut short is left out (counted), the steps before it kept",
+         detail=p.stderr + json.dumps(run)[:400])
+
     # ---- a full disk: a 1 MiB tmpfs as the run directory ----
     mnt = os.path.join(tmp, "small")
     os.mkdir(mnt)
@@ -206,8 +234,8 @@ with tempfile.TemporaryDirectory() as tmp:
             fallback = os.path.join(tmp, "fallback")
             os.mkdir(fallback)
             out = os.path.join(mnt, "run")
-            # ~450 bytes a step record: 5000 steps outgrow 1 MiB
-            proc = start(tmp, out, {"steps": 5000}, TMPDIR=fallback)
+            # ~450 bytes a step record: 3000 steps outgrow 1 MiB
+            proc = start(tmp, out, {"steps": 3000}, TMPDIR=fallback)
             _, err = finish(proc, timeout=240)
             t.ok(proc.returncode == 123, "full disk: exit status 123 although the script "
                  "exited 0", detail=f"got {proc.returncode}\n" + err[-1500:])
@@ -216,8 +244,8 @@ with tempfile.TemporaryDirectory() as tmp:
             moved = [os.path.join(fallback, d, "metrics_report.json")
                      for d in os.listdir(fallback) if d.startswith("gpuscope-report-")]
             rep = report(os.path.dirname(moved[0])) if moved else {}
-            t.ok(len(moved) == 1 and rep.get("steps") == 5000 and moved[0] in err,
-                 "full disk: the report (5000 steps) written to another directory, which "
+            t.ok(len(moved) == 1 and rep.get("steps") == 3000 and moved[0] in err,
+                 "full disk: the report (3000 steps) written to another directory, which "
                  "stderr names", detail=err[-1500:])
             t.ok("is incomplete" in err, "full disk: a last line says what the directory lacks",
                  detail=err[-600:])

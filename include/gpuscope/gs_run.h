@@ -126,6 +126,11 @@ GS_API int gs_run_log(struct gs_run *run, const char *json, char *err, size_t er
  * message over the record connection: src/run/control.h): its number of steps, once per
  * request; 0 when none is waiting. Never blocks (the sender thread reads the connection). */
 GS_API int gs_run_control(struct gs_run *run);
+/* Waits until the sender thread has sent (or dropped) every step and log record queued so
+ * far, at most timeout_ms: for a process about to die (SIGTERM, exit) or whose main thread
+ * is stuck, so that what it handed over reaches the receiver. 0 when nothing is left queued
+ * (also without a receiver), 1 when the time ran out. Any thread; never called per step. */
+GS_API int gs_run_flush(struct gs_run *run, int timeout_ms);
 /* Ends the run: end_json carries {"train_runtime": s, "train_samples": n, "train_steps": n,
  * "train_loss": x} as the framework measured them (any may be absent). Writes
  * <output_dir>/metrics_report.json when output_dir was given (atomically: temp file +

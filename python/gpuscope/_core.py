@@ -20,13 +20,25 @@ Log lines (every logging_steps steps, once the step's record is complete):
 On CPU the second line says "Host time:", the third "Step busy estimate: ... (based on host
 timing)" (host clocks say nothing of a GPU), and the first
 "GPU memory usage: n/a (no CUDA device)". A phase that was not measured prints as "n/a".
+
+Hand-off. The training thread only appends a completed step's record to a deque; the
+profiler's own daemon thread ("gpuscope-sender") hands what waits to the native core every
+FLUSH_S, whose sender thread sends it on at once. So a main thread that blocks (a hang in a
+collective, a sleep) or a process that is killed loses at most the last FLUSH_S of steps,
+and records are also handed over (and the native sender waited for, at most DRAIN_S) on
+SIGTERM (the previous handler is then called, or the default action taken: the signal keeps
+its effect), at interpreter exit, and when `gpuscope run`'s hang watchdog writes its request
+(gpuscope._flight). Only the sender thread, finish() and those last-moment paths call the
+native core, under one lock.
 """
 import collections
 import logging
 import math
 import os
 import re
+import signal
 import sys
+import threading
 import time
 
 from . import _facts, _native, _profile
@@ -35,8 +47,8 @@ from ._native import (FLAG_CUDA_EVENTS, NAN, NO_MEM, PH_BACKWARD, PH_COMM, PH_DA
 # PHASES also names the two phases of record version 2 (communication_exposed, other),
 # which the native core derives or the loop tracker measures; phase() takes the first six.
 
-BATCH_STEPS = 32    # step records handed to the native core together ...
-BATCH_MAX_S = 1.0   # ... or once the oldest waiting one is this old (a live receiver)
+FLUSH_S = 0.25      # the sender thread hands waiting step records to the native core this often
+DRAIN_S = 2.0       # at most this long waiting for the native sender on SIGTERM / exit
 PHASE_INDEX = {name: i for i, name in enumerate(PHASES)}
 PHASE_INDEX.update({"optimizer": PH_OPTIMIZER, "comm": PH_COMM, "step": PH_STEP})
 
@@ -178,7 +190,10 @@ class Profiler:
         self._seen = [False] * PH_N
         self._events = []          # CUDA: (phase, start, end) of the open step
         self._pending = collections.deque()
-        self._batch = []
+        self._batch = collections.deque()  # completed records for the sender thread
+        self._flush_lock = threading.Lock()
+        self._sender_stop = None
+        self._pid = None  # the process whose sender thread this profiler started
         self._event_pool = []
         self._finished = False
         self._started = False
@@ -226,6 +241,8 @@ class Profiler:
                 except Exception:  # older torch: the device's total from its properties
                     self._mem_total = int(
                         torch.cuda.get_device_properties(self.cuda_device).total_memory)
+        if self.native is not None and self.native.active:
+            self._start_sender()
         if "torch.distributed" in sys.modules:
             from . import _hooks
             _hooks.wrap_distributed(self)  # no-op unless the process group is up
@@ -239,7 +256,30 @@ class Profiler:
         if os.environ.get("GPUSCOPE_RUN_DIR"):  # the hang watchdog's flight recorder dumps
             from . import _flight
             _flight.start(os.environ["GPUSCOPE_RUN_DIR"], self.rank)
+            _flight.on_request(_flush_current)  # the watchdog's request: every rank flushes
         return self
+
+    def _start_sender(self):
+        stop = threading.Event()
+        self._pid = os.getpid()
+
+        def loop():
+            while not stop.wait(FLUSH_S):
+                self._flush()
+
+        t = threading.Thread(target=loop, name="gpuscope-sender", daemon=True)
+        t.start()
+        self._sender_stop = (stop, t)
+        _install_exit_flush()
+
+    def flush(self, timeout_s=DRAIN_S):
+        """Hands every completed step record to the native core and waits (at most timeout_s)
+        until its sender has passed them on. Any thread; False when something is still
+        queued (the lock was busy or the time ran out)."""
+        if not self._flush(timeout_s):
+            return False
+        native = self.native
+        return native is None or native.drain(timeout_s)
 
     def log(self, values, step=None):
         """Sends logged values (loss, learning rate, ...) with the run, for the report's
@@ -470,12 +510,9 @@ class Profiler:
             self._complete(p.step, FLAG_CUDA_EVENTS, p.t_begin, p.t_end, ms, p.samples, p.mem)
 
     def _complete(self, step, flags, t_begin, t_end, ms, samples, mem):
-        batch = self._batch
-        batch.append((step, flags, t_begin, t_end, ms, samples, mem))
-        # Records reach the native core in bursts: one warm loop of gs_run_step calls costs
-        # less than one call per step made from a cache the training step has just flushed.
-        if len(batch) >= BATCH_STEPS or t_end - batch[0][3] >= BATCH_MAX_S:
-            self._flush()
+        # The sender thread takes it from here (the module docstring, "Hand-off"); records
+        # reach the native core in bursts, one warm loop of gs_run_step calls.
+        self._batch.append((step, flags, t_begin, t_end, ms, samples, mem))
         if step % self.logging_steps == 0:
             self.last_lines = format_lines(step, ms, mem, self.cuda)
             for line in self.last_lines:
@@ -485,13 +522,30 @@ class Profiler:
                     logger.info(line)
             self.last_step = (step, ms, mem)
 
-    def _flush(self):
-        batch, self._batch = self._batch, []
-        native = self.native
-        if native is not None:
-            push = native.push
-            for r in batch:
-                push(*r)
+    def _flush(self, timeout_s=-1):
+        """Pushes the waiting records, oldest first; False when another thread holds the
+        lock beyond timeout_s (-1: wait)."""
+        if not self._flush_lock.acquire(timeout=timeout_s):
+            return False
+        try:
+            native, batch = self.native, self._batch
+            if native is None:
+                batch.clear()
+                return True
+            push, pop = native.push, batch.popleft
+            while batch:
+                push(*pop())
+            return True
+        finally:
+            self._flush_lock.release()
+
+    def _stop_sender(self):
+        if self._sender_stop is not None:
+            stop, t = self._sender_stop
+            self._sender_stop = None
+            stop.set()
+            if t is not threading.current_thread():
+                t.join(DRAIN_S)
 
     # ---- end ----
 
@@ -509,6 +563,7 @@ class Profiler:
             self._capture.finish()
         if self.cuda:
             self._drain(block=True)
+        self._stop_sender()
         self._flush()
         # Only the framework's own figures travel: the native core derives runtime, steps and
         # samples from the step records of every rank alike (a rank's own samples in the end
@@ -595,3 +650,122 @@ def _cuda_device(device):
     if dev.type != "cuda" or not torch.cuda.is_available():
         return None
     return dev.index if dev.index is not None else torch.cuda.current_device()
+
+
+# ---- last moments: SIGTERM, interpreter exit (the module docstring, "Hand-off") ----
+
+_exit_flush = {"installed": False, "prev": None}
+
+
+def _flush_current():
+    """Hands the current profiler's records over and waits for the native sender. Not in a
+    forked child (a DataLoader worker that gets SIGTERM): the run, its lock and its threads
+    are the parent's."""
+    p = _current[0]
+    if p is not None and not p._finished and p._pid == os.getpid():
+        try:
+            p.flush(DRAIN_S)
+        except Exception:  # a dying process: never raise from here
+            pass
+
+
+def _on_sigterm(signum, frame):
+    _flush_current()
+    _chain(signum, frame)
+
+
+def _chain(signum, frame):
+    prev = _exit_flush["prev"]
+    if callable(prev):
+        return prev(signum, frame)
+    if prev == signal.SIG_IGN:
+        return None
+    # SIG_DFL (or a handler not set from Python): the default action, as without us
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    return None
+
+
+def _watch_signals(sock):
+    """A Python handler runs only when the main thread returns to the interpreter; one stuck
+    in a C call (a collective's wait, a CUDA synchronize) would keep a SIGTERM pending forever
+    where the default action kills at once. Python's C-level handler also writes the signal's
+    number to the wakeup socket at once, so this thread flushes, and where the default action
+    was due (no handler before ours, ours still installed) takes it: the disposition reset in
+    libc (Python lets only the main thread set handlers) and the signal raised again."""
+    import ctypes
+    while True:
+        try:
+            data = sock.recv(64)
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+        if not data:
+            return
+        if signal.SIGTERM not in data:
+            continue
+        _flush_current()
+        prev = _exit_flush["prev"]
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm and \
+                (prev == signal.SIG_DFL or prev is None):
+            try:
+                ctypes.CDLL(None).signal(int(signal.SIGTERM), ctypes.c_void_p(0))  # SIG_DFL
+            except Exception:
+                continue  # the main thread's handler will do it when it runs
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _forget_wakeup():
+    pair = _exit_flush.pop("wakeup", None)
+    if pair is None:
+        return
+    try:
+        signal.set_wakeup_fd(-1)
+    except (ValueError, OSError):
+        pass
+    for sock in pair:
+        sock.close()
+
+
+def _install_exit_flush():
+    """Once per process: flush at exit, and on SIGTERM before the handler that was there
+    (only from the main thread, the one Python lets set handlers; a handler the script sets
+    later replaces ours, and the sender thread's FLUSH_S still bounds what is lost). The
+    wakeup socket (_watch_signals) only when nobody else set one (asyncio does)."""
+    if _exit_flush["installed"]:
+        return
+    _exit_flush["installed"] = True
+    import atexit
+    atexit.register(_flush_current)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        prev = signal.getsignal(signal.SIGTERM)
+        if getattr(prev, "__gpuscope__", False):
+            return
+        _exit_flush["prev"] = prev
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError, TypeError):
+        return
+    try:
+        import socket
+        r, w = socket.socketpair()
+        w.setblocking(False)
+        old = signal.set_wakeup_fd(w.fileno(), warn_on_full_buffer=False)
+        if old != -1:  # the script's: left as it was
+            signal.set_wakeup_fd(old)
+            r.close()
+            w.close()
+            return
+        _exit_flush["wakeup"] = (r, w)
+        # A forked child (a DataLoader worker) would write its own SIGTERM into our socket:
+        # it gets none (its Python handler still flushes nothing and chains, see _pid).
+        os.register_at_fork(after_in_child=_forget_wakeup)
+        threading.Thread(target=_watch_signals, args=(r,), name="gpuscope-signals",
+                         daemon=True).start()
+    except (ValueError, OSError):
+        pass
+
+
+_on_sigterm.__gpuscope__ = True

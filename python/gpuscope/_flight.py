@@ -13,6 +13,9 @@ wait, a CUDA synchronize), so this thread still runs. Where there is nothing to 
 without the recorder, no NCCL process group) the rank writes nccl_trace_rank_<rank>.unavailable
 with the reason instead, so a reader never waits for a file that will not come.
 
+Before the dump, the thread calls the functions given to on_request() (the profiler's: hand
+every completed step record to the receiver), so a hang's report holds every rank's steps.
+
 Only the thread's own failures are caught and reported in that file; it never raises into the
 training process, and it imports nothing the process has not imported itself.
 """
@@ -25,6 +28,13 @@ REQUEST = "hang.request"
 PREFIX = "nccl_trace_rank_"
 
 _started = []  # the one watcher of this process
+_hooks = []    # called on every new request (on_request)
+
+
+def on_request(fn):
+    """fn() is called (once per new request, on the watcher's thread) before the dump."""
+    if fn not in _hooks:
+        _hooks.append(fn)
 
 
 def _dump_fn():
@@ -99,6 +109,11 @@ def _watch(run_dir, rank, stop):
         if n is None or n == seen:
             continue
         seen = n
+        for fn in list(_hooks):
+            try:
+                fn()
+            except Exception:
+                pass
         try:
             dump(run_dir, n, rank)
         except Exception:  # a full disk, a removed directory: never the training's problem

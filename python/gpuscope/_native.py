@@ -116,6 +116,9 @@ def _bind(lib):
     if hasattr(lib, "gs_run_control"):  # the agent's profiler-window requests
         lib.gs_run_control.argtypes = [c.c_void_p]
         lib.gs_run_control.restype = c.c_int
+    if hasattr(lib, "gs_run_flush"):  # waits for the sender (SIGTERM, exit)
+        lib.gs_run_flush.argtypes = [c.c_void_p, c.c_int]
+        lib.gs_run_flush.restype = c.c_int
     if hasattr(lib, "gs_run_log"):  # the "log" record (training curves)
         lib.gs_run_log.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p, c.c_size_t]
         lib.gs_run_log.restype = c.c_int
@@ -193,6 +196,13 @@ class NativeRun:
             warn_once(f"gs_run_log: {err.value.decode(errors='replace')}")
             return False
         return True
+
+    def drain(self, timeout_s):
+        """Waits until the native sender has passed on every record handed to it, at most
+        timeout_s; True when nothing is left (also without a receiver)."""
+        if self._run is None or not hasattr(self._lib, "gs_run_flush"):
+            return True
+        return self._lib.gs_run_flush(self._run, int(timeout_s * 1000)) == 0
 
     def control(self):
         """Steps of a profiler window the node's agent asked for (`gpuscope trace capture

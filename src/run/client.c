@@ -68,6 +68,7 @@ struct gs_run {
     struct gs_step_rec *ring;
     unsigned head, count;
     uint64_t dropped, sent;
+    bool in_flight; /* the sender holds a record it took off the ring (gs_run_flush) */
     bool end_pending;
     struct gs_record_end end;
     /* logged values (gs_run_log), sent after the queued steps; dropped when full */
@@ -427,6 +428,28 @@ GS_API int gs_run_control(struct gs_run *run)
     return steps;
 }
 
+GS_API int gs_run_flush(struct gs_run *run, int timeout_ms)
+{
+    int64_t until = gs_clock_mono_ns() + (int64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
+    const struct timespec pause = {.tv_nsec = 1000000};
+
+    if (!run)
+        return 0;
+    /* Polled: a rare path (a dying process), so the per-record path pays no signalling. */
+    for (;;) {
+        bool left;
+
+        pthread_mutex_lock(&run->mu);
+        left = run->sender_on && (run->count > 0 || run->log_count > 0 || run->in_flight);
+        pthread_mutex_unlock(&run->mu);
+        if (!left)
+            return 0;
+        if (gs_clock_mono_ns() >= until)
+            return 1;
+        nanosleep(&pause, NULL);
+    }
+}
+
 static void *sender_main(void *arg)
 {
     struct gs_run *run = arg;
@@ -442,6 +465,7 @@ static void *sender_main(void *arg)
             rec.u.step = run->ring[run->head];
             run->head = (run->head + 1) % RING_CAP;
             run->count--;
+            run->in_flight = true;
             pthread_mutex_unlock(&run->mu);
             if (!broken && send_record(run->fd, &rec) != 0)
                 broken = true; /* receiver gone or stalled: later records are dropped */
@@ -449,6 +473,7 @@ static void *sender_main(void *arg)
             /* the agent's requests come back on its connection, one read a step */
             read_control(run, run->agent_fd >= 0 ? run->agent_fd : run->fd);
             pthread_mutex_lock(&run->mu);
+            run->in_flight = false;
             if (broken)
                 run->dropped++;
             else
@@ -460,11 +485,13 @@ static void *sender_main(void *arg)
             rec.u.log = run->logs[run->log_head];
             run->log_head = (run->log_head + 1) % LOG_CAP;
             run->log_count--;
+            run->in_flight = true;
             pthread_mutex_unlock(&run->mu);
             if (!broken && send_record(run->fd, &rec) != 0)
                 broken = true;
             send_agent(run, &rec);
             pthread_mutex_lock(&run->mu);
+            run->in_flight = false;
             if (broken)
                 run->logs_dropped++;
             continue;

@@ -23,6 +23,8 @@
 
 #include "client/agent_client.h"
 #include "gpuscope/gs_run.h"
+#include "run/agg.h"
+#include "run/record.h"
 #include "store/samples.h"
 
 #define AGENT_TIMEOUT_MS 5000
@@ -371,12 +373,15 @@ static int read_steps_file(const char *path, struct steps *s, struct logs *l, st
     while ((len = getline(&line, &cap, f)) >= 0) {
         json_error_t je;
         json_t *r;
+        int cut = len > 0 && line[len - 1] != '\n'; /* the last line, without its end */
         lineno++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             len--;
         if (len == 0)
             continue;
         r = json_loadb(line, (size_t)len, JSON_REJECT_DUPLICATES, &je);
+        if (!r && cut)
+            break; /* cut by a killed gpuscope run or a full disk: the lines before count */
         if (!r || !json_is_object(r)) {
             rc = gs_err_set(err, GS_EPARSE, "%s:%zu: %s", path, lineno,
                             r ? "not a JSON object" : je.text);
@@ -669,6 +674,94 @@ int gs_rundata_load_files(struct gs_rundata *rd, const char *steps_path, const c
     return rc;
 }
 
+/* One line of steps.jsonl (run.c: the record as sent, with who sent it in front) into the
+ * aggregate; -1 when it is not a record. */
+static int refeed_line(struct gs_agg *agg, const char *line, size_t len)
+{
+    json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
+    json_int_t pid, uid;
+    struct gs_record rec;
+    struct gs_err e;
+    char *text;
+    int rc = -1;
+
+    if (!json_is_object(o))
+        goto out;
+    pid = json_integer_value(json_object_get(o, "peer_pid"));
+    uid = json_integer_value(json_object_get(o, "peer_uid"));
+    json_object_del(o, "peer_pid");
+    json_object_del(o, "peer_uid");
+    json_object_del(o, "conn");
+    text = json_dumps(o, JSON_COMPACT);
+    if (text && gs_record_parse(text, strlen(text), &rec, &e) == GS_OK) {
+        rc = 0;
+        if (rec.type == GS_REC_HELLO)
+            gs_agg_hello(agg, &rec.u.hello, (pid_t)pid, (uid_t)uid);
+        else if (rec.type == GS_REC_STEP)
+            rc = gs_agg_step(agg, &rec.u.step) == 0 ? 0 : -1;
+        else if (rec.type == GS_REC_END)
+            gs_agg_end(agg, &rec.u.end);
+    }
+    free(text);
+out:
+    json_decref(o);
+    return rc;
+}
+
+/* The report of an interrupted run directory, rebuilt from its steps.jsonl into
+ * rd->report_text (see the head of this file). GS_ENOTFOUND when there is no steps.jsonl. */
+static int rebuild_report(const char *dir, const char *spath, struct gs_rundata *rd,
+                          struct gs_err *err)
+{
+    struct gs_report_meta meta = {.exit_code = -1, .source = "gpuscope-run"};
+    FILE *f = fopen(spath, "re");
+    struct gs_agg *agg;
+    long long lines = 0, bad = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    json_t *rep, *ro;
+
+    if (!f)
+        return gs_err_set(err, errno == ENOENT ? GS_ENOTFOUND : GS_EIO,
+                          "%s: no metrics_report.json and %s: %s (not a run directory of "
+                          "gpuscope run, or the run has not started)",
+                          dir, spath, strerror(errno));
+    agg = gs_agg_new();
+    if (!agg) {
+        fclose(f);
+        return gs_err_set(err, GS_ENOMEM, "out of memory");
+    }
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            len--;
+        if (len == 0)
+            continue;
+        lines++;
+        /* a line cut by the kill or a full disk is left out and counted */
+        if (refeed_line(agg, line, (size_t)len) != 0)
+            bad++;
+    }
+    free(line);
+    fclose(f);
+    rep = gs_agg_report(agg, &meta);
+    gs_agg_free(agg);
+    ro = json_object_get(rep, "run");
+    if (!json_is_object(ro)) {
+        json_decref(rep);
+        return gs_err_set(err, GS_ENOMEM, "out of memory");
+    }
+    json_object_set_new(ro, "interrupted", json_true());
+    json_object_set_new(ro, "rebuilt_from", json_string("steps.jsonl"));
+    json_object_set_new(ro, "rebuilt_records", json_integer(lines - bad));
+    json_object_set_new(ro, "rebuilt_lines_skipped", json_integer(bad));
+    rd->report_text = json_dumps(rep, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(rep);
+    if (!rd->report_text)
+        return gs_err_set(err, GS_ENOMEM, "out of memory");
+    return GS_OK;
+}
+
 static int load_dir(const char *dir, unsigned flags, struct gs_rundata *rd, struct gs_err *err)
 {
     char path[4096], spath[4096], dpath[4096];
@@ -676,13 +769,13 @@ static int load_dir(const char *dir, unsigned flags, struct gs_rundata *rd, stru
 
     if (snprintf(path, sizeof path, "%s/metrics_report.json", dir) >= (int)sizeof path)
         return gs_err_set(err, GS_EINVAL, "%s: path too long", dir);
+    snprintf(spath, sizeof spath, "%s/steps.jsonl", dir);
     if ((rc = read_file(path, 256u << 20, &rd->report_text, NULL, err)) != GS_OK) {
-        if (rc == GS_ENOTFOUND)
-            return gs_err_set(err, GS_ENOTFOUND,
-                              "%s: no metrics_report.json (not a run directory of gpuscope run,"
-                              " or the run has not ended)",
-                              dir);
-        return rc;
+        if (rc != GS_ENOTFOUND)
+            return rc;
+        /* gpuscope run did not end (killed): the report rebuilt from what it kept */
+        if ((rc = rebuild_report(dir, spath, rd, err)) != GS_OK)
+            return rc;
     }
     if ((rc = parse_report(rd, path, err)) != GS_OK)
         return rc;
@@ -702,7 +795,6 @@ static int load_dir(const char *dir, unsigned flags, struct gs_rundata *rd, stru
     }
     if (flags & GS_RUNDATA_REPORT_ONLY)
         return GS_OK;
-    snprintf(spath, sizeof spath, "%s/steps.jsonl", dir);
     snprintf(dpath, sizeof dpath, "%s/samples.db", dir);
     if ((rc = gs_rundata_load_files(rd, spath, dpath, err)) != GS_OK)
         return rc;

@@ -94,6 +94,46 @@ t0 = time.monotonic()
 got = wait_for(11)
 t.ok(got == ["nccl_trace_rank_0"] and time.monotonic() - t0 < 3 * _flight.POLL_S,
      "a new request is answered within its poll (%.1f s)" % (time.monotonic() - t0), got)
+
+# ---- the request makes the profiler hand its steps over (python/gpuscope/_core.py) ----
+from gpuscope import _core  # noqa: E402
+
+_core.FLUSH_S = 3600.0  # no timer flush: only the request can deliver these steps
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+sock_path = os.path.join(tmp, "steps.sock")
+srv.bind(sock_path)
+srv.listen(1)
+os.environ["GPUSCOPE_RUN_DIR"] = tmp
+prof = _core.Profiler(socket=sock_path, nvml="off", log=lambda line: None)
+for _ in range(5):
+    prof.step_begin()
+    prof.step_end()
+conn, _ = srv.accept()
+conn.settimeout(0.2)
+
+
+def records(deadline):
+    got = []
+    while time.monotonic() < deadline:
+        try:
+            got.append(conn.recv(65536).decode())
+        except socket.timeout:
+            continue
+    return [r for r in got if '"type":"step"' in r]
+
+
+early = records(time.monotonic() + 1.0)
+with open(os.path.join(tmp, "hang.request.tmp"), "w") as f:
+    f.write("12\n")
+os.replace(os.path.join(tmp, "hang.request.tmp"), os.path.join(tmp, "hang.request"))
+late = records(time.monotonic() + 3 * _flight.POLL_S)
+t.ok(early == [] and len(late) == 5,
+     "the watchdog's request: the 5 waiting step records reach the receiver (%d before it, "
+     "%d after)" % (len(early), len(late)))
+prof._stop_sender()
+prof.native.close()
+conn.close()
+srv.close()
 stop.set()
 if not had:
     del c10d._dump_nccl_trace

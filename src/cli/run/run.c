@@ -108,8 +108,8 @@ static int run_store_step(void *vctx, const struct gs_peer *peer, const struct g
         return GS_OK;
     pthread_mutex_lock(&c->store_mu);
     gs_store_run_step(c->store, c->run_id, step, peer->pid, peer->uid, NULL);
-    /* The sampler flushes every RUN_FLUSH_S; without one (no GPU), or faster than the
-     * store's buffer holds, the steps are flushed from here. */
+    /* run_flush_thread flushes every RUN_FLUSH_S; steps coming faster than the store's
+     * buffer holds are flushed from here. */
     if (gs_store_stats(c->store).steps_buffered >= RUN_STEP_FLUSH)
         gs_store_flush(c->store, NULL);
     pthread_mutex_unlock(&c->store_mu);
@@ -195,7 +195,7 @@ static void *run_sampler_thread(void *arg)
     char cvd[1024];
     unsigned want;
     struct gs_err err;
-    double next = gs_clock_mono_s(), last_flush = next;
+    double next = gs_clock_mono_s();
     int failing = 0;
 
     if (!in_run || gs_snapshot_new(&snap, n, 64, &err) != GS_OK) {
@@ -233,12 +233,6 @@ static void *run_sampler_thread(void *arg)
             fprintf(stderr, "gpuscope run: GPU sample failed: %s\n", err.msg);
         }
         now = gs_clock_mono_s();
-        if (now - last_flush >= RUN_FLUSH_S) {
-            pthread_mutex_lock(&c->store_mu);
-            gs_store_flush(c->store, NULL);
-            pthread_mutex_unlock(&c->store_mu);
-            last_flush = now;
-        }
         /* Ticks on the grid of the first sample; an overrun skips to the next boundary. */
         next += c->interval_s;
         if (next < now)
@@ -253,6 +247,39 @@ static void *run_sampler_thread(void *arg)
     gs_snapshot_free(snap);
     free(in_run);
     gs_attrib_tree_free(&tree);
+    return NULL;
+}
+
+/* Flushes samples.db every RUN_FLUSH_S while CMD runs, sampler or not, so that a directory
+ * whose gpuscope run is killed holds the steps and samples up to then (steps.jsonl is
+ * flushed at every record). A write error is said once here; the report says it again. */
+static void *run_flush_thread(void *arg)
+{
+    struct run_ctx *c = arg;
+    struct timespec until;
+    struct gs_err err;
+    int failing = 0;
+
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    pthread_mutex_lock(&c->mu);
+    while (!c->stop) {
+        until.tv_sec += (time_t)RUN_FLUSH_S;
+        while (!c->stop && pthread_cond_timedwait(&c->cv, &c->mu, &until) != ETIMEDOUT)
+            ;
+        if (c->stop)
+            break;
+        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_lock(&c->store_mu);
+        gs_err_clear(&err);
+        if (gs_store_flush(c->store, &err) != GS_OK) {
+            c->store_failed++;
+            if (!failing++)
+                fprintf(stderr, "gpuscope run: samples.db: %s\n", err.msg);
+        }
+        pthread_mutex_unlock(&c->store_mu);
+        pthread_mutex_lock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
     return NULL;
 }
 
@@ -433,6 +460,38 @@ static int run_child_names(struct run_ctx *c, const struct run_opts *o)
     return 0;
 }
 
+/* The report when DIR refused it (a full disk, an I/O error): in a new private directory
+ * under $TMPDIR (else /tmp), whose path is left in path; "" when that fails too. */
+static void run_report_elsewhere(const json_t *report, char *path, size_t len)
+{
+    const char *tmp = getenv("TMPDIR");
+    char dir[PATH_MAX];
+    struct gs_err gerr;
+
+    path[0] = '\0';
+    if (!tmp || !tmp[0] || strlen(tmp) > PATH_MAX - 64)
+        tmp = "/tmp";
+    snprintf(dir, sizeof dir, "%s/gpuscope-report-XXXXXX", tmp);
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "gpuscope run: the report could not be written elsewhere either (%s: %s)\n",
+                dir, strerror(errno));
+        return;
+    }
+    gs_err_clear(&gerr);
+    if (snprintf(path, len, "%s/metrics_report.json", dir) >= (int)len)
+        gs_err_set(&gerr, GS_EINVAL, "%s: path too long", dir);
+    else
+        gs_report_write(report, path, &gerr);
+    if (gerr.rc != GS_OK) {
+        fprintf(stderr, "gpuscope run: the report could not be written elsewhere either (%s)\n",
+                gerr.msg);
+        rmdir(dir);
+        path[0] = '\0';
+        return;
+    }
+    fprintf(stderr, "gpuscope run: the report was written to %s instead\n", path);
+}
+
 static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int exit_code,
                             int term_signal, const json_t *profile)
 {
@@ -472,9 +531,10 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
     if (gs_report_write(report, path, &gerr) != GS_OK) {
         fprintf(stderr, "gpuscope run: %s\n", gerr.msg);
         rc = -1;
+        run_report_elsewhere(report, path, sizeof path);
     }
     gs_report_print_summary(stderr, report, gs_term_use_color(GS_COLOR_AUTO, STDERR_FILENO));
-    if (rc == 0)
+    if (path[0])
         fprintf(stderr, "gpuscope run: report in %s\n", path);
     json_decref(report);
     return rc;
@@ -568,8 +628,8 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     struct gs_session_stats sst;
     struct gs_receiver_stats st;
     char sockdir[96], sock[128], path[PATH_MAX];
-    pthread_t sth;
-    int sampler_started = 0, started = 0, code, term_signal = 0;
+    pthread_t sth, fth;
+    int sampler_started = 0, flusher_started = 0, started = 0, code, term_signal = 0;
     pthread_condattr_t ca;
     sigset_t fwd, old;
     struct gs_err gerr;
@@ -646,6 +706,7 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     started = 1;
     gs_runstacks_set_child(c.rs, pid);
     run_open_sampler(&c, pid, &sth, &sampler_started);
+    flusher_started = c.store && pthread_create(&fth, NULL, run_flush_thread, &c) == 0;
 unblock:
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!started)
@@ -655,10 +716,12 @@ unblock:
     run_drain(&c, rx);
     pthread_mutex_lock(&c.mu);
     c.stop = 1;
-    pthread_cond_signal(&c.cv);
+    pthread_cond_broadcast(&c.cv);
     pthread_mutex_unlock(&c.mu);
     if (sampler_started)
         pthread_join(sth, NULL);
+    if (flusher_started)
+        pthread_join(fth, NULL);
     gs_receiver_stats(rx, &st);
     gs_receiver_stop(rx);
     rx = NULL;
@@ -672,8 +735,10 @@ unblock:
     if (sst.steps_refused)
         fprintf(stderr, "gpuscope run: %llu step record(s) refused for their time (first: %s)\n",
                 (unsigned long long)sst.steps_refused, c.refused_why);
-    if (c.store && gs_store_flush(c.store, &gerr) != GS_OK)
+    if (c.store && gs_store_flush(c.store, &gerr) != GS_OK) {
+        c.store_failed++;
         fprintf(stderr, "gpuscope run: samples.db: %s\n", gerr.msg);
+    }
     if (c.store && gs_store_stats(c.store).steps_dropped)
         fprintf(stderr,
                 "gpuscope run: samples.db: %llu step record(s) not stored "
@@ -684,8 +749,18 @@ unblock:
     {
         json_t *prof = gs_trace_window_analyze(dir, o->profile, stderr);
 
-        run_write_report(&c, dir, o->cmd, code, term_signal, prof);
+        int report_failed = run_write_report(&c, dir, o->cmd, code, term_signal, prof) != 0;
         json_decref(prof);
+        /* A full disk or an I/O error in DIR: said once more at the end, and a status of its
+         * own when CMD itself succeeded (docs/run.md, EXIT STATUS) */
+        if (report_failed || c.steps_failed || c.store_failed) {
+            fprintf(stderr, "gpuscope run: %s is incomplete:%s%s%s (see the errors above)\n", dir,
+                    c.steps_failed ? " steps.jsonl lacks records" : "",
+                    c.store_failed ? " samples.db lacks data" : "",
+                    report_failed ? " metrics_report.json was not written" : "");
+            if (code == 0)
+                code = RUN_EXIT_WRITE;
+        }
     }
 out:
     if (rx) {

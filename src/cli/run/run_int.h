@@ -16,10 +16,11 @@
 #include "run/session.h"
 #include "store/history.h"
 
+#define RUN_EXIT_WRITE 123    /* CMD exited 0 but DIR could not be written completely */
 #define RUN_EXIT_FAIL 125     /* gpuscope run itself failed; CMD did not run */
 #define RUN_EXIT_NOEXEC 126   /* CMD found but not executable */
 #define RUN_EXIT_NOTFOUND 127 /* CMD not found */
-#define RUN_FLUSH_S 5.0       /* samples.db flush period */
+#define RUN_FLUSH_S 1         /* samples.db flush period (s): a killed run loses at most this */
 #define RUN_DRAIN_S 2.0       /* after CMD exits: wait for its connections to close ... */
 #define RUN_DRAIN_MAX_S 30.0  /* ... 2 s without a record, 30 s at most while records come */
 #define RUN_STEP_FLUSH 2000   /* step records buffered in samples.db's store at most */
@@ -49,6 +50,7 @@ struct run_ctx {
     FILE *steps;
     unsigned steps_lines;
     int steps_failed;
+    int store_failed; /* samples.db flushes that failed (store_mu) */
     /* CUDA device indices named by hello records */
     unsigned char cuda_dev[GS_RECORD_MAX_DEVICES];
     unsigned closed_conns;

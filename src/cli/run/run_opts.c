@@ -68,7 +68,9 @@ void gs_runcli_usage(FILE *out)
           "\n"
           "CMD sees GPUSCOPE_RUN_SOCKET (where to send step records) and GPUSCOPE_RUN_DIR.\n"
           "Exit status: CMD's; 128+N if signal N killed it; 127 CMD not found; 126 CMD not\n"
-          "executable; 125 gpuscope run failed before CMD started; 2 bad usage.\n"
+          "executable; 125 gpuscope run failed before CMD started; 123 CMD exited 0 but DIR\n"
+          "could not be written completely (full disk: the report goes to $TMPDIR instead);\n"
+          "2 bad usage.\n"
           "See docs/run.md.\n",
           out);
 }

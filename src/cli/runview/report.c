@@ -252,6 +252,18 @@ int gs_cli_report(int argc, char **argv)
         return 0;
     }
     rc = gs_rundata_load(o.run, 0, &rd, &err);
+    if (rc == GS_OK) {
+        const json_t *run = json_object_get(rd.report, "run");
+        if (json_is_string(json_object_get(run, "rebuilt_from")))
+            fprintf(stderr,
+                    "gpuscope report: %s: the run was interrupted (no metrics_report.json): "
+                    "report rebuilt from %lld record(s) of steps.jsonl%s\n",
+                    rd.origin,
+                    (long long)json_integer_value(json_object_get(run, "rebuilt_records")),
+                    json_integer_value(json_object_get(run, "rebuilt_lines_skipped"))
+                        ? ", damaged lines left out"
+                        : "");
+    }
     if (rc == GS_OK)
         rc = o.data ? gs_report_page_data(&rd, &buf, &len, &err)
                     : gs_report_page_html(&rd, &buf, &len, &err);

@@ -163,7 +163,11 @@ enum gs_status {
     X(GS_M_NVLINK_REPLAY, "nvlink_replay_errors", "")                                              \
     X(GS_M_NVLINK_RECOVERY, "nvlink_recovery_errors", "")                                          \
     X(GS_M_NVLINK_CRC_FLIT, "nvlink_crc_flit_errors", "")                                          \
-    X(GS_M_NVLINK_CRC_DATA, "nvlink_crc_data_errors", "")
+    X(GS_M_NVLINK_CRC_DATA, "nvlink_crc_data_errors", "")                                          \
+    /* the GPU target temperature (acoustic threshold) and its settable range */                   \
+    X(GS_M_TEMP_TARGET, "temperature_target", "celsius")                                           \
+    X(GS_M_TEMP_TARGET_MIN, "temperature_target_min", "celsius")                                   \
+    X(GS_M_TEMP_TARGET_MAX, "temperature_target_max", "celsius")
 
 #define GS_METRIC_ENUM_(e, n, u) e,
 enum gs_metric { GS_METRICS(GS_METRIC_ENUM_) GS_M__COUNT };

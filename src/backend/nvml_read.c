@@ -239,6 +239,12 @@ void gs_nvml_read_slow(struct rd *c)
     rd_uint_arg(c, GS_M_TEMP_SLOWDOWN, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, 1);
     rd_uint_arg(c, GS_M_TEMP_GPU_MAX, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_GPU_MAX, 1);
     rd_uint_arg(c, GS_M_TEMP_MEM_MAX, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_MEM_MAX, 1);
+    rd_uint_arg(c, GS_M_TEMP_TARGET, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR,
+                1);
+    rd_uint_arg(c, GS_M_TEMP_TARGET_MIN, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN,
+                1);
+    rd_uint_arg(c, GS_M_TEMP_TARGET_MAX, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX,
+                1);
     rd_uint2(c, GS_M_ECC_MODE, GS_M_ECC_MODE_PENDING, f->ecc_mode, 1);
     rd_uint(c, GS_M_PCIE_GEN_MAX, f->pcie_gen_max, 1);
     rd_uint(c, GS_M_PCIE_GEN_GPU_MAX, f->pcie_gen_gpumax, 1);

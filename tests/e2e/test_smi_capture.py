@@ -190,7 +190,6 @@ Q_NOT_IN_MODEL = {
     "Temperature/GPU Slowdown T.Limit Temp": "nvmlDeviceGetTemperatureThreshold (T.Limit based)",
     "Temperature/GPU Max Operating T.Limit Temp": "nvmlDeviceGetTemperatureThreshold (T.Limit)",
     "Temperature/Memory Max Operating T.Limit Temp": "nvmlDeviceGetTemperatureThreshold (T.Limit)",
-    "Temperature/GPU Target Temperature": "nvmlDeviceGetTemperatureThreshold(ACOUSTIC_CURR)",
     "GPU Memory Power Readings /Average Power Draw": "field value (memory power)",
     "GPU Memory Power Readings /Instantaneous Power Draw": "field value (memory power)",
     "EDPp Multiplier": "field value 274",

@@ -23,7 +23,7 @@ from gsenv import SRC, BUILD, BIN  # noqa: E402
 SIM = os.path.join(BUILD, "sim", "libnvidia-ml.so.1")
 H100X8 = os.path.join(SRC, "sim", "scenarios", "h100x8-training.json")
 MIG = os.path.join(SRC, "tests", "e2e", "scenarios", "capture-h100-mig-load.json")
-DOCTYPE = '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">'
+DOCTYPE = '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v13.dtd">'  # driver 590
 
 # Element paths under <gpu> that telegraf's nvidia_smi input (schema v12) and netdata's
 # nvidia_smi collector read, each with the --query-gpu field holding the same value (None:
@@ -91,7 +91,7 @@ def xml_checks(t):
     t.eq(r.returncode, 0, "-q -x: exit 0 (%s)" % r.stderr.strip())
     lines = r.stdout.split("\n")
     t.eq(lines[:3], ['<?xml version="1.0" ?>', DOCTYPE, "<nvidia_smi_log>"],
-         "-q -x: XML declaration, the v12 DOCTYPE and the root element")
+         "-q -x: XML declaration, the v13 DOCTYPE (driver 590) and the root element")
     try:
         root = ET.fromstring(r.stdout)
     except ET.ParseError as e:

@@ -1,6 +1,7 @@
 /*
  * nvidia-smi -q: the "NVSMI LOG" text and, with -x, the XML document of NVIDIA's
- * nvsmi_device_v12.dtd, both from one table of rows so that the two can never disagree.
+ * nvsmi_device_v12.dtd (drivers before 590) or nvsmi_device_v13.dtd (590 and later), both from
+ * one table of rows so that the two can never disagree.
  *
  * A row has a text label at an indentation depth and an XML element; a group row opens a
  * section (text: its label alone; XML: an element holding the rows below it that are deeper).
@@ -10,8 +11,11 @@
  * condition: T.Limit temperatures (a GPU that reports a temperature margin), the SRAM split of
  * Ampere and later, the 595 driver's extra rows, remapped rows where the GPU has them.
  *
- * The XML keeps element names and nesting as drivers write them (telegraf's schema_v12 and
- * netdata's collector read these paths). Two compatibility elements are written as well:
+ * The XML keeps element names, nesting and order as drivers write them (telegraf's schema_v12 and
+ * schema_v13 and netdata's collector read these paths; tests/e2e/test_smi_xml.py compares them
+ * with real documents of drivers 570, 590 and 595). v13 drops gpu_reset_status and voltage.
+ * The supported clock list is not in the model: <supported_clocks> is N/A, as nvidia-smi writes
+ * it when NVML cannot list them. Two compatibility elements are written as well:
  * gpu_power_readings/power_draw (v12 drivers before 550 put the draw there) and the
  * power_readings section of drivers before 530, which netdata 1.37's collector reads.
  */
@@ -63,6 +67,7 @@ enum when {
     W_REMAP = 1u << 7,    /* remapped rows are reported (and MIG is off) */
     W_NOREMAP = 1u << 8,  /* they are not: one "Remapped Rows : N/A" row */
     W_NO0X = 1u << 9,     /* XML value without its "0x" */
+    W_PRE590 = 1u << 10,  /* drivers before 590 (nvsmi_device_v12) only */
 };
 
 struct row {
@@ -146,7 +151,7 @@ static const struct row rows[] = {
     Q(2, 0, 0, "Pending", "pending_dm", "driver_model.pending"),
     Q(1, 0, 0, "Serial Number", "serial", "serial"),
     Q(1, 0, 0, "GPU UUID", "uuid", "uuid"),
-    N(1, 0, 0, "GPU PDI", "gpu_pdi"),
+    N(1, 0, 0, "GPU PDI", "pdi"),
     M(1, 0, 0, "Minor Number", "minor_number", GS_M_MINOR, MF_INT),
     Q(1, 0, 0, "VBIOS Version", "vbios_version", "vbios_version"),
     N(1, 0, 0, "MultiGPU Board", "multigpu_board"),
@@ -178,9 +183,9 @@ static const struct row rows[] = {
     N(2, 0, 0, "Virtualization Mode", "virtualization_mode"),
     N(2, 0, 0, "Host VGPU Mode", "host_vgpu_mode"),
     N(2, 0, 0, "vGPU Heterogeneous Mode", "vgpu_heterogeneous_mode"),
-    G(1, W_XML, 0, "GPU Reset Status", "gpu_reset_status"),
-    N(2, W_XML, 0, "Reset Required", "reset_required"),
-    N(2, W_XML, 0, "Drain and Reset Recommended", "drain_and_reset_recommended"),
+    G(1, W_XML | W_PRE590, 0, "GPU Reset Status", "gpu_reset_status"),
+    N(2, 0, 0, "Reset Required", "reset_required"),
+    N(2, 0, 0, "Drain and Reset Recommended", "drain_and_reset_recommended"),
     Q(1, 0, 0, "GPU Recovery Action", "gpu_recovery_action", "gpu_recovery_action"),
     N(1, 0, 0, "GSP Firmware Version", "gsp_firmware_version"),
     G(1, 0, 0, "IBMNPU", "ibmnpu"),
@@ -237,7 +242,7 @@ static const struct row rows[] = {
       "clocks_event_reasons_counters.sw_thermal_slowdown"),
     Q(2, 0, 0, "HW Thermal Slowdown", "clocks_event_reasons_counters_hw_therm_slowdown",
       "clocks_event_reasons_counters.hw_thermal_slowdown"),
-    Q(2, 0, 0, "HW Power Braking", "clocks_event_reasons_counters_hw_power_braking",
+    Q(2, 0, 0, "HW Power Braking", "clocks_event_reasons_counters_hw_power_brake",
       "clocks_event_reasons_counters.hw_power_brake_slowdown"),
     N(1, 0, 0, "Sparse Operation Mode", "sparse_operation_mode"),
     G(1, 0, D_MEM, "FB Memory Usage", "fb_memory_usage"),
@@ -270,8 +275,8 @@ static const struct row rows[] = {
     N(2, 0, 0, "Average FPS", "average_fps"),
     N(2, 0, 0, "Average Latency", "average_latency"),
     G(1, 0, 0, "DRAM Encryption Mode", "dram_encryption_mode"),
-    Q(2, 0, 0, "Current", "current_dram_encryption_mode", "dramEncryption.mode.current"),
-    Q(2, 0, 0, "Pending", "pending_dram_encryption_mode", "dramEncryption.mode.pending"),
+    Q(2, 0, 0, "Current", "current_dram_encryption", "dramEncryption.mode.current"),
+    Q(2, 0, 0, "Pending", "pending_dram_encryption", "dramEncryption.mode.pending"),
     G(1, 0, D_ECC, "ECC Mode", "ecc_mode"),
     Q(2, 0, 0, "Current", "current_ecc", "ecc.mode.current"),
     Q(2, 0, 0, "Pending", "pending_ecc", "ecc.mode.pending"),
@@ -333,14 +338,15 @@ static const struct row rows[] = {
      GS_M_TEMP_SLOWDOWN, 0, " C"},
     {2, K_M, MF_INT, W_NOTLIMIT, 0, "GPU Max Operating Temp", "gpu_temp_max_gpu_threshold", NULL,
      GS_M_TEMP_GPU_MAX, 0, " C"},
-    N(2, 0, 0, "GPU Target Temperature", "gpu_target_temperature"),
+    {2, K_M, MF_INT, 0, 0, "GPU Target Temperature", "gpu_target_temperature", NULL,
+     GS_M_TEMP_TARGET, 0, " C"},
     QS(2, 0, 0, "Memory Current Temp", "memory_temp", "temperature.memory", " C"),
     N(2, W_TLIMIT, 0, "Memory Max Operating T.Limit Temp", "gpu_temp_max_mem_tlimit_threshold"),
     {2, K_M, MF_INT, W_NOTLIMIT, 0, "Memory Max Operating Temp", "gpu_temp_max_mem_threshold", NULL,
      GS_M_TEMP_MEM_MAX, 0, " C"},
     G(1, W_XML, D_TEMP, NULL, "supported_gpu_target_temp"),
-    N(2, W_XML, 0, NULL, "gpu_target_temp_min"),
-    N(2, W_XML, 0, NULL, "gpu_target_temp_max"),
+    {2, K_M, MF_INT, W_XML, 0, NULL, "gpu_target_temp_min", NULL, GS_M_TEMP_TARGET_MIN, 0, " C"},
+    {2, K_M, MF_INT, W_XML, 0, NULL, "gpu_target_temp_max", NULL, GS_M_TEMP_TARGET_MAX, 0, " C"},
     G(1, W_XML, D_POWER, NULL, "power_readings"),
     Q(2, W_XML, 0, NULL, "power_state", "pstate"),
     Q(2, W_XML, 0, NULL, "power_management", "power.management"),
@@ -400,7 +406,7 @@ static const struct row rows[] = {
     G(1, 0, D_CLOCK, "Clock Policy", "clock_policy"),
     N(2, 0, 0, "Auto Boost", "auto_boost"),
     N(2, 0, 0, "Auto Boost Default", "auto_boost_default"),
-    G(1, W_XML, GS_SMI_D_VOLTAGE, NULL, "voltage"),
+    G(1, W_XML | W_PRE590, GS_SMI_D_VOLTAGE, NULL, "voltage"),
     N(2, W_XML, 0, NULL, "graphics_volt"),
     G(1, 0, 0, "Fabric", "fabric"),
     Q(2, 0, 0, "State", "state", "fabric.state"),
@@ -418,6 +424,7 @@ static const struct row rows[] = {
     Q(3, 0, 0, "Incorrect Configuration", "incorrect_configuration",
       "fabric.health.incorrect_configuration"),
     Q(3, W_595, 0, "Partition Assigned", "partition_assigned", "fabric.health.partition_assigned"),
+    N(1, W_XML, GS_SMI_D_SUPPORTED_CLOCKS, NULL, "supported_clocks"),
     F(1, 0, D_PIDS, "Processes", "processes", F_PROCS),
     F(1, W_XML, D_ACCT, NULL, "accounted_processes", F_ACCOUNTED),
     G(1, 0, 0, "Capabilities", "capabilities"),
@@ -803,6 +810,8 @@ static int applies(const struct q *q, const struct row *r)
         return 0;
     if ((w & W_595) && driver_major(q->s) < 595)
         return 0;
+    if ((w & W_PRE590) && driver_major(q->s) >= 590)
+        return 0;
     if (((w & W_REMAP) && !remap) || ((w & W_NOREMAP) && remap))
         return 0;
     return 1;
@@ -910,10 +919,11 @@ int gs_smi_q(FILE *out, const struct gs_snapshot *s, const unsigned char *sel, u
         snprintf(cuda, sizeof cuda, NA);
     snprintf(count, sizeof count, "%u", y->gpu_count ? y->gpu_count : s->n_gpus);
     if (xml) {
-        fputs("<?xml version=\"1.0\" ?>\n"
-              "<!DOCTYPE nvidia_smi_log SYSTEM \"nvsmi_device_v12.dtd\">\n"
-              "<nvidia_smi_log>\n",
-              out);
+        fprintf(out,
+                "<?xml version=\"1.0\" ?>\n"
+                "<!DOCTYPE nvidia_smi_log SYSTEM \"nvsmi_device_v%d.dtd\">\n"
+                "<nvidia_smi_log>\n",
+                driver_major(s) >= 590 ? 13 : 12);
     } else {
         fputs("\n==============NVSMI LOG==============\n\n", out);
     }

@@ -542,6 +542,47 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device,
     return gs_sim_leave(NVML_SUCCESS);
 }
 
+/* Frame buffer capture sessions: as the encoder's, supported when the scenario gives any of the
+ * three metrics. */
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetFBCStats(nvmlDevice_t device, nvmlFBCStats_t *fbcStats)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetFBCStats, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!fbcStats)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!c.g->metric_given[GS_SIM_M_FBC_SESSIONS] && !c.g->metric_given[GS_SIM_M_FBC_FPS] &&
+        !c.g->metric_given[GS_SIM_M_FBC_LATENCY])
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    fbcStats->sessionsCount = gs_sim_metric_u(&c, GS_SIM_M_FBC_SESSIONS, c.t);
+    fbcStats->averageFPS = gs_sim_metric_u(&c, GS_SIM_M_FBC_FPS, c.t);
+    fbcStats->averageLatency = gs_sim_metric_u(&c, GS_SIM_M_FBC_LATENCY, c.t);
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+/* TPC / memory channel repair flags (drivers 580+): supported when the scenario gives either; the
+ * struct version is checked as the driver does. */
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetRepairStatus(nvmlDevice_t device,
+                                                          nvmlRepairStatus_t *repairStatus)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetRepairStatus, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!repairStatus)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (repairStatus->version != nvmlRepairStatus_v1)
+        return gs_sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    if (!c.g->metric_given[GS_SIM_M_REPAIR_CHAN] && !c.g->metric_given[GS_SIM_M_REPAIR_TPC])
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    repairStatus->bChannelRepairPending = gs_sim_metric_u(&c, GS_SIM_M_REPAIR_CHAN, c.t) != 0;
+    repairStatus->bTpcRepairPending = gs_sim_metric_u(&c, GS_SIM_M_REPAIR_TPC, c.t) != 0;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
 /* ---- the sample buffer -------------------------------------------------------------------- */
 
 /* Value of sample type `type` for the interval ending at tk. */

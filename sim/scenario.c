@@ -73,6 +73,11 @@ static const struct gs_sim_metric_info metric_info[GS_SIM_M__COUNT] = {
     [GS_SIM_M_TEMP_MARGIN] = {"temp_margin_c", -200, 200},
     [GS_SIM_M_NVLINK_TX] = {"nvlink_tx_kib_s", 0, 1e9},
     [GS_SIM_M_NVLINK_RX] = {"nvlink_rx_kib_s", 0, 1e9},
+    [GS_SIM_M_FBC_SESSIONS] = {"fbc_sessions", 0, 1e6},
+    [GS_SIM_M_FBC_FPS] = {"fbc_fps", 0, 1e6},
+    [GS_SIM_M_FBC_LATENCY] = {"fbc_latency_us", 0, 4e9},
+    [GS_SIM_M_REPAIR_CHAN] = {"repair_channel_pending", 0, 1},
+    [GS_SIM_M_REPAIR_TPC] = {"repair_tpc_pending", 0, 1},
 };
 
 const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m)

@@ -79,6 +79,11 @@ enum gs_sim_metric {
     GS_SIM_M_TEMP_MARGIN,   /* degrees C to slowdown: nvmlDeviceGetMarginTemperature */
     GS_SIM_M_NVLINK_TX,     /* KiB/s per active link: fields 138 (data) and 140 (raw) */
     GS_SIM_M_NVLINK_RX,     /* KiB/s per active link: fields 139 and 141 */
+    GS_SIM_M_FBC_SESSIONS,  /* nvmlDeviceGetFBCStats: active frame buffer capture sessions */
+    GS_SIM_M_FBC_FPS,       /* their trailing average FPS */
+    GS_SIM_M_FBC_LATENCY,   /* us, average capture latency */
+    GS_SIM_M_REPAIR_CHAN,   /* nvmlDeviceGetRepairStatus: memory channel repair pending (0/1) */
+    GS_SIM_M_REPAIR_TPC,    /* TPC repair pending (0/1) */
     GS_SIM_M__COUNT
 };
 
@@ -197,6 +202,8 @@ const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m);
     X(nvmlGpmMigSampleGet)                                                                         \
     X(nvmlGpmMetricsGet)                                                                           \
     X(nvmlDeviceGetEncoderStats)                                                                   \
+    X(nvmlDeviceGetFBCStats)                                                                       \
+    X(nvmlDeviceGetRepairStatus)                                                                   \
     X(nvmlDeviceGetJpgUtilization)                                                                 \
     X(nvmlDeviceGetOfaUtilization)                                                                 \
     X(nvmlDeviceGetInforomImageVersion)                                                            \

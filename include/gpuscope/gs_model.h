@@ -167,7 +167,14 @@ enum gs_status {
     /* the GPU target temperature (acoustic threshold) and its settable range */                   \
     X(GS_M_TEMP_TARGET, "temperature_target", "celsius")                                           \
     X(GS_M_TEMP_TARGET_MIN, "temperature_target_min", "celsius")                                   \
-    X(GS_M_TEMP_TARGET_MAX, "temperature_target_max", "celsius")
+    X(GS_M_TEMP_TARGET_MAX, "temperature_target_max", "celsius")                                   \
+    /* frame buffer capture (NvFBC) sessions */                                                    \
+    X(GS_M_FBC_SESSIONS, "fbc_sessions", "")                                                       \
+    X(GS_M_FBC_FPS, "fbc_average_fps", "fps")                                                      \
+    X(GS_M_FBC_LATENCY, "fbc_average_latency", "seconds")                                          \
+    /* repairs the GPU has pending (1) for its next reset */                                       \
+    X(GS_M_REPAIR_CHANNEL, "repair_channel_pending", "")                                           \
+    X(GS_M_REPAIR_TPC, "repair_tpc_pending", "")
 
 #define GS_METRIC_ENUM_(e, n, u) e,
 enum gs_metric { GS_METRICS(GS_METRIC_ENUM_) GS_M__COUNT };

@@ -49,7 +49,7 @@ static const enum gs_metric slow_metrics[] = {
     GS_M_PCIE_WIDTH_MAX,  GS_M_THROTTLE_SUPPORTED,  GS_M_PERSISTENCE,       GS_M_COMPUTE_MODE,
     GS_M_MIG_MODE,        GS_M_MIG_MODE_PENDING,    GS_M_INFOROM_VALID,     GS_M_DISPLAY_ATTACHED,
     GS_M_DISPLAY_ACTIVE,  GS_M_ACCOUNTING,          GS_M_ACCOUNTING_BUFFER, GS_M_TEMP_TARGET,
-    GS_M_TEMP_TARGET_MIN, GS_M_TEMP_TARGET_MAX,
+    GS_M_TEMP_TARGET_MIN, GS_M_TEMP_TARGET_MAX,     GS_M_REPAIR_CHANNEL,    GS_M_REPAIR_TPC,
 };
 
 /* ---- small helpers ---------------------------------------------------------------------- */

@@ -378,6 +378,22 @@ typedef struct {
     unsigned int isSupportedDevice;
 } nvmlGpmSupport_t;
 
+/* nvmlDeviceGetFBCStats: frame buffer capture sessions (nvml.h nvmlFBCStats_t; Maxwell+). */
+typedef struct {
+    unsigned int sessionsCount;
+    unsigned int averageFPS;
+    unsigned int averageLatency; /* us */
+} nvmlFBCStats_t;
+
+/* nvmlDeviceGetRepairStatus (NVML 13.0, drivers 580+): TPC / memory channel repair pending
+ * (Ampere+), version 1. */
+typedef struct {
+    unsigned int version;
+    unsigned int bChannelRepairPending;
+    unsigned int bTpcRepairPending;
+} nvmlRepairStatus_t;
+#define nvmlRepairStatus_v1 0x0100000Cu /* sizeof(nvmlRepairStatus_t) | 1 << 24 */
+
 typedef struct {
     unsigned int metricId;
     nvmlReturn_t nvmlReturn;
@@ -527,6 +543,10 @@ static_assert(sizeof(nvmlMarginTemperature_t) == 8, "margin temperature v1");
 static_assert(offsetof(nvmlMarginTemperature_t, marginTemperature) == 4, "margin at 4");
 static_assert(nvmlMarginTemperature_v1 == (sizeof(nvmlMarginTemperature_t) | (1u << 24)),
               "struct version");
+static_assert(sizeof(nvmlFBCStats_t) == 12, "FBC stats");
+static_assert(sizeof(nvmlRepairStatus_t) == 12, "repair status v1");
+static_assert(offsetof(nvmlRepairStatus_t, bTpcRepairPending) == 8, "TPC flag at 8");
+static_assert(nvmlRepairStatus_v1 == (sizeof(nvmlRepairStatus_t) | (1u << 24)), "struct version");
 
 static_assert(sizeof(nvmlProcessDetailList_t) == 24, "process detail list v1");
 static_assert(nvmlProcessDetailList_v1 == (sizeof(nvmlProcessDetailList_t) | (1u << 24)),

@@ -224,6 +224,22 @@ static void rd_inforom_valid(struct rd *c)
         gs_gpu_set(c->g, GS_M_INFOROM_VALID, 1);
 }
 
+/* TPC and memory channel repairs pending (drivers 580+, Ampere and later), version 1. */
+static void rd_repair(struct rd *c)
+{
+    static const enum gs_metric ms[] = {GS_M_REPAIR_CHANNEL, GS_M_REPAIR_TPC};
+    nvmlRepairStatus_t r;
+
+    if (c->lost || !c->b->fn.repair_status || !gs_nvml_need_any(c, ms, COUNT_OF(ms)))
+        return;
+    memset(&r, 0, sizeof r);
+    r.version = nvmlRepairStatus_v1;
+    if (ok_n(c, c->b->fn.repair_status(c->h, &r), ms, COUNT_OF(ms))) {
+        gs_gpu_set(c->g, GS_M_REPAIR_CHANNEL, r.bChannelRepairPending != 0);
+        gs_gpu_set(c->g, GS_M_REPAIR_TPC, r.bTpcRepairPending != 0);
+    }
+}
+
 void gs_nvml_read_slow(struct rd *c)
 {
     const struct nvml_fns *f = &c->b->fn;
@@ -254,6 +270,7 @@ void gs_nvml_read_slow(struct rd *c)
     rd_uint(c, GS_M_COMPUTE_MODE, f->compute_mode, 1);
     rd_uint2(c, GS_M_MIG_MODE, GS_M_MIG_MODE_PENDING, f->mig_mode, 1);
     rd_inforom_valid(c);
+    rd_repair(c);
     rd_uint(c, GS_M_DISPLAY_ATTACHED, f->display_mode, 1); /* a monitor on a connector */
     rd_uint(c, GS_M_DISPLAY_ACTIVE, f->display_active, 1); /* a display initialised */
     rd_uint(c, GS_M_ACCOUNTING, f->accounting_mode, 1);
@@ -406,11 +423,13 @@ static void rd_fields(struct rd *c)
     }
 }
 
-/* Encoder sessions (count, trailing average FPS, latency in us) and the JPEG and optical-flow
- * engines (percent over the driver's sampling period, like the encoder's). */
+/* Encoder and frame buffer capture sessions (count, trailing average FPS, latency in us) and
+ * the JPEG and optical-flow engines (percent over the driver's sampling period, like the
+ * encoder's). */
 static void rd_video_engines(struct rd *c)
 {
     static const enum gs_metric enc_ms[] = {GS_M_ENC_SESSIONS, GS_M_ENC_FPS, GS_M_ENC_LATENCY};
+    static const enum gs_metric fbc_ms[] = {GS_M_FBC_SESSIONS, GS_M_FBC_FPS, GS_M_FBC_LATENCY};
     const struct nvml_fns *f = &c->b->fn;
     unsigned int n = 0, fps = 0, lat_us = 0, period = 0;
 
@@ -419,6 +438,15 @@ static void rd_video_engines(struct rd *c)
         gs_gpu_set(c->g, GS_M_ENC_SESSIONS, n);
         gs_gpu_set(c->g, GS_M_ENC_FPS, fps);
         gs_gpu_set(c->g, GS_M_ENC_LATENCY, lat_us * 1e-6);
+    }
+    if (!c->lost && f->fbc_stats && gs_nvml_need_any(c, fbc_ms, COUNT_OF(fbc_ms))) {
+        nvmlFBCStats_t s;
+        memset(&s, 0, sizeof s);
+        if (ok_n(c, f->fbc_stats(c->h, &s), fbc_ms, COUNT_OF(fbc_ms))) {
+            gs_gpu_set(c->g, GS_M_FBC_SESSIONS, s.sessionsCount);
+            gs_gpu_set(c->g, GS_M_FBC_FPS, s.averageFPS);
+            gs_gpu_set(c->g, GS_M_FBC_LATENCY, s.averageLatency * 1e-6);
+        }
     }
     if (!c->lost && f->jpg_util && gs_nvml_need_m(c, GS_M_UTIL_JPEG) &&
         gs_nvml_ok(c, &c->g->st[GS_M_UTIL_JPEG], f->jpg_util(c->h, &n, &period)))

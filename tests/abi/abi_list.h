@@ -251,6 +251,20 @@ GS_ABI_FIELD(nvmlTemperature_t, sensorType)
 GS_ABI_FIELD(nvmlTemperature_t, temperature)
 #endif
 
+/* nvmlDeviceGetFBCStats's argument. */
+GS_ABI_STRUCT(nvmlFBCStats_t)
+GS_ABI_FIELD(nvmlFBCStats_t, sessionsCount)
+GS_ABI_FIELD(nvmlFBCStats_t, averageFPS)
+GS_ABI_FIELD(nvmlFBCStats_t, averageLatency)
+
+/* nvmlDeviceGetRepairStatus's argument (NVML 13.0, drivers 580+). */
+#if GS_ABI_OPT(nvmlRepairStatus_t)
+GS_ABI_STRUCT(nvmlRepairStatus_t)
+GS_ABI_FIELD(nvmlRepairStatus_t, version)
+GS_ABI_FIELD(nvmlRepairStatus_t, bChannelRepairPending)
+GS_ABI_FIELD(nvmlRepairStatus_t, bTpcRepairPending)
+#endif
+
 /* nvmlDeviceGetMarginTemperature's argument (555+). */
 #if GS_ABI_OPT(nvmlMarginTemperature_t)
 GS_ABI_STRUCT(nvmlMarginTemperature_t)
@@ -546,6 +560,9 @@ GS_ABI_CONST("struct versions", nvmlTemperature_v1)
 #if GS_ABI_OPT(nvmlPciInfoExt_v1)
 GS_ABI_CONST("struct versions", nvmlPciInfoExt_v1)
 #endif
+#if GS_ABI_OPT(nvmlRepairStatus_v1)
+GS_ABI_CONST("struct versions", nvmlRepairStatus_v1)
+#endif
 #if GS_ABI_OPT(nvmlMarginTemperature_v1)
 GS_ABI_CONST("struct versions", nvmlMarginTemperature_v1)
 #endif
@@ -613,6 +630,10 @@ GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetDecoderUtilization,
              (nvmlDevice_t, unsigned int *, unsigned int *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetEncoderStats,
              (nvmlDevice_t, unsigned int *, unsigned int *, unsigned int *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetFBCStats, (nvmlDevice_t, nvmlFBCStats_t *))
+#if GS_ABI_OPT(nvmlDeviceGetRepairStatus)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetRepairStatus, (nvmlDevice_t, nvmlRepairStatus_t *))
+#endif
 #if GS_ABI_OPT(nvmlDeviceGetJpgUtilization)
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetJpgUtilization,
              (nvmlDevice_t, unsigned int *, unsigned int *))

@@ -156,11 +156,6 @@ TELEGRAF_V13 = [
 NA = ("", "N/A", "Requested functionality has been deprecated")
 # Fields the real documents fill and ours do not, with the reason (docs/nvidia-smi.md, LIMITS).
 TELEGRAF_GAPS = {
-    "fbc_stats_session_count": "nvmlDeviceGetFBCStats is not read",
-    "fbc_stats_average_fps": "nvmlDeviceGetFBCStats is not read",
-    "fbc_stats_average_latency": "nvmlDeviceGetFBCStats is not read",
-    "ecc_errors_channel_repair_pending": "nvmlDeviceGetRepairStatus is not read",
-    "ecc_errors_tpc_repair_pending": "nvmlDeviceGetRepairStatus is not read",
     "serial": "the RTX 4080 SUPER capture has no serial number (N/A); the RTX 3080's has one",
 }
 

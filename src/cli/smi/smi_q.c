@@ -40,7 +40,7 @@ enum kind {
     K_FN,    /* special (fn) */
 };
 
-enum fmt { MF_INT, MF_MIB, MF_MHZ, MF_KBS, MF_BIT, MF_WATT };
+enum fmt { MF_INT, MF_MIB, MF_MHZ, MF_KBS, MF_BIT, MF_WATT, MF_US, MF_YESNO };
 
 enum fn {
     F_TIMESTAMP,
@@ -271,9 +271,9 @@ static const struct row rows[] = {
     Q(2, 0, 0, "Average FPS", "average_fps", "encoder.stats.averageFps"),
     Q(2, 0, 0, "Average Latency", "average_latency", "encoder.stats.averageLatency"),
     G(1, 0, D_FBC, "FBC Stats", "fbc_stats"),
-    N(2, 0, 0, "Active Sessions", "session_count"),
-    N(2, 0, 0, "Average FPS", "average_fps"),
-    N(2, 0, 0, "Average Latency", "average_latency"),
+    M(2, 0, 0, "Active Sessions", "session_count", GS_M_FBC_SESSIONS, MF_INT),
+    M(2, 0, 0, "Average FPS", "average_fps", GS_M_FBC_FPS, MF_INT),
+    M(2, 0, 0, "Average Latency", "average_latency", GS_M_FBC_LATENCY, MF_US),
     G(1, 0, 0, "DRAM Encryption Mode", "dram_encryption_mode"),
     Q(2, 0, 0, "Current", "current_dram_encryption", "dramEncryption.mode.current"),
     Q(2, 0, 0, "Pending", "pending_dram_encryption", "dramEncryption.mode.pending"),
@@ -295,8 +295,9 @@ static const struct row rows[] = {
       "ecc.errors.uncorrected.aggregate.sram.mcu"),
     Q(3, W_SPLIT, 0, "SRAM PCIE", "sram_pcie", "ecc.errors.uncorrected.aggregate.sram.pcie"),
     Q(3, W_SPLIT, 0, "SRAM Other", "sram_other", "ecc.errors.uncorrected.aggregate.sram.other"),
-    N(2, W_SPLIT, 0, "Channel Repair Pending", "channel_repair_pending"),
-    N(2, W_SPLIT, 0, "TPC Repair Pending", "tpc_repair_pending"),
+    M(2, W_SPLIT, 0, "Channel Repair Pending", "channel_repair_pending", GS_M_REPAIR_CHANNEL,
+      MF_YESNO),
+    M(2, W_SPLIT, 0, "TPC Repair Pending", "tpc_repair_pending", GS_M_REPAIR_TPC, MF_YESNO),
     N(2, W_SPLIT, 0, "Unrepairable Memory", "unrepairable_memory"),
     G(1, 0, D_PAGE, "Retired Pages", "retired_pages"),
     Q(2, W_TEXT, 0, "Single Bit ECC", NULL, "retired_pages.single_bit_ecc.count"),
@@ -548,6 +549,12 @@ static void metric_value(const struct q *q, const struct row *r, char *buf, size
         break;
     case MF_WATT:
         snprintf(buf, n, "%.2f W", v);
+        break;
+    case MF_US:
+        snprintf(buf, n, "%lld", llround(v * 1e6));
+        break;
+    case MF_YESNO:
+        snprintf(buf, n, "%s", v != 0 ? "Yes" : "No");
         break;
     case MF_BIT:
         snprintf(buf, n, "%s", ((unsigned long long)llround(v) & r->bit) ? "Active" : "Not Active");

@@ -286,18 +286,26 @@ static int print_version(FILE *out, const struct gs_snapshot *s)
 {
     const struct gs_system *y = &s->sys;
     const char *drv = y->driver_st == GS_ST_OK ? y->driver_version : "N/A";
-    char nvml[GS_STR_LEN];
+    char nvml[GS_STR_LEN], cuda[16];
 
     /* The nvidia-smi a driver ships carries the driver's version. */
     fprintf(out, "NVIDIA-SMI version  : %s\n", drv);
     nvml_version(y, nvml, sizeof nvml);
     fprintf(out, "NVML version        : %s\n", nvml);
-    fprintf(out, "DRIVER version      : %s\n", drv);
     if (y->cuda_st == GS_ST_OK)
-        fprintf(out, "CUDA Version        : %d.%d\n", y->cuda_version / 1000,
-                (y->cuda_version % 1000) / 10);
+        snprintf(cuda, sizeof cuda, "%d.%d", y->cuda_version / 1000, (y->cuda_version % 1000) / 10);
     else
-        fprintf(out, "CUDA Version        : N/A\n");
+        snprintf(cuda, sizeof cuda, "N/A");
+    if (gs_smi_layout(s)->kmd) {
+        fputs("DRIVER version      : Deprecated, see \"KMD version\" instead\n"
+              "CUDA version        : Deprecated, see \"CUDA UMD version\" instead\n",
+              out);
+        fprintf(out, "KMD version         : %s\n", drv);
+        fprintf(out, "CUDA UMD version    : %s\n", cuda);
+    } else {
+        fprintf(out, "DRIVER version      : %s\n", drv);
+        fprintf(out, "CUDA Version        : %s\n", cuda);
+    }
     return ferror(out) ? GS_EIO : GS_OK;
 }
 

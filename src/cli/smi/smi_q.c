@@ -68,6 +68,8 @@ enum when {
     W_NOREMAP = 1u << 8,  /* they are not: one "Remapped Rows : N/A" row */
     W_NO0X = 1u << 9,     /* XML value without its "0x" */
     W_PRE590 = 1u << 10,  /* drivers before 590 (nvsmi_device_v12) only */
+    W_610T = 1u << 11,    /* text of drivers 610 and later only */
+    W_NOT610T = 1u << 12, /* not in the text of drivers 610 and later */
 };
 
 struct row {
@@ -175,6 +177,8 @@ static const struct row rows[] = {
     G(1, 0, 0, "Inforom BBX Object Flush", "inforom_bbx_flush"),
     N(2, 0, 0, "Latest Timestamp", "latest_timestamp"),
     N(2, 0, 0, "Latest Duration", "latest_duration"),
+    G(1, W_610T, 0, "Inforom Time Data", NULL),
+    N(2, 0, 0, "Time Run", NULL),
     G(1, 0, 0, "GPU Operation Mode", "gpu_operation_mode"),
     Q(2, 0, 0, "Current", "current_gom", "gom.current"),
     Q(2, 0, 0, "Pending", "pending_gom", "gom.pending"),
@@ -362,9 +366,17 @@ static const struct row rows[] = {
     Q(2, W_XML, 0, NULL, "power_draw", "power.draw"),
     Q(2, 0, 0, "Average Power Draw", "average_power_draw", "power.draw.average"),
     Q(2, 0, 0, "Instantaneous Power Draw", "instant_power_draw", "power.draw.instant"),
-    Q(2, 0, 0, "Current Power Limit", "current_power_limit", "enforced.power.limit"),
-    Q(2, 0, 0, "Requested Power Limit", "requested_power_limit", "power.limit"),
-    Q(2, 0, 0, "Default Power Limit", "default_power_limit", "power.default_limit"),
+    Q(2, W_NOT610T, 0, "Current Power Limit", "current_power_limit", "enforced.power.limit"),
+    Q(2, W_NOT610T, 0, "Requested Power Limit", "requested_power_limit", "power.limit"),
+    Q(2, W_NOT610T, 0, "Default Power Limit", "default_power_limit", "power.default_limit"),
+    G(2, W_610T, 0, "GPU Ceiling Power Limit", NULL),
+    Q(3, 0, 0, "Current Power Limit", NULL, "enforced.power.limit"),
+    Q(3, 0, 0, "Requested Power Limit", NULL, "power.limit"),
+    Q(3, 0, 0, "Default Power Limit", NULL, "power.default_limit"),
+    G(2, W_610T, 0, "GPU Base Power", NULL),
+    N(3, 0, 0, "Current Base Power", NULL),
+    N(3, 0, 0, "Requested Base Power", NULL),
+    N(3, 0, 0, "Default Base Power", NULL),
     Q(2, 0, 0, "Min Power Limit", "min_power_limit", "power.min_limit"),
     Q(2, 0, 0, "Max Power Limit", "max_power_limit", "power.max_limit"),
     G(1, 0, D_POWER, "GPU Memory Power Readings ", "gpu_memory_power_readings"),
@@ -440,7 +452,26 @@ struct q {
     const struct gs_gpu *g;
     unsigned gpu;
     int xml;
+    const struct gs_smi_layout *layout;
 };
+
+/* Text labels drivers 610 and later changed, by the row's XML element. */
+static const struct {
+    const char *tag;
+    const char *label;
+} labels_610[] = {
+    {"gpu_temp_tlimit", "GPU Current T.Limit Temp"},
+    {"gpu_target_temperature", "GPU Target Temperature Specification"},
+};
+
+static const char *row_label(const struct q *q, const struct row *r)
+{
+    if (q->layout->rows_610 && r->tag)
+        for (size_t i = 0; i < sizeof labels_610 / sizeof labels_610[0]; i++)
+            if (strcmp(r->tag, labels_610[i].tag) == 0)
+                return labels_610[i].label;
+    return r->label;
+}
 
 static void xml_escaped(FILE *out, const char *v)
 {
@@ -792,11 +823,6 @@ static void procs_block(struct q *q, unsigned xd)
     free(list);
 }
 
-static int driver_major(const struct gs_snapshot *s)
-{
-    return s->sys.driver_st == GS_ST_OK ? atoi(s->sys.driver_version) : 0;
-}
-
 /* Whether row r applies to this GPU and output. */
 static int applies(const struct q *q, const struct row *r)
 {
@@ -815,9 +841,13 @@ static int applies(const struct q *q, const struct row *r)
         return 0;
     if (((w & W_SPLIT) && !split) || ((w & W_NOSPLIT) && split))
         return 0;
-    if ((w & W_595) && driver_major(q->s) < 595)
+    if ((w & W_595) && !q->layout->rows_595)
         return 0;
-    if ((w & W_PRE590) && driver_major(q->s) >= 590)
+    if ((w & W_PRE590) && q->layout->dtd >= 13)
+        return 0;
+    if ((w & W_610T) && (q->xml || !q->layout->rows_610))
+        return 0;
+    if ((w & W_NOT610T) && !q->xml && q->layout->rows_610)
         return 0;
     if (((w & W_REMAP) && !remap) || ((w & W_NOREMAP) && remap))
         return 0;
@@ -877,7 +907,7 @@ static void gpu_body(struct q *q, unsigned sections)
         }
         switch (r->kind) {
         case K_GROUP:
-            open_group(q, r->depth, 2 + nopen, r->label, r->tag);
+            open_group(q, r->depth, 2 + nopen, row_label(q, r), r->tag);
             if (nopen < sizeof open / sizeof open[0]) {
                 open[nopen].depth = r->depth;
                 open[nopen].tag = r->tag;
@@ -896,14 +926,14 @@ static void gpu_body(struct q *q, unsigned sections)
                 fprintf(q->out, "</%s>\n", r->tag);
             } else {
                 fn_value(q, r, v, sizeof v);
-                leaf(q, r->depth, 2 + nopen, COLON, r->label, r->tag, v);
+                leaf(q, r->depth, 2 + nopen, COLON, row_label(q, r), r->tag, v);
             }
             break;
         default:
             row_value(q, r, v, sizeof v);
             if (q->xml && (r->when & W_NO0X) && strncmp(v, "0x", 2) == 0)
                 memmove(v, v + 2, strlen(v + 2) + 1);
-            leaf(q, r->depth, 2 + nopen, COLON, r->label, r->tag, v);
+            leaf(q, r->depth, 2 + nopen, COLON, row_label(q, r), r->tag, v);
         }
     }
     while (nopen) {
@@ -915,7 +945,7 @@ static void gpu_body(struct q *q, unsigned sections)
 int gs_smi_q(FILE *out, const struct gs_snapshot *s, const unsigned char *sel, unsigned sections,
              int xml)
 {
-    struct q q = {out, s, NULL, 0, xml};
+    struct q q = {out, s, NULL, 0, xml, gs_smi_layout(s)};
     const struct gs_system *y = &s->sys;
     char when[64], cuda[16], count[16];
 
@@ -930,14 +960,29 @@ int gs_smi_q(FILE *out, const struct gs_snapshot *s, const unsigned char *sel, u
                 "<?xml version=\"1.0\" ?>\n"
                 "<!DOCTYPE nvidia_smi_log SYSTEM \"nvsmi_device_v%d.dtd\">\n"
                 "<nvidia_smi_log>\n",
-                driver_major(s) >= 590 ? 13 : 12);
+                q.layout->dtd);
     } else {
         fputs("\n==============NVSMI LOG==============\n\n", out);
     }
     leaf(&q, 0, 1, COLON, "Timestamp", "timestamp", when);
-    leaf(&q, 0, 1, COLON, "Driver Version", "driver_version",
-         y->driver_st == GS_ST_OK ? y->driver_version : NA);
-    leaf(&q, 0, 1, COLON, "CUDA Version", "cuda_version", cuda);
+    if (q.layout->kmd && !xml) {
+        /* 610: the old names stay, marked deprecated, before the new ones */
+        const char *drv = y->driver_st == GS_ST_OK ? y->driver_version : NA;
+
+        fprintf(out,
+                "%-*s: %s [Deprecated; will be removed in CUDA 14.0. Use KMD Version instead]\n",
+                COLON, "Driver Version", drv);
+        fprintf(out,
+                "%-*s: %s [Deprecated; will be removed in CUDA 14.0. Use CUDA UMD Version "
+                "instead]\n",
+                COLON, "CUDA Version", cuda);
+        leaf(&q, 0, 1, COLON, "KMD Version", "kmd_version", drv);
+        leaf(&q, 0, 1, COLON, "CUDA UMD Version", "cuda_umd_version", cuda);
+    } else {
+        leaf(&q, 0, 1, COLON, "Driver Version", "driver_version",
+             y->driver_st == GS_ST_OK ? y->driver_version : NA);
+        leaf(&q, 0, 1, COLON, "CUDA Version", "cuda_version", cuda);
+    }
     if (!xml)
         fputc('\n', out);
     leaf(&q, 0, 1, COLON, "Attached GPUs", "attached_gpus", count);

@@ -49,7 +49,7 @@ static int starts(const char *w, const char *name)
 int gs_smi_wants(int argc, char **argv)
 {
     if (argc > 1 && (strcmp(argv[1], "dmon") == 0 || strcmp(argv[1], "pmon") == 0 ||
-                     strcmp(argv[1], "topo") == 0))
+                     strcmp(argv[1], "topo") == 0 || strcmp(argv[1], "nvlink") == 0))
         return 1;
     for (int i = 1; i < argc; i++) {
         const char *w = argv[i];
@@ -350,6 +350,8 @@ int gs_smi_main(int argc, char **argv, const char *prog)
         return gs_smi_pmon(argc - 1, argv + 1, prog);
     if (argc > 1 && strcmp(argv[1], "topo") == 0)
         return gs_smi_topo(argc - 1, argv + 1, prog);
+    if (argc > 1 && strcmp(argv[1], "nvlink") == 0)
+        return gs_smi_nvlink(argc - 1, argv + 1, prog);
     status = parse(argc, argv, &o, prog);
     if (status >= 0)
         return status;

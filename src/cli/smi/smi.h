@@ -60,6 +60,10 @@ int gs_smi_q(FILE *out, const struct gs_snapshot *s, const unsigned char *sel, u
 int gs_smi_dmon(int argc, char **argv, const char *prog);
 int gs_smi_pmon(int argc, char **argv, const char *prog);
 int gs_smi_topo(int argc, char **argv, const char *prog);
+/* `nvlink`: argv[0] is "nvlink"; -s prints gs_smi_nvlink_status. */
+int gs_smi_nvlink(int argc, char **argv, const char *prog);
+/* nvlink -s of the GPUs marked in sel (all when sel is NULL). */
+int gs_smi_nvlink_status(FILE *out, const struct gs_snapshot *s, const unsigned char *sel);
 
 /* Opens NVML as the source (client/source.h: these modes never ask the agent) and takes the
  * first snapshot (gs_source_snapshot), printing nvidia-smi's message for a failure (on stdout,

@@ -203,6 +203,11 @@ const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m);
     X(nvmlGpmMetricsGet)                                                                           \
     X(nvmlDeviceGetEncoderStats)                                                                   \
     X(nvmlDeviceGetFBCStats)                                                                       \
+    X(nvmlDeviceGetBoardId)                                                                        \
+    X(nvmlDeviceGetMultiGpuBoard)                                                                  \
+    X(nvmlDeviceGetBoardPartNumber)                                                                \
+    X(nvmlDeviceGetMaxCustomerBoostClock)                                                          \
+    X(nvmlDeviceGetGspFirmwareVersion)                                                             \
     X(nvmlDeviceGetRepairStatus)                                                                   \
     X(nvmlDeviceGetJpgUtilization)                                                                 \
     X(nvmlDeviceGetOfaUtilization)                                                                 \
@@ -345,7 +350,14 @@ struct gs_sim_gpu {
     unsigned power_default_mw, power_limit_mw, power_enforced_mw, power_min_mw, power_max_mw;
     double energy_base_mj;
     bool has_energy;
-    unsigned clock_max_mhz[4]; /* 0: not supported */
+    unsigned clock_max_mhz[4];    /* 0: not supported */
+    unsigned clock_boost_max_mhz; /* customer boost maximum, graphics; 0: not supported */
+    /* "board": nvmlDeviceGetBoardId / GetMultiGpuBoard / GetBoardPartNumber; without it the
+     * three answer NOT_SUPPORTED, as does a part number left out */
+    bool has_board, multi_gpu_board;
+    unsigned board_id;
+    char board_part[GS_SIM_STR_MAX];
+    char gsp_version[GS_SIM_STR_MAX]; /* "" : GetGspFirmwareVersion answers NOT_SUPPORTED */
     unsigned pcie_max_gen, pcie_gpu_max_gen, pcie_max_width;
     unsigned pcie_replays;
     bool persistence;

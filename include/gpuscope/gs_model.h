@@ -174,7 +174,11 @@ enum gs_status {
     X(GS_M_FBC_LATENCY, "fbc_average_latency", "seconds")                                          \
     /* repairs the GPU has pending (1) for its next reset */                                       \
     X(GS_M_REPAIR_CHANNEL, "repair_channel_pending", "")                                           \
-    X(GS_M_REPAIR_TPC, "repair_tpc_pending", "")
+    X(GS_M_REPAIR_TPC, "repair_tpc_pending", "")                                                   \
+    /* board identity: NVML's board id, whether the board holds several GPUs */                    \
+    X(GS_M_BOARD_ID, "board_id", "")                                                               \
+    X(GS_M_MULTI_GPU_BOARD, "multi_gpu_board", "")                                                 \
+    X(GS_M_CLOCK_BOOST_MAX_GR, "clock_customer_boost_max_graphics", "hertz")
 
 #define GS_METRIC_ENUM_(e, n, u) e,
 enum gs_metric { GS_METRICS(GS_METRIC_ENUM_) GS_M__COUNT };
@@ -193,6 +197,8 @@ enum gs_text {
     GS_T_INFOROM_OEM,
     GS_T_INFOROM_ECC,
     GS_T_INFOROM_PWR,
+    GS_T_BOARD_PART,  /* board part number ("692-2G520-0200-000") */
+    GS_T_GSP_VERSION, /* GSP firmware version ("590.48.01") */
     GS_T__COUNT,
 };
 

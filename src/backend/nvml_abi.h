@@ -378,6 +378,11 @@ typedef struct {
     unsigned int isSupportedDevice;
 } nvmlGpmSupport_t;
 
+/* Buffer sizes nvml.h guarantees for nvmlDeviceGetBoardPartNumber and
+ * nvmlDeviceGetGspFirmwareVersion (which takes no length). */
+#define NVML_DEVICE_PART_NUMBER_BUFFER_SIZE 80
+#define NVML_GSP_FIRMWARE_VERSION_BUF_SIZE 0x40
+
 /* nvmlDeviceGetFBCStats: frame buffer capture sessions (nvml.h nvmlFBCStats_t; Maxwell+). */
 typedef struct {
     unsigned int sessionsCount;

@@ -59,6 +59,7 @@ typedef nvmlReturn_t (*fn_d_attrs)(nvmlDevice_t, nvmlDeviceAttributes_t *);
 typedef nvmlReturn_t (*fn_d_tempv)(nvmlDevice_t, nvmlTemperature_t *);
 typedef nvmlReturn_t (*fn_d_margin)(nvmlDevice_t, nvmlMarginTemperature_t *);
 typedef nvmlReturn_t (*fn_d_fbc)(nvmlDevice_t, nvmlFBCStats_t *);
+typedef nvmlReturn_t (*fn_d_str1)(nvmlDevice_t, char *);
 typedef nvmlReturn_t (*fn_d_repair)(nvmlDevice_t, nvmlRepairStatus_t *);
 typedef nvmlReturn_t (*fn_d_fields)(nvmlDevice_t, int, nvmlFieldValue_t *);
 typedef nvmlReturn_t (*fn_d_procs)(nvmlDevice_t, unsigned int *, void *);
@@ -182,6 +183,11 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(gi_info, fn_gi_info, "nvmlGpuInstanceGetInfo")                                               \
     X(encoder_stats, fn_d_u3, "nvmlDeviceGetEncoderStats")                                         \
     X(fbc_stats, fn_d_fbc, "nvmlDeviceGetFBCStats")                                                \
+    X(board_part, fn_d_str, "nvmlDeviceGetBoardPartNumber")                                        \
+    X(board_id, fn_d_u, "nvmlDeviceGetBoardId")                                                    \
+    X(multi_gpu, fn_d_u, "nvmlDeviceGetMultiGpuBoard")                                             \
+    X(boost_max, fn_d_arg_u, "nvmlDeviceGetMaxCustomerBoostClock")                                 \
+    X(gsp_version, fn_d_str1, "nvmlDeviceGetGspFirmwareVersion")                                   \
     X(repair_status, fn_d_repair, "nvmlDeviceGetRepairStatus")                                     \
     X(jpg_util, fn_d_u2, "nvmlDeviceGetJpgUtilization")                                            \
     X(ofa_util, fn_d_u2, "nvmlDeviceGetOfaUtilization")                                            \

@@ -187,6 +187,17 @@ void gs_nvml_read_identity(struct rd *c)
     rd_text(c, GS_T_UUID, f->uuid);
     rd_text(c, GS_T_SERIAL, f->serial);
     rd_text(c, GS_T_VBIOS, f->vbios);
+    rd_text(c, GS_T_BOARD_PART, f->board_part);
+    if (!c->lost && f->gsp_version && gs_nvml_need_t(c, GS_T_GSP_VERSION)) {
+        char buf[GS_STR_LEN]; /* >= NVML_GSP_FIRMWARE_VERSION_BUF_SIZE: no length is passed */
+
+        static_assert(sizeof buf >= NVML_GSP_FIRMWARE_VERSION_BUF_SIZE, "GSP version buffer");
+        memset(buf, 0, sizeof buf);
+        if (gs_nvml_ok(c, &c->g->tst[GS_T_GSP_VERSION], f->gsp_version(c->h, buf))) {
+            gs_nvml_copy_text(c->g->text[GS_T_GSP_VERSION], buf, sizeof buf);
+            c->g->tst[GS_T_GSP_VERSION] = GS_ST_OK;
+        }
+    }
     rd_pci(c);
     rd_pci_class(c);
     rd_inforom(c);
@@ -255,6 +266,9 @@ void gs_nvml_read_slow(struct rd *c)
     rd_uint_arg(c, GS_M_TEMP_SLOWDOWN, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, 1);
     rd_uint_arg(c, GS_M_TEMP_GPU_MAX, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_GPU_MAX, 1);
     rd_uint_arg(c, GS_M_TEMP_MEM_MAX, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_MEM_MAX, 1);
+    rd_uint(c, GS_M_BOARD_ID, f->board_id, 1);
+    rd_uint(c, GS_M_MULTI_GPU_BOARD, f->multi_gpu, 1);
+    rd_uint_arg(c, GS_M_CLOCK_BOOST_MAX_GR, f->boost_max, NVML_CLOCK_GRAPHICS, 1e6);
     rd_uint_arg(c, GS_M_TEMP_TARGET, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR,
                 1);
     rd_uint_arg(c, GS_M_TEMP_TARGET_MIN, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN,

@@ -445,6 +445,10 @@ GS_ABI_CONST("flags and buffer sizes", NVML_INIT_FLAG_FORCE_INIT)
 GS_ABI_CONST("flags and buffer sizes", NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE)
 GS_ABI_CONST("flags and buffer sizes", NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE)
 GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_NAME_BUFFER_SIZE)
+GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_PART_NUMBER_BUFFER_SIZE)
+#if GS_ABI_OPT(NVML_GSP_FIRMWARE_VERSION_BUF_SIZE)
+GS_ABI_CONST("flags and buffer sizes", NVML_GSP_FIRMWARE_VERSION_BUF_SIZE)
+#endif
 GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_NAME_V2_BUFFER_SIZE)
 GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_UUID_BUFFER_SIZE)
 GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_UUID_V2_BUFFER_SIZE)
@@ -631,6 +635,14 @@ GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetDecoderUtilization,
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetEncoderStats,
              (nvmlDevice_t, unsigned int *, unsigned int *, unsigned int *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetFBCStats, (nvmlDevice_t, nvmlFBCStats_t *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetBoardPartNumber, (nvmlDevice_t, char *, unsigned int))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetBoardId, (nvmlDevice_t, unsigned int *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMultiGpuBoard, (nvmlDevice_t, unsigned int *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMaxCustomerBoostClock,
+             (nvmlDevice_t, nvmlClockType_t, unsigned int *))
+#if GS_ABI_OPT(nvmlDeviceGetGspFirmwareVersion)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetGspFirmwareVersion, (nvmlDevice_t, char *))
+#endif
 #if GS_ABI_OPT(nvmlDeviceGetRepairStatus)
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetRepairStatus, (nvmlDevice_t, nvmlRepairStatus_t *))
 #endif

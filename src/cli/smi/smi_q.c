@@ -38,9 +38,10 @@ enum kind {
     K_NA,    /* no source in the model */
     K_M,     /* a metric of the model with a format (fmt) */
     K_FN,    /* special (fn) */
+    K_T,     /* a text of the model (metric: enum gs_text) */
 };
 
-enum fmt { MF_INT, MF_MIB, MF_MHZ, MF_KBS, MF_BIT, MF_WATT, MF_US, MF_YESNO };
+enum fmt { MF_INT, MF_MIB, MF_MHZ, MF_KBS, MF_BIT, MF_WATT, MF_US, MF_YESNO, MF_HEX };
 
 enum fn {
     F_TIMESTAMP,
@@ -109,6 +110,7 @@ struct row {
 #define M(d, w, s, l, t, m, f) {d, K_M, f, w, s, l, t, NULL, m, 0, NULL}
 #define B(d, w, s, l, t, bit) {d, K_M, MF_BIT, w, s, l, t, NULL, GS_M_THROTTLE_ACTIVE, bit, NULL}
 #define F(d, w, s, l, t, f) {d, K_FN, f, w, s, l, t, NULL, 0, 0, NULL}
+#define T(d, w, s, l, t, x) {d, K_T, 0, w, s, l, t, NULL, x, 0, NULL}
 /* clang-format on */
 
 #define ECC_SET(w, kind, ctr)                                                                      \
@@ -156,9 +158,9 @@ static const struct row rows[] = {
     N(1, 0, 0, "GPU PDI", "pdi"),
     M(1, 0, 0, "Minor Number", "minor_number", GS_M_MINOR, MF_INT),
     Q(1, 0, 0, "VBIOS Version", "vbios_version", "vbios_version"),
-    N(1, 0, 0, "MultiGPU Board", "multigpu_board"),
-    N(1, 0, 0, "Board ID", "board_id"),
-    N(1, 0, 0, "Board Part Number", "board_part_number"),
+    M(1, 0, 0, "MultiGPU Board", "multigpu_board", GS_M_MULTI_GPU_BOARD, MF_YESNO),
+    M(1, 0, 0, "Board ID", "board_id", GS_M_BOARD_ID, MF_HEX),
+    T(1, 0, 0, "Board Part Number", "board_part_number", GS_T_BOARD_PART),
     N(1, 0, 0, "GPU Part Number", "gpu_part_number"),
     N(1, 0, 0, "FRU Part Number", "gpu_fru_part_number"),
     G(1, 0, 0, "Platform Info", "platformInfo"),
@@ -191,7 +193,7 @@ static const struct row rows[] = {
     N(2, 0, 0, "Reset Required", "reset_required"),
     N(2, 0, 0, "Drain and Reset Recommended", "drain_and_reset_recommended"),
     Q(1, 0, 0, "GPU Recovery Action", "gpu_recovery_action", "gpu_recovery_action"),
-    N(1, 0, 0, "GSP Firmware Version", "gsp_firmware_version"),
+    T(1, 0, 0, "GSP Firmware Version", "gsp_firmware_version", GS_T_GSP_VERSION),
     G(1, 0, 0, "IBMNPU", "ibmnpu"),
     N(2, 0, 0, "Relaxed Ordering Mode", "relaxed_ordering_mode"),
     G(1, 0, 0, "PCI", "pci"),
@@ -415,7 +417,7 @@ static const struct row rows[] = {
     Q(2, 0, 0, "Memory", "mem_clock", "clocks.max.memory"),
     M(2, 0, 0, "Video", "video_clock", GS_M_CLOCK_MAX_VIDEO, MF_MHZ),
     G(1, 0, D_CLOCK, "Max Customer Boost Clocks", "max_customer_boost_clocks"),
-    N(2, 0, 0, "Graphics", "graphics_clock"),
+    M(2, 0, 0, "Graphics", "graphics_clock", GS_M_CLOCK_BOOST_MAX_GR, MF_MHZ),
     G(1, 0, D_CLOCK, "Clock Policy", "clock_policy"),
     N(2, 0, 0, "Auto Boost", "auto_boost"),
     N(2, 0, 0, "Auto Boost Default", "auto_boost_default"),
@@ -583,6 +585,9 @@ static void metric_value(const struct q *q, const struct row *r, char *buf, size
         break;
     case MF_US:
         snprintf(buf, n, "%lld", llround(v * 1e6));
+        break;
+    case MF_HEX:
+        snprintf(buf, n, "0x%llx", (unsigned long long)llround(v));
         break;
     case MF_YESNO:
         snprintf(buf, n, "%s", v != 0 ? "Yes" : "No");
@@ -862,6 +867,9 @@ static void row_value(const struct q *q, const struct row *r, char *v, size_t n)
         qf_value(q, r->src, v, n, &answered);
     else if (r->kind == K_M)
         metric_value(q, r, v, n, &answered);
+    else if (r->kind == K_T)
+        snprintf(v, n, "%s",
+                 gs_gpu_has_text(q->g, (enum gs_text)r->metric) ? q->g->text[r->metric] : NA);
     else
         snprintf(v, n, NA);
     if (answered && r->suffix)

@@ -212,6 +212,69 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, c
     return gs_sim_leave(gs_sim_copy_str(version, length, c.g->vbios));
 }
 
+/* The scenario's "board" (id, multi-GPU flag, part number) and GSP firmware version. */
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetBoardId(nvmlDevice_t device, unsigned int *boardId)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetBoardId, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!boardId)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!c.g->has_board)
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    *boardId = c.g->board_id;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetMultiGpuBoard(nvmlDevice_t device,
+                                                           unsigned int *multiGpuBool)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetMultiGpuBoard, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!multiGpuBool)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!c.g->has_board)
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    *multiGpuBool = c.g->multi_gpu_board;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetBoardPartNumber(nvmlDevice_t device, char *partNumber,
+                                                             unsigned int length)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetBoardPartNumber, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!partNumber)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!c.g->has_board || !c.g->board_part[0])
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    return gs_sim_leave(gs_sim_copy_str(partNumber, length, c.g->board_part));
+}
+
+/* No length: the caller's buffer holds NVML_GSP_FIRMWARE_VERSION_BUF_SIZE bytes. */
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetGspFirmwareVersion(nvmlDevice_t device, char *version)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetGspFirmwareVersion, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!version)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!c.g->gsp_version[0])
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    return gs_sim_leave(
+        gs_sim_copy_str(version, NVML_GSP_FIRMWARE_VERSION_BUF_SIZE, c.g->gsp_version));
+}
+
 /* Inforom version strings: index 0 the image, 1 + nvmlInforomObject_t the objects. */
 static nvmlReturn_t inforom_str(enum gs_sim_fn fn, nvmlDevice_t device, unsigned which,
                                 char *version, unsigned int length)
@@ -539,6 +602,47 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device,
     *sessionCount = gs_sim_metric_u(&c, GS_SIM_M_ENC_SESSIONS, c.t);
     *averageFps = gs_sim_metric_u(&c, GS_SIM_M_ENC_FPS, c.t);
     *averageLatency = gs_sim_metric_u(&c, GS_SIM_M_ENC_LATENCY, c.t);
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+/* Frame buffer capture sessions: as the encoder's, supported when the scenario gives any of the
+ * three metrics. */
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetFBCStats(nvmlDevice_t device, nvmlFBCStats_t *fbcStats)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetFBCStats, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!fbcStats)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!c.g->metric_given[GS_SIM_M_FBC_SESSIONS] && !c.g->metric_given[GS_SIM_M_FBC_FPS] &&
+        !c.g->metric_given[GS_SIM_M_FBC_LATENCY])
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    fbcStats->sessionsCount = gs_sim_metric_u(&c, GS_SIM_M_FBC_SESSIONS, c.t);
+    fbcStats->averageFPS = gs_sim_metric_u(&c, GS_SIM_M_FBC_FPS, c.t);
+    fbcStats->averageLatency = gs_sim_metric_u(&c, GS_SIM_M_FBC_LATENCY, c.t);
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+/* TPC / memory channel repair flags (drivers 580+): supported when the scenario gives either; the
+ * struct version is checked as the driver does. */
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetRepairStatus(nvmlDevice_t device,
+                                                          nvmlRepairStatus_t *repairStatus)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetRepairStatus, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!repairStatus)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (repairStatus->version != nvmlRepairStatus_v1)
+        return gs_sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    if (!c.g->metric_given[GS_SIM_M_REPAIR_CHAN] && !c.g->metric_given[GS_SIM_M_REPAIR_TPC])
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    repairStatus->bChannelRepairPending = gs_sim_metric_u(&c, GS_SIM_M_REPAIR_CHAN, c.t) != 0;
+    repairStatus->bTpcRepairPending = gs_sim_metric_u(&c, GS_SIM_M_REPAIR_TPC, c.t) != 0;
     return gs_sim_leave(NVML_SUCCESS);
 }
 

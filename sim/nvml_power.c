@@ -247,6 +247,24 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, n
     return gs_sim_leave(NVML_SUCCESS);
 }
 
+/* The customer boost maximum: graphics only ("clocks_max_mhz.customer_boost_graphics"). */
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetMaxCustomerBoostClock(nvmlDevice_t device,
+                                                                   nvmlClockType_t clockType,
+                                                                   unsigned int *clockMHz)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetMaxCustomerBoostClock, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!clockMHz || clockType > NVML_CLOCK_VIDEO)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (clockType != NVML_CLOCK_GRAPHICS || !c.g->clock_boost_max_mhz)
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    *clockMHz = c.g->clock_boost_max_mhz;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
 /* Active reasons: the scenario's events plus GpuIdle while the GPU is idle. */
 static unsigned long long reasons_now(const struct gs_sim_call *c)
 {

@@ -73,6 +73,11 @@ static const struct gs_sim_metric_info metric_info[GS_SIM_M__COUNT] = {
     [GS_SIM_M_TEMP_MARGIN] = {"temp_margin_c", -200, 200},
     [GS_SIM_M_NVLINK_TX] = {"nvlink_tx_kib_s", 0, 1e9},
     [GS_SIM_M_NVLINK_RX] = {"nvlink_rx_kib_s", 0, 1e9},
+    [GS_SIM_M_FBC_SESSIONS] = {"fbc_sessions", 0, 1e6},
+    [GS_SIM_M_FBC_FPS] = {"fbc_fps", 0, 1e6},
+    [GS_SIM_M_FBC_LATENCY] = {"fbc_latency_us", 0, 4e9},
+    [GS_SIM_M_REPAIR_CHAN] = {"repair_channel_pending", 0, 1},
+    [GS_SIM_M_REPAIR_TPC] = {"repair_tpc_pending", 0, 1},
 };
 
 const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m)
@@ -1341,9 +1346,33 @@ static int parse_thresholds(struct parse *ps, const struct jobj *gob, struct gs_
     return 0;
 }
 
+/* "board": {"id": 9, "multi_gpu": false, "part_number": "692-2G520-0200-000"} and
+ * "gsp_firmware_version": "590.48.01". */
+static int parse_board(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
+{
+    static const char *const keys[] = {"id", "multi_gpu", "part_number", NULL};
+    struct jobj ob;
+    bool present;
+
+    if (get_str(ps, gob, "gsp_firmware_version", g->gsp_version, sizeof g->gsp_version, &present) !=
+            0 ||
+        get_child(ps, gob, "board", &ob, &g->has_board) != 0)
+        return -1;
+    if (!g->has_board)
+        return 0;
+    return check_keys(ps, &ob, keys) != 0 ||
+                   get_u32(ps, &ob, "id", 0, 0xFFFFFFFFu, &g->board_id) != 0 ||
+                   get_bool(ps, &ob, "multi_gpu", &g->multi_gpu_board) != 0 ||
+                   get_str(ps, &ob, "part_number", g->board_part, sizeof g->board_part, &present) !=
+                       0
+               ? -1
+               : 0;
+}
+
 static int parse_clocks_pcie(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
 {
-    static const char *const ck[] = {"graphics", "sm", "mem", "video", NULL};
+    static const char *const ck[] = {"graphics", "sm", "mem", "video", "customer_boost_graphics",
+                                     NULL};
     static const char *const pk[] = {"max_gen", "gpu_max_gen", "max_width", "replay_count", NULL};
     struct jobj ob;
     bool present;
@@ -1356,6 +1385,8 @@ static int parse_clocks_pcie(struct parse *ps, const struct jobj *gob, struct gs
         for (int i = 0; i < 4; i++)
             if (get_u32(ps, &ob, ck[i], 0, 100000, &g->clock_max_mhz[i]) != 0)
                 return -1;
+        if (get_u32(ps, &ob, "customer_boost_graphics", 0, 100000, &g->clock_boost_max_mhz) != 0)
+            return -1;
     }
     g->pcie_max_gen = 4;
     g->pcie_max_width = 16;
@@ -1656,6 +1687,8 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
                                        "display",
                                        "accounting",
                                        "gsp_firmware",
+                                       "gsp_firmware_version",
+                                       "board",
                                        "clocks_event_reasons_supported",
                                        "idle_reason",
                                        "gpm",
@@ -1755,9 +1788,9 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
     if (!present)
         g->bar1_total_bytes = 256ull << 20;
     if (parse_thresholds(ps, &ob, g) != 0 || parse_power(ps, &ob, g) != 0 ||
-        parse_clocks_pcie(ps, &ob, g) != 0 || parse_health(ps, &ob, g) != 0 ||
-        parse_inforom(ps, &ob, g) != 0 || parse_modes(ps, &ob, g) != 0 ||
-        parse_nvlink(ps, &ob, g) != 0)
+        parse_clocks_pcie(ps, &ob, g) != 0 || parse_board(ps, &ob, g) != 0 ||
+        parse_health(ps, &ob, g) != 0 || parse_inforom(ps, &ob, g) != 0 ||
+        parse_modes(ps, &ob, g) != 0 || parse_nvlink(ps, &ob, g) != 0)
         return -1;
     g->persistence = false;
     g->compute_mode = NVML_COMPUTEMODE_DEFAULT;

@@ -79,6 +79,11 @@ enum gs_sim_metric {
     GS_SIM_M_TEMP_MARGIN,   /* degrees C to slowdown: nvmlDeviceGetMarginTemperature */
     GS_SIM_M_NVLINK_TX,     /* KiB/s per active link: fields 138 (data) and 140 (raw) */
     GS_SIM_M_NVLINK_RX,     /* KiB/s per active link: fields 139 and 141 */
+    GS_SIM_M_FBC_SESSIONS,  /* nvmlDeviceGetFBCStats: active frame buffer capture sessions */
+    GS_SIM_M_FBC_FPS,       /* their trailing average FPS */
+    GS_SIM_M_FBC_LATENCY,   /* us, average capture latency */
+    GS_SIM_M_REPAIR_CHAN,   /* nvmlDeviceGetRepairStatus: memory channel repair pending (0/1) */
+    GS_SIM_M_REPAIR_TPC,    /* TPC repair pending (0/1) */
     GS_SIM_M__COUNT
 };
 
@@ -197,6 +202,13 @@ const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m);
     X(nvmlGpmMigSampleGet)                                                                         \
     X(nvmlGpmMetricsGet)                                                                           \
     X(nvmlDeviceGetEncoderStats)                                                                   \
+    X(nvmlDeviceGetFBCStats)                                                                       \
+    X(nvmlDeviceGetBoardId)                                                                        \
+    X(nvmlDeviceGetMultiGpuBoard)                                                                  \
+    X(nvmlDeviceGetBoardPartNumber)                                                                \
+    X(nvmlDeviceGetMaxCustomerBoostClock)                                                          \
+    X(nvmlDeviceGetGspFirmwareVersion)                                                             \
+    X(nvmlDeviceGetRepairStatus)                                                                   \
     X(nvmlDeviceGetJpgUtilization)                                                                 \
     X(nvmlDeviceGetOfaUtilization)                                                                 \
     X(nvmlDeviceGetInforomImageVersion)                                                            \
@@ -338,7 +350,14 @@ struct gs_sim_gpu {
     unsigned power_default_mw, power_limit_mw, power_enforced_mw, power_min_mw, power_max_mw;
     double energy_base_mj;
     bool has_energy;
-    unsigned clock_max_mhz[4]; /* 0: not supported */
+    unsigned clock_max_mhz[4];    /* 0: not supported */
+    unsigned clock_boost_max_mhz; /* customer boost maximum, graphics; 0: not supported */
+    /* "board": nvmlDeviceGetBoardId / GetMultiGpuBoard / GetBoardPartNumber; without it the
+     * three answer NOT_SUPPORTED, as does a part number left out */
+    bool has_board, multi_gpu_board;
+    unsigned board_id;
+    char board_part[GS_SIM_STR_MAX];
+    char gsp_version[GS_SIM_STR_MAX]; /* "" : GetGspFirmwareVersion answers NOT_SUPPORTED */
     unsigned pcie_max_gen, pcie_gpu_max_gen, pcie_max_width;
     unsigned pcie_replays;
     bool persistence;

@@ -163,7 +163,22 @@ enum gs_status {
     X(GS_M_NVLINK_REPLAY, "nvlink_replay_errors", "")                                              \
     X(GS_M_NVLINK_RECOVERY, "nvlink_recovery_errors", "")                                          \
     X(GS_M_NVLINK_CRC_FLIT, "nvlink_crc_flit_errors", "")                                          \
-    X(GS_M_NVLINK_CRC_DATA, "nvlink_crc_data_errors", "")
+    X(GS_M_NVLINK_CRC_DATA, "nvlink_crc_data_errors", "")                                          \
+    /* the GPU target temperature (acoustic threshold) and its settable range */                   \
+    X(GS_M_TEMP_TARGET, "temperature_target", "celsius")                                           \
+    X(GS_M_TEMP_TARGET_MIN, "temperature_target_min", "celsius")                                   \
+    X(GS_M_TEMP_TARGET_MAX, "temperature_target_max", "celsius")                                   \
+    /* frame buffer capture (NvFBC) sessions */                                                    \
+    X(GS_M_FBC_SESSIONS, "fbc_sessions", "")                                                       \
+    X(GS_M_FBC_FPS, "fbc_average_fps", "fps")                                                      \
+    X(GS_M_FBC_LATENCY, "fbc_average_latency", "seconds")                                          \
+    /* repairs the GPU has pending (1) for its next reset */                                       \
+    X(GS_M_REPAIR_CHANNEL, "repair_channel_pending", "")                                           \
+    X(GS_M_REPAIR_TPC, "repair_tpc_pending", "")                                                   \
+    /* board identity: NVML's board id, whether the board holds several GPUs */                    \
+    X(GS_M_BOARD_ID, "board_id", "")                                                               \
+    X(GS_M_MULTI_GPU_BOARD, "multi_gpu_board", "")                                                 \
+    X(GS_M_CLOCK_BOOST_MAX_GR, "clock_customer_boost_max_graphics", "hertz")
 
 #define GS_METRIC_ENUM_(e, n, u) e,
 enum gs_metric { GS_METRICS(GS_METRIC_ENUM_) GS_M__COUNT };
@@ -182,6 +197,8 @@ enum gs_text {
     GS_T_INFOROM_OEM,
     GS_T_INFOROM_ECC,
     GS_T_INFOROM_PWR,
+    GS_T_BOARD_PART,  /* board part number ("692-2G520-0200-000") */
+    GS_T_GSP_VERSION, /* GSP firmware version ("590.48.01") */
     GS_T__COUNT,
 };
 

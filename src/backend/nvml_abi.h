@@ -89,6 +89,9 @@ enum {
     NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1,
     NVML_TEMPERATURE_THRESHOLD_MEM_MAX = 2,
     NVML_TEMPERATURE_THRESHOLD_GPU_MAX = 3,
+    NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN = 4,
+    NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR = 5,
+    NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX = 6,
 };
 
 typedef unsigned int nvmlClockType_t;
@@ -375,6 +378,27 @@ typedef struct {
     unsigned int isSupportedDevice;
 } nvmlGpmSupport_t;
 
+/* Buffer sizes nvml.h guarantees for nvmlDeviceGetBoardPartNumber and
+ * nvmlDeviceGetGspFirmwareVersion (which takes no length). */
+#define NVML_DEVICE_PART_NUMBER_BUFFER_SIZE 80
+#define NVML_GSP_FIRMWARE_VERSION_BUF_SIZE 0x40
+
+/* nvmlDeviceGetFBCStats: frame buffer capture sessions (nvml.h nvmlFBCStats_t; Maxwell+). */
+typedef struct {
+    unsigned int sessionsCount;
+    unsigned int averageFPS;
+    unsigned int averageLatency; /* us */
+} nvmlFBCStats_t;
+
+/* nvmlDeviceGetRepairStatus (NVML 13.0, drivers 580+): TPC / memory channel repair pending
+ * (Ampere+), version 1. */
+typedef struct {
+    unsigned int version;
+    unsigned int bChannelRepairPending;
+    unsigned int bTpcRepairPending;
+} nvmlRepairStatus_t;
+#define nvmlRepairStatus_v1 0x0100000Cu /* sizeof(nvmlRepairStatus_t) | 1 << 24 */
+
 typedef struct {
     unsigned int metricId;
     nvmlReturn_t nvmlReturn;
@@ -524,6 +548,10 @@ static_assert(sizeof(nvmlMarginTemperature_t) == 8, "margin temperature v1");
 static_assert(offsetof(nvmlMarginTemperature_t, marginTemperature) == 4, "margin at 4");
 static_assert(nvmlMarginTemperature_v1 == (sizeof(nvmlMarginTemperature_t) | (1u << 24)),
               "struct version");
+static_assert(sizeof(nvmlFBCStats_t) == 12, "FBC stats");
+static_assert(sizeof(nvmlRepairStatus_t) == 12, "repair status v1");
+static_assert(offsetof(nvmlRepairStatus_t, bTpcRepairPending) == 8, "TPC flag at 8");
+static_assert(nvmlRepairStatus_v1 == (sizeof(nvmlRepairStatus_t) | (1u << 24)), "struct version");
 
 static_assert(sizeof(nvmlProcessDetailList_t) == 24, "process detail list v1");
 static_assert(nvmlProcessDetailList_v1 == (sizeof(nvmlProcessDetailList_t) | (1u << 24)),

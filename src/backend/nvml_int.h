@@ -58,6 +58,9 @@ typedef nvmlReturn_t (*fn_d_bar1)(nvmlDevice_t, nvmlBAR1Memory_t *);
 typedef nvmlReturn_t (*fn_d_attrs)(nvmlDevice_t, nvmlDeviceAttributes_t *);
 typedef nvmlReturn_t (*fn_d_tempv)(nvmlDevice_t, nvmlTemperature_t *);
 typedef nvmlReturn_t (*fn_d_margin)(nvmlDevice_t, nvmlMarginTemperature_t *);
+typedef nvmlReturn_t (*fn_d_fbc)(nvmlDevice_t, nvmlFBCStats_t *);
+typedef nvmlReturn_t (*fn_d_str1)(nvmlDevice_t, char *);
+typedef nvmlReturn_t (*fn_d_repair)(nvmlDevice_t, nvmlRepairStatus_t *);
 typedef nvmlReturn_t (*fn_d_fields)(nvmlDevice_t, int, nvmlFieldValue_t *);
 typedef nvmlReturn_t (*fn_d_procs)(nvmlDevice_t, unsigned int *, void *);
 typedef nvmlReturn_t (*fn_d_putil)(nvmlDevice_t, nvmlProcessUtilizationSample_t *, unsigned int *,
@@ -179,6 +182,13 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(gi_by_id, fn_gi_by_id, "nvmlDeviceGetGpuInstanceById")                                       \
     X(gi_info, fn_gi_info, "nvmlGpuInstanceGetInfo")                                               \
     X(encoder_stats, fn_d_u3, "nvmlDeviceGetEncoderStats")                                         \
+    X(fbc_stats, fn_d_fbc, "nvmlDeviceGetFBCStats")                                                \
+    X(board_part, fn_d_str, "nvmlDeviceGetBoardPartNumber")                                        \
+    X(board_id, fn_d_u, "nvmlDeviceGetBoardId")                                                    \
+    X(multi_gpu, fn_d_u, "nvmlDeviceGetMultiGpuBoard")                                             \
+    X(boost_max, fn_d_arg_u, "nvmlDeviceGetMaxCustomerBoostClock")                                 \
+    X(gsp_version, fn_d_str1, "nvmlDeviceGetGspFirmwareVersion")                                   \
+    X(repair_status, fn_d_repair, "nvmlDeviceGetRepairStatus")                                     \
     X(jpg_util, fn_d_u2, "nvmlDeviceGetJpgUtilization")                                            \
     X(ofa_util, fn_d_u2, "nvmlDeviceGetOfaUtilization")                                            \
     X(inforom_image, fn_d_str, "nvmlDeviceGetInforomImageVersion")                                 \

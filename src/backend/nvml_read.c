@@ -187,6 +187,17 @@ void gs_nvml_read_identity(struct rd *c)
     rd_text(c, GS_T_UUID, f->uuid);
     rd_text(c, GS_T_SERIAL, f->serial);
     rd_text(c, GS_T_VBIOS, f->vbios);
+    rd_text(c, GS_T_BOARD_PART, f->board_part);
+    if (!c->lost && f->gsp_version && gs_nvml_need_t(c, GS_T_GSP_VERSION)) {
+        char buf[GS_STR_LEN]; /* >= NVML_GSP_FIRMWARE_VERSION_BUF_SIZE: no length is passed */
+
+        static_assert(sizeof buf >= NVML_GSP_FIRMWARE_VERSION_BUF_SIZE, "GSP version buffer");
+        memset(buf, 0, sizeof buf);
+        if (gs_nvml_ok(c, &c->g->tst[GS_T_GSP_VERSION], f->gsp_version(c->h, buf))) {
+            gs_nvml_copy_text(c->g->text[GS_T_GSP_VERSION], buf, sizeof buf);
+            c->g->tst[GS_T_GSP_VERSION] = GS_ST_OK;
+        }
+    }
     rd_pci(c);
     rd_pci_class(c);
     rd_inforom(c);
@@ -224,6 +235,22 @@ static void rd_inforom_valid(struct rd *c)
         gs_gpu_set(c->g, GS_M_INFOROM_VALID, 1);
 }
 
+/* TPC and memory channel repairs pending (drivers 580+, Ampere and later), version 1. */
+static void rd_repair(struct rd *c)
+{
+    static const enum gs_metric ms[] = {GS_M_REPAIR_CHANNEL, GS_M_REPAIR_TPC};
+    nvmlRepairStatus_t r;
+
+    if (c->lost || !c->b->fn.repair_status || !gs_nvml_need_any(c, ms, COUNT_OF(ms)))
+        return;
+    memset(&r, 0, sizeof r);
+    r.version = nvmlRepairStatus_v1;
+    if (ok_n(c, c->b->fn.repair_status(c->h, &r), ms, COUNT_OF(ms))) {
+        gs_gpu_set(c->g, GS_M_REPAIR_CHANNEL, r.bChannelRepairPending != 0);
+        gs_gpu_set(c->g, GS_M_REPAIR_TPC, r.bTpcRepairPending != 0);
+    }
+}
+
 void gs_nvml_read_slow(struct rd *c)
 {
     const struct nvml_fns *f = &c->b->fn;
@@ -239,6 +266,15 @@ void gs_nvml_read_slow(struct rd *c)
     rd_uint_arg(c, GS_M_TEMP_SLOWDOWN, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, 1);
     rd_uint_arg(c, GS_M_TEMP_GPU_MAX, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_GPU_MAX, 1);
     rd_uint_arg(c, GS_M_TEMP_MEM_MAX, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_MEM_MAX, 1);
+    rd_uint(c, GS_M_BOARD_ID, f->board_id, 1);
+    rd_uint(c, GS_M_MULTI_GPU_BOARD, f->multi_gpu, 1);
+    rd_uint_arg(c, GS_M_CLOCK_BOOST_MAX_GR, f->boost_max, NVML_CLOCK_GRAPHICS, 1e6);
+    rd_uint_arg(c, GS_M_TEMP_TARGET, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR,
+                1);
+    rd_uint_arg(c, GS_M_TEMP_TARGET_MIN, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN,
+                1);
+    rd_uint_arg(c, GS_M_TEMP_TARGET_MAX, f->temp_threshold, NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX,
+                1);
     rd_uint2(c, GS_M_ECC_MODE, GS_M_ECC_MODE_PENDING, f->ecc_mode, 1);
     rd_uint(c, GS_M_PCIE_GEN_MAX, f->pcie_gen_max, 1);
     rd_uint(c, GS_M_PCIE_GEN_GPU_MAX, f->pcie_gen_gpumax, 1);
@@ -248,6 +284,7 @@ void gs_nvml_read_slow(struct rd *c)
     rd_uint(c, GS_M_COMPUTE_MODE, f->compute_mode, 1);
     rd_uint2(c, GS_M_MIG_MODE, GS_M_MIG_MODE_PENDING, f->mig_mode, 1);
     rd_inforom_valid(c);
+    rd_repair(c);
     rd_uint(c, GS_M_DISPLAY_ATTACHED, f->display_mode, 1); /* a monitor on a connector */
     rd_uint(c, GS_M_DISPLAY_ACTIVE, f->display_active, 1); /* a display initialised */
     rd_uint(c, GS_M_ACCOUNTING, f->accounting_mode, 1);
@@ -400,11 +437,13 @@ static void rd_fields(struct rd *c)
     }
 }
 
-/* Encoder sessions (count, trailing average FPS, latency in us) and the JPEG and optical-flow
- * engines (percent over the driver's sampling period, like the encoder's). */
+/* Encoder and frame buffer capture sessions (count, trailing average FPS, latency in us) and
+ * the JPEG and optical-flow engines (percent over the driver's sampling period, like the
+ * encoder's). */
 static void rd_video_engines(struct rd *c)
 {
     static const enum gs_metric enc_ms[] = {GS_M_ENC_SESSIONS, GS_M_ENC_FPS, GS_M_ENC_LATENCY};
+    static const enum gs_metric fbc_ms[] = {GS_M_FBC_SESSIONS, GS_M_FBC_FPS, GS_M_FBC_LATENCY};
     const struct nvml_fns *f = &c->b->fn;
     unsigned int n = 0, fps = 0, lat_us = 0, period = 0;
 
@@ -413,6 +452,15 @@ static void rd_video_engines(struct rd *c)
         gs_gpu_set(c->g, GS_M_ENC_SESSIONS, n);
         gs_gpu_set(c->g, GS_M_ENC_FPS, fps);
         gs_gpu_set(c->g, GS_M_ENC_LATENCY, lat_us * 1e-6);
+    }
+    if (!c->lost && f->fbc_stats && gs_nvml_need_any(c, fbc_ms, COUNT_OF(fbc_ms))) {
+        nvmlFBCStats_t s;
+        memset(&s, 0, sizeof s);
+        if (ok_n(c, f->fbc_stats(c->h, &s), fbc_ms, COUNT_OF(fbc_ms))) {
+            gs_gpu_set(c->g, GS_M_FBC_SESSIONS, s.sessionsCount);
+            gs_gpu_set(c->g, GS_M_FBC_FPS, s.averageFPS);
+            gs_gpu_set(c->g, GS_M_FBC_LATENCY, s.averageLatency * 1e-6);
+        }
     }
     if (!c->lost && f->jpg_util && gs_nvml_need_m(c, GS_M_UTIL_JPEG) &&
         gs_nvml_ok(c, &c->g->st[GS_M_UTIL_JPEG], f->jpg_util(c->h, &n, &period)))

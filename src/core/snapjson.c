@@ -350,6 +350,8 @@ static const char *const text_keys[GS_T__COUNT] = {
     [GS_T_INFOROM_OEM] = "inforom_oem",
     [GS_T_INFOROM_ECC] = "inforom_ecc",
     [GS_T_INFOROM_PWR] = "inforom_power",
+    [GS_T_BOARD_PART] = "board_part_number",
+    [GS_T_GSP_VERSION] = "gsp_firmware_version",
 };
 
 /* NVLink error counter keys, in enum gs_nvlink_err order (both directions). */

@@ -251,6 +251,20 @@ GS_ABI_FIELD(nvmlTemperature_t, sensorType)
 GS_ABI_FIELD(nvmlTemperature_t, temperature)
 #endif
 
+/* nvmlDeviceGetFBCStats's argument. */
+GS_ABI_STRUCT(nvmlFBCStats_t)
+GS_ABI_FIELD(nvmlFBCStats_t, sessionsCount)
+GS_ABI_FIELD(nvmlFBCStats_t, averageFPS)
+GS_ABI_FIELD(nvmlFBCStats_t, averageLatency)
+
+/* nvmlDeviceGetRepairStatus's argument (NVML 13.0, drivers 580+). */
+#if GS_ABI_OPT(nvmlRepairStatus_t)
+GS_ABI_STRUCT(nvmlRepairStatus_t)
+GS_ABI_FIELD(nvmlRepairStatus_t, version)
+GS_ABI_FIELD(nvmlRepairStatus_t, bChannelRepairPending)
+GS_ABI_FIELD(nvmlRepairStatus_t, bTpcRepairPending)
+#endif
+
 /* nvmlDeviceGetMarginTemperature's argument (555+). */
 #if GS_ABI_OPT(nvmlMarginTemperature_t)
 GS_ABI_STRUCT(nvmlMarginTemperature_t)
@@ -359,6 +373,9 @@ GS_ABI_CONST("enum values", NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)
 GS_ABI_CONST("enum values", NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
 GS_ABI_CONST("enum values", NVML_TEMPERATURE_THRESHOLD_MEM_MAX)
 GS_ABI_CONST("enum values", NVML_TEMPERATURE_THRESHOLD_GPU_MAX)
+GS_ABI_CONST("enum values", NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN)
+GS_ABI_CONST("enum values", NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR)
+GS_ABI_CONST("enum values", NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX)
 GS_ABI_CONST("enum values", NVML_CLOCK_GRAPHICS)
 GS_ABI_CONST("enum values", NVML_CLOCK_SM)
 GS_ABI_CONST("enum values", NVML_CLOCK_MEM)
@@ -428,6 +445,10 @@ GS_ABI_CONST("flags and buffer sizes", NVML_INIT_FLAG_FORCE_INIT)
 GS_ABI_CONST("flags and buffer sizes", NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE)
 GS_ABI_CONST("flags and buffer sizes", NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE)
 GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_NAME_BUFFER_SIZE)
+GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_PART_NUMBER_BUFFER_SIZE)
+#if GS_ABI_OPT(NVML_GSP_FIRMWARE_VERSION_BUF_SIZE)
+GS_ABI_CONST("flags and buffer sizes", NVML_GSP_FIRMWARE_VERSION_BUF_SIZE)
+#endif
 GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_NAME_V2_BUFFER_SIZE)
 GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_UUID_BUFFER_SIZE)
 GS_ABI_CONST("flags and buffer sizes", NVML_DEVICE_UUID_V2_BUFFER_SIZE)
@@ -543,6 +564,9 @@ GS_ABI_CONST("struct versions", nvmlTemperature_v1)
 #if GS_ABI_OPT(nvmlPciInfoExt_v1)
 GS_ABI_CONST("struct versions", nvmlPciInfoExt_v1)
 #endif
+#if GS_ABI_OPT(nvmlRepairStatus_v1)
+GS_ABI_CONST("struct versions", nvmlRepairStatus_v1)
+#endif
 #if GS_ABI_OPT(nvmlMarginTemperature_v1)
 GS_ABI_CONST("struct versions", nvmlMarginTemperature_v1)
 #endif
@@ -610,6 +634,18 @@ GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetDecoderUtilization,
              (nvmlDevice_t, unsigned int *, unsigned int *))
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetEncoderStats,
              (nvmlDevice_t, unsigned int *, unsigned int *, unsigned int *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetFBCStats, (nvmlDevice_t, nvmlFBCStats_t *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetBoardPartNumber, (nvmlDevice_t, char *, unsigned int))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetBoardId, (nvmlDevice_t, unsigned int *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMultiGpuBoard, (nvmlDevice_t, unsigned int *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetMaxCustomerBoostClock,
+             (nvmlDevice_t, nvmlClockType_t, unsigned int *))
+#if GS_ABI_OPT(nvmlDeviceGetGspFirmwareVersion)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetGspFirmwareVersion, (nvmlDevice_t, char *))
+#endif
+#if GS_ABI_OPT(nvmlDeviceGetRepairStatus)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetRepairStatus, (nvmlDevice_t, nvmlRepairStatus_t *))
+#endif
 #if GS_ABI_OPT(nvmlDeviceGetJpgUtilization)
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetJpgUtilization,
              (nvmlDevice_t, unsigned int *, unsigned int *))

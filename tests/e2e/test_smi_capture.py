@@ -1,4 +1,4 @@
-"""nvidia-smi's other outputs (the default table, -L, --version, -q, dmon, pmon, topo -m) against
+"""nvidia-smi's other outputs (the default table, -L, --version, -q, dmon, pmon, nvlink -s) against
 real captures, byte for byte.
 
 tests/e2e/scenarios/capture-<board>-<state>.smi holds the capture's sections verbatim (each a
@@ -36,7 +36,7 @@ CASES = {"h100-idle": 100, "h100-load": 100, "h100-mig-idle": 100, "h100-mig-loa
          "rtx4080s-idle": 100, "rtx4080s-load": 100, "rtx2080s-idle": 1000,
          "rtx2080s-load": 1000, "l40s-idle": 1000, "l40s-load": 1000}
 CTIME = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$")
-SECTIONS = ("table", "-L", "--version", "-q", "dmon", "pmon")
+SECTIONS = ("table", "-L", "--version", "-q", "dmon", "pmon", "nvlink")
 # SMI_SECTIONS=table,-L limits a run to some sections (while working on one)
 ONLY = [x for x in os.environ.get("SMI_SECTIONS", "").split(",") if x]
 MIG_ROW = re.compile(r"^\|(.{18})\|(.{34})\|(.{11})\|(.{23})\|$")
@@ -134,9 +134,6 @@ def mask_table(want, got, notes):
 Q_NOT_IN_MODEL = {
     "Addressing Mode": "nvmlDeviceGetAddressingMode",
     "GPU PDI": "nvmlDeviceGetPdi",
-    "MultiGPU Board": "nvmlDeviceGetMultiGpuBoard",
-    "Board ID": "nvmlDeviceGetBoardId",
-    "Board Part Number": "nvmlDeviceGetBoardPartNumber",
     "GPU Part Number": "nvmlDeviceGetGpuPartNumber (not in NVML's public ABI)",
     "Platform Info/Module Id": "nvmlDeviceGetModuleId / nvmlDeviceGetPlatformInfo",
     "Platform Info/Peer Type": "nvmlDeviceGetPlatformInfo",
@@ -153,7 +150,6 @@ Q_NOT_IN_MODEL = {
     "GPU Virtualization Mode/Host VGPU Mode": "nvmlDeviceGetHostVgpuMode",
     "GPU Virtualization Mode/vGPU Heterogeneous Mode": "nvmlDeviceGetVgpuHeterogeneousMode",
     "GPU Recovery Action": "field value NVML_FI_DEV_GET_GPU_RECOVERY_ACTION",
-    "GSP Firmware Version": "nvmlDeviceGetGspFirmwareVersion",
     "PCI/GPU Link Info/PCIe Generation/Host Max": "host link generation",
     "PCI/Replay Number Rollovers": "field value 95",
     "PCI/Atomic Caps Outbound": "nvmlDeviceGetPciInfoExt atomics",
@@ -162,9 +158,6 @@ Q_NOT_IN_MODEL = {
     "Conf Compute Protected Memory Usage/Total": "nvmlDeviceGetConfComputeProtectedMemoryUsage",
     "Conf Compute Protected Memory Usage/Used": "nvmlDeviceGetConfComputeProtectedMemoryUsage",
     "Conf Compute Protected Memory Usage/Free": "nvmlDeviceGetConfComputeProtectedMemoryUsage",
-    "FBC Stats/Active Sessions": "nvmlDeviceGetFBCStats",
-    "FBC Stats/Average FPS": "nvmlDeviceGetFBCStats",
-    "FBC Stats/Average Latency": "nvmlDeviceGetFBCStats",
     "ECC Errors/Volatile/SRAM Uncorrectable Parity": "nvmlDeviceGetSramEccErrorStatus",
     "ECC Errors/Volatile/SRAM Uncorrectable SEC-DED": "nvmlDeviceGetSramEccErrorStatus",
     "ECC Errors/Aggregate/SRAM Uncorrectable Parity": "nvmlDeviceGetSramEccErrorStatus",
@@ -176,8 +169,6 @@ Q_NOT_IN_MODEL = {
         "nvmlDeviceGetSramEccErrorStatus",
     "ECC Errors/Aggregate Uncorrectable SRAM Sources/SRAM PCIE": "nvmlDeviceGetSramEccErrorStatus",
     "ECC Errors/Aggregate Uncorrectable SRAM Sources/SRAM Other": "nvmlDeviceGetSramEccErrorStatus",
-    "ECC Errors/Channel Repair Pending": "nvmlDeviceGetRepairStatus",
-    "ECC Errors/TPC Repair Pending": "nvmlDeviceGetRepairStatus",
     "ECC Errors/Unrepairable Memory": "nvmlDeviceGetUnrepairableMemoryFlag",
     "Remapped Rows/Inactive Correctable Error": "nvmlDeviceGetRemappedRows_v2",
     "Remapped Rows/Inactive Uncorrectable Error": "nvmlDeviceGetRemappedRows_v2",
@@ -190,11 +181,9 @@ Q_NOT_IN_MODEL = {
     "Temperature/GPU Slowdown T.Limit Temp": "nvmlDeviceGetTemperatureThreshold (T.Limit based)",
     "Temperature/GPU Max Operating T.Limit Temp": "nvmlDeviceGetTemperatureThreshold (T.Limit)",
     "Temperature/Memory Max Operating T.Limit Temp": "nvmlDeviceGetTemperatureThreshold (T.Limit)",
-    "Temperature/GPU Target Temperature": "nvmlDeviceGetTemperatureThreshold(ACOUSTIC_CURR)",
     "GPU Memory Power Readings /Average Power Draw": "field value (memory power)",
     "GPU Memory Power Readings /Instantaneous Power Draw": "field value (memory power)",
     "EDPp Multiplier": "field value 274",
-    "Max Customer Boost Clocks/Graphics": "nvmlDeviceGetMaxCustomerBoostClock",
     "Fabric/State": "nvmlDeviceGetGpuFabricInfoV",
     "Fabric/Status": "nvmlDeviceGetGpuFabricInfoV",
     "Fabric/CliqueId": "nvmlDeviceGetGpuFabricInfoV",

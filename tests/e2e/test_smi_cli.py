@@ -6,6 +6,7 @@ exit codes, dmon/pmon/topo options, and the install script's refusal to cover a 
 Values are checked against the same instant's `--query-gpu` answer (NVML_SIM_TIME freezes the
 scenario), so the XML must carry the scenario's numbers for every GPU, not just well-formed text.
 """
+import json
 import os
 import re
 import signal
@@ -23,7 +24,7 @@ from gsenv import SRC, BUILD, BIN  # noqa: E402
 SIM = os.path.join(BUILD, "sim", "libnvidia-ml.so.1")
 H100X8 = os.path.join(SRC, "sim", "scenarios", "h100x8-training.json")
 MIG = os.path.join(SRC, "tests", "e2e", "scenarios", "capture-h100-mig-load.json")
-DOCTYPE = '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">'
+DOCTYPE = '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v13.dtd">'  # driver 590
 
 # Element paths under <gpu> that telegraf's nvidia_smi input (schema v12) and netdata's
 # nvidia_smi collector read, each with the --query-gpu field holding the same value (None:
@@ -91,7 +92,7 @@ def xml_checks(t):
     t.eq(r.returncode, 0, "-q -x: exit 0 (%s)" % r.stderr.strip())
     lines = r.stdout.split("\n")
     t.eq(lines[:3], ['<?xml version="1.0" ?>', DOCTYPE, "<nvidia_smi_log>"],
-         "-q -x: XML declaration, the v12 DOCTYPE and the root element")
+         "-q -x: XML declaration, the v13 DOCTYPE (driver 590) and the root element")
     try:
         root = ET.fromstring(r.stdout)
     except ET.ParseError as e:
@@ -245,6 +246,21 @@ def errors_and_symlink(t, tmp):
          "Temperature" not in r.stdout, "-d sections are case-insensitive and select sections")
     r = q(["topo", "-m"])
     t.ok(r.returncode == 3 and "not supported" in r.stdout, "topo -m: 'not supported', exit 3",
+         detail=r.stdout)
+    # an inactive link in the middle: nvlink -s lists it as nvidia-smi does, the others with
+    # their speed (the scenario's speed_mbps 26562 -> 26.562 GB/s)
+    with open(H100X8, encoding="utf-8") as fh:
+        scen = json.load(fh)
+    scen["gpus"][2]["nvlink"] = {"links": 4, "speed_mbps": 26562, "inactive": [1]}
+    path = os.path.join(tmp, "nvlink.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(scen, fh)
+    r = q(["nvlink", "-s", "-i", "2"], scenario=path)
+    t.eq((r.returncode, r.stdout.splitlines()[1:]),
+         (0, ["\t Link 0: 26.562 GB/s", "\t Link 1: <inactive>", "\t Link 2: 26.562 GB/s",
+              "\t Link 3: 26.562 GB/s"]), "nvlink -s -i 2: per link speed, <inactive> for link 1")
+    r = q(["nvlink", "-c"])
+    t.ok(r.returncode == 3 and "not supported" in r.stdout, "nvlink -c: 'not supported', exit 3",
          detail=r.stdout)
     for mode in ("dmon", "pmon"):
         r = q([mode, "-h"], scenario=None)

@@ -274,10 +274,26 @@ static void xml(void **state)
 
     (void)state;
     CAPTURE(out, gs_smi_q(f_, s, NULL, 0, 1));
+    /* driver 595: nvsmi_device_v13, its element names, no gpu_reset_status / voltage */
+    assert_true(strncmp(out,
+                        "<?xml version=\"1.0\" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM "
+                        "\"nvsmi_device_v13.dtd\">\n<nvidia_smi_log>\n",
+                        95) == 0);
+    assert_non_null(strstr(out, "\t\t<pdi>N/A</pdi>\n"));
+    assert_non_null(strstr(out, "<current_dram_encryption>"));
+    assert_non_null(strstr(out, "<clocks_event_reasons_counters_hw_power_brake>"));
+    assert_non_null(strstr(out, "\t\t<supported_clocks>N/A</supported_clocks>\n"));
+    assert_null(strstr(out, "<gpu_reset_status>"));
+    assert_null(strstr(out, "<voltage>"));
+    free(out);
+    strcpy(s->sys.driver_version, "570.124.04");
+    CAPTURE(out, gs_smi_q(f_, s, NULL, 0, 1));
     assert_true(strncmp(out,
                         "<?xml version=\"1.0\" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM "
                         "\"nvsmi_device_v12.dtd\">\n<nvidia_smi_log>\n",
                         95) == 0);
+    assert_non_null(strstr(out, "<gpu_reset_status>"));
+    assert_non_null(strstr(out, "<voltage>"));
     assert_non_null(strstr(out, "<product_name>NVIDIA RTX 6000 Ada Generation &amp; &lt;more&gt;"
                                 "</product_name>"));
     assert_non_null(strstr(out, "\t<gpu id=\"00000000:02:00.0\">\n"));

@@ -53,7 +53,7 @@ static void usage(FILE *out)
             "       gpuscope query [-i ID] [-l SEC]     nvidia-smi's default table\n"
             "       gpuscope query -L | --version\n"
             "       gpuscope query -q [-x] [-d SECTION[,...]] [-i ID] [-f FILE] [-l SEC]\n"
-            "       gpuscope query dmon|pmon|topo [-h]\n"
+            "       gpuscope query dmon|pmon|topo|nvlink [-h]\n"
             "\n"
             "nvidia-smi compatible selective queries: the same field names, CSV bytes and exit\n"
             "codes as `nvidia-smi --query-gpu` / `--query-compute-apps`.\n"
@@ -249,7 +249,7 @@ int gs_cli_query(int argc, char **argv)
     struct gs_err err = {0};
     int rc, status;
 
-    /* the table, -L, -q, --version, dmon, pmon, topo: smi.c */
+    /* the table, -L, -q, --version, dmon, pmon, topo, nvlink: smi.c */
     if (gs_smi_wants(argc, argv))
         return gs_smi_main(argc, argv,
                            strcmp(argv[0], "nvidia-smi") == 0 ? "nvidia-smi" : "gpuscope query");

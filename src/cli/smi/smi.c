@@ -49,7 +49,7 @@ static int starts(const char *w, const char *name)
 int gs_smi_wants(int argc, char **argv)
 {
     if (argc > 1 && (strcmp(argv[1], "dmon") == 0 || strcmp(argv[1], "pmon") == 0 ||
-                     strcmp(argv[1], "topo") == 0))
+                     strcmp(argv[1], "topo") == 0 || strcmp(argv[1], "nvlink") == 0))
         return 1;
     for (int i = 1; i < argc; i++) {
         const char *w = argv[i];
@@ -286,18 +286,26 @@ static int print_version(FILE *out, const struct gs_snapshot *s)
 {
     const struct gs_system *y = &s->sys;
     const char *drv = y->driver_st == GS_ST_OK ? y->driver_version : "N/A";
-    char nvml[GS_STR_LEN];
+    char nvml[GS_STR_LEN], cuda[16];
 
     /* The nvidia-smi a driver ships carries the driver's version. */
     fprintf(out, "NVIDIA-SMI version  : %s\n", drv);
     nvml_version(y, nvml, sizeof nvml);
     fprintf(out, "NVML version        : %s\n", nvml);
-    fprintf(out, "DRIVER version      : %s\n", drv);
     if (y->cuda_st == GS_ST_OK)
-        fprintf(out, "CUDA Version        : %d.%d\n", y->cuda_version / 1000,
-                (y->cuda_version % 1000) / 10);
+        snprintf(cuda, sizeof cuda, "%d.%d", y->cuda_version / 1000, (y->cuda_version % 1000) / 10);
     else
-        fprintf(out, "CUDA Version        : N/A\n");
+        snprintf(cuda, sizeof cuda, "N/A");
+    if (gs_smi_layout(s)->kmd) {
+        fputs("DRIVER version      : Deprecated, see \"KMD version\" instead\n"
+              "CUDA version        : Deprecated, see \"CUDA UMD version\" instead\n",
+              out);
+        fprintf(out, "KMD version         : %s\n", drv);
+        fprintf(out, "CUDA UMD version    : %s\n", cuda);
+    } else {
+        fprintf(out, "DRIVER version      : %s\n", drv);
+        fprintf(out, "CUDA Version        : %s\n", cuda);
+    }
     return ferror(out) ? GS_EIO : GS_OK;
 }
 
@@ -342,6 +350,8 @@ int gs_smi_main(int argc, char **argv, const char *prog)
         return gs_smi_pmon(argc - 1, argv + 1, prog);
     if (argc > 1 && strcmp(argv[1], "topo") == 0)
         return gs_smi_topo(argc - 1, argv + 1, prog);
+    if (argc > 1 && strcmp(argv[1], "nvlink") == 0)
+        return gs_smi_nvlink(argc - 1, argv + 1, prog);
     status = parse(argc, argv, &o, prog);
     if (status >= 0)
         return status;

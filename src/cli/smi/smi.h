@@ -60,6 +60,10 @@ int gs_smi_q(FILE *out, const struct gs_snapshot *s, const unsigned char *sel, u
 int gs_smi_dmon(int argc, char **argv, const char *prog);
 int gs_smi_pmon(int argc, char **argv, const char *prog);
 int gs_smi_topo(int argc, char **argv, const char *prog);
+/* `nvlink`: argv[0] is "nvlink"; -s prints gs_smi_nvlink_status. */
+int gs_smi_nvlink(int argc, char **argv, const char *prog);
+/* nvlink -s of the GPUs marked in sel (all when sel is NULL). */
+int gs_smi_nvlink_status(FILE *out, const struct gs_snapshot *s, const unsigned char *sel);
 
 /* Opens NVML as the source (client/source.h: these modes never ask the agent) and takes the
  * first snapshot (gs_source_snapshot), printing nvidia-smi's message for a failure (on stdout,
@@ -78,5 +82,19 @@ int gs_smi_fail(int rc, const char *detail);
 void gs_smi_ctime(double t_real, char *buf, size_t n);
 /* nvidia-smi's MiB: bytes rounded up. */
 unsigned long long gs_smi_mib(uint64_t bytes);
+
+/* What a driver branch changed in nvidia-smi's layouts (smi_fmt.c's table, newest last); rows
+ * of -q that a branch adds or renames are conditions in smi_q.c's row table. */
+struct gs_smi_layout {
+    int from;     /* first driver major of the branch */
+    int dtd;      /* -q -x: nvsmi_device_v<dtd>.dtd */
+    int kmd;      /* "KMD version" / "CUDA UMD version" replace the driver and CUDA versions */
+    int rows_595; /* -q: inactive remapped rows, fabric Partition Assigned */
+    int rows_610; /* -q: Inforom Time Data, GPU Ceiling Power Limit / Base Power, renamed rows */
+};
+/* The installed driver's (the oldest when its version is unknown). */
+const struct gs_smi_layout *gs_smi_layout(const struct gs_snapshot *s);
+/* The major number of the installed driver, 0 when unknown. */
+int gs_smi_driver_major(const struct gs_snapshot *s);
 
 #endif

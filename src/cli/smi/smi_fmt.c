@@ -6,6 +6,7 @@
 #include "cli/smi/smi.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -24,6 +25,30 @@ void gs_smi_ctime(double t_real, char *buf, size_t n)
 unsigned long long gs_smi_mib(uint64_t bytes)
 {
     return bytes / 1048576ULL + (bytes % 1048576ULL != 0);
+}
+
+/* Each branch as its nvidia-smi prints: shared/reference/nvidia-smi-captures (590, 595),
+ * tests/e2e/smi_xml (the XML of 570, 590, 595) and tests/e2e/smi_610 (610). */
+static const struct gs_smi_layout layouts[] = {
+    {0, 12, 0, 0, 0},   /* up to 589: nvsmi_device_v12 */
+    {590, 13, 0, 0, 0}, /* nvsmi_device_v13 */
+    {595, 13, 0, 1, 0},
+    {610, 13, 1, 1, 1},
+};
+
+int gs_smi_driver_major(const struct gs_snapshot *s)
+{
+    return s->sys.driver_st == GS_ST_OK ? atoi(s->sys.driver_version) : 0;
+}
+
+const struct gs_smi_layout *gs_smi_layout(const struct gs_snapshot *s)
+{
+    int major = gs_smi_driver_major(s);
+    size_t n = sizeof layouts / sizeof layouts[0], i = 0;
+
+    while (i + 1 < n && layouts[i + 1].from <= major)
+        i++;
+    return &layouts[i];
 }
 
 static const struct {

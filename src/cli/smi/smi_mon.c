@@ -401,8 +401,12 @@ static void pmon_line(FILE *out, unsigned gpu, const struct gs_proc *p, const ch
     }
     cell(u[0], sizeof u[0], p && p->util_st == GS_ST_OK, p ? llround(p->sm_util * 100.0) : 0);
     cell(u[1], sizeof u[1], p && p->util_st == GS_ST_OK, p ? llround(p->mem_util * 100.0) : 0);
-    cell(u[2], sizeof u[2], p && p->util_st == GS_ST_OK, p ? llround(p->enc_util * 100.0) : 0);
-    cell(u[3], sizeof u[3], p && p->util_st == GS_ST_OK, p ? llround(p->dec_util * 100.0) : 0);
+    /* the video engines print "-" when idle in the sample, as nvidia-smi does ("99 10 - -" for
+     * a training process, "7 3 99 -" for an encoder): every capture's pmon agrees */
+    cell(u[2], sizeof u[2], p && p->util_st == GS_ST_OK && llround(p->enc_util * 100.0) > 0,
+         p ? llround(p->enc_util * 100.0) : 0);
+    cell(u[3], sizeof u[3], p && p->util_st == GS_ST_OK && llround(p->dec_util * 100.0) > 0,
+         p ? llround(p->dec_util * 100.0) : 0);
     cell(fb, sizeof fb, p && p->mem_st == GS_ST_OK,
          p ? (long long)gs_smi_mib(p->gpu_mem_bytes) : 0);
     fprintf(out, "%5u%11s%6s", gpu, pid, type);

@@ -1,6 +1,7 @@
 /*
  * nvidia-smi -q: the "NVSMI LOG" text and, with -x, the XML document of NVIDIA's
- * nvsmi_device_v12.dtd, both from one table of rows so that the two can never disagree.
+ * nvsmi_device_v12.dtd (drivers before 590) or nvsmi_device_v13.dtd (590 and later), both from
+ * one table of rows so that the two can never disagree.
  *
  * A row has a text label at an indentation depth and an XML element; a group row opens a
  * section (text: its label alone; XML: an element holding the rows below it that are deeper).
@@ -10,8 +11,11 @@
  * condition: T.Limit temperatures (a GPU that reports a temperature margin), the SRAM split of
  * Ampere and later, the 595 driver's extra rows, remapped rows where the GPU has them.
  *
- * The XML keeps element names and nesting as drivers write them (telegraf's schema_v12 and
- * netdata's collector read these paths). Two compatibility elements are written as well:
+ * The XML keeps element names, nesting and order as drivers write them (telegraf's schema_v12 and
+ * schema_v13 and netdata's collector read these paths; tests/e2e/test_smi_xml.py compares them
+ * with real documents of drivers 570, 590 and 595). v13 drops gpu_reset_status and voltage.
+ * The supported clock list is not in the model: <supported_clocks> is N/A, as nvidia-smi writes
+ * it when NVML cannot list them. Two compatibility elements are written as well:
  * gpu_power_readings/power_draw (v12 drivers before 550 put the draw there) and the
  * power_readings section of drivers before 530, which netdata 1.37's collector reads.
  */
@@ -34,9 +38,10 @@ enum kind {
     K_NA,    /* no source in the model */
     K_M,     /* a metric of the model with a format (fmt) */
     K_FN,    /* special (fn) */
+    K_T,     /* a text of the model (metric: enum gs_text) */
 };
 
-enum fmt { MF_INT, MF_MIB, MF_MHZ, MF_KBS, MF_BIT, MF_WATT };
+enum fmt { MF_INT, MF_MIB, MF_MHZ, MF_KBS, MF_BIT, MF_WATT, MF_US, MF_YESNO, MF_HEX };
 
 enum fn {
     F_TIMESTAMP,
@@ -63,6 +68,9 @@ enum when {
     W_REMAP = 1u << 7,    /* remapped rows are reported (and MIG is off) */
     W_NOREMAP = 1u << 8,  /* they are not: one "Remapped Rows : N/A" row */
     W_NO0X = 1u << 9,     /* XML value without its "0x" */
+    W_PRE590 = 1u << 10,  /* drivers before 590 (nvsmi_device_v12) only */
+    W_610T = 1u << 11,    /* text of drivers 610 and later only */
+    W_NOT610T = 1u << 12, /* not in the text of drivers 610 and later */
 };
 
 struct row {
@@ -102,6 +110,7 @@ struct row {
 #define M(d, w, s, l, t, m, f) {d, K_M, f, w, s, l, t, NULL, m, 0, NULL}
 #define B(d, w, s, l, t, bit) {d, K_M, MF_BIT, w, s, l, t, NULL, GS_M_THROTTLE_ACTIVE, bit, NULL}
 #define F(d, w, s, l, t, f) {d, K_FN, f, w, s, l, t, NULL, 0, 0, NULL}
+#define T(d, w, s, l, t, x) {d, K_T, 0, w, s, l, t, NULL, x, 0, NULL}
 /* clang-format on */
 
 #define ECC_SET(w, kind, ctr)                                                                      \
@@ -146,12 +155,12 @@ static const struct row rows[] = {
     Q(2, 0, 0, "Pending", "pending_dm", "driver_model.pending"),
     Q(1, 0, 0, "Serial Number", "serial", "serial"),
     Q(1, 0, 0, "GPU UUID", "uuid", "uuid"),
-    N(1, 0, 0, "GPU PDI", "gpu_pdi"),
+    N(1, 0, 0, "GPU PDI", "pdi"),
     M(1, 0, 0, "Minor Number", "minor_number", GS_M_MINOR, MF_INT),
     Q(1, 0, 0, "VBIOS Version", "vbios_version", "vbios_version"),
-    N(1, 0, 0, "MultiGPU Board", "multigpu_board"),
-    N(1, 0, 0, "Board ID", "board_id"),
-    N(1, 0, 0, "Board Part Number", "board_part_number"),
+    M(1, 0, 0, "MultiGPU Board", "multigpu_board", GS_M_MULTI_GPU_BOARD, MF_YESNO),
+    M(1, 0, 0, "Board ID", "board_id", GS_M_BOARD_ID, MF_HEX),
+    T(1, 0, 0, "Board Part Number", "board_part_number", GS_T_BOARD_PART),
     N(1, 0, 0, "GPU Part Number", "gpu_part_number"),
     N(1, 0, 0, "FRU Part Number", "gpu_fru_part_number"),
     G(1, 0, 0, "Platform Info", "platformInfo"),
@@ -170,6 +179,8 @@ static const struct row rows[] = {
     G(1, 0, 0, "Inforom BBX Object Flush", "inforom_bbx_flush"),
     N(2, 0, 0, "Latest Timestamp", "latest_timestamp"),
     N(2, 0, 0, "Latest Duration", "latest_duration"),
+    G(1, W_610T, 0, "Inforom Time Data", NULL),
+    N(2, 0, 0, "Time Run", NULL),
     G(1, 0, 0, "GPU Operation Mode", "gpu_operation_mode"),
     Q(2, 0, 0, "Current", "current_gom", "gom.current"),
     Q(2, 0, 0, "Pending", "pending_gom", "gom.pending"),
@@ -178,11 +189,11 @@ static const struct row rows[] = {
     N(2, 0, 0, "Virtualization Mode", "virtualization_mode"),
     N(2, 0, 0, "Host VGPU Mode", "host_vgpu_mode"),
     N(2, 0, 0, "vGPU Heterogeneous Mode", "vgpu_heterogeneous_mode"),
-    G(1, W_XML, 0, "GPU Reset Status", "gpu_reset_status"),
-    N(2, W_XML, 0, "Reset Required", "reset_required"),
-    N(2, W_XML, 0, "Drain and Reset Recommended", "drain_and_reset_recommended"),
+    G(1, W_XML | W_PRE590, 0, "GPU Reset Status", "gpu_reset_status"),
+    N(2, 0, 0, "Reset Required", "reset_required"),
+    N(2, 0, 0, "Drain and Reset Recommended", "drain_and_reset_recommended"),
     Q(1, 0, 0, "GPU Recovery Action", "gpu_recovery_action", "gpu_recovery_action"),
-    N(1, 0, 0, "GSP Firmware Version", "gsp_firmware_version"),
+    T(1, 0, 0, "GSP Firmware Version", "gsp_firmware_version", GS_T_GSP_VERSION),
     G(1, 0, 0, "IBMNPU", "ibmnpu"),
     N(2, 0, 0, "Relaxed Ordering Mode", "relaxed_ordering_mode"),
     G(1, 0, 0, "PCI", "pci"),
@@ -237,7 +248,7 @@ static const struct row rows[] = {
       "clocks_event_reasons_counters.sw_thermal_slowdown"),
     Q(2, 0, 0, "HW Thermal Slowdown", "clocks_event_reasons_counters_hw_therm_slowdown",
       "clocks_event_reasons_counters.hw_thermal_slowdown"),
-    Q(2, 0, 0, "HW Power Braking", "clocks_event_reasons_counters_hw_power_braking",
+    Q(2, 0, 0, "HW Power Braking", "clocks_event_reasons_counters_hw_power_brake",
       "clocks_event_reasons_counters.hw_power_brake_slowdown"),
     N(1, 0, 0, "Sparse Operation Mode", "sparse_operation_mode"),
     G(1, 0, D_MEM, "FB Memory Usage", "fb_memory_usage"),
@@ -266,12 +277,12 @@ static const struct row rows[] = {
     Q(2, 0, 0, "Average FPS", "average_fps", "encoder.stats.averageFps"),
     Q(2, 0, 0, "Average Latency", "average_latency", "encoder.stats.averageLatency"),
     G(1, 0, D_FBC, "FBC Stats", "fbc_stats"),
-    N(2, 0, 0, "Active Sessions", "session_count"),
-    N(2, 0, 0, "Average FPS", "average_fps"),
-    N(2, 0, 0, "Average Latency", "average_latency"),
+    M(2, 0, 0, "Active Sessions", "session_count", GS_M_FBC_SESSIONS, MF_INT),
+    M(2, 0, 0, "Average FPS", "average_fps", GS_M_FBC_FPS, MF_INT),
+    M(2, 0, 0, "Average Latency", "average_latency", GS_M_FBC_LATENCY, MF_US),
     G(1, 0, 0, "DRAM Encryption Mode", "dram_encryption_mode"),
-    Q(2, 0, 0, "Current", "current_dram_encryption_mode", "dramEncryption.mode.current"),
-    Q(2, 0, 0, "Pending", "pending_dram_encryption_mode", "dramEncryption.mode.pending"),
+    Q(2, 0, 0, "Current", "current_dram_encryption", "dramEncryption.mode.current"),
+    Q(2, 0, 0, "Pending", "pending_dram_encryption", "dramEncryption.mode.pending"),
     G(1, 0, D_ECC, "ECC Mode", "ecc_mode"),
     Q(2, 0, 0, "Current", "current_ecc", "ecc.mode.current"),
     Q(2, 0, 0, "Pending", "pending_ecc", "ecc.mode.pending"),
@@ -290,8 +301,9 @@ static const struct row rows[] = {
       "ecc.errors.uncorrected.aggregate.sram.mcu"),
     Q(3, W_SPLIT, 0, "SRAM PCIE", "sram_pcie", "ecc.errors.uncorrected.aggregate.sram.pcie"),
     Q(3, W_SPLIT, 0, "SRAM Other", "sram_other", "ecc.errors.uncorrected.aggregate.sram.other"),
-    N(2, W_SPLIT, 0, "Channel Repair Pending", "channel_repair_pending"),
-    N(2, W_SPLIT, 0, "TPC Repair Pending", "tpc_repair_pending"),
+    M(2, W_SPLIT, 0, "Channel Repair Pending", "channel_repair_pending", GS_M_REPAIR_CHANNEL,
+      MF_YESNO),
+    M(2, W_SPLIT, 0, "TPC Repair Pending", "tpc_repair_pending", GS_M_REPAIR_TPC, MF_YESNO),
     N(2, W_SPLIT, 0, "Unrepairable Memory", "unrepairable_memory"),
     G(1, 0, D_PAGE, "Retired Pages", "retired_pages"),
     Q(2, W_TEXT, 0, "Single Bit ECC", NULL, "retired_pages.single_bit_ecc.count"),
@@ -333,14 +345,15 @@ static const struct row rows[] = {
      GS_M_TEMP_SLOWDOWN, 0, " C"},
     {2, K_M, MF_INT, W_NOTLIMIT, 0, "GPU Max Operating Temp", "gpu_temp_max_gpu_threshold", NULL,
      GS_M_TEMP_GPU_MAX, 0, " C"},
-    N(2, 0, 0, "GPU Target Temperature", "gpu_target_temperature"),
+    {2, K_M, MF_INT, 0, 0, "GPU Target Temperature", "gpu_target_temperature", NULL,
+     GS_M_TEMP_TARGET, 0, " C"},
     QS(2, 0, 0, "Memory Current Temp", "memory_temp", "temperature.memory", " C"),
     N(2, W_TLIMIT, 0, "Memory Max Operating T.Limit Temp", "gpu_temp_max_mem_tlimit_threshold"),
     {2, K_M, MF_INT, W_NOTLIMIT, 0, "Memory Max Operating Temp", "gpu_temp_max_mem_threshold", NULL,
      GS_M_TEMP_MEM_MAX, 0, " C"},
     G(1, W_XML, D_TEMP, NULL, "supported_gpu_target_temp"),
-    N(2, W_XML, 0, NULL, "gpu_target_temp_min"),
-    N(2, W_XML, 0, NULL, "gpu_target_temp_max"),
+    {2, K_M, MF_INT, W_XML, 0, NULL, "gpu_target_temp_min", NULL, GS_M_TEMP_TARGET_MIN, 0, " C"},
+    {2, K_M, MF_INT, W_XML, 0, NULL, "gpu_target_temp_max", NULL, GS_M_TEMP_TARGET_MAX, 0, " C"},
     G(1, W_XML, D_POWER, NULL, "power_readings"),
     Q(2, W_XML, 0, NULL, "power_state", "pstate"),
     Q(2, W_XML, 0, NULL, "power_management", "power.management"),
@@ -355,9 +368,17 @@ static const struct row rows[] = {
     Q(2, W_XML, 0, NULL, "power_draw", "power.draw"),
     Q(2, 0, 0, "Average Power Draw", "average_power_draw", "power.draw.average"),
     Q(2, 0, 0, "Instantaneous Power Draw", "instant_power_draw", "power.draw.instant"),
-    Q(2, 0, 0, "Current Power Limit", "current_power_limit", "enforced.power.limit"),
-    Q(2, 0, 0, "Requested Power Limit", "requested_power_limit", "power.limit"),
-    Q(2, 0, 0, "Default Power Limit", "default_power_limit", "power.default_limit"),
+    Q(2, W_NOT610T, 0, "Current Power Limit", "current_power_limit", "enforced.power.limit"),
+    Q(2, W_NOT610T, 0, "Requested Power Limit", "requested_power_limit", "power.limit"),
+    Q(2, W_NOT610T, 0, "Default Power Limit", "default_power_limit", "power.default_limit"),
+    G(2, W_610T, 0, "GPU Ceiling Power Limit", NULL),
+    Q(3, 0, 0, "Current Power Limit", NULL, "enforced.power.limit"),
+    Q(3, 0, 0, "Requested Power Limit", NULL, "power.limit"),
+    Q(3, 0, 0, "Default Power Limit", NULL, "power.default_limit"),
+    G(2, W_610T, 0, "GPU Base Power", NULL),
+    N(3, 0, 0, "Current Base Power", NULL),
+    N(3, 0, 0, "Requested Base Power", NULL),
+    N(3, 0, 0, "Default Base Power", NULL),
     Q(2, 0, 0, "Min Power Limit", "min_power_limit", "power.min_limit"),
     Q(2, 0, 0, "Max Power Limit", "max_power_limit", "power.max_limit"),
     G(1, 0, D_POWER, "GPU Memory Power Readings ", "gpu_memory_power_readings"),
@@ -396,11 +417,11 @@ static const struct row rows[] = {
     Q(2, 0, 0, "Memory", "mem_clock", "clocks.max.memory"),
     M(2, 0, 0, "Video", "video_clock", GS_M_CLOCK_MAX_VIDEO, MF_MHZ),
     G(1, 0, D_CLOCK, "Max Customer Boost Clocks", "max_customer_boost_clocks"),
-    N(2, 0, 0, "Graphics", "graphics_clock"),
+    M(2, 0, 0, "Graphics", "graphics_clock", GS_M_CLOCK_BOOST_MAX_GR, MF_MHZ),
     G(1, 0, D_CLOCK, "Clock Policy", "clock_policy"),
     N(2, 0, 0, "Auto Boost", "auto_boost"),
     N(2, 0, 0, "Auto Boost Default", "auto_boost_default"),
-    G(1, W_XML, GS_SMI_D_VOLTAGE, NULL, "voltage"),
+    G(1, W_XML | W_PRE590, GS_SMI_D_VOLTAGE, NULL, "voltage"),
     N(2, W_XML, 0, NULL, "graphics_volt"),
     G(1, 0, 0, "Fabric", "fabric"),
     Q(2, 0, 0, "State", "state", "fabric.state"),
@@ -418,6 +439,7 @@ static const struct row rows[] = {
     Q(3, 0, 0, "Incorrect Configuration", "incorrect_configuration",
       "fabric.health.incorrect_configuration"),
     Q(3, W_595, 0, "Partition Assigned", "partition_assigned", "fabric.health.partition_assigned"),
+    N(1, W_XML, GS_SMI_D_SUPPORTED_CLOCKS, NULL, "supported_clocks"),
     F(1, 0, D_PIDS, "Processes", "processes", F_PROCS),
     F(1, W_XML, D_ACCT, NULL, "accounted_processes", F_ACCOUNTED),
     G(1, 0, 0, "Capabilities", "capabilities"),
@@ -432,7 +454,26 @@ struct q {
     const struct gs_gpu *g;
     unsigned gpu;
     int xml;
+    const struct gs_smi_layout *layout;
 };
+
+/* Text labels drivers 610 and later changed, by the row's XML element. */
+static const struct {
+    const char *tag;
+    const char *label;
+} labels_610[] = {
+    {"gpu_temp_tlimit", "GPU Current T.Limit Temp"},
+    {"gpu_target_temperature", "GPU Target Temperature Specification"},
+};
+
+static const char *row_label(const struct q *q, const struct row *r)
+{
+    if (q->layout->rows_610 && r->tag)
+        for (size_t i = 0; i < sizeof labels_610 / sizeof labels_610[0]; i++)
+            if (strcmp(r->tag, labels_610[i].tag) == 0)
+                return labels_610[i].label;
+    return r->label;
+}
 
 static void xml_escaped(FILE *out, const char *v)
 {
@@ -541,6 +582,15 @@ static void metric_value(const struct q *q, const struct row *r, char *buf, size
         break;
     case MF_WATT:
         snprintf(buf, n, "%.2f W", v);
+        break;
+    case MF_US:
+        snprintf(buf, n, "%lld", llround(v * 1e6));
+        break;
+    case MF_HEX:
+        snprintf(buf, n, "0x%llx", (unsigned long long)llround(v));
+        break;
+    case MF_YESNO:
+        snprintf(buf, n, "%s", v != 0 ? "Yes" : "No");
         break;
     case MF_BIT:
         snprintf(buf, n, "%s", ((unsigned long long)llround(v) & r->bit) ? "Active" : "Not Active");
@@ -778,11 +828,6 @@ static void procs_block(struct q *q, unsigned xd)
     free(list);
 }
 
-static int driver_major(const struct gs_snapshot *s)
-{
-    return s->sys.driver_st == GS_ST_OK ? atoi(s->sys.driver_version) : 0;
-}
-
 /* Whether row r applies to this GPU and output. */
 static int applies(const struct q *q, const struct row *r)
 {
@@ -801,7 +846,13 @@ static int applies(const struct q *q, const struct row *r)
         return 0;
     if (((w & W_SPLIT) && !split) || ((w & W_NOSPLIT) && split))
         return 0;
-    if ((w & W_595) && driver_major(q->s) < 595)
+    if ((w & W_595) && !q->layout->rows_595)
+        return 0;
+    if ((w & W_PRE590) && q->layout->dtd >= 13)
+        return 0;
+    if ((w & W_610T) && (q->xml || !q->layout->rows_610))
+        return 0;
+    if ((w & W_NOT610T) && !q->xml && q->layout->rows_610)
         return 0;
     if (((w & W_REMAP) && !remap) || ((w & W_NOREMAP) && remap))
         return 0;
@@ -816,6 +867,9 @@ static void row_value(const struct q *q, const struct row *r, char *v, size_t n)
         qf_value(q, r->src, v, n, &answered);
     else if (r->kind == K_M)
         metric_value(q, r, v, n, &answered);
+    else if (r->kind == K_T)
+        snprintf(v, n, "%s",
+                 gs_gpu_has_text(q->g, (enum gs_text)r->metric) ? q->g->text[r->metric] : NA);
     else
         snprintf(v, n, NA);
     if (answered && r->suffix)
@@ -861,7 +915,7 @@ static void gpu_body(struct q *q, unsigned sections)
         }
         switch (r->kind) {
         case K_GROUP:
-            open_group(q, r->depth, 2 + nopen, r->label, r->tag);
+            open_group(q, r->depth, 2 + nopen, row_label(q, r), r->tag);
             if (nopen < sizeof open / sizeof open[0]) {
                 open[nopen].depth = r->depth;
                 open[nopen].tag = r->tag;
@@ -880,14 +934,14 @@ static void gpu_body(struct q *q, unsigned sections)
                 fprintf(q->out, "</%s>\n", r->tag);
             } else {
                 fn_value(q, r, v, sizeof v);
-                leaf(q, r->depth, 2 + nopen, COLON, r->label, r->tag, v);
+                leaf(q, r->depth, 2 + nopen, COLON, row_label(q, r), r->tag, v);
             }
             break;
         default:
             row_value(q, r, v, sizeof v);
             if (q->xml && (r->when & W_NO0X) && strncmp(v, "0x", 2) == 0)
                 memmove(v, v + 2, strlen(v + 2) + 1);
-            leaf(q, r->depth, 2 + nopen, COLON, r->label, r->tag, v);
+            leaf(q, r->depth, 2 + nopen, COLON, row_label(q, r), r->tag, v);
         }
     }
     while (nopen) {
@@ -899,7 +953,7 @@ static void gpu_body(struct q *q, unsigned sections)
 int gs_smi_q(FILE *out, const struct gs_snapshot *s, const unsigned char *sel, unsigned sections,
              int xml)
 {
-    struct q q = {out, s, NULL, 0, xml};
+    struct q q = {out, s, NULL, 0, xml, gs_smi_layout(s)};
     const struct gs_system *y = &s->sys;
     char when[64], cuda[16], count[16];
 
@@ -910,17 +964,33 @@ int gs_smi_q(FILE *out, const struct gs_snapshot *s, const unsigned char *sel, u
         snprintf(cuda, sizeof cuda, NA);
     snprintf(count, sizeof count, "%u", y->gpu_count ? y->gpu_count : s->n_gpus);
     if (xml) {
-        fputs("<?xml version=\"1.0\" ?>\n"
-              "<!DOCTYPE nvidia_smi_log SYSTEM \"nvsmi_device_v12.dtd\">\n"
-              "<nvidia_smi_log>\n",
-              out);
+        fprintf(out,
+                "<?xml version=\"1.0\" ?>\n"
+                "<!DOCTYPE nvidia_smi_log SYSTEM \"nvsmi_device_v%d.dtd\">\n"
+                "<nvidia_smi_log>\n",
+                q.layout->dtd);
     } else {
         fputs("\n==============NVSMI LOG==============\n\n", out);
     }
     leaf(&q, 0, 1, COLON, "Timestamp", "timestamp", when);
-    leaf(&q, 0, 1, COLON, "Driver Version", "driver_version",
-         y->driver_st == GS_ST_OK ? y->driver_version : NA);
-    leaf(&q, 0, 1, COLON, "CUDA Version", "cuda_version", cuda);
+    if (q.layout->kmd && !xml) {
+        /* 610: the old names stay, marked deprecated, before the new ones */
+        const char *drv = y->driver_st == GS_ST_OK ? y->driver_version : NA;
+
+        fprintf(out,
+                "%-*s: %s [Deprecated; will be removed in CUDA 14.0. Use KMD Version instead]\n",
+                COLON, "Driver Version", drv);
+        fprintf(out,
+                "%-*s: %s [Deprecated; will be removed in CUDA 14.0. Use CUDA UMD Version "
+                "instead]\n",
+                COLON, "CUDA Version", cuda);
+        leaf(&q, 0, 1, COLON, "KMD Version", "kmd_version", drv);
+        leaf(&q, 0, 1, COLON, "CUDA UMD Version", "cuda_umd_version", cuda);
+    } else {
+        leaf(&q, 0, 1, COLON, "Driver Version", "driver_version",
+             y->driver_st == GS_ST_OK ? y->driver_version : NA);
+        leaf(&q, 0, 1, COLON, "CUDA Version", "cuda_version", cuda);
+    }
     if (!xml)
         fputc('\n', out);
     leaf(&q, 0, 1, COLON, "Attached GPUs", "attached_gpus", count);

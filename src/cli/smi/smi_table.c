@@ -249,7 +249,9 @@ int gs_smi_table(FILE *out, const struct gs_snapshot *s, const unsigned char *se
         snprintf(cuda, sizeof cuda, "%d.%d", y->cuda_version / 1000, (y->cuda_version % 1000) / 10);
     else
         snprintf(cuda, sizeof cuda, NA);
-    fprintf(out, "| NVIDIA-SMI %-23sDriver Version: %-15sCUDA Version: %-9s|\n",
+    fprintf(out,
+            gs_smi_layout(s)->kmd ? "| NVIDIA-SMI %-23sKMD Version: %-14sCUDA UMD Version: %-9s|\n"
+                                  : "| NVIDIA-SMI %-23sDriver Version: %-15sCUDA Version: %-9s|\n",
             y->driver_st == GS_ST_OK ? y->driver_version : NA,
             y->driver_st == GS_ST_OK ? y->driver_version : NA, cuda);
     fputs(RULE_GPU, out);

@@ -417,6 +417,20 @@ static int cmp_step_ts(const void *x, const void *y)
     return a->ts < b->ts ? -1 : a->ts > b->ts;
 }
 
+/* Keeps the TRACE_MAX_STEPS latest-starting steps, counts the others. */
+static void steps_trim(struct gs_trace *t)
+{
+    size_t drop;
+
+    if (t->n_step <= TRACE_MAX_STEPS)
+        return;
+    drop = t->n_step - TRACE_MAX_STEPS;
+    qsort(t->step, t->n_step, sizeof *t->step, cmp_step_ts);
+    memmove(t->step, t->step + drop, TRACE_MAX_STEPS * sizeof *t->step);
+    t->n_step = TRACE_MAX_STEPS;
+    t->n_step_omitted += drop;
+}
+
 /* A ProfilerStep: the table keeps the TRACE_MAX_STEPS latest-starting ones (the last step,
  * which decides the traced window, always among them) and counts the rest. */
 static int step_add(struct gs_trace *t, long long num, double ts, double dur)
@@ -428,14 +442,8 @@ static int step_add(struct gs_trace *t, long long num, double ts, double dur)
     else if (num != t->first_step_num)
         t->step_nums_differ = 1;
     t->n_step_seen++;
-    if (t->n_step == 2 * TRACE_MAX_STEPS) {
-        size_t drop = t->n_step - TRACE_MAX_STEPS;
-
-        qsort(t->step, t->n_step, sizeof *t->step, cmp_step_ts);
-        memmove(t->step, t->step + drop, TRACE_MAX_STEPS * sizeof *t->step);
-        t->n_step = TRACE_MAX_STEPS;
-        t->n_step_omitted += drop;
-    }
+    if (t->n_step == 2 * TRACE_MAX_STEPS)
+        steps_trim(t);
     if (grow((void **)&t->step, &t->cap_step, t->n_step, sizeof *t->step))
         return -1;
     s = &t->step[t->n_step++];
@@ -1320,6 +1328,7 @@ static int load(struct source *src, const char *label, struct gs_trace **out, st
     }
     if (!p.t->rank_from_file)
         p.t->rank = rank_from_name(label);
+    steps_trim(p.t);
 done:
     if (h)
         yajl_free(h);

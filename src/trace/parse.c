@@ -2,7 +2,7 @@
  * parse.c - reads one PyTorch profiler trace into the compact form of trace.h.
  *
  * The file is inflated (ISA-L's igzip when the build found it, else zlib; a plain file is read
- * as it is) in 64 KiB chunks into yajl's event parser; the callbacks follow a small stack of
+ * as it is) in 256 KiB chunks into yajl's event parser; the callbacks follow a small stack of
  * roles (top object, traceEvents, one event, its args, distributedInfo, anything else skipped)
  * and fill one event's fields. When an event's object closes it is either kept as a compact
  * record (GPU activity, a host launch with a correlation id, a ProfilerStep, a CPU op total by
@@ -14,7 +14,7 @@
  *
  * Long tokens: yajl keeps a token that a chunk cuts in a buffer of its own and lexes that
  * buffer again from its start with every later chunk, so a string of L bytes would cost
- * L * L / 64 KiB. The loader therefore follows where each chunk ends lexically (inside a
+ * L * L / 256 KiB. The loader therefore follows where each chunk ends lexically (inside a
  * string or a number, from the last token a callback saw) and, when a token runs past the next
  * chunk, collects the rest of it itself, cut at TRACE_MAX_TOKEN bytes (what lies beyond is
  * skipped unread), and hands it to yajl in one piece: linear in the input.
@@ -40,7 +40,7 @@
 #define TRACE_MAX_DEPTH 64
 #define TRACE_MAX_NAME (1u << 20)  /* longer names are cut here */
 #define TRACE_MAX_TOKEN (1u << 20) /* what the loader hands yajl of a token past one chunk */
-#define TRACE_CHUNK 65536
+#define TRACE_CHUNK 262144
 #define TRACE_MAX_STEPS 1024          /* profiler steps kept: the latest-starting ones */
 #define TRACE_MAX_OPS 8192            /* CPU op names kept by name ... */
 #define TRACE_MAX_OP_BYTES (8u << 20) /* ... and their bytes; the least busy half is folded */
@@ -97,20 +97,18 @@ struct parser {
     enum key key[TRACE_MAX_DEPTH + 1];
     int saw_events, saw_top;
     struct ev ev;
-    char why[160];                          /* a callback's reason for stopping */
-    const unsigned char *chunk, *chunk_end; /* the piece yajl is lexing */
-    const unsigned char *anchor; /* in it, just past the last token a callback saw there */
+    char why[160];                 /* a callback's reason for stopping */
+    const unsigned char *last_tok; /* the last token a callback saw (note_end) */
+    size_t last_len;
 };
 
-/* A token's text s[0..n) ends here (quoted: a string's closing quote follows): the loader
- * knows that the piece is outside any token there (see lex_tail). yajl hands over strings
- * with escapes, and tokens a chunk cut, from buffers of its own: those are not in the piece. */
-static void note_end(struct parser *p, const unsigned char *s, size_t n, int quoted)
+/* A token's text s[0..n) ends here (quoted: a string's closing quote follows). Only the last
+ * one of a piece matters (feed_chunk checks that it lies in the piece: yajl hands over strings
+ * with escapes, and tokens a chunk cut, from buffers of its own), so this is two stores. */
+static inline void note_end(struct parser *p, const unsigned char *s, size_t n, int quoted)
 {
-    uintptr_t a = (uintptr_t)s, lo = (uintptr_t)p->chunk, hi = (uintptr_t)p->chunk_end;
-
-    if (a >= lo && a <= hi && n + (size_t)quoted <= hi - a)
-        p->anchor = s + n + quoted;
+    p->last_tok = s;
+    p->last_len = n + (size_t)quoted;
 }
 
 static int names_grow_index(struct gs_trace_names *nm)
@@ -843,9 +841,7 @@ static int feed(yajl_handle h, struct parser *p, const unsigned char *buf, size_
 {
     yajl_status st;
 
-    p->chunk = buf;
-    p->chunk_end = buf + n;
-    p->anchor = NULL;
+    p->last_tok = NULL;
     st = n ? yajl_parse(h, buf, n) : yajl_complete_parse(h);
     if (st == yajl_status_ok)
         return GS_OK;
@@ -1231,17 +1227,19 @@ static long src_next(struct source *s, const unsigned char **buf, int *taken, ch
     return n;
 }
 
-/* Feeds b[0..n), then follows where it ends (from the last token a callback placed in it). */
+/* Feeds b[0..n), then follows where it ends: from just past the last token a callback saw,
+ * when that lies in b (outside any token there), else from b's start. */
 static int feed_chunk(yajl_handle h, struct parser *p, struct lex *lx, const unsigned char *b,
                       size_t n, uint64_t base, const char *label)
 {
     int rc = n ? feed(h, p, b, n, base, label) : GS_OK;
+    uintptr_t a = (uintptr_t)p->last_tok, lo = (uintptr_t)b;
 
     if (rc != GS_OK || n == 0)
         return rc;
-    if (p->anchor) {
+    if (p->last_tok && a >= lo && a - lo <= n && p->last_len <= n - (a - lo)) {
         lx->mode = LX_OUT;
-        lex_tail(lx, b, (size_t)(p->anchor - b), n);
+        lex_tail(lx, b, (size_t)(a - lo) + p->last_len, n);
     } else {
         lex_tail(lx, b, 0, n);
     }

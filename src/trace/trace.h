@@ -123,7 +123,7 @@ int gs_trace_load_mem(const char *buf, size_t len, const char *label, struct gs_
                       struct gs_err *err);
 
 /* Tests and the fuzzer: gs_trace_load_mem hands yajl pieces of n bytes (0: the default,
- * 64 KiB, as files are read), so that tokens cut by pieces are exercised on small inputs. */
+ * 256 KiB, as files are read), so that tokens cut by pieces are exercised on small inputs. */
 void gs_trace_set_mem_chunk(size_t n);
 
 void gs_trace_free(struct gs_trace *t);

@@ -13,19 +13,25 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 REF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "reference",
                    "kineto-traces")
 ROUNDS = int(os.environ.get("ROUNDS", "15"))
+TMP = None
 # HTA 0.6.1 on the same file (bench/RESULTS.md, issue 19): seconds, MiB.
 HTA = {"nccl-sendrecv-rank-0.json.gz": (1.61, 212.0)}
 
 
 def one(argv):
+    """Wall s, CPU s (of /usr/bin/time and its child), peak RSS MiB (time's %M: a forked
+    Python child's own RSS would count in wait4's ru_maxrss)."""
+    rss_file = os.path.join(TMP, "rss")
     t0 = time.perf_counter()
     with open(os.devnull, "wb") as null:
-        p = subprocess.Popen(argv, stdout=null, stderr=subprocess.PIPE)
+        p = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss_file] + argv, stdout=null,
+                             stderr=subprocess.PIPE)
         _, status, ru = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
         err = p.stderr.read()
@@ -33,7 +39,9 @@ def one(argv):
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         sys.exit("%s: exit %d: %s" % (" ".join(argv), p.returncode, err.decode()[:200]))
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+    with open(rss_file) as f:
+        rss = int(f.read().split()[-1]) / 1024
+    return wall, ru.ru_utime + ru.ru_stime, rss
 
 
 def fmt(v):
@@ -41,6 +49,8 @@ def fmt(v):
 
 
 def main():
+    global TMP
+    TMP = tempfile.mkdtemp(prefix="gs-bench-cmp.")
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     bins = [("this build", [os.path.join(build, "gpuscope"), "trace", "analyze", "--json"])]
     if len(sys.argv) > 2:
@@ -65,6 +75,8 @@ def main():
                 ratio = "%.0f x faster, %.3f x RSS" % (hta[0] / statistics.median(cpus), rss / hta[1])
             print("| %s | %s | %s | %s | %.1f | %s |" % (os.path.basename(f), name, fmt(cpus),
                                                           fmt(walls), rss, ratio), flush=True)
+    os.unlink(os.path.join(TMP, "rss"))
+    os.rmdir(TMP)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@
  * buffer again from its start with every later chunk, so a string of L bytes would cost
  * L * L / 256 KiB. The loader therefore follows where each chunk ends lexically (inside a
  * string or a number, from the last token a callback saw) and, when a token runs past the next
- * chunk, collects the rest of it itself, cut at TRACE_MAX_TOKEN bytes (what lies beyond is
- * skipped unread), and hands it to yajl in one piece: linear in the input.
+ * chunk, collects the rest of it itself, a string cut at TRACE_MAX_TOKEN bytes (what lies
+ * beyond is skipped unread; a longer number is an error), and hands it to yajl in one piece:
+ * linear in the input.
  */
 #include "trace/trace.h"
 
@@ -943,7 +944,7 @@ static void lex_tail(struct lex *lx, const unsigned char *b, size_t i, size_t n)
 }
 
 /* The rest of a token that ran past a chunk, as yajl gets it: at most TRACE_MAX_TOKEN bytes
- * (a cut never splits an escape), then the closing quote of a string. */
+ * of a string (a cut never splits an escape), then its closing quote; a number whole. */
 struct tail {
     unsigned char *buf;
     size_t len, cap;
@@ -968,7 +969,8 @@ static int tail_add(struct tail *tl, const unsigned char *s, size_t n)
     return 0;
 }
 
-/* Takes b[0..n) into the token's tail; returns the index past the token's end, or n. */
+/* Takes b[0..n) into the token's tail and sets *end past the token's end (n when it goes
+ * on); -1 when out of memory, -2 for a number longer than TRACE_MAX_TOKEN. */
 static int tail_take(struct tail *tl, struct lex *lx, const unsigned char *b, size_t n, size_t *end)
 {
     size_t i = 0, e;
@@ -988,10 +990,9 @@ static int tail_take(struct tail *tl, struct lex *lx, const unsigned char *b, si
         }
         i = e;
         if (i < n || tl->len >= TRACE_MAX_TOKEN) {
+            if (m == LX_NUMBER)
+                return -2; /* no number is that long: an error, not a cut that might change it */
             tl->skipping = 1;
-            if (m == LX_NUMBER) /* a cut number still ends in a digit */
-                while (tl->len && !(tl->buf[tl->len - 1] >= '0' && tl->buf[tl->len - 1] <= '9'))
-                    tl->len--;
         }
     }
     if (tl->skipping && i < n) {
@@ -1290,7 +1291,14 @@ static int load(struct source *src, const char *label, struct gs_trace **out, st
             }
         }
         if (in_tail) {
-            if (tail_take(&tl, &lx, buf, (size_t)n, &e) != 0) {
+            int tr = tail_take(&tl, &lx, buf, (size_t)n, &e);
+
+            if (tr == -2) {
+                rc = gs_err_set(err, GS_EPARSE, "%s:%llu: a number longer than 1 MiB", label,
+                                (unsigned long long)base);
+                goto done;
+            }
+            if (tr != 0) {
                 rc = gs_err_set(err, GS_ENOMEM, "%s: out of memory", label);
                 goto done;
             }

@@ -432,6 +432,13 @@ static void test_long_string(void **state)
     /* unterminated: an error at the end, not a hang or a cut name taken as whole */
     assert_int_equal(gs_trace_load_mem(json, hl + big, "t", &t, &err), GS_EPARSE);
     assert_non_null(strstr(err.msg, "premature EOF"));
+    /* a number of 64 MiB digits: an error, never a cut number taken as another value */
+    memcpy(json, "{\"traceEvents\":[{\"ts\":", 22);
+    memset(json + 22, '7', big);
+    memcpy(json + 22 + big, "}]}", 3);
+    assert_int_equal(gs_trace_load_mem(json, 22 + big + 3, "t", &t, &err), GS_EPARSE);
+    if (!strstr(err.msg, "a number longer than 1 MiB"))
+        fail_msg("got '%s'", err.msg);
     free(json);
 }
 

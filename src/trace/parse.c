@@ -1086,9 +1086,12 @@ static long src_fill(struct source *s, unsigned char *buf, size_t cap)
     struct inflate_state *st = s->inf;
 
     if (!s->gzip) {
-        size_t got = 0;
+        size_t got = st->avail_in < cap ? st->avail_in : cap;
 
-        while (got < cap) {
+        memcpy(buf, st->next_in, got); /* what src_open read to see the magic */
+        st->next_in += got;
+        st->avail_in -= (uint32_t)got;
+        while (got < cap && !s->in_eof) {
             ssize_t n = read(s->fd, buf + got, cap - got);
 
             if (n < 0 && errno == EINTR)
@@ -1098,7 +1101,7 @@ static long src_fill(struct source *s, unsigned char *buf, size_t cap)
                 return -1;
             }
             if (n == 0)
-                break;
+                s->in_eof = 1;
             got += (size_t)n;
         }
         return (long)got;
@@ -1352,27 +1355,33 @@ done:
 static int src_open(struct source *src, const char *path, struct gs_err *err)
 {
 #ifdef GS_TRACE_ISAL
-    unsigned char magic[2];
-    ssize_t n;
+    size_t got = 0;
 
     src->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (src->fd < 0)
         return gs_err_set(err, errno == ENOENT ? GS_ENOTFOUND : GS_EIO, "%s: %s", path,
                           strerror(errno));
-    do
-        n = pread(src->fd, magic, 2, 0);
-    while (n < 0 && errno == EINTR);
-    if (n < 0)
-        return gs_err_set(err, GS_EIO, "%s: %s", path, strerror(errno));
-    src->gzip = n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-    if (src->gzip) {
-        src->in = malloc(TRACE_IN);
-        src->inf = malloc(sizeof *src->inf);
-        if (!src->in || !src->inf)
-            return gs_err_set(err, GS_ENOMEM, "%s: out of memory", path);
-        isal_inflate_init(src->inf);
-        src->inf->crc_flag = ISAL_GZIP;
+    src->in = malloc(TRACE_IN);
+    src->inf = malloc(sizeof *src->inf);
+    if (!src->in || !src->inf)
+        return gs_err_set(err, GS_ENOMEM, "%s: out of memory", path);
+    /* The first bytes decide (read, not pread: a pipe is a file too). */
+    while (got < 2 && !src->in_eof) {
+        ssize_t n = read(src->fd, src->in + got, TRACE_IN - got);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return gs_err_set(err, GS_EIO, "%s: %s", path, strerror(errno));
+        if (n == 0)
+            src->in_eof = 1;
+        got += (size_t)n;
     }
+    src->gzip = got >= 2 && src->in[0] == 0x1f && src->in[1] == 0x8b;
+    isal_inflate_init(src->inf);
+    src->inf->crc_flag = ISAL_GZIP;
+    src->inf->next_in = src->in;
+    src->inf->avail_in = (uint32_t)got; /* a plain file hands these out first */
 #else
     src->gz = gzopen(path, "rb");
     if (!src->gz)

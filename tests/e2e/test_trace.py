@@ -19,6 +19,7 @@ from tap import Tap  # noqa: E402
 t = Tap()
 REF = os.path.join(SRC, "..", "shared", "reference", "kineto-traces")
 README = os.path.join(REF, "README.md")
+R0_GZ = os.path.join(REF, "two-ranks-rank-0.json.gz")
 
 
 def analyze(*args, ok=True):
@@ -241,6 +242,17 @@ with tempfile.TemporaryDirectory() as d:
     t.ok(fold.get("names", 0) > 0 and fold.get("count") == fold.get("names")
          and fold.get("sum_us") == float(fold.get("count")),
          "op names past the table: folded and counted", detail=fold)
+    # A pipe is read as a file: plain (zcat | ...) and compressed alike.
+    with open(R0_GZ, "rb") as f:
+        raw = f.read()
+    want = json.loads(analyze("--json", R0_GZ).stdout)["ranks"][0]
+    for label, data in (("gzip", raw), ("plain", gzip.decompress(raw))):
+        p = subprocess.run([BIN, "trace", "analyze", "--json", "/dev/stdin"], input=data,
+                           capture_output=True, timeout=120)
+        got = json.loads(p.stdout or b"{}").get("ranks", [{}])[0]
+        got.pop("file", None)
+        t.eq(got, {k: v for k, v in want.items() if k != "file"},
+             "a %s trace through a pipe: the same figures" % label)
     p = analyze(path)
     t.ok("(1976 earlier profiler steps not listed: the latest 1024 are)" in p.stdout and
          re.search(r"\(\d+ more op names, folded together when the op table was full: \d+ calls",

@@ -47,6 +47,10 @@ echo "## Python stacks (bench/bench_stacks.py: one read, 100 Hz overhead)"
 echo "### gpuscope trace analyze (bench/bench_trace.sh $BUILD)"
 echo
 ./bench/bench_trace.sh "$BUILD"
+echo
+echo "### gpuscope trace analyze on adversarial traces (bench/bench_trace_bounds.py $BUILD)"
+echo
+/usr/bin/python3 bench/bench_trace_bounds.py "$BUILD"
 
 echo "### gpuscope top vs nvtop (bench/top.sh $BUILD 60)"
 echo

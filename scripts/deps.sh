@@ -30,6 +30,9 @@ PKGS="$PKGS libelf-dev"
 # libyajl-dev: the streaming JSON parser of `gpuscope trace` (src/trace/parse.c; zlib1g-dev
 # above reads the .json.gz traces).
 PKGS="$PKGS libyajl-dev"
+# libisal-dev: ISA-L's igzip inflates .json.gz traces several times faster than zlib
+# (src/trace/parse.c; without it the build falls back to zlib).
+PKGS="$PKGS libisal-dev"
 # clang-format: the format check (tests/meson.build 'format', scripts/check-format.py; the tree
 # is formatted by clang-format 14, Debian bookworm's).
 PKGS="$PKGS clang-format"

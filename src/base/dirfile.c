@@ -174,7 +174,7 @@ int gs_dirfile_commit(struct gs_dirfile *df, struct gs_err *err)
 
     if (!df->f)
         return gs_err_set(err, GS_EINVAL, "%s: not open", df->name);
-    bad = fflush(df->f) != 0 || ferror(df->f);
+    bad = fflush(df->f) != 0 || ferror(df->f) || fsync(fileno(df->f)) != 0;
     e = errno;
     if (fclose(df->f) != 0 && !bad) {
         bad = 1;
@@ -215,11 +215,4 @@ int gs_dirfile_write(int dirfd, const char *name, mode_t mode, const void *data,
         return gs_err_set(err, GS_EIO, "%s: %s", name, strerror(e ? e : EIO));
     }
     return gs_dirfile_commit(&df, err);
-}
-
-int gs_dirfile_path(int dirfd, const char *name, char *out, size_t cap)
-{
-    int n = snprintf(out, cap, "/proc/self/fd/%d/%s", dirfd, name);
-
-    return n < 0 || (size_t)n >= cap ? -1 : 0;
 }

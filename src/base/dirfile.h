@@ -44,18 +44,13 @@ struct gs_dirfile {
 
 int gs_dirfile_begin(struct gs_dirfile *df, int dirfd, const char *name, mode_t mode,
                      struct gs_err *err);
-/* Flushes and closes f, then renameat into place; on any failure the temporary is removed and
- * err says why. */
+/* Flushes, syncs and closes f, then renameat into place; on any failure the temporary is removed
+ * and err says why. */
 int gs_dirfile_commit(struct gs_dirfile *df, struct gs_err *err);
 void gs_dirfile_abort(struct gs_dirfile *df);
 
 /* Writes len bytes as the whole file name (begin, write, commit). */
 int gs_dirfile_write(int dirfd, const char *name, mode_t mode, const void *data, size_t len,
                      struct gs_err *err);
-
-/* A path naming name inside the directory dirfd itself, whatever happens to the directory's
- * path meanwhile ("/proc/self/fd/N/name"), for a library that opens by path (SQLite).
- * 0, or -1 when cap is too small. */
-int gs_dirfile_path(int dirfd, const char *name, char *out, size_t cap);
 
 #endif

@@ -2,7 +2,7 @@
  * Unit tests of src/base/dirfile.c: the directory check (owner, group/other write, a link, not
  * a directory), exclusive creation that never follows a planted link, whole files renamed into
  * place over a planted link without touching its target, no temporary left behind, checked
- * subdirectories and the descriptor-relative path.
+ * subdirectories.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -186,7 +186,7 @@ static void test_whole_file_replaces_link(void **state)
     close(dfd);
 }
 
-static void test_subdir_and_path(void **state)
+static void test_subdir(void **state)
 {
     struct tmp *t = *state;
     char elsewhere[200], link[200], path[200], other[200];
@@ -217,11 +217,6 @@ static void test_subdir_and_path(void **state)
     chmod(other, 0777);
     assert_int_equal(gs_dirfile_subdir(dfd, "open", 0755, &err), GS_EPERM);
 
-    put(path, "trace");
-    assert_int_equal(gs_dirfile_path(dfd, "profile/trace.json", path, sizeof path), 0);
-    assert_non_null(strstr(path, "/proc/self/fd/"));
-    expect_text(path, "trace");
-    assert_int_equal(gs_dirfile_path(dfd, "x", path, 8), -1);
     close(dfd);
 }
 
@@ -231,7 +226,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_open_dir_checks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_never_follows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_whole_file_replaces_link, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_subdir_and_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_subdir, setup, teardown),
     };
     umask(022);
     return cmocka_run_group_tests(tests, NULL, NULL);

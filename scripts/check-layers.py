@@ -55,9 +55,6 @@ PROC_LITERALS_ALLOWED = {
     # readlink of the running executable's own path (gpuscope-full beside gpuscope, the top
     # module, the Python package, demo's re-exec): a link, no procfs text is read.
     '"/proc/self/exe"': "the running executable's own path",
-    # src/base/dirfile.c: a file inside a directory the process holds open, for a library
-    # that opens by path (SQLite's samples.db): the descriptor's own directory, no procfs text.
-    '"/proc/self/fd/%d/%s"': "a name inside an open directory descriptor",
 }
 
 

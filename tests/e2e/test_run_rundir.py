@@ -128,6 +128,10 @@ t.ok(p.returncode == 125 and "samples.db-wal" in p.stderr and secret_kept(),
      "a link named like one of SQLite's files: refused before anything opens it", p.stderr[-300:])
 
 # ---- source lines: read with the traced process's rights ----
+os.unlink(SECRET)  # afresh: a build that followed the links above overwrote it
+with open(SECRET, "w") as f:
+    f.write(SECRET_TEXT)
+os.chmod(SECRET, 0o600)
 script = os.path.join(tmp, "named.py")
 with open(script, "w") as f:
     f.write("import time\n"

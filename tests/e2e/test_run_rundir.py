@@ -8,7 +8,8 @@ stacks.txt, hang-1-stacks.txt, the hang dump's directory) are replaced or refuse
 followed (targets unchanged); `gpuscope trace capture --dir` refuses another user's directory;
 and a process that drops privileges under a root `gpuscope run --stacks` and names a root-only
 file as its code's source (compile(src, FILE, "exec")) gets no line of it into
-metrics_report.json, while the same file made readable does (the check can fail)."""
+metrics_report.json, while the same file made readable does (the check can fail); under sudo
+the run's files go to SUDO_UID."""
 import json
 import os
 import shutil
@@ -166,5 +167,23 @@ t.ok(p.returncode == 0 and "SECRETLINE-" in text,
      (files, p.stderr[-400:]))
 t.eq(mode, "0o644", "the report of a root run: 0644 (its source lines are what the process "
      "could read)")
+
+# ---- under sudo: what the run made goes to the user who ran sudo ----
+ENV.update(SUDO_UID=str(UID_A), SUDO_GID=str(UID_A))
+pre = os.path.join(tmp, "sudo-pre")  # root's own directory, given: its new files only
+os.mkdir(pre)
+for out in (os.path.join(tmp, "sudo", "run"), pre):
+    p = gsrun(out, [PY, "-c", "import time; time.sleep(1)"], ["--no-auto"])
+    owners = {n: os.stat(os.path.join(out, n)).st_uid for n in os.listdir(out)}
+    t.ok(p.returncode == 0 and {"metrics_report.json", "steps.jsonl", "samples.db",
+                                "stacks.svg", "stacks.txt"} <= set(owners) and
+         set(owners.values()) == {UID_A} and
+         os.stat(out).st_uid == (UID_A if out != pre else 0) and
+         os.stat(os.path.dirname(out)).st_uid == 0,
+         "sudo (SUDO_UID): the run's files are the user's%s" %
+         (", the directory made for it too" if out != pre else "; a directory given stays root's"),
+         (p.returncode, owners, p.stderr[-400:]))
+for k in ("SUDO_UID", "SUDO_GID"):
+    ENV.pop(k)
 
 sys.exit(t.done())

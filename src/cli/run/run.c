@@ -781,6 +781,7 @@ int gs_cli_run(int argc, char **argv)
     if (dirfd < 0)
         return RUN_EXIT_FAIL;
     code = run_session(&o, o.out, dirfd, created);
+    gs_runcli_give_to_sudo_user(dirfd, created);
     close(dirfd);
     return code;
 }

@@ -5,6 +5,7 @@
 #include "cli/run/run_int.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -99,6 +100,62 @@ void gs_runcli_remove_outputs(int dirfd, const char *dir, int created)
         unlinkat(dirfd, made[i], strcmp(made[i], "profile") == 0 ? AT_REMOVEDIR : 0);
     if (created)
         rmdir(dir);
+}
+
+/* Under sudo (root, SUDO_UID and SUDO_GID naming another user): hands what the run made in
+ * DIR, one level of subdirectories down, and DIR itself when made here, to the user who ran
+ * sudo, once nothing more is written (docs/run.md, SECURITY). Only root's own entries change
+ * owner, by name without following links (fchownat AT_SYMLINK_NOFOLLOW). */
+static void chown_entries(int dirfd, uid_t uid, gid_t gid, int depth)
+{
+    int fd = dup(dirfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    struct dirent *e;
+
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    while ((e = readdir(d))) {
+        struct stat st;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+            fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != 0 ||
+            !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+            continue;
+        if (S_ISDIR(st.st_mode) && depth > 0) {
+            int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) {
+                chown_entries(sub, uid, gid, depth - 1);
+                close(sub);
+            }
+        }
+        if (fchownat(dirfd, e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) != 0)
+            fprintf(stderr, "gpuscope run: chown %s to SUDO_UID %u: %s\n", e->d_name, (unsigned)uid,
+                    strerror(errno));
+    }
+    closedir(d);
+}
+
+void gs_runcli_give_to_sudo_user(int dirfd, int created)
+{
+    const char *su = getenv("SUDO_UID"), *sg = getenv("SUDO_GID");
+    char *end;
+    unsigned long uid, gid;
+
+    if (geteuid() != 0 || !su || !sg || !su[0] || !sg[0])
+        return;
+    errno = 0;
+    uid = strtoul(su, &end, 10);
+    if (errno || *end || uid == 0 || uid >= (uid_t)-1)
+        return;
+    gid = strtoul(sg, &end, 10);
+    if (errno || *end || gid >= (gid_t)-1)
+        return;
+    chown_entries(dirfd, (uid_t)uid, (gid_t)gid, 1);
+    if (created && fchown(dirfd, (uid_t)uid, (gid_t)gid) != 0)
+        fprintf(stderr, "gpuscope run: chown the run directory to SUDO_UID %lu: %s\n", uid,
+                strerror(errno));
 }
 
 /* ---- the Python package ---- */

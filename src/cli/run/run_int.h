@@ -74,6 +74,7 @@ void gs_runcli_usage(FILE *out);
 int gs_runcli_parse(struct run_opts *o, int argc, char **argv);
 int gs_runcli_open_outdir(const char *dir, int *created);
 void gs_runcli_remove_outputs(int dirfd, const char *dir, int created);
+void gs_runcli_give_to_sudo_user(int dirfd, int created);
 int gs_runcli_profile_env(const char *dir, const char *spec);
 int gs_runcli_child_env(const char *sock, const char *dir, int auto_inject);
 void gs_runcli_signals(sigset_t *set);

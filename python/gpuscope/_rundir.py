@@ -1,8 +1,9 @@
 """Files in a `gpuscope run` directory that no other user can steer (the package's side of
 src/base/dirfile.c).
 
-The directory is opened once (O_DIRECTORY|O_NOFOLLOW) and checked: not writable by its group or
-by others, owned by this process's user or by root (a root `gpuscope run` around a command that
+The directory is opened once (O_DIRECTORY|O_NOFOLLOW) and checked: not writable by others, nor
+by its group unless that is the owner's private group (umask 002 setups), owned by this
+process's user or by root (a root `gpuscope run` around a command that
 drops privileges). Every file is created through that descriptor with
 O_CREAT|O_EXCL|O_NOFOLLOW under a fresh temporary name and renamed into place, so a link
 planted at any name is never followed and a reader sees a whole file or none. A request file
@@ -16,6 +17,18 @@ import stat
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+def _private_group(uid, gid):
+    """The owner's primary group, named as the owner, no other member (src/base/dirfile.c)."""
+    import grp
+    import pwd
+    try:
+        pw, gr = pwd.getpwuid(uid), grp.getgrgid(gid)
+    except KeyError:
+        return False
+    return pw.pw_gid == gid and gr.gr_name == pw.pw_name and \
+        all(m == pw.pw_name for m in gr.gr_mem)
+
+
 def _check(fd, what):
     st = os.fstat(fd)
     if not stat.S_ISDIR(st.st_mode):
@@ -23,7 +36,8 @@ def _check(fd, what):
     if st.st_uid not in (os.geteuid(), 0):
         raise PermissionError("%s belongs to uid %d: its owner could plant links or files in it"
                               % (what, st.st_uid))
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+    if st.st_mode & stat.S_IWOTH or \
+            (st.st_mode & stat.S_IWGRP and not _private_group(st.st_uid, st.st_gid)):
         raise PermissionError("%s is writable by other users (mode %04o): another user could "
                               "plant links or files in it" % (what, stat.S_IMODE(st.st_mode)))
 

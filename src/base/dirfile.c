@@ -8,7 +8,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +21,25 @@
 
 #include "gpuscope/gs_err.h"
 
+/* A user-private group (Debian's and Fedora's umask 002 setups): the owner's primary group,
+ * named as the owner, with no member but the owner. Group write there is the owner's alone,
+ * as Debian's ssh accepts it for ~/.ssh. */
+static int private_group(uid_t uid, gid_t gid)
+{
+    struct passwd pw, *pwp = NULL;
+    struct group gr, *grp = NULL;
+    char pbuf[4096], gbuf[16384];
+
+    if (getpwuid_r(uid, &pw, pbuf, sizeof pbuf, &pwp) != 0 || !pwp || pw.pw_gid != gid ||
+        getgrgid_r(gid, &gr, gbuf, sizeof gbuf, &grp) != 0 || !grp ||
+        strcmp(gr.gr_name, pw.pw_name) != 0)
+        return 0;
+    for (char **m = gr.gr_mem; m && *m; m++)
+        if (strcmp(*m, pw.pw_name) != 0)
+            return 0;
+    return 1;
+}
+
 static int check_stat(const struct stat *st, const char *what, struct gs_err *err)
 {
     if (!S_ISDIR(st->st_mode))
@@ -28,7 +49,8 @@ static int check_stat(const struct stat *st, const char *what, struct gs_err *er
                           "%s belongs to uid %u, not to you (uid %u): its owner could plant "
                           "links or files in it; use a directory of your own",
                           what, (unsigned)st->st_uid, (unsigned)geteuid());
-    if (st->st_mode & (S_IWGRP | S_IWOTH))
+    if ((st->st_mode & S_IWOTH) ||
+        ((st->st_mode & S_IWGRP) && !private_group(st->st_uid, st->st_gid)))
         return gs_err_set(err, GS_EPERM,
                           "%s is writable by %s (mode %04o): another user could plant links or "
                           "files in it; make it private (chmod go-w %s) or use another directory",

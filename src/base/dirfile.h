@@ -17,9 +17,10 @@
 struct gs_err;
 
 /* Opens dir (O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC) and checks that it is owned by the effective
- * uid and not writable by its group or others. With create, a missing dir is made (missing
- * parents too, 0755) and *created says so (created may be NULL). Returns the descriptor (>= 0)
- * or a negative gs_rc, err naming the problem and the fix. */
+ * uid and not writable by others, nor by its group unless that is the owner's private group
+ * (primary, named as the owner, no other member: umask 002 setups). With create, a missing dir is
+ * made (missing parents too, 0755) and *created says so (created may be NULL). Returns the
+ * descriptor (>= 0) or a negative gs_rc, err naming the problem and the fix. */
 int gs_dirfile_open_dir(const char *dir, int create, int *created, struct gs_err *err);
 
 /* The same check on an open directory: GS_OK or GS_EPERM with err's message about `what`. */

@@ -100,6 +100,22 @@ p = gsrun(link, ["true"])
 t.ok(p.returncode == 125 and "symbolic link" in p.stderr, "a link as --out: refused",
      p.stderr[-300:])
 
+# ---- group write: the owner's private group (umask 002) only ----
+GID_A = int(subprocess.check_output(["id", "-g", A]).decode())
+GID_B = int(subprocess.check_output(["id", "-g", B]).decode())
+res = []
+for name, gid in (("upg", GID_A), ("grp-b", GID_B)):
+    d = os.path.join(tmp, name)
+    os.mkdir(d)
+    os.chown(d, UID_A, gid)
+    os.chmod(d, 0o775)
+    q = subprocess.run(["setpriv", "--reuid", str(UID_A), "--regid", str(GID_A),
+                        "--init-groups", BIN, "run", "--out", d, "--", "true"],
+                       capture_output=True, text=True, env=ENV, timeout=60)
+    res.append((q.returncode, q.stderr[-300:]))
+t.ok(res[0][0] == 0 and res[1][0] == 125 and "writable by its group" in res[1][1],
+     "group-writable: accepted for the owner's private group, refused for another's", res)
+
 # ---- root's own directory with planted links: replaced or refused, never followed ----
 own = os.path.join(tmp, "own")
 os.mkdir(own)

@@ -220,6 +220,59 @@ int gs_procfs_parse_uid(const char *text, size_t len, uint32_t *uid)
     return GS_OK;
 }
 
+/* The n-th (0-based) of the numbers after key on its line of a status text. */
+static int status_field(const char *text, size_t len, const char *key, unsigned n, uint32_t *out)
+{
+    const char *end, *p = find_line(text, len, key, &end);
+    unsigned long long v = 0;
+
+    if (!p)
+        return -1;
+    for (unsigned i = 0; i <= n; i++) {
+        while (p < end && (*p == '\t' || *p == ' '))
+            p++;
+        if (parse_ull(&p, end, &v) != 0 || v > UINT32_MAX)
+            return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int gs_procfs_parse_creds(const char *text, size_t len, struct gs_procfs_creds *c)
+{
+    const char *end, *p;
+
+    memset(c, 0, sizeof *c);
+    /* Uid:/Gid: real, effective, saved, file-system: the last is what file access checks */
+    if (status_field(text, len, "Uid:", 3, &c->uid) != 0 ||
+        status_field(text, len, "Gid:", 3, &c->gid) != 0)
+        return GS_EPARSE;
+    p = find_line(text, len, "Groups:", &end);
+    while (p && p < end) {
+        unsigned long long v;
+        while (p < end && (*p == '\t' || *p == ' '))
+            p++;
+        if (p >= end)
+            break;
+        if (parse_ull(&p, end, &v) != 0 || v > UINT32_MAX)
+            return GS_EPARSE;
+        if (c->ngroups >= GS_PROCFS_MAX_GROUPS)
+            return GS_EPARSE; /* more than we keep: a check on a partial list would be wrong */
+        c->groups[c->ngroups++] = (uint32_t)v;
+    }
+    return GS_OK;
+}
+
+int gs_procfs_read_creds(unsigned pid, struct gs_procfs_creds *c)
+{
+    char buf[4096];
+    long n = gs_procfs_read_text(NULL, pid, 0, "status", buf, sizeof buf);
+
+    if (n <= 0)
+        return GS_ENOTFOUND;
+    return gs_procfs_parse_creds(buf, (size_t)n, c);
+}
+
 int gs_procfs_parse_btime(const char *text, size_t len, long long *btime)
 {
     const char *end, *p = find_line(text, len, "btime ", &end);

@@ -48,6 +48,20 @@ size_t gs_procfs_join_cmdline(const char *raw, size_t len, char *out, size_t cap
 /* Finds the real uid on the "Uid:" line of /proc/PID/status. GS_OK or GS_EPARSE. */
 int gs_procfs_parse_uid(const char *text, size_t len, uint32_t *uid);
 
+/* The credentials a process's file accesses are checked with, from /proc/PID/status: the
+ * file-system uid and gid (the last of the four on "Uid:" and "Gid:") and the supplementary
+ * groups ("Groups:"). */
+#define GS_PROCFS_MAX_GROUPS 256
+struct gs_procfs_creds {
+    uint32_t uid, gid;
+    unsigned ngroups;
+    uint32_t groups[GS_PROCFS_MAX_GROUPS];
+};
+/* GS_OK, or GS_EPARSE (also for more groups than GS_PROCFS_MAX_GROUPS). */
+int gs_procfs_parse_creds(const char *text, size_t len, struct gs_procfs_creds *c);
+/* The same from /proc/PID/status: GS_OK, GS_ENOTFOUND (gone) or GS_EPARSE. */
+int gs_procfs_read_creds(unsigned pid, struct gs_procfs_creds *c);
+
 /* Finds "btime N" (boot time, unix seconds) in /proc/stat. GS_OK or GS_EPARSE. */
 int gs_procfs_parse_btime(const char *text, size_t len, long long *btime);
 

@@ -70,9 +70,11 @@ struct gs_report_meta {
  * "findings" from src/diag. New reference; NULL only on allocation failure. */
 json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta);
 
-/* Writes the report to path atomically (path.tmp + fsync + rename), 2-space indented.
- * GS_OK, or GS_EIO (GS_EINVAL: nothing to write) with err. */
+/* Writes the report as name in the directory dirfd whole (src/base/dirfile.h: a fresh
+ * temporary created O_EXCL|O_NOFOLLOW, fsync, renameat), 2-space indented. GS_OK, or GS_EIO
+ * (GS_EINVAL: nothing to write) with err. gs_report_write: the same at a path. */
 struct gs_err;
+int gs_report_write_at(const json_t *report, int dirfd, const char *name, struct gs_err *err);
 int gs_report_write(const json_t *report, const char *path, struct gs_err *err);
 
 /* The exit summary of a report: an aligned table (phases mean/p50/p95, ratios, per-GPU

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/dirfile.h"
 #include "diag/diag.h"
 #include "diag/straggler.h"
 #include "gpuscope/gs_err.h"
@@ -829,64 +830,49 @@ json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
 
 /* ---- writing ---- */
 
-static int write_all(int fd, const char *p, size_t n)
+int gs_report_write_at(const json_t *report, int dirfd, const char *name, struct gs_err *err)
 {
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
+    struct gs_dirfile df;
+    char *text;
+    int rc;
+
+    if (!report || !name)
+        return gs_err_set(err, GS_EINVAL, "report: nothing to write");
+    text = json_dumps(report, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+    if (!text)
+        return gs_err_set(err, GS_ENOMEM, "report: out of memory");
+    /* A fresh file of ours (never through a link, never an existing file), renamed into
+     * place whole (src/base/dirfile.h). */
+    rc = gs_dirfile_begin(&df, dirfd, name, 0644, err);
+    if (rc == GS_OK) {
+        if (fputs(text, df.f) < 0 || fputc('\n', df.f) == EOF) {
+            rc = gs_err_set(err, GS_EIO, "report: write %s: %s", name, strerror(errno));
+            gs_dirfile_abort(&df);
+        } else {
+            rc = gs_dirfile_commit(&df, err);
+        }
     }
-    return 0;
+    free(text);
+    return rc;
 }
 
 int gs_report_write(const json_t *report, const char *path, struct gs_err *err)
 {
-    char tmp[4096];
-    char *text;
-    int fd, rc = GS_EIO;
-    size_t n;
+    char dir[4096];
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    int dirfd, rc;
 
-    if (!report || !path)
+    if (!report || !path || !path[0])
         return gs_err_set(err, GS_EINVAL, "report: nothing to write");
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
+    if (slash && (size_t)(slash - path) >= sizeof dir)
         return gs_err_set(err, GS_EINVAL, "report: path too long");
-    text = json_dumps(report, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
-    if (!text)
-        return gs_err_set(err, GS_ENOMEM, "report: out of memory");
-    n = strlen(text);
-    /* A fresh file of ours: never through a link planted at the temporary name, never an
-     * existing file (a stale one of this pid is removed first; a link, not its target). */
-    if (unlink(tmp) != 0 && errno != ENOENT) {
-        rc = gs_err_set(err, GS_EIO, "report: unlink(%s): %s", tmp, strerror(errno));
-        free(text);
-        return rc;
-    }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = gs_err_set(err, GS_EIO, "report: open(%s): %s", tmp, strerror(errno));
-        free(text);
-        return rc;
-    }
-    if (write_all(fd, text, n) != 0 || write_all(fd, "\n", 1) != 0 || fsync(fd) != 0) {
-        gs_err_set(err, GS_EIO, "report: write(%s): %s", tmp, strerror(errno));
-    } else {
-        rc = GS_OK;
-    }
-    if (close(fd) != 0 && rc == GS_OK) {
-        rc = GS_EIO;
-        gs_err_set(err, GS_EIO, "report: close(%s): %s", tmp, strerror(errno));
-    }
-    if (rc == GS_OK && rename(tmp, path) != 0) {
-        rc = GS_EIO;
-        gs_err_set(err, GS_EIO, "report: rename(%s, %s): %s", tmp, path, strerror(errno));
-    }
-    if (rc != GS_OK)
-        unlink(tmp);
-    free(text);
+    snprintf(dir, sizeof dir, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1,
+             slash ? path : ".");
+    dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return gs_err_set(err, GS_EIO, "report: %s: %s", dir, strerror(errno));
+    rc = gs_report_write_at(report, dirfd, slash ? slash + 1 : path, err);
+    close(dirfd);
     return rc;
 }
 

@@ -12,17 +12,21 @@
 #include "gpuscope/gs_model.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "backend/procfs.h"
 #include "base/clock.h"
+#include "base/dirfile.h"
 #include "gpuscope/gs_err.h"
 #include "run/hang.h"
 #include "stacks/collect.h"
@@ -50,6 +54,12 @@ struct rank {
     uint64_t samples, failed;
     char err[GS_ERR_MSG_LEN];
     double last_end; /* realtime end of its last step */
+    /* the credentials its file accesses are checked with (backend/procfs.h), read while it
+     * runs, at most once a second: the source lines of its frames are read only where these
+     * may read (a root `gpuscope run` never copies a file its uid-1000 rank names) */
+    struct gs_procfs_creds creds;
+    int has_creds;
+    double creds_next;
 };
 
 struct sample {
@@ -304,6 +314,16 @@ static void sample_rank(struct gs_runstacks *rs, unsigned ri, double mono)
             snprintf(k->err, sizeof k->err, "%s", err.msg);
         return;
     }
+    if (mono >= k->creds_next) {
+        struct gs_procfs_creds c;
+        k->creds_next = mono + 1.0;
+        /* the least privileged seen: a rank that dropped root is never read as root again */
+        if (gs_procfs_read_creds((unsigned)k->pid, &c) == GS_OK &&
+            (!k->has_creds || k->creds.uid == 0 || c.uid != 0)) {
+            k->creds = c;
+            k->has_creds = 1;
+        }
+    }
     {
         const struct gs_pythread *th = &rs->ps->threads[0];
         for (unsigned i = th->nframes; i-- > 0;) {
@@ -349,23 +369,13 @@ static int gpus_stuck(const struct gs_runstacks *rs, double now, char *what, siz
  * answers within a second in DIR/hang-N-nccl/. */
 static void hang_request(struct gs_runstacks *rs)
 {
-    char path[4096], tmp[4200];
-    FILE *f;
+    char text[16];
+    struct gs_err err;
+    int n = snprintf(text, sizeof text, "%u\n", rs->hangs);
 
-    snprintf(path, sizeof path, "%s/hang.request", rs->dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    f = fopen(tmp, "w");
-    if (f) {
-        int bad = fprintf(f, "%u\n", rs->hangs) < 0;
-        bad |= fclose(f) != 0;
-        if (bad || rename(tmp, path) != 0) {
-            unlink(tmp);
-            f = NULL;
-        }
-    }
-    if (!f) {
-        fprintf(stderr, "gpuscope run: %s: %s (no NCCL flight recorder dump)\n", path,
-                strerror(errno));
+    /* made here, whole: the package honours only a regular file of the run's owner */
+    if (gs_dirfile_write(rs->cfg.dirfd, "hang.request", 0644, text, (size_t)n, &err) != GS_OK) {
+        fprintf(stderr, "gpuscope run: %s/%s (no NCCL flight recorder dump)\n", rs->dir, err.msg);
         return;
     }
     fprintf(stderr,
@@ -376,14 +386,19 @@ static void hang_request(struct gs_runstacks *rs)
 
 static void hang_dump(struct gs_runstacks *rs, double stalled_s, double p95, const char *gpu_what)
 {
-    char path[4096];
-    FILE *f;
+    char name[64];
+    struct gs_dirfile df;
+    struct gs_err err;
+    FILE *f = NULL;
 
     rs->hangs++;
-    snprintf(path, sizeof path, "%s/hang-%u-stacks.txt", rs->dir, rs->hangs);
-    f = fopen(path, "w");
-    fprintf(stderr, "gpuscope run: no step for %.0f s (p95 step %.2f s), %s; stacks in %s\n",
-            stalled_s, p95, gpu_what, path);
+    snprintf(name, sizeof name, "hang-%u-stacks.txt", rs->hangs);
+    if (gs_dirfile_begin(&df, rs->cfg.dirfd, name, 0644, &err) == GS_OK)
+        f = df.f;
+    else
+        fprintf(stderr, "gpuscope run: %s/%s\n", rs->dir, err.msg);
+    fprintf(stderr, "gpuscope run: no step for %.0f s (p95 step %.2f s), %s; stacks in %s/%s\n",
+            stalled_s, p95, gpu_what, rs->dir, name);
     if (f)
         fprintf(f, "no step for %.1f s (p95 step time %.3f s); %s\n", stalled_s, p95, gpu_what);
     for (unsigned i = 0; i < rs->nranks; i++) {
@@ -407,8 +422,8 @@ static void hang_dump(struct gs_runstacks *rs, double stalled_s, double p95, con
                     ts.what);
         }
     }
-    if (f)
-        fclose(f);
+    if (f && gs_dirfile_commit(&df, &err) != GS_OK)
+        fprintf(stderr, "gpuscope run: %s/%s\n", rs->dir, err.msg);
     hang_request(rs);
 }
 
@@ -739,18 +754,77 @@ static const struct reading *reading_at(const struct reading *r, uint32_t lo, ui
     return lo < end && r[lo].t - t <= 5.0 ? &r[lo] : NULL;
 }
 
-/* Source line `line` of file, trimmed, into out; "" when unreadable. */
-static void source_line(const char *file, int line, char *out, size_t cap)
+/* Whether c may do `want` (4 read, 1 search) on a file of this stat, by its mode bits. */
+static int creds_allow(const struct gs_procfs_creds *c, const struct stat *st, unsigned want)
 {
-    FILE *f = line > 0 && file[0] == '/' ? fopen(file, "r") : NULL;
+    unsigned bits = st->st_mode & 7;
+
+    if (c->uid == 0)
+        return 1;
+    if (st->st_uid == c->uid) {
+        bits = (st->st_mode >> 6) & 7;
+    } else {
+        int member = st->st_gid == c->gid;
+        for (unsigned i = 0; i < c->ngroups && !member; i++)
+            member = st->st_gid == c->groups[i];
+        if (member)
+            bits = (st->st_mode >> 3) & 7;
+    }
+    return (bits & want) == want;
+}
+
+/* Opens file for reading only where every one of the n credentials may read it: each directory
+ * on its resolved path searchable, the file itself a readable regular file; the file opened is
+ * the one checked (O_NOFOLLOW, same device and inode). NULL otherwise. */
+static FILE *open_as(const char *file, const struct gs_procfs_creds *const *cs, unsigned n)
+{
+    char real[PATH_MAX], pre[PATH_MAX];
+    struct stat st, fst;
+    int fd;
+    FILE *f;
+
+    if (!n || !realpath(file, real))
+        return NULL;
+    for (size_t i = 0; real[i]; i++) {
+        if (real[i] != '/')
+            continue;
+        snprintf(pre, sizeof pre, "%.*s", i ? (int)i : 1, real);
+        if (stat(pre, &st) != 0 || !S_ISDIR(st.st_mode))
+            return NULL;
+        for (unsigned c = 0; c < n; c++)
+            if (!creds_allow(cs[c], &st, 1))
+                return NULL;
+    }
+    if (stat(real, &st) != 0 || !S_ISREG(st.st_mode))
+        return NULL;
+    for (unsigned c = 0; c < n; c++)
+        if (!creds_allow(cs[c], &st, 4))
+            return NULL;
+    fd = open(real, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &fst) != 0 || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino ||
+        !(f = fdopen(fd, "r"))) {
+        close(fd);
+        return NULL;
+    }
+    return f;
+}
+
+/* Source line `line` of file, trimmed, into out; "" when unreadable by any of the n ranks'
+ * credentials (or by us). */
+static void source_line(const char *file, int line, const struct gs_procfs_creds *const *cs,
+                        unsigned n, char *out, size_t cap)
+{
+    FILE *f = line > 0 && file[0] == '/' ? open_as(file, cs, n) : NULL;
     char buf[1024];
-    int n = 0;
+    int ln = 0;
 
     out[0] = '\0';
     if (!f)
         return;
     while (fgets(buf, sizeof buf, f))
-        if (++n == line) {
+        if (++ln == line) {
             char *s = buf;
             while (*s == ' ' || *s == '\t')
                 s++;
@@ -759,6 +833,29 @@ static void source_line(const char *file, int line, char *out, size_t cap)
             break;
         }
     fclose(f);
+}
+
+/* The credentials of the ranks whose samples among idx[0..n) are at frame f, line: NULL
+ * entries and 0 when one of them has none known (then no source is read). */
+static unsigned line_creds(const struct gs_runstacks *rs, const uint32_t *idx, uint32_t n,
+                           uint32_t f, int32_t line, const struct gs_procfs_creds **out)
+{
+    unsigned char seen[MAX_RANKS] = {0};
+    unsigned m = 0;
+
+    for (uint32_t i = 0; i < n; i++) {
+        const struct sample *s = &rs->samples[idx[i]];
+        const struct rank *k;
+        if (!s->leaf || s->line != line || rs->prof->nodes[s->leaf].frame != f ||
+            s->ri >= MAX_RANKS || seen[s->ri])
+            continue;
+        seen[s->ri] = 1;
+        k = &rs->ranks[s->ri];
+        if (!k->has_creds)
+            return 0;
+        out[m++] = &k->creds;
+    }
+    return m;
 }
 
 /* The leaf lines most often sampled among samples idx[0..n), with their source text. */
@@ -807,7 +904,12 @@ static json_t *top_lines(const struct gs_runstacks *rs, const uint32_t *idx, uin
         json_object_set_new(o, "file", json_string(rs->prof->labels[lines[best].frame].file));
         json_object_set_new(o, "line", json_integer(lines[best].line));
         json_object_set_new(o, "share", json_real(ratio(lines[best].count, n)));
-        source_line(rs->prof->labels[lines[best].frame].file, lines[best].line, src, sizeof src);
+        {
+            const struct gs_procfs_creds *cs[MAX_RANKS];
+            unsigned nc = line_creds(rs, idx, n, lines[best].frame, lines[best].line, cs);
+            source_line(rs->prof->labels[lines[best].frame].file, lines[best].line, cs, nc, src,
+                        sizeof src);
+        }
         if (src[0])
             json_object_set_new(o, "source", json_string(src));
         json_array_append_new(arr, o);
@@ -819,22 +921,28 @@ static json_t *top_lines(const struct gs_runstacks *rs, const uint32_t *idx, uin
 
 static void write_outputs(struct gs_runstacks *rs, json_t *sec)
 {
-    char path[4096];
-    FILE *f;
+    struct gs_dirfile df;
+    struct gs_err err;
 
-    snprintf(path, sizeof path, "%s/stacks.svg", rs->dir);
-    f = fopen(path, "w");
-    if (f &&
-        gs_flame_write_svg(rs->prof, "gpuscope run: main threads of the ranks", f, NULL) == GS_OK)
-        json_object_set_new(sec, "flamegraph", json_string("stacks.svg"));
-    if (f)
-        fclose(f);
-    snprintf(path, sizeof path, "%s/stacks.txt", rs->dir);
-    f = fopen(path, "w");
-    if (f && gs_stackprof_write_collapsed(rs->prof, f) == GS_OK)
-        json_object_set_new(sec, "collapsed", json_string("stacks.txt"));
-    if (f)
-        fclose(f);
+    gs_err_clear(&err);
+    if (gs_dirfile_begin(&df, rs->cfg.dirfd, "stacks.svg", 0644, &err) == GS_OK) {
+        if (gs_flame_write_svg(rs->prof, "gpuscope run: main threads of the ranks", df.f, NULL) !=
+            GS_OK)
+            gs_dirfile_abort(&df);
+        else if (gs_dirfile_commit(&df, &err) == GS_OK)
+            json_object_set_new(sec, "flamegraph", json_string("stacks.svg"));
+    }
+    if (err.msg[0])
+        fprintf(stderr, "gpuscope run: %s/%s\n", rs->dir, err.msg);
+    gs_err_clear(&err);
+    if (gs_dirfile_begin(&df, rs->cfg.dirfd, "stacks.txt", 0644, &err) == GS_OK) {
+        if (gs_stackprof_write_collapsed(rs->prof, df.f) != GS_OK)
+            gs_dirfile_abort(&df);
+        else if (gs_dirfile_commit(&df, &err) == GS_OK)
+            json_object_set_new(sec, "collapsed", json_string("stacks.txt"));
+    }
+    if (err.msg[0])
+        fprintf(stderr, "gpuscope run: %s/%s\n", rs->dir, err.msg);
 }
 
 void gs_runstacks_report(struct gs_runstacks *rs, json_t *report)
@@ -865,12 +973,13 @@ void gs_runstacks_report(struct gs_runstacks *rs, json_t *report)
             json_object_set_new(o, "python", json_string(ver));
         }
         if (k->err[0] && !k->samples) {
-            char path[4096];
+            char name[64];
+            struct stat st;
             json_object_set_new(o, "error", json_string(k->err));
             /* refused from outside: the package may have sampled itself (stacks.py) */
-            snprintf(path, sizeof path, "%s/stacks-inproc-%d.txt", rs->dir, (int)k->pid);
-            if (access(path, R_OK) == 0)
-                json_object_set_new(o, "in_process_profile", json_string(strrchr(path, '/') + 1));
+            snprintf(name, sizeof name, "stacks-inproc-%d.txt", (int)k->pid);
+            if (fstatat(rs->cfg.dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+                json_object_set_new(o, "in_process_profile", json_string(name));
         }
         json_array_append_new(ranks, o);
     }

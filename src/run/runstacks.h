@@ -30,7 +30,9 @@ struct gs_runstacks_cfg {
     double hz;          /* samples per second per rank */
     double hang_factor; /* no step for this many p95 step times: a hang; 0 = no watchdog */
     double hang_min_s;  /* ... and at least this long */
-    const char *dir;    /* the run directory (flame graph, hang dumps) */
+    const char *dir;    /* the run directory's path, for messages */
+    int dirfd;          /* ... open and checked (base/dirfile.h): every file is made through it;
+                           the caller keeps it open until gs_runstacks_free */
 };
 
 int gs_runstacks_start(const struct gs_runstacks_cfg *cfg, struct gs_runstacks **out,

@@ -371,6 +371,38 @@ static void status_and_btime(void **state)
     assert_int_equal(gs_procfs_parse_btime("cpu 1 2\n", 8, &bt), GS_EPARSE);
 }
 
+/* The file-system ids (4th of Uid:/Gid:) and the groups a file access is checked with. */
+static void status_creds(void **state)
+{
+    struct gs_procfs_creds c;
+    const char *status = "Name:\tpython3\nUid:\t0\t1000\t0\t1003\nGid:\t0\t100\t0\t104\n"
+                         "FDSize:\t64\nGroups:\t27 44 1000 \nNStgid:\t1\n";
+    char many[4096] = "Uid:\t1 1 1 1\nGid:\t2 2 2 2\nGroups:\t";
+    (void)state;
+    assert_int_equal(gs_procfs_parse_creds(status, strlen(status), &c), GS_OK);
+    assert_int_equal(c.uid, 1003);
+    assert_int_equal(c.gid, 104);
+    assert_int_equal(c.ngroups, 3);
+    assert_int_equal(c.groups[0], 27);
+    assert_int_equal(c.groups[2], 1000);
+    status = "Uid:\t5\t5\t5\t5\nGid:\t6\t6\t6\t6\nGroups:\t\n"; /* no groups */
+    assert_int_equal(gs_procfs_parse_creds(status, strlen(status), &c), GS_OK);
+    assert_int_equal(c.uid, 5);
+    assert_int_equal(c.ngroups, 0);
+    status = "Uid:\t5\t5\t5\nGid:\t6\t6\t6\t6\n"; /* three uids: malformed */
+    assert_int_equal(gs_procfs_parse_creds(status, strlen(status), &c), GS_EPARSE);
+    status = "Uid:\t5\t5\t5\t5\n"; /* no Gid: */
+    assert_int_equal(gs_procfs_parse_creds(status, strlen(status), &c), GS_EPARSE);
+    status = "Uid:\t5\t5\t5\t5\nGid:\t6\t6\t6\t6\nGroups:\t7 x\n";
+    assert_int_equal(gs_procfs_parse_creds(status, strlen(status), &c), GS_EPARSE);
+    for (int i = 0; i <= GS_PROCFS_MAX_GROUPS; i++) /* more than kept: refused, not cut */
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%d ", i);
+    assert_int_equal(gs_procfs_parse_creds(many, strlen(many), &c), GS_EPARSE);
+    assert_int_equal(gs_procfs_read_creds((unsigned)getpid(), &c), GS_OK);
+    assert_int_equal(c.uid, (uint32_t)geteuid());
+    assert_int_equal(c.gid, (uint32_t)getegid());
+}
+
 /* ---- the reader on a fake /proc --------------------------------------------------------- */
 
 struct fake {
@@ -700,6 +732,7 @@ static void reader_kept_stat_descriptor(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(status_creds),
         cmocka_unit_test(cgroup_docker_v1_cgroupfs),
         cmocka_unit_test(cgroup_docker_systemd),
         cmocka_unit_test(cgroup_k8s_containerd_systemd_qos),

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/dirfile.h"
 #include "base/term.h"
 #include "cli/cli.h"
 #include "diag/diag.h"
@@ -528,7 +529,7 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
         return -1;
     }
     snprintf(path, sizeof path, "%s/metrics_report.json", dir);
-    if (gs_report_write(report, path, &gerr) != GS_OK) {
+    if (gs_report_write_at(report, c->dirfd, "metrics_report.json", &gerr) != GS_OK) {
         fprintf(stderr, "gpuscope run: %s\n", gerr.msg);
         rc = -1;
         run_report_elsewhere(report, path, sizeof path);
@@ -616,7 +617,38 @@ static void run_drain(struct run_ctx *c, struct gs_receiver *rx)
     }
 }
 
-static int run_session(const struct run_opts *o, const char *dir, int created)
+/* samples.db: SQLite opens by path, so the file is first made here exclusively through the
+ * checked directory (no link, no file that was there), and after SQLite opened the path the
+ * file it holds is checked to be that one (the directory's path still leads to the directory
+ * we hold). SQLite's own -wal/-shm are refused up front (gs_runcli_open_outdir) and opened by
+ * SQLite with O_NOFOLLOW. */
+static int run_open_samples(struct run_ctx *c, const char *dir, const char *path,
+                            struct gs_err *err)
+{
+    struct stat made, opened, dst, dpath;
+    int fd = gs_dirfile_create(c->dirfd, "samples.db", O_RDWR, 0644), rc;
+
+    if (fd < 0)
+        return gs_err_set(err, GS_EIO, "create: %s", strerror(errno));
+    rc = fstat(fd, &made) == 0 ? GS_OK : gs_err_set(err, GS_EIO, "fstat: %s", strerror(errno));
+    close(fd);
+    if (rc == GS_OK)
+        rc = gs_store_open(&c->store, path, NULL, err);
+    if (rc == GS_OK &&
+        (stat(path, &opened) != 0 || opened.st_dev != made.st_dev || opened.st_ino != made.st_ino ||
+         fstat(c->dirfd, &dst) != 0 || stat(dir, &dpath) != 0 || dst.st_dev != dpath.st_dev ||
+         dst.st_ino != dpath.st_ino)) {
+        gs_store_close(c->store);
+        c->store = NULL;
+        rc = gs_err_set(err, GS_EPERM,
+                        "not the file gpuscope run created (%s was moved or replaced while "
+                        "it opened)",
+                        dir);
+    }
+    return rc;
+}
+
+static int run_session(const struct run_opts *o, const char *dir, int dirfd, int created)
 {
     struct run_ctx c;
     struct gs_receiver *rx = NULL;
@@ -643,19 +675,35 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     pthread_cond_init(&c.cv, &ca);
     pthread_condattr_destroy(&ca);
     c.interval_s = o->interval_s;
+    c.dirfd = dirfd;
     gs_session_new(&c.session, NULL, &sink, NULL);
     snprintf(path, sizeof path, "%s/steps.jsonl", dir);
-    c.steps = fopen(path, "wxe");
+    {
+        /* made here, exclusively, through the checked directory (base/dirfile.h) */
+        int fd = gs_dirfile_create(dirfd, "steps.jsonl", O_WRONLY, 0644);
+        c.steps = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (fd >= 0 && !c.steps)
+            close(fd);
+    }
     if (!c.session || !c.steps) {
         fprintf(stderr, "gpuscope run: %s: %s\n", path, c.session ? strerror(errno) : "no memory");
         code = RUN_EXIT_FAIL;
         goto out;
     }
     snprintf(path, sizeof path, "%s/samples.db", dir);
-    if (gs_store_open(&c.store, path, NULL, &gerr) != GS_OK) {
+    if (run_open_samples(&c, dir, path, &gerr) != GS_OK) {
         fprintf(stderr, "gpuscope run: %s: %s\n", path, gerr.msg);
         code = RUN_EXIT_FAIL;
         goto out;
+    }
+    if (o->profile) { /* the profiler window's traces: a checked directory of ours */
+        int pfd = gs_dirfile_subdir(dirfd, "profile", 0755, &gerr);
+        if (pfd < 0) {
+            fprintf(stderr, "gpuscope run: %s/%s\n", dir, gerr.msg);
+            code = RUN_EXIT_FAIL;
+            goto out;
+        }
+        close(pfd);
     }
     c.opts = o;
     run_default_name(c.default_name, sizeof c.default_name, o->cmd);
@@ -684,7 +732,8 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
         struct gs_runstacks_cfg scfg = {.hz = o->stacks_hz,
                                         .hang_factor = o->hang_factor,
                                         .hang_min_s = o->hang_min_s,
-                                        .dir = dir};
+                                        .dir = dir,
+                                        .dirfd = dirfd};
         pthread_mutex_lock(&c.mu);
         if (gs_runstacks_start(&scfg, &c.rs, &gerr) != GS_OK)
             fprintf(stderr, "gpuscope run: --stacks: %s\n", gerr.msg);
@@ -777,7 +826,7 @@ out:
     pthread_mutex_destroy(&c.mu);
     pthread_mutex_destroy(&c.store_mu);
     if (!started)
-        gs_runcli_remove_outputs(dir, created); /* CMD never ran: leave nothing behind */
+        gs_runcli_remove_outputs(dirfd, dir, created); /* CMD never ran: leave nothing behind */
     return code;
 }
 
@@ -785,7 +834,7 @@ int gs_cli_run(int argc, char **argv)
 {
     struct run_opts o;
     char defdir[64];
-    int created;
+    int created, dirfd, code;
 
     if (gs_runcli_parse(&o, argc, argv) != 0) {
         fprintf(stderr, "Try 'gpuscope run --help'.\n");
@@ -803,7 +852,11 @@ int gs_cli_run(int argc, char **argv)
         default_outdir(defdir, sizeof defdir);
         o.out = defdir;
     }
-    if (gs_runcli_make_outdir(o.out, &created) != 0)
+    dirfd = gs_runcli_open_outdir(o.out, &created);
+    if (dirfd < 0)
         return RUN_EXIT_FAIL;
-    return run_session(&o, o.out, created);
+    code = run_session(&o, o.out, dirfd, created);
+    gs_runcli_give_to_sudo_user(dirfd, created);
+    close(dirfd);
+    return code;
 }

@@ -47,6 +47,7 @@ struct run_opts {
 struct run_ctx {
     pthread_mutex_t mu;
     struct gs_session *session; /* the aggregate and the records' counters, own lock */
+    int dirfd;                  /* the run directory, opened once and checked (base/dirfile.h) */
     FILE *steps;
     unsigned steps_lines;
     int steps_failed;
@@ -73,8 +74,9 @@ struct run_ctx {
 
 void gs_runcli_usage(FILE *out);
 int gs_runcli_parse(struct run_opts *o, int argc, char **argv);
-int gs_runcli_make_outdir(const char *dir, int *created);
-void gs_runcli_remove_outputs(const char *dir, int created);
+int gs_runcli_open_outdir(const char *dir, int *created);
+void gs_runcli_remove_outputs(int dirfd, const char *dir, int created);
+void gs_runcli_give_to_sudo_user(int dirfd, int created);
 int gs_runcli_profile_env(const char *dir, const char *spec);
 int gs_runcli_child_env(const char *sock, const char *dir, int auto_inject);
 void gs_runcli_signals(sigset_t *set);

@@ -20,6 +20,8 @@ Log lines (every logging_steps steps, once the step's record is complete):
 On CPU the second line says "Host time:", the third "Step busy estimate: ... (based on host
 timing)" (host clocks say nothing of a GPU), and the first
 "GPU memory usage: n/a (no CUDA device)". A phase that was not measured prints as "n/a".
+In a job of several ranks each line starts with "[rank R] ". $GPUSCOPE_LOG_STEPS (`gpuscope
+run --log-steps N`) prints them every N steps instead, and not at all with 0.
 """
 import collections
 import logging
@@ -60,6 +62,13 @@ def _ensure_log_handler():
     logger.addHandler(h)
     logger.setLevel(logging.INFO)
     logger.propagate = False
+
+
+def _log_every(logging_steps):
+    """Steps between the log lines: $GPUSCOPE_LOG_STEPS (gpuscope run --log-steps; 0: none)
+    when it holds a whole number >= 0, else logging_steps."""
+    v = os.environ.get("GPUSCOPE_LOG_STEPS", "")
+    return int(v) if v.isdigit() else logging_steps
 
 
 def _fmt_ms(v):
@@ -127,6 +136,7 @@ class Profiler:
                  tags=None):
         self.output_dir = output_dir
         self.logging_steps = max(1, int(logging_steps or 10))
+        self.log_every = _log_every(self.logging_steps)
         self.framework = framework
         self.run_name = run_name
         self.rank, self.world_size, self.local_rank = _dist_identity(rank, world_size,
@@ -476,13 +486,14 @@ class Profiler:
         # less than one call per step made from a cache the training step has just flushed.
         if len(batch) >= BATCH_STEPS or t_end - batch[0][3] >= BATCH_MAX_S:
             self._flush()
-        if step % self.logging_steps == 0:
+        if self.log_every and step % self.log_every == 0:
             self.last_lines = format_lines(step, ms, mem, self.cuda)
+            prefix = "[rank %d] " % self.rank if self.world_size > 1 else ""
             for line in self.last_lines:
                 if self._log is not None:
-                    self._log(line)
+                    self._log(prefix + line)
                 else:
-                    logger.info(line)
+                    logger.info(prefix + line)
             self.last_step = (step, ms, mem)
 
     def _flush(self):

@@ -184,6 +184,48 @@ static void run_mark_gpus(struct run_ctx *c, struct gs_attrib_tree *tree, const 
     gs_attrib_mark(&a, tree, snap, in_run);
 }
 
+/* The watchdog's GPU readings (runstacks.h): the device's utilization and power, or on a GPU
+ * that also runs processes not of CMD's tree, the SM utilization of the run's own processes
+ * (NVML's per-process samples: a process without a sample in the window was idle, when the
+ * GPU gave samples for any process; unknown when it gave none). */
+static void run_stacks_gpus(struct run_ctx *c, const struct gs_attrib_tree *tree,
+                            const struct gs_snapshot *snap, const unsigned char *in_run)
+{
+    pid_t root = c->child;
+    struct gs_attrib a = {.pids = &root, .n_pids = 1, .descendants = 1};
+
+    for (unsigned g = 0; g < snap->n_gpus; g++) {
+        const struct gs_gpu *gp = &snap->gpus[g];
+        unsigned others = 0, ours = 0, sampled = 0;
+        double sm = 0;
+        if (!in_run[g])
+            continue;
+        for (unsigned i = 0; i < snap->n_procs; i++) {
+            const struct gs_proc *p = &snap->procs[i];
+            int mine;
+            if (p->gpu != g)
+                continue;
+            mine = gs_attrib_proc_ours(&a, tree, snap, i);
+            others += !mine;
+            ours += mine;
+            if (p->util_st == GS_ST_OK) {
+                sampled++;
+                if (mine)
+                    sm += p->sm_util;
+            }
+        }
+        if (others && ours) {
+            if (sampled)
+                gs_runstacks_gpu(c->rs, snap->t_real, gp->index, fmin(sm, 1.0), -1, -1, 1);
+            continue; /* no per-process samples: no reading (the watchdog's "unknown") */
+        }
+        if (gs_gpu_has(gp, GS_M_UTIL_GPU))
+            gs_runstacks_gpu(c->rs, snap->t_real, gp->index, gp->v[GS_M_UTIL_GPU],
+                             gs_gpu_has(gp, GS_M_POWER_DRAW) ? gp->v[GS_M_POWER_DRAW] : -1,
+                             gs_gpu_has(gp, GS_M_POWER_LIMIT) ? gp->v[GS_M_POWER_LIMIT] : -1, 0);
+    }
+}
+
 static void *run_sampler_thread(void *arg)
 {
     struct run_ctx *c = arg;
@@ -205,7 +247,8 @@ static void *run_sampler_thread(void *arg)
     }
     snprintf(cvd, sizeof cvd, "%s", env_cvd ? env_cvd : "");
     /* with the driver's utilization samples since the previous cycle (run/usamp.h) */
-    want = GS_WANT_PROCS | GS_WANT_UTIL_SAMPLES | (gs_attrib_cvd_mig(cvd) ? GS_WANT_MIG : 0);
+    want = GS_WANT_PROCS | GS_WANT_UTIL_SAMPLES | (gs_attrib_cvd_mig(cvd) ? GS_WANT_MIG : 0) |
+           (c->rs ? GS_WANT_PROC_UTIL : 0); /* the watchdog's gate on a shared GPU */
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
         struct timespec until;
@@ -218,14 +261,8 @@ static void *run_sampler_thread(void *arg)
             /* and what the driver sampled (~6 a second) on the run's GPUs since the previous
              * cycle (the sampler's open at first) */
             gs_session_snapshot(c->session, snap, in_run, 1);
-            for (unsigned g = 0; c->rs && g < snap->n_gpus; g++) {
-                const struct gs_gpu *gp = &snap->gpus[g];
-                if (in_run[g] && gs_gpu_has(gp, GS_M_UTIL_GPU))
-                    gs_runstacks_gpu(c->rs, snap->t_real, gp->index, gp->v[GS_M_UTIL_GPU],
-                                     gs_gpu_has(gp, GS_M_POWER_DRAW) ? gp->v[GS_M_POWER_DRAW] : -1,
-                                     gs_gpu_has(gp, GS_M_POWER_LIMIT) ? gp->v[GS_M_POWER_LIMIT]
-                                                                      : -1);
-            }
+            if (c->rs)
+                run_stacks_gpus(c, &tree, snap, in_run);
             pthread_mutex_lock(&c->store_mu);
             gs_store_append(c->store, snap, NULL);
             pthread_mutex_unlock(&c->store_mu);
@@ -417,6 +454,12 @@ static int run_child_names(struct run_ctx *c, const struct run_opts *o)
         return -1;
     if (o->n_tags && run_tags_env(o) != 0)
         return -1;
+    if (o->log_steps >= 0) { /* the package's step lines (docs/python.md, LOG LINES) */
+        char n[16];
+        snprintf(n, sizeof n, "%d", o->log_steps);
+        if (setenv("GPUSCOPE_LOG_STEPS", n, 1) != 0)
+            return -1;
+    }
     unsetenv("GPUSCOPE_RUN_AGENT_SOCKET");
     if (o->no_agent)
         return 0;
@@ -443,7 +486,10 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
                                   .exit_code = exit_code,
                                   .source = "gpuscope-run",
                                   .term_signal = term_signal,
-                                  .profile = profile};
+                                  .profile = profile,
+                                  .stop_signal = gs_runcli_stop_signal(),
+                                  .job_start = c->job_start,
+                                  .job_end = c->job_end};
     struct gs_err gerr;
     json_t *report;
     int rc = 0;
@@ -453,8 +499,9 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
     if (report)
         run_name_report(c, report);
     if (report && c->rs) {
-        gs_runstacks_report(c->rs, report); /* "stacks", DIR/stacks.svg, stacks.txt */
+        gs_runstacks_report(c->rs, report); /* "stacks", "hangs", DIR/stacks.svg, stacks.txt */
         gs_diag_stacks_findings(report, json_object_get(report, "findings"));
+        gs_diag_hang_findings(report, json_object_get(report, "findings"));
     }
     free(command);
     if (report && c->store && c->run_id > 0) {
@@ -637,6 +684,7 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
         if (o->hang_factor > 0)
             setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000", 0);
     }
+    c.job_start = gs_clock_real_s();
     pid = gs_runcli_spawn(o->cmd, &fwd);
     if (pid < 0) {
         code = -pid;
@@ -651,6 +699,8 @@ unblock:
     if (!started)
         goto out;
     code = gs_runcli_wait(pid, &term_signal);
+    c.job_end = gs_clock_real_s();
+    gs_runstacks_job_exit(c.rs, c.job_end);
     gs_runcli_child_set(0);
     run_drain(&c, rx);
     pthread_mutex_lock(&c.mu);

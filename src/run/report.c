@@ -635,7 +635,9 @@ static json_t *outcome_object(const struct gs_agg *a, const struct gs_report_met
     int kbd = exc && strncmp(exc, "KeyboardInterrupt", 17) == 0;
     char why[512];
 
-    if (sig == SIGINT || (sig == 0 && kbd))
+    /* a stop gpuscope run passed on (SIGTERM, SIGINT, SIGHUP) is no failure, whatever CMD
+     * made of it (torchrun exits 1 with a SignalException) */
+    if (sig == SIGINT || (sig == 0 && kbd) || (m && m->stop_signal > 0 && (sig > 0 || code > 0)))
         status = "interrupted";
     else if (sig > 0)
         status = "killed";

@@ -41,7 +41,6 @@
 #define MAX_HANGS 8      /* hangs recorded in the report (all are counted) */
 #define HANG_RANKS 16    /* ranks described per hang */
 #define NCCL_WAIT_S 10.0 /* the ranks' answer to hang.request: within a second, this at most */
-#define TREE_MAX 256     /* processes of CMD's tree whose CPU time is summed */
 
 struct rank {
     pid_t pid;
@@ -588,51 +587,14 @@ static void hang_dump(struct gs_runstacks *rs, double now, double stalled_s, dou
     hang_request(rs);
 }
 
-/* CPU seconds used by CMD and its descendants (one scan of /proc, TREE_MAX processes
- * looked at); NAN when CMD is gone. */
+/* CPU seconds used by CMD and its descendants so far; NAN when CMD is gone. */
 static double tree_cpu_s(pid_t root)
 {
-    static struct {
-        unsigned pid, ppid;
-        unsigned long long ticks;
-        int in;
-    } p[TREE_MAX * 16];
-    unsigned n = 0, changed = 1, inset[TREE_MAX], nin = 0;
     long hz = sysconf(_SC_CLK_TCK);
-    unsigned long long ticks = 0;
-    struct gs_procfs_stat st;
-    struct dirent *d;
-    DIR *dir;
+    unsigned long long ticks;
 
-    if (root <= 0 || gs_procfs_read_stat(NULL, (unsigned)root, 0, &st) != GS_OK)
+    if (root <= 0 || gs_procfs_tree_ticks(NULL, (unsigned)root, &ticks) != GS_OK)
         return NAN;
-    dir = opendir("/proc");
-    while (dir && n < sizeof p / sizeof p[0] && (d = readdir(dir)) != NULL) {
-        char *end;
-        unsigned long pid = strtoul(d->d_name, &end, 10);
-        if (*end || pid == 0 || gs_procfs_read_stat(NULL, (unsigned)pid, 0, &st) != GS_OK)
-            continue;
-        p[n].pid = (unsigned)pid;
-        p[n].ppid = (unsigned)st.ppid;
-        p[n].ticks = st.utime + st.stime;
-        p[n].in = pid == (unsigned long)root;
-        n++;
-    }
-    if (dir)
-        closedir(dir);
-    inset[nin++] = (unsigned)root;
-    for (unsigned pass = 0; changed && pass < 8; pass++) { /* descendants, 8 levels deep */
-        changed = 0;
-        for (unsigned i = 0; i < n && nin < TREE_MAX; i++)
-            for (unsigned j = 0; !p[i].in && j < nin; j++)
-                if (inset[j] == p[i].ppid) {
-                    p[i].in = changed = 1;
-                    inset[nin++] = p[i].pid;
-                }
-    }
-    for (unsigned i = 0; i < n; i++)
-        if (p[i].in)
-            ticks += p[i].ticks;
     return (double)ticks / (double)(hz > 0 ? hz : 100);
 }
 

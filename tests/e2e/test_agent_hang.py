@@ -30,8 +30,8 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import BIN, SIM, clean_up, get_json, get_text as get, sim_env, start_agent, \
-    wait_until  # noqa: E402
+from gsenv import BIN, SIM, TEST_RUNTIME_DIR, clean_up, get_json, get_text as get, sim_env, \
+    start_agent, wait_until  # noqa: E402
 
 t = Tap()
 procs = []
@@ -157,9 +157,9 @@ try:
         f.write("training_hang_after = 2\ntraining_hang_min = 1s\n"
                 "[alert training_hang]\nfor = 0s\n")
     env = sim_env(scen, SIM_STUCK_PID=str(stuck.p.pid), SIM_BUSY_PID=str(busy.p.pid))
+    # history on: the runs keep their ids (the one gpuscope run prints below) after they end
     p, base, _ = start_agent(["--config", conf, "--data-dir", os.path.join(tmp, "data"),
-                              "--history", "off", "--interval", "0.25", "--socket", SOCK],
-                             env, procs)
+                              "--interval", "0.25", "--socket", SOCK], env, procs)
     t.ok(wait_until(lambda: os.path.exists(SOCK), 5), "the step socket is there")
     t.ok(stuck.steps(8) and busy.steps(8) and cpu.steps(8),
          "the three senders sent a hello and 8 steps")
@@ -177,7 +177,8 @@ try:
          "GPU 1's rank stalled too, but its GPU is busy at full power: no hang",
          hang_alerts(base))
     t.ok((firing_critical(base) or 0) >= 1, "gpuscope_alerts_firing counts it (critical)")
-    node = [a for a in hang_alerts(base) if a.get("state") == "firing" and a.get("gpu") is None]
+    node = wait_until(lambda: [a for a in hang_alerts(base) if a.get("state") == "firing" and
+                               a.get("gpu") is None], 5) or []
     t.ok(len(node) == 1 and node[0].get("severity") == "critical",
          "the CPU job's stalled rank (no GPU): training_hang fires at node level", hang_alerts(base))
     code, doc = get_json(base + "/api/v1/runs")
@@ -195,6 +196,24 @@ try:
     t.ok(runs.get("stuck-job", {}).get("stalled") is False and
          runs["stuck-job"].get("stalled_seconds") is None,
          "/api/v1/runs: stepping again, the run is no longer stalled", json.dumps(doc)[:800])
+
+    # gpuscope run under this agent prints the id the agent keeps its run as
+    idjob = ("import time, gpuscope\n"
+             "gpuscope.init(rank=0, world_size=1, local_rank=0, run_name='id-job')\n"
+             "for _ in range(3):\n    with gpuscope.step():\n        time.sleep(0.01)\n"
+             "time.sleep(3)\ngpuscope.finish()\n")
+    r = subprocess.run([BIN, "run", "--out", os.path.join(tmp, "idrun"), "--", sys.executable,
+                        "-c", idjob], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, GPUSCOPE_AGENT_SOCKET=SOCK, NO_COLOR="1",
+                                GPUSCOPE_HTTP_SOCKET=os.path.join(TEST_RUNTIME_DIR, "agent.sock"),
+                                GPUSCOPE_NVML_LIBRARY=os.path.join(tmp, "no-nvml.so")))
+    code, doc = get_json(base + "/api/v1/runs")
+    ids = [x.get("id") for x in (doc or {}).get("runs", []) if x.get("name") == "id-job"]
+    t.ok(r.returncode == 0 and len(ids) == 1 and
+         "the node's agent keeps this run as run %d (gpuscope report %d" % (ids[0], ids[0])
+         in r.stderr, "gpuscope run prints the agent's run id",
+         (ids, [(x.get("id"), x.get("name"), x.get("pid")) for x in (doc or {}).get("runs", [])],
+          r.stderr[-1500:]))
 
     bad = os.path.join(tmp, "bad.conf")
     with open(bad, "w") as f:

@@ -43,6 +43,7 @@
 #include "base/clock.h"
 #include "base/term.h"
 #include "cli/cli.h"
+#include "client/agent_client.h"
 #include "diag/diag.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
@@ -71,6 +72,8 @@ static void run_kept(void *vctx, const struct gs_peer *peer, const struct gs_rec
     pthread_mutex_lock(&c->mu);
     switch (rec->type) {
     case GS_REC_HELLO:
+        if (!c->hello_pid)
+            c->hello_pid = peer->pid;
         gs_runstacks_add_rank(c->rs, peer->pid, rec->u.hello.rank >= 0 ? rec->u.hello.rank : 0);
         for (uint32_t i = 0; i < rec->u.hello.n_devices && i < GS_RECORD_MAX_DEVICES; i++)
             if (rec->u.hello.devices[i] >= 0 && rec->u.hello.devices[i] < GS_RECORD_MAX_DEVICES)
@@ -290,6 +293,63 @@ static void *run_sampler_thread(void *arg)
     gs_snapshot_free(snap);
     free(in_run);
     gs_attrib_tree_free(&tree);
+    return NULL;
+}
+
+/* ---- the agent's run id ---- */
+
+#define RUN_ID_WAIT_S 60.0 /* the agent's list is asked this long after CMD starts, at most */
+
+/* When CMD's package also sends to the node's agent (GPUSCOPE_RUN_AGENT_SOCKET): once the
+ * first hello came, the agent's /api/v1/runs (its HTTP unix socket, as `gpuscope report ID`
+ * finds it) is asked every second for the running run whose pid is that hello's sender, and
+ * its id printed once, for `gpuscope report ID` and the dashboard. Quiet when there is none. */
+static void *run_id_thread(void *arg)
+{
+    struct run_ctx *c = arg;
+    char sock[512];
+    double until = gs_clock_mono_s() + RUN_ID_WAIT_S;
+
+    if (!gs_agent_client_socket(sock, sizeof sock))
+        return NULL;
+    pthread_mutex_lock(&c->mu);
+    while (!c->stop && gs_clock_mono_s() < until) {
+        struct timespec ts;
+        pid_t pid = c->hello_pid;
+        pthread_mutex_unlock(&c->mu);
+        if (pid > 0) {
+            char *body = NULL;
+            size_t len = 0;
+            json_t *doc = NULL, *r;
+            size_t i;
+            long long id = -1;
+            if (gs_agent_client_get(sock, "/api/v1/runs?limit=100", 1000, &body, &len, NULL) ==
+                GS_OK)
+                doc = json_loadb(body, len, 0, NULL);
+            free(body);
+            json_array_foreach(json_object_get(doc, "runs"), i, r)
+            {
+                const char *st = json_string_value(json_object_get(r, "state"));
+                if (json_integer_value(json_object_get(r, "pid")) == pid && st &&
+                    strcmp(st, "running") == 0)
+                    id = (long long)json_integer_value(json_object_get(r, "id"));
+            }
+            json_decref(doc);
+            if (id > 0) {
+                fprintf(stderr,
+                        "gpuscope run: the node's agent keeps this run as run %lld "
+                        "(gpuscope report %lld; /api/v1/runs/%lld)\n",
+                        id, id, id);
+                return NULL;
+            }
+        }
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += 1;
+        pthread_mutex_lock(&c->mu);
+        if (!c->stop)
+            pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    }
+    pthread_mutex_unlock(&c->mu);
     return NULL;
 }
 
@@ -615,8 +675,8 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     struct gs_session_stats sst;
     struct gs_receiver_stats st;
     char sockdir[96], sock[128], path[PATH_MAX];
-    pthread_t sth;
-    int sampler_started = 0, started = 0, code, term_signal = 0;
+    pthread_t sth, idth;
+    int sampler_started = 0, id_started = 0, started = 0, code, term_signal = 0;
     pthread_condattr_t ca;
     sigset_t fwd, old;
     struct gs_err gerr;
@@ -694,6 +754,8 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     started = 1;
     gs_runstacks_set_child(c.rs, pid);
     run_open_sampler(&c, pid, &sth, &sampler_started);
+    if (getenv("GPUSCOPE_RUN_AGENT_SOCKET"))
+        id_started = pthread_create(&idth, NULL, run_id_thread, &c) == 0;
 unblock:
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!started)
@@ -705,10 +767,12 @@ unblock:
     run_drain(&c, rx);
     pthread_mutex_lock(&c.mu);
     c.stop = 1;
-    pthread_cond_signal(&c.cv);
+    pthread_cond_broadcast(&c.cv);
     pthread_mutex_unlock(&c.mu);
     if (sampler_started)
         pthread_join(sth, NULL);
+    if (id_started)
+        pthread_join(idth, NULL);
     gs_receiver_stats(rx, &st);
     gs_receiver_stop(rx);
     rx = NULL;

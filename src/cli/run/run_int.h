@@ -69,6 +69,7 @@ struct run_ctx {
     pthread_cond_t cv;
     struct gs_runstacks *rs;   /* --stacks sampler and hang watchdog; NULL when off */
     double job_start, job_end; /* CMD's start and exit, unix seconds (train_runtime) */
+    pid_t hello_pid;           /* the first hello's sender (SO_PEERCRED): the agent's run pid */
 };
 
 void gs_runcli_usage(FILE *out);

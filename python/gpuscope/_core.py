@@ -30,6 +30,9 @@ SIGTERM (the previous handler is then called, or the default action taken: the s
 its effect), at interpreter exit, and when `gpuscope run`'s hang watchdog writes its request
 (gpuscope._flight). Only the sender thread, finish() and those last-moment paths call the
 native core, under one lock.
+
+In a job of several ranks each line starts with "[rank R] ". $GPUSCOPE_LOG_STEPS (`gpuscope
+run --log-steps N`) prints them every N steps instead, and not at all with 0.
 """
 import collections
 import logging
@@ -72,6 +75,13 @@ def _ensure_log_handler():
     logger.addHandler(h)
     logger.setLevel(logging.INFO)
     logger.propagate = False
+
+
+def _log_every(logging_steps):
+    """Steps between the log lines: $GPUSCOPE_LOG_STEPS (gpuscope run --log-steps; 0: none)
+    when it holds a whole number >= 0, else logging_steps."""
+    v = os.environ.get("GPUSCOPE_LOG_STEPS", "")
+    return int(v) if v.isdigit() else logging_steps
 
 
 def _fmt_ms(v):
@@ -139,6 +149,7 @@ class Profiler:
                  tags=None):
         self.output_dir = output_dir
         self.logging_steps = max(1, int(logging_steps or 10))
+        self.log_every = _log_every(self.logging_steps)
         self.framework = framework
         self.run_name = run_name
         self.rank, self.world_size, self.local_rank = _dist_identity(rank, world_size,
@@ -513,13 +524,14 @@ class Profiler:
         # The sender thread takes it from here (the module docstring, "Hand-off"); records
         # reach the native core in bursts, one warm loop of gs_run_step calls.
         self._batch.append((step, flags, t_begin, t_end, ms, samples, mem))
-        if step % self.logging_steps == 0:
+        if self.log_every and step % self.log_every == 0:
             self.last_lines = format_lines(step, ms, mem, self.cuda)
+            prefix = "[rank %d] " % self.rank if self.world_size > 1 else ""
             for line in self.last_lines:
                 if self._log is not None:
-                    self._log(line)
+                    self._log(prefix + line)
                 else:
-                    logger.info(line)
+                    logger.info(prefix + line)
             self.last_step = (step, ms, mem)
 
     def _flush(self, timeout_s=-1):

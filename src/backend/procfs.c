@@ -966,6 +966,57 @@ unsigned gs_procfs_children(const char *root, unsigned parent, unsigned *pids, u
     return n;
 }
 
+int gs_procfs_tree_ticks(const char *root, unsigned pid, unsigned long long *ticks)
+{
+    enum { SCAN = 4096, TREE = 256, DEPTH = 8 };
+    struct node {
+        unsigned pid, ppid;
+        unsigned long long ticks;
+        int mark;
+    } * p;
+    unsigned n = 0, in[TREE], nin = 0, changed = 1;
+    struct gs_procfs_stat st;
+    struct dirent *e;
+    DIR *d;
+
+    *ticks = 0;
+    if (pid == 0 || gs_procfs_read_stat(root, pid, 0, &st) != GS_OK)
+        return GS_ENOTFOUND;
+    p = malloc(SCAN * sizeof *p);
+    if (!p)
+        return GS_ENOMEM;
+    d = opendir(root ? root : "/proc");
+    while (d && n < SCAN && (e = readdir(d)) != NULL) {
+        char *end;
+        unsigned long v;
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        v = strtoul(e->d_name, &end, 10);
+        if (*end || v > UINT_MAX || gs_procfs_read_stat(root, (unsigned)v, 0, &st) != GS_OK)
+            continue;
+        p[n] = (struct node){(unsigned)v, st.ppid > UINT_MAX ? 0 : (unsigned)st.ppid,
+                             st.utime + st.stime, (unsigned)v == pid};
+        n++;
+    }
+    if (d)
+        closedir(d);
+    in[nin++] = pid;
+    for (unsigned pass = 0; changed && pass < DEPTH; pass++) { /* one generation a pass */
+        changed = 0;
+        for (unsigned i = 0; i < n && nin < TREE; i++)
+            for (unsigned j = 0; !p[i].mark && j < nin; j++)
+                if (in[j] == p[i].ppid) {
+                    p[i].mark = changed = 1;
+                    in[nin++] = p[i].pid;
+                }
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (p[i].mark)
+            *ticks += p[i].ticks;
+    free(p);
+    return GS_OK;
+}
+
 int gs_procfs_read_env(const char *root, unsigned pid, const char *name, char *out, size_t cap)
 {
     char path[PF_ROOT_MAX + 64];

@@ -127,6 +127,12 @@ int gs_procfs_read_stat(const char *root, unsigned pid, unsigned tid, struct gs_
 /* The parent pid of pid, from root/PID/stat. GS_OK, GS_ENOTFOUND (gone), GS_EPARSE. */
 int gs_procfs_read_ppid(const char *root, unsigned pid, unsigned *ppid);
 
+/* CPU time (utime + stime, clock ticks) of pid and its descendants (8 generations, 256
+ * processes, of the first 4096 processes of one scan of root): what a process tree used so
+ * far, e.g. to tell a job still working from one waiting on nothing. GS_OK, GS_ENOTFOUND (pid
+ * gone), GS_ENOMEM. Processes that exited and were reaped leave the sum. */
+int gs_procfs_tree_ticks(const char *root, unsigned pid, unsigned long long *ticks);
+
 /* The processes whose parent is parent, by a scan of root (every PID/stat): their pids into
  * pids (at most cap, in directory order). Returns how many were stored; 0 when root cannot
  * be listed. */

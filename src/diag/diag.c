@@ -13,6 +13,7 @@
 #include "diag/diag.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -69,7 +70,8 @@ struct diag_in {
     const char *exception, *why_no_steps;
     long steps, exit_code, sig;
     const char *sig_name;
-    int seen_any; /* the sender reported what its hooks saw (outcome.seen) */
+    const char *stopped_by; /* outcome.stopped_by: a stop gpuscope run passed on */
+    int seen_any;           /* the sender reported what its hooks saw (outcome.seen) */
     double data, comm, util_avg, runtime;
     const char *util_src;
     long ranks;
@@ -174,6 +176,7 @@ static void diag_read_outcome(const json_t *rep, struct diag_in *in)
     v = num(oc, "signal");
     in->sig = isnan(v) ? 0 : (long)v;
     in->sig_name = fact_str(oc, "signal_name");
+    in->stopped_by = fact_str(oc, "stopped_by");
     in->seen_any = json_object_size(json_object_get(oc, "seen")) > 0;
     in->fw = diag_framework(
         json_string_value(json_object_get(json_object_get(rep, "run"), "framework")));
@@ -897,6 +900,7 @@ static json_t *rule_outcome(const struct diag_in *in)
         in->status && (strcmp(in->status, "failed") == 0 || strcmp(in->status, "killed") == 0 ||
                        strcmp(in->status, "interrupted") == 0);
     char how[96];
+    int stopped;
     json_t *f;
 
     /* no steps from a command where gpuscope ran (it reported what it saw) */
@@ -912,25 +916,44 @@ static json_t *rule_outcome(const struct diag_in *in)
                           "Python that imports torch");
         return f;
     }
-    if (in->sig > 0)
-        snprintf(how, sizeof how, "killed by %s", in->sig_name ? in->sig_name : "a signal");
+    /* SIGTERM, SIGINT, SIGHUP come from outside (a user, a scheduler's cancel or time
+     * limit, a closed terminal), as does a KeyboardInterrupt: a stop, not a failure */
+    stopped = strcmp(in->status, "interrupted") == 0 || in->sig == SIGTERM || in->sig == SIGINT ||
+              in->sig == SIGHUP || in->stopped_by;
+    if (in->stopped_by)
+        snprintf(how, sizeof how, "was stopped by %s", in->stopped_by);
+    else if (in->sig > 0)
+        snprintf(how, sizeof how, "was %s by %s", stopped ? "stopped" : "killed",
+                 in->sig_name ? in->sig_name : "a signal");
+    else if (strcmp(in->status, "interrupted") == 0)
+        snprintf(how, sizeof how, "was interrupted (KeyboardInterrupt)");
     else if (in->exit_code >= 0)
         snprintf(how, sizeof how, "exited with status %ld", in->exit_code);
     else
         snprintf(how, sizeof how, "raised an exception");
-    f = finding(in, "run_failed", strcmp(in->status, "failed") == 0 ? "critical" : "warning",
-                "The command %s after %ld step(s)%s%s", how, in->steps, in->exception ? ": " : "",
-                in->exception ? in->exception : "");
+    f = finding(in, "run_failed",
+                strcmp(in->status, "failed") == 0 ? "critical"
+                : stopped                         ? "info"
+                                                  : "warning",
+                "The command %s after %ld step(s)%s%s", how, in->steps,
+                in->exception && !stopped ? ": " : "",
+                in->exception && !stopped ? in->exception : "");
     gs_diag_evidence(f, "status", json_string(in->status));
     gs_diag_evidence(f, "exit_code",
                      in->exit_code >= 0 ? json_integer(in->exit_code) : json_null());
     gs_diag_evidence(f, "signal", in->sig > 0 ? json_integer(in->sig) : json_null());
     gs_diag_evidence(f, "exception", in->exception ? json_string(in->exception) : json_null());
     gs_diag_evidence(f, "steps_completed", json_integer(in->steps));
-    gs_diag_advise(f,
-                   "The figures cover only the %ld step(s) before the end; fix the failure and "
-                   "run again before tuning on them",
-                   in->steps);
+    if (stopped)
+        gs_diag_advise(f,
+                       "The figures cover the %ld step(s) before the stop; compare them with "
+                       "complete runs only per step (steps/s, phase shares), not in totals",
+                       in->steps);
+    else
+        gs_diag_advise(f,
+                       "The figures cover only the %ld step(s) before the end; fix the failure "
+                       "and run again before tuning on them",
+                       in->steps);
     return f;
 }
 

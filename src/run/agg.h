@@ -64,6 +64,12 @@ struct gs_report_meta {
     const char *source;    /* "in-process" | "gpuscope-run" | "agent" */
     int term_signal;       /* the signal that ended the command (exit_code 128 + N); 0: none */
     const json_t *profile; /* gpuscope run --profile: the report's "profile" section, or NULL */
+    /* The job's wall clock (unix seconds: gpuscope run's CMD start and exit); 0 unknown, and
+     * train_runtime is then the span of the steps (docs/report.md). */
+    double job_start, job_end;
+    /* A SIGTERM, SIGINT or SIGHUP that gpuscope run received and passed on to the command (a
+     * stop from outside, whatever the command then exited with); 0: none. */
+    int stop_signal;
 };
 
 /* The full report object (schema docs/report.md, "schema": gs_run_report_schema()), with

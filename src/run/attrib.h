@@ -58,6 +58,11 @@ void gs_attrib_tree_free(struct gs_attrib_tree *t);
 unsigned gs_attrib_mark(const struct gs_attrib *run, const struct gs_attrib_tree *tree,
                         const struct gs_snapshot *snap, unsigned char *in_run);
 
+/* 1 when snap->procs[i] is one of run's processes (or, with descendants and tree, a
+ * descendant of one): the per-process figures of the run's share of a GPU. */
+int gs_attrib_proc_ours(const struct gs_attrib *run, const struct gs_attrib_tree *tree,
+                        const struct gs_snapshot *snap, unsigned i);
+
 /* The snapshot index of CUDA device `cuda` under cvd (NULL or "": unset), or -1. */
 int gs_attrib_cuda_gpu(const struct gs_snapshot *snap, const char *cvd, int cuda);
 

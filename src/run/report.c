@@ -411,23 +411,32 @@ static json_t *run_object(const struct gs_agg *a, const struct gs_report_meta *m
     return o;
 }
 
-/* train_runtime, throughput: the framework's own figures when the end record has them. */
-static void throughput(const struct gs_agg *a, const struct step_sums *s, json_t *rep)
+/* train_runtime: the framework's own figure when the end record has one, else the job's wall
+ * time when the caller knows it (gpuscope run), else the span of the steps; throughput: the
+ * framework's figures over its runtime, else over the span of the steps (their own pace). */
+static void throughput(const struct gs_agg *a, const struct gs_report_meta *m,
+                       const struct step_sums *s, json_t *rep)
 {
-    double wall = s->max_rank_steps ? s->t_last - s->t_first : NAN;
+    double span = s->max_rank_steps ? s->t_last - s->t_first : NAN, per = span;
     double rt = a->end.train_runtime, samples = a->end.train_samples, steps = a->end.train_steps;
 
-    if (isnan(wall) && a->n_snapshots >= 2)
-        wall = a->snap_last_t - a->snap_first_t;
-    if (isnan(rt))
-        rt = wall;
+    if (isnan(span) && a->n_snapshots >= 2)
+        per = a->snap_last_t - a->snap_first_t;
+    if (!isnan(rt))
+        per = rt;
+    else if (m && m->job_start > 0 && m->job_end >= m->job_start)
+        rt = m->job_end - m->job_start;
+    else
+        rt = per;
     if (isnan(samples) && s->samples_known)
         samples = (double)s->samples;
     if (isnan(steps) && s->max_rank_steps)
         steps = (double)s->max_rank_steps;
     json_object_set_new(rep, "train_runtime", jnum(rt));
-    json_object_set_new(rep, "train_samples_per_second", rt > 0 ? jnum(samples / rt) : json_null());
-    json_object_set_new(rep, "train_steps_per_second", rt > 0 ? jnum(steps / rt) : json_null());
+    json_object_set_new(rep, "steps_span_seconds", jnum(span));
+    json_object_set_new(rep, "train_samples_per_second",
+                        per > 0 ? jnum(samples / per) : json_null());
+    json_object_set_new(rep, "train_steps_per_second", per > 0 ? jnum(steps / per) : json_null());
 }
 
 static void utilization(const struct devsum *d, const struct step_sums *s, double busy, json_t *rep)
@@ -677,7 +686,9 @@ static json_t *outcome_object(const struct gs_agg *a, const struct gs_report_met
     int kbd = exc && strncmp(exc, "KeyboardInterrupt", 17) == 0;
     char why[512];
 
-    if (sig == SIGINT || (sig == 0 && kbd))
+    /* a stop gpuscope run passed on (SIGTERM, SIGINT, SIGHUP) is no failure, whatever CMD
+     * made of it (torchrun exits 1 with a SignalException) */
+    if (sig == SIGINT || (sig == 0 && kbd) || (m && m->stop_signal > 0 && (sig > 0 || code > 0)))
         status = "interrupted";
     else if (sig > 0)
         status = "killed";
@@ -691,6 +702,8 @@ static json_t *outcome_object(const struct gs_agg *a, const struct gs_report_met
     json_object_set_new(o, "exit_code", code >= 0 ? json_integer(code) : json_null());
     json_object_set_new(o, "signal", sig > 0 ? json_integer(sig) : json_null());
     json_object_set_new(o, "signal_name", sig > 0 ? jstr(signal_name(sig)) : json_null());
+    json_object_set_new(o, "stopped_by",
+                        m && m->stop_signal > 0 ? jstr(signal_name(m->stop_signal)) : json_null());
     json_object_set_new(o, "steps_completed", json_integer((json_int_t)s->max_rank_steps));
     json_object_set_new(o, "exception", jstr(exc));
     if (s->max_rank_steps == 0) {
@@ -712,6 +725,7 @@ static const char *const report_order[] = {
     "train_runtime",
     "train_samples_per_second",
     "train_steps_per_second",
+    "steps_span_seconds",
     "gpu_peak_memory_allocated_gb",
     "gpu_avg_utilization_percent",
     "gpu_max_utilization_percent",
@@ -730,6 +744,7 @@ static const char *const report_order[] = {
     "energy_joules",
     "throttled_seconds",
     "outcome",
+    "hangs",
     "phases",
     "per_rank",
     "slowest_rank",
@@ -781,7 +796,7 @@ json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
     sum_steps(a, &s);
     busy = s.busy_steps ? fmin(100.0, 100.0 * s.busy_ms / s.busy_denom_ms) : NAN;
     json_object_set_new(rep, "schema", json_string(gs_run_report_schema()));
-    throughput(a, &s, rep);
+    throughput(a, meta, &s, rep);
     gpus = gpus_array(a, &d, rep);
     alloc = allocator_object(a, &peak_alloc);
     json_object_set_new(rep, "gpu_peak_memory_allocated_gb",
@@ -973,13 +988,22 @@ static void print_outcome(FILE *out, const json_t *oc)
 {
     const char *status = jtext(oc, "status", NULL), *exc = jtext(oc, "exception", NULL);
     const char *sig = jtext(oc, "signal_name", NULL), *why = jtext(oc, "zero_steps_reason", NULL);
+    const char *stop = jtext(oc, "stopped_by", NULL);
     double code = jget(oc, "exit_code");
 
     if (!status)
         return;
     fprintf(out, "  %-28s %s", "outcome", status);
-    if (sig)
-        fprintf(out, ": killed by %s", sig);
+    if (stop) { /* passed on by gpuscope run: what the command made of it is secondary */
+        fprintf(out, ": stopped by %s", stop);
+        exc = NULL;
+    } else if (sig) /* SIGTERM, SIGINT, SIGHUP: a stop from outside, not a crash */
+        fprintf(out, ": %s by %s",
+                strcmp(sig, "SIGTERM") == 0 || strcmp(sig, "SIGINT") == 0 ||
+                        strcmp(sig, "SIGHUP") == 0 || strcmp(status, "hung") == 0
+                    ? "stopped"
+                    : "killed",
+                sig);
     else if (!isnan(code))
         fprintf(out, ": exit %.0f", code);
     fprintf(out, " after %.0f step(s)", jget(oc, "steps_completed"));

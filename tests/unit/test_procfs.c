@@ -523,6 +523,17 @@ static void oneoff_reads(void **state)
     assert_int_equal(gs_procfs_children(fk->root, 777, kids, 4), 0);
     snprintf(dir, sizeof dir, "%s/nothing", fk->root);
     assert_int_equal(gs_procfs_children(dir, 1, kids, 4), 0);
+
+    /* the CPU ticks of a tree: 200 (10) and its child 300 (7); 300 alone; 1 is no process */
+    {
+        unsigned long long ticks = 99;
+        assert_int_equal(gs_procfs_tree_ticks(fk->root, 200, &ticks), GS_OK);
+        assert_int_equal(ticks, 17);
+        assert_int_equal(gs_procfs_tree_ticks(fk->root, 300, &ticks), GS_OK);
+        assert_int_equal(ticks, 7);
+        assert_int_equal(gs_procfs_tree_ticks(fk->root, 777, &ticks), GS_ENOTFOUND);
+        assert_int_equal(ticks, 0);
+    }
 }
 
 static void reader_fake_tree(void **state)

@@ -238,6 +238,11 @@
       add(s, 'h3', null, 'Outcome');
       s.appendChild(renderValue(rep.outcome));
     }
+    // the hang watchdog's record (docs/report.md, HANGS): each hang with every rank's place
+    if (Array.isArray(rep.hangs) && rep.hangs.length) {
+      add(s, 'h3', null, 'Hangs');
+      for (const h of rep.hangs) s.appendChild(renderValue(h));
+    }
   }
 
   function renderFindings(rep) {

@@ -44,6 +44,7 @@
 #include "base/dirfile.h"
 #include "base/term.h"
 #include "cli/cli.h"
+#include "client/agent_client.h"
 #include "diag/diag.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
@@ -72,6 +73,8 @@ static void run_kept(void *vctx, const struct gs_peer *peer, const struct gs_rec
     pthread_mutex_lock(&c->mu);
     switch (rec->type) {
     case GS_REC_HELLO:
+        if (!c->hello_pid)
+            c->hello_pid = peer->pid;
         gs_runstacks_add_rank(c->rs, peer->pid, rec->u.hello.rank >= 0 ? rec->u.hello.rank : 0);
         for (uint32_t i = 0; i < rec->u.hello.n_devices && i < GS_RECORD_MAX_DEVICES; i++)
             if (rec->u.hello.devices[i] >= 0 && rec->u.hello.devices[i] < GS_RECORD_MAX_DEVICES)
@@ -185,6 +188,48 @@ static void run_mark_gpus(struct run_ctx *c, struct gs_attrib_tree *tree, const 
     gs_attrib_mark(&a, tree, snap, in_run);
 }
 
+/* The watchdog's GPU readings (runstacks.h): the device's utilization and power, or on a GPU
+ * that also runs processes not of CMD's tree, the SM utilization of the run's own processes
+ * (NVML's per-process samples: a process without a sample in the window was idle, when the
+ * GPU gave samples for any process; unknown when it gave none). */
+static void run_stacks_gpus(struct run_ctx *c, const struct gs_attrib_tree *tree,
+                            const struct gs_snapshot *snap, const unsigned char *in_run)
+{
+    pid_t root = c->child;
+    struct gs_attrib a = {.pids = &root, .n_pids = 1, .descendants = 1};
+
+    for (unsigned g = 0; g < snap->n_gpus; g++) {
+        const struct gs_gpu *gp = &snap->gpus[g];
+        unsigned others = 0, ours = 0, sampled = 0;
+        double sm = 0;
+        if (!in_run[g])
+            continue;
+        for (unsigned i = 0; i < snap->n_procs; i++) {
+            const struct gs_proc *p = &snap->procs[i];
+            int mine;
+            if (p->gpu != g)
+                continue;
+            mine = gs_attrib_proc_ours(&a, tree, snap, i);
+            others += !mine;
+            ours += mine;
+            if (p->util_st == GS_ST_OK) {
+                sampled++;
+                if (mine)
+                    sm += p->sm_util;
+            }
+        }
+        if (others && ours) {
+            if (sampled)
+                gs_runstacks_gpu(c->rs, snap->t_real, gp->index, fmin(sm, 1.0), -1, -1, 1);
+            continue; /* no per-process samples: no reading (the watchdog's "unknown") */
+        }
+        if (gs_gpu_has(gp, GS_M_UTIL_GPU))
+            gs_runstacks_gpu(c->rs, snap->t_real, gp->index, gp->v[GS_M_UTIL_GPU],
+                             gs_gpu_has(gp, GS_M_POWER_DRAW) ? gp->v[GS_M_POWER_DRAW] : -1,
+                             gs_gpu_has(gp, GS_M_POWER_LIMIT) ? gp->v[GS_M_POWER_LIMIT] : -1, 0);
+    }
+}
+
 static void *run_sampler_thread(void *arg)
 {
     struct run_ctx *c = arg;
@@ -206,7 +251,8 @@ static void *run_sampler_thread(void *arg)
     }
     snprintf(cvd, sizeof cvd, "%s", env_cvd ? env_cvd : "");
     /* with the driver's utilization samples since the previous cycle (run/usamp.h) */
-    want = GS_WANT_PROCS | GS_WANT_UTIL_SAMPLES | (gs_attrib_cvd_mig(cvd) ? GS_WANT_MIG : 0);
+    want = GS_WANT_PROCS | GS_WANT_UTIL_SAMPLES | (gs_attrib_cvd_mig(cvd) ? GS_WANT_MIG : 0) |
+           (c->rs ? GS_WANT_PROC_UTIL : 0); /* the watchdog's gate on a shared GPU */
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
         struct timespec until;
@@ -219,14 +265,8 @@ static void *run_sampler_thread(void *arg)
             /* and what the driver sampled (~6 a second) on the run's GPUs since the previous
              * cycle (the sampler's open at first) */
             gs_session_snapshot(c->session, snap, in_run, 1);
-            for (unsigned g = 0; c->rs && g < snap->n_gpus; g++) {
-                const struct gs_gpu *gp = &snap->gpus[g];
-                if (in_run[g] && gs_gpu_has(gp, GS_M_UTIL_GPU))
-                    gs_runstacks_gpu(c->rs, snap->t_real, gp->index, gp->v[GS_M_UTIL_GPU],
-                                     gs_gpu_has(gp, GS_M_POWER_DRAW) ? gp->v[GS_M_POWER_DRAW] : -1,
-                                     gs_gpu_has(gp, GS_M_POWER_LIMIT) ? gp->v[GS_M_POWER_LIMIT]
-                                                                      : -1);
-            }
+            if (c->rs)
+                run_stacks_gpus(c, &tree, snap, in_run);
             pthread_mutex_lock(&c->store_mu);
             gs_store_append(c->store, snap, NULL);
             pthread_mutex_unlock(&c->store_mu);
@@ -279,6 +319,63 @@ static void *run_flush_thread(void *arg)
         }
         pthread_mutex_unlock(&c->store_mu);
         pthread_mutex_lock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* ---- the agent's run id ---- */
+
+#define RUN_ID_WAIT_S 60.0 /* the agent's list is asked this long after CMD starts, at most */
+
+/* When CMD's package also sends to the node's agent (GPUSCOPE_RUN_AGENT_SOCKET): once the
+ * first hello came, the agent's /api/v1/runs (its HTTP unix socket, as `gpuscope report ID`
+ * finds it) is asked every second for the running run whose pid is that hello's sender, and
+ * its id printed once, for `gpuscope report ID` and the dashboard. Quiet when there is none. */
+static void *run_id_thread(void *arg)
+{
+    struct run_ctx *c = arg;
+    char sock[512];
+    double until = gs_clock_mono_s() + RUN_ID_WAIT_S;
+
+    if (!gs_agent_client_socket(sock, sizeof sock))
+        return NULL;
+    pthread_mutex_lock(&c->mu);
+    while (!c->stop && gs_clock_mono_s() < until) {
+        struct timespec ts;
+        pid_t pid = c->hello_pid;
+        pthread_mutex_unlock(&c->mu);
+        if (pid > 0) {
+            char *body = NULL;
+            size_t len = 0;
+            json_t *doc = NULL, *r;
+            size_t i;
+            long long id = -1;
+            if (gs_agent_client_get(sock, "/api/v1/runs?limit=100", 1000, &body, &len, NULL) ==
+                GS_OK)
+                doc = json_loadb(body, len, 0, NULL);
+            free(body);
+            json_array_foreach(json_object_get(doc, "runs"), i, r)
+            {
+                const char *st = json_string_value(json_object_get(r, "state"));
+                if (json_integer_value(json_object_get(r, "pid")) == pid && st &&
+                    strcmp(st, "running") == 0)
+                    id = (long long)json_integer_value(json_object_get(r, "id"));
+            }
+            json_decref(doc);
+            if (id > 0) {
+                fprintf(stderr,
+                        "gpuscope run: the node's agent keeps this run as run %lld "
+                        "(gpuscope report %lld; /api/v1/runs/%lld)\n",
+                        id, id, id);
+                return NULL;
+            }
+        }
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += 1;
+        pthread_mutex_lock(&c->mu);
+        if (!c->stop)
+            pthread_cond_timedwait(&c->cv, &c->mu, &ts);
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;
@@ -445,6 +542,12 @@ static int run_child_names(struct run_ctx *c, const struct run_opts *o)
         return -1;
     if (o->n_tags && run_tags_env(o) != 0)
         return -1;
+    if (o->log_steps >= 0) { /* the package's step lines (docs/python.md, LOG LINES) */
+        char n[16];
+        snprintf(n, sizeof n, "%d", o->log_steps);
+        if (setenv("GPUSCOPE_LOG_STEPS", n, 1) != 0)
+            return -1;
+    }
     unsetenv("GPUSCOPE_RUN_AGENT_SOCKET");
     if (o->no_agent)
         return 0;
@@ -503,7 +606,10 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
                                   .exit_code = exit_code,
                                   .source = "gpuscope-run",
                                   .term_signal = term_signal,
-                                  .profile = profile};
+                                  .profile = profile,
+                                  .stop_signal = gs_runcli_stop_signal(),
+                                  .job_start = c->job_start,
+                                  .job_end = c->job_end};
     struct gs_err gerr;
     json_t *report;
     int rc = 0;
@@ -513,8 +619,9 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
     if (report)
         run_name_report(c, report);
     if (report && c->rs) {
-        gs_runstacks_report(c->rs, report); /* "stacks", DIR/stacks.svg, stacks.txt */
+        gs_runstacks_report(c->rs, report); /* "stacks", "hangs", DIR/stacks.svg, stacks.txt */
         gs_diag_stacks_findings(report, json_object_get(report, "findings"));
+        gs_diag_hang_findings(report, json_object_get(report, "findings"));
     }
     free(command);
     if (report && c->store && c->run_id > 0) {
@@ -660,8 +767,9 @@ static int run_session(const struct run_opts *o, const char *dir, int dirfd, int
     struct gs_session_stats sst;
     struct gs_receiver_stats st;
     char sockdir[96], sock[128], path[PATH_MAX];
-    pthread_t sth, fth;
-    int sampler_started = 0, flusher_started = 0, started = 0, code, term_signal = 0;
+    pthread_t sth, fth, idth;
+    int sampler_started = 0, flusher_started = 0, id_started = 0, started = 0, code,
+        term_signal = 0;
     pthread_condattr_t ca;
     sigset_t fwd, old;
     struct gs_err gerr;
@@ -746,6 +854,7 @@ static int run_session(const struct run_opts *o, const char *dir, int dirfd, int
         if (o->hang_factor > 0)
             setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000", 0);
     }
+    c.job_start = gs_clock_real_s();
     pid = gs_runcli_spawn(o->cmd, &fwd);
     if (pid < 0) {
         code = -pid;
@@ -756,11 +865,15 @@ static int run_session(const struct run_opts *o, const char *dir, int dirfd, int
     gs_runstacks_set_child(c.rs, pid);
     run_open_sampler(&c, pid, &sth, &sampler_started);
     flusher_started = c.store && pthread_create(&fth, NULL, run_flush_thread, &c) == 0;
+    if (getenv("GPUSCOPE_RUN_AGENT_SOCKET"))
+        id_started = pthread_create(&idth, NULL, run_id_thread, &c) == 0;
 unblock:
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!started)
         goto out;
     code = gs_runcli_wait(pid, &term_signal);
+    c.job_end = gs_clock_real_s();
+    gs_runstacks_job_exit(c.rs, c.job_end);
     gs_runcli_child_set(0);
     run_drain(&c, rx);
     pthread_mutex_lock(&c.mu);
@@ -771,6 +884,8 @@ unblock:
         pthread_join(sth, NULL);
     if (flusher_started)
         pthread_join(fth, NULL);
+    if (id_started)
+        pthread_join(idth, NULL);
     gs_receiver_stats(rx, &st);
     gs_receiver_stop(rx);
     rx = NULL;

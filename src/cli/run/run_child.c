@@ -43,10 +43,16 @@
  * signal handler's state. */
 static volatile sig_atomic_t g_child_pid;
 static volatile sig_atomic_t g_interrupted;
+static volatile sig_atomic_t g_stop_sig; /* the first SIGTERM, SIGINT or SIGHUP received */
 
 void gs_runcli_child_set(pid_t pid)
 {
     g_child_pid = pid;
+}
+
+int gs_runcli_stop_signal(void)
+{
+    return g_stop_sig;
 }
 
 int gs_runcli_interrupted(void)
@@ -250,6 +256,8 @@ static void run_on_signal(int sig, siginfo_t *si, void *uc)
     int saved = errno; /* the interrupted code may be about to read errno */
 
     (void)uc;
+    if (!g_stop_sig && (sig == SIGTERM || sig == SIGINT || sig == SIGHUP))
+        g_stop_sig = sig;
     if (sig == SIGINT || sig == SIGQUIT) {
         g_interrupted = 1;
         /* A terminal's Ctrl-C already reached CMD, which shares our process group; only a

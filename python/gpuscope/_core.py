@@ -30,8 +30,8 @@ import sys
 import time
 
 from . import _facts, _native, _profile
-from ._native import (FLAG_CUDA_EVENTS, NAN, NO_MEM, PH_BACKWARD, PH_COMM, PH_DATA,
-                      PH_FORWARD, PH_N, PH_OPTIMIZER, PH_STEP, PHASES)
+from ._native import (FLAG_CUDA_EVENTS, FLAG_DATA_IN_STEP, NAN, NO_MEM, PH_BACKWARD, PH_COMM,
+                      PH_DATA, PH_FORWARD, PH_N, PH_OPTIMIZER, PH_STEP, PHASES)
 # PHASES also names the two phases of record version 2 (communication_exposed, other),
 # which the native core derives or the loop tracker measures; phase() takes the first six.
 
@@ -187,6 +187,11 @@ class Profiler:
         # total_step is the step's wall time less its data time, so that data + total_step is
         # still the step's wall time (docs/report.md).
         self.data_in_step = False
+        # The loop tracker opens the native run (the hello, which carries the facts) after its
+        # first step, when the settings the step showed (micro-steps, autocast) are known;
+        # steps wait in _batch until then.
+        self.defer_native = False
+        self._native_pending = False
         self.outcome = {}          # sent in the end record (docs/report.md, OUTCOME)
         self._exposed = NAN        # exposed communication of the open step (loop tracker)
         self._adj = [0.0] * PH_N   # CUDA: host corrections to event-timed phases
@@ -208,24 +213,17 @@ class Profiler:
         self.cuda = self.cuda_device is not None
         if self.cuda:
             self._config["devices"] = [self.cuda_device]
-        if self._native_enabled:
-            cfg = dict(self._config)
-            if self.output_dir:
-                cfg["output_dir"] = os.path.abspath(self.output_dir)
+        if self._native_enabled and self.defer_native:
+            self._native_pending = True  # open_native() sends the hello
+        elif self._native_enabled:
+            self._open_native()
+        if self._native_enabled and self.cuda:
+            import torch
             try:
-                facts = _facts.clean(self.facts, _facts.from_process(self.cuda_device))
-            except Exception:  # advisory: never a reason to fail the training
-                facts = {}
-            if facts:
-                cfg["facts"] = facts
-            self.native = _native.NativeRun(cfg)
-            if self.cuda:
-                import torch
-                try:
-                    self._mem_total = int(torch.cuda.mem_get_info(self.cuda_device)[1])
-                except Exception:  # older torch: the device's total from its properties
-                    self._mem_total = int(
-                        torch.cuda.get_device_properties(self.cuda_device).total_memory)
+                self._mem_total = int(torch.cuda.mem_get_info(self.cuda_device)[1])
+            except Exception:  # older torch: the device's total from its properties
+                self._mem_total = int(
+                    torch.cuda.get_device_properties(self.cuda_device).total_memory)
         if "torch.distributed" in sys.modules:
             from . import _hooks
             _hooks.wrap_distributed(self)  # no-op unless the process group is up
@@ -233,13 +231,41 @@ class Profiler:
             self._mark_ns = _perf_ns()
         _current[0] = self
         self._capture = _profile.from_env(
-            self.rank, self.cuda, poll=self.native.control if self.native else None)
+            self.rank, self.cuda,
+            poll=self._control if self.native is not None or self._native_pending else None)
         if self._capture:
             self._capture.boundary(0)
         if os.environ.get("GPUSCOPE_RUN_DIR"):  # the hang watchdog's flight recorder dumps
             from . import _flight
             _flight.start(os.environ["GPUSCOPE_RUN_DIR"], self.rank)
         return self
+
+    def open_native(self):
+        """Sends the hello of a run started with defer_native (the loop tracker: once its
+        first step has shown the settings it reports) and hands it the steps kept so far."""
+        if self._native_pending:
+            self._native_pending = False
+            self._open_native()
+            self._flush()
+
+    def _open_native(self):
+        cfg = dict(self._config)
+        if self.output_dir:
+            cfg["output_dir"] = os.path.abspath(self.output_dir)
+        try:
+            facts = _facts.clean(self.facts, _facts.from_process(self.cuda_device))
+        except Exception:  # advisory: never a reason to fail the training
+            facts = {}
+        if facts:
+            cfg["facts"] = facts
+        self.native = _native.NativeRun(cfg)
+
+    @property
+    def _flags(self):
+        return FLAG_DATA_IN_STEP if self.data_in_step else 0
+
+    def _control(self):
+        return self.native.control() if self.native is not None else 0
 
     def log(self, values, step=None):
         """Sends logged values (loss, learning rate, ...) with the run, for the report's
@@ -340,7 +366,7 @@ class Profiler:
         if cap is not None and (self.steps_done >= cap.wake_step or now >= cap.wake_ns):
             cap.boundary(self.steps_done)  # else it has nothing to do (_profile.Capture)
         if not self.cuda:
-            self._complete(self.step_no, 0, self._t0, t_end, ms, samples, NO_MEM)
+            self._complete(self.step_no, self._flags, self._t0, t_end, ms, samples, NO_MEM)
             return
         end_ev = self._event()
         end_ev.record()
@@ -467,7 +493,7 @@ class Profiler:
             if self.data_in_step and ms[PH_DATA] == ms[PH_DATA]:
                 ms[PH_STEP] = max(0.0, ms[PH_STEP] - ms[PH_DATA])
             self._event_pool.extend(p.step_events)
-            self._complete(p.step, FLAG_CUDA_EVENTS, p.t_begin, p.t_end, ms, p.samples, p.mem)
+            self._complete(p.step, FLAG_CUDA_EVENTS | self._flags, p.t_begin, p.t_end, ms, p.samples, p.mem)
 
     def _complete(self, step, flags, t_begin, t_end, ms, samples, mem):
         batch = self._batch
@@ -486,6 +512,8 @@ class Profiler:
             self.last_step = (step, ms, mem)
 
     def _flush(self):
+        if self._native_pending:
+            return  # kept until open_native()
         batch, self._batch = self._batch, []
         native = self.native
         if native is not None:
@@ -509,6 +537,7 @@ class Profiler:
             self._capture.finish()
         if self.cuda:
             self._drain(block=True)
+        self.open_native()
         self._flush()
         # Only the framework's own figures travel: the native core derives runtime, steps and
         # samples from the step records of every rank alike (a rank's own samples in the end

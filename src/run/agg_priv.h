@@ -68,7 +68,15 @@ struct gs_agg_gpu {
     uint64_t util_n;
     double util_sum, util_max; /* ratios */
     int mem_known;
-    double mem_peak_bytes, mem_total_bytes;
+    double mem_peak_bytes, mem_total_bytes; /* device-wide: every process on the GPU */
+    /* the run's own processes (gs_agg_run_procs): memory they hold (sum, peak), their SM
+     * utilization (per-process, sum over them, averaged over the readings), and the most
+     * processes of others seen on the GPU at once */
+    int run_mem_known;
+    double run_mem_peak_bytes;
+    uint64_t run_sm_n;
+    double run_sm_sum;
+    unsigned others_max;
     int energy_first_ok;
     double energy_first_j, energy_last_j; /* counter readings */
     uint64_t power_n;                     /* power readings seen */

@@ -240,6 +240,15 @@ static json_t *gpu_object(const struct gs_agg_gpu *g, double *energy_sum, int *e
                         g->mem_known ? json_integer((json_int_t)g->mem_peak_bytes) : json_null());
     json_object_set_new(o, "memory_peak_gb",
                         g->mem_known ? json_real(g->mem_peak_bytes / GIB) : json_null());
+    json_object_set_new(o, "run_memory_peak_bytes",
+                        g->run_mem_known ? json_integer((json_int_t)g->run_mem_peak_bytes)
+                                         : json_null());
+    json_object_set_new(o, "run_memory_peak_gb",
+                        g->run_mem_known ? json_real(g->run_mem_peak_bytes / GIB) : json_null());
+    json_object_set_new(o, "run_sm_utilization_avg_percent",
+                        g->run_sm_n ? json_real(100.0 * g->run_sm_sum / (double)g->run_sm_n)
+                                    : json_null());
+    json_object_set_new(o, "other_processes_max", json_integer(g->others_max));
     json_object_set_new(o, "memory_total_bytes",
                         g->mem_total_bytes > 0 ? json_integer((json_int_t)g->mem_total_bytes)
                                                : json_null());
@@ -295,7 +304,10 @@ static json_t *gpu_object(const struct gs_agg_gpu *g, double *energy_sum, int *e
 
 struct devsum {
     double util_avg, util_max; /* percent, NAN = none */
-    double mem_peak_bytes;     /* NAN = none */
+    double mem_peak_bytes;     /* device-wide, NAN = none */
+    double run_mem_peak_bytes; /* the run's processes (largest over its GPUs), NAN = none */
+    double run_sm_avg;         /* their SM utilization, percent (mean over GPUs), NAN = none */
+    unsigned others_max;       /* other processes on one of its GPUs at once */
 };
 
 static json_t *gpus_array(const struct gs_agg *a, struct devsum *d, json_t *report)
@@ -305,7 +317,11 @@ static json_t *gpus_array(const struct gs_agg *a, struct devsum *d, json_t *repo
     int eany = 0, tany = 0;
     unsigned un = 0;
 
-    d->util_avg = d->util_max = d->mem_peak_bytes = NAN;
+    double smsum = 0;
+    unsigned smn = 0;
+
+    d->util_avg = d->util_max = d->mem_peak_bytes = d->run_mem_peak_bytes = d->run_sm_avg = NAN;
+    d->others_max = 0;
     for (unsigned i = 0; i < a->n_gpus; i++) {
         const struct gs_agg_gpu *g = &a->gpus[i];
         double uavg, umax, uper;
@@ -319,9 +335,20 @@ static json_t *gpus_array(const struct gs_agg *a, struct devsum *d, json_t *repo
         }
         if (g->mem_known && (isnan(d->mem_peak_bytes) || g->mem_peak_bytes > d->mem_peak_bytes))
             d->mem_peak_bytes = g->mem_peak_bytes;
+        if (g->run_mem_known &&
+            (isnan(d->run_mem_peak_bytes) || g->run_mem_peak_bytes > d->run_mem_peak_bytes))
+            d->run_mem_peak_bytes = g->run_mem_peak_bytes;
+        if (g->run_sm_n) {
+            smsum += 100.0 * g->run_sm_sum / (double)g->run_sm_n;
+            smn++;
+        }
+        if (g->others_max > d->others_max)
+            d->others_max = g->others_max;
     }
     if (un)
         d->util_avg = usum / un;
+    if (smn)
+        d->run_sm_avg = smsum / smn;
     json_object_set_new(report, "energy_joules", eany ? json_real(esum) : json_null());
     json_object_set_new(report, "throttled_seconds", tany ? json_real(tsum) : json_null());
     return arr;
@@ -668,6 +695,9 @@ static const char *const report_order[] = {
     "communication_time_ratio",
     "gpu_utilization_source",
     "gpu_peak_memory_source",
+    "gpu_peak_memory_device_gb",
+    "gpu_run_sm_utilization_avg_percent",
+    "gpu_other_processes_max",
     "gpu_busy_estimate_percent",
     "step_busy_estimate_percent",
     "step_busy_estimate_source",
@@ -733,12 +763,23 @@ json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
     throughput(a, &s, rep);
     gpus = gpus_array(a, &d, rep);
     alloc = allocator_object(a, &peak_alloc);
+    /* the run's own memory: torch's allocator, else what NVML lists for the run's processes;
+     * the device's whole use (other tenants included) only when neither is known, and also
+     * as gpu_peak_memory_device_gb, labelled as such */
     json_object_set_new(rep, "gpu_peak_memory_allocated_gb",
-                        jnum((isnan(peak_alloc) ? d.mem_peak_bytes : peak_alloc) / GIB));
+                        jnum((!isnan(peak_alloc)             ? peak_alloc
+                              : !isnan(d.run_mem_peak_bytes) ? d.run_mem_peak_bytes
+                                                             : d.mem_peak_bytes) /
+                             GIB));
     json_object_set_new(rep, "gpu_peak_memory_source",
-                        !isnan(peak_alloc)         ? json_string("allocator")
-                        : !isnan(d.mem_peak_bytes) ? json_string("nvml")
-                                                   : json_null());
+                        !isnan(peak_alloc)             ? json_string("allocator")
+                        : !isnan(d.run_mem_peak_bytes) ? json_string("nvml_processes")
+                        : !isnan(d.mem_peak_bytes)     ? json_string("nvml")
+                                                       : json_null());
+    json_object_set_new(rep, "gpu_peak_memory_device_gb", jnum(d.mem_peak_bytes / GIB));
+    json_object_set_new(rep, "gpu_run_sm_utilization_avg_percent", jnum(d.run_sm_avg));
+    json_object_set_new(rep, "gpu_other_processes_max",
+                        a->n_gpus ? json_integer(d.others_max) : json_null());
     utilization(&d, &s, busy, rep);
     json_object_set_new(rep, "data_loading_time_ratio",
                         jnum(ratio(s.data_ms, s.denom_ms, s.data_seen)));
@@ -1038,6 +1079,14 @@ static void print_totals(FILE *out, const json_t *rep)
     total_line(out, "GPU peak memory", !isnan(jget(rep, "gpu_peak_memory_allocated_gb")),
                "%.2f GiB (%s)", jget(rep, "gpu_peak_memory_allocated_gb"),
                jtext(rep, "gpu_peak_memory_source", "unknown"));
+    if (jget(rep, "gpu_other_processes_max") > 0) /* a shared GPU: the device's figures */
+        total_line(out, "shared GPU", 1,
+                   "up to %.0f other process(es); whole device: peak memory %s GiB, "
+                   "utilization %s %% (the run's processes: SM %s %%)",
+                   jget(rep, "gpu_other_processes_max"),
+                   fmtnum(b[0], 32, "%.2f", jget(rep, "gpu_peak_memory_device_gb")),
+                   fmtnum(b[1], 32, "%.1f", jget(rep, "gpu_avg_utilization_percent")),
+                   fmtnum(b[2], 32, "%.1f", jget(rep, "gpu_run_sm_utilization_avg_percent")));
     total_line(out, "allocator peaks", !isnan(pa) || !isnan(pr),
                "allocated %s GiB, reserved %s GiB, gap %s GiB", fmtnum(b[0], 32, "%.2f", pa),
                fmtnum(b[1], 32, "%.2f", pr),

@@ -163,7 +163,8 @@ static void on_close(void *vctx, const struct gs_peer *peer)
 /* Adds to in_run the GPUs of CMD's process tree and those its hello records named, through
  * the CUDA_VISIBLE_DEVICES that CMD inherited (cvd; run/attrib.h). */
 static void run_mark_gpus(struct run_ctx *c, struct gs_attrib_tree *tree, const char *cvd,
-                          const struct gs_snapshot *snap, unsigned char *in_run)
+                          const struct gs_snapshot *snap, unsigned char *in_run,
+                          unsigned char *proc_in_run)
 {
     int32_t devices[GS_RECORD_MAX_DEVICES];
     pid_t root = c->child;
@@ -182,6 +183,8 @@ static void run_mark_gpus(struct run_ctx *c, struct gs_attrib_tree *tree, const 
     if (snap->n_procs > 0 && gs_attrib_tree_read(tree, snap, NULL) != 0)
         a.descendants = 0;
     gs_attrib_mark(&a, tree, snap, in_run);
+    if (proc_in_run)
+        gs_attrib_procs(&a, tree, snap, proc_in_run);
 }
 
 static void *run_sampler_thread(void *arg)
@@ -189,7 +192,8 @@ static void *run_sampler_thread(void *arg)
     struct run_ctx *c = arg;
     unsigned n = gs_sampler_gpu_count(c->sampler);
     struct gs_snapshot *snap = NULL;
-    unsigned char *in_run = calloc(n ? n : 1, 1);
+    unsigned char *in_run = calloc(n ? n : 1, 1), *procs = NULL;
+    unsigned procs_cap = 0;
     struct gs_attrib_tree tree = {0};
     const char *env_cvd = getenv("CUDA_VISIBLE_DEVICES");
     char cvd[1024];
@@ -205,7 +209,8 @@ static void *run_sampler_thread(void *arg)
     }
     snprintf(cvd, sizeof cvd, "%s", env_cvd ? env_cvd : "");
     /* with the driver's utilization samples since the previous cycle (run/usamp.h) */
-    want = GS_WANT_PROCS | GS_WANT_UTIL_SAMPLES | (gs_attrib_cvd_mig(cvd) ? GS_WANT_MIG : 0);
+    want = GS_WANT_PROCS | GS_WANT_PROC_UTIL | GS_WANT_UTIL_SAMPLES |
+           (gs_attrib_cvd_mig(cvd) ? GS_WANT_MIG : 0);
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
         struct timespec until;
@@ -214,10 +219,19 @@ static void *run_sampler_thread(void *arg)
         pthread_mutex_unlock(&c->mu);
         if (gs_sampler_sample(c->sampler, snap, want, &err) == GS_OK) {
             failing = 0;
-            run_mark_gpus(c, &tree, cvd, snap, in_run);
+            if (snap->n_procs > procs_cap) { /* the run's processes among them */
+                unsigned char *p = realloc(procs, snap->n_procs);
+                if (p) {
+                    procs = p;
+                    procs_cap = snap->n_procs;
+                }
+            }
+            run_mark_gpus(c, &tree, cvd, snap, in_run, snap->n_procs <= procs_cap ? procs : NULL);
             /* and what the driver sampled (~6 a second) on the run's GPUs since the previous
              * cycle (the sampler's open at first) */
             gs_session_snapshot(c->session, snap, in_run, 1);
+            if (snap->n_procs && snap->n_procs <= procs_cap)
+                gs_session_run_procs(c->session, snap, in_run, procs);
             for (unsigned g = 0; c->rs && g < snap->n_gpus; g++) {
                 const struct gs_gpu *gp = &snap->gpus[g];
                 if (in_run[g] && gs_gpu_has(gp, GS_M_UTIL_GPU))
@@ -252,6 +266,7 @@ static void *run_sampler_thread(void *arg)
     pthread_mutex_unlock(&c->mu);
     gs_snapshot_free(snap);
     free(in_run);
+    free(procs);
     gs_attrib_tree_free(&tree);
     return NULL;
 }

@@ -8,7 +8,11 @@ script counts its own training samples; the report is checked against that count
   an eval pass every K steps   train_samples_per_second x train_runtime = the script's
                                training samples (the eval batches are not training samples)
   get_batch(), no DataLoader   samples from the training forward's input batch dimension
-  gpuscope.instrument()        train_samples_per_second filled from its loader
+  gpuscope.instrument()        train_samples_per_second filled from its loader, whether the
+                               loop iterates what it returns or its own loader
+  a GPU shared with two other  (nvml-sim places the script's pid on GPU 0 next to two other
+  processes                    tenants) the run's memory and SM utilization are its own, the
+                               device's are labelled; a CPU torch job gets no CUDA advice
 """
 import json
 import os
@@ -22,7 +26,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pyhelp  # noqa: E402
 from pyhelp import PYTHON, Tap  # noqa: E402
-from gsenv import BIN  # noqa: E402
+from gsenv import BIN, SIM  # noqa: E402
 
 t = Tap()
 
@@ -104,10 +108,13 @@ def write(tmp, name, text):
     return path
 
 
-def gsrun(tmp, name, script, *args):
+def gsrun(tmp, name, script, *args, scenario=None):
     out = os.path.join(tmp, name)
     env = pyhelp.child_env(NO_COLOR="1")
-    p = subprocess.run([BIN, "run", "--out", out, "--", PYTHON, script, *args], env=env,
+    if scenario:
+        env.update(GPUSCOPE_NVML_LIBRARY=SIM, NVML_SIM_SCENARIO=scenario)
+    p = subprocess.run([BIN, "run", "--out", out, "--interval", "0.2", "--", PYTHON, script,
+                        *args], env=env,
                        capture_output=True, text=True, timeout=240)
     try:
         measured = json.loads(p.stdout.strip().splitlines()[-1])
@@ -211,5 +218,40 @@ with tempfile.TemporaryDirectory() as tmp:
              f"instrument() {mode}: samples = the script's count")
         t.eq((rep.get("facts") or {}).get("loader_batch_size"), 32,
              f"instrument() {mode}: the loader's batch size in the facts")
+
+    # ---- a GPU shared with two other tenants: the run's own share ----
+    gpu = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0d0e0f10-1111-2222-3333-444444444444",
+           "pci": {"bus": "0x19", "device_id": "0x2330"}, "memory": {"total_mib": 81559},
+           "power": {"default_limit_w": 700}, "architecture": "hopper",
+           "metrics": {"util_gpu_pct": 95, "power_w": 500}}
+    scen = write(tmp, "shared.json", json.dumps({
+        "scenario_version": 1, "gpus": [gpu],
+        "processes": [
+            {"id": "child", "pid": {"env": "GPUSCOPE_RUN_CHILD_PID"}, "gpu": 0,
+             "used_memory_mib": 1075, "sm_util_pct": 12},
+            {"id": "a", "pid": 999990, "gpu": 0, "name": "tenant-a", "used_memory_mib": 28672,
+             "sm_util_pct": 40},
+            {"id": "b", "pid": 999991, "gpu": 0, "name": "tenant-b", "used_memory_mib": 28672,
+             "sm_util_pct": 40}]}))
+    p, m, rep, _ = gsrun(tmp, "shared", loop, "0", "40", "1", "0", scenario=scen)
+    t.ok(p.returncode == 0 and m and [g.get("index") for g in rep.get("gpus", [])] == [0],
+         "shared GPU: the script ran, GPU 0 is the run's", detail=p.stderr[-1500:])
+    t.ok(pyhelp.near(rep.get("gpu_peak_memory_allocated_gb"), 1075 / 1024, 0.01) and
+         rep.get("gpu_peak_memory_source") == "nvml_processes",
+         "shared GPU: gpu_peak_memory_allocated_gb is the run's process's 1.05 GiB",
+         detail=json.dumps({k: rep.get(k) for k in rep if k.startswith("gpu")}))
+    t.ok((rep.get("gpu_peak_memory_device_gb") or 0) > 50 and
+         rep.get("gpu_other_processes_max") == 2,
+         "shared GPU: the device's memory labelled as such, two other processes",
+         detail=json.dumps({k: rep.get(k) for k in rep if k.startswith("gpu")}))
+    t.ok(pyhelp.near(rep.get("gpu_run_sm_utilization_avg_percent"), 12, 0.05),
+         "shared GPU: the run's own SM utilization (12 %), not the device's 95 %",
+         detail=json.dumps(rep.get("gpus"))[:1500])
+    adv = " ".join(a for f in rep.get("findings", []) for a in f.get("advice", []))
+    t.ok("data_loading" in [f.get("id") for f in rep.get("findings", [])] and
+         "pin_memory" not in adv and "nccl" not in adv,
+         "shared GPU: a CPU torch job gets no CUDA advice (pin_memory, nccl)", detail=adv)
+    t.ok("shared GPU" in p.stderr and "whole device" in p.stderr,
+         "shared GPU: the summary labels the device-wide figures", detail=p.stderr[-1500:])
 
 t.done()

@@ -30,7 +30,7 @@ import sys
 import time
 
 from . import _facts, _native, _profile
-from ._native import (FLAG_CUDA_EVENTS, FLAG_DATA_IN_STEP, NAN, NO_MEM, PH_BACKWARD, PH_COMM,
+from ._native import (FLAG_CUDA_EVENTS, FLAG_DATA_IN_STEP, FLAG_PROFILED, NAN, NO_MEM, PH_BACKWARD, PH_COMM,
                       PH_DATA, PH_FORWARD, PH_N, PH_OPTIMIZER, PH_STEP, PHASES)
 # PHASES also names the two phases of record version 2 (communication_exposed, other),
 # which the native core derives or the loop tracker measures; phase() takes the first six.
@@ -107,13 +107,14 @@ def utilization_estimate(ms):
 class _Pending:
     """A closed CUDA step waiting for its events: (phase, start, end) triples."""
     __slots__ = ("step", "t_begin", "t_end", "ms", "samples", "mem", "events", "step_events",
-                 "adj")
+                 "adj", "flags")
 
-    def __init__(self, step, t_begin, t_end, ms, samples, mem, events, step_events, adj):
+    def __init__(self, step, t_begin, t_end, ms, samples, mem, events, step_events, adj,
+                 flags=0):
         self.step, self.t_begin, self.t_end = step, t_begin, t_end
         self.ms, self.samples, self.mem = ms, samples, mem
         self.events, self.step_events = events, step_events
-        self.adj = adj
+        self.adj, self.flags = adj, flags
 
 
 class Profiler:
@@ -192,6 +193,7 @@ class Profiler:
         # steps wait in _batch until then.
         self.defer_native = False
         self._native_pending = False
+        self._profiled_next = False  # the next step is in a profiler window (step_end)
         self.outcome = {}          # sent in the end record (docs/report.md, OUTCOME)
         self._exposed = NAN        # exposed communication of the open step (loop tracker)
         self._adj = [0.0] * PH_N   # CUDA: host corrections to event-timed phases
@@ -363,16 +365,22 @@ class Profiler:
         self.steps_done += 1
         self.samples_done += samples
         cap = self._capture
-        if cap is not None and (self.steps_done >= cap.wake_step or now >= cap.wake_ns):
-            cap.boundary(self.steps_done)  # else it has nothing to do (_profile.Capture)
+        flags = self._flags | (FLAG_PROFILED if self._profiled_next else 0)
+        if cap is not None:
+            active = cap.prof is not None
+            if self.steps_done >= cap.wake_step or now >= cap.wake_ns:
+                cap.boundary(self.steps_done)  # else it has nothing to do (_profile.Capture)
+            # the next step runs under the profiler, or carries its teardown (the trace
+            # written at the window's end): flagged profiled, out of the step statistics
+            self._profiled_next = active or cap.prof is not None
         if not self.cuda:
-            self._complete(self.step_no, self._flags, self._t0, t_end, ms, samples, NO_MEM)
+            self._complete(self.step_no, flags, self._t0, t_end, ms, samples, NO_MEM)
             return
         end_ev = self._event()
         end_ev.record()
         self._pending.append(_Pending(self.step_no, self._t0, t_end, ms, samples,
                                       self._read_memory(), self._events,
-                                      (self._step_ev, end_ev), adj))
+                                      (self._step_ev, end_ev), adj, flags))
         self._events = []
         self._drain(block=False)
 
@@ -493,7 +501,8 @@ class Profiler:
             if self.data_in_step and ms[PH_DATA] == ms[PH_DATA]:
                 ms[PH_STEP] = max(0.0, ms[PH_STEP] - ms[PH_DATA])
             self._event_pool.extend(p.step_events)
-            self._complete(p.step, FLAG_CUDA_EVENTS | self._flags, p.t_begin, p.t_end, ms, p.samples, p.mem)
+            self._complete(p.step, FLAG_CUDA_EVENTS | p.flags, p.t_begin, p.t_end, ms, p.samples,
+                           p.mem)
 
     def _complete(self, step, flags, t_begin, t_end, ms, samples, mem):
         batch = self._batch

@@ -190,6 +190,8 @@ int gs_agg_step(struct gs_agg *a, const struct gs_step_rec *s)
     }
     if (s->flags & GS_STEP_CUDA_EVENTS)
         r->cuda_events++;
+    k->profiled = (s->flags & GS_STEP_PROFILED) != 0;
+    r->n_profiled += k->profiled;
     if (s->device >= 0)
         r->device = s->device;
     rank_mem(r, s);

@@ -43,6 +43,7 @@ extern const struct gs_agg_thr_reason gs_agg_thr_reasons[GS_AGG_THR_N];
 struct gs_agg_step {
     double t_begin, t_end;
     float ms[GS_PH_ALL]; /* NaN = not measured; GS_PH_OTHER derived when not sent */
+    uint8_t profiled;    /* GS_STEP_PROFILED: out of the step statistics */
 };
 
 struct gs_agg_rank {
@@ -53,6 +54,7 @@ struct gs_agg_rank {
     size_t n_samples;                                  /* steps whose samples were known */
     uint64_t peak_allocated, peak_reserved, mem_total; /* bytes, 0 = unknown */
     unsigned cuda_events;                              /* steps timed by CUDA events */
+    size_t n_profiled;                                 /* steps flagged GS_STEP_PROFILED */
 };
 
 struct gs_agg_idle {

@@ -27,6 +27,7 @@
 
 struct step_sums {
     double data_ms, comm_ms, denom_ms; /* over steps with total_step measured */
+    size_t profiled;                   /* steps flagged profiled (left out of the sums) */
     int data_seen, comm_seen;
     double comm_total_ms;               /* communication, hidden or not */
     double exposed_ms, exposed_comm_ms; /* steps with communication_exposed: it, their comm */
@@ -85,7 +86,7 @@ static json_t *phase_stats(const struct gs_agg *a, int phase, float *buf)
     for (unsigned r = 0; r < a->n_ranks; r++)
         for (size_t i = 0; i < a->ranks[r].n; i++) {
             float v = a->ranks[r].steps[i].ms[phase];
-            if (!isnan(v)) {
+            if (!isnan(v) && !a->ranks[r].steps[i].profiled) {
                 buf[n++] = v;
                 sum += v;
             }
@@ -105,7 +106,7 @@ static void sum_step(struct step_sums *s, const struct gs_agg_step *k)
     double data = k->ms[GS_PH_DATA], step = k->ms[GS_PH_STEP], base, busy = 0;
     int busy_known = 0;
 
-    if (isnan(step))
+    if (isnan(step) || k->profiled) /* a profiler's overhead is not the run's */
         return;
     base = (isnan(data) ? 0 : data) + step;
     s->denom_ms += base;
@@ -154,6 +155,7 @@ static void sum_steps(const struct gs_agg *a, struct step_sums *s)
             s->max_rank_steps = rk->n;
         s->cuda_events += rk->cuda_events;
         s->samples += rk->samples;
+        s->profiled += rk->n_profiled;
         s->samples_known += rk->n_samples;
         for (size_t i = 0; i < rk->n; i++) {
             const struct gs_agg_step *k = &rk->steps[i];
@@ -482,6 +484,31 @@ static double step_wall(const struct gs_agg_step *k)
     return (isnan(k->ms[GS_PH_DATA]) ? 0 : k->ms[GS_PH_DATA]) + k->ms[GS_PH_STEP];
 }
 
+/* "step_wall" in the report's phases: each step's wall time, data + total_step (total_step
+ * leaves the data wait out), over the steps with total_step measured. */
+static json_t *step_wall_stats(const struct gs_agg *a, float *buf)
+{
+    json_t *o = json_object();
+    size_t n = 0;
+    double sum = 0;
+
+    for (unsigned r = 0; r < a->n_ranks; r++)
+        for (size_t i = 0; i < a->ranks[r].n; i++)
+            if (!isnan(a->ranks[r].steps[i].ms[GS_PH_STEP]) && !a->ranks[r].steps[i].profiled) {
+                double v = step_wall(&a->ranks[r].steps[i]);
+                buf[n++] = (float)v;
+                sum += v;
+            }
+    if (n)
+        qsort(buf, n, sizeof *buf, cmp_float);
+    json_object_set_new(o, "mean_ms", n ? json_real(round_ms(sum / (double)n)) : json_null());
+    json_object_set_new(o, "p50_ms", n ? json_real(round_ms(percentile(buf, n, 50))) : json_null());
+    json_object_set_new(o, "p95_ms", n ? json_real(round_ms(percentile(buf, n, 95))) : json_null());
+    json_object_set_new(o, "total_ms", n ? json_real(round_ms(sum)) : json_null());
+    json_object_set_new(o, "count", json_integer((json_int_t)n));
+    return o;
+}
+
 /* The report's entry for GPU index idx, or NULL. */
 static const json_t *gpu_entry(const json_t *gpus, long idx)
 {
@@ -705,6 +732,7 @@ static const char *const report_order[] = {
     "communication_total_seconds",
     "communication_hidden_ratio",
     "steps",
+    "profiled_steps",
     "ranks",
     "energy_joules",
     "throttled_seconds",
@@ -798,10 +826,12 @@ json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
                             ? json_real(fmax(0.0, 1.0 - s.exposed_ms / s.exposed_comm_ms))
                             : json_null());
     json_object_set_new(rep, "steps", json_integer((json_int_t)s.max_rank_steps));
+    json_object_set_new(rep, "profiled_steps", json_integer((json_int_t)s.profiled));
     json_object_set_new(rep, "ranks", json_integer(a->n_ranks));
     phases = json_object();
     for (int p = 0; p < GS_PH_ALL; p++)
         json_object_set_new(phases, gs_phase_name(p), phase_stats(a, p, buf));
+    json_object_set_new(phases, "step_wall", step_wall_stats(a, buf));
     json_object_set_new(rep, "per_rank", per_rank(a, buf, gpus, rep));
     free(buf);
     json_object_set_new(rep, "phases", phases);
@@ -928,6 +958,16 @@ static void print_phases(FILE *out, const json_t *rep, const struct paint *c)
                 fmtnum(b[1], 32, "%.2f", jget(ph, "p50_ms")),
                 fmtnum(b[2], 32, "%.2f", jget(ph, "p95_ms")),
                 fmtnum(b[3], 32, "%.3f", jget(ph, "total_ms") / 1000.0), n);
+    }
+    {
+        const json_t *ph = json_object_get(phases, "step_wall");
+        double n = jget(ph, "count");
+        if (header && n > 0) /* the step's wall time: data + total_step */
+            fprintf(out, "  %-16s %10s %10s %10s %12s %8.0f\n", "step_wall",
+                    fmtnum(b[0], 32, "%.2f", jget(ph, "mean_ms")),
+                    fmtnum(b[1], 32, "%.2f", jget(ph, "p50_ms")),
+                    fmtnum(b[2], 32, "%.2f", jget(ph, "p95_ms")),
+                    fmtnum(b[3], 32, "%.3f", jget(ph, "total_ms") / 1000.0), n);
     }
 }
 

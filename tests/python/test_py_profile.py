@@ -84,6 +84,14 @@ with tempfile.TemporaryDirectory() as tmp:
          detail=names)
     t.ok("profile (steps 4:7" in p.stderr, "the exit summary has a profile line",
          detail=p.stderr[-800:])
+    # the warmup step 3, the window's 4-6 and step 7 (the trace written at the window's end
+    # lands in its data gap) are flagged and left out of the step statistics
+    with open(os.path.join(out, "steps.jsonl")) as f:
+        flagged = [x.get("step") for x in map(json.loads, f) if x.get("profiled")]
+    t.eq(flagged, [3, 4, 5, 6, 7], "steps 3-7 flagged profiled in the step records")
+    t.eq((rep.get("steps"), rep.get("profiled_steps"),
+          (rep.get("phases") or {}).get("total_step", {}).get("count")), (10, 5, 5),
+         "report: 10 steps, 5 profiled, the step statistics over the other 5")
     a = subprocess.run([BIN, "trace", "analyze", os.path.join(out, "profile")],
                        capture_output=True, text=True, timeout=60)
     t.ok(a.returncode == 0 and "top CPU ops" in a.stdout, "gpuscope trace analyze reads it",

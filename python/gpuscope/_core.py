@@ -27,6 +27,7 @@ import math
 import os
 import re
 import sys
+import threading
 import time
 
 from . import _facts, _native, _profile
@@ -193,6 +194,7 @@ class Profiler:
         # steps wait in _batch until then.
         self.defer_native = False
         self._native_pending = False
+        self._open_lock = threading.Lock()
         self._profiled_next = False  # the next step is in a profiler window (step_end)
         self.outcome = {}          # sent in the end record (docs/report.md, OUTCOME)
         self._exposed = NAN        # exposed communication of the open step (loop tracker)
@@ -242,12 +244,16 @@ class Profiler:
             _flight.start(os.environ["GPUSCOPE_RUN_DIR"], self.rank)
         return self
 
-    def open_native(self):
+    def open_native(self, flush=True):
         """Sends the hello of a run started with defer_native (the loop tracker: once its
-        first step has shown the settings it reports) and hands it the steps kept so far."""
-        if self._native_pending:
-            self._native_pending = False
+        first step has shown the settings it reports) and hands it the steps kept so far
+        (flush=False: none can be kept yet, the caller is not the training thread)."""
+        with self._open_lock:
+            if not self._native_pending:
+                return
             self._open_native()
+            self._native_pending = False
+        if flush:
             self._flush()
 
     def _open_native(self):

@@ -44,7 +44,7 @@ from ._native import NAN, PH_BACKWARD, PH_COMM, PH_DATA, PH_FORWARD, PH_OPTIMIZE
 _perf_ns = time.perf_counter_ns
 
 ROOT_STABLE_STEPS = 3
-OPEN_AFTER_NS = 2_000_000_000  # the hello goes at the first step's end, or this far into it
+OPEN_AFTER_S = 10.0  # the hello goes at the first step's end, or this far into it
 COUNTERS = ("data", "forward", "backward", "optimizer_step", "communication", "ddp_models")
 
 
@@ -63,7 +63,7 @@ class _State:
         self.opt_depth = 0
         self.samples = 0          # training samples of the open step
         self.batch_n = 0          # the last fetched batch's samples, until a forward trains on it
-        self.batch_it = None      # the iterator it came from (its loader's settings)
+        self.batch_facts = None   # its loader's settings (no reference to the iterator)
         self.loader_fed = False   # a DataLoader's batches feed the training forwards
         self.seen = {}            # settings the first step showed (facts, sent in the hello)
         self.counts = dict.fromkeys(COUNTERS, 0)
@@ -134,6 +134,11 @@ def _begin(step=True):
     p.data_in_step = True
     p.defer_native = True  # the hello waits for the first step's settings (_open_run)
     p.start()
+    if p._native_pending:
+        import threading
+        timer = threading.Timer(OPEN_AFTER_S, _open_late, args=(p,))
+        timer.daemon = True
+        timer.start()
     if step:
         p.step_begin()
     S.prof = p
@@ -144,12 +149,14 @@ def _begin(step=True):
 # Profiler's accumulators, no phase bookkeeping: one of them is open at a time by
 # construction), through the Profiler's CUDA events on a GPU.
 
-def _open_run(p):
-    """Sends the run's hello once its first step has ended (or has run for OPEN_AFTER_S):
-    the settings the tracker saw (S.seen) join the facts, below those the code gave."""
+def _open_run(p, ended=True):
+    """Sends the run's hello once its first step has ended (ended), or from a timer once it
+    has run OPEN_AFTER_S (a first step that hangs still has its run; its micro-batches are
+    then not known): the settings the tracker saw (S.seen) join the facts, below those the
+    code gave."""
     st = S
     seen = dict(st.seen)
-    if st.step_bwd:  # micro-batches (forward + backward) per optimizer step
+    if ended and st.step_bwd:  # micro-batches (forward + backward) per optimizer step
         seen["step_forwards"] = st.step_fwd
         seen["step_backwards"] = st.step_bwd
         seen.setdefault("gradient_accumulation_steps", st.step_bwd)
@@ -159,7 +166,15 @@ def _open_run(p):
         p.facts = {**seen, **p.facts}
     except Exception:
         pass
-    p.open_native()
+    p.open_native(flush=ended)
+
+
+def _open_late(p):
+    try:
+        if p._native_pending and not S.finished:
+            _open_run(p, ended=False)
+    except Exception as e:
+        _warn(f"the run's hello failed ({e})")
 
 
 def _note_forward(p, module, inputs):
@@ -169,8 +184,8 @@ def _note_forward(p, module, inputs):
     seen = st.seen
     try:
         from . import _facts
-        if st.batch_it is not None and "loader_batch_size" not in seen:
-            seen.update(getattr(st.batch_it, "__gpuscope_facts__", None) or {})
+        if st.batch_facts and "loader_batch_size" not in seen:
+            seen.update(st.batch_facts)
         if "autocast" not in seen:
             torch = sys.modules["torch"]
             if torch.is_autocast_enabled():
@@ -185,8 +200,6 @@ def _note_forward(p, module, inputs):
                 seen.setdefault(k, v)
     except Exception:
         pass
-    if _perf_ns() - p._p0 > OPEN_AFTER_NS:  # a long first step: its settings so far
-        _open_run(p)
 
 
 def _close_top(p):
@@ -276,7 +289,7 @@ def _wrap_next(orig):
         st.counts["data"] += 1
         # the batch's leading dimension (a tuple / list of tensors without recursion): the
         # step's samples once a training forward takes it (an evaluation batch never does)
-        st.batch_it = self
+        st.batch_facts = getattr(self, "__gpuscope_facts__", None)
         try:
             first = batch[0] if type(batch) in (tuple, list) and batch else batch
             if type(first) is _Tensor:

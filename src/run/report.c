@@ -1168,9 +1168,15 @@ static void print_profile(FILE *out, const json_t *rep, const struct paint *c)
     const json_t *p = json_object_get(rep, "profile"), *r;
     size_t i;
 
+    char win[96] = "";
+
     if (!p)
         return;
-    fprintf(out, "%sprofile%s (steps %s, %s)\n", c->bold, c->off, jtext(p, "steps", "?"),
+    /* several windows: the figures below are the last one's, which the label names */
+    if (jget(p, "windows") > 1 && jget(p, "window_first_step") > 0)
+        snprintf(win, sizeof win, "; %.0f windows, the last (from step %.0f) analysed",
+                 jget(p, "windows"), jget(p, "window_first_step"));
+    fprintf(out, "%sprofile%s (steps %s%s, %s)\n", c->bold, c->off, jtext(p, "steps", "?"), win,
             json_is_string(json_object_get(p, "note")) ? jtext(p, "note", "")
                                                        : jtext(p, "dir", ""));
     json_array_foreach(json_object_get(p, "ranks"), i, r)

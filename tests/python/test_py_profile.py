@@ -106,6 +106,8 @@ with tempfile.TemporaryDirectory() as tmp:
          "every: the report analyses the last window")
     t.eq([s["step"] for s in (prof.get("ranks") or [{}])[0].get("steps", [])], [8, 9],
          "every: its steps")
+    t.ok("profile (steps every:4:2; 2 windows, the last (from step 8) analysed" in p.stderr,
+         "every: the summary's label names the window it analyses", detail=p.stderr[-800:])
 
     p, out = run(tmp, "tight", "every:3:2", 9)
     files = sorted(os.listdir(os.path.join(out, "profile"))) if os.path.isdir(

@@ -2,8 +2,10 @@
 gpuscope run on nvml-sim, its GPU at 0 % utilization (idle all along) or 80 %. Checked: the
 report's stacks section (samples at the rate, top functions, phases joined with the step
 records, the idle-GPU breakdown), stacks.svg / stacks.txt in the run directory, the
-stack-based findings (data loading confirmed, host sync at an .item() line), --stacks off, and
-the hang watchdog's dump (which function each rank waits in)."""
+stack-based findings (data loading confirmed, host sync at an .item() line), --stacks off,
+the hang watchdog's dump (which function each rank waits in), and a loop that never imports
+gpuscope: its samples in the phase the zero-code tracker's marks say (data = inside the
+loader's __next__)."""
 import json
 import os
 import subprocess

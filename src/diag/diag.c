@@ -48,6 +48,7 @@ struct diag_facts {
     long prefetch;           /* prefetch_factor */
     int find_unused;         /* ddp_find_unused_parameters: 0 / 1 / -1 */
     int bf16, fp16;          /* 0 / 1 / -1 */
+    int autocast;            /* torch.autocast on in the training forward: 0 / 1 / -1 */
     const char *attn;        /* "eager", "sdpa", "flash_attention_2", ... */
     const char *param_dtype; /* "float32", "bfloat16", ... */
     const char *gpu_name;    /* cuda_device_name, else the first GPU of the report */
@@ -128,6 +129,7 @@ static void diag_read_facts(const json_t *rep, struct diag_in *in)
     f->find_unused = fact_bool(fx, "ddp_find_unused_parameters");
     f->bf16 = fact_bool(fx, "bf16");
     f->fp16 = fact_bool(fx, "fp16");
+    f->autocast = fact_bool(fx, "autocast");
     f->attn = fact_str(fx, "attn_implementation");
     f->param_dtype = fact_str(fx, "param_dtype");
     f->gpu_name = fact_str(fx, "cuda_device_name");
@@ -181,8 +183,12 @@ static void diag_read_outcome(const json_t *rep, struct diag_in *in)
     in->fw = diag_framework(
         json_string_value(json_object_get(json_object_get(rep, "run"), "framework")));
     in->backend = fact_str(fx, "dist_backend");
-    in->cuda = (src && strcmp(src, "cuda_events") == 0) || fact_str(fx, "cuda_device_name") ||
-               json_array_size(json_object_get(rep, "gpus")) > 0;
+    /* CUDA-only advice needs torch to have used a CUDA device: when the torch side reported
+     * (facts.torch_version), a GPU the run's processes were seen on (a shared GPU, another
+     * process of the job) does not make a CPU run a CUDA one */
+    in->cuda =
+        (src && strcmp(src, "cuda_events") == 0) || fact_str(fx, "cuda_device_name") ||
+        (!fact_str(fx, "torch_version") && json_array_size(json_object_get(rep, "gpus")) > 0);
 }
 
 static void diag_read(const json_t *rep, long ncpu, struct diag_in *in)
@@ -850,7 +856,8 @@ static json_t *rule_precision(const struct diag_in *in)
     int fp32 = dt ? strcmp(dt, "float32") == 0 : in->fx.bf16 == 0;
     json_t *f;
 
-    if (!fp32 || in->fx.bf16 == 1 || in->fx.fp16 == 1 || gpu_is_ampere_plus(in->fx.gpu_name) != 1)
+    if (!fp32 || in->fx.bf16 == 1 || in->fx.fp16 == 1 || in->fx.autocast == 1 ||
+        gpu_is_ampere_plus(in->fx.gpu_name) != 1)
         return NULL;
     f = finding(in, "precision", "info", "Training in float32 on %s, which runs bfloat16",
                 in->fx.gpu_name);

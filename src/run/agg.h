@@ -38,6 +38,13 @@ void gs_agg_end(struct gs_agg *a, const struct gs_record_end *e);
 void gs_agg_snapshot(struct gs_agg *a, const struct gs_snapshot *snap, const unsigned char *in_run,
                      double t);
 
+/* The run's own share of its GPUs (after the same cycle's gs_agg_snapshot): proc_in_run[i]
+ * != 0 marks process i of snap as the run's (run/attrib.h gs_attrib_procs). Per GPU of the
+ * run: the memory its processes hold (peak of the sum; per-process readings only), their SM
+ * utilization (nvmlDeviceGetProcessUtilization) and how many other processes share it. */
+void gs_agg_run_procs(struct gs_agg *a, const struct gs_snapshot *snap, const unsigned char *in_run,
+                      const unsigned char *proc_in_run);
+
 /* The driver's own utilization samples of GPU gpu_index (gs_gpu.index; gs_snapshot_util_samples),
  * oldest first, each the mean over the period that ends at its timestamp. Once a GPU has had
  * one, its utilization avg/max (weighted by each sample's period) and its idle periods come

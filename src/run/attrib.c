@@ -155,6 +155,13 @@ int gs_attrib_proc_ours(const struct gs_attrib *run, const struct gs_attrib_tree
     return ours;
 }
 
+void gs_attrib_procs(const struct gs_attrib *run, const struct gs_attrib_tree *tree,
+                     const struct gs_snapshot *snap, unsigned char *proc_in_run)
+{
+    for (unsigned i = 0; i < snap->n_procs; i++)
+        proc_in_run[i] = (unsigned char)gs_attrib_proc_ours(run, tree, snap, i);
+}
+
 unsigned gs_attrib_mark(const struct gs_attrib *run, const struct gs_attrib_tree *tree,
                         const struct gs_snapshot *snap, unsigned char *in_run)
 {

@@ -29,6 +29,7 @@
 
 struct step_sums {
     double data_ms, comm_ms, denom_ms; /* over steps with total_step measured */
+    size_t profiled;                   /* steps flagged profiled (left out of the sums) */
     int data_seen, comm_seen;
     double comm_total_ms;               /* communication, hidden or not */
     double exposed_ms, exposed_comm_ms; /* steps with communication_exposed: it, their comm */
@@ -87,7 +88,7 @@ static json_t *phase_stats(const struct gs_agg *a, int phase, float *buf)
     for (unsigned r = 0; r < a->n_ranks; r++)
         for (size_t i = 0; i < a->ranks[r].n; i++) {
             float v = a->ranks[r].steps[i].ms[phase];
-            if (!isnan(v)) {
+            if (!isnan(v) && !a->ranks[r].steps[i].profiled) {
                 buf[n++] = v;
                 sum += v;
             }
@@ -107,7 +108,7 @@ static void sum_step(struct step_sums *s, const struct gs_agg_step *k)
     double data = k->ms[GS_PH_DATA], step = k->ms[GS_PH_STEP], base, busy = 0;
     int busy_known = 0;
 
-    if (isnan(step))
+    if (isnan(step) || k->profiled) /* a profiler's overhead is not the run's */
         return;
     base = (isnan(data) ? 0 : data) + step;
     s->denom_ms += base;
@@ -156,6 +157,7 @@ static void sum_steps(const struct gs_agg *a, struct step_sums *s)
             s->max_rank_steps = rk->n;
         s->cuda_events += rk->cuda_events;
         s->samples += rk->samples;
+        s->profiled += rk->n_profiled;
         s->samples_known += rk->n_samples;
         for (size_t i = 0; i < rk->n; i++) {
             const struct gs_agg_step *k = &rk->steps[i];
@@ -242,6 +244,15 @@ static json_t *gpu_object(const struct gs_agg_gpu *g, double *energy_sum, int *e
                         g->mem_known ? json_integer((json_int_t)g->mem_peak_bytes) : json_null());
     json_object_set_new(o, "memory_peak_gb",
                         g->mem_known ? json_real(g->mem_peak_bytes / GIB) : json_null());
+    json_object_set_new(o, "run_memory_peak_bytes",
+                        g->run_mem_known ? json_integer((json_int_t)g->run_mem_peak_bytes)
+                                         : json_null());
+    json_object_set_new(o, "run_memory_peak_gb",
+                        g->run_mem_known ? json_real(g->run_mem_peak_bytes / GIB) : json_null());
+    json_object_set_new(o, "run_sm_utilization_avg_percent",
+                        g->run_sm_n ? json_real(100.0 * g->run_sm_sum / (double)g->run_sm_n)
+                                    : json_null());
+    json_object_set_new(o, "other_processes_max", json_integer(g->others_max));
     json_object_set_new(o, "memory_total_bytes",
                         g->mem_total_bytes > 0 ? json_integer((json_int_t)g->mem_total_bytes)
                                                : json_null());
@@ -297,7 +308,10 @@ static json_t *gpu_object(const struct gs_agg_gpu *g, double *energy_sum, int *e
 
 struct devsum {
     double util_avg, util_max; /* percent, NAN = none */
-    double mem_peak_bytes;     /* NAN = none */
+    double mem_peak_bytes;     /* device-wide, NAN = none */
+    double run_mem_peak_bytes; /* the run's processes (largest over its GPUs), NAN = none */
+    double run_sm_avg;         /* their SM utilization, percent (mean over GPUs), NAN = none */
+    unsigned others_max;       /* other processes on one of its GPUs at once */
 };
 
 static json_t *gpus_array(const struct gs_agg *a, struct devsum *d, json_t *report)
@@ -307,7 +321,11 @@ static json_t *gpus_array(const struct gs_agg *a, struct devsum *d, json_t *repo
     int eany = 0, tany = 0;
     unsigned un = 0;
 
-    d->util_avg = d->util_max = d->mem_peak_bytes = NAN;
+    double smsum = 0;
+    unsigned smn = 0;
+
+    d->util_avg = d->util_max = d->mem_peak_bytes = d->run_mem_peak_bytes = d->run_sm_avg = NAN;
+    d->others_max = 0;
     for (unsigned i = 0; i < a->n_gpus; i++) {
         const struct gs_agg_gpu *g = &a->gpus[i];
         double uavg, umax, uper;
@@ -321,9 +339,20 @@ static json_t *gpus_array(const struct gs_agg *a, struct devsum *d, json_t *repo
         }
         if (g->mem_known && (isnan(d->mem_peak_bytes) || g->mem_peak_bytes > d->mem_peak_bytes))
             d->mem_peak_bytes = g->mem_peak_bytes;
+        if (g->run_mem_known &&
+            (isnan(d->run_mem_peak_bytes) || g->run_mem_peak_bytes > d->run_mem_peak_bytes))
+            d->run_mem_peak_bytes = g->run_mem_peak_bytes;
+        if (g->run_sm_n) {
+            smsum += 100.0 * g->run_sm_sum / (double)g->run_sm_n;
+            smn++;
+        }
+        if (g->others_max > d->others_max)
+            d->others_max = g->others_max;
     }
     if (un)
         d->util_avg = usum / un;
+    if (smn)
+        d->run_sm_avg = smsum / smn;
     json_object_set_new(report, "energy_joules", eany ? json_real(esum) : json_null());
     json_object_set_new(report, "throttled_seconds", tany ? json_real(tsum) : json_null());
     return arr;
@@ -464,6 +493,31 @@ static void utilization(const struct devsum *d, const struct step_sums *s, doubl
 static double step_wall(const struct gs_agg_step *k)
 {
     return (isnan(k->ms[GS_PH_DATA]) ? 0 : k->ms[GS_PH_DATA]) + k->ms[GS_PH_STEP];
+}
+
+/* "step_wall" in the report's phases: each step's wall time, data + total_step (total_step
+ * leaves the data wait out), over the steps with total_step measured. */
+static json_t *step_wall_stats(const struct gs_agg *a, float *buf)
+{
+    json_t *o = json_object();
+    size_t n = 0;
+    double sum = 0;
+
+    for (unsigned r = 0; r < a->n_ranks; r++)
+        for (size_t i = 0; i < a->ranks[r].n; i++)
+            if (!isnan(a->ranks[r].steps[i].ms[GS_PH_STEP]) && !a->ranks[r].steps[i].profiled) {
+                double v = step_wall(&a->ranks[r].steps[i]);
+                buf[n++] = (float)v;
+                sum += v;
+            }
+    if (n)
+        qsort(buf, n, sizeof *buf, cmp_float);
+    json_object_set_new(o, "mean_ms", n ? json_real(round_ms(sum / (double)n)) : json_null());
+    json_object_set_new(o, "p50_ms", n ? json_real(round_ms(percentile(buf, n, 50))) : json_null());
+    json_object_set_new(o, "p95_ms", n ? json_real(round_ms(percentile(buf, n, 95))) : json_null());
+    json_object_set_new(o, "total_ms", n ? json_real(round_ms(sum)) : json_null());
+    json_object_set_new(o, "count", json_integer((json_int_t)n));
+    return o;
 }
 
 /* The report's entry for GPU index idx, or NULL. */
@@ -733,6 +787,9 @@ static const char *const report_order[] = {
     "communication_time_ratio",
     "gpu_utilization_source",
     "gpu_peak_memory_source",
+    "gpu_peak_memory_device_gb",
+    "gpu_run_sm_utilization_avg_percent",
+    "gpu_other_processes_max",
     "gpu_busy_estimate_percent",
     "step_busy_estimate_percent",
     "step_busy_estimate_source",
@@ -740,6 +797,7 @@ static const char *const report_order[] = {
     "communication_total_seconds",
     "communication_hidden_ratio",
     "steps",
+    "profiled_steps",
     "ranks",
     "energy_joules",
     "throttled_seconds",
@@ -799,12 +857,23 @@ json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
     throughput(a, meta, &s, rep);
     gpus = gpus_array(a, &d, rep);
     alloc = allocator_object(a, &peak_alloc);
+    /* the run's own memory: torch's allocator, else what NVML lists for the run's processes;
+     * the device's whole use (other tenants included) only when neither is known, and also
+     * as gpu_peak_memory_device_gb, labelled as such */
     json_object_set_new(rep, "gpu_peak_memory_allocated_gb",
-                        jnum((isnan(peak_alloc) ? d.mem_peak_bytes : peak_alloc) / GIB));
+                        jnum((!isnan(peak_alloc)             ? peak_alloc
+                              : !isnan(d.run_mem_peak_bytes) ? d.run_mem_peak_bytes
+                                                             : d.mem_peak_bytes) /
+                             GIB));
     json_object_set_new(rep, "gpu_peak_memory_source",
-                        !isnan(peak_alloc)         ? json_string("allocator")
-                        : !isnan(d.mem_peak_bytes) ? json_string("nvml")
-                                                   : json_null());
+                        !isnan(peak_alloc)             ? json_string("allocator")
+                        : !isnan(d.run_mem_peak_bytes) ? json_string("nvml_processes")
+                        : !isnan(d.mem_peak_bytes)     ? json_string("nvml")
+                                                       : json_null());
+    json_object_set_new(rep, "gpu_peak_memory_device_gb", jnum(d.mem_peak_bytes / GIB));
+    json_object_set_new(rep, "gpu_run_sm_utilization_avg_percent", jnum(d.run_sm_avg));
+    json_object_set_new(rep, "gpu_other_processes_max",
+                        a->n_gpus ? json_integer(d.others_max) : json_null());
     utilization(&d, &s, busy, rep);
     json_object_set_new(rep, "data_loading_time_ratio",
                         jnum(ratio(s.data_ms, s.denom_ms, s.data_seen)));
@@ -823,10 +892,12 @@ json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
                             ? json_real(fmax(0.0, 1.0 - s.exposed_ms / s.exposed_comm_ms))
                             : json_null());
     json_object_set_new(rep, "steps", json_integer((json_int_t)s.max_rank_steps));
+    json_object_set_new(rep, "profiled_steps", json_integer((json_int_t)s.profiled));
     json_object_set_new(rep, "ranks", json_integer(a->n_ranks));
     phases = json_object();
     for (int p = 0; p < GS_PH_ALL; p++)
         json_object_set_new(phases, gs_phase_name(p), phase_stats(a, p, buf));
+    json_object_set_new(phases, "step_wall", step_wall_stats(a, buf));
     json_object_set_new(rep, "per_rank", per_rank(a, buf, gpus, rep));
     free(buf);
     json_object_set_new(rep, "phases", phases);
@@ -938,6 +1009,16 @@ static void print_phases(FILE *out, const json_t *rep, const struct paint *c)
                 fmtnum(b[1], 32, "%.2f", jget(ph, "p50_ms")),
                 fmtnum(b[2], 32, "%.2f", jget(ph, "p95_ms")),
                 fmtnum(b[3], 32, "%.3f", jget(ph, "total_ms") / 1000.0), n);
+    }
+    {
+        const json_t *ph = json_object_get(phases, "step_wall");
+        double n = jget(ph, "count");
+        if (header && n > 0) /* the step's wall time: data + total_step */
+            fprintf(out, "  %-16s %10s %10s %10s %12s %8.0f\n", "step_wall",
+                    fmtnum(b[0], 32, "%.2f", jget(ph, "mean_ms")),
+                    fmtnum(b[1], 32, "%.2f", jget(ph, "p50_ms")),
+                    fmtnum(b[2], 32, "%.2f", jget(ph, "p95_ms")),
+                    fmtnum(b[3], 32, "%.3f", jget(ph, "total_ms") / 1000.0), n);
     }
 }
 
@@ -1109,6 +1190,14 @@ static void print_totals(FILE *out, const json_t *rep)
     total_line(out, "GPU peak memory", !isnan(jget(rep, "gpu_peak_memory_allocated_gb")),
                "%.2f GiB (%s)", jget(rep, "gpu_peak_memory_allocated_gb"),
                jtext(rep, "gpu_peak_memory_source", "unknown"));
+    if (jget(rep, "gpu_other_processes_max") > 0) /* a shared GPU: the device's figures */
+        total_line(out, "shared GPU", 1,
+                   "up to %.0f other process(es); whole device: peak memory %s GiB, "
+                   "utilization %s %% (the run's processes: SM %s %%)",
+                   jget(rep, "gpu_other_processes_max"),
+                   fmtnum(b[0], 32, "%.2f", jget(rep, "gpu_peak_memory_device_gb")),
+                   fmtnum(b[1], 32, "%.1f", jget(rep, "gpu_avg_utilization_percent")),
+                   fmtnum(b[2], 32, "%.1f", jget(rep, "gpu_run_sm_utilization_avg_percent")));
     total_line(out, "allocator peaks", !isnan(pa) || !isnan(pr),
                "allocated %s GiB, reserved %s GiB, gap %s GiB", fmtnum(b[0], 32, "%.2f", pa),
                fmtnum(b[1], 32, "%.2f", pr),
@@ -1150,9 +1239,15 @@ static void print_profile(FILE *out, const json_t *rep, const struct paint *c)
     const json_t *p = json_object_get(rep, "profile"), *r;
     size_t i;
 
+    char win[96] = "";
+
     if (!p)
         return;
-    fprintf(out, "%sprofile%s (steps %s, %s)\n", c->bold, c->off, jtext(p, "steps", "?"),
+    /* several windows: the figures below are the last one's, which the label names */
+    if (jget(p, "windows") > 1 && jget(p, "window_first_step") > 0)
+        snprintf(win, sizeof win, "; %.0f windows, the last (from step %.0f) analysed",
+                 jget(p, "windows"), jget(p, "window_first_step"));
+    fprintf(out, "%sprofile%s (steps %s%s, %s)\n", c->bold, c->off, jtext(p, "steps", "?"), win,
             json_is_string(json_object_get(p, "note")) ? jtext(p, "note", "")
                                                        : jtext(p, "dir", ""));
     json_array_foreach(json_object_get(p, "ranks"), i, r)

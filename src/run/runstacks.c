@@ -75,7 +75,9 @@ struct sample {
 
 struct step {
     int32_t rank;
-    double data_start, begin, fwd_end, bwd_end, opt_end, end;
+    /* first: where the step's time starts (data_start, or t_begin when "other" precedes the
+     * data phase: GS_STEP_DATA_IN_STEP) */
+    double first, data_start, begin, fwd_end, bwd_end, opt_end, end;
 };
 
 struct reading {
@@ -224,18 +226,46 @@ void gs_runstacks_step(struct gs_runstacks *rs, const struct gs_step_rec *s)
     st.rank = s->rank;
     st.begin = s->t_begin;
     st.end = s->t_end;
-    st.data_start = isfinite(ms[GS_PH_DATA]) && ms[GS_PH_DATA] > 0
-                        ? s->t_begin - ms[GS_PH_DATA] / 1000.0
-                        : s->t_begin;
-    /* Host-side order of a step: forward, backward, optimizer, laid end to end from its
-     * begin; what remains until its end is "other". */
-    cur = s->t_begin;
-    cur += isfinite(ms[GS_PH_FORWARD]) ? ms[GS_PH_FORWARD] / 1000.0 : 0;
-    st.fwd_end = cur;
-    cur += isfinite(ms[GS_PH_BACKWARD]) ? ms[GS_PH_BACKWARD] / 1000.0 : 0;
-    st.bwd_end = cur;
-    cur += isfinite(ms[GS_PH_OPTIMIZER]) ? ms[GS_PH_OPTIMIZER] / 1000.0 : 0;
-    st.opt_end = cur;
+    if (s->flags & GS_STEP_DATA_IN_STEP) {
+        /* The loop tracker's marks: the step ends when the optimizer step returns, after
+         * data (the loader's __next__), forward and backward, laid end to end back from its
+         * end; what precedes them since the previous optimizer step (zero_grad, logging) is
+         * "other". begin = where the data phase starts. */
+        double opt = isfinite(ms[GS_PH_OPTIMIZER]) ? ms[GS_PH_OPTIMIZER] / 1000.0 : 0;
+        double bwd = isfinite(ms[GS_PH_BACKWARD]) ? ms[GS_PH_BACKWARD] / 1000.0 : 0;
+        double fwd = isfinite(ms[GS_PH_FORWARD]) ? ms[GS_PH_FORWARD] / 1000.0 : 0;
+        double data = isfinite(ms[GS_PH_DATA]) && ms[GS_PH_DATA] > 0 ? ms[GS_PH_DATA] / 1000.0 : 0;
+
+        st.opt_end = s->t_end;
+        st.bwd_end = st.opt_end - opt;
+        st.fwd_end = st.bwd_end - bwd;
+        st.begin = st.fwd_end - fwd;
+        st.data_start = st.begin - data;
+        if (st.data_start < s->t_begin) { /* phases longer than the step (clock skew): clamp */
+            st.data_start = s->t_begin;
+            if (st.begin < st.data_start)
+                st.begin = st.data_start;
+            if (st.fwd_end < st.begin)
+                st.fwd_end = st.begin;
+            if (st.bwd_end < st.fwd_end)
+                st.bwd_end = st.fwd_end;
+        }
+        st.first = s->t_begin;
+    } else {
+        st.data_start = isfinite(ms[GS_PH_DATA]) && ms[GS_PH_DATA] > 0
+                            ? s->t_begin - ms[GS_PH_DATA] / 1000.0
+                            : s->t_begin;
+        /* Host-side order of a step: forward, backward, optimizer, laid end to end from its
+         * begin; what remains until its end is "other". */
+        cur = s->t_begin;
+        cur += isfinite(ms[GS_PH_FORWARD]) ? ms[GS_PH_FORWARD] / 1000.0 : 0;
+        st.fwd_end = cur;
+        cur += isfinite(ms[GS_PH_BACKWARD]) ? ms[GS_PH_BACKWARD] / 1000.0 : 0;
+        st.bwd_end = cur;
+        cur += isfinite(ms[GS_PH_OPTIMIZER]) ? ms[GS_PH_OPTIMIZER] / 1000.0 : 0;
+        st.opt_end = cur;
+        st.first = st.data_start;
+    }
     pthread_mutex_lock(&rs->mu);
     if (rs->nsteps < MAX_STEPS)
         rs->steps[rs->nsteps++] = st;
@@ -915,7 +945,7 @@ static int cmp_step(const void *a, const void *b)
     const struct step *x = a, *y = b;
     if (x->rank != y->rank)
         return x->rank < y->rank ? -1 : 1;
-    return x->begin < y->begin ? -1 : x->begin > y->begin;
+    return x->first < y->first ? -1 : x->first > y->first;
 }
 
 static const char *const phase_names[] = {"data",           "forward", "backward",
@@ -926,11 +956,11 @@ static unsigned phase_of(const struct gs_runstacks *rs, int rank, double t)
     uint32_t lo = 0, hi = rs->nsteps, best = UINT32_MAX;
     const struct step *s;
 
-    /* last step of `rank` with data_start <= t */
+    /* last step of `rank` with first <= t */
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
         const struct step *m = &rs->steps[mid];
-        if (m->rank < rank || (m->rank == rank && m->data_start <= t)) {
+        if (m->rank < rank || (m->rank == rank && m->first <= t)) {
             if (m->rank == rank)
                 best = mid;
             lo = mid + 1;
@@ -941,6 +971,8 @@ static unsigned phase_of(const struct gs_runstacks *rs, int rank, double t)
     if (best == UINT32_MAX)
         return 5;
     s = &rs->steps[best];
+    if (t < s->data_start)
+        return 4; /* before the data phase, after the previous optimizer step: "other" */
     if (t < s->begin)
         return 0;
     if (t < s->fwd_end)

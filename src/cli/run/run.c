@@ -167,7 +167,8 @@ static void on_close(void *vctx, const struct gs_peer *peer)
 /* Adds to in_run the GPUs of CMD's process tree and those its hello records named, through
  * the CUDA_VISIBLE_DEVICES that CMD inherited (cvd; run/attrib.h). */
 static void run_mark_gpus(struct run_ctx *c, struct gs_attrib_tree *tree, const char *cvd,
-                          const struct gs_snapshot *snap, unsigned char *in_run)
+                          const struct gs_snapshot *snap, unsigned char *in_run,
+                          unsigned char *proc_in_run)
 {
     int32_t devices[GS_RECORD_MAX_DEVICES];
     pid_t root = c->child;
@@ -186,6 +187,8 @@ static void run_mark_gpus(struct run_ctx *c, struct gs_attrib_tree *tree, const 
     if (snap->n_procs > 0 && gs_attrib_tree_read(tree, snap, NULL) != 0)
         a.descendants = 0;
     gs_attrib_mark(&a, tree, snap, in_run);
+    if (proc_in_run)
+        gs_attrib_procs(&a, tree, snap, proc_in_run);
 }
 
 /* The watchdog's GPU readings (runstacks.h): the device's utilization and power, or on a GPU
@@ -235,7 +238,8 @@ static void *run_sampler_thread(void *arg)
     struct run_ctx *c = arg;
     unsigned n = gs_sampler_gpu_count(c->sampler);
     struct gs_snapshot *snap = NULL;
-    unsigned char *in_run = calloc(n ? n : 1, 1);
+    unsigned char *in_run = calloc(n ? n : 1, 1), *procs = NULL;
+    unsigned procs_cap = 0;
     struct gs_attrib_tree tree = {0};
     const char *env_cvd = getenv("CUDA_VISIBLE_DEVICES");
     char cvd[1024];
@@ -251,8 +255,8 @@ static void *run_sampler_thread(void *arg)
     }
     snprintf(cvd, sizeof cvd, "%s", env_cvd ? env_cvd : "");
     /* with the driver's utilization samples since the previous cycle (run/usamp.h) */
-    want = GS_WANT_PROCS | GS_WANT_UTIL_SAMPLES | (gs_attrib_cvd_mig(cvd) ? GS_WANT_MIG : 0) |
-           (c->rs ? GS_WANT_PROC_UTIL : 0); /* the watchdog's gate on a shared GPU */
+    want = GS_WANT_PROCS | GS_WANT_PROC_UTIL | GS_WANT_UTIL_SAMPLES |
+           (gs_attrib_cvd_mig(cvd) ? GS_WANT_MIG : 0);
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
         struct timespec until;
@@ -261,10 +265,19 @@ static void *run_sampler_thread(void *arg)
         pthread_mutex_unlock(&c->mu);
         if (gs_sampler_sample(c->sampler, snap, want, &err) == GS_OK) {
             failing = 0;
-            run_mark_gpus(c, &tree, cvd, snap, in_run);
+            if (snap->n_procs > procs_cap) { /* the run's processes among them */
+                unsigned char *p = realloc(procs, snap->n_procs);
+                if (p) {
+                    procs = p;
+                    procs_cap = snap->n_procs;
+                }
+            }
+            run_mark_gpus(c, &tree, cvd, snap, in_run, snap->n_procs <= procs_cap ? procs : NULL);
             /* and what the driver sampled (~6 a second) on the run's GPUs since the previous
              * cycle (the sampler's open at first) */
             gs_session_snapshot(c->session, snap, in_run, 1);
+            if (snap->n_procs && snap->n_procs <= procs_cap)
+                gs_session_run_procs(c->session, snap, in_run, procs);
             if (c->rs)
                 run_stacks_gpus(c, &tree, snap, in_run);
             pthread_mutex_lock(&c->store_mu);
@@ -287,6 +300,7 @@ static void *run_sampler_thread(void *arg)
     pthread_mutex_unlock(&c->mu);
     gs_snapshot_free(snap);
     free(in_run);
+    free(procs);
     gs_attrib_tree_free(&tree);
     return NULL;
 }

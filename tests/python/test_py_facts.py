@@ -129,8 +129,9 @@ def gsrun(tmp, name, script, *args, scenario=None):
 
 
 def samples_of(rep):
-    """The report's training samples: samples/s x the runtime it was computed over."""
-    sps, rt = rep.get("train_samples_per_second"), rep.get("train_runtime")
+    """The report's training samples: samples/s x the time it was computed over (the steps'
+    span; train_runtime is the job's wall time under gpuscope run, docs/report.md)."""
+    sps, rt = rep.get("train_samples_per_second"), rep.get("steps_span_seconds")
     return sps * rt if sps is not None and rt else None
 
 

@@ -10,6 +10,7 @@ procfs reads are real and the same) and the PCIe throughput call not sleeping:
 
 - instructions of one run (valgrind callgrind's total: the same on a loaded machine), and
   NVML calls of one run (nvml-sim's NVML_SIM_COUNT);
+- minor page faults of the last run (wait4);
 - CPU time (user + system of the child from wait4, spawned with posix_spawn), RUNS rounds
   (default 41) in which every command runs once, in turn: the median and the spread
   (25th-75th percentile) per command, so a load that comes and goes hits all alike.
@@ -41,7 +42,7 @@ def run_once(cmd, env):
     _, status, ru = os.wait4(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit("%s failed (status %d)" % (" ".join(cmd), status))
-    return (ru.ru_utime + ru.ru_stime) * 1000.0
+    return (ru.ru_utime + ru.ru_stime) * 1000.0, ru.ru_minflt
 
 
 def instructions(cmd, env, tmp):
@@ -107,16 +108,19 @@ def main():
         for _, cmd, e in cmds:  # warm-up (page cache)
             run_once(cmd, e)
         cpu = {name: [] for name, _, _ in cmds}
+        faults = {}
         for _ in range(runs):
             for name, cmd, e in cmds:
-                cpu[name].append(run_once(cmd, e))
-        print("| command | NVML calls | instructions (callgrind) | CPU ms median | "
+                ms, faults[name] = run_once(cmd, e)
+                cpu[name].append(ms)
+        print("| command | NVML calls | instructions (callgrind) | minor faults | CPU ms median | "
               "spread (p25-p75) |")
-        print("|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|")
         for name, cmd, e in cmds:
             q = statistics.quantiles(cpu[name], n=4)
-            print("| %s | %s | {:,} | %.2f | %.2f-%.2f |".format(instructions(cmd, e, tmp))
-                  % (name, nvml_calls(cmd, e, tmp), statistics.median(cpu[name]), q[0], q[2]))
+            print("| %s | %s | {:,} | %d | %.2f | %.2f-%.2f |".format(instructions(cmd, e, tmp))
+                  % (name, nvml_calls(cmd, e, tmp), faults[name], statistics.median(cpu[name]),
+                     q[0], q[2]))
         print("\n%d rounds, each command once per round in turn." % runs)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

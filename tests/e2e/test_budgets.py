@@ -62,7 +62,7 @@ NVML_MARGIN = 2
 # the dynamic loader's (its probes follow the machine's library paths and CPU level) and
 # procfs reads; the margin of 10 % covers another machine's loader, not a new loop per GPU or
 # per process.
-SYSCALLS_TODAY = 139
+SYSCALLS_TODAY = 135
 SYSCALLS_BUDGET = SYSCALLS_TODAY * 110 // 100
 
 

@@ -21,6 +21,10 @@ echo "### Start-up and call cost (bench/startup.py $BUILD 200)"
 echo
 /usr/bin/python3 bench/startup.py "$BUILD" 200
 echo
+echo "### The floor: one-shot commands against bench/floor.c and nvtop -s (bench/floor.py $BUILD 41)"
+echo
+/usr/bin/python3 bench/floor.py "$BUILD" 41 $(command -v nvtop || true)
+echo
 echo "### One-shot commands (bench/oneshot.py $BUILD 20)"
 echo
 /usr/bin/python3 bench/oneshot.py "$BUILD" 20

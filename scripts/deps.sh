@@ -39,6 +39,8 @@ PKGS="$PKGS clang-format"
 # libncurses-dev: `gpuscope top`'s screen (src/top/); tmux: its end-to-end tests drive it
 # in a real terminal (tests/e2e/test_top.py).
 PKGS="$PKGS libncurses-dev tmux"
+# strace: the system-call budget of the quick check (tests/e2e/test_budgets.py).
+PKGS="$PKGS strace"
 # web/node_modules: uPlot (embedded into the binary at build time) and playwright-core (the
 # browser test), exactly as web/package-lock.json pins them; again when the lock file changed.
 web_deps() {

@@ -453,6 +453,7 @@ struct gs_procfs {
     unsigned n_users, cap_users;
     unsigned n_fds;               /* stat descriptors kept open in seen[] */
     char pods_dir[PATH_MAX - 64]; /* Kubernetes pod log directories (k8s.h); "": off */
+    int no_jobs;                  /* gs_procfs_set_jobs(pf, 0): cgroups not read */
 };
 
 /* Opens root/pid/name (pid 0: root/name) read-only; -1 with errno set on failure. */
@@ -743,6 +744,11 @@ void gs_procfs_set_pods_dir(struct gs_procfs *pf, const char *dir)
     strcpy(pf->pods_dir, dir);
 }
 
+void gs_procfs_set_jobs(struct gs_procfs *pf, int on)
+{
+    pf->no_jobs = !on;
+}
+
 /* The Kubernetes names of p's pod (p->pod_uid from its cgroup), read with the other details
  * that do not change while a process lives. */
 static void pf_pod_names(const struct gs_procfs *pf, struct gs_proc *p)
@@ -801,7 +807,7 @@ int gs_procfs_fill(struct gs_procfs *pf, unsigned pid, int64_t now_ns, struct gs
         p->user[0] = '\0';
     }
 
-    n = pf_read(pf, pid, "cgroup", buf, sizeof buf);
+    n = pf->no_jobs ? 0 : pf_read(pf, pid, "cgroup", buf, sizeof buf);
     gs_procfs_parse_cgroup(buf, n > 0 ? (size_t)n : 0, &job);
     p->job_kind = job.kind;
     memcpy(p->container_id, job.container_id, sizeof p->container_id);

@@ -93,6 +93,10 @@ int gs_procfs_open(struct gs_procfs **out, const char *root, struct gs_err *err)
  * the lookup off. Longer than PATH_MAX - 64: off. */
 void gs_procfs_set_pods_dir(struct gs_procfs *pf, const char *dir);
 
+/* on 0: gs_procfs_fill leaves a process's job (container, pod, Slurm job) empty without
+ * reading its cgroup; 1 (the default): reads it. */
+void gs_procfs_set_jobs(struct gs_procfs *pf, int on);
+
 /* Starts a cycle; pids not filled between begin and end are forgotten at end. */
 void gs_procfs_begin(struct gs_procfs *pf);
 

@@ -595,6 +595,31 @@ static void reader_fake_tree(void **state)
     gs_procfs_close(pf);
 }
 
+/* gs_procfs_set_jobs(pf, 0) (the quick check without --show-container): the cgroup is not
+ * read, so the job stays empty while the rest is filled. */
+static void reader_skips_jobs(void **state)
+{
+    struct fake *fk = *state;
+    struct gs_procfs *pf = NULL;
+    struct gs_proc p;
+    long hz = sysconf(_SC_CLK_TCK);
+
+    fake_proc(fk, 4242, "very_long_proce", 100, 5 * (unsigned long long)hz);
+    assert_int_equal(gs_procfs_open(&pf, fk->root, NULL), GS_OK);
+    gs_procfs_set_jobs(pf, 0);
+    memset(&p, 0, sizeof p);
+    gs_procfs_begin(pf);
+    assert_int_equal(gs_procfs_fill(pf, 4242, 1000000000LL, &p), GS_OK);
+    gs_procfs_end(pf);
+    assert_int_equal(p.host_st, GS_ST_OK);
+    assert_string_equal(p.cmdline, "/usr/bin/very_long_process_name --flag");
+    assert_string_equal(p.user, "root");
+    assert_int_equal(p.job_kind, 0);
+    assert_string_equal(p.container_id, "");
+    assert_string_equal(p.pod_uid, "");
+    gs_procfs_close(pf);
+}
+
 static void reader_vanished_pid(void **state)
 {
     struct fake *fk = *state;
@@ -761,6 +786,7 @@ int main(void)
         cmocka_unit_test(stat_malformed),
         cmocka_unit_test(status_and_btime),
         cmocka_unit_test_setup_teardown(reader_fake_tree, fake_setup, fake_teardown),
+        cmocka_unit_test_setup_teardown(reader_skips_jobs, fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(oneoff_reads, fake_setup, fake_teardown),
         cmocka_unit_test(reader_kept_stat_descriptor),
         cmocka_unit_test_setup_teardown(reader_vanished_pid, fake_setup, fake_teardown),

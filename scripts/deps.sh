@@ -36,6 +36,8 @@ PKGS="$PKGS clang-format"
 # libncurses-dev: `gpuscope top`'s screen (src/top/); tmux: its end-to-end tests drive it
 # in a real terminal (tests/e2e/test_top.py).
 PKGS="$PKGS libncurses-dev tmux"
+# pandoc: the man pages made from docs/*.md at build time (docs/meson.build, docs/install.md).
+PKGS="$PKGS pandoc"
 # web/node_modules: uPlot (embedded into the binary at build time) and playwright-core (the
 # browser test), exactly as web/package-lock.json pins them; again when the lock file changed.
 web_deps() {

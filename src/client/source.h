@@ -61,6 +61,14 @@ struct gs_source_opts {
     const struct gs_http_opts *http;
 };
 
+/* After a failure to open NVML (rc GS_ENOLIB or GS_ENODRIVER; nothing for other codes): one
+ * line on stderr, "PROG: hint: ...", naming the caller's running `gpuscope demo` (its
+ * demo-agent.sock in the user's runtime dir, base/userdir.h, answering) and how to read it, or
+ * else `gpuscope demo` itself. smi_mode: the caller is an nvidia-smi mode (the table, -L, -q,
+ * dmon, pmon), which reads NVML only, so the line points at `gpuscope` instead. The demo is never
+ * read without being asked (docs/agent.md). */
+void gs_source_hint_no_driver(int rc, const char *prog, bool smi_mode);
+
 /* Opens the source o picks (see above); NULL o is GS_SOURCE_AUTO with no option set. Errors:
  * the sampler's (NVML), GS_EIO (GS_SOURCE_AGENT: no socket or no answer; the message says
  * which), http.h's (a host). An HTTP source makes no request here. On failure *out is

@@ -390,6 +390,7 @@ int gs_cli_quick(int argc, char **argv)
     if (rc != GS_OK) {
         fflush(stdout);
         fprintf(stderr, "gpuscope: %s\n", err.msg[0] ? err.msg : gs_strerror(rc));
+        gs_source_hint_no_driver(rc, "gpuscope", false);
     }
     return gs_rc_exit_code(rc);
 }

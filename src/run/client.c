@@ -37,6 +37,7 @@
 
 #include "base/clock.h"
 #include "base/ticker.h"
+#include "base/userdir.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
@@ -344,15 +345,12 @@ static void connect_receiver(struct gs_run *run)
         }
     }
     run->fd = connect_seqpacket(path);
-    if (run->fd < 0 && by_default) {
-        /* An agent run by a user (not systemd, not root) listens in its runtime dir. */
-        const char *xdg = getenv("XDG_RUNTIME_DIR");
-        if (xdg && *xdg &&
-            snprintf(user_sock, sizeof user_sock, "%s/gpuscope/steps.sock", xdg) <
-                (int)sizeof user_sock) {
-            path = user_sock;
-            run->fd = connect_seqpacket(path);
-        }
+    if (run->fd < 0 && by_default &&
+        gs_user_runtime_path(user_sock, sizeof user_sock, "steps.sock") == 0) {
+        /* An agent run by a user (not systemd, not root), or that user's `gpuscope demo`,
+         * listens in the user's runtime dir (base/userdir.h). */
+        path = user_sock;
+        run->fd = connect_seqpacket(path);
     }
     if (run->fd < 0) {
         if (named)

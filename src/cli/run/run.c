@@ -43,6 +43,7 @@
 #include "base/clock.h"
 #include "base/dirfile.h"
 #include "base/term.h"
+#include "base/userdir.h"
 #include "cli/cli.h"
 #include "client/agent_client.h"
 #include "diag/diag.h"
@@ -548,7 +549,7 @@ static int run_child_names(struct run_ctx *c, const struct run_opts *o)
 {
     struct stat st;
     char user_sock[PATH_MAX];
-    const char *agent = getenv("GPUSCOPE_AGENT_SOCKET"), *xdg = getenv("XDG_RUNTIME_DIR");
+    const char *agent = getenv("GPUSCOPE_AGENT_SOCKET");
 
     if ((o->job && setenv("GPUSCOPE_JOB", o->job, 1) != 0) ||
         (o->name && setenv("GPUSCOPE_RUN_NAME", o->name, 1) != 0) ||
@@ -568,9 +569,8 @@ static int run_child_names(struct run_ctx *c, const struct run_opts *o)
     /* the package's own lookup of the agent (docs/python.md, WHERE RECORDS GO) */
     if (!agent || agent[0] != '/') {
         agent = "/run/gpuscope/steps.sock";
-        if ((stat(agent, &st) != 0 || !S_ISSOCK(st.st_mode)) && xdg && *xdg &&
-            snprintf(user_sock, sizeof user_sock, "%s/gpuscope/steps.sock", xdg) <
-                (int)sizeof user_sock)
+        if ((stat(agent, &st) != 0 || !S_ISSOCK(st.st_mode)) &&
+            gs_user_runtime_path(user_sock, sizeof user_sock, "steps.sock") == 0)
             agent = user_sock;
     }
     if (stat(agent, &st) == 0 && S_ISSOCK(st.st_mode))

@@ -7,7 +7,9 @@ To see the run's state between the restart and the resume, the training is stopp
 while the agent restarts: the new agent lists the run `interrupted` with the steps stored before
 the stop; once the training goes on (SIGCONT) the same run is `running` again, and at its end
 `ended` with at least 95 % of the steps the script counted itself, one run of that name (same
-id), and its report's records_dropped (what the sender could not pass on) said.
+id), and its report's records_dropped (what the sender could not pass on) said. A second
+restart leaves the training going on for a second without an agent: its steps wait in the
+package's queue and reach the same run.
 """
 import json
 import os
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -31,7 +34,7 @@ SOCK = os.path.join(tmp, "steps.sock")
 DATA = os.path.join(tmp, "data")
 COUNT = os.path.join(tmp, "count.json")
 NAME = "resume-me"
-STEPS = 150
+STEPS = 250
 
 # No gpuscope import: the auto sitecustomize times the loop (one step per optimizer step).
 TRAIN = textwrap.dedent("""
@@ -97,6 +100,16 @@ try:
                          10)
     t.ok(resumed and resumed[0].get("id") == rid,
          "the package reconnects: the same run is running again", detail=run_of(base, NAME))
+    # again, the training going on while the agent is away for a second: its steps wait in
+    # the package's queue and reach the resumed run
+    mid = (resumed or [{}])[0].get("steps") or 0
+    more = wait_until(lambda: [r for r in run_of(base, NAME) if (r.get("steps") or 0) >= mid + 20],
+                      20)
+    t.ok(more, "steps arrive after the resume", detail=run_of(base, NAME))
+    stop_agent(ap)
+    time.sleep(1.0)
+    ap, base, up = agent()
+    t.ok(up and job.poll() is None, "the agent is back while the training goes on")
     out, err = job.communicate(timeout=60)
     t.ok(job.returncode == 0, "the training finished", detail=err[-400:])
     with open(COUNT) as f:

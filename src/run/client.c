@@ -68,6 +68,11 @@ struct gs_run {
     /* sender */
     int fd;
     int agent_fd; /* the node's agent too, under gpuscope run ($GPUSCOPE_RUN_AGENT_SOCKET) */
+    /* the sender thread's: that agent's path once it answered, when to dial it again, the
+     * steps it missed while away (its hello's "dropped") */
+    char agent_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    int64_t agent_next_ns, agent_backoff_ns;
+    uint64_t agent_dropped;
     bool sender_on;
     pthread_t sender;
     struct gs_step_rec *ring;
@@ -392,16 +397,45 @@ static void connect_receiver(struct gs_run *run)
             close(run->agent_fd);
             run->agent_fd = -1;
         }
+        /* an agent that was there at the start is dialled again when it goes away */
+        if (run->agent_fd >= 0)
+            snprintf(run->agent_path, sizeof run->agent_path, "%s", agent);
     }
 }
 
-/* The record to the agent too (sender thread only); its first failure ends that. */
+/* The record to the agent too (sender thread only). An agent that goes away (a restart) is
+ * dialled again with the receiver's backoff, at a record's turn, and given the hello again
+ * (same token, the records it missed meanwhile as "dropped"); the records of the time between
+ * reach the run's own receiver only. */
 static void send_agent(struct gs_run *run, const struct gs_record *rec)
 {
-    if (run->agent_fd >= 0 && send_record(run->agent_fd, rec) != 0) {
+    if (run->agent_fd < 0 && run->agent_path[0] && gs_clock_mono_ns() >= run->agent_next_ns) {
+        struct gs_record hello = {.type = GS_REC_HELLO};
+        hello.u.hello = run->hello;
+        hello.u.hello.dropped = (int64_t)run->agent_dropped;
+        run->agent_fd = connect_seqpacket(run->agent_path);
+        if (run->agent_fd >= 0 && send_record(run->agent_fd, &hello) != 0) {
+            close(run->agent_fd);
+            run->agent_fd = -1;
+        }
+        if (run->agent_fd < 0) {
+            run->agent_next_ns = gs_clock_mono_ns() + run->agent_backoff_ns;
+            run->agent_backoff_ns = run->agent_backoff_ns * 2 > RECONNECT_MAX_NS
+                                        ? RECONNECT_MAX_NS
+                                        : run->agent_backoff_ns * 2;
+        }
+    }
+    if (run->agent_fd >= 0 && send_record(run->agent_fd, rec) == 0) {
+        run->agent_backoff_ns = RECONNECT_FIRST_NS;
+        return;
+    }
+    if (run->agent_fd >= 0) {
         close(run->agent_fd);
         run->agent_fd = -1;
+        run->agent_next_ns = gs_clock_mono_ns() + run->agent_backoff_ns;
     }
+    if (run->agent_path[0] && rec->type == GS_REC_STEP)
+        run->agent_dropped++;
 }
 
 /* Reads the control messages waiting on fd (never blocks; sender thread only) and keeps the
@@ -734,6 +768,7 @@ GS_API struct gs_run *gs_run_open(const char *config_json, char *err, size_t err
     }
     run->fd = -1;
     run->agent_fd = -1;
+    run->agent_backoff_ns = RECONNECT_FIRST_NS;
     pthread_mutex_init(&run->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -9,7 +9,9 @@ the stop; once the training goes on (SIGCONT) the same run is `running` again, a
 `ended` with at least 95 % of the steps the script counted itself, one run of that name (same
 id), and its report's records_dropped (what the sender could not pass on) said. A second
 restart leaves the training going on for a second without an agent: its steps wait in the
-package's queue and reach the same run.
+package's queue and reach the same run. Under `gpuscope run` (the package's receiver is
+`gpuscope run`, the agent gets a copy on a second connection) the agent's copy is resumed too,
+and the steps it missed while away are counted in its records_dropped.
 """
 import json
 import os
@@ -24,7 +26,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pyhelp  # noqa: E402
 from pyhelp import PYROOT, PYTHON, Tap  # noqa: E402
-from gsenv import clean_up, get_json, sim_env, start_agent, stop_agent, wait_until  # noqa: E402
+from gsenv import BIN, clean_up, get_json, sim_env, start_agent, stop_agent, wait_until  # noqa: E402
 
 t = Tap()
 tmp = tempfile.mkdtemp(prefix="gs-resume.")
@@ -127,6 +129,31 @@ try:
          "the report says what the sender dropped while the agent was away (%s)"
          % ro.get("records_dropped"), detail=ro)
     t.eq(ro.get("interrupted"), None, "a resumed run that ended normally is not 'interrupted'")
+
+    # under `gpuscope run` (its own receiver), the copy its run sends the agent resumes too
+    out = os.path.join(tmp, "gsrun")
+    env2 = pyhelp.child_env(NO_COLOR="1", GPUSCOPE_AGENT_SOCKET=SOCK)
+    job2 = subprocess.Popen([BIN, "run", "--name", "gsrun-resume", "--out", out, "--", PYTHON,
+                             script, "200", COUNT], env=env2, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    procs.append(job2)
+    first = wait_until(lambda: [r for r in run_of(base, "gsrun-resume")
+                                if (r.get("steps") or 0) >= 20], 40)
+    t.ok(first, "gpuscope run: the run is on the agent too", detail=run_of(base, "gsrun-resume"))
+    stop_agent(ap)
+    ap, base, up = agent()
+    out2, err2 = job2.communicate(timeout=90)
+    t.ok(job2.returncode == 0, "gpuscope run: the training finished", detail=err2[-400:])
+    end = wait_until(lambda: [r for r in run_of(base, "gsrun-resume")
+                              if r.get("state") == "ended"], 10)
+    allr = run_of(base, "gsrun-resume")
+    got = (end or [{}])[0].get("steps") or 0
+    code, rep = get_json("%s/api/v1/runs/%s" % (base, (end or [{}])[0].get("id")))
+    missed = rep.get("run", {}).get("records_dropped")
+    t.ok(len(allr) == 1 and end and end[0].get("id") == (first or [{}])[0].get("id") and
+         isinstance(missed, int) and got + missed == 200,
+         "gpuscope run: the agent's copy is resumed, one run; its steps (%d) and those it "
+         "missed while away (%s) make the script's 200" % (got, missed), detail=allr)
 finally:
     clean_up(procs, [tmp])
 pyhelp.exit_now(t.done())

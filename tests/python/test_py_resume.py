@@ -154,6 +154,10 @@ try:
          isinstance(missed, int) and got + missed == 200,
          "gpuscope run: the agent's copy is resumed, one run; its steps (%d) and those it "
          "missed while away (%s) make the script's 200" % (got, missed), detail=allr)
+    with open(os.path.join(out, "steps.jsonl")) as f:
+        jsonl = f.read()
+    t.ok('"hello"' in jsonl and '"token"' not in jsonl and "token" not in json.dumps(rep),
+         "the resume token is in no file and no answer (steps.jsonl, the agent's report)")
 finally:
     clean_up(procs, [tmp])
 pyhelp.exit_now(t.done())

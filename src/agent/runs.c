@@ -555,7 +555,7 @@ static void run_finish(struct gs_runs *r, struct run *run, const char *why, int 
 
 /* A connection of run ended (end record or close): the run ends with its last one, unless it
  * went away without an end and the run has a resume token: then the run stays in the table,
- * interrupted, for resume_timeout_s (run_resume, runs_tick). */
+ * interrupted, for resume_timeout_s (run_resume, on_tick). */
 static void run_detach(struct gs_runs *r, struct run *run, uint64_t conn_id, const char *why,
                        int ended)
 {
@@ -610,7 +610,6 @@ static struct run *run_resume(struct gs_runs *r, const struct gs_peer *peer,
     if (run) {
         run->conns[run->n_conns++] = conn;
         run->interrupted_s = 0;
-        run->pid = peer->pid;
         run->refs++;
         r->st.runs_resumed++;
     }

@@ -141,7 +141,8 @@ unsigned gs_runs_stalled(struct gs_runs *r, double now, double factor, double mi
                          unsigned char *stalled, unsigned n);
 
 /* Stops the receiver: every live run ends as if its connection closed (report computed and
- * stored). NULL is allowed. */
+ * stored), but for a run with a resume token (resume_timeout_s > 0, history on), left without
+ * an end in the history for the next agent to put back. NULL is allowed. */
 void gs_runs_close(struct gs_runs *r);
 
 #endif

@@ -641,7 +641,8 @@ static void *sender_main(void *arg)
             rec.u.end = run->end;
             pthread_mutex_unlock(&run->mu);
             bool ok = !gave_up && send_record(run->fd, &rec) == 0;
-            send_agent(run, &rec);
+            if (ok || gave_up) /* once: a second end would start a run there */
+                send_agent(run, &rec);
             pthread_mutex_lock(&run->mu);
             if (!ok && !gave_up) {
                 went_down(run, &backoff_ns, &next_ns);

@@ -98,8 +98,7 @@ static const struct key keys[] = {
     {"runs_resume_timeout", KEY_UINT, offsetof(struct gs_agent_config, runs_resume_timeout_s), 0,
      86400, NULL, "300",
      "seconds a run whose sender went away (or that an agent restart left) stays interrupted, "
-     "waiting for its sender to resume it, before it is ended; 0: ended at once; restart to "
-     "change",
+     "waiting for its sender to resume it, before it is ended; 0: ended at once",
      RESTART},
     {"http_conn_per_uid", KEY_UINT, offsetof(struct gs_agent_config, http_conn_per_uid), 1, 65536,
      NULL, "32", "HTTP connections one local uid (unix socket or loopback TCP) may hold at once",

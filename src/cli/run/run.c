@@ -69,7 +69,17 @@ static void run_kept(void *vctx, const struct gs_peer *peer, const struct gs_rec
 {
     struct run_ctx *c = vctx;
     char buf[GS_RECORD_MAX + 64];
-    int n = gs_record_encode(rec, buf, sizeof buf);
+    struct gs_record shown;
+    int n;
+
+    /* a hello's resume token is the sender's and the agent's business, never in a file */
+    if (rec->type == GS_REC_HELLO && rec->u.hello.token[0]) {
+        shown = *rec;
+        shown.u.hello.token[0] = '\0';
+        n = gs_record_encode(&shown, buf, sizeof buf);
+    } else {
+        n = gs_record_encode(rec, buf, sizeof buf);
+    }
 
     pthread_mutex_lock(&c->mu);
     switch (rec->type) {

@@ -849,7 +849,7 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
             c->http_burst);
     fprintf(out, "http_conn_per_uid = %u\n", c->http_conn_per_uid);
     fprintf(out, "runs_per_uid = %u\n", c->runs_per_uid);
-    fprintf(out, "runs_resume_timeout = %us\n", c->runs_resume_timeout_s);
+    fprintf(out, "runs_resume_timeout = %u\n", c->runs_resume_timeout_s);
     fprintf(out, "integrity_check_interval = %.17gs\n", c->integrity_check_s);
     fprintf(out,
             "steps_conn_per_uid = %u\nsteps_rate_per_uid = %g\nsteps_burst_per_uid = %u\n"

@@ -208,6 +208,11 @@ const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m);
     X(nvmlDeviceGetBoardPartNumber)                                                                \
     X(nvmlDeviceGetMaxCustomerBoostClock)                                                          \
     X(nvmlDeviceGetGspFirmwareVersion)                                                             \
+    X(nvmlDeviceGetNvLinkRemoteDeviceType)                                                         \
+    X(nvmlDeviceGetTopologyCommonAncestor)                                                         \
+    X(nvmlDeviceGetCpuAffinity)                                                                    \
+    X(nvmlDeviceGetMemoryAffinity)                                                                 \
+    X(nvmlDeviceGetNumaNodeId)                                                                     \
     X(nvmlDeviceGetRepairStatus)                                                                   \
     X(nvmlDeviceGetJpgUtilization)                                                                 \
     X(nvmlDeviceGetOfaUtilization)                                                                 \
@@ -410,6 +415,15 @@ struct gs_sim_gpu {
     bool has_gsp;
     bool gsp_enabled, gsp_default;
     struct gs_sim_nvlink nvlink;
+    /* "topology": nvmlDeviceGetCpuAffinity / GetMemoryAffinity (CPU and NUMA node lists as
+     * ranges, "" : NOT_SUPPORTED), GetNumaNodeId (has_gpu_numa) and
+     * GetTopologyCommonAncestor (level[j] toward GPU j, NVML's nvmlGpuTopologyLevel_t;
+     * has_level[j] false: NOT_SUPPORTED). Without it every one answers NOT_SUPPORTED. */
+    char cpu_affinity[GS_SIM_STR_MAX * 4], numa_affinity[GS_SIM_STR_MAX];
+    bool has_gpu_numa;
+    unsigned gpu_numa_id;
+    bool has_level[GS_SIM_MAX_GPUS];
+    unsigned level[GS_SIM_MAX_GPUS];
 };
 
 struct gs_sim_arena;

@@ -168,3 +168,24 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(
             *pNvLinkDeviceType = NVML_NVLINK_DEVICE_TYPE_GPU;
     return gs_sim_leave(NVML_SUCCESS);
 }
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t device,
+                                                              unsigned int link,
+                                                              nvmlNvLinkCapability_t capability,
+                                                              unsigned int *capResult)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetNvLinkCapability, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!capResult || capability >= NVML_NVLINK_CAP_COUNT)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    rc = gs_sim_nvlink_check(&c, link);
+    if (rc != NVML_SUCCESS)
+        return gs_sim_leave(rc);
+    if (!c.g->nvlink.has_caps)
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    *capResult = c.g->nvlink.caps >> capability & 1u;
+    return gs_sim_leave(NVML_SUCCESS);
+}

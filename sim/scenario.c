@@ -1494,8 +1494,17 @@ static int parse_clocks_pcie(struct parse *ps, const struct jobj *gob, struct gs
  * over the links when fewer are given (4 NVSwitches for 18 links). */
 static int parse_nvlink(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
 {
-    static const char *const keys[] = {"links",  "speed_mbps",   "inactive", "remote_bus_ids",
-                                       "errors", "raw_overhead", NULL};
+    static const char *const keys[] = {"links",  "speed_mbps",   "inactive",     "remote_bus_ids",
+                                       "errors", "raw_overhead", "capabilities", NULL};
+    static const struct name_val caps[] = {
+        {"p2p", NVML_NVLINK_CAP_P2P_SUPPORTED},
+        {"sysmem_access", NVML_NVLINK_CAP_SYSMEM_ACCESS},
+        {"p2p_atomics", NVML_NVLINK_CAP_P2P_ATOMICS},
+        {"sysmem_atomics", NVML_NVLINK_CAP_SYSMEM_ATOMICS},
+        {"sli", NVML_NVLINK_CAP_SLI_BRIDGE},
+        {"valid", NVML_NVLINK_CAP_VALID},
+        {NULL, 0},
+    };
     static const char *const ekeys[] = {"link", "replay", "recovery", "crc_flit", "crc_data", NULL};
     struct gs_sim_nvlink *nl = &g->nvlink;
     const json_t *arr, *where, *v;
@@ -1528,6 +1537,19 @@ static int parse_nvlink(struct parse *ps, const struct jobj *gob, struct gs_sim_
                 return -1;
             nl->active[l] = false;
         }
+    }
+    if ((arr = jget(&ob, "capabilities", &where)) != NULL) {
+        path_join(path, sizeof path, ob.path, "capabilities");
+        if (!json_is_array(arr))
+            return perr(ps, arr, where, path, "expected an array of capability names");
+        json_array_foreach(arr, i, v)
+        {
+            unsigned long long c;
+            if (to_enum(ps, v, arr, path, caps, false, &c) != 0)
+                return -1;
+            nl->caps |= 1u << c;
+        }
+        nl->has_caps = true;
     }
     if ((arr = jget(&ob, "remote_bus_ids", &where)) != NULL) {
         size_t n;

@@ -208,6 +208,7 @@ const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m);
     X(nvmlDeviceGetBoardPartNumber)                                                                \
     X(nvmlDeviceGetMaxCustomerBoostClock)                                                          \
     X(nvmlDeviceGetGspFirmwareVersion)                                                             \
+    X(nvmlDeviceGetNvLinkCapability)                                                               \
     X(nvmlDeviceGetNvLinkRemoteDeviceType)                                                         \
     X(nvmlDeviceGetTopologyCommonAncestor)                                                         \
     X(nvmlDeviceGetCpuAffinity)                                                                    \
@@ -309,6 +310,10 @@ struct gs_sim_nvlink {
     char remote[GS_SIM_NVLINK_MAX][32]; /* far-end bus ids; "" = NOT_SUPPORTED */
     unsigned long long errors[GS_SIM_NVLINK_MAX][GS_SIM_NVLINK_ERRORS];
     double raw_overhead; /* raw counters = data * (1 + this) */
+    /* "capabilities": nvmlDeviceGetNvLinkCapability of every link, bit c capability c true;
+     * has_caps false: NOT_SUPPORTED */
+    bool has_caps;
+    unsigned caps;
 };
 
 /* Memory locations of nvmlDeviceGetMemoryErrorCounter: L1 0 .. SRAM 7. */

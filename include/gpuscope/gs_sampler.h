@@ -91,6 +91,12 @@ struct gs_topo {
     char cpus[GS_TOPO_CPUS_LEN]; /* ideal CPU set (nvmlDeviceGetCpuAffinity) as ranges */
     char numa[GS_TOPO_CPUS_LEN]; /* closest NUMA nodes (nvmlDeviceGetMemoryAffinity, node scope) */
     unsigned gpu_numa;           /* the GPU memory's own NUMA node (nvmlDeviceGetNumaNodeId) */
+    /* each link's capabilities (nvmlDeviceGetNvLinkCapability): n_links links the driver
+     * knows, bit c of caps[l] capability c (NVML's order: P2P, system memory access, P2P
+     * atomics, system memory atomics, SLI, link supported) when caps_read[l] has bit c */
+    unsigned n_links;
+    uint8_t link_active[GS_NVLINK_MAX];
+    uint8_t caps[GS_NVLINK_MAX], caps_read[GS_NVLINK_MAX];
 };
 
 /* The topology of GPU dev (0..gs_sampler_gpu_count - 1) toward the GPUs 0..n-1 (n at most

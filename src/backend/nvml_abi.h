@@ -503,6 +503,18 @@ enum {
     NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF,
 };
 
+/* nvmlDeviceGetNvLinkCapability's capability (nvmlNvLinkCapability_t of the header). */
+typedef unsigned int nvmlNvLinkCapability_t;
+enum {
+    NVML_NVLINK_CAP_P2P_SUPPORTED = 0,  /* P2P over the link */
+    NVML_NVLINK_CAP_SYSMEM_ACCESS = 1,  /* access to system memory */
+    NVML_NVLINK_CAP_P2P_ATOMICS = 2,    /* P2P atomics */
+    NVML_NVLINK_CAP_SYSMEM_ATOMICS = 3, /* system memory atomics */
+    NVML_NVLINK_CAP_SLI_BRIDGE = 4,     /* SLI over the link */
+    NVML_NVLINK_CAP_VALID = 5,          /* the link is supported on this device */
+    NVML_NVLINK_CAP_COUNT = 6,
+};
+
 /* ---- Topology (§ CPU and memory affinity, topology queries) ------------------------------ */
 /* nvmlDeviceGetTopologyCommonAncestor's answer (nvmlGpuTopologyLevel_t of the header): the
  * closest PCIe ancestor two GPUs share. */

@@ -89,6 +89,8 @@ typedef nvmlReturn_t (*fn_d_nvl_err)(nvmlDevice_t, unsigned int, nvmlNvLinkError
                                      unsigned long long *);
 typedef nvmlReturn_t (*fn_d_nvl_pci)(nvmlDevice_t, unsigned int, nvmlPciInfo_t *);
 typedef nvmlReturn_t (*fn_d_nvl_type)(nvmlDevice_t, unsigned int, nvmlIntNvLinkDeviceType_t *);
+typedef nvmlReturn_t (*fn_d_nvl_cap)(nvmlDevice_t, unsigned int, nvmlNvLinkCapability_t,
+                                     unsigned int *);
 typedef nvmlReturn_t (*fn_d_d_topo)(nvmlDevice_t, nvmlDevice_t, nvmlGpuTopologyLevel_t *);
 typedef nvmlReturn_t (*fn_d_cpuset)(nvmlDevice_t, unsigned int, unsigned long *);
 typedef nvmlReturn_t (*fn_d_nodeset)(nvmlDevice_t, unsigned int, unsigned long *,
@@ -209,6 +211,7 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(nvlink_errors, fn_d_nvl_err, "nvmlDeviceGetNvLinkErrorCounter")                              \
     X(nvlink_remote_pci, fn_d_nvl_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2")                      \
     X(nvlink_remote_type, fn_d_nvl_type, "nvmlDeviceGetNvLinkRemoteDeviceType")                    \
+    X(nvlink_cap, fn_d_nvl_cap, "nvmlDeviceGetNvLinkCapability")                                   \
     X(topo_common, fn_d_d_topo, "nvmlDeviceGetTopologyCommonAncestor")                             \
     X(cpu_affinity, fn_d_cpuset, "nvmlDeviceGetCpuAffinity")                                       \
     X(mem_affinity, fn_d_nodeset, "nvmlDeviceGetMemoryAffinity")                                   \

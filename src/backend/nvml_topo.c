@@ -4,7 +4,8 @@
  * between them (nvmlDeviceGetNvLinkState, nvmlDeviceGetNvLinkRemotePciInfo_v2,
  * nvmlDeviceGetNvLinkRemoteDeviceType), and per GPU its ideal CPU set (nvmlDeviceGetCpuAffinity),
  * its closest NUMA nodes (nvmlDeviceGetMemoryAffinity) and the NUMA node of its own memory
- * (nvmlDeviceGetNumaNodeId, on boards whose memory is a NUMA node). Read when asked, never
+ * (nvmlDeviceGetNumaNodeId, on boards whose memory is a NUMA node), and each NVLink's capabilities
+ * (nvmlDeviceGetNvLinkCapability, nvidia-smi nvlink -c). Read when asked, never
  * sampled: nothing here is kept between calls.
  */
 #include <stdio.h>
@@ -132,6 +133,23 @@ int gs_nvml_topology(struct gs_backend *b, unsigned dev, struct gs_topo *t, stru
     }
     if (f->numa_node && f->numa_node(h, &t->gpu_numa) == NVML_SUCCESS)
         t->gpu_numa_st = GS_ST_OK;
+    for (unsigned l = 0; f->nvlink_state && l < GS_NVLINK_MAX; l++) {
+        nvmlEnableState_t on = 0;
+        if ((r = f->nvlink_state(h, l, &on)) != NVML_SUCCESS) {
+            if (fatal(r))
+                return topo_rc(b, dev, "nvmlDeviceGetNvLinkState", r, err);
+            break;
+        }
+        t->n_links = l + 1;
+        t->link_active[l] = on == 1;
+        for (unsigned c = 0; f->nvlink_cap && c < NVML_NVLINK_CAP_COUNT; c++) {
+            unsigned v = 0;
+            if (f->nvlink_cap(h, l, c, &v) != NVML_SUCCESS)
+                continue;
+            t->caps_read[l] |= (uint8_t)(1u << c);
+            t->caps[l] |= (uint8_t)((v != 0) << c);
+        }
+    }
     if (read_links(b, h, &mine) != 0)
         return gs_err_set(err, GS_ELOST, "nvml: nvmlDeviceGetNvLinkState(gpu %u): lost", dev);
     for (unsigned j = 0; j < n; j++) {

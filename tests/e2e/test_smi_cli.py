@@ -250,7 +250,10 @@ def errors_and_symlink(t, tmp):
     # their speed (the scenario's speed_mbps 26562 -> 26.562 GB/s)
     with open(H100X8, encoding="utf-8") as fh:
         scen = json.load(fh)
-    scen["gpus"][2]["nvlink"] = {"links": 4, "speed_mbps": 26562, "inactive": [1]}
+    scen["gpus"][2]["nvlink"] = {"links": 4, "speed_mbps": 26562, "inactive": [1],
+                                 "capabilities": ["p2p", "sysmem_access", "p2p_atomics",
+                                                  "sysmem_atomics", "sli"]}
+    scen["gpus"][3]["nvlink"] = {"links": 0}
     path = os.path.join(tmp, "nvlink.json")
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(scen, fh)
@@ -258,8 +261,20 @@ def errors_and_symlink(t, tmp):
     t.eq((r.returncode, r.stdout.splitlines()[1:]),
          (0, ["\t Link 0: 26.562 GB/s", "\t Link 1: <inactive>", "\t Link 2: 26.562 GB/s",
               "\t Link 3: 26.562 GB/s"]), "nvlink -s -i 2: per link speed, <inactive> for link 1")
-    r = q(["nvlink", "-c"])
-    t.ok(r.returncode == 3 and "not supported" in r.stdout, "nvlink -c: 'not supported', exit 3",
+    # nvlink -c: each active link's six capabilities in nvidia-smi's words and order (public
+    # H100/H800/V100 outputs: "\t Link 0, P2P is supported: true" ... "Link is supported")
+    caps = ("P2P is supported: true", "Access to system memory supported: true",
+            "P2P atomics supported: true", "System memory atomics supported: true",
+            "SLI is supported: true", "Link is supported: false")
+    r = q(["nvlink", "--capabilities", "-i", "2,3"], scenario=path)
+    want = ["GPU 2: NVIDIA H100 80GB HBM3 (UUID: %s)" % scen["gpus"][2]["uuid"]]
+    want += ["\t Link %d, %s" % (link, c) for link in (0, 2, 3) for c in caps]
+    want += ["GPU 3: NVIDIA H100 80GB HBM3 (UUID: %s)" % scen["gpus"][3]["uuid"],
+             "Device does not have or support Nvlink"]
+    t.eq((r.returncode, r.stdout.splitlines()), (0, want),
+         "nvlink -c: the capabilities of the active links (1 is down), a GPU without NVLink")
+    r = q(["nvlink", "-e"])
+    t.ok(r.returncode == 3 and "not supported" in r.stdout, "nvlink -e: 'not supported', exit 3",
          detail=r.stdout)
     for mode in ("dmon", "pmon"):
         r = q([mode, "-h"], scenario=None)

@@ -1201,6 +1201,9 @@ static void topology(void **state)
     assert_string_equal(t.cpus, "0-55,112-167");
     assert_string_equal(t.numa, "0");
     assert_int_equal(t.gpu_numa_st, GS_ST_NA);
+    /* 18 links, all up; the scenario gives no capabilities: none read */
+    assert_int_equal(t.n_links, 18);
+    assert_true(t.link_active[0] && t.link_active[17] && t.caps_read[0] == 0);
     assert_int_equal(gs_backend_nvml.topology(f->b, 6, &t, &e), GS_OK);
     assert_string_equal(t.cpus, "56-111,168-223");
     assert_string_equal(t.numa, "1");

@@ -66,6 +66,9 @@ struct gs_topo;
 int gs_smi_topo_matrix(FILE *out, const struct gs_topo *t, unsigned n);
 /* `nvlink`: argv[0] is "nvlink"; -s prints gs_smi_nvlink_status. */
 int gs_smi_nvlink(int argc, char **argv, const char *prog);
+/* nvlink -c of the GPUs marked in sel (all when sel is NULL), t[i] GPU i's topology answer. */
+int gs_smi_nvlink_caps(FILE *out, const struct gs_snapshot *s, const unsigned char *sel,
+                       const struct gs_topo *t);
 /* nvlink -s of the GPUs marked in sel (all when sel is NULL). */
 int gs_smi_nvlink_status(FILE *out, const struct gs_snapshot *s, const unsigned char *sel);
 

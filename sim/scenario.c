@@ -1455,7 +1455,8 @@ static int parse_clocks_pcie(struct parse *ps, const struct jobj *gob, struct gs
 {
     static const char *const ck[] = {"graphics", "sm", "mem", "video", "customer_boost_graphics",
                                      NULL};
-    static const char *const pk[] = {"max_gen", "gpu_max_gen", "max_width", "replay_count", NULL};
+    static const char *const pk[] = {"max_gen",      "gpu_max_gen",           "max_width",
+                                     "replay_count", "replay_rollover_count", NULL};
     struct jobj ob;
     bool present;
 
@@ -1481,7 +1482,9 @@ static int parse_clocks_pcie(struct parse *ps, const struct jobj *gob, struct gs
         g->pcie_gpu_max_gen = g->pcie_max_gen;
         if (get_u32(ps, &ob, "gpu_max_gen", 1, 8, &g->pcie_gpu_max_gen) != 0 ||
             get_u32(ps, &ob, "max_width", 1, 32, &g->pcie_max_width) != 0 ||
-            get_u32(ps, &ob, "replay_count", 0, 0xFFFFFFFFu, &g->pcie_replays) != 0)
+            get_u32(ps, &ob, "replay_count", 0, 0xFFFFFFFFu, &g->pcie_replays) != 0 ||
+            get_u32(ps, &ob, "replay_rollover_count", 0, 0xFFFFFFFFu, &g->pcie_replay_rollovers) !=
+                0)
             return -1;
     } else {
         g->pcie_gpu_max_gen = g->pcie_max_gen;

@@ -369,7 +369,7 @@ struct gs_sim_gpu {
     char board_part[GS_SIM_STR_MAX];
     char gsp_version[GS_SIM_STR_MAX]; /* "" : GetGspFirmwareVersion answers NOT_SUPPORTED */
     unsigned pcie_max_gen, pcie_gpu_max_gen, pcie_max_width;
-    unsigned pcie_replays;
+    unsigned pcie_replays, pcie_replay_rollovers;
     bool persistence;
     unsigned compute_mode;
     bool has_ecc;

@@ -151,7 +151,6 @@ Q_NOT_IN_MODEL = {
     "GPU Virtualization Mode/vGPU Heterogeneous Mode": "nvmlDeviceGetVgpuHeterogeneousMode",
     "GPU Recovery Action": "field value NVML_FI_DEV_GET_GPU_RECOVERY_ACTION",
     "PCI/GPU Link Info/PCIe Generation/Host Max": "host link generation",
-    "PCI/Replay Number Rollovers": "field value 95",
     "PCI/Atomic Caps Outbound": "nvmlDeviceGetPciInfoExt atomics",
     "PCI/Atomic Caps Inbound": "nvmlDeviceGetPciInfoExt atomics",
     "Sparse Operation Mode": "nvmlDeviceGetSparseOperationMode (not public)",

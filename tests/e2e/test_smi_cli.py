@@ -246,6 +246,19 @@ def errors_and_symlink(t, tmp):
     t.ok(r.returncode == 0 and "FB Memory Usage" in r.stdout and "    Utilization" in r.stdout and
          "Temperature" not in r.stdout, "-d sections are case-insensitive and select sections")
     check_topo(t, tmp)
+    # the PCIe replay counter's rollovers (field value 95) in -q and -q -x
+    with open(H100X8, encoding="utf-8") as fh:
+        scen = json.load(fh)
+    scen["gpus"][1]["pcie"] = {"max_gen": 5, "replay_count": 12, "replay_rollover_count": 3}
+    path = os.path.join(tmp, "rollover.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(scen, fh)
+    r = q(["-q", "-i", "1"], scenario=path)
+    x = q(["-q", "-x", "-i", "1"], scenario=path)
+    t.ok(re.search(r"^        Replays Since Reset +: 12\n        Replay Number Rollovers +: 3$",
+                   r.stdout, re.M) and
+         "<replay_rollover_counter>3</replay_rollover_counter>" in x.stdout,
+         "-q: Replay Number Rollovers from NVML's field 95", detail=r.stdout[:200])
     # an inactive link in the middle: nvlink -s lists it as nvidia-smi does, the others with
     # their speed (the scenario's speed_mbps 26562 -> 26.562 GB/s)
     with open(H100X8, encoding="utf-8") as fh:

@@ -100,6 +100,7 @@ def scenario_for(name, key, tmp):
 def run(name, argv, scenario):
     env = dict(os.environ, GPUSCOPE_NVML_LIBRARY=SIM, NVML_SIM_SCENARIO=scenario,
                NVML_SIM_TIME=str(CASES[name]), TZ="UTC")
+    env.pop("NO_COLOR", None)  # topo -m underlines its header as the captures show
     return subprocess.run([BIN, "query"] + argv, env=env, capture_output=True, text=True,
                           timeout=60)
 

@@ -71,6 +71,7 @@ TELEGRAF = {
 def env(scenario=H100X8, t="600", **extra):
     e = dict(os.environ, GPUSCOPE_NVML_LIBRARY=SIM, NVML_SIM_TIME=t, TZ="UTC")
     e.pop("NVML_SIM_SCENARIO", None)
+    e.pop("NO_COLOR", None)
     if scenario:
         e["NVML_SIM_SCENARIO"] = scenario
     e.update(extra)
@@ -375,6 +376,9 @@ def check_topo(t, tmp):
     r = q(["topo", "-m"])
     t.eq((r.returncode, r.stdout), (0, topo_text(cells, aff)),
          "topo -m, 8 GPUs on NVSwitches: NV18 between every pair, each NUMA node's CPUs")
+    r = q(["topo", "-m"], NO_COLOR="1")
+    t.eq(r.stdout, topo_text(cells, aff).replace("\033[4m", "").replace("\033[0m", ""),
+         "topo -m with NO_COLOR: the same bytes without the header's underline")
     with open(H100X8, encoding="utf-8") as fh:
         scen = json.load(fh)
     gpus = scen["gpus"] = scen["gpus"][:4]

@@ -3,8 +3,8 @@
  * between them, else the closest common PCIe ancestor: PIX, PXB, PHB, NODE, SYS), each GPU's
  * CPU and NUMA affinity and its memory's own NUMA node, then the legend, in nvidia-smi's bytes
  * (tab-separated cells, the header underlined with ECMA-48 SGR 4 as nvidia-smi writes it even
- * into a pipe; shared/reference/nvidia-smi-captures). Read from NVML when asked
- * (gs_source_topology); NIC rows are not printed: NVML does not enumerate network devices.
+ * into a pipe, unless NO_COLOR is set; shared/reference/nvidia-smi-captures). Read from NVML when
+ * asked (gs_source_topology); NIC rows are not printed: NVML does not enumerate network devices.
  */
 #include "cli/smi/smi.h"
 
@@ -65,12 +65,14 @@ static const char *level_name(unsigned level)
     }
 }
 
-int gs_smi_topo_matrix(FILE *out, const struct gs_topo *t, unsigned n)
+int gs_smi_topo_matrix(FILE *out, const struct gs_topo *t, unsigned n, int underline)
 {
-    fputs("\t\033[4m", out);
+    fputs(underline ? "\t\033[4m" : "\t", out);
     for (unsigned j = 0; j < n; j++)
         fprintf(out, "GPU%u\t", j);
-    fputs("CPU Affinity\tNUMA Affinity\tGPU NUMA ID\033[0m\n", out);
+    fputs(underline ? "CPU Affinity\tNUMA Affinity\tGPU NUMA ID\033[0m\n"
+                    : "CPU Affinity\tNUMA Affinity\tGPU NUMA ID\n",
+          out);
     for (unsigned i = 0; i < n; i++) {
         const struct gs_topo *r = &t[i];
 
@@ -141,7 +143,10 @@ int gs_smi_topo(int argc, char **argv, const char *prog)
         status = gs_smi_fail(rc, err.msg);
         goto done;
     }
-    rc = gs_smi_topo_matrix(stdout, t, n);
+    {
+        const char *nc = getenv("NO_COLOR"); /* https://no-color.org: no underline either */
+        rc = gs_smi_topo_matrix(stdout, t, n, !(nc && *nc));
+    }
     if (fflush(stdout) != 0)
         rc = GS_EIO;
     status = rc == GS_OK ? 0 : gs_smi_fail(rc, "cannot write the output");

@@ -21,6 +21,10 @@ echo "### Start-up and call cost (bench/startup.py $BUILD 200)"
 echo
 /usr/bin/python3 bench/startup.py "$BUILD" 200
 echo
+echo "### The floor: one-shot commands against bench/floor.c and nvtop -s (bench/floor.py $BUILD 41)"
+echo
+/usr/bin/python3 bench/floor.py "$BUILD" 41 $(command -v nvtop || true)
+echo
 echo "### One-shot commands (bench/oneshot.py $BUILD 20)"
 echo
 /usr/bin/python3 bench/oneshot.py "$BUILD" 20
@@ -47,6 +51,10 @@ echo "## Python stacks (bench/bench_stacks.py: one read, 100 Hz overhead)"
 echo "### gpuscope trace analyze (bench/bench_trace.sh $BUILD)"
 echo
 ./bench/bench_trace.sh "$BUILD"
+echo
+echo "### gpuscope trace analyze on adversarial traces (bench/bench_trace_bounds.py $BUILD)"
+echo
+/usr/bin/python3 bench/bench_trace_bounds.py "$BUILD"
 
 echo "### gpuscope top vs nvtop (bench/top.sh $BUILD 60)"
 echo

@@ -97,10 +97,14 @@ static void fuzz_status(const char *text, size_t len)
 {
     uint32_t uid;
     long long btime = -1;
+    struct gs_procfs_creds c;
 
     (void)gs_procfs_parse_uid(text, len, &uid);
     if (gs_procfs_parse_btime(text, len, &btime) == GS_OK)
         CHECK(btime >= 0);
+    /* the credentials the run's source-line check uses: never more groups than kept */
+    if (gs_procfs_parse_creds(text, len, &c) == GS_OK)
+        CHECK(c.ngroups <= GS_PROCFS_MAX_GROUPS);
 }
 
 static void fuzz_cgroup(const char *text, size_t len)

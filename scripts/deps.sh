@@ -30,12 +30,17 @@ PKGS="$PKGS libelf-dev"
 # libyajl-dev: the streaming JSON parser of `gpuscope trace` (src/trace/parse.c; zlib1g-dev
 # above reads the .json.gz traces).
 PKGS="$PKGS libyajl-dev"
+# libisal-dev: ISA-L's igzip inflates .json.gz traces several times faster than zlib
+# (src/trace/parse.c; without it the build falls back to zlib).
+PKGS="$PKGS libisal-dev"
 # clang-format: the format check (tests/meson.build 'format', scripts/check-format.py; the tree
 # is formatted by clang-format 14, Debian bookworm's).
 PKGS="$PKGS clang-format"
 # libncurses-dev: `gpuscope top`'s screen (src/top/); tmux: its end-to-end tests drive it
 # in a real terminal (tests/e2e/test_top.py).
 PKGS="$PKGS libncurses-dev tmux"
+# strace: the system-call budget of the quick check (tests/e2e/test_budgets.py).
+PKGS="$PKGS strace"
 # web/node_modules: uPlot (embedded into the binary at build time) and playwright-core (the
 # browser test), exactly as web/package-lock.json pins them; again when the lock file changed.
 web_deps() {

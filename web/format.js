@@ -358,7 +358,10 @@ export function runRows(doc, now) {
       id: r.id,
       name: r.name || `run ${r.id}`,
       user: r.user ?? (isNum(r.uid) ? `uid ${r.uid}` : NA),
-      state: r.state ?? NA,
+      // the agent's hang rule: no step for N x the run's p95 step time (docs/api.md)
+      state: r.stalled === true ?
+        `stalled (no step for ${fmtDuration(r.stalled_seconds)})` : r.state ?? NA,
+      stalled: r.stalled === true,
       start: r.start ?? null,
       duration: isNum(r.start) && end != null ? Math.max(0, end - r.start) : null,
       steps: r.steps ?? null,

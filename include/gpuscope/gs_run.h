@@ -61,6 +61,14 @@ GS_API const char *gs_phase_name(int phase);
 enum gs_step_flags {
     GS_STEP_CUDA_EVENTS =
         1u << 0, /* forward/backward/optimizer from CUDA events, else host clocks */
+    /* the step's data phase lies inside [t_begin, t_end] (the loop tracker: a step runs from
+     * one optimizer step's end to the next, data, forward, backward, optimizer ending at
+     * t_end), else it is the gap before t_begin (the explicit API) */
+    GS_STEP_DATA_IN_STEP = 1u << 1,
+    /* a torch.profiler window ran in this step (its warmup or active steps, or the trace's
+     * teardown at the window's end): its times carry the profiler's overhead, so the report
+     * counts it (profiled_steps) and leaves it out of the step statistics */
+    GS_STEP_PROFILED = 1u << 2,
 };
 
 /* One training step. Layout is part of the ctypes ABI (python/gpuscope/_native.py mirrors

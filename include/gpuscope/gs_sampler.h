@@ -11,6 +11,7 @@
 #ifndef GS_SAMPLER_H
 #define GS_SAMPLER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "gpuscope/gs_model.h"
@@ -53,6 +54,10 @@ struct gs_sampler_opts {
     /* The Kubernetes pod log directories (src/backend/k8s.h) that name the pods of processes:
      * NULL: /var/log/pods; "": do not look. */
     const char *k8s_pods_dir;
+    /* true: a process's container, pod and Slurm job (its /proc/PID/cgroup, four system calls
+     * a process) are not read, for a view that does not show them (the quick check without
+     * --show-container); the fields stay empty. */
+    bool skip_jobs;
 };
 
 /* Loads the library, initialises it once and caches every device handle. Errors:

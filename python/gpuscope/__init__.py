@@ -136,11 +136,23 @@ class Instrumentation:
                        if dataloader is not None else None)
         self._model = (_hooks.ModelHooks(prof, model, auto_begin=True, backward=backward)
                        if model is not None else None)
-        samples = (lambda: self.loader.samples_in_step) if self.loader is not None else None
-        self._opt = (_hooks.OptimizerHooks(prof, optimizer, end_step=True, samples=samples)
+        self._opt = (_hooks.OptimizerHooks(prof, optimizer, end_step=True, samples=self._samples)
                      if optimizer is not None else None)
         self.distributed = _hooks.wrap_distributed(prof)
         self.ddp_comm_hook = _hooks.ddp_comm_hook(prof, model) if model is not None else False
+
+    def _samples(self):
+        """The step's samples: the batches of the wrapped loader when the loop iterates it,
+        else (the loop iterates its own loader, or get_batch()) the batch dimension of the
+        model's training forwards."""
+        n = 0
+        if self.loader is not None and self.loader.iterated:
+            n = self.loader.samples_in_step
+        elif self._model is not None:
+            n = self._model.fwd_samples
+        if self._model is not None:
+            self._model.fwd_samples = 0
+        return n
 
     def __iter__(self):
         if self.loader is None:

@@ -30,6 +30,9 @@ SIGTERM (the previous handler is then called, or the default action taken: the s
 its effect), at interpreter exit, and when `gpuscope run`'s hang watchdog writes its request
 (gpuscope._flight). Only the sender thread, finish() and those last-moment paths call the
 native core, under one lock.
+
+In a job of several ranks each line starts with "[rank R] ". $GPUSCOPE_LOG_STEPS (`gpuscope
+run --log-steps N`) prints them every N steps instead, and not at all with 0.
 """
 import collections
 import logging
@@ -42,8 +45,8 @@ import threading
 import time
 
 from . import _facts, _native, _profile
-from ._native import (FLAG_CUDA_EVENTS, NAN, NO_MEM, PH_BACKWARD, PH_COMM, PH_DATA,
-                      PH_FORWARD, PH_N, PH_OPTIMIZER, PH_STEP, PHASES)
+from ._native import (FLAG_CUDA_EVENTS, FLAG_DATA_IN_STEP, FLAG_PROFILED, NAN, NO_MEM, PH_BACKWARD, PH_COMM,
+                      PH_DATA, PH_FORWARD, PH_N, PH_OPTIMIZER, PH_STEP, PHASES)
 # PHASES also names the two phases of record version 2 (communication_exposed, other),
 # which the native core derives or the loop tracker measures; phase() takes the first six.
 
@@ -72,6 +75,13 @@ def _ensure_log_handler():
     logger.addHandler(h)
     logger.setLevel(logging.INFO)
     logger.propagate = False
+
+
+def _log_every(logging_steps):
+    """Steps between the log lines: $GPUSCOPE_LOG_STEPS (gpuscope run --log-steps; 0: none)
+    when it holds a whole number >= 0, else logging_steps."""
+    v = os.environ.get("GPUSCOPE_LOG_STEPS", "")
+    return int(v) if v.isdigit() else logging_steps
 
 
 def _fmt_ms(v):
@@ -119,13 +129,14 @@ def utilization_estimate(ms):
 class _Pending:
     """A closed CUDA step waiting for its events: (phase, start, end) triples."""
     __slots__ = ("step", "t_begin", "t_end", "ms", "samples", "mem", "events", "step_events",
-                 "adj")
+                 "adj", "flags")
 
-    def __init__(self, step, t_begin, t_end, ms, samples, mem, events, step_events, adj):
+    def __init__(self, step, t_begin, t_end, ms, samples, mem, events, step_events, adj,
+                 flags=0):
         self.step, self.t_begin, self.t_end = step, t_begin, t_end
         self.ms, self.samples, self.mem = ms, samples, mem
         self.events, self.step_events = events, step_events
-        self.adj = adj
+        self.adj, self.flags = adj, flags
 
 
 class Profiler:
@@ -139,6 +150,7 @@ class Profiler:
                  tags=None):
         self.output_dir = output_dir
         self.logging_steps = max(1, int(logging_steps or 10))
+        self.log_every = _log_every(self.logging_steps)
         self.framework = framework
         self.run_name = run_name
         self.rank, self.world_size, self.local_rank = _dist_identity(rank, world_size,
@@ -202,6 +214,13 @@ class Profiler:
         # total_step is the step's wall time less its data time, so that data + total_step is
         # still the step's wall time (docs/report.md).
         self.data_in_step = False
+        # The loop tracker opens the native run (the hello, which carries the facts) after its
+        # first step, when the settings the step showed (micro-steps, autocast) are known;
+        # steps wait in _batch until then.
+        self.defer_native = False
+        self._native_pending = False
+        self._open_lock = threading.Lock()
+        self._profiled_next = False  # the next step is in a profiler window (step_end)
         self.outcome = {}          # sent in the end record (docs/report.md, OUTCOME)
         self._exposed = NAN        # exposed communication of the open step (loop tracker)
         self._adj = [0.0] * PH_N   # CUDA: host corrections to event-timed phases
@@ -223,25 +242,19 @@ class Profiler:
         self.cuda = self.cuda_device is not None
         if self.cuda:
             self._config["devices"] = [self.cuda_device]
-        if self._native_enabled:
-            cfg = dict(self._config)
-            if self.output_dir:
-                cfg["output_dir"] = os.path.abspath(self.output_dir)
+        if self._native_enabled and self.defer_native:
+            self._native_pending = True  # open_native() sends the hello
+        elif self._native_enabled:
+            self._open_native()
+        if self._native_enabled and self.cuda:
+            import torch
             try:
-                facts = _facts.clean(self.facts, _facts.from_process(self.cuda_device))
-            except Exception:  # advisory: never a reason to fail the training
-                facts = {}
-            if facts:
-                cfg["facts"] = facts
-            self.native = _native.NativeRun(cfg)
-            if self.cuda:
-                import torch
-                try:
-                    self._mem_total = int(torch.cuda.mem_get_info(self.cuda_device)[1])
-                except Exception:  # older torch: the device's total from its properties
-                    self._mem_total = int(
-                        torch.cuda.get_device_properties(self.cuda_device).total_memory)
-        if self.native is not None and self.native.active:
+                self._mem_total = int(torch.cuda.mem_get_info(self.cuda_device)[1])
+            except Exception:  # older torch: the device's total from its properties
+                self._mem_total = int(
+                    torch.cuda.get_device_properties(self.cuda_device).total_memory)
+        if self._native_enabled and (self._native_pending or (
+                self.native is not None and self.native.active)):
             self._start_sender()
         if "torch.distributed" in sys.modules:
             from . import _hooks
@@ -250,7 +263,8 @@ class Profiler:
             self._mark_ns = _perf_ns()
         _current[0] = self
         self._capture = _profile.from_env(
-            self.rank, self.cuda, poll=self.native.control if self.native else None)
+            self.rank, self.cuda,
+            poll=self._control if self.native is not None or self._native_pending else None)
         if self._capture:
             self._capture.boundary(0)
         if os.environ.get("GPUSCOPE_RUN_DIR"):  # the hang watchdog's flight recorder dumps
@@ -280,6 +294,37 @@ class Profiler:
             return False
         native = self.native
         return native is None or native.drain(timeout_s)
+
+    def open_native(self, flush=True):
+        """Sends the hello of a run started with defer_native (the loop tracker: once its
+        first step has shown the settings it reports) and hands it the steps kept so far
+        (flush=False: none can be kept yet, the caller is not the training thread)."""
+        with self._open_lock:
+            if not self._native_pending:
+                return
+            self._open_native()
+            self._native_pending = False
+        if flush:
+            self._flush()
+
+    def _open_native(self):
+        cfg = dict(self._config)
+        if self.output_dir:
+            cfg["output_dir"] = os.path.abspath(self.output_dir)
+        try:
+            facts = _facts.clean(self.facts, _facts.from_process(self.cuda_device))
+        except Exception:  # advisory: never a reason to fail the training
+            facts = {}
+        if facts:
+            cfg["facts"] = facts
+        self.native = _native.NativeRun(cfg)
+
+    @property
+    def _flags(self):
+        return FLAG_DATA_IN_STEP if self.data_in_step else 0
+
+    def _control(self):
+        return self.native.control() if self.native is not None else 0
 
     def log(self, values, step=None):
         """Sends logged values (loss, learning rate, ...) with the run, for the report's
@@ -377,16 +422,22 @@ class Profiler:
         self.steps_done += 1
         self.samples_done += samples
         cap = self._capture
-        if cap is not None and (self.steps_done >= cap.wake_step or now >= cap.wake_ns):
-            cap.boundary(self.steps_done)  # else it has nothing to do (_profile.Capture)
+        flags = self._flags | (FLAG_PROFILED if self._profiled_next else 0)
+        if cap is not None:
+            active = cap.prof is not None
+            if self.steps_done >= cap.wake_step or now >= cap.wake_ns:
+                cap.boundary(self.steps_done)  # else it has nothing to do (_profile.Capture)
+            # the next step runs under the profiler, or carries its teardown (the trace
+            # written at the window's end): flagged profiled, out of the step statistics
+            self._profiled_next = active or cap.prof is not None
         if not self.cuda:
-            self._complete(self.step_no, 0, self._t0, t_end, ms, samples, NO_MEM)
+            self._complete(self.step_no, flags, self._t0, t_end, ms, samples, NO_MEM)
             return
         end_ev = self._event()
         end_ev.record()
         self._pending.append(_Pending(self.step_no, self._t0, t_end, ms, samples,
                                       self._read_memory(), self._events,
-                                      (self._step_ev, end_ev), adj))
+                                      (self._step_ev, end_ev), adj, flags))
         self._events = []
         self._drain(block=False)
 
@@ -507,24 +558,29 @@ class Profiler:
             if self.data_in_step and ms[PH_DATA] == ms[PH_DATA]:
                 ms[PH_STEP] = max(0.0, ms[PH_STEP] - ms[PH_DATA])
             self._event_pool.extend(p.step_events)
-            self._complete(p.step, FLAG_CUDA_EVENTS, p.t_begin, p.t_end, ms, p.samples, p.mem)
+            self._complete(p.step, FLAG_CUDA_EVENTS | p.flags, p.t_begin, p.t_end, ms, p.samples,
+                           p.mem)
 
     def _complete(self, step, flags, t_begin, t_end, ms, samples, mem):
         # The sender thread takes it from here (the module docstring, "Hand-off"); records
         # reach the native core in bursts, one warm loop of gs_run_step calls.
         self._batch.append((step, flags, t_begin, t_end, ms, samples, mem))
-        if step % self.logging_steps == 0:
+        if self.log_every and step % self.log_every == 0:
             self.last_lines = format_lines(step, ms, mem, self.cuda)
+            prefix = "[rank %d] " % self.rank if self.world_size > 1 else ""
             for line in self.last_lines:
                 if self._log is not None:
-                    self._log(line)
+                    self._log(prefix + line)
                 else:
-                    logger.info(line)
+                    logger.info(prefix + line)
             self.last_step = (step, ms, mem)
 
     def _flush(self, timeout_s=-1):
         """Pushes the waiting records, oldest first; False when another thread holds the
-        lock beyond timeout_s (-1: wait)."""
+        lock beyond timeout_s (-1: wait), or when the hello is still deferred
+        (open_native()) and records wait for it."""
+        if self._native_pending:
+            return not self._batch  # kept until open_native()
         if not self._flush_lock.acquire(timeout=timeout_s):
             return False
         try:
@@ -563,6 +619,7 @@ class Profiler:
             self._capture.finish()
         if self.cuda:
             self._drain(block=True)
+        self.open_native()
         self._stop_sender()
         self._flush()
         # Only the framework's own figures travel: the native core derives runtime, steps and

@@ -16,12 +16,18 @@ with the reason instead, so a reader never waits for a file that will not come.
 Before the dump, the thread calls the functions given to on_request() (the profiler's: hand
 every completed step record to the receiver), so a hang's report holds every rank's steps.
 
+Files are made as python/gpuscope/_rundir.py makes them: the run directory opened once and
+checked, every file created exclusively without following links and renamed into place; a
+hang.request is honoured only when it is a regular file of the run directory's owner.
+
 Only the thread's own failures are caught and reported in that file; it never raises into the
 training process, and it imports nothing the process has not imported itself.
 """
 import os
 import sys
 import threading
+
+from . import _rundir
 
 POLL_S = 1.0
 REQUEST = "hang.request"
@@ -50,13 +56,6 @@ def _dump_fn():
     return fn, None
 
 
-def _write(path, data):
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)  # a reader sees the whole file or none
-
-
 def _global_rank(fallback):
     """The process group's rank when it is up (it may come up after the tracker started),
     else $RANK, else fallback."""
@@ -72,62 +71,79 @@ def _global_rank(fallback):
         return fallback
 
 
-def dump(run_dir, hang, rank):
-    """Writes this rank's flight recorder dump for hang number `hang`; returns the path."""
+def dump(run_dir, hang, rank, dir_fd=None):
+    """Writes this rank's flight recorder dump for hang number `hang` into
+    run_dir/hang-N-nccl/ (run_dir: a path, or dir_fd: the run directory already opened and
+    checked); returns the path."""
     rank = _global_rank(rank)
-    out = os.path.join(run_dir, "hang-%d-nccl" % hang)
-    os.makedirs(out, exist_ok=True)
-    path = os.path.join(out, "%s%d" % (PREFIX, rank))
-    fn, why = _dump_fn()
-    if fn is not None:
-        try:
-            data = fn()
-            if isinstance(data, (bytes, bytearray)) and data:
-                _write(path, bytes(data))
-                return path
-            why = "the flight recorder returned nothing (no NCCL process group?)"
-        except Exception as e:  # e.g. no NCCL backend built in, or no process group
-            why = "the flight recorder dump failed: %s: %s" % (type(e).__name__, e)
-    path += ".unavailable"
-    _write(path, (why + "\n").encode())
-    return path
-
-
-def _read_request(path):
+    sub = "hang-%d-nccl" % hang
+    name = "%s%d" % (PREFIX, rank)
+    own = dir_fd is None
+    if own:
+        dir_fd = _rundir.open_dir(run_dir)
     try:
-        with open(path) as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
+        out = _rundir.open_dir(sub, dir_fd=dir_fd, create=True)
+    finally:
+        if own:
+            os.close(dir_fd)
+    try:
+        fn, why = _dump_fn()
+        if fn is not None:
+            try:
+                data = fn()
+                if isinstance(data, (bytes, bytearray)) and data:
+                    _rundir.write(out, name, bytes(data))
+                    return os.path.join(run_dir, sub, name)
+                why = "the flight recorder returned nothing (no NCCL process group?)"
+            except Exception as e:  # e.g. no NCCL backend built in, or no process group
+                why = "the flight recorder dump failed: %s: %s" % (type(e).__name__, e)
+        name += ".unavailable"
+        _rundir.write(out, name, (why + "\n").encode())
+        return os.path.join(run_dir, sub, name)
+    finally:
+        os.close(out)
+
+
+def _read_request(dir_fd):
+    try:
+        return int(_rundir.read_request(dir_fd, REQUEST).split()[0])
+    except (AttributeError, ValueError, IndexError):
         return None
 
 
-def _watch(run_dir, rank, stop):
-    req = os.path.join(run_dir, REQUEST)
-    seen = _read_request(req)  # a request older than this process is not ours
-    while not stop.wait(POLL_S):
-        n = _read_request(req)
-        if n is None or n == seen:
-            continue
-        seen = n
-        for fn in list(_hooks):
+def _watch(run_dir, dir_fd, rank, stop):
+    try:
+        seen = _read_request(dir_fd)  # a request older than this process is not ours
+        while not stop.wait(POLL_S):
+            n = _read_request(dir_fd)
+            if n is None or n == seen:
+                continue
+            seen = n
+            for fn in list(_hooks):
+                try:
+                    fn()
+                except Exception:
+                    pass
             try:
-                fn()
-            except Exception:
+                dump(run_dir, n, rank, dir_fd=dir_fd)
+            except Exception:  # a full disk, a removed directory: never the training's problem
                 pass
-        try:
-            dump(run_dir, n, rank)
-        except Exception:  # a full disk, a removed directory: never the training's problem
-            pass
+    finally:
+        os.close(dir_fd)
 
 
 def start(run_dir, rank):
     """Starts the watcher once per process (under `gpuscope run`: GPUSCOPE_RUN_DIR); returns
     the threading.Event that stops it, or None when it was already started or there is no
     run directory."""
-    if _started or not run_dir or not os.path.isdir(run_dir):
+    if _started or not run_dir:
+        return None
+    try:  # opened once and checked: a link or a directory others may write is not watched
+        dir_fd = _rundir.open_dir(run_dir)
+    except OSError:
         return None
     stop = threading.Event()
-    t = threading.Thread(target=_watch, args=(run_dir, max(int(rank), 0), stop),
+    t = threading.Thread(target=_watch, args=(run_dir, dir_fd, max(int(rank), 0), stop),
                          name="gpuscope-flight-recorder", daemon=True)
     t.start()
     _started.append((t, stop))

@@ -64,12 +64,17 @@ class ModelHooks:
         self.auto_begin = auto_begin  # a forward outside a step begins one (instrument())
         self.backward_hook = backward == "hook"
         self._grad_enabled = torch.is_grad_enabled
+        self._tensor = torch.Tensor
+        self.fwd_samples = 0  # training forwards' input batch dimension since the last read
         self._handles = []
         self._queue = _queue_engine_callback()
         self._handles.append(model.register_forward_pre_hook(self._pre))
         self._handles.append(model.register_forward_hook(self._post))
 
     def _pre(self, module, inputs):
+        if module.training and self._grad_enabled() and inputs and \
+                isinstance(inputs[0], self._tensor) and inputs[0].dim() > 0:
+            self.fwd_samples += int(inputs[0].shape[0])
         if not self.prof._in_step and self.auto_begin and module.training:
             self.prof.step_begin()
         if self.prof._in_step:
@@ -183,8 +188,10 @@ class TimedLoader:
         self._loader = loader
         self._begin_steps = begin_steps
         self.samples_in_step = 0
+        self.iterated = False  # the loop iterates this wrapper (not the loader itself)
 
     def __iter__(self):
+        self.iterated = True
         prof = self._prof
         it = iter(self._loader)
         while True:

@@ -44,6 +44,7 @@ from ._native import NAN, PH_BACKWARD, PH_COMM, PH_DATA, PH_FORWARD, PH_OPTIMIZE
 _perf_ns = time.perf_counter_ns
 
 ROOT_STABLE_STEPS = 3
+OPEN_AFTER_S = 10.0  # the hello goes at the first step's end, or this far into it
 COUNTERS = ("data", "forward", "backward", "optimizer_step", "communication", "ddp_models")
 
 
@@ -60,7 +61,11 @@ class _State:
         self.t_top = 0            # its start (host ns)
         self.fdepth = 0           # module forward nesting
         self.opt_depth = 0
-        self.samples = 0          # samples fetched in the open step
+        self.samples = 0          # training samples of the open step
+        self.batch_n = 0          # the last fetched batch's samples, until a forward trains on it
+        self.batch_facts = None   # its loader's settings (no reference to the iterator)
+        self.loader_fed = False   # a DataLoader's batches feed the training forwards
+        self.seen = {}            # settings the first step showed (facts, sent in the hello)
         self.counts = dict.fromkeys(COUNTERS, 0)
         self.comm = []            # DDP buckets of the open backward: (launch_ns, done_ns)
         self.exposed_ms = 0.0     # exposed communication of the open step
@@ -127,7 +132,13 @@ def _begin(step=True):
         facts = dict(S.facts)
     p = _core.Profiler(facts=facts, **cfg)
     p.data_in_step = True
+    p.defer_native = True  # the hello waits for the first step's settings (_open_run)
     p.start()
+    if p._native_pending:
+        import threading
+        timer = threading.Timer(OPEN_AFTER_S, _open_late, args=(p,))
+        timer.daemon = True
+        timer.start()
     if step:
         p.step_begin()
     S.prof = p
@@ -137,6 +148,59 @@ def _begin(step=True):
 # The top-level phases (forward, backward, optimizer) are timed here on the host (the
 # Profiler's accumulators, no phase bookkeeping: one of them is open at a time by
 # construction), through the Profiler's CUDA events on a GPU.
+
+def _open_run(p, ended=True):
+    """Sends the run's hello once its first step has ended (ended), or from a timer once it
+    has run OPEN_AFTER_S (a first step that hangs still has its run; its micro-batches are
+    then not known): the settings the tracker saw (S.seen) join the facts, below those the
+    code gave."""
+    st = S
+    seen = dict(st.seen)
+    if ended and st.step_bwd:  # micro-batches (forward + backward) per optimizer step
+        seen["step_forwards"] = st.step_fwd
+        seen["step_backwards"] = st.step_bwd
+        seen.setdefault("gradient_accumulation_steps", st.step_bwd)
+    if p.world_size > 1:
+        seen["world_size"] = p.world_size
+    try:
+        p.facts = {**seen, **p.facts}
+    except Exception:
+        pass
+    p.open_native(flush=ended)
+
+
+def _open_late(p):
+    try:
+        if p._native_pending and not S.finished:
+            _open_run(p, ended=False)
+    except Exception as e:
+        _warn(f"the run's hello failed ({e})")
+
+
+def _note_forward(p, module, inputs):
+    """What a training forward of the first step shows: the loader that fed it, autocast,
+    the model's parameters."""
+    st = S
+    seen = st.seen
+    try:
+        from . import _facts
+        if st.batch_facts and "loader_batch_size" not in seen:
+            seen.update(st.batch_facts)
+        if "autocast" not in seen:
+            torch = sys.modules["torch"]
+            if torch.is_autocast_enabled():
+                seen["autocast"], seen["autocast_dtype"] = True, str(
+                    torch.get_autocast_gpu_dtype()).replace("torch.", "")
+            elif torch.is_autocast_cpu_enabled():
+                seen["autocast"], seen["autocast_dtype"] = True, str(
+                    torch.get_autocast_cpu_dtype()).replace("torch.", "")
+            else:
+                seen["autocast"] = False
+            for k, v in _facts.from_model(getattr(module, "module", module)).items():
+                seen.setdefault(k, v)
+    except Exception:
+        pass
+
 
 def _close_top(p):
     st = S
@@ -175,6 +239,9 @@ def boundary():
     p.step_end(st.samples, None, now)
     st.samples = 0
     st.exposed_ms = 0.0
+    if p._native_pending:  # the first step: the hello, between steps
+        _open_run(p)
+        now = _perf_ns()
     if st.global_fwd is not None or (st.step_bwd and not st.step_fwd):
         _adapt_forward_hooks()
     else:
@@ -220,21 +287,39 @@ def _wrap_next(orig):
                 p._acc[PH_DATA] += (_perf_ns() - t0) / 1e6
                 p._seen[PH_DATA] = True
         st.counts["data"] += 1
-        # the batch's leading dimension; a tuple / list of tensors without recursion
+        # the batch's leading dimension (a tuple / list of tensors without recursion): the
+        # step's samples once a training forward takes it (an evaluation batch never does)
+        st.batch_facts = getattr(self, "__gpuscope_facts__", None)
         try:
             first = batch[0] if type(batch) in (tuple, list) and batch else batch
             if type(first) is _Tensor:
                 try:
-                    st.samples += first.size(0)
+                    st.batch_n = first.size(0)
                 except IndexError:  # 0-d
-                    st.samples += _hooks_batch_size(batch)
+                    st.batch_n = _hooks_batch_size(batch)
             else:
-                st.samples += _hooks_batch_size(batch)
+                st.batch_n = _hooks_batch_size(batch)
         except Exception:
-            pass
+            st.batch_n = 0
         return batch
     __next__.__gpuscope__ = orig
     return __next__
+
+
+def _wrap_iter_init(orig):
+    """Each DataLoader iterator keeps its loader's settings (the facts of the loader the
+    training forwards are fed from, _note_forward)."""
+    @functools.wraps(orig)
+    def __init__(self, loader, *args, **kwargs):
+        orig(self, loader, *args, **kwargs)
+        if S.prof is None or S.prof._native_pending:
+            try:
+                from ._facts import from_loader
+                self.__gpuscope_facts__ = from_loader(loader)
+            except Exception:
+                pass
+    __init__.__gpuscope__ = orig
+    return __init__
 
 
 # ---- forward ----
@@ -253,6 +338,19 @@ def _fwd_pre(module, inputs):
             st.step_fwd += 1
             if st.global_fwd is not None:
                 st.step_roots.add(module)
+            # the samples it trains on: the batch the loader gave, else (no DataLoader:
+            # get_batch(), random tensors) its first input's leading dimension
+            if st.batch_n:
+                st.samples += st.batch_n
+                st.batch_n = 0
+                st.loader_fed = True
+            elif not st.loader_fed and inputs and type(inputs[0]) is _Tensor:
+                try:
+                    st.samples += inputs[0].size(0)
+                except IndexError:  # 0-d
+                    pass
+            if p._native_pending:
+                _note_forward(p, module, inputs)
     return None
 
 
@@ -544,6 +642,15 @@ def _patch_ddp(ddp_cls):
     def __init__(self, *args, **kwargs):
         orig_init(self, *args, **kwargs)
         S.counts["ddp_models"] += 1
+        try:  # the settings of the (first) DDP model, for the facts
+            cap = getattr(self, "bucket_bytes_cap", None)
+            if isinstance(cap, int) and "ddp_bucket_cap_mb" not in S.seen:
+                S.seen["ddp_bucket_cap_mb"] = round(cap / (1024 * 1024), 3)
+                fu = getattr(self, "find_unused_parameters", None)
+                if isinstance(fu, bool):
+                    S.seen["ddp_find_unused_parameters"] = fu
+        except Exception:
+            pass
 
     @functools.wraps(orig_reg)
     def register_comm_hook(self, state, hook):
@@ -683,6 +790,8 @@ def install(torch=None):
         it = dl._BaseDataLoaderIter
         if not hasattr(it.__next__, "__gpuscope__"):
             _patch(it, "__next__", _wrap_next(it.__next__))
+        if not hasattr(it.__init__, "__gpuscope__"):
+            _patch(it, "__init__", _wrap_iter_init(it.__init__))
         S.hooks.append("DataLoader")
     except Exception as e:
         _warn(f"DataLoader not instrumented ({e})")

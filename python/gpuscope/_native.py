@@ -28,6 +28,8 @@ PHASES = ("data", "forward", "backward", "optimizer_step", "communication", "tot
           "communication_exposed", "other")
 STEP_REC_VERSION = 2
 FLAG_CUDA_EVENTS = 1
+FLAG_DATA_IN_STEP = 2  # GS_STEP_DATA_IN_STEP
+FLAG_PROFILED = 4  # GS_STEP_PROFILED
 NAN = math.nan
 
 

@@ -10,7 +10,9 @@ next N steps. A run the node's agent keeps is asked the same way by `gpuscope tr
 --run ID --steps N`: the agent sends the request over the rank's record connection
 (src/run/control.h) and the native run hands it over (NativeRun.control, looked at as often).
 One trace per window and rank goes to $GPUSCOPE_PROFILE_DIR (default $GPUSCOPE_RUN_DIR/profile,
-else ./gpuscope-profile) as rank<R>-step<S>.json, in torch's Chrome-trace format: Kineto's on a
+else ./gpuscope-profile) as rank<R>-step<S>.json (the directory opened and checked, each trace
+written to a fresh temporary of ours and renamed into place: python/gpuscope/_rundir.py; a
+profile.request is honoured only from a regular file of the run directory's owner), in torch's Chrome-trace format: Kineto's on a
 torch built with it (CPU and CUDA activities when CUDA is in use), the older CPU-only array on a
 torch without it (Debian's 1.13). `gpuscope trace analyze` reads both.
 
@@ -25,6 +27,8 @@ capture off; it never stops the training.
 import logging
 import os
 import time
+
+from . import _rundir
 
 _log = logging.getLogger("gpuscope")
 REQUEST_POLL_S = 0.5  # how often a rank looks for a `gpuscope trace capture` request
@@ -111,8 +115,12 @@ class Capture:
             if mtime == self.request_mtime:
                 return 0
             self.request_mtime = mtime
-            with open(self.request) as f:
-                rid, steps = f.read(64).split()[:2]
+            dfd = _rundir.open_dir(os.path.dirname(self.request) or ".")
+            try:
+                text = _rundir.read_request(dfd, os.path.basename(self.request))
+            finally:
+                os.close(dfd)
+            rid, steps = (text or "").split()[:2]
         except (OSError, ValueError):
             return 0
         if rid == self.request_seen:
@@ -147,8 +155,20 @@ class Capture:
         def ready(p):
             if self.discard:
                 return
-            os.makedirs(self.out_dir, exist_ok=True)
-            p.export_chrome_trace(path)
+            parent = os.path.dirname(os.path.abspath(self.out_dir))
+            os.makedirs(parent, exist_ok=True)
+            dfd = _rundir.open_dir(self.out_dir, create=True)
+            try:  # torch opens by path: a fresh file of ours, through the checked descriptor
+                name = os.path.basename(path)
+                tmp, through = _rundir.reserve(dfd, name)
+                try:
+                    p.export_chrome_trace(through)
+                    os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+                except BaseException:
+                    os.unlink(tmp, dir_fd=dfd)
+                    raise
+            finally:
+                os.close(dfd)
             self.files.append(path)
 
         prof = tp.profile(activities=acts, schedule=schedule, on_trace_ready=ready)

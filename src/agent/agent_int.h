@@ -52,7 +52,11 @@ struct gs_pub {
     size_t procs_json_len;
     char reason[GS_ERR_MSG_LEN]; /* why the agent was down at this cycle ("" when up) */
     struct gs_alert_list alerts; /* the alerts of this cycle (filtered viewers' documents) */
-    char *alerts_json;           /* /api/v1/alerts body, every alert (jansson's malloc) */
+    int alerts_listed;           /* alerts holds this cycle's list (alert rules are on) */
+    /* /api/v1/alerts body, every alert (jansson's malloc): made by the first request that asks
+     * (under json_lock), so a cycle allocates nothing for it */
+    int alerts_ready;
+    char *alerts_json;
     size_t alerts_json_len;
     struct gs_metrics_self self; /* what /metrics was rendered with: for viewers' copies */
     unsigned mflags;

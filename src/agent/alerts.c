@@ -225,7 +225,8 @@ struct gs_alerts {
     unsigned res_head, res_n; /* a ring: the oldest at res_head */
     gs_alert_notify_fn notify;
     void *notify_ctx;
-    int stalled_known; /* gs_alerts_set_stalled was called */
+    int stalled_known;     /* gs_alerts_set_stalled was called */
+    unsigned stalled_node; /* gs_alerts_set_stalled_node */
     unsigned char stalled[GS_STALLED_MAX];
 };
 
@@ -585,10 +586,34 @@ static void end_slot(struct gs_alerts *a, const struct gs_alert_rule *r, int gpu
     sl->state = GS_ALERT_INACTIVE;
 }
 
+void gs_alerts_set_stalled_node(struct gs_alerts *a, unsigned ranks)
+{
+    a->stalled_node = ranks;
+}
+
+/* training_hang at node level (gpu -1): a stalled rank that no GPU's state can gate. */
+static void node_hang(struct gs_alerts *a, const struct gs_snapshot *s, double now)
+{
+    for (unsigned ri = 0; ri < a->rs.n; ri++) {
+        const struct gs_alert_rule *r = &a->rs.r[ri];
+        if (!r->enabled || r->metric != GS_AD_TRAINING_HANG)
+            continue;
+        if (!a->stalled_known && a->slots[ri][NODE_SLOT].state == GS_ALERT_INACTIVE)
+            continue;
+        step(a, ri, -1, s, a->stalled_known, a->stalled_node > 0 ? 1 : 0, now);
+    }
+}
+
+void gs_alerts_eval_node_hang(struct gs_alerts *a, double now)
+{
+    node_hang(a, NULL, now);
+}
+
 void gs_alerts_eval(struct gs_alerts *a, const struct gs_snapshot *s, double now)
 {
     if (!s)
         return;
+    node_hang(a, s, now);
     for (unsigned i = 0; i < s->n_gpus && i < GS_ALERTS_GPUS_MAX; i++)
         track_xid(a, &s->gpus[i], i, now);
     for (unsigned ri = 0; ri < a->rs.n; ri++) {

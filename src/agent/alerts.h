@@ -128,8 +128,16 @@ void gs_alerts_set_notify(struct gs_alerts *a, gs_alert_notify_fn fn, void *ctx)
  * entries; gs_runs_stalled); until the first call training_hang is absent. */
 void gs_alerts_set_stalled(struct gs_alerts *a, const unsigned char *stalled, unsigned n);
 
+/* How many stalled training ranks count at node level (no known GPU, or no GPU reading this
+ * cycle): training_hang's node state (gpu -1) is 1 while there is one. */
+void gs_alerts_set_stalled_node(struct gs_alerts *a, unsigned ranks);
+
+/* training_hang's node state alone, at now: for a cycle without a snapshot (driver down or
+ * no GPU), where gs_alerts_eval does nothing. */
+void gs_alerts_eval_node_hang(struct gs_alerts *a, double now);
+
 /* Evaluates every enabled rule on snap taken at now (unix seconds). snap NULL (driver down):
- * nothing changes. */
+ * nothing changes (training_hang's node state: gs_alerts_eval_node_hang). */
 void gs_alerts_eval(struct gs_alerts *a, const struct gs_snapshot *snap, double now);
 
 /* Alerts now firing with this severity. */

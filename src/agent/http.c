@@ -368,8 +368,8 @@ static enum MHD_Result send_filtered(struct MHD_Connection *c, struct gs_agent *
     }
     gs_policy_view(a->policy, &view, v, peer_pid, p->snap);
     if (which == GS_PUB_ALERTS) {
-        body = p->alerts_json ? gs_alert_list_json(&p->alerts, gs_policy_alert_shown, &view, &len)
-                              : NULL;
+        body = p->alerts_listed ? gs_alert_list_json(&p->alerts, gs_policy_alert_shown, &view, &len)
+                                : NULL;
         gs_pub_release(p);
         return send_owned(c, MHD_HTTP_OK, body, len, TYPE_JSON);
     }

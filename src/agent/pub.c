@@ -1,13 +1,14 @@
 /*
  * Publications (agent_int.h): what one sampling cycle serves. The sampling thread takes a
- * spare (or new) publication, fills its snapshot, renders the /metrics text and the alerts
- * document into it once (gs_pub_render) and publishes it by swapping a pointer under a->lock,
+ * spare (or new) publication, fills its snapshot, renders the /metrics text and lists the
+ * alerts into it once (gs_pub_render) and publishes it by swapping a pointer under a->lock,
  * held for a few instructions. A request takes a reference and hands the body to libmicrohttpd
  * with gs_pub_release_cb as its free callback, so nothing is copied or rendered per request and
  * a slow reader only keeps an old publication alive: the sampler never waits for it. The JSON
- * documents are rendered by the first request that asks (gs_pub_body). When the last
- * reference goes the publication returns to a small free list and is reused, so a steady cycle
- * allocates only what jansson's dump allocates.
+ * documents (snapshot, processes, alerts) are rendered by the first request that asks
+ * (gs_pub_body). When the last reference goes the publication returns to a small free list
+ * and is reused, so a steady cycle with no alert firing allocates nothing
+ * (tests/unit/test_budget.c holds it to that).
  */
 #include "agent/agent_int.h"
 
@@ -212,12 +213,13 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
     free(p->alerts_json);
     p->alerts_json = NULL;
     p->alerts_json_len = 0;
+    p->alerts_ready = 0;
     gs_alert_list_free(&p->alerts);
+    p->alerts_listed = 0;
     if (a->alerts) {
         gs_alerts_render_prom(&p->prom, a->alerts, a->hostname);
-        if (gs_alerts_list(a->alerts, p->up ? p->snap->t_real : gs_clock_real_s(), &p->alerts) ==
-            GS_OK)
-            p->alerts_json = gs_alert_list_json(&p->alerts, NULL, NULL, &p->alerts_json_len);
+        p->alerts_listed = gs_alerts_list(a->alerts, p->up ? p->snap->t_real : gs_clock_real_s(),
+                                          &p->alerts) == GS_OK;
     }
     /* Not yet published: no request can see p, so no lock is needed here. */
     free(p->json);
@@ -261,6 +263,19 @@ static void render_json(struct gs_pub *p)
     pthread_mutex_unlock(&p->json_lock);
 }
 
+/* The /api/v1/alerts document of a published p, made once by whichever request comes first
+ * (p->alerts is immutable by then); NULL when the alert rules are off. */
+static void render_alerts(struct gs_pub *p)
+{
+    pthread_mutex_lock(&p->json_lock);
+    if (!p->alerts_ready) {
+        if (p->alerts_listed)
+            p->alerts_json = gs_alert_list_json(&p->alerts, NULL, NULL, &p->alerts_json_len);
+        p->alerts_ready = 1;
+    }
+    pthread_mutex_unlock(&p->json_lock);
+}
+
 const char *gs_pub_body(struct gs_pub *p, enum gs_pub_body which, size_t *len)
 {
     switch (which) {
@@ -276,6 +291,7 @@ const char *gs_pub_body(struct gs_pub *p, enum gs_pub_body which, size_t *len)
         *len = p->procs_json_len;
         return p->procs_json;
     case GS_PUB_ALERTS:
+        render_alerts(p);
         *len = p->alerts_json_len;
         return p->alerts_json;
     }

@@ -816,8 +816,10 @@ void gs_runs_close(struct gs_runs *r)
 }
 
 unsigned gs_runs_stalled(struct gs_runs *r, double now, double factor, double min_s,
-                         unsigned char *stalled, unsigned n)
+                         unsigned char *stalled, unsigned n, unsigned *no_gpu)
 {
     memset(stalled, 0, n);
-    return r ? gs_runm_stalled(r->m, now, factor, min_s, stalled, n) : 0;
+    if (no_gpu)
+        *no_gpu = 0;
+    return r ? gs_runm_stalled(r->m, now, factor, min_s, stalled, n, no_gpu) : 0;
 }

@@ -130,9 +130,10 @@ unsigned gs_runs_capture(struct gs_runs *r, const char *path, const char *steps_
 
 /* The GPUs (stalled[NVML index], n entries, zeroed first) of live ranks that sent no step for
  * max(min_s, factor x their p95 step time) up to now (gs_runm_stalled): what the agent's
- * training_hang alert combines with the GPU's own state. Returns the stalled ranks. */
+ * training_hang alert combines with the GPU's own state. Returns the stalled ranks; *no_gpu
+ * (may be NULL): those with no known GPU. The runs API's "stalled" shows the verdict. */
 unsigned gs_runs_stalled(struct gs_runs *r, double now, double factor, double min_s,
-                         unsigned char *stalled, unsigned n);
+                         unsigned char *stalled, unsigned n, unsigned *no_gpu);
 
 /* Stops the receiver: every live run ends as if its connection closed (report computed and
  * stored). NULL is allowed. */

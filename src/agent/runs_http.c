@@ -23,6 +23,7 @@
 #include "agent/log.h"
 #include "agent/recorder.h"
 #include "agent/runs_int.h"
+#include "agent/runs_metrics.h"
 #include "base/clock.h"
 #include "gpuscope/gs_err.h"
 #include "run/agg.h"
@@ -226,6 +227,12 @@ static json_t *live_item(struct gs_runs *r, struct run *run)
     if (it && run->headline)
         json_object_update(it, run->headline);
     pthread_mutex_unlock(&run->mu);
+    if (it) { /* the hang rule's verdict of the last sampling cycle (runs_metrics.h) */
+        double p95, quiet = gs_runm_run_stalled(r->m, run->id, &p95);
+        json_object_set_new(it, "stalled", json_boolean(quiet > 0));
+        json_object_set_new(it, "stalled_seconds",
+                            quiet > 0 ? json_real(round(quiet * 10) / 10) : json_null());
+    }
     if (it) /* constant once the run is in the table */
         json_object_set_new(it, "tags", run->tags ? json_incref(run->tags) : json_object());
     return it;
@@ -256,6 +263,10 @@ static int list_row(void *ctx, const struct gs_store_run_row *row)
     if (it && rep)
         headline(it, rep);
     json_decref(rep);
+    if (it) { /* an ended run is not stalled */
+        json_object_set_new(it, "stalled", json_false());
+        json_object_set_new(it, "stalled_seconds", json_null());
+    }
     if (it)
         json_object_set_new(it, "tags", gs_runs_stored_tags(row->tags));
     json_array_append_new(ctx, it);

@@ -33,6 +33,7 @@ struct slot {
     int samples_seen;
     double sum_s, last_s, last_t;
     struct gs_hang hang;       /* the stall check (run/hang.h), on the agent's clock at receipt */
+    double stalled_s;          /* the last gs_runm_stalled: seconds without a step, 0 not stalled */
     double busy_sum_s;         /* wall time less the communication waited for */
     double phase_s[GS_PH_ALL]; /* totals; GS_PH_STEP unused (the wall time is sum_s) */
     int phase_seen[GS_PH_ALL];
@@ -263,23 +264,51 @@ static double quantile(const double *v, unsigned n, double q)
 static const double quantiles[] = {0.5, 0.9, 0.95, 0.99};
 
 unsigned gs_runm_stalled(struct gs_runm *m, double now, double factor, double min_s,
-                         unsigned char *stalled, unsigned n)
+                         unsigned char *stalled, unsigned n, unsigned *no_gpu)
 {
-    unsigned ranks = 0;
+    unsigned ranks = 0, cpu = 0;
+
+    if (no_gpu)
+        *no_gpu = 0;
+    if (!m)
+        return 0;
+    pthread_mutex_lock(&m->mu);
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        struct slot *s = &m->slots[i];
+        s->stalled_s = 0;
+        if (!s->used || !gs_hang_stalled(&s->hang, factor, min_s, now))
+            continue;
+        s->stalled_s = fmax(now - gs_hang_quiet_since(&s->hang), 1e-3);
+        ranks++;
+        if (s->gpu >= 0 && (unsigned)s->gpu < n)
+            stalled[s->gpu] = 1;
+        else if (s->gpu < 0)
+            cpu++;
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (no_gpu)
+        *no_gpu = cpu;
+    return ranks;
+}
+
+double gs_runm_run_stalled(struct gs_runm *m, int64_t run_id, double *p95)
+{
+    double worst = 0, q = NAN;
 
     if (!m)
         return 0;
     pthread_mutex_lock(&m->mu);
     for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
         const struct slot *s = &m->slots[i];
-        if (!s->used || !gs_hang_stalled(&s->hang, factor, min_s, now))
-            continue;
-        ranks++;
-        if (s->gpu >= 0 && (unsigned)s->gpu < n)
-            stalled[s->gpu] = 1;
+        if (s->used && s->run_id == run_id && s->stalled_s > worst) {
+            worst = s->stalled_s;
+            q = gs_hang_p95(&s->hang);
+        }
     }
     pthread_mutex_unlock(&m->mu);
-    return ranks;
+    if (p95)
+        *p95 = q;
+    return worst;
 }
 
 /* One rank's summary lines of family name: the quantiles of v[0..s->n-1] (sorted here), _sum

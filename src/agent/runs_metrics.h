@@ -49,9 +49,14 @@ void gs_runm_drop(struct gs_runm *m, int64_t run_id, uint64_t conn_id);
  * those are missing) up to now (unix seconds, the agent's clock at receipt). Sets
  * stalled[gpu] = 1 for the NVML index gpu (< n) of every stalled rank whose GPU is known,
  * leaves the others as they are; returns how many ranks are stalled (those on unknown GPUs
- * included). */
+ * included); *no_gpu (may be NULL): how many of them have no known GPU (a CPU job: the
+ * node-level training_hang). Each rank keeps the verdict for gs_runm_run_stalled. */
 unsigned gs_runm_stalled(struct gs_runm *m, double now, double factor, double min_s,
-                         unsigned char *stalled, unsigned n);
+                         unsigned char *stalled, unsigned n, unsigned *no_gpu);
+/* As of the last gs_runm_stalled: how long the longest-stalled rank of run run_id has sent
+ * no step (seconds), 0 when none of its ranks is stalled. *p95 (may be NULL): that rank's p95
+ * step-to-step interval. */
+double gs_runm_run_stalled(struct gs_runm *m, int64_t run_id, double *p95);
 /* Appends the gpuscope_run_* families. */
 void gs_runm_render(struct gs_runm *m, struct gs_buf *b);
 

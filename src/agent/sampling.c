@@ -210,15 +210,23 @@ void gs_agent_cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
         /* A SIGHUP may have changed the rules: what they drop resolves now. */
         gs_alerts_configure(a->alerts, &cfg->alerts, p->up ? p->snap : NULL,
                             p->up ? p->snap->t_real : gs_clock_real_s());
-        if (cfg->alerts.enabled && p->up) {
-            if (a->runs) { /* training_hang: the ranks that stopped stepping, by GPU */
-                unsigned char stalled[256];
-                gs_runs_stalled(a->runs, p->snap->t_real, cfg->alerts.hang_after,
-                                cfg->alerts.hang_min_s, stalled, sizeof stalled);
+        if (a->runs) { /* the ranks that stopped stepping (also the runs API's "stalled") */
+            unsigned char stalled[256];
+            unsigned no_gpu, n;
+            double t = p->up ? p->snap->t_real : gs_clock_real_s();
+            n = gs_runs_stalled(a->runs, t, cfg->alerts.hang_after, cfg->alerts.hang_min_s, stalled,
+                                sizeof stalled, &no_gpu);
+            if (cfg->alerts.enabled) {
+                /* training_hang: by GPU, and at node level for the ranks on no GPU (a CPU
+                 * job) or, without a GPU reading this cycle, for every stalled rank */
                 gs_alerts_set_stalled(a->alerts, stalled, sizeof stalled);
+                gs_alerts_set_stalled_node(a->alerts, p->up ? no_gpu : n);
+                if (!p->up)
+                    gs_alerts_eval_node_hang(a->alerts, t);
             }
-            gs_alerts_eval(a->alerts, p->snap, p->snap->t_real);
         }
+        if (cfg->alerts.enabled && p->up)
+            gs_alerts_eval(a->alerts, p->snap, p->snap->t_real);
     }
     gs_pub_render(a, p, cfg);
     gs_pub_publish(a, p);

@@ -220,6 +220,59 @@ int gs_procfs_parse_uid(const char *text, size_t len, uint32_t *uid)
     return GS_OK;
 }
 
+/* The n-th (0-based) of the numbers after key on its line of a status text. */
+static int status_field(const char *text, size_t len, const char *key, unsigned n, uint32_t *out)
+{
+    const char *end, *p = find_line(text, len, key, &end);
+    unsigned long long v = 0;
+
+    if (!p)
+        return -1;
+    for (unsigned i = 0; i <= n; i++) {
+        while (p < end && (*p == '\t' || *p == ' '))
+            p++;
+        if (parse_ull(&p, end, &v) != 0 || v > UINT32_MAX)
+            return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int gs_procfs_parse_creds(const char *text, size_t len, struct gs_procfs_creds *c)
+{
+    const char *end, *p;
+
+    memset(c, 0, sizeof *c);
+    /* Uid:/Gid: real, effective, saved, file-system: the last is what file access checks */
+    if (status_field(text, len, "Uid:", 3, &c->uid) != 0 ||
+        status_field(text, len, "Gid:", 3, &c->gid) != 0)
+        return GS_EPARSE;
+    p = find_line(text, len, "Groups:", &end);
+    while (p && p < end) {
+        unsigned long long v;
+        while (p < end && (*p == '\t' || *p == ' '))
+            p++;
+        if (p >= end)
+            break;
+        if (parse_ull(&p, end, &v) != 0 || v > UINT32_MAX)
+            return GS_EPARSE;
+        if (c->ngroups >= GS_PROCFS_MAX_GROUPS)
+            return GS_EPARSE; /* more than we keep: a check on a partial list would be wrong */
+        c->groups[c->ngroups++] = (uint32_t)v;
+    }
+    return GS_OK;
+}
+
+int gs_procfs_read_creds(unsigned pid, struct gs_procfs_creds *c)
+{
+    char buf[4096];
+    long n = gs_procfs_read_text(NULL, pid, 0, "status", buf, sizeof buf);
+
+    if (n <= 0)
+        return GS_ENOTFOUND;
+    return gs_procfs_parse_creds(buf, (size_t)n, c);
+}
+
 int gs_procfs_parse_btime(const char *text, size_t len, long long *btime)
 {
     const char *end, *p = find_line(text, len, "btime ", &end);
@@ -400,6 +453,7 @@ struct gs_procfs {
     unsigned n_users, cap_users;
     unsigned n_fds;               /* stat descriptors kept open in seen[] */
     char pods_dir[PATH_MAX - 64]; /* Kubernetes pod log directories (k8s.h); "": off */
+    int no_jobs;                  /* gs_procfs_set_jobs(pf, 0): cgroups not read */
 };
 
 /* Opens root/pid/name (pid 0: root/name) read-only; -1 with errno set on failure. */
@@ -690,6 +744,11 @@ void gs_procfs_set_pods_dir(struct gs_procfs *pf, const char *dir)
     strcpy(pf->pods_dir, dir);
 }
 
+void gs_procfs_set_jobs(struct gs_procfs *pf, int on)
+{
+    pf->no_jobs = !on;
+}
+
 /* The Kubernetes names of p's pod (p->pod_uid from its cgroup), read with the other details
  * that do not change while a process lives. */
 static void pf_pod_names(const struct gs_procfs *pf, struct gs_proc *p)
@@ -748,7 +807,7 @@ int gs_procfs_fill(struct gs_procfs *pf, unsigned pid, int64_t now_ns, struct gs
         p->user[0] = '\0';
     }
 
-    n = pf_read(pf, pid, "cgroup", buf, sizeof buf);
+    n = pf->no_jobs ? 0 : pf_read(pf, pid, "cgroup", buf, sizeof buf);
     gs_procfs_parse_cgroup(buf, n > 0 ? (size_t)n : 0, &job);
     p->job_kind = job.kind;
     memcpy(p->container_id, job.container_id, sizeof p->container_id);
@@ -911,6 +970,57 @@ unsigned gs_procfs_children(const char *root, unsigned parent, unsigned *pids, u
     }
     closedir(d);
     return n;
+}
+
+int gs_procfs_tree_ticks(const char *root, unsigned pid, unsigned long long *ticks)
+{
+    enum { SCAN = 4096, TREE = 256, DEPTH = 8 };
+    struct node {
+        unsigned pid, ppid;
+        unsigned long long ticks;
+        int mark;
+    } * p;
+    unsigned n = 0, in[TREE], nin = 0, changed = 1;
+    struct gs_procfs_stat st;
+    struct dirent *e;
+    DIR *d;
+
+    *ticks = 0;
+    if (pid == 0 || gs_procfs_read_stat(root, pid, 0, &st) != GS_OK)
+        return GS_ENOTFOUND;
+    p = malloc(SCAN * sizeof *p);
+    if (!p)
+        return GS_ENOMEM;
+    d = opendir(root ? root : "/proc");
+    while (d && n < SCAN && (e = readdir(d)) != NULL) {
+        char *end;
+        unsigned long v;
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        v = strtoul(e->d_name, &end, 10);
+        if (*end || v > UINT_MAX || gs_procfs_read_stat(root, (unsigned)v, 0, &st) != GS_OK)
+            continue;
+        p[n] = (struct node){(unsigned)v, st.ppid > UINT_MAX ? 0 : (unsigned)st.ppid,
+                             st.utime + st.stime, (unsigned)v == pid};
+        n++;
+    }
+    if (d)
+        closedir(d);
+    in[nin++] = pid;
+    for (unsigned pass = 0; changed && pass < DEPTH; pass++) { /* one generation a pass */
+        changed = 0;
+        for (unsigned i = 0; i < n && nin < TREE; i++)
+            for (unsigned j = 0; !p[i].mark && j < nin; j++)
+                if (in[j] == p[i].ppid) {
+                    p[i].mark = changed = 1;
+                    in[nin++] = p[i].pid;
+                }
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (p[i].mark)
+            *ticks += p[i].ticks;
+    free(p);
+    return GS_OK;
 }
 
 int gs_procfs_read_env(const char *root, unsigned pid, const char *name, char *out, size_t cap)

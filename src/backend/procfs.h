@@ -48,6 +48,20 @@ size_t gs_procfs_join_cmdline(const char *raw, size_t len, char *out, size_t cap
 /* Finds the real uid on the "Uid:" line of /proc/PID/status. GS_OK or GS_EPARSE. */
 int gs_procfs_parse_uid(const char *text, size_t len, uint32_t *uid);
 
+/* The credentials a process's file accesses are checked with, from /proc/PID/status: the
+ * file-system uid and gid (the last of the four on "Uid:" and "Gid:") and the supplementary
+ * groups ("Groups:"). */
+#define GS_PROCFS_MAX_GROUPS 256
+struct gs_procfs_creds {
+    uint32_t uid, gid;
+    unsigned ngroups;
+    uint32_t groups[GS_PROCFS_MAX_GROUPS];
+};
+/* GS_OK, or GS_EPARSE (also for more groups than GS_PROCFS_MAX_GROUPS). */
+int gs_procfs_parse_creds(const char *text, size_t len, struct gs_procfs_creds *c);
+/* The same from /proc/PID/status: GS_OK, GS_ENOTFOUND (gone) or GS_EPARSE. */
+int gs_procfs_read_creds(unsigned pid, struct gs_procfs_creds *c);
+
 /* Finds "btime N" (boot time, unix seconds) in /proc/stat. GS_OK or GS_EPARSE. */
 int gs_procfs_parse_btime(const char *text, size_t len, long long *btime);
 
@@ -78,6 +92,10 @@ int gs_procfs_open(struct gs_procfs **out, const char *root, struct gs_err *err)
  * a process whose cgroup names a pod): NULL restores the default (/var/log/pods), "" turns
  * the lookup off. Longer than PATH_MAX - 64: off. */
 void gs_procfs_set_pods_dir(struct gs_procfs *pf, const char *dir);
+
+/* on 0: gs_procfs_fill leaves a process's job (container, pod, Slurm job) empty without
+ * reading its cgroup; 1 (the default): reads it. */
+void gs_procfs_set_jobs(struct gs_procfs *pf, int on);
 
 /* Starts a cycle; pids not filled between begin and end are forgotten at end. */
 void gs_procfs_begin(struct gs_procfs *pf);
@@ -112,6 +130,12 @@ int gs_procfs_read_stat(const char *root, unsigned pid, unsigned tid, struct gs_
 
 /* The parent pid of pid, from root/PID/stat. GS_OK, GS_ENOTFOUND (gone), GS_EPARSE. */
 int gs_procfs_read_ppid(const char *root, unsigned pid, unsigned *ppid);
+
+/* CPU time (utime + stime, clock ticks) of pid and its descendants (8 generations, 256
+ * processes, of the first 4096 processes of one scan of root): what a process tree used so
+ * far, e.g. to tell a job still working from one waiting on nothing. GS_OK, GS_ENOTFOUND (pid
+ * gone), GS_ENOMEM. Processes that exited and were reaped leave the sum. */
+int gs_procfs_tree_ticks(const char *root, unsigned pid, unsigned long long *ticks);
 
 /* The processes whose parent is parent, by a scan of root (every PID/stat): their pids into
  * pids (at most cap, in directory order). Returns how many were stored; 0 when root cannot

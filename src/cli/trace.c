@@ -5,6 +5,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 
 #include <jansson.h>
 
+#include "base/dirfile.h"
 #include "base/term.h"
 #include "cli/cli.h"
 #include "client/agent_client.h"
@@ -497,10 +499,11 @@ static int capture(int argc, char **argv)
     };
     const char *dir = NULL, *run = NULL;
     long steps = 5;
-    char path[4096], tmp[4200], probe[4200];
+    char text[64];
     struct timespec now;
-    FILE *f;
-    int opt;
+    struct gs_err err;
+    struct stat st;
+    int opt, dirfd, n, rc;
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -541,23 +544,29 @@ static int capture(int argc, char **argv)
     }
     if (run)
         return capture_run(run, steps);
-    snprintf(probe, sizeof probe, "%s/steps.jsonl", dir);
-    if (access(probe, F_OK) != 0) {
+    /* the run directory as gpuscope run checks it (base/dirfile.h): ours, private; the
+     * request made there whole, without following a link (the package honours only a
+     * regular file of the directory's owner) */
+    dirfd = gs_dirfile_open_dir(dir, 0, NULL, &err);
+    if (dirfd < 0) {
+        fprintf(stderr, "gpuscope trace capture: %s\n", err.msg);
+        return gs_rc_exit_code(dirfd);
+    }
+    if (fstatat(dirfd, "steps.jsonl", &st, AT_SYMLINK_NOFOLLOW) != 0) {
         fprintf(stderr,
                 "gpuscope trace capture: %s is not a gpuscope run directory (no "
                 "steps.jsonl)\n",
                 dir);
+        close(dirfd);
         return gs_rc_exit_code(GS_ENOTFOUND);
     }
-    snprintf(path, sizeof path, "%s/profile.request", dir);
-    snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid());
     clock_gettime(CLOCK_REALTIME, &now);
-    f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%lld%09ld %ld\n", (long long)now.tv_sec, now.tv_nsec, steps) < 0 ||
-        fclose(f) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "gpuscope trace capture: %s: %s\n", path, strerror(errno));
-        unlink(tmp);
-        return gs_rc_exit_code(errno == EACCES ? GS_EPERM : GS_EIO);
+    n = snprintf(text, sizeof text, "%lld%09ld %ld\n", (long long)now.tv_sec, now.tv_nsec, steps);
+    rc = gs_dirfile_write(dirfd, "profile.request", 0644, text, (size_t)n, &err);
+    close(dirfd);
+    if (rc != GS_OK) {
+        fprintf(stderr, "gpuscope trace capture: %s/%s\n", dir, err.msg);
+        return gs_rc_exit_code(rc);
     }
     printf("asked for a profiler window of %ld step(s); traces in %s/profile/\n", steps, dir);
     return 0;

@@ -85,6 +85,8 @@ int gs_sampler_open(struct gs_sampler **out, const struct gs_sampler_opts *opts,
     rc = gs_procfs_open(&s->pf, opts ? opts->proc_root : NULL, err);
     if (rc == GS_OK && opts && opts->k8s_pods_dir)
         gs_procfs_set_pods_dir(s->pf, opts->k8s_pods_dir);
+    if (rc == GS_OK && opts && opts->skip_jobs)
+        gs_procfs_set_jobs(s->pf, 0);
     if (rc != GS_OK)
         goto fail;
     *out = s;

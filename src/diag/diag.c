@@ -13,6 +13,7 @@
 #include "diag/diag.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,6 +48,7 @@ struct diag_facts {
     long prefetch;           /* prefetch_factor */
     int find_unused;         /* ddp_find_unused_parameters: 0 / 1 / -1 */
     int bf16, fp16;          /* 0 / 1 / -1 */
+    int autocast;            /* torch.autocast on in the training forward: 0 / 1 / -1 */
     const char *attn;        /* "eager", "sdpa", "flash_attention_2", ... */
     const char *param_dtype; /* "float32", "bfloat16", ... */
     const char *gpu_name;    /* cuda_device_name, else the first GPU of the report */
@@ -69,7 +71,8 @@ struct diag_in {
     const char *exception, *why_no_steps;
     long steps, exit_code, sig;
     const char *sig_name;
-    int seen_any; /* the sender reported what its hooks saw (outcome.seen) */
+    const char *stopped_by; /* outcome.stopped_by: a stop gpuscope run passed on */
+    int seen_any;           /* the sender reported what its hooks saw (outcome.seen) */
     double data, comm, util_avg, runtime;
     const char *util_src;
     long ranks;
@@ -126,6 +129,7 @@ static void diag_read_facts(const json_t *rep, struct diag_in *in)
     f->find_unused = fact_bool(fx, "ddp_find_unused_parameters");
     f->bf16 = fact_bool(fx, "bf16");
     f->fp16 = fact_bool(fx, "fp16");
+    f->autocast = fact_bool(fx, "autocast");
     f->attn = fact_str(fx, "attn_implementation");
     f->param_dtype = fact_str(fx, "param_dtype");
     f->gpu_name = fact_str(fx, "cuda_device_name");
@@ -174,12 +178,17 @@ static void diag_read_outcome(const json_t *rep, struct diag_in *in)
     v = num(oc, "signal");
     in->sig = isnan(v) ? 0 : (long)v;
     in->sig_name = fact_str(oc, "signal_name");
+    in->stopped_by = fact_str(oc, "stopped_by");
     in->seen_any = json_object_size(json_object_get(oc, "seen")) > 0;
     in->fw = diag_framework(
         json_string_value(json_object_get(json_object_get(rep, "run"), "framework")));
     in->backend = fact_str(fx, "dist_backend");
-    in->cuda = (src && strcmp(src, "cuda_events") == 0) || fact_str(fx, "cuda_device_name") ||
-               json_array_size(json_object_get(rep, "gpus")) > 0;
+    /* CUDA-only advice needs torch to have used a CUDA device: when the torch side reported
+     * (facts.torch_version), a GPU the run's processes were seen on (a shared GPU, another
+     * process of the job) does not make a CPU run a CUDA one */
+    in->cuda =
+        (src && strcmp(src, "cuda_events") == 0) || fact_str(fx, "cuda_device_name") ||
+        (!fact_str(fx, "torch_version") && json_array_size(json_object_get(rep, "gpus")) > 0);
 }
 
 static void diag_read(const json_t *rep, long ncpu, struct diag_in *in)
@@ -847,7 +856,8 @@ static json_t *rule_precision(const struct diag_in *in)
     int fp32 = dt ? strcmp(dt, "float32") == 0 : in->fx.bf16 == 0;
     json_t *f;
 
-    if (!fp32 || in->fx.bf16 == 1 || in->fx.fp16 == 1 || gpu_is_ampere_plus(in->fx.gpu_name) != 1)
+    if (!fp32 || in->fx.bf16 == 1 || in->fx.fp16 == 1 || in->fx.autocast == 1 ||
+        gpu_is_ampere_plus(in->fx.gpu_name) != 1)
         return NULL;
     f = finding(in, "precision", "info", "Training in float32 on %s, which runs bfloat16",
                 in->fx.gpu_name);
@@ -897,6 +907,7 @@ static json_t *rule_outcome(const struct diag_in *in)
         in->status && (strcmp(in->status, "failed") == 0 || strcmp(in->status, "killed") == 0 ||
                        strcmp(in->status, "interrupted") == 0);
     char how[96];
+    int stopped;
     json_t *f;
 
     /* no steps from a command where gpuscope ran (it reported what it saw) */
@@ -912,25 +923,44 @@ static json_t *rule_outcome(const struct diag_in *in)
                           "Python that imports torch");
         return f;
     }
-    if (in->sig > 0)
-        snprintf(how, sizeof how, "killed by %s", in->sig_name ? in->sig_name : "a signal");
+    /* SIGTERM, SIGINT, SIGHUP come from outside (a user, a scheduler's cancel or time
+     * limit, a closed terminal), as does a KeyboardInterrupt: a stop, not a failure */
+    stopped = strcmp(in->status, "interrupted") == 0 || in->sig == SIGTERM || in->sig == SIGINT ||
+              in->sig == SIGHUP || in->stopped_by;
+    if (in->stopped_by)
+        snprintf(how, sizeof how, "was stopped by %s", in->stopped_by);
+    else if (in->sig > 0)
+        snprintf(how, sizeof how, "was %s by %s", stopped ? "stopped" : "killed",
+                 in->sig_name ? in->sig_name : "a signal");
+    else if (strcmp(in->status, "interrupted") == 0)
+        snprintf(how, sizeof how, "was interrupted (KeyboardInterrupt)");
     else if (in->exit_code >= 0)
         snprintf(how, sizeof how, "exited with status %ld", in->exit_code);
     else
         snprintf(how, sizeof how, "raised an exception");
-    f = finding(in, "run_failed", strcmp(in->status, "failed") == 0 ? "critical" : "warning",
-                "The command %s after %ld step(s)%s%s", how, in->steps, in->exception ? ": " : "",
-                in->exception ? in->exception : "");
+    f = finding(in, "run_failed",
+                strcmp(in->status, "failed") == 0 ? "critical"
+                : stopped                         ? "info"
+                                                  : "warning",
+                "The command %s after %ld step(s)%s%s", how, in->steps,
+                in->exception && !stopped ? ": " : "",
+                in->exception && !stopped ? in->exception : "");
     gs_diag_evidence(f, "status", json_string(in->status));
     gs_diag_evidence(f, "exit_code",
                      in->exit_code >= 0 ? json_integer(in->exit_code) : json_null());
     gs_diag_evidence(f, "signal", in->sig > 0 ? json_integer(in->sig) : json_null());
     gs_diag_evidence(f, "exception", in->exception ? json_string(in->exception) : json_null());
     gs_diag_evidence(f, "steps_completed", json_integer(in->steps));
-    gs_diag_advise(f,
-                   "The figures cover only the %ld step(s) before the end; fix the failure and "
-                   "run again before tuning on them",
-                   in->steps);
+    if (stopped)
+        gs_diag_advise(f,
+                       "The figures cover the %ld step(s) before the stop; compare them with "
+                       "complete runs only per step (steps/s, phase shares), not in totals",
+                       in->steps);
+    else
+        gs_diag_advise(f,
+                       "The figures cover only the %ld step(s) before the end; fix the failure "
+                       "and run again before tuning on them",
+                       in->steps);
     return f;
 }
 

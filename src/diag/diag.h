@@ -41,6 +41,10 @@ json_t *gs_diag_findings(const json_t *report, long ncpu);
 /* Appends to findings the rules over report's "stacks" section (diag_stacks.c:
  * stacks_data_loading, host_sync, checkpoint_saving, logging); nothing without one. */
 void gs_diag_stacks_findings(const json_t *report, json_t *findings);
+/* Inserts first in findings the report's "hangs" (diag_hang.c: hang); when the last hang
+ * lasted until the job was stopped or failed, sets outcome.status "hung" (and outcome.hang)
+ * and removes run_failed. Nothing without "hangs". */
+void gs_diag_hang_findings(json_t *report, json_t *findings);
 /* Appends to out the findings of the report's "profile" section (diag_profile.c: profile_htod,
  * profile_host_wait, profile_launch_bound, profile_attention, profile_exposed_communication);
  * nothing when the report has none. gs_diag_findings calls it. */

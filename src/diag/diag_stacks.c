@@ -71,8 +71,37 @@ static int is_sync_line(const char *src, const char *fn, const char *file)
     return 0;
 }
 
-static json_t *rule_data(const json_t *st)
+/* Whether the run used a CUDA device, as the report's rules decide it (src/diag/diag.c):
+ * CUDA-event step timing or a CUDA device in the facts; the GPUs NVML listed its processes on
+ * only when no torch side reported. */
+static int run_is_cuda(const json_t *rep)
 {
+    const json_t *fx = json_object_get(rep, "facts");
+    const char *src = json_string_value(json_object_get(rep, "step_busy_estimate_source"));
+
+    return (src && strcmp(src, "cuda_events") == 0) ||
+           json_is_string(json_object_get(fx, "cuda_device_name")) ||
+           (!json_is_string(json_object_get(fx, "torch_version")) &&
+            json_array_size(json_object_get(rep, "gpus")) > 0);
+}
+
+static int has_finding(const json_t *findings, const char *id)
+{
+    size_t i;
+    const json_t *f;
+
+    json_array_foreach(findings, i, f)
+    {
+        const char *x = json_string_value(json_object_get(f, "id"));
+        if (x && strcmp(x, id) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static json_t *rule_data(const json_t *st, const json_t *rep, const json_t *findings)
+{
+    const json_t *w = json_object_get(json_object_get(rep, "facts"), "loader_num_workers");
     const json_t *g = busiest_idle(st), *src = g;
     const json_t *data = json_object_get(json_object_get(st, "by_phase"), "data");
     char top[300];
@@ -101,8 +130,27 @@ static json_t *rule_data(const json_t *st)
                             100 * share, top);
     gs_diag_evidence(f, "share", json_real(share));
     gs_diag_evidence(f, "top", json_deep_copy(json_object_get(src, "top")));
-    gs_diag_advise(f, "Raise the DataLoader's num_workers and set persistent_workers=True, "
-                      "pin_memory=True and a prefetch_factor of 2-4");
+    /* the run's own settings, so that nothing here contradicts them: its num_workers,
+     * prefetch_factor only with worker processes, pin_memory only where there is a CUDA
+     * device to copy to; none when the data_loading finding already advises on them */
+    if (!has_finding(findings, "data_loading")) {
+        const char *pin = run_is_cuda(rep) ? ", pin_memory=True" : "";
+        if (json_is_integer(w) && json_integer_value(w) == 0)
+            gs_diag_advise(f,
+                           "Load batches in worker processes: DataLoader(num_workers=N > 0, "
+                           "persistent_workers=True%s)",
+                           pin);
+        else if (json_is_integer(w))
+            gs_diag_advise(f,
+                           "Raise the DataLoader's num_workers above its %lld and set "
+                           "persistent_workers=True%s and a prefetch_factor of 2-4",
+                           (long long)json_integer_value(w), pin);
+        else
+            gs_diag_advise(f,
+                           "Raise the DataLoader's num_workers and set persistent_workers=True%s "
+                           "and a prefetch_factor of 2-4",
+                           pin);
+    }
     gs_diag_advise(f,
                    "Move per-sample decoding and augmentation off the training process (workers, "
                    "GPU transforms, pre-processed shards)");
@@ -192,7 +240,7 @@ void gs_diag_stacks_findings(const json_t *report, json_t *findings)
 
     if (!json_is_object(st) || !json_is_array(findings))
         return;
-    if ((f = rule_data(st)))
+    if ((f = rule_data(st, report, findings)))
         json_array_append_new(findings, f);
     if ((f = rule_sync(st)))
         json_array_append_new(findings, f);

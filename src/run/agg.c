@@ -190,6 +190,8 @@ int gs_agg_step(struct gs_agg *a, const struct gs_step_rec *s)
     }
     if (s->flags & GS_STEP_CUDA_EVENTS)
         r->cuda_events++;
+    k->profiled = (s->flags & GS_STEP_PROFILED) != 0;
+    r->n_profiled += k->profiled;
     if (s->device >= 0)
         r->device = s->device;
     rank_mem(r, s);
@@ -425,6 +427,58 @@ void gs_agg_snapshot(struct gs_agg *a, const struct gs_snapshot *snap, const uns
         a->snap_first_t = t;
     a->snap_last_t = t;
     a->n_snapshots++;
+}
+
+void gs_agg_run_procs(struct gs_agg *a, const struct gs_snapshot *snap, const unsigned char *in_run,
+                      const unsigned char *proc_in_run)
+{
+    if (!a || !snap || !proc_in_run)
+        return;
+    for (unsigned g = 0; g < snap->n_gpus; g++) {
+        struct gs_agg_gpu *x;
+        double mem = 0, sm = 0;
+        int mem_ok = 0, sm_ok = 0;
+        unsigned others = 0;
+
+        if ((in_run && !in_run[g]) || snap->gpus[g].lost)
+            continue;
+        x = gpu_get(a, &snap->gpus[g]);
+        if (!x)
+            continue;
+        for (unsigned i = 0; i < snap->n_procs; i++) {
+            const struct gs_proc *p = &snap->procs[i];
+            int dup = 0;
+
+            if (p->gpu != g)
+                continue;
+            for (unsigned j = 0; j < i && !dup; j++) /* listed as compute and graphics */
+                dup = snap->procs[j].pid == p->pid && snap->procs[j].gpu == g;
+            if (dup)
+                continue;
+            if (!proc_in_run[i]) {
+                others++;
+                continue;
+            }
+            if (p->mem_st == GS_ST_OK) {
+                mem += (double)p->gpu_mem_bytes;
+                mem_ok = 1;
+            }
+            if (p->util_st == GS_ST_OK) {
+                sm += p->sm_util;
+                sm_ok = 1;
+            }
+        }
+        if (mem_ok && (!x->run_mem_known || mem > x->run_mem_peak_bytes)) {
+            x->run_mem_peak_bytes = mem;
+            x->run_mem_known = 1;
+        }
+        if (sm_ok) {
+            x->run_sm_sum += sm;
+            x->run_sm_n++;
+        }
+        if (others > x->others_max)
+            x->others_max = others;
+    }
 }
 
 /* ---- the driver's utilization samples ---- */

@@ -38,6 +38,13 @@ void gs_agg_end(struct gs_agg *a, const struct gs_record_end *e);
 void gs_agg_snapshot(struct gs_agg *a, const struct gs_snapshot *snap, const unsigned char *in_run,
                      double t);
 
+/* The run's own share of its GPUs (after the same cycle's gs_agg_snapshot): proc_in_run[i]
+ * != 0 marks process i of snap as the run's (run/attrib.h gs_attrib_procs). Per GPU of the
+ * run: the memory its processes hold (peak of the sum; per-process readings only), their SM
+ * utilization (nvmlDeviceGetProcessUtilization) and how many other processes share it. */
+void gs_agg_run_procs(struct gs_agg *a, const struct gs_snapshot *snap, const unsigned char *in_run,
+                      const unsigned char *proc_in_run);
+
 /* The driver's own utilization samples of GPU gpu_index (gs_gpu.index; gs_snapshot_util_samples),
  * oldest first, each the mean over the period that ends at its timestamp. Once a GPU has had
  * one, its utilization avg/max (weighted by each sample's period) and its idle periods come
@@ -64,15 +71,23 @@ struct gs_report_meta {
     const char *source;    /* "in-process" | "gpuscope-run" | "agent" */
     int term_signal;       /* the signal that ended the command (exit_code 128 + N); 0: none */
     const json_t *profile; /* gpuscope run --profile: the report's "profile" section, or NULL */
+    /* The job's wall clock (unix seconds: gpuscope run's CMD start and exit); 0 unknown, and
+     * train_runtime is then the span of the steps (docs/report.md). */
+    double job_start, job_end;
+    /* A SIGTERM, SIGINT or SIGHUP that gpuscope run received and passed on to the command (a
+     * stop from outside, whatever the command then exited with); 0: none. */
+    int stop_signal;
 };
 
 /* The full report object (schema docs/report.md, "schema": gs_run_report_schema()), with
  * "findings" from src/diag. New reference; NULL only on allocation failure. */
 json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta);
 
-/* Writes the report to path atomically (path.tmp + fsync + rename), 2-space indented.
- * GS_OK, or GS_EIO (GS_EINVAL: nothing to write) with err. */
+/* Writes the report as name in the directory dirfd whole (src/base/dirfile.h: a fresh
+ * temporary created O_EXCL|O_NOFOLLOW, fsync, renameat), 2-space indented. GS_OK, or GS_EIO
+ * (GS_EINVAL: nothing to write) with err. gs_report_write: the same at a path. */
 struct gs_err;
+int gs_report_write_at(const json_t *report, int dirfd, const char *name, struct gs_err *err);
 int gs_report_write(const json_t *report, const char *path, struct gs_err *err);
 
 /* The exit summary of a report: an aligned table (phases mean/p50/p95, ratios, per-GPU

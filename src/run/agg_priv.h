@@ -43,6 +43,7 @@ extern const struct gs_agg_thr_reason gs_agg_thr_reasons[GS_AGG_THR_N];
 struct gs_agg_step {
     double t_begin, t_end;
     float ms[GS_PH_ALL]; /* NaN = not measured; GS_PH_OTHER derived when not sent */
+    uint8_t profiled;    /* GS_STEP_PROFILED: out of the step statistics */
 };
 
 struct gs_agg_rank {
@@ -53,6 +54,7 @@ struct gs_agg_rank {
     size_t n_samples;                                  /* steps whose samples were known */
     uint64_t peak_allocated, peak_reserved, mem_total; /* bytes, 0 = unknown */
     unsigned cuda_events;                              /* steps timed by CUDA events */
+    size_t n_profiled;                                 /* steps flagged GS_STEP_PROFILED */
 };
 
 struct gs_agg_idle {
@@ -68,7 +70,15 @@ struct gs_agg_gpu {
     uint64_t util_n;
     double util_sum, util_max; /* ratios */
     int mem_known;
-    double mem_peak_bytes, mem_total_bytes;
+    double mem_peak_bytes, mem_total_bytes; /* device-wide: every process on the GPU */
+    /* the run's own processes (gs_agg_run_procs): memory they hold (sum, peak), their SM
+     * utilization (per-process, sum over them, averaged over the readings), and the most
+     * processes of others seen on the GPU at once */
+    int run_mem_known;
+    double run_mem_peak_bytes;
+    uint64_t run_sm_n;
+    double run_sm_sum;
+    unsigned others_max;
     int energy_first_ok;
     double energy_first_j, energy_last_j; /* counter readings */
     uint64_t power_n;                     /* power readings seen */

@@ -141,6 +141,27 @@ int gs_attrib_cvd_mig(const char *cvd)
     return cvd && strstr(cvd, "MIG-") != NULL;
 }
 
+int gs_attrib_proc_ours(const struct gs_attrib *run, const struct gs_attrib_tree *tree,
+                        const struct gs_snapshot *snap, unsigned i)
+{
+    int ours;
+
+    if (i >= snap->n_procs)
+        return 0;
+    ours = has_pid(run, (pid_t)snap->procs[i].pid);
+    if (!ours && run->descendants && tree && i < tree->n)
+        for (unsigned d = 0; d < GS_ATTRIB_DEPTH && tree->anc[i][d] && !ours; d++)
+            ours = has_pid(run, tree->anc[i][d]);
+    return ours;
+}
+
+void gs_attrib_procs(const struct gs_attrib *run, const struct gs_attrib_tree *tree,
+                     const struct gs_snapshot *snap, unsigned char *proc_in_run)
+{
+    for (unsigned i = 0; i < snap->n_procs; i++)
+        proc_in_run[i] = (unsigned char)gs_attrib_proc_ours(run, tree, snap, i);
+}
+
 unsigned gs_attrib_mark(const struct gs_attrib *run, const struct gs_attrib_tree *tree,
                         const struct gs_snapshot *snap, unsigned char *in_run)
 {
@@ -148,13 +169,11 @@ unsigned gs_attrib_mark(const struct gs_attrib *run, const struct gs_attrib_tree
 
     for (unsigned i = 0; i < snap->n_procs; i++) {
         const struct gs_proc *p = &snap->procs[i];
-        int ours = has_pid(run, (pid_t)p->pid);
+        int ours;
 
         if (p->gpu >= snap->n_gpus)
             continue;
-        if (!ours && run->descendants && tree && i < tree->n)
-            for (unsigned d = 0; d < GS_ATTRIB_DEPTH && tree->anc[i][d] && !ours; d++)
-                ours = has_pid(run, tree->anc[i][d]);
+        ours = gs_attrib_proc_ours(run, tree, snap, i);
         if (ours && !in_run[p->gpu]) {
             in_run[p->gpu] = 1;
             set++;

@@ -53,10 +53,20 @@ int gs_attrib_tree_read(struct gs_attrib_tree *t, const struct gs_snapshot *snap
                         const char *proc_root);
 void gs_attrib_tree_free(struct gs_attrib_tree *t);
 
+/* proc_in_run[i] = 1 for each process i of snap (snap->n_procs entries) that is the run's: its
+ * pids and, with descendants, theirs; 0 for the others (another tenant of a shared GPU). */
+void gs_attrib_procs(const struct gs_attrib *run, const struct gs_attrib_tree *tree,
+                     const struct gs_snapshot *snap, unsigned char *proc_in_run);
+
 /* Sets in_run[g] = 1 (snap->n_gpus entries, not cleared first) for each GPU of the run; tree
  * is the one read for snap (NULL: no descendants). Returns how many GPUs it set. */
 unsigned gs_attrib_mark(const struct gs_attrib *run, const struct gs_attrib_tree *tree,
                         const struct gs_snapshot *snap, unsigned char *in_run);
+
+/* 1 when snap->procs[i] is one of run's processes (or, with descendants and tree, a
+ * descendant of one): the per-process figures of the run's share of a GPU. */
+int gs_attrib_proc_ours(const struct gs_attrib *run, const struct gs_attrib_tree *tree,
+                        const struct gs_snapshot *snap, unsigned i);
 
 /* The snapshot index of CUDA device `cuda` under cvd (NULL or "": unset), or -1. */
 int gs_attrib_cuda_gpu(const struct gs_snapshot *snap, const char *cvd, int cuda);

@@ -63,16 +63,44 @@ double gs_hang_p95(const struct gs_hang *h)
     return v[k == 0 ? 0 : k - 1];
 }
 
+void gs_hang_begin(struct gs_hang *h, double now)
+{
+    if (!(h->begun_s > 0))
+        h->begun_s = now;
+}
+
+void gs_hang_active(struct gs_hang *h, double now)
+{
+    h->active_s = now;
+}
+
+/* Judged by the ring: enough steps with durations. */
+static int by_ring(const struct gs_hang *h)
+{
+    return h->steps >= GS_HANG_MIN_STEPS && h->n > 0;
+}
+
+double gs_hang_quiet_since(const struct gs_hang *h)
+{
+    double t = h->steps ? h->last_rx_s : NAN;
+
+    if (by_ring(h) || !(h->begun_s > 0))
+        return t;
+    return fmax(isnan(t) ? h->begun_s : fmax(t, h->begun_s), h->active_s);
+}
+
 double gs_hang_limit(const struct gs_hang *h, double factor, double min_s)
 {
-    if (h->steps < GS_HANG_MIN_STEPS || h->n == 0)
-        return INFINITY;
+    if (!by_ring(h))
+        return h->begun_s > 0 ? min_s : INFINITY;
     return fmax(min_s, factor * gs_hang_p95(h));
 }
 
 int gs_hang_stalled(const struct gs_hang *h, double factor, double min_s, double now)
 {
-    return now - h->last_rx_s >= gs_hang_limit(h, factor, min_s);
+    double since = gs_hang_quiet_since(h);
+
+    return !isnan(since) && now - since >= gs_hang_limit(h, factor, min_s);
 }
 
 int gs_hang_new_stall(const struct gs_hang *h, double factor, double min_s, double now)

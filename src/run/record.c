@@ -568,6 +568,20 @@ static int parse_step(json_t *root, struct gs_step_rec *s, char *err, size_t err
         if (json_is_true(ev))
             s->flags |= GS_STEP_CUDA_EVENTS;
     }
+    ev = json_object_get(root, "data_in_step");
+    if (ev && !json_is_null(ev)) {
+        if (!json_is_boolean(ev))
+            return fail(err, errlen, "step.data_in_step: not a boolean");
+        if (json_is_true(ev))
+            s->flags |= GS_STEP_DATA_IN_STEP;
+    }
+    ev = json_object_get(root, "profiled");
+    if (ev && !json_is_null(ev)) {
+        if (!json_is_boolean(ev))
+            return fail(err, errlen, "step.profiled: not a boolean");
+        if (json_is_true(ev))
+            s->flags |= GS_STEP_PROFILED;
+    }
     ms = json_object_get(root, "ms");
     if (ms && !json_is_null(ms)) {
         if (!json_is_object(ms))
@@ -818,6 +832,10 @@ static int encode_step(json_t *o, const struct gs_step_rec *s)
         rc |= set_int(o, "samples", (int64_t)s->samples);
     if (s->flags & GS_STEP_CUDA_EVENTS)
         rc |= json_object_set_new(o, "cuda_events", json_true());
+    if (s->flags & GS_STEP_DATA_IN_STEP)
+        rc |= json_object_set_new(o, "data_in_step", json_true());
+    if (s->flags & GS_STEP_PROFILED)
+        rc |= json_object_set_new(o, "profiled", json_true());
     for (int p = 0; p < GS_PH_ALL; p++)
         rc |= set_num(ms, phase_names[p], gs_step_ms(s, p));
     if (s->mem_allocated)

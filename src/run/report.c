@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/dirfile.h"
 #include "diag/diag.h"
 #include "diag/straggler.h"
 #include "gpuscope/gs_err.h"
@@ -28,6 +29,7 @@
 
 struct step_sums {
     double data_ms, comm_ms, denom_ms; /* over steps with total_step measured */
+    size_t profiled;                   /* steps flagged profiled (left out of the sums) */
     int data_seen, comm_seen;
     double comm_total_ms;               /* communication, hidden or not */
     double exposed_ms, exposed_comm_ms; /* steps with communication_exposed: it, their comm */
@@ -86,7 +88,7 @@ static json_t *phase_stats(const struct gs_agg *a, int phase, float *buf)
     for (unsigned r = 0; r < a->n_ranks; r++)
         for (size_t i = 0; i < a->ranks[r].n; i++) {
             float v = a->ranks[r].steps[i].ms[phase];
-            if (!isnan(v)) {
+            if (!isnan(v) && !a->ranks[r].steps[i].profiled) {
                 buf[n++] = v;
                 sum += v;
             }
@@ -106,7 +108,7 @@ static void sum_step(struct step_sums *s, const struct gs_agg_step *k)
     double data = k->ms[GS_PH_DATA], step = k->ms[GS_PH_STEP], base, busy = 0;
     int busy_known = 0;
 
-    if (isnan(step))
+    if (isnan(step) || k->profiled) /* a profiler's overhead is not the run's */
         return;
     base = (isnan(data) ? 0 : data) + step;
     s->denom_ms += base;
@@ -155,6 +157,7 @@ static void sum_steps(const struct gs_agg *a, struct step_sums *s)
             s->max_rank_steps = rk->n;
         s->cuda_events += rk->cuda_events;
         s->samples += rk->samples;
+        s->profiled += rk->n_profiled;
         s->samples_known += rk->n_samples;
         for (size_t i = 0; i < rk->n; i++) {
             const struct gs_agg_step *k = &rk->steps[i];
@@ -241,6 +244,15 @@ static json_t *gpu_object(const struct gs_agg_gpu *g, double *energy_sum, int *e
                         g->mem_known ? json_integer((json_int_t)g->mem_peak_bytes) : json_null());
     json_object_set_new(o, "memory_peak_gb",
                         g->mem_known ? json_real(g->mem_peak_bytes / GIB) : json_null());
+    json_object_set_new(o, "run_memory_peak_bytes",
+                        g->run_mem_known ? json_integer((json_int_t)g->run_mem_peak_bytes)
+                                         : json_null());
+    json_object_set_new(o, "run_memory_peak_gb",
+                        g->run_mem_known ? json_real(g->run_mem_peak_bytes / GIB) : json_null());
+    json_object_set_new(o, "run_sm_utilization_avg_percent",
+                        g->run_sm_n ? json_real(100.0 * g->run_sm_sum / (double)g->run_sm_n)
+                                    : json_null());
+    json_object_set_new(o, "other_processes_max", json_integer(g->others_max));
     json_object_set_new(o, "memory_total_bytes",
                         g->mem_total_bytes > 0 ? json_integer((json_int_t)g->mem_total_bytes)
                                                : json_null());
@@ -296,7 +308,10 @@ static json_t *gpu_object(const struct gs_agg_gpu *g, double *energy_sum, int *e
 
 struct devsum {
     double util_avg, util_max; /* percent, NAN = none */
-    double mem_peak_bytes;     /* NAN = none */
+    double mem_peak_bytes;     /* device-wide, NAN = none */
+    double run_mem_peak_bytes; /* the run's processes (largest over its GPUs), NAN = none */
+    double run_sm_avg;         /* their SM utilization, percent (mean over GPUs), NAN = none */
+    unsigned others_max;       /* other processes on one of its GPUs at once */
 };
 
 static json_t *gpus_array(const struct gs_agg *a, struct devsum *d, json_t *report)
@@ -306,7 +321,11 @@ static json_t *gpus_array(const struct gs_agg *a, struct devsum *d, json_t *repo
     int eany = 0, tany = 0;
     unsigned un = 0;
 
-    d->util_avg = d->util_max = d->mem_peak_bytes = NAN;
+    double smsum = 0;
+    unsigned smn = 0;
+
+    d->util_avg = d->util_max = d->mem_peak_bytes = d->run_mem_peak_bytes = d->run_sm_avg = NAN;
+    d->others_max = 0;
     for (unsigned i = 0; i < a->n_gpus; i++) {
         const struct gs_agg_gpu *g = &a->gpus[i];
         double uavg, umax, uper;
@@ -320,9 +339,20 @@ static json_t *gpus_array(const struct gs_agg *a, struct devsum *d, json_t *repo
         }
         if (g->mem_known && (isnan(d->mem_peak_bytes) || g->mem_peak_bytes > d->mem_peak_bytes))
             d->mem_peak_bytes = g->mem_peak_bytes;
+        if (g->run_mem_known &&
+            (isnan(d->run_mem_peak_bytes) || g->run_mem_peak_bytes > d->run_mem_peak_bytes))
+            d->run_mem_peak_bytes = g->run_mem_peak_bytes;
+        if (g->run_sm_n) {
+            smsum += 100.0 * g->run_sm_sum / (double)g->run_sm_n;
+            smn++;
+        }
+        if (g->others_max > d->others_max)
+            d->others_max = g->others_max;
     }
     if (un)
         d->util_avg = usum / un;
+    if (smn)
+        d->run_sm_avg = smsum / smn;
     json_object_set_new(report, "energy_joules", eany ? json_real(esum) : json_null());
     json_object_set_new(report, "throttled_seconds", tany ? json_real(tsum) : json_null());
     return arr;
@@ -410,23 +440,32 @@ static json_t *run_object(const struct gs_agg *a, const struct gs_report_meta *m
     return o;
 }
 
-/* train_runtime, throughput: the framework's own figures when the end record has them. */
-static void throughput(const struct gs_agg *a, const struct step_sums *s, json_t *rep)
+/* train_runtime: the framework's own figure when the end record has one, else the job's wall
+ * time when the caller knows it (gpuscope run), else the span of the steps; throughput: the
+ * framework's figures over its runtime, else over the span of the steps (their own pace). */
+static void throughput(const struct gs_agg *a, const struct gs_report_meta *m,
+                       const struct step_sums *s, json_t *rep)
 {
-    double wall = s->max_rank_steps ? s->t_last - s->t_first : NAN;
+    double span = s->max_rank_steps ? s->t_last - s->t_first : NAN, per = span;
     double rt = a->end.train_runtime, samples = a->end.train_samples, steps = a->end.train_steps;
 
-    if (isnan(wall) && a->n_snapshots >= 2)
-        wall = a->snap_last_t - a->snap_first_t;
-    if (isnan(rt))
-        rt = wall;
+    if (isnan(span) && a->n_snapshots >= 2)
+        per = a->snap_last_t - a->snap_first_t;
+    if (!isnan(rt))
+        per = rt;
+    else if (m && m->job_start > 0 && m->job_end >= m->job_start)
+        rt = m->job_end - m->job_start;
+    else
+        rt = per;
     if (isnan(samples) && s->samples_known)
         samples = (double)s->samples;
     if (isnan(steps) && s->max_rank_steps)
         steps = (double)s->max_rank_steps;
     json_object_set_new(rep, "train_runtime", jnum(rt));
-    json_object_set_new(rep, "train_samples_per_second", rt > 0 ? jnum(samples / rt) : json_null());
-    json_object_set_new(rep, "train_steps_per_second", rt > 0 ? jnum(steps / rt) : json_null());
+    json_object_set_new(rep, "steps_span_seconds", jnum(span));
+    json_object_set_new(rep, "train_samples_per_second",
+                        per > 0 ? jnum(samples / per) : json_null());
+    json_object_set_new(rep, "train_steps_per_second", per > 0 ? jnum(steps / per) : json_null());
 }
 
 static void utilization(const struct devsum *d, const struct step_sums *s, double busy, json_t *rep)
@@ -454,6 +493,31 @@ static void utilization(const struct devsum *d, const struct step_sums *s, doubl
 static double step_wall(const struct gs_agg_step *k)
 {
     return (isnan(k->ms[GS_PH_DATA]) ? 0 : k->ms[GS_PH_DATA]) + k->ms[GS_PH_STEP];
+}
+
+/* "step_wall" in the report's phases: each step's wall time, data + total_step (total_step
+ * leaves the data wait out), over the steps with total_step measured. */
+static json_t *step_wall_stats(const struct gs_agg *a, float *buf)
+{
+    json_t *o = json_object();
+    size_t n = 0;
+    double sum = 0;
+
+    for (unsigned r = 0; r < a->n_ranks; r++)
+        for (size_t i = 0; i < a->ranks[r].n; i++)
+            if (!isnan(a->ranks[r].steps[i].ms[GS_PH_STEP]) && !a->ranks[r].steps[i].profiled) {
+                double v = step_wall(&a->ranks[r].steps[i]);
+                buf[n++] = (float)v;
+                sum += v;
+            }
+    if (n)
+        qsort(buf, n, sizeof *buf, cmp_float);
+    json_object_set_new(o, "mean_ms", n ? json_real(round_ms(sum / (double)n)) : json_null());
+    json_object_set_new(o, "p50_ms", n ? json_real(round_ms(percentile(buf, n, 50))) : json_null());
+    json_object_set_new(o, "p95_ms", n ? json_real(round_ms(percentile(buf, n, 95))) : json_null());
+    json_object_set_new(o, "total_ms", n ? json_real(round_ms(sum)) : json_null());
+    json_object_set_new(o, "count", json_integer((json_int_t)n));
+    return o;
 }
 
 /* The report's entry for GPU index idx, or NULL. */
@@ -676,7 +740,9 @@ static json_t *outcome_object(const struct gs_agg *a, const struct gs_report_met
     int kbd = exc && strncmp(exc, "KeyboardInterrupt", 17) == 0;
     char why[512];
 
-    if (sig == SIGINT || (sig == 0 && kbd))
+    /* a stop gpuscope run passed on (SIGTERM, SIGINT, SIGHUP) is no failure, whatever CMD
+     * made of it (torchrun exits 1 with a SignalException) */
+    if (sig == SIGINT || (sig == 0 && kbd) || (m && m->stop_signal > 0 && (sig > 0 || code > 0)))
         status = "interrupted";
     else if (sig > 0)
         status = "killed";
@@ -690,6 +756,8 @@ static json_t *outcome_object(const struct gs_agg *a, const struct gs_report_met
     json_object_set_new(o, "exit_code", code >= 0 ? json_integer(code) : json_null());
     json_object_set_new(o, "signal", sig > 0 ? json_integer(sig) : json_null());
     json_object_set_new(o, "signal_name", sig > 0 ? jstr(signal_name(sig)) : json_null());
+    json_object_set_new(o, "stopped_by",
+                        m && m->stop_signal > 0 ? jstr(signal_name(m->stop_signal)) : json_null());
     json_object_set_new(o, "steps_completed", json_integer((json_int_t)s->max_rank_steps));
     json_object_set_new(o, "exception", jstr(exc));
     if (s->max_rank_steps == 0) {
@@ -711,6 +779,7 @@ static const char *const report_order[] = {
     "train_runtime",
     "train_samples_per_second",
     "train_steps_per_second",
+    "steps_span_seconds",
     "gpu_peak_memory_allocated_gb",
     "gpu_avg_utilization_percent",
     "gpu_max_utilization_percent",
@@ -718,6 +787,9 @@ static const char *const report_order[] = {
     "communication_time_ratio",
     "gpu_utilization_source",
     "gpu_peak_memory_source",
+    "gpu_peak_memory_device_gb",
+    "gpu_run_sm_utilization_avg_percent",
+    "gpu_other_processes_max",
     "gpu_busy_estimate_percent",
     "step_busy_estimate_percent",
     "step_busy_estimate_source",
@@ -725,10 +797,12 @@ static const char *const report_order[] = {
     "communication_total_seconds",
     "communication_hidden_ratio",
     "steps",
+    "profiled_steps",
     "ranks",
     "energy_joules",
     "throttled_seconds",
     "outcome",
+    "hangs",
     "phases",
     "per_rank",
     "slowest_rank",
@@ -780,15 +854,26 @@ json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
     sum_steps(a, &s);
     busy = s.busy_steps ? fmin(100.0, 100.0 * s.busy_ms / s.busy_denom_ms) : NAN;
     json_object_set_new(rep, "schema", json_string(gs_run_report_schema()));
-    throughput(a, &s, rep);
+    throughput(a, meta, &s, rep);
     gpus = gpus_array(a, &d, rep);
     alloc = allocator_object(a, &peak_alloc);
+    /* the run's own memory: torch's allocator, else what NVML lists for the run's processes;
+     * the device's whole use (other tenants included) only when neither is known, and also
+     * as gpu_peak_memory_device_gb, labelled as such */
     json_object_set_new(rep, "gpu_peak_memory_allocated_gb",
-                        jnum((isnan(peak_alloc) ? d.mem_peak_bytes : peak_alloc) / GIB));
+                        jnum((!isnan(peak_alloc)             ? peak_alloc
+                              : !isnan(d.run_mem_peak_bytes) ? d.run_mem_peak_bytes
+                                                             : d.mem_peak_bytes) /
+                             GIB));
     json_object_set_new(rep, "gpu_peak_memory_source",
-                        !isnan(peak_alloc)         ? json_string("allocator")
-                        : !isnan(d.mem_peak_bytes) ? json_string("nvml")
-                                                   : json_null());
+                        !isnan(peak_alloc)             ? json_string("allocator")
+                        : !isnan(d.run_mem_peak_bytes) ? json_string("nvml_processes")
+                        : !isnan(d.mem_peak_bytes)     ? json_string("nvml")
+                                                       : json_null());
+    json_object_set_new(rep, "gpu_peak_memory_device_gb", jnum(d.mem_peak_bytes / GIB));
+    json_object_set_new(rep, "gpu_run_sm_utilization_avg_percent", jnum(d.run_sm_avg));
+    json_object_set_new(rep, "gpu_other_processes_max",
+                        a->n_gpus ? json_integer(d.others_max) : json_null());
     utilization(&d, &s, busy, rep);
     json_object_set_new(rep, "data_loading_time_ratio",
                         jnum(ratio(s.data_ms, s.denom_ms, s.data_seen)));
@@ -807,10 +892,12 @@ json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
                             ? json_real(fmax(0.0, 1.0 - s.exposed_ms / s.exposed_comm_ms))
                             : json_null());
     json_object_set_new(rep, "steps", json_integer((json_int_t)s.max_rank_steps));
+    json_object_set_new(rep, "profiled_steps", json_integer((json_int_t)s.profiled));
     json_object_set_new(rep, "ranks", json_integer(a->n_ranks));
     phases = json_object();
     for (int p = 0; p < GS_PH_ALL; p++)
         json_object_set_new(phases, gs_phase_name(p), phase_stats(a, p, buf));
+    json_object_set_new(phases, "step_wall", step_wall_stats(a, buf));
     json_object_set_new(rep, "per_rank", per_rank(a, buf, gpus, rep));
     free(buf);
     json_object_set_new(rep, "phases", phases);
@@ -829,64 +916,49 @@ json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
 
 /* ---- writing ---- */
 
-static int write_all(int fd, const char *p, size_t n)
+int gs_report_write_at(const json_t *report, int dirfd, const char *name, struct gs_err *err)
 {
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
+    struct gs_dirfile df;
+    char *text;
+    int rc;
+
+    if (!report || !name)
+        return gs_err_set(err, GS_EINVAL, "report: nothing to write");
+    text = json_dumps(report, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+    if (!text)
+        return gs_err_set(err, GS_ENOMEM, "report: out of memory");
+    /* A fresh file of ours (never through a link, never an existing file), renamed into
+     * place whole (src/base/dirfile.h). */
+    rc = gs_dirfile_begin(&df, dirfd, name, 0644, err);
+    if (rc == GS_OK) {
+        if (fputs(text, df.f) < 0 || fputc('\n', df.f) == EOF) {
+            rc = gs_err_set(err, GS_EIO, "report: write %s: %s", name, strerror(errno));
+            gs_dirfile_abort(&df);
+        } else {
+            rc = gs_dirfile_commit(&df, err);
+        }
     }
-    return 0;
+    free(text);
+    return rc;
 }
 
 int gs_report_write(const json_t *report, const char *path, struct gs_err *err)
 {
-    char tmp[4096];
-    char *text;
-    int fd, rc = GS_EIO;
-    size_t n;
+    char dir[4096];
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    int dirfd, rc;
 
-    if (!report || !path)
+    if (!report || !path || !path[0])
         return gs_err_set(err, GS_EINVAL, "report: nothing to write");
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
+    if (slash && (size_t)(slash - path) >= sizeof dir)
         return gs_err_set(err, GS_EINVAL, "report: path too long");
-    text = json_dumps(report, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
-    if (!text)
-        return gs_err_set(err, GS_ENOMEM, "report: out of memory");
-    n = strlen(text);
-    /* A fresh file of ours: never through a link planted at the temporary name, never an
-     * existing file (a stale one of this pid is removed first; a link, not its target). */
-    if (unlink(tmp) != 0 && errno != ENOENT) {
-        rc = gs_err_set(err, GS_EIO, "report: unlink(%s): %s", tmp, strerror(errno));
-        free(text);
-        return rc;
-    }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = gs_err_set(err, GS_EIO, "report: open(%s): %s", tmp, strerror(errno));
-        free(text);
-        return rc;
-    }
-    if (write_all(fd, text, n) != 0 || write_all(fd, "\n", 1) != 0 || fsync(fd) != 0) {
-        gs_err_set(err, GS_EIO, "report: write(%s): %s", tmp, strerror(errno));
-    } else {
-        rc = GS_OK;
-    }
-    if (close(fd) != 0 && rc == GS_OK) {
-        rc = GS_EIO;
-        gs_err_set(err, GS_EIO, "report: close(%s): %s", tmp, strerror(errno));
-    }
-    if (rc == GS_OK && rename(tmp, path) != 0) {
-        rc = GS_EIO;
-        gs_err_set(err, GS_EIO, "report: rename(%s, %s): %s", tmp, path, strerror(errno));
-    }
-    if (rc != GS_OK)
-        unlink(tmp);
-    free(text);
+    snprintf(dir, sizeof dir, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1,
+             slash ? path : ".");
+    dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return gs_err_set(err, GS_EIO, "report: %s: %s", dir, strerror(errno));
+    rc = gs_report_write_at(report, dirfd, slash ? slash + 1 : path, err);
+    close(dirfd);
     return rc;
 }
 
@@ -938,6 +1010,16 @@ static void print_phases(FILE *out, const json_t *rep, const struct paint *c)
                 fmtnum(b[2], 32, "%.2f", jget(ph, "p95_ms")),
                 fmtnum(b[3], 32, "%.3f", jget(ph, "total_ms") / 1000.0), n);
     }
+    {
+        const json_t *ph = json_object_get(phases, "step_wall");
+        double n = jget(ph, "count");
+        if (header && n > 0) /* the step's wall time: data + total_step */
+            fprintf(out, "  %-16s %10s %10s %10s %12s %8.0f\n", "step_wall",
+                    fmtnum(b[0], 32, "%.2f", jget(ph, "mean_ms")),
+                    fmtnum(b[1], 32, "%.2f", jget(ph, "p50_ms")),
+                    fmtnum(b[2], 32, "%.2f", jget(ph, "p95_ms")),
+                    fmtnum(b[3], 32, "%.3f", jget(ph, "total_ms") / 1000.0), n);
+    }
 }
 
 /* One "label  value" line of the totals, left out when nothing in it is known. */
@@ -987,13 +1069,22 @@ static void print_outcome(FILE *out, const json_t *oc)
 {
     const char *status = jtext(oc, "status", NULL), *exc = jtext(oc, "exception", NULL);
     const char *sig = jtext(oc, "signal_name", NULL), *why = jtext(oc, "zero_steps_reason", NULL);
+    const char *stop = jtext(oc, "stopped_by", NULL);
     double code = jget(oc, "exit_code");
 
     if (!status)
         return;
     fprintf(out, "  %-28s %s", "outcome", status);
-    if (sig)
-        fprintf(out, ": killed by %s", sig);
+    if (stop) { /* passed on by gpuscope run: what the command made of it is secondary */
+        fprintf(out, ": stopped by %s", stop);
+        exc = NULL;
+    } else if (sig) /* SIGTERM, SIGINT, SIGHUP: a stop from outside, not a crash */
+        fprintf(out, ": %s by %s",
+                strcmp(sig, "SIGTERM") == 0 || strcmp(sig, "SIGINT") == 0 ||
+                        strcmp(sig, "SIGHUP") == 0 || strcmp(status, "hung") == 0
+                    ? "stopped"
+                    : "killed",
+                sig);
     else if (!isnan(code))
         fprintf(out, ": exit %.0f", code);
     fprintf(out, " after %.0f step(s)", jget(oc, "steps_completed"));
@@ -1099,6 +1190,14 @@ static void print_totals(FILE *out, const json_t *rep)
     total_line(out, "GPU peak memory", !isnan(jget(rep, "gpu_peak_memory_allocated_gb")),
                "%.2f GiB (%s)", jget(rep, "gpu_peak_memory_allocated_gb"),
                jtext(rep, "gpu_peak_memory_source", "unknown"));
+    if (jget(rep, "gpu_other_processes_max") > 0) /* a shared GPU: the device's figures */
+        total_line(out, "shared GPU", 1,
+                   "up to %.0f other process(es); whole device: peak memory %s GiB, "
+                   "utilization %s %% (the run's processes: SM %s %%)",
+                   jget(rep, "gpu_other_processes_max"),
+                   fmtnum(b[0], 32, "%.2f", jget(rep, "gpu_peak_memory_device_gb")),
+                   fmtnum(b[1], 32, "%.1f", jget(rep, "gpu_avg_utilization_percent")),
+                   fmtnum(b[2], 32, "%.1f", jget(rep, "gpu_run_sm_utilization_avg_percent")));
     total_line(out, "allocator peaks", !isnan(pa) || !isnan(pr),
                "allocated %s GiB, reserved %s GiB, gap %s GiB", fmtnum(b[0], 32, "%.2f", pa),
                fmtnum(b[1], 32, "%.2f", pr),
@@ -1140,9 +1239,15 @@ static void print_profile(FILE *out, const json_t *rep, const struct paint *c)
     const json_t *p = json_object_get(rep, "profile"), *r;
     size_t i;
 
+    char win[96] = "";
+
     if (!p)
         return;
-    fprintf(out, "%sprofile%s (steps %s, %s)\n", c->bold, c->off, jtext(p, "steps", "?"),
+    /* several windows: the figures below are the last one's, which the label names */
+    if (jget(p, "windows") > 1 && jget(p, "window_first_step") > 0)
+        snprintf(win, sizeof win, "; %.0f windows, the last (from step %.0f) analysed",
+                 jget(p, "windows"), jget(p, "window_first_step"));
+    fprintf(out, "%sprofile%s (steps %s%s, %s)\n", c->bold, c->off, jtext(p, "steps", "?"), win,
             json_is_string(json_object_get(p, "note")) ? jtext(p, "note", "")
                                                        : jtext(p, "dir", ""));
     json_array_foreach(json_object_get(p, "ranks"), i, r)

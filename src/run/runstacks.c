@@ -11,18 +11,23 @@
 
 #include "gpuscope/gs_model.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "backend/procfs.h"
 #include "base/clock.h"
+#include "base/dirfile.h"
 #include "gpuscope/gs_err.h"
 #include "run/hang.h"
 #include "stacks/collect.h"
@@ -37,6 +42,9 @@
 #define MAX_GPU_READINGS (1u << 20)
 #define IDLE_UTIL 0.05
 #define TOP_N 10
+#define MAX_HANGS 8      /* hangs recorded in the report (all are counted) */
+#define HANG_RANKS 16    /* ranks described per hang */
+#define NCCL_WAIT_S 10.0 /* the ranks' answer to hang.request: within a second, this at most */
 
 struct rank {
     pid_t pid;
@@ -50,6 +58,12 @@ struct rank {
     uint64_t samples, failed;
     char err[GS_ERR_MSG_LEN];
     double last_end; /* realtime end of its last step */
+    /* the credentials its file accesses are checked with (backend/procfs.h), read while it
+     * runs, at most once a second: the source lines of its frames are read only where these
+     * may read (a root `gpuscope run` never copies a file its uid-1000 rank names) */
+    struct gs_procfs_creds creds;
+    int has_creds;
+    double creds_next;
 };
 
 struct sample {
@@ -61,13 +75,42 @@ struct sample {
 
 struct step {
     int32_t rank;
-    double data_start, begin, fwd_end, bwd_end, opt_end, end;
+    /* first: where the step's time starts (data_start, or t_begin when "other" precedes the
+     * data phase: GS_STEP_DATA_IN_STEP) */
+    double first, data_start, begin, fwd_end, bwd_end, opt_end, end;
 };
 
 struct reading {
     double t;
     float util, power, limit;
     uint16_t gpu;
+    uint8_t shared; /* util is the run's processes' SM utilization on a shared GPU */
+};
+
+/* Where one rank's main thread was when the watchdog fired. */
+struct hang_rank {
+    int rank, hello;
+    pid_t pid;
+    char func[128], file[512];
+    int line;
+    char user_func[128], user_file[512]; /* the innermost frame outside Python and packages */
+    int user_line;
+    char state[96];
+    int in_collective; /* a torch.distributed frame, or DDP's backward (its all-reduce) */
+};
+
+/* One hang: from the last step (or the quiet start) to the next step or the job's end. */
+struct hang_ev {
+    unsigned number;
+    double since, detected, ended; /* unix seconds; ended NAN while it lasts */
+    double p95;                    /* NAN before the ring judged */
+    uint64_t steps_before;         /* step records received before it */
+    char gpus[128];
+    unsigned nranks;
+    struct hang_rank r[HANG_RANKS];
+    int nccl; /* 0 waiting for the ranks' answer, 1 a dump, 2 only .unavailable, 3 no answer */
+    double req_mono;
+    char nccl_why[256];
 };
 
 struct gs_runstacks {
@@ -94,6 +137,10 @@ struct gs_runstacks {
     int ended; /* an end record came: no more hang checks */
     unsigned hangs;
     double last_check;
+    struct hang_ev hev[MAX_HANGS];
+    double job_exit; /* CMD's exit (gs_runstacks_job_exit), unix seconds; NAN before */
+    double cpu_last; /* CPU seconds of CMD's tree at the previous check; NAN: none yet */
+    double cpu_mono; /* ... and when */
 };
 
 double gs_runstacks_parse_rate(const char *s)
@@ -141,6 +188,7 @@ void gs_runstacks_set_child(struct gs_runstacks *rs, pid_t pid)
     for (unsigned i = 0; i < rs->nranks; i++)
         any_hello |= rs->ranks[i].hello;
     rs->cfg.child = pid;
+    gs_hang_begin(&rs->hang, gs_clock_real_s()); /* the job starts: no step, no CPU is quiet */
     k = rank_add(rs, pid);
     if (k && !k->hello && any_hello)
         k->dropped = 1;
@@ -178,18 +226,46 @@ void gs_runstacks_step(struct gs_runstacks *rs, const struct gs_step_rec *s)
     st.rank = s->rank;
     st.begin = s->t_begin;
     st.end = s->t_end;
-    st.data_start = isfinite(ms[GS_PH_DATA]) && ms[GS_PH_DATA] > 0
-                        ? s->t_begin - ms[GS_PH_DATA] / 1000.0
-                        : s->t_begin;
-    /* Host-side order of a step: forward, backward, optimizer, laid end to end from its
-     * begin; what remains until its end is "other". */
-    cur = s->t_begin;
-    cur += isfinite(ms[GS_PH_FORWARD]) ? ms[GS_PH_FORWARD] / 1000.0 : 0;
-    st.fwd_end = cur;
-    cur += isfinite(ms[GS_PH_BACKWARD]) ? ms[GS_PH_BACKWARD] / 1000.0 : 0;
-    st.bwd_end = cur;
-    cur += isfinite(ms[GS_PH_OPTIMIZER]) ? ms[GS_PH_OPTIMIZER] / 1000.0 : 0;
-    st.opt_end = cur;
+    if (s->flags & GS_STEP_DATA_IN_STEP) {
+        /* The loop tracker's marks: the step ends when the optimizer step returns, after
+         * data (the loader's __next__), forward and backward, laid end to end back from its
+         * end; what precedes them since the previous optimizer step (zero_grad, logging) is
+         * "other". begin = where the data phase starts. */
+        double opt = isfinite(ms[GS_PH_OPTIMIZER]) ? ms[GS_PH_OPTIMIZER] / 1000.0 : 0;
+        double bwd = isfinite(ms[GS_PH_BACKWARD]) ? ms[GS_PH_BACKWARD] / 1000.0 : 0;
+        double fwd = isfinite(ms[GS_PH_FORWARD]) ? ms[GS_PH_FORWARD] / 1000.0 : 0;
+        double data = isfinite(ms[GS_PH_DATA]) && ms[GS_PH_DATA] > 0 ? ms[GS_PH_DATA] / 1000.0 : 0;
+
+        st.opt_end = s->t_end;
+        st.bwd_end = st.opt_end - opt;
+        st.fwd_end = st.bwd_end - bwd;
+        st.begin = st.fwd_end - fwd;
+        st.data_start = st.begin - data;
+        if (st.data_start < s->t_begin) { /* phases longer than the step (clock skew): clamp */
+            st.data_start = s->t_begin;
+            if (st.begin < st.data_start)
+                st.begin = st.data_start;
+            if (st.fwd_end < st.begin)
+                st.fwd_end = st.begin;
+            if (st.bwd_end < st.fwd_end)
+                st.bwd_end = st.fwd_end;
+        }
+        st.first = s->t_begin;
+    } else {
+        st.data_start = isfinite(ms[GS_PH_DATA]) && ms[GS_PH_DATA] > 0
+                            ? s->t_begin - ms[GS_PH_DATA] / 1000.0
+                            : s->t_begin;
+        /* Host-side order of a step: forward, backward, optimizer, laid end to end from its
+         * begin; what remains until its end is "other". */
+        cur = s->t_begin;
+        cur += isfinite(ms[GS_PH_FORWARD]) ? ms[GS_PH_FORWARD] / 1000.0 : 0;
+        st.fwd_end = cur;
+        cur += isfinite(ms[GS_PH_BACKWARD]) ? ms[GS_PH_BACKWARD] / 1000.0 : 0;
+        st.bwd_end = cur;
+        cur += isfinite(ms[GS_PH_OPTIMIZER]) ? ms[GS_PH_OPTIMIZER] / 1000.0 : 0;
+        st.opt_end = cur;
+        st.first = st.data_start;
+    }
     pthread_mutex_lock(&rs->mu);
     if (rs->nsteps < MAX_STEPS)
         rs->steps[rs->nsteps++] = st;
@@ -201,6 +277,17 @@ void gs_runstacks_step(struct gs_runstacks *rs, const struct gs_step_rec *s)
             break;
         }
     gs_hang_step(&rs->hang, last_end, s, gs_clock_real_s());
+    if (rs->hangs && rs->hangs <= MAX_HANGS && isnan(rs->hev[rs->hangs - 1].ended))
+        rs->hev[rs->hangs - 1].ended = rs->hang.last_rx_s; /* steps again: that hang is over */
+    pthread_mutex_unlock(&rs->mu);
+}
+
+void gs_runstacks_job_exit(struct gs_runstacks *rs, double t)
+{
+    if (!rs)
+        return;
+    pthread_mutex_lock(&rs->mu);
+    rs->job_exit = t;
     pthread_mutex_unlock(&rs->mu);
 }
 
@@ -214,14 +301,18 @@ void gs_runstacks_end(struct gs_runstacks *rs)
 }
 
 void gs_runstacks_gpu(struct gs_runstacks *rs, double t, unsigned gpu, double util, double power_w,
-                      double power_limit_w)
+                      double power_limit_w, int shared)
 {
     if (!rs || !isfinite(util))
         return;
     pthread_mutex_lock(&rs->mu);
     if (rs->ngpu < MAX_GPU_READINGS)
-        rs->gpu[rs->ngpu++] =
-            (struct reading){t, (float)util, (float)power_w, (float)power_limit_w, (uint16_t)gpu};
+        rs->gpu[rs->ngpu++] = (struct reading){t,
+                                               (float)util,
+                                               shared ? -1.0f : (float)power_w,
+                                               shared ? -1.0f : (float)power_limit_w,
+                                               (uint16_t)gpu,
+                                               (uint8_t)(shared != 0)};
     pthread_mutex_unlock(&rs->mu);
 }
 
@@ -304,6 +395,16 @@ static void sample_rank(struct gs_runstacks *rs, unsigned ri, double mono)
             snprintf(k->err, sizeof k->err, "%s", err.msg);
         return;
     }
+    if (mono >= k->creds_next) {
+        struct gs_procfs_creds c;
+        k->creds_next = mono + 1.0;
+        /* the least privileged seen: a rank that dropped root is never read as root again */
+        if (gs_procfs_read_creds((unsigned)k->pid, &c) == GS_OK &&
+            (!k->has_creds || k->creds.uid == 0 || c.uid != 0)) {
+            k->creds = c;
+            k->has_creds = 1;
+        }
+    }
     {
         const struct gs_pythread *th = &rs->ps->threads[0];
         for (unsigned i = th->nframes; i-- > 0;) {
@@ -323,13 +424,14 @@ static void sample_rank(struct gs_runstacks *rs, unsigned ri, double mono)
 /* The GPUs' state over the last few seconds: 1 idle or spinning or no readings, 0 busy. */
 static int gpus_stuck(const struct gs_runstacks *rs, double now, char *what, size_t cap)
 {
-    unsigned idle = 0, spin = 0, busy = 0;
+    unsigned idle = 0, spin = 0, busy = 0, shared = 0;
 
     for (uint32_t i = rs->ngpu; i-- > 0 && rs->gpu[i].t > now - 5;) {
         const struct reading *g = &rs->gpu[i];
+        shared |= g->shared;
         if (g->util < IDLE_UTIL)
             idle++;
-        else if (gs_spinning(g->util, g->power, g->limit))
+        else if (!g->shared && gs_spinning(g->util, g->power, g->limit))
             spin++;
         else
             busy++;
@@ -337,10 +439,11 @@ static int gpus_stuck(const struct gs_runstacks *rs, double now, char *what, siz
     if (busy && !idle && !spin)
         return 0;
     snprintf(what, cap, "%s",
-             spin   ? "GPUs spinning (utilization ~100 % at low power: a stuck "
-                      "collective?)"
-             : idle ? "GPUs idle"
-                    : "no GPU readings");
+             spin             ? "GPUs spinning (utilization ~100 % at low power: a stuck "
+                                "collective?)"
+             : idle && shared ? "the run's processes idle on their shared GPUs"
+             : idle           ? "GPUs idle"
+                              : "no GPU readings");
     return 1;
 }
 
@@ -349,47 +452,171 @@ static int gpus_stuck(const struct gs_runstacks *rs, double now, char *what, siz
  * answers within a second in DIR/hang-N-nccl/. */
 static void hang_request(struct gs_runstacks *rs)
 {
-    char path[4096], tmp[4200];
-    FILE *f;
+    char text[16];
+    struct gs_err err;
+    int n = snprintf(text, sizeof text, "%u\n", rs->hangs);
 
-    snprintf(path, sizeof path, "%s/hang.request", rs->dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    f = fopen(tmp, "w");
-    if (f) {
-        int bad = fprintf(f, "%u\n", rs->hangs) < 0;
-        bad |= fclose(f) != 0;
-        if (bad || rename(tmp, path) != 0) {
-            unlink(tmp);
-            f = NULL;
-        }
-    }
-    if (!f) {
-        fprintf(stderr, "gpuscope run: %s: %s (no NCCL flight recorder dump)\n", path,
-                strerror(errno));
+    /* made here, whole: the package honours only a regular file of the run's owner */
+    if (gs_dirfile_write(rs->cfg.dirfd, "hang.request", 0644, text, (size_t)n, &err) != GS_OK) {
+        fprintf(stderr, "gpuscope run: %s/%s (no NCCL flight recorder dump)\n", rs->dir, err.msg);
+        if (rs->hangs <= MAX_HANGS)
+            rs->hev[rs->hangs - 1].nccl = 3;
         return;
     }
-    fprintf(stderr,
-            "gpuscope run:   NCCL flight recorder of each rank: %s/hang-%u-nccl/ "
-            "(torchfrtrace --prefix nccl_trace_rank_ %s/hang-%u-nccl)\n",
-            rs->dir, rs->hangs, rs->dir, rs->hangs);
+    if (rs->hangs <= MAX_HANGS)
+        rs->hev[rs->hangs - 1].req_mono = gs_clock_mono_s();
 }
 
-static void hang_dump(struct gs_runstacks *rs, double stalled_s, double p95, const char *gpu_what)
+/* The ranks' answers to hang N's request (DIR/hang-N-nccl/): the flight recorder pointer is
+ * printed once a rank wrote a dump; when every rank that said hello answered .unavailable,
+ * or none answered within NCCL_WAIT_S, one line says there is none. */
+static void nccl_answers(struct gs_runstacks *rs, struct hang_ev *e, double mono)
 {
-    char path[4096];
-    FILE *f;
+    char path[4200];
+    unsigned dumps = 0, unavail = 0, hello = 0;
+    struct dirent *d;
+    DIR *dir;
+
+    if (e->nccl != 0)
+        return;
+    snprintf(path, sizeof path, "%s/hang-%u-nccl", rs->dir, e->number);
+    {
+        char sub[64];
+        int dfd;
+        snprintf(sub, sizeof sub, "hang-%u-nccl", e->number);
+        dfd = openat(rs->cfg.dirfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        dir = dfd >= 0 ? fdopendir(dfd) : NULL;
+        if (!dir && dfd >= 0)
+            close(dfd);
+    }
+    while (dir && (d = readdir(dir)) != NULL) {
+        size_t n = strlen(d->d_name);
+        if (strncmp(d->d_name, "nccl_trace_rank_", 16) != 0 ||
+            (n > 4 && strcmp(d->d_name + n - 4, ".tmp") == 0))
+            continue;
+        if (n > 12 && strcmp(d->d_name + n - 12, ".unavailable") == 0) {
+            if (!unavail++) {
+                int fd = openat(dirfd(dir), d->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+                if (!f && fd >= 0)
+                    close(fd);
+                if (f) {
+                    if (!fgets(e->nccl_why, sizeof e->nccl_why, f))
+                        e->nccl_why[0] = '\0';
+                    e->nccl_why[strcspn(e->nccl_why, "\r\n")] = '\0';
+                    fclose(f);
+                }
+            }
+        } else {
+            dumps++;
+        }
+    }
+    if (dir)
+        closedir(dir);
+    for (unsigned i = 0; i < rs->nranks; i++)
+        hello += rs->ranks[i].hello;
+    if (dumps) {
+        e->nccl = 1;
+        fprintf(stderr,
+                "gpuscope run:   NCCL flight recorder of each rank: %s/ "
+                "(torchfrtrace --prefix nccl_trace_rank_ %s)\n",
+                path, path);
+    } else if (unavail && unavail >= (hello ? hello : 1)) {
+        e->nccl = 2;
+        fprintf(stderr, "gpuscope run:   no NCCL flight recorder dump: %s\n",
+                e->nccl_why[0] ? e->nccl_why : "the ranks have none");
+    } else if (mono - e->req_mono >= NCCL_WAIT_S) {
+        e->nccl = unavail ? 2 : 3;
+        if (!unavail)
+            fprintf(stderr,
+                    "gpuscope run:   no NCCL flight recorder dump: no rank answered "
+                    "within %.0f s\n",
+                    NCCL_WAIT_S);
+    }
+}
+
+/* A file of Python itself or of an installed package (not the user's code). */
+static int library_file(const char *file)
+{
+    return file[0] != '/' || strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") ||
+           strstr(file, "/lib/python3") || strstr(file, "/gpuscope/_") ||
+           strstr(file, "/gpuscope/__init__.py");
+}
+
+/* Fills e->r[] from the main thread th of rank k (read into rs->ps). */
+static void hang_rank_fill(struct gs_runstacks *rs, const struct rank *k,
+                           const struct gs_pythread *th, struct hang_rank *hr, int ddp)
+{
+    struct gs_taskstate ts = {0};
+
+    memset(hr, 0, sizeof *hr);
+    hr->rank = k->hello ? k->rank : -1;
+    hr->hello = k->hello;
+    hr->pid = k->pid;
+    for (unsigned i = 0; i < th->nframes; i++) {
+        const struct gs_pyfunc *fn = gs_pyread_func(k->r, th->frames[i].func);
+        if (!fn)
+            continue;
+        if (i == 0) {
+            snprintf(hr->func, sizeof hr->func, "%s", fn->name);
+            snprintf(hr->file, sizeof hr->file, "%s", fn->file);
+            hr->line = th->frames[i].line;
+        }
+        if (!hr->user_file[0] && !library_file(fn->file)) {
+            snprintf(hr->user_func, sizeof hr->user_func, "%s", fn->name);
+            snprintf(hr->user_file, sizeof hr->user_file, "%s", fn->file);
+            hr->user_line = th->frames[i].line;
+        }
+        if (strstr(fn->file, "torch/distributed/") ||
+            (ddp && strstr(fn->file, "torch/autograd/") && strcmp(fn->name, "backward") == 0))
+            hr->in_collective = 1;
+    }
+    gs_taskstate_read(k->pid, k->pid, &ts);
+    snprintf(hr->state, sizeof hr->state, "%s", ts.what);
+    (void)rs;
+}
+
+static void hang_dump(struct gs_runstacks *rs, double now, double stalled_s, double p95,
+                      const char *gpu_what)
+{
+    char name[64], p95s[48];
+    struct hang_ev *e = NULL;
+    unsigned hello = 0;
+    struct gs_dirfile df;
+    struct gs_err err;
+    FILE *f = NULL;
 
     rs->hangs++;
-    snprintf(path, sizeof path, "%s/hang-%u-stacks.txt", rs->dir, rs->hangs);
-    f = fopen(path, "w");
-    fprintf(stderr, "gpuscope run: no step for %.0f s (p95 step %.2f s), %s; stacks in %s\n",
-            stalled_s, p95, gpu_what, path);
+    if (rs->hangs <= MAX_HANGS) {
+        e = &rs->hev[rs->hangs - 1];
+        memset(e, 0, sizeof *e);
+        e->number = rs->hangs;
+        e->since = now - stalled_s;
+        e->detected = now;
+        e->ended = NAN;
+        e->p95 = p95;
+        e->steps_before = rs->hang.steps;
+        snprintf(e->gpus, sizeof e->gpus, "%s", gpu_what);
+    }
+    for (unsigned i = 0; i < rs->nranks; i++)
+        hello += rs->ranks[i].hello;
+    if (isnan(p95))
+        snprintf(p95s, sizeof p95s, "%s", rs->hang.steps ? "too few steps to time" : "no step yet");
+    else
+        snprintf(p95s, sizeof p95s, "p95 step %.2f s", p95);
+    snprintf(name, sizeof name, "hang-%u-stacks.txt", rs->hangs);
+    if (gs_dirfile_begin(&df, rs->cfg.dirfd, name, 0644, &err) == GS_OK)
+        f = df.f;
+    else
+        fprintf(stderr, "gpuscope run: %s/%s\n", rs->dir, err.msg);
+    fprintf(stderr, "gpuscope run: no step for %.0f s (%s), %s; stacks in %s/%s\n", stalled_s, p95s,
+            gpu_what, rs->dir, name);
     if (f)
-        fprintf(f, "no step for %.1f s (p95 step time %.3f s); %s\n", stalled_s, p95, gpu_what);
+        fprintf(f, "no step for %.1f s (%s); %s\n", stalled_s, p95s, gpu_what);
     for (unsigned i = 0; i < rs->nranks; i++) {
         struct rank *k = &rs->ranks[i];
         const struct gs_pythread *main_th = NULL;
-        struct gs_taskstate ts;
+        struct hang_rank hr;
         if (!k->r || k->dropped || gs_pyread_sample(k->r, 0, rs->ps, NULL) != GS_OK)
             continue;
         if (f) {
@@ -399,43 +626,84 @@ static void hang_dump(struct gs_runstacks *rs, double stalled_s, double p95, con
         for (unsigned t = 0; t < rs->ps->nthreads; t++)
             if (rs->ps->threads[t].native_tid == k->pid || (t == rs->ps->nthreads - 1 && !main_th))
                 main_th = &rs->ps->threads[t];
-        if (main_th && main_th->nframes) {
-            const struct gs_pyfunc *fn = gs_pyread_func(k->r, main_th->frames[0].func);
-            gs_taskstate_read(k->pid, k->pid, &ts);
-            fprintf(stderr, "gpuscope run:   rank %d (pid %d) waits in %s (%s:%d), %s\n", k->rank,
-                    (int)k->pid, fn ? fn->name : "?", fn ? fn->file : "?", main_th->frames[0].line,
-                    ts.what);
-        }
+        if (!main_th || !main_th->nframes)
+            continue;
+        hang_rank_fill(rs, k, main_th, &hr, hello > 1);
+        fprintf(stderr, "gpuscope run:   rank %d (pid %d) waits in %s (%s:%d), %s%s\n", k->rank,
+                (int)k->pid, hr.func[0] ? hr.func : "?", hr.file[0] ? hr.file : "?", hr.line,
+                hr.state, hr.in_collective ? "; in a collective" : "");
+        if (e && e->nranks < HANG_RANKS)
+            e->r[e->nranks++] = hr;
     }
-    if (f)
-        fclose(f);
+    if (f && gs_dirfile_commit(&df, &err) != GS_OK)
+        fprintf(stderr, "gpuscope run: %s/%s\n", rs->dir, err.msg);
     hang_request(rs);
+}
+
+/* CPU seconds used by CMD and its descendants so far; NAN when CMD is gone. */
+static double tree_cpu_s(pid_t root)
+{
+    long hz = sysconf(_SC_CLK_TCK);
+    unsigned long long ticks;
+
+    if (root <= 0 || gs_procfs_tree_ticks(NULL, (unsigned)root, &ticks) != GS_OK)
+        return NAN;
+    return (double)ticks / (double)(hz > 0 ? hz : 100);
+}
+
+/* Before the hang rule has steps to time, CPU used by the job's processes is its activity:
+ * GS_HANG_ACTIVE_CPU of a core since the previous check (run/hang.h). */
+static void job_activity(struct gs_runstacks *rs, double mono, double now)
+{
+    double cpu;
+
+    if (rs->hang.steps >= GS_HANG_MIN_STEPS)
+        return;
+    cpu = tree_cpu_s(rs->cfg.child);
+    if (!isnan(cpu) && !isnan(rs->cpu_last) && mono > rs->cpu_mono &&
+        cpu - rs->cpu_last >= GS_HANG_ACTIVE_CPU * (mono - rs->cpu_mono))
+        gs_hang_active(&rs->hang, now);
+    rs->cpu_last = cpu;
+    rs->cpu_mono = mono;
 }
 
 static void watchdog(struct gs_runstacks *rs, double mono)
 {
     double now = gs_clock_real_s();
     char what[128];
+    int python = 0;
 
     if (rs->cfg.hang_factor <= 0 || mono - rs->last_check < 1.0)
         return;
     rs->last_check = mono;
-    if (rs->ended || !gs_hang_new_stall(&rs->hang, rs->cfg.hang_factor, rs->cfg.hang_min_s, now))
+    if (rs->hangs && rs->hangs <= MAX_HANGS)
+        nccl_answers(rs, &rs->hev[rs->hangs - 1], mono);
+    if (rs->ended)
+        return;
+    job_activity(rs, mono, now);
+    if (!gs_hang_new_stall(&rs->hang, rs->cfg.hang_factor, rs->cfg.hang_min_s, now))
         return;
     {
         /* a run whose ranks have all exited is ending, not hanging */
         int alive = 0;
-        for (unsigned i = 0; i < rs->nranks; i++)
+        for (unsigned i = 0; i < rs->nranks; i++) {
             if (!rs->ranks[i].dropped && kill(rs->ranks[i].pid, 0) == 0 &&
                 gs_taskstate_letter(rs->ranks[i].pid, rs->ranks[i].pid) != 'Z')
                 alive = 1;
+            python |= rs->ranks[i].hello || rs->ranks[i].r;
+        }
         if (!alive)
             return;
     }
+    /* with no step yet, only a Python job (a rank said hello, or a Python process was read)
+     * is a training job that may hang: `gpuscope run -- sleep 100` does not */
+    if (rs->hang.steps == 0 && !python)
+        return;
     if (!gpus_stuck(rs, now, what, sizeof what))
         return;
     gs_hang_mark(&rs->hang); /* once per stall: a new step re-arms it */
-    hang_dump(rs, now - rs->hang.last_rx_s, gs_hang_p95(&rs->hang), what);
+    hang_dump(rs, now, now - gs_hang_quiet_since(&rs->hang),
+              rs->hang.steps >= GS_HANG_MIN_STEPS ? gs_hang_p95(&rs->hang) : NAN, what);
 }
 
 static void *sampler_main(void *arg)
@@ -479,6 +747,7 @@ int gs_runstacks_start(const struct gs_runstacks_cfg *cfg, struct gs_runstacks *
     rs->steps = malloc(MAX_STEPS * sizeof *rs->steps);
     rs->gpu = malloc(MAX_GPU_READINGS * sizeof *rs->gpu);
     rs->stride = 1;
+    rs->job_exit = rs->cpu_last = NAN;
     pthread_mutex_init(&rs->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -676,7 +945,7 @@ static int cmp_step(const void *a, const void *b)
     const struct step *x = a, *y = b;
     if (x->rank != y->rank)
         return x->rank < y->rank ? -1 : 1;
-    return x->begin < y->begin ? -1 : x->begin > y->begin;
+    return x->first < y->first ? -1 : x->first > y->first;
 }
 
 static const char *const phase_names[] = {"data",           "forward", "backward",
@@ -687,11 +956,11 @@ static unsigned phase_of(const struct gs_runstacks *rs, int rank, double t)
     uint32_t lo = 0, hi = rs->nsteps, best = UINT32_MAX;
     const struct step *s;
 
-    /* last step of `rank` with data_start <= t */
+    /* last step of `rank` with first <= t */
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
         const struct step *m = &rs->steps[mid];
-        if (m->rank < rank || (m->rank == rank && m->data_start <= t)) {
+        if (m->rank < rank || (m->rank == rank && m->first <= t)) {
             if (m->rank == rank)
                 best = mid;
             lo = mid + 1;
@@ -702,6 +971,8 @@ static unsigned phase_of(const struct gs_runstacks *rs, int rank, double t)
     if (best == UINT32_MAX)
         return 5;
     s = &rs->steps[best];
+    if (t < s->data_start)
+        return 4; /* before the data phase, after the previous optimizer step: "other" */
     if (t < s->begin)
         return 0;
     if (t < s->fwd_end)
@@ -739,18 +1010,77 @@ static const struct reading *reading_at(const struct reading *r, uint32_t lo, ui
     return lo < end && r[lo].t - t <= 5.0 ? &r[lo] : NULL;
 }
 
-/* Source line `line` of file, trimmed, into out; "" when unreadable. */
-static void source_line(const char *file, int line, char *out, size_t cap)
+/* Whether c may do `want` (4 read, 1 search) on a file of this stat, by its mode bits. */
+static int creds_allow(const struct gs_procfs_creds *c, const struct stat *st, unsigned want)
 {
-    FILE *f = line > 0 && file[0] == '/' ? fopen(file, "r") : NULL;
+    unsigned bits = st->st_mode & 7;
+
+    if (c->uid == 0)
+        return 1;
+    if (st->st_uid == c->uid) {
+        bits = (st->st_mode >> 6) & 7;
+    } else {
+        int member = st->st_gid == c->gid;
+        for (unsigned i = 0; i < c->ngroups && !member; i++)
+            member = st->st_gid == c->groups[i];
+        if (member)
+            bits = (st->st_mode >> 3) & 7;
+    }
+    return (bits & want) == want;
+}
+
+/* Opens file for reading only where every one of the n credentials may read it: each directory
+ * on its resolved path searchable, the file itself a readable regular file; the file opened is
+ * the one checked (O_NOFOLLOW, same device and inode). NULL otherwise. */
+static FILE *open_as(const char *file, const struct gs_procfs_creds *const *cs, unsigned n)
+{
+    char real[PATH_MAX], pre[PATH_MAX];
+    struct stat st, fst;
+    int fd;
+    FILE *f;
+
+    if (!n || !realpath(file, real))
+        return NULL;
+    for (size_t i = 0; real[i]; i++) {
+        if (real[i] != '/')
+            continue;
+        snprintf(pre, sizeof pre, "%.*s", i ? (int)i : 1, real);
+        if (stat(pre, &st) != 0 || !S_ISDIR(st.st_mode))
+            return NULL;
+        for (unsigned c = 0; c < n; c++)
+            if (!creds_allow(cs[c], &st, 1))
+                return NULL;
+    }
+    if (stat(real, &st) != 0 || !S_ISREG(st.st_mode))
+        return NULL;
+    for (unsigned c = 0; c < n; c++)
+        if (!creds_allow(cs[c], &st, 4))
+            return NULL;
+    fd = open(real, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &fst) != 0 || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino ||
+        !(f = fdopen(fd, "r"))) {
+        close(fd);
+        return NULL;
+    }
+    return f;
+}
+
+/* Source line `line` of file, trimmed, into out; "" when unreadable by any of the n ranks'
+ * credentials (or by us). */
+static void source_line(const char *file, int line, const struct gs_procfs_creds *const *cs,
+                        unsigned n, char *out, size_t cap)
+{
+    FILE *f = line > 0 && file[0] == '/' ? open_as(file, cs, n) : NULL;
     char buf[1024];
-    int n = 0;
+    int ln = 0;
 
     out[0] = '\0';
     if (!f)
         return;
     while (fgets(buf, sizeof buf, f))
-        if (++n == line) {
+        if (++ln == line) {
             char *s = buf;
             while (*s == ' ' || *s == '\t')
                 s++;
@@ -759,6 +1089,29 @@ static void source_line(const char *file, int line, char *out, size_t cap)
             break;
         }
     fclose(f);
+}
+
+/* The credentials of the ranks whose samples among idx[0..n) are at frame f, line: NULL
+ * entries and 0 when one of them has none known (then no source is read). */
+static unsigned line_creds(const struct gs_runstacks *rs, const uint32_t *idx, uint32_t n,
+                           uint32_t f, int32_t line, const struct gs_procfs_creds **out)
+{
+    unsigned char seen[MAX_RANKS] = {0};
+    unsigned m = 0;
+
+    for (uint32_t i = 0; i < n; i++) {
+        const struct sample *s = &rs->samples[idx[i]];
+        const struct rank *k;
+        if (!s->leaf || s->line != line || rs->prof->nodes[s->leaf].frame != f ||
+            s->ri >= MAX_RANKS || seen[s->ri])
+            continue;
+        seen[s->ri] = 1;
+        k = &rs->ranks[s->ri];
+        if (!k->has_creds)
+            return 0;
+        out[m++] = &k->creds;
+    }
+    return m;
 }
 
 /* The leaf lines most often sampled among samples idx[0..n), with their source text. */
@@ -807,7 +1160,12 @@ static json_t *top_lines(const struct gs_runstacks *rs, const uint32_t *idx, uin
         json_object_set_new(o, "file", json_string(rs->prof->labels[lines[best].frame].file));
         json_object_set_new(o, "line", json_integer(lines[best].line));
         json_object_set_new(o, "share", json_real(ratio(lines[best].count, n)));
-        source_line(rs->prof->labels[lines[best].frame].file, lines[best].line, src, sizeof src);
+        {
+            const struct gs_procfs_creds *cs[MAX_RANKS];
+            unsigned nc = line_creds(rs, idx, n, lines[best].frame, lines[best].line, cs);
+            source_line(rs->prof->labels[lines[best].frame].file, lines[best].line, cs, nc, src,
+                        sizeof src);
+        }
         if (src[0])
             json_object_set_new(o, "source", json_string(src));
         json_array_append_new(arr, o);
@@ -819,22 +1177,95 @@ static json_t *top_lines(const struct gs_runstacks *rs, const uint32_t *idx, uin
 
 static void write_outputs(struct gs_runstacks *rs, json_t *sec)
 {
-    char path[4096];
-    FILE *f;
+    struct gs_dirfile df;
+    struct gs_err err;
 
-    snprintf(path, sizeof path, "%s/stacks.svg", rs->dir);
-    f = fopen(path, "w");
-    if (f &&
-        gs_flame_write_svg(rs->prof, "gpuscope run: main threads of the ranks", f, NULL) == GS_OK)
-        json_object_set_new(sec, "flamegraph", json_string("stacks.svg"));
-    if (f)
-        fclose(f);
-    snprintf(path, sizeof path, "%s/stacks.txt", rs->dir);
-    f = fopen(path, "w");
-    if (f && gs_stackprof_write_collapsed(rs->prof, f) == GS_OK)
-        json_object_set_new(sec, "collapsed", json_string("stacks.txt"));
-    if (f)
-        fclose(f);
+    gs_err_clear(&err);
+    if (gs_dirfile_begin(&df, rs->cfg.dirfd, "stacks.svg", 0644, &err) == GS_OK) {
+        if (gs_flame_write_svg(rs->prof, "gpuscope run: main threads of the ranks", df.f, NULL) !=
+            GS_OK)
+            gs_dirfile_abort(&df);
+        else if (gs_dirfile_commit(&df, &err) == GS_OK)
+            json_object_set_new(sec, "flamegraph", json_string("stacks.svg"));
+    }
+    if (err.msg[0])
+        fprintf(stderr, "gpuscope run: %s/%s\n", rs->dir, err.msg);
+    gs_err_clear(&err);
+    if (gs_dirfile_begin(&df, rs->cfg.dirfd, "stacks.txt", 0644, &err) == GS_OK) {
+        if (gs_stackprof_write_collapsed(rs->prof, df.f) != GS_OK)
+            gs_dirfile_abort(&df);
+        else if (gs_dirfile_commit(&df, &err) == GS_OK)
+            json_object_set_new(sec, "collapsed", json_string("stacks.txt"));
+    }
+    if (err.msg[0])
+        fprintf(stderr, "gpuscope run: %s/%s\n", rs->dir, err.msg);
+}
+
+static json_t *jnum_or_null(double v)
+{
+    return isfinite(v) ? json_real(round(v * 1e3) / 1e3) : json_null();
+}
+
+/* The report's "hangs": each hang the watchdog found (docs/report.md, HANGS). */
+static json_t *hangs_json(struct gs_runstacks *rs)
+{
+    json_t *arr = json_array();
+    double end = isfinite(rs->job_exit) ? rs->job_exit : gs_clock_real_s();
+
+    for (unsigned h = 0; arr && h < rs->hangs && h < MAX_HANGS; h++) {
+        struct hang_ev *e = &rs->hev[h];
+        json_t *o = json_object(), *ranks = json_array(), *stuck = json_array();
+        char name[64];
+        if (!o || !ranks || !stuck) {
+            json_decref(o);
+            json_decref(ranks);
+            json_decref(stuck);
+            break;
+        }
+        for (unsigned i = 0; i < e->nranks; i++) {
+            const struct hang_rank *r = &e->r[i];
+            json_t *k = json_object();
+            json_object_set_new(k, "rank", r->hello ? json_integer(r->rank) : json_null());
+            json_object_set_new(k, "pid", json_integer(r->pid));
+            json_object_set_new(k, "function", json_string(r->func));
+            json_object_set_new(k, "file", json_string(r->file));
+            json_object_set_new(k, "line", json_integer(r->line));
+            json_object_set_new(k, "user_function",
+                                r->user_file[0] ? json_string(r->user_func) : json_null());
+            json_object_set_new(k, "user_file",
+                                r->user_file[0] ? json_string(r->user_file) : json_null());
+            json_object_set_new(k, "user_line",
+                                r->user_file[0] ? json_integer(r->user_line) : json_null());
+            json_object_set_new(k, "state", json_string(r->state));
+            json_object_set_new(k, "in_collective", json_boolean(r->in_collective));
+            json_array_append_new(ranks, k);
+            /* the ranks the others wait for: those outside a collective when some are in
+             * one; every rank when none is (a single process, or all stuck on their own) */
+            if (!r->in_collective && r->hello)
+                json_array_append_new(stuck, json_integer(r->rank));
+        }
+        json_object_set_new(o, "number", json_integer(e->number));
+        json_object_set_new(o, "started_at", jnum_or_null(e->since));
+        json_object_set_new(o, "detected_at", jnum_or_null(e->detected));
+        json_object_set_new(o, "ended_at", jnum_or_null(e->ended));
+        json_object_set_new(o, "until_job_end", json_boolean(isnan(e->ended)));
+        json_object_set_new(o, "duration_seconds",
+                            jnum_or_null((isnan(e->ended) ? end : e->ended) - e->since));
+        json_object_set_new(o, "steps_before", json_integer((json_int_t)e->steps_before));
+        json_object_set_new(o, "p95_step_seconds", jnum_or_null(e->p95));
+        json_object_set_new(o, "gpus", json_string(e->gpus));
+        json_object_set_new(o, "ranks", ranks);
+        json_object_set_new(o, "stuck_ranks", stuck);
+        snprintf(name, sizeof name, "hang-%u-stacks.txt", e->number);
+        json_object_set_new(o, "stacks_file", json_string(name));
+        snprintf(name, sizeof name, "hang-%u-nccl", e->number);
+        json_object_set_new(o, "nccl_dump", e->nccl == 1 ? json_string(name) : json_null());
+        json_object_set_new(o, "nccl_unavailable",
+                            e->nccl == 2 && e->nccl_why[0] ? json_string(e->nccl_why)
+                                                           : json_null());
+        json_array_append_new(arr, o);
+    }
+    return arr;
 }
 
 void gs_runstacks_report(struct gs_runstacks *rs, json_t *report)
@@ -865,17 +1296,20 @@ void gs_runstacks_report(struct gs_runstacks *rs, json_t *report)
             json_object_set_new(o, "python", json_string(ver));
         }
         if (k->err[0] && !k->samples) {
-            char path[4096];
+            char name[64];
+            struct stat st;
             json_object_set_new(o, "error", json_string(k->err));
             /* refused from outside: the package may have sampled itself (stacks.py) */
-            snprintf(path, sizeof path, "%s/stacks-inproc-%d.txt", rs->dir, (int)k->pid);
-            if (access(path, R_OK) == 0)
-                json_object_set_new(o, "in_process_profile", json_string(strrchr(path, '/') + 1));
+            snprintf(name, sizeof name, "stacks-inproc-%d.txt", (int)k->pid);
+            if (fstatat(rs->cfg.dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+                json_object_set_new(o, "in_process_profile", json_string(name));
         }
         json_array_append_new(ranks, o);
     }
     json_object_set_new(sec, "ranks", ranks);
     json_object_set_new(sec, "hangs", json_integer(rs->hangs));
+    if (rs->hangs)
+        json_object_set_new(report, "hangs", hangs_json(rs));
     if (rs->prof->samples)
         write_outputs(rs, sec);
 

@@ -174,6 +174,14 @@ int gs_session_snapshot(struct gs_session *s, const struct gs_snapshot *snap,
     return 1;
 }
 
+void gs_session_run_procs(struct gs_session *s, const struct gs_snapshot *snap,
+                          const unsigned char *in_run, const unsigned char *proc_in_run)
+{
+    pthread_mutex_lock(&s->mu);
+    gs_agg_run_procs(s->agg, snap, in_run, proc_in_run);
+    pthread_mutex_unlock(&s->mu);
+}
+
 json_t *gs_session_report(struct gs_session *s, const struct gs_report_meta *meta)
 {
     json_t *rep;

@@ -126,6 +126,11 @@ void gs_session_add_rank(struct gs_session *s);
 int gs_session_snapshot(struct gs_session *s, const struct gs_snapshot *snap,
                         const unsigned char *in_run, int wait);
 
+/* The run's own processes on its GPUs in that snapshot (proc_in_run: run/attrib.h
+ * gs_attrib_procs), for its share of a shared GPU (run/agg.h gs_agg_run_procs). */
+void gs_session_run_procs(struct gs_session *s, const struct gs_snapshot *snap,
+                          const unsigned char *in_run, const unsigned char *proc_in_run);
+
 /* The run's report so far (gs_agg_report with meta). New reference; NULL when out of memory. */
 json_t *gs_session_report(struct gs_session *s, const struct gs_report_meta *meta);
 

@@ -113,7 +113,35 @@ static json_t *phases(const struct gs_rundata *runs, size_t n, double *vals)
     return arr;
 }
 
-/* The facts whose values differ between the runs (absent counts as a value: null). */
+/* The command lines (run.command, as `gpuscope run` started them) when they differ: a row
+ * "command" after the facts' rows. */
+static void command_row(const struct gs_rundata *runs, size_t n, json_t *arr)
+{
+    json_t *vals = json_array();
+    int differ = 0;
+    const json_t *first = json_object_get(json_object_get(runs[0].report, "run"), "command");
+
+    for (size_t i = 0; i < n; i++) {
+        const json_t *x = json_object_get(json_object_get(runs[i].report, "run"), "command");
+        if (!json_is_string(x))
+            x = NULL;
+        json_array_append_new(vals, x ? json_deep_copy(x) : json_null());
+        if (i && !((x == NULL && !json_is_string(first)) ||
+                   (x && json_is_string(first) && json_equal(x, first))))
+            differ = 1;
+    }
+    if (differ) {
+        json_t *o = json_object();
+        json_object_set_new(o, "key", json_string("command"));
+        json_object_set_new(o, "values", vals);
+        json_array_append_new(arr, o);
+    } else {
+        json_decref(vals);
+    }
+}
+
+/* The facts whose values differ between the runs (absent counts as a value: null), then the
+ * command lines when they differ. */
 static json_t *facts(const struct gs_rundata *runs, size_t n)
 {
     json_t *keys = json_object(), *arr = json_array();
@@ -146,6 +174,7 @@ static json_t *facts(const struct gs_rundata *runs, size_t n)
         }
     }
     json_decref(keys);
+    command_row(runs, n, arr);
     return arr;
 }
 

@@ -7,6 +7,7 @@
 #include "gpuscope/gs_stacks.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/dirfile.h"
 #include "base/ticker.h"
 #include "gpuscope/gs_err.h"
 #include "stacks/collect.h"
@@ -101,18 +103,34 @@ GS_API int gs_stacks_self_write(struct gs_stacks_self *s, const char *path, cons
                                 char *err, size_t errlen)
 {
     struct gs_err e = {0};
+    struct gs_dirfile df;
     FILE *f;
-    int rc;
+    int rc, dirfd;
 
     if (!s || !path || !format) {
         snprintf(err, errlen, "stacks: no sampler or path");
         return -1;
     }
-    f = fopen(path, "w");
-    if (!f) {
-        snprintf(err, errlen, "stacks: %s: %s", path, strerror(errno));
-        return -1;
+    /* a fresh file of ours renamed into place (base/dirfile.h): a link planted at path, in a
+     * run directory for instance, is replaced, never written through */
+    {
+        const char *slash = strrchr(path, '/');
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1,
+                 slash ? path : ".");
+        dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dirfd < 0) {
+            snprintf(err, errlen, "stacks: %s: %s", dir, strerror(errno));
+            return -1;
+        }
+        rc = gs_dirfile_begin(&df, dirfd, slash ? slash + 1 : path, 0644, &e);
+        if (rc != GS_OK) {
+            close(dirfd);
+            snprintf(err, errlen, "stacks: %s", e.msg);
+            return -1;
+        }
     }
+    f = df.f;
     pthread_mutex_lock(&s->mu);
     if (strcmp(format, "svg") == 0)
         rc = gs_flame_write_svg(s->prof, "gpuscope: in-process stacks", f, &e);
@@ -122,8 +140,11 @@ GS_API int gs_stacks_self_write(struct gs_stacks_self *s, const char *path, cons
     else
         rc = gs_stackprof_write_collapsed(s->prof, f);
     pthread_mutex_unlock(&s->mu);
-    if (fclose(f) != 0 && rc == GS_OK)
-        rc = GS_EIO;
+    if (rc == GS_OK)
+        rc = gs_dirfile_commit(&df, &e);
+    else
+        gs_dirfile_abort(&df);
+    close(dirfd);
     if (rc != GS_OK) {
         snprintf(err, errlen, "stacks: writing %s: %s", path, e.msg[0] ? e.msg : gs_strerror(rc));
         return -1;

@@ -506,7 +506,7 @@ static void runs_panel(struct top_ui *ui, int y0, int h)
             double v;
             const json_t *fa = json_object_get(r, "findings"), *fi;
             size_t j;
-            int is_sel = idx == ui->run_sel;
+            int is_sel = idx == ui->run_sel, stalled;
             if (y >= maxy - 1) {
                 put(y++, 1, A_BOLD | col(ui, C_YELLOW),
                     "+%zu more runs (a taller terminal shows them)",
@@ -525,16 +525,23 @@ static void runs_panel(struct top_ui *ui, int y0, int h)
                 snprintf(rt, sizeof rt, "-");
             fmt_ratio(dr, sizeof dr, r, "data_loading_time_ratio");
             fmt_ratio(cr, sizeof cr, r, "communication_time_ratio");
+            /* the agent's hang rule says the run stopped stepping (/api/v1/runs "stalled") */
+            stalled = json_is_true(json_object_get(r, "stalled"));
+            if (stalled && jnum(r, "stalled_seconds", &v)) {
+                char d[16];
+                top_fmt_duration(d, sizeof d, v);
+                snprintf(fnd, sizeof fnd, "no step for %s", d);
+            }
             json_array_foreach(fa, j, fi)
             {
                 size_t l = strlen(fnd);
-                snprintf(fnd + l, sizeof fnd - l, "%s%s", l ? "," : "",
+                snprintf(fnd + l, sizeof fnd - l, "%s%s", l ? (stalled && j == 0 ? "; " : ",") : "",
                          json_string_value(fi) ? json_string_value(fi) : "?");
             }
-            put(y, 0, is_sel ? A_REVERSE : 0,
+            put(y, 0, (is_sel ? A_REVERSE : 0) | (stalled ? A_BOLD | col(ui, C_RED) : 0),
                 "%s%-14.14s %-4s %-10.10s %-8.8s %-11.11s %6lld %6s %5s %5s  %s",
                 is_sel ? ">" : " ", f->n_src > 1 ? s->name : "", key, jstr(r, "user", "?"),
-                jstr(r, "state", "?"), jstr(r, "name", ""),
+                stalled ? "stalled" : jstr(r, "state", "?"), jstr(r, "name", ""),
                 (long long)json_integer_value(json_object_get(r, "steps")), rt, dr, cr, fnd);
             y++;
             idx++;

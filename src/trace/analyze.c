@@ -114,7 +114,6 @@ static int64_t launch_of(const struct ctx *c, const struct gs_trace_gpu *g)
 static int ctx_build(struct ctx *c, struct gs_trace *t, const struct gs_trace_opts *o)
 {
     int64_t last_start = INT64_MAX;
-    size_t distinct = 0;
 
     memset(c, 0, sizeof *c);
     c->t = t;
@@ -145,18 +144,11 @@ static int ctx_build(struct ctx *c, struct gs_trace *t, const struct gs_trace_op
     }
     c->n_st = t->n_step;
     qsort(c->st, c->n_st, sizeof *c->st, cmp_step);
-    /* HTA filters only with two or more distinct ProfilerStep names. */
-    for (size_t i = 0; i < c->n_st; i++) {
-        int seen = 0;
-
-        for (size_t j = 0; j < i && !seen && j < 4096; j++)
-            seen = c->st[j].num == c->st[i].num;
-        if (!seen)
-            distinct++;
+    for (size_t i = 0; i < c->n_st; i++)
         if (last_start == INT64_MAX || c->st[i].ts > last_start)
             last_start = c->st[i].ts;
-    }
-    if (distinct < 2 || o->include_last_step)
+    /* HTA filters only with two or more distinct ProfilerStep names. */
+    if (!t->step_nums_differ || o->include_last_step)
         last_start = INT64_MAX;
     for (size_t i = 0; i < c->n; i++) {
         struct gs_trace_gpu *g = &c->a[i];
@@ -759,7 +751,7 @@ static json_t *cpuops_json(const struct gs_trace *t)
     }
     for (size_t i = 0; i < t->n_cpuop && i < 15; i++)
         json_array_append_new(
-            arr, json_pack("{s:s, s:I, s:f, s:f, s:f}", "name", gs_trace_name(t, v[i].name),
+            arr, json_pack("{s:s, s:I, s:f, s:f, s:f}", "name", gs_trace_op_name(t, v[i].name),
                            "count", (json_int_t)v[i].count, "sum_us", v[i].sum_us, "mean_us",
                            v[i].sum_us / (double)v[i].count, "max_us", v[i].max_us));
     free(v);
@@ -771,10 +763,10 @@ static json_t *rank_json(struct ctx *c, int64_t state[8], int64_t *comp_out, int
                          int64_t *idle_out, int64_t *span_out)
 {
     const struct gs_trace *t = c->t;
-    json_t *r =
-        json_pack("{s:I, s:s, s:s, s:I, s:I, s:I}", "rank", (json_int_t)t->rank, "file", t->path,
-                  "format", t->legacy ? "legacy" : "kineto", "events", (json_int_t)t->n_events,
-                  "gpu_activities", (json_int_t)c->n_kept, "profiler_steps", (json_int_t)c->n_st);
+    json_t *r = json_pack("{s:I, s:s, s:s, s:I, s:I, s:I}", "rank", (json_int_t)t->rank, "file",
+                          t->path, "format", t->legacy ? "legacy" : "kineto", "events",
+                          (json_int_t)t->n_events, "gpu_activities", (json_int_t)c->n_kept,
+                          "profiler_steps", (json_int_t)t->n_step_seen);
     int64_t first = 0, last = 0, busy, comp, comm, span, idle;
     json_t *types, *k;
     char nm[96];
@@ -783,7 +775,14 @@ static json_t *rank_json(struct ctx *c, int64_t state[8], int64_t *comp_out, int
         return NULL;
     memset(state, 0, 8 * sizeof state[0]);
     json_object_set_new(r, "cpu_ops", cpuops_json(t));
+    if (t->n_ops_folded)
+        json_object_set_new(r, "cpu_ops_folded",
+                            json_pack("{s:I, s:I, s:f, s:f}", "names", (json_int_t)t->n_ops_folded,
+                                      "count", (json_int_t)t->ops_folded.count, "sum_us",
+                                      t->ops_folded.sum_us, "max_us", t->ops_folded.max_us));
     json_object_set_new(r, "steps", steps_json(c));
+    if (t->n_step_omitted)
+        json_object_set_new(r, "steps_omitted", json_integer((json_int_t)t->n_step_omitted));
     if (!c->n_kept) {
         json_object_set_new(r, "note",
                             json_string(t->legacy ? "no GPU activity: a CPU-only "

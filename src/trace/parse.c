@@ -1,31 +1,52 @@
 /*
  * parse.c - reads one PyTorch profiler trace into the compact form of trace.h.
  *
- * The file goes through zlib (gzread reads gzip and plain files alike) in 64 KiB chunks into
- * yajl's event parser; the callbacks follow a small stack of roles (top object, traceEvents,
- * one event, its args, distributedInfo, anything else skipped) and fill one event's fields.
- * When an event's object closes it is either kept as a compact record (GPU activity, a host
- * launch with a correlation id, a ProfilerStep, a CPU op total by name) or dropped, so memory
- * grows with the number of GPU activities and launches, never with the JSON. A gzip file is
- * inflated on a second thread into a ring of four chunks, so inflating and parsing overlap.
+ * The file is inflated (ISA-L's igzip when the build found it, else zlib; a plain file is read
+ * as it is) in 256 KiB chunks into yajl's event parser; the callbacks follow a small stack of
+ * roles (top object, traceEvents, one event, its args, distributedInfo, anything else skipped)
+ * and fill one event's fields. When an event's object closes it is either kept as a compact
+ * record (GPU activity, a host launch with a correlation id, a ProfilerStep, a CPU op total by
+ * name) or dropped, so memory grows with the number of GPU activities and launches, never with
+ * the JSON: profiler steps and CPU op names go into bounded tables (the latest TRACE_MAX_STEPS
+ * steps; at most TRACE_MAX_OPS op names, the least busy folded into a counted remainder). A
+ * gzip file is inflated on a second thread into a ring of four chunks, so inflating and parsing
+ * overlap.
+ *
+ * Long tokens: yajl keeps a token that a chunk cuts in a buffer of its own and lexes that
+ * buffer again from its start with every later chunk, so a string of L bytes would cost
+ * L * L / 256 KiB. The loader therefore follows where each chunk ends lexically (inside a
+ * string or a number, from the last token a callback saw) and, when a token runs past the next
+ * chunk, collects the rest of it itself, a string cut at TRACE_MAX_TOKEN bytes (what lies
+ * beyond is skipped unread; a longer number is an error), and hands it to yajl in one piece:
+ * linear in the input.
  */
 #include "trace/trace.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <yajl/yajl_parse.h>
+#ifdef GS_TRACE_ISAL
+#include <isa-l/igzip_lib.h>
+#else
 #include <zlib.h>
+#endif
 
 #include "base/hash.h"
 
 #define TRACE_MAX_DEPTH 64
-#define TRACE_MAX_NAME (1u << 20) /* longer names are cut here */
-#define TRACE_CHUNK 65536
-#define TRACE_MAX_TS 1e17  /* microseconds: ~3000 years past the epoch */
-#define TRACE_MAX_DUR 1e12 /* microseconds: ~11 days; keeps every sum inside int64 */
+#define TRACE_MAX_NAME (1u << 20)  /* longer names are cut here */
+#define TRACE_MAX_TOKEN (1u << 20) /* what the loader hands yajl of a token past one chunk */
+#define TRACE_CHUNK 262144
+#define TRACE_MAX_STEPS 1024          /* profiler steps kept: the latest-starting ones */
+#define TRACE_MAX_OPS 8192            /* CPU op names kept by name ... */
+#define TRACE_MAX_OP_BYTES (8u << 20) /* ... and their bytes; the least busy half is folded */
+#define TRACE_MAX_TS 1e17             /* microseconds: ~3000 years past the epoch */
+#define TRACE_MAX_DUR 1e12            /* microseconds: ~11 days; keeps every sum inside int64 */
 
 /* Interned names: an arena of NUL-terminated strings and an open-addressing index. */
 struct gs_trace_names {
@@ -35,7 +56,6 @@ struct gs_trace_names {
     uint32_t n, cap_off;
     uint32_t *slot;  /* id + 1, 0 = empty */
     uint32_t n_slot; /* power of two */
-    uint32_t *cpuop; /* name id -> cpuop index + 1 */
 };
 
 _Static_assert(sizeof(struct gs_trace_gpu) == 40, "the GPU record is 40 bytes (docs/trace.md)");
@@ -78,8 +98,19 @@ struct parser {
     enum key key[TRACE_MAX_DEPTH + 1];
     int saw_events, saw_top;
     struct ev ev;
-    char why[160]; /* a callback's reason for stopping */
+    char why[160];                 /* a callback's reason for stopping */
+    const unsigned char *last_tok; /* the last token a callback saw (note_end) */
+    size_t last_len;
 };
+
+/* A token's text s[0..n) ends here (quoted: a string's closing quote follows). Only the last
+ * one of a piece matters (feed_chunk checks that it lies in the piece: yajl hands over strings
+ * with escapes, and tokens a chunk cut, from buffers of its own), so this is two stores. */
+static inline void note_end(struct parser *p, const unsigned char *s, size_t n, int quoted)
+{
+    p->last_tok = s;
+    p->last_len = n + (size_t)quoted;
+}
 
 static int names_grow_index(struct gs_trace_names *nm)
 {
@@ -132,30 +163,45 @@ static int64_t names_intern(struct gs_trace_names *nm, const char *s, size_t n)
     if (nm->n == nm->cap_off) {
         uint32_t c = nm->cap_off ? nm->cap_off * 2 : 256;
         size_t *o = realloc(nm->off, c * sizeof *o);
-        uint32_t *cp = realloc(nm->cpuop, c * sizeof *cp);
 
-        if (o)
-            nm->off = o;
-        if (cp)
-            nm->cpuop = cp;
-        if (!o || !cp)
+        if (!o)
             return -1;
+        nm->off = o;
         nm->cap_off = c;
     }
     memcpy(nm->arena + nm->len, s, n);
     nm->arena[nm->len + n] = '\0';
     nm->off[nm->n] = nm->len;
-    nm->cpuop[nm->n] = 0;
     nm->len += n + 1;
     nm->slot[h] = nm->n + 1;
     return nm->n++;
 }
 
+static void names_free(struct gs_trace_names *nm)
+{
+    if (!nm)
+        return;
+    free(nm->arena);
+    free(nm->off);
+    free(nm->slot);
+    free(nm);
+}
+
+static const char *names_get(const struct gs_trace_names *nm, uint32_t id)
+{
+    if (!nm || id >= nm->n)
+        return "";
+    return nm->arena + nm->off[id];
+}
+
 const char *gs_trace_name(const struct gs_trace *t, uint32_t id)
 {
-    if (!t->names || id >= t->names->n)
-        return "";
-    return t->names->arena + t->names->off[id];
+    return names_get(t->names, id);
+}
+
+const char *gs_trace_op_name(const struct gs_trace *t, uint32_t id)
+{
+    return names_get(t->op_names, id);
 }
 
 /* Grows an array of elements of size sz to hold one more; 0 on success. */
@@ -363,6 +409,123 @@ static int stream_seen(struct gs_trace *t, uint32_t stream)
     return 0;
 }
 
+static int cmp_step_ts(const void *x, const void *y)
+{
+    const struct gs_trace_step *a = x, *b = y;
+
+    return a->ts < b->ts ? -1 : a->ts > b->ts;
+}
+
+/* Keeps the TRACE_MAX_STEPS latest-starting steps, counts the others. */
+static void steps_trim(struct gs_trace *t)
+{
+    size_t drop;
+
+    if (t->n_step <= TRACE_MAX_STEPS)
+        return;
+    drop = t->n_step - TRACE_MAX_STEPS;
+    qsort(t->step, t->n_step, sizeof *t->step, cmp_step_ts);
+    memmove(t->step, t->step + drop, TRACE_MAX_STEPS * sizeof *t->step);
+    t->n_step = TRACE_MAX_STEPS;
+    t->n_step_omitted += drop;
+}
+
+/* A ProfilerStep: the table keeps the TRACE_MAX_STEPS latest-starting ones (the last step,
+ * which decides the traced window, always among them) and counts the rest. */
+static int step_add(struct gs_trace *t, long long num, double ts, double dur)
+{
+    struct gs_trace_step *s;
+
+    if (t->n_step_seen == 0)
+        t->first_step_num = num;
+    else if (num != t->first_step_num)
+        t->step_nums_differ = 1;
+    t->n_step_seen++;
+    if (t->n_step == 2 * TRACE_MAX_STEPS)
+        steps_trim(t);
+    if (grow((void **)&t->step, &t->cap_step, t->n_step, sizeof *t->step))
+        return -1;
+    s = &t->step[t->n_step++];
+    s->num = num;
+    s->ts = ts;
+    s->dur = dur;
+    return 0;
+}
+
+static int cmp_op_sum(const void *x, const void *y)
+{
+    const struct gs_trace_cpuop *a = x, *b = y;
+
+    if (a->sum_us != b->sum_us)
+        return a->sum_us > b->sum_us ? -1 : 1;
+    return a->name < b->name ? -1 : a->name > b->name;
+}
+
+/* The op table is full: the busiest ops (up to half the table, by count and bytes) stay, the
+ * rest go into the counted remainder; the name table is built again for those kept. */
+static int ops_fold(struct gs_trace *t)
+{
+    struct gs_trace_names *old = t->op_names, *nm = calloc(1, sizeof *nm);
+    size_t keep = 0, bytes = 0;
+
+    if (!nm)
+        return -1;
+    qsort(t->cpuop, t->n_cpuop, sizeof *t->cpuop, cmp_op_sum);
+    for (; keep < t->n_cpuop && keep < TRACE_MAX_OPS / 2; keep++) {
+        const char *s = names_get(old, t->cpuop[keep].name);
+        size_t l = strlen(s);
+        int64_t id;
+
+        if (bytes + l + 1 > TRACE_MAX_OP_BYTES / 2)
+            break;
+        bytes += l + 1;
+        if ((id = names_intern(nm, s, l)) < 0) {
+            names_free(nm);
+            return -1;
+        }
+        t->cpuop[keep].name = (uint32_t)id;
+    }
+    for (size_t i = keep; i < t->n_cpuop; i++) {
+        t->ops_folded.count += t->cpuop[i].count;
+        t->ops_folded.sum_us += t->cpuop[i].sum_us;
+        if (t->cpuop[i].max_us > t->ops_folded.max_us)
+            t->ops_folded.max_us = t->cpuop[i].max_us;
+    }
+    t->n_ops_folded += t->n_cpuop - keep;
+    t->n_cpuop = keep;
+    t->op_names = nm;
+    names_free(old);
+    return 0;
+}
+
+/* A CPU op's inclusive time, by name: ids of t->op_names are indices into t->cpuop. */
+static int op_add(struct gs_trace *t, const char *nm, size_t nl, double dur)
+{
+    struct gs_trace_cpuop *c;
+    int64_t id;
+
+    if (t->op_names->n >= TRACE_MAX_OPS || t->op_names->len + nl + 1 > TRACE_MAX_OP_BYTES) {
+        if (ops_fold(t) != 0)
+            return -1;
+    }
+    id = names_intern(t->op_names, nm, nl);
+    if (id < 0)
+        return -1;
+    if ((size_t)id == t->n_cpuop) {
+        if (grow((void **)&t->cpuop, &t->cap_cpuop, t->n_cpuop, sizeof *t->cpuop))
+            return -1;
+        c = &t->cpuop[t->n_cpuop++];
+        memset(c, 0, sizeof *c);
+        c->name = (uint32_t)id;
+    }
+    c = &t->cpuop[id];
+    c->count++;
+    c->sum_us += dur;
+    if (dur > c->max_us || c->count == 1)
+        c->max_us = dur;
+    return 0;
+}
+
 /* An event's object closed: keep what the analysis needs. */
 static int event_end(struct parser *p)
 {
@@ -419,35 +582,13 @@ static int event_end(struct parser *p)
         l->ts = e->ts;
     }
     if (contains(nm, nl, "ProfilerStep")) {
-        struct gs_trace_step *s;
-
-        if (grow((void **)&t->step, &t->cap_step, t->n_step, sizeof *t->step))
+        if (step_add(t, step_number(nm, nl), e->ts, e->dur) != 0)
             return stop(p, "out of memory");
-        s = &t->step[t->n_step++];
-        s->num = step_number(nm, nl);
-        s->ts = e->ts;
-        s->dur = e->dur;
         return 1;
     }
     if (e->cat == C_CPU_OP || (t->legacy && e->cat == C_NONE)) {
-        int64_t id = names_intern(t->names, nm, nl);
-        struct gs_trace_cpuop *c;
-
-        if (id < 0)
+        if (op_add(t, nm, nl, e->dur) != 0)
             return stop(p, "out of memory");
-        if (!t->names->cpuop[id]) {
-            if (grow((void **)&t->cpuop, &t->cap_cpuop, t->n_cpuop, sizeof *t->cpuop))
-                return stop(p, "out of memory");
-            c = &t->cpuop[t->n_cpuop++];
-            memset(c, 0, sizeof *c);
-            c->name = (uint32_t)id;
-            t->names->cpuop[id] = (uint32_t)t->n_cpuop;
-        }
-        c = &t->cpuop[t->names->cpuop[id] - 1];
-        c->count++;
-        c->sum_us += e->dur;
-        if (e->dur > c->max_us || c->count == 1)
-            c->max_us = e->dur;
     }
     return 1;
 }
@@ -477,6 +618,7 @@ static int cb_key(void *ctx, const unsigned char *s, size_t n)
 {
     struct parser *p = ctx;
 
+    note_end(p, s, n, 1);
     p->key[p->depth] = key_of(cur_role(p), (const char *)s, n);
     return 1;
 }
@@ -488,6 +630,7 @@ static int cb_string(void *ctx, const unsigned char *s, size_t n)
     enum role r = cur_role(p);
     enum key k = cur_key(p);
 
+    note_end(p, s, n, 1);
     if (p->depth == 0)
         return stop(p, "not a trace: the document is a string");
     if (r != R_EVENT)
@@ -567,6 +710,7 @@ static int cb_number(void *ctx, const char *s, size_t n)
     double v;
     int fl, ok;
 
+    note_end(p, (const unsigned char *)s, n, 0);
     if (p->depth == 0)
         return stop(p, "not a trace: the document is a number");
     if (r != R_EVENT && r != R_ARGS && r != R_DINFO)
@@ -666,8 +810,9 @@ static struct gs_trace *trace_new(const char *label)
     if (!t)
         return NULL;
     t->names = calloc(1, sizeof *t->names);
+    t->op_names = calloc(1, sizeof *t->op_names);
     t->path = strdup(label);
-    if (!t->names || !t->path) {
+    if (!t->names || !t->op_names || !t->path) {
         gs_trace_free(t);
         return NULL;
     }
@@ -680,13 +825,8 @@ void gs_trace_free(struct gs_trace *t)
 {
     if (!t)
         return;
-    if (t->names) {
-        free(t->names->arena);
-        free(t->names->off);
-        free(t->names->slot);
-        free(t->names->cpuop);
-        free(t->names);
-    }
+    names_free(t->names);
+    names_free(t->op_names);
     free(t->gpu);
     free(t->launch);
     free(t->step);
@@ -696,12 +836,14 @@ void gs_trace_free(struct gs_trace *t)
     free(t);
 }
 
-/* Feeds one chunk; on error fills err with label:offset. */
+/* Feeds one piece; on error fills err with label:offset. */
 static int feed(yajl_handle h, struct parser *p, const unsigned char *buf, size_t n, uint64_t base,
                 const char *label)
 {
-    yajl_status st = n ? yajl_parse(h, buf, n) : yajl_complete_parse(h);
+    yajl_status st;
 
+    p->last_tok = NULL;
+    st = n ? yajl_parse(h, buf, n) : yajl_complete_parse(h);
     if (st == yajl_status_ok)
         return GS_OK;
     if (st == yajl_status_client_canceled)
@@ -727,9 +869,147 @@ static int feed(yajl_handle h, struct parser *p, const unsigned char *buf, size_
     }
 }
 
+/* Where a piece of JSON ends lexically: outside any token, inside a string (and where in an
+ * escape), or inside a number (or a literal's letters: treated alike, both end at the first
+ * character that cannot continue them). */
+enum lex_mode { LX_OUT, LX_STRING, LX_NUMBER };
+
+struct lex {
+    enum lex_mode mode;
+    int esc; /* in a string: 1 after a backslash, 2..5 inside \uXXXX (hex digits left + 1) */
+};
+
+static int numchar(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+}
+
+/* Scans the token lx is inside, from b[i] up to b[n]: the index just past its end (LX_OUT
+ * after), or n when it goes on. */
+static size_t lex_token(struct lex *lx, const unsigned char *b, size_t i, size_t n)
+{
+    const unsigned char *q = NULL; /* the next quote, cached: escapes never rescan */
+
+    if (lx->mode == LX_NUMBER) {
+        while (i < n && numchar(b[i]))
+            i++;
+        if (i < n)
+            lx->mode = LX_OUT;
+        return i;
+    }
+    while (i < n) {
+        const unsigned char *bs;
+
+        if (lx->esc) {
+            lx->esc = lx->esc == 1 && b[i] == 'u' ? 5 : lx->esc > 2 ? lx->esc - 1 : 0;
+            i++;
+            continue;
+        }
+        if (!q || q < b + i)
+            q = memchr(b + i, '"', n - i);
+        bs = memchr(b + i, '\\', (size_t)((q ? q : b + n) - (b + i)));
+        if (bs) {
+            i = (size_t)(bs - b) + 1;
+            lx->esc = 1;
+        } else if (q) {
+            lx->mode = LX_OUT;
+            return (size_t)(q - b) + 1;
+        } else {
+            i = n;
+        }
+    }
+    return n;
+}
+
+/* The state at b[n], from a state at b[i]. */
+static void lex_tail(struct lex *lx, const unsigned char *b, size_t i, size_t n)
+{
+    for (;;) {
+        const unsigned char *q;
+
+        if (lx->mode != LX_OUT) {
+            i = lex_token(lx, b, i, n);
+            if (i >= n)
+                return;
+        }
+        q = memchr(b + i, '"', n - i);
+        if (!q)
+            break;
+        lx->mode = LX_STRING;
+        lx->esc = 0;
+        i = (size_t)(q - b) + 1;
+    }
+    if (n > i && numchar(b[n - 1]))
+        lx->mode = LX_NUMBER; /* a number (or "true"'s e) that the next piece may continue */
+}
+
+/* The rest of a token that ran past a chunk, as yajl gets it: at most TRACE_MAX_TOKEN bytes
+ * of a string (a cut never splits an escape), then its closing quote; a number whole. */
+struct tail {
+    unsigned char *buf;
+    size_t len, cap;
+    int skipping; /* full: the rest of the token is read past */
+};
+
+static int tail_add(struct tail *tl, const unsigned char *s, size_t n)
+{
+    if (tl->len + n > tl->cap) {
+        size_t c = tl->cap ? tl->cap : 65536;
+        unsigned char *b;
+
+        while (c < tl->len + n)
+            c *= 2;
+        if (!(b = realloc(tl->buf, c)))
+            return -1;
+        tl->buf = b;
+        tl->cap = c;
+    }
+    memcpy(tl->buf + tl->len, s, n);
+    tl->len += n;
+    return 0;
+}
+
+/* Takes b[0..n) into the token's tail and sets *end past the token's end (n when it goes
+ * on); -1 when out of memory, -2 for a number longer than TRACE_MAX_TOKEN. */
+static int tail_take(struct tail *tl, struct lex *lx, const unsigned char *b, size_t n, size_t *end)
+{
+    size_t i = 0, e;
+    enum lex_mode m = lx->mode;
+
+    if (!tl->skipping) {
+        size_t room = TRACE_MAX_TOKEN > tl->len ? TRACE_MAX_TOKEN - tl->len : 0;
+
+        e = lex_token(lx, b, 0, room < n ? room : n);
+        while (e < n && lx->mode == LX_STRING && lx->esc) /* never cut an escape */
+            e = lex_token(lx, b, e, e + 1);
+        if (tail_add(tl, b, e) != 0)
+            return -1;
+        if (lx->mode == LX_OUT) {
+            *end = e;
+            return 0;
+        }
+        i = e;
+        if (i < n || tl->len >= TRACE_MAX_TOKEN) {
+            if (m == LX_NUMBER)
+                return -2; /* no number is that long: an error, not a cut that might change it */
+            tl->skipping = 1;
+        }
+    }
+    if (tl->skipping && i < n) {
+        e = lex_token(lx, b, i, n);
+        if (lx->mode == LX_OUT && m == LX_STRING && tail_add(tl, (const unsigned char *)"\"", 1))
+            return -1;
+        *end = e;
+        return 0;
+    }
+    *end = n;
+    return 0;
+}
+
 /* Where the JSON comes from: memory, or a gzip/plain file inflated by a reader thread into a
  * ring of RING chunks (the parser returns a chunk once yajl is done with it). */
 #define RING 4
+#define TRACE_IN 131072 /* compressed bytes read at a time */
 
 struct chunk {
     unsigned char *buf;
@@ -739,7 +1019,16 @@ struct chunk {
 struct source {
     const char *mem;
     size_t mem_len, mem_off;
+    int file;
+#ifdef GS_TRACE_ISAL
+    int fd;
+    int gzip;   /* the file starts with gzip's magic */
+    int in_eof; /* read() said end of file */
+    unsigned char *in;
+    struct inflate_state *inf;
+#else
     gzFile gz;
+#endif
     pthread_t thr;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -749,7 +1038,116 @@ struct source {
     char rerr[200];
 };
 
-static long gz_fill(struct source *s, unsigned char *buf, size_t cap)
+#ifdef GS_TRACE_ISAL
+/* More compressed input; 0 at the end of the file, -1 on error. */
+static int isal_read(struct source *s)
+{
+    ssize_t n;
+
+    do
+        n = read(s->fd, s->in, TRACE_IN);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        snprintf(s->rerr, sizeof s->rerr, "read: %s", strerror(errno));
+        return -1;
+    }
+    if (n == 0)
+        s->in_eof = 1;
+    s->inf->next_in = s->in;
+    s->inf->avail_in = (uint32_t)n;
+    return (int)n;
+}
+
+static const char *isal_error(int rc)
+{
+    switch (rc) {
+    case ISAL_INVALID_BLOCK:
+        return "invalid block type";
+    case ISAL_INVALID_SYMBOL:
+        return "invalid code";
+    case ISAL_INVALID_LOOKBACK:
+        return "invalid distance too far back";
+    case ISAL_INVALID_WRAPPER:
+        return "incorrect header check";
+    case ISAL_UNSUPPORTED_METHOD:
+        return "unknown compression method";
+    case ISAL_INCORRECT_CHECKSUM:
+        return "incorrect data check";
+    default:
+        return "invalid compressed data";
+    }
+}
+
+/* Up to cap bytes of JSON: a plain file as read, a gzip file (one member or several, as
+ * gzip -d takes them; bytes after the last member are ignored, as zlib's gzread does)
+ * inflated by igzip. */
+static long src_fill(struct source *s, unsigned char *buf, size_t cap)
+{
+    struct inflate_state *st = s->inf;
+
+    if (!s->gzip) {
+        size_t got = st->avail_in < cap ? st->avail_in : cap;
+
+        memcpy(buf, st->next_in, got); /* what src_open read to see the magic */
+        st->next_in += got;
+        st->avail_in -= (uint32_t)got;
+        while (got < cap && !s->in_eof) {
+            ssize_t n = read(s->fd, buf + got, cap - got);
+
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0) {
+                snprintf(s->rerr, sizeof s->rerr, "read: %s", strerror(errno));
+                return -1;
+            }
+            if (n == 0)
+                s->in_eof = 1;
+            got += (size_t)n;
+        }
+        return (long)got;
+    }
+    st->next_out = buf;
+    st->avail_out = (uint32_t)cap;
+    while (st->avail_out > 0) {
+        uint32_t before = st->avail_out;
+        int rc;
+
+        if (st->block_state == ISAL_BLOCK_FINISH) { /* a member ended: another one? */
+            uint8_t *in = st->next_in;
+            uint32_t avail = st->avail_in;
+
+            if (avail == 0 && !s->in_eof) {
+                if (isal_read(s) < 0)
+                    return -1;
+                continue;
+            }
+            if (avail == 0 || in[0] != 0x1f)
+                break;
+            isal_inflate_init(st);
+            st->crc_flag = ISAL_GZIP;
+            st->next_in = in;
+            st->avail_in = avail;
+            st->next_out = buf + (cap - before);
+            st->avail_out = before;
+        }
+        if (st->avail_in == 0 && !s->in_eof && isal_read(s) < 0)
+            return -1;
+        rc = isal_inflate(st);
+        if (rc < 0) {
+            snprintf(s->rerr, sizeof s->rerr, "gzip: %s", isal_error(rc));
+            return -1;
+        }
+        if (st->avail_out == before && st->avail_in == 0 && s->in_eof &&
+            st->block_state != ISAL_BLOCK_FINISH) {
+            snprintf(s->rerr, sizeof s->rerr, "gzip: unexpected end of file");
+            return -1;
+        }
+    }
+    return (long)(cap - st->avail_out);
+}
+#else
+/* Up to cap bytes of JSON: zlib's gzread takes gzip and plain files alike. */
+static long src_fill(struct source *s, unsigned char *buf, size_t cap)
 {
     int n = gzread(s->gz, buf, (unsigned)cap);
     int code;
@@ -768,6 +1166,7 @@ static long gz_fill(struct source *s, unsigned char *buf, size_t cap)
     }
     return 0;
 }
+#endif
 
 static void *reader_main(void *arg)
 {
@@ -786,7 +1185,7 @@ static void *reader_main(void *arg)
         }
         c = &s->ring[s->head % RING];
         pthread_mutex_unlock(&s->mu);
-        n = gz_fill(s, c->buf, TRACE_CHUNK);
+        n = src_fill(s, c->buf, TRACE_CHUNK);
         pthread_mutex_lock(&s->mu);
         c->n = n;
         s->head++;
@@ -797,13 +1196,21 @@ static void *reader_main(void *arg)
     }
 }
 
+/* Memory is handed out in pieces of this size (the file's chunks are TRACE_CHUNK). */
+static size_t mem_chunk = TRACE_CHUNK;
+
+void gs_trace_set_mem_chunk(size_t n)
+{
+    mem_chunk = n ? n : TRACE_CHUNK;
+}
+
 /* The next chunk (and gives back the previous one); n as struct chunk. */
 static long src_next(struct source *s, const unsigned char **buf, int *taken, char *rerr, size_t rl)
 {
     long n;
 
-    if (!s->gz) {
-        n = (long)(s->mem_len - s->mem_off > TRACE_CHUNK ? TRACE_CHUNK : s->mem_len - s->mem_off);
+    if (!s->file) {
+        n = (long)(s->mem_len - s->mem_off > mem_chunk ? mem_chunk : s->mem_len - s->mem_off);
         *buf = (const unsigned char *)s->mem + s->mem_off;
         s->mem_off += (size_t)n;
         return n;
@@ -824,9 +1231,31 @@ static long src_next(struct source *s, const unsigned char **buf, int *taken, ch
     return n;
 }
 
+/* Feeds b[0..n), then follows where it ends: from just past the last token a callback saw,
+ * when that lies in b (outside any token there), else from b's start. */
+static int feed_chunk(yajl_handle h, struct parser *p, struct lex *lx, const unsigned char *b,
+                      size_t n, uint64_t base, const char *label)
+{
+    int rc = n ? feed(h, p, b, n, base, label) : GS_OK;
+    uintptr_t a = (uintptr_t)p->last_tok, lo = (uintptr_t)b;
+
+    if (rc != GS_OK || n == 0)
+        return rc;
+    if (p->last_tok && a >= lo && a - lo <= n && p->last_len <= n - (a - lo)) {
+        lx->mode = LX_OUT;
+        lex_tail(lx, b, (size_t)(a - lo) + p->last_len, n);
+    } else {
+        lex_tail(lx, b, 0, n);
+    }
+    return GS_OK;
+}
+
 static int load(struct source *src, const char *label, struct gs_trace **out, struct gs_err *err)
 {
     struct parser p;
+    struct lex lx = {LX_OUT, 0};
+    struct tail tl = {NULL, 0, 0, 0};
+    int in_tail = 0; /* collecting a long token's rest in tl */
     yajl_handle h = NULL;
     const unsigned char *buf = NULL;
     uint64_t base = 0;
@@ -845,6 +1274,7 @@ static int load(struct source *src, const char *label, struct gs_trace **out, st
     yajl_config(h, yajl_dont_validate_strings, 1);
     for (;;) {
         long n = src_next(src, &buf, &taken, rerr, sizeof rerr);
+        size_t e = 0;
 
         if (n < 0) {
             rc = gs_err_set(err, GS_EPARSE, "%s:%llu: %s", label, (unsigned long long)base, rerr);
@@ -852,10 +1282,46 @@ static int load(struct source *src, const char *label, struct gs_trace **out, st
         }
         if (n == 0)
             break;
-        rc = feed(h, &p, buf, (size_t)n, base, label);
+        if (lx.mode != LX_OUT && !in_tail) {
+            /* a token the last chunk cut: ends here (yajl takes the chunk as it is), or is
+             * long (its rest goes into tl) */
+            struct lex probe = lx;
+
+            if (lex_token(&probe, buf, 0, (size_t)n) >= (size_t)n && probe.mode != LX_OUT) {
+                in_tail = 1;
+                tl.len = 0;
+                tl.skipping = 0;
+            }
+        }
+        if (in_tail) {
+            int tr = tail_take(&tl, &lx, buf, (size_t)n, &e);
+
+            if (tr == -2) {
+                rc = gs_err_set(err, GS_EPARSE, "%s:%llu: a number longer than 1 MiB", label,
+                                (unsigned long long)base);
+                goto done;
+            }
+            if (tr != 0) {
+                rc = gs_err_set(err, GS_ENOMEM, "%s: out of memory", label);
+                goto done;
+            }
+            if (lx.mode != LX_OUT) { /* the token goes on */
+                base += (uint64_t)n;
+                continue;
+            }
+            in_tail = 0;
+            if (tl.len && (rc = feed(h, &p, tl.buf, tl.len, base, label)) != GS_OK)
+                goto done;
+        }
+        rc = feed_chunk(h, &p, &lx, buf + e, (size_t)n - e, base + e, label);
         if (rc != GS_OK)
             goto done;
         base += (uint64_t)n;
+    }
+    if (in_tail && tl.len) {
+        rc = feed(h, &p, tl.buf, tl.len, base, label);
+        if (rc != GS_OK)
+            goto done;
     }
     if (base == 0) {
         rc = gs_err_set(err, GS_EPARSE, "%s:0: empty file", label);
@@ -871,10 +1337,12 @@ static int load(struct source *src, const char *label, struct gs_trace **out, st
     }
     if (!p.t->rank_from_file)
         p.t->rank = rank_from_name(label);
+    steps_trim(p.t);
 done:
     if (h)
         yajl_free(h);
     free(p.ev.name);
+    free(tl.buf);
     if (rc != GS_OK) {
         gs_trace_free(p.t);
         return rc;
@@ -883,20 +1351,74 @@ done:
     return GS_OK;
 }
 
+/* Opens the file for src_fill; GS_OK or an error in err. */
+static int src_open(struct source *src, const char *path, struct gs_err *err)
+{
+#ifdef GS_TRACE_ISAL
+    size_t got = 0;
+
+    src->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (src->fd < 0)
+        return gs_err_set(err, errno == ENOENT ? GS_ENOTFOUND : GS_EIO, "%s: %s", path,
+                          strerror(errno));
+    src->in = malloc(TRACE_IN);
+    src->inf = malloc(sizeof *src->inf);
+    if (!src->in || !src->inf)
+        return gs_err_set(err, GS_ENOMEM, "%s: out of memory", path);
+    /* The first bytes decide (read, not pread: a pipe is a file too). */
+    while (got < 2 && !src->in_eof) {
+        ssize_t n = read(src->fd, src->in + got, TRACE_IN - got);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return gs_err_set(err, GS_EIO, "%s: %s", path, strerror(errno));
+        if (n == 0)
+            src->in_eof = 1;
+        got += (size_t)n;
+    }
+    src->gzip = got >= 2 && src->in[0] == 0x1f && src->in[1] == 0x8b;
+    isal_inflate_init(src->inf);
+    src->inf->crc_flag = ISAL_GZIP;
+    src->inf->next_in = src->in;
+    src->inf->avail_in = (uint32_t)got; /* a plain file hands these out first */
+#else
+    src->gz = gzopen(path, "rb");
+    if (!src->gz)
+        return gs_err_set(err, errno == ENOENT ? GS_ENOTFOUND : GS_EIO, "%s: %s", path,
+                          errno ? strerror(errno) : "cannot open");
+    gzbuffer(src->gz, 128 * 1024);
+#endif
+    src->file = 1;
+    return GS_OK;
+}
+
+static void src_close(struct source *src)
+{
+#ifdef GS_TRACE_ISAL
+    if (src->fd >= 0)
+        close(src->fd);
+    free(src->in);
+    free(src->inf);
+#else
+    if (src->gz)
+        gzclose(src->gz);
+#endif
+}
+
 int gs_trace_load(const char *path, struct gs_trace **out, struct gs_err *err)
 {
     struct source src;
-    int rc = GS_OK, started = 0;
+    int rc, started = 0;
 
     memset(&src, 0, sizeof src);
-    src.gz = gzopen(path, "rb");
-    if (!src.gz)
-        return gs_err_set(err, errno == ENOENT ? GS_ENOTFOUND : GS_EIO, "%s: %s", path,
-                          errno ? strerror(errno) : "cannot open");
-    gzbuffer(src.gz, 128 * 1024);
+#ifdef GS_TRACE_ISAL
+    src.fd = -1;
+#endif
     pthread_mutex_init(&src.mu, NULL);
     pthread_cond_init(&src.cv, NULL);
-    for (int i = 0; i < RING; i++)
+    rc = src_open(&src, path, err);
+    for (int i = 0; i < RING && rc == GS_OK; i++)
         if (!(src.ring[i].buf = malloc(TRACE_CHUNK)))
             rc = gs_err_set(err, GS_ENOMEM, "%s: out of memory", path);
     if (rc == GS_OK && pthread_create(&src.thr, NULL, reader_main, &src) != 0)
@@ -915,7 +1437,7 @@ int gs_trace_load(const char *path, struct gs_trace **out, struct gs_err *err)
         free(src.ring[i].buf);
     pthread_cond_destroy(&src.cv);
     pthread_mutex_destroy(&src.mu);
-    gzclose(src.gz);
+    src_close(&src);
     return rc;
 }
 

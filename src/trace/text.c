@@ -302,6 +302,9 @@ static void print_rank(struct table *tb, FILE *out, const json_t *r, int color)
         }
         tab_print(tb, out);
     }
+    if (json_integer_value(json_object_get(r, "steps_omitted")) > 0)
+        fprintf(out, "(%lld earlier profiler steps not listed: the latest %zu are)\n",
+                I(r, "steps_omitted"), json_array_size(a));
     a = json_object_get(r, "cpu_ops");
     if (json_array_size(a)) {
         static const char *h[] = {"cpu op", "count", "total (us)", "mean (us)", "max (us)"};
@@ -323,6 +326,12 @@ static void print_rank(struct table *tb, FILE *out, const json_t *r, int color)
             tb->nrow = 10;
         tab_print(tb, out);
     }
+    a = json_object_get(r, "cpu_ops_folded");
+    if (json_is_object(a))
+        fprintf(out,
+                "(%lld more op names, folded together when the op table was full: %lld calls,"
+                " %.0f us)\n",
+                I(a, "names"), I(a, "count"), json_number_value(json_object_get(a, "sum_us")));
 }
 
 void gs_trace_print(FILE *out, const json_t *doc, int color)

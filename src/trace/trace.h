@@ -77,7 +77,7 @@ struct gs_trace_step {
 
 /* Inclusive time of host operators by name (cpu_op; every "X" event of the legacy format). */
 struct gs_trace_cpuop {
-    uint32_t name;
+    uint32_t name; /* into the op name table (gs_trace_op_name) */
     uint64_t count;
     double sum_us, max_us;
 };
@@ -98,12 +98,19 @@ struct gs_trace {
     size_t n_gpu, cap_gpu;
     struct gs_trace_launch *launch;
     size_t n_launch, cap_launch;
-    struct gs_trace_step *step;
+    struct gs_trace_step *step; /* the latest-starting profiler steps, at most 2048 */
     size_t n_step, cap_step;
-    struct gs_trace_cpuop *cpuop;
+    uint64_t n_step_seen;    /* every ProfilerStep event */
+    uint64_t n_step_omitted; /* the earliest ones, not in step[] */
+    long long first_step_num;
+    int step_nums_differ;         /* two steps with different N: HTA's last-step filter applies */
+    struct gs_trace_cpuop *cpuop; /* by op name; the table is bounded */
     size_t n_cpuop, cap_cpuop;
-    struct gs_trace_names *names;
-    uint32_t *streams; /* streams in order of first appearance */
+    struct gs_trace_cpuop ops_folded; /* the remainder: ops folded out of cpuop[] (name unused) */
+    uint64_t n_ops_folded;            /* distinct names folded (a name may come back) */
+    struct gs_trace_names *names;     /* GPU activity names */
+    struct gs_trace_names *op_names;  /* CPU op names */
+    uint32_t *streams;                /* streams in order of first appearance */
     size_t n_streams, cap_streams;
 };
 
@@ -115,10 +122,17 @@ int gs_trace_load(const char *path, struct gs_trace **out, struct gs_err *err);
 int gs_trace_load_mem(const char *buf, size_t len, const char *label, struct gs_trace **out,
                       struct gs_err *err);
 
+/* Tests and the fuzzer: gs_trace_load_mem hands yajl pieces of n bytes (0: the default,
+ * 256 KiB, as files are read), so that tokens cut by pieces are exercised on small inputs. */
+void gs_trace_set_mem_chunk(size_t n);
+
 void gs_trace_free(struct gs_trace *t);
 
-/* A name of the rank's table (never NULL). */
+/* A GPU activity's name (never NULL). */
 const char *gs_trace_name(const struct gs_trace *t, uint32_t id);
+
+/* A CPU op's name (struct gs_trace_cpuop; never NULL). */
+const char *gs_trace_op_name(const struct gs_trace *t, uint32_t id);
 
 struct gs_trace_opts {
     int top_kernels;       /* HTA num_kernels, default 10 */

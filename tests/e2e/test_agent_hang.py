@@ -7,11 +7,14 @@ nothing while their connections stay open. The agent runs with training_hang_aft
 training_hang_min = 1s and the rule's for cut to 0 s. Checked: /api/v1/alerts shows
 training_hang firing (critical) on GPU 0 only, a busy GPU's stalled rank is no hang; /metrics
 counts it in gpuscope_alerts_firing{severity="critical"}; the rank stepping again resolves it;
-`training_hang_after = 0.5` is refused with the key's line.
+`training_hang_after = 0.5` is refused with the key's line. A third sender, a CPU job (no
+device, on no GPU), stalls the same way: training_hang fires at node level (gpu null) without
+any GPU reading of it, and /api/v1/runs shows both stalled runs "stalled" with how long, the
+busy GPU's rank too (stalled is the hang rule alone; the alert adds the GPU's state).
 
 One rule (src/run/hang.h): a job under `gpuscope run --hang-after 2 --hang-min 1` (a Python
 loop of 64 steps 10 ms apart through the package, then no step for 4 s, its GPU idle) whose
-watchdog calls it hung (hang-1-stacks.txt, the report's stacks.hangs) is a stalled rank to an
+watchdog calls it hung (hang-N-stacks.txt, the report's hangs) is a stalled rank to an
 agent with the same settings: its training_hang fires on the rank's GPU during the stall. The
 rank's pid is on GPU 0 of the agent's scenario, so the job waits for the agent before its first
 step and then sends its records to it too (GPUSCOPE_RUN_AGENT_SOCKET, as gpuscope run sets it
@@ -27,8 +30,8 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import BIN, SIM, clean_up, get_json, get_text as get, sim_env, start_agent, \
-    wait_until  # noqa: E402
+from gsenv import BIN, SIM, TEST_RUNTIME_DIR, clean_up, get_json, get_text as get, sim_env, \
+    start_agent, wait_until  # noqa: E402
 
 t = Tap()
 procs = []
@@ -64,13 +67,16 @@ for line in sys.stdin:
     if n == 0:
         s.connect(sys.argv[1])
         s.send(json.dumps({"v": 1, "type": "hello", "run": name, "pid": 1, "rank": 0,
-                           "world_size": 1, "devices": [device]}).encode())
+                           "world_size": 1,
+                           "devices": [device] if device >= 0 else []}).encode())
     for _ in range(int(line.split()[1])):
         n += 1
         now = time.time()
-        s.send(json.dumps({"v": 1, "type": "step", "step": n, "t0": now - 0.05, "t1": now,
-                           "rank": 0, "device": device, "samples": 8,
-                           "ms": {"data": 10.0, "total_step": 40.0}}).encode())
+        rec = {"v": 1, "type": "step", "step": n, "t0": now - 0.05, "t1": now,
+               "rank": 0, "samples": 8, "ms": {"data": 10.0, "total_step": 40.0}}
+        if device >= 0:
+            rec["device"] = device
+        s.send(json.dumps(rec).encode())
         time.sleep(0.05)
     print("done", flush=True)
 '''
@@ -142,7 +148,7 @@ def firing_critical(base):
 
 
 try:
-    stuck, busy = Sender("stuck-job", 0), Sender("eval-job", 1)
+    stuck, busy, cpu = Sender("stuck-job", 0), Sender("eval-job", 1), Sender("cpu-job", -1)
     scen = os.path.join(tmp, "scenario.json")
     with open(scen, "w") as f:
         json.dump(SCENARIO, f)
@@ -151,16 +157,18 @@ try:
         f.write("training_hang_after = 2\ntraining_hang_min = 1s\n"
                 "[alert training_hang]\nfor = 0s\n")
     env = sim_env(scen, SIM_STUCK_PID=str(stuck.p.pid), SIM_BUSY_PID=str(busy.p.pid))
+    # history on: the runs keep their ids (the one gpuscope run prints below) after they end
     p, base, _ = start_agent(["--config", conf, "--data-dir", os.path.join(tmp, "data"),
-                              "--history", "off", "--interval", "0.25", "--socket", SOCK],
-                             env, procs)
+                              "--interval", "0.25", "--socket", SOCK], env, procs)
     t.ok(wait_until(lambda: os.path.exists(SOCK), 5), "the step socket is there")
-    t.ok(stuck.steps(8) and busy.steps(8), "both senders sent a hello and 8 steps")
+    t.ok(stuck.steps(8) and busy.steps(8) and cpu.steps(8),
+         "the three senders sent a hello and 8 steps")
     t.eq(hang_alerts(base), [], "no training_hang while the ranks step")
     t.ok(wait_until(lambda: rank_gpu(base, "stuck-job") == "0" and
                     rank_gpu(base, "eval-job") == "1", 5),
          "the agent samples and puts each rank on its GPU (gpu label 0 and 1)")
-    hit = wait_until(lambda: [a for a in hang_alerts(base) if a.get("state") == "firing"], 10)
+    hit = wait_until(lambda: [a for a in hang_alerts(base) if a.get("state") == "firing" and
+                              a.get("gpu") is not None], 10)
     t.ok(hit and len(hit) == 1 and hit[0].get("gpu") == 0 and
          hit[0].get("severity") == "critical",
          "training_hang fires on the idle GPU 0 of the stalled rank, critical", hang_alerts(base))
@@ -169,9 +177,43 @@ try:
          "GPU 1's rank stalled too, but its GPU is busy at full power: no hang",
          hang_alerts(base))
     t.ok((firing_critical(base) or 0) >= 1, "gpuscope_alerts_firing counts it (critical)")
+    node = wait_until(lambda: [a for a in hang_alerts(base) if a.get("state") == "firing" and
+                               a.get("gpu") is None], 5) or []
+    t.ok(len(node) == 1 and node[0].get("severity") == "critical",
+         "the CPU job's stalled rank (no GPU): training_hang fires at node level", hang_alerts(base))
+    code, doc = get_json(base + "/api/v1/runs")
+    runs = {r.get("name"): r for r in (doc or {}).get("runs", [])}
+    t.ok(all(runs.get(n, {}).get("stalled") is True and
+             (runs[n].get("stalled_seconds") or 0) >= 1 for n in ("stuck-job", "cpu-job",
+                                                                 "eval-job")),
+         "/api/v1/runs: the stalled runs are stalled, with seconds without a step",
+         json.dumps(doc)[:1500])
     stuck.steps(2)
     gone = wait_until(lambda: [a for a in hang_alerts(base) if a.get("state") == "resolved"], 5)
     t.ok(gone and gone[0].get("gpu") == 0, "a new step resolves it", hang_alerts(base))
+    code, doc = get_json(base + "/api/v1/runs")
+    runs = {r.get("name"): r for r in (doc or {}).get("runs", [])}
+    t.ok(runs.get("stuck-job", {}).get("stalled") is False and
+         runs["stuck-job"].get("stalled_seconds") is None,
+         "/api/v1/runs: stepping again, the run is no longer stalled", json.dumps(doc)[:800])
+
+    # gpuscope run under this agent prints the id the agent keeps its run as
+    idjob = ("import time, gpuscope\n"
+             "gpuscope.init(rank=0, world_size=1, local_rank=0, run_name='id-job')\n"
+             "for _ in range(3):\n    with gpuscope.step():\n        time.sleep(0.01)\n"
+             "time.sleep(3)\ngpuscope.finish()\n")
+    r = subprocess.run([BIN, "run", "--out", os.path.join(tmp, "idrun"), "--", sys.executable,
+                        "-c", idjob], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, GPUSCOPE_AGENT_SOCKET=SOCK, NO_COLOR="1",
+                                GPUSCOPE_HTTP_SOCKET=os.path.join(TEST_RUNTIME_DIR, "agent.sock"),
+                                GPUSCOPE_NVML_LIBRARY=os.path.join(tmp, "no-nvml.so")))
+    code, doc = get_json(base + "/api/v1/runs")
+    ids = [x.get("id") for x in (doc or {}).get("runs", []) if x.get("name") == "id-job"]
+    t.ok(r.returncode == 0 and len(ids) == 1 and
+         "the node's agent keeps this run as run %d (gpuscope report %d" % (ids[0], ids[0])
+         in r.stderr, "gpuscope run prints the agent's run id",
+         (ids, [(x.get("id"), x.get("name"), x.get("pid")) for x in (doc or {}).get("runs", [])],
+          r.stderr[-1500:]))
 
     bad = os.path.join(tmp, "bad.conf")
     with open(bad, "w") as f:
@@ -219,13 +261,22 @@ try:
     run_err.close()
     try:
         with open(os.path.join(out, "metrics_report.json")) as f:
-            hangs = (json.load(f).get("stacks") or {}).get("hangs")
+            rep = json.load(f)
     except (OSError, ValueError):
-        hangs = None
-    t.ok(run.returncode == 0 and hangs == 1 and
-         os.path.exists(os.path.join(out, "hang-1-stacks.txt")),
-         "gpuscope run's watchdog called the same job hung once (--hang-after 2 --hang-min 1)",
-         (run.returncode, hangs, err[-1500:]))
+        rep = {}
+    # Before its first step the job waits for the go file without using CPU: with
+    # --hang-min 1 that wait is a hang too when the agent took over a second to start (the
+    # rule before the fifth step, docs/run.md); the stall after the 64 steps is the one both
+    # call hung.
+    hangs = rep.get("hangs") or []
+    after = [h for h in hangs if h.get("steps_before") == 64]
+    before = [h for h in hangs if h.get("steps_before") == 0 and h.get("ended_at")]
+    t.ok(run.returncode == 0 and len(after) == 1 and len(after) + len(before) == len(hangs) and
+         (rep.get("stacks") or {}).get("hangs") == len(hangs) and
+         os.path.exists(os.path.join(out, "hang-%d-stacks.txt" % after[0]["number"])),
+         "gpuscope run's watchdog called the same job hung once after its steps "
+         "(--hang-after 2 --hang-min 1)",
+         (run.returncode, json.dumps(hangs)[:800], err[-1500:]))
 finally:
     clean_up(procs, [tmp])
 t.done()

@@ -8,6 +8,7 @@ source (header, history in the graphs from the first frame); the training panel 
 run on the agent's steps socket; two --host agents in one view; top.conf; --help and bad usage.
 """
 import json
+import socket
 import os
 import re
 import shlex
@@ -303,8 +304,12 @@ data = os.path.join(tmp, "data")
 os.makedirs(data)
 http_sock = os.path.join(TEST_RUNTIME_DIR, "agent.sock")
 aenv = sim_env("h100x8-training.json")
-agent, base, up = start_agent(["--data-dir", data, "--interval", "0.25", "--flush-interval", "1",
-                               "--http-socket", http_sock], aenv, procs)
+# the hang rule at 2 x p95 and 1 s, so a run that stops stepping shows as stalled quickly
+aconf = os.path.join(tmp, "agent.conf")
+with open(aconf, "w") as f:
+    f.write("training_hang_after = 2\ntraining_hang_min = 1s\n")
+agent, base, up = start_agent(["--config", aconf, "--data-dir", data, "--interval", "0.25",
+                               "--flush-interval", "1", "--http-socket", http_sock], aenv, procs)
 t.ok(up, "agent started")
 time.sleep(10)  # some history to show
 
@@ -377,6 +382,20 @@ threading.Thread(target=send_ddp, args=(1, 300.0), daemon=True).start()
 s = term.wait(r"slowest r1 \+\d+%", 15)
 t.ok(s is not None and re.search(r"ranks r0 \d+/\d+ms\s+r1 \d+/\d+ms", s),
      "a 2-rank run: per-rank step p50/p95 and the slowest rank's lag", detail=term.screen())
+# a run that stops stepping with its connection open: the agent's hang rule calls it stalled
+stall = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+stall.connect(TEST_STEPS_SOCKET)
+stall.send(json.dumps({"v": 1, "type": "hello", "run": "top-stall", "pid": os.getpid(),
+                       "rank": 0, "world_size": 1, "framework": "torch"}).encode())
+for n in range(8):
+    now = time.time()
+    stall.send(json.dumps({"v": 1, "type": "step", "step": n + 1, "t0": now - 0.05, "t1": now,
+                           "rank": 0, "samples": 8, "ms": {"total_step": 50.0}}).encode())
+    time.sleep(0.05)
+s = term.wait(r"stalled\s+top-stall\s+8 ", 15)
+t.ok(s is not None, "a run with no step for 2 x its p95 (at least 1 s): state stalled",
+     detail=term.screen())
+stall.close()
 term.close()
 # the visibility policy applies: another user sees the processes withheld, as counts
 term = Term(["--no-save"], dict(aenv, GPUSCOPE_HTTP_SOCKET=http_sock, HOME=tmp),

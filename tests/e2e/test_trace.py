@@ -1,8 +1,10 @@
 """gpuscope trace analyze on the real Kineto traces of ../shared/reference/kineto-traces/: every
 number of that folder's README (Holistic Trace Analysis 0.6.1's results) must come out of
 `--json` (microsecond sums equal, percentages within 0.1 points, ratios within their rounding),
-plus the text tables, the legacy CPU-only format, a directory argument and malformed input
-(`file:offset: what`, exit status 2, never a crash)."""
+plus the text tables, the legacy CPU-only format, a directory argument, malformed input
+(`file:offset: what`, exit status 2, never a crash) and a generated trace past the bounded
+tables (3000 profiler steps, 10,000 op names, a 3 MiB name)."""
+import gzip
 import json
 import os
 import re
@@ -17,6 +19,7 @@ from tap import Tap  # noqa: E402
 t = Tap()
 REF = os.path.join(SRC, "..", "shared", "reference", "kineto-traces")
 README = os.path.join(REF, "README.md")
+R0_GZ = os.path.join(REF, "two-ranks-rank-0.json.gz")
 
 
 def analyze(*args, ok=True):
@@ -216,6 +219,44 @@ with tempfile.TemporaryDirectory() as d:
     p = analyze(os.path.join(d, "missing.json"), ok=False)
     t.ok(p.returncode != 0 and "missing.json" in p.stderr, "a missing file is named",
          detail=p.stderr)
+
+    # Bounded tables and long names through the command: 3000 profiler steps, 10,000 distinct
+    # op names (8192 fit), a 3 MiB name; gzip-compressed, so the inflater reads it too.
+    ev = ['{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "ts": %d, "dur": 90}'
+          % (i, i * 100) for i in range(3000)]
+    ev += ['{"ph": "X", "cat": "cpu_op", "name": "aten::op_%d", "ts": %d, "dur": 1}' % (i, i)
+           for i in range(10000)]
+    ev.append('{"ph": "X", "cat": "cpu_op", "name": "%s", "ts": 5, "dur": 7000}' % ("y" * (3 << 20)))
+    ev.append('{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 5, "dur": 9000}')
+    path = os.path.join(d, "bounded-rank-0.json.gz")
+    with gzip.open(path, "wt") as f:
+        f.write('{"traceEvents": [%s]}' % ",\n".join(ev))
+    r = json.loads(analyze("--json", path).stdout)["ranks"][0]
+    t.eq((r["profiler_steps"], len(r["steps"]), r.get("steps_omitted"), r["steps"][-1]["step"]),
+         (3000, 1024, 1976, 2999), "3000 steps: the latest 1024 listed, 1976 counted")
+    ops = r["cpu_ops"]
+    t.eq([(o["name"][:8], o["count"], o["sum_us"]) for o in ops[:2]],
+         [("aten::mm", 1, 9000.0), ("yyyyyyyy", 1, 7000.0)], "busiest ops exact past the op table")
+    t.eq(len(ops[1]["name"]), 1 << 20, "a 3 MiB name is cut at 1 MiB")
+    fold = r.get("cpu_ops_folded") or {}
+    t.ok(fold.get("names", 0) > 0 and fold.get("count") == fold.get("names")
+         and fold.get("sum_us") == float(fold.get("count")),
+         "op names past the table: folded and counted", detail=fold)
+    # A pipe is read as a file: plain (zcat | ...) and compressed alike.
+    with open(R0_GZ, "rb") as f:
+        raw = f.read()
+    want = json.loads(analyze("--json", R0_GZ).stdout)["ranks"][0]
+    for label, data in (("gzip", raw), ("plain", gzip.decompress(raw))):
+        p = subprocess.run([BIN, "trace", "analyze", "--json", "/dev/stdin"], input=data,
+                           capture_output=True, timeout=120)
+        got = json.loads(p.stdout or b"{}").get("ranks", [{}])[0]
+        got.pop("file", None)
+        t.eq(got, {k: v for k, v in want.items() if k != "file"},
+             "a %s trace through a pipe: the same figures" % label)
+    p = analyze(path)
+    t.ok("(1976 earlier profiler steps not listed: the latest 1024 are)" in p.stdout and
+         re.search(r"\(\d+ more op names, folded together when the op table was full: \d+ calls",
+                   p.stdout), "text: the omitted steps and folded ops are said", detail=p.stdout[-600:])
 
 # trace diff: two ranks side by side; a trace against itself changes nothing.
 R0, R1 = (os.path.join(REF, "two-ranks-rank-%d.json.gz" % i) for i in (0, 1))

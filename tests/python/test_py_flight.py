@@ -28,7 +28,8 @@ had = hasattr(c10d, "_dump_nccl_trace")
 
 def listing(n):
     d = os.path.join(tmp, "hang-%d-nccl" % n)
-    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+    # a dot name is a file still being written (renamed into place whole)
+    return sorted(n for n in os.listdir(d) if not n.startswith(".")) if os.path.isdir(d) else []
 
 
 def wait_for(n, timeout=4.0):
@@ -95,6 +96,38 @@ got = wait_for(11)
 t.ok(got == ["nccl_trace_rank_0"] and time.monotonic() - t0 < 3 * _flight.POLL_S,
      "a new request is answered within its poll (%.1f s)" % (time.monotonic() - t0), got)
 
+# ---- no link followed, no request but the owner's (issue 24 item 1) ----
+target = os.path.join(tmp, "precious")
+with open(target, "w") as f:
+    f.write("keep\n")
+os.mkdir(os.path.join(tmp, "hang-12-nccl"))
+for name in ("nccl_trace_rank_0", "nccl_trace_rank_0.tmp", ".nccl_trace_rank_0.tmp-000000000000"):
+    os.symlink(target, os.path.join(tmp, "hang-12-nccl", name))
+os.replace(os.path.join(tmp, "hang.request"), os.path.join(tmp, "old.request"))
+with open(os.path.join(tmp, "r.tmp"), "w") as f:
+    f.write("12\n")
+os.replace(os.path.join(tmp, "r.tmp"), os.path.join(tmp, "hang.request"))
+got = wait_for(12)
+time.sleep(1.5 * _flight.POLL_S)
+p12 = os.path.join(tmp, "hang-12-nccl", "nccl_trace_rank_0")
+t.ok(open(target).read() == "keep\n" and not os.path.islink(p12) and open(p12, "rb").read() == want,
+     "links planted at the dump's names: replaced, never written through", listing(12))
+os.symlink(os.path.join(tmp, "old.request"), os.path.join(tmp, "link.request"))
+with open(os.path.join(tmp, "old.request"), "w") as f:
+    f.write("13\n")
+os.replace(os.path.join(tmp, "link.request"), os.path.join(tmp, "hang.request"))
+time.sleep(2.5 * _flight.POLL_S)
+t.eq(listing(13), [], "a hang.request that is a symbolic link is not honoured")
+if os.geteuid() == 0:
+    with open(os.path.join(tmp, "r.tmp"), "w") as f:
+        f.write("14\n")
+    os.chown(os.path.join(tmp, "r.tmp"), 4242, 4242)
+    os.replace(os.path.join(tmp, "r.tmp"), os.path.join(tmp, "hang.request"))
+    time.sleep(2.5 * _flight.POLL_S)
+    t.eq(listing(14), [], "a hang.request of another user is not honoured")
+else:
+    t.ok(True, "# SKIP another user's hang.request needs root")
+
 # ---- the request makes the profiler hand its steps over (python/gpuscope/_core.py) ----
 from gpuscope import _core  # noqa: E402
 
@@ -124,7 +157,7 @@ def records(deadline):
 
 early = records(time.monotonic() + 1.0)
 with open(os.path.join(tmp, "hang.request.tmp"), "w") as f:
-    f.write("12\n")
+    f.write("15\n")
 os.replace(os.path.join(tmp, "hang.request.tmp"), os.path.join(tmp, "hang.request"))
 late = records(time.monotonic() + 3 * _flight.POLL_S)
 t.ok(early == [] and len(late) == 5,
@@ -137,6 +170,16 @@ srv.close()
 stop.set()
 if not had:
     del c10d._dump_nccl_trace
+shared = tempfile.mkdtemp(prefix="gs-flight-shared.")
+os.chmod(shared, 0o777)
+_flight._started.clear()
+t.ok(_flight.start(shared, 0) is None, "a run directory others may write is not watched")
+try:
+    _flight.dump(shared, 1, 0)
+    t.ok(False, "a dump into a directory others may write is refused")
+except PermissionError as e:
+    t.ok("writable by other users" in str(e), "a dump into a directory others may write is refused", e)
+os.rmdir(shared)
 
 os.system("rm -rf " + tmp)
 pyhelp.exit_now(t.done())

@@ -84,6 +84,14 @@ with tempfile.TemporaryDirectory() as tmp:
          detail=names)
     t.ok("profile (steps 4:7" in p.stderr, "the exit summary has a profile line",
          detail=p.stderr[-800:])
+    # the warmup step 3, the window's 4-6 and step 7 (the trace written at the window's end
+    # lands in its data gap) are flagged and left out of the step statistics
+    with open(os.path.join(out, "steps.jsonl")) as f:
+        flagged = [x.get("step") for x in map(json.loads, f) if x.get("profiled")]
+    t.eq(flagged, [3, 4, 5, 6, 7], "steps 3-7 flagged profiled in the step records")
+    t.eq((rep.get("steps"), rep.get("profiled_steps"),
+          (rep.get("phases") or {}).get("total_step", {}).get("count")), (10, 5, 5),
+         "report: 10 steps, 5 profiled, the step statistics over the other 5")
     a = subprocess.run([BIN, "trace", "analyze", os.path.join(out, "profile")],
                        capture_output=True, text=True, timeout=60)
     t.ok(a.returncode == 0 and "top CPU ops" in a.stdout, "gpuscope trace analyze reads it",
@@ -98,6 +106,8 @@ with tempfile.TemporaryDirectory() as tmp:
          "every: the report analyses the last window")
     t.eq([s["step"] for s in (prof.get("ranks") or [{}])[0].get("steps", [])], [8, 9],
          "every: its steps")
+    t.ok("profile (steps every:4:2; 2 windows, the last (from step 8) analysed" in p.stderr,
+         "every: the summary's label names the window it analyses", detail=p.stderr[-800:])
 
     p, out = run(tmp, "tight", "every:3:2", 9)
     files = sorted(os.listdir(os.path.join(out, "profile"))) if os.path.isdir(

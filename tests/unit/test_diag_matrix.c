@@ -225,11 +225,50 @@ static void failed_never_healthy(void **state)
     json_decref(r);
 }
 
+/* A CPU torch job that NVML lists on a shared GPU (facts without cuda_device_name): no
+ * CUDA-only advice; the same report without a torch side is a CUDA run. An autocast run gets
+ * no precision finding. */
+static void shared_gpu_cpu_job(void **state)
+{
+    static char adv[16384];
+    json_t *r = json_pack(
+        "{s:f, s:f, s:f, s:i, s:i, s:{s:f, s:f}, s:[{s:i, s:s}], "
+        "s:{s:s, s:i, s:i}, s:{s:s, s:i, s:s, s:i, s:b}}",
+        "data_loading_time_ratio", 0.5, "communication_time_ratio", 0.2, "train_runtime", 100.0,
+        "ranks", 2, "steps", 50, "run", "start_time", 10.0, "end_time", 110.0, "gpus", "index", 0,
+        "name", "NVIDIA H100 80GB HBM3", "outcome", "status", "completed", "exit_code", 0,
+        "steps_completed", 50, "facts", "torch_version", "1.13.0", "loader_num_workers", 2,
+        "dist_backend", "gloo", "cpu_count", 16, "loader_pin_memory", 0);
+    json_t *fs = gs_diag_findings(r, 16);
+    (void)state;
+
+    all_advice(fs, adv, sizeof adv);
+    assert_null(strstr(adv, "pin_memory=True"));
+    assert_null(strstr(adv, "gloo on a CUDA run"));
+    json_decref(fs);
+    json_object_del(json_object_get(r, "facts"), "torch_version");
+    fs = gs_diag_findings(r, 16);
+    all_advice(fs, adv, sizeof adv);
+    assert_non_null(strstr(adv, "pin_memory=True"));
+    json_decref(fs);
+    /* float32 parameters on an H100, but under torch.autocast: no precision finding */
+    json_object_set_new(json_object_get(r, "facts"), "param_dtype", json_string("float32"));
+    fs = gs_diag_findings(r, 16);
+    assert_true(has_id(fs, "precision"));
+    json_decref(fs);
+    json_object_set_new(json_object_get(r, "facts"), "autocast", json_true());
+    fs = gs_diag_findings(r, 16);
+    assert_false(has_id(fs, "precision"));
+    json_decref(fs);
+    json_decref(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matrix),
         cmocka_unit_test(failed_never_healthy),
+        cmocka_unit_test(shared_gpu_cpu_job),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -371,6 +371,38 @@ static void status_and_btime(void **state)
     assert_int_equal(gs_procfs_parse_btime("cpu 1 2\n", 8, &bt), GS_EPARSE);
 }
 
+/* The file-system ids (4th of Uid:/Gid:) and the groups a file access is checked with. */
+static void status_creds(void **state)
+{
+    struct gs_procfs_creds c;
+    const char *status = "Name:\tpython3\nUid:\t0\t1000\t0\t1003\nGid:\t0\t100\t0\t104\n"
+                         "FDSize:\t64\nGroups:\t27 44 1000 \nNStgid:\t1\n";
+    char many[4096] = "Uid:\t1 1 1 1\nGid:\t2 2 2 2\nGroups:\t";
+    (void)state;
+    assert_int_equal(gs_procfs_parse_creds(status, strlen(status), &c), GS_OK);
+    assert_int_equal(c.uid, 1003);
+    assert_int_equal(c.gid, 104);
+    assert_int_equal(c.ngroups, 3);
+    assert_int_equal(c.groups[0], 27);
+    assert_int_equal(c.groups[2], 1000);
+    status = "Uid:\t5\t5\t5\t5\nGid:\t6\t6\t6\t6\nGroups:\t\n"; /* no groups */
+    assert_int_equal(gs_procfs_parse_creds(status, strlen(status), &c), GS_OK);
+    assert_int_equal(c.uid, 5);
+    assert_int_equal(c.ngroups, 0);
+    status = "Uid:\t5\t5\t5\nGid:\t6\t6\t6\t6\n"; /* three uids: malformed */
+    assert_int_equal(gs_procfs_parse_creds(status, strlen(status), &c), GS_EPARSE);
+    status = "Uid:\t5\t5\t5\t5\n"; /* no Gid: */
+    assert_int_equal(gs_procfs_parse_creds(status, strlen(status), &c), GS_EPARSE);
+    status = "Uid:\t5\t5\t5\t5\nGid:\t6\t6\t6\t6\nGroups:\t7 x\n";
+    assert_int_equal(gs_procfs_parse_creds(status, strlen(status), &c), GS_EPARSE);
+    for (int i = 0; i <= GS_PROCFS_MAX_GROUPS; i++) /* more than kept: refused, not cut */
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%d ", i);
+    assert_int_equal(gs_procfs_parse_creds(many, strlen(many), &c), GS_EPARSE);
+    assert_int_equal(gs_procfs_read_creds((unsigned)getpid(), &c), GS_OK);
+    assert_int_equal(c.uid, (uint32_t)geteuid());
+    assert_int_equal(c.gid, (uint32_t)getegid());
+}
+
 /* ---- the reader on a fake /proc --------------------------------------------------------- */
 
 struct fake {
@@ -491,6 +523,17 @@ static void oneoff_reads(void **state)
     assert_int_equal(gs_procfs_children(fk->root, 777, kids, 4), 0);
     snprintf(dir, sizeof dir, "%s/nothing", fk->root);
     assert_int_equal(gs_procfs_children(dir, 1, kids, 4), 0);
+
+    /* the CPU ticks of a tree: 200 (10) and its child 300 (7); 300 alone; 1 is no process */
+    {
+        unsigned long long ticks = 99;
+        assert_int_equal(gs_procfs_tree_ticks(fk->root, 200, &ticks), GS_OK);
+        assert_int_equal(ticks, 17);
+        assert_int_equal(gs_procfs_tree_ticks(fk->root, 300, &ticks), GS_OK);
+        assert_int_equal(ticks, 7);
+        assert_int_equal(gs_procfs_tree_ticks(fk->root, 777, &ticks), GS_ENOTFOUND);
+        assert_int_equal(ticks, 0);
+    }
 }
 
 static void reader_fake_tree(void **state)
@@ -549,6 +592,31 @@ static void reader_fake_tree(void **state)
     assert_int_equal(gs_procfs_fill(pf, 4242, 5000000000LL, &p), GS_OK);
     assert_int_equal(p.cpu_st, GS_ST_NA);
     gs_procfs_end(pf);
+    gs_procfs_close(pf);
+}
+
+/* gs_procfs_set_jobs(pf, 0) (the quick check without --show-container): the cgroup is not
+ * read, so the job stays empty while the rest is filled. */
+static void reader_skips_jobs(void **state)
+{
+    struct fake *fk = *state;
+    struct gs_procfs *pf = NULL;
+    struct gs_proc p;
+    long hz = sysconf(_SC_CLK_TCK);
+
+    fake_proc(fk, 4242, "very_long_proce", 100, 5 * (unsigned long long)hz);
+    assert_int_equal(gs_procfs_open(&pf, fk->root, NULL), GS_OK);
+    gs_procfs_set_jobs(pf, 0);
+    memset(&p, 0, sizeof p);
+    gs_procfs_begin(pf);
+    assert_int_equal(gs_procfs_fill(pf, 4242, 1000000000LL, &p), GS_OK);
+    gs_procfs_end(pf);
+    assert_int_equal(p.host_st, GS_ST_OK);
+    assert_string_equal(p.cmdline, "/usr/bin/very_long_process_name --flag");
+    assert_string_equal(p.user, "root");
+    assert_int_equal(p.job_kind, 0);
+    assert_string_equal(p.container_id, "");
+    assert_string_equal(p.pod_uid, "");
     gs_procfs_close(pf);
 }
 
@@ -700,6 +768,7 @@ static void reader_kept_stat_descriptor(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(status_creds),
         cmocka_unit_test(cgroup_docker_v1_cgroupfs),
         cmocka_unit_test(cgroup_docker_systemd),
         cmocka_unit_test(cgroup_k8s_containerd_systemd_qos),
@@ -717,6 +786,7 @@ int main(void)
         cmocka_unit_test(stat_malformed),
         cmocka_unit_test(status_and_btime),
         cmocka_unit_test_setup_teardown(reader_fake_tree, fake_setup, fake_teardown),
+        cmocka_unit_test_setup_teardown(reader_skips_jobs, fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(oneoff_reads, fake_setup, fake_teardown),
         cmocka_unit_test(reader_kept_stat_descriptor),
         cmocka_unit_test_setup_teardown(reader_vanished_pid, fake_setup, fake_teardown),

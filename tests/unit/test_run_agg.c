@@ -295,6 +295,53 @@ static void device_figures(void **state)
     gs_agg_free(a);
 }
 
+/* A GPU shared with two other tenants: the run's own memory and SM utilization, the device's
+ * labelled as such. */
+static void run_share_of_shared_gpu(void **state)
+{
+    static const double mine[2] = {0.5, 1.05}, sm[2] = {0.10, 0.30};
+    struct gs_agg *a = gs_agg_new();
+    struct gs_snapshot *s = snap_new(1);
+    const unsigned char in_run[1] = {1}, procs[4] = {1, 0, 0, 1};
+    json_t *r, *g0;
+    (void)state;
+
+    for (int k = 0; k < 2; k++) {
+        gs_snapshot_clear(s);
+        s->n_gpus = 1;
+        s->gpus[0].index = 0;
+        gs_gpu_set(&s->gpus[0], GS_M_UTIL_GPU, 0.95);
+        gs_gpu_set(&s->gpus[0], GS_M_MEM_USED, 57 * GIB);
+        gs_gpu_set(&s->gpus[0], GS_M_MEM_TOTAL, 80 * GIB);
+        for (unsigned i = 0; i < 4; i++) {
+            struct gs_proc *p = &s->procs[s->n_procs++];
+            memset(p, 0, sizeof *p);
+            p->pid = i == 3 ? 10 : 10 + i; /* the run's pid listed twice (compute, graphics) */
+            p->mem_st = p->util_st = GS_ST_OK;
+            p->gpu_mem_bytes = (uint64_t)((i == 0 ? mine[k] : i == 3 ? mine[k] : 28.0) * GIB);
+            p->sm_util = i == 0 || i == 3 ? sm[k] : 0.4;
+        }
+        gs_agg_snapshot(a, s, in_run, 100 + k);
+        gs_agg_run_procs(a, s, in_run, procs);
+    }
+    r = gs_agg_report(a, NULL);
+    g0 = json_array_get(json_object_get(r, "gpus"), 0);
+    near(num(g0, "memory_peak_gb"), 57);
+    near(num(g0, "run_memory_peak_gb"), 1.05);
+    near(num(g0, "run_sm_utilization_avg_percent"), 20);
+    assert_int_equal((int)num(g0, "other_processes_max"), 2);
+    near(num(r, "gpu_peak_memory_allocated_gb"), 1.05);
+    assert_string_equal(json_string_value(json_object_get(r, "gpu_peak_memory_source")),
+                        "nvml_processes");
+    near(num(r, "gpu_peak_memory_device_gb"), 57);
+    near(num(r, "gpu_run_sm_utilization_avg_percent"), 20);
+    near(num(r, "gpu_avg_utilization_percent"), 95);
+    assert_int_equal((int)num(r, "gpu_other_processes_max"), 2);
+    json_decref(r);
+    gs_snapshot_free(s);
+    gs_agg_free(a);
+}
+
 static void idle_feed(struct gs_agg *a, struct gs_snapshot *s, double t, double util)
 {
     gs_snapshot_clear(s);
@@ -772,6 +819,7 @@ int main(void)
         cmocka_unit_test(unknown_is_null),
         cmocka_unit_test(ranks_counted),
         cmocka_unit_test(device_figures),
+        cmocka_unit_test(run_share_of_shared_gpu),
         cmocka_unit_test(idle_periods),
         cmocka_unit_test(lost_gpu),
         cmocka_unit_test(util_samples_replace_snapshots),

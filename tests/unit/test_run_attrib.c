@@ -158,7 +158,7 @@ static void tree_and_devices(void **state)
     struct fake *fk = *state;
     struct gs_snapshot *s = four_gpus();
     struct gs_attrib_tree tree = {0};
-    unsigned char in_run[4];
+    unsigned char in_run[4], procs[5];
     pid_t cmd = 100, rank = 301;
     int32_t dev[] = {0, -1};
     struct gs_attrib a = {.pids = &cmd, .n_pids = 1, .descendants = 1};
@@ -172,6 +172,10 @@ static void tree_and_devices(void **state)
     memset(in_run, 0, sizeof in_run);
     assert_int_equal(gs_attrib_mark(&a, &tree, s, in_run), 2);
     assert_memory_equal(in_run, ((unsigned char[]){1, 1, 0, 0}), 4);
+    /* the same rule per process: the run's own among the others on its GPUs */
+    memset(procs, 9, sizeof procs);
+    gs_attrib_procs(&a, &tree, s, procs);
+    assert_memory_equal(procs, ((unsigned char[]){1, 1, 1, 0, 0}), 5);
     /* without descendants: only a listed pid of the run */
     a.descendants = 0;
     memset(in_run, 0, sizeof in_run);

@@ -179,12 +179,45 @@ static void wall_times_without_intervals(void **state)
     assert_true(gs_hang_wall_s(&s) == 0);
 }
 
+/* Begun (the job's start): before GS_HANG_MIN_STEPS steps, min_s with no step and no
+ * activity is a stall; activity or a step restarts the quiet; the ring takes over after. */
+static void begun_no_steps(void **state)
+{
+    struct gs_hang h;
+    double last = NAN, t;
+
+    (void)state;
+    memset(&h, 0, sizeof h);
+    gs_hang_begin(&h, 1000);
+    assert_true(gs_hang_quiet_since(&h) == 1000);
+    assert_true(gs_hang_limit(&h, 10, 5) == 5);
+    assert_false(gs_hang_stalled(&h, 10, 5, 1004.9));
+    assert_true(gs_hang_stalled(&h, 10, 5, 1005));
+    gs_hang_active(&h, 1003); /* CPU used: not quiet since then */
+    assert_false(gs_hang_stalled(&h, 10, 5, 1007.9));
+    assert_true(gs_hang_new_stall(&h, 10, 5, 1008));
+    gs_hang_mark(&h);
+    assert_false(gs_hang_new_stall(&h, 10, 5, 1009));
+    gs_hang_begin(&h, 2000); /* a second begin keeps the first */
+    assert_true(h.begun_s == 1000);
+    t = steady(&h, &last, 1010, 2, 1.0); /* two steps, still before the ring judges */
+    assert_true(gs_hang_quiet_since(&h) == t);
+    assert_false(gs_hang_stalled(&h, 10, 5, t + 4.9));
+    assert_true(gs_hang_stalled(&h, 10, 5, t + 5));
+    t = steady(&h, &last, t + 1.0, GS_HANG_MIN_STEPS, 1.0); /* the ring: 10 x 1 s */
+    gs_hang_active(&h, t + 100);                            /* activity no longer counts */
+    assert_true(gs_hang_quiet_since(&h) == t);
+    assert_false(gs_hang_stalled(&h, 10, 5, t + 9.9));
+    assert_true(gs_hang_stalled(&h, 10, 5, t + 10));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(too_few_steps),    cmocka_unit_test(factor_and_floor),
         cmocka_unit_test(p95_nearest_rank), cmocka_unit_test(once_per_stall),
         cmocka_unit_test(ring_wraps),       cmocka_unit_test(wall_times_without_intervals),
+        cmocka_unit_test(begun_no_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -100,6 +100,12 @@ static void step_parses_exactly(void **state)
     assert_int_equal(r.u.step.mem_peak_allocated, 3000);
     assert_int_equal(r.u.step.mem_peak_reserved, 4000);
     assert_int_equal(r.u.step.mem_total, 80000);
+    /* the loop tracker's flags */
+    assert_int_equal(parse("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,"
+                           "\"data_in_step\":true,\"profiled\":true}",
+                           &r, err),
+                     0);
+    assert_int_equal(r.u.step.flags, GS_STEP_DATA_IN_STEP | GS_STEP_PROFILED);
 }
 
 static void absent_stays_unknown(void **state)
@@ -212,6 +218,10 @@ static void invalid_records_name_the_field(void **state)
             "step.device:");
     refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"cuda_events\":1}",
             "step.cuda_events: not a boolean");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"data_in_step\":1}",
+            "step.data_in_step: not a boolean");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"profiled\":\"y\"}",
+            "step.profiled: not a boolean");
     refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"mem\":{\"total\":1.5}}",
             "step.mem.total: not an integer");
     refused(
@@ -283,7 +293,7 @@ static void encode_round_trips(void **state)
     memset(&r, 0, sizeof r);
     r.type = GS_REC_STEP;
     r.u.step.version = GS_STEP_REC_VERSION;
-    r.u.step.flags = GS_STEP_CUDA_EVENTS;
+    r.u.step.flags = GS_STEP_CUDA_EVENTS | GS_STEP_DATA_IN_STEP | GS_STEP_PROFILED;
     r.u.step.step = 9007199254740992ULL;
     r.u.step.t_begin = 1764430000.1234567;
     r.u.step.t_end = 1764430000.9876543;

@@ -201,7 +201,7 @@ static void stalled_ranks(void **state)
     gs_runm_gpu(m, 1, 10, 3);
     now = gs_clock_real_s();
     memset(st, 0, sizeof st);
-    assert_int_equal(gs_runm_stalled(m, now + 1000, 10, 60, st, 8), 0); /* 4 steps: too few */
+    assert_int_equal(gs_runm_stalled(m, now + 1000, 10, 60, st, 8, NULL), 0); /* 4 steps: too few */
     for (uint64_t i = 5; i <= 40; i++) {
         struct gs_step_rec s = step(i, 0, i == 40 ? 9000.0 : 200.0); /* one outlier */
         s.t_begin = 1000.0 + 0.25 * (double)i;                       /* a step every 0.25 s */
@@ -214,14 +214,14 @@ static void stalled_ranks(void **state)
             gs_runm_step(m, 1, 11, "r", &s);
     }
     now = gs_clock_real_s();
-    assert_int_equal(gs_runm_stalled(m, now + 30, 10, 60, st, 8), 0); /* under min_s */
+    assert_int_equal(gs_runm_stalled(m, now + 30, 10, 60, st, 8, NULL), 0); /* under min_s */
     assert_int_equal(st[3], 0);
     /* rank 0: the p95 step-to-step interval is 0.25 s (the outlier is above it), factor 10
      * gives 2.5 s; rank 1's records share one end time: its wall times' 0.2 s, 2 s */
-    assert_int_equal(gs_runm_stalled(m, now + 1.5, 10, 1, st, 8), 0);
-    assert_int_equal(gs_runm_stalled(m, now + 2.2, 10, 1, st, 8), 1);
+    assert_int_equal(gs_runm_stalled(m, now + 1.5, 10, 1, st, 8, NULL), 0);
+    assert_int_equal(gs_runm_stalled(m, now + 2.2, 10, 1, st, 8, NULL), 1);
     assert_int_equal(st[3], 0);
-    assert_int_equal(gs_runm_stalled(m, now + 3.0, 10, 1, st, 8), 2);
+    assert_int_equal(gs_runm_stalled(m, now + 3.0, 10, 1, st, 8, NULL), 2);
     assert_int_equal(st[3], 1);
     for (int i = 0; i < 8; i++)
         if (i != 3)
@@ -229,7 +229,7 @@ static void stalled_ranks(void **state)
     /* a dropped connection is no stalled rank */
     gs_runm_drop(m, 1, 0);
     memset(st, 0, sizeof st);
-    assert_int_equal(gs_runm_stalled(m, now + 1000, 10, 1, st, 8), 0);
+    assert_int_equal(gs_runm_stalled(m, now + 1000, 10, 1, st, 8, NULL), 0);
     assert_int_equal(st[3], 0);
     gs_runm_free(m);
 }

@@ -3,13 +3,16 @@
  * figures can be worked out on paper — unions that touch, the overlap sweep, HTA's rounding
  * of fractional times, the last-step filter, idle causes, "others" lumping, the legacy format
  * and the reader's errors with their offsets; the diff of two trace sets (diff.c) and the
- * profile window of gpuscope run (window.c).
+ * profile window of gpuscope run (window.c). Adversarial input: a 64 MiB name, tokens cut by
+ * pieces of every size (the same document whatever the cut), 2 M profiler steps and 20,000
+ * distinct op names in bounded tables.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -367,6 +370,221 @@ static void test_window(void **state)
     }
 }
 
+/* A growing text buffer for generated traces. */
+struct gbuf {
+    char *s;
+    size_t len, cap;
+};
+
+static void gb_add(struct gbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    for (;;) {
+        va_start(ap, fmt);
+        n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        assert_true(n >= 0);
+        if ((size_t)n < b->cap - b->len)
+            break;
+        b->cap = (b->cap + (size_t)n + 1) * 2;
+        b->s = realloc(b->s, b->cap);
+        assert_non_null(b->s);
+    }
+    b->len += (size_t)n;
+}
+
+/* A 64 MiB name: read whole (cut at 1 MiB as every name), the next event intact. */
+static void test_long_string(void **state)
+{
+    size_t big = (size_t)64 << 20;
+    const char *head = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"";
+    const char *tail =
+        "\",\"ts\":1,\"dur\":2},{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\","
+        "\"ts\":3,\"dur\":40}]}";
+    size_t hl = strlen(head), tl = strlen(tail);
+    char *json = malloc(hl + big + tl);
+    struct gs_trace *t = NULL;
+    struct gs_err err = {0};
+    json_t *doc, *ops;
+    const char *nm;
+
+    (void)state;
+    assert_non_null(json);
+    memcpy(json, head, hl);
+    memset(json + hl, 'x', big);
+    json[hl + big / 2] = '\\'; /* an escape in the middle: \" */
+    json[hl + big / 2 + 1] = '"';
+    memcpy(json + hl + big, tail, tl);
+    assert_int_equal(gs_trace_load_mem(json, hl + big + tl, "t", &t, &err), GS_OK);
+    doc = analyze1(t, NULL);
+    ops = json_object_get(rank0(doc), "cpu_ops");
+    assert_int_equal(json_array_size(ops), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(ops, 0), "name")),
+                        "aten::mm");
+    nm = json_string_value(json_object_get(json_array_get(ops, 1), "name"));
+    assert_int_equal(strlen(nm), 1 << 20);
+    assert_int_equal(strspn(nm, "x"), 1 << 20);
+    assert_int_equal(geti(rank0(doc), "events"), 2);
+    json_decref(doc);
+    gs_trace_free(t);
+    /* unterminated: an error at the end, not a hang or a cut name taken as whole */
+    assert_int_equal(gs_trace_load_mem(json, hl + big, "t", &t, &err), GS_EPARSE);
+    assert_non_null(strstr(err.msg, "premature EOF"));
+    /* a number of 64 MiB digits: an error, never a cut number taken as another value */
+    memcpy(json, "{\"traceEvents\":[{\"ts\":", 22);
+    memset(json + 22, '7', big);
+    memcpy(json + 22 + big, "}]}", 3);
+    assert_int_equal(gs_trace_load_mem(json, 22 + big + 3, "t", &t, &err), GS_EPARSE);
+    if (!strstr(err.msg, "a number longer than 1 MiB"))
+        fail_msg("got '%s'", err.msg);
+    free(json);
+}
+
+/* Tokens cut anywhere: strings with escapes (\" \\ \u00e9) and numbers split by pieces of
+ * 1, 2, 3, 7, 64 and 4096 bytes give the same document as one piece. */
+static void test_cut_tokens(void **state)
+{
+    struct gbuf b = {NULL, 0, 0};
+    static const size_t sizes[] = {1, 2, 3, 7, 64, 4096};
+    char *want;
+
+    (void)state;
+    gb_add(&b, "{\"traceEvents\":[");
+    for (int i = 0; i < 200; i++) {
+        gb_add(&b,
+               "{\"ph\":\"X\",\"cat\":\"%s\",\"name\":\"op\\\"%d\\\\ \\u00e9%.*s\",\"ts\":%d.5,"
+               "\"dur\":%d,\"args\":{\"stream\":%d,\"correlation\":%d,\"x\":123456789012345678"
+               "9012345678901234567890e-3}},",
+               i % 3 ? "cpu_op" : "kernel", i % 17, i % 40,
+               "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", i * 10, 1 + i % 9, i % 3 ? -1 : 7, i);
+        if (i % 3 == 0)
+            gb_add(&b,
+                   "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\","
+                   "\"ts\":%d,\"dur\":1,\"args\":{\"correlation\":%d}},",
+                   i * 10 - 1, i);
+        if (i % 50 == 0)
+            gb_add(&b,
+                   "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#%d\","
+                   "\"ts\":%d,\"dur\":500},",
+                   i / 50, i * 10);
+    }
+    gb_add(&b, "{\"ph\":\"i\",\"name\":\"end\",\"ts\":0}], \"n\":%s}", "-0.5e+10");
+    {
+        struct gs_trace *t = load(b.s);
+        json_t *doc = analyze1(t, NULL);
+
+        want = json_dumps(doc, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII);
+        assert_non_null(strstr(want, "op\\\"3\\\\ \\u00E9"));
+        assert_true(json_array_size(json_object_get(json_object_get(doc, "job"), "kernel_types")));
+        json_decref(doc);
+        gs_trace_free(t);
+    }
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        struct gs_trace *t;
+        json_t *doc;
+        char *got;
+
+        gs_trace_set_mem_chunk(sizes[k]);
+        t = load(b.s);
+        doc = analyze1(t, NULL);
+        got = json_dumps(doc, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII);
+        if (strcmp(got, want) != 0)
+            fail_msg("pieces of %zu bytes: another document", sizes[k]);
+        free(got);
+        json_decref(doc);
+        gs_trace_free(t);
+    }
+    gs_trace_set_mem_chunk(0);
+    free(want);
+    free(b.s);
+}
+
+/* 2 M ProfilerStep events without GPU activity: 1024 steps listed (the latest), the rest
+ * counted, the table never past 2048; the last-step rule still sees two distinct steps. */
+static void test_many_steps(void **state)
+{
+    struct gbuf b = {NULL, 0, 0};
+    struct gs_trace *t;
+    json_t *doc, *r, *steps;
+    const int n = 2000000;
+
+    (void)state;
+    gb_add(&b, "{\"traceEvents\":[");
+    for (int i = 0; i < n; i++)
+        gb_add(&b,
+               "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#%d\","
+               "\"ts\":%d,\"dur\":90},",
+               i, i * 100);
+    gb_add(&b, "%s,%s]}", K("gemm", 199999950, 10, 7, 1), L(199999940, 1));
+    t = load(b.s);
+    free(b.s);
+    assert_true(t->cap_step <= 2048);
+    doc = analyze1(t, NULL);
+    r = rank0(doc);
+    steps = json_object_get(r, "steps");
+    assert_int_equal(geti(r, "profiler_steps"), n);
+    assert_int_equal(json_array_size(steps), 1024);
+    assert_int_equal(geti(r, "steps_omitted"), n - 1024);
+    assert_int_equal(geti(json_array_get(steps, 0), "step"), n - 1024);
+    assert_int_equal(geti(json_array_get(steps, 1023), "step"), n - 1);
+    /* the kernel's launch is in the last step: left out (HTA's rule) */
+    assert_int_equal(geti(r, "gpu_activities"), 0);
+    json_decref(doc);
+    gs_trace_free(t);
+}
+
+/* 20,000 distinct op names, each 1 us, and two busy ops: the busy ones stay exact at the top,
+ * the rest is listed or folded, and every call is counted once. */
+static void test_many_ops(void **state)
+{
+    struct gbuf b = {NULL, 0, 0};
+    struct gs_trace *t;
+    json_t *doc, *r, *ops, *fold, *v;
+    const int n = 20000;
+    long long calls = 0;
+    size_t i;
+
+    (void)state;
+    gb_add(&b, "{\"traceEvents\":[");
+    for (int k = 0; k < n; k++) {
+        gb_add(&b,
+               "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::op_%d\",\"ts\":%d,\"dur\":1},", k,
+               k);
+        if (k % 100 == 0)
+            gb_add(&b,
+                   "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\",\"ts\":%d,\"dur\":50},"
+                   "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::add\",\"ts\":%d,\"dur\":5},",
+                   k, k);
+    }
+    gb_add(&b, "{\"ph\":\"i\",\"name\":\"end\",\"ts\":0}]}");
+    t = load(b.s);
+    free(b.s);
+    assert_true(t->n_cpuop <= 8192);
+    doc = analyze1(t, NULL);
+    r = rank0(doc);
+    ops = json_object_get(r, "cpu_ops");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(ops, 0), "name")),
+                        "aten::mm");
+    assert_int_equal(geti(json_array_get(ops, 0), "count"), n / 100);
+    assert_true(json_real_value(json_object_get(json_array_get(ops, 0), "sum_us")) ==
+                50.0 * (n / 100));
+    assert_string_equal(json_string_value(json_object_get(json_array_get(ops, 1), "name")),
+                        "aten::add");
+    assert_int_equal(geti(json_array_get(ops, 1), "count"), n / 100);
+    fold = json_object_get(r, "cpu_ops_folded");
+    assert_non_null(fold);
+    assert_true(geti(fold, "names") > 0);
+    calls = geti(fold, "count");
+    for (i = 0; i < t->n_cpuop; i++)
+        calls += (long long)t->cpuop[i].count;
+    assert_int_equal(calls, n + 2 * (n / 100));
+    json_array_foreach(ops, i, v) assert_true(geti(v, "count") >= 1);
+    json_decref(doc);
+    gs_trace_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -378,6 +596,10 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_diff),
         cmocka_unit_test(test_window),
+        cmocka_unit_test(test_long_string),
+        cmocka_unit_test(test_cut_tokens),
+        cmocka_unit_test(test_many_steps),
+        cmocka_unit_test(test_many_ops),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

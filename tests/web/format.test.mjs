@@ -296,6 +296,11 @@ test('runRows: name, user, duration (live while running), ratios, findings', () 
   assert.equal(r[0].tags, 'team=nlp · try=3');
   assert.equal(r[1].tags, '');
   assert.deepEqual(runRows(null, 0), []);
+  // the agent's stalled verdict (docs/api.md) replaces the state, with how long
+  const st = runRows({runs: [{...runsDoc.runs[0], stalled: true, stalled_seconds: 125}]}, 1100);
+  assert.equal(st[0].stalled, true);
+  assert.equal(st[0].state, `stalled (no step for ${fmtDuration(125)})`);
+  assert.equal(r[0].stalled, false);
 });
 
 test('runsNote: empty state, runs of others left out, socket off', () => {

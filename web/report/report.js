@@ -238,6 +238,11 @@
       add(s, 'h3', null, 'Outcome');
       s.appendChild(renderValue(rep.outcome));
     }
+    // the hang watchdog's record (docs/report.md, HANGS): each hang with every rank's place
+    if (Array.isArray(rep.hangs) && rep.hangs.length) {
+      add(s, 'h3', null, 'Hangs');
+      for (const h of rep.hangs) s.appendChild(renderValue(h));
+    }
   }
 
   function renderFindings(rep) {
@@ -378,13 +383,16 @@
     // Data and communication ratios over time: per step, smoothed over a window.
     const wall = rs.idx.map((i) => (isNum(st.data[i]) ? st.data[i] : 0) + (isNum(st.total_step[i]) ? st.total_step[i] : NaN));
     const win = Math.max(1, Math.round(rs.idx.length / 40));
+    // p: a phase, or a list of phases of which each step's first known one counts
     function ratioSeries(p) {
-      if (!st[p] || !rs.idx.some((i) => isNum(st[p][i]))) return null;
+      const ps = (Array.isArray(p) ? p : [p]).filter((q) => st[q]);
+      const at = (i) => { for (const q of ps) if (isNum(st[q][i])) return st[q][i]; return NaN; };
+      if (!rs.idx.some((i) => isNum(at(i)))) return null;
       const out = [];
       for (let j = 0; j < rs.idx.length; j++) {
         let num = 0; let den = 0;
         for (let k = Math.max(0, j - win + 1); k <= j; k++) {
-          const v = st[p][rs.idx[k]];
+          const v = at(rs.idx[k]);
           if (isNum(wall[k]) && wall[k] > 0) { num += isNum(v) ? v : 0; den += wall[k]; }
         }
         out.push(den > 0 ? num / den : null);
@@ -396,8 +404,10 @@
     const rser = [{}];
     const dr = ratioSeries('data');
     if (dr) { rd.push(dr); rser.push({label: 'data loading ratio', stroke: COLORS[0], width: 1.5, value: (u, v) => (v === null ? '—' : fmtNum(v, 3))}); }
-    const cr = ratioSeries('communication');
-    if (cr) { rd.push(cr); rser.push({label: 'communication ratio', stroke: COLORS[3], width: 1.5, value: (u, v) => (v === null ? '—' : fmtNum(v, 3))}); }
+    // as the headline's communication_time_ratio: the communication the step waited for
+    // (exposed), a step's whole communication time only when exposure was not measured
+    const cr = ratioSeries(['communication_exposed', 'communication']);
+    if (cr) { rd.push(cr); rser.push({label: 'communication ratio (exposed)', stroke: COLORS[3], width: 1.5, value: (u, v) => (v === null ? '—' : fmtNum(v, 3))}); }
     if (rd.length > 1) {
       addChart(s, 'chart-ratios', 'data loading and communication time ratios over time (share of step wall time, data + step; mean over the last ' + win + ' step' + (win > 1 ? 's' : '') + ')',
         {series: rser, scales: {x: {time: true}, y: {range: [0, 1]}}, axes: [tsAxis, yAxis('ratio', (v) => fmtNum(v, 2))], height: 200}, rd);

@@ -354,6 +354,7 @@ static int quick_main(const struct gs_quick_opts *o, struct gs_err *err)
         gs_quick_text_need(o, need_m, need_t);
         sopts.need_metrics = need_m;
         sopts.need_texts = need_t;
+        sopts.skip_jobs = !(o->show & GS_QS_CONTAINER); /* only --show-container shows them */
     }
     rc = gs_source_open(&r.src, &src, err);
     if (rc != GS_OK)

@@ -41,8 +41,10 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/dirfile.h"
 #include "base/term.h"
 #include "cli/cli.h"
+#include "client/agent_client.h"
 #include "diag/diag.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
@@ -71,6 +73,8 @@ static void run_kept(void *vctx, const struct gs_peer *peer, const struct gs_rec
     pthread_mutex_lock(&c->mu);
     switch (rec->type) {
     case GS_REC_HELLO:
+        if (!c->hello_pid)
+            c->hello_pid = peer->pid;
         gs_runstacks_add_rank(c->rs, peer->pid, rec->u.hello.rank >= 0 ? rec->u.hello.rank : 0);
         for (uint32_t i = 0; i < rec->u.hello.n_devices && i < GS_RECORD_MAX_DEVICES; i++)
             if (rec->u.hello.devices[i] >= 0 && rec->u.hello.devices[i] < GS_RECORD_MAX_DEVICES)
@@ -163,7 +167,8 @@ static void on_close(void *vctx, const struct gs_peer *peer)
 /* Adds to in_run the GPUs of CMD's process tree and those its hello records named, through
  * the CUDA_VISIBLE_DEVICES that CMD inherited (cvd; run/attrib.h). */
 static void run_mark_gpus(struct run_ctx *c, struct gs_attrib_tree *tree, const char *cvd,
-                          const struct gs_snapshot *snap, unsigned char *in_run)
+                          const struct gs_snapshot *snap, unsigned char *in_run,
+                          unsigned char *proc_in_run)
 {
     int32_t devices[GS_RECORD_MAX_DEVICES];
     pid_t root = c->child;
@@ -182,6 +187,50 @@ static void run_mark_gpus(struct run_ctx *c, struct gs_attrib_tree *tree, const 
     if (snap->n_procs > 0 && gs_attrib_tree_read(tree, snap, NULL) != 0)
         a.descendants = 0;
     gs_attrib_mark(&a, tree, snap, in_run);
+    if (proc_in_run)
+        gs_attrib_procs(&a, tree, snap, proc_in_run);
+}
+
+/* The watchdog's GPU readings (runstacks.h): the device's utilization and power, or on a GPU
+ * that also runs processes not of CMD's tree, the SM utilization of the run's own processes
+ * (NVML's per-process samples: a process without a sample in the window was idle, when the
+ * GPU gave samples for any process; unknown when it gave none). */
+static void run_stacks_gpus(struct run_ctx *c, const struct gs_attrib_tree *tree,
+                            const struct gs_snapshot *snap, const unsigned char *in_run)
+{
+    pid_t root = c->child;
+    struct gs_attrib a = {.pids = &root, .n_pids = 1, .descendants = 1};
+
+    for (unsigned g = 0; g < snap->n_gpus; g++) {
+        const struct gs_gpu *gp = &snap->gpus[g];
+        unsigned others = 0, ours = 0, sampled = 0;
+        double sm = 0;
+        if (!in_run[g])
+            continue;
+        for (unsigned i = 0; i < snap->n_procs; i++) {
+            const struct gs_proc *p = &snap->procs[i];
+            int mine;
+            if (p->gpu != g)
+                continue;
+            mine = gs_attrib_proc_ours(&a, tree, snap, i);
+            others += !mine;
+            ours += mine;
+            if (p->util_st == GS_ST_OK) {
+                sampled++;
+                if (mine)
+                    sm += p->sm_util;
+            }
+        }
+        if (others && ours) {
+            if (sampled)
+                gs_runstacks_gpu(c->rs, snap->t_real, gp->index, fmin(sm, 1.0), -1, -1, 1);
+            continue; /* no per-process samples: no reading (the watchdog's "unknown") */
+        }
+        if (gs_gpu_has(gp, GS_M_UTIL_GPU))
+            gs_runstacks_gpu(c->rs, snap->t_real, gp->index, gp->v[GS_M_UTIL_GPU],
+                             gs_gpu_has(gp, GS_M_POWER_DRAW) ? gp->v[GS_M_POWER_DRAW] : -1,
+                             gs_gpu_has(gp, GS_M_POWER_LIMIT) ? gp->v[GS_M_POWER_LIMIT] : -1, 0);
+    }
 }
 
 static void *run_sampler_thread(void *arg)
@@ -189,7 +238,8 @@ static void *run_sampler_thread(void *arg)
     struct run_ctx *c = arg;
     unsigned n = gs_sampler_gpu_count(c->sampler);
     struct gs_snapshot *snap = NULL;
-    unsigned char *in_run = calloc(n ? n : 1, 1);
+    unsigned char *in_run = calloc(n ? n : 1, 1), *procs = NULL;
+    unsigned procs_cap = 0;
     struct gs_attrib_tree tree = {0};
     const char *env_cvd = getenv("CUDA_VISIBLE_DEVICES");
     char cvd[1024];
@@ -205,7 +255,8 @@ static void *run_sampler_thread(void *arg)
     }
     snprintf(cvd, sizeof cvd, "%s", env_cvd ? env_cvd : "");
     /* with the driver's utilization samples since the previous cycle (run/usamp.h) */
-    want = GS_WANT_PROCS | GS_WANT_UTIL_SAMPLES | (gs_attrib_cvd_mig(cvd) ? GS_WANT_MIG : 0);
+    want = GS_WANT_PROCS | GS_WANT_PROC_UTIL | GS_WANT_UTIL_SAMPLES |
+           (gs_attrib_cvd_mig(cvd) ? GS_WANT_MIG : 0);
     pthread_mutex_lock(&c->mu);
     while (!c->stop) {
         struct timespec until;
@@ -214,18 +265,21 @@ static void *run_sampler_thread(void *arg)
         pthread_mutex_unlock(&c->mu);
         if (gs_sampler_sample(c->sampler, snap, want, &err) == GS_OK) {
             failing = 0;
-            run_mark_gpus(c, &tree, cvd, snap, in_run);
+            if (snap->n_procs > procs_cap) { /* the run's processes among them */
+                unsigned char *p = realloc(procs, snap->n_procs);
+                if (p) {
+                    procs = p;
+                    procs_cap = snap->n_procs;
+                }
+            }
+            run_mark_gpus(c, &tree, cvd, snap, in_run, snap->n_procs <= procs_cap ? procs : NULL);
             /* and what the driver sampled (~6 a second) on the run's GPUs since the previous
              * cycle (the sampler's open at first) */
             gs_session_snapshot(c->session, snap, in_run, 1);
-            for (unsigned g = 0; c->rs && g < snap->n_gpus; g++) {
-                const struct gs_gpu *gp = &snap->gpus[g];
-                if (in_run[g] && gs_gpu_has(gp, GS_M_UTIL_GPU))
-                    gs_runstacks_gpu(c->rs, snap->t_real, gp->index, gp->v[GS_M_UTIL_GPU],
-                                     gs_gpu_has(gp, GS_M_POWER_DRAW) ? gp->v[GS_M_POWER_DRAW] : -1,
-                                     gs_gpu_has(gp, GS_M_POWER_LIMIT) ? gp->v[GS_M_POWER_LIMIT]
-                                                                      : -1);
-            }
+            if (snap->n_procs && snap->n_procs <= procs_cap)
+                gs_session_run_procs(c->session, snap, in_run, procs);
+            if (c->rs)
+                run_stacks_gpus(c, &tree, snap, in_run);
             pthread_mutex_lock(&c->store_mu);
             gs_store_append(c->store, snap, NULL);
             pthread_mutex_unlock(&c->store_mu);
@@ -246,6 +300,7 @@ static void *run_sampler_thread(void *arg)
     pthread_mutex_unlock(&c->mu);
     gs_snapshot_free(snap);
     free(in_run);
+    free(procs);
     gs_attrib_tree_free(&tree);
     return NULL;
 }
@@ -278,6 +333,63 @@ static void *run_flush_thread(void *arg)
         }
         pthread_mutex_unlock(&c->store_mu);
         pthread_mutex_lock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* ---- the agent's run id ---- */
+
+#define RUN_ID_WAIT_S 60.0 /* the agent's list is asked this long after CMD starts, at most */
+
+/* When CMD's package also sends to the node's agent (GPUSCOPE_RUN_AGENT_SOCKET): once the
+ * first hello came, the agent's /api/v1/runs (its HTTP unix socket, as `gpuscope report ID`
+ * finds it) is asked every second for the running run whose pid is that hello's sender, and
+ * its id printed once, for `gpuscope report ID` and the dashboard. Quiet when there is none. */
+static void *run_id_thread(void *arg)
+{
+    struct run_ctx *c = arg;
+    char sock[512];
+    double until = gs_clock_mono_s() + RUN_ID_WAIT_S;
+
+    if (!gs_agent_client_socket(sock, sizeof sock))
+        return NULL;
+    pthread_mutex_lock(&c->mu);
+    while (!c->stop && gs_clock_mono_s() < until) {
+        struct timespec ts;
+        pid_t pid = c->hello_pid;
+        pthread_mutex_unlock(&c->mu);
+        if (pid > 0) {
+            char *body = NULL;
+            size_t len = 0;
+            json_t *doc = NULL, *r;
+            size_t i;
+            long long id = -1;
+            if (gs_agent_client_get(sock, "/api/v1/runs?limit=100", 1000, &body, &len, NULL) ==
+                GS_OK)
+                doc = json_loadb(body, len, 0, NULL);
+            free(body);
+            json_array_foreach(json_object_get(doc, "runs"), i, r)
+            {
+                const char *st = json_string_value(json_object_get(r, "state"));
+                if (json_integer_value(json_object_get(r, "pid")) == pid && st &&
+                    strcmp(st, "running") == 0)
+                    id = (long long)json_integer_value(json_object_get(r, "id"));
+            }
+            json_decref(doc);
+            if (id > 0) {
+                fprintf(stderr,
+                        "gpuscope run: the node's agent keeps this run as run %lld "
+                        "(gpuscope report %lld; /api/v1/runs/%lld)\n",
+                        id, id, id);
+                return NULL;
+            }
+        }
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += 1;
+        pthread_mutex_lock(&c->mu);
+        if (!c->stop)
+            pthread_cond_timedwait(&c->cv, &c->mu, &ts);
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;
@@ -444,6 +556,12 @@ static int run_child_names(struct run_ctx *c, const struct run_opts *o)
         return -1;
     if (o->n_tags && run_tags_env(o) != 0)
         return -1;
+    if (o->log_steps >= 0) { /* the package's step lines (docs/python.md, LOG LINES) */
+        char n[16];
+        snprintf(n, sizeof n, "%d", o->log_steps);
+        if (setenv("GPUSCOPE_LOG_STEPS", n, 1) != 0)
+            return -1;
+    }
     unsetenv("GPUSCOPE_RUN_AGENT_SOCKET");
     if (o->no_agent)
         return 0;
@@ -502,7 +620,10 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
                                   .exit_code = exit_code,
                                   .source = "gpuscope-run",
                                   .term_signal = term_signal,
-                                  .profile = profile};
+                                  .profile = profile,
+                                  .stop_signal = gs_runcli_stop_signal(),
+                                  .job_start = c->job_start,
+                                  .job_end = c->job_end};
     struct gs_err gerr;
     json_t *report;
     int rc = 0;
@@ -512,8 +633,9 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
     if (report)
         run_name_report(c, report);
     if (report && c->rs) {
-        gs_runstacks_report(c->rs, report); /* "stacks", DIR/stacks.svg, stacks.txt */
+        gs_runstacks_report(c->rs, report); /* "stacks", "hangs", DIR/stacks.svg, stacks.txt */
         gs_diag_stacks_findings(report, json_object_get(report, "findings"));
+        gs_diag_hang_findings(report, json_object_get(report, "findings"));
     }
     free(command);
     if (report && c->store && c->run_id > 0) {
@@ -528,7 +650,7 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
         return -1;
     }
     snprintf(path, sizeof path, "%s/metrics_report.json", dir);
-    if (gs_report_write(report, path, &gerr) != GS_OK) {
+    if (gs_report_write_at(report, c->dirfd, "metrics_report.json", &gerr) != GS_OK) {
         fprintf(stderr, "gpuscope run: %s\n", gerr.msg);
         rc = -1;
         run_report_elsewhere(report, path, sizeof path);
@@ -616,7 +738,38 @@ static void run_drain(struct run_ctx *c, struct gs_receiver *rx)
     }
 }
 
-static int run_session(const struct run_opts *o, const char *dir, int created)
+/* samples.db: SQLite opens by path, so the file is first made here exclusively through the
+ * checked directory (no link, no file that was there), and after SQLite opened the path the
+ * file it holds is checked to be that one (the directory's path still leads to the directory
+ * we hold). SQLite's own -wal/-shm are refused up front (gs_runcli_open_outdir) and opened by
+ * SQLite with O_NOFOLLOW. */
+static int run_open_samples(struct run_ctx *c, const char *dir, const char *path,
+                            struct gs_err *err)
+{
+    struct stat made, opened, dst, dpath;
+    int fd = gs_dirfile_create(c->dirfd, "samples.db", O_RDWR, 0644), rc;
+
+    if (fd < 0)
+        return gs_err_set(err, GS_EIO, "create: %s", strerror(errno));
+    rc = fstat(fd, &made) == 0 ? GS_OK : gs_err_set(err, GS_EIO, "fstat: %s", strerror(errno));
+    close(fd);
+    if (rc == GS_OK)
+        rc = gs_store_open(&c->store, path, NULL, err);
+    if (rc == GS_OK &&
+        (stat(path, &opened) != 0 || opened.st_dev != made.st_dev || opened.st_ino != made.st_ino ||
+         fstat(c->dirfd, &dst) != 0 || stat(dir, &dpath) != 0 || dst.st_dev != dpath.st_dev ||
+         dst.st_ino != dpath.st_ino)) {
+        gs_store_close(c->store);
+        c->store = NULL;
+        rc = gs_err_set(err, GS_EPERM,
+                        "not the file gpuscope run created (%s was moved or replaced while "
+                        "it opened)",
+                        dir);
+    }
+    return rc;
+}
+
+static int run_session(const struct run_opts *o, const char *dir, int dirfd, int created)
 {
     struct run_ctx c;
     struct gs_receiver *rx = NULL;
@@ -628,8 +781,9 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     struct gs_session_stats sst;
     struct gs_receiver_stats st;
     char sockdir[96], sock[128], path[PATH_MAX];
-    pthread_t sth, fth;
-    int sampler_started = 0, flusher_started = 0, started = 0, code, term_signal = 0;
+    pthread_t sth, fth, idth;
+    int sampler_started = 0, flusher_started = 0, id_started = 0, started = 0, code,
+        term_signal = 0;
     pthread_condattr_t ca;
     sigset_t fwd, old;
     struct gs_err gerr;
@@ -643,19 +797,35 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     pthread_cond_init(&c.cv, &ca);
     pthread_condattr_destroy(&ca);
     c.interval_s = o->interval_s;
+    c.dirfd = dirfd;
     gs_session_new(&c.session, NULL, &sink, NULL);
     snprintf(path, sizeof path, "%s/steps.jsonl", dir);
-    c.steps = fopen(path, "wxe");
+    {
+        /* made here, exclusively, through the checked directory (base/dirfile.h) */
+        int fd = gs_dirfile_create(dirfd, "steps.jsonl", O_WRONLY, 0644);
+        c.steps = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (fd >= 0 && !c.steps)
+            close(fd);
+    }
     if (!c.session || !c.steps) {
         fprintf(stderr, "gpuscope run: %s: %s\n", path, c.session ? strerror(errno) : "no memory");
         code = RUN_EXIT_FAIL;
         goto out;
     }
     snprintf(path, sizeof path, "%s/samples.db", dir);
-    if (gs_store_open(&c.store, path, NULL, &gerr) != GS_OK) {
+    if (run_open_samples(&c, dir, path, &gerr) != GS_OK) {
         fprintf(stderr, "gpuscope run: %s: %s\n", path, gerr.msg);
         code = RUN_EXIT_FAIL;
         goto out;
+    }
+    if (o->profile) { /* the profiler window's traces: a checked directory of ours */
+        int pfd = gs_dirfile_subdir(dirfd, "profile", 0755, &gerr);
+        if (pfd < 0) {
+            fprintf(stderr, "gpuscope run: %s/%s\n", dir, gerr.msg);
+            code = RUN_EXIT_FAIL;
+            goto out;
+        }
+        close(pfd);
     }
     c.opts = o;
     run_default_name(c.default_name, sizeof c.default_name, o->cmd);
@@ -684,7 +854,8 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
         struct gs_runstacks_cfg scfg = {.hz = o->stacks_hz,
                                         .hang_factor = o->hang_factor,
                                         .hang_min_s = o->hang_min_s,
-                                        .dir = dir};
+                                        .dir = dir,
+                                        .dirfd = dirfd};
         pthread_mutex_lock(&c.mu);
         if (gs_runstacks_start(&scfg, &c.rs, &gerr) != GS_OK)
             fprintf(stderr, "gpuscope run: --stacks: %s\n", gerr.msg);
@@ -697,6 +868,7 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
         if (o->hang_factor > 0)
             setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000", 0);
     }
+    c.job_start = gs_clock_real_s();
     pid = gs_runcli_spawn(o->cmd, &fwd);
     if (pid < 0) {
         code = -pid;
@@ -707,11 +879,15 @@ static int run_session(const struct run_opts *o, const char *dir, int created)
     gs_runstacks_set_child(c.rs, pid);
     run_open_sampler(&c, pid, &sth, &sampler_started);
     flusher_started = c.store && pthread_create(&fth, NULL, run_flush_thread, &c) == 0;
+    if (getenv("GPUSCOPE_RUN_AGENT_SOCKET"))
+        id_started = pthread_create(&idth, NULL, run_id_thread, &c) == 0;
 unblock:
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!started)
         goto out;
     code = gs_runcli_wait(pid, &term_signal);
+    c.job_end = gs_clock_real_s();
+    gs_runstacks_job_exit(c.rs, c.job_end);
     gs_runcli_child_set(0);
     run_drain(&c, rx);
     pthread_mutex_lock(&c.mu);
@@ -722,6 +898,8 @@ unblock:
         pthread_join(sth, NULL);
     if (flusher_started)
         pthread_join(fth, NULL);
+    if (id_started)
+        pthread_join(idth, NULL);
     gs_receiver_stats(rx, &st);
     gs_receiver_stop(rx);
     rx = NULL;
@@ -777,7 +955,7 @@ out:
     pthread_mutex_destroy(&c.mu);
     pthread_mutex_destroy(&c.store_mu);
     if (!started)
-        gs_runcli_remove_outputs(dir, created); /* CMD never ran: leave nothing behind */
+        gs_runcli_remove_outputs(dirfd, dir, created); /* CMD never ran: leave nothing behind */
     return code;
 }
 
@@ -785,7 +963,7 @@ int gs_cli_run(int argc, char **argv)
 {
     struct run_opts o;
     char defdir[64];
-    int created;
+    int created, dirfd, code;
 
     if (gs_runcli_parse(&o, argc, argv) != 0) {
         fprintf(stderr, "Try 'gpuscope run --help'.\n");
@@ -803,7 +981,11 @@ int gs_cli_run(int argc, char **argv)
         default_outdir(defdir, sizeof defdir);
         o.out = defdir;
     }
-    if (gs_runcli_make_outdir(o.out, &created) != 0)
+    dirfd = gs_runcli_open_outdir(o.out, &created);
+    if (dirfd < 0)
         return RUN_EXIT_FAIL;
-    return run_session(&o, o.out, created);
+    code = run_session(&o, o.out, dirfd, created);
+    gs_runcli_give_to_sudo_user(dirfd, created);
+    close(dirfd);
+    return code;
 }

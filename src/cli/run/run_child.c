@@ -5,6 +5,7 @@
 #include "cli/run/run_int.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/dirfile.h"
 #include "base/term.h"
 #include "cli/cli.h"
 #include "diag/diag.h"
@@ -41,10 +43,16 @@
  * signal handler's state. */
 static volatile sig_atomic_t g_child_pid;
 static volatile sig_atomic_t g_interrupted;
+static volatile sig_atomic_t g_stop_sig; /* the first SIGTERM, SIGINT or SIGHUP received */
 
 void gs_runcli_child_set(pid_t pid)
 {
     g_child_pid = pid;
+}
+
+int gs_runcli_stop_signal(void)
+{
+    return g_stop_sig;
 }
 
 int gs_runcli_interrupted(void)
@@ -54,71 +62,106 @@ int gs_runcli_interrupted(void)
 
 /* ---- files ---- */
 
-static const char *const run_files[] = {"metrics_report.json", "steps.jsonl", "samples.db"};
+/* What a run writes as it goes, created exclusively: their presence means another run (or
+ * something planted) is there. SQLite's own files beside samples.db count too. */
+static const char *const run_files[] = {
+    "metrics_report.json", "steps.jsonl",        "samples.db",  "samples.db-wal",
+    "samples.db-shm",      "samples.db-journal", "hang.request"};
 
-/* Creates DIR (and missing parents, 0755). An existing directory is accepted unless it
+/* Creates DIR (and missing parents, 0755) or opens the existing one, once, and checks it
+ * (base/dirfile.h: ours, not writable by group or others, not a link): every file of the run
+ * is then made through the descriptor returned. An existing directory is accepted unless it
  * holds one of a run's files: a second run never mixes into or overwrites the first.
- * *created says whether DIR itself was made here. */
-int gs_runcli_make_outdir(const char *dir, int *created)
+ * *created says whether DIR itself was made here. -1 with the message printed. */
+int gs_runcli_open_outdir(const char *dir, int *created)
 {
-    char path[PATH_MAX];
+    struct gs_err err;
     struct stat st;
-    size_t n = strlen(dir);
+    int fd = gs_dirfile_open_dir(dir, 1, created, &err);
 
-    *created = 0;
-    if (n >= sizeof path - 32) {
-        fprintf(stderr, "gpuscope run: %s: path too long\n", dir);
+    if (fd < 0) {
+        fprintf(stderr, "gpuscope run: --out %s\n", err.msg);
         return -1;
     }
-    if (stat(dir, &st) == 0) {
-        if (!S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "gpuscope run: %s exists and is not a directory\n", dir);
+    for (size_t i = 0; i < sizeof run_files / sizeof run_files[0]; i++)
+        if (fstatat(fd, run_files[i], &st, AT_SYMLINK_NOFOLLOW) == 0) {
+            fprintf(stderr, "gpuscope run: %s already holds %s (%s); choose another --out\n", dir,
+                    S_ISLNK(st.st_mode) ? "a symbolic link named like a run's file" : "a run",
+                    run_files[i]);
+            close(fd);
+            if (*created)
+                rmdir(dir);
             return -1;
         }
-        for (size_t i = 0; i < sizeof run_files / sizeof run_files[0]; i++) {
-            snprintf(path, sizeof path, "%s/%s", dir, run_files[i]);
-            if (lstat(path, &st) == 0) {
-                fprintf(stderr,
-                        "gpuscope run: %s already holds a run (%s); choose another "
-                        "--out\n",
-                        dir, run_files[i]);
-                return -1;
-            }
-        }
-        return 0;
-    }
-    memcpy(path, dir, n + 1);
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-            fprintf(stderr, "gpuscope run: mkdir %s: %s\n", path, strerror(errno));
-            return -1;
-        }
-        *p = '/';
-    }
-    if (mkdir(path, 0755) != 0) {
-        fprintf(stderr, "gpuscope run: mkdir %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    *created = 1;
-    return 0;
+    return fd;
 }
 
-/* Removes what a run that never started left in dir. */
-void gs_runcli_remove_outputs(const char *dir, int created)
+/* Removes what a run that never started left in the directory dirfd (path dir). */
+void gs_runcli_remove_outputs(int dirfd, const char *dir, int created)
 {
-    static const char *const extra[] = {"samples.db-wal", "samples.db-shm", "steps.jsonl",
-                                        "samples.db"};
-    char path[PATH_MAX];
+    static const char *const made[] = {"samples.db-wal", "samples.db-shm", "steps.jsonl",
+                                       "samples.db", "profile"};
 
-    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, extra[i]);
-        unlink(path);
-    }
+    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
+        unlinkat(dirfd, made[i], strcmp(made[i], "profile") == 0 ? AT_REMOVEDIR : 0);
     if (created)
         rmdir(dir);
+}
+
+/* Under sudo (root, SUDO_UID and SUDO_GID naming another user): hands what the run made in
+ * DIR, one level of subdirectories down, and DIR itself when made here, to the user who ran
+ * sudo, once nothing more is written (docs/run.md, SECURITY). Only root's own entries change
+ * owner, by name without following links (fchownat AT_SYMLINK_NOFOLLOW). */
+static void chown_entries(int dirfd, uid_t uid, gid_t gid, int depth)
+{
+    int fd = dup(dirfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    struct dirent *e;
+
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    while ((e = readdir(d))) {
+        struct stat st;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+            fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != 0 ||
+            !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+            continue;
+        if (S_ISDIR(st.st_mode) && depth > 0) {
+            int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) {
+                chown_entries(sub, uid, gid, depth - 1);
+                close(sub);
+            }
+        }
+        if (fchownat(dirfd, e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) != 0)
+            fprintf(stderr, "gpuscope run: chown %s to SUDO_UID %u: %s\n", e->d_name, (unsigned)uid,
+                    strerror(errno));
+    }
+    closedir(d);
+}
+
+void gs_runcli_give_to_sudo_user(int dirfd, int created)
+{
+    const char *su = getenv("SUDO_UID"), *sg = getenv("SUDO_GID");
+    char *end;
+    unsigned long uid, gid;
+
+    if (geteuid() != 0 || !su || !sg || !su[0] || !sg[0])
+        return;
+    errno = 0;
+    uid = strtoul(su, &end, 10);
+    if (errno || *end || uid == 0 || uid >= (uid_t)-1)
+        return;
+    gid = strtoul(sg, &end, 10);
+    if (errno || *end || gid >= (gid_t)-1)
+        return;
+    chown_entries(dirfd, (uid_t)uid, (gid_t)gid, 1);
+    if (created && fchown(dirfd, (uid_t)uid, (gid_t)gid) != 0)
+        fprintf(stderr, "gpuscope run: chown the run directory to SUDO_UID %lu: %s\n", uid,
+                strerror(errno));
 }
 
 /* ---- the Python package ---- */
@@ -213,6 +256,8 @@ static void run_on_signal(int sig, siginfo_t *si, void *uc)
     int saved = errno; /* the interrupted code may be about to read errno */
 
     (void)uc;
+    if (!g_stop_sig && (sig == SIGTERM || sig == SIGINT || sig == SIGHUP))
+        g_stop_sig = sig;
     if (sig == SIGINT || sig == SIGQUIT) {
         g_interrupted = 1;
         /* A terminal's Ctrl-C already reached CMD, which shares our process group; only a

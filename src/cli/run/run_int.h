@@ -37,8 +37,9 @@ struct run_opts {
     double stacks_hz;    /* --stacks: rank main-thread samples per second, 0 = off */
     double hang_factor;  /* --hang-after: multiple of the p95 step time, 0 = no watchdog */
     double hang_min_s;   /* --hang-min */
-    const char *name;    /* --name */
-    const char *job;     /* --job: the job id every rank shares (docs/run.md, JOBS) */
+    int log_steps;    /* --log-steps: the package's step lines every N steps, 0 none; -1 its own */
+    const char *name; /* --name */
+    const char *job;  /* --job: the job id every rank shares (docs/run.md, JOBS) */
     const char *tags[RUN_MAX_TAGS]; /* --tag K=V */
     unsigned n_tags;
     int no_agent; /* --no-agent: the node's agent does not get the records */
@@ -47,6 +48,7 @@ struct run_opts {
 struct run_ctx {
     pthread_mutex_t mu;
     struct gs_session *session; /* the aggregate and the records' counters, own lock */
+    int dirfd;                  /* the run directory, opened once and checked (base/dirfile.h) */
     FILE *steps;
     unsigned steps_lines;
     int steps_failed;
@@ -68,13 +70,16 @@ struct run_ctx {
     pid_t child;
     int stop;
     pthread_cond_t cv;
-    struct gs_runstacks *rs; /* --stacks sampler and hang watchdog; NULL when off */
+    struct gs_runstacks *rs;   /* --stacks sampler and hang watchdog; NULL when off */
+    double job_start, job_end; /* CMD's start and exit, unix seconds (train_runtime) */
+    pid_t hello_pid;           /* the first hello's sender (SO_PEERCRED): the agent's run pid */
 };
 
 void gs_runcli_usage(FILE *out);
 int gs_runcli_parse(struct run_opts *o, int argc, char **argv);
-int gs_runcli_make_outdir(const char *dir, int *created);
-void gs_runcli_remove_outputs(const char *dir, int created);
+int gs_runcli_open_outdir(const char *dir, int *created);
+void gs_runcli_remove_outputs(int dirfd, const char *dir, int created);
+void gs_runcli_give_to_sudo_user(int dirfd, int created);
 int gs_runcli_profile_env(const char *dir, const char *spec);
 int gs_runcli_child_env(const char *sock, const char *dir, int auto_inject);
 void gs_runcli_signals(sigset_t *set);
@@ -85,5 +90,8 @@ int gs_runcli_wait(pid_t pid, int *sig);
 /* The child the forwarded signals go to (0: none); whether a Ctrl-C came. */
 void gs_runcli_child_set(pid_t pid);
 int gs_runcli_interrupted(void);
+/* The first SIGTERM, SIGINT or SIGHUP gpuscope run received (and passed on to CMD): a stop
+ * from outside; 0 when none. */
+int gs_runcli_stop_signal(void);
 
 #endif

@@ -45,7 +45,8 @@ void gs_runcli_usage(FILE *out)
           "\n"
           "options:\n"
           "  --out DIR       output directory (default ./gpuscope-run-YYYYmmdd-HHMMSS);\n"
-          "                  created if missing; refused if it already holds a run's files\n"
+          "                  created if missing; refused if it already holds a run's files,\n"
+          "                  is a link, is another user's or others may write it\n"
           "  --interval S    GPU sampling period in seconds, 0.1 to 60 (default 0.5)\n"
           "  --no-auto       do not put the auto-instrumenting sitecustomize on PYTHONPATH\n"
           "  --auto          put it there (the default)\n"
@@ -54,7 +55,10 @@ void gs_runcli_usage(FILE *out)
           "  --hang-after X  hang watchdog: no step for X times the p95 step time (default\n"
           "                  10; 0 off) with GPUs idle or spinning dumps every rank's stacks\n"
           "                  into DIR/hang-N-stacks.txt\n"
-          "  --hang-min S    ... and at least S seconds without a step (default 60)\n"
+          "  --hang-min S    ... and at least S seconds without a step (default 60); before\n"
+          "                  5 steps: no step and no CPU used by CMD's processes for S\n"
+          "  --log-steps N   the package's step lines every N steps (default: its own,\n"
+          "                  10; 0: none), prefixed [rank R] in a multi-rank job\n"
           "  --profile STEPS torch.profiler traces of steps A..B-1 (A:B) or of N steps every P\n"
           "                  (every:P:N) into DIR/profile, analysed into the report\n"
           "  --name NAME     the run's name (default: the HF run_name, else the script and\n"
@@ -122,6 +126,7 @@ int gs_runcli_parse(struct run_opts *o, int argc, char **argv)
     o->stacks_hz = 20;
     o->hang_factor = GS_HANG_FACTOR; /* the agent's training_hang defaults too (run/hang.h) */
     o->hang_min_s = GS_HANG_MIN_S;
+    o->log_steps = -1;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
@@ -161,6 +166,20 @@ int gs_runcli_parse(struct run_opts *o, int argc, char **argv)
                 o->hang_factor = x;
             else
                 o->hang_min_s = x;
+        } else if (strcmp(a, "--log-steps") == 0 || strncmp(a, "--log-steps=", 12) == 0) {
+            const char *v = a[11] == '=' ? a + 12 : (i + 1 < argc ? argv[++i] : NULL);
+            char *end = NULL;
+            long n;
+            errno = 0;
+            n = v ? strtol(v, &end, 10) : -1;
+            if (!v || errno || end == v || *end || n < 0 || n > 1000000) {
+                fprintf(stderr,
+                        "gpuscope run: --log-steps: '%s' is not a number of steps from 0 to "
+                        "1000000\n",
+                        v ? v : "");
+                return -1;
+            }
+            o->log_steps = (int)n;
         } else if (strcmp(a, "--profile") == 0 || strncmp(a, "--profile=", 10) == 0) {
             const char *v = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
 

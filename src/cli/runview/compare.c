@@ -284,7 +284,7 @@ static void render_text(struct gs_tbuf *b, const json_t *doc)
 
     const json_t *facts = json_object_get(doc, "facts"), *f;
     gs_tbuf_sgr(b, GS_SGR_BOLD);
-    gs_tbuf_puts(b, "settings that differ (facts)");
+    gs_tbuf_puts(b, "settings that differ (facts, command)");
     gs_tbuf_sgr(b, GS_SGR_RESET);
     if (!json_array_size(facts)) {
         gs_tbuf_puts(b, ": none\n\n");

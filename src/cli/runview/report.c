@@ -8,6 +8,7 @@
  * needs no network (uPlot is inside it); `--serve` serves it on loopback with libmicrohttpd.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 
+#include "base/dirfile.h"
 #include "cli/cli.h"
 #include "gpuscope/gs_err.h"
 #include "runview/page.h"
@@ -127,7 +129,9 @@ static int parse(int argc, char **argv, struct report_opts *o)
     return 0;
 }
 
-/* Writes buf to path atomically (path.tmp.PID, then rename), or to stdout for "-". */
+/* Writes buf to path whole, or to stdout for "-": a fresh temporary made beside it without
+ * following links, renamed into place (base/dirfile.h), so a link planted at path (in another
+ * user's run directory) is replaced, never written through. */
 static int write_out(const char *path, const char *buf, size_t len, struct gs_err *err)
 {
     if (strcmp(path, "-") == 0) {
@@ -135,21 +139,28 @@ static int write_out(const char *path, const char *buf, size_t len, struct gs_er
             return gs_err_set(err, GS_EIO, "stdout: %s", strerror(errno));
         return GS_OK;
     }
-    char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX];
+    struct gs_dirfile df;
+    int dirfd, rc;
+    if (slash && (size_t)(slash - path) >= sizeof dir)
         return gs_err_set(err, GS_EINVAL, "%s: path too long", path);
-    FILE *f = fopen(tmp, "we");
-    if (!f)
-        return gs_err_set(err, GS_EIO, "%s: %s", tmp, strerror(errno));
-    int bad = fwrite(buf, 1, len, f) != len;
-    bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return gs_err_set(err, GS_EIO, "%s: %s", path, strerror(e));
+    snprintf(dir, sizeof dir, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1,
+             slash ? path : ".");
+    dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return gs_err_set(err, GS_EIO, "%s: %s", dir, strerror(errno));
+    rc = gs_dirfile_begin(&df, dirfd, slash ? slash + 1 : path, 0644, err);
+    if (rc == GS_OK) {
+        if (fwrite(buf, 1, len, df.f) != len) {
+            rc = gs_err_set(err, GS_EIO, "%s: %s", path, strerror(errno));
+            gs_dirfile_abort(&df);
+        } else {
+            rc = gs_dirfile_commit(&df, err);
+        }
     }
-    return GS_OK;
+    close(dirfd);
+    return rc;
 }
 
 struct served {

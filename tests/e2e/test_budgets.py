@@ -1,0 +1,124 @@
+"""Performance budgets of the one-shot commands that hold without timing (issue 25): NVML calls
+and system calls, counted, so a regression fails on a loaded machine as on an idle one.
+
+- NVML calls per command: nvml-sim counts every entry point it serves (NVML_SIM_COUNT=FILE,
+  sim/core.c: all but nvmlInit*/nvmlShutdown, handles and identity included), for the quick
+  check (`gpuscope`), the nvidia-smi table (`gpuscope query`) and a 7-field `--query-gpu`.
+- System calls per quick check: `strace -f -c` (Debian's strace 6.1, `-U` needs 5.18; the test
+  says "skip" without strace, and the Makefile's deps target installs it).
+
+The scenario is the bundled 8-GPU training one with its clock frozen and every process's pid
+replaced by "self" (the command's own): procfs then answers the same on every machine (a
+synthetic pid might be a live process somewhere, and the command reads more for a pid that
+is not there). No agent is reachable, so the commands read NVML themselves.
+
+Each budget is today's figure plus a small margin, with the reason next to it; when a change
+lowers a figure for good, lower its budget with it. The agent's cycle has its own budgets
+in tests/unit/test_budget.c.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import Tap  # noqa: E402
+from gsenv import BIN, SCENARIOS, sim_env  # noqa: E402
+
+t = Tap()
+tmp = tempfile.mkdtemp(prefix="gs-budgets.")
+
+with open(os.path.join(SCENARIOS, "h100x8-training.json")) as f:
+    doc = json.load(f)
+for p in doc["processes"]:
+    p["pid"] = "self"
+SCENARIO = os.path.join(tmp, "scenario.json")
+with open(SCENARIO, "w") as f:
+    json.dump(doc, f)
+
+ENV = sim_env(SCENARIO, time=100, NO_COLOR="1", LC_ALL="C.UTF-8",
+              GPUSCOPE_HTTP_SOCKET="/nonexistent/agent.sock", XDG_RUNTIME_DIR="/nonexistent")
+# meson's LD_LIBRARY_PATH (the sim's folder) makes the loader probe it for every library
+# (+24 system calls, their number depending on the CPU's hwcaps): a user's shell has none, and
+# the sim is loaded by GPUSCOPE_NVML_LIBRARY's path anyway.
+ENV.pop("LD_LIBRARY_PATH", None)
+FIELDS = "index,name,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw"
+COMMANDS = {
+    "quick check": [],
+    "query": ["query"],
+    "query --query-gpu (7 fields)": ["query", "--query-gpu=" + FIELDS, "--format=csv"],
+}
+
+# NVML calls of one run, all 8 GPUs together. Exact figures today; the margin of 2 lets a
+# single whole-system call come in without re-budgeting, while one more call per GPU (8) is
+# over every budget.
+NVML_TODAY = {"quick check": 109, "query": 2000, "query --query-gpu (7 fields)": 68}
+NVML_MARGIN = 2
+
+# System calls of one quick check (strace -f -c, every call, failed ones included). Most are
+# the dynamic loader's (its probes follow the machine's library paths and CPU level) and
+# procfs reads; the margin of 10 % covers another machine's loader, not a new loop per GPU or
+# per process.
+SYSCALLS_TODAY = 135
+SYSCALLS_BUDGET = SYSCALLS_TODAY * 110 // 100
+
+
+def run(args, env):
+    return subprocess.run([BIN] + args, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=60)
+
+
+def nvml_calls(args):
+    """(NVML calls of one run of gpuscope ARGS, its completed process)."""
+    count = os.path.join(tmp, "count")
+    if os.path.exists(count):
+        os.unlink(count)
+    r = run(args, dict(ENV, NVML_SIM_COUNT=count))
+    total = None
+    if os.path.exists(count):
+        for line in open(count):
+            w = line.split()
+            if w[:2] == ["nvml_calls", "total"]:
+                total = int(w[2])
+    return total, r
+
+
+try:
+    for name, args in COMMANDS.items():
+        n, r = nvml_calls(args)
+        budget = NVML_TODAY[name] + NVML_MARGIN
+        t.ok(r.returncode == 0 and n is not None and n <= budget,
+             "%s: %s NVML calls, budget %d (today %d)" % (name, n, budget, NVML_TODAY[name]),
+             detail="rc %d, stderr %s" % (r.returncode, r.stderr[-300:]))
+
+    strace = shutil.which("strace")
+    # A container may forbid ptrace (seccomp, no CAP_SYS_PTRACE): then there is nothing to count
+    probe = subprocess.run([strace, "-f", "-c", "-o", os.devnull, "/bin/true"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           timeout=30) if strace else None
+    if not strace:
+        t.skip("quick check: system calls within budget", "strace is not installed")
+    elif probe.returncode != 0:
+        t.skip("quick check: system calls within budget",
+               "strace cannot trace here: " + probe.stderr.strip()[-200:])
+    else:
+        out = os.path.join(tmp, "strace")
+        # -U calls,name: the summary's columns are the count and the name only
+        r = subprocess.run([strace, "-f", "-c", "-U", "calls,name", "-o", out, BIN], env=ENV,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        total = None
+        table = open(out).read() if os.path.exists(out) else ""
+        for line in table.splitlines():
+            w = line.split()
+            if len(w) == 2 and w[1] == "total":
+                total = int(w[0])
+        t.ok(r.returncode == 0 and total is not None and total <= SYSCALLS_BUDGET,
+             "quick check: %s system calls, budget %d (today %d)"
+             % (total, SYSCALLS_BUDGET, SYSCALLS_TODAY),
+             detail="rc %d, stderr %s\n%s" % (r.returncode, r.stderr[-300:], table))
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+t.done()

@@ -3,6 +3,8 @@
 #   make test   set up, build with -Werror, run every test, then the unit tests under ASan+UBSan,
 #               the agent's tests under ThreadSanitizer and each libFuzzer target for FUZZ_SECONDS
 #   make fuzz   only the libFuzzer targets (clang, in build-fuzz); FUZZ_SECONDS=60 for longer runs
+#   make install, make uninstall   PREFIX=/usr/local DESTDIR= SYSCONFDIR=/etc NVIDIA_SMI_LINK=
+#               (docs/install.md)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
@@ -10,7 +12,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 20
 MESON_FLAGS ?= -Dwerror=true
 
-.PHONY: all deps build test test-asan test-tsan run bench fuzz clean
+.PHONY: all deps build test test-asan test-tsan run bench fuzz install uninstall clean
 
 all: build
 
@@ -67,6 +69,23 @@ run: deps build
 
 bench: deps build
 	@./bench/run.sh $(BUILD)
+
+# make install: the binaries, the Python package (and a gpuscope.pth in the site directory of
+# PREFIX that finds it), the systemd unit, the man pages (pandoc), agent.conf in SYSCONFDIR
+# when there is none, and a manifest that make uninstall removes exactly (scripts/install.py,
+# docs/install.md). BUILD is reconfigured for PREFIX, SYSCONFDIR and NVIDIA_SMI_LINK=1 (the
+# nvidia-smi -> gpuscope link) when they differ from its settings.
+PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+DESTDIR ?=
+NVIDIA_SMI_LINK ?=
+
+install: build
+	/usr/bin/python3 scripts/install.py install $(BUILD) --prefix "$(PREFIX)" \
+	  --sysconfdir "$(SYSCONFDIR)" --destdir "$(DESTDIR)" $(if $(NVIDIA_SMI_LINK),--nvidia-smi-link)
+
+uninstall:
+	/usr/bin/python3 scripts/install.py uninstall --prefix "$(PREFIX)" --destdir "$(DESTDIR)"
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

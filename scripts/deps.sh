@@ -41,6 +41,8 @@ PKGS="$PKGS clang-format"
 PKGS="$PKGS libncurses-dev tmux"
 # strace: the system-call budget of the quick check (tests/e2e/test_budgets.py).
 PKGS="$PKGS strace"
+# pandoc: the man pages made from docs/*.md at build time (docs/meson.build, docs/install.md).
+PKGS="$PKGS pandoc"
 # web/node_modules: uPlot (embedded into the binary at build time) and playwright-core (the
 # browser test), exactly as web/package-lock.json pins them; again when the lock file changed.
 web_deps() {

@@ -14,6 +14,7 @@ import {
 import {nvlinkText} from './format.js';
 import {migCards, migUtilNote} from './format.js';
 import {logSeries, tagsText} from './format.js';
+import {tickLabels, timeRange, valueRange} from './format.js';
 
 const uPlot = globalThis.uPlot;
 const SPARK_N = 120;
@@ -202,7 +203,14 @@ function plot(entry, gpus) {
   const opts = {
     width: Math.max(300, box.clientWidth - 10),
     height: 170,
-    scales: {x: {time: true}, y: def.range ? {range: def.range} : {}},
+    // a minute's time axis from the first point (auto ranging only: the data's own extent; a
+    // drag zoom keeps what was selected); a flat series no finer than its labels
+    scales: {x: {time: true, range: (u, min, max) => {
+      const xs = u.data[0];
+      return xs.length && min === xs[0] && max === xs[xs.length - 1]
+        ? timeRange(min, max, 60) : [min, max];
+    }},
+      y: {range: def.range ?? ((u, min, max) => valueRange(min, max, def.step))}},
     legend: {live: true},
     cursor: {drag: {x: true, y: false}},
     series: [
@@ -213,7 +221,7 @@ function plot(entry, gpus) {
         value: (u, v) => (v == null ? '—' : def.fmt(v)),
       })),
     ],
-    axes: [axis, {...axis, size: 86, values: (u, vals) => vals.map((v) => def.fmt(v))}],
+    axes: [axis, {...axis, size: 86, values: (u, vals) => tickLabels(vals, def.fmt)}],
     hooks: {
       setSelect: [(u) => {
         if (u.select.width > 0) entry.zoomed = true;

@@ -86,16 +86,51 @@ export const CHARTS = [
   {id: 'sm_active', metric: 'sm_active', title: 'SM activity (GPM)', unit: '%',
     scale: (v) => v * 100, fmt: (v) => `${v.toFixed(0)} %`, range: [0, 100], optional: true},
   {id: 'memory', metric: 'memory_used', title: 'Memory used', unit: 'GiB',
-    scale: (v) => v / GIB, fmt: (v) => `${v.toFixed(1)} GiB`},
+    scale: (v) => v / GIB, fmt: (v) => `${v.toFixed(1)} GiB`, step: 0.1},
   {id: 'temperature', metric: 'temperature_gpu', title: 'Temperature', unit: '°C',
-    scale: (v) => v, fmt: (v) => `${v.toFixed(0)} °C`},
+    scale: (v) => v, fmt: (v) => `${v.toFixed(0)} °C`, step: 1},
   {id: 'power', metric: 'power_draw', title: 'Power', unit: 'W',
-    scale: (v) => v, fmt: (v) => `${v.toFixed(0)} W`},
+    scale: (v) => v, fmt: (v) => `${v.toFixed(0)} W`, step: 1},
   {id: 'clock', metric: 'clock_sm', title: 'SM clock', unit: 'MHz',
-    scale: (v) => v / 1e6, fmt: (v) => `${v.toFixed(0)} MHz`},
+    scale: (v) => v / 1e6, fmt: (v) => `${v.toFixed(0)} MHz`, step: 1},
   {id: 'pcie', metric: 'pcie_rx', title: 'PCIe receive', unit: 'MB/s',
-    scale: (v) => v / 1e6, fmt: (v) => `${v.toFixed(1)} MB/s`},
+    scale: (v) => v / 1e6, fmt: (v) => `${v.toFixed(1)} MB/s`, step: 0.1},
 ];
+
+// The x range of a history chart: the data's, widened to at least minSpan seconds ending at
+// its last point, so that a chart with one point (an agent that just started) has a minute's
+// time axis, not one of years.
+export function timeRange(min, max, minSpan = 60) {
+  if (!isNum(min) || !isNum(max)) return [min, max];
+  return max - min >= minSpan ? [min, max] : [max - minSpan, max];
+}
+
+// The y range of a chart without a fixed one: the data's with 10 % room, at least 4 label
+// steps wide (step: the smallest difference its labels show), never below 0 for data that is
+// not, so a flat line does not get ticks finer than its labels.
+export function valueRange(min, max, step) {
+  if (!isNum(min) || !isNum(max)) return [min, max];
+  const span = Math.max((max - min) * 1.2, 4 * (step || 0), Number.EPSILON);
+  const mid = (min + max) / 2;
+  let lo = mid - span / 2;
+  let hi = mid + span / 2;
+  if (min >= 0 && lo < 0) {
+    hi -= lo;
+    lo = 0;
+  }
+  return [lo, hi];
+}
+
+// Axis labels with repeats blanked: two ticks that format alike are labelled once.
+export function tickLabels(vals, fmt) {
+  let prev = null;
+  return vals.map((v) => {
+    const s = v == null ? '' : fmt(v);
+    if (s === prev) return '';
+    prev = s;
+    return s;
+  });
+}
 
 // The ranges the page offers, seconds back from now. 'live' updates with every sample.
 export const RANGES = [

@@ -244,6 +244,7 @@ static void start_runs(struct gs_agent *a)
                              .rec = a->rec,
                              .hostname = host,
                              .runs_per_uid = a->cfg.runs_per_uid,
+                             .resume_timeout_s = a->cfg.runs_resume_timeout_s,
                              .grafana_url = a->cfg.grafana_url,
                              .conn_per_uid = a->cfg.steps_conn_per_uid,
                              .rate_per_uid = a->cfg.steps_rate_per_uid,

@@ -95,6 +95,11 @@ static const struct key keys[] = {
      "training runs one uid other than root may have going on at once (of 64); restart to "
      "change",
      0},
+    {"runs_resume_timeout", KEY_UINT, offsetof(struct gs_agent_config, runs_resume_timeout_s), 0,
+     86400, NULL, "300",
+     "seconds a run whose sender went away (or that an agent restart left) stays interrupted, "
+     "waiting for its sender to resume it, before it is ended; 0: ended at once",
+     RESTART},
     {"http_conn_per_uid", KEY_UINT, offsetof(struct gs_agent_config, http_conn_per_uid), 1, 65536,
      NULL, "32", "HTTP connections one local uid (unix socket or loopback TCP) may hold at once",
      0},
@@ -844,6 +849,7 @@ void gs_config_write(FILE *out, const struct gs_agent_config *c)
             c->http_burst);
     fprintf(out, "http_conn_per_uid = %u\n", c->http_conn_per_uid);
     fprintf(out, "runs_per_uid = %u\n", c->runs_per_uid);
+    fprintf(out, "runs_resume_timeout = %us\n", c->runs_resume_timeout_s);
     fprintf(out, "integrity_check_interval = %.17gs\n", c->integrity_check_s);
     fprintf(out,
             "steps_conn_per_uid = %u\nsteps_rate_per_uid = %g\nsteps_burst_per_uid = %u\n"

@@ -67,6 +67,7 @@ struct gs_agent_config {
     unsigned http_burst;            /* the bucket's size */
     unsigned http_conn_per_uid;     /* HTTP connections one local uid may hold (reaper.h) */
     unsigned runs_per_uid;          /* live training runs one uid may have (runs.h) */
+    unsigned runs_resume_timeout_s; /* an interrupted run waits this long for its sender */
     unsigned steps_conn_per_uid;    /* step-socket connections one uid may hold (runs.h) */
     double steps_rate_per_uid;      /* step-socket records/s per uid (token bucket); 0: none */
     unsigned steps_burst_per_uid;   /* its bucket's size */

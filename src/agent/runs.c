@@ -37,6 +37,7 @@
 
 #include <jansson.h>
 
+#include "agent/auth.h"
 #include "agent/log.h"
 #include "agent/ratelimit.h"
 #include "agent/recorder.h"
@@ -68,8 +69,8 @@ static void count(struct gs_runs *r, uint64_t *field)
 const char *gs_runs_refusal_name(enum gs_runs_refusal why)
 {
     static const char *const names[GS_RUNS_REF_N] = {
-        "uid_connections",  "connections", "uid_rate", "runs_per_uid", "runs",
-        "run_buffer_share", "buffer",      "step_time"};
+        "uid_connections",  "connections", "uid_rate",  "runs_per_uid", "runs",
+        "run_buffer_share", "buffer",      "step_time", "resume_uid"};
 
     return (unsigned)why < GS_RUNS_REF_N ? names[why] : "other";
 }
@@ -319,11 +320,13 @@ static void sink_refused(void *ctx, const struct gs_peer *peer, const struct gs_
 
 /* Makes the run of a connection's first record; NULL when the table is full or out of
  * memory. Only the receiver thread inserts, so nobody races it to the same conn_id. */
-static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
-                             const struct gs_record *rec)
+/* A run object with its session (the sink: this file's), one reference, not in the table;
+ * NULL when out of memory. */
+static struct run *run_new(struct gs_runs *r, double start_s)
 {
     struct run *run = calloc(1, sizeof *run);
-    struct gs_session_opts so = {.max_agg_steps = GS_RUNS_MAX_AGG_STEPS,
+    struct gs_session_opts so = {.start_s = start_s,
+                                 .max_agg_steps = GS_RUNS_MAX_AGG_STEPS,
                                  .max_log_points = GS_RUNS_MAX_LOG_POINTS,
                                  .first_rank_hello = 1,
                                  .drops_known = 1};
@@ -332,6 +335,29 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
                                    .store_step = sink_store_step,
                                    .store_log = sink_store_log,
                                    .refused = sink_refused};
+
+    if (!run || gs_session_new(&run->session, &so, &sink, NULL) != GS_OK) {
+        free(run);
+        return NULL;
+    }
+    pthread_mutex_init(&run->mu, NULL);
+    run->owner = r;
+    run->refs = 1;
+    run->start_s = start_s;
+    return run;
+}
+
+/* The SHA-256 (hex) of a hello's resume token: what a run keeps and stores of it. */
+static void token_hash(const char *token, char out[65])
+{
+    gs_auth_sha256_hex(token, strlen(token), out);
+    out[64] = '\0';
+}
+
+static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
+                             const struct gs_record *rec)
+{
+    struct run *run;
     const char *name = rec->type == GS_REC_HELLO ? rec->u.hello.run : "";
     struct gs_err err;
     unsigned slot = GS_RUNS_MAX_LIVE;
@@ -345,7 +371,6 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
         r->st.runs_refused++;
         r->st.runs_refused_uid++;
         pthread_mutex_unlock(&r->lock);
-        free(run);
         if (refuse(r, peer->uid, GS_RUNS_REF_RUNS_PER_UID))
             gs_log(GS_LOG_WARN,
                    "runs: uid %lu has %u runs going on (runs_per_uid); records of "
@@ -356,12 +381,11 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
     for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && slot == GS_RUNS_MAX_LIVE; i++)
         if (!r->live[i])
             slot = i;
-    if (slot == GS_RUNS_MAX_LIVE || !run) {
+    if (slot == GS_RUNS_MAX_LIVE) {
         int log = !r->full_logged;
         r->st.runs_refused++;
         r->full_logged = 1;
         pthread_mutex_unlock(&r->lock);
-        free(run);
         refuse(r, peer->uid, GS_RUNS_REF_RUNS_FULL); /* logged once until a slot frees */
         if (log)
             gs_log(GS_LOG_WARN, "runs: %d runs going on; records of new ones are dropped",
@@ -371,18 +395,16 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
     r->beginning++;
     pthread_mutex_unlock(&r->lock);
     /* steps are refused against the run's start: its first record (normally the hello) */
-    run->start_s = so.start_s = gs_clock_real_s();
-    if (gs_session_new(&run->session, &so, &sink, NULL) != GS_OK) {
-        free(run);
+    run = run_new(r, gs_clock_real_s());
+    if (!run) {
         pthread_mutex_lock(&r->lock);
         r->beginning--;
         r->st.runs_refused++;
         pthread_mutex_unlock(&r->lock);
         return NULL;
     }
-    pthread_mutex_init(&run->mu, NULL);
-    run->owner = r;
-    run->refs = 1;
+    if (rec->type == GS_REC_HELLO && rec->u.hello.token[0])
+        token_hash(rec->u.hello.token, run->token);
     run->conns[0].conn_id = peer->conn_id;
     run->conns[0].pid = peer->pid;
     conn_devices(&run->conns[0], peer, rec);
@@ -398,7 +420,8 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
                                   .source = "agent",
                                   .hostname = r->hostname[0] ? r->hostname : NULL,
                                   .start_time = run->start_s,
-                                  .tags = tags_text};
+                                  .tags = tags_text,
+                                  .token = run->token[0] ? run->token : NULL};
         if (gs_recorder_run_begin(r->rec, &sr, &run->id, &err) != GS_OK) {
             gs_log(GS_LOG_WARN, "runs: history: %s; run of pid %ld kept in memory only", err.msg,
                    (long)run->pid);
@@ -418,6 +441,38 @@ static struct run *run_begin(struct gs_runs *r, const struct gs_peer *peer,
     pthread_mutex_unlock(&r->lock);
     gs_log(GS_LOG_INFO, "runs: run %lld '%s' started (pid %ld, uid %lu)", (long long)run->id, name,
            (long)run->pid, (unsigned long)run->uid);
+    return run;
+}
+
+struct run *gs_runs_run_restore(struct gs_runs *r, int64_t id, double start_s, const char *name,
+                                const char *tags, const char *token, uid_t uid, pid_t pid)
+{
+    struct run *run = run_new(r, start_s);
+    unsigned slot = GS_RUNS_MAX_LIVE;
+
+    if (!run)
+        return NULL;
+    run->id = id;
+    run->uid = uid;
+    run->pid = pid;
+    snprintf(run->token, sizeof run->token, "%s", token);
+    gs_session_set_name(run->session, name);
+    if (tags && *tags)
+        run->tags = gs_runs_stored_tags(tags);
+    pthread_mutex_lock(&r->lock);
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && slot == GS_RUNS_MAX_LIVE; i++)
+        if (!r->live[i])
+            slot = i;
+    if (slot < GS_RUNS_MAX_LIVE) {
+        run->interrupted_s = gs_clock_real_s();
+        r->live[slot] = run;
+        r->st.live++;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (slot == GS_RUNS_MAX_LIVE) {
+        gs_runs_run_unref(r, run);
+        return NULL;
+    }
     return run;
 }
 
@@ -446,7 +501,7 @@ static void run_report_logs(json_t *report, uint64_t dropped)
 
 /* Removes run from the table (the caller holds a reference), stores its report, drops the
  * table's reference. */
-static void run_finish(struct gs_runs *r, struct run *run, const char *why)
+static void run_finish(struct gs_runs *r, struct run *run, const char *why, int interrupted)
 {
     struct gs_report_meta meta = {.hostname = r->hostname, .exit_code = -1, .source = "agent"};
     struct gs_session_stats st;
@@ -481,6 +536,8 @@ static void run_finish(struct gs_runs *r, struct run *run, const char *why)
         json_object_set_new(json_object_get(report, "run"), "steps_received",
                             json_integer((json_int_t)st.steps));
     run_report_logs(report, st.log_points_dropped);
+    if (interrupted && json_is_object(json_object_get(report, "run")))
+        json_object_set_new(json_object_get(report, "run"), "interrupted", json_true());
     if (report)
         text = json_dumps(report, JSON_COMPACT | JSON_REAL_PRECISION(15));
     json_decref(report);
@@ -496,10 +553,14 @@ static void run_finish(struct gs_runs *r, struct run *run, const char *why)
     gs_runs_run_unref(r, run); /* the table's */
 }
 
-/* A connection of run ended (end record or close): the run ends with its last one. */
-static void run_detach(struct gs_runs *r, struct run *run, uint64_t conn_id, const char *why)
+/* A connection of run ended (end record or close): the run ends with its last one, unless it
+ * went away without an end and the run has a resume token: then the run stays in the table,
+ * interrupted, for resume_timeout_s (run_resume, on_tick). */
+static void run_detach(struct gs_runs *r, struct run *run, uint64_t conn_id, const char *why,
+                       int ended)
 {
     unsigned left;
+    int wait = !ended && run->token[0] && r->resume_timeout_s > 0;
 
     pthread_mutex_lock(&r->lock);
     for (unsigned k = 0; k < run->n_conns; k++)
@@ -508,10 +569,89 @@ static void run_detach(struct gs_runs *r, struct run *run, uint64_t conn_id, con
             break;
         }
     left = run->n_conns;
+    if (left == 0 && wait)
+        run->interrupted_s = gs_clock_real_s();
     pthread_mutex_unlock(&r->lock);
     gs_runm_drop(r->m, run->id, conn_id);
-    if (left == 0)
-        run_finish(r, run, why);
+    if (left == 0 && wait)
+        gs_log(GS_LOG_INFO,
+               "runs: run %lld interrupted (%s without an end); kept %gs for its sender to "
+               "resume it",
+               (long long)run->id, why, r->resume_timeout_s);
+    else if (left == 0)
+        run_finish(r, run, why, 0);
+}
+
+/* A hello with a resume token (record.h "token") on a connection without a run: the
+ * interrupted run of that token, the connection attached (a reference), or NULL. The token
+ * of a run of another uid is refused (counted, logged once per uid): *refused is set and the
+ * caller begins a run of its own without that token. */
+static struct run *run_resume(struct gs_runs *r, const struct gs_peer *peer,
+                              const struct gs_record *rec, int *refused)
+{
+    struct rank_conn conn = {.conn_id = peer->conn_id, .pid = peer->pid};
+    struct run *run = NULL;
+    char hash[65];
+    int other = 0;
+
+    *refused = 0;
+    token_hash(rec->u.hello.token, hash);
+    conn_devices(&conn, peer, rec);
+    pthread_mutex_lock(&r->lock);
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && !run && !other; i++) {
+        struct run *c = r->live[i];
+        if (!c || strcmp(c->token, hash) != 0)
+            continue;
+        if (c->uid != peer->uid)
+            other = 1;
+        else if (c->n_conns < RUN_MAX_CONNS)
+            run = c;
+    }
+    if (run) {
+        run->conns[run->n_conns++] = conn;
+        run->interrupted_s = 0;
+        run->refs++;
+        r->st.runs_resumed++;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (other) {
+        *refused = 1;
+        if (refuse(r, peer->uid, GS_RUNS_REF_RESUME_UID))
+            gs_log(GS_LOG_WARN,
+                   "runs: pid %ld uid %lu sent the resume token of another uid's run: refused, "
+                   "its records make a run of their own (logged once per uid)",
+                   (long)peer->pid, (unsigned long)peer->uid);
+        return NULL;
+    }
+    if (run)
+        gs_log(GS_LOG_INFO, "runs: run %lld resumed by pid %ld (uid %lu)", (long long)run->id,
+               (long)peer->pid, (unsigned long)peer->uid);
+    return run;
+}
+
+/* The interrupted runs not resumed within resume_timeout_s end (receiver thread, once a
+ * second): their report says "interrupted". */
+static void on_tick(void *ctx)
+{
+    struct gs_runs *r = ctx;
+    struct run *due[GS_RUNS_MAX_LIVE];
+    unsigned n = 0;
+    double now = gs_clock_real_s();
+
+    pthread_mutex_lock(&r->lock);
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE; i++) {
+        struct run *c = r->live[i];
+        if (c && c->n_conns == 0 && c->interrupted_s > 0 &&
+            now - c->interrupted_s >= r->resume_timeout_s) {
+            c->refs++;
+            due[n++] = c;
+        }
+    }
+    pthread_mutex_unlock(&r->lock);
+    for (unsigned k = 0; k < n; k++) {
+        run_finish(r, due[k], "not resumed within runs_resume_timeout", 1);
+        gs_runs_run_unref(r, due[k]);
+    }
 }
 
 /* ---- receiver callbacks (receiver thread) ---- */
@@ -541,6 +681,16 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
         if (run)
             gs_runs_run_unref(r, run);
         return;
+    }
+    struct gs_record untokened;
+    if (!run && rec->type == GS_REC_HELLO && rec->u.hello.token[0]) {
+        int refused;
+        run = run_resume(r, peer, rec, &refused);
+        if (refused) { /* a run of its own, which that token does not name */
+            untokened = *rec;
+            untokened.u.hello.token[0] = '\0';
+            rec = &untokened;
+        }
     }
     if (!run && (run = run_join(r, peer, rec)) != NULL) {
         /* another rank of a DDP job: its steps only (the report keeps the first hello) */
@@ -578,7 +728,7 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
     /* the aggregate, the time rule, the history and the series: run/session.h and the sink */
     gs_session_record(run->session, peer, rec);
     if (rec->type == GS_REC_END)
-        run_detach(r, run, peer->conn_id, "end record");
+        run_detach(r, run, peer->conn_id, "end record", 1);
     gs_runs_run_unref(r, run);
 }
 
@@ -589,7 +739,7 @@ static void on_close(void *ctx, const struct gs_peer *peer)
 
     if (!run)
         return;
-    run_detach(r, run, peer->conn_id, "connection closed");
+    run_detach(r, run, peer->conn_id, "connection closed", 0);
     gs_runs_run_unref(r, run);
 }
 
@@ -740,7 +890,8 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     struct gs_receiver_cb cb = {.on_record = on_record,
                                 .on_close = on_close,
                                 .on_reject = on_reject,
-                                .on_refuse = on_refuse};
+                                .on_refuse = on_refuse,
+                                .on_tick = on_tick};
     struct gs_runs *r;
     int rc;
 
@@ -761,6 +912,7 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
     pthread_mutex_init(&r->db_lock, NULL);
     r->rec = o->rec;
     r->runs_per_uid = o->runs_per_uid;
+    r->resume_timeout_s = o->resume_timeout_s;
     r->conn_per_uid = o->conn_per_uid;
     r->rate_per_uid = o->rate_per_uid;
     r->burst_per_uid = o->burst_per_uid >= 1 ? o->burst_per_uid : 1;
@@ -801,10 +953,25 @@ void gs_runs_close(struct gs_runs *r)
 {
     if (!r)
         return;
-    gs_receiver_stop(r->rx); /* on_close for every connection: their runs end and are stored */
-    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE; i++)
-        if (r->live[i])
-            run_finish(r, r->live[i], "agent stopping");
+    /* on_close for every connection: their runs end and are stored, but for those with a
+     * resume token, which stay without an end in the history: the next agent puts them back
+     * in its table, interrupted, for their senders to resume (runs_rebuild.c) */
+    gs_receiver_stop(r->rx);
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE; i++) {
+        struct run *run = r->live[i];
+        if (!run)
+            continue;
+        if (run->token[0] && run->id > 0 && r->rec && r->resume_timeout_s > 0) {
+            gs_log(GS_LOG_INFO, "runs: run %lld left for the next agent to resume",
+                   (long long)run->id);
+            gs_runm_drop(r->m, run->id, 0);
+            r->live[i] = NULL;
+            r->st.live--;
+            gs_runs_run_unref(r, run);
+        } else {
+            run_finish(r, run, "agent stopping", 0);
+        }
+    }
     gs_store_close(r->db);
     gs_runm_free(r->m);
     gs_ratelimit_free(r->rl);

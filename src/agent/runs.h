@@ -56,6 +56,10 @@ struct gs_runs_opts {
     unsigned conn_per_uid; /* connections held at once (more closed at accept) */
     double rate_per_uid;   /* records per second (token bucket; end records never count) */
     double burst_per_uid;  /* the bucket's size */
+    /* A run with a resume token (record.h "token") whose sender went away without an end, or
+     * that the previous agent left going, stays "interrupted" this long for its sender to
+     * resume it (the same uid, the same token), then ends. 0: ends at once. */
+    unsigned resume_timeout_s;
 };
 
 /* Why the socket refused something (a connection, a run, a record), each counted in
@@ -70,6 +74,7 @@ enum gs_runs_refusal {
     GS_RUNS_REF_RUN_SHARE,    /* "run_buffer_share": the run's share of the flush buffer */
     GS_RUNS_REF_BUFFER_FULL,  /* "buffer": the flush buffer full */
     GS_RUNS_REF_STEP_TIME,    /* "step_time": dated before 2000 or before its run's hello */
+    GS_RUNS_REF_RESUME_UID,   /* "resume_uid": a run's token from another uid (a new run) */
     GS_RUNS_REF_N
 };
 const char *gs_runs_refusal_name(enum gs_runs_refusal why);
@@ -79,6 +84,7 @@ struct gs_runs_stats {
     uint64_t records, rejected, snapshots_skipped, store_errors;
     uint64_t steps_dropped;    /* step records not kept: no run (table full) or not stored */
     uint64_t runs_refused_uid; /* of runs_refused: the uid held runs_per_uid already */
+    uint64_t runs_resumed;     /* interrupted runs a sender resumed (its token, its uid) */
     unsigned live;
     uint64_t refused[GS_RUNS_REF_N]; /* by enum gs_runs_refusal */
     uint64_t logs_dropped; /* logged points not kept: over GS_RUNS_MAX_LOG_POINTS or not stored */
@@ -136,7 +142,8 @@ unsigned gs_runs_stalled(struct gs_runs *r, double now, double factor, double mi
                          unsigned char *stalled, unsigned n, unsigned *no_gpu);
 
 /* Stops the receiver: every live run ends as if its connection closed (report computed and
- * stored). NULL is allowed. */
+ * stored), but for a run with a resume token (resume_timeout_s > 0, history on), left without
+ * an end in the history for the next agent to put back. NULL is allowed. */
 void gs_runs_close(struct gs_runs *r);
 
 #endif

@@ -199,6 +199,18 @@ static json_t *step_object(const struct gs_store_step_row *row)
     return o;
 }
 
+/* The state of a live run: "running", or "interrupted" while it waits for its sender to come
+ * back (runs.h, resume_timeout_s). */
+static const char *live_state(struct gs_runs *r, struct run *run)
+{
+    int waiting;
+
+    pthread_mutex_lock(&r->lock);
+    waiting = run->n_conns == 0 && run->interrupted_s > 0;
+    pthread_mutex_unlock(&r->lock);
+    return waiting ? "interrupted" : "running";
+}
+
 static json_t *live_item(struct gs_runs *r, struct run *run)
 {
     json_t *it;
@@ -223,7 +235,7 @@ static json_t *live_item(struct gs_runs *r, struct run *run)
     it = json_pack("{s:I, s:s, s:I, s:o, s:I, s:f, s:n, s:I, s:s}", "id", (json_int_t)run->id,
                    "name", name, "uid", (json_int_t)run->uid, "user", user_of(run->uid), "pid",
                    (json_int_t)run->pid, "start", run->start_s, "end", "steps", (json_int_t)steps,
-                   "state", "running");
+                   "state", live_state(r, run));
     if (it && run->headline)
         json_object_update(it, run->headline);
     pthread_mutex_unlock(&run->mu);
@@ -461,10 +473,11 @@ static unsigned http_report(struct gs_runs *r, int64_t id, const struct gs_runs_
         rep = gs_session_report(run->session, &meta);
         gs_runs_fill_peer(rep, run);
         steps = gs_session_stats(run->session).steps;
+        const char *state = live_state(r, run);
         gs_runs_run_unref(r, run);
         if (!rep)
             return reply_error(500, body, len, "out of memory");
-        annotate(rep, id, "running", steps);
+        annotate(rep, id, state, steps);
         return reply(rep, 200, body, len);
     }
     pthread_mutex_lock(&r->db_lock);

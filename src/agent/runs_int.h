@@ -60,6 +60,13 @@ struct run {
     double headline_t;
     /* Schema v3: the first hello's tags (an object, constant once set). */
     json_t *tags;
+    /* The SHA-256 (hex) of the first hello's resume token (record.h "token"); "": none. Set
+     * before the run is in the table, constant after. */
+    char token[65];
+    /* When the run's last connection went away without an end record (unix seconds, under
+     * gs_runs.lock); 0: not interrupted. An interrupted run has no connection, waits
+     * resume_timeout_s for a hello with its token from its uid, then ends. */
+    double interrupted_s;
 };
 
 struct gs_runs {
@@ -74,6 +81,7 @@ struct gs_runs {
     uint64_t begun;
     int full_logged;
     unsigned runs_per_uid;              /* constant (gs_runs_opts) */
+    double resume_timeout_s;            /* constant (gs_runs_opts) */
     unsigned conn_per_uid;              /* constant: the receiver's (for the log) */
     double rate_per_uid, burst_per_uid; /* constant */
     struct gs_ratelimit *rl;            /* per-uid record buckets (the receiver thread's calls) */
@@ -114,7 +122,16 @@ void gs_runs_db_warn(const struct gs_err *err);
 /* A stored run's tags (the run row's JSON text) as an object; {} when none. */
 json_t *gs_runs_stored_tags(const char *text);
 
-/* Rebuilds the reports of runs left without an end (runs_rebuild.c); at open only. */
+/* Rebuilds the reports of runs left without an end (runs_rebuild.c); at open only. A run with
+ * a resume token and a known owner is not rebuilt but put back in the table, interrupted,
+ * with its stored steps (gs_runs_run_restore), for its sender to resume. */
 void gs_runs_rebuild_interrupted(struct gs_runs *r);
+
+/* A run the previous agent left going (runs_rebuild.c, at open): a new run object with the
+ * stored row's id, start, name, tags, token hash and owner, in the table and interrupted
+ * (since now); NULL when the table is full or out of memory. The caller replays its stored
+ * steps into run->session (gs_session_replay_step). */
+struct run *gs_runs_run_restore(struct gs_runs *r, int64_t id, double start_s, const char *name,
+                                const char *tags, const char *token, uid_t uid, pid_t pid);
 
 #endif

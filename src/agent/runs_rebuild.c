@@ -1,7 +1,8 @@
 /*
  * runs_rebuild.c - the agent's runs left without an end in history.db by an agent that
  * stopped mid-run (contract in runs.h: at open, before the socket accepts anything): each
- * one's report rebuilt from its stored steps and stored, marked "interrupted".
+ * one's report rebuilt from its stored steps and stored, marked "interrupted"; or, for a run
+ * with a resume token, put back in the table, interrupted, for its sender to resume.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "base/clock.h"
 #include "gpuscope/gs_err.h"
 #include "run/agg.h"
+#include "run/session.h"
 #include "store/runs.h"
 
 /* ---- interrupted runs ---- */
@@ -50,9 +52,12 @@ struct unended {
         double start;
         char name[GS_RECORD_STR];
         char tags[GS_RECORD_TAGS_BYTES + 1]; /* the run row's (schema v3); "": none */
+        char token[65];                      /* its resume token's hash (v4); "": none */
     } todo[64];
     unsigned n;
 };
+
+static struct unended u; /* the main thread's, at open only */
 
 static int unended_row(void *ctx, const struct gs_store_run_row *row)
 {
@@ -64,8 +69,55 @@ static int unended_row(void *ctx, const struct gs_store_run_row *row)
     u->todo[u->n].start = row->start_time;
     snprintf(u->todo[u->n].name, sizeof u->todo[u->n].name, "%s", row->name);
     snprintf(u->todo[u->n].tags, sizeof u->todo[u->n].tags, "%s", row->tags ? row->tags : "");
+    snprintf(u->todo[u->n].token, sizeof u->todo[u->n].token, "%s",
+             row->token && strlen(row->token) == 64 ? row->token : "");
     u->n++;
     return 0;
+}
+
+/* The first stored step's sender (the run's owner). */
+static int first_step(void *ctx, const struct gs_store_step_row *row)
+{
+    struct refeed *f = ctx;
+
+    f->uid = row->peer_uid;
+    f->pid = row->peer_pid;
+    return 1;
+}
+
+static int replay_step(void *ctx, const struct gs_store_step_row *row)
+{
+    gs_session_replay_step(ctx, &row->rec);
+    return 0;
+}
+
+/* A run left going with a resume token and at least one stored step (its owner): back in the
+ * table, interrupted, with its stored steps, for its sender to resume within
+ * resume_timeout_s; 0 when it cannot be (the caller rebuilds it). db_lock held. */
+static int put_back(struct gs_runs *r, struct gs_store *db, unsigned i)
+{
+    struct refeed f = {.uid = -1, .pid = -1};
+    struct gs_err err;
+    struct run *run;
+
+    if (!u.todo[i].token[0] || r->resume_timeout_s <= 0)
+        return 0;
+    gs_err_clear(&err);
+    if (gs_store_run_steps(db, u.todo[i].id, 0, 1, first_step, &f, &err) < 0 || f.uid < 0)
+        return 0; /* no step stored: nobody known to resume it */
+    run = gs_runs_run_restore(r, u.todo[i].id, u.todo[i].start, u.todo[i].name, u.todo[i].tags,
+                              u.todo[i].token, (uid_t)f.uid, (pid_t)f.pid);
+    if (!run)
+        return 0;
+    gs_err_clear(&err);
+    if (gs_store_run_steps(db, u.todo[i].id, 0, -1, replay_step, run->session, &err) < 0)
+        gs_runs_db_warn(&err);
+    gs_log(GS_LOG_INFO,
+           "runs: run %lld was going on when the agent stopped: %llu stored step(s), kept "
+           "interrupted %gs for its sender to resume it",
+           (long long)u.todo[i].id, (unsigned long long)gs_session_stats(run->session).steps,
+           r->resume_timeout_s);
+    return 1;
 }
 
 /* Runs of this agent left without an end by an agent that stopped mid-run (killed, power
@@ -75,7 +127,6 @@ static int unended_row(void *ctx, const struct gs_store_run_row *row)
  * retention applies to them. Runs at open, before the socket accepts anything. */
 void gs_runs_rebuild_interrupted(struct gs_runs *r)
 {
-    static struct unended u; /* the main thread's, at open only */
     unsigned done = 0;
     struct gs_store *db;
     struct gs_err err;
@@ -97,6 +148,10 @@ void gs_runs_rebuild_interrupted(struct gs_runs *r)
         char *text = NULL;
         long long steps = -1;
 
+        if (put_back(r, db, i)) {
+            gs_agg_free(f.agg);
+            continue;
+        }
         f.last_end = u.todo[i].start > 0 ? u.todo[i].start : gs_clock_real_s();
         gs_err_clear(&err);
         if (f.agg && gs_store_run_steps(db, u.todo[i].id, 0, -1, refeed_step, &f, &err) == GS_OK)

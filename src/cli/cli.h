@@ -31,6 +31,9 @@ int gs_cli_report(int argc, char **argv);
 /* `gpuscope compare A B ...`: runs side by side (compare.c, src/runview/compare.c). */
 int gs_cli_compare(int argc, char **argv);
 
+/* `gpuscope runs`: the local agent's training runs, a table or --json (runs.c, docs/runs.md). */
+int gs_cli_runs(int argc, char **argv);
+
 /* `gpuscope top`: the full-screen view (top_load.c loads gpuscope-top.so, src/top/). */
 int gs_cli_top(int argc, char **argv);
 

@@ -20,10 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
 #include "agent/config.h"
+#include "base/userdir.h"
 #include "cli/cli.h"
 #include "gpuscope/gs_err.h"
 
@@ -157,15 +161,96 @@ static void remove_tree(const char *dir)
     nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* The demo's sockets published in the user's runtime dir (base/userdir.h) as links: steps.sock,
+ * where this user's training processes and `gpuscope run` look after /run/gpuscope, so that
+ * their runs reach the demo's dashboard; demo-agent.sock, a name no client reads by default,
+ * which the quick check's no-driver hint names. */
+struct published {
+    char link[2][300];
+    const char *target[2];
+};
+
 struct banner {
     const char *scenario;
     const char *data;        /* the private directory */
     const char *http_socket; /* the private local-viewer socket, or "off" */
+    const char *steps_socket;
+    int publish;
+    struct published pub;
 };
+
+/* Whether a unix socket of this type at path accepts a connection. */
+static int answers(const char *path, int type)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd, ok;
+
+    if (strlen(path) >= sizeof sa.sun_path)
+        return 0;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Links name -> target in the user's runtime dir unless something answering is there (an agent
+ * of this user's, another demo): a stale entry is replaced. Prints what it did. */
+static void publish_one(struct published *p, int i, const char *dir, const char *name,
+                        const char *target, int type)
+{
+    char *link = p->link[i];
+    struct stat st;
+
+    p->link[i][0] = '\0';
+    if (strcmp(target, "off") == 0 || !target[0])
+        return;
+    if (snprintf(link, sizeof p->link[i], "%s/%s", dir, name) >= (int)sizeof p->link[i]) {
+        link[0] = '\0';
+        return;
+    }
+    if (lstat(link, &st) == 0) {
+        if (answers(link, type)) {
+            printf("gpuscope demo: %s answers already (your own agent?): not published there\n",
+                   link);
+            link[0] = '\0';
+            return;
+        }
+        unlink(link); /* stale: a demo killed before it could clean up */
+    }
+    if (symlink(target, link) != 0) {
+        printf("gpuscope demo: cannot publish %s: %s\n", link, strerror(errno));
+        link[0] = '\0';
+        return;
+    }
+    p->target[i] = target;
+}
+
+/* Removes the links that still point at this demo's sockets. */
+static void unpublish(struct published *p)
+{
+    char got[PATH_MAX];
+
+    for (int i = 0; i < 2; i++) {
+        ssize_t n;
+
+        if (!p->link[i][0])
+            continue;
+        n = readlink(p->link[i], got, sizeof got - 1);
+        if (n < 0)
+            continue;
+        got[n] = '\0';
+        if (strcmp(got, p->target[i]) == 0)
+            unlink(p->link[i]);
+    }
+}
 
 static void print_url(void *ctx, const char *listen)
 {
-    const struct banner *b = ctx;
+    struct banner *b = ctx;
+    char dir[256];
 
     printf("gpuscope demo: http://%s/ (scenario %s, SIMULATED GPUs, Ctrl-C to stop)\n", listen,
            b->scenario);
@@ -173,6 +258,18 @@ static void print_url(void *ctx, const char *listen)
     if (strcmp(b->http_socket, "off") != 0)
         printf("gpuscope demo: to read it from the CLI: GPUSCOPE_HTTP_SOCKET=%s gpuscope\n",
                b->http_socket);
+    if (b->publish && gs_user_runtime_dir(dir, sizeof dir, 1) == 0) {
+        publish_one(&b->pub, 0, dir, "steps.sock", b->steps_socket, SOCK_SEQPACKET);
+        publish_one(&b->pub, 1, dir, "demo-agent.sock", b->http_socket, SOCK_STREAM);
+        if (b->pub.link[0][0])
+            printf("gpuscope demo: your training runs (gpuscope run, the Python package) send "
+                   "their steps to it: %s\n",
+                   b->pub.link[0]);
+    } else if (b->publish) {
+        printf("gpuscope demo: not published for your training runs (%s: %s); "
+               "GPUSCOPE_AGENT_SOCKET=%s reaches it\n",
+               dir, strerror(errno), b->steps_socket);
+    }
     fflush(stdout);
 }
 
@@ -275,10 +372,16 @@ static int demo_run(const struct demo_args *d, struct gs_err *err)
         remove_tree(data);
         return rc;
     }
+    memset(&b.pub, 0, sizeof b.pub);
     b.data = data;
     b.http_socket = cfg.http_socket;
+    b.steps_socket = cfg.socket;
+    /* sockets the user named on the command line are theirs to publish */
+    b.publish = !flag_given(d, "--socket") && !flag_given(d, "--http-socket") &&
+                !flag_given(d, "--http_socket");
     opts = (struct gs_agent_run_opts){.data_dir = data, .ready = print_url, .ctx = &b};
     rc = gs_agent_run(&cfg, &args, d->agent_argc, d->agent_argv, &opts, err);
+    unpublish(&b.pub);
     remove_tree(data);
     return rc;
 }

@@ -24,6 +24,7 @@ static const struct subcommand subcommands[] = {
     {"trace", gs_cli_trace, "analyse PyTorch profiler traces (kernels, idle, overlap)"},
     {"report", gs_cli_report, "a run as one self-contained HTML page (charts, findings)"},
     {"compare", gs_cli_compare, "runs side by side: fields, phases, settings, findings"},
+    {"runs", gs_cli_runs, "the training runs the local agent received: table or --json"},
     {"top", gs_cli_top, "full-screen live view: GPUs, processes, training runs"},
 };
 

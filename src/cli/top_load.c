@@ -4,8 +4,10 @@
  * module that only this command loads means `gpuscope`, `gpuscope query` and the agent map
  * neither at start-up.
  *
- * The module is looked for next to the executable (a build tree), then in GS_TOP_MODULE (the
- * install: <libdir>/gpuscope/gpuscope-top.so); $GPUSCOPE_TOP_MODULE overrides both.
+ * The module is looked for next to the executable (a build tree), then at GS_TOP_MODULE_REL
+ * from it (an install moved or staged with DESTDIR: <libexecdir>/../<libdir>/gpuscope/), then
+ * in GS_TOP_MODULE (the install: <libdir>/gpuscope/gpuscope-top.so); $GPUSCOPE_TOP_MODULE
+ * overrides them.
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -19,10 +21,13 @@
 #ifndef GS_TOP_MODULE
 #define GS_TOP_MODULE "/usr/local/lib/gpuscope/gpuscope-top.so"
 #endif
+#ifndef GS_TOP_MODULE_REL
+#define GS_TOP_MODULE_REL "../lib/gpuscope/gpuscope-top.so"
+#endif
 
 int gs_cli_top(int argc, char **argv)
 {
-    char exe[PATH_MAX], path[PATH_MAX + 32];
+    char exe[PATH_MAX], path[PATH_MAX + sizeof GS_TOP_MODULE_REL + 32];
     const char *env = getenv("GPUSCOPE_TOP_MODULE");
     void *h = NULL;
     int (*entry)(int, char **);
@@ -43,6 +48,9 @@ int gs_cli_top(int argc, char **argv)
             *slash = '\0';
             snprintf(path, sizeof path, "%s/gpuscope-top.so", exe);
             if (access(path, R_OK) == 0)
+                h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+            snprintf(path, sizeof path, "%s/" GS_TOP_MODULE_REL, exe);
+            if (!h && access(path, R_OK) == 0)
                 h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         }
     }

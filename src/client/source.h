@@ -10,8 +10,11 @@
  *   - otherwise the socket gs_agent_client_socket names, when there is one and its agent
  *     answers /api/v1/snapshot (that answer is the first sample);
  *   - otherwise NVML for GS_SOURCE_AUTO, an error for GS_SOURCE_AGENT.
- * Where the commands differ today, an option keeps each one's behaviour (issue 29 settles
- * them): nvml_env_picks_nvml, hidden_as_procs, fixed_gpus, and the NVML reading options.
+ * The per-command rules: the nvidia-smi modes (the table, -L, -q, dmon, pmon) ask for
+ * GS_SOURCE_NVML always, since they print the driver's view as nvidia-smi does; the quick
+ * check, query's CSV and top take the agent when it answers. Where those differ, an option
+ * says how: nvml_env_picks_nvml, hidden_as_procs, fixed_gpus, and the NVML reading options.
+ * After NVML fails to open, gs_source_hint_no_driver says what can be read instead.
  *
  * Threads: a source is used by one thread at a time.
  */
@@ -62,6 +65,14 @@ struct gs_source_opts {
     const char *host;
     const struct gs_http_opts *http;
 };
+
+/* After a failure to open NVML (rc GS_ENOLIB or GS_ENODRIVER; nothing for other codes): one
+ * line on stderr, "PROG: hint: ...", naming the caller's running `gpuscope demo` (its
+ * demo-agent.sock in the user's runtime dir, base/userdir.h, answering) and how to read it, or
+ * else `gpuscope demo` itself. smi_mode: the caller is an nvidia-smi mode (the table, -L, -q,
+ * dmon, pmon), which reads NVML only, so the line points at `gpuscope` instead. The demo is never
+ * read without being asked (docs/agent.md). */
+void gs_source_hint_no_driver(int rc, const char *prog, bool smi_mode);
 
 /* Opens the source o picks (see above); NULL o is GS_SOURCE_AUTO with no option set. Errors:
  * the sampler's (NVML), GS_EIO (GS_SOURCE_AGENT: no socket or no answer; the message says

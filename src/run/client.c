@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -37,6 +38,7 @@
 
 #include "base/clock.h"
 #include "base/ticker.h"
+#include "base/userdir.h"
 #include "gpuscope/gs_err.h"
 #include "gpuscope/gs_model.h"
 #include "gpuscope/gs_sampler.h"
@@ -49,6 +51,10 @@
 #define RING_CAP 4096    /* steps queued for the sender; a step is ~150 bytes */
 #define LOG_CAP 64       /* log records queued for the sender (~1.9 KB each) */
 #define SEND_TIMEOUT_S 1 /* a stalled receiver costs the sender thread at most this */
+/* A receiver that went away (an agent restart) is dialled again after 0.1 s, then twice as
+ * long each failure up to 5 s (docs/python.md, RECONNECTING). */
+#define RECONNECT_FIRST_NS 100000000LL
+#define RECONNECT_MAX_NS 5000000000LL
 #define DEFAULT_AGENT_SOCKET "/run/gpuscope/steps.sock"
 
 struct gs_run {
@@ -63,12 +69,23 @@ struct gs_run {
     /* sender */
     int fd;
     int agent_fd; /* the node's agent too, under gpuscope run ($GPUSCOPE_RUN_AGENT_SOCKET) */
+    /* the sender thread's: that agent's path once it answered, when to dial it again, the
+     * steps it missed while away (its hello's "dropped") */
+    char agent_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    int64_t agent_next_ns, agent_backoff_ns;
+    uint64_t agent_dropped;
     bool sender_on;
     pthread_t sender;
     struct gs_step_rec *ring;
     unsigned head, count;
     uint64_t dropped, sent;
     bool in_flight; /* the sender holds a record it took off the ring (gs_run_flush) */
+    /* the receiver went away: records wait in the ring (a full ring drops and counts them)
+     * while the sender dials receiver_path again with backoff, then sends its hello again
+     * (same token, the drops so far) and resumes; under mu */
+    bool down;
+    char receiver_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    uint64_t reconnects;
     bool end_pending;
     struct gs_record_end end;
     /* logged values (gs_run_log), sent after the queued steps; dropped when full */
@@ -226,6 +243,7 @@ static int parse_config(struct gs_run *run, const char *config_json, struct gs_e
     int rc = GS_EINVAL;
 
     h->pid = getpid();
+    h->dropped = -1;
     h->rank = h->world_size = h->local_rank = h->logging_steps = -1;
     run->interval_s = 0.5;
     if (!config_json || !*config_json)
@@ -305,13 +323,15 @@ static int connect_seqpacket(const char *path)
     fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
+    /* before connect too: a receiver whose backlog is full (stuck) makes connect wait, at
+     * most this long (unix sockets apply the send timeout to connect) */
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
         saved = errno;
         close(fd);
         errno = saved;
         return -1;
     }
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     return fd;
 }
 
@@ -344,21 +364,19 @@ static void connect_receiver(struct gs_run *run)
         }
     }
     run->fd = connect_seqpacket(path);
-    if (run->fd < 0 && by_default) {
-        /* An agent run by a user (not systemd, not root) listens in its runtime dir. */
-        const char *xdg = getenv("XDG_RUNTIME_DIR");
-        if (xdg && *xdg &&
-            snprintf(user_sock, sizeof user_sock, "%s/gpuscope/steps.sock", xdg) <
-                (int)sizeof user_sock) {
-            path = user_sock;
-            run->fd = connect_seqpacket(path);
-        }
+    if (run->fd < 0 && by_default &&
+        gs_user_runtime_path(user_sock, sizeof user_sock, "steps.sock") == 0) {
+        /* An agent run by a user (not systemd, not root), or that user's `gpuscope demo`,
+         * listens in the user's runtime dir (base/userdir.h). */
+        path = user_sock;
+        run->fd = connect_seqpacket(path);
     }
     if (run->fd < 0) {
         if (named)
             note(run, "cannot connect to %s: %s; profiling in-process", path, strerror(errno));
         return;
     }
+    snprintf(run->receiver_path, sizeof run->receiver_path, "%s", path);
     rec.u.hello = run->hello;
     if (send_record(run->fd, &rec) != 0) {
         note(run, "%s: sending hello: %s; profiling in-process", path, strerror(errno));
@@ -377,16 +395,45 @@ static void connect_receiver(struct gs_run *run)
             close(run->agent_fd);
             run->agent_fd = -1;
         }
+        /* an agent that was there at the start is dialled again when it goes away */
+        if (run->agent_fd >= 0)
+            snprintf(run->agent_path, sizeof run->agent_path, "%s", agent);
     }
 }
 
-/* The record to the agent too (sender thread only); its first failure ends that. */
+/* The record to the agent too (sender thread only). An agent that goes away (a restart) is
+ * dialled again with the receiver's backoff, at a record's turn, and given the hello again
+ * (same token, the records it missed meanwhile as "dropped"); the records of the time between
+ * reach the run's own receiver only. */
 static void send_agent(struct gs_run *run, const struct gs_record *rec)
 {
-    if (run->agent_fd >= 0 && send_record(run->agent_fd, rec) != 0) {
+    if (run->agent_fd < 0 && run->agent_path[0] && gs_clock_mono_ns() >= run->agent_next_ns) {
+        struct gs_record hello = {.type = GS_REC_HELLO};
+        hello.u.hello = run->hello;
+        hello.u.hello.dropped = (int64_t)run->agent_dropped;
+        run->agent_fd = connect_seqpacket(run->agent_path);
+        if (run->agent_fd >= 0 && send_record(run->agent_fd, &hello) != 0) {
+            close(run->agent_fd);
+            run->agent_fd = -1;
+        }
+        if (run->agent_fd < 0) {
+            run->agent_next_ns = gs_clock_mono_ns() + run->agent_backoff_ns;
+            run->agent_backoff_ns = run->agent_backoff_ns * 2 > RECONNECT_MAX_NS
+                                        ? RECONNECT_MAX_NS
+                                        : run->agent_backoff_ns * 2;
+        }
+    }
+    if (run->agent_fd >= 0 && send_record(run->agent_fd, rec) == 0) {
+        run->agent_backoff_ns = RECONNECT_FIRST_NS;
+        return;
+    }
+    if (run->agent_fd >= 0) {
         close(run->agent_fd);
         run->agent_fd = -1;
+        run->agent_next_ns = gs_clock_mono_ns() + run->agent_backoff_ns;
     }
+    if (run->agent_path[0] && rec->type == GS_REC_STEP)
+        run->agent_dropped++;
 }
 
 /* Reads the control messages waiting on fd (never blocks; sender thread only) and keeps the
@@ -440,7 +487,9 @@ GS_API int gs_run_flush(struct gs_run *run, int timeout_ms)
         bool left;
 
         pthread_mutex_lock(&run->mu);
-        left = run->sender_on && (run->count > 0 || run->log_count > 0 || run->in_flight);
+        /* while the receiver is away the records wait for it: nothing to wait for here */
+        left = run->sender_on && !run->down &&
+               (run->count > 0 || run->log_count > 0 || run->in_flight);
         pthread_mutex_unlock(&run->mu);
         if (!left)
             return 0;
@@ -450,61 +499,154 @@ GS_API int gs_run_flush(struct gs_run *run, int timeout_ms)
     }
 }
 
+/* The next dial after *backoff_ns, which doubles up to RECONNECT_MAX_NS (a record sent
+ * resets it). */
+static void backoff(int64_t *backoff_ns, int64_t *next_ns)
+{
+    *next_ns = gs_clock_mono_ns() + *backoff_ns;
+    *backoff_ns = *backoff_ns * 2 > RECONNECT_MAX_NS ? RECONNECT_MAX_NS : *backoff_ns * 2;
+}
+
+/* The receiver went away (sender thread, mu held): the connection is closed and the sender
+ * dials again from *next_ns on. */
+static void went_down(struct gs_run *run, int64_t *backoff_ns, int64_t *next_ns)
+{
+    run->down = true;
+    if (run->fd >= 0)
+        close(run->fd);
+    run->fd = -1;
+    backoff(backoff_ns, next_ns);
+}
+
+/* Dials the receiver again and sends the hello again with its token and the records dropped
+ * so far (sender thread, mu held, released around the socket calls); true when back. */
+static bool redial(struct gs_run *run)
+{
+    struct gs_record rec = {.type = GS_REC_HELLO};
+    int fd;
+
+    rec.u.hello = run->hello;
+    rec.u.hello.dropped = (int64_t)run->dropped;
+    pthread_mutex_unlock(&run->mu);
+    fd = connect_seqpacket(run->receiver_path);
+    if (fd >= 0 && send_record(fd, &rec) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    pthread_mutex_lock(&run->mu);
+    if (fd < 0)
+        return false;
+    run->fd = fd;
+    run->down = false;
+    run->reconnects++;
+    return true;
+}
+
+/* Waits until the ring has work, stop or end is asked, or (while down) the next dial is due;
+ * mu held. */
+static void wait_work(struct gs_run *run, int64_t next_ns)
+{
+    if (!run->down) {
+        while (run->count == 0 && run->log_count == 0 && !run->stop && !run->end_pending)
+            pthread_cond_wait(&run->cv, &run->mu);
+        return;
+    }
+    if (run->stop || gs_clock_mono_ns() >= next_ns)
+        return;
+    struct timespec ts = {.tv_sec = (time_t)(next_ns / 1000000000),
+                          .tv_nsec = (long)(next_ns % 1000000000)};
+    pthread_cond_timedwait(&run->cv, &run->mu, &ts);
+}
+
 static void *sender_main(void *arg)
 {
     struct gs_run *run = arg;
     struct gs_record rec = {.type = GS_REC_STEP};
-    bool broken = false;
+    int64_t backoff_ns = RECONNECT_FIRST_NS, next_ns = 0;
+    bool gave_up = false;    /* stopping while down: what is left is dropped */
+    bool stop_tried = false; /* stopping: one more connection at most */
 
     pthread_mutex_lock(&run->mu);
     for (;;) {
-        while (run->count == 0 && run->log_count == 0 && !run->stop && !run->end_pending)
-            pthread_cond_wait(&run->cv, &run->mu);
+        wait_work(run, next_ns);
+        if (run->down && !gave_up) {
+            bool stopping = run->stop;
+            if (stopping && stop_tried) {
+                gave_up = true;
+            } else if ((stopping || gs_clock_mono_ns() >= next_ns) && !redial(run)) {
+                if (stopping) {
+                    gave_up = true; /* one last try at the end: the training is not held */
+                } else {
+                    backoff(&backoff_ns, &next_ns);
+                    continue;
+                }
+            }
+            stop_tried = stopping;
+            if (run->down && !gave_up)
+                continue;
+        }
         if (run->count > 0) {
+            /* sent from its place in the ring, taken off only once sent: a record whose send
+             * fails waits there for the next connection */
             rec.type = GS_REC_STEP;
             rec.u.step = run->ring[run->head];
-            run->head = (run->head + 1) % RING_CAP;
-            run->count--;
             run->in_flight = true;
             pthread_mutex_unlock(&run->mu);
-            if (!broken && send_record(run->fd, &rec) != 0)
-                broken = true; /* receiver gone or stalled: later records are dropped */
-            send_agent(run, &rec);
+            bool ok = !gave_up && send_record(run->fd, &rec) == 0;
+            if (ok || gave_up)
+                send_agent(run, &rec);
             /* the agent's requests come back on its connection, one read a step */
-            read_control(run, run->agent_fd >= 0 ? run->agent_fd : run->fd);
+            if (ok)
+                read_control(run, run->agent_fd >= 0 ? run->agent_fd : run->fd);
             pthread_mutex_lock(&run->mu);
             run->in_flight = false;
-            if (broken)
-                run->dropped++;
-            else
+            if (!ok && !gave_up) {
+                went_down(run, &backoff_ns, &next_ns);
+                continue;
+            }
+            run->head = (run->head + 1) % RING_CAP;
+            run->count--;
+            if (ok) {
                 run->sent++;
+                backoff_ns = RECONNECT_FIRST_NS;
+            } else {
+                run->dropped++;
+            }
             continue;
         }
         if (run->log_count > 0) {
             rec.type = GS_REC_LOG;
             rec.u.log = run->logs[run->log_head];
-            run->log_head = (run->log_head + 1) % LOG_CAP;
-            run->log_count--;
             run->in_flight = true;
             pthread_mutex_unlock(&run->mu);
-            if (!broken && send_record(run->fd, &rec) != 0)
-                broken = true;
-            send_agent(run, &rec);
+            bool ok = !gave_up && send_record(run->fd, &rec) == 0;
+            if (ok || gave_up)
+                send_agent(run, &rec);
             pthread_mutex_lock(&run->mu);
             run->in_flight = false;
-            if (broken)
+            if (!ok && !gave_up) {
+                went_down(run, &backoff_ns, &next_ns);
+                continue;
+            }
+            run->log_head = (run->log_head + 1) % LOG_CAP;
+            run->log_count--;
+            if (!ok)
                 run->logs_dropped++;
             continue;
         }
         if (run->end_pending) {
             rec.type = GS_REC_END;
             rec.u.end = run->end;
-            run->end_pending = false;
             pthread_mutex_unlock(&run->mu);
-            if (!broken)
-                send_record(run->fd, &rec);
-            send_agent(run, &rec);
+            bool ok = !gave_up && send_record(run->fd, &rec) == 0;
+            if (ok || gave_up) /* once: a second end would start a run there */
+                send_agent(run, &rec);
             pthread_mutex_lock(&run->mu);
+            if (!ok && !gave_up) {
+                went_down(run, &backoff_ns, &next_ns);
+                continue;
+            }
+            run->end_pending = false;
             continue;
         }
         if (run->stop)
@@ -591,6 +733,26 @@ fail:
 
 /* ---- the API ---- */
 
+/* The run's token (record.h "token"): 128 bits of getrandom, in hex; "" when the kernel has no
+ * randomness to give (the run then cannot be resumed after its receiver restarts). */
+static void make_token(char out[GS_RECORD_TOKEN])
+{
+    unsigned char raw[(GS_RECORD_TOKEN - 1) / 2];
+    size_t got = 0;
+
+    out[0] = '\0';
+    while (got < sizeof raw) {
+        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+}
+
 GS_API struct gs_run *gs_run_open(const char *config_json, char *err, size_t errlen)
 {
     struct gs_run *run = calloc(1, sizeof *run);
@@ -605,6 +767,7 @@ GS_API struct gs_run *gs_run_open(const char *config_json, char *err, size_t err
     }
     run->fd = -1;
     run->agent_fd = -1;
+    run->agent_backoff_ns = RECONNECT_FIRST_NS;
     pthread_mutex_init(&run->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -618,6 +781,7 @@ GS_API struct gs_run *gs_run_open(const char *config_json, char *err, size_t err
         goto fail;
     }
     gs_agg_hello(run->agg, &run->hello, getpid(), getuid());
+    make_token(run->hello.token);
     connect_receiver(run);
     if (run->fd >= 0) {
         run->ring = malloc(RING_CAP * sizeof *run->ring);

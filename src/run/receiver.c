@@ -25,6 +25,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "gpuscope/gs_err.h"
 
 #define RECV_BURST 64
@@ -180,15 +181,21 @@ static void *rx_thread(void *arg)
 {
     struct gs_receiver *r = arg;
     struct pollfd pfd[GS_RECEIVER_MAX_CONN + 2];
+    int64_t next_tick = gs_clock_mono_ns() + GS_NS_PER_S;
 
     for (;;) {
         unsigned n = r->n_conn;
+        int64_t now = gs_clock_mono_ns();
 
         pfd[0] = (struct pollfd){.fd = r->wake[0], .events = POLLIN};
         pfd[1] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
         for (unsigned i = 0; i < n; i++)
             pfd[2 + i] = (struct pollfd){.fd = r->conn[i].fd, .events = POLLIN};
-        if (poll(pfd, n + 2, -1) < 0) {
+        if (r->cb.on_tick && now >= next_tick) {
+            r->cb.on_tick(r->cb.ctx);
+            next_tick = now + GS_NS_PER_S;
+        }
+        if (poll(pfd, n + 2, r->cb.on_tick ? (int)((next_tick - now) / 1000000 + 1) : -1) < 0) {
             if (errno == EINTR)
                 continue;
             break;

@@ -33,6 +33,8 @@ struct gs_receiver_cb {
     void (*on_reject)(void *ctx, const struct gs_peer *peer, const char *why);
     /* A connection closed at accept by a limit (enum gs_receiver_refusal); may be NULL. */
     void (*on_refuse)(void *ctx, const struct gs_peer *peer, int why);
+    /* Called on the receiver thread about once a second, busy or idle; may be NULL. */
+    void (*on_tick)(void *ctx);
 };
 
 /* Why a connection was refused at accept (on_refuse). */

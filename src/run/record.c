@@ -462,13 +462,14 @@ static int parse_hello(json_t *root, struct gs_record_hello *h, char *err, size_
     int rc;
 
     memset(h, 0, sizeof *h);
-    h->pid = -1;
+    h->pid = h->dropped = -1;
     h->rank = h->world_size = h->local_rank = h->logging_steps = -1;
     if (get_str(root, "run", ctx, h->run, sizeof h->run, err, errlen) < 0 ||
         get_str(root, "framework", ctx, h->framework, sizeof h->framework, err, errlen) < 0 ||
         get_str(root, "output_dir", ctx, h->output_dir, sizeof h->output_dir, err, errlen) < 0 ||
         get_str(root, "job", ctx, h->job, sizeof h->job, err, errlen) < 0 ||
         get_str(root, "node", ctx, h->node, sizeof h->node, err, errlen) < 0 ||
+        get_str(root, "token", ctx, h->token, sizeof h->token, err, errlen) < 0 ||
         get_small(root, "rank", ctx, &h->rank, err, errlen) < 0 ||
         get_small(root, "world_size", ctx, &h->world_size, err, errlen) < 0 ||
         get_small(root, "local_rank", ctx, &h->local_rank, err, errlen) < 0)
@@ -481,11 +482,22 @@ static int parse_hello(json_t *root, struct gs_record_hello *h, char *err, size_
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             return fail(err, errlen, "hello.node: control character at byte %d",
                         (int)(p - h->node));
+    if (h->token[0] && strlen(h->token) != GS_RECORD_TOKEN - 1)
+        return fail(err, errlen, "hello.token: expected %d hex digits", GS_RECORD_TOKEN - 1);
+    for (const char *p = h->token; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return fail(err, errlen, "hello.token: not a lowercase hex digit at byte %d",
+                        (int)(p - h->token));
     rc = get_int(root, "pid", ctx, 0, INT64_C(1) << 32, &v, err, errlen);
     if (rc < 0)
         return -1;
     if (rc == 1)
         h->pid = v;
+    rc = get_int(root, "dropped", ctx, 0, INT64_C(1) << 53, &v, err, errlen);
+    if (rc < 0)
+        return -1;
+    if (rc == 1)
+        h->dropped = v;
     rc = get_int(root, "logging_steps", ctx, 0, INT32_MAX, &v, err, errlen);
     if (rc < 0)
         return -1;
@@ -785,10 +797,12 @@ static int encode_hello(json_t *o, const struct gs_record_hello *h)
     json_t *devs;
     int rc = set_str(o, "run", h->run) | set_str(o, "framework", h->framework) |
              set_str(o, "output_dir", h->output_dir) | set_str(o, "job", h->job) |
-             set_str(o, "node", h->node);
+             set_str(o, "node", h->node) | set_str(o, "token", h->token);
 
     if (h->pid >= 0)
         rc |= set_int(o, "pid", h->pid);
+    if (h->dropped >= 0)
+        rc |= set_int(o, "dropped", h->dropped);
     if (h->rank >= 0)
         rc |= set_int(o, "rank", h->rank);
     if (h->world_size >= 0)
@@ -938,7 +952,8 @@ bool gs_record_equal(const struct gs_record *a, const struct gs_record *b)
                x->world_size == y->world_size && x->local_rank == y->local_rank &&
                x->logging_steps == y->logging_steps && x->n_devices == y->n_devices &&
                memcmp(x->devices, y->devices, x->n_devices * sizeof x->devices[0]) == 0 &&
-               facts_equal(&x->facts, &y->facts) && tags_equal(&x->tags, &y->tags);
+               facts_equal(&x->facts, &y->facts) && tags_equal(&x->tags, &y->tags) &&
+               strcmp(x->token, y->token) == 0 && x->dropped == y->dropped;
     }
     if (a->type == GS_REC_STEP) {
         const struct gs_step_rec *x = &a->u.step, *y = &b->u.step;

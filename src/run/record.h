@@ -42,6 +42,13 @@
  * object of at most GS_RECORD_MAX_TAGS entries, keys as facts' keys, values strings of at most
  * 128 bytes without control characters (null: left out; anything else is refused), at most
  * GS_RECORD_TAGS_BYTES encoded.
+ * A hello's optional "token" (32 lowercase hex digits: 128 random bits the sender drew at the
+ * run's start) names its run across reconnections: a sender whose receiver went away (an
+ * agent restart) connects again and sends its hello again with the same token, and the
+ * receiver resumes that run (the agent: only for the uid that opened it, docs/agent.md,
+ * RESUMING A RUN). "dropped" (an integer in [0, 2^53]) counts the step records the sender
+ * could not pass on so far (its queue full while the receiver was away). Both were added
+ * after the first version; an older receiver ignores them.
  */
 #ifndef GS_RUN_RECORD_H
 #define GS_RUN_RECORD_H
@@ -55,7 +62,8 @@
 #define GS_RECORD_VERSION 1
 #define GS_RECORD_MAX 8192
 #define GS_RECORD_STR 256
-#define GS_RECORD_JOB 129 /* hello "job" and "node": 128 bytes + NUL */
+#define GS_RECORD_TOKEN 33 /* hello "token": 32 hex digits + NUL */
+#define GS_RECORD_JOB 129  /* hello "job" and "node": 128 bytes + NUL */
 #define GS_RECORD_MAX_DEVICES 64
 
 #define GS_RECORD_MAX_FACTS 32
@@ -120,7 +128,9 @@ struct gs_record_hello {
      * sender's node name; "" = absent (optional keys, wire version 1). */
     char job[GS_RECORD_JOB];
     char node[GS_RECORD_JOB];
-    struct gs_record_tags tags; /* n = 0: none sent */
+    struct gs_record_tags tags;  /* n = 0: none sent */
+    char token[GS_RECORD_TOKEN]; /* "" = absent; else GS_RECORD_TOKEN - 1 lowercase hex */
+    int64_t dropped;             /* -1 = absent */
 };
 
 struct gs_record_end {

@@ -67,13 +67,30 @@ void gs_session_set_start(struct gs_session *s, double start_s)
 static void drop_step(struct gs_session *s)
 {
     pthread_mutex_lock(&s->mu);
-    gs_agg_set_records_dropped(s->agg, ++s->st.steps_dropped);
+    gs_agg_set_records_dropped(s->agg, ++s->st.steps_dropped + s->st.sender_dropped);
     pthread_mutex_unlock(&s->mu);
 }
 
 void gs_session_drop_step(struct gs_session *s)
 {
     drop_step(s);
+}
+
+void gs_session_set_name(struct gs_session *s, const char *name)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!s->name[0] && name)
+        snprintf(s->name, sizeof s->name, "%s", name);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void gs_session_replay_step(struct gs_session *s, const struct gs_step_rec *step)
+{
+    pthread_mutex_lock(&s->mu);
+    s->st.steps++;
+    if (!s->o.max_agg_steps || s->st.steps <= s->o.max_agg_steps)
+        gs_agg_step(s->agg, step);
+    pthread_mutex_unlock(&s->mu);
 }
 
 void gs_session_add_rank(struct gs_session *s)
@@ -100,6 +117,11 @@ static const char *take(struct gs_session *s, const struct gs_peer *peer,
             gs_agg_hello(s->agg, &rec->u.hello, peer->pid, peer->uid);
         if (!s->name[0])
             snprintf(s->name, sizeof s->name, "%s", rec->u.hello.run);
+        /* a resumed sender's count of what it could not pass on (record.h "dropped") */
+        if (rec->u.hello.dropped > 0 && (uint64_t)rec->u.hello.dropped > s->st.sender_dropped) {
+            s->st.sender_dropped = (uint64_t)rec->u.hello.dropped;
+            gs_agg_set_records_dropped(s->agg, s->st.steps_dropped + s->st.sender_dropped);
+        }
         break;
     case GS_REC_STEP:
         /* dated before 2000 or before the run began: the rule of run/record.h */

@@ -15,6 +15,8 @@
  *     session has one rank: gs_session_add_rank), and names the run when it has no name yet;
  *   - a step is counted (steps) and aggregated (at most max_agg_steps), then stored through
  *     sink.store_step: a failure counts it dropped (the report's run.records_dropped);
+ *   - a hello's "dropped" (the sender's own count of steps it could not pass on) adds to the
+ *     report's run.records_dropped (the largest count seen: the sender's is cumulative);
  *   - an end goes to the aggregate;
  *   - a log record is kept (its number in the run, seq, and its points counted) while the run
  *     has kept fewer than max_log_points points, then stored through sink.store_log (a failure
@@ -93,6 +95,7 @@ struct gs_session_stats {
     uint64_t steps;              /* step records kept (the report's run.steps_received) */
     uint64_t steps_refused;      /* step records refused for their time */
     uint64_t steps_dropped;      /* kept but not stored, or lost before (gs_session_drop_step) */
+    uint64_t sender_dropped;     /* the sender's own count (its latest hello's "dropped") */
     uint64_t log_records;        /* log records kept */
     uint64_t log_points;         /* their values */
     uint64_t log_points_dropped; /* values not kept: beyond max_log_points or not stored */
@@ -116,6 +119,13 @@ enum gs_session_verdict gs_session_record(struct gs_session *s, const struct gs_
 /* A step record of the run lost before it reached the session (the agent's per-uid rate
  * limit): counted dropped. */
 void gs_session_drop_step(struct gs_session *s);
+
+/* Names the run when it has no name yet (a stored run put back by the agent). */
+void gs_session_set_name(struct gs_session *s, const char *name);
+
+/* A step the run kept before (the agent resuming a stored run after a restart): counted and
+ * aggregated like a kept one, neither checked nor given to the sink. */
+void gs_session_replay_step(struct gs_session *s, const struct gs_step_rec *step);
 
 /* Another rank (connection) joins the run (first_rank_hello). */
 void gs_session_add_rank(struct gs_session *s);

@@ -326,13 +326,19 @@ static int store_schema_v3(char *sql, size_t cap)
                : 0;
 }
 
+/* v4: the SHA-256 (hex) of a run's resume token (src/run/record.h "token"; NULL: none), by
+ * which an agent started again resumes a run its predecessor left going. */
+static int store_schema_v4(char *sql, size_t cap)
+{
+    size_t n = 0;
+
+    return sql_cat(sql, cap, &n, "ALTER TABLE run ADD COLUMN token TEXT;") ? -1 : 0;
+}
+
 /* Migrations, one per schema version: index v brings a file from v-1 to v. */
 typedef int (*store_migration_fn)(char *sql, size_t cap);
 static const store_migration_fn store_migrations[GS_STORE_SCHEMA_VERSION + 1] = {
-    NULL,
-    store_schema_v1,
-    store_schema_v2,
-    store_schema_v3,
+    NULL, store_schema_v1, store_schema_v2, store_schema_v3, store_schema_v4,
 };
 
 static int store_pragma_int(struct gs_store *st, const char *sql, int *out)
@@ -479,8 +485,8 @@ static int store_prepare_all(struct gs_store *st, struct gs_err *err)
                            err);
     if (rc == GS_OK)
         rc = store_prepare(st,
-                           "INSERT INTO run(name,source,command,hostname,start_time,tags)"
-                           " VALUES(?,?,?,?,?,?)",
+                           "INSERT INTO run(name,source,command,hostname,start_time,tags,token)"
+                           " VALUES(?,?,?,?,?,?,?)",
                            &st->ins_run, err);
     if (rc == GS_OK)
         rc = store_prepare(st, "UPDATE run SET end_time=?2, exit_code=?3, report=?4 WHERE id=?1",
@@ -1696,6 +1702,7 @@ int gs_store_run_begin(struct gs_store *st, const struct gs_store_run *run, int6
     bind_text_or_null(st->ins_run, 4, run->hostname);
     bind_num_or_null(st->ins_run, 5, run->start_time, run->start_time > 0);
     bind_text_or_null(st->ins_run, 6, run->tags);
+    bind_text_or_null(st->ins_run, 7, run->token);
     if (store_step(st->ins_run) != SQLITE_OK)
         return store_fail(st, err, "insert run");
     *run_id = sqlite3_last_insert_rowid(st->db);

@@ -30,7 +30,7 @@ struct gs_store;
 /* PRAGMA application_id of a gpuscope history database ("GPUh"), and the schema version
  * (PRAGMA user_version) this build writes. A file with another application_id is refused. */
 #define GS_STORE_APP_ID 0x47505568
-#define GS_STORE_SCHEMA_VERSION 3
+#define GS_STORE_SCHEMA_VERSION 4
 
 /* Highest GPU index kept (the row key packs the index in 8 bits). */
 #define GS_STORE_MAX_GPU 255
@@ -141,6 +141,7 @@ struct gs_store_run {
     const char *hostname;
     double start_time; /* unix seconds; <= 0: unknown */
     const char *tags;  /* schema v3: the run's tags as a JSON object's text; NULL: none */
+    const char *token; /* schema v4: its resume token's SHA-256 in hex; NULL: none */
 };
 
 /* Inserts a run (committed immediately) and returns its id. */

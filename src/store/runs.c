@@ -28,7 +28,7 @@
                           " (SELECT count(*) FROM step WHERE step.run = run.id))"
 #define RUN_COLS                                                                                   \
     "SELECT id, name, start_time, end_time, report, " RUN_OWNER_UID ", " RUN_OWNER_PID             \
-    ", " RUN_STEPS ", tags FROM run"
+    ", " RUN_STEPS ", tags, token FROM run"
 
 #define SQL_MAX 8192
 
@@ -131,6 +131,9 @@ static int each_run(struct gs_store *st, sqlite3_stmt *s, gs_store_run_fn fn, vo
             .tags = sqlite3_column_type(s, 8) == SQLITE_TEXT
                         ? (const char *)sqlite3_column_text(s, 8)
                         : NULL,
+            .token = sqlite3_column_type(s, 9) == SQLITE_TEXT
+                         ? (const char *)sqlite3_column_text(s, 9)
+                         : NULL,
         };
         (*rows)++;
         stop = fn(ctx, &r);

@@ -42,6 +42,7 @@ struct gs_store_run_row {
     int64_t uid, pid;   /* the owner (above); -1: unknown */
     int64_t steps;      /* the report's run.steps_received, else the stored step rows */
     const char *tags;   /* schema v3: the run's tags (a JSON object's text); NULL: none */
+    const char *token;  /* schema v4: its resume token's SHA-256 in hex; NULL: none */
 };
 typedef int (*gs_store_run_fn)(void *ctx, const struct gs_store_run_row *row);
 

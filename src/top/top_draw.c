@@ -765,6 +765,13 @@ static void header(struct top_ui *ui)
     mvhline(0, 0, ' ', COLS);
     attroff(head(ui));
     x = put(0, 0, A_REVERSE | A_BOLD | col(ui, C_HEAD), " gpuscope top ");
+    /* simulated GPUs (nvml-sim, here or behind an agent) say so first, as every other view;
+     * one word, so that the source still fits 80 columns */
+    for (unsigned i = 0; i < f->n_src; i++)
+        if (f->src[i].snap && f->src[i].snap->sys.simulated) {
+            x = put(0, x + 1, A_BOLD | col(ui, C_RED), "SIMULATED") + 1;
+            break;
+        }
     if (f->n_src == 1) {
         const struct top_srcframe *s = &f->src[0];
         x = put(0, x, head(ui), "%s  source: %s", s->snap ? s->snap->sys.hostname : s->name,

@@ -354,7 +354,7 @@ def main():
         t.ok(ref.get(("steps", "uid_rate"), 0) > 10000,
              "gpuscope_refused_total{door=\"steps\",reason=\"uid_rate\"} counts the flood's "
              "excess", detail={k: v for k, v in ref.items() if v})
-        t.ok(len(ref) == 9 + 8, "one series per door and reason, zeros too", detail=sorted(ref))
+        t.ok(len(ref) == 9 + 9, "one series per door and reason, zeros too", detail=sorted(ref))
         pt = promtool_ok(body)
         if pt is None:
             t.skip("promtool check metrics with the refusals", "promtool not installed")

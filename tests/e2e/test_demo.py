@@ -6,10 +6,13 @@ checks: the URL line, /metrics with 8 GPUs up, "/" answering, a scenario given b
 data dir made, holding history.db, and removed after SIGINT (exit 0), and the errors for an
 unknown scenario and a missing sim library. Everything the test starts is stopped at the end.
 
-A demo is a demo (issue 17): its sockets live in its private dir, never in
-$XDG_RUNTIME_DIR/gpuscope or /run/gpuscope, so a plain `gpuscope query` on a machine whose
-driver is not loaded still says so (exit 9) while a demo runs; the snapshot, /metrics, the page
-and the CLI reading the demo's socket on purpose all say the GPUs are simulated.
+A demo is a demo (issue 17): its sockets live in its private dir, never in /run/gpuscope, so a
+plain `gpuscope query` on a machine whose driver is not loaded still says so (exit 9) while a
+demo runs, with a hint naming the demo; the snapshot, /metrics, the page and the CLI reading the
+demo's socket on purpose all say the GPUs are simulated. For the user who runs it (issue 29) it
+publishes links in $XDG_RUNTIME_DIR/gpuscope: steps.sock, so that an unmodified `gpuscope run`
+next to it reaches its dashboard (checked against the run's own step count), and
+demo-agent.sock, which the hint names; both are gone after the demo stops.
 """
 import json
 import os
@@ -98,8 +101,15 @@ try:
     t.ok(os.path.exists(sock) and os.path.exists(os.path.join(ddir, "steps.sock")),
          "agent.sock and steps.sock are in the private dir", detail=os.listdir(ddir)
          if os.path.isdir(ddir) else ddir)
-    t.ok(not os.path.exists(os.path.join(xdg, "gpuscope")),
-         "nothing in $XDG_RUNTIME_DIR/gpuscope", detail=xdg)
+    l4 = p.stdout.readline().strip()
+    pub = os.path.join(xdg, "gpuscope")
+    t.eq(l4, "gpuscope demo: your training runs (gpuscope run, the Python package) send their "
+         "steps to it: %s/steps.sock" % pub, "where this user's training runs reach it is printed")
+    links = {n: os.readlink(os.path.join(pub, n)) for n in sorted(os.listdir(pub))} \
+        if os.path.isdir(pub) else {}
+    t.eq(links, {"demo-agent.sock": sock, "steps.sock": os.path.join(ddir, "steps.sock")},
+         "$XDG_RUNTIME_DIR/gpuscope: links to the demo's steps.sock and (as demo-agent.sock, "
+         "which no client reads by default) its agent.sock")
     held = unix_paths(p.pid)
     t.eq(sorted(held), sorted([sock, os.path.join(ddir, "steps.sock")]),
          "the demo holds its two private sockets and no other (no /run/gpuscope, no XDG)")
@@ -116,10 +126,49 @@ try:
     t.ok(r.returncode == 9 and "H100" not in r.stdout,
          "with a demo running, plain `gpuscope query` without a driver: exit 9, not the demo's "
          "GPUs", detail="rc %d: %s %s" % (r.returncode, r.stdout, r.stderr))
-    r = subprocess.run([BIN, "--json"], env=env, capture_output=True, text=True, timeout=30)
-    t.ok(r.returncode == 9 and "H100" not in r.stdout,
-         "with a demo running, plain `gpuscope --json` without a driver: exit 9",
+    hint = ("hint: no NVIDIA driver here, but your gpuscope demo is running; its simulated GPUs: "
+            "GPUSCOPE_HTTP_SOCKET=%s/demo-agent.sock gpuscope" % pub)
+    t.ok(hint in r.stderr, "... and a hint naming the running demo's socket", detail=r.stderr)
+    r = subprocess.run([BIN, "query", "-L"], env=env, capture_output=True, text=True, timeout=30)
+    t.ok(r.returncode == 9 and "couldn't communicate with the NVIDIA driver" in r.stdout and
+         "via agent" not in r.stdout + r.stderr and
+         hint + " (the nvidia-smi modes read the driver only)" in r.stderr,
+         "`gpuscope query -L`: nvidia-smi's message, the hint, nothing read from an agent",
          detail="rc %d: %s %s" % (r.returncode, r.stdout, r.stderr))
+    r = subprocess.run([BIN, "--json"], env=env, capture_output=True, text=True, timeout=30)
+    t.ok(r.returncode == 9 and "H100" not in r.stdout and hint in r.stderr,
+         "with a demo running, plain `gpuscope --json` without a driver: exit 9 and the hint",
+         detail="rc %d: %s %s" % (r.returncode, r.stdout, r.stderr))
+    # An unmodified torch loop under `gpuscope run`, nothing pointing it anywhere: its steps
+    # reach the demo (unless the node's own agent listens on /run/gpuscope/steps.sock, which
+    # the lookup rightly prefers).
+    if os.path.exists("/run/gpuscope/steps.sock"):
+        t.skip("gpuscope run next to the demo reaches it", "/run/gpuscope/steps.sock exists")
+    else:
+        loop = os.path.join(tmp, "loop.py")
+        open(loop, "w").write("import json, torch\nm = torch.nn.Linear(4, 1)\n"
+                              "o = torch.optim.SGD(m.parameters(), lr=0.1)\nn = 0\n"
+                              "for x in torch.utils.data.DataLoader(torch.randn(40, 4), "
+                              "batch_size=4):\n    m(x).sum().backward(); o.step(); "
+                              "o.zero_grad(); n += 1\nprint(json.dumps({'steps': n}))\n")
+        renv = {k: v for k, v in env_for().items()
+                if not k.startswith("GPUSCOPE_") and k != "PYTHONPATH"}
+        rr = subprocess.run([BIN, "run", "--out", os.path.join(tmp, "run"), "--",
+                             "/usr/bin/python3", loop], env=dict(renv, OMP_NUM_THREADS="1"),
+                            capture_output=True, text=True, timeout=120)
+        try:
+            own = json.loads(rr.stdout.strip().splitlines()[-1])["steps"]
+        except (ValueError, IndexError, KeyError):
+            own = None
+        try:
+            runs = json.loads(get("http://127.0.0.1:%d/api/v1/runs" % port)[1])["runs"]
+        except (OSError, ValueError, KeyError):
+            runs = []
+        t.ok(rr.returncode == 0 and own == 10 and len(runs) == 1 and runs[0].get("steps") == own,
+             "gpuscope run next to the demo: the run and its 10 steps reach the demo's agent",
+             detail="rc %d own %r runs %r\n%s" % (rr.returncode, own, runs, rr.stderr[-1500:]))
+        shutil.rmtree(os.path.join(tmp, "run"), ignore_errors=True)
+        os.unlink(loop)
     # Pointed at the demo on purpose: every view says simulated, and which agent it read.
     env["GPUSCOPE_HTTP_SOCKET"] = sock
     r = subprocess.run([BIN, "--json"], env=env, capture_output=True, text=True, timeout=30)
@@ -170,6 +219,8 @@ try:
         t.ok(False, "/ answers", detail=str(e))
     t.eq(stop(p), 0, "SIGINT: exit 0")
     t.eq(os.listdir(tmp), ["xdg"], "the data dir is removed at exit")
+    t.eq(os.listdir(pub) if os.path.isdir(pub) else [], [],
+         "the published links are removed at exit")
     err = p.stderr.read()
     t.ok("data dir " + os.path.join(tmp, dirs[0] if dirs else "?") in err,
          "the data dir is logged", detail=err)

@@ -261,11 +261,13 @@ def watch_with_clock(args, env, clock, sig):
 def failure_checks():
     rc, out, err = run([], env_for("x", GPUSCOPE_NVML_LIBRARY="/nonexistent/libnvidia-ml.so.1"))
     t.eq(rc, 12, "no library: exit 12")
-    t.ok(err.count("\n") == 1 and err.startswith("gpuscope: ") and out == "",
-         "no library: one line on stderr", detail=err)
+    t.ok(err.count("\n") == 2 and err.startswith("gpuscope: ") and out == "" and
+         err.splitlines()[1].startswith("gpuscope: hint: no NVIDIA driver here; `gpuscope demo`"),
+         "no library: one line on stderr, then the hint at `gpuscope demo`", detail=err)
     rc, out, err = run([], env_for(None))
     t.eq(rc, 9, "no scenario (driver not loaded): exit 9")
-    t.ok(err.count("\n") == 1 and err.startswith("gpuscope: "), "no driver: one line",
+    t.ok(err.count("\n") == 2 and err.startswith("gpuscope: ") and
+         err.splitlines()[1].startswith("gpuscope: hint: "), "no driver: one line, then the hint",
          detail=err)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         f.write('{"gpus": []}')

@@ -96,6 +96,9 @@ term = Term(["--no-save"], env8)
 s = term.wait(r"GPUs 1-\d of 8")
 t.ok(s is not None and "source: NVML direct" in s, "8 GPUs at 80x24: NVML source, scroll line",
      detail=s or term.screen())
+t.ok(s is not None and re.search(r"gpuscope top\s+SIMULATED ", s.splitlines()[0]),
+     "nvml-sim's GPUs: SIMULATED in the header, as in every other view",
+     detail=(s or "").splitlines()[:1])
 seen = gpus_on(s or "")
 t.ok(0 < len(seen) < 8, "not every GPU fits at 80x24", detail=s)
 for _ in range(8):
@@ -338,6 +341,8 @@ t_start = time.monotonic()
 term = Term(["--no-save"], dict(aenv, GPUSCOPE_HTTP_SOCKET=http_sock))
 s = term.wait(r"source: agent")
 first = s or term.screen()
+t.ok("SIMULATED" in first.splitlines()[0], "through the agent: SIMULATED in the header",
+     detail=first.splitlines()[:1])
 live_max = int(time.monotonic() - t_start) + 2  # points a 1 s refresh could have drawn itself
 t.ok(s is not None and http_sock in s, "the agent answers: the header says agent and its socket",
      detail=first)

@@ -247,6 +247,18 @@ async function run(ctx) {
   const grew = await waitFor(page, (n0) =>
     globalThis.__gpuscope.charts.get('utilization').data[0].length > n0, len0, 5000);
   ok(grew, 'live: the chart grows with each sample');
+  // a few seconds of history: a time axis of at least a minute (never uPlot's years for a
+  // short series), and a y axis whose labels never repeat (a flat memory line printed
+  // "11.5 GiB" twice)
+  const ax = await page.evaluate(() => ['memory', 'temperature', 'power'].map((id) => {
+    const {u} = globalThis.__gpuscope.charts.get(id);
+    return {id, span: u.scales.x.max - u.scales.x.min,
+      labels: (u.axes[1]._values || []).filter((s) => s)};
+  }));
+  ok(ax.every((a) => a.span >= 60 && a.span < 2 * 900),
+    'history charts: a time axis of minutes from the first points', ax);
+  ok(ax.every((a) => a.labels.length >= 2 && new Set(a.labels).size === a.labels.length),
+    'history charts: no y tick label twice', ax);
   const spark = await page.$eval('.card .spark polyline', (p) => p.getAttribute('points'));
   ok(spark && spark.split(' ').length >= 3, 'the cards draw a sparkline', spark);
 

@@ -6,7 +6,8 @@
  * the viewer's uid; one run's report, annotated, another uid's a 404; a run's steps and
  * logged values, paged with "next"; bad ids and parameters 400/404. A live run through the
  * socket (src/agent/runs.c over run/session): listed first as "running", its report live,
- * a step dated before 2000 refused and counted, stored when its connection closes.
+ * a step dated before 2000 refused and counted, stored when its connection closes. A run
+ * resumed by its token (another uid's refused) across a closed connection and an agent restart.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -17,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -454,6 +457,184 @@ static void test_live_run(void **state)
     json_decref(doc);
 }
 
+/* ---- resuming a run (a hello's token: runs.h resume_timeout_s) ---- */
+
+#define TOKEN "0123456789abcdef0123456789abcdef"
+
+static int connect_sock(const struct fx *f)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+
+    assert_true(fd >= 0);
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", f->sock);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    return fd;
+}
+
+static void send_step(int fd, int n)
+{
+    char msg[256];
+
+    snprintf(msg, sizeof msg,
+             "{\"v\":1,\"type\":\"step\",\"step\":%d,\"t0\":%.3f,\"t1\":%.3f,\"rank\":0,"
+             "\"ms\":{\"forward\":100,\"total_step\":250}}",
+             n, gs_clock_real_s(), gs_clock_real_s() + 0.25);
+    send_msg(fd, msg);
+}
+
+/* Waits (at most 5 s) until run id's state (GET /api/v1/runs/ID) is want; its report. */
+static json_t *wait_state(struct fx *f, int64_t id, const char *want)
+{
+    char path[64];
+    int64_t until = gs_clock_mono_ns() + 5 * GS_NS_PER_S;
+    json_t *doc = NULL;
+
+    snprintf(path, sizeof path, "/api/v1/runs/%lld", (long long)id);
+    for (;;) {
+        unsigned code = get(f, path, NULL, NULL, NULL, &doc);
+        const char *st = code == 200 ? jstr(json_object_get(doc, "run"), "state") : NULL;
+        if ((st && strcmp(st, want) == 0) || gs_clock_mono_ns() > until)
+            break;
+        json_decref(doc);
+        usleep(5000);
+    }
+    assert_string_equal(jstr(json_object_get(doc, "run"), "state"), want);
+    return doc;
+}
+
+static void reopen(struct fx *f, unsigned resume_timeout_s)
+{
+    struct gs_runs_opts o = {.socket_path = f->sock,
+                             .history_path = f->db,
+                             .hostname = "node1",
+                             .resume_timeout_s = resume_timeout_s};
+    struct gs_err err;
+
+    gs_runs_close(f->runs);
+    f->runs = NULL;
+    /* the agent's restart: its recorder too (its buffered steps are written at close) */
+    gs_recorder_close(f->rec);
+    assert_int_equal(gs_recorder_open(&f->rec, f->dir, &err), GS_OK);
+    o.rec = f->rec;
+    assert_int_equal(gs_runs_open(&f->runs, &o, &err), GS_OK);
+}
+
+/* A run with a token whose connection closes without an end is kept "interrupted"; its token
+ * from another uid is refused (a run of its own); from its uid it resumes the same run. An
+ * agent restart leaves it without an end; the new agent puts it back, interrupted, with its
+ * stored steps, and the sender's next hello resumes it again: one run, every step, the
+ * sender's dropped count in the report. Not resumed within the timeout: ended, interrupted. */
+static void test_resume(void **state)
+{
+    struct fx *f = *state;
+    json_t *doc, *ro;
+    int64_t id;
+    int fd;
+
+    reopen(f, 2);
+    fd = connect_sock(f);
+    send_msg(fd, "{\"v\":1,\"type\":\"hello\",\"run\":\"res\",\"token\":\"" TOKEN "\"}");
+    send_step(fd, 1);
+    send_step(fd, 2);
+    WAIT_FOR(f, records, 3);
+    assert_int_equal(get(f, "/api/v1/runs", NULL, NULL, NULL, &doc), 200);
+    id = jint(json_array_get(json_object_get(doc, "runs"), 0), "id");
+    json_decref(doc);
+    close(fd);
+    doc = wait_state(f, id, "interrupted");
+    json_decref(doc);
+    if (getuid() == 0) { /* another uid with the token: refused, a run of its own */
+        assert_int_equal(chmod(f->dir, 0755), 0); /* the socket's directory, for that uid */
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) { /* no cmocka here: a failure is the exit status */
+            static const char hello[] =
+                "{\"v\":1,\"type\":\"hello\",\"run\":\"x\",\"token\":\"" TOKEN "\"}";
+            struct sockaddr_un sa = {.sun_family = AF_UNIX};
+            int c;
+            if (setgid(65534) != 0 || setuid(65534) != 0)
+                _exit(2);
+            snprintf(sa.sun_path, sizeof sa.sun_path, "%s", f->sock);
+            c = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+            if (c < 0 || connect(c, (struct sockaddr *)&sa, sizeof sa) != 0)
+                _exit(3);
+            if (send(c, hello, strlen(hello), 0) != (ssize_t)strlen(hello))
+                _exit(4);
+            close(c);
+            _exit(0);
+        }
+        int wst = 0;
+        assert_int_equal(waitpid(pid, &wst, 0), pid);
+        assert_true(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+        WAIT_FOR(f, refused[GS_RUNS_REF_RESUME_UID], 1);
+        WAIT_FOR(f, runs_ended, 1); /* its own run, no token: ended at its close */
+        doc = wait_state(f, id, "interrupted");
+        assert_int_equal(jint(json_object_get(doc, "run"), "steps_received"), 2);
+        json_decref(doc);
+    }
+    /* the same uid, the same token: the same run again */
+    fd = connect_sock(f);
+    send_msg(fd,
+             "{\"v\":1,\"type\":\"hello\",\"run\":\"res\",\"token\":\"" TOKEN "\",\"dropped\":0}");
+    send_step(fd, 3);
+    WAIT_FOR(f, runs_resumed, 1);
+    doc = wait_state(f, id, "running");
+    json_decref(doc);
+    /* the agent restarts under it */
+    reopen(f, 2);
+    close(fd);
+    doc = wait_state(f, id, "interrupted");
+    assert_int_equal(jint(json_object_get(doc, "run"), "steps_received"), 3);
+    json_decref(doc);
+    fd = connect_sock(f);
+    send_msg(fd,
+             "{\"v\":1,\"type\":\"hello\",\"run\":\"res\",\"token\":\"" TOKEN "\",\"dropped\":4}");
+    send_step(fd, 8);
+    WAIT_FOR(f, runs_resumed, 1);
+    doc = wait_state(f, id, "running");
+    json_decref(doc);
+    send_msg(fd, "{\"v\":1,\"type\":\"end\"}");
+    doc = wait_state(f, id, "ended");
+    ro = json_object_get(doc, "run");
+    assert_int_equal(jint(ro, "steps_received"), 4);
+    assert_int_equal(jint(ro, "records_dropped"), 4);
+    json_decref(doc);
+    close(fd);
+    /* one run: the list has it once */
+    {
+        struct gs_runs_who all = {.all = 1};
+        size_t n = 0, i;
+        json_t *it;
+        assert_int_equal(get(f, "/api/v1/runs", NULL, "100", &all, &doc), 200);
+        json_array_foreach(json_object_get(doc, "runs"), i, it) n += jint(it, "id") == id;
+        assert_int_equal(n, 1);
+        json_decref(doc);
+    }
+    /* not resumed within the timeout (2 s): ended, its report "interrupted" */
+    fd = connect_sock(f);
+    send_msg(fd, "{\"v\":1,\"type\":\"hello\",\"run\":\"gone\",\"token\":"
+                 "\"ffffffffffffffffffffffffffffffff\"}");
+    send_step(fd, 1);
+    WAIT_FOR(f, runs_started, 1);
+    assert_int_equal(get(f, "/api/v1/runs", NULL, NULL, NULL, &doc), 200);
+    id = jint(json_array_get(json_object_get(doc, "runs"), 0), "id");
+    json_decref(doc);
+    close(fd);
+    doc = wait_state(f, id, "interrupted");
+    json_decref(doc);
+    {
+        int64_t until = gs_clock_mono_ns() + 8 * GS_NS_PER_S;
+        while (gs_runs_stats(f->runs).runs_ended < 2 && gs_clock_mono_ns() < until)
+            usleep(20000);
+        assert_int_equal(gs_runs_stats(f->runs).runs_ended, 2);
+    }
+    doc = wait_state(f, id, "interrupted");
+    assert_true(json_is_true(json_object_get(json_object_get(doc, "run"), "interrupted")));
+    assert_int_equal(jint(json_object_get(doc, "run"), "steps_received"), 1);
+    json_decref(doc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -462,6 +643,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_steps_and_logs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

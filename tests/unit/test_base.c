@@ -12,7 +12,10 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/buf.h"
@@ -20,6 +23,7 @@
 #include "base/hash.h"
 #include "base/parse.h"
 #include "base/ticker.h"
+#include "base/userdir.h"
 
 #define MS 1000000LL
 
@@ -328,6 +332,44 @@ static void test_parse_duration(void **state)
     assert_true(v == -1);
 }
 
+/* The user's runtime dir: made under $XDG_RUNTIME_DIR, and refused when it is a link or (as
+ * root, who can make one) someone else's. */
+static void test_user_runtime_dir(void **state)
+{
+    char tmpl[] = "/tmp/gs-userdir-XXXXXX", want[128], got[256], path[300];
+    char *old = getenv("XDG_RUNTIME_DIR") ? strdup(getenv("XDG_RUNTIME_DIR")) : NULL;
+
+    (void)state;
+    assert_non_null(mkdtemp(tmpl));
+    setenv("XDG_RUNTIME_DIR", tmpl, 1);
+    snprintf(want, sizeof want, "%s/gpuscope", tmpl);
+    assert_int_equal(gs_user_runtime_path(path, sizeof path, "steps.sock"), -1); /* not made */
+    assert_int_equal(gs_user_runtime_dir(got, sizeof got, 1), 0);
+    assert_string_equal(got, want);
+    assert_int_equal(gs_user_runtime_path(path, sizeof path, "steps.sock"), 0);
+    assert_int_equal(strncmp(path, want, strlen(want)), 0);
+    assert_int_equal(gs_user_runtime_path(path, 8, "steps.sock"), -1); /* too long */
+    if (getuid() == 0) {
+        assert_int_equal(chown(want, 12345, 12345), 0);
+        errno = 0;
+        assert_int_equal(gs_user_runtime_dir(got, sizeof got, 1), -1);
+        assert_int_equal(errno, EPERM);
+    }
+    assert_int_equal(rmdir(want), 0);
+    assert_int_equal(symlink("/tmp", want), 0);
+    errno = 0;
+    assert_int_equal(gs_user_runtime_dir(got, sizeof got, 1), -1);
+    assert_int_equal(errno, EPERM);
+    assert_int_equal(unlink(want), 0);
+    assert_int_equal(rmdir(tmpl), 0);
+    if (old) {
+        setenv("XDG_RUNTIME_DIR", old, 1);
+        free(old);
+    } else {
+        unsetenv("XDG_RUNTIME_DIR");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -343,6 +385,7 @@ int main(void)
         cmocka_unit_test(test_hash_fnv1a),
         cmocka_unit_test(test_parse_numbers),
         cmocka_unit_test(test_parse_duration),
+        cmocka_unit_test(test_user_runtime_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -453,6 +453,41 @@ static void text_show_all(void **state)
     gs_snapshot_free(s);
 }
 
+/* -a: a PCIe link below its maximum says the maximum; the ECC counters (volatile corrected /
+ * uncorrected), the last Xid and a pending row remap are shown, as the dashboard's health;
+ * unknown counters print nothing; the narrow layout's line below carries the same. */
+static void text_show_all_health(void **state)
+{
+    struct gs_snapshot *s = two_gpus();
+    struct gs_quick_opts o = opts_of("--no-header -a --no-processes");
+    char *t;
+    (void)state;
+
+    gs_gpu_set(&s->gpus[0], GS_M_PCIE_GEN_MAX, 5);
+    gs_gpu_set(&s->gpus[0], GS_M_PCIE_WIDTH_MAX, 16);
+    gs_gpu_set(&s->gpus[0], GS_M_PCIE_WIDTH, 8);
+    gs_gpu_set(&s->gpus[0], GS_M_ECC_CORR_VOL, 3);
+    gs_gpu_set(&s->gpus[0], GS_M_ECC_UNCORR_VOL, 1);
+    gs_gpu_set(&s->gpus[0], GS_M_XID_LAST, 79);
+    gs_gpu_set(&s->gpus[0], GS_M_REMAP_PENDING, 1);
+    gs_gpu_set(&s->gpus[1], GS_M_PCIE_GEN_MAX, 5);
+    gs_gpu_set(&s->gpus[1], GS_M_PCIE_WIDTH_MAX, 16);
+    gs_gpu_set(&s->gpus[1], GS_M_ECC_CORR_VOL, 0);
+    gs_gpu_set(&s->gpus[1], GS_M_ECC_UNCORR_VOL, 0);
+    gs_gpu_set(&s->gpus[1], GS_M_XID_LAST, 0);
+    t = render(s, &o, 0, 0);
+    assert_non_null(strstr(line_of(t, 0), "MHz  Gen5 x8 (max Gen5 x16)  ECC 3/1  Xid 79  row "
+                                          "remap pending"));
+    assert_non_null(strstr(line_of(t, 1), "MHz  Gen5 x16  ECC 0/0"));
+    assert_null(strstr(line_of(t, 1), "Xid"));
+    assert_null(strstr(line_of(t, 1), "max Gen"));
+    free(t);
+    t = render(s, &o, 80, 0);
+    assert_non_null(strstr(t, "Gen5 x8 (max Gen5 x16)  ECC 3/1  Xid 79"));
+    free(t);
+    gs_snapshot_free(s);
+}
+
 /* -a: an NVLink line under a GPU with links, its "|" under the GPU line's first; a link down
  * and counted errors are said; a GPU without NVLink (GPU 1) gets no line; no -a, no line. */
 static void text_nvlink_line(void **state)
@@ -1031,6 +1066,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(text_normal),
+        cmocka_unit_test(text_show_all_health),
         cmocka_unit_test(text_absent_is_na),
         cmocka_unit_test(text_lost_gpu),
         cmocka_unit_test(text_throttled),

@@ -3,8 +3,9 @@
  * errors; steps aggregated into the report gs_run_finish returns and writes; the receiver path
  * end to end through the real receiver (src/run/receiver.c): hello, every step and the end
  * arrive in order with our pid from SO_PEERCRED; a receiver that never reads does not block
- * gs_run_step and finish gives it up; the sampler thread on nvml-sim attributes only the GPU
- * where this process runs, and reads the driver's sub-second utilization samples (a square
+ * gs_run_step and finish gives it up; a receiver that goes away and comes back gets the hello
+ * again (same token) and every queued step in order; the sampler thread on nvml-sim attributes only
+ * the GPU where this process runs, and reads the driver's sub-second utilization samples (a square
  * wave whose peak the snapshots alone miss); run.records_dropped: 0 without a receiver, the
  * sender's drops with a stuck one; the run's GPUs: a child's and the configured device through
  * a UUID in CUDA_VISIBLE_DEVICES (run/attrib.h); warnings of gs_run_open as notes, never on
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -234,6 +236,108 @@ static void test_receiver_path(void **state)
     assert_int_equal(seen.type[6], GS_REC_END);
     assert_true(fabs(seen.end_runtime - 7.25) < 1e-12);
     assert_int_equal(seen.pid, getpid());
+    rmdir(dir);
+}
+
+/* The next message on fd (at most 5 s) parsed; NULL when none came. */
+static json_t *recv_json(int fd)
+{
+    char buf[8192];
+    struct timeval tv = {.tv_sec = 5};
+    ssize_t n;
+
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    n = recv(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return NULL;
+    buf[n] = '\0';
+    return json_loads(buf, 0, NULL);
+}
+
+/* A listening SOCK_SEQPACKET socket at path. */
+static int listen_at(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+
+    assert_true(fd >= 0);
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    {
+        struct timeval tv = {.tv_sec = 5}; /* accept waits at most this (Linux) */
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    }
+    return fd;
+}
+
+/* The receiver goes away and comes back (an agent restart): the sender keeps the steps in its
+ * queue, connects again, sends its hello again with the same token and its dropped count, then
+ * every step from the first one not sent, in order, and the end. */
+static void test_reconnect(void **state)
+{
+    char dir[] = "/tmp/gs-client-XXXXXX", sock[128], cfg[256], err[256] = "", token[40];
+    struct gs_run *run;
+    json_t *m, *rep;
+    int lfd, c;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(sock, sizeof sock, "%s/steps.sock", dir);
+    lfd = listen_at(sock);
+    snprintf(cfg, sizeof cfg, "{\"socket\": \"%s\", \"nvml\": \"off\"}", sock);
+    run = gs_run_open(cfg, err, sizeof err);
+    assert_non_null(run);
+    c = accept(lfd, NULL, NULL);
+    assert_true(c >= 0);
+    m = recv_json(c);
+    assert_string_equal(json_string_value(json_object_get(m, "type")), "hello");
+    snprintf(token, sizeof token, "%s", json_string_value(json_object_get(m, "token")));
+    assert_int_equal(strlen(token), 32); /* 128 random bits in hex */
+    assert_null(json_object_get(m, "dropped"));
+    json_decref(m);
+    for (int i = 1; i <= 3; i++) {
+        struct gs_step_rec r = mkrec((uint64_t)i, 1.0);
+        assert_int_equal(gs_run_step(run, &r), 0);
+        m = recv_json(c);
+        assert_int_equal(json_integer_value(json_object_get(m, "step")), i);
+        json_decref(m);
+    }
+    /* the receiver goes away; the training goes on */
+    close(c);
+    close(lfd);
+    unlink(sock);
+    for (int i = 4; i <= 10; i++) {
+        struct gs_step_rec r = mkrec((uint64_t)i, 1.0);
+        assert_int_equal(gs_run_step(run, &r), 0);
+    }
+    usleep(300000);
+    lfd = listen_at(sock);
+    c = accept(lfd, NULL, NULL); /* within the backoff (at most 5 s) */
+    assert_true(c >= 0);
+    m = recv_json(c);
+    assert_string_equal(json_string_value(json_object_get(m, "type")), "hello");
+    assert_string_equal(json_string_value(json_object_get(m, "token")), token);
+    assert_int_equal(json_integer_value(json_object_get(m, "dropped")), 0);
+    json_decref(m);
+    for (int i = 4; i <= 10; i++) {
+        m = recv_json(c);
+        assert_non_null(m);
+        assert_int_equal(json_integer_value(json_object_get(m, "step")), i);
+        json_decref(m);
+    }
+    rep = finish_json(run, NULL);
+    m = recv_json(c);
+    assert_string_equal(json_string_value(json_object_get(m, "type")), "end");
+    json_decref(m);
+    assert_int_equal(json_integer_value(json_object_get(rep, "steps")), 10);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(rep, "run"), "records_dropped")), 0);
+    json_decref(rep);
+    gs_run_close(run);
+    close(c);
+    close(lfd);
+    unlink(sock);
     rmdir(dir);
 }
 
@@ -597,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_in_process_report),
         cmocka_unit_test(test_receiver_path),
+        cmocka_unit_test(test_reconnect),
         cmocka_unit_test(test_facts_in_process),
         cmocka_unit_test(test_tags),
         cmocka_unit_test(test_stuck_receiver_never_blocks),

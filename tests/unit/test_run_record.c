@@ -232,6 +232,14 @@ static void invalid_records_name_the_field(void **state)
     refused("{\"v\":1,\"type\":\"end\",\"train_runtime\":-1}", "end.train_runtime:");
     refused("{\"v\":1,\"type\":\"end\",\"train_loss\":\"low\"}", "end.train_loss: not a number");
     refused("{\"v\":1,\"type\":\"hello\",\"run\":5}", "hello.run: not a string");
+    /* the resume token: 32 lowercase hex digits exactly; dropped: an integer >= 0 */
+    refused("{\"v\":1,\"type\":\"hello\",\"token\":\"abc\"}", "hello.token: expected 32");
+    refused("{\"v\":1,\"type\":\"hello\",\"token\":\"0123456789ABCDEF0123456789abcdef\"}",
+            "hello.token: not a lowercase hex digit at byte 10");
+    refused("{\"v\":1,\"type\":\"hello\",\"token\":\"0123456789abcdef0123456789abcdef0\"}",
+            "hello.token: longer than 32");
+    refused("{\"v\":1,\"type\":\"hello\",\"token\":7}", "hello.token: not a string");
+    refused("{\"v\":1,\"type\":\"hello\",\"dropped\":-1}", "hello.dropped:");
     refused("{\"v\":1,\"type\":\"hello\",\"run\":\"a\\u0000b\"}", "invalid JSON");
     refused("{\"v\":1,\"type\":\"hello\",\"framework\":\"0123456789012345678901234567890123\"}",
             "hello.framework: longer than 31");
@@ -289,6 +297,18 @@ static void encode_round_trips(void **state)
     struct gs_record r;
     char err[256], small[16];
     (void)state;
+
+    /* a hello with its resume token and dropped count */
+    memset(&r, 0, sizeof r);
+    r.type = GS_REC_HELLO;
+    r.u.hello.pid = r.u.hello.rank = r.u.hello.world_size = r.u.hello.local_rank = -1;
+    r.u.hello.logging_steps = -1;
+    snprintf(r.u.hello.token, sizeof r.u.hello.token, "%s", "00ff00ff00ff00ff00ff00ff00ff00ff");
+    r.u.hello.dropped = 12;
+    round_trip(&r);
+    r.u.hello.token[0] = '\0';
+    r.u.hello.dropped = -1;
+    round_trip(&r);
 
     memset(&r, 0, sizeof r);
     r.type = GS_REC_STEP;

@@ -130,7 +130,7 @@ static void test_run_and_steps(void **state)
     assert_int_equal(gs_store_stats(st).steps_written, 2);
     assert_int_equal(gs_store_stats(st).steps_buffered, 0);
     assert_int_equal(sql_num(f->path, "PRAGMA user_version", NULL), GS_STORE_SCHEMA_VERSION);
-    assert_int_equal(GS_STORE_SCHEMA_VERSION, 3);
+    assert_int_equal(GS_STORE_SCHEMA_VERSION, 4);
     assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 2);
     assert_int_equal(sql_num(f->path, "SELECT peer_pid FROM step WHERE step = 1", NULL), 4242);
     assert_int_equal(sql_num(f->path, "SELECT device FROM step WHERE step = 1", NULL), 3);
@@ -919,7 +919,7 @@ static void test_migrate_v2(void **state)
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
                                   "DROP TABLE run_log; ALTER TABLE run DROP COLUMN tags;"
-                                  " PRAGMA user_version = 2",
+                                  " ALTER TABLE run DROP COLUMN token; PRAGMA user_version = 2",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
@@ -934,7 +934,7 @@ static void test_migrate_v2(void **state)
         assert_int_equal(gs_store_open_read(&rd, f->path, &err), GS_ENOTSUP);
     }
     assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
-    assert_int_equal(sql_num(f->path, "PRAGMA user_version", NULL), 3);
+    assert_int_equal(sql_num(f->path, "PRAGMA user_version", NULL), GS_STORE_SCHEMA_VERSION);
     assert_int_equal(sql_num(f->path, "SELECT step FROM step WHERE run = 1", NULL), 5);
     assert_int_equal(sql_num(f->path, "SELECT count(*) FROM run", NULL), 1);
     fill_log(&l, 0, 1.5, 3e-5);
@@ -957,6 +957,49 @@ static void test_migrate_v2(void **state)
     gs_store_close(st);
 }
 
+/* Schema v4: a v3 file (no token column) is migrated on open and keeps its runs; a run's
+ * token hash is stored and read back by gs_store_runs_unended, NULL for one without. */
+static int unended_token(void *ctx, const struct gs_store_run_row *row)
+{
+    char *out = ctx;
+
+    snprintf(out + 80 * (row->id - 1), 80, "%s", row->token ? row->token : "(null)");
+    return 0;
+}
+
+static void test_migrate_v3_token(void **state)
+{
+    struct fx *f = *state;
+    struct gs_store *st = NULL, *rd = NULL;
+    struct gs_store_run run = {.name = "old", .source = "agent", .start_time = 1764430000.0};
+    char tokens[160] = "";
+    struct gs_err err;
+    int64_t id = 0;
+    sqlite3 *db;
+
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &id, &err), GS_OK);
+    gs_store_close(st);
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "ALTER TABLE run DROP COLUMN token; PRAGMA user_version = 3",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(gs_store_open_read(&rd, f->path, &err), GS_ENOTSUP);
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(sql_num(f->path, "PRAGMA user_version", NULL), 4);
+    run.token = "5f0c6e0a1c1c6b2b9e4a9d1d2f3e4a5b6c7d8e9f00112233445566778899aabb";
+    assert_int_equal(gs_store_run_begin(st, &run, &id, &err), GS_OK);
+    assert_int_equal(id, 2);
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    assert_int_equal(gs_store_open_read(&rd, f->path, &err), GS_OK);
+    assert_int_equal(gs_store_runs_unended(rd, "agent", 10, unended_token, tokens, &err), GS_OK);
+    assert_string_equal(tokens, "(null)");
+    assert_string_equal(tokens + 80, run.token);
+    gs_store_close(rd);
+    gs_store_close(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -972,6 +1015,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_logs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrate_v2, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrate_v3_token, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

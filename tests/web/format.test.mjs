@@ -504,3 +504,27 @@ test('tagsText: key=value pairs in order; none is empty', () => {
   assert.equal(tagsText(null), '');
   assert.equal(tagsText({n: 1}), '');
 });
+
+test('history charts: a minute of time axis from the first point, never years', async () => {
+  const {timeRange} = await import('../../web/format.js');
+  const t = 1796198400;
+  assert.deepEqual(timeRange(t, t, 60), [t - 60, t]); // one point: the minute before it
+  assert.deepEqual(timeRange(t - 10, t, 60), [t - 60, t]);
+  assert.deepEqual(timeRange(t - 900, t, 60), [t - 900, t]); // enough data: the data's
+  assert.deepEqual(timeRange(null, null, 60), [null, null]);
+});
+
+test('flat series: a y range at least 4 label steps wide, no repeated tick labels', async () => {
+  const {valueRange, tickLabels, CHARTS} = await import('../../web/format.js');
+  const mem = CHARTS.find((c) => c.id === 'memory');
+  const [lo, hi] = valueRange(11.5, 11.5, mem.step);
+  assert.ok(hi - lo >= 4 * mem.step - 1e-9 && lo < 11.5 && hi > 11.5, `${lo}..${hi}`);
+  assert.deepEqual(valueRange(0, 0, 1), [0, 4]); // never below 0 for data that is not
+  const [a, b] = valueRange(40, 80, 1);
+  assert.ok(a < 40 && b > 80 && a >= 0);
+  // uPlot's ticks on the old auto range of a flat 11.5 GiB line printed "11.5 GiB" twice
+  assert.deepEqual(tickLabels([11.48, 11.5, 11.52, 11.6], mem.fmt),
+    ['11.5 GiB', '', '', '11.6 GiB']);
+  assert.deepEqual(tickLabels([null, 1], mem.fmt), ['', '1.0 GiB']);
+  for (const c of CHARTS) assert.ok(c.range || c.step > 0, `${c.id}: a fixed range or a step`);
+});

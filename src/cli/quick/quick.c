@@ -68,9 +68,10 @@ static unsigned quick_want(const struct gs_quick_opts *o)
         want |= GS_WANT_PROCS | GS_WANT_PROC_HOST;
     if (o->json)
         want |= GS_WANT_PROC_UTIL | GS_WANT_HEALTH | GS_WANT_GPM;
-    /* PCIe throughput blocks ~20 ms per direction per GPU: only when asked for (-a). */
+    /* PCIe throughput blocks ~20 ms per direction per GPU: only when asked for (-a), with the
+     * health counters (ECC, Xid, remapped rows) that -a shows beside the link. */
     if (o->show & GS_QS_CLOCKS)
-        want |= GS_WANT_PCIE_TPUT;
+        want |= GS_WANT_PCIE_TPUT | GS_WANT_HEALTH;
     return want;
 }
 
@@ -391,6 +392,7 @@ int gs_cli_quick(int argc, char **argv)
     if (rc != GS_OK) {
         fflush(stdout);
         fprintf(stderr, "gpuscope: %s\n", err.msg[0] ? err.msg : gs_strerror(rc));
+        gs_source_hint_no_driver(rc, "gpuscope", false);
     }
     return gs_rc_exit_code(rc);
 }

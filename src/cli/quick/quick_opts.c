@@ -58,7 +58,7 @@ static const struct quick_option quick_options[] = {
     {QO_COLOR, 0, "color", QA_NONE, NULL, "colour even when stdout is not a terminal"},
     {QO_NO_COLOR, 0, "no-color", QA_NONE, NULL, "never colour (so does a non-empty NO_COLOR)"},
     {QO_ALL, 'a', "show-all", QA_NONE, NULL,
-     "all of the below, plus pstate, clocks, PCIe link and throughput"},
+     "all below, plus pstate, clocks, PCIe link vs max, throughput, ECC, Xid"},
     {QO_CMD, 'c', "show-cmd", QA_NONE, NULL, "process: show the name"},
     {QO_USER, 'u', "show-user", QA_NONE, NULL, "process: show the owner"},
     {QO_PID, 'p', "show-pid", QA_NONE, NULL,

@@ -222,7 +222,63 @@ static void put_pcie_rates(struct gs_tbuf *b, const struct gs_gpu *g)
     }
 }
 
-/* -a: "P0  1980 / 2619 MHz  Gen5 x16  tx 1.2 GB/s rx 350 MB/s" (SM and memory clocks). */
+/* "Gen4 x8", in yellow with " (max Gen5 x16)" when the link runs below what the GPU and the
+ * slot allow (a reseated card, a riser, a bad slot: the dashboard flags the same). */
+static void put_pcie_link(struct gs_tbuf *b, const struct gs_gpu *g, int pad)
+{
+    long gen, width, gmax = 0, wmax = 0;
+    int below;
+
+    if (!gs_gpu_has(g, GS_M_PCIE_GEN) || !gs_gpu_has(g, GS_M_PCIE_WIDTH)) {
+        gs_tbuf_puts(b, "PCIe ");
+        gs_tbuf_color(b, GS_SGR_GRAY, "N/A");
+        return;
+    }
+    gen = lround(g->v[GS_M_PCIE_GEN]);
+    width = lround(g->v[GS_M_PCIE_WIDTH]);
+    if (gs_gpu_has(g, GS_M_PCIE_GEN_MAX))
+        gmax = lround(g->v[GS_M_PCIE_GEN_MAX]);
+    if (gs_gpu_has(g, GS_M_PCIE_WIDTH_MAX))
+        wmax = lround(g->v[GS_M_PCIE_WIDTH_MAX]);
+    below = (gmax > 0 && gen < gmax) || (wmax > 0 && width < wmax);
+    if (!below) {
+        gs_tbuf_printf(b, pad ? "Gen%ld x%-2ld" : "Gen%ld x%ld", gen, width);
+        return;
+    }
+    gs_tbuf_sgr(b, GS_SGR_BOLD_YELLOW);
+    gs_tbuf_printf(b, "Gen%ld x%ld (max Gen%ld x%ld)", gen, width, gmax > 0 ? gmax : gen,
+                   wmax > 0 ? wmax : width);
+    gs_tbuf_sgr(b, GS_SGR_RESET);
+}
+
+/* "  ECC 2/0" (volatile corrected / uncorrected, red when any uncorrected), "  Xid 79" (the
+ * last Xid the driver reported), "  row remap pending": what the dashboard's health shows. */
+static void put_health(struct gs_tbuf *b, const struct gs_gpu *g)
+{
+    if (gs_gpu_has(g, GS_M_ECC_CORR_VOL) && gs_gpu_has(g, GS_M_ECC_UNCORR_VOL)) {
+        int bad = g->v[GS_M_ECC_UNCORR_VOL] > 0;
+
+        gs_tbuf_puts(b, "  ");
+        gs_tbuf_sgr(b, bad                           ? GS_SGR_BOLD_RED
+                       : g->v[GS_M_ECC_CORR_VOL] > 0 ? GS_SGR_YELLOW
+                                                     : GS_SGR_NONE);
+        gs_tbuf_printf(b, "ECC %.0f/%.0f", g->v[GS_M_ECC_CORR_VOL], g->v[GS_M_ECC_UNCORR_VOL]);
+        gs_tbuf_sgr(b, GS_SGR_RESET);
+    }
+    if (gs_gpu_has(g, GS_M_XID_LAST) && g->v[GS_M_XID_LAST] > 0) {
+        gs_tbuf_puts(b, "  ");
+        gs_tbuf_sgr(b, GS_SGR_BOLD_RED);
+        gs_tbuf_printf(b, "Xid %.0f", g->v[GS_M_XID_LAST]);
+        gs_tbuf_sgr(b, GS_SGR_RESET);
+    }
+    if (gs_gpu_has(g, GS_M_REMAP_PENDING) && g->v[GS_M_REMAP_PENDING] > 0) {
+        gs_tbuf_puts(b, "  ");
+        gs_tbuf_color(b, GS_SGR_BOLD_RED, "row remap pending");
+    }
+}
+
+/* -a: "P0  1980 / 2619 MHz  Gen5 x16  tx 1.2 GB/s rx 350 MB/s  ECC 0/0" (SM and memory
+ * clocks, the PCIe link, its throughput, the health counters). */
 static void cell_clocks(struct gs_tbuf *b, const struct gs_gpu *g)
 {
     if (gs_gpu_has(g, GS_M_PSTATE) && g->v[GS_M_PSTATE] >= 0 && g->v[GS_M_PSTATE] <= 15)
@@ -234,14 +290,9 @@ static void cell_clocks(struct gs_tbuf *b, const struct gs_gpu *g)
     gs_tbuf_puts(b, " / ");
     put_mhz(b, g, GS_M_CLOCK_MEM);
     gs_tbuf_puts(b, " MHz  ");
-    if (gs_gpu_has(g, GS_M_PCIE_GEN) && gs_gpu_has(g, GS_M_PCIE_WIDTH))
-        gs_tbuf_printf(b, "Gen%ld x%-2ld", lround(g->v[GS_M_PCIE_GEN]),
-                       lround(g->v[GS_M_PCIE_WIDTH]));
-    else {
-        gs_tbuf_puts(b, "PCIe ");
-        gs_tbuf_color(b, GS_SGR_GRAY, "N/A");
-    }
+    put_pcie_link(b, g, 1);
     put_pcie_rates(b, g);
+    put_health(b, g);
 }
 
 #define THR_HW (GS_THR_HW_SLOWDOWN | GS_THR_HW_THERMAL | GS_THR_HW_POWER_BRAKE)
@@ -955,10 +1006,12 @@ static void cell_below_narrow(struct gs_tbuf *b, const struct gs_gpu *g, unsigne
         gs_tbuf_puts(b, "/");
         put_mhz(b, g, GS_M_CLOCK_MEM);
         gs_tbuf_puts(b, " MHz");
-        if (gs_gpu_has(g, GS_M_PCIE_GEN) && gs_gpu_has(g, GS_M_PCIE_WIDTH))
-            gs_tbuf_printf(b, "  Gen%ld x%ld", lround(g->v[GS_M_PCIE_GEN]),
-                           lround(g->v[GS_M_PCIE_WIDTH]));
+        if (gs_gpu_has(g, GS_M_PCIE_GEN) && gs_gpu_has(g, GS_M_PCIE_WIDTH)) {
+            gs_tbuf_puts(b, "  ");
+            put_pcie_link(b, g, 0);
+        }
         put_pcie_rates(b, g);
+        put_health(b, g);
         any = 1;
     }
     if (throttle_mask(g)) {
@@ -1141,6 +1194,13 @@ void gs_quick_text_need(const struct gs_quick_opts *o, unsigned char *m, unsigne
         {GS_QS_CLOCKS, GS_M_CLOCK_MEM},
         {GS_QS_CLOCKS, GS_M_PCIE_GEN},
         {GS_QS_CLOCKS, GS_M_PCIE_WIDTH},
+        {GS_QS_CLOCKS, GS_M_PCIE_GEN_MAX},
+        {GS_QS_CLOCKS, GS_M_PCIE_WIDTH_MAX},
+        {GS_QS_CLOCKS, GS_M_ECC_MODE}, /* the counters are read only with ECC on */
+        {GS_QS_CLOCKS, GS_M_ECC_CORR_VOL},
+        {GS_QS_CLOCKS, GS_M_ECC_UNCORR_VOL},
+        {GS_QS_CLOCKS, GS_M_XID_LAST},
+        {GS_QS_CLOCKS, GS_M_REMAP_PENDING},
         {GS_QS_CLOCKS, GS_M_PCIE_TX},
         {GS_QS_CLOCKS, GS_M_PCIE_RX},
         {GS_QS_CLOCKS, GS_M_NVLINK_LINKS},

@@ -43,6 +43,7 @@
 #include "base/clock.h"
 #include "base/dirfile.h"
 #include "base/term.h"
+#include "base/userdir.h"
 #include "cli/cli.h"
 #include "client/agent_client.h"
 #include "diag/diag.h"
@@ -68,7 +69,17 @@ static void run_kept(void *vctx, const struct gs_peer *peer, const struct gs_rec
 {
     struct run_ctx *c = vctx;
     char buf[GS_RECORD_MAX + 64];
-    int n = gs_record_encode(rec, buf, sizeof buf);
+    struct gs_record shown;
+    int n;
+
+    /* a hello's resume token is the sender's and the agent's business, never in a file */
+    if (rec->type == GS_REC_HELLO && rec->u.hello.token[0]) {
+        shown = *rec;
+        shown.u.hello.token[0] = '\0';
+        n = gs_record_encode(&shown, buf, sizeof buf);
+    } else {
+        n = gs_record_encode(rec, buf, sizeof buf);
+    }
 
     pthread_mutex_lock(&c->mu);
     switch (rec->type) {
@@ -548,7 +559,7 @@ static int run_child_names(struct run_ctx *c, const struct run_opts *o)
 {
     struct stat st;
     char user_sock[PATH_MAX];
-    const char *agent = getenv("GPUSCOPE_AGENT_SOCKET"), *xdg = getenv("XDG_RUNTIME_DIR");
+    const char *agent = getenv("GPUSCOPE_AGENT_SOCKET");
 
     if ((o->job && setenv("GPUSCOPE_JOB", o->job, 1) != 0) ||
         (o->name && setenv("GPUSCOPE_RUN_NAME", o->name, 1) != 0) ||
@@ -568,9 +579,8 @@ static int run_child_names(struct run_ctx *c, const struct run_opts *o)
     /* the package's own lookup of the agent (docs/python.md, WHERE RECORDS GO) */
     if (!agent || agent[0] != '/') {
         agent = "/run/gpuscope/steps.sock";
-        if ((stat(agent, &st) != 0 || !S_ISSOCK(st.st_mode)) && xdg && *xdg &&
-            snprintf(user_sock, sizeof user_sock, "%s/gpuscope/steps.sock", xdg) <
-                (int)sizeof user_sock)
+        if ((stat(agent, &st) != 0 || !S_ISSOCK(st.st_mode)) &&
+            gs_user_runtime_path(user_sock, sizeof user_sock, "steps.sock") == 0)
             agent = user_sock;
     }
     if (stat(agent, &st) == 0 && S_ISSOCK(st.st_mode))

@@ -176,8 +176,9 @@ static int has_package(const char *pydir)
 }
 
 /* Finds the directory holding the gpuscope package: $GPUSCOPE_PYTHON_DIR, else
- * <exe dir>/python (a build tree), else GS_PYTHON_DIR (the install: <libdir>/gpuscope/python,
- * set by meson). */
+ * <exe dir>/python (a build tree), else <exe dir>/GS_PYTHON_DIR_REL (an install moved or staged
+ * with DESTDIR: <libexecdir>/../<libdir>/gpuscope/python), else GS_PYTHON_DIR (the install:
+ * <libdir>/gpuscope/python, set by meson). */
 static int run_find_pydir(char *out, size_t len)
 {
     const char *env = getenv("GPUSCOPE_PYTHON_DIR");
@@ -199,6 +200,10 @@ static int run_find_pydir(char *out, size_t len)
     *slash = '\0';
     if (snprintf(out, len, "%s/python", exe) < (int)len && has_package(out))
         return 0;
+#ifdef GS_PYTHON_DIR_REL
+    if (snprintf(out, len, "%s/" GS_PYTHON_DIR_REL, exe) < (int)len && has_package(out))
+        return 0;
+#endif
     if (snprintf(out, len, "%s", GS_PYTHON_DIR) >= (int)len)
         return -1;
     return has_package(out) ? 0 : -1;

@@ -163,6 +163,7 @@ static int fail(int rc, const struct gs_err *err)
         return gs_rc_exit_code(rc);
     }
     fprintf(stderr, "gpuscope query: %s\n", err->msg[0] ? err->msg : gs_strerror(rc));
+    gs_source_hint_no_driver(rc, "gpuscope query", false);
     return gs_rc_exit_code(rc);
 }
 

@@ -117,8 +117,12 @@ int gs_smi_open(struct gs_source **src, unsigned want)
     struct gs_err err = {0};
     int rc = gs_source_open(src, &o, &err);
 
-    if (rc != GS_OK)
-        return gs_smi_fail(rc, err.msg);
+    if (rc != GS_OK) {
+        int status = gs_smi_fail(rc, err.msg);
+
+        gs_source_hint_no_driver(rc, "gpuscope query", true); /* stderr: stdout is nvidia-smi's */
+        return status;
+    }
     if (gs_source_gpu_count(*src) == 0)
         return gs_smi_fail(GS_ENOGPU, NULL);
     rc = gs_source_sample(*src, want, &err);

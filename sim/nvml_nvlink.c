@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core.h"
 
@@ -139,5 +140,52 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t
     snprintf(pci->busId, sizeof pci->busId, "%s", id);
     snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.%X", dom & 0xFFFF, bus, dev,
              fn);
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+/* The far end's kind: a GPU when the link's remote bus id is one of the scenario's GPUs, else an
+ * NVSwitch (the only other far end a scenario describes). */
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(
+    nvmlDevice_t device, unsigned int link, nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetNvLinkRemoteDeviceType, device, 0, &c);
+    const char *id;
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!pNvLinkDeviceType)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    rc = gs_sim_nvlink_check(&c, link);
+    if (rc != NVML_SUCCESS)
+        return gs_sim_leave(rc);
+    id = c.g->nvlink.remote[link];
+    if (!id[0])
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    *pNvLinkDeviceType = NVML_NVLINK_DEVICE_TYPE_SWITCH;
+    for (unsigned j = 0; j < c.sc->n_gpus; j++)
+        if (strcasecmp(c.sc->gpus[j].bus_id, id) == 0)
+            *pNvLinkDeviceType = NVML_NVLINK_DEVICE_TYPE_GPU;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t device,
+                                                              unsigned int link,
+                                                              nvmlNvLinkCapability_t capability,
+                                                              unsigned int *capResult)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetNvLinkCapability, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!capResult || capability >= NVML_NVLINK_CAP_COUNT)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    rc = gs_sim_nvlink_check(&c, link);
+    if (rc != NVML_SUCCESS)
+        return gs_sim_leave(rc);
+    if (!c.g->nvlink.has_caps)
+        return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    *capResult = c.g->nvlink.caps >> capability & 1u;
     return gs_sim_leave(NVML_SUCCESS);
 }

@@ -591,7 +591,7 @@ static nvmlReturn_t one_field(const struct gs_sim_call *c, nvmlFieldValue_t *v)
     case NVML_FI_DEV_PCIE_REPLAY_COUNTER:
         return set_ui(v, g->pcie_replays);
     case NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER:
-        return set_ui(v, 0);
+        return set_ui(v, g->pcie_replay_rollovers);
     case NVML_FI_DEV_REMAPPED_COR:
     case NVML_FI_DEV_REMAPPED_UNC:
     case NVML_FI_DEV_REMAPPED_PENDING:

@@ -1369,11 +1369,94 @@ static int parse_board(struct parse *ps, const struct jobj *gob, struct gs_sim_g
                : 0;
 }
 
+/* A CPU or NUMA node list as ranges: "0-19", "0-55,112-167", "0", each range rising. */
+static bool ranges_ok(const char *s, unsigned long long max)
+{
+    while (*s) {
+        char *e;
+        unsigned long long lo, hi;
+        if (*s < '0' || *s > '9')
+            return false;
+        lo = hi = strtoull(s, &e, 10);
+        if (*e == '-') {
+            if (e[1] < '0' || e[1] > '9')
+                return false;
+            hi = strtoull(e + 1, &e, 10);
+        }
+        if (lo > hi || hi > max || (*e && *e != ','))
+            return false;
+        s = *e ? e + 1 : e;
+        if (*e && !*s)
+            return false;
+    }
+    return true;
+}
+
+static const struct name_val topo_levels[] = {
+    {"internal", NVML_TOPOLOGY_INTERNAL},
+    {"single", NVML_TOPOLOGY_SINGLE},
+    {"multiple", NVML_TOPOLOGY_MULTIPLE},
+    {"hostbridge", NVML_TOPOLOGY_HOSTBRIDGE},
+    {"node", NVML_TOPOLOGY_NODE},
+    {"system", NVML_TOPOLOGY_SYSTEM},
+    {NULL, 0},
+};
+
+/* "topology": {"cpu_affinity": "0-55,112-167", "numa_affinity": "0", "gpu_numa_id": 2,
+ * "common_ancestor": [null, "node", "system", ...]} (one entry per GPU, null for itself or
+ * a pair the driver does not answer). */
+static int parse_topology(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
+{
+    static const char *const keys[] = {"cpu_affinity", "numa_affinity", "gpu_numa_id",
+                                       "common_ancestor", NULL};
+    const json_t *arr, *where, *v;
+    struct jobj ob;
+    bool present;
+    char path[300];
+    size_t i;
+
+    if (get_child(ps, gob, "topology", &ob, &present) != 0)
+        return -1;
+    if (!present)
+        return 0;
+    if (check_keys(ps, &ob, keys) != 0 ||
+        get_str(ps, &ob, "cpu_affinity", g->cpu_affinity, sizeof g->cpu_affinity, &present) != 0 ||
+        get_str(ps, &ob, "numa_affinity", g->numa_affinity, sizeof g->numa_affinity, &present) !=
+            0 ||
+        get_u32(ps, &ob, "gpu_numa_id", 0, 1023, &g->gpu_numa_id) != 0)
+        return -1;
+    g->has_gpu_numa = jget(&ob, "gpu_numa_id", NULL) != NULL;
+    if (!ranges_ok(g->cpu_affinity, 8191))
+        return perr(ps, jget(&ob, "cpu_affinity", &where), gob->o[0], ob.path,
+                    "cpu_affinity: expected CPU ranges such as \"0-19,40-59\"");
+    if (!ranges_ok(g->numa_affinity, 1023))
+        return perr(ps, jget(&ob, "numa_affinity", &where), gob->o[0], ob.path,
+                    "numa_affinity: expected NUMA node ranges such as \"0\" or \"0-1\"");
+    if ((arr = jget(&ob, "common_ancestor", &where)) != NULL) {
+        path_join(path, sizeof path, ob.path, "common_ancestor");
+        if (!json_is_array(arr) || json_array_size(arr) > GS_SIM_MAX_GPUS)
+            return perr(ps, arr, where, path, "expected an array of at most %u levels",
+                        GS_SIM_MAX_GPUS);
+        json_array_foreach(arr, i, v)
+        {
+            unsigned long long u;
+            if (json_is_null(v))
+                continue;
+            if (to_enum(ps, v, arr, path, topo_levels, false, &u) != 0)
+                return -1;
+            g->has_level[i] = true;
+            g->level[i] = (unsigned)u;
+        }
+    }
+    return 0;
+}
+
 static int parse_clocks_pcie(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
 {
     static const char *const ck[] = {"graphics", "sm", "mem", "video", "customer_boost_graphics",
                                      NULL};
-    static const char *const pk[] = {"max_gen", "gpu_max_gen", "max_width", "replay_count", NULL};
+    static const char *const pk[] = {"max_gen",      "gpu_max_gen",           "max_width",
+                                     "replay_count", "replay_rollover_count", NULL};
     struct jobj ob;
     bool present;
 
@@ -1399,7 +1482,9 @@ static int parse_clocks_pcie(struct parse *ps, const struct jobj *gob, struct gs
         g->pcie_gpu_max_gen = g->pcie_max_gen;
         if (get_u32(ps, &ob, "gpu_max_gen", 1, 8, &g->pcie_gpu_max_gen) != 0 ||
             get_u32(ps, &ob, "max_width", 1, 32, &g->pcie_max_width) != 0 ||
-            get_u32(ps, &ob, "replay_count", 0, 0xFFFFFFFFu, &g->pcie_replays) != 0)
+            get_u32(ps, &ob, "replay_count", 0, 0xFFFFFFFFu, &g->pcie_replays) != 0 ||
+            get_u32(ps, &ob, "replay_rollover_count", 0, 0xFFFFFFFFu, &g->pcie_replay_rollovers) !=
+                0)
             return -1;
     } else {
         g->pcie_gpu_max_gen = g->pcie_max_gen;
@@ -1412,8 +1497,17 @@ static int parse_clocks_pcie(struct parse *ps, const struct jobj *gob, struct gs
  * over the links when fewer are given (4 NVSwitches for 18 links). */
 static int parse_nvlink(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
 {
-    static const char *const keys[] = {"links",  "speed_mbps",   "inactive", "remote_bus_ids",
-                                       "errors", "raw_overhead", NULL};
+    static const char *const keys[] = {"links",  "speed_mbps",   "inactive",     "remote_bus_ids",
+                                       "errors", "raw_overhead", "capabilities", NULL};
+    static const struct name_val caps[] = {
+        {"p2p", NVML_NVLINK_CAP_P2P_SUPPORTED},
+        {"sysmem_access", NVML_NVLINK_CAP_SYSMEM_ACCESS},
+        {"p2p_atomics", NVML_NVLINK_CAP_P2P_ATOMICS},
+        {"sysmem_atomics", NVML_NVLINK_CAP_SYSMEM_ATOMICS},
+        {"sli", NVML_NVLINK_CAP_SLI_BRIDGE},
+        {"valid", NVML_NVLINK_CAP_VALID},
+        {NULL, 0},
+    };
     static const char *const ekeys[] = {"link", "replay", "recovery", "crc_flit", "crc_data", NULL};
     struct gs_sim_nvlink *nl = &g->nvlink;
     const json_t *arr, *where, *v;
@@ -1446,6 +1540,19 @@ static int parse_nvlink(struct parse *ps, const struct jobj *gob, struct gs_sim_
                 return -1;
             nl->active[l] = false;
         }
+    }
+    if ((arr = jget(&ob, "capabilities", &where)) != NULL) {
+        path_join(path, sizeof path, ob.path, "capabilities");
+        if (!json_is_array(arr))
+            return perr(ps, arr, where, path, "expected an array of capability names");
+        json_array_foreach(arr, i, v)
+        {
+            unsigned long long c;
+            if (to_enum(ps, v, arr, path, caps, false, &c) != 0)
+                return -1;
+            nl->caps |= 1u << c;
+        }
+        nl->has_caps = true;
     }
     if ((arr = jget(&ob, "remote_bus_ids", &where)) != NULL) {
         size_t n;
@@ -1689,6 +1796,7 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
                                        "gsp_firmware",
                                        "gsp_firmware_version",
                                        "board",
+                                       "topology",
                                        "clocks_event_reasons_supported",
                                        "idle_reason",
                                        "gpm",
@@ -1789,8 +1897,9 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
         g->bar1_total_bytes = 256ull << 20;
     if (parse_thresholds(ps, &ob, g) != 0 || parse_power(ps, &ob, g) != 0 ||
         parse_clocks_pcie(ps, &ob, g) != 0 || parse_board(ps, &ob, g) != 0 ||
-        parse_health(ps, &ob, g) != 0 || parse_inforom(ps, &ob, g) != 0 ||
-        parse_modes(ps, &ob, g) != 0 || parse_nvlink(ps, &ob, g) != 0)
+        parse_topology(ps, &ob, g) != 0 || parse_health(ps, &ob, g) != 0 ||
+        parse_inforom(ps, &ob, g) != 0 || parse_modes(ps, &ob, g) != 0 ||
+        parse_nvlink(ps, &ob, g) != 0)
         return -1;
     g->persistence = false;
     g->compute_mode = NVML_COMPUTEMODE_DEFAULT;

@@ -208,6 +208,12 @@ const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m);
     X(nvmlDeviceGetBoardPartNumber)                                                                \
     X(nvmlDeviceGetMaxCustomerBoostClock)                                                          \
     X(nvmlDeviceGetGspFirmwareVersion)                                                             \
+    X(nvmlDeviceGetNvLinkCapability)                                                               \
+    X(nvmlDeviceGetNvLinkRemoteDeviceType)                                                         \
+    X(nvmlDeviceGetTopologyCommonAncestor)                                                         \
+    X(nvmlDeviceGetCpuAffinity)                                                                    \
+    X(nvmlDeviceGetMemoryAffinity)                                                                 \
+    X(nvmlDeviceGetNumaNodeId)                                                                     \
     X(nvmlDeviceGetRepairStatus)                                                                   \
     X(nvmlDeviceGetJpgUtilization)                                                                 \
     X(nvmlDeviceGetOfaUtilization)                                                                 \
@@ -304,6 +310,10 @@ struct gs_sim_nvlink {
     char remote[GS_SIM_NVLINK_MAX][32]; /* far-end bus ids; "" = NOT_SUPPORTED */
     unsigned long long errors[GS_SIM_NVLINK_MAX][GS_SIM_NVLINK_ERRORS];
     double raw_overhead; /* raw counters = data * (1 + this) */
+    /* "capabilities": nvmlDeviceGetNvLinkCapability of every link, bit c capability c true;
+     * has_caps false: NOT_SUPPORTED */
+    bool has_caps;
+    unsigned caps;
 };
 
 /* Memory locations of nvmlDeviceGetMemoryErrorCounter: L1 0 .. SRAM 7. */
@@ -359,7 +369,7 @@ struct gs_sim_gpu {
     char board_part[GS_SIM_STR_MAX];
     char gsp_version[GS_SIM_STR_MAX]; /* "" : GetGspFirmwareVersion answers NOT_SUPPORTED */
     unsigned pcie_max_gen, pcie_gpu_max_gen, pcie_max_width;
-    unsigned pcie_replays;
+    unsigned pcie_replays, pcie_replay_rollovers;
     bool persistence;
     unsigned compute_mode;
     bool has_ecc;
@@ -410,6 +420,15 @@ struct gs_sim_gpu {
     bool has_gsp;
     bool gsp_enabled, gsp_default;
     struct gs_sim_nvlink nvlink;
+    /* "topology": nvmlDeviceGetCpuAffinity / GetMemoryAffinity (CPU and NUMA node lists as
+     * ranges, "" : NOT_SUPPORTED), GetNumaNodeId (has_gpu_numa) and
+     * GetTopologyCommonAncestor (level[j] toward GPU j, NVML's nvmlGpuTopologyLevel_t;
+     * has_level[j] false: NOT_SUPPORTED). Without it every one answers NOT_SUPPORTED. */
+    char cpu_affinity[GS_SIM_STR_MAX * 4], numa_affinity[GS_SIM_STR_MAX];
+    bool has_gpu_numa;
+    unsigned gpu_numa_id;
+    bool has_level[GS_SIM_MAX_GPUS];
+    unsigned level[GS_SIM_MAX_GPUS];
 };
 
 struct gs_sim_arena;

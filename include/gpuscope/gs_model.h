@@ -178,7 +178,9 @@ enum gs_status {
     /* board identity: NVML's board id, whether the board holds several GPUs */                    \
     X(GS_M_BOARD_ID, "board_id", "")                                                               \
     X(GS_M_MULTI_GPU_BOARD, "multi_gpu_board", "")                                                 \
-    X(GS_M_CLOCK_BOOST_MAX_GR, "clock_customer_boost_max_graphics", "hertz")
+    X(GS_M_CLOCK_BOOST_MAX_GR, "clock_customer_boost_max_graphics", "hertz")                       \
+    /* times the PCIe replay counter wrapped (field value 95) */                                   \
+    X(GS_M_PCIE_REPLAY_ROLLOVER, "pcie_replay_rollover_counter", "")
 
 #define GS_METRIC_ENUM_(e, n, u) e,
 enum gs_metric { GS_METRICS(GS_METRIC_ENUM_) GS_M__COUNT };

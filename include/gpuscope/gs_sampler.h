@@ -77,6 +77,38 @@ int gs_sampler_sample(struct gs_sampler *s, struct gs_snapshot *snap, unsigned w
 
 /* struct gs_util_sample (one sample of the driver's utilization ring) is in gs_model.h. */
 
+/* One GPU's place in the machine (nvidia-smi topo -m), read when asked, never sampled.
+ * Each part has a status (enum gs_status): GS_ST_OK, or GS_ST_NA where the driver does not
+ * say. */
+#define GS_TOPO_GPUS 64       /* peers one answer covers (level[]) */
+#define GS_TOPO_CPUS_LEN 1024 /* "0-55,112-167": CPU and NUMA node lists as ranges */
+struct gs_topo {
+    /* closest common PCIe ancestor with GPU j (nvmlDeviceGetTopologyCommonAncestor): NVML's
+     * levels, 0 on one board, 10 one switch, 20 several switches, 30 a host bridge, 40 one
+     * NUMA node, 50 across NUMA nodes; level_st[self] is GS_ST_NA */
+    uint8_t level_st[GS_TOPO_GPUS];
+    unsigned level[GS_TOPO_GPUS];
+    /* active NVLinks to GPU j: links whose far end is GPU j's PCI bus id, or, when this GPU's
+     * links end at NVSwitches (nvmlDeviceGetNvLinkRemoteDeviceType), GPU j's also do: the
+     * fewer of the two GPUs' active switch links (every switch reaches every GPU) */
+    unsigned nvlinks[GS_TOPO_GPUS];
+    uint8_t cpus_st, numa_st, gpu_numa_st;
+    char cpus[GS_TOPO_CPUS_LEN]; /* ideal CPU set (nvmlDeviceGetCpuAffinity) as ranges */
+    char numa[GS_TOPO_CPUS_LEN]; /* closest NUMA nodes (nvmlDeviceGetMemoryAffinity, node scope) */
+    unsigned gpu_numa;           /* the GPU memory's own NUMA node (nvmlDeviceGetNumaNodeId) */
+    /* each link's capabilities (nvmlDeviceGetNvLinkCapability): n_links links the driver
+     * knows, bit c of caps[l] capability c (NVML's order: P2P, system memory access, P2P
+     * atomics, system memory atomics, SLI, link supported) when caps_read[l] has bit c */
+    unsigned n_links;
+    uint8_t link_active[GS_NVLINK_MAX];
+    uint8_t caps[GS_NVLINK_MAX], caps_read[GS_NVLINK_MAX];
+};
+
+/* The topology of GPU dev (0..gs_sampler_gpu_count - 1) toward the GPUs 0..n-1 (n at most
+ * GS_TOPO_GPUS). GS_OK with what the driver told (unknown parts GS_ST_NA); GS_ENOTSUP when
+ * the backend has no topology; GS_ENOGPU past the last GPU; GS_ELOST, GS_ENODRIVER. */
+int gs_sampler_topology(struct gs_sampler *s, unsigned dev, struct gs_topo *t, struct gs_err *err);
+
 /* Shuts NVML down and unloads the library; NULL is allowed. */
 void gs_sampler_close(struct gs_sampler *s);
 

@@ -24,7 +24,7 @@ struct gs_err;
 struct gs_backend;
 
 /* Bumped when a member is added; members are appended, never reordered. */
-#define GS_BACKEND_ABI 2
+#define GS_BACKEND_ABI 3
 
 /* What a backend may fill beyond the basic readings. */
 enum gs_backend_cap {
@@ -94,6 +94,11 @@ struct gs_backend_ops {
      * GS_ELOST, GS_EPERM, GS_ENODRIVER, GS_ENVML, GS_ENOMEM. May be NULL. */
     int (*util_samples)(struct gs_backend *b, unsigned dev, uint64_t *last_ts_us,
                         struct gs_util_sample *out, unsigned cap, unsigned *n, struct gs_err *err);
+
+    /* (ABI 3) GPU dev's topology (gs_sampler.h struct gs_topo), read now: common ancestors
+     * with the other devices, NVLink peers, CPU and NUMA affinity. Codes as gs_sampler_topology.
+     * May be NULL (no topology). */
+    int (*topology)(struct gs_backend *b, unsigned dev, struct gs_topo *t, struct gs_err *err);
 };
 
 /* The NVML backend (nvml.c). */

@@ -628,4 +628,5 @@ const struct gs_backend_ops gs_backend_nvml = {
     .process_name = gs_nvml_process_name,
     .close = nvml_close,
     .util_samples = gs_nvml_util_samples,
+    .topology = gs_nvml_topology,
 };

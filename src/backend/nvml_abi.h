@@ -494,6 +494,44 @@ enum {
     NVML_NVLINK_ERROR_DL_CRC_FLIT = 2, /* receive flow-control digit CRC errors */
     NVML_NVLINK_ERROR_DL_CRC_DATA = 3, /* receive data CRC errors */
 };
+/* nvmlDeviceGetNvLinkRemoteDeviceType's answer (nvmlIntNvLinkDeviceType_t of the header). */
+typedef unsigned int nvmlIntNvLinkDeviceType_t;
+enum {
+    NVML_NVLINK_DEVICE_TYPE_GPU = 0x00,
+    NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01,
+    NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02,
+    NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF,
+};
+
+/* nvmlDeviceGetNvLinkCapability's capability (nvmlNvLinkCapability_t of the header). */
+typedef unsigned int nvmlNvLinkCapability_t;
+enum {
+    NVML_NVLINK_CAP_P2P_SUPPORTED = 0,  /* P2P over the link */
+    NVML_NVLINK_CAP_SYSMEM_ACCESS = 1,  /* access to system memory */
+    NVML_NVLINK_CAP_P2P_ATOMICS = 2,    /* P2P atomics */
+    NVML_NVLINK_CAP_SYSMEM_ATOMICS = 3, /* system memory atomics */
+    NVML_NVLINK_CAP_SLI_BRIDGE = 4,     /* SLI over the link */
+    NVML_NVLINK_CAP_VALID = 5,          /* the link is supported on this device */
+    NVML_NVLINK_CAP_COUNT = 6,
+};
+
+/* ---- Topology (§ CPU and memory affinity, topology queries) ------------------------------ */
+/* nvmlDeviceGetTopologyCommonAncestor's answer (nvmlGpuTopologyLevel_t of the header): the
+ * closest PCIe ancestor two GPUs share. */
+typedef unsigned int nvmlGpuTopologyLevel_t;
+enum {
+    NVML_TOPOLOGY_INTERNAL = 0,    /* on one board (Tesla K80) */
+    NVML_TOPOLOGY_SINGLE = 10,     /* through a single PCIe switch */
+    NVML_TOPOLOGY_MULTIPLE = 20,   /* through several switches, no host bridge */
+    NVML_TOPOLOGY_HOSTBRIDGE = 30, /* through one host bridge */
+    NVML_TOPOLOGY_NODE = 40,       /* host bridges of one NUMA node */
+    NVML_TOPOLOGY_SYSTEM = 50,     /* across NUMA nodes */
+};
+/* nvmlDeviceGetMemoryAffinity's scope. */
+typedef unsigned int nvmlAffinityScope_t;
+#define NVML_AFFINITY_SCOPE_NODE 0
+#define NVML_AFFINITY_SCOPE_SOCKET 1
+
 /* NVML_NVLINK_MAX_LINKS grew by header: 4, 6, 12, 18, 36 (610 / 13.3). We size for the largest
  * and still stop at the first link the driver refuses (INVALID_ARGUMENT / NOT_SUPPORTED). */
 #define GS_NVML_NVLINK_MAX_LINKS 36

@@ -88,6 +88,13 @@ typedef nvmlReturn_t (*fn_d_samples)(nvmlDevice_t, nvmlSamplingType_t, unsigned 
 typedef nvmlReturn_t (*fn_d_nvl_err)(nvmlDevice_t, unsigned int, nvmlNvLinkErrorCounter_t,
                                      unsigned long long *);
 typedef nvmlReturn_t (*fn_d_nvl_pci)(nvmlDevice_t, unsigned int, nvmlPciInfo_t *);
+typedef nvmlReturn_t (*fn_d_nvl_type)(nvmlDevice_t, unsigned int, nvmlIntNvLinkDeviceType_t *);
+typedef nvmlReturn_t (*fn_d_nvl_cap)(nvmlDevice_t, unsigned int, nvmlNvLinkCapability_t,
+                                     unsigned int *);
+typedef nvmlReturn_t (*fn_d_d_topo)(nvmlDevice_t, nvmlDevice_t, nvmlGpuTopologyLevel_t *);
+typedef nvmlReturn_t (*fn_d_cpuset)(nvmlDevice_t, unsigned int, unsigned long *);
+typedef nvmlReturn_t (*fn_d_nodeset)(nvmlDevice_t, unsigned int, unsigned long *,
+                                     nvmlAffinityScope_t);
 typedef void (*fn_any)(void); /* looked up only to learn whether the library exports it */
 
 /* X(member, type, names...): names newest first. Process lists: index 0 = _v3, 1 = _v2,
@@ -202,7 +209,13 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(samples, fn_d_samples, "nvmlDeviceGetSamples")                                               \
     X(nvlink_state, fn_d_arg_u, "nvmlDeviceGetNvLinkState")                                        \
     X(nvlink_errors, fn_d_nvl_err, "nvmlDeviceGetNvLinkErrorCounter")                              \
-    X(nvlink_remote_pci, fn_d_nvl_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2")
+    X(nvlink_remote_pci, fn_d_nvl_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2")                      \
+    X(nvlink_remote_type, fn_d_nvl_type, "nvmlDeviceGetNvLinkRemoteDeviceType")                    \
+    X(nvlink_cap, fn_d_nvl_cap, "nvmlDeviceGetNvLinkCapability")                                   \
+    X(topo_common, fn_d_d_topo, "nvmlDeviceGetTopologyCommonAncestor")                             \
+    X(cpu_affinity, fn_d_cpuset, "nvmlDeviceGetCpuAffinity")                                       \
+    X(mem_affinity, fn_d_nodeset, "nvmlDeviceGetMemoryAffinity")                                   \
+    X(numa_node, fn_d_u, "nvmlDeviceGetNumaNodeId")
 
 #define NVML_MEMBER_(f, t, ...) t f;
 struct nvml_fns {
@@ -356,6 +369,9 @@ int gs_nvml_nvl_prime(struct gs_backend *b, struct nvml_dev *d);
 void gs_nvml_read_gpm(struct rd *c);
 void gs_nvml_read_mig_gpm(struct rd *c);
 void gs_nvml_read_nvlink(struct rd *c, unsigned want);
+
+/* nvml_topo.c */
+int gs_nvml_topology(struct gs_backend *b, unsigned dev, struct gs_topo *t, struct gs_err *err);
 
 /* nvml_proc.c */
 int gs_nvml_process_name(struct gs_backend *b, unsigned pid, char *buf, size_t len);

@@ -384,8 +384,8 @@ static void rd_temp_margin(struct rd *c)
         gs_gpu_set(c->g, GS_M_TEMP_MARGIN, m.marginTemperature);
 }
 
-/* Field values in one call (§6): memory temperature, average/instant power, and the time
- * spent in each clock-event reason (ns). */
+/* Field values in one call (§6): memory temperature, average/instant power, the time spent in
+ * each clock-event reason (ns), and the PCIe replay counter's rollovers. */
 static void rd_fields(struct rd *c)
 {
     static const struct {
@@ -402,6 +402,7 @@ static void rd_fields(struct rd *c)
         {NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN, GS_M_THROTTLE_NS_HW_THERMAL, 1e-9},
         {NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN, GS_M_THROTTLE_NS_HW_POWER_BRAKE,
          1e-9},
+        {NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER, GS_M_PCIE_REPLAY_ROLLOVER, 1},
     };
     nvmlFieldValue_t fv[COUNT_OF(fields)];
     enum gs_metric ms[COUNT_OF(fields)];

@@ -26,6 +26,8 @@
 
 #include "gpuscope/gs_model.h"
 
+struct gs_topo;
+
 struct gs_err;
 struct gs_http_opts;
 struct gs_sampler_opts;
@@ -93,6 +95,9 @@ enum gs_source_kind gs_source_kind(const struct gs_source *s);
 
 /* The number of GPUs: NVML's at open, else the last answer's (0 before one). */
 unsigned gs_source_gpu_count(const struct gs_source *s);
+
+/* GPU dev's topology (gs_sampler_topology), read now; NVML only: GS_ENOTSUP from an agent. */
+int gs_source_topology(struct gs_source *s, unsigned dev, struct gs_topo *t, struct gs_err *err);
 
 /* The agent's socket path or base URL; "" for NVML. */
 const char *gs_source_where(const struct gs_source *s);

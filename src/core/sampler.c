@@ -313,6 +313,13 @@ int gs_sampler_sample(struct gs_sampler *s, struct gs_snapshot *snap, unsigned w
     return GS_OK;
 }
 
+int gs_sampler_topology(struct gs_sampler *s, unsigned dev, struct gs_topo *t, struct gs_err *err)
+{
+    if (!s->ops->topology)
+        return gs_err_set(err, GS_ENOTSUP, "%s: no topology", s->ops->name);
+    return s->ops->topology(s->b, dev, t, err);
+}
+
 void gs_sampler_close(struct gs_sampler *s)
 {
     if (!s)

@@ -101,11 +101,84 @@ def errors(t):
          "-f into a missing directory: status 255, the path named", detail=r.stderr)
 
 
+CAPTURES = os.path.join(os.path.dirname(SRC), "shared", "reference", "nvidia-smi-captures")
+BRANCH_HELP = (  # (driver, the real --help-query-gpu of that branch)
+    ("590.48.01", os.path.join(CAPTURES, "linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01.txt")),
+    ("595.71.05", os.path.join(CAPTURES,
+                               "linux-x86_64__nvidia-geforce-rtx-2080-super__595.71.05.txt")),
+    ("610.57.04", os.path.join(SRC, "tests", "e2e", "smi_610",
+                               "capture-rtx2080s-610.57.04-idle.smi")))
+
+
+def help_names(text):
+    return re.findall(r'^"([^" ]+)"', text, re.M)  # not the '"0: Default"' value lines
+
+
+def capture_help(path):
+    """The field names of a capture's --help-query-gpu block, in order ([] if absent)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError:
+        return []
+    i = text.find("# $ nvidia-smi --help-query-gpu\n")
+    if i < 0:
+        return []
+    j = text.find("\n# ", i + 10)
+    return help_names(text[i:j if j > 0 else len(text)])
+
+
+def driver_scenario(tmp, driver):
+    with open(H100_LOAD, encoding="utf-8") as fh:
+        scen = json.load(fh)
+    scen["driver_version"] = driver
+    path = os.path.join(tmp, "driver-%s.json" % driver)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(scen, fh)
+    return path
+
+
+def branches(t, tmp):
+    """--help-query-gpu and --query-gpu follow the installed driver's branch: the field names,
+    in order, of real nvidia-smi 590, 595 and 610; a field the branch lacks is refused as that
+    nvidia-smi refuses it, one it has is answered."""
+    for driver, cap in BRANCH_HELP:
+        want = capture_help(cap)
+        if not want:
+            t.skip("--help-query-gpu at %s" % driver, "capture not found at " + cap)
+            continue
+        r = q(["--help-query-gpu"], scenario=driver_scenario(tmp, driver))
+        got = help_names(r.stdout)
+        diff = "only real: %s; only ours: %s" % ([x for x in want if x not in got],
+                                                 [x for x in got if x not in want])
+        t.ok(r.returncode == 0 and got == want,
+             "--help-query-gpu at %s: the %d fields of that nvidia-smi, in its order"
+             % (driver, len(want)), detail=diff)
+    for driver, field, ok in (("595.71.05", "bbx.time_run", False),
+                              ("595.71.05", "power_smoothing.primary_power_floor", False),
+                              ("590.48.01", "kmd_version", False),
+                              ("610.57.04", "bbx.time_run", True),
+                              ("610.57.04", "gpu.base.current", True),
+                              ("590.48.01", "power_smoothing.primary_power_floor", True)):
+        r = q(["--query-gpu=index," + field, "--format=csv"],
+              scenario=driver_scenario(tmp, driver))
+        if ok:
+            unit = {"bbx.time_run": " [seconds]", "gpu.base.current": " [W]",
+                    "power_smoothing.primary_power_floor": " [W]"}[field]
+            t.eq((r.returncode, r.stdout), (0, "index, %s%s\n0, [N/A]\n" % (field, unit)),
+                 "driver %s: --query-gpu=%s is answered ([N/A]: not read)" % (driver, field))
+        else:
+            t.eq((r.returncode, r.stdout),
+                 (2, 'Field "%s" is not a valid field to query.\n\n' % field),
+                 "driver %s: --query-gpu=%s is refused as that nvidia-smi does, exit 2"
+                 % (driver, field))
+
+
 def helps(t):
     r = q(["--help-query-gpu"], scenario=None, GPUSCOPE_NVML_LIBRARY="/nonexistent")
     names = re.findall(r'^"([^"]+)"(?: or "([^"]+)")?$', r.stdout, re.M)
-    t.eq((r.returncode, len(names)), (0, 216),
-         "--help-query-gpu lists 216 fields without touching NVML")
+    t.eq((r.returncode, len(names)), (0, 241),
+         "--help-query-gpu without a driver: every branch's fields (241, as 610 lists)")
     t.ok(("name", "gpu_name") in names and ("clocks.current.sm", "clocks.sm") in names,
          "--help-query-gpu shows aliases as nvidia-smi does")
     # every field every capture queries is accepted
@@ -221,6 +294,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         errors(t)
         helps(t)
+        branches(t, tmp)
         formats(t, tmp)
         ids(t, tmp)
         loops(t)

@@ -71,6 +71,7 @@ TELEGRAF = {
 def env(scenario=H100X8, t="600", **extra):
     e = dict(os.environ, GPUSCOPE_NVML_LIBRARY=SIM, NVML_SIM_TIME=t, TZ="UTC")
     e.pop("NVML_SIM_SCENARIO", None)
+    e.pop("NO_COLOR", None)
     if scenario:
         e["NVML_SIM_SCENARIO"] = scenario
     e.update(extra)
@@ -191,8 +192,9 @@ def loop_checks(t):
 
 def exporter_checks(t):
     """nvidia_gpu_exporter: fields from --help-query-gpu by its regex, cuda_version from
-    --version by its rules (a 'CUDA Version' key whose value is N.N)."""
-    r = q(["--help-query-gpu"], scenario=None)
+    --version by its rules (a 'CUDA Version' key whose value is N.N). Both on the same driver
+    (590 here), as the exporter runs them: the field list is that branch's."""
+    r = q(["--help-query-gpu"])
     fields = re.findall(r'(?m)\n\s*\n^"([^"]+)"', r.stdout)
     t.ok(len(fields) > 150, "--help-query-gpu: the exporter's regex finds %d fields" % len(fields))
     r = q(["--query-gpu=" + ",".join(fields), "--format=csv"])
@@ -244,14 +246,28 @@ def errors_and_symlink(t, tmp):
     r = q(["-q", "-d", "memory,Utilization"])
     t.ok(r.returncode == 0 and "FB Memory Usage" in r.stdout and "    Utilization" in r.stdout and
          "Temperature" not in r.stdout, "-d sections are case-insensitive and select sections")
-    r = q(["topo", "-m"])
-    t.ok(r.returncode == 3 and "not supported" in r.stdout, "topo -m: 'not supported', exit 3",
-         detail=r.stdout)
+    check_topo(t, tmp)
+    # the PCIe replay counter's rollovers (field value 95) in -q and -q -x
+    with open(H100X8, encoding="utf-8") as fh:
+        scen = json.load(fh)
+    scen["gpus"][1]["pcie"] = {"max_gen": 5, "replay_count": 12, "replay_rollover_count": 3}
+    path = os.path.join(tmp, "rollover.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(scen, fh)
+    r = q(["-q", "-i", "1"], scenario=path)
+    x = q(["-q", "-x", "-i", "1"], scenario=path)
+    t.ok(re.search(r"^        Replays Since Reset +: 12\n        Replay Number Rollovers +: 3$",
+                   r.stdout, re.M) and
+         "<replay_rollover_counter>3</replay_rollover_counter>" in x.stdout,
+         "-q: Replay Number Rollovers from NVML's field 95", detail=r.stdout[:200])
     # an inactive link in the middle: nvlink -s lists it as nvidia-smi does, the others with
     # their speed (the scenario's speed_mbps 26562 -> 26.562 GB/s)
     with open(H100X8, encoding="utf-8") as fh:
         scen = json.load(fh)
-    scen["gpus"][2]["nvlink"] = {"links": 4, "speed_mbps": 26562, "inactive": [1]}
+    scen["gpus"][2]["nvlink"] = {"links": 4, "speed_mbps": 26562, "inactive": [1],
+                                 "capabilities": ["p2p", "sysmem_access", "p2p_atomics",
+                                                  "sysmem_atomics", "sli"]}
+    scen["gpus"][3]["nvlink"] = {"links": 0}
     path = os.path.join(tmp, "nvlink.json")
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(scen, fh)
@@ -259,8 +275,20 @@ def errors_and_symlink(t, tmp):
     t.eq((r.returncode, r.stdout.splitlines()[1:]),
          (0, ["\t Link 0: 26.562 GB/s", "\t Link 1: <inactive>", "\t Link 2: 26.562 GB/s",
               "\t Link 3: 26.562 GB/s"]), "nvlink -s -i 2: per link speed, <inactive> for link 1")
-    r = q(["nvlink", "-c"])
-    t.ok(r.returncode == 3 and "not supported" in r.stdout, "nvlink -c: 'not supported', exit 3",
+    # nvlink -c: each active link's six capabilities in nvidia-smi's words and order (public
+    # H100/H800/V100 outputs: "\t Link 0, P2P is supported: true" ... "Link is supported")
+    caps = ("P2P is supported: true", "Access to system memory supported: true",
+            "P2P atomics supported: true", "System memory atomics supported: true",
+            "SLI is supported: true", "Link is supported: false")
+    r = q(["nvlink", "--capabilities", "-i", "2,3"], scenario=path)
+    want = ["GPU 2: NVIDIA H100 80GB HBM3 (UUID: %s)" % scen["gpus"][2]["uuid"]]
+    want += ["\t Link %d, %s" % (link, c) for link in (0, 2, 3) for c in caps]
+    want += ["GPU 3: NVIDIA H100 80GB HBM3 (UUID: %s)" % scen["gpus"][3]["uuid"],
+             "Device does not have or support Nvlink"]
+    t.eq((r.returncode, r.stdout.splitlines()), (0, want),
+         "nvlink -c: the capabilities of the active links (1 is down), a GPU without NVLink")
+    r = q(["nvlink", "-e"])
+    t.ok(r.returncode == 3 and "not supported" in r.stdout, "nvlink -e: 'not supported', exit 3",
          detail=r.stdout)
     for mode in ("dmon", "pmon"):
         r = q([mode, "-h"], scenario=None)
@@ -313,6 +341,85 @@ def install_script(t, tmp):
     r = subprocess.run([script, "bin"], env=e2, capture_output=True, text=True)
     t.ok(r.returncode == 0 and "NOT installed" in r.stderr and not os.path.lexists(link),
          "install script: a real nvidia-smi on PATH is not shadowed", detail=r.stderr)
+
+
+TOPO_LEGEND = """
+Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
+  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
+  PIX  = Connection traversing at most a single PCIe bridge
+  NV#  = Connection traversing a bonded set of # NVLinks
+"""
+
+
+def topo_text(cells, tail):
+    """nvidia-smi topo -m's bytes for a matrix of cells and each row's affinity cells: tab
+    separated, the header underlined (as in the captures and public HGX H100 outputs:
+    'GPU0\t X \tNV18\t...\t0-55,112-167\t0\t\tN/A')."""
+    n = len(cells)
+    out = "\t\033[4m" + "".join("GPU%d\t" % j for j in range(n)) + \
+        "CPU Affinity\tNUMA Affinity\tGPU NUMA ID\033[0m\n"
+    for i, row in enumerate(cells):
+        out += "GPU%d\t" % i + "".join(c + "\t" for c in row) + "%s\t%s\t\t%s\n" % tail[i]
+    return out + TOPO_LEGEND
+
+
+def check_topo(t, tmp):
+    """topo -m from NVML's topology: the 8-GPU HGX scenario (18 links each to the NVSwitches,
+    two NUMA nodes), then a PCIe machine with one NVLink bridge between two of its GPUs."""
+    cells = [[" X " if j == i else "NV18" for j in range(8)] for i in range(8)]
+    aff = [("0-55,112-167", "0", "N/A")] * 4 + [("56-111,168-223", "1", "N/A")] * 4
+    r = q(["topo", "-m"])
+    t.eq((r.returncode, r.stdout), (0, topo_text(cells, aff)),
+         "topo -m, 8 GPUs on NVSwitches: NV18 between every pair, each NUMA node's CPUs")
+    r = q(["topo", "-m"], NO_COLOR="1")
+    t.eq(r.stdout, topo_text(cells, aff).replace("\033[4m", "").replace("\033[0m", ""),
+         "topo -m with NO_COLOR: the same bytes without the header's underline")
+    with open(H100X8, encoding="utf-8") as fh:
+        scen = json.load(fh)
+    gpus = scen["gpus"] = scen["gpus"][:4]
+    scen["events"] = []
+    scen["processes"] = [p for p in scen.get("processes", []) if p.get("gpu", 0) < 4]
+    levels = [[None, "single", "hostbridge", "system"], ["single", None, "multiple", "system"],
+              ["hostbridge", "multiple", None, "system"], ["system", "system", "system", None]]
+    for i, g in enumerate(gpus):
+        g["nvlink"] = {"links": 0}
+        g["topology"] = {"cpu_affinity": "0-23" if i < 3 else "24-47",
+                         "numa_affinity": "0" if i < 3 else "1", "common_ancestor": levels[i]}
+    # GPU 0 and 1 joined by a 4-link bridge (each link's far end is the other GPU); GPU 1's
+    # memory is NUMA node 4; GPU 3's driver answers no common ancestor toward GPU 2.
+    gpus[0]["nvlink"] = {"links": 4, "speed_mbps": 14062, "remote_bus_ids": ["00000000:2A:00.0"]}
+    gpus[1]["nvlink"] = {"links": 4, "speed_mbps": 14062, "remote_bus_ids": ["00000000:18:00.0"]}
+    gpus[1]["topology"]["gpu_numa_id"] = 4
+    gpus[3]["topology"]["common_ancestor"][2] = None
+    path = os.path.join(tmp, "topo-pcie.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(scen, fh)
+    cells = [[" X ", "NV4", "PHB", "SYS"], ["NV4", " X ", "PXB", "SYS"],
+             ["PHB", "PXB", " X ", "SYS"], ["SYS", "SYS", "N/A", " X "]]
+    aff = [("0-23", "0", "N/A"), ("0-23", "0", "4"), ("0-23", "0", "N/A"), ("24-47", "1", "N/A")]
+    r = q(["topo", "--matrix"], scenario=path)
+    t.eq((r.returncode, r.stdout), (0, topo_text(cells, aff)),
+         "topo -m, PCIe: NV4 over the bridge, PIX/PXB/PHB/SYS from the common ancestor, "
+         "N/A where the driver does not say")
+    # a link going down takes it out of NV#
+    scen["events"] = [{"at_s": 1, "type": "nvlink_down", "gpu": 0, "link": 2}]
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(scen, fh)
+    r = q(["topo", "-m"], scenario=path)
+    t.ok(r.returncode == 0 and r.stdout.split("\n")[1] == "GPU0\t X \tNV3\tPHB\tSYS\t0-23\t0\t\tN/A",
+         "topo -m: an inactive link is not counted (NV3)", detail=r.stdout)
+    for argv in (["topo"], ["topo", "-h"]):
+        r = q(argv)
+        t.ok(r.returncode == 0 and "--matrix" in r.stdout and "Usage:" in r.stdout,
+             "%s: the usage, exit 0" % " ".join(argv), detail=r.stdout + r.stderr)
+    r = q(["topo", "-p2p", "r"])
+    t.ok(r.returncode == 3 and "not supported" in r.stdout, "topo -p2p: 'not supported', exit 3",
+         detail=r.stdout)
 
 
 def main():

@@ -1177,6 +1177,48 @@ static void utilization_samples(void **state)
     assert_true(last == 0);
 }
 
+/* The topology answer (nvidia-smi topo -m): h100x8-training's GPUs reach each other over 18
+ * NVSwitch links, two NUMA nodes of CPUs; the 390-era library lacks the calls: all unknown. */
+static void topology(void **state)
+{
+    struct fx *f = *state;
+    const char *minimal = getenv("GPUSCOPE_SIM_MINIMAL_LIB");
+    struct gs_topo t;
+    struct gs_err e;
+
+    NEED_SIM();
+    assert_int_equal(sim_open(&f->b, sim_lib(), "h100x8-training.json", "5", &e), GS_OK);
+    assert_int_equal(gs_backend_nvml.topology(f->b, 0, &t, &e), GS_OK);
+    assert_int_equal(t.level_st[0], GS_ST_NA);
+    assert_int_equal(t.nvlinks[0], 0);
+    for (unsigned j = 1; j < 8; j++) {
+        assert_int_equal(t.level_st[j], GS_ST_OK);
+        assert_int_equal(t.level[j], j < 4 ? 40u : 50u);
+        assert_int_equal(t.nvlinks[j], 18);
+    }
+    assert_int_equal(t.level_st[8], GS_ST_NA);
+    assert_true(t.cpus_st == GS_ST_OK && t.numa_st == GS_ST_OK);
+    assert_string_equal(t.cpus, "0-55,112-167");
+    assert_string_equal(t.numa, "0");
+    assert_int_equal(t.gpu_numa_st, GS_ST_NA);
+    /* 18 links, all up; the scenario gives no capabilities: none read */
+    assert_int_equal(t.n_links, 18);
+    assert_true(t.link_active[0] && t.link_active[17] && t.caps_read[0] == 0);
+    assert_int_equal(gs_backend_nvml.topology(f->b, 6, &t, &e), GS_OK);
+    assert_string_equal(t.cpus, "56-111,168-223");
+    assert_string_equal(t.numa, "1");
+    assert_int_equal(gs_backend_nvml.topology(f->b, 8, &t, &e), GS_ENOGPU);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+    if (!minimal || !*minimal)
+        return;
+    assert_int_equal(sim_open(&f->b, minimal, "h100x8-training.json", "5", &e), GS_OK);
+    assert_int_equal(gs_backend_nvml.topology(f->b, 0, &t, &e), GS_OK);
+    assert_true(t.cpus_st == GS_ST_NA && t.numa_st == GS_ST_NA && t.gpu_numa_st == GS_ST_NA);
+    for (unsigned j = 0; j < 8; j++)
+        assert_true(t.level_st[j] == GS_ST_NA && t.nvlinks[j] == 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1205,6 +1247,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(utilization_samples, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(nvlink_links, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(nvlink_first_cycle_rate, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(topology, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(mig_gpm, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

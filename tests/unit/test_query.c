@@ -174,8 +174,27 @@ static void lookup_names_and_aliases(void **state)
     assert_null(gs_qf_find(GS_QF_GPU, "Section about memory properties"));
     assert_string_equal(gs_qf_name(gs_qf_find(GS_QF_APPS, "used_memory")), "used_gpu_memory");
     assert_string_equal(gs_qf_name(gs_qf_find(GS_QF_APPS, "name")), "process_name");
-    /* the union of the 590.48.01 (212) and 595.x (206) --help-query-gpu lists */
-    assert_int_equal(gs_qf_count(GS_QF_GPU), 216);
+    /* the union of the 590.48.01 (212), 595.x (202) and 610.57 (241) --help-query-gpu lists,
+     * which is 610's */
+    assert_int_equal(gs_qf_count(GS_QF_GPU), 241);
+    /* by branch: 595 dropped the first power_smoothing fields, which 610 lists again */
+    f = gs_qf_find(GS_QF_GPU, "power_smoothing.primary_power_floor");
+    assert_true(gs_qf_on_driver(f, 590) && gs_qf_on_driver(f, 575) && !gs_qf_on_driver(f, 595) &&
+                !gs_qf_on_driver(f, 609) && gs_qf_on_driver(f, 610) && gs_qf_on_driver(f, 0));
+    f = gs_qf_find(GS_QF_GPU, "kmd_version");
+    assert_true(!gs_qf_on_driver(f, 590) && gs_qf_on_driver(f, 595) && gs_qf_on_driver(f, 610));
+    f = gs_qf_find(GS_QF_GPU, "bbx.time_run");
+    assert_true(!gs_qf_on_driver(f, 595) && gs_qf_on_driver(f, 610));
+    assert_true(gs_qf_on_driver(gs_qf_find(GS_QF_GPU, "name"), 550));
+    {
+        struct gs_qf_sel sel;
+        struct gs_err e = {0};
+        assert_int_equal(gs_qf_parse(&sel, GS_QF_GPU, "index,bbx.time_run", NULL), GS_OK);
+        assert_int_equal(gs_qf_check_driver(&sel, 610, &e), GS_OK);
+        assert_int_equal(gs_qf_check_driver(&sel, 595, &e), GS_EUSAGE);
+        assert_string_equal(e.msg, "Field \"bbx.time_run\" is not a valid field to query.");
+        gs_qf_sel_free(&sel);
+    }
     assert_int_equal(gs_qf_count(GS_QF_APPS), 8);
 }
 
@@ -248,7 +267,7 @@ static void want_flags_follow_fields(void **state)
         size_t used = 0;
         static char list[16384];
 
-        assert_int_equal(gs_qf_write_help(f, GS_QF_GPU), GS_OK);
+        assert_int_equal(gs_qf_write_help(f, GS_QF_GPU, 0), GS_OK);
         fclose(f);
         list[0] = '\0';
         /* a field line follows an empty line and starts with its quoted name */
@@ -259,7 +278,7 @@ static void want_flags_follow_fields(void **state)
             strcat(list, line);
             used++;
         }
-        assert_int_equal(used, 216);
+        assert_int_equal(used, 241);
         assert_int_equal(gs_qf_parse(&sel, GS_QF_GPU, list, NULL), GS_OK);
         assert_int_equal(gs_qf_want(&sel) & (GS_WANT_PCIE_TPUT | GS_WANT_GPM | GS_WANT_GPM_WAIT),
                          0);
@@ -273,7 +292,7 @@ static void help_lists_fields_with_aliases(void **state)
     FILE *f = fmemopen(out, sizeof out, "w");
     (void)state;
 
-    assert_int_equal(gs_qf_write_help(f, GS_QF_GPU), GS_OK);
+    assert_int_equal(gs_qf_write_help(f, GS_QF_GPU, 0), GS_OK);
     fclose(f);
     assert_non_null(strstr(out, "List of valid properties to query for the switch "
                                 "\"--query-gpu\":\n\n\"timestamp\"\n"));
@@ -286,7 +305,7 @@ static void help_lists_fields_with_aliases(void **state)
     for (const char *p = strstr(out, "\n\""); p; p = strstr(p + 1, "\n\""))
         assert_true(p[-1] == '\n');
     f = fmemopen(out, sizeof out, "w");
-    assert_int_equal(gs_qf_write_help(f, GS_QF_APPS), GS_OK);
+    assert_int_equal(gs_qf_write_help(f, GS_QF_APPS, 0), GS_OK);
     fclose(f);
     assert_non_null(strstr(out, "\"--query-compute-apps\":\n\nSection about Active Compute "
                                 "Processes properties\n"));

@@ -120,6 +120,10 @@
     X(nvmlReturn_t, nvmlDeviceGetNvLinkState, (nvmlDevice_t, unsigned int, nvmlEnableState_t *))   \
     X(nvmlReturn_t, nvmlDeviceGetNvLinkErrorCounter,                                               \
       (nvmlDevice_t, unsigned int, nvmlNvLinkErrorCounter_t, unsigned long long *))                \
+    X(nvmlReturn_t, nvmlDeviceGetCpuAffinity, (nvmlDevice_t, unsigned, unsigned long *))           \
+    X(nvmlReturn_t, nvmlDeviceGetMemoryAffinity,                                                   \
+      (nvmlDevice_t, unsigned, unsigned long *, nvmlAffinityScope_t))                              \
+    X(nvmlReturn_t, nvmlDeviceGetNumaNodeId, (nvmlDevice_t, unsigned *))                           \
     X(nvmlReturn_t, nvmlDeviceGetNvLinkRemotePciInfo_v2,                                           \
       (nvmlDevice_t, unsigned int, nvmlPciInfo_t *))                                               \
     X(nvmlReturn_t, nvmlDeviceGetGpuInstanceById, (nvmlDevice_t, unsigned, nvmlGpuInstance_t *))   \
@@ -1188,6 +1192,56 @@ static void gpu_instance_info(void **state)
     assert_non_null(strstr(err, "p.json:1:"));
 }
 
+/* "topology": CPU and NUMA node lists as ranges and NVML's level names, refused with the
+ * place when malformed; the calls answer what it says, NOT_SUPPORTED without it. */
+static void topology_is_served_and_checked(void **state)
+{
+    static const char *const bad[][2] = {
+        {"{\"cpu_affinity\": \"0-\"}", "cpu_affinity: expected CPU ranges"},
+        {"{\"cpu_affinity\": \"5-2\"}", "cpu_affinity: expected CPU ranges"},
+        {"{\"cpu_affinity\": \"0,,1\"}", "cpu_affinity: expected CPU ranges"},
+        {"{\"numa_affinity\": \"x\"}", "numa_affinity: expected NUMA node ranges"},
+        {"{\"common_ancestor\": [\"pcie\"]}", "common_ancestor"},
+        {"{\"cpus\": \"0\"}", "cpus"},
+    };
+    const char *head = "{\"gpus\": [{\"name\": \"G\", \"uuid\": \"GPU-g\", \"memory\": "
+                       "{\"total_mib\": 1000}, \"pci\": {\"bus\": 1, \"device_id\": \"0x2330\"}, "
+                       "\"topology\": ";
+    struct gs_sim_scenario *sc = NULL;
+    unsigned long set[2] = {0, 0};
+    unsigned node = 9;
+    char json[512], err[512];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(json, sizeof json, "%s%s}]}", head, bad[i][0]);
+        assert_int_equal(gs_sim_scenario_parse(json, strlen(json), "t.json", &sc, err, sizeof err),
+                         -1);
+        assert_non_null(strstr(err, "t.json:1:"));
+        assert_non_null(strstr(err, bad[i][1]));
+    }
+    use_one_gpu("\"topology\": {\"cpu_affinity\": \"0-2,64\", \"numa_affinity\": \"1\", "
+                "\"gpu_numa_id\": 3}",
+                NULL, NULL);
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetCpuAffinity(dev(0), 2, set), NVML_SUCCESS);
+    assert_true(set[0] == 0x7 && set[1] == 1);
+    assert_int_equal(nv.nvmlDeviceGetCpuAffinity(dev(0), 1, set), NVML_SUCCESS); /* cut */
+    assert_true(set[0] == 0x7);
+    assert_int_equal(nv.nvmlDeviceGetMemoryAffinity(dev(0), 1, set, 0), NVML_SUCCESS);
+    assert_true(set[0] == 0x2);
+    assert_int_equal(nv.nvmlDeviceGetMemoryAffinity(dev(0), 1, set, 7),
+                     NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(nv.nvmlDeviceGetNumaNodeId(dev(0), &node), NVML_SUCCESS);
+    assert_int_equal(node, 3);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+    use_one_gpu(NULL, NULL, NULL);
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetCpuAffinity(dev(0), 2, set), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceGetNumaNodeId(dev(0), &node), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+}
+
 static void mig_enable_event_makes_instances_appear(void **state)
 {
     nvmlDevice_t gpu, mig;
@@ -1713,6 +1767,7 @@ int main(void)
         cmocka_unit_test_teardown(inaccessible_gpu_and_legacy_enumeration, test_teardown),
         cmocka_unit_test_teardown(idle_gpu_reports_the_idle_reason, test_teardown),
         cmocka_unit_test_teardown(mig_devices_have_their_own_handles, test_teardown),
+        cmocka_unit_test_teardown(topology_is_served_and_checked, test_teardown),
         cmocka_unit_test_teardown(mig_enable_event_makes_instances_appear, test_teardown),
         cmocka_unit_test_teardown(gpu_instance_info, test_teardown),
         cmocka_unit_test_teardown(gpm_versions_and_metrics, test_teardown),

@@ -218,6 +218,25 @@ static int start(struct run *r, struct gs_err *err)
     return GS_OK;
 }
 
+/* The installed driver's major version for --help-query-gpu, whose field list differs by branch;
+ * 0 (every field) when no driver answers: the help needs none. Reads nothing but the system. */
+static int help_driver_major(const struct gs_query_opts *o)
+{
+    static unsigned char none_m[GS_M__COUNT], none_t[GS_T__COUNT];
+    struct gs_sampler_opts so = {.need_metrics = none_m, .need_texts = none_t};
+    struct gs_source_opts src = {.pick = o->no_agent ? GS_SOURCE_NVML : GS_SOURCE_AUTO,
+                                 .nvml_env_picks_nvml = true,
+                                 .sampler = &so};
+    struct gs_source *s = NULL;
+    struct gs_err err = {0};
+    int major = 0;
+
+    if (gs_source_open(&s, &src, &err) == GS_OK && gs_source_sample(s, 0, &err) == GS_OK)
+        major = gs_smi_driver_major(gs_source_snapshot(s));
+    gs_source_close(s);
+    return major;
+}
+
 static int query(struct run *r)
 {
     struct gs_err err = {0};
@@ -232,6 +251,12 @@ static int query(struct run *r)
     }
     if (rc == GS_OK)
         rc = start(r, &err);
+    if (rc == GS_OK) /* the installed driver's nvidia-smi lists these fields? */
+        rc = gs_qf_check_driver(&r->sel, gs_smi_driver_major(r->snap), &err);
+    if (rc == GS_EUSAGE) {
+        printf("%s\n\n", err.msg);
+        return gs_rc_exit_code(rc);
+    }
     if (rc == GS_OK)
         rc = open_output(r, &err);
     if (rc == GS_OK)
@@ -264,10 +289,11 @@ int gs_cli_query(int argc, char **argv)
         return GS_EXIT_OK;
     }
     if (r.opts.help_gpu || r.opts.help_apps) {
+        int major = r.opts.help_gpu ? help_driver_major(&r.opts) : 0;
         if (r.opts.help_gpu)
-            gs_qf_write_help(stdout, GS_QF_GPU);
+            gs_qf_write_help(stdout, GS_QF_GPU, major);
         if (r.opts.help_apps)
-            gs_qf_write_help(stdout, GS_QF_APPS);
+            gs_qf_write_help(stdout, GS_QF_APPS, major);
         return GS_EXIT_OK;
     }
     status = query(&r);

@@ -2,8 +2,9 @@
  * The --query-gpu and --query-compute-apps field tables, the cell formatter that reproduces
  * nvidia-smi's CSV bytes from a gs_snapshot, and the --help-query-* texts.
  *
- * Every field nvidia-smi 590/595 lists in --help-query-gpu has a row here, so a script written
- * for nvidia-smi never fails on an unknown field. A row says how its cell is made (kind): from a
+ * Every field nvidia-smi 590, 595 or 610 lists in --help-query-gpu has a row here, naming the
+ * branches that list it, so a script written for a branch's nvidia-smi runs unchanged and a
+ * field that branch lacks fails as it does there. A row says how its cell is made (kind): from a
  * snapshot metric, text field or process, a fixed token for fields nvidia-smi itself reports as
  * deprecated, or — for fields our model does not carry (vGPU, inforom, fabric, platform, ...) —
  * the absent token a driver that cannot answer prints. The formatting rules come from real
@@ -66,7 +67,14 @@ struct gs_qfield {
     uint32_t arg2;
     unsigned want;
     const char *help;
+    uint8_t branches; /* QB_* bits: the driver branches whose nvidia-smi lists it; 0: every one */
 };
+
+/* Driver branches whose --help-query-gpu lists differ (Linux captures: 590.48 and 591.86 list the
+ * first power_smoothing fields, 595 drops them and adds kmd_version and the inactive remapped
+ * rows, 610 brings them back and adds gpu.base.*, more power_smoothing.* and bbx.time_run). A
+ * driver older than 590 is taken as 590, the oldest branch captured. */
+enum { QB_590 = 1, QB_595 = 2, QB_610 = 4 };
 
 #define TOK_NA "[N/A]"
 #define TOK_NA_BARE "N/A"
@@ -81,11 +89,16 @@ struct gs_qfield {
 
 /* Row builders: name, alias, unit, kind, arg, arg2, want, help. */
 /* clang-format off */
-#define SECT(title, text) {title, NULL, "", QK_SECTION, QA_BRACKET, 0, 0, 0, text}
-#define ROW(n, a, u, k, x, y, w, h) {n, a, u, k, QA_BRACKET, x, y, w, h}
-#define BARE(n, a, u, k, x, y, w, h) {n, a, u, k, QA_BARE, x, y, w, h}
+#define SECT(title, text) {title, NULL, "", QK_SECTION, QA_BRACKET, 0, 0, 0, text, 0}
+#define ROW(n, a, u, k, x, y, w, h) {n, a, u, k, QA_BRACKET, x, y, w, h, 0}
+#define BARE(n, a, u, k, x, y, w, h) {n, a, u, k, QA_BARE, x, y, w, h, 0}
+/* A row only some branches list (QB_* bits b). */
+#define R_ON(b, n, a, u, k, abs, x, y, w, h) {n, a, u, k, abs, x, y, w, h, b}
+#define NONE_ON(b, n, u, h) {n, NULL, u, QK_NONE, QA_BRACKET, 0, 0, 0, h, b}
+#define SECT_ON(b, title, text) {title, NULL, "", QK_SECTION, QA_BRACKET, 0, 0, 0, text, b}
 /* clang-format on */
 #define NONE(n, a, u, h) ROW(n, a, u, QK_NONE, 0, 0, 0, h)
+#define PS590 (QB_590 | QB_610) /* the power_smoothing fields 590 and 610 list, 595 not */
 #define DEPR(n, a, u, h) ROW(n, a, u, QK_DEPRECATED, 0, 0, 0, h)
 #define ECC(type, ctr, t, c, loc, l, h)                                                            \
     ROW("ecc.errors." type "." ctr "." loc, NULL, "", QK_ECCLOC, ((t) << 1) | (c), l, W_H, h)
@@ -106,9 +119,9 @@ static const struct gs_qfield gpu_fields[] = {
         "When the sample was taken, as \"YYYY/MM/DD HH:MM:SS.msec\" in local time."),
     ROW("driver_version", NULL, "", QK_DRIVER, 0, 0, 0,
         "Version string of the installed NVIDIA driver."),
-    ROW("kmd_version", NULL, "", QK_DRIVER, 0, 0, 0,
-        "Version string of the NVIDIA kernel-mode driver (newer drivers' name for\n"
-        "driver_version)."),
+    R_ON(QB_595 | QB_610, "kmd_version", NULL, "", QK_DRIVER, QA_BRACKET, 0, 0, 0,
+         "Version string of the NVIDIA kernel-mode driver (newer drivers' name for\n"
+         "driver_version)."),
     SECT("vgpu_driver_capability", "Capabilities the driver reports for vGPU use."),
     NONE("vgpu_driver_capability.heterogenous_multivGPU", NULL, "",
          "Whether the driver lets vGPUs of different types share a VM."),
@@ -340,12 +353,12 @@ static const struct gs_qfield gpu_fields[] = {
                           "pending remap needs a GPU reset."),
     ROW("remapped_rows.correctable", "remapped_rows.sbe", "", QK_INT, GS_M_REMAP_CORR, 0, W_H,
         "Rows remapped after correctable errors."),
-    NONE("remapped_rows.correctable_inactive", NULL, "",
-         "Rows remapped after correctable errors that are not in use."),
+    NONE_ON(QB_595 | QB_610, "remapped_rows.correctable_inactive", "",
+            "Rows remapped after correctable errors that are not in use."),
     ROW("remapped_rows.uncorrectable", "remapped_rows.dbe", "", QK_INT, GS_M_REMAP_UNCORR, 0, W_H,
         "Rows remapped after uncorrectable errors."),
-    NONE("remapped_rows.uncorrectable_inactive", NULL, "",
-         "Rows remapped after uncorrectable errors that are not in use."),
+    NONE_ON(QB_595 | QB_610, "remapped_rows.uncorrectable_inactive", "",
+            "Rows remapped after uncorrectable errors that are not in use."),
     ROW("remapped_rows.pending", NULL, "", QK_YESNO, GS_M_REMAP_PENDING, 0, W_H,
         "Whether a remap waits for the next reset."),
     ROW("remapped_rows.failure", NULL, "", QK_YESNO, GS_M_REMAP_FAILURE, 0, W_H,
@@ -390,31 +403,70 @@ static const struct gs_qfield gpu_fields[] = {
     NONE("module.power.default_limit", NULL, "W", "Default power limit of the module, watts."),
     NONE("module.power.min_limit", NULL, "W", "Lowest module power limit, watts."),
     NONE("module.power.max_limit", NULL, "W", "Highest module power limit, watts."),
-    NONE("power_smoothing.delayed_power_smoothing_supported", NULL, "",
-         "Whether delayed power smoothing is available (Yes/No)."),
-    NONE("power_smoothing.primary_power_floor", NULL, "W", "Primary power floor, watts."),
-    NONE("power_smoothing.secondary_power_floor", NULL, "W", "Secondary power floor, watts."),
-    NONE("power_smoothing.min_primary_floor_activation_offset", NULL, "W",
-         "Smallest primary floor activation offset, watts."),
-    NONE("power_smoothing.min_primary_floor_activation_point", NULL, "W",
-         "Smallest primary floor activation point, watts."),
-    NONE("power_smoothing.window_multiplier", NULL, "ms", "Window multiplier, milliseconds."),
-    NONE("power_smoothing.curr_profile.secondary_power_floor", NULL, "W",
-         "Secondary power floor of the active profile, watts."),
-    NONE("power_smoothing.curr_profile.primary_floor_act_window_multiplier", NULL, "",
-         "Primary floor activation window multiplier of the active profile."),
-    NONE("power_smoothing.curr_profile.primary_floor_tar_window_multiplier", NULL, "",
-         "Primary floor target window multiplier of the active profile."),
-    NONE("power_smoothing.curr_profile.primary_floor_act_offset", NULL, "W",
-         "Primary floor activation offset of the active profile, watts."),
-    NONE("power_smoothing.admin_override.secondary_power_floor", NULL, "W",
-         "Administrator override of the secondary power floor, watts."),
-    NONE("power_smoothing.admin_override.primary_floor_act_window_multiplier", NULL, "",
-         "Administrator override of the activation window multiplier."),
-    NONE("power_smoothing.admin_override.primary_floor_tar_window_multiplier", NULL, "",
-         "Administrator override of the target window multiplier."),
-    NONE("power_smoothing.admin_override.primary_floor_act_offset", NULL, "W",
-         "Administrator override of the activation offset, watts."),
+    NONE_ON(QB_610, "gpu.base.current", "W", "Base GPU power the software asked for, watts."),
+    NONE_ON(QB_610, "gpu.base.requested", "W", "Base GPU power the power manager enforces, watts."),
+    NONE_ON(QB_610, "gpu.base.default", "W", "Default base GPU power, watts."),
+    NONE_ON(QB_610, "gpu.base.min", "W", "Lowest base GPU power that can be set, watts."),
+    NONE_ON(QB_610, "gpu.base.max", "W", "Highest base GPU power that can be set, watts."),
+    SECT_ON(QB_610, "power_smoothing", "Power smoothing of the board."),
+    NONE_ON(QB_610, "power_smoothing.tmp_floor", "W", "Applied TMP floor, watts."),
+    NONE_ON(QB_610, "power_smoothing.tmp_ceil", "W", "Applied TMP ceiling, watts."),
+    NONE_ON(QB_610, "power_smoothing.hw_lifetime_remaining_percent", "%",
+            "Lifetime left of the power smoothing circuit, percent."),
+    NONE_ON(QB_610, "power_smoothing.enabled", "", "Whether power smoothing is on (Yes/No)."),
+    NONE_ON(PS590, "power_smoothing.delayed_power_smoothing_supported", "",
+            "Whether delayed power smoothing is available (Yes/No)."),
+    NONE_ON(QB_610, "power_smoothing.soc_power_smoothing_enabled", "",
+            "Whether SoC power smoothing is on (Yes/No)."),
+    NONE_ON(QB_610, "power_smoothing.priv_level", "",
+            "Privilege level needed to change power smoothing."),
+    NONE_ON(QB_610, "power_smoothing.imm_ramp_down", "",
+            "Whether immediate ramp-down is on (Yes/No)."),
+    NONE_ON(QB_610, "power_smoothing.max_percent_tmp_floor", "%",
+            "Highest TMP floor a profile may set, percent of TGP."),
+    NONE_ON(QB_610, "power_smoothing.min_percent_tmp_floor", "%",
+            "Lowest TMP floor a profile may set, percent of TGP."),
+    NONE_ON(PS590, "power_smoothing.primary_power_floor", "W", "Primary power floor, watts."),
+    NONE_ON(PS590, "power_smoothing.secondary_power_floor", "W", "Secondary power floor, watts."),
+    NONE_ON(PS590, "power_smoothing.min_primary_floor_activation_offset", "W",
+            "Smallest primary floor activation offset, watts."),
+    NONE_ON(PS590, "power_smoothing.min_primary_floor_activation_point", "W",
+            "Smallest primary floor activation point, watts."),
+    NONE_ON(PS590, "power_smoothing.window_multiplier", "ms", "Window multiplier, milliseconds."),
+    NONE_ON(QB_610, "power_smoothing.num_preset_profiles", "", "Number of preset profiles."),
+    NONE_ON(QB_610, "power_smoothing.curr_profile.percent_tmp_floor", "%",
+            "TMP floor of the active profile, percent of TGP."),
+    NONE_ON(QB_610, "power_smoothing.curr_profile.ramp_up_rate", "W/s",
+            "Ramp-up rate of the active profile, watts per second."),
+    NONE_ON(QB_610, "power_smoothing.curr_profile.ramp_down_rate", "W/s",
+            "Ramp-down rate of the active profile, watts per second."),
+    NONE_ON(QB_610, "power_smoothing.curr_profile.ramp_down_hysteresis", "ms",
+            "Ramp-down hysteresis of the active profile, milliseconds."),
+    NONE_ON(PS590, "power_smoothing.curr_profile.secondary_power_floor", "W",
+            "Secondary power floor of the active profile, watts."),
+    NONE_ON(PS590, "power_smoothing.curr_profile.primary_floor_act_window_multiplier", "",
+            "Primary floor activation window multiplier of the active profile."),
+    NONE_ON(PS590, "power_smoothing.curr_profile.primary_floor_tar_window_multiplier", "",
+            "Primary floor target window multiplier of the active profile."),
+    NONE_ON(PS590, "power_smoothing.curr_profile.primary_floor_act_offset", "W",
+            "Primary floor activation offset of the active profile, watts."),
+    NONE_ON(QB_610, "power_smoothing.active_profile", "", "Number of the active profile."),
+    NONE_ON(QB_610, "power_smoothing.admin_override.percent_tmp_floor", "%",
+            "Administrator override of the TMP floor, percent of TGP."),
+    NONE_ON(QB_610, "power_smoothing.admin_override.ramp_up_rate", "W/s",
+            "Administrator override of the ramp-up rate, watts per second."),
+    NONE_ON(QB_610, "power_smoothing.admin_override.ramp_down_rate", "W/s",
+            "Administrator override of the ramp-down rate, watts per second."),
+    NONE_ON(QB_610, "power_smoothing.admin_override.ramp_down_hysteresis", "ms",
+            "Administrator override of the ramp-down hysteresis, milliseconds."),
+    NONE_ON(PS590, "power_smoothing.admin_override.secondary_power_floor", "W",
+            "Administrator override of the secondary power floor, watts."),
+    NONE_ON(PS590, "power_smoothing.admin_override.primary_floor_act_window_multiplier", "",
+            "Administrator override of the activation window multiplier."),
+    NONE_ON(PS590, "power_smoothing.admin_override.primary_floor_tar_window_multiplier", "",
+            "Administrator override of the target window multiplier."),
+    NONE_ON(PS590, "power_smoothing.admin_override.primary_floor_act_offset", "W",
+            "Administrator override of the activation offset, watts."),
     NONE("edpp_multiplier", NULL, "%", "EDPp multiplier, percent."),
     ROW("clocks.current.graphics", "clocks.gr", "MHz", QK_MHZ, GS_M_CLOCK_GR, 0, 0,
         "Graphics (shader) clock now."),
@@ -471,7 +523,7 @@ static const struct gs_qfield gpu_fields[] = {
          "Whether the fabric recovers from an access timeout."),
     BARE("fabric.health.incorrect_configuration", NULL, "", QK_NONE, 0, 0, 0,
          "Whether the fabric is configured wrongly."),
-    BARE("fabric.health.partition_assigned", NULL, "", QK_NONE, 0, 0, 0,
+    R_ON(QB_595 | QB_610, "fabric.health.partition_assigned", NULL, "", QK_NONE, QA_BARE, 0, 0, 0,
          "Whether a fabric partition is assigned."),
     SECT("platform", "Where the GPU sits in a rack-scale system."),
     NONE("platform.chassis_serial_number", NULL, "", "Serial number of the chassis."),
@@ -483,6 +535,8 @@ static const struct gs_qfield gpu_fields[] = {
     NONE("platform.module_id", NULL, "", "GPU within the node."),
     NONE("platform.gpu_fabric_guid", NULL, "", "Fabric GUID of the GPU."),
     NONE("hostname", NULL, "", "Host name stored with the GPU (nvidia-smi --set-hostname)."),
+    NONE_ON(QB_610, "bbx.time_run", "seconds",
+            "Seconds the GPU has run since it was first initialised (inforom black box)."),
 };
 
 static const struct gs_qfield app_fields[] = {
@@ -981,7 +1035,30 @@ int gs_qf_write_row(FILE *out, const struct gs_qf_sel *sel, const struct gs_snap
     return ferror(out) ? GS_EIO : GS_OK;
 }
 
-int gs_qf_write_help(FILE *out, enum gs_qf_list list)
+/* The QB_* bit of a driver major; 0 (unknown) lists every field. */
+static unsigned branch_bit(int driver_major)
+{
+    if (driver_major <= 0)
+        return 0;
+    return driver_major < 595 ? QB_590 : driver_major < 610 ? QB_595 : QB_610;
+}
+
+int gs_qf_on_driver(const struct gs_qfield *f, int driver_major)
+{
+    unsigned b = branch_bit(driver_major);
+    return !f->branches || !b || (f->branches & b);
+}
+
+int gs_qf_check_driver(const struct gs_qf_sel *sel, int driver_major, struct gs_err *err)
+{
+    for (unsigned i = 0; i < sel->n; i++)
+        if (!gs_qf_on_driver(sel->f[i], driver_major))
+            return gs_err_set(err, GS_EUSAGE, "Field \"%s\" is not a valid field to query.",
+                              sel->name[i]);
+    return GS_OK;
+}
+
+int gs_qf_write_help(FILE *out, enum gs_qf_list list, int driver_major)
 {
     size_t n;
     const struct gs_qfield *t = table(list, &n);
@@ -989,6 +1066,8 @@ int gs_qf_write_help(FILE *out, enum gs_qf_list list)
     fprintf(out, "List of valid properties to query for the switch \"%s\":\n\n",
             list == GS_QF_APPS ? "--query-compute-apps" : "--query-gpu");
     for (size_t i = 0; i < n; i++) {
+        if (!gs_qf_on_driver(&t[i], driver_major))
+            continue;
         if (t[i].kind == QK_SECTION) {
             fprintf(out, "Section about %s properties\n%s\n\n", t[i].name, t[i].help);
             continue;

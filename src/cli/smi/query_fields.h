@@ -88,8 +88,17 @@ int gs_qf_write_header(FILE *out, const struct gs_qf_sel *sel);
 int gs_qf_write_row(FILE *out, const struct gs_qf_sel *sel, const struct gs_snapshot *snap,
                     unsigned gpu, const struct gs_proc *proc, unsigned flags);
 
-/* Writes the --help-query-gpu or --help-query-compute-apps text. */
-int gs_qf_write_help(FILE *out, enum gs_qf_list list);
+/* Whether the nvidia-smi of this driver major (gs_smi_driver_major; 0 unknown: every field)
+ * lists the field: the lists differ by branch (590, 595, 610). */
+int gs_qf_on_driver(const struct gs_qfield *f, int driver_major);
+
+/* GS_EUSAGE with nvidia-smi's `Field "NAME" is not a valid field to query.` for the first field
+ * of sel that the driver's nvidia-smi does not list; GS_OK otherwise. */
+int gs_qf_check_driver(const struct gs_qf_sel *sel, int driver_major, struct gs_err *err);
+
+/* Writes the --help-query-gpu or --help-query-compute-apps text of the driver's branch
+ * (driver_major 0: every field). */
+int gs_qf_write_help(FILE *out, enum gs_qf_list list, int driver_major);
 
 /* "YYYY/MM/DD HH:MM:SS.mmm" in local time for a unix time in seconds (milliseconds cut, not
  * rounded). Returns the length written into buf. */

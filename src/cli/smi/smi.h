@@ -59,9 +59,17 @@ int gs_smi_q(FILE *out, const struct gs_snapshot *s, const unsigned char *sel, u
 /* `dmon` and `pmon`: argv[0] is the mode's name. */
 int gs_smi_dmon(int argc, char **argv, const char *prog);
 int gs_smi_pmon(int argc, char **argv, const char *prog);
+/* `topo`: argv[0] is "topo"; -m prints gs_smi_topo_matrix from NVML's topology. */
 int gs_smi_topo(int argc, char **argv, const char *prog);
+/* topo -m's matrix and legend of n GPUs, t[i] the topology of GPU i; underline: the header's
+ * SGR 4 as nvidia-smi prints it. */
+struct gs_topo;
+int gs_smi_topo_matrix(FILE *out, const struct gs_topo *t, unsigned n, int underline);
 /* `nvlink`: argv[0] is "nvlink"; -s prints gs_smi_nvlink_status. */
 int gs_smi_nvlink(int argc, char **argv, const char *prog);
+/* nvlink -c of the GPUs marked in sel (all when sel is NULL), t[i] GPU i's topology answer. */
+int gs_smi_nvlink_caps(FILE *out, const struct gs_snapshot *s, const unsigned char *sel,
+                       const struct gs_topo *t);
 /* nvlink -s of the GPUs marked in sel (all when sel is NULL). */
 int gs_smi_nvlink_status(FILE *out, const struct gs_snapshot *s, const unsigned char *sel);
 

@@ -1,7 +1,9 @@
 /*
  * nvidia-smi nvlink -s: each GPU's NVLinks and their speed, from the model's per-link state
  * (nvmlDeviceGetNvLinkState) and speed (the NVLink speed field values), in nvidia-smi's words
- * for a GPU without NVLink, one whose links are all down, and one in MIG mode.
+ * for a GPU without NVLink, one whose links are all down, and one in MIG mode; and nvlink -c: each
+ * active link's capabilities (nvmlDeviceGetNvLinkCapability, read when asked through
+ * gs_source_topology).
  */
 #include "cli/smi/smi.h"
 
@@ -24,36 +26,76 @@ static const char nvlink_help[] =
     "    [-h | --help]:        Display help information\n"
     "    [-i | --id]:          Enumeration index, PCI bus ID or UUID.\n"
     "    [-s | --status]:      Display link state (active/inactive) and speed.\n"
+    "    [-c | --capabilities]: Display link capabilities.\n"
     "\n"
-    "    gpuscope answers -s only; the driver's nvidia-smi has the other options (capabilities,\n"
-    "    counters, error counters, remote device types).\n"
+    "    gpuscope answers -s and -c; the driver's nvidia-smi has the other options (counters,\n"
+    "    error counters, remote device types).\n"
     "\n";
+
+/* The GPU's line, then 0 when its links are to be listed, or 1 after nvidia-smi's message for a
+ * GPU in MIG mode, without NVLink, or with every link down. */
+static int gpu_head(FILE *out, const struct gs_gpu *g)
+{
+    unsigned active = 0;
+
+    fprintf(out, "GPU %u: %s (UUID: %s)\n", g->index,
+            gs_gpu_has_text(g, GS_T_NAME) ? g->text[GS_T_NAME] : "N/A",
+            gs_gpu_has_text(g, GS_T_UUID) ? g->text[GS_T_UUID] : "N/A");
+    if (g->st[GS_M_MIG_MODE] == GS_ST_OK && g->v[GS_M_MIG_MODE] != 0) {
+        fputs("Nvlink queries are not supported for Devices in MIG mode\n", out);
+        return 1;
+    }
+    if (g->n_nvlink == 0) {
+        fputs("Device does not have or support Nvlink\n", out);
+        return 1;
+    }
+    for (unsigned l = 0; l < g->n_nvlink && l < GS_NVLINK_MAX; l++)
+        active += g->nvlink[l].active != 0;
+    if (active == 0) {
+        fputs("NVML: Unable to retrieve Nvlink information as all links are inActive\n", out);
+        return 1;
+    }
+    return 0;
+}
+
+/* nvidia-smi's words for NVML's capabilities, in NVML's order (nvmlNvLinkCapability_t). */
+static const char *const cap_words[] = {
+    "P2P is supported",      "Access to system memory supported",
+    "P2P atomics supported", "System memory atomics supported",
+    "SLI is supported",      "Link is supported",
+};
+
+int gs_smi_nvlink_caps(FILE *out, const struct gs_snapshot *s, const unsigned char *sel,
+                       const struct gs_topo *t)
+{
+    for (unsigned i = 0; i < s->n_gpus; i++) {
+        const struct gs_topo *k = &t[i];
+
+        if (sel && !sel[i])
+            continue;
+        if (gpu_head(out, &s->gpus[i]))
+            continue;
+        for (unsigned l = 0; l < k->n_links && l < GS_NVLINK_MAX; l++) {
+            if (!k->link_active[l])
+                continue;
+            for (unsigned c = 0; c < sizeof cap_words / sizeof cap_words[0]; c++)
+                if (k->caps_read[l] >> c & 1u)
+                    fprintf(out, "\t Link %u, %s: %s\n", l, cap_words[c],
+                            k->caps[l] >> c & 1u ? "true" : "false");
+        }
+    }
+    return ferror(out) ? GS_EIO : GS_OK;
+}
 
 int gs_smi_nvlink_status(FILE *out, const struct gs_snapshot *s, const unsigned char *sel)
 {
     for (unsigned i = 0; i < s->n_gpus; i++) {
         const struct gs_gpu *g = &s->gpus[i];
-        unsigned active = 0;
 
         if (sel && !sel[i])
             continue;
-        fprintf(out, "GPU %u: %s (UUID: %s)\n", g->index,
-                gs_gpu_has_text(g, GS_T_NAME) ? g->text[GS_T_NAME] : "N/A",
-                gs_gpu_has_text(g, GS_T_UUID) ? g->text[GS_T_UUID] : "N/A");
-        if (g->st[GS_M_MIG_MODE] == GS_ST_OK && g->v[GS_M_MIG_MODE] != 0) {
-            fputs("Nvlink queries are not supported for Devices in MIG mode\n", out);
+        if (gpu_head(out, g))
             continue;
-        }
-        if (g->n_nvlink == 0) {
-            fputs("Device does not have or support Nvlink\n", out);
-            continue;
-        }
-        for (unsigned l = 0; l < g->n_nvlink && l < GS_NVLINK_MAX; l++)
-            active += g->nvlink[l].active != 0;
-        if (active == 0) {
-            fputs("NVML: Unable to retrieve Nvlink information as all links are inActive\n", out);
-            continue;
-        }
         for (unsigned l = 0; l < g->n_nvlink && l < GS_NVLINK_MAX; l++) {
             const struct gs_nvlink *k = &g->nvlink[l];
 
@@ -71,7 +113,8 @@ int gs_smi_nvlink_status(FILE *out, const struct gs_snapshot *s, const unsigned 
 int gs_smi_nvlink(int argc, char **argv, const char *prog)
 {
     const char *ids = NULL;
-    int status_opt = 0;
+    int status_opt = 0, caps_opt = 0;
+    struct gs_topo *topo = NULL;
     struct gs_source *src = NULL;
     const struct gs_snapshot *snap;
     unsigned char *sel = NULL;
@@ -86,18 +129,21 @@ int gs_smi_nvlink(int argc, char **argv, const char *prog)
             return 0;
         } else if (strcmp(w, "-s") == 0 || strcmp(w, "--status") == 0) {
             status_opt = 1;
+        } else if (strcmp(w, "-c") == 0 || strcmp(w, "--capabilities") == 0) {
+            caps_opt = 1;
         } else if ((strcmp(w, "-i") == 0 || strcmp(w, "--id") == 0) && i + 1 < argc) {
             ids = argv[++i];
         } else if (strncmp(w, "--id=", 5) == 0) {
             ids = w + 5;
         } else {
-            printf("nvlink %s is not supported by gpuscope: it answers nvlink -s only. Use the "
-                   "driver's nvidia-smi for it.\n",
-                   w);
+            printf(
+                "nvlink %s is not supported by gpuscope: it answers nvlink -s and -c only. Use the "
+                "driver's nvidia-smi for it.\n",
+                w);
             return gs_rc_exit_code(GS_ENOTSUP);
         }
     }
-    if (!status_opt) {
+    if (!status_opt && !caps_opt) {
         printf(nvlink_help, prog);
         return 0;
     }
@@ -115,11 +161,27 @@ int gs_smi_nvlink(int argc, char **argv, const char *prog)
         status = gs_smi_fail(rc, err.msg);
         goto done;
     }
-    rc = gs_smi_nvlink_status(stdout, snap, sel);
+    rc = status_opt ? gs_smi_nvlink_status(stdout, snap, sel) : GS_OK;
+    if (rc == GS_OK && caps_opt) {
+        topo = calloc(snap->n_gpus ? snap->n_gpus : 1, sizeof *topo);
+        if (!topo) {
+            status = gs_smi_fail(GS_ENOMEM, "out of memory");
+            goto done;
+        }
+        for (unsigned i = 0; i < snap->n_gpus && rc == GS_OK; i++)
+            if (sel[i] && snap->gpus[i].n_nvlink > 0)
+                rc = gs_source_topology(src, i, &topo[i], &err);
+        if (rc != GS_OK) {
+            status = gs_smi_fail(rc, err.msg);
+            goto done;
+        }
+        rc = gs_smi_nvlink_caps(stdout, snap, sel, topo);
+    }
     if (fflush(stdout) != 0)
         rc = GS_EIO;
     status = rc == GS_OK ? 0 : gs_smi_fail(rc, "cannot write the output");
 done:
+    free(topo);
     free(sel);
     gs_source_close(src);
     return status;

@@ -1,7 +1,6 @@
 /*
  * nvidia-smi's scrolling monitors, `dmon` (one line per GPU per interval) and `pmon` (one line
- * per process), in nvidia-smi's column layout (shared/reference/nvidia-smi-captures), and
- * `topo`, which gpuscope cannot answer: the model holds no GPU topology, so it says so.
+ * per process), in nvidia-smi's column layout (shared/reference/nvidia-smi-captures).
  *
  * Both monitors sample on CLOCK_MONOTONIC boundaries of -d seconds, print the header once, stop
  * after -c samples or at SIGINT/SIGTERM (blocked and collected with sigtimedwait, no handler),
@@ -457,25 +456,4 @@ int gs_smi_pmon(int argc, char **argv, const char *prog)
         o.select = "u";
     return run(&o, GS_WANT_PROCS | GS_WANT_PROC_UTIL | GS_WANT_MIG | GS_WANT_STATIC, o.select,
                pmon_header, pmon_rows);
-}
-
-/* --- topo ----------------------------------------------------------------------------------- */
-
-int gs_smi_topo(int argc, char **argv, const char *prog)
-{
-    if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-        printf("\n    Usage: %s topo [options]\n\n"
-               "    Options include:\n"
-               "    [-m | --matrix]:      Display the GPUDirect communication matrix\n"
-               "    [-h | --help]:        Display help information\n\n"
-               "    gpuscope does not read the GPU topology: every option answers\n"
-               "    \"not supported\".\n\n",
-               prog);
-        return 0;
-    }
-    printf("topo%s%s is not supported by gpuscope: it does not read the GPU topology "
-           "(NVML's nvmlDeviceGetTopologyCommonAncestor, nvmlDeviceGetCpuAffinity, NVLink "
-           "state). Use the driver's nvidia-smi for it.\n",
-           argc > 1 ? " " : "", argc > 1 ? argv[1] : "");
-    return gs_rc_exit_code(GS_ENOTSUP);
 }

@@ -1,0 +1,180 @@
+/*
+ * The NVML backend's topology answer (backend.h topology, nvidia-smi topo -m): per pair of GPUs
+ * the closest common PCIe ancestor (nvmlDeviceGetTopologyCommonAncestor) and the NVLinks
+ * between them (nvmlDeviceGetNvLinkState, nvmlDeviceGetNvLinkRemotePciInfo_v2,
+ * nvmlDeviceGetNvLinkRemoteDeviceType), and per GPU its ideal CPU set (nvmlDeviceGetCpuAffinity),
+ * its closest NUMA nodes (nvmlDeviceGetMemoryAffinity) and the NUMA node of its own memory
+ * (nvmlDeviceGetNumaNodeId, on boards whose memory is a NUMA node), and each NVLink's capabilities
+ * (nvmlDeviceGetNvLinkCapability, nvidia-smi nvlink -c). Read when asked, never
+ * sampled: nothing here is kept between calls.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "backend/nvml_int.h"
+#include "gpuscope/gs_err.h"
+
+#define MASK_WORDS (GS_TOPO_CPUS_LEN / 8) /* 8192 CPUs: more than any machine has */
+#define ULONG_BITS (8 * sizeof(unsigned long))
+
+/* A bit set as nvidia-smi writes one: ranges joined by commas ("0-55,112-167"). */
+static void mask_ranges(const unsigned long *m, unsigned words, char *out, size_t len)
+{
+    size_t o = 0;
+    unsigned nbits = words * (unsigned)ULONG_BITS;
+
+    out[0] = '\0';
+    for (unsigned i = 0; i < nbits; i++) {
+        unsigned j = i;
+        int w;
+        if (!(m[i / ULONG_BITS] >> (i % ULONG_BITS) & 1ul))
+            continue;
+        while (j + 1 < nbits && (m[(j + 1) / ULONG_BITS] >> ((j + 1) % ULONG_BITS) & 1ul))
+            j++;
+        w = j > i ? snprintf(out + o, len - o, "%s%u-%u", o ? "," : "", i, j)
+                  : snprintf(out + o, len - o, "%s%u", o ? "," : "", i);
+        if (w < 0 || (size_t)w >= len - o) { /* cannot happen at GS_TOPO_CPUS_LEN; stay whole */
+            out[o] = '\0';
+            return;
+        }
+        o += (size_t)w;
+        i = j;
+    }
+}
+
+struct links {
+    unsigned n_switch;            /* active links ending at an NVSwitch */
+    unsigned n_gpu;               /* active links ending at a GPU */
+    char peer[GS_NVLINK_MAX][32]; /* far end's bus id of each GPU link */
+};
+
+/* The active links of one GPU, by far end. Stops at the first link the driver refuses. */
+static int read_links(struct gs_backend *b, nvmlDevice_t h, struct links *k)
+{
+    const struct nvml_fns *f = &b->fn;
+
+    memset(k, 0, sizeof *k);
+    if (!f->nvlink_state || !f->nvlink_remote_pci)
+        return 0;
+    for (unsigned l = 0; l < GS_NVLINK_MAX; l++) {
+        nvmlEnableState_t on = 0;
+        nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+        nvmlPciInfo_t pci;
+        nvmlReturn_t r = f->nvlink_state(h, l, &on);
+
+        if (r == NVML_ERROR_GPU_IS_LOST || gs_nvml_driver_gone(r))
+            return -1;
+        if (r != NVML_SUCCESS)
+            break;
+        if (on != 1)
+            continue;
+        if (f->nvlink_remote_type && f->nvlink_remote_type(h, l, &type) == NVML_SUCCESS &&
+            type == NVML_NVLINK_DEVICE_TYPE_SWITCH) {
+            k->n_switch++;
+            continue;
+        }
+        memset(&pci, 0, sizeof pci);
+        if (f->nvlink_remote_pci(h, l, &pci) != NVML_SUCCESS)
+            continue;
+        if (type != NVML_NVLINK_DEVICE_TYPE_GPU && type != NVML_NVLINK_DEVICE_TYPE_UNKNOWN)
+            continue; /* an IBM NPU: a CPU, not a peer */
+        if (pci.busId[0])
+            snprintf(k->peer[k->n_gpu], sizeof k->peer[0], "%.*s", (int)sizeof pci.busId,
+                     pci.busId);
+        else
+            snprintf(k->peer[k->n_gpu], sizeof k->peer[0], "%08X:%02X:%02X.0", pci.domain, pci.bus,
+                     pci.device);
+        k->n_gpu++;
+    }
+    return 0;
+}
+
+static int topo_rc(struct gs_backend *b, unsigned dev, const char *call, nvmlReturn_t r,
+                   struct gs_err *err)
+{
+    int rc = r == NVML_ERROR_GPU_IS_LOST ? GS_ELOST : GS_ENODRIVER;
+    return gs_err_set(err, rc, "nvml: %s(gpu %u): %s", call, dev, gs_nvml_errstr(b, r));
+}
+
+static int fatal(nvmlReturn_t r)
+{
+    return r == NVML_ERROR_GPU_IS_LOST || gs_nvml_driver_gone(r);
+}
+
+int gs_nvml_topology(struct gs_backend *b, unsigned dev, struct gs_topo *t, struct gs_err *err)
+{
+    const struct nvml_fns *f = &b->fn;
+    unsigned long mask[MASK_WORDS];
+    struct links mine, theirs;
+    nvmlReturn_t r;
+    nvmlDevice_t h;
+    unsigned n = b->n < GS_TOPO_GPUS ? b->n : GS_TOPO_GPUS;
+
+    memset(t, 0, sizeof *t);
+    if (dev >= b->n)
+        return gs_err_set(err, GS_ENOGPU, "nvml: no GPU %u (have %u)", dev, b->n);
+    h = b->dev[dev].h;
+    if (!h)
+        return gs_err_set(err, GS_ELOST, "nvml: GPU %u: %s", dev,
+                          gs_nvml_errstr(b, b->dev[dev].h_rc));
+    memset(mask, 0, sizeof mask);
+    if (f->cpu_affinity && (r = f->cpu_affinity(h, MASK_WORDS, mask)) == NVML_SUCCESS) {
+        mask_ranges(mask, MASK_WORDS, t->cpus, sizeof t->cpus);
+        t->cpus_st = GS_ST_OK;
+    } else if (f->cpu_affinity && fatal(r)) {
+        return topo_rc(b, dev, "nvmlDeviceGetCpuAffinity", r, err);
+    }
+    memset(mask, 0, sizeof mask);
+    if (f->mem_affinity &&
+        f->mem_affinity(h, MASK_WORDS, mask, NVML_AFFINITY_SCOPE_NODE) == NVML_SUCCESS) {
+        mask_ranges(mask, MASK_WORDS, t->numa, sizeof t->numa);
+        t->numa_st = t->numa[0] ? GS_ST_OK : GS_ST_NA; /* no node: the machine has no NUMA */
+    }
+    if (f->numa_node && f->numa_node(h, &t->gpu_numa) == NVML_SUCCESS)
+        t->gpu_numa_st = GS_ST_OK;
+    for (unsigned l = 0; f->nvlink_state && l < GS_NVLINK_MAX; l++) {
+        nvmlEnableState_t on = 0;
+        if ((r = f->nvlink_state(h, l, &on)) != NVML_SUCCESS) {
+            if (fatal(r))
+                return topo_rc(b, dev, "nvmlDeviceGetNvLinkState", r, err);
+            break;
+        }
+        t->n_links = l + 1;
+        t->link_active[l] = on == 1;
+        for (unsigned c = 0; f->nvlink_cap && c < NVML_NVLINK_CAP_COUNT; c++) {
+            unsigned v = 0;
+            if (f->nvlink_cap(h, l, c, &v) != NVML_SUCCESS)
+                continue;
+            t->caps_read[l] |= (uint8_t)(1u << c);
+            t->caps[l] |= (uint8_t)((v != 0) << c);
+        }
+    }
+    if (read_links(b, h, &mine) != 0)
+        return gs_err_set(err, GS_ELOST, "nvml: nvmlDeviceGetNvLinkState(gpu %u): lost", dev);
+    for (unsigned j = 0; j < n; j++) {
+        nvmlGpuTopologyLevel_t level = 0;
+        nvmlPciInfo_t pci;
+
+        if (j == dev || !b->dev[j].h)
+            continue;
+        if (f->topo_common) {
+            r = f->topo_common(h, b->dev[j].h, &level);
+            if (r == NVML_SUCCESS) {
+                t->level[j] = level;
+                t->level_st[j] = GS_ST_OK;
+            } else if (fatal(r)) {
+                return topo_rc(b, dev, "nvmlDeviceGetTopologyCommonAncestor", r, err);
+            }
+        }
+        if (mine.n_switch) {
+            if (read_links(b, b->dev[j].h, &theirs) == 0 && theirs.n_switch)
+                t->nvlinks[j] = mine.n_switch < theirs.n_switch ? mine.n_switch : theirs.n_switch;
+        }
+        memset(&pci, 0, sizeof pci);
+        if (mine.n_gpu && f->pci && f->pci(b->dev[j].h, &pci) == NVML_SUCCESS)
+            for (unsigned l = 0; l < mine.n_gpu; l++)
+                t->nvlinks[j] += strncasecmp(mine.peer[l], pci.busId, sizeof pci.busId) == 0;
+    }
+    return GS_OK;
+}

@@ -90,12 +90,15 @@ def errors(t):
     t.eq(r.returncode, 6, "-i with an unknown UUID: status 6")
     r = q(["--query-gpu=index", "--format=csv"], GPUSCOPE_NVML_LIBRARY="/nonexistent")
     t.eq(r.returncode, 12, "no NVML library: status 12 (nvidia-smi's library-not-found)")
-    t.ok(r.stdout == "" and r.stderr.count("\n") == 1 and "/nonexistent" in r.stderr,
-         "no NVML library: one line on stderr naming the path", detail=r.stderr)
+    lines = r.stderr.splitlines()
+    t.ok(r.stdout == "" and len(lines) == 2 and "/nonexistent" in lines[0] and
+         "hint:" in lines[1] and "gpuscope demo" in lines[1],
+         "no NVML library: one line on stderr naming the path, then the demo hint", detail=r.stderr)
     r = q(["--query-gpu=index", "--format=csv"], scenario=None)
     t.eq(r.returncode, 9, "driver not loaded (nvml-sim without a scenario): status 9")
-    t.ok(r.stderr.count("\n") == 1 and r.stderr.startswith("gpuscope query: "),
-         "driver not loaded: one line on stderr", detail=r.stderr)
+    lines = r.stderr.splitlines()
+    t.ok(len(lines) == 2 and r.stderr.startswith("gpuscope query: ") and "hint:" in lines[1],
+         "driver not loaded: one line on stderr, then the demo hint", detail=r.stderr)
     r = q(["--query-gpu=index", "--format=csv", "-f", "/nonexistent-dir/out.csv"])
     t.ok(r.returncode == 255 and "/nonexistent-dir/out.csv" in r.stderr,
          "-f into a missing directory: status 255, the path named", detail=r.stderr)

@@ -22,7 +22,7 @@
 
 #include "base/dirfile.h"
 #include "diag/diag.h"
-#include "diag/straggler.h"
+#include "base/straggler.h"
 #include "gpuscope/gs_err.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)

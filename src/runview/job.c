@@ -6,7 +6,7 @@
  */
 #include "runview/job.h"
 
-#include "diag/straggler.h"
+#include "base/straggler.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "diag/straggler.h"
+#include "base/straggler.h"
 
 static void near(double got, double want)
 {

@@ -7,8 +7,8 @@
  * `gpuscope compare --job` and the Prometheus rules of deploy/prometheus/training-job-rules.yml
  * apply it with the same thresholds.
  */
-#ifndef GS_DIAG_STRAGGLER_H
-#define GS_DIAG_STRAGGLER_H
+#ifndef GS_BASE_STRAGGLER_H
+#define GS_BASE_STRAGGLER_H
 
 #include <stddef.h>
 

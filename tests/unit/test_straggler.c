@@ -1,5 +1,5 @@
 /*
- * test_straggler.c - the straggler rule (src/diag/straggler.c): leave-one-out, two ranks, the
+ * test_straggler.c - the straggler rule (src/base/straggler.c): leave-one-out, two ranks, the
  * thresholds, ranks without figures, the text.
  */
 #include <math.h>

@@ -385,7 +385,8 @@ async function run(ctx) {
       plainBg: plain ? getComputedStyle(plain).backgroundColor : null} : null;
   });
   ok(intr && intrCell?.text === 'interrupted (waiting for its sender)' &&
-    intrCell.cls === 'interrupted' && intrCell.plainBg != null && intrCell.bg !== intrCell.plainBg,
+    intrCell.cls === 'interrupted' && intrCell.plainBg != null &&
+    intrCell.bg !== intrCell.plainBg,
   'Runs marks an interrupted run: its own colour, "waiting for its sender"', intrCell);
   const marks = await waitFor(page, () =>
     Number(document.querySelector('#chart-utilization')?.dataset.runMarks ?? 0) >= 1,

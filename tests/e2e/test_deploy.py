@@ -215,6 +215,11 @@ if yaml:
     t.ok(vols.get("tls", {}).get("secret", {}).get("secretName") == "gpuscope-agent-tls"
          and secret_dir.startswith("/"),
          "kubernetes: the Secret gpuscope-agent-tls mounted", detail=vols)
+    # a read-only root: the sockets' directory (root's default, docs/agent.md) is a volume
+    t.ok(ctr.get("securityContext", {}).get("readOnlyRootFilesystem") is True and
+         mounts.get("run") == "/run/gpuscope" and "emptyDir" in vols.get("run", {}),
+         "kubernetes: read-only root, /run/gpuscope (the agent's sockets) an emptyDir",
+         detail=mounts)
     conf_text = kinds.get("ConfigMap", {}).get("data", {}).get("agent.conf", "")
     t.ok("listen = 0.0.0.0:9400" in conf_text and "allowed_hosts = " + SVC_NAME in conf_text,
          "kubernetes: agent.conf listens on 0.0.0.0:9400, allows the Service's name",

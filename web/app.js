@@ -529,7 +529,8 @@ function renderRuns(res) {
     tick.addEventListener('change', () => toggleCompare(r.id, tick.checked));
     return el('tr', {'data-run': String(r.id), class: r.id === state.runSelected ? 'sel' : ''},
       el('td', {}, tick), el('td', {}, b), el('td', {text: r.user}),
-      el('td', {text: r.state, class: r.stalled ? 'stalled' : ''}),
+      el('td', {text: r.state,
+        class: r.stalled ? 'stalled' : r.interrupted ? 'interrupted' : ''}),
       el('td', {text: fmtClock(r.start)}), el('td', {class: 'num', text: fmtDuration(r.duration)}),
       el('td', {class: 'num', text: r.steps == null ? '—' : String(r.steps)}),
       el('td', {text: r.ratios}), el('td', {text: r.findings.join(', ') || '—'}),

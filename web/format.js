@@ -393,10 +393,15 @@ export function runRows(doc, now) {
       id: r.id,
       name: r.name || `run ${r.id}`,
       user: r.user ?? (isNum(r.uid) ? `uid ${r.uid}` : NA),
-      // the agent's hang rule: no step for N x the run's p95 step time (docs/api.md)
+      // the agent's hang rule: no step for N x the run's p95 step time (docs/api.md); an
+      // interrupted run (its sender went away without an end, or the agent restarted) waits
+      // for its sender while its end is null (docs/agent.md, RESUMING A RUN)
       state: r.stalled === true ?
-        `stalled (no step for ${fmtDuration(r.stalled_seconds)})` : r.state ?? NA,
+        `stalled (no step for ${fmtDuration(r.stalled_seconds)})` :
+        r.state === 'interrupted' && r.end == null ? 'interrupted (waiting for its sender)' :
+          r.state ?? NA,
       stalled: r.stalled === true,
+      interrupted: r.stalled !== true && r.state === 'interrupted',
       start: r.start ?? null,
       duration: isNum(r.start) && end != null ? Math.max(0, end - r.start) : null,
       steps: r.steps ?? null,

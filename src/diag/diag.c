@@ -79,7 +79,7 @@ struct diag_in {
     double from, to;
     const json_t *gpus;
     double peak_reserved_gb, gap_gb, alloc_total_gb;
-    const json_t *slow; /* slowest_rank when it is a straggler (src/diag/straggler.c), or NULL */
+    const json_t *slow; /* slowest_rank when it is a straggler (src/base/straggler.c), or NULL */
 };
 
 static double num(const json_t *o, const char *key)
@@ -608,7 +608,7 @@ static json_t *rule_memory_fragmentation(const struct diag_in *in)
     return f;
 }
 
-/* A straggler (slowest_rank.straggler, src/diag/straggler.c): the rank the others wait for. */
+/* A straggler (slowest_rank.straggler, src/base/straggler.c): the rank the others wait for. */
 static json_t *rule_straggler(const struct diag_in *in)
 {
     const json_t *g;

@@ -378,9 +378,9 @@ static json_t *rule_exposed_comm(const json_t *rep, const json_t *ranks)
         json_array_foreach(json_object_get(job, "stragglers"), i,
                            s) if (json_is_true(json_object_get(s, "straggler")))
             gs_diag_advise(f,
-                           "Rank %.0f computes %.0f%% more than the median rank: the others wait "
+                           "Rank %.0f computes %.0f%% more than the other ranks: they wait "
                            "for it in the collectives; balance its work",
-                           pnum(s, "rank"), pnum(s, "compute_vs_median_pct"));
+                           pnum(s, "rank"), pnum(s, "compute_vs_others_pct"));
     }
     return f;
 }

@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include "base/dirfile.h"
+#include "base/straggler.h"
 #include "diag/diag.h"
-#include "diag/straggler.h"
 #include "gpuscope/gs_err.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -552,7 +552,7 @@ static double median_of(float *buf, size_t n)
 }
 
 /* "slowest_rank" (two ranks or more): the rank that computes longest by the straggler rule
- * (src/diag/straggler.c), whether it is a straggler, its figures against the other ranks' and
+ * (src/base/straggler.c), whether it is a straggler, its figures against the other ranks' and
  * its GPU's (the GPU whose NVML index is the rank's CUDA device); null otherwise. */
 static json_t *slowest_rank(const struct gs_agg *a, const struct gs_straggler_rank *fig,
                             const double *p50, const json_t *gpus)

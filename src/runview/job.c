@@ -6,7 +6,7 @@
  */
 #include "runview/job.h"
 
-#include "diag/straggler.h"
+#include "base/straggler.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -361,7 +361,7 @@ json_t *gs_job_doc(const struct gs_rundata *runs, size_t n)
     /* the job's medians: over the ranks with a figure */
     busy_median = finite_median(f.busy, f.n);
     data_median = finite_median(f.data, f.n);
-    /* each rank over the median of the others; the straggler: src/diag/straggler.c's rule */
+    /* each rank over the median of the others; the straggler: src/base/straggler.c's rule */
     sr = malloc((f.n ? f.n : 1) * sizeof *sr);
     if (!sr)
         goto oom;

@@ -3,7 +3,7 @@
  * docs/compare.md, JOB): each node's `gpuscope run` directory (or agent run) holds the ranks
  * that ran there; the job document puts them together: a row per node, a row per rank with
  * its busy time over the other ranks' median, the job's throughput summed over its nodes, and
- * the straggler (src/diag/straggler.h's rule) with its evidence (the
+ * the straggler (src/base/straggler.h's rule) with its evidence (the
  * throttle reasons, clocks and temperature of its GPU, its data and communication times
  * against the job's). A pure function of the reports.
  */

@@ -484,7 +484,7 @@ static void runs_panel(struct top_ui *ui, int y0, int h)
     attron(head(ui));
     mvhline(y, 0, ' ', COLS);
     put(y, 1, A_REVERSE | A_BOLD | col(ui, C_HEAD),
-        "TRAINING RUNS  %-4s %-10s %-8s %-11s %6s %6s %5s %5s  FINDINGS", "ID", "USER", "STATE",
+        "TRAINING RUNS  %-4s %-9s %-11s %-11s %6s %6s %4s %4s  FINDINGS", "ID", "USER", "STATE",
         "NAME", "STEPS", "RUN", "DATA", "COMM");
     attroff(head(ui));
     y++;
@@ -506,7 +506,7 @@ static void runs_panel(struct top_ui *ui, int y0, int h)
             double v;
             const json_t *fa = json_object_get(r, "findings"), *fi;
             size_t j;
-            int is_sel = idx == ui->run_sel, stalled;
+            int is_sel = idx == ui->run_sel, stalled, interrupted;
             if (y >= maxy - 1) {
                 put(y++, 1, A_BOLD | col(ui, C_YELLOW),
                     "+%zu more runs (a taller terminal shows them)",
@@ -532,14 +532,23 @@ static void runs_panel(struct top_ui *ui, int y0, int h)
                 top_fmt_duration(d, sizeof d, v);
                 snprintf(fnd, sizeof fnd, "no step for %s", d);
             }
+            /* its sender went away without an end (or the agent restarted): while "end" is null
+             * the agent waits runs_resume_timeout for it (docs/agent.md RESUMING A RUN) */
+            interrupted = !stalled && !strcmp(jstr(r, "state", ""), "interrupted");
+            if (interrupted && json_is_null(json_object_get(r, "end")))
+                snprintf(fnd, sizeof fnd, "waiting for its sender to resume");
             json_array_foreach(fa, j, fi)
             {
                 size_t l = strlen(fnd);
-                snprintf(fnd + l, sizeof fnd - l, "%s%s", l ? (stalled && j == 0 ? "; " : ",") : "",
+                snprintf(fnd + l, sizeof fnd - l, "%s%s",
+                         l ? ((stalled || interrupted) && j == 0 ? "; " : ",") : "",
                          json_string_value(fi) ? json_string_value(fi) : "?");
             }
-            put(y, 0, (is_sel ? A_REVERSE : 0) | (stalled ? A_BOLD | col(ui, C_RED) : 0),
-                "%s%-14.14s %-4s %-10.10s %-8.8s %-11.11s %6lld %6s %5s %5s  %s",
+            put(y, 0,
+                (is_sel ? A_REVERSE : 0) | (stalled       ? A_BOLD | col(ui, C_RED)
+                                            : interrupted ? A_BOLD | col(ui, C_YELLOW)
+                                                          : 0),
+                "%s%-14.14s %-4s %-9.9s %-11.11s %-11.11s %6lld %6s %4s %4s  %s",
                 is_sel ? ">" : " ", f->n_src > 1 ? s->name : "", key, jstr(r, "user", "?"),
                 stalled ? "stalled" : jstr(r, "state", "?"), jstr(r, "name", ""),
                 (long long)json_integer_value(json_object_get(r, "steps")), rt, dr, cr, fnd);

@@ -9,6 +9,8 @@
  */
 #include "trace/trace.h"
 
+#include "base/straggler.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -845,13 +847,6 @@ static json_t *rank_json(struct ctx *c, int64_t state[8], int64_t *comp_out, int
     return r;
 }
 
-static int cmp_dbl(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-
-    return a < b ? -1 : a > b;
-}
-
 /* A job analysed one rank at a time: each rank's document and the sums the job's tables need,
  * so that a caller can free a rank's trace before it loads the next. */
 struct jrank {
@@ -932,11 +927,23 @@ static int cmp_jrank(const void *x, const void *y)
     return a->order < b->order ? -1 : a->order > b->order;
 }
 
+/* The straggler rule's input: each rank's compute time (the temporal breakdown's) over the
+ * traced window, in ms, its communication time as its wait. Returns sr. */
+static const struct gs_straggler_rank *sr_fill(struct gs_straggler_rank *sr,
+                                               const struct gs_trace_job *j)
+{
+    for (size_t i = 0; i < j->n; i++)
+        sr[i] = (struct gs_straggler_rank){.busy_ms = (double)j->r[i].comp / 1000.0,
+                                           .wait_ms = (double)j->r[i].comm / 1000.0};
+    return sr;
+}
+
 json_t *gs_trace_job_done(struct gs_trace_job *j)
 {
     json_t *doc = json_object(), *arr = json_array(), *types = json_array(), *strag = json_array();
     int64_t tot = 0;
-    double median = 0;
+    struct gs_straggler_rank *sr = NULL;
+    struct gs_straggler top = {.idx = -1};
     size_t n = j->n;
     char nm[96];
     long long next = 0;
@@ -976,31 +983,36 @@ json_t *gs_trace_job_done(struct gs_trace_job *j)
                                                    pct((double)j->states[s], (double)tot)));
         }
     }
-    /* stragglers: compute time against the median rank's */
+    /* stragglers: the one rule (base/straggler.h): each rank's compute over the traced window
+     * against the median of the other ranks' (leave-one-out); the rank computing longest is
+     * the straggler when that rule says so */
     if (n) {
-        double *sorted = malloc(n * sizeof *sorted);
-
-        if (sorted) {
-            for (size_t i = 0; i < n; i++)
-                sorted[i] = (double)j->r[i].comp;
-            qsort(sorted, n, sizeof *sorted, cmp_dbl);
-            median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-            free(sorted);
+        sr = malloc(n * sizeof *sr);
+        if (!sr || gs_straggler_find(sr_fill(sr, j), n, &top) < 0) {
+            free(sr);
+            json_decref(doc);
+            json_decref(arr);
+            json_decref(types);
+            json_decref(strag);
+            return NULL;
         }
     }
     for (size_t i = 0; i < n; i++) {
         const struct jrank *r = &j->r[i];
-        double cp = (double)r->comp;
+        double ratio = NAN;
 
+        if (gs_straggler_ratio(sr, n, i, &ratio) < 0)
+            ratio = NAN;
         json_array_append(arr, r->doc);
         json_array_append_new(
             strag, json_pack("{s:I, s:I, s:I, s:I, s:I, s:o, s:b}", "rank", (json_int_t)r->rank,
                              "compute_us", (json_int_t)r->comp, "communication_us",
                              (json_int_t)r->comm, "idle_us", (json_int_t)r->idle, "kernel_span_us",
-                             (json_int_t)r->span, "compute_vs_median_pct",
-                             median > 0 ? json_real(100.0 * (cp - median) / median) : json_null(),
-                             "straggler", n > 1 && median > 0 && cp > 1.1 * median));
+                             (json_int_t)r->span, "compute_vs_others_pct",
+                             isfinite(ratio) ? json_real(100.0 * (ratio - 1.0)) : json_null(),
+                             "straggler", top.straggler && top.idx == (long)i));
     }
+    free(sr);
     json_object_set_new(doc, "ranks", arr);
     json_object_set_new(doc, "job",
                         json_pack("{s:I, s:o, s:o}", "ranks", (json_int_t)n, "kernel_types", types,

@@ -6,6 +6,8 @@
  */
 #include "trace/trace.h"
 
+#include "base/straggler.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,13 +350,15 @@ void gs_trace_print(FILE *out, const json_t *doc, int color)
     json_array_foreach(ranks, i, r) print_rank(tb, out, r, color);
     if (json_array_size(ranks) > 1) {
         const json_t *s = json_object_get(job, "stragglers");
-        static const char *h[] = {"rank",      "compute (us)", "vs median", "comm (us)",
+        static const char *h[] = {"rank",      "compute (us)", "vs others", "comm (us)",
                                   "idle (us)", "span (us)",    ""};
         static const int rt[] = {1, 1, 1, 1, 1, 1, 0};
 
         heading(out, color, "job: kernel time by type, all ranks");
         print_types(tb, out, json_object_get(job, "kernel_types"));
-        heading(out, color, "job: ranks side by side (straggler: compute > 1.1 x median)");
+        heading(out, color,
+                "job: ranks side by side (straggler: compute > %.2f x the other ranks' median)",
+                GS_STRAGGLER_RATIO);
         tab_start(tb, 7, h, rt);
         json_array_foreach(s, i, r)
         {
@@ -365,7 +369,7 @@ void gs_trace_print(FILE *out, const json_t *doc, int color)
             row = tb->nrow - 1;
             cell(tb, row, 0, "%lld", I(r, "rank"));
             cell(tb, row, 1, "%lld", I(r, "compute_us"));
-            num(tb, row, 2, json_object_get(r, "compute_vs_median_pct"), "%+.1f%%");
+            num(tb, row, 2, json_object_get(r, "compute_vs_others_pct"), "%+.1f%%");
             cell(tb, row, 3, "%lld", I(r, "communication_us"));
             cell(tb, row, 4, "%lld", I(r, "idle_us"));
             cell(tb, row, 5, "%lld", I(r, "kernel_span_us"));

@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -22,7 +23,7 @@ import urllib.request
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import SRC, BUILD, BIN, SIM  # noqa: E402
+from gsenv import SRC, BUILD, BIN, SIM, free_port, reap, sim_env, wait_until  # noqa: E402
 
 DEPLOY = os.path.join(SRC, "deploy")
 RULES = os.path.join(DEPLOY, "prometheus-rules.yml")
@@ -163,34 +164,160 @@ if promtool:
 else:
     t.skip("grafana: promtool parses the panel expressions", "promtool not installed")
 
-# deploy/kubernetes/gpuscope-agent.yaml: a DaemonSet with hostPID on GPU nodes, probing
-# /healthz on 9400, and a ConfigMap whose agent.conf the agent itself accepts.
+# deploy/kubernetes/gpuscope-agent.yaml: a DaemonSet with hostPID on GPU nodes, probing port
+# 9400, mounting the Secret gpuscope-agent-tls, and a ConfigMap whose agent.conf the agent
+# starts with as written: docs/deploy.md's Kubernetes commands make the certificate and token
+# (kubectl aside), the Secret's files lie where the DaemonSet mounts them (moved into a
+# temporary directory, as the kubelet lays a Secret out: links into a ..data directory), and
+# the agent listens on 0.0.0.0 (a free port): /metrics over HTTPS with the token, 401 without,
+# 421 to a Host it does not know. The scrape config and ServiceMonitor read the same Secret.
 try:
     import yaml
 except ImportError:
     yaml = None
+KDIR = os.path.join(DEPLOY, "kubernetes")
+SVC_NAME = "gpuscope-agent.gpuscope.svc"
+
+
+def tls_get(port, ca, host, token=None):
+    """(status, body) of GET /metrics on 127.0.0.1:port over TLS, the certificate checked
+    against ca for the name SVC_NAME, with Host: host."""
+    ctx = ssl.create_default_context(cafile=ca)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with ctx.wrap_socket(raw, server_hostname=SVC_NAME) as s:
+            req = "GET /metrics HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n" % host
+            if token:
+                req += "Authorization: Bearer %s\r\n" % token
+            s.sendall((req + "\r\n").encode())
+            resp = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                resp += chunk
+    head, _, body = resp.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body.decode(errors="replace")
+
+
 if yaml:
-    kdocs = list(yaml.safe_load_all(open(os.path.join(DEPLOY, "kubernetes",
-                                                      "gpuscope-agent.yaml"))))
+    kdocs = list(yaml.safe_load_all(open(os.path.join(KDIR, "gpuscope-agent.yaml"))))
     kinds = {d["kind"]: d for d in kdocs}
     ds = kinds.get("DaemonSet", {}).get("spec", {}).get("template", {}).get("spec", {})
     ctr = (ds.get("containers") or [{}])[0]
+    mounts = {m["name"]: m["mountPath"] for m in ctr.get("volumeMounts", [])}
+    vols = {v["name"]: v for v in ds.get("volumes", [])}
+    secret_dir = mounts.get("tls", "")
     t.ok(ds.get("hostPID") is True and ctr.get("ports", [{}])[0].get("containerPort") == 9400
-         and ctr.get("livenessProbe", {}).get("httpGet", {}).get("path") == "/healthz"
+         and ctr.get("livenessProbe", {}).get("tcpSocket", {}).get("port") == "https"
+         and ctr.get("readinessProbe", {}).get("tcpSocket", {}).get("port") == "https"
          and "--config" in ctr.get("args", []),
-         "kubernetes: DaemonSet with hostPID, port 9400, /healthz probe", detail=ds)
+         "kubernetes: DaemonSet with hostPID, port 9400, TCP probes", detail=ds)
+    t.ok(vols.get("tls", {}).get("secret", {}).get("secretName") == "gpuscope-agent-tls"
+         and secret_dir.startswith("/"),
+         "kubernetes: the Secret gpuscope-agent-tls mounted", detail=vols)
+    # a read-only root: the sockets' directory (root's default, docs/agent.md) is a volume
+    t.ok(ctr.get("securityContext", {}).get("readOnlyRootFilesystem") is True and
+         mounts.get("run") == "/run/gpuscope" and "emptyDir" in vols.get("run", {}),
+         "kubernetes: read-only root, /run/gpuscope (the agent's sockets) an emptyDir",
+         detail=mounts)
     conf_text = kinds.get("ConfigMap", {}).get("data", {}).get("agent.conf", "")
+    t.ok("listen = 0.0.0.0:9400" in conf_text and "allowed_hosts = " + SVC_NAME in conf_text,
+         "kubernetes: agent.conf listens on 0.0.0.0:9400, allows the Service's name",
+         detail=conf_text)
+    kdoc = open(os.path.join(SRC, "docs", "deploy.md")).read()
+    kdoc = kdoc[kdoc.index("## Kubernetes"):]
+    kblock = next(c for lang, c in re.findall(r"```(\w+)\n(.*?)```", kdoc, re.S)
+                  if lang == "sh" and "openssl req -x509" in c)
+    kblock = "\n".join(ln for ln in kblock.replace("\\\n", " ").splitlines()
+                       if not ln.lstrip().startswith(("kubectl", "mkdir", "cd ")))
+    kblock = kblock.replace("gpuscope agent --new-token", BIN + " agent --new-token")
     tmp = tempfile.mkdtemp(prefix="gs-k8s-test.")
+    agent = None
     try:
+        r = subprocess.run(["bash", "-euo", "pipefail", "-c", kblock], cwd=tmp,
+                           capture_output=True, text=True, timeout=60)
+        t.ok(r.returncode == 0 and all(os.path.exists(os.path.join(tmp, n)) for n in
+                                       ("ca.pem", "tls.crt", "tls.key", "tokens", "token")),
+             "kubernetes: docs/deploy.md's commands make the CA, the pair and the token",
+             detail=r.stdout + r.stderr)
+        token = open(os.path.join(tmp, "token")).read().strip()
+        # the Secret as the kubelet lays it out: NAME -> ..data/NAME, mode 0400
+        sdir = os.path.join(tmp, "secret")
+        os.makedirs(os.path.join(sdir, "..2026_01_01"))
+        os.symlink("..2026_01_01", os.path.join(sdir, "..data"))
+        for n in ("tls.crt", "tls.key", "tokens"):
+            shutil.copy(os.path.join(tmp, n), os.path.join(sdir, "..2026_01_01", n))
+            os.chmod(os.path.join(sdir, "..2026_01_01", n), 0o400)
+            os.symlink(os.path.join("..data", n), os.path.join(sdir, n))
+        kport = free_port()
         conf = os.path.join(tmp, "agent.conf")
         with open(conf, "w") as f:
-            f.write(conf_text)
+            f.write(conf_text.replace(secret_dir, sdir)
+                    .replace("0.0.0.0:9400", "0.0.0.0:%d" % kport))
         r = run([BIN, "agent", "--config", conf, "--check-config"])
-        t.ok(r.returncode == 0 and "listen = 0.0.0.0:9400" in r.stdout,
+        t.ok(r.returncode == 0 and "listen = 0.0.0.0:%d" % kport in r.stdout,
              "kubernetes: the ConfigMap's agent.conf passes --check-config",
              detail=r.stdout + r.stderr)
+        log = open(os.path.join(tmp, "agent.log"), "w")
+        agent = subprocess.Popen([BIN, "agent", "--config", conf, "--data-dir",
+                                  os.path.join(tmp, "data")],
+                                 env=sim_env("h100x8-training.json", RUNTIME_DIRECTORY=tmp),
+                                 stdout=log, stderr=subprocess.STDOUT)
+        ca = os.path.join(tmp, "ca.pem")
+
+        def get(host, tok=None):
+            try:
+                return tls_get(kport, ca, host, tok)
+            except (OSError, ValueError, IndexError) as e:
+                return None, str(e)
+        up = wait_until(lambda: get("127.0.0.1", token)[0] == 200 or agent.poll() is not None,
+                        timeout=20)
+        st, body = get("127.0.0.1:%d" % kport, token)
+        t.ok(up and agent.poll() is None and st == 200 and "gpuscope_gpu_up" in body,
+             "kubernetes: the agent starts with the ConfigMap's agent.conf and the Secret's "
+             "files; /metrics over HTTPS with the token, certificate checked for " + SVC_NAME,
+             detail=open(os.path.join(tmp, "agent.log")).read()[-2000:])
+        t.eq(get("127.0.0.1:%d" % kport)[0], 401, "kubernetes: without the token: 401")
+        t.eq(get(SVC_NAME + ":9400", token)[0], 200,
+             "kubernetes: Host " + SVC_NAME + " (allowed_hosts) answered")
+        t.eq(get("evil.example:9400", token)[0], 421, "kubernetes: an unknown Host: 421")
     finally:
+        if agent is not None:
+            agent.send_signal(signal.SIGTERM)
+            try:
+                agent.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                reap([agent])
         shutil.rmtree(tmp, ignore_errors=True)
+    sm = yaml.safe_load(open(os.path.join(KDIR, "servicemonitor.yaml")))
+    ep = (sm.get("spec", {}).get("endpoints") or [{}])[0]
+    svc = kinds.get("Service", {})
+    t.ok(sm.get("kind") == "ServiceMonitor" and
+         sm["metadata"].get("namespace") == svc.get("metadata", {}).get("namespace") and
+         sm["spec"]["selector"]["matchLabels"] == svc["metadata"]["labels"] and
+         ep.get("port") in [p["name"] for p in svc["spec"]["ports"]] and
+         ep.get("scheme") == "https" and ep.get("honorLabels") is True and
+         ep["authorization"]["credentials"] == {"name": "gpuscope-prometheus", "key": "token"} and
+         ep["tlsConfig"]["ca"]["secret"] == {"name": "gpuscope-prometheus", "key": "ca.pem"} and
+         ep["tlsConfig"]["serverName"] == SVC_NAME,
+         "kubernetes: the ServiceMonitor selects the Service's port, HTTPS, the token and CA of "
+         "the Secret gpuscope-prometheus", detail=sm)
+    if promtool:
+        r = run([promtool, "check", "config", "--syntax-only",
+                 os.path.join(KDIR, "prometheus-scrape.yml")])
+        t.ok(r.returncode == 0, "kubernetes: promtool check config prometheus-scrape.yml",
+             detail=r.stdout + r.stderr)
+    else:
+        t.skip("kubernetes: promtool check config prometheus-scrape.yml", "promtool not installed")
+    scrape = yaml.safe_load(open(os.path.join(KDIR, "prometheus-scrape.yml")))
+    job = scrape["scrape_configs"][0]
+    t.ok(job.get("scheme") == "https" and job["tls_config"].get("server_name") == SVC_NAME and
+         job["authorization"].get("credentials_file") and
+         job["dns_sd_configs"][0]["names"][0].startswith(
+             kinds["Service"]["metadata"]["name"] + "." + kinds["Service"]["metadata"]["namespace"]
+             + ".svc.") and kinds["Service"]["spec"].get("clusterIP") == "None",
+         "kubernetes: prometheus-scrape.yml: HTTPS, the token, the headless Service's DNS name",
+         detail=job)
 else:
     t.skip("kubernetes: the DaemonSet manifest", "python3-yaml not installed")
     t.skip("kubernetes: the ConfigMap's agent.conf", "python3-yaml not installed")

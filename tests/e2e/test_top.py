@@ -402,6 +402,29 @@ t.ok(s is not None, "a run with no step for 2 x its p95 (at least 1 s): state st
      detail=term.screen())
 stall.close()
 term.close()
+# a run whose sender goes away without an end (a resume token in its hello): the agent keeps it
+# interrupted, waiting for its sender (docs/agent.md, RESUMING A RUN); top marks it in yellow
+intr = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+intr.connect(TEST_STEPS_SOCKET)
+intr.send(json.dumps({"v": 1, "type": "hello", "run": "top-intr", "pid": os.getpid(), "rank": 0,
+                      "world_size": 1, "framework": "torch", "token": "cd" * 16}).encode())
+for n in range(3):
+    now = time.time()
+    intr.send(json.dumps({"v": 1, "type": "step", "step": n + 1, "t0": now - 0.05, "t1": now,
+                          "rank": 0, "samples": 8, "ms": {"total_step": 50.0}}).encode())
+intr.close()
+term = Term(["--no-save"], dict(aenv, GPUSCOPE_HTTP_SOCKET=http_sock), w=132)
+term.keys("r")
+s = term.wait(r"interrupted\s+top-intr\s+3 .*waiting for its sender to resume", 15)
+esc = term.tmux("capture-pane", "-p", "-e", "-t", "t").stdout
+row = next((ln for ln in esc.splitlines() if "top-intr" in ln), "")
+plain = next((ln for ln in esc.splitlines() if "top-e2e" in ln), "")
+yellow = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:33|93|38;5;(?:3|11))m")
+t.ok(s is not None and yellow.search(row) is not None and "top-e2e" in plain and
+     yellow.search(plain) is None,
+     "a run whose sender left without an end: state interrupted in its own colour, waiting for "
+     "its sender to resume", detail=repr(row) + "\n" + repr(plain) + "\n" + term.screen())
+term.close()
 # the visibility policy applies: another user sees the processes withheld, as counts
 term = Term(["--no-save"], dict(aenv, GPUSCOPE_HTTP_SOCKET=http_sock, HOME=tmp),
             prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])

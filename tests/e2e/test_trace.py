@@ -1,7 +1,8 @@
 """gpuscope trace analyze on the real Kineto traces of ../shared/reference/kineto-traces/: every
 number of that folder's README (Holistic Trace Analysis 0.6.1's results) must come out of
 `--json` (microsecond sums equal, percentages within 0.1 points, ratios within their rounding),
-plus the text tables, the legacy CPU-only format, a directory argument, malformed input
+plus the text tables, the legacy CPU-only format, a directory argument, the job's stragglers
+by the leave-one-out rule (generated two-rank traces), malformed input
 (`file:offset: what`, exit status 2, never a crash) and a generated trace past the bounded
 tables (3000 profiler steps, 10,000 op names, a 3 MiB name)."""
 import gzip
@@ -169,6 +170,42 @@ with tempfile.TemporaryDirectory() as d:
     doc = json.loads(analyze("--json", d).stdout)
     t.eq([r["rank"] for r in doc["ranks"]], [0, 1], "a directory: both ranks")
     t.eq(len(doc["job"]["stragglers"]), 2, "a directory: stragglers table over two ranks")
+    for f in os.listdir(d):
+        os.unlink(os.path.join(d, f))
+
+    # The job's stragglers by the project's one rule (docs/report.md, STRAGGLER): each rank's
+    # compute against the median of the OTHER ranks, 1.15x and 1 ms. Two ranks, rank 1's GEMMs
+    # 1.2x rank 0's: +20 % of its peer, a straggler (a median over both would read +9.1 %);
+    # 1.1x: no straggler.
+    def kineto(path, rank, gemm_us, steps=10):
+        ev, ts = [], 1000
+        for i in range(steps):
+            ev.append({"ph": "X", "cat": "kernel", "name": "volta_sgemm_128x64_nn",
+                       "ts": ts + 10, "dur": gemm_us, "pid": 0, "tid": 7,
+                       "args": {"device": 0, "stream": 7, "correlation": 2 * i + 1}})
+            ev.append({"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float",
+                       "ts": ts + 20 + gemm_us, "dur": 500, "pid": 0, "tid": 13,
+                       "args": {"device": 0, "stream": 13, "correlation": 2 * i + 2}})
+            ts += gemm_us + 1000
+        with open(path, "w") as f:
+            json.dump({"schemaVersion": 1, "distributedInfo": {"rank": rank, "world_size": 2},
+                       "traceEvents": ev}, f)
+
+    for slow_us, want in ((12000, [(0, 100000, -16.7, False), (1, 120000, 20.0, True)]),
+                          (11000, [(0, 100000, -9.1, False), (1, 110000, 10.0, False)])):
+        kineto(os.path.join(d, "r0.json"), 0, 10000)
+        kineto(os.path.join(d, "r1.json"), 1, slow_us)
+        st = json.loads(analyze("--json", d).stdout)["job"]["stragglers"]
+        got = [(s["rank"], s["compute_us"], round(s["compute_vs_others_pct"], 1), s["straggler"])
+               for s in st]
+        t.eq(got, want, "stragglers, leave-one-out: rank 1 at %.1fx rank 0's compute"
+             % (slow_us / 10000))
+        if slow_us == 12000:
+            txt = analyze(d).stdout
+            t.ok(re.search(r"^\s*1\s+120000\s+\+20\.0%.*straggler$", txt, re.M) is not None
+                 and "compute > 1.15 x the other ranks' median" in txt,
+                 "text: the ranks table names rank 1 a straggler, +20.0% of the others",
+                 detail=txt[-600:])
     for f in os.listdir(d):
         os.unlink(os.path.join(d, f))
 

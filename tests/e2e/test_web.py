@@ -6,7 +6,8 @@ L40S power- and thermally-capped; the throttling rule's for-duration cut to 1 s)
 whose NVML library does not exist (the driver-missing banner), and h100-mig (the MIG cards).
 A training run ("web-e2e", 10 steps whose data phase is a quarter of each step, so the report
 finds data_loading; 20 log records of loss and learning rate, two tags) is sent to the main
-agent's step-record socket the way the Python package does. Then runs
+agent's step-record socket the way the Python package does, and one whose sender goes away
+without an end (interrupted, waiting for its sender). Then runs
 tests/e2e/web_e2e.mjs, which drives Debian's chromium with playwright-core and prints TAP; its
 results are passed on here. When the script asks ("# RESTART main") the main agent is stopped,
 and once the page has noticed ("# STOPPED-SEEN"), started again on the same port and data dir.
@@ -107,14 +108,27 @@ def send_ddp(path, name, job, n_steps=10):
         s.close()
 
 
-def wait_run_ended(base, name, timeout=10.0):
+def send_interrupted(path, name, n_steps=3):
+    """A run whose sender goes away without an end: a resume token in its hello, so the agent
+    keeps it `interrupted` waiting for its sender (docs/agent.md, RESUMING A RUN)."""
+    def records():
+        yield {"v": 1, "type": "hello", "run": name, "pid": os.getpid(), "rank": 0,
+               "world_size": 1, "framework": "torch", "devices": [0], "token": "ab" * 16}
+        for n in range(1, n_steps + 1):
+            now = time.time()
+            yield {"v": 1, "type": "step", "step": n, "t0": now - 0.15, "t1": now, "rank": 0,
+                   "device": 0, "samples": 8, "ms": {"total_step": 150.0}}
+    send_records(path, records(), gap_s=0.05)
+
+
+def wait_run_ended(base, name, timeout=10.0, state="ended"):
     end = time.time() + timeout
     while time.time() < end:
         code, _, body = http_get(base + "/api/v1/runs")
         if code == 200:
             doc = json.loads(body)
             for r in doc.get("runs", []):
-                if r.get("name") == name and r.get("state") == "ended":
+                if r.get("name") == name and r.get("state") == state:
                     return r
         time.sleep(0.2)
     return None
@@ -250,6 +264,10 @@ try:
             r = wait_run_ended(main_base, "web-e2e-ddp")
             t.ok(r is not None and r.get("steps") == 20,
                  "a 2-rank run of job llm-job is listed, ended, 20 steps", detail=r)
+            send_interrupted(SOCK_MAIN, "web-e2e-intr")
+            r = wait_run_ended(main_base, "web-e2e-intr", state="interrupted")
+            t.ok(r is not None and r.get("end") is None and r.get("steps") == 3,
+                 "a run whose sender left without an end: interrupted, end null", detail=r)
             time.sleep(4)  # several flushed seconds of history before the page asks for it
             browser(main_port, th_base, main_base, nd_base)
 finally:

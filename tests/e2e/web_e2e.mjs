@@ -373,6 +373,21 @@ async function run(ctx) {
     'its tags',
   {runRow, apiRun});
   ok(await page.$eval('#runs-note', (e) => e.hidden), 'no empty-state note while runs exist');
+  // an interrupted run (docs/agent.md, RESUMING A RUN): its state cell marked apart, as the
+  // stalled one is, saying it waits for its sender
+  const intr = await waitFor(page, () => [...document.querySelectorAll('#runs tbody tr')]
+    .some((tr) => tr.cells[1]?.textContent === 'web-e2e-intr'));
+  const intrCell = await page.$$eval('#runs tbody tr', (rs) => {
+    const tr = rs.find((r) => r.cells[1]?.textContent === 'web-e2e-intr');
+    const c = tr?.cells[3];
+    const plain = rs.find((r) => r.cells[1]?.textContent === 'web-e2e')?.cells[3];
+    return c ? {text: c.textContent, cls: c.className, bg: getComputedStyle(c).backgroundColor,
+      plainBg: plain ? getComputedStyle(plain).backgroundColor : null} : null;
+  });
+  ok(intr && intrCell?.text === 'interrupted (waiting for its sender)' &&
+    intrCell.cls === 'interrupted' && intrCell.plainBg != null &&
+    intrCell.bg !== intrCell.plainBg,
+  'Runs marks an interrupted run: its own colour, "waiting for its sender"', intrCell);
   const marks = await waitFor(page, () =>
     Number(document.querySelector('#chart-utilization')?.dataset.runMarks ?? 0) >= 1,
   undefined, 8000);

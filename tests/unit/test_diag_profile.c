@@ -111,7 +111,8 @@ static void test_two_ranks(void **state)
     (void)state;
     assert_non_null(c);
     assert_true(advice_has(c, "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"));
-    assert_true(advice_has(c, "Rank 1 computes 12% more"));
+    /* leave-one-out (base/straggler.c): 135548 us of compute against rank 0's 106252 */
+    assert_true(advice_has(c, "Rank 1 computes 28% more than the other ranks"));
     assert_null(find(fs, "profile_htod"));
     /* the side streams wait for the host; the main stream 7 does not (45 %) */
     assert_null(find(fs, "profile_host_wait"));

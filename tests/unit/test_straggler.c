@@ -1,5 +1,5 @@
 /*
- * test_straggler.c - the straggler rule (src/diag/straggler.c): leave-one-out, two ranks, the
+ * test_straggler.c - the straggler rule (src/base/straggler.c): leave-one-out, two ranks, the
  * thresholds, ranks without figures, the text.
  */
 #include <math.h>
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "diag/straggler.h"
+#include "base/straggler.h"
 
 static void near(double got, double want)
 {

@@ -301,6 +301,15 @@ test('runRows: name, user, duration (live while running), ratios, findings', () 
   assert.equal(st[0].stalled, true);
   assert.equal(st[0].state, `stalled (no step for ${fmtDuration(125)})`);
   assert.equal(r[0].stalled, false);
+  // interrupted: marked apart from running and stalled; waiting for its sender while its end
+  // is null (docs/agent.md, RESUMING A RUN), else ended without an end record
+  assert.deepEqual(r.map((x) => x.interrupted), [false, true]);
+  const wait = runRows({runs: [{...runsDoc.runs[1], end: null}]}, 1100);
+  assert.equal(wait[0].state, 'interrupted (waiting for its sender)');
+  assert.equal(wait[0].interrupted, true);
+  assert.equal(wait[0].stalled, false);
+  const both = runRows({runs: [{...runsDoc.runs[1], stalled: true, stalled_seconds: 9}]}, 1100);
+  assert.deepEqual([both[0].stalled, both[0].interrupted], [true, false]);
 });
 
 test('runsNote: empty state, runs of others left out, socket off', () => {

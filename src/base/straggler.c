@@ -8,7 +8,7 @@
  * median that includes it: with two ranks a median over both is the mean of the pair, and a
  * rank 1.5x its peer reads 1.2x of it.
  */
-#include "diag/straggler.h"
+#include "base/straggler.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -4,11 +4,12 @@
  * communication it waited for, the rank that computes longest is compared with the median of
  * the OTHER ranks (leave-one-out, so that with two ranks it is compared with its peer, and a
  * straggler never raises the figure it is compared with). The run report's slowest_rank,
- * `gpuscope compare --job` and the Prometheus rules of deploy/prometheus/training-job-rules.yml
- * apply it with the same thresholds.
+ * `gpuscope compare --job`, `gpuscope trace analyze`'s job table (src/trace/analyze.c) and the
+ * Prometheus rules of deploy/prometheus/training-job-rules.yml apply it with the same
+ * thresholds. In src/base, pure arithmetic, so that src/trace and src/diag's peers may use it.
  */
-#ifndef GS_DIAG_STRAGGLER_H
-#define GS_DIAG_STRAGGLER_H
+#ifndef GS_BASE_STRAGGLER_H
+#define GS_BASE_STRAGGLER_H
 
 #include <stddef.h>
 

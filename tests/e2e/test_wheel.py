@@ -80,6 +80,11 @@ try:
         b = subprocess.run(["meson", "setup", wbuild, SRC, "-Dpython_wheel=true", "-Dtests=false",
                             "-Dman=disabled", "-Dsystemd_unit_dir="], capture_output=True,
                            text=True, env=env, timeout=300)
+    else:
+        # ... and reads the install plan before its build regenerates a build directory whose
+        # meson.build files changed: regenerated first, the plan names today's files.
+        b = subprocess.run(["ninja", "-C", wbuild, "build.ninja"], capture_output=True, text=True,
+                           env=env, timeout=300)
     if b is None or b.returncode == 0:
         b = subprocess.run([PY, "-m", "pip", "wheel", SRC, "--no-build-isolation", "--no-index",
                         "--no-deps", "--no-cache-dir", "-w", dist,

@@ -88,7 +88,9 @@ try:
     if b is None or b.returncode == 0:
         b = subprocess.run([PY, "-m", "pip", "wheel", SRC, "--no-build-isolation", "--no-index",
                         "--no-deps", "--no-cache-dir", "-w", dist,
-                        "--config-settings", "builddir=" + wbuild],
+                        "--config-settings", "builddir=" + wbuild,
+                        # two compile jobs: it runs beside the other tests
+                        "--config-settings", "compile-args=-j2"],
                        capture_output=True, text=True, env=env, timeout=600)
     wheels = [n for n in os.listdir(dist) if n.endswith(".whl")] if os.path.isdir(dist) else []
     t.ok(b.returncode == 0 and len(wheels) == 1, "wheel built: %s" % wheels,

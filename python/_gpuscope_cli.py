@@ -1,5 +1,6 @@
 """The `gpuscope` command of a pip-installed gpuscope: the wheel's console script
-(pyproject.toml), installed in the wheel only, beside gpuscope.bundle/ (python/gpuscope/meson.build).
+(pyproject.toml), installed in the wheel only, beside gpuscope.bundle/
+(python/gpuscope/meson.build).
 
 It execs the gpuscope executable installed with it (gpuscope.bundle/gpuscope), with the same
 arguments and environment; that executable finds gpuscope-full, the top module and the Python

@@ -112,7 +112,8 @@ try:
                             "--no-deps", "--no-cache-dir", whl], capture_output=True, text=True,
                            env=env, timeout=120)
     t.ok(i.returncode == 0 and os.access(os.path.join(vbin, "gpuscope"), os.X_OK),
-         "installed into a fresh venv, gpuscope on its PATH", detail=i.stdout[-1500:] + i.stderr[-1500:])
+         "installed into a fresh venv, gpuscope on its PATH",
+         detail=i.stdout[-1500:] + i.stderr[-1500:])
     venv_env = dict(env, VIRTUAL_ENV=venv, PATH=vbin + os.pathsep + env.get("PATH", ""))
     site = subprocess.run([os.path.join(vbin, "python"), "-c",
                            "import sysconfig; print(sysconfig.get_path('platlib'))"],
@@ -129,7 +130,8 @@ try:
     t.ok(imp.returncode == 0 and lines[0] == VERSION and lines[1].startswith(bundle + "/"),
          "import gpuscope in the venv: the wheel's package, __version__ " + VERSION,
          detail=imp.stdout + imp.stderr)
-    t.ok(len(lines) > 2 and lines[2] == os.path.join(bundle, "python", "gpuscope", "libgpuscope.so"),
+    lib = os.path.join(bundle, "python", "gpuscope", "libgpuscope.so")
+    t.ok(len(lines) > 2 and lines[2] == lib,
          "native library loaded from the wheel", detail=imp.stdout + imp.stderr)
     a = subprocess.run(["gpuscope", "agent", "--help"], capture_output=True, text=True,
                        env=venv_env)

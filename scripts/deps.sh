@@ -43,6 +43,9 @@ PKGS="$PKGS libncurses-dev tmux"
 PKGS="$PKGS strace"
 # pandoc: the man pages made from docs/*.md at build time (docs/meson.build, docs/install.md).
 PKGS="$PKGS pandoc"
+# python3-mesonpy: the wheel's build backend (pyproject.toml; tests/e2e/test_wheel.py builds
+# the wheel with pip and installs it into a venv).
+PKGS="$PKGS python3-mesonpy"
 # web/node_modules: uPlot (embedded into the binary at build time) and playwright-core (the
 # browser test), exactly as web/package-lock.json pins them; again when the lock file changed.
 web_deps() {

@@ -4,7 +4,10 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 int gs_user_runtime_dir(char *out, size_t len, int create)
@@ -52,4 +55,20 @@ int gs_user_runtime_path(char *out, size_t len, const char *name)
         return -1;
     }
     return 0;
+}
+
+int gs_unix_socket_answers(const char *path, int type)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd, ok;
+
+    if (strlen(path) >= sizeof sa.sun_path)
+        return 0;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    return ok;
 }

@@ -24,4 +24,8 @@ int gs_user_runtime_dir(char *out, size_t len, int create);
  * 0 then, else -1. */
 int gs_user_runtime_path(char *out, size_t len, const char *name);
 
+/* 1 when a unix socket of that type (SOCK_STREAM, SOCK_SEQPACKET) at path accepts a connection
+ * (a live agent or demo, not a stale file), else 0. */
+int gs_unix_socket_answers(const char *path, int type);
+
 #endif

@@ -22,7 +22,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -179,23 +178,6 @@ struct banner {
     struct published pub;
 };
 
-/* Whether a unix socket of this type at path accepts a connection. */
-static int answers(const char *path, int type)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int fd, ok;
-
-    if (strlen(path) >= sizeof sa.sun_path)
-        return 0;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return 0;
-    ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-    close(fd);
-    return ok;
-}
-
 /* Links name -> target in the user's runtime dir unless something answering is there (an agent
  * of this user's, another demo): a stale entry is replaced. Prints what it did. */
 static void publish_one(struct published *p, int i, const char *dir, const char *name,
@@ -212,7 +194,7 @@ static void publish_one(struct published *p, int i, const char *dir, const char 
         return;
     }
     if (lstat(link, &st) == 0) {
-        if (answers(link, type)) {
+        if (gs_unix_socket_answers(link, type)) {
             printf("gpuscope demo: %s answers already (your own agent?): not published there\n",
                    link);
             link[0] = '\0';

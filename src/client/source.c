@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "base/userdir.h"
@@ -217,29 +216,14 @@ void gs_source_close(struct gs_source *s)
 }
 
 /* Whether a unix stream socket at path accepts a connection. */
-static int socket_answers(const char *path)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int fd, ok;
-
-    if (strlen(path) >= sizeof sa.sun_path)
-        return 0;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return 0;
-    ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-    close(fd);
-    return ok;
-}
-
 void gs_source_hint_no_driver(int rc, const char *prog, bool smi_mode)
 {
     char demo[256];
 
     if (rc != GS_ENOLIB && rc != GS_ENODRIVER)
         return;
-    if (gs_user_runtime_path(demo, sizeof demo, "demo-agent.sock") == 0 && socket_answers(demo))
+    if (gs_user_runtime_path(demo, sizeof demo, "demo-agent.sock") == 0 &&
+        gs_unix_socket_answers(demo, SOCK_STREAM))
         fprintf(stderr,
                 "%s: hint: no NVIDIA driver here, but your gpuscope demo is running; its "
                 "simulated GPUs: GPUSCOPE_HTTP_SOCKET=%s %s%s\n",

@@ -79,9 +79,23 @@ static double round_ms(double ms)
     return round(ms * 1e4) / 1e4;
 }
 
-static json_t *phase_stats(const struct gs_agg *a, int phase, float *buf)
+/* One phase's statistics over the n values of buf (sorted here), whose sum is sum. */
+static json_t *stats_json(float *buf, size_t n, double sum)
 {
     json_t *o = json_object();
+
+    if (n)
+        qsort(buf, n, sizeof *buf, cmp_float);
+    json_object_set_new(o, "mean_ms", n ? json_real(round_ms(sum / (double)n)) : json_null());
+    json_object_set_new(o, "p50_ms", n ? json_real(round_ms(percentile(buf, n, 50))) : json_null());
+    json_object_set_new(o, "p95_ms", n ? json_real(round_ms(percentile(buf, n, 95))) : json_null());
+    json_object_set_new(o, "total_ms", n ? json_real(round_ms(sum)) : json_null());
+    json_object_set_new(o, "count", json_integer((json_int_t)n));
+    return o;
+}
+
+static json_t *phase_stats(const struct gs_agg *a, int phase, float *buf)
+{
     size_t n = 0;
     double sum = 0;
 
@@ -93,14 +107,7 @@ static json_t *phase_stats(const struct gs_agg *a, int phase, float *buf)
                 sum += v;
             }
         }
-    if (n)
-        qsort(buf, n, sizeof *buf, cmp_float);
-    json_object_set_new(o, "mean_ms", n ? json_real(round_ms(sum / (double)n)) : json_null());
-    json_object_set_new(o, "p50_ms", n ? json_real(round_ms(percentile(buf, n, 50))) : json_null());
-    json_object_set_new(o, "p95_ms", n ? json_real(round_ms(percentile(buf, n, 95))) : json_null());
-    json_object_set_new(o, "total_ms", n ? json_real(round_ms(sum)) : json_null());
-    json_object_set_new(o, "count", json_integer((json_int_t)n));
-    return o;
+    return stats_json(buf, n, sum);
 }
 
 static void sum_step(struct step_sums *s, const struct gs_agg_step *k)
@@ -499,7 +506,6 @@ static double step_wall(const struct gs_agg_step *k)
  * leaves the data wait out), over the steps with total_step measured. */
 static json_t *step_wall_stats(const struct gs_agg *a, float *buf)
 {
-    json_t *o = json_object();
     size_t n = 0;
     double sum = 0;
 
@@ -510,14 +516,7 @@ static json_t *step_wall_stats(const struct gs_agg *a, float *buf)
                 buf[n++] = (float)v;
                 sum += v;
             }
-    if (n)
-        qsort(buf, n, sizeof *buf, cmp_float);
-    json_object_set_new(o, "mean_ms", n ? json_real(round_ms(sum / (double)n)) : json_null());
-    json_object_set_new(o, "p50_ms", n ? json_real(round_ms(percentile(buf, n, 50))) : json_null());
-    json_object_set_new(o, "p95_ms", n ? json_real(round_ms(percentile(buf, n, 95))) : json_null());
-    json_object_set_new(o, "total_ms", n ? json_real(round_ms(sum)) : json_null());
-    json_object_set_new(o, "count", json_integer((json_int_t)n));
-    return o;
+    return stats_json(buf, n, sum);
 }
 
 /* The report's entry for GPU index idx, or NULL. */

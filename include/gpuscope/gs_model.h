@@ -315,6 +315,10 @@ struct gs_gpu {
      * The per-GPU sums are the GS_M_NVLINK_* metrics. */
     unsigned n_nvlink;
     struct gs_nvlink nvlink[GS_NVLINK_MAX];
+    /* When the links' states (nvlink[].active, GS_M_NVLINK_LINKS_ACTIVE) were read, unix
+     * seconds; earlier than the snapshot's t_real when they are held from an earlier cycle
+     * (GS_WANT_NVLINK_STATE not set). 0 when not read. */
+    double nvlink_state_t;
 };
 
 enum gs_proc_type { GS_PROC_COMPUTE = 1, GS_PROC_GRAPHICS = 2, GS_PROC_MPS = 4 };

@@ -39,7 +39,12 @@ enum gs_want {
      * asked in the previous cycle continues from its newest sample, without gaps or repeats;
      * one whose driver keeps none (old driver, MIG) or that is lost is not asked again. */
     GS_WANT_UTIL_SAMPLES = 1u << 9,
-    GS_WANT_ALL = 0x3FFu,
+    /* NVLink link states (nvmlDeviceGetNvLinkState, one call per link): read at a GPU's first
+     * cycle, after each NVLink probe (GS_WANT_STATIC) and whenever this is set; in other
+     * cycles the last states read are repeated and gs_gpu.nvlink_state_t says when they were
+     * read. The data counters and the rate are read every cycle. */
+    GS_WANT_NVLINK_STATE = 1u << 10,
+    GS_WANT_ALL = 0x7FFu,
 };
 
 struct gs_sampler_opts {

@@ -67,7 +67,8 @@ static void carry_forward(const struct gs_snapshot *prev, struct gs_snapshot *cu
             g->n_mig = pg->n_mig;
             memcpy(g->mig, pg->mig, sizeof g->mig);
         }
-        /* NVLink error counters are health readings too (the links' state is read every cycle) */
+        /* NVLink error counters are health readings too (the links' states are held by the
+         * sampler itself, gs_gpu.nvlink_state_t saying when they were read) */
         if (!(want & GS_WANT_HEALTH) && g->n_nvlink == pg->n_nvlink) {
             for (int m = GS_M_NVLINK_REPLAY; m <= GS_M_NVLINK_CRC_DATA; m++)
                 if (g->st[m] == GS_ST_NA) {

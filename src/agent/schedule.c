@@ -12,8 +12,8 @@ unsigned gs_agent_want(uint64_t n)
 
     if (n % 5 == 0)
         want |= GS_WANT_PCIE_TPUT; /* blocks ~40 ms per GPU */
-    if (n % 10 == 0)
-        want |= GS_WANT_HEALTH | GS_WANT_MIG;
+    if (n % 10 == 0)               /* change rarely; held in between (docs/agent.md) */
+        want |= GS_WANT_HEALTH | GS_WANT_MIG | GS_WANT_NVLINK_STATE;
     if (n > 0 && n % 60 == 0)
         want |= GS_WANT_STATIC; /* the sampler reads them at its first cycle anyway */
     return want;

@@ -10,7 +10,8 @@
 
 /* The GS_WANT_* flags of cycle number n (0-based, counted since the sampler opened), per
  * docs/backend.md's cadence: every cycle the basic readings, processes (with procfs details),
- * per-process utilization and GPM; PCIe throughput every 5th; health and MIG every 10th;
+ * per-process utilization and GPM; PCIe throughput every 5th; health, MIG and NVLink link
+ * states every 10th;
  * static fields every 60th (cycle 0 reads them anyway). */
 unsigned gs_agent_want(uint64_t n);
 

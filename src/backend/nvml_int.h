@@ -287,6 +287,10 @@ struct nvml_dev {
     double nvl_speed_bps;
     struct gs_nvlink nvl_static[GS_NVLINK_MAX];
     int nvl_have;
+    /* the links' states last read (GS_WANT_NVLINK_STATE): per link in nvl_static[].active,
+     * how many active, and when (unix s; 0: not read since the probe) */
+    unsigned nvl_active;
+    double nvl_state_t;
     unsigned long long nvl_prev[2]; /* tx, rx bytes */
     long long nvl_prev_us;          /* the driver's timestamp of that reading, 0 if none */
     int64_t nvl_prev_ns;            /* CLOCK_MONOTONIC of that reading */

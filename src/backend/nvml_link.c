@@ -178,6 +178,8 @@ static void nvl_probe(struct rd *c)
     d->nvl = -1;
     d->nvl_n = 0;
     d->nvl_speed_st = GS_ST_NA;
+    d->nvl_active = 0;
+    d->nvl_state_t = 0; /* the next read asks every link's state */
     memset(d->nvl_static, 0, sizeof d->nvl_static);
     if (c->lost || !f->nvlink_state)
         return;
@@ -391,17 +393,28 @@ void gs_nvml_read_nvlink(struct rd *c, unsigned want)
         gs_gpu_set(g, GS_M_NVLINK_SPEED, d->nvl_speed_bps);
     else
         g->st[GS_M_NVLINK_SPEED] = d->nvl_speed_st;
-    for (unsigned l = 0; l < d->nvl_n && !c->lost; l++) {
-        unsigned int st = 0;
-        if (gs_nvml_ok(c, &g->st[GS_M_NVLINK_LINKS_ACTIVE], c->b->fn.nvlink_state(c->h, l, &st)) &&
-            st == NVML_FEATURE_ENABLED) {
-            g->nvlink[l].active = 1;
-            active++;
+    /* The links' states change rarely (a link that fails to train, a cable, a fabric fault):
+     * on the caller's cadence, held in between (g->nvlink[].active came with nvl_static). */
+    if ((want & GS_WANT_NVLINK_STATE) || d->nvl_state_t == 0) {
+        for (unsigned l = 0; l < d->nvl_n && !c->lost; l++) {
+            unsigned int st = 0;
+            g->nvlink[l].active = 0;
+            if (gs_nvml_ok(c, &g->st[GS_M_NVLINK_LINKS_ACTIVE],
+                           c->b->fn.nvlink_state(c->h, l, &st)) &&
+                st == NVML_FEATURE_ENABLED) {
+                g->nvlink[l].active = 1;
+                active++;
+            }
         }
+        if (c->lost)
+            return;
+        for (unsigned l = 0; l < d->nvl_n; l++)
+            d->nvl_static[l].active = g->nvlink[l].active;
+        d->nvl_active = active;
+        d->nvl_state_t = gs_clock_real_s();
     }
-    if (c->lost)
-        return;
-    gs_gpu_set(g, GS_M_NVLINK_LINKS_ACTIVE, active);
+    gs_gpu_set(g, GS_M_NVLINK_LINKS_ACTIVE, d->nvl_active);
+    g->nvlink_state_t = d->nvl_state_t;
     if (nvl_counters(c, g, tot, &ts_us) == 0)
         nvl_rate(d, g, tot, ts_us, gs_clock_mono_ns());
     if (want & GS_WANT_HEALTH)

@@ -480,6 +480,9 @@ static json_t *gpu_json(struct jb *jb, const struct gs_snapshot *s, unsigned gi,
         put(jb, json_array_get(migs, m), "processes", mig_pids(jb, s, gi, &g->mig[m]));
     put(jb, obj, "mig_devices", migs);
     put(jb, obj, "nvlinks", nvlinks_json(jb, g));
+    /* when the links' states were read: earlier than query_time when held (gs_sampler.h) */
+    put(jb, obj, "nvlinks_state_time_unix",
+        g->n_nvlink && g->nvlink_state_t > 0 ? json_real(g->nvlink_state_t) : json_null());
     if (!o->no_procs) {
         json_t *procs = json_array();
         for (unsigned i = 0; procs && i < s->n_procs; i++)
@@ -690,6 +693,8 @@ static void gpu_from_json(struct gs_gpu *g, const json_t *o)
         }
     }
     nvlinks_from_json(g, json_object_get(o, "nvlinks"));
+    if (json_is_number(json_object_get(o, "nvlinks_state_time_unix")))
+        g->nvlink_state_t = json_number_value(json_object_get(o, "nvlinks_state_time_unix"));
     json_array_foreach(migs, i, m)
     {
         struct gs_mig *d;

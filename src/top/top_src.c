@@ -197,7 +197,7 @@ static int poll_snapshot(struct src *s, struct gs_err *err)
 
     if (s->kind == TOP_SRC_NVML) {
         want = GS_WANT_PROCS | GS_WANT_PROC_HOST | GS_WANT_PROC_UTIL | GS_WANT_MIG |
-               GS_WANT_HEALTH | GS_WANT_PCIE_TPUT;
+               GS_WANT_HEALTH | GS_WANT_PCIE_TPUT | GS_WANT_NVLINK_STATE;
         if (t - s->static_t >= STATIC_EVERY_S) {
             want |= GS_WANT_STATIC;
             s->static_t = t;

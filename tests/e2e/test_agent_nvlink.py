@@ -118,6 +118,10 @@ def main():
          "/api/v1/snapshot: link 7's errors, link 0's far end", detail=links[7:8] + links[:1])
     t.ok(sum(l["tx_bytes"] for l in links) == g5["nvlink_tx_bytes"],
          "the links' tx_bytes sum to the GPU's nvlink_tx_bytes")
+    st = g5.get("nvlinks_state_time_unix")
+    t.ok(isinstance(st, float) and snap["query_time_unix"] - 6 <= st <= snap["query_time_unix"],
+         "/api/v1/snapshot: nvlinks_state_time_unix, when the held link states were read, "
+         "within the last 10 cycles (5 s at 0.5 s)", detail=(st, snap["query_time_unix"]))
     stop_agent(p)
 
     # dcgm-exporter names
@@ -158,14 +162,21 @@ def main():
     before = pick(samples(http_get(base + "/metrics")[2])[0], "gpuscope_gpu_nvlink_links_active")
     with open(clock, "w") as f:
         f.write("30\n")
-    time.sleep(1.5)
-    s, _ = samples(http_get(base + "/metrics")[2])
-    after = pick(s, "gpuscope_gpu_nvlink_links_active")
+    # the links' states are read every 10th cycle (docs/agent.md): within 5 s at 0.5 s
+    t0 = time.monotonic()
+    while True:
+        time.sleep(0.25)
+        s, _ = samples(http_get(base + "/metrics")[2])
+        after = pick(s, "gpuscope_gpu_nvlink_links_active")
+        if after.get("2") == 17 or time.monotonic() - t0 > 6.5:
+            break
+    seen_s = time.monotonic() - t0
     snap = json.loads(http_get(base + "/api/v1/snapshot")[2])
     t.ok(before.get("2") == 18 and after.get("2") == 17 and after.get("1") == 18 and
          not snap["gpus"][2]["nvlinks"][9]["active"] and snap["gpus"][2]["nvlinks"][8]["active"],
-         "a link that goes down at run time: links_active 18 -> 17 on its GPU, nvlinks[9] "
-         "inactive in the snapshot", detail=(before, after))
+         "a link that goes down at run time: links_active 18 -> 17 on its GPU within the "
+         "link-state cadence (10 cycles), nvlinks[9] inactive in the snapshot",
+         detail=(before, after, round(seen_s, 2)))
     stop_agent(p)
 
     # a PCIe card: nothing NVLink

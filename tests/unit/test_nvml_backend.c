@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
@@ -1026,6 +1027,46 @@ static void process_utilization_kept(void **state)
 /* nvmlDeviceGetSamples through the backend: a 0.4 s square wave (25 % at 100, else 20) read
  * at 100 ms samples gives the known values; a second call returns only newer samples; a short
  * array continues where it stopped; no symbol, or "not supported", is GS_ENOTSUP. */
+/* The links' states on their own cadence (GS_WANT_NVLINK_STATE): read at the first cycle,
+ * held without the bit (nvlink_state_t unchanged), read again with it, when a link that went
+ * down in between shows; then held at the new value. */
+static void nvlink_state_cadence(void **state)
+{
+    struct fx *f = *state;
+    char path[1100];
+    struct gs_gpu g;
+    struct gs_err e;
+    double t1;
+
+    NEED_SIM();
+    derived_scenario(path, sizeof path, "h100x8-training.json",
+                     "[{\"at_s\": 20, \"type\": \"nvlink_down\", \"gpu\": 2, \"link\": 9}]");
+    clock_new(&f->clk, 10);
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, f->clk.env, &e), GS_OK);
+    unlink(path);
+    sample_ok(f->b, 2, &g, 0); /* the first cycle reads them, bit or not */
+    assert_true(g.v[GS_M_NVLINK_LINKS_ACTIVE] == 18 && g.nvlink[9].active);
+    t1 = g.nvlink_state_t;
+    assert_true(t1 > 0);
+    clock_set(&f->clk, 30); /* link 9 is down now */
+    nanosleep(&(struct timespec){0, 2000000}, NULL);
+    sample_ok(f->b, 2, &g, 0); /* held: as read at the first cycle, and said so */
+    assert_true(gs_gpu_has(&g, GS_M_NVLINK_LINKS_ACTIVE));
+    assert_true(g.v[GS_M_NVLINK_LINKS_ACTIVE] == 18 && g.nvlink[9].active);
+    assert_true(g.nvlink_state_t == t1);
+    assert_true(gs_gpu_has(&g, GS_M_NVLINK_TX_BYTES)); /* the counters are read every cycle */
+    sample_ok(f->b, 2, &g, GS_WANT_NVLINK_STATE);
+    assert_true(g.v[GS_M_NVLINK_LINKS_ACTIVE] == 17);
+    assert_true(!g.nvlink[9].active && g.nvlink[8].active && g.nvlink[10].active);
+    assert_true(g.nvlink_state_t > t1);
+    t1 = g.nvlink_state_t;
+    sample_ok(f->b, 2, &g, 0);
+    assert_true(g.v[GS_M_NVLINK_LINKS_ACTIVE] == 17 && !g.nvlink[9].active);
+    assert_true(g.nvlink_state_t == t1);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
 /* NVLink on the HGX scenario (18 links per GPU to NVSwitches): links, speed, far ends, the
  * data counters and the rate between two readings a virtual second apart, the error counters
  * at health cadence; a PCIe card has no links at all. */
@@ -1246,6 +1287,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(process_utilization_kept, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(utilization_samples, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(nvlink_links, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(nvlink_state_cadence, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(nvlink_first_cycle_rate, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(topology, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(mig_gpm, fx_setup, fx_teardown),

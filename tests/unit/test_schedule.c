@@ -83,6 +83,7 @@ static void test_want_cadence(void **state)
         assert_int_equal(!!(w & GS_WANT_PCIE_TPUT), n % 5 == 0);
         assert_int_equal(!!(w & GS_WANT_HEALTH), n % 10 == 0);
         assert_int_equal(!!(w & GS_WANT_MIG), n % 10 == 0);
+        assert_int_equal(!!(w & GS_WANT_NVLINK_STATE), n % 10 == 0);
         assert_int_equal(!!(w & GS_WANT_STATIC), n > 0 && n % 60 == 0);
         n_pcie += !!(w & GS_WANT_PCIE_TPUT);
         n_health += !!(w & GS_WANT_HEALTH);

@@ -67,11 +67,11 @@ static unsigned quick_want(const struct gs_quick_opts *o)
     if (!o->no_procs)
         want |= GS_WANT_PROCS | GS_WANT_PROC_HOST;
     if (o->json)
-        want |= GS_WANT_PROC_UTIL | GS_WANT_HEALTH | GS_WANT_GPM;
+        want |= GS_WANT_PROC_UTIL | GS_WANT_HEALTH | GS_WANT_GPM | GS_WANT_NVLINK_STATE;
     /* PCIe throughput blocks ~20 ms per direction per GPU: only when asked for (-a), with the
-     * health counters (ECC, Xid, remapped rows) that -a shows beside the link. */
+     * health counters (ECC, Xid, remapped rows) and NVLink links up that -a shows beside it. */
     if (o->show & GS_QS_CLOCKS)
-        want |= GS_WANT_PCIE_TPUT | GS_WANT_HEALTH;
+        want |= GS_WANT_PCIE_TPUT | GS_WANT_HEALTH | GS_WANT_NVLINK_STATE;
     return want;
 }
 

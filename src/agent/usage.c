@@ -559,5 +559,10 @@ void gs_usage_render_prom(struct gs_usage *u, struct gs_buf *b, int64_t uid)
                 gs_buf_puts(b, " 1\n");
         }
     }
+    gs_buf_printf(b,
+                  "# HELP gpuscope_usage_dropped_total Holders or rows the usage accounting left "
+                  "out at its bounds.\n# TYPE gpuscope_usage_dropped_total counter\n"
+                  "gpuscope_usage_dropped_total %llu\n",
+                  (unsigned long long)u->dropped);
     pthread_mutex_unlock(&u->lock);
 }

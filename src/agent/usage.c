@@ -452,6 +452,8 @@ void gs_usage_cycle(struct gs_usage *u, const struct gs_snapshot *s)
 
 void gs_usage_flush(struct gs_usage *u)
 {
+    if (!u)
+        return;
     pthread_mutex_lock(&u->lock);
     end_minute(u);
     pthread_mutex_unlock(&u->lock);

@@ -88,7 +88,8 @@ void gs_usage_free(struct gs_usage *u);
 /* One sampling cycle's snapshot (see the top of this file). */
 void gs_usage_cycle(struct gs_usage *u, const struct gs_snapshot *s);
 
-/* Hands the current minute's rows to emit and starts a new minute (the agent's shutdown). */
+/* Hands the current minute's rows to emit and starts a new minute (the agent's shutdown).
+ * NULL is allowed. */
 void gs_usage_flush(struct gs_usage *u);
 
 /* Calls fn with the rows of the current minute (copies, under the lock). */

@@ -340,7 +340,7 @@ static unsigned collect(struct gs_usage *u, const struct gs_snapshot *s, unsigne
     const struct gs_gpu *g = &s->gpus[gi];
     unsigned n = 0;
 
-    *have_sm = 1;
+    *have_sm = 0;
     for (unsigned k = 0; k < s->n_procs; k++) {
         const struct gs_proc *p = &s->procs[k];
         struct gs_usage_holder h;
@@ -365,10 +365,12 @@ static unsigned collect(struct gs_usage *u, const struct gs_snapshot *s, unsigne
             hs[n].mem_ok = 1;
             n++;
         }
-        if (p->util_st == GS_ST_OK)
+        /* A process without a sample in the driver's window ran no kernel in it (nvml_proc.c):
+         * 0; only a GPU with no per-process figure at all is split equally. */
+        if (p->util_st == GS_ST_OK) {
             hs[i].sm += p->sm_util;
-        else
-            *have_sm = 0;
+            *have_sm = 1;
+        }
         if (p->mem_st == GS_ST_OK)
             hs[i].mem += (double)p->gpu_mem_bytes;
         else

@@ -7,7 +7,8 @@
  *   held_s      a process of the holder has a context on the GPU;
  *   busy_s      held_s x the GPU's utilization x the holder's share of it (on a GPU shared by
  *               several holders the share is each holder's per-process SM utilization over
- *               their sum; equal shares when the driver gives no per-process figures);
+ *               their sum, a process without a sample in the driver's window counting 0;
+ *               equal shares when the driver gives no per-process figure for the GPU);
  *   idle_s      held while the holder's busy ratio (utilization x share) is below 5 %;
  *   mem_gib_s   the holder's GPU memory (GiB) x seconds; peak_bytes its largest;
  *   energy_j    the GPU's energy counter delta over the cycle x the holder's busy share

@@ -53,21 +53,6 @@ void gs_usage_accrue(struct gs_usage_acc *a, double dt, double t, double util, d
         a->energy_j += energy_j;
 }
 
-void gs_usage_acc_add(struct gs_usage_acc *a, const struct gs_usage_acc *b)
-{
-    a->held_s += b->held_s;
-    a->busy_s += b->busy_s;
-    a->idle_s += b->idle_s;
-    a->mem_gib_s += b->mem_gib_s;
-    a->energy_j += b->energy_j;
-    if (b->peak_bytes > a->peak_bytes)
-        a->peak_bytes = b->peak_bytes;
-    if (b->first_seen > 0 && (a->first_seen == 0 || b->first_seen < a->first_seen))
-        a->first_seen = b->first_seen;
-    if (b->last_seen > a->last_seen)
-        a->last_seen = b->last_seen;
-}
-
 /* ---- the module ---- */
 
 /* One holder of a unit (a GPU, or a MIG instance) within a cycle. */

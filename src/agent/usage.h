@@ -59,9 +59,6 @@ void gs_usage_shares(unsigned n, const double *sm, int have_sm, double *share);
 void gs_usage_accrue(struct gs_usage_acc *a, double dt, double t, double util, double share,
                      double mem_bytes, double energy_j);
 
-/* Adds b into a (sums, the larger peak, the earlier first and later last seen). */
-void gs_usage_acc_add(struct gs_usage_acc *a, const struct gs_usage_acc *b);
-
 /* ---- the accounting ---- */
 
 struct gs_usage;

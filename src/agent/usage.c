@@ -498,10 +498,19 @@ void gs_usage_flush(struct gs_usage *u)
 
 void gs_usage_live(struct gs_usage *u, gs_usage_emit_fn fn, void *ctx)
 {
+    struct gs_usage_row *copy = NULL;
+    unsigned n;
+
+    /* copied under the lock, handed over outside it: the sampling thread never waits for a
+     * request's merge */
     pthread_mutex_lock(&u->lock);
-    if (u->n_rows)
-        fn(ctx, u->rows, u->n_rows);
+    n = u->n_rows;
+    if (n && (copy = malloc(n * sizeof *copy)) != NULL)
+        memcpy(copy, u->rows, n * sizeof *copy);
     pthread_mutex_unlock(&u->lock);
+    if (copy)
+        fn(ctx, copy, n);
+    free(copy);
 }
 
 struct gs_usage_stats gs_usage_stats(struct gs_usage *u)

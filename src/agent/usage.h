@@ -63,8 +63,9 @@ void gs_usage_accrue(struct gs_usage_acc *a, double dt, double t, double util, d
 
 struct gs_usage;
 
-/* Receives the rows of a finished minute (or of gs_usage_flush); they are the callee's to
- * copy, valid during the call. Called with the module's lock held: it must not call back. */
+/* Receives rows, valid during the call (the callee copies what it keeps): as emit, those of a
+ * finished minute (or of gs_usage_flush), called with the module's lock held, so it must not
+ * call back into the module; as gs_usage_live's fn, a copy, outside the lock. */
 typedef void (*gs_usage_emit_fn)(void *ctx, const struct gs_usage_row *rows, unsigned n);
 
 /* Looks up the gpuscope run (its id as text into out, cap bytes) of a pid; 0 when none. */
@@ -90,7 +91,8 @@ void gs_usage_cycle(struct gs_usage *u, const struct gs_snapshot *s);
  * NULL is allowed. */
 void gs_usage_flush(struct gs_usage *u);
 
-/* Calls fn with the rows of the current minute (copies, under the lock). */
+/* Calls fn with a copy of the rows of the current minute (taken under the lock, handed over
+ * outside it; none when out of memory). */
 void gs_usage_live(struct gs_usage *u, gs_usage_emit_fn fn, void *ctx);
 
 struct gs_usage_stats {

@@ -6,12 +6,15 @@ scenario's timeline (start_s, exit_s; NVML_SIM_EPOCH shares the timeline with th
 
   GPU 0 at 90 %, 400 W: gsu_ann (SM 60 %, 20000 MiB, SLURM_JOB_ID=4241) for t in [1, 13),
         gsu_ben (SM 30 %, 10000 MiB, no job) for [1, 8): they share it, then ann alone;
-  GPU 1 at 0 %, 60 W:   gsu_cat (0 %, 5000 MiB, SLURM_JOB_ID=4242) for [2, 13): she idles.
+  GPU 1 at 0 %, 60 W:   gsu_cat (0 %, 5000 MiB, SLURM_JOB_ID=4242) for [2, 13): she idles;
+  GPU 2 at 50 %:        a training process of this script's user for [1, 13), which sends a
+        hello to the agent's step socket (a gpuscope run, no Slurm job): its job is the run id.
 
 The truth, from the windows: ann held 12 s, busy 7 x 0.9 x 2/3 + 5 x 0.9 = 8.7 s, energy
 7 x 400 x 2/3 + 5 x 400 = 3866.7 J; ben held 7 s, busy 7 x 0.9 x 1/3 = 2.1 s, energy 933.3 J;
 cat held 11 s, idle 11 s, energy 660 J. Checked, within 2 %: /api/v1/usage by user, by job
-(the Slurm job from each process's environment) and by gpu, and `gpuscope usage --csv`; the
+(the Slurm job from each process's environment, the run id of the training process) and by
+gpu, and `gpuscope usage --csv`; the
 live /metrics series while the windows are open (gpuscope_job_gpu_held for both jobs,
 gpuscope_job_gpu_idle_seconds of cat's idle job growing, none for ben who has no job); ben,
 asking over the unix socket as himself (setpriv), sees his own row only, in the API and in
@@ -40,6 +43,7 @@ procs = []
 tmp = tempfile.mkdtemp(prefix="gs-agent-usage.")
 os.chmod(tmp, 0o755)  # the users reach the agent's socket in it
 SOCK = os.path.join(tmp, "agent.sock")
+STEPS = os.path.join(tmp, "steps.sock")
 DATA = os.path.join(tmp, "data")
 USERS = ["gsu_ann", "gsu_ben", "gsu_cat"]
 TOL = 0.02
@@ -75,6 +79,20 @@ def start_holder(user, job=None):
 
 ann, ben, cat = start_holder("gsu_ann", "4241"), start_holder("gsu_ben"), \
     start_holder("gsu_cat", "4242")
+# The training process: a hello on the agent's step socket once it is there, then it waits.
+SENDER = r'''
+import json, os, socket, sys, time
+t0 = time.time()
+while not os.path.exists(sys.argv[1]) and time.time() - t0 < 30:
+    time.sleep(0.02)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+s.send(json.dumps({"v": 1, "type": "hello", "run": "usage-run", "pid": os.getpid(), "rank": 0,
+                   "world_size": 1, "devices": []}).encode())
+time.sleep(120)
+'''
+trainer = subprocess.Popen([sys.executable, "-c", SENDER, STEPS])
+procs.append(trainer)
 
 G = {"name": "NVIDIA H100 80GB HBM3", "architecture": "hopper", "memory": {"total_mib": 81559},
      "pci": {"device_id": "0x2330"},
@@ -87,6 +105,8 @@ SCENARIO = {
          "pci": {"bus": "0x18"}, "metrics": {"util_gpu_pct": 90, "power_w": 400}},
         {"template": "g", "uuid": "GPU-aaaaaaaa-0000-0000-0000-0000000000a1",
          "pci": {"bus": "0x2A"}, "metrics": {"util_gpu_pct": 0, "power_w": 60}},
+        {"template": "g", "uuid": "GPU-aaaaaaaa-0000-0000-0000-0000000000a2",
+         "pci": {"bus": "0x3A"}, "metrics": {"util_gpu_pct": 50, "power_w": 300}},
     ],
     "processes": [
         {"id": "ann", "pid": {"env": "P_ANN"}, "gpu": 0, "used_memory_mib": 20000,
@@ -95,6 +115,8 @@ SCENARIO = {
          "sm_util_pct": 30, "start_s": 1, "exit_s": 8},
         {"id": "cat", "pid": {"env": "P_CAT"}, "gpu": 1, "used_memory_mib": 5000,
          "sm_util_pct": 0, "start_s": 2, "exit_s": 13},
+        {"id": "run", "pid": {"env": "P_RUN"}, "gpu": 2, "used_memory_mib": 3000,
+         "sm_util_pct": 50, "start_s": 1, "exit_s": 13},
     ],
 }
 TRUTH = {  # user: held s, busy s, idle s, energy J, GiB-s, peak bytes
@@ -108,8 +130,9 @@ with open(scen, "w") as f:
     json.dump(SCENARIO, f)
 epoch = time.time() + 1.0  # t = 0 a second from now: the agent is up before any window opens
 env = sim_env(scen, P_ANN=str(ann.pid), P_BEN=str(ben.pid), P_CAT=str(cat.pid),
+              P_RUN=str(trainer.pid),
               NVML_SIM_EPOCH="%.3f" % epoch)
-AGENT_ARGS = ["--data-dir", DATA, "--interval", "0.1", "--socket", "off", "--http-socket", SOCK,
+AGENT_ARGS = ["--data-dir", DATA, "--interval", "0.1", "--socket", STEPS, "--http-socket", SOCK,
               "--flush-interval", "1"]
 
 
@@ -194,6 +217,13 @@ try:
          close(jobs.get((None, "gsu_ben"), {}).get("held_gpu_hours", 0) * 3600, 7),
          "by=job: Slurm jobs 4241 (ann) and 4242 (cat) from the processes' SLURM_JOB_ID; ben's "
          "row has no job", sorted(map(str, jobs)))
+    _, runs = get_json(base + "/api/v1/runs")
+    rid = [str(r.get("id")) for r in (runs or {}).get("runs", []) if r.get("name") == "usage-run"]
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    t.ok(rid and close(jobs.get((rid[0], me), {}).get("held_gpu_hours", 0) * 3600, 12) and
+         close(jobs.get((rid[0], me), {}).get("busy_gpu_hours", 0) * 3600, 6),
+         "by=job: the training process's job is its gpuscope run id (%s), 12 s held, 6 s busy"
+         % (rid[0] if rid else "?"), sorted(map(str, jobs)))
     code, doc = usage(base, by="gpu")
     gpus = by_key(doc)
     t.ok(close(gpus.get("0", {}).get("held_gpu_hours", 0) * 3600, 19) and
@@ -262,7 +292,8 @@ try:
     db = sqlite3.connect("file:%s?mode=ro" % os.path.join(DATA, "history.db"), uri=True)
     n = db.execute("SELECT count(*), count(DISTINCT uid) FROM usage WHERE res = 60").fetchone()
     db.close()
-    t.ok(n[0] >= 3 and n[1] == 3, "history.db's usage table has the minute rows of the 3 users",
+    t.ok(n[0] >= 4 and n[1] == 4,
+         "history.db's usage table has the minute rows of the 4 holders (3 users and ours)",
          n)
 finally:
     if p.poll() is None:

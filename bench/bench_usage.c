@@ -91,7 +91,7 @@ int main(int argc, char **argv)
         }
         per_cycle[r] = (double)(mono_ns() - t0) / cycles;
         t0 = mono_ns();
-        gs_usage_render_prom(u, &b, -1);
+        gs_usage_render_prom(u, &b, -1, GS_USAGE_PROM_COUNTERS | GS_USAGE_PROM_JOBS);
         render[r] = (double)(mono_ns() - t0);
         bytes = b.len;
         gs_buf_free(&b);

@@ -429,7 +429,8 @@ static enum MHD_Result send_filtered(struct MHD_Connection *c, struct gs_agent *
             int64_t uid;
             gs_policy_runs_owner(&view, &all, &uid);
             if (all || uid >= 0)
-                gs_usage_render_prom(a->usage, &b, all ? -1 : uid);
+                gs_usage_render_prom(a->usage, &b, all ? -1 : uid,
+                                     GS_USAGE_PROM_COUNTERS | GS_USAGE_PROM_JOBS);
             if (gs_buf_status(&b) != GS_BUF_OK)
                 gs_buf_free(&b);
         }

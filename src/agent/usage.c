@@ -544,7 +544,7 @@ static void labels(struct gs_buf *b, unsigned gpu, const char *uuid, const char 
     gs_buf_puts(b, "\"}");
 }
 
-void gs_usage_render_prom(struct gs_usage *u, struct gs_buf *b, int64_t uid)
+void gs_usage_render_prom(struct gs_usage *u, struct gs_buf *b, int64_t uid, unsigned what)
 {
     static const struct {
         const char *name, *help;
@@ -569,7 +569,7 @@ void gs_usage_render_prom(struct gs_usage *u, struct gs_buf *b, int64_t uid)
     int any;
 
     pthread_mutex_lock(&u->lock);
-    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+    for (size_t f = 0; (what & GS_USAGE_PROM_COUNTERS) && f < sizeof fam / sizeof fam[0]; f++) {
         any = 0;
         for (unsigned i = 0; i < u->n_tot; i++) {
             const struct total *t = &u->tot[i];
@@ -584,7 +584,7 @@ void gs_usage_render_prom(struct gs_usage *u, struct gs_buf *b, int64_t uid)
             gs_buf_printf(b, " %.17g\n", *(const double *)((const char *)&t->a + fam[f].off));
         }
     }
-    for (int f = 0; f < 2; f++) {
+    for (int f = 0; (what & GS_USAGE_PROM_JOBS) && f < 2; f++) {
         const char *name = f ? "gpuscope_job_gpu_idle_seconds" : "gpuscope_job_gpu_held";
         any = 0;
         for (unsigned i = 0; i < u->n_jobs; i++) {
@@ -607,10 +607,12 @@ void gs_usage_render_prom(struct gs_usage *u, struct gs_buf *b, int64_t uid)
                 gs_buf_puts(b, " 1\n");
         }
     }
-    gs_buf_printf(b,
-                  "# HELP gpuscope_usage_dropped_total Holders or rows the usage accounting left "
-                  "out at its bounds.\n# TYPE gpuscope_usage_dropped_total counter\n"
-                  "gpuscope_usage_dropped_total %llu\n",
-                  (unsigned long long)u->dropped);
+    if (what & GS_USAGE_PROM_COUNTERS)
+        gs_buf_printf(
+            b,
+            "# HELP gpuscope_usage_dropped_total Holders or rows the usage accounting left "
+            "out at its bounds.\n# TYPE gpuscope_usage_dropped_total counter\n"
+            "gpuscope_usage_dropped_total %llu\n",
+            (unsigned long long)u->dropped);
     pthread_mutex_unlock(&u->lock);
 }

@@ -104,8 +104,14 @@ struct gs_usage_stats {
 };
 struct gs_usage_stats gs_usage_stats(struct gs_usage *u);
 
-/* Appends the gpuscope_usage_*_total counters and the live jobs' gauges (docs/metrics.md);
- * uid >= 0: only that uid's series (a filtered viewer), else all. */
-void gs_usage_render_prom(struct gs_usage *u, struct gs_buf *b, int64_t uid);
+/* What gs_usage_render_prom appends. */
+enum gs_usage_prom {
+    GS_USAGE_PROM_COUNTERS = 1, /* gpuscope_usage_*_total per (user, GPU), _dropped_total */
+    GS_USAGE_PROM_JOBS = 2,     /* gpuscope_job_gpu_held and _idle_seconds of live jobs */
+};
+
+/* Appends the families what (enum gs_usage_prom bits) names (docs/metrics.md); uid >= 0: only
+ * that uid's series (a filtered viewer), else all. */
+void gs_usage_render_prom(struct gs_usage *u, struct gs_buf *b, int64_t uid, unsigned what);
 
 #endif

@@ -283,7 +283,7 @@ static void metrics_series_and_live_jobs(void **state)
         gs_usage_cycle(u, s);
         gs_snapshot_free(s);
     }
-    gs_usage_render_prom(u, &b, -1);
+    gs_usage_render_prom(u, &b, -1, GS_USAGE_PROM_COUNTERS | GS_USAGE_PROM_JOBS);
     assert_non_null(b.data);
     assert_true(contains(b.data, "# TYPE gpuscope_usage_held_seconds_total counter\n"));
     assert_true(contains(
@@ -302,8 +302,17 @@ static void metrics_series_and_live_jobs(void **state)
                                  "job=\"11\",user=\"alice\"} 0\n"));
     assert_false(contains(b.data, "job=\"\"")); /* bob has no job: no job series */
     gs_buf_free(&b);
+    /* each part alone: the counters (what a Pushgateway gets) and the jobs' gauges */
+    gs_usage_render_prom(u, &b, -1, GS_USAGE_PROM_COUNTERS);
+    assert_false(contains(b.data, "gpuscope_job_gpu"));
+    assert_true(contains(b.data, "gpuscope_usage_dropped_total 0\n"));
+    gs_buf_free(&b);
+    gs_usage_render_prom(u, &b, -1, GS_USAGE_PROM_JOBS);
+    assert_false(contains(b.data, "gpuscope_usage_"));
+    assert_true(contains(b.data, "gpuscope_job_gpu_held{"));
+    gs_buf_free(&b);
     /* a filtered viewer (carol's uid) */
-    gs_usage_render_prom(u, &b, 1003);
+    gs_usage_render_prom(u, &b, 1003, GS_USAGE_PROM_COUNTERS | GS_USAGE_PROM_JOBS);
     assert_false(contains(b.data, "alice"));
     assert_true(contains(b.data, "user=\"carol\""));
     gs_buf_free(&b);
@@ -314,7 +323,7 @@ static void metrics_series_and_live_jobs(void **state)
         gs_usage_cycle(u, s);
         gs_snapshot_free(s);
     }
-    gs_usage_render_prom(u, &b, -1);
+    gs_usage_render_prom(u, &b, -1, GS_USAGE_PROM_COUNTERS | GS_USAGE_PROM_JOBS);
     assert_false(contains(b.data, "job=\"12\""));
     assert_true(contains(b.data, "user=\"carol\"} 3\n"));
     gs_buf_free(&b);

@@ -19,7 +19,8 @@ live /metrics series while the windows are open (gpuscope_job_gpu_held for both 
 gpuscope_job_gpu_idle_seconds of cat's idle job growing, none for ben who has no job); ben,
 asking over the unix socket as himself (setpriv), sees his own row only, in the API and in
 `gpuscope usage`; after a restart of the agent on the same data directory (SIGTERM: the current
-minute is written at shutdown) the answer is the same. Everything started is stopped, the
+minute is written at shutdown) the answer is the same, and with process_visibility = none
+ben sees no row. Everything started is stopped, the
 users removed.
 """
 import csv
@@ -279,7 +280,8 @@ try:
     # ---- a restart keeps every figure ----
     before = by_key(usage(base)[1])
     stop_agent(p)
-    p, base, up = start_agent(AGENT_ARGS, env, procs)
+    # (restarted with process_visibility = none: the admin's answer is unchanged, see below)
+    p, base, up = start_agent(AGENT_ARGS + ["--process-visibility", "none"], env, procs)
     after = by_key(usage(base)[1])
     t.ok(up and all(close(after.get(u, {}).get("held_gpu_hours", -1),
                           before[u]["held_gpu_hours"]) and
@@ -288,6 +290,11 @@ try:
          "after an agent restart the stored rows give the same figures (held, energy)",
          {u: (before.get(u, {}).get("held_gpu_hours"), after.get(u, {}).get("held_gpu_hours"))
           for u in TRUTH})
+    r = subprocess.run(as_user("gsu_ben", [BIN, "usage", "--json", "--since", "1h"]), env=envb,
+                       capture_output=True, text=True, timeout=20)
+    t.ok(r.returncode == 0 and json.loads(r.stdout or "{}").get("rows") == [],
+         "process_visibility = none: ben sees no row at all (not the rows of unknown holders)",
+         r.stdout[:400] + r.stderr)
     import sqlite3
     db = sqlite3.connect("file:%s?mode=ro" % os.path.join(DATA, "history.db"), uri=True)
     n = db.execute("SELECT count(*), count(DISTINCT uid) FROM usage WHERE res = 60").fetchone()

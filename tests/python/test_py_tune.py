@@ -11,6 +11,7 @@ against that, tune-applied-rank<R>.json and the report's facts:
                                settings move to the loader the training forwards take from,
                                from its next epoch; the first choice gets its own back
   bad JSON, unknown key        an error in the file and one stderr line; the run unchanged
+  no DataLoader                the file says so (0 seen), so the driver can refuse the trial
   HF Trainer (fake)            TrainingArguments fields set before Trainer.__init__ runs:
                                the accelerator's gradient accumulation, the train DataLoader's
                                workers; an unknown field rejects them all
@@ -257,6 +258,22 @@ with tempfile.TemporaryDirectory() as tmp:
     t.ok(p.returncode == 0 and not os.path.exists(os.path.join(out, "tune-applied-rank0.json"))
          and not tune_lines(p.stderr), "no GPUSCOPE_TUNE: no file, no line",
          detail=p.stderr[-800:])
+
+    # ---- a loop without a DataLoader: the file says the trial reached nothing ----
+    nodl = write(tmp, "nodl.py", textwrap.dedent("""
+        import torch
+        model = torch.nn.Linear(16, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for s in range(5):
+            model(torch.randn(8, 16)).sum().backward()
+            opt.step(); opt.zero_grad()
+    """))
+    p, out = gsrun(tmp, "nodl", json.dumps({"dataloader": {"num_workers": 2}}), [PYTHON, nodl])
+    doc = load(os.path.join(out, "tune-applied-rank0.json")) or {}
+    t.ok(p.returncode == 0 and doc.get("dataloaders_seen") == 0 and doc.get("applied") == {}
+         and not doc.get("errors"),
+         "no DataLoader: the process trained, its file says no loader was seen",
+         detail=json.dumps(doc) + p.stderr[-800:])
 
     # ---- the Hugging Face Trainer (fake transformers): TrainingArguments fields ----
     hf = write(tmp, "hf.py", HF)

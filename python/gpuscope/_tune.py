@@ -320,6 +320,7 @@ def _apply(loader, lt):
         else:
             _error("dataloader.pin_memory=true not applied: no CUDA device here (pinned memory "
                    "only speeds up copies to a GPU)")
+    named = set(new)  # what the trial asked for and the loader takes
     # what torch's constructor would have made of the new worker count
     if workers > 0 and own["prefetch_factor"] is None and "prefetch_factor" not in new:
         new["prefetch_factor"] = 2  # torch >= 2.0 leaves it None without workers
@@ -334,9 +335,8 @@ def _apply(loader, lt):
     if any(own.get(k) != v for k, v in new.items()):
         _stop_workers(loader)
     _set(loader, new)
-    for k in want:
-        if k in new:
-            t.applied["dataloader." + k] = new[k]
+    for k in named:
+        t.applied["dataloader." + k] = new[k]
     return True
 
 

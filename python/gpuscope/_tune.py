@@ -52,6 +52,7 @@ prints nothing.
 Nothing here may break the training: a failure inside is recorded and the script goes on.
 """
 import json
+import math
 import os
 import re
 import sys
@@ -63,13 +64,19 @@ TOP_KEYS = ("dataloader", "dataloader_scope", "training_args")
 # DataLoader keyword arguments a trial may set, with their JSON type and least value
 LOADER_KEYS = {"num_workers": (int, 0), "prefetch_factor": (int, 1),
                "persistent_workers": (bool, None), "pin_memory": (bool, None)}
+MAX_INT = 1024  # worker processes, batches prefetched per worker
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _MARK = "__gpuscope_tune__"  # on a DataLoader: its _Loader; on an iterator: its loader's index
 MAX_ERRORS = 32
 
 
 def _js(v):
-    return json.dumps(v)
+    """v for a message: JSON, cut to 64 characters."""
+    try:
+        text = json.dumps(v, allow_nan=True)
+    except (TypeError, ValueError):
+        text = repr(v)
+    return text if len(text) <= 64 else text[:61] + "..."
 
 
 def parse(text):
@@ -98,9 +105,10 @@ def parse(text):
         typ, least = LOADER_KEYS[k]
         if typ is bool and not isinstance(v, bool):
             errs.append("%s: dataloader.%s must be true or false, not %s" % (ENV, k, _js(v)))
-        elif typ is int and (isinstance(v, bool) or not isinstance(v, int) or v < least):
-            errs.append("%s: dataloader.%s must be an integer >= %d, not %s"
-                        % (ENV, k, least, _js(v)))
+        elif typ is int and (isinstance(v, bool) or not isinstance(v, int) or
+                             not least <= v <= MAX_INT):
+            errs.append("%s: dataloader.%s must be an integer from %d to %d, not %s"
+                        % (ENV, k, least, MAX_INT, _js(v)))
     scope = doc.get("dataloader_scope", "all")
     if scope not in SCOPES:
         errs.append("%s: dataloader_scope must be \"all\" or \"train\", not %s" % (ENV, _js(scope)))
@@ -111,9 +119,9 @@ def parse(text):
     for k, v in targs.items():
         if not _FIELD.match(k):
             errs.append("%s: training_args key %s is not a field name" % (ENV, _js(k)))
-        elif isinstance(v, (list, dict)):
-            errs.append("%s: training_args.%s must be a number, string, true/false or null"
-                        % (ENV, k))
+        elif isinstance(v, (list, dict)) or (isinstance(v, float) and not math.isfinite(v)):
+            errs.append("%s: training_args.%s must be a finite number, a string, true/false "
+                        "or null, not %s" % (ENV, k, _js(v)))
     if errs:
         errs[-1] += "; nothing applied"
         return None, errs

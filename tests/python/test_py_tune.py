@@ -240,7 +240,7 @@ with tempfile.TemporaryDirectory() as tmp:
                              ("badkey", '{"dataloader": {"batch_size": 4, "num_workers": 2}}',
                               'unknown dataloader key "batch_size"'),
                              ("badval", '{"dataloader": {"num_workers": "2"}}',
-                              "integer >= 0")):
+                              "integer from 0 to 1024")):
         p, acc, doc, rep, out = loop(tmp, name, tune)
         tr = (acc.get("train") or [{}])[0]
         lines = tune_lines(p.stderr)

@@ -88,10 +88,14 @@ HF = textwrap.dedent("""
             self.l = torch.nn.Linear(16, 1)
         def forward(self, x, labels):
             return {"loss": torch.nn.functional.mse_loss(self.l(x).squeeze(-1), labels)}
-    args = TrainingArguments(output_dir=sys.argv[1], per_device_train_batch_size=4,
-                             logging_steps=2, dataloader_num_workers=0,
-                             dataloader_pin_memory=False)
-    trainer = Trainer(model=Net(), args=args, train_dataset=DS())
+    if sys.argv[1] == "-":  # no arguments: the Trainer makes its own
+        trainer = Trainer(model=Net(), train_dataset=DS())
+        args = trainer.args
+    else:
+        args = TrainingArguments(output_dir=sys.argv[1], per_device_train_batch_size=4,
+                                 logging_steps=2, dataloader_num_workers=0,
+                                 dataloader_pin_memory=False)
+        trainer = Trainer(model=Net(), args=args, train_dataset=DS())
     trainer.train()
     loader = trainer.callback_handler.train_dataloader
     print(json.dumps({"args_workers": args.dataloader_num_workers,
@@ -316,6 +320,25 @@ with tempfile.TemporaryDirectory() as tmp:
          any("no_such_field" in e for e in doc.get("errors", [])) and
          len(tune_lines(p.stderr)) == 1,
          "HF: an unknown field rejects every training_args field, the run is unchanged",
+         detail=json.dumps(m) + json.dumps(doc) + p.stderr[-800:])
+
+    hfdir = os.path.join(tmp, "hf-noargs")
+    os.makedirs(hfdir)
+    env_cwd = os.getcwd()
+    os.chdir(hfdir)  # the Trainer's own arguments write to ./tmp_trainer
+    try:
+        p, out = gsrun(tmp, "hfnoargs", json.dumps({"training_args": {
+            "dataloader_num_workers": 1}}), [PYTHON, hf, "-"], pythonpath=FAKE_HF)
+    finally:
+        os.chdir(env_cwd)
+    try:
+        m = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        m = {}
+    doc = load(os.path.join(out, "tune-applied-rank0.json")) or {}
+    t.ok(p.returncode == 0 and m.get("loader_workers") == 1 and m.get("batch_size") == 8 and
+         doc.get("applied") == {"training_args.dataloader_num_workers": 1},
+         "HF: a Trainer made without arguments: the field set on the ones it made",
          detail=json.dumps(m) + json.dumps(doc) + p.stderr[-800:])
 
     # ---- 2-rank DDP under torchrun: both ranks apply the trial ----

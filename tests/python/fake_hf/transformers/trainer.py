@@ -35,6 +35,9 @@ class Trainer:
     def __init__(self, model=None, args=None, train_dataset=None, data_collator=None,
                  callbacks=None, dataloader=None):
         self.model = model
+        if args is None:  # as the real one: default arguments in ./tmp_trainer
+            from .training_args import TrainingArguments
+            args = TrainingArguments(output_dir="tmp_trainer")
         self.args = args
         self.train_dataset = train_dataset
         self.data_collator = data_collator

@@ -581,6 +581,33 @@ static void store_add_rollup_prune_query(void **state)
     assert_string_equal(gs.g[0].uuid, "GPU-1");
     assert_string_equal(gs.g[0].user, "bob");
     sel.owner_only = 0;
+    /* by pod and by namespace: bob's row is in pod ml/trainer-0 (added once more with it) */
+    {
+        struct gs_usage_row pr = mkrow(h0 + 120, 1002, "bob", "ml/trainer-0", 1, 10, 0, 10, 0);
+        snprintf(pr.h.pod, sizeof pr.h.pod, "trainer-0");
+        snprintf(pr.h.ns, sizeof pr.h.ns, "ml");
+        assert_int_equal(gs_store_usage_add(st, &pr, 1, &err), GS_OK);
+    }
+    sel.by = GS_USAGE_BY_POD;
+    read_groups(st, &sel, &gs);
+    assert_int_equal(gs.n, 2); /* the pod, and the rows of no pod */
+    assert_string_equal(gs.g[1].pod, "trainer-0");
+    assert_string_equal(gs.g[1].ns, "ml");
+    assert_string_equal(gs.g[1].job, "ml/trainer-0");
+    assert_int_equal(gs.g[1].uid, 1002);
+    NEAR(gs.g[1].a.held_s, 10);
+    assert_int_equal(gs.g[0].uid, -1); /* alice and bob */
+    sel.by = GS_USAGE_BY_NS;
+    read_groups(st, &sel, &gs);
+    assert_int_equal(gs.n, 2);
+    assert_string_equal(gs.g[1].ns, "ml");
+    assert_string_equal(gs.g[1].pod, "trainer-0"); /* one pod in it */
+    {
+        struct gs_usage_sel all = {.from = 0, .to = 1e10, .by = GS_USAGE_BY_USER};
+        struct gs_err e2;
+        assert_int_equal(gs_store_usage_query(st, &all, take_group, &gs, &e2), GS_OK);
+    }
+    sel.by = GS_USAGE_BY_USER;
     /* a range takes the buckets that overlap it: [h0+90, h0+100) is inside the minute h0+60 */
     sel.by = GS_USAGE_BY_USER;
     sel.from = h0 + 90;
@@ -591,7 +618,7 @@ static void store_add_rollup_prune_query(void **state)
 
     /* roll the first hour's minutes into an hour row (raw retention ends at h0 + 3600) */
     assert_int_equal(gs_store_usage_prune(st, h0 + 3600 + 3600, 3600, 0, &changed, &err), GS_OK);
-    assert_int_equal(changed, 3); /* the three minute rows of the first hour */
+    assert_int_equal(changed, 4); /* the four minute rows of the first hour */
     sel.from = 0;
     sel.to = 1e10;
     read_groups(st, &sel, &gs);

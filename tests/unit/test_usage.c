@@ -602,11 +602,6 @@ static void store_add_rollup_prune_query(void **state)
     assert_int_equal(gs.n, 2);
     assert_string_equal(gs.g[1].ns, "ml");
     assert_string_equal(gs.g[1].pod, "trainer-0"); /* one pod in it */
-    {
-        struct gs_usage_sel all = {.from = 0, .to = 1e10, .by = GS_USAGE_BY_USER};
-        struct gs_err e2;
-        assert_int_equal(gs_store_usage_query(st, &all, take_group, &gs, &e2), GS_OK);
-    }
     sel.by = GS_USAGE_BY_USER;
     /* a range takes the buckets that overlap it: [h0+90, h0+100) is inside the minute h0+60 */
     sel.by = GS_USAGE_BY_USER;

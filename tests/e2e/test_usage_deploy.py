@@ -163,4 +163,58 @@ else:
     t.skip("promtool check rules deploy/prometheus/usage-rules.yml", "promtool not installed")
     t.skip("promtool test rules usage-rules.yml", "promtool not installed")
 
+# deploy/grafana/efficiency.json: a dashboard Grafana imports; every expression filtered by the
+# node and user variables and parsed by promtool (as recording rules, variables substituted).
+dash = json.load(open(DASH))
+tvars = {v["name"]: v for v in dash["templating"]["list"]}
+t.ok(dash.get("uid") == "gpuscope-efficiency" and dash.get("title") and
+     isinstance(dash.get("schemaVersion"), int) and
+     tvars.get("datasource", {}).get("query") == "prometheus" and
+     "hostname" in str(tvars.get("node", {}).get("query")) and
+     "$node" in str(tvars.get("user", {}).get("query")),
+     "efficiency dashboard: uid, title, datasource, node and user (by node) variables",
+     detail=list(tvars))
+grid = [p["title"] for p in dash["panels"]
+        if not all(k in p.get("gridPos", {}) for k in "hwxy") or
+        p["gridPos"]["x"] + p["gridPos"]["w"] > 24]
+t.eq(grid, [], "efficiency dashboard: every panel has a gridPos within 24 columns")
+t.eq(len({p["id"] for p in dash["panels"]}), len(dash["panels"]),
+     "efficiency dashboard: panel ids are unique")
+titles = " | ".join(p["title"] for p in dash["panels"]).lower()
+for want in ("held and busy by user", "busy share by user", "idle-held gpu-hours", "energy",
+             "live jobs", "idle gpus", "per gpu"):
+    t.ok(want in titles, "efficiency dashboard: a panel for " + want, detail=titles)
+dexprs = [tg["expr"] for p in dash["panels"] for tg in p.get("targets", [])]
+t.ok(len(dexprs) >= 10 and all('hostname=~"$node"' in e and 'user=~"$user"' in e
+                               for e in dexprs),
+     "efficiency dashboard: %d expressions, each filtered by $node and $user" % len(dexprs),
+     detail=dexprs)
+SUBST = {"$__rate_interval": "1m", "$__range_s": "86400", "$__range": "1d", "$node": "a|b",
+         "$user": "alice|bob"}
+
+
+def substitute(e, subst=SUBST):
+    for k, v in subst.items():
+        e = e.replace(k, v)
+    return e
+
+
+if promtool:
+    tmp = tempfile.mkdtemp(prefix="gs-grafana-eff.")
+    try:
+        path = os.path.join(tmp, "panels.yml")
+        with open(path, "w") as f:
+            f.write("groups:\n  - name: efficiency_panels\n    rules:\n")
+            for i, e in enumerate(dexprs):
+                f.write("      - record: gs_eff_panel_%d\n        expr: %s\n"
+                        % (i, json.dumps(substitute(e))))
+        r = run([promtool, "check", "rules", path])
+        t.ok(r.returncode == 0 and ("SUCCESS: %d rules found" % len(dexprs)) in r.stdout,
+             "efficiency dashboard: promtool parses all %d panel expressions" % len(dexprs),
+             detail=r.stdout + r.stderr)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+else:
+    t.skip("efficiency dashboard: promtool parses the panel expressions", "promtool not installed")
+
 sys.exit(t.done())

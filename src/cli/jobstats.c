@@ -346,7 +346,7 @@ static void print_summary(struct gs_tbuf *b, const json_t *sum)
         put_clean(b, users, 60, 0);
     }
     gs_tbuf_puts(b, "\n\n");
-    gs_tbuf_printf(b, "%-12s %3s  %-22s %8s  %5s %4s %4s %4s  %5s  %17s %9s  %14s  %8s\n", "NODE",
+    gs_tbuf_printf(b, "%-12s %3s  %-22s %8s  %5s %4s %4s %4s  %5s  %17s %9s  %14s  %12s\n", "NODE",
                    "GPU", "NAME", "HELD", "UTIL%", "P25", "P50", "P75", "BUSY%", "PEAK MEM",
                    "MEAN MEM", "IDLE-HELD", "ENERGY");
     json_array_foreach(nodes, i, node){json_array_foreach(json_object_get(node, "gpus"), j, g){

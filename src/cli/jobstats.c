@@ -144,8 +144,11 @@ static const json_t *snap_gpu(const json_t *snap, long idx)
 {
     size_t i;
     const json_t *g;
-    json_array_foreach(json_object_get(snap, "gpus"), i,
-                       g) if (json_integer_value(json_object_get(g, "index")) == idx) return g;
+    json_array_foreach(json_object_get(snap, "gpus"), i, g)
+    {
+        if (json_integer_value(json_object_get(g, "index")) == idx)
+            return g;
+    }
     return NULL;
 }
 
@@ -154,8 +157,11 @@ static json_t *node_gpu(json_t *gpus, long idx)
 {
     size_t i;
     json_t *g;
-    json_array_foreach(gpus, i,
-                       g) if (json_integer_value(json_object_get(g, "gpu")) == idx) return g;
+    json_array_foreach(gpus, i, g)
+    {
+        if (json_integer_value(json_object_get(g, "gpu")) == idx)
+            return g;
+    }
     g = json_pack("{s:I, s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:{s:n, s:n, s:n}, s:n}",
                   "gpu", (json_int_t)idx, "uuid", "name", "first_seen", "last_seen", "held_s",
                   "busy_s", "busy_share", "idle_held_s", "energy_kwh", "memory", "peak_bytes",
@@ -213,7 +219,10 @@ static json_t *fetch_node(struct js_src *s, const char *job_enc, double since, i
             size_t k;
             json_t *u;
             int have = 0;
-            json_array_foreach(users, k, u) have |= strcmp(json_string_value(u), user) == 0;
+            json_array_foreach(users, k, u)
+            {
+                have |= strcmp(json_string_value(u), user) == 0;
+            }
             if (!have)
                 json_array_append_new(users, json_string(user));
         }
@@ -253,6 +262,15 @@ static json_t *fetch_node(struct js_src *s, const char *job_enc, double since, i
             if (json_is_null(json_object_get(row, "uuid")))
                 json_object_set(row, "uuid", json_object_get(sg, "uuid"));
         }
+        { /* memory in whole bytes */
+            static const char *const keys[] = {"peak_bytes", "mean_bytes", "total_bytes"};
+            json_t *mem = json_object_get(row, "memory");
+            for (size_t k = 0; k < 3; k++) {
+                double v = num(mem, keys[k]);
+                if (isfinite(v))
+                    json_object_set_new(mem, keys[k], json_integer((json_int_t)llround(v)));
+            }
+        }
         if (!isfinite(from) || !isfinite(to))
             continue;
         snprintf(path, sizeof path,
@@ -288,6 +306,15 @@ static void fmt_dur(char *out, size_t len, double s)
         snprintf(out, len, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
 }
 
+/* kWh from 1 kWh up, Wh below */
+static void fmt_energy(char *out, size_t len, double kwh)
+{
+    if (kwh >= 1)
+        snprintf(out, len, "%.2f kWh", kwh);
+    else
+        snprintf(out, len, "%.1f Wh", kwh * 1000);
+}
+
 static void fmt_pct(char *out, size_t len, double r)
 {
     if (isfinite(r))
@@ -321,36 +348,10 @@ static void put_clean(struct gs_tbuf *b, const char *s, size_t cols, size_t pad)
         gs_tbuf_spaces(b, pad - w);
 }
 
-static void print_summary(struct gs_tbuf *b, const json_t *sum)
+/* One GPU's line of the table. */
+static void print_gpu(struct gs_tbuf *b, const json_t *node, const json_t *g)
 {
-    const json_t *nodes = json_object_get(sum, "nodes"), *node, *g, *f;
-    const json_t *tot = json_object_get(sum, "totals");
-    size_t i, j, ngpu = (size_t)json_integer_value(json_object_get(tot, "gpus"));
-    char from[32], to[32], dur[32], users[256] = "";
-    size_t un = 0;
-
-    json_array_foreach(json_object_get(sum, "users"), i, g) if (un < sizeof users) un +=
-        (size_t)snprintf(users + un, sizeof users - un, "%s%s", i ? ", " : "",
-                         json_string_value(g));
-    fmt_time(from, sizeof from, num(sum, "from"));
-    fmt_time(to, sizeof to, num(sum, "to"));
-    fmt_dur(dur, sizeof dur, num(sum, "duration_s"));
-    gs_tbuf_sgr(b, GS_SGR_BOLD);
-    gs_tbuf_puts(b, "Job ");
-    put_clean(b, json_string_value(json_object_get(sum, "job")), 80, 0);
-    gs_tbuf_sgr(b, GS_SGR_RESET);
-    gs_tbuf_printf(b, ": %zu GPU%s on %zu node%s, %s to %s (%s)", ngpu, ngpu == 1 ? "" : "s",
-                   json_array_size(nodes), json_array_size(nodes) == 1 ? "" : "s", from, to, dur);
-    if (users[0]) {
-        gs_tbuf_puts(b, ", user ");
-        put_clean(b, users, 60, 0);
-    }
-    gs_tbuf_puts(b, "\n\n");
-    gs_tbuf_printf(b, "%-12s %3s  %-22s %8s  %5s %4s %4s %4s  %5s  %17s %9s  %14s  %12s\n", "NODE",
-                   "GPU", "NAME", "HELD", "UTIL%", "P25", "P50", "P75", "BUSY%", "PEAK MEM",
-                   "MEAN MEM", "IDLE-HELD", "ENERGY");
-    json_array_foreach(nodes, i, node){json_array_foreach(json_object_get(node, "gpus"), j, g){
-        const json_t *u = json_object_get(g, "utilization");
+    const json_t *u = json_object_get(g, "utilization");
     const json_t *m = json_object_get(g, "memory");
     double held = num(g, "held_s"), idle = num(g, "idle_held_s");
     double peak = num(m, "peak_bytes"), total = num(m, "total_bytes");
@@ -381,7 +382,7 @@ static void print_summary(struct gs_tbuf *b, const json_t *sum)
         snprintf(id, sizeof id, "-");
     }
     if (isfinite(kwh))
-        snprintf(en, sizeof en, "%.3f kWh", kwh);
+        fmt_energy(en, sizeof en, kwh);
     else
         snprintf(en, sizeof en, "-");
     put_clean(b, json_string_value(json_object_get(node, "node")), 12, 12);
@@ -395,6 +396,41 @@ static void print_summary(struct gs_tbuf *b, const json_t *sum)
         gs_tbuf_sgr(b, GS_SGR_RESET);
     gs_tbuf_printf(b, "  %12s\n", en);
 }
+
+static void print_summary(struct gs_tbuf *b, const json_t *sum)
+{
+    const json_t *nodes = json_object_get(sum, "nodes"), *node, *g, *f;
+    const json_t *tot = json_object_get(sum, "totals");
+    size_t i, j, ngpu = (size_t)json_integer_value(json_object_get(tot, "gpus"));
+    char from[32], to[32], dur[32], users[256] = "";
+    size_t un = 0;
+
+    json_array_foreach(json_object_get(sum, "users"), i, g)
+    {
+        if (un < sizeof users)
+            un += (size_t)snprintf(users + un, sizeof users - un, "%s%s", i ? ", " : "",
+                                   json_string_value(g));
+    }
+    fmt_time(from, sizeof from, num(sum, "from"));
+    fmt_time(to, sizeof to, num(sum, "to"));
+    fmt_dur(dur, sizeof dur, num(sum, "duration_s"));
+    gs_tbuf_sgr(b, GS_SGR_BOLD);
+    gs_tbuf_puts(b, "Job ");
+    put_clean(b, json_string_value(json_object_get(sum, "job")), 80, 0);
+    gs_tbuf_sgr(b, GS_SGR_RESET);
+    gs_tbuf_printf(b, ": %zu GPU%s on %zu node%s, %s to %s (%s)", ngpu, ngpu == 1 ? "" : "s",
+                   json_array_size(nodes), json_array_size(nodes) == 1 ? "" : "s", from, to, dur);
+    if (users[0]) {
+        gs_tbuf_puts(b, ", user ");
+        put_clean(b, users, 60, 0);
+    }
+    gs_tbuf_puts(b, "\n\n");
+    gs_tbuf_printf(b, "%-12s %3s  %-22s %8s  %5s %4s %4s %4s  %5s  %17s %9s  %14s  %12s\n", "NODE",
+                   "GPU", "NAME", "HELD", "UTIL%", "P25", "P50", "P75", "BUSY%", "PEAK MEM",
+                   "MEAN MEM", "IDLE-HELD", "ENERGY");
+    json_array_foreach(nodes, i, node){
+        json_array_foreach(json_object_get(node, "gpus"), j, g){print_gpu(b, node, g);
+}
 }
 {
     double held = num(tot, "held_gpu_hours"), share = num(tot, "busy_share");
@@ -403,9 +439,11 @@ static void print_summary(struct gs_tbuf *b, const json_t *sum)
     fmt_pct(s, sizeof s, share);
     gs_tbuf_printf(b, "\nTotal: %.2f GPU-hours held, %s %% busy, %.2f GPU-hours idle-held, ",
                    isfinite(held) ? held : 0, s, isfinite(idle) ? idle : 0);
-    if (isfinite(kwh))
-        gs_tbuf_printf(b, "%.3f kWh\n", kwh);
-    else
+    if (isfinite(kwh)) {
+        char e[24];
+        fmt_energy(e, sizeof e, kwh);
+        gs_tbuf_printf(b, "%s\n", e);
+    } else
         gs_tbuf_puts(b, "energy unknown\n");
 }
 json_array_foreach(json_object_get(sum, "unreachable"), i, g)
@@ -453,22 +491,24 @@ static void add_totals(json_t *sum)
     const json_t *node, *g;
 
     json_array_foreach(json_object_get(sum, "nodes"), i, node)
-        json_array_foreach(json_object_get(node, "gpus"), j, g)
     {
-        double a = num(g, "first_seen"), b = num(g, "last_seen"), v;
-        n++;
-        if (isfinite(a) && !(from <= a))
-            from = a;
-        if (isfinite(b) && !(to >= b))
-            to = b;
-        if (isfinite(v = num(g, "held_s")))
-            held += v;
-        if (isfinite(v = num(g, "busy_s")))
-            busy += v, have_busy = 1;
-        if (isfinite(v = num(g, "idle_held_s")))
-            idle += v, have_idle = 1;
-        if (isfinite(v = num(g, "energy_kwh")))
-            kwh += v, have_kwh = 1;
+        json_array_foreach(json_object_get(node, "gpus"), j, g)
+        {
+            double a = num(g, "first_seen"), b = num(g, "last_seen"), v;
+            n++;
+            if (isfinite(a) && !(from <= a))
+                from = a;
+            if (isfinite(b) && !(to >= b))
+                to = b;
+            if (isfinite(v = num(g, "held_s")))
+                held += v;
+            if (isfinite(v = num(g, "busy_s")))
+                busy += v, have_busy = 1;
+            if (isfinite(v = num(g, "idle_held_s")))
+                idle += v, have_idle = 1;
+            if (isfinite(v = num(g, "energy_kwh")))
+                kwh += v, have_kwh = 1;
+        }
     }
     json_object_set_new(sum, "from", num_or_null(from));
     json_object_set_new(sum, "to", num_or_null(to));
@@ -648,7 +688,7 @@ int gs_cli_jobstats(int argc, char **argv)
     notes = gs_jobstats_notes(sum);
     json_object_set_new(sum, "notes", notes ? notes : json_array());
     if (json) {
-        char *s = json_dumps(sum, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
+        char *s = json_dumps(sum, JSON_INDENT(1) | JSON_REAL_PRECISION(15));
         if (s) {
             puts(s);
             free(s);

@@ -102,11 +102,15 @@ static int read_in(const json_t *summary, struct js_in *in)
 {
     const json_t *nodes = json_object_get(summary, "nodes"), *node, *gpu;
     size_t i, j, cap = 0;
+    double longest = 0;
 
     memset(in, 0, sizeof *in);
     in->to = num(summary, "to");
     in->multi_node = json_array_size(nodes) > 1;
-    json_array_foreach(nodes, i, node) cap += json_array_size(json_object_get(node, "gpus"));
+    json_array_foreach(nodes, i, node)
+    {
+        cap += json_array_size(json_object_get(node, "gpus"));
+    }
     if (cap == 0)
         return 0;
     in->g = calloc(cap, sizeof *in->g);
@@ -129,12 +133,16 @@ static int read_in(const json_t *summary, struct js_in *in)
             g->first_busy = num(util, "first_busy");
             g->peak = num(mem, "peak_bytes");
             g->total = num(mem, "total_bytes");
-            /* judged only when held long enough */
-            if (!(g->held >= GS_JOBSTATS_MIN_HELD_S))
-                continue;
+            if (isfinite(g->held) && !(g->held <= longest))
+                longest = g->held;
             in->n++;
         }
     }
+    /* judged only when held long enough: GPUs the job barely touched drop out */
+    for (i = j = 0; i < in->n; i++)
+        if (in->g[i].held >= GS_JOBSTATS_MIN_HELD_SHARE * longest)
+            in->g[j++] = in->g[i];
+    in->n = j;
     return 0;
 }
 

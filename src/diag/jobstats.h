@@ -27,7 +27,8 @@
  *   memory_full    a GPU's peak memory >= 95 % of its capacity
  *   low_utilization the mean utilization of the GPUs not idle under 50 %
  *   imbalance      the busiest and least busy of the GPUs not idle differ by > 30 points
- * GPUs held less than GS_JOBSTATS_MIN_HELD_S take part in none.
+ * GPUs held less than GS_JOBSTATS_MIN_HELD_SHARE of the longest-held GPU's time (a context
+ * opened on a GPU by mistake) take part in none; a GPU whose held time is unknown neither.
  */
 #ifndef GS_DIAG_JOBSTATS_H
 #define GS_DIAG_JOBSTATS_H
@@ -44,7 +45,7 @@
 #define GS_JOBSTATS_FULL_MEMORY 0.95      /* memory_full: peak at least this share */
 #define GS_JOBSTATS_LOW_UTIL 0.50         /* low_utilization: mean under */
 #define GS_JOBSTATS_IMBALANCE 0.30        /* imbalance: max - min mean utilization above */
-#define GS_JOBSTATS_MIN_HELD_S 60.0       /* GPUs held less are not judged */
+#define GS_JOBSTATS_MIN_HELD_SHARE 0.10   /* GPUs held less of the longest: not judged */
 
 /* The q-quantile (0..1) of n values sorted ascending, linear between the closest ranks
  * (p50 of {1, 2, 3, 4} is 2.5). NAN when n is 0. */

@@ -181,13 +181,15 @@ t.ok(len(rows) == 2 and re.search(r"\b0\s+NVIDIA H100 80GB HBM3\s+\S+\s+90\s+90\
                                   rows[0]) and " 100 %" in rows[1],
      "table: GPU 0 at 90 % (mean, quartiles, busy), GPU 1 idle-held 100 %", detail=out)
 t.ok("  * GPU 1 was idle 100 % of the job: ask for fewer GPUs\n" in out and
-     "  * Peak memory 7 % of the GPU (5.9 GiB of 80 GiB): a MIG slice or a smaller GPU would do"
+     "  * Peak memory at most 7 % of the GPU (5.9 GiB of 80 GiB): a MIG slice or a smaller GPU "
+     "would do"
      in out, "table: the notes in plain words", detail=out)
 t.ok("\033[" not in out, "NO_COLOR and a pipe: no colour")
 hdr = next((ln for ln in out.splitlines() if ln.startswith("NODE")), "")
 t.ok(rows and all(len(x) == len(hdr) for x in rows) and
-     all(x.endswith("kWh") and x.index(" NVIDIA") == hdr.index(" NAME") for x in rows),
-     "table: columns aligned under the header, energy in kWh", detail=out)
+     all(re.search(r" [0-9.]+ k?Wh$", x) and x.index(" NVIDIA") == hdr.index(" NAME")
+         for x in rows),
+     "table: columns aligned under the header, energy in Wh or kWh", detail=out)
 
 # --from: both nodes over HTTP, combined; an unreachable agent left out and reported
 r, doc2 = json_summary("--from", "%s,%s,127.0.0.1:1" % (base_a, base_b.split("//")[1]))

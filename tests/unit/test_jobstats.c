@@ -92,8 +92,11 @@ static const json_t *note(const json_t *notes, const char *id)
 {
     size_t i;
     const json_t *f;
-    json_array_foreach(notes, i, f) if (strcmp(json_string_value(json_object_get(f, "id")), id) ==
-                                        0) return f;
+    json_array_foreach(notes, i, f)
+    {
+        if (strcmp(json_string_value(json_object_get(f, "id")), id) == 0)
+            return f;
+    }
     return NULL;
 }
 
@@ -224,7 +227,8 @@ static void memory(void **state)
 }
 
 /* Two nodes: GPUs named with their node; mean 42 % -> low_utilization; 75 vs 10 % ->
- * imbalance; 70 vs 45 % (25 points) -> none. A GPU held 30 s is not judged. */
+ * imbalance; 70 vs 45 % (25 points) -> none. A GPU held 30 s of the others' hour (under
+ * 10 %) is not judged. */
 static void utilization_two_nodes(void **state)
 {
     json_t *s =

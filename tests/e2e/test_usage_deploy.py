@@ -43,7 +43,8 @@ RATES = {
 }
 COUNTERS = ("held_seconds", "busy_seconds", "idle_held_seconds", "memory_gib_seconds",
             "energy_joules")
-LABELS = 'instance="a:9400",job="gpuscope",hostname="node-a"'
+# as Prometheus stores the agent's series: its target labels; the host name is gpuscope_info's
+LABELS = 'instance="a:9400",job="gpuscope"'
 
 
 def series(step=1, minutes=120):
@@ -61,6 +62,8 @@ def series(step=1, minutes=120):
                               % (name, LABELS),
                     "values": "0+%dx%d %dx%d" % (per_min * step, 10 // step, per_min * 10,
                                                  n - 10 // step)})
+    out.append({"series": 'gpuscope_info{%s,hostname="node-a",simulated="0"}' % LABELS,
+                "values": "1x%d" % n})
     # live jobs: alice's job 4242 holds GPU 0 (busy) and GPU 1 (idle from the start; busy
     # again at minute 40); bob's job 7 holds GPU 0
     job = 'gpuscope_job_gpu_%s{' + LABELS + ',exported_job="%s",user="%s",gpu="%s",uuid="GPU-%s"}'
@@ -113,7 +116,7 @@ if promtool:
             samples("user:gpuscope_usage_busy_share:ratio" + window, share, ukey),
             samples("user:gpuscope_usage_idle_held_gpu_hours:increase" + window, idle, ukey),
             samples("user:gpuscope_usage_energy_kwh:increase" + window, kwh, ukey),
-            samples("hostname_gpu:gpuscope_usage_busy_share:ratio" + window, gpu_share,
+            samples("instance_gpu:gpuscope_usage_busy_share:ratio" + window, gpu_share,
                     lambda g: 'instance="a:9400",hostname="node-a",gpu="%s",uuid="GPU-%s"'
                     % (g, g)),
         ]
@@ -171,8 +174,8 @@ t.ok(dash.get("uid") == "gpuscope-efficiency" and dash.get("title") and
      isinstance(dash.get("schemaVersion"), int) and
      tvars.get("datasource", {}).get("query") == "prometheus" and
      "hostname" in str(tvars.get("node", {}).get("query")) and
-     "$node" in str(tvars.get("user", {}).get("query")),
-     "efficiency dashboard: uid, title, datasource, node and user (by node) variables",
+     "gpuscope_usage_held_seconds_total" in str(tvars.get("user", {}).get("query")),
+     "efficiency dashboard: uid, title, datasource, node and user variables",
      detail=list(tvars))
 grid = [p["title"] for p in dash["panels"]
         if not all(k in p.get("gridPos", {}) for k in "hwxy") or

@@ -20,8 +20,8 @@
 #   GPUSCOPE                  the gpuscope executable (default: gpuscope on PATH)
 #   GPUSCOPE_JOBSTATS_OUT     the file to append to (default: the job's StdOut from scontrol)
 #   GPUSCOPE_JOBSTATS_AGENTS  see above (default: unset, each node its own summary)
-#   GPUSCOPE_JOBSTATS_SETTLE  seconds to wait first so that the agent has sampled the job's
-#                             last second (default 2)
+#   GPUSCOPE_JOBSTATS_SETTLE  seconds to wait first so that the agent's history holds the
+#                             job's last seconds (default 6: its flush_interval is 5 s)
 set -u
 
 GPUSCOPE=${GPUSCOPE:-gpuscope}
@@ -55,7 +55,7 @@ if [ -n "${GPUSCOPE_JOBSTATS_AGENTS:-}" ] && [ -n "${SLURM_JOB_NODELIST:-}" ]; t
     done
 fi
 
-sleep "${GPUSCOPE_JOBSTATS_SETTLE:-2}"
+sleep "${GPUSCOPE_JOBSTATS_SETTLE:-6}"
 tmp=$(mktemp "${TMPDIR:-/tmp}/gpuscope-epilog.XXXXXX") || { log "mktemp failed"; exit 0; }
 trap 'rm -f "$tmp"' EXIT
 set -- jobstats "$job"

@@ -244,6 +244,18 @@ static json_t *fetch_node(struct js_src *s, const char *job_enc, double since, i
         if (isfinite(v) && !(num(mem, "peak_bytes") >= v))
             json_object_set_new(mem, "peak_bytes", json_real(v));
     }
+    if (json_array_size(users) == 0) { /* rows of several users on one GPU: ask by user */
+        json_t *by_user;
+        struct gs_err uerr = {0};
+        snprintf(path, sizeof path, "/api/v1/usage?by=user&job=%s&from=%.0f", job_enc, since);
+        by_user = src_json(s, path, &uerr);
+        json_array_foreach(json_object_get(by_user, "rows"), i, row)
+        {
+            if (json_is_string(json_object_get(row, "user")))
+                json_array_append(users, json_object_get(row, "user"));
+        }
+        json_decref(by_user);
+    }
     json_array_foreach(gpus, i, row)
     {
         double held = num(row, "held_s"), busy = num(row, "busy_s");

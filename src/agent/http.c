@@ -423,6 +423,15 @@ static enum MHD_Result send_filtered(struct MHD_Connection *c, struct gs_agent *
         struct gs_buf b = {0};
         if (!f || gs_metrics_render(&b, f, &p->self, p->mflags) != GS_OK)
             gs_buf_free(&b);
+        else if (a->usage) { /* the usage counters and live jobs of the viewer's uid only */
+            int all;
+            int64_t uid;
+            gs_policy_runs_owner(&view, &all, &uid);
+            if (all || uid >= 0)
+                gs_usage_render_prom(a->usage, &b, all ? -1 : uid);
+            if (gs_buf_status(&b) != GS_BUF_OK)
+                gs_buf_free(&b);
+        }
         gs_snapshot_free(f);
         gs_pub_release(p);
         if (!b.data)

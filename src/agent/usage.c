@@ -70,6 +70,13 @@ void gs_usage_acc_add(struct gs_usage_acc *a, const struct gs_usage_acc *b)
 
 /* ---- the module ---- */
 
+/* One holder of a unit (a GPU, or a MIG instance) within a cycle. */
+struct hold {
+    struct gs_usage_holder h;
+    double sm, mem;
+    int mem_ok;
+};
+
 /* A process's Slurm job from its environment, read once per process life. */
 struct env_job {
     unsigned pid;
@@ -115,6 +122,7 @@ struct gs_usage {
     /* the energy counter of each GPU index at the previous cycle (NaN: none) */
     double *prev_energy;
     unsigned n_prev_energy;
+    struct hold *hs; /* GS_USAGE_HOLDERS_PER_GPU: one unit's holders, reused every cycle */
 };
 
 static int grow(void **arr, unsigned *cap, unsigned need, size_t size)
@@ -141,8 +149,10 @@ int gs_usage_new(struct gs_usage **out, const struct gs_usage_opts *o)
     struct gs_usage *u = calloc(1, sizeof *u);
 
     *out = NULL;
-    if (!u)
+    if (!u || !(u->hs = malloc(GS_USAGE_HOLDERS_PER_GPU * sizeof *u->hs))) {
+        free(u);
         return GS_ENOMEM;
+    }
     pthread_mutex_init(&u->lock, NULL);
     u->o = *o;
     *out = u;
@@ -159,6 +169,7 @@ void gs_usage_free(struct gs_usage *u)
     free(u->jobs);
     free(u->env);
     free(u->prev_energy);
+    free(u->hs);
     free(u);
 }
 
@@ -292,13 +303,6 @@ static void live_job(struct gs_usage *u, const struct gs_usage_holder *h, unsign
     j->seen = u->cycles;
 }
 
-/* One holder of a unit (a GPU, or a MIG instance) within a cycle. */
-struct hold {
-    struct gs_usage_holder h;
-    double sm, mem;
-    int mem_ok;
-};
-
 /* Accounts the holders of one unit. */
 static void account_unit(struct gs_usage *u, unsigned gpu, const char *uuid, struct hold *hs,
                          unsigned n, int have_sm, double util, double energy, double dt, double t)
@@ -383,11 +387,9 @@ static void end_minute(struct gs_usage *u)
 
 void gs_usage_cycle(struct gs_usage *u, const struct gs_snapshot *s)
 {
-    struct hold *hs = malloc(GS_USAGE_HOLDERS_PER_GPU * sizeof *hs);
+    struct hold *hs = u->hs;
     double dt = 0, minute = floor(s->t_real / 60) * 60;
 
-    if (!hs)
-        return;
     pthread_mutex_lock(&u->lock);
     u->cycles++;
     if (u->prev_mono_ns && s->t_mono_ns > u->prev_mono_ns)
@@ -446,7 +448,6 @@ void gs_usage_cycle(struct gs_usage *u, const struct gs_snapshot *s)
         else
             i++;
     pthread_mutex_unlock(&u->lock);
-    free(hs);
 }
 
 void gs_usage_flush(struct gs_usage *u)
@@ -558,5 +559,10 @@ void gs_usage_render_prom(struct gs_usage *u, struct gs_buf *b, int64_t uid)
                 gs_buf_puts(b, " 1\n");
         }
     }
+    gs_buf_printf(b,
+                  "# HELP gpuscope_usage_dropped_total Holders or rows the usage accounting left "
+                  "out at its bounds.\n# TYPE gpuscope_usage_dropped_total counter\n"
+                  "gpuscope_usage_dropped_total %llu\n",
+                  (unsigned long long)u->dropped);
     pthread_mutex_unlock(&u->lock);
 }

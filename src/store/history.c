@@ -342,15 +342,16 @@ static int store_schema_v5(char *sql, size_t cap)
 {
     size_t n = 0;
 
-    return sql_cat(sql, cap, &n,
-                   "CREATE TABLE IF NOT EXISTS usage(t INTEGER NOT NULL, res INTEGER NOT NULL,"
-                   " uid INTEGER NOT NULL, user TEXT NOT NULL, job TEXT NOT NULL,"
-                   " pod TEXT NOT NULL, namespace TEXT NOT NULL, container TEXT NOT NULL,"
-                   " gpu INTEGER NOT NULL, uuid TEXT NOT NULL, held_s REAL, busy_s REAL,"
-                   " idle_s REAL, mem_gib_s REAL, peak_bytes REAL, energy_j REAL,"
-                   " first_seen REAL, last_seen REAL);"
-                   "CREATE UNIQUE INDEX IF NOT EXISTS usage_key ON usage(res, t, uid, user, job, pod,"
-                   " namespace, container, gpu, uuid);")
+    return sql_cat(
+               sql, cap, &n,
+               "CREATE TABLE IF NOT EXISTS usage(t INTEGER NOT NULL, res INTEGER NOT NULL,"
+               " uid INTEGER NOT NULL, user TEXT NOT NULL, job TEXT NOT NULL,"
+               " pod TEXT NOT NULL, namespace TEXT NOT NULL, container TEXT NOT NULL,"
+               " gpu INTEGER NOT NULL, uuid TEXT NOT NULL, held_s REAL, busy_s REAL,"
+               " idle_s REAL, mem_gib_s REAL, peak_bytes REAL, energy_j REAL,"
+               " first_seen REAL, last_seen REAL);"
+               "CREATE UNIQUE INDEX IF NOT EXISTS usage_key ON usage(res, t, uid, user, job, pod,"
+               " namespace, container, gpu, uuid);")
                ? -1
                : 0;
 }

@@ -192,6 +192,14 @@ t.ok(len(dexprs) >= 10 and all('hostname=~"$node"' in e and 'user=~"$user"' in e
                                for e in dexprs),
      "efficiency dashboard: %d expressions, each filtered by $node and $user" % len(dexprs),
      detail=dexprs)
+# every gpuscope_* family the rules and the dashboard name is one docs/metrics.md documents
+# (recording rules' own names, level:metric:operation, aside)
+mdoc = open(os.path.join(SRC, "docs", "metrics.md")).read()
+utext = open(RULES).read() + " ".join(dexprs)
+unames = set(re.findall(r"(?<![:\w])(gpuscope_[a-z_]*[a-z])(?![\w:*])", utext))
+t.ok(len(unames) >= 7 and all(re.search(r"`%s[`{]" % n, mdoc) for n in unames),
+     "every gpuscope_* name of usage-rules.yml and efficiency.json is in docs/metrics.md",
+     detail=sorted(n for n in unames if not re.search(r"`%s[`{]" % n, mdoc)))
 SUBST = {"$__rate_interval": "1m", "$__range_s": "86400", "$__range": "1d", "$node": "a|b",
          "$user": "alice|bob"}
 

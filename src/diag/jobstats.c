@@ -58,7 +58,7 @@ json_t *gs_jobstats_util(const json_t *points)
         if (!json_is_number(avg) || !json_is_number(t))
             continue;
         a = json_number_value(avg);
-        if (!isfinite(a))
+        if (!(a >= 0 && a <= 1)) /* not a utilization ratio (NaN too) */
             continue;
         v[n++] = a;
         sum += a;

@@ -54,7 +54,8 @@ double gs_jobstats_quantile(const double *sorted, size_t n, double q);
 /* One GPU's utilization over the job from /api/v1/history's points ([t, min, avg, max], a
  * bucket's average in avg): a new {"mean", "p25", "p50", "p75", "points", "first_busy"}
  * over the buckets' averages (first_busy: the first bucket's t with avg >= GS_JOBSTATS_BUSY_MIN,
- * null when none); NULL when points holds no number (no history of that range). */
+ * null when none); averages that are not a ratio 0..1 are skipped; NULL when points holds no
+ * such number (no history of that range). */
 json_t *gs_jobstats_util(const json_t *points);
 
 /* The notes on a summary (the shape above): a new array of findings, possibly empty; NULL only

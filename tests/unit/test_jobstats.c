@@ -39,7 +39,7 @@ static void quantiles(void **state)
 static void util_from_points(void **state)
 {
     json_t *pts = json_loads("[[100,0,0.0,0],[101,0,0.04,0.1],[102,null,null,null],"
-                             "[103,0.5,0.6,0.7],[104,0.9,1.0,1.0]]",
+                             "[103,0.5,0.6,0.7],[104,0.9,1.0,1.0],[105,0,1.5,2],[106,0,-0.2,0]]",
                              0, NULL);
     json_t *u = gs_jobstats_util(pts);
     (void)state;

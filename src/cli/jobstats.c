@@ -66,11 +66,17 @@ struct js_src {
     struct gs_http *http;
 };
 
+/* GET path; a 429 (the agent's per-client rate limit, docs/agent.md http_rate) is asked again
+ * after a second, twice at most. */
 static int src_get(struct js_src *s, const char *path, char **body, size_t *len, struct gs_err *err)
 {
-    if (s->http)
-        return gs_http_get(s->http, path, body, len, err);
-    return gs_agent_client_get(s->sock, path, JS_TIMEOUT_MS, body, len, err);
+    for (int tries = 0;; tries++) {
+        int rc = s->http ? gs_http_get(s->http, path, body, len, err)
+                         : gs_agent_client_get(s->sock, path, JS_TIMEOUT_MS, body, len, err);
+        if (rc == GS_OK || tries == 2 || !strstr(err->msg, " answered 429"))
+            return rc;
+        sleep(1);
+    }
 }
 
 /* GET path as a JSON object; NULL with err set. */

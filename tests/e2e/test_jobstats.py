@@ -10,7 +10,8 @@ GPU 0 at 40 %. Checked against the script's own clock and the scenario's figures
 7 % of the GPU: a MIG slice), the JSON (held time within a cycle of the time the processes ran,
 utilization 90 % and its quartiles, idle-held time, energy within 5 % of 300 W x the held time,
 the GPU's capacity), --from over HTTP combining both nodes (three GPUs, the nodes named, an
-unreachable agent reported and left out), an unknown job (exit 6), bad usage (exit 2). The
+unreachable agent reported and left out; node B's rate limit met and waited out), an unknown
+job (exit 6), bad usage (exit 2). The
 epilog, run as root for a finished job with `scontrol` standing in for Slurm's: the summary
 appended to the job's output file as the job's user (nobody), not written where that user
 cannot write, and exit 0 when jobstats fails.
@@ -110,7 +111,8 @@ have_unshare = shutil.which("unshare") and os.geteuid() == 0
 env_b = sim_env(os.path.join(d_b, "scenario.json"), RUNTIME_DIRECTORY=d_b, SIM_B0=str(b0.pid))
 port_b = free_port()
 cmd_b = [BIN, "agent", "--listen", "127.0.0.1:%d" % port_b, "--data-dir",
-         os.path.join(d_b, "data"), "--interval", "0.25"]
+         os.path.join(d_b, "data"), "--interval", "0.25", "--http-rate", "2",
+         "--http-burst", "3"]
 if have_unshare:
     cmd_b = ["unshare", "--uts", "sh", "-c", 'hostname node-b && exec "$@"', "sh"] + cmd_b
 pb = subprocess.Popen(cmd_b, env=env_b, stdout=open(os.path.join(d_b, "log"), "w"),
@@ -213,6 +215,15 @@ tot = doc2.get("totals", {})
 held_sum = sum(g["held_s"] for n in doc2.get("nodes", []) for g in n["gpus"])
 t.ok(abs(tot.get("held_gpu_hours", 0) * 3600 - held_sum) < 1e-6,
      "--from: the total GPU-hours are the GPUs' sum", detail=tot)
+
+# node B allows 2 requests/s after a burst of 3 (the 3 of one summary of its one GPU): asked
+# again at once, it answers 429 until its bucket refills, and jobstats asks again a second later
+t0 = time.monotonic()
+r, doc3 = json_summary("--from", base_b)
+took = time.monotonic() - t0
+t.ok(r.returncode == 0 and (doc3 or {}).get("totals", {}).get("gpus") == 1 and took >= 0.9,
+     "an agent's rate limit (429): asked again after a second, the summary complete "
+     "(%.1f s)" % took, detail=r.stdout + r.stderr)
 
 # no such job; bad usage
 r = jobstats("999999", sock=sock_a)

@@ -159,19 +159,24 @@ static const json_t *snap_gpu(const json_t *snap, long idx)
 }
 
 /* The GPU object of node's gpus for index idx, created from the usage row when new. */
-static json_t *node_gpu(json_t *gpus, long idx)
+static json_t *node_gpu(json_t *gpus, long idx, const char *uuid)
 {
     size_t i;
     json_t *g;
+    /* a MIG instance is a line of its own (its uuid MIG-...), a GPU one line per index */
+    int mig = uuid && strncmp(uuid, "MIG-", 4) == 0;
     json_array_foreach(gpus, i, g)
     {
-        if (json_integer_value(json_object_get(g, "gpu")) == idx)
+        const char *u = json_string_value(json_object_get(g, "uuid"));
+        if (json_integer_value(json_object_get(g, "gpu")) == idx &&
+            (mig ? u && strcmp(u, uuid) == 0 : !json_is_true(json_object_get(g, "mig"))))
             return g;
     }
-    g = json_pack("{s:I, s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:{s:n, s:n, s:n}, s:n}",
-                  "gpu", (json_int_t)idx, "uuid", "name", "first_seen", "last_seen", "held_s",
-                  "busy_s", "busy_share", "idle_held_s", "energy_kwh", "memory", "peak_bytes",
-                  "mean_bytes", "total_bytes", "utilization");
+    g = json_pack("{s:I, s:n, s:b, s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:n, s:{s:n, s:n, s:n}, "
+                  "s:n}",
+                  "gpu", (json_int_t)idx, "uuid", "mig", mig, "name", "first_seen", "last_seen",
+                  "held_s", "busy_s", "busy_share", "idle_held_s", "energy_kwh", "memory",
+                  "peak_bytes", "mean_bytes", "total_bytes", "utilization");
     json_array_append_new(gpus, g);
     return g;
 }
@@ -219,7 +224,8 @@ static json_t *fetch_node(struct js_src *s, const char *job_enc, double since, i
 
         if (!json_is_integer(gi))
             continue;
-        g = node_gpu(gpus, (long)json_integer_value(gi));
+        g = node_gpu(gpus, (long)json_integer_value(gi),
+                     json_string_value(json_object_get(row, "uuid")));
         mem = json_object_get(g, "memory");
         if (user) {
             size_t k;
@@ -267,11 +273,23 @@ static json_t *fetch_node(struct js_src *s, const char *job_enc, double since, i
         double held = num(row, "held_s"), busy = num(row, "busy_s");
         double from = num(row, "first_seen"), to = num(row, "last_seen");
         const json_t *sg = snap_gpu(snap, (long)json_integer_value(json_object_get(row, "gpu")));
+        const json_t *smig = NULL, *m;
+        size_t k;
+
+        if (sg && json_is_true(json_object_get(row, "mig"))) {
+            json_array_foreach(json_object_get(sg, "mig_devices"), k, m)
+            {
+                if (json_equal(json_object_get(m, "uuid"), json_object_get(row, "uuid")))
+                    smig = m;
+            }
+        }
         json_t *hist;
         struct gs_err herr = {0};
 
         json_object_set_new(row, "busy_share",
                             held > 0 && isfinite(busy) ? json_real(busy / held) : json_null());
+        if (smig) /* the instance's name (MIG 3g.40gb ...) and memory */
+            sg = smig;
         if (sg) {
             json_object_set(row, "name", json_object_get(sg, "name"));
             if (json_is_number(json_object_get(sg, "memory_total")))

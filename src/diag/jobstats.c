@@ -83,6 +83,7 @@ struct js_gpu {
     const char *node;
     long gpu;
     double held, idle, first_seen, util, first_busy, peak, total;
+    int mig; /* a MIG instance: its memory is the slice's */
 };
 
 struct js_in {
@@ -133,6 +134,7 @@ static int read_in(const json_t *summary, struct js_in *in)
             g->first_busy = num(util, "first_busy");
             g->peak = num(mem, "peak_bytes");
             g->total = num(mem, "total_bytes");
+            g->mig = json_is_true(json_object_get(gpu, "mig"));
             if (isfinite(g->held) && !(g->held <= longest))
                 longest = g->held;
             in->n++;
@@ -290,7 +292,8 @@ static void rule_memory(const struct js_in *in, json_t *out)
             json_array_append_new(out, f);
         }
     }
-    if (!top || top->peak / top->total >= GS_JOBSTATS_SMALL_MEMORY)
+    /* a MIG instance is already a slice: no smaller one to advise */
+    if (!top || top->mig || top->peak / top->total >= GS_JOBSTATS_SMALL_MEMORY)
         return;
     f = gs_diag_finding("small_memory", "info",
                         "Peak memory %s%.0f %% of the GPU (%.1f GiB of %.0f GiB)",

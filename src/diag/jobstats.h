@@ -6,7 +6,7 @@
  * The summary (what `gpuscope jobstats --json` prints, docs/jobstats.md has every field):
  *   {"job": "4242", "from": t, "to": t, "duration_s": s,
  *    "nodes": [{"node": "node-a", "source": "...",
- *               "gpus": [{"gpu": 3, "uuid": "GPU-...", "name": "...",
+ *               "gpus": [{"gpu": 3, "uuid": "GPU-...", "mig": false, "name": "...",
  *                         "first_seen": t, "last_seen": t, "held_s": s, "busy_share": r,
  *                         "idle_held_s": s, "energy_kwh": e,
  *                         "memory": {"peak_bytes": b, "mean_bytes": b, "total_bytes": b},
@@ -23,7 +23,8 @@
  *   late_start     the first GPU work came >= 5 min and >= 10 % of the job after the job first
  *                  held a GPU: "the job held 8 GPUs for 41 minutes before its first CUDA work"
  *   small_memory   the largest peak memory of the job's GPUs under 1/8 of the GPU's (the
- *                  smallest MIG slice of an A100/H100): "a MIG slice or a smaller GPU would do"
+ *                  smallest MIG slice of an A100/H100): "a MIG slice or a smaller GPU would do";
+ *                  not when that GPU is a MIG instance ("mig": true, its memory the slice's)
  *   memory_full    a GPU's peak memory >= 95 % of its capacity
  *   low_utilization the mean utilization of the GPUs not idle under 50 %
  *   imbalance      the busiest and least busy of the GPUs not idle differ by > 30 points

@@ -11,7 +11,8 @@ GPU 0 at 40 %. Checked against the script's own clock and the scenario's figures
 utilization 90 % and its quartiles, idle-held time, energy within 5 % of 300 W x the held time,
 the GPU's capacity), --from over HTTP combining both nodes (three GPUs, the nodes named, an
 unreachable agent reported and left out; node B's rate limit met and waited out), an unknown
-job (exit 6), bad usage (exit 2). The
+job (exit 6), bad usage (exit 2); a job on a MIG instance of h100-mig (its own line, the
+instance's name and memory, no MIG advice). The
 epilog, run as root for a finished job with `scontrol` standing in for Slurm's: the summary
 appended to the job's output file as the job's user (nobody), not written where that user
 cannot write, and exit 0 when jobstats fails.
@@ -30,8 +31,8 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import (BIN, SRC, clean_up_at_exit, free_port, sim_env, start_agent,  # noqa: E402
-                   wait_healthy)
+from gsenv import (BIN, SRC, clean_up_at_exit, free_port, get_json, sim_env,  # noqa: E402
+                   start_agent, wait_healthy)
 
 t = Tap()
 procs = []
@@ -224,6 +225,33 @@ took = time.monotonic() - t0
 t.ok(r.returncode == 0 and (doc3 or {}).get("totals", {}).get("gpus") == 1 and took >= 0.9,
      "an agent's rate limit (429): asked again after a second, the summary complete "
      "(%.1f s)" % took, detail=r.stdout + r.stderr)
+
+# a MIG instance: a line of its own (its MIG- uuid, the instance's name and memory), no
+# small-memory advice on what is already a slice
+mig_proc = sleeper("555")
+SC_M = json.load(open(os.path.join(SRC, "sim", "scenarios", "h100-mig.json")))
+for p in SC_M["processes"]:
+    if p.get("id") == "lora":
+        p["pid"] = {"env": "SIM_MIG"}
+        p["used_memory_mib"] = 700
+pm, base_m, ok_m, sock_m = agent("node-mig", SC_M, {"SIM_MIG": str(mig_proc.pid)})
+time.sleep(1.5)
+snap_m = get_json(base_m + "/api/v1/snapshot")[1]
+r = jobstats("555", "--json", sock=sock_m)
+try:
+    docm = json.loads(r.stdout)
+except ValueError:
+    docm = {}
+gm = [g for n in (docm or {}).get("nodes", []) for g in n["gpus"]]
+inst = next((m for g in snap_m.get("gpus", []) for m in g.get("mig_devices", [])
+             if gm and m.get("uuid") == gm[0].get("uuid")), None)
+t.ok(r.returncode == 0 and len(gm) == 1 and gm[0].get("mig") is True and
+     str(gm[0].get("uuid")).startswith("MIG-") and inst is not None and
+     gm[0].get("name") == inst.get("name") and
+     gm[0]["memory"].get("total_bytes") == inst.get("memory_total") and
+     not any(n["id"] == "small_memory" for n in docm.get("notes", [])),
+     "a job on a MIG instance: its own line, the instance's name and memory, no MIG advice",
+     detail=(r.stdout + r.stderr, inst))
 
 # no such job; bad usage
 r = jobstats("999999", sock=sock_a)

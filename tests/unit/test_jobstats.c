@@ -195,7 +195,8 @@ static void late_start(void **state)
     json_decref(s);
 }
 
-/* Peak 7.2 GiB of 80 (9 %): small_memory; 12 GiB (15 %): none; one unknown peak: none;
+/* Peak 7.2 GiB of 80 (9 %): small_memory, not on a MIG instance; 12 GiB (15 %): none; one
+ * unknown peak: none;
  * 78.4 GiB (98 %): memory_full naming the GPU. */
 static void memory(void **state)
 {
@@ -204,6 +205,14 @@ static void memory(void **state)
     (void)state;
     assert_string_equal(title(n, "small_memory"), "Peak memory 9 % of the GPU (7.2 GiB of 80 GiB)");
     assert_string_equal(advice(n, "small_memory"), "a MIG slice or a smaller GPU would do");
+    json_decref(n);
+    json_decref(s);
+    /* a MIG instance at 9 % of its slice: no smaller slice to advise */
+    g = gpu(0, 0, 0.9, 1010, 7.2);
+    json_object_set_new(g, "mig", json_true());
+    s = summary(json_pack("[o]", g));
+    n = gs_jobstats_notes(s);
+    assert_null(note(n, "small_memory"));
     json_decref(n);
     json_decref(s);
     s = summary(json_pack("[o, o]", gpu(0, 0, 0.9, 1010, 7.2), gpu(1, 0, 0.9, 1010, 12)));

@@ -12,7 +12,7 @@ utilization 90 % and its quartiles, idle-held time, energy within 5 % of 300 W x
 the GPU's capacity), --from over HTTP combining both nodes (three GPUs, the nodes named, an
 unreachable agent reported and left out; node B's rate limit met and waited out), an unknown
 job (exit 6), bad usage (exit 2); a job on a MIG instance of h100-mig (its own line, the
-instance's name and memory, no MIG advice). The
+instance's name and memory, no MIG advice); another user (nobody) not shown root's job. The
 epilog, run as root for a finished job with `scontrol` standing in for Slurm's: the summary
 appended to the job's output file as the job's user (nobody), not written where that user
 cannot write, and exit 0 when jobstats fails.
@@ -252,6 +252,19 @@ t.ok(r.returncode == 0 and len(gm) == 1 and gm[0].get("mig") is True and
      not any(n["id"] == "small_memory" for n in docm.get("notes", [])),
      "a job on a MIG instance: its own line, the instance's name and memory, no MIG advice",
      detail=(r.stdout + r.stderr, inst))
+
+# another user asks over the same socket: the agent's visibility policy shows them their own
+# usage only, so root's job is unknown to them (exit 6), not summarised
+if os.geteuid() == 0 and shutil.which("setpriv"):
+    nb = pwd.getpwnam("nobody")
+    r = subprocess.run(["setpriv", "--reuid=%d" % nb.pw_uid, "--regid=%d" % nb.pw_gid,
+                        "--clear-groups", BIN, "jobstats", "4242"],
+                       env=dict(os.environ, GPUSCOPE_HTTP_SOCKET=sock_a, NO_COLOR="1"),
+                       capture_output=True, text=True, timeout=60)
+    t.ok(r.returncode == 6 and "no agent saw job '4242'" in r.stderr and "GPU" not in r.stdout,
+         "another user (nobody) is not shown root's job", detail=r.stdout + r.stderr)
+else:
+    t.skip("another user is not shown root's job", "needs root and setpriv(1)")
 
 # no such job; bad usage
 r = jobstats("999999", sock=sock_a)

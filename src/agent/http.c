@@ -373,14 +373,15 @@ static enum MHD_Result send_usage(struct MHD_Connection *c, struct gs_agent *a, 
     cfg = a->cfg;
     pthread_mutex_unlock(&a->lock);
     gs_err_clear(&e);
-    if (a->rec)
+    /* who < 0 (process_visibility = none): no row at all, not the rows of unknown holders */
+    if (a->rec && !(who && *who < 0))
         rc = gs_recorder_usage_query(a->rec, &ans.sel, gs_usage_answer_group, &ans, &e);
     if (rc != GS_OK) {
         free(ans.g);
         gs_log(GS_LOG_WARN, "http: /api/v1/usage: %s", e.msg);
         return send_json_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, e.msg[0] ? e.msg : gs_strerror(rc));
     }
-    if (a->usage)
+    if (a->usage && !(who && *who < 0))
         gs_usage_live(a->usage, gs_usage_answer_rows, &ans);
     pr.gpu_hour_price = cfg.gpu_hour_price;
     pr.kwh_price = cfg.kwh_price;
@@ -428,7 +429,8 @@ static enum MHD_Result send_filtered(struct MHD_Connection *c, struct gs_agent *
             int64_t uid;
             gs_policy_runs_owner(&view, &all, &uid);
             if (all || uid >= 0)
-                gs_usage_render_prom(a->usage, &b, all ? -1 : uid);
+                gs_usage_render_prom(a->usage, &b, all ? -1 : uid,
+                                     GS_USAGE_PROM_COUNTERS | GS_USAGE_PROM_JOBS);
             if (gs_buf_status(&b) != GS_BUF_OK)
                 gs_buf_free(&b);
         }

@@ -12,6 +12,7 @@
 
 #include "agent/metrics.h"
 #include "backend/procfs.h"
+#include "base/hash.h"
 #include "gpuscope/gs_err.h"
 
 #define MIG_NONE 0xFFFFFFFFu
@@ -53,26 +54,12 @@ void gs_usage_accrue(struct gs_usage_acc *a, double dt, double t, double util, d
         a->energy_j += energy_j;
 }
 
-void gs_usage_acc_add(struct gs_usage_acc *a, const struct gs_usage_acc *b)
-{
-    a->held_s += b->held_s;
-    a->busy_s += b->busy_s;
-    a->idle_s += b->idle_s;
-    a->mem_gib_s += b->mem_gib_s;
-    a->energy_j += b->energy_j;
-    if (b->peak_bytes > a->peak_bytes)
-        a->peak_bytes = b->peak_bytes;
-    if (b->first_seen > 0 && (a->first_seen == 0 || b->first_seen < a->first_seen))
-        a->first_seen = b->first_seen;
-    if (b->last_seen > a->last_seen)
-        a->last_seen = b->last_seen;
-}
-
 /* ---- the module ---- */
 
 /* One holder of a unit (a GPU, or a MIG instance) within a cycle. */
 struct hold {
     struct gs_usage_holder h;
+    uint32_t hash; /* holder_hash(h) */
     double sm, mem;
     int mem_ok;
 };
@@ -87,6 +74,7 @@ struct env_job {
 
 /* (user, GPU) totals since start: the counters. */
 struct total {
+    uint32_t hash; /* of uid, user, gpu, uuid */
     uint32_t uid;
     char user[GS_PROC_USER_LEN];
     unsigned gpu;
@@ -96,6 +84,7 @@ struct total {
 
 /* A live job on a GPU: its gauges. */
 struct live_job {
+    uint32_t hash; /* of job, uid, gpu, uuid */
     char job[GS_USAGE_JOB_LEN];
     char user[GS_PROC_USER_LEN];
     uint32_t uid;
@@ -112,6 +101,7 @@ struct gs_usage {
     int64_t prev_mono_ns; /* 0: no cycle yet */
     double minute;        /* the current bucket's start; 0: none yet */
     struct gs_usage_row *rows;
+    uint32_t *row_hash; /* of each row's holder, gpu and uuid: compared before the fields */
     unsigned n_rows, cap_rows;
     struct total *tot;
     unsigned n_tot, cap_tot;
@@ -165,12 +155,40 @@ void gs_usage_free(struct gs_usage *u)
         return;
     pthread_mutex_destroy(&u->lock);
     free(u->rows);
+    free(u->row_hash);
     free(u->tot);
     free(u->jobs);
     free(u->env);
     free(u->prev_energy);
     free(u->hs);
     free(u);
+}
+
+/* Lookups compare a hash first, so a scan costs one integer compare per entry that differs. */
+static uint32_t hash_str(uint32_t h, const char *s)
+{
+    return gs_hash_fnv1a_add(h, s, strlen(s) + 1); /* the NUL separates the fields */
+}
+
+static uint32_t hash_u32(uint32_t h, uint32_t v)
+{
+    return gs_hash_fnv1a_add(h, &v, sizeof v);
+}
+
+static uint32_t holder_hash(const struct gs_usage_holder *h)
+{
+    uint32_t x = hash_u32(GS_HASH_FNV1A_INIT, h->uid);
+
+    x = hash_str(x, h->user);
+    x = hash_str(x, h->job);
+    x = hash_str(x, h->pod);
+    x = hash_str(x, h->ns);
+    return hash_str(x, h->container);
+}
+
+static uint32_t unit_hash(uint32_t x, unsigned gpu, const char *uuid)
+{
+    return hash_str(hash_u32(x, gpu), uuid);
 }
 
 static int holder_eq(const struct gs_usage_holder *a, const struct gs_usage_holder *b)
@@ -233,16 +251,26 @@ static void holder_of(struct gs_usage *u, const struct gs_proc *p, struct gs_usa
 
 /* The row of (h, gpu, uuid) in the current minute, made when missing; NULL at the bound. */
 static struct gs_usage_acc *row_acc(struct gs_usage *u, const struct gs_usage_holder *h,
-                                    unsigned gpu, const char *uuid)
+                                    uint32_t hh, unsigned gpu, const char *uuid)
 {
+    uint32_t x = unit_hash(hh, gpu, uuid);
     struct gs_usage_row *r;
+    unsigned cap = u->cap_rows;
 
     for (unsigned i = 0; i < u->n_rows; i++)
-        if (u->rows[i].gpu == gpu && strcmp(u->rows[i].uuid, uuid) == 0 &&
+        if (u->row_hash[i] == x && u->rows[i].gpu == gpu && strcmp(u->rows[i].uuid, uuid) == 0 &&
             holder_eq(&u->rows[i].h, h))
             return &u->rows[i].a;
-    if (!grow((void **)&u->rows, &u->cap_rows, u->n_rows + 1, sizeof *u->rows))
+    if (!grow((void **)&u->rows, &cap, u->n_rows + 1, sizeof *u->rows))
         return NULL;
+    if (cap != u->cap_rows) { /* the hashes follow the rows' capacity */
+        uint32_t *p = realloc(u->row_hash, cap * sizeof *p);
+        if (!p)
+            return NULL;
+        u->row_hash = p;
+        u->cap_rows = cap;
+    }
+    u->row_hash[u->n_rows] = x;
     r = &u->rows[u->n_rows++];
     memset(r, 0, sizeof *r);
     r->t = u->minute;
@@ -256,16 +284,18 @@ static struct gs_usage_acc *row_acc(struct gs_usage *u, const struct gs_usage_ho
 static struct gs_usage_acc *total_acc(struct gs_usage *u, const struct gs_usage_holder *h,
                                       unsigned gpu, const char *uuid)
 {
+    uint32_t x = unit_hash(hash_str(hash_u32(GS_HASH_FNV1A_INIT, h->uid), h->user), gpu, uuid);
     struct total *t;
 
     for (unsigned i = 0; i < u->n_tot; i++)
-        if (u->tot[i].uid == h->uid && u->tot[i].gpu == gpu && strcmp(u->tot[i].uuid, uuid) == 0 &&
-            strcmp(u->tot[i].user, h->user) == 0)
+        if (u->tot[i].hash == x && u->tot[i].uid == h->uid && u->tot[i].gpu == gpu &&
+            strcmp(u->tot[i].uuid, uuid) == 0 && strcmp(u->tot[i].user, h->user) == 0)
             return &u->tot[i].a;
     if (!grow((void **)&u->tot, &u->cap_tot, u->n_tot + 1, sizeof *u->tot))
         return NULL;
     t = &u->tot[u->n_tot++];
     memset(t, 0, sizeof *t);
+    t->hash = x;
     t->uid = h->uid;
     snprintf(t->user, sizeof t->user, "%s", h->user);
     t->gpu = gpu;
@@ -276,10 +306,11 @@ static struct gs_usage_acc *total_acc(struct gs_usage *u, const struct gs_usage_
 static void live_job(struct gs_usage *u, const struct gs_usage_holder *h, unsigned gpu,
                      const char *uuid, double dt, int idle)
 {
+    uint32_t x = unit_hash(hash_u32(hash_str(GS_HASH_FNV1A_INIT, h->job), h->uid), gpu, uuid);
     struct live_job *j = NULL;
 
     for (unsigned i = 0; i < u->n_jobs && !j; i++)
-        if (u->jobs[i].gpu == gpu && u->jobs[i].uid == h->uid &&
+        if (u->jobs[i].hash == x && u->jobs[i].gpu == gpu && u->jobs[i].uid == h->uid &&
             strcmp(u->jobs[i].uuid, uuid) == 0 && strcmp(u->jobs[i].job, h->job) == 0)
             j = &u->jobs[i];
     if (!j) {
@@ -289,6 +320,7 @@ static void live_job(struct gs_usage *u, const struct gs_usage_holder *h, unsign
         }
         j = &u->jobs[u->n_jobs++];
         memset(j, 0, sizeof *j);
+        j->hash = x;
         snprintf(j->job, sizeof j->job, "%s", h->job);
         snprintf(j->user, sizeof j->user, "%s", h->user);
         j->uid = h->uid;
@@ -316,7 +348,7 @@ static void account_unit(struct gs_usage *u, unsigned gpu, const char *uuid, str
     for (unsigned i = 0; i < n; i++)
         busy_sum += isnan(util) ? 0 : util * share[i];
     for (unsigned i = 0; i < n; i++) {
-        struct gs_usage_acc *ra = row_acc(u, &hs[i].h, gpu, uuid);
+        struct gs_usage_acc *ra = row_acc(u, &hs[i].h, hs[i].hash, gpu, uuid);
         struct gs_usage_acc *ta = total_acc(u, &hs[i].h, gpu, uuid);
         double mem = hs[i].mem_ok ? hs[i].mem : NAN;
         /* energy by busy share; equal parts of a GPU that did nothing */
@@ -340,10 +372,11 @@ static unsigned collect(struct gs_usage *u, const struct gs_snapshot *s, unsigne
     const struct gs_gpu *g = &s->gpus[gi];
     unsigned n = 0;
 
-    *have_sm = 1;
+    *have_sm = 0;
     for (unsigned k = 0; k < s->n_procs; k++) {
         const struct gs_proc *p = &s->procs[k];
         struct gs_usage_holder h;
+        uint32_t hh;
         unsigned i;
 
         if (p->gpu != gi)
@@ -352,8 +385,9 @@ static unsigned collect(struct gs_usage *u, const struct gs_snapshot *s, unsigne
                     : p->gi_id != g->mig[mig].gi_id || p->ci_id != g->mig[mig].ci_id)
             continue;
         holder_of(u, p, &h);
+        hh = holder_hash(&h);
         for (i = 0; i < n; i++)
-            if (holder_eq(&hs[i].h, &h))
+            if (hs[i].hash == hh && holder_eq(&hs[i].h, &h))
                 break;
         if (i == n) {
             if (n == GS_USAGE_HOLDERS_PER_GPU) {
@@ -362,13 +396,16 @@ static unsigned collect(struct gs_usage *u, const struct gs_snapshot *s, unsigne
             }
             memset(&hs[n], 0, sizeof hs[n]);
             hs[n].h = h;
+            hs[n].hash = hh;
             hs[n].mem_ok = 1;
             n++;
         }
-        if (p->util_st == GS_ST_OK)
+        /* A process without a sample in the driver's window ran no kernel in it (nvml_proc.c):
+         * 0; only a GPU with no per-process figure at all is split equally. */
+        if (p->util_st == GS_ST_OK) {
             hs[i].sm += p->sm_util;
-        else
-            *have_sm = 0;
+            *have_sm = 1;
+        }
         if (p->mem_st == GS_ST_OK)
             hs[i].mem += (double)p->gpu_mem_bytes;
         else
@@ -452,6 +489,8 @@ void gs_usage_cycle(struct gs_usage *u, const struct gs_snapshot *s)
 
 void gs_usage_flush(struct gs_usage *u)
 {
+    if (!u)
+        return;
     pthread_mutex_lock(&u->lock);
     end_minute(u);
     pthread_mutex_unlock(&u->lock);
@@ -459,10 +498,19 @@ void gs_usage_flush(struct gs_usage *u)
 
 void gs_usage_live(struct gs_usage *u, gs_usage_emit_fn fn, void *ctx)
 {
+    struct gs_usage_row *copy = NULL;
+    unsigned n;
+
+    /* copied under the lock, handed over outside it: the sampling thread never waits for a
+     * request's merge */
     pthread_mutex_lock(&u->lock);
-    if (u->n_rows)
-        fn(ctx, u->rows, u->n_rows);
+    n = u->n_rows;
+    if (n && (copy = malloc(n * sizeof *copy)) != NULL)
+        memcpy(copy, u->rows, n * sizeof *copy);
     pthread_mutex_unlock(&u->lock);
+    if (copy)
+        fn(ctx, copy, n);
+    free(copy);
 }
 
 struct gs_usage_stats gs_usage_stats(struct gs_usage *u)
@@ -496,7 +544,7 @@ static void labels(struct gs_buf *b, unsigned gpu, const char *uuid, const char 
     gs_buf_puts(b, "\"}");
 }
 
-void gs_usage_render_prom(struct gs_usage *u, struct gs_buf *b, int64_t uid)
+void gs_usage_render_prom(struct gs_usage *u, struct gs_buf *b, int64_t uid, unsigned what)
 {
     static const struct {
         const char *name, *help;
@@ -521,7 +569,7 @@ void gs_usage_render_prom(struct gs_usage *u, struct gs_buf *b, int64_t uid)
     int any;
 
     pthread_mutex_lock(&u->lock);
-    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+    for (size_t f = 0; (what & GS_USAGE_PROM_COUNTERS) && f < sizeof fam / sizeof fam[0]; f++) {
         any = 0;
         for (unsigned i = 0; i < u->n_tot; i++) {
             const struct total *t = &u->tot[i];
@@ -536,7 +584,7 @@ void gs_usage_render_prom(struct gs_usage *u, struct gs_buf *b, int64_t uid)
             gs_buf_printf(b, " %.17g\n", *(const double *)((const char *)&t->a + fam[f].off));
         }
     }
-    for (int f = 0; f < 2; f++) {
+    for (int f = 0; (what & GS_USAGE_PROM_JOBS) && f < 2; f++) {
         const char *name = f ? "gpuscope_job_gpu_idle_seconds" : "gpuscope_job_gpu_held";
         any = 0;
         for (unsigned i = 0; i < u->n_jobs; i++) {
@@ -559,10 +607,12 @@ void gs_usage_render_prom(struct gs_usage *u, struct gs_buf *b, int64_t uid)
                 gs_buf_puts(b, " 1\n");
         }
     }
-    gs_buf_printf(b,
-                  "# HELP gpuscope_usage_dropped_total Holders or rows the usage accounting left "
-                  "out at its bounds.\n# TYPE gpuscope_usage_dropped_total counter\n"
-                  "gpuscope_usage_dropped_total %llu\n",
-                  (unsigned long long)u->dropped);
+    if (what & GS_USAGE_PROM_COUNTERS)
+        gs_buf_printf(
+            b,
+            "# HELP gpuscope_usage_dropped_total Holders or rows the usage accounting left "
+            "out at its bounds.\n# TYPE gpuscope_usage_dropped_total counter\n"
+            "gpuscope_usage_dropped_total %llu\n",
+            (unsigned long long)u->dropped);
     pthread_mutex_unlock(&u->lock);
 }

@@ -7,7 +7,8 @@
  *   held_s      a process of the holder has a context on the GPU;
  *   busy_s      held_s x the GPU's utilization x the holder's share of it (on a GPU shared by
  *               several holders the share is each holder's per-process SM utilization over
- *               their sum; equal shares when the driver gives no per-process figures);
+ *               their sum, a process without a sample in the driver's window counting 0;
+ *               equal shares when the driver gives no per-process figure for the GPU);
  *   idle_s      held while the holder's busy ratio (utilization x share) is below 5 %;
  *   mem_gib_s   the holder's GPU memory (GiB) x seconds; peak_bytes its largest;
  *   energy_j    the GPU's energy counter delta over the cycle x the holder's busy share
@@ -58,15 +59,13 @@ void gs_usage_shares(unsigned n, const double *sm, int have_sm, double *share);
 void gs_usage_accrue(struct gs_usage_acc *a, double dt, double t, double util, double share,
                      double mem_bytes, double energy_j);
 
-/* Adds b into a (sums, the larger peak, the earlier first and later last seen). */
-void gs_usage_acc_add(struct gs_usage_acc *a, const struct gs_usage_acc *b);
-
 /* ---- the accounting ---- */
 
 struct gs_usage;
 
-/* Receives the rows of a finished minute (or of gs_usage_flush); they are the callee's to
- * copy, valid during the call. Called with the module's lock held: it must not call back. */
+/* Receives rows, valid during the call (the callee copies what it keeps): as emit, those of a
+ * finished minute (or of gs_usage_flush), called with the module's lock held, so it must not
+ * call back into the module; as gs_usage_live's fn, a copy, outside the lock. */
 typedef void (*gs_usage_emit_fn)(void *ctx, const struct gs_usage_row *rows, unsigned n);
 
 /* Looks up the gpuscope run (its id as text into out, cap bytes) of a pid; 0 when none. */
@@ -88,10 +87,12 @@ void gs_usage_free(struct gs_usage *u);
 /* One sampling cycle's snapshot (see the top of this file). */
 void gs_usage_cycle(struct gs_usage *u, const struct gs_snapshot *s);
 
-/* Hands the current minute's rows to emit and starts a new minute (the agent's shutdown). */
+/* Hands the current minute's rows to emit and starts a new minute (the agent's shutdown).
+ * NULL is allowed. */
 void gs_usage_flush(struct gs_usage *u);
 
-/* Calls fn with the rows of the current minute (copies, under the lock). */
+/* Calls fn with a copy of the rows of the current minute (taken under the lock, handed over
+ * outside it; none when out of memory). */
 void gs_usage_live(struct gs_usage *u, gs_usage_emit_fn fn, void *ctx);
 
 struct gs_usage_stats {
@@ -103,8 +104,14 @@ struct gs_usage_stats {
 };
 struct gs_usage_stats gs_usage_stats(struct gs_usage *u);
 
-/* Appends the gpuscope_usage_*_total counters and the live jobs' gauges (docs/metrics.md);
- * uid >= 0: only that uid's series (a filtered viewer), else all. */
-void gs_usage_render_prom(struct gs_usage *u, struct gs_buf *b, int64_t uid);
+/* What gs_usage_render_prom appends. */
+enum gs_usage_prom {
+    GS_USAGE_PROM_COUNTERS = 1, /* gpuscope_usage_*_total per (user, GPU), _dropped_total */
+    GS_USAGE_PROM_JOBS = 2,     /* gpuscope_job_gpu_held and _idle_seconds of live jobs */
+};
+
+/* Appends the families what (enum gs_usage_prom bits) names (docs/metrics.md); uid >= 0: only
+ * that uid's series (a filtered viewer), else all. */
+void gs_usage_render_prom(struct gs_usage *u, struct gs_buf *b, int64_t uid, unsigned what);
 
 #endif

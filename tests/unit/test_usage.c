@@ -200,6 +200,39 @@ static void cycles_split_shared_gpu(void **state)
     gs_usage_free(u);
 }
 
+/* A holder whose processes have no per-process sample (idle in the driver's window) counts 0
+ * SM; a GPU without any per-process figure is split equally. */
+static void idle_sharer_without_samples(void **state)
+{
+    struct emitted e = {0};
+    struct gs_usage_opts o = {.emit = collect_rows, .emit_ctx = &e};
+    struct gs_usage *u = NULL;
+    double t0 = 1800000000;
+
+    (void)state;
+    assert_int_equal(gs_usage_new(&u, &o), GS_OK);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int k = 0; k <= 2; k++) {
+            struct gs_snapshot *s = two_gpus(t0 + pass * 120 + k, 0, 0);
+            s->procs[2].util_st = GS_ST_NA; /* bob: no sample */
+            if (pass == 1)
+                for (unsigned i = 0; i < s->n_procs; i++)
+                    s->procs[i].util_st = GS_ST_NA; /* nobody has one */
+            gs_usage_cycle(u, s);
+            gs_snapshot_free(s);
+        }
+        gs_usage_flush(u);
+    }
+    /* pass 0: alice all of 0.8, bob idle; pass 1 (dt 30 s at the gap, then 1 s): equal */
+    assert_true(e.n >= 6);
+    NEAR(find_row(&e, "alice", 0)->a.busy_s, 2 * 0.8);
+    NEAR(find_row(&e, "bob", 0)->a.busy_s, 0);
+    NEAR(find_row(&e, "bob", 0)->a.idle_s, 2);
+    NEAR(e.rows[3].a.busy_s + e.rows[4].a.busy_s, (GS_USAGE_MAX_GAP_S + 2) * 0.8);
+    NEAR(e.rows[3].a.busy_s, e.rows[4].a.busy_s);
+    gs_usage_free(u);
+}
+
 static void minute_turns_and_gap_is_capped(void **state)
 {
     struct emitted e = {0};
@@ -250,7 +283,7 @@ static void metrics_series_and_live_jobs(void **state)
         gs_usage_cycle(u, s);
         gs_snapshot_free(s);
     }
-    gs_usage_render_prom(u, &b, -1);
+    gs_usage_render_prom(u, &b, -1, GS_USAGE_PROM_COUNTERS | GS_USAGE_PROM_JOBS);
     assert_non_null(b.data);
     assert_true(contains(b.data, "# TYPE gpuscope_usage_held_seconds_total counter\n"));
     assert_true(contains(
@@ -269,8 +302,17 @@ static void metrics_series_and_live_jobs(void **state)
                                  "job=\"11\",user=\"alice\"} 0\n"));
     assert_false(contains(b.data, "job=\"\"")); /* bob has no job: no job series */
     gs_buf_free(&b);
+    /* each part alone: the counters (what a Pushgateway gets) and the jobs' gauges */
+    gs_usage_render_prom(u, &b, -1, GS_USAGE_PROM_COUNTERS);
+    assert_false(contains(b.data, "gpuscope_job_gpu"));
+    assert_true(contains(b.data, "gpuscope_usage_dropped_total 0\n"));
+    gs_buf_free(&b);
+    gs_usage_render_prom(u, &b, -1, GS_USAGE_PROM_JOBS);
+    assert_false(contains(b.data, "gpuscope_usage_"));
+    assert_true(contains(b.data, "gpuscope_job_gpu_held{"));
+    gs_buf_free(&b);
     /* a filtered viewer (carol's uid) */
-    gs_usage_render_prom(u, &b, 1003);
+    gs_usage_render_prom(u, &b, 1003, GS_USAGE_PROM_COUNTERS | GS_USAGE_PROM_JOBS);
     assert_false(contains(b.data, "alice"));
     assert_true(contains(b.data, "user=\"carol\""));
     gs_buf_free(&b);
@@ -281,7 +323,7 @@ static void metrics_series_and_live_jobs(void **state)
         gs_usage_cycle(u, s);
         gs_snapshot_free(s);
     }
-    gs_usage_render_prom(u, &b, -1);
+    gs_usage_render_prom(u, &b, -1, GS_USAGE_PROM_COUNTERS | GS_USAGE_PROM_JOBS);
     assert_false(contains(b.data, "job=\"12\""));
     assert_true(contains(b.data, "user=\"carol\"} 3\n"));
     gs_buf_free(&b);
@@ -575,6 +617,7 @@ int main(void)
         cmocka_unit_test(shares_by_sm_or_equal),
         cmocka_unit_test(accrue_busy_idle_memory_energy),
         cmocka_unit_test(cycles_split_shared_gpu),
+        cmocka_unit_test(idle_sharer_without_samples),
         cmocka_unit_test(minute_turns_and_gap_is_capped),
         cmocka_unit_test(metrics_series_and_live_jobs),
         cmocka_unit_test(mig_instance_by_gpm),

@@ -7,7 +7,7 @@
 #   install:      install -m 0755 deploy/slurm/epilog.sh /etc/slurm/epilog.d/50-gpuscope.sh
 #
 # slurmd runs it as root on every node of the job once the job's processes are gone, with
-# SLURM_JOB_ID, SLURM_JOB_UID, SLURM_JOB_GID and SLURM_JOB_NODELIST set. Each node asks its own agent (the unix
+# SLURM_JOB_ID, SLURM_JOB_UID, SLURM_JOB_GID, SLURM_JOB_NODELIST and SLURMD_NODENAME set. Each node asks its own agent (the unix
 # socket /run/gpuscope/agent.sock); a multi-node job gets one summary per node, each naming its
 # node. With GPUSCOPE_JOBSTATS_AGENTS set (a URL pattern, %s the node name, e.g.
 # "https://%s:9400"), only the job's first node writes, one summary combining every node's
@@ -45,8 +45,9 @@ from=""
 if [ -n "${GPUSCOPE_JOBSTATS_AGENTS:-}" ] && [ -n "${SLURM_JOB_NODELIST:-}" ]; then
     nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST" 2>/dev/null)
     first=$(printf '%s\n' "$nodes" | head -n 1)
-    self=$(hostname -s 2>/dev/null || hostname)
-    if [ -n "$first" ] && [ "$first" != "$self" ] && [ "$first" != "$(hostname)" ]; then
+    # slurmd names this node in SLURMD_NODENAME (a Slurm node name need not be the host name)
+    self=${SLURMD_NODENAME:-$(hostname -s 2>/dev/null || hostname)}
+    if [ -n "$first" ] && [ "$first" != "$self" ]; then
         exit 0 # the first node writes the combined summary
     fi
     for n in $nodes; do

@@ -15,7 +15,8 @@ job (exit 6), bad usage (exit 2); a job on a MIG instance of h100-mig (its own l
 instance's name and memory, no MIG advice); another user (nobody) not shown root's job. The
 epilog, run as root for a finished job with `scontrol` standing in for Slurm's: the summary
 appended to the job's output file as the job's user (nobody), not written where that user
-cannot write, and exit 0 when jobstats fails.
+cannot write, exit 0 when jobstats fails; with GPUSCOPE_JOBSTATS_AGENTS one summary of both
+nodes written by the job's first node only.
 """
 import json
 import os
@@ -285,11 +286,16 @@ for p in (a0, a1):
 time.sleep(0.6)  # the agent sees the job's processes gone
 bindir = os.path.join(tmp, "bin")
 os.makedirs(bindir)
-with open(os.path.join(bindir, "scontrol"), "w") as f:  # Slurm's, for `show job ID`
-    f.write('#!/bin/sh\n[ "$1 $2 $3" = "show job 4242" ] || exit 1\n'
-            'echo "JobId=4242 JobName=train.sh"\necho "   UserId=nobody(65534) GroupId=nogroup"\n'
-            'echo "   StdErr=%s/job/slurm-4242.out"\necho "   StdOut=%s/job/slurm-4242.out"\n'
-            'echo "   Power="\n' % (tmp, tmp))
+with open(os.path.join(bindir, "scontrol"), "w") as f:  # Slurm's: show job, show hostnames
+    f.write('#!/bin/sh\ncase "$1 $2 $3" in\n'
+            '"show job 4242")\n'
+            '    echo "JobId=4242 JobName=train.sh"\n'
+            '    echo "   UserId=nobody(65534) GroupId=nogroup"\n'
+            '    echo "   StdErr=%s/job/slurm-4242.out"\n'
+            '    echo "   StdOut=%s/job/slurm-4242.out"\n'
+            '    echo "   Power=" ;;\n'
+            '"show hostnames nodes[a,b]") printf "%%s\\n%%s\\n" %d %d ;;\n'
+            '*) exit 1 ;;\nesac\n' % (tmp, tmp, pa.port, port_b))
 os.chmod(os.path.join(bindir, "scontrol"), 0o755)
 os.makedirs(os.path.join(tmp, "job"))
 os.chmod(os.path.join(tmp, "job"), 0o755)
@@ -327,9 +333,30 @@ if os.geteuid() == 0:
     t.ok(r.returncode == 0 and open(outfile).read() == before,
          "epilog: writes as the job's user only (a root-owned file stays as it was), exit 0",
          detail=r.stdout + r.stderr)
+    # the combined summary: nodes named by their agents' ports, GPUSCOPE_JOBSTATS_AGENTS their URL
+    # pattern; only the job's first node writes it
+    os.chown(outfile, nobody.pw_uid, nobody.pw_gid)
+    with open(outfile, "w") as f:
+        f.write("done\n")
+    multi = {"SLURM_JOB_UID": str(nobody.pw_uid), "SLURM_JOB_GID": str(nobody.pw_gid),
+             "SLURM_JOB_NODELIST": "nodes[a,b]",
+             "GPUSCOPE_JOBSTATS_AGENTS": "http://127.0.0.1:%s"}
+    r = epilog(dict(multi, SLURMD_NODENAME=str(port_b)))
+    t.ok(r.returncode == 0 and open(outfile).read() == "done\n",
+         "epilog, GPUSCOPE_JOBSTATS_AGENTS: the job's second node writes nothing",
+         detail=r.stdout + r.stderr)
+    r = epilog(dict(multi, SLURMD_NODENAME=str(pa.port)))
+    text = open(outfile).read()
+    t.ok(r.returncode == 0 and text.startswith("done\n\n==== gpuscope jobstats 4242 ====\n"
+                                               "Job 4242: 3 GPUs on 2 nodes, ") and
+         ("node-b" in text or not have_unshare),
+         "epilog, GPUSCOPE_JOBSTATS_AGENTS: the first node appends one summary of both nodes",
+         detail=text + r.stdout + r.stderr)
 else:
     t.skip("epilog: appended as the job's user", "not root")
     t.skip("epilog: writes as the job's user only", "not root")
+    t.skip("epilog, GPUSCOPE_JOBSTATS_AGENTS: the second node writes nothing", "not root")
+    t.skip("epilog, GPUSCOPE_JOBSTATS_AGENTS: one summary of both nodes", "not root")
 # jobstats failing (an unknown job): the file unchanged, exit 0 (a failing epilog drains a node)
 with open(outfile, "w") as f:
     f.write("done\n")

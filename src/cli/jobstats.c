@@ -290,6 +290,9 @@ static json_t *fetch_node(struct js_src *s, const char *job_enc, double since, i
                             held > 0 && isfinite(busy) ? json_real(busy / held) : json_null());
         if (smig) /* the instance's name (MIG 3g.40gb ...) and memory */
             sg = smig;
+        /* the energy counter is the whole GPU's: the agent has none for an instance (its 0) */
+        if (json_is_true(json_object_get(row, "mig")))
+            json_object_set_new(row, "energy_kwh", json_null());
         if (sg) {
             json_object_set(row, "name", json_object_get(sg, "name"));
             if (json_is_number(json_object_get(sg, "memory_total")))

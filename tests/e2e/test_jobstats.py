@@ -250,8 +250,10 @@ t.ok(r.returncode == 0 and len(gm) == 1 and gm[0].get("mig") is True and
      str(gm[0].get("uuid")).startswith("MIG-") and inst is not None and
      gm[0].get("name") == inst.get("name") and
      gm[0]["memory"].get("total_bytes") == inst.get("memory_total") and
+     gm[0].get("energy_kwh") is None and
      not any(n["id"] == "small_memory" for n in docm.get("notes", [])),
-     "a job on a MIG instance: its own line, the instance's name and memory, no MIG advice",
+     "a job on a MIG instance: its own line, the instance's name and memory, no energy (the "
+     "counter is the GPU's), no MIG advice",
      detail=(r.stdout + r.stderr, inst))
 
 # another user asks over the same socket: the agent's visibility policy shows them their own

@@ -88,6 +88,21 @@ def samples(rule, values, key):
 
 
 if promtool:
+    # wired into deploy/prometheus.yml like the other rule files: promtool loads it from there
+    ctmp = tempfile.mkdtemp(prefix="gs-usage-promcfg.")
+    try:
+        shutil.copy(os.path.join(DEPLOY, "prometheus.yml"), ctmp)
+        shutil.copy(os.path.join(DEPLOY, "prometheus-rules.yml"), ctmp)
+        shutil.copytree(os.path.join(DEPLOY, "prometheus"), os.path.join(ctmp, "prometheus"))
+        for name in ("gpuscope.token", "gpuscope-ca.pem"):
+            with open(os.path.join(ctmp, name), "w") as f:
+                f.write("x\n")
+        r = run([promtool, "check", "config", os.path.join(ctmp, "prometheus.yml")])
+    finally:
+        shutil.rmtree(ctmp, ignore_errors=True)
+    t.ok(r.returncode == 0 and re.search(r"prometheus/usage-rules.yml\n\s+SUCCESS: \d+ rules",
+                                         r.stdout),
+         "deploy/prometheus.yml loads prometheus/usage-rules.yml", detail=r.stdout + r.stderr)
     r = run([promtool, "check", "rules", RULES])
     n_rules = len(re.findall(r"^\s+- (?:record|alert):", open(RULES).read(), re.M))
     t.ok(r.returncode == 0 and ("SUCCESS: %d rules found" % n_rules) in r.stdout,
@@ -163,6 +178,7 @@ if promtool:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 else:
+    t.skip("deploy/prometheus.yml loads prometheus/usage-rules.yml", "promtool not installed")
     t.skip("promtool check rules deploy/prometheus/usage-rules.yml", "promtool not installed")
     t.skip("promtool test rules usage-rules.yml", "promtool not installed")
 

@@ -7,8 +7,9 @@ busy), carol held GPU 2 for 10 minutes long ago. The per-user GPU-hours, busy sh
 hours and kWh, the per-GPU shares, over 1 h and 1 d, are the figures those rates give (computed
 here from the same rates, not copied from a run); carol has no share (no 0/0). The alert
 GPUJobHoldsIdleGPUs fires for a job whose GPU has been idle for more than 30 minutes, not at 30,
-and ends when the GPU gets work. deploy/grafana/efficiency.json: structure, and every panel
-expression parsed by promtool. A missing promtool is a TAP skip.
+and ends when the GPU gets work. deploy/prometheus.yml loads the file. deploy/grafana/
+efficiency.json: structure, and every panel expression parsed by promtool; every family the
+rules and the dashboard name is documented. A missing promtool is a TAP skip.
 """
 import json
 import os

@@ -181,17 +181,17 @@ static json_t *node_gpu(json_t *gpus, long idx, const char *uuid)
     return g;
 }
 
-/* One agent's part of the summary: {"node", "source", "gpus"} or NULL (no rows for the job:
- * *found 0) with err set on failure. */
-static json_t *fetch_node(struct js_src *s, const char *job_enc, double since, int *found,
-                          json_t *users, struct gs_err *err)
+/* One agent's part of the summary: {"node", "source", "gpus"}; NULL when the agent has no row
+ * of the job, or (err set) when it could not be asked. The job's users go into users. */
+static json_t *fetch_node(struct js_src *s, const char *job_enc, double since, json_t *users,
+                          struct gs_err *err)
 {
     char path[1024];
     json_t *usage, *snap, *node, *gpus, *row;
     const json_t *rows;
     size_t i;
+    struct gs_err serr = {0};
 
-    *found = 0;
     snprintf(path, sizeof path, "/api/v1/usage?by=gpu&job=%s&from=%.0f", job_enc, since);
     usage = src_json(s, path, err);
     if (!usage)
@@ -206,7 +206,7 @@ static json_t *fetch_node(struct js_src *s, const char *job_enc, double since, i
         json_decref(usage);
         return NULL;
     }
-    snap = src_json(s, "/api/v1/snapshot", err);
+    snap = src_json(s, "/api/v1/snapshot", &serr);
     if (!snap) /* the driver down: the usage still stands, without names and capacities */
         snap = json_object();
     gpus = json_array();
@@ -275,6 +275,8 @@ static json_t *fetch_node(struct js_src *s, const char *job_enc, double since, i
         const json_t *sg = snap_gpu(snap, (long)json_integer_value(json_object_get(row, "gpu")));
         const json_t *smig = NULL, *m;
         size_t k;
+        json_t *hist;
+        struct gs_err herr = {0};
 
         if (sg && json_is_true(json_object_get(row, "mig"))) {
             json_array_foreach(json_object_get(sg, "mig_devices"), k, m)
@@ -283,9 +285,6 @@ static json_t *fetch_node(struct js_src *s, const char *job_enc, double since, i
                     smig = m;
             }
         }
-        json_t *hist;
-        struct gs_err herr = {0};
-
         json_object_set_new(row, "busy_share",
                             held > 0 && isfinite(busy) ? json_real(busy / held) : json_null());
         if (smig) /* the instance's name (MIG 3g.40gb ...) and memory */
@@ -329,7 +328,6 @@ static json_t *fetch_node(struct js_src *s, const char *job_enc, double since, i
     }
     json_decref(usage);
     json_decref(snap);
-    *found = 1;
     return node;
 }
 
@@ -698,13 +696,14 @@ int gs_cli_jobstats(int argc, char **argv)
                     "users", users, "nodes", nodes, "unreachable", bad);
     for (size_t i = 0; i < nsrc; i++) {
         struct gs_err err = {0};
-        int found = 0;
-        json_t *node = fetch_node(&src[i], job_enc, gs_clock_real_s() - since, &found, users, &err);
+        json_t *node = fetch_node(&src[i], job_enc, gs_clock_real_s() - since, users, &err);
         if (node) {
             json_array_append_new(nodes, node);
             any = 1;
         } else if (err.rc) {
-            fprintf(stderr, "gpuscope jobstats: %s: %s\n", src[i].label, err.msg);
+            /* the socket's messages name it already */
+            fprintf(stderr, "gpuscope jobstats: %s%s%s\n", src[i].http ? src[i].label : "",
+                    src[i].http ? ": " : "", err.msg);
             json_array_append_new(
                 bad, json_pack("{s:s, s:s}", "source", src[i].label, "error", err.msg));
         }
@@ -713,11 +712,18 @@ int gs_cli_jobstats(int argc, char **argv)
         if (json_array_size(bad) == nsrc)
             rc = gs_rc_exit_code(GS_EIO);
         else {
+            char span[32];
+            if (since >= 86400)
+                snprintf(span, sizeof span, "%.3g days", since / 86400);
+            else if (since >= 3600)
+                snprintf(span, sizeof span, "%.3g hours", since / 3600);
+            else
+                snprintf(span, sizeof span, "%.3g minutes", since / 60);
             fprintf(stderr,
-                    "gpuscope jobstats: no agent saw job '%s' in the last %.0f days (%zu "
-                    "asked); the agents account jobs by the Slurm job id, NAMESPACE/POD or the "
-                    "gpuscope run id of the GPU's processes\n",
-                    job, since / 86400, nsrc);
+                    "gpuscope jobstats: no agent saw job '%s' in the last %s (%zu asked); the "
+                    "agents account jobs by the Slurm job id, NAMESPACE/POD or the gpuscope run "
+                    "id of the GPU's processes\n",
+                    job, span, nsrc);
             rc = gs_rc_exit_code(GS_ENOTFOUND);
         }
         json_decref(sum);

@@ -38,6 +38,10 @@ int gs_cli_runs(int argc, char **argv);
  * docs/usage.md). */
 int gs_cli_usage(int argc, char **argv);
 
+/* `gpuscope jobstats ID`: a job's end-of-job summary from the agents (jobstats.c,
+ * docs/jobstats.md). */
+int gs_cli_jobstats(int argc, char **argv);
+
 /* `gpuscope top`: the full-screen view (top_load.c loads gpuscope-top.so, src/top/). */
 int gs_cli_top(int argc, char **argv);
 

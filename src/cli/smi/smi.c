@@ -264,7 +264,7 @@ static unsigned want_of(const struct smi_opts *o)
         break;
     }
     /* PCIe throughput blocks ~20 ms per direction and GPU; only the PCI block (no -d) shows it */
-    return GS_WANT_PROCS | GS_WANT_HEALTH | GS_WANT_MIG | GS_WANT_STATIC |
+    return GS_WANT_PROCS | GS_WANT_HEALTH | GS_WANT_MIG | GS_WANT_STATIC | GS_WANT_DETAIL |
            (o->sections ? 0 : GS_WANT_PCIE_TPUT);
 }
 

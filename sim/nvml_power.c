@@ -605,9 +605,8 @@ static nvmlReturn_t one_field(const struct gs_sim_call *c, nvmlFieldValue_t *v)
     case NVML_FI_DEV_POWER_AVERAGE:
     case NVML_FI_DEV_POWER_INSTANT:
         if (v->scopeId == NVML_POWER_SCOPE_MEMORY) { /* "memory_power_w" / "_instant_w" */
-            enum gs_sim_metric m = v->fieldId == NVML_FI_DEV_POWER_AVERAGE
-                                       ? GS_SIM_M_POWER_MEM
-                                       : GS_SIM_M_POWER_MEM_I;
+            enum gs_sim_metric m =
+                v->fieldId == NVML_FI_DEV_POWER_AVERAGE ? GS_SIM_M_POWER_MEM : GS_SIM_M_POWER_MEM_I;
             double w = c->g->power_window_s;
             if (!g->metric_given[m])
                 return NVML_ERROR_NOT_SUPPORTED;

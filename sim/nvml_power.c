@@ -619,6 +619,18 @@ static nvmlReturn_t one_field(const struct gs_sim_call *c, nvmlFieldValue_t *v)
             return NVML_ERROR_NOT_SUPPORTED;
         return set_ui(v, v->fieldId == NVML_FI_DEV_POWER_AVERAGE ? power_avg_mw(c)
                                                                  : power_instant_mw(c));
+    case NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT:
+    case NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT:
+    case NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT:
+    case NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT: {
+        unsigned k = v->fieldId - NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT;
+        if (!g->has_tlimit[k])
+            return NVML_ERROR_NOT_SUPPORTED;
+        v->valueType = NVML_VALUE_TYPE_SIGNED_INT;
+        v->value.ullVal = 0;
+        v->value.siVal = g->tlimit_c[k];
+        return NVML_SUCCESS;
+    }
     case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
         if (!g->has_recovery)
             return NVML_ERROR_NOT_SUPPORTED;

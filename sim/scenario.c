@@ -1449,6 +1449,22 @@ static int parse_detail(struct parse *ps, const struct jobj *gob, struct gs_sim_
         get_enum(ps, gob, "recovery_action", recovery_names, false, &g->recovery_action,
                  &g->has_recovery) != 0)
         return -1;
+    if (get_child(ps, gob, "tlimit_thresholds_c", &ob, &present) != 0)
+        return -1;
+    if (present) {
+        static const char *const tl_keys[] = {"shutdown", "slowdown", "mem_max", "gpu_max", NULL};
+        if (check_keys(ps, &ob, tl_keys) != 0)
+            return -1;
+        for (int i = 0; i < 4; i++) {
+            double d;
+            if (get_num(ps, &ob, tl_keys[i], -300, 300, &d, &g->has_tlimit[i]) != 0)
+                return -1;
+            if (g->has_tlimit[i] && d != floor(d))
+                return perr(ps, jget(&ob, tl_keys[i], NULL), NULL, ob.path,
+                            "%s: expected whole degrees", tl_keys[i]);
+            g->tlimit_c[i] = (int)d;
+        }
+    }
     g->has_c2c = jget(gob, "c2c_mode", NULL) != NULL;
     g->has_egm = jget(gob, "egm", NULL) != NULL;
     if (get_bool(ps, gob, "c2c_mode", &g->c2c_enabled) != 0 ||
@@ -1945,6 +1961,7 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
                                        "egm",
                                        "sram_ecc",
                                        "fabric",
+                                       "tlimit_thresholds_c",
                                        "topology",
                                        "clocks_event_reasons_supported",
                                        "idle_reason",

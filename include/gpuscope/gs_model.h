@@ -187,6 +187,12 @@ enum gs_status {
     /* GPU memory power (power field values, memory scope) */                                      \
     X(GS_M_POWER_MEMORY_AVERAGE, "power_memory_average", "watts")                                  \
     X(GS_M_POWER_MEMORY_INSTANT, "power_memory_instant", "watts")                                  \
+    /* the shutdown, slowdown, memory max and GPU max thresholds relative to T.Limit (fields       \
+     * 193-196; degrees, negative below the limit) */                                              \
+    X(GS_M_TLIMIT_SHUTDOWN, "temperature_tlimit_shutdown", "celsius")                              \
+    X(GS_M_TLIMIT_SLOWDOWN, "temperature_tlimit_slowdown", "celsius")                              \
+    X(GS_M_TLIMIT_MEM_MAX, "temperature_tlimit_memory_max", "celsius")                             \
+    X(GS_M_TLIMIT_GPU_MAX, "temperature_tlimit_gpu_max", "celsius")                                \
     /* read with GS_WANT_DETAIL only (nvidia-smi -q): addressing mode (0 none, 1 HMM, 2 ATS),      \
      * virtualization mode (0 none, 1 pass-through, 2 vGPU, 3 host vGPU, 4 host vSGA), host vGPU   \
      * mode (0 non SR-IOV, 1 SR-IOV), C2C and EGM on (1) or off (0) */                             \

@@ -386,7 +386,7 @@ static void rd_temp_margin(struct rd *c)
 
 /* Field values in one call (§6): memory temperature, average/instant power of the GPU and of its
  * memory, the time spent in each clock-event reason (ns), the PCIe replay counter's rollovers and
- * the recovery action the driver recommends. */
+ * the recovery action the driver recommends and the T.Limit-relative temperature thresholds. */
 static void rd_fields(struct rd *c)
 {
     static const struct {
@@ -406,6 +406,10 @@ static void rd_fields(struct rd *c)
          GS_M_THROTTLE_NS_HW_POWER_BRAKE, 1e-9},
         {NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER, 0, GS_M_PCIE_REPLAY_ROLLOVER, 1},
         {NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, 0, GS_M_RECOVERY_ACTION, 1},
+        {NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT, 0, GS_M_TLIMIT_SHUTDOWN, 1},
+        {NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT, 0, GS_M_TLIMIT_SLOWDOWN, 1},
+        {NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT, 0, GS_M_TLIMIT_MEM_MAX, 1},
+        {NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT, 0, GS_M_TLIMIT_GPU_MAX, 1},
         {NVML_FI_DEV_POWER_AVERAGE, NVML_POWER_SCOPE_MEMORY, GS_M_POWER_MEMORY_AVERAGE, 1e-3},
         {NVML_FI_DEV_POWER_INSTANT, NVML_POWER_SCOPE_MEMORY, GS_M_POWER_MEMORY_INSTANT, 1e-3},
     };

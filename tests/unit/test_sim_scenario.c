@@ -537,8 +537,11 @@ static void detail_readings_follow_the_scenario(void **state)
     nvmlGpuFabricInfo_v3_t fab = {0};
     nvmlC2cModeInfo_v1_t c2c;
     unsigned u;
-    nvmlFieldValue_t fv[3] = {
-        {.fieldId = 230}, {.fieldId = 185, .scopeId = 2}, {.fieldId = 186, .scopeId = 2}};
+    nvmlFieldValue_t fv[5] = {{.fieldId = 230},
+                              {.fieldId = 185, .scopeId = 2},
+                              {.fieldId = 186, .scopeId = 2},
+                              {.fieldId = 193},
+                              {.fieldId = 196}};
 
     (void)state;
     use_one_gpu("\"addressing_mode\": \"ats\", \"virtualization_mode\": \"pass-through\","
@@ -548,6 +551,7 @@ static void detail_readings_follow_the_scenario(void **state)
                 " \"threshold_exceeded\": true},"
                 " \"fabric\": {\"clique_id\": 32766,"
                 " \"cluster_uuid\": \"0123abcd-4567-89ef-0123-456789ABCDEF\"},"
+                " \"tlimit_thresholds_c\": {\"shutdown\": -8},"
                 " \"metrics\": {\"memory_power_w\": 43.19}",
                 NULL, "10");
     assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
@@ -582,12 +586,16 @@ static void detail_readings_follow_the_scenario(void **state)
     assert_int_equal(fab.cliqueId, 32766);
     assert_int_equal(fab.clusterUuid[0], 0x01);
     assert_int_equal(fab.clusterUuid[15], 0xEF);
-    assert_int_equal(nv.nvmlDeviceGetFieldValues(d, 3, fv), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetFieldValues(d, 5, fv), NVML_SUCCESS);
     assert_int_equal(fv[0].nvmlReturn, NVML_SUCCESS);
     assert_int_equal(fv[0].value.uiVal, NVML_GPU_RECOVERY_ACTION_DRAIN_P2P);
     assert_int_equal(fv[1].nvmlReturn, NVML_SUCCESS);
     assert_int_equal(fv[1].value.uiVal, 43190);
     assert_int_equal(fv[2].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(fv[3].nvmlReturn, NVML_SUCCESS);
+    assert_int_equal(fv[3].valueType, NVML_VALUE_TYPE_SIGNED_INT);
+    assert_int_equal(fv[3].value.siVal, -8);
+    assert_int_equal(fv[4].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
     nv.nvmlShutdown();
 
     /* a board the scenario says nothing about: unsupported, and fabric state NOT_SUPPORTED */

@@ -244,7 +244,7 @@ def ids(t, tmp):
     r = q(["--query-gpu=index,name,memory.used,inforom.img,fabric.state,display_mode",
            "--format=csv,noheader"], paths[True])
     t.eq((r.returncode, r.stdout),
-         (0, "0, NVIDIA H100 80GB HBM3, 19818 MiB, G520.0200.00.05, N/A, "
+         (0, "0, NVIDIA H100 80GB HBM3, 19818 MiB, G520.0200.00.05, Completed, "
              "[Requested functionality has been deprecated]\n"
              "1, [GPU is lost], [GPU is lost], [GPU is lost], [GPU is lost], "
              "[Requested functionality has been deprecated]\n"),

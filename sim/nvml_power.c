@@ -631,6 +631,13 @@ static nvmlReturn_t one_field(const struct gs_sim_call *c, nvmlFieldValue_t *v)
         v->value.siVal = g->tlimit_c[k];
         return NVML_SUCCESS;
     }
+    case NVML_FI_DEV_REMAPPED_ROWS_COR_INACTIVE:
+    case NVML_FI_DEV_REMAPPED_ROWS_UNC_INACTIVE: {
+        unsigned k = v->fieldId - NVML_FI_DEV_REMAPPED_ROWS_COR_INACTIVE;
+        if (!g->has_remap || mig || !g->has_remap_inactive[k])
+            return NVML_ERROR_NOT_SUPPORTED;
+        return set_ui(v, g->remap_inactive[k]);
+    }
     case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
         if (!g->has_recovery)
             return NVML_ERROR_NOT_SUPPORTED;

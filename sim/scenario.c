@@ -1263,8 +1263,9 @@ static int parse_health(struct parse *ps, const struct jobj *gob, struct gs_sim_
 {
     struct jobj sub;
     static const char *const rp_keys[] = {"single_bit_ecc", "double_bit_ecc", "pending", NULL};
-    static const char *const rr_keys[] = {"correctable", "uncorrectable", "pending",
-                                          "failure",     "histogram",     NULL};
+    static const char *const rr_keys[] = {
+        "correctable",          "uncorrectable",          "pending", "failure", "histogram",
+        "correctable_inactive", "uncorrectable_inactive", NULL};
     static const char *const hist_keys[] = {"max", "high", "partial", "low", "none", NULL};
     struct jobj ob;
     bool present;
@@ -1289,6 +1290,13 @@ static int parse_health(struct parse *ps, const struct jobj *gob, struct gs_sim_
             get_bool(ps, &ob, "pending", &g->remap_pending) != 0 ||
             get_bool(ps, &ob, "failure", &g->remap_failure) != 0)
             return -1;
+        for (int i = 0; i < 2; i++) {
+            unsigned long long u;
+            if (get_uint(ps, &ob, i ? "uncorrectable_inactive" : "correctable_inactive", 0,
+                         1u << 30, &u, &g->has_remap_inactive[i]) != 0)
+                return -1;
+            g->remap_inactive[i] = (unsigned)u;
+        }
         if (get_child(ps, &ob, "histogram", &sub, &g->has_remap_hist) != 0)
             return -1;
         for (int i = 0; g->has_remap_hist && i < 5; i++)

@@ -393,6 +393,8 @@ struct gs_sim_gpu {
     bool has_remap;
     unsigned remap_corr, remap_unc;
     bool remap_pending, remap_failure;
+    bool has_remap_inactive[2]; /* correctable, uncorrectable not in use: fields 301, 302 */
+    unsigned remap_inactive[2];
     /* "remapped_rows"."histogram": banks with max/high/partial/low/none spare rows left */
     bool has_remap_hist;
     unsigned remap_hist[5];

@@ -193,6 +193,10 @@ enum gs_status {
     X(GS_M_TLIMIT_SLOWDOWN, "temperature_tlimit_slowdown", "celsius")                              \
     X(GS_M_TLIMIT_MEM_MAX, "temperature_tlimit_memory_max", "celsius")                             \
     X(GS_M_TLIMIT_GPU_MAX, "temperature_tlimit_gpu_max", "celsius")                                \
+    /* rows remapped after correctable / uncorrectable errors that are not in use (fields          \
+     * 301, 302; drivers 595+) */                                                                  \
+    X(GS_M_REMAP_CORR_INACTIVE, "remapped_rows_correctable_inactive", "")                          \
+    X(GS_M_REMAP_UNCORR_INACTIVE, "remapped_rows_uncorrectable_inactive", "")                      \
     /* read with GS_WANT_DETAIL only (nvidia-smi -q): addressing mode (0 none, 1 HMM, 2 ATS),      \
      * virtualization mode (0 none, 1 pass-through, 2 vGPU, 3 host vGPU, 4 host vSGA), host vGPU   \
      * mode (0 non SR-IOV, 1 SR-IOV), C2C and EGM on (1) or off (0) */                             \

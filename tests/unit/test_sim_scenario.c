@@ -537,16 +537,19 @@ static void detail_readings_follow_the_scenario(void **state)
     nvmlGpuFabricInfo_v3_t fab = {0};
     nvmlC2cModeInfo_v1_t c2c;
     unsigned u;
-    nvmlFieldValue_t fv[5] = {{.fieldId = 230},
+    nvmlFieldValue_t fv[7] = {{.fieldId = 230},
                               {.fieldId = 185, .scopeId = 2},
                               {.fieldId = 186, .scopeId = 2},
                               {.fieldId = 193},
-                              {.fieldId = 196}};
+                              {.fieldId = 196},
+                              {.fieldId = 301},
+                              {.fieldId = 302}};
 
     (void)state;
     use_one_gpu("\"addressing_mode\": \"ats\", \"virtualization_mode\": \"pass-through\","
                 " \"recovery_action\": \"drain-p2p\", \"c2c_mode\": true, \"egm\": false,"
-                " \"remapped_rows\": {\"histogram\": {\"max\": 2560, \"low\": 2}},"
+                " \"remapped_rows\": {\"correctable_inactive\": 3, \"histogram\": {\"max\": 2560, "
+                "\"low\": 2}},"
                 " \"sram_ecc\": {\"volatile_parity\": 4, \"aggregate_secded\": 5, \"other\": 6,"
                 " \"threshold_exceeded\": true},"
                 " \"fabric\": {\"clique_id\": 32766,"
@@ -586,7 +589,7 @@ static void detail_readings_follow_the_scenario(void **state)
     assert_int_equal(fab.cliqueId, 32766);
     assert_int_equal(fab.clusterUuid[0], 0x01);
     assert_int_equal(fab.clusterUuid[15], 0xEF);
-    assert_int_equal(nv.nvmlDeviceGetFieldValues(d, 5, fv), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetFieldValues(d, 7, fv), NVML_SUCCESS);
     assert_int_equal(fv[0].nvmlReturn, NVML_SUCCESS);
     assert_int_equal(fv[0].value.uiVal, NVML_GPU_RECOVERY_ACTION_DRAIN_P2P);
     assert_int_equal(fv[1].nvmlReturn, NVML_SUCCESS);
@@ -596,6 +599,9 @@ static void detail_readings_follow_the_scenario(void **state)
     assert_int_equal(fv[3].valueType, NVML_VALUE_TYPE_SIGNED_INT);
     assert_int_equal(fv[3].value.siVal, -8);
     assert_int_equal(fv[4].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(fv[5].nvmlReturn, NVML_SUCCESS);
+    assert_int_equal(fv[5].value.uiVal, 3);
+    assert_int_equal(fv[6].nvmlReturn, NVML_ERROR_NOT_SUPPORTED); /* not given */
     nv.nvmlShutdown();
 
     /* a board the scenario says nothing about: unsupported, and fabric state NOT_SUPPORTED */

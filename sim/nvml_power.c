@@ -638,6 +638,10 @@ static nvmlReturn_t one_field(const struct gs_sim_call *c, nvmlFieldValue_t *v)
             return NVML_ERROR_NOT_SUPPORTED;
         return set_ui(v, g->remap_inactive[k]);
     }
+    case NVML_FI_DEV_EDPP_MULTIPLIER:
+        if (!g->has_edpp)
+            return NVML_ERROR_NOT_SUPPORTED;
+        return set_ui(v, g->edpp_pct);
     case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
         if (!g->has_recovery)
             return NVML_ERROR_NOT_SUPPORTED;

@@ -1473,6 +1473,9 @@ static int parse_detail(struct parse *ps, const struct jobj *gob, struct gs_sim_
             g->tlimit_c[i] = (int)d;
         }
     }
+    if (get_u32(ps, gob, "edpp_multiplier_pct", 0, 1000, &g->edpp_pct) != 0)
+        return -1;
+    g->has_edpp = jget(gob, "edpp_multiplier_pct", NULL) != NULL;
     g->has_c2c = jget(gob, "c2c_mode", NULL) != NULL;
     g->has_egm = jget(gob, "egm", NULL) != NULL;
     if (get_bool(ps, gob, "c2c_mode", &g->c2c_enabled) != 0 ||
@@ -1970,6 +1973,7 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
                                        "sram_ecc",
                                        "fabric",
                                        "tlimit_thresholds_c",
+                                       "edpp_multiplier_pct",
                                        "topology",
                                        "clocks_event_reasons_supported",
                                        "idle_reason",

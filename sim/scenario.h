@@ -403,6 +403,9 @@ struct gs_sim_gpu {
     bool has_addressing, has_virt, has_host_vgpu, has_c2c, has_egm, has_recovery;
     unsigned addressing_mode, virt_mode, host_vgpu_mode, recovery_action;
     bool c2c_enabled, egm;
+    /* "edpp_multiplier_pct": field 274 */
+    bool has_edpp;
+    unsigned edpp_pct;
     /* "tlimit_thresholds_c": fields 193-196 (shutdown, slowdown, memory max, GPU max), signed */
     bool has_tlimit[4];
     int tlimit_c[4];

@@ -197,6 +197,8 @@ enum gs_status {
      * 301, 302; drivers 595+) */                                                                  \
     X(GS_M_REMAP_CORR_INACTIVE, "remapped_rows_correctable_inactive", "")                          \
     X(GS_M_REMAP_UNCORR_INACTIVE, "remapped_rows_uncorrectable_inactive", "")                      \
+    /* the EDPp multiplier (field 274, a percentage; 1 = 100 %) */                                 \
+    X(GS_M_EDPP_MULTIPLIER, "edpp_multiplier", "ratio")                                            \
     /* read with GS_WANT_DETAIL only (nvidia-smi -q): addressing mode (0 none, 1 HMM, 2 ATS),      \
      * virtualization mode (0 none, 1 pass-through, 2 vGPU, 3 host vGPU, 4 host vSGA), host vGPU   \
      * mode (0 non SR-IOV, 1 SR-IOV), C2C and EGM on (1) or off (0) */                             \

@@ -386,8 +386,8 @@ static void rd_temp_margin(struct rd *c)
 
 /* Field values in one call (§6): memory temperature, average/instant power of the GPU and of its
  * memory, the time spent in each clock-event reason (ns), the PCIe replay counter's rollovers and
- * the recovery action the driver recommends, the T.Limit-relative temperature thresholds and the
- * inactive remapped rows. */
+ * the recovery action the driver recommends, the T.Limit-relative temperature thresholds, the
+ * EDPp multiplier and the inactive remapped rows. */
 static void rd_fields(struct rd *c)
 {
     static const struct {
@@ -407,6 +407,7 @@ static void rd_fields(struct rd *c)
          GS_M_THROTTLE_NS_HW_POWER_BRAKE, 1e-9},
         {NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER, 0, GS_M_PCIE_REPLAY_ROLLOVER, 1},
         {NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, 0, GS_M_RECOVERY_ACTION, 1},
+        {NVML_FI_DEV_EDPP_MULTIPLIER, 0, GS_M_EDPP_MULTIPLIER, 1e-2},
         {NVML_FI_DEV_REMAPPED_ROWS_COR_INACTIVE, 0, GS_M_REMAP_CORR_INACTIVE, 1},
         {NVML_FI_DEV_REMAPPED_ROWS_UNC_INACTIVE, 0, GS_M_REMAP_UNCORR_INACTIVE, 1},
         {NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT, 0, GS_M_TLIMIT_SHUTDOWN, 1},

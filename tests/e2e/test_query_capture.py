@@ -38,7 +38,6 @@ TIMESTAMP = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}$")
 # the captures show real values. Each becomes exact once the model, backend and nvml-sim carry it.
 NOT_IN_MODEL = {
     "pcie.link.gen.hostmax": "nvmlDeviceGetPcieLinkMaxSpeed / host max generation",
-    "edpp_multiplier": "field value 274 (EDPP multiplier)",
     "protected_memory.total": "nvmlDeviceGetConfComputeProtectedMemoryUsage",
     "protected_memory.used": "nvmlDeviceGetConfComputeProtectedMemoryUsage",
     "protected_memory.free": "nvmlDeviceGetConfComputeProtectedMemoryUsage",

@@ -154,7 +154,6 @@ Q_NOT_IN_MODEL = {
     "Conf Compute Protected Memory Usage/Used": "nvmlDeviceGetConfComputeProtectedMemoryUsage",
     "Conf Compute Protected Memory Usage/Free": "nvmlDeviceGetConfComputeProtectedMemoryUsage",
     "ECC Errors/Unrepairable Memory": "nvmlDeviceGetUnrepairableMemoryFlag",
-    "EDPp Multiplier": "field value 274",
     "MIG Device/Device Attributes/Shared/Multiprocessor count": "nvmlDeviceGetAttributes_v2",
     "MIG Device/Device Attributes/Shared/Copy Engine count": "nvmlDeviceGetAttributes_v2",
     "MIG Device/Device Attributes/Shared/Encoder count": "nvmlDeviceGetAttributes_v2",

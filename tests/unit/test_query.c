@@ -489,6 +489,9 @@ static void detail_cells(void **state)
     assert_string_equal(cell("ecc.errors.uncorrected.aggregate.sram.secded", s, 0), "[N/A]");
     assert_string_equal(cell("ecc.errors.uncorrected.aggregate.sram.thresholdExceeded", s, 0),
                         "Yes");
+    gs_gpu_set(g, GS_M_EDPP_MULTIPLIER, 1.0);
+    assert_string_equal(cell("edpp_multiplier", s, 0), "100.00 %");
+    assert_string_equal(cell("edpp_multiplier", s, GS_QF_NOUNITS), "100.00");
     gs_gpu_set(g, GS_M_REMAP_HIST_MAX, 2560);
     assert_string_equal(cell("remapped_rows.histogram.max", s, 0), "2560");
 

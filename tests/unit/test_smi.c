@@ -326,7 +326,10 @@ static void q_detail_rows(void **state)
     gs_gpu_set(g, GS_M_POWER_MEMORY_AVERAGE, 43.19);
     gs_gpu_set(g, GS_M_SRAM_PARITY_VOL, 2);
     gs_gpu_set(g, GS_M_SRAM_L2, 5);
+    gs_gpu_set(g, GS_M_EDPP_MULTIPLIER, 1.0);
     CAPTURE(out, gs_smi_q(f_, s, sel, 0, 0));
+    assert_non_null(
+        strstr(out, "    EDPp Multiplier                                    : 100.00%\n"));
     assert_non_null(strstr(out, "        Virtualization Mode                            : "
                                 "Pass-Through\n"
                                 "        Host VGPU Mode                                 : "

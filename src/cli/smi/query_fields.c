@@ -54,6 +54,7 @@ enum qf_kind {
     QK_PMEM,
     QK_VALID, /* valid / invalid */
     QK_NAME,  /* metric arg as a word of table arg2 (enum gs_qf_names) */
+    QK_PCT2,  /* ratio -> percent with two decimals */
 };
 
 enum qf_absent { QA_BRACKET = 0, QA_BARE = 1 };
@@ -476,7 +477,8 @@ static const struct gs_qfield gpu_fields[] = {
             "Administrator override of the target window multiplier."),
     NONE_ON(PS590, "power_smoothing.admin_override.primary_floor_act_offset", "W",
             "Administrator override of the activation offset, watts."),
-    NONE("edpp_multiplier", NULL, "%", "EDPp multiplier, percent."),
+    ROW("edpp_multiplier", NULL, "%", QK_PCT2, GS_M_EDPP_MULTIPLIER, 0, 0,
+        "EDPp multiplier, percent."),
     ROW("clocks.current.graphics", "clocks.gr", "MHz", QK_MHZ, GS_M_CLOCK_GR, 0, 0,
         "Graphics (shader) clock now."),
     ROW("clocks.current.sm", "clocks.sm", "MHz", QK_MHZ, GS_M_CLOCK_SM, 0, 0,
@@ -946,6 +948,9 @@ static void metric_cell(struct cell *c, const struct gs_qfield *f, const struct 
         break;
     case QK_VALID:
         put(c, "%s", v != 0.0 ? "valid" : "invalid");
+        break;
+    case QK_PCT2:
+        put(c, "%.2f", v * 100.0);
         break;
     case QK_NAME:
         name = gs_qf_value_name((enum gs_qf_names)f->arg2, v);

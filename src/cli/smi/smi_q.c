@@ -53,6 +53,7 @@ enum fmt {
     MF_HEX,
     MF_NAME,     /* a word of query_fields' table `bit` (enum gs_qf_names) */
     MF_ENDIS_LC, /* "enabled" / "disabled", lower case (Capabilities) */
+    MF_PCT2,     /* a ratio as a percentage with two decimals and no space: "100.00%" */
 };
 
 enum fn {
@@ -419,7 +420,7 @@ static const struct row rows[] = {
     G(1, 0, D_POWER, "Workload Power Profiles", "power_profiles"),
     N(2, 0, 0, "Requested Profiles", "power_profile_requested_profiles"),
     N(2, 0, 0, "Enforced Profiles", "power_profile_enforced_profiles"),
-    Q(1, 0, D_POWER, "EDPp Multiplier", "edpp_multiplier", "edpp_multiplier"),
+    M(1, 0, D_POWER, "EDPp Multiplier", "edpp_multiplier", GS_M_EDPP_MULTIPLIER, MF_PCT2),
     G(1, 0, D_CLOCK, "Clocks", "clocks"),
     Q(2, 0, 0, "Graphics", "graphics_clock", "clocks.current.graphics"),
     Q(2, 0, 0, "SM", "sm_clock", "clocks.current.sm"),
@@ -622,6 +623,9 @@ static void metric_value(const struct q *q, const struct row *r, char *buf, size
         snprintf(buf, n, "%s", w ? w : "Unknown Error");
         break;
     }
+    case MF_PCT2:
+        snprintf(buf, n, "%.2f%%", v * 100.0);
+        break;
     case MF_ENDIS_LC:
         snprintf(buf, n, "%s", v != 0 ? "enabled" : "disabled");
         break;

@@ -42,7 +42,6 @@ struct gs_pub {
     int up;
     struct gs_snapshot *snap; /* valid when up */
     struct gs_buf prom;       /* /metrics body */
-    size_t prom_push_len;     /* what of it goes to a Pushgateway (all but the job gauges) */
     /* /api/v1/snapshot and /api/v1/processes bodies (jansson's malloc): rendered by the first
      * request that asks for them (gs_pub_body), not every cycle: most agents are only scraped
      * for /metrics, and the JSON is most of a cycle's instructions. */

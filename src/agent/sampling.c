@@ -245,7 +245,7 @@ void gs_agent_cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
     if (a->push && p->up) {
         /* And one for the pusher (push.c), dropped once its lines and text are taken. */
         gs_pub_ref(p);
-        if (!gs_push_offer(a->push, p->snap, p->prom.data, p->prom_push_len, gs_pub_release_cb, p))
+        if (!gs_push_offer(a->push, p->snap, p->prom.data, p->prom.len, gs_pub_release_cb, p))
             gs_pub_release(p);
     }
 }

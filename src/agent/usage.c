@@ -531,7 +531,7 @@ static void labels(struct gs_buf *b, unsigned gpu, const char *uuid, const char 
     gs_buf_printf(b, "{gpu=\"%u\",uuid=\"", gpu);
     gs_metrics_escape(b, uuid);
     if (job) {
-        gs_buf_puts(b, "\",job=\"");
+        gs_buf_puts(b, "\",job_id=\"");
         gs_metrics_escape(b, job);
     }
     gs_buf_puts(b, "\",user=\"");

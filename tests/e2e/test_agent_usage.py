@@ -191,13 +191,13 @@ try:
     # ---- while the windows are open: live jobs on /metrics ----
     wait_until(lambda: sim_t() > 6.0, 15, 0.05)
     held = metric_lines(base, "gpuscope_job_gpu_held{")
-    t.ok(value_of(held, 'job="4241"', 'user="gsu_ann"', 'gpu="0"') == 1 and
-         value_of(held, 'job="4242"', 'user="gsu_cat"', 'gpu="1"') == 1 and
+    t.ok(value_of(held, 'job_id="4241"', 'user="gsu_ann"', 'gpu="0"') == 1 and
+         value_of(held, 'job_id="4242"', 'user="gsu_cat"', 'gpu="1"') == 1 and
          not [ln for ln in held if "gsu_ben" in ln],
          "/metrics: gpuscope_job_gpu_held for ann's and cat's Slurm jobs (from SLURM_JOB_ID), "
          "none for ben (no job)", held)
-    idle_s = value_of(metric_lines(base, "gpuscope_job_gpu_idle_seconds{"), 'job="4242"')
-    busy_idle = value_of(metric_lines(base, "gpuscope_job_gpu_idle_seconds{"), 'job="4241"')
+    idle_s = value_of(metric_lines(base, "gpuscope_job_gpu_idle_seconds{"), 'job_id="4242"')
+    busy_idle = value_of(metric_lines(base, "gpuscope_job_gpu_idle_seconds{"), 'job_id="4241"')
     t.ok(idle_s is not None and abs(idle_s - (sim_t() - 2)) < 0.6 and busy_idle == 0,
          "gpuscope_job_gpu_idle_seconds: cat's idle job counts its held time (%.2f s, "
          "expected %.2f s), ann's busy job 0" % (idle_s or -1, sim_t() - 2))

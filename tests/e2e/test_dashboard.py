@@ -13,7 +13,7 @@ has rows on the throttled node); the
 node variable's query lists the down node too; "Agents down" counts it. deploy/grafana/
 efficiency.json the same way, on the usage series of a real process of Slurm job 4242 that
 node-a's idle GPU 7 holds: every expression returns data (All, node-a, the job's user), the
-live job's idle GPU shows with the job id as Prometheus stores it (exported_job).
+live job's idle GPU shows with its job id (the job_id label).
 """
 import json
 import os
@@ -167,7 +167,7 @@ def efficiency(web):
     """deploy/grafana/efficiency.json: every expression returns data from the agents' usage
     series (node-a's job 4242 holding its idle GPU 7), with All, with node-a, with the job's
     user; and none with node-b selected for the live-job panels (no job there). The job's id
-    reaches Prometheus as exported_job."""
+    is the job_id label."""
     edash = json.load(open(os.path.join(SRC, "deploy", "grafana", "efficiency.json")))
     eexprs = [(p["title"], tg["expr"]) for p in edash["panels"] for tg in p.get("targets", [])]
     user = pwd.getpwuid(os.getuid()).pw_name
@@ -185,10 +185,10 @@ def efficiency(web):
              % ("All" if node == ".*" else node, "All" if u == ".*" else u))
     _, res, _ = query(web, esub(next(e for title, e in eexprs if title.startswith(
         "Live jobs' idle GPUs")), ".*", user))
-    t.ok(res and [(r["metric"].get("exported_job"), r["metric"].get("hostname"),
+    t.ok(res and [(r["metric"].get("job_id"), r["metric"].get("hostname"),
                    r["metric"].get("gpu")) for r in res] == [("4242", "node-a", "7")] and
          float(res[0]["value"][1]) > 0,
-         "efficiency dashboard: job 4242 (exported_job) holds node-a's idle GPU 7, idle seconds "
+         "efficiency dashboard: job 4242 (job_id) holds node-a's idle GPU 7, idle seconds "
          "counting", detail=res)
     _, res, _ = query(web, esub(next(e for title, e in eexprs if title.startswith(
         "Live jobs' idle GPUs")), "node-b", ".*"))

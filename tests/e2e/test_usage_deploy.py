@@ -67,7 +67,7 @@ def series(step=1, minutes=120):
                 "values": "1x%d" % n})
     # live jobs: alice's job 4242 holds GPU 0 (busy) and GPU 1 (idle from the start; busy
     # again at minute 40); bob's job 7 holds GPU 0
-    job = 'gpuscope_job_gpu_%s{' + LABELS + ',exported_job="%s",user="%s",gpu="%s",uuid="GPU-%s"}'
+    job = 'gpuscope_job_gpu_%s{' + LABELS + ',job_id="%s",user="%s",gpu="%s",uuid="GPU-%s"}'
     for jid, user, gpu, idle in (("4242", "alice", "0", "0x60"), ("4242", "alice", "1",
                                                                     "0+60x40 0x20"),
                                  ("7", "bob", "0", "0x60")):
@@ -142,15 +142,15 @@ if promtool:
     summary = ("Job 4242 (alice) on node-a holds 1 GPU(s) idle for more than 30 min")
     desc = re.search(r'alert: GPUJobHoldsIdleGPUs.*?description: "(.*?)"\n',
                      open(RULES).read(), re.S).group(1).replace(
-        "{{ $labels.exported_job }}", "4242")
-    alert_labels = {"severity": "warning", "exported_job": "4242", "user": "alice",
+        "{{ $labels.job_id }}", "4242")
+    alert_labels = {"severity": "warning", "job_id": "4242", "user": "alice",
                     "instance": "a:9400", "hostname": "node-a"}
     EVAL = "35m"
     tests.append({"interval": "1m", "input_series": series(), "promql_expr_test": [
-        samples("exported_job:gpuscope_job_gpu_held:sum", {("4242", "alice"): 2, ("7", "bob"): 1},
-                lambda k: 'exported_job="%s",user="%s"' % k),
-        samples("exported_job:gpuscope_job_gpu_idle_30m:count", {("4242", "alice"): 1},
-                lambda k: 'exported_job="%s",user="%s"' % k)],
+        samples("job_id:gpuscope_job_gpu_held:sum", {("4242", "alice"): 2, ("7", "bob"): 1},
+                lambda k: 'job_id="%s",user="%s"' % k),
+        samples("job_id:gpuscope_job_gpu_idle_30m:count", {("4242", "alice"): 1},
+                lambda k: 'job_id="%s",user="%s"' % k)],
         "alert_rule_test": [
             {"eval_time": "30m", "alertname": "GPUJobHoldsIdleGPUs", "exp_alerts": []},
             {"eval_time": "31m", "alertname": "GPUJobHoldsIdleGPUs", "exp_alerts": [

@@ -294,13 +294,13 @@ static void metrics_series_and_live_jobs(void **state)
     assert_true(contains(b.data, "gpuscope_usage_busy_seconds_total{"));
     assert_true(contains(b.data, "gpuscope_usage_memory_gib_seconds_total{"));
     assert_true(contains(b.data, "gpuscope_usage_energy_joules_total{"));
-    assert_true(contains(b.data, "gpuscope_job_gpu_held{gpu=\"0\",uuid=\"GPU-0\",job=\"11\","
+    assert_true(contains(b.data, "gpuscope_job_gpu_held{gpu=\"0\",uuid=\"GPU-0\",job_id=\"11\","
                                  "user=\"alice\"} 1\n"));
     assert_true(contains(b.data, "gpuscope_job_gpu_idle_seconds{gpu=\"1\",uuid=\"GPU-1\","
-                                 "job=\"12\",user=\"carol\"} 3\n"));
+                                 "job_id=\"12\",user=\"carol\"} 3\n"));
     assert_true(contains(b.data, "gpuscope_job_gpu_idle_seconds{gpu=\"0\",uuid=\"GPU-0\","
-                                 "job=\"11\",user=\"alice\"} 0\n"));
-    assert_false(contains(b.data, "job=\"\"")); /* bob has no job: no job series */
+                                 "job_id=\"11\",user=\"alice\"} 0\n"));
+    assert_false(contains(b.data, "job_id=\"\"")); /* bob has no job: no job series */
     gs_buf_free(&b);
     /* each part alone: the counters (what a Pushgateway gets) and the jobs' gauges */
     gs_usage_render_prom(u, &b, -1, GS_USAGE_PROM_COUNTERS);
@@ -324,7 +324,7 @@ static void metrics_series_and_live_jobs(void **state)
         gs_snapshot_free(s);
     }
     gs_usage_render_prom(u, &b, -1, GS_USAGE_PROM_COUNTERS | GS_USAGE_PROM_JOBS);
-    assert_false(contains(b.data, "job=\"12\""));
+    assert_false(contains(b.data, "job_id=\"12\""));
     assert_true(contains(b.data, "user=\"carol\"} 3\n"));
     gs_buf_free(&b);
     gs_usage_free(u);

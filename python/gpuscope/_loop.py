@@ -9,7 +9,9 @@ never the script:
                  host; the batch's leading dimension counts as its samples
   forward        outermost module calls in training mode with grad enabled (global module
                  forward pre-/post-hooks; nested modules are not counted again, and forwards
-                 inside backward, e.g. activation-checkpoint recomputation, stay backward)
+                 inside backward, e.g. activation-checkpoint recomputation, stay backward);
+                 their token input counts as the step's tokens (_hooks.forward_tokens), or
+                 the HF Trainer's num_input_tokens_seen where the callback handed its state
   backward       torch.Tensor.backward / torch.autograd.backward, outermost call; DeepSpeed's
                  engine.backward
   optimizer_step the outermost optimizer step: torch's global optimizer step hooks where they
@@ -39,6 +41,7 @@ import sys
 import time
 
 from ._hooks import batch_size as _hooks_batch_size
+from ._hooks import forward_tokens as _forward_tokens
 from ._native import NAN, PH_BACKWARD, PH_COMM, PH_DATA, PH_FORWARD, PH_OPTIMIZER
 
 _perf_ns = time.perf_counter_ns
@@ -62,6 +65,10 @@ class _State:
         self.fdepth = 0           # module forward nesting
         self.opt_depth = 0
         self.samples = 0          # training samples of the open step
+        self.tokens = 0           # tokens the open step's training forwards were fed
+        self.token_pending = []   # their mask sums still on the GPU (_hooks.forward_tokens)
+        self.hf_state = None      # the HF Trainer's state (num_input_tokens_seen), from the callback
+        self.hf_tokens_seen = 0   # its count at the previous step's end
         self.batch_n = 0          # the last fetched batch's samples, until a forward trains on it
         self.batch_facts = None   # its loader's settings (no reference to the iterator)
         self.loader_fed = False   # a DataLoader's batches feed the training forwards
@@ -111,8 +118,35 @@ def configure(**kw):
     facts = kw.pop("facts", None)
     if facts:
         S.facts.update(facts)
+    state = kw.pop("hf_state", None)
+    if state is not None:
+        S.hf_state = state
+        S.hf_tokens_seen = _hf_tokens(state)
     S.config.update({k: v for k, v in kw.items() if v is not None})
     return S.prof is None
+
+
+def _hf_tokens(state):
+    """The Trainer's num_input_tokens_seen (0 when it does not count: the argument
+    include_num_input_tokens_seen is off, or an older transformers)."""
+    try:
+        v = getattr(state, "num_input_tokens_seen", 0) or 0
+        return int(v) if v >= 0 else 0
+    except Exception:
+        return 0
+
+
+def _step_tokens(st):
+    """The closing step's tokens: the Trainer's own count where it keeps one (its delta since
+    the previous step's end; it counts a step's batches before their forwards), else what the
+    training forwards were fed."""
+    if st.hf_state is not None:
+        seen = _hf_tokens(st.hf_state)
+        if seen > st.hf_tokens_seen:
+            n, st.hf_tokens_seen = seen - st.hf_tokens_seen, seen
+            st.token_pending = []
+            return n
+    return st.tokens
 
 
 def _begin(step=True):
@@ -236,8 +270,11 @@ def boundary():
         now = _perf_ns()
     st.fdepth = 0
     p._exposed = st.exposed_ms if p._seen[PH_COMM] else NAN  # Profiler.set_exposed, inline
-    p.step_end(st.samples, None, now)
-    st.samples = 0
+    tokens = _step_tokens(st)
+    p.step_end(st.samples, None, now, tokens, st.token_pending or None)
+    st.samples = st.tokens = 0
+    if st.token_pending:
+        st.token_pending = []
     st.exposed_ms = 0.0
     if p._native_pending:  # the first step: the hello, between steps
         _open_run(p)
@@ -349,9 +386,31 @@ def _fwd_pre(module, inputs):
                     st.samples += inputs[0].size(0)
                 except IndexError:  # 0-d
                     pass
+            _count_tokens(st, p, inputs)
             if p._native_pending:
                 _note_forward(p, module, inputs)
     return None
+
+
+def _count_tokens(st, p, inputs):
+    """The training forward's tokens. A module hook sees the positional inputs only (torch <
+    2: no keyword arguments); the keyword ones (input_ids=, attention_mask=: the HF way) are
+    read from the module call's own frame (Module._call_impl's kwargs)."""
+    try:
+        kw = None
+        f = sys._getframe(2)
+        if f.f_code.co_name == "_call_impl":
+            kw = f.f_locals.get("kwargs")
+        n, seq, pending = _forward_tokens(inputs, kw)
+        if not seq:
+            return
+        st.tokens += n
+        if pending is not None:
+            st.token_pending.append(pending)
+        if p._native_pending and "seq_len" not in st.seen:
+            st.seen["seq_len"] = seq
+    except Exception as e:
+        _warn(f"tokens not counted ({e})")
 
 
 def _adapt_forward_hooks():

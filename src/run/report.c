@@ -24,6 +24,7 @@
 #include "base/straggler.h"
 #include "diag/diag.h"
 #include "gpuscope/gs_err.h"
+#include "run/efficiency.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -42,7 +43,9 @@ struct step_sums {
     size_t max_rank_steps;
     uint64_t samples;
     size_t samples_known;
-    size_t cuda_events; /* steps timed with CUDA events (else host clocks) */
+    uint64_t tokens;     /* tokens trained on, over every rank (steps that carried a count) */
+    size_t tokens_known; /* steps that did */
+    size_t cuda_events;  /* steps timed with CUDA events (else host clocks) */
 };
 
 static json_t *jnum(double v)
@@ -166,6 +169,8 @@ static void sum_steps(const struct gs_agg *a, struct step_sums *s)
         s->samples += rk->samples;
         s->profiled += rk->n_profiled;
         s->samples_known += rk->n_samples;
+        s->tokens += rk->tokens;
+        s->tokens_known += rk->n_tokens;
         for (size_t i = 0; i < rk->n; i++) {
             const struct gs_agg_step *k = &rk->steps[i];
             if (isnan(s->t_first) || k->t_begin < s->t_first)
@@ -473,6 +478,18 @@ static void throughput(const struct gs_agg *a, const struct gs_report_meta *m,
     json_object_set_new(rep, "train_samples_per_second",
                         per > 0 ? jnum(samples / per) : json_null());
     json_object_set_new(rep, "train_steps_per_second", per > 0 ? jnum(steps / per) : json_null());
+    /* tokens: the steps' own count over the span of the steps, whatever the framework's
+     * runtime (which may hold evaluation and saving); per GPU: the job's over its ranks (one
+     * GPU a rank) */
+    json_object_set_new(rep, "train_tokens",
+                        s->tokens_known ? json_integer((json_int_t)s->tokens) : json_null());
+    json_object_set_new(rep, "train_tokens_per_second",
+                        s->tokens_known && span > 0 ? json_real((double)s->tokens / span)
+                                                    : json_null());
+    json_object_set_new(rep, "tokens_per_second_per_gpu",
+                        s->tokens_known && span > 0 && a->n_ranks
+                            ? json_real((double)s->tokens / span / a->n_ranks)
+                            : json_null());
 }
 
 static void utilization(const struct devsum *d, const struct step_sums *s, double busy, json_t *rep)
@@ -650,6 +667,11 @@ static json_t *per_rank(const struct gs_agg *a, float *buf, const json_t *gpus, 
         json_object_set_new(o, "samples_per_second",
                             rk->n_samples && t1 > t0 ? json_real((double)rk->samples / (t1 - t0))
                                                      : json_null());
+        json_object_set_new(o, "tokens",
+                            rk->n_tokens ? json_integer((json_int_t)rk->tokens) : json_null());
+        json_object_set_new(o, "tokens_per_second",
+                            rk->n_tokens && t1 > t0 ? json_real((double)rk->tokens / (t1 - t0))
+                                                    : json_null());
         json_array_append_new(arr, o);
     }
     json_object_set_new(rep, "slowest_rank",
@@ -779,6 +801,17 @@ static const char *const report_order[] = {
     "train_samples_per_second",
     "train_steps_per_second",
     "steps_span_seconds",
+    "train_tokens",
+    "train_tokens_per_second",
+    "tokens_per_second_per_gpu",
+    "mfu",
+    "mfu_null_reason",
+    "hfu",
+    "model_flops_per_token",
+    "model_flops_formula",
+    "peak_flops",
+    "peak_flops_precision",
+    "peak_flops_gpu",
     "gpu_peak_memory_allocated_gb",
     "gpu_avg_utilization_percent",
     "gpu_max_utilization_percent",
@@ -908,6 +941,7 @@ json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
     json_object_set_new(rep, "facts", facts ? facts : json_object());
     if (meta && meta->profile) /* gpuscope run --profile: src/cli/run/run_profile.c */
         json_object_set(rep, "profile", (json_t *)meta->profile);
+    gs_efficiency(rep); /* tokens/s -> MFU (src/run/efficiency.c), before the diagnosis */
     findings = gs_diag_findings(rep, sysconf(_SC_NPROCESSORS_ONLN));
     json_object_set_new(rep, "findings", findings ? findings : json_array());
     return ordered(rep);

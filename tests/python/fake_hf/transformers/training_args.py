@@ -22,3 +22,4 @@ class TrainingArguments:
     fp16: bool = False
     ddp_find_unused_parameters: bool = None
     save_steps: float = 500
+    include_num_input_tokens_seen: object = False  # True / "all", "non_padding", False

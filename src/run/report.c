@@ -1137,12 +1137,16 @@ static void print_ranks(FILE *out, const json_t *rep, const struct paint *c)
     const json_t *ranks = json_object_get(rep, "per_rank"), *r, *sl;
     size_t i;
     char b[8][32];
+    int tok = 0;
 
     if (json_array_size(ranks) < 2)
         return;
-    fprintf(out, "  %s%-5s %7s %10s %10s %9s %9s %9s %9s %9s %9s%s\n", c->bold, "rank", "steps",
-            "step p50", "step p95", "data", "forward", "backward", "optim", "comm exp", "other",
-            c->off);
+    json_array_foreach(ranks, i, r) if (!isnan(jget(r, "tokens_per_second"))) tok = 1;
+    fprintf(out, "  %s%-5s %7s %10s %10s %9s %9s %9s %9s %9s %9s", c->bold, "rank", "steps",
+            "step p50", "step p95", "data", "forward", "backward", "optim", "comm exp", "other");
+    if (tok)
+        fprintf(out, " %10s %7s", "tokens/s", "MFU");
+    fprintf(out, "%s\n", c->off);
     json_array_foreach(ranks, i, r)
     {
         const json_t *m = json_object_get(r, "mean_ms");
@@ -1152,6 +1156,10 @@ static void print_ranks(FILE *out, const json_t *rep, const struct paint *c)
         for (int p = 0; p < GS_PH_ALL; p++) /* the parts of the wall time, as the header */
             if (wall[p])
                 fprintf(out, " %9s", fmtnum(b[2], 32, "%.2f", jget(m, gs_phase_name(p))));
+        if (tok)
+            fprintf(out, " %10s %7s", fmtnum(b[2], 32, "%.1f", jget(r, "tokens_per_second")),
+                    fmtnum(b[3], 32, 100.0 * jget(r, "mfu") >= 0.1 ? "%.2f%%" : "%.2g%%",
+                           100.0 * jget(r, "mfu")));
         fputc('\n', out);
     }
     sl = json_object_get(rep, "slowest_rank");
@@ -1186,6 +1194,32 @@ static void print_ranks(FILE *out, const json_t *rep, const struct paint *c)
     }
 }
 
+/* tokens/s and MFU (src/run/efficiency.c), or why MFU is not known */
+static void print_efficiency(FILE *out, const json_t *rep)
+{
+    double tps = jget(rep, "train_tokens_per_second"), mfu = jget(rep, "mfu");
+    double hfu = jget(rep, "hfu");
+    char b[4][32];
+
+    total_line(out, "tokens", !isnan(tps), "%s tokens/s, %s per GPU, %s tokens trained on",
+               fmtnum(b[0], 32, "%.1f", tps),
+               fmtnum(b[1], 32, "%.1f", jget(rep, "tokens_per_second_per_gpu")),
+               fmtnum(b[2], 32, "%.0f", jget(rep, "train_tokens")));
+    if (!isnan(mfu)) {
+        fprintf(out, "  %-28s %s %% (%s FLOPs/token x tokens/s / %s TFLOP/s %s peak of %s)", "MFU",
+                fmtnum(b[3], 32, 100.0 * mfu >= 0.1 ? "%.2f" : "%.2g", 100.0 * mfu),
+                fmtnum(b[0], 32, "%.4g", jget(rep, "model_flops_per_token")),
+                fmtnum(b[1], 32, "%.1f", jget(rep, "peak_flops") / 1e12),
+                jtext(rep, "peak_flops_precision", "?"), jtext(rep, "peak_flops_gpu", "?"));
+        if (!isnan(hfu))
+            fprintf(out, ", HFU %s %%",
+                    fmtnum(b[3], 32, 100.0 * hfu >= 0.1 ? "%.2f" : "%.2g", 100.0 * hfu));
+        fputc('\n', out);
+    } else if (!isnan(tps)) {
+        total_line(out, "MFU", 1, "n/a: %s", jtext(rep, "mfu_null_reason", "unknown"));
+    }
+}
+
 static void print_totals(FILE *out, const json_t *rep)
 {
     const json_t *src = json_object_get(rep, "gpu_utilization_source");
@@ -1203,6 +1237,7 @@ static void print_totals(FILE *out, const json_t *rep)
             fmtnum(b[2], 32, "%.0f", jget(rep, "ranks")));
     total_line(out, "throughput", !isnan(sps) || !isnan(tps), "%s samples/s, %s steps/s",
                fmtnum(b[0], 32, "%.3f", sps), fmtnum(b[1], 32, "%.3f", tps));
+    print_efficiency(out, rep);
     total_line(out, "data loading time ratio", !isnan(jget(rep, "data_loading_time_ratio")),
                "%.3f of wall time (host clock)", jget(rep, "data_loading_time_ratio"));
     total_line(out, "communication time ratio", !isnan(jget(rep, "communication_time_ratio")),

@@ -66,19 +66,29 @@ static void set_null(json_t *rep, const char *why)
     json_object_set_new(rep, "mfu_null_reason", json_string(why));
 }
 
+double gs_efficiency_model(const json_t *facts, int *prec, int *attn, double *hw_fpt)
+{
+    struct gs_model_shape m = {fnum(facts, "param_count"), fnum(facts, "model_layers"),
+                               fnum(facts, "model_heads"), fnum(facts, "model_head_dim"),
+                               fnum(facts, "seq_len")};
+    int tf32 = fbool(facts, "tf32") == 1 || fbool(facts, "matmul_allow_tf32") == 1;
+
+    if (prec)
+        *prec = gs_precision_of(fbool(facts, "autocast"), fstr(facts, "autocast_dtype"),
+                                fbool(facts, "bf16"), fbool(facts, "fp16"), tf32,
+                                fstr(facts, "param_dtype"));
+    if (hw_fpt)
+        *hw_fpt = gs_hw_flops_per_token(&m);
+    return gs_flops_per_token(&m, attn);
+}
+
 void gs_efficiency(json_t *rep)
 {
     const json_t *facts = json_object_get(rep, "facts"), *gpus = json_object_get(rep, "gpus");
     json_t *ranks = json_object_get(rep, "per_rank"), *r;
     double tps = json_number_value(json_object_get(rep, "train_tokens_per_second"));
-    struct gs_model_shape m = {fnum(facts, "param_count"), fnum(facts, "model_layers"),
-                               fnum(facts, "model_heads"), fnum(facts, "model_head_dim"),
-                               fnum(facts, "seq_len")};
-    int attn = 0, tf32 = fbool(facts, "tf32") == 1 || fbool(facts, "matmul_allow_tf32") == 1;
-    int prec = gs_precision_of(fbool(facts, "autocast"), fstr(facts, "autocast_dtype"),
-                               fbool(facts, "bf16"), fbool(facts, "fp16"), tf32,
-                               fstr(facts, "param_dtype"));
-    double fpt = gs_flops_per_token(&m, &attn), peak_sum = 0;
+    int attn = 0, prec = -1;
+    double hw_fpt = NAN, fpt = gs_efficiency_model(facts, &prec, &attn, &hw_fpt), peak_sum = 0;
     const char *model = NULL;
     char why[320] = "";
     int mixed = 0;
@@ -149,7 +159,7 @@ void gs_efficiency(json_t *rep)
         json_object_set_new(rep, "mfu_null_reason", json_null());
         json_object_set_new(rep, "hfu",
                             fbool(facts, "gradient_checkpointing") == 1
-                                ? json_real(mfu * gs_hw_flops_per_token(&m) / fpt)
+                                ? json_real(mfu * hw_fpt / fpt)
                                 : json_null());
     }
 }

@@ -15,4 +15,11 @@
  * function of the report: a stored report gets the same figures. */
 void gs_efficiency(json_t *rep);
 
+/* From a run's facts (the report's "facts", a hello's as JSON): the model FLOPs per training
+ * token (NAN without param_count; *attn 1 when the attention term is in), the precision of
+ * its matmuls (*prec: enum gs_precision, -1 unknown) and the hardware FLOPs per token with
+ * activation recomputation (*hw_fpt). Any pointer may be NULL. The one reading of the facts
+ * for the report and the agent's gpuscope_run_mfu. */
+double gs_efficiency_model(const json_t *facts, int *prec, int *attn, double *hw_fpt);
+
 #endif

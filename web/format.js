@@ -444,6 +444,13 @@ export function runSummary(rep) {
     ['Steps', `${rep?.steps ?? NA} (${rep?.ranks ?? NA} rank${rep?.ranks === 1 ? '' : 's'})`],
     ['Throughput', isNum(rep?.train_samples_per_second)
       ? `${rep.train_samples_per_second.toFixed(2)} samples/s` : NA],
+    ['Tokens', isNum(rep?.train_tokens_per_second)
+      ? `${rep.train_tokens_per_second.toFixed(1)} tokens/s` +
+        (isNum(rep?.tokens_per_second_per_gpu)
+          ? ` (${rep.tokens_per_second_per_gpu.toFixed(1)} per GPU)` : '') : NA],
+    ['MFU', isNum(rep?.mfu) ? `${(100 * rep.mfu).toFixed(2)} %` +
+      ` (${rep.peak_flops_precision ?? NA} peak of ${rep.peak_flops_gpu ?? NA})`
+      : (rep?.mfu_null_reason ?? NA)],
     ['Data loading', fmtRatio(rep?.data_loading_time_ratio)],
     ['Communication', fmtRatio(rep?.communication_time_ratio)],
     ['GPU utilization', `avg ${fmtPct(rep?.gpu_avg_utilization_percent)}, max ` +

@@ -331,7 +331,9 @@ test('runSummary: headline, phases with counts, GPUs, findings with advice', () 
     data_loading_time_ratio: 0.25, communication_time_ratio: null,
     gpu_avg_utilization_percent: 60, gpu_max_utilization_percent: 65,
     gpu_utilization_source: 'nvml', gpu_busy_estimate_percent: 88.7,
-    gpu_peak_memory_allocated_gb: 29.1,
+    gpu_peak_memory_allocated_gb: 29.1, train_tokens_per_second: 7524.44,
+    tokens_per_second_per_gpu: 3762.22, mfu: 0.41236, peak_flops_precision: 'bf16',
+    peak_flops_gpu: 'H100 SXM',
     phases: {data: {mean_ms: 26.95, p50_ms: 27, p95_ms: 36, total_ms: 5364, count: 199},
       forward: {mean_ms: 126.3, p50_ms: 126.3, p95_ms: 128.3, total_ms: 25260, count: 200},
       communication: {mean_ms: null, p50_ms: null, p95_ms: null, total_ms: null, count: 0}},
@@ -350,6 +352,8 @@ test('runSummary: headline, phases with counts, GPUs, findings with advice', () 
   assert.equal(h.Communication, NA);
   assert.equal(h['GPU utilization'], 'avg 60 %, max 65 % (nvml)');
   assert.equal(h['Peak memory'], '29.10 GiB');
+  assert.equal(h.Tokens, '7524.4 tokens/s (3762.2 per GPU)');
+  assert.equal(h.MFU, '41.24 % (bf16 peak of H100 SXM)');
   assert.deepEqual(s.phases, [['data', '26.95', '27.00', '36.00', '5.364', '199'],
     ['forward', '126.30', '126.30', '128.30', '25.260', '200']]);
   assert.deepEqual(s.gpus, [['0', 'NVIDIA H100', '60 %', '65 %', '32.1 GiB', '22550 J', '3.0 s']]);
@@ -358,6 +362,9 @@ test('runSummary: headline, phases with counts, GPUs, findings with advice', () 
     advice: ['Raise dataloader_num_workers', 'pin_memory=True']}]);
   const empty = runSummary({run: {state: 'interrupted', interrupted: true}});
   assert.equal(Object.fromEntries(empty.headline).State, 'interrupted (interrupted)');
+  assert.equal(Object.fromEntries(empty.headline).MFU, NA);
+  assert.equal(Object.fromEntries(runSummary({mfu: null, mfu_null_reason: 'cpu_only: x'})
+    .headline).MFU, 'cpu_only: x');
   assert.deepEqual([empty.phases, empty.gpus, empty.findings], [[], [], []]);
 });
 

@@ -139,7 +139,7 @@ class Instrumentation:
         self._model = (_hooks.ModelHooks(prof, model, auto_begin=True, backward=backward)
                        if model is not None else None)
         self._opt = (_hooks.OptimizerHooks(prof, optimizer, end_step=True, samples=self._samples,
-                                           tokens=self._tokens)
+                                           tokens=self._model)
                      if optimizer is not None else None)
         self.distributed = _hooks.wrap_distributed(prof)
         self.ddp_comm_hook = _hooks.ddp_comm_hook(prof, model) if model is not None else False
@@ -156,16 +156,6 @@ class Instrumentation:
         if self._model is not None:
             self._model.fwd_samples = 0
         return n
-
-    def _tokens(self):
-        """The step's tokens: the model's training forwards' token input, and the mask sums
-        still on the GPU (_hooks.forward_tokens)."""
-        if self._model is None:
-            return 0, None
-        m = self._model
-        n, pending = m.fwd_tokens, m.fwd_token_pending or None
-        m.fwd_tokens, m.fwd_token_pending = 0, []
-        return n, pending
 
     def __iter__(self):
         if self.loader is None:

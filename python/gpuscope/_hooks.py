@@ -66,6 +66,7 @@ class ModelHooks:
         self.backward_hook = backward == "hook"
         self._grad_enabled = torch.is_grad_enabled
         self._tensor = torch.Tensor
+        self._token_dtypes = (torch.int64, torch.int32)
         self.fwd_samples = 0  # training forwards' input batch dimension since the last read
         self.fwd_tokens = 0  # their tokens (forward_tokens), and mask sums still on the GPU
         self.fwd_token_pending = []
@@ -78,8 +79,13 @@ class ModelHooks:
         if module.training and self._grad_enabled() and inputs and \
                 isinstance(inputs[0], self._tensor) and inputs[0].dim() > 0:
             self.fwd_samples += int(inputs[0].shape[0])
-        if module.training and self._grad_enabled():
-            try:  # keyword inputs from the module call's frame (torch < 2 hooks: positional)
+        # tokens (forward_tokens): only when the inputs may carry them (an integer first input,
+        # or keyword inputs only); keyword inputs from the module call's frame (torch < 2
+        # hooks see positional ones)
+        if module.training and (not inputs or (isinstance(inputs[0], self._tensor) and
+                                               inputs[0].dtype in self._token_dtypes)) \
+                and self._grad_enabled():
+            try:
                 f = sys._getframe(1)
                 kw = f.f_locals.get("kwargs") if f.f_code.co_name == "_call_impl" else None
                 n, _, pending = forward_tokens(inputs, kw)
@@ -137,7 +143,7 @@ class OptimizerHooks:
         self.prof = prof
         self.end_step = end_step
         self.samples = samples  # callable giving the samples of the step, or None
-        self.tokens = tokens  # callable giving (tokens, pending mask sums) of the step, or None
+        self.tokens = tokens  # the ModelHooks whose forwards' tokens end with the step, or None
         self._handles = []
         self._orig = None
         self.optimizer = optimizer
@@ -163,7 +169,10 @@ class OptimizerHooks:
     def _post(self, opt, args, kwargs):
         self.prof.phase_end(PH_OPTIMIZER)
         if self.end_step:
-            tokens, pending = self.tokens() if self.tokens else (0, None)
+            m, tokens, pending = self.tokens, 0, None
+            if m is not None and (m.fwd_tokens or m.fwd_token_pending):
+                tokens, pending = m.fwd_tokens, m.fwd_token_pending or None
+                m.fwd_tokens, m.fwd_token_pending = 0, []
             self.prof.step_end(samples=self.samples() if self.samples else 0, tokens=tokens,
                                token_pending=pending)
 

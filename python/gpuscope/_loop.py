@@ -270,7 +270,7 @@ def boundary():
         now = _perf_ns()
     st.fdepth = 0
     p._exposed = st.exposed_ms if p._seen[PH_COMM] else NAN  # Profiler.set_exposed, inline
-    tokens = _step_tokens(st)
+    tokens = st.tokens if st.hf_state is None else _step_tokens(st)
     p.step_end(st.samples, None, now, tokens, st.token_pending or None)
     st.samples = st.tokens = 0
     if st.token_pending:
@@ -386,7 +386,10 @@ def _fwd_pre(module, inputs):
                     st.samples += inputs[0].size(0)
                 except IndexError:  # 0-d
                     pass
-            _count_tokens(st, p, inputs)
+            # tokens: only a call when the forward may carry them (an integer first input, or
+            # keyword inputs only); a float batch costs an attribute read
+            if not inputs or (type(inputs[0]) is _Tensor and inputs[0].dtype in _TOKEN_DTYPES):
+                _count_tokens(st, p, inputs)
             if p._native_pending:
                 _note_forward(p, module, inputs)
     return None
@@ -474,6 +477,7 @@ def _fwd_post(module, inputs, output):
 
 _grad_on = None
 _Tensor = None
+_TOKEN_DTYPES = ()  # torch.int64, torch.int32 (install())
 
 
 # ---- backward ----
@@ -831,7 +835,7 @@ def uninstall():
 def install(torch=None):
     """Installs the patches into an imported torch (idempotent). Returns True when
     installed."""
-    global _grad_on, _Tensor
+    global _grad_on, _Tensor, _TOKEN_DTYPES
     if S.installed:
         return True
     if os.environ.get("GPUSCOPE_AUTO", "1") == "0":
@@ -844,6 +848,7 @@ def install(torch=None):
     S.hooks = []
     _grad_on = torch.is_grad_enabled
     _Tensor = torch.Tensor
+    _TOKEN_DTYPES = (torch.int64, torch.int32)
     try:
         import torch.utils.data.dataloader as dl
         it = dl._BaseDataLoaderIter

@@ -12,7 +12,7 @@ test_py_report.py does), each figure checked against what the script counts and 
   HF Trainer (fake transformers, include_num_input_tokens_seen) under gpuscope run and with
                     the callback in code: the Trainer's own num_input_tokens_seen (padding
                     included, as the Trainer counts), not the forwards' count
-  explicit API      gpuscope.step(tokens=n)
+  explicit API      gpuscope.step(tokens=n); instrument() counts its model's token input
 """
 import json
 import os
@@ -155,6 +155,25 @@ HF = textwrap.dedent("""
 """)
 
 
+# instrument(): the model's training forwards' token input; a no_grad forward adds none.
+INSTRUMENT = textwrap.dedent("""
+    import json, sys, torch, gpuscope
+    torch.set_num_threads(1)
+    model = torch.nn.Sequential(torch.nn.Embedding(50, 8), torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    gpuscope.instrument(model, opt, output_dir=sys.argv[1], nvml="off", log=lambda s: None)
+    ids = torch.randint(0, 50, (4, 6))
+    for _ in range(5):
+        model(ids).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        with torch.no_grad():
+            model(ids)
+    rep = gpuscope.finish() or {}
+    print(json.dumps({"tokens": rep.get("train_tokens"), "trained": 5 * ids.numel()}))
+""")
+
+
 def scenario(path, name):
     with open(path, "w") as f:
         json.dump({"scenario_version": 1,
@@ -278,7 +297,18 @@ with tempfile.TemporaryDirectory() as tmp:
     t.ok((rep.get("mfu_null_reason") or "").startswith("cpu_only"),
          "no GPU at all: mfu null, cpu_only", detail=rep.get("mfu_null_reason"))
 
-# ---- 4. the explicit API ----
+    # ---- 4. instrument() ----
+    q = subprocess.run([PYTHON, write(tmp, "inst.py", INSTRUMENT), os.path.join(tmp, "inst")],
+                       env=pyhelp.child_env(), capture_output=True, text=True, timeout=240)
+    try:
+        mm = json.loads(q.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        mm = {}
+    t.ok(mm.get("tokens") == mm.get("trained") == 120,
+         "instrument(): the training forwards' tokens (batch x sequence), no_grad ones not",
+         detail=[mm, q.stderr[-600:]])
+
+# ---- 5. the explicit API ----
 import gpuscope  # noqa: E402
 with tempfile.TemporaryDirectory() as out:
     gpuscope.init(output_dir=out, nvml="off", log=lambda s: None)

@@ -135,6 +135,14 @@ void gs_efficiency(json_t *rep)
             peak_sum += peak;
         }
     }
+    /* the straggler's own MFU, next to its other figures */
+    json_array_foreach(ranks, i, r)
+    {
+        json_t *sl = json_object_get(rep, "slowest_rank");
+        if (json_is_object(sl) &&
+            json_equal(json_object_get(sl, "rank"), json_object_get(r, "rank")))
+            json_object_set(sl, "mfu", json_object_get(r, "mfu"));
+    }
     json_object_set_new(rep, "peak_flops_gpu",
                         why[0] || !model ? json_null() : json_string(mixed ? "mixed" : model));
     json_object_set_new(rep, "peak_flops",

@@ -11,7 +11,8 @@
  * "per_rank" (with "tokens_per_second" and "device"), "gpus" and "facts": "mfu" (0..1, the
  * job), "mfu_null_reason" (why mfu is null, else null), "hfu" (gradient checkpointing on),
  * "model_flops_per_token", "model_flops_formula", "peak_flops" (per GPU),
- * "peak_flops_precision", "peak_flops_gpu", and per rank "mfu" and "gpu_model". A pure
+ * "peak_flops_precision", "peak_flops_gpu", per rank "mfu" and "gpu_model", and the
+ * slowest rank's "mfu" when the report has one. A pure
  * function of the report: a stored report gets the same figures. */
 void gs_efficiency(json_t *rep);
 

@@ -1179,6 +1179,10 @@ static void print_ranks(FILE *out, const json_t *rep, const struct paint *c)
             fprintf(out, " (under the straggler threshold of %.0f %%)",
                     100.0 * (GS_STRAGGLER_RATIO - 1.0));
         fputs(strag ? c->off : "", out);
+        if (!isnan(jget(sl, "mfu")))
+            fprintf(out, "; its MFU %s %%",
+                    fmtnum(b[0], 32, 100.0 * jget(sl, "mfu") >= 0.1 ? "%.2f" : "%.2g",
+                           100.0 * jget(sl, "mfu")));
         if (json_is_object(g))
             fprintf(out,
                     "; its GPU %.0f: util avg %s %%, throttled %s s, max %s C, SM clock "

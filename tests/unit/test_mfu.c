@@ -163,8 +163,10 @@ static void efficiency(void **state)
     double fpt = 6e9 + 12.0 * 24 * 16 * 128 * 2048;
     (void)state;
 
+    json_object_set_new(rep, "slowest_rank", json_pack("{s:i}", "rank", 1));
     gs_efficiency(rep);
     near(jnum(rep, "model_flops_per_token"), fpt);
+    near(jnum(json_object_get(rep, "slowest_rank"), "mfu"), fpt * 16000.0 / (989.5 * T));
     assert_string_equal(json_string_value(json_object_get(rep, "model_flops_formula")),
                         "6N+12LHQT");
     near(jnum(rep, "peak_flops"), 989.5 * T);

@@ -204,20 +204,39 @@ def from_process(cuda_device=None):
     return {k: v for k, v in out.items() if v is not None}
 
 
+# Facts only MFU's attention term and its tf32 peak read: they take the room the others leave
+# (the diagnosis names settings from the rest), so a crowded hello drops them first.
+LAST = frozenset(("model_layers", "model_heads", "model_head_dim", "seq_len",
+                  "matmul_allow_tf32"))
+
+
 def clean(*parts):
-    """Merges dicts (an earlier key wins) into a dict that obeys the wire rules."""
-    out = {}
+    """Merges dicts (an earlier key wins) into a dict that obeys the wire rules; the LAST keys
+    after all the others."""
+    out, later = {}, []
     for part in parts:
         for k, v in (part or {}).items():
-            v = scalar(v)
-            if v is None or k in out or not isinstance(k, str) or not _KEY.match(k):
-                continue
-            if len(out) >= MAX_FACTS:
+            if k in LAST:
+                later.append((k, v))
+            elif not _put(out, k, v):
                 return out
-            out[k] = v
-            # the C side writes reals with 17 digits: keep a margin under its limit
-            size = len(json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode())
-            if size > MAX_BYTES - 512:
-                del out[k]
-                return out
+    for k, v in later:
+        if not _put(out, k, v):
+            break
     return out
+
+
+def _put(out, k, v):
+    """Adds k: v to out when it obeys the rules and fits; False when out is full."""
+    v = scalar(v)
+    if v is None or k in out or not isinstance(k, str) or not _KEY.match(k):
+        return True
+    if len(out) >= MAX_FACTS:
+        return False
+    out[k] = v
+    # the C side writes reals with 17 digits: keep a margin under its limit
+    size = len(json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > MAX_BYTES - 512:
+        del out[k]
+        return False
+    return True

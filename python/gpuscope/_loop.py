@@ -136,16 +136,25 @@ def _hf_tokens(state):
         return 0
 
 
+def rank_share(n, rank, world_size):
+    """This rank's share of n tokens counted over world_size processes: n // world_size, one
+    more for the lowest n % world_size ranks, so that the ranks' shares add up to n."""
+    w = world_size if world_size and world_size > 1 else 1
+    r = rank if rank and 0 <= rank < w else 0
+    return n // w + (1 if r < n % w else 0)
+
+
 def _step_tokens(st):
     """The closing step's tokens: the Trainer's own count where it keeps one (its delta since
-    the previous step's end; it counts a step's batches before their forwards), else what the
-    training forwards were fed."""
+    the previous step's end; it counts a step's batches before their forwards, gathered over
+    every process: this rank's share of it), else what the training forwards were fed."""
     if st.hf_state is not None:
         seen = _hf_tokens(st.hf_state)
         if seen > st.hf_tokens_seen:
             n, st.hf_tokens_seen = seen - st.hf_tokens_seen, seen
             st.token_pending = []
-            return n
+            p = st.prof
+            return rank_share(n, p.rank, p.world_size)
     return st.tokens
 
 

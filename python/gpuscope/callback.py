@@ -166,9 +166,11 @@ class _GpuScopeCallbackImpl:
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.profiler is not None:
-            # tokens: the Trainer's own count (include_num_input_tokens_seen), its delta
+            # tokens: the Trainer's own count (include_num_input_tokens_seen), its delta; the
+            # Trainer gathers it over every process: this rank's share
             seen = _loop._hf_tokens(state)
             tokens, self._tokens_seen = max(0, seen - self._tokens_seen), seen
+            tokens = _loop.rank_share(tokens, self.profiler.rank, self.profiler.world_size)
             self.profiler.step_end(samples=self._samples_per_step,
                                    step=getattr(state, "global_step", None), tokens=tokens)
         return None

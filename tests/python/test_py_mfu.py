@@ -11,7 +11,8 @@ test_py_report.py does), each figure checked against what the script counts and 
   unknown GPU name  tokens/s still there, MFU null with the reason naming the GPU
   HF Trainer (fake transformers, include_num_input_tokens_seen) under gpuscope run and with
                     the callback in code: the Trainer's own num_input_tokens_seen (padding
-                    included, as the Trainer counts), not the forwards' count
+                    included, as the Trainer counts), not the forwards' count; on 2 gloo ranks
+                    the Trainer's count is the job's, each rank records half of it
   explicit API      gpuscope.step(tokens=n); instrument() counts its model's token input
 """
 import json
@@ -25,7 +26,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pyhelp  # noqa: E402
 from pyhelp import FAKE_HF, PYROOT, PYTHON, SIM, Tap, near  # noqa: E402
-from gsenv import BIN  # noqa: E402
+from gsenv import BIN, free_port  # noqa: E402
 
 t = Tap()
 H100_FP32 = 67e12  # the peak table's H100 SXM fp32 figure (docs/report.md, PEAK FLOPS)
@@ -155,6 +156,56 @@ HF = textwrap.dedent("""
 """)
 
 
+# The same Trainer on 2 gloo ranks with different micro-batches (4 and 2 sequences): the
+# Trainer's num_input_tokens_seen is the job's (gathered over both ranks).
+HF2 = textwrap.dedent("""
+    import datetime, gc, json, os, sys, torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    from transformers import Trainer, TrainingArguments
+    V, T = 128, 16
+
+    class LM(torch.nn.Module):
+        main_input_name = "input_ids"
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(V, 32)
+            self.out = torch.nn.Linear(32, V)
+        def forward(self, input_ids=None, attention_mask=None, labels=None):
+            logits = self.out(self.emb(input_ids))
+            return {"loss": torch.nn.functional.cross_entropy(logits.view(-1, V),
+                                                              labels.view(-1))}
+
+    def worker(rank, out, port):
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                          WORLD_SIZE="2", LOCAL_RANK=str(rank))
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", rank=rank, world_size=2,
+                                timeout=datetime.timedelta(seconds=120))
+        torch.manual_seed(rank)
+        bs = 4 if rank == 0 else 2
+        ids = torch.randint(0, V, (bs * 8, T))
+        ds = [{"input_ids": x, "attention_mask": torch.ones(T, dtype=torch.long), "labels": x}
+              for x in ids]
+        args = TrainingArguments(output_dir=out, per_device_train_batch_size=bs,
+                                 logging_steps=100, include_num_input_tokens_seen=True,
+                                 process_index=rank, local_process_index=rank, world_size=2)
+        tr = Trainer(model=LM(), args=args,
+                     dataloader=torch.utils.data.DataLoader(ds, batch_size=bs))
+        tr.state.is_world_process_zero = rank == 0
+        tr.train()
+        if rank == 0:
+            print(json.dumps({"seen": tr.state.num_input_tokens_seen,
+                              "steps": tr.state.global_step}), flush=True)
+        del tr
+        gc.collect()
+        dist.barrier()
+        dist.destroy_process_group()
+
+    if __name__ == "__main__":
+        mp.spawn(worker, args=(sys.argv[1], int(sys.argv[2])), nprocs=2)
+""")
+
 # instrument(): the model's training forwards' token input; a no_grad forward adds none.
 INSTRUMENT = textwrap.dedent("""
     import json, sys, torch, gpuscope
@@ -187,13 +238,13 @@ def scenario(path, name):
     return path
 
 
-def gsrun(tmp, name, script, arg, scen=None, pythonpath=None):
+def gsrun(tmp, name, script, arg, scen=None, pythonpath=None, extra=()):
     out = os.path.join(tmp, name)
     env = pyhelp.child_env(NO_COLOR="1", PYTHONPATH=pythonpath)
     if scen:
         env.update(GPUSCOPE_NVML_LIBRARY=SIM, NVML_SIM_SCENARIO=scen)
     p = subprocess.run([BIN, "run", "--out", out, "--interval", "0.2", "--", PYTHON, script,
-                        arg], env=env, capture_output=True, text=True, timeout=240)
+                        arg, *extra], env=env, capture_output=True, text=True, timeout=240)
     try:
         measured = json.loads(p.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -281,6 +332,17 @@ with tempfile.TemporaryDirectory() as tmp:
     t.eq(rep.get("train_tokens"), m.get("seen"),
          "HF under gpuscope run: train_tokens = the Trainer's num_input_tokens_seen")
     t.eq(rep.get("steps"), m.get("steps"), "HF: one step per optimizer step")
+    # two ranks: each records its share of the Trainer's (job-wide) count
+    p, m, rep = gsrun(tmp, "hf2", write(tmp, "hf2.py", HF2), os.path.join(tmp, "hf2-out"),
+                      pythonpath=FAKE_HF, extra=[str(free_port())])
+    pr = rep.get("per_rank") or []
+    t.ok(p.returncode == 0 and m.get("seen") == 8 * (4 + 2) * 16 and len(pr) == 2,
+         "HF on 2 gloo ranks (micro-batches of 4 and 2): the Trainer's count is the job's",
+         detail=[m, len(pr), p.stderr[-800:]])
+    t.ok(rep.get("train_tokens") == m.get("seen") and
+         [r.get("tokens") for r in pr] == [m.get("seen", 0) // 2] * 2,
+         "HF, 2 ranks: train_tokens = the Trainer's job-wide count, each rank half of it",
+         detail=[rep.get("train_tokens"), [r.get("tokens") for r in pr]])
     out = os.path.join(tmp, "hf-cb")
     env = pyhelp.child_env(PYTHONPATH=os.pathsep.join([FAKE_HF, PYROOT]))
     q = subprocess.run([PYTHON, hf, out, "callback"], env=env, capture_output=True, text=True,

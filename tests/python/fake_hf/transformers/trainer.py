@@ -6,7 +6,7 @@ Trainer._inner_training_loop (4.4x/4.5x):
     per update: batches of the update fetched up front (get_batch_samples), then per
       micro-batch: with include_num_input_tokens_seen, state.num_input_tokens_seen += the
       micro-batch's main input's numel ("non_padding": its attention_mask's sum when it has
-      one), then on_step_begin (first micro-batch only: step % GA == 0), training_step
+      one), summed over every process (accelerator.gather), then on_step_begin (first micro-batch only: step % GA == 0), training_step
       (forward, loss / GA, backward); on the last micro-batch: on_pre_optimizer_step,
       optimizer.step(), on_optimizer_step, lr_scheduler.step(), zero_grad, global_step += 1,
       on_step_end, _maybe_log_save_evaluate (on_log every logging_steps); else on_substep_end
@@ -72,7 +72,11 @@ class Trainer:
             n = int(inputs["attention_mask"].sum())
         else:
             n = inputs[name].numel()
-        self.state.num_input_tokens_seen += int(torch.tensor(n, dtype=torch.int64).sum().item())
+        # accelerator.gather(tokens).sum(): every process's count, the job's
+        x = torch.tensor([n], dtype=torch.int64)
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(x)
+        self.state.num_input_tokens_seen += int(x.sum().item())
 
     def _maybe_log_save_evaluate(self, tr_loss):
         if self.state.global_step % self.state.logging_steps == 0:

@@ -437,8 +437,8 @@ class Profiler:
             # written at the window's end): flagged profiled, out of the step statistics
             self._profiled_next = active or cap.prof is not None
         if not self.cuda:
-            if token_pending:
-                tokens += _hooks_tokens(token_pending)
+            if token_pending:  # a mask on a GPU while the steps are host-timed: rare
+                tokens += _hooks_tokens(token_pending, wait=True)
             self.tokens_done += tokens
             self._complete(self.step_no, flags, self._t0, t_end, ms, samples, NO_MEM, tokens)
             return

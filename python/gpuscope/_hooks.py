@@ -212,8 +212,13 @@ def forward_tokens(args, kwargs):
     return b * t, t, None
 
 
-def read_pending_tokens(pending):
-    """The sum of the pending mask sums forward_tokens handed out (their copies are done)."""
+def read_pending_tokens(pending, wait=False):
+    """The sum of the pending mask sums forward_tokens handed out: their copies are done once
+    the step's CUDA events completed; wait (a step timed without events) waits for the device
+    first."""
+    if wait:
+        import torch
+        torch.cuda.synchronize()
     return sum(int(round(float(h.item()))) for h in pending)
 
 

@@ -371,14 +371,16 @@ test('runSummary: headline, phases with counts, GPUs, findings with advice', () 
 test('per-rank rows and the straggler line', () => {
   const rep = {per_rank: [
     {rank: 0, device: 0, steps: 50, step_p50_ms: 100, step_p95_ms: 120,
-      mean_ms: {data: 10, communication: 20}, samples_per_second: 80},
+      mean_ms: {data: 10, communication: 20}, samples_per_second: 80, tokens_per_second: 20480,
+      mfu: 0.41236},
     {rank: 1, device: 1, steps: 50, step_p50_ms: 150.5, step_p95_ms: 170,
       mean_ms: {data: 10, communication: null}, samples_per_second: null}],
   slowest_rank: {rank: 1, straggler: true, busy_p50_ms: 150.5, others_busy_p50_ms: 100,
     slower_by_ratio: 0.505, others_comm_wait_p50_ms: 48, device: 1}};
   const r = runRanks(rep);
-  assert.deepEqual(r.rows[0], ['0', '0', '50', '100.00', '120.00', '10.00', '20.00', '80.0']);
-  assert.deepEqual(r.rows[1].slice(6), [NA, NA]);
+  assert.deepEqual(r.rows[0], ['0', '0', '50', '100.00', '120.00', '10.00', '20.00', '80.0',
+    '20480.0', '41.24 %']);
+  assert.deepEqual(r.rows[1].slice(6), [NA, NA, NA, NA]);
   assert.equal(r.slowest, 'Slowest: rank 1 computes 150.50 ms per step against the other ' +
     'ranks\' 100.00 ms (51 % longer) on GPU 1: a straggler, the others wait for it 48.00 ms/step.');
   assert.equal(runRanks({per_rank: rep.per_rank, slowest_rank: {...rep.slowest_rank,

@@ -115,7 +115,14 @@ void gs_efficiency(json_t *rep)
                                 : json_null());
         if (why[0])
             continue;
-        if (none) {
+        if (!json_is_number(rt) &&
+            json_is_number(json_object_get(rep, "train_tokens_per_second"))) {
+            /* the job's tokens/s without this rank's: its MFU would read low */
+            snprintf(why, sizeof why,
+                     "no_tokens: rank %lld carried no token count (the job's MFU would leave "
+                     "its work out)",
+                     (long long)json_integer_value(json_object_get(r, "rank")));
+        } else if (none) {
             snprintf(why, sizeof why, "cpu_only: the run used no GPU (no peak to compare with)");
         } else if (!name) {
             snprintf(why, sizeof why,

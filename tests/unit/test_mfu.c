@@ -198,6 +198,18 @@ static void efficiency(void **state)
         json_is_null(json_object_get(json_array_get(json_object_get(rep, "per_rank"), 0), "mfu")));
     json_decref(rep);
 
+    /* a rank without token counts: no job MFU (it would leave that rank's work out) */
+    rep = report("NVIDIA H100 80GB HBM3");
+    json_object_set_new(json_array_get(json_object_get(rep, "per_rank"), 1), "tokens_per_second",
+                        json_null());
+    gs_efficiency(rep);
+    assert_true(json_is_null(json_object_get(rep, "mfu")));
+    assert_non_null(
+        strstr(json_string_value(json_object_get(rep, "mfu_null_reason")), "no_tokens: rank 1"));
+    assert_true(json_is_number(
+        json_object_get(json_array_get(json_object_get(rep, "per_rank"), 0), "mfu")));
+    json_decref(rep);
+
     /* no GPU at all */
     rep = report("x");
     json_object_set_new(rep, "gpus", json_array());

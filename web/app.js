@@ -744,7 +744,8 @@ function runJob(kids, rep) {
   }
   if (ranks.rows.length < 2) return;
   kids.push(el('h4', {text: 'Ranks on this node'}), miniTable(['rank', 'GPU', 'steps',
-    'step p50 ms', 'p95 ms', 'data ms', 'comm ms', 'samples/s'], ranks.rows, 'run-ranks'));
+    'step p50 ms', 'p95 ms', 'data ms', 'comm ms', 'samples/s', 'tokens/s', 'MFU'], ranks.rows,
+  'run-ranks'));
   if (ranks.slowest) kids.push(el('p', {class: 'slowest', text: ranks.slowest}));
 }
 

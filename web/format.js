@@ -444,6 +444,13 @@ export function runSummary(rep) {
     ['Steps', `${rep?.steps ?? NA} (${rep?.ranks ?? NA} rank${rep?.ranks === 1 ? '' : 's'})`],
     ['Throughput', isNum(rep?.train_samples_per_second)
       ? `${rep.train_samples_per_second.toFixed(2)} samples/s` : NA],
+    ['Tokens', isNum(rep?.train_tokens_per_second)
+      ? `${rep.train_tokens_per_second.toFixed(1)} tokens/s` +
+        (isNum(rep?.tokens_per_second_per_gpu)
+          ? ` (${rep.tokens_per_second_per_gpu.toFixed(1)} per GPU)` : '') : NA],
+    ['MFU', isNum(rep?.mfu) ? `${(100 * rep.mfu).toFixed(2)} %` +
+      ` (${rep.peak_flops_precision ?? NA} peak of ${rep.peak_flops_gpu ?? NA})`
+      : (rep?.mfu_null_reason ?? NA)],
     ['Data loading', fmtRatio(rep?.data_loading_time_ratio)],
     ['Communication', fmtRatio(rep?.communication_time_ratio)],
     ['GPU utilization', `avg ${fmtPct(rep?.gpu_avg_utilization_percent)}, max ` +
@@ -469,14 +476,17 @@ export function runSummary(rep) {
 }
 
 // A run report's per-rank table (docs/report.md, PER RANK) for the run detail: rows [rank,
-// GPU, steps, step p50, p95, data, communication (mean ms), samples/s] and, with two ranks or
+// GPU, steps, step p50, p95, data, communication (mean ms), samples/s, tokens/s, MFU] and, with
+// two ranks or
 // more, a line naming the rank that computes longest against the other ranks, and whether it
 // is a straggler (docs/report.md, STRAGGLER).
 export function runRanks(rep) {
   const rows = (rep?.per_rank ?? []).map((r) => [String(r.rank ?? NA),
     isNum(r.device) ? String(r.device) : NA, isNum(r.steps) ? String(r.steps) : NA,
     ms(r.step_p50_ms), ms(r.step_p95_ms), ms(r.mean_ms?.data), ms(r.mean_ms?.communication),
-    isNum(r.samples_per_second) ? r.samples_per_second.toFixed(1) : NA]);
+    isNum(r.samples_per_second) ? r.samples_per_second.toFixed(1) : NA,
+    isNum(r.tokens_per_second) ? r.tokens_per_second.toFixed(1) : NA,
+    isNum(r.mfu) ? `${(100 * r.mfu).toFixed(2)} %` : NA]);
   const s = rep?.slowest_rank;
   const slowest = s && isNum(s.busy_p50_ms) ? `Slowest: rank ${s.rank} computes ` +
     `${ms(s.busy_p50_ms)} ms per step against the other ranks' ${ms(s.others_busy_p50_ms)} ms` +

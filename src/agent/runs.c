@@ -859,8 +859,11 @@ void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap)
                 row[g] |= one[g];
             /* the rank's gpu label: the first GPU attributed to its connection */
             const unsigned char *hit = memchr(one, 1, ng);
-            if (hit)
-                gs_runm_gpu(r->m, runs[k]->id, rc->conn_id, (int)snap->gpus[hit - one].index);
+            if (hit) {
+                const struct gs_gpu *g = &snap->gpus[hit - one];
+                gs_runm_gpu(r->m, runs[k]->id, rc->conn_id, (int)g->index,
+                            gs_gpu_has_text(g, GS_T_NAME) ? g->text[GS_T_NAME] : NULL);
+            }
         }
         pthread_mutex_unlock(&r->lock);
         any[k] = memchr(row, 1, ng) != NULL;

@@ -369,7 +369,7 @@ for want in ("ranks side by side", "step time per rank", "phase split per node",
     t.ok(want in jtitles, "training job dashboard: a panel for " + want, detail=jtitles)
 if promtool:
     r = run([promtool, "check", "rules", JOB_RULES])
-    t.ok(r.returncode == 0 and "SUCCESS: 6 rules found" in r.stdout,
+    t.ok(r.returncode == 0 and "SUCCESS: 8 rules found" in r.stdout,
          "promtool check rules deploy/prometheus/training-job-rules.yml", detail=r.stdout + r.stderr)
     # The straggler rule in PromQL (docs/report.md, STRAGGLER): leave-one-out, so with two ranks
     # a rank 1.2x its peer is named (a median over both would read 1.09x); 1.1x is not; 1.5x of

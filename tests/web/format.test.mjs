@@ -331,7 +331,9 @@ test('runSummary: headline, phases with counts, GPUs, findings with advice', () 
     data_loading_time_ratio: 0.25, communication_time_ratio: null,
     gpu_avg_utilization_percent: 60, gpu_max_utilization_percent: 65,
     gpu_utilization_source: 'nvml', gpu_busy_estimate_percent: 88.7,
-    gpu_peak_memory_allocated_gb: 29.1,
+    gpu_peak_memory_allocated_gb: 29.1, train_tokens_per_second: 7524.44,
+    tokens_per_second_per_gpu: 3762.22, mfu: 0.41236, peak_flops_precision: 'bf16',
+    peak_flops_gpu: 'H100 SXM',
     phases: {data: {mean_ms: 26.95, p50_ms: 27, p95_ms: 36, total_ms: 5364, count: 199},
       forward: {mean_ms: 126.3, p50_ms: 126.3, p95_ms: 128.3, total_ms: 25260, count: 200},
       communication: {mean_ms: null, p50_ms: null, p95_ms: null, total_ms: null, count: 0}},
@@ -350,6 +352,8 @@ test('runSummary: headline, phases with counts, GPUs, findings with advice', () 
   assert.equal(h.Communication, NA);
   assert.equal(h['GPU utilization'], 'avg 60 %, max 65 % (nvml)');
   assert.equal(h['Peak memory'], '29.10 GiB');
+  assert.equal(h.Tokens, '7524.4 tokens/s (3762.2 per GPU)');
+  assert.equal(h.MFU, '41.24 % (bf16 peak of H100 SXM)');
   assert.deepEqual(s.phases, [['data', '26.95', '27.00', '36.00', '5.364', '199'],
     ['forward', '126.30', '126.30', '128.30', '25.260', '200']]);
   assert.deepEqual(s.gpus, [['0', 'NVIDIA H100', '60 %', '65 %', '32.1 GiB', '22550 J', '3.0 s']]);
@@ -358,20 +362,25 @@ test('runSummary: headline, phases with counts, GPUs, findings with advice', () 
     advice: ['Raise dataloader_num_workers', 'pin_memory=True']}]);
   const empty = runSummary({run: {state: 'interrupted', interrupted: true}});
   assert.equal(Object.fromEntries(empty.headline).State, 'interrupted (interrupted)');
+  assert.equal(Object.fromEntries(empty.headline).MFU, NA);
+  assert.equal(Object.fromEntries(runSummary({mfu: null, mfu_null_reason: 'cpu_only: x'})
+    .headline).MFU, 'cpu_only: x');
   assert.deepEqual([empty.phases, empty.gpus, empty.findings], [[], [], []]);
 });
 
 test('per-rank rows and the straggler line', () => {
   const rep = {per_rank: [
     {rank: 0, device: 0, steps: 50, step_p50_ms: 100, step_p95_ms: 120,
-      mean_ms: {data: 10, communication: 20}, samples_per_second: 80},
+      mean_ms: {data: 10, communication: 20}, samples_per_second: 80, tokens_per_second: 20480,
+      mfu: 0.41236},
     {rank: 1, device: 1, steps: 50, step_p50_ms: 150.5, step_p95_ms: 170,
       mean_ms: {data: 10, communication: null}, samples_per_second: null}],
   slowest_rank: {rank: 1, straggler: true, busy_p50_ms: 150.5, others_busy_p50_ms: 100,
     slower_by_ratio: 0.505, others_comm_wait_p50_ms: 48, device: 1}};
   const r = runRanks(rep);
-  assert.deepEqual(r.rows[0], ['0', '0', '50', '100.00', '120.00', '10.00', '20.00', '80.0']);
-  assert.deepEqual(r.rows[1].slice(6), [NA, NA]);
+  assert.deepEqual(r.rows[0], ['0', '0', '50', '100.00', '120.00', '10.00', '20.00', '80.0',
+    '20480.0', '41.24 %']);
+  assert.deepEqual(r.rows[1].slice(6), [NA, NA, NA, NA]);
   assert.equal(r.slowest, 'Slowest: rank 1 computes 150.50 ms per step against the other ' +
     'ranks\' 100.00 ms (51 % longer) on GPU 1: a straggler, the others wait for it 48.00 ms/step.');
   assert.equal(runRanks({per_rank: rep.per_rank, slowest_rank: {...rep.slowest_rank,

@@ -46,7 +46,11 @@ def served_families():
     env = {k: v for k, v in os.environ.items() if not k.startswith("NVML_SIM")}
     env.update(GPUSCOPE_NVML_LIBRARY=SIM, NVML_SIM_TIME="10",
                NVML_SIM_SCENARIO=os.path.join(SRC, "sim", "scenarios", "h100x8-training.json"))
-    p = subprocess.Popen([BIN, "agent", "--listen", "127.0.0.1:%d" % port], env=env,
+    # Its own data directory and no sockets: as root the defaults are /var/lib/gpuscope and
+    # /run/gpuscope, the node's own agent's, which a test must neither write nor shadow.
+    tmp = tempfile.mkdtemp(prefix="gs-deploy-families-")
+    p = subprocess.Popen([BIN, "agent", "--listen", "127.0.0.1:%d" % port, "--data-dir", tmp,
+                          "--socket", "off", "--http-socket", "off"], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     body = ""
     try:
@@ -66,6 +70,7 @@ def served_families():
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
     return set(re.findall(r"^# TYPE (\S+) ", body, re.M))
 
 

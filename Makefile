@@ -95,6 +95,8 @@ uninstall:
 # says why each override is there).
 DEB_BUILD ?= build-deb
 DEB_OUT ?= dist
+# debhelper builds with one job unless told; make deb uses every core.
+deb: export DEB_BUILD_OPTIONS ?= parallel=$(shell nproc)
 
 deb:
 	@command -v dh >/dev/null && command -v lintian >/dev/null || \

@@ -43,7 +43,8 @@ TESTS = ["deb built", "lintian: no errors", "lintian: no warnings", "control fie
          "gpuscope-full's commands", "gpuscope run", "agent with the shipped agent.conf",
          "unit", "sysusers", "man pages", "stripped, no RPATH", "copyright", "changelog",
          "python .pth", "shellcheck", "maintainer scripts", "root: install", "root: user",
-         "root: enabled", "root: host untouched", "root: remove", "root: purge", "image",
+         "root: enabled", "root: upgrade", "root: host untouched", "root: remove", "root: purge",
+         "image",
          "manifest"]
 
 
@@ -370,6 +371,14 @@ try:
         os.symlink("private/gpuscope", r_("/var/lib/gpuscope"))
         with open(r_("/etc/gpuscope/agent.conf"), "a") as f:
             f.write("interval = 2\n")
+        # The same package again: dpkg's upgrade path (preinst upgrade, postinst configure
+        # with the old version), the edited conffile kept without a question.
+        up = dpkg("-i", deb)
+        t.ok(up.returncode == 0 and
+             open(r_("/etc/gpuscope/agent.conf")).read().endswith("interval = 2\n") and
+             os.path.islink(wants) and "Configuration file" not in up.stdout,
+             "root: reinstalled over itself (upgrade path): the edited conffile kept, "
+             "still enabled", detail=up.stdout[-1500:] + up.stderr[-1500:])
         rm = dpkg("--remove", "gpuscope")
         t.ok(rm.returncode == 0 and not os.path.exists(r_("/usr/bin/gpuscope")) and
              open(r_("/etc/gpuscope/agent.conf")).read().endswith("interval = 2\n") and

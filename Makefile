@@ -103,8 +103,11 @@ deb:
 	  { echo "gpuscope: make deb needs debhelper and lintian (make deps installs them)" >&2; exit 1; }
 	dpkg-checkbuilddeps
 	mkdir -p $(DEB_OUT)
+	rm -f debian/debhelper-build-stamp   # so the build steps run (and configure DEB_BUILD if gone)
 	debian/rules binary DEB_BUILD_DIR=$(abspath $(DEB_BUILD)) DEB_OUT=$(abspath $(DEB_OUT))
 	lintian --fail-on error,warning $(DEB_OUT)/gpuscope_$$(dpkg-parsechangelog -SVersion)_$$(dpkg-architecture -qDEB_HOST_ARCH).deb
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) $(DEB_BUILD)
+	rm -rf debian/gpuscope debian/.debhelper debian/files debian/*.substvars \
+	  debian/debhelper-build-stamp

@@ -5,7 +5,7 @@
 #   make fuzz   only the libFuzzer targets (clang, in build-fuzz); FUZZ_SECONDS=60 for longer runs
 #   make install, make uninstall   PREFIX=/usr/local DESTDIR= SYSCONFDIR=/etc NVIDIA_SMI_LINK=
 #               (docs/install.md)
-#   make deb    the Debian package, DEB_OUT/gpuscope_VERSION_ARCH.deb, checked by lintian
+#   make deb    the Debian package, DEB_OUT/gpuscope_VERSION-REV_ARCH.deb, checked by lintian
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan

@@ -43,14 +43,14 @@ def served_families():
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
+    # Its own data directory and sockets: as root the defaults are the machine's
+    # /var/lib/gpuscope and /run/gpuscope, which another gpuscope may hold.
+    own = tempfile.mkdtemp(prefix="gs-deploy-agent.")
     env = {k: v for k, v in os.environ.items() if not k.startswith("NVML_SIM")}
-    env.update(GPUSCOPE_NVML_LIBRARY=SIM, NVML_SIM_TIME="10",
+    env.update(GPUSCOPE_NVML_LIBRARY=SIM, NVML_SIM_TIME="10", RUNTIME_DIRECTORY=own,
                NVML_SIM_SCENARIO=os.path.join(SRC, "sim", "scenarios", "h100x8-training.json"))
-    # Its own data directory and no sockets: as root the defaults are /var/lib/gpuscope and
-    # /run/gpuscope, the node's own agent's, which a test must neither write nor shadow.
-    tmp = tempfile.mkdtemp(prefix="gs-deploy-families-")
-    p = subprocess.Popen([BIN, "agent", "--listen", "127.0.0.1:%d" % port, "--data-dir", tmp,
-                          "--socket", "off", "--http-socket", "off"], env=env,
+    p = subprocess.Popen([BIN, "agent", "--listen", "127.0.0.1:%d" % port, "--data-dir",
+                          os.path.join(own, "data")], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     body = ""
     try:
@@ -70,7 +70,7 @@ def served_families():
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(own, ignore_errors=True)
     return set(re.findall(r"^# TYPE (\S+) ", body, re.M))
 
 

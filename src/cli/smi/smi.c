@@ -375,14 +375,18 @@ int gs_smi_main(int argc, char **argv, const char *prog)
     sigaddset(&stop, SIGTERM);
     if (o.loop_ms > 0)
         sigprocmask(SIG_BLOCK, &stop, &old);
-    /* -q prints nearly every reading: no mask; --version the system's only: an empty one */
+    /* each mode's readings; --version prints the system's only */
     if (o.mode == M_TABLE)
         gs_smi_table_need(need_m, need_t);
     else if (o.mode == M_LIST)
         gs_smi_list_need(need_m, need_t);
+    else if (o.mode == M_QUERY)
+        gs_smi_q_need(o.sections, need_m, need_t);
     gs_smi_need_ids(o.ids, need_t);
-    so.mask_health = o.mode == M_TABLE; /* its ECC cell only */
-    status = gs_smi_open(&src, want_of(&o), o.mode == M_QUERY ? NULL : &so);
+    /* the table's ECC cell; -q's sections but ECC (its per-location counters: no -d is all) */
+    so.mask_health =
+        o.mode == M_TABLE || (o.mode == M_QUERY && o.sections && !(o.sections & GS_SMI_D_ECC));
+    status = gs_smi_open(&src, want_of(&o), &so);
     if (status != 0)
         goto done;
     snap = gs_source_snapshot(src);

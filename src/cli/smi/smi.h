@@ -87,6 +87,9 @@ void gs_smi_need_ids(const char *ids, unsigned char *texts);
 void gs_smi_table_need(unsigned char *metrics, unsigned char *texts);
 void gs_smi_list_need(unsigned char *metrics, unsigned char *texts);
 void gs_smi_nvlink_need(unsigned char *metrics, unsigned char *texts);
+/* -q's rows in the -d sections chosen (0: every section); their ECC locations need health
+ * read in full (no mask_health with GS_SMI_D_ECC). */
+void gs_smi_q_need(unsigned sections, unsigned char *metrics, unsigned char *texts);
 /* dmon -s SELECT's columns; the ECC columns (e) need the health reads masked too. */
 void gs_smi_dmon_need(const char *select, unsigned char *metrics, unsigned char *texts);
 /* The loops' wait (query, -l/-lms, dmon/pmon): sleeps until deadline (CLOCK_MONOTONIC ns) with

@@ -105,6 +105,20 @@ void gs_buf_puts(struct gs_buf *b, const char *s)
     gs_buf_put(b, s, strlen(s));
 }
 
+void gs_buf_copy(struct gs_buf *b, size_t off, size_t n)
+{
+    if (b->status == GS_BUF_OK && (off > b->len || n > b->len - off)) {
+        b->status = GS_BUF_EFMT; /* not text of this buffer: a caller's mistake */
+        return;
+    }
+    if (grow(b, n) != 0)
+        return;
+    if (n)
+        memcpy(b->data + b->len, b->data + off, n); /* off + n <= len: no overlap */
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
 void gs_buf_fill(struct gs_buf *b, char c, size_t n)
 {
     if (grow(b, n) != 0)

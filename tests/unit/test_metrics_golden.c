@@ -266,10 +266,105 @@ static void test_text_unchanged(void **state)
     gs_snapshot_free(s);
 }
 
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* gs_metrics_g15 writes what printf's %.15g writes, for doubles of every shape: random bit
+ * patterns, short decimals (what the sampler's unit conversions give: 0.92, 312.456 W),
+ * ratios, values at a tie of the 15th digit and next to powers of ten, whole numbers. */
+static void test_g15_is_printf(void **state)
+{
+    char got[64], want[64];
+    long n_checked = 0;
+
+    (void)state;
+    for (long i = 0; i < 400000; i++) {
+        uint64_t r = next();
+        double v;
+        size_t n;
+
+        switch (i % 8) {
+        case 0: /* any finite double */
+            memcpy(&v, &r, sizeof v);
+            if (!isfinite(v))
+                continue;
+            break;
+        case 1: /* a short decimal: k / 10^j */
+            v = (double)(r % 100000000) / pow(10, (double)((r >> 40) % 12));
+            break;
+        case 2: /* a ratio of small integers */
+            v = (double)(r % 1000) / (double)(1 + (r >> 20) % 997);
+            break;
+        case 3: /* a tie or near-tie of the 15th significant digit: d.5 / 10^j */
+            v = ((double)(r % 900000000000000ull + 100000000000000ull) + 0.5) /
+                pow(10, (double)((r >> 50) % 19));
+            break;
+        case 4: /* next to a power of ten */
+            v = nextafter(pow(10, (double)((r % 40)) - 20.0), (r >> 32) & 1 ? INFINITY : 0);
+            break;
+        case 5: /* a whole number */
+            v = (double)(r >> (r % 64));
+            break;
+        case 6: /* a product of the sampler's scales: milli, kibi, mega */
+            v = (double)(r % 10000000) * ((r >> 30) & 1 ? 1e-3 : (r >> 31) & 1 ? 1024 : 1e-6);
+            break;
+        default: /* any double of ordinary magnitude */
+            v = ldexp((double)(r >> 11), (int)((r >> 3) % 100) - 100);
+            break;
+        }
+        if ((r >> 63) & 1)
+            v = -v;
+        n = gs_metrics_g15(v, got);
+        got[n] = '\0';
+        snprintf(want, sizeof want, "%.15g", v);
+        if (strcmp(got, want) != 0) {
+            print_error("%.17g (%a): got %s, printf %s\n", v, v, got, want);
+            fail();
+        }
+        n_checked++;
+    }
+    assert_true(n_checked > 350000);
+    /* the edges by name */
+    {
+        static const double edge[] = {0.0,
+                                      -0.0,
+                                      1e15,
+                                      -1e15,
+                                      999999999999999.0,
+                                      1e-4,
+                                      9.99999999999999e-5,
+                                      0.0001000000000000001,
+                                      0.5,
+                                      -0.5,
+                                      1e300,
+                                      5e-324,
+                                      123456789012345.5,
+                                      0.1234567890123455,
+                                      0.30000000000000004,
+                                      NAN,
+                                      INFINITY,
+                                      -INFINITY};
+        for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
+            size_t n = gs_metrics_g15(edge[i], got);
+            got[n] = '\0';
+            snprintf(want, sizeof want, "%.15g", edge[i]);
+            assert_string_equal(got, want);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_unchanged),
+        cmocka_unit_test(test_g15_is_printf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

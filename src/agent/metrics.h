@@ -75,7 +75,7 @@ enum gs_metrics_flags {
 int gs_metrics_render(struct gs_buf *b, const struct gs_snapshot *snap,
                       const struct gs_metrics_self *self, unsigned flags);
 
-/* printf's "%.15g" of v into out (>= 48 bytes, NUL not written), the values' formatter: the
+/* printf's "%.15g" of v into out (>= 40 bytes, NUL not written), the values' formatter: the
  * common cases without printf (metrics.c says how); returns its length. */
 size_t gs_metrics_g15(double v, char *out);
 

@@ -667,3 +667,57 @@ export function tagsText(tags) {
   return Object.entries(tags).filter(([, v]) => typeof v === 'string')
     .map(([k, v]) => `${k}=${v}`).join(' · ');
 }
+
+// ---- GPU usage (/api/v1/usage, docs/api.md; the Usage section, docs/dashboard.md) ----
+
+// The Usage section's time ranges: the last hour, day, week, 30 days (the rollups' retention).
+export const USAGE_RANGES = [
+  {label: '1 h', seconds: 3600},
+  {label: '24 h', seconds: 86400},
+  {label: '7 d', seconds: 7 * 86400},
+  {label: '30 d', seconds: 30 * 86400},
+];
+// At least this share of the held time idle (busy under 5 %): the row is highlighted.
+export const USAGE_IDLE_SHARE = 0.5;
+
+export function usageUrl(by, seconds, now) {
+  return `/api/v1/usage?by=${encodeURIComponent(by)}&from=${Math.floor(now - seconds)}` +
+    `&to=${Math.ceil(now)}`;
+}
+
+const hours = (h) => (isNum(h) ? (h < 10 ? h.toFixed(2) : h.toFixed(1)) : NA);
+
+// /api/v1/usage rows to the Usage table's: the key (a job's rows keyed by job, with its user),
+// GPU-hours held and busy share, idle-held hours and their share of the held time (idle: at
+// least USAGE_IDLE_SHARE), peak memory, energy, cost (with the agent's currency).
+export function usageRows(doc) {
+  const cur = typeof doc?.currency === 'string' && doc.currency ? ` ${doc.currency}` : '';
+  return (doc?.rows ?? []).map((r) => {
+    const idleShare = isNum(r.idle_held_hours) && isNum(r.held_gpu_hours) &&
+      r.held_gpu_hours > 0 ? r.idle_held_hours / r.held_gpu_hours : null;
+    return {
+      key: r.key === '' ? (doc?.by === 'job' ? '(no job)' : '(none)') : String(r.key ?? NA),
+      user: r.user ?? (isNum(r.uid) ? `uid ${r.uid}` : '—'),
+      held: hours(r.held_gpu_hours),
+      busy: fmtPercent(r.busy_share),
+      idleHeld: isNum(idleShare) ? `${hours(r.idle_held_hours)} (${fmtPercent(idleShare)})` : NA,
+      idle: isNum(idleShare) && idleShare >= USAGE_IDLE_SHARE,
+      peak: fmtBytes(r.peak_memory_bytes),
+      energy: isNum(r.energy_kwh) ? `${r.energy_kwh.toFixed(r.energy_kwh < 10 ? 2 : 1)} kWh` : NA,
+      cost: isNum(r.cost) ? `${r.cost.toFixed(2)}${cur}` : '—',
+    };
+  });
+}
+
+// The note under the Usage table: why it is empty, or the rows left out.
+export function usageNote(doc, status) {
+  if (status !== 200)
+    return typeof doc?.error === 'string' && doc.error ?
+      `Usage: ${doc.error}` : `Usage is not available (HTTP ${status}).`;
+  const dropped = isNum(doc?.groups_dropped) && doc.groups_dropped > 0 ?
+    ` ${doc.groups_dropped} more rows not shown.` : '';
+  if (!(doc?.rows ?? []).length)
+    return 'No GPU was held in this range (or none by your processes: the agent shows you ' +
+      `your own usage unless you are an admin).${dropped}`;
+  return dropped.trim();
+}

@@ -28,6 +28,7 @@
 
 struct gs_agent;
 struct gs_ticker;
+struct gs_usage;
 struct MHD_Daemon;
 
 /* What a publication serves: /metrics, /api/v1/snapshot, /api/v1/processes, /api/v1/alerts. */
@@ -41,6 +42,7 @@ struct gs_pub {
     int up;
     struct gs_snapshot *snap; /* valid when up */
     struct gs_buf prom;       /* /metrics body */
+    size_t prom_push_len;     /* what of it goes to a Pushgateway (all but the job gauges) */
     /* /api/v1/snapshot and /api/v1/processes bodies (jansson's malloc): rendered by the first
      * request that asks for them (gs_pub_body), not every cycle: most agents are only scraped
      * for /metrics, and the JSON is most of a cycle's instructions. */
@@ -104,6 +106,7 @@ struct gs_agent {
     struct gs_runs *runs;              /* the step-record socket (runs.h); NULL when socket = off */
     char runs_off[320];                /* why runs is NULL, as /api/v1/runs's 404 says it */
     struct gs_policy *policy;          /* the visibility policy (policy.h) */
+    struct gs_usage *usage;            /* GPU usage accounting (usage.h); its own lock */
     struct MHD_Daemon *mhd_unix;       /* http_socket for local viewers; NULL when off */
     struct gs_push *push;              /* NULL when no push sink is configured */
     struct gs_webhook *webhook;        /* NULL without alert_webhook (webhook.h) */

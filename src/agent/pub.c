@@ -22,6 +22,7 @@
 #include "agent/reaper.h"
 #include "agent/recorder.h"
 #include "agent/runs.h"
+#include "agent/usage.h"
 #include "agent/webhook.h"
 #include "base/clock.h"
 #include "core/snapjson.h"
@@ -201,6 +202,8 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         gs_log(GS_LOG_ERROR, "metrics: render failed (out of memory)");
     if (a->runs)
         gs_runs_render_prom(a->runs, &p->prom); /* per-rank series of live runs */
+    if (a->usage)                               /* usage counters per (user, GPU) */
+        gs_usage_render_prom(a->usage, &p->prom, -1, GS_USAGE_PROM_COUNTERS);
     render_refused(a, &p->prom);
     if (a->push) {
         struct gs_push_stats ps = gs_push_stats(a->push); /* a short lock, no I/O */
@@ -221,6 +224,12 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         p->alerts_listed = gs_alerts_list(a->alerts, p->up ? p->snap->t_real : gs_clock_real_s(),
                                           &p->alerts) == GS_OK;
     }
+    /* Last, and left out of the Pushgateway's copy: the live jobs' gauges carry a `job` label,
+     * which a Pushgateway overwrites with its grouping key's job (two jobs of one user on one
+     * GPU would then be one series twice, which breaks the Pushgateway's /metrics). */
+    p->prom_push_len = p->prom.len;
+    if (a->usage)
+        gs_usage_render_prom(a->usage, &p->prom, -1, GS_USAGE_PROM_JOBS);
     /* Not yet published: no request can see p, so no lock is needed here. */
     free(p->json);
     p->json = NULL;

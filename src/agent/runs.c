@@ -787,6 +787,25 @@ static int snap_rows(struct gs_runs *r, unsigned n_gpus)
     return 1;
 }
 
+int gs_runs_of_pid(struct gs_runs *r, unsigned pid, char *out, size_t cap)
+{
+    int found = 0;
+
+    if (!r || pid == 0)
+        return 0;
+    pthread_mutex_lock(&r->lock);
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && !found; i++) {
+        const struct run *run = r->live[i];
+        for (unsigned k = 0; run && k < run->n_conns && !found; k++)
+            if ((unsigned)run->conns[k].pid == pid) {
+                snprintf(out, cap, "%lld", (long long)run->id);
+                found = 1;
+            }
+    }
+    pthread_mutex_unlock(&r->lock);
+    return found;
+}
+
 unsigned gs_runs_want(struct gs_runs *r)
 {
     unsigned live;

@@ -73,7 +73,9 @@ NVML_TODAY = {
     "query --query-gpu (7 fields)": 68,
     "query -L": 44,  # 1060
     "query --version": 12,  # 1060
-    "query -q": 944,  # 2328 (-q prints nearly everything; the ECC locations are half of it)
+    # 2328 before the masks (-q prints nearly everything; the ECC locations are half of it);
+    # then 944, + 64 for the detail readings -q gained (GS_WANT_DETAIL: 8 calls per GPU)
+    "query -q": 1008,
     "query -q -d MEMORY": 128,  # 2000
     "query dmon -c 1": 108,  # 1060
     "query dmon -s pucvmet -c 1": 191,  # 2303

@@ -537,3 +537,30 @@ test('flat series: a y range at least 4 label steps wide, no repeated tick label
   assert.deepEqual(tickLabels([null, 1], mem.fmt), ['', '1.0 GiB']);
   for (const c of CHARTS) assert.ok(c.range || c.step > 0, `${c.id}: a fixed range or a step`);
 });
+
+test('usage: the API rows to the Usage table, idle-held highlighted from half the held time', async () => {
+  const {usageRows, usageUrl, usageNote, USAGE_RANGES, USAGE_IDLE_SHARE} =
+    await import('../../web/format.js');
+  assert.equal(USAGE_IDLE_SHARE, 0.5);
+  assert.deepEqual(USAGE_RANGES.map((r) => r.seconds), [3600, 86400, 604800, 2592000]);
+  assert.equal(usageUrl('job', 3600, 1764403600.4), '/api/v1/usage?by=job&from=1764400000&to=1764403601');
+  const doc = {by: 'job', currency: 'EUR', groups_dropped: 0, rows: [
+    {key: '4242', user: 'alice', uid: 1001, held_gpu_hours: 8, busy_share: 0.06,
+      idle_held_hours: 7.5, peak_memory_bytes: 7 * 1024 ** 3, energy_kwh: 1.234, cost: 20.5},
+    {key: '', user: null, uid: 1002, held_gpu_hours: 12.5, busy_share: 0.874,
+      idle_held_hours: 0, peak_memory_bytes: null, energy_kwh: null, cost: null},
+    {key: '7', user: 'bob', uid: 1003, held_gpu_hours: 2, busy_share: 0.5,
+      idle_held_hours: 0.99, peak_memory_bytes: 1024 ** 3, energy_kwh: 12.34, cost: null}]};
+  const rows = usageRows(doc);
+  assert.deepEqual(rows[0], {key: '4242', user: 'alice', held: '8.00', busy: '6 %',
+    idleHeld: '7.50 (94 %)', idle: true, peak: '7.0 GiB', energy: '1.23 kWh', cost: '20.50 EUR'});
+  assert.deepEqual(rows[1], {key: '(no job)', user: 'uid 1002', held: '12.5', busy: '87 %',
+    idleHeld: '0.00 (0 %)', idle: false, peak: NA, energy: NA, cost: '—'});
+  assert.equal(rows[2].idle, false); // 0.99 of 2 h: under half
+  assert.equal(rows[2].energy, '12.3 kWh');
+  assert.equal(usageNote(doc, 200), '');
+  assert.match(usageNote({rows: []}, 200), /^No GPU was held in this range/);
+  assert.equal(usageNote({error: 'history.db: damaged'}, 503), 'Usage: history.db: damaged');
+  assert.equal(usageNote({rows: doc.rows, groups_dropped: 3}, 200), '3 more rows not shown.');
+  assert.deepEqual(usageRows(null), []);
+});

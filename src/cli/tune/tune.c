@@ -873,7 +873,8 @@ int gs_cli_tune(int argc, char **argv)
     name_trial(&tr[0], 0);
     fprintf(stderr, "gpuscope tune: %s: baseline (%ld warmup + %ld measured steps)\n", tr[0].name,
             o.warmup, o.steps);
-    run_trial(&o, o.out, outfd, &tr[0], TUNE_FW_TORCH, NAN, budget_end,
+    /* the baseline runs to its window whatever the budget: without it nothing is measured */
+    run_trial(&o, o.out, outfd, &tr[0], TUNE_FW_TORCH, NAN, 0,
               o.trial_timeout_s > 0 ? o.trial_timeout_s : 3600);
     n = 1;
     if (tr[0].state != T_MEASURED) {

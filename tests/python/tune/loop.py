@@ -1,7 +1,8 @@
 """A plain PyTorch training loop for `gpuscope tune`'s tests; never imports gpuscope.
 
     loop.py MODE STEPS      MODE: data (each sample sleeps: data-bound), compute (a bigger
-                            model on pre-made batches), crash (exits 3 when num_workers != 0)
+                            model, no sleep), crash (exits 3 when num_workers != 0), nodl
+                            (batches made in the loop: no DataLoader)
 
 Until the package's tune hooks apply GPUSCOPE_TUNE (the contract of docs/tune.md), this
 script applies it to its own DataLoader and writes tune-applied-rank0.json into
@@ -38,8 +39,9 @@ if os.environ.get("LOOP_SELF_APPLY", "1") == "1" and "GPUSCOPE_TUNE" in os.envir
         applied["dataloader." + k] = v
     rd = os.environ.get("GPUSCOPE_RUN_DIR")
     if rd:
-        doc = {"rank": 0, "framework": "torch", "dataloaders_seen": 1,
-               "dataloaders_changed": 1 if applied else 0, "applied": applied, "errors": []}
+        seen = 0 if mode == "nodl" else 1
+        doc = {"rank": 0, "framework": "torch", "dataloaders_seen": seen,
+               "dataloaders_changed": 1 if applied and seen else 0, "applied": applied, "errors": []}
         with open(os.path.join(rd, "tune-applied-rank0.json"), "w") as f:
             json.dump(doc, f)
 if mode == "crash" and kw["num_workers"] != 0:
@@ -48,9 +50,13 @@ dl = torch.utils.data.DataLoader(Slow(), **kw)
 h = 512 if mode == "compute" else 16
 model = torch.nn.Sequential(torch.nn.Linear(32, h), torch.nn.ReLU(), torch.nn.Linear(h, 1))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-it = iter(dl)
+it = iter(dl) if mode != "nodl" else None
 for s in range(steps):
-    x, y = next(it)
+    if it is None:
+        time.sleep(SLEEP)
+        x, y = torch.randn(8, 32), torch.randn(8, 1)
+    else:
+        x, y = next(it)
     if mode == "compute":
         for _ in range(20):
             loss = torch.nn.functional.mse_loss(model(x.repeat(16, 1)), y.repeat(16, 1))

@@ -10,6 +10,11 @@ GPUSCOPE_TUNE itself (writing tune-applied-rank0.json as the package's tune hook
   a crashing trial         reported crashed with its exit, the others go on
   early cut and budget     a much slower trial is cut; a budget skips what would not fit
   refusals                 no training steps in the baseline; a hook that saw no DataLoader
+  HF-Trainer-shaped        framework hf: the worker count goes in GPUSCOPE_TUNE's
+                           training_args, the change is a TrainingArguments line; a learning
+                           rate of 50 (--try args.learning_rate) is flagged: its loss diverges
+  2-rank DDP (torchrun)    both ranks get the trial (tune-applied-rank0/1.json), two ranks
+  Ctrl-C                   exit 130, the baseline and the cut trial written, nothing left
 """
 import json
 import os
@@ -21,8 +26,9 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pyhelp  # noqa: E402
-from pyhelp import PYTHON, Tap  # noqa: E402
-from gsenv import BIN  # noqa: E402
+from pyhelp import FAKE_HF, PYTHON, Tap  # noqa: E402
+from gsenv import BIN, free_port  # noqa: E402
+import signal  # noqa: E402
 
 t = Tap()
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -101,7 +107,7 @@ t.ok(not group_alive(rep["run"]["pid"]), "run --stop-after-steps: nothing of the
 t.ok(took < 60, "run --stop-after-steps: took %.1f s" % took)
 
 # ---- a data-bound loop: tune finds workers, a separate run confirms ----
-p, doc, out = tune("data", "--steps", "20", "--warmup", "3", "--", PYTHON, LOOP, "data",
+p, doc, out = tune("data", "--steps", "60", "--warmup", "5", "--", PYTHON, LOOP, "data",
                    "100000")
 tr = trials(doc)
 best = next((x for x in doc.get("trials", []) if x["name"] == doc.get("best")), None)
@@ -118,10 +124,10 @@ t.ok(os.path.exists(os.path.join(out, "tune.html")) and
 if best:
     conf = os.path.join(TMP, "confirm")
     env = pyhelp.child_env(NO_COLOR="1", GPUSCOPE_TUNE=json.dumps(best["gpuscope_tune"]))
-    subprocess.run([BIN, "run", "--out", conf, "--stop-after-steps", "23", "--stacks", "off",
+    subprocess.run([BIN, "run", "--out", conf, "--stop-after-steps", "65", "--stacks", "off",
                     "--", PYTHON, LOOP, "data", "100000"], env=env, capture_output=True,
                    timeout=120)
-    got = window_sps(conf, 3, 20)
+    got = window_sps(conf, 5, 60)
     want = best["window"]["steps_per_second"]
     base = tr["(unchanged)"]["window"]["steps_per_second"]
     t.ok(pyhelp.near(got, want, 0.15), "data-bound: a separate run with %s measures %.2f "
@@ -169,5 +175,94 @@ tr = trials(doc)
 t.ok(tr.get("num_workers=2", {}).get("status") == "not applied" and
      "saw no DataLoader" in (tr.get("num_workers=2", {}).get("note") or ""),
      "refused: a trial whose hook saw no DataLoader is not applied", p.stdout[-1500:])
+
+# ---- an HF-Trainer-shaped script ----
+p, doc, out = tune("hf", "--steps", "10", "--warmup", "2", "--only-try", "--try", "num_workers=2",
+                   "--try", "args.learning_rate=50", "--cut-margin", "0", "--", PYTHON, LOOP,
+                   "hf", "100000", env={"PYTHONPATH": FAKE_HF + os.pathsep + pyhelp.PYROOT})
+tr = trials(doc)
+nw = tr.get("num_workers=2", {})
+t.ok(doc.get("framework") == "hf" and
+     (nw.get("gpuscope_tune") or {}).get("training_args") == {"dataloader_num_workers": 2},
+     "HF: the worker count reaches TrainingArguments (GPUSCOPE_TUNE training_args)",
+     p.stdout[-2000:] + p.stderr[-1000:])
+applied = {}
+try:
+    applied = json.load(open(os.path.join(out, nw.get("dir", "-"), "tune-applied-rank0.json")))
+except (OSError, ValueError):
+    pass
+t.ok(applied.get("applied", {}).get("training_args.dataloader_num_workers") == 2,
+     "HF: the trial's run directory says it was applied", applied)
+lr = tr.get("args.learning_rate=50", {})
+t.ok(lr.get("loss_diverges") is True and nw.get("loss_diverges") is False and
+     (nw.get("loss_difference") or 0) < 1e-3,
+     "HF: lr 50 flagged (its loss diverges: %s), num_workers=2 trains the same (%s)"
+     % (lr.get("loss_difference"), nw.get("loss_difference")))
+t.ok(doc.get("best") != lr.get("name") and (doc.get("best") is None or
+                                            "TrainingArguments(..., dataloader_num_workers=2)"
+                                            in (doc.get("change") or "")),
+     "HF: a diverging trial is never the best; the change is a TrainingArguments line",
+     doc.get("change"))
+
+# ---- a 2-rank DDP job: both ranks get each trial ----
+logs = os.path.join(TMP, "ddp-logs")
+p, doc, out = tune("ddp", "--steps", "8", "--warmup", "2", "--only-try", "--try",
+                   "num_workers=1", "--", PYTHON, "-m", "torch.distributed.run",
+                   "--nproc_per_node", "2", "--master_port", str(free_port()), "--redirects",
+                   "1", "--tee", "1", "--log_dir", logs, LOOP, "data", "100000",
+                   env={"OMP_NUM_THREADS": "1"})
+tr = trials(doc)
+one = tr.get("num_workers=1", {})
+ranks = []
+for r in (0, 1):
+    try:
+        a = json.load(open(os.path.join(out, one.get("dir", "-"), "tune-applied-rank%d.json" % r)))
+        ranks.append(a.get("applied", {}).get("dataloader.num_workers"))
+    except (OSError, ValueError):
+        ranks.append(None)
+t.ok(ranks == [1, 1], "DDP: both ranks applied the trial (%s)" % ranks,
+     p.stdout[-2000:] + p.stderr[-1000:])
+t.ok(one.get("status") == "measured" and one.get("window", {}).get("ranks") == 2 and
+     tr.get("(unchanged)", {}).get("window", {}).get("ranks") == 2,
+     "DDP: baseline and trial measured over two ranks", one)
+
+# ---- Ctrl-C ----
+out = os.path.join(TMP, "ctrlc")
+pt = subprocess.Popen([BIN, "tune", "--out", out, "--steps", "3000", "--warmup", "2",
+                       "--only-try", "--try", "num_workers=1", "--", PYTHON, LOOP, "data",
+                       "100000"], env=pyhelp.child_env(NO_COLOR="1", LOOP_SLEEP="0.001"),
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+pt_steps = os.path.join(out, "trial-00-baseline", "steps.jsonl")
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    try:
+        if sum(1 for _ in open(pt_steps)) > 20:
+            break
+    except OSError:
+        pass
+    time.sleep(0.2)
+pt.send_signal(signal.SIGINT)
+try:
+    so, se = pt.communicate(timeout=60)
+except subprocess.TimeoutExpired:
+    pt.kill()
+    so, se = pt.communicate()
+t.ok(pt.returncode == 130, "Ctrl-C: exit 130 (%s)" % pt.returncode, se[-1500:])
+doc = {}
+try:
+    doc = json.load(open(os.path.join(out, "tune.json")))
+except (OSError, ValueError):
+    pass
+st = [(x["status"], x["note"]) for x in doc.get("trials", [])]
+t.ok(doc.get("interrupted") is True and st[:1] == [("cut early", "interrupted (Ctrl-C)")],
+     "Ctrl-C: tune.json says what was measured (%s)" % st, so[-1500:])
+rep = {}
+try:
+    rep = json.load(open(os.path.join(out, "trial-00-baseline", "metrics_report.json")))
+except (OSError, ValueError):
+    pass
+t.ok(rep.get("outcome", {}).get("status") == "interrupted" and
+     not group_alive(rep.get("run", {}).get("pid", -1)),
+     "Ctrl-C: the trial's run stopped its command and wrote its report", rep.get("outcome"))
 
 pyhelp.exit_now(t.done())

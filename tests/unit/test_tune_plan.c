@@ -147,7 +147,7 @@ static void window(void **state)
 static void rules(void **state)
 {
     json_t *b = parse("[{\"type\":\"log\",\"step\":1,\"rank\":0,\"values\":{\"loss\":2.0}},"
-                      "{\"type\":\"log\",\"step\":2,\"rank\":0,\"values\":{\"loss\":1.0}},"
+                      "{\"type\":\"log\",\"step\":2.0,\"rank\":0,\"values\":{\"loss\":1.0}},"
                       "{\"type\":\"log\",\"step\":2,\"rank\":1,\"values\":{\"loss\":9.0}},"
                       "{\"type\":\"step\",\"step\":2}]");
     json_t *t = parse("[{\"type\":\"log\",\"step\":2,\"rank\":0,\"values\":{\"loss\":1.5}}]");

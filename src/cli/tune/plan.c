@@ -341,10 +341,10 @@ int tune_window_stats(const json_t *steps, long warmup, long nsteps, struct tune
         for (i = 0; i < n; i++) {
             const json_t *r = json_array_get(steps, i), *ms = json_object_get(r, "ms");
             if ((long)json_integer_value(json_object_get(r, "rank")) != ranks[k] ||
-                !json_is_integer(json_object_get(r, "step")) ||
+                !json_is_number(json_object_get(r, "step")) ||
                 !json_is_number(json_object_get(r, "t1")))
                 continue;
-            rs[m].step = (long)json_integer_value(json_object_get(r, "step"));
+            rs[m].step = (long)num(r, "step");
             rs[m].t1 = num(r, "t1");
             rs[m].data_ms = num(ms, "data");
             rs[m].comm_ms = num(ms, "communication");
@@ -423,7 +423,7 @@ json_t *tune_losses(const json_t *records, long upto)
     {
         const char *type = str(r, "type");
         double loss = num(json_object_get(r, "values"), "loss");
-        long step = (long)json_integer_value(json_object_get(r, "step"));
+        long step = (long)num(r, "step"); /* a float in HF's logs: state.global_step */
         if (!type || strcmp(type, "log") != 0 || !isfinite(loss) || step < 1 || step > upto ||
             json_integer_value(json_object_get(r, "rank")) != 0)
             continue;

@@ -75,11 +75,17 @@ struct trial {
 };
 
 static volatile sig_atomic_t g_interrupted;
+static volatile sig_atomic_t g_int_sent; /* the stop was a kill() at tune (not a terminal's) */
 
-static void on_sigint(int sig)
+static void on_sigint(int sig, siginfo_t *si, void *uc)
 {
     (void)sig;
+    (void)uc;
     g_interrupted = 1;
+    /* a terminal's Ctrl-C also reached the trial's gpuscope run (our process group), which
+     * passes it on to its command; a kill() at tune alone is passed on by run_trial */
+    if (si->si_code == SI_USER || si->si_code == SI_QUEUE || sig == SIGTERM)
+        g_int_sent = 1;
 }
 
 /* ---- options ---- */
@@ -456,6 +462,13 @@ static void run_trial(const struct tune_opts *o, const char *outdir, int outfd, 
             json_decref(steps);
             json_decref(all);
             steps = all = NULL;
+        }
+        if (!cut && g_interrupted) {
+            cut = 4;
+            snprintf(t->note, sizeof t->note, "interrupted (Ctrl-C)");
+            if (g_int_sent)
+                kill(pid, SIGINT); /* its gpuscope run stops its command's group */
+            termed_at = now;
         }
         if (!cut && budget_end > 0 && now >= budget_end) {
             cut = 2;
@@ -864,7 +877,8 @@ int gs_cli_tune(int argc, char **argv)
         return TUNE_EXIT_FAIL;
     }
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
+    sa.sa_sigaction = on_sigint;
+    sa.sa_flags = SA_SIGINFO;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     budget_end = o.budget_s > 0 ? t_start + o.budget_s : 0;

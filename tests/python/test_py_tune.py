@@ -84,6 +84,19 @@ def group_alive(pgid, wait_s=5.0):
         time.sleep(0.1)
 
 
+# ---- usage ----
+for args, what in ((["run", "--stop-after-steps", "0", "--", "true"], "a number of steps"),
+                   (["run", "--stop-grace", "-1", "--", "true"], "a number of seconds"),
+                   (["tune", "--try", "batch=4", "--", "true"], "not a setting tune can change"),
+                   (["tune", "--budget", "10x", "--", "true"], "not a duration"),
+                   (["tune", "--scope", "eval", "--", "true"], "not all or train")):
+    p = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=30,
+                       env=pyhelp.child_env())
+    t.ok(p.returncode == 2 and what in p.stderr, "usage: %s refused" % " ".join(args), p.stderr)
+p = subprocess.run([BIN, "tune", "--help"], capture_output=True, text=True, timeout=30)
+t.ok(p.returncode == 0 and "--try KEY=V1,V2" in p.stdout and "docs/tune.md" in p.stdout,
+     "usage: tune --help")
+
 # ---- gpuscope run --stop-after-steps ----
 out = os.path.join(TMP, "stop")
 env = pyhelp.child_env(NO_COLOR="1", GPUSCOPE_TUNE='{"dataloader": {"num_workers": 2}}')

@@ -71,7 +71,9 @@ struct trial {
     int diverged;
     int exit_code;
     double seconds;      /* the trial's wall time, start-up to teardown */
-    double first_step_s; /* from start to its first step record (start-up) */
+    double first_step_s; /* from its start to the first step's begin (t0): start-up */
+    double last_step_s;  /* from the last step's end (t1) to the trial's end: stop, teardown */
+    double started_at, ended_at; /* unix seconds */
 };
 
 static volatile sig_atomic_t g_interrupted;
@@ -339,6 +341,27 @@ static int check_applied(const char *dir, const struct tune_cand *c, char *why, 
 
 /* ---- running a trial ---- */
 
+/* The last non-empty line of the trial's log (what its gpuscope run said last). */
+static void log_tail(const char *outdir, const char *name, char *out, size_t len)
+{
+    char path[PATH_MAX + 128], *line = NULL;
+    size_t cap = 0;
+    FILE *f;
+
+    out[0] = '\0';
+    snprintf(path, sizeof path, "%s/%s.log", outdir, name);
+    f = fopen(path, "re");
+    if (!f)
+        return;
+    while (getline(&line, &cap, f) > 0) {
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0])
+            snprintf(out, len, "%s", line);
+    }
+    free(line);
+    fclose(f);
+}
+
 /* Whether a setting of c goes through GPUSCOPE_TUNE (then the package must say it applied). */
 static int tune_env_json_needed(const struct tune_cand *c, enum tune_framework fw)
 {
@@ -413,6 +436,7 @@ static void run_trial(const struct tune_opts *o, const char *outdir, int outfd, 
             argv[k++] = (char *)flags[i];
         argv[k] = NULL;
     }
+    t->started_at = gs_clock_real_s();
     pid = fork();
     if (pid == 0) {
         signal(SIGINT, SIG_DFL);
@@ -448,8 +472,6 @@ static void run_trial(const struct tune_opts *o, const char *outdir, int outfd, 
             struct tune_window w;
             next_check = now + 0.5;
             read_records(path, &steps, &all);
-            if (isnan(t->first_step_s) && json_array_size(steps))
-                t->first_step_s = now - start;
             if (o->cut_margin > 0 && tune_window_stats(steps, o->warmup, o->steps, &w) == 0 &&
                 tune_cut_early(w.steps_per_s, w.steps, best_sps,
                                (unsigned)(o->steps / 4 > 3 ? o->steps / 4 : 3), o->cut_margin) &&
@@ -490,12 +512,29 @@ static void run_trial(const struct tune_opts *o, const char *outdir, int outfd, 
         usleep(50000);
     }
     t->seconds = mono() - start;
+    t->ended_at = gs_clock_real_s();
     t->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     snprintf(path, sizeof path, "%s/metrics_report.json", dir);
     t->report = json_load_file(path, 0, NULL);
     snprintf(path, sizeof path, "%s/steps.jsonl", dir);
     read_records(path, &steps, &all);
     t->losses = tune_losses(all, o->warmup + o->steps);
+    {
+        double t0 = INFINITY, t1 = -INFINITY;
+        size_t i;
+        const json_t *r;
+        json_array_foreach(steps, i, r)
+        {
+            double a = json_number_value(json_object_get(r, "t0")),
+                   b = json_number_value(json_object_get(r, "t1"));
+            t0 = a > 0 && a < t0 ? a : t0;
+            t1 = b > t1 ? b : t1;
+        }
+        if (isfinite(t0) && isfinite(t1)) {
+            t->first_step_s = t0 - t->started_at;
+            t->last_step_s = t->ended_at - t1;
+        }
+    }
     {
         const json_t *oc = json_object_get(t->report, "outcome");
         const char *st = json_string_value(json_object_get(oc, "status"));
@@ -505,10 +544,16 @@ static void run_trial(const struct tune_opts *o, const char *outdir, int outfd, 
         } else if (!t->report || !st ||
                    (strcmp(st, "stopped") != 0 && strcmp(st, "completed") != 0)) {
             const char *exc = json_string_value(json_object_get(oc, "exception"));
+            char last[200];
+            if (!t->report) /* CMD never ran: not found, not executable, the directory */
+                log_tail(outdir, t->name, last, sizeof last);
             t->state = T_CRASHED;
             snprintf(t->note, sizeof t->note, "%s%s%s (exit %d; see %s/%s.log)",
-                     st ? st : "no report", exc ? ": " : "", exc ? exc : "", t->exit_code, outdir,
-                     t->name);
+                     st ? st : "no report", exc || !t->report ? ": " : "",
+                     exc          ? exc
+                     : !t->report ? last
+                                  : "",
+                     t->exit_code, outdir, t->name);
         } else if (!have_window) {
             const char *why = json_string_value(json_object_get(oc, "zero_steps_reason"));
             t->state = T_NO_WINDOW;
@@ -675,6 +720,10 @@ static json_t *trial_json(const struct trial *t, enum tune_framework fw, const c
     json_object_set_new(o, "seconds", json_real(t->seconds));
     json_object_set_new(o, "startup_seconds",
                         isfinite(t->first_step_s) ? json_real(t->first_step_s) : json_null());
+    json_object_set_new(o, "after_last_step_seconds",
+                        isfinite(t->last_step_s) ? json_real(t->last_step_s) : json_null());
+    json_object_set_new(o, "started_at", json_real(t->started_at));
+    json_object_set_new(o, "ended_at", json_real(t->ended_at));
     json_decref(set);
     return o;
 }
@@ -831,7 +880,7 @@ static void name_trial(struct trial *t, unsigned idx)
               *p == '.' || *p == '_' || *p == '='))
             *p = '-';
     snprintf(t->name, sizeof t->name, "trial-%02u-%.28s", idx, idx ? label : "baseline");
-    t->first_step_s = NAN;
+    t->first_step_s = t->last_step_s = NAN;
     t->loss_diff = NAN;
 }
 

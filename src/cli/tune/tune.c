@@ -282,21 +282,41 @@ static void read_records(const char *path, json_t **steps, json_t **all)
     fclose(f);
 }
 
-/* The package's tune-applied-rank<R>.json files in the trial's directory: whether the
- * settings were applied; why not in why. 1 applied, 0 not. */
-static int check_applied(const char *dir, const struct tune_cand *c, char *why, size_t len)
+/* Whether a rank's "applied" names setting s: "dataloader.K" (from a hook that saw a
+ * DataLoader: seen > 0), "training_args.K" or, for a DataLoader keyword,
+ * "training_args.dataloader_K" (a Trainer builds its loader from those). */
+static int rank_applied(const json_t *applied, long long seen, const struct tune_setting *s)
+{
+    char k[TUNE_KEY_MAX + 32];
+
+    snprintf(k, sizeof k, "%s.%s", s->route == TUNE_LOADER ? "dataloader" : "training_args",
+             s->key);
+    if (json_object_get(applied, k) && (s->route != TUNE_LOADER || seen > 0))
+        return 1;
+    if (s->route != TUNE_LOADER)
+        return 0;
+    snprintf(k, sizeof k, "training_args.%s", s->key);
+    if (json_object_get(applied, k))
+        return 1;
+    snprintf(k, sizeof k, "training_args.dataloader_%s", s->key);
+    return json_object_get(applied, k) != NULL;
+}
+
+/* The package's tune-applied-rank<R>.json files in the trial's directory (docs/tune.md):
+ * whether every rank (ranks: the report's count, 0 unknown) applied every setting that went
+ * through GPUSCOPE_TUNE; why not in why. 1 applied, 0 not. */
+static int check_applied(const char *dir, const struct tune_cand *c, long ranks, char *why,
+                         size_t len)
 {
     DIR *d = opendir(dir);
     struct dirent *e;
-    unsigned files = 0, loader_keys = 0;
-    long seen = 0, changed = 0;
+    unsigned files = 0;
     int ok = 1;
 
-    for (unsigned i = 0; i < c->n; i++)
-        loader_keys += c->s[i].route == TUNE_LOADER;
-    while (d && (e = readdir(d))) {
+    while (ok && d && (e = readdir(d))) {
         char p[PATH_MAX + 256];
-        json_t *doc, *errs;
+        json_t *doc, *errs, *applied;
+        long long rank;
         if (strncmp(e->d_name, "tune-applied-rank", 17) != 0)
             continue;
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
@@ -304,16 +324,38 @@ static int check_applied(const char *dir, const struct tune_cand *c, char *why, 
         if (!doc)
             continue;
         files++;
-        seen += (long)json_integer_value(json_object_get(doc, "dataloaders_seen"));
-        changed += (long)json_integer_value(json_object_get(doc, "dataloaders_changed"));
+        rank = (long long)json_integer_value(json_object_get(doc, "rank"));
         errs = json_object_get(doc, "errors");
-        if (json_array_size(errs) > 0 && ok) {
-            snprintf(why, len, "rank %lld: %s",
-                     (long long)json_integer_value(json_object_get(doc, "rank")),
+        applied = json_object_get(doc, "applied");
+        if (json_array_size(errs) > 0) {
+            snprintf(why, len, "rank %lld: %s", rank,
                      json_string_value(json_array_get(errs, 0))
                          ? json_string_value(json_array_get(errs, 0))
                          : "error");
             ok = 0;
+        }
+        for (unsigned i = 0; ok && i < c->n; i++) {
+            const struct tune_setting *s = &c->s[i];
+            if ((s->route != TUNE_LOADER && s->route != TUNE_TRAINARG) ||
+                rank_applied(
+                    applied,
+                    (long long)json_integer_value(json_object_get(doc, "dataloaders_seen")), s))
+                continue;
+            ok = 0;
+            if (s->route == TUNE_LOADER &&
+                json_integer_value(json_object_get(doc, "dataloaders_seen")) == 0)
+                snprintf(why, len,
+                         "rank %lld: the hook saw no DataLoader (the job builds none the hooks "
+                         "reach)",
+                         rank);
+            else
+                snprintf(
+                    why, len,
+                    "rank %lld did not apply %s (saw %lld DataLoader(s), changed "
+                    "%lld; --scope?)",
+                    rank, s->key,
+                    (long long)json_integer_value(json_object_get(doc, "dataloaders_seen")),
+                    (long long)json_integer_value(json_object_get(doc, "dataloaders_changed")));
         }
         json_decref(doc);
     }
@@ -328,12 +370,9 @@ static int check_applied(const char *dir, const struct tune_cand *c, char *why, 
                  "without tune hooks)");
         return 0;
     }
-    if (loader_keys && seen == 0) {
-        snprintf(why, len, "the hook saw no DataLoader (the job builds none the hooks reach)");
-        return 0;
-    }
-    if (loader_keys && changed == 0) {
-        snprintf(why, len, "the hook saw %ld DataLoader(s) and changed none (--scope?)", seen);
+    if (ranks > 0 && files < (unsigned long)ranks) {
+        snprintf(why, len, "%u of the job's %ld ranks said they applied the settings", files,
+                 ranks);
         return 0;
     }
     return 1;
@@ -568,7 +607,9 @@ static void run_trial(const struct tune_opts *o, const char *outdir, int outfd, 
         }
         if ((t->state == T_MEASURED || t->state == T_CUT) && tune_env_json_needed(&t->cand, fw)) {
             char why[400];
-            if (!check_applied(dir, &t->cand, why, sizeof why)) {
+            if (!check_applied(dir, &t->cand,
+                               (long)json_integer_value(json_object_get(t->report, "ranks")), why,
+                               sizeof why)) {
                 t->state = T_NOT_APPLIED;
                 snprintf(t->note, sizeof t->note, "%s", why);
             }
@@ -693,14 +734,14 @@ static json_t *window_json(const struct tune_window *w)
 
 static json_t *trial_json(const struct trial *t, enum tune_framework fw, const char *scope)
 {
-    json_t *o = json_object(), *set = json_object(), *env = tune_env_json(&t->cand, fw, scope);
+    json_t *o = json_object(), *set = json_array(), *env = tune_env_json(&t->cand, fw, scope);
+    static const char *const routes[] = {"dataloader", "training_args", "flag", "env"};
     char label[256];
 
     for (unsigned i = 0; i < t->cand.n; i++)
-        json_object_set_new(
-            set,
-            tune_cand_label(&(struct tune_cand){.n = 1, .s = {t->cand.s[i]}}, label, sizeof label),
-            json_string(t->cand.s[i].val));
+        json_array_append_new(set, json_pack("{s:s,s:s,s:o}", "route", routes[t->cand.s[i].route],
+                                             "key", t->cand.s[i].key, "value",
+                                             tune_value_json(t->cand.s[i].val)));
     json_object_set_new(o, "name", json_string(t->name));
     json_object_set_new(o, "dir", json_string(t->name));
     json_object_set_new(o, "settings", json_string(tune_cand_label(&t->cand, label, sizeof label)));
@@ -724,7 +765,7 @@ static json_t *trial_json(const struct trial *t, enum tune_framework fw, const c
                         isfinite(t->last_step_s) ? json_real(t->last_step_s) : json_null());
     json_object_set_new(o, "started_at", json_real(t->started_at));
     json_object_set_new(o, "ended_at", json_real(t->ended_at));
-    json_decref(set);
+    json_object_set_new(o, "changes", set);
     return o;
 }
 

@@ -54,7 +54,7 @@ if os.environ.get("LOOP_SELF_APPLY", "1") == "1" and "GPUSCOPE_TUNE" in os.envir
         for k, v in tune.get("training_args", {}).items():
             setattr(args, k, v)
             applied["training_args." + k] = v
-    else:
+    elif mode != "nodl":  # a hook that sees no DataLoader applies nothing
         for k, v in tune.get("dataloader", {}).items():
             kw[k] = v
             applied["dataloader." + k] = v

@@ -55,6 +55,10 @@ echo
 echo "### gpuscope trace analyze on adversarial traces (bench/bench_trace_bounds.py $BUILD)"
 echo
 /usr/bin/python3 bench/bench_trace_bounds.py "$BUILD"
+echo
+echo "### Applying a gpuscope tune trial in the training process (bench/bench_tune_hooks.py)"
+echo
+PYTHONPATH="$BUILD/python" OMP_NUM_THREADS=1 /usr/bin/python3 bench/bench_tune_hooks.py
 
 echo "### gpuscope top vs nvtop (bench/top.sh $BUILD 60)"
 echo

@@ -18,6 +18,7 @@ over the repeats; prints a Markdown table for bench/RESULTS.md.
 """
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -69,6 +70,7 @@ def main():
               % (steps, m(tot), m(start), m(run), m(after),
                  100 * (m(start) + m(after)) / m(tot), bare, min(tot), max(tot)))
     print("\n`python3 -c 'import torch'`: %.2f s (median of %d)" % (imp, reps))
+    shutil.rmtree(tmp, True)
 
 
 if __name__ == "__main__":

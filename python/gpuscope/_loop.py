@@ -88,6 +88,10 @@ class _State:
         self.stable = 0
         self.step_fwd = 0
         self.step_bwd = 0
+        # a tune trial scoped to the training DataLoader (gpuscope/_tune.py): until a training
+        # forward has shown which loader feeds it, each batch's loader index
+        self.tune_watch = False
+        self.batch_tag = 0
 
 
 S = _State()
@@ -287,6 +291,8 @@ def _wrap_next(orig):
                 p._acc[PH_DATA] += (_perf_ns() - t0) / 1e6
                 p._seen[PH_DATA] = True
         st.counts["data"] += 1
+        if st.tune_watch:
+            st.batch_tag = getattr(self, "__gpuscope_tune__", 0)
         # the batch's leading dimension (a tuple / list of tensors without recursion): the
         # step's samples once a training forward takes it (an evaluation batch never does)
         st.batch_facts = getattr(self, "__gpuscope_facts__", None)
@@ -322,6 +328,15 @@ def _wrap_iter_init(orig):
     return __init__
 
 
+def _tune_trained(index):
+    try:
+        from . import _tune
+        _tune.trained_on(index)
+    except Exception as e:
+        S.tune_watch = False
+        _warn(f"tune: the training DataLoader not identified ({e})")
+
+
 # ---- forward ----
 
 def _fwd_pre(module, inputs):
@@ -344,6 +359,8 @@ def _fwd_pre(module, inputs):
                 st.samples += st.batch_n
                 st.batch_n = 0
                 st.loader_fed = True
+                if st.tune_watch:
+                    _tune_trained(st.batch_tag)
             elif not st.loader_fed and inputs and type(inputs[0]) is _Tensor:
                 try:
                     st.samples += inputs[0].size(0)
@@ -795,6 +812,14 @@ def install(torch=None):
         S.hooks.append("DataLoader")
     except Exception as e:
         _warn(f"DataLoader not instrumented ({e})")
+    if os.environ.get("GPUSCOPE_TUNE") is not None:  # a `gpuscope tune` trial's settings
+        try:
+            from . import _tune
+            if _tune.install():
+                _tune.wrap_dataloader(torch, _patch)
+        except Exception as e:
+            print(f"gpuscope: tune: the trial's DataLoader settings cannot be applied ({e})",
+                  file=sys.stderr, flush=True)
     try:
         _install_global_forward()
         S.hooks.append("module forward")

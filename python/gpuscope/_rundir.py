@@ -60,10 +60,11 @@ def open_dir(path, dir_fd=None, create=False, mode=0o755):
     return fd
 
 
-def write(dir_fd, name, data, mode=0o644):
+def write(dir_fd, name, data, mode=0o644, sync=True):
     """Writes data (bytes) as the whole file name in dir_fd: a fresh temporary created
-    exclusively without following links, fsync, then renamed over name (a link there is
-    replaced, never written through)."""
+    exclusively without following links, fsync (unless not sync: a file rewritten often from
+    the training path, where a reader needs a whole file but not one that survives a power
+    cut), then renamed over name (a link there is replaced, never written through)."""
     tmp = ".%s.tmp-%s" % (name, secrets.token_hex(6))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
                  dir_fd=dir_fd)
@@ -71,7 +72,8 @@ def write(dir_fd, name, data, mode=0o644):
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         try:

@@ -6,7 +6,9 @@ transformers.Trainer gets a GpuScopeCallback, without code changes.
 Python imports `sitecustomize` once at start-up; this one:
 1. installs an import hook for the module transformers.trainer (it does not import
    transformers itself). When that module has finished executing, Trainer.__init__ is wrapped
-   to add one GpuScopeCallback unless the trainer already has one (the user's own, or ours).
+   to add one GpuScopeCallback unless the trainer already has one (the user's own, or ours),
+   and, under a `gpuscope tune` trial (GPUSCOPE_TUNE), to set the trial's TrainingArguments
+   fields before the original __init__ runs (gpuscope/_tune.py).
    The wrapping is done once per process (Trainer.__gpuscope_patched__);
 2. then runs the sitecustomize it shadows, if any (Debian ships one in /usr/lib/python3.X):
    the next one found on sys.path after this directory.
@@ -42,6 +44,21 @@ def _patch_accelerate(module):
     _loop.patch_accelerate(module)
 
 
+def _tune_args(targs):
+    """The trial's TrainingArguments fields on targs (gpuscope/_tune.py); True when a trial
+    is set."""
+    try:
+        from gpuscope import _tune
+        if not _tune.install():
+            return False
+        if targs is not None:
+            _tune.training_args(targs)
+        return True
+    except Exception as e:  # never break the user's training
+        print(f"gpuscope: tune: TrainingArguments not changed: {e}", file=sys.stderr)
+        return False
+
+
 def _patch_trainer(module):
     trainer_cls = getattr(module, "Trainer", None)
     if trainer_cls is None or getattr(trainer_cls, "__gpuscope_patched__", False):
@@ -49,7 +66,13 @@ def _patch_trainer(module):
     orig_init = trainer_cls.__init__
 
     def __init__(self, *args, **kwargs):
+        # a `gpuscope tune` trial's TrainingArguments fields, set before the Trainer reads
+        # them (its accelerator in __init__, its dataloaders in train()): Trainer(model, args)
+        targs = kwargs.get("args") if "args" in kwargs else args[1] if len(args) > 1 else None
+        tune = os.environ.get("GPUSCOPE_TUNE") is not None and _tune_args(targs)
         orig_init(self, *args, **kwargs)
+        if tune and targs is None:  # no arguments given: the ones the Trainer made itself
+            _tune_args(getattr(self, "args", None))
         try:
             from gpuscope.callback import GpuScopeCallback
             handler = getattr(self, "callback_handler", None)

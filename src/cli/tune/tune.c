@@ -303,11 +303,15 @@ static int rank_applied(const json_t *applied, long long seen, const struct tune
 }
 
 /* The package's tune-applied-rank<R>.json files in the trial's directory (docs/tune.md):
- * whether every rank (ranks: the report's count, 0 unknown) applied every setting that went
- * through GPUSCOPE_TUNE; why not in why. 1 applied, 0 not. */
-static int check_applied(const char *dir, const struct tune_cand *c, long ranks, char *why,
-                         size_t len)
+ * whether every rank (the report's count) applied every setting that went through
+ * GPUSCOPE_TUNE; why not in why. A job that wrote none and whose settings (the report's
+ * facts) name no DataLoader had none for the hooks to change. 1 applied, 0 not. */
+static int check_applied(const char *dir, const struct tune_cand *c, const json_t *report,
+                         char *why, size_t len)
 {
+    long ranks = (long)json_integer_value(json_object_get(report, "ranks"));
+    const json_t *facts = json_object_get(report, "facts");
+    unsigned loader_settings = 0;
     DIR *d = opendir(dir);
     struct dirent *e;
     unsigned files = 0;
@@ -363,6 +367,16 @@ static int check_applied(const char *dir, const struct tune_cand *c, long ranks,
         closedir(d);
     if (!ok)
         return 0;
+    for (unsigned i = 0; i < c->n; i++)
+        loader_settings += c->s[i].route == TUNE_LOADER;
+    if (!files && loader_settings && json_object_size(facts) &&
+        !json_object_get(facts, "loader_num_workers") &&
+        !json_object_get(facts, "dataloader_num_workers")) {
+        snprintf(why, len,
+                 "the hook saw no DataLoader: the run's settings name none, and no "
+                 "tune-applied-rank*.json was written");
+        return 0;
+    }
     if (!files) {
         snprintf(why, len,
                  "no tune-applied-rank*.json in the run directory: the job's gpuscope package "
@@ -607,9 +621,7 @@ static void run_trial(const struct tune_opts *o, const char *outdir, int outfd, 
         }
         if ((t->state == T_MEASURED || t->state == T_CUT) && tune_env_json_needed(&t->cand, fw)) {
             char why[400];
-            if (!check_applied(dir, &t->cand,
-                               (long)json_integer_value(json_object_get(t->report, "ranks")), why,
-                               sizeof why)) {
+            if (!check_applied(dir, &t->cand, t->report, why, sizeof why)) {
                 t->state = T_NOT_APPLIED;
                 snprintf(t->note, sizeof t->note, "%s", why);
             }

@@ -15,6 +15,13 @@ It also measures, with its own clock, what the test checks the report against. W
 torch.distributed process group initialised it trains through a DistributedDataParallel
 wrapper, as the real Trainer does after accelerator.prepare, and hands the callbacks the
 unwrapped model.
+
+As the real one (transformers 4.4x): __init__ builds the accelerator from
+args.gradient_accumulation_steps (kept as self.accelerator_gradient_accumulation_steps);
+get_train_dataloader builds the DataLoader in train() from args (batch size, the
+dataloader_* fields: num_workers, pin_memory, persistent_workers, drop_last, prefetch_factor),
+unless the test hands a ready one (dataloader=); the DDP wrapper gets args.ddp_bucket_cap_mb as
+bucket_cap_mb when it is set.
 """
 import math
 import time
@@ -28,6 +35,9 @@ class Trainer:
     def __init__(self, model=None, args=None, train_dataset=None, data_collator=None,
                  callbacks=None, dataloader=None):
         self.model = model
+        if args is None:  # as the real one: default arguments in ./tmp_trainer
+            from .training_args import TrainingArguments
+            args = TrainingArguments(output_dir="tmp_trainer")
         self.args = args
         self.train_dataset = train_dataset
         self.data_collator = data_collator
@@ -40,12 +50,27 @@ class Trainer:
         self.control = TrainerControl()
         self.control = self.callback_handler.on_init_end(self.args, self.state, self.control)
         self.measured = {"data_s": 0.0, "step_s": 0.0, "steps": 0}
+        # create_accelerator_and_postprocess: the GradientAccumulationPlugin's steps
+        self.accelerator_gradient_accumulation_steps = args.gradient_accumulation_steps
 
     def add_callback(self, callback):
         self.callback_handler.add_callback(callback)
 
     def get_train_dataloader(self):
-        return self._dataloader
+        if self._dataloader is not None:
+            return self._dataloader
+        ds = self.train_dataset
+        params = {"batch_size": self.args.train_batch_size, "collate_fn": self.data_collator,
+                  "num_workers": self.args.dataloader_num_workers,
+                  "pin_memory": self.args.dataloader_pin_memory,
+                  "persistent_workers": self.args.dataloader_persistent_workers}
+        if not isinstance(ds, torch.utils.data.IterableDataset):
+            params["sampler"] = torch.utils.data.RandomSampler(ds)
+            params["drop_last"] = self.args.dataloader_drop_last
+            # transformers passes it always (torch >= 2.0 takes None); torch 1.x's default is 2
+            if self.args.dataloader_prefetch_factor is not None:
+                params["prefetch_factor"] = self.args.dataloader_prefetch_factor
+        return torch.utils.data.DataLoader(ds, **params)
 
     def log(self, logs):
         logs = dict(logs)
@@ -80,7 +105,10 @@ class Trainer:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             # as the Trainer does (accelerator.prepare): train through a DDP wrapper while the
             # callbacks keep getting the unwrapped model
-            model = torch.nn.parallel.DistributedDataParallel(self.model)
+            kwargs = {}
+            if args.ddp_bucket_cap_mb is not None:  # _wrap_model
+                kwargs["bucket_cap_mb"] = args.ddp_bucket_cap_mb
+            model = torch.nn.parallel.DistributedDataParallel(self.model, **kwargs)
             self.model_wrapped = model
         for epoch in range(epochs):
             self.control = self.callback_handler.on_epoch_begin(args, self.state, self.control)

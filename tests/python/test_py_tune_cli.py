@@ -16,6 +16,9 @@ tests the hooks themselves).
                            rate of 50 (--try args.learning_rate) is flagged: its loss diverges
   2-rank DDP (torchrun)    both ranks get the trial (tune-applied-rank0/1.json), two ranks
   Ctrl-C                   exit 130, the baseline and the cut trial written, nothing left
+  a GPU (nvml-sim at 70 %)  the table's GPU utilization is the window's (samples.db); a
+                           pin_memory trial on a machine without CUDA is refused by the hooks:
+                           not applied, with their error
 """
 import atexit
 import json
@@ -281,6 +284,33 @@ except (OSError, ValueError):
 t.ok(rep.get("outcome", {}).get("status") == "interrupted" and
      not group_alive(rep.get("run", {}).get("pid", -1)),
      "Ctrl-C: the trial's run stopped its command and wrote its report", rep.get("outcome"))
+
+# ---- a GPU (nvml-sim): the window's utilization; pin_memory refused without CUDA ----
+gpu = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0d0e0f10-1111-2222-3333-444444444444",
+       "pci": {"bus": "0x19", "device_id": "0x2330"}, "memory": {"total_mib": 81559},
+       "power": {"default_limit_w": 700}, "architecture": "hopper",
+       "metrics": {"util_gpu_pct": 70, "power_w": 300}}
+scen = os.path.join(TMP, "gpu.json")
+with open(scen, "w") as f:
+    json.dump({"scenario_version": 1, "gpus": [gpu],
+               "processes": [{"id": "child", "pid": {"env": "GPUSCOPE_RUN_CHILD_PID"}, "gpu": 0,
+                              "used_memory_mib": 1024, "sm_util_pct": 70}]}, f)
+p, doc, out = tune("gpu", "--steps", "30", "--warmup", "3", "--only-try", "--try",
+                   "pin_memory=true", "--", PYTHON, LOOP, "data", "100000",
+                   env={"GPUSCOPE_NVML_LIBRARY": pyhelp.SIM, "NVML_SIM_SCENARIO": scen})
+tr = trials(doc)
+base = tr.get("(unchanged)", {})
+t.ok(base.get("gpu_utilization_source") == "window" and
+     pyhelp.near(base.get("gpu_utilization_percent"), 70, 0.01),
+     "GPU: the baseline's utilization over its window is the GPU's 70 %% (%s, %s)"
+     % (base.get("gpu_utilization_percent"), base.get("gpu_utilization_source")),
+     p.stdout[-2000:] + p.stderr[-1000:])
+t.ok(any(line.startswith("GPU utilization %") and "70.0" in line
+         for line in p.stdout.splitlines()), "GPU: the table's GPU utilization row")
+pin = tr.get("pin_memory=true", {})
+t.ok(pin.get("status") == "not applied" and "CUDA" in (pin.get("note") or ""),
+     "GPU without CUDA in torch: the pin_memory trial is not applied, the hooks say why",
+     pin)
 
 rc = t.done()
 shutil.rmtree(TMP, True)

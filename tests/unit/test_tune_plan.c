@@ -126,6 +126,7 @@ static void window(void **state)
     assert_true(fabs(w.data_ratio - 0.5) < 1e-6);
     assert_true(isnan(w.comm_ratio));
     assert_true(fabs(w.step_p50_ms - 100.0) < 1e-6);
+    assert_true(fabs(w.t_from - 2.0) < 1e-9 && fabs(w.t_to - 3.0) < 1e-9);
     /* a window shorter than asked: what there is */
     assert_int_equal(tune_window_stats(steps, 2, 100, &w), 0);
     assert_int_equal(w.steps, 10);

@@ -318,7 +318,7 @@ int tune_window_stats(const json_t *steps, long warmup, long nsteps, struct tune
 
     memset(w, 0, sizeof *w);
     w->steps_per_s = w->samples_per_s = w->data_ratio = w->comm_ratio = NAN;
-    w->step_p50_ms = w->step_p95_ms = w->loss_first = NAN;
+    w->step_p50_ms = w->step_p95_ms = w->t_from = w->t_to = NAN;
     if (!rs || !walls) {
         free(rs);
         free(walls);
@@ -374,6 +374,8 @@ int tune_window_stats(const json_t *steps, long warmup, long nsteps, struct tune
             w->steps_per_s = sps;
             w->steps = (unsigned)have;
             w->seconds = span;
+            w->t_from = t_start;
+            w->t_to = rs[last].t1;
         }
         {
             double smp = 0;

@@ -75,7 +75,7 @@ struct tune_window {
     double data_ratio;    /* data ms / wall, NaN unknown */
     double comm_ratio;    /* communication ms / wall, NaN when not measured */
     double step_p50_ms, step_p95_ms;
-    double loss_first; /* mean loss of the window's log records, NaN none */
+    double t_from, t_to; /* the slowest rank's window, unix seconds (GPU samples) */
 };
 int tune_window_stats(const json_t *steps, long warmup, long nsteps, struct tune_window *w);
 

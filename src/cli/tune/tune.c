@@ -38,6 +38,7 @@
 #include "runview/compare.h"
 #include "runview/page.h"
 #include "runview/rundata.h"
+#include "store/samples.h"
 
 #define TUNE_EXIT_REFUSED 1 /* no baseline to tune (no steps, a crash, not applied) */
 #define TUNE_EXIT_FAIL 125
@@ -74,6 +75,8 @@ struct trial {
     double first_step_s; /* from its start to the first step's begin (t0): start-up */
     double last_step_s;  /* from the last step's end (t1) to the trial's end: stop, teardown */
     double started_at, ended_at; /* unix seconds */
+    double gpu_util; /* the run's GPUs' mean utilization (%) over the window, NaN none */
+    const char *gpu_util_source; /* "window" (samples.db) or "run" (the report's average) */
 };
 
 static volatile sig_atomic_t g_interrupted;
@@ -392,6 +395,60 @@ static int check_applied(const char *dir, const struct tune_cand *c, const json_
     return 1;
 }
 
+/* ---- the window's GPU utilization ---- */
+
+struct util_acc {
+    unsigned char gpu[64]; /* the run's GPUs (NVML indices) */
+    double sum;
+    unsigned n;
+};
+
+static int util_row(void *ctx, const struct gs_store_sample_row *row)
+{
+    struct util_acc *a = ctx;
+
+    if (row->gpu < sizeof a->gpu && a->gpu[row->gpu] && isfinite(row->util_ratio)) {
+        a->sum += row->util_ratio * 100.0;
+        a->n++;
+    }
+    return 0;
+}
+
+/* The mean utilization of the run's GPUs (the report's "gpus") over the trial's window, from
+ * its samples.db; else the report's whole-run average; NaN when the run had no GPU. */
+static void window_gpu_util(const char *dir, struct trial *t)
+{
+    struct util_acc a;
+    char path[PATH_MAX + 16];
+    struct gs_err err;
+    size_t i;
+    const json_t *g;
+    unsigned gpus = 0;
+
+    memset(&a, 0, sizeof a);
+    t->gpu_util = NAN;
+    t->gpu_util_source = NULL;
+    json_array_foreach(json_object_get(t->report, "gpus"), i, g)
+    {
+        json_int_t idx = json_integer_value(json_object_get(g, "index"));
+        if (idx >= 0 && idx < (json_int_t)sizeof a.gpu) {
+            a.gpu[idx] = 1;
+            gpus++;
+        }
+    }
+    if (!gpus)
+        return;
+    snprintf(path, sizeof path, "%s/samples.db", dir);
+    if (isfinite(t->w.t_from) &&
+        gs_store_samples_read(path, t->w.t_from, t->w.t_to, util_row, &a, &err) == GS_OK && a.n) {
+        t->gpu_util = a.sum / a.n;
+        t->gpu_util_source = "window";
+    } else if (json_is_number(json_object_get(t->report, "gpu_avg_utilization_percent"))) {
+        t->gpu_util = json_number_value(json_object_get(t->report, "gpu_avg_utilization_percent"));
+        t->gpu_util_source = "run";
+    }
+}
+
 /* ---- running a trial ---- */
 
 /* The last non-empty line of the trial's log (what its gpuscope run said last). */
@@ -592,6 +649,7 @@ static void run_trial(const struct tune_opts *o, const char *outdir, int outfd, 
         const json_t *oc = json_object_get(t->report, "outcome");
         const char *st = json_string_value(json_object_get(oc, "status"));
         int have_window = tune_window_stats(steps, o->warmup, o->steps, &t->w) == 0;
+        window_gpu_util(dir, t);
         if (cut) {
             t->state = T_CUT;
         } else if (!t->report || !st ||
@@ -678,8 +736,8 @@ static void print_table(FILE *out, const struct trial *base, const struct trial 
         rows[n++] = (struct row){"MFU", "%.3f", rnum(rb, "mfu"), rnum(rt ? rt : rb, "mfu"), 1};
     rows[n++] = (struct row){"data loading ratio", "%.3f", wb->data_ratio, wt->data_ratio, -1};
     rows[n++] = (struct row){"communication ratio", "%.3f", wb->comm_ratio, wt->comm_ratio, -1};
-    rows[n++] = (struct row){"GPU utilization %", "%.1f", rnum(rb, "gpu_avg_utilization_percent"),
-                             rnum(rt ? rt : rb, "gpu_avg_utilization_percent"), 1};
+    rows[n++] = (struct row){"GPU utilization %", "%.1f", base->gpu_util,
+                             best ? best->gpu_util : base->gpu_util, 1};
     rows[n++] = (struct row){"step p50 ms", "%.2f", wb->step_p50_ms, wt->step_p50_ms, -1};
     rows[n++] = (struct row){"step p95 ms", "%.2f", wb->step_p95_ms, wt->step_p95_ms, -1};
     fprintf(out, "\n%s%-22s %14s %14s %10s%s\n", color ? "\033[1m" : "", "", "baseline",
@@ -763,10 +821,10 @@ static json_t *trial_json(const struct trial *t, enum tune_framework fw, const c
     json_object_set_new(o, "note", t->note[0] ? json_string(t->note) : json_null());
     json_object_set_new(o, "exit_code", json_integer(t->exit_code));
     json_object_set_new(o, "window", window_json(&t->w));
-    json_object_set_new(o, "gpu_avg_utilization_percent",
-                        json_is_number(json_object_get(t->report, "gpu_avg_utilization_percent"))
-                            ? json_real(rnum(t->report, "gpu_avg_utilization_percent"))
-                            : json_null());
+    json_object_set_new(o, "gpu_utilization_percent",
+                        isfinite(t->gpu_util) ? json_real(t->gpu_util) : json_null());
+    json_object_set_new(o, "gpu_utilization_source",
+                        t->gpu_util_source ? json_string(t->gpu_util_source) : json_null());
     json_object_set_new(o, "loss_diverges", json_boolean(t->diverged));
     json_object_set_new(o, "loss_difference",
                         isfinite(t->loss_diff) ? json_real(t->loss_diff) : json_null());

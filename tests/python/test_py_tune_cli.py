@@ -16,6 +16,8 @@ tests the hooks themselves).
                            rate of 50 (--try args.learning_rate) is flagged: its loss diverges
   2-rank DDP (torchrun)    both ranks get the trial (tune-applied-rank0/1.json), two ranks
   Ctrl-C                   exit 130, the baseline and the cut trial written, nothing left
+  ms-swift (a stand-in)     its flags appended to the command (--dataloader_num_workers 2),
+                           the change spelled as a swift flag
   a GPU (nvml-sim at 70 %)  the table's GPU utilization is the window's (samples.db); a
                            pin_memory trial on a machine without CUDA is refused by the hooks:
                            not applied, with their error
@@ -284,6 +286,23 @@ except (OSError, ValueError):
 t.ok(rep.get("outcome", {}).get("status") == "interrupted" and
      not group_alive(rep.get("run", {}).get("pid", -1)),
      "Ctrl-C: the trial's run stopped its command and wrote its report", rep.get("outcome"))
+
+# ---- ms-swift: flags appended ----
+p, doc, out = tune("swift", "--steps", "20", "--warmup", "3", "--only-try", "--try",
+                   "num_workers=2", "--", os.path.join(HERE, "tune", "swift"), "sft")
+tr = trials(doc)
+two = tr.get("num_workers=2", {})
+log = ""
+try:
+    log = open(os.path.join(out, two.get("name", "-") + ".log")).read()
+except OSError:
+    pass
+t.ok(doc.get("framework") == "ms-swift" and two.get("status") == "measured" and
+     "swift: num_workers=2" in log and two.get("gpuscope_tune") is None,
+     "ms-swift: the trial's flag reached the command line, no GPUSCOPE_TUNE",
+     p.stdout[-2000:] + p.stderr[-800:])
+t.ok(doc.get("best") is None or doc.get("change") == "swift ... --dataloader_num_workers 2",
+     "ms-swift: the change is a swift flag (%s)" % doc.get("change"))
 
 # ---- a GPU (nvml-sim): the window's utilization; pin_memory refused without CUDA ----
 gpu = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-0d0e0f10-1111-2222-3333-444444444444",

@@ -217,6 +217,40 @@ static void spelling(void **state)
     json_decref(e);
 }
 
+/* The fastest trial, unless a subset of its settings is as fast (within min_gain). */
+static void recommend(void **state)
+{
+    struct tune_cand c[5];
+    const struct tune_cand *p[5];
+    double sps[5] = {10, 20, 20.5, 14, 30};
+    int ok[5] = {1, 1, 1, 1, 0};
+    (void)state;
+
+    memset(c, 0, sizeof c);
+    c[1].n = 1;
+    c[1].s[0] = (struct tune_setting){TUNE_LOADER, "num_workers", "2"};
+    c[2] = c[1];
+    c[2].n = 2;
+    c[2].s[1] = (struct tune_setting){TUNE_LOADER, "prefetch_factor", "4"};
+    c[3].n = 1;
+    c[3].s[0] = (struct tune_setting){TUNE_LOADER, "num_workers", "1"};
+    c[4] = c[2];
+    for (int i = 0; i < 5; i++)
+        p[i] = &c[i];
+    assert_true(tune_subset(&c[1], &c[2]));
+    assert_false(tune_subset(&c[2], &c[1]));
+    assert_false(tune_subset(&c[3], &c[2]));
+    /* 20.5 with prefetch is within 5 % of 20 without: the simpler num_workers=2; trial 4
+     * (30, not usable: its loss diverged) is never picked */
+    assert_int_equal(tune_recommend(p, sps, ok, 5, 0.05), 1);
+    sps[2] = 25; /* prefetch now adds 25 %: kept */
+    assert_int_equal(tune_recommend(p, sps, ok, 5, 0.05), 2);
+    sps[1] = sps[2] = 10.2; /* nothing worth it */
+    sps[3] = 10.3;
+    assert_int_equal(tune_recommend(p, sps, ok, 5, 0.05), -1);
+    assert_int_equal(tune_recommend(p, sps, ok, 1, 0.05), -1);
+}
+
 static void framework(void **state)
 {
     json_t *r = parse("{\"run\":{\"framework\":\"hf\",\"command\":\"/opt/bin/swift sft --x 1\"}}");
@@ -235,6 +269,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(try_specs), cmocka_unit_test(candidates), cmocka_unit_test(window),
         cmocka_unit_test(rules),     cmocka_unit_test(spelling),   cmocka_unit_test(framework),
+        cmocka_unit_test(recommend),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

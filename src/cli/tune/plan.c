@@ -476,6 +476,41 @@ int tune_worth(double base_sps, double trial_sps, double min_gain)
            trial_sps > base_sps * (1.0 + min_gain);
 }
 
+int tune_subset(const struct tune_cand *a, const struct tune_cand *b)
+{
+    for (unsigned i = 0; i < a->n; i++) {
+        int found = 0;
+        for (unsigned j = 0; j < b->n && !found; j++)
+            found = a->s[i].route == b->s[j].route && strcmp(a->s[i].key, b->s[j].key) == 0 &&
+                    strcmp(a->s[i].val, b->s[j].val) == 0;
+        if (!found)
+            return 0;
+    }
+    return 1;
+}
+
+int tune_recommend(const struct tune_cand *const *cands, const double *sps, const int *ok,
+                   unsigned n, double min_gain)
+{
+    int best = -1, pick;
+
+    for (unsigned i = 1; i < n; i++)
+        if (ok[i] && isfinite(sps[i]) && (best < 0 || sps[i] > sps[best]))
+            best = (int)i;
+    if (best < 0 || n < 1 || !tune_worth(sps[0], sps[best], min_gain))
+        return -1;
+    pick = best;
+    for (unsigned i = 1; i < n; i++) {
+        if ((int)i == best || !ok[i] || !isfinite(sps[i]) ||
+            sps[i] * (1.0 + min_gain) < sps[best] || !tune_worth(sps[0], sps[i], min_gain) ||
+            !tune_subset(cands[i], cands[best]))
+            continue;
+        if (cands[i]->n < cands[pick]->n || (cands[i]->n == cands[pick]->n && sps[i] > sps[pick]))
+            pick = (int)i;
+    }
+    return pick;
+}
+
 /* ---- spelling ---- */
 
 json_t *tune_value_json(const char *v)

@@ -95,6 +95,17 @@ int tune_cut_early(double trial_sps, unsigned trial_steps, double best_sps, unsi
 /* Whether a trial's gain over the baseline is worth a change: over min_gain (0.05 = 5 %). */
 int tune_worth(double base_sps, double trial_sps, double min_gain);
 
+/* The trial to recommend among n (index 0 the baseline; ok[i]: measured, applied, its loss not
+ * diverging): the fastest usable one when it is worth a change over the baseline (tune_worth),
+ * then, of the trials whose settings are a subset of its own and whose steps/s is within
+ * min_gain of it, the one with the fewest settings (a setting that adds nothing measurable is
+ * left out of the change). -1: none worth it. */
+int tune_recommend(const struct tune_cand *const *cands, const double *sps, const int *ok,
+                   unsigned n, double min_gain);
+
+/* Whether every setting of a is one of b's (same route, key and value). */
+int tune_subset(const struct tune_cand *a, const struct tune_cand *b);
+
 /* GPUSCOPE_TUNE for a candidate (NULL when no setting goes through it): {"dataloader": {...},
  * "dataloader_scope": scope, "training_args": {...}} with values typed (int, float, bool,
  * null, else string). New reference. */

@@ -981,6 +981,21 @@ static int best_of(const struct trial *tr, unsigned n)
     return best;
 }
 
+/* The trial to recommend (plan.h's tune_recommend), or -1. */
+static int recommend(const struct trial *tr, unsigned n, double min_gain)
+{
+    const struct tune_cand *c[TUNE_MAX_TRIALS + 2];
+    double sps[TUNE_MAX_TRIALS + 2];
+    int ok[TUNE_MAX_TRIALS + 2];
+
+    for (unsigned i = 0; i < n && i < TUNE_MAX_TRIALS + 2; i++) {
+        c[i] = &tr[i].cand;
+        sps[i] = tr[i].w.steps_per_s;
+        ok[i] = i == 0 || trial_ok(&tr[i]);
+    }
+    return tune_recommend(c, sps, ok, n, min_gain);
+}
+
 static void name_trial(struct trial *t, unsigned idx)
 {
     char label[256], *p;
@@ -1002,7 +1017,8 @@ int gs_cli_tune(int argc, char **argv)
     struct tune_cand pending[TUNE_MAX_TRIALS];
     unsigned n = 0, np = 0;
     char defdir[64], why[256], spelled[1024] = "";
-    int created = 0, outfd, code = 0, best, color = gs_term_use_color(GS_COLOR_AUTO, STDOUT_FILENO);
+    int created = 0, outfd, code = 0, best = -1,
+        color = gs_term_use_color(GS_COLOR_AUTO, STDOUT_FILENO);
     double t_start = mono(), budget_end, timeout_s;
     enum tune_framework fw;
     struct gs_err err;
@@ -1179,9 +1195,7 @@ int gs_cli_tune(int argc, char **argv)
             n++;
         }
     }
-    best = best_of(tr, n);
-    if (best >= 0 && !tune_worth(tr[0].w.steps_per_s, tr[best].w.steps_per_s, o.min_gain))
-        best = -1;
+    best = recommend(tr, n, o.min_gain);
     if (best >= 0)
         tune_spell(&tr[best].cand, fw, spelled, sizeof spelled);
 
@@ -1232,9 +1246,6 @@ done : {
     json_object_set_new(doc, "min_gain", json_real(o.min_gain));
     json_object_set_new(doc, "interrupted", json_boolean(g_interrupted));
     json_object_set_new(doc, "trials", arr);
-    best = n > 1 ? best_of(tr, n) : -1;
-    if (best >= 0 && !tune_worth(tr[0].w.steps_per_s, tr[best].w.steps_per_s, o.min_gain))
-        best = -1;
     json_object_set_new(doc, "best", best >= 0 ? json_string(tr[best].name) : json_null());
     json_object_set_new(doc, "change", best >= 0 ? json_string(spelled) : json_null());
     text = json_dumps(doc, JSON_INDENT(2));

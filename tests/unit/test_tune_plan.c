@@ -251,6 +251,36 @@ static void recommend(void **state)
     assert_int_equal(tune_recommend(p, sps, ok, 1, 0.05), -1);
 }
 
+/* The combination takes a setting only from a trial that beat its own base. */
+static void combination(void **state)
+{
+    struct tune_cand c[5], out;
+    const struct tune_cand *p[5];
+    double sps[5] = {10, 20, 20.3, 26, 15};
+    int ok[5] = {1, 1, 1, 1, 1};
+    (void)state;
+
+    memset(c, 0, sizeof c);
+    c[1].n = 1;
+    c[1].s[0] = (struct tune_setting){TUNE_LOADER, "num_workers", "2"};
+    c[2] = c[1]; /* + prefetch: 20.3 against its base's 20, nothing */
+    c[2].n = 2;
+    c[2].s[1] = (struct tune_setting){TUNE_LOADER, "prefetch_factor", "4"};
+    c[3] = c[1]; /* + persistent: 26 against 20, worth it */
+    c[3].n = 2;
+    c[3].s[1] = (struct tune_setting){TUNE_LOADER, "persistent_workers", "true"};
+    c[4].n = 1; /* an env setting alone, 15 against the baseline's 10: worth it */
+    c[4].s[0] = (struct tune_setting){TUNE_ENV, "OMP_NUM_THREADS", "2"};
+    for (int i = 0; i < 5; i++)
+        p[i] = &c[i];
+    assert_int_equal(tune_combination(p, sps, ok, 5, 0.05, &out), 1);
+    assert_int_equal(out.n, 3); /* the fastest (3) + the env setting; not the prefetch */
+    assert_string_equal(out.s[1].key, "persistent_workers");
+    assert_string_equal(out.s[2].key, "OMP_NUM_THREADS");
+    ok[4] = 0; /* only the fastest's own settings: nothing to combine */
+    assert_int_equal(tune_combination(p, sps, ok, 5, 0.05, &out), 0);
+}
+
 static void framework(void **state)
 {
     json_t *r = parse("{\"run\":{\"framework\":\"hf\",\"command\":\"/opt/bin/swift sft --x 1\"}}");
@@ -267,9 +297,9 @@ static void framework(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(try_specs), cmocka_unit_test(candidates), cmocka_unit_test(window),
-        cmocka_unit_test(rules),     cmocka_unit_test(spelling),   cmocka_unit_test(framework),
-        cmocka_unit_test(recommend),
+        cmocka_unit_test(try_specs), cmocka_unit_test(candidates),  cmocka_unit_test(window),
+        cmocka_unit_test(rules),     cmocka_unit_test(spelling),    cmocka_unit_test(framework),
+        cmocka_unit_test(recommend), cmocka_unit_test(combination),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -489,6 +489,46 @@ int tune_subset(const struct tune_cand *a, const struct tune_cand *b)
     return 1;
 }
 
+static int cand_has_key(const struct tune_cand *c, const struct tune_setting *s)
+{
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->s[i].route == s->route && strcmp(c->s[i].key, s->key) == 0)
+            return 1;
+    return 0;
+}
+
+int tune_combination(const struct tune_cand *const *cands, const double *sps, const int *ok,
+                     unsigned n, double min_gain, struct tune_cand *out)
+{
+    int best = -1;
+    unsigned added = 0;
+
+    for (unsigned i = 1; i < n; i++)
+        if (ok[i] && isfinite(sps[i]) && (best < 0 || sps[i] > sps[best]))
+            best = (int)i;
+    if (best < 0 || !tune_worth(sps[0], sps[best], min_gain))
+        return 0;
+    *out = *cands[best];
+    for (unsigned i = 1; i < n; i++) {
+        double base = sps[0];
+        if ((int)i == best || !ok[i] || !isfinite(sps[i]))
+            continue;
+        for (unsigned j = 1; j < n; j++) /* its own base: the fastest strict subset */
+            if (j != i && ok[j] && isfinite(sps[j]) && cands[j]->n < cands[i]->n &&
+                tune_subset(cands[j], cands[i]) && sps[j] > base)
+                base = sps[j];
+        if (!tune_worth(base, sps[i], min_gain))
+            continue;
+        for (unsigned k = 0; k < cands[i]->n && out->n < TUNE_MAX_SETTINGS; k++)
+            if (!cand_has_key(out, &cands[i]->s[k])) {
+                out->s[out->n++] = cands[i]->s[k];
+                added++;
+            }
+    }
+    snprintf(out->why, sizeof out->why, "the best combination");
+    return added > 0;
+}
+
 int tune_recommend(const struct tune_cand *const *cands, const double *sps, const int *ok,
                    unsigned n, double min_gain)
 {

@@ -103,6 +103,14 @@ int tune_worth(double base_sps, double trial_sps, double min_gain);
 int tune_recommend(const struct tune_cand *const *cands, const double *sps, const int *ok,
                    unsigned n, double min_gain);
 
+/* The best combination (plan step 3) into *out: the fastest usable trial's settings plus the
+ * settings of every other usable trial that was worth it over its own base (the fastest of
+ * the trials whose settings are a strict subset of its own, else the baseline, index 0) and
+ * whose keys the combination lacks. 1 when that adds a setting to the fastest trial's, else 0
+ * (nothing to try). */
+int tune_combination(const struct tune_cand *const *cands, const double *sps, const int *ok,
+                     unsigned n, double min_gain, struct tune_cand *out);
+
 /* Whether every setting of a is one of b's (same route, key and value). */
 int tune_subset(const struct tune_cand *a, const struct tune_cand *b);
 

@@ -740,8 +740,12 @@ static void print_table(FILE *out, const struct trial *base, const struct trial 
                              best ? best->gpu_util : base->gpu_util, 1};
     rows[n++] = (struct row){"step p50 ms", "%.2f", wb->step_p50_ms, wt->step_p50_ms, -1};
     rows[n++] = (struct row){"step p95 ms", "%.2f", wb->step_p95_ms, wt->step_p95_ms, -1};
-    fprintf(out, "\n%s%-22s %14s %14s %10s%s\n", color ? "\033[1m" : "", "", "baseline",
-            best ? "best" : "(no change)", best ? "change" : "", color ? "\033[0m" : "");
+    if (best)
+        fprintf(out, "\n%s%-22s %14s %14s %10s%s\n", color ? "\033[1m" : "", "", "baseline", "best",
+                "change", color ? "\033[0m" : "");
+    else
+        fprintf(out, "\n%s%-22s %14s%s\n", color ? "\033[1m" : "", "", "baseline",
+                color ? "\033[0m" : "");
     for (unsigned i = 0; i < n; i++) {
         char a[32], b[32], c[32];
         int good = isfinite(rows[i].base) && isfinite(rows[i].best) &&
@@ -749,9 +753,13 @@ static void print_table(FILE *out, const struct trial *base, const struct trial 
         cell(a, sizeof a, rows[i].base, rows[i].fmt);
         cell(b, sizeof b, best ? rows[i].best : NAN, rows[i].fmt);
         change(c, sizeof c, rows[i].base, rows[i].best);
-        fprintf(out, "%-22s %14s %14s %s%10s%s\n", rows[i].name, a, best ? b : "",
-                color && best && c[0] ? (good ? "\033[32m" : "\033[31m") : "", best ? c : "",
-                color && best && c[0] ? "\033[0m" : "");
+        if (!best)
+            fprintf(out, "%-22s %14s\n", rows[i].name, a);
+        else if (!c[0])
+            fprintf(out, "%-22s %14s %14s\n", rows[i].name, a, b);
+        else
+            fprintf(out, "%-22s %14s %14s %s%10s%s\n", rows[i].name, a, b,
+                    color ? (good ? "\033[32m" : "\033[31m") : "", c, color ? "\033[0m" : "");
     }
 }
 
@@ -1166,30 +1174,18 @@ int gs_cli_tune(int argc, char **argv)
                 }
             }
         } else if (round == 2) {
-            /* the best combination: the best trial plus every other worthwhile setting */
+            /* the best combination (plan.h) */
             struct tune_cand comb;
-            int bi = best_of(tr, n);
-            unsigned added = 0;
-            if (bi < 0 || !tune_worth(tr[0].w.steps_per_s, tr[bi].w.steps_per_s, o.min_gain))
-                break;
-            comb = tr[bi].cand;
-            for (unsigned i = 1; i < n; i++) {
-                if ((int)i == bi || !trial_ok(&tr[i]) ||
-                    !tune_worth(tr[0].w.steps_per_s, tr[i].w.steps_per_s, o.min_gain))
-                    continue;
-                for (unsigned k = 0; k < tr[i].cand.n; k++)
-                    if (!has_key(&comb, tr[i].cand.s[k].key, tr[i].cand.s[k].route) &&
-                        comb.n < TUNE_MAX_SETTINGS) {
-                        /* a setting that helped on top of a worse worker count still helps
-                         * with the best one only if it was tried with workers: keep those
-                         * that need none, or that were tried on workers */
-                        comb.s[comb.n++] = tr[i].cand.s[k];
-                        added++;
-                    }
+            const struct tune_cand *c[TUNE_MAX_TRIALS + 2];
+            double sps[TUNE_MAX_TRIALS + 2];
+            int ok[TUNE_MAX_TRIALS + 2];
+            for (unsigned i = 0; i < n; i++) {
+                c[i] = &tr[i].cand;
+                sps[i] = tr[i].w.steps_per_s;
+                ok[i] = i == 0 || trial_ok(&tr[i]);
             }
-            if (!added)
+            if (!tune_combination(c, sps, ok, n, o.min_gain, &comb))
                 break;
-            snprintf(comb.why, sizeof comb.why, "the best combination");
             tr[n].cand = comb;
             name_trial(&tr[n], n);
             n++;
@@ -1216,6 +1212,9 @@ int gs_cli_tune(int argc, char **argv)
             if (!nl)
                 break;
         }
+    } else if (n == 1) {
+        printf("\nNo setting worth changing: the baseline's findings point at no setting tune "
+               "can try (no data loading or communication bottleneck) and no --try was given.\n");
     } else {
         printf("\nNo setting worth changing: no trial was %.0f %% faster than the baseline "
                "(--min-gain).\n",
@@ -1223,11 +1222,12 @@ int gs_cli_tune(int argc, char **argv)
     }
     if (g_interrupted)
         printf("Interrupted (Ctrl-C): the figures above are what was measured.\n");
-    printf("Trials in %s/; compare any two: gpuscope compare %s/%s %s/%s\n", o.out, o.out,
-           tr[0].name, o.out,
-           best >= 0 ? tr[best].name
-           : n > 1   ? tr[1].name
-                     : tr[0].name);
+    if (n > 1)
+        printf("Trials in %s/; compare any two: gpuscope compare %s/%s %s/%s\n", o.out, o.out,
+               tr[0].name, o.out, best >= 0 ? tr[best].name : tr[1].name);
+    else
+        printf("The baseline's run: %s/%s (gpuscope report %s/%s)\n", o.out, tr[0].name, o.out,
+               tr[0].name);
     code = g_interrupted ? 130 : 0;
 done : {
     json_t *doc = json_object(), *arr = json_array();

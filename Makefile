@@ -5,6 +5,7 @@
 #   make fuzz   only the libFuzzer targets (clang, in build-fuzz); FUZZ_SECONDS=60 for longer runs
 #   make install, make uninstall   PREFIX=/usr/local DESTDIR= SYSCONFDIR=/etc NVIDIA_SMI_LINK=
 #               (docs/install.md)
+#   make deb    the Debian package, DEB_OUT/gpuscope_VERSION-REV_ARCH.deb, checked by lintian
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
@@ -12,7 +13,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 20
 MESON_FLAGS ?= -Dwerror=true
 
-.PHONY: all deps build test test-asan test-tsan run bench fuzz install uninstall clean
+.PHONY: all deps build test test-asan test-tsan run bench fuzz install uninstall deb clean
 
 all: build
 
@@ -87,5 +88,26 @@ install: build
 uninstall:
 	/usr/bin/python3 scripts/install.py uninstall --prefix "$(PREFIX)" --destdir "$(DESTDIR)"
 
+# make deb: debian/ with debhelper (docs/install.md, DEBIAN PACKAGE), built in DEB_BUILD
+# (configured once with Debian's flags and prefix /usr, then reused) from the install step
+# above (make install DESTDIR=debian/gpuscope PREFIX=/usr SYSCONFDIR=/etc); the .deb goes to
+# DEB_OUT, then lintian checks it (errors and warnings fail; debian/gpuscope.lintian-overrides
+# says why each override is there).
+DEB_BUILD ?= build-deb
+DEB_OUT ?= dist
+# debhelper builds with one job unless told; make deb uses every core.
+deb: export DEB_BUILD_OPTIONS ?= parallel=$(shell nproc)
+
+deb:
+	@command -v dh >/dev/null && command -v lintian >/dev/null || \
+	  { echo "gpuscope: make deb needs debhelper and lintian (make deps installs them)" >&2; exit 1; }
+	dpkg-checkbuilddeps
+	mkdir -p $(DEB_OUT)
+	rm -f debian/debhelper-build-stamp   # so the build steps run (and configure DEB_BUILD if gone)
+	debian/rules binary DEB_BUILD_DIR=$(abspath $(DEB_BUILD)) DEB_OUT=$(abspath $(DEB_OUT))
+	lintian --fail-on error,warning $(DEB_OUT)/gpuscope_$$(dpkg-parsechangelog -SVersion)_$$(dpkg-architecture -qDEB_HOST_ARCH).deb
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) $(DEB_BUILD)
+	rm -rf debian/gpuscope debian/.debhelper debian/files debian/*.substvars \
+	  debian/debhelper-build-stamp

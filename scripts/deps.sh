@@ -46,6 +46,9 @@ PKGS="$PKGS pandoc"
 # python3-mesonpy: the wheel's build backend (pyproject.toml; tests/e2e/test_wheel.py builds
 # the wheel with pip and installs it into a venv).
 PKGS="$PKGS python3-mesonpy"
+# debhelper (with dpkg-dev), lintian: the Debian package (make deb, debian/) and its check;
+# shellcheck: the package's maintainer scripts (tests/e2e/test_deb.py).
+PKGS="$PKGS debhelper lintian shellcheck"
 # web/node_modules: uPlot (embedded into the binary at build time) and playwright-core (the
 # browser test), exactly as web/package-lock.json pins them; again when the lock file changed.
 web_deps() {

@@ -646,6 +646,123 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetRepairStatus(nvmlDevice_t device,
     return gs_sim_leave(NVML_SUCCESS);
 }
 
+/* ---- what only nvidia-smi -q shows: modes, SRAM error status, bank-remap histogram, fabric --- */
+
+/* A scenario value behind a NULL-checked pointer argument; NOT_SUPPORTED when not given. */
+#define SIM_SIMPLE(fn, ptr_ok, given)                                                              \
+    struct gs_sim_call c;                                                                          \
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_##fn, device, 0, &c);                                 \
+    if (rc != NVML_SUCCESS)                                                                        \
+        return rc;                                                                                 \
+    if (!(ptr_ok))                                                                                 \
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);                                          \
+    if (!c.g->given)                                                                               \
+    return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED)
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device,
+                                                            nvmlDeviceAddressingMode_t *mode)
+{
+    SIM_SIMPLE(nvmlDeviceGetAddressingMode, mode, has_addressing);
+    if (mode->version != nvmlDeviceAddressingMode_v1)
+        return gs_sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    mode->value = c.g->addressing_mode;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t
+nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, nvmlGpuVirtualizationMode_t *pVirtualMode)
+{
+    SIM_SIMPLE(nvmlDeviceGetVirtualizationMode, pVirtualMode, has_virt);
+    *pVirtualMode = c.g->virt_mode;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetHostVgpuMode(nvmlDevice_t device,
+                                                          nvmlHostVgpuMode_t *pHostVgpuMode)
+{
+    SIM_SIMPLE(nvmlDeviceGetHostVgpuMode, pHostVgpuMode, has_host_vgpu);
+    *pHostVgpuMode = c.g->host_vgpu_mode;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device,
+                                                          nvmlC2cModeInfo_v1_t *c2cModeInfo)
+{
+    SIM_SIMPLE(nvmlDeviceGetC2cModeInfoV, c2cModeInfo, has_c2c);
+    c2cModeInfo->isC2cEnabled = c.g->c2c_enabled;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetCapabilities(nvmlDevice_t device,
+                                                          nvmlDeviceCapabilities_t *caps)
+{
+    SIM_SIMPLE(nvmlDeviceGetCapabilities, caps, has_egm);
+    if (caps->version != nvmlDeviceCapabilities_v1)
+        return gs_sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    caps->capMask = c.g->egm ? NVML_DEV_CAP_EGM : 0;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetSramEccErrorStatus(nvmlDevice_t device,
+                                                                nvmlEccSramErrorStatus_t *status)
+{
+    SIM_SIMPLE(nvmlDeviceGetSramEccErrorStatus, status, has_sram);
+    if (status->version != nvmlEccSramErrorStatus_v1)
+        return gs_sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    status->aggregateUncParity = c.g->sram[0];
+    status->aggregateUncSecDed = c.g->sram[1];
+    status->aggregateCor = c.g->sram[2];
+    status->volatileUncParity = c.g->sram[3];
+    status->volatileUncSecDed = c.g->sram[4];
+    status->volatileCor = c.g->sram[5];
+    status->aggregateUncBucketL2 = c.g->sram[6];
+    status->aggregateUncBucketSm = c.g->sram[7];
+    status->aggregateUncBucketPcie = c.g->sram[8];
+    status->aggregateUncBucketMcu = c.g->sram[9];
+    status->aggregateUncBucketOther = c.g->sram[10];
+    status->bThresholdExceeded = c.g->sram_threshold;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t
+nvmlDeviceGetRowRemapperHistogram(nvmlDevice_t device, nvmlRowRemapperHistogramValues_t *values)
+{
+    SIM_SIMPLE(nvmlDeviceGetRowRemapperHistogram, values, has_remap_hist);
+    values->max = c.g->remap_hist[0];
+    values->high = c.g->remap_hist[1];
+    values->partial = c.g->remap_hist[2];
+    values->low = c.g->remap_hist[3];
+    values->none = c.g->remap_hist[4];
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+/* Version 3 only (this sim's driver is newer than 565); a GPU without "fabric" reports state
+ * NOT_SUPPORTED with SUCCESS, as a PCIe board on a recent driver does. */
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device,
+                                                            nvmlGpuFabricInfo_v3_t *gpuFabricInfo)
+{
+    struct gs_sim_call c;
+    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetGpuFabricInfoV, device, 0, &c);
+
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!gpuFabricInfo)
+        return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (gpuFabricInfo->version != nvmlGpuFabricInfo_v3)
+        return gs_sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    memset((char *)gpuFabricInfo + sizeof gpuFabricInfo->version, 0,
+           sizeof *gpuFabricInfo - sizeof gpuFabricInfo->version);
+    if (!c.g->has_fabric)
+        return gs_sim_leave(NVML_SUCCESS); /* state NOT_SUPPORTED (0) */
+    memcpy(gpuFabricInfo->clusterUuid, c.g->fabric_cluster, sizeof gpuFabricInfo->clusterUuid);
+    gpuFabricInfo->state = (nvmlGpuFabricState_t)c.g->fabric_state;
+    if (c.g->fabric_state == NVML_GPU_FABRIC_STATE_COMPLETED) {
+        gpuFabricInfo->status = c.g->fabric_status;
+        gpuFabricInfo->cliqueId = c.g->fabric_clique;
+    }
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
 /* ---- the sample buffer -------------------------------------------------------------------- */
 
 /* Value of sample type `type` for the interval ending at tk. */

@@ -604,10 +604,48 @@ static nvmlReturn_t one_field(const struct gs_sim_call *c, nvmlFieldValue_t *v)
                                                                       : g->remap_failure);
     case NVML_FI_DEV_POWER_AVERAGE:
     case NVML_FI_DEV_POWER_INSTANT:
+        if (v->scopeId == NVML_POWER_SCOPE_MEMORY) { /* "memory_power_w" / "_instant_w" */
+            enum gs_sim_metric m =
+                v->fieldId == NVML_FI_DEV_POWER_AVERAGE ? GS_SIM_M_POWER_MEM : GS_SIM_M_POWER_MEM_I;
+            double w = c->g->power_window_s;
+            if (!g->metric_given[m])
+                return NVML_ERROR_NOT_SUPPORTED;
+            return set_ui(v, (unsigned)llround((m == GS_SIM_M_POWER_MEM
+                                                    ? gs_sim_metric_avg(c, m, c->t - w, c->t)
+                                                    : gs_sim_metric_at(c, m, c->t)) *
+                                               1000));
+        }
         if (v->scopeId != 0) /* module / GPU-base scopes: Grace boards only */
             return NVML_ERROR_NOT_SUPPORTED;
         return set_ui(v, v->fieldId == NVML_FI_DEV_POWER_AVERAGE ? power_avg_mw(c)
                                                                  : power_instant_mw(c));
+    case NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT:
+    case NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT:
+    case NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT:
+    case NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT: {
+        unsigned k = v->fieldId - NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT;
+        if (!g->has_tlimit[k])
+            return NVML_ERROR_NOT_SUPPORTED;
+        v->valueType = NVML_VALUE_TYPE_SIGNED_INT;
+        v->value.ullVal = 0;
+        v->value.siVal = g->tlimit_c[k];
+        return NVML_SUCCESS;
+    }
+    case NVML_FI_DEV_REMAPPED_ROWS_COR_INACTIVE:
+    case NVML_FI_DEV_REMAPPED_ROWS_UNC_INACTIVE: {
+        unsigned k = v->fieldId - NVML_FI_DEV_REMAPPED_ROWS_COR_INACTIVE;
+        if (!g->has_remap || mig || !g->has_remap_inactive[k])
+            return NVML_ERROR_NOT_SUPPORTED;
+        return set_ui(v, g->remap_inactive[k]);
+    }
+    case NVML_FI_DEV_EDPP_MULTIPLIER:
+        if (!g->has_edpp)
+            return NVML_ERROR_NOT_SUPPORTED;
+        return set_ui(v, g->edpp_pct);
+    case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
+        if (!g->has_recovery)
+            return NVML_ERROR_NOT_SUPPORTED;
+        return set_ui(v, g->recovery_action);
     case NVML_FI_DEV_POWER_MIN_LIMIT:
     case NVML_FI_DEV_POWER_MAX_LIMIT:
     case NVML_FI_DEV_POWER_DEFAULT_LIMIT:

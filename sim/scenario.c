@@ -78,6 +78,8 @@ static const struct gs_sim_metric_info metric_info[GS_SIM_M__COUNT] = {
     [GS_SIM_M_FBC_LATENCY] = {"fbc_latency_us", 0, 4e9},
     [GS_SIM_M_REPAIR_CHAN] = {"repair_channel_pending", 0, 1},
     [GS_SIM_M_REPAIR_TPC] = {"repair_tpc_pending", 0, 1},
+    [GS_SIM_M_POWER_MEM] = {"memory_power_w", 0, 10000},
+    [GS_SIM_M_POWER_MEM_I] = {"memory_power_instant_w", 0, 10000},
 };
 
 const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m)
@@ -205,6 +207,44 @@ static const struct name_val proc_type_names[] = {
     {"graphics", GS_SIM_PROC_GRAPHICS},
     {"both", GS_SIM_PROC_COMPUTE | GS_SIM_PROC_GRAPHICS},
     {"mps", GS_SIM_PROC_MPS},
+    {NULL, 0},
+};
+
+static const struct name_val addressing_names[] = {
+    {"none", NVML_DEVICE_ADDRESSING_MODE_NONE},
+    {"hmm", NVML_DEVICE_ADDRESSING_MODE_HMM},
+    {"ats", NVML_DEVICE_ADDRESSING_MODE_ATS},
+    {NULL, 0},
+};
+
+static const struct name_val virt_names[] = {
+    {"none", NVML_GPU_VIRTUALIZATION_MODE_NONE},
+    {"pass-through", NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH},
+    {"vgpu", NVML_GPU_VIRTUALIZATION_MODE_VGPU},
+    {"host-vgpu", NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU},
+    {"host-vsga", NVML_GPU_VIRTUALIZATION_MODE_HOST_VSGA},
+    {NULL, 0},
+};
+
+static const struct name_val host_vgpu_names[] = {
+    {"non-sr-iov", NVML_HOST_VGPU_MODE_NON_SRIOV},
+    {"sr-iov", NVML_HOST_VGPU_MODE_SRIOV},
+    {NULL, 0},
+};
+
+static const struct name_val recovery_names[] = {
+    {"none", NVML_GPU_RECOVERY_ACTION_NONE},
+    {"gpu-reset", NVML_GPU_RECOVERY_ACTION_GPU_RESET},
+    {"node-reboot", NVML_GPU_RECOVERY_ACTION_NODE_REBOOT},
+    {"drain-p2p", NVML_GPU_RECOVERY_ACTION_DRAIN_P2P},
+    {"drain-and-reset", NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET},
+    {NULL, 0},
+};
+
+static const struct name_val fabric_state_names[] = {
+    {"not-started", NVML_GPU_FABRIC_STATE_NOT_STARTED},
+    {"in-progress", NVML_GPU_FABRIC_STATE_IN_PROGRESS},
+    {"completed", NVML_GPU_FABRIC_STATE_COMPLETED},
     {NULL, 0},
 };
 
@@ -1221,9 +1261,12 @@ static int parse_addr_list(struct parse *ps, const struct jobj *ob, const char *
 
 static int parse_health(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
 {
+    struct jobj sub;
     static const char *const rp_keys[] = {"single_bit_ecc", "double_bit_ecc", "pending", NULL};
-    static const char *const rr_keys[] = {"correctable", "uncorrectable", "pending", "failure",
-                                          NULL};
+    static const char *const rr_keys[] = {
+        "correctable",          "uncorrectable",          "pending", "failure", "histogram",
+        "correctable_inactive", "uncorrectable_inactive", NULL};
+    static const char *const hist_keys[] = {"max", "high", "partial", "low", "none", NULL};
     struct jobj ob;
     bool present;
 
@@ -1247,6 +1290,19 @@ static int parse_health(struct parse *ps, const struct jobj *gob, struct gs_sim_
             get_bool(ps, &ob, "pending", &g->remap_pending) != 0 ||
             get_bool(ps, &ob, "failure", &g->remap_failure) != 0)
             return -1;
+        for (int i = 0; i < 2; i++) {
+            unsigned long long u;
+            if (get_uint(ps, &ob, i ? "uncorrectable_inactive" : "correctable_inactive", 0,
+                         1u << 30, &u, &g->has_remap_inactive[i]) != 0)
+                return -1;
+            g->remap_inactive[i] = (unsigned)u;
+        }
+        if (get_child(ps, &ob, "histogram", &sub, &g->has_remap_hist) != 0)
+            return -1;
+        for (int i = 0; g->has_remap_hist && i < 5; i++)
+            if ((i == 0 && check_keys(ps, &sub, hist_keys) != 0) ||
+                get_u32(ps, &sub, hist_keys[i], 0, 1u << 30, &g->remap_hist[i]) != 0)
+                return -1;
     }
     return 0;
 }
@@ -1367,6 +1423,118 @@ static int parse_board(struct parse *ps, const struct jobj *gob, struct gs_sim_g
                        0
                ? -1
                : 0;
+}
+
+/* What only nvidia-smi -q shows: "addressing_mode", "virtualization_mode", "host_vgpu_mode",
+ * "recovery_action" (names), "c2c_mode" and "egm" (true/false), "sram_ecc" (counts and
+ * "threshold_exceeded") and "fabric" ({"state", "status", "clique_id", "cluster_uuid"}). */
+static int parse_detail(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
+{
+    static const char *const sram_keys[] = {"aggregate_parity",
+                                            "aggregate_secded",
+                                            "aggregate_corrected",
+                                            "volatile_parity",
+                                            "volatile_secded",
+                                            "volatile_corrected",
+                                            "l2",
+                                            "sm",
+                                            "pcie",
+                                            "mcu",
+                                            "other",
+                                            "threshold_exceeded",
+                                            NULL};
+    static const char *const fabric_keys[] = {"state", "status", "clique_id", "cluster_uuid", NULL};
+    struct jobj ob;
+    bool present;
+    char uuid[48];
+
+    if (get_enum(ps, gob, "addressing_mode", addressing_names, false, &g->addressing_mode,
+                 &g->has_addressing) != 0 ||
+        get_enum(ps, gob, "virtualization_mode", virt_names, false, &g->virt_mode, &g->has_virt) !=
+            0 ||
+        get_enum(ps, gob, "host_vgpu_mode", host_vgpu_names, false, &g->host_vgpu_mode,
+                 &g->has_host_vgpu) != 0 ||
+        get_enum(ps, gob, "recovery_action", recovery_names, false, &g->recovery_action,
+                 &g->has_recovery) != 0)
+        return -1;
+    if (get_child(ps, gob, "tlimit_thresholds_c", &ob, &present) != 0)
+        return -1;
+    if (present) {
+        static const char *const tl_keys[] = {"shutdown", "slowdown", "mem_max", "gpu_max", NULL};
+        if (check_keys(ps, &ob, tl_keys) != 0)
+            return -1;
+        for (int i = 0; i < 4; i++) {
+            double d;
+            if (get_num(ps, &ob, tl_keys[i], -300, 300, &d, &g->has_tlimit[i]) != 0)
+                return -1;
+            if (g->has_tlimit[i] && d != floor(d))
+                return perr(ps, jget(&ob, tl_keys[i], NULL), NULL, ob.path,
+                            "%s: expected whole degrees", tl_keys[i]);
+            g->tlimit_c[i] = (int)d;
+        }
+    }
+    if (get_u32(ps, gob, "edpp_multiplier_pct", 0, 1000, &g->edpp_pct) != 0)
+        return -1;
+    g->has_edpp = jget(gob, "edpp_multiplier_pct", NULL) != NULL;
+    g->has_c2c = jget(gob, "c2c_mode", NULL) != NULL;
+    g->has_egm = jget(gob, "egm", NULL) != NULL;
+    if (get_bool(ps, gob, "c2c_mode", &g->c2c_enabled) != 0 ||
+        get_bool(ps, gob, "egm", &g->egm) != 0 ||
+        get_child(ps, gob, "sram_ecc", &ob, &g->has_sram) != 0)
+        return -1;
+    if (g->has_sram) {
+        unsigned long long u;
+        if (check_keys(ps, &ob, sram_keys) != 0 ||
+            get_bool(ps, &ob, "threshold_exceeded", &g->sram_threshold) != 0)
+            return -1;
+        for (int i = 0; i < 11; i++) {
+            if (get_uint(ps, &ob, sram_keys[i], 0, 1ull << 62, &u, &present) != 0)
+                return -1;
+            g->sram[i] = present ? u : 0;
+        }
+    }
+    if (get_child(ps, gob, "fabric", &ob, &g->has_fabric) != 0)
+        return -1;
+    if (!g->has_fabric)
+        return 0;
+    g->fabric_state = NVML_GPU_FABRIC_STATE_COMPLETED;
+    if (check_keys(ps, &ob, fabric_keys) != 0 ||
+        get_enum(ps, &ob, "state", fabric_state_names, false, &g->fabric_state, &present) != 0 ||
+        get_u32(ps, &ob, "clique_id", 0, 0xFFFFFFFFu, &g->fabric_clique) != 0 ||
+        get_str(ps, &ob, "cluster_uuid", uuid, sizeof uuid, &present) != 0)
+        return -1;
+    if (present) {
+        const char *p = uuid;
+        for (int i = 0; i < 16; i++) {
+            unsigned hi, lo;
+            if (*p == '-' && (i == 4 || i == 6 || i == 8 || i == 10))
+                p++;
+            if (!isxdigit((unsigned char)p[0]) || !isxdigit((unsigned char)p[1]))
+                return perr(ps, jget(&ob, "cluster_uuid", NULL), NULL, ob.path,
+                            "cluster_uuid: expected 32 hex digits as 8-4-4-4-12");
+            hi = (unsigned)(isdigit((unsigned char)p[0]) ? p[0] - '0' : (tolower(p[0]) - 'a' + 10));
+            lo = (unsigned)(isdigit((unsigned char)p[1]) ? p[1] - '0' : (tolower(p[1]) - 'a' + 10));
+            g->fabric_cluster[i] = (unsigned char)(hi << 4 | lo);
+            p += 2;
+        }
+        if (*p)
+            return perr(ps, jget(&ob, "cluster_uuid", NULL), NULL, ob.path,
+                        "cluster_uuid: expected 32 hex digits as 8-4-4-4-12");
+    }
+    {
+        const json_t *where;
+        const json_t *v = jget(&ob, "status", &where);
+        char path[256];
+        path_join(path, sizeof path, ob.path, "status");
+        g->fabric_status = NVML_SUCCESS;
+        if (v) {
+            unsigned long long rc;
+            if (to_enum(ps, v, where, path, rc_names, true, &rc) != 0)
+                return -1;
+            g->fabric_status = (int)rc;
+        }
+    }
+    return 0;
 }
 
 /* A CPU or NUMA node list as ranges: "0-19", "0-55,112-167", "0", each range rising. */
@@ -1796,6 +1964,16 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
                                        "gsp_firmware",
                                        "gsp_firmware_version",
                                        "board",
+                                       "addressing_mode",
+                                       "virtualization_mode",
+                                       "host_vgpu_mode",
+                                       "recovery_action",
+                                       "c2c_mode",
+                                       "egm",
+                                       "sram_ecc",
+                                       "fabric",
+                                       "tlimit_thresholds_c",
+                                       "edpp_multiplier_pct",
                                        "topology",
                                        "clocks_event_reasons_supported",
                                        "idle_reason",
@@ -1899,7 +2077,7 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
         parse_clocks_pcie(ps, &ob, g) != 0 || parse_board(ps, &ob, g) != 0 ||
         parse_topology(ps, &ob, g) != 0 || parse_health(ps, &ob, g) != 0 ||
         parse_inforom(ps, &ob, g) != 0 || parse_modes(ps, &ob, g) != 0 ||
-        parse_nvlink(ps, &ob, g) != 0)
+        parse_nvlink(ps, &ob, g) != 0 || parse_detail(ps, &ob, g) != 0)
         return -1;
     g->persistence = false;
     g->compute_mode = NVML_COMPUTEMODE_DEFAULT;

@@ -84,6 +84,8 @@ enum gs_sim_metric {
     GS_SIM_M_FBC_LATENCY,   /* us, average capture latency */
     GS_SIM_M_REPAIR_CHAN,   /* nvmlDeviceGetRepairStatus: memory channel repair pending (0/1) */
     GS_SIM_M_REPAIR_TPC,    /* TPC repair pending (0/1) */
+    GS_SIM_M_POWER_MEM,     /* W, GPU memory power: field 185 with the memory scope */
+    GS_SIM_M_POWER_MEM_I,   /* W, field 186 with the memory scope */
     GS_SIM_M__COUNT
 };
 
@@ -215,6 +217,14 @@ const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m);
     X(nvmlDeviceGetMemoryAffinity)                                                                 \
     X(nvmlDeviceGetNumaNodeId)                                                                     \
     X(nvmlDeviceGetRepairStatus)                                                                   \
+    X(nvmlDeviceGetAddressingMode)                                                                 \
+    X(nvmlDeviceGetVirtualizationMode)                                                             \
+    X(nvmlDeviceGetHostVgpuMode)                                                                   \
+    X(nvmlDeviceGetC2cModeInfoV)                                                                   \
+    X(nvmlDeviceGetCapabilities)                                                                   \
+    X(nvmlDeviceGetSramEccErrorStatus)                                                             \
+    X(nvmlDeviceGetRowRemapperHistogram)                                                           \
+    X(nvmlDeviceGetGpuFabricInfoV)                                                                 \
     X(nvmlDeviceGetJpgUtilization)                                                                 \
     X(nvmlDeviceGetOfaUtilization)                                                                 \
     X(nvmlDeviceGetInforomImageVersion)                                                            \
@@ -383,6 +393,33 @@ struct gs_sim_gpu {
     bool has_remap;
     unsigned remap_corr, remap_unc;
     bool remap_pending, remap_failure;
+    bool has_remap_inactive[2]; /* correctable, uncorrectable not in use: fields 301, 302 */
+    unsigned remap_inactive[2];
+    /* "remapped_rows"."histogram": banks with max/high/partial/low/none spare rows left */
+    bool has_remap_hist;
+    unsigned remap_hist[5];
+    /* nvidia-smi -q detail readings; has_ false: the call answers NOT_SUPPORTED (the recovery
+     * action: field 230 does) */
+    bool has_addressing, has_virt, has_host_vgpu, has_c2c, has_egm, has_recovery;
+    unsigned addressing_mode, virt_mode, host_vgpu_mode, recovery_action;
+    bool c2c_enabled, egm;
+    /* "edpp_multiplier_pct": field 274 */
+    bool has_edpp;
+    unsigned edpp_pct;
+    /* "tlimit_thresholds_c": fields 193-196 (shutdown, slowdown, memory max, GPU max), signed */
+    bool has_tlimit[4];
+    int tlimit_c[4];
+    /* "sram_ecc": nvmlDeviceGetSramEccErrorStatus, in the struct's order: aggregate parity,
+     * SEC-DED, corrected; volatile parity, SEC-DED, corrected; aggregate L2, SM, PCIe, MCU,
+     * other */
+    bool has_sram;
+    unsigned long long sram[11];
+    bool sram_threshold;
+    /* "fabric": nvmlDeviceGetGpuFabricInfoV */
+    bool has_fabric;
+    unsigned fabric_state, fabric_clique;
+    int fabric_status;
+    unsigned char fabric_cluster[16];
     unsigned long long reasons_supported;
     bool idle_reason;
     bool gpm;

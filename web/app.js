@@ -2,7 +2,8 @@
 // draws one card per GPU, one uPlot chart per metric with every GPU overlaid (history from
 // /api/v1/history, then live samples appended), the process table (with, for a viewer the
 // agent's visibility policy filters, one row per GPU summing other users' processes), the
-// alerts and the training runs (/api/v1/runs, a run's report on click). When the agent goes
+// alerts, the training runs (/api/v1/runs, a run's report on click) and the GPU usage by user or
+// job over a time range (/api/v1/usage, refreshed every minute). When the agent goes
 // away the page says so and keeps retrying; when it is back, it reloads history.
 import {
   CHARTS, RANGES, alertText, appendPoint, badges, fmtBytes, fmtBytesPair, fmtCelsius, fmtClock,
@@ -15,12 +16,14 @@ import {nvlinkText} from './format.js';
 import {migCards, migUtilNote} from './format.js';
 import {logSeries, tagsText} from './format.js';
 import {tickLabels, timeRange, valueRange} from './format.js';
+import {USAGE_RANGES, usageNote, usageRows, usageUrl} from './format.js';
 
 const uPlot = globalThis.uPlot;
 const SPARK_N = 120;
 const HISTORY_REFRESH_MS = 60000;
 const FETCH_PARALLEL = 4;
 const RUNS_REFRESH_MS = 5000;
+const USAGE_REFRESH_MS = 60000;
 // History requests: 20/s after a burst of 40, well inside the agent's default limit.
 const historyBucket = tokenBucket(20, 40, performance.now());
 
@@ -51,6 +54,7 @@ const state = {
   historyTimer: null,
   historyNote: '',
   historyOff: false,
+  usage: {by: 'user', range: USAGE_RANGES[1], at: -Infinity, gen: 0, rows: []},
 };
 globalThis.__gpuscope = state; // read by tests/e2e/web_e2e.mjs
 
@@ -444,6 +448,48 @@ function buildRanges() {
   root.append(pick);
 }
 
+// ---- GPU usage (/api/v1/usage) ----
+
+function buildUsage() {
+  const root = $('usage-ranges');
+  for (const r of USAGE_RANGES) {
+    const b = el('button', {type: 'button', 'data-usage-range': String(r.seconds), text: r.label,
+      'aria-pressed': String(r === state.usage.range)});
+    b.addEventListener('click', () => {
+      state.usage.range = r;
+      for (const x of root.children)
+        x.setAttribute('aria-pressed', String(x === b));
+      loadUsage();
+    });
+    root.append(b);
+  }
+  $('usage-by').addEventListener('change', (e) => {
+    state.usage.by = e.target.value;
+    loadUsage();
+  });
+}
+
+async function loadUsage() {
+  const u = state.usage;
+  const gen = ++u.gen;
+  u.at = performance.now();
+  const res = await fetchJson(usageUrl(u.by, u.range.seconds, Date.now() / 1000));
+  if (gen !== u.gen) return; // a newer choice was made meanwhile
+  u.rows = res.status === 200 ? usageRows(res.doc) : [];
+  u.doc = res.doc;
+  $('usage-key-h').textContent = u.by === 'job' ? 'Job' : 'User';
+  $('usage').hidden = !u.rows.length;
+  $('usage').tBodies[0].replaceChildren(...u.rows.map((r) => el('tr',
+    {class: r.idle ? 'idle' : '', 'data-key': r.key},
+    el('td', {text: r.key}), el('td', {text: r.user}), el('td', {class: 'num', text: r.held}),
+    el('td', {class: 'num', text: r.busy}), el('td', {class: 'num idle-held', text: r.idleHeld}),
+    el('td', {class: 'num', text: r.peak}), el('td', {class: 'num', text: r.energy}),
+    el('td', {class: 'num', text: r.cost}))));
+  const note = usageNote(res.doc, res.status);
+  $('usage-note').hidden = !note;
+  $('usage-note').textContent = note;
+}
+
 // ---- processes and alerts ----
 
 const COLUMNS = [
@@ -698,7 +744,8 @@ function runJob(kids, rep) {
   }
   if (ranks.rows.length < 2) return;
   kids.push(el('h4', {text: 'Ranks on this node'}), miniTable(['rank', 'GPU', 'steps',
-    'step p50 ms', 'p95 ms', 'data ms', 'comm ms', 'samples/s'], ranks.rows, 'run-ranks'));
+    'step p50 ms', 'p95 ms', 'data ms', 'comm ms', 'samples/s', 'tokens/s', 'MFU'], ranks.rows,
+  'run-ranks'));
   if (ranks.slowest) kids.push(el('p', {class: 'slowest', text: ranks.slowest}));
 }
 
@@ -892,6 +939,7 @@ async function pollOnce() {
   setStatus(`live · ${fmtClock(snap.doc.query_time_unix)}`, 'live');
   if (state.lastT === before) return; // the same sample again: nothing new to fetch
   const runsDue = reconnected || performance.now() - state.runsAt >= RUNS_REFRESH_MS;
+  if (reconnected || performance.now() - state.usage.at >= USAGE_REFRESH_MS) loadUsage();
   const [procs, alerts] = await Promise.all([fetchJson('/api/v1/processes'),
     fetchJson('/api/v1/alerts'), runsDue ? loadRuns() : null]);
   if (procs.status === 200) {
@@ -919,6 +967,7 @@ async function loop() {
 }
 
 buildRanges();
+buildUsage();
 buildTableHead();
 renderTable();
 loop();

@@ -444,6 +444,13 @@ export function runSummary(rep) {
     ['Steps', `${rep?.steps ?? NA} (${rep?.ranks ?? NA} rank${rep?.ranks === 1 ? '' : 's'})`],
     ['Throughput', isNum(rep?.train_samples_per_second)
       ? `${rep.train_samples_per_second.toFixed(2)} samples/s` : NA],
+    ['Tokens', isNum(rep?.train_tokens_per_second)
+      ? `${rep.train_tokens_per_second.toFixed(1)} tokens/s` +
+        (isNum(rep?.tokens_per_second_per_gpu)
+          ? ` (${rep.tokens_per_second_per_gpu.toFixed(1)} per GPU)` : '') : NA],
+    ['MFU', isNum(rep?.mfu) ? `${(100 * rep.mfu).toFixed(2)} %` +
+      ` (${rep.peak_flops_precision ?? NA} peak of ${rep.peak_flops_gpu ?? NA})`
+      : (rep?.mfu_null_reason ?? NA)],
     ['Data loading', fmtRatio(rep?.data_loading_time_ratio)],
     ['Communication', fmtRatio(rep?.communication_time_ratio)],
     ['GPU utilization', `avg ${fmtPct(rep?.gpu_avg_utilization_percent)}, max ` +
@@ -469,14 +476,17 @@ export function runSummary(rep) {
 }
 
 // A run report's per-rank table (docs/report.md, PER RANK) for the run detail: rows [rank,
-// GPU, steps, step p50, p95, data, communication (mean ms), samples/s] and, with two ranks or
+// GPU, steps, step p50, p95, data, communication (mean ms), samples/s, tokens/s, MFU] and, with
+// two ranks or
 // more, a line naming the rank that computes longest against the other ranks, and whether it
 // is a straggler (docs/report.md, STRAGGLER).
 export function runRanks(rep) {
   const rows = (rep?.per_rank ?? []).map((r) => [String(r.rank ?? NA),
     isNum(r.device) ? String(r.device) : NA, isNum(r.steps) ? String(r.steps) : NA,
     ms(r.step_p50_ms), ms(r.step_p95_ms), ms(r.mean_ms?.data), ms(r.mean_ms?.communication),
-    isNum(r.samples_per_second) ? r.samples_per_second.toFixed(1) : NA]);
+    isNum(r.samples_per_second) ? r.samples_per_second.toFixed(1) : NA,
+    isNum(r.tokens_per_second) ? r.tokens_per_second.toFixed(1) : NA,
+    isNum(r.mfu) ? `${(100 * r.mfu).toFixed(2)} %` : NA]);
   const s = rep?.slowest_rank;
   const slowest = s && isNum(s.busy_p50_ms) ? `Slowest: rank ${s.rank} computes ` +
     `${ms(s.busy_p50_ms)} ms per step against the other ranks' ${ms(s.others_busy_p50_ms)} ms` +
@@ -666,4 +676,58 @@ export function tagsText(tags) {
   if (!tags || typeof tags !== 'object') return '';
   return Object.entries(tags).filter(([, v]) => typeof v === 'string')
     .map(([k, v]) => `${k}=${v}`).join(' · ');
+}
+
+// ---- GPU usage (/api/v1/usage, docs/api.md; the Usage section, docs/dashboard.md) ----
+
+// The Usage section's time ranges: the last hour, day, week, 30 days (the rollups' retention).
+export const USAGE_RANGES = [
+  {label: '1 h', seconds: 3600},
+  {label: '24 h', seconds: 86400},
+  {label: '7 d', seconds: 7 * 86400},
+  {label: '30 d', seconds: 30 * 86400},
+];
+// At least this share of the held time idle (busy under 5 %): the row is highlighted.
+export const USAGE_IDLE_SHARE = 0.5;
+
+export function usageUrl(by, seconds, now) {
+  return `/api/v1/usage?by=${encodeURIComponent(by)}&from=${Math.floor(now - seconds)}` +
+    `&to=${Math.ceil(now)}`;
+}
+
+const hours = (h) => (isNum(h) ? (h < 10 ? h.toFixed(2) : h.toFixed(1)) : NA);
+
+// /api/v1/usage rows to the Usage table's: the key (a job's rows keyed by job, with its user),
+// GPU-hours held and busy share, idle-held hours and their share of the held time (idle: at
+// least USAGE_IDLE_SHARE), peak memory, energy, cost (with the agent's currency).
+export function usageRows(doc) {
+  const cur = typeof doc?.currency === 'string' && doc.currency ? ` ${doc.currency}` : '';
+  return (doc?.rows ?? []).map((r) => {
+    const idleShare = isNum(r.idle_held_hours) && isNum(r.held_gpu_hours) &&
+      r.held_gpu_hours > 0 ? r.idle_held_hours / r.held_gpu_hours : null;
+    return {
+      key: r.key === '' ? (doc?.by === 'job' ? '(no job)' : '(none)') : String(r.key ?? NA),
+      user: r.user ?? (isNum(r.uid) ? `uid ${r.uid}` : '—'),
+      held: hours(r.held_gpu_hours),
+      busy: fmtPercent(r.busy_share),
+      idleHeld: isNum(idleShare) ? `${hours(r.idle_held_hours)} (${fmtPercent(idleShare)})` : NA,
+      idle: isNum(idleShare) && idleShare >= USAGE_IDLE_SHARE,
+      peak: fmtBytes(r.peak_memory_bytes),
+      energy: isNum(r.energy_kwh) ? `${r.energy_kwh.toFixed(r.energy_kwh < 10 ? 2 : 1)} kWh` : NA,
+      cost: isNum(r.cost) ? `${r.cost.toFixed(2)}${cur}` : '—',
+    };
+  });
+}
+
+// The note under the Usage table: why it is empty, or the rows left out.
+export function usageNote(doc, status) {
+  if (status !== 200)
+    return typeof doc?.error === 'string' && doc.error ?
+      `Usage: ${doc.error}` : `Usage is not available (HTTP ${status}).`;
+  const dropped = isNum(doc?.groups_dropped) && doc.groups_dropped > 0 ?
+    ` ${doc.groups_dropped} more rows not shown.` : '';
+  if (!(doc?.rows ?? []).length)
+    return 'No GPU was held in this range (or none by your processes: the agent shows you ' +
+      `your own usage unless you are an admin).${dropped}`;
+  return dropped.trim();
 }

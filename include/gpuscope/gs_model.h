@@ -180,7 +180,57 @@ enum gs_status {
     X(GS_M_MULTI_GPU_BOARD, "multi_gpu_board", "")                                                 \
     X(GS_M_CLOCK_BOOST_MAX_GR, "clock_customer_boost_max_graphics", "hertz")                       \
     /* times the PCIe replay counter wrapped (field value 95) */                                   \
-    X(GS_M_PCIE_REPLAY_ROLLOVER, "pcie_replay_rollover_counter", "")
+    X(GS_M_PCIE_REPLAY_ROLLOVER, "pcie_replay_rollover_counter", "")                               \
+    /* what the driver recommends to recover the GPU (field value 230): 0 none, 1 GPU reset,       \
+     * 2 node reboot, 3 drain P2P, 4 drain and reset */                                            \
+    X(GS_M_RECOVERY_ACTION, "recovery_action", "")                                                 \
+    /* GPU memory power (power field values, memory scope) */                                      \
+    X(GS_M_POWER_MEMORY_AVERAGE, "power_memory_average", "watts")                                  \
+    X(GS_M_POWER_MEMORY_INSTANT, "power_memory_instant", "watts")                                  \
+    /* the shutdown, slowdown, memory max and GPU max thresholds relative to T.Limit (fields       \
+     * 193-196; degrees, negative below the limit) */                                              \
+    X(GS_M_TLIMIT_SHUTDOWN, "temperature_tlimit_shutdown", "celsius")                              \
+    X(GS_M_TLIMIT_SLOWDOWN, "temperature_tlimit_slowdown", "celsius")                              \
+    X(GS_M_TLIMIT_MEM_MAX, "temperature_tlimit_memory_max", "celsius")                             \
+    X(GS_M_TLIMIT_GPU_MAX, "temperature_tlimit_gpu_max", "celsius")                                \
+    /* rows remapped after correctable / uncorrectable errors that are not in use (fields          \
+     * 301, 302; drivers 595+) */                                                                  \
+    X(GS_M_REMAP_CORR_INACTIVE, "remapped_rows_correctable_inactive", "")                          \
+    X(GS_M_REMAP_UNCORR_INACTIVE, "remapped_rows_uncorrectable_inactive", "")                      \
+    /* the EDPp multiplier (field 274, a percentage; 1 = 100 %) */                                 \
+    X(GS_M_EDPP_MULTIPLIER, "edpp_multiplier", "ratio")                                            \
+    /* read with GS_WANT_DETAIL only (nvidia-smi -q): addressing mode (0 none, 1 HMM, 2 ATS),      \
+     * virtualization mode (0 none, 1 pass-through, 2 vGPU, 3 host vGPU, 4 host vSGA), host vGPU   \
+     * mode (0 non SR-IOV, 1 SR-IOV), C2C and EGM on (1) or off (0) */                             \
+    X(GS_M_ADDRESSING_MODE, "addressing_mode", "")                                                 \
+    X(GS_M_VIRT_MODE, "virtualization_mode", "")                                                   \
+    X(GS_M_HOST_VGPU_MODE, "host_vgpu_mode", "")                                                   \
+    X(GS_M_C2C_MODE, "c2c_mode", "")                                                               \
+    X(GS_M_EGM, "egm", "")                                                                         \
+    /* SRAM ECC error status (GS_WANT_DETAIL): uncorrectable parity and SEC-DED errors since       \
+     * driver load and over the board's life, whether the error threshold was crossed (1), and     \
+     * the aggregate uncorrectable errors by where they happened */                                \
+    X(GS_M_SRAM_PARITY_VOL, "sram_uncorrected_parity_volatile", "")                                \
+    X(GS_M_SRAM_SECDED_VOL, "sram_uncorrected_secded_volatile", "")                                \
+    X(GS_M_SRAM_PARITY_AGG, "sram_uncorrected_parity_aggregate", "")                               \
+    X(GS_M_SRAM_SECDED_AGG, "sram_uncorrected_secded_aggregate", "")                               \
+    X(GS_M_SRAM_THRESHOLD, "sram_threshold_exceeded", "")                                          \
+    X(GS_M_SRAM_L2, "sram_uncorrected_l2", "")                                                     \
+    X(GS_M_SRAM_SM, "sram_uncorrected_sm", "")                                                     \
+    X(GS_M_SRAM_MCU, "sram_uncorrected_mcu", "")                                                   \
+    X(GS_M_SRAM_PCIE, "sram_uncorrected_pcie", "")                                                 \
+    X(GS_M_SRAM_OTHER, "sram_uncorrected_other", "")                                               \
+    /* memory banks by spare rows left (GS_WANT_DETAIL): all, many, some, few, none */             \
+    X(GS_M_REMAP_HIST_MAX, "remap_banks_max", "")                                                  \
+    X(GS_M_REMAP_HIST_HIGH, "remap_banks_high", "")                                                \
+    X(GS_M_REMAP_HIST_PARTIAL, "remap_banks_partial", "")                                          \
+    X(GS_M_REMAP_HIST_LOW, "remap_banks_low", "")                                                  \
+    X(GS_M_REMAP_HIST_NONE, "remap_banks_none", "")                                                \
+    /* NVLink fabric registration (GS_WANT_DETAIL): state (0 not supported, 1 not started,         \
+     * 2 in progress, 3 completed), its NVML return code once completed, the clique id */          \
+    X(GS_M_FABRIC_STATE, "fabric_state", "")                                                       \
+    X(GS_M_FABRIC_STATUS, "fabric_status", "")                                                     \
+    X(GS_M_FABRIC_CLIQUE, "fabric_clique_id", "")
 
 #define GS_METRIC_ENUM_(e, n, u) e,
 enum gs_metric { GS_METRICS(GS_METRIC_ENUM_) GS_M__COUNT };
@@ -199,8 +249,9 @@ enum gs_text {
     GS_T_INFOROM_OEM,
     GS_T_INFOROM_ECC,
     GS_T_INFOROM_PWR,
-    GS_T_BOARD_PART,  /* board part number ("692-2G520-0200-000") */
-    GS_T_GSP_VERSION, /* GSP firmware version ("590.48.01") */
+    GS_T_BOARD_PART,     /* board part number ("692-2G520-0200-000") */
+    GS_T_GSP_VERSION,    /* GSP firmware version ("590.48.01") */
+    GS_T_FABRIC_CLUSTER, /* fabric cluster UUID, GS_WANT_DETAIL ("00000000-0000-...") */
     GS_T__COUNT,
 };
 

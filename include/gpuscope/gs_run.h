@@ -73,8 +73,8 @@ enum gs_step_flags {
 
 /* One training step. Layout is part of the ctypes ABI (python/gpuscope/_native.py mirrors
  * it): append fields only at the end and bump GS_STEP_REC_VERSION. Version 1 ends at
- * mem_total (gs_run_step reads only that much of a version-1 record). */
-#define GS_STEP_REC_VERSION 2
+ * mem_total, version 2 at ms_x (gs_run_step reads only that much of an older record). */
+#define GS_STEP_REC_VERSION 3
 struct gs_step_rec {
     uint32_t version;   /* GS_STEP_REC_VERSION */
     uint32_t flags;     /* enum gs_step_flags */
@@ -93,6 +93,11 @@ struct gs_step_rec {
     uint64_t mem_total; /* device total (torch.cuda.mem_get_info) */
     /* version 2 */
     double ms_x[GS_PH_ALL - GS_PH_N]; /* GS_PH_COMM_EXPOSED, GS_PH_OTHER; NaN = not measured */
+    /* version 3 */
+    /* tokens the model was trained on in this step (the outermost training forwards' token
+     * input, padding excluded where a mask was passed, or the HF Trainer's
+     * num_input_tokens_seen delta; docs/python.md, TOKENS); 0 = unknown */
+    uint64_t tokens;
 };
 
 /* ---- In-process core, for the Python package (ctypes over libgpuscope.so) ----

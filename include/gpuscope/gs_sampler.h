@@ -44,7 +44,12 @@ enum gs_want {
      * cycles the last states read are repeated and gs_gpu.nvlink_state_t says when they were
      * read. The data counters and the rate are read every cycle. */
     GS_WANT_NVLINK_STATE = 1u << 10,
-    GS_WANT_ALL = 0x7FFu,
+    /* readings only nvidia-smi -q and their --query-gpu fields show, fresh at every cycle that
+     * sets this (never read otherwise, so the agent's cycle does not pay for them): addressing,
+     * virtualization, host vGPU, C2C and EGM modes, the SRAM ECC error status, the bank-remap
+     * histogram and the NVLink fabric registration */
+    GS_WANT_DETAIL = 1u << 11,
+    GS_WANT_ALL = 0xFFFu,
 };
 
 struct gs_sampler_opts {

@@ -63,21 +63,23 @@ def profiler():
 
 
 class step:
-    """`with gpuscope.step(samples=n):` one training step (data time is the gap since the
-    previous step's end)."""
-    __slots__ = ("_p", "_samples")
+    """`with gpuscope.step(samples=n, tokens=m):` one training step (data time is the gap
+    since the previous step's end); tokens: those the model was trained on in it (padding
+    excluded), for tokens/s and MFU."""
+    __slots__ = ("_p", "_samples", "_tokens")
 
-    def __init__(self, samples=0):
+    def __init__(self, samples=0, tokens=0):
         p = _default[0]
         self._p = p if p is not None else init()
         self._samples = samples
+        self._tokens = tokens
 
     def __enter__(self):
         self._p.step_begin()
         return self
 
     def __exit__(self, et, ev, tb):
-        self._p.step_end(samples=self._samples)
+        self._p.step_end(samples=self._samples, tokens=self._tokens)
         return False
 
 
@@ -136,7 +138,8 @@ class Instrumentation:
                        if dataloader is not None else None)
         self._model = (_hooks.ModelHooks(prof, model, auto_begin=True, backward=backward)
                        if model is not None else None)
-        self._opt = (_hooks.OptimizerHooks(prof, optimizer, end_step=True, samples=self._samples)
+        self._opt = (_hooks.OptimizerHooks(prof, optimizer, end_step=True, samples=self._samples,
+                                           tokens=self._model)
                      if optimizer is not None else None)
         self.distributed = _hooks.wrap_distributed(prof)
         self.ddp_comm_hook = _hooks.ddp_comm_hook(prof, model) if model is not None else False

@@ -45,6 +45,7 @@ import threading
 import time
 
 from . import _facts, _native, _profile
+from ._hooks import read_pending_tokens as _hooks_tokens
 from ._native import (FLAG_CUDA_EVENTS, FLAG_DATA_IN_STEP, FLAG_PROFILED, NAN, NO_MEM, PH_BACKWARD, PH_COMM,
                       PH_DATA, PH_FORWARD, PH_N, PH_OPTIMIZER, PH_STEP, PHASES)
 # PHASES also names the two phases of record version 2 (communication_exposed, other),
@@ -129,14 +130,15 @@ def utilization_estimate(ms):
 class _Pending:
     """A closed CUDA step waiting for its events: (phase, start, end) triples."""
     __slots__ = ("step", "t_begin", "t_end", "ms", "samples", "mem", "events", "step_events",
-                 "adj", "flags")
+                 "adj", "flags", "tokens", "token_pending")
 
     def __init__(self, step, t_begin, t_end, ms, samples, mem, events, step_events, adj,
-                 flags=0):
+                 flags=0, tokens=0, token_pending=None):
         self.step, self.t_begin, self.t_end = step, t_begin, t_end
         self.ms, self.samples, self.mem = ms, samples, mem
         self.events, self.step_events = events, step_events
         self.adj, self.flags = adj, flags
+        self.tokens, self.token_pending = tokens, token_pending
 
 
 class Profiler:
@@ -190,6 +192,7 @@ class Profiler:
         self.step_no = 0
         self.steps_done = 0
         self.samples_done = 0
+        self.tokens_done = 0  # tokens of the completed steps (CUDA steps once their events are)
         self.last_step = None  # (step, ms, mem) of the last completed step
         self.last_lines = []
         self.first_begin = None
@@ -389,7 +392,9 @@ class Profiler:
         if self._nvtx:
             self._nvtx.begin(PH_STEP, "step %d" % (self.steps_done + 1))
 
-    def step_end(self, samples=0, step=None, now=None):
+    def step_end(self, samples=0, step=None, now=None, tokens=0, token_pending=None):
+        """tokens: trained on in the step (0 = unknown); token_pending: pinned host tensors
+        (_hooks.forward_tokens) whose values add to it once the step's events completed."""
         if not self._in_step:
             return
         op = self._open
@@ -408,6 +413,7 @@ class Profiler:
         self.step_no = int(step) if step is not None else self.step_no + 1
         t_end = self._t0 + (now - self._p0) / 1e9
         samples = int(samples or 0)
+        tokens = int(tokens or 0)
         acc, seen = self._acc, self._seen
         ms = [acc[0] if seen[0] else NAN, acc[1] if seen[1] else NAN,
               acc[2] if seen[2] else NAN, acc[3] if seen[3] else NAN,
@@ -431,13 +437,17 @@ class Profiler:
             # written at the window's end): flagged profiled, out of the step statistics
             self._profiled_next = active or cap.prof is not None
         if not self.cuda:
-            self._complete(self.step_no, flags, self._t0, t_end, ms, samples, NO_MEM)
+            if token_pending:  # a mask on a GPU while the steps are host-timed: rare
+                tokens += _hooks_tokens(token_pending, wait=True)
+            self.tokens_done += tokens
+            self._complete(self.step_no, flags, self._t0, t_end, ms, samples, NO_MEM, tokens)
             return
         end_ev = self._event()
         end_ev.record()
         self._pending.append(_Pending(self.step_no, self._t0, t_end, ms, samples,
                                       self._read_memory(), self._events,
-                                      (self._step_ev, end_ev), adj, flags))
+                                      (self._step_ev, end_ev), adj, flags, tokens,
+                                      token_pending))
         self._events = []
         self._drain(block=False)
 
@@ -558,13 +568,17 @@ class Profiler:
             if self.data_in_step and ms[PH_DATA] == ms[PH_DATA]:
                 ms[PH_STEP] = max(0.0, ms[PH_STEP] - ms[PH_DATA])
             self._event_pool.extend(p.step_events)
+            tokens = p.tokens
+            if p.token_pending:  # the mask sums' copies were queued before the end event
+                tokens += _hooks_tokens(p.token_pending)
+            self.tokens_done += tokens
             self._complete(p.step, FLAG_CUDA_EVENTS | p.flags, p.t_begin, p.t_end, ms, p.samples,
-                           p.mem)
+                           p.mem, tokens)
 
-    def _complete(self, step, flags, t_begin, t_end, ms, samples, mem):
+    def _complete(self, step, flags, t_begin, t_end, ms, samples, mem, tokens=0):
         # The sender thread takes it from here (the module docstring, "Hand-off"); records
         # reach the native core in bursts, one warm loop of gs_run_step calls.
-        self._batch.append((step, flags, t_begin, t_end, ms, samples, mem))
+        self._batch.append((step, flags, t_begin, t_end, ms, samples, mem, tokens))
         if self.log_every and step % self.log_every == 0:
             self.last_lines = format_lines(step, ms, mem, self.cuda)
             prefix = "[rank %d] " % self.rank if self.world_size > 1 else ""

@@ -14,7 +14,8 @@ MAX_STR bytes without control characters, at most MAX_BYTES as compact JSON. Key
     dataloader_persistent_workers, per_device_train_batch_size, gradient_accumulation_steps,
     gradient_checkpointing, bf16, fp16, tf32, ddp_find_unused_parameters   TrainingArguments
     attn_implementation, param_dtype, param_count     the model
-    torch_version, cuda_device_name, cpu_count, dist_backend, nccl_version,
+    model_layers, model_heads, model_head_dim         its config (the MFU's attention term)
+    torch_version, cuda_device_name, cpu_count, dist_backend, nccl_version, matmul_allow_tf32,
     NCCL_IB_DISABLE, NCCL_P2P_DISABLE, NCCL_DEBUG      the process
 """
 import json
@@ -96,8 +97,45 @@ def from_loader(loader):
     return out
 
 
+# The model config's names of its layers, attention heads, head dimension and width: Hugging
+# Face's (num_hidden_layers, num_attention_heads, head_dim, hidden_size) and GPT-2 / nanoGPT's
+# (n_layer, n_head, n_embd).
+_LAYERS = ("num_hidden_layers", "n_layer", "num_layers")
+_HEADS = ("num_attention_heads", "n_head", "num_heads")
+_WIDTH = ("hidden_size", "n_embd", "d_model")
+
+
+def _first_int(cfg, names):
+    for name in names:
+        try:
+            v = getattr(cfg, name, None)
+        except Exception:
+            v = None
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
+
+
+def model_shape(cfg):
+    """model_layers, model_heads, model_head_dim from a model config (HF's or nanoGPT's);
+    a dimension the config does not name is left out."""
+    out = {}
+    if cfg is None:
+        return out
+    layers, heads = _first_int(cfg, _LAYERS), _first_int(cfg, _HEADS)
+    head_dim = _first_int(cfg, ("head_dim",))
+    width = _first_int(cfg, _WIDTH)
+    if head_dim is None and width and heads and width % heads == 0:
+        head_dim = width // heads
+    for k, v in (("model_layers", layers), ("model_heads", heads), ("model_head_dim", head_dim)):
+        if v is not None:
+            out[k] = v
+    return out
+
+
 def from_model(model):
-    """Attention implementation (HF config), the dominant parameter dtype, parameter count."""
+    """Attention implementation and shape (the model's config), whether it recomputes
+    activations, the dominant parameter dtype, parameter count."""
     out = {}
     if model is None:
         return out
@@ -106,6 +144,13 @@ def from_model(model):
         attn = scalar(getattr(cfg, "_attn_implementation", None)) if cfg is not None else None
         if attn:
             out["attn_implementation"] = attn
+        out.update(model_shape(cfg))
+    except Exception:
+        pass
+    try:
+        gc = getattr(model, "is_gradient_checkpointing", None)  # transformers' PreTrainedModel
+        if isinstance(gc, bool):
+            out["gradient_checkpointing"] = gc
     except Exception:
         pass
     try:
@@ -132,6 +177,8 @@ def from_process(cuda_device=None):
             out["torch_version"] = scalar(str(torch.__version__))
             if cuda_device is not None:
                 out["cuda_device_name"] = scalar(torch.cuda.get_device_name(cuda_device))
+            if torch.cuda.is_available():  # fp32 matmuls on tensor cores (the MFU's peak)
+                out["matmul_allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
     except Exception:
         pass
     try:
@@ -157,20 +204,39 @@ def from_process(cuda_device=None):
     return {k: v for k, v in out.items() if v is not None}
 
 
+# Facts only MFU's attention term and its tf32 peak read: they take the room the others leave
+# (the diagnosis names settings from the rest), so a crowded hello drops them first.
+LAST = frozenset(("model_layers", "model_heads", "model_head_dim", "seq_len",
+                  "matmul_allow_tf32"))
+
+
 def clean(*parts):
-    """Merges dicts (an earlier key wins) into a dict that obeys the wire rules."""
-    out = {}
+    """Merges dicts (an earlier key wins) into a dict that obeys the wire rules; the LAST keys
+    after all the others."""
+    out, later = {}, []
     for part in parts:
         for k, v in (part or {}).items():
-            v = scalar(v)
-            if v is None or k in out or not isinstance(k, str) or not _KEY.match(k):
-                continue
-            if len(out) >= MAX_FACTS:
+            if k in LAST:
+                later.append((k, v))
+            elif not _put(out, k, v):
                 return out
-            out[k] = v
-            # the C side writes reals with 17 digits: keep a margin under its limit
-            size = len(json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode())
-            if size > MAX_BYTES - 512:
-                del out[k]
-                return out
+    for k, v in later:
+        if not _put(out, k, v):
+            break
     return out
+
+
+def _put(out, k, v):
+    """Adds k: v to out when it obeys the rules and fits; False when out is full."""
+    v = scalar(v)
+    if v is None or k in out or not isinstance(k, str) or not _KEY.match(k):
+        return True
+    if len(out) >= MAX_FACTS:
+        return False
+    out[k] = v
+    # the C side writes reals with 17 digits: keep a margin under its limit
+    size = len(json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > MAX_BYTES - 512:
+        del out[k]
+        return False
+    return True

@@ -20,6 +20,7 @@ comm       torch.distributed collectives are wrapped (once, when the process gro
            initialised); a DDP model gets a comm hook that times each bucket's allreduce.
 """
 import functools
+import sys
 import types
 
 from ._native import PH_BACKWARD, PH_COMM, PH_DATA, PH_FORWARD, PH_OPTIMIZER
@@ -65,7 +66,10 @@ class ModelHooks:
         self.backward_hook = backward == "hook"
         self._grad_enabled = torch.is_grad_enabled
         self._tensor = torch.Tensor
+        self._token_dtypes = (torch.int64, torch.int32)
         self.fwd_samples = 0  # training forwards' input batch dimension since the last read
+        self.fwd_tokens = 0  # their tokens (forward_tokens), and mask sums still on the GPU
+        self.fwd_token_pending = []
         self._handles = []
         self._queue = _queue_engine_callback()
         self._handles.append(model.register_forward_pre_hook(self._pre))
@@ -75,6 +79,21 @@ class ModelHooks:
         if module.training and self._grad_enabled() and inputs and \
                 isinstance(inputs[0], self._tensor) and inputs[0].dim() > 0:
             self.fwd_samples += int(inputs[0].shape[0])
+        # tokens (forward_tokens): only when the inputs may carry them (an integer first input,
+        # or keyword inputs only); keyword inputs from the module call's frame (torch < 2
+        # hooks see positional ones)
+        if module.training and (not inputs or (isinstance(inputs[0], self._tensor) and
+                                               inputs[0].dtype in self._token_dtypes)) \
+                and self._grad_enabled():
+            try:
+                f = sys._getframe(1)
+                kw = f.f_locals.get("kwargs") if f.f_code.co_name == "_call_impl" else None
+                n, _, pending = forward_tokens(inputs, kw)
+                self.fwd_tokens += n
+                if pending is not None:
+                    self.fwd_token_pending.append(pending)
+            except Exception:
+                pass
         if not self.prof._in_step and self.auto_begin and module.training:
             self.prof.step_begin()
         if self.prof._in_step:
@@ -120,10 +139,11 @@ class OptimizerHooks:
     """Optimizer step timing; with end_step, the step's end is the optimizer step's end (the
     one-line instrument() mode)."""
 
-    def __init__(self, prof, optimizer, end_step=False, samples=None):
+    def __init__(self, prof, optimizer, end_step=False, samples=None, tokens=None):
         self.prof = prof
         self.end_step = end_step
         self.samples = samples  # callable giving the samples of the step, or None
+        self.tokens = tokens  # the ModelHooks whose forwards' tokens end with the step, or None
         self._handles = []
         self._orig = None
         self.optimizer = optimizer
@@ -149,7 +169,12 @@ class OptimizerHooks:
     def _post(self, opt, args, kwargs):
         self.prof.phase_end(PH_OPTIMIZER)
         if self.end_step:
-            self.prof.step_end(samples=self.samples() if self.samples else 0)
+            m, tokens, pending = self.tokens, 0, None
+            if m is not None and (m.fwd_tokens or m.fwd_token_pending):
+                tokens, pending = m.fwd_tokens, m.fwd_token_pending or None
+                m.fwd_tokens, m.fwd_token_pending = 0, []
+            self.prof.step_end(samples=self.samples() if self.samples else 0, tokens=tokens,
+                               token_pending=pending)
 
     def remove(self):
         for h in self._handles:
@@ -158,6 +183,43 @@ class OptimizerHooks:
         if self._orig is not None:
             self.optimizer.step = self._orig
             self._orig = None
+
+
+def forward_tokens(args, kwargs):
+    """The tokens a forward is fed (docs/python.md, TOKENS): its input_ids-like input (the
+    keyword input_ids, else the first positional argument) when it is an integer tensor of
+    batch x sequence (2 dimensions, int64 or int32); with a keyword attention_mask of the same
+    shape, the mask's sum (padding excluded), else batch x sequence. Returns (tokens,
+    sequence length, pending): pending is None, or, for a mask on a GPU, a pinned host tensor
+    its sum is being copied into without waiting (read it once the step's events completed:
+    Profiler._drain); tokens is 0 then. (0, 0, None) when the input holds no tokens."""
+    import torch
+    ids = kwargs.get("input_ids") if kwargs else None
+    if ids is None and args:
+        ids = args[0]
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or \
+            ids.dtype not in (torch.int64, torch.int32):
+        return 0, 0, None
+    b, t = int(ids.shape[0]), int(ids.shape[1])
+    mask = kwargs.get("attention_mask") if kwargs else None
+    if isinstance(mask, torch.Tensor) and tuple(mask.shape) == (b, t):
+        if mask.device.type == "cpu":
+            return int(round(float(mask.sum()))), t, None
+        s = mask.sum()
+        host = torch.empty((), dtype=s.dtype, pin_memory=True)
+        host.copy_(s, non_blocking=True)
+        return 0, t, host
+    return b * t, t, None
+
+
+def read_pending_tokens(pending, wait=False):
+    """The sum of the pending mask sums forward_tokens handed out: their copies are done once
+    the step's CUDA events completed; wait (a step timed without events) waits for the device
+    first."""
+    if wait:
+        import torch
+        torch.cuda.synchronize()
+    return sum(int(round(float(h.item()))) for h in pending)
 
 
 def batch_size(batch):

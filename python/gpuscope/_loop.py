@@ -9,7 +9,9 @@ never the script:
                  host; the batch's leading dimension counts as its samples
   forward        outermost module calls in training mode with grad enabled (global module
                  forward pre-/post-hooks; nested modules are not counted again, and forwards
-                 inside backward, e.g. activation-checkpoint recomputation, stay backward)
+                 inside backward, e.g. activation-checkpoint recomputation, stay backward);
+                 their token input counts as the step's tokens (_hooks.forward_tokens), or
+                 the HF Trainer's num_input_tokens_seen where the callback handed its state
   backward       torch.Tensor.backward / torch.autograd.backward, outermost call; DeepSpeed's
                  engine.backward
   optimizer_step the outermost optimizer step: torch's global optimizer step hooks where they
@@ -39,6 +41,7 @@ import sys
 import time
 
 from ._hooks import batch_size as _hooks_batch_size
+from ._hooks import forward_tokens as _forward_tokens
 from ._native import NAN, PH_BACKWARD, PH_COMM, PH_DATA, PH_FORWARD, PH_OPTIMIZER
 
 _perf_ns = time.perf_counter_ns
@@ -62,6 +65,10 @@ class _State:
         self.fdepth = 0           # module forward nesting
         self.opt_depth = 0
         self.samples = 0          # training samples of the open step
+        self.tokens = 0           # tokens the open step's training forwards were fed
+        self.token_pending = []   # their mask sums still on the GPU (_hooks.forward_tokens)
+        self.hf_state = None      # the HF Trainer's state (num_input_tokens_seen), from the callback
+        self.hf_tokens_seen = 0   # its count at the previous step's end
         self.batch_n = 0          # the last fetched batch's samples, until a forward trains on it
         self.batch_facts = None   # its loader's settings (no reference to the iterator)
         self.loader_fed = False   # a DataLoader's batches feed the training forwards
@@ -115,8 +122,44 @@ def configure(**kw):
     facts = kw.pop("facts", None)
     if facts:
         S.facts.update(facts)
+    state = kw.pop("hf_state", None)
+    if state is not None:
+        S.hf_state = state
+        S.hf_tokens_seen = _hf_tokens(state)
     S.config.update({k: v for k, v in kw.items() if v is not None})
     return S.prof is None
+
+
+def _hf_tokens(state):
+    """The Trainer's num_input_tokens_seen (0 when it does not count: the argument
+    include_num_input_tokens_seen is off, or an older transformers)."""
+    try:
+        v = getattr(state, "num_input_tokens_seen", 0) or 0
+        return int(v) if v >= 0 else 0
+    except Exception:
+        return 0
+
+
+def rank_share(n, rank, world_size):
+    """This rank's share of n tokens counted over world_size processes: n // world_size, one
+    more for the lowest n % world_size ranks, so that the ranks' shares add up to n."""
+    w = world_size if world_size and world_size > 1 else 1
+    r = rank if rank and 0 <= rank < w else 0
+    return n // w + (1 if r < n % w else 0)
+
+
+def _step_tokens(st):
+    """The closing step's tokens: the Trainer's own count where it keeps one (its delta since
+    the previous step's end; it counts a step's batches before their forwards, gathered over
+    every process: this rank's share of it), else what the training forwards were fed."""
+    if st.hf_state is not None:
+        seen = _hf_tokens(st.hf_state)
+        if seen > st.hf_tokens_seen:
+            n, st.hf_tokens_seen = seen - st.hf_tokens_seen, seen
+            st.token_pending = []
+            p = st.prof
+            return rank_share(n, p.rank, p.world_size)
+    return st.tokens
 
 
 def _begin(step=True):
@@ -240,8 +283,11 @@ def boundary():
         now = _perf_ns()
     st.fdepth = 0
     p._exposed = st.exposed_ms if p._seen[PH_COMM] else NAN  # Profiler.set_exposed, inline
-    p.step_end(st.samples, None, now)
-    st.samples = 0
+    tokens = st.tokens if st.hf_state is None else _step_tokens(st)
+    p.step_end(st.samples, None, now, tokens, st.token_pending or None)
+    st.samples = st.tokens = 0
+    if st.token_pending:
+        st.token_pending = []
     st.exposed_ms = 0.0
     if p._native_pending:  # the first step: the hello, between steps
         _open_run(p)
@@ -366,9 +412,34 @@ def _fwd_pre(module, inputs):
                     st.samples += inputs[0].size(0)
                 except IndexError:  # 0-d
                     pass
+            # tokens: only a call when the forward may carry them (an integer first input, or
+            # keyword inputs only); a float batch costs an attribute read
+            if not inputs or (type(inputs[0]) is _Tensor and inputs[0].dtype in _TOKEN_DTYPES):
+                _count_tokens(st, p, inputs)
             if p._native_pending:
                 _note_forward(p, module, inputs)
     return None
+
+
+def _count_tokens(st, p, inputs):
+    """The training forward's tokens. A module hook sees the positional inputs only (torch <
+    2: no keyword arguments); the keyword ones (input_ids=, attention_mask=: the HF way) are
+    read from the module call's own frame (Module._call_impl's kwargs)."""
+    try:
+        kw = None
+        f = sys._getframe(2)
+        if f.f_code.co_name == "_call_impl":
+            kw = f.f_locals.get("kwargs")
+        n, seq, pending = _forward_tokens(inputs, kw)
+        if not seq:
+            return
+        st.tokens += n
+        if pending is not None:
+            st.token_pending.append(pending)
+        if p._native_pending and "seq_len" not in st.seen:
+            st.seen["seq_len"] = seq
+    except Exception as e:
+        _warn(f"tokens not counted ({e})")
 
 
 def _adapt_forward_hooks():
@@ -432,6 +503,7 @@ def _fwd_post(module, inputs, output):
 
 _grad_on = None
 _Tensor = None
+_TOKEN_DTYPES = ()  # torch.int64, torch.int32 (install())
 
 
 # ---- backward ----
@@ -789,7 +861,7 @@ def uninstall():
 def install(torch=None):
     """Installs the patches into an imported torch (idempotent). Returns True when
     installed."""
-    global _grad_on, _Tensor
+    global _grad_on, _Tensor, _TOKEN_DTYPES
     if S.installed:
         return True
     if os.environ.get("GPUSCOPE_AUTO", "1") == "0":
@@ -802,6 +874,7 @@ def install(torch=None):
     S.hooks = []
     _grad_on = torch.is_grad_enabled
     _Tensor = torch.Tensor
+    _TOKEN_DTYPES = (torch.int64, torch.int32)
     try:
         import torch.utils.data.dataloader as dl
         it = dl._BaseDataLoaderIter

@@ -5,7 +5,7 @@ it there), else at $GPUSCOPE_LIBRARY. If it cannot be loaded the package keeps w
 are still timed and logged, nothing is aggregated natively and no report is written; a single
 warning says why.
 
-StepRec mirrors struct gs_step_rec field for field (152 bytes; tests/python/test_py_native.py
+StepRec mirrors struct gs_step_rec field for field (160 bytes; tests/python/test_py_native.py
 compiles the header and compares every offset). The per-step path does not go through it:
 ctypes attribute stores are slow once the training step has evicted them from the caches, so
 NativeRun.push() packs the same layout with one struct.pack_into() into a fixed buffer and
@@ -26,7 +26,7 @@ PH_COMM_EXPOSED, PH_OTHER = 6, 7
 PH_ALL = 8
 PHASES = ("data", "forward", "backward", "optimizer_step", "communication", "total_step",
           "communication_exposed", "other")
-STEP_REC_VERSION = 2
+STEP_REC_VERSION = 3  # 3: tokens after ms_x
 FLAG_CUDA_EVENTS = 1
 FLAG_DATA_IN_STEP = 2  # GS_STEP_DATA_IN_STEP
 FLAG_PROFILED = 4  # GS_STEP_PROFILED
@@ -50,11 +50,12 @@ class StepRec(ctypes.Structure):
         ("mem_peak_reserved", ctypes.c_uint64),
         ("mem_total", ctypes.c_uint64),
         ("ms_x", ctypes.c_double * (PH_ALL - PH_N)),
+        ("tokens", ctypes.c_uint64),  # version 3: tokens trained on in the step, 0 = unknown
     ]
 
 
 # struct gs_step_rec as one pack: every field is naturally aligned, so no padding bytes.
-REC_FORMAT = struct.Struct("=IIQdd6dQii5Q2d")
+REC_FORMAT = struct.Struct("=IIQdd6dQii5Q2dQ")
 NO_MEM = (0, 0, 0, 0, 0)
 
 _lib = None
@@ -178,14 +179,14 @@ class NativeRun:
             return self._step(self._run, ctypes.byref(rec))
         return -1
 
-    def push(self, step, flags, t_begin, t_end, ms, samples, mem=NO_MEM):
+    def push(self, step, flags, t_begin, t_end, ms, samples, mem=NO_MEM, tokens=0):
         """Adds one step from plain values (the per-step path): ms a sequence of PH_ALL floats
         in PHASES order (NaN = not measured), mem (allocated, reserved, peak_allocated,
-        peak_reserved, total) bytes."""
+        peak_reserved, total) bytes, tokens trained on (0 = unknown)."""
         if self._run is None:
             return -1
         self._pack(self._buf, 0, STEP_REC_VERSION, flags, step, t_begin, t_end, *ms[:PH_N],
-                   samples, self._rank, self._device, *mem, *ms[PH_N:PH_ALL])
+                   samples, self._rank, self._device, *mem, *ms[PH_N:PH_ALL], tokens)
         return self._fast(self._run, self._addr)
 
     def log(self, rec):

@@ -74,6 +74,7 @@ class _GpuScopeCallbackImpl:
         self.report = None
         self._model_hooks = None
         self._samples_per_step = 0
+        self._tokens_seen = 0  # the Trainer's num_input_tokens_seen at the last step's end
         self._train_metrics = {}
         self._delegated = False  # the loop tracker (gpuscope._loop) times the steps
 
@@ -113,7 +114,7 @@ class _GpuScopeCallbackImpl:
             # The callback hands it the run's settings and, at the end, the Trainer's figures.
             self._delegated = True
             _loop.configure(framework=framework, rank=rank, world_size=world,
-                            local_rank=local, facts=facts, **o)
+                            local_rank=local, facts=facts, hf_state=state, **o)
             return
         self.profiler = _core.Profiler(framework=framework, rank=rank, world_size=world,
                                        local_rank=local, facts=facts, **o)
@@ -126,6 +127,7 @@ class _GpuScopeCallbackImpl:
         bs = getattr(args, "per_device_train_batch_size", 0) or 0
         ga = getattr(args, "gradient_accumulation_steps", 1) or 1
         self._samples_per_step = int(bs) * int(ga)
+        self._tokens_seen = _loop._hf_tokens(state)
 
     # ---- the Trainer's events ----
 
@@ -164,8 +166,13 @@ class _GpuScopeCallbackImpl:
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.profiler is not None:
+            # tokens: the Trainer's own count (include_num_input_tokens_seen), its delta; the
+            # Trainer gathers it over every process: this rank's share
+            seen = _loop._hf_tokens(state)
+            tokens, self._tokens_seen = max(0, seen - self._tokens_seen), seen
+            tokens = _loop.rank_share(tokens, self.profiler.rank, self.profiler.world_size)
             self.profiler.step_end(samples=self._samples_per_step,
-                                   step=getattr(state, "global_step", None))
+                                   step=getattr(state, "global_step", None), tokens=tokens)
         return None
 
     def on_log(self, args, state, control, logs=None, **kwargs):

@@ -37,6 +37,7 @@
 #include "agent/reaper.h"
 #include "agent/recorder.h"
 #include "agent/runs.h"
+#include "agent/usage.h"
 #include "agent/webhook.h"
 #include "base/clock.h"
 #include "base/ticker.h"
@@ -308,19 +309,49 @@ static int start_webhook(struct gs_agent *a, struct gs_err *err)
     return rc;
 }
 
+/* The usage rows of each finished minute go to the history writer (when history is on). */
+static void usage_emit(void *ctx, const struct gs_usage_row *rows, unsigned n)
+{
+    struct gs_agent *a = ctx;
+
+    if (a->rec)
+        gs_recorder_usage_add(a->rec, rows, n);
+}
+
+/* The gpuscope run a pid belongs to (runs.h), for the usage accounting's job id. */
+static int usage_run_of(void *ctx, unsigned pid, char *out, size_t cap)
+{
+    struct gs_agent *a = ctx;
+
+    return a->runs && gs_runs_of_pid(a->runs, pid, out, cap);
+}
+
+static int start_usage(struct gs_agent *a, struct gs_err *err)
+{
+    struct gs_usage_opts o = {
+        .emit = usage_emit, .emit_ctx = a, .run_of = usage_run_of, .run_ctx = a, .read_env = 1};
+
+    if (gs_usage_new(&a->usage, &o) != GS_OK)
+        return gs_err_set(err, GS_ENOMEM, "agent: out of memory (usage accounting)");
+    return GS_OK;
+}
+
 static void shutdown_agent(struct gs_agent *a)
 {
     struct gs_pub *p;
 
     gs_ticker_stop(a->ticker); /* a cycle under way finishes first */
     a->ticker = NULL;
-    gs_agent_http_stop(a); /* every response's reference comes back */
+    gs_agent_http_stop(a);    /* every response's reference comes back */
+    gs_usage_flush(a->usage); /* the current minute's rows, to the recorder before it closes */
     /* After the sampler (no more offers) and HTTP (no more queries): appends what is queued,
      * flushes, and gives the queued references back before the publications are freed. */
     gs_runs_close(a->runs); /* live runs end and are stored: before the recorder closes */
     a->runs = NULL;
     gs_recorder_close(a->rec);
     a->rec = NULL;
+    gs_usage_free(a->usage);
+    a->usage = NULL;
     gs_push_close(a->push); /* gives its queued references back, like the recorder */
     a->push = NULL;
     gs_webhook_close(a->webhook); /* after the sampler: no more transitions */
@@ -406,6 +437,8 @@ int gs_agent_run(const struct gs_agent_config *cfg, const struct gs_agent_args *
         rc = start_history(&a, err);
     if (rc == GS_OK)
         start_runs(&a);
+    if (rc == GS_OK)
+        rc = start_usage(&a, err);
     if (rc == GS_OK)
         rc = start_push(&a, err);
     if (rc == GS_OK)

@@ -28,6 +28,7 @@
 
 struct gs_agent;
 struct gs_ticker;
+struct gs_usage;
 struct MHD_Daemon;
 
 /* What a publication serves: /metrics, /api/v1/snapshot, /api/v1/processes, /api/v1/alerts. */
@@ -104,6 +105,7 @@ struct gs_agent {
     struct gs_runs *runs;              /* the step-record socket (runs.h); NULL when socket = off */
     char runs_off[320];                /* why runs is NULL, as /api/v1/runs's 404 says it */
     struct gs_policy *policy;          /* the visibility policy (policy.h) */
+    struct gs_usage *usage;            /* GPU usage accounting (usage.h); its own lock */
     struct MHD_Daemon *mhd_unix;       /* http_socket for local viewers; NULL when off */
     struct gs_push *push;              /* NULL when no push sink is configured */
     struct gs_webhook *webhook;        /* NULL without alert_webhook (webhook.h) */

@@ -134,6 +134,13 @@ static const struct key keys[] = {
      "MiB of stored text (reports, tags, names, commands) one uid's ended runs keep together "
      "(its oldest ended runs pruned first); 0: no cap",
      0},
+    {"gpu_hour_price", KEY_DOUBLE, offsetof(struct gs_agent_config, gpu_hour_price), 0, 1e9, NULL,
+     "0", "price of one GPU-hour held, for the cost column of gpuscope usage; 0: no cost", 0},
+    {"kwh_price", KEY_DOUBLE, offsetof(struct gs_agent_config, kwh_price), 0, 1e9, NULL, "0",
+     "price of one kWh of GPU energy, added to the cost of gpuscope usage; 0: none", 0},
+    {"currency", KEY_STR, offsetof(struct gs_agent_config, currency), 0,
+     sizeof(((struct gs_agent_config *)0)->currency), NULL, "",
+     "currency of gpu_hour_price and kwh_price (EUR, USD, ...), shown beside the cost", 0},
     {"influx_url", KEY_STR, offsetof(struct gs_agent_config, push.influx_url), 0,
      sizeof(((struct gs_agent_config *)0)->push.influx_url), NULL, "",
      "InfluxDB base URL (http://HOST:8086); empty: no InfluxDB push", 0},

@@ -94,6 +94,11 @@ struct gs_agent_config {
     int insecure;                          /* 1: allow a non-loopback listen without TLS+auth */
     char user[64]; /* started as root: become this user after binding (privdrop.h); "": stay */
     char kubernetes_pods_dir[GS_DATA_DIR_LEN]; /* kubelet pod log dirs (k8s.h); "off": none */
+    /* GPU usage prices (usage_api.h, docs/usage.md): cost = GPU-hours held x gpu_hour_price +
+     * kWh x kwh_price; 0: not priced. */
+    double gpu_hour_price;
+    double kwh_price;
+    char currency[16]; /* "EUR", "USD", ...: shown beside the cost; "": none */
 };
 
 /* Fills every key with its default; data_dir's comes from gs_config_default_data_dir with

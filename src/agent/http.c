@@ -38,6 +38,8 @@
 #include "agent/recorder.h"
 #include "agent/route.h"
 #include "agent/runs.h"
+#include "agent/usage.h"
+#include "agent/usage_api.h"
 #include "agent/web.h"
 #include "agent/worker.h"
 #include "base/clock.h"
@@ -344,6 +346,50 @@ static enum MHD_Result send_runs(struct MHD_Connection *c, struct gs_agent *a, c
     return send_owned(c, code, body, len, "application/json");
 }
 
+/* /api/v1/usage (docs/api.md, usage_api.h): the history's groups (on the connection's thread,
+ * under the store's lock: a grouped read of minute and hour rows) and the current minute's
+ * rows; who: only this uid's rows (< 0: none), NULL: every row. */
+static enum MHD_Result send_usage(struct MHD_Connection *c, struct gs_agent *a, const int64_t *who)
+{
+    struct gs_usage_answer ans;
+    struct gs_usage_prices pr;
+    struct gs_agent_config cfg;
+    struct gs_err e;
+    char msg[512], *body;
+    size_t len;
+    int rc = GS_OK;
+
+    memset(&ans, 0, sizeof ans);
+#define ARG(name) MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name)
+    if (gs_usage_req_parse(&ans.sel, ARG("by"), ARG("from"), ARG("to"), ARG("job"),
+                           gs_clock_real_s(), msg, sizeof msg) != GS_OK)
+        return send_json_error(c, MHD_HTTP_BAD_REQUEST, msg);
+#undef ARG
+    if (who) {
+        ans.sel.owner_only = 1;
+        ans.sel.uid = *who;
+    }
+    pthread_mutex_lock(&a->lock);
+    cfg = a->cfg;
+    pthread_mutex_unlock(&a->lock);
+    gs_err_clear(&e);
+    /* who < 0 (process_visibility = none): no row at all, not the rows of unknown holders */
+    if (a->rec && !(who && *who < 0))
+        rc = gs_recorder_usage_query(a->rec, &ans.sel, gs_usage_answer_group, &ans, &e);
+    if (rc != GS_OK) {
+        free(ans.g);
+        gs_log(GS_LOG_WARN, "http: /api/v1/usage: %s", e.msg);
+        return send_json_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, e.msg[0] ? e.msg : gs_strerror(rc));
+    }
+    if (a->usage && !(who && *who < 0))
+        gs_usage_live(a->usage, gs_usage_answer_rows, &ans);
+    pr.gpu_hour_price = cfg.gpu_hour_price;
+    pr.kwh_price = cfg.kwh_price;
+    pr.currency = cfg.currency;
+    body = gs_usage_answer_json(&ans, &pr, &len);
+    return send_owned(c, MHD_HTTP_OK, body, len, TYPE_JSON);
+}
+
 /* ---- what a non-admin viewer gets (policy.h, docs/security.md) ---- */
 
 /* /metrics, /api/v1/snapshot, /api/v1/processes, /api/v1/alerts for a viewer the policy
@@ -378,6 +424,16 @@ static enum MHD_Result send_filtered(struct MHD_Connection *c, struct gs_agent *
         struct gs_buf b = {0};
         if (!f || gs_metrics_render(&b, f, &p->self, p->mflags) != GS_OK)
             gs_buf_free(&b);
+        else if (a->usage) { /* the usage counters and live jobs of the viewer's uid only */
+            int all;
+            int64_t uid;
+            gs_policy_runs_owner(&view, &all, &uid);
+            if (all || uid >= 0)
+                gs_usage_render_prom(a->usage, &b, all ? -1 : uid,
+                                     GS_USAGE_PROM_COUNTERS | GS_USAGE_PROM_JOBS);
+            if (gs_buf_status(&b) != GS_BUF_OK)
+                gs_buf_free(&b);
+        }
         gs_snapshot_free(f);
         gs_pub_release(p);
         if (!b.data)
@@ -568,6 +624,24 @@ static enum MHD_Result h_runs_f(const struct request *rq)
     return send_runs_filtered(rq->c, rq->a, &rq->v, rq->peer_pid, rq->url);
 }
 
+static enum MHD_Result h_usage(const struct request *rq)
+{
+    return send_usage(rq->c, rq->a, NULL);
+}
+
+/* A filtered viewer's usage: its own uid's rows (policy.h's runs owner rule), none for
+ * process_visibility = none. */
+static enum MHD_Result h_usage_f(const struct request *rq)
+{
+    struct gs_policy_view view;
+    int all;
+    int64_t uid;
+
+    gs_policy_view(rq->a->policy, &view, &rq->v, rq->peer_pid, NULL);
+    gs_policy_runs_owner(&view, &all, &uid);
+    return send_usage(rq->c, rq->a, all ? NULL : &uid);
+}
+
 static enum MHD_Result h_web(const struct request *rq)
 {
     return (enum MHD_Result)gs_web_send(rq->c, gs_web_find(rq->url));
@@ -585,6 +659,7 @@ static const struct {
     [GS_ROUTE_PROCESSES] = {h_processes, h_processes_f, NULL},
     [GS_ROUTE_ALERTS] = {h_alerts, h_alerts_f, NULL},
     [GS_ROUTE_RUNS] = {h_runs, h_runs_f, h_runs_capture},
+    [GS_ROUTE_USAGE] = {h_usage, h_usage_f, NULL},
     [GS_ROUTE_WEB] = {h_web, NULL, NULL},
 };
 

@@ -22,6 +22,7 @@
 #include "agent/reaper.h"
 #include "agent/recorder.h"
 #include "agent/runs.h"
+#include "agent/usage.h"
 #include "agent/webhook.h"
 #include "base/clock.h"
 #include "core/snapjson.h"
@@ -201,6 +202,8 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         gs_log(GS_LOG_ERROR, "metrics: render failed (out of memory)");
     if (a->runs)
         gs_runs_render_prom(a->runs, &p->prom); /* per-rank series of live runs */
+    if (a->usage) /* usage counters per (user, GPU), live jobs' gauges */
+        gs_usage_render_prom(a->usage, &p->prom, -1, GS_USAGE_PROM_COUNTERS | GS_USAGE_PROM_JOBS);
     render_refused(a, &p->prom);
     if (a->push) {
         struct gs_push_stats ps = gs_push_stats(a->push); /* a short lock, no I/O */

@@ -71,7 +71,12 @@ struct gs_recorder {
     double next_flush; /* the writer's own (CLOCK_MONOTONIC s) */
     int failing;       /* the writer's own: inside a failure episode */
     int prune_failed;  /* the writer's own: a prune failure was logged */
+    /* Under qlock: usage rows waiting for the writer (gs_recorder_usage_add). */
+    struct gs_usage_row *usage;
+    unsigned n_usage, cap_usage;
 };
+
+#define USAGE_WAIT_MAX 65536u
 
 static int64_t writer_run(void *ctx, void *items, unsigned n, bool stopping);
 
@@ -306,7 +311,65 @@ int gs_recorder_run_log(struct gs_recorder *r, int64_t run_id, const struct gs_s
     return rc;
 }
 
+void gs_recorder_usage_add(struct gs_recorder *r, const struct gs_usage_row *rows, unsigned n)
+{
+    pthread_mutex_lock(&r->qlock);
+    if (r->n_usage + n > r->cap_usage && r->n_usage + n <= USAGE_WAIT_MAX) {
+        unsigned cap = r->cap_usage ? r->cap_usage : 64;
+        struct gs_usage_row *p;
+        while (cap < r->n_usage + n)
+            cap *= 2;
+        if ((p = realloc(r->usage, cap * sizeof *p)) != NULL) {
+            r->usage = p;
+            r->cap_usage = cap;
+        }
+    }
+    if (r->n_usage + n <= r->cap_usage) {
+        memcpy(r->usage + r->n_usage, rows, n * sizeof *rows);
+        r->n_usage += n;
+    } else {
+        r->pub.dropped += n;
+    }
+    pthread_mutex_unlock(&r->qlock);
+}
+
+int gs_recorder_usage_query(struct gs_recorder *r, const struct gs_usage_sel *sel,
+                            gs_usage_group_fn fn, void *ctx, struct gs_err *err)
+{
+    int rc;
+
+    if ((rc = gs_recorder_damaged(r, err)) != GS_OK)
+        return rc;
+    pthread_mutex_lock(&r->store_lock);
+    rc = gs_store_usage_query(r->st, sel, fn, ctx, err);
+    pthread_mutex_unlock(&r->store_lock);
+    return rc;
+}
+
 /* ---- the writer thread ---- */
+
+/* Adds the usage rows waiting (the writer's, and the close's last call). */
+static void write_usage(struct gs_recorder *r)
+{
+    struct gs_usage_row *rows;
+    unsigned n;
+    struct gs_err err;
+
+    pthread_mutex_lock(&r->qlock);
+    rows = r->usage;
+    n = r->n_usage;
+    r->usage = NULL;
+    r->n_usage = r->cap_usage = 0;
+    pthread_mutex_unlock(&r->qlock);
+    if (n) {
+        gs_err_clear(&err);
+        pthread_mutex_lock(&r->store_lock);
+        if (gs_store_usage_add(r->st, rows, n, &err) != GS_OK)
+            gs_log(GS_LOG_WARN, "history: %u usage row(s) not kept: %s", n, err.msg);
+        pthread_mutex_unlock(&r->store_lock);
+    }
+    free(rows);
+}
 
 /* Copies the store's stats where offer/stats can read them without the store lock. Called
  * with store_lock held. */
@@ -377,6 +440,16 @@ static void prune(struct gs_recorder *r, double raw_s, double rollup_s, double r
                   unsigned steps_per_run, unsigned steps_per_uid, uint64_t ended_rows,
                   uint64_t ended_bytes)
 {
+    {
+        unsigned changed = 0;
+        struct gs_err err;
+        gs_err_clear(&err);
+        pthread_mutex_lock(&r->store_lock);
+        if (gs_store_usage_prune(r->st, gs_clock_real_s(), raw_s, rollup_s, &changed, &err) !=
+            GS_OK)
+            gs_log(GS_LOG_WARN, "history: usage roll-up failed: %s", err.msg);
+        pthread_mutex_unlock(&r->store_lock);
+    }
     for (int i = 0; i < PRUNE_BATCHES; i++) {
         unsigned deleted = 0, run_rows = 0;
         struct gs_err err;
@@ -482,6 +555,8 @@ static int64_t writer_run(void *ctx, void *items, unsigned n, bool stopping)
     pthread_mutex_unlock(&r->qlock);
     for (unsigned i = 0; i < n; i++)
         append_one(r, &batch[i]);
+    if (!damaged)
+        write_usage(r);
     if (n > 0) {
         pthread_mutex_lock(&r->store_lock);
         publish_stats(r);
@@ -527,6 +602,9 @@ void gs_recorder_close(struct gs_recorder *r)
     gs_worker_close(r->worker); /* drains the queue and flushes (unstarted: releases) */
     if (!r->started)
         flush_once(r);
+    if (!r->damaged)
+        write_usage(r); /* what the agent's shutdown handed over last */
+    free(r->usage);
     gs_store_close(r->st);
     pthread_mutex_destroy(&r->qlock);
     pthread_mutex_destroy(&r->store_lock);

@@ -22,6 +22,7 @@
 
 #include "gpuscope/gs_model.h"
 #include "store/history.h"
+#include "store/usage.h"
 
 struct gs_err;
 struct gs_recorder;
@@ -104,6 +105,15 @@ int gs_recorder_run_end(struct gs_recorder *r, int64_t run_id, double end_time,
  * store's mutex, for the runs module on the receiver thread. */
 int gs_recorder_run_log(struct gs_recorder *r, int64_t run_id, const struct gs_store_log *rec,
                         struct gs_err *err);
+
+/* Hands n usage rows (store/usage.h) to the writer, which adds them at its next wake (the
+ * next snapshot offer, or the flush timer); copied under a short lock, never waits on I/O.
+ * Rows past a bound of 65536 waiting are dropped and counted. */
+void gs_recorder_usage_add(struct gs_recorder *r, const struct gs_usage_row *rows, unsigned n);
+
+/* gs_store_usage_query under the store's mutex. */
+int gs_recorder_usage_query(struct gs_recorder *r, const struct gs_usage_sel *sel,
+                            gs_usage_group_fn fn, void *ctx, struct gs_err *err);
 
 /* Stops the writer after it has appended every queued snapshot and flushed (one last try),
  * then closes the store. NULL is allowed. */

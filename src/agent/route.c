@@ -11,6 +11,7 @@ static const char *const no_args[] = {NULL};
 static const char *const history_args[] = {"gpu", "metric", "from", "to", "step", NULL};
 static const char *const runs_args[] = {"from", "limit", NULL};
 static const char *const capture_args[] = {"steps", NULL};
+static const char *const usage_args[] = {"by", "from", "to", "job", NULL};
 
 static const struct gs_route routes[] = {
     {GS_ROUTE_METRICS, "/metrics", false, true, false, true, no_args, NULL},
@@ -20,6 +21,7 @@ static const struct gs_route routes[] = {
     {GS_ROUTE_PROCESSES, "/api/v1/processes", false, false, true, true, no_args, NULL},
     {GS_ROUTE_ALERTS, "/api/v1/alerts", false, false, true, true, no_args, NULL},
     {GS_ROUTE_RUNS, "/api/v1/runs", true, false, true, true, runs_args, capture_args},
+    {GS_ROUTE_USAGE, "/api/v1/usage", false, false, true, true, usage_args, NULL},
 };
 
 /* "/" and /assets/... (web.c), after the table. */

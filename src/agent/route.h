@@ -21,6 +21,7 @@ enum gs_route_id {
     GS_ROUTE_PROCESSES, /* /api/v1/processes */
     GS_ROUTE_ALERTS,    /* /api/v1/alerts */
     GS_ROUTE_RUNS,      /* /api/v1/runs[/...] */
+    GS_ROUTE_USAGE,     /* /api/v1/usage (usage_api.h) */
     GS_ROUTE_WEB,       /* the dashboard: "/" and its assets (web.c) */
     GS_ROUTE__N
 };

@@ -787,6 +787,25 @@ static int snap_rows(struct gs_runs *r, unsigned n_gpus)
     return 1;
 }
 
+int gs_runs_of_pid(struct gs_runs *r, unsigned pid, char *out, size_t cap)
+{
+    int found = 0;
+
+    if (!r || pid == 0)
+        return 0;
+    pthread_mutex_lock(&r->lock);
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && !found; i++) {
+        const struct run *run = r->live[i];
+        for (unsigned k = 0; run && k < run->n_conns && !found; k++)
+            if ((unsigned)run->conns[k].pid == pid) {
+                snprintf(out, cap, "%lld", (long long)run->id);
+                found = 1;
+            }
+    }
+    pthread_mutex_unlock(&r->lock);
+    return found;
+}
+
 unsigned gs_runs_want(struct gs_runs *r)
 {
     unsigned live;
@@ -840,8 +859,11 @@ void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap)
                 row[g] |= one[g];
             /* the rank's gpu label: the first GPU attributed to its connection */
             const unsigned char *hit = memchr(one, 1, ng);
-            if (hit)
-                gs_runm_gpu(r->m, runs[k]->id, rc->conn_id, (int)snap->gpus[hit - one].index);
+            if (hit) {
+                const struct gs_gpu *g = &snap->gpus[hit - one];
+                gs_runm_gpu(r->m, runs[k]->id, rc->conn_id, (int)g->index,
+                            gs_gpu_has_text(g, GS_T_NAME) ? g->text[GS_T_NAME] : NULL);
+            }
         }
         pthread_mutex_unlock(&r->lock);
         any[k] = memchr(row, 1, ng) != NULL;

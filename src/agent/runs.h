@@ -103,6 +103,10 @@ int gs_runs_open(struct gs_runs **out, const struct gs_runs_opts *o, struct gs_e
  * utilization samples (GS_WANT_UTIL_SAMPLES) while a run goes on, else 0. */
 unsigned gs_runs_want(struct gs_runs *r);
 
+/* The id of the live run one of whose ranks (SO_PEERCRED pids) is pid, as decimal text into
+ * out (cap bytes): 1; 0 when pid is no live run's rank. A short lock, no I/O. */
+int gs_runs_of_pid(struct gs_runs *r, unsigned pid, char *out, size_t cap);
+
 /* Feeds snap to every live run with GPUs in it (run/attrib.h; only those GPUs), with the
  * driver's utilization samples snap carries for them. Never blocks. */
 void gs_runs_snapshot(struct gs_runs *r, const struct gs_snapshot *snap);

@@ -85,7 +85,10 @@ static void headline(json_t *item, json_t *report)
                                        "gpu_peak_memory_allocated_gb",
                                        "data_loading_time_ratio",
                                        "communication_time_ratio",
-                                       "gpu_busy_estimate_percent"};
+                                       "gpu_busy_estimate_percent",
+                                       "train_tokens_per_second",
+                                       "tokens_per_second_per_gpu",
+                                       "mfu"};
     json_t *f = json_object_get(report, "findings"), *x;
     json_t *ids = json_array();
     size_t i;

@@ -17,7 +17,9 @@
 
 #include "agent/metrics.h"
 #include "base/clock.h"
+#include "base/mfu.h"
 #include "gpuscope/gs_run.h"
+#include "run/efficiency.h"
 #include "run/hang.h"
 #include "run/record.h"
 
@@ -31,6 +33,11 @@ struct slot {
     uint64_t count, last_step;
     uint64_t samples; /* samples of the steps that gave a count */
     int samples_seen;
+    /* MFU (src/run/efficiency.c): FLOPs per token and precision from the hello's facts, the
+     * peak of the rank's GPU from its name (NAN / -1 / 0: unknown) */
+    double fpt;
+    int prec;
+    double peak;
     double sum_s, last_s, last_t;
     struct gs_hang hang;       /* the stall check (run/hang.h), on the agent's clock at receipt */
     double stalled_s;          /* the last gs_runm_stalled: seconds without a step, 0 not stalled */
@@ -40,6 +47,7 @@ struct slot {
     /* ring of the last steps: wall seconds, data seconds, communication seconds */
     unsigned head, n;
     double wall[GS_RUNM_WINDOW], data[GS_RUNM_WINDOW], comm[GS_RUNM_WINDOW];
+    double tok[GS_RUNM_WINDOW]; /* the steps' tokens, NAN = not counted */
 };
 
 struct gs_runm {
@@ -92,6 +100,8 @@ static struct slot *slot_get(struct gs_runm *m, int64_t run_id, uint64_t conn_id
     free_slot->rank = free_slot->world_size = -1;
     free_slot->gpu = -1;
     free_slot->last_t = NAN;
+    free_slot->fpt = NAN;
+    free_slot->prec = -1;
     if (run_name && run_name[0])
         snprintf(free_slot->job, sizeof free_slot->job, "%s", run_name);
     else
@@ -104,9 +114,16 @@ void gs_runm_hello(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const ch
                    const struct gs_record_hello *h)
 {
     struct slot *s;
+    json_t *facts;
+    double fpt;
+    int prec = -1;
 
     if (!m)
         return;
+    /* the model's FLOPs per token, once per hello, outside the lock */
+    facts = h->facts.n ? gs_record_facts_json(&h->facts) : NULL;
+    fpt = gs_efficiency_model(facts, &prec, NULL, NULL);
+    json_decref(facts);
     pthread_mutex_lock(&m->mu);
     s = slot_get(m, run_id, conn_id, run_name);
     if (s) {
@@ -118,6 +135,8 @@ void gs_runm_hello(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const ch
             s->rank = h->rank;
         if (h->world_size >= 0)
             s->world_size = h->world_size;
+        s->fpt = fpt;
+        s->prec = prec;
     }
     pthread_mutex_unlock(&m->mu);
 }
@@ -165,6 +184,7 @@ void gs_runm_step(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const cha
         s->wall[s->head] = wall_ms / 1e3;
         s->data[s->head] = ms_or_zero(r, GS_PH_DATA) / 1e3;
         s->comm[s->head] = comm_ms / 1e3;
+        s->tok[s->head] = r->tokens ? (double)r->tokens : NAN;
         s->head = (s->head + 1) % GS_RUNM_WINDOW;
         if (s->n < GS_RUNM_WINDOW)
             s->n++;
@@ -172,15 +192,20 @@ void gs_runm_step(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const cha
     pthread_mutex_unlock(&m->mu);
 }
 
-void gs_runm_gpu(struct gs_runm *m, int64_t run_id, uint64_t conn_id, int gpu_index)
+void gs_runm_gpu(struct gs_runm *m, int64_t run_id, uint64_t conn_id, int gpu_index,
+                 const char *gpu_name)
 {
+    const struct gs_peak_gpu *pk = gs_peak_find(gpu_name);
+
     if (!m)
         return;
     pthread_mutex_lock(&m->mu);
     for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
         struct slot *s = &m->slots[i];
-        if (s->used && s->run_id == run_id && s->conn_id == conn_id)
+        if (s->used && s->run_id == run_id && s->conn_id == conn_id) {
             s->gpu = gpu_index;
+            s->peak = pk && s->prec >= 0 ? pk->flops[s->prec] : 0;
+        }
     }
     pthread_mutex_unlock(&m->mu);
 }
@@ -262,6 +287,19 @@ static double quantile(const double *v, unsigned n, double q)
 }
 
 static const double quantiles[] = {0.5, 0.9, 0.95, 0.99};
+
+/* Tokens per second of wall time over the window's steps that carried a count; NAN: none. */
+static double window_tokens_per_s(const struct slot *s)
+{
+    double tok = 0, wall = 0;
+
+    for (unsigned k = 0; k < s->n; k++)
+        if (!isnan(s->tok[k])) {
+            tok += s->tok[k];
+            wall += s->wall[k];
+        }
+    return wall > 0 ? tok / wall : NAN;
+}
 
 unsigned gs_runm_stalled(struct gs_runm *m, double now, double factor, double min_s,
                          unsigned char *stalled, unsigned n, unsigned *no_gpu)
@@ -422,6 +460,30 @@ void gs_runm_render(struct gs_runm *m, struct gs_buf *b)
             continue;
         labels(b, "gpuscope_run_samples_total", s);
         out(b, "} %llu\n", (unsigned long long)s->samples);
+    }
+    header(b, "gpuscope_run_tokens_per_second",
+           "Tokens the rank trained on per second of wall time, over its last 128 steps that "
+           "carried a count (docs/report.md, TOKENS AND MFU).",
+           "gauge");
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        const struct slot *s = &m->slots[i];
+        double tps = window_tokens_per_s(s);
+        if (!s->used || !(tps >= 0))
+            continue;
+        labels(b, "gpuscope_run_tokens_per_second", s);
+        out(b, "} %.9g\n", tps);
+    }
+    header(b, "gpuscope_run_mfu",
+           "Model FLOPs utilization of the rank (0..1): FLOPs per token x tokens/s over its last "
+           "128 steps / its GPU's peak at the run's precision (docs/report.md, TOKENS AND MFU).",
+           "gauge");
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        const struct slot *s = &m->slots[i];
+        double tps = window_tokens_per_s(s);
+        if (!s->used || !(tps >= 0) || !(s->fpt > 0) || !(s->peak > 0))
+            continue;
+        labels(b, "gpuscope_run_mfu", s);
+        out(b, "} %.9g\n", s->fpt * tps / s->peak);
     }
     header(b, "gpuscope_run_last_step_seconds", "Wall time of the rank's last step.", "gauge");
     for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {

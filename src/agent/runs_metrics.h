@@ -24,7 +24,7 @@ struct gs_step_rec;
 #define GS_RUNM_MAX_RANKS 256
 #define GS_RUNM_WINDOW 128
 #define GS_RUNM_SERIES_PER_RANK                                                                    \
-    26 /* info, 2 summaries (4 quantiles, sum, count), 7 phases, 5 gauges, samples */
+    28 /* info, 2 summaries (4 quantiles, sum, count), 7 phases, 7 gauges, samples */
 
 struct gs_runm;
 
@@ -39,8 +39,10 @@ void gs_runm_hello(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const ch
 /* One step of that connection (a slot is made when no hello came). */
 void gs_runm_step(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const char *run_name,
                   const struct gs_step_rec *s);
-/* The NVML index of the connection's GPU (the gpu label), from the sampling thread. */
-void gs_runm_gpu(struct gs_runm *m, int64_t run_id, uint64_t conn_id, int gpu_index);
+/* The NVML index of the connection's GPU (the gpu label) and its NVML name (the peak of
+ * gpuscope_run_mfu: src/base/mfu.c; NULL unknown), from the sampling thread. */
+void gs_runm_gpu(struct gs_runm *m, int64_t run_id, uint64_t conn_id, int gpu_index,
+                 const char *gpu_name);
 /* The connection ended (conn_id), or the whole run (conn_id 0): their series go. */
 void gs_runm_drop(struct gs_runm *m, int64_t run_id, uint64_t conn_id);
 /* A rank is stalled by the hang rule of src/run/hang.h, the one of `gpuscope run`'s watchdog:

@@ -22,6 +22,7 @@
 #include "agent/recorder.h"
 #include "agent/runs.h"
 #include "agent/schedule.h"
+#include "agent/usage.h"
 #include "agent/webhook.h"
 #include "base/clock.h"
 #include "gpuscope/gs_sampler.h"
@@ -229,6 +230,8 @@ void gs_agent_cycle(struct gs_agent *a, const struct gs_agent_config *cfg)
         if (cfg->alerts.enabled && p->up)
             gs_alerts_eval(a->alerts, p->snap, p->snap->t_real);
     }
+    if (a->usage && p->up)
+        gs_usage_cycle(a->usage, p->snap); /* before the render: /metrics has this cycle's */
     gs_pub_render(a, p, cfg);
     gs_pub_publish(a, p);
     if (a->rec && p->up) {

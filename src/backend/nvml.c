@@ -592,6 +592,8 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
         gs_nvml_read_pcie_tput(&c);
     if (want & GS_WANT_HEALTH)
         gs_nvml_read_health(&c);
+    if (want & GS_WANT_DETAIL)
+        gs_nvml_read_detail(&c);
     if (want & GS_WANT_MIG)
         gs_nvml_read_mig(&c);
     if (want & GS_WANT_GPM)

@@ -399,6 +399,107 @@ typedef struct {
 } nvmlRepairStatus_t;
 #define nvmlRepairStatus_v1 0x0100000Cu /* sizeof(nvmlRepairStatus_t) | 1 << 24 */
 
+/* ---- -q detail readings (GS_WANT_DETAIL): modes, SRAM error status, bank-remap histogram,
+ * fabric, capabilities. Layouts from the 13.3 header (§0 source H). ---------------------- */
+/* nvmlDeviceGetVirtualizationMode (nvmlGpuVirtualizationMode_t) */
+typedef unsigned int nvmlGpuVirtualizationMode_t;
+enum {
+    NVML_GPU_VIRTUALIZATION_MODE_NONE = 0,
+    NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH = 1,
+    NVML_GPU_VIRTUALIZATION_MODE_VGPU = 2,
+    NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU = 3,
+    NVML_GPU_VIRTUALIZATION_MODE_HOST_VSGA = 4,
+};
+/* nvmlDeviceGetHostVgpuMode (nvmlHostVgpuMode_t) */
+typedef unsigned int nvmlHostVgpuMode_t;
+enum { NVML_HOST_VGPU_MODE_NON_SRIOV = 0, NVML_HOST_VGPU_MODE_SRIOV = 1 };
+
+/* nvmlDeviceGetAddressingMode (NVML 12.8+), version 1: value is NONE 0, HMM 1, ATS 2. */
+typedef struct {
+    unsigned int version;
+    unsigned int value;
+} nvmlDeviceAddressingMode_t;
+#define nvmlDeviceAddressingMode_v1 0x01000008u /* sizeof | 1 << 24 */
+enum {
+    NVML_DEVICE_ADDRESSING_MODE_NONE = 0,
+    NVML_DEVICE_ADDRESSING_MODE_HMM = 1,
+    NVML_DEVICE_ADDRESSING_MODE_ATS = 2,
+};
+
+/* nvmlDeviceGetC2cModeInfoV: no version member (the header's nvmlC2cModeInfo_v1_t). */
+typedef struct {
+    unsigned int isC2cEnabled;
+} nvmlC2cModeInfo_v1_t;
+
+/* nvmlDeviceGetCapabilities (NVML 12.8+), version 1: capMask bit NVML_DEV_CAP_EGM. */
+typedef struct {
+    unsigned int version;
+    unsigned int capMask;
+} nvmlDeviceCapabilities_t;
+#define nvmlDeviceCapabilities_v1 0x01000008u /* sizeof | 1 << 24 */
+#define NVML_DEV_CAP_EGM (1 << 0)             /* extended GPU memory */
+
+/* nvmlDeviceGetSramEccErrorStatus (NVML 12.4+), version 1: 4 bytes of padding after version. */
+typedef struct {
+    unsigned int version;
+    unsigned long long aggregateUncParity;
+    unsigned long long aggregateUncSecDed;
+    unsigned long long aggregateCor;
+    unsigned long long volatileUncParity;
+    unsigned long long volatileUncSecDed;
+    unsigned long long volatileCor;
+    unsigned long long aggregateUncBucketL2;
+    unsigned long long aggregateUncBucketSm;
+    unsigned long long aggregateUncBucketPcie;
+    unsigned long long aggregateUncBucketMcu;
+    unsigned long long aggregateUncBucketOther;
+    unsigned int bThresholdExceeded;
+} nvmlEccSramErrorStatus_t;
+#define nvmlEccSramErrorStatus_v1 0x01000068u /* sizeof | 1 << 24 */
+
+/* nvmlDeviceGetRowRemapperHistogram: banks by spare rows left. */
+typedef struct {
+    unsigned int max;
+    unsigned int high;
+    unsigned int partial;
+    unsigned int low;
+    unsigned int none;
+} nvmlRowRemapperHistogramValues_t;
+
+/* nvmlDeviceGetGpuFabricInfoV with version 3 (nvmlGpuFabricInfo_v3_t, 565+). */
+#define NVML_GPU_FABRIC_UUID_LEN 16
+typedef unsigned char nvmlGpuFabricState_t;
+enum {
+    NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0,
+    NVML_GPU_FABRIC_STATE_NOT_STARTED = 1,
+    NVML_GPU_FABRIC_STATE_IN_PROGRESS = 2,
+    NVML_GPU_FABRIC_STATE_COMPLETED = 3,
+};
+typedef struct {
+    unsigned int version;
+    unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+    nvmlReturn_t status; /* meaningful once state is COMPLETED */
+    unsigned int cliqueId;
+    nvmlGpuFabricState_t state;
+    unsigned int healthMask;
+    unsigned char healthSummary;
+} nvmlGpuFabricInfo_v3_t;
+#define nvmlGpuFabricInfo_v3 0x03000028u /* sizeof | 3 << 24 */
+
+/* Power scopes of the power field values (scopeId of NVML_FI_DEV_POWER_*). */
+#define NVML_POWER_SCOPE_GPU 0U
+#define NVML_POWER_SCOPE_MODULE 1U
+#define NVML_POWER_SCOPE_MEMORY 2U
+
+/* Field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION's values (nvmlDeviceGpuRecoveryAction_t). */
+enum {
+    NVML_GPU_RECOVERY_ACTION_NONE = 0,
+    NVML_GPU_RECOVERY_ACTION_GPU_RESET = 1,
+    NVML_GPU_RECOVERY_ACTION_NODE_REBOOT = 2,
+    NVML_GPU_RECOVERY_ACTION_DRAIN_P2P = 3,
+    NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET = 4,
+};
+
 typedef struct {
     unsigned int metricId;
     nvmlReturn_t nvmlReturn;
@@ -451,6 +552,14 @@ enum {
     NVML_FI_DEV_POWER_CURRENT_LIMIT = 190,
     NVML_FI_DEV_ENERGY = 191,
     NVML_FI_DEV_POWER_REQUESTED_LIMIT = 192,
+    NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT = 193, /* T.Limit-relative thresholds, signed C */
+    NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT = 194,
+    NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT = 195,
+    NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT = 196,
+    NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230,
+    NVML_FI_DEV_EDPP_MULTIPLIER = 274,            /* percent */
+    NVML_FI_DEV_REMAPPED_ROWS_COR_INACTIVE = 301, /* remapped rows not in use (595+) */
+    NVML_FI_DEV_REMAPPED_ROWS_UNC_INACTIVE = 302,
 };
 
 /* nvmlDeviceGetRunningProcessDetailList (535.104+, §7). */
@@ -590,6 +699,27 @@ static_assert(sizeof(nvmlFBCStats_t) == 12, "FBC stats");
 static_assert(sizeof(nvmlRepairStatus_t) == 12, "repair status v1");
 static_assert(offsetof(nvmlRepairStatus_t, bTpcRepairPending) == 8, "TPC flag at 8");
 static_assert(nvmlRepairStatus_v1 == (sizeof(nvmlRepairStatus_t) | (1u << 24)), "struct version");
+
+static_assert(sizeof(nvmlDeviceAddressingMode_t) == 8, "addressing mode v1");
+static_assert(nvmlDeviceAddressingMode_v1 == (sizeof(nvmlDeviceAddressingMode_t) | (1u << 24)),
+              "struct version");
+static_assert(sizeof(nvmlC2cModeInfo_v1_t) == 4, "C2C mode info v1");
+static_assert(sizeof(nvmlDeviceCapabilities_t) == 8, "device capabilities v1");
+static_assert(nvmlDeviceCapabilities_v1 == (sizeof(nvmlDeviceCapabilities_t) | (1u << 24)),
+              "struct version");
+static_assert(sizeof(nvmlEccSramErrorStatus_t) == 104, "SRAM ECC error status v1");
+static_assert(offsetof(nvmlEccSramErrorStatus_t, aggregateUncParity) == 8, "parity at 8");
+static_assert(offsetof(nvmlEccSramErrorStatus_t, bThresholdExceeded) == 96, "threshold at 96");
+static_assert(nvmlEccSramErrorStatus_v1 == (sizeof(nvmlEccSramErrorStatus_t) | (1u << 24)),
+              "struct version");
+static_assert(sizeof(nvmlRowRemapperHistogramValues_t) == 20, "row remapper histogram");
+static_assert(sizeof(nvmlGpuFabricInfo_v3_t) == 40, "fabric info v3");
+static_assert(offsetof(nvmlGpuFabricInfo_v3_t, status) == 20, "fabric status at 20");
+static_assert(offsetof(nvmlGpuFabricInfo_v3_t, state) == 28, "fabric state at 28");
+static_assert(offsetof(nvmlGpuFabricInfo_v3_t, healthMask) == 32, "fabric health mask at 32");
+static_assert(offsetof(nvmlGpuFabricInfo_v3_t, healthSummary) == 36, "fabric summary at 36");
+static_assert(nvmlGpuFabricInfo_v3 == (sizeof(nvmlGpuFabricInfo_v3_t) | (3u << 24)),
+              "struct version");
 
 static_assert(sizeof(nvmlProcessDetailList_t) == 24, "process detail list v1");
 static_assert(nvmlProcessDetailList_v1 == (sizeof(nvmlProcessDetailList_t) | (1u << 24)),

@@ -61,6 +61,12 @@ typedef nvmlReturn_t (*fn_d_margin)(nvmlDevice_t, nvmlMarginTemperature_t *);
 typedef nvmlReturn_t (*fn_d_fbc)(nvmlDevice_t, nvmlFBCStats_t *);
 typedef nvmlReturn_t (*fn_d_str1)(nvmlDevice_t, char *);
 typedef nvmlReturn_t (*fn_d_repair)(nvmlDevice_t, nvmlRepairStatus_t *);
+typedef nvmlReturn_t (*fn_d_addr)(nvmlDevice_t, nvmlDeviceAddressingMode_t *);
+typedef nvmlReturn_t (*fn_d_c2c)(nvmlDevice_t, nvmlC2cModeInfo_v1_t *);
+typedef nvmlReturn_t (*fn_d_caps)(nvmlDevice_t, nvmlDeviceCapabilities_t *);
+typedef nvmlReturn_t (*fn_d_sram)(nvmlDevice_t, nvmlEccSramErrorStatus_t *);
+typedef nvmlReturn_t (*fn_d_hist)(nvmlDevice_t, nvmlRowRemapperHistogramValues_t *);
+typedef nvmlReturn_t (*fn_d_fabric)(nvmlDevice_t, nvmlGpuFabricInfo_v3_t *);
 typedef nvmlReturn_t (*fn_d_fields)(nvmlDevice_t, int, nvmlFieldValue_t *);
 typedef nvmlReturn_t (*fn_d_procs)(nvmlDevice_t, unsigned int *, void *);
 typedef nvmlReturn_t (*fn_d_putil)(nvmlDevice_t, nvmlProcessUtilizationSample_t *, unsigned int *,
@@ -196,6 +202,14 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(boost_max, fn_d_arg_u, "nvmlDeviceGetMaxCustomerBoostClock")                                 \
     X(gsp_version, fn_d_str1, "nvmlDeviceGetGspFirmwareVersion")                                   \
     X(repair_status, fn_d_repair, "nvmlDeviceGetRepairStatus")                                     \
+    X(addressing_mode, fn_d_addr, "nvmlDeviceGetAddressingMode")                                   \
+    X(virt_mode, fn_d_u, "nvmlDeviceGetVirtualizationMode")                                        \
+    X(host_vgpu_mode, fn_d_u, "nvmlDeviceGetHostVgpuMode")                                         \
+    X(c2c_mode, fn_d_c2c, "nvmlDeviceGetC2cModeInfoV")                                             \
+    X(capabilities, fn_d_caps, "nvmlDeviceGetCapabilities")                                        \
+    X(sram_status, fn_d_sram, "nvmlDeviceGetSramEccErrorStatus")                                   \
+    X(remap_histogram, fn_d_hist, "nvmlDeviceGetRowRemapperHistogram")                             \
+    X(fabric_info, fn_d_fabric, "nvmlDeviceGetGpuFabricInfoV")                                     \
     X(jpg_util, fn_d_u2, "nvmlDeviceGetJpgUtilization")                                            \
     X(ofa_util, fn_d_u2, "nvmlDeviceGetOfaUtilization")                                            \
     X(inforom_image, fn_d_str, "nvmlDeviceGetInforomImageVersion")                                 \
@@ -359,6 +373,7 @@ int gs_nvml_need_m(const struct rd *c, enum gs_metric m);
 int gs_nvml_need_t(const struct rd *c, enum gs_text t);
 int gs_nvml_ok(struct rd *c, uint8_t *st, nvmlReturn_t r);
 void gs_nvml_read_basic(struct rd *c);
+void gs_nvml_read_detail(struct rd *c);
 void gs_nvml_read_health(struct rd *c);
 void gs_nvml_read_identity(struct rd *c);
 void gs_nvml_read_mig(struct rd *c);

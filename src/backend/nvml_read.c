@@ -384,25 +384,38 @@ static void rd_temp_margin(struct rd *c)
         gs_gpu_set(c->g, GS_M_TEMP_MARGIN, m.marginTemperature);
 }
 
-/* Field values in one call (§6): memory temperature, average/instant power, the time spent in
- * each clock-event reason (ns), and the PCIe replay counter's rollovers. */
+/* Field values in one call (§6): memory temperature, average/instant power of the GPU and of its
+ * memory, the time spent in each clock-event reason (ns), the PCIe replay counter's rollovers and
+ * the recovery action the driver recommends, the T.Limit-relative temperature thresholds, the
+ * EDPp multiplier and the inactive remapped rows. */
 static void rd_fields(struct rd *c)
 {
     static const struct {
         unsigned id;
+        unsigned scope; /* power fields: the GPU itself, its memory (not the module) */
         enum gs_metric m;
         double scale;
     } fields[] = {
-        {NVML_FI_DEV_MEMORY_TEMP, GS_M_TEMP_MEM, 1},
-        {NVML_FI_DEV_POWER_AVERAGE, GS_M_POWER_AVERAGE, 1e-3},
-        {NVML_FI_DEV_POWER_INSTANT, GS_M_POWER_INSTANT, 1e-3},
-        {NVML_FI_DEV_PERF_POLICY_POWER, GS_M_THROTTLE_NS_SW_POWER, 1e-9},
-        {NVML_FI_DEV_PERF_POLICY_SYNC_BOOST, GS_M_THROTTLE_NS_SYNC_BOOST, 1e-9},
-        {NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN, GS_M_THROTTLE_NS_SW_THERMAL, 1e-9},
-        {NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN, GS_M_THROTTLE_NS_HW_THERMAL, 1e-9},
-        {NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN, GS_M_THROTTLE_NS_HW_POWER_BRAKE,
-         1e-9},
-        {NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER, GS_M_PCIE_REPLAY_ROLLOVER, 1},
+        {NVML_FI_DEV_MEMORY_TEMP, 0, GS_M_TEMP_MEM, 1},
+        {NVML_FI_DEV_POWER_AVERAGE, NVML_POWER_SCOPE_GPU, GS_M_POWER_AVERAGE, 1e-3},
+        {NVML_FI_DEV_POWER_INSTANT, NVML_POWER_SCOPE_GPU, GS_M_POWER_INSTANT, 1e-3},
+        {NVML_FI_DEV_PERF_POLICY_POWER, 0, GS_M_THROTTLE_NS_SW_POWER, 1e-9},
+        {NVML_FI_DEV_PERF_POLICY_SYNC_BOOST, 0, GS_M_THROTTLE_NS_SYNC_BOOST, 1e-9},
+        {NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN, 0, GS_M_THROTTLE_NS_SW_THERMAL, 1e-9},
+        {NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN, 0, GS_M_THROTTLE_NS_HW_THERMAL, 1e-9},
+        {NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN, 0,
+         GS_M_THROTTLE_NS_HW_POWER_BRAKE, 1e-9},
+        {NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER, 0, GS_M_PCIE_REPLAY_ROLLOVER, 1},
+        {NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, 0, GS_M_RECOVERY_ACTION, 1},
+        {NVML_FI_DEV_EDPP_MULTIPLIER, 0, GS_M_EDPP_MULTIPLIER, 1e-2},
+        {NVML_FI_DEV_REMAPPED_ROWS_COR_INACTIVE, 0, GS_M_REMAP_CORR_INACTIVE, 1},
+        {NVML_FI_DEV_REMAPPED_ROWS_UNC_INACTIVE, 0, GS_M_REMAP_UNCORR_INACTIVE, 1},
+        {NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT, 0, GS_M_TLIMIT_SHUTDOWN, 1},
+        {NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT, 0, GS_M_TLIMIT_SLOWDOWN, 1},
+        {NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT, 0, GS_M_TLIMIT_MEM_MAX, 1},
+        {NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT, 0, GS_M_TLIMIT_GPU_MAX, 1},
+        {NVML_FI_DEV_POWER_AVERAGE, NVML_POWER_SCOPE_MEMORY, GS_M_POWER_MEMORY_AVERAGE, 1e-3},
+        {NVML_FI_DEV_POWER_INSTANT, NVML_POWER_SCOPE_MEMORY, GS_M_POWER_MEMORY_INSTANT, 1e-3},
     };
     nvmlFieldValue_t fv[COUNT_OF(fields)];
     enum gs_metric ms[COUNT_OF(fields)];
@@ -413,7 +426,7 @@ static void rd_fields(struct rd *c)
     memset(fv, 0, sizeof fv);
     for (size_t i = 0; i < COUNT_OF(fields); i++) {
         fv[i].fieldId = fields[i].id;
-        fv[i].scopeId = 0; /* the GPU itself, not the module (power fields) */
+        fv[i].scopeId = fields[i].scope;
         ms[i] = fields[i].m;
     }
     if (!gs_nvml_need_any(c, ms, COUNT_OF(fields)))
@@ -718,4 +731,125 @@ void gs_nvml_read_mig(struct rd *c)
         if (!c->lost)
             c->g->n_mig++;
     }
+}
+
+/* ---- GS_WANT_DETAIL: what only nvidia-smi -q shows ------------------------------------------ */
+
+/* One enum-like reading of a plain `unsigned int *` getter. */
+static void rd_detail_uint(struct rd *c, enum gs_metric m, fn_d_u fn)
+{
+    unsigned int v = 0;
+
+    if (c->lost || !fn)
+        return;
+    if (gs_nvml_ok(c, &c->g->st[m], fn(c->h, &v)))
+        gs_gpu_set(c->g, m, v);
+}
+
+/* SRAM ECC error status (12.4+), version 1: the uncorrectable parity / SEC-DED split of the SRAM
+ * counters, whether the error threshold was crossed, and the aggregate errors by unit. */
+static void rd_sram(struct rd *c)
+{
+    static const enum gs_metric ms[] = {
+        GS_M_SRAM_PARITY_VOL, GS_M_SRAM_SECDED_VOL, GS_M_SRAM_PARITY_AGG, GS_M_SRAM_SECDED_AGG,
+        GS_M_SRAM_THRESHOLD,  GS_M_SRAM_L2,         GS_M_SRAM_SM,         GS_M_SRAM_MCU,
+        GS_M_SRAM_PCIE,       GS_M_SRAM_OTHER};
+    nvmlEccSramErrorStatus_t e;
+
+    if (c->lost || !c->b->fn.sram_status)
+        return;
+    memset(&e, 0, sizeof e);
+    e.version = nvmlEccSramErrorStatus_v1;
+    if (!ok_n(c, c->b->fn.sram_status(c->h, &e), ms, COUNT_OF(ms)))
+        return;
+    gs_gpu_set(c->g, GS_M_SRAM_PARITY_VOL, (double)e.volatileUncParity);
+    gs_gpu_set(c->g, GS_M_SRAM_SECDED_VOL, (double)e.volatileUncSecDed);
+    gs_gpu_set(c->g, GS_M_SRAM_PARITY_AGG, (double)e.aggregateUncParity);
+    gs_gpu_set(c->g, GS_M_SRAM_SECDED_AGG, (double)e.aggregateUncSecDed);
+    gs_gpu_set(c->g, GS_M_SRAM_THRESHOLD, e.bThresholdExceeded != 0);
+    gs_gpu_set(c->g, GS_M_SRAM_L2, (double)e.aggregateUncBucketL2);
+    gs_gpu_set(c->g, GS_M_SRAM_SM, (double)e.aggregateUncBucketSm);
+    gs_gpu_set(c->g, GS_M_SRAM_MCU, (double)e.aggregateUncBucketMcu);
+    gs_gpu_set(c->g, GS_M_SRAM_PCIE, (double)e.aggregateUncBucketPcie);
+    gs_gpu_set(c->g, GS_M_SRAM_OTHER, (double)e.aggregateUncBucketOther);
+}
+
+/* Bank-remap availability: memory banks with all, many, some, few and no spare rows left. */
+static void rd_remap_histogram(struct rd *c)
+{
+    static const enum gs_metric ms[] = {GS_M_REMAP_HIST_MAX, GS_M_REMAP_HIST_HIGH,
+                                        GS_M_REMAP_HIST_PARTIAL, GS_M_REMAP_HIST_LOW,
+                                        GS_M_REMAP_HIST_NONE};
+    nvmlRowRemapperHistogramValues_t h;
+
+    if (c->lost || !c->b->fn.remap_histogram)
+        return;
+    memset(&h, 0, sizeof h);
+    if (!ok_n(c, c->b->fn.remap_histogram(c->h, &h), ms, COUNT_OF(ms)))
+        return;
+    gs_gpu_set(c->g, GS_M_REMAP_HIST_MAX, h.max);
+    gs_gpu_set(c->g, GS_M_REMAP_HIST_HIGH, h.high);
+    gs_gpu_set(c->g, GS_M_REMAP_HIST_PARTIAL, h.partial);
+    gs_gpu_set(c->g, GS_M_REMAP_HIST_LOW, h.low);
+    gs_gpu_set(c->g, GS_M_REMAP_HIST_NONE, h.none);
+}
+
+/* NVLink fabric registration, version 3: its state, then (once completed) its outcome, clique
+ * and cluster. State NOT_SUPPORTED reads as absent, as nvidia-smi prints N/A for it. */
+static void rd_fabric(struct rd *c)
+{
+    static const enum gs_metric ms[] = {GS_M_FABRIC_STATE, GS_M_FABRIC_STATUS, GS_M_FABRIC_CLIQUE};
+    nvmlGpuFabricInfo_v3_t f;
+    struct gs_gpu *g = c->g;
+    const unsigned char *u;
+
+    if (c->lost || !c->b->fn.fabric_info)
+        return;
+    memset(&f, 0, sizeof f);
+    f.version = nvmlGpuFabricInfo_v3;
+    if (!ok_n(c, c->b->fn.fabric_info(c->h, &f), ms, COUNT_OF(ms)) ||
+        f.state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED)
+        return;
+    gs_gpu_set(g, GS_M_FABRIC_STATE, f.state);
+    if (f.state != NVML_GPU_FABRIC_STATE_COMPLETED)
+        return;
+    gs_gpu_set(g, GS_M_FABRIC_STATUS, f.status);
+    gs_gpu_set(g, GS_M_FABRIC_CLIQUE, f.cliqueId);
+    u = f.clusterUuid;
+    snprintf(g->text[GS_T_FABRIC_CLUSTER], GS_STR_LEN,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+             u[15]);
+    g->tst[GS_T_FABRIC_CLUSTER] = GS_ST_OK;
+}
+
+void gs_nvml_read_detail(struct rd *c)
+{
+    const struct nvml_fns *f = &c->b->fn;
+
+    if (!c->lost && f->addressing_mode) {
+        nvmlDeviceAddressingMode_t a;
+        memset(&a, 0, sizeof a);
+        a.version = nvmlDeviceAddressingMode_v1;
+        if (gs_nvml_ok(c, &c->g->st[GS_M_ADDRESSING_MODE], f->addressing_mode(c->h, &a)))
+            gs_gpu_set(c->g, GS_M_ADDRESSING_MODE, a.value);
+    }
+    rd_detail_uint(c, GS_M_VIRT_MODE, f->virt_mode);
+    rd_detail_uint(c, GS_M_HOST_VGPU_MODE, f->host_vgpu_mode);
+    if (!c->lost && f->c2c_mode) {
+        nvmlC2cModeInfo_v1_t m;
+        memset(&m, 0, sizeof m);
+        if (gs_nvml_ok(c, &c->g->st[GS_M_C2C_MODE], f->c2c_mode(c->h, &m)))
+            gs_gpu_set(c->g, GS_M_C2C_MODE, m.isC2cEnabled != 0);
+    }
+    if (!c->lost && f->capabilities) {
+        nvmlDeviceCapabilities_t k;
+        memset(&k, 0, sizeof k);
+        k.version = nvmlDeviceCapabilities_v1;
+        if (gs_nvml_ok(c, &c->g->st[GS_M_EGM], f->capabilities(c->h, &k)))
+            gs_gpu_set(c->g, GS_M_EGM, (k.capMask & NVML_DEV_CAP_EGM) != 0);
+    }
+    rd_sram(c);
+    rd_remap_histogram(c);
+    rd_fabric(c);
 }

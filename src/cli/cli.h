@@ -38,6 +38,14 @@ int gs_cli_tune(int argc, char **argv);
 /* `gpuscope runs`: the local agent's training runs, a table or --json (runs.c, docs/runs.md). */
 int gs_cli_runs(int argc, char **argv);
 
+/* `gpuscope usage`: the agent's GPU usage accounting, a table, --csv or --json (usage.c,
+ * docs/usage.md). */
+int gs_cli_usage(int argc, char **argv);
+
+/* `gpuscope jobstats ID`: a job's end-of-job summary from the agents (jobstats.c,
+ * docs/jobstats.md). */
+int gs_cli_jobstats(int argc, char **argv);
+
 /* `gpuscope top`: the full-screen view (top_load.c loads gpuscope-top.so, src/top/). */
 int gs_cli_top(int argc, char **argv);
 

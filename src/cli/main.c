@@ -26,6 +26,8 @@ static const struct subcommand subcommands[] = {
     {"report", gs_cli_report, "a run as one self-contained HTML page (charts, findings)"},
     {"compare", gs_cli_compare, "runs side by side: fields, phases, settings, findings"},
     {"runs", gs_cli_runs, "the training runs the local agent received: table or --json"},
+    {"usage", gs_cli_usage, "GPU-hours held, busy and idle by user, job, pod or GPU; cost"},
+    {"jobstats", gs_cli_jobstats, "a job's end-of-job summary: GPUs, utilization, memory, notes"},
     {"top", gs_cli_top, "full-screen live view: GPUs, processes, training runs"},
 };
 

@@ -12,6 +12,8 @@
  */
 #include "diag/diag.h"
 
+#include "base/mfu.h"
+
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -38,6 +40,8 @@
 #define GS_DIAG_PREFETCH_MIN 2          /* data_loading: prefetch_factor advised range ... */
 #define GS_DIAG_PREFETCH_MAX 4          /* ... up to this */
 #define GS_DIAG_ATTN_UTIL_PCT 70.0      /* attention_implementation: avg utilization below */
+#define GS_DIAG_LOW_MFU 0.20            /* low_mfu: MFU below ... */
+#define GS_DIAG_LOW_MFU_UTIL_PCT 70.0   /* ... while NVML's avg GPU utilization at least */
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -54,8 +58,10 @@ struct diag_facts {
     const char *gpu_name;    /* cuda_device_name, else the first GPU of the report */
     const char *ib_disable, *p2p_disable; /* NCCL_IB_DISABLE / NCCL_P2P_DISABLE as set */
     const char *nccl_version;
-    long accum; /* gradient_accumulation_steps (micro-steps per optimizer step), -1: unknown */
-    int known;  /* the report has facts: an absent NCCL_* variable was not set */
+    long accum;    /* gradient_accumulation_steps (micro-steps per optimizer step), -1: unknown */
+    long batch;    /* the loader's batch_size, else per_device_train_batch_size; -1: unknown */
+    int grad_ckpt; /* gradient_checkpointing: 0 / 1 / -1 */
+    int known;     /* the report has facts: an absent NCCL_* variable was not set */
 };
 
 /* The framework the advice is spelled for (report run.framework). */
@@ -80,6 +86,7 @@ struct diag_in {
     const json_t *gpus;
     double peak_reserved_gb, gap_gb, alloc_total_gb;
     const json_t *slow; /* slowest_rank when it is a straggler (src/base/straggler.c), or NULL */
+    const json_t *rep;  /* the report (the efficiency figures: src/run/efficiency.c) */
 };
 
 static double num(const json_t *o, const char *key)
@@ -139,6 +146,10 @@ static void diag_read_facts(const json_t *rep, struct diag_in *in)
     f->p2p_disable = fact_str(fx, "NCCL_P2P_DISABLE");
     f->nccl_version = fact_str(fx, "nccl_version");
     f->accum = fact_int(fx, "gradient_accumulation_steps");
+    f->batch = fact_int(fx, "loader_batch_size");
+    if (f->batch < 0)
+        f->batch = fact_int(fx, "per_device_train_batch_size");
+    f->grad_ckpt = fact_bool(fx, "gradient_checkpointing");
     f->known = json_object_size(fx) > 0;
     /* The training process's own CPU set beats the machine the report is read on. */
     if (cpus > 0)
@@ -213,6 +224,7 @@ static void diag_read(const json_t *rep, long ncpu, struct diag_in *in)
     in->peak_reserved_gb = num(al, "peak_reserved_gb");
     in->gap_gb = num(al, "fragmentation_gap_gb");
     in->alloc_total_gb = num(al, "memory_total_gb");
+    in->rep = rep;
     diag_read_facts(rep, in);
     diag_read_outcome(rep, in);
 }
@@ -875,6 +887,86 @@ static json_t *rule_precision(const struct diag_in *in)
     return f;
 }
 
+/* MFU low while NVML says the GPU is busy: kernels run but do little arithmetic (small
+ * matmuls, fp32, unfused attention); the advice names the run's current values. */
+/* How many times the run's peak the GPU's bf16 peak is (peak_flops_gpu's table entry). */
+static double mfu_bf16_ratio(const json_t *rep)
+{
+    const char *model = json_string_value(json_object_get(rep, "peak_flops_gpu"));
+    double peak = num(rep, "peak_flops");
+    size_t n;
+    const struct gs_peak_gpu *t = gs_peak_table(&n);
+
+    for (size_t i = 0; model && i < n; i++)
+        if (strcmp(t[i].model, model) == 0 && peak > 0)
+            return t[i].flops[GS_PREC_BF16] / peak;
+    return NAN;
+}
+
+static json_t *rule_low_mfu(const struct diag_in *in)
+{
+    double mfu = num(in->rep, "mfu"), peak = num(in->rep, "peak_flops");
+    const char *prec = json_string_value(json_object_get(in->rep, "peak_flops_precision"));
+    const char *model = json_string_value(json_object_get(in->rep, "peak_flops_gpu"));
+    const char *attn = in->fx.attn;
+    int wide = prec && (strcmp(prec, "fp32") == 0 || strcmp(prec, "tf32") == 0);
+    json_t *f;
+
+    if (!(mfu < GS_DIAG_LOW_MFU) || !(in->util_avg >= GS_DIAG_LOW_MFU_UTIL_PCT) || !in->util_src ||
+        strcmp(in->util_src, "nvml") != 0)
+        return NULL;
+    f = finding(in, "low_mfu", "warning",
+                "MFU is %.*f%% while GPU utilization is %.0f%%: kernels are busy but do "
+                "little arithmetic (small matmuls, fp32, no fused attention)",
+                100.0 * mfu >= 0.1 ? 1 : 4, 100.0 * mfu, in->util_avg);
+    gs_diag_evidence(f, "mfu", json_real(mfu));
+    gs_diag_evidence(f, "threshold_mfu", json_real(GS_DIAG_LOW_MFU));
+    gs_diag_evidence(f, "gpu_avg_utilization_percent", json_real(in->util_avg));
+    gs_diag_evidence(f, "threshold_percent", json_real(GS_DIAG_LOW_MFU_UTIL_PCT));
+    gs_diag_evidence(f, "train_tokens_per_second", jnum(num(in->rep, "train_tokens_per_second")));
+    gs_diag_evidence(f, "model_flops_per_token", jnum(num(in->rep, "model_flops_per_token")));
+    gs_diag_evidence(f, "peak_flops", jnum(peak));
+    gs_diag_evidence(f, "peak_flops_precision", prec ? json_string(prec) : json_null());
+    gs_diag_evidence(f, "peak_flops_gpu", model ? json_string(model) : json_null());
+    gs_diag_evidence(f, "gpus", all_gpus(in));
+    if (wide) {
+        double x = mfu_bf16_ratio(in->rep);
+        char more[96] = "";
+        if (x > 1)
+            snprintf(more, sizeof more, " (the %s's bf16 peak is %.0fx its %s peak)", model, x,
+                     prec);
+        gs_diag_advise(f, "The matmuls run in %s (parameters %s, autocast %s): %s%s", prec,
+                       in->fx.param_dtype ? in->fx.param_dtype : "of unknown dtype",
+                       in->fx.autocast == 1   ? "on"
+                       : in->fx.autocast == 0 ? "off"
+                                              : "unknown",
+                       in->fw == FW_DEEPSPEED    ? "\"bf16\": {\"enabled\": true} in the DeepSpeed "
+                                                   "config"
+                       : in->fw == FW_ACCELERATE ? "Accelerator(mixed_precision=\"bf16\")"
+                                                 : spell(in, &SP_BF16),
+                       more);
+    }
+    if (!attn || strcmp(attn, "eager") == 0)
+        gs_diag_advise(f, "Attention %s%s%s: %s", attn ? "is \"" : "implementation unknown",
+                       attn ? attn : "", attn ? "\"" : "", spell(in, &SP_FLASH));
+    if (in->fx.batch > 0)
+        gs_diag_advise(f,
+                       "A larger micro-batch gives larger matmuls: the batch size is %ld now; "
+                       "raise %s while memory allows (gradient_accumulation_steps %ld%s)",
+                       in->fx.batch, spell(in, &SP_BATCH), in->fx.accum > 0 ? in->fx.accum : 1,
+                       in->fx.accum > 1 ? ": lower it as the batch grows" : "");
+    else
+        gs_diag_advise(f,
+                       "A larger micro-batch gives larger matmuls: raise %s while memory "
+                       "allows",
+                       spell(in, &SP_BATCH));
+    gs_diag_advise(f,
+                   "torch.compile(model) fuses the small elementwise kernels between the "
+                   "matmuls%s",
+                   in->fw == FW_HF ? " (torch_compile=True in TrainingArguments)" : "");
+    return f;
+}
+
 static json_t *rule_healthy(const struct diag_in *in)
 {
     int comm_ok = in->comm < GS_DIAG_HEALTHY_COMM_RATIO || (isnan(in->comm) && in->ranks <= 1);
@@ -978,6 +1070,7 @@ static const struct {
     {"throttling", rule_throttling},
     {"attention_implementation", rule_attention},
     {"precision", rule_precision},
+    {"low_mfu", rule_low_mfu},
     {"healthy", rule_healthy},
 };
 

@@ -188,6 +188,10 @@ int gs_agg_step(struct gs_agg *a, const struct gs_step_rec *s)
         r->samples += s->samples;
         r->n_samples++;
     }
+    if (s->tokens) {
+        r->tokens += s->tokens;
+        r->n_tokens++;
+    }
     if (s->flags & GS_STEP_CUDA_EVENTS)
         r->cuda_events++;
     k->profiled = (s->flags & GS_STEP_PROFILED) != 0;

@@ -52,6 +52,8 @@ struct gs_agg_rank {
     struct gs_agg_step *steps;
     uint64_t samples;                                  /* sum of known per-step samples */
     size_t n_samples;                                  /* steps whose samples were known */
+    uint64_t tokens;                                   /* sum of known per-step tokens */
+    size_t n_tokens;                                   /* steps whose tokens were known */
     uint64_t peak_allocated, peak_reserved, mem_total; /* bytes, 0 = unknown */
     unsigned cuda_events;                              /* steps timed by CUDA events */
     size_t n_profiled;                                 /* steps flagged GS_STEP_PROFILED */

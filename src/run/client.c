@@ -860,6 +860,11 @@ GS_API int gs_run_step(struct gs_run *run, const struct gs_step_rec *in)
         memcpy(&v2, in, offsetof(struct gs_step_rec, ms_x));
         for (int p = GS_PH_N; p < GS_PH_ALL; p++)
             v2.ms_x[p - GS_PH_N] = NAN;
+        v2.tokens = 0;
+        rec = &v2;
+    } else if (in->version == 2) { /* a version-2 caller's struct ends before tokens */
+        memcpy(&v2, in, offsetof(struct gs_step_rec, tokens));
+        v2.tokens = 0;
         rec = &v2;
     }
     pthread_mutex_lock(&run->mu);

@@ -569,7 +569,8 @@ static int parse_step(json_t *root, struct gs_step_rec *s, char *err, size_t err
         return fail(err, errlen, "step.t1: before t0");
     if (get_small(root, "rank", ctx, &s->rank, err, errlen) < 0 ||
         get_small(root, "device", ctx, &s->device, err, errlen) < 0 ||
-        get_u53(root, "samples", ctx, &s->samples, err, errlen) < 0)
+        get_u53(root, "samples", ctx, &s->samples, err, errlen) < 0 ||
+        get_u53(root, "tokens", ctx, &s->tokens, err, errlen) < 0)
         return -1;
     if (s->rank < 0)
         return fail(err, errlen, "step.rank: negative");
@@ -844,6 +845,8 @@ static int encode_step(json_t *o, const struct gs_step_rec *s)
         rc |= set_int(o, "device", s->device);
     if (s->samples)
         rc |= set_int(o, "samples", (int64_t)s->samples);
+    if (s->tokens)
+        rc |= set_int(o, "tokens", (int64_t)s->tokens);
     if (s->flags & GS_STEP_CUDA_EVENTS)
         rc |= json_object_set_new(o, "cuda_events", json_true());
     if (s->flags & GS_STEP_DATA_IN_STEP)
@@ -962,7 +965,7 @@ bool gs_record_equal(const struct gs_record *a, const struct gs_record *b)
                 return false;
         return x->version == y->version && x->flags == y->flags && x->step == y->step &&
                x->t_begin == y->t_begin && x->t_end == y->t_end && x->samples == y->samples &&
-               x->rank == y->rank && x->device == y->device &&
+               x->tokens == y->tokens && x->rank == y->rank && x->device == y->device &&
                x->mem_allocated == y->mem_allocated && x->mem_reserved == y->mem_reserved &&
                x->mem_peak_allocated == y->mem_peak_allocated &&
                x->mem_peak_reserved == y->mem_peak_reserved && x->mem_total == y->mem_total;

@@ -17,7 +17,9 @@
  *   {"v":1,"type":"end","train_runtime":3624.5,"train_samples":10296,"train_steps":997,
  *    "train_loss":1.23,"outcome":{"exception":"ValueError: boom","seen_optimizer_step":0}}
  * A step's "ms" may also carry "communication_exposed" and "other" (record version 2 of
- * gs_step_rec; the wire version stays 1: they are optional keys).
+ * gs_step_rec; the wire version stays 1: they are optional keys), and a step its "tokens"
+ * (an integer in [0, 2^53], the tokens trained on in the step: record version 3; absent or 0
+ * = unknown; an older receiver ignores it).
  *   {"v":1,"type":"log","step":100,"t":1764430000.4,"rank":0,
  *    "values":{"loss":1.23,"learning_rate":2e-5,"grad_norm":0.8,"epoch":0.5}}
  * A "log" record (added after the first three; a receiver older than it refuses it as an

@@ -24,6 +24,7 @@
 #include "base/straggler.h"
 #include "diag/diag.h"
 #include "gpuscope/gs_err.h"
+#include "run/efficiency.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -42,7 +43,9 @@ struct step_sums {
     size_t max_rank_steps;
     uint64_t samples;
     size_t samples_known;
-    size_t cuda_events; /* steps timed with CUDA events (else host clocks) */
+    uint64_t tokens;     /* tokens trained on, over every rank (steps that carried a count) */
+    size_t tokens_known; /* steps that did */
+    size_t cuda_events;  /* steps timed with CUDA events (else host clocks) */
 };
 
 static json_t *jnum(double v)
@@ -166,6 +169,8 @@ static void sum_steps(const struct gs_agg *a, struct step_sums *s)
         s->samples += rk->samples;
         s->profiled += rk->n_profiled;
         s->samples_known += rk->n_samples;
+        s->tokens += rk->tokens;
+        s->tokens_known += rk->n_tokens;
         for (size_t i = 0; i < rk->n; i++) {
             const struct gs_agg_step *k = &rk->steps[i];
             if (isnan(s->t_first) || k->t_begin < s->t_first)
@@ -473,6 +478,18 @@ static void throughput(const struct gs_agg *a, const struct gs_report_meta *m,
     json_object_set_new(rep, "train_samples_per_second",
                         per > 0 ? jnum(samples / per) : json_null());
     json_object_set_new(rep, "train_steps_per_second", per > 0 ? jnum(steps / per) : json_null());
+    /* tokens: the steps' own count over the span of the steps, whatever the framework's
+     * runtime (which may hold evaluation and saving); per GPU: the job's over its ranks (one
+     * GPU a rank) */
+    json_object_set_new(rep, "train_tokens",
+                        s->tokens_known ? json_integer((json_int_t)s->tokens) : json_null());
+    json_object_set_new(rep, "train_tokens_per_second",
+                        s->tokens_known && span > 0 ? json_real((double)s->tokens / span)
+                                                    : json_null());
+    json_object_set_new(rep, "tokens_per_second_per_gpu",
+                        s->tokens_known && span > 0 && a->n_ranks
+                            ? json_real((double)s->tokens / span / a->n_ranks)
+                            : json_null());
 }
 
 static void utilization(const struct devsum *d, const struct step_sums *s, double busy, json_t *rep)
@@ -650,6 +667,11 @@ static json_t *per_rank(const struct gs_agg *a, float *buf, const json_t *gpus, 
         json_object_set_new(o, "samples_per_second",
                             rk->n_samples && t1 > t0 ? json_real((double)rk->samples / (t1 - t0))
                                                      : json_null());
+        json_object_set_new(o, "tokens",
+                            rk->n_tokens ? json_integer((json_int_t)rk->tokens) : json_null());
+        json_object_set_new(o, "tokens_per_second",
+                            rk->n_tokens && t1 > t0 ? json_real((double)rk->tokens / (t1 - t0))
+                                                    : json_null());
         json_array_append_new(arr, o);
     }
     json_object_set_new(rep, "slowest_rank",
@@ -786,6 +808,17 @@ static const char *const report_order[] = {
     "train_samples_per_second",
     "train_steps_per_second",
     "steps_span_seconds",
+    "train_tokens",
+    "train_tokens_per_second",
+    "tokens_per_second_per_gpu",
+    "mfu",
+    "mfu_null_reason",
+    "hfu",
+    "model_flops_per_token",
+    "model_flops_formula",
+    "peak_flops",
+    "peak_flops_precision",
+    "peak_flops_gpu",
     "gpu_peak_memory_allocated_gb",
     "gpu_avg_utilization_percent",
     "gpu_max_utilization_percent",
@@ -915,6 +948,7 @@ json_t *gs_agg_report(const struct gs_agg *a, const struct gs_report_meta *meta)
     json_object_set_new(rep, "facts", facts ? facts : json_object());
     if (meta && meta->profile) /* gpuscope run --profile: src/cli/run/run_profile.c */
         json_object_set(rep, "profile", (json_t *)meta->profile);
+    gs_efficiency(rep); /* tokens/s -> MFU (src/run/efficiency.c), before the diagnosis */
     findings = gs_diag_findings(rep, sysconf(_SC_NPROCESSORS_ONLN));
     json_object_set_new(rep, "findings", findings ? findings : json_array());
     return ordered(rep);
@@ -1114,12 +1148,16 @@ static void print_ranks(FILE *out, const json_t *rep, const struct paint *c)
     const json_t *ranks = json_object_get(rep, "per_rank"), *r, *sl;
     size_t i;
     char b[8][32];
+    int tok = 0;
 
     if (json_array_size(ranks) < 2)
         return;
-    fprintf(out, "  %s%-5s %7s %10s %10s %9s %9s %9s %9s %9s %9s%s\n", c->bold, "rank", "steps",
-            "step p50", "step p95", "data", "forward", "backward", "optim", "comm exp", "other",
-            c->off);
+    json_array_foreach(ranks, i, r) if (!isnan(jget(r, "tokens_per_second"))) tok = 1;
+    fprintf(out, "  %s%-5s %7s %10s %10s %9s %9s %9s %9s %9s %9s", c->bold, "rank", "steps",
+            "step p50", "step p95", "data", "forward", "backward", "optim", "comm exp", "other");
+    if (tok)
+        fprintf(out, " %10s %7s", "tokens/s", "MFU");
+    fprintf(out, "%s\n", c->off);
     json_array_foreach(ranks, i, r)
     {
         const json_t *m = json_object_get(r, "mean_ms");
@@ -1129,6 +1167,10 @@ static void print_ranks(FILE *out, const json_t *rep, const struct paint *c)
         for (int p = 0; p < GS_PH_ALL; p++) /* the parts of the wall time, as the header */
             if (wall[p])
                 fprintf(out, " %9s", fmtnum(b[2], 32, "%.2f", jget(m, gs_phase_name(p))));
+        if (tok)
+            fprintf(out, " %10s %7s", fmtnum(b[2], 32, "%.1f", jget(r, "tokens_per_second")),
+                    fmtnum(b[3], 32, 100.0 * jget(r, "mfu") >= 0.1 ? "%.2f%%" : "%.2g%%",
+                           100.0 * jget(r, "mfu")));
         fputc('\n', out);
     }
     sl = json_object_get(rep, "slowest_rank");
@@ -1148,6 +1190,10 @@ static void print_ranks(FILE *out, const json_t *rep, const struct paint *c)
             fprintf(out, " (under the straggler threshold of %.0f %%)",
                     100.0 * (GS_STRAGGLER_RATIO - 1.0));
         fputs(strag ? c->off : "", out);
+        if (!isnan(jget(sl, "mfu")))
+            fprintf(out, "; its MFU %s %%",
+                    fmtnum(b[0], 32, 100.0 * jget(sl, "mfu") >= 0.1 ? "%.2f" : "%.2g",
+                           100.0 * jget(sl, "mfu")));
         if (json_is_object(g))
             fprintf(out,
                     "; its GPU %.0f: util avg %s %%, throttled %s s, max %s C, SM clock "
@@ -1160,6 +1206,32 @@ static void print_ranks(FILE *out, const json_t *rep, const struct paint *c)
                     fmtnum(b[6], 32, "%.0f", jget(g, "pcie_link_gen_min")),
                     fmtnum(b[7], 32, "%.0f", jget(g, "pcie_link_width_min")));
         fputc('\n', out);
+    }
+}
+
+/* tokens/s and MFU (src/run/efficiency.c), or why MFU is not known */
+static void print_efficiency(FILE *out, const json_t *rep)
+{
+    double tps = jget(rep, "train_tokens_per_second"), mfu = jget(rep, "mfu");
+    double hfu = jget(rep, "hfu");
+    char b[4][32];
+
+    total_line(out, "tokens", !isnan(tps), "%s tokens/s, %s per GPU, %s tokens trained on",
+               fmtnum(b[0], 32, "%.1f", tps),
+               fmtnum(b[1], 32, "%.1f", jget(rep, "tokens_per_second_per_gpu")),
+               fmtnum(b[2], 32, "%.0f", jget(rep, "train_tokens")));
+    if (!isnan(mfu)) {
+        fprintf(out, "  %-28s %s %% (%s FLOPs/token x tokens/s / %s TFLOP/s %s peak of %s)", "MFU",
+                fmtnum(b[3], 32, 100.0 * mfu >= 0.1 ? "%.2f" : "%.2g", 100.0 * mfu),
+                fmtnum(b[0], 32, "%.4g", jget(rep, "model_flops_per_token")),
+                fmtnum(b[1], 32, "%.1f", jget(rep, "peak_flops") / 1e12),
+                jtext(rep, "peak_flops_precision", "?"), jtext(rep, "peak_flops_gpu", "?"));
+        if (!isnan(hfu))
+            fprintf(out, ", HFU %s %%",
+                    fmtnum(b[3], 32, 100.0 * hfu >= 0.1 ? "%.2f" : "%.2g", 100.0 * hfu));
+        fputc('\n', out);
+    } else if (!isnan(tps)) {
+        total_line(out, "MFU", 1, "n/a: %s", jtext(rep, "mfu_null_reason", "unknown"));
     }
 }
 
@@ -1180,6 +1252,7 @@ static void print_totals(FILE *out, const json_t *rep)
             fmtnum(b[2], 32, "%.0f", jget(rep, "ranks")));
     total_line(out, "throughput", !isnan(sps) || !isnan(tps), "%s samples/s, %s steps/s",
                fmtnum(b[0], 32, "%.3f", sps), fmtnum(b[1], 32, "%.3f", tps));
+    print_efficiency(out, rep);
     total_line(out, "data loading time ratio", !isnan(jget(rep, "data_loading_time_ratio")),
                "%.3f of wall time (host clock)", jget(rep, "data_loading_time_ratio"));
     total_line(out, "communication time ratio", !isnan(jget(rep, "communication_time_ratio")),

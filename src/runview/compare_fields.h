@@ -24,6 +24,10 @@
     X("other_time_ratio", -1, 0, "", 3)                                                            \
     X("gpu_busy_estimate_percent", 1, 0, "%", 1)                                                   \
     X("step_busy_estimate_percent", 1, 0, "%", 1)                                                  \
+    X("train_tokens_per_second", 1, 0, "/s", 1)                                                    \
+    X("tokens_per_second_per_gpu", 1, 0, "/s", 1)                                                  \
+    X("mfu", 1, 0, "", 4)                                                                          \
+    X("hfu", 1, 0, "", 4)                                                                          \
     X("steps", 0, 0, "", -1)                                                                       \
     X("ranks", 0, 0, "", -1)                                                                       \
     X("energy_joules", -1, 0, "J", 0)                                                              \

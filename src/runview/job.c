@@ -201,7 +201,8 @@ static double rank_wait(const json_t *r)
 }
 
 /* A rank's row of the job document (rank, node, run, device, gpu, steps, step and busy times,
- * data and communication waited for, samples/s); *busy its busy time. NULL when out of memory. */
+ * data and communication waited for, samples/s, tokens/s, MFU); *busy its busy time. NULL when
+ * out of memory. */
 static json_t *rank_row(const struct gs_rundata *rd, size_t run, const json_t *r, double *busy)
 {
     double p50 = num(json_object_get(r, "step_p50_ms"));
@@ -225,6 +226,10 @@ static json_t *rank_row(const struct gs_rundata *rd, size_t run, const json_t *r
     *busy = rank_busy(r);
     json_object_set_new(row, "busy_ms", jnum(*busy));
     json_object_set(row, "samples_per_second", json_object_get(r, "samples_per_second"));
+    /* its tokens/s and MFU (docs/report.md, TOKENS AND MFU), null in reports without them */
+    json_object_set_new(row, "tokens_per_second",
+                        jnum(num(json_object_get(r, "tokens_per_second"))));
+    json_object_set_new(row, "mfu", jnum(num(json_object_get(r, "mfu"))));
     return row;
 }
 

@@ -335,10 +335,31 @@ static int store_schema_v4(char *sql, size_t cap)
     return sql_cat(sql, cap, &n, "ALTER TABLE run ADD COLUMN token TEXT;") ? -1 : 0;
 }
 
+/* v5: GPU usage accounting (store/usage.h): one row per holder per GPU per bucket (minutes,
+ * rolled into hours after retention_raw); the key columns are never NULL ('' or 0: unknown) so
+ * the unique index adds a holder's later part of a bucket into its row. */
+static int store_schema_v5(char *sql, size_t cap)
+{
+    size_t n = 0;
+
+    return sql_cat(
+               sql, cap, &n,
+               "CREATE TABLE IF NOT EXISTS usage(t INTEGER NOT NULL, res INTEGER NOT NULL,"
+               " uid INTEGER NOT NULL, user TEXT NOT NULL, job TEXT NOT NULL,"
+               " pod TEXT NOT NULL, namespace TEXT NOT NULL, container TEXT NOT NULL,"
+               " gpu INTEGER NOT NULL, uuid TEXT NOT NULL, held_s REAL, busy_s REAL,"
+               " idle_s REAL, mem_gib_s REAL, peak_bytes REAL, energy_j REAL,"
+               " first_seen REAL, last_seen REAL);"
+               "CREATE UNIQUE INDEX IF NOT EXISTS usage_key ON usage(res, t, uid, user, job, pod,"
+               " namespace, container, gpu, uuid);")
+               ? -1
+               : 0;
+}
+
 /* Migrations, one per schema version: index v brings a file from v-1 to v. */
 typedef int (*store_migration_fn)(char *sql, size_t cap);
 static const store_migration_fn store_migrations[GS_STORE_SCHEMA_VERSION + 1] = {
-    NULL, store_schema_v1, store_schema_v2, store_schema_v3, store_schema_v4,
+    NULL, store_schema_v1, store_schema_v2, store_schema_v3, store_schema_v4, store_schema_v5,
 };
 
 static int store_pragma_int(struct gs_store *st, const char *sql, int *out)

@@ -830,3 +830,153 @@ GS_ABI_PROTO(nvmlReturn_t, nvmlGpmMigSampleGet, (nvmlDevice_t, unsigned int, nvm
 #endif
 /* Our nvmlGpmMetricsGet_t is larger (MAX 333); the pointer type is what must agree. */
 GS_ABI_PROTO(nvmlReturn_t, nvmlGpmMetricsGet, (nvmlGpmMetricsGet_t *))
+
+/* ---- -q detail readings (GS_WANT_DETAIL) ------------------------------------------------- */
+GS_ABI_TYPE("types", nvmlGpuVirtualizationMode_t)
+GS_ABI_TYPE("types", nvmlHostVgpuMode_t)
+GS_ABI_CONST("enum values", NVML_GPU_VIRTUALIZATION_MODE_NONE)
+GS_ABI_CONST("enum values", NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH)
+GS_ABI_CONST("enum values", NVML_GPU_VIRTUALIZATION_MODE_VGPU)
+GS_ABI_CONST("enum values", NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU)
+GS_ABI_CONST("enum values", NVML_GPU_VIRTUALIZATION_MODE_HOST_VSGA)
+GS_ABI_CONST("enum values", NVML_HOST_VGPU_MODE_NON_SRIOV)
+GS_ABI_CONST("enum values", NVML_HOST_VGPU_MODE_SRIOV)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetVirtualizationMode,
+             (nvmlDevice_t, nvmlGpuVirtualizationMode_t *))
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetHostVgpuMode, (nvmlDevice_t, nvmlHostVgpuMode_t *))
+
+GS_ABI_STRUCT(nvmlRowRemapperHistogramValues_t)
+GS_ABI_FIELD(nvmlRowRemapperHistogramValues_t, max)
+GS_ABI_FIELD(nvmlRowRemapperHistogramValues_t, high)
+GS_ABI_FIELD(nvmlRowRemapperHistogramValues_t, partial)
+GS_ABI_FIELD(nvmlRowRemapperHistogramValues_t, low)
+GS_ABI_FIELD(nvmlRowRemapperHistogramValues_t, none)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetRowRemapperHistogram,
+             (nvmlDevice_t, nvmlRowRemapperHistogramValues_t *))
+
+/* nvmlDeviceGetAddressingMode (NVML 12.8+) */
+#if GS_ABI_OPT(nvmlDeviceAddressingMode_t)
+GS_ABI_STRUCT(nvmlDeviceAddressingMode_t)
+GS_ABI_FIELD(nvmlDeviceAddressingMode_t, version)
+GS_ABI_FIELD(nvmlDeviceAddressingMode_t, value)
+#endif
+#if GS_ABI_OPT(nvmlDeviceAddressingMode_v1)
+GS_ABI_CONST("struct versions", nvmlDeviceAddressingMode_v1)
+#endif
+#if GS_ABI_OPT(NVML_DEVICE_ADDRESSING_MODE_ATS)
+GS_ABI_CONST("enum values", NVML_DEVICE_ADDRESSING_MODE_NONE)
+GS_ABI_CONST("enum values", NVML_DEVICE_ADDRESSING_MODE_HMM)
+GS_ABI_CONST("enum values", NVML_DEVICE_ADDRESSING_MODE_ATS)
+#endif
+#if GS_ABI_OPT(nvmlDeviceGetAddressingMode)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetAddressingMode,
+             (nvmlDevice_t, nvmlDeviceAddressingMode_t *))
+#endif
+
+/* nvmlDeviceGetC2cModeInfoV */
+#if GS_ABI_OPT(nvmlC2cModeInfo_v1_t)
+GS_ABI_STRUCT(nvmlC2cModeInfo_v1_t)
+GS_ABI_FIELD(nvmlC2cModeInfo_v1_t, isC2cEnabled)
+#endif
+#if GS_ABI_OPT(nvmlDeviceGetC2cModeInfoV)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetC2cModeInfoV, (nvmlDevice_t, nvmlC2cModeInfo_v1_t *))
+#endif
+
+/* nvmlDeviceGetCapabilities (NVML 12.8+) */
+#if GS_ABI_OPT(nvmlDeviceCapabilities_t)
+GS_ABI_STRUCT(nvmlDeviceCapabilities_t)
+GS_ABI_FIELD(nvmlDeviceCapabilities_t, version)
+GS_ABI_FIELD(nvmlDeviceCapabilities_t, capMask)
+#endif
+#if GS_ABI_OPT(nvmlDeviceCapabilities_v1)
+GS_ABI_CONST("struct versions", nvmlDeviceCapabilities_v1)
+#endif
+#if GS_ABI_OPT(NVML_DEV_CAP_EGM)
+GS_ABI_CONST("flags and buffer sizes", NVML_DEV_CAP_EGM)
+#endif
+#if GS_ABI_OPT(nvmlDeviceGetCapabilities)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetCapabilities, (nvmlDevice_t, nvmlDeviceCapabilities_t *))
+#endif
+
+/* nvmlDeviceGetSramEccErrorStatus (NVML 12.4+) */
+#if GS_ABI_OPT(nvmlEccSramErrorStatus_t)
+GS_ABI_STRUCT(nvmlEccSramErrorStatus_t)
+GS_ABI_FIELD(nvmlEccSramErrorStatus_t, version)
+GS_ABI_FIELD(nvmlEccSramErrorStatus_t, aggregateUncParity)
+GS_ABI_FIELD(nvmlEccSramErrorStatus_t, aggregateUncSecDed)
+GS_ABI_FIELD(nvmlEccSramErrorStatus_t, aggregateCor)
+GS_ABI_FIELD(nvmlEccSramErrorStatus_t, volatileUncParity)
+GS_ABI_FIELD(nvmlEccSramErrorStatus_t, volatileUncSecDed)
+GS_ABI_FIELD(nvmlEccSramErrorStatus_t, volatileCor)
+GS_ABI_FIELD(nvmlEccSramErrorStatus_t, aggregateUncBucketL2)
+GS_ABI_FIELD(nvmlEccSramErrorStatus_t, aggregateUncBucketSm)
+GS_ABI_FIELD(nvmlEccSramErrorStatus_t, aggregateUncBucketPcie)
+GS_ABI_FIELD(nvmlEccSramErrorStatus_t, aggregateUncBucketMcu)
+GS_ABI_FIELD(nvmlEccSramErrorStatus_t, aggregateUncBucketOther)
+GS_ABI_FIELD(nvmlEccSramErrorStatus_t, bThresholdExceeded)
+#endif
+#if GS_ABI_OPT(nvmlEccSramErrorStatus_v1)
+GS_ABI_CONST("struct versions", nvmlEccSramErrorStatus_v1)
+#endif
+#if GS_ABI_OPT(nvmlDeviceGetSramEccErrorStatus)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetSramEccErrorStatus,
+             (nvmlDevice_t, nvmlEccSramErrorStatus_t *))
+#endif
+
+/* nvmlDeviceGetGpuFabricInfoV, version 3 */
+#if GS_ABI_OPT(NVML_GPU_FABRIC_UUID_LEN)
+GS_ABI_CONST("flags and buffer sizes", NVML_GPU_FABRIC_UUID_LEN)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_STATE_NOT_SUPPORTED)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_STATE_NOT_STARTED)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_STATE_IN_PROGRESS)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_STATE_COMPLETED)
+#endif
+#if GS_ABI_OPT(nvmlGpuFabricState_t)
+GS_ABI_TYPE("types", nvmlGpuFabricState_t)
+#endif
+#if GS_ABI_OPT(nvmlGpuFabricInfo_v3_t)
+GS_ABI_STRUCT(nvmlGpuFabricInfo_v3_t)
+GS_ABI_FIELD(nvmlGpuFabricInfo_v3_t, version)
+GS_ABI_FIELD(nvmlGpuFabricInfo_v3_t, clusterUuid)
+GS_ABI_FIELD(nvmlGpuFabricInfo_v3_t, status)
+GS_ABI_FIELD(nvmlGpuFabricInfo_v3_t, cliqueId)
+GS_ABI_FIELD(nvmlGpuFabricInfo_v3_t, state)
+GS_ABI_FIELD(nvmlGpuFabricInfo_v3_t, healthMask)
+GS_ABI_FIELD(nvmlGpuFabricInfo_v3_t, healthSummary)
+#endif
+#if GS_ABI_OPT(nvmlGpuFabricInfo_v3)
+GS_ABI_CONST("struct versions", nvmlGpuFabricInfo_v3)
+#endif
+#if GS_ABI_OPT(nvmlDeviceGetGpuFabricInfoV)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetGpuFabricInfoV, (nvmlDevice_t, nvmlGpuFabricInfo_v3_t *))
+#endif
+
+/* power scopes (scopeId of the power field values) and the recovery action field */
+#if GS_ABI_OPT(NVML_POWER_SCOPE_MEMORY)
+GS_ABI_CONST("flags and buffer sizes", NVML_POWER_SCOPE_GPU)
+GS_ABI_CONST("flags and buffer sizes", NVML_POWER_SCOPE_MODULE)
+GS_ABI_CONST("flags and buffer sizes", NVML_POWER_SCOPE_MEMORY)
+#endif
+#if GS_ABI_OPT(NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT)
+GS_ABI_CONST("field ids", NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT)
+GS_ABI_CONST("field ids", NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT)
+GS_ABI_CONST("field ids", NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT)
+GS_ABI_CONST("field ids", NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT)
+#endif
+#if GS_ABI_OPT(NVML_FI_DEV_EDPP_MULTIPLIER)
+GS_ABI_CONST("field ids", NVML_FI_DEV_EDPP_MULTIPLIER)
+#endif
+#if GS_ABI_OPT(NVML_FI_DEV_REMAPPED_ROWS_COR_INACTIVE)
+GS_ABI_CONST("field ids", NVML_FI_DEV_REMAPPED_ROWS_COR_INACTIVE)
+GS_ABI_CONST("field ids", NVML_FI_DEV_REMAPPED_ROWS_UNC_INACTIVE)
+#endif
+#if GS_ABI_OPT(NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)
+GS_ABI_CONST("field ids", NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)
+#endif
+#if GS_ABI_OPT(NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET)
+GS_ABI_CONST("enum values", NVML_GPU_RECOVERY_ACTION_NONE)
+GS_ABI_CONST("enum values", NVML_GPU_RECOVERY_ACTION_GPU_RESET)
+GS_ABI_CONST("enum values", NVML_GPU_RECOVERY_ACTION_NODE_REBOOT)
+GS_ABI_CONST("enum values", NVML_GPU_RECOVERY_ACTION_DRAIN_P2P)
+GS_ABI_CONST("enum values", NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET)
+#endif

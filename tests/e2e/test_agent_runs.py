@@ -19,7 +19,10 @@ CUDA device 0 under CUDA_VISIBLE_DEVICES=<GPU 2's UUID prefix> gets GPU 2's figu
 by the next agent (retention_runs 30 d); `--socket off` opens nothing. A third GPU runs a
 0.4 s square wave (100 % for 0.1 s, else 20 %) under a second sender: its run's report reads
 the driver's 100 ms samples (utilization_source "nvml_samples", max 100 %, which the 1 s
-utilization mean of the snapshots never shows); run.records_dropped is 0 (none lost).
+utilization mean of the snapshots never shows); run.records_dropped is 0 (none lost). The steps
+carry tokens and the hello the facts MFU needs: /metrics has the live rank's
+gpuscope_run_tokens_per_second and gpuscope_run_mfu (exact: the window's tokens over its wall
+time, against the H100 SXM's bf16 peak), the report and the run list its mfu.
 """
 import json
 import os
@@ -100,17 +103,28 @@ WANT_DATA_RATIO = 50.0 / 200.0
 WANT_COMM_RATIO = 20.0 / 200.0
 
 
-def hello(name, claimed_pid=1, rank=0, world_size=1, devices=(0,)):
+# What MFU needs (docs/report.md, TOKENS AND MFU): 1e9 parameters in bfloat16, 4096 tokens a
+# step; on the scenario's H100 SXM (989.5 TFLOP/s bf16) at 4096 tokens per 200 ms of step wall
+# time, gpuscope_run_mfu = 6e9 x 20480 / 989.5e12.
+FACTS = {"param_count": 1000000000, "param_dtype": "bfloat16"}
+TOKENS = 4096
+WANT_RANK_TPS = TOKENS / 0.2
+WANT_RANK_MFU = 6e9 * WANT_RANK_TPS / 989.5e12
+
+
+def hello(name, claimed_pid=1, rank=0, world_size=1, devices=(0,), facts=None):
     """A hello announcing its CUDA devices (the agent attributes them: run/attrib.h)."""
-    return json.dumps({"v": 1, "type": "hello", "run": name, "pid": claimed_pid, "rank": rank,
-                       "world_size": world_size, "framework": "torch",
-                       "devices": list(devices)})
+    h = {"v": 1, "type": "hello", "run": name, "pid": claimed_pid, "rank": rank,
+         "world_size": world_size, "framework": "torch", "devices": list(devices)}
+    if facts:
+        h["facts"] = facts
+    return json.dumps(h)
 
 
 def step(n, rank=0):
     now = time.time()
     return json.dumps({"v": 1, "type": "step", "step": n, "t0": now - 0.2, "t1": now, "rank": rank,
-                       "device": 0, "samples": 8, "cuda_events": True, "ms": MS,
+                       "device": 0, "samples": 8, "tokens": TOKENS, "cuda_events": True, "ms": MS,
                        "mem": {"allocated": 1 << 30, "reserved": 2 << 30}})
 
 
@@ -187,7 +201,8 @@ try:
          "socket directory made 0755")
 
     # The good client starts; a garbage client interleaves; the good one goes on.
-    good.do("connect", hello("exp-a"), *[x for n in range(1, 6) for x in (step(n), 0.15)])
+    good.do("connect", hello("exp-a", facts=FACTS),
+            *[x for n in range(1, 6) for x in (step(n), 0.15)])
     r = wait_for(lambda: (lambda x: x if x and x.get("steps") == 5 else None)(
         run_named(base, "exp-a")))
     t.ok(r is not None, "a running run is listed with its steps", detail=runs(base))
@@ -202,6 +217,22 @@ try:
          live.get("run", {}).get("state") == "running",
          "live report: data ratio as sent, run.state running",
          detail=json.dumps(live)[:600])
+
+    # tokens/s and MFU of the live rank on /metrics (the window's tokens over its wall time)
+    def run_series():
+        code, body = get(base + "/metrics")
+        got = {}
+        for ln in body.splitlines() if code == 200 else ():
+            for name in ("gpuscope_run_tokens_per_second", "gpuscope_run_mfu"):
+                if ln.startswith(name + "{") and 'train_job="exp-a"' in ln:
+                    got[name] = (float(ln.split()[-1]), 'gpu="0"' in ln)
+        return got if len(got) == 2 else None
+    ser = wait_for(run_series) or {}
+    t.ok(close(ser.get("gpuscope_run_tokens_per_second", (0,))[0], WANT_RANK_TPS, 1e-3) and
+         close(ser.get("gpuscope_run_mfu", (0,))[0], WANT_RANK_MFU, 1e-9) and
+         ser.get("gpuscope_run_mfu", (0, False))[1],
+         "/metrics: gpuscope_run_tokens_per_second 20480 and gpuscope_run_mfu = 6N x that / "
+         "the H100 SXM bf16 peak, on GPU 0", detail=ser)
 
     bad = Sender()
     bad.do("connect", "not json", "raw:" + ("7b" * 10000),
@@ -252,6 +283,12 @@ try:
          gpus[0].get("utilization_source") == "nvml_samples",
          "report: GPU 0 utilization 70 % from the driver's samples", detail=gpus)
     t.eq(rep.get("run", {}).get("records_dropped"), 0, "report: run.records_dropped 0")
+    t.ok(rep.get("train_tokens") == 10 * TOKENS and rep.get("peak_flops_gpu") == "H100 SXM" and
+         close(rep.get("mfu"), 6e9 * (rep.get("train_tokens_per_second") or 0) / 989.5e12,
+               1e-12) and close(ended.get("mfu"), rep.get("mfu"), 1e-12),
+         "report and list: tokens as sent, MFU on the sender's H100 SXM",
+         detail={k: rep.get(k) for k in ("train_tokens", "train_tokens_per_second", "mfu",
+                                         "mfu_null_reason", "peak_flops_gpu")})
 
     # Sub-second utilization: the square wave's 100 % peak comes from the driver's samples.
     square.do("connect", hello("exp-square", devices=(2,)),

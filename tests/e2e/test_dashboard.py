@@ -10,10 +10,14 @@ API with the dashboard's template variables substituted the way Grafana does (`$
 `$gpu` as a node / the All value `.*`, `$__rate_interval` as 1m), and must return data with
 All and with each node selected where its condition holds (a panel that lists throttled GPUs
 has rows on the throttled node); the
-node variable's query lists the down node too; "Agents down" counts it.
+node variable's query lists the down node too; "Agents down" counts it. deploy/grafana/
+efficiency.json the same way, on the usage series of a real process of Slurm job 4242 that
+node-a's idle GPU 7 holds: every expression returns data (All, node-a, the job's user), the
+live job's idle GPU shows with its job id (the job_id label).
 """
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -62,7 +66,12 @@ def main():
     sc = json.load(open(os.path.join(SCENARIOS, "h100x8-training.json")))
     sc["gpus"][7]["metrics"] = {"util_gpu_pct": 0}
     sc["processes"] = [p for p in sc["processes"] if p.get("gpu") != 7] + [
-        {"pid": 60007, "gpu": 7, "name": "python3", "used_memory_mib": 20480}]
+        {"pid": 60007, "gpu": 7, "name": "python3", "used_memory_mib": 20480},
+        {"pid": {"env": "SIM_JOB_PID"}, "gpu": 7, "name": "python3", "used_memory_mib": 1024}]
+    # a real process of Slurm job 4242 on that idle GPU: the usage counters and the live job's
+    # gauges of the efficiency dashboard
+    job = subprocess.Popen(["sleep", "120"], env=dict(os.environ, SLURM_JOB_ID="4242"))
+    procs.append(job)
     idle = os.path.join(tmp, "idle.json")
     json.dump(sc, open(idle, "w"))
     agents = {}
@@ -70,7 +79,7 @@ def main():
     with open(clock, "w") as f:
         f.write("10\n")
     for node, env, extra in (
-            ("node-a", sim_env(idle, 100), ["--process-metrics", "on"]),
+            ("node-a", sim_env(idle, 100, SIM_JOB_PID=str(job.pid)), ["--process-metrics", "on"]),
             ("node-b", sim_env("thermal-powercap.json", 100), []),
             ("node-c", dict(sim_env("h100x8-training.json", 100),
                             GPUSCOPE_NVML_LIBRARY=os.path.join(tmp, "none", "libnvidia-ml.so.1")),
@@ -151,6 +160,39 @@ def main():
     _, res, _ = query(web, substitute(
         next(e for title, e in exprs if title == "Alerts firing"), "node-a", ".*"))
     t.ok(res and len(res) == 1, "Alerts firing with node-a selected: a value", detail=res)
+    efficiency(web)
+
+
+def efficiency(web):
+    """deploy/grafana/efficiency.json: every expression returns data from the agents' usage
+    series (node-a's job 4242 holding its idle GPU 7), with All, with node-a, with the job's
+    user; and none with node-b selected for the live-job panels (no job there). The job's id
+    is the job_id label."""
+    edash = json.load(open(os.path.join(SRC, "deploy", "grafana", "efficiency.json")))
+    eexprs = [(p["title"], tg["expr"]) for p in edash["panels"] for tg in p.get("targets", [])]
+    user = pwd.getpwuid(os.getuid()).pw_name
+
+    def esub(e, node, u):
+        return (e.replace("$node", node).replace("$user", u).replace("$__rate_interval", "1m")
+                .replace("$__range_s", "60").replace("$__range", "1m"))
+    for node, u in ((".*", ".*"), ("node-a", ".*"), ("node-a", user)):
+        empty = []
+        for title, e in eexprs:
+            code, res, err = query(web, esub(e, node, u))
+            if code != 200 or not res:
+                empty.append((title, e, code, err))
+        t.eq(empty, [], "efficiency dashboard, node %s, user %s: every expression returns data"
+             % ("All" if node == ".*" else node, "All" if u == ".*" else u))
+    _, res, _ = query(web, esub(next(e for title, e in eexprs if title.startswith(
+        "Live jobs' idle GPUs")), ".*", user))
+    t.ok(res and [(r["metric"].get("job_id"), r["metric"].get("hostname"),
+                   r["metric"].get("gpu")) for r in res] == [("4242", "node-a", "7")] and
+         float(res[0]["value"][1]) > 0,
+         "efficiency dashboard: job 4242 (job_id) holds node-a's idle GPU 7, idle seconds "
+         "counting", detail=res)
+    _, res, _ = query(web, esub(next(e for title, e in eexprs if title.startswith(
+        "Live jobs' idle GPUs")), "node-b", ".*"))
+    t.eq(res, [], "efficiency dashboard: node-b selected: no live job")
 
 
 try:

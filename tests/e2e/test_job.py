@@ -32,7 +32,7 @@ from gsenv import BIN, get_text as get, reap, sim_env, start_agent, wait_until  
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RULES = os.path.join(ROOT, "deploy", "prometheus", "training-job-rules.yml")
 DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "training-job.json")
-SERIES_PER_RANK = 26  # GS_RUNM_SERIES_PER_RANK (src/agent/runs_metrics.h)
+SERIES_PER_RANK = 28  # GS_RUNM_SERIES_PER_RANK (src/agent/runs_metrics.h)
 
 t = Tap()
 procs = []

@@ -17,6 +17,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
 from gsenv import SRC, BUILD, BIN  # noqa: E402
+from gsenv import sim_env, start_agent, stop_agent, clean_up_at_exit  # noqa: E402
 
 SIM = os.path.join(BUILD, "sim", "libnvidia-ml.so.1")
 SCEN = os.path.join(SRC, "tests", "e2e", "scenarios")
@@ -244,7 +245,7 @@ def ids(t, tmp):
     r = q(["--query-gpu=index,name,memory.used,inforom.img,fabric.state,display_mode",
            "--format=csv,noheader"], paths[True])
     t.eq((r.returncode, r.stdout),
-         (0, "0, NVIDIA H100 80GB HBM3, 19818 MiB, G520.0200.00.05, N/A, "
+         (0, "0, NVIDIA H100 80GB HBM3, 19818 MiB, G520.0200.00.05, Completed, "
              "[Requested functionality has been deprecated]\n"
              "1, [GPU is lost], [GPU is lost], [GPU is lost], [GPU is lost], "
              "[Requested functionality has been deprecated]\n"),
@@ -289,6 +290,32 @@ def loops(t):
     t.eq((rc, lines), (0, ["0", "0"]), "-l 1 for 1.5 s after the first row: two rows")
 
 
+def agent_source(t, tmp):
+    """Fields of the -q detail readings, which the agent's cycle does not read, come from NVML
+    even when a local agent answers; where NVML does not open, from the agent (N/A cells)."""
+    procs = []
+    clean_up_at_exit(procs)
+    sock = os.path.join(tmp, "agent.sock")
+    p, _, up = start_agent(["--data-dir", os.path.join(tmp, "agent-data"), "--socket", "off",
+                            "--http-socket", sock],
+                           sim_env(os.path.join(SCEN, "capture-h100-idle.json"), time=100),
+                           procs)
+    if not up:
+        t.ok(False, "agent for the source checks answers /healthz")
+        return
+    detail = ["--query-gpu=index,addressing_mode,fabric.state", "--format=csv,noheader"]
+    r = q(["--query-gpu=index,name", "--format=csv,noheader"], GPUSCOPE_HTTP_SOCKET=sock)
+    t.ok(r.returncode == 0 and "via agent" in r.stderr, "plain fields: read through the agent",
+         detail=r.stderr)
+    r = q(detail, os.path.join(SCEN, "capture-h100-idle.json"), GPUSCOPE_HTTP_SOCKET=sock)
+    t.eq((r.returncode, r.stdout, "via agent" in r.stderr), (0, "0, None, Completed\n", False),
+         "detail fields: read from NVML although the agent answers")
+    r = q(detail, None, GPUSCOPE_HTTP_SOCKET=sock, GPUSCOPE_NVML_LIBRARY="/nonexistent/libnvml.so")
+    t.eq((r.returncode, r.stdout, "via agent" in r.stderr), (0, "0, [N/A], N/A\n", True),
+         "detail fields without NVML: the agent's answer, N/A where it has none")
+    stop_agent(p)
+
+
 def main():
     t = Tap()
     if not os.path.exists(SIM):
@@ -301,6 +328,7 @@ def main():
         formats(t, tmp)
         ids(t, tmp)
         loops(t)
+        agent_source(t, tmp)
     return t.done()
 
 

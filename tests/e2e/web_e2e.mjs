@@ -489,6 +489,70 @@ async function run(ctx) {
     'num_workers - → 8', cmp);
   await page.locator('#run-compare').screenshot({path: path.join(ARTIFACTS, 'web-compare.png')});
 
+  // -- GPU usage: the table is /api/v1/usage's, by user then by job; the range buttons --
+  const usageShown = await waitFor(page, () => !document.getElementById('usage').hidden &&
+    document.querySelectorAll('#usage tbody tr').length > 0);
+  const apiUsage = await getJson(`${URL_MAIN}/api/v1/usage?by=user&from=` +
+    `${Math.floor(Date.now() / 1000 - 86400)}`);
+  const usageRowsOf = () => page.$$eval('#usage tbody tr', (rs) => rs.map((r) => ({
+    key: r.dataset.key, idle: r.classList.contains('idle'),
+    cells: [...r.cells].map((c) => c.textContent)})));
+  const pageUsage = await usageRowsOf();
+  ok(usageShown && pageUsage.length === apiUsage.rows.length && pageUsage.length > 0 &&
+    pageUsage.every((r, i) => r.key === String(apiUsage.rows[i].key) &&
+      r.idle === apiUsage.rows[i].idle_held_hours / apiUsage.rows[i].held_gpu_hours >= 0.5 &&
+      r.cells.length === 8 && /^\d+\.\d+$/.test(r.cells[2]) && / %$/.test(r.cells[3]) &&
+      / kWh$/.test(r.cells[6])) &&
+    await page.$eval('#usage-key-h', (e) => e.textContent) === 'User',
+  'usage (24 h, by user): the rows of /api/v1/usage, GPU-hours, busy %, kWh, idle rows ' +
+    'highlighted as the API\'s idle share says', {pageUsage, apiUsage});
+  const byJobReq = page.waitForRequest((r) => r.url().includes('/api/v1/usage?by=job&'));
+  await page.selectOption('#usage-by', 'job');
+  await byJobReq;
+  const byJob = await waitFor(page, () =>
+    document.getElementById('usage-key-h').textContent === 'Job' &&
+    [...document.querySelectorAll('#usage tbody tr')].some((r) => r.dataset.key === '(no job)'));
+  ok(byJob, 'usage by job: the Job column; the scenario\'s processes (no job id) in "(no job)"',
+    await usageRowsOf());
+  const hourReq = page.waitForRequest((r) => r.url().includes('/api/v1/usage?by=job&'));
+  await page.click('#usage-ranges button[data-usage-range="3600"]');
+  const hourUrl = new URL((await hourReq).url());
+  const span = Number(hourUrl.searchParams.get('to')) - Number(hourUrl.searchParams.get('from'));
+  ok(Math.abs(span - 3600) <= 2 && await page.$eval(
+    '#usage-ranges button[data-usage-range="3600"]', (b) => b.getAttribute('aria-pressed')) ===
+    'true', 'usage: "1 h" asks /api/v1/usage for the last hour', hourUrl.href);
+  // an idle holder (the agent's own answer plus a row whose GPUs sat idle 94 % of the time
+  // held, as a job that reserved GPUs and did not use them): highlighted, the others not
+  await page.route('**/api/v1/usage?*', async (route) => {
+    const res = await route.fetch();
+    const doc = await res.json();
+    const r0 = doc.rows[0] ?? {};
+    doc.rows.push({...r0, key: '4242', user: 'alice', held_gpu_hours: 8, busy_share: 0.01,
+      busy_gpu_hours: 0.08, idle_held_hours: 7.5});
+    await route.fulfill({status: res.status(), contentType: 'application/json', json: doc});
+  });
+  await page.click('#usage-ranges button[data-usage-range="604800"]');
+  const idleShown = await waitFor(page, () =>
+    document.querySelector('#usage tbody tr[data-key="4242"]') !== null);
+  const idleRows = await page.$$eval('#usage tbody tr', (rs) => rs.map((r) => ({
+    key: r.dataset.key, idle: r.classList.contains('idle'),
+    bg: getComputedStyle(r.cells[0]).backgroundColor, cell: r.cells[4].textContent})));
+  const warnBg = await page.evaluate(() => {
+    const e = document.createElement('div');
+    e.style.background = 'var(--warn-bg)';
+    document.body.append(e);
+    const c = getComputedStyle(e).backgroundColor;
+    e.remove();
+    return c;
+  });
+  const idleRow = idleRows.find((r) => r.key === '4242');
+  ok(idleShown && idleRow?.idle && idleRow.bg === warnBg && idleRow.cell === '7.50 (94 %)' &&
+    idleRows.filter((r) => r.key !== '4242').every((r) => !r.idle && r.bg !== warnBg),
+  'usage: a job idle 94 % of its held time is highlighted (amber), the busy rows are not',
+  {idleRows, warnBg});
+  await page.locator('#usage').screenshot({path: path.join(ARTIFACTS, 'web-usage.png')});
+  await page.unroute('**/api/v1/usage?*');
+
   // -- a filtered viewer (fixture documents from the agent's own answers) --
   await visibility(ctx);
 

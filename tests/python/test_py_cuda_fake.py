@@ -3,7 +3,9 @@ replaced by fakes whose events complete two steps after they are recorded (a GPU
 behind the host). Checks that records are completed lazily by Event.query() (never by a
 synchronize inside the loop), that the three log lines have the brief's exact CUDA shape
 (the fake allocator reports the brief's 28.4 GB / 40.5 GB / 29.1 GB), and that the report gets
-the allocator peaks and every step once finish() has waited for the last events."""
+the allocator peaks and every step once finish() has waited for the last events. A step's token
+count still on the device (an attention mask's sum being copied to pinned memory) is read only
+once that step's events completed."""
 import os
 import re
 import sys
@@ -125,6 +127,37 @@ with tempfile.TemporaryDirectory() as out:
     t.ok(ph["forward"]["mean_ms"] + ph["backward"]["mean_ms"] +
          ph["optimizer_step"]["mean_ms"] <= ph["total_step"]["mean_ms"] * 1.001,
          "event phases fit in the event-timed step")
+
+# ---- tokens whose count is still on the GPU (an attention mask's sum copied to pinned
+# memory, _hooks.forward_tokens): read once the step's events completed, never by a sync ----
+from gpuscope import _core  # noqa: E402
+
+
+class FakeHostSum:
+    """A pinned host tensor a device-to-host copy is filling: item() before the step's events
+    completed would read a copy still under way."""
+
+    def __init__(self, v):
+        self.v, self.step, self.early = v, clock["step"], False
+
+    def item(self):
+        self.early = self.early or clock["step"] < self.step + LAG_STEPS
+        return self.v
+
+
+sums = []
+syncs = clock["syncs"]
+prof = _core.Profiler(device=0, nvml="off", log=lambda s: None)
+prof.start()
+for i in range(12):
+    prof.step_begin()
+    sums.append(FakeHostSum(5))
+    prof.step_end(samples=1, tokens=10, token_pending=[sums[-1]])
+    clock["step"] += 1
+rep = prof.finish() or {}
+t.eq(rep.get("train_tokens"), 12 * 15, "pending mask sums join the step's tokens")
+t.ok(not any(x.early for x in sums) and clock["syncs"] == syncs,
+     "a pending sum is read only once its step's events completed, never by a synchronize")
 
 # ---- the zero-code loop tracker on the same fake GPU: CUDA events for forward, backward
 # and the optimizer, host time for data, the step from one optimizer step to the next ----

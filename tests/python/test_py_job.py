@@ -36,7 +36,7 @@ t = Tap()
 procs = []
 tmp = tempfile.mkdtemp(prefix="gs-py-job.")
 JOB = "gloo-job-1"
-SERIES_PER_RANK = 26  # GS_RUNM_SERIES_PER_RANK
+SERIES_PER_RANK = 28  # GS_RUNM_SERIES_PER_RANK
 RULES = os.path.join(SRC, "deploy", "prometheus", "training-job-rules.yml")
 DASHBOARD = os.path.join(SRC, "deploy", "grafana", "training-job.json")
 

@@ -47,6 +47,7 @@
 #include "agent/alerts.h"
 #include "agent/config.h"
 #include "agent/log.h"
+#include "agent/usage.h"
 #include "gpuscope/gs_sampler.h"
 
 /* ---- the counting allocator ---- */
@@ -192,6 +193,8 @@ static struct cycle_cost agent_cycle_cost(void)
     assert_int_equal(pthread_mutex_init(&a.lock, NULL), 0);
     gs_err_clear(&err);
     assert_int_equal(gs_alerts_new(&a.alerts, &a.cfg.alerts, &err), GS_OK);
+    /* the usage accounting as the agent runs it (every holder of the 8 GPUs, every cycle) */
+    assert_int_equal(gs_usage_new(&a.usage, &(struct gs_usage_opts){.read_env = 1}), GS_OK);
 
     for (unsigned i = 0; i < WARM_CYCLES; i++)
         gs_agent_cycle(&a, &a.cfg);
@@ -219,6 +222,7 @@ static struct cycle_cost agent_cycle_cost(void)
     }
     gs_sampler_close(a.sampler);
     gs_alerts_free(a.alerts);
+    gs_usage_free(a.usage);
     pthread_mutex_destroy(&a.lock);
     unlink(scenario);
     return c;

@@ -1027,6 +1027,64 @@ static void process_utilization_kept(void **state)
 /* nvmlDeviceGetSamples through the backend: a 0.4 s square wave (25 % at 100, else 20) read
  * at 100 ms samples gives the known values; a second call returns only newer samples; a short
  * array continues where it stopped; no symbol, or "not supported", is GS_ENOTSUP. */
+/* What only nvidia-smi -q shows is read with GS_WANT_DETAIL and never without it (the agent's
+ * cycle does not set it); the recovery action, memory power, T.Limit thresholds and inactive
+ * remapped rows come with the every-cycle field values. Values as the H100 capture shows. */
+static void detail_readings(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu g;
+    struct gs_err e;
+    char path[1024];
+    static const enum gs_metric detail[] = {
+        GS_M_ADDRESSING_MODE, GS_M_VIRT_MODE,      GS_M_C2C_MODE,       GS_M_EGM,
+        GS_M_SRAM_PARITY_VOL, GS_M_SRAM_THRESHOLD, GS_M_REMAP_HIST_MAX, GS_M_FABRIC_STATE};
+
+    NEED_SIM();
+    capture_scenario(path, sizeof path, "h100-idle");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "100", &e), GS_OK);
+    sample_ok(f->b, 0, &g, GS_WANT_ALL & ~(GS_WANT_DETAIL | GS_WANT_GPM_WAIT));
+    for (size_t i = 0; i < sizeof detail / sizeof detail[0]; i++)
+        assert_int_equal(g.st[detail[i]], GS_ST_NA);
+    assert_int_equal(g.tst[GS_T_FABRIC_CLUSTER], GS_ST_NA);
+    assert_true(gs_gpu_has(&g, GS_M_RECOVERY_ACTION) && g.v[GS_M_RECOVERY_ACTION] == 0);
+    assert_true(gs_gpu_has(&g, GS_M_TLIMIT_SHUTDOWN) && g.v[GS_M_TLIMIT_SHUTDOWN] == -8);
+    assert_true(gs_gpu_has(&g, GS_M_TLIMIT_SLOWDOWN) && g.v[GS_M_TLIMIT_SLOWDOWN] == -2);
+    assert_int_equal(g.st[GS_M_POWER_MEMORY_AVERAGE], GS_ST_NA); /* the base scenario has none */
+    assert_int_equal(g.st[GS_M_POWER_MEMORY_INSTANT], GS_ST_NA);
+
+    sample_ok(f->b, 0, &g, GS_WANT_DETAIL);
+    assert_true(gs_gpu_has(&g, GS_M_ADDRESSING_MODE) && g.v[GS_M_ADDRESSING_MODE] == 0);
+    assert_true(gs_gpu_has(&g, GS_M_VIRT_MODE) && g.v[GS_M_VIRT_MODE] == 1);
+    assert_int_equal(g.st[GS_M_HOST_VGPU_MODE], GS_ST_NA);
+    assert_true(gs_gpu_has(&g, GS_M_C2C_MODE) && g.v[GS_M_C2C_MODE] == 0);
+    assert_true(gs_gpu_has(&g, GS_M_EGM) && g.v[GS_M_EGM] == 0);
+    assert_true(gs_gpu_has(&g, GS_M_SRAM_PARITY_VOL) && g.v[GS_M_SRAM_PARITY_VOL] == 0);
+    assert_true(gs_gpu_has(&g, GS_M_SRAM_OTHER));
+    assert_true(gs_gpu_has(&g, GS_M_SRAM_THRESHOLD) && g.v[GS_M_SRAM_THRESHOLD] == 0);
+    assert_true(gs_gpu_has(&g, GS_M_REMAP_HIST_MAX) && g.v[GS_M_REMAP_HIST_MAX] == 2560);
+    assert_true(gs_gpu_has(&g, GS_M_REMAP_HIST_NONE) && g.v[GS_M_REMAP_HIST_NONE] == 0);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_STATE) && g.v[GS_M_FABRIC_STATE] == 3);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_STATUS) && g.v[GS_M_FABRIC_STATUS] == 0);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_CLIQUE) && g.v[GS_M_FABRIC_CLIQUE] == 0);
+    assert_int_equal(g.tst[GS_T_FABRIC_CLUSTER], GS_ST_OK);
+    assert_string_equal(g.text[GS_T_FABRIC_CLUSTER], "00000000-0000-0000-0000-000000000000");
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+
+    /* a PCIe board: fabric state "not supported" reads as absent, as nvidia-smi prints N/A */
+    capture_scenario(path, sizeof path, "l40s-idle");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "1000", &e), GS_OK);
+    sample_ok(f->b, 0, &g, GS_WANT_DETAIL);
+    assert_int_equal(g.st[GS_M_FABRIC_STATE], GS_ST_NA);
+    assert_int_equal(g.tst[GS_T_FABRIC_CLUSTER], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_C2C_MODE], GS_ST_NA);
+    assert_true(gs_gpu_has(&g, GS_M_ADDRESSING_MODE) && g.v[GS_M_ADDRESSING_MODE] == 1);
+    assert_true(gs_gpu_has(&g, GS_M_REMAP_CORR_INACTIVE) && g.v[GS_M_REMAP_CORR_INACTIVE] == 0);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
 /* The links' states on their own cadence (GS_WANT_NVLINK_STATE): read at the first cycle,
  * held without the bit (nvlink_state_t unchanged), read again with it, when a link that went
  * down in between shows; then held at the new value. */
@@ -1277,6 +1335,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(board_fields, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(pci_class_codes, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(temperature_margin, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(detail_readings, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(minimal_library, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(no_scenario_is_no_driver, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(lost_gpu_mid_run, fx_setup, fx_teardown),

@@ -461,6 +461,73 @@ static void tokens_for_absent_noperm_error_lost(void **state)
     gs_snapshot_free(s);
 }
 
+/* The -q detail readings as --query-gpu cells: NVML's enum values as nvidia-smi's words, the
+ * bare "N/A" of fabric.* when absent, and the want bit they need. */
+static void detail_cells(void **state)
+{
+    struct gs_snapshot *s = h100_idle();
+    struct gs_gpu *g = &s->gpus[0];
+    struct gs_qf_sel sel;
+    static const char *const modes[] = {"None", "HMM", "ATS"};
+    (void)state;
+
+    for (int m = 0; m < 3; m++) {
+        gs_gpu_set(g, GS_M_ADDRESSING_MODE, m);
+        assert_string_equal(cell("addressing_mode", s, 0), modes[m]);
+    }
+    gs_gpu_set(g, GS_M_ADDRESSING_MODE, 9); /* a value newer than our table */
+    assert_string_equal(cell("addressing_mode", s, 0), "[Unknown Error]");
+    gs_gpu_set(g, GS_M_RECOVERY_ACTION, 0);
+    assert_string_equal(cell("gpu_recovery_action", s, 0), "None");
+    gs_gpu_set(g, GS_M_RECOVERY_ACTION, 4);
+    assert_string_equal(cell("gpu_recovery_action", s, 0), "Drain and Reset");
+    gs_gpu_set(g, GS_M_C2C_MODE, 0);
+    assert_string_equal(cell("c2c.mode", s, 0), "Disabled");
+    gs_gpu_set(g, GS_M_SRAM_PARITY_VOL, 3);
+    gs_gpu_set(g, GS_M_SRAM_THRESHOLD, 1);
+    assert_string_equal(cell("ecc.errors.uncorrected.volatile.sram.parity", s, 0), "3");
+    assert_string_equal(cell("ecc.errors.uncorrected.aggregate.sram.secded", s, 0), "[N/A]");
+    assert_string_equal(cell("ecc.errors.uncorrected.aggregate.sram.thresholdExceeded", s, 0),
+                        "Yes");
+    gs_gpu_set(g, GS_M_EDPP_MULTIPLIER, 1.0);
+    assert_string_equal(cell("edpp_multiplier", s, 0), "100.00 %");
+    assert_string_equal(cell("edpp_multiplier", s, GS_QF_NOUNITS), "100.00");
+    gs_gpu_set(g, GS_M_REMAP_HIST_MAX, 2560);
+    assert_string_equal(cell("remapped_rows.histogram.max", s, 0), "2560");
+
+    /* fabric: bare N/A until the registration is read, then its words */
+    assert_string_equal(cell("fabric.state", s, 0), "N/A");
+    assert_string_equal(cell("fabric.clusterUuid", s, 0), "N/A");
+    gs_gpu_set(g, GS_M_FABRIC_STATE, 2);
+    assert_string_equal(cell("fabric.state", s, 0), "In Progress");
+    gs_gpu_set(g, GS_M_FABRIC_STATE, 3);
+    gs_gpu_set(g, GS_M_FABRIC_STATUS, 0);
+    gs_gpu_set(g, GS_M_FABRIC_CLIQUE, 32766);
+    set_text(g, GS_T_FABRIC_CLUSTER, "00000000-0000-0000-0000-000000000000");
+    assert_string_equal(cell("fabric.state", s, 0), "Completed");
+    assert_string_equal(cell("fabric.status", s, 0), "Success");
+    assert_string_equal(cell("fabric.cliqueId", s, 0), "32766");
+    assert_string_equal(cell("fabric.clusterUuid", s, 0), "00000000-0000-0000-0000-000000000000");
+    gs_gpu_set(g, GS_M_FABRIC_STATUS, 3);
+    assert_string_equal(cell("fabric.status", s, 0), "Not Supported");
+
+    assert_string_equal(gs_qf_value_name(GS_QN_VIRT, 1), "Pass-Through");
+    assert_string_equal(gs_qf_value_name(GS_QN_HOST_VGPU, 1), "SR-IOV");
+    assert_null(gs_qf_value_name(GS_QN_VIRT, -1));
+    assert_null(gs_qf_value_name(GS_QN_VIRT, 0.0 / 0.0));
+    assert_null(gs_qf_value_name(GS_QN__COUNT, 0));
+
+    /* what needs the detail readings asks for them; the recovery action is a field value of
+     * every cycle */
+    assert_int_equal(gs_qf_parse(&sel, GS_QF_GPU, "addressing_mode,fabric.state", NULL), GS_OK);
+    assert_true(gs_qf_want(&sel) & GS_WANT_DETAIL);
+    gs_qf_sel_free(&sel);
+    assert_int_equal(gs_qf_parse(&sel, GS_QF_GPU, "gpu_recovery_action", NULL), GS_OK);
+    assert_false(gs_qf_want(&sel) & GS_WANT_DETAIL);
+    gs_qf_sel_free(&sel);
+    gs_snapshot_free(s);
+}
+
 static void number_rules(void **state)
 {
     struct gs_snapshot *s = h100_idle();
@@ -729,6 +796,7 @@ int main(void)
         cmocka_unit_test(rtx2080_load_cells),
         cmocka_unit_test(nounits_drops_units_from_cells_only),
         cmocka_unit_test(tokens_for_absent_noperm_error_lost),
+        cmocka_unit_test(detail_cells),
         cmocka_unit_test(number_rules),
         cmocka_unit_test(timestamp_format),
         cmocka_unit_test(compute_app_rows),

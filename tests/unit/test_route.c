@@ -36,6 +36,8 @@ static void test_find(void **state)
     assert_int_equal(id_of("/api/v1/runs"), GS_ROUTE_RUNS);
     assert_int_equal(id_of("/api/v1/runs/12"), GS_ROUTE_RUNS);
     assert_int_equal(id_of("/api/v1/runs/12/steps"), GS_ROUTE_RUNS);
+    assert_int_equal(id_of("/api/v1/usage"), GS_ROUTE_USAGE);
+    assert_int_equal(id_of("/api/v1/usage/x"), GS_ROUTE__N); /* no sub-paths */
     assert_int_equal(id_of("/"), GS_ROUTE_WEB);
     /* no prefix matches, no sub-paths where the route takes none */
     assert_int_equal(id_of("/metricsx"), GS_ROUTE__N);

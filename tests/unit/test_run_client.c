@@ -117,9 +117,15 @@ static void test_in_process_report(void **state)
     assert_non_null(run);
     for (int i = 0; i < 4; i++) {
         struct gs_step_rec r = mkrec((uint64_t)i + 1, fwd[i]);
+        r.tokens = 1000;
+        if (i == 3) { /* a version-2 caller: its struct ends before tokens, never read */
+            r.version = 2;
+            r.tokens = 999999;
+        }
         assert_int_equal(gs_run_step(run, &r), 0);
     }
     rep = finish_json(run, "{\"train_runtime\": 4.0, \"train_samples\": 16}");
+    assert_int_equal(json_integer_value(json_object_get(rep, "train_tokens")), 3000);
     assert_int_equal(json_integer_value(json_object_get(rep, "steps")), 4);
     /* no receiver: nothing to drop, and that is known */
     assert_true(json_is_integer(json_object_get(json_object_get(rep, "run"), "records_dropped")));

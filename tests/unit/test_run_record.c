@@ -70,7 +70,7 @@ static void step_parses_exactly(void **state)
 {
     const char *s = "{\"v\":1,\"type\":\"step\",\"step\":100,\"t0\":1764430000.125,"
                     "\"t1\":1764430000.357,\"rank\":1,\"device\":3,\"samples\":8,"
-                    "\"cuda_events\":true,\"ms\":{\"data\":3.1,\"forward\":124.3,"
+                    "\"tokens\":16384,\"cuda_events\":true,\"ms\":{\"data\":3.1,\"forward\":124.3,"
                     "\"backward\":89.7,\"optimizer_step\":15.2,\"communication\":4,"
                     "\"total_step\":232.1},\"mem\":{\"allocated\":1000,\"reserved\":2000,"
                     "\"peak_allocated\":3000,\"peak_reserved\":4000,\"total\":80000},"
@@ -88,6 +88,7 @@ static void step_parses_exactly(void **state)
     assert_int_equal(r.u.step.rank, 1);
     assert_int_equal(r.u.step.device, 3);
     assert_int_equal(r.u.step.samples, 8);
+    assert_int_equal(r.u.step.tokens, 16384);
     assert_int_equal(r.u.step.flags, GS_STEP_CUDA_EVENTS);
     assert_true(r.u.step.ms[GS_PH_DATA] == 3.1);
     assert_true(r.u.step.ms[GS_PH_FORWARD] == 124.3);
@@ -123,6 +124,7 @@ static void absent_stays_unknown(void **state)
     assert_int_equal(r.u.step.rank, 0);
     assert_int_equal(r.u.step.device, -1);
     assert_int_equal(r.u.step.samples, 0);
+    assert_int_equal(r.u.step.tokens, 0); /* an older sender: unknown */
     assert_int_equal(r.u.step.flags, 0);
     assert_int_equal(r.u.step.mem_total, 0);
 
@@ -197,6 +199,10 @@ static void invalid_records_name_the_field(void **state)
             "step.step:");
     refused("{\"v\":1,\"type\":\"step\",\"step\":1.5,\"t0\":1,\"t1\":2}",
             "step.step: not an integer");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"tokens\":-5}",
+            "step.tokens: -5 out of");
+    refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"tokens\":\"9\"}",
+            "step.tokens: not an integer");
     refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":\"x\",\"t1\":2}",
             "step.t0: not a number");
     refused("{\"v\":1,\"type\":\"step\",\"step\":1,\"t0\":1,\"t1\":2,\"ms\":{\"forward\":\"x\"}}",
@@ -320,6 +326,7 @@ static void encode_round_trips(void **state)
     for (int p = 0; p < GS_PH_N; p++)
         r.u.step.ms[p] = p == GS_PH_COMM ? NAN : 0.1 * (p + 1) + 1e-9;
     r.u.step.samples = 8;
+    r.u.step.tokens = 9007199254740992ULL;
     r.u.step.rank = 3;
     r.u.step.device = 7;
     r.u.step.mem_allocated = 123456789012ULL;

@@ -46,6 +46,18 @@ static double line_value(const char *text, const char *prefix)
     return NAN;
 }
 
+/* The facts MFU needs: 1e9 parameters in bfloat16. */
+static void set_facts(struct gs_record_hello *h)
+{
+    h->facts.n = 2;
+    snprintf(h->facts.f[0].key, sizeof h->facts.f[0].key, "param_count");
+    h->facts.f[0].type = GS_FACT_INT;
+    h->facts.f[0].v.i = 1000000000;
+    snprintf(h->facts.f[1].key, sizeof h->facts.f[1].key, "param_dtype");
+    h->facts.f[1].type = GS_FACT_STR;
+    snprintf(h->facts.f[1].v.s, sizeof h->facts.f[1].v.s, "bfloat16");
+}
+
 static unsigned count_series(const char *text)
 {
     unsigned n = 0;
@@ -87,16 +99,30 @@ static void labels_summary_and_staleness(void **state)
     h.world_size = 8;
     snprintf(h.job, sizeof h.job, "slurm-42");
     snprintf(h.node, sizeof h.node, "node-\"7\"");
+    set_facts(&h);
     gs_runm_hello(m, 3, 100, "llama", &h);
     for (uint64_t n = 1; n <= 200; n++) {
         struct gs_step_rec s = step(n, 5, (double)n);
+        s.tokens = 1000;
         gs_runm_step(m, 3, 100, "llama", &s);
     }
     /* a connection without a hello: the run's name and the agent's host name */
     struct gs_step_rec s2 = step(1, 0, 10.0);
     gs_runm_step(m, 4, 200, "", &s2);
-    gs_runm_gpu(m, 3, 100, 6);
+    gs_runm_gpu(m, 3, 100, 6, "NVIDIA H100 80GB HBM3");
     text = render(m);
+    /* tokens/s over the last 128 steps (73..200 ms: 17.472 s, 128000 tokens); MFU = 6N x that
+     * / the H100 SXM's bf16 peak (989.5 TFLOP/s, the parameters are bfloat16) */
+    assert_true(fabs(line_value(text, "gpuscope_run_tokens_per_second{train_job=\"slurm-42\","
+                                      "rank=\"5\",node=\"node-\\\"7\\\"\",gpu=\"6\"}") -
+                     128000.0 / 17.472) < 1e-4); /* printed with 9 digits */
+    assert_true(fabs(line_value(text, "gpuscope_run_mfu{train_job=\"slurm-42\",rank=\"5\","
+                                      "node=\"node-\\\"7\\\"\",gpu=\"6\"}") /
+                         (6e9 * 128000.0 / 17.472 / 989.5e12) -
+                     1.0) < 1e-6);
+    /* no tokens, no hello: neither series for run 4 */
+    assert_null(strstr(text, "gpuscope_run_tokens_per_second{train_job=\"run-4\""));
+    assert_null(strstr(text, "gpuscope_run_mfu{train_job=\"run-4\""));
     /* last 128 of 1..200 ms: 73..200; nearest rank p50 = the 64th = 136 ms */
     assert_true(line_value(text, "gpuscope_run_step_seconds{train_job=\"slurm-42\",rank=\"5\","
                                  "node=\"node-\\\"7\\\"\",gpu=\"6\",quantile=\"0.5\"}") == 0.136);
@@ -150,9 +176,13 @@ static void labels_summary_and_staleness(void **state)
 static void series_are_bounded(void **state)
 {
     struct gs_runm *m = gs_runm_new("h");
+    struct gs_record_hello h;
     char *text;
     (void)state;
 
+    memset(&h, 0, sizeof h);
+    h.rank = h.world_size = -1;
+    set_facts(&h); /* with tokens and a known GPU: every family, gpuscope_run_mfu included */
     for (unsigned c = 0; c < GS_RUNM_MAX_RANKS + 44; c++) {
         struct gs_step_rec s = step(1, (int32_t)c, 100.0);
         gs_step_ms_set(&s, GS_PH_BACKWARD, 1.0);
@@ -160,13 +190,16 @@ static void series_are_bounded(void **state)
         gs_step_ms_set(&s, GS_PH_COMM_EXPOSED, 1.0);
         gs_step_ms_set(&s, GS_PH_OTHER, 1.0);
         s.samples = 8;
+        s.tokens = 4096;
+        gs_runm_hello(m, 1 + c / 64, 1000 + c, "big", &h);
         gs_runm_step(m, 1 + c / 64, 1000 + c, "big", &s);
         gs_runm_step(m, 1 + c / 64, 1000 + c, "big", &s); /* a second step: no new slot */
-        gs_runm_gpu(m, 1 + c / 64, 1000 + c, 0);
+        gs_runm_gpu(m, 1 + c / 64, 1000 + c, 0, "NVIDIA A100-SXM4-80GB");
     }
     text = render(m);
     assert_true(line_value(text, "gpuscope_run_ranks") == GS_RUNM_MAX_RANKS);
-    assert_true(line_value(text, "gpuscope_run_ranks_dropped_total") == 44 * 2);
+    assert_true(line_value(text, "gpuscope_run_ranks_dropped_total") ==
+                44 * 3); /* hello, 2 steps */
     /* every kept rank whole: all its series, at the documented bound */
     assert_int_equal(count_series(text), GS_RUNM_MAX_RANKS * GS_RUNM_SERIES_PER_RANK);
     free(text);
@@ -198,7 +231,7 @@ static void stalled_ranks(void **state)
         s.t_end = s.t_begin + 0.2;
         gs_runm_step(m, 1, 10, "r", &s);
     }
-    gs_runm_gpu(m, 1, 10, 3);
+    gs_runm_gpu(m, 1, 10, 3, NULL);
     now = gs_clock_real_s();
     memset(st, 0, sizeof st);
     assert_int_equal(gs_runm_stalled(m, now + 1000, 10, 60, st, 8, NULL), 0); /* 4 steps: too few */

@@ -127,7 +127,17 @@
     X(nvmlReturn_t, nvmlDeviceGetNvLinkRemotePciInfo_v2,                                           \
       (nvmlDevice_t, unsigned int, nvmlPciInfo_t *))                                               \
     X(nvmlReturn_t, nvmlDeviceGetGpuInstanceById, (nvmlDevice_t, unsigned, nvmlGpuInstance_t *))   \
-    X(nvmlReturn_t, nvmlGpuInstanceGetInfo, (nvmlGpuInstance_t, nvmlGpuInstanceInfo_t *))
+    X(nvmlReturn_t, nvmlGpuInstanceGetInfo, (nvmlGpuInstance_t, nvmlGpuInstanceInfo_t *))          \
+    X(nvmlReturn_t, nvmlDeviceGetAddressingMode, (nvmlDevice_t, nvmlDeviceAddressingMode_t *))     \
+    X(nvmlReturn_t, nvmlDeviceGetVirtualizationMode,                                               \
+      (nvmlDevice_t, nvmlGpuVirtualizationMode_t *))                                               \
+    X(nvmlReturn_t, nvmlDeviceGetHostVgpuMode, (nvmlDevice_t, nvmlHostVgpuMode_t *))               \
+    X(nvmlReturn_t, nvmlDeviceGetC2cModeInfoV, (nvmlDevice_t, nvmlC2cModeInfo_v1_t *))             \
+    X(nvmlReturn_t, nvmlDeviceGetCapabilities, (nvmlDevice_t, nvmlDeviceCapabilities_t *))         \
+    X(nvmlReturn_t, nvmlDeviceGetSramEccErrorStatus, (nvmlDevice_t, nvmlEccSramErrorStatus_t *))   \
+    X(nvmlReturn_t, nvmlDeviceGetRowRemapperHistogram,                                             \
+      (nvmlDevice_t, nvmlRowRemapperHistogramValues_t *))                                          \
+    X(nvmlReturn_t, nvmlDeviceGetGpuFabricInfoV, (nvmlDevice_t, nvmlGpuFabricInfo_v3_t *))
 
 #define SIM_DECL(ret, name, args) ret(*name) args;
 static struct {
@@ -513,6 +523,125 @@ static void scenario_errors_and_not_supported_are_forced(void **state)
     assert_int_equal(fv[0].nvmlReturn, NVML_SUCCESS);
     assert_int_equal(fv[0].value.uiVal, 50);
     assert_int_equal(fv[1].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+}
+
+/* ---- what only nvidia-smi -q shows -------------------------------------------------------- */
+
+static void detail_readings_follow_the_scenario(void **state)
+{
+    nvmlDevice_t d;
+    nvmlDeviceAddressingMode_t am = {0};
+    nvmlDeviceCapabilities_t caps = {0};
+    nvmlEccSramErrorStatus_t sram = {0};
+    nvmlRowRemapperHistogramValues_t hist;
+    nvmlGpuFabricInfo_v3_t fab = {0};
+    nvmlC2cModeInfo_v1_t c2c;
+    unsigned u;
+    nvmlFieldValue_t fv[7] = {{.fieldId = 230},
+                              {.fieldId = 185, .scopeId = 2},
+                              {.fieldId = 186, .scopeId = 2},
+                              {.fieldId = 193},
+                              {.fieldId = 196},
+                              {.fieldId = 301},
+                              {.fieldId = 302}};
+
+    (void)state;
+    use_one_gpu("\"addressing_mode\": \"ats\", \"virtualization_mode\": \"pass-through\","
+                " \"recovery_action\": \"drain-p2p\", \"c2c_mode\": true, \"egm\": false,"
+                " \"remapped_rows\": {\"correctable_inactive\": 3, \"histogram\": {\"max\": 2560, "
+                "\"low\": 2}},"
+                " \"sram_ecc\": {\"volatile_parity\": 4, \"aggregate_secded\": 5, \"other\": 6,"
+                " \"threshold_exceeded\": true},"
+                " \"fabric\": {\"clique_id\": 32766,"
+                " \"cluster_uuid\": \"0123abcd-4567-89ef-0123-456789ABCDEF\"},"
+                " \"tlimit_thresholds_c\": {\"shutdown\": -8},"
+                " \"metrics\": {\"memory_power_w\": 43.19}",
+                NULL, "10");
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    d = dev(0);
+    assert_int_equal(nv.nvmlDeviceGetAddressingMode(d, &am), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    am.version = nvmlDeviceAddressingMode_v1;
+    assert_int_equal(nv.nvmlDeviceGetAddressingMode(d, &am), NVML_SUCCESS);
+    assert_int_equal(am.value, NVML_DEVICE_ADDRESSING_MODE_ATS);
+    assert_int_equal(nv.nvmlDeviceGetVirtualizationMode(d, &u), NVML_SUCCESS);
+    assert_int_equal(u, NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH);
+    assert_int_equal(nv.nvmlDeviceGetHostVgpuMode(d, &u), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceGetC2cModeInfoV(d, &c2c), NVML_SUCCESS);
+    assert_int_equal(c2c.isC2cEnabled, 1);
+    caps.version = nvmlDeviceCapabilities_v1;
+    assert_int_equal(nv.nvmlDeviceGetCapabilities(d, &caps), NVML_SUCCESS);
+    assert_int_equal(caps.capMask & NVML_DEV_CAP_EGM, 0);
+    sram.version = nvmlEccSramErrorStatus_v1;
+    assert_int_equal(nv.nvmlDeviceGetSramEccErrorStatus(d, &sram), NVML_SUCCESS);
+    assert_int_equal(sram.volatileUncParity, 4);
+    assert_int_equal(sram.aggregateUncSecDed, 5);
+    assert_int_equal(sram.aggregateUncBucketOther, 6);
+    assert_int_equal(sram.aggregateUncParity, 0);
+    assert_int_equal(sram.bThresholdExceeded, 1);
+    assert_int_equal(nv.nvmlDeviceGetRowRemapperHistogram(d, &hist), NVML_SUCCESS);
+    assert_int_equal(hist.max, 2560);
+    assert_int_equal(hist.low, 2);
+    assert_int_equal(hist.none, 0);
+    fab.version = nvmlGpuFabricInfo_v3;
+    assert_int_equal(nv.nvmlDeviceGetGpuFabricInfoV(d, &fab), NVML_SUCCESS);
+    assert_int_equal(fab.state, NVML_GPU_FABRIC_STATE_COMPLETED);
+    assert_int_equal(fab.status, NVML_SUCCESS);
+    assert_int_equal(fab.cliqueId, 32766);
+    assert_int_equal(fab.clusterUuid[0], 0x01);
+    assert_int_equal(fab.clusterUuid[15], 0xEF);
+    assert_int_equal(nv.nvmlDeviceGetFieldValues(d, 7, fv), NVML_SUCCESS);
+    assert_int_equal(fv[0].nvmlReturn, NVML_SUCCESS);
+    assert_int_equal(fv[0].value.uiVal, NVML_GPU_RECOVERY_ACTION_DRAIN_P2P);
+    assert_int_equal(fv[1].nvmlReturn, NVML_SUCCESS);
+    assert_int_equal(fv[1].value.uiVal, 43190);
+    assert_int_equal(fv[2].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(fv[3].nvmlReturn, NVML_SUCCESS);
+    assert_int_equal(fv[3].valueType, NVML_VALUE_TYPE_SIGNED_INT);
+    assert_int_equal(fv[3].value.siVal, -8);
+    assert_int_equal(fv[4].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(fv[5].nvmlReturn, NVML_SUCCESS);
+    assert_int_equal(fv[5].value.uiVal, 3);
+    assert_int_equal(fv[6].nvmlReturn, NVML_ERROR_NOT_SUPPORTED); /* not given */
+    nv.nvmlShutdown();
+
+    /* a board the scenario says nothing about: unsupported, and fabric state NOT_SUPPORTED */
+    use_one_gpu("", NULL, "10");
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    d = dev(0);
+    assert_int_equal(nv.nvmlDeviceGetAddressingMode(d, &am), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceGetSramEccErrorStatus(d, &sram), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceGetRowRemapperHistogram(d, &hist), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceGetGpuFabricInfoV(d, &fab), NVML_SUCCESS);
+    assert_int_equal(fab.state, NVML_GPU_FABRIC_STATE_NOT_SUPPORTED);
+    fv[0].nvmlReturn = NVML_SUCCESS;
+    assert_int_equal(nv.nvmlDeviceGetFieldValues(d, 1, fv), NVML_SUCCESS);
+    assert_int_equal(fv[0].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+}
+
+static void detail_keys_are_checked(void **state)
+{
+    static const char *const bad[][2] = {
+        {"\"addressing_mode\": \"numa\"", "addressing_mode: unknown value \"numa\""},
+        {"\"fabric\": {\"cluster_uuid\": \"0123\"}", "cluster_uuid: expected 32 hex digits"},
+        {"\"sram_ecc\": {\"l3\": 1}", "l3"},
+        {"\"remapped_rows\": {\"histogram\": {\"max\": -1}}", "max"},
+    };
+    char json[1024], err[512];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct gs_sim_scenario *sc = NULL;
+        snprintf(json, sizeof json,
+                 "{\"gpus\": [{\"name\": \"G\", \"uuid\": \"GPU-1\", \"pci\": {\"bus\": 1, "
+                 "\"device_id\": 1}, "
+                 "\"memory\": {\"total_mib\": 1}, %s}]}",
+                 bad[i][0]);
+        assert_int_equal(gs_sim_scenario_parse(json, strlen(json), "t.json", &sc, err, sizeof err),
+                         -1);
+        assert_null(sc);
+        if (!strstr(err, bad[i][1]))
+            fail_msg("%s: %s", bad[i][0], err);
+    }
 }
 
 /* ---- memory -------------------------------------------------------------------------------- */
@@ -1748,6 +1877,8 @@ int main(void)
         cmocka_unit_test_teardown(unsupported_fields_follow_the_board, test_teardown),
         cmocka_unit_test_teardown(scenario_errors_and_not_supported_are_forced, test_teardown),
         cmocka_unit_test_teardown(memory_v2_checks_its_version, test_teardown),
+        cmocka_unit_test_teardown(detail_readings_follow_the_scenario, test_teardown),
+        cmocka_unit_test(detail_keys_are_checked),
         cmocka_unit_test_teardown(process_lists_follow_the_counting_protocol, test_teardown),
         cmocka_unit_test_teardown(plain_process_list_writes_16_byte_entries, test_teardown),
         cmocka_unit_test_teardown(unknown_memory_and_env_and_self_pids, test_teardown),

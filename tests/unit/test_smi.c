@@ -308,11 +308,65 @@ static void xml(void **state)
     gs_snapshot_free(s);
 }
 
+/* The -q detail rows: words for the modes, the lower-case Capabilities answer, memory power,
+ * and the SRAM split printed only while ECC is on (nvidia-smi's --query-gpu gives the counts
+ * either way; its -q prints N/A, as an RTX 4080 SUPER with ECC off shows). */
+static void q_detail_rows(void **state)
+{
+    struct gs_snapshot *s = fixture();
+    unsigned char sel[3] = {0, 1, 0};
+    struct gs_gpu *g = &s->gpus[1];
+    char *out = NULL;
+
+    (void)state;
+    gs_gpu_set(g, GS_M_ARCH, 9);
+    gs_gpu_set(g, GS_M_VIRT_MODE, 1);
+    gs_gpu_set(g, GS_M_HOST_VGPU_MODE, 0);
+    gs_gpu_set(g, GS_M_EGM, 1);
+    gs_gpu_set(g, GS_M_POWER_MEMORY_AVERAGE, 43.19);
+    gs_gpu_set(g, GS_M_SRAM_PARITY_VOL, 2);
+    gs_gpu_set(g, GS_M_SRAM_L2, 5);
+    gs_gpu_set(g, GS_M_EDPP_MULTIPLIER, 1.0);
+    CAPTURE(out, gs_smi_q(f_, s, sel, 0, 0));
+    assert_non_null(
+        strstr(out, "    EDPp Multiplier                                    : 100.00%\n"));
+    assert_non_null(strstr(out, "        Virtualization Mode                            : "
+                                "Pass-Through\n"
+                                "        Host VGPU Mode                                 : "
+                                "Non SR-IOV\n"));
+    assert_non_null(
+        strstr(out, "        EGM                                            : enabled\n"));
+    assert_non_null(strstr(out, "    GPU Memory Power Readings \n"
+                                "        Average Power Draw                             : 43.19 W\n"
+                                "        Instantaneous Power Draw                       : N/A\n"));
+    assert_non_null(strstr(out, "            SRAM Uncorrectable Parity                  : 2\n"));
+    assert_non_null(strstr(out, "            SRAM L2                                    : 5\n"));
+    free(out);
+
+    gs_gpu_set(g, GS_M_ECC_MODE, 0);
+    gs_gpu_set(g, GS_M_EGM, 0);
+    CAPTURE(out, gs_smi_q(f_, s, sel, 0, 0));
+    assert_non_null(strstr(out, "            SRAM Uncorrectable Parity                  : N/A\n"));
+    assert_non_null(strstr(out, "            SRAM L2                                    : N/A\n"));
+    assert_non_null(
+        strstr(out, "        EGM                                            : disabled\n"));
+    free(out);
+
+    CAPTURE(out, gs_smi_q(f_, s, sel, 0, 1));
+    assert_non_null(strstr(out, "<virtualization_mode>Pass-Through</virtualization_mode>"));
+    assert_non_null(strstr(out, "<egm>disabled</egm>"));
+    xml_balanced(out);
+    free(out);
+    gs_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(sections), cmocka_unit_test(mib),        cmocka_unit_test(table_geometry),
-        cmocka_unit_test(list),     cmocka_unit_test(q_sections), cmocka_unit_test(xml),
+        cmocka_unit_test(sections),       cmocka_unit_test(mib),
+        cmocka_unit_test(table_geometry), cmocka_unit_test(list),
+        cmocka_unit_test(q_sections),     cmocka_unit_test(xml),
+        cmocka_unit_test(q_detail_rows),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

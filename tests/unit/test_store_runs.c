@@ -130,7 +130,7 @@ static void test_run_and_steps(void **state)
     assert_int_equal(gs_store_stats(st).steps_written, 2);
     assert_int_equal(gs_store_stats(st).steps_buffered, 0);
     assert_int_equal(sql_num(f->path, "PRAGMA user_version", NULL), GS_STORE_SCHEMA_VERSION);
-    assert_int_equal(GS_STORE_SCHEMA_VERSION, 4);
+    assert_int_equal(GS_STORE_SCHEMA_VERSION, 5);
     assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 2);
     assert_int_equal(sql_num(f->path, "SELECT peer_pid FROM step WHERE step = 1", NULL), 4242);
     assert_int_equal(sql_num(f->path, "SELECT device FROM step WHERE step = 1", NULL), 3);
@@ -987,7 +987,7 @@ static void test_migrate_v3_token(void **state)
     sqlite3_close(db);
     assert_int_equal(gs_store_open_read(&rd, f->path, &err), GS_ENOTSUP);
     assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
-    assert_int_equal(sql_num(f->path, "PRAGMA user_version", NULL), 4);
+    assert_int_equal(sql_num(f->path, "PRAGMA user_version", NULL), GS_STORE_SCHEMA_VERSION);
     run.token = "5f0c6e0a1c1c6b2b9e4a9d1d2f3e4a5b6c7d8e9f00112233445566778899aabb";
     assert_int_equal(gs_store_run_begin(st, &run, &id, &err), GS_OK);
     assert_int_equal(id, 2);

@@ -331,7 +331,9 @@ test('runSummary: headline, phases with counts, GPUs, findings with advice', () 
     data_loading_time_ratio: 0.25, communication_time_ratio: null,
     gpu_avg_utilization_percent: 60, gpu_max_utilization_percent: 65,
     gpu_utilization_source: 'nvml', gpu_busy_estimate_percent: 88.7,
-    gpu_peak_memory_allocated_gb: 29.1,
+    gpu_peak_memory_allocated_gb: 29.1, train_tokens_per_second: 7524.44,
+    tokens_per_second_per_gpu: 3762.22, mfu: 0.41236, peak_flops_precision: 'bf16',
+    peak_flops_gpu: 'H100 SXM',
     phases: {data: {mean_ms: 26.95, p50_ms: 27, p95_ms: 36, total_ms: 5364, count: 199},
       forward: {mean_ms: 126.3, p50_ms: 126.3, p95_ms: 128.3, total_ms: 25260, count: 200},
       communication: {mean_ms: null, p50_ms: null, p95_ms: null, total_ms: null, count: 0}},
@@ -350,6 +352,8 @@ test('runSummary: headline, phases with counts, GPUs, findings with advice', () 
   assert.equal(h.Communication, NA);
   assert.equal(h['GPU utilization'], 'avg 60 %, max 65 % (nvml)');
   assert.equal(h['Peak memory'], '29.10 GiB');
+  assert.equal(h.Tokens, '7524.4 tokens/s (3762.2 per GPU)');
+  assert.equal(h.MFU, '41.24 % (bf16 peak of H100 SXM)');
   assert.deepEqual(s.phases, [['data', '26.95', '27.00', '36.00', '5.364', '199'],
     ['forward', '126.30', '126.30', '128.30', '25.260', '200']]);
   assert.deepEqual(s.gpus, [['0', 'NVIDIA H100', '60 %', '65 %', '32.1 GiB', '22550 J', '3.0 s']]);
@@ -358,20 +362,25 @@ test('runSummary: headline, phases with counts, GPUs, findings with advice', () 
     advice: ['Raise dataloader_num_workers', 'pin_memory=True']}]);
   const empty = runSummary({run: {state: 'interrupted', interrupted: true}});
   assert.equal(Object.fromEntries(empty.headline).State, 'interrupted (interrupted)');
+  assert.equal(Object.fromEntries(empty.headline).MFU, NA);
+  assert.equal(Object.fromEntries(runSummary({mfu: null, mfu_null_reason: 'cpu_only: x'})
+    .headline).MFU, 'cpu_only: x');
   assert.deepEqual([empty.phases, empty.gpus, empty.findings], [[], [], []]);
 });
 
 test('per-rank rows and the straggler line', () => {
   const rep = {per_rank: [
     {rank: 0, device: 0, steps: 50, step_p50_ms: 100, step_p95_ms: 120,
-      mean_ms: {data: 10, communication: 20}, samples_per_second: 80},
+      mean_ms: {data: 10, communication: 20}, samples_per_second: 80, tokens_per_second: 20480,
+      mfu: 0.41236},
     {rank: 1, device: 1, steps: 50, step_p50_ms: 150.5, step_p95_ms: 170,
       mean_ms: {data: 10, communication: null}, samples_per_second: null}],
   slowest_rank: {rank: 1, straggler: true, busy_p50_ms: 150.5, others_busy_p50_ms: 100,
     slower_by_ratio: 0.505, others_comm_wait_p50_ms: 48, device: 1}};
   const r = runRanks(rep);
-  assert.deepEqual(r.rows[0], ['0', '0', '50', '100.00', '120.00', '10.00', '20.00', '80.0']);
-  assert.deepEqual(r.rows[1].slice(6), [NA, NA]);
+  assert.deepEqual(r.rows[0], ['0', '0', '50', '100.00', '120.00', '10.00', '20.00', '80.0',
+    '20480.0', '41.24 %']);
+  assert.deepEqual(r.rows[1].slice(6), [NA, NA, NA, NA]);
   assert.equal(r.slowest, 'Slowest: rank 1 computes 150.50 ms per step against the other ' +
     'ranks\' 100.00 ms (51 % longer) on GPU 1: a straggler, the others wait for it 48.00 ms/step.');
   assert.equal(runRanks({per_rank: rep.per_rank, slowest_rank: {...rep.slowest_rank,
@@ -536,4 +545,31 @@ test('flat series: a y range at least 4 label steps wide, no repeated tick label
     ['11.5 GiB', '', '', '11.6 GiB']);
   assert.deepEqual(tickLabels([null, 1], mem.fmt), ['', '1.0 GiB']);
   for (const c of CHARTS) assert.ok(c.range || c.step > 0, `${c.id}: a fixed range or a step`);
+});
+
+test('usage: the API rows to the Usage table, idle-held highlighted from half the held time', async () => {
+  const {usageRows, usageUrl, usageNote, USAGE_RANGES, USAGE_IDLE_SHARE} =
+    await import('../../web/format.js');
+  assert.equal(USAGE_IDLE_SHARE, 0.5);
+  assert.deepEqual(USAGE_RANGES.map((r) => r.seconds), [3600, 86400, 604800, 2592000]);
+  assert.equal(usageUrl('job', 3600, 1764403600.4), '/api/v1/usage?by=job&from=1764400000&to=1764403601');
+  const doc = {by: 'job', currency: 'EUR', groups_dropped: 0, rows: [
+    {key: '4242', user: 'alice', uid: 1001, held_gpu_hours: 8, busy_share: 0.06,
+      idle_held_hours: 7.5, peak_memory_bytes: 7 * 1024 ** 3, energy_kwh: 1.234, cost: 20.5},
+    {key: '', user: null, uid: 1002, held_gpu_hours: 12.5, busy_share: 0.874,
+      idle_held_hours: 0, peak_memory_bytes: null, energy_kwh: null, cost: null},
+    {key: '7', user: 'bob', uid: 1003, held_gpu_hours: 2, busy_share: 0.5,
+      idle_held_hours: 0.99, peak_memory_bytes: 1024 ** 3, energy_kwh: 12.34, cost: null}]};
+  const rows = usageRows(doc);
+  assert.deepEqual(rows[0], {key: '4242', user: 'alice', held: '8.00', busy: '6 %',
+    idleHeld: '7.50 (94 %)', idle: true, peak: '7.0 GiB', energy: '1.23 kWh', cost: '20.50 EUR'});
+  assert.deepEqual(rows[1], {key: '(no job)', user: 'uid 1002', held: '12.5', busy: '87 %',
+    idleHeld: '0.00 (0 %)', idle: false, peak: NA, energy: NA, cost: '—'});
+  assert.equal(rows[2].idle, false); // 0.99 of 2 h: under half
+  assert.equal(rows[2].energy, '12.3 kWh');
+  assert.equal(usageNote(doc, 200), '');
+  assert.match(usageNote({rows: []}, 200), /^No GPU was held in this range/);
+  assert.equal(usageNote({error: 'history.db: damaged'}, 503), 'Usage: history.db: damaged');
+  assert.equal(usageNote({rows: doc.rows, groups_dropped: 3}, 200), '3 more rows not shown.');
+  assert.deepEqual(usageRows(null), []);
 });

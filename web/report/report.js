@@ -53,6 +53,7 @@
   // The unit a report field's name implies (docs/report.md CONVENTIONS).
   function fmtField(name, v) {
     if (!isNum(v)) return v === null || v === undefined ? 'n/a' : typeof v === 'boolean' ? (v ? 'true' : 'false') : String(v);
+    if (name === 'mfu' || name === 'hfu') return fmtNum(100 * v, 100 * v >= 0.1 ? 2 : 4) + ' %';
     if (name === 'train_runtime' || /_seconds$/.test(name)) return fmtDur(v);
     if (/_percent$/.test(name)) return fmtNum(v, 1) + ' %';
     if (/_ratio$/.test(name)) return fmtNum(v, 3);
@@ -61,6 +62,7 @@
     if (/_joules$/.test(name)) return fmtNum(v, 0) + ' J';
     if (/_bytes$/.test(name)) return fmtNum(v / 1073741824, 2) + ' GiB';
     if (/_per_second$/.test(name)) return fmtNum(v, 3) + ' /s';
+    if (name === 'tokens_per_second_per_gpu') return fmtNum(v, 1) + ' /s';
     return fmtNum(v);
   }
   function scalarText(v) {
@@ -204,6 +206,26 @@
       if (k === 'gpu_avg_utilization_percent' && rep.gpu_utilization_source) sub += ' (' + rep.gpu_utilization_source + ')';
       if (k === 'gpu_peak_memory_allocated_gb' && rep.gpu_peak_memory_source) sub += ' (' + rep.gpu_peak_memory_source + ')';
       add(c, 'div', 's', sub);
+    }
+    // tokens/s and MFU (docs/report.md, TOKENS AND MFU): the figures, or why MFU is null
+    if (isNum(rep.train_tokens_per_second) || rep.mfu_null_reason) {
+      const eff = add(s, 'div', 'cards');
+      const card = (k, label, sub) => {
+        const c = add(eff, 'div', 'card');
+        c.dataset.field = k;
+        add(c, 'div', 'k', label);
+        add(c, 'div', 'v', fmtField(k, rep[k]));
+        add(c, 'div', 's', sub);
+      };
+      card('train_tokens_per_second', 'tokens / s', 'train_tokens_per_second (' +
+        fmtNum(rep.train_tokens) + ' tokens)');
+      card('tokens_per_second_per_gpu', 'tokens / s per GPU', 'tokens_per_second_per_gpu');
+      card('mfu', 'MFU', isNum(rep.mfu)
+        ? (rep.model_flops_formula || '') + ' · ' + fmtNum(rep.model_flops_per_token) +
+          ' FLOPs/token · peak ' + fmtNum(rep.peak_flops / 1e12, 1) + ' TFLOP/s ' +
+          (rep.peak_flops_precision || '') + ' ' + (rep.peak_flops_gpu || '')
+        : (rep.mfu_null_reason || 'n/a'));
+      if (isNum(rep.hfu)) card('hfu', 'HFU', 'hfu (activation recomputation on)');
     }
     const more = [];
     for (const k of ['steps', 'ranks', 'energy_joules', 'throttled_seconds', 'other_time_ratio',

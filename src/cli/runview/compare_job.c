@@ -73,9 +73,13 @@ static void ranks_table(struct gs_tbuf *b, const json_t *ranks, const json_t *s)
     char a[64], c[64], d[64], e[64], f[64], g[64], rl[128];
     const json_t *row;
     size_t i;
+    int tok = 0; /* tokens/s and MFU columns when a rank has them */
 
-    gs_tbuf_printf(b, "\n%5s %-16s %4s %6s %10s %10s %10s %8s %10s %10s\n", "rank", "node", "gpu",
+    json_array_foreach(ranks, i, row) if (json_is_number(json_object_get(row, "tokens_per_second")))
+        tok = 1;
+    gs_tbuf_printf(b, "\n%5s %-16s %4s %6s %10s %10s %10s %8s %10s %10s", "rank", "node", "gpu",
                    "steps", "p50 ms", "p95 ms", "busy ms", "x others", "data ms", "comm ms");
+    gs_tbuf_printf(b, tok ? " %10s %7s\n" : "\n", "tokens/s", "MFU");
     json_array_foreach(ranks, i, row)
     {
         double ratio = num(json_object_get(row, "ratio_to_others"));
@@ -99,9 +103,14 @@ static void ranks_table(struct gs_tbuf *b, const json_t *ranks, const json_t *s)
             gs_tbuf_color(b, GS_SGR_RED, d);
         else
             gs_tbuf_puts(b, d);
-        gs_tbuf_printf(b, " %10s %10s\n",
+        gs_tbuf_printf(b, " %10s %10s",
                        fmt(e, sizeof e, "%.1f", num(json_object_get(row, "data_ms"))),
                        fmt(f, sizeof f, "%.1f", num(json_object_get(row, "communication_ms"))));
+        if (tok)
+            gs_tbuf_printf(b, " %10s %7s",
+                           fmt(e, sizeof e, "%.1f", num(json_object_get(row, "tokens_per_second"))),
+                           fmt(f, sizeof f, "%.2f%%", 100.0 * num(json_object_get(row, "mfu"))));
+        gs_tbuf_puts(b, "\n");
     }
 }
 

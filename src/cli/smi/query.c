@@ -185,8 +185,13 @@ static int start(struct run *r, struct gs_err *err)
     static unsigned char need_m[GS_M__COUNT], need_t[GS_T__COUNT];
     struct gs_sampler_opts so = {.need_metrics = need_m, .need_texts = need_t};
     /* The local agent when it answers, as `gpuscope` does (quick.c, docs/security.md); the GPU
-     * list may not change under -i's selection. */
-    struct gs_source_opts src = {.pick = r->opts.no_agent ? GS_SOURCE_NVML : GS_SOURCE_AUTO,
+     * list may not change under -i's selection. Fields of the -q detail readings
+     * (GS_WANT_DETAIL: addressing mode, C2C, SRAM split, bank-remap histogram, fabric) come
+     * from NVML when it opens (the agent's cycle does not read them; where it does not open,
+     * the agent's answer with those cells N/A). */
+    bool detail = (gs_qf_want(&r->sel) & GS_WANT_DETAIL) != 0;
+    struct gs_source_opts src = {.pick =
+                                     r->opts.no_agent || detail ? GS_SOURCE_NVML : GS_SOURCE_AUTO,
                                  .nvml_env_picks_nvml = true,
                                  .fixed_gpus = true,
                                  .sampler = &so,
@@ -196,6 +201,13 @@ static int start(struct run *r, struct gs_err *err)
 
     gs_qf_need(&r->sel, need_m, need_t);
     rc = gs_source_open(&r->src, &src, err);
+    if (rc != GS_OK && detail && !r->opts.no_agent && rc != GS_ENOMEM) {
+        struct gs_err e2;
+
+        src.pick = GS_SOURCE_AUTO;
+        if (gs_source_open(&r->src, &src, &e2) == GS_OK)
+            rc = GS_OK;
+    }
     if (rc != GS_OK)
         return rc;
     n = gs_source_gpu_count(r->src);

@@ -53,6 +53,8 @@ enum qf_kind {
     QK_PNAME,
     QK_PMEM,
     QK_VALID, /* valid / invalid */
+    QK_NAME,  /* metric arg as a word of table arg2 (enum gs_qf_names) */
+    QK_PCT2,  /* ratio -> percent with two decimals */
 };
 
 enum qf_absent { QA_BRACKET = 0, QA_BARE = 1 };
@@ -86,6 +88,7 @@ enum { QB_590 = 1, QB_595 = 2, QB_610 = 4 };
 #define W_S GS_WANT_STATIC
 #define W_H GS_WANT_HEALTH
 #define W_M GS_WANT_MIG
+#define W_D GS_WANT_DETAIL
 
 /* Row builders: name, alias, unit, kind, arg, arg2, want, help. */
 /* clang-format off */
@@ -185,10 +188,10 @@ static const struct gs_qfield gpu_fields[] = {
     ROW("persistence_mode", NULL, "", QK_ENABLED, GS_M_PERSISTENCE, 0, W_S,
         "Whether the driver stays loaded with no client attached, which saves the start-up\n"
         "delay of the next CUDA program: \"Enabled\" or \"Disabled\". Linux only."),
-    NONE("addressing_mode", NULL, "",
-         "How the GPU reaches ordinary host memory: by software page-table mirroring\n"
-         "(\"HMM\"), by address translation services (\"ATS\"), or not at all (\"None\").\n"
-         "Linux only."),
+    ROW("addressing_mode", NULL, "", QK_NAME, GS_M_ADDRESSING_MODE, GS_QN_ADDRESSING, W_D,
+        "How the GPU reaches ordinary host memory: by software page-table mirroring\n"
+        "(\"HMM\"), by address translation services (\"ATS\"), or not at all (\"None\").\n"
+        "Linux only."),
     ROW("accounting.mode", NULL, "", QK_ENABLED, GS_M_ACCOUNTING, 0, W_S,
         "Whether per-process accounting statistics are kept: \"Enabled\" or \"Disabled\"."),
     ROW("accounting.buffer_size", NULL, "", QK_INT, GS_M_ACCOUNTING_BUFFER, 0, W_S,
@@ -210,9 +213,9 @@ static const struct gs_qfield gpu_fields[] = {
     /* "valid" is what captures show; "invalid" for a corrupted inforom is our spelling */
     ROW("inforom.checksum_validation", NULL, "", QK_VALID, GS_M_INFOROM_VALID, 0, W_S,
         "Result of the inforom checksum check: \"valid\" or \"invalid\"."),
-    NONE("gpu_recovery_action", NULL, "",
-         "What the driver recommends to bring the GPU back from a bad state (\"None\" when\n"
-         "nothing is needed)."),
+    ROW("gpu_recovery_action", NULL, "", QK_NAME, GS_M_RECOVERY_ACTION, GS_QN_RECOVERY, 0,
+        "What the driver recommends to bring the GPU back from a bad state (\"None\" when\n"
+        "nothing is needed)."),
     SECT("gom", "GPU operation mode: which features are switched off to save power or favour\n"
                 "compute (All On, Compute, Low Double Precision)."),
     NONE("gom.current", "gpu_operation_mode.current", "", "Operation mode in use."),
@@ -320,26 +323,26 @@ static const struct gs_qfield gpu_fields[] = {
     ECC_LOCS("corrected", "aggregate", 0, 1, GS_M_ECC_CORR_AGG),
     ECC_LOCS("uncorrected", "volatile", 1, 0, GS_M_ECC_UNCORR_VOL),
     ECC_LOCS("uncorrected", "aggregate", 1, 1, GS_M_ECC_UNCORR_AGG),
-    NONE("ecc.errors.uncorrected.volatile.sram.parity", NULL, "",
-         "Distinct SRAM parity errors since driver load."),
-    NONE("ecc.errors.uncorrected.volatile.sram.secded", NULL, "",
-         "Distinct SRAM SEC-DED errors since driver load."),
-    NONE("ecc.errors.uncorrected.aggregate.sram.parity", NULL, "",
-         "Distinct SRAM parity errors over the board's life."),
-    NONE("ecc.errors.uncorrected.aggregate.sram.secded", NULL, "",
-         "Distinct SRAM SEC-DED errors over the board's life."),
-    NONE("ecc.errors.uncorrected.aggregate.sram.thresholdExceeded", NULL, "",
-         "Whether the SRAM error threshold was crossed."),
-    NONE("ecc.errors.uncorrected.aggregate.sram.l2", NULL, "",
-         "Distinct uncorrected SRAM errors in the L2 cache."),
-    NONE("ecc.errors.uncorrected.aggregate.sram.sm", NULL, "",
-         "Distinct uncorrected SRAM errors in the SMs."),
-    NONE("ecc.errors.uncorrected.aggregate.sram.mcu", NULL, "",
-         "Distinct uncorrected SRAM errors in microcontrollers."),
-    NONE("ecc.errors.uncorrected.aggregate.sram.pcie", NULL, "",
-         "Uncorrected SRAM errors in the PCIe logic."),
-    NONE("ecc.errors.uncorrected.aggregate.sram.other", NULL, "",
-         "Distinct uncorrected SRAM errors anywhere else."),
+    ROW("ecc.errors.uncorrected.volatile.sram.parity", NULL, "", QK_INT, GS_M_SRAM_PARITY_VOL, 0,
+        W_D, "Distinct SRAM parity errors since driver load."),
+    ROW("ecc.errors.uncorrected.volatile.sram.secded", NULL, "", QK_INT, GS_M_SRAM_SECDED_VOL, 0,
+        W_D, "Distinct SRAM SEC-DED errors since driver load."),
+    ROW("ecc.errors.uncorrected.aggregate.sram.parity", NULL, "", QK_INT, GS_M_SRAM_PARITY_AGG, 0,
+        W_D, "Distinct SRAM parity errors over the board's life."),
+    ROW("ecc.errors.uncorrected.aggregate.sram.secded", NULL, "", QK_INT, GS_M_SRAM_SECDED_AGG, 0,
+        W_D, "Distinct SRAM SEC-DED errors over the board's life."),
+    ROW("ecc.errors.uncorrected.aggregate.sram.thresholdExceeded", NULL, "", QK_YESNO,
+        GS_M_SRAM_THRESHOLD, 0, W_D, "Whether the SRAM error threshold was crossed."),
+    ROW("ecc.errors.uncorrected.aggregate.sram.l2", NULL, "", QK_INT, GS_M_SRAM_L2, 0, W_D,
+        "Distinct uncorrected SRAM errors in the L2 cache."),
+    ROW("ecc.errors.uncorrected.aggregate.sram.sm", NULL, "", QK_INT, GS_M_SRAM_SM, 0, W_D,
+        "Distinct uncorrected SRAM errors in the SMs."),
+    ROW("ecc.errors.uncorrected.aggregate.sram.mcu", NULL, "", QK_INT, GS_M_SRAM_MCU, 0, W_D,
+        "Distinct uncorrected SRAM errors in microcontrollers."),
+    ROW("ecc.errors.uncorrected.aggregate.sram.pcie", NULL, "", QK_INT, GS_M_SRAM_PCIE, 0, W_D,
+        "Uncorrected SRAM errors in the PCIe logic."),
+    ROW("ecc.errors.uncorrected.aggregate.sram.other", NULL, "", QK_INT, GS_M_SRAM_OTHER, 0, W_D,
+        "Distinct uncorrected SRAM errors anywhere else."),
     SECT("retired_pages", "Device memory pages the driver stopped using after repeated single-bit\n"
                           "errors or a double-bit error (boards before Ampere)."),
     ROW("retired_pages.single_bit_ecc.count", "retired_pages.sbe", "", QK_INT, GS_M_RETIRED_SBE, 0,
@@ -353,22 +356,29 @@ static const struct gs_qfield gpu_fields[] = {
                           "pending remap needs a GPU reset."),
     ROW("remapped_rows.correctable", "remapped_rows.sbe", "", QK_INT, GS_M_REMAP_CORR, 0, W_H,
         "Rows remapped after correctable errors."),
-    NONE_ON(QB_595 | QB_610, "remapped_rows.correctable_inactive", "",
-            "Rows remapped after correctable errors that are not in use."),
+    R_ON(QB_595 | QB_610, "remapped_rows.correctable_inactive", NULL, "", QK_INT, QA_BRACKET,
+         GS_M_REMAP_CORR_INACTIVE, 0, 0,
+         "Rows remapped after correctable errors that are not in use."),
     ROW("remapped_rows.uncorrectable", "remapped_rows.dbe", "", QK_INT, GS_M_REMAP_UNCORR, 0, W_H,
         "Rows remapped after uncorrectable errors."),
-    NONE_ON(QB_595 | QB_610, "remapped_rows.uncorrectable_inactive", "",
-            "Rows remapped after uncorrectable errors that are not in use."),
+    R_ON(QB_595 | QB_610, "remapped_rows.uncorrectable_inactive", NULL, "", QK_INT, QA_BRACKET,
+         GS_M_REMAP_UNCORR_INACTIVE, 0, 0,
+         "Rows remapped after uncorrectable errors that are not in use."),
     ROW("remapped_rows.pending", NULL, "", QK_YESNO, GS_M_REMAP_PENDING, 0, W_H,
         "Whether a remap waits for the next reset."),
     ROW("remapped_rows.failure", NULL, "", QK_YESNO, GS_M_REMAP_FAILURE, 0, W_H,
         "Whether a remap has ever failed on this GPU."),
     SECT("remapped_rows.histogram", "How many memory banks have how many spare rows left."),
-    NONE("remapped_rows.histogram.max", NULL, "", "Banks with every spare row left."),
-    NONE("remapped_rows.histogram.high", NULL, "", "Banks with many spare rows left."),
-    NONE("remapped_rows.histogram.partial", NULL, "", "Banks with some spare rows left."),
-    NONE("remapped_rows.histogram.low", NULL, "", "Banks with few spare rows left."),
-    NONE("remapped_rows.histogram.none", NULL, "", "Banks with no spare row left."),
+    ROW("remapped_rows.histogram.max", NULL, "", QK_INT, GS_M_REMAP_HIST_MAX, 0, W_D,
+        "Banks with every spare row left."),
+    ROW("remapped_rows.histogram.high", NULL, "", QK_INT, GS_M_REMAP_HIST_HIGH, 0, W_D,
+        "Banks with many spare rows left."),
+    ROW("remapped_rows.histogram.partial", NULL, "", QK_INT, GS_M_REMAP_HIST_PARTIAL, 0, W_D,
+        "Banks with some spare rows left."),
+    ROW("remapped_rows.histogram.low", NULL, "", QK_INT, GS_M_REMAP_HIST_LOW, 0, W_D,
+        "Banks with few spare rows left."),
+    ROW("remapped_rows.histogram.none", NULL, "", QK_INT, GS_M_REMAP_HIST_NONE, 0, W_D,
+        "Banks with no spare row left."),
     ROW("temperature.gpu", NULL, "", QK_INT, GS_M_TEMP_GPU, 0, 0,
         "GPU core temperature, degrees C."),
     ROW("temperature.gpu.tlimit", NULL, "", QK_INT, GS_M_TEMP_MARGIN, 0, 0,
@@ -467,7 +477,8 @@ static const struct gs_qfield gpu_fields[] = {
             "Administrator override of the target window multiplier."),
     NONE_ON(PS590, "power_smoothing.admin_override.primary_floor_act_offset", "W",
             "Administrator override of the activation offset, watts."),
-    NONE("edpp_multiplier", NULL, "%", "EDPp multiplier, percent."),
+    ROW("edpp_multiplier", NULL, "%", QK_PCT2, GS_M_EDPP_MULTIPLIER, 0, 0,
+        "EDPp multiplier, percent."),
     ROW("clocks.current.graphics", "clocks.gr", "MHz", QK_MHZ, GS_M_CLOCK_GR, 0, 0,
         "Graphics (shader) clock now."),
     ROW("clocks.current.sm", "clocks.sm", "MHz", QK_MHZ, GS_M_CLOCK_SM, 0, 0,
@@ -502,16 +513,20 @@ static const struct gs_qfield gpu_fields[] = {
     ROW("gsp.mode.current", NULL, "", QK_ENABLED, GS_M_GSP_MODE, 0, 0, "GSP firmware state now."),
     ROW("gsp.mode.default", NULL, "", QK_ENABLED, GS_M_GSP_MODE_DEFAULT, 0, 0,
         "GSP firmware state by default."),
-    NONE("c2c.mode", NULL, "", "Whether the chip-to-chip (C2C) link is on, where there is one."),
+    ROW("c2c.mode", NULL, "", QK_ENABLED, GS_M_C2C_MODE, 0, W_D,
+        "Whether the chip-to-chip (C2C) link is on, where there is one."),
     SECT("protected_memory", "Memory set aside for confidential computing."),
     NONE("protected_memory.total", NULL, "MiB", "Protected memory installed."),
     NONE("protected_memory.used", NULL, "MiB", "Protected memory allocated by contexts."),
     NONE("protected_memory.free", NULL, "MiB", "Protected memory nobody holds."),
-    BARE("fabric.state", NULL, "", QK_NONE, 0, 0, 0, "Progress of the GPU's fabric registration."),
-    BARE("fabric.status", NULL, "", QK_NONE, 0, 0, 0,
+    BARE("fabric.state", NULL, "", QK_NAME, GS_M_FABRIC_STATE, GS_QN_FABRIC_STATE, W_D,
+         "Progress of the GPU's fabric registration."),
+    BARE("fabric.status", NULL, "", QK_NAME, GS_M_FABRIC_STATUS, GS_QN_FABRIC_STATUS, W_D,
          "Result of the fabric registration, once completed."),
-    BARE("fabric.cliqueId", NULL, "", QK_NONE, 0, 0, 0, "Fabric clique the GPU belongs to."),
-    BARE("fabric.clusterUuid", NULL, "", QK_NONE, 0, 0, 0, "UUID of the GPU's fabric cluster."),
+    BARE("fabric.cliqueId", NULL, "", QK_INT, GS_M_FABRIC_CLIQUE, 0, W_D,
+         "Fabric clique the GPU belongs to."),
+    BARE("fabric.clusterUuid", NULL, "", QK_TEXT, GS_T_FABRIC_CLUSTER, 0, W_D,
+         "UUID of the GPU's fabric cluster."),
     BARE("fabric.health.summary", NULL, "", QK_NONE, 0, 0, 0, "Overall fabric health."),
     BARE("fabric.health.bandwidth", NULL, "", QK_NONE, 0, 0, 0,
          "Whether fabric bandwidth is degraded."),
@@ -811,6 +826,62 @@ static const char *compute_mode_name(long long m)
     return NULL;
 }
 
+/* Words nvidia-smi prints: addressing, virtualization and host vGPU modes from NVML's enums
+ * (captures show "None", "HMM", "Pass-Through"), recovery actions as NVIDIA's memory error
+ * management guide names them, fabric states as nvml.h's NVML_GPU_FABRIC_STATE_*. */
+static const char *const names_addressing[] = {"None", "HMM", "ATS"};
+static const char *const names_recovery[] = {"None", "Reset", "Reboot", "Drain P2P",
+                                             "Drain and Reset"};
+static const char *const names_virt[] = {"None", "Pass-Through", "VGPU", "Host VGPU", "Host VSGA"};
+static const char *const names_host_vgpu[] = {"Non SR-IOV", "SR-IOV"};
+static const char *const names_fabric_state[] = {"Not Supported", "Not Started", "In Progress",
+                                                 "Completed"};
+
+/* The registration outcome is an NVML return code; nvidia-smi prints "Success" for it, and
+ * nvmlErrorString's words for the codes a registration can end with. */
+static const char *fabric_status_name(long long rc)
+{
+    switch (rc) {
+    case 0:
+        return "Success";
+    case 2:
+        return "Invalid Argument";
+    case 3:
+        return "Not Supported";
+    case 4:
+        return "Insufficient Permissions";
+    case 10:
+        return "Timeout";
+    case 999:
+        return "Unknown Error";
+    }
+    return NULL;
+}
+
+const char *gs_qf_value_name(enum gs_qf_names t, double v)
+{
+    static const struct {
+        const char *const *w;
+        size_t n;
+    } tabs[] = {
+        [GS_QN_ADDRESSING] = {names_addressing, sizeof names_addressing / sizeof *names_addressing},
+        [GS_QN_RECOVERY] = {names_recovery, sizeof names_recovery / sizeof *names_recovery},
+        [GS_QN_VIRT] = {names_virt, sizeof names_virt / sizeof *names_virt},
+        [GS_QN_HOST_VGPU] = {names_host_vgpu, sizeof names_host_vgpu / sizeof *names_host_vgpu},
+        [GS_QN_FABRIC_STATE] = {names_fabric_state,
+                                sizeof names_fabric_state / sizeof *names_fabric_state},
+        [GS_QN_FABRIC_STATUS] = {NULL, 0},
+    };
+    long long k;
+
+    if (!(v >= -1e6 && v <= 1e6) || (unsigned)t >= GS_QN__COUNT)
+        return NULL;
+    k = llround(v);
+    if (t == GS_QN_FABRIC_STATUS)
+        return fabric_status_name(k);
+    return k >= 0 && (size_t)k < tabs[t].n ? tabs[t].w[k] : NULL;
+}
+
 /* nvidia-smi's bytes -> MiB: each cell rounded up on its own (501481472 B is 479 MiB). */
 static unsigned long long mib_ceil(double bytes)
 {
@@ -877,6 +948,13 @@ static void metric_cell(struct cell *c, const struct gs_qfield *f, const struct 
         break;
     case QK_VALID:
         put(c, "%s", v != 0.0 ? "valid" : "invalid");
+        break;
+    case QK_PCT2:
+        put(c, "%.2f", v * 100.0);
+        break;
+    case QK_NAME:
+        name = gs_qf_value_name((enum gs_qf_names)f->arg2, v);
+        put(c, "%s", name ? name : TOK_ERROR);
         break;
     case QK_CMODE:
         name = compute_mode_name(ll(v));

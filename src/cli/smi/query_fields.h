@@ -100,6 +100,20 @@ int gs_qf_check_driver(const struct gs_qf_sel *sel, int driver_major, struct gs_
  * (driver_major 0: every field). */
 int gs_qf_write_help(FILE *out, enum gs_qf_list list, int driver_major);
 
+/* nvidia-smi's words for the values of an enum-like reading (enum gs_qf_names). */
+enum gs_qf_names {
+    GS_QN_ADDRESSING,    /* GS_M_ADDRESSING_MODE: None, HMM, ATS */
+    GS_QN_RECOVERY,      /* GS_M_RECOVERY_ACTION: None, Reset, Reboot, Drain P2P, ... */
+    GS_QN_VIRT,          /* GS_M_VIRT_MODE: None, Pass-Through, VGPU, Host VGPU, Host VSGA */
+    GS_QN_HOST_VGPU,     /* GS_M_HOST_VGPU_MODE: Non SR-IOV, SR-IOV */
+    GS_QN_FABRIC_STATE,  /* GS_M_FABRIC_STATE: Not Supported, Not Started, In Progress, ... */
+    GS_QN_FABRIC_STATUS, /* GS_M_FABRIC_STATUS: an NVML return code, "Success" for 0 */
+    GS_QN__COUNT
+};
+
+/* The word for value v of table t, or NULL for a value the table does not know. */
+const char *gs_qf_value_name(enum gs_qf_names t, double v);
+
 /* "YYYY/MM/DD HH:MM:SS.mmm" in local time for a unix time in seconds (milliseconds cut, not
  * rounded). Returns the length written into buf. */
 size_t gs_qf_timestamp(double t_real, char *buf, size_t n);

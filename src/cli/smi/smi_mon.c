@@ -431,8 +431,10 @@ static int pmon_rows(FILE *out, const struct gs_snapshot *s, const unsigned char
         for (unsigned k = 0; k < s->n_procs; k++)
             if (s->procs[k].gpu == i)
                 list[n++] = &s->procs[k];
-        if (n == 0)
+        if (n == 0) {
             pmon_line(out, s->gpus[i].index, NULL, select);
+            continue; /* and no qsort: list is NULL when the snapshot has no process at all */
+        }
         qsort(list, n, sizeof *list, by_pid);
         for (unsigned k = 0; k < n; k++)
             pmon_line(out, s->gpus[i].index, list[k], select);

@@ -41,7 +41,20 @@ enum kind {
     K_T,     /* a text of the model (metric: enum gs_text) */
 };
 
-enum fmt { MF_INT, MF_MIB, MF_MHZ, MF_KBS, MF_BIT, MF_WATT, MF_US, MF_YESNO, MF_HEX };
+enum fmt {
+    MF_INT,
+    MF_MIB,
+    MF_MHZ,
+    MF_KBS,
+    MF_BIT,
+    MF_WATT,
+    MF_US,
+    MF_YESNO,
+    MF_HEX,
+    MF_NAME,     /* a word of query_fields' table `bit` (enum gs_qf_names) */
+    MF_ENDIS_LC, /* "enabled" / "disabled", lower case (Capabilities) */
+    MF_PCT2,     /* a ratio as a percentage with two decimals and no space: "100.00%" */
+};
 
 enum fn {
     F_TIMESTAMP,
@@ -71,6 +84,7 @@ enum when {
     W_PRE590 = 1u << 10,  /* drivers before 590 (nvsmi_device_v12) only */
     W_610T = 1u << 11,    /* text of drivers 610 and later only */
     W_NOT610T = 1u << 12, /* not in the text of drivers 610 and later */
+    W_ECCON = 1u << 13,   /* a value only while ECC is on (N/A otherwise, as nvidia-smi prints) */
 };
 
 struct row {
@@ -111,15 +125,16 @@ struct row {
 #define B(d, w, s, l, t, bit) {d, K_M, MF_BIT, w, s, l, t, NULL, GS_M_THROTTLE_ACTIVE, bit, NULL}
 #define F(d, w, s, l, t, f) {d, K_FN, f, w, s, l, t, NULL, 0, 0, NULL}
 #define T(d, w, s, l, t, x) {d, K_T, 0, w, s, l, t, NULL, x, 0, NULL}
+#define MN(d, w, s, l, t, m, tab) {d, K_M, MF_NAME, w, s, l, t, NULL, m, tab, NULL}
 /* clang-format on */
 
 #define ECC_SET(w, kind, ctr)                                                                      \
     Q(3, w, 0, "SRAM Correctable", "sram_correctable", "ecc.errors.corrected." ctr ".sram"),       \
         Q(3, W_NOSPLIT | w, 0, "SRAM Uncorrectable", "sram_uncorrectable",                         \
           "ecc.errors.uncorrected." ctr ".sram"),                                                  \
-        Q(3, W_SPLIT | w, 0, "SRAM Uncorrectable Parity", "sram_uncorrectable_parity",             \
+        Q(3, W_SPLIT | W_ECCON | w, 0, "SRAM Uncorrectable Parity", "sram_uncorrectable_parity",   \
           "ecc.errors.uncorrected." ctr ".sram.parity"),                                           \
-        Q(3, W_SPLIT | w, 0, "SRAM Uncorrectable SEC-DED", "sram_uncorrectable_secded",            \
+        Q(3, W_SPLIT | W_ECCON | w, 0, "SRAM Uncorrectable SEC-DED", "sram_uncorrectable_secded",  \
           "ecc.errors.uncorrected." ctr ".sram.secded"),                                           \
         Q(3, w, 0, "DRAM Correctable", "dram_correctable", "ecc.errors.corrected." ctr ".dram"),   \
         Q(3, w, 0, "DRAM Uncorrectable", "dram_uncorrectable",                                     \
@@ -186,8 +201,8 @@ static const struct row rows[] = {
     Q(2, 0, 0, "Pending", "pending_gom", "gom.pending"),
     Q(1, 0, 0, "GPU C2C Mode", "c2c_mode", "c2c.mode"),
     G(1, 0, 0, "GPU Virtualization Mode", "gpu_virtualization_mode"),
-    N(2, 0, 0, "Virtualization Mode", "virtualization_mode"),
-    N(2, 0, 0, "Host VGPU Mode", "host_vgpu_mode"),
+    MN(2, 0, 0, "Virtualization Mode", "virtualization_mode", GS_M_VIRT_MODE, GS_QN_VIRT),
+    MN(2, 0, 0, "Host VGPU Mode", "host_vgpu_mode", GS_M_HOST_VGPU_MODE, GS_QN_HOST_VGPU),
     N(2, 0, 0, "vGPU Heterogeneous Mode", "vgpu_heterogeneous_mode"),
     G(1, W_XML | W_PRE590, 0, "GPU Reset Status", "gpu_reset_status"),
     N(2, 0, 0, "Reset Required", "reset_required"),
@@ -292,16 +307,18 @@ static const struct row rows[] = {
     ECC_SET(0, "volatile", "volatile"),
     G(2, 0, 0, "Aggregate", "aggregate"),
     ECC_SET(0, "aggregate", "aggregate"),
-    Q(3, W_SPLIT, 0, "SRAM Threshold Exceeded", "sram_threshold_exceeded",
+    Q(3, W_SPLIT | W_ECCON, 0, "SRAM Threshold Exceeded", "sram_threshold_exceeded",
       "ecc.errors.uncorrected.aggregate.sram.thresholdExceeded"),
     G(2, W_SPLIT, 0, "Aggregate Uncorrectable SRAM Sources",
       "aggregate_uncorrectable_sram_sources"),
-    Q(3, W_SPLIT, 0, "SRAM L2", "sram_l2", "ecc.errors.uncorrected.aggregate.sram.l2"),
-    Q(3, W_SPLIT, 0, "SRAM SM", "sram_sm", "ecc.errors.uncorrected.aggregate.sram.sm"),
-    Q(3, W_SPLIT, 0, "SRAM Microcontroller", "sram_microcontroller",
+    Q(3, W_SPLIT | W_ECCON, 0, "SRAM L2", "sram_l2", "ecc.errors.uncorrected.aggregate.sram.l2"),
+    Q(3, W_SPLIT | W_ECCON, 0, "SRAM SM", "sram_sm", "ecc.errors.uncorrected.aggregate.sram.sm"),
+    Q(3, W_SPLIT | W_ECCON, 0, "SRAM Microcontroller", "sram_microcontroller",
       "ecc.errors.uncorrected.aggregate.sram.mcu"),
-    Q(3, W_SPLIT, 0, "SRAM PCIE", "sram_pcie", "ecc.errors.uncorrected.aggregate.sram.pcie"),
-    Q(3, W_SPLIT, 0, "SRAM Other", "sram_other", "ecc.errors.uncorrected.aggregate.sram.other"),
+    Q(3, W_SPLIT | W_ECCON, 0, "SRAM PCIE", "sram_pcie",
+      "ecc.errors.uncorrected.aggregate.sram.pcie"),
+    Q(3, W_SPLIT | W_ECCON, 0, "SRAM Other", "sram_other",
+      "ecc.errors.uncorrected.aggregate.sram.other"),
     M(2, W_SPLIT, 0, "Channel Repair Pending", "channel_repair_pending", GS_M_REPAIR_CHANNEL,
       MF_YESNO),
     M(2, W_SPLIT, 0, "TPC Repair Pending", "tpc_repair_pending", GS_M_REPAIR_TPC, MF_YESNO),
@@ -337,9 +354,12 @@ static const struct row rows[] = {
     G(1, 0, D_TEMP, "Temperature", "temperature"),
     QS(2, 0, 0, "GPU Current Temp", "gpu_temp", "temperature.gpu", " C"),
     QS(2, 0, 0, "GPU T.Limit Temp", "gpu_temp_tlimit", "temperature.gpu.tlimit", " C"),
-    N(2, W_TLIMIT, 0, "GPU Shutdown T.Limit Temp", "gpu_temp_max_tlimit_threshold"),
-    N(2, W_TLIMIT, 0, "GPU Slowdown T.Limit Temp", "gpu_temp_slow_tlimit_threshold"),
-    N(2, W_TLIMIT, 0, "GPU Max Operating T.Limit Temp", "gpu_temp_max_gpu_tlimit_threshold"),
+    {2, K_M, MF_INT, W_TLIMIT, 0, "GPU Shutdown T.Limit Temp", "gpu_temp_max_tlimit_threshold",
+     NULL, GS_M_TLIMIT_SHUTDOWN, 0, " C"},
+    {2, K_M, MF_INT, W_TLIMIT, 0, "GPU Slowdown T.Limit Temp", "gpu_temp_slow_tlimit_threshold",
+     NULL, GS_M_TLIMIT_SLOWDOWN, 0, " C"},
+    {2, K_M, MF_INT, W_TLIMIT, 0, "GPU Max Operating T.Limit Temp",
+     "gpu_temp_max_gpu_tlimit_threshold", NULL, GS_M_TLIMIT_GPU_MAX, 0, " C"},
     {2, K_M, MF_INT, W_NOTLIMIT, 0, "GPU Shutdown Temp", "gpu_temp_max_threshold", NULL,
      GS_M_TEMP_SHUTDOWN, 0, " C"},
     {2, K_M, MF_INT, W_NOTLIMIT, 0, "GPU Slowdown Temp", "gpu_temp_slow_threshold", NULL,
@@ -349,7 +369,8 @@ static const struct row rows[] = {
     {2, K_M, MF_INT, 0, 0, "GPU Target Temperature", "gpu_target_temperature", NULL,
      GS_M_TEMP_TARGET, 0, " C"},
     QS(2, 0, 0, "Memory Current Temp", "memory_temp", "temperature.memory", " C"),
-    N(2, W_TLIMIT, 0, "Memory Max Operating T.Limit Temp", "gpu_temp_max_mem_tlimit_threshold"),
+    {2, K_M, MF_INT, W_TLIMIT, 0, "Memory Max Operating T.Limit Temp",
+     "gpu_temp_max_mem_tlimit_threshold", NULL, GS_M_TLIMIT_MEM_MAX, 0, " C"},
     {2, K_M, MF_INT, W_NOTLIMIT, 0, "Memory Max Operating Temp", "gpu_temp_max_mem_threshold", NULL,
      GS_M_TEMP_MEM_MAX, 0, " C"},
     G(1, W_XML, D_TEMP, NULL, "supported_gpu_target_temp"),
@@ -383,8 +404,9 @@ static const struct row rows[] = {
     Q(2, 0, 0, "Min Power Limit", "min_power_limit", "power.min_limit"),
     Q(2, 0, 0, "Max Power Limit", "max_power_limit", "power.max_limit"),
     G(1, 0, D_POWER, "GPU Memory Power Readings ", "gpu_memory_power_readings"),
-    N(2, 0, 0, "Average Power Draw", "average_power_draw"),
-    N(2, 0, 0, "Instantaneous Power Draw", "instant_power_draw"),
+    M(2, 0, 0, "Average Power Draw", "average_power_draw", GS_M_POWER_MEMORY_AVERAGE, MF_WATT),
+    M(2, 0, 0, "Instantaneous Power Draw", "instant_power_draw", GS_M_POWER_MEMORY_INSTANT,
+      MF_WATT),
     G(1, 0, D_POWER, "Module Power Readings", "module_power_readings"),
     Q(2, W_XML, 0, NULL, "power_state", "pstate"),
     Q(2, 0, 0, "Average Power Draw", "average_power_draw", "module.power.draw.average"),
@@ -398,7 +420,7 @@ static const struct row rows[] = {
     G(1, 0, D_POWER, "Workload Power Profiles", "power_profiles"),
     N(2, 0, 0, "Requested Profiles", "power_profile_requested_profiles"),
     N(2, 0, 0, "Enforced Profiles", "power_profile_enforced_profiles"),
-    Q(1, 0, D_POWER, "EDPp Multiplier", "edpp_multiplier", "edpp_multiplier"),
+    M(1, 0, D_POWER, "EDPp Multiplier", "edpp_multiplier", GS_M_EDPP_MULTIPLIER, MF_PCT2),
     G(1, 0, D_CLOCK, "Clocks", "clocks"),
     Q(2, 0, 0, "Graphics", "graphics_clock", "clocks.current.graphics"),
     Q(2, 0, 0, "SM", "sm_clock", "clocks.current.sm"),
@@ -444,7 +466,7 @@ static const struct row rows[] = {
     F(1, 0, D_PIDS, "Processes", "processes", F_PROCS),
     F(1, W_XML, D_ACCT, NULL, "accounted_processes", F_ACCOUNTED),
     G(1, 0, 0, "Capabilities", "capabilities"),
-    N(2, 0, 0, "EGM", "egm"),
+    M(2, 0, 0, "EGM", "egm", GS_M_EGM, MF_ENDIS_LC),
 };
 
 /* --- output -------------------------------------------------------------------------------- */
@@ -595,6 +617,17 @@ static void metric_value(const struct q *q, const struct row *r, char *buf, size
         break;
     case MF_BIT:
         snprintf(buf, n, "%s", ((unsigned long long)llround(v) & r->bit) ? "Active" : "Not Active");
+        break;
+    case MF_NAME: {
+        const char *w = gs_qf_value_name((enum gs_qf_names)r->bit, v);
+        snprintf(buf, n, "%s", w ? w : "Unknown Error");
+        break;
+    }
+    case MF_PCT2:
+        snprintf(buf, n, "%.2f%%", v * 100.0);
+        break;
+    case MF_ENDIS_LC:
+        snprintf(buf, n, "%s", v != 0 ? "enabled" : "disabled");
         break;
     }
 }
@@ -940,6 +973,9 @@ static void gpu_body(struct q *q, unsigned sections)
             break;
         default:
             row_value(q, r, v, sizeof v);
+            if ((r->when & W_ECCON) &&
+                !(q->g->st[GS_M_ECC_MODE] == GS_ST_OK && q->g->v[GS_M_ECC_MODE] != 0))
+                snprintf(v, sizeof v, NA);
             if (q->xml && (r->when & W_NO0X) && strncmp(v, "0x", 2) == 0)
                 memmove(v, v + 2, strlen(v + 2) + 1);
             leaf(q, r->depth, 2 + nopen, COLON, row_label(q, r), r->tag, v);

@@ -4,7 +4,9 @@ Trainer._inner_training_loop (4.4x/4.5x):
   on_train_begin
   per epoch: on_epoch_begin
     per update: batches of the update fetched up front (get_batch_samples), then per
-      micro-batch: on_step_begin (first micro-batch only: step % GA == 0), training_step
+      micro-batch: with include_num_input_tokens_seen, state.num_input_tokens_seen += the
+      micro-batch's main input's numel ("non_padding": its attention_mask's sum when it has
+      one), summed over every process (accelerator.gather), then on_step_begin (first micro-batch only: step % GA == 0), training_step
       (forward, loss / GA, backward); on the last micro-batch: on_pre_optimizer_step,
       optimizer.step(), on_optimizer_step, lr_scheduler.step(), zero_grad, global_step += 1,
       on_step_end, _maybe_log_save_evaluate (on_log every logging_steps); else on_substep_end
@@ -85,6 +87,22 @@ class Trainer:
         loss.backward()
         return loss.detach()
 
+    def _count_tokens(self, inputs):
+        # as the Trainer (4.5x): the model's main input, counted before its forward
+        name = getattr(self.model, "main_input_name", "input_ids")
+        if name not in inputs:
+            return
+        mode = self.args.include_num_input_tokens_seen
+        if mode == "non_padding" and "attention_mask" in inputs:
+            n = int(inputs["attention_mask"].sum())
+        else:
+            n = inputs[name].numel()
+        # accelerator.gather(tokens).sum(): every process's count, the job's
+        x = torch.tensor([n], dtype=torch.int64)
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(x)
+        self.state.num_input_tokens_seen += int(x.sum().item())
+
     def _maybe_log_save_evaluate(self, tr_loss):
         if self.state.global_step % self.state.logging_steps == 0:
             self.log({"loss": float(tr_loss), "learning_rate": self.args.learning_rate})
@@ -120,6 +138,8 @@ class Trainer:
                 self.measured["data_s"] += time.perf_counter() - t_fetch
                 for i, inputs in enumerate(batch_samples):
                     step += 1
+                    if args.include_num_input_tokens_seen:
+                        self._count_tokens(inputs)
                     do_sync_step = (step + 1) % ga == 0
                     if step % ga == 0:
                         t_step = time.perf_counter()

@@ -9,6 +9,7 @@ import dataclasses
 class TrainerState:
     epoch: float = None
     global_step: int = 0
+    num_input_tokens_seen: int = 0
     max_steps: int = 0
     logging_steps: int = 500
     num_train_epochs: int = 0

@@ -28,6 +28,7 @@ class TrainingArguments:
     fp16: bool = False
     ddp_find_unused_parameters: bool = None
     save_steps: float = 500
+    include_num_input_tokens_seen: object = False  # True / "all", "non_padding", False
 
     def __post_init__(self):
         if self.dataloader_num_workers == 0 and self.dataloader_prefetch_factor is not None:

@@ -140,6 +140,11 @@ t.ok(bool(best) and nw >= 1, "data-bound: the best has num_workers >= 1 (%s)" % 
 t.ok("DataLoader(..., num_workers=" in p.stdout and "steps/s" in p.stdout,
      "data-bound: the table and the DataLoader line", p.stdout[-3000:])
 t.ok(tr.get("(unchanged)", {}).get("status") == "measured", "data-bound: baseline measured")
+bw = tr.get("(unchanged)", {}).get("window", {})
+t.ok(pyhelp.near(bw.get("tokens_per_second"), 128 * (bw.get("steps_per_second") or 0), 1e-6) and
+     any(line.startswith("tokens/s") for line in p.stdout.splitlines()),
+     "data-bound: the window's tokens/s (128 a step) and its row in the table (%s)"
+     % bw.get("tokens_per_second"))
 t.ok(os.path.exists(os.path.join(out, "tune.html")) and
      "gpuscope tune" in open(os.path.join(out, "tune.html")).read(),
      "data-bound: tune.html has the trial table")

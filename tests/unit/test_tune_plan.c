@@ -116,13 +116,23 @@ static void window(void **state)
 
     for (int s = 1; s <= 12; s++) {
         double t1 = s <= 2 ? s * 1.0 : 2.0 + (s - 2) * 0.1;
-        json_array_append_new(steps, json_pack("{s:i,s:i,s:f,s:i,s:{s:f}}", "rank", 0, "step", s,
-                                               "t1", t1, "samples", 8, "ms", "data", 50.0));
+        json_array_append_new(steps,
+                              json_pack("{s:i,s:i,s:f,s:i,s:i,s:{s:f}}", "rank", 0, "step", s, "t1",
+                                        t1, "samples", 8, "tokens", 100, "ms", "data", 50.0));
     }
     assert_int_equal(tune_window_stats(steps, 2, 10, &w), 0);
     assert_int_equal(w.steps, 10);
     assert_true(fabs(w.steps_per_s - 10.0) < 1e-6);
     assert_true(fabs(w.samples_per_s - 80.0) < 1e-6);
+    assert_true(fabs(w.tokens_per_s - 1000.0) < 1e-6);
+    {
+        json_t *rep = json_pack("{s:f,s:f}", "mfu", 0.4, "train_tokens_per_second", 500.0);
+        assert_true(fabs(tune_window_mfu(rep, w.tokens_per_s) - 0.8) < 1e-9);
+        assert_true(isnan(tune_window_mfu(rep, NAN)));
+        json_object_set_new(rep, "mfu", json_null());
+        assert_true(isnan(tune_window_mfu(rep, 1000)));
+        json_decref(rep);
+    }
     assert_true(fabs(w.data_ratio - 0.5) < 1e-6);
     assert_true(isnan(w.comm_ratio));
     assert_true(fabs(w.step_p50_ms - 100.0) < 1e-6);
@@ -141,6 +151,7 @@ static void window(void **state)
     assert_int_equal(w.ranks, 2);
     assert_true(fabs(w.steps_per_s - 5.0) < 1e-6);
     assert_true(fabs(w.samples_per_s - 120.0) < 1e-6);
+    assert_true(isnan(w.tokens_per_s)); /* rank 1's steps carry no count */
     assert_true(w.comm_ratio > 0);
     json_decref(steps);
 }

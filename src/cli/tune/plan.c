@@ -296,7 +296,7 @@ static double pct(const double *sorted, size_t n, double p)
 struct rstep {
     long step;
     double t1, data_ms, comm_ms;
-    double samples;
+    double samples, tokens;
     int comm_known;
 };
 
@@ -313,11 +313,11 @@ int tune_window_stats(const json_t *steps, long warmup, long nsteps, struct tune
     double *walls = calloc(n ? n : 1, sizeof *walls);
     long ranks[64];
     unsigned nr = 0, nwall = 0;
-    double data_ms = 0, comm_ms = 0, wall_s = 0, samples_ps = 0;
-    int samples_known = 1, comm_any = 0;
+    double data_ms = 0, comm_ms = 0, wall_s = 0, samples_ps = 0, tokens_ps = 0;
+    int samples_known = 1, tokens_known = 1, comm_any = 0;
 
     memset(w, 0, sizeof *w);
-    w->steps_per_s = w->samples_per_s = w->data_ratio = w->comm_ratio = NAN;
+    w->steps_per_s = w->samples_per_s = w->tokens_per_s = w->data_ratio = w->comm_ratio = NAN;
     w->step_p50_ms = w->step_p95_ms = w->t_from = w->t_to = NAN;
     if (!rs || !walls) {
         free(rs);
@@ -350,6 +350,7 @@ int tune_window_stats(const json_t *steps, long warmup, long nsteps, struct tune
             rs[m].comm_ms = num(ms, "communication");
             rs[m].comm_known = isfinite(rs[m].comm_ms);
             rs[m].samples = num(r, "samples");
+            rs[m].tokens = num(r, "tokens");
             m++;
         }
         qsort(rs, m, sizeof *rs, cmp_rstep);
@@ -378,7 +379,7 @@ int tune_window_stats(const json_t *steps, long warmup, long nsteps, struct tune
             w->t_to = rs[last].t1;
         }
         {
-            double smp = 0;
+            double smp = 0, tok = 0;
             for (size_t j = first; j <= last; j++) {
                 if (isfinite(rs[j].data_ms))
                     data_ms += rs[j].data_ms;
@@ -390,14 +391,19 @@ int tune_window_stats(const json_t *steps, long warmup, long nsteps, struct tune
                     smp += rs[j].samples;
                 else
                     samples_known = 0;
+                if (isfinite(rs[j].tokens) && rs[j].tokens > 0)
+                    tok += rs[j].tokens;
+                else
+                    tokens_known = 0; /* a step without its count: the job's figure would lie */
                 walls[nwall++] = (rs[j].t1 - rs[j - 1].t1) * 1000.0;
             }
             samples_ps += smp / span;
+            tokens_ps += tok / span;
             wall_s += span;
         }
         continue;
     none:
-        samples_known = 0;
+        samples_known = tokens_known = 0;
     }
     w->ranks = nr;
     if (nwall && wall_s > 0) {
@@ -409,10 +415,21 @@ int tune_window_stats(const json_t *steps, long warmup, long nsteps, struct tune
             w->comm_ratio = comm_ms / (wall_s * 1000.0);
         if (samples_known)
             w->samples_per_s = samples_ps;
+        if (tokens_known)
+            w->tokens_per_s = tokens_ps;
     }
     free(rs);
     free(walls);
     return isfinite(w->steps_per_s) ? 0 : -1;
+}
+
+double tune_window_mfu(const json_t *report, double window_tokens_per_s)
+{
+    double mfu = num(report, "mfu"), tps = num(report, "train_tokens_per_second");
+
+    if (!isfinite(mfu) || !(tps > 0) || !isfinite(window_tokens_per_s))
+        return NAN;
+    return mfu * window_tokens_per_s / tps;
 }
 
 json_t *tune_losses(const json_t *records, long upto)

@@ -72,12 +72,18 @@ struct tune_window {
     double seconds;       /* that rank's window span */
     double steps_per_s;   /* NaN when no window */
     double samples_per_s; /* NaN when samples unknown */
+    double tokens_per_s;  /* the ranks' sum; NaN unless every window step carried "tokens" */
     double data_ratio;    /* data ms / wall, NaN unknown */
     double comm_ratio;    /* communication ms / wall, NaN when not measured */
     double step_p50_ms, step_p95_ms;
     double t_from, t_to; /* the slowest rank's window, unix seconds (GPU samples) */
 };
 int tune_window_stats(const json_t *steps, long warmup, long nsteps, struct tune_window *w);
+
+/* The window's MFU: the report's mfu scaled by the window's tokens/s against the report's
+ * train_tokens_per_second (MFU is linear in tokens/s, its FLOPs per token and peaks are the
+ * run's); NaN when any of the three is unknown. */
+double tune_window_mfu(const json_t *report, double window_tokens_per_s);
 
 /* The losses logged at steps 1..upto (log records with "loss"): array of [step, loss]. */
 json_t *tune_losses(const json_t *records, long upto);

@@ -729,11 +729,12 @@ static void print_table(FILE *out, const struct trial *base, const struct trial 
 
     rows[n++] = (struct row){"steps/s", "%.3f", wb->steps_per_s, wt->steps_per_s, 1};
     rows[n++] = (struct row){"samples/s", "%.1f", wb->samples_per_s, wt->samples_per_s, 1};
-    if (json_is_number(json_object_get(rb, "train_tokens_per_second")))
-        rows[n++] = (struct row){"tokens/s", "%.0f", rnum(rb, "train_tokens_per_second"),
-                                 rnum(rt ? rt : rb, "train_tokens_per_second"), 1};
-    if (json_is_number(json_object_get(rb, "mfu")))
-        rows[n++] = (struct row){"MFU", "%.3f", rnum(rb, "mfu"), rnum(rt ? rt : rb, "mfu"), 1};
+    /* the windows' tokens/s and MFU (plan.h), shown when the baseline has them */
+    if (isfinite(wb->tokens_per_s))
+        rows[n++] = (struct row){"tokens/s", "%.0f", wb->tokens_per_s, wt->tokens_per_s, 1};
+    if (isfinite(tune_window_mfu(rb, wb->tokens_per_s)))
+        rows[n++] = (struct row){"MFU", "%.3f", tune_window_mfu(rb, wb->tokens_per_s),
+                                 tune_window_mfu(rt ? rt : rb, wt->tokens_per_s), 1};
     rows[n++] = (struct row){"data loading ratio", "%.3f", wb->data_ratio, wt->data_ratio, -1};
     rows[n++] = (struct row){"communication ratio", "%.3f", wb->comm_ratio, wt->comm_ratio, -1};
     rows[n++] = (struct row){"GPU utilization %", "%.1f", base->gpu_util,
@@ -802,6 +803,7 @@ static json_t *window_json(const struct tune_window *w)
     NUM("seconds", w->seconds);
     NUM("steps_per_second", w->steps_per_s);
     NUM("samples_per_second", w->samples_per_s);
+    NUM("tokens_per_second", w->tokens_per_s);
     NUM("data_loading_time_ratio", w->data_ratio);
     NUM("communication_time_ratio", w->comm_ratio);
     NUM("step_p50_ms", w->step_p50_ms);
@@ -829,6 +831,10 @@ static json_t *trial_json(const struct trial *t, enum tune_framework fw, const c
     json_object_set_new(o, "note", t->note[0] ? json_string(t->note) : json_null());
     json_object_set_new(o, "exit_code", json_integer(t->exit_code));
     json_object_set_new(o, "window", window_json(&t->w));
+    {
+        double m = tune_window_mfu(t->report, t->w.tokens_per_s);
+        json_object_set_new(o, "mfu", isfinite(m) ? json_real(m) : json_null());
+    }
     json_object_set_new(o, "gpu_utilization_percent",
                         isfinite(t->gpu_util) ? json_real(t->gpu_util) : json_null());
     json_object_set_new(o, "gpu_utilization_source",

@@ -8,7 +8,8 @@
 
 Under torchrun (RANK, WORLD_SIZE set) every rank joins a gloo process group and trains a DDP
 model. Batches depend only on the sample index and the seed, so every trial trains on the same
-data and logs the same loss whatever its loader settings. LOOP_SLEEP: seconds per sample
+data and logs the same loss whatever its loader settings. In data, crash and nodl modes a
+batch is 8 x 16 token ids (the package counts 128 tokens a step: tokens/s). LOOP_SLEEP: seconds per sample
 (0.004). The trial's settings (GPUSCOPE_TUNE) are applied by the gpuscope package's hooks under
 `gpuscope run` (docs/python.md, TUNE TRIALS), which write tune-applied-rank<R>.json.
 """
@@ -22,6 +23,7 @@ torch.set_num_threads(1)
 mode, steps = sys.argv[1], int(sys.argv[2])
 SLEEP = float(os.environ.get("LOOP_SLEEP", "0.004"))
 WORLD = int(os.environ.get("WORLD_SIZE", "1"))
+TOKENS = ("data", "crash", "nodl")  # modes whose batches are token ids (tokens/s, MFU)
 
 
 class Slow(torch.utils.data.Dataset):
@@ -33,6 +35,8 @@ class Slow(torch.utils.data.Dataset):
             time.sleep(SLEEP)
         g = torch.Generator().manual_seed(i)
         x, y = torch.randn(32, generator=g), torch.randn(1, generator=g)
+        if mode in TOKENS:  # 16 token ids: the package counts 8 x 16 tokens a step
+            return torch.randint(0, 1000, (16,), generator=g), y
         return {"x": x, "labels": y[0]} if mode == "hf" else (x, y)
 
 
@@ -47,10 +51,13 @@ torch.manual_seed(0)
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
+        self.embed = torch.nn.Embedding(1000, 32)
         self.body = torch.nn.Sequential(torch.nn.Linear(32, h), torch.nn.ReLU(),
                                         torch.nn.Linear(h, 1))
 
     def forward(self, x, labels=None):
+        if not x.is_floating_point():  # token ids: embedded, averaged over the sequence
+            x = self.embed(x).mean(dim=1)
         out = self.body(x)
         if labels is None:
             return out
@@ -73,7 +80,7 @@ if mode == "crash" and dl.num_workers != 0:  # the trial's value, from the first
 for s in range(steps):
     if it is None:
         time.sleep(SLEEP)
-        x, y = torch.randn(8, 32), torch.randn(8, 1)
+        x, y = torch.randint(0, 1000, (8, 16)), torch.randn(8, 1)
     else:
         x, y = next(it)
     if mode == "compute":

@@ -15,7 +15,9 @@ tests the hooks themselves).
                            training_args, the change is a TrainingArguments line; a learning
                            rate of 50 (--try args.learning_rate) is flagged: its loss diverges
   2-rank DDP (torchrun)    both ranks get the trial (tune-applied-rank0/1.json), two ranks
-  Ctrl-C                   exit 130, the baseline and the cut trial written, nothing left
+  Ctrl-C                   kill(SIGINT) at tune during a trial, and a terminal's Ctrl-C
+                           during the baseline: exit 130, what was measured written, the
+                           trial's run stopped its command, nothing left
   ms-swift (a stand-in)     its flags appended to the command (--dataloader_num_workers 2),
                            the change spelled as a swift flag
   a GPU (nvml-sim at 70 %)  the table's GPU utilization is the window's (samples.db); a
@@ -25,6 +27,8 @@ tests the hooks themselves).
 import atexit
 import json
 import os
+import pty
+import select
 import shutil
 import subprocess
 import sys
@@ -291,6 +295,58 @@ except (OSError, ValueError):
 t.ok(rep.get("outcome", {}).get("status") == "interrupted" and
      not group_alive(rep.get("run", {}).get("pid", -1)),
      "Ctrl-C: the trial's run stopped its command and wrote its report", rep.get("outcome"))
+
+# ---- a terminal's Ctrl-C (tune and its trial's gpuscope run in the terminal's group) ----
+out = os.path.join(TMP, "ctrlc-tty")
+master, slave = pty.openpty()
+
+
+def _ctty():
+    import fcntl
+    import termios
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+pt = subprocess.Popen([BIN, "tune", "--out", out, "--steps", "3000", "--warmup", "2", "--",
+                       PYTHON, LOOP, "data", "100000"],
+                      env=pyhelp.child_env(NO_COLOR="1", LOOP_SLEEP="0.001"), stdin=slave,
+                      stdout=slave, stderr=slave, start_new_session=True, preexec_fn=_ctty)
+os.close(slave)
+pt_steps = os.path.join(out, "trial-00-baseline", "steps.jsonl")
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    try:
+        if sum(1 for _ in open(pt_steps)) > 20:
+            break
+    except OSError:
+        pass
+    time.sleep(0.2)
+os.write(master, b"\x03")
+buf = b""
+end = time.monotonic() + 60
+while pt.poll() is None and time.monotonic() < end:
+    r, _, _ = select.select([master], [], [], 0.1)
+    if r:
+        try:
+            buf += os.read(master, 65536)
+        except OSError:
+            break
+if pt.poll() is None:
+    pt.kill()
+pt.wait()
+os.close(master)
+text = buf.decode(errors="replace")
+rep = {}
+try:
+    rep = json.load(open(os.path.join(out, "trial-00-baseline", "metrics_report.json")))
+except (OSError, ValueError):
+    pass
+t.ok(pt.returncode == 130 and "interrupted (Ctrl-C) during the baseline" in text,
+     "terminal Ctrl-C: exit 130, says so (%s)" % pt.returncode, text[-1500:])
+t.ok(rep.get("outcome", {}).get("status") == "interrupted" and
+     not group_alive(rep.get("run", {}).get("pid", -1)),
+     "terminal Ctrl-C: the baseline's run stopped its command's group and wrote its report",
+     rep.get("outcome"))
 
 # ---- ms-swift: flags appended ----
 p, doc, out = tune("swift", "--steps", "20", "--warmup", "3", "--only-try", "--try",

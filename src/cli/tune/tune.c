@@ -1081,6 +1081,14 @@ int gs_cli_tune(int argc, char **argv)
     run_trial(&o, o.out, outfd, &tr[0], TUNE_FW_TORCH, NAN, 0,
               o.trial_timeout_s > 0 ? o.trial_timeout_s : 3600);
     n = 1;
+    if (tr[0].state != T_MEASURED && g_interrupted) {
+        fprintf(stderr,
+                "gpuscope tune: interrupted (Ctrl-C) during the baseline: nothing to compare; "
+                "what it measured is in %s/%s\n",
+                o.out, tr[0].name);
+        code = 130;
+        goto done;
+    }
     if (tr[0].state != T_MEASURED) {
         fprintf(stderr,
                 "gpuscope tune: cannot tune: the baseline %s: %s\n"
@@ -1088,7 +1096,7 @@ int gs_cli_tune(int argc, char **argv)
                 tr[0].state == T_NO_WINDOW ? "shows no training steps to measure"
                                            : state_names[tr[0].state],
                 tr[0].note, o.out, tr[0].name);
-        code = g_interrupted ? 130 : TUNE_EXIT_REFUSED;
+        code = TUNE_EXIT_REFUSED;
         goto done;
     }
     fw = tune_framework_of(tr[0].report);

@@ -729,6 +729,14 @@ def _patch_ddp(ddp_cls):
 
     @functools.wraps(orig_init)
     def __init__(self, *args, **kwargs):
+        tune = sys.modules.get("gpuscope._tune")
+        if tune is not None and tune.active():  # a `gpuscope tune` trial's "ddp" settings
+            try:
+                args, kwargs = tune.ddp_arguments(orig_init, (self,) + args, kwargs)
+                args = args[1:]
+            except Exception as e:
+                print(f"gpuscope: tune: the trial's DDP settings cannot be applied ({e})",
+                      file=sys.stderr, flush=True)
         orig_init(self, *args, **kwargs)
         S.counts["ddp_models"] += 1
         try:  # the settings of the (first) DDP model, for the facts

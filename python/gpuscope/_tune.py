@@ -6,7 +6,8 @@
     {"dataloader": {"num_workers": 4, "prefetch_factor": 4, "persistent_workers": true,
                     "pin_memory": true},
      "dataloader_scope": "all" | "train",
-     "training_args": {"dataloader_num_workers": 4, ...}}
+     "training_args": {"dataloader_num_workers": 4, ...},
+     "ddp": {"bucket_cap_mb": 100, "gradient_as_bucket_view": true}}
 
 (every key optional; an absent key leaves the script's own setting). It is read and checked
 once, when torch is imported (the zero-code tracker's install, gpuscope/_loop.py); a value
@@ -26,6 +27,12 @@ recorded.
                  (gpuscope/_auto/sitecustomize.py), so the accelerator and the dataloaders
                  the Trainer builds see them. A field the arguments do not have, or a value
                  of another type than the field's, rejects every training_args field.
+  ddp            keyword arguments of every torch.nn.parallel.DistributedDataParallel the
+                 process builds (a plain PyTorch DDP script, or the one accelerate builds for
+                 the Trainer): bucket_cap_mb (a number over 0, at most 65536: MiB per gradient
+                 bucket, torch's default 25) and gradient_as_bucket_view (true/false), set in
+                 the tracker's DistributedDataParallel.__init__ wrapper (gpuscope/_loop.py)
+                 over whatever the caller passed, positionally or by name.
 
 The training DataLoader ("train"): the first DataLoader iterated with gradients enabled;
 once a training forward (the tracker's rule: training mode, grad enabled) takes a batch, the
@@ -33,18 +40,21 @@ loader that batch came from is the training one. When that is another loader, th
 move to it from its next iterator on, the first choice gets its own settings back at its next
 iterator, and an error says so.
 
-Each process that touches a DataLoader or TrainingArguments (or trained) writes, when
+Each process that touches a DataLoader, TrainingArguments or a DDP model (or trained) writes, when
 $GPUSCOPE_RUN_DIR is set, tune-applied-rank<R>.json there (R: $RANK, else the process
 group's rank, else 0), rewritten whenever it changes, through _rundir (a fresh file renamed
 into place):
 
     {"rank": R, "framework": "torch" | "hf", "scope": "all" | "train",
-     "dataloaders_seen": N, "dataloaders_changed": N,
-     "applied": {"dataloader.num_workers": 4, "training_args.x": v, ...},
+     "dataloaders_seen": N, "dataloaders_changed": N, "ddp_models": N,
+     "applied": {"dataloader.num_workers": 4, "training_args.x": v, "ddp.bucket_cap_mb": 100,
+                 ...},
      "errors": ["..."]}
 
 dataloaders_seen counts the distinct DataLoaders iterated, dataloaders_changed those whose
-iterators ran with the trial's settings (even a value equal to the script's own). Every
+iterators ran with the trial's settings (even a value equal to the script's own), ddp_models
+the DistributedDataParallel models built (with the trial's "ddp" settings when it has any;
+"ddp.bucket_cap_mb" is then the value the last one was built with). Every
 distinct error is also printed once on stderr, one line starting "gpuscope: tune: ". A
 process that never touches either (a launcher such as torchrun's agent) writes nothing and
 prints nothing.
@@ -60,11 +70,14 @@ import sys
 ENV = "GPUSCOPE_TUNE"
 FILE = "tune-applied-rank%d.json"
 SCOPES = ("all", "train")
-TOP_KEYS = ("dataloader", "dataloader_scope", "training_args")
+TOP_KEYS = ("dataloader", "dataloader_scope", "training_args", "ddp")
 # DataLoader keyword arguments a trial may set, with their JSON type and least value
 LOADER_KEYS = {"num_workers": (int, 0), "prefetch_factor": (int, 1),
                "persistent_workers": (bool, None), "pin_memory": (bool, None)}
 MAX_INT = 1024  # worker processes, batches prefetched per worker
+# DistributedDataParallel keyword arguments a trial may set
+DDP_KEYS = ("bucket_cap_mb", "gradient_as_bucket_view")
+MAX_BUCKET_MB = 65536
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _MARK = "__gpuscope_tune__"  # on a DataLoader: its _Loader; on an iterator: its loader's index
 MAX_ERRORS = 32
@@ -122,10 +135,24 @@ def parse(text):
         elif isinstance(v, (list, dict)) or (isinstance(v, float) and not math.isfinite(v)):
             errs.append("%s: training_args.%s must be a finite number, a string, true/false "
                         "or null, not %s" % (ENV, k, _js(v)))
+    ddp = doc.get("ddp", {})
+    if not isinstance(ddp, dict):
+        errs.append("%s: \"ddp\" must be an object of DistributedDataParallel arguments" % ENV)
+        ddp = {}
+    for k, v in ddp.items():
+        if k not in DDP_KEYS:
+            errs.append("%s: unknown ddp key %s (known: %s)" % (ENV, _js(k), ", ".join(DDP_KEYS)))
+        elif k == "gradient_as_bucket_view" and not isinstance(v, bool):
+            errs.append("%s: ddp.%s must be true or false, not %s" % (ENV, k, _js(v)))
+        elif k == "bucket_cap_mb" and (isinstance(v, bool) or not isinstance(v, (int, float)) or
+                                       not math.isfinite(v) or not 0 < v <= MAX_BUCKET_MB):
+            errs.append("%s: ddp.bucket_cap_mb must be a number over 0 and at most %d (MiB), "
+                        "not %s" % (ENV, MAX_BUCKET_MB, _js(v)))
     if errs:
         errs[-1] += "; nothing applied"
         return None, errs
-    return {"dataloader": dict(loader), "scope": scope, "training_args": dict(targs)}, []
+    return {"dataloader": dict(loader), "scope": scope, "training_args": dict(targs),
+            "ddp": dict(ddp)}, []
 
 
 class _Loader:
@@ -147,6 +174,7 @@ class _Trial:
         self.framework = "torch"
         self.seen = 0
         self.changed = 0
+        self.ddp_models = 0
         self.train = None       # the training loader's _Loader ("train" scope)
         self.confirmed = False  # a training forward showed which loader feeds it
         self.touched = False    # the file is written from the first touch on
@@ -197,7 +225,7 @@ def document():
     return {"rank": _rank(), "framework": t.framework,
             "scope": t.spec["scope"] if t.spec else None,
             "dataloaders_seen": t.seen, "dataloaders_changed": t.changed,
-            "applied": dict(t.applied), "errors": list(t.errors)}
+            "ddp_models": t.ddp_models, "applied": dict(t.applied), "errors": list(t.errors)}
 
 
 def _write():
@@ -532,6 +560,41 @@ def training_args(args):
         t.applied["training_args." + k] = v if not hasattr(v, "value") else v.value
     _write()
     return bool(new)
+
+
+# ---- DistributedDataParallel ----
+
+def ddp_arguments(init, args, kwargs):
+    """Before DistributedDataParallel.__init__ (the tracker's wrapper, gpuscope/_loop.py):
+    (args, kwargs) with the trial's "ddp" settings over the caller's, or the caller's own when
+    the trial has none or they cannot be bound (then an error says so)."""
+    t = T
+    if t is None:
+        return args, kwargs
+    _touch()
+    t.ddp_models += 1
+    want = t.spec["ddp"] if t.spec else {}
+    if not want:
+        _write()
+        return args, kwargs
+    try:
+        import inspect
+        bound = inspect.signature(init).bind(*args, **kwargs)
+        params = inspect.signature(init).parameters
+        for k, v in want.items():
+            if k not in params:
+                raise TypeError("this torch's DistributedDataParallel takes no %s" % k)
+            bound.arguments[k] = v
+        args, kwargs = bound.args, bound.kwargs
+    except Exception as e:
+        _error("ddp settings not applied to DistributedDataParallel #%d (%s)"
+               % (t.ddp_models, e))
+        _write()
+        return args, kwargs
+    for k, v in want.items():
+        t.applied["ddp." + k] = v
+    _write()
+    return args, kwargs
 
 
 # ---- install ----

@@ -65,16 +65,18 @@ static void candidates(void **state)
     (void)state;
 
     tune_candidates_round1(r, 2, c, &n, 16);
-    /* half of 16 cores = 8, then 2 (the current: left out), 4; 8 once; no bucket for torch */
-    assert_int_equal(n, 2);
+    /* half of 16 cores = 8, then 2 (the current: left out), 4; 8 once; then torch's DDP
+     * bucket sizes (ddp_buckets below) */
+    assert_int_equal(n, 5);
     assert_string_equal(c[0].s[0].val, "8");
     assert_string_equal(c[1].s[0].val, "4");
+    assert_int_equal(c[2].s[0].route, TUNE_DDP);
     /* 2 cores in the report: 1 and 2 */
     json_object_set_new(json_object_get(r, "facts"), "cpu_count", json_integer(2));
     json_object_set_new(json_object_get(r, "facts"), "loader_num_workers", json_integer(0));
     n = 0;
     tune_candidates_round1(r, 64, c, &n, 16);
-    assert_int_equal(n, 2);
+    assert_int_equal(n, 5);
     assert_string_equal(c[0].s[0].val, "1");
     assert_string_equal(c[1].s[0].val, "2");
     /* HF: the communication finding tries ddp_bucket_cap_mb */
@@ -105,6 +107,82 @@ static void candidates(void **state)
     tune_candidates_round1(r, 8, c, &n, 16);
     assert_int_equal(n, 0);
     json_decref(r);
+}
+
+/* Plain PyTorch DDP with a communication finding: DistributedDataParallel's bucket_cap_mb 10,
+ * 50, 100 (less the job's own), through GPUSCOPE_TUNE "ddp", spelled as the DDP call. */
+static void ddp_buckets(void **state)
+{
+    json_t *r = parse("{\"run\":{\"framework\":\"pytorch\",\"command\":\"torchrun t.py\"},"
+                      "\"facts\":{\"cpu_count\":4,\"ddp_bucket_cap_mb\":25.0},"
+                      "\"data_loading_time_ratio\":0.0,"
+                      "\"findings\":[{\"id\":\"communication\"}]}");
+    struct tune_cand c[16];
+    unsigned n = 0;
+    char buf[256], why[256];
+    json_t *e;
+    char *text;
+    (void)state;
+
+    tune_candidates_round1(r, 4, c, &n, 16);
+    assert_int_equal(n, 3);
+    for (unsigned i = 0; i < n; i++) {
+        assert_int_equal(c[i].n, 1);
+        assert_int_equal(c[i].s[0].route, TUNE_DDP);
+        assert_string_equal(c[i].s[0].key, "bucket_cap_mb");
+        assert_string_equal(c[i].why, "communication finding");
+    }
+    assert_string_equal(c[0].s[0].val, "10");
+    assert_string_equal(c[1].s[0].val, "50");
+    assert_string_equal(c[2].s[0].val, "100");
+    assert_string_equal(tune_cand_label(&c[2], buf, sizeof buf), "ddp.bucket_cap_mb=100");
+    assert_string_equal(tune_spell(&c[2], TUNE_FW_TORCH, buf, sizeof buf),
+                        "DistributedDataParallel(model, ..., bucket_cap_mb=100)");
+    e = tune_env_json(&c[0], TUNE_FW_TORCH, "all");
+    text = json_dumps(e, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_string_equal(text, "{\"ddp\":{\"bucket_cap_mb\":10}}");
+    free(text);
+    json_decref(e);
+    /* the job's own 50 is not tried again */
+    json_object_set_new(json_object_get(r, "facts"), "ddp_bucket_cap_mb", json_real(50.0));
+    n = 0;
+    tune_candidates_round1(r, 4, c, &n, 16);
+    assert_int_equal(n, 2);
+    assert_string_equal(c[0].s[0].val, "10");
+    assert_string_equal(c[1].s[0].val, "100");
+    /* no communication finding: no bucket sizes */
+    json_array_clear(json_object_get(r, "findings"));
+    n = 0;
+    tune_candidates_round1(r, 4, c, &n, 16);
+    assert_int_equal(n, 0);
+    /* HF keeps its TrainingArguments field (the Trainer passes it to DDP) */
+    json_array_append_new(json_object_get(r, "findings"), parse("{\"id\":\"communication\"}"));
+    json_object_set_new(json_object_get(r, "run"), "framework", json_string("hf"));
+    n = 0;
+    tune_candidates_round1(r, 4, c, &n, 16);
+    assert_int_equal(n, 2);
+    assert_int_equal(c[0].s[0].route, TUNE_TRAINARG);
+    json_decref(r);
+    /* --try ddp.KEY: both keywords, with the other settings in one spelling */
+    n = 0;
+    assert_int_equal(tune_parse_try("ddp.bucket_cap_mb=50", c, &n, 16, why, sizeof why), 0);
+    assert_int_equal(tune_parse_try("ddp.gradient_as_bucket_view=true", c, &n, 16, why, sizeof why),
+                     0);
+    assert_int_equal(c[1].s[0].route, TUNE_DDP);
+    c[0].s[c[0].n++] = c[1].s[0];
+    c[0].s[c[0].n++] = (struct tune_setting){TUNE_LOADER, "num_workers", "2"};
+    assert_string_equal(tune_spell(&c[0], TUNE_FW_TORCH, buf, sizeof buf),
+                        "DataLoader(..., num_workers=2)\n"
+                        "DistributedDataParallel(model, ..., bucket_cap_mb=50, "
+                        "gradient_as_bucket_view=True)");
+    e = tune_env_json(&c[0], TUNE_FW_SWIFT, "all"); /* ms-swift's DDP model too */
+    text = json_dumps(e, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_string_equal(text, "{\"ddp\":{\"bucket_cap_mb\":50,\"gradient_as_bucket_view\":true}}");
+    free(text);
+    json_decref(e);
+    assert_int_equal(tune_parse_try("ddp.find_unused_parameters=true", c, &n, 16, why, sizeof why),
+                     -1);
+    assert_non_null(strstr(why, "ddp.bucket_cap_mb"));
 }
 
 /* Steps of one rank every 0.1 s (warmup slower), a second rank every 0.2 s. */
@@ -310,7 +388,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(try_specs), cmocka_unit_test(candidates),  cmocka_unit_test(window),
         cmocka_unit_test(rules),     cmocka_unit_test(spelling),    cmocka_unit_test(framework),
-        cmocka_unit_test(recommend), cmocka_unit_test(combination),
+        cmocka_unit_test(recommend), cmocka_unit_test(combination), cmocka_unit_test(ddp_buckets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,6 +32,12 @@ static int loader_needs_workers(const char *key)
     return 0;
 }
 
+/* The DistributedDataParallel keywords a trial may set (python/gpuscope/_tune.py: DDP_KEYS). */
+static int is_ddp_key(const char *key)
+{
+    return strcmp(key, "bucket_cap_mb") == 0 || strcmp(key, "gradient_as_bucket_view") == 0;
+}
+
 static int is_bare_loader_key(const char *key)
 {
     for (size_t i = 0; i < sizeof loader_keys / sizeof loader_keys[0]; i++)
@@ -94,13 +100,17 @@ int tune_parse_try(const char *spec, struct tune_cand *out, unsigned *n, unsigne
     } else if (strncmp(key, "env.", 4) == 0 && ident_ok(key + 4, 0)) {
         route = TUNE_ENV;
         name = key + 4;
+    } else if (strncmp(key, "ddp.", 4) == 0 && is_ddp_key(key + 4)) {
+        route = TUNE_DDP;
+        name = key + 4;
     } else if (strncmp(key, "--", 2) == 0 && ident_ok(key + 2, 1)) {
         route = TUNE_FLAG;
         name = key + 2;
     } else {
         snprintf(why, why_len,
                  "%s: not a setting tune can change (num_workers, prefetch_factor, "
-                 "persistent_workers, pin_memory, loader.NAME, args.NAME, env.NAME, --FLAG)",
+                 "persistent_workers, pin_memory, loader.NAME, args.NAME, env.NAME, --FLAG, "
+                 "ddp.bucket_cap_mb, ddp.gradient_as_bucket_view)",
                  key);
         return -1;
     }
@@ -240,6 +250,17 @@ void tune_candidates_round1(const json_t *report, long ncpu, struct tune_cand *o
         for (size_t i = 0; i < 2; i++)
             add_one(out, n, max, NULL, TUNE_TRAINARG, "ddp_bucket_cap_mb", mb[i],
                     "communication finding");
+    } else if (finding(report, "communication")) {
+        /* plain PyTorch: DistributedDataParallel's own keyword, around torch's default 25 */
+        static const double mb[] = {10, 50, 100};
+        double own = num(facts, "ddp_bucket_cap_mb");
+        for (size_t i = 0; i < sizeof mb / sizeof mb[0]; i++) {
+            char v[24];
+            if (isfinite(own) && fabs(own - mb[i]) < 0.5)
+                continue;
+            snprintf(v, sizeof v, "%.0f", mb[i]);
+            add_one(out, n, max, NULL, TUNE_DDP, "bucket_cap_mb", v, "communication finding");
+        }
     }
 }
 
@@ -601,7 +622,7 @@ static void trainarg_of_loader(const char *key, char *out, size_t len)
 
 json_t *tune_env_json(const struct tune_cand *c, enum tune_framework fw, const char *scope)
 {
-    json_t *doc = json_object(), *dl = json_object(), *ta = json_object();
+    json_t *doc = json_object(), *dl = json_object(), *ta = json_object(), *ddp = json_object();
 
     for (unsigned i = 0; i < c->n; i++) {
         const struct tune_setting *s = &c->s[i];
@@ -614,6 +635,8 @@ json_t *tune_env_json(const struct tune_cand *c, enum tune_framework fw, const c
             }
         } else if (s->route == TUNE_TRAINARG && fw != TUNE_FW_SWIFT) {
             json_object_set_new(ta, s->key, tune_value_json(s->val));
+        } else if (s->route == TUNE_DDP) { /* every framework: the DDP model the job builds */
+            json_object_set_new(ddp, s->key, tune_value_json(s->val));
         }
     }
     if (json_object_size(dl)) {
@@ -622,8 +645,11 @@ json_t *tune_env_json(const struct tune_cand *c, enum tune_framework fw, const c
     }
     if (json_object_size(ta))
         json_object_set(doc, "training_args", ta);
+    if (json_object_size(ddp))
+        json_object_set(doc, "ddp", ddp);
     json_decref(dl);
     json_decref(ta);
+    json_decref(ddp);
     if (!json_object_size(doc)) {
         json_decref(doc);
         return NULL;
@@ -641,6 +667,7 @@ const char *tune_cand_label(const struct tune_cand *c, char *buf, size_t len)
         const char *pre = s->route == TUNE_TRAINARG    ? "args."
                           : s->route == TUNE_ENV       ? "env."
                           : s->route == TUNE_FLAG      ? "--"
+                          : s->route == TUNE_DDP       ? "ddp."
                           : is_bare_loader_key(s->key) ? ""
                                                        : "loader.";
         o += (size_t)snprintf(buf + o, len - o, "%s%s%s=%s", i ? " " : "", pre, s->key, s->val);
@@ -758,6 +785,18 @@ const char *tune_spell(const struct tune_cand *c, enum tune_framework fw, char *
                 any = 1;
             }
     }
+    any = 0;
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->s[i].route == TUNE_DDP) {
+            ADD("%s%s=%s",
+                any ? ", "
+                : o ? "\nDistributedDataParallel(model, ..., "
+                    : "DistributedDataParallel(model, ..., ",
+                c->s[i].key, py_value(c->s[i].val, v, sizeof v));
+            any = 1;
+        }
+    if (any)
+        ADD(")");
     for (unsigned i = 0; i < c->n; i++)
         if (c->s[i].route == TUNE_ENV)
             ADD("%sexport %s=%s", o ? "\n" : "", c->s[i].key, c->s[i].val);

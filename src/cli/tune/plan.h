@@ -22,13 +22,15 @@ enum tune_route {
     TUNE_TRAINARG, /* a Hugging Face TrainingArguments field (GPUSCOPE_TUNE "training_args") */
     TUNE_FLAG,     /* a command-line flag appended to the command (ms-swift: --KEY VALUE) */
     TUNE_ENV,      /* an environment variable of the command (NCCL_..., OMP_NUM_THREADS) */
+    TUNE_DDP,      /* a DistributedDataParallel keyword (GPUSCOPE_TUNE "ddp"): bucket_cap_mb,
+                    * gradient_as_bucket_view */
 };
 
 enum tune_framework { TUNE_FW_TORCH, TUNE_FW_HF, TUNE_FW_SWIFT };
 
 struct tune_setting {
     enum tune_route route;
-    char key[TUNE_KEY_MAX]; /* num_workers; ddp_bucket_cap_mb; --flag name without dashes */
+    char key[TUNE_KEY_MAX]; /* num_workers; ddp_bucket_cap_mb; bucket_cap_mb; --flag name */
     char val[TUNE_VAL_MAX]; /* as typed: 4, true, 25 */
 };
 
@@ -42,7 +44,8 @@ struct tune_cand {
 /* A --try KEY=V1,V2,... into one candidate per value (appended to out[*n], at most max).
  * KEY: num_workers, prefetch_factor, persistent_workers, pin_memory (DataLoader),
  * loader.NAME (another DataLoader keyword), args.NAME (TrainingArguments), --NAME (a flag),
- * env.NAME. 0, or -1 with why. */
+ * env.NAME, ddp.bucket_cap_mb, ddp.gradient_as_bucket_view (DistributedDataParallel). 0, or
+ * -1 with why. */
 int tune_parse_try(const char *spec, struct tune_cand *out, unsigned *n, unsigned max, char *why,
                    size_t why_len);
 
@@ -52,8 +55,11 @@ const char *tune_framework_name(enum tune_framework fw);
 
 /* The first round's candidates from the baseline report's findings and facts: worker counts
  * (2, 4, 8 and half the CPU cores, at most the cores, not the current one) for a data_loading
- * finding (or a data ratio over 0.05), DDP bucket sizes (HF: ddp_bucket_cap_mb) for a
- * communication finding. Appended to out[*n]; ncpu is the machine's when the report has none. */
+ * finding (or a data ratio over 0.05), DDP bucket sizes for a communication finding: HF and
+ * ms-swift the TrainingArguments field ddp_bucket_cap_mb 50 and 100, plain PyTorch the
+ * DistributedDataParallel keyword bucket_cap_mb 10, 50 and 100 (torch's default 25), less the
+ * job's own (facts.ddp_bucket_cap_mb). Appended to out[*n]; ncpu is the machine's when the
+ * report has none. */
 void tune_candidates_round1(const json_t *report, long ncpu, struct tune_cand *out, unsigned *n,
                             unsigned max);
 
@@ -121,8 +127,8 @@ int tune_combination(const struct tune_cand *const *cands, const double *sps, co
 int tune_subset(const struct tune_cand *a, const struct tune_cand *b);
 
 /* GPUSCOPE_TUNE for a candidate (NULL when no setting goes through it): {"dataloader": {...},
- * "dataloader_scope": scope, "training_args": {...}} with values typed (int, float, bool,
- * null, else string). New reference. */
+ * "dataloader_scope": scope, "training_args": {...}, "ddp": {...}} with values typed (int,
+ * float, bool, null, else string). New reference. */
 json_t *tune_env_json(const struct tune_cand *c, enum tune_framework fw, const char *scope);
 
 /* A value as JSON: 4 -> 4, 0.5 -> 0.5, true/false, none/null -> null, else a string. */
@@ -134,7 +140,8 @@ const char *tune_cand_label(const struct tune_cand *c, char *buf, size_t len);
 /* The change that makes the candidate permanent, spelled for the framework, one line per
  * route: "DataLoader(..., num_workers=4, prefetch_factor=4)",
  * "TrainingArguments(..., dataloader_num_workers=4)", "swift ... --dataloader_num_workers 4",
- * "export NCCL_ALGO=Ring". Into buf, lines separated by '\n'. */
+ * "DistributedDataParallel(model, ..., bucket_cap_mb=100)", "export NCCL_ALGO=Ring". Into buf,
+ * lines separated by '\n'. */
 const char *tune_spell(const struct tune_cand *c, enum tune_framework fw, char *buf, size_t len);
 
 /* The flags a candidate appends to the command (ms-swift and --NAME settings): the words, in

@@ -287,12 +287,16 @@ static void read_records(const char *path, json_t **steps, json_t **all)
 
 /* Whether a rank's "applied" names setting s: "dataloader.K" (from a hook that saw a
  * DataLoader: seen > 0), "training_args.K" or, for a DataLoader keyword,
- * "training_args.dataloader_K" (a Trainer builds its loader from those). */
+ * "training_args.dataloader_K" (a Trainer builds its loader from those); "ddp.K" for a
+ * DistributedDataParallel keyword. */
 static int rank_applied(const json_t *applied, long long seen, const struct tune_setting *s)
 {
     char k[TUNE_KEY_MAX + 32];
 
-    snprintf(k, sizeof k, "%s.%s", s->route == TUNE_LOADER ? "dataloader" : "training_args",
+    snprintf(k, sizeof k, "%s.%s",
+             s->route == TUNE_LOADER ? "dataloader"
+             : s->route == TUNE_DDP  ? "ddp"
+                                     : "training_args",
              s->key);
     if (json_object_get(applied, k) && (s->route != TUNE_LOADER || seen > 0))
         return 1;
@@ -343,7 +347,7 @@ static int check_applied(const char *dir, const struct tune_cand *c, const json_
         }
         for (unsigned i = 0; ok && i < c->n; i++) {
             const struct tune_setting *s = &c->s[i];
-            if ((s->route != TUNE_LOADER && s->route != TUNE_TRAINARG) ||
+            if ((s->route != TUNE_LOADER && s->route != TUNE_TRAINARG && s->route != TUNE_DDP) ||
                 rank_applied(
                     applied,
                     (long long)json_integer_value(json_object_get(doc, "dataloaders_seen")), s))
@@ -355,6 +359,12 @@ static int check_applied(const char *dir, const struct tune_cand *c, const json_
                          "rank %lld: the hook saw no DataLoader (the job builds none the hooks "
                          "reach)",
                          rank);
+            else if (s->route == TUNE_DDP)
+                snprintf(why, len,
+                         "rank %lld did not apply ddp.%s (built %lld DistributedDataParallel "
+                         "model(s): the job wraps none the hook reaches)",
+                         rank, s->key,
+                         (long long)json_integer_value(json_object_get(doc, "ddp_models")));
             else
                 snprintf(
                     why, len,
@@ -815,7 +825,7 @@ static json_t *window_json(const struct tune_window *w)
 static json_t *trial_json(const struct trial *t, enum tune_framework fw, const char *scope)
 {
     json_t *o = json_object(), *set = json_array(), *env = tune_env_json(&t->cand, fw, scope);
-    static const char *const routes[] = {"dataloader", "training_args", "flag", "env"};
+    static const char *const routes[] = {"dataloader", "training_args", "flag", "env", "ddp"};
     char label[256];
 
     for (unsigned i = 0; i < t->cand.n; i++)

@@ -12,7 +12,8 @@ a good client sending at the same time; a connection closed without an end recor
 run; a sender of another uid (when root) is accepted and attributed to that uid; `kill -9` and
 a restart keep the ended runs and show the interrupted one with a report rebuilt from its
 stored steps (ratios and findings as sent, train_tokens and tokens/s against the steps the
-script sent: history schema v6 keeps each step's tokens); two ranks of one DDP job (two sender processes,
+script sent: history schema v6 keeps each step's tokens; `gpuscope report ID --data` has them
+in its step series); two ranks of one DDP job (two sender processes,
 same name, world_size 2) make one run with 2 ranks that ends with its last rank, while a
 same-named world_size 1 sender gets a run of its own; a sender on no GPU whose hello announces
 CUDA device 0 under CUDA_VISIBLE_DEVICES=<GPU 2's UUID prefix> gets GPU 2's figures; the gpuscope_runs_* self metrics on
@@ -39,7 +40,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import get_json, get_text as get, reap, sim_env, \
+from gsenv import BIN, TEST_RUNTIME_DIR, get_json, get_text as get, reap, sim_env, \
     start_agent as gs_start_agent, wait_until  # noqa: E402
 
 t = Tap()
@@ -495,6 +496,19 @@ try:
     code, kpg = get_json("%s/api/v1/runs/%s/steps" % (base, kid))
     t.eq((code, [x.get("tokens") for x in kpg.get("steps", [])]), (200, [TOKENS] * 3),
          "after the restart the stored steps still carry their tokens")
+    # gpuscope report ID reads the run from the agent: its step series carries the tokens
+    gr = subprocess.run([BIN, "report", str(kid), "--data", "-o", "-"], capture_output=True,
+                        text=True, timeout=30,
+                        env=dict(os.environ, GPUSCOPE_HTTP_SOCKET=os.path.join(
+                            TEST_RUNTIME_DIR, "agent.sock")))
+    try:
+        gsteps = json.loads(gr.stdout).get("steps") or {}
+    except ValueError:
+        gsteps = {}
+    t.ok((gr.returncode, gsteps.get("tokens"), gsteps.get("samples")) ==
+         (0, [TOKENS] * 3, [8] * 3),
+         "gpuscope report ID --data: the step series has each step's tokens",
+         detail=(gr.returncode, gr.stderr[-400:], gsteps))
     db = sqlite3.connect("file:%s?mode=ro" % os.path.join(DATA, "history.db"), uri=True)
     krow = db.execute("SELECT end_time IS NOT NULL, json_extract(report, '$.run.interrupted')"
                       " FROM run WHERE id = ?", (kid,)).fetchone()

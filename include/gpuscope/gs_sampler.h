@@ -61,6 +61,11 @@ struct gs_sampler_opts {
      * (health, MIG, GPM, PCIe throughput, processes) is read in full. Both NULL: all. */
     const unsigned char *need_metrics;
     const unsigned char *need_texts;
+    /* With a need mask: the health readings (GS_WANT_HEALTH: ECC totals, retired pages,
+     * remapped rows, NVLink error sums) follow need_metrics too and the per-location ECC
+     * counters are not read, for a view that prints a health figure or two (the nvidia-smi
+     * table's ECC cell, dmon -s e). false: health is read in full with its bit. */
+    bool mask_health;
     /* The Kubernetes pod log directories (src/backend/k8s.h) that name the pods of processes:
      * NULL: /var/log/pods; "": do not look. */
     const char *k8s_pods_dir;

@@ -740,8 +740,20 @@ def _flush_current():
             pass
 
 
-def _on_sigterm(signum, frame):
+def _last_words():
+    """What a process stopped by SIGTERM hands over before the signal's action: its records,
+    and a tune trial's file (docs/python.md, TUNE TRIALS)."""
     _flush_current()
+    tune = sys.modules.get("gpuscope._tune")
+    if tune is not None:
+        try:
+            tune.flush()
+        except Exception:  # a dying process: never raise from here
+            pass
+
+
+def _on_sigterm(signum, frame):
+    _last_words()
     _chain(signum, frame)
 
 
@@ -776,7 +788,7 @@ def _watch_signals(sock):
             return
         if signal.SIGTERM not in data:
             continue
-        _flush_current()
+        _last_words()
         prev = _exit_flush["prev"]
         if signal.getsignal(signal.SIGTERM) is _on_sigterm and \
                 (prev == signal.SIG_DFL or prev is None):

@@ -546,13 +546,24 @@ def install():
         return False
     spec, errors = parse(text)
     T = _Trial(spec, errors)
+    _owner[0] = os.getpid()
     import atexit
-
-    def done():
-        lp = sys.modules.get("gpuscope._loop")
-        at_exit(lp is not None and lp.S.prof is not None)
-    atexit.register(done)
+    atexit.register(flush)
     return True
+
+
+_owner = [None]
+
+
+def flush():
+    """The process ends: at interpreter exit, or on SIGTERM (`gpuscope run --stop-after-steps`
+    stops a trial so; python/gpuscope/_core.py calls this before the signal's own action). Its
+    file then says what the trial reached, also for a process that trained without a loader.
+    Not in a forked child (a DataLoader worker): the file is its parent's."""
+    if _owner[0] != os.getpid():
+        return
+    lp = sys.modules.get("gpuscope._loop")
+    at_exit(lp is not None and lp.S.prof is not None)
 
 
 def wrap_dataloader(torch, patch):

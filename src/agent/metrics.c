@@ -26,15 +26,140 @@ void gs_metrics_escape(struct gs_buf *b, const char *s)
     }
 }
 
-/* A value: 15 significant digits print integers up to 1e15 exactly and 0.92 as 0.92. */
+/* ---- values: printf's " %.15g\n", most without printf ----
+ *
+ * 15 significant digits print integers up to 1e15 exactly and 0.92 as 0.92. A render writes a
+ * thousand values and printf's exact binary-to-decimal conversion was a third of its cost, so
+ * gs_metrics_g15 writes the common cases itself, to the byte what %.15g writes:
+ * - a whole number below 1e15 (bytes, hertz, degrees, counts, 0 and 1): every digit, nothing
+ *   else;
+ * - any other number from 1e-4 to 1e15: its 15 significant digits d (an integer) are a * 10^k
+ *   rounded to nearest, with a * 10^k known exactly as hi + lo (fma); %.15g prints
+ *   d / 10^k in fixed notation with the fraction's trailing zeros (and a bare point) removed.
+ *   Where the exact product is within 1e-6 of a tie, or close to a decade's edge, printf does it.
+ * The rest (-0, NaN, infinities, magnitudes outside those ranges) goes to printf. */
+static const double pow10_exact[19] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8, 1e9,
+                                       1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18};
+
+/* The digits of u at the end of a buffer ending at end; returns where they start. */
+static char *digits_before(char *end, unsigned long long u)
+{
+    do
+        *--end = (char)('0' + u % 10);
+    while ((u /= 10) != 0);
+    return end;
+}
+
+/* %.15g of a, not a whole number, 1e-4 <= a < 1e15, into out (>= 40 bytes, no sign); 0 when
+ * this way cannot tell the rounding for sure. */
+static size_t g15_fraction(double a, char *out)
+{
+    int e = (int)floor(log10(a)), k;
+    double hi, lo, t, f;
+    unsigned long long d;
+    char dig[16];
+    size_t n = 0, int_len, frac_len;
+
+    if (e < -4 || e > 14)
+        return 0;
+    k = 14 - e;
+    hi = a * pow10_exact[k];
+    if (hi < 1e14 && e > -4) /* log10 a digit off near a power of ten */
+        hi = a * pow10_exact[++k], e--;
+    else if (hi >= 1e15 && e < 14)
+        hi = a * pow10_exact[--k], e++;
+    /* d must lie well inside [1e14, 1e15): the exact product is within 1/16 of hi */
+    if (!(hi >= 1e14 + 1 && hi < 1e15 - 1))
+        return 0;
+    lo = fma(a, pow10_exact[k], -hi); /* a * 10^k == hi + lo exactly */
+    t = floor(hi);
+    f = (hi - t) + lo; /* hi - t is exact; f is the exact fraction within 2^-52 */
+    if (f < 0)
+        t -= 1, f += 1;
+    else if (f >= 1)
+        t += 1, f -= 1;
+    if (fabs(f - 0.5) < 1e-6)
+        return 0;
+    d = (unsigned long long)t + (f > 0.5);
+    if (d < 100000000000000ULL || d >= 1000000000000000ULL)
+        return 0;
+    digits_before(dig + 15, d); /* 15 digits: dig[0..14] */
+    /* k digits after the point (k = 14 - e, 0..18) */
+    int_len = k <= 14 ? (size_t)(15 - k) : 0;
+    frac_len = 15 - int_len;
+    while (frac_len > 0 && dig[int_len + frac_len - 1] == '0')
+        frac_len--;
+    if (int_len) {
+        memcpy(out, dig, int_len);
+        n = int_len;
+    } else {
+        out[n++] = '0';
+    }
+    if (frac_len || k > 14) {
+        /* k > 14: a < 1, so d is not all zeros past the point */
+        out[n++] = '.';
+        for (int z = 15; z < k; z++)
+            out[n++] = '0';
+        memcpy(out + n, dig + int_len, frac_len);
+        n += frac_len;
+    }
+    return n;
+}
+
+size_t gs_metrics_g15(double v, char *out)
+{
+    double a = fabs(v);
+    char *p, *end = out + 32;
+    size_t n;
+
+    if (a < 1e15 && v == (double)(long long)v && !(v == 0 && signbit(v))) {
+        p = digits_before(end, (unsigned long long)(long long)a);
+        if (v < 0)
+            *--p = '-';
+        n = (size_t)(end - p);
+        memmove(out, p, n);
+        return n;
+    }
+    if (a >= 1e-4 && a < 1e15 && (n = g15_fraction(a, out + (v < 0))) != 0) {
+        if (v < 0)
+            out[0] = '-', n++;
+        return n;
+    }
+    return (size_t)snprintf(out, 40, "%.15g", v);
+}
+
 static void value(struct gs_buf *b, double v)
 {
-    gs_buf_printf(b, " %.15g\n", v);
+    char tmp[48];
+    size_t n;
+
+    tmp[0] = ' ';
+    n = 1 + gs_metrics_g15(v, tmp + 1);
+    tmp[n++] = '\n';
+    gs_buf_put(b, tmp, n);
 }
 
 static void header(struct gs_buf *b, const char *name, const char *help, const char *type)
 {
-    gs_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    gs_buf_puts(b, "# HELP ");
+    gs_buf_puts(b, name);
+    gs_buf_puts(b, " ");
+    gs_buf_puts(b, help);
+    gs_buf_puts(b, "\n# TYPE ");
+    gs_buf_puts(b, name);
+    gs_buf_puts(b, " ");
+    gs_buf_puts(b, type);
+    gs_buf_puts(b, "\n");
+}
+
+/* A constant label: ,key="value" (neither needs escaping: both are ours). */
+static void const_label(struct gs_buf *b, const char *k, const char *v)
+{
+    gs_buf_puts(b, ",");
+    gs_buf_puts(b, k);
+    gs_buf_puts(b, "=\"");
+    gs_buf_puts(b, v);
+    gs_buf_puts(b, "\"");
 }
 
 #define MIB_SCALE (1.0 / 1048576)
@@ -228,13 +353,61 @@ static const char *text_or_empty(const struct gs_gpu *g, enum gs_text t)
     return gs_gpu_has_text(g, t) ? g->text[t] : "";
 }
 
-static void native_labels(struct gs_buf *b, const struct gs_snapshot *s, const struct gs_gpu *g)
+static void native_labels_text(struct gs_buf *b, const struct gs_snapshot *s,
+                               const struct gs_gpu *g)
 {
     gs_buf_printf(b, "gpu=\"%u\",uuid=\"", g->index);
     gs_metrics_escape(b, text_or_empty(g, GS_T_UUID));
     gs_buf_puts(b, "\",hostname=\"");
     gs_metrics_escape(b, s->sys.hostname);
     gs_buf_puts(b, "\"");
+}
+
+/* A GPU's label set is the same on every line of one render: each is written (escaped) once,
+ * at its first line, and copied from there into the later ones (gs_buf_copy). One per GPU
+ * of the first LABEL_GPUS; a GPU past them is written every time. Lives for one render. */
+#define LABEL_GPUS 64
+struct label_sets {
+    uint32_t off[LABEL_GPUS], len[LABEL_GPUS]; /* where in the buffer; len 0: not yet */
+};
+
+/* What one render's label writers share (gs_metrics_render's stack). */
+struct render {
+    struct label_sets native, dcgm;
+};
+
+typedef void (*label_text_fn)(struct gs_buf *, const struct gs_snapshot *, const struct gs_gpu *,
+                              const void *);
+
+static void labels_once(struct gs_buf *b, struct label_sets *c, const struct gs_snapshot *s,
+                        const struct gs_gpu *g, label_text_fn fn, const void *arg)
+{
+    size_t gi = (size_t)(g - s->gpus), at = b->len;
+
+    if (gi < LABEL_GPUS && c->len[gi]) {
+        gs_buf_copy(b, c->off[gi], c->len[gi]);
+        return;
+    }
+    fn(b, s, g, arg);
+    if (gi < LABEL_GPUS && gs_buf_status(b) == GS_BUF_OK && b->len - at <= UINT32_MAX &&
+        at <= UINT32_MAX) {
+        c->off[gi] = (uint32_t)at;
+        c->len[gi] = (uint32_t)(b->len - at);
+    }
+}
+
+static void native_text(struct gs_buf *b, const struct gs_snapshot *s, const struct gs_gpu *g,
+                        const void *arg)
+{
+    (void)arg;
+    native_labels_text(b, s, g);
+}
+
+/* gpu, uuid and hostname of GPU g (g one of s->gpus) */
+static void native_labels(struct gs_buf *b, struct render *x, const struct gs_snapshot *s,
+                          const struct gs_gpu *g)
+{
+    labels_once(b, &x->native, s, g, native_text, NULL);
 }
 
 /* ---- Kubernetes pods: dcgm-exporter's pod, namespace and container labels ---- */
@@ -253,6 +426,7 @@ struct dcgm_render {
     const struct gpu_pod *pods;
     unsigned n_pods;
     int old_hostname;
+    struct label_sets *sets; /* the GPUs' label sets of this render */
 };
 
 /* gs_metrics_gpu_pod for the processes of GPU gi, or with m only those of m's GPU instance
@@ -335,7 +509,7 @@ static void pods_end(struct dcgm_render *dr, struct gpu_pod *pods)
 
 /* gpuscope_gpu_pod_info: the native spelling of the same facts, one line per GPU whose
  * processes are one pod's (join on gpu, uuid). */
-static void render_pod_info(struct gs_buf *b, const struct gs_snapshot *s)
+static void render_pod_info(struct gs_buf *b, struct render *x, const struct gs_snapshot *s)
 {
     int any = 0;
 
@@ -349,7 +523,7 @@ static void render_pod_info(struct gs_buf *b, const struct gs_snapshot *s)
                    "The Kubernetes pod whose processes use this GPU (all of them); always 1.",
                    "gauge");
         gs_buf_puts(b, "gpuscope_gpu_pod_info{");
-        native_labels(b, s, &s->gpus[gi]);
+        native_labels(b, x, s, &s->gpus[gi]);
         gs_buf_puts(b, ",pod_uid=\"");
         proc_escape(b, pod->pod_uid);
         gs_buf_puts(b, "\"");
@@ -360,8 +534,8 @@ static void render_pod_info(struct gs_buf *b, const struct gs_snapshot *s)
 
 /* dcgm-exporter's labels of GPU g, in its template's order; with m (a MIG device of g: a
  * GPU-instance series) its GPU_I_PROFILE and GPU_I_ID after modelName. */
-static void dcgm_gpu_labels(struct gs_buf *b, const struct gs_snapshot *s, const struct gs_gpu *g,
-                            const struct gs_mig *m, const struct dcgm_render *dr)
+static void dcgm_labels_text(struct gs_buf *b, const struct gs_snapshot *s, const struct gs_gpu *g,
+                             const struct gs_mig *m, const struct dcgm_render *dr)
 {
     gs_buf_printf(b, "gpu=\"%u\",UUID=\"", g->index);
     gs_metrics_escape(b, text_or_empty(g, GS_T_UUID));
@@ -395,11 +569,25 @@ static void dcgm_gpu_labels(struct gs_buf *b, const struct gs_snapshot *s, const
     }
 }
 
-typedef void (*labels_fn)(struct gs_buf *, const struct gs_snapshot *, const struct gs_gpu *);
+static void dcgm_text(struct gs_buf *b, const struct gs_snapshot *s, const struct gs_gpu *g,
+                      const void *dr)
+{
+    dcgm_labels_text(b, s, g, NULL, dr);
+}
+
+/* dcgm_labels_text, a GPU's (no m) written once per render (labels_once) */
+static void dcgm_gpu_labels(struct gs_buf *b, const struct gs_snapshot *s, const struct gs_gpu *g,
+                            const struct gs_mig *m, const struct dcgm_render *dr)
+{
+    if (m || !dr->sets)
+        dcgm_labels_text(b, s, g, m, dr);
+    else
+        labels_once(b, dr->sets, s, g, dcgm_text, dr);
+}
 
 /* Renders the families of a table; rows [i, j) share a name. */
-static void render_table(struct gs_buf *b, const struct gs_snapshot *s, const struct fam *t,
-                         size_t n, labels_fn labels)
+static void render_table(struct gs_buf *b, struct render *x, const struct gs_snapshot *s,
+                         const struct fam *t, size_t n)
 {
     for (size_t i = 0, j; i < n; i = j) {
         int any = 0;
@@ -414,9 +602,9 @@ static void render_table(struct gs_buf *b, const struct gs_snapshot *s, const st
                     header(b, t[i].name, t[i].help, t[i].type);
                 gs_buf_puts(b, t[r].name);
                 gs_buf_puts(b, "{");
-                labels(b, s, g);
+                native_labels(b, x, s, g);
                 if (t[r].lk)
-                    gs_buf_printf(b, ",%s=\"%s\"", t[r].lk, t[r].lv);
+                    const_label(b, t[r].lk, t[r].lv);
                 gs_buf_puts(b, "}");
                 /* Framebuffer figures are whole MiB in dcgm-exporter, as NVML's MiB are. */
                 value(b, t[r].scale == MIB_SCALE ? floor(g->v[t[r].m] * MIB_SCALE)
@@ -508,7 +696,7 @@ static void render_dcgm(struct gs_buf *b, const struct gs_snapshot *s, const str
                     gs_buf_puts(b, "{");
                     dcgm_gpu_labels(b, s, g, nm ? &g->mig[k] : NULL, dr);
                     if (t[r].lk)
-                        gs_buf_printf(b, ",%s=\"%s\"", t[r].lk, t[r].lv);
+                        const_label(b, t[r].lk, t[r].lv);
                     gs_buf_puts(b, "}");
                     dcgm_line(b, &t[r], v);
                 }
@@ -519,10 +707,10 @@ static void render_dcgm(struct gs_buf *b, const struct gs_snapshot *s, const str
 
 /* Native per-MIG-device families: the GPU's labels with gpu_instance, compute_instance and
  * profile. */
-static void mig_native_labels(struct gs_buf *b, const struct gs_snapshot *s, const struct gs_gpu *g,
-                              const struct gs_mig *m)
+static void mig_native_labels(struct gs_buf *b, struct render *x, const struct gs_snapshot *s,
+                              const struct gs_gpu *g, const struct gs_mig *m)
 {
-    native_labels(b, s, g);
+    native_labels(b, x, s, g);
     gs_buf_printf(b, ",gpu_instance=\"%u\",compute_instance=\"%u\",profile=\"", m->gi_id, m->ci_id);
     gs_metrics_escape(b, gs_mig_profile(m));
     gs_buf_puts(b, "\"");
@@ -588,7 +776,7 @@ static int mig_native_value(const struct gs_snapshot *s, unsigned gi, const stru
     }
 }
 
-static void render_mig_native(struct gs_buf *b, const struct gs_snapshot *s)
+static void render_mig_native(struct gs_buf *b, struct render *x, const struct gs_snapshot *s)
 {
     for (unsigned f = 0; f < MF_N; f++) {
         int any = 0;
@@ -603,7 +791,7 @@ static void render_mig_native(struct gs_buf *b, const struct gs_snapshot *s)
                     header(b, mfams[f].name, mfams[f].help, "gauge");
                 gs_buf_puts(b, mfams[f].name);
                 gs_buf_puts(b, "{");
-                mig_native_labels(b, s, g, m);
+                mig_native_labels(b, x, s, g, m);
                 if (f == MF_INFO) {
                     gs_buf_puts(b, ",mig_uuid=\"");
                     gs_metrics_escape(b, m->uuid);
@@ -634,7 +822,7 @@ static const struct {
 
 /* One line per reason the GPU supports (every known reason when the supported mask is absent):
  * 1 while it holds the clocks down, else 0. */
-static void render_throttle(struct gs_buf *b, const struct gs_snapshot *s)
+static void render_throttle(struct gs_buf *b, struct render *x, const struct gs_snapshot *s)
 {
     int any = 0;
 
@@ -653,14 +841,15 @@ static void render_throttle(struct gs_buf *b, const struct gs_snapshot *s)
                 header(b, "gpuscope_gpu_throttle",
                        "1 while this clock-event reason holds the clocks down.", "gauge");
             gs_buf_puts(b, "gpuscope_gpu_throttle{");
-            native_labels(b, s, g);
-            gs_buf_printf(b, ",reason=\"%s\"}", throttle_reasons[r].name);
+            native_labels(b, x, s, g);
+            const_label(b, "reason", throttle_reasons[r].name);
+            gs_buf_puts(b, "}");
             value(b, (active & throttle_reasons[r].bit) ? 1 : 0);
         }
     }
 }
 
-static void render_info(struct gs_buf *b, const struct gs_snapshot *s)
+static void render_info(struct gs_buf *b, struct render *x, const struct gs_snapshot *s)
 {
     if (s->n_gpus == 0)
         return;
@@ -668,7 +857,7 @@ static void render_info(struct gs_buf *b, const struct gs_snapshot *s)
     for (unsigned gi = 0; gi < s->n_gpus; gi++) {
         const struct gs_gpu *g = &s->gpus[gi];
         gs_buf_puts(b, "gpuscope_gpu_info{");
-        native_labels(b, s, g);
+        native_labels(b, x, s, g);
         gs_buf_puts(b, ",name=\"");
         gs_metrics_escape(b, text_or_empty(g, GS_T_NAME));
         gs_buf_puts(b, "\",pci_bus_id=\"");
@@ -684,7 +873,7 @@ static void render_info(struct gs_buf *b, const struct gs_snapshot *s)
     header(b, "gpuscope_gpu_up", "1 while the GPU answers, 0 once it fell off the bus.", "gauge");
     for (unsigned gi = 0; gi < s->n_gpus; gi++) {
         gs_buf_puts(b, "gpuscope_gpu_up{");
-        native_labels(b, s, &s->gpus[gi]);
+        native_labels(b, x, s, &s->gpus[gi]);
         gs_buf_puts(b, "}");
         value(b, s->gpus[gi].lost ? 0 : 1);
     }
@@ -777,11 +966,12 @@ static int proc_value(const struct gs_proc *p, enum pfam f, double *v)
     }
 }
 
-static void proc_labels(struct gs_buf *b, const struct gs_snapshot *s, const struct gs_proc *p)
+static void proc_labels(struct gs_buf *b, struct render *x, const struct gs_snapshot *s,
+                        const struct gs_proc *p)
 {
     const struct gs_gpu *g = &s->gpus[p->gpu];
 
-    native_labels(b, s, g);
+    native_labels(b, x, s, g);
     gs_buf_printf(b, ",pid=\"%u\",user=\"", p->pid);
     proc_escape(b, p->host_st == GS_ST_OK ? p->user : "");
     gs_buf_puts(b, "\",name=\"");
@@ -855,7 +1045,8 @@ int gs_metrics_process_select(const struct gs_snapshot *s, unsigned max, unsigne
 
 /* The processes holding the most GPU memory are kept, whole, while their series fit in max;
  * the rest are left out whole and counted (gs_metrics_process_select). */
-static void render_processes(struct gs_buf *b, const struct gs_snapshot *s, unsigned max)
+static void render_processes(struct gs_buf *b, struct render *x, const struct gs_snapshot *s,
+                             unsigned max)
 {
     struct gs_metrics_proc_cut cut;
     unsigned char *keep = s->n_procs ? malloc(s->n_procs) : NULL;
@@ -876,7 +1067,7 @@ static void render_processes(struct gs_buf *b, const struct gs_snapshot *s, unsi
                 header(b, pfams[f].name, pfams[f].help, pfams[f].type);
             gs_buf_puts(b, pfams[f].name);
             gs_buf_puts(b, "{");
-            proc_labels(b, s, p);
+            proc_labels(b, x, s, p);
             value(b, v);
         }
     }
@@ -1031,22 +1222,26 @@ int gs_metrics_render(struct gs_buf *b, const struct gs_snapshot *snap,
     gs_metrics_escape(b, self->hostname ? self->hostname : "");
     gs_buf_printf(b, "\",simulated=\"%d\"} 1\n", snap && snap->sys.simulated ? 1 : 0);
     if (snap) {
-        render_info(b, snap);
-        render_table(b, snap, native, sizeof native / sizeof native[0], native_labels);
-        render_throttle(b, snap);
-        render_table(b, snap, nvlink_native, sizeof nvlink_native / sizeof nvlink_native[0],
-                     native_labels);
-        render_mig_native(b, snap);
-        render_pod_info(b, snap);
+        struct render x;
+
+        memset(x.native.len, 0, sizeof x.native.len);
+        memset(x.dcgm.len, 0, sizeof x.dcgm.len);
+        render_info(b, &x, snap);
+        render_table(b, &x, snap, native, sizeof native / sizeof native[0]);
+        render_throttle(b, &x, snap);
+        render_table(b, &x, snap, nvlink_native, sizeof nvlink_native / sizeof nvlink_native[0]);
+        render_mig_native(b, &x, snap);
+        render_pod_info(b, &x, snap);
         if (flags & GS_METRICS_DCGM) {
-            struct dcgm_render dr = {.old_hostname = (flags & GS_METRICS_DCGM_HOSTNAME) != 0};
+            struct dcgm_render dr = {.old_hostname = (flags & GS_METRICS_DCGM_HOSTNAME) != 0,
+                                     .sets = &x.dcgm};
             struct gpu_pod *pods = pods_begin(snap, &dr);
             render_dcgm(b, snap, &dr);
             render_nvlink_dcgm(b, snap, &dr);
             pods_end(&dr, pods);
         }
         if (flags & GS_METRICS_PROCESS)
-            render_processes(b, snap, self->process_series_max);
+            render_processes(b, &x, snap, self->process_series_max);
     }
     return gs_buf_status(b) != GS_BUF_OK ? GS_ENOMEM : GS_OK;
 }

@@ -75,6 +75,10 @@ enum gs_metrics_flags {
 int gs_metrics_render(struct gs_buf *b, const struct gs_snapshot *snap,
                       const struct gs_metrics_self *self, unsigned flags);
 
+/* printf's "%.15g" of v into out (>= 40 bytes, NUL not written), the values' formatter: the
+ * common cases without printf (metrics.c says how); returns its length. */
+size_t gs_metrics_g15(double v, char *out);
+
 /* One series of gpuscope_refused_total (issue 18): what a door refused and why, both bounded
  * names (docs/metrics.md). */
 struct gs_refused_row {

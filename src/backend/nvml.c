@@ -412,6 +412,7 @@ static int nvml_open(struct gs_backend **out, const struct gs_backend_opts *opts
             memcpy(b->need_m, opts->need_metrics, sizeof b->need_m);
         if (opts->need_texts)
             memcpy(b->need_t, opts->need_texts, sizeof b->need_t);
+        b->mask_health = opts->mask_health;
     }
     if (!path || !*path)
         path = getenv("GPUSCOPE_NVML_LIBRARY");
@@ -590,8 +591,11 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
     c.masked = 0; /* what the want bits ask for is read in full */
     if (want & GS_WANT_PCIE_TPUT)
         gs_nvml_read_pcie_tput(&c);
-    if (want & GS_WANT_HEALTH)
+    if (want & GS_WANT_HEALTH) {
+        c.masked = b->mask_health; /* unless the caller masks health too */
         gs_nvml_read_health(&c);
+        c.masked = 0;
+    }
     if (want & GS_WANT_DETAIL)
         gs_nvml_read_detail(&c);
     if (want & GS_WANT_MIG)

@@ -341,6 +341,9 @@ struct gs_backend {
      * other metrics and texts are not asked of the driver. need_all: no mask given. */
     int need_all;
     unsigned char need_m[GS_M__COUNT], need_t[GS_T__COUNT];
+    /* gs_backend_opts.mask_health with a mask: health readings follow need_m, and the
+     * per-location ECC counters (no metric of their own) are not read */
+    int mask_health;
 };
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))

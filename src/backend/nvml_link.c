@@ -179,7 +179,7 @@ static void nvl_probe(struct rd *c)
     d->nvl_n = 0;
     d->nvl_speed_st = GS_ST_NA;
     d->nvl_active = 0;
-    d->nvl_state_t = 0; /* the next read asks every link's state */
+    d->nvl_state_t = 0; /* set below once the states are read */
     memset(d->nvl_static, 0, sizeof d->nvl_static);
     if (c->lost || !f->nvlink_state)
         return;
@@ -189,16 +189,21 @@ static void nvl_probe(struct rd *c)
         if (r == NVML_ERROR_GPU_IS_LOST) {
             c->lost = 1;
             d->nvl = 0; /* probe again when it is back */
+            d->nvl_active = 0;
             return;
         }
         if (r != NVML_SUCCESS)
             break;
         n = l + 1;
+        /* the probe's answers are the links' states: not asked again in the same cycle */
+        d->nvl_static[l].active = st == NVML_FEATURE_ENABLED;
+        d->nvl_active += st == NVML_FEATURE_ENABLED;
     }
     if (n == 0)
         return;
     d->nvl = 1;
     d->nvl_n = n;
+    d->nvl_state_t = gs_clock_real_s();
     if (f->field_values) {
         memset(fv, 0, sizeof fv);
         fv[nf++].fieldId = NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON;
@@ -226,7 +231,9 @@ static void nvl_probe(struct rd *c)
             d->nvl_static[l].speed_st = GS_ST_OK;
         }
     }
-    for (unsigned l = 0; l < n && f->nvlink_remote_pci && !c->lost; l++) {
+    /* the far end's bus id is the snapshot document's only (nvlinks[]): a caller that gives
+     * a need mask does not print it */
+    for (unsigned l = 0; l < n && f->nvlink_remote_pci && c->b->need_all && !c->lost; l++) {
         struct gs_nvlink *lk = &d->nvl_static[l];
         nvmlPciInfo_t pci;
         memset(&pci, 0, sizeof pci); /* the 68-byte struct of _v3 (§3) */
@@ -351,6 +358,9 @@ static void nvl_errors(struct rd *c, struct gs_gpu *g)
         unsigned long long sum = 0;
         unsigned got = 0;
         uint8_t st = GS_ST_NA;
+
+        if (c->b->mask_health && !gs_nvml_need_m(c, sums[e]))
+            continue; /* a masked health read asks only for the sums it prints */
         for (unsigned l = 0; l < c->d->nvl_n && !c->lost; l++) {
             struct gs_nvlink *lk = &g->nvlink[l];
             unsigned long long v = 0;
@@ -379,11 +389,14 @@ void gs_nvml_read_nvlink(struct rd *c, unsigned want)
     unsigned long long tot[2] = {0, 0};
     long long ts_us = 0;
     unsigned active = 0;
+    int probed = 0;
 
     if (c->lost || !gs_nvml_need_any(c, nvl_metrics, COUNT_OF(nvl_metrics)))
         return;
-    if (d->nvl == 0 || (want & GS_WANT_STATIC))
+    if (d->nvl == 0 || (want & GS_WANT_STATIC)) {
         nvl_probe(c);
+        probed = 1;
+    }
     if (c->lost || d->nvl <= 0)
         return;
     g->n_nvlink = d->nvl_n;
@@ -395,7 +408,7 @@ void gs_nvml_read_nvlink(struct rd *c, unsigned want)
         g->st[GS_M_NVLINK_SPEED] = d->nvl_speed_st;
     /* The links' states change rarely (a link that fails to train, a cable, a fabric fault):
      * on the caller's cadence, held in between (g->nvlink[].active came with nvl_static). */
-    if ((want & GS_WANT_NVLINK_STATE) || d->nvl_state_t == 0) {
+    if ((!probed && (want & GS_WANT_NVLINK_STATE)) || d->nvl_state_t == 0) {
         for (unsigned l = 0; l < d->nvl_n && !c->lost; l++) {
             unsigned int st = 0;
             g->nvlink[l].active = 0;
@@ -426,13 +439,17 @@ void gs_nvml_read_nvlink(struct rd *c, unsigned want)
 int gs_nvml_nvl_prime(struct gs_backend *b, struct nvml_dev *d)
 {
     struct gs_gpu *g = calloc(1, sizeof *g);
-    struct rd c = {b, d, d->h, g, 0, NVML_SUCCESS, 0};
+    struct rd c = {b, d, d->h, g, 0, NVML_SUCCESS, 1};
     unsigned long long tot[2] = {0, 0};
     long long ts_us = 0;
     int primed = 0;
 
     if (!g)
         return 0;
+    if (!gs_nvml_need_m(&c, GS_M_NVLINK_TX) && !gs_nvml_need_m(&c, GS_M_NVLINK_RX)) {
+        free(g); /* no NVLink rate asked for: no probe, no priming wait */
+        return 0;
+    }
     if (d->nvl == 0)
         nvl_probe(&c);
     if (!c.lost && d->nvl > 0 && !d->nvl_have && nvl_counters(&c, g, tot, &ts_us) == 0) {

@@ -559,8 +559,11 @@ static void read_ecc(struct rd *c)
             unsigned long long v = 0;
             if (c->lost)
                 return;
-            if (f->ecc_total && gs_nvml_ok(c, &g->st[totals[t][k]], f->ecc_total(c->h, t, k, &v)))
+            if (f->ecc_total && gs_nvml_need_m(c, totals[t][k]) &&
+                gs_nvml_ok(c, &g->st[totals[t][k]], f->ecc_total(c->h, t, k, &v)))
                 gs_gpu_set(g, totals[t][k], (double)v);
+            if (c->masked && c->b->mask_health)
+                continue; /* the locations have no metric of their own: not asked */
             for (unsigned loc = 0; f->ecc_loc && loc < GS_ECC_LOCATIONS && !c->lost; loc++) {
                 nvmlReturn_t r;
                 if (c->d->ecc_loc_skip[t][k][loc])
@@ -586,7 +589,11 @@ void gs_nvml_read_health(struct rd *c)
     for (unsigned cause = 0; cause < 2 && f->retired && !c->lost; cause++) {
         enum gs_metric m = cause == 0 ? GS_M_RETIRED_SBE : GS_M_RETIRED_DBE;
         unsigned int n = 0;
-        nvmlReturn_t r = f->retired(c->h, cause, &n, NULL);
+        nvmlReturn_t r;
+
+        if (!gs_nvml_need_m(c, m))
+            continue;
+        r = f->retired(c->h, cause, &n, NULL);
         /* With room for 0 addresses the driver answers INSUFFICIENT_SIZE and the count. */
         if (r == NVML_ERROR_INSUFFICIENT_SIZE)
             r = NVML_SUCCESS;
@@ -594,7 +601,7 @@ void gs_nvml_read_health(struct rd *c)
             gs_gpu_set(c->g, m, n);
     }
     rd_uint(c, GS_M_RETIRED_PENDING, f->retired_pending, 1);
-    if (!c->lost && f->remapped) {
+    if (!c->lost && f->remapped && gs_nvml_need_any(c, remap_ms, 4)) {
         unsigned int a = 0, b = 0, p = 0, x = 0;
         if (ok_n(c, f->remapped(c->h, &a, &b, &p, &x), remap_ms, 4)) {
             gs_gpu_set(c->g, GS_M_REMAP_CORR, a);

@@ -92,6 +92,13 @@ static int grow(struct gs_buf *b, size_t n)
 
 void gs_buf_put(struct gs_buf *b, const char *s, size_t n)
 {
+    /* room already (cap never passes max): the renderers' many short appends */
+    if (b->status == GS_BUF_OK && b->cap && n < b->cap - b->len) {
+        memcpy(b->data + b->len, s, n);
+        b->len += n;
+        b->data[b->len] = '\0';
+        return;
+    }
     if (grow(b, n) != 0)
         return;
     if (n)
@@ -103,6 +110,20 @@ void gs_buf_put(struct gs_buf *b, const char *s, size_t n)
 void gs_buf_puts(struct gs_buf *b, const char *s)
 {
     gs_buf_put(b, s, strlen(s));
+}
+
+void gs_buf_copy(struct gs_buf *b, size_t off, size_t n)
+{
+    if (b->status == GS_BUF_OK && (off > b->len || n > b->len - off)) {
+        b->status = GS_BUF_EFMT; /* not text of this buffer: a caller's mistake */
+        return;
+    }
+    if (grow(b, n) != 0)
+        return;
+    if (n)
+        memcpy(b->data + b->len, b->data + off, n); /* off + n <= len: no overlap */
+    b->len += n;
+    b->data[b->len] = '\0';
 }
 
 void gs_buf_fill(struct gs_buf *b, char c, size_t n)

@@ -48,6 +48,9 @@ char *gs_buf_take(struct gs_buf *b, size_t *len);
 
 void gs_buf_put(struct gs_buf *b, const char *s, size_t n);
 void gs_buf_puts(struct gs_buf *b, const char *s);
+/* n bytes of the buffer's own text from offset off (written earlier: off + n <= len), as
+ * gs_buf_put would append a copy of them; safe though growing may move the text. */
+void gs_buf_copy(struct gs_buf *b, size_t off, size_t n);
 /* n copies of c. */
 void gs_buf_fill(struct gs_buf *b, char c, size_t n);
 void gs_buf_printf(struct gs_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

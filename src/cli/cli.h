@@ -31,6 +31,10 @@ int gs_cli_report(int argc, char **argv);
 /* `gpuscope compare A B ...`: runs side by side (compare.c, src/runview/compare.c). */
 int gs_cli_compare(int argc, char **argv);
 
+/* `gpuscope tune ... -- CMD`: trials of settings that may make a training job faster
+ * (src/cli/tune/, docs/tune.md). */
+int gs_cli_tune(int argc, char **argv);
+
 /* `gpuscope runs`: the local agent's training runs, a table or --json (runs.c, docs/runs.md). */
 int gs_cli_runs(int argc, char **argv);
 

@@ -20,6 +20,7 @@ static const struct subcommand subcommands[] = {
     {"agent", gs_cli_agent, "per-node daemon: Prometheus /metrics, JSON API"},
     {"demo", gs_cli_demo, "the agent on a bundled nvml-sim scenario, no GPU needed"},
     {"run", gs_cli_run, "run a training command and profile its steps and GPUs"},
+    {"tune", gs_cli_tune, "try settings on the real job: before/after table, the change"},
     {"stacks", gs_cli_stacks, "Python stacks of a running process: top, --dump, --record"},
     {"trace", gs_cli_trace, "analyse PyTorch profiler traces (kernels, idle, overlap)"},
     {"report", gs_cli_report, "a run as one self-contained HTML page (charts, findings)"},

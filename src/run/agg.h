@@ -77,6 +77,9 @@ struct gs_report_meta {
     /* A SIGTERM, SIGINT or SIGHUP that gpuscope run received and passed on to the command (a
      * stop from outside, whatever the command then exited with); 0: none. */
     int stop_signal;
+    /* gpuscope run --stop-after-steps N stopped the command on purpose once N steps had come
+     * (outcome "stopped", whatever the command then exited with); 0: it did not. */
+    long stopped_after_steps;
 };
 
 /* The full report object (schema docs/report.md, "schema": gs_run_report_schema()), with

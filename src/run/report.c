@@ -763,7 +763,10 @@ static json_t *outcome_object(const struct gs_agg *a, const struct gs_report_met
 
     /* a stop gpuscope run passed on (SIGTERM, SIGINT, SIGHUP) is no failure, whatever CMD
      * made of it (torchrun exits 1 with a SignalException) */
-    if (sig == SIGINT || (sig == 0 && kbd) || (m && m->stop_signal > 0 && (sig > 0 || code > 0)))
+    if (m && m->stopped_after_steps > 0)
+        status = "stopped"; /* on purpose, after the measured window: not a failure */
+    else if (sig == SIGINT || (sig == 0 && kbd) ||
+             (m && m->stop_signal > 0 && (sig > 0 || code > 0)))
         status = "interrupted";
     else if (sig > 0)
         status = "killed";
@@ -779,8 +782,12 @@ static json_t *outcome_object(const struct gs_agg *a, const struct gs_report_met
     json_object_set_new(o, "signal_name", sig > 0 ? jstr(signal_name(sig)) : json_null());
     json_object_set_new(o, "stopped_by",
                         m && m->stop_signal > 0 ? jstr(signal_name(m->stop_signal)) : json_null());
+    json_object_set_new(o, "stopped_after_steps",
+                        m && m->stopped_after_steps > 0 ? json_integer(m->stopped_after_steps)
+                                                        : json_null());
     json_object_set_new(o, "steps_completed", json_integer((json_int_t)s->max_rank_steps));
-    json_object_set_new(o, "exception", jstr(exc));
+    json_object_set_new(o, "exception",
+                        m && m->stopped_after_steps > 0 && exc ? json_null() : jstr(exc));
     if (s->max_rank_steps == 0) {
         zero_steps_reason(a, why, sizeof why);
         json_object_set_new(o, "zero_steps_reason", json_string(why));
@@ -1108,7 +1115,11 @@ static void print_outcome(FILE *out, const json_t *oc)
     if (!status)
         return;
     fprintf(out, "  %-28s %s", "outcome", status);
-    if (stop) { /* passed on by gpuscope run: what the command made of it is secondary */
+    if (strcmp(status, "stopped") == 0) { /* --stop-after-steps: on purpose */
+        fprintf(out, ": by gpuscope run (--stop-after-steps %.0f)",
+                jget(oc, "stopped_after_steps"));
+        exc = NULL;
+    } else if (stop) { /* passed on by gpuscope run: what the command made of it is secondary */
         fprintf(out, ": stopped by %s", stop);
         exc = NULL;
     } else if (sig) /* SIGTERM, SIGINT, SIGHUP: a stop from outside, not a crash */

@@ -145,12 +145,12 @@ def load(path):
         return None
 
 
-def gsrun(tmp, name, tune, cmd, pythonpath=None):
+def gsrun(tmp, name, tune, cmd, pythonpath=None, run_args=()):
     """cmd under `gpuscope run` with GPUSCOPE_TUNE=tune (None: unset); (process, out dir)."""
     out = os.path.join(tmp, name)
     env = pyhelp.child_env(NO_COLOR="1", PYTHONPATH=pythonpath, GPUSCOPE_TUNE=tune)
-    p = subprocess.run([BIN, "run", "--out", out, "--", *cmd], env=env, capture_output=True,
-                       text=True, timeout=180)
+    p = subprocess.run([BIN, "run", "--out", out, *run_args, "--", *cmd], env=env,
+                       capture_output=True, text=True, timeout=180)
     return p, out
 
 
@@ -277,6 +277,23 @@ with tempfile.TemporaryDirectory() as tmp:
     t.ok(p.returncode == 0 and doc.get("dataloaders_seen") == 0 and doc.get("applied") == {}
          and not doc.get("errors"),
          "no DataLoader: the process trained, its file says no loader was seen",
+         detail=json.dumps(doc) + p.stderr[-800:])
+    # ... also when the trial is stopped by SIGTERM (gpuscope tune's --stop-after-steps), the
+    # file written on the signal rather than at interpreter exit
+    endless = write(tmp, "nodl_endless.py", textwrap.dedent("""
+        import time, torch
+        model = torch.nn.Linear(16, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        while True:
+            model(torch.randn(8, 16)).sum().backward()
+            opt.step(); opt.zero_grad()
+            time.sleep(0.01)
+    """))
+    p, out = gsrun(tmp, "nodl_stop", json.dumps({"dataloader": {"num_workers": 2}}),
+                   [PYTHON, endless], run_args=("--stop-after-steps", "8"))
+    doc = load(os.path.join(out, "tune-applied-rank0.json")) or {}
+    t.ok(p.returncode == 0 and doc.get("dataloaders_seen") == 0 and doc.get("applied") == {},
+         "no DataLoader, stopped by --stop-after-steps: the file is written on SIGTERM",
          detail=json.dumps(doc) + p.stderr[-800:])
 
     # ---- the Hugging Face Trainer (fake transformers): TrainingArguments fields ----

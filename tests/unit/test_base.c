@@ -240,6 +240,36 @@ static void test_buf_cap_and_status(void **state)
     gs_buf_free(&b);
 }
 
+static void test_buf_copy(void **state)
+{
+    struct gs_buf b = {0};
+    size_t len;
+
+    (void)state;
+    gs_buf_puts(&b, "label=\"x\"|");
+    /* copies that make the buffer grow (its text moves) many times over */
+    for (int i = 0; i < 200; i++)
+        gs_buf_copy(&b, 0, 10);
+    assert_int_equal(gs_buf_status(&b), GS_BUF_OK);
+    assert_int_equal(b.len, 201 * 10);
+    for (size_t i = 0; i < b.len; i += 10)
+        assert_memory_equal(b.data + i, "label=\"x\"|", 10);
+    assert_int_equal(b.data[b.len], '\0');
+    len = b.len;
+    gs_buf_copy(&b, 3, 0); /* nothing */
+    assert_int_equal(b.len, len);
+    gs_buf_copy(&b, len - 2, 3); /* past the text: refused, sticky */
+    assert_int_equal(gs_buf_status(&b), GS_BUF_EFMT);
+    assert_int_equal(b.len, len);
+    gs_buf_free(&b);
+    gs_buf_init(&b, 8); /* the cap holds for copies too */
+    gs_buf_puts(&b, "1234");
+    gs_buf_copy(&b, 0, 4);
+    assert_int_equal(gs_buf_status(&b), GS_BUF_FULL);
+    assert_string_equal(gs_buf_str(&b), "1234");
+    gs_buf_free(&b);
+}
+
 static void test_buf_take(void **state)
 {
     struct gs_buf b = {0};
@@ -381,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_ticker_set_period),
         cmocka_unit_test(test_buf_printf_growth),
         cmocka_unit_test(test_buf_cap_and_status),
+        cmocka_unit_test(test_buf_copy),
         cmocka_unit_test(test_buf_take),
         cmocka_unit_test(test_hash_fnv1a),
         cmocka_unit_test(test_parse_numbers),

@@ -62,6 +62,25 @@
 
 /* ---- records ---- */
 
+/* --stop-after-steps: counts a step record of its rank (c->mu held); once every rank that sent
+ * steps has sent the window's number, asks the stopper to stop CMD. */
+static void run_count_step(struct run_ctx *c, const struct gs_step_rec *st)
+{
+    long n = c->opts ? c->opts->stop_after_steps : 0;
+    unsigned long least = ULONG_MAX;
+
+    if (n <= 0 || st->rank < 0 || st->rank >= RUN_MAX_RANKS || c->stop_asked)
+        return;
+    c->rank_steps[st->rank]++;
+    for (int r = 0; r < RUN_MAX_RANKS; r++)
+        if (c->rank_steps[r] && c->rank_steps[r] < least)
+            least = c->rank_steps[r];
+    if (least != ULONG_MAX && least >= (unsigned long)n) {
+        c->stop_asked = 1;
+        pthread_cond_broadcast(&c->cv);
+    }
+}
+
 /* A record the session kept (session.h sink): the stacks sampler's ranks and steps, the
  * hello's devices, and the record as decoded (so only validated fields) in steps.jsonl with
  * who sent it. */
@@ -93,6 +112,7 @@ static void run_kept(void *vctx, const struct gs_peer *peer, const struct gs_rec
         break;
     case GS_REC_STEP:
         gs_runstacks_step(c->rs, &rec->u.step);
+        run_count_step(c, &rec->u.step);
         break;
     case GS_REC_END:
         gs_runstacks_end(c->rs);
@@ -344,6 +364,49 @@ static void *run_flush_thread(void *arg)
         }
         pthread_mutex_unlock(&c->store_mu);
         pthread_mutex_lock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* ---- --stop-after-steps ---- */
+
+/* Waits for the window's last step (run_count_step), then stops CMD's process group: SIGTERM
+ * (the package flushes its records on it), and SIGKILL to the group if CMD has not exited
+ * --stop-grace seconds later. */
+static void *run_stopper_thread(void *arg)
+{
+    struct run_ctx *c = arg;
+    struct timespec until;
+    pid_t pgid = c->child;
+
+    pthread_mutex_lock(&c->mu);
+    while (!c->stop && !c->child_exited && !c->stop_asked)
+        pthread_cond_wait(&c->cv, &c->mu);
+    if (c->stop || c->child_exited) {
+        pthread_mutex_unlock(&c->mu);
+        return NULL;
+    }
+    c->stopped = 1;
+    pthread_mutex_unlock(&c->mu);
+    kill(-pgid, SIGTERM);
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += (time_t)c->opts->stop_grace_s;
+    until.tv_nsec += (long)((c->opts->stop_grace_s - floor(c->opts->stop_grace_s)) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->mu);
+    while (!c->stop && !c->child_exited &&
+           pthread_cond_timedwait(&c->cv, &c->mu, &until) != ETIMEDOUT)
+        ;
+    if (!c->stop && !c->child_exited) {
+        fprintf(stderr,
+                "gpuscope run: the command did not stop within %g s of SIGTERM; SIGKILL to its "
+                "process group\n",
+                c->opts->stop_grace_s);
+        kill(-pgid, SIGKILL);
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;
@@ -623,6 +686,7 @@ static void run_report_elsewhere(const json_t *report, char *path, size_t len)
 static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int exit_code,
                             int term_signal, const json_t *profile)
 {
+    long stopped_after = c->stopped ? c->opts->stop_after_steps : 0;
     char host[256] = "", path[PATH_MAX];
     char *command = run_quote(cmd), *text;
     struct gs_report_meta meta = {.command = command,
@@ -633,7 +697,8 @@ static int run_write_report(struct run_ctx *c, const char *dir, char **cmd, int 
                                   .profile = profile,
                                   .stop_signal = gs_runcli_stop_signal(),
                                   .job_start = c->job_start,
-                                  .job_end = c->job_end};
+                                  .job_end = c->job_end,
+                                  .stopped_after_steps = stopped_after};
     struct gs_err gerr;
     json_t *report;
     int rc = 0;
@@ -791,9 +856,9 @@ static int run_session(const struct run_opts *o, const char *dir, int dirfd, int
     struct gs_session_stats sst;
     struct gs_receiver_stats st;
     char sockdir[96], sock[128], path[PATH_MAX];
-    pthread_t sth, fth, idth;
-    int sampler_started = 0, flusher_started = 0, id_started = 0, started = 0, code,
-        term_signal = 0;
+    pthread_t sth, fth, idth, stopth;
+    int stopper_started = 0, sampler_started = 0, flusher_started = 0, id_started = 0, started = 0,
+        code, term_signal = 0;
     pthread_condattr_t ca;
     sigset_t fwd, old;
     struct gs_err gerr;
@@ -879,7 +944,7 @@ static int run_session(const struct run_opts *o, const char *dir, int dirfd, int
             setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000", 0);
     }
     c.job_start = gs_clock_real_s();
-    pid = gs_runcli_spawn(o->cmd, &fwd);
+    pid = gs_runcli_spawn(o->cmd, &fwd, o->stop_after_steps > 0);
     if (pid < 0) {
         code = -pid;
         goto unblock;
@@ -889,6 +954,9 @@ static int run_session(const struct run_opts *o, const char *dir, int dirfd, int
     gs_runstacks_set_child(c.rs, pid);
     run_open_sampler(&c, pid, &sth, &sampler_started);
     flusher_started = c.store && pthread_create(&fth, NULL, run_flush_thread, &c) == 0;
+    if (o->stop_after_steps > 0 &&
+        !(stopper_started = pthread_create(&stopth, NULL, run_stopper_thread, &c) == 0))
+        fprintf(stderr, "gpuscope run: cannot start the thread of --stop-after-steps\n");
     if (getenv("GPUSCOPE_RUN_AGENT_SOCKET"))
         id_started = pthread_create(&idth, NULL, run_id_thread, &c) == 0;
 unblock:
@@ -897,6 +965,20 @@ unblock:
         goto out;
     code = gs_runcli_wait(pid, &term_signal);
     c.job_end = gs_clock_real_s();
+    pthread_mutex_lock(&c.mu);
+    c.child_exited = 1;
+    pthread_cond_broadcast(&c.cv);
+    pthread_mutex_unlock(&c.mu);
+    if (stopper_started)
+        pthread_join(stopth, NULL);
+    if (c.stopped) {
+        /* what CMD's stop left of its group (loader workers, a launcher's ranks) goes too */
+        kill(-pid, SIGKILL);
+        fprintf(stderr,
+                "gpuscope run: stopped the command after its window of %ld step(s) "
+                "(--stop-after-steps; it exited with %d)\n",
+                o->stop_after_steps, code);
+    }
     gs_runstacks_job_exit(c.rs, c.job_end);
     gs_runcli_child_set(0);
     run_drain(&c, rx);
@@ -941,6 +1023,8 @@ unblock:
         json_decref(prof);
         /* A full disk or an I/O error in DIR: said once more at the end, and a status of its
          * own when CMD itself succeeded (docs/run.md, EXIT STATUS) */
+        if (c.stopped && code != 0 && !gs_runcli_stop_signal())
+            code = 0; /* the stop was ours: the window was measured */
         if (report_failed || c.steps_failed || c.store_failed) {
             fprintf(stderr, "gpuscope run: %s is incomplete:%s%s%s (see the errors above)\n", dir,
                     c.steps_failed ? " steps.jsonl lacks records" : "",

@@ -43,7 +43,8 @@
  * signal handler's state. */
 static volatile sig_atomic_t g_child_pid;
 static volatile sig_atomic_t g_interrupted;
-static volatile sig_atomic_t g_stop_sig; /* the first SIGTERM, SIGINT or SIGHUP received */
+static volatile sig_atomic_t g_stop_sig;  /* the first SIGTERM, SIGINT or SIGHUP received */
+static volatile sig_atomic_t g_own_group; /* CMD leads its own process group */
 
 void gs_runcli_child_set(pid_t pid)
 {
@@ -267,11 +268,11 @@ static void run_on_signal(int sig, siginfo_t *si, void *uc)
         g_interrupted = 1;
         /* A terminal's Ctrl-C already reached CMD, which shares our process group; only a
          * kill() aimed at gpuscope run itself is passed on. */
-        if (si->si_code != SI_USER)
+        if (si->si_code != SI_USER && !g_own_group)
             goto out;
     }
     if (child > 0)
-        kill(child, sig);
+        kill(g_own_group ? -child : child, sig);
 out:
     errno = saved;
 }
@@ -320,7 +321,7 @@ int gs_runcli_cmd_exists(const char *cmd)
 
 /* fork + exec; an exec failure comes back through a close-on-exec pipe. Returns the pid, or
  * -(exit status) when CMD could not start. */
-pid_t gs_runcli_spawn(char **cmd, const sigset_t *fwd)
+pid_t gs_runcli_spawn(char **cmd, const sigset_t *fwd, int own_group)
 {
     int pfd[2], e = 0;
     pid_t pid;
@@ -339,6 +340,8 @@ pid_t gs_runcli_spawn(char **cmd, const sigset_t *fwd)
         for (size_t i = 0; i < N_FWD; i++)
             signal(fwd_signals[i], SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
+        if (own_group)
+            setpgid(0, 0);
         sigprocmask(SIG_UNBLOCK, fwd, NULL);
         execvp(cmd[0], cmd);
         e = errno;
@@ -347,6 +350,10 @@ pid_t gs_runcli_spawn(char **cmd, const sigset_t *fwd)
         _exit(e == ENOENT ? RUN_EXIT_NOTFOUND : RUN_EXIT_NOEXEC);
     }
     close(pfd[1]);
+    if (own_group) {
+        setpgid(pid, pid); /* either side may come first; the other then fails harmlessly */
+        g_own_group = 1;
+    }
     do
         r = read(pfd[0], &e, sizeof e);
     while (r < 0 && errno == EINTR);

@@ -26,6 +26,7 @@
 #define RUN_STEP_FLUSH 2000   /* step records buffered in samples.db's store at most */
 
 #define RUN_MAX_TAGS 16
+#define RUN_MAX_RANKS 1024 /* ranks counted by --stop-after-steps */
 
 struct run_opts {
     const char *out;
@@ -43,6 +44,11 @@ struct run_opts {
     const char *tags[RUN_MAX_TAGS]; /* --tag K=V */
     unsigned n_tags;
     int no_agent; /* --no-agent: the node's agent does not get the records */
+    /* --stop-after-steps N: stop CMD's process group (SIGTERM, --stop-grace S, SIGKILL) once
+     * every rank that sent steps has sent N of them; 0: run to its end. CMD then runs in its
+     * own process group. */
+    long stop_after_steps;
+    double stop_grace_s;
 };
 
 struct run_ctx {
@@ -73,6 +79,10 @@ struct run_ctx {
     struct gs_runstacks *rs;   /* --stacks sampler and hang watchdog; NULL when off */
     double job_start, job_end; /* CMD's start and exit, unix seconds (train_runtime) */
     pid_t hello_pid;           /* the first hello's sender (SO_PEERCRED): the agent's run pid */
+    /* --stop-after-steps: step records per rank (ranks 0..RUN_MAX_RANKS-1), the stop asked
+     * (by the receiver's thread) and done (by the stopper), CMD's exit seen by main */
+    unsigned long rank_steps[RUN_MAX_RANKS];
+    int stop_asked, stopped, child_exited;
 };
 
 void gs_runcli_usage(FILE *out);
@@ -84,7 +94,9 @@ int gs_runcli_profile_env(const char *dir, const char *spec);
 int gs_runcli_child_env(const char *sock, const char *dir, int auto_inject);
 void gs_runcli_signals(sigset_t *set);
 int gs_runcli_cmd_exists(const char *cmd);
-pid_t gs_runcli_spawn(char **cmd, const sigset_t *fwd);
+/* own_group: CMD leads a process group of its own (--stop-after-steps), to which the
+ * forwarded signals then go whole. */
+pid_t gs_runcli_spawn(char **cmd, const sigset_t *fwd, int own_group);
 int gs_runcli_wait(pid_t pid, int *sig);
 
 /* The child the forwarded signals go to (0: none); whether a Ctrl-C came. */

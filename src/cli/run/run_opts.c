@@ -68,6 +68,10 @@ void gs_runcli_usage(FILE *out)
           "  --job ID        the multi-node job this run is part of (default: torchrun's\n"
           "                  run id, SLURM_JOB_ID, ..., MASTER_ADDR:MASTER_PORT)\n"
           "  --no-agent      do not send the run to the node's agent as well\n"
+          "  --stop-after-steps N\n"
+          "                  stop CMD once every rank has sent N steps: SIGTERM to its\n"
+          "                  process group (CMD runs in one of its own), SIGKILL after\n"
+          "                  --stop-grace S (default 10); outcome \"stopped\", exit status 0\n"
           "  -h, --help      this help\n"
           "\n"
           "CMD sees GPUSCOPE_RUN_SOCKET (where to send step records) and GPUSCOPE_RUN_DIR.\n"
@@ -127,6 +131,7 @@ int gs_runcli_parse(struct run_opts *o, int argc, char **argv)
     o->hang_factor = GS_HANG_FACTOR; /* the agent's training_hang defaults too (run/hang.h) */
     o->hang_min_s = GS_HANG_MIN_S;
     o->log_steps = -1;
+    o->stop_grace_s = 10;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
@@ -191,6 +196,27 @@ int gs_runcli_parse(struct run_opts *o, int argc, char **argv)
                 return -1;
             }
             o->profile = v;
+        } else if (strcmp(a, "--stop-after-steps") == 0 ||
+                   strncmp(a, "--stop-after-steps=", 19) == 0 || strcmp(a, "--stop-grace") == 0 ||
+                   strncmp(a, "--stop-grace=", 13) == 0) {
+            int steps = strncmp(a, "--stop-after", 12) == 0;
+            const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : i + 1 < argc ? argv[++i] : NULL;
+            char *end = NULL;
+            double x;
+            errno = 0;
+            x = v ? strtod(v, &end) : -1;
+            if (!v || errno || end == v || *end || !isfinite(x) ||
+                (steps ? (x < 1 || x > 1e9 || x != floor(x)) : (x < 0 || x > 3600))) {
+                fprintf(stderr, "gpuscope run: %s: '%s' is not %s\n",
+                        steps ? "--stop-after-steps" : "--stop-grace", v ? v : "",
+                        steps ? "a number of steps from 1 to 1000000000"
+                              : "a number of seconds from 0 to 3600");
+                return -1;
+            }
+            if (steps)
+                o->stop_after_steps = (long)x;
+            else
+                o->stop_grace_s = x;
         } else if (strcmp(a, "--no-agent") == 0) {
             o->no_agent = 1;
         } else if (strcmp(a, "--job") == 0 || strncmp(a, "--job=", 6) == 0) {

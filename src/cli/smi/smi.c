@@ -110,9 +110,9 @@ static int usage_error(const char *prog, const char *fmt, const char *word)
     return gs_rc_exit_code(GS_EUSAGE);
 }
 
-int gs_smi_open(struct gs_source **src, unsigned want)
+int gs_smi_open(struct gs_source **src, unsigned want, const struct gs_sampler_opts *so)
 {
-    const struct gs_source_opts o = {.pick = GS_SOURCE_NVML, .max_procs = 16};
+    const struct gs_source_opts o = {.pick = GS_SOURCE_NVML, .sampler = so, .max_procs = 16};
     const struct gs_snapshot *snap;
     struct gs_err err = {0};
     int rc = gs_source_open(src, &o, &err);
@@ -133,6 +133,12 @@ int gs_smi_open(struct gs_source **src, unsigned want)
         fprintf(stderr, "gpuscope query: note: simulated GPUs (%s), not real hardware\n",
                 snap->sys.sim_info[0] ? snap->sys.sim_info : "nvml-sim");
     return 0;
+}
+
+void gs_smi_need_ids(const char *ids, unsigned char *texts)
+{
+    if (ids) /* -i matches an index, a UUID or a PCI bus id */
+        texts[GS_T_UUID] = texts[GS_T_PCI_BUS_ID] = 1;
 }
 
 /* --- options -------------------------------------------------------------------------------- */
@@ -255,8 +261,9 @@ int gs_smi_wait_tick(const sigset_t *stop, int64_t start, int64_t period)
 static unsigned want_of(const struct smi_opts *o)
 {
     switch (o->mode) {
+    case M_VERSION: /* the system's versions only */
+        return 0;
     case M_LIST:
-    case M_VERSION:
         return GS_WANT_MIG | GS_WANT_STATIC;
     case M_TABLE:
         return GS_WANT_PROCS | GS_WANT_HEALTH | GS_WANT_MIG | GS_WANT_STATIC;
@@ -344,6 +351,8 @@ static int emit(FILE *out, const struct smi_opts *o, const struct gs_snapshot *s
 int gs_smi_main(int argc, char **argv, const char *prog)
 {
     struct smi_opts o;
+    unsigned char need_m[GS_M__COUNT] = {0}, need_t[GS_T__COUNT] = {0};
+    struct gs_sampler_opts so = {.need_metrics = need_m, .need_texts = need_t};
     struct gs_source *src = NULL;
     struct gs_snapshot *snap = NULL;
     unsigned char *sel = NULL;
@@ -370,7 +379,18 @@ int gs_smi_main(int argc, char **argv, const char *prog)
     sigaddset(&stop, SIGTERM);
     if (o.loop_ms > 0)
         sigprocmask(SIG_BLOCK, &stop, &old);
-    status = gs_smi_open(&src, want_of(&o));
+    /* each mode's readings; --version prints the system's only */
+    if (o.mode == M_TABLE)
+        gs_smi_table_need(need_m, need_t);
+    else if (o.mode == M_LIST)
+        gs_smi_list_need(need_m, need_t);
+    else if (o.mode == M_QUERY)
+        gs_smi_q_need(o.sections, need_m, need_t);
+    gs_smi_need_ids(o.ids, need_t);
+    /* the table's ECC cell; -q's sections but ECC (its per-location counters: no -d is all) */
+    so.mask_health =
+        o.mode == M_TABLE || (o.mode == M_QUERY && o.sections && !(o.sections & GS_SMI_D_ECC));
+    status = gs_smi_open(&src, want_of(&o), &so);
     if (status != 0)
         goto done;
     snap = gs_source_snapshot(src);

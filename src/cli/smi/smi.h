@@ -77,7 +77,21 @@ int gs_smi_nvlink_status(FILE *out, const struct gs_snapshot *s, const unsigned 
  * first snapshot (gs_source_snapshot), printing nvidia-smi's message for a failure (on stdout,
  * as nvidia-smi does) and returning the exit status; 0 on success. */
 struct gs_source;
-int gs_smi_open(struct gs_source **src, unsigned want);
+struct gs_sampler_opts;
+int gs_smi_open(struct gs_source **src, unsigned want, const struct gs_sampler_opts *so);
+/* Pay for what you ask: each mode opens the sampler with the metrics and texts it prints
+ * (gs_sampler_opts.need_metrics/need_texts, GS_M__COUNT and GS_T__COUNT flags, zeroed by the
+ * caller), so that NVML is asked for those only. What a GS_WANT_* bit reads (processes, MIG
+ * devices, PCIe throughput) comes in full. gs_smi_need_ids adds what -i matches on. */
+void gs_smi_need_ids(const char *ids, unsigned char *texts);
+void gs_smi_table_need(unsigned char *metrics, unsigned char *texts);
+void gs_smi_list_need(unsigned char *metrics, unsigned char *texts);
+void gs_smi_nvlink_need(unsigned char *metrics, unsigned char *texts);
+/* -q's rows in the -d sections chosen (0: every section); their ECC locations need health
+ * read in full (no mask_health with GS_SMI_D_ECC). */
+void gs_smi_q_need(unsigned sections, unsigned char *metrics, unsigned char *texts);
+/* dmon -s SELECT's columns; the ECC columns (e) need the health reads masked too. */
+void gs_smi_dmon_need(const char *select, unsigned char *metrics, unsigned char *texts);
 /* The loops' wait (query, -l/-lms, dmon/pmon): sleeps until deadline (CLOCK_MONOTONIC ns) with
  * the signals in stop blocked by the caller and collected with sigtimedwait; 1 when one of them
  * arrived, 0 at the deadline (at once when it has passed). */

@@ -110,8 +110,18 @@ int gs_smi_nvlink_status(FILE *out, const struct gs_snapshot *s, const unsigned 
     return ferror(out) ? GS_EIO : GS_OK;
 }
 
+void gs_smi_nvlink_need(unsigned char *m, unsigned char *t)
+{
+    /* gpu_head's line and checks, the links' states and speeds (-c reads the topology) */
+    m[GS_M_MIG_MODE] = m[GS_M_NVLINK_LINKS] = m[GS_M_NVLINK_LINKS_ACTIVE] = 1;
+    m[GS_M_NVLINK_SPEED] = 1;
+    t[GS_T_NAME] = t[GS_T_UUID] = 1;
+}
+
 int gs_smi_nvlink(int argc, char **argv, const char *prog)
 {
+    unsigned char need_m[GS_M__COUNT] = {0}, need_t[GS_T__COUNT] = {0};
+    struct gs_sampler_opts so = {.need_metrics = need_m, .need_texts = need_t};
     const char *ids = NULL;
     int status_opt = 0, caps_opt = 0;
     struct gs_topo *topo = NULL;
@@ -147,7 +157,9 @@ int gs_smi_nvlink(int argc, char **argv, const char *prog)
         printf(nvlink_help, prog);
         return 0;
     }
-    status = gs_smi_open(&src, GS_WANT_MIG | GS_WANT_STATIC);
+    gs_smi_nvlink_need(need_m, need_t);
+    gs_smi_need_ids(ids, need_t);
+    status = gs_smi_open(&src, GS_WANT_MIG | GS_WANT_STATIC, &so);
     if (status != 0)
         goto done;
     snap = gs_source_snapshot(src);

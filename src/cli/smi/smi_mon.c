@@ -140,8 +140,8 @@ typedef int (*print_fn)(FILE *out, const struct gs_snapshot *s, const unsigned c
                         const char *select);
 
 /* Opens, samples every delay seconds and prints, count times or until a signal. */
-static int run(const struct mon_opts *o, unsigned want, const char *select, print_fn header,
-               print_fn rows)
+static int run(const struct mon_opts *o, unsigned want, const struct gs_sampler_opts *so,
+               const char *select, print_fn header, print_fn rows)
 {
     struct gs_source *src = NULL;
     struct gs_snapshot *snap = NULL;
@@ -157,7 +157,7 @@ static int run(const struct mon_opts *o, unsigned want, const char *select, prin
     sigaddset(&stop, SIGINT);
     sigaddset(&stop, SIGTERM);
     sigprocmask(SIG_BLOCK, &stop, &old);
-    status = gs_smi_open(&src, want);
+    status = gs_smi_open(&src, want, so);
     if (status != 0)
         goto done;
     snap = gs_source_snapshot(src);
@@ -324,11 +324,40 @@ static int dmon_rows(FILE *out, const struct gs_snapshot *s, const unsigned char
     return ferror(out) ? GS_EIO : GS_OK;
 }
 
+void gs_smi_dmon_need(const char *select, unsigned char *m, unsigned char *t)
+{
+    /* dmon_value's metrics by column; pviol, tviol and ccpm are not in the model */
+    static const enum gs_metric by_col[][2] = {
+        {GS_M_POWER_DRAW, GS_M__COUNT},       {GS_M_TEMP_GPU, GS_M__COUNT},
+        {GS_M_TEMP_MEM, GS_M__COUNT},         {GS_M_UTIL_GPU, GS_M_MIG_MODE},
+        {GS_M_UTIL_MEM, GS_M_MIG_MODE},       {GS_M_UTIL_ENC, GS_M_MIG_MODE},
+        {GS_M_UTIL_DEC, GS_M_MIG_MODE},       {GS_M_UTIL_JPEG, GS_M_MIG_MODE},
+        {GS_M_UTIL_OFA, GS_M_MIG_MODE},       {GS_M_CLOCK_MEM, GS_M__COUNT},
+        {GS_M_CLOCK_GR, GS_M__COUNT},         {GS_M__COUNT, GS_M__COUNT},
+        {GS_M__COUNT, GS_M__COUNT},           {GS_M_MEM_USED, GS_M__COUNT},
+        {GS_M_BAR1_USED, GS_M__COUNT},        {GS_M__COUNT, GS_M__COUNT},
+        {GS_M_ECC_CORR_VOL, GS_M_ECC_MODE}, /* the counters are read only with ECC on */
+        {GS_M_ECC_UNCORR_VOL, GS_M_ECC_MODE}, {GS_M_PCIE_REPLAY, GS_M__COUNT},
+        {GS_M_PCIE_RX, GS_M__COUNT},          {GS_M_PCIE_TX, GS_M__COUNT},
+    };
+
+    _Static_assert(sizeof by_col / sizeof by_col[0] == sizeof dcols / sizeof dcols[0],
+                   "a metric pair per dmon column");
+    (void)t;
+    for (size_t c = 0; c < sizeof dcols / sizeof dcols[0]; c++)
+        if (strchr(select, dcols[c].group))
+            for (int k = 0; k < 2; k++)
+                if (by_col[c][k] != GS_M__COUNT)
+                    m[by_col[c][k]] = 1;
+}
+
 int gs_smi_dmon(int argc, char **argv, const char *prog)
 {
     struct mon_opts o;
     int st = parse(argc, argv, &o, prog, "dmon", "pucvmet", MAX_DELAY_S);
     unsigned want = GS_WANT_MIG | GS_WANT_STATIC;
+    unsigned char need_m[GS_M__COUNT] = {0}, need_t[GS_T__COUNT] = {0};
+    struct gs_sampler_opts so = {.need_metrics = need_m, .need_texts = need_t};
 
     if (st >= 0)
         return st;
@@ -342,7 +371,10 @@ int gs_smi_dmon(int argc, char **argv, const char *prog)
         want |= GS_WANT_HEALTH;
     if (strchr(o.select, 't'))
         want |= GS_WANT_PCIE_TPUT;
-    return run(&o, want, o.select, dmon_header, dmon_rows);
+    gs_smi_dmon_need(o.select, need_m, need_t);
+    gs_smi_need_ids(o.ids, need_t);
+    so.mask_health = true; /* the two ECC columns only */
+    return run(&o, want, &so, o.select, dmon_header, dmon_rows);
 }
 
 /* --- pmon ----------------------------------------------------------------------------------- */
@@ -445,6 +477,8 @@ static int pmon_rows(FILE *out, const struct gs_snapshot *s, const unsigned char
 
 int gs_smi_pmon(int argc, char **argv, const char *prog)
 {
+    unsigned char need_m[GS_M__COUNT] = {0}, need_t[GS_T__COUNT] = {0};
+    const struct gs_sampler_opts so = {.need_metrics = need_m, .need_texts = need_t};
     struct mon_opts o;
     int st = parse(argc, argv, &o, prog, "pmon", "um", 10);
 
@@ -456,6 +490,8 @@ int gs_smi_pmon(int argc, char **argv, const char *prog)
     }
     if (!o.select)
         o.select = "u";
-    return run(&o, GS_WANT_PROCS | GS_WANT_PROC_UTIL | GS_WANT_MIG | GS_WANT_STATIC, o.select,
+    /* every column is a process's (GS_WANT_PROCS, _PROC_UTIL): no GPU reading is printed */
+    gs_smi_need_ids(o.ids, need_t);
+    return run(&o, GS_WANT_PROCS | GS_WANT_PROC_UTIL | GS_WANT_MIG | GS_WANT_STATIC, &so, o.select,
                pmon_header, pmon_rows);
 }

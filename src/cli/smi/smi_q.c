@@ -987,6 +987,45 @@ static void gpu_body(struct q *q, unsigned sections)
     }
 }
 
+void gs_smi_q_need(unsigned sections, unsigned char *m, unsigned char *t)
+{
+    int in = 0; /* the current depth-1 row is in a chosen section */
+
+    /* the GPU's header line, and what applies() decides rows by */
+    t[GS_T_PCI_BUS_ID] = 1;
+    m[GS_M_TEMP_MARGIN] = m[GS_M_ARCH] = m[GS_M_MIG_MODE] = m[GS_M_REMAP_CORR] = 1;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const struct row *r = &rows[i];
+
+        if (r->depth == 1)
+            in = !sections || (r->sect & sections) != 0;
+        if (!in)
+            continue;
+        switch (r->kind) {
+        case K_QF: {
+            const struct gs_qfield *f = gs_qf_find(GS_QF_GPU, r->src);
+            const struct gs_qf_sel one = {.list = GS_QF_GPU, .n = 1, .f = &f};
+
+            if (f)
+                gs_qf_need(&one, m, t);
+            break;
+        }
+        case K_M:
+            m[r->metric] = 1;
+            break;
+        case K_T:
+            t[r->metric] = 1;
+            break;
+        case K_FN:
+            if (r->arg == F_BRAND)
+                m[GS_M_BRAND] = 1; /* MIG devices and processes come with their want bits */
+            break;
+        default:
+            break;
+        }
+    }
+}
+
 int gs_smi_q(FILE *out, const struct gs_snapshot *s, const unsigned char *sel, unsigned sections,
              int xml)
 {

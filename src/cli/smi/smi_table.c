@@ -302,6 +302,31 @@ int gs_smi_table(FILE *out, const struct gs_snapshot *s, const unsigned char *se
     return ferror(out) ? GS_EIO : GS_OK;
 }
 
+void gs_smi_table_need(unsigned char *m, unsigned char *t)
+{
+    /* gpu_rows' cells; the MIG devices and processes come with their want bits */
+    static const enum gs_metric ms[] = {
+        GS_M_PERSISTENCE,  GS_M_DISPLAY_ACTIVE,
+        GS_M_ECC_MODE,     GS_M_ECC_UNCORR_VOL,
+        GS_M_MIG_MODE,     GS_M_FAN,
+        GS_M_TEMP_GPU,     GS_M_PSTATE,
+        GS_M_POWER_DRAW,   GS_M_POWER_ENFORCED_LIMIT,
+        GS_M_POWER_LIMIT,  GS_M_MEM_USED,
+        GS_M_MEM_TOTAL,    GS_M_UTIL_GPU,
+        GS_M_COMPUTE_MODE,
+    };
+
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        m[ms[i]] = 1;
+    t[GS_T_NAME] = t[GS_T_PCI_BUS_ID] = 1;
+}
+
+void gs_smi_list_need(unsigned char *m, unsigned char *t)
+{
+    m[GS_M_MIG_MODE] = 1;
+    t[GS_T_NAME] = t[GS_T_UUID] = 1;
+}
+
 int gs_smi_list(FILE *out, const struct gs_snapshot *s, const unsigned char *sel)
 {
     for (unsigned i = 0; i < s->n_gpus; i++) {

@@ -101,6 +101,8 @@ int gs_smi_topo_matrix(FILE *out, const struct gs_topo *t, unsigned n, int under
 
 int gs_smi_topo(int argc, char **argv, const char *prog)
 {
+    static const unsigned char none_m[GS_M__COUNT], none_t[GS_T__COUNT];
+    const struct gs_sampler_opts so = {.need_metrics = none_m, .need_texts = none_t};
     struct gs_source *src = NULL;
     struct gs_topo *t = NULL;
     struct gs_err err = {0};
@@ -126,7 +128,8 @@ int gs_smi_topo(int argc, char **argv, const char *prog)
         printf(topo_help, prog);
         return 0;
     }
-    status = gs_smi_open(&src, GS_WANT_STATIC);
+    /* the matrix is read through gs_source_topology: no reading of the sample is printed */
+    status = gs_smi_open(&src, 0, &so);
     if (status != 0)
         goto done;
     n = gs_source_gpu_count(src);

@@ -193,6 +193,7 @@ static json_t *step_object(const struct gs_store_step_row *row)
     }
     json_object_set_new(o, "samples",
                         s->samples ? json_integer((json_int_t)s->samples) : json_null());
+    json_object_set_new(o, "tokens", s->tokens ? json_integer((json_int_t)s->tokens) : json_null());
     json_object_set_new(o, "cuda_events", json_integer((s->flags & GS_STEP_CUDA_EVENTS) != 0));
     json_object_set_new(o, "mem_allocated", bytes_or_null(s->mem_allocated));
     json_object_set_new(o, "mem_reserved", bytes_or_null(s->mem_reserved));

@@ -41,7 +41,7 @@ static const char *page_phase(size_t k)
 
 /* One step record as the page needs it; NaN = absent. */
 struct step {
-    double t0, t1, step, samples;
+    double t0, t1, step, samples, tokens;
     int rank;
     double ms[N_PHASES];
 };
@@ -143,44 +143,49 @@ static int cmp_step(const void *a, const void *b)
         (out) = m_ ? sum_ / (double)m_ : NAN;                                                      \
     } while (0)
 
+/* The sum of the finite values of a count column over v[lo..hi), NaN when none is known. */
+#define BUCKET_SUM(v, lo, hi, field, out)                                                          \
+    do {                                                                                           \
+        double sum_ = 0;                                                                           \
+        int any_ = 0;                                                                              \
+        for (size_t i_ = (lo); i_ < (hi); i_++)                                                    \
+            if (isfinite((v)[i_].field)) {                                                         \
+                sum_ += (v)[i_].field;                                                             \
+                any_ = 1;                                                                          \
+            }                                                                                      \
+        (out) = any_ ? sum_ : NAN;                                                                 \
+    } while (0)
+
 /* The steps as columns, at most GS_RUNDATA_MAX_STEPS rows: consecutive steps of one rank are
- * merged into bucket means when there are more. */
+ * merged into bucket means (phases) and sums (samples, tokens) when there are more. */
 static json_t *steps_json(struct steps *s, double base)
 {
     size_t per = (s->n + GS_RUNDATA_MAX_STEPS - 1) / GS_RUNDATA_MAX_STEPS;
-    json_t *o = json_object(), *cols[N_PHASES + 6];
-    static const char *const head[] = {"rank", "step", "t0", "t1", "samples"};
+    static const char *const head[] = {"rank", "step", "t0", "t1", "samples", "tokens"};
+    enum { N_HEAD = sizeof head / sizeof head[0] };
+    json_t *o = json_object(), *cols[N_PHASES + N_HEAD];
     size_t kept = 0;
 
     if (per < 1)
         per = 1;
     qsort(s->v, s->n, sizeof *s->v, cmp_step);
-    for (size_t c = 0; c < 5; c++)
+    for (size_t c = 0; c < N_HEAD; c++)
         json_object_set_new(o, head[c], cols[c] = json_array());
     for (size_t p = 0; p < N_PHASES; p++)
-        json_object_set_new(o, page_phase(p), cols[5 + p] = json_array());
+        json_object_set_new(o, page_phase(p), cols[N_HEAD + p] = json_array());
     for (size_t i = 0; i < s->n;) {
         size_t j = i + 1;
         while (j < s->n && j - i < per && s->v[j].rank == s->v[i].rank)
             j++;
-        double samples = NAN;
-        if (j - i > 1) {
-            double sum = 0;
-            int any = 0;
-            for (size_t k = i; k < j; k++)
-                if (isfinite(s->v[k].samples)) {
-                    sum += s->v[k].samples;
-                    any = 1;
-                }
-            samples = any ? sum : NAN;
-        } else {
-            samples = s->v[i].samples;
-        }
+        double samples, tokens;
+        BUCKET_SUM(s->v, i, j, samples, samples);
+        BUCKET_SUM(s->v, i, j, tokens, tokens);
         json_array_append_new(cols[0], json_integer(s->v[i].rank));
         json_array_append_new(cols[1], num_or_null(s->v[j - 1].step));
         json_array_append_new(cols[2], rnum(s->v[i].t0 - base, 15, 1e-3));
         json_array_append_new(cols[3], rnum(s->v[j - 1].t1 - base, 15, 1e-3));
         json_array_append_new(cols[4], num_or_null(samples));
+        json_array_append_new(cols[5], num_or_null(tokens));
         for (size_t p = 0; p < N_PHASES; p++) {
             double sum = 0;
             size_t m = 0;
@@ -189,7 +194,8 @@ static json_t *steps_json(struct steps *s, double base)
                     sum += s->v[k].ms[p];
                     m++;
                 }
-            json_array_append_new(cols[5 + p], m ? rnum(sum / (double)m, 4, 1e-4) : json_null());
+            json_array_append_new(cols[N_HEAD + p],
+                                  m ? rnum(sum / (double)m, 4, 1e-4) : json_null());
         }
         kept++;
         i = j;
@@ -209,6 +215,9 @@ static void step_from_record(const json_t *r, struct step *x)
     x->t1 = jnum(r, "t1");
     x->step = jnum(r, "step");
     x->samples = jnum(r, "samples");
+    x->tokens = jnum(r, "tokens");
+    if (!(x->tokens > 0)) /* the record's 0 (or a bad value): unknown */
+        x->tokens = NAN;
     x->rank = json_is_integer(rank) ? (int)json_integer_value(rank) : 0;
     for (size_t p = 0; p < N_PHASES; p++)
         x->ms[p] = jnum(ms, page_phase(p));
@@ -223,6 +232,9 @@ static void step_from_agent(const json_t *r, struct step *x)
     x->t1 = jnum(r, "t_end");
     x->step = jnum(r, "step");
     x->samples = jnum(r, "samples");
+    x->tokens = jnum(r, "tokens"); /* null: not carried, or stored before history schema v6 */
+    if (!(x->tokens > 0))
+        x->tokens = NAN;
     x->rank = json_is_integer(rank) ? (int)json_integer_value(rank) : 0;
     for (size_t p = 0; p < N_PHASES; p++) {
         snprintf(key, sizeof key, "%s_ms", page_phase(p));

@@ -356,10 +356,25 @@ static int store_schema_v5(char *sql, size_t cap)
                : 0;
 }
 
+/* v6: a step's tokens (gs_step_rec version 3; NULL: unknown, as every step stored before v6
+ * reads), so that a report rebuilt from stored steps has its tokens/s and MFU. */
+static int store_schema_v6(char *sql, size_t cap)
+{
+    size_t n = 0;
+
+    return sql_cat(sql, cap, &n, "ALTER TABLE step ADD COLUMN tokens INTEGER;") ? -1 : 0;
+}
+
 /* Migrations, one per schema version: index v brings a file from v-1 to v. */
 typedef int (*store_migration_fn)(char *sql, size_t cap);
 static const store_migration_fn store_migrations[GS_STORE_SCHEMA_VERSION + 1] = {
-    NULL, store_schema_v1, store_schema_v2, store_schema_v3, store_schema_v4, store_schema_v5,
+    NULL,
+    store_schema_v1,
+    store_schema_v2,
+    store_schema_v3,
+    store_schema_v4,
+    store_schema_v5,
+    store_schema_v6,
 };
 
 static int store_pragma_int(struct gs_store *st, const char *sql, int *out)
@@ -526,10 +541,10 @@ static int store_prepare_all(struct gs_store *st, struct gs_err *err)
         bad |= sql_cat(sql, sizeof sql, &n, ",%s", store_phase_cols[p]);
     bad |= sql_cat(sql, sizeof sql, &n,
                    ",samples,cuda_events,mem_allocated,mem_reserved,mem_peak_allocated,"
-                   "mem_peak_reserved,mem_total) VALUES(?,?,?,?,?,?,?,?");
+                   "mem_peak_reserved,mem_total,tokens) VALUES(?,?,?,?,?,?,?,?");
     for (unsigned p = 0; p < GS_PH_N; p++)
         bad |= sql_cat(sql, sizeof sql, &n, ",?");
-    bad |= sql_cat(sql, sizeof sql, &n, ",?,?,?,?,?,?,?)");
+    bad |= sql_cat(sql, sizeof sql, &n, ",?,?,?,?,?,?,?,?)");
     if (bad)
         return gs_err_set(err, GS_EINVAL, "history: step statement too long");
     return store_prepare(st, sql, &st->ins_step, err);
@@ -1003,6 +1018,10 @@ static int store_write_step(struct gs_store *st, const struct store_step_row *r)
     sqlite3_bind_int(q, i++, (s->flags & GS_STEP_CUDA_EVENTS) != 0);
     for (unsigned k = 0; k < sizeof mem / sizeof mem[0]; k++)
         bind_num_or_null(q, i++, (double)mem[k], mem[k] != 0);
+    if (s->tokens) /* at most 2^53 - 1 (record.c), so int64 holds it */
+        sqlite3_bind_int64(q, i++, (int64_t)s->tokens);
+    else
+        sqlite3_bind_null(q, i++);
     return store_step(q) == SQLITE_OK ? 0 : -1;
 }
 

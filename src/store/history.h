@@ -30,7 +30,7 @@ struct gs_store;
 /* PRAGMA application_id of a gpuscope history database ("GPUh"), and the schema version
  * (PRAGMA user_version) this build writes. A file with another application_id is refused. */
 #define GS_STORE_APP_ID 0x47505568
-#define GS_STORE_SCHEMA_VERSION 5
+#define GS_STORE_SCHEMA_VERSION 6
 
 /* Highest GPU index kept (the row key packs the index in 8 bits). */
 #define GS_STORE_MAX_GPU 255

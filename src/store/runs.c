@@ -285,7 +285,7 @@ int gs_store_run_steps(struct gs_store *st, int64_t id, int64_t from, int64_t li
                            " data_ms, forward_ms, backward_ms, optimizer_step_ms,"
                            " communication_ms, total_step_ms, samples, cuda_events,"
                            " mem_allocated, mem_reserved, mem_peak_allocated,"
-                           " mem_peak_reserved, mem_total"
+                           " mem_peak_reserved, mem_total, tokens"
                            " FROM step WHERE run = ? ORDER BY id LIMIT ? OFFSET ?",
                            -1, &s, NULL) != SQLITE_OK) {
         sqlite3_finalize(s);
@@ -318,6 +318,7 @@ int gs_store_run_steps(struct gs_store *st, int64_t id, int64_t from, int64_t li
         x->mem_peak_allocated = col_u64(s, c++);
         x->mem_peak_reserved = col_u64(s, c++);
         x->mem_total = col_u64(s, c++);
+        x->tokens = col_u64(s, c++);
         stop = fn(ctx, &r);
     }
     if (!stop && rc != SQLITE_DONE)

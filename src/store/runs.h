@@ -1,5 +1,5 @@
 /*
- * runs.h - reading the training runs of a history file (schema v3, docs/history.md): the
+ * runs.h - reading the training runs of a history file (schema v3+, docs/history.md): the
  * run list with its paging and owner filter, one run, a run's step records, and the runs
  * left without an end. The writes (gs_store_run_begin/_step/_end, gs_store_prune_runs) are
  * in store/history.h; this is their read side, so no caller needs to know the tables.
@@ -47,7 +47,8 @@ struct gs_store_run_row {
 typedef int (*gs_store_run_fn)(void *ctx, const struct gs_store_run_row *row);
 
 /* One stored step record with its row id and sender. Stored NULLs read back as the record's
- * "unknown" values: NaN times, 0 samples, 0 bytes; a NULL pid/uid as -1. */
+ * "unknown" values: NaN times, 0 samples, 0 tokens (schema v6; every step stored before it),
+ * 0 bytes; a NULL pid/uid as -1. */
 struct gs_store_step_row {
     int64_t id, peer_pid, peer_uid;
     struct gs_step_rec rec;

@@ -189,8 +189,8 @@ try:
     ver = db.execute("PRAGMA user_version").fetchone()[0]
     rtags = db.execute("SELECT tags FROM run WHERE id = ?", (rid,)).fetchone()[0]
     db.close()
-    t.eq((ver, rows, json.loads(rtags or "null")), (5, (60, 20, 5.0, 100.0), tags),
-         "history.db (v5; run_log and tags since v3): 60 run_log rows of 20 records, the tags")
+    t.eq((ver, rows, json.loads(rtags or "null")), (6, (60, 20, 5.0, 100.0), tags),
+         "history.db (v6; run_log and tags since v3): 60 run_log rows of 20 records, the tags")
 
     # ---- another uid: its own run is visible, ours is 404 like a missing one ----
     if os.geteuid() == 0 and shutil.which("runuser") and shutil.which("curl"):

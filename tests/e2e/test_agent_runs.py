@@ -11,7 +11,9 @@ client sending garbage, an oversized message and a wrong version is closed witho
 a good client sending at the same time; a connection closed without an end record ends its
 run; a sender of another uid (when root) is accepted and attributed to that uid; `kill -9` and
 a restart keep the ended runs and show the interrupted one with a report rebuilt from its
-stored steps (ratios and findings as sent); two ranks of one DDP job (two sender processes,
+stored steps (ratios and findings as sent, train_tokens and tokens/s against the steps the
+script sent: history schema v6 keeps each step's tokens; `gpuscope report ID --data` has them
+in its step series); two ranks of one DDP job (two sender processes,
 same name, world_size 2) make one run with 2 ranks that ends with its last rank, while a
 same-named world_size 1 sender gets a run of its own; a sender on no GPU whose hello announces
 CUDA device 0 under CUDA_VISIBLE_DEVICES=<GPU 2's UUID prefix> gets GPU 2's figures; the gpuscope_runs_* self metrics on
@@ -38,7 +40,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import Tap  # noqa: E402
-from gsenv import get_json, get_text as get, reap, sim_env, \
+from gsenv import BIN, TEST_RUNTIME_DIR, get_json, get_text as get, reap, sim_env, \
     start_agent as gs_start_agent, wait_until  # noqa: E402
 
 t = Tap()
@@ -319,8 +321,10 @@ try:
     t.eq(([s.get("step") for s in pg.get("steps", [])], pg.get("total"), pg.get("next")),
          ([4, 5, 6, 7], 10, 7), "steps page from=3 limit=4: steps 4..7, total 10, next 7")
     t.ok(all(s.get("forward_ms") == 80.0 and s.get("peer_pid") == good.pid and
-             s.get("data_ms") == 50.0 for s in pg.get("steps", [])),
-         "steps carry the phase times sent and the sender's pid", detail=pg.get("steps", [])[:1])
+             s.get("data_ms") == 50.0 and s.get("tokens") == TOKENS
+             for s in pg.get("steps", [])),
+         "steps carry the phase times and tokens sent and the sender's pid",
+         detail=pg.get("steps", [])[:1])
     code, last = get_json("%s/api/v1/runs/%s/steps?from=8" % (base, run_id))
     t.eq(([s.get("step") for s in last.get("steps", [])], last.get("next")), ([9, 10], None),
          "last steps page: next null")
@@ -445,7 +449,8 @@ try:
 
     # kill -9 during a run; a restart keeps the ended runs and shows the interrupted one.
     c4 = Sender()
-    c4.do("connect", hello("exp-killed"), step(1), step(2), step(3), 0.1)
+    ksteps = [step(1), step(2), step(3)]
+    c4.do("connect", hello("exp-killed"), *ksteps, 0.1)
     time.sleep(1.6)  # one flush commits the steps
     before = {x["id"]: x for x in runs(base)}
     agent.send_signal(signal.SIGKILL)
@@ -478,6 +483,32 @@ try:
          any(f.get("id", "").startswith("data") for f in doc.get("findings", [])),
          "rebuilt report: ratios, forward mean as sent, and the data loading finding",
          detail=json.dumps(doc)[:800])
+    # Tokens survive the restart (history schema v6, step.tokens): the script's own count over
+    # the span of the steps it sent (their own t0 .. t1, as the report measures it).
+    kt = [json.loads(x) for x in ksteps]
+    kspan = max(x["t1"] for x in kt) - min(x["t0"] for x in kt)
+    want_tokens = sum(x["tokens"] for x in kt)
+    t.ok(doc.get("train_tokens") == want_tokens and
+         close(doc.get("train_tokens_per_second"), want_tokens / kspan, 1e-6 * want_tokens / kspan),
+         "rebuilt report: train_tokens = the %d tokens sent, tokens/s over the steps' own span"
+         % want_tokens, detail=(doc.get("train_tokens"), doc.get("train_tokens_per_second"),
+                                want_tokens / kspan))
+    code, kpg = get_json("%s/api/v1/runs/%s/steps" % (base, kid))
+    t.eq((code, [x.get("tokens") for x in kpg.get("steps", [])]), (200, [TOKENS] * 3),
+         "after the restart the stored steps still carry their tokens")
+    # gpuscope report ID reads the run from the agent: its step series carries the tokens
+    gr = subprocess.run([BIN, "report", str(kid), "--data", "-o", "-"], capture_output=True,
+                        text=True, timeout=30,
+                        env=dict(os.environ, GPUSCOPE_HTTP_SOCKET=os.path.join(
+                            TEST_RUNTIME_DIR, "agent.sock")))
+    try:
+        gsteps = json.loads(gr.stdout).get("steps") or {}
+    except ValueError:
+        gsteps = {}
+    t.ok((gr.returncode, gsteps.get("tokens"), gsteps.get("samples")) ==
+         (0, [TOKENS] * 3, [8] * 3),
+         "gpuscope report ID --data: the step series has each step's tokens",
+         detail=(gr.returncode, gr.stderr[-400:], gsteps))
     db = sqlite3.connect("file:%s?mode=ro" % os.path.join(DATA, "history.db"), uri=True)
     krow = db.execute("SELECT end_time IS NOT NULL, json_extract(report, '$.run.interrupted')"
                       " FROM run WHERE id = ?", (kid,)).fetchone()

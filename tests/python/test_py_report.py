@@ -12,7 +12,8 @@ Two runs of an unmodified PyTorch loop (Debian's torch, CPU) under `gpuscope run
   compare       text, --json and --html: the data loading ratio's change is the two reports'
                 difference, data_loading went away, NCCL_DEBUG (a fact) - -> INFO differs
   agent run id  `gpuscope report ID` of a run sent to an agent's step socket, its logged
-                values drawn as curves; `gpuscope run --tag` and gpuscope.log() reaching
+                values drawn as curves, its steps' tokens in the step series and drawn as
+                tokens / s; `gpuscope run --tag` and gpuscope.log() reaching
                 the agent (tags in its run list, /api/v1/runs/ID/logs)
   curves        gpuscope.log() in a plain loop: log records in steps.jsonl, loss and learning
                 rate drawn with every logged point
@@ -427,7 +428,7 @@ with tempfile.TemporaryDirectory() as tmp:
             for n in range(1, 13):
                 now = time.time()
                 yield {"v": 1, "type": "step", "step": n, "t0": now - 0.18, "t1": now,
-                       "rank": 0, "device": 0, "samples": 8, "ms": ms}
+                       "rank": 0, "device": 0, "samples": 8, "tokens": 100 * n, "ms": ms}
                 if n % 2 == 0:  # the agent keeps log records too (history schema v3)
                     yield {"v": 1, "type": "log", "step": n, "t": now, "rank": 0,
                            "values": {"loss": 3.0 / n, "learning_rate": 1e-3 * n}}
@@ -462,10 +463,21 @@ with tempfile.TemporaryDirectory() as tmp:
              len(alogs.get("values", {}).get("learning_rate", [])) == 6,
              "report ID: the agent run's 6 logged losses and learning rates (its curves)",
              detail=str(alogs)[:300])
+        t.eq(adoc.get("steps", {}).get("tokens"), [100 * n for n in range(1, 13)],
+             "report ID: the step series has each step's tokens as sent (history schema v6)")
         p = gs("report", "-o", os.path.join(tmp, "agent.html"), str(rid), env=henv)
         page = open(os.path.join(tmp, "agent.html"), encoding="utf-8").read() if p.returncode == 0 else ""
         t.ok("agent-run \\u003cx>" in page and "agent-run <x>" not in page,
              "report ID: the page writes the name's '<' as \\u003c (no markup from a run name)")
+        if BROWSER:
+            r = (browse([os.path.join(tmp, "agent.html")]) or [{}])[0]
+            ch = {c["id"]: c for c in r.get("charts", [])}
+            t.ok(r.get("errors") == [] and ch.get("chart-tokens", {}).get("points") == 12 and
+                 ch["chart-tokens"]["canvas"],
+                 "report ID page: tokens / s of each of the 12 steps drawn, no console error",
+                 detail=json.dumps(r.get("charts")))
+        else:
+            t.skip("report ID page: tokens / s chart", "missing node, chromium or playwright-core")
         # ---- a run under gpuscope run --name reaches the agent's run list with its name ----
         named = os.path.join(tmp, "named")
         p = subprocess.run([BIN, "run", "--out", named, "--name", "named run <1>", "--tag",

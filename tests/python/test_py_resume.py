@@ -7,7 +7,9 @@ To see the run's state between the restart and the resume, the training is stopp
 while the agent restarts: the new agent lists the run `interrupted` with the steps stored before
 the stop; once the training goes on (SIGCONT) the same run is `running` again, and at its end
 `ended` with at least 95 % of the steps the script counted itself, one run of that name (same
-id), and its report's records_dropped (what the sender could not pass on) said. A second
+id), its report's records_dropped (what the sender could not pass on) said, and its
+train_tokens the script's own tokens per step for every step kept (the steps stored before a
+restart keep their tokens: history schema v6). A second
 restart leaves the training going on for a second without an agent: its steps wait in the
 package's queue and reach the same run. Under `gpuscope run` (the package's receiver is
 `gpuscope run`, the agent gets a copy on a second connection) the agent's copy is resumed too,
@@ -15,6 +17,7 @@ and the steps it missed while away are counted in its records_dropped.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -43,18 +46,20 @@ TRAIN = textwrap.dedent("""
     import json, sys, time
     import torch
     torch.set_num_threads(1)
-    m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    m = torch.nn.Sequential(torch.nn.Embedding(100, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
-    done = 0
+    done = tokens = 0
     for i in range(int(sys.argv[1])):
-        loss = m(torch.randn(16, 64)).sum()
+        ids = torch.randint(0, 100, (16, 8))  # batch x sequence: token ids
+        loss = m(ids).sum()
         loss.backward()
         opt.step()
         opt.zero_grad()
         done += 1
+        tokens += ids.numel()
         time.sleep(0.02)
     with open(sys.argv[2], "w") as f:
-        json.dump({"steps": done}, f)
+        json.dump({"steps": done, "tokens": tokens}, f)
 """)
 
 
@@ -115,7 +120,8 @@ try:
     out, err = job.communicate(timeout=60)
     t.ok(job.returncode == 0, "the training finished", detail=err[-400:])
     with open(COUNT) as f:
-        want = json.load(f)["steps"]
+        count = json.load(f)
+    want = count["steps"]
     end = wait_until(lambda: [r for r in run_of(base, NAME) if r.get("state") == "ended"], 10)
     allr = run_of(base, NAME)
     t.eq((len(allr), (end or [{}])[0].get("id")), (1, rid), "one run, not two, ended")
@@ -129,6 +135,12 @@ try:
          "the report says what the sender dropped while the agent was away (%s)"
          % ro.get("records_dropped"), detail=ro)
     t.eq(ro.get("interrupted"), None, "a resumed run that ended normally is not 'interrupted'")
+    # the steps stored before the restarts carry their tokens back into the resumed run
+    # (history schema v6): every step received counts the script's 16 x 8 token ids
+    t.ok(count["tokens"] == 128 * want and rep.get("train_tokens") == 128 * got,
+         "train_tokens: the script's 128 tokens for each of the %d steps kept, those stored "
+         "before the restarts included (%s of the script's %d)"
+         % (got, rep.get("train_tokens"), count["tokens"]))
 
     # under `gpuscope run` (its own receiver), the copy its run sends the agent resumes too
     out = os.path.join(tmp, "gsrun")
@@ -156,8 +168,12 @@ try:
          "missed while away (%s) make the script's 200" % (got, missed), detail=allr)
     with open(os.path.join(out, "steps.jsonl")) as f:
         jsonl = f.read()
-    t.ok('"hello"' in jsonl and '"token"' not in jsonl and "token" not in json.dumps(rep),
-         "the resume token is in no file and no answer (steps.jsonl, the agent's report)")
+    # (the token counts, "tokens", "train_tokens", "model_flops_per_token", ..., are not it)
+    words = [w for w in re.findall(r"\w*token\w*", json.dumps(rep))
+             if "tokens" not in w and not w.endswith("per_token")]
+    t.ok('"hello"' in jsonl and '"token"' not in jsonl and not words,
+         "the resume token is in no file and no answer (steps.jsonl, the agent's report)",
+         detail=words[:6])
 finally:
     clean_up(procs, [tmp])
 pyhelp.exit_now(t.done())

@@ -193,8 +193,9 @@ static void test_steps_file(void **state)
     for (int i = 0; i < 4000; i++)
         n += (size_t)snprintf(text + n, cap - n,
                               "{\"type\":\"step\",\"step\":%d,\"t0\":%d.0,\"t1\":%d.5,\"rank\":0,"
-                              "\"samples\":8,\"ms\":{\"data\":%d,\"total_step\":10}}\n",
-                              i + 1, 1000 + i, 1000 + i, i % 4 == 0 ? 4 : 0);
+                              "\"samples\":8,%s\"ms\":{\"data\":%d,\"total_step\":10}}\n",
+                              i + 1, 1000 + i, 1000 + i, i % 2 == 0 ? "\"tokens\":100," : "",
+                              i % 4 == 0 ? 4 : 0);
     for (int i = 0; i < 10; i++)
         n += (size_t)snprintf(text + n, cap - n,
                               "{\"type\":\"step\",\"step\":%d,\"t0\":%d.0,\"t1\":%d.5,\"rank\":1,"
@@ -217,6 +218,10 @@ static void test_steps_file(void **state)
     assert_true(fabs(json_number_value(json_array_get(json_object_get(st, "samples"), 0)) - 32) <
                 1e-9);
     assert_int_equal(json_integer_value(json_array_get(json_object_get(st, "rank"), kept - 1)), 1);
+    /* tokens summed over a bucket's steps that carry them (2 of 4: 200); rank 1 sent none */
+    assert_true(fabs(json_number_value(json_array_get(json_object_get(st, "tokens"), 0)) - 200) <
+                1e-9);
+    assert_true(json_is_null(json_array_get(json_object_get(st, "tokens"), kept - 1)));
     assert_true(json_is_null(json_array_get(json_object_get(st, "forward"), 0)));
     /* logs sorted by step */
     const json_t *lg = rd.logs;

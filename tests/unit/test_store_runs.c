@@ -117,6 +117,7 @@ static void test_run_and_steps(void **state)
     assert_int_equal(gs_store_run_begin(st, &run, &id, &err), GS_OK);
     assert_true(id > 0);
     fill_step(&r, 1);
+    r.tokens = 9007199254740991ull; /* the record's largest (2^53 - 1) */
     assert_int_equal(gs_store_run_step(st, id, &r, 4242, 1000, &err), GS_OK);
     fill_step(&r, 2);
     r.ms[GS_PH_COMM] = NAN; /* not measured */
@@ -130,7 +131,7 @@ static void test_run_and_steps(void **state)
     assert_int_equal(gs_store_stats(st).steps_written, 2);
     assert_int_equal(gs_store_stats(st).steps_buffered, 0);
     assert_int_equal(sql_num(f->path, "PRAGMA user_version", NULL), GS_STORE_SCHEMA_VERSION);
-    assert_int_equal(GS_STORE_SCHEMA_VERSION, 5);
+    assert_int_equal(GS_STORE_SCHEMA_VERSION, 6);
     assert_int_equal(sql_num(f->path, "SELECT count(*) FROM step WHERE run = 1", NULL), 2);
     assert_int_equal(sql_num(f->path, "SELECT peer_pid FROM step WHERE step = 1", NULL), 4242);
     assert_int_equal(sql_num(f->path, "SELECT device FROM step WHERE step = 1", NULL), 3);
@@ -144,6 +145,13 @@ static void test_run_and_steps(void **state)
     assert_true(isnull);
     sql_num(f->path, "SELECT samples FROM step WHERE step = 2", &isnull);
     assert_true(isnull);
+    sql_num(f->path, "SELECT tokens FROM step WHERE step = 2", &isnull);
+    assert_true(isnull); /* 0 tokens = unknown */
+    assert_int_equal(sql_num(f->path,
+                             "SELECT tokens = 9007199254740991 AND typeof(tokens) = 'integer'"
+                             " FROM step WHERE step = 1",
+                             NULL),
+                     1);
     sql_num(f->path, "SELECT mem_reserved FROM step WHERE step = 1", &isnull);
     assert_true(isnull); /* 0 bytes = unknown */
     assert_int_equal(sql_num(f->path, "SELECT mem_peak_reserved FROM step WHERE step = 1", &isnull),
@@ -917,11 +925,13 @@ static void test_migrate_v2(void **state)
     gs_store_close(st);
     /* back to v2's shape exactly: no run_log table, no tags column */
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db,
-                                  "DROP TABLE run_log; ALTER TABLE run DROP COLUMN tags;"
-                                  " ALTER TABLE run DROP COLUMN token; PRAGMA user_version = 2",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db,
+                     "DROP TABLE run_log; ALTER TABLE run DROP COLUMN tags;"
+                     " ALTER TABLE run DROP COLUMN token; ALTER TABLE step DROP COLUMN tokens;"
+                     " PRAGMA user_version = 2",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
     sqlite3_close(db);
     assert_int_equal(
         sql_num(f->path, "SELECT count(*) FROM sqlite_schema WHERE name = 'run_log'", NULL), 0);
@@ -981,7 +991,9 @@ static void test_migrate_v3_token(void **state)
     assert_int_equal(gs_store_run_begin(st, &run, &id, &err), GS_OK);
     gs_store_close(st);
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db, "ALTER TABLE run DROP COLUMN token; PRAGMA user_version = 3",
+    assert_int_equal(sqlite3_exec(db,
+                                  "ALTER TABLE run DROP COLUMN token;"
+                                  " ALTER TABLE step DROP COLUMN tokens; PRAGMA user_version = 3",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
@@ -996,6 +1008,62 @@ static void test_migrate_v3_token(void **state)
     assert_int_equal(gs_store_runs_unended(rd, "agent", 10, unended_token, tokens, &err), GS_OK);
     assert_string_equal(tokens, "(null)");
     assert_string_equal(tokens + 80, run.token);
+    gs_store_close(rd);
+    gs_store_close(st);
+}
+
+/* Schema v6: a v5 file (no step.tokens) is migrated on open and keeps its steps, whose tokens
+ * read back as unknown (0); a step stored after carries its tokens through gs_store_run_steps,
+ * and one without reads 0. A v6 reader refuses the v5 file until its writer migrated it. */
+static void test_migrate_v5_tokens(void **state)
+{
+    struct fx *f = *state;
+    struct gs_store *st = NULL, *rd = NULL;
+    struct gs_store_run run = {.name = "old", .source = "agent", .start_time = 1764430000.0};
+    struct gs_store_step_row got[3];
+    struct gs_step_rec r;
+    struct gs_err err;
+    int64_t id = 0;
+    int isnull = 0;
+    sqlite3 *db;
+
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(gs_store_run_begin(st, &run, &id, &err), GS_OK);
+    fill_step(&r, 1);
+    assert_int_equal(gs_store_run_step(st, id, &r, 1, 1000, &err), GS_OK);
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    gs_store_close(st);
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "ALTER TABLE step DROP COLUMN tokens; PRAGMA user_version = 5",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(sql_num(f->path,
+                             "SELECT count(*) FROM pragma_table_info('step') WHERE name = 'tokens'",
+                             NULL),
+                     0);
+    assert_int_equal(gs_store_open_read(&rd, f->path, &err), GS_ENOTSUP);
+    assert_int_equal(gs_store_open(&st, f->path, NULL, &err), GS_OK);
+    assert_int_equal(sql_num(f->path, "PRAGMA user_version", NULL), 6);
+    sql_num(f->path, "SELECT tokens FROM step WHERE step = 1", &isnull);
+    assert_true(isnull); /* the old row: unknown, not 0 */
+    fill_step(&r, 2);
+    r.tokens = 4096;
+    assert_int_equal(gs_store_run_step(st, id, &r, 1, 1000, &err), GS_OK);
+    fill_step(&r, 3); /* a record without tokens */
+    assert_int_equal(gs_store_run_step(st, id, &r, 1, 1000, &err), GS_OK);
+    assert_int_equal(gs_store_flush(st, &err), GS_OK);
+    memset(got, 0xff, sizeof got);
+    assert_int_equal(gs_store_open_read(&rd, f->path, &err), GS_OK);
+    assert_int_equal(gs_store_run_steps(rd, id, 0, -1, collect_steps, got, &err), GS_OK);
+    assert_int_equal(got[0].rec.step, 1);
+    assert_int_equal(got[0].rec.tokens, 0);
+    assert_int_equal(got[1].rec.tokens, 4096);
+    assert_int_equal(got[2].rec.step, 3);
+    assert_int_equal(got[2].rec.tokens, 0);
+    assert_int_equal(got[1].rec.samples, 8); /* the columns after it still line up */
+    assert_int_equal(got[1].rec.mem_peak_reserved, 4000);
     gs_store_close(rd);
     gs_store_close(st);
 }
@@ -1016,6 +1084,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_log_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrate_v2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrate_v3_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrate_v5_tokens, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -434,6 +434,22 @@
       addChart(s, 'chart-ratios', 'data loading and communication time ratios over time (share of step wall time, data + step; mean over the last ' + win + ' step' + (win > 1 ? 's' : '') + ')',
         {series: rser, scales: {x: {time: true}, y: {range: [0, 1]}}, axes: [tsAxis, yAxis('ratio', (v) => fmtNum(v, 2))], height: 200}, rd);
     }
+
+    // Tokens per second of each step row where the records carry tokens: the row's tokens over
+    // its own t0 .. t1 (a bucket: its summed tokens over its span), as the headline's
+    // train_tokens_per_second takes the steps' tokens over their span.
+    if (st.tokens && rs.idx.some((i) => isNum(st.tokens[i]))) {
+      const tps = rs.idx.map((i) => {
+        const w = st.t1[i] - st.t0[i];
+        return isNum(st.tokens[i]) && w > 0 ? st.tokens[i] / w : null;
+      });
+      let tcap = 'tokens / s of each step (its tokens over its wall time), rank ' + rs.rank;
+      if (st.kept < st.n) tcap += '; a row of several steps: their tokens over their span';
+      addChart(s, 'chart-tokens', tcap, {series: [{}, {label: 'tokens / s', stroke: COLORS[1], width: 1.5, spanGaps: true,
+        value: (u, v) => (v === null || v === undefined ? '—' : fmtNum(v, 1))}],
+      scales: {x: {time: true}}, axes: [tsAxis, yAxis('tokens / s', (v) => fmtNum(v, 0))], height: 200},
+      [rs.idx.map((i) => base + st.t1[i]), tps]);
+    }
   }
 
   function renderLogs(doc) {

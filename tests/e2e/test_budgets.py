@@ -4,7 +4,7 @@ and system calls, counted, so a regression fails on a loaded machine as on an id
 - NVML calls per command: nvml-sim counts every entry point it serves (NVML_SIM_COUNT=FILE,
   sim/core.c: all but nvmlInit*/nvmlShutdown, handles and identity included), for the quick
   check (`gpuscope`), a 7-field `--query-gpu` and each nvidia-smi mode (the table, -L,
-  --version, -q, -q -d, dmon, pmon, topo -m, nvlink -s).
+  --version, -q, -q -d, dmon, pmon, topo -m, nvlink -s, nvlink -c).
 - System calls per quick check: `strace -f -c` (Debian's strace 6.1, `-U` needs 5.18; the test
   says "skip" without strace, and the Makefile's deps target installs it).
 
@@ -60,6 +60,7 @@ COMMANDS = {
     "query pmon -c 1": ["query", "pmon", "-c", "1"],
     "query topo -m": ["query", "topo", "-m"],
     "query nvlink -s": ["query", "nvlink", "-s"],
+    "query nvlink -c": ["query", "nvlink", "-c"],
 }
 
 # NVML calls of one run, all 8 GPUs together. Exact figures today; the margin of 2 lets a
@@ -80,8 +81,12 @@ NVML_TODAY = {
     "query dmon -c 1": 108,  # 1060
     "query dmon -s pucvmet -c 1": 191,  # 2303
     "query pmon -c 1": 61,  # 1101
-    "query topo -m": 3476,  # 4516 (3,384 of them are the topology's own NVLink reads)
+    # 4516, then 3476 (3,384 of them the topology's own NVLink reads: every peer's links again
+    # for each GPU); each GPU's links read once per answer since: 1252 (864 of them the links'
+    # capabilities, which the matrix does not print)
+    "query topo -m": 1252,
     "query nvlink -s": 212,  # 1060
+    "query nvlink -c": 1452,  # 4524, then 3676 (the topology's NVLink reads per pair, as topo -m)
 }
 NVML_MARGIN = 2
 

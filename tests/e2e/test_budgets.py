@@ -126,6 +126,34 @@ try:
              "%s: %s NVML calls, budget %d (today %d)" % (name, n, budget, NVML_TODAY[name]),
              detail="rc %d, stderr %s" % (r.returncode, r.stderr[-300:]))
 
+    # The topology answer reads each GPU's NVLinks once (issue 25): its link reads per GPU are
+    # the same for 2, 4 and 8 GPUs (the links' states up to the first the driver refuses, and each
+    # active link's far-end type), where reading every peer's links again for each GPU grew them
+    # with the GPU count (2, 4, 8 GPUs: 93, 167, 315 per GPU with 18 links).
+    links = doc["templates"][doc["gpus"][0]["template"]]["nvlink"]["links"]
+    per_gpu = {}
+    for ngpu in (2, 4, 8):
+        sub = dict(doc, gpus=doc["gpus"][:ngpu], events=[],
+                   processes=[p for p in doc["processes"] if p.get("gpu", 0) < ngpu])
+        path = os.path.join(tmp, "topo-%d.json" % ngpu)
+        with open(path, "w") as f:
+            json.dump(sub, f)
+        count = os.path.join(tmp, "count-%d" % ngpu)
+        r = run(["query", "topo", "-m"], dict(ENV, NVML_SIM_SCENARIO=path, NVML_SIM_COUNT=count))
+        calls = {}
+        for line in open(count) if os.path.exists(count) else []:
+            w = line.split()
+            if w[:1] == ["nvml_call"]:
+                calls[w[1]] = int(w[2])
+        per_gpu[ngpu] = (calls.get("nvmlDeviceGetNvLinkState", 0) +
+                         calls.get("nvmlDeviceGetNvLinkRemoteDeviceType", 0)) / ngpu
+        t.ok(r.returncode == 0 and r.stdout.count("NV%d\t" % links) == ngpu * (ngpu - 1),
+             "topo -m on %d GPUs: NV%d between every pair" % (ngpu, links),
+             detail=r.stdout + r.stderr[-300:])
+    t.eq(per_gpu, {n: 2 * links + 1 for n in (2, 4, 8)},
+         "topo -m: each GPU's NVLinks read once per answer (%d state and far-end reads a GPU "
+         "for 2, 4 and 8 GPUs)" % (2 * links + 1))
+
     strace = shutil.which("strace")
     # A container may forbid ptrace (seccomp, no CAP_SYS_PTRACE): then there is nothing to count
     probe = subprocess.run([strace, "-f", "-c", "-o", os.devnull, "/bin/true"],

@@ -5,10 +5,12 @@
  * nvmlDeviceGetNvLinkRemoteDeviceType), and per GPU its ideal CPU set (nvmlDeviceGetCpuAffinity),
  * its closest NUMA nodes (nvmlDeviceGetMemoryAffinity) and the NUMA node of its own memory
  * (nvmlDeviceGetNumaNodeId, on boards whose memory is a NUMA node), and each NVLink's capabilities
- * (nvmlDeviceGetNvLinkCapability, nvidia-smi nvlink -c). Read when asked, never
- * sampled: nothing here is kept between calls.
+ * (nvmlDeviceGetNvLinkCapability, nvidia-smi nvlink -c). One call answers every GPU (or those
+ * asked for) and reads each GPU's NVLinks once, into a table of that call: O(n) link reads for n
+ * GPUs, not one per pair. Read when asked, never sampled: nothing here is kept between calls.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -17,6 +19,11 @@
 
 #define MASK_WORDS (GS_TOPO_CPUS_LEN / 8) /* 8192 CPUs: more than any machine has */
 #define ULONG_BITS (8 * sizeof(unsigned long))
+
+static int fatal(nvmlReturn_t r)
+{
+    return r == NVML_ERROR_GPU_IS_LOST || gs_nvml_driver_gone(r);
+}
 
 /* A bit set as nvidia-smi writes one: ranges joined by commas ("0-55,112-167"). */
 static void mask_ranges(const unsigned long *m, unsigned words, char *out, size_t len)
@@ -43,31 +50,46 @@ static void mask_ranges(const unsigned long *m, unsigned words, char *out, size_
     }
 }
 
+/* One GPU's NVLinks as one topology answer reads them, once: the links the driver knows (states
+ * up to the first it refuses), and the active ones by far end. The answer's table holds one per
+ * GPU, read when a row first needs it (its own row, or a row whose links end at switches or at
+ * GPUs) and dropped with the answer. */
 struct links {
+    int read;         /* 0: not read yet */
+    nvmlReturn_t rc;  /* NVML_SUCCESS, or the state read that lost the GPU/driver */
+    unsigned n_links; /* links whose state the driver told */
+    uint8_t active[GS_NVLINK_MAX];
     unsigned n_switch;            /* active links ending at an NVSwitch */
     unsigned n_gpu;               /* active links ending at a GPU */
     char peer[GS_NVLINK_MAX][32]; /* far end's bus id of each GPU link */
+    int pci_read;                 /* 0 not read, 1 read, -1 refused */
+    nvmlPciInfo_t pci;            /* the GPU's own PCI info, read once when a peer needs it */
 };
 
-/* The active links of one GPU, by far end. Stops at the first link the driver refuses. */
-static int read_links(struct gs_backend *b, nvmlDevice_t h, struct links *k)
+/* The links of one GPU, read into k unless k was read already in this answer. Stops at the
+ * first link whose state the driver refuses; k->rc keeps a refusal that lost the GPU. */
+static const struct links *read_links(struct gs_backend *b, nvmlDevice_t h, struct links *k)
 {
     const struct nvml_fns *f = &b->fn;
 
+    if (k->read)
+        return k;
     memset(k, 0, sizeof *k);
-    if (!f->nvlink_state || !f->nvlink_remote_pci)
-        return 0;
-    for (unsigned l = 0; l < GS_NVLINK_MAX; l++) {
+    k->read = 1;
+    for (unsigned l = 0; f->nvlink_state && l < GS_NVLINK_MAX; l++) {
         nvmlEnableState_t on = 0;
         nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
         nvmlPciInfo_t pci;
         nvmlReturn_t r = f->nvlink_state(h, l, &on);
 
-        if (r == NVML_ERROR_GPU_IS_LOST || gs_nvml_driver_gone(r))
-            return -1;
-        if (r != NVML_SUCCESS)
+        if (r != NVML_SUCCESS) {
+            if (fatal(r))
+                k->rc = r;
             break;
-        if (on != 1)
+        }
+        k->n_links = l + 1;
+        k->active[l] = on == 1;
+        if (on != 1 || !f->nvlink_remote_pci)
             continue;
         if (f->nvlink_remote_type && f->nvlink_remote_type(h, l, &type) == NVML_SUCCESS &&
             type == NVML_NVLINK_DEVICE_TYPE_SWITCH) {
@@ -87,7 +109,15 @@ static int read_links(struct gs_backend *b, nvmlDevice_t h, struct links *k)
                      pci.device);
         k->n_gpu++;
     }
-    return 0;
+    return k;
+}
+
+/* GPU j's own PCI info from the table, read once; NULL when the driver does not tell it. */
+static const nvmlPciInfo_t *own_pci(struct gs_backend *b, nvmlDevice_t h, struct links *k)
+{
+    if (!k->pci_read)
+        k->pci_read = b->fn.pci && b->fn.pci(h, &k->pci) == NVML_SUCCESS ? 1 : -1;
+    return k->pci_read == 1 ? &k->pci : NULL;
 }
 
 static int topo_rc(struct gs_backend *b, unsigned dev, const char *call, nvmlReturn_t r,
@@ -97,24 +127,17 @@ static int topo_rc(struct gs_backend *b, unsigned dev, const char *call, nvmlRet
     return gs_err_set(err, rc, "nvml: %s(gpu %u): %s", call, dev, gs_nvml_errstr(b, r));
 }
 
-static int fatal(nvmlReturn_t r)
-{
-    return r == NVML_ERROR_GPU_IS_LOST || gs_nvml_driver_gone(r);
-}
-
-int gs_nvml_topology(struct gs_backend *b, unsigned dev, struct gs_topo *t, struct gs_err *err)
+/* GPU dev's row of the answer; lk the answer's table of links (one per GPU). */
+static int topo_row(struct gs_backend *b, unsigned dev, struct gs_topo *t, struct links *lk,
+                    struct gs_err *err)
 {
     const struct nvml_fns *f = &b->fn;
     unsigned long mask[MASK_WORDS];
-    struct links mine, theirs;
+    const struct links *mine;
     nvmlReturn_t r;
-    nvmlDevice_t h;
+    nvmlDevice_t h = b->dev[dev].h;
     unsigned n = b->n < GS_TOPO_GPUS ? b->n : GS_TOPO_GPUS;
 
-    memset(t, 0, sizeof *t);
-    if (dev >= b->n)
-        return gs_err_set(err, GS_ENOGPU, "nvml: no GPU %u (have %u)", dev, b->n);
-    h = b->dev[dev].h;
     if (!h)
         return gs_err_set(err, GS_ELOST, "nvml: GPU %u: %s", dev,
                           gs_nvml_errstr(b, b->dev[dev].h_rc));
@@ -133,15 +156,12 @@ int gs_nvml_topology(struct gs_backend *b, unsigned dev, struct gs_topo *t, stru
     }
     if (f->numa_node && f->numa_node(h, &t->gpu_numa) == NVML_SUCCESS)
         t->gpu_numa_st = GS_ST_OK;
-    for (unsigned l = 0; f->nvlink_state && l < GS_NVLINK_MAX; l++) {
-        nvmlEnableState_t on = 0;
-        if ((r = f->nvlink_state(h, l, &on)) != NVML_SUCCESS) {
-            if (fatal(r))
-                return topo_rc(b, dev, "nvmlDeviceGetNvLinkState", r, err);
-            break;
-        }
-        t->n_links = l + 1;
-        t->link_active[l] = on == 1;
+    mine = read_links(b, h, &lk[dev]);
+    if (mine->rc != NVML_SUCCESS)
+        return topo_rc(b, dev, "nvmlDeviceGetNvLinkState", mine->rc, err);
+    t->n_links = mine->n_links;
+    for (unsigned l = 0; l < mine->n_links; l++) {
+        t->link_active[l] = mine->active[l];
         for (unsigned c = 0; f->nvlink_cap && c < NVML_NVLINK_CAP_COUNT; c++) {
             unsigned v = 0;
             if (f->nvlink_cap(h, l, c, &v) != NVML_SUCCESS)
@@ -150,11 +170,9 @@ int gs_nvml_topology(struct gs_backend *b, unsigned dev, struct gs_topo *t, stru
             t->caps[l] |= (uint8_t)((v != 0) << c);
         }
     }
-    if (read_links(b, h, &mine) != 0)
-        return gs_err_set(err, GS_ELOST, "nvml: nvmlDeviceGetNvLinkState(gpu %u): lost", dev);
     for (unsigned j = 0; j < n; j++) {
         nvmlGpuTopologyLevel_t level = 0;
-        nvmlPciInfo_t pci;
+        const nvmlPciInfo_t *pci;
 
         if (j == dev || !b->dev[j].h)
             continue;
@@ -167,14 +185,35 @@ int gs_nvml_topology(struct gs_backend *b, unsigned dev, struct gs_topo *t, stru
                 return topo_rc(b, dev, "nvmlDeviceGetTopologyCommonAncestor", r, err);
             }
         }
-        if (mine.n_switch) {
-            if (read_links(b, b->dev[j].h, &theirs) == 0 && theirs.n_switch)
-                t->nvlinks[j] = mine.n_switch < theirs.n_switch ? mine.n_switch : theirs.n_switch;
+        if (mine->n_switch) {
+            const struct links *theirs = read_links(b, b->dev[j].h, &lk[j]);
+            if (theirs->rc == NVML_SUCCESS && theirs->n_switch)
+                t->nvlinks[j] =
+                    mine->n_switch < theirs->n_switch ? mine->n_switch : theirs->n_switch;
         }
-        memset(&pci, 0, sizeof pci);
-        if (mine.n_gpu && f->pci && f->pci(b->dev[j].h, &pci) == NVML_SUCCESS)
-            for (unsigned l = 0; l < mine.n_gpu; l++)
-                t->nvlinks[j] += strncasecmp(mine.peer[l], pci.busId, sizeof pci.busId) == 0;
+        if (mine->n_gpu && (pci = own_pci(b, b->dev[j].h, &lk[j])) != NULL)
+            for (unsigned l = 0; l < mine->n_gpu; l++)
+                t->nvlinks[j] += strncasecmp(mine->peer[l], pci->busId, sizeof pci->busId) == 0;
     }
     return GS_OK;
+}
+
+int gs_nvml_topology(struct gs_backend *b, const unsigned char *sel, struct gs_topo *t, unsigned n,
+                     struct gs_err *err)
+{
+    struct links *lk;
+    int rc = GS_OK;
+
+    if (n)
+        memset(t, 0, n * sizeof *t);
+    if (n > b->n)
+        return gs_err_set(err, GS_ENOGPU, "nvml: no GPU %u (have %u)", n - 1, b->n);
+    lk = calloc(b->n ? b->n : 1, sizeof *lk);
+    if (!lk)
+        return gs_err_set(err, GS_ENOMEM, "nvml: topology: out of memory");
+    for (unsigned i = 0; i < n && rc == GS_OK; i++)
+        if (!sel || sel[i])
+            rc = topo_row(b, i, &t[i], lk, err);
+    free(lk);
+    return rc;
 }

@@ -4,7 +4,7 @@ and system calls, counted, so a regression fails on a loaded machine as on an id
 - NVML calls per command: nvml-sim counts every entry point it serves (NVML_SIM_COUNT=FILE,
   sim/core.c: all but nvmlInit*/nvmlShutdown, handles and identity included), for the quick
   check (`gpuscope`), a 7-field `--query-gpu` and each nvidia-smi mode (the table, -L,
-  --version, -q, -q -d, dmon, pmon, topo -m, nvlink -s).
+  --version, -q, -q -d, dmon, pmon, topo -m, nvlink -s, nvlink -c).
 - System calls per quick check: `strace -f -c` (Debian's strace 6.1, `-U` needs 5.18; the test
   says "skip" without strace, and the Makefile's deps target installs it).
 
@@ -60,6 +60,7 @@ COMMANDS = {
     "query pmon -c 1": ["query", "pmon", "-c", "1"],
     "query topo -m": ["query", "topo", "-m"],
     "query nvlink -s": ["query", "nvlink", "-s"],
+    "query nvlink -c": ["query", "nvlink", "-c"],
 }
 
 # NVML calls of one run, all 8 GPUs together. Exact figures today; the margin of 2 lets a
@@ -80,8 +81,12 @@ NVML_TODAY = {
     "query dmon -c 1": 108,  # 1060
     "query dmon -s pucvmet -c 1": 191,  # 2303
     "query pmon -c 1": 61,  # 1101
-    "query topo -m": 3476,  # 4516 (3,384 of them are the topology's own NVLink reads)
+    # 4516, then 3476 (3,384 of them the topology's own NVLink reads: every peer's links again
+    # for each GPU); each GPU's links read once per answer since: 1252 (864 of them the links'
+    # capabilities, which the matrix does not print)
+    "query topo -m": 1252,
     "query nvlink -s": 212,  # 1060
+    "query nvlink -c": 1452,  # 4524, then 3676 (the topology's NVLink reads per pair, as topo -m)
 }
 NVML_MARGIN = 2
 
@@ -120,6 +125,34 @@ try:
         t.ok(r.returncode == 0 and n is not None and n <= budget,
              "%s: %s NVML calls, budget %d (today %d)" % (name, n, budget, NVML_TODAY[name]),
              detail="rc %d, stderr %s" % (r.returncode, r.stderr[-300:]))
+
+    # The topology answer reads each GPU's NVLinks once (issue 25): its link reads per GPU are
+    # the same for 2, 4 and 8 GPUs (the links' states up to the first the driver refuses, and each
+    # active link's far-end type), where reading every peer's links again for each GPU grew them
+    # with the GPU count (2, 4, 8 GPUs: 93, 167, 315 per GPU with 18 links).
+    links = doc["templates"][doc["gpus"][0]["template"]]["nvlink"]["links"]
+    per_gpu = {}
+    for ngpu in (2, 4, 8):
+        sub = dict(doc, gpus=doc["gpus"][:ngpu], events=[],
+                   processes=[p for p in doc["processes"] if p.get("gpu", 0) < ngpu])
+        path = os.path.join(tmp, "topo-%d.json" % ngpu)
+        with open(path, "w") as f:
+            json.dump(sub, f)
+        count = os.path.join(tmp, "count-%d" % ngpu)
+        r = run(["query", "topo", "-m"], dict(ENV, NVML_SIM_SCENARIO=path, NVML_SIM_COUNT=count))
+        calls = {}
+        for line in open(count) if os.path.exists(count) else []:
+            w = line.split()
+            if w[:1] == ["nvml_call"]:
+                calls[w[1]] = int(w[2])
+        per_gpu[ngpu] = (calls.get("nvmlDeviceGetNvLinkState", 0) +
+                         calls.get("nvmlDeviceGetNvLinkRemoteDeviceType", 0)) / ngpu
+        t.ok(r.returncode == 0 and r.stdout.count("NV%d\t" % links) == ngpu * (ngpu - 1),
+             "topo -m on %d GPUs: NV%d between every pair" % (ngpu, links),
+             detail=r.stdout + r.stderr[-300:])
+    t.eq(per_gpu, {n: 2 * links + 1 for n in (2, 4, 8)},
+         "topo -m: each GPU's NVLinks read once per answer (%d state and far-end reads a GPU "
+         "for 2, 4 and 8 GPUs)" % (2 * links + 1))
 
     strace = shutil.which("strace")
     # A container may forbid ptrace (seccomp, no CAP_SYS_PTRACE): then there is nothing to count

@@ -1277,45 +1277,61 @@ static void utilization_samples(void **state)
 }
 
 /* The topology answer (nvidia-smi topo -m): h100x8-training's GPUs reach each other over 18
- * NVSwitch links, two NUMA nodes of CPUs; the 390-era library lacks the calls: all unknown. */
+ * NVSwitch links, two NUMA nodes of CPUs; one call answers the GPUs asked for (sel), the others
+ * left zero; the 390-era library lacks the calls: all unknown. */
 static void topology(void **state)
 {
     struct fx *f = *state;
     const char *minimal = getenv("GPUSCOPE_SIM_MINIMAL_LIB");
-    struct gs_topo t;
+    static struct gs_topo t[9];
+    unsigned char sel[8] = {0};
     struct gs_err e;
 
     NEED_SIM();
     assert_int_equal(sim_open(&f->b, sim_lib(), "h100x8-training.json", "5", &e), GS_OK);
-    assert_int_equal(gs_backend_nvml.topology(f->b, 0, &t, &e), GS_OK);
-    assert_int_equal(t.level_st[0], GS_ST_NA);
-    assert_int_equal(t.nvlinks[0], 0);
-    for (unsigned j = 1; j < 8; j++) {
-        assert_int_equal(t.level_st[j], GS_ST_OK);
-        assert_int_equal(t.level[j], j < 4 ? 40u : 50u);
-        assert_int_equal(t.nvlinks[j], 18);
+    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, t, 8, &e), GS_OK);
+    for (unsigned i = 0; i < 8; i++) {
+        assert_int_equal(t[i].level_st[i], GS_ST_NA);
+        assert_int_equal(t[i].nvlinks[i], 0);
+        for (unsigned j = 0; j < 8; j++) {
+            if (j == i)
+                continue;
+            assert_int_equal(t[i].level_st[j], GS_ST_OK);
+            assert_int_equal(t[i].level[j], (i < 4) == (j < 4) ? 40u : 50u);
+            assert_int_equal(t[i].nvlinks[j], 18);
+        }
+        assert_int_equal(t[i].level_st[8], GS_ST_NA);
     }
-    assert_int_equal(t.level_st[8], GS_ST_NA);
-    assert_true(t.cpus_st == GS_ST_OK && t.numa_st == GS_ST_OK);
-    assert_string_equal(t.cpus, "0-55,112-167");
-    assert_string_equal(t.numa, "0");
-    assert_int_equal(t.gpu_numa_st, GS_ST_NA);
+    assert_true(t[0].cpus_st == GS_ST_OK && t[0].numa_st == GS_ST_OK);
+    assert_string_equal(t[0].cpus, "0-55,112-167");
+    assert_string_equal(t[0].numa, "0");
+    assert_int_equal(t[0].gpu_numa_st, GS_ST_NA);
     /* 18 links, all up; the scenario gives no capabilities: none read */
-    assert_int_equal(t.n_links, 18);
-    assert_true(t.link_active[0] && t.link_active[17] && t.caps_read[0] == 0);
-    assert_int_equal(gs_backend_nvml.topology(f->b, 6, &t, &e), GS_OK);
-    assert_string_equal(t.cpus, "56-111,168-223");
-    assert_string_equal(t.numa, "1");
-    assert_int_equal(gs_backend_nvml.topology(f->b, 8, &t, &e), GS_ENOGPU);
+    assert_int_equal(t[0].n_links, 18);
+    assert_true(t[0].link_active[0] && t[0].link_active[17] && t[0].caps_read[0] == 0);
+    assert_string_equal(t[6].cpus, "56-111,168-223");
+    assert_string_equal(t[6].numa, "1");
+    /* GPU 6 alone: its row as in the whole answer (its peers' links read for its NV counts),
+     * every other row zero */
+    sel[6] = 1;
+    assert_int_equal(gs_backend_nvml.topology(f->b, sel, t, 8, &e), GS_OK);
+    assert_string_equal(t[6].cpus, "56-111,168-223");
+    assert_int_equal(t[6].nvlinks[0], 18);
+    assert_int_equal(t[6].level[0], 50u);
+    assert_int_equal(t[6].n_links, 18);
+    assert_true(t[0].cpus_st == GS_ST_NA && t[0].n_links == 0 && t[0].nvlinks[1] == 0);
+    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, t, 9, &e), GS_ENOGPU);
+    assert_non_null(strstr(e.msg, "no GPU 8 (have 8)"));
     gs_backend_nvml.close(f->b);
     f->b = NULL;
     if (!minimal || !*minimal)
         return;
     assert_int_equal(sim_open(&f->b, minimal, "h100x8-training.json", "5", &e), GS_OK);
-    assert_int_equal(gs_backend_nvml.topology(f->b, 0, &t, &e), GS_OK);
-    assert_true(t.cpus_st == GS_ST_NA && t.numa_st == GS_ST_NA && t.gpu_numa_st == GS_ST_NA);
+    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, t, 8, &e), GS_OK);
+    assert_true(t[0].cpus_st == GS_ST_NA && t[0].numa_st == GS_ST_NA &&
+                t[0].gpu_numa_st == GS_ST_NA);
     for (unsigned j = 0; j < 8; j++)
-        assert_true(t.level_st[j] == GS_ST_NA && t.nvlinks[j] == 0);
+        assert_true(t[0].level_st[j] == GS_ST_NA && t[0].nvlinks[j] == 0);
 }
 
 int main(void)

@@ -127,7 +127,7 @@ int gs_smi_nvlink(int argc, char **argv, const char *prog)
     struct gs_topo *topo = NULL;
     struct gs_source *src = NULL;
     const struct gs_snapshot *snap;
-    unsigned char *sel = NULL;
+    unsigned char *sel = NULL, *rows = NULL;
     struct gs_err err = {0};
     int status, rc;
 
@@ -176,13 +176,14 @@ int gs_smi_nvlink(int argc, char **argv, const char *prog)
     rc = status_opt ? gs_smi_nvlink_status(stdout, snap, sel) : GS_OK;
     if (rc == GS_OK && caps_opt) {
         topo = calloc(snap->n_gpus ? snap->n_gpus : 1, sizeof *topo);
-        if (!topo) {
+        rows = calloc(snap->n_gpus ? snap->n_gpus : 1, 1);
+        if (!topo || !rows) {
             status = gs_smi_fail(GS_ENOMEM, "out of memory");
             goto done;
         }
-        for (unsigned i = 0; i < snap->n_gpus && rc == GS_OK; i++)
-            if (sel[i] && snap->gpus[i].n_nvlink > 0)
-                rc = gs_source_topology(src, i, &topo[i], &err);
+        for (unsigned i = 0; i < snap->n_gpus; i++) /* the GPUs whose links are printed */
+            rows[i] = sel[i] && snap->gpus[i].n_nvlink > 0;
+        rc = gs_source_topology(src, rows, topo, snap->n_gpus, &err); /* each GPU's links once */
         if (rc != GS_OK) {
             status = gs_smi_fail(rc, err.msg);
             goto done;
@@ -194,6 +195,7 @@ int gs_smi_nvlink(int argc, char **argv, const char *prog)
     status = rc == GS_OK ? 0 : gs_smi_fail(rc, "cannot write the output");
 done:
     free(topo);
+    free(rows);
     free(sel);
     gs_source_close(src);
     return status;

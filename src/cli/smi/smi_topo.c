@@ -140,8 +140,7 @@ int gs_smi_topo(int argc, char **argv, const char *prog)
         status = gs_smi_fail(GS_ENOMEM, "out of memory");
         goto done;
     }
-    for (unsigned i = 0; i < n && rc == GS_OK; i++)
-        rc = gs_source_topology(src, i, &t[i], &err);
+    rc = gs_source_topology(src, NULL, t, n, &err); /* one answer: each GPU's links read once */
     if (rc != GS_OK) {
         status = gs_smi_fail(rc, err.msg);
         goto done;

@@ -344,3 +344,37 @@ int gs_term_write(int fd, const char *p, size_t n, const volatile sig_atomic_t *
     }
     return 0;
 }
+
+/* s made safe for a cell (control bytes as '?') and clipped to cols: its bytes in buf, its
+ * width returned. */
+static size_t cell_text(char *buf, size_t size, const char *s, size_t cols)
+{
+    size_t n = 0;
+
+    for (; s && *s && n < size - 1; s++)
+        buf[n++] = ((unsigned char)*s < 0x20 || *s == 0x7f) ? '?' : *s;
+    buf[n] = '\0';
+    n = gs_term_clip(buf, n, cols);
+    buf[n] = '\0';
+    return gs_term_width(buf, n);
+}
+
+void gs_tbuf_cell(struct gs_tbuf *b, const char *s, size_t cols, size_t pad)
+{
+    char buf[400];
+    size_t w = cell_text(buf, sizeof buf, s, cols);
+
+    gs_tbuf_puts(b, buf);
+    if (w < pad)
+        gs_tbuf_spaces(b, pad - w);
+}
+
+void gs_term_put_cell(FILE *f, const char *s, size_t cols, size_t pad)
+{
+    char buf[400];
+    size_t w = cell_text(buf, sizeof buf, s, cols);
+
+    fputs(buf, f);
+    for (; w < pad; w++)
+        putc(' ', f);
+}

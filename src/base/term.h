@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "base/buf.h"
 
@@ -90,6 +91,13 @@ size_t gs_term_width(const char *s, size_t n);
  * an escape sequence or a UTF-8 sequence; escape sequences right after the cut are kept so a
  * trailing reset survives. */
 size_t gs_term_clip(const char *s, size_t n, size_t cols);
+
+/* One table cell of text from outside (a run's name, a user, a job id): control bytes and DEL
+ * shown as '?', so it cannot move the cursor or colour the terminal; clipped to cols columns
+ * (at most 399 bytes of s are shown); then padded with spaces to pad columns. NULL reads as "".
+ * gs_tbuf_cell appends it to b, gs_term_put_cell writes it to f. */
+void gs_tbuf_cell(struct gs_tbuf *b, const char *s, size_t cols, size_t pad);
+void gs_term_put_cell(FILE *f, const char *s, size_t cols, size_t pad);
 
 /* Terminal control strings. */
 #define GS_TERM_HOME "\x1b[H"

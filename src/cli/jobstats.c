@@ -368,23 +368,6 @@ static void fmt_time(char *out, size_t len, double t)
         snprintf(out, len, "-");
 }
 
-/* Prints s with control bytes as '?', clipped to cols columns, padded to pad. */
-static void put_clean(struct gs_tbuf *b, const char *s, size_t cols, size_t pad)
-{
-    char buf[256];
-    size_t n = 0, w;
-
-    for (; s && *s && n < sizeof buf - 1; s++)
-        buf[n++] = ((unsigned char)*s < 0x20 || *s == 0x7f) ? '?' : *s;
-    buf[n] = '\0';
-    n = gs_term_clip(buf, n, cols);
-    buf[n] = '\0';
-    w = gs_term_width(buf, n);
-    gs_tbuf_puts(b, buf);
-    if (w < pad)
-        gs_tbuf_spaces(b, pad - w);
-}
-
 /* One GPU's line of the table. */
 static void print_gpu(struct gs_tbuf *b, const json_t *node, const json_t *g)
 {
@@ -422,9 +405,9 @@ static void print_gpu(struct gs_tbuf *b, const json_t *node, const json_t *g)
         fmt_energy(en, sizeof en, kwh);
     else
         snprintf(en, sizeof en, "-");
-    put_clean(b, json_string_value(json_object_get(node, "node")), 12, 12);
+    gs_tbuf_cell(b, json_string_value(json_object_get(node, "node")), 12, 12);
     gs_tbuf_printf(b, " %3lld  ", (long long)json_integer_value(json_object_get(g, "gpu")));
-    put_clean(b, json_string_value(json_object_get(g, "name")), 22, 22);
+    gs_tbuf_cell(b, json_string_value(json_object_get(g, "name")), 22, 22);
     gs_tbuf_printf(b, " %8s  %5s %4s %4s %4s  %5s  %17s %9s  ", h, um, p25, p50, p75, busy, pk, mn);
     if (isfinite(idle) && held > 0 && idle / held >= GS_JOBSTATS_IDLE_SHARE)
         gs_tbuf_sgr(b, GS_SGR_YELLOW);
@@ -453,13 +436,13 @@ static void print_summary(struct gs_tbuf *b, const json_t *sum)
     fmt_dur(dur, sizeof dur, num(sum, "duration_s"));
     gs_tbuf_sgr(b, GS_SGR_BOLD);
     gs_tbuf_puts(b, "Job ");
-    put_clean(b, json_string_value(json_object_get(sum, "job")), 80, 0);
+    gs_tbuf_cell(b, json_string_value(json_object_get(sum, "job")), 80, 0);
     gs_tbuf_sgr(b, GS_SGR_RESET);
     gs_tbuf_printf(b, ": %zu GPU%s on %zu node%s, %s to %s (%s)", ngpu, ngpu == 1 ? "" : "s",
                    json_array_size(nodes), json_array_size(nodes) == 1 ? "" : "s", from, to, dur);
     if (users[0]) {
         gs_tbuf_puts(b, ", user ");
-        put_clean(b, users, 60, 0);
+        gs_tbuf_cell(b, users, 60, 0);
     }
     gs_tbuf_puts(b, "\n\n");
     gs_tbuf_printf(b, "%-12s %3s  %-22s %8s  %5s %4s %4s %4s  %5s  %17s %9s  %14s  %12s\n", "NODE",
@@ -488,9 +471,9 @@ json_array_foreach(json_object_get(sum, "unreachable"), i, g)
     gs_tbuf_sgr(b, GS_SGR_RED);
     gs_tbuf_puts(b, "Not included: ");
     gs_tbuf_sgr(b, GS_SGR_RESET);
-    put_clean(b, json_string_value(json_object_get(g, "source")), 80, 0);
+    gs_tbuf_cell(b, json_string_value(json_object_get(g, "source")), 80, 0);
     gs_tbuf_puts(b, ": ");
-    put_clean(b, json_string_value(json_object_get(g, "error")), 200, 0);
+    gs_tbuf_cell(b, json_string_value(json_object_get(g, "error")), 200, 0);
     gs_tbuf_puts(b, "\n");
 }
 if (json_array_size(json_object_get(sum, "notes")) == 0) {

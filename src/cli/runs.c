@@ -42,23 +42,6 @@ static void runs_usage(FILE *out)
             "See docs/runs.md.\n");
 }
 
-/* Prints s with control bytes as '?', clipped to cols columns, padded to pad columns. */
-static void put_clean(const char *s, size_t cols, size_t pad)
-{
-    char buf[256];
-    size_t n = 0, w;
-
-    for (; s && *s && n < sizeof buf - 1; s++)
-        buf[n++] = ((unsigned char)*s < 0x20 || *s == 0x7f) ? '?' : *s;
-    buf[n] = '\0';
-    n = gs_term_clip(buf, n, cols);
-    buf[n] = '\0';
-    w = gs_term_width(buf, n);
-    fputs(buf, stdout);
-    for (; w < pad; w++)
-        putchar(' ');
-}
-
 static void fmt_num(char *out, size_t len, const json_t *v, const char *fmt, double scale)
 {
     if (json_is_number(v))
@@ -119,12 +102,12 @@ static void print_table(const json_t *doc, int color)
                   : strcmp(state, "interrupted") == 0 ? "\033[33m"
                                                       : "";
         printf("%5lld  %s", (long long)json_integer_value(json_object_get(r, "id")), sgr);
-        put_clean(state ? state : "?", 11, 11);
+        gs_term_put_cell(stdout, state ? state : "?", 11, 11);
         printf("%s  ", sgr[0] ? "\033[0m" : "");
-        put_clean(user, 10, 10);
+        gs_term_put_cell(stdout, user, 10, 10);
         printf("  %7lld  %-16s  %9s  %10s  %5s  ",
                (long long)json_integer_value(json_object_get(r, "steps")), started, dur, sps, util);
-        put_clean(json_string_value(json_object_get(r, "name")), 60, 0);
+        gs_term_put_cell(stdout, json_string_value(json_object_get(r, "name")), 60, 0);
         putchar('\n');
     }
     {

@@ -83,23 +83,6 @@ static const char *str(const json_t *o, const char *k)
     return json_string_value(json_object_get(o, k));
 }
 
-/* Prints s with control bytes as '?', clipped to cols columns, padded to pad columns. */
-static void put_clean(const char *s, size_t cols, size_t pad)
-{
-    char buf[400];
-    size_t n = 0, w;
-
-    for (; s && *s && n < sizeof buf - 1; s++)
-        buf[n++] = ((unsigned char)*s < 0x20 || *s == 0x7f) ? '?' : *s;
-    buf[n] = '\0';
-    n = gs_term_clip(buf, n, cols);
-    buf[n] = '\0';
-    w = gs_term_width(buf, n);
-    fputs(buf, stdout);
-    for (; w < pad; w++)
-        putchar(' ');
-}
-
 static void cell(char *out, size_t len, double v, const char *fmt)
 {
     if (isnan(v))
@@ -183,7 +166,7 @@ static void print_table(const json_t *doc, int color)
         cell(peak, sizeof peak, num(r, "peak_memory_bytes") / 1073741824.0, "%.2f");
         cell(kwh, sizeof kwh, num(r, "energy_kwh"), "%.3f");
         cell(cost, sizeof cost, num(r, "cost"), "%.2f");
-        put_clean(row_key(r, by), keyw, keyw);
+        gs_term_put_cell(stdout, row_key(r, by), keyw, keyw);
         fputs("  ", stdout);
         if (by == 1) {
             char uid[32];
@@ -193,7 +176,7 @@ static void print_table(const json_t *doc, int color)
                          (long long)json_integer_value(json_object_get(r, "uid")));
                 u = uid;
             }
-            put_clean(u ? u : "-", 12, 12);
+            gs_term_put_cell(stdout, u ? u : "-", 12, 12);
             fputs("  ", stdout);
         }
         printf("%10s  %6s  %10s  %s%11s%s  %10s  %8s  %10s", held, busy, bh, sgr, idle,

@@ -930,6 +930,32 @@ static void term_width_and_clip(void **state)
     assert_int_equal(gs_term_clip(s, strlen(s), 100), strlen(s));
 }
 
+/* A cell of outside text: escapes and control bytes shown as '?', clipped, padded. */
+static void term_cell(void **state)
+{
+    struct gs_tbuf b;
+    char out[64];
+    FILE *f;
+    (void)state;
+
+    gs_tbuf_init(&b, 1);
+    gs_tbuf_cell(&b, "a\x1b[2Jb\n\x7f", 10, 10);
+    assert_string_equal(gs_tbuf_str(&b), "a?[2Jb??  ");
+    gs_tbuf_reset(&b);
+    gs_tbuf_cell(&b, "r\xc3\xa9sum\xc3\xa9-long-name", 6, 8);
+    assert_string_equal(gs_tbuf_str(&b), "r\xc3\xa9sum\xc3\xa9  ");
+    gs_tbuf_reset(&b);
+    gs_tbuf_cell(&b, NULL, 4, 3);
+    assert_string_equal(gs_tbuf_str(&b), "   ");
+    gs_tbuf_free(&b);
+
+    f = fmemopen(out, sizeof out, "w");
+    assert_non_null(f);
+    gs_term_put_cell(f, "x\ty", 2, 4);
+    fclose(f);
+    assert_string_equal(out, "x?  ");
+}
+
 static void term_redraw_in_place(void **state)
 {
     struct gs_tbuf b;
@@ -1091,6 +1117,7 @@ int main(void)
         cmocka_unit_test(usage_lists_every_option),
         cmocka_unit_test(watch_ticks_stay_on_grid),
         cmocka_unit_test(term_width_and_clip),
+        cmocka_unit_test(term_cell),
         cmocka_unit_test(narrow_layout_at_80_columns),
         cmocka_unit_test(term_redraw_in_place),
         cmocka_unit_test(term_color_decision),

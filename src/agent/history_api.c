@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/parse.h"
 #include "gpuscope/gs_err.h"
 
 /* Bytes one answer may take (GS_HISTORY_MAX_POINTS points of ~90 bytes fit). */
@@ -28,29 +29,6 @@ static int param_error(char *msg, size_t len, const char *fmt, ...)
     vsnprintf(msg, len, fmt, ap);
     va_end(ap);
     return GS_EINVAL;
-}
-
-/* A plain decimal number: digits, then at most one '.' and digits; no sign, exponent, hex,
- * spaces or anything else (strtod would take "0x1", "+0", " 1", "1e3"). */
-static int parse_num(const char *s, double *out)
-{
-    char *end;
-    double v;
-    size_t n;
-
-    if (!s || !*s)
-        return GS_EINVAL;
-    n = strspn(s, "0123456789");
-    if (n == 0 || n > 20 ||
-        (s[n] &&
-         (s[n] != '.' || !s[n + 1] || strspn(s + n + 1, "0123456789") != strlen(s + n + 1))))
-        return GS_EINVAL;
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v))
-        return GS_EINVAL;
-    *out = v;
-    return GS_OK;
 }
 
 static void kept_list(char *out, size_t len)
@@ -105,26 +83,26 @@ int gs_history_req_parse(struct gs_history_req *q, const char *gpu, const char *
     memset(q, 0, sizeof *q);
     if (!gpu || !*gpu)
         return param_error(msg, len, "gpu: missing (a GPU index 0..%d)", GS_STORE_MAX_GPU);
-    if (strspn(gpu, "0123456789") != strlen(gpu) || parse_num(gpu, &v) != GS_OK ||
+    if (strspn(gpu, "0123456789") != strlen(gpu) || gs_parse_plain_decimal(gpu, &v) != GS_OK ||
         v > GS_STORE_MAX_GPU)
         return param_error(msg, len, "gpu: '%.64s' is not an integer 0..%d", gpu, GS_STORE_MAX_GPU);
     q->gpu = (unsigned)v;
     if (parse_metric(q, metric, msg, len) != GS_OK)
         return GS_EINVAL;
     q->to = floor(now);
-    if (to && parse_num(to, &q->to) != GS_OK)
+    if (to && gs_parse_plain_decimal(to, &q->to) != GS_OK)
         return param_error(msg, len, "to: '%.64s' is not a unix time in seconds", to);
     if (!(q->to > 0 && q->to <= 1e11))
         return param_error(msg, len, "to: %.64s is out of range 0..1e11", to ? to : "now");
     q->from = q->to - GS_HISTORY_DEFAULT_RANGE_S;
-    if (from && parse_num(from, &q->from) != GS_OK)
+    if (from && gs_parse_plain_decimal(from, &q->from) != GS_OK)
         return param_error(msg, len, "from: '%.64s' is not a unix time in seconds", from);
     if (q->from < 0)
         q->from = 0;
     if (!(q->from < q->to))
         return param_error(msg, len, "from: must be before to (%.15g >= %.15g)", q->from, q->to);
     q->step = gs_history_default_step(q->to - q->from);
-    if (step && (parse_num(step, &q->step) != GS_OK || q->step < 0 || q->step > 1e10))
+    if (step && (gs_parse_plain_decimal(step, &q->step) != GS_OK || q->step < 0 || q->step > 1e10))
         return param_error(msg, len, "step: '%.64s' is not a number of seconds >= 0", step);
     if (q->step > 0 && (q->to - q->from) / q->step > GS_HISTORY_MAX_POINTS)
         return param_error(msg, len, "%s: %.15g s over %.15g s gives more than %d points",

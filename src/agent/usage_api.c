@@ -21,19 +21,15 @@ const char *gs_usage_by_name(enum gs_usage_by by)
     return (unsigned)by <= GS_USAGE_BY_GPU ? by_names[by] : "?";
 }
 
-/* A plain decimal: digits, optionally one '.' and digits (as /api/v1/history's numbers). */
+/* A time: a plain decimal (base/parse.h, as /api/v1/history's numbers) up to 1e11. */
 static int parse_time(const char *s, double *out)
 {
-    size_t n;
+    double v;
 
-    if (!s || !*s)
+    if (gs_parse_plain_decimal(s, &v) != 0 || v > 1e11)
         return GS_EINVAL;
-    n = strspn(s, "0123456789");
-    if (n == 0 || n > 11 ||
-        (s[n] &&
-         (s[n] != '.' || !s[n + 1] || strspn(s + n + 1, "0123456789") != strlen(s + n + 1))))
-        return GS_EINVAL;
-    return gs_parse_double_range(s, 0, 1e11, out);
+    *out = v;
+    return GS_OK;
 }
 
 static int param_error(char *msg, size_t len, const char *fmt, ...)

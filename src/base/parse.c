@@ -58,6 +58,27 @@ int gs_parse_double_range(const char *s, double min, double max, double *out)
     return 0;
 }
 
+int gs_parse_plain_decimal(const char *s, double *out)
+{
+    size_t n;
+    char *end;
+    double v;
+
+    if (!s)
+        return -1;
+    n = strspn(s, "0123456789");
+    if (n == 0 || n > 20 ||
+        (s[n] &&
+         (s[n] != '.' || !s[n + 1] || strspn(s + n + 1, "0123456789") != strlen(s + n + 1))))
+        return -1;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || *end || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
 int gs_parse_duration(const char *s, double *seconds)
 {
     char *end;

@@ -20,6 +20,11 @@ int gs_parse_double(const char *s, double *out);
 /* A finite number (gs_parse_double) within min..max: intervals, rates. */
 int gs_parse_double_range(const char *s, double min, double max, double *out);
 
+/* A plain decimal, as query strings take numbers: 1 to 20 digits, then optionally '.' and one
+ * or more digits; no sign, blanks, exponent or hex (strtod alone would take "0x1", "+0", " 1",
+ * "1e3", "inf"). */
+int gs_parse_plain_decimal(const char *s, double *out);
+
 /* A duration: plain decimal digits and '.', optionally followed by one unit, s m h or d
  * ("90", "1.5s", "5m", "2h", "7d"), in seconds. No sign, blanks, exponent or hex. */
 int gs_parse_duration(const char *s, double *seconds);

@@ -339,6 +339,38 @@ static void test_parse_numbers(void **state)
     assert_int_equal(gs_parse_double_range("x", 0.1, 60, &v), -1);
 }
 
+static void test_parse_plain_decimal(void **state)
+{
+    double v = -1;
+    const char *bad[] = {"",
+                         "+1",
+                         "-1",
+                         " 1",
+                         "1 ",
+                         "1e3",
+                         "0x10",
+                         "inf",
+                         "nan",
+                         "1.",
+                         ".5",
+                         "1.2.3",
+                         "123456789012345678901",
+                         NULL};
+
+    (void)state;
+    assert_int_equal(gs_parse_plain_decimal("1700000000.25", &v), 0);
+    assert_true(v == 1700000000.25);
+    assert_int_equal(gs_parse_plain_decimal("0", &v), 0);
+    assert_true(v == 0);
+    assert_int_equal(gs_parse_plain_decimal("12345678901234567890", &v), 0);
+    for (int i = 0; bad[i]; i++) {
+        v = -1;
+        assert_int_equal(gs_parse_plain_decimal(bad[i], &v), -1);
+        assert_true(v == -1);
+    }
+    assert_int_equal(gs_parse_plain_decimal(NULL, &v), -1);
+}
+
 static void test_parse_duration(void **state)
 {
     double v = -1;
@@ -415,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_buf_take),
         cmocka_unit_test(test_hash_fnv1a),
         cmocka_unit_test(test_parse_numbers),
+        cmocka_unit_test(test_parse_plain_decimal),
         cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_user_runtime_dir),
     };

@@ -14,13 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "agent/metrics.h"
 #include "backend/procfs.h"
 #include "base/clock.h"
 #include "base/mfu.h"
-#include "gpuscope/gs_err.h"
 #include "gpuscope/gs_run.h"
 #include "run/efficiency.h"
 #include "run/hang.h"
@@ -313,17 +311,6 @@ static double window_tokens_per_s(const struct slot *s)
     return wall > 0 ? tok / wall : NAN;
 }
 
-/* CPU seconds used by pid and its descendants so far; NAN when it cannot be read. */
-static double tree_cpu_s(pid_t pid)
-{
-    long hz = sysconf(_SC_CLK_TCK);
-    unsigned long long ticks;
-
-    if (pid <= 0 || gs_procfs_tree_ticks(NULL, (unsigned)pid, &ticks) != GS_OK)
-        return NAN;
-    return (double)ticks / (double)(hz > 0 ? hz : 100);
-}
-
 /* Before GS_HANG_MIN_STEPS steps, the activity of each rank whose hello gave its process, as
  * `gpuscope run`'s watchdog measures it (src/run/runstacks.c): its process tree used
  * GS_HANG_ACTIVE_CPU of a core since the previous check. The first reading begins the rank's
@@ -349,7 +336,7 @@ static void ranks_activity(struct gs_runm *m, double now)
     if (!nq)
         return;
     for (unsigned k = 0; k < nq; k++)
-        q[k].cpu = tree_cpu_s(q[k].pid);
+        q[k].cpu = gs_procfs_tree_cpu_s(NULL, (unsigned)q[k].pid);
     pthread_mutex_lock(&m->mu);
     for (unsigned k = 0; k < nq; k++) {
         struct slot *s = &m->slots[q[k].i];

@@ -6,7 +6,13 @@ run`, unless --no-auto), or by install() from code. It patches what every loop g
 never the script:
 
   data           the time inside DataLoader iterators' __next__ (_BaseDataLoaderIter), on the
-                 host; the batch's leading dimension counts as its samples
+                 host, of the batches the training takes: a fetch's time is held until a
+                 training forward counts it as data; a batch that only evaluation forwards
+                 (model.eval() or no grad) took before the next fetch or the step's end is an
+                 evaluation batch and its time stays in `other`, as does a fetch made with
+                 grad disabled (an eval loop under no_grad / inference_mode). A batch no
+                 forward took counts as data. The batch's leading dimension counts as its
+                 samples
   forward        outermost module calls in training mode with grad enabled (global module
                  forward pre-/post-hooks; nested modules are not counted again, and forwards
                  inside backward, e.g. activation-checkpoint recomputation, stay backward);
@@ -70,6 +76,8 @@ class _State:
         self.hf_state = None      # the HF Trainer's state (num_input_tokens_seen), from the callback
         self.hf_tokens_seen = 0   # its count at the previous step's end
         self.batch_n = 0          # the last fetched batch's samples, until a forward trains on it
+        self.fetch_ms = 0.0       # fetch time held until a training forward takes the batch
+        self.fetch_eval = False   # an evaluation forward took the held batch
         self.batch_facts = None   # its loader's settings (no reference to the iterator)
         self.loader_fed = False   # a DataLoader's batches feed the training forwards
         self.seen = {}            # settings the first step showed (facts, sent in the hello)
@@ -282,6 +290,10 @@ def boundary():
     else:
         now = _perf_ns()
     st.fdepth = 0
+    if st.fetch_eval:  # the step's last batch went to evaluation only
+        st.fetch_ms, st.fetch_eval = 0.0, False
+    elif st.fetch_ms:  # fetched, no forward took it: data
+        _fetch_to_data(p)
     p._exposed = st.exposed_ms if p._seen[PH_COMM] else NAN  # Profiler.set_exposed, inline
     tokens = st.tokens if st.hf_state is None else _step_tokens(st)
     p.step_end(st.samples, None, now, tokens, st.token_pending or None)
@@ -333,9 +345,12 @@ def _wrap_next(orig):
             batch = orig(self)
         finally:
             st.top = None
-            if p._in_step:
-                p._acc[PH_DATA] += (_perf_ns() - t0) / 1e6
-                p._seen[PH_DATA] = True
+            # held until the next forward says whose batch it is (_fwd_pre); a fetch with
+            # grad disabled feeds an evaluation (its time stays the step's `other`)
+            if st.fetch_eval:  # the last batch went to evaluation only: not data
+                st.fetch_ms, st.fetch_eval = 0.0, False
+            if p._in_step and _grad_on():
+                st.fetch_ms += (_perf_ns() - t0) / 1e6
         st.counts["data"] += 1
         if st.tune_watch:
             st.batch_tag = getattr(self, "__gpuscope_tune__", 0)
@@ -385,12 +400,28 @@ def _tune_trained(index):
 
 # ---- forward ----
 
+def _fetch_to_data(p):
+    """The held fetch time is the step's data time (a training forward took the batch, or the
+    step ends with no forward having taken it)."""
+    st = S
+    if st.fetch_ms and p._in_step:
+        p._acc[PH_DATA] += st.fetch_ms
+        p._seen[PH_DATA] = True
+    st.fetch_ms, st.fetch_eval = 0.0, False
+
+
 def _fwd_pre(module, inputs):
     st = S
     st.fdepth += 1
+    if st.fdepth == 1 and st.top is None and st.fetch_ms and not (module.training and _grad_on()):
+        # an evaluation forward took the held batch (or a frozen teacher: a training forward
+        # may still take it, and then it is data)
+        st.fetch_eval = True
     if st.fdepth == 1 and st.top is None and st.enabled and module.training and _grad_on():
         p = st.prof or _begin()
         if p is not None:
+            if st.fetch_ms:
+                _fetch_to_data(p)
             st.top = PH_FORWARD
             if p.cuda:
                 p.phase_begin(PH_FORWARD)

@@ -221,7 +221,7 @@ static void sink_kept(void *ctx, const struct gs_peer *peer, const struct gs_rec
         return;
     gs_session_name(run->session, name, sizeof name);
     if (rec->type == GS_REC_HELLO)
-        gs_runm_hello(run->owner->m, run->id, peer->conn_id, name, &rec->u.hello);
+        gs_runm_hello(run->owner->m, run->id, peer->conn_id, name, &rec->u.hello, peer->pid);
     else
         gs_runm_step(run->owner->m, run->id, peer->conn_id, name, &rec->u.step);
 }
@@ -697,7 +697,7 @@ static void on_record(void *ctx, const struct gs_peer *peer, const struct gs_rec
         if (rec->type == GS_REC_HELLO) {
             char name[GS_RECORD_STR];
             gs_session_name(run->session, name, sizeof name);
-            gs_runm_hello(r->m, run->id, peer->conn_id, name, &rec->u.hello);
+            gs_runm_hello(r->m, run->id, peer->conn_id, name, &rec->u.hello, peer->pid);
             gs_runs_run_unref(r, run);
             return;
         }

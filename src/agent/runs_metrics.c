@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "agent/metrics.h"
+#include "backend/procfs.h"
 #include "base/clock.h"
 #include "base/mfu.h"
 #include "gpuscope/gs_run.h"
@@ -40,6 +41,9 @@ struct slot {
     double peak;
     double sum_s, last_s, last_t;
     struct gs_hang hang;       /* the stall check (run/hang.h), on the agent's clock at receipt */
+    pid_t pid;                 /* the hello's sender (SO_PEERCRED), 0 unknown */
+    double hello_s;            /* when its hello came (the agent's clock) */
+    double cpu_last, cpu_t;    /* its process tree's CPU seconds at the last check, and when */
     double stalled_s;          /* the last gs_runm_stalled: seconds without a step, 0 not stalled */
     double busy_sum_s;         /* wall time less the communication waited for */
     double phase_s[GS_PH_ALL]; /* totals; GS_PH_STEP unused (the wall time is sum_s) */
@@ -100,6 +104,7 @@ static struct slot *slot_get(struct gs_runm *m, int64_t run_id, uint64_t conn_id
     free_slot->rank = free_slot->world_size = -1;
     free_slot->gpu = -1;
     free_slot->last_t = NAN;
+    free_slot->cpu_last = NAN;
     free_slot->fpt = NAN;
     free_slot->prec = -1;
     if (run_name && run_name[0])
@@ -111,7 +116,7 @@ static struct slot *slot_get(struct gs_runm *m, int64_t run_id, uint64_t conn_id
 }
 
 void gs_runm_hello(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const char *run_name,
-                   const struct gs_record_hello *h)
+                   const struct gs_record_hello *h, pid_t pid)
 {
     struct slot *s;
     json_t *facts;
@@ -137,6 +142,11 @@ void gs_runm_hello(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const ch
             s->world_size = h->world_size;
         s->fpt = fpt;
         s->prec = prec;
+        if (pid > 0 && s->pid != pid) { /* begun at the first reading of its CPU time */
+            s->pid = pid;
+            s->hello_s = gs_clock_real_s();
+            s->cpu_last = NAN;
+        }
     }
     pthread_mutex_unlock(&m->mu);
 }
@@ -301,6 +311,47 @@ static double window_tokens_per_s(const struct slot *s)
     return wall > 0 ? tok / wall : NAN;
 }
 
+/* Before GS_HANG_MIN_STEPS steps, the activity of each rank whose hello gave its process, as
+ * `gpuscope run`'s watchdog measures it (src/run/runstacks.c): its process tree used
+ * GS_HANG_ACTIVE_CPU of a core since the previous check. The first reading begins the rank's
+ * stream at its hello (run/hang.h: from there, no step and no activity for min_s is a stall).
+ * /proc is read outside the lock (a scan of the process table). */
+static void ranks_activity(struct gs_runm *m, double now)
+{
+    struct rank_cpu {
+        unsigned i;
+        uint64_t conn_id;
+        pid_t pid;
+        double cpu;
+    } q[GS_RUNM_MAX_RANKS];
+    unsigned nq = 0;
+
+    pthread_mutex_lock(&m->mu);
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+        const struct slot *s = &m->slots[i];
+        if (s->used && s->pid > 0 && s->hang.steps < GS_HANG_MIN_STEPS)
+            q[nq++] = (struct rank_cpu){i, s->conn_id, s->pid, NAN};
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (!nq)
+        return;
+    for (unsigned k = 0; k < nq; k++)
+        q[k].cpu = gs_procfs_tree_cpu_s(NULL, (unsigned)q[k].pid);
+    pthread_mutex_lock(&m->mu);
+    for (unsigned k = 0; k < nq; k++) {
+        struct slot *s = &m->slots[q[k].i];
+        if (!s->used || s->conn_id != q[k].conn_id || s->pid != q[k].pid || isnan(q[k].cpu))
+            continue;
+        if (isnan(s->cpu_last))
+            gs_hang_begin(&s->hang, s->hello_s);
+        else if (now > s->cpu_t && q[k].cpu - s->cpu_last >= GS_HANG_ACTIVE_CPU * (now - s->cpu_t))
+            gs_hang_active(&s->hang, now);
+        s->cpu_last = q[k].cpu;
+        s->cpu_t = now;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
 unsigned gs_runm_stalled(struct gs_runm *m, double now, double factor, double min_s,
                          unsigned char *stalled, unsigned n, unsigned *no_gpu)
 {
@@ -310,6 +361,7 @@ unsigned gs_runm_stalled(struct gs_runm *m, double now, double factor, double mi
         *no_gpu = 0;
     if (!m)
         return 0;
+    ranks_activity(m, now);
     pthread_mutex_lock(&m->mu);
     for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
         struct slot *s = &m->slots[i];

@@ -16,6 +16,7 @@
 #define GS_AGENT_RUNS_METRICS_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 struct gs_buf;
 struct gs_record_hello;
@@ -33,9 +34,11 @@ struct gs_runm *gs_runm_new(const char *hostname);
 void gs_runm_free(struct gs_runm *m);
 
 /* A rank connection's hello (its job, node, rank and world size): makes its slot. run_name
- * is the job label when the hello has no job. */
+ * is the job label when the hello has no job. pid: the sender's process (the connection's
+ * SO_PEERCRED; 0 unknown): from the hello on, the hang rule's activity before its first
+ * GS_HANG_MIN_STEPS steps is that process tree's CPU time (gs_runm_stalled). */
 void gs_runm_hello(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const char *run_name,
-                   const struct gs_record_hello *h);
+                   const struct gs_record_hello *h, pid_t pid);
 /* One step of that connection (a slot is made when no hello came). */
 void gs_runm_step(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const char *run_name,
                   const struct gs_step_rec *s);
@@ -48,7 +51,12 @@ void gs_runm_drop(struct gs_runm *m, int64_t run_id, uint64_t conn_id);
 /* A rank is stalled by the hang rule of src/run/hang.h, the one of `gpuscope run`'s watchdog:
  * after GS_HANG_MIN_STEPS steps, the agent has received none for max(min_s, factor x the p95
  * of its last step-to-step intervals, from the records' end times; of their wall times when
- * those are missing) up to now (unix seconds, the agent's clock at receipt). Sets
+ * those are missing) up to now (unix seconds, the agent's clock at receipt); before
+ * GS_HANG_MIN_STEPS steps (the first step hanging), the watchdog's floor rule: a rank whose
+ * hello gave a process whose CPU time can be read is stalled once, for min_s since its hello,
+ * its last step and its process tree's last activity (GS_HANG_ACTIVE_CPU of a core between
+ * two calls, read here from /proc outside the lock), it sent no step; a rank without a
+ * readable process is judged only after GS_HANG_MIN_STEPS steps. Sets
  * stalled[gpu] = 1 for the NVML index gpu (< n) of every stalled rank whose GPU is known,
  * leaves the others as they are; returns how many ranks are stalled (those on unknown GPUs
  * included); *no_gpu (may be NULL): how many of them have no known GPU (a CPU job: the

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1078,4 +1079,14 @@ char *gs_procfs_read_devices_list(const char *root, const char *cgroup_root, uns
     }
     free(text);
     return list;
+}
+
+double gs_procfs_tree_cpu_s(const char *root, unsigned pid)
+{
+    long hz = sysconf(_SC_CLK_TCK);
+    unsigned long long ticks;
+
+    if (pid == 0 || gs_procfs_tree_ticks(root, pid, &ticks) != GS_OK)
+        return NAN;
+    return (double)ticks / (double)(hz > 0 ? hz : 100);
 }

@@ -137,6 +137,11 @@ int gs_procfs_read_ppid(const char *root, unsigned pid, unsigned *ppid);
  * gone), GS_ENOMEM. Processes that exited and were reaped leave the sum. */
 int gs_procfs_tree_ticks(const char *root, unsigned pid, unsigned long long *ticks);
 
+/* The same in seconds (ticks / the clock's ticks a second); NAN when pid is 0, gone or not
+ * readable: the hang rule's activity measure (run/hang.h) for `gpuscope run`'s watchdog and
+ * the agent's training_hang alike. */
+double gs_procfs_tree_cpu_s(const char *root, unsigned pid);
+
 /* The processes whose parent is parent, by a scan of root (every PID/stat): their pids into
  * pids (at most cap, in directory order). Returns how many were stored; 0 when root cannot
  * be listed. */

@@ -14,9 +14,11 @@
  * re-arms it. What else must hold (idle or spinning GPUs, live ranks) is the caller's.
  *
  * Before GS_HANG_MIN_STEPS steps the ring says nothing of the job's pace; a stream that was
- * begun (gs_hang_begin: the job's start) is then stalled once, for min_s, it received no step
+ * begun (gs_hang_begin: the job's start for the watchdog, a rank's hello for the agent) is then
+ * stalled once, for min_s, it received no step
  * *and* its processes showed no activity (gs_hang_active: the caller's measure, e.g. CPU time
- * of the job's process tree advancing by at least GS_HANG_ACTIVE_CPU of a core): a job still
+ * of the job's process tree, gs_procfs_tree_cpu_s, advancing by at least GS_HANG_ACTIVE_CPU of
+ * a core): a job still
  * importing, loading data or compiling uses CPU and is not hung, a job whose ranks sleep or
  * wait in a collective does not. A job that waits on I/O using no CPU for min_s before its
  * fifth step counts as stalled too; a stream never begun keeps the old rule (no step, no

@@ -97,6 +97,14 @@ static json_t *stats_json(float *buf, size_t n, double sum)
     return o;
 }
 
+/* The one rule for which steps the step statistics count, job-level and per rank alike: a step
+ * of a `gpuscope run --profile` window is left out (a profiler's overhead is not the run's).
+ * phase: the phase that must be measured (GS_PH_STEP for a step's wall time). */
+static int step_counts(const struct gs_agg_step *k, int phase)
+{
+    return !k->profiled && !isnan(k->ms[phase]);
+}
+
 static json_t *phase_stats(const struct gs_agg *a, int phase, float *buf)
 {
     size_t n = 0;
@@ -105,7 +113,7 @@ static json_t *phase_stats(const struct gs_agg *a, int phase, float *buf)
     for (unsigned r = 0; r < a->n_ranks; r++)
         for (size_t i = 0; i < a->ranks[r].n; i++) {
             float v = a->ranks[r].steps[i].ms[phase];
-            if (!isnan(v) && !a->ranks[r].steps[i].profiled) {
+            if (step_counts(&a->ranks[r].steps[i], phase)) {
                 buf[n++] = v;
                 sum += v;
             }
@@ -118,7 +126,7 @@ static void sum_step(struct step_sums *s, const struct gs_agg_step *k)
     double data = k->ms[GS_PH_DATA], step = k->ms[GS_PH_STEP], base, busy = 0;
     int busy_known = 0;
 
-    if (isnan(step) || k->profiled) /* a profiler's overhead is not the run's */
+    if (!step_counts(k, GS_PH_STEP))
         return;
     base = (isnan(data) ? 0 : data) + step;
     s->denom_ms += base;
@@ -528,7 +536,7 @@ static json_t *step_wall_stats(const struct gs_agg *a, float *buf)
 
     for (unsigned r = 0; r < a->n_ranks; r++)
         for (size_t i = 0; i < a->ranks[r].n; i++)
-            if (!isnan(a->ranks[r].steps[i].ms[GS_PH_STEP]) && !a->ranks[r].steps[i].profiled) {
+            if (step_counts(&a->ranks[r].steps[i], GS_PH_STEP)) {
                 double v = step_wall(&a->ranks[r].steps[i]);
                 buf[n++] = (float)v;
                 sum += v;
@@ -619,7 +627,7 @@ static json_t *per_rank(const struct gs_agg *a, float *buf, const json_t *gpus, 
         double t0 = NAN, t1 = NAN, p50 = NAN, p95 = NAN, busy, wait;
         for (size_t i = 0; i < rk->n; i++) {
             const struct gs_agg_step *k = &rk->steps[i];
-            if (!isnan(k->ms[GS_PH_STEP]))
+            if (step_counts(k, GS_PH_STEP))
                 buf[n++] = (float)step_wall(k);
             t0 = isnan(t0) || k->t_begin < t0 ? k->t_begin : t0;
             t1 = isnan(t1) || k->t_end > t1 ? k->t_end : t1;
@@ -631,12 +639,12 @@ static json_t *per_rank(const struct gs_agg *a, float *buf, const json_t *gpus, 
         /* compute (busy) and communication waited for, medians over the same steps */
         n = 0;
         for (size_t i = 0; i < rk->n; i++)
-            if (!isnan(rk->steps[i].ms[GS_PH_STEP]))
+            if (step_counts(&rk->steps[i], GS_PH_STEP))
                 buf[n++] = (float)fmax(0.0, step_wall(&rk->steps[i]) - step_wait(&rk->steps[i]));
         busy = median_of(buf, n);
         n = 0;
         for (size_t i = 0; i < rk->n; i++)
-            if (!isnan(rk->steps[i].ms[GS_PH_STEP]))
+            if (step_counts(&rk->steps[i], GS_PH_STEP))
                 buf[n++] = (float)step_wait(&rk->steps[i]);
         wait = median_of(buf, n);
         if (fig && p50s) {
@@ -654,7 +662,7 @@ static json_t *per_rank(const struct gs_agg *a, float *buf, const json_t *gpus, 
             double sum = 0;
             size_t m = 0;
             for (size_t i = 0; i < rk->n; i++)
-                if (!isnan(rk->steps[i].ms[cols[c]])) {
+                if (step_counts(&rk->steps[i], cols[c])) {
                     sum += rk->steps[i].ms[cols[c]];
                     m++;
                 }

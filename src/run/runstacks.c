@@ -640,17 +640,6 @@ static void hang_dump(struct gs_runstacks *rs, double now, double stalled_s, dou
     hang_request(rs);
 }
 
-/* CPU seconds used by CMD and its descendants so far; NAN when CMD is gone. */
-static double tree_cpu_s(pid_t root)
-{
-    long hz = sysconf(_SC_CLK_TCK);
-    unsigned long long ticks;
-
-    if (root <= 0 || gs_procfs_tree_ticks(NULL, (unsigned)root, &ticks) != GS_OK)
-        return NAN;
-    return (double)ticks / (double)(hz > 0 ? hz : 100);
-}
-
 /* Before the hang rule has steps to time, CPU used by the job's processes is its activity:
  * GS_HANG_ACTIVE_CPU of a core since the previous check (run/hang.h). */
 static void job_activity(struct gs_runstacks *rs, double mono, double now)
@@ -659,7 +648,7 @@ static void job_activity(struct gs_runstacks *rs, double mono, double now)
 
     if (rs->hang.steps >= GS_HANG_MIN_STEPS)
         return;
-    cpu = tree_cpu_s(rs->cfg.child);
+    cpu = rs->cfg.child > 0 ? gs_procfs_tree_cpu_s(NULL, (unsigned)rs->cfg.child) : NAN;
     if (!isnan(cpu) && !isnan(rs->cpu_last) && mono > rs->cpu_mono &&
         cpu - rs->cpu_last >= GS_HANG_ACTIVE_CPU * (mono - rs->cpu_mono))
         gs_hang_active(&rs->hang, now);

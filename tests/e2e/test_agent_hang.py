@@ -10,7 +10,9 @@ counts it in gpuscope_alerts_firing{severity="critical"}; the rank stepping agai
 `training_hang_after = 0.5` is refused with the key's line. A third sender, a CPU job (no
 device, on no GPU), stalls the same way: training_hang fires at node level (gpu null) without
 any GPU reading of it, and /api/v1/runs shows both stalled runs "stalled" with how long, the
-busy GPU's rank too (stalled is the hang rule alone; the alert adds the GPU's state).
+busy GPU's rank too (stalled is the hang rule alone; the alert adds the GPU's state). A
+fourth sender that hangs after its second step (before the ring's 5 steps), its process idle,
+is "stalled" too after training_hang_min: the watchdog's floor rule, from its hello.
 
 One rule (src/run/hang.h): a job under `gpuscope run --hang-after 2 --hang-min 1` (a Python
 loop of 64 steps 10 ms apart through the package, then no step for 4 s, its GPU idle) whose
@@ -196,6 +198,24 @@ try:
     t.ok(runs.get("stuck-job", {}).get("stalled") is False and
          runs["stuck-job"].get("stalled_seconds") is None,
          "/api/v1/runs: stepping again, the run is no longer stalled", json.dumps(doc)[:800])
+
+    # a hang at step 2: the rule's floor (no step, no CPU in the rank's process tree)
+    early = Sender("early-job", -1)
+    t0 = time.monotonic()
+    t.ok(early.steps(2), "a fourth sender sent a hello and 2 steps")
+
+    def early_run():
+        code, doc = get_json(base + "/api/v1/runs")
+        runs = {r.get("name"): r for r in (doc or {}).get("runs", [])}
+        return runs.get("early-job", {})
+    t1, now_run = time.monotonic(), early_run()
+    t.ok(now_run.get("stalled") is False or time.monotonic() - t1 >= 1.0,
+         "/api/v1/runs: 2 steps, not stalled yet (under training_hang_min since the last)",
+         now_run)
+    hit = wait_until(lambda: early_run().get("stalled") is True, 8)
+    t.ok(hit and time.monotonic() - t0 >= 1.0 and (early_run().get("stalled_seconds") or 0) >= 1,
+         "/api/v1/runs: a rank that hangs at step 2 with its process idle is stalled after "
+         "training_hang_min (1 s), before its fifth step", early_run())
 
     # gpuscope run under this agent prints the id the agent keeps its run as
     idjob = ("import time, gpuscope\n"

@@ -785,6 +785,46 @@ static void slowest_rank_and_throttle_union(void **state)
     gs_agg_free(a);
 }
 
+/* Steps of a `gpuscope run --profile` window (flagged profiled) are slowed by the profiler: the
+ * per-rank figures leave them out by the job-level rule, so a profiled rank is not taken for a
+ * straggler. Rank 0's steps 4..6 are profiled and take 2 s each. */
+static void per_rank_leaves_profiled_out(void **state)
+{
+    struct gs_agg *a = gs_agg_new();
+    json_t *r, *per, *r0, *ph;
+    (void)state;
+
+    for (int i = 0; i < 10; i++)
+        for (int rk = 0; rk < 2; rk++) {
+            struct gs_step_rec st = step_at(i, 10, 90);
+            st.rank = rk;
+            st.device = rk;
+            if (rk == 0 && i >= 4 && i < 7) {
+                st.flags |= GS_STEP_PROFILED;
+                st.ms[GS_PH_STEP] = 1990;
+                st.ms[GS_PH_FORWARD] = 1000;
+            }
+            assert_int_equal(gs_agg_step(a, &st), 0);
+        }
+    r = gs_agg_report(a, NULL);
+    per = json_object_get(r, "per_rank");
+    r0 = json_array_get(per, 0);
+    assert_int_equal((int)num(r0, "steps"), 10); /* steps taken: all of them */
+    near(num(r0, "step_p50_ms"), 100);
+    near(num(r0, "step_p95_ms"), 100);
+    near(num(r0, "busy_p50_ms"), 95);
+    near(num(json_object_get(r0, "mean_ms"), "forward"), 30);
+    /* the job-level rule, for comparison: the same steps */
+    ph = json_object_get(json_object_get(r, "phases"), "total_step");
+    assert_int_equal((int)num(ph, "count"), 17);
+    near(num(ph, "p95_ms"), 90);
+    assert_int_equal((int)num(r, "profiled_steps"), 3);
+    /* equal ranks: no straggler */
+    assert_true(json_is_false(json_object_get(json_object_get(r, "slowest_rank"), "straggler")));
+    json_decref(r);
+    gs_agg_free(a);
+}
+
 static void records_dropped_setter(void **state)
 {
     struct gs_agg *a = gs_agg_new();
@@ -833,6 +873,7 @@ int main(void)
         cmocka_unit_test(facts_in_report),
         cmocka_unit_test(records_dropped_setter),
         cmocka_unit_test(slowest_rank_and_throttle_union),
+        cmocka_unit_test(per_rank_leaves_profiled_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,9 +3,12 @@
  * agent's training_hang: never stalled before GS_HANG_MIN_STEPS steps; steady steps then a gap
  * below and above factor x p95 and below and above the floor; once per stall, re-armed by a
  * new step; the ring of GS_HANG_WINDOW durations wrapping (old durations forgotten); wall times
- * when end times do not advance; the p95 by nearest rank.
+ * when end times do not advance; the p95 by nearest rank; the agent (src/agent/runs_metrics.c)
+ * following the same floor rule before GS_HANG_MIN_STEPS steps, on the CPU time of real
+ * processes.
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,7 +17,12 @@
 
 #include <math.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "agent/runs_metrics.h"
+#include "base/clock.h"
 #include "gpuscope/gs_run.h"
 #include "run/hang.h"
 #include "run/record.h"
@@ -211,13 +219,103 @@ static void begun_no_steps(void **state)
     assert_true(gs_hang_stalled(&h, 10, 5, t + 10));
 }
 
+/* CPU seconds this process has used. */
+static double cpu_self(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Uses sec seconds of CPU (the busy rank's process works). */
+static void spin(double sec)
+{
+    double c0 = cpu_self();
+
+    while (cpu_self() - c0 < sec)
+        ;
+}
+
+/* The agent's training_hang judges a rank by the same rule as `gpuscope run`'s watchdog: two
+ * steps then nothing (a hang at step 2, before GS_HANG_MIN_STEPS) is a stall after min_s when
+ * the rank's process tree uses no CPU (a sleeping child); a rank whose process works (this
+ * one, spinning 0.1 s of CPU a second) is not stalled; one whose hello gave no process is judged
+ * only from GS_HANG_MIN_STEPS steps on. */
+static void agent_first_steps(void **state)
+{
+    struct gs_runm *m = gs_runm_new("node");
+    struct gs_record_hello h;
+    unsigned char st[8];
+    unsigned no_gpu = 0;
+    double now;
+    pid_t idle;
+
+    (void)state;
+    assert_non_null(m);
+    idle = fork();
+    assert_true(idle >= 0);
+    if (idle == 0) { /* holds no pipe of the test's, and goes by itself if left behind */
+        close(STDOUT_FILENO);
+        close(STDERR_FILENO);
+        alarm(60);
+        pause();
+        _exit(0);
+    }
+    memset(&h, 0, sizeof h);
+    h.world_size = 3;
+    for (int r = 0; r < 3; r++) {
+        h.rank = r;
+        gs_runm_hello(m, 1, 10 + (uint64_t)r, "job", &h, r == 0 ? idle : r == 1 ? getpid() : 0);
+    }
+    for (int k = 1; k <= 2; k++) /* steps 1 and 2 of each rank, then none */
+        for (int r = 0; r < 3; r++) {
+            struct gs_step_rec s = step_at(1000.0 + k, 0.5);
+            s.rank = r;
+            s.step = (uint64_t)k;
+            gs_runm_step(m, 1, 10 + (uint64_t)r, "job", &s);
+        }
+    now = gs_clock_real_s();
+    memset(st, 0, sizeof st);
+    assert_int_equal(gs_runm_stalled(m, now, 10, 3, st, 8, &no_gpu), 0); /* first reading */
+    for (int k = 1; k <= 5; k++) {
+        unsigned n;
+        spin(0.1);
+        n = gs_runm_stalled(m, now + k, 10, 3, st, 8, &no_gpu);
+        if (k < 3) {
+            assert_int_equal(n, 0);
+        } else { /* min_s since its last step: the idle rank only */
+            assert_int_equal(n, 1);
+            assert_int_equal(no_gpu, 1);
+            assert_true(gs_runm_run_stalled(m, 1, NULL) >= 3.0);
+        }
+    }
+    /* the rank without a process: after GS_HANG_MIN_STEPS steps, the ring's rule as before */
+    for (int k = 3; k <= GS_HANG_MIN_STEPS; k++) {
+        struct gs_step_rec s = step_at(1000.0 + k, 0.5);
+        s.rank = 2;
+        s.step = (uint64_t)k;
+        gs_runm_step(m, 1, 12, "job", &s);
+    }
+    now = gs_clock_real_s();
+    /* idle rank 0 still stalled, busy rank 1 not; rank 2: 1 s steps, factor 10, floor 3:
+     * stalled after 10 s */
+    spin(0.6); /* 0.05 of a core over the 5.5 s (and real time) since the last check */
+    assert_int_equal(gs_runm_stalled(m, now + 9.5, 10, 3, st, 8, &no_gpu), 1);
+    spin(0.1);
+    assert_int_equal(gs_runm_stalled(m, now + 10.5, 10, 3, st, 8, &no_gpu), 2);
+    kill(idle, SIGKILL);
+    waitpid(idle, NULL, 0);
+    gs_runm_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(too_few_steps),    cmocka_unit_test(factor_and_floor),
         cmocka_unit_test(p95_nearest_rank), cmocka_unit_test(once_per_stall),
         cmocka_unit_test(ring_wraps),       cmocka_unit_test(wall_times_without_intervals),
-        cmocka_unit_test(begun_no_steps),
+        cmocka_unit_test(begun_no_steps),   cmocka_unit_test(agent_first_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

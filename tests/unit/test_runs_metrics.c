@@ -100,7 +100,7 @@ static void labels_summary_and_staleness(void **state)
     snprintf(h.job, sizeof h.job, "slurm-42");
     snprintf(h.node, sizeof h.node, "node-\"7\"");
     set_facts(&h);
-    gs_runm_hello(m, 3, 100, "llama", &h);
+    gs_runm_hello(m, 3, 100, "llama", &h, 0);
     for (uint64_t n = 1; n <= 200; n++) {
         struct gs_step_rec s = step(n, 5, (double)n);
         s.tokens = 1000;
@@ -191,7 +191,7 @@ static void series_are_bounded(void **state)
         gs_step_ms_set(&s, GS_PH_OTHER, 1.0);
         s.samples = 8;
         s.tokens = 4096;
-        gs_runm_hello(m, 1 + c / 64, 1000 + c, "big", &h);
+        gs_runm_hello(m, 1 + c / 64, 1000 + c, "big", &h, 0);
         gs_runm_step(m, 1 + c / 64, 1000 + c, "big", &s);
         gs_runm_step(m, 1 + c / 64, 1000 + c, "big", &s); /* a second step: no new slot */
         gs_runm_gpu(m, 1 + c / 64, 1000 + c, 0, "NVIDIA A100-SXM4-80GB");

@@ -94,7 +94,8 @@ void gs_buf_put(struct gs_buf *b, const char *s, size_t n)
 {
     /* room already (cap never passes max): the renderers' many short appends */
     if (b->status == GS_BUF_OK && b->cap && n < b->cap - b->len) {
-        memcpy(b->data + b->len, s, n);
+        if (n) /* s may be NULL when n is 0 (an empty buffer's data) */
+            memcpy(b->data + b->len, s, n);
         b->len += n;
         b->data[b->len] = '\0';
         return;

@@ -16,6 +16,7 @@
 #include "base/parse.h"
 #include "base/term.h"
 #include "base/userdir.h"
+#include "cli/agentdoc.h"
 #include "cli/cli.h"
 #include "client/agent_client.h"
 #include "gpuscope/gs_err.h"
@@ -134,7 +135,6 @@ int gs_cli_runs(int argc, char **argv)
     char *body = NULL;
     size_t len = 0;
     json_t *doc;
-    json_error_t je;
     struct gs_err err = {0};
 
     for (int i = 1; i < argc; i++) {
@@ -185,21 +185,8 @@ int gs_cli_runs(int argc, char **argv)
                 err.msg);
         return gs_rc_exit_code(rc);
     }
-    if (json) {
-        fwrite(body, 1, len, stdout);
-        if (len == 0 || body[len - 1] != '\n')
-            putchar('\n');
-        free(body);
-        return fflush(stdout) == 0 ? GS_EXIT_OK : gs_rc_exit_code(GS_EIO);
-    }
-    doc = json_loadb(body, len, 0, &je);
-    free(body);
-    if (!json_is_object(doc) || !json_is_array(json_object_get(doc, "runs"))) {
-        fprintf(stderr, "gpuscope runs: %s: not a runs document: %s\n", sock,
-                doc ? "no runs array" : je.text);
-        json_decref(doc);
-        return gs_rc_exit_code(GS_EPARSE);
-    }
+    if ((rc = gs_cli_agent_doc("runs", sock, body, len, json, "runs", &doc)) >= 0)
+        return rc;
     print_table(doc, gs_term_use_color(GS_COLOR_AUTO, STDOUT_FILENO));
     if (from_demo)
         printf("(from your gpuscope demo, %s: simulated GPUs)\n", sock);

@@ -15,6 +15,7 @@
 
 #include "base/parse.h"
 #include "base/term.h"
+#include "cli/agentdoc.h"
 #include "cli/cli.h"
 #include "client/agent_client.h"
 #include "client/http.h"
@@ -314,7 +315,6 @@ int gs_cli_usage(int argc, char **argv)
     char *body = NULL;
     size_t len = 0;
     json_t *doc;
-    json_error_t je;
     struct gs_err err = {0};
 
     for (int i = 1; i < argc; i++) {
@@ -391,21 +391,8 @@ int gs_cli_usage(int argc, char **argv)
         fprintf(stderr, "gpuscope usage: %s\n", err.msg[0] ? err.msg : gs_strerror(rc));
         return gs_rc_exit_code(rc);
     }
-    if (json) {
-        fwrite(body, 1, len, stdout);
-        if (len == 0 || body[len - 1] != '\n')
-            putchar('\n');
-        free(body);
-        return fflush(stdout) == 0 ? GS_EXIT_OK : gs_rc_exit_code(GS_EIO);
-    }
-    doc = json_loadb(body, len, 0, &je);
-    free(body);
-    if (!json_is_object(doc) || !json_is_array(json_object_get(doc, "rows"))) {
-        fprintf(stderr, "gpuscope usage: %s: not a usage document: %s\n", where,
-                doc ? "no rows array" : je.text);
-        json_decref(doc);
-        return gs_rc_exit_code(GS_EPARSE);
-    }
+    if ((rc = gs_cli_agent_doc("usage", where, body, len, json, "rows", &doc)) >= 0)
+        return rc;
     if (csv)
         print_csv(doc);
     else

@@ -240,7 +240,10 @@ try:
     wait_until(lambda: has("ratio", ratio, lambda r: float(r[0]["value"][1]) > 1.3) or
                any(p.poll() is not None for p, _ in runs), timeout=30, interval=1)
     has("alert", 'ALERTS{alertname="TrainingStragglerRank"}', lambda r: True)
-    has("sps", 'train_job:gpuscope_run_samples:rate1m{train_job="%s"}' % JOB, lambda r: True)
+    # rate() over 1m needs two scrapes of the counter and an evaluation of the rule after them:
+    # asked until it has a value (it raced the ratio's wait when that was quick)
+    wait_until(lambda: has("sps", 'train_job:gpuscope_run_samples:rate1m{train_job="%s"}' % JOB,
+                           lambda r: float(r[0]["value"][1]) > 0), timeout=30, interval=1)
     outs = []
     for p, out in runs:
         try:

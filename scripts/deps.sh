@@ -49,6 +49,9 @@ PKGS="$PKGS python3-mesonpy"
 # debhelper (with dpkg-dev), lintian: the Debian package (make deb, debian/) and its check;
 # shellcheck: the package's maintainer scripts (tests/e2e/test_deb.py).
 PKGS="$PKGS debhelper lintian shellcheck"
+# systemd (systemd-sysusers, systemd-analyze): the package installed into a throwaway root and
+# the unit verified (test_deb, test_deploy); man-db (lexgrog, man): the man pages checked.
+PKGS="$PKGS systemd man-db"
 # web/node_modules: uPlot (embedded into the binary at build time) and playwright-core (the
 # browser test), exactly as web/package-lock.json pins them; again when the lock file changed.
 web_deps() {

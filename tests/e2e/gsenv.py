@@ -29,6 +29,23 @@ TEST_RUNTIME_DIR = "/tmp/gpuscope-test-%d" % os.getpid()
 TEST_STEPS_SOCKET = TEST_RUNTIME_DIR + "/steps.sock"
 
 
+def meson_introspect(what):
+    """`meson introspect --WHAT` of the build directory under test, as JSON."""
+    return json.loads(subprocess.run(["meson", "introspect", "--" + what, BUILD], check=True,
+                                     capture_output=True, text=True).stdout)
+
+
+def build_options():
+    """The build's options, name -> value (b_sanitize, prefix, sysconfdir, ...)."""
+    return {o["name"]: o["value"] for o in meson_introspect("buildoptions")}
+
+
+def project_version():
+    """The version meson.build gives the project (what --version, the wheel and the package
+    say)."""
+    return meson_introspect("projectinfo")["version"]
+
+
 def free_port():
     """A TCP port that was free a moment ago on every IPv4 address (bound on 0.0.0.0, so a
     test that listens on 0.0.0.0 or 127.0.0.x alike gets a port nobody holds on any of them)."""

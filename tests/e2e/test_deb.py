@@ -34,7 +34,8 @@ import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gsenv import BUILD, SRC, free_port, sim_env, stop_agent, wait_healthy  # noqa: E402
+from gsenv import (BUILD, SRC, build_options, free_port, project_version, sim_env,  # noqa: E402
+                   stop_agent, wait_healthy)
 from tap import Tap  # noqa: E402
 
 t = Tap()
@@ -58,17 +59,14 @@ missing = [p for p in ("dh", "lintian", "dpkg-deb", "dpkg-checkbuilddeps", "read
            if not shutil.which(p)]
 if missing:
     skip_all("not installed: %s (make deps)" % " ".join(missing))
-opts = {o["name"]: o["value"] for o in json.loads(subprocess.run(
-    ["meson", "introspect", "--buildoptions", BUILD], check=True, capture_output=True,
-    text=True).stdout)}
+opts = build_options()
 if opts.get("b_sanitize", "none") != "none":
     skip_all("sanitizer build: the package is built with Debian's flags, not the build's")
 cb = subprocess.run(["dpkg-checkbuilddeps"], cwd=SRC, capture_output=True, text=True)
 if cb.returncode != 0:
     skip_all("build dependencies missing: " + cb.stderr.strip().splitlines()[-1])
 
-VERSION = json.loads(subprocess.run(["meson", "introspect", "--projectinfo", BUILD], check=True,
-                                    capture_output=True, text=True).stdout)["version"]
+VERSION = project_version()
 ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True,
                       text=True).stdout.strip()
 MULTIARCH = subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], capture_output=True,

@@ -21,17 +21,14 @@ import textwrap
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gsenv import BUILD, SCENARIOS, SIM, SRC  # noqa: E402
+from gsenv import BUILD, SCENARIOS, SIM, SRC, build_options, project_version  # noqa: E402
 from tap import Tap  # noqa: E402
 
 t = Tap()
 SCRIPT = os.path.join(SRC, "scripts", "install.py")
-opts = {o["name"]: o["value"] for o in json.loads(subprocess.run(
-    ["meson", "introspect", "--buildoptions", BUILD], check=True, capture_output=True,
-    text=True).stdout)}
+opts = build_options()
 PREFIX, SYSCONF = opts["prefix"], opts["sysconfdir"]
-VERSION = json.loads(subprocess.run(["meson", "introspect", "--projectinfo", BUILD], check=True,
-                                    capture_output=True, text=True).stdout)["version"]
+VERSION = project_version()
 LOOP = textwrap.dedent("""
     import json, torch
     torch.set_num_threads(1)

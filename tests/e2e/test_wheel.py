@@ -23,7 +23,7 @@ import textwrap
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gsenv import BUILD, SCENARIOS, SIM, SRC  # noqa: E402
+from gsenv import BUILD, SCENARIOS, SIM, SRC, build_options, project_version  # noqa: E402
 from tap import Tap  # noqa: E402
 
 t = Tap()
@@ -41,13 +41,10 @@ def skip_all(why):
 
 if subprocess.run([PY, "-c", "import mesonpy, venv"], capture_output=True).returncode != 0:
     skip_all("meson-python not installed (python3-mesonpy)")
-opts = {o["name"]: o["value"] for o in json.loads(subprocess.run(
-    ["meson", "introspect", "--buildoptions", BUILD], check=True, capture_output=True,
-    text=True).stdout)}
+opts = build_options()
 if opts.get("b_sanitize", "none") != "none":
     skip_all("sanitizer build: the wheel is built with meson-python's own options")
-VERSION = json.loads(subprocess.run(["meson", "introspect", "--projectinfo", BUILD], check=True,
-                                    capture_output=True, text=True).stdout)["version"]
+VERSION = project_version()
 LOOP = textwrap.dedent("""
     import json, sys, torch
     torch.set_num_threads(1)

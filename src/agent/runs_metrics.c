@@ -39,6 +39,7 @@ struct slot {
     double fpt;
     int prec;
     double peak;
+    int peak_gpu; /* the GPU index peak was looked up for (-1: not yet) */
     double sum_s, last_s, last_t;
     struct gs_hang hang;       /* the stall check (run/hang.h), on the agent's clock at receipt */
     pid_t pid;                 /* the hello's sender (SO_PEERCRED), 0 unknown */
@@ -58,6 +59,11 @@ struct gs_runm {
     pthread_mutex_t mu;
     char hostname[GS_RECORD_JOB];
     uint64_t dropped; /* ranks that found no slot */
+    /* Slots in use. The per-cycle passes (gs_runm_stalled, the render) return at once when
+     * it is 0, and otherwise write only the slots in use: the 1.4 MiB array is calloc'd
+     * (fresh pages from the kernel) and a slot's pages become resident only once a rank
+     * has used it (bench/RESULTS.md, "The agent's CPU and memory"). */
+    unsigned n_used;
     struct slot slots[GS_RUNM_MAX_RANKS];
 };
 
@@ -107,6 +113,8 @@ static struct slot *slot_get(struct gs_runm *m, int64_t run_id, uint64_t conn_id
     free_slot->cpu_last = NAN;
     free_slot->fpt = NAN;
     free_slot->prec = -1;
+    free_slot->peak_gpu = -1;
+    m->n_used++;
     if (run_name && run_name[0])
         snprintf(free_slot->job, sizeof free_slot->job, "%s", run_name);
     else
@@ -142,6 +150,7 @@ void gs_runm_hello(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const ch
             s->world_size = h->world_size;
         s->fpt = fpt;
         s->prec = prec;
+        s->peak_gpu = -1;               /* the peak again, for this precision (gs_runm_gpu) */
         if (pid > 0 && s->pid != pid) { /* begun at the first reading of its CPU time */
             s->pid = pid;
             s->hello_s = gs_clock_real_s();
@@ -202,19 +211,23 @@ void gs_runm_step(struct gs_runm *m, int64_t run_id, uint64_t conn_id, const cha
     pthread_mutex_unlock(&m->mu);
 }
 
+/* Called every cycle for every rank with a GPU (runs.c): the peak table is searched only
+ * when the rank's GPU changes (a GPU index keeps its name while the agent runs). */
 void gs_runm_gpu(struct gs_runm *m, int64_t run_id, uint64_t conn_id, int gpu_index,
                  const char *gpu_name)
 {
-    const struct gs_peak_gpu *pk = gs_peak_find(gpu_name);
-
     if (!m)
         return;
     pthread_mutex_lock(&m->mu);
-    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS && m->n_used; i++) {
         struct slot *s = &m->slots[i];
         if (s->used && s->run_id == run_id && s->conn_id == conn_id) {
             s->gpu = gpu_index;
-            s->peak = pk && s->prec >= 0 ? pk->flops[s->prec] : 0;
+            if (s->peak_gpu != gpu_index) {
+                const struct gs_peak_gpu *pk = gs_peak_find(gpu_name);
+                s->peak = pk && s->prec >= 0 ? pk->flops[s->prec] : 0;
+                s->peak_gpu = gpu_index;
+            }
         }
     }
     pthread_mutex_unlock(&m->mu);
@@ -227,8 +240,10 @@ void gs_runm_drop(struct gs_runm *m, int64_t run_id, uint64_t conn_id)
     pthread_mutex_lock(&m->mu);
     for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
         struct slot *s = &m->slots[i];
-        if (s->used && s->run_id == run_id && (conn_id == 0 || s->conn_id == conn_id))
+        if (s->used && s->run_id == run_id && (conn_id == 0 || s->conn_id == conn_id)) {
             s->used = 0;
+            m->n_used--;
+        }
     }
     pthread_mutex_unlock(&m->mu);
 }
@@ -327,7 +342,7 @@ static void ranks_activity(struct gs_runm *m, double now)
     unsigned nq = 0;
 
     pthread_mutex_lock(&m->mu);
-    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS && m->n_used; i++) {
         const struct slot *s = &m->slots[i];
         if (s->used && s->pid > 0 && s->hang.steps < GS_HANG_MIN_STEPS)
             q[nq++] = (struct rank_cpu){i, s->conn_id, s->pid, NAN};
@@ -363,10 +378,12 @@ unsigned gs_runm_stalled(struct gs_runm *m, double now, double factor, double mi
         return 0;
     ranks_activity(m, now);
     pthread_mutex_lock(&m->mu);
-    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++) {
+    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS && m->n_used; i++) {
         struct slot *s = &m->slots[i];
+        if (!s->used) /* an unused slot is not written: its pages stay untouched */
+            continue;
         s->stalled_s = 0;
-        if (!s->used || !gs_hang_stalled(&s->hang, factor, min_s, now))
+        if (!gs_hang_stalled(&s->hang, factor, min_s, now))
             continue;
         s->stalled_s = fmax(now - gs_hang_quiet_since(&s->hang), 1e-3);
         ranks++;
@@ -429,8 +446,7 @@ void gs_runm_render(struct gs_runm *m, struct gs_buf *b)
     if (!m)
         return;
     pthread_mutex_lock(&m->mu);
-    for (unsigned i = 0; i < GS_RUNM_MAX_RANKS; i++)
-        n += m->slots[i].used;
+    n = m->n_used;
     header(b, "gpuscope_run_ranks", "Rank connections of live runs with gpuscope_run_* series.",
            "gauge");
     out(b, "gpuscope_run_ranks %u\n", n);

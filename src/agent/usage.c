@@ -227,21 +227,31 @@ static const char *env_slurm_job(struct gs_usage *u, const struct gs_proc *p)
     return e->job;
 }
 
+/* snprintf(dst, cap, "%s", src) without printf's cost (every process, every cycle): the
+ * text, cut to cap - 1 bytes, NUL-terminated. */
+static void copy_text(char *dst, size_t cap, const char *src)
+{
+    size_t n = strnlen(src, cap - 1);
+
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
 static void holder_of(struct gs_usage *u, const struct gs_proc *p, struct gs_usage_holder *h)
 {
     memset(h, 0, sizeof *h);
     h->uid = GS_USAGE_UID_UNKNOWN;
     if (p->host_st == GS_ST_OK) {
         h->uid = p->uid;
-        snprintf(h->user, sizeof h->user, "%s", p->user);
+        copy_text(h->user, sizeof h->user, p->user);
     }
-    snprintf(h->pod, sizeof h->pod, "%s", p->pod_name);
-    snprintf(h->ns, sizeof h->ns, "%s", p->pod_namespace);
-    snprintf(h->container, sizeof h->container, "%s", p->container_id);
+    copy_text(h->pod, sizeof h->pod, p->pod_name);
+    copy_text(h->ns, sizeof h->ns, p->pod_namespace);
+    copy_text(h->container, sizeof h->container, p->container_id);
     if (p->slurm_job[0])
-        snprintf(h->job, sizeof h->job, "%s", p->slurm_job);
+        copy_text(h->job, sizeof h->job, p->slurm_job);
     else if (u->o.read_env && p->host_st == GS_ST_OK && !p->sim_only && *env_slurm_job(u, p))
-        snprintf(h->job, sizeof h->job, "%s", env_slurm_job(u, p));
+        copy_text(h->job, sizeof h->job, env_slurm_job(u, p));
     else if (p->pod_name[0] && p->pod_namespace[0])
         snprintf(h->job, sizeof h->job, "%s/%s", p->pod_namespace, p->pod_name);
     else if (u->o.run_of && p->host_st == GS_ST_OK &&

@@ -41,7 +41,15 @@ struct gs_pub {
     struct gs_pub *next_spare;
     int up;
     struct gs_snapshot *snap; /* valid when up */
-    struct gs_buf prom;       /* /metrics body */
+    /* /metrics body: the snapshot's series (gs_metrics_render of snap, self, mflags) are
+     * rendered by the first request that asks (under json_lock, prom_ready), since a scraper
+     * comes every 5-60 s and the cycle every second; prom_tail is what follows them, read
+     * from the live accounting (runs, usage, refusals, push, webhook, alerts) and so
+     * rendered every cycle. With a push sink, which takes the text every cycle, the whole
+     * body is rendered in the cycle. */
+    struct gs_buf prom;
+    struct gs_buf prom_tail;
+    int prom_ready; /* under json_lock once published */
     /* /api/v1/snapshot and /api/v1/processes bodies (jansson's malloc): rendered by the first
      * request that asks for them (gs_pub_body), not every cycle: most agents are only scraped
      * for /metrics, and the JSON is most of a cycle's instructions. */

@@ -35,6 +35,7 @@ void gs_pub_free(struct gs_pub *p)
         return;
     gs_snapshot_free(p->snap);
     gs_buf_free(&p->prom);
+    gs_buf_free(&p->prom_tail);
     free(p->json);
     free(p->procs_json);
     free(p->alerts_json);
@@ -149,6 +150,27 @@ static void render_refused(struct gs_agent *a, struct gs_buf *b)
     gs_metrics_render_refused(b, rows, n);
 }
 
+/* The /metrics body of p: the snapshot's series, then prom_tail (agent_int.h). Made once, by
+ * the first request that asks (or by the cycle, for a push sink); p->snap, p->self and
+ * p->reason are immutable by then, and the text is the one a render in the cycle made. */
+static void render_prom(struct gs_pub *p)
+{
+    struct gs_metrics_self self;
+
+    pthread_mutex_lock(&p->json_lock);
+    if (!p->prom_ready) {
+        self = p->self;
+        self.reason = p->reason;
+        gs_buf_reset(&p->prom);
+        if (gs_metrics_render(&p->prom, p->up ? p->snap : NULL, &self, p->mflags) != GS_OK)
+            gs_log(GS_LOG_ERROR, "metrics: render failed (out of memory)");
+        if (p->prom_tail.len)
+            gs_buf_put(&p->prom, p->prom_tail.data, p->prom_tail.len);
+        p->prom_ready = 1;
+    }
+    pthread_mutex_unlock(&p->json_lock);
+}
+
 void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_config *cfg)
 {
     struct gs_metrics_self self = {
@@ -189,6 +211,7 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
         self.runs_logs_dropped = ru.logs_dropped;
     }
     gs_buf_reset(&p->prom);
+    gs_buf_reset(&p->prom_tail);
     if (cfg->metrics_compat == GS_COMPAT_DCGM || cfg->metrics_compat == GS_COMPAT_DCGM3)
         mflags |= GS_METRICS_DCGM;
     if (cfg->metrics_compat == GS_COMPAT_DCGM3)
@@ -198,20 +221,19 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
     p->self = self; /* a filtered /metrics renders with these (http.c) */
     p->self.reason = "";
     p->mflags = mflags;
-    if (gs_metrics_render(&p->prom, p->up ? p->snap : NULL, &self, mflags) != GS_OK)
-        gs_log(GS_LOG_ERROR, "metrics: render failed (out of memory)");
     if (a->runs)
-        gs_runs_render_prom(a->runs, &p->prom); /* per-rank series of live runs */
+        gs_runs_render_prom(a->runs, &p->prom_tail); /* per-rank series of live runs */
     if (a->usage) /* usage counters per (user, GPU), live jobs' gauges */
-        gs_usage_render_prom(a->usage, &p->prom, -1, GS_USAGE_PROM_COUNTERS | GS_USAGE_PROM_JOBS);
-    render_refused(a, &p->prom);
+        gs_usage_render_prom(a->usage, &p->prom_tail, -1,
+                             GS_USAGE_PROM_COUNTERS | GS_USAGE_PROM_JOBS);
+    render_refused(a, &p->prom_tail);
     if (a->push) {
         struct gs_push_stats ps = gs_push_stats(a->push); /* a short lock, no I/O */
-        gs_push_render_self(&p->prom, &ps);
+        gs_push_render_self(&p->prom_tail, &ps);
     }
     if (a->webhook) {
         struct gs_webhook_stats ws = gs_webhook_stats(a->webhook); /* a short lock */
-        gs_webhook_render_self(&p->prom, &ws);
+        gs_webhook_render_self(&p->prom_tail, &ws);
     }
     free(p->alerts_json);
     p->alerts_json = NULL;
@@ -220,7 +242,7 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
     gs_alert_list_free(&p->alerts);
     p->alerts_listed = 0;
     if (a->alerts) {
-        gs_alerts_render_prom(&p->prom, a->alerts, a->hostname);
+        gs_alerts_render_prom(&p->prom_tail, a->alerts, a->hostname);
         p->alerts_listed = gs_alerts_list(a->alerts, p->up ? p->snap->t_real : gs_clock_real_s(),
                                           &p->alerts) == GS_OK;
     }
@@ -232,6 +254,9 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
     p->json_len = p->procs_json_len = 0;
     p->json_ready = 0;
     snprintf(p->reason, sizeof p->reason, "%s", p->up ? "" : a->reason);
+    p->prom_ready = 0;
+    if (a->push) /* the pusher takes the whole text now (sampling.c) */
+        render_prom(p);
 }
 
 char *gs_pub_dump(json_t *doc, size_t *len)
@@ -283,6 +308,7 @@ const char *gs_pub_body(struct gs_pub *p, enum gs_pub_body which, size_t *len)
 {
     switch (which) {
     case GS_PUB_METRICS:
+        render_prom(p);
         *len = p->prom.len;
         return p->prom.data;
     case GS_PUB_SNAPSHOT:

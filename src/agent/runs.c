@@ -630,21 +630,26 @@ static struct run *run_resume(struct gs_runs *r, const struct gs_peer *peer,
 }
 
 /* The interrupted runs not resumed within resume_timeout_s end (receiver thread, once a
- * second): their report says "interrupted". */
-static void on_tick(void *ctx)
+ * second): their report says "interrupted". Returns whether runs are left waiting, so the
+ * receiver ticks only while some are (receiver.h: a run is interrupted only on its thread,
+ * by a close or a record, or at the start, gs_runs_rebuild_interrupted). */
+static int on_tick(void *ctx)
 {
     struct gs_runs *r = ctx;
     struct run *due[GS_RUNS_MAX_LIVE];
-    unsigned n = 0;
+    unsigned n = 0, waiting = 0;
     double now = gs_clock_real_s();
 
     pthread_mutex_lock(&r->lock);
     for (unsigned i = 0; i < GS_RUNS_MAX_LIVE; i++) {
         struct run *c = r->live[i];
-        if (c && c->n_conns == 0 && c->interrupted_s > 0 &&
-            now - c->interrupted_s >= r->resume_timeout_s) {
+        if (!c || c->n_conns != 0 || c->interrupted_s <= 0)
+            continue;
+        if (now - c->interrupted_s >= r->resume_timeout_s) {
             c->refs++;
             due[n++] = c;
+        } else {
+            waiting++;
         }
     }
     pthread_mutex_unlock(&r->lock);
@@ -652,6 +657,7 @@ static void on_tick(void *ctx)
         run_finish(r, due[k], "not resumed within runs_resume_timeout", 1);
         gs_runs_run_unref(r, due[k]);
     }
+    return waiting > 0;
 }
 
 /* ---- receiver callbacks (receiver thread) ---- */

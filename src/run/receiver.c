@@ -182,6 +182,8 @@ static void *rx_thread(void *arg)
     struct gs_receiver *r = arg;
     struct pollfd pfd[GS_RECEIVER_MAX_CONN + 2];
     int64_t next_tick = gs_clock_mono_ns() + GS_NS_PER_S;
+    int ticking = r->cb.on_tick != NULL; /* on_tick wants its ticks (receiver.h) */
+    int got;
 
     for (;;) {
         unsigned n = r->n_conn;
@@ -191,14 +193,19 @@ static void *rx_thread(void *arg)
         pfd[1] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
         for (unsigned i = 0; i < n; i++)
             pfd[2 + i] = (struct pollfd){.fd = r->conn[i].fd, .events = POLLIN};
-        if (r->cb.on_tick && now >= next_tick) {
-            r->cb.on_tick(r->cb.ctx);
+        if (ticking && now >= next_tick) {
+            ticking = r->cb.on_tick(r->cb.ctx) != 0;
             next_tick = now + GS_NS_PER_S;
         }
-        if (poll(pfd, n + 2, r->cb.on_tick ? (int)((next_tick - now) / 1000000 + 1) : -1) < 0) {
+        got = poll(pfd, n + 2, ticking ? (int)((next_tick - now) / 1000000 + 1) : -1);
+        if (got < 0) {
             if (errno == EINTR)
                 continue;
             break;
+        }
+        if (got > 0 && !ticking && r->cb.on_tick) { /* an event: ticks again from now */
+            ticking = 1;
+            next_tick = gs_clock_mono_ns() + GS_NS_PER_S;
         }
         if (pfd[0].revents)
             break;

@@ -33,8 +33,12 @@ struct gs_receiver_cb {
     void (*on_reject)(void *ctx, const struct gs_peer *peer, const char *why);
     /* A connection closed at accept by a limit (enum gs_receiver_refusal); may be NULL. */
     void (*on_refuse)(void *ctx, const struct gs_peer *peer, int why);
-    /* Called on the receiver thread about once a second, busy or idle; may be NULL. */
-    void (*on_tick)(void *ctx);
+    /* Called on the receiver thread about once a second, busy or idle, while it returns
+     * nonzero; may be NULL. Once it returns 0 the thread sleeps until its next event (a
+     * connection, a message, a close) and ticks again from there: what only the callbacks
+     * start (a run left interrupted) gets its ticks, and an idle agent is not woken every
+     * second. */
+    int (*on_tick)(void *ctx);
 };
 
 /* Why a connection was refused at accept (on_refuse). */

@@ -255,6 +255,8 @@ void gs_agent_sampling_tick(void *arg, uint64_t missed)
     struct gs_agent *a = arg;
     struct gs_agent_config cfg;
 
+    if (a->cycles <= 1) /* its first tick (cycle 1 ran on the main thread before it started) */
+        pthread_setname_np(pthread_self(), "gs-sampler"); /* per-thread figures (top -H) */
     if (missed) {
         a->overruns++;
         gs_log(GS_LOG_DEBUG, "sampler: cycle overran, %llu tick(s) skipped",

@@ -6,6 +6,7 @@
 #include "agent/worker.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +69,11 @@ int gs_worker_new(struct gs_worker **out, const struct gs_worker_ops *ops, void 
 static void *worker_thread(void *arg)
 {
     struct gs_worker *w = arg;
+    char name[16];
+
+    /* "gs-history", "gs-push", ...: per-thread figures (top -H, /proc/PID/task/TID/comm) */
+    snprintf(name, sizeof name, "gs-%s", w->ops->name);
+    pthread_setname_np(pthread_self(), name);
 
     pthread_mutex_lock(&w->lock);
     for (;;) {

@@ -185,6 +185,8 @@ static void *rx_thread(void *arg)
     int ticking = r->cb.on_tick != NULL; /* on_tick wants its ticks (receiver.h) */
     int got;
 
+    pthread_setname_np(pthread_self(), "gs-steps"); /* per-thread figures (top -H) */
+
     for (;;) {
         unsigned n = r->n_conn;
         int64_t now = gs_clock_mono_ns();

@@ -41,12 +41,12 @@ struct gs_pub {
     struct gs_pub *next_spare;
     int up;
     struct gs_snapshot *snap; /* valid when up */
-    /* /metrics body: the snapshot's series (gs_metrics_render of snap, self, mflags) are
-     * rendered by the first request that asks (under json_lock, prom_ready), since a scraper
-     * comes every 5-60 s and the cycle every second; prom_tail is what follows them, read
-     * from the live accounting (runs, usage, refusals, push, webhook, alerts) and so
-     * rendered every cycle. With a push sink, which takes the text every cycle, the whole
-     * body is rendered in the cycle. */
+    /* /metrics body: the snapshot's series (gs_metrics_render of snap, self, mflags), the
+     * live runs' and the usage accounting's are rendered by the first request that asks
+     * (under json_lock, prom_ready; pub.c render_prom), since a scraper comes every 5-60 s
+     * and the cycle every second; prom_tail is what follows them (refusals, push, webhook,
+     * the alert rules' states), rendered every cycle with the cycle's figures. With a push
+     * sink, which takes the text every cycle, the whole body is rendered in the cycle. */
     struct gs_buf prom;
     struct gs_buf prom_tail;
     int prom_ready; /* under json_lock once published */

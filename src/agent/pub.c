@@ -150,11 +150,15 @@ static void render_refused(struct gs_agent *a, struct gs_buf *b)
     gs_metrics_render_refused(b, rows, n);
 }
 
-/* The /metrics body of p: the snapshot's series, then prom_tail (agent_int.h). Made once, by
- * the first request that asks (or by the cycle, for a push sink); p->snap, p->self and
- * p->reason are immutable by then, and the text is the one a render in the cycle made. */
+/* The /metrics body of p: the snapshot's series, the live runs' and the usage accounting's,
+ * then prom_tail (agent_int.h). Made once, by the first request that asks (or by the cycle,
+ * for a push sink); p->snap, p->self and p->reason are immutable by then. The runs' and the
+ * usage's series are read under their own locks when the body is made, as a filtered
+ * /metrics reads them (http.c): at most a cycle newer than the snapshot, counters still
+ * only growing. */
 static void render_prom(struct gs_pub *p)
 {
+    struct gs_agent *a = p->agent;
     struct gs_metrics_self self;
 
     pthread_mutex_lock(&p->json_lock);
@@ -164,6 +168,11 @@ static void render_prom(struct gs_pub *p)
         gs_buf_reset(&p->prom);
         if (gs_metrics_render(&p->prom, p->up ? p->snap : NULL, &self, p->mflags) != GS_OK)
             gs_log(GS_LOG_ERROR, "metrics: render failed (out of memory)");
+        if (a->runs)
+            gs_runs_render_prom(a->runs, &p->prom); /* per-rank series of live runs */
+        if (a->usage) /* usage counters per (user, GPU), live jobs' gauges */
+            gs_usage_render_prom(a->usage, &p->prom, -1,
+                                 GS_USAGE_PROM_COUNTERS | GS_USAGE_PROM_JOBS);
         if (p->prom_tail.len)
             gs_buf_put(&p->prom, p->prom_tail.data, p->prom_tail.len);
         p->prom_ready = 1;
@@ -221,11 +230,6 @@ void gs_pub_render(struct gs_agent *a, struct gs_pub *p, const struct gs_agent_c
     p->self = self; /* a filtered /metrics renders with these (http.c) */
     p->self.reason = "";
     p->mflags = mflags;
-    if (a->runs)
-        gs_runs_render_prom(a->runs, &p->prom_tail); /* per-rank series of live runs */
-    if (a->usage) /* usage counters per (user, GPU), live jobs' gauges */
-        gs_usage_render_prom(a->usage, &p->prom_tail, -1,
-                             GS_USAGE_PROM_COUNTERS | GS_USAGE_PROM_JOBS);
     render_refused(a, &p->prom_tail);
     if (a->push) {
         struct gs_push_stats ps = gs_push_stats(a->push); /* a short lock, no I/O */

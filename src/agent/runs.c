@@ -800,7 +800,8 @@ int gs_runs_of_pid(struct gs_runs *r, unsigned pid, char *out, size_t cap)
     if (!r || pid == 0)
         return 0;
     pthread_mutex_lock(&r->lock);
-    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && !found; i++) {
+    /* asked for every process every cycle (usage.c): nothing to look through without runs */
+    for (unsigned i = 0; i < GS_RUNS_MAX_LIVE && !found && r->st.live; i++) {
         const struct run *run = r->live[i];
         for (unsigned k = 0; run && k < run->n_conns && !found; k++)
             if ((unsigned)run->conns[k].pid == pid) {

@@ -12,12 +12,13 @@
  *     allocator would be bypassed.
  *
  * The cycle is src/agent/sampling.c's gs_agent_cycle, as the sampling thread runs it: sample
- * (the agent's own cadence, schedule.c), alert rules, /metrics and alerts rendered,
- * published. The history writer, the runs socket and the pushers are off: their work is on
- * their own threads. Steady state is cycles 120..179 after the sampler opened: one whole
- * period of the cadence (PCIe throughput every 5th cycle, health, MIG and NVLink link states
- * every 10th, static readings every 60th), each cycle 101 ms after the one before (GPM's
- * minimum interval), so the counts are the same every run. The test takes ~6 s.
+ * (the agent's own cadence, schedule.c), alert rules, the alerts listed, published; and
+ * every 5th cycle a scrape, which renders /metrics (agent/pub.c makes it for a cycle's first
+ * request; counted here as the agent's own work). The history writer, the runs socket and the
+ * pushers are off: their work is on their own threads. Steady state is cycles 120..179 after the
+ * sampler opened: one whole period of the cadence (PCIe throughput every 5th cycle, health, MIG and
+ * NVLink link states every 10th, static readings every 60th), each cycle 101 ms after the one
+ * before (GPM's minimum interval), so the counts are the same every run. The test takes ~6 s.
  *
  * The scenario is the bundled 8-GPU training one with its clock frozen and its processes'
  * pids replaced by this test's own ("self"): procfs then answers the same on every machine

@@ -596,8 +596,10 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
         gs_nvml_read_health(&c);
         c.masked = 0;
     }
-    if (want & GS_WANT_DETAIL)
+    if (want & GS_WANT_DETAIL) {
         gs_nvml_read_detail(&c);
+        gs_nvml_read_detail_gpu(&c);
+    }
     if (want & GS_WANT_MIG)
         gs_nvml_read_mig(&c);
     if (want & GS_WANT_GPM)

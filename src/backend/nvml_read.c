@@ -860,3 +860,85 @@ void gs_nvml_read_detail(struct rd *c)
     rd_remap_histogram(c);
     rd_fabric(c);
 }
+
+/* ---- GS_WANT_DETAIL: the whole GPU's other -q rows ----------------------------------------- */
+
+/* PCIe atomics the GPU issues and completes: field values 228/229 in a call of their own (the
+ * agent's field batch does not carry them). */
+static void rd_pcie_atomics(struct rd *c)
+{
+    static const enum gs_metric ms[] = {GS_M_PCIE_ATOMICS_OUT, GS_M_PCIE_ATOMICS_IN};
+    nvmlFieldValue_t fv[2];
+    double v;
+
+    if (c->lost || !c->b->fn.field_values)
+        return;
+    memset(fv, 0, sizeof fv);
+    fv[0].fieldId = NVML_FI_DEV_PCIE_OUTBOUND_ATOMICS_MASK;
+    fv[1].fieldId = NVML_FI_DEV_PCIE_INBOUND_ATOMICS_MASK;
+    if (!ok_n(c, c->b->fn.field_values(c->h, 2, fv), ms, COUNT_OF(ms)))
+        return;
+    for (size_t i = 0; i < COUNT_OF(ms); i++) {
+        nvmlReturn_t r = fv[i].nvmlReturn;
+        if (r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_FOUND)
+            r = NVML_ERROR_NOT_SUPPORTED; /* an id older drivers do not know */
+        if (!gs_nvml_ok(c, &c->g->st[ms[i]], r))
+            continue;
+        if (gs_nvml_field_double(&fv[i], &v) == GS_OK)
+            gs_gpu_set(c->g, ms[i], v);
+        else
+            c->g->st[ms[i]] = GS_ST_NA;
+    }
+}
+
+/* PDI, module id, GPU operation mode, vGPU heterogeneous mode, PCIe atomics, protected memory
+ * and the unrepairable-memory flag: one call each (two for the atomics' field values). */
+void gs_nvml_read_detail_gpu(struct rd *c)
+{
+    const struct nvml_fns *f = &c->b->fn;
+    struct gs_gpu *g = c->g;
+
+    if (!c->lost && f->pdi) {
+        nvmlPdi_t p;
+        memset(&p, 0, sizeof p);
+        p.version = nvmlPdi_v1;
+        if (gs_nvml_ok(c, &g->tst[GS_T_PDI], f->pdi(c->h, &p))) {
+            snprintf(g->text[GS_T_PDI], GS_STR_LEN, "0x%016llx", p.value);
+            g->tst[GS_T_PDI] = GS_ST_OK;
+        }
+    }
+    rd_detail_uint(c, GS_M_MODULE_ID, f->module_id);
+    if (!c->lost && f->gom) {
+        static const enum gs_metric ms[] = {GS_M_GOM_CURRENT, GS_M_GOM_PENDING};
+        unsigned int cur = 0, pend = 0;
+        if (ok_n(c, f->gom(c->h, &cur, &pend), ms, COUNT_OF(ms))) {
+            gs_gpu_set(g, GS_M_GOM_CURRENT, cur);
+            gs_gpu_set(g, GS_M_GOM_PENDING, pend);
+        }
+    }
+    if (!c->lost && f->vgpu_hetero) {
+        nvmlVgpuHeterogeneousMode_t m;
+        memset(&m, 0, sizeof m);
+        m.version = nvmlVgpuHeterogeneousMode_v1;
+        if (gs_nvml_ok(c, &g->st[GS_M_VGPU_HETERO], f->vgpu_hetero(c->h, &m)))
+            gs_gpu_set(g, GS_M_VGPU_HETERO, m.mode != 0);
+    }
+    rd_pcie_atomics(c);
+    if (!c->lost && f->cc_protected_mem) {
+        static const enum gs_metric ms[] = {GS_M_CC_PROT_TOTAL, GS_M_CC_PROT_USED,
+                                            GS_M_CC_PROT_FREE};
+        nvmlMemory_t m;
+        memset(&m, 0, sizeof m);
+        if (ok_n(c, f->cc_protected_mem(c->h, &m), ms, COUNT_OF(ms))) {
+            gs_gpu_set(g, GS_M_CC_PROT_TOTAL, (double)m.total);
+            gs_gpu_set(g, GS_M_CC_PROT_USED, (double)m.used);
+            gs_gpu_set(g, GS_M_CC_PROT_FREE, (double)m.free);
+        }
+    }
+    if (!c->lost && f->unrepairable_mem) {
+        nvmlUnrepairableMemoryStatus_v1_t u;
+        memset(&u, 0, sizeof u);
+        if (gs_nvml_ok(c, &g->st[GS_M_UNREPAIRABLE_MEM], f->unrepairable_mem(c->h, &u)))
+            gs_gpu_set(g, GS_M_UNREPAIRABLE_MEM, u.bUnrepairableMemory != 0);
+    }
+}

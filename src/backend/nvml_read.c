@@ -871,7 +871,7 @@ static void rd_pcie_atomics(struct rd *c)
     nvmlFieldValue_t fv[2];
     double v;
 
-    if (c->lost || !c->b->fn.field_values)
+    if (c->lost || !c->b->fn.field_values || !gs_nvml_need_any(c, ms, COUNT_OF(ms)))
         return;
     memset(fv, 0, sizeof fv);
     fv[0].fieldId = NVML_FI_DEV_PCIE_OUTBOUND_ATOMICS_MASK;
@@ -892,13 +892,13 @@ static void rd_pcie_atomics(struct rd *c)
 }
 
 /* PDI, module id, GPU operation mode, vGPU heterogeneous mode, PCIe atomics, protected memory
- * and the unrepairable-memory flag: one call each (two for the atomics' field values). */
+ * and the unrepairable-memory flag: one call each, where the caller needs the reading. */
 void gs_nvml_read_detail_gpu(struct rd *c)
 {
     const struct nvml_fns *f = &c->b->fn;
     struct gs_gpu *g = c->g;
 
-    if (!c->lost && f->pdi) {
+    if (!c->lost && f->pdi && gs_nvml_need_t(c, GS_T_PDI)) {
         nvmlPdi_t p;
         memset(&p, 0, sizeof p);
         p.version = nvmlPdi_v1;
@@ -907,16 +907,18 @@ void gs_nvml_read_detail_gpu(struct rd *c)
             g->tst[GS_T_PDI] = GS_ST_OK;
         }
     }
-    rd_detail_uint(c, GS_M_MODULE_ID, f->module_id);
+    if (gs_nvml_need_m(c, GS_M_MODULE_ID))
+        rd_detail_uint(c, GS_M_MODULE_ID, f->module_id);
     if (!c->lost && f->gom) {
         static const enum gs_metric ms[] = {GS_M_GOM_CURRENT, GS_M_GOM_PENDING};
         unsigned int cur = 0, pend = 0;
-        if (ok_n(c, f->gom(c->h, &cur, &pend), ms, COUNT_OF(ms))) {
+        if (gs_nvml_need_any(c, ms, COUNT_OF(ms)) &&
+            ok_n(c, f->gom(c->h, &cur, &pend), ms, COUNT_OF(ms))) {
             gs_gpu_set(g, GS_M_GOM_CURRENT, cur);
             gs_gpu_set(g, GS_M_GOM_PENDING, pend);
         }
     }
-    if (!c->lost && f->vgpu_hetero) {
+    if (!c->lost && f->vgpu_hetero && gs_nvml_need_m(c, GS_M_VGPU_HETERO)) {
         nvmlVgpuHeterogeneousMode_t m;
         memset(&m, 0, sizeof m);
         m.version = nvmlVgpuHeterogeneousMode_v1;
@@ -929,13 +931,14 @@ void gs_nvml_read_detail_gpu(struct rd *c)
                                             GS_M_CC_PROT_FREE};
         nvmlMemory_t m;
         memset(&m, 0, sizeof m);
-        if (ok_n(c, f->cc_protected_mem(c->h, &m), ms, COUNT_OF(ms))) {
+        if (gs_nvml_need_any(c, ms, COUNT_OF(ms)) &&
+            ok_n(c, f->cc_protected_mem(c->h, &m), ms, COUNT_OF(ms))) {
             gs_gpu_set(g, GS_M_CC_PROT_TOTAL, (double)m.total);
             gs_gpu_set(g, GS_M_CC_PROT_USED, (double)m.used);
             gs_gpu_set(g, GS_M_CC_PROT_FREE, (double)m.free);
         }
     }
-    if (!c->lost && f->unrepairable_mem) {
+    if (!c->lost && f->unrepairable_mem && gs_nvml_need_m(c, GS_M_UNREPAIRABLE_MEM)) {
         nvmlUnrepairableMemoryStatus_v1_t u;
         memset(&u, 0, sizeof u);
         if (gs_nvml_ok(c, &g->st[GS_M_UNREPAIRABLE_MEM], f->unrepairable_mem(c->h, &u)))

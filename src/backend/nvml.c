@@ -597,8 +597,8 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
         c.masked = 0;
     }
     if (want & GS_WANT_DETAIL) {
-        gs_nvml_read_detail(&c);
         c.masked = 1; /* of these, what the caller prints (-q -d MEMORY: protected memory) */
+        gs_nvml_read_detail(&c);
         gs_nvml_read_detail_gpu(&c);
         c.masked = 0;
     }

@@ -747,7 +747,7 @@ static void rd_detail_uint(struct rd *c, enum gs_metric m, fn_d_u fn)
 {
     unsigned int v = 0;
 
-    if (c->lost || !fn)
+    if (c->lost || !fn || !gs_nvml_need_m(c, m))
         return;
     if (gs_nvml_ok(c, &c->g->st[m], fn(c->h, &v)))
         gs_gpu_set(c->g, m, v);
@@ -763,7 +763,7 @@ static void rd_sram(struct rd *c)
         GS_M_SRAM_PCIE,       GS_M_SRAM_OTHER};
     nvmlEccSramErrorStatus_t e;
 
-    if (c->lost || !c->b->fn.sram_status)
+    if (c->lost || !c->b->fn.sram_status || !gs_nvml_need_any(c, ms, COUNT_OF(ms)))
         return;
     memset(&e, 0, sizeof e);
     e.version = nvmlEccSramErrorStatus_v1;
@@ -789,7 +789,7 @@ static void rd_remap_histogram(struct rd *c)
                                         GS_M_REMAP_HIST_NONE};
     nvmlRowRemapperHistogramValues_t h;
 
-    if (c->lost || !c->b->fn.remap_histogram)
+    if (c->lost || !c->b->fn.remap_histogram || !gs_nvml_need_any(c, ms, COUNT_OF(ms)))
         return;
     memset(&h, 0, sizeof h);
     if (!ok_n(c, c->b->fn.remap_histogram(c->h, &h), ms, COUNT_OF(ms)))
@@ -810,7 +810,8 @@ static void rd_fabric(struct rd *c)
     struct gs_gpu *g = c->g;
     const unsigned char *u;
 
-    if (c->lost || !c->b->fn.fabric_info)
+    if (c->lost || !c->b->fn.fabric_info ||
+        !(gs_nvml_need_any(c, ms, COUNT_OF(ms)) || gs_nvml_need_t(c, GS_T_FABRIC_CLUSTER)))
         return;
     memset(&f, 0, sizeof f);
     f.version = nvmlGpuFabricInfo_v3;
@@ -834,7 +835,7 @@ void gs_nvml_read_detail(struct rd *c)
 {
     const struct nvml_fns *f = &c->b->fn;
 
-    if (!c->lost && f->addressing_mode) {
+    if (!c->lost && f->addressing_mode && gs_nvml_need_m(c, GS_M_ADDRESSING_MODE)) {
         nvmlDeviceAddressingMode_t a;
         memset(&a, 0, sizeof a);
         a.version = nvmlDeviceAddressingMode_v1;
@@ -843,13 +844,13 @@ void gs_nvml_read_detail(struct rd *c)
     }
     rd_detail_uint(c, GS_M_VIRT_MODE, f->virt_mode);
     rd_detail_uint(c, GS_M_HOST_VGPU_MODE, f->host_vgpu_mode);
-    if (!c->lost && f->c2c_mode) {
+    if (!c->lost && f->c2c_mode && gs_nvml_need_m(c, GS_M_C2C_MODE)) {
         nvmlC2cModeInfo_v1_t m;
         memset(&m, 0, sizeof m);
         if (gs_nvml_ok(c, &c->g->st[GS_M_C2C_MODE], f->c2c_mode(c->h, &m)))
             gs_gpu_set(c->g, GS_M_C2C_MODE, m.isC2cEnabled != 0);
     }
-    if (!c->lost && f->capabilities) {
+    if (!c->lost && f->capabilities && gs_nvml_need_m(c, GS_M_EGM)) {
         nvmlDeviceCapabilities_t k;
         memset(&k, 0, sizeof k);
         k.version = nvmlDeviceCapabilities_v1;
@@ -907,8 +908,7 @@ void gs_nvml_read_detail_gpu(struct rd *c)
             g->tst[GS_T_PDI] = GS_ST_OK;
         }
     }
-    if (gs_nvml_need_m(c, GS_M_MODULE_ID))
-        rd_detail_uint(c, GS_M_MODULE_ID, f->module_id);
+    rd_detail_uint(c, GS_M_MODULE_ID, f->module_id);
     if (!c->lost && f->gom) {
         static const enum gs_metric ms[] = {GS_M_GOM_CURRENT, GS_M_GOM_PENDING};
         unsigned int cur = 0, pend = 0;

@@ -79,9 +79,9 @@ NVML_TODAY = {
     # for the whole GPU's other rows (PDI, module id, GOM, vGPU heterogeneous mode, PCIe atomics,
     # protected memory, unrepairable memory: 7 calls per GPU)
     "query -q": 1064,
-    # 2000, then 128; + 72 since MEMORY's protected memory is a detail reading (its call, and
-    # the 8 other detail calls the want bit brings)
-    "query -q -d MEMORY": 200,
+    # 2000, then 128; + 8 since MEMORY's protected memory is a detail reading (one call per GPU:
+    # the detail readings are need-masked, the other 14 stay unread)
+    "query -q -d MEMORY": 136,
     "query dmon -c 1": 108,  # 1060
     "query dmon -s pucvmet -c 1": 191,  # 2303
     "query pmon -c 1": 61,  # 1101

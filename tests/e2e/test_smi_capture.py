@@ -133,15 +133,15 @@ def mask_table(want, got, notes):
 # -q rows whose value gpuscope's model (include/gpuscope/gs_model.h) does not carry, with the
 # NVML call that would fill them: there we print N/A, as nvidia-smi does for a call that fails.
 Q_NOT_IN_MODEL = {
-    "GPU Part Number": "no public NVML call (nvml.h 13.3)",
+    "GPU Part Number": "no public NVML call (nvml.h 13.3, driver 610.43.02)",
     "Platform Info/Peer Type": "nvmlDeviceGetPlatformInfo (values unconfirmed by any capture)",
     "Platform Info/Host ID": "nvmlDeviceGetPlatformInfo",
     "Platform Info/Tray Index": "nvmlDeviceGetPlatformInfo",
     "Platform Info/Slot Number": "nvmlDeviceGetPlatformInfo",
     "Platform Info/Chassis Serial Number": "nvmlDeviceGetPlatformInfo",
     "Platform Info/GPU Fabric GUID": "nvmlDeviceGetPlatformInfo",
-    "PCI/GPU Link Info/PCIe Generation/Host Max": "no public NVML call (nvml.h 13.3)",
-    "Sparse Operation Mode": "no public NVML call (nvml.h 13.3)",
+    "PCI/GPU Link Info/PCIe Generation/Host Max": "no public NVML call (nvml.h 13.3, driver 610.43.02)",
+    "Sparse Operation Mode": "no public NVML call (nvml.h 13.3, driver 610.43.02)",
     "MIG Device/Device Attributes/Shared/Multiprocessor count": "nvmlDeviceGetAttributes_v2",
     "MIG Device/Device Attributes/Shared/Copy Engine count": "nvmlDeviceGetAttributes_v2",
     "MIG Device/Device Attributes/Shared/Encoder count": "nvmlDeviceGetAttributes_v2",

@@ -68,11 +68,12 @@ def nvml_calls(cmd, env, tmp):
     return None
 
 
-def commands(build, tmp, nvtop=None):
+def commands(build, tmp, nvtop=None, nvml=None):
     """[(name, argv, env)] of the measured commands: the floor and gpuscope's one-shot commands
     on the bundled 8-GPU training scenario (written into tmp with every pid "self" and the PCIe
-    call not sleeping), and `nvtop -s` when NVTOP is given (also used by bench/issue25.py)."""
-    sim = os.path.join(build, "sim", "libnvidia-ml.so.1")
+    call not sleeping), and `nvtop -s` when NVTOP is given (also used by bench/issue25.py).
+    nvml: another libnvidia-ml for all of them (a real driver's) instead of BUILD's nvml-sim."""
+    sim = nvml or os.path.join(build, "sim", "libnvidia-ml.so.1")
     gs = os.path.join(build, "gpuscope")
     floor = os.path.join(build, "bench", "floor")
     with open(os.path.join(ROOT, "sim", "scenarios", "h100x8-training.json")) as f:

@@ -2,8 +2,8 @@
 """Issue 25's table of figures, measured in one run: gpuscope against its leanest peer, row by
 row, ours and the peer's interleaved within each row.
 
-Usage: bench/issue25.py BUILD [--quick] [--nvtop PATH] [--austin PATH] [--json FILE]
-                              [--rows NAME,...]
+Usage: bench/issue25.py BUILD [--quick] [--nvtop PATH] [--austin PATH] [--nvml LIB]
+                              [--json FILE] [--rows NAME,...]
 
 BUILD: a gpuscope build directory (its gpuscope, sim/libnvidia-ml.so.1, bench/floor and
 python/). Prints the table in Markdown (figure, gpuscope, peer, ratio, goal, met?) on stdout,
@@ -14,7 +14,8 @@ synthetic trace instead of 1 GB) about 3 minutes, for a smoke run.
 Rows (NAME), each measured by the bench script that measures it alone:
   oneshot  `gpuscope` (quick check), `gpuscope query --query-gpu=` 7 fields, their floor
            (bench/floor.c) and `nvtop -s`, every command once per round in turn, CPU from
-           wait4 (bench/floor.py), instructions from callgrind (one run each);
+           wait4 (bench/floor.py), instructions from callgrind (one run each); on nvml-sim,
+           or with --nvml LIB all of them on that libnvidia-ml (a real driver's);
   top      `gpuscope top -d 1` and nvtop's TUI (`nvtop -d 10`) in 120x40 tmux terminals and
            `gpuscope agent` (1 s, history on, /metrics scraped every 5 s) in turn each round,
            CPU from /proc/PID/task/*/schedstat over the window, peak RSS (VmHWM)
@@ -115,7 +116,7 @@ def summary(xs):
 def row_oneshot(a, s, tmp):
     import floor  # bench/floor.py
     nvtop = a.nvtop if a.nvtop and os.access(a.nvtop, os.X_OK) else None
-    cmds = floor.commands(a.build, tmp, nvtop)
+    cmds = floor.commands(a.build, tmp, nvtop, a.nvml)
     keep = {"floor quick": "floor_quick", "`gpuscope` (quick check)": "quick",
             "floor query": "floor_query", "`gpuscope query --query-gpu=` 7 fields": "query",
             "`nvtop -s`": "nvtop"}
@@ -132,8 +133,9 @@ def row_oneshot(a, s, tmp):
         for k, c, e in cmds:
             out["instructions"][k] = floor.instructions(c, e, tmp)
     for k, c, e in cmds:
-        if k != "nvtop":
+        if k != "nvtop" and not a.nvml:  # nvml-sim counts them
             out["nvml_calls"][k] = floor.nvml_calls(c, e, tmp)
+    out["nvml"] = a.nvml or "nvml-sim (BUILD/sim), 8 H100s"
     if not nvtop:
         out["nvtop_missing"] = a.nvtop
     return out
@@ -389,6 +391,8 @@ def run_child(a, name, limit, tmp):
         argv += ["--nvtop", a.nvtop]
     if a.austin:
         argv += ["--austin", a.austin]
+    if a.nvml:
+        argv += ["--nvml", a.nvml]
     p = subprocess.Popen(argv, start_new_session=True, stdout=sys.stderr)
     try:
         p.wait(timeout=limit)
@@ -451,10 +455,12 @@ def table(res, a):
     r = res.get("oneshot")
     if r and not failed("oneshot", "one-shot commands"):
         d = r["data"]
+        on = "" if not a.nvml else " (%s)" % note("one-shot rows on %s" % a.nvml)
         c, ins = d["cpu_ms"], d["instructions"]
         nv = c.get("nvtop")
         for key, figure in (("quick", "one-shot quick check (`gpuscope`), CPU"),
                             ("query", "`gpuscope query --query-gpu=` 7 fields, CPU")):
+            figure = figure.replace(", CPU", on + ", CPU")
             if nv:
                 ratio = c[key]["median"] / nv["median"]
                 fl = c["floor_" + key]["median"] / nv["median"]
@@ -592,6 +598,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a ~3-minute smoke run")
     ap.add_argument("--nvtop", default=NVTOP_DEFAULT, help="nvtop binary (default %(default)s)")
     ap.add_argument("--austin", help="austin binary (built from its sources)")
+    ap.add_argument("--nvml", help="the one-shot row on this libnvidia-ml (a real driver's, "
+                    "e.g. /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1) instead of nvml-sim")
     ap.add_argument("--json", help="raw figures to this file (default BUILD/issue25.json)")
     ap.add_argument("--rows", help="comma-separated rows to measure (default all: %s)"
                     % ",".join(n for n, _ in ROWS))
@@ -631,7 +639,7 @@ def main():
             "command": " ".join(["bench/issue25.py"] + sys.argv[1:]),
             "machine": "%s, %d cores, %s" % (platform.machine(), os.cpu_count(),
                                             platform.node()),
-            "load_start": loadavg(), "nvtop": a.nvtop, "austin": a.austin,
+            "load_start": loadavg(), "nvtop": a.nvtop, "austin": a.austin, "nvml": a.nvml,
             "subreaper": subreaper}
     res = {}
     tmp = tempfile.mkdtemp(prefix="gs-issue25.")

@@ -8,8 +8,8 @@ Usage: bench/issue25.py BUILD [--quick] [--nvtop PATH] [--austin PATH] [--nvml L
 BUILD: a gpuscope build directory (its gpuscope, sim/libnvidia-ml.so.1, bench/floor and
 python/). Prints the table in Markdown (figure, gpuscope, peer, ratio, goal, met?) on stdout,
 progress on stderr, and writes every raw number as JSON to FILE (default BUILD/issue25.json).
-About 12 minutes on a 2-core machine; --quick (fewer rounds, shorter windows, a 100 MB
-synthetic trace instead of 1 GB) about 3 minutes, for a smoke run.
+About 11 minutes on a 2-core machine; --quick (fewer rounds, shorter windows, a 100 MB
+synthetic trace instead of 1 GB) about 1 minute, for a smoke run.
 
 Rows (NAME), each measured by the bench script that measures it alone:
   oneshot  `gpuscope` (quick check), `gpuscope query --query-gpu=` 7 fields, their floor
@@ -595,7 +595,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n", 2)[2])
     ap.add_argument("build", help="gpuscope build directory")
-    ap.add_argument("--quick", action="store_true", help="a ~3-minute smoke run")
+    ap.add_argument("--quick", action="store_true", help="a ~1-minute smoke run")
     ap.add_argument("--nvtop", default=NVTOP_DEFAULT, help="nvtop binary (default %(default)s)")
     ap.add_argument("--austin", help="austin binary (built from its sources)")
     ap.add_argument("--nvml", help="the one-shot row on this libnvidia-ml (a real driver's, "

@@ -68,43 +68,52 @@ def nvml_calls(cmd, env, tmp):
     return None
 
 
+def commands(build, tmp, nvtop=None, nvml=None):
+    """[(name, argv, env)] of the measured commands: the floor and gpuscope's one-shot commands
+    on the bundled 8-GPU training scenario (written into tmp with every pid "self" and the PCIe
+    call not sleeping), and `nvtop -s` when NVTOP is given (also used by bench/issue25.py).
+    nvml: another libnvidia-ml for all of them (a real driver's) instead of BUILD's nvml-sim."""
+    sim = nvml or os.path.join(build, "sim", "libnvidia-ml.so.1")
+    gs = os.path.join(build, "gpuscope")
+    floor = os.path.join(build, "bench", "floor")
+    with open(os.path.join(ROOT, "sim", "scenarios", "h100x8-training.json")) as f:
+        doc = json.load(f)
+    for p in doc["processes"]:
+        p["pid"] = "self"
+    doc["pcie_throughput_delay_ms"] = 0
+    scenario = os.path.join(tmp, "scenario.json")
+    with open(scenario, "w") as f:
+        json.dump(doc, f)
+    libdir = os.path.join(tmp, "lib")
+    os.mkdir(libdir)
+    os.symlink(sim, os.path.join(libdir, "libnvidia-ml.so.1"))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("NVML_SIM", "GPUSCOPE", "LD_LIBRARY_PATH"))}
+    env.update(GPUSCOPE_NVML_LIBRARY=sim, NVML_SIM_SCENARIO=scenario, NVML_SIM_TIME="100",
+               GPUSCOPE_HTTP_SOCKET="/nonexistent/agent.sock",
+               XDG_RUNTIME_DIR="/nonexistent", NO_COLOR="1", LC_ALL="C.UTF-8")
+    cmds = [
+        ("floor quick", [floor, "quick"], env),
+        ("`gpuscope` (quick check)", [gs], env),
+        ("floor query", [floor, "query"], env),
+        ("`gpuscope query --query-gpu=` 7 fields",
+         [gs, "query", "--query-gpu=" + FIELDS, "--format=csv"], env),
+        ("`gpuscope query` (table)", [gs, "query"], env),
+    ]
+    if nvtop:
+        cmds.append(("`nvtop -s`", [nvtop, "-s"], dict(env, LD_LIBRARY_PATH=libdir)))
+    return cmds
+
+
 def main():
     if len(sys.argv) < 2:
         raise SystemExit(__doc__)
     build = os.path.abspath(sys.argv[1])
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 41
     nvtop = sys.argv[3] if len(sys.argv) > 3 else None
-    sim = os.path.join(build, "sim", "libnvidia-ml.so.1")
-    gs = os.path.join(build, "gpuscope")
-    floor = os.path.join(build, "bench", "floor")
     tmp = tempfile.mkdtemp(prefix="gs-floor.")
     try:
-        with open(os.path.join(ROOT, "sim", "scenarios", "h100x8-training.json")) as f:
-            doc = json.load(f)
-        for p in doc["processes"]:
-            p["pid"] = "self"
-        doc["pcie_throughput_delay_ms"] = 0
-        scenario = os.path.join(tmp, "scenario.json")
-        with open(scenario, "w") as f:
-            json.dump(doc, f)
-        libdir = os.path.join(tmp, "lib")
-        os.mkdir(libdir)
-        os.symlink(sim, os.path.join(libdir, "libnvidia-ml.so.1"))
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("NVML_SIM", "GPUSCOPE", "LD_LIBRARY_PATH"))}
-        env.update(GPUSCOPE_NVML_LIBRARY=sim, NVML_SIM_SCENARIO=scenario, NVML_SIM_TIME="100",
-                   GPUSCOPE_HTTP_SOCKET="/nonexistent/agent.sock",
-                   XDG_RUNTIME_DIR="/nonexistent", NO_COLOR="1", LC_ALL="C.UTF-8")
-        cmds = [
-            ("floor quick", [floor, "quick"], env),
-            ("`gpuscope` (quick check)", [gs], env),
-            ("floor query", [floor, "query"], env),
-            ("`gpuscope query --query-gpu=` 7 fields",
-             [gs, "query", "--query-gpu=" + FIELDS, "--format=csv"], env),
-            ("`gpuscope query` (table)", [gs, "query"], env),
-        ]
-        if nvtop:
-            cmds.append(("`nvtop -s`", [nvtop, "-s"], dict(env, LD_LIBRARY_PATH=libdir)))
+        cmds = commands(build, tmp, nvtop)
         for _, cmd, e in cmds:  # warm-up (page cache)
             run_once(cmd, e)
         cpu = {name: [] for name, _, _ in cmds}

@@ -47,7 +47,8 @@ enum gs_want {
     /* readings only nvidia-smi -q and their --query-gpu fields show, fresh at every cycle that
      * sets this (never read otherwise, so the agent's cycle does not pay for them): addressing,
      * virtualization, host vGPU, C2C and EGM modes, the SRAM ECC error status, the bank-remap
-     * histogram and the NVLink fabric registration */
+     * histogram and the NVLink fabric registration; with GS_WANT_MIG, each MIG device's SRAM
+     * ECC count (gs_mig.sram_unc_vol) */
     GS_WANT_DETAIL = 1u << 11,
     GS_WANT_ALL = 0xFFFu,
 };
@@ -64,7 +65,9 @@ struct gs_sampler_opts {
     /* With a need mask: the health readings (GS_WANT_HEALTH: ECC totals, retired pages,
      * remapped rows, NVLink error sums) follow need_metrics too and the per-location ECC
      * counters are not read, for a view that prints a health figure or two (the nvidia-smi
-     * table's ECC cell, dmon -s e). false: health is read in full with its bit. */
+     * table's ECC cell, dmon -s e). false: health is read in full with its bit. With
+     * GS_M_ECC_UNCORR_VOL needed and GS_WANT_MIG, each MIG device's SRAM ECC count is read too
+     * (the table's MIG cell), which health without a mask (the agent) leaves out. */
     bool mask_health;
     /* The Kubernetes pod log directories (src/backend/k8s.h) that name the pods of processes:
      * NULL: /var/log/pods; "": do not look. */

@@ -552,6 +552,18 @@ static void mark_lost(struct gs_gpu *g)
     g->lost = 1;
 }
 
+/* Whether this cycle reads the MIG devices' readings only nvidia-smi prints (struct gs_mig's
+ * last block): for -q (GS_WANT_DETAIL), and for a masked health view that shows the volatile
+ * uncorrected ECC count (the nvidia-smi table's MIG cell); never for the agent, which sets
+ * neither. */
+static int mig_detail_wanted(const struct gs_backend *b, unsigned want)
+{
+    if (want & GS_WANT_DETAIL)
+        return 1;
+    return (want & GS_WANT_HEALTH) && b->mask_health && !b->need_all &&
+           b->need_m[GS_M_ECC_UNCORR_VOL];
+}
+
 static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, unsigned want,
                        struct gs_err *err)
 {
@@ -599,7 +611,7 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
     if (want & GS_WANT_DETAIL)
         gs_nvml_read_detail(&c);
     if (want & GS_WANT_MIG)
-        gs_nvml_read_mig(&c);
+        gs_nvml_read_mig(&c, mig_detail_wanted(b, want));
     if (want & GS_WANT_GPM)
         gs_nvml_read_gpm(&c);
     if ((want & GS_WANT_GPM) && (want & GS_WANT_MIG))

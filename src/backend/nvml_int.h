@@ -379,7 +379,8 @@ void gs_nvml_read_basic(struct rd *c);
 void gs_nvml_read_detail(struct rd *c);
 void gs_nvml_read_health(struct rd *c);
 void gs_nvml_read_identity(struct rd *c);
-void gs_nvml_read_mig(struct rd *c);
+/* detail: also what only nvidia-smi prints of a MIG device (struct gs_mig's last block) */
+void gs_nvml_read_mig(struct rd *c, int detail);
 void gs_nvml_read_pcie_tput(struct rd *c);
 void gs_nvml_read_slow(struct rd *c);
 

@@ -1334,6 +1334,86 @@ static void topology(void **state)
         assert_true(t[0].level_st[j] == GS_ST_NA && t[0].nvlinks[j] == 0);
 }
 
+/* What only nvidia-smi prints of a MIG device. The memory the driver reserves in the instance
+ * comes with its memory call (MemoryInfo_v2), every cycle; the volatile uncorrectable SRAM ECC
+ * count (nvmlDeviceGetMemoryErrorCounter on the MIG handle) is read for -q (GS_WANT_DETAIL) or
+ * for a health view masked to the volatile uncorrected count (the table's MIG cell), never in
+ * the agent's cycle (health without a mask); a library that fails the call leaves it absent. */
+static void mig_smi_rows(void **state)
+{
+    struct fx *f = *state;
+    unsigned char need_m[GS_M__COUNT] = {0};
+    struct gs_backend_opts o = {.library = sim_lib(), .need_metrics = need_m, .mask_health = true};
+    char path[1024];
+    const char *tmp = getenv("TMPDIR");
+    json_error_t je;
+    json_t *root, *inst;
+    struct gs_gpu *g;
+    struct gs_err e;
+    int fd;
+
+    NEED_SIM();
+    scenario(path, sizeof path, "h100-mig.json");
+    root = json_load_file(path, 0, &je);
+    assert_non_null(root);
+    inst = json_array_get(
+        json_object_get(json_object_get(json_array_get(json_object_get(root, "gpus"), 0), "mig"),
+                        "instances"),
+        0);
+    assert_non_null(inst);
+    json_object_set_new(inst, "ecc_sram_uncorrected_volatile", json_integer(3));
+    json_object_set_new(inst, "memory_reserved_mib", json_integer(12));
+    snprintf(path, sizeof path, "%s/gs_scenario_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(json_dump_file(root, path, 0), 0);
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "60", &e), GS_OK);
+    assert_int_equal(gs_snapshot_new(&f->snap, 1, 1, NULL), GS_OK);
+    g = &f->snap->gpus[0];
+    /* the agent's slow cycle: health and MIG devices, no mask */
+    sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_HEALTH);
+    assert_int_equal(g->n_mig, 4);
+    assert_int_equal(g->mig[0].sram_unc_st, GS_ST_NA);
+    assert_int_equal(g->mig[0].mem_reserved_st, GS_ST_OK);
+    assert_true(g->mig[0].mem_reserved_bytes == 12ULL * 1048576);
+    assert_true(g->mig[0].mem_free_bytes ==
+                (40448ULL - 12 - 11091) * 1048576); /* total - reserved - used */
+    assert_int_equal(g->mig[1].mem_reserved_st, GS_ST_OK);
+    assert_true(g->mig[1].mem_reserved_bytes == 0);
+    /* -q */
+    sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_DETAIL);
+    assert_int_equal(g->mig[0].sram_unc_st, GS_ST_OK);
+    assert_true(g->mig[0].sram_unc_vol == 3);
+    assert_int_equal(g->mig[1].sram_unc_st, GS_ST_OK);
+    assert_true(g->mig[1].sram_unc_vol == 0);
+    gs_backend_nvml.close(f->b);
+    /* the table: health masked to the ECC cell */
+    need_m[GS_M_ECC_UNCORR_VOL] = need_m[GS_M_MIG_MODE] = 1;
+    gs_err_clear(&e);
+    assert_int_equal(gs_backend_nvml.open(&f->b, &o, &e), GS_OK);
+    sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_HEALTH);
+    assert_int_equal(g->n_mig, 4);
+    assert_int_equal(g->mig[0].sram_unc_st, GS_ST_OK);
+    assert_true(g->mig[0].sram_unc_vol == 3);
+    gs_backend_nvml.close(f->b);
+    /* the call failing (ECC off here): absent, the rest of the device read */
+    json_object_set_new(json_object_get(json_array_get(json_object_get(root, "gpus"), 0), "ecc"),
+                        "current", json_false());
+    assert_int_equal(json_dump_file(root, path, 0), 0);
+    json_decref(root);
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "60", &e), GS_OK);
+    unlink(path);
+    sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_DETAIL);
+    assert_int_equal(g->n_mig, 4);
+    assert_int_equal(g->mig[0].sram_unc_st, GS_ST_NA);
+    assert_int_equal(g->mig[0].attr_st, GS_ST_OK);
+    gs_snapshot_free(f->snap);
+    f->snap = NULL;
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1366,6 +1446,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(nvlink_first_cycle_rate, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(topology, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(mig_gpm, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(mig_smi_rows, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -65,10 +65,12 @@ struct gs_sampler_opts {
     /* With a need mask: the health readings (GS_WANT_HEALTH: ECC totals, retired pages,
      * remapped rows, NVLink error sums) follow need_metrics too and the per-location ECC
      * counters are not read, for a view that prints a health figure or two (the nvidia-smi
-     * table's ECC cell, dmon -s e). false: health is read in full with its bit. With
-     * GS_M_ECC_UNCORR_VOL needed and GS_WANT_MIG, each MIG device's SRAM ECC count is read too
-     * (the table's MIG cell), which health without a mask (the agent) leaves out. */
+     * table's ECC cell, dmon -s e). false: health is read in full with its bit. */
     bool mask_health;
+    /* true: with GS_WANT_MIG, each MIG device's volatile uncorrectable SRAM ECC count
+     * (gs_mig.sram_unc_vol, one call per MIG device) is read, for the nvidia-smi table's MIG
+     * ECC cell; GS_WANT_DETAIL reads it too. false and no GS_WANT_DETAIL (the agent): not read. */
+    bool mig_sram_ecc;
     /* The Kubernetes pod log directories (src/backend/k8s.h) that name the pods of processes:
      * NULL: /var/log/pods; "": do not look. */
     const char *k8s_pods_dir;

@@ -414,6 +414,7 @@ static int nvml_open(struct gs_backend **out, const struct gs_backend_opts *opts
             memcpy(b->need_t, opts->need_texts, sizeof b->need_t);
         b->mask_health = opts->mask_health;
     }
+    b->mig_sram_ecc = opts && opts->mig_sram_ecc;
     if (!path || !*path)
         path = getenv("GPUSCOPE_NVML_LIBRARY");
     if (!path || !*path)
@@ -553,15 +554,11 @@ static void mark_lost(struct gs_gpu *g)
 }
 
 /* Whether this cycle reads the MIG devices' readings only nvidia-smi prints (struct gs_mig's
- * last block): for -q (GS_WANT_DETAIL), and for a masked health view that shows the volatile
- * uncorrected ECC count (the nvidia-smi table's MIG cell); never for the agent, which sets
- * neither. */
+ * last block): for -q (GS_WANT_DETAIL) and for the table's MIG ECC cell (opened with
+ * mig_sram_ecc); never for the agent, which asks for neither. */
 static int mig_detail_wanted(const struct gs_backend *b, unsigned want)
 {
-    if (want & GS_WANT_DETAIL)
-        return 1;
-    return (want & GS_WANT_HEALTH) && b->mask_health && !b->need_all &&
-           b->need_m[GS_M_ECC_UNCORR_VOL];
+    return (want & GS_WANT_DETAIL) || b->mig_sram_ecc;
 }
 
 static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, unsigned want,

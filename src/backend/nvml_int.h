@@ -344,6 +344,7 @@ struct gs_backend {
     /* gs_backend_opts.mask_health with a mask: health readings follow need_m, and the
      * per-location ECC counters (no metric of their own) are not read */
     int mask_health;
+    int mig_sram_ecc; /* gs_backend_opts.mig_sram_ecc: MIG devices' SRAM ECC count, always */
 };
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))

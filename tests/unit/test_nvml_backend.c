@@ -1337,13 +1337,15 @@ static void topology(void **state)
 /* What only nvidia-smi prints of a MIG device. The memory the driver reserves in the instance
  * comes with its memory call (MemoryInfo_v2), every cycle; the volatile uncorrectable SRAM ECC
  * count (nvmlDeviceGetMemoryErrorCounter on the MIG handle) is read for -q (GS_WANT_DETAIL) or
- * for a health view masked to the volatile uncorrected count (the table's MIG cell), never in
- * the agent's cycle (health without a mask); a library that fails the call leaves it absent. */
+ * for the table's MIG cell (opened with mig_sram_ecc), never in the agent's cycle nor by a
+ * health view masked to the GPU's ECC counts (dmon -s e); a failing call leaves it absent. */
 static void mig_smi_rows(void **state)
 {
     struct fx *f = *state;
     unsigned char need_m[GS_M__COUNT] = {0};
     struct gs_backend_opts o = {.library = sim_lib(), .need_metrics = need_m, .mask_health = true};
+    struct gs_backend_opts tab = {
+        .library = sim_lib(), .need_metrics = need_m, .mask_health = true, .mig_sram_ecc = true};
     char path[1024];
     const char *tmp = getenv("TMPDIR");
     json_error_t je;
@@ -1388,10 +1390,16 @@ static void mig_smi_rows(void **state)
     assert_int_equal(g->mig[1].sram_unc_st, GS_ST_OK);
     assert_true(g->mig[1].sram_unc_vol == 0);
     gs_backend_nvml.close(f->b);
-    /* the table: health masked to the ECC cell */
-    need_m[GS_M_ECC_UNCORR_VOL] = need_m[GS_M_MIG_MODE] = 1;
+    /* dmon -s e: health masked to the GPU's ECC counts, MIG devices listed, no SRAM count */
+    need_m[GS_M_ECC_UNCORR_VOL] = need_m[GS_M_ECC_CORR_VOL] = need_m[GS_M_MIG_MODE] = 1;
     gs_err_clear(&e);
     assert_int_equal(gs_backend_nvml.open(&f->b, &o, &e), GS_OK);
+    sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_HEALTH);
+    assert_int_equal(g->n_mig, 4);
+    assert_int_equal(g->mig[0].sram_unc_st, GS_ST_NA);
+    gs_backend_nvml.close(f->b);
+    /* the table */
+    assert_int_equal(gs_backend_nvml.open(&f->b, &tab, &e), GS_OK);
     sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_HEALTH);
     assert_int_equal(g->n_mig, 4);
     assert_int_equal(g->mig[0].sram_unc_st, GS_ST_OK);

@@ -763,6 +763,63 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device,
     return gs_sim_leave(NVML_SUCCESS);
 }
 
+/* ---- the whole GPU's other -q rows: PDI, module id, GOM, vGPU heterogeneous mode, protected
+ * memory, unrepairable memory ---------------------------------------------------------------- */
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetPdi(nvmlDevice_t device, nvmlPdi_t *pdi)
+{
+    SIM_SIMPLE(nvmlDeviceGetPdi, pdi, has_pdi);
+    if (pdi->version != nvmlPdi_v1)
+        return gs_sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    pdi->value = c.g->pdi;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetModuleId(nvmlDevice_t device, unsigned int *moduleId)
+{
+    SIM_SIMPLE(nvmlDeviceGetModuleId, moduleId, has_module_id);
+    *moduleId = c.g->module_id;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetGpuOperationMode(nvmlDevice_t device,
+                                                              nvmlGpuOperationMode_t *current,
+                                                              nvmlGpuOperationMode_t *pending)
+{
+    SIM_SIMPLE(nvmlDeviceGetGpuOperationMode, current && pending, has_gom);
+    *current = c.g->gom[0];
+    *pending = c.g->gom[1];
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetVgpuHeterogeneousMode(
+    nvmlDevice_t device, nvmlVgpuHeterogeneousMode_t *pHeterogeneousMode)
+{
+    SIM_SIMPLE(nvmlDeviceGetVgpuHeterogeneousMode, pHeterogeneousMode, has_vgpu_hetero);
+    if (pHeterogeneousMode->version != nvmlVgpuHeterogeneousMode_v1)
+        return gs_sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    pHeterogeneousMode->mode = c.g->vgpu_hetero ? 1 : 0;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetConfComputeProtectedMemoryUsage(nvmlDevice_t device,
+                                                                             nvmlMemory_t *memory)
+{
+    SIM_SIMPLE(nvmlDeviceGetConfComputeProtectedMemoryUsage, memory, has_protected);
+    memory->total = c.g->protected_total;
+    memory->used = c.g->protected_used;
+    memory->free = c.g->protected_total - c.g->protected_used;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetUnrepairableMemoryFlag_v1(
+    nvmlDevice_t device, nvmlUnrepairableMemoryStatus_v1_t *unrepairableMemoryStatus)
+{
+    SIM_SIMPLE(nvmlDeviceGetUnrepairableMemoryFlag_v1, unrepairableMemoryStatus, has_unrepairable);
+    unrepairableMemoryStatus->bUnrepairableMemory = c.g->unrepairable ? 1 : 0;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
 /* ---- the sample buffer -------------------------------------------------------------------- */
 
 /* Value of sample type `type` for the interval ending at tk. */

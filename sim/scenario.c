@@ -1537,6 +1537,71 @@ static int parse_detail(struct parse *ps, const struct jobj *gob, struct gs_sim_
     return 0;
 }
 
+static const struct name_val gom_names[] = {
+    {"all_on", NVML_GOM_ALL_ON},
+    {"compute", NVML_GOM_COMPUTE},
+    {"low_dp", NVML_GOM_LOW_DP},
+    {NULL, 0},
+};
+
+/* The whole GPU's other -q rows: "pdi" (64-bit, "0x..." or a number), "module_id",
+ * "gpu_operation_mode" ({"current", "pending"}: all_on, compute, low_dp),
+ * "vgpu_heterogeneous_mode" (true/false), "pcie_atomics" ({"outbound", "inbound"}: masks of
+ * NVML_PCIE_ATOMICS_CAP_* bits), "protected_memory" ({"total_mib"|"total_bytes",
+ * "used_mib"|"used_bytes"}) and "unrepairable_memory" (true/false). A key left out: the call (or
+ * field) answers NOT_SUPPORTED. */
+static int parse_detail_gpu(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
+{
+    static const char *const gom_keys[] = {"current", "pending", NULL};
+    static const char *const atom_keys[] = {"outbound", "inbound", NULL};
+    static const char *const prot_keys[] = {"total_mib", "total_bytes", "used_mib", "used_bytes",
+                                            NULL};
+    struct jobj ob;
+    bool present;
+    unsigned long long u;
+
+    if (get_uint(ps, gob, "pdi", 0, ~0ull, &g->pdi, &g->has_pdi) != 0 ||
+        get_uint(ps, gob, "module_id", 0, 0xFFFFFFFFull, &u, &g->has_module_id) != 0)
+        return -1;
+    g->module_id = (unsigned)u;
+    g->has_vgpu_hetero = jget(gob, "vgpu_heterogeneous_mode", NULL) != NULL;
+    g->has_unrepairable = jget(gob, "unrepairable_memory", NULL) != NULL;
+    if (get_bool(ps, gob, "vgpu_heterogeneous_mode", &g->vgpu_hetero) != 0 ||
+        get_bool(ps, gob, "unrepairable_memory", &g->unrepairable) != 0)
+        return -1;
+    if (get_child(ps, gob, "gpu_operation_mode", &ob, &g->has_gom) != 0)
+        return -1;
+    if (g->has_gom) {
+        g->gom[0] = g->gom[1] = NVML_GOM_ALL_ON;
+        if (check_keys(ps, &ob, gom_keys) != 0 ||
+            get_enum(ps, &ob, "current", gom_names, false, &g->gom[0], &present) != 0)
+            return -1;
+        g->gom[1] = g->gom[0]; /* pending defaults to the current mode */
+        if (get_enum(ps, &ob, "pending", gom_names, false, &g->gom[1], &present) != 0)
+            return -1;
+    }
+    if (get_child(ps, gob, "pcie_atomics", &ob, &present) != 0)
+        return -1;
+    if (present && check_keys(ps, &ob, atom_keys) != 0)
+        return -1;
+    for (int i = 0; present && i < 2; i++) {
+        if (get_uint(ps, &ob, atom_keys[i], 0, 0x7F, &u, &g->has_atomics[i]) != 0)
+            return -1;
+        g->atomics[i] = (unsigned)u;
+    }
+    if (get_child(ps, gob, "protected_memory", &ob, &g->has_protected) != 0)
+        return -1;
+    if (g->has_protected) {
+        if (check_keys(ps, &ob, prot_keys) != 0 ||
+            get_size(ps, &ob, "total", &g->protected_total, &present) != 0 ||
+            get_size(ps, &ob, "used", &g->protected_used, &present) != 0)
+            return -1;
+        if (g->protected_used > g->protected_total)
+            return perr(ps, ob.o[0], NULL, ob.path, "used exceeds total");
+    }
+    return 0;
+}
+
 /* A CPU or NUMA node list as ranges: "0-19", "0-55,112-167", "0", each range rising. */
 static bool ranges_ok(const char *s, unsigned long long max)
 {
@@ -1993,6 +2058,13 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
                                        "fabric",
                                        "tlimit_thresholds_c",
                                        "edpp_multiplier_pct",
+                                       "pdi",
+                                       "module_id",
+                                       "gpu_operation_mode",
+                                       "vgpu_heterogeneous_mode",
+                                       "pcie_atomics",
+                                       "protected_memory",
+                                       "unrepairable_memory",
                                        "topology",
                                        "clocks_event_reasons_supported",
                                        "idle_reason",
@@ -2096,7 +2168,8 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
         parse_clocks_pcie(ps, &ob, g) != 0 || parse_board(ps, &ob, g) != 0 ||
         parse_topology(ps, &ob, g) != 0 || parse_health(ps, &ob, g) != 0 ||
         parse_inforom(ps, &ob, g) != 0 || parse_modes(ps, &ob, g) != 0 ||
-        parse_nvlink(ps, &ob, g) != 0 || parse_detail(ps, &ob, g) != 0)
+        parse_nvlink(ps, &ob, g) != 0 || parse_detail(ps, &ob, g) != 0 ||
+        parse_detail_gpu(ps, &ob, g) != 0)
         return -1;
     g->persistence = false;
     g->compute_mode = NVML_COMPUTEMODE_DEFAULT;

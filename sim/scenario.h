@@ -239,7 +239,13 @@ const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m);
     X(nvmlDeviceGetMarginTemperature)                                                              \
     X(nvmlDeviceGetNvLinkState)                                                                    \
     X(nvmlDeviceGetNvLinkErrorCounter)                                                             \
-    X(nvmlDeviceGetNvLinkRemotePciInfo_v2)
+    X(nvmlDeviceGetNvLinkRemotePciInfo_v2)                                                         \
+    X(nvmlDeviceGetPdi)                                                                            \
+    X(nvmlDeviceGetModuleId)                                                                       \
+    X(nvmlDeviceGetGpuOperationMode)                                                               \
+    X(nvmlDeviceGetVgpuHeterogeneousMode)                                                          \
+    X(nvmlDeviceGetConfComputeProtectedMemoryUsage)                                                \
+    X(nvmlDeviceGetUnrepairableMemoryFlag_v1)
 /* clang-format on */
 
 enum gs_sim_fn {
@@ -471,6 +477,14 @@ struct gs_sim_gpu {
     unsigned gpu_numa_id;
     bool has_level[GS_SIM_MAX_GPUS];
     unsigned level[GS_SIM_MAX_GPUS];
+    /* the whole GPU's other -q rows (parse_detail_gpu); has_ false: NOT_SUPPORTED */
+    bool has_pdi, has_module_id, has_gom, has_vgpu_hetero, has_protected, has_unrepairable;
+    unsigned long long pdi;
+    unsigned module_id, gom[2]; /* gom: current, pending */
+    bool vgpu_hetero, unrepairable;
+    bool has_atomics[2]; /* fields 228 (outbound) and 229 (inbound) */
+    unsigned atomics[2];
+    uint64_t protected_total, protected_used;
 };
 
 struct gs_sim_arena;

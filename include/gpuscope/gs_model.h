@@ -230,7 +230,21 @@ enum gs_status {
      * 2 in progress, 3 completed), its NVML return code once completed, the clique id */          \
     X(GS_M_FABRIC_STATE, "fabric_state", "")                                                       \
     X(GS_M_FABRIC_STATUS, "fabric_status", "")                                                     \
-    X(GS_M_FABRIC_CLIQUE, "fabric_clique_id", "")
+    X(GS_M_FABRIC_CLIQUE, "fabric_clique_id", "")                                                  \
+    /* whole-GPU -q rows (GS_WANT_DETAIL): the module id within the node; GPU operation mode now   \
+     * and after reboot (0 all on, 1 compute, 2 low double precision); vGPU heterogeneous mode on  \
+     * (1) or off (0); PCIe atomics the GPU issues / completes (NVML_PCIE_ATOMICS_CAP_* mask);     \
+     * confidential-computing protected memory; whether memory has unrepairable errors (1) */      \
+    X(GS_M_MODULE_ID, "module_id", "")                                                             \
+    X(GS_M_GOM_CURRENT, "gpu_operation_mode_current", "")                                          \
+    X(GS_M_GOM_PENDING, "gpu_operation_mode_pending", "")                                          \
+    X(GS_M_VGPU_HETERO, "vgpu_heterogeneous_mode", "")                                             \
+    X(GS_M_PCIE_ATOMICS_OUT, "pcie_atomics_outbound_mask", "")                                     \
+    X(GS_M_PCIE_ATOMICS_IN, "pcie_atomics_inbound_mask", "")                                       \
+    X(GS_M_CC_PROT_TOTAL, "cc_protected_memory_total", "bytes")                                    \
+    X(GS_M_CC_PROT_USED, "cc_protected_memory_used", "bytes")                                      \
+    X(GS_M_CC_PROT_FREE, "cc_protected_memory_free", "bytes")                                      \
+    X(GS_M_UNREPAIRABLE_MEM, "unrepairable_memory", "")
 
 #define GS_METRIC_ENUM_(e, n, u) e,
 enum gs_metric { GS_METRICS(GS_METRIC_ENUM_) GS_M__COUNT };
@@ -252,6 +266,7 @@ enum gs_text {
     GS_T_BOARD_PART,     /* board part number ("692-2G520-0200-000") */
     GS_T_GSP_VERSION,    /* GSP firmware version ("590.48.01") */
     GS_T_FABRIC_CLUSTER, /* fabric cluster UUID, GS_WANT_DETAIL ("00000000-0000-...") */
+    GS_T_PDI,            /* per-device identifier, GS_WANT_DETAIL ("0xd52bae2e458244e2") */
     GS_T__COUNT,
 };
 

@@ -605,8 +605,12 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
         gs_nvml_read_health(&c);
         c.masked = 0;
     }
-    if (want & GS_WANT_DETAIL)
+    if (want & GS_WANT_DETAIL) {
+        c.masked = 1; /* of these, what the caller prints (-q -d MEMORY: protected memory) */
         gs_nvml_read_detail(&c);
+        gs_nvml_read_detail_gpu(&c);
+        c.masked = 0;
+    }
     if (want & GS_WANT_MIG)
         gs_nvml_read_mig(&c, mig_detail_wanted(b, want));
     if (want & GS_WANT_GPM)

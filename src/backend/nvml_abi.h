@@ -727,4 +727,47 @@ static_assert(nvmlProcessDetailList_v1 == (sizeof(nvmlProcessDetailList_t) | (1u
 static_assert(sizeof(nvmlConfComputeMemSizeInfo_t) == 16, "conf compute mem size info");
 static_assert(sizeof(struct gs_nvml_pci_info_legacy) == 52, "legacy pci info");
 
+/* ---- -q whole-GPU rows (GS_WANT_DETAIL): PDI, module id, GPU operation mode, vGPU
+ * heterogeneous mode, PCIe atomics, protected memory, unrepairable memory. Layouts and values
+ * from the 13.3 header (§0 source H). --------------------------------------------------------- */
+/* nvmlDeviceGetPdi (NVML 13.0+), version 1: the GPU's 64-bit per-device identifier. */
+typedef struct {
+    unsigned int version;
+    unsigned long long value;
+} nvmlPdi_t;
+#define nvmlPdi_v1 0x01000010u /* sizeof | 1 << 24 */
+/* nvmlDeviceGetGpuOperationMode (current, pending) */
+typedef unsigned int nvmlGpuOperationMode_t;
+enum { NVML_GOM_ALL_ON = 0, NVML_GOM_COMPUTE = 1, NVML_GOM_LOW_DP = 2 };
+/* nvmlDeviceGetVgpuHeterogeneousMode, version 1: mode 1 enabled, 0 disabled */
+typedef struct {
+    unsigned int version;
+    unsigned int mode;
+} nvmlVgpuHeterogeneousMode_t;
+#define nvmlVgpuHeterogeneousMode_v1 0x01000008u /* sizeof | 1 << 24 */
+/* nvmlDeviceGetUnrepairableMemoryFlag_v1 (NVML 13.1+; no version member) */
+typedef struct {
+    unsigned int bUnrepairableMemory;
+} nvmlUnrepairableMemoryStatus_v1_t;
+/* PCIe atomic operations the GPU can issue (outbound) and complete (inbound): field values
+ * 228/229, a mask of NVML_PCIE_ATOMICS_CAP_* */
+#define NVML_FI_DEV_PCIE_OUTBOUND_ATOMICS_MASK 228
+#define NVML_FI_DEV_PCIE_INBOUND_ATOMICS_MASK 229
+#define NVML_PCIE_ATOMICS_CAP_FETCHADD32 0x01
+#define NVML_PCIE_ATOMICS_CAP_FETCHADD64 0x02
+#define NVML_PCIE_ATOMICS_CAP_SWAP32 0x04
+#define NVML_PCIE_ATOMICS_CAP_SWAP64 0x08
+#define NVML_PCIE_ATOMICS_CAP_CAS32 0x10
+#define NVML_PCIE_ATOMICS_CAP_CAS64 0x20
+#define NVML_PCIE_ATOMICS_CAP_CAS128 0x40
+#define NVML_PCIE_ATOMICS_OPS_MAX 7
+
+static_assert(sizeof(nvmlPdi_t) == 16, "PDI v1");
+static_assert(offsetof(nvmlPdi_t, value) == 8, "PDI value at 8");
+static_assert(nvmlPdi_v1 == (sizeof(nvmlPdi_t) | (1u << 24)), "struct version");
+static_assert(sizeof(nvmlVgpuHeterogeneousMode_t) == 8, "vGPU heterogeneous mode v1");
+static_assert(nvmlVgpuHeterogeneousMode_v1 == (sizeof(nvmlVgpuHeterogeneousMode_t) | (1u << 24)),
+              "struct version");
+static_assert(sizeof(nvmlUnrepairableMemoryStatus_v1_t) == 4, "unrepairable memory status v1");
+
 #endif

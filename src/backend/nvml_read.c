@@ -771,7 +771,7 @@ static void rd_detail_uint(struct rd *c, enum gs_metric m, fn_d_u fn)
 {
     unsigned int v = 0;
 
-    if (c->lost || !fn)
+    if (c->lost || !fn || !gs_nvml_need_m(c, m))
         return;
     if (gs_nvml_ok(c, &c->g->st[m], fn(c->h, &v)))
         gs_gpu_set(c->g, m, v);
@@ -787,7 +787,7 @@ static void rd_sram(struct rd *c)
         GS_M_SRAM_PCIE,       GS_M_SRAM_OTHER};
     nvmlEccSramErrorStatus_t e;
 
-    if (c->lost || !c->b->fn.sram_status)
+    if (c->lost || !c->b->fn.sram_status || !gs_nvml_need_any(c, ms, COUNT_OF(ms)))
         return;
     memset(&e, 0, sizeof e);
     e.version = nvmlEccSramErrorStatus_v1;
@@ -813,7 +813,7 @@ static void rd_remap_histogram(struct rd *c)
                                         GS_M_REMAP_HIST_NONE};
     nvmlRowRemapperHistogramValues_t h;
 
-    if (c->lost || !c->b->fn.remap_histogram)
+    if (c->lost || !c->b->fn.remap_histogram || !gs_nvml_need_any(c, ms, COUNT_OF(ms)))
         return;
     memset(&h, 0, sizeof h);
     if (!ok_n(c, c->b->fn.remap_histogram(c->h, &h), ms, COUNT_OF(ms)))
@@ -834,7 +834,8 @@ static void rd_fabric(struct rd *c)
     struct gs_gpu *g = c->g;
     const unsigned char *u;
 
-    if (c->lost || !c->b->fn.fabric_info)
+    if (c->lost || !c->b->fn.fabric_info ||
+        !(gs_nvml_need_any(c, ms, COUNT_OF(ms)) || gs_nvml_need_t(c, GS_T_FABRIC_CLUSTER)))
         return;
     memset(&f, 0, sizeof f);
     f.version = nvmlGpuFabricInfo_v3;
@@ -858,7 +859,7 @@ void gs_nvml_read_detail(struct rd *c)
 {
     const struct nvml_fns *f = &c->b->fn;
 
-    if (!c->lost && f->addressing_mode) {
+    if (!c->lost && f->addressing_mode && gs_nvml_need_m(c, GS_M_ADDRESSING_MODE)) {
         nvmlDeviceAddressingMode_t a;
         memset(&a, 0, sizeof a);
         a.version = nvmlDeviceAddressingMode_v1;
@@ -867,13 +868,13 @@ void gs_nvml_read_detail(struct rd *c)
     }
     rd_detail_uint(c, GS_M_VIRT_MODE, f->virt_mode);
     rd_detail_uint(c, GS_M_HOST_VGPU_MODE, f->host_vgpu_mode);
-    if (!c->lost && f->c2c_mode) {
+    if (!c->lost && f->c2c_mode && gs_nvml_need_m(c, GS_M_C2C_MODE)) {
         nvmlC2cModeInfo_v1_t m;
         memset(&m, 0, sizeof m);
         if (gs_nvml_ok(c, &c->g->st[GS_M_C2C_MODE], f->c2c_mode(c->h, &m)))
             gs_gpu_set(c->g, GS_M_C2C_MODE, m.isC2cEnabled != 0);
     }
-    if (!c->lost && f->capabilities) {
+    if (!c->lost && f->capabilities && gs_nvml_need_m(c, GS_M_EGM)) {
         nvmlDeviceCapabilities_t k;
         memset(&k, 0, sizeof k);
         k.version = nvmlDeviceCapabilities_v1;
@@ -883,4 +884,88 @@ void gs_nvml_read_detail(struct rd *c)
     rd_sram(c);
     rd_remap_histogram(c);
     rd_fabric(c);
+}
+
+/* ---- GS_WANT_DETAIL: the whole GPU's other -q rows ----------------------------------------- */
+
+/* PCIe atomics the GPU issues and completes: field values 228/229 in a call of their own (the
+ * agent's field batch does not carry them). */
+static void rd_pcie_atomics(struct rd *c)
+{
+    static const enum gs_metric ms[] = {GS_M_PCIE_ATOMICS_OUT, GS_M_PCIE_ATOMICS_IN};
+    nvmlFieldValue_t fv[2];
+    double v;
+
+    if (c->lost || !c->b->fn.field_values || !gs_nvml_need_any(c, ms, COUNT_OF(ms)))
+        return;
+    memset(fv, 0, sizeof fv);
+    fv[0].fieldId = NVML_FI_DEV_PCIE_OUTBOUND_ATOMICS_MASK;
+    fv[1].fieldId = NVML_FI_DEV_PCIE_INBOUND_ATOMICS_MASK;
+    if (!ok_n(c, c->b->fn.field_values(c->h, 2, fv), ms, COUNT_OF(ms)))
+        return;
+    for (size_t i = 0; i < COUNT_OF(ms); i++) {
+        nvmlReturn_t r = fv[i].nvmlReturn;
+        if (r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_FOUND)
+            r = NVML_ERROR_NOT_SUPPORTED; /* an id older drivers do not know */
+        if (!gs_nvml_ok(c, &c->g->st[ms[i]], r))
+            continue;
+        if (gs_nvml_field_double(&fv[i], &v) == GS_OK)
+            gs_gpu_set(c->g, ms[i], v);
+        else
+            c->g->st[ms[i]] = GS_ST_NA;
+    }
+}
+
+/* PDI, module id, GPU operation mode, vGPU heterogeneous mode, PCIe atomics, protected memory
+ * and the unrepairable-memory flag: one call each, where the caller needs the reading. */
+void gs_nvml_read_detail_gpu(struct rd *c)
+{
+    const struct nvml_fns *f = &c->b->fn;
+    struct gs_gpu *g = c->g;
+
+    if (!c->lost && f->pdi && gs_nvml_need_t(c, GS_T_PDI)) {
+        nvmlPdi_t p;
+        memset(&p, 0, sizeof p);
+        p.version = nvmlPdi_v1;
+        if (gs_nvml_ok(c, &g->tst[GS_T_PDI], f->pdi(c->h, &p))) {
+            snprintf(g->text[GS_T_PDI], GS_STR_LEN, "0x%016llx", p.value);
+            g->tst[GS_T_PDI] = GS_ST_OK;
+        }
+    }
+    rd_detail_uint(c, GS_M_MODULE_ID, f->module_id);
+    if (!c->lost && f->gom) {
+        static const enum gs_metric ms[] = {GS_M_GOM_CURRENT, GS_M_GOM_PENDING};
+        unsigned int cur = 0, pend = 0;
+        if (gs_nvml_need_any(c, ms, COUNT_OF(ms)) &&
+            ok_n(c, f->gom(c->h, &cur, &pend), ms, COUNT_OF(ms))) {
+            gs_gpu_set(g, GS_M_GOM_CURRENT, cur);
+            gs_gpu_set(g, GS_M_GOM_PENDING, pend);
+        }
+    }
+    if (!c->lost && f->vgpu_hetero && gs_nvml_need_m(c, GS_M_VGPU_HETERO)) {
+        nvmlVgpuHeterogeneousMode_t m;
+        memset(&m, 0, sizeof m);
+        m.version = nvmlVgpuHeterogeneousMode_v1;
+        if (gs_nvml_ok(c, &g->st[GS_M_VGPU_HETERO], f->vgpu_hetero(c->h, &m)))
+            gs_gpu_set(g, GS_M_VGPU_HETERO, m.mode != 0);
+    }
+    rd_pcie_atomics(c);
+    if (!c->lost && f->cc_protected_mem) {
+        static const enum gs_metric ms[] = {GS_M_CC_PROT_TOTAL, GS_M_CC_PROT_USED,
+                                            GS_M_CC_PROT_FREE};
+        nvmlMemory_t m;
+        memset(&m, 0, sizeof m);
+        if (gs_nvml_need_any(c, ms, COUNT_OF(ms)) &&
+            ok_n(c, f->cc_protected_mem(c->h, &m), ms, COUNT_OF(ms))) {
+            gs_gpu_set(g, GS_M_CC_PROT_TOTAL, (double)m.total);
+            gs_gpu_set(g, GS_M_CC_PROT_USED, (double)m.used);
+            gs_gpu_set(g, GS_M_CC_PROT_FREE, (double)m.free);
+        }
+    }
+    if (!c->lost && f->unrepairable_mem && gs_nvml_need_m(c, GS_M_UNREPAIRABLE_MEM)) {
+        nvmlUnrepairableMemoryStatus_v1_t u;
+        memset(&u, 0, sizeof u);
+        if (gs_nvml_ok(c, &g->st[GS_M_UNREPAIRABLE_MEM], f->unrepairable_mem(c->h, &u)))
+            gs_gpu_set(g, GS_M_UNREPAIRABLE_MEM, u.bUnrepairableMemory != 0);
+    }
 }

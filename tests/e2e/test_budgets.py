@@ -75,9 +75,13 @@ NVML_TODAY = {
     "query -L": 44,  # 1060
     "query --version": 12,  # 1060
     # 2328 before the masks (-q prints nearly everything; the ECC locations are half of it);
-    # then 944, + 64 for the detail readings -q gained (GS_WANT_DETAIL: 8 calls per GPU)
-    "query -q": 1008,
-    "query -q -d MEMORY": 128,  # 2000
+    # then 944, + 64 for the detail readings -q gained (GS_WANT_DETAIL: 8 calls per GPU), + 56
+    # for the whole GPU's other rows (PDI, module id, GOM, vGPU heterogeneous mode, PCIe atomics,
+    # protected memory, unrepairable memory: 7 calls per GPU)
+    "query -q": 1064,
+    # 2000, then 128; + 8 since MEMORY's protected memory is a detail reading (one call per GPU:
+    # the detail readings are need-masked, the other 14 stay unread)
+    "query -q -d MEMORY": 136,
     "query dmon -c 1": 108,  # 1060
     "query dmon -s pucvmet -c 1": 191,  # 2303
     "query pmon -c 1": 61,  # 1101

@@ -116,27 +116,15 @@ def mask_table(want, got, notes):
 # -q rows whose value gpuscope's model (include/gpuscope/gs_model.h) does not carry, with the
 # NVML call that would fill them: there we print N/A, as nvidia-smi does for a call that fails.
 Q_NOT_IN_MODEL = {
-    "GPU PDI": "nvmlDeviceGetPdi",
-    "GPU Part Number": "nvmlDeviceGetGpuPartNumber (not in NVML's public ABI)",
-    "Platform Info/Module Id": "nvmlDeviceGetModuleId / nvmlDeviceGetPlatformInfo",
-    "Platform Info/Peer Type": "nvmlDeviceGetPlatformInfo",
+    "GPU Part Number": "no public NVML call (nvml.h 13.3, driver 610.43.02)",
+    "Platform Info/Peer Type": "nvmlDeviceGetPlatformInfo (values unconfirmed by any capture)",
     "Platform Info/Host ID": "nvmlDeviceGetPlatformInfo",
     "Platform Info/Tray Index": "nvmlDeviceGetPlatformInfo",
     "Platform Info/Slot Number": "nvmlDeviceGetPlatformInfo",
     "Platform Info/Chassis Serial Number": "nvmlDeviceGetPlatformInfo",
     "Platform Info/GPU Fabric GUID": "nvmlDeviceGetPlatformInfo",
-    "Inforom Version/Power Management Object": "nvmlDeviceGetInforomVersion(POWER)",
-    "GPU Operation Mode/Current": "nvmlDeviceGetGpuOperationMode",
-    "GPU Operation Mode/Pending": "nvmlDeviceGetGpuOperationMode",
-    "GPU Virtualization Mode/vGPU Heterogeneous Mode": "nvmlDeviceGetVgpuHeterogeneousMode",
-    "PCI/GPU Link Info/PCIe Generation/Host Max": "host link generation",
-    "PCI/Atomic Caps Outbound": "nvmlDeviceGetPciInfoExt atomics",
-    "PCI/Atomic Caps Inbound": "nvmlDeviceGetPciInfoExt atomics",
-    "Sparse Operation Mode": "nvmlDeviceGetSparseOperationMode (not public)",
-    "Conf Compute Protected Memory Usage/Total": "nvmlDeviceGetConfComputeProtectedMemoryUsage",
-    "Conf Compute Protected Memory Usage/Used": "nvmlDeviceGetConfComputeProtectedMemoryUsage",
-    "Conf Compute Protected Memory Usage/Free": "nvmlDeviceGetConfComputeProtectedMemoryUsage",
-    "ECC Errors/Unrepairable Memory": "nvmlDeviceGetUnrepairableMemoryFlag",
+    "PCI/GPU Link Info/PCIe Generation/Host Max": "no public NVML call (nvml.h 13.3, driver 610.43.02)",
+    "Sparse Operation Mode": "no public NVML call (nvml.h 13.3, driver 610.43.02)",
 }
 Q_LINE = re.compile(r"^( *)(.*?) *: (.*)$")
 

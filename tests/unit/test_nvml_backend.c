@@ -1085,6 +1085,91 @@ static void detail_readings(void **state)
     f->b = NULL;
 }
 
+/* The H100 capture's scenario with keys of `gpu_json` set on its GPU, in a temporary file. */
+static void capture_with(char *out, size_t n, const char *name, const char *gpu_json)
+{
+    char path[1024];
+    const char *tmp = getenv("TMPDIR");
+    json_error_t je;
+    json_t *root, *over;
+    int fd;
+
+    capture_scenario(path, sizeof path, name);
+    root = json_load_file(path, 0, &je);
+    assert_non_null(root);
+    over = json_loads(gpu_json, 0, &je);
+    assert_non_null(over);
+    assert_int_equal(json_object_update(json_array_get(json_object_get(root, "gpus"), 0), over), 0);
+    json_decref(over);
+    snprintf(out, n, "%s/gs_scenario_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    fd = mkstemp(out);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(json_dump_file(root, out, 0), 0);
+    json_decref(root);
+}
+
+/* The whole GPU's other -q rows (PDI, module id, GPU operation mode, vGPU heterogeneous mode,
+ * PCIe atomics, protected memory, unrepairable memory): read with GS_WANT_DETAIL only, values as
+ * the scenario gives them, absent (N/A) where the driver answers NOT_SUPPORTED. */
+static void detail_gpu_readings(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu g;
+    struct gs_err e;
+    char path[1100];
+    static const enum gs_metric ms[] = {
+        GS_M_MODULE_ID,        GS_M_GOM_CURRENT,     GS_M_GOM_PENDING,   GS_M_VGPU_HETERO,
+        GS_M_PCIE_ATOMICS_OUT, GS_M_PCIE_ATOMICS_IN, GS_M_CC_PROT_TOTAL, GS_M_CC_PROT_USED,
+        GS_M_CC_PROT_FREE,     GS_M_UNREPAIRABLE_MEM};
+
+    NEED_SIM();
+    capture_with(path, sizeof path, "h100-idle",
+                 "{\"gpu_operation_mode\": {\"current\": \"compute\", \"pending\": \"low_dp\"},"
+                 " \"vgpu_heterogeneous_mode\": true,"
+                 " \"pcie_atomics\": {\"outbound\": 63, \"inbound\": 127},"
+                 " \"protected_memory\": {\"total_mib\": 1024, \"used_mib\": 256},"
+                 " \"unrepairable_memory\": true}");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "100", &e), GS_OK);
+    unlink(path);
+    sample_ok(f->b, 0, &g, GS_WANT_ALL & ~(GS_WANT_DETAIL | GS_WANT_GPM_WAIT));
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        assert_int_equal(g.st[ms[i]], GS_ST_NA);
+    assert_int_equal(g.tst[GS_T_PDI], GS_ST_NA);
+
+    sample_ok(f->b, 0, &g, GS_WANT_DETAIL);
+    assert_int_equal(g.tst[GS_T_PDI], GS_ST_OK);
+    assert_string_equal(g.text[GS_T_PDI], "0xd52bae2e458244e2");
+    assert_true(gs_gpu_has(&g, GS_M_MODULE_ID) && g.v[GS_M_MODULE_ID] == 7);
+    assert_true(gs_gpu_has(&g, GS_M_GOM_CURRENT) && g.v[GS_M_GOM_CURRENT] == 1);
+    assert_true(gs_gpu_has(&g, GS_M_GOM_PENDING) && g.v[GS_M_GOM_PENDING] == 2);
+    assert_true(gs_gpu_has(&g, GS_M_VGPU_HETERO) && g.v[GS_M_VGPU_HETERO] == 1);
+    assert_true(gs_gpu_has(&g, GS_M_PCIE_ATOMICS_OUT) && g.v[GS_M_PCIE_ATOMICS_OUT] == 63);
+    assert_true(gs_gpu_has(&g, GS_M_PCIE_ATOMICS_IN) && g.v[GS_M_PCIE_ATOMICS_IN] == 127);
+    assert_true(gs_gpu_has(&g, GS_M_CC_PROT_TOTAL) && g.v[GS_M_CC_PROT_TOTAL] == 1024.0 * 1048576);
+    assert_true(gs_gpu_has(&g, GS_M_CC_PROT_USED) && g.v[GS_M_CC_PROT_USED] == 256.0 * 1048576);
+    assert_true(gs_gpu_has(&g, GS_M_CC_PROT_FREE) && g.v[GS_M_CC_PROT_FREE] == 768.0 * 1048576);
+    assert_true(gs_gpu_has(&g, GS_M_UNREPAIRABLE_MEM) && g.v[GS_M_UNREPAIRABLE_MEM] == 1);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+
+    /* the L40S capture: no GOM, heterogeneous mode, atomics or unrepairable flag (N/A there) */
+    capture_scenario(path, sizeof path, "l40s-idle");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "1000", &e), GS_OK);
+    sample_ok(f->b, 0, &g, GS_WANT_DETAIL);
+    assert_string_equal(g.text[GS_T_PDI], "0x4cc17b2978ffca4d");
+    assert_true(gs_gpu_has(&g, GS_M_MODULE_ID) && g.v[GS_M_MODULE_ID] == 1);
+    assert_true(gs_gpu_has(&g, GS_M_CC_PROT_TOTAL) && g.v[GS_M_CC_PROT_TOTAL] == 0);
+    assert_int_equal(g.st[GS_M_GOM_CURRENT], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_GOM_PENDING], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_VGPU_HETERO], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_PCIE_ATOMICS_OUT], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_PCIE_ATOMICS_IN], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_UNREPAIRABLE_MEM], GS_ST_NA);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
 /* The links' states on their own cadence (GS_WANT_NVLINK_STATE): read at the first cycle,
  * held without the bit (nvlink_state_t unchanged), read again with it, when a link that went
  * down in between shows; then held at the new value. */
@@ -1440,6 +1525,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(pci_class_codes, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(temperature_margin, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(detail_readings, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(detail_gpu_readings, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(minimal_library, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(no_scenario_is_no_driver, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(lost_gpu_mid_run, fx_setup, fx_teardown),

@@ -625,6 +625,11 @@ static void detail_keys_are_checked(void **state)
         {"\"fabric\": {\"cluster_uuid\": \"0123\"}", "cluster_uuid: expected 32 hex digits"},
         {"\"sram_ecc\": {\"l3\": 1}", "l3"},
         {"\"remapped_rows\": {\"histogram\": {\"max\": -1}}", "max"},
+        {"\"gpu_operation_mode\": {\"current\": \"turbo\"}", "current: unknown value \"turbo\""},
+        {"\"pcie_atomics\": {\"outbound\": 128}", "outbound: 128 is out of range"},
+        {"\"pcie_atomics\": {\"both\": 1}", "both"},
+        {"\"protected_memory\": {\"total_mib\": 1, \"used_mib\": 2}", "used exceeds total"},
+        {"\"pdi\": \"0xzz\"", "pdi: \"0xzz\" is not an integer"},
     };
     char json[1024], err[512];
 

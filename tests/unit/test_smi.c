@@ -360,13 +360,79 @@ static void q_detail_rows(void **state)
     gs_snapshot_free(s);
 }
 
+/* The whole GPU's other -q rows: PDI, module id, GPU operation mode words, vGPU heterogeneous
+ * mode, PCIe atomics as NVML_PCIE_ATOMICS_CAP_* names (each followed by a space, as the H100
+ * capture prints them), protected memory in MiB, the unrepairable flag; N/A where not read. */
+static void q_gpu_rows(void **state)
+{
+    struct gs_snapshot *s = fixture();
+    unsigned char sel[3] = {0, 1, 0};
+    struct gs_gpu *g = &s->gpus[1];
+    char *out = NULL;
+
+    (void)state;
+    gs_gpu_set(g, GS_M_ARCH, 9);
+    snprintf(g->text[GS_T_PDI], GS_STR_LEN, "0xd52bae2e458244e2");
+    g->tst[GS_T_PDI] = GS_ST_OK;
+    gs_gpu_set(g, GS_M_MODULE_ID, 7);
+    gs_gpu_set(g, GS_M_GOM_CURRENT, 0);
+    gs_gpu_set(g, GS_M_GOM_PENDING, 2);
+    gs_gpu_set(g, GS_M_VGPU_HETERO, 1);
+    gs_gpu_set(g, GS_M_PCIE_ATOMICS_OUT, 63);
+    gs_gpu_set(g, GS_M_PCIE_ATOMICS_IN, 0x41);
+    gs_gpu_set(g, GS_M_CC_PROT_TOTAL, 1024.0 * 1048576);
+    gs_gpu_set(g, GS_M_CC_PROT_USED, 1.5 * 1048576);
+    gs_gpu_set(g, GS_M_CC_PROT_FREE, 1022.5 * 1048576);
+    gs_gpu_set(g, GS_M_UNREPAIRABLE_MEM, 0);
+    CAPTURE(out, gs_smi_q(f_, s, sel, 0, 0));
+    assert_non_null(strstr(out, "    GPU PDI                                            : "
+                                "0xd52bae2e458244e2\n"));
+    assert_non_null(strstr(out, "        Module Id                                      : 7\n"));
+    assert_non_null(strstr(out, "    GPU Operation Mode\n"
+                                "        Current                                        : All On\n"
+                                "        Pending                                        : "
+                                "Low Double Precision\n"));
+    assert_non_null(
+        strstr(out, "        vGPU Heterogeneous Mode                        : Enabled\n"));
+    assert_non_null(strstr(out, "        Atomic Caps Outbound                           : "
+                                "FETCHADD_32 FETCHADD_64 SWAP_32 SWAP_64 CAS_32 CAS_64 \n"
+                                "        Atomic Caps Inbound                            : "
+                                "FETCHADD_32 CAS_128 \n"));
+    assert_non_null(strstr(out,
+                           "    Conf Compute Protected Memory Usage\n"
+                           "        Total                                          : 1024 MiB\n"
+                           "        Used                                           : 2 MiB\n"
+                           "        Free                                           : 1023 MiB\n"));
+    assert_non_null(strstr(out, "        Unrepairable Memory                            : No\n"));
+    free(out);
+
+    CAPTURE(out, gs_smi_q(f_, s, sel, 0, 1));
+    assert_non_null(strstr(out, "<pdi>0xd52bae2e458244e2</pdi>"));
+    assert_non_null(strstr(out, "<current_gom>All On</current_gom>"));
+    assert_non_null(strstr(out, "<vgpu_heterogeneous_mode>Enabled</vgpu_heterogeneous_mode>"));
+    assert_non_null(strstr(out, "<unrepairable_memory>No</unrepairable_memory>"));
+    xml_balanced(out);
+    free(out);
+
+    g->st[GS_M_GOM_CURRENT] = g->st[GS_M_PCIE_ATOMICS_IN] = GS_ST_NA;
+    g->tst[GS_T_PDI] = GS_ST_NA;
+    CAPTURE(out, gs_smi_q(f_, s, sel, 0, 0));
+    assert_non_null(strstr(out, "    GPU PDI                                            : N/A\n"));
+    assert_non_null(strstr(out, "        Current                                        : N/A\n"
+                                "        Pending                                        : "
+                                "Low Double Precision\n"));
+    assert_non_null(strstr(out, "        Atomic Caps Inbound                            : N/A\n"));
+    free(out);
+    gs_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sections),       cmocka_unit_test(mib),
         cmocka_unit_test(table_geometry), cmocka_unit_test(list),
         cmocka_unit_test(q_sections),     cmocka_unit_test(xml),
-        cmocka_unit_test(q_detail_rows),
+        cmocka_unit_test(q_detail_rows),  cmocka_unit_test(q_gpu_rows),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

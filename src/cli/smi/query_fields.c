@@ -218,8 +218,10 @@ static const struct gs_qfield gpu_fields[] = {
         "nothing is needed)."),
     SECT("gom", "GPU operation mode: which features are switched off to save power or favour\n"
                 "compute (All On, Compute, Low Double Precision)."),
-    NONE("gom.current", "gpu_operation_mode.current", "", "Operation mode in use."),
-    NONE("gom.pending", "gpu_operation_mode.pending", "", "Operation mode after the next reboot."),
+    ROW("gom.current", "gpu_operation_mode.current", "", QK_NAME, GS_M_GOM_CURRENT, GS_QN_GOM, W_D,
+        "Operation mode in use."),
+    ROW("gom.pending", "gpu_operation_mode.pending", "", QK_NAME, GS_M_GOM_PENDING, GS_QN_GOM, W_D,
+        "Operation mode after the next reboot."),
     ROW("fan.speed", NULL, "%", QK_PCT, GS_M_FAN, 0, 0,
         "Fan speed the GPU asks for, as a percent of its maximum (may exceed 100). Boards cooled\n"
         "by the chassis report none."),
@@ -516,9 +518,12 @@ static const struct gs_qfield gpu_fields[] = {
     ROW("c2c.mode", NULL, "", QK_ENABLED, GS_M_C2C_MODE, 0, W_D,
         "Whether the chip-to-chip (C2C) link is on, where there is one."),
     SECT("protected_memory", "Memory set aside for confidential computing."),
-    NONE("protected_memory.total", NULL, "MiB", "Protected memory installed."),
-    NONE("protected_memory.used", NULL, "MiB", "Protected memory allocated by contexts."),
-    NONE("protected_memory.free", NULL, "MiB", "Protected memory nobody holds."),
+    ROW("protected_memory.total", NULL, "MiB", QK_MIB, GS_M_CC_PROT_TOTAL, 0, W_D,
+        "Protected memory installed."),
+    ROW("protected_memory.used", NULL, "MiB", QK_MIB, GS_M_CC_PROT_USED, 0, W_D,
+        "Protected memory allocated by contexts."),
+    ROW("protected_memory.free", NULL, "MiB", QK_MIB, GS_M_CC_PROT_FREE, 0, W_D,
+        "Protected memory nobody holds."),
     BARE("fabric.state", NULL, "", QK_NAME, GS_M_FABRIC_STATE, GS_QN_FABRIC_STATE, W_D,
          "Progress of the GPU's fabric registration."),
     BARE("fabric.status", NULL, "", QK_NAME, GS_M_FABRIC_STATUS, GS_QN_FABRIC_STATUS, W_D,
@@ -547,7 +552,7 @@ static const struct gs_qfield gpu_fields[] = {
          "Compute tray in the chassis (switch trays not counted)."),
     NONE("platform.host_id", NULL, "", "Node within the slot."),
     NONE("platform.peer_type", NULL, "", "Kind of NVLink peer (e.g. behind a switch or not)."),
-    NONE("platform.module_id", NULL, "", "GPU within the node."),
+    ROW("platform.module_id", NULL, "", QK_INT, GS_M_MODULE_ID, 0, W_D, "GPU within the node."),
     NONE("platform.gpu_fabric_guid", NULL, "", "Fabric GUID of the GPU."),
     NONE("hostname", NULL, "", "Host name stored with the GPU (nvidia-smi --set-hostname)."),
     NONE_ON(QB_610, "bbx.time_run", "seconds",
@@ -834,6 +839,7 @@ static const char *const names_recovery[] = {"None", "Reset", "Reboot", "Drain P
                                              "Drain and Reset"};
 static const char *const names_virt[] = {"None", "Pass-Through", "VGPU", "Host VGPU", "Host VSGA"};
 static const char *const names_host_vgpu[] = {"Non SR-IOV", "SR-IOV"};
+static const char *const names_gom[] = {"All On", "Compute", "Low Double Precision"};
 static const char *const names_fabric_state[] = {"Not Supported", "Not Started", "In Progress",
                                                  "Completed"};
 
@@ -871,6 +877,7 @@ const char *gs_qf_value_name(enum gs_qf_names t, double v)
         [GS_QN_FABRIC_STATE] = {names_fabric_state,
                                 sizeof names_fabric_state / sizeof *names_fabric_state},
         [GS_QN_FABRIC_STATUS] = {NULL, 0},
+        [GS_QN_GOM] = {names_gom, sizeof names_gom / sizeof *names_gom},
     };
     long long k;
 

@@ -108,6 +108,7 @@ enum gs_qf_names {
     GS_QN_HOST_VGPU,     /* GS_M_HOST_VGPU_MODE: Non SR-IOV, SR-IOV */
     GS_QN_FABRIC_STATE,  /* GS_M_FABRIC_STATE: Not Supported, Not Started, In Progress, ... */
     GS_QN_FABRIC_STATUS, /* GS_M_FABRIC_STATUS: an NVML return code, "Success" for 0 */
+    GS_QN_GOM,           /* GS_M_GOM_*: All On, Compute, Low Double Precision */
     GS_QN__COUNT
 };
 

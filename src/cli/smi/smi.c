@@ -271,12 +271,14 @@ static unsigned want_of(const struct smi_opts *o)
         break;
     }
     /* PCIe throughput blocks ~20 ms per direction and GPU; only the PCI block (no -d) shows it.
-     * The detail readings (8 calls per GPU) feed rows outside any -d section but ECC's SRAM
-     * status and ROW_REMAPPER's histogram. */
+     * The detail readings (15 calls per GPU, each only where a printed row needs it) feed rows
+     * outside any -d section but ECC's SRAM status and unrepairable flag, ROW_REMAPPER's
+     * histogram and MEMORY's protected memory. */
     return GS_WANT_PROCS | GS_WANT_HEALTH | GS_WANT_MIG | GS_WANT_STATIC |
            (o->sections ? 0 : GS_WANT_PCIE_TPUT) |
-           (!o->sections || (o->sections & (GS_SMI_D_ECC | GS_SMI_D_ROW_REMAPPER)) ? GS_WANT_DETAIL
-                                                                                   : 0);
+           (!o->sections || (o->sections & (GS_SMI_D_ECC | GS_SMI_D_ROW_REMAPPER | GS_SMI_D_MEMORY))
+                ? GS_WANT_DETAIL
+                : 0);
 }
 
 /* nvmlSystemGetNVMLVersion answers "<CUDA major>.<driver version>" ("13.595.71.05"); nvidia-smi

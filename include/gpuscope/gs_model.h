@@ -350,8 +350,8 @@ struct gs_mig {
      * in it comes with the memory figures (nvmlDeviceGetMemoryInfo_v2; GS_ST_NA from a library
      * that only has v1). Its volatile uncorrectable SRAM ECC count
      * (nvmlDeviceGetMemoryErrorCounter(UNCORRECTED, VOLATILE, SRAM) on the MIG handle) is read
-     * only for nvidia-smi's views: with GS_WANT_DETAIL, or when the sampler was opened with
-     * mig_sram_ecc (gs_sampler.h); GS_ST_NA otherwise. */
+     * only for nvidia-smi's table and -q, whose sampler is opened with mig_sram_ecc
+     * (gs_sampler.h); GS_ST_NA otherwise. */
     uint8_t mem_reserved_st;
     uint64_t mem_reserved_bytes;
     uint8_t sram_unc_st;

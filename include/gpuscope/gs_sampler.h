@@ -47,8 +47,7 @@ enum gs_want {
     /* readings only nvidia-smi -q and their --query-gpu fields show, fresh at every cycle that
      * sets this (never read otherwise, so the agent's cycle does not pay for them): addressing,
      * virtualization, host vGPU, C2C and EGM modes, the SRAM ECC error status, the bank-remap
-     * histogram and the NVLink fabric registration; with GS_WANT_MIG, each MIG device's SRAM
-     * ECC count (gs_mig.sram_unc_vol) */
+     * histogram and the NVLink fabric registration */
     GS_WANT_DETAIL = 1u << 11,
     GS_WANT_ALL = 0xFFFu,
 };
@@ -68,8 +67,8 @@ struct gs_sampler_opts {
      * table's ECC cell, dmon -s e). false: health is read in full with its bit. */
     bool mask_health;
     /* true: with GS_WANT_MIG, each MIG device's volatile uncorrectable SRAM ECC count
-     * (gs_mig.sram_unc_vol, one call per MIG device) is read, for the nvidia-smi table's MIG
-     * ECC cell; GS_WANT_DETAIL reads it too. false and no GS_WANT_DETAIL (the agent): not read. */
+     * (gs_mig.sram_unc_vol, one call per MIG device) is read too, for nvidia-smi's table and
+     * -q; false (the agent, every other view): not read. */
     bool mig_sram_ecc;
     /* The Kubernetes pod log directories (src/backend/k8s.h) that name the pods of processes:
      * NULL: /var/log/pods; "": do not look. */

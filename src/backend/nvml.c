@@ -553,14 +553,6 @@ static void mark_lost(struct gs_gpu *g)
     g->lost = 1;
 }
 
-/* Whether this cycle reads the MIG devices' readings only nvidia-smi prints (struct gs_mig's
- * last block): for -q (GS_WANT_DETAIL) and for the table's MIG ECC cell (opened with
- * mig_sram_ecc); never for the agent, which asks for neither. */
-static int mig_detail_wanted(const struct gs_backend *b, unsigned want)
-{
-    return (want & GS_WANT_DETAIL) || b->mig_sram_ecc;
-}
-
 static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, unsigned want,
                        struct gs_err *err)
 {
@@ -612,7 +604,7 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
         c.masked = 0;
     }
     if (want & GS_WANT_MIG)
-        gs_nvml_read_mig(&c, mig_detail_wanted(b, want));
+        gs_nvml_read_mig(&c, b->mig_sram_ecc);
     if (want & GS_WANT_GPM)
         gs_nvml_read_gpm(&c);
     if ((want & GS_WANT_GPM) && (want & GS_WANT_MIG))

@@ -390,7 +390,7 @@ void gs_nvml_read_detail(struct rd *c);
 void gs_nvml_read_detail_gpu(struct rd *c);
 void gs_nvml_read_health(struct rd *c);
 void gs_nvml_read_identity(struct rd *c);
-/* detail: also what only nvidia-smi prints of a MIG device (struct gs_mig's last block) */
+/* detail: also the SRAM ECC count only nvidia-smi prints (gs_backend_opts.mig_sram_ecc) */
 void gs_nvml_read_mig(struct rd *c, int detail);
 void gs_nvml_read_pcie_tput(struct rd *c);
 void gs_nvml_read_slow(struct rd *c);

@@ -416,7 +416,7 @@ static void memory_now(const struct gs_sim_call *c, uint64_t *total, uint64_t *r
                        uint64_t *used, uint64_t *free_b)
 {
     *total = c->mig ? c->mig->mem_total_bytes : c->g->mem_total_bytes;
-    *reserved = c->mig ? 0 : c->g->mem_reserved_bytes;
+    *reserved = c->mig ? c->mig->mem_reserved_bytes : c->g->mem_reserved_bytes;
     *used = gs_sim_mem_used(c, c->t);
     *free_b = *total - *reserved - *used;
 }

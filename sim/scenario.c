@@ -1830,6 +1830,20 @@ static int parse_nvlink(struct parse *ps, const struct jobj *gob, struct gs_sim_
     return 0;
 }
 
+/* An instance's reserved memory and SRAM ECC count (what only nvidia-smi -q prints). */
+static int parse_mig_more(struct parse *ps, const struct jobj *ob, struct gs_sim_mig *m)
+{
+    bool present;
+
+    if (get_size(ps, ob, "memory_reserved", &m->mem_reserved_bytes, &present) != 0 ||
+        get_uint(ps, ob, "ecc_sram_uncorrected_volatile", 0, 1ull << 40, &m->sram_unc_vol,
+                 &present) != 0)
+        return -1;
+    if (m->mem_reserved_bytes > m->mem_total_bytes)
+        return perr(ps, ob->o[0], NULL, ob->path, "memory_reserved exceeds memory_total");
+    return 0;
+}
+
 static int parse_mig_instance(struct parse *ps, const json_t *v, const json_t *where,
                               const char *path, struct gs_sim_gpu *g, size_t pos)
 {
@@ -1852,6 +1866,9 @@ static int parse_mig_instance(struct parse *ps, const json_t *v, const json_t *w
                                        "metrics",
                                        "placement",
                                        "profile_id",
+                                       "memory_reserved_mib",
+                                       "memory_reserved_bytes",
+                                       "ecc_sram_uncorrected_volatile",
                                        NULL};
     static const char *const place_keys[] = {"start", "size", NULL};
     struct jobj ob, mob, pob;
@@ -1904,6 +1921,8 @@ static int parse_mig_instance(struct parse *ps, const json_t *v, const json_t *w
         get_child(ps, &ob, "metrics", &mob, &present) != 0)
         return -1;
     if (present && parse_metrics(ps, &mob, m->metric, m->metric_given) != 0)
+        return -1;
+    if (parse_mig_more(ps, &ob, m) != 0)
         return -1;
     if (get_child(ps, &ob, "placement", &pob, &m->has_placement) != 0 ||
         get_u32(ps, &ob, "profile_id", 0, 1000, &m->profile_id) != 0)

@@ -351,6 +351,11 @@ struct gs_sim_mig {
      * without "placement" that call answers NOT_SUPPORTED */
     bool has_placement;
     unsigned place_start, place_size, profile_id;
+    /* what nvidia-smi -q prints of the instance beyond the above: the memory the driver
+     * reserves in it (nvmlDeviceGetMemoryInfo_v2's reserved, default 0) and its volatile
+     * uncorrectable SRAM ECC errors (nvmlDeviceGetMemoryErrorCounter on the MIG handle) */
+    uint64_t mem_reserved_bytes;
+    unsigned long long sram_unc_vol;
 };
 
 struct gs_sim_gpu {

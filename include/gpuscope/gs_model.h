@@ -346,6 +346,16 @@ struct gs_mig {
      * (nvmlDeviceGetGpuInstanceById + nvmlGpuInstanceGetInfo: root only, GS_ST_NOPERM else). */
     uint8_t place_st;
     unsigned place_start, place_size, profile_id;
+    /* What nvidia-smi prints of the instance beyond the above. The memory the driver reserves
+     * in it comes with the memory figures (nvmlDeviceGetMemoryInfo_v2; GS_ST_NA from a library
+     * that only has v1). Its volatile uncorrectable SRAM ECC count
+     * (nvmlDeviceGetMemoryErrorCounter(UNCORRECTED, VOLATILE, SRAM) on the MIG handle) is read
+     * only for nvidia-smi's table and -q, whose sampler is opened with mig_sram_ecc
+     * (gs_sampler.h); GS_ST_NA otherwise. */
+    uint8_t mem_reserved_st;
+    uint64_t mem_reserved_bytes;
+    uint8_t sram_unc_st;
+    uint64_t sram_unc_vol;
 };
 
 /* One GPU-utilization sample from the driver's own ring: the mean utilization over the

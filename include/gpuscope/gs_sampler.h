@@ -66,6 +66,10 @@ struct gs_sampler_opts {
      * counters are not read, for a view that prints a health figure or two (the nvidia-smi
      * table's ECC cell, dmon -s e). false: health is read in full with its bit. */
     bool mask_health;
+    /* true: with GS_WANT_MIG, each MIG device's volatile uncorrectable SRAM ECC count
+     * (gs_mig.sram_unc_vol, one call per MIG device) is read too, for nvidia-smi's table and
+     * -q; false (the agent, every other view): not read. */
+    bool mig_sram_ecc;
     /* The Kubernetes pod log directories (src/backend/k8s.h) that name the pods of processes:
      * NULL: /var/log/pods; "": do not look. */
     const char *k8s_pods_dir;

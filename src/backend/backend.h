@@ -40,7 +40,8 @@ struct gs_backend_opts {
     const char *library; /* NULL: $GPUSCOPE_NVML_LIBRARY, else the backend's default */
     /* gs_sampler_opts.need_metrics/need_texts: both NULL, every reading */
     const unsigned char *need_metrics, *need_texts;
-    bool mask_health; /* gs_sampler_opts.mask_health */
+    bool mask_health;  /* gs_sampler_opts.mask_health */
+    bool mig_sram_ecc; /* gs_sampler_opts.mig_sram_ecc */
 };
 
 struct gs_backend_ops {

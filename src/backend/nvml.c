@@ -414,6 +414,7 @@ static int nvml_open(struct gs_backend **out, const struct gs_backend_opts *opts
             memcpy(b->need_t, opts->need_texts, sizeof b->need_t);
         b->mask_health = opts->mask_health;
     }
+    b->mig_sram_ecc = opts && opts->mig_sram_ecc;
     if (!path || !*path)
         path = getenv("GPUSCOPE_NVML_LIBRARY");
     if (!path || !*path)
@@ -603,7 +604,7 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
         c.masked = 0;
     }
     if (want & GS_WANT_MIG)
-        gs_nvml_read_mig(&c);
+        gs_nvml_read_mig(&c, b->mig_sram_ecc);
     if (want & GS_WANT_GPM)
         gs_nvml_read_gpm(&c);
     if ((want & GS_WANT_GPM) && (want & GS_WANT_MIG))

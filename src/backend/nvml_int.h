@@ -353,6 +353,7 @@ struct gs_backend {
     /* gs_backend_opts.mask_health with a mask: health readings follow need_m, and the
      * per-location ECC counters (no metric of their own) are not read */
     int mask_health;
+    int mig_sram_ecc; /* gs_backend_opts.mig_sram_ecc: MIG devices' SRAM ECC count, always */
 };
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -389,7 +390,8 @@ void gs_nvml_read_detail(struct rd *c);
 void gs_nvml_read_detail_gpu(struct rd *c);
 void gs_nvml_read_health(struct rd *c);
 void gs_nvml_read_identity(struct rd *c);
-void gs_nvml_read_mig(struct rd *c);
+/* detail: also the SRAM ECC count only nvidia-smi prints (gs_backend_opts.mig_sram_ecc) */
+void gs_nvml_read_mig(struct rd *c, int detail);
 void gs_nvml_read_pcie_tput(struct rd *c);
 void gs_nvml_read_slow(struct rd *c);
 

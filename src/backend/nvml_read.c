@@ -656,7 +656,25 @@ done:
     m->profile_id = p->profile_id;
 }
 
-static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct gs_mig *m)
+/* The instance's volatile uncorrectable SRAM ECC errors: NVML counts per MIG device only the
+ * volatile uncorrectable errors outside DRAM, through the per-location counter on the MIG
+ * handle (nvidia-smi's "ECC Errors / Volatile / SRAM Uncorrectable" and its table's cell). */
+static void read_mig_sram(struct rd *c, nvmlDevice_t mh, struct gs_mig *m)
+{
+    unsigned long long n = 0;
+
+    if (c->lost || !c->b->fn.ecc_loc)
+        return;
+    if (gs_nvml_ok(c, &m->sram_unc_st,
+                   c->b->fn.ecc_loc(mh, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
+                                    NVML_MEMORY_LOCATION_SRAM, &n))) {
+        m->sram_unc_st = GS_ST_OK;
+        m->sram_unc_vol = n;
+    }
+}
+
+static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct gs_mig *m,
+                            int detail)
 {
     const struct nvml_fns *f = &c->b->fn;
     char buf[GS_STR_LEN];
@@ -686,6 +704,10 @@ static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct
         m->mem_total_bytes = v[0];
         m->mem_used_bytes = v[1];
         m->mem_free_bytes = v[2];
+        if (has_reserved) {
+            m->mem_reserved_st = GS_ST_OK;
+            m->mem_reserved_bytes = v[3];
+        }
     }
     if (!c->lost && f->bar1) {
         nvmlBAR1Memory_t b1;
@@ -713,9 +735,11 @@ static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct
     }
     if (!c->lost && f->gi_by_id && f->gi_info && m->gi_id != NVML_MIG_ID_NONE)
         read_mig_place(c, m);
+    if (detail)
+        read_mig_sram(c, mh, m);
 }
 
-void gs_nvml_read_mig(struct rd *c)
+void gs_nvml_read_mig(struct rd *c, int detail)
 {
     const struct nvml_fns *f = &c->b->fn;
     unsigned int max = 0;
@@ -734,7 +758,7 @@ void gs_nvml_read_mig(struct rd *c)
             continue;
         if (!gs_nvml_ok(c, NULL, r) || !mh)
             continue;
-        read_mig_device(c, mh, i, &c->g->mig[c->g->n_mig]);
+        read_mig_device(c, mh, i, &c->g->mig[c->g->n_mig], detail);
         if (!c->lost)
             c->g->n_mig++;
     }

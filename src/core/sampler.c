@@ -58,7 +58,8 @@ int gs_sampler_open(struct gs_sampler **out, const struct gs_sampler_opts *opts,
 {
     struct gs_backend_opts bopts = {opts ? opts->library : NULL, opts ? opts->need_metrics : NULL,
                                     opts ? opts->need_texts : NULL,
-                                    opts ? opts->mask_health : false};
+                                    opts ? opts->mask_health : false,
+                                    opts ? opts->mig_sram_ecc : false};
     struct gs_sampler *s = calloc(1, sizeof *s);
     int rc = GS_ENOLIB;
 

@@ -1419,6 +1419,94 @@ static void topology(void **state)
         assert_true(t[0].level_st[j] == GS_ST_NA && t[0].nvlinks[j] == 0);
 }
 
+/* What only nvidia-smi prints of a MIG device. The memory the driver reserves in the instance
+ * comes with its memory call (MemoryInfo_v2), every cycle; the volatile uncorrectable SRAM ECC
+ * count (nvmlDeviceGetMemoryErrorCounter on the MIG handle) is read only when the backend is
+ * opened with mig_sram_ecc (the table and -q): never in the agent's cycle, nor by a health view
+ * masked to the GPU's ECC counts (dmon -s e) or a --query-gpu asking for detail readings; a
+ * failing call leaves it absent. */
+static void mig_smi_rows(void **state)
+{
+    struct fx *f = *state;
+    unsigned char need_m[GS_M__COUNT] = {0};
+    struct gs_backend_opts o = {.library = sim_lib(), .need_metrics = need_m, .mask_health = true};
+    struct gs_backend_opts tab = {
+        .library = sim_lib(), .need_metrics = need_m, .mask_health = true, .mig_sram_ecc = true};
+    char path[1024];
+    const char *tmp = getenv("TMPDIR");
+    json_error_t je;
+    json_t *root, *inst;
+    struct gs_gpu *g;
+    struct gs_err e;
+    int fd;
+
+    NEED_SIM();
+    scenario(path, sizeof path, "h100-mig.json");
+    root = json_load_file(path, 0, &je);
+    assert_non_null(root);
+    inst = json_array_get(
+        json_object_get(json_object_get(json_array_get(json_object_get(root, "gpus"), 0), "mig"),
+                        "instances"),
+        0);
+    assert_non_null(inst);
+    json_object_set_new(inst, "ecc_sram_uncorrected_volatile", json_integer(3));
+    json_object_set_new(inst, "memory_reserved_mib", json_integer(12));
+    snprintf(path, sizeof path, "%s/gs_scenario_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(json_dump_file(root, path, 0), 0);
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "60", &e), GS_OK);
+    assert_int_equal(gs_snapshot_new(&f->snap, 1, 1, NULL), GS_OK);
+    g = &f->snap->gpus[0];
+    /* the agent's slow cycle: health and MIG devices, no mask */
+    sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_HEALTH);
+    assert_int_equal(g->n_mig, 4);
+    assert_int_equal(g->mig[0].sram_unc_st, GS_ST_NA);
+    assert_int_equal(g->mig[0].mem_reserved_st, GS_ST_OK);
+    assert_true(g->mig[0].mem_reserved_bytes == 12ULL * 1048576);
+    assert_true(g->mig[0].mem_free_bytes ==
+                (40448ULL - 12 - 11091) * 1048576); /* total - reserved - used */
+    assert_int_equal(g->mig[1].mem_reserved_st, GS_ST_OK);
+    assert_true(g->mig[1].mem_reserved_bytes == 0);
+    /* detail readings (a --query-gpu of mig.mode and a detail field) */
+    sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_DETAIL);
+    assert_int_equal(g->mig[0].sram_unc_st, GS_ST_NA);
+    gs_backend_nvml.close(f->b);
+    /* dmon -s e: health masked to the GPU's ECC counts, MIG devices listed, no SRAM count */
+    need_m[GS_M_ECC_UNCORR_VOL] = need_m[GS_M_ECC_CORR_VOL] = need_m[GS_M_MIG_MODE] = 1;
+    gs_err_clear(&e);
+    assert_int_equal(gs_backend_nvml.open(&f->b, &o, &e), GS_OK);
+    sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_HEALTH);
+    assert_int_equal(g->n_mig, 4);
+    assert_int_equal(g->mig[0].sram_unc_st, GS_ST_NA);
+    gs_backend_nvml.close(f->b);
+    /* the table and -q */
+    assert_int_equal(gs_backend_nvml.open(&f->b, &tab, &e), GS_OK);
+    sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_HEALTH);
+    assert_int_equal(g->n_mig, 4);
+    assert_int_equal(g->mig[0].sram_unc_st, GS_ST_OK);
+    assert_true(g->mig[0].sram_unc_vol == 3);
+    assert_int_equal(g->mig[1].sram_unc_st, GS_ST_OK);
+    assert_true(g->mig[1].sram_unc_vol == 0);
+    gs_backend_nvml.close(f->b);
+    /* the call failing (ECC off here): absent, the rest of the device read */
+    json_object_set_new(json_object_get(json_array_get(json_object_get(root, "gpus"), 0), "ecc"),
+                        "current", json_false());
+    assert_int_equal(json_dump_file(root, path, 0), 0);
+    json_decref(root);
+    assert_int_equal(gs_backend_nvml.open(&f->b, &tab, &e), GS_OK); /* the same file */
+    unlink(path);
+    sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_HEALTH);
+    assert_int_equal(g->n_mig, 4);
+    assert_int_equal(g->mig[0].sram_unc_st, GS_ST_NA);
+    assert_int_equal(g->mig[0].attr_st, GS_ST_OK);
+    gs_snapshot_free(f->snap);
+    f->snap = NULL;
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1452,6 +1540,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(nvlink_first_cycle_rate, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(topology, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(mig_gpm, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(mig_smi_rows, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1376,6 +1376,66 @@ static void topology_is_served_and_checked(void **state)
     assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
 }
 
+/* What nvidia-smi -q prints of a MIG device beyond its memory: the instance's reserved memory
+ * (MemoryInfo_v2 on its handle, out of what is free) and its volatile uncorrectable SRAM ECC
+ * count, the one per-instance memory error counter NVML documents (other counters on the MIG
+ * handle: NOT_SUPPORTED); a reservation larger than the instance is refused. */
+static void mig_reserved_and_sram_ecc(void **state)
+{
+    static const char big[] =
+        "{\"gpus\": [{\"name\": \"G\", \"uuid\": \"GPU-g\", \"memory\": {\"total_mib\": 1000},"
+        "\"architecture\": \"hopper\", \"pci\": {\"bus\": 1, \"device_id\": \"0x2330\"},"
+        "\"mig\": {\"mode\": \"enabled\", \"instances\": [{\"gi\": 1, \"profile\": \"3g.40gb\","
+        "\"uuid\": \"MIG-x\", \"memory_total_mib\": 900, \"memory_reserved_mib\": 901}]}}]}";
+    struct gs_sim_scenario *sc = NULL;
+    nvmlDevice_t mig = NULL;
+    nvmlMemory_v2_t m;
+    unsigned long long n = 9;
+    char err[512];
+
+    (void)state;
+    use_one_gpu("\"ecc\": {\"locations\": [\"device_memory\", \"sram\", \"l2_cache\"]},"
+                " \"mig\": {\"mode\": \"enabled\", \"instances\": [{\"gi\": 1, \"profile\": "
+                "\"3g.40gb\", \"uuid\": \"MIG-x\", \"memory_total_mib\": 400, "
+                "\"memory_reserved_mib\": 20, \"ecc_sram_uncorrected_volatile\": 5, "
+                "\"metrics\": {\"mem_used_mib\": 100}}]}",
+                NULL, NULL);
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetMigDeviceHandleByIndex(dev(0), 0, &mig), NVML_SUCCESS);
+    memset(&m, 0, sizeof m);
+    m.version = nvmlMemory_v2;
+    assert_int_equal(nv.nvmlDeviceGetMemoryInfo_v2(mig, &m), NVML_SUCCESS);
+    assert_int_equal(m.total, 400ull << 20);
+    assert_int_equal(m.reserved, 20ull << 20);
+    assert_int_equal(m.used, 100ull << 20);
+    assert_int_equal(m.free, 280ull << 20);
+    assert_int_equal(nv.nvmlDeviceGetMemoryErrorCounter(mig, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                        NVML_VOLATILE_ECC,
+                                                        NVML_MEMORY_LOCATION_SRAM, &n),
+                     NVML_SUCCESS);
+    assert_int_equal(n, 5);
+    assert_int_equal(nv.nvmlDeviceGetMemoryErrorCounter(mig, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                        NVML_VOLATILE_ECC,
+                                                        NVML_MEMORY_LOCATION_L2_CACHE, &n),
+                     NVML_SUCCESS);
+    assert_int_equal(n, 0);
+    assert_int_equal(nv.nvmlDeviceGetMemoryErrorCounter(mig, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                        NVML_VOLATILE_ECC,
+                                                        NVML_MEMORY_LOCATION_DRAM, &n),
+                     NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceGetMemoryErrorCounter(mig, NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                                                        NVML_VOLATILE_ECC,
+                                                        NVML_MEMORY_LOCATION_SRAM, &n),
+                     NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceGetMemoryErrorCounter(mig, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                        NVML_AGGREGATE_ECC,
+                                                        NVML_MEMORY_LOCATION_SRAM, &n),
+                     NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+    assert_int_equal(gs_sim_scenario_parse(big, strlen(big), "r.json", &sc, err, sizeof err), -1);
+    assert_non_null(strstr(err, "memory_reserved exceeds memory_total"));
+}
+
 static void mig_enable_event_makes_instances_appear(void **state)
 {
     nvmlDevice_t gpu, mig;
@@ -1906,6 +1966,7 @@ int main(void)
         cmocka_unit_test_teardown(topology_is_served_and_checked, test_teardown),
         cmocka_unit_test_teardown(mig_enable_event_makes_instances_appear, test_teardown),
         cmocka_unit_test_teardown(gpu_instance_info, test_teardown),
+        cmocka_unit_test_teardown(mig_reserved_and_sram_ecc, test_teardown),
         cmocka_unit_test_teardown(gpm_versions_and_metrics, test_teardown),
         cmocka_unit_test_teardown(video_engines, test_teardown),
         cmocka_unit_test_teardown(inforom_versions, test_teardown),

@@ -392,6 +392,8 @@ int gs_smi_main(int argc, char **argv, const char *prog)
     /* the table's ECC cell; -q's sections but ECC (its per-location counters: no -d is all) */
     so.mask_health =
         o.mode == M_TABLE || (o.mode == M_QUERY && o.sections && !(o.sections & GS_SMI_D_ECC));
+    /* the MIG devices' SRAM ECC count: the table's MIG box, -q's MIG Device blocks (no -d) */
+    so.mig_sram_ecc = o.mode == M_TABLE || (o.mode == M_QUERY && !o.sections);
     status = gs_smi_open(&src, want_of(&o), &so);
     if (status != 0)
         goto done;

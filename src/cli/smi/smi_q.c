@@ -756,7 +756,9 @@ static void mig_block(struct q *q, unsigned xd)
         close_group(q, x + 1, "device_attributes");
         open_group(q, 2, x + 1, "ECC Errors", "ecc_error_count");
         open_group(q, 3, x + 2, "Volatile", "volatile_count");
-        leaf(q, 4, x + 3, COLON, "SRAM Uncorrectable", "sram_uncorrectable", NA);
+        snprintf(b1, sizeof b1, m->sram_unc_st == GS_ST_OK ? "%llu" : NA,
+                 (unsigned long long)m->sram_unc_vol);
+        leaf(q, 4, x + 3, COLON, "SRAM Uncorrectable", "sram_uncorrectable", b1);
         close_group(q, x + 2, "volatile_count");
         close_group(q, x + 1, "ecc_error_count");
         open_group(q, 2, x + 1, "Shared FB Memory Usage", "fb_memory_usage");
@@ -769,7 +771,10 @@ static void mig_block(struct q *q, unsigned xd)
             snprintf(b3, sizeof b3, NA);
             snprintf(b4, sizeof b4, NA);
         }
-        snprintf(b2, sizeof b2, NA);
+        if (m->mem_st == GS_ST_OK && m->mem_reserved_st == GS_ST_OK)
+            snprintf(b2, sizeof b2, "%llu MiB", gs_smi_mib(m->mem_reserved_bytes));
+        else
+            snprintf(b2, sizeof b2, NA);
         leaf(q, 3, x + 2, COLON, "Total", "total", b1);
         leaf(q, 3, x + 2, COLON, "Reserved", "reserved", b2);
         leaf(q, 3, x + 2, COLON, "Used", "used", b3);

@@ -179,12 +179,12 @@ unsigned gs_source_gpu_count(const struct gs_source *s)
     return s->snap ? s->snap->n_gpus : 0;
 }
 
-int gs_source_topology(struct gs_source *s, const unsigned char *sel, struct gs_topo *t, unsigned n,
-                       struct gs_err *err)
+int gs_source_topology(struct gs_source *s, const unsigned char *sel, unsigned what,
+                       struct gs_topo *t, unsigned n, struct gs_err *err)
 {
     if (s->kind != GS_SOURCE_KIND_NVML)
         return gs_err_set(err, GS_ENOTSUP, "the agent does not serve the GPU topology");
-    return gs_sampler_topology(s->sampler, sel, t, n, err);
+    return gs_sampler_topology(s->sampler, sel, what, t, n, err);
 }
 
 const char *gs_source_where(const struct gs_source *s)

@@ -314,12 +314,12 @@ int gs_sampler_sample(struct gs_sampler *s, struct gs_snapshot *snap, unsigned w
     return GS_OK;
 }
 
-int gs_sampler_topology(struct gs_sampler *s, const unsigned char *sel, struct gs_topo *t,
-                        unsigned n, struct gs_err *err)
+int gs_sampler_topology(struct gs_sampler *s, const unsigned char *sel, unsigned what,
+                        struct gs_topo *t, unsigned n, struct gs_err *err)
 {
     if (!s->ops->topology)
         return gs_err_set(err, GS_ENOTSUP, "%s: no topology", s->ops->name);
-    return s->ops->topology(s->b, sel, t, n, err);
+    return s->ops->topology(s->b, sel, what, t, n, err);
 }
 
 void gs_sampler_close(struct gs_sampler *s)

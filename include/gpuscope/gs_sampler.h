@@ -129,6 +129,13 @@ enum gs_topo_read {
     GS_TOPO_LINK_CAPS = 1u << 1,
 };
 
+/* A snapshot for s's GPUs (gs_snapshot_new with gs_sampler_gpu_count GPUs and room for
+ * cap_procs processes, zeroed) that the next gs_sampler_sample fills: that first cycle skips
+ * clearing what is zero already (~9 KB a GPU, a one-shot command's whole cycle). Write nothing
+ * into it before that cycle. Free it with gs_snapshot_free. */
+int gs_sampler_snapshot_new(struct gs_sampler *s, unsigned cap_procs, struct gs_snapshot **out,
+                            struct gs_err *err);
+
 /* The topology of GPUs 0..n-1 (n at most gs_sampler_gpu_count): t[i] (zeroed first) is GPU i's
  * toward the GPUs 0..GS_TOPO_GPUS-1, filled for the GPUs marked in sel (sel[i] != 0; every one
  * when sel is NULL), the others left zero; `what` (enum gs_topo_read bits) says which parts are

@@ -112,8 +112,9 @@ static int open_nvml(struct gs_source *s, struct gs_err *err)
 
     if (rc != GS_OK)
         return rc;
-    return gs_snapshot_new(&s->snap, gs_sampler_gpu_count(s->sampler),
-                           s->o.max_procs ? s->o.max_procs : DEFAULT_MAX_PROCS, err);
+    /* its first cycle skips the clear: the snapshot is zero from the allocation */
+    return gs_sampler_snapshot_new(s->sampler, s->o.max_procs ? s->o.max_procs : DEFAULT_MAX_PROCS,
+                                   &s->snap, err);
 }
 
 int gs_source_open(struct gs_source **out, const struct gs_source_opts *o, struct gs_err *err)

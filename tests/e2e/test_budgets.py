@@ -69,7 +69,7 @@ COMMANDS = {
 # The nvidia-smi modes ask NVML only for what they print (need masks per mode, src/cli/smi); the
 # figure before that is in each comment.
 NVML_TODAY = {
-    "quick check": 109,
+    "quick check": 101,  # 109 before the text view stopped asking each GPU's serial (not shown)
     "query": 192,  # the table: 2000 before (every health reading, NVLink errors and states)
     "query --query-gpu (7 fields)": 68,
     "query -L": 44,  # 1060

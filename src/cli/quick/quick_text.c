@@ -1270,7 +1270,8 @@ void gs_quick_text_need(const struct gs_quick_opts *o, unsigned char *m, unsigne
         {GS_QS_CLOCKS, GS_M_NVLINK_CRC_FLIT},
         {GS_QS_CLOCKS, GS_M_NVLINK_CRC_DATA},
     };
-    static const enum gs_text texts[] = {GS_T_NAME, GS_T_UUID, GS_T_PCI_BUS_ID, GS_T_SERIAL};
+    /* the name shown, the UUID and bus id --id matches (no serial: the text shows none) */
+    static const enum gs_text texts[] = {GS_T_NAME, GS_T_UUID, GS_T_PCI_BUS_ID};
 
     for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++)
         if (!shown[i].show || (o->show & shown[i].show))

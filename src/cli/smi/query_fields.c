@@ -592,7 +592,9 @@ const struct gs_qfield *gs_qf_find(enum gs_qf_list list, const char *name)
     for (size_t i = 0; i < n; i++) {
         if (t[i].kind == QK_SECTION)
             continue;
-        if (strcmp(t[i].name, name) == 0 || (t[i].alias && strcmp(t[i].alias, name) == 0))
+        /* the first byte before strcmp: most of the ~200 entries differ there */
+        if ((t[i].name[0] == name[0] && strcmp(t[i].name, name) == 0) ||
+            (t[i].alias && t[i].alias[0] == name[0] && strcmp(t[i].alias, name) == 0))
             return &t[i];
     }
     return NULL;

@@ -766,6 +766,18 @@ struct cell {
 
 static void put(struct cell *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* s appended, cut as vsnprintf cuts: what put(c, "%s", s) writes, without printf's cost. */
+static void put_str(struct cell *c, const char *s)
+{
+    size_t k = strlen(s), room = c->n - c->len - 1;
+
+    if (k > room)
+        k = room;
+    memcpy(c->buf + c->len, s, k);
+    c->len += k;
+    c->buf[c->len] = '\0';
+}
+
 static void put(struct cell *c, const char *fmt, ...)
 {
     va_list ap;
@@ -774,6 +786,13 @@ static void put(struct cell *c, const char *fmt, ...)
     if (c->len + 1 >= c->n)
         return;
     va_start(ap, fmt);
+    if (strcmp(fmt, "%s") == 0 || strcmp(fmt, " %s") == 0) { /* most cells and every unit */
+        if (fmt[0] == ' ')
+            put_str(c, " ");
+        put_str(c, va_arg(ap, const char *));
+        va_end(ap);
+        return;
+    }
     w = vsnprintf(c->buf + c->len, c->n - c->len, fmt, ap);
     va_end(ap);
     if (w < 0)

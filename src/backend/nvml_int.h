@@ -405,8 +405,8 @@ void gs_nvml_read_mig_gpm(struct rd *c);
 void gs_nvml_read_nvlink(struct rd *c, unsigned want);
 
 /* nvml_topo.c */
-int gs_nvml_topology(struct gs_backend *b, const unsigned char *sel, struct gs_topo *t, unsigned n,
-                     struct gs_err *err);
+int gs_nvml_topology(struct gs_backend *b, const unsigned char *sel, unsigned what,
+                     struct gs_topo *t, unsigned n, struct gs_err *err);
 
 /* nvml_proc.c */
 int gs_nvml_process_name(struct gs_backend *b, unsigned pid, char *buf, size_t len);

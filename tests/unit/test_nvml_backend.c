@@ -1363,9 +1363,11 @@ static void utilization_samples(void **state)
 
 /* The topology answer (nvidia-smi topo -m): h100x8-training's GPUs reach each other over 18
  * NVSwitch links, two NUMA nodes of CPUs; one call answers the GPUs asked for (sel), the others
- * left zero; the 390-era library lacks the calls: all unknown. */
+ * left zero, and the parts asked for (what), the others zero; the 390-era library lacks the
+ * calls: all unknown. */
 static void topology(void **state)
 {
+    const unsigned ALL = GS_TOPO_MATRIX | GS_TOPO_LINK_CAPS;
     struct fx *f = *state;
     const char *minimal = getenv("GPUSCOPE_SIM_MINIMAL_LIB");
     static struct gs_topo t[9];
@@ -1374,7 +1376,7 @@ static void topology(void **state)
 
     NEED_SIM();
     assert_int_equal(sim_open(&f->b, sim_lib(), "h100x8-training.json", "5", &e), GS_OK);
-    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, t, 8, &e), GS_OK);
+    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, ALL, t, 8, &e), GS_OK);
     for (unsigned i = 0; i < 8; i++) {
         assert_int_equal(t[i].level_st[i], GS_ST_NA);
         assert_int_equal(t[i].nvlinks[i], 0);
@@ -1399,20 +1401,30 @@ static void topology(void **state)
     /* GPU 6 alone: its row as in the whole answer (its peers' links read for its NV counts),
      * every other row zero */
     sel[6] = 1;
-    assert_int_equal(gs_backend_nvml.topology(f->b, sel, t, 8, &e), GS_OK);
+    assert_int_equal(gs_backend_nvml.topology(f->b, sel, ALL, t, 8, &e), GS_OK);
     assert_string_equal(t[6].cpus, "56-111,168-223");
     assert_int_equal(t[6].nvlinks[0], 18);
     assert_int_equal(t[6].level[0], 50u);
     assert_int_equal(t[6].n_links, 18);
     assert_true(t[0].cpus_st == GS_ST_NA && t[0].n_links == 0 && t[0].nvlinks[1] == 0);
-    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, t, 9, &e), GS_ENOGPU);
+    /* the links alone (nvlink -c): their states, no matrix */
+    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, GS_TOPO_LINK_CAPS, t, 8, &e), GS_OK);
+    assert_int_equal(t[3].n_links, 18);
+    assert_true(t[3].link_active[0] && t[3].link_active[17] && !t[3].link_active[18]);
+    assert_true(t[3].cpus_st == GS_ST_NA && t[3].numa_st == GS_ST_NA && t[3].gpu_numa_st == 0);
+    for (unsigned j = 0; j < 8; j++)
+        assert_true(t[3].level_st[j] == GS_ST_NA && t[3].nvlinks[j] == 0);
+    /* the matrix alone (topo -m): the same peers and levels */
+    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, GS_TOPO_MATRIX, t, 8, &e), GS_OK);
+    assert_true(t[3].nvlinks[5] == 18 && t[3].level[5] == 50u && t[3].n_links == 18);
+    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, ALL, t, 9, &e), GS_ENOGPU);
     assert_non_null(strstr(e.msg, "no GPU 8 (have 8)"));
     gs_backend_nvml.close(f->b);
     f->b = NULL;
     if (!minimal || !*minimal)
         return;
     assert_int_equal(sim_open(&f->b, minimal, "h100x8-training.json", "5", &e), GS_OK);
-    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, t, 8, &e), GS_OK);
+    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, ALL, t, 8, &e), GS_OK);
     assert_true(t[0].cpus_st == GS_ST_NA && t[0].numa_st == GS_ST_NA &&
                 t[0].gpu_numa_st == GS_ST_NA);
     for (unsigned j = 0; j < 8; j++)

@@ -597,7 +597,9 @@ const struct gs_qfield *gs_qf_find(enum gs_qf_list list, const char *name)
     for (size_t i = 0; i < n; i++) {
         if (t[i].kind == QK_SECTION)
             continue;
-        if (strcmp(t[i].name, name) == 0 || (t[i].alias && strcmp(t[i].alias, name) == 0))
+        /* the first byte before strcmp: most of the ~200 entries differ there */
+        if ((t[i].name[0] == name[0] && strcmp(t[i].name, name) == 0) ||
+            (t[i].alias && t[i].alias[0] == name[0] && strcmp(t[i].alias, name) == 0))
             return &t[i];
     }
     return NULL;
@@ -769,6 +771,18 @@ struct cell {
 
 static void put(struct cell *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* s appended, cut as vsnprintf cuts: what put(c, "%s", s) writes, without printf's cost. */
+static void put_str(struct cell *c, const char *s)
+{
+    size_t k = strlen(s), room = c->n - c->len - 1;
+
+    if (k > room)
+        k = room;
+    memcpy(c->buf + c->len, s, k);
+    c->len += k;
+    c->buf[c->len] = '\0';
+}
+
 static void put(struct cell *c, const char *fmt, ...)
 {
     va_list ap;
@@ -777,6 +791,13 @@ static void put(struct cell *c, const char *fmt, ...)
     if (c->len + 1 >= c->n)
         return;
     va_start(ap, fmt);
+    if (strcmp(fmt, "%s") == 0 || strcmp(fmt, " %s") == 0) { /* most cells and every unit */
+        if (fmt[0] == ' ')
+            put_str(c, " ");
+        put_str(c, va_arg(ap, const char *));
+        va_end(ap);
+        return;
+    }
     w = vsnprintf(c->buf + c->len, c->n - c->len, fmt, ap);
     va_end(ap);
     if (w < 0)

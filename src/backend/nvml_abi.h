@@ -485,8 +485,8 @@ typedef struct {
     unsigned char healthSummary;
 } nvmlGpuFabricInfo_v3_t;
 #define nvmlGpuFabricInfo_v3 0x03000028u /* sizeof | 3 << 24 */
-/* healthMask: one field per condition, NVML_GPU_FABRIC_HEALTH_GET(mask, _X) is
- * (mask >> SHIFT_X) & WIDTH_X (the WIDTH is the field's mask). Each field's value 0 is "not
+/* healthMask: one field per condition, (mask >> SHIFT_X) & WIDTH_X as nvml.h's
+ * NVML_GPU_FABRIC_HEALTH_GET does (the WIDTH is the field's mask). Each field's value 0 is "not
  * supported"; the two-state fields are TRUE 1 / FALSE 2. */
 #define NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_NOT_SUPPORTED 0
 #define NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE 1
@@ -529,8 +529,6 @@ typedef struct {
 #define NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY 1
 #define NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY 2
 #define NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY 3
-#define NVML_GPU_FABRIC_HEALTH_GET(var, type)                                                      \
-    (((var) >> NVML_GPU_FABRIC_HEALTH_MASK_SHIFT##type) & (NVML_GPU_FABRIC_HEALTH_MASK_WIDTH##type))
 
 /* Power scopes of the power field values (scopeId of NVML_FI_DEV_POWER_*). */
 #define NVML_POWER_SCOPE_GPU 0U

@@ -825,6 +825,10 @@ static void rd_remap_histogram(struct rd *c)
     gs_gpu_set(c->g, GS_M_REMAP_HIST_NONE, h.none);
 }
 
+/* Condition X of a fabric health mask (nvml.h's NVML_GPU_FABRIC_HEALTH_GET). */
+#define FABRIC_HEALTH_GET(mask, X)                                                                 \
+    (((mask) >> NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_##X) & NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_##X)
+
 /* A two-state condition of the fabric health mask (TRUE 1, FALSE 2) as 1 / 0; NOT_SUPPORTED
  * (0) and values this header does not know leave the reading absent. */
 static void fabric_flag(struct gs_gpu *g, enum gs_metric m, unsigned v)
@@ -844,16 +848,13 @@ static void fabric_health(struct gs_gpu *g, const nvmlGpuFabricInfo_v3_t *f)
         f->healthSummary > NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY)
         return;
     gs_gpu_set(g, GS_M_FABRIC_HEALTH_SUMMARY, f->healthSummary);
-    fabric_flag(g, GS_M_FABRIC_HEALTH_BW_DEGRADED, NVML_GPU_FABRIC_HEALTH_GET(m, _DEGRADED_BW));
-    fabric_flag(g, GS_M_FABRIC_HEALTH_ROUTE_RECOVERY,
-                NVML_GPU_FABRIC_HEALTH_GET(m, _ROUTE_RECOVERY));
-    fabric_flag(g, GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY,
-                NVML_GPU_FABRIC_HEALTH_GET(m, _ROUTE_UNHEALTHY));
+    fabric_flag(g, GS_M_FABRIC_HEALTH_BW_DEGRADED, FABRIC_HEALTH_GET(m, DEGRADED_BW));
+    fabric_flag(g, GS_M_FABRIC_HEALTH_ROUTE_RECOVERY, FABRIC_HEALTH_GET(m, ROUTE_RECOVERY));
+    fabric_flag(g, GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY, FABRIC_HEALTH_GET(m, ROUTE_UNHEALTHY));
     fabric_flag(g, GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT,
-                NVML_GPU_FABRIC_HEALTH_GET(m, _ACCESS_TIMEOUT_RECOVERY));
-    fabric_flag(g, GS_M_FABRIC_HEALTH_PARTITION,
-                NVML_GPU_FABRIC_HEALTH_GET(m, _PARTITION_ASSIGNED));
-    cfg = NVML_GPU_FABRIC_HEALTH_GET(m, _INCORRECT_CONFIGURATION);
+                FABRIC_HEALTH_GET(m, ACCESS_TIMEOUT_RECOVERY));
+    fabric_flag(g, GS_M_FABRIC_HEALTH_PARTITION, FABRIC_HEALTH_GET(m, PARTITION_ASSIGNED));
+    cfg = FABRIC_HEALTH_GET(m, INCORRECT_CONFIGURATION);
     if (cfg >= NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NONE &&
         cfg <= NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_GPU_STATE_INVALID)
         gs_gpu_set(g, GS_M_FABRIC_HEALTH_CONFIG, cfg);

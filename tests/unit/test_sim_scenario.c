@@ -592,7 +592,8 @@ static void detail_readings_follow_the_scenario(void **state)
     assert_int_equal(fab.clusterUuid[15], 0xEF);
     assert_int_equal(fab.healthMask, 4506);
     assert_int_equal(fab.healthSummary, NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY);
-    assert_int_equal(NVML_GPU_FABRIC_HEALTH_GET(fab.healthMask, _ROUTE_UNHEALTHY),
+    assert_int_equal((fab.healthMask >> NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_UNHEALTHY) &
+                         NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ROUTE_UNHEALTHY,
                      NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_TRUE);
     assert_int_equal(nv.nvmlDeviceGetFieldValues(d, 7, fv), NVML_SUCCESS);
     assert_int_equal(fv[0].nvmlReturn, NVML_SUCCESS);

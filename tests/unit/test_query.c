@@ -522,6 +522,9 @@ static void detail_cells(void **state)
     assert_string_equal(cell("fabric.health.route_unhealthy", s, 0), "True");
     assert_string_equal(cell("fabric.health.route_recovery_in_progress", s, 0), "N/A");
     assert_string_equal(cell("fabric.health.incorrect_configuration", s, 0), "No Partition");
+    assert_string_equal(cell("fabric.health.partition_assigned", s, 0), "N/A");
+    gs_gpu_set(g, GS_M_FABRIC_HEALTH_PARTITION, 1);
+    assert_string_equal(cell("fabric.health.partition_assigned", s, 0), "True");
     gs_gpu_set(g, GS_M_FABRIC_HEALTH_CONFIG, 9); /* a value newer than our table */
     assert_string_equal(cell("fabric.health.incorrect_configuration", s, 0), "[Unknown Error]");
 

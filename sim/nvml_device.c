@@ -756,6 +756,8 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device,
         return gs_sim_leave(NVML_SUCCESS); /* state NOT_SUPPORTED (0) */
     memcpy(gpuFabricInfo->clusterUuid, c.g->fabric_cluster, sizeof gpuFabricInfo->clusterUuid);
     gpuFabricInfo->state = (nvmlGpuFabricState_t)c.g->fabric_state;
+    gpuFabricInfo->healthMask = c.g->fabric_health_mask;
+    gpuFabricInfo->healthSummary = (unsigned char)c.g->fabric_health_summary;
     if (c.g->fabric_state == NVML_GPU_FABRIC_STATE_COMPLETED) {
         gpuFabricInfo->status = c.g->fabric_status;
         gpuFabricInfo->cliqueId = c.g->fabric_clique;

@@ -241,6 +241,14 @@ static const struct name_val recovery_names[] = {
     {NULL, 0},
 };
 
+static const struct name_val fabric_health_names[] = {
+    {"not-supported", NVML_GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED},
+    {"healthy", NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY},
+    {"unhealthy", NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY},
+    {"limited-capacity", NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY},
+    {NULL, 0},
+};
+
 static const struct name_val fabric_state_names[] = {
     {"not-started", NVML_GPU_FABRIC_STATE_NOT_STARTED},
     {"in-progress", NVML_GPU_FABRIC_STATE_IN_PROGRESS},
@@ -1427,7 +1435,8 @@ static int parse_board(struct parse *ps, const struct jobj *gob, struct gs_sim_g
 
 /* What only nvidia-smi -q shows: "addressing_mode", "virtualization_mode", "host_vgpu_mode",
  * "recovery_action" (names), "c2c_mode" and "egm" (true/false), "sram_ecc" (counts and
- * "threshold_exceeded") and "fabric" ({"state", "status", "clique_id", "cluster_uuid"}). */
+ * "threshold_exceeded") and "fabric" ({"state", "status", "clique_id", "cluster_uuid",
+ * "health_mask", "health_summary"}). */
 static int parse_detail(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
 {
     static const char *const sram_keys[] = {"aggregate_parity",
@@ -1443,7 +1452,8 @@ static int parse_detail(struct parse *ps, const struct jobj *gob, struct gs_sim_
                                             "other",
                                             "threshold_exceeded",
                                             NULL};
-    static const char *const fabric_keys[] = {"state", "status", "clique_id", "cluster_uuid", NULL};
+    static const char *const fabric_keys[] = {
+        "state", "status", "clique_id", "cluster_uuid", "health_mask", "health_summary", NULL};
     struct jobj ob;
     bool present;
     char uuid[48];
@@ -1501,6 +1511,9 @@ static int parse_detail(struct parse *ps, const struct jobj *gob, struct gs_sim_
     if (check_keys(ps, &ob, fabric_keys) != 0 ||
         get_enum(ps, &ob, "state", fabric_state_names, false, &g->fabric_state, &present) != 0 ||
         get_u32(ps, &ob, "clique_id", 0, 0xFFFFFFFFu, &g->fabric_clique) != 0 ||
+        get_u32(ps, &ob, "health_mask", 0, 0xFFFFFFFFu, &g->fabric_health_mask) != 0 ||
+        get_enum(ps, &ob, "health_summary", fabric_health_names, false, &g->fabric_health_summary,
+                 &present) != 0 ||
         get_str(ps, &ob, "cluster_uuid", uuid, sizeof uuid, &present) != 0)
         return -1;
     if (present) {

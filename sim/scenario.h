@@ -431,6 +431,8 @@ struct gs_sim_gpu {
     unsigned fabric_state, fabric_clique;
     int fabric_status;
     unsigned char fabric_cluster[16];
+    unsigned fabric_health_mask; /* healthMask as nvml.h lays it out (NVML_GPU_FABRIC_HEALTH_*) */
+    unsigned fabric_health_summary; /* NVML_GPU_FABRIC_HEALTH_SUMMARY_* */
     unsigned long long reasons_supported;
     bool idle_reason;
     bool gpm;

@@ -231,6 +231,19 @@ enum gs_status {
     X(GS_M_FABRIC_STATE, "fabric_state", "")                                                       \
     X(GS_M_FABRIC_STATUS, "fabric_status", "")                                                     \
     X(GS_M_FABRIC_CLIQUE, "fabric_clique_id", "")                                                  \
+    /* fabric health (GS_WANT_DETAIL, from the same call; each only where the driver reports a     \
+     * health summary and that condition): summary (1 healthy, 2 unhealthy, 3 limited capacity),   \
+     * bandwidth degraded, route recovery in progress, route unhealthy, access timeout recovery    \
+     * in progress, partition assigned (1 yes, 0 no), the configuration error (1 none, 2 wrong     \
+     * SysGUID, 3 wrong chassis serial number, 4 no partition, 5 too few NVLinks, 6 incompatible   \
+     * GPU firmware, 7 invalid location, 8 GPU state invalid) */                                   \
+    X(GS_M_FABRIC_HEALTH_SUMMARY, "fabric_health_summary", "")                                     \
+    X(GS_M_FABRIC_HEALTH_BW_DEGRADED, "fabric_health_bandwidth_degraded", "")                      \
+    X(GS_M_FABRIC_HEALTH_ROUTE_RECOVERY, "fabric_health_route_recovery", "")                       \
+    X(GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY, "fabric_health_route_unhealthy", "")                     \
+    X(GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT, "fabric_health_access_timeout_recovery", "")              \
+    X(GS_M_FABRIC_HEALTH_CONFIG, "fabric_health_incorrect_configuration", "")                      \
+    X(GS_M_FABRIC_HEALTH_PARTITION, "fabric_health_partition_assigned", "")                        \
     /* whole-GPU -q rows (GS_WANT_DETAIL): the module id within the node; GPU operation mode now   \
      * and after reboot (0 all on, 1 compute, 2 low double precision); vGPU heterogeneous mode on  \
      * (1) or off (0); PCIe atomics the GPU issues / completes (NVML_PCIE_ATOMICS_CAP_* mask);     \

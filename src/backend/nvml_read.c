@@ -825,11 +825,58 @@ static void rd_remap_histogram(struct rd *c)
     gs_gpu_set(c->g, GS_M_REMAP_HIST_NONE, h.none);
 }
 
+/* Condition X of a fabric health mask (nvml.h's NVML_GPU_FABRIC_HEALTH_GET). */
+#define FABRIC_HEALTH_GET(mask, X)                                                                 \
+    (((mask) >> NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_##X) & NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_##X)
+
+/* A two-state condition of the fabric health mask (TRUE 1, FALSE 2) as 1 / 0; NOT_SUPPORTED
+ * (0) and values this header does not know leave the reading absent. */
+static void fabric_flag(struct gs_gpu *g, enum gs_metric m, unsigned v)
+{
+    if (v == 1 || v == 2)
+        gs_gpu_set(g, m, v == 1);
+}
+
+/* The health of a GPU's fabric attachment from the same v3 struct. nvidia-smi prints N/A for
+ * the whole Health block while the summary is NOT_SUPPORTED, whatever the mask says, and N/A
+ * for each condition the mask reports as NOT_SUPPORTED (0). */
+static void fabric_health(struct gs_gpu *g, const nvmlGpuFabricInfo_v3_t *f)
+{
+    unsigned m = f->healthMask, cfg;
+
+    if (f->healthSummary < NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY ||
+        f->healthSummary > NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY)
+        return;
+    gs_gpu_set(g, GS_M_FABRIC_HEALTH_SUMMARY, f->healthSummary);
+    fabric_flag(g, GS_M_FABRIC_HEALTH_BW_DEGRADED, FABRIC_HEALTH_GET(m, DEGRADED_BW));
+    fabric_flag(g, GS_M_FABRIC_HEALTH_ROUTE_RECOVERY, FABRIC_HEALTH_GET(m, ROUTE_RECOVERY));
+    fabric_flag(g, GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY, FABRIC_HEALTH_GET(m, ROUTE_UNHEALTHY));
+    fabric_flag(g, GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT,
+                FABRIC_HEALTH_GET(m, ACCESS_TIMEOUT_RECOVERY));
+    fabric_flag(g, GS_M_FABRIC_HEALTH_PARTITION, FABRIC_HEALTH_GET(m, PARTITION_ASSIGNED));
+    cfg = FABRIC_HEALTH_GET(m, INCORRECT_CONFIGURATION);
+    if (cfg >= NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NONE &&
+        cfg <= NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_GPU_STATE_INVALID)
+        gs_gpu_set(g, GS_M_FABRIC_HEALTH_CONFIG, cfg);
+}
+
 /* NVLink fabric registration, version 3: its state, then (once completed) its outcome, clique
- * and cluster. State NOT_SUPPORTED reads as absent, as nvidia-smi prints N/A for it. */
+ * and cluster, and its health. State NOT_SUPPORTED reads as absent, as nvidia-smi prints N/A
+ * for it. */
 static void rd_fabric(struct rd *c)
 {
-    static const enum gs_metric ms[] = {GS_M_FABRIC_STATE, GS_M_FABRIC_STATUS, GS_M_FABRIC_CLIQUE};
+    static const enum gs_metric ms[] = {
+        GS_M_FABRIC_STATE,
+        GS_M_FABRIC_STATUS,
+        GS_M_FABRIC_CLIQUE,
+        GS_M_FABRIC_HEALTH_SUMMARY,
+        GS_M_FABRIC_HEALTH_BW_DEGRADED,
+        GS_M_FABRIC_HEALTH_ROUTE_RECOVERY,
+        GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY,
+        GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT,
+        GS_M_FABRIC_HEALTH_CONFIG,
+        GS_M_FABRIC_HEALTH_PARTITION,
+    };
     nvmlGpuFabricInfo_v3_t f;
     struct gs_gpu *g = c->g;
     const unsigned char *u;
@@ -843,6 +890,7 @@ static void rd_fabric(struct rd *c)
         f.state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED)
         return;
     gs_gpu_set(g, GS_M_FABRIC_STATE, f.state);
+    fabric_health(g, &f);
     if (f.state != NVML_GPU_FABRIC_STATE_COMPLETED)
         return;
     gs_gpu_set(g, GS_M_FABRIC_STATUS, f.status);

@@ -462,6 +462,41 @@ def mig_rows(t, tmp):
          detail=tab.stdout)
 
 
+def fabric_health(t, tmp):
+    """A degraded NVLink fabric link (nvml-sim's fabric health_mask/health_summary, decoded from
+    the one nvmlDeviceGetGpuFabricInfoV answer): -q's Health rows, -q -x's <health> elements and
+    the fabric.health.* --query-gpu cells agree; a GPU whose driver reports no summary stays N/A
+    in every row, as every capture shows."""
+    with open(H100X8, encoding="utf-8") as fh:
+        scen = json.load(fh)
+    # bandwidth degraded (1), route recovery in progress (1 << 2), route healthy (2 << 4),
+    # access timeout false (2 << 6), configuration none (1 << 8): nvml.h's shifts
+    scen["gpus"][1]["fabric"] = {"health_summary": "limited-capacity",
+                                 "health_mask": 1 | 1 << 2 | 2 << 4 | 2 << 6 | 1 << 8}
+    scen["gpus"][2]["fabric"] = {"health_mask": 0x1aa}  # no summary: nothing of it shows
+    path = os.path.join(tmp, "fabric.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(scen, fh)
+    want = [("Summary", "summary", "Limited Capacity"), ("Bandwidth", "bandwidth", "Degraded"),
+            ("Route Recovery in progress", "route_recovery_in_progress", "True"),
+            ("Route Unhealthy", "route_unhealthy", "False"),
+            ("Access Timeout Recovery", "access_timeout_recovery", "False"),
+            ("Incorrect Configuration", "incorrect_configuration", "None")]
+    r = q(["-q", "-i", "1,2"], scenario=path)
+    blocks = [b.split("    Processes")[0] for b in r.stdout.split("        Health\n")[1:]]
+    rows = ["            %-43s: %s" % (label, v) for label, _, v in want]
+    na = ["            %-43s: N/A" % label for label, _, _ in want]
+    t.eq((r.returncode, [b.splitlines() for b in blocks]), (0, [rows, na]),
+         "-q: a degraded fabric's Health rows; no summary -> N/A")
+    x = ET.fromstring(q(["-q", "-x", "-i", "1"], scenario=path).stdout)
+    t.eq([x.findtext("gpu/fabric/health/" + e) for _, e, _ in want], [v for _, _, v in want],
+         "-q -x: <fabric><health> elements in the same words")
+    vals = query_values(["index"] + ["fabric.health." + e for _, e, _ in want], scenario=path)
+    t.eq([[row["fabric.health." + e] for _, e, _ in want] for row in vals[1:3]],
+         [[v for _, _, v in want], ["N/A"] * len(want)],
+         "--query-gpu fabric.health.*: the same words, N/A without a summary")
+
+
 def main():
     t = Tap()
     if not os.path.exists(SIM):
@@ -470,6 +505,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         xml_checks(t)
         mig_rows(t, tmp)
+        fabric_health(t, tmp)
         exporter_checks(t)
         errors_and_symlink(t, tmp)
         loop_checks(t)

@@ -1109,6 +1109,80 @@ static void capture_with(char *out, size_t n, const char *name, const char *gpu_
     json_decref(root);
 }
 
+/* The fabric health of the same GetGpuFabricInfoV (v3) answer: the summary and each condition
+ * of the mask (nvml.h's shifts: bandwidth 0, route recovery 2, route unhealthy 4, access
+ * timeout 6, configuration 8 (4 bits), partition 12); a condition the mask reports as not
+ * supported stays absent, and so does all of it while the summary is not supported. */
+static void fabric_health_readings(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu g;
+    struct gs_err e;
+    char path[1100];
+    static const enum gs_metric ms[] = {
+        GS_M_FABRIC_HEALTH_SUMMARY,        GS_M_FABRIC_HEALTH_BW_DEGRADED,
+        GS_M_FABRIC_HEALTH_ROUTE_RECOVERY, GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY,
+        GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT, GS_M_FABRIC_HEALTH_CONFIG,
+        GS_M_FABRIC_HEALTH_PARTITION};
+    /* bandwidth degraded (1), route recovery not supported (0), route unhealthy (1), access
+     * timeout false (2), configuration "insufficient NVLinks" (5), partition assigned (1) */
+    char json[256];
+
+    NEED_SIM();
+    snprintf(json, sizeof json,
+             "{\"fabric\": {\"health_summary\": \"limited-capacity\", \"health_mask\": %u}}",
+             1u | 0u << 2 | 1u << 4 | 2u << 6 | 5u << 8 | 1u << 12);
+    capture_with(path, sizeof path, "h100-idle", json);
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "100", &e), GS_OK);
+    unlink(path);
+    sample_ok(f->b, 0, &g, GS_WANT_ALL & ~(GS_WANT_DETAIL | GS_WANT_GPM_WAIT));
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        assert_int_equal(g.st[ms[i]], GS_ST_NA);
+    sample_ok(f->b, 0, &g, GS_WANT_DETAIL);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_STATE) && g.v[GS_M_FABRIC_STATE] == 3);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_HEALTH_SUMMARY) && g.v[GS_M_FABRIC_HEALTH_SUMMARY] == 3);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_HEALTH_BW_DEGRADED) &&
+                g.v[GS_M_FABRIC_HEALTH_BW_DEGRADED] == 1);
+    assert_int_equal(g.st[GS_M_FABRIC_HEALTH_ROUTE_RECOVERY], GS_ST_NA);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY) &&
+                g.v[GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY] == 1);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT) &&
+                g.v[GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT] == 0);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_HEALTH_CONFIG) && g.v[GS_M_FABRIC_HEALTH_CONFIG] == 5);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_HEALTH_PARTITION) &&
+                g.v[GS_M_FABRIC_HEALTH_PARTITION] == 1);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+
+    /* a healthy GB300 as its -q -x shows it (0x1aa: every condition false, configuration none,
+     * partition not supported) */
+    capture_with(path, sizeof path, "h100-idle",
+                 "{\"fabric\": {\"health_summary\": \"healthy\", \"health_mask\": 426}}");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "100", &e), GS_OK);
+    unlink(path);
+    sample_ok(f->b, 0, &g, GS_WANT_DETAIL);
+    assert_true(g.v[GS_M_FABRIC_HEALTH_SUMMARY] == 1 && g.v[GS_M_FABRIC_HEALTH_BW_DEGRADED] == 0 &&
+                g.v[GS_M_FABRIC_HEALTH_ROUTE_RECOVERY] == 0 &&
+                g.v[GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY] == 0 &&
+                g.v[GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT] == 0 && g.v[GS_M_FABRIC_HEALTH_CONFIG] == 1);
+    for (size_t i = 0; i + 1 < sizeof ms / sizeof ms[0]; i++)
+        assert_int_equal(g.st[ms[i]], GS_ST_OK);
+    assert_int_equal(g.st[GS_M_FABRIC_HEALTH_PARTITION], GS_ST_NA);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+
+    /* a mask with no summary (the H100 capture's driver): nothing of it is read */
+    capture_with(path, sizeof path, "h100-idle", "{\"fabric\": {\"health_mask\": 426}}");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "100", &e), GS_OK);
+    unlink(path);
+    sample_ok(f->b, 0, &g, GS_WANT_DETAIL);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_STATE));
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        assert_int_equal(g.st[ms[i]], GS_ST_NA);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
 /* The whole GPU's other -q rows (PDI, module id, GPU operation mode, vGPU heterogeneous mode,
  * PCIe atomics, protected memory, unrepairable memory): read with GS_WANT_DETAIL only, values as
  * the scenario gives them, absent (N/A) where the driver answers NOT_SUPPORTED. */
@@ -1537,6 +1611,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(pci_class_codes, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(temperature_margin, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(detail_readings, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(fabric_health_readings, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(detail_gpu_readings, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(minimal_library, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(no_scenario_is_no_driver, fx_setup, fx_teardown),

@@ -553,7 +553,8 @@ static void detail_readings_follow_the_scenario(void **state)
                 " \"sram_ecc\": {\"volatile_parity\": 4, \"aggregate_secded\": 5, \"other\": 6,"
                 " \"threshold_exceeded\": true},"
                 " \"fabric\": {\"clique_id\": 32766,"
-                " \"cluster_uuid\": \"0123abcd-4567-89ef-0123-456789ABCDEF\"},"
+                " \"cluster_uuid\": \"0123abcd-4567-89ef-0123-456789ABCDEF\","
+                " \"health_summary\": \"unhealthy\", \"health_mask\": 4506},"
                 " \"tlimit_thresholds_c\": {\"shutdown\": -8},"
                 " \"metrics\": {\"memory_power_w\": 43.19}",
                 NULL, "10");
@@ -589,6 +590,11 @@ static void detail_readings_follow_the_scenario(void **state)
     assert_int_equal(fab.cliqueId, 32766);
     assert_int_equal(fab.clusterUuid[0], 0x01);
     assert_int_equal(fab.clusterUuid[15], 0xEF);
+    assert_int_equal(fab.healthMask, 4506);
+    assert_int_equal(fab.healthSummary, NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY);
+    assert_int_equal((fab.healthMask >> NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_UNHEALTHY) &
+                         NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ROUTE_UNHEALTHY,
+                     NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_TRUE);
     assert_int_equal(nv.nvmlDeviceGetFieldValues(d, 7, fv), NVML_SUCCESS);
     assert_int_equal(fv[0].nvmlReturn, NVML_SUCCESS);
     assert_int_equal(fv[0].value.uiVal, NVML_GPU_RECOVERY_ACTION_DRAIN_P2P);
@@ -613,6 +619,8 @@ static void detail_readings_follow_the_scenario(void **state)
     assert_int_equal(nv.nvmlDeviceGetRowRemapperHistogram(d, &hist), NVML_ERROR_NOT_SUPPORTED);
     assert_int_equal(nv.nvmlDeviceGetGpuFabricInfoV(d, &fab), NVML_SUCCESS);
     assert_int_equal(fab.state, NVML_GPU_FABRIC_STATE_NOT_SUPPORTED);
+    assert_int_equal(fab.healthSummary, NVML_GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED);
+    assert_int_equal(fab.healthMask, 0);
     fv[0].nvmlReturn = NVML_SUCCESS;
     assert_int_equal(nv.nvmlDeviceGetFieldValues(d, 1, fv), NVML_SUCCESS);
     assert_int_equal(fv[0].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
@@ -623,6 +631,9 @@ static void detail_keys_are_checked(void **state)
     static const char *const bad[][2] = {
         {"\"addressing_mode\": \"numa\"", "addressing_mode: unknown value \"numa\""},
         {"\"fabric\": {\"cluster_uuid\": \"0123\"}", "cluster_uuid: expected 32 hex digits"},
+        {"\"fabric\": {\"health_summary\": \"fine\"}", "health_summary: unknown value \"fine\""},
+        {"\"fabric\": {\"health_mask\": -1}", "health_mask"},
+        {"\"fabric\": {\"health\": 1}", "health"},
         {"\"sram_ecc\": {\"l3\": 1}", "l3"},
         {"\"remapped_rows\": {\"histogram\": {\"max\": -1}}", "max"},
         {"\"gpu_operation_mode\": {\"current\": \"turbo\"}", "current: unknown value \"turbo\""},

@@ -532,18 +532,22 @@ static const struct gs_qfield gpu_fields[] = {
          "Fabric clique the GPU belongs to."),
     BARE("fabric.clusterUuid", NULL, "", QK_TEXT, GS_T_FABRIC_CLUSTER, 0, W_D,
          "UUID of the GPU's fabric cluster."),
-    BARE("fabric.health.summary", NULL, "", QK_NONE, 0, 0, 0, "Overall fabric health."),
-    BARE("fabric.health.bandwidth", NULL, "", QK_NONE, 0, 0, 0,
-         "Whether fabric bandwidth is degraded."),
-    BARE("fabric.health.route_recovery_in_progress", NULL, "", QK_NONE, 0, 0, 0,
+    BARE("fabric.health.summary", NULL, "", QK_NAME, GS_M_FABRIC_HEALTH_SUMMARY,
+         GS_QN_FABRIC_HEALTH, W_D, "Overall fabric health."),
+    BARE("fabric.health.bandwidth", NULL, "", QK_NAME, GS_M_FABRIC_HEALTH_BW_DEGRADED,
+         GS_QN_FABRIC_BW, W_D, "Whether fabric bandwidth is degraded."),
+    BARE("fabric.health.route_recovery_in_progress", NULL, "", QK_NAME,
+         GS_M_FABRIC_HEALTH_ROUTE_RECOVERY, GS_QN_TRUE_FALSE, W_D,
          "Whether a fabric route is being recovered."),
-    BARE("fabric.health.route_unhealthy", NULL, "", QK_NONE, 0, 0, 0,
-         "Whether a fabric route is unhealthy."),
-    BARE("fabric.health.access_timeout_recovery", NULL, "", QK_NONE, 0, 0, 0,
+    BARE("fabric.health.route_unhealthy", NULL, "", QK_NAME, GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY,
+         GS_QN_TRUE_FALSE, W_D, "Whether a fabric route is unhealthy."),
+    BARE("fabric.health.access_timeout_recovery", NULL, "", QK_NAME,
+         GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT, GS_QN_TRUE_FALSE, W_D,
          "Whether the fabric recovers from an access timeout."),
-    BARE("fabric.health.incorrect_configuration", NULL, "", QK_NONE, 0, 0, 0,
-         "Whether the fabric is configured wrongly."),
-    R_ON(QB_595 | QB_610, "fabric.health.partition_assigned", NULL, "", QK_NONE, QA_BARE, 0, 0, 0,
+    BARE("fabric.health.incorrect_configuration", NULL, "", QK_NAME, GS_M_FABRIC_HEALTH_CONFIG,
+         GS_QN_FABRIC_CONFIG, W_D, "Whether the fabric is configured wrongly."),
+    R_ON(QB_595 | QB_610, "fabric.health.partition_assigned", NULL, "", QK_NAME, QA_BARE,
+         GS_M_FABRIC_HEALTH_PARTITION, GS_QN_TRUE_FALSE, W_D,
          "Whether a fabric partition is assigned."),
     SECT("platform", "Where the GPU sits in a rack-scale system."),
     NONE("platform.chassis_serial_number", NULL, "", "Serial number of the chassis."),
@@ -863,6 +867,21 @@ static const char *const names_host_vgpu[] = {"Non SR-IOV", "SR-IOV"};
 static const char *const names_gom[] = {"All On", "Compute", "Low Double Precision"};
 static const char *const names_fabric_state[] = {"Not Supported", "Not Started", "In Progress",
                                                  "Completed"};
+/* Fabric health: "Healthy", "Full", "False", "True", "Unhealthy" and "None" are in real -q -x
+ * files; "Limited Capacity", "Degraded" and the configuration errors (nvml.h's descriptions of
+ * NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_*) are unconfirmed (docs/nvidia-smi.md). */
+static const char *const names_fabric_health[] = {NULL, "Healthy", "Unhealthy", "Limited Capacity"};
+static const char *const names_fabric_bw[] = {"Full", "Degraded"};
+static const char *const names_true_false[] = {"False", "True"};
+static const char *const names_fabric_config[] = {NULL,
+                                                  "None",
+                                                  "SysGUID",
+                                                  "Chassis Serial Number",
+                                                  "No Partition",
+                                                  "Insufficient Nvlinks",
+                                                  "Incompatible GPU Firmware",
+                                                  "Invalid Location",
+                                                  "GPU State Invalid"};
 
 /* The registration outcome is an NVML return code; nvidia-smi prints "Success" for it, and
  * nvmlErrorString's words for the codes a registration can end with. */
@@ -899,6 +918,12 @@ const char *gs_qf_value_name(enum gs_qf_names t, double v)
                                 sizeof names_fabric_state / sizeof *names_fabric_state},
         [GS_QN_FABRIC_STATUS] = {NULL, 0},
         [GS_QN_GOM] = {names_gom, sizeof names_gom / sizeof *names_gom},
+        [GS_QN_FABRIC_HEALTH] = {names_fabric_health,
+                                 sizeof names_fabric_health / sizeof *names_fabric_health},
+        [GS_QN_FABRIC_BW] = {names_fabric_bw, sizeof names_fabric_bw / sizeof *names_fabric_bw},
+        [GS_QN_TRUE_FALSE] = {names_true_false, sizeof names_true_false / sizeof *names_true_false},
+        [GS_QN_FABRIC_CONFIG] = {names_fabric_config,
+                                 sizeof names_fabric_config / sizeof *names_fabric_config},
     };
     long long k;
 

@@ -16,9 +16,7 @@ import subprocess
 import sys
 import time
 
-BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
-TRIALS = int(sys.argv[2]) if len(sys.argv) > 2 else 7
-BIN = os.path.join(BUILD, "gpuscope")
+BUILD, TRIALS, BIN = "build", 7, None
 PY = "/usr/bin/python3"
 WORK = r'''
 import sys, time
@@ -40,14 +38,21 @@ print(time.perf_counter() - t, time.process_time() - c, flush=True)
 '''
 
 
-def trial(sampled):
+def gpuscope_sampler(pid):
+    return [BIN, "stacks", str(pid), "--record", "-o", "/dev/null", "--rate", "100"]
+
+
+def trial(sampler):
+    """One run of the loop: (loop wall s, loop CPU s, sampler CPU s, sampler wall s); sampler:
+    None (baseline) or a function of the target's pid giving the sampler's argv, attached for
+    the whole loop and stopped with SIGINT (bench/issue25.py passes austin's too)."""
     p = subprocess.Popen([PY, "-c", WORK], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          text=True)
     assert p.stdout.readline().strip() == "ready"
     s = None
-    if sampled:
-        s = subprocess.Popen([BIN, "stacks", str(p.pid), "--record", "-o", "/dev/null",
-                              "--rate", "100"], stderr=subprocess.DEVNULL)
+    if sampler:
+        s = subprocess.Popen(sampler(p.pid), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
         time.sleep(0.3)
     t0 = time.monotonic()
     p.stdin.write("\n")
@@ -65,13 +70,17 @@ def trial(sampled):
 
 
 def main():
+    global BUILD, TRIALS, BIN
+    BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
+    TRIALS = int(sys.argv[2]) if len(sys.argv) > 2 else 7
+    BIN = os.path.join(BUILD, "gpuscope")
     base, samp, bcpu, scpu, share = [], [], [], [], []
-    trial(False)  # warm the page cache
+    trial(None)  # warm the page cache
     for _ in range(TRIALS):
-        e, c, _, _ = trial(False)
+        e, c, _, _ = trial(None)
         base.append(e)
         bcpu.append(c)
-        e, c, cpu, wall = trial(True)
+        e, c, cpu, wall = trial(gpuscope_sampler)
         samp.append(e)
         scpu.append(c)
         share.append(cpu / wall)
@@ -96,4 +105,5 @@ def main():
     print("one read: " + (out.stdout.strip() or out.stderr.strip()))
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -8,7 +8,7 @@
  *
  * usage: floor [quick|query]
  *   quick  the calls of `gpuscope` (the quick check's default view): system versions, then per
- *          GPU handle, name, UUID, serial, PCI info, utilization, memory, temperature, clock
+ *          GPU handle, name, UUID, PCI info, utilization, memory, temperature, clock
  *          event reasons, the three process lists, MIG mode; NVML's name of one process
  *   query  the calls of `gpuscope query --query-gpu=index,name,utilization.gpu,memory.used,
  *          memory.total,temperature.gpu,power.draw --format=csv`
@@ -34,7 +34,6 @@ struct nvml {
     nvmlReturn_t (*handle)(unsigned, nvmlDevice_t *);
     nvmlReturn_t (*name)(nvmlDevice_t, char *, unsigned);
     nvmlReturn_t (*uuid)(nvmlDevice_t, char *, unsigned);
-    nvmlReturn_t (*serial)(nvmlDevice_t, char *, unsigned);
     nvmlReturn_t (*pci)(nvmlDevice_t, nvmlPciInfo_t *);
     nvmlReturn_t (*util)(nvmlDevice_t, nvmlUtilization_t *);
     nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_v2_t *);
@@ -95,7 +94,6 @@ int main(int argc, char **argv)
     SYM(temperature, "nvmlDeviceGetTemperatureV");
     if (quick) {
         SYM(process_name, "nvmlSystemGetProcessName");
-        SYM(serial, "nvmlDeviceGetSerial");
         SYM(reasons, "nvmlDeviceGetCurrentClocksEventReasons");
         SYM(mig_mode, "nvmlDeviceGetMigMode");
         for (int k = 0; k < 3; k++)
@@ -115,7 +113,6 @@ int main(int argc, char **argv)
         printf("driver %s, CUDA %d.%d\n", drv, cuda / 1000, cuda % 1000 / 10);
     for (unsigned i = 0; i < count; i++) {
         char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = "", uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = "";
-        char serial[NVML_DEVICE_SERIAL_BUFFER_SIZE] = "";
         nvmlDevice_t d;
         nvmlPciInfo_t pci;
         nvmlUtilization_t u = {0};
@@ -138,7 +135,6 @@ int main(int argc, char **argv)
                    m.total >> 20, t.temperature, power / 1000.0);
             continue;
         }
-        n.serial(d, serial, sizeof serial);
         n.reasons(d, &reasons);
         for (int k = 0; k < 3; k++) {
             nvmlProcessDetail_v1_t p[PROC_MAX];

@@ -131,6 +131,20 @@ def fmt(xs, unit_fmt="%.3f"):
         statistics.median(xs), min(xs), max(xs))
 
 
+def bench_env(build, tmp):
+    """(environment, the 64 sleeping processes) for the scenario, private dirs in tmp; the
+    caller kills the sleepers (also used by bench/issue25.py)."""
+    sleepers = [subprocess.Popen(["sleep", "3600"], start_new_session=True) for _ in range(64)]
+    sim = os.path.join(build, "sim")
+    env = dict(os.environ, GPUSCOPE_NVML_LIBRARY=os.path.join(sim, "libnvidia-ml.so.1"),
+               NVML_SIM_SCENARIO=SCEN, GPUSCOPE_HTTP_SOCKET="off", TERM="screen-256color",
+               LANG="C.UTF-8", XDG_CONFIG_HOME=tmp, XDG_RUNTIME_DIR=tmp, XDG_STATE_HOME=tmp)
+    env.pop("LD_LIBRARY_PATH", None)
+    for i, p in enumerate(sleepers):
+        env["GS_BENCH_PID_%d" % i] = str(p.pid)
+    return env, sleepers
+
+
 def main():
     a = sys.argv[1:]
     if len(a) < 2:
@@ -141,15 +155,9 @@ def main():
     old = os.path.abspath(a[4]) if len(a) > 4 else None
     if not shutil.which("tmux"):
         sys.exit("tmux is needed")
-    sleepers = [subprocess.Popen(["sleep", "3600"], start_new_session=True) for _ in range(64)]
     tmp = tempfile.mkdtemp(prefix="gs-top-vs-nvtop.")
+    env, sleepers = bench_env(build, tmp)
     sim = os.path.join(build, "sim")
-    env = dict(os.environ, GPUSCOPE_NVML_LIBRARY=os.path.join(sim, "libnvidia-ml.so.1"),
-               NVML_SIM_SCENARIO=SCEN, GPUSCOPE_HTTP_SOCKET="off", TERM="screen-256color",
-               LANG="C.UTF-8", XDG_CONFIG_HOME=tmp, XDG_RUNTIME_DIR=tmp, XDG_STATE_HOME=tmp)
-    env.pop("LD_LIBRARY_PATH", None)
-    for i, p in enumerate(sleepers):
-        env["GS_BENCH_PID_%d" % i] = str(p.pid)
     res = {}
     try:
         for r in range(reps):

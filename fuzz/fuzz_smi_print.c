@@ -149,6 +149,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             mg->sm_count = next(&b) * 3u;
             mg->ce_count = next(&b);
             mg->jpg_count = next(&b) * 100000u;
+            mg->mem_reserved_st = next(&b) % 5;
+            mg->mem_reserved_bytes = (uint64_t)next(&b) << 22;
+            mg->sram_unc_st = next(&b) % 5;
+            mg->sram_unc_vol = (uint64_t)next(&b) << 40;
         }
     }
     snap->n_procs = next(&b) % 7;

@@ -404,7 +404,8 @@ uint64_t gs_sim_mem_used(const struct gs_sim_call *c, double t)
                 sum += m;
         }
     }
-    cap = c->mig ? c->mig->mem_total_bytes : c->g->mem_total_bytes - c->g->mem_reserved_bytes;
+    cap = c->mig ? c->mig->mem_total_bytes - c->mig->mem_reserved_bytes
+                 : c->g->mem_total_bytes - c->g->mem_reserved_bytes;
     return sum > cap ? cap : sum;
 }
 

@@ -416,7 +416,7 @@ static void memory_now(const struct gs_sim_call *c, uint64_t *total, uint64_t *r
                        uint64_t *used, uint64_t *free_b)
 {
     *total = c->mig ? c->mig->mem_total_bytes : c->g->mem_total_bytes;
-    *reserved = c->mig ? 0 : c->g->mem_reserved_bytes;
+    *reserved = c->mig ? c->mig->mem_reserved_bytes : c->g->mem_reserved_bytes;
     *used = gs_sim_mem_used(c, c->t);
     *free_b = *total - *reserved - *used;
 }
@@ -756,10 +756,69 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device,
         return gs_sim_leave(NVML_SUCCESS); /* state NOT_SUPPORTED (0) */
     memcpy(gpuFabricInfo->clusterUuid, c.g->fabric_cluster, sizeof gpuFabricInfo->clusterUuid);
     gpuFabricInfo->state = (nvmlGpuFabricState_t)c.g->fabric_state;
+    gpuFabricInfo->healthMask = c.g->fabric_health_mask;
+    gpuFabricInfo->healthSummary = (unsigned char)c.g->fabric_health_summary;
     if (c.g->fabric_state == NVML_GPU_FABRIC_STATE_COMPLETED) {
         gpuFabricInfo->status = c.g->fabric_status;
         gpuFabricInfo->cliqueId = c.g->fabric_clique;
     }
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+/* ---- the whole GPU's other -q rows: PDI, module id, GOM, vGPU heterogeneous mode, protected
+ * memory, unrepairable memory ---------------------------------------------------------------- */
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetPdi(nvmlDevice_t device, nvmlPdi_t *pdi)
+{
+    SIM_SIMPLE(nvmlDeviceGetPdi, pdi, has_pdi);
+    if (pdi->version != nvmlPdi_v1)
+        return gs_sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    pdi->value = c.g->pdi;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetModuleId(nvmlDevice_t device, unsigned int *moduleId)
+{
+    SIM_SIMPLE(nvmlDeviceGetModuleId, moduleId, has_module_id);
+    *moduleId = c.g->module_id;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetGpuOperationMode(nvmlDevice_t device,
+                                                              nvmlGpuOperationMode_t *current,
+                                                              nvmlGpuOperationMode_t *pending)
+{
+    SIM_SIMPLE(nvmlDeviceGetGpuOperationMode, current && pending, has_gom);
+    *current = c.g->gom[0];
+    *pending = c.g->gom[1];
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetVgpuHeterogeneousMode(
+    nvmlDevice_t device, nvmlVgpuHeterogeneousMode_t *pHeterogeneousMode)
+{
+    SIM_SIMPLE(nvmlDeviceGetVgpuHeterogeneousMode, pHeterogeneousMode, has_vgpu_hetero);
+    if (pHeterogeneousMode->version != nvmlVgpuHeterogeneousMode_v1)
+        return gs_sim_leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    pHeterogeneousMode->mode = c.g->vgpu_hetero ? 1 : 0;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetConfComputeProtectedMemoryUsage(nvmlDevice_t device,
+                                                                             nvmlMemory_t *memory)
+{
+    SIM_SIMPLE(nvmlDeviceGetConfComputeProtectedMemoryUsage, memory, has_protected);
+    memory->total = c.g->protected_total;
+    memory->used = c.g->protected_used;
+    memory->free = c.g->protected_total - c.g->protected_used;
+    return gs_sim_leave(NVML_SUCCESS);
+}
+
+GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetUnrepairableMemoryFlag_v1(
+    nvmlDevice_t device, nvmlUnrepairableMemoryStatus_v1_t *unrepairableMemoryStatus)
+{
+    SIM_SIMPLE(nvmlDeviceGetUnrepairableMemoryFlag_v1, unrepairableMemoryStatus, has_unrepairable);
+    unrepairableMemoryStatus->bUnrepairableMemory = c.g->unrepairable ? 1 : 0;
     return gs_sim_leave(NVML_SUCCESS);
 }
 

@@ -65,7 +65,8 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t dev
                                                                 unsigned long long *count)
 {
     struct gs_sim_call c;
-    nvmlReturn_t rc = gs_sim_enter(GS_SIM_FN_nvmlDeviceGetMemoryErrorCounter, device, 0, &c);
+    nvmlReturn_t rc =
+        gs_sim_enter(GS_SIM_FN_nvmlDeviceGetMemoryErrorCounter, device, GS_SIM_MIG_OK, &c);
 
     if (rc != NVML_SUCCESS)
         return rc;
@@ -74,6 +75,15 @@ GS_SIM_EXPORT_FULL nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t dev
         return gs_sim_leave(NVML_ERROR_INVALID_ARGUMENT);
     if (!c.g->has_ecc || !c.g->ecc_current || !c.g->ecc_location[locationType])
         return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+    if (c.mig) {
+        /* per instance NVML counts only volatile uncorrectable errors outside DRAM: the
+         * instance's SRAM count, nothing in the other on-chip locations */
+        if (errorType != NVML_MEMORY_ERROR_TYPE_UNCORRECTED || counterType != NVML_VOLATILE_ECC ||
+            locationType == NVML_MEMORY_LOCATION_DRAM)
+            return gs_sim_leave(NVML_ERROR_NOT_SUPPORTED);
+        *count = locationType == NVML_MEMORY_LOCATION_SRAM ? c.mig->sram_unc_vol : 0;
+        return gs_sim_leave(NVML_SUCCESS);
+    }
     *count = gs_sim_ecc_count(c.sc, c.gpu, errorType, locationType,
                               counterType == NVML_AGGREGATE_ECC, c.t);
     return gs_sim_leave(NVML_SUCCESS);

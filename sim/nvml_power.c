@@ -646,6 +646,13 @@ static nvmlReturn_t one_field(const struct gs_sim_call *c, nvmlFieldValue_t *v)
         if (!g->has_recovery)
             return NVML_ERROR_NOT_SUPPORTED;
         return set_ui(v, g->recovery_action);
+    case NVML_FI_DEV_PCIE_OUTBOUND_ATOMICS_MASK:
+    case NVML_FI_DEV_PCIE_INBOUND_ATOMICS_MASK: {
+        int in = v->fieldId == NVML_FI_DEV_PCIE_INBOUND_ATOMICS_MASK;
+        if (!g->has_atomics[in])
+            return NVML_ERROR_NOT_SUPPORTED;
+        return set_ui(v, g->atomics[in]);
+    }
     case NVML_FI_DEV_POWER_MIN_LIMIT:
     case NVML_FI_DEV_POWER_MAX_LIMIT:
     case NVML_FI_DEV_POWER_DEFAULT_LIMIT:

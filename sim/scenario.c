@@ -241,6 +241,14 @@ static const struct name_val recovery_names[] = {
     {NULL, 0},
 };
 
+static const struct name_val fabric_health_names[] = {
+    {"not-supported", NVML_GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED},
+    {"healthy", NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY},
+    {"unhealthy", NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY},
+    {"limited-capacity", NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY},
+    {NULL, 0},
+};
+
 static const struct name_val fabric_state_names[] = {
     {"not-started", NVML_GPU_FABRIC_STATE_NOT_STARTED},
     {"in-progress", NVML_GPU_FABRIC_STATE_IN_PROGRESS},
@@ -1427,7 +1435,8 @@ static int parse_board(struct parse *ps, const struct jobj *gob, struct gs_sim_g
 
 /* What only nvidia-smi -q shows: "addressing_mode", "virtualization_mode", "host_vgpu_mode",
  * "recovery_action" (names), "c2c_mode" and "egm" (true/false), "sram_ecc" (counts and
- * "threshold_exceeded") and "fabric" ({"state", "status", "clique_id", "cluster_uuid"}). */
+ * "threshold_exceeded") and "fabric" ({"state", "status", "clique_id", "cluster_uuid",
+ * "health_mask", "health_summary"}). */
 static int parse_detail(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
 {
     static const char *const sram_keys[] = {"aggregate_parity",
@@ -1443,7 +1452,8 @@ static int parse_detail(struct parse *ps, const struct jobj *gob, struct gs_sim_
                                             "other",
                                             "threshold_exceeded",
                                             NULL};
-    static const char *const fabric_keys[] = {"state", "status", "clique_id", "cluster_uuid", NULL};
+    static const char *const fabric_keys[] = {
+        "state", "status", "clique_id", "cluster_uuid", "health_mask", "health_summary", NULL};
     struct jobj ob;
     bool present;
     char uuid[48];
@@ -1501,6 +1511,9 @@ static int parse_detail(struct parse *ps, const struct jobj *gob, struct gs_sim_
     if (check_keys(ps, &ob, fabric_keys) != 0 ||
         get_enum(ps, &ob, "state", fabric_state_names, false, &g->fabric_state, &present) != 0 ||
         get_u32(ps, &ob, "clique_id", 0, 0xFFFFFFFFu, &g->fabric_clique) != 0 ||
+        get_u32(ps, &ob, "health_mask", 0, 0xFFFFFFFFu, &g->fabric_health_mask) != 0 ||
+        get_enum(ps, &ob, "health_summary", fabric_health_names, false, &g->fabric_health_summary,
+                 &present) != 0 ||
         get_str(ps, &ob, "cluster_uuid", uuid, sizeof uuid, &present) != 0)
         return -1;
     if (present) {
@@ -1533,6 +1546,71 @@ static int parse_detail(struct parse *ps, const struct jobj *gob, struct gs_sim_
                 return -1;
             g->fabric_status = (int)rc;
         }
+    }
+    return 0;
+}
+
+static const struct name_val gom_names[] = {
+    {"all_on", NVML_GOM_ALL_ON},
+    {"compute", NVML_GOM_COMPUTE},
+    {"low_dp", NVML_GOM_LOW_DP},
+    {NULL, 0},
+};
+
+/* The whole GPU's other -q rows: "pdi" (64-bit, "0x..." or a number), "module_id",
+ * "gpu_operation_mode" ({"current", "pending"}: all_on, compute, low_dp),
+ * "vgpu_heterogeneous_mode" (true/false), "pcie_atomics" ({"outbound", "inbound"}: masks of
+ * NVML_PCIE_ATOMICS_CAP_* bits), "protected_memory" ({"total_mib"|"total_bytes",
+ * "used_mib"|"used_bytes"}) and "unrepairable_memory" (true/false). A key left out: the call (or
+ * field) answers NOT_SUPPORTED. */
+static int parse_detail_gpu(struct parse *ps, const struct jobj *gob, struct gs_sim_gpu *g)
+{
+    static const char *const gom_keys[] = {"current", "pending", NULL};
+    static const char *const atom_keys[] = {"outbound", "inbound", NULL};
+    static const char *const prot_keys[] = {"total_mib", "total_bytes", "used_mib", "used_bytes",
+                                            NULL};
+    struct jobj ob;
+    bool present;
+    unsigned long long u;
+
+    if (get_uint(ps, gob, "pdi", 0, ~0ull, &g->pdi, &g->has_pdi) != 0 ||
+        get_uint(ps, gob, "module_id", 0, 0xFFFFFFFFull, &u, &g->has_module_id) != 0)
+        return -1;
+    g->module_id = (unsigned)u;
+    g->has_vgpu_hetero = jget(gob, "vgpu_heterogeneous_mode", NULL) != NULL;
+    g->has_unrepairable = jget(gob, "unrepairable_memory", NULL) != NULL;
+    if (get_bool(ps, gob, "vgpu_heterogeneous_mode", &g->vgpu_hetero) != 0 ||
+        get_bool(ps, gob, "unrepairable_memory", &g->unrepairable) != 0)
+        return -1;
+    if (get_child(ps, gob, "gpu_operation_mode", &ob, &g->has_gom) != 0)
+        return -1;
+    if (g->has_gom) {
+        g->gom[0] = g->gom[1] = NVML_GOM_ALL_ON;
+        if (check_keys(ps, &ob, gom_keys) != 0 ||
+            get_enum(ps, &ob, "current", gom_names, false, &g->gom[0], &present) != 0)
+            return -1;
+        g->gom[1] = g->gom[0]; /* pending defaults to the current mode */
+        if (get_enum(ps, &ob, "pending", gom_names, false, &g->gom[1], &present) != 0)
+            return -1;
+    }
+    if (get_child(ps, gob, "pcie_atomics", &ob, &present) != 0)
+        return -1;
+    if (present && check_keys(ps, &ob, atom_keys) != 0)
+        return -1;
+    for (int i = 0; present && i < 2; i++) {
+        if (get_uint(ps, &ob, atom_keys[i], 0, 0x7F, &u, &g->has_atomics[i]) != 0)
+            return -1;
+        g->atomics[i] = (unsigned)u;
+    }
+    if (get_child(ps, gob, "protected_memory", &ob, &g->has_protected) != 0)
+        return -1;
+    if (g->has_protected) {
+        if (check_keys(ps, &ob, prot_keys) != 0 ||
+            get_size(ps, &ob, "total", &g->protected_total, &present) != 0 ||
+            get_size(ps, &ob, "used", &g->protected_used, &present) != 0)
+            return -1;
+        if (g->protected_used > g->protected_total)
+            return perr(ps, ob.o[0], NULL, ob.path, "used exceeds total");
     }
     return 0;
 }
@@ -1765,6 +1843,20 @@ static int parse_nvlink(struct parse *ps, const struct jobj *gob, struct gs_sim_
     return 0;
 }
 
+/* An instance's reserved memory and SRAM ECC count (what only nvidia-smi -q prints). */
+static int parse_mig_more(struct parse *ps, const struct jobj *ob, struct gs_sim_mig *m)
+{
+    bool present;
+
+    if (get_size(ps, ob, "memory_reserved", &m->mem_reserved_bytes, &present) != 0 ||
+        get_uint(ps, ob, "ecc_sram_uncorrected_volatile", 0, 1ull << 40, &m->sram_unc_vol,
+                 &present) != 0)
+        return -1;
+    if (m->mem_reserved_bytes > m->mem_total_bytes)
+        return perr(ps, ob->o[0], NULL, ob->path, "memory_reserved exceeds memory_total");
+    return 0;
+}
+
 static int parse_mig_instance(struct parse *ps, const json_t *v, const json_t *where,
                               const char *path, struct gs_sim_gpu *g, size_t pos)
 {
@@ -1787,6 +1879,9 @@ static int parse_mig_instance(struct parse *ps, const json_t *v, const json_t *w
                                        "metrics",
                                        "placement",
                                        "profile_id",
+                                       "memory_reserved_mib",
+                                       "memory_reserved_bytes",
+                                       "ecc_sram_uncorrected_volatile",
                                        NULL};
     static const char *const place_keys[] = {"start", "size", NULL};
     struct jobj ob, mob, pob;
@@ -1839,6 +1934,8 @@ static int parse_mig_instance(struct parse *ps, const json_t *v, const json_t *w
         get_child(ps, &ob, "metrics", &mob, &present) != 0)
         return -1;
     if (present && parse_metrics(ps, &mob, m->metric, m->metric_given) != 0)
+        return -1;
+    if (parse_mig_more(ps, &ob, m) != 0)
         return -1;
     if (get_child(ps, &ob, "placement", &pob, &m->has_placement) != 0 ||
         get_u32(ps, &ob, "profile_id", 0, 1000, &m->profile_id) != 0)
@@ -1974,6 +2071,13 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
                                        "fabric",
                                        "tlimit_thresholds_c",
                                        "edpp_multiplier_pct",
+                                       "pdi",
+                                       "module_id",
+                                       "gpu_operation_mode",
+                                       "vgpu_heterogeneous_mode",
+                                       "pcie_atomics",
+                                       "protected_memory",
+                                       "unrepairable_memory",
                                        "topology",
                                        "clocks_event_reasons_supported",
                                        "idle_reason",
@@ -2077,7 +2181,8 @@ static int parse_gpu(struct parse *ps, const json_t *v, const json_t *where, uns
         parse_clocks_pcie(ps, &ob, g) != 0 || parse_board(ps, &ob, g) != 0 ||
         parse_topology(ps, &ob, g) != 0 || parse_health(ps, &ob, g) != 0 ||
         parse_inforom(ps, &ob, g) != 0 || parse_modes(ps, &ob, g) != 0 ||
-        parse_nvlink(ps, &ob, g) != 0 || parse_detail(ps, &ob, g) != 0)
+        parse_nvlink(ps, &ob, g) != 0 || parse_detail(ps, &ob, g) != 0 ||
+        parse_detail_gpu(ps, &ob, g) != 0)
         return -1;
     g->persistence = false;
     g->compute_mode = NVML_COMPUTEMODE_DEFAULT;

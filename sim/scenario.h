@@ -239,7 +239,13 @@ const struct gs_sim_metric_info *gs_sim_metric_info(enum gs_sim_metric m);
     X(nvmlDeviceGetMarginTemperature)                                                              \
     X(nvmlDeviceGetNvLinkState)                                                                    \
     X(nvmlDeviceGetNvLinkErrorCounter)                                                             \
-    X(nvmlDeviceGetNvLinkRemotePciInfo_v2)
+    X(nvmlDeviceGetNvLinkRemotePciInfo_v2)                                                         \
+    X(nvmlDeviceGetPdi)                                                                            \
+    X(nvmlDeviceGetModuleId)                                                                       \
+    X(nvmlDeviceGetGpuOperationMode)                                                               \
+    X(nvmlDeviceGetVgpuHeterogeneousMode)                                                          \
+    X(nvmlDeviceGetConfComputeProtectedMemoryUsage)                                                \
+    X(nvmlDeviceGetUnrepairableMemoryFlag_v1)
 /* clang-format on */
 
 enum gs_sim_fn {
@@ -345,6 +351,11 @@ struct gs_sim_mig {
      * without "placement" that call answers NOT_SUPPORTED */
     bool has_placement;
     unsigned place_start, place_size, profile_id;
+    /* what nvidia-smi -q prints of the instance beyond the above: the memory the driver
+     * reserves in it (nvmlDeviceGetMemoryInfo_v2's reserved, default 0) and its volatile
+     * uncorrectable SRAM ECC errors (nvmlDeviceGetMemoryErrorCounter on the MIG handle) */
+    uint64_t mem_reserved_bytes;
+    unsigned long long sram_unc_vol;
 };
 
 struct gs_sim_gpu {
@@ -420,6 +431,8 @@ struct gs_sim_gpu {
     unsigned fabric_state, fabric_clique;
     int fabric_status;
     unsigned char fabric_cluster[16];
+    unsigned fabric_health_mask; /* healthMask as nvml.h lays it out (NVML_GPU_FABRIC_HEALTH_*) */
+    unsigned fabric_health_summary; /* NVML_GPU_FABRIC_HEALTH_SUMMARY_* */
     unsigned long long reasons_supported;
     bool idle_reason;
     bool gpm;
@@ -466,6 +479,14 @@ struct gs_sim_gpu {
     unsigned gpu_numa_id;
     bool has_level[GS_SIM_MAX_GPUS];
     unsigned level[GS_SIM_MAX_GPUS];
+    /* the whole GPU's other -q rows (parse_detail_gpu); has_ false: NOT_SUPPORTED */
+    bool has_pdi, has_module_id, has_gom, has_vgpu_hetero, has_protected, has_unrepairable;
+    unsigned long long pdi;
+    unsigned module_id, gom[2]; /* gom: current, pending */
+    bool vgpu_hetero, unrepairable;
+    bool has_atomics[2]; /* fields 228 (outbound) and 229 (inbound) */
+    unsigned atomics[2];
+    uint64_t protected_total, protected_used;
 };
 
 struct gs_sim_arena;

@@ -230,7 +230,34 @@ enum gs_status {
      * 2 in progress, 3 completed), its NVML return code once completed, the clique id */          \
     X(GS_M_FABRIC_STATE, "fabric_state", "")                                                       \
     X(GS_M_FABRIC_STATUS, "fabric_status", "")                                                     \
-    X(GS_M_FABRIC_CLIQUE, "fabric_clique_id", "")
+    X(GS_M_FABRIC_CLIQUE, "fabric_clique_id", "")                                                  \
+    /* fabric health (GS_WANT_DETAIL, from the same call; each only where the driver reports a     \
+     * health summary and that condition): summary (1 healthy, 2 unhealthy, 3 limited capacity),   \
+     * bandwidth degraded, route recovery in progress, route unhealthy, access timeout recovery    \
+     * in progress, partition assigned (1 yes, 0 no), the configuration error (1 none, 2 wrong     \
+     * SysGUID, 3 wrong chassis serial number, 4 no partition, 5 too few NVLinks, 6 incompatible   \
+     * GPU firmware, 7 invalid location, 8 GPU state invalid) */                                   \
+    X(GS_M_FABRIC_HEALTH_SUMMARY, "fabric_health_summary", "")                                     \
+    X(GS_M_FABRIC_HEALTH_BW_DEGRADED, "fabric_health_bandwidth_degraded", "")                      \
+    X(GS_M_FABRIC_HEALTH_ROUTE_RECOVERY, "fabric_health_route_recovery", "")                       \
+    X(GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY, "fabric_health_route_unhealthy", "")                     \
+    X(GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT, "fabric_health_access_timeout_recovery", "")              \
+    X(GS_M_FABRIC_HEALTH_CONFIG, "fabric_health_incorrect_configuration", "")                      \
+    X(GS_M_FABRIC_HEALTH_PARTITION, "fabric_health_partition_assigned", "")                        \
+    /* whole-GPU -q rows (GS_WANT_DETAIL): the module id within the node; GPU operation mode now   \
+     * and after reboot (0 all on, 1 compute, 2 low double precision); vGPU heterogeneous mode on  \
+     * (1) or off (0); PCIe atomics the GPU issues / completes (NVML_PCIE_ATOMICS_CAP_* mask);     \
+     * confidential-computing protected memory; whether memory has unrepairable errors (1) */      \
+    X(GS_M_MODULE_ID, "module_id", "")                                                             \
+    X(GS_M_GOM_CURRENT, "gpu_operation_mode_current", "")                                          \
+    X(GS_M_GOM_PENDING, "gpu_operation_mode_pending", "")                                          \
+    X(GS_M_VGPU_HETERO, "vgpu_heterogeneous_mode", "")                                             \
+    X(GS_M_PCIE_ATOMICS_OUT, "pcie_atomics_outbound_mask", "")                                     \
+    X(GS_M_PCIE_ATOMICS_IN, "pcie_atomics_inbound_mask", "")                                       \
+    X(GS_M_CC_PROT_TOTAL, "cc_protected_memory_total", "bytes")                                    \
+    X(GS_M_CC_PROT_USED, "cc_protected_memory_used", "bytes")                                      \
+    X(GS_M_CC_PROT_FREE, "cc_protected_memory_free", "bytes")                                      \
+    X(GS_M_UNREPAIRABLE_MEM, "unrepairable_memory", "")
 
 #define GS_METRIC_ENUM_(e, n, u) e,
 enum gs_metric { GS_METRICS(GS_METRIC_ENUM_) GS_M__COUNT };
@@ -252,6 +279,7 @@ enum gs_text {
     GS_T_BOARD_PART,     /* board part number ("692-2G520-0200-000") */
     GS_T_GSP_VERSION,    /* GSP firmware version ("590.48.01") */
     GS_T_FABRIC_CLUSTER, /* fabric cluster UUID, GS_WANT_DETAIL ("00000000-0000-...") */
+    GS_T_PDI,            /* per-device identifier, GS_WANT_DETAIL ("0xd52bae2e458244e2") */
     GS_T__COUNT,
 };
 
@@ -331,6 +359,16 @@ struct gs_mig {
      * (nvmlDeviceGetGpuInstanceById + nvmlGpuInstanceGetInfo: root only, GS_ST_NOPERM else). */
     uint8_t place_st;
     unsigned place_start, place_size, profile_id;
+    /* What nvidia-smi prints of the instance beyond the above. The memory the driver reserves
+     * in it comes with the memory figures (nvmlDeviceGetMemoryInfo_v2; GS_ST_NA from a library
+     * that only has v1). Its volatile uncorrectable SRAM ECC count
+     * (nvmlDeviceGetMemoryErrorCounter(UNCORRECTED, VOLATILE, SRAM) on the MIG handle) is read
+     * only for nvidia-smi's table and -q, whose sampler is opened with mig_sram_ecc
+     * (gs_sampler.h); GS_ST_NA otherwise. */
+    uint8_t mem_reserved_st;
+    uint64_t mem_reserved_bytes;
+    uint8_t sram_unc_st;
+    uint64_t sram_unc_vol;
 };
 
 /* One GPU-utilization sample from the driver's own ring: the mean utilization over the

@@ -66,6 +66,10 @@ struct gs_sampler_opts {
      * counters are not read, for a view that prints a health figure or two (the nvidia-smi
      * table's ECC cell, dmon -s e). false: health is read in full with its bit. */
     bool mask_health;
+    /* true: with GS_WANT_MIG, each MIG device's volatile uncorrectable SRAM ECC count
+     * (gs_mig.sram_unc_vol, one call per MIG device) is read too, for nvidia-smi's table and
+     * -q; false (the agent, every other view): not read. */
+    bool mig_sram_ecc;
     /* The Kubernetes pod log directories (src/backend/k8s.h) that name the pods of processes:
      * NULL: /var/log/pods; "": do not look. */
     const char *k8s_pods_dir;
@@ -119,15 +123,33 @@ struct gs_topo {
     uint8_t caps[GS_NVLINK_MAX], caps_read[GS_NVLINK_MAX];
 };
 
+/* What a topology answer reads (gs_sampler_topology's `what`, bits). Each row's link count and
+ * link states (n_links, link_active) are read for either. */
+enum gs_topo_read {
+    /* the matrix (nvidia-smi topo -m): common ancestors (level), NVLinks to each GPU (nvlinks),
+     * CPU and NUMA affinity (cpus, numa, gpu_numa) */
+    GS_TOPO_MATRIX = 1u << 0,
+    /* each link's capabilities (caps, caps_read; nvidia-smi nvlink -c), of the active links */
+    GS_TOPO_LINK_CAPS = 1u << 1,
+};
+
+/* A snapshot for s's GPUs (gs_snapshot_new with gs_sampler_gpu_count GPUs and room for
+ * cap_procs processes, zeroed) that the next gs_sampler_sample fills: that first cycle skips
+ * clearing what is zero already (~9 KB a GPU, a one-shot command's whole cycle). Write nothing
+ * into it before that cycle. Free it with gs_snapshot_free. */
+int gs_sampler_snapshot_new(struct gs_sampler *s, unsigned cap_procs, struct gs_snapshot **out,
+                            struct gs_err *err);
+
 /* The topology of GPUs 0..n-1 (n at most gs_sampler_gpu_count): t[i] (zeroed first) is GPU i's
  * toward the GPUs 0..GS_TOPO_GPUS-1, filled for the GPUs marked in sel (sel[i] != 0; every one
- * when sel is NULL), the others left zero. One call reads each GPU's NVLinks once (O(n) NVML
- * calls for the links, not one read per pair of GPUs); nothing is kept between calls.
+ * when sel is NULL), the others left zero; `what` (enum gs_topo_read bits) says which parts are
+ * read, the others left zero. One call reads each GPU's NVLinks once (O(n) NVML calls for the
+ * links, not one read per pair of GPUs); nothing is kept between calls.
  * GS_OK with what the driver told (unknown parts GS_ST_NA); GS_ENOTSUP when the backend has no
  * topology; GS_ENOGPU when n is past the last GPU; GS_ELOST, GS_ENODRIVER (the first GPU, in
  * order, that failed); GS_ENOMEM. */
-int gs_sampler_topology(struct gs_sampler *s, const unsigned char *sel, struct gs_topo *t,
-                        unsigned n, struct gs_err *err);
+int gs_sampler_topology(struct gs_sampler *s, const unsigned char *sel, unsigned what,
+                        struct gs_topo *t, unsigned n, struct gs_err *err);
 
 /* Shuts NVML down and unloads the library; NULL is allowed. */
 void gs_sampler_close(struct gs_sampler *s);

@@ -24,7 +24,7 @@ struct gs_err;
 struct gs_backend;
 
 /* Bumped when a member is added; members are appended, never reordered. */
-#define GS_BACKEND_ABI 4
+#define GS_BACKEND_ABI 5
 
 /* What a backend may fill beyond the basic readings. */
 enum gs_backend_cap {
@@ -40,7 +40,8 @@ struct gs_backend_opts {
     const char *library; /* NULL: $GPUSCOPE_NVML_LIBRARY, else the backend's default */
     /* gs_sampler_opts.need_metrics/need_texts: both NULL, every reading */
     const unsigned char *need_metrics, *need_texts;
-    bool mask_health; /* gs_sampler_opts.mask_health */
+    bool mask_health;  /* gs_sampler_opts.mask_health */
+    bool mig_sram_ecc; /* gs_sampler_opts.mig_sram_ecc */
 };
 
 struct gs_backend_ops {
@@ -96,12 +97,14 @@ struct gs_backend_ops {
     int (*util_samples)(struct gs_backend *b, unsigned dev, uint64_t *last_ts_us,
                         struct gs_util_sample *out, unsigned cap, unsigned *n, struct gs_err *err);
 
-    /* (ABI 3; ABI 4: one call for every GPU) The topology (gs_sampler.h struct gs_topo) of
-     * GPUs 0..n-1, t[i] GPU i's (those marked in sel; all when sel is NULL), read now: common
-     * ancestors with the other devices, NVLink peers, CPU and NUMA affinity, each GPU's links
-     * read once per call. Codes as gs_sampler_topology. May be NULL (no topology). */
-    int (*topology)(struct gs_backend *b, const unsigned char *sel, struct gs_topo *t, unsigned n,
-                    struct gs_err *err);
+    /* (ABI 3; ABI 4: one call for every GPU; ABI 5: what) The topology (gs_sampler.h struct
+     * gs_topo) of GPUs 0..n-1, t[i] GPU i's (those marked in sel; all when sel is NULL), read
+     * now, the parts in what (enum gs_topo_read): common ancestors with the other devices,
+     * NVLink peers, CPU and NUMA affinity (GS_TOPO_MATRIX), the links' capabilities
+     * (GS_TOPO_LINK_CAPS); each GPU's links read once per call. Codes as gs_sampler_topology.
+     * May be NULL (no topology). */
+    int (*topology)(struct gs_backend *b, const unsigned char *sel, unsigned what,
+                    struct gs_topo *t, unsigned n, struct gs_err *err);
 };
 
 /* The NVML backend (nvml.c). */

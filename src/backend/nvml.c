@@ -414,6 +414,7 @@ static int nvml_open(struct gs_backend **out, const struct gs_backend_opts *opts
             memcpy(b->need_t, opts->need_texts, sizeof b->need_t);
         b->mask_health = opts->mask_health;
     }
+    b->mig_sram_ecc = opts && opts->mig_sram_ecc;
     if (!path || !*path)
         path = getenv("GPUSCOPE_NVML_LIBRARY");
     if (!path || !*path)
@@ -596,10 +597,14 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
         gs_nvml_read_health(&c);
         c.masked = 0;
     }
-    if (want & GS_WANT_DETAIL)
+    if (want & GS_WANT_DETAIL) {
+        c.masked = 1; /* of these, what the caller prints (-q -d MEMORY: protected memory) */
         gs_nvml_read_detail(&c);
+        gs_nvml_read_detail_gpu(&c);
+        c.masked = 0;
+    }
     if (want & GS_WANT_MIG)
-        gs_nvml_read_mig(&c);
+        gs_nvml_read_mig(&c, b->mig_sram_ecc);
     if (want & GS_WANT_GPM)
         gs_nvml_read_gpm(&c);
     if ((want & GS_WANT_GPM) && (want & GS_WANT_MIG))

@@ -485,6 +485,50 @@ typedef struct {
     unsigned char healthSummary;
 } nvmlGpuFabricInfo_v3_t;
 #define nvmlGpuFabricInfo_v3 0x03000028u /* sizeof | 3 << 24 */
+/* healthMask: one field per condition, (mask >> SHIFT_X) & WIDTH_X as nvml.h's
+ * NVML_GPU_FABRIC_HEALTH_GET does (the WIDTH is the field's mask). Each field's value 0 is "not
+ * supported"; the two-state fields are TRUE 1 / FALSE 2. */
+#define NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_NOT_SUPPORTED 0
+#define NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE 1
+#define NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_FALSE 2
+#define NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW 0
+#define NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_DEGRADED_BW 0x3
+#define NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_NOT_SUPPORTED 0
+#define NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_TRUE 1
+#define NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_FALSE 2
+#define NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_RECOVERY 2
+#define NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ROUTE_RECOVERY 0x3
+#define NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_NOT_SUPPORTED 0
+#define NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_TRUE 1
+#define NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_FALSE 2
+#define NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_UNHEALTHY 4
+#define NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ROUTE_UNHEALTHY 0x3
+#define NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_NOT_SUPPORTED 0
+#define NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_TRUE 1
+#define NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_FALSE 2
+#define NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ACCESS_TIMEOUT_RECOVERY 6
+#define NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ACCESS_TIMEOUT_RECOVERY 0x3
+#define NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NOT_SUPPORTED 0
+#define NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NONE 1
+#define NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_INCORRECT_SYSGUID 2
+#define NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_INCORRECT_CHASSIS_SN 3
+#define NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NO_PARTITION 4
+#define NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_INSUFFICIENT_NVLINKS 5
+#define NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_INCOMPATIBLE_GPU_FW 6
+#define NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_INVALID_LOCATION 7
+#define NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_GPU_STATE_INVALID 8
+#define NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_INCORRECT_CONFIGURATION 8
+#define NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_INCORRECT_CONFIGURATION 0xf
+#define NVML_GPU_FABRIC_HEALTH_MASK_PARTITION_ASSIGNED_NOT_SUPPORTED 0
+#define NVML_GPU_FABRIC_HEALTH_MASK_PARTITION_ASSIGNED_TRUE 1
+#define NVML_GPU_FABRIC_HEALTH_MASK_PARTITION_ASSIGNED_FALSE 2
+#define NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_PARTITION_ASSIGNED 12
+#define NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_PARTITION_ASSIGNED 0x3
+/* healthSummary */
+#define NVML_GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED 0
+#define NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY 1
+#define NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY 2
+#define NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY 3
 
 /* Power scopes of the power field values (scopeId of NVML_FI_DEV_POWER_*). */
 #define NVML_POWER_SCOPE_GPU 0U
@@ -726,5 +770,48 @@ static_assert(nvmlProcessDetailList_v1 == (sizeof(nvmlProcessDetailList_t) | (1u
               "struct version");
 static_assert(sizeof(nvmlConfComputeMemSizeInfo_t) == 16, "conf compute mem size info");
 static_assert(sizeof(struct gs_nvml_pci_info_legacy) == 52, "legacy pci info");
+
+/* ---- -q whole-GPU rows (GS_WANT_DETAIL): PDI, module id, GPU operation mode, vGPU
+ * heterogeneous mode, PCIe atomics, protected memory, unrepairable memory. Layouts and values
+ * from the 13.3 header (§0 source H). --------------------------------------------------------- */
+/* nvmlDeviceGetPdi (NVML 13.0+), version 1: the GPU's 64-bit per-device identifier. */
+typedef struct {
+    unsigned int version;
+    unsigned long long value;
+} nvmlPdi_t;
+#define nvmlPdi_v1 0x01000010u /* sizeof | 1 << 24 */
+/* nvmlDeviceGetGpuOperationMode (current, pending) */
+typedef unsigned int nvmlGpuOperationMode_t;
+enum { NVML_GOM_ALL_ON = 0, NVML_GOM_COMPUTE = 1, NVML_GOM_LOW_DP = 2 };
+/* nvmlDeviceGetVgpuHeterogeneousMode, version 1: mode 1 enabled, 0 disabled */
+typedef struct {
+    unsigned int version;
+    unsigned int mode;
+} nvmlVgpuHeterogeneousMode_t;
+#define nvmlVgpuHeterogeneousMode_v1 0x01000008u /* sizeof | 1 << 24 */
+/* nvmlDeviceGetUnrepairableMemoryFlag_v1 (NVML 13.1+; no version member) */
+typedef struct {
+    unsigned int bUnrepairableMemory;
+} nvmlUnrepairableMemoryStatus_v1_t;
+/* PCIe atomic operations the GPU can issue (outbound) and complete (inbound): field values
+ * 228/229, a mask of NVML_PCIE_ATOMICS_CAP_* */
+#define NVML_FI_DEV_PCIE_OUTBOUND_ATOMICS_MASK 228
+#define NVML_FI_DEV_PCIE_INBOUND_ATOMICS_MASK 229
+#define NVML_PCIE_ATOMICS_CAP_FETCHADD32 0x01
+#define NVML_PCIE_ATOMICS_CAP_FETCHADD64 0x02
+#define NVML_PCIE_ATOMICS_CAP_SWAP32 0x04
+#define NVML_PCIE_ATOMICS_CAP_SWAP64 0x08
+#define NVML_PCIE_ATOMICS_CAP_CAS32 0x10
+#define NVML_PCIE_ATOMICS_CAP_CAS64 0x20
+#define NVML_PCIE_ATOMICS_CAP_CAS128 0x40
+#define NVML_PCIE_ATOMICS_OPS_MAX 7
+
+static_assert(sizeof(nvmlPdi_t) == 16, "PDI v1");
+static_assert(offsetof(nvmlPdi_t, value) == 8, "PDI value at 8");
+static_assert(nvmlPdi_v1 == (sizeof(nvmlPdi_t) | (1u << 24)), "struct version");
+static_assert(sizeof(nvmlVgpuHeterogeneousMode_t) == 8, "vGPU heterogeneous mode v1");
+static_assert(nvmlVgpuHeterogeneousMode_v1 == (sizeof(nvmlVgpuHeterogeneousMode_t) | (1u << 24)),
+              "struct version");
+static_assert(sizeof(nvmlUnrepairableMemoryStatus_v1_t) == 4, "unrepairable memory status v1");
 
 #endif

@@ -67,6 +67,9 @@ typedef nvmlReturn_t (*fn_d_caps)(nvmlDevice_t, nvmlDeviceCapabilities_t *);
 typedef nvmlReturn_t (*fn_d_sram)(nvmlDevice_t, nvmlEccSramErrorStatus_t *);
 typedef nvmlReturn_t (*fn_d_hist)(nvmlDevice_t, nvmlRowRemapperHistogramValues_t *);
 typedef nvmlReturn_t (*fn_d_fabric)(nvmlDevice_t, nvmlGpuFabricInfo_v3_t *);
+typedef nvmlReturn_t (*fn_d_pdi)(nvmlDevice_t, nvmlPdi_t *);
+typedef nvmlReturn_t (*fn_d_vgpu_het)(nvmlDevice_t, nvmlVgpuHeterogeneousMode_t *);
+typedef nvmlReturn_t (*fn_d_unrepairable)(nvmlDevice_t, nvmlUnrepairableMemoryStatus_v1_t *);
 typedef nvmlReturn_t (*fn_d_fields)(nvmlDevice_t, int, nvmlFieldValue_t *);
 typedef nvmlReturn_t (*fn_d_procs)(nvmlDevice_t, unsigned int *, void *);
 typedef nvmlReturn_t (*fn_d_putil)(nvmlDevice_t, nvmlProcessUtilizationSample_t *, unsigned int *,
@@ -229,7 +232,13 @@ typedef void (*fn_any)(void); /* looked up only to learn whether the library exp
     X(topo_common, fn_d_d_topo, "nvmlDeviceGetTopologyCommonAncestor")                             \
     X(cpu_affinity, fn_d_cpuset, "nvmlDeviceGetCpuAffinity")                                       \
     X(mem_affinity, fn_d_nodeset, "nvmlDeviceGetMemoryAffinity")                                   \
-    X(numa_node, fn_d_u, "nvmlDeviceGetNumaNodeId")
+    X(numa_node, fn_d_u, "nvmlDeviceGetNumaNodeId")                                                \
+    X(pdi, fn_d_pdi, "nvmlDeviceGetPdi")                                                           \
+    X(module_id, fn_d_u, "nvmlDeviceGetModuleId")                                                  \
+    X(gom, fn_d_u2, "nvmlDeviceGetGpuOperationMode")                                               \
+    X(vgpu_hetero, fn_d_vgpu_het, "nvmlDeviceGetVgpuHeterogeneousMode")                            \
+    X(cc_protected_mem, fn_d_mem, "nvmlDeviceGetConfComputeProtectedMemoryUsage")                  \
+    X(unrepairable_mem, fn_d_unrepairable, "nvmlDeviceGetUnrepairableMemoryFlag_v1")
 
 #define NVML_MEMBER_(f, t, ...) t f;
 struct nvml_fns {
@@ -344,6 +353,7 @@ struct gs_backend {
     /* gs_backend_opts.mask_health with a mask: health readings follow need_m, and the
      * per-location ECC counters (no metric of their own) are not read */
     int mask_health;
+    int mig_sram_ecc; /* gs_backend_opts.mig_sram_ecc: MIG devices' SRAM ECC count, always */
 };
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -377,9 +387,11 @@ int gs_nvml_need_t(const struct rd *c, enum gs_text t);
 int gs_nvml_ok(struct rd *c, uint8_t *st, nvmlReturn_t r);
 void gs_nvml_read_basic(struct rd *c);
 void gs_nvml_read_detail(struct rd *c);
+void gs_nvml_read_detail_gpu(struct rd *c);
 void gs_nvml_read_health(struct rd *c);
 void gs_nvml_read_identity(struct rd *c);
-void gs_nvml_read_mig(struct rd *c);
+/* detail: also the SRAM ECC count only nvidia-smi prints (gs_backend_opts.mig_sram_ecc) */
+void gs_nvml_read_mig(struct rd *c, int detail);
 void gs_nvml_read_pcie_tput(struct rd *c);
 void gs_nvml_read_slow(struct rd *c);
 
@@ -393,8 +405,8 @@ void gs_nvml_read_mig_gpm(struct rd *c);
 void gs_nvml_read_nvlink(struct rd *c, unsigned want);
 
 /* nvml_topo.c */
-int gs_nvml_topology(struct gs_backend *b, const unsigned char *sel, struct gs_topo *t, unsigned n,
-                     struct gs_err *err);
+int gs_nvml_topology(struct gs_backend *b, const unsigned char *sel, unsigned what,
+                     struct gs_topo *t, unsigned n, struct gs_err *err);
 
 /* nvml_proc.c */
 int gs_nvml_process_name(struct gs_backend *b, unsigned pid, char *buf, size_t len);

@@ -656,7 +656,25 @@ done:
     m->profile_id = p->profile_id;
 }
 
-static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct gs_mig *m)
+/* The instance's volatile uncorrectable SRAM ECC errors: NVML counts per MIG device only the
+ * volatile uncorrectable errors outside DRAM, through the per-location counter on the MIG
+ * handle (nvidia-smi's "ECC Errors / Volatile / SRAM Uncorrectable" and its table's cell). */
+static void read_mig_sram(struct rd *c, nvmlDevice_t mh, struct gs_mig *m)
+{
+    unsigned long long n = 0;
+
+    if (c->lost || !c->b->fn.ecc_loc)
+        return;
+    if (gs_nvml_ok(c, &m->sram_unc_st,
+                   c->b->fn.ecc_loc(mh, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
+                                    NVML_MEMORY_LOCATION_SRAM, &n))) {
+        m->sram_unc_st = GS_ST_OK;
+        m->sram_unc_vol = n;
+    }
+}
+
+static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct gs_mig *m,
+                            int detail)
 {
     const struct nvml_fns *f = &c->b->fn;
     char buf[GS_STR_LEN];
@@ -686,6 +704,10 @@ static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct
         m->mem_total_bytes = v[0];
         m->mem_used_bytes = v[1];
         m->mem_free_bytes = v[2];
+        if (has_reserved) {
+            m->mem_reserved_st = GS_ST_OK;
+            m->mem_reserved_bytes = v[3];
+        }
     }
     if (!c->lost && f->bar1) {
         nvmlBAR1Memory_t b1;
@@ -713,9 +735,11 @@ static void read_mig_device(struct rd *c, nvmlDevice_t mh, unsigned slot, struct
     }
     if (!c->lost && f->gi_by_id && f->gi_info && m->gi_id != NVML_MIG_ID_NONE)
         read_mig_place(c, m);
+    if (detail)
+        read_mig_sram(c, mh, m);
 }
 
-void gs_nvml_read_mig(struct rd *c)
+void gs_nvml_read_mig(struct rd *c, int detail)
 {
     const struct nvml_fns *f = &c->b->fn;
     unsigned int max = 0;
@@ -734,7 +758,7 @@ void gs_nvml_read_mig(struct rd *c)
             continue;
         if (!gs_nvml_ok(c, NULL, r) || !mh)
             continue;
-        read_mig_device(c, mh, i, &c->g->mig[c->g->n_mig]);
+        read_mig_device(c, mh, i, &c->g->mig[c->g->n_mig], detail);
         if (!c->lost)
             c->g->n_mig++;
     }
@@ -747,7 +771,7 @@ static void rd_detail_uint(struct rd *c, enum gs_metric m, fn_d_u fn)
 {
     unsigned int v = 0;
 
-    if (c->lost || !fn)
+    if (c->lost || !fn || !gs_nvml_need_m(c, m))
         return;
     if (gs_nvml_ok(c, &c->g->st[m], fn(c->h, &v)))
         gs_gpu_set(c->g, m, v);
@@ -763,7 +787,7 @@ static void rd_sram(struct rd *c)
         GS_M_SRAM_PCIE,       GS_M_SRAM_OTHER};
     nvmlEccSramErrorStatus_t e;
 
-    if (c->lost || !c->b->fn.sram_status)
+    if (c->lost || !c->b->fn.sram_status || !gs_nvml_need_any(c, ms, COUNT_OF(ms)))
         return;
     memset(&e, 0, sizeof e);
     e.version = nvmlEccSramErrorStatus_v1;
@@ -789,7 +813,7 @@ static void rd_remap_histogram(struct rd *c)
                                         GS_M_REMAP_HIST_NONE};
     nvmlRowRemapperHistogramValues_t h;
 
-    if (c->lost || !c->b->fn.remap_histogram)
+    if (c->lost || !c->b->fn.remap_histogram || !gs_nvml_need_any(c, ms, COUNT_OF(ms)))
         return;
     memset(&h, 0, sizeof h);
     if (!ok_n(c, c->b->fn.remap_histogram(c->h, &h), ms, COUNT_OF(ms)))
@@ -801,16 +825,64 @@ static void rd_remap_histogram(struct rd *c)
     gs_gpu_set(c->g, GS_M_REMAP_HIST_NONE, h.none);
 }
 
+/* Condition X of a fabric health mask (nvml.h's NVML_GPU_FABRIC_HEALTH_GET). */
+#define FABRIC_HEALTH_GET(mask, X)                                                                 \
+    (((mask) >> NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_##X) & NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_##X)
+
+/* A two-state condition of the fabric health mask (TRUE 1, FALSE 2) as 1 / 0; NOT_SUPPORTED
+ * (0) and values this header does not know leave the reading absent. */
+static void fabric_flag(struct gs_gpu *g, enum gs_metric m, unsigned v)
+{
+    if (v == 1 || v == 2)
+        gs_gpu_set(g, m, v == 1);
+}
+
+/* The health of a GPU's fabric attachment from the same v3 struct. nvidia-smi prints N/A for
+ * the whole Health block while the summary is NOT_SUPPORTED, whatever the mask says, and N/A
+ * for each condition the mask reports as NOT_SUPPORTED (0). */
+static void fabric_health(struct gs_gpu *g, const nvmlGpuFabricInfo_v3_t *f)
+{
+    unsigned m = f->healthMask, cfg;
+
+    if (f->healthSummary < NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY ||
+        f->healthSummary > NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY)
+        return;
+    gs_gpu_set(g, GS_M_FABRIC_HEALTH_SUMMARY, f->healthSummary);
+    fabric_flag(g, GS_M_FABRIC_HEALTH_BW_DEGRADED, FABRIC_HEALTH_GET(m, DEGRADED_BW));
+    fabric_flag(g, GS_M_FABRIC_HEALTH_ROUTE_RECOVERY, FABRIC_HEALTH_GET(m, ROUTE_RECOVERY));
+    fabric_flag(g, GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY, FABRIC_HEALTH_GET(m, ROUTE_UNHEALTHY));
+    fabric_flag(g, GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT,
+                FABRIC_HEALTH_GET(m, ACCESS_TIMEOUT_RECOVERY));
+    fabric_flag(g, GS_M_FABRIC_HEALTH_PARTITION, FABRIC_HEALTH_GET(m, PARTITION_ASSIGNED));
+    cfg = FABRIC_HEALTH_GET(m, INCORRECT_CONFIGURATION);
+    if (cfg >= NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NONE &&
+        cfg <= NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_GPU_STATE_INVALID)
+        gs_gpu_set(g, GS_M_FABRIC_HEALTH_CONFIG, cfg);
+}
+
 /* NVLink fabric registration, version 3: its state, then (once completed) its outcome, clique
- * and cluster. State NOT_SUPPORTED reads as absent, as nvidia-smi prints N/A for it. */
+ * and cluster, and its health. State NOT_SUPPORTED reads as absent, as nvidia-smi prints N/A
+ * for it. */
 static void rd_fabric(struct rd *c)
 {
-    static const enum gs_metric ms[] = {GS_M_FABRIC_STATE, GS_M_FABRIC_STATUS, GS_M_FABRIC_CLIQUE};
+    static const enum gs_metric ms[] = {
+        GS_M_FABRIC_STATE,
+        GS_M_FABRIC_STATUS,
+        GS_M_FABRIC_CLIQUE,
+        GS_M_FABRIC_HEALTH_SUMMARY,
+        GS_M_FABRIC_HEALTH_BW_DEGRADED,
+        GS_M_FABRIC_HEALTH_ROUTE_RECOVERY,
+        GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY,
+        GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT,
+        GS_M_FABRIC_HEALTH_CONFIG,
+        GS_M_FABRIC_HEALTH_PARTITION,
+    };
     nvmlGpuFabricInfo_v3_t f;
     struct gs_gpu *g = c->g;
     const unsigned char *u;
 
-    if (c->lost || !c->b->fn.fabric_info)
+    if (c->lost || !c->b->fn.fabric_info ||
+        !(gs_nvml_need_any(c, ms, COUNT_OF(ms)) || gs_nvml_need_t(c, GS_T_FABRIC_CLUSTER)))
         return;
     memset(&f, 0, sizeof f);
     f.version = nvmlGpuFabricInfo_v3;
@@ -818,6 +890,7 @@ static void rd_fabric(struct rd *c)
         f.state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED)
         return;
     gs_gpu_set(g, GS_M_FABRIC_STATE, f.state);
+    fabric_health(g, &f);
     if (f.state != NVML_GPU_FABRIC_STATE_COMPLETED)
         return;
     gs_gpu_set(g, GS_M_FABRIC_STATUS, f.status);
@@ -834,7 +907,7 @@ void gs_nvml_read_detail(struct rd *c)
 {
     const struct nvml_fns *f = &c->b->fn;
 
-    if (!c->lost && f->addressing_mode) {
+    if (!c->lost && f->addressing_mode && gs_nvml_need_m(c, GS_M_ADDRESSING_MODE)) {
         nvmlDeviceAddressingMode_t a;
         memset(&a, 0, sizeof a);
         a.version = nvmlDeviceAddressingMode_v1;
@@ -843,13 +916,13 @@ void gs_nvml_read_detail(struct rd *c)
     }
     rd_detail_uint(c, GS_M_VIRT_MODE, f->virt_mode);
     rd_detail_uint(c, GS_M_HOST_VGPU_MODE, f->host_vgpu_mode);
-    if (!c->lost && f->c2c_mode) {
+    if (!c->lost && f->c2c_mode && gs_nvml_need_m(c, GS_M_C2C_MODE)) {
         nvmlC2cModeInfo_v1_t m;
         memset(&m, 0, sizeof m);
         if (gs_nvml_ok(c, &c->g->st[GS_M_C2C_MODE], f->c2c_mode(c->h, &m)))
             gs_gpu_set(c->g, GS_M_C2C_MODE, m.isC2cEnabled != 0);
     }
-    if (!c->lost && f->capabilities) {
+    if (!c->lost && f->capabilities && gs_nvml_need_m(c, GS_M_EGM)) {
         nvmlDeviceCapabilities_t k;
         memset(&k, 0, sizeof k);
         k.version = nvmlDeviceCapabilities_v1;
@@ -859,4 +932,88 @@ void gs_nvml_read_detail(struct rd *c)
     rd_sram(c);
     rd_remap_histogram(c);
     rd_fabric(c);
+}
+
+/* ---- GS_WANT_DETAIL: the whole GPU's other -q rows ----------------------------------------- */
+
+/* PCIe atomics the GPU issues and completes: field values 228/229 in a call of their own (the
+ * agent's field batch does not carry them). */
+static void rd_pcie_atomics(struct rd *c)
+{
+    static const enum gs_metric ms[] = {GS_M_PCIE_ATOMICS_OUT, GS_M_PCIE_ATOMICS_IN};
+    nvmlFieldValue_t fv[2];
+    double v;
+
+    if (c->lost || !c->b->fn.field_values || !gs_nvml_need_any(c, ms, COUNT_OF(ms)))
+        return;
+    memset(fv, 0, sizeof fv);
+    fv[0].fieldId = NVML_FI_DEV_PCIE_OUTBOUND_ATOMICS_MASK;
+    fv[1].fieldId = NVML_FI_DEV_PCIE_INBOUND_ATOMICS_MASK;
+    if (!ok_n(c, c->b->fn.field_values(c->h, 2, fv), ms, COUNT_OF(ms)))
+        return;
+    for (size_t i = 0; i < COUNT_OF(ms); i++) {
+        nvmlReturn_t r = fv[i].nvmlReturn;
+        if (r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_FOUND)
+            r = NVML_ERROR_NOT_SUPPORTED; /* an id older drivers do not know */
+        if (!gs_nvml_ok(c, &c->g->st[ms[i]], r))
+            continue;
+        if (gs_nvml_field_double(&fv[i], &v) == GS_OK)
+            gs_gpu_set(c->g, ms[i], v);
+        else
+            c->g->st[ms[i]] = GS_ST_NA;
+    }
+}
+
+/* PDI, module id, GPU operation mode, vGPU heterogeneous mode, PCIe atomics, protected memory
+ * and the unrepairable-memory flag: one call each, where the caller needs the reading. */
+void gs_nvml_read_detail_gpu(struct rd *c)
+{
+    const struct nvml_fns *f = &c->b->fn;
+    struct gs_gpu *g = c->g;
+
+    if (!c->lost && f->pdi && gs_nvml_need_t(c, GS_T_PDI)) {
+        nvmlPdi_t p;
+        memset(&p, 0, sizeof p);
+        p.version = nvmlPdi_v1;
+        if (gs_nvml_ok(c, &g->tst[GS_T_PDI], f->pdi(c->h, &p))) {
+            snprintf(g->text[GS_T_PDI], GS_STR_LEN, "0x%016llx", p.value);
+            g->tst[GS_T_PDI] = GS_ST_OK;
+        }
+    }
+    rd_detail_uint(c, GS_M_MODULE_ID, f->module_id);
+    if (!c->lost && f->gom) {
+        static const enum gs_metric ms[] = {GS_M_GOM_CURRENT, GS_M_GOM_PENDING};
+        unsigned int cur = 0, pend = 0;
+        if (gs_nvml_need_any(c, ms, COUNT_OF(ms)) &&
+            ok_n(c, f->gom(c->h, &cur, &pend), ms, COUNT_OF(ms))) {
+            gs_gpu_set(g, GS_M_GOM_CURRENT, cur);
+            gs_gpu_set(g, GS_M_GOM_PENDING, pend);
+        }
+    }
+    if (!c->lost && f->vgpu_hetero && gs_nvml_need_m(c, GS_M_VGPU_HETERO)) {
+        nvmlVgpuHeterogeneousMode_t m;
+        memset(&m, 0, sizeof m);
+        m.version = nvmlVgpuHeterogeneousMode_v1;
+        if (gs_nvml_ok(c, &g->st[GS_M_VGPU_HETERO], f->vgpu_hetero(c->h, &m)))
+            gs_gpu_set(g, GS_M_VGPU_HETERO, m.mode != 0);
+    }
+    rd_pcie_atomics(c);
+    if (!c->lost && f->cc_protected_mem) {
+        static const enum gs_metric ms[] = {GS_M_CC_PROT_TOTAL, GS_M_CC_PROT_USED,
+                                            GS_M_CC_PROT_FREE};
+        nvmlMemory_t m;
+        memset(&m, 0, sizeof m);
+        if (gs_nvml_need_any(c, ms, COUNT_OF(ms)) &&
+            ok_n(c, f->cc_protected_mem(c->h, &m), ms, COUNT_OF(ms))) {
+            gs_gpu_set(g, GS_M_CC_PROT_TOTAL, (double)m.total);
+            gs_gpu_set(g, GS_M_CC_PROT_USED, (double)m.used);
+            gs_gpu_set(g, GS_M_CC_PROT_FREE, (double)m.free);
+        }
+    }
+    if (!c->lost && f->unrepairable_mem && gs_nvml_need_m(c, GS_M_UNREPAIRABLE_MEM)) {
+        nvmlUnrepairableMemoryStatus_v1_t u;
+        memset(&u, 0, sizeof u);
+        if (gs_nvml_ok(c, &g->st[GS_M_UNREPAIRABLE_MEM], f->unrepairable_mem(c->h, &u)))
+            gs_gpu_set(g, GS_M_UNREPAIRABLE_MEM, u.bUnrepairableMemory != 0);
+    }
 }

@@ -7,7 +7,10 @@
  * (nvmlDeviceGetNumaNodeId, on boards whose memory is a NUMA node), and each NVLink's capabilities
  * (nvmlDeviceGetNvLinkCapability, nvidia-smi nvlink -c). One call answers every GPU (or those
  * asked for) and reads each GPU's NVLinks once, into a table of that call: O(n) link reads for n
- * GPUs, not one per pair. Read when asked, never sampled: nothing here is kept between calls.
+ * GPUs, not one per pair. The caller says what it prints (enum gs_topo_read): the matrix
+ * (ancestors, peers, affinity; topo -m) or the links' capabilities (six calls per link; nvlink
+ * -c), and only that is asked of the driver. Read when asked, never sampled: nothing here is
+ * kept between calls.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,8 +70,11 @@ struct links {
 };
 
 /* The links of one GPU, read into k unless k was read already in this answer. Stops at the
- * first link whose state the driver refuses; k->rc keeps a refusal that lost the GPU. */
-static const struct links *read_links(struct gs_backend *b, nvmlDevice_t h, struct links *k)
+ * first link whose state the driver refuses; k->rc keeps a refusal that lost the GPU. far: the
+ * active links' far ends are read too (the matrix's peers; one answer asks the same of every
+ * GPU). */
+static const struct links *read_links(struct gs_backend *b, nvmlDevice_t h, struct links *k,
+                                      int far)
 {
     const struct nvml_fns *f = &b->fn;
 
@@ -89,7 +95,7 @@ static const struct links *read_links(struct gs_backend *b, nvmlDevice_t h, stru
         }
         k->n_links = l + 1;
         k->active[l] = on == 1;
-        if (on != 1 || !f->nvlink_remote_pci)
+        if (on != 1 || !far || !f->nvlink_remote_pci)
             continue;
         if (f->nvlink_remote_type && f->nvlink_remote_type(h, l, &type) == NVML_SUCCESS &&
             type == NVML_NVLINK_DEVICE_TYPE_SWITCH) {
@@ -127,9 +133,27 @@ static int topo_rc(struct gs_backend *b, unsigned dev, const char *call, nvmlRet
     return gs_err_set(err, rc, "nvml: %s(gpu %u): %s", call, dev, gs_nvml_errstr(b, r));
 }
 
-/* GPU dev's row of the answer; lk the answer's table of links (one per GPU). */
-static int topo_row(struct gs_backend *b, unsigned dev, struct gs_topo *t, struct links *lk,
-                    struct gs_err *err)
+/* The capabilities of GPU h's active links (nvlink -c prints no other link's) into t. */
+static void link_caps(const struct nvml_fns *f, nvmlDevice_t h, const struct links *mine,
+                      struct gs_topo *t)
+{
+    for (unsigned l = 0; f->nvlink_cap && l < mine->n_links; l++) {
+        if (!mine->active[l])
+            continue;
+        for (unsigned c = 0; c < NVML_NVLINK_CAP_COUNT; c++) {
+            unsigned v = 0;
+            if (f->nvlink_cap(h, l, c, &v) != NVML_SUCCESS)
+                continue;
+            t->caps_read[l] |= (uint8_t)(1u << c);
+            t->caps[l] |= (uint8_t)((v != 0) << c);
+        }
+    }
+}
+
+/* GPU dev's row of the answer, the parts in what (enum gs_topo_read); lk the answer's table of
+ * links (one per GPU). */
+static int topo_row(struct gs_backend *b, unsigned dev, unsigned what, struct gs_topo *t,
+                    struct links *lk, struct gs_err *err)
 {
     const struct nvml_fns *f = &b->fn;
     unsigned long mask[MASK_WORDS];
@@ -141,6 +165,16 @@ static int topo_row(struct gs_backend *b, unsigned dev, struct gs_topo *t, struc
     if (!h)
         return gs_err_set(err, GS_ELOST, "nvml: GPU %u: %s", dev,
                           gs_nvml_errstr(b, b->dev[dev].h_rc));
+    if (!(what & GS_TOPO_MATRIX)) { /* the links' states (and capabilities) only */
+        mine = read_links(b, h, &lk[dev], 0);
+        if (mine->rc != NVML_SUCCESS)
+            return topo_rc(b, dev, "nvmlDeviceGetNvLinkState", mine->rc, err);
+        t->n_links = mine->n_links;
+        memcpy(t->link_active, mine->active, sizeof t->link_active);
+        if (what & GS_TOPO_LINK_CAPS)
+            link_caps(f, h, mine, t);
+        return GS_OK;
+    }
     memset(mask, 0, sizeof mask);
     if (f->cpu_affinity && (r = f->cpu_affinity(h, MASK_WORDS, mask)) == NVML_SUCCESS) {
         mask_ranges(mask, MASK_WORDS, t->cpus, sizeof t->cpus);
@@ -156,20 +190,13 @@ static int topo_row(struct gs_backend *b, unsigned dev, struct gs_topo *t, struc
     }
     if (f->numa_node && f->numa_node(h, &t->gpu_numa) == NVML_SUCCESS)
         t->gpu_numa_st = GS_ST_OK;
-    mine = read_links(b, h, &lk[dev]);
+    mine = read_links(b, h, &lk[dev], 1);
     if (mine->rc != NVML_SUCCESS)
         return topo_rc(b, dev, "nvmlDeviceGetNvLinkState", mine->rc, err);
     t->n_links = mine->n_links;
-    for (unsigned l = 0; l < mine->n_links; l++) {
-        t->link_active[l] = mine->active[l];
-        for (unsigned c = 0; f->nvlink_cap && c < NVML_NVLINK_CAP_COUNT; c++) {
-            unsigned v = 0;
-            if (f->nvlink_cap(h, l, c, &v) != NVML_SUCCESS)
-                continue;
-            t->caps_read[l] |= (uint8_t)(1u << c);
-            t->caps[l] |= (uint8_t)((v != 0) << c);
-        }
-    }
+    memcpy(t->link_active, mine->active, sizeof t->link_active);
+    if (what & GS_TOPO_LINK_CAPS)
+        link_caps(f, h, mine, t);
     for (unsigned j = 0; j < n; j++) {
         nvmlGpuTopologyLevel_t level = 0;
         const nvmlPciInfo_t *pci;
@@ -186,7 +213,7 @@ static int topo_row(struct gs_backend *b, unsigned dev, struct gs_topo *t, struc
             }
         }
         if (mine->n_switch) {
-            const struct links *theirs = read_links(b, b->dev[j].h, &lk[j]);
+            const struct links *theirs = read_links(b, b->dev[j].h, &lk[j], 1);
             if (theirs->rc == NVML_SUCCESS && theirs->n_switch)
                 t->nvlinks[j] =
                     mine->n_switch < theirs->n_switch ? mine->n_switch : theirs->n_switch;
@@ -198,8 +225,8 @@ static int topo_row(struct gs_backend *b, unsigned dev, struct gs_topo *t, struc
     return GS_OK;
 }
 
-int gs_nvml_topology(struct gs_backend *b, const unsigned char *sel, struct gs_topo *t, unsigned n,
-                     struct gs_err *err)
+int gs_nvml_topology(struct gs_backend *b, const unsigned char *sel, unsigned what,
+                     struct gs_topo *t, unsigned n, struct gs_err *err)
 {
     struct links *lk;
     int rc = GS_OK;
@@ -213,7 +240,7 @@ int gs_nvml_topology(struct gs_backend *b, const unsigned char *sel, struct gs_t
         return gs_err_set(err, GS_ENOMEM, "nvml: topology: out of memory");
     for (unsigned i = 0; i < n && rc == GS_OK; i++)
         if (!sel || sel[i])
-            rc = topo_row(b, i, &t[i], lk, err);
+            rc = topo_row(b, i, what, &t[i], lk, err);
     free(lk);
     return rc;
 }

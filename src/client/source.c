@@ -112,8 +112,9 @@ static int open_nvml(struct gs_source *s, struct gs_err *err)
 
     if (rc != GS_OK)
         return rc;
-    return gs_snapshot_new(&s->snap, gs_sampler_gpu_count(s->sampler),
-                           s->o.max_procs ? s->o.max_procs : DEFAULT_MAX_PROCS, err);
+    /* its first cycle skips the clear: the snapshot is zero from the allocation */
+    return gs_sampler_snapshot_new(s->sampler, s->o.max_procs ? s->o.max_procs : DEFAULT_MAX_PROCS,
+                                   &s->snap, err);
 }
 
 int gs_source_open(struct gs_source **out, const struct gs_source_opts *o, struct gs_err *err)
@@ -179,12 +180,12 @@ unsigned gs_source_gpu_count(const struct gs_source *s)
     return s->snap ? s->snap->n_gpus : 0;
 }
 
-int gs_source_topology(struct gs_source *s, const unsigned char *sel, struct gs_topo *t, unsigned n,
-                       struct gs_err *err)
+int gs_source_topology(struct gs_source *s, const unsigned char *sel, unsigned what,
+                       struct gs_topo *t, unsigned n, struct gs_err *err)
 {
     if (s->kind != GS_SOURCE_KIND_NVML)
         return gs_err_set(err, GS_ENOTSUP, "the agent does not serve the GPU topology");
-    return gs_sampler_topology(s->sampler, sel, t, n, err);
+    return gs_sampler_topology(s->sampler, sel, what, t, n, err);
 }
 
 const char *gs_source_where(const struct gs_source *s)

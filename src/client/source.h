@@ -96,10 +96,11 @@ enum gs_source_kind gs_source_kind(const struct gs_source *s);
 /* The number of GPUs: NVML's at open, else the last answer's (0 before one). */
 unsigned gs_source_gpu_count(const struct gs_source *s);
 
-/* The topology of GPUs 0..n-1, those marked in sel (all when NULL) (gs_sampler_topology: each
- * GPU's NVLinks read once), read now; NVML only: GS_ENOTSUP from an agent. */
-int gs_source_topology(struct gs_source *s, const unsigned char *sel, struct gs_topo *t, unsigned n,
-                       struct gs_err *err);
+/* The topology of GPUs 0..n-1, those marked in sel (all when NULL), the parts in what (enum
+ * gs_topo_read) (gs_sampler_topology: each GPU's NVLinks read once), read now; NVML only:
+ * GS_ENOTSUP from an agent. */
+int gs_source_topology(struct gs_source *s, const unsigned char *sel, unsigned what,
+                       struct gs_topo *t, unsigned n, struct gs_err *err);
 
 /* The agent's socket path or base URL; "" for NVML. */
 const char *gs_source_where(const struct gs_source *s);

@@ -49,6 +49,9 @@ struct gs_sampler {
     struct usamp_state *us; /* n_gpus */
     uint64_t prev_us;       /* the previous cycle's time (open at first), unix µs */
     int host_proc;          /* procfs is this host's /proc (no proc_root given) */
+    /* the snapshot gs_sampler_snapshot_new made, zeroed and not filled yet (NULL once any
+     * cycle ran): its first cycle skips the clear */
+    const struct gs_snapshot *fresh;
 };
 
 #define USAMP_BATCH 64  /* samples per backend call */
@@ -58,7 +61,8 @@ int gs_sampler_open(struct gs_sampler **out, const struct gs_sampler_opts *opts,
 {
     struct gs_backend_opts bopts = {opts ? opts->library : NULL, opts ? opts->need_metrics : NULL,
                                     opts ? opts->need_texts : NULL,
-                                    opts ? opts->mask_health : false};
+                                    opts ? opts->mask_health : false,
+                                    opts ? opts->mig_sram_ecc : false};
     struct gs_sampler *s = calloc(1, sizeof *s);
     int rc = GS_ENOLIB;
 
@@ -100,6 +104,16 @@ fail:
 unsigned gs_sampler_gpu_count(const struct gs_sampler *s)
 {
     return s ? s->n_gpus : 0;
+}
+
+int gs_sampler_snapshot_new(struct gs_sampler *s, unsigned cap_procs, struct gs_snapshot **out,
+                            struct gs_err *err)
+{
+    int rc = gs_snapshot_new(out, s->n_gpus, cap_procs, err);
+
+    if (rc == GS_OK)
+        s->fresh = *out;
+    return rc;
 }
 
 /* Copies the host fields of one process entry to another (same pid on another GPU). */
@@ -275,7 +289,9 @@ int gs_sampler_sample(struct gs_sampler *s, struct gs_snapshot *snap, unsigned w
     if (snap->n_gpus < s->n_gpus)
         return gs_err_set(err, GS_EINVAL, "sampler: snapshot has room for %u GPUs, need %u",
                           snap->n_gpus, s->n_gpus);
-    gs_snapshot_clear(snap);
+    if (snap != s->fresh) /* one from gs_sampler_snapshot_new is as zero as a clear leaves it */
+        gs_snapshot_clear(snap);
+    s->fresh = NULL;
     real_ns = gs_clock_real_ns();
     snap->t_mono_ns = gs_clock_mono_ns();
     snap->t_real = (double)real_ns / 1e9;
@@ -314,12 +330,12 @@ int gs_sampler_sample(struct gs_sampler *s, struct gs_snapshot *snap, unsigned w
     return GS_OK;
 }
 
-int gs_sampler_topology(struct gs_sampler *s, const unsigned char *sel, struct gs_topo *t,
-                        unsigned n, struct gs_err *err)
+int gs_sampler_topology(struct gs_sampler *s, const unsigned char *sel, unsigned what,
+                        struct gs_topo *t, unsigned n, struct gs_err *err)
 {
     if (!s->ops->topology)
         return gs_err_set(err, GS_ENOTSUP, "%s: no topology", s->ops->name);
-    return s->ops->topology(s->b, sel, t, n, err);
+    return s->ops->topology(s->b, sel, what, t, n, err);
 }
 
 void gs_sampler_close(struct gs_sampler *s)

@@ -353,6 +353,7 @@ static const char *const text_keys[GS_T__COUNT] = {
     [GS_T_BOARD_PART] = "board_part_number",
     [GS_T_GSP_VERSION] = "gsp_firmware_version",
     [GS_T_FABRIC_CLUSTER] = "fabric_cluster_uuid",
+    [GS_T_PDI] = "pdi",
 };
 
 /* NVLink error counter keys, in enum gs_nvlink_err order (both directions). */

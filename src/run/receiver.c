@@ -29,6 +29,7 @@
 #include "gpuscope/gs_err.h"
 
 #define RECV_BURST 64
+#define RX_DRAIN_MAX 4096
 
 struct rx_conn {
     int fd;
@@ -177,6 +178,19 @@ static int rx_read(struct gs_receiver *r, unsigned i)
     return 0;
 }
 
+/* At stop: what a sender already sent (it is in the socket, its send returned) is read
+ * before the connection closes, so that an agent restart loses no step that reached it.
+ * Bounded: a socket's queue holds a few hundred records at most. */
+static void rx_drain(struct gs_receiver *r, unsigned i)
+{
+    for (int k = 0; k < RX_DRAIN_MAX; k++) {
+        ssize_t n = recv(r->conn[i].fd, r->buf, GS_RECORD_MAX, MSG_DONTWAIT | MSG_TRUNC);
+
+        if (n <= 0 || rx_message(r, &r->conn[i], (size_t)n) != 0)
+            return;
+    }
+}
+
 static void *rx_thread(void *arg)
 {
     struct gs_receiver *r = arg;
@@ -222,6 +236,8 @@ static void *rx_thread(void *arg)
         if (pfd[1].revents & POLLIN)
             rx_accept(r);
     }
+    for (unsigned i = r->n_conn; i-- > 0;)
+        rx_drain(r, i);
     while (r->n_conn > 0)
         rx_drop(r, r->n_conn - 1);
     return NULL;

@@ -950,6 +950,55 @@ GS_ABI_CONST("struct versions", nvmlGpuFabricInfo_v3)
 #if GS_ABI_OPT(nvmlDeviceGetGpuFabricInfoV)
 GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetGpuFabricInfoV, (nvmlDevice_t, nvmlGpuFabricInfo_v3_t *))
 #endif
+/* its health mask (one field per condition) and health summary */
+#if GS_ABI_OPT(NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_INCORRECT_CONFIGURATION)
+GS_ABI_CONST("flags and buffer sizes", NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW)
+GS_ABI_CONST("flags and buffer sizes", NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_DEGRADED_BW)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_NOT_SUPPORTED)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_FALSE)
+GS_ABI_CONST("flags and buffer sizes", NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_RECOVERY)
+GS_ABI_CONST("flags and buffer sizes", NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ROUTE_RECOVERY)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_NOT_SUPPORTED)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_TRUE)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_FALSE)
+GS_ABI_CONST("flags and buffer sizes", NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_UNHEALTHY)
+GS_ABI_CONST("flags and buffer sizes", NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ROUTE_UNHEALTHY)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_NOT_SUPPORTED)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_TRUE)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_FALSE)
+GS_ABI_CONST("flags and buffer sizes", NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ACCESS_TIMEOUT_RECOVERY)
+GS_ABI_CONST("flags and buffer sizes", NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ACCESS_TIMEOUT_RECOVERY)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_NOT_SUPPORTED)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_TRUE)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_FALSE)
+GS_ABI_CONST("flags and buffer sizes", NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_INCORRECT_CONFIGURATION)
+GS_ABI_CONST("flags and buffer sizes", NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_INCORRECT_CONFIGURATION)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NOT_SUPPORTED)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NONE)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_INCORRECT_SYSGUID)
+GS_ABI_CONST("enum values",
+             NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_INCORRECT_CHASSIS_SN)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NO_PARTITION)
+GS_ABI_CONST("enum values",
+             NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_INSUFFICIENT_NVLINKS)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_INCOMPATIBLE_GPU_FW)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_INVALID_LOCATION)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_GPU_STATE_INVALID)
+#endif
+#if GS_ABI_OPT(NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_PARTITION_ASSIGNED)
+GS_ABI_CONST("flags and buffer sizes", NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_PARTITION_ASSIGNED)
+GS_ABI_CONST("flags and buffer sizes", NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_PARTITION_ASSIGNED)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_PARTITION_ASSIGNED_NOT_SUPPORTED)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_PARTITION_ASSIGNED_TRUE)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_MASK_PARTITION_ASSIGNED_FALSE)
+#endif
+#if GS_ABI_OPT(NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY)
+GS_ABI_CONST("enum values", NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY)
+#endif
 
 /* power scopes (scopeId of the power field values) and the recovery action field */
 #if GS_ABI_OPT(NVML_POWER_SCOPE_MEMORY)
@@ -979,4 +1028,76 @@ GS_ABI_CONST("enum values", NVML_GPU_RECOVERY_ACTION_GPU_RESET)
 GS_ABI_CONST("enum values", NVML_GPU_RECOVERY_ACTION_NODE_REBOOT)
 GS_ABI_CONST("enum values", NVML_GPU_RECOVERY_ACTION_DRAIN_P2P)
 GS_ABI_CONST("enum values", NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET)
+#endif
+
+/* ---- -q whole-GPU rows (GS_WANT_DETAIL): PDI, module id, GOM, vGPU heterogeneous mode, PCIe
+ * atomics, protected memory, unrepairable memory ----------------------------------------------- */
+GS_ABI_TYPE("types", nvmlGpuOperationMode_t)
+GS_ABI_CONST("enum values", NVML_GOM_ALL_ON)
+GS_ABI_CONST("enum values", NVML_GOM_COMPUTE)
+GS_ABI_CONST("enum values", NVML_GOM_LOW_DP)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetGpuOperationMode,
+             (nvmlDevice_t, nvmlGpuOperationMode_t *, nvmlGpuOperationMode_t *))
+
+/* nvmlDeviceGetPdi (NVML 13.0+) */
+#if GS_ABI_OPT(nvmlPdi_t)
+GS_ABI_STRUCT(nvmlPdi_t)
+GS_ABI_FIELD(nvmlPdi_t, version)
+GS_ABI_FIELD(nvmlPdi_t, value)
+#endif
+#if GS_ABI_OPT(nvmlPdi_v1)
+GS_ABI_CONST("struct versions", nvmlPdi_v1)
+#endif
+#if GS_ABI_OPT(nvmlDeviceGetPdi)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetPdi, (nvmlDevice_t, nvmlPdi_t *))
+#endif
+
+/* nvmlDeviceGetModuleId, nvmlDeviceGetConfComputeProtectedMemoryUsage (NVML 12.2+) */
+#if GS_ABI_OPT(nvmlDeviceGetModuleId)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetModuleId, (nvmlDevice_t, unsigned int *))
+#endif
+
+/* nvmlDeviceGetVgpuHeterogeneousMode (NVML 12.4+) */
+#if GS_ABI_OPT(nvmlVgpuHeterogeneousMode_t)
+GS_ABI_STRUCT(nvmlVgpuHeterogeneousMode_t)
+GS_ABI_FIELD(nvmlVgpuHeterogeneousMode_t, version)
+GS_ABI_FIELD(nvmlVgpuHeterogeneousMode_t, mode)
+#endif
+#if GS_ABI_OPT(nvmlVgpuHeterogeneousMode_v1)
+GS_ABI_CONST("struct versions", nvmlVgpuHeterogeneousMode_v1)
+#endif
+#if GS_ABI_OPT(nvmlDeviceGetVgpuHeterogeneousMode)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetVgpuHeterogeneousMode,
+             (nvmlDevice_t, nvmlVgpuHeterogeneousMode_t *))
+#endif
+
+#if GS_ABI_OPT(nvmlDeviceGetConfComputeProtectedMemoryUsage)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetConfComputeProtectedMemoryUsage,
+             (nvmlDevice_t, nvmlMemory_t *))
+#endif
+
+/* nvmlDeviceGetUnrepairableMemoryFlag_v1 (NVML 13.1+) */
+#if GS_ABI_OPT(nvmlUnrepairableMemoryStatus_v1_t)
+GS_ABI_STRUCT(nvmlUnrepairableMemoryStatus_v1_t)
+GS_ABI_FIELD(nvmlUnrepairableMemoryStatus_v1_t, bUnrepairableMemory)
+#endif
+#if GS_ABI_OPT(nvmlDeviceGetUnrepairableMemoryFlag_v1)
+GS_ABI_PROTO(nvmlReturn_t, nvmlDeviceGetUnrepairableMemoryFlag_v1,
+             (nvmlDevice_t, nvmlUnrepairableMemoryStatus_v1_t *))
+#endif
+
+/* PCIe atomics (NVML 12.6+): field ids 228/229 and their mask bits */
+#if GS_ABI_OPT(NVML_FI_DEV_PCIE_OUTBOUND_ATOMICS_MASK)
+GS_ABI_CONST("field ids", NVML_FI_DEV_PCIE_OUTBOUND_ATOMICS_MASK)
+GS_ABI_CONST("field ids", NVML_FI_DEV_PCIE_INBOUND_ATOMICS_MASK)
+#endif
+#if GS_ABI_OPT(NVML_PCIE_ATOMICS_CAP_CAS128)
+GS_ABI_CONST("flags and buffer sizes", NVML_PCIE_ATOMICS_CAP_FETCHADD32)
+GS_ABI_CONST("flags and buffer sizes", NVML_PCIE_ATOMICS_CAP_FETCHADD64)
+GS_ABI_CONST("flags and buffer sizes", NVML_PCIE_ATOMICS_CAP_SWAP32)
+GS_ABI_CONST("flags and buffer sizes", NVML_PCIE_ATOMICS_CAP_SWAP64)
+GS_ABI_CONST("flags and buffer sizes", NVML_PCIE_ATOMICS_CAP_CAS32)
+GS_ABI_CONST("flags and buffer sizes", NVML_PCIE_ATOMICS_CAP_CAS64)
+GS_ABI_CONST("flags and buffer sizes", NVML_PCIE_ATOMICS_CAP_CAS128)
+GS_ABI_CONST("flags and buffer sizes", NVML_PCIE_ATOMICS_OPS_MAX)
 #endif

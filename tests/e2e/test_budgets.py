@@ -69,24 +69,30 @@ COMMANDS = {
 # The nvidia-smi modes ask NVML only for what they print (need masks per mode, src/cli/smi); the
 # figure before that is in each comment.
 NVML_TODAY = {
-    "quick check": 109,
+    "quick check": 101,  # 109 before the text view stopped asking each GPU's serial (not shown)
     "query": 192,  # the table: 2000 before (every health reading, NVLink errors and states)
     "query --query-gpu (7 fields)": 68,
     "query -L": 44,  # 1060
     "query --version": 12,  # 1060
     # 2328 before the masks (-q prints nearly everything; the ECC locations are half of it);
-    # then 944, + 64 for the detail readings -q gained (GS_WANT_DETAIL: 8 calls per GPU)
-    "query -q": 1008,
-    "query -q -d MEMORY": 128,  # 2000
+    # then 944, + 64 for the detail readings -q gained (GS_WANT_DETAIL: 8 calls per GPU), + 56
+    # for the whole GPU's other rows (PDI, module id, GOM, vGPU heterogeneous mode, PCIe atomics,
+    # protected memory, unrepairable memory: 7 calls per GPU)
+    "query -q": 1064,
+    # 2000, then 128; + 8 since MEMORY's protected memory is a detail reading (one call per GPU:
+    # the detail readings are need-masked, the other 14 stay unread)
+    "query -q -d MEMORY": 136,
     "query dmon -c 1": 108,  # 1060
     "query dmon -s pucvmet -c 1": 191,  # 2303
     "query pmon -c 1": 61,  # 1101
     # 4516, then 3476 (3,384 of them the topology's own NVLink reads: every peer's links again
-    # for each GPU); each GPU's links read once per answer since: 1252 (864 of them the links'
-    # capabilities, which the matrix does not print)
-    "query topo -m": 1252,
+    # for each GPU); each GPU's links read once per answer since: 1252, of them 864 the links'
+    # capabilities, which the matrix does not print and no longer asks (GS_TOPO_MATRIX)
+    "query topo -m": 388,
     "query nvlink -s": 212,  # 1060
-    "query nvlink -c": 1452,  # 4524, then 3676 (the topology's NVLink reads per pair, as topo -m)
+    # 4524, then 3676 (the topology's NVLink reads per pair, as topo -m), then 1452; the links'
+    # states and capabilities only since (GS_TOPO_LINK_CAPS: no ancestors, affinity, far ends)
+    "query nvlink -c": 1228,
 }
 NVML_MARGIN = 2
 
@@ -132,6 +138,7 @@ try:
     # with the GPU count (2, 4, 8 GPUs: 93, 167, 315 per GPU with 18 links).
     links = doc["templates"][doc["gpus"][0]["template"]]["nvlink"]["links"]
     per_gpu = {}
+    caps_asked = 0
     for ngpu in (2, 4, 8):
         sub = dict(doc, gpus=doc["gpus"][:ngpu], events=[],
                    processes=[p for p in doc["processes"] if p.get("gpu", 0) < ngpu])
@@ -147,12 +154,15 @@ try:
                 calls[w[1]] = int(w[2])
         per_gpu[ngpu] = (calls.get("nvmlDeviceGetNvLinkState", 0) +
                          calls.get("nvmlDeviceGetNvLinkRemoteDeviceType", 0)) / ngpu
+        caps_asked += calls.get("nvmlDeviceGetNvLinkCapability", 0)
         t.ok(r.returncode == 0 and r.stdout.count("NV%d\t" % links) == ngpu * (ngpu - 1),
              "topo -m on %d GPUs: NV%d between every pair" % (ngpu, links),
              detail=r.stdout + r.stderr[-300:])
     t.eq(per_gpu, {n: 2 * links + 1 for n in (2, 4, 8)},
          "topo -m: each GPU's NVLinks read once per answer (%d state and far-end reads a GPU "
          "for 2, 4 and 8 GPUs)" % (2 * links + 1))
+    # the matrix prints no link capability: nvlink -c's six reads per link are not asked
+    t.eq(caps_asked, 0, "topo -m: no nvmlDeviceGetNvLinkCapability call")
 
     strace = shutil.which("strace")
     # A container may forbid ptrace (seccomp, no CAP_SYS_PTRACE): then there is nothing to count

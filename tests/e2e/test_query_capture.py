@@ -38,15 +38,11 @@ TIMESTAMP = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}$")
 # the captures show real values. Each becomes exact once the model, backend and nvml-sim carry it.
 NOT_IN_MODEL = {
     "pcie.link.gen.hostmax": "nvmlDeviceGetPcieLinkMaxSpeed / host max generation",
-    "protected_memory.total": "nvmlDeviceGetConfComputeProtectedMemoryUsage",
-    "protected_memory.used": "nvmlDeviceGetConfComputeProtectedMemoryUsage",
-    "protected_memory.free": "nvmlDeviceGetConfComputeProtectedMemoryUsage",
     "platform.chassis_serial_number": "nvmlDeviceGetPlatformInfo",
     "platform.slot_number": "nvmlDeviceGetPlatformInfo",
     "platform.tray_index": "nvmlDeviceGetPlatformInfo",
     "platform.host_id": "nvmlDeviceGetPlatformInfo",
     "platform.peer_type": "nvmlDeviceGetPlatformInfo",
-    "platform.module_id": "nvmlDeviceGetPlatformInfo",
     "platform.gpu_fabric_guid": "nvmlDeviceGetPlatformInfo",
 }
 

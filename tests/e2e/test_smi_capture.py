@@ -39,7 +39,6 @@ CTIME = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$"
 SECTIONS = ("table", "-L", "--version", "-q", "dmon", "pmon", "nvlink", "topo")
 # SMI_SECTIONS=table,-L limits a run to some sections (while working on one)
 ONLY = [x for x in os.environ.get("SMI_SECTIONS", "").split(",") if x]
-MIG_ROW = re.compile(r"^\|(.{18})\|(.{34})\|(.{11})\|(.{23})\|$")
 
 
 def load_blocks(name):
@@ -106,65 +105,26 @@ def run(name, argv, scenario):
 
 
 def mask_table(want, got, notes):
-    """The capture's table with our timestamp line and the MIG cells the model lacks."""
+    """The capture's table with our timestamp line."""
     w, g = want.split("\n"), got.split("\n")
     if g and CTIME.match(g[0].rstrip()):
         notes.setdefault("stamps", []).append(g[0])
         w[0] = g[0]
-    for i, line in enumerate(w):
-        m = MIG_ROW.match(line)
-        if not m or i >= len(g):
-            continue
-        o = MIG_ROW.match(g[i])
-        if not o:
-            continue
-        segs = list(m.groups())
-        # a MIG device's volatile uncorrected ECC count (its SM count's neighbour) is not in the
-        # model: there we print N/A
-        ours = o.group(3)
-        if segs[0].strip() and ours[4:].strip() == "N/A" and segs[2][:4] == ours[:4] \
-                and segs[2] != ours:
-            notes.setdefault("not_in_model", []).append(segs[2][4:].strip())
-            segs[2] = ours
-        w[i] = "|" + "|".join(segs) + "|"
     return "\n".join(w)
 
 
 # -q rows whose value gpuscope's model (include/gpuscope/gs_model.h) does not carry, with the
 # NVML call that would fill them: there we print N/A, as nvidia-smi does for a call that fails.
 Q_NOT_IN_MODEL = {
-    "GPU PDI": "nvmlDeviceGetPdi",
-    "GPU Part Number": "nvmlDeviceGetGpuPartNumber (not in NVML's public ABI)",
-    "Platform Info/Module Id": "nvmlDeviceGetModuleId / nvmlDeviceGetPlatformInfo",
-    "Platform Info/Peer Type": "nvmlDeviceGetPlatformInfo",
+    "GPU Part Number": "no public NVML call (nvml.h 13.3, driver 610.43.02)",
+    "Platform Info/Peer Type": "nvmlDeviceGetPlatformInfo (values unconfirmed by any capture)",
     "Platform Info/Host ID": "nvmlDeviceGetPlatformInfo",
     "Platform Info/Tray Index": "nvmlDeviceGetPlatformInfo",
     "Platform Info/Slot Number": "nvmlDeviceGetPlatformInfo",
     "Platform Info/Chassis Serial Number": "nvmlDeviceGetPlatformInfo",
     "Platform Info/GPU Fabric GUID": "nvmlDeviceGetPlatformInfo",
-    "Inforom Version/Power Management Object": "nvmlDeviceGetInforomVersion(POWER)",
-    "GPU Operation Mode/Current": "nvmlDeviceGetGpuOperationMode",
-    "GPU Operation Mode/Pending": "nvmlDeviceGetGpuOperationMode",
-    "GPU Virtualization Mode/vGPU Heterogeneous Mode": "nvmlDeviceGetVgpuHeterogeneousMode",
-    "PCI/GPU Link Info/PCIe Generation/Host Max": "host link generation",
-    "PCI/Atomic Caps Outbound": "nvmlDeviceGetPciInfoExt atomics",
-    "PCI/Atomic Caps Inbound": "nvmlDeviceGetPciInfoExt atomics",
-    "Sparse Operation Mode": "nvmlDeviceGetSparseOperationMode (not public)",
-    "Conf Compute Protected Memory Usage/Total": "nvmlDeviceGetConfComputeProtectedMemoryUsage",
-    "Conf Compute Protected Memory Usage/Used": "nvmlDeviceGetConfComputeProtectedMemoryUsage",
-    "Conf Compute Protected Memory Usage/Free": "nvmlDeviceGetConfComputeProtectedMemoryUsage",
-    "ECC Errors/Unrepairable Memory": "nvmlDeviceGetUnrepairableMemoryFlag",
-    "MIG Device/Device Attributes/Shared/Multiprocessor count": "nvmlDeviceGetAttributes_v2",
-    "MIG Device/Device Attributes/Shared/Copy Engine count": "nvmlDeviceGetAttributes_v2",
-    "MIG Device/Device Attributes/Shared/Encoder count": "nvmlDeviceGetAttributes_v2",
-    "MIG Device/Device Attributes/Shared/Decoder count": "nvmlDeviceGetAttributes_v2",
-    "MIG Device/Device Attributes/Shared/OFA count": "nvmlDeviceGetAttributes_v2",
-    "MIG Device/Device Attributes/Shared/JPG count": "nvmlDeviceGetAttributes_v2",
-    "MIG Device/ECC Errors/Volatile/SRAM Uncorrectable": "nvmlDeviceGetTotalEccErrors (MIG)",
-    "MIG Device/Shared FB Memory Usage/Reserved": "nvmlDeviceGetMemoryInfo_v2 (MIG)",
-    "MIG Device/Shared BAR1 Memory/Total": "nvmlDeviceGetBAR1MemoryInfo (MIG)",
-    "MIG Device/Shared BAR1 Memory/Used": "nvmlDeviceGetBAR1MemoryInfo (MIG)",
-    "MIG Device/Shared BAR1 Memory/Free": "nvmlDeviceGetBAR1MemoryInfo (MIG)",
+    "PCI/GPU Link Info/PCIe Generation/Host Max": "no public NVML call (nvml.h 13.3, driver 610.43.02)",
+    "Sparse Operation Mode": "no public NVML call (nvml.h 13.3, driver 610.43.02)",
 }
 Q_LINE = re.compile(r"^( *)(.*?) *: (.*)$")
 

@@ -422,6 +422,81 @@ def check_topo(t, tmp):
          detail=r.stdout)
 
 
+def mig_rows(t, tmp):
+    """A MIG device's SRAM Uncorrectable (nvmlDeviceGetMemoryErrorCounter on its handle) and
+    Reserved memory (nvmlDeviceGetMemoryInfo_v2 on its handle) in -q, -q -x and the table's
+    MIG ECC cell; N/A where the call fails, as nvidia-smi prints."""
+    with open(MIG, encoding="utf-8") as fh:
+        scen = json.load(fh)
+    inst = scen["gpus"][0]["mig"]["instances"][1]
+    inst.update({"ecc_sram_uncorrected_volatile": 3, "memory_reserved_mib": 12})
+    path = os.path.join(tmp, "mig-rows.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(scen, fh)
+    r = q(["-q"], scenario=path, t="100")
+    blocks = r.stdout.split("    MIG Device\n")[1:]
+    t.ok(len(blocks) == 4 and re.search(r"SRAM Uncorrectable +: 3\n", blocks[1]) and
+         re.search(r"Total +: 20096 MiB\n +Reserved +: 12 MiB\n +Used +: 17 MiB\n"
+                   r" +Free +: 20067 MiB\n", blocks[1]) and
+         re.search(r"SRAM Uncorrectable +: 0\n", blocks[0]) and
+         re.search(r"Reserved +: 0 MiB\n", blocks[0]),
+         "-q: a MIG device's SRAM Uncorrectable and Reserved (free = total - reserved - used)",
+         detail="".join(blocks[1:2]))
+    x = ET.fromstring(q(["-q", "-x"], scenario=path, t="100").stdout)
+    devs = x.findall("gpu/mig_devices/mig_device")
+    t.eq([(d.findtext("ecc_error_count/volatile_count/sram_uncorrectable"),
+           d.findtext("fb_memory_usage/reserved")) for d in devs],
+         [("0", "0 MiB"), ("3", "12 MiB"), ("0", "0 MiB"), ("0", "0 MiB")],
+         "-q -x: <sram_uncorrectable> and <reserved> of each <mig_device>")
+    r = q([], scenario=path, t="100")
+    t.ok(re.search(r"^\|  0    3   0   1  \|.*\| 32      3 \|", r.stdout, re.M),
+         "table: the MIG device's volatile uncorrectable ECC cell", detail=r.stdout)
+    scen["gpus"][0].setdefault("not_supported", []).append("nvmlDeviceGetMemoryErrorCounter")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(scen, fh)
+    r = q(["-q"], scenario=path, t="100")
+    tab = q([], scenario=path, t="100")
+    t.ok(r.returncode == 0 and len(re.findall(r"SRAM Uncorrectable +: N/A\n", r.stdout)) == 4 and
+         re.search(r"^\|  0    3   0   1  \|.*\| 32    N/A \|", tab.stdout, re.M),
+         "the counter call failing: N/A in -q and in the table, the rest still read",
+         detail=tab.stdout)
+
+
+def fabric_health(t, tmp):
+    """A degraded NVLink fabric link (nvml-sim's fabric health_mask/health_summary, decoded from
+    the one nvmlDeviceGetGpuFabricInfoV answer): -q's Health rows, -q -x's <health> elements and
+    the fabric.health.* --query-gpu cells agree; a GPU whose driver reports no summary stays N/A
+    in every row, as every capture shows."""
+    with open(H100X8, encoding="utf-8") as fh:
+        scen = json.load(fh)
+    # bandwidth degraded (1), route recovery in progress (1 << 2), route healthy (2 << 4),
+    # access timeout false (2 << 6), configuration none (1 << 8): nvml.h's shifts
+    scen["gpus"][1]["fabric"] = {"health_summary": "limited-capacity",
+                                 "health_mask": 1 | 1 << 2 | 2 << 4 | 2 << 6 | 1 << 8}
+    scen["gpus"][2]["fabric"] = {"health_mask": 0x1aa}  # no summary: nothing of it shows
+    path = os.path.join(tmp, "fabric.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(scen, fh)
+    want = [("Summary", "summary", "Limited Capacity"), ("Bandwidth", "bandwidth", "Degraded"),
+            ("Route Recovery in progress", "route_recovery_in_progress", "True"),
+            ("Route Unhealthy", "route_unhealthy", "False"),
+            ("Access Timeout Recovery", "access_timeout_recovery", "False"),
+            ("Incorrect Configuration", "incorrect_configuration", "None")]
+    r = q(["-q", "-i", "1,2"], scenario=path)
+    blocks = [b.split("    Processes")[0] for b in r.stdout.split("        Health\n")[1:]]
+    rows = ["            %-43s: %s" % (label, v) for label, _, v in want]
+    na = ["            %-43s: N/A" % label for label, _, _ in want]
+    t.eq((r.returncode, [b.splitlines() for b in blocks]), (0, [rows, na]),
+         "-q: a degraded fabric's Health rows; no summary -> N/A")
+    x = ET.fromstring(q(["-q", "-x", "-i", "1"], scenario=path).stdout)
+    t.eq([x.findtext("gpu/fabric/health/" + e) for _, e, _ in want], [v for _, _, v in want],
+         "-q -x: <fabric><health> elements in the same words")
+    vals = query_values(["index"] + ["fabric.health." + e for _, e, _ in want], scenario=path)
+    t.eq([[row["fabric.health." + e] for _, e, _ in want] for row in vals[1:3]],
+         [[v for _, _, v in want], ["N/A"] * len(want)],
+         "--query-gpu fabric.health.*: the same words, N/A without a summary")
+
+
 def main():
     t = Tap()
     if not os.path.exists(SIM):
@@ -429,6 +504,8 @@ def main():
         return t.done()
     with tempfile.TemporaryDirectory() as tmp:
         xml_checks(t)
+        mig_rows(t, tmp)
+        fabric_health(t, tmp)
         exporter_checks(t)
         errors_and_symlink(t, tmp)
         loop_checks(t)

@@ -1085,6 +1085,165 @@ static void detail_readings(void **state)
     f->b = NULL;
 }
 
+/* The H100 capture's scenario with keys of `gpu_json` set on its GPU, in a temporary file. */
+static void capture_with(char *out, size_t n, const char *name, const char *gpu_json)
+{
+    char path[1024];
+    const char *tmp = getenv("TMPDIR");
+    json_error_t je;
+    json_t *root, *over;
+    int fd;
+
+    capture_scenario(path, sizeof path, name);
+    root = json_load_file(path, 0, &je);
+    assert_non_null(root);
+    over = json_loads(gpu_json, 0, &je);
+    assert_non_null(over);
+    assert_int_equal(json_object_update(json_array_get(json_object_get(root, "gpus"), 0), over), 0);
+    json_decref(over);
+    snprintf(out, n, "%s/gs_scenario_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    fd = mkstemp(out);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(json_dump_file(root, out, 0), 0);
+    json_decref(root);
+}
+
+/* The fabric health of the same GetGpuFabricInfoV (v3) answer: the summary and each condition
+ * of the mask (nvml.h's shifts: bandwidth 0, route recovery 2, route unhealthy 4, access
+ * timeout 6, configuration 8 (4 bits), partition 12); a condition the mask reports as not
+ * supported stays absent, and so does all of it while the summary is not supported. */
+static void fabric_health_readings(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu g;
+    struct gs_err e;
+    char path[1100];
+    static const enum gs_metric ms[] = {
+        GS_M_FABRIC_HEALTH_SUMMARY,        GS_M_FABRIC_HEALTH_BW_DEGRADED,
+        GS_M_FABRIC_HEALTH_ROUTE_RECOVERY, GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY,
+        GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT, GS_M_FABRIC_HEALTH_CONFIG,
+        GS_M_FABRIC_HEALTH_PARTITION};
+    /* bandwidth degraded (1), route recovery not supported (0), route unhealthy (1), access
+     * timeout false (2), configuration "insufficient NVLinks" (5), partition assigned (1) */
+    char json[256];
+
+    NEED_SIM();
+    snprintf(json, sizeof json,
+             "{\"fabric\": {\"health_summary\": \"limited-capacity\", \"health_mask\": %u}}",
+             1u | 0u << 2 | 1u << 4 | 2u << 6 | 5u << 8 | 1u << 12);
+    capture_with(path, sizeof path, "h100-idle", json);
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "100", &e), GS_OK);
+    unlink(path);
+    sample_ok(f->b, 0, &g, GS_WANT_ALL & ~(GS_WANT_DETAIL | GS_WANT_GPM_WAIT));
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        assert_int_equal(g.st[ms[i]], GS_ST_NA);
+    sample_ok(f->b, 0, &g, GS_WANT_DETAIL);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_STATE) && g.v[GS_M_FABRIC_STATE] == 3);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_HEALTH_SUMMARY) && g.v[GS_M_FABRIC_HEALTH_SUMMARY] == 3);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_HEALTH_BW_DEGRADED) &&
+                g.v[GS_M_FABRIC_HEALTH_BW_DEGRADED] == 1);
+    assert_int_equal(g.st[GS_M_FABRIC_HEALTH_ROUTE_RECOVERY], GS_ST_NA);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY) &&
+                g.v[GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY] == 1);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT) &&
+                g.v[GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT] == 0);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_HEALTH_CONFIG) && g.v[GS_M_FABRIC_HEALTH_CONFIG] == 5);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_HEALTH_PARTITION) &&
+                g.v[GS_M_FABRIC_HEALTH_PARTITION] == 1);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+
+    /* a healthy GB300 as its -q -x shows it (0x1aa: every condition false, configuration none,
+     * partition not supported) */
+    capture_with(path, sizeof path, "h100-idle",
+                 "{\"fabric\": {\"health_summary\": \"healthy\", \"health_mask\": 426}}");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "100", &e), GS_OK);
+    unlink(path);
+    sample_ok(f->b, 0, &g, GS_WANT_DETAIL);
+    assert_true(g.v[GS_M_FABRIC_HEALTH_SUMMARY] == 1 && g.v[GS_M_FABRIC_HEALTH_BW_DEGRADED] == 0 &&
+                g.v[GS_M_FABRIC_HEALTH_ROUTE_RECOVERY] == 0 &&
+                g.v[GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY] == 0 &&
+                g.v[GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT] == 0 && g.v[GS_M_FABRIC_HEALTH_CONFIG] == 1);
+    for (size_t i = 0; i + 1 < sizeof ms / sizeof ms[0]; i++)
+        assert_int_equal(g.st[ms[i]], GS_ST_OK);
+    assert_int_equal(g.st[GS_M_FABRIC_HEALTH_PARTITION], GS_ST_NA);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+
+    /* a mask with no summary (the H100 capture's driver): nothing of it is read */
+    capture_with(path, sizeof path, "h100-idle", "{\"fabric\": {\"health_mask\": 426}}");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "100", &e), GS_OK);
+    unlink(path);
+    sample_ok(f->b, 0, &g, GS_WANT_DETAIL);
+    assert_true(gs_gpu_has(&g, GS_M_FABRIC_STATE));
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        assert_int_equal(g.st[ms[i]], GS_ST_NA);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
+/* The whole GPU's other -q rows (PDI, module id, GPU operation mode, vGPU heterogeneous mode,
+ * PCIe atomics, protected memory, unrepairable memory): read with GS_WANT_DETAIL only, values as
+ * the scenario gives them, absent (N/A) where the driver answers NOT_SUPPORTED. */
+static void detail_gpu_readings(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu g;
+    struct gs_err e;
+    char path[1100];
+    static const enum gs_metric ms[] = {
+        GS_M_MODULE_ID,        GS_M_GOM_CURRENT,     GS_M_GOM_PENDING,   GS_M_VGPU_HETERO,
+        GS_M_PCIE_ATOMICS_OUT, GS_M_PCIE_ATOMICS_IN, GS_M_CC_PROT_TOTAL, GS_M_CC_PROT_USED,
+        GS_M_CC_PROT_FREE,     GS_M_UNREPAIRABLE_MEM};
+
+    NEED_SIM();
+    capture_with(path, sizeof path, "h100-idle",
+                 "{\"gpu_operation_mode\": {\"current\": \"compute\", \"pending\": \"low_dp\"},"
+                 " \"vgpu_heterogeneous_mode\": true,"
+                 " \"pcie_atomics\": {\"outbound\": 63, \"inbound\": 127},"
+                 " \"protected_memory\": {\"total_mib\": 1024, \"used_mib\": 256},"
+                 " \"unrepairable_memory\": true}");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "100", &e), GS_OK);
+    unlink(path);
+    sample_ok(f->b, 0, &g, GS_WANT_ALL & ~(GS_WANT_DETAIL | GS_WANT_GPM_WAIT));
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        assert_int_equal(g.st[ms[i]], GS_ST_NA);
+    assert_int_equal(g.tst[GS_T_PDI], GS_ST_NA);
+
+    sample_ok(f->b, 0, &g, GS_WANT_DETAIL);
+    assert_int_equal(g.tst[GS_T_PDI], GS_ST_OK);
+    assert_string_equal(g.text[GS_T_PDI], "0xd52bae2e458244e2");
+    assert_true(gs_gpu_has(&g, GS_M_MODULE_ID) && g.v[GS_M_MODULE_ID] == 7);
+    assert_true(gs_gpu_has(&g, GS_M_GOM_CURRENT) && g.v[GS_M_GOM_CURRENT] == 1);
+    assert_true(gs_gpu_has(&g, GS_M_GOM_PENDING) && g.v[GS_M_GOM_PENDING] == 2);
+    assert_true(gs_gpu_has(&g, GS_M_VGPU_HETERO) && g.v[GS_M_VGPU_HETERO] == 1);
+    assert_true(gs_gpu_has(&g, GS_M_PCIE_ATOMICS_OUT) && g.v[GS_M_PCIE_ATOMICS_OUT] == 63);
+    assert_true(gs_gpu_has(&g, GS_M_PCIE_ATOMICS_IN) && g.v[GS_M_PCIE_ATOMICS_IN] == 127);
+    assert_true(gs_gpu_has(&g, GS_M_CC_PROT_TOTAL) && g.v[GS_M_CC_PROT_TOTAL] == 1024.0 * 1048576);
+    assert_true(gs_gpu_has(&g, GS_M_CC_PROT_USED) && g.v[GS_M_CC_PROT_USED] == 256.0 * 1048576);
+    assert_true(gs_gpu_has(&g, GS_M_CC_PROT_FREE) && g.v[GS_M_CC_PROT_FREE] == 768.0 * 1048576);
+    assert_true(gs_gpu_has(&g, GS_M_UNREPAIRABLE_MEM) && g.v[GS_M_UNREPAIRABLE_MEM] == 1);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+
+    /* the L40S capture: no GOM, heterogeneous mode, atomics or unrepairable flag (N/A there) */
+    capture_scenario(path, sizeof path, "l40s-idle");
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "1000", &e), GS_OK);
+    sample_ok(f->b, 0, &g, GS_WANT_DETAIL);
+    assert_string_equal(g.text[GS_T_PDI], "0x4cc17b2978ffca4d");
+    assert_true(gs_gpu_has(&g, GS_M_MODULE_ID) && g.v[GS_M_MODULE_ID] == 1);
+    assert_true(gs_gpu_has(&g, GS_M_CC_PROT_TOTAL) && g.v[GS_M_CC_PROT_TOTAL] == 0);
+    assert_int_equal(g.st[GS_M_GOM_CURRENT], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_GOM_PENDING], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_VGPU_HETERO], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_PCIE_ATOMICS_OUT], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_PCIE_ATOMICS_IN], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_UNREPAIRABLE_MEM], GS_ST_NA);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+}
+
 /* The links' states on their own cadence (GS_WANT_NVLINK_STATE): read at the first cycle,
  * held without the bit (nvlink_state_t unchanged), read again with it, when a link that went
  * down in between shows; then held at the new value. */
@@ -1278,9 +1437,11 @@ static void utilization_samples(void **state)
 
 /* The topology answer (nvidia-smi topo -m): h100x8-training's GPUs reach each other over 18
  * NVSwitch links, two NUMA nodes of CPUs; one call answers the GPUs asked for (sel), the others
- * left zero; the 390-era library lacks the calls: all unknown. */
+ * left zero, and the parts asked for (what), the others zero; the 390-era library lacks the
+ * calls: all unknown. */
 static void topology(void **state)
 {
+    const unsigned ALL = GS_TOPO_MATRIX | GS_TOPO_LINK_CAPS;
     struct fx *f = *state;
     const char *minimal = getenv("GPUSCOPE_SIM_MINIMAL_LIB");
     static struct gs_topo t[9];
@@ -1289,7 +1450,7 @@ static void topology(void **state)
 
     NEED_SIM();
     assert_int_equal(sim_open(&f->b, sim_lib(), "h100x8-training.json", "5", &e), GS_OK);
-    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, t, 8, &e), GS_OK);
+    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, ALL, t, 8, &e), GS_OK);
     for (unsigned i = 0; i < 8; i++) {
         assert_int_equal(t[i].level_st[i], GS_ST_NA);
         assert_int_equal(t[i].nvlinks[i], 0);
@@ -1314,24 +1475,122 @@ static void topology(void **state)
     /* GPU 6 alone: its row as in the whole answer (its peers' links read for its NV counts),
      * every other row zero */
     sel[6] = 1;
-    assert_int_equal(gs_backend_nvml.topology(f->b, sel, t, 8, &e), GS_OK);
+    assert_int_equal(gs_backend_nvml.topology(f->b, sel, ALL, t, 8, &e), GS_OK);
     assert_string_equal(t[6].cpus, "56-111,168-223");
     assert_int_equal(t[6].nvlinks[0], 18);
     assert_int_equal(t[6].level[0], 50u);
     assert_int_equal(t[6].n_links, 18);
     assert_true(t[0].cpus_st == GS_ST_NA && t[0].n_links == 0 && t[0].nvlinks[1] == 0);
-    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, t, 9, &e), GS_ENOGPU);
+    /* the links alone (nvlink -c): their states, no matrix */
+    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, GS_TOPO_LINK_CAPS, t, 8, &e), GS_OK);
+    assert_int_equal(t[3].n_links, 18);
+    assert_true(t[3].link_active[0] && t[3].link_active[17] && !t[3].link_active[18]);
+    assert_true(t[3].cpus_st == GS_ST_NA && t[3].numa_st == GS_ST_NA && t[3].gpu_numa_st == 0);
+    for (unsigned j = 0; j < 8; j++)
+        assert_true(t[3].level_st[j] == GS_ST_NA && t[3].nvlinks[j] == 0);
+    /* the matrix alone (topo -m): the same peers and levels */
+    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, GS_TOPO_MATRIX, t, 8, &e), GS_OK);
+    assert_true(t[3].nvlinks[5] == 18 && t[3].level[5] == 50u && t[3].n_links == 18);
+    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, ALL, t, 9, &e), GS_ENOGPU);
     assert_non_null(strstr(e.msg, "no GPU 8 (have 8)"));
     gs_backend_nvml.close(f->b);
     f->b = NULL;
     if (!minimal || !*minimal)
         return;
     assert_int_equal(sim_open(&f->b, minimal, "h100x8-training.json", "5", &e), GS_OK);
-    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, t, 8, &e), GS_OK);
+    assert_int_equal(gs_backend_nvml.topology(f->b, NULL, ALL, t, 8, &e), GS_OK);
     assert_true(t[0].cpus_st == GS_ST_NA && t[0].numa_st == GS_ST_NA &&
                 t[0].gpu_numa_st == GS_ST_NA);
     for (unsigned j = 0; j < 8; j++)
         assert_true(t[0].level_st[j] == GS_ST_NA && t[0].nvlinks[j] == 0);
+}
+
+/* What only nvidia-smi prints of a MIG device. The memory the driver reserves in the instance
+ * comes with its memory call (MemoryInfo_v2), every cycle; the volatile uncorrectable SRAM ECC
+ * count (nvmlDeviceGetMemoryErrorCounter on the MIG handle) is read only when the backend is
+ * opened with mig_sram_ecc (the table and -q): never in the agent's cycle, nor by a health view
+ * masked to the GPU's ECC counts (dmon -s e) or a --query-gpu asking for detail readings; a
+ * failing call leaves it absent. */
+static void mig_smi_rows(void **state)
+{
+    struct fx *f = *state;
+    unsigned char need_m[GS_M__COUNT] = {0};
+    struct gs_backend_opts o = {.library = sim_lib(), .need_metrics = need_m, .mask_health = true};
+    struct gs_backend_opts tab = {
+        .library = sim_lib(), .need_metrics = need_m, .mask_health = true, .mig_sram_ecc = true};
+    char path[1024];
+    const char *tmp = getenv("TMPDIR");
+    json_error_t je;
+    json_t *root, *inst;
+    struct gs_gpu *g;
+    struct gs_err e;
+    int fd;
+
+    NEED_SIM();
+    scenario(path, sizeof path, "h100-mig.json");
+    root = json_load_file(path, 0, &je);
+    assert_non_null(root);
+    inst = json_array_get(
+        json_object_get(json_object_get(json_array_get(json_object_get(root, "gpus"), 0), "mig"),
+                        "instances"),
+        0);
+    assert_non_null(inst);
+    json_object_set_new(inst, "ecc_sram_uncorrected_volatile", json_integer(3));
+    json_object_set_new(inst, "memory_reserved_mib", json_integer(12));
+    snprintf(path, sizeof path, "%s/gs_scenario_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(json_dump_file(root, path, 0), 0);
+    assert_int_equal(sim_open(&f->b, sim_lib(), path, "60", &e), GS_OK);
+    assert_int_equal(gs_snapshot_new(&f->snap, 1, 1, NULL), GS_OK);
+    g = &f->snap->gpus[0];
+    /* the agent's slow cycle: health and MIG devices, no mask */
+    sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_HEALTH);
+    assert_int_equal(g->n_mig, 4);
+    assert_int_equal(g->mig[0].sram_unc_st, GS_ST_NA);
+    assert_int_equal(g->mig[0].mem_reserved_st, GS_ST_OK);
+    assert_true(g->mig[0].mem_reserved_bytes == 12ULL * 1048576);
+    assert_true(g->mig[0].mem_free_bytes ==
+                (40448ULL - 12 - 11091) * 1048576); /* total - reserved - used */
+    assert_int_equal(g->mig[1].mem_reserved_st, GS_ST_OK);
+    assert_true(g->mig[1].mem_reserved_bytes == 0);
+    /* detail readings (a --query-gpu of mig.mode and a detail field) */
+    sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_DETAIL);
+    assert_int_equal(g->mig[0].sram_unc_st, GS_ST_NA);
+    gs_backend_nvml.close(f->b);
+    /* dmon -s e: health masked to the GPU's ECC counts, MIG devices listed, no SRAM count */
+    need_m[GS_M_ECC_UNCORR_VOL] = need_m[GS_M_ECC_CORR_VOL] = need_m[GS_M_MIG_MODE] = 1;
+    gs_err_clear(&e);
+    assert_int_equal(gs_backend_nvml.open(&f->b, &o, &e), GS_OK);
+    sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_HEALTH);
+    assert_int_equal(g->n_mig, 4);
+    assert_int_equal(g->mig[0].sram_unc_st, GS_ST_NA);
+    gs_backend_nvml.close(f->b);
+    /* the table and -q */
+    assert_int_equal(gs_backend_nvml.open(&f->b, &tab, &e), GS_OK);
+    sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_HEALTH);
+    assert_int_equal(g->n_mig, 4);
+    assert_int_equal(g->mig[0].sram_unc_st, GS_ST_OK);
+    assert_true(g->mig[0].sram_unc_vol == 3);
+    assert_int_equal(g->mig[1].sram_unc_st, GS_ST_OK);
+    assert_true(g->mig[1].sram_unc_vol == 0);
+    gs_backend_nvml.close(f->b);
+    /* the call failing (ECC off here): absent, the rest of the device read */
+    json_object_set_new(json_object_get(json_array_get(json_object_get(root, "gpus"), 0), "ecc"),
+                        "current", json_false());
+    assert_int_equal(json_dump_file(root, path, 0), 0);
+    json_decref(root);
+    assert_int_equal(gs_backend_nvml.open(&f->b, &tab, &e), GS_OK); /* the same file */
+    unlink(path);
+    sample_ok(f->b, 0, g, GS_WANT_MIG | GS_WANT_HEALTH);
+    assert_int_equal(g->n_mig, 4);
+    assert_int_equal(g->mig[0].sram_unc_st, GS_ST_NA);
+    assert_int_equal(g->mig[0].attr_st, GS_ST_OK);
+    gs_snapshot_free(f->snap);
+    f->snap = NULL;
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
 }
 
 int main(void)
@@ -1352,6 +1611,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(pci_class_codes, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(temperature_margin, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(detail_readings, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(fabric_health_readings, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(detail_gpu_readings, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(minimal_library, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(no_scenario_is_no_driver, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(lost_gpu_mid_run, fx_setup, fx_teardown),
@@ -1366,6 +1627,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(nvlink_first_cycle_rate, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(topology, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(mig_gpm, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(mig_smi_rows, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -510,6 +510,23 @@ static void detail_cells(void **state)
     assert_string_equal(cell("fabric.clusterUuid", s, 0), "00000000-0000-0000-0000-000000000000");
     gs_gpu_set(g, GS_M_FABRIC_STATUS, 3);
     assert_string_equal(cell("fabric.status", s, 0), "Not Supported");
+    /* its health: bare N/A until read, then nvidia-smi's words */
+    assert_string_equal(cell("fabric.health.summary", s, 0), "N/A");
+    assert_string_equal(cell("fabric.health.route_unhealthy", s, 0), "N/A");
+    gs_gpu_set(g, GS_M_FABRIC_HEALTH_SUMMARY, 2);
+    gs_gpu_set(g, GS_M_FABRIC_HEALTH_BW_DEGRADED, 0);
+    gs_gpu_set(g, GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY, 1);
+    gs_gpu_set(g, GS_M_FABRIC_HEALTH_CONFIG, 4);
+    assert_string_equal(cell("fabric.health.summary", s, 0), "Unhealthy");
+    assert_string_equal(cell("fabric.health.bandwidth", s, 0), "Full");
+    assert_string_equal(cell("fabric.health.route_unhealthy", s, 0), "True");
+    assert_string_equal(cell("fabric.health.route_recovery_in_progress", s, 0), "N/A");
+    assert_string_equal(cell("fabric.health.incorrect_configuration", s, 0), "No Partition");
+    assert_string_equal(cell("fabric.health.partition_assigned", s, 0), "N/A");
+    gs_gpu_set(g, GS_M_FABRIC_HEALTH_PARTITION, 1);
+    assert_string_equal(cell("fabric.health.partition_assigned", s, 0), "True");
+    gs_gpu_set(g, GS_M_FABRIC_HEALTH_CONFIG, 9); /* a value newer than our table */
+    assert_string_equal(cell("fabric.health.incorrect_configuration", s, 0), "[Unknown Error]");
 
     assert_string_equal(gs_qf_value_name(GS_QN_VIRT, 1), "Pass-Through");
     assert_string_equal(gs_qf_value_name(GS_QN_HOST_VGPU, 1), "SR-IOV");

@@ -669,6 +669,34 @@ static void fmt_mem_units(void **state)
     assert_string_equal(b, "0M");
 }
 
+/* The integers are written without printf (a one-shot check's cost): the same text as "%.0fM" /
+ * "%.0fG" for ties (to even), values next to them, the unit boundaries, huge and odd values. */
+static void fmt_mem_as_printf(void **state)
+{
+    static const double mib[] = {0.5,        1.5,         2.5,      0.49999999, 1023.5,    1023.4,
+                                 1024.0,     102399.0,    102400.0, 102911.999, 102912.0,  103424.0,
+                                 3.0e9,      4.5036e15,   1.0e300,  -1.0,       -0.4,      7.0,
+                                 999.999999, 1000.000001, 65536.49, 1.0e-300,   4194303.5, 0.0};
+    char b[32], want[32]; /* 1e300 MiB: both cut at 31 characters */
+    (void)state;
+
+    for (size_t i = 0; i < sizeof mib / sizeof mib[0]; i++) {
+        double m = mib[i];
+        if (m >= 1024.0 && m < 100 * 1024.0)
+            snprintf(want, sizeof want, "%.1fG", m / 1024.0);
+        else if (m >= 1024.0)
+            snprintf(want, sizeof want, "%.0fG", m / 1024.0);
+        else
+            snprintf(want, sizeof want, "%.0fM", m);
+        gs_quick_fmt_mem(b, sizeof b, m * MIB);
+        assert_string_equal(b, want);
+    }
+    gs_quick_fmt_mem(b, 3, 512 * MIB); /* cut as snprintf cuts */
+    assert_string_equal(b, "51");
+    gs_quick_fmt_mem(b, 1, 512 * MIB);
+    assert_string_equal(b, "");
+}
+
 /* ---- JSON ---- */
 
 static json_t *to_json(const struct gs_snapshot *s, const struct gs_quick_opts *o)
@@ -1109,6 +1137,7 @@ int main(void)
         cmocka_unit_test(text_hostile_process_name),
         cmocka_unit_test(text_id_filter),
         cmocka_unit_test(fmt_mem_units),
+        cmocka_unit_test(fmt_mem_as_printf),
         cmocka_unit_test(json_shape),
         cmocka_unit_test(json_lost_and_filters),
         cmocka_unit_test(json_bad_utf8_survives),

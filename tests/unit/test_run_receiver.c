@@ -3,7 +3,8 @@
  * in a temporary directory: good records arrive with the sender's pid/uid from SO_PEERCRED;
  * garbage, an oversized message and a wrong version are rejected and the connection keeps
  * working; GS_RECEIVER_MAX_BAD bad records in a row close it; a stale socket file is
- * replaced but a live receiver is not; a sender of another uid is refused (when run as root).
+ * replaced but a live receiver is not; a sender of another uid is refused (when run as root);
+ * what was sent before a stop is read, not dropped with the connection.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -177,6 +178,64 @@ static void wait_for(struct gs_receiver *r, uint64_t records, uint64_t rejected)
     fail_msg("timed out: records %llu/%llu rejected %llu/%llu", (unsigned long long)st.records,
              (unsigned long long)records, (unsigned long long)st.rejected,
              (unsigned long long)rejected);
+}
+
+/* A receiver whose first record takes 300 ms: the test sends the rest and stops it meanwhile. */
+struct slow {
+    pthread_mutex_t lock;
+    unsigned n;
+    int entered;
+};
+
+static void on_record_slow(void *ctx, const struct gs_peer *peer, const struct gs_record *rec)
+{
+    struct slow *s = ctx;
+    int first;
+
+    (void)peer;
+    (void)rec;
+    pthread_mutex_lock(&s->lock);
+    first = s->n++ == 0;
+    s->entered = 1;
+    pthread_mutex_unlock(&s->lock);
+    if (first)
+        usleep(300 * 1000);
+}
+
+/* What a sender sent before the receiver stops is read, not dropped with the connection: more
+ * than one burst (64) is queued when the stop comes (an agent restart under a run). */
+static void test_stop_reads_what_was_sent(void **state)
+{
+    struct fx *f = *state;
+    struct slow s = {.n = 0};
+    struct gs_receiver_cb cb = {.on_record = on_record_slow, .ctx = &s};
+    struct gs_receiver *r = NULL;
+    char path[160], err[256];
+    int fd, entered = 0;
+    unsigned n;
+
+    pthread_mutex_init(&s.lock, NULL);
+    snprintf(path, sizeof path, "%s/slow.sock", f->dir);
+    assert_int_equal(start_rx(&r, path, 0600, 0, &cb, err), 0);
+    fd = client(path);
+    send_step(fd, 1);
+    for (int i = 0; i < 3000 && !entered; i++) {
+        pthread_mutex_lock(&s.lock);
+        entered = s.entered;
+        pthread_mutex_unlock(&s.lock);
+        if (!entered)
+            usleep(1000);
+    }
+    assert_true(entered);
+    for (unsigned k = 2; k <= 150; k++)
+        send_step(fd, k);
+    gs_receiver_stop(r); /* the wake comes while the first record is still being handled */
+    pthread_mutex_lock(&s.lock);
+    n = s.n;
+    pthread_mutex_unlock(&s.lock);
+    assert_int_equal(n, 150);
+    close(fd);
+    pthread_mutex_destroy(&s.lock);
 }
 
 static void test_good_records_carry_peer(void **state)
@@ -610,6 +669,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_conn_per_uid, setup, teardown),
         cmocka_unit_test_setup_teardown(test_any_uid_accepted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_reads_what_was_sent, setup, teardown),
     };
     signal(SIGPIPE, SIG_IGN);
     if (argc == 4 && strcmp(argv[1], "--as-nobody") == 0)

@@ -233,6 +233,42 @@ static void snapshot_bookkeeping(void **state)
     assert_int_equal(f->snap->n_procs, 0);
 }
 
+/* gs_sampler_snapshot_new: its first cycle skips the clear (the allocation is zero) and reads
+ * what a cleared snapshot reads; every later cycle clears, and another snapshot is cleared even
+ * while the fresh one waits. */
+static void fresh_snapshot_first_cycle(void **state)
+{
+    struct fx *f = *state;
+    struct gs_snapshot *fresh = NULL;
+    const unsigned want = GS_WANT_PROCS | GS_WANT_PROC_HOST;
+    struct gs_err e;
+
+    NEED_SIM();
+    assert_int_equal(open_on(f, "h100x8-training.json", "100", &e), GS_OK);
+    assert_int_equal(gs_sampler_snapshot_new(f->s, 2, &fresh, &e), GS_OK);
+    assert_int_equal(fresh->n_gpus, 8);
+    assert_int_equal(fresh->cap_procs, 2);
+    new_snap(f);
+    f->snap->gpus[3].st[GS_M_ECC_CORR_VOL] = GS_ST_OK; /* left from an earlier cycle */
+    f->snap->gpus[3].hidden_count = 5;
+    cycle(f, want); /* another snapshot before the fresh one's first cycle: cleared */
+    assert_int_equal(f->snap->gpus[3].st[GS_M_ECC_CORR_VOL], GS_ST_NA);
+    assert_int_equal(f->snap->gpus[3].hidden_count, 0);
+    assert_int_equal(gs_sampler_sample(f->s, fresh, want, &e), GS_OK);
+    for (unsigned i = 0; i < 8; i++) { /* the same readings as the cleared one (clock frozen) */
+        assert_memory_equal(fresh->gpus[i].st, f->snap->gpus[i].st, sizeof fresh->gpus[i].st);
+        assert_memory_equal(fresh->gpus[i].v, f->snap->gpus[i].v, sizeof fresh->gpus[i].v);
+        assert_memory_equal(fresh->gpus[i].text, f->snap->gpus[i].text, sizeof fresh->gpus[i].text);
+    }
+    assert_int_equal(fresh->n_procs, f->snap->n_procs);
+    assert_true(fresh->cap_procs >= fresh->n_procs); /* grown from 2 */
+    fresh->gpus[2].st[GS_M_ECC_CORR_VOL] = GS_ST_OK; /* its second cycle clears */
+    assert_int_equal(gs_sampler_sample(f->s, fresh, 0, &e), GS_OK);
+    assert_int_equal(fresh->gpus[2].st[GS_M_ECC_CORR_VOL], GS_ST_NA);
+    assert_int_equal(fresh->n_procs, 0);
+    gs_snapshot_free(fresh);
+}
+
 /* ---- processes and procfs --------------------------------------------------------------- */
 
 static void self_process_details(void **state)
@@ -618,6 +654,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(open_errors, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(snapshot_bookkeeping, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(fresh_snapshot_first_cycle, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(self_process_details, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(fake_proc_root, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(sim_pids_never_borrow_host, fx_setup, fx_teardown),

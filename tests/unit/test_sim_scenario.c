@@ -553,7 +553,8 @@ static void detail_readings_follow_the_scenario(void **state)
                 " \"sram_ecc\": {\"volatile_parity\": 4, \"aggregate_secded\": 5, \"other\": 6,"
                 " \"threshold_exceeded\": true},"
                 " \"fabric\": {\"clique_id\": 32766,"
-                " \"cluster_uuid\": \"0123abcd-4567-89ef-0123-456789ABCDEF\"},"
+                " \"cluster_uuid\": \"0123abcd-4567-89ef-0123-456789ABCDEF\","
+                " \"health_summary\": \"unhealthy\", \"health_mask\": 4506},"
                 " \"tlimit_thresholds_c\": {\"shutdown\": -8},"
                 " \"metrics\": {\"memory_power_w\": 43.19}",
                 NULL, "10");
@@ -589,6 +590,11 @@ static void detail_readings_follow_the_scenario(void **state)
     assert_int_equal(fab.cliqueId, 32766);
     assert_int_equal(fab.clusterUuid[0], 0x01);
     assert_int_equal(fab.clusterUuid[15], 0xEF);
+    assert_int_equal(fab.healthMask, 4506);
+    assert_int_equal(fab.healthSummary, NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY);
+    assert_int_equal((fab.healthMask >> NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_UNHEALTHY) &
+                         NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ROUTE_UNHEALTHY,
+                     NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_TRUE);
     assert_int_equal(nv.nvmlDeviceGetFieldValues(d, 7, fv), NVML_SUCCESS);
     assert_int_equal(fv[0].nvmlReturn, NVML_SUCCESS);
     assert_int_equal(fv[0].value.uiVal, NVML_GPU_RECOVERY_ACTION_DRAIN_P2P);
@@ -613,6 +619,8 @@ static void detail_readings_follow_the_scenario(void **state)
     assert_int_equal(nv.nvmlDeviceGetRowRemapperHistogram(d, &hist), NVML_ERROR_NOT_SUPPORTED);
     assert_int_equal(nv.nvmlDeviceGetGpuFabricInfoV(d, &fab), NVML_SUCCESS);
     assert_int_equal(fab.state, NVML_GPU_FABRIC_STATE_NOT_SUPPORTED);
+    assert_int_equal(fab.healthSummary, NVML_GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED);
+    assert_int_equal(fab.healthMask, 0);
     fv[0].nvmlReturn = NVML_SUCCESS;
     assert_int_equal(nv.nvmlDeviceGetFieldValues(d, 1, fv), NVML_SUCCESS);
     assert_int_equal(fv[0].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
@@ -623,8 +631,16 @@ static void detail_keys_are_checked(void **state)
     static const char *const bad[][2] = {
         {"\"addressing_mode\": \"numa\"", "addressing_mode: unknown value \"numa\""},
         {"\"fabric\": {\"cluster_uuid\": \"0123\"}", "cluster_uuid: expected 32 hex digits"},
+        {"\"fabric\": {\"health_summary\": \"fine\"}", "health_summary: unknown value \"fine\""},
+        {"\"fabric\": {\"health_mask\": -1}", "health_mask"},
+        {"\"fabric\": {\"health\": 1}", "health"},
         {"\"sram_ecc\": {\"l3\": 1}", "l3"},
         {"\"remapped_rows\": {\"histogram\": {\"max\": -1}}", "max"},
+        {"\"gpu_operation_mode\": {\"current\": \"turbo\"}", "current: unknown value \"turbo\""},
+        {"\"pcie_atomics\": {\"outbound\": 128}", "outbound: 128 is out of range"},
+        {"\"pcie_atomics\": {\"both\": 1}", "both"},
+        {"\"protected_memory\": {\"total_mib\": 1, \"used_mib\": 2}", "used exceeds total"},
+        {"\"pdi\": \"0xzz\"", "pdi: \"0xzz\" is not an integer"},
     };
     char json[1024], err[512];
 
@@ -1371,6 +1387,66 @@ static void topology_is_served_and_checked(void **state)
     assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
 }
 
+/* What nvidia-smi -q prints of a MIG device beyond its memory: the instance's reserved memory
+ * (MemoryInfo_v2 on its handle, out of what is free) and its volatile uncorrectable SRAM ECC
+ * count, the one per-instance memory error counter NVML documents (other counters on the MIG
+ * handle: NOT_SUPPORTED); a reservation larger than the instance is refused. */
+static void mig_reserved_and_sram_ecc(void **state)
+{
+    static const char big[] =
+        "{\"gpus\": [{\"name\": \"G\", \"uuid\": \"GPU-g\", \"memory\": {\"total_mib\": 1000},"
+        "\"architecture\": \"hopper\", \"pci\": {\"bus\": 1, \"device_id\": \"0x2330\"},"
+        "\"mig\": {\"mode\": \"enabled\", \"instances\": [{\"gi\": 1, \"profile\": \"3g.40gb\","
+        "\"uuid\": \"MIG-x\", \"memory_total_mib\": 900, \"memory_reserved_mib\": 901}]}}]}";
+    struct gs_sim_scenario *sc = NULL;
+    nvmlDevice_t mig = NULL;
+    nvmlMemory_v2_t m;
+    unsigned long long n = 9;
+    char err[512];
+
+    (void)state;
+    use_one_gpu("\"ecc\": {\"locations\": [\"device_memory\", \"sram\", \"l2_cache\"]},"
+                " \"mig\": {\"mode\": \"enabled\", \"instances\": [{\"gi\": 1, \"profile\": "
+                "\"3g.40gb\", \"uuid\": \"MIG-x\", \"memory_total_mib\": 400, "
+                "\"memory_reserved_mib\": 20, \"ecc_sram_uncorrected_volatile\": 5, "
+                "\"metrics\": {\"mem_used_mib\": 100}}]}",
+                NULL, NULL);
+    assert_int_equal(nv.nvmlInit_v2(), NVML_SUCCESS);
+    assert_int_equal(nv.nvmlDeviceGetMigDeviceHandleByIndex(dev(0), 0, &mig), NVML_SUCCESS);
+    memset(&m, 0, sizeof m);
+    m.version = nvmlMemory_v2;
+    assert_int_equal(nv.nvmlDeviceGetMemoryInfo_v2(mig, &m), NVML_SUCCESS);
+    assert_int_equal(m.total, 400ull << 20);
+    assert_int_equal(m.reserved, 20ull << 20);
+    assert_int_equal(m.used, 100ull << 20);
+    assert_int_equal(m.free, 280ull << 20);
+    assert_int_equal(nv.nvmlDeviceGetMemoryErrorCounter(mig, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                        NVML_VOLATILE_ECC,
+                                                        NVML_MEMORY_LOCATION_SRAM, &n),
+                     NVML_SUCCESS);
+    assert_int_equal(n, 5);
+    assert_int_equal(nv.nvmlDeviceGetMemoryErrorCounter(mig, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                        NVML_VOLATILE_ECC,
+                                                        NVML_MEMORY_LOCATION_L2_CACHE, &n),
+                     NVML_SUCCESS);
+    assert_int_equal(n, 0);
+    assert_int_equal(nv.nvmlDeviceGetMemoryErrorCounter(mig, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                        NVML_VOLATILE_ECC,
+                                                        NVML_MEMORY_LOCATION_DRAM, &n),
+                     NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceGetMemoryErrorCounter(mig, NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                                                        NVML_VOLATILE_ECC,
+                                                        NVML_MEMORY_LOCATION_SRAM, &n),
+                     NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlDeviceGetMemoryErrorCounter(mig, NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                        NVML_AGGREGATE_ECC,
+                                                        NVML_MEMORY_LOCATION_SRAM, &n),
+                     NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(nv.nvmlShutdown(), NVML_SUCCESS);
+    assert_int_equal(gs_sim_scenario_parse(big, strlen(big), "r.json", &sc, err, sizeof err), -1);
+    assert_non_null(strstr(err, "memory_reserved exceeds memory_total"));
+}
+
 static void mig_enable_event_makes_instances_appear(void **state)
 {
     nvmlDevice_t gpu, mig;
@@ -1901,6 +1977,7 @@ int main(void)
         cmocka_unit_test_teardown(topology_is_served_and_checked, test_teardown),
         cmocka_unit_test_teardown(mig_enable_event_makes_instances_appear, test_teardown),
         cmocka_unit_test_teardown(gpu_instance_info, test_teardown),
+        cmocka_unit_test_teardown(mig_reserved_and_sram_ecc, test_teardown),
         cmocka_unit_test_teardown(gpm_versions_and_metrics, test_teardown),
         cmocka_unit_test_teardown(video_engines, test_teardown),
         cmocka_unit_test_teardown(inforom_versions, test_teardown),

@@ -360,13 +360,172 @@ static void q_detail_rows(void **state)
     gs_snapshot_free(s);
 }
 
+/* The Fabric Health rows of -q and -q -x: every word of every condition, N/A for a condition
+ * not read (the mask's "not supported") and for all of them before anything is read. */
+static void q_fabric_health(void **state)
+{
+    struct gs_snapshot *s = fixture();
+    unsigned char sel[3] = {0, 1, 0};
+    struct gs_gpu *g = &s->gpus[1];
+    char *out = NULL, line[160];
+    static const char *const summary[] = {NULL, "Healthy", "Unhealthy", "Limited Capacity"};
+    static const char *const config[] = {NULL,
+                                         "None",
+                                         "SysGUID",
+                                         "Chassis Serial Number",
+                                         "No Partition",
+                                         "Insufficient Nvlinks",
+                                         "Incompatible GPU Firmware",
+                                         "Invalid Location",
+                                         "GPU State Invalid"};
+    static const struct {
+        enum gs_metric m;
+        const char *label, *elem, *w0, *w1;
+    } flags[] = {
+        {GS_M_FABRIC_HEALTH_BW_DEGRADED, "Bandwidth", "bandwidth", "Full", "Degraded"},
+        {GS_M_FABRIC_HEALTH_ROUTE_RECOVERY, "Route Recovery in progress",
+         "route_recovery_in_progress", "False", "True"},
+        {GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY, "Route Unhealthy", "route_unhealthy", "False", "True"},
+        {GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT, "Access Timeout Recovery", "access_timeout_recovery",
+         "False", "True"},
+    };
+
+    (void)state;
+    gs_gpu_set(g, GS_M_FABRIC_STATE, 3);
+    CAPTURE(out, gs_smi_q(f_, s, sel, 0, 0));
+    assert_non_null(strstr(out, "        Health\n"
+                                "            Summary                                    : N/A\n"
+                                "            Bandwidth                                  : N/A\n"
+                                "            Route Recovery in progress                 : N/A\n"
+                                "            Route Unhealthy                            : N/A\n"
+                                "            Access Timeout Recovery                    : N/A\n"
+                                "            Incorrect Configuration                    : N/A\n"));
+    free(out);
+    for (int v = 1; v <= 3; v++) {
+        gs_gpu_set(g, GS_M_FABRIC_HEALTH_SUMMARY, v);
+        CAPTURE(out, gs_smi_q(f_, s, sel, 0, 0));
+        snprintf(line, sizeof line, "            Summary                                    : %s\n",
+                 summary[v]);
+        assert_non_null(strstr(out, line));
+        free(out);
+        CAPTURE(out, gs_smi_q(f_, s, sel, 0, 1));
+        snprintf(line, sizeof line, "<health>\n\t\t\t\t<summary>%s</summary>\n", summary[v]);
+        assert_non_null(strstr(out, line));
+        free(out);
+    }
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        for (int v = 0; v <= 1; v++) {
+            gs_gpu_set(g, flags[i].m, v);
+            CAPTURE(out, gs_smi_q(f_, s, sel, 0, 0));
+            snprintf(line, sizeof line, "            %-43s: %s\n", flags[i].label,
+                     v ? flags[i].w1 : flags[i].w0);
+            assert_non_null(strstr(out, line));
+            free(out);
+            CAPTURE(out, gs_smi_q(f_, s, sel, 0, 1));
+            snprintf(line, sizeof line, "<%s>%s</%s>", flags[i].elem, v ? flags[i].w1 : flags[i].w0,
+                     flags[i].elem);
+            assert_non_null(strstr(out, line));
+            xml_balanced(out);
+            free(out);
+        }
+    for (int v = 1; v <= 8; v++) {
+        gs_gpu_set(g, GS_M_FABRIC_HEALTH_CONFIG, v);
+        CAPTURE(out, gs_smi_q(f_, s, sel, 0, 0));
+        snprintf(line, sizeof line, "            Incorrect Configuration                    : %s\n",
+                 config[v]);
+        assert_non_null(strstr(out, line));
+        free(out);
+        CAPTURE(out, gs_smi_q(f_, s, sel, 0, 1));
+        snprintf(line, sizeof line, "<incorrect_configuration>%s</incorrect_configuration>",
+                 config[v]);
+        assert_non_null(strstr(out, line));
+        free(out);
+    }
+    /* a condition the driver does not report is N/A among the others' words */
+    g->st[GS_M_FABRIC_HEALTH_ROUTE_RECOVERY] = GS_ST_NA;
+    CAPTURE(out, gs_smi_q(f_, s, sel, 0, 0));
+    assert_non_null(strstr(out,
+                           "            Bandwidth                                  : Degraded\n"
+                           "            Route Recovery in progress                 : N/A\n"
+                           "            Route Unhealthy                            : True\n"));
+    free(out);
+    gs_snapshot_free(s);
+}
+
+/* The whole GPU's other -q rows: PDI, module id, GPU operation mode words, vGPU heterogeneous
+ * mode, PCIe atomics as NVML_PCIE_ATOMICS_CAP_* names (each followed by a space, as the H100
+ * capture prints them), protected memory in MiB, the unrepairable flag; N/A where not read. */
+static void q_gpu_rows(void **state)
+{
+    struct gs_snapshot *s = fixture();
+    unsigned char sel[3] = {0, 1, 0};
+    struct gs_gpu *g = &s->gpus[1];
+    char *out = NULL;
+
+    (void)state;
+    gs_gpu_set(g, GS_M_ARCH, 9);
+    snprintf(g->text[GS_T_PDI], GS_STR_LEN, "0xd52bae2e458244e2");
+    g->tst[GS_T_PDI] = GS_ST_OK;
+    gs_gpu_set(g, GS_M_MODULE_ID, 7);
+    gs_gpu_set(g, GS_M_GOM_CURRENT, 0);
+    gs_gpu_set(g, GS_M_GOM_PENDING, 2);
+    gs_gpu_set(g, GS_M_VGPU_HETERO, 1);
+    gs_gpu_set(g, GS_M_PCIE_ATOMICS_OUT, 63);
+    gs_gpu_set(g, GS_M_PCIE_ATOMICS_IN, 0x41);
+    gs_gpu_set(g, GS_M_CC_PROT_TOTAL, 1024.0 * 1048576);
+    gs_gpu_set(g, GS_M_CC_PROT_USED, 1.5 * 1048576);
+    gs_gpu_set(g, GS_M_CC_PROT_FREE, 1022.5 * 1048576);
+    gs_gpu_set(g, GS_M_UNREPAIRABLE_MEM, 0);
+    CAPTURE(out, gs_smi_q(f_, s, sel, 0, 0));
+    assert_non_null(strstr(out, "    GPU PDI                                            : "
+                                "0xd52bae2e458244e2\n"));
+    assert_non_null(strstr(out, "        Module Id                                      : 7\n"));
+    assert_non_null(strstr(out, "    GPU Operation Mode\n"
+                                "        Current                                        : All On\n"
+                                "        Pending                                        : "
+                                "Low Double Precision\n"));
+    assert_non_null(
+        strstr(out, "        vGPU Heterogeneous Mode                        : Enabled\n"));
+    assert_non_null(strstr(out, "        Atomic Caps Outbound                           : "
+                                "FETCHADD_32 FETCHADD_64 SWAP_32 SWAP_64 CAS_32 CAS_64 \n"
+                                "        Atomic Caps Inbound                            : "
+                                "FETCHADD_32 CAS_128 \n"));
+    assert_non_null(strstr(out,
+                           "    Conf Compute Protected Memory Usage\n"
+                           "        Total                                          : 1024 MiB\n"
+                           "        Used                                           : 2 MiB\n"
+                           "        Free                                           : 1023 MiB\n"));
+    assert_non_null(strstr(out, "        Unrepairable Memory                            : No\n"));
+    free(out);
+
+    CAPTURE(out, gs_smi_q(f_, s, sel, 0, 1));
+    assert_non_null(strstr(out, "<pdi>0xd52bae2e458244e2</pdi>"));
+    assert_non_null(strstr(out, "<current_gom>All On</current_gom>"));
+    assert_non_null(strstr(out, "<vgpu_heterogeneous_mode>Enabled</vgpu_heterogeneous_mode>"));
+    assert_non_null(strstr(out, "<unrepairable_memory>No</unrepairable_memory>"));
+    xml_balanced(out);
+    free(out);
+
+    g->st[GS_M_GOM_CURRENT] = g->st[GS_M_PCIE_ATOMICS_IN] = GS_ST_NA;
+    g->tst[GS_T_PDI] = GS_ST_NA;
+    CAPTURE(out, gs_smi_q(f_, s, sel, 0, 0));
+    assert_non_null(strstr(out, "    GPU PDI                                            : N/A\n"));
+    assert_non_null(strstr(out, "        Current                                        : N/A\n"
+                                "        Pending                                        : "
+                                "Low Double Precision\n"));
+    assert_non_null(strstr(out, "        Atomic Caps Inbound                            : N/A\n"));
+    free(out);
+    gs_snapshot_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(sections),       cmocka_unit_test(mib),
-        cmocka_unit_test(table_geometry), cmocka_unit_test(list),
-        cmocka_unit_test(q_sections),     cmocka_unit_test(xml),
-        cmocka_unit_test(q_detail_rows),
+        cmocka_unit_test(sections),        cmocka_unit_test(mib),
+        cmocka_unit_test(table_geometry),  cmocka_unit_test(list),
+        cmocka_unit_test(q_sections),      cmocka_unit_test(xml),
+        cmocka_unit_test(q_detail_rows),   cmocka_unit_test(q_gpu_rows),
+        cmocka_unit_test(q_fabric_health),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -338,7 +338,8 @@ static int quick_main(const struct gs_quick_opts *o, struct gs_err *err)
     struct gs_source_opts src = {.pick = o->no_agent ? GS_SOURCE_NVML : GS_SOURCE_AUTO,
                                  .nvml_env_picks_nvml = true,
                                  .sampler = &sopts,
-                                 .max_procs = 64};
+                                 /* room grows with the processes found (1.7 KB each, zeroed) */
+                                 .max_procs = 16};
     struct quick_run r;
     int rc;
 

@@ -40,6 +40,37 @@ struct row {
 
 /* ---- small formatters ---- */
 
+/* The decimal digits of v into d (at least 21 bytes, NUL-terminated); their count. What "%llu"
+ * writes, without printf's cost: a quick check formats a few dozen numbers. */
+static size_t ull_digits(char *d, unsigned long long v)
+{
+    char r[21];
+    size_t n = 0;
+
+    do {
+        r[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        d[i] = r[n - 1 - i];
+    d[n] = '\0';
+    return n;
+}
+
+/* x rounded to an integer as "%.0f" rounds it (to nearest, ties to even: the default rounding
+ * mode, which printf follows too): adding 2^52 leaves no fraction bits. For 0 <= x < 2^52; -1
+ * for anything else (the caller prints with printf then). */
+static double round_half_even(double x)
+{
+    const double two52 = 4503599627370496.0;
+    volatile double t; /* the sum must be rounded to double, not kept wider or folded */
+
+    if (!(x >= 0 && x < two52))
+        return -1;
+    t = x + two52;
+    return t - two52;
+}
+
 /* Appends s with control characters (and DEL) replaced by '?', cut to max display columns
  * (0: no limit) with an ellipsis. */
 static void put_safe(struct gs_tbuf *b, const char *s, size_t max)
@@ -49,10 +80,14 @@ static void put_safe(struct gs_tbuf *b, const char *s, size_t max)
 
     if (max && cols > max)
         cut = gs_term_clip(s, n, max - 1);
-    for (i = 0; i < cut; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char ch = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-        gs_tbuf_put(b, &ch, 1);
+    for (i = 0; i < cut;) { /* runs of printable bytes at once */
+        size_t j = i;
+        while (j < cut && (unsigned char)s[j] >= 0x20 && s[j] != 0x7f)
+            j++;
+        gs_tbuf_put(b, s + i, j - i);
+        if (j < cut)
+            gs_tbuf_put(b, "?", 1);
+        i = j + (j < cut);
     }
     if (cut < n)
         gs_tbuf_puts(b, "\xe2\x80\xa6"); /* … */
@@ -72,14 +107,28 @@ static long pct(double ratio)
 
 void gs_quick_fmt_mem(char *buf, size_t n, double bytes)
 {
-    double mib = bytes / MIB;
+    double mib = bytes / MIB, r;
+    char d[24];
+    size_t k;
 
-    if (mib >= 100 * 1024.0)
-        snprintf(buf, n, "%.0fG", mib / 1024.0);
-    else if (mib >= 1024.0)
+    if (mib >= 1024.0 && mib < 100 * 1024.0) {
         snprintf(buf, n, "%.1fG", mib / 1024.0);
-    else
-        snprintf(buf, n, "%.0fM", mib);
+        return;
+    }
+    /* "%.0fG" / "%.0fM", the integer written by hand when it is one */
+    r = round_half_even(mib >= 1024.0 ? mib / 1024.0 : mib);
+    if (r < 0) {
+        snprintf(buf, n, mib >= 1024.0 ? "%.0fG" : "%.0fM", mib >= 1024.0 ? mib / 1024.0 : mib);
+        return;
+    }
+    k = ull_digits(d, (unsigned long long)r);
+    d[k++] = mib >= 1024.0 ? 'G' : 'M';
+    if (n == 0)
+        return;
+    if (k > n - 1) /* cut as snprintf cuts */
+        k = n - 1;
+    memcpy(buf, d, k);
+    buf[k] = '\0';
 }
 
 /* A decimal rate for PCIe throughput: "12.3 GB/s", "350 MB/s", "8 kB/s". */
@@ -191,7 +240,15 @@ static void put_mib(struct gs_tbuf *b, int has, double bytes, enum gs_sgr c)
         return;
     }
     gs_tbuf_sgr(b, c);
-    gs_tbuf_printf(b, "%5.0f", floor(bytes / MIB));
+    if (bytes >= 0 && bytes / MIB < 1e15) { /* "%5.0f" of the floor: the integer part */
+        char d[24];
+        size_t k = ull_digits(d, (unsigned long long)(bytes / MIB));
+        if (k < 5)
+            gs_tbuf_spaces(b, 5 - k);
+        gs_tbuf_put(b, d, k);
+    } else {
+        gs_tbuf_printf(b, "%5.0f", floor(bytes / MIB));
+    }
     gs_tbuf_sgr(b, GS_SGR_RESET);
 }
 
@@ -1213,7 +1270,8 @@ void gs_quick_text_need(const struct gs_quick_opts *o, unsigned char *m, unsigne
         {GS_QS_CLOCKS, GS_M_NVLINK_CRC_FLIT},
         {GS_QS_CLOCKS, GS_M_NVLINK_CRC_DATA},
     };
-    static const enum gs_text texts[] = {GS_T_NAME, GS_T_UUID, GS_T_PCI_BUS_ID, GS_T_SERIAL};
+    /* the name shown, the UUID and bus id --id matches (no serial: the text shows none) */
+    static const enum gs_text texts[] = {GS_T_NAME, GS_T_UUID, GS_T_PCI_BUS_ID};
 
     for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++)
         if (!shown[i].show || (o->show & shown[i].show))

@@ -218,8 +218,10 @@ static const struct gs_qfield gpu_fields[] = {
         "nothing is needed)."),
     SECT("gom", "GPU operation mode: which features are switched off to save power or favour\n"
                 "compute (All On, Compute, Low Double Precision)."),
-    NONE("gom.current", "gpu_operation_mode.current", "", "Operation mode in use."),
-    NONE("gom.pending", "gpu_operation_mode.pending", "", "Operation mode after the next reboot."),
+    ROW("gom.current", "gpu_operation_mode.current", "", QK_NAME, GS_M_GOM_CURRENT, GS_QN_GOM, W_D,
+        "Operation mode in use."),
+    ROW("gom.pending", "gpu_operation_mode.pending", "", QK_NAME, GS_M_GOM_PENDING, GS_QN_GOM, W_D,
+        "Operation mode after the next reboot."),
     ROW("fan.speed", NULL, "%", QK_PCT, GS_M_FAN, 0, 0,
         "Fan speed the GPU asks for, as a percent of its maximum (may exceed 100). Boards cooled\n"
         "by the chassis report none."),
@@ -516,9 +518,12 @@ static const struct gs_qfield gpu_fields[] = {
     ROW("c2c.mode", NULL, "", QK_ENABLED, GS_M_C2C_MODE, 0, W_D,
         "Whether the chip-to-chip (C2C) link is on, where there is one."),
     SECT("protected_memory", "Memory set aside for confidential computing."),
-    NONE("protected_memory.total", NULL, "MiB", "Protected memory installed."),
-    NONE("protected_memory.used", NULL, "MiB", "Protected memory allocated by contexts."),
-    NONE("protected_memory.free", NULL, "MiB", "Protected memory nobody holds."),
+    ROW("protected_memory.total", NULL, "MiB", QK_MIB, GS_M_CC_PROT_TOTAL, 0, W_D,
+        "Protected memory installed."),
+    ROW("protected_memory.used", NULL, "MiB", QK_MIB, GS_M_CC_PROT_USED, 0, W_D,
+        "Protected memory allocated by contexts."),
+    ROW("protected_memory.free", NULL, "MiB", QK_MIB, GS_M_CC_PROT_FREE, 0, W_D,
+        "Protected memory nobody holds."),
     BARE("fabric.state", NULL, "", QK_NAME, GS_M_FABRIC_STATE, GS_QN_FABRIC_STATE, W_D,
          "Progress of the GPU's fabric registration."),
     BARE("fabric.status", NULL, "", QK_NAME, GS_M_FABRIC_STATUS, GS_QN_FABRIC_STATUS, W_D,
@@ -527,18 +532,22 @@ static const struct gs_qfield gpu_fields[] = {
          "Fabric clique the GPU belongs to."),
     BARE("fabric.clusterUuid", NULL, "", QK_TEXT, GS_T_FABRIC_CLUSTER, 0, W_D,
          "UUID of the GPU's fabric cluster."),
-    BARE("fabric.health.summary", NULL, "", QK_NONE, 0, 0, 0, "Overall fabric health."),
-    BARE("fabric.health.bandwidth", NULL, "", QK_NONE, 0, 0, 0,
-         "Whether fabric bandwidth is degraded."),
-    BARE("fabric.health.route_recovery_in_progress", NULL, "", QK_NONE, 0, 0, 0,
+    BARE("fabric.health.summary", NULL, "", QK_NAME, GS_M_FABRIC_HEALTH_SUMMARY,
+         GS_QN_FABRIC_HEALTH, W_D, "Overall fabric health."),
+    BARE("fabric.health.bandwidth", NULL, "", QK_NAME, GS_M_FABRIC_HEALTH_BW_DEGRADED,
+         GS_QN_FABRIC_BW, W_D, "Whether fabric bandwidth is degraded."),
+    BARE("fabric.health.route_recovery_in_progress", NULL, "", QK_NAME,
+         GS_M_FABRIC_HEALTH_ROUTE_RECOVERY, GS_QN_TRUE_FALSE, W_D,
          "Whether a fabric route is being recovered."),
-    BARE("fabric.health.route_unhealthy", NULL, "", QK_NONE, 0, 0, 0,
-         "Whether a fabric route is unhealthy."),
-    BARE("fabric.health.access_timeout_recovery", NULL, "", QK_NONE, 0, 0, 0,
+    BARE("fabric.health.route_unhealthy", NULL, "", QK_NAME, GS_M_FABRIC_HEALTH_ROUTE_UNHEALTHY,
+         GS_QN_TRUE_FALSE, W_D, "Whether a fabric route is unhealthy."),
+    BARE("fabric.health.access_timeout_recovery", NULL, "", QK_NAME,
+         GS_M_FABRIC_HEALTH_ACCESS_TIMEOUT, GS_QN_TRUE_FALSE, W_D,
          "Whether the fabric recovers from an access timeout."),
-    BARE("fabric.health.incorrect_configuration", NULL, "", QK_NONE, 0, 0, 0,
-         "Whether the fabric is configured wrongly."),
-    R_ON(QB_595 | QB_610, "fabric.health.partition_assigned", NULL, "", QK_NONE, QA_BARE, 0, 0, 0,
+    BARE("fabric.health.incorrect_configuration", NULL, "", QK_NAME, GS_M_FABRIC_HEALTH_CONFIG,
+         GS_QN_FABRIC_CONFIG, W_D, "Whether the fabric is configured wrongly."),
+    R_ON(QB_595 | QB_610, "fabric.health.partition_assigned", NULL, "", QK_NAME, QA_BARE,
+         GS_M_FABRIC_HEALTH_PARTITION, GS_QN_TRUE_FALSE, W_D,
          "Whether a fabric partition is assigned."),
     SECT("platform", "Where the GPU sits in a rack-scale system."),
     NONE("platform.chassis_serial_number", NULL, "", "Serial number of the chassis."),
@@ -547,7 +556,7 @@ static const struct gs_qfield gpu_fields[] = {
          "Compute tray in the chassis (switch trays not counted)."),
     NONE("platform.host_id", NULL, "", "Node within the slot."),
     NONE("platform.peer_type", NULL, "", "Kind of NVLink peer (e.g. behind a switch or not)."),
-    NONE("platform.module_id", NULL, "", "GPU within the node."),
+    ROW("platform.module_id", NULL, "", QK_INT, GS_M_MODULE_ID, 0, W_D, "GPU within the node."),
     NONE("platform.gpu_fabric_guid", NULL, "", "Fabric GUID of the GPU."),
     NONE("hostname", NULL, "", "Host name stored with the GPU (nvidia-smi --set-hostname)."),
     NONE_ON(QB_610, "bbx.time_run", "seconds",
@@ -592,7 +601,9 @@ const struct gs_qfield *gs_qf_find(enum gs_qf_list list, const char *name)
     for (size_t i = 0; i < n; i++) {
         if (t[i].kind == QK_SECTION)
             continue;
-        if (strcmp(t[i].name, name) == 0 || (t[i].alias && strcmp(t[i].alias, name) == 0))
+        /* the first byte before strcmp: most of the ~200 entries differ there */
+        if ((t[i].name[0] == name[0] && strcmp(t[i].name, name) == 0) ||
+            (t[i].alias && t[i].alias[0] == name[0] && strcmp(t[i].alias, name) == 0))
             return &t[i];
     }
     return NULL;
@@ -764,6 +775,18 @@ struct cell {
 
 static void put(struct cell *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* s appended, cut as vsnprintf cuts: what put(c, "%s", s) writes, without printf's cost. */
+static void put_str(struct cell *c, const char *s)
+{
+    size_t k = strlen(s), room = c->n - c->len - 1;
+
+    if (k > room)
+        k = room;
+    memcpy(c->buf + c->len, s, k);
+    c->len += k;
+    c->buf[c->len] = '\0';
+}
+
 static void put(struct cell *c, const char *fmt, ...)
 {
     va_list ap;
@@ -772,6 +795,13 @@ static void put(struct cell *c, const char *fmt, ...)
     if (c->len + 1 >= c->n)
         return;
     va_start(ap, fmt);
+    if (strcmp(fmt, "%s") == 0 || strcmp(fmt, " %s") == 0) { /* most cells and every unit */
+        if (fmt[0] == ' ')
+            put_str(c, " ");
+        put_str(c, va_arg(ap, const char *));
+        va_end(ap);
+        return;
+    }
     w = vsnprintf(c->buf + c->len, c->n - c->len, fmt, ap);
     va_end(ap);
     if (w < 0)
@@ -834,8 +864,24 @@ static const char *const names_recovery[] = {"None", "Reset", "Reboot", "Drain P
                                              "Drain and Reset"};
 static const char *const names_virt[] = {"None", "Pass-Through", "VGPU", "Host VGPU", "Host VSGA"};
 static const char *const names_host_vgpu[] = {"Non SR-IOV", "SR-IOV"};
+static const char *const names_gom[] = {"All On", "Compute", "Low Double Precision"};
 static const char *const names_fabric_state[] = {"Not Supported", "Not Started", "In Progress",
                                                  "Completed"};
+/* Fabric health: "Healthy", "Full", "False", "True", "Unhealthy" and "None" are in real -q -x
+ * files; "Limited Capacity", "Degraded" and the configuration errors (nvml.h's descriptions of
+ * NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_*) are unconfirmed (docs/nvidia-smi.md). */
+static const char *const names_fabric_health[] = {NULL, "Healthy", "Unhealthy", "Limited Capacity"};
+static const char *const names_fabric_bw[] = {"Full", "Degraded"};
+static const char *const names_true_false[] = {"False", "True"};
+static const char *const names_fabric_config[] = {NULL,
+                                                  "None",
+                                                  "SysGUID",
+                                                  "Chassis Serial Number",
+                                                  "No Partition",
+                                                  "Insufficient Nvlinks",
+                                                  "Incompatible GPU Firmware",
+                                                  "Invalid Location",
+                                                  "GPU State Invalid"};
 
 /* The registration outcome is an NVML return code; nvidia-smi prints "Success" for it, and
  * nvmlErrorString's words for the codes a registration can end with. */
@@ -871,6 +917,13 @@ const char *gs_qf_value_name(enum gs_qf_names t, double v)
         [GS_QN_FABRIC_STATE] = {names_fabric_state,
                                 sizeof names_fabric_state / sizeof *names_fabric_state},
         [GS_QN_FABRIC_STATUS] = {NULL, 0},
+        [GS_QN_GOM] = {names_gom, sizeof names_gom / sizeof *names_gom},
+        [GS_QN_FABRIC_HEALTH] = {names_fabric_health,
+                                 sizeof names_fabric_health / sizeof *names_fabric_health},
+        [GS_QN_FABRIC_BW] = {names_fabric_bw, sizeof names_fabric_bw / sizeof *names_fabric_bw},
+        [GS_QN_TRUE_FALSE] = {names_true_false, sizeof names_true_false / sizeof *names_true_false},
+        [GS_QN_FABRIC_CONFIG] = {names_fabric_config,
+                                 sizeof names_fabric_config / sizeof *names_fabric_config},
     };
     long long k;
 

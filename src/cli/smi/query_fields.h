@@ -108,6 +108,11 @@ enum gs_qf_names {
     GS_QN_HOST_VGPU,     /* GS_M_HOST_VGPU_MODE: Non SR-IOV, SR-IOV */
     GS_QN_FABRIC_STATE,  /* GS_M_FABRIC_STATE: Not Supported, Not Started, In Progress, ... */
     GS_QN_FABRIC_STATUS, /* GS_M_FABRIC_STATUS: an NVML return code, "Success" for 0 */
+    GS_QN_GOM,           /* GS_M_GOM_*: All On, Compute, Low Double Precision */
+    GS_QN_FABRIC_HEALTH, /* GS_M_FABRIC_HEALTH_SUMMARY: Healthy, Unhealthy, Limited Capacity */
+    GS_QN_FABRIC_BW,     /* GS_M_FABRIC_HEALTH_BW_DEGRADED: Full, Degraded */
+    GS_QN_TRUE_FALSE,    /* the other fabric health flags: False, True */
+    GS_QN_FABRIC_CONFIG, /* GS_M_FABRIC_HEALTH_CONFIG: None, SysGUID, ... */
     GS_QN__COUNT
 };
 

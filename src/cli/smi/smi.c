@@ -271,12 +271,14 @@ static unsigned want_of(const struct smi_opts *o)
         break;
     }
     /* PCIe throughput blocks ~20 ms per direction and GPU; only the PCI block (no -d) shows it.
-     * The detail readings (8 calls per GPU) feed rows outside any -d section but ECC's SRAM
-     * status and ROW_REMAPPER's histogram. */
+     * The detail readings (15 calls per GPU, each only where a printed row needs it) feed rows
+     * outside any -d section but ECC's SRAM status and unrepairable flag, ROW_REMAPPER's
+     * histogram and MEMORY's protected memory. */
     return GS_WANT_PROCS | GS_WANT_HEALTH | GS_WANT_MIG | GS_WANT_STATIC |
            (o->sections ? 0 : GS_WANT_PCIE_TPUT) |
-           (!o->sections || (o->sections & (GS_SMI_D_ECC | GS_SMI_D_ROW_REMAPPER)) ? GS_WANT_DETAIL
-                                                                                   : 0);
+           (!o->sections || (o->sections & (GS_SMI_D_ECC | GS_SMI_D_ROW_REMAPPER | GS_SMI_D_MEMORY))
+                ? GS_WANT_DETAIL
+                : 0);
 }
 
 /* nvmlSystemGetNVMLVersion answers "<CUDA major>.<driver version>" ("13.595.71.05"); nvidia-smi
@@ -390,6 +392,8 @@ int gs_smi_main(int argc, char **argv, const char *prog)
     /* the table's ECC cell; -q's sections but ECC (its per-location counters: no -d is all) */
     so.mask_health =
         o.mode == M_TABLE || (o.mode == M_QUERY && o.sections && !(o.sections & GS_SMI_D_ECC));
+    /* the MIG devices' SRAM ECC count: the table's MIG box, -q's MIG Device blocks (no -d) */
+    so.mig_sram_ecc = o.mode == M_TABLE || (o.mode == M_QUERY && !o.sections);
     status = gs_smi_open(&src, want_of(&o), &so);
     if (status != 0)
         goto done;

@@ -183,7 +183,8 @@ int gs_smi_nvlink(int argc, char **argv, const char *prog)
         }
         for (unsigned i = 0; i < snap->n_gpus; i++) /* the GPUs whose links are printed */
             rows[i] = sel[i] && snap->gpus[i].n_nvlink > 0;
-        rc = gs_source_topology(src, rows, topo, snap->n_gpus, &err); /* each GPU's links once */
+        /* the links' states and capabilities, each GPU's once; not the matrix (topo -m) */
+        rc = gs_source_topology(src, rows, GS_TOPO_LINK_CAPS, topo, snap->n_gpus, &err);
         if (rc != GS_OK) {
             status = gs_smi_fail(rc, err.msg);
             goto done;

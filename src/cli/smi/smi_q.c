@@ -54,6 +54,8 @@ enum fmt {
     MF_NAME,     /* a word of query_fields' table `bit` (enum gs_qf_names) */
     MF_ENDIS_LC, /* "enabled" / "disabled", lower case (Capabilities) */
     MF_PCT2,     /* a ratio as a percentage with two decimals and no space: "100.00%" */
+    MF_ENDIS,    /* "Enabled" / "Disabled" */
+    MF_ATOMICS,  /* a mask of NVML_PCIE_ATOMICS_CAP_* bits as names, each followed by a space */
 };
 
 enum fn {
@@ -170,7 +172,7 @@ static const struct row rows[] = {
     Q(2, 0, 0, "Pending", "pending_dm", "driver_model.pending"),
     Q(1, 0, 0, "Serial Number", "serial", "serial"),
     Q(1, 0, 0, "GPU UUID", "uuid", "uuid"),
-    N(1, 0, 0, "GPU PDI", "pdi"),
+    T(1, 0, 0, "GPU PDI", "pdi", GS_T_PDI),
     M(1, 0, 0, "Minor Number", "minor_number", GS_M_MINOR, MF_INT),
     Q(1, 0, 0, "VBIOS Version", "vbios_version", "vbios_version"),
     M(1, 0, 0, "MultiGPU Board", "multigpu_board", GS_M_MULTI_GPU_BOARD, MF_YESNO),
@@ -203,7 +205,7 @@ static const struct row rows[] = {
     G(1, 0, 0, "GPU Virtualization Mode", "gpu_virtualization_mode"),
     MN(2, 0, 0, "Virtualization Mode", "virtualization_mode", GS_M_VIRT_MODE, GS_QN_VIRT),
     MN(2, 0, 0, "Host VGPU Mode", "host_vgpu_mode", GS_M_HOST_VGPU_MODE, GS_QN_HOST_VGPU),
-    N(2, 0, 0, "vGPU Heterogeneous Mode", "vgpu_heterogeneous_mode"),
+    M(2, 0, 0, "vGPU Heterogeneous Mode", "vgpu_heterogeneous_mode", GS_M_VGPU_HETERO, MF_ENDIS),
     G(1, W_XML | W_PRE590, 0, "GPU Reset Status", "gpu_reset_status"),
     N(2, 0, 0, "Reset Required", "reset_required"),
     N(2, 0, 0, "Drain and Reset Recommended", "drain_and_reset_recommended"),
@@ -238,8 +240,8 @@ static const struct row rows[] = {
       MF_INT),
     M(2, 0, 0, "Tx Throughput", "tx_util", GS_M_PCIE_TX, MF_KBS),
     M(2, 0, 0, "Rx Throughput", "rx_util", GS_M_PCIE_RX, MF_KBS),
-    N(2, 0, 0, "Atomic Caps Outbound", "atomic_caps_outbound"),
-    N(2, 0, 0, "Atomic Caps Inbound", "atomic_caps_inbound"),
+    M(2, 0, 0, "Atomic Caps Outbound", "atomic_caps_outbound", GS_M_PCIE_ATOMICS_OUT, MF_ATOMICS),
+    M(2, 0, 0, "Atomic Caps Inbound", "atomic_caps_inbound", GS_M_PCIE_ATOMICS_IN, MF_ATOMICS),
     Q(1, 0, 0, "Fan Speed", "fan_speed", "fan.speed"),
     Q(1, 0, D_PERF, "Performance State", "performance_state", "pstate"),
     G(1, 0, D_PERF, "Clocks Event Reasons", "clocks_event_reasons"),
@@ -322,7 +324,7 @@ static const struct row rows[] = {
     M(2, W_SPLIT, 0, "Channel Repair Pending", "channel_repair_pending", GS_M_REPAIR_CHANNEL,
       MF_YESNO),
     M(2, W_SPLIT, 0, "TPC Repair Pending", "tpc_repair_pending", GS_M_REPAIR_TPC, MF_YESNO),
-    N(2, W_SPLIT, 0, "Unrepairable Memory", "unrepairable_memory"),
+    M(2, W_SPLIT, 0, "Unrepairable Memory", "unrepairable_memory", GS_M_UNREPAIRABLE_MEM, MF_YESNO),
     G(1, 0, D_PAGE, "Retired Pages", "retired_pages"),
     Q(2, W_TEXT, 0, "Single Bit ECC", NULL, "retired_pages.single_bit_ecc.count"),
     Q(2, W_TEXT, 0, "Double Bit ECC", NULL, "retired_pages.double_bit.count"),
@@ -615,6 +617,21 @@ static void metric_value(const struct q *q, const struct row *r, char *buf, size
     case MF_YESNO:
         snprintf(buf, n, "%s", v != 0 ? "Yes" : "No");
         break;
+    case MF_ENDIS:
+        snprintf(buf, n, "%s", v != 0 ? "Enabled" : "Disabled");
+        break;
+    case MF_ATOMICS: {
+        /* the bit order of NVML_PCIE_ATOMICS_CAP_*, as a capture prints them */
+        static const char *const ops[] = {"FETCHADD_32", "FETCHADD_64", "SWAP_32", "SWAP_64",
+                                          "CAS_32",      "CAS_64",      "CAS_128"};
+        unsigned long long mask = (unsigned long long)llround(v);
+        size_t at = 0;
+        buf[0] = '\0';
+        for (size_t i = 0; i < sizeof ops / sizeof *ops && at < n; i++)
+            if (mask & (1ull << i))
+                at += (size_t)snprintf(buf + at, n - at, "%s ", ops[i]);
+        break;
+    }
     case MF_BIT:
         snprintf(buf, n, "%s", ((unsigned long long)llround(v) & r->bit) ? "Active" : "Not Active");
         break;
@@ -739,7 +756,9 @@ static void mig_block(struct q *q, unsigned xd)
         close_group(q, x + 1, "device_attributes");
         open_group(q, 2, x + 1, "ECC Errors", "ecc_error_count");
         open_group(q, 3, x + 2, "Volatile", "volatile_count");
-        leaf(q, 4, x + 3, COLON, "SRAM Uncorrectable", "sram_uncorrectable", NA);
+        snprintf(b1, sizeof b1, m->sram_unc_st == GS_ST_OK ? "%llu" : NA,
+                 (unsigned long long)m->sram_unc_vol);
+        leaf(q, 4, x + 3, COLON, "SRAM Uncorrectable", "sram_uncorrectable", b1);
         close_group(q, x + 2, "volatile_count");
         close_group(q, x + 1, "ecc_error_count");
         open_group(q, 2, x + 1, "Shared FB Memory Usage", "fb_memory_usage");
@@ -752,7 +771,10 @@ static void mig_block(struct q *q, unsigned xd)
             snprintf(b3, sizeof b3, NA);
             snprintf(b4, sizeof b4, NA);
         }
-        snprintf(b2, sizeof b2, NA);
+        if (m->mem_st == GS_ST_OK && m->mem_reserved_st == GS_ST_OK)
+            snprintf(b2, sizeof b2, "%llu MiB", gs_smi_mib(m->mem_reserved_bytes));
+        else
+            snprintf(b2, sizeof b2, NA);
         leaf(q, 3, x + 2, COLON, "Total", "total", b1);
         leaf(q, 3, x + 2, COLON, "Reserved", "reserved", b2);
         leaf(q, 3, x + 2, COLON, "Used", "used", b3);

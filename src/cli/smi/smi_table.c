@@ -135,7 +135,7 @@ static void mig_rows(FILE *out, const struct gs_gpu *g)
 {
     for (unsigned k = 0; k < g->n_mig; k++) {
         const struct gs_mig *m = &g->mig[k];
-        char used[24], total[24], b1u[24], b1t[24], n[6][16];
+        char used[24], total[24], b1u[24], b1t[24], n[6][16], ecc[24];
         const unsigned cnt[6] = {m->sm_count,  m->ce_count,  m->enc_count,
                                  m->dec_count, m->ofa_count, m->jpg_count};
 
@@ -155,9 +155,11 @@ static void mig_rows(FILE *out, const struct gs_gpu *g)
         }
         for (int i = 0; i < 6; i++)
             snprintf(n[i], sizeof n[i], m->attr_st == GS_ST_OK ? "%u" : NA, cnt[i]);
-        /* the instance's volatile uncorrected ECC count is not in the model */
+        /* the instance's volatile uncorrectable (SRAM) ECC count */
+        snprintf(ecc, sizeof ecc, m->sram_unc_st == GS_ST_OK ? "%llu" : NA,
+                 (unsigned long long)m->sram_unc_vol);
         fprintf(out, "|%3u%5u%4u%4u  |%19s / %8s    | %-3s%6s |%3s%4s%5s%5s%5s |\n", g->index,
-                m->gi_id, m->ci_id, m->index, used, total, n[0], NA, n[1], n[2], n[3], n[4], n[5]);
+                m->gi_id, m->ci_id, m->index, used, total, n[0], ecc, n[1], n[2], n[3], n[4], n[5]);
         fprintf(out, "|                  |%19s / %8s    |           |                       |\n",
                 b1u, b1t);
         fputs(RULE_MIG, out);

@@ -140,7 +140,8 @@ int gs_smi_topo(int argc, char **argv, const char *prog)
         status = gs_smi_fail(GS_ENOMEM, "out of memory");
         goto done;
     }
-    rc = gs_source_topology(src, NULL, t, n, &err); /* one answer: each GPU's links read once */
+    /* one answer: each GPU's links read once; the links' capabilities (nvlink -c) not read */
+    rc = gs_source_topology(src, NULL, GS_TOPO_MATRIX, t, n, &err);
     if (rc != GS_OK) {
         status = gs_smi_fail(rc, err.msg);
         goto done;

@@ -55,6 +55,7 @@ FLUSH_S = 0.25      # the sender thread hands waiting step records to the native
 DRAIN_S = 2.0       # at most this long waiting for the native sender on SIGTERM / exit
 PHASE_INDEX = {name: i for i, name in enumerate(PHASES)}
 PHASE_INDEX.update({"optimizer": PH_OPTIMIZER, "comm": PH_COMM, "step": PH_STEP})
+_NOT_OPEN = [None] * PH_N  # Profiler._open with no phase open
 
 _perf_ns = time.perf_counter_ns
 _wall = time.time
@@ -450,6 +451,58 @@ class Profiler:
                                       token_pending))
         self._events = []
         self._drain(block=False)
+
+    def step_next(self, now, samples=0, tokens=0, token_pending=None):
+        """step_end(samples, now=now, tokens=, token_pending=) then step_begin(now): one
+        instant ends a step and begins the next (the loop tracker's boundary, gpuscope._loop).
+        The common case, host-timed with no phase open, in one call: the same record and
+        state as the two calls, with less work a step (bench/RESULTS.md, issue 25); anything
+        else takes the two calls."""
+        if self.cuda or self._nvtx or not self._in_step or self._open != _NOT_OPEN or \
+                self._data_ms == self._data_ms:
+            self.step_end(samples, None, now, tokens, token_pending)
+            self.step_begin(now)
+            return
+        # step_end, host path
+        self._mark_ns = now
+        self.step_no = step = self.step_no + 1
+        p0 = self._p0
+        t_begin = self._t0
+        t_end = t_begin + (now - p0) / 1e9
+        acc, seen = self._acc, self._seen
+        ms = [acc[0] if seen[0] else NAN, acc[1] if seen[1] else NAN,
+              acc[2] if seen[2] else NAN, acc[3] if seen[3] else NAN,
+              acc[4] if seen[4] else NAN, (now - p0) / 1e6, self._exposed, NAN]
+        if self.data_in_step:
+            flags = FLAG_DATA_IN_STEP
+            if seen[0]:
+                ms[PH_STEP] = max(0.0, ms[PH_STEP] - acc[0])
+        else:
+            flags = 0
+        self._acc = [0.0] * PH_N
+        self._seen = [False] * PH_N
+        self._exposed = NAN  # (_adj is CUDA's only: untouched on the host path)
+        self.last_end = t_end
+        self.steps_done += 1
+        self.samples_done += samples
+        if self._profiled_next:
+            flags |= FLAG_PROFILED
+        cap = self._capture
+        if cap is not None:
+            active = cap.prof is not None
+            if self.steps_done >= cap.wake_step or now >= cap.wake_ns:
+                cap.boundary(self.steps_done)
+            self._profiled_next = active or cap.prof is not None
+        if token_pending:
+            tokens += _hooks_tokens(token_pending, wait=True)
+        self.tokens_done += tokens
+        self._complete(step, flags, t_begin, t_end, ms, samples, NO_MEM, tokens)
+        # step_begin(now), host path, no explicit data phase waiting
+        if self.step_no > 0 and not self.data_in_step:  # the data gap: none, it begins now
+            self._acc[PH_DATA] = 0.0
+            self._seen[PH_DATA] = True
+        self._t0 = _wall()
+        self._p0 = now
 
     # ---- phases ----
 

@@ -55,6 +55,7 @@ _perf_ns = time.perf_counter_ns
 ROOT_STABLE_STEPS = 3
 OPEN_AFTER_S = 10.0  # the hello goes at the first step's end, or this far into it
 COUNTERS = ("data", "forward", "backward", "optimizer_step", "communication", "ddp_models")
+# (_State's n_<counter> attributes: one attribute increment on the hot paths, not a dict's)
 
 
 class _State:
@@ -76,12 +77,13 @@ class _State:
         self.hf_state = None      # the HF Trainer's state (num_input_tokens_seen), from the callback
         self.hf_tokens_seen = 0   # its count at the previous step's end
         self.batch_n = 0          # the last fetched batch's samples, until a forward trains on it
-        self.fetch_ms = 0.0       # fetch time held until a training forward takes the batch
+        self.fetch_ns = 0         # fetch time held until a training forward takes the batch
         self.fetch_eval = False   # an evaluation forward took the held batch
         self.batch_facts = None   # its loader's settings (no reference to the iterator)
         self.loader_fed = False   # a DataLoader's batches feed the training forwards
         self.seen = {}            # settings the first step showed (facts, sent in the hello)
-        self.counts = dict.fromkeys(COUNTERS, 0)
+        for k in COUNTERS:        # what the hooks saw, for the outcome (outcome())
+            setattr(self, "n_" + k, 0)
         self.comm = []            # DDP buckets of the open backward: (launch_ns, done_ns)
         self.exposed_ms = 0.0     # exposed communication of the open step
         self.sink = None          # a profiler the DDP hooks feed when no tracker runs (callback)
@@ -290,25 +292,30 @@ def boundary():
     else:
         now = _perf_ns()
     st.fdepth = 0
-    if st.fetch_eval:  # the step's last batch went to evaluation only
-        st.fetch_ms, st.fetch_eval = 0.0, False
-    elif st.fetch_ms:  # fetched, no forward took it: data
-        _fetch_to_data(p)
+    if st.fetch_ns:
+        if not st.fetch_eval:  # fetched, no forward took it: data
+            _fetch_to_data(p)
+        st.fetch_ns, st.fetch_eval = 0, False  # else the step's last batch was evaluation's
     p._exposed = st.exposed_ms if p._seen[PH_COMM] else NAN  # Profiler.set_exposed, inline
     tokens = st.tokens if st.hf_state is None else _step_tokens(st)
-    p.step_end(st.samples, None, now, tokens, st.token_pending or None)
+    if p._native_pending or st.global_fwd is not None or (st.step_bwd and not st.step_fwd):
+        # the first steps: the hello, the forward hooks settling on the roots, between steps
+        p.step_end(st.samples, None, now, tokens, st.token_pending or None)
+        st.samples = st.tokens = 0
+        st.token_pending = []
+        st.exposed_ms = 0.0
+        if p._native_pending:
+            _open_run(p)
+            now = _perf_ns()
+        _adapt_forward_hooks()
+        p.step_begin(now)
+        return
+    p.step_next(now, st.samples, tokens, st.token_pending or None)  # the steady state
     st.samples = st.tokens = 0
     if st.token_pending:
         st.token_pending = []
     st.exposed_ms = 0.0
-    if p._native_pending:  # the first step: the hello, between steps
-        _open_run(p)
-        now = _perf_ns()
-    if st.global_fwd is not None or (st.step_bwd and not st.step_fwd):
-        _adapt_forward_hooks()
-    else:
-        st.step_fwd = st.step_bwd = 0
-    p.step_begin(now)
+    st.step_fwd = st.step_bwd = 0
 
 
 def _exposed(ms):
@@ -348,17 +355,19 @@ def _wrap_next(orig):
             # held until the next forward says whose batch it is (_fwd_pre); a fetch with
             # grad disabled feeds an evaluation (its time stays the step's `other`)
             if st.fetch_eval:  # the last batch went to evaluation only: not data
-                st.fetch_ms, st.fetch_eval = 0.0, False
+                st.fetch_ns, st.fetch_eval = 0, False
             if p._in_step and _grad_on():
-                st.fetch_ms += (_perf_ns() - t0) / 1e6
-        st.counts["data"] += 1
+                st.fetch_ns += _perf_ns() - t0
+        st.n_data += 1
         if st.tune_watch:
             st.batch_tag = getattr(self, "__gpuscope_tune__", 0)
+        if p._native_pending:  # the loader's settings: facts of the first step only
+            st.batch_facts = getattr(self, "__gpuscope_facts__", None)
         # the batch's leading dimension (a tuple / list of tensors without recursion): the
         # step's samples once a training forward takes it (an evaluation batch never does)
-        st.batch_facts = getattr(self, "__gpuscope_facts__", None)
         try:
-            first = batch[0] if type(batch) in (tuple, list) and batch else batch
+            tb = type(batch)
+            first = batch[0] if (tb is tuple or tb is list) and batch else batch
             if type(first) is _Tensor:
                 try:
                     st.batch_n = first.size(0)
@@ -404,51 +413,66 @@ def _fetch_to_data(p):
     """The held fetch time is the step's data time (a training forward took the batch, or the
     step ends with no forward having taken it)."""
     st = S
-    if st.fetch_ms and p._in_step:
-        p._acc[PH_DATA] += st.fetch_ms
+    if st.fetch_ns and p._in_step:
+        p._acc[PH_DATA] += st.fetch_ns / 1e6
         p._seen[PH_DATA] = True
-    st.fetch_ms, st.fetch_eval = 0.0, False
+    st.fetch_ns, st.fetch_eval = 0, False
 
 
 def _fwd_pre(module, inputs):
     st = S
     st.fdepth += 1
-    if st.fdepth == 1 and st.top is None and st.fetch_ms and not (module.training and _grad_on()):
-        # an evaluation forward took the held batch (or a frozen teacher: a training forward
-        # may still take it, and then it is data)
-        st.fetch_eval = True
-    if st.fdepth == 1 and st.top is None and st.enabled and module.training and _grad_on():
-        p = st.prof or _begin()
-        if p is not None:
-            if st.fetch_ms:
-                _fetch_to_data(p)
-            st.top = PH_FORWARD
-            if p.cuda:
-                p.phase_begin(PH_FORWARD)
-            else:
-                st.t_top = _perf_ns()
-            st.step_fwd += 1
-            if st.global_fwd is not None:
-                st.step_roots.add(module)
-            # the samples it trains on: the batch the loader gave, else (no DataLoader:
-            # get_batch(), random tensors) its first input's leading dimension
-            if st.batch_n:
-                st.samples += st.batch_n
-                st.batch_n = 0
-                st.loader_fed = True
-                if st.tune_watch:
-                    _tune_trained(st.batch_tag)
-            elif not st.loader_fed and inputs and type(inputs[0]) is _Tensor:
+    if st.fdepth != 1 or st.top is not None:
+        return None
+    if not (module.training and _grad_on()):
+        if st.fetch_ns:
+            # an evaluation forward took the held batch (or a frozen teacher: a training
+            # forward may still take it, and then it is data)
+            st.fetch_eval = True
+        return None
+    if not st.enabled:
+        return None
+    p = st.prof or _begin()
+    if p is None:
+        return None
+    if st.fetch_ns:  # _fetch_to_data, inline: the batch it trains on was fetched
+        if p._in_step:
+            p._acc[PH_DATA] += st.fetch_ns / 1e6
+            p._seen[PH_DATA] = True
+        st.fetch_ns, st.fetch_eval = 0, False
+    st.top = PH_FORWARD
+    if p.cuda:
+        p.phase_begin(PH_FORWARD)
+    else:
+        st.t_top = _perf_ns()
+    st.step_fwd += 1
+    if st.global_fwd is not None:
+        st.step_roots.add(module)
+    # the samples it trains on: the batch the loader gave, else (no DataLoader: get_batch(),
+    # random tensors) its first input's leading dimension
+    n = st.batch_n
+    if n:
+        st.samples += n
+        st.batch_n = 0
+        st.loader_fed = True
+        if st.tune_watch:
+            _tune_trained(st.batch_tag)
+    # tokens: only a call when the forward may carry them (an integer first input, or keyword
+    # inputs only); a float batch costs an attribute read
+    if inputs:
+        x = inputs[0]
+        if type(x) is _Tensor:
+            if not n and not st.loader_fed:
                 try:
-                    st.samples += inputs[0].size(0)
+                    st.samples += x.size(0)
                 except IndexError:  # 0-d
                     pass
-            # tokens: only a call when the forward may carry them (an integer first input, or
-            # keyword inputs only); a float batch costs an attribute read
-            if not inputs or (type(inputs[0]) is _Tensor and inputs[0].dtype in _TOKEN_DTYPES):
+            if x.dtype in _TOKEN_DTYPES:
                 _count_tokens(st, p, inputs)
-            if p._native_pending:
-                _note_forward(p, module, inputs)
+    else:
+        _count_tokens(st, p, inputs)
+    if p._native_pending:
+        _note_forward(p, module, inputs)
     return None
 
 
@@ -517,18 +541,20 @@ def _install_global_forward():
 
 def _fwd_post(module, inputs, output):
     st = S
-    st.fdepth -= 1
-    if st.fdepth <= 0:
-        st.fdepth = 0
-        if st.top == PH_FORWARD:
-            p = st.prof
-            st.top = None
-            if p.cuda:
-                p.phase_end(PH_FORWARD)
-            else:
-                p._acc[PH_FORWARD] += (_perf_ns() - st.t_top) / 1e6
-                p._seen[PH_FORWARD] = True
-            st.counts["forward"] += 1
+    d = st.fdepth - 1
+    if d > 0:
+        st.fdepth = d
+        return None
+    st.fdepth = 0
+    if st.top == PH_FORWARD:
+        p = st.prof
+        st.top = None
+        if p.cuda:
+            p.phase_end(PH_FORWARD)
+        else:
+            p._acc[PH_FORWARD] += (_perf_ns() - st.t_top) / 1e6
+            p._seen[PH_FORWARD] = True
+        st.n_forward += 1
     return None
 
 
@@ -542,24 +568,25 @@ _TOKEN_DTYPES = ()  # torch.int64, torch.int32 (install())
 def _wrap_backward(orig):
     @functools.wraps(orig)
     def backward(*args, **kwargs):
-        top = S.top
-        if top is not None and top != PH_FORWARD or not S.enabled or S.finished:
+        st = S
+        top = st.top
+        if top is not None and top != PH_FORWARD or not st.enabled or st.finished:
             return orig(*args, **kwargs)
-        p = S.prof or _begin()
+        p = st.prof or _begin()
         if p is None:
             return orig(*args, **kwargs)
-        if S.top == PH_FORWARD:  # a forward that raised never closed: it ends here
+        if top == PH_FORWARD:  # a forward that raised never closed: it ends here
             _close_top(p)
-        S.fdepth = 0
-        S.comm = []
-        S.top = PH_BACKWARD
-        t0 = S.t_top = _perf_ns()
+        st.fdepth = 0
+        if st.comm:
+            st.comm = []
+        st.top = PH_BACKWARD
+        t0 = st.t_top = _perf_ns()
         if p.cuda:
             p.phase_begin(PH_BACKWARD)
         try:
             return orig(*args, **kwargs)
         finally:
-            st = S
             if st.top == PH_BACKWARD:  # _close_top, inline
                 st.top = None
                 if p.cuda:
@@ -567,7 +594,7 @@ def _wrap_backward(orig):
                 else:
                     p._acc[PH_BACKWARD] += (_perf_ns() - t0) / 1e6
                     p._seen[PH_BACKWARD] = True
-            st.counts["backward"] += 1
+            st.n_backward += 1
             st.step_bwd += 1
             if st.comm:
                 _ddp_exposed(p, t0, _perf_ns())
@@ -616,7 +643,7 @@ def _opt_exit(p):
         S.opt_depth -= 1
     if p is None:
         return
-    S.counts["optimizer_step"] += 1
+    S.n_optimizer_step += 1
     boundary()
 
 
@@ -648,9 +675,8 @@ def _wrap_step(orig, counts=None):
         try:
             return orig(*args, **kwargs)
         finally:
-            if st.opt_depth > 0:
-                st.opt_depth -= 1
-            st.counts["optimizer_step"] += 1
+            st.opt_depth = 0  # (nested steps inside went back to 1)
+            st.n_optimizer_step += 1
             boundary()
     step.__gpuscope__ = orig
     return step
@@ -715,7 +741,7 @@ def _wrap_collective(fn):
             ms = (_perf_ns() - t0) / 1e6
             p.add_ms(PH_COMM, ms)
             _exposed(ms)
-            S.counts["communication"] += 1
+            S.n_communication += 1
     collective.__gpuscope_wrapped__ = fn
     return collective
 
@@ -728,7 +754,7 @@ def _comm_add(t0, t1):
     p.add_ms(PH_COMM, (t1 - t0) / 1e6)
     if S.installed and S.top == PH_BACKWARD:
         S.comm.append((t0, t1))
-    S.counts["communication"] += 1
+    S.n_communication += 1
 
 
 def _timed_hook(hook):
@@ -769,7 +795,7 @@ def _patch_ddp(ddp_cls):
                 print(f"gpuscope: tune: the trial's DDP settings cannot be applied ({e})",
                       file=sys.stderr, flush=True)
         orig_init(self, *args, **kwargs)
-        S.counts["ddp_models"] += 1
+        S.n_ddp_models += 1
         try:  # the settings of the (first) DDP model, for the facts
             cap = getattr(self, "bucket_bytes_cap", None)
             if isinstance(cap, int) and "ddp_bucket_cap_mb" not in S.seen:
@@ -999,7 +1025,7 @@ def step_aside():
 def outcome():
     """What the tracker saw, for the end record (docs/report.md, OUTCOME)."""
     return {"torch_imported": True, "instrumented": ", ".join(S.hooks)[:128],
-            **{"seen_" + k: v for k, v in S.counts.items()}}
+            **{"seen_" + k: getattr(S, "n_" + k) for k in COUNTERS}}
 
 
 def _send_end(outcome_):

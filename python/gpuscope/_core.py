@@ -323,10 +323,6 @@ class Profiler:
             cfg["facts"] = facts
         self.native = _native.NativeRun(cfg)
 
-    @property
-    def _flags(self):
-        return FLAG_DATA_IN_STEP if self.data_in_step else 0
-
     def _control(self):
         return self.native.control() if self.native is not None else 0
 
@@ -429,8 +425,11 @@ class Profiler:
         self.steps_done += 1
         self.samples_done += samples
         cap = self._capture
-        flags = self._flags | (FLAG_PROFILED if self._profiled_next else 0)
-        if cap is not None:
+        flags = FLAG_DATA_IN_STEP if self.data_in_step else 0
+        if self._profiled_next:
+            flags |= FLAG_PROFILED
+        if cap is not None and (self._profiled_next or cap.prof is not None or
+                                self.steps_done >= cap.wake_step or now >= cap.wake_ns):
             active = cap.prof is not None
             if self.steps_done >= cap.wake_step or now >= cap.wake_ns:
                 cap.boundary(self.steps_done)  # else it has nothing to do (_profile.Capture)
@@ -470,15 +469,18 @@ class Profiler:
         t_begin = self._t0
         t_end = t_begin + (now - p0) / 1e9
         acc, seen = self._acc, self._seen
-        ms = [acc[0] if seen[0] else NAN, acc[1] if seen[1] else NAN,
-              acc[2] if seen[2] else NAN, acc[3] if seen[3] else NAN,
-              acc[4] if seen[4] else NAN, (now - p0) / 1e6, self._exposed, NAN]
+        step_ms = (now - p0) / 1e6
         if self.data_in_step:
             flags = FLAG_DATA_IN_STEP
             if seen[0]:
-                ms[PH_STEP] = max(0.0, ms[PH_STEP] - acc[0])
+                step_ms -= acc[0]
+                if step_ms < 0.0:
+                    step_ms = 0.0
         else:
             flags = 0
+        ms = [acc[0] if seen[0] else NAN, acc[1] if seen[1] else NAN,
+              acc[2] if seen[2] else NAN, acc[3] if seen[3] else NAN,
+              acc[4] if seen[4] else NAN, step_ms, self._exposed, NAN]
         self._acc = [0.0] * PH_N
         self._seen = [False] * PH_N
         self._exposed = NAN  # (_adj is CUDA's only: untouched on the host path)
@@ -488,8 +490,9 @@ class Profiler:
         if self._profiled_next:
             flags |= FLAG_PROFILED
         cap = self._capture
-        if cap is not None:
-            active = cap.prof is not None
+        if cap is not None and (self._profiled_next or cap.prof is not None or
+                                self.steps_done >= cap.wake_step or now >= cap.wake_ns):
+            active = cap.prof is not None  # (else: nothing to change, as in step_end)
             if self.steps_done >= cap.wake_step or now >= cap.wake_ns:
                 cap.boundary(self.steps_done)
             self._profiled_next = active or cap.prof is not None

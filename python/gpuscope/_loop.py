@@ -673,7 +673,7 @@ def _wrap_step(orig, counts=None):
         st.top = PH_OPTIMIZER
         st.t_top = now
         try:
-            return orig(*args, **kwargs)
+            return orig(*args, **kwargs) if kwargs else orig(*args)
         finally:
             st.opt_depth = 0  # (nested steps inside went back to 1)
             st.n_optimizer_step += 1

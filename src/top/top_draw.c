@@ -146,8 +146,8 @@ static void graph(struct top_ui *ui, int y, int x, int w, const struct top_hist 
         top = gs_gpu_power_limit(g);
         if (top <= 0)
             for (unsigned i = 0; i < h->n; i++)
-                if (!isnan(h->v[i]) && h->v[i] > top)
-                    top = h->v[i];
+                if (!isnan(top_hist_at(h, i)) && top_hist_at(h, i) > top)
+                    top = top_hist_at(h, i);
         if (top <= 0)
             top = 1;
     }
@@ -155,7 +155,7 @@ static void graph(struct top_ui *ui, int y, int x, int w, const struct top_hist 
     /* right-aligned: the newest point at the right edge */
     x += w - (int)(h->n - start);
     for (unsigned i = start; i < h->n && x < COLS; i++, x++) {
-        float v = h->v[i];
+        float v = top_hist_at(h, i);
         int lvl;
         if (isnan(v)) {
             mvaddch(y, x, ' ');

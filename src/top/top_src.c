@@ -53,6 +53,9 @@ struct top_worker {
     int wake_fd;
     unsigned seq;
     struct top_frame *slot;
+    /* frames to fill again (the key loop's given back, a slot's never taken); guarded by mu */
+    struct top_frame *spare[3];
+    unsigned n_spare;
     const struct top_cfg *cfg;
     unsigned n_src;
     struct src src[TOP_MAX_SRC];
@@ -91,11 +94,12 @@ static int hist_ensure(struct src *s, unsigned n_gpus)
 
 static void hist_push(struct top_hist *h, float v)
 {
-    if (h->n == TOP_HIST) {
-        memmove(h->v, h->v + 1, (TOP_HIST - 1) * sizeof h->v[0]);
-        h->n--;
+    if (h->n < TOP_HIST) {
+        h->v[(h->start + h->n++) % TOP_HIST] = v;
+    } else { /* full: the newest takes the oldest's place */
+        h->v[h->start] = v;
+        h->start = (h->start + 1) % TOP_HIST;
     }
-    h->v[h->n++] = v;
 }
 
 static float graph_value(const struct gs_gpu *g, enum top_graph k)
@@ -161,7 +165,7 @@ static void hist_prefill(struct src *s, double interval_s)
             }
             json_decref(doc);
             /* the history ends where its last flushed point is; live points follow */
-            h->n = 0;
+            h->n = h->start = 0;
             for (unsigned j = 0; j < last; j++)
                 hist_push(h, v[j]);
         }
@@ -170,13 +174,21 @@ static void hist_prefill(struct src *s, double interval_s)
 
 /* ---- snapshots ---- */
 
-static struct gs_snapshot *snap_dup(const struct gs_snapshot *s)
+/* Copies s into *dst, reusing *dst's buffers when they fit (the same GPU count, room for
+ * the processes), so that the steady state allocates nothing; 0, or -1 with *dst NULL. */
+static int snap_copy(struct gs_snapshot **dst, const struct gs_snapshot *s)
 {
-    struct gs_snapshot *d = NULL;
+    struct gs_snapshot *d = *dst;
     struct gs_err e = {0};
 
-    if (gs_snapshot_new(&d, s->n_gpus, s->n_procs ? s->n_procs : 1, &e) != GS_OK)
-        return NULL;
+    if (d && (d->n_gpus != s->n_gpus ||
+              gs_snapshot_reserve_procs(d, s->n_procs ? s->n_procs : 1, &e) != GS_OK)) {
+        gs_snapshot_free(d);
+        d = *dst = NULL;
+    }
+    if (!d && gs_snapshot_new(&d, s->n_gpus, s->n_procs ? s->n_procs : 1, &e) != GS_OK)
+        return -1;
+    *dst = d;
     d->sys = s->sys;
     d->t_real = s->t_real;
     d->t_mono_ns = s->t_mono_ns;
@@ -185,7 +197,7 @@ static struct gs_snapshot *snap_dup(const struct gs_snapshot *s)
     if (s->n_procs)
         memcpy(d->procs, s->procs, s->n_procs * sizeof *s->procs);
     d->n_procs = s->n_procs;
-    return d;
+    return 0;
 }
 
 static int poll_snapshot(struct src *s, struct gs_err *err)
@@ -213,9 +225,7 @@ static int poll_snapshot(struct src *s, struct gs_err *err)
         if (snap->t_real <= 0)
             snap->t_real = t;
     }
-    gs_snapshot_free(s->snap);
-    s->snap = snap_dup(snap);
-    return s->snap ? GS_OK : gs_err_set(err, GS_ENOMEM, "out of memory");
+    return snap_copy(&s->snap, snap) == 0 ? GS_OK : gs_err_set(err, GS_ENOMEM, "out of memory");
 }
 
 static void poll_runs(struct src *s)
@@ -295,12 +305,22 @@ static void poll_src(struct src *s, double interval_s)
     record_poll(s, t, interval_s);
 }
 
-static struct top_frame *build_frame(struct top_worker *w)
+/* A spare frame to fill, or a new one (the first frames only: at most three exist). */
+static struct top_frame *frame_get(struct top_worker *w)
 {
-    struct top_frame *f = calloc(1, sizeof *f);
+    struct top_frame *f = NULL;
 
-    if (!f)
-        return NULL;
+    pthread_mutex_lock(&w->mu);
+    if (w->n_spare)
+        f = w->spare[--w->n_spare];
+    pthread_mutex_unlock(&w->mu);
+    return f ? f : calloc(1, sizeof *f);
+}
+
+/* Fills f (new or reused: its snapshots and history buffers are kept when they fit) with
+ * copies of what the screen needs; 0, or -1 when out of memory. */
+static int build_frame(struct top_worker *w, struct top_frame *f)
+{
     f->n_src = w->n_src;
     f->t = gs_clock_real_s();
     f->seq = ++w->seq;
@@ -313,34 +333,45 @@ static struct top_frame *build_frame(struct top_worker *w)
         memcpy(d->where, s->where, sizeof d->where);
         memcpy(d->err, s->err, sizeof d->err);
         d->t_ok = s->t_ok;
-        if (s->snap) {
-            d->snap = snap_dup(s->snap);
-            if (d->snap && s->hist && s->hist_gpus == s->snap->n_gpus) {
-                size_t n = (size_t)s->hist_gpus * TOP_G__N;
-                d->hist = malloc(n * sizeof *d->hist);
-                if (d->hist)
-                    memcpy(d->hist, s->hist, n * sizeof *d->hist);
+        if (s->snap && s->hist && s->hist_gpus == s->snap->n_gpus) {
+            unsigned n = s->hist_gpus * TOP_G__N;
+            if (d->hist_cap < n) {
+                free(d->hist);
+                d->hist = malloc((size_t)n * sizeof *d->hist);
+                d->hist_cap = d->hist ? n : 0;
             }
-            if (!d->hist) {
-                gs_snapshot_free(d->snap);
-                d->snap = NULL;
-            }
+            if (!d->hist || snap_copy(&d->snap, s->snap) != 0)
+                return -1;
+            memcpy(d->hist, s->hist, (size_t)n * sizeof *d->hist);
+        } else if (d->snap) { /* no good poll yet: the screen says so */
+            gs_snapshot_free(d->snap);
+            d->snap = NULL;
         }
+        json_decref(d->runs);
+        json_decref(d->reports);
         d->runs = s->runs ? json_deep_copy(s->runs) : NULL;
         d->reports = s->reports ? json_deep_copy(s->reports) : NULL;
     }
-    return f;
+    return 0;
 }
 
 static void publish(struct top_worker *w)
 {
-    struct top_frame *f = build_frame(w), *old;
+    struct top_frame *f = frame_get(w), *old;
 
     if (!f)
         return;
+    if (build_frame(w, f) != 0) {
+        top_frame_free(f);
+        return;
+    }
     pthread_mutex_lock(&w->mu);
     old = w->slot;
     w->slot = f;
+    if (old && w->n_spare < sizeof w->spare / sizeof w->spare[0]) {
+        w->spare[w->n_spare++] = old; /* never taken: filled again next time */
+        old = NULL;
+    }
     pthread_mutex_unlock(&w->mu);
     top_frame_free(old);
     if (w->wake_fd >= 0) {
@@ -479,6 +510,19 @@ struct top_frame *top_worker_take(struct top_worker *w)
     return f;
 }
 
+void top_worker_give_back(struct top_worker *w, struct top_frame *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&w->mu);
+    if (w->n_spare < sizeof w->spare / sizeof w->spare[0]) {
+        w->spare[w->n_spare++] = f;
+        f = NULL;
+    }
+    pthread_mutex_unlock(&w->mu);
+    top_frame_free(f);
+}
+
 void top_worker_set_interval(struct top_worker *w, double interval_s)
 {
     pthread_mutex_lock(&w->mu);
@@ -493,6 +537,8 @@ void top_worker_stop(struct top_worker *w)
         return;
     gs_ticker_stop(w->ticker);
     top_frame_free(w->slot);
+    for (unsigned i = 0; i < w->n_spare; i++)
+        top_frame_free(w->spare[i]);
     for (unsigned i = 0; i < w->n_src; i++)
         close_src(&w->src[i]);
     pthread_mutex_destroy(&w->mu);

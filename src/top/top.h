@@ -93,8 +93,8 @@ struct gs_err;
 int top_worker_start(struct top_worker **out, const struct top_cfg *cfg, double interval_s,
                      int wake_fd, struct gs_err *err);
 /* The newest frame not yet taken (the caller holds it until top_worker_give_back), or NULL.
- * At most three frames exist (the caller's, the newest, the one being filled), each reused with
- * its buffers: a frame costs no allocation in the steady state. */
+ * At most two frames exist (the caller's and the newest), each filled again with its buffers
+ * kept: a frame costs no allocation in the steady state. */
 struct top_frame *top_worker_take(struct top_worker *w);
 /* Returns a frame that top_worker_take gave (NULL: nothing) for the worker to fill again. */
 void top_worker_give_back(struct top_worker *w, struct top_frame *f);

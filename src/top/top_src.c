@@ -53,7 +53,7 @@ struct top_worker {
     int wake_fd;
     unsigned seq;
     struct top_frame *slot;
-    /* frames to fill again (the key loop's given back, a slot's never taken); guarded by mu */
+    /* frames the key loop gave back, to fill again; guarded by mu */
     struct top_frame *spare[3];
     unsigned n_spare;
     const struct top_cfg *cfg;
@@ -305,18 +305,6 @@ static void poll_src(struct src *s, double interval_s)
     record_poll(s, t, interval_s);
 }
 
-/* A spare frame to fill, or a new one (the first frames only: at most three exist). */
-static struct top_frame *frame_get(struct top_worker *w)
-{
-    struct top_frame *f = NULL;
-
-    pthread_mutex_lock(&w->mu);
-    if (w->n_spare)
-        f = w->spare[--w->n_spare];
-    pthread_mutex_unlock(&w->mu);
-    return f ? f : calloc(1, sizeof *f);
-}
-
 /* Fills f (new or reused: its snapshots and history buffers are kept when they fit) with
  * copies of what the screen needs; 0, or -1 when out of memory. */
 static int build_frame(struct top_worker *w, struct top_frame *f)
@@ -355,25 +343,35 @@ static int build_frame(struct top_worker *w, struct top_frame *f)
     return 0;
 }
 
+/* Two frames at most: the key loop's and the newest. A frame not yet taken is filled again in
+ * place (under the lock: a copy of ~0.3 MB, while the key loop only takes); else the one the
+ * key loop gave back, or a new one the first time. */
 static void publish(struct top_worker *w)
 {
-    struct top_frame *f = frame_get(w), *old;
+    struct top_frame *f;
+    int rc;
 
-    if (!f)
+    pthread_mutex_lock(&w->mu);
+    if (w->slot) {
+        rc = build_frame(w, w->slot);
+        if (rc != 0) {
+            top_frame_free(w->slot);
+            w->slot = NULL;
+        }
+        pthread_mutex_unlock(&w->mu);
+        return; /* the key loop was woken for it already */
+    }
+    f = w->n_spare ? w->spare[--w->n_spare] : NULL;
+    pthread_mutex_unlock(&w->mu);
+    if (!f && !(f = calloc(1, sizeof *f)))
         return;
     if (build_frame(w, f) != 0) {
         top_frame_free(f);
         return;
     }
     pthread_mutex_lock(&w->mu);
-    old = w->slot;
-    w->slot = f;
-    if (old && w->n_spare < sizeof w->spare / sizeof w->spare[0]) {
-        w->spare[w->n_spare++] = old; /* never taken: filled again next time */
-        old = NULL;
-    }
+    w->slot = f; /* only this thread fills the slot */
     pthread_mutex_unlock(&w->mu);
-    top_frame_free(old);
     if (w->wake_fd >= 0) {
         ssize_t n = write(w->wake_fd, "f", 1);
         (void)n;

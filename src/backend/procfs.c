@@ -501,6 +501,25 @@ static ssize_t pf_read_fd(int fd, char *buf, size_t cap)
     return (ssize_t)got;
 }
 
+/* pf_read_fd for /proc/PID/stat, in one pread: the kernel writes the whole line (a few hundred
+ * bytes, seq_file's single_open) into a buffer that holds it, so a read shorter than the buffer
+ * is the whole file, and the second pread that would only see its end is saved (one system
+ * call a process a cycle instead of two). A read that fills the buffer goes on as pf_read_fd. */
+static ssize_t pf_read_fd_line(int fd, char *buf, size_t cap)
+{
+    ssize_t r;
+
+    do
+        r = pread(fd, buf, cap - 1, 0);
+    while (r < 0 && errno == EINTR);
+    if (r < 0)
+        return -1;
+    if ((size_t)r == cap - 1)
+        return pf_read_fd(fd, buf, cap);
+    buf[r] = '\0';
+    return r;
+}
+
 /* Reads up to cap-1 bytes of root/pid/name (pid 0: root/name) and NUL-terminates. Returns the
  * byte count or -1 with errno set. */
 static ssize_t pf_read(const struct gs_procfs *pf, unsigned pid, const char *name, char *buf,
@@ -529,7 +548,7 @@ static ssize_t pf_read_stat(struct gs_procfs *pf, unsigned pid, struct pf_seen *
     ssize_t n;
 
     if (seen && seen->stat_fd >= 0) {
-        n = pf_read_fd(seen->stat_fd, buf, cap);
+        n = pf_read_fd_line(seen->stat_fd, buf, cap);
         if (n > 0)
             return n;
         close(seen->stat_fd);
@@ -542,7 +561,7 @@ static ssize_t pf_read_stat(struct gs_procfs *pf, unsigned pid, struct pf_seen *
     if (seen->stat_fd < 0)
         return -1;
     pf->n_fds++;
-    return pf_read_fd(seen->stat_fd, buf, cap);
+    return pf_read_fd_line(seen->stat_fd, buf, cap);
 }
 
 int gs_procfs_open(struct gs_procfs **out, const char *root, struct gs_err *err)

@@ -396,6 +396,37 @@ static void worker_tick(void *arg, uint64_t missed)
 
 /* ---- opening ---- */
 
+/* What the view draws of a GPU read from NVML (top_draw.c: meters, badges, graphs, the NVLink
+ * part; top_proc.c: the detail screen), so that the sampler asks the driver for these and not
+ * for the ~20 other readings of a cycle (encoder, BAR1, fans, energy, per-location ECC, ...):
+ * about half of NVML's calls a frame. Processes, MIG and PCIe throughput are read in full with
+ * their want bits; health follows the mask (mask_health). Keep in step with top_draw.c. */
+static const enum gs_metric top_metrics[] = {
+    GS_M_UTIL_GPU,        GS_M_MEM_USED,
+    GS_M_MEM_TOTAL,       GS_M_POWER_DRAW,
+    GS_M_POWER_LIMIT,     GS_M_POWER_ENFORCED_LIMIT,
+    GS_M_TEMP_GPU,        GS_M_TEMP_SLOWDOWN,
+    GS_M_CLOCK_SM,        GS_M_CLOCK_MEM,
+    GS_M_PCIE_GEN,        GS_M_PCIE_WIDTH,
+    GS_M_PCIE_TX,         GS_M_PCIE_RX,
+    GS_M_THROTTLE_ACTIVE, GS_M_ECC_UNCORR_VOL,
+    GS_M_REMAP_PENDING,   GS_M_XID_LAST,
+    GS_M_NVLINK_LINKS,    GS_M_NVLINK_LINKS_ACTIVE,
+    GS_M_NVLINK_TX,       GS_M_NVLINK_RX,
+};
+static unsigned char top_need_m[GS_M__COUNT], top_need_t[GS_T__COUNT];
+
+static const struct gs_sampler_opts *top_sampler_opts(void)
+{
+    static struct gs_sampler_opts so = {
+        .need_metrics = top_need_m, .need_texts = top_need_t, .mask_health = true};
+
+    for (size_t i = 0; i < sizeof top_metrics / sizeof top_metrics[0]; i++)
+        top_need_m[top_metrics[i]] = 1;
+    top_need_t[GS_T_NAME] = 1;
+    return &so;
+}
+
 /* Opens s with o (client/source.h) under name; the local NVML source takes its first sample
  * (a missing driver is an error before the screen is taken: an agent answered already). */
 static int open_src(struct src *s, const struct gs_source_opts *o, const char *name,
@@ -469,6 +500,7 @@ int top_worker_start(struct top_worker **out, const struct top_cfg *cfg, double 
                                                  : cfg->source == TOP_SOURCE_NVML ? GS_SOURCE_NVML
                                                                                   : GS_SOURCE_AUTO,
                                          .hidden_as_procs = true,
+                                         .sampler = top_sampler_opts(),
                                          .max_procs = 64};
         rc = open_src(&w->src[w->n_src++], &o, "local", err);
     }

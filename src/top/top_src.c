@@ -413,6 +413,7 @@ static const enum gs_metric top_metrics[] = {
     GS_M_REMAP_PENDING,   GS_M_XID_LAST,
     GS_M_NVLINK_LINKS,    GS_M_NVLINK_LINKS_ACTIVE,
     GS_M_NVLINK_TX,       GS_M_NVLINK_RX,
+    GS_M_ECC_MODE, /* the ECC counters are read only where ECC is on */
 };
 static unsigned char top_need_m[GS_M__COUNT], top_need_t[GS_T__COUNT];
 

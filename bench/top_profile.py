@@ -30,17 +30,18 @@ def tmux_run(argv, env, secs, probe):
     tmux = ["tmux", "-L", "gsprof-%d" % os.getpid(), "-f", "/dev/null"]
     subprocess.run(tmux + ["new-session", "-d", "-s", "b", "-x", "120", "-y", "40",
                            "exec " + " ".join(argv)], env=env, check=True)
-    pid = None
+    pid = tpid = None
     try:
         time.sleep(0.5)
         pid = int(subprocess.run(tmux + ["list-panes", "-t", "b", "-F", "#{pane_pid}"],
                                  capture_output=True, text=True, check=True).stdout.split()[0])
         time.sleep(WARM)
+        tpid = top_pid(pid)
         return probe(pid, secs)
     finally:
         if pid:
             try:
-                os.kill(top_pid(pid), signal.SIGINT)  # top ends; strace writes its summary
+                os.kill(tpid or pid, signal.SIGINT)  # top ends; strace writes its summary
             except OSError:
                 pass
             for _ in range(50):
@@ -48,6 +49,12 @@ def tmux_run(argv, env, secs, probe):
                     break
                 time.sleep(0.1)
         subprocess.run(tmux + ["kill-server"], stderr=subprocess.DEVNULL)
+        for p in (tpid, pid):  # nothing left behind, whatever the signal did
+            if p and os.path.exists("/proc/%d" % p):
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
 
 
 def top_pid(pid):

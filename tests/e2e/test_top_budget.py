@@ -1,6 +1,7 @@
 """Budgets of `gpuscope top`'s steady state that hold without timing (issue 25): what each
-frame costs in system calls, counted per frame under strace, so that a regression fails on a
-loaded machine as on an idle one.
+frame costs in system calls (counted under strace) and NVML calls (counted by nvml-sim), so
+that a regression fails on a loaded machine as on an idle one; top as of c23a815 fails the
+poll and NVML budgets (6 polls and 1113 NVML calls a poll).
 
 `gpuscope top -d 0.5` runs under `strace -f -ttt` in a tmux terminal of 120x40 on the bundled
 8-GPU training scenario, its clock frozen, every process's pid "self" (procfs answers the same
@@ -11,7 +12,9 @@ start-up (NVML, the first reads of each process, the terminal set-up) is left ou
 - no brk, mmap or munmap: the frames, their snapshots and history rings are filled again in
   place, so memory neither grows nor churns in the steady state;
 - no poll by ncurses during an update (typeahead off): the key loop's and getch's only;
-- system calls in all and terminal writes: today's figure plus a margin, the reason next to it.
+- system calls in all and terminal writes: today's figure plus a margin, the reason next to it;
+- NVML calls a poll (nvml-sim's NVML_SIM_COUNT, a 6-s run minus a 2.5-s run over their polls):
+  the readings the view draws, not every reading of every GPU.
 """
 import json
 import os
@@ -46,8 +49,10 @@ MEM_BUDGET = 0  # brk/mmap/munmap a frame: nothing allocated from the system in 
 POLL_BUDGET = 3  # the key loop's poll(2) and getch's (2); ncurses' typeahead polls were ~8 more
 WRITES_TODAY = 19  # ncurses flushes as it moves the cursor: ~1 write per changed run of cells
 WRITES_BUDGET = 28  # (the graphs' lines, the header's clock); room for longer texts
-CALLS_TODAY = 30  # the terminal writes, 2 preads (/proc/self/stat and statm), the wake pipe,
-CALLS_BUDGET = 42  # the ticker's futex, the key loop's polls and reads, uname
+CALLS_TODAY = 28  # the terminal writes, a pread of /proc/self/stat, the wake pipe, the
+CALLS_BUDGET = 40  # ticker's futex, the key loop's polls and reads, uname
+NVML_TODAY = 305  # what the view draws (src/top/top_src.c top_metrics), processes, health masked
+NVML_BUDGET = 320  # 144 of them the 18 NVLinks' states of 8 GPUs, read every poll
 
 strace, tmux = shutil.which("strace"), shutil.which("tmux")
 probe = subprocess.run([strace, "-f", "-o", os.devnull, "/bin/true"], stdout=subprocess.DEVNULL,
@@ -58,26 +63,39 @@ elif probe.returncode != 0:
     t.skip("top: system calls per frame within budget",
            "strace cannot trace here: " + probe.stderr.strip()[-200:])
 else:
-    out = os.path.join(tmp, "strace")
     env = sim_env(SCENARIO, time=100, TERM="screen-256color", LANG="C.UTF-8", LC_ALL="C.UTF-8",
                   XDG_CONFIG_HOME=tmp, GPUSCOPE_HTTP_SOCKET="off")
     env.pop("TMUX", None)
-    sock = ["-L", "gstopb%d" % os.getpid(), "-f", "/dev/null"]
-    cmd = [strace, "-f", "-ttt", "-o", out, BIN, "top", "--no-save", "-d", "0.5", "--source",
-           "nvml"]
-    subprocess.run([tmux] + sock + ["new-session", "-d", "-s", "t", "-x", "120", "-y", "40",
-                                    " ".join(cmd) + "; sleep 60"], env=env, check=True)
-    try:
-        time.sleep(6)
-        subprocess.run([tmux] + sock + ["send-keys", "-t", "t", "q"])
-        for _ in range(100):
-            if os.path.exists(out) and "+++ exited" in open(out).read():
-                break
-            time.sleep(0.1)
-    finally:
-        subprocess.run([tmux] + sock + ["kill-server"], stderr=subprocess.DEVNULL)
-    lines = open(out).read().splitlines() if os.path.exists(out) else []
-    frames = [i for i, l in enumerate(lines) if re.search(r' write\(\d+, "f", 1\) = 1$', l)]
+
+    def run_top(secs, tag):
+        """top under strace for secs: (the trace's lines, nvml-sim's call count at exit)."""
+        out, count = os.path.join(tmp, "strace." + tag), os.path.join(tmp, "count." + tag)
+        sock = ["-L", "gstopb%d%s" % (os.getpid(), tag), "-f", "/dev/null"]
+        cmd = [strace, "-f", "-ttt", "-o", out, BIN, "top", "--no-save", "-d", "0.5",
+               "--source", "nvml"]
+        subprocess.run([tmux] + sock + ["new-session", "-d", "-s", "t", "-x", "120", "-y", "40",
+                                        " ".join(cmd) + "; sleep 60"],
+                       env=dict(env, NVML_SIM_COUNT=count), check=True)
+        try:
+            time.sleep(secs)
+            subprocess.run([tmux] + sock + ["send-keys", "-t", "t", "q"])
+            for _ in range(100):
+                if os.path.exists(out) and "+++ exited" in open(out).read():
+                    break
+                time.sleep(0.1)
+        finally:
+            subprocess.run([tmux] + sock + ["kill-server"], stderr=subprocess.DEVNULL)
+        total = None
+        if os.path.exists(count):
+            for line in open(count):
+                w = line.split()
+                if w[:2] == ["nvml_calls", "total"]:
+                    total = int(w[2])
+        return (open(out).read().splitlines() if os.path.exists(out) else []), total
+
+    lines, nvml_long = run_top(6, "long")
+    short, nvml_short = run_top(2.5, "short")
+    frames = [i for i, l in enumerate(lines) if re.search(r' write\((?!1,)\d+, "f", 1[,)]', l)]
     steady = lines[frames[4]:frames[-1]] if len(frames) >= 8 else []
     # a poll of NVML is one gethostname (uname) of the worker: frames filled, taken or not
     n = sum(1 for l in steady if re.search(r" uname\(", l))
@@ -103,4 +121,16 @@ else:
     c = sum(calls.values()) / max(n, 1)
     t.ok(n >= 3 and c <= CALLS_BUDGET, "top: %.2f system calls a frame, budget %d (today %d)"
          % (c, CALLS_BUDGET, CALLS_TODAY), detail=detail)
+    # NVML calls a poll: the two runs differ by whole polls (the start-up is the same), and
+    # with the clock frozen every poll asks the same (the static readings come every 60 s)
+    polls_long = sum(1 for l in lines if re.search(r" uname\(", l))
+    polls_short = sum(1 for l in short if re.search(r" uname\(", l))
+    per = ((nvml_long - nvml_short) / (polls_long - polls_short)
+           if nvml_long is not None and nvml_short is not None and polls_long > polls_short
+           else None)
+    t.ok(per is not None and per <= NVML_BUDGET,
+         "top: %s NVML calls a poll on 8 GPUs, budget %d (today %d; c23a815: 1113)"
+         % ("%.1f" % per if per is not None else "?", NVML_BUDGET, NVML_TODAY),
+         detail="long run %s calls, %d polls; short run %s calls, %d polls"
+         % (nvml_long, polls_long, nvml_short, polls_short))
 t.done()

@@ -38,7 +38,10 @@ struct src {
     enum top_src_kind kind;
     char name[128], where[160], err[512];
     struct gs_source *source;
-    struct gs_snapshot *snap; /* the latest good snapshot (a copy, owned) */
+    /* The latest good snapshot: for NVML the sampler's own (borrowed: a failed poll leaves
+     * it part-written, so frames then keep what they hold), else a copy (owned). */
+    struct gs_snapshot *snap;
+    int snap_borrowed;
     struct top_hist *hist;
     unsigned hist_gpus;
     int hist_filled;
@@ -224,6 +227,11 @@ static int poll_snapshot(struct src *s, struct gs_err *err)
             gethostname(snap->sys.hostname, sizeof snap->sys.hostname - 1);
         if (snap->t_real <= 0)
             snap->t_real = t;
+        /* no copy of our own: the frames copy it (one 185 KiB copy a poll fewer on 8 GPUs
+         * with 64 processes, and its memory) */
+        s->snap = snap;
+        s->snap_borrowed = 1;
+        return GS_OK;
     }
     return snap_copy(&s->snap, snap) == 0 ? GS_OK : gs_err_set(err, GS_ENOMEM, "out of memory");
 }
@@ -321,7 +329,9 @@ static int build_frame(struct top_worker *w, struct top_frame *f)
         memcpy(d->where, s->where, sizeof d->where);
         memcpy(d->err, s->err, sizeof d->err);
         d->t_ok = s->t_ok;
-        if (s->snap && s->hist && s->hist_gpus == s->snap->n_gpus) {
+        if (s->snap_borrowed && s->err[0]) {
+            /* the sampler's snapshot after a failed poll: the frame keeps its last answer */
+        } else if (s->snap && s->hist && s->hist_gpus == s->snap->n_gpus) {
             unsigned n = s->hist_gpus * TOP_G__N;
             if (d->hist_cap < n) {
                 free(d->hist);
@@ -464,8 +474,9 @@ static int open_src(struct src *s, const struct gs_source_opts *o, const char *n
 
 static void close_src(struct src *s)
 {
+    if (!s->snap_borrowed)
+        gs_snapshot_free(s->snap);
     gs_source_close(s->source);
-    gs_snapshot_free(s->snap);
     free(s->hist);
     json_decref(s->runs);
     json_decref(s->reports);

@@ -6,14 +6,15 @@ poll and NVML budgets (6 polls and 1113 NVML calls a poll).
 `gpuscope top -d 0.5` runs under `strace -f -ttt` in a tmux terminal of 120x40 on the bundled
 8-GPU training scenario, its clock frozen, every process's pid "self" (procfs answers the same
 on every machine) and nvml-sim's PCIe throughput waits off, for ~6 s. The counts are taken
-between the worker's 5th wake byte ("f": a frame) and its last, divided by its polls, so the
-start-up (NVML, the first reads of each process, the terminal set-up) is left out. Per poll:
+between the worker's 5th wake byte ("f": a frame) and its last, divided by the frames, so the
+start-up (NVML, the first reads of each process, the terminal set-up) is left out. Per frame:
 
 - no brk, mmap or munmap: the frames, their snapshots and history rings are filled again in
   place, so memory neither grows nor churns in the steady state;
 - no poll by ncurses during an update (typeahead off): the key loop's and getch's only;
 - system calls in all and terminal writes: today's figure plus a margin, the reason next to it;
-- NVML calls a poll (nvml-sim's NVML_SIM_COUNT, a 6-s run minus a 2.5-s run over their polls):
+- NVML calls a poll (nvml-sim's NVML_SIM_COUNT, a 6-s run minus a 2.5-s run over their polls,
+  a poll being one nvmlDeviceGetUtilizationRates a GPU):
   the readings the view draws, not every reading of every GPU.
 """
 import json
@@ -44,8 +45,8 @@ with open(SCENARIO, "w") as f:
     json.dump(doc, f)
 
 MEM_BUDGET = 0  # brk/mmap/munmap a frame: nothing allocated from the system in steady state
-# Per poll of the worker (a frame filled; one the key loop had not taken yet is filled again
-# without a draw), so the figures move with the machine's load a little: hence the margins.
+# Per frame drawn (a wake byte): a frame the key loop had not taken yet is filled again without
+# one, so on a loaded machine a figure can count a little more than a poll's: hence the margins.
 POLL_BUDGET = 3  # the key loop's poll(2) and getch's (2); ncurses' typeahead polls were ~8 more
 WRITES_TODAY = 19  # ncurses flushes as it moves the cursor: ~1 write per changed run of cells
 WRITES_BUDGET = 28  # (the graphs' lines, the header's clock); room for longer texts
@@ -85,20 +86,21 @@ else:
                 time.sleep(0.1)
         finally:
             subprocess.run([tmux] + sock + ["kill-server"], stderr=subprocess.DEVNULL)
-        total = None
+        total = polls = None
         if os.path.exists(count):
             for line in open(count):
                 w = line.split()
                 if w[:2] == ["nvml_calls", "total"]:
                     total = int(w[2])
-        return (open(out).read().splitlines() if os.path.exists(out) else []), total
+                elif w[:2] == ["nvml_call", "nvmlDeviceGetUtilizationRates"]:
+                    polls = int(w[2]) // 8  # once a GPU a poll
+        return (open(out).read().splitlines() if os.path.exists(out) else []), (total, polls)
 
-    lines, nvml_long = run_top(6, "long")
-    short, nvml_short = run_top(2.5, "short")
-    frames = [i for i, l in enumerate(lines) if re.search(r' write\((?!1,)\d+, "f", 1[,)]', l)]
+    lines, (nvml_long, polls_long) = run_top(6, "long")
+    short, (nvml_short, polls_short) = run_top(2.5, "short")
+    frames = [i for i, l in enumerate(lines) if re.search(r' write\((?!1,)\d+, "f", 1(?:\)| <)', l)]
     steady = lines[frames[4]:frames[-1]] if len(frames) >= 8 else []
-    # a poll of NVML is one gethostname (uname) of the worker: frames filled, taken or not
-    n = sum(1 for l in steady if re.search(r" uname\(", l))
+    n = len(frames) - 5
     calls = {}
     for l in steady:
         m = re.match(r"^\d+\s+[\d.]+ (?:<\.\.\. )?(\w+)", l)
@@ -123,11 +125,9 @@ else:
          % (c, CALLS_BUDGET, CALLS_TODAY), detail=detail)
     # NVML calls a poll: the two runs differ by whole polls (the start-up is the same), and
     # with the clock frozen every poll asks the same (the static readings come every 60 s)
-    polls_long = sum(1 for l in lines if re.search(r" uname\(", l))
-    polls_short = sum(1 for l in short if re.search(r" uname\(", l))
     per = ((nvml_long - nvml_short) / (polls_long - polls_short)
-           if nvml_long is not None and nvml_short is not None and polls_long > polls_short
-           else None)
+           if None not in (nvml_long, nvml_short, polls_long, polls_short) and
+           polls_long > polls_short else None)
     t.ok(per is not None and per <= NVML_BUDGET,
          "top: %s NVML calls a poll on 8 GPUs, budget %d (today %d; c23a815: 1113)"
          % ("%.1f" % per if per is not None else "?", NVML_BUDGET, NVML_TODAY),

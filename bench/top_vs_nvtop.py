@@ -6,7 +6,8 @@ Usage: bench/top_vs_nvtop.py BUILD NVTOP [REPS [SECONDS [OLD_BUILD]]]
 BUILD: a gpuscope build (its gpuscope and sim/libnvidia-ml.so.1); NVTOP: an nvtop binary (nvtop
 3.x built from its sources, NVIDIA support only: it loads libnvidia-ml.so.1 by name, here
 nvml-sim through LD_LIBRARY_PATH); REPS rounds (default 3) of SECONDS (default 20) each;
-OLD_BUILD: another build whose agent is measured in the same rounds (before/after).
+OLD_BUILD: another build whose top and agent are measured in the same rounds (before/after);
+TOP_ONLY=1 in the environment leaves the agents out.
 
 Scenario bench/scenarios/h100x8-64procs.json: 8 H100s and 64 real sleeping processes whose pids
 reach it through GS_BENCH_PID_<n>, as bench/run.sh does. In each round, in turn:
@@ -169,10 +170,17 @@ def main():
                                      secs)),
                     ("gpuscope agent (1 s, history, /metrics every 5 s)",
                      lambda: agent(build, env, tmp, secs))]
+            if os.environ.get("TOP_ONLY") == "1":
+                runs = runs[:2]
             if old:
                 oenv = dict(env, GPUSCOPE_NVML_LIBRARY=os.path.join(old, "sim",
                                                                     "libnvidia-ml.so.1"))
-                runs.append(("the same agent, OLD_BUILD", lambda: agent(old, oenv, tmp, secs)))
+                runs.insert(1, ("gpuscope top -d 1, OLD_BUILD",
+                                lambda: in_tmux([os.path.join(old, "gpuscope"), "top",
+                                                 "--no-save", "-d", "1"], oenv, secs)))
+                if os.environ.get("TOP_ONLY") != "1":
+                    runs.append(("the same agent, OLD_BUILD",
+                                  lambda: agent(old, oenv, tmp, secs)))
             for name, fn in runs:
                 res.setdefault(name, []).append(fn())
                 print("round %d: %s: %.3f %% of a core, RSS %.1f MiB" %

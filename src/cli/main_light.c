@@ -3,9 +3,10 @@
  * day, linked with only what they use, and everything else handed to gpuscope-full.
  *
  * The one-shot quick check (`gpuscope`, `gpuscope --json`, the watch), `gpuscope query` and
- * `gpuscope --version` run here. This executable links libgpuscope's sampler and backend,
- * jansson and libc, and not SQLite, libmicrohttpd, GnuTLS, libyaml or libcrypt: the dynamic
- * loader then maps a handful of libraries instead of ~20 (bench/RESULTS.md, "Start-up").
+ * `gpuscope --version` run here, and `gpuscope top`, whose module (top_load.c) then maps
+ * ncurses but none of gpuscope-full's libraries. This executable links libgpuscope's sampler and
+ * backend, jansson and libc, and not SQLite, libmicrohttpd, GnuTLS, libyaml or libcrypt: the
+ * dynamic loader then maps a handful of libraries instead of ~20 (bench/RESULTS.md, "Start-up").
  * Every other command (agent, demo, run, help, and commands added later) is the same
  * argv exec'd into gpuscope-full, the executable with every command (main.c), so the process
  * (pid, signals, exit status) is the same one: `gpuscope agent` under systemd stays the
@@ -98,5 +99,7 @@ int main(int argc, char **argv)
         return gs_cli_quick(argc, argv);
     if (strcmp(cmd, "query") == 0)
         return gs_cli_query(argc - 1, argv + 1);
+    if (strcmp(cmd, "top") == 0) /* the module: ncurses, not gpuscope-full's libraries */
+        return gs_cli_top(argc - 1, argv + 1);
     return exec_full(argv);
 }

@@ -1,11 +1,13 @@
 /*
- * `gpuscope top` in the gpuscope binary: loads gpuscope-top.so and calls its gs_top_main.
+ * `gpuscope top` in the gpuscope binary (main_light.c) and in gpuscope-full (main.c): loads
+ * gpuscope-top.so and calls its gs_top_main.
  * The full-screen view links ncurses (and dlopens libcurl for --host); keeping it in a
  * module that only this command loads means `gpuscope`, `gpuscope query` and the agent map
  * neither at start-up.
  *
  * The module is looked for next to the executable (a build tree), then at GS_TOP_MODULE_REL
- * from it (an install moved or staged with DESTDIR: <libexecdir>/../<libdir>/gpuscope/), then
+ * from it (an install moved or staged with DESTDIR: <bindir or libexecdir>/../<libdir>/gpuscope/,
+ * each executable built with its own), then
  * in GS_TOP_MODULE (the install: <libdir>/gpuscope/gpuscope-top.so); $GPUSCOPE_TOP_MODULE
  * overrides them.
  */

@@ -34,11 +34,18 @@ enum top_graph { TOP_G_UTIL, TOP_G_MEM, TOP_G_POWER, TOP_G__N };
 
 enum top_src_kind { TOP_SRC_NVML, TOP_SRC_AGENT, TOP_SRC_HTTP };
 
-/* One graph's points, oldest first; NAN where the reading was absent. */
+/* One graph's points in a fixed ring: n points, the oldest at v[start]; NAN where the reading
+ * was absent. A new point overwrites the oldest once the ring is full (no move). */
 struct top_hist {
-    unsigned n;
+    unsigned n, start;
     float v[TOP_HIST];
 };
+
+/* Point i of h, 0 the oldest, i < h->n. */
+static inline float top_hist_at(const struct top_hist *h, unsigned i)
+{
+    return h->v[(h->start + i) % TOP_HIST];
+}
 
 /* One source's part of a frame. */
 struct top_srcframe {
@@ -49,6 +56,7 @@ struct top_srcframe {
     int local;       /* processes live on this machine (signals, /proc details) */
     struct gs_snapshot *snap; /* NULL until the first good poll */
     struct top_hist *hist;    /* [snap->n_gpus * TOP_G__N] */
+    unsigned hist_cap;        /* entries allocated at hist (a reused frame keeps them) */
     json_t *runs;             /* /api/v1/runs (agents only), NULL otherwise */
     json_t *reports;          /* object: run id -> /api/v1/runs/ID of running runs */
     double t_ok;              /* wall time of the last good poll */
@@ -84,8 +92,12 @@ struct gs_err;
  * byte per published frame. */
 int top_worker_start(struct top_worker **out, const struct top_cfg *cfg, double interval_s,
                      int wake_fd, struct gs_err *err);
-/* The newest frame not yet taken (the caller owns it), or NULL. */
+/* The newest frame not yet taken (the caller holds it until top_worker_give_back), or NULL.
+ * At most two frames exist (the caller's and the newest), each filled again with its buffers
+ * kept: a frame costs no allocation in the steady state. */
 struct top_frame *top_worker_take(struct top_worker *w);
+/* Returns a frame that top_worker_take gave (NULL: nothing) for the worker to fill again. */
+void top_worker_give_back(struct top_worker *w, struct top_frame *f);
 void top_worker_set_interval(struct top_worker *w, double interval_s);
 /* Stops the thread and closes the sources. */
 void top_worker_stop(struct top_worker *w);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <wchar.h>
 
 #include "gpuscope/gs_run.h"
 #include "top/top.h"
@@ -26,12 +27,16 @@ static attr_t col(struct top_ui *ui, int pair)
     return ui->color ? COLOR_PAIR(pair) : 0;
 }
 
-/* Writes text at (y, x) clipped to the screen's width; returns the column after it. */
+/* Writes text at (y, x) clipped to the screen's width; returns the column after it. Printable
+ * ASCII, the common case, goes in as one row of cells (waddchnstr: no conversion of each byte
+ * through the locale's multibyte decoder, about a tenth of waddnstr's cost); other text through
+ * waddnstr. */
 static int put(int y, int x, attr_t a, const char *fmt, ...)
 {
     char buf[1024];
+    chtype cells[sizeof buf];
     va_list ap;
-    int n;
+    int n, k = 0, ascii = 1;
 
     if (y < 0 || y >= LINES || x >= COLS)
         return x;
@@ -39,6 +44,17 @@ static int put(int y, int x, attr_t a, const char *fmt, ...)
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     n = COLS - x;
+    for (const unsigned char *p = (const unsigned char *)buf; *p && k < n; p++) {
+        if (*p < 0x20 || *p > 0x7e) {
+            ascii = 0;
+            break;
+        }
+        cells[k++] = (chtype)*p | a;
+    }
+    if (ascii) {
+        mvaddchnstr(y, x, cells, k);
+        return x + k;
+    }
     attron(a);
     mvaddnstr(y, x, buf, n);
     attroff(a);
@@ -76,18 +92,21 @@ static int meter(struct top_ui *ui, int y, int x, int w, const char *label, doub
     x = put(y, x, A_BOLD, "[");
     fill = r >= 0 ? (int)lround((r > 1 ? 1 : r) * inner) : 0;
     tl = (int)strlen(text);
-    for (int i = 0; i < inner; i++) {
-        int in_text = i >= inner - tl;
-        char ch = in_text ? text[i - (inner - tl)] : (i < fill ? '|' : ' ');
-        attr_t a = i < fill ? col(ui, pair ? pair : level_pair(r)) : 0;
-        if (in_text)
-            a = i < fill && !ui->color ? A_BOLD : A_BOLD | (r < 0 ? col(ui, 0) : 0);
-        if (y < LINES && x < COLS) {
-            attron(a);
-            mvaddch(y, x, (chtype)(unsigned char)ch);
-            attroff(a);
+    {
+        chtype cells[512];
+        int k = 0, x0 = x;
+        for (int i = 0; i < inner; i++) {
+            int in_text = i >= inner - tl;
+            char ch = in_text ? text[i - (inner - tl)] : (i < fill ? '|' : ' ');
+            attr_t a = i < fill ? col(ui, pair ? pair : level_pair(r)) : 0;
+            if (in_text)
+                a = i < fill && !ui->color ? A_BOLD : A_BOLD | (r < 0 ? col(ui, 0) : 0);
+            if (x < COLS && k < (int)(sizeof cells / sizeof cells[0]))
+                cells[k++] = (chtype)(unsigned char)ch | a;
+            x++;
         }
-        x++;
+        if (y < LINES && k) /* the row in one call, not a call a cell */
+            mvaddchnstr(y, x0, cells, k);
     }
     return put(y, x, A_BOLD, "]");
 }
@@ -132,8 +151,6 @@ static const char *const graph_label[TOP_G__N] = {"util", "mem ", "pwr "};
 static void graph(struct top_ui *ui, int y, int x, int w, const struct top_hist *h,
                   enum top_graph k, const struct gs_gpu *g)
 {
-    static const char *const utf[8] = {"\u2581", "\u2582", "\u2583", "\u2584",
-                                       "\u2585", "\u2586", "\u2587", "\u2588"};
     static const char ascii[] = "_.-=+*#@";
     double top = 1.0;
     unsigned start;
@@ -146,29 +163,55 @@ static void graph(struct top_ui *ui, int y, int x, int w, const struct top_hist 
         top = gs_gpu_power_limit(g);
         if (top <= 0)
             for (unsigned i = 0; i < h->n; i++)
-                if (!isnan(h->v[i]) && h->v[i] > top)
-                    top = h->v[i];
+                if (!isnan(top_hist_at(h, i)) && top_hist_at(h, i) > top)
+                    top = top_hist_at(h, i);
         if (top <= 0)
             top = 1;
     }
     start = h->n > (unsigned)w ? h->n - (unsigned)w : 0;
-    /* right-aligned: the newest point at the right edge */
+    /* right-aligned: the newest point at the right edge; the row of cells in one call */
     x += w - (int)(h->n - start);
-    for (unsigned i = start; i < h->n && x < COLS; i++, x++) {
-        float v = h->v[i];
-        int lvl;
-        if (isnan(v)) {
-            mvaddch(y, x, ' ');
-            continue;
+    if (ui->utf8) {
+        static const wchar_t wblk[8][2] = {{0x2581, 0}, {0x2582, 0}, {0x2583, 0}, {0x2584, 0},
+                                           {0x2585, 0}, {0x2586, 0}, {0x2587, 0}, {0x2588, 0}};
+        cchar_t cell[3][8], blank, row[TOP_HIST];
+        int n = 0, x0 = x;
+        setcchar(&blank, L" ", A_NORMAL, 0, NULL);
+        for (int p = 0; p < 3; p++)
+            for (int l = 0; l < 8; l++)
+                setcchar(&cell[p][l], wblk[l], A_NORMAL, (short)(ui->color ? C_GREEN + p : 0),
+                         NULL);
+        for (unsigned i = start; i < h->n && x < COLS; i++, x++) {
+            float v = top_hist_at(h, i);
+            int lvl;
+            if (isnan(v)) {
+                row[n++] = blank;
+                continue;
+            }
+            lvl = (int)lround(v / top * 7);
+            lvl = lvl < 0 ? 0 : lvl > 7 ? 7 : lvl;
+            row[n++] = cell[level_pair(v / top) - C_GREEN][lvl];
         }
-        lvl = (int)lround(v / top * 7);
-        lvl = lvl < 0 ? 0 : lvl > 7 ? 7 : lvl;
-        attron(col(ui, level_pair(v / top)));
-        if (ui->utf8)
-            mvaddstr(y, x, utf[lvl]);
-        else
-            mvaddch(y, x, (chtype)ascii[lvl]);
-        attroff(col(ui, level_pair(v / top)));
+        if (n)
+            mvadd_wchnstr(y, x0, row, n);
+        return;
+    }
+    {
+        chtype row[TOP_HIST];
+        int n = 0, x0 = x;
+        for (unsigned i = start; i < h->n && x < COLS; i++, x++) {
+            float v = top_hist_at(h, i);
+            int lvl;
+            if (isnan(v)) {
+                row[n++] = ' ';
+                continue;
+            }
+            lvl = (int)lround(v / top * 7);
+            lvl = lvl < 0 ? 0 : lvl > 7 ? 7 : lvl;
+            row[n++] = (chtype)ascii[lvl] | col(ui, level_pair(v / top));
+        }
+        if (n)
+            mvaddchnstr(y, x0, row, n);
     }
 }
 

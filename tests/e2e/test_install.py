@@ -4,7 +4,7 @@ reconfigured), then the installed files run from the staging tree:
 
   gpuscope --version (the project's version), the quick check on nvml-sim, `gpuscope agent
   --help` (gpuscope-full found in ../libexec), `gpuscope top --help` (the module found
-  relative to gpuscope-full), `gpuscope run` of an unmodified torch loop whose report counts the
+  relative to gpuscope), `gpuscope run` of an unmodified torch loop whose report counts the
   loop's own steps, with the staged package injected (not the build tree's);
   the .pth naming the package's directory, the systemd unit's ExecStart, agent.conf, the man
   pages (rendered by man);

@@ -5,7 +5,8 @@ Covers: every GPU of the 8-GPU scenario reachable at 80x24 by scrolling; resize;
 filter; SIGTERM to a real child process after a confirmation (and no signal on "n"); a refusal
 for another user's process; a lost GPU and the spinning badge; MIG instances; the agent as the
 source (header, history in the graphs from the first frame); the training panel fed by a real
-run on the agent's steps socket; two --host agents in one view; top.conf; --help and bad usage.
+run on the agent's steps socket; two --host agents in one view; top.conf; --help and bad usage;
+the ECC, row-remap and power-cap badges.
 """
 import json
 import socket
@@ -279,6 +280,25 @@ s = term.wait(r"LOST")
 t.ok(s is not None and "fell off the bus" in s, "gpu-lost: the LOST badge", detail=term.screen())
 t.ok(s is not None and "SPINNING" in s, "the hung ranks' GPUs: SPINNING (100% busy at 68 W of 300 W)",
      detail=s)
+term.close()
+
+# ---- the health badges (the view's NVML need mask must keep what they read) ----
+with open(os.path.join(SCENARIOS, "h100x8-training.json")) as f:
+    bdoc = json.load(f)
+bdoc.setdefault("events", []).extend([
+    {"at_s": 1, "type": "ecc_error", "gpu": 0, "error": "uncorrected", "count": 2},
+    {"at_s": 1, "type": "throttle_on", "gpu": 3, "reasons": ["sw_power_cap"]}])
+bdoc["gpus"][2]["remapped_rows"] = {"correctable": 0, "uncorrectable": 1, "pending": True,
+                                    "failure": False}
+bpath = os.path.join(tmp, "badges.json")
+with open(bpath, "w") as f:
+    json.dump(bdoc, f)
+term = Term(["--no-save", "--source", "nvml"], sim_env(bpath, time=5, GPUSCOPE_HTTP_SOCKET="off"),
+            w=120, h=40)
+s = term.wait(r"ROW REMAP")
+t.ok(s is not None and re.search(r"^   ECC 2 ", s, re.M) and re.search(r"^   power cap ", s, re.M),
+     "badges: ECC 2 (uncorrected volatile), ROW REMAP (pending), power cap (throttle)",
+     detail=term.screen())
 term.close()
 
 # ---- MIG ----

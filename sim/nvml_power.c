@@ -541,6 +541,18 @@ static int nvlink_field(const struct gs_sim_call *c, nvmlFieldValue_t *v, nvmlRe
     return 0;
 }
 
+/* Fields 197/198: pcie.count_base_bytes plus the exact integral of the noise-free pcie_tx_kb_s /
+ * pcie_rx_kb_s pattern (KB = 1024 bytes) over [0, t], wrapping at 2^64 like the driver's. */
+static unsigned long long pcie_count(const struct gs_sim_call *c, bool rx)
+{
+    const struct gs_sim_pattern *p = &c->g->metric[rx ? GS_SIM_M_PCIE_RX : GS_SIM_M_PCIE_TX];
+    double kib = c->t > 0 ? gs_sim_pattern_integral(p, c->t) : 0;
+
+    double base = c->g->pcie_count_base; /* parsed as at most 1.8446744073709e19 < 2^64 */
+
+    return (unsigned long long)base + gs_sim_u64(kib * 1024); /* unsigned: wraps at 2^64 */
+}
+
 static nvmlReturn_t one_field(const struct gs_sim_call *c, nvmlFieldValue_t *v)
 {
     const struct gs_sim_gpu *g = c->g;
@@ -588,6 +600,9 @@ static nvmlReturn_t one_field(const struct gs_sim_call *c, nvmlFieldValue_t *v)
         if (!g->has_energy)
             return NVML_ERROR_NOT_SUPPORTED;
         return set_ull(v, energy_mj(c));
+    case NVML_FI_DEV_PCIE_COUNT_TX_BYTES:
+    case NVML_FI_DEV_PCIE_COUNT_RX_BYTES:
+        return set_ull(v, pcie_count(c, v->fieldId == NVML_FI_DEV_PCIE_COUNT_RX_BYTES));
     case NVML_FI_DEV_PCIE_REPLAY_COUNTER:
         return set_ui(v, g->pcie_replays);
     case NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER:

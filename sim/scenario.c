@@ -1702,7 +1702,8 @@ static int parse_clocks_pcie(struct parse *ps, const struct jobj *gob, struct gs
     static const char *const ck[] = {"graphics", "sm", "mem", "video", "customer_boost_graphics",
                                      NULL};
     static const char *const pk[] = {"max_gen",      "gpu_max_gen",           "max_width",
-                                     "replay_count", "replay_rollover_count", NULL};
+                                     "replay_count", "replay_rollover_count", "count_base_bytes",
+                                     NULL};
     struct jobj ob;
     bool present;
 
@@ -1730,7 +1731,8 @@ static int parse_clocks_pcie(struct parse *ps, const struct jobj *gob, struct gs
             get_u32(ps, &ob, "max_width", 1, 32, &g->pcie_max_width) != 0 ||
             get_u32(ps, &ob, "replay_count", 0, 0xFFFFFFFFu, &g->pcie_replays) != 0 ||
             get_u32(ps, &ob, "replay_rollover_count", 0, 0xFFFFFFFFu, &g->pcie_replay_rollovers) !=
-                0)
+                0 ||
+            get_num(ps, &ob, "count_base_bytes", 0, 1.8446744073709e19, &g->pcie_count_base, &present) != 0)
             return -1;
     } else {
         g->pcie_gpu_max_gen = g->pcie_max_gen;

@@ -391,6 +391,7 @@ struct gs_sim_gpu {
     char gsp_version[GS_SIM_STR_MAX]; /* "" : GetGspFirmwareVersion answers NOT_SUPPORTED */
     unsigned pcie_max_gen, pcie_gpu_max_gen, pcie_max_width;
     unsigned pcie_replays, pcie_replay_rollovers;
+    double pcie_count_base; /* fields 197/198 at t = 0, bytes (pcie.count_base_bytes) */
     bool persistence;
     unsigned compute_mode;
     bool has_ecc;

@@ -590,7 +590,9 @@ static int nvml_sample(struct gs_backend *b, unsigned dev, struct gs_gpu *g, uns
     gs_nvml_read_basic(&c);
     gs_nvml_read_nvlink(&c, want);
     c.masked = 0; /* what the want bits ask for is read in full */
-    if (want & GS_WANT_PCIE_TPUT)
+    /* the byte counters gave this cycle's rate (rd_fields): no 20 ms throughput window; a
+     * GPU without them, or a first reading (one-shot commands), asks the driver's window */
+    if ((want & GS_WANT_PCIE_TPUT) && !d->pcie_rated)
         gs_nvml_read_pcie_tput(&c);
     if (want & GS_WANT_HEALTH) {
         c.masked = b->mask_health; /* unless the caller masks health too */

@@ -797,6 +797,10 @@ typedef struct {
  * 228/229, a mask of NVML_PCIE_ATOMICS_CAP_* */
 #define NVML_FI_DEV_PCIE_OUTBOUND_ATOMICS_MASK 228
 #define NVML_FI_DEV_PCIE_INBOUND_ATOMICS_MASK 229
+/* Cumulative PCIe bytes sent / received since the driver loaded ("may wrap", at the width of the
+ * value's type): field values 197/198 */
+#define NVML_FI_DEV_PCIE_COUNT_TX_BYTES 197
+#define NVML_FI_DEV_PCIE_COUNT_RX_BYTES 198
 #define NVML_PCIE_ATOMICS_CAP_FETCHADD32 0x01
 #define NVML_PCIE_ATOMICS_CAP_FETCHADD64 0x02
 #define NVML_PCIE_ATOMICS_CAP_SWAP32 0x04

@@ -317,6 +317,14 @@ struct nvml_dev {
     unsigned long long nvl_prev[2]; /* tx, rx bytes */
     long long nvl_prev_us;          /* the driver's timestamp of that reading, 0 if none */
     int64_t nvl_prev_ns;            /* CLOCK_MONOTONIC of that reading */
+    /* PCIe byte counters (fields 197/198): 0 not tried, 1 answered, -1 not supported (then
+     * GS_WANT_PCIE_TPUT calls nvmlDeviceGetPcieThroughput); the previous reading for the rate,
+     * the counters' width in bits, and whether this cycle's reading gave a rate */
+    int pcie_cnt, pcie_have, pcie_rated;
+    unsigned pcie_bits;
+    unsigned long long pcie_prev[2]; /* tx, rx bytes */
+    long long pcie_prev_us;          /* the driver's timestamp of that reading, 0 if none */
+    int64_t pcie_prev_ns;            /* CLOCK_MONOTONIC of that reading */
     /* GPM per GPU instance (nvmlGpmMigSampleGet): a pair of samples per instance id */
     struct mig_gpm mgpm[GS_MIG_MAX];
     unsigned n_mgpm;

@@ -384,10 +384,98 @@ static void rd_temp_margin(struct rd *c)
         gs_gpu_set(c->g, GS_M_TEMP_MARGIN, m.marginTemperature);
 }
 
+/* ---- PCIe throughput from the byte counters (fields 197/198) ------------------------------ */
+
+/* Faster than any PCIe link (6.0 x16 is ~64 GB/s a direction): a counter that went back (reset)
+ * reads as a jump near 2^width, and such a jump gives no rate that cycle, never a spike. */
+#define PCIE_RATE_MAX_BPS 1e12
+
+static int pcie_cnt_value(const nvmlFieldValue_t *fv, unsigned long long *v, unsigned *bits)
+{
+    switch (fv->valueType) {
+    case NVML_VALUE_TYPE_UNSIGNED_INT:
+        *v = fv->value.uiVal;
+        *bits = 32;
+        return 1;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG:
+        *v = fv->value.ulVal;
+        *bits = (unsigned)(sizeof fv->value.ulVal * 8);
+        return 1;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+        *v = fv->value.ullVal;
+        *bits = 64;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* fv[0..1]: this cycle's TX and RX counters. The rate is the bytes between two readings over
+ * the time between them (the driver's timestamps when both have one, else CLOCK_MONOTONIC); the
+ * difference is taken at the counter's width, so a wrap costs nothing. The first reading, a
+ * reset or a width change gives no rate (d->pcie_rated stays 0). A field the driver does not
+ * know (NOT_SUPPORTED; INVALID_ARGUMENT / NOT_FOUND from drivers older than the id) turns the
+ * counters off for this GPU: GS_WANT_PCIE_TPUT then calls nvmlDeviceGetPcieThroughput. */
+static void pcie_counters(struct rd *c, const nvmlFieldValue_t fv[2])
+{
+    struct nvml_dev *d = c->d;
+    unsigned long long v[2];
+    unsigned bits[2];
+    long long ts_us = fv[0].timestamp;
+    int64_t now = gs_clock_mono_ns();
+    double dt = 0;
+
+    for (int k = 0; k < 2; k++) {
+        nvmlReturn_t r = fv[k].nvmlReturn;
+        if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_INVALID_ARGUMENT ||
+            r == NVML_ERROR_NOT_FOUND) {
+            d->pcie_cnt = -1;
+            d->pcie_have = 0;
+            return;
+        }
+        if (!gs_nvml_ok(c, NULL, r))
+            return; /* lost, or a passing error: no rate this cycle */
+        if (!pcie_cnt_value(&fv[k], &v[k], &bits[k])) {
+            d->pcie_cnt = -1; /* not a counter we can difference */
+            d->pcie_have = 0;
+            return;
+        }
+    }
+    d->pcie_cnt = 1;
+    if (bits[0] != bits[1] || (d->pcie_have && bits[0] != d->pcie_bits))
+        d->pcie_have = 0;
+    if (d->pcie_have) {
+        if (ts_us > 0 && d->pcie_prev_us > 0)
+            dt = (double)(ts_us - d->pcie_prev_us) * 1e-6;
+        else
+            dt = (double)(now - d->pcie_prev_ns) * 1e-9;
+    }
+    if (d->pcie_have && dt <= 0)
+        return; /* no time passed: keep the older reading, so the next interval is whole */
+    if (d->pcie_have) {
+        unsigned long long mask = bits[0] >= 64 ? ~0ull : (1ull << bits[0]) - 1;
+        double rate[2];
+        for (int k = 0; k < 2; k++)
+            rate[k] = (double)((v[k] - d->pcie_prev[k]) & mask) / dt;
+        if (rate[0] <= PCIE_RATE_MAX_BPS && rate[1] <= PCIE_RATE_MAX_BPS) {
+            gs_gpu_set(c->g, GS_M_PCIE_TX, rate[0]);
+            gs_gpu_set(c->g, GS_M_PCIE_RX, rate[1]);
+            d->pcie_rated = 1;
+        }
+    }
+    d->pcie_prev[0] = v[0];
+    d->pcie_prev[1] = v[1];
+    d->pcie_prev_us = ts_us > 0 && fv[1].timestamp > 0 ? ts_us : 0;
+    d->pcie_prev_ns = now;
+    d->pcie_bits = bits[0];
+    d->pcie_have = 1;
+}
+
 /* Field values in one call (§6): memory temperature, average/instant power of the GPU and of its
  * memory, the time spent in each clock-event reason (ns), the PCIe replay counter's rollovers and
  * the recovery action the driver recommends, the T.Limit-relative temperature thresholds, the
- * EDPp multiplier and the inactive remapped rows. */
+ * EDPp multiplier and the inactive remapped rows; and, while they answer, the PCIe byte counters
+ * (pcie_counters: the throughput without nvmlDeviceGetPcieThroughput's 20 ms wait). */
 static void rd_fields(struct rd *c)
 {
     static const struct {
@@ -417,10 +505,13 @@ static void rd_fields(struct rd *c)
         {NVML_FI_DEV_POWER_AVERAGE, NVML_POWER_SCOPE_MEMORY, GS_M_POWER_MEMORY_AVERAGE, 1e-3},
         {NVML_FI_DEV_POWER_INSTANT, NVML_POWER_SCOPE_MEMORY, GS_M_POWER_MEMORY_INSTANT, 1e-3},
     };
-    nvmlFieldValue_t fv[COUNT_OF(fields)];
-    enum gs_metric ms[COUNT_OF(fields)];
+    nvmlFieldValue_t fv[COUNT_OF(fields) + 2];
+    enum gs_metric ms[COUNT_OF(fields) + 2];
+    size_t n = COUNT_OF(fields);
+    int pcie = 0;
     nvmlReturn_t r;
 
+    c->d->pcie_rated = 0;
     if (c->lost || !c->b->fn.field_values)
         return;
     memset(fv, 0, sizeof fv);
@@ -429,11 +520,21 @@ static void rd_fields(struct rd *c)
         fv[i].scopeId = fields[i].scope;
         ms[i] = fields[i].m;
     }
-    if (!gs_nvml_need_any(c, ms, COUNT_OF(fields)))
+    if (c->d->pcie_cnt >= 0 &&
+        (gs_nvml_need_m(c, GS_M_PCIE_TX) || gs_nvml_need_m(c, GS_M_PCIE_RX))) {
+        fv[n].fieldId = NVML_FI_DEV_PCIE_COUNT_TX_BYTES;
+        ms[n++] = GS_M_PCIE_TX;
+        fv[n].fieldId = NVML_FI_DEV_PCIE_COUNT_RX_BYTES;
+        ms[n++] = GS_M_PCIE_RX;
+        pcie = 1;
+    }
+    if (!gs_nvml_need_any(c, ms, n))
         return;
-    r = c->b->fn.field_values(c->h, (int)COUNT_OF(fields), fv);
+    r = c->b->fn.field_values(c->h, (int)n, fv);
     if (!ok_n(c, r, ms, COUNT_OF(fields)))
         return;
+    if (pcie)
+        pcie_counters(c, &fv[COUNT_OF(fields)]);
     for (size_t i = 0; i < COUNT_OF(fields); i++) {
         double v;
         uint8_t *st = &c->g->st[fields[i].m];

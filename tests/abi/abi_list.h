@@ -1101,3 +1101,9 @@ GS_ABI_CONST("flags and buffer sizes", NVML_PCIE_ATOMICS_CAP_CAS64)
 GS_ABI_CONST("flags and buffer sizes", NVML_PCIE_ATOMICS_CAP_CAS128)
 GS_ABI_CONST("flags and buffer sizes", NVML_PCIE_ATOMICS_OPS_MAX)
 #endif
+/* PCIe byte counters (NVML 12.x; the sampler's throughput without the 20 ms window): field ids
+ * 197/198 */
+#if GS_ABI_OPT(NVML_FI_DEV_PCIE_COUNT_TX_BYTES)
+GS_ABI_CONST("field ids", NVML_FI_DEV_PCIE_COUNT_TX_BYTES)
+GS_ABI_CONST("field ids", NVML_FI_DEV_PCIE_COUNT_RX_BYTES)
+#endif

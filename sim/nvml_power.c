@@ -542,14 +542,19 @@ static int nvlink_field(const struct gs_sim_call *c, nvmlFieldValue_t *v, nvmlRe
 }
 
 /* Fields 197/198: pcie.count_base_bytes plus the exact integral of the noise-free pcie_tx_kb_s /
- * pcie_rx_kb_s pattern (KB = 1024 bytes) over [0, t], wrapping at 2^64 like the driver's. */
+ * pcie_rx_kb_s pattern (KB = 1024 bytes) over [0, t], wrapping at 2^64 like the driver's; from
+ * pcie.count_reset_s on (a driver reload), the integral since then, without the base. */
 static unsigned long long pcie_count(const struct gs_sim_call *c, bool rx)
 {
     const struct gs_sim_pattern *p = &c->g->metric[rx ? GS_SIM_M_PCIE_RX : GS_SIM_M_PCIE_TX];
-    double kib = c->t > 0 ? gs_sim_pattern_integral(p, c->t) : 0;
-
+    double reset = c->g->pcie_count_reset_s;
     double base = c->g->pcie_count_base; /* parsed as at most 1.8446744073709e19 < 2^64 */
+    double kib;
 
+    if (reset >= 0 && c->t >= reset)
+        return gs_sim_u64((gs_sim_pattern_integral(p, c->t) - gs_sim_pattern_integral(p, reset)) *
+                          1024);
+    kib = c->t > 0 ? gs_sim_pattern_integral(p, c->t) : 0;
     return (unsigned long long)base + gs_sim_u64(kib * 1024); /* unsigned: wraps at 2^64 */
 }
 

@@ -1701,9 +1701,9 @@ static int parse_clocks_pcie(struct parse *ps, const struct jobj *gob, struct gs
 {
     static const char *const ck[] = {"graphics", "sm", "mem", "video", "customer_boost_graphics",
                                      NULL};
-    static const char *const pk[] = {"max_gen",      "gpu_max_gen",           "max_width",
-                                     "replay_count", "replay_rollover_count", "count_base_bytes",
-                                     NULL};
+    static const char *const pk[] = {
+        "max_gen",          "gpu_max_gen",   "max_width", "replay_count", "replay_rollover_count",
+        "count_base_bytes", "count_reset_s", NULL};
     struct jobj ob;
     bool present;
 
@@ -1732,10 +1732,15 @@ static int parse_clocks_pcie(struct parse *ps, const struct jobj *gob, struct gs
             get_u32(ps, &ob, "replay_count", 0, 0xFFFFFFFFu, &g->pcie_replays) != 0 ||
             get_u32(ps, &ob, "replay_rollover_count", 0, 0xFFFFFFFFu, &g->pcie_replay_rollovers) !=
                 0 ||
-            get_num(ps, &ob, "count_base_bytes", 0, 1.8446744073709e19, &g->pcie_count_base, &present) != 0)
+            get_num(ps, &ob, "count_base_bytes", 0, 1.8446744073709e19, &g->pcie_count_base,
+                    &present) != 0 ||
+            get_num(ps, &ob, "count_reset_s", 0, 1e9, &g->pcie_count_reset_s, &present) != 0)
             return -1;
+        if (!present)
+            g->pcie_count_reset_s = -1;
     } else {
         g->pcie_gpu_max_gen = g->pcie_max_gen;
+        g->pcie_count_reset_s = -1;
     }
     return 0;
 }

@@ -392,6 +392,8 @@ struct gs_sim_gpu {
     unsigned pcie_max_gen, pcie_gpu_max_gen, pcie_max_width;
     unsigned pcie_replays, pcie_replay_rollovers;
     double pcie_count_base; /* fields 197/198 at t = 0, bytes (pcie.count_base_bytes) */
+    double
+        pcie_count_reset_s; /* the counters restart from 0 here (pcie.count_reset_s; -1: never) */
     bool persistence;
     unsigned compute_mode;
     bool has_ecc;

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -1368,6 +1369,139 @@ static void nvlink_first_cycle_rate(void **state)
     f->b = NULL;
 }
 
+/* The calls nvml-sim counted so far (NVML_SIM_PROFILE), through its own extension symbol. */
+static unsigned long long pcie_sim_calls(void)
+{
+    void *h = dlopen(sim_lib(), RTLD_NOW | RTLD_NOLOAD);
+    void (*get)(unsigned long long *, unsigned long long *);
+    unsigned long long ns = 0, calls = 0;
+
+    assert_non_null(h);
+    *(void **)&get = dlsym(h, "nvmlSimProfileGet");
+    assert_non_null(get);
+    get(&ns, &calls);
+    dlclose(h);
+    return calls;
+}
+
+/* NVML calls one sample of GPU 0 at virtual time t makes, and the sample. */
+static unsigned long long pcie_sample_at(struct fx *f, double t, struct gs_gpu *g, unsigned want)
+{
+    unsigned long long n0;
+
+    clock_set(&f->clk, t);
+    n0 = pcie_sim_calls();
+    sample_ok(f->b, 0, g, want);
+    return pcie_sim_calls() - n0;
+}
+
+static void pcie_open(struct fx *f, const char *path)
+{
+    struct gs_err e;
+
+    setenv("NVML_SIM_PROFILE", "1", 1);
+    setenv("NVML_SIM_SCENARIO", path, 1);
+    setenv("NVML_SIM_TIME", f->clk.env, 1);
+    gs_err_clear(&e);
+    assert_int_equal(
+        gs_backend_nvml.open(&f->b, &(struct gs_backend_opts){.library = sim_lib()}, &e), GS_OK);
+}
+
+/* PCIe throughput from the byte counters (fields 197/198, read in the field-values batch): the
+ * scenario's exact rate from the second reading on, with no nvmlDeviceGetPcieThroughput call
+ * and so no 20 ms wait; a first reading (a one-shot command) asks the throughput call. */
+static void pcie_counter_rate(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu g;
+    char path[1024];
+    unsigned long long n_want, n_plain;
+
+    NEED_SIM();
+    clock_new(&f->clk, 10);
+    inline_scenario(path, sizeof path,
+                    "\"pcie_throughput_delay_ms\": 0, "
+                    "\"metrics\": {\"pcie_tx_kb_s\": 1000, \"pcie_rx_kb_s\": 2500}");
+    pcie_open(f, path);
+    n_want = pcie_sample_at(f, 10, &g, GS_WANT_PCIE_TPUT); /* first: the throughput call */
+    assert_true(gs_gpu_has(&g, GS_M_PCIE_TX) && gs_gpu_has(&g, GS_M_PCIE_RX));
+    assert_close(g.v[GS_M_PCIE_TX], 1000 * 1024.0, 1024);
+    n_want = pcie_sample_at(f, 12, &g, GS_WANT_PCIE_TPUT);
+    assert_close(g.v[GS_M_PCIE_TX], 1000 * 1024.0, 1e-6);
+    assert_close(g.v[GS_M_PCIE_RX], 2500 * 1024.0, 1e-6);
+    n_plain = pcie_sample_at(f, 14, &g, 0); /* the counters answer without the want bit too */
+    assert_close(g.v[GS_M_PCIE_TX], 1000 * 1024.0, 1e-6);
+    assert_int_equal(n_want, n_plain); /* no throughput call on top of the batch */
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+    unlink(path);
+
+    /* the counters near 2^64: the interval over the wrap still reads the exact rate */
+    inline_scenario(path, sizeof path,
+                    "\"pcie_throughput_delay_ms\": 0, \"pcie\": {\"count_base_bytes\": "
+                    "1.8446744073709e19}, "
+                    "\"metrics\": {\"pcie_tx_kb_s\": 1000, \"pcie_rx_kb_s\": 1000}");
+    pcie_open(f, path);
+    pcie_sample_at(f, 0.2, &g, 0); /* ~551 KB below 2^64 at t = 0: not wrapped yet */
+    assert_int_equal(g.st[GS_M_PCIE_TX], GS_ST_NA); /* a first reading gives no rate */
+    pcie_sample_at(f, 1.2, &g, 0);                  /* wrapped */
+    assert_true(gs_gpu_has(&g, GS_M_PCIE_TX));
+    assert_close(g.v[GS_M_PCIE_TX], 1000 * 1024.0, 1e-6);
+    assert_close(g.v[GS_M_PCIE_RX], 1000 * 1024.0, 1e-6);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+    unlink(path);
+
+    /* a reset (the counters restart from 0 at t = 20): no rate that cycle, never a spike; the
+     * next interval reads right again */
+    inline_scenario(path, sizeof path,
+                    "\"pcie_throughput_delay_ms\": 0, \"pcie\": {\"count_reset_s\": 20}, "
+                    "\"metrics\": {\"pcie_tx_kb_s\": 1000, \"pcie_rx_kb_s\": 1000}");
+    pcie_open(f, path);
+    pcie_sample_at(f, 10, &g, 0);
+    pcie_sample_at(f, 19, &g, 0);
+    assert_close(g.v[GS_M_PCIE_TX], 1000 * 1024.0, 1e-6);
+    pcie_sample_at(f, 21, &g, 0);
+    assert_int_equal(g.st[GS_M_PCIE_TX], GS_ST_NA);
+    assert_int_equal(g.st[GS_M_PCIE_RX], GS_ST_NA);
+    pcie_sample_at(f, 22, &g, 0);
+    assert_close(g.v[GS_M_PCIE_TX], 1000 * 1024.0, 1e-6);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+    unlink(path);
+    unsetenv("NVML_SIM_PROFILE");
+}
+
+/* A driver without the counters (NOT_SUPPORTED for 197/198): decided once, then every cycle that
+ * asks for PCIe calls nvmlDeviceGetPcieThroughput as before (2 calls, TX and RX), and 197/198
+ * are not asked again. */
+static void pcie_counter_fallback(void **state)
+{
+    struct fx *f = *state;
+    struct gs_gpu g;
+    char path[1024];
+    unsigned long long n_want, n_plain;
+
+    NEED_SIM();
+    clock_new(&f->clk, 10);
+    inline_scenario(path, sizeof path,
+                    "\"pcie_throughput_delay_ms\": 0, \"not_supported\": [\"field:197\", "
+                    "\"field:198\"], "
+                    "\"metrics\": {\"pcie_tx_kb_s\": 1000, \"pcie_rx_kb_s\": 2500}");
+    pcie_open(f, path);
+    pcie_sample_at(f, 10, &g, GS_WANT_PCIE_TPUT);
+    n_want = pcie_sample_at(f, 12, &g, GS_WANT_PCIE_TPUT);
+    assert_true(gs_gpu_has(&g, GS_M_PCIE_TX));
+    assert_close(g.v[GS_M_PCIE_RX], 2500 * 1024.0, 1024); /* the 20 ms window's mean, in KB/s */
+    n_plain = pcie_sample_at(f, 14, &g, 0);
+    assert_int_equal(g.st[GS_M_PCIE_TX], GS_ST_NA); /* not asked: no reading */
+    assert_int_equal(n_want, n_plain + 2);
+    gs_backend_nvml.close(f->b);
+    f->b = NULL;
+    unlink(path);
+    unsetenv("NVML_SIM_PROFILE");
+}
+
 static void utilization_samples(void **state)
 {
     struct fx *f = *state;
@@ -1625,6 +1759,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(nvlink_links, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(nvlink_state_cadence, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(nvlink_first_cycle_rate, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(pcie_counter_rate, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(pcie_counter_fallback, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(topology, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(mig_gpm, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(mig_smi_rows, fx_setup, fx_teardown),

@@ -11,7 +11,7 @@ unsigned gs_agent_want(uint64_t n)
     unsigned want = GS_WANT_PROCS | GS_WANT_PROC_HOST | GS_WANT_PROC_UTIL | GS_WANT_GPM;
 
     if (n % 5 == 0)
-        want |= GS_WANT_PCIE_TPUT; /* blocks ~40 ms per GPU */
+        want |= GS_WANT_PCIE_TPUT; /* ~40 ms per GPU, only without the byte counters */
     if (n % 10 == 0)               /* change rarely; held in between (docs/agent.md) */
         want |= GS_WANT_HEALTH | GS_WANT_MIG | GS_WANT_NVLINK_STATE;
     if (n > 0 && n % 60 == 0)

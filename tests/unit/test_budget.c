@@ -282,7 +282,10 @@ static int over(const char *what, double measured, double today, double budget)
 /* ---- the budgets ---- */
 
 /* NVML calls per cycle, 8 GPUs, the agent's default cadence averaged over one period of 60
- * cycles (bench/RESULTS.md, "Deterministic budgets"): 21,102 calls in the 60 cycles. It was
+ * cycles (bench/RESULTS.md, "Deterministic budgets"): 21,102 calls in the 60 cycles. The PCIe
+ * byte counters (fields 197/198) ride in the field-values call the cycle makes anyway, but with
+ * the clock frozen they see no interval, so the 16 throughput calls of every 5th cycle stay
+ * here (on a running clock they go: 3.2 a cycle fewer). It was
  * 483.70 (29,022) while the 18 links' states of each GPU were read every cycle; they are now
  * read every 10th cycle with the health readings (144 calls fewer in 54 of the 60 cycles), and
  * not again in the cycle whose NVLink probe (every 60th, GS_WANT_STATIC) has just read them

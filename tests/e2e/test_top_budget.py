@@ -55,8 +55,8 @@ CALLS_BUDGET = 40  # ticker's futex, the key loop's polls and reads, uname
 # What the view draws (src/top/top_src.c top_metrics), processes, health masked. 305 before the
 # PCIe byte counters (fields 197/198): they come in a field-values call per GPU (+8), and with
 # this test's frozen clock they see no interval, so the 16 throughput calls stay. On a running
-# clock those 16 are made at the first poll only (nvml-sim's count of GetPcieThroughput: 16 in a
-# 6-s run of 12 polls).
+# clock (this test with time=None) those 16 come at the first poll only: 313 -> 305 a poll
+# (GetPcieThroughput 192 -> 16 in a 6-s run of 12 polls; bench/RESULTS.md).
 NVML_TODAY = 313
 NVML_BUDGET = 320  # 144 of them the 18 NVLinks' states of 8 GPUs, read every poll
 

@@ -232,14 +232,20 @@ async function run(ctx) {
   }
   ok(matched >= 4 && mismatch.length === 0,
     `chart points match /api/v1/history (${matched} compared)`, mismatch.slice(0, 5));
-  const px = await page.evaluate(() => {
+  // GPU 0's line alone: the eight lines are overlaid and drawn in order, so where the GPUs'
+  // values coincide (all at 100 %, say) the later ones cover GPU 0's entirely
+  const px = await page.evaluate(async () => {
     const {u} = globalThis.__gpuscope.charts.get('utilization');
+    const others = u.series.map((s, i) => i).filter((i) => i > 1 && u.series[i].show);
+    for (const i of others) u.setSeries(i, {show: false});
+    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
     const cv = u.ctx.canvas;
     const img = u.ctx.getImageData(0, 0, cv.width, cv.height).data;
     let hits = 0; // GPU 0's colour, #E69F00
     for (let i = 0; i < img.length; i += 4)
       if (Math.abs(img[i] - 0xE6) < 12 && Math.abs(img[i + 1] - 0x9F) < 12 && img[i + 2] < 30)
         hits++;
+    for (const i of others) u.setSeries(i, {show: true});
     return hits;
   });
   ok(px > 20, 'the chart canvas shows GPU 0\'s line', px);

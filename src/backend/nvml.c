@@ -155,6 +155,16 @@ GS_TESTABLE unsigned gs_nvml_proc_stride(int found, int has_conf_compute, int ha
     return 0;
 }
 
+/* A field value's outcome, with an id (or scope) newer than the driver as NOT_SUPPORTED: such a
+ * field fails by itself, with INVALID_ARGUMENT or NOT_FOUND on some drivers, and is absent. */
+nvmlReturn_t gs_nvml_field_return(const nvmlFieldValue_t *fv)
+{
+    nvmlReturn_t r = fv->nvmlReturn;
+
+    return r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_FOUND ? NVML_ERROR_NOT_SUPPORTED
+                                                                         : r;
+}
+
 int gs_nvml_field_double(const nvmlFieldValue_t *fv, double *out)
 {
     switch (fv->valueType) {

@@ -383,6 +383,7 @@ struct rd {
 /* nvml.c */
 uint8_t gs_nvml_status(nvmlReturn_t r);
 int gs_nvml_field_double(const nvmlFieldValue_t *fv, double *out);
+nvmlReturn_t gs_nvml_field_return(const nvmlFieldValue_t *fv);
 void gs_nvml_copy_text(char *dst, const char *src, size_t src_cap);
 int gs_nvml_driver_gone(nvmlReturn_t r);
 const char *gs_nvml_errstr(const struct gs_backend *b, nvmlReturn_t r);

@@ -149,11 +149,7 @@ static int nvl_field_u64(struct rd *c, const nvmlFieldValue_t *fv, uint8_t *st,
                          unsigned long long *out)
 {
     double v;
-    nvmlReturn_t r = fv->nvmlReturn;
-
-    if (r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_FOUND)
-        r = NVML_ERROR_NOT_SUPPORTED; /* an id or a scope this driver does not know */
-    if (!gs_nvml_ok(c, st, r))
+    if (!gs_nvml_ok(c, st, gs_nvml_field_return(fv)))
         return -1;
     if (gs_nvml_field_double(fv, &v) != GS_OK || !(v >= 0 && v < 18446744073709551616.0)) {
         *st = GS_ST_NA;

@@ -426,9 +426,8 @@ static void pcie_counters(struct rd *c, const nvmlFieldValue_t fv[2])
     double dt = 0;
 
     for (int k = 0; k < 2; k++) {
-        nvmlReturn_t r = fv[k].nvmlReturn;
-        if (r == NVML_ERROR_NOT_SUPPORTED || r == NVML_ERROR_INVALID_ARGUMENT ||
-            r == NVML_ERROR_NOT_FOUND) {
+        nvmlReturn_t r = gs_nvml_field_return(&fv[k]);
+        if (r == NVML_ERROR_NOT_SUPPORTED) {
             d->pcie_cnt = -1;
             d->pcie_have = 0;
             return;
@@ -538,12 +537,7 @@ static void rd_fields(struct rd *c)
     for (size_t i = 0; i < COUNT_OF(fields); i++) {
         double v;
         uint8_t *st = &c->g->st[fields[i].m];
-        r = fv[i].nvmlReturn;
-        /* An id newer than the driver fails per field, with INVALID_ARGUMENT or NOT_FOUND on
-         * some drivers: that is "absent" too. */
-        if (r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_FOUND)
-            r = NVML_ERROR_NOT_SUPPORTED;
-        if (!gs_nvml_ok(c, st, r))
+        if (!gs_nvml_ok(c, st, gs_nvml_field_return(&fv[i])))
             continue;
         if (gs_nvml_field_double(&fv[i], &v) == GS_OK)
             gs_gpu_set(c->g, fields[i].m, v * fields[i].scale);
@@ -1053,10 +1047,7 @@ static void rd_pcie_atomics(struct rd *c)
     if (!ok_n(c, c->b->fn.field_values(c->h, 2, fv), ms, COUNT_OF(ms)))
         return;
     for (size_t i = 0; i < COUNT_OF(ms); i++) {
-        nvmlReturn_t r = fv[i].nvmlReturn;
-        if (r == NVML_ERROR_INVALID_ARGUMENT || r == NVML_ERROR_NOT_FOUND)
-            r = NVML_ERROR_NOT_SUPPORTED; /* an id older drivers do not know */
-        if (!gs_nvml_ok(c, &c->g->st[ms[i]], r))
+        if (!gs_nvml_ok(c, &c->g->st[ms[i]], gs_nvml_field_return(&fv[i])))
             continue;
         if (gs_nvml_field_double(&fv[i], &v) == GS_OK)
             gs_gpu_set(c->g, ms[i], v);
